@@ -1,0 +1,243 @@
+"""Command line: ``distgrail index | query | info | generate | convert``.
+
+Run it under MPI with ``mpirun -n N python -m mpi4py -m distgrail ...`` (see ``launch/``): an
+uncaught error on any rank then aborts the whole job instead of leaving the others hanging.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import time
+
+from ._version import __version__
+from .errors import DistGrailError
+
+__all__ = ["main"]
+
+
+def _comm(args):
+    """COMM_WORLD when running under an MPI launcher with several ranks, else None."""
+    if getattr(args, "no_mpi", False):
+        return None
+    if not any(k in os.environ for k in ("OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "PMIX_RANK", "MPI_LOCALNRANKS",
+                                         "SLURM_STEP_NUM_TASKS", "HYDRA_CONTROL_FD", "PMI_RANK")):
+        return None
+    from mpi4py import MPI
+
+    comm = MPI.COMM_WORLD
+    return comm.Clone() if comm.Get_size() > 1 else None
+
+
+def _rank(comm) -> int:
+    return comm.Get_rank() if comm is not None else 0
+
+
+def _resolve_bundled(value: str, kind: str) -> str:
+    if value == "bundled":
+        import distgrail
+
+        return distgrail.bundled_graph() if kind == "graph" else distgrail.bundled_pairs()
+    return value
+
+
+def _say(args, comm, text):
+    if not args.quiet and _rank(comm) == 0:
+        print(text, file=sys.stderr, flush=True)
+
+
+def _emit(args, comm, summary: dict, human: str):
+    if _rank(comm) != 0:
+        return
+    if args.json:
+        print(json.dumps(summary, indent=2, sort_keys=True))
+    elif not args.quiet:
+        print(human)
+
+
+def cmd_index(args):
+    import distgrail
+
+    comm = _comm(args)
+    if comm is not None:
+        from .distributed import bind_gpu
+
+        bind_gpu(comm, args.backend, share=args.share_gpus)
+    t = time.perf_counter()
+    idx = distgrail.build_index(_resolve_bundled(args.graph, "graph"), dims=args.dims, seed=args.seed,
+                                parent_rule=args.parent_rule, backend=args.backend, fmt=args.format,
+                                num_vertices=args.num_vertices, output=args.output, comm=comm,
+                                progress=not args.quiet and _rank(comm) == 0)
+    total = time.perf_counter() - t
+    m = idx.meta
+    summary = {"index": os.path.abspath(args.output), "n_vertices": m["n_vertices"],
+               "n_components": m["n_components"], "n_dag_edges": m["n_dag_edges"], "n_levels": m["n_levels"],
+               "dims": m["dims"], "seed": m["seed"], "parent_rule": m["parent_rule"], "backend": m.get("backend"),
+               "ranks": comm.Get_size() if comm is not None else 1,
+               "seconds": {k: round(v, 6) for k, v in idx.timings.items()}, "total_seconds": round(total, 6)}
+    lines = [f"index        {args.output}",
+             f"graph        {m['source_name']}: {m['n_vertices']:,} vertices, {m['n_components']:,} components, "
+             f"{m['n_dag_edges']:,} DAG edges, {m['n_levels']:,} levels",
+             f"labels       d={m['dims']}, seed={m['seed']}, parent rule {m['parent_rule']}, "
+             f"backend {summary['backend']}, {summary['ranks']} rank(s)"]
+    lines += [f"  {k:<22}{v * 1e3:10.1f} ms" for k, v in idx.timings.items()]
+    lines.append(f"total        {total * 1e3:.1f} ms")
+    _emit(args, comm, summary, "\n".join(lines))
+    return 0
+
+
+def cmd_query(args):
+    import distgrail
+    from .readers import read_pairs
+    from .writers import write_answers
+
+    comm = _comm(args)
+    if comm is not None:
+        from .distributed import bind_gpu
+
+        bind_gpu(comm, args.backend, share=args.share_gpus)
+    idx = distgrail.open_index(args.index)
+    pairs = _resolve_bundled(args.pairs, "pairs")
+    s, t = read_pairs(pairs) if _rank(comm) == 0 else (None, None)
+    answers, stats = idx.query(s, t, backend=args.backend, comm=comm) if comm is not None else \
+        idx.query(s, t, backend=args.backend)
+    if args.output and _rank(comm) == 0:
+        write_answers(answers, args.output)
+    summary = stats.as_dict()
+    summary["index"] = os.path.abspath(args.index)
+    summary["pairs"] = os.path.abspath(pairs)
+    if args.output:
+        summary["answers"] = os.path.abspath(args.output)
+    _emit(args, comm, summary, stats.summary())
+    return 0
+
+
+def cmd_info(args):
+    import distgrail
+
+    idx = distgrail.open_index(args.index)
+    info = {k: v for k, v in idx.meta.items()}
+    info["datasets"] = {k: [list(v.shape), str(v.dtype)] for k, v in sorted(idx.arrays.items())}
+    info["size_bytes"] = os.path.getsize(args.index)
+    if args.json:
+        print(json.dumps(info, indent=2, sort_keys=True, default=str))
+    else:
+        for k, v in info.items():
+            if k != "datasets":
+                print(f"{k:<20}{v}")
+        for k, (shape, dt) in info["datasets"].items():
+            print(f"  /{k:<22}{str(tuple(shape)):<20}{dt}")
+    return 0
+
+
+def cmd_generate(args):
+    from .generate import generate
+    from .writers import write_graph
+
+    t = time.perf_counter()
+    g = generate(args.kind, args.n, args.degree, seed=args.seed, levels=args.levels)
+    tg = time.perf_counter() - t
+    write_graph(g, args.output, None if args.format == "auto" else args.format)
+    tw = time.perf_counter() - t - tg
+    summary = {"output": os.path.abspath(args.output), "kind": args.kind, "n": g.n, "m": g.m,
+               "seed": args.seed, "generate_seconds": round(tg, 6), "write_seconds": round(tw, 6)}
+    _emit(args, None, summary, f"{args.output}: {args.kind}, {g.n:,} vertices, {g.m:,} edges "
+                               f"(generate {tg:.2f} s, write {tw:.2f} s)")
+    return 0
+
+
+def cmd_convert(args):
+    from .readers import read_graph
+    from .writers import write_graph
+
+    t = time.perf_counter()
+    g = read_graph(_resolve_bundled(args.graph, "graph"), fmt=args.format, num_vertices=args.num_vertices)
+    tr = time.perf_counter() - t
+    write_graph(g, args.output, "h5")
+    tw = time.perf_counter() - t - tr
+    summary = {"output": os.path.abspath(args.output), "n": g.n, "m": g.m, "read_seconds": round(tr, 6),
+               "write_seconds": round(tw, 6)}
+    _emit(args, None, summary, f"{args.output}: {g.n:,} vertices, {g.m:,} edges (read {tr:.2f} s, write {tw:.2f} s)")
+    return 0
+
+
+def build_parser() -> argparse.ArgumentParser:
+    from .backend import BACKENDS
+    from .forest import PARENT_RULES
+    from .generate import KINDS
+    from .readers import FORMATS
+
+    p = argparse.ArgumentParser(prog="distgrail", description="GRAIL reachability index on GPUs across MPI ranks.")
+    p.add_argument("--version", action="version", version=f"distgrail {__version__}")
+    sub = p.add_subparsers(dest="command", required=True)
+
+    def common(sp, backend=True):
+        sp.add_argument("--quiet", action="store_true", help="no progress or summary on the terminal")
+        sp.add_argument("--json", action="store_true", help="print the summary as JSON on stdout")
+        if backend:
+            sp.add_argument("--backend", choices=BACKENDS, default="auto",
+                            help="auto: GPU when CuPy sees one, else CPU (default auto)")
+            sp.add_argument("--share-gpus", action="store_true",
+                            help="under MPI, let several ranks share a GPU when ranks outnumber GPUs")
+            sp.add_argument("--no-mpi", action="store_true", help="ignore an MPI launcher; run one process")
+
+    sp = sub.add_parser("index", help="build an index from a graph file")
+    sp.add_argument("graph", help="graph file (.gra, edge list, .mtx, .h5), or 'bundled'")
+    sp.add_argument("-o", "--output", required=True, help="index file to write (HDF5)")
+    sp.add_argument("--dims", type=int, default=5, help="label dimensions d (default 5)")
+    sp.add_argument("--seed", type=int, default=0, help="seed of the sibling-order hash (default 0)")
+    sp.add_argument("--parent-rule", choices=PARENT_RULES, default="max-level", help="phase-1 parent rule")
+    sp.add_argument("--format", choices=FORMATS, default="auto", help="graph file format (default auto)")
+    sp.add_argument("--num-vertices", type=int, default=None, help="edge lists: number of vertices")
+    common(sp)
+    sp.set_defaults(func=cmd_index)
+
+    sp = sub.add_parser("query", help="answer query pairs with an index")
+    sp.add_argument("index", help="index file")
+    sp.add_argument("pairs", help="pairs file: 'u v' per line (.gz ok) or .npy (k, 2); or 'bundled'")
+    sp.add_argument("-o", "--output", help="answers: one 0/1 per line, or .npy")
+    common(sp)
+    sp.set_defaults(func=cmd_query)
+
+    sp = sub.add_parser("info", help="describe an index file")
+    sp.add_argument("index")
+    common(sp, backend=False)
+    sp.set_defaults(func=cmd_info)
+
+    sp = sub.add_parser("generate", help="write a generated test graph")
+    sp.add_argument("kind", choices=KINDS)
+    sp.add_argument("-n", type=int, required=True, help="vertices")
+    sp.add_argument("--degree", type=float, default=10, help="average out-degree (default 10)")
+    sp.add_argument("--levels", type=int, default=None, help="layered: number of levels (default n/10)")
+    sp.add_argument("--seed", type=int, default=0)
+    sp.add_argument("-o", "--output", required=True, help=".gra, edge list, or .h5")
+    sp.add_argument("--format", choices=("auto", "gra", "edgelist", "h5"), default="auto")
+    common(sp, backend=False)
+    sp.set_defaults(func=cmd_generate)
+
+    sp = sub.add_parser("convert", help="convert a text graph to the binary .h5 graph file")
+    sp.add_argument("graph")
+    sp.add_argument("-o", "--output", required=True)
+    sp.add_argument("--format", choices=FORMATS, default="auto")
+    sp.add_argument("--num-vertices", type=int, default=None)
+    common(sp, backend=False)
+    sp.set_defaults(func=cmd_convert)
+    return p
+
+
+def main(argv=None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        return args.func(args)
+    except DistGrailError as e:
+        print(f"distgrail: error: {e}", file=sys.stderr, flush=True)
+        return 2
+    except KeyboardInterrupt:
+        print("distgrail: interrupted", file=sys.stderr)
+        return 130
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())

@@ -1,0 +1,128 @@
+"""Phase 1 (top-down): one parent per DAG vertex, turning the DAG into a spanning forest DT.
+
+Rules (DESIGN.md "Phase 1: which parent?"):
+
+``max-level`` (default)
+    the in-neighbour with the largest level (always level(v) - 1); ties by the counter hash
+    of (seed, parent stream, p * C + v), then by the smaller id. One segmented argmax.
+``dfs``
+    the paper's ζ-SSSP rule: ζ(v) = number of paths leaving v (saturating), each out-edge
+    u→c_i weighs 1 + Σ_{j<i} ζ(c_j), roots start at Σ_{earlier roots} ζ(r); the parent is the
+    in-neighbour minimising dist(p) + w(p→v), ties by larger level, then hash. This is the
+    DFS discovery order of the path tree (exact until counts saturate).
+
+Levels come with the condensed DAG (see :mod:`distgrail.condense`): components are numbered
+by level, so every sweep here walks contiguous level slices.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from . import satmath
+from .hashing import STREAM_PARENT, hash3
+from .segments import row_ids, seg_first_true, seg_max, seg_min
+
+__all__ = ["PARENT_RULES", "parents"]
+
+PARENT_RULES = ("max-level", "dfs")
+
+
+def _best(cand, keys, seg_of_elem, nseg, xp):
+    """Among candidate entries of each segment keep the lexicographically largest keys."""
+    for key in keys:
+        idx = xp.flatnonzero(cand)
+        if idx.size == 0:
+            break
+        segs = seg_of_elem[idx]
+        k = key[idx]
+        starts = xp.flatnonzero(xp.concatenate((xp.ones(1, bool), segs[1:] != segs[:-1])))
+        best = seg_max(k, starts, xp)
+        full = xp.zeros(nseg, dtype=k.dtype)
+        full[segs[starts]] = best
+        cand = cand & (key == full[seg_of_elem])
+    return seg_first_true(cand, seg_of_elem, nseg, xp)
+
+
+def _tie_hash(p, child, C, seed, xp):
+    return hash3(seed, STREAM_PARENT, p.astype(xp.uint64) * xp.uint64(C) + child.astype(xp.uint64), xp)
+
+
+def parents_max_level(dag, seed, xp=np):
+    """Parent of every vertex under the ``max-level`` rule (-1 for sources)."""
+    C = dag.rindptr.size - 1
+    child = row_ids(dag.rindptr, xp)
+    p = dag.rindices.astype(xp.int64)
+    cand = dag.level[p] == dag.level[child] - 1
+    h = _tie_hash(p, child, C, seed, xp)
+    edge = _best(cand, [h], child, C, xp)
+    parent = xp.full(C, -1, dtype=xp.int64)
+    has = edge >= 0
+    parent[has] = p[edge[has]]
+    return parent
+
+
+def path_counts(dag, xp=np):
+    """ζ(v): number of paths leaving v (v alone counts 1), saturating at satmath.CAP."""
+    C = dag.indptr.size - 1
+    zeta = xp.ones(C, dtype=xp.uint64)
+    lp = [int(x) for x in dag.level_ptr]
+    ip = dag.indptr
+    for lev in range(len(lp) - 2, -1, -1):
+        a, b = lp[lev], lp[lev + 1]
+        e0, e1 = int(ip[a]), int(ip[b])
+        if e0 == e1:
+            continue
+        deg = ip[a + 1 : b + 1] - ip[a:b]
+        nz = xp.flatnonzero(deg > 0)
+        starts = (ip[a:b] - e0)[nz]
+        sums = satmath.seg_sum(zeta[dag.indices[e0:e1]], starts, xp)
+        zeta[a + nz] = satmath.sat_add(sums, xp.uint64(1), xp)
+    return zeta
+
+
+def parents_dfs(dag, seed, xp=np):
+    """Parent of every vertex under the paper's ζ-SSSP (``dfs``) rule."""
+    C = dag.indptr.size - 1
+    zeta = path_counts(dag, xp)
+    src = row_ids(dag.indptr, xp)
+    rowfirst = dag.indptr[:-1][src]
+    w_out = satmath.sat_add(satmath.seg_exclusive_prefix(zeta[dag.indices], rowfirst, xp), xp.uint64(1), xp)
+    perm = xp.argsort(dag.indices, kind="stable")  # out-edge order -> reverse-CSR order
+    w_in = w_out[perm]
+    lp = [int(x) for x in dag.level_ptr]
+    dist = xp.zeros(C, dtype=xp.uint64)
+    roots = xp.arange(lp[1] if len(lp) > 1 else 0)
+    if roots.size:
+        z = xp.zeros(roots.size, dtype=xp.int64)
+        dist[roots] = satmath.seg_exclusive_prefix(zeta[roots], z, xp)
+    parent = xp.full(C, -1, dtype=xp.int64)
+    rip = dag.rindptr
+    maxu = xp.uint64(np.iinfo(np.uint64).max)
+    for lev in range(1, len(lp) - 1):
+        a, b = lp[lev], lp[lev + 1]
+        e0, e1 = int(rip[a]), int(rip[b])
+        p = dag.rindices[e0:e1].astype(xp.int64)
+        child = a + row_ids(rip[a : b + 1] - e0, xp)
+        cand_dist = satmath.sat_add(dist[p], w_in[e0:e1], xp)
+        starts = rip[a:b] - e0  # every vertex above level 0 has a parent
+        best = seg_min(cand_dist, starts, xp)
+        dist[a:b] = best
+        seg = child - a
+        keys = [maxu - cand_dist, dag.level[p].astype(xp.int64), _tie_hash(p, child, C, seed, xp)]
+        edge = _best(xp.ones(e1 - e0, dtype=bool), keys, seg, b - a, xp)
+        parent[a:b] = p[edge]
+    return parent
+
+
+def parents(be, dag, seed: int, rule: str = "max-level"):
+    """Phase 1 on backend ``be``: the spanning forest DT as a parent array (sources get -1)."""
+    from .gpu_labeling import parents_dfs_cuda, parents_max_level_cuda
+
+    if rule == "max-level":
+        return be.pick(parents_max_level, parents_max_level_cuda)(dag, seed)
+    if rule == "dfs":
+        return be.pick(parents_dfs, parents_dfs_cuda)(dag, seed)
+    from .errors import DistGrailError
+
+    raise DistGrailError(f"parent rule must be one of {', '.join(PARENT_RULES)}, got {rule!r}")

@@ -1,0 +1,232 @@
+"""The public API: :func:`build_index`, :func:`open_index` and :class:`Index`."""
+
+from __future__ import annotations
+
+import os
+import time
+
+import numpy as np
+
+from ._version import __version__
+from .backend import get_backend
+from .condense import condense
+from .errors import QueryError
+from .graph import as_graph
+from .indexfile import read_index_file, write_index_file
+from .labeling import build_forest, check_label_args, label_dimensions
+from .progress import Stages
+from .query import Labels, QueryStats, answer_batch_numpy
+
+__all__ = ["Index", "build_index", "open_index"]
+
+
+class Index:
+    """A GRAIL reachability index in memory.
+
+    Build one with :func:`build_index` or read one with :func:`open_index`.
+
+    Examples
+    --------
+    >>> import numpy as np, distgrail
+    >>> idx = distgrail.build_index((np.array([0, 1, 3]), np.array([1, 2, 1])), dims=2)
+    >>> idx.reachable(0, 2), idx.reachable(2, 0)
+    (True, False)
+    >>> idx.reachable([0, 3, 2], [2, 2, 3]).tolist()
+    [True, True, False]
+    """
+
+    def __init__(self, meta: dict, arrays: dict):
+        self.meta = dict(meta)
+        self.arrays = arrays
+        self.timings: dict = {}
+        self._labels = {}
+
+    # -- properties ---------------------------------------------------------------------
+    @property
+    def n(self) -> int:
+        return int(self.meta["n_vertices"])
+
+    @property
+    def C(self) -> int:
+        return int(self.meta["n_components"])
+
+    @property
+    def dims(self) -> int:
+        return int(self.meta["dims"])
+
+    @property
+    def intervals(self) -> np.ndarray:
+        """Labels, shape (dims, C, 2): [min, max] rank over the DAG descendants."""
+        return self.arrays["labels/intervals"]
+
+    def __repr__(self):
+        m = self.meta
+        return (f"<distgrail.Index {m['source_name']!r}: {m['n_vertices']:,} vertices, "
+                f"{m['n_components']:,} components, {m['n_dag_edges']:,} DAG edges, d={m['dims']}>")
+
+    # -- persistence --------------------------------------------------------------------
+    def save(self, path) -> None:
+        """Write the index to ``path`` (HDF5, atomically)."""
+        write_index_file(path, self.meta, self.arrays)
+
+    # -- queries ------------------------------------------------------------------------
+    def labels(self, backend="auto") -> Labels:
+        """The arrays queries need, on ``backend``'s device (cached)."""
+        be = get_backend(backend)
+        key = (be.name, be.device)
+        if key not in self._labels:
+            a = self.arrays
+            iv = a["labels/intervals"].astype(np.int64)
+            post0 = a["labels/dt_post0"].astype(np.int64)
+            start0 = post0 - a["forest/subtree_size"].astype(np.int64) + 1
+            host = dict(comp=a["vertex/component"].astype(np.int64), level=a["dag/level"].astype(np.int64),
+                        lo=np.ascontiguousarray(iv[:, :, 0]), hi=np.ascontiguousarray(iv[:, :, 1]),
+                        post0=post0, start0=start0, indptr=a["dag/indptr"].astype(np.int64),
+                        indices=a["dag/indices"].astype(np.int64))
+            self._labels[key] = Labels(**{k: be.asarray(v) for k, v in host.items()})
+        return self._labels[key]
+
+    def _check_pairs(self, sources, targets):
+        s = np.asarray(sources)
+        t = np.asarray(targets)
+        if s.shape != t.shape or s.ndim != 1:
+            raise QueryError(f"sources and targets must be 1-D of equal length, got shapes {s.shape} and {t.shape}")
+        for arr, what in ((s, "sources"), (t, "targets")):
+            if arr.size and not np.issubdtype(arr.dtype, np.integer):
+                raise QueryError(f"{what} must be integer vertex ids, got dtype {arr.dtype}")
+            if arr.size and (arr.min() < 0 or arr.max() >= self.n):
+                i = int(np.flatnonzero((arr < 0) | (arr >= self.n))[0])
+                raise QueryError(f"{what}[{i}] out of range 0..{self.n - 1}, got {int(arr[i])!r}")
+        return s.astype(np.int64, copy=False), t.astype(np.int64, copy=False)
+
+    def query(self, sources, targets, backend="auto", comm=None):
+        """Answer a batch of pairs. Returns ``(answers, QueryStats)``, answers in input order.
+
+        With ``comm`` (an MPI communicator of several ranks) the batch is sharded across ranks
+        and answers are gathered on every rank.
+        """
+        s, t = self._check_pairs(sources, targets)
+        be = get_backend(backend)
+        if comm is not None and comm.Get_size() > 1:
+            from .distributed import query_sharded
+
+            return query_sharded(self, s, t, be, comm)
+        return self._query_local(s, t, be)
+
+    def _query_local(self, s, t, be):
+        stats = QueryStats(backend=be.name)
+        from .gpu_query import answer_batch_cuda
+
+        ans = be.pick(answer_batch_numpy, answer_batch_cuda)(self.labels(be), s, t, stats)
+        return np.asarray(ans, dtype=bool), stats
+
+    def reachable(self, u, v, backend="auto"):
+        """Does ``u`` reach ``v``? Scalars give a bool, arrays a bool array.
+
+        Examples
+        --------
+        >>> import numpy as np, distgrail
+        >>> idx = distgrail.build_index((np.array([0]), np.array([1])), dims=1)
+        >>> idx.reachable(0, 1), idx.reachable(1, 0)
+        (True, False)
+        """
+        if np.ndim(u) == 0 and np.ndim(v) == 0:
+            ans, _ = self.query(np.array([u]), np.array([v]), backend=backend)
+            return bool(ans[0])
+        ans, _ = self.query(np.atleast_1d(u), np.atleast_1d(v), backend=backend)
+        return ans
+
+
+def assemble(graph, dag, forest, post0, intervals, dims, seed, parent_rule) -> Index:
+    """Put the outputs of all stages into an :class:`Index`."""
+    meta = {
+        "seed": int(seed),
+        "dims": int(dims),
+        "parent_rule": parent_rule,
+        "source_name": graph.name,
+        "source_sha256": graph.sha256,
+        "n_vertices": int(dag.n),
+        "n_components": int(dag.C),
+        "n_dag_edges": int(dag.m),
+        "n_levels": int(dag.n_levels),
+        "distgrail_version": __version__,
+    }
+    arrays = {
+        "vertex/component": dag.comp,
+        "dag/indptr": dag.indptr,
+        "dag/indices": dag.indices,
+        "dag/level": dag.level,
+        "forest/parent": forest.parent,
+        "forest/subtree_size": forest.size,
+        "labels/dt_post0": post0,
+        "labels/intervals": intervals,
+    }
+    return Index(meta, arrays)
+
+
+def build_index(graph, dims: int = 5, seed: int = 0, parent_rule: str = "max-level", backend="auto",
+                fmt: str = "auto", num_vertices: int | None = None, output=None, comm=None,
+                progress: bool = False) -> Index:
+    """Build a GRAIL index of ``graph``.
+
+    Parameters
+    ----------
+    graph : path or in-memory graph
+        Anything :func:`distgrail.graph.as_graph` accepts.
+    dims : int
+        Number of interval labels per vertex (d >= 1).
+    seed : int
+        Seed of the counter hash that orders siblings; same seed, same labels.
+    parent_rule : {"max-level", "dfs"}
+        Phase-1 parent rule (DESIGN.md).
+    backend : {"auto", "cpu", "gpu"}
+    output : path, optional
+        Write the index there (HDF5, atomically).
+    comm : MPI communicator, optional
+        Distribute phases 3–4 over its ranks (see :mod:`distgrail.distributed`).
+    progress : bool
+        Progress bar on stderr for runs longer than a second.
+
+    Examples
+    --------
+    >>> import distgrail
+    >>> idx = distgrail.build_index(distgrail.bundled_graph(), dims=2)
+    >>> idx.C
+    3617
+    """
+    check_label_args(dims, seed, parent_rule)
+    if comm is not None and comm.Get_size() > 1:
+        from .distributed import build_index_distributed
+
+        return build_index_distributed(graph, dims=dims, seed=seed, parent_rule=parent_rule, backend=backend,
+                                       fmt=fmt, num_vertices=num_vertices, output=output, comm=comm,
+                                       progress=progress)
+    be = get_backend(backend)
+    with Stages(progress, total=6) as st:
+        g = st.run("read", as_graph, graph, num_vertices, fmt)
+        dag = st.run("condense", condense, g)
+        forest = st.run("phases 1-2", build_forest, dag, seed, parent_rule, be)
+        timings = dict(forest.timings)
+        post, iv = st.run("phases 3-4", label_dimensions, dag, forest, range(dims), seed, be, timings)
+        idx = assemble(g, dag, forest, post[0], iv, dims, seed, parent_rule)
+        if output is not None:
+            st.run("write", idx.save, output)
+    idx.timings = {**st.timings, **timings}
+    idx.meta["backend"] = be.name
+    return idx
+
+
+def open_index(path) -> Index:
+    """Read an index written by :func:`build_index` or ``distgrail index``.
+
+    Raises
+    ------
+    IndexFormatError
+        The file is missing, not HDF5, not a distgrail index, or of another schema version.
+    """
+    t = time.perf_counter()
+    meta, arrays = read_index_file(path)
+    idx = Index(meta, arrays)
+    idx.timings = {"open": time.perf_counter() - t}
+    idx.meta["path"] = os.fspath(path)
+    return idx

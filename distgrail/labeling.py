@@ -1,0 +1,93 @@
+"""The labeling pipeline: phases 1–4 on a condensed DAG.
+
+Phases 1–2 (forest, subtree sizes) are computed once and shared; phases 3–4 (ranks,
+intervals) run for any subset of the d dimensions, which is how MPI ranks split the work.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from .backend import Backend, get_backend
+from .errors import DistGrailError
+from .forest import PARENT_RULES, parents
+from .intervals import descendant_intervals
+from .ranks import post_order_ranks
+from .subtree import subtree_sizes
+
+__all__ = ["Forest", "build_forest", "label_dimensions", "check_label_args"]
+
+
+@dataclass
+class Forest:
+    """Phases 1–2: the spanning forest DT (host arrays)."""
+
+    parent: np.ndarray
+    size: np.ndarray
+    timings: dict = field(default_factory=dict)
+
+
+def check_label_args(dims, seed, parent_rule):
+    if isinstance(dims, bool) or not isinstance(dims, (int, np.integer)) or dims < 1:
+        raise DistGrailError(f"dims must be an integer >= 1, got {dims!r}")
+    if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)) or not 0 <= seed < 2**64:
+        raise DistGrailError(f"seed must be an integer in 0..2^64-1, got {seed!r}")
+    if parent_rule not in PARENT_RULES:
+        raise DistGrailError(f"parent_rule must be one of {', '.join(PARENT_RULES)}, got {parent_rule!r}")
+
+
+class _DeviceDAG:
+    """The DAG's arrays on the backend's device."""
+
+    def __init__(self, be: Backend, dag):
+        self.indptr = be.asarray(dag.indptr)
+        self.indices = be.asarray(dag.indices)
+        self.rindptr = be.asarray(dag.rindptr)
+        self.rindices = be.asarray(dag.rindices)
+        self.level = be.asarray(dag.level)
+        self.level_ptr = dag.level_ptr  # host: sweeps read slice bounds
+
+
+def _timed(timings, key, be, fn, *args):
+    t = time.perf_counter()
+    out = fn(*args)
+    be.synchronize()
+    timings[key] = timings.get(key, 0.0) + time.perf_counter() - t
+    return out
+
+
+def build_forest(dag, seed: int = 0, parent_rule: str = "max-level", backend="auto") -> Forest:
+    """Phases 1–2 on ``backend``; returns host arrays."""
+    be = get_backend(backend)
+    timings = {}
+    ddag = _DeviceDAG(be, dag)
+    parent = _timed(timings, "phase1_forest", be, parents, be, ddag, seed, parent_rule)
+    size = _timed(timings, "phase2_subtree_sizes", be, subtree_sizes, be, parent, dag.level_ptr)
+    return Forest(parent=be.to_host(parent), size=be.to_host(size), timings=timings)
+
+
+def label_dimensions(dag, forest: Forest, dims_to_do, seed: int = 0, backend="auto", timings=None):
+    """Phases 3–4 for the dimensions ``dims_to_do``.
+
+    Returns
+    -------
+    post : ndarray (k, C)       post-order ranks
+    intervals : ndarray (k, C, 2)  [min, max] over DAG descendants
+    """
+    be = get_backend(backend)
+    timings = {} if timings is None else timings
+    dims_to_do = list(dims_to_do)
+    C = dag.C
+    if not dims_to_do:
+        return np.zeros((0, C), np.int64), np.zeros((0, C, 2), np.int64)
+    parent = be.asarray(forest.parent)
+    size = be.asarray(forest.size)
+    ip, ix = be.asarray(dag.indptr), be.asarray(dag.indices)
+    post = _timed(timings, "phase3_ranks", be, post_order_ranks, be, parent, size, dag.level_ptr, seed, dims_to_do)
+    lo, hi = _timed(timings, "phase4_intervals", be, descendant_intervals, be, ip, ix, dag.level_ptr, post)
+    xp = be.xp
+    iv = xp.stack((lo, hi), axis=-1)
+    return be.to_host(post), be.to_host(iv)

@@ -1,0 +1,72 @@
+"""Segmented reductions over CSR rows, written once for NumPy and CuPy (``xp``)."""
+
+from __future__ import annotations
+
+import numpy as np
+
+__all__ = ["row_ids", "seg_min", "seg_max", "seg_first_true"]
+
+
+def row_ids(indptr, xp=np):
+    """Row of every CSR entry."""
+    n = indptr.size - 1
+    return xp.repeat(xp.arange(n, dtype=xp.int64), xp.diff(indptr))
+
+
+def _seg_reduce(ufunc_name, vals, starts, xp):
+    if starts.size == 0:
+        return vals[..., :0]
+    if xp is np:
+        return getattr(np, ufunc_name).reduceat(vals, starts, axis=-1)
+    # CuPy: sort-free segmented reduction via the segment id of each element
+    import cupy
+
+    seg = cupy.zeros(vals.shape[-1], dtype=cupy.int64)
+    seg[starts[1:]] = 1
+    seg = cupy.cumsum(seg)
+    init = _ident(ufunc_name, vals.dtype, xp)
+    shape = vals.shape[:-1] + (starts.size,)
+    out = cupy.full(shape, init, dtype=vals.dtype)
+    op = cupy.minimum if ufunc_name == "minimum" else cupy.maximum
+    if vals.ndim == 1:
+        op.at(out, seg, vals)
+    else:
+        for i in range(vals.shape[0]):
+            op.at(out[i], seg, vals[i])
+    return out
+
+
+def _ident(name, dtype, xp):
+    info = xp.iinfo(dtype)
+    return info.max if name == "minimum" else info.min
+
+
+def seg_min(vals, starts, xp=np):
+    """Minimum of each non-empty segment ``vals[..., starts[i]:starts[i+1]]``."""
+    return _seg_reduce("minimum", vals, starts, xp)
+
+
+def seg_max(vals, starts, xp=np):
+    """Maximum of each non-empty segment."""
+    return _seg_reduce("maximum", vals, starts, xp)
+
+
+def seg_first_true(mask, seg_of_elem, nseg, xp=np):
+    """Index of the first True element of each segment (segments must each hold one True)."""
+    idx = xp.flatnonzero(mask)
+    segs = seg_of_elem[idx]
+    first = xp.ones(idx.size, dtype=bool)
+    first[1:] = segs[1:] != segs[:-1]
+    out = xp.full(nseg, -1, dtype=xp.int64)
+    out[segs[first]] = idx[first]
+    return out
+
+
+def sorted_unique(a, xp=np):
+    """Sorted distinct values (by sorting: NumPy 2's hash-based ``unique`` is slower here)."""
+    s = xp.sort(a)
+    if s.size == 0:
+        return s
+    keep = xp.ones(s.size, dtype=bool)
+    keep[1:] = s[1:] != s[:-1]
+    return s[keep]

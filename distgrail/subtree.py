@@ -1,0 +1,29 @@
+"""Phase 2 (bottom-up): subtree sizes of the spanning forest DT.
+
+A DT parent always sits on a lower level than its child, and components are numbered by level,
+so sweeping levels from the deepest up finishes every subtree before its parent reads it.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+__all__ = ["subtree_sizes"]
+
+
+def subtree_sizes_numpy(parent, level_ptr):
+    """NumPy twin: size[v] = 1 + Σ size[children of v in DT]."""
+    C = parent.size
+    size = np.ones(C, dtype=np.int64)
+    lp = level_ptr.tolist()
+    for lev in range(len(lp) - 2, 0, -1):
+        a, b = lp[lev], lp[lev + 1]
+        np.add.at(size, parent[a:b], size[a:b])
+    return size
+
+
+def subtree_sizes(be, parent, level_ptr):
+    """Phase 2 on backend ``be``."""
+    from .gpu_labeling import subtree_sizes_cuda
+
+    return be.pick(subtree_sizes_numpy, subtree_sizes_cuda)(parent, level_ptr)

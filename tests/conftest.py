@@ -1,0 +1,98 @@
+"""Shared fixtures, the ``gpu`` skip, and MPI-aware reporting.
+
+Under ``mpiexec -n N python -m pytest --only-mpi``: every rank gets its own ``--basetemp``;
+ranks > 0 write their report to ``pytest-rank<N>.log`` instead of the terminal; a failure on
+any rank makes every rank's pytest exit non-zero (the failure count is summed over ranks).
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import tempfile
+
+import numpy as np
+import pytest
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+DATA_DIR = os.environ.get("DISTGRAIL_DATA", os.path.join(os.path.dirname(ROOT), "shared", "data", "grail"))
+
+#: reachable pairs among each graph's 100,000 pairs (shared/data/grail/README.md)
+EXPECTED = {
+    "agrocyc_dag_uniq": 99, "amaze_dag_uniq": 17136, "anthra_dag_uniq": 102, "ecoo_dag_uniq": 94,
+    "human_dag_uniq": 23, "kegg_dag_uniq": 20072, "mtbrv_dag_uniq": 178, "nasa_dag_uniq": 498,
+    "vchocyc_dag_uniq": 154, "xmark_dag_uniq": 1452, "ba10k2d": 354,
+}
+
+
+def _mpi_rank_size():
+    for r, s in (("OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE"), ("PMI_RANK", "PMI_SIZE")):
+        if r in os.environ and s in os.environ:
+            return int(os.environ[r]), int(os.environ[s])
+    return 0, 1
+
+
+MPI_RANK, MPI_SIZE = _mpi_rank_size()
+
+
+def pytest_configure(config):
+    if MPI_SIZE > 1:
+        if not config.option.basetemp:
+            config.option.basetemp = os.path.join(tempfile.gettempdir(), f"distgrail-pytest-{os.getpid()}-r{MPI_RANK}")
+        if MPI_RANK > 0:
+            log = open(os.path.join(tempfile.gettempdir(), f"pytest-rank{MPI_RANK}.log"), "w")
+            os.dup2(log.fileno(), 1)
+            os.dup2(log.fileno(), 2)
+            sys.stdout = os.fdopen(1, "w", buffering=1)
+            sys.stderr = os.fdopen(2, "w", buffering=1)
+
+
+def pytest_sessionfinish(session, exitstatus):
+    if MPI_SIZE > 1:
+        try:
+            from mpi4py import MPI
+        except ImportError:  # pragma: no cover
+            return
+        failed = MPI.COMM_WORLD.allreduce(int(session.testsfailed), op=MPI.SUM)
+        if failed and session.exitstatus == 0:
+            session.exitstatus = 1
+        if MPI_RANK == 0 and failed and not session.testsfailed:
+            print(f"\n{failed} test(s) failed on other ranks: see {tempfile.gettempdir()}/pytest-rank*.log")
+
+
+def pytest_collection_modifyitems(config, items):
+    from distgrail.backend import gpu_available
+
+    if gpu_available():
+        return
+    skip = pytest.mark.skip(reason="needs a usable CUDA GPU (cupy.cuda.is_available() is False here); "
+                                   "run on the GPU machine")
+    for item in items:
+        if "gpu" in item.keywords:
+            item.add_marker(skip)
+
+
+def graph_path(name: str) -> str:
+    return os.path.join(DATA_DIR, f"{name}.gra")
+
+
+@pytest.fixture(scope="session")
+def data_dir():
+    if not os.path.isdir(DATA_DIR):
+        pytest.fail(f"benchmark graphs not found at {DATA_DIR}; set DISTGRAIL_DATA to shared/data/grail")
+    return DATA_DIR
+
+
+def load_pairs(name: str):
+    from distgrail.readers import read_pairs
+
+    return read_pairs(os.path.join(DATA_DIR, f"{name}.gra.q100k.pairs.gz"))
+
+
+def closure(n, src, dst):
+    """All-pairs reachability (n x n bool) by BFS from every vertex: the ground truth."""
+    from distgrail.bfs import reachable_set
+    import scipy.sparse as sp
+
+    a = sp.csr_matrix((np.ones(len(src), dtype=np.bool_), (src, dst)), shape=(n, n))
+    return np.array([reachable_set(a.indptr, a.indices, s) for s in range(n)]).reshape(n, n)
