@@ -1,0 +1,1 @@
+"""Benchmarks: each prints ours next to a baseline in one run (python -m distgrail.benchmarks.<name>)."""
