@@ -162,18 +162,19 @@ def guided_search_numpy(L: Labels, cu: np.ndarray, cv: np.ndarray):
             hit = ch == tv[q]
             done[q[hit]] = True
             keep = ~done[q] & (L.level[ch] < lev_t[q])
+            # a (query, vertex) pair is tested once: whatever the test says now it says again
+            key = q[keep] * C + ch[keep]
+            key = sorted_unique(key[~visited[key]])
+            visited[key] = True
+            q, ch = key // C, key % C
+            keep = np.ones(q.size, dtype=bool)
             for j in range(d):
-                if not keep.any():
-                    break
                 keep &= (L.lo[j][ch] <= lo_t[j][q]) & (hi_t[j][q] <= L.hi[j][ch])
             q, ch = q[keep], ch[keep]
             cut = (L.start0[ch] <= post_t[q]) & (post_t[q] <= L.post0[ch])
             done[q[cut]] = True
             keep = ~done[q]
-            key = sorted_unique(q[keep] * C + ch[keep])
-            key = key[~visited[key]]
-            visited[key] = True
-            fq, fv = key // C, key % C
+            fq, fv = q[keep], ch[keep]
         rounds = max(rounds, r)
         found[q0:q1] = done
     return found, rounds
