@@ -120,7 +120,7 @@ def condense(graph: EdgeGraph) -> DAG:
     >>> g = as_graph((np.array([0, 1, 2, 2]), np.array([1, 0, 3, 3])))
     >>> d = condense(g)
     >>> d.C, d.m, d.comp.tolist()
-    (3, 0, [0, 0, 1, 2])
+    (3, 1, [0, 0, 1, 2])
     """
     n = graph.n
     if n == 0:
