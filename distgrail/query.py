@@ -100,6 +100,8 @@ class Labels:
     start0: object  # (C,) first rank of the DT subtree, dimension 0
     indptr: object
     indices: object
+    #: per-backend derived data (the GPU query context keeps its packed records here)
+    cache: dict = field(default_factory=dict, repr=False, compare=False)
 
     @property
     def C(self) -> int:

@@ -1,0 +1,155 @@
+"""GPU queries (distgrail/gpu_query.py, kernels/query.cu) against the CPU backend and plain BFS.
+
+Indexes are built on the CPU; only the queries run on the GPU. Every test checks that the GPU
+answers, per-step counts, reachable count and search rounds equal the CPU backend's.
+"""
+
+import numpy as np
+import scipy.sparse as sp
+from scipy.sparse.csgraph import breadth_first_order
+import pytest
+
+import distgrail
+from distgrail import gpu_query
+from distgrail.bfs import bfs_reachable, csr_of
+from distgrail.generate import generate
+from conftest import EXPECTED, graph_path, load_pairs
+
+pytestmark = pytest.mark.gpu
+
+
+def same_as_cpu(idx, s, t):
+    a_gpu, st_gpu = idx.query(s, t, backend="gpu")
+    a_cpu, st_cpu = idx.query(s, t, backend="cpu")
+    assert a_gpu.dtype == np.bool_ and a_gpu.shape == s.shape
+    np.testing.assert_array_equal(a_gpu, a_cpu)
+    assert st_gpu.steps == st_cpu.steps
+    assert st_gpu.reachable == st_cpu.reachable == int(a_cpu.sum())
+    assert st_gpu.search_rounds == st_cpu.search_rounds
+    assert st_gpu.queries == s.size and st_gpu.backend == "gpu"
+    return a_gpu, st_gpu
+
+
+def random_pairs(n, k, seed):
+    rng = np.random.default_rng(seed)
+    return rng.integers(0, n, k), rng.integers(0, n, k)
+
+
+def reachable_pairs(g, n_sources, per_source, seed):
+    """Pairs (s, t) with s ->* t, t != s where s reaches anything else (the positive-heavy set)."""
+    ip, ix = csr_of(g)
+    a = sp.csr_matrix((np.ones(len(ix), dtype=np.bool_), ix, ip), shape=(g.n, g.n))
+    rng = np.random.default_rng(seed)
+    src, dst = [], []
+    for s in rng.permutation(g.n):
+        r = breadth_first_order(a, int(s), directed=True, return_predecessors=False)
+        r = r[r != s]
+        if r.size:
+            src.append(np.full(per_source, s))
+            dst.append(rng.choice(r, per_source))
+        if len(src) == n_sources:
+            break
+    return np.concatenate(src), np.concatenate(dst)
+
+
+@pytest.mark.parametrize("name", sorted(EXPECTED))
+def test_real_graph_pairs(name, data_dir):
+    s, t = load_pairs(name)
+    g = distgrail.read_graph(graph_path(name))
+    idx = distgrail.build_index(g, dims=5, backend="cpu")
+    a, st = same_as_cpu(idx, s, t)
+    assert int(a.sum()) == EXPECTED[name]
+    ip, ix = csr_of(g)
+    np.testing.assert_array_equal(a[:300], bfs_reachable(ip, ix, s[:300], t[:300]))
+
+
+@pytest.mark.parametrize("rule,dims", [("max-level", 1), ("dfs", 2), ("max-level", 9)])
+def test_dims_and_rules(rule, dims, data_dir):
+    for name in ("kegg_dag_uniq", "ba10k2d", "xmark_dag_uniq"):
+        s, t = load_pairs(name)
+        idx = distgrail.build_index(graph_path(name), dims=dims, parent_rule=rule, backend="cpu")
+        a, _ = same_as_cpu(idx, s, t)
+        assert int(a.sum()) == EXPECTED[name]
+
+
+@pytest.mark.parametrize("name", sorted(EXPECTED))
+def test_real_graph_all_reachable(name, data_dir):
+    g = distgrail.read_graph(graph_path(name))
+    s, t = reachable_pairs(g, 200, 20, seed=3)
+    idx = distgrail.build_index(g, dims=5, backend="cpu")
+    a, st = same_as_cpu(idx, s, t)
+    assert a.all()
+    assert st.steps["search_negative"] == 0 and st.steps["level_filter"] == 0
+
+
+@pytest.mark.parametrize("kind,n,deg,levels", [
+    ("paper", 3000, 8, None), ("paper", 2000, 40, None), ("scale-free", 6000, 4, None),
+    ("scale-free", 3000, 12, None), ("layered", 5000, 3, 400), ("layered", 3000, 6, 30),
+])
+def test_generated(kind, n, deg, levels):
+    g = generate(kind, n, deg, seed=7, levels=levels)
+    idx = distgrail.build_index(g, dims=3, backend="cpu")
+    s, t = random_pairs(g.n, 30000, seed=11)
+    a, _ = same_as_cpu(idx, s, t)
+    ip, ix = csr_of(g)
+    np.testing.assert_array_equal(a[:200], bfs_reachable(ip, ix, s[:200], t[:200]))
+    sp, tp = reachable_pairs(g, 100, 30, seed=5)
+    ap, _ = same_as_cpu(idx, sp, tp)
+    assert ap.all()
+
+
+@pytest.mark.parametrize("seed", [0, 1])
+def test_cycles_self_loops_duplicates(seed):
+    rng = np.random.default_rng(seed)
+    n = 1500
+    src = rng.integers(0, n, 3000)
+    dst = rng.integers(0, n, 3000)
+    loops = rng.integers(0, n, 50)
+    src = np.concatenate([src, loops, src[:200]])
+    dst = np.concatenate([dst, loops, dst[:200]])
+    g = distgrail.as_graph((src, dst), num_vertices=n + 20)  # 20 isolated vertices
+    idx = distgrail.build_index(g, dims=2, backend="cpu")
+    s, t = random_pairs(g.n, 20000, seed=seed + 100)
+    s = np.concatenate([s, loops, np.arange(n, n + 20)])
+    t = np.concatenate([t, loops, np.arange(n, n + 20)])
+    a, st = same_as_cpu(idx, s, t)
+    ip, ix = csr_of(g)
+    np.testing.assert_array_equal(a[:500], bfs_reachable(ip, ix, s[:500], t[:500]))
+    assert a[-70:].all()  # u reaches u
+
+
+def test_streaming_keeps_input_order(monkeypatch, data_dir):
+    s, t = load_pairs("kegg_dag_uniq")
+    idx = distgrail.build_index(graph_path("kegg_dag_uniq"), dims=3, backend="cpu")
+    whole, st_whole = idx.query(s, t, backend="gpu")
+    monkeypatch.setattr(gpu_query, "CHUNK_PAIRS", 7001)  # 15 chunks, last one short
+    a, st = same_as_cpu(idx, s, t)
+    np.testing.assert_array_equal(a, whole)
+    assert st.steps == st_whole.steps
+    rev, _ = idx.query(s[::-1], t[::-1], backend="gpu")
+    np.testing.assert_array_equal(rev, whole[::-1])
+
+
+def test_queue_overflow_second_pass(monkeypatch, data_dir):
+    monkeypatch.setattr(gpu_query, "QUEUE_CAP", 3)  # most searches overflow into pass 2
+    for name in ("kegg_dag_uniq", "nasa_dag_uniq"):
+        s, t = load_pairs(name)
+        idx = distgrail.build_index(graph_path(name), dims=2, backend="cpu")
+        a, _ = same_as_cpu(idx, s, t)
+        assert int(a.sum()) == EXPECTED[name]
+    g = generate("paper", 2000, 30, seed=2)
+    idx = distgrail.build_index(g, dims=2, backend="cpu")
+    same_as_cpu(idx, *random_pairs(g.n, 20000, seed=4))
+
+
+def test_small_batches_and_repeats(data_dir):
+    idx = distgrail.build_index(graph_path("kegg_dag_uniq"), dims=3, backend="cpu")
+    a, st = idx.query(np.array([], dtype=np.int64), np.array([], dtype=np.int64), backend="gpu")
+    assert a.shape == (0,) and st.queries == 0
+    s, t = load_pairs("kegg_dag_uniq")
+    for k in (1, 31, 33, 1000):
+        same_as_cpu(idx, s[:k], t[:k])
+    first, _ = idx.query(s, t, backend="gpu")
+    again, _ = idx.query(s, t, backend="gpu")  # scratch left clean by the first batch
+    np.testing.assert_array_equal(first, again)
+    assert idx.reachable(int(s[0]), int(t[0]), backend="gpu") == bool(first[0])
