@@ -28,7 +28,9 @@ def _comm(args):
     from mpi4py import MPI
 
     comm = MPI.COMM_WORLD
-    return comm.Clone() if comm.Get_size() > 1 else None
+    comm = comm.Clone() if comm.Get_size() > 1 else None
+    args.mpi_comm = comm
+    return comm
 
 
 def _rank(comm) -> int:
@@ -98,14 +100,25 @@ def cmd_query(args):
         from .distributed import bind_gpu
 
         bind_gpu(comm, args.backend, share=args.share_gpus)
-    idx = distgrail.open_index(args.index)
     pairs = _resolve_bundled(args.pairs, "pairs")
-    s, t = read_pairs(pairs) if _rank(comm) == 0 else (None, None)
-    answers, stats = idx.query(s, t, backend=args.backend, comm=comm) if comm is not None else \
-        idx.query(s, t, backend=args.backend)
-    if args.output and _rank(comm) == 0:
-        write_answers(answers, args.output)
+    if comm is not None:  # every rank opens the index; rank 0 reads the pairs and writes the answers
+        from .distributed import run_shared
+
+        idx = run_shared(comm, f"opening the index {args.index}", distgrail.open_index, args.index)
+        s, t = run_shared(comm, f"reading the pairs {pairs}", read_pairs if _rank(comm) == 0 else None, pairs) \
+            or (None, None)
+        answers, stats = idx.query(s, t, backend=args.backend, comm=comm)
+        run_shared(comm, f"writing the answers {args.output}",
+                   write_answers if args.output and _rank(comm) == 0 else None, answers, args.output)
+    else:
+        idx = distgrail.open_index(args.index)
+        s, t = read_pairs(pairs)
+        answers, stats = idx.query(s, t, backend=args.backend)
+        if args.output:
+            write_answers(answers, args.output)
     summary = stats.as_dict()
+    if getattr(stats, "mpi_seconds", None):
+        summary["mpi_seconds"] = stats.mpi_seconds
     summary["index"] = os.path.abspath(args.index)
     summary["pairs"] = os.path.abspath(pairs)
     if args.output:
@@ -232,7 +245,12 @@ def main(argv=None) -> int:
     try:
         return args.func(args)
     except DistGrailError as e:
-        print(f"distgrail: error: {e}", file=sys.stderr, flush=True)
+        comm = getattr(args, "mpi_comm", None)
+        shared = comm is not None and getattr(e, "comm_rank", None) is not None
+        if not shared or comm.Get_rank() == 0:  # an error shared by all ranks is printed once
+            print(f"distgrail: error: {e}", file=sys.stderr, flush=True)
+        if shared:
+            comm.Barrier()  # every rank has it: let rank 0 print before python -m mpi4py aborts the job
         return 2
     except KeyboardInterrupt:
         print("distgrail: interrupted", file=sys.stderr)

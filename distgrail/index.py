@@ -102,15 +102,16 @@ class Index:
     def query(self, sources, targets, backend="auto", comm=None):
         """Answer a batch of pairs. Returns ``(answers, QueryStats)``, answers in input order.
 
-        With ``comm`` (an MPI communicator of several ranks) the batch is sharded across ranks
-        and answers are gathered on every rank.
+        With ``comm`` (an MPI communicator of several ranks) this is collective: the pairs are
+        read on rank 0 (other ranks may pass None), the batch is sharded across ranks, and every
+        rank returns the answers and the merged stats (:func:`distgrail.distributed.query_sharded`).
         """
-        s, t = self._check_pairs(sources, targets)
-        be = get_backend(backend)
         if comm is not None and comm.Get_size() > 1:
             from .distributed import query_sharded
 
-            return query_sharded(self, s, t, be, comm)
+            return query_sharded(self, sources, targets, backend, comm)
+        s, t = self._check_pairs(sources, targets)
+        be = get_backend(backend)
         return self._query_local(s, t, be)
 
     def _query_local(self, s, t, be):

@@ -17,16 +17,23 @@ fi
 echo "== serial tests"
 $PY -m pytest -q -p no:cacheprovider --timeout=900 tests "$@"
 
+# Each rank runs pytest; ranks > 0 write their report to $TMPDIR/pytest-rank<N>.log (redirected
+# here, before pytest starts: pytest's own fd capture would undo a redirect made in conftest.py).
+# conftest.py sums the failures over ranks, so a failure on any rank fails every rank's pytest.
+logdir=${TMPDIR:-/tmp}
+only_rank0='r=${PMI_RANK:-${OMPI_COMM_WORLD_RANK:-0}}; [ "$r" = 0 ] || exec >"$0/pytest-rank$r.log" 2>&1; exec "$@"'
 for n in 2 3; do
-    echo "== MPI tests, mpiexec -n $n (rank 0's report; other ranks log to \$TMPDIR/pytest-rank*.log)"
+    echo "== MPI tests, mpiexec -n $n (rank 0's report; other ranks log to $logdir/pytest-rank*.log)"
+    rm -f "$logdir"/pytest-rank*.log
     set +e
-    MPIEXEC_TIMEOUT=900 .venv/bin/mpiexec -n $n $PY -m pytest -q -p no:cacheprovider --only-mpi \
+    MPIEXEC_TIMEOUT=600 .venv/bin/mpiexec -n $n bash -c "$only_rank0" "$logdir" \
+        $PY -m pytest -q -p no:cacheprovider --only-mpi --no-header --color=no \
         --timeout=300 --timeout-method=thread tests
     rc=$?
     set -e
     if [ $rc -ne 0 ]; then
         echo "MPI tests with $n ranks failed (exit $rc)" >&2
-        for f in "${TMPDIR:-/tmp}"/pytest-rank*.log; do [ -f "$f" ] && { echo "--- $f"; tail -30 "$f"; }; done
+        for f in "$logdir"/pytest-rank*.log; do [ -f "$f" ] && { echo "--- $f"; tail -40 "$f"; }; done
         exit $rc
     fi
 done

@@ -1,14 +1,15 @@
 """Shared fixtures, the ``gpu`` skip, and MPI-aware reporting.
 
-Under ``mpiexec -n N python -m pytest --only-mpi``: every rank gets its own ``--basetemp``;
-ranks > 0 write their report to ``pytest-rank<N>.log`` instead of the terminal; a failure on
-any rank makes every rank's pytest exit non-zero (the failure count is summed over ranks).
+Under ``mpiexec -n N python -m pytest --only-mpi``: every rank gets its own ``--basetemp``,
+and a failure on any rank makes every rank's pytest exit non-zero (the failure count is summed
+over ranks). launch/test.sh sends the reports of ranks > 0 to ``$TMPDIR/pytest-rank<N>.log``;
+that redirect is made before pytest starts, because pytest's fd capture restores the original
+stdout whenever it suspends, undoing any ``dup2`` made from a conftest.
 """
 
 from __future__ import annotations
 
 import os
-import sys
 import tempfile
 
 import numpy as np
@@ -39,12 +40,6 @@ def pytest_configure(config):
     if MPI_SIZE > 1:
         if not config.option.basetemp:
             config.option.basetemp = os.path.join(tempfile.gettempdir(), f"distgrail-pytest-{os.getpid()}-r{MPI_RANK}")
-        if MPI_RANK > 0:
-            log = open(os.path.join(tempfile.gettempdir(), f"pytest-rank{MPI_RANK}.log"), "w")
-            os.dup2(log.fileno(), 1)
-            os.dup2(log.fileno(), 2)
-            sys.stdout = os.fdopen(1, "w", buffering=1)
-            sys.stderr = os.fdopen(2, "w", buffering=1)
 
 
 def pytest_sessionfinish(session, exitstatus):
@@ -57,7 +52,8 @@ def pytest_sessionfinish(session, exitstatus):
         if failed and session.exitstatus == 0:
             session.exitstatus = 1
         if MPI_RANK == 0 and failed and not session.testsfailed:
-            print(f"\n{failed} test(s) failed on other ranks: see {tempfile.gettempdir()}/pytest-rank*.log")
+            print(f"\n{failed} test(s) failed on other ranks (launch/test.sh logs them to "
+                  f"{tempfile.gettempdir()}/pytest-rank*.log)")
 
 
 def pytest_collection_modifyitems(config, items):

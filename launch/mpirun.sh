@@ -1,0 +1,74 @@
+#!/usr/bin/env bash
+# Run any distgrail command under MPI, one rank per GPU:
+#
+#   bash launch/mpirun.sh index big.gra -o big.h5 --dims 16
+#   bash launch/mpirun.sh query big.h5 pairs.txt -o answers.npy
+#   bash launch/mpirun.sh -n 4 index bundled -o kegg.h5 --backend cpu     # ranks given (no GPU needed)
+#
+# Ranks: -n N if given, else NP, else the number of GPUs `nvidia-smi -L` lists (only those in
+# CUDA_VISIBLE_DEVICES when it is set). Each rank binds GPU (node-local rank % GPUs) itself.
+# Launcher: MPIEXEC if set; else .venv/bin/mpiexec (PyPI's MPICH) when the Python is the
+# project's .venv; else mpirun from PATH. Python: PYTHON if set, else .venv/bin/python, else
+# python3. Extra launcher options: MPIRUN_ARGS. It runs `python -m mpi4py -m distgrail ...`,
+# so an uncaught error on one rank aborts the whole job instead of leaving the others waiting.
+set -euo pipefail
+here=$(cd "$(dirname "$0")/.." && pwd)
+
+np_=${NP:-}
+if [ "${1:-}" = "-n" ] || [ "${1:-}" = "-np" ]; then
+    np_=${2:?"-n needs a number"}
+    shift 2
+fi
+[ "${1:-}" = "--" ] && shift
+if [ $# -eq 0 ]; then
+    echo "usage: launch/mpirun.sh [-n RANKS] COMMAND [ARGS...]   (COMMAND: index, query, info, ...)" >&2
+    exit 2
+fi
+
+if [ -z "$np_" ]; then
+    if command -v nvidia-smi >/dev/null 2>&1 && gpus=$(nvidia-smi -L 2>/dev/null | grep -c '^GPU '); then
+        if [ -n "${CUDA_VISIBLE_DEVICES:-}" ]; then
+            visible=$(tr ',' '\n' <<<"$CUDA_VISIBLE_DEVICES" | grep -c .)
+            [ "$visible" -lt "$gpus" ] && gpus=$visible
+        fi
+        np_=$gpus
+    fi
+fi
+case "$np_" in
+    '' | 0 | *[!0-9]*)
+        echo "launch/mpirun.sh: no GPU found (nvidia-smi -L) and no rank count given; pass -n RANKS" >&2
+        exit 2 ;;
+esac
+
+if [ -n "${PYTHON:-}" ]; then
+    py=$PYTHON
+elif [ -x "$here/.venv/bin/python" ]; then
+    py=$here/.venv/bin/python
+else
+    py=$(command -v python3)
+fi
+if [ -n "${MPIEXEC:-}" ]; then
+    launcher=$MPIEXEC
+elif [ "$py" = "$here/.venv/bin/python" ] && [ -x "$here/.venv/bin/mpiexec" ]; then
+    launcher=$here/.venv/bin/mpiexec
+elif command -v mpirun >/dev/null 2>&1; then
+    launcher=$(command -v mpirun)
+else
+    launcher=mpiexec
+fi
+
+extra=()
+if "$launcher" --version 2>&1 | grep -qiE 'open mpi|open-mpi|openrte'; then
+    # Open MPI: allowed as root only with both variables; the ofi btl only slows start-up here
+    if [ "$(id -u)" = 0 ]; then
+        export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+    fi
+    export OMPI_MCA_btl=${OMPI_MCA_btl:-^ofi}
+    cores=$(nproc 2>/dev/null || echo 1)
+    [ "$np_" -gt "$cores" ] && extra+=(--oversubscribe)
+fi
+
+# shellcheck disable=SC2206  # MPIRUN_ARGS is a list of words on purpose
+user_args=(${MPIRUN_ARGS:-})
+echo "+ $launcher -n $np_ ${extra[*]} ${user_args[*]} $py -m mpi4py -m distgrail $*" >&2
+exec "$launcher" -n "$np_" "${extra[@]}" "${user_args[@]}" "$py" -m mpi4py -m distgrail "$@"

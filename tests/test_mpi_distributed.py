@@ -1,0 +1,348 @@
+"""Distributed build and queries under MPI (run by launch/test.sh with mpiexec -n 2 and -n 3).
+
+Every rank builds the one-process reference itself (comm=None) and compares it with the
+distributed result. Checks are reduced over ranks before asserting (``everywhere``) so that
+all ranks leave a test together and never meet in mismatched collectives.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import types
+
+import numpy as np
+import pytest
+
+import distgrail
+from distgrail import distributed
+from distgrail.errors import DistGrailError
+
+pytestmark = [pytest.mark.mpi(min_size=2), pytest.mark.timeout(120)]
+
+
+@pytest.fixture
+def comm():
+    from mpi4py import MPI
+
+    c = MPI.COMM_WORLD.Dup()
+    yield c
+    c.Free()
+
+
+def everywhere(comm, ok, detail=""):
+    """Assert on every rank that ``ok`` holds on every rank; name the ranks where it does not."""
+    got = comm.allgather((bool(ok), str(detail)))
+    bad = [(r, d) for r, (o, d) in enumerate(got) if not o]
+    assert not bad, "failed on " + "; ".join(f"rank {r}: {d}" for r, d in bad)
+
+
+def cyclic_graph(n=300, m=900, seed=3):
+    """A random digraph with cycles, self-loops, duplicate edges and isolated vertices."""
+    rng = np.random.default_rng(seed)
+    src = rng.integers(0, n - 20, m)
+    dst = rng.integers(0, n - 20, m)
+    src = np.concatenate((src, [5, 5, 7]))
+    dst = np.concatenate((dst, [5, 9, 9]))
+    return distgrail.as_graph((src, dst), num_vertices=n)
+
+
+GRAPHS = {"kegg": distgrail.bundled_graph, "cyclic": cyclic_graph}
+
+
+def same_index(a, b):
+    """'' when two indexes are equal array by array (dtype, shape, bytes) and in meta, else why not."""
+    if sorted(a.arrays) != sorted(b.arrays):
+        return f"datasets {sorted(a.arrays)} != {sorted(b.arrays)}"
+    for k in a.arrays:
+        x, y = np.asarray(a.arrays[k]), np.asarray(b.arrays[k])
+        if x.dtype != y.dtype or x.shape != y.shape or x.tobytes() != y.tobytes():
+            return f"{k}: {x.dtype}{x.shape} vs {y.dtype}{y.shape}"
+    keys = set(a.meta) | set(b.meta)
+    diff = [k for k in keys if a.meta.get(k) != b.meta.get(k)]
+    return f"meta differs in {diff}" if diff else ""
+
+
+@pytest.mark.parametrize("graph", sorted(GRAPHS))
+@pytest.mark.parametrize("dims", [1, 2, 4, 5])
+def test_index_is_byte_identical_to_one_process(comm, tmp_path, graph, dims):
+    g = GRAPHS[graph]()
+    ref = distgrail.build_index(g, dims=dims, seed=11, backend="cpu")
+    out = tmp_path / "dist.h5"
+    idx = distgrail.build_index(g, dims=dims, seed=11, backend="cpu", output=out, comm=comm)
+    everywhere(comm, not same_index(ref, idx), same_index(ref, idx))
+    if comm.Get_rank() == 0:
+        ref.save(tmp_path / "ref.h5")
+        same_file = (tmp_path / "ref.h5").read_bytes() == out.read_bytes()
+        detail = "file bytes differ"
+    else:  # only rank 0 writes
+        same_file, detail = not out.exists(), "a rank other than 0 wrote the index"
+    everywhere(comm, same_file, detail)
+    everywhere(comm, sorted(os.listdir(tmp_path)) == (["dist.h5", "ref.h5"] if comm.Get_rank() == 0 else []),
+               os.listdir(tmp_path))
+
+
+def test_other_ranks_may_pass_no_graph(comm, tmp_path):
+    g = distgrail.bundled_graph() if comm.Get_rank() == 0 else None
+    idx = distgrail.build_index(g, dims=3, backend="cpu", comm=comm)
+    ref = distgrail.build_index(distgrail.bundled_graph(), dims=3, backend="cpu")
+    everywhere(comm, not same_index(ref, idx), same_index(ref, idx))
+
+
+def test_timings_include_the_transfers(comm):
+    idx = distgrail.build_index(distgrail.bundled_graph(), dims=3, backend="cpu", comm=comm)
+    want = {"read", "condense", "bcast_dag", "phases 1-2", "bcast_forest", "phases 3-4", "gather_labels",
+            "bcast_labels", "phase3_ranks", "phase4_intervals"}
+    missing = want - set(idx.timings)
+    everywhere(comm, not missing, f"missing timings {missing}")
+    everywhere(comm, idx.timings == comm.bcast(idx.timings), "ranks report different timings")
+
+
+def test_chunked_transfers_give_the_same_index_and_answers(comm, monkeypatch):
+    """Arrays above CHUNK_BYTES go in several rounds; force that with a tiny chunk."""
+    monkeypatch.setattr(distributed, "CHUNK_BYTES", 1000)
+    g = cyclic_graph()
+    ref = distgrail.build_index(g, dims=3, seed=2, backend="cpu")
+    idx = distgrail.build_index(g, dims=3, seed=2, backend="cpu", comm=comm)
+    everywhere(comm, not same_index(ref, idx), same_index(ref, idx))
+    rng = np.random.default_rng(0)
+    s, t = rng.integers(0, g.n, 3001), rng.integers(0, g.n, 3001)
+    want, _ = ref.query(s, t, backend="cpu")
+    got, _ = idx.query(s, t, backend="cpu", comm=comm)
+    everywhere(comm, np.array_equal(want, got), "answers differ")
+
+
+# -- queries ----------------------------------------------------------------------------------
+
+@pytest.fixture
+def kegg_index():
+    return distgrail.build_index(distgrail.bundled_graph(), dims=3, seed=1, backend="cpu")
+
+
+@pytest.mark.parametrize("k", [0, 1, "size-1", "size+1", 997, 20000])
+def test_sharded_answers_in_input_order(comm, kegg_index, k):
+    size = comm.Get_size()
+    k = {"size-1": size - 1, "size+1": size + 1}.get(k, k)
+    rng = np.random.default_rng(k)
+    s, t = distgrail.readers.read_pairs(distgrail.bundled_pairs())
+    pick = rng.permutation(s.size)[:k]  # shuffled pairs
+    s, t = s[pick], t[pick]
+    want, ref = kegg_index.query(s, t, backend="cpu")
+    mine = (s, t) if comm.Get_rank() == 0 else (None, None)
+    got, stats = kegg_index.query(*mine, backend="cpu", comm=comm)
+    everywhere(comm, got.dtype == bool and np.array_equal(want, got), f"answers differ for k={k}")
+    ok = (stats.queries == k and stats.reachable == ref.reachable == int(want.sum()) and stats.steps == ref.steps
+          and stats.ranks == size and stats.backend == "cpu" and stats.seconds > 0)
+    everywhere(comm, ok, f"stats {stats} vs one-process {ref}")
+    everywhere(comm, set(stats.mpi_seconds) == {"scatter", "answer", "gather"}, stats.mpi_seconds)
+
+
+def test_all_pairs_of_the_bundled_batch(comm, kegg_index):
+    s, t = distgrail.readers.read_pairs(distgrail.bundled_pairs())
+    got, stats = kegg_index.query(s, t, backend="cpu", comm=comm)  # every rank may pass the pairs too
+    everywhere(comm, int(got.sum()) == distgrail.BUNDLED_REACHABLE == stats.reachable, stats)
+
+
+def test_stats_are_summed_over_ranks(comm, kegg_index):
+    """The per-step counts of the merged stats are the sums of the shards' own counts."""
+    s, t = distgrail.readers.read_pairs(distgrail.bundled_pairs())
+    s, t = s[:5000], t[:5000]
+    counts = distributed.split_counts(s.size, comm.Get_size())
+    off = np.concatenate(([0], np.cumsum(counts)))
+    total = {}
+    for r in range(comm.Get_size()):
+        _, st = kegg_index.query(s[off[r]:off[r + 1]], t[off[r]:off[r + 1]], backend="cpu")
+        for key, v in st.steps.items():
+            total[key] = total.get(key, 0) + v
+    _, merged = kegg_index.query(s, t, backend="cpu", comm=comm)
+    everywhere(comm, merged.steps == total and sum(total.values()) == 5000, (merged.steps, total))
+
+
+# -- failures ---------------------------------------------------------------------------------
+
+def expect_rank_error(comm, fn, *needles):
+    """Run ``fn`` on every rank; every rank must raise RankError containing every needle."""
+    try:
+        fn()
+        outcome = "no error"
+    except distributed.RankError as e:
+        outcome = "" if all(n in str(e) for n in needles) else f"message {str(e)!r} lacks {needles}"
+    except Exception as e:  # noqa: BLE001 - reported below
+        outcome = f"{type(e).__name__}: {e}"
+    everywhere(comm, not outcome, outcome)
+
+
+def test_one_rank_failing_while_labeling_fails_every_rank(comm, tmp_path, monkeypatch):
+    bad = comm.Get_size() - 1
+    if comm.Get_rank() == bad:
+        def boom(*a, **k):
+            raise RuntimeError("injected labeling failure")
+
+        monkeypatch.setattr(distributed, "label_dimensions", boom)
+    out = tmp_path / "idx.h5"
+    expect_rank_error(comm, lambda: distgrail.build_index(distgrail.bundled_graph(), dims=4, backend="cpu",
+                                                          output=out, comm=comm),
+                      f"rank {bad}", "labeling dimension", "RuntimeError: injected labeling failure")
+    everywhere(comm, os.listdir(tmp_path) == [], f"left behind: {os.listdir(tmp_path)}")
+
+
+def test_unreadable_graph_on_rank_0_fails_every_rank_with_file_and_line(comm, tmp_path):
+    bad = tmp_path / "bad.gra"
+    bad.write_text("graph_for_greach\n3\n0: 1 #\n1: 7 #\n2: #\n")
+    out = tmp_path / "idx.h5"
+    expect_rank_error(comm, lambda: distgrail.build_index(str(bad), dims=2, backend="cpu", output=out, comm=comm),
+                      "rank 0", "reading the graph", f"{comm.bcast(str(bad))}:4:", "'7'")
+    everywhere(comm, not out.exists(), "index file written")
+    missing = tmp_path / "missing.gra"
+    expect_rank_error(comm, lambda: distgrail.build_index(str(missing), dims=2, backend="cpu", comm=comm),
+                      "rank 0", comm.bcast(str(missing)))
+
+
+def test_failed_write_leaves_no_file(comm, tmp_path, monkeypatch):
+    import distgrail.index as index_mod
+    from distgrail.indexfile import atomic_path
+
+    def half_write(path, meta, arrays):
+        with atomic_path(path) as tmp:
+            with open(tmp, "wb") as f:
+                f.write(b"partial")
+            raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(index_mod, "write_index_file", half_write)
+    out = tmp_path / "idx.h5"
+    expect_rank_error(comm, lambda: distgrail.build_index(distgrail.bundled_graph(), dims=2, backend="cpu",
+                                                          output=out, comm=comm),
+                      "rank 0", "writing the index", "No space left on device")
+    everywhere(comm, os.listdir(tmp_path) == [], f"left behind: {os.listdir(tmp_path)}")
+
+
+def test_missing_output_directory_is_reported_before_any_work(comm, tmp_path, monkeypatch):
+    calls = []
+    monkeypatch.setattr(distributed, "as_graph", lambda *a: calls.append(a))
+    out = tmp_path / "nowhere" / "idx.h5"
+    expect_rank_error(comm, lambda: distgrail.build_index(distgrail.bundled_graph(), dims=2, backend="cpu",
+                                                          output=out, comm=comm),
+                      "rank 0", "does not exist")
+    everywhere(comm, not calls, "the graph was read although the output cannot be written")
+
+
+def test_arguments_differing_between_ranks_are_an_error(comm):
+    dims = 3 if comm.Get_rank() == 0 else 4
+    with pytest.raises(DistGrailError, match="same on every rank"):
+        distgrail.build_index(distgrail.bundled_graph(), dims=dims, backend="cpu", comm=comm)
+
+
+def test_invalid_arguments_raise_on_every_rank_without_communication(comm):
+    with pytest.raises(DistGrailError, match="dims must be"):
+        distgrail.build_index(distgrail.bundled_graph(), dims=0, backend="cpu", comm=comm)
+    with pytest.raises(DistGrailError, match="backend must be"):
+        distributed.build_index_distributed(distgrail.bundled_graph(), dims=2, backend="tpu", comm=comm)
+    comm.Barrier()  # still in step
+
+
+def test_bad_query_pairs_on_rank_0_fail_every_rank(comm, kegg_index):
+    s = np.array([1, 2, kegg_index.n + 5])
+    t = np.array([0, 0, 0])
+    mine = (s, t) if comm.Get_rank() == 0 else (None, None)
+    expect_rank_error(comm, lambda: kegg_index.query(*mine, backend="cpu", comm=comm),
+                      "rank 0", "checking the query pairs", f"got {kegg_index.n + 5}")
+
+
+def test_a_rank_failing_while_answering_fails_every_rank(comm, kegg_index, monkeypatch):
+    bad = comm.Get_size() - 1
+    if comm.Get_rank() == bad:
+        def boom(*a):
+            raise MemoryError("out of device memory (injected)")
+
+        monkeypatch.setattr(kegg_index, "_query_local", boom)
+    s, t = distgrail.readers.read_pairs(distgrail.bundled_pairs())
+    expect_rank_error(comm, lambda: kegg_index.query(s[:100], t[:100], backend="cpu", comm=comm),
+                      f"rank {bad}", "answering queries", "MemoryError: out of device memory (injected)")
+    monkeypatch.undo()  # the communicator is still in step and usable afterwards
+    got, _ = kegg_index.query(s[:100], t[:100], backend="cpu", comm=comm)
+    want, _ = kegg_index.query(s[:100], t[:100], backend="cpu")
+    everywhere(comm, np.array_equal(got, want), "answers differ after a failed batch")
+
+
+def test_several_failing_ranks_are_all_named(comm):
+    def fail():
+        raise ValueError(f"bad thing on rank {comm.Get_rank()}")
+
+    expect_rank_error(comm, lambda: distributed.run_shared(comm, "doing a thing", fail),
+                      "rank 0 (and on rank", "doing a thing", "ValueError: bad thing on rank 0")
+
+
+# -- GPU binding (a fake CuPy: the logic, not the device) ---------------------------------------
+
+def fake_cupy(n_devices, bus=lambda i: f"0000:{i:02x}:00.0"):
+    used = []
+
+    class Device:
+        def __init__(self, i=0):
+            self.id = i
+            self.pci_bus_id = bus(i)
+
+        def use(self):
+            used.append(self.id)
+
+    cuda = types.SimpleNamespace(is_available=lambda: n_devices > 0, Device=Device,
+                                 runtime=types.SimpleNamespace(getDeviceCount=lambda: n_devices))
+    mod = types.ModuleType("cupy")
+    mod.cuda = cuda
+    mod.used = used
+    return mod
+
+
+def test_bind_gpu_on_the_cpu_does_nothing_and_imports_no_cupy(comm):
+    before = "cupy" in sys.modules
+    dev = distributed.bind_gpu(comm, "cpu")
+    everywhere(comm, dev is None and ("cupy" in sys.modules) == before, f"device {dev}")
+
+
+def test_bind_gpu_gives_each_local_rank_its_own_device(comm, monkeypatch):
+    cp = fake_cupy(8)
+    monkeypatch.setitem(sys.modules, "cupy", cp)
+    monkeypatch.delenv("SLURM_LOCALID", raising=False)
+    monkeypatch.delenv("DISTGRAIL_GPU", raising=False)
+    dev = distributed.bind_gpu(comm, "gpu")
+    everywhere(comm, dev == comm.Get_rank() and cp.used == [dev], f"device {dev}, used {cp.used}")
+
+
+def test_bind_gpu_follows_slurm_localid_and_the_override(comm, monkeypatch):
+    cp = fake_cupy(8)
+    monkeypatch.setitem(sys.modules, "cupy", cp)
+    size, me = comm.Get_size(), comm.Get_rank()
+    monkeypatch.setenv("SLURM_LOCALID", str(size - 1 - me))
+    dev = distributed.bind_gpu(comm, "auto")
+    everywhere(comm, dev == size - 1 - me, f"device {dev}")
+    monkeypatch.setenv("SLURM_LOCALID", "0")  # inherited by every rank (mpirun inside sbatch): ignored
+    dev = distributed.bind_gpu(comm, "gpu")
+    everywhere(comm, dev == me, f"device {dev}")
+    monkeypatch.setenv("DISTGRAIL_GPU", "7,5,3")
+    dev = distributed.bind_gpu(comm, "gpu")
+    everywhere(comm, dev == [7, 5, 3][me % 3], f"device {dev}")
+
+
+def test_too_few_gpus_is_an_error_unless_shared(comm, monkeypatch):
+    monkeypatch.setitem(sys.modules, "cupy", fake_cupy(1))
+    monkeypatch.delenv("SLURM_LOCALID", raising=False)
+    monkeypatch.delenv("DISTGRAIL_GPU", raising=False)
+    expect_rank_error(comm, lambda: distributed.bind_gpu(comm, "gpu"), "distinct GPU", "--share-gpus")
+    dev = distributed.bind_gpu(comm, "gpu", share=True)
+    everywhere(comm, dev == 0, f"device {dev}")
+
+
+def test_one_gpu_per_rank_through_cuda_visible_devices_is_fine(comm, monkeypatch):
+    """srun --gpus-per-task=1: every rank sees one device 0, but a different physical GPU."""
+    me = comm.Get_rank()
+    monkeypatch.setitem(sys.modules, "cupy", fake_cupy(1, bus=lambda i: f"0000:{me:02x}:00.0"))
+    monkeypatch.delenv("SLURM_LOCALID", raising=False)
+    monkeypatch.delenv("DISTGRAIL_GPU", raising=False)
+    dev = distributed.bind_gpu(comm, "gpu")
+    everywhere(comm, dev == 0, f"device {dev}")
+
+
+def test_gpu_backend_without_a_gpu_fails_every_rank(comm, monkeypatch):
+    monkeypatch.setitem(sys.modules, "cupy", fake_cupy(1 if comm.Get_rank() == 0 else 0))
+    bad = "rank 1"
+    expect_rank_error(comm, lambda: distributed.bind_gpu(comm, "gpu"), bad, "binding a GPU", "CUDA device")
