@@ -11,7 +11,9 @@ after one warm-up call; the first GPU call (kernel compile, label upload) is rep
 GPU times are the median of ``--repeat`` runs. The CPU backend runs the whole set when that fits
 in ``--cpu-budget`` seconds, else a prefix, scaled up (marked ``~``). Plain BFS
 (:func:`distgrail.bfs.bfs_reachable`, one early-exit BFS per pair in Python) always runs on a
-prefix within ``--bfs-budget`` seconds and is scaled up (marked ``~``). GPU answers are checked
+prefix within ``--bfs-budget`` seconds and is scaled up (marked ``~``). ``core``: ms of
+``answer_batch_cuda`` alone (no host-side id validation); ``kern``: ms of the kernels alone on
+pairs already on the GPU. GPU answers are checked
 against every CPU and BFS answer computed. Then one ``--big``-pair batch streams through the GPU.
 """
 
@@ -41,24 +43,27 @@ SHORT = {"same_component": "same", "level_filter": "level", "interval_filter": "
          "search_positive": "srch+", "search_negative": "srch-"}
 
 
-def positive_pairs(g, k, per_source, seed):
-    """k pairs (s, t), t != s, s ->* t: per_source targets from the BFS of each sampled source."""
+def positive_pairs(g, k, max_sources, seed):
+    """k pairs (s, t), t != s, s ->* t: up to max_sources random sources that reach another
+    vertex, each pair a random source and a random vertex of its BFS."""
     ip, ix = csr_of(g)
     a = sp.csr_matrix((np.ones(len(ix), dtype=np.bool_), ix, ip), shape=(g.n, g.n))
     rng = np.random.default_rng(seed)
-    src, dst, have = [], [], 0
+    srcs, reach = [], []
     for s in rng.permutation(g.n):
         r = breadth_first_order(a, int(s), directed=True, return_predecessors=False)
         r = r[r != s]
         if r.size:
-            src.append(np.full(per_source, s, dtype=np.int64))
-            dst.append(rng.choice(r, per_source).astype(np.int64))
-            have += per_source
-        if have >= k:
+            srcs.append(s)
+            reach.append(r)
+        if len(srcs) == max_sources:
             break
-    s, t = np.concatenate(src)[:k], np.concatenate(dst)[:k]
-    p = rng.permutation(s.size)
-    return s[p], t[p]
+    size = np.array([r.size for r in reach])
+    off = np.concatenate([[0], np.cumsum(size)[:-1]])
+    flat = np.concatenate(reach).astype(np.int64)
+    pick = rng.integers(0, len(srcs), k)
+    t = flat[off[pick] + (rng.random(k) * size[pick]).astype(np.int64)]
+    return np.asarray(srcs, dtype=np.int64)[pick], t
 
 
 def median_time(fn, repeat):
@@ -98,6 +103,26 @@ def bfs_time(ip, ix, s, t, budget):
         k = j
     dt = time.perf_counter() - t0
     return np.concatenate(out), dt * s.size / k, k
+
+
+def breakdown(idx, s, t, repeat):
+    """(answer_batch_cuda alone: no id validation, s; kernels alone on device-resident pairs, s)."""
+    import cupy as cp
+    from distgrail.gpu_query import _context, answer_batch_cuda
+
+    L = idx.labels("gpu")
+    _, core = median_time(lambda: answer_batch_cuda(L, s, t), repeat)
+    ctx = _context(L)
+    ds, dt, dans = cp.asarray(s), cp.asarray(t), cp.empty(s.size, dtype=cp.uint8)
+    stream = cp.cuda.get_current_stream()
+
+    def kern():
+        ctx.launch(ds, dt, dans, s.size, stream)
+        stream.synchronize()
+
+    kern()
+    _, k = median_time(kern, repeat)
+    return core, k
 
 
 def qps(n, sec):
@@ -147,7 +172,7 @@ def main(argv=None):
         rng = np.random.default_rng(12345)
         rs, rt = rng.integers(0, g.n, args.random), rng.integers(0, g.n, args.random)
         t0 = time.perf_counter()
-        ps, pt = positive_pairs(g, args.positive, 50 if g.n < 100_000 else 2_000, seed=1)
+        ps, pt = positive_pairs(g, args.positive, 2_000 if g.n < 100_000 else 50, seed=1)
         t_pairs = time.perf_counter() - t0
         if first_call is None:
             t0 = time.perf_counter()
@@ -157,8 +182,9 @@ def main(argv=None):
         for label, s, t in sets:
             idx.query(s, t, backend="gpu")  # warm-up (label upload, scratch, pinned buffers)
             (a, st), tg = median_time(lambda: idx.query(s, t, backend="gpu"), args.repeat)
+            br = breakdown(idx, s, t, args.repeat)
             if label == "rand100k":
-                rows.append((name, g.n, g.m, label, s.size, tg, None, None, None, None, st))
+                rows.append((name, g.n, g.m, label, s.size, tg, None, None, None, None, st, br))
                 continue
             ac, tc, exact = cpu_time(idx, s, t, args.cpu_budget)
             ab, tb, kb = bfs_time(ip, ix, s, t, args.bfs_budget)
@@ -168,21 +194,21 @@ def main(argv=None):
             if not ok:
                 print(f"!! {name} {label}: GPU answers differ from CPU/BFS")
             checks.append(ok)
-            rows.append((name, g.n, g.m, label, s.size, tg, tc, exact, tb, kb, st))
+            rows.append((name, g.n, g.m, label, s.size, tg, tc, exact, tb, kb, st, br))
         print(f"# {name}: n={g.n:,} m={g.m:,} C={idx.C:,} levels={idx.meta['n_levels']:,}; CPU index {t_build:.1f} s; "
               f"reachable-pair generation {t_pairs:.1f} s", flush=True)
 
     hdr = (f"{'graph':<26}{'set':<9}{'pairs':>9}{'GPU ms':>9}{'GPU q/s':>9}{'CPU q/s':>10}{'BFS q/s':>10}"
-           f"{'xCPU':>7}{'xBFS':>8}  " + " ".join(f"{SHORT[s]:>7}" for s in STEPS) + f"{'rnds':>5}")
+           f"{'xCPU':>7}{'xBFS':>8}{'core':>7}{'kern':>7}  " + " ".join(f"{SHORT[s]:>7}" for s in STEPS) + f"{'rnds':>5}")
     print()
     print(hdr)
     print("-" * len(hdr))
-    for name, n, m, label, k, tg, tc, exact, tb, kb, st in rows:
+    for name, n, m, label, k, tg, tc, exact, tb, kb, st, br in rows:
         cpu = "" if tc is None else ("" if exact else "~") + fmt_rate(qps(k, tc))
         bfs = "" if tb is None else "~" + fmt_rate(qps(k, tb))
         xc = "" if tc is None else f"{tc / tg:.0f}x"
         xb = "" if tb is None else f"{tb / tg:.0f}x"
-        print(f"{name:<26}{label:<9}{k:>9,}{tg * 1e3:>9.2f}{fmt_rate(qps(k, tg)):>9}{cpu:>10}{bfs:>10}{xc:>7}{xb:>8}  "
+        print(f"{name:<26}{label:<9}{k:>9,}{tg * 1e3:>9.2f}{fmt_rate(qps(k, tg)):>9}{cpu:>10}{bfs:>10}{xc:>7}{xb:>8}{br[0] * 1e3:>7.2f}{br[1] * 1e3:>7.2f}  "
               + " ".join(f"{st.steps[s]:>7}" for s in STEPS) + f"{st.search_rounds:>5}")
     print()
     print(f"first GPU call (kernel compile {kernels.compile_times.get('query', float('nan')):.2f} s, label upload, "
