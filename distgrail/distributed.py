@@ -36,6 +36,7 @@ from __future__ import annotations
 import os
 import socket
 import time
+from dataclasses import fields
 from types import SimpleNamespace
 
 import numpy as np
@@ -353,25 +354,25 @@ def bind_gpu(comm=None, backend="auto", share: bool = False):
 
 # -- building ----------------------------------------------------------------------------------
 
-_DAG_ARRAYS = ("comp", "indptr", "indices", "rindptr", "rindices", "level", "level_ptr")
+def bcast_dataclass(comm, obj, cls, root: int = 0):
+    """Collective: a dataclass instance from ``root`` on every rank. Its NumPy-array fields go by
+    :func:`bcast_array`; the other fields (ints, dicts, strings) are pickled."""
+    me = comm.Get_rank()
+    if me == root:
+        names = [f.name for f in fields(cls)]
+        arrays = [k for k in names if isinstance(getattr(obj, k), np.ndarray)]
+        head = (arrays, {k: getattr(obj, k) for k in names if k not in arrays})
+    else:
+        head = None
+    arrays, rest = comm.bcast(head, root=root)
+    got = {k: bcast_array(comm, getattr(obj, k) if me == root else None, root) for k in arrays}
+    return obj if me == root else cls(**got, **rest)
 
 
 def _bcast_dag(comm, dag, g, root=0):
-    me = comm.Get_rank()
-    head = (dag.n, dict(dag.meta), g.name, g.sha256) if me == root else None
-    n, meta, name, sha = comm.bcast(head, root=root)
-    arrays = {k: bcast_array(comm, getattr(dag, k) if me == root else None, root) for k in _DAG_ARRAYS}
-    if me == root:
-        return dag, g
-    return DAG(n=n, meta=meta, **arrays), SimpleNamespace(name=name, sha256=sha)
-
-
-def _bcast_forest(comm, forest, root=0):
-    me = comm.Get_rank()
-    timings = comm.bcast(dict(forest.timings) if me == root else None, root=root)
-    parent = bcast_array(comm, forest.parent if me == root else None, root)
-    size = bcast_array(comm, forest.size if me == root else None, root)
-    return forest if me == root else Forest(parent=parent, size=size, timings=timings)
+    name, sha = comm.bcast((g.name, g.sha256) if comm.Get_rank() == root else None, root=root)
+    dag = bcast_dataclass(comm, dag, DAG, root)
+    return dag, (g if comm.Get_rank() == root else SimpleNamespace(name=name, sha256=sha))
 
 
 def _check_output(output):
@@ -426,7 +427,7 @@ def build_index_distributed(graph, dims: int = 5, seed: int = 0, parent_rule: st
             dag, g = st.run("bcast_dag", _bcast_dag, comm, dag, g, root)
             forest = st.run("phases 1-2", run_shared, comm, "computing phases 1-2 (forest, subtree sizes)",
                             build_forest if here else None, dag, seed, parent_rule, be)
-            forest = st.run("bcast_forest", _bcast_forest, comm, forest, root)
+            forest = st.run("bcast_forest", bcast_dataclass, comm, forest, Forest, root)
             timings.update(forest.timings)
 
             counts = split_counts(dims, size)
@@ -496,8 +497,9 @@ def query_sharded(index, sources, targets, backend="auto", comm=None, root: int 
         s = scatter_rows(comm, s, counts, (), np.int64, root)
         t = scatter_rows(comm, t, counts, (), np.int64, root)
         t1 = time.perf_counter()
-        ans, stats = run_shared(comm, f"answering queries {int(_offsets(counts)[me])}.."
-                                      f"{int(_offsets(counts)[me + 1]) - 1}", index._query_local, s, t, be)
+        lo, hi = int(_offsets(counts)[me]), int(_offsets(counts)[me + 1])
+        what = f"answering queries {lo}..{hi - 1}" if hi > lo else "answering queries (none on this rank)"
+        ans, stats = run_shared(comm, what, index._query_local, s, t, be)
         t2 = time.perf_counter()
         out = run_shared(comm, "allocating the answers", (lambda: np.empty(k, dtype=bool)) if here else None)
         gather_rows(comm, np.ascontiguousarray(ans, dtype=bool), counts, out, root)

@@ -105,3 +105,11 @@ def test_distributed_code_path_with_one_rank():
     got, stats = query_sharded(idx, s, t, "cpu", MPI.COMM_SELF)
     want, ref_stats = ref.query(s, t, backend="cpu")
     assert np.array_equal(got, want) and stats.steps == ref_stats.steps and stats.ranks == 1
+
+
+def test_docstring_examples_of_the_distributed_module():
+    import doctest
+
+    from distgrail import distributed
+
+    assert doctest.testmod(distributed, optionflags=doctest.NORMALIZE_WHITESPACE).failed == 0

@@ -113,3 +113,12 @@ def test_mpirun_wrapper_without_gpus_or_ranks_says_what_to_do(tmp_path):
     r = subprocess.run(["bash", os.path.join(ROOT, "launch", "mpirun.sh")], env=env, capture_output=True,
                        text=True, timeout=60)
     assert r.returncode == 2 and "usage:" in r.stderr
+
+
+def test_readme_mpi_section_names_existing_scripts():
+    text = open(os.path.join(ROOT, "README.md")).read()
+    section = text[text.index("## Running under MPI"):]
+    section = section[:section.index("\n## ", 5)]
+    for path in ("launch/mpirun.sh", "slurm/index.sbatch", "slurm/query.sbatch"):
+        assert path in section and os.path.exists(os.path.join(ROOT, path)), path
+    assert "python -m mpi4py -m distgrail" in section and "--share-gpus" in section
