@@ -289,10 +289,13 @@ def _gpu_count_and_ids():
 
 
 def _bus_id(cupy, dev: int) -> str:
-    try:
-        return str(cupy.cuda.Device(dev).pci_bus_id)
-    except Exception:  # pragma: no cover - very old CuPy
-        return f"{socket.gethostname()}:{os.environ.get('CUDA_VISIBLE_DEVICES', '')}:{dev}"
+    """The PCI bus id of visible device ``dev``: which physical GPU it is, whatever the numbering."""
+    for get in (lambda: cupy.cuda.runtime.deviceGetPCIBusId(dev), lambda: cupy.cuda.Device(dev).pci_bus_id):
+        try:
+            return str(get())
+        except Exception:  # noqa: S112 - try the next way
+            continue
+    return f"{os.environ.get('CUDA_VISIBLE_DEVICES', '')}:{dev}"  # pragma: no cover
 
 
 def bind_gpu(comm=None, backend="auto", share: bool = False):

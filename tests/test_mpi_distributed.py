@@ -286,7 +286,8 @@ def fake_cupy(n_devices, bus=lambda i: f"0000:{i:02x}:00.0"):
             used.append(self.id)
 
     cuda = types.SimpleNamespace(is_available=lambda: n_devices > 0, Device=Device,
-                                 runtime=types.SimpleNamespace(getDeviceCount=lambda: n_devices))
+                                 runtime=types.SimpleNamespace(getDeviceCount=lambda: n_devices,
+                                                               deviceGetPCIBusId=bus))
     mod = types.ModuleType("cupy")
     mod.cuda = cuda
     mod.used = used
