@@ -11,7 +11,7 @@ after one warm-up call; the first GPU call (kernel compile, label upload) is rep
 GPU times are the median of ``--repeat`` runs. The CPU backend runs the whole set when that fits
 in ``--cpu-budget`` seconds, else a prefix, scaled up (marked ``~``). Plain BFS
 (:func:`distgrail.bfs.bfs_reachable`, one early-exit BFS per pair in Python) always runs on a
-prefix within ``--bfs-budget`` seconds and is scaled up (marked ``~``). ``core``: ms of
+prefix within ``--bfs-budget`` seconds (``BFS n`` pairs) and is scaled up (marked ``~``). ``core``: ms of
 ``answer_batch_cuda`` alone (no host-side id validation); ``kern``: ms of the kernels alone on
 pairs already on the GPU. GPU answers are checked
 against every CPU and BFS answer computed. Then one ``--big``-pair batch streams through the GPU.
@@ -22,6 +22,7 @@ from __future__ import annotations
 import argparse
 import glob
 import os
+import tempfile
 import time
 
 import numpy as np
@@ -151,6 +152,8 @@ def main(argv=None):
     p.add_argument("--no-generated", action="store_true")
     args = p.parse_args(argv)
 
+    # an empty CuPy kernel cache, so the first call's compile time is a real NVRTC compile
+    os.environ["CUPY_CACHE_DIR"] = tempfile.mkdtemp(prefix="distgrail-cupy-cache-")
     import cupy as cp
     from distgrail import kernels
 
@@ -198,7 +201,7 @@ def main(argv=None):
         print(f"# {name}: n={g.n:,} m={g.m:,} C={idx.C:,} levels={idx.meta['n_levels']:,}; CPU index {t_build:.1f} s; "
               f"reachable-pair generation {t_pairs:.1f} s", flush=True)
 
-    hdr = (f"{'graph':<26}{'set':<9}{'pairs':>9}{'GPU ms':>9}{'GPU q/s':>9}{'CPU q/s':>10}{'BFS q/s':>10}"
+    hdr = (f"{'graph':<26}{'set':<9}{'pairs':>9}{'GPU ms':>9}{'GPU q/s':>9}{'CPU q/s':>10}{'BFS q/s':>10}{'BFS n':>6}"
            f"{'xCPU':>7}{'xBFS':>8}{'core':>7}{'kern':>7}  " + " ".join(f"{SHORT[s]:>7}" for s in STEPS) + f"{'rnds':>5}")
     print()
     print(hdr)
@@ -206,9 +209,10 @@ def main(argv=None):
     for name, n, m, label, k, tg, tc, exact, tb, kb, st, br in rows:
         cpu = "" if tc is None else ("" if exact else "~") + fmt_rate(qps(k, tc))
         bfs = "" if tb is None else "~" + fmt_rate(qps(k, tb))
+        nb = "" if kb is None else f"{kb}"
         xc = "" if tc is None else f"{tc / tg:.0f}x"
         xb = "" if tb is None else f"{tb / tg:.0f}x"
-        print(f"{name:<26}{label:<9}{k:>9,}{tg * 1e3:>9.2f}{fmt_rate(qps(k, tg)):>9}{cpu:>10}{bfs:>10}{xc:>7}{xb:>8}{br[0] * 1e3:>7.2f}{br[1] * 1e3:>7.2f}  "
+        print(f"{name:<26}{label:<9}{k:>9,}{tg * 1e3:>9.2f}{fmt_rate(qps(k, tg)):>9}{cpu:>10}{bfs:>10}{nb:>6}{xc:>7}{xb:>8}{br[0] * 1e3:>7.2f}{br[1] * 1e3:>7.2f}  "
               + " ".join(f"{st.steps[s]:>7}" for s in STEPS) + f"{st.search_rounds:>5}")
     print()
     print(f"first GPU call (kernel compile {kernels.compile_times.get('query', float('nan')):.2f} s, label upload, "
