@@ -476,6 +476,19 @@ def _gather_labels(comm, iv, counts, C, dt, root):
 
 # -- queries -----------------------------------------------------------------------------------
 
+def _same_index_everywhere(comm, index):
+    """Collective: every rank must hold the same index (e.g. each opened its own copy of the file)."""
+    m = index.meta
+    mine = tuple(m.get(k) for k in ("source_sha256", "n_vertices", "n_components", "n_dag_edges", "dims", "seed",
+                                    "parent_rule"))
+    every = comm.allgather(mine)
+    bad = [r for r, x in enumerate(every) if x != every[0]]
+    if bad:
+        raise DistGrailError(f"every rank must query the same index, but ranks {bad} hold another one than rank 0 "
+                             f"(source sha256, n, C, m, dims, seed, parent rule: rank 0 {every[0]}, "
+                             f"rank {bad[0]} {every[bad[0]]})")
+
+
 def query_sharded(index, sources, targets, backend="auto", comm=None, root: int = 0):
     """Collective: answer root's pairs with the batch cut into contiguous shards, one per rank.
 
@@ -491,6 +504,7 @@ def query_sharded(index, sources, targets, backend="auto", comm=None, root: int 
     try:
         me, size = comm.Get_rank(), comm.Get_size()
         here = me == root
+        _same_index_everywhere(comm, index)
         be = run_shared(comm, "selecting the backend", get_backend, backend)
         pairs = run_shared(comm, "checking the query pairs", index._check_pairs if here else None, sources, targets)
         t0 = time.perf_counter()

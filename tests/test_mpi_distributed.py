@@ -347,3 +347,10 @@ def test_gpu_backend_without_a_gpu_fails_every_rank(comm, monkeypatch):
     monkeypatch.setitem(sys.modules, "cupy", fake_cupy(1 if comm.Get_rank() == 0 else 0))
     bad = "rank 1"
     expect_rank_error(comm, lambda: distributed.bind_gpu(comm, "gpu"), bad, "binding a GPU", "CUDA device")
+
+
+def test_ranks_holding_different_indexes_is_an_error(comm, kegg_index):
+    other = distgrail.build_index(distgrail.bundled_graph(), dims=3, seed=2, backend="cpu")
+    mine = kegg_index if comm.Get_rank() == 0 else other
+    with pytest.raises(DistGrailError, match="same index"):
+        mine.query(np.array([1]), np.array([2]), backend="cpu", comm=comm)

@@ -113,3 +113,14 @@ def test_docstring_examples_of_the_distributed_module():
     from distgrail import distributed
 
     assert doctest.testmod(distributed, optionflags=doctest.NORMALIZE_WHITESPACE).failed == 0
+
+
+def test_one_process_commands_run_once_under_mpi(tmp_path):
+    out = tmp_path / "g.gra"
+    r = mpirun(2, "-m", "distgrail", "generate", "paper", "-n", "50", "-o", str(out))
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.count("50 vertices") == 1 and out.exists()
+    idx = tmp_path / "g.h5"
+    distgrail.build_index(str(out), dims=2, backend="cpu", output=idx)
+    r = mpirun(2, "-m", "distgrail", "info", str(idx))
+    assert r.returncode == 0 and r.stdout.count("n_components") == 1, r.stdout + r.stderr
