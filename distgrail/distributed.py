@@ -168,8 +168,10 @@ def bcast_array(comm, a, root: int = 0) -> np.ndarray:
     else:
         head = None
     shape, dt = comm.bcast(head, root=root)
+    got = run_shared(comm, f"allocating {np.dtype(dt).name} {tuple(shape)} to receive a broadcast",
+                     (lambda: np.empty(shape, dtype=np.dtype(dt))) if me != root else None)
     if me != root:
-        a = np.empty(shape, dtype=np.dtype(dt))
+        a = got
     b = _bytes(a)
     for lo in range(0, b.size, CHUNK_BYTES):
         comm.Bcast([b[lo:lo + CHUNK_BYTES], MPI.BYTE], root=root)
@@ -215,7 +217,7 @@ def scatter_rows(comm, a, counts, row_shape, dtype, root: int = 0) -> np.ndarray
     row = dtype.itemsize * int(np.prod(row_shape, dtype=np.int64))
     nbytes = np.asarray(counts, dtype=np.int64) * row
     off = _offsets(nbytes)
-    block = np.empty((int(counts[me]),) + tuple(row_shape), dtype=dtype)
+    block = run_shared(comm, "allocating a shard", np.empty, (int(counts[me]),) + tuple(row_shape), dtype)
     mine = _bytes(block)
     src = _bytes(np.ascontiguousarray(a, dtype=dtype)) if me == root else None
     if off[-1] <= CHUNK_BYTES:

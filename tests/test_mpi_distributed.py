@@ -354,3 +354,19 @@ def test_ranks_holding_different_indexes_is_an_error(comm, kegg_index):
     mine = kegg_index if comm.Get_rank() == 0 else other
     with pytest.raises(DistGrailError, match="same index"):
         mine.query(np.array([1]), np.array([2]), backend="cpu", comm=comm)
+
+
+def test_out_of_memory_while_receiving_a_broadcast_fails_every_rank(comm, monkeypatch):
+    bad = comm.Get_size() - 1
+    if comm.Get_rank() == bad:
+        real = np.empty
+
+        def empty(shape, *a, **k):
+            if np.prod(shape) > 1000:
+                raise MemoryError("Unable to allocate (injected)")
+            return real(shape, *a, **k)
+
+        monkeypatch.setattr(distributed.np, "empty", empty)
+    expect_rank_error(comm, lambda: distgrail.build_index(distgrail.bundled_graph(), dims=2, backend="cpu",
+                                                          comm=comm),
+                      f"rank {bad}", "to receive a broadcast", "MemoryError")
