@@ -89,10 +89,9 @@ class _Context:
         self.visited = cp.zeros(self.nw1 * self.vwords, dtype=cp.uint32)
         self.queue1 = cp.empty(self.nw1 * self.cap1, dtype=cp.int32)
         self.two_pass = self.cap1 < C
-        if self.two_pass:
-            per2 = 4 * max(C, 1)
-            self.blocks2 = max(1, min(self.blocks1, SCRATCH_BYTES // (per2 * (_BLOCK // 32))))
-            self.queue2 = cp.empty(self.blocks2 * (_BLOCK // 32) * max(C, 1), dtype=cp.int32)
+        if self.two_pass:  # one-warp blocks: at least one queue of C, at most SCRATCH_BYTES of them
+            self.nw2 = max(1, min(self.nw1, SCRATCH_BYTES // (4 * C)))
+            self.queue2 = cp.empty(self.nw2 * C, dtype=cp.int32)
         # counters[1..6] per step, [7] max rounds; wctr per chunk: undecided, next, overflowed, next2
         self.counters = cp.zeros(8, dtype=cp.uint64)
         self.wctr = cp.zeros(8, dtype=cp.uint64)
@@ -123,10 +122,10 @@ class _Context:
                            self.visited, i64(self.vwords), self.queue1, i64(self.cap1), dans, self.ovf, w[2:],
                            self.counters), shared_mem=self.smem)
             if self.two_pass:  # pass 2: the overflowed pairs, queue of C (cannot overflow); wctr[3] next
-                self.k_search((self.blocks2,), (_BLOCK,),
+                self.k_search((self.nw2,), (32,),
                               (self.ovf, w[2:], w[3:], self.indptr, self.indices, self.rec, i32(self.R),
-                               i32(self.d), self.visited, i64(self.vwords), self.queue2, i64(max(self.C, 1)),
-                               dans, self.ovf, w[4:], self.counters), shared_mem=self.smem)
+                               i32(self.d), self.visited, i64(self.vwords), self.queue2, i64(self.C),
+                               dans, self.ovf, w[4:], self.counters), shared_mem=self.R * 4)
 
 
 def _context(L) -> _Context:
@@ -140,7 +139,8 @@ def answer_batch_cuda(L, sources, targets, stats=None):
     """All five steps on the GPU for original vertex ids (host int64 arrays); returns host bool answers.
 
     The batch may be of any size: it is cut into chunks of :data:`CHUNK_PAIRS` pairs that stream
-    through pinned host buffers, so GPU memory does not grow with the batch.
+    through pinned host buffers, so GPU memory does not grow with the batch. Device buffers are
+    kept per ``Labels`` object: answer one batch at a time per index (not thread-safe).
     """
     import cupy as cp
 

@@ -153,3 +153,15 @@ def test_small_batches_and_repeats(data_dir):
     again, _ = idx.query(s, t, backend="gpu")  # scratch left clean by the first batch
     np.testing.assert_array_equal(first, again)
     assert idx.reachable(int(s[0]), int(t[0]), backend="gpu") == bool(first[0])
+
+
+def test_minimal_scratch(monkeypatch, data_dir):
+    """One block of search warps and a single pass-2 warp still answer everything."""
+    monkeypatch.setattr(gpu_query, "QUEUE_CAP", 5)
+    monkeypatch.setattr(gpu_query, "SCRATCH_BYTES", 1)
+    s, t = load_pairs("xmark_dag_uniq")
+    idx = distgrail.build_index(graph_path("xmark_dag_uniq"), dims=2, backend="cpu")
+    a, _ = same_as_cpu(idx, s, t)
+    assert int(a.sum()) == EXPECTED["xmark_dag_uniq"]
+    ctx = idx.labels("gpu").cache["gpu_query"]
+    assert ctx.nw1 == 8 and ctx.nw2 == 1

@@ -201,7 +201,7 @@ def main(argv=None):
         print(f"# {name}: n={g.n:,} m={g.m:,} C={idx.C:,} levels={idx.meta['n_levels']:,}; CPU index {t_build:.1f} s; "
               f"reachable-pair generation {t_pairs:.1f} s", flush=True)
 
-    hdr = (f"{'graph':<26}{'set':<9}{'pairs':>9}{'GPU ms':>9}{'GPU q/s':>9}{'CPU q/s':>10}{'BFS q/s':>10}{'BFS n':>6}"
+    hdr = (f"{'graph':<26}{'set':<9}{'pairs':>9}{'GPU ms':>9}{'GPU q/s':>9}{'CPU q/s':>10}{'BFS q/s':>10}{'BFS n':>8}"
            f"{'xCPU':>7}{'xBFS':>8}{'core':>7}{'kern':>7}  " + " ".join(f"{SHORT[s]:>7}" for s in STEPS) + f"{'rnds':>5}")
     print()
     print(hdr)
@@ -212,7 +212,7 @@ def main(argv=None):
         nb = "" if kb is None else f"{kb}"
         xc = "" if tc is None else f"{tc / tg:.0f}x"
         xb = "" if tb is None else f"{tb / tg:.0f}x"
-        print(f"{name:<26}{label:<9}{k:>9,}{tg * 1e3:>9.2f}{fmt_rate(qps(k, tg)):>9}{cpu:>10}{bfs:>10}{nb:>6}{xc:>7}{xb:>8}{br[0] * 1e3:>7.2f}{br[1] * 1e3:>7.2f}  "
+        print(f"{name:<26}{label:<9}{k:>9,}{tg * 1e3:>9.2f}{fmt_rate(qps(k, tg)):>9}{cpu:>10}{bfs:>10}{nb:>8}{xc:>7}{xb:>8}{br[0] * 1e3:>7.2f}{br[1] * 1e3:>7.2f}  "
               + " ".join(f"{st.steps[s]:>7}" for s in STEPS) + f"{st.search_rounds:>5}")
     print()
     print(f"first GPU call (kernel compile {kernels.compile_times.get('query', float('nan')):.2f} s, label upload, "
