@@ -1,7 +1,17 @@
-"""Binary graph file (HDF5): the CSR of a graph, so later runs skip text parsing.
+"""Binary graph file (HDF5): the CSR of a graph and, once computed, its condensation, so later
+runs skip text parsing and condensing.
 
-Layout: attrs ``format="distgrail-graph"``, ``format_version=1``, ``n``, ``m``, ``source_name``,
-``source_sha256``; datasets ``csr/indptr`` (n+1, int64) and ``csr/indices`` (m).
+Layout (``format = "distgrail-graph"``, ``format_version = 2``)::
+
+    attrs    format, format_version, distgrail_version, n, m, source_name, source_sha256
+    csr/indptr            (n+1,) int64    successors of v: indices[indptr[v]:indptr[v+1]]
+    csr/indices           (m,)   int32 (int64 when n >= 2^31 - 1), sorted per row, distinct
+    condensation/         optional; attrs n_components, n_levels; the arrays of a
+                          :class:`distgrail.condense.DAG`: comp, indptr, indices, rindptr,
+                          rindices, level, level_ptr
+
+Every dataset is contiguous and stored in the dtype the pipeline uses, so reading is a plain read
+at disk speed. Version 1 files (CSR only, indices as the smallest unsigned type) are still read.
 """
 
 from __future__ import annotations
@@ -10,57 +20,132 @@ import os
 
 import numpy as np
 
+from ._version import __version__
 from .errors import GraphFormatError
 from .graph import EdgeGraph, id_dtype
-from .indexfile import atomic_path, smallest_uint
+from .indexfile import atomic_path
 
-__all__ = ["write_binary_graph", "read_binary_graph", "GRAPH_FORMAT"]
+__all__ = ["write_binary_graph", "write_binary_csr", "read_binary_graph", "read_condensation",
+           "GRAPH_FORMAT", "GRAPH_FORMAT_VERSION"]
 
 GRAPH_FORMAT = "distgrail-graph"
+GRAPH_FORMAT_VERSION = 2
+_READABLE = (1, 2)
+_DAG_ARRAYS = ("comp", "indptr", "indices", "rindptr", "rindices", "level", "level_ptr")
 
 
-def write_binary_graph(graph: EdgeGraph, path) -> None:
+def write_binary_csr(path, n: int, indptr, indices, name: str = "", sha256: str = "", dag=None) -> None:
+    """Write a CSR (successors sorted and distinct) and optionally its condensation ``dag``."""
     import h5py
-    import scipy.sparse as sp
 
-    a = sp.csr_matrix((np.ones(graph.m, dtype=np.bool_), (graph.src, graph.dst)), shape=(graph.n, graph.n))
-    a.sort_indices()
-    with atomic_path(path) as tmp:
+    m = int(indices.size)
+    if indptr.shape != (n + 1,) or int(indptr[-1]) != m:
+        raise GraphFormatError("CSR arrays disagree with n and m", path=os.fspath(path))
+    if dag is not None and dag.n != n:
+        raise GraphFormatError(f"condensation is of a graph of {dag.n} vertices, not {n}", path=os.fspath(path))
+    with atomic_path(os.fspath(path)) as tmp:
         with h5py.File(tmp, "w") as f:
             f.attrs["format"] = GRAPH_FORMAT
-            f.attrs["format_version"] = 1
-            f.attrs["n"] = graph.n
-            f.attrs["m"] = graph.m
-            f.attrs["source_name"] = graph.name
-            f.attrs["source_sha256"] = graph.sha256
-            f.create_dataset("csr/indptr", data=a.indptr.astype(np.int64), track_times=False)
-            f.create_dataset("csr/indices", data=a.indices.astype(smallest_uint(max(graph.n - 1, 0))),
-                             track_times=False)
+            f.attrs["format_version"] = GRAPH_FORMAT_VERSION
+            f.attrs["distgrail_version"] = __version__
+            f.attrs["n"] = int(n)
+            f.attrs["m"] = m
+            f.attrs["source_name"] = str(name)
+            f.attrs["source_sha256"] = str(sha256)
+            f.create_dataset("csr/indptr", data=np.asarray(indptr, dtype=np.int64), track_times=False)
+            f.create_dataset("csr/indices", data=np.asarray(indices, dtype=id_dtype(n)), track_times=False)
+            if dag is not None:
+                _write_dag(f, dag)
 
 
-def read_binary_graph(path) -> EdgeGraph:
+def _write_dag(f, dag) -> None:
+    g = f.require_group("condensation")
+    g.attrs["n_components"] = int(dag.C)
+    g.attrs["n_levels"] = int(dag.n_levels)
+    for k in _DAG_ARRAYS:
+        g.create_dataset(k, data=getattr(dag, k), track_times=False)
+
+
+def write_binary_graph(graph: EdgeGraph, path, dag=None) -> None:
+    """Write ``graph`` (repeated edges merged) and optionally its condensation ``dag``."""
+    from .writers import edge_graph_csr
+
+    indptr, indices = edge_graph_csr(graph)
+    write_binary_csr(path, graph.n, indptr, indices, name=graph.name, sha256=graph.sha256, dag=dag)
+
+
+def _open(path):
     import h5py
 
-    path = os.fspath(path)
     try:
         f = h5py.File(path, "r")
     except OSError as e:
         raise GraphFormatError(f"not an HDF5 file ({e})", path=path) from None
-    with f:
-        fmt = f.attrs.get("format")
-        fmt = fmt.decode() if isinstance(fmt, bytes) else fmt
-        if fmt != GRAPH_FORMAT:
-            raise GraphFormatError(f"not a distgrail graph file (format={fmt!r}, expected {GRAPH_FORMAT!r})",
-                                   path=path)
+    fmt = f.attrs.get("format")
+    fmt = fmt.decode() if isinstance(fmt, bytes) else fmt
+    if fmt != GRAPH_FORMAT:
+        f.close()
+        raise GraphFormatError(f"not a distgrail graph file (format={fmt!r}, expected {GRAPH_FORMAT!r})", path=path)
+    version = f.attrs.get("format_version")
+    version = None if version is None else int(version)
+    if version not in _READABLE:
+        f.close()
+        raise GraphFormatError(f"graph file format_version {version} is not supported: this distgrail "
+                               f"{__version__} reads versions {', '.join(map(str, _READABLE))}", path=path)
+    return f
+
+
+def _read(f, name, path):
+    if name not in f:
+        raise GraphFormatError(f"corrupt graph file: dataset {name!r} missing", path=path)
+    d = f[name]
+    out = np.empty(d.shape, dtype=d.dtype)
+    if out.size:
+        d.read_direct(out)
+    return out
+
+
+def read_condensation(path):
+    """The condensation stored in a graph file, as a :class:`distgrail.condense.DAG`, or None."""
+    from .condense import DAG
+
+    path = os.fspath(path)
+    with _open(path) as f:
+        if "condensation" not in f:
+            return None
+        g = f["condensation"]
+        arrays = {k: _read(g, k, path) for k in _DAG_ARRAYS}
         n = int(f.attrs["n"])
-        indptr = f["csr/indptr"][()]
-        indices = f["csr/indices"][()]
+    C = arrays["indptr"].size - 1
+    if arrays["comp"].shape != (n,) or arrays["level"].shape != (C,) or int(arrays["indptr"][-1]) != \
+            arrays["indices"].size or arrays["rindptr"].shape != (C + 1,):
+        raise GraphFormatError("corrupt graph file: condensation arrays disagree", path=path)
+    dag = DAG(n=n, **arrays)
+    dag.meta["stored"] = True
+    return dag
+
+
+def read_binary_graph(path) -> EdgeGraph:
+    """Read a graph file. If it holds a condensation, ``graph.meta["condensation"]`` is a function
+    that reads it (``condense`` calls it instead of recomputing)."""
+    path = os.fspath(path)
+    with _open(path) as f:
+        n = int(f.attrs["n"])
+        indptr = _read(f, "csr/indptr", path)
+        indices = _read(f, "csr/indices", path)
         name = f.attrs.get("source_name", os.path.basename(path))
         sha = f.attrs.get("source_sha256", "")
-    if indptr.shape != (n + 1,) or int(indptr[-1]) != indices.size:
+        has_dag = "condensation" in f
+    if indptr.shape != (n + 1,) or int(indptr[-1]) != indices.size or (indptr.size > 1 and
+                                                                       (np.diff(indptr) < 0).any()):
         raise GraphFormatError("corrupt graph file: CSR arrays disagree with n and m", path=path)
     dt = id_dtype(n)
+    if indices.size and (int(indices.min()) < 0 or int(indices.max()) >= n):
+        raise GraphFormatError(f"corrupt graph file: successor ids outside 0..{n - 1}", path=path)
     src = np.repeat(np.arange(n, dtype=dt), np.diff(indptr))
-    g = EdgeGraph(n=n, src=src, dst=indices.astype(dt), name=str(name), sha256=str(sha))
+    g = EdgeGraph(n=n, src=src, dst=indices.astype(dt, copy=False), name=str(name), sha256=str(sha))
     g.meta["format"] = "h5"
+    g.meta["path"] = os.path.abspath(path)
+    if has_dag:
+        g.meta["condensation"] = lambda: read_condensation(path)
     return g

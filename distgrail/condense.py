@@ -83,9 +83,11 @@ def _kahn_levels(indptr, indices, C):
             cnt = np.bincount(ch, minlength=C)
             indeg -= cnt
             u = np.flatnonzero(cnt)
-        else:
-            u, c = np.unique(ch, return_counts=True)
-            indeg[u] -= c
+        else:  # sort + run lengths (numpy 2's hash-based unique is slower here)
+            s = np.sort(ch)
+            brk = np.flatnonzero(s[1:] != s[:-1]) + 1
+            u = s[np.concatenate(([0], brk))]
+            indeg[u] -= np.diff(np.concatenate(([0], brk, [s.size])))
         frontier = u[indeg[u] == 0]
         lev += 1
     if (level < 0).any():  # pragma: no cover - condensation guarantees a DAG
@@ -95,9 +97,40 @@ def _kahn_levels(indptr, indices, C):
 
 def _csr(src, dst, C):
     """CSR with sorted, unique column indices per row (structure only)."""
+    dt = id_dtype(C)
+    if src.size == 0:
+        return np.zeros(C + 1, dtype=np.int64), np.zeros(0, dtype=dt)
+    if (src[1:] >= src[:-1]).all() and ((src[1:] != src[:-1]) | (dst[1:] > dst[:-1])).all():
+        indptr = np.zeros(C + 1, dtype=np.int64)  # already sorted and distinct: no conversion
+        np.cumsum(np.bincount(src, minlength=C), out=indptr[1:])
+        return indptr, dst.astype(dt, copy=False)
     a = sp.csr_matrix((np.ones(src.size, dtype=np.bool_), (src, dst)), shape=(C, C))
     a.sum_duplicates()
-    return a.indptr.astype(np.int64), a.indices.astype(id_dtype(C))
+    return a.indptr.astype(np.int64), a.indices.astype(dt)
+
+
+def _transpose(indptr, indices, C):
+    """Transposed CSR by a counting sort (SciPy's csr_tocsc, linear time): each output row lists
+    its entries in input row order, so it comes out sorted when the input rows are visited in order."""
+    a = sp.csr_matrix((np.ones(indices.size, dtype=np.bool_), indices, indptr), shape=(C, C))
+    t = a.tocsc()
+    return t.indptr.astype(np.int64), t.indices.astype(id_dtype(C))
+
+
+def _renumber(ip0, ix0, order, new_of_old, C):
+    """Forward and reverse CSR after renumbering (new id i = old id order[i]), rows sorted,
+    without sorting: permute rows, then transpose twice."""
+    dt = id_dtype(C)
+    deg = np.diff(ip0)[order]
+    pptr = np.zeros(C + 1, dtype=np.int64)
+    np.cumsum(deg, out=pptr[1:])
+    vals, _ = gather_rows(ip0, ix0, order)
+    pind = new_of_old.astype(dt)[vals]
+    del vals
+    rindptr, rindices = _transpose(pptr, pind, C)  # parents in increasing new id
+    del pind
+    indptr, indices = _transpose(rindptr, rindices, C)  # children in increasing new id
+    return indptr, indices, rindptr, rindices
 
 
 def dag_from_csr(n, comp, indptr, indices):
@@ -122,33 +155,61 @@ def condense(graph: EdgeGraph) -> DAG:
     >>> d.C, d.m, d.comp.tolist()
     (3, 1, [0, 0, 1, 2])
     """
+    stored = graph.meta.get("condensation") if isinstance(getattr(graph, "meta", None), dict) else None
+    if stored is not None:  # read from a binary graph file (distgrail convert)
+        dag = stored() if callable(stored) else stored
+        if dag is not None and dag.n == graph.n:
+            return dag
     n = graph.n
     if n == 0:
         z = np.zeros(0, np.int64)
         return DAG(n=0, comp=z.astype(np.int32), indptr=np.zeros(1, np.int64), indices=z.astype(np.int32),
                    rindptr=np.zeros(1, np.int64), rindices=z.astype(np.int32), level=z.astype(np.int32),
                    level_ptr=np.zeros(1, np.int64))
-    a = sp.csr_matrix((np.ones(graph.m, dtype=np.bool_), (graph.src, graph.dst)), shape=(n, n))
-    ncomp, labels = connected_components(a, directed=True, connection="strong")
-    labels = labels.astype(np.int64)
-    cu = labels[graph.src]
-    cv = labels[graph.dst]
+    src, dst = graph.src, graph.dst
+    if graph.m == 0 or (src <= dst).all() or (src >= dst).all():
+        # vertex order (or its reverse) is topological: every component is one vertex
+        ncomp, labels = n, None
+        cu, cv = src, dst
+    else:
+        if (src[1:] >= src[:-1]).all():  # rows already grouped: build the CSR directly
+            indptr0 = np.zeros(n + 1, dtype=np.int64)
+            np.cumsum(np.bincount(src, minlength=n), out=indptr0[1:])
+            a = sp.csr_matrix((np.ones(graph.m, dtype=np.bool_), dst, indptr0), shape=(n, n))
+        else:
+            a = sp.csr_matrix((np.ones(graph.m, dtype=np.bool_), (src, dst)), shape=(n, n))
+        ncomp, labels = connected_components(a, directed=True, connection="strong")
+        del a
+        labels = labels.astype(id_dtype(n))
+        cu = labels[src]
+        cv = labels[dst]
     keep = cu != cv
-    ip0, ix0 = _csr(cu[keep], cv[keep], ncomp)
+    if not keep.all():
+        cu, cv = cu[keep], cv[keep]
+    del keep
+    ip0, ix0 = _csr(cu, cv, ncomp)
+    del cu, cv
     lev0 = _kahn_levels(ip0, ix0, ncomp)
-    # smallest original vertex of each component: first occurrence in vertex order
-    _, first = np.unique(labels, return_index=True)
-    order = np.lexsort((first, lev0))  # new id -> old label
+    if labels is None:
+        order = np.argsort(lev0, kind="stable")  # ties: smallest vertex id first
+    else:
+        # smallest original vertex of each component: first occurrence in vertex order
+        by_label = np.argsort(labels, kind="stable")
+        sl = labels[by_label]
+        head = np.ones(n, dtype=bool)
+        head[1:] = sl[1:] != sl[:-1]
+        first = by_label[head]
+        del by_label, sl, head
+        order = np.lexsort((first, lev0))  # new id -> old label
     new_of_old = np.empty(ncomp, dtype=np.int64)
     new_of_old[order] = np.arange(ncomp)
     C = ncomp
     dt = id_dtype(C)
-    src_new = new_of_old[np.repeat(np.arange(ncomp), np.diff(ip0))]
-    dst_new = new_of_old[ix0]
-    indptr, indices = _csr(src_new, dst_new, C)
-    rindptr, rindices = _csr(dst_new, src_new, C)
+    indptr, indices, rindptr, rindices = _renumber(ip0, ix0, order, new_of_old, C)
+    del ip0, ix0
     level = lev0[order]
     n_levels = int(level.max()) + 1
     level_ptr = np.searchsorted(level, np.arange(n_levels + 1)).astype(np.int64)
-    return DAG(n=n, comp=new_of_old[labels].astype(dt), indptr=indptr, indices=indices,
+    comp = new_of_old.astype(dt) if labels is None else new_of_old.astype(dt)[labels]
+    return DAG(n=n, comp=comp, indptr=indptr, indices=indices,
                rindptr=rindptr, rindices=rindices, level=level.astype(np.int32), level_ptr=level_ptr)

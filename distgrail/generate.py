@@ -1,4 +1,4 @@
-"""Test-graph generators, vectorised and reproducible from the seed.
+"""Test-graph generators, vectorised, reproducible from the seed, at 10^8 edges.
 
 ``paper``        the home-made random DAGs of Quer & Calabrese (Table 2): vertex i draws k uniformly
                  from 0..maxdeg (maxdeg = 2 × average degree) and picks k distinct successors
@@ -8,6 +8,12 @@
                  in-degrees.
 ``layered``      a deep DAG of ``levels`` layers; every vertex has an edge into the next layer
                  (so the DAG has exactly ``levels`` levels) and more edges 1..4 layers down.
+
+Every random number is the counter-based hash of :mod:`distgrail.hashing` applied to (seed, a
+stream per purpose, the vertex or edge slot), so a graph depends on its seed only: not on the
+block size the rows are generated in, nor on the machine. Rows are generated in blocks of about
+``EDGES_PER_BLOCK`` edges straight into CSR form (successors sorted, no duplicates), which the
+writers turn into ``.gra``, edge lists or the binary ``.h5`` file without another sort.
 """
 
 from __future__ import annotations
@@ -16,125 +22,248 @@ import numpy as np
 
 from .errors import DistGrailError
 from .graph import EdgeGraph, id_dtype
-from .segments import sorted_unique
+from .hashing import hash3
 
-__all__ = ["KINDS", "generate", "paper_dag", "scale_free_dag", "layered_dag"]
+__all__ = ["KINDS", "CSRGraph", "generate", "generate_csr", "paper_dag", "scale_free_dag", "layered_dag"]
 
 KINDS = ("paper", "scale-free", "layered")
-ROWS_PER_BLOCK = 1 << 18
+#: edges generated per block (bounds the temporaries; does not change the graph)
+EDGES_PER_BLOCK = 1 << 22
+
+# hash streams, one per purpose
+_S_DEG, _S_SUCC, _S_DENSE, _S_COPY, _S_REF, _S_UNI, _S_JUMP, _S_TGT = (0x6E00 + i for i in range(8))
+_MAX_ATTEMPTS = 1 << 16
 
 
-def _rng(seed, block=0):
-    return np.random.default_rng(np.random.SeedSequence([int(seed), int(block)]))
+class CSRGraph:
+    """A generated graph in CSR form: successors of row r are ``indices[indptr[r]:indptr[r+1]]``,
+    sorted and distinct. ``to_edge_graph()`` gives the :class:`EdgeGraph` the rest of distgrail uses."""
+
+    def __init__(self, n: int, indptr: np.ndarray, indices: np.ndarray, name: str):
+        self.n, self.indptr, self.indices, self.name = int(n), indptr, indices, name
+
+    @property
+    def m(self) -> int:
+        return int(self.indices.size)
+
+    def to_edge_graph(self) -> EdgeGraph:
+        dt = id_dtype(self.n)
+        src = np.repeat(np.arange(self.n, dtype=dt), np.diff(self.indptr))
+        return EdgeGraph(n=self.n, src=src, dst=self.indices.astype(dt, copy=False), name=self.name)
 
 
-def _distinct_successors(rows, k, avail, base, rng):
-    """For each row r, k[r] distinct values in base[r] .. base[r]+avail[r]-1 (k <= avail)."""
-    total = int(k.sum())
-    rid = np.repeat(np.arange(rows.size), k)
-    out_rows = []
-    out_vals = []
-    need = k.copy()
-    ridx = rid
-    while ridx.size:
-        draw = base[ridx] + (rng.random(ridx.size) * avail[ridx]).astype(np.int64)
-        out_rows.append(ridx)
-        out_vals.append(draw)
-        r_all = np.concatenate(out_rows)
-        v_all = np.concatenate(out_vals)
-        key = r_all * np.int64(1 << 40) + v_all
-        key = sorted_unique(key)
-        r_all = key >> 40
-        v_all = key & ((1 << 40) - 1)
-        out_rows, out_vals = [r_all], [v_all]
-        have = np.bincount(r_all, minlength=rows.size)
-        missing = k - have
-        ridx = np.repeat(np.arange(rows.size), missing)
-    del total, need
-    return rows[out_rows[0]], out_vals[0]
+def _uniform(seed, stream, keys):
+    """Uniform floats in [0, 1) from the hash of ``keys``."""
+    return (hash3(seed, stream, keys) >> np.uint64(11)).astype(np.float64) * (1.0 / (1 << 53))
 
 
-def paper_dag(n: int, avg_degree: float, seed: int = 0) -> EdgeGraph:
-    """The paper's random DAG with ``n`` vertices and average out-degree ``avg_degree``."""
+def _below(seed, stream, keys, bound):
+    """Uniform integers in 0..bound-1 (bound an array or scalar >= 1)."""
+    return np.minimum((_uniform(seed, stream, keys) * bound).astype(np.int64), np.asarray(bound) - 1)
+
+
+def _slots(counts):
+    """For rows with ``counts`` entries: the row (0-based, local) and the slot of every entry."""
+    row = np.repeat(np.arange(counts.size, dtype=np.int64), counts)
+    start = np.cumsum(counts) - counts
+    return row, np.arange(row.size, dtype=np.int64) - start[row]
+
+
+def _row_sort_unique(row, vals, nrows, bits):
+    """Sort entries by (row, value) and drop repeats; return (key-sorted rows' values, counts)."""
+    key = np.sort((row << bits) | vals)
+    if key.size:
+        keep = np.empty(key.size, dtype=bool)
+        keep[0] = True
+        np.not_equal(key[1:], key[:-1], out=keep[1:])
+        key = key[keep]
+    counts = np.bincount(key >> bits, minlength=nrows)
+    return key & ((1 << bits) - 1), counts
+
+
+def _paper_block(n, maxdeg, seed, r0, r1, bits):
+    rows = np.arange(r0, r1, dtype=np.int64)
+    avail = n - 1 - rows
+    k = np.minimum(hash3(seed, _S_DEG, rows) % np.uint64(maxdeg + 1), avail.astype(np.uint64)).astype(np.int64)
+    dense = 2 * k > avail  # only the last ~2*maxdeg rows: exact pick by hash order
+    kk = np.where(dense, 0, k)
+    # sparse rows: draw k values, drop repeats, draw the missing ones again, and so on: the set
+    # is the first k distinct values of an i.i.d. uniform sequence, i.e. a uniform k-subset
+    row, slot = _slots(kk)
+    grow = row + r0
+    vals = grow + 1 + _below(seed, _S_SUCC, grow * (maxdeg + 1) + slot, avail[row])
+    out, have = _row_sort_unique(row, vals, rows.size, bits)
+    fin_row = np.repeat(np.arange(rows.size, dtype=np.int64), have)
+    ok = have == kk
+    if ok.all() and not dense.any():
+        return out, have
+    good = ok[fin_row]
+    parts = [(fin_row[good], out[good])]
+    sub = np.flatnonzero(~ok)  # local rows still short of successors
+    sub_have = have[sub]
+    cur_row = np.repeat(np.arange(sub.size, dtype=np.int64), sub_have)
+    cur = out[~good]
+    attempt = 1
+    while sub.size:
+        if attempt > _MAX_ATTEMPTS:  # pragma: no cover - probability ~0
+            raise DistGrailError("paper generator: could not draw distinct successors")
+        r_new, s_new = _slots(kk[sub] - sub_have)
+        g_new = sub[r_new] + r0
+        v_new = g_new + 1 + _below(seed, _S_SUCC + (attempt << 8), g_new * (maxdeg + 1) + s_new, avail[sub[r_new]])
+        cur, sub_have = _row_sort_unique(np.concatenate((cur_row, r_new)), np.concatenate((cur, v_new)),
+                                         sub.size, bits)
+        cur_row = np.repeat(np.arange(sub.size, dtype=np.int64), sub_have)
+        done = sub_have == kk[sub]
+        fin = done[cur_row]
+        parts.append((sub[cur_row[fin]], cur[fin]))
+        remap = np.cumsum(~done) - 1
+        cur, cur_row = cur[~fin], remap[cur_row[~fin]]
+        sub, sub_have = sub[~done], sub_have[~done]
+        attempt += 1
+    for r in np.flatnonzero(dense).tolist():
+        g = r0 + r
+        cand = np.arange(g + 1, n, dtype=np.int64)
+        pick = np.argsort(hash3(seed, _S_DENSE, g * np.int64(n) + cand), kind="stable")[: k[r]]
+        parts.append((np.full(int(k[r]), r, dtype=np.int64), cand[pick]))
+    # every part holds whole rows, sorted: a stable sort merges the runs in about linear time
+    key = np.sort(np.concatenate([(p[0] << bits) | p[1] for p in parts]), kind="stable")
+    return key & ((1 << bits) - 1), np.bincount(key >> bits, minlength=rows.size)
+
+
+def _rows_per_block(n, avg, block_edges):
+    return max(1, int(block_edges // max(avg, 1.0)))
+
+
+def _assemble(n, blocks, name):
+    counts, parts = [], []
+    for vals, cnt in blocks:
+        counts.append(cnt)
+        parts.append(vals.astype(id_dtype(n)))
+    indptr = np.zeros(n + 1, dtype=np.int64)
+    if counts:
+        np.cumsum(np.concatenate(counts), out=indptr[1:])
+    indices = np.concatenate(parts) if parts else np.zeros(0, id_dtype(n))
+    return CSRGraph(n, indptr, indices, name)
+
+
+def _bits(n):
+    return max(1, int(n).bit_length())
+
+
+def paper_csr(n: int, avg_degree: float, seed: int = 0, block_edges: int | None = None) -> CSRGraph:
     maxdeg = int(round(2 * avg_degree))
-    srcs, dsts = [], []
-    for b, r0 in enumerate(range(0, n, ROWS_PER_BLOCK)):
-        r1 = min(n, r0 + ROWS_PER_BLOCK)
-        rng = _rng(seed, b)
-        rows = np.arange(r0, r1, dtype=np.int64)
-        avail = n - 1 - rows
-        k = np.minimum(rng.integers(0, maxdeg + 1, rows.size), avail)
-        dense = k * 2 > avail  # only near the end: pick by permutation
-        s, d = _distinct_successors(rows[~dense], k[~dense], avail[~dense], rows[~dense] + 1, rng)
-        srcs.append(s)
-        dsts.append(d)
-        for r, kk in zip(rows[dense].tolist(), k[dense].tolist()):
-            srcs.append(np.full(kk, r, dtype=np.int64))
-            dsts.append(np.sort(r + 1 + rng.permutation(n - 1 - r)[:kk]))
-    dt = id_dtype(n)
-    src = np.concatenate(srcs).astype(dt) if srcs else np.zeros(0, dt)
-    dst = np.concatenate(dsts).astype(dt) if dsts else np.zeros(0, dt)
-    return EdgeGraph(n=n, src=src, dst=dst, name=f"paper-n{n}-d{avg_degree:g}-s{seed}")
+    rpb = _rows_per_block(n, avg_degree, block_edges or EDGES_PER_BLOCK)
+    bits = _bits(n)
+    blocks = (_paper_block(n, maxdeg, seed, r0, min(n, r0 + rpb), bits) for r0 in range(0, n, rpb))
+    return _assemble(n, blocks, f"paper-n{n}-d{avg_degree:g}-s{seed}")
 
 
-def scale_free_dag(n: int, avg_degree: float, seed: int = 0) -> EdgeGraph:
-    """Copy-model scale-free DAG: edges point from newer to older vertices."""
+def scale_free_csr(n: int, avg_degree: float, seed: int = 0, block_edges: int | None = None) -> CSRGraph:
+    """Copy model: vertex v >= 1 has k = round(avg_degree) out-edges to earlier vertices; each is,
+    with probability 1/2, the target of a uniformly chosen edge of an earlier vertex (copying),
+    else a uniform earlier vertex. Repeated targets of a vertex are merged."""
     k = max(1, int(round(avg_degree)))
-    rng = _rng(seed)
-    src = np.repeat(np.arange(1, n, dtype=np.int64), k)
-    m = src.size
-    first_edge = (src - 1) * k  # first edge index of the source vertex
-    uniform = (rng.random(m) * src).astype(np.int64)  # uniform earlier vertex
-    copy = (rng.random(m) < 0.5) & (first_edge > 0)
-    ref = (rng.random(m) * np.maximum(first_edge, 1)).astype(np.int64)
-    ptr = np.where(copy, ref, np.arange(m))
-    val = np.where(copy, -1, uniform)
-    # resolve copy chains by pointer jumping: O(log m) rounds
-    while True:
-        open_ = val < 0
-        if not open_.any():
-            break
-        tgt = ptr[open_]
-        val[open_] = val[tgt]
-        ptr[open_] = ptr[tgt]
-    dt = id_dtype(n)
-    return EdgeGraph(n=n, src=src.astype(dt), dst=val.astype(dt), name=f"scalefree-n{n}-d{avg_degree:g}-s{seed}")
+    rpb = _rows_per_block(n, k, block_edges or EDGES_PER_BLOCK)
+    bits = _bits(n)
+    m = (n - 1) * k if n > 1 else 0
+    raw = np.empty(m, dtype=id_dtype(n))  # targets in edge order, before merging repeats
+
+    def block(r0, r1):
+        v0, v1 = max(r0, 1), max(r1, 1)
+        e0, e1 = (v0 - 1) * k, (v1 - 1) * k
+        e = np.arange(e0, e1, dtype=np.int64)
+        src = 1 + e // k
+        first = (src - 1) * k
+        copy = (_uniform(seed, _S_COPY, e) < 0.5) & (first > 0)
+        ref = _below(seed, _S_REF, e, np.maximum(first, 1))
+        val = np.where(copy, -1, _below(seed, _S_UNI, e, src))
+        early = copy & (ref < e0)
+        val[early] = raw[ref[early]]
+        pend = np.flatnonzero(val < 0)
+        ptr = ref - e0  # local index of the copied edge (pending ones only)
+        while pend.size:  # copies of copies inside the block: pointer jumping
+            t = ptr[pend]
+            got = val[t] >= 0
+            val[pend[got]] = val[t[got]]
+            ptr[pend[~got]] = ptr[t[~got]]
+            pend = pend[~got]
+        raw[e0:e1] = val
+        return _row_sort_unique(src - r0, val, r1 - r0, bits)
+
+    blocks = (block(r0, min(n, r0 + rpb)) for r0 in range(0, n, rpb))
+    return _assemble(n, blocks, f"scalefree-n{n}-d{avg_degree:g}-s{seed}")
 
 
-def layered_dag(n: int, avg_degree: float, levels: int, seed: int = 0) -> EdgeGraph:
-    """Deep layered DAG with exactly ``levels`` levels (``n >= levels``)."""
-    if levels < 1 or levels > n:
-        raise DistGrailError(f"levels must be in 1..n={n}, got {levels!r}")
-    rng = _rng(seed)
-    layer = (np.arange(n, dtype=np.int64) * levels) // n
-    first = np.searchsorted(layer, np.arange(levels + 1))  # first vertex of each layer
-    width = np.diff(first)
-    body = np.flatnonzero(layer < levels - 1)
-    # one edge into the next layer for everyone: fixes the depth
-    nxt = layer[body] + 1
-    dst0 = first[nxt] + (rng.random(body.size) * width[nxt]).astype(np.int64)
+def layered_csr(n: int, avg_degree: float, levels: int, seed: int = 0, block_edges: int | None = None) -> CSRGraph:
+    if isinstance(levels, bool) or not isinstance(levels, (int, np.integer)) or levels < 1 or levels > n:
+        raise DistGrailError(f"levels must be an integer in 1..n={n}, got {levels!r}")
+    levels = int(levels)
     extra = max(0, int(round(avg_degree)) - 1)
-    src1 = np.repeat(body, extra)
-    span = np.minimum(4, levels - 1 - layer[src1])
-    jump = 1 + (rng.random(src1.size) * span).astype(np.int64)
-    tl = layer[src1] + jump
-    dst1 = first[tl] + (rng.random(src1.size) * width[tl]).astype(np.int64)
-    dt = id_dtype(n)
-    src = np.concatenate((body, src1)).astype(dt)
-    dst = np.concatenate((dst0, dst1)).astype(dt)
-    return EdgeGraph(n=n, src=src, dst=dst, name=f"layered-n{n}-d{avg_degree:g}-L{levels}-s{seed}")
+    per = extra + 1
+    first = -(-np.arange(levels + 1, dtype=np.int64) * n // levels)  # first vertex of each layer
+    width = np.diff(first)
+    rpb = _rows_per_block(n, per, block_edges or EDGES_PER_BLOCK)
+    bits = _bits(n)
+
+    def block(r0, r1):
+        rows = np.arange(r0, r1, dtype=np.int64)
+        layer = rows * levels // n
+        cnt = np.where(layer < levels - 1, per, 0)
+        row, slot = _slots(cnt)
+        g = rows[row]
+        lay = layer[row]
+        key = g * per + slot
+        span = np.minimum(4, levels - 1 - lay)
+        jump = np.where(slot == 0, 1, 1 + _below(seed, _S_JUMP, key, np.maximum(span, 1)))
+        tl = lay + jump
+        dst = first[tl] + _below(seed, _S_TGT, key, width[tl])
+        return _row_sort_unique(row, dst, rows.size, bits)
+
+    blocks = (block(r0, min(n, r0 + rpb)) for r0 in range(0, n, rpb))
+    return _assemble(n, blocks, f"layered-n{n}-d{avg_degree:g}-L{levels}-s{seed}")
 
 
-def generate(kind: str, n: int, avg_degree: float, seed: int = 0, levels: int | None = None) -> EdgeGraph:
-    """Generate a graph of one of :data:`KINDS`."""
+def _check(n, avg_degree):
     if isinstance(n, bool) or not isinstance(n, (int, np.integer)) or n < 1:
         raise DistGrailError(f"n must be an integer >= 1, got {n!r}")
     if not avg_degree >= 0:
         raise DistGrailError(f"average degree must be >= 0, got {avg_degree!r}")
+
+
+def generate_csr(kind: str, n: int, avg_degree: float, seed: int = 0, levels: int | None = None,
+                 block_edges: int | None = None) -> CSRGraph:
+    """Generate a graph of one of :data:`KINDS` in CSR form (see :class:`CSRGraph`).
+
+    ``block_edges`` only bounds memory: the graph is the same for any value.
+    """
+    _check(n, avg_degree)
+    n = int(n)
+    if block_edges is not None and (isinstance(block_edges, bool) or int(block_edges) < 1):
+        raise DistGrailError(f"block_edges must be >= 1, got {block_edges!r}")
     if kind == "paper":
-        return paper_dag(n, avg_degree, seed)
+        return paper_csr(n, avg_degree, seed, block_edges)
     if kind == "scale-free":
-        return scale_free_dag(n, avg_degree, seed)
+        return scale_free_csr(n, avg_degree, seed, block_edges)
     if kind == "layered":
-        return layered_dag(n, avg_degree, levels if levels is not None else max(1, n // 10), seed)
+        return layered_csr(n, avg_degree, levels if levels is not None else max(1, n // 10), seed, block_edges)
     raise DistGrailError(f"graph kind must be one of {', '.join(KINDS)}, got {kind!r}")
+
+
+def paper_dag(n: int, avg_degree: float, seed: int = 0) -> EdgeGraph:
+    """The paper's random DAG with ``n`` vertices and average out-degree ``avg_degree``."""
+    return generate("paper", n, avg_degree, seed)
+
+
+def scale_free_dag(n: int, avg_degree: float, seed: int = 0) -> EdgeGraph:
+    """Copy-model scale-free DAG: edges point from newer to older vertices."""
+    return generate("scale-free", n, avg_degree, seed)
+
+
+def layered_dag(n: int, avg_degree: float, levels: int, seed: int = 0) -> EdgeGraph:
+    """Deep layered DAG with exactly ``levels`` levels (``n >= levels``)."""
+    return generate("layered", n, avg_degree, seed, levels)
+
+
+def generate(kind: str, n: int, avg_degree: float, seed: int = 0, levels: int | None = None) -> EdgeGraph:
+    """Generate a graph of one of :data:`KINDS` (edges sorted by source, then target; no repeats)."""
+    return generate_csr(kind, n, avg_degree, seed, levels).to_edge_graph()

@@ -9,104 +9,174 @@ import os
 
 import numpy as np
 
-from .graph import EdgeGraph
+from .errors import DistGrailError
+from .graph import EdgeGraph, id_dtype
 from .indexfile import atomic_path
 
-__all__ = ["format_ints", "write_graph", "write_answers", "TEXT_FORMATS"]
+__all__ = ["format_ints", "write_graph", "write_csr", "edge_graph_csr", "write_answers", "TEXT_FORMATS"]
 
 TEXT_FORMATS = ("gra", "edgelist")
-BLOCK = 1 << 22
+#: numbers formatted per call (small enough to stay in cache)
+BLOCK = 1 << 17
+
+
+def _group_tables():
+    """uint32 words holding 3 digits each, with \\0 in unused byte positions (deleted later).
+
+    Index g: digits of g with leading zeros ('007'); index 1000 + g: without them ('\\0\\07'), used
+    for the most significant group. ``lead0`` is the table of the lowest group, where 0 is '0'."""
+    full = np.zeros(2000, dtype=np.uint32)
+    for g in range(1000):
+        full[g] = np.frombuffer(b"\0" + b"%03d" % g, dtype=np.uint32)[0]
+        full[1000 + g] = np.frombuffer((b"%d" % g if g else b"").rjust(4, b"\0"), dtype=np.uint32)[0]
+    lead0 = full.copy()
+    lead0[1000] = np.frombuffer(b"\0\0\x000", dtype=np.uint32)[0]
+    return full, lead0
+
+
+_DIGITS, _DIGITS0 = _group_tables()
 
 
 def format_ints(vals: np.ndarray, suffix: np.ndarray, table: list[bytes]) -> bytes:
-    """Text of ``vals[i]`` followed by ``table[suffix[i]]`` for every i (vals >= 0)."""
-    vals = np.asarray(vals, dtype=np.int64)
+    """Text of ``vals[i]`` followed by ``table[suffix[i]]`` for every i (vals >= 0).
+
+    Each value becomes a row of 4-byte words: one word per 3 decimal digits (a table lookup) and
+    one for its suffix (at most 4 bytes); unused bytes are \\0 and one ``bytes.translate`` drops
+    them. Call it on blocks of about a million values: the work then stays in cache.
+    """
+    vals = np.asarray(vals)
     if vals.size == 0:
         return b""
-    nd = np.ones(vals.size, dtype=np.int64)
-    p = 10
+    if any(len(t) > 4 or 0 in t for t in table):
+        raise ValueError("suffixes must be at most 4 bytes and contain no NUL")
     vmax = int(vals.max())
-    while p <= vmax:
-        nd += vals >= p
-        p *= 10
-    lens = np.array([len(t) for t in table], dtype=np.int64)
-    tot = nd + lens[suffix]
-    ends = np.cumsum(tot)
-    starts = ends - tot
-    out = np.empty(int(ends[-1]), dtype=np.uint8)
-    rest = vals.copy()
-    for j in range(int(nd.max())):
-        live = nd > j
-        out[(starts + nd - 1 - j)[live]] = 48 + (rest[live] % 10)
-        rest //= 10
-    for c, text in enumerate(table):
-        sel = suffix == c
-        if not sel.any():
-            continue
-        base = (starts + nd)[sel]
-        for q, ch in enumerate(text):
-            out[base + q] = ch
-    return out.tobytes()
+    if int(vals.min()) < 0:
+        raise ValueError("format_ints formats non-negative integers only")
+    groups = max(1, (len(str(vmax)) + 2) // 3)
+    words = np.empty((groups + 1, vals.size), dtype=np.uint32)
+    v = vals.astype(np.uint32 if vmax < 2**32 else np.uint64)
+    for j in range(groups):
+        q = v // 1000
+        g = (v - q * 1000).astype(np.intp)
+        g[q == 0] += 1000
+        words[groups - 1 - j] = (_DIGITS0 if j == 0 else _DIGITS)[g]
+        v = q
+    tab = np.array([np.frombuffer(t.ljust(4, b"\0"), dtype=np.uint32)[0] for t in table], dtype=np.uint32)
+    words[groups] = tab[suffix]
+    return words.T.tobytes().translate(None, b"\0")
+
+
+def edge_graph_csr(graph: EdgeGraph):
+    """(indptr int64, indices) of ``graph`` with successors sorted and repeats merged.
+
+    Without a sort when the edges already come sorted by (source, target) and distinct (graphs
+    read from ``.gra`` or ``.h5`` files, generated graphs); else through SciPy."""
+    n, src, dst = graph.n, graph.src, graph.dst
+    dt = id_dtype(n)
+    if graph.m == 0:
+        return np.zeros(n + 1, dtype=np.int64), np.zeros(0, dtype=dt)
+    same = src[1:] == src[:-1]
+    if (src[1:] >= src[:-1]).all() and not (same & (dst[1:] <= dst[:-1])).any():
+        indptr = np.zeros(n + 1, dtype=np.int64)
+        np.cumsum(np.bincount(src, minlength=n), out=indptr[1:])
+        return indptr, dst.astype(dt, copy=False)
+    del same
+    import scipy.sparse as sp
+
+    a = sp.csr_matrix((np.ones(graph.m, dtype=np.bool_), (src, dst)), shape=(n, n))
+    a.sum_duplicates()
+    return a.indptr.astype(np.int64), a.indices.astype(dt)
 
 
 def _gra_blocks(n, indptr, indices):
-    # per vertex: "i: " then successors; suffix codes: 0 ": ", 1 ": #\n", 2 " ", 3 " #\n"
+    """``.gra`` vertex lines ``i: s1 s2 ... #`` in pieces of about BLOCK numbers."""
+    # suffix codes: 0 ": ", 1 ": #\n", 2 " ", 3 " #\n"
     table = [b": ", b": #\n", b" ", b" #\n"]
     row = 0
     while row < n:
-        # rows whose edges fit one block (at least one row)
-        hi = int(np.searchsorted(indptr, indptr[row] + BLOCK, side="right")) - 1
+        hi = int(np.searchsorted(indptr, indptr[row] + BLOCK - (BLOCK >> 4), side="right")) - 1
         hi = min(max(hi, row + 1), n)
         deg = np.diff(indptr[row : hi + 1])
         e0, e1 = int(indptr[row]), int(indptr[hi])
         k = hi - row
         count = k + (e1 - e0)
         vals = np.empty(count, dtype=np.int64)
-        codes = np.full(count, 2, dtype=np.int64)
-        pos_id = np.arange(k) + np.concatenate(([0], np.cumsum(deg)[:-1]))
+        codes = np.full(count, 2, dtype=np.int8)
+        pos_id = np.arange(k) + (indptr[row:hi] - e0)
         vals[pos_id] = np.arange(row, hi)
         codes[pos_id] = np.where(deg > 0, 0, 1)
         succ = np.ones(count, dtype=bool)
         succ[pos_id] = False
         vals[succ] = indices[e0:e1]
-        last = (pos_id + deg)[deg > 0]
-        codes[last] = 3
+        codes[(pos_id + deg)[deg > 0]] = 3
         yield format_ints(vals, codes, table)
         row = hi
 
 
-def write_graph(graph: EdgeGraph, path, fmt: str | None = None) -> None:
-    """Write ``graph`` as ``.gra`` (GRAIL format with header), an edge list, or binary ``.h5``."""
+def write_csr(n: int, indptr: np.ndarray, indices: np.ndarray, path, fmt: str | None = None,
+              name: str = "", sha256: str = "", dag=None) -> None:
+    """Write a CSR graph (successors sorted, distinct) as ``.gra``, an edge list or binary ``.h5``
+    (optionally with its condensation ``dag``); atomically."""
     path = os.fspath(path)
-    if fmt is None:
-        low = path.lower()
-        fmt = "gra" if low.endswith(".gra") else "h5" if low.endswith((".h5", ".hdf5")) else "edgelist"
+    fmt = fmt or _fmt_of(path)
     if fmt == "h5":
-        from .binary import write_binary_graph
+        from .binary import write_binary_csr
 
-        return write_binary_graph(graph, path)
+        return write_binary_csr(path, n, indptr, indices, name=name, sha256=sha256, dag=dag)
+    if fmt not in TEXT_FORMATS:
+        raise DistGrailError(f"output format must be gra, edgelist or h5, got {fmt!r}")
+    m = int(indices.size)
     with atomic_path(path) as tmp, open(tmp, "wb") as f:
         if fmt == "gra":
-            import scipy.sparse as sp
-
-            a = sp.csr_matrix((np.ones(graph.m, dtype=np.bool_), (graph.src, graph.dst)), shape=(graph.n, graph.n))
-            a.sort_indices()
-            f.write(f"graph_for_greach\n{graph.n}\n".encode())
-            for chunk in _gra_blocks(graph.n, a.indptr.astype(np.int64), a.indices):
+            f.write(f"graph_for_greach\n{n}\n".encode())
+            for chunk in _gra_blocks(n, indptr, indices):
                 f.write(chunk)
-        elif fmt == "edgelist":
+        else:
+            f.write(f"# distgrail edge list: {n} vertices, {m} edges\n".encode())
+            half = BLOCK // 2
+            codes = np.tile(np.array([0, 1], dtype=np.int8), half)
+            row = 0
+            for e0 in range(0, m, half):
+                e1 = min(m, e0 + half)
+                vals = np.empty(2 * (e1 - e0), dtype=np.int64)
+                hi = int(np.searchsorted(indptr, e1, side="left"))
+                src = np.repeat(np.arange(row, hi, dtype=np.int64), np.diff(np.clip(indptr[row : hi + 1], e0, e1)))
+                row = max(hi - 1, 0)
+                vals[0::2] = src
+                vals[1::2] = indices[e0:e1]
+                f.write(format_ints(vals, codes[: vals.size], [b" ", b"\n"]))
+
+
+def _fmt_of(path: str) -> str:
+    low = path.lower()
+    return "gra" if low.endswith(".gra") else "h5" if low.endswith((".h5", ".hdf5")) else "edgelist"
+
+
+def write_graph(graph, path, fmt: str | None = None, dag=None) -> None:
+    """Write ``graph`` (an :class:`EdgeGraph` or a generated ``CSRGraph``) as ``.gra`` (GRAIL
+    format with header), an edge list, or binary ``.h5``. Repeated edges are merged in ``.gra``
+    and ``.h5``; an edge list from an EdgeGraph keeps every edge in input order."""
+    path = os.fspath(path)
+    fmt = fmt or _fmt_of(path)
+    if fmt not in TEXT_FORMATS + ("h5",):
+        raise DistGrailError(f"output format must be gra, edgelist or h5, got {fmt!r}")
+    if hasattr(graph, "indptr"):
+        return write_csr(graph.n, graph.indptr, graph.indices, path, fmt, name=graph.name,
+                         sha256=getattr(graph, "sha256", ""), dag=dag)
+    if fmt == "edgelist":  # keep the edges as they are (order, repeats)
+        with atomic_path(path) as tmp, open(tmp, "wb") as f:
             f.write(f"# distgrail edge list: {graph.n} vertices, {graph.m} edges\n".encode())
-            for e0 in range(0, graph.m, BLOCK):
-                e1 = min(graph.m, e0 + BLOCK)
+            half = BLOCK // 2
+            codes = np.tile(np.array([0, 1], dtype=np.int8), half)
+            for e0 in range(0, graph.m, half):
+                e1 = min(graph.m, e0 + half)
                 vals = np.empty(2 * (e1 - e0), dtype=np.int64)
                 vals[0::2] = graph.src[e0:e1]
                 vals[1::2] = graph.dst[e0:e1]
-                codes = np.tile(np.array([0, 1]), e1 - e0)
-                f.write(format_ints(vals, codes, [b" ", b"\n"]))
-        else:
-            from .errors import DistGrailError
-
-            raise DistGrailError(f"output format must be gra, edgelist or h5, got {fmt!r}")
+                f.write(format_ints(vals, codes[: vals.size], [b" ", b"\n"]))
+        return None
+    indptr, indices = edge_graph_csr(graph)
+    return write_csr(graph.n, indptr, indices, path, fmt, name=graph.name, sha256=graph.sha256, dag=dag)
 
 
 def write_answers(answers: np.ndarray, path) -> None:
