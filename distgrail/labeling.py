@@ -63,6 +63,11 @@ def build_forest(dag, seed: int = 0, parent_rule: str = "max-level", backend="au
     """Phases 1–2 on ``backend``; returns host arrays."""
     be = get_backend(backend)
     timings = {}
+    if be.is_gpu:
+        from .gpu_labeling import ensure_fits, forest_bytes
+
+        ensure_fits(forest_bytes(dag.C, dag.m, parent_rule, dag.indices.dtype.itemsize),
+                    f"phases 1-2 of a DAG with {dag.C:,} components and {dag.m:,} edges")
     ddag = _DeviceDAG(be, dag)
     parent = _timed(timings, "phase1_forest", be, parents, be, ddag, seed, parent_rule)
     size = _timed(timings, "phase2_subtree_sizes", be, subtree_sizes, be, parent, dag.level_ptr)
@@ -83,11 +88,21 @@ def label_dimensions(dag, forest: Forest, dims_to_do, seed: int = 0, backend="au
     C = dag.C
     if not dims_to_do:
         return np.zeros((0, C), np.int64), np.zeros((0, C, 2), np.int64)
+    if be.is_gpu:
+        from .gpu_labeling import ensure_fits, label_bytes
+
+        ensure_fits(label_bytes(C, dag.m, len(dims_to_do), dag.indices.dtype.itemsize),
+                    f"phases 3-4 of {len(dims_to_do)} dimension(s) of a DAG with {C:,} components and {dag.m:,} edges")
     parent = be.asarray(forest.parent)
     size = be.asarray(forest.size)
     ip, ix = be.asarray(dag.indptr), be.asarray(dag.indices)
     post = _timed(timings, "phase3_ranks", be, post_order_ranks, be, parent, size, dag.level_ptr, seed, dims_to_do)
+    del parent, size
     lo, hi = _timed(timings, "phase4_intervals", be, descendant_intervals, be, ip, ix, dag.level_ptr, post)
+    del ip, ix
+    post_host = be.to_host(post)
+    del post
     xp = be.xp
     iv = xp.stack((lo, hi), axis=-1)
-    return be.to_host(post), be.to_host(iv)
+    del lo, hi
+    return post_host, be.to_host(iv)

@@ -1,0 +1,160 @@
+"""GPU labeling (kernels/labeling.cu) against the NumPy twins, bit for bit, phase by phase.
+
+Every phase is fed the CPU's inputs, so a mismatch names the phase that differs; a second pass
+chains the GPU phases end to end. Skipped without a usable GPU (conftest says why).
+"""
+
+import numpy as np
+import pytest
+
+import distgrail
+from distgrail.backend import get_backend
+from distgrail.condense import condense
+from distgrail.errors import BackendError
+from distgrail.forest import parents
+from distgrail.generate import generate
+from distgrail.graph import as_graph
+from distgrail.intervals import descendant_intervals
+from distgrail.labeling import _DeviceDAG
+from distgrail.ranks import post_order_ranks
+from distgrail.subtree import subtree_sizes
+from conftest import EXPECTED, graph_path
+
+pytestmark = pytest.mark.gpu
+
+
+def _same(name, a, b):
+    a, b = np.asarray(a), np.asarray(b)
+    assert a.dtype == b.dtype, f"{name}: dtype {a.dtype} (gpu) != {b.dtype} (cpu)"
+    assert a.shape == b.shape, f"{name}: shape {a.shape} (gpu) != {b.shape} (cpu)"
+    if not np.array_equal(a, b):
+        bad = np.flatnonzero((a != b).ravel())
+        raise AssertionError(f"{name}: {bad.size} of {a.size} entries differ, first at flat index {bad[0]}: "
+                             f"gpu {a.ravel()[bad[0]]} cpu {b.ravel()[bad[0]]}")
+
+
+def check_phases(dag, rule="max-level", seed=0, dims=(0, 1, 2)):
+    cpu, gpu = get_backend("cpu"), get_backend("gpu")
+    dims = list(dims)
+    cdag, gdag = _DeviceDAG(cpu, dag), _DeviceDAG(gpu, dag)
+    lp = dag.level_ptr
+    p = parents(cpu, cdag, seed, rule)
+    _same(f"phase 1 ({rule}) parents", gpu.to_host(parents(gpu, gdag, seed, rule)), p)
+    s = subtree_sizes(cpu, p, lp)
+    _same("phase 2 sizes", gpu.to_host(subtree_sizes(gpu, gpu.asarray(p), lp)), s)
+    post = post_order_ranks(cpu, p, s, lp, seed, dims)
+    _same("phase 3 ranks", gpu.to_host(post_order_ranks(gpu, gpu.asarray(p), gpu.asarray(s), lp, seed, dims)), post)
+    lo, hi = descendant_intervals(cpu, dag.indptr, dag.indices, lp, post)
+    glo, ghi = descendant_intervals(gpu, gdag.indptr, gdag.indices, lp, gpu.asarray(post))
+    _same("phase 4 lo", gpu.to_host(glo), lo)
+    _same("phase 4 hi", gpu.to_host(ghi), hi)
+    # chained end to end on the GPU
+    gp = parents(gpu, gdag, seed, rule)
+    gs = subtree_sizes(gpu, gp, lp)
+    gpost = post_order_ranks(gpu, gp, gs, lp, seed, dims)
+    glo, ghi = descendant_intervals(gpu, gdag.indptr, gdag.indices, lp, gpost)
+    _same("chained lo", gpu.to_host(glo), lo)
+    _same("chained hi", gpu.to_host(ghi), hi)
+
+
+@pytest.mark.parametrize("rule", ["max-level", "dfs"])
+@pytest.mark.parametrize("name", sorted(EXPECTED))
+def test_real_graphs_all_phases(name, rule, data_dir):
+    dag = condense(distgrail.read_graph(graph_path(name)))
+    check_phases(dag, rule, seed=0, dims=range(5))
+    check_phases(dag, rule, seed=2**64 - 7, dims=[3, 9])
+
+
+GENERATED = [
+    ("paper", 3000, 5, None),
+    ("paper", 2000, 50, None),
+    ("scale-free", 30000, 4, None),
+    ("scale-free", 20000, 1, None),
+    ("layered", 40000, 4, 8000),    # deep: every level small, one block walks them all
+    ("layered", 200000, 6, 12),     # wide levels: grid launches with merge-path splits
+    ("layered", 60000, 5, 300),
+]
+
+
+@pytest.mark.parametrize("rule", ["max-level", "dfs"])
+@pytest.mark.parametrize("kind,n,deg,levels", GENERATED)
+def test_generated_shapes(kind, n, deg, levels, rule):
+    g = generate(kind, n, deg, 7, levels=levels)
+    check_phases(condense(g), rule, seed=11, dims=range(3))
+
+
+def _edges(src, dst, n=None):
+    src, dst = np.asarray(src, np.int64), np.asarray(dst, np.int64)
+    return as_graph((src, dst), n)
+
+
+def _hub_graph(k=9000):
+    # vertex 0 -> 1..k -> hub k+1 -> k+2..2k+1: in- and out-degree far above HUB, in one level each
+    a = np.arange(1, k + 1)
+    hub = k + 1
+    src = np.concatenate((np.zeros(k, np.int64), a, np.full(k, hub), a[: k // 2]))
+    dst = np.concatenate((a, np.full(k, hub), hub + a, hub + a[: k // 2]))
+    return _edges(src, dst)
+
+
+SPECIAL = {
+    "one-vertex": lambda: _edges([], [], 1),
+    "isolated": lambda: _edges([0, 5], [1, 6], 12),
+    "self-loops": lambda: _edges([0, 0, 1, 1, 2], [0, 1, 1, 2, 2]),
+    "cycles": lambda: _edges([0, 1, 2, 2, 3, 4, 5, 6, 6], [1, 2, 0, 3, 4, 3, 6, 5, 0]),
+    "duplicates": lambda: _edges([0, 0, 0, 1, 1], [1, 1, 2, 2, 2]),
+    "hubs": _hub_graph,
+    "chain": lambda: _edges(np.arange(20000), np.arange(1, 20001)),
+    "star-roots": lambda: _edges(np.arange(1, 30001), np.zeros(30000, np.int64)),
+}
+
+
+@pytest.mark.parametrize("rule", ["max-level", "dfs"])
+@pytest.mark.parametrize("name", sorted(SPECIAL))
+def test_special_graphs(name, rule):
+    dag = condense(SPECIAL[name]())
+    check_phases(dag, rule, seed=5, dims=range(2))
+
+
+def test_many_dims_in_groups_of_eight():
+    dag = condense(generate("paper", 3000, 8, 3))
+    check_phases(dag, "max-level", seed=1, dims=range(19))
+
+
+@pytest.mark.parametrize("rule", ["max-level", "dfs"])
+def test_build_index_parity(rule):
+    g = generate("scale-free", 20000, 3, 2)
+    a = distgrail.build_index(g, dims=4, seed=9, parent_rule=rule, backend="gpu")
+    b = distgrail.build_index(g, dims=4, seed=9, parent_rule=rule, backend="cpu")
+    assert a.meta["backend"] == "gpu" and b.meta["backend"] == "cpu"
+    assert sorted(a.arrays) == sorted(b.arrays)
+    for key in a.arrays:
+        _same(key, a.arrays[key], b.arrays[key])
+
+
+def test_build_index_parity_real_graph(data_dir):
+    g = distgrail.read_graph(graph_path("human_dag_uniq"))
+    a = distgrail.build_index(g, dims=5, backend="gpu")
+    b = distgrail.build_index(g, dims=5, backend="cpu")
+    for key in b.arrays:
+        _same(key, a.arrays[key], b.arrays[key])
+
+
+def test_too_large_graph_names_the_estimate():
+    from distgrail.gpu_labeling import ensure_fits, forest_bytes
+
+    need = forest_bytes(10**11, 10**13)
+    with pytest.raises(BackendError, match=r"needs about [0-9.]+ GiB"):
+        ensure_fits(need, "phases 1-2 of a test DAG")
+
+
+def test_sibling_key_ties_break_by_id():
+    # equal float64 keys (the twin's lexsort sees the hash as float64) must end in id order
+    import cupy as cp
+
+    from distgrail.kernels import load_module
+
+    fh = cp.asarray([5.0, 1.0, 5.0, 1.0, 5.0, 2.0, 1.0])
+    r = cp.asarray([6, 3, 1, 5, 4, 2, 0], dtype=cp.int64)  # sorted by fh, ties scrambled
+    load_module("labeling").get_function("dg_fix_ties")((1,), (64,), (fh, r, np.int64(7)))
+    assert r.get().tolist() == [1, 3, 6, 5, 0, 2, 4]
