@@ -354,6 +354,30 @@ def _token_starts(b: np.ndarray) -> np.ndarray:
     return ts
 
 
+_HI_BITS = np.array([(0xFF00 >> r) & 0xFF for r in range(8)], dtype=np.uint8)
+
+
+class _TokenCounter:
+    """T(p) = number of tokens starting before offset p of a translated chunk, for many p at
+    once: token starts as a bitmap, popcount per byte, prefix sums over bytes (cheaper than
+    listing every token's offset)."""
+
+    def __init__(self, b: np.ndarray):
+        # digits as bits (most significant bit first), padded so that p >> 3 of p = len stays inside
+        dig = np.packbits(np.concatenate((b, np.zeros(8, np.uint8))) > 47) if b.size < 8 else \
+            np.concatenate((np.packbits(b > 47), np.zeros(1, np.uint8)))
+        prev = dig >> 1  # the bit of the byte before each position
+        prev[1:] |= dig[:-1] << 7
+        self.packed = dig & ~prev  # first digit of each token
+        self.cum = np.zeros(self.packed.size + 1, dtype=np.int64)
+        np.cumsum(np.bitwise_count(self.packed), out=self.cum[1:])
+        self.total = int(self.cum[-1])
+
+    def __call__(self, pos: np.ndarray) -> np.ndarray:
+        byte = pos >> 3
+        return self.cum[byte] + np.bitwise_count(self.packed[byte] & _HI_BITS[pos & 7])
+
+
 def _fast_numbers(blanked: bytes, count: int):
     """The ``count`` integers of a translated chunk, or None if ``fromstring`` disagrees."""
     if count == 0:
@@ -372,24 +396,24 @@ def _gra_chunk_fast(data: bytes, n: int, dt):
     if bl.find(b"\x01") >= 0:
         return None
     a = np.frombuffer(data, dtype=np.uint8)
-    ts = _token_starts(np.frombuffer(bl, dtype=np.uint8))
+    tc = _TokenCounter(np.frombuffer(bl, dtype=np.uint8))
     mk = np.flatnonzero((a == 58) | (a == 35) | (a == 10))
     typ = a[mk]
     nl, col, hs = mk[typ == 10], mk[typ == 58], mk[typ == 35]
     if col.size != hs.size:
         return None
     if col.size == 0:
-        return None if ts.size else (np.zeros(0, np.int64), np.zeros(0, np.int64), np.zeros(0, dt), None)
+        return None if tc.total else (np.zeros(0, np.int64), np.zeros(0, np.int64), np.zeros(0, dt), None)
     line = np.searchsorted(nl, col)
     if not (np.array_equal(line, np.searchsorted(nl, hs)) and (line[1:] > line[:-1]).all() and (hs > col).all()):
         return None
     ls = np.concatenate(([-1], nl))[line] + 1
     le = np.concatenate((nl, [a.size]))[line]
-    t_ls, t_col, t_hs, t_le = (np.searchsorted(ts, x) for x in (ls, col, hs, le))
+    t_ls, t_col, t_hs, t_le = (tc(x) for x in (ls, col, hs, le))
     # one token before ':', none after '#', no tokens outside vertex lines
-    if (t_col - t_ls != 1).any() or (t_le != t_hs).any() or int((t_le - t_ls).sum()) != ts.size:
+    if (t_col - t_ls != 1).any() or (t_le != t_hs).any() or int((t_le - t_ls).sum()) != tc.total:
         return None
-    vals = _fast_numbers(bl, ts.size)
+    vals = _fast_numbers(bl, tc.total)
     if vals is None or int(vals.max()) >= n:
         return None
     keep = np.ones(vals.size, dtype=bool)
