@@ -9,7 +9,7 @@ phase 1   ``max-level``: one pass over the reverse CSR, a warp per vertex and a 
           (in-degree > ``HUB``); no level loop at all. ``dfs``: ζ by a bottom-up level sweep, the
           per-row exclusive ζ prefix by a warp scan, dist by a top-down level sweep, then the same
           parent-selection pass.
-phase 2   subtree sizes: bottom-up level sweep over the DT children (a CSR built by one sort).
+phase 2   subtree sizes: bottom-up level sweep, every vertex adds its size into its DT parent.
 phase 3   per dimension: two sorts give the sibling order, a segmented prefix the sibling
           offsets; the root-path sums of all dimensions together by pointer jumping
           (ceil(log2(levels)) launches, independent of depth).
@@ -17,8 +17,9 @@ phase 4   bottom-up level sweep over the CSR, up to 8 dimensions per sweep in on
           int32 buffer that is reused for the next 8.
 
 Level sweeps: a level whose rows + edges are at most ``SMALL_LEVEL`` joins a run of consecutive
-small levels that ONE block walks in a single launch (``__syncthreads`` between levels); larger
-levels get a grid launch each, with rows and edges split evenly by merge path.
+small levels that ONE block walks in a single launch (``__syncthreads`` between levels,
+edge-parallel with a COO row array, the next level's structure prefetched); larger levels get a
+grid launch each, with rows and edges split evenly by merge path.
 """
 
 from __future__ import annotations
@@ -80,16 +81,16 @@ def forest_bytes(C: int, m: int, parent_rule: str = "max-level", id_bytes: int =
     """Estimated peak GPU bytes of phases 1–2 (DAG upload included)."""
     csr = 2 * (8 * (C + 1) + id_bytes * m)
     est = csr + 4 * C + 8 * C + 17 * C  # level, parent, hub scan
-    est += 8 * C + 32 * C + 8 * C + 8 * C  # phase 2: order, sort scratch, children ptr, sizes
+    est += 8 * C  # phase 2: sizes
     if parent_rule == "dfs":
-        est += 8 * C * 2 + 8 * m  # zeta, dist, per-edge ζ prefix
+        est += 8 * C * 2 + 8 * m + 4 * m  # zeta, dist, per-edge ζ prefix, COO rows
     return int(est)
 
 
 def label_bytes(C: int, m: int, dims: int, id_bytes: int = 4) -> int:
     """Estimated peak GPU bytes of phases 3–4 for ``dims`` dimensions (CSR upload included)."""
     k = int(dims)
-    est = 8 * (C + 1) + id_bytes * m + 16 * C  # CSR, parent, size
+    est = 8 * (C + 1) + id_bytes * m + 16 * C + 4 * m  # CSR, parent, size, COO rows
     p3 = 16 * k * C + 80 * C  # ranks + jump buffer + per-dimension sort scratch
     p4 = 8 * k * C + 8 * min(k, _MAX_DIMS_PER_SWEEP) * C + 16 * k * C + 16 * k * C  # post, buffer, lo/hi, stack
     return int(est + max(p3, p4))
@@ -131,27 +132,47 @@ def _level_work(ptr, lp_dev, level_ptr):
     return np.diff(level_ptr) + np.diff(pl)
 
 
-def _sweep(kernel, lp_dev, work, lo, hi, bottom_up, args):
-    """Launch ``kernel`` over the levels lo..hi (inclusive), deepest first if ``bottom_up``."""
+def _sweep(big, small, lp_dev, work, lo, hi, bottom_up, big_args, small_args):
+    """Levels lo..hi (inclusive), deepest first if ``bottom_up``.
+
+    A run of consecutive levels with at most ``SMALL_LEVEL`` rows + edges is ONE launch of
+    ``small`` with one block; every larger level is one grid launch of ``big``.
+    """
     if hi < lo:
         return
     step = -1 if bottom_up else 1
     ls = np.arange(hi, lo - 1, -1) if bottom_up else np.arange(lo, hi + 1)
     w = work[ls]
-    small = w <= SMALL_LEVEL
-    chg = np.flatnonzero(small[1:] != small[:-1]) + 1
+    is_small = w <= SMALL_LEVEL
+    chg = np.flatnonzero(is_small[1:] != is_small[:-1]) + 1
     starts = np.concatenate(([0], chg)).tolist()
     ends = np.concatenate((chg, [ls.size])).tolist()
     cap = _sm_count() * 16
     i32 = np.int32
     for s, e in zip(starts, ends):
-        if small[s]:
-            kernel((1,), (_BATCH_THREADS,), (lp_dev, i32(ls[s]), i32(step), i32(e - s), *args))
+        if is_small[s]:
+            small((1,), (_BATCH_THREADS,), (lp_dev, i32(ls[s]), i32(step), i32(e - s), *small_args))
         else:
             for i in range(s, e):
                 items = int(w[i])
                 blocks = max(1, min(cap, -(-items // (_GRID_THREADS * _ITEMS_PER_THREAD))))
-                kernel((blocks,), (_GRID_THREADS,), (lp_dev, i32(ls[i]), i32(1), i32(1), *args))
+                big((blocks,), (_GRID_THREADS,), (lp_dev, i32(ls[i]), i32(1), i32(1), *big_args))
+
+
+def _rows_if_needed(ptr, lp, work, lo, hi):
+    """Row of every CSR entry (int32), if some small level in lo..hi has edges; else a dummy."""
+    cp = _cp()
+    C = ptr.size - 1
+    if hi >= lo:
+        sl = np.arange(lo, hi + 1)
+        edges = work[sl] - np.diff(lp)[sl]
+        if ((work[sl] <= SMALL_LEVEL) & (edges > 0)).any():
+            m = int(ptr[-1].get())
+            rows = cp.empty(max(m, 1), dtype=cp.int32)
+            blocks = max(1, min(-(-C // (_GRID_THREADS // 32)), _sm_count() * 32))
+            _fn("dg_csr_rows")((blocks,), (_GRID_THREADS,), (ptr, rows, np.int64(C)))
+            return rows
+    return cp.zeros(1, dtype=cp.int32)
 
 
 # -- phase 1 -------------------------------------------------------------------------------------
@@ -197,7 +218,10 @@ def parents_dfs_cuda(dag, seed):
     # ζ: paths leaving each vertex, bottom-up
     zeta = cp.ones(C, dtype=cp.uint64)
     work = _level_work(dag.indptr, lp_dev, lp)
-    _sweep(_fn("dg_sweep_zeta"), lp_dev, work, 0, L - 1, True, (dag.indptr, dag.indices, zeta))
+    rows = _rows_if_needed(dag.indptr, lp, work, 0, L - 1)
+    _sweep(_fn("dg_sweep_zeta"), _fn("dg_small_zeta"), lp_dev, work, 0, L - 1, True,
+           (dag.indptr, dag.indices, zeta), (dag.indptr, dag.indices, rows, zeta))
+    del rows
     # exclusive ζ prefix along every CSR row: the edge weights minus one
     m = dag.indices.size
     zex = cp.empty(max(m, 1), dtype=cp.uint64)
@@ -210,8 +234,10 @@ def parents_dfs_cuda(dag, seed):
         dist[:nroots] = satmath.seg_exclusive_prefix(zeta[:nroots], cp.zeros(nroots, dtype=cp.int64), cp)
     del zeta
     rwork = _level_work(dag.rindptr, lp_dev, lp)
-    _sweep(_fn("dg_sweep_dist"), lp_dev, rwork, 1, L - 1, False,
-           (dag.rindptr, dag.rindices, dag.indptr, dag.indices, zex, dist))
+    rrows = _rows_if_needed(dag.rindptr, lp, rwork, 1, L - 1)
+    args = (dag.rindptr, dag.rindices, dag.indptr, dag.indices, zex, dist)
+    _sweep(_fn("dg_sweep_dist"), _fn("dg_small_dist"), lp_dev, rwork, 1, L - 1, False, args, (*args, rrows))
+    del rrows
     return _select_parents(dag, hash_base(seed, STREAM_PARENT), 1, zex, dist)
 
 
@@ -226,11 +252,10 @@ def subtree_sizes_cuda(parent, level_ptr):
     L = lp.size - 1
     if C == 0 or L <= 1:
         return size
-    order = cp.argsort(parent)  # DT children grouped by parent; roots (-1) first
-    cptr = cp.searchsorted(parent[order], cp.arange(C + 1, dtype=cp.int64), side="left")
     lp_dev = cp.asarray(lp)
-    work = _level_work(cptr, lp_dev, lp)
-    _sweep(_fn("dg_sweep_size"), lp_dev, work, 0, L - 2, True, (cptr, order, size))
+    work = np.diff(lp)  # vertex-parallel: each child level adds its sizes into the parents
+    size_levels = _fn("dg_size_levels")
+    _sweep(size_levels, size_levels, lp_dev, work, 1, L - 1, True, (parent, size), (parent, size))
     return size
 
 
@@ -310,6 +335,7 @@ def descendant_intervals_cuda(indptr, indices, level_ptr, post):
     L = lp.size - 1
     lp_dev = cp.asarray(lp)
     work = _level_work(indptr, lp_dev, lp)
+    rows = _rows_if_needed(indptr, lp, work, 0, L - 2)
     kmax = min(k, _MAX_DIMS_PER_SWEEP)
     buf = cp.empty(C * kmax * 2, dtype=cp.int32)  # reused by every group of dimensions
     for c0 in range(0, k, kmax):
@@ -319,7 +345,8 @@ def descendant_intervals_cuda(indptr, indices, level_ptr, post):
         lh[:, :, 0] = p
         lh[:, :, 1] = p
         del p
-        _sweep(_fn(f"dg_sweep_iv{K}"), lp_dev, work, 0, L - 2, True, (indptr, indices, lh))
+        _sweep(_fn(f"dg_sweep_iv{K}"), _fn(f"dg_small_iv{K}"), lp_dev, work, 0, L - 2, True,
+               (indptr, indices, lh), (indptr, indices, lh, rows))
         lo[c0 : c0 + K] = lh[:, :, 0].T
         hi[c0 : c0 + K] = lh[:, :, 1].T
     return lo, hi

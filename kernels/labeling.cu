@@ -80,21 +80,83 @@ __device__ __forceinline__ void sweep_levels(const i64* __restrict__ level_ptr, 
     }
 }
 
+// Runs of small levels, edge-parallel: thread t takes edges e0+t, e0+t+nthr, ... of the level and
+// merges each into its row with one atomic. The row of an edge comes from rng.row(e) (a COO row
+// array, or the parent array for phase 2), so no search is needed. What depends only on the
+// structure (the next level's bounds, first edge, row and child) is loaded while the current
+// level's values are in flight: a level costs about one L2 round trip plus the barrier.
+// Launched as a grid (one level, nlev = 1) it is the plain edge-parallel pass.
+template <class Op, class Rng>
+__device__ __forceinline__ void sweep_edges(const i64* __restrict__ level_ptr, int l0, int step, int nlev, Op& op,
+                                            const Rng& rng) {
+    const bool one_block = gridDim.x == 1;
+    const i64 tid = one_block ? threadIdx.x : blockIdx.x * (i64)blockDim.x + threadIdx.x;
+    const i64 nthr = one_block ? blockDim.x : (i64)gridDim.x * blockDim.x;
+    i64 e0, e1, row = -1, key = 0;
+    rng.range(level_ptr, l0, e0, e1);
+    i64 e = e0 + tid;
+    if (e < e1) { row = rng.row(e); key = op.key(e); }
+    for (int k = 0; k < nlev; ++k) {
+        typename Op::Acc acc;
+        const bool have = e < e1;
+        if (have) { op.reset(acc); op.fold(acc, key, row); }  // value load issued here
+        i64 ne0 = 0, ne1 = 0, nrow = -1, nkey = 0;
+        if (k + 1 < nlev) {  // prefetch the next level's structure
+            rng.range(level_ptr, l0 + (k + 1) * step, ne0, ne1);
+            if (ne0 + tid < ne1) { nrow = rng.row(ne0 + tid); nkey = op.key(ne0 + tid); }
+        }
+        if (have) op.flush(acc, row);
+        for (i64 x = e + nthr; x < e1; x += nthr) {
+            const i64 r = rng.row(x);
+            op.reset(acc);
+            op.fold(acc, op.key(x), r);
+            op.flush(acc, r);
+        }
+        if (one_block) __syncthreads();
+        e0 = ne0; e1 = ne1; e = ne0 + tid; row = nrow; key = nkey;
+    }
+}
+
+// edges of level l are the CSR entries of its rows; rows[e] is the row of entry e
+struct CsrRange {
+    const i64* ptr;
+    const int* rows;
+    __device__ void range(const i64* lp, int l, i64& e0, i64& e1) const { e0 = ptr[lp[l]]; e1 = ptr[lp[l + 1]]; }
+    __device__ i64 row(i64 e) const { return rows[e]; }
+};
+
+// phase 2: the "edges" of level l are its vertices, each merged into its DT parent
+struct ParentRange {
+    const i64* parent;
+    __device__ void range(const i64* lp, int l, i64& e0, i64& e1) const { e0 = lp[l]; e1 = lp[l + 1]; }
+    __device__ i64 row(i64 e) const { return parent[e]; }
+};
+
+// row of every CSR entry (one warp per row)
+extern "C" __global__ void dg_csr_rows(const i64* ptr, int* rows, i64 C) {
+    const int lane = threadIdx.x & 31;
+    const i64 warp = (blockIdx.x * (i64)blockDim.x + threadIdx.x) >> 5;
+    const i64 nwarps = ((i64)gridDim.x * blockDim.x) >> 5;
+    for (i64 v = warp; v < C; v += nwarps)
+        for (i64 e = ptr[v] + lane; e < ptr[v + 1]; e += 32) rows[e] = (int)v;
+}
+
 // ---------------------------------------------------------------------------------------------
-// Phase 2: size[v] = 1 + sum of size over DT children (children CSR cptr/cidx). size starts at 1.
+// Phase 2: size[v] = 1 + sum of size over DT children. size starts at 1.
 struct SizeOp {
-    const i64* cidx;
     i64* size;
     typedef i64 Acc;
     __device__ void reset(Acc& a) { a = 0; }
-    __device__ void edge(Acc& a, i64 e, i64) { a += __ldcg(size + cidx[e]); }
+    __device__ i64 key(i64 e) const { return e; }
+    __device__ void fold(Acc& a, i64 v, i64) { a += __ldcg(size + v); }
     __device__ void flush(Acc& a, i64 row) { atomicAdd((unsigned long long*)(size + row), (unsigned long long)a); }
 };
 
-extern "C" __global__ void __launch_bounds__(1024) dg_sweep_size(const i64* level_ptr, int l0, int step, int nlev,
-                                                                 const i64* cptr, const i64* cidx, i64* size) {
-    SizeOp op{cidx, size};
-    sweep_levels(level_ptr, cptr, l0, step, nlev, op);
+// phase 2 without a children CSR: child levels deepest first, size[parent[v]] += size[v]
+extern "C" __global__ void __launch_bounds__(1024) dg_size_levels(const i64* level_ptr, int l0, int step, int nlev,
+                                                                  const i64* parent, i64* size) {
+    SizeOp op{size};
+    sweep_edges(level_ptr, l0, step, nlev, op, ParentRange{parent});
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -104,7 +166,9 @@ struct ZetaOp {
     u64* zeta;
     typedef u64 Acc;
     __device__ void reset(Acc& a) { a = 0; }
-    __device__ void edge(Acc& a, i64 e, i64) { a = sat_add(a, __ldcg(zeta + idx[e])); }
+    __device__ i64 key(i64 e) const { return idx[e]; }
+    __device__ void fold(Acc& a, i64 c, i64) { a = sat_add(a, __ldcg(zeta + c)); }
+    __device__ void edge(Acc& a, i64 e, i64 r) { fold(a, key(e), r); }
     __device__ void flush(Acc& a, i64 row) { atomic_sat_add(zeta + row, a); }
 };
 
@@ -112,6 +176,13 @@ extern "C" __global__ void __launch_bounds__(1024) dg_sweep_zeta(const i64* leve
                                                                  const i64* indptr, const int* indices, u64* zeta) {
     ZetaOp op{indices, zeta};
     sweep_levels(level_ptr, indptr, l0, step, nlev, op);
+}
+
+extern "C" __global__ void __launch_bounds__(1024) dg_small_zeta(const i64* level_ptr, int l0, int step, int nlev,
+                                                                 const i64* indptr, const int* indices,
+                                                                 const int* rows, u64* zeta) {
+    ZetaOp op{indices, zeta};
+    sweep_edges(level_ptr, l0, step, nlev, op, CsrRange{indptr, rows});
 }
 
 // dfs rule: zex[e] = min(sum of zeta over the children before e in its CSR row, CAP).
@@ -160,11 +231,12 @@ struct DistOp {
     u64* dist;
     typedef u64 Acc;
     __device__ void reset(Acc& a) { a = ~0ULL; }
-    __device__ void edge(Acc& a, i64 e, i64 row) {
-        const i64 p = rindices[e];
+    __device__ i64 key(i64 e) const { return rindices[e]; }
+    __device__ void fold(Acc& a, i64 p, i64 row) {
         const u64 c = sat_add(__ldcg(dist + p), edge_weight(indptr, indices, zex, p, (int)row));
         a = c < a ? c : a;
     }
+    __device__ void edge(Acc& a, i64 e, i64 row) { fold(a, key(e), row); }
     __device__ void flush(Acc& a, i64 row) { atomicMin((unsigned long long*)(dist + row), (unsigned long long)a); }
 };
 
@@ -174,6 +246,14 @@ extern "C" __global__ void __launch_bounds__(1024) dg_sweep_dist(const i64* leve
                                                                  const u64* zex, u64* dist) {
     DistOp op{indptr, indices, zex, rindices, dist};
     sweep_levels(level_ptr, rindptr, l0, step, nlev, op);
+}
+
+extern "C" __global__ void __launch_bounds__(1024) dg_small_dist(const i64* level_ptr, int l0, int step, int nlev,
+                                                                 const i64* rindptr, const int* rindices,
+                                                                 const i64* indptr, const int* indices,
+                                                                 const u64* zex, u64* dist, const int* rrows) {
+    DistOp op{indptr, indices, zex, rindices, dist};
+    sweep_edges(level_ptr, l0, step, nlev, op, CsrRange{rindptr, rrows});
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -349,8 +429,10 @@ struct IntervalOp {
 #pragma unroll
         for (int j = 0; j < K; ++j) { a.lo[j] = 0x7fffffff; a.hi[j] = -0x7fffffff - 1; }
     }
-    __device__ void edge(Acc& a, i64 e, i64) {
-        const int2* q = lh + (i64)idx[e] * K;
+    __device__ i64 key(i64 e) const { return idx[e]; }
+    __device__ void edge(Acc& a, i64 e, i64 r) { fold(a, key(e), r); }
+    __device__ void fold(Acc& a, i64 c, i64) {
+        const int2* q = lh + c * K;
 #pragma unroll
         for (int j = 0; j < K; ++j) {
             const int2 t = __ldcg(q + j);
@@ -374,6 +456,13 @@ struct IntervalOp {
                                                                       const int* indices, int2* lh) {    \
         IntervalOp<K> op{indices, lh};                                                                   \
         sweep_levels(level_ptr, indptr, l0, step, nlev, op);                                             \
+    }                                                                                                    \
+    extern "C" __global__ void __launch_bounds__(1024) dg_small_iv##K(const i64* level_ptr, int l0, int step, \
+                                                                      int nlev, const i64* indptr,       \
+                                                                      const int* indices, int2* lh,      \
+                                                                      const int* rows) {                 \
+        IntervalOp<K> op{indices, lh};                                                                   \
+        sweep_edges(level_ptr, l0, step, nlev, op, CsrRange{indptr, rows});                              \
     }
 DG_DEF_IV(1)
 DG_DEF_IV(2)

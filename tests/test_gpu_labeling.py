@@ -68,6 +68,7 @@ def test_real_graphs_all_phases(name, rule, data_dir):
 GENERATED = [
     ("paper", 3000, 5, None),
     ("paper", 2000, 50, None),
+    ("paper", 60000, 20, None),     # mixed: big middle levels, runs of small ones at both ends
     ("scale-free", 30000, 4, None),
     ("scale-free", 20000, 1, None),
     ("layered", 40000, 4, 8000),    # deep: every level small, one block walks them all
