@@ -89,6 +89,8 @@ class _Text:
     def __init__(self, path: str, data: bytes | None = None):
         self.path = str(path)
         self._f = None
+        self._h = None  # SHA-256 fed with the chunks as they are parsed (one-core case)
+        self._hashed = 0
         if data is not None:
             self.buf = data
             return
@@ -170,8 +172,38 @@ class _Text:
                     data = self.read(pos, end - pos)
                 else:
                     data = data[: nl + 1]
+            if self._h is not None and pos >= self._hashed:
+                self._feed(pos)
+                self._h.update(data)
+                self._hashed += len(data)
             yield pos, data
             pos += len(data)
+
+    def _feed(self, upto: int):
+        while self._hashed < upto:
+            data = self.read(self._hashed, min(4 << 20, upto - self._hashed))
+            self._h.update(data)
+            self._hashed += len(data)
+
+    def sha256(self):
+        """Start computing the file's SHA-256; return a function that gives the hex digest.
+
+        With two or more usable cores the file is hashed on another thread while it is parsed;
+        on one core the parser's own chunks are hashed as they come (no second read, no thread
+        switching)."""
+        try:
+            cores = len(os.sched_getaffinity(0))
+        except (AttributeError, OSError):  # pragma: no cover - not Linux
+            cores = os.cpu_count() or 1
+        if cores >= 2:
+            return self.sha256_async()
+        self._h = hashlib.sha256()
+
+        def result():
+            self._feed(len(self))
+            return self._h.hexdigest()
+
+        return result
 
     def sha256_async(self):
         """Start hashing the whole file on another thread (hashlib releases the GIL); return a
@@ -688,7 +720,7 @@ def read_graph(path, fmt: str = "auto", num_vertices: int | None = None) -> Edge
     if num_vertices is not None and int(num_vertices) < 0:
         raise GraphFormatError(f"number of vertices must be >= 0, got {num_vertices!r}", path=path)
     text = _Text(path)
-    digest = text.sha256_async()
+    digest = text.sha256()
     try:
         if fmt == "gra":
             g = _read_gra(text)
@@ -698,7 +730,8 @@ def read_graph(path, fmt: str = "auto", num_vertices: int | None = None) -> Edge
             g = _read_edgelist(text, num_vertices)
         g.sha256 = digest()
     finally:
-        digest()
+        if text._h is None:
+            digest()  # let the hashing thread finish before the file closes
         text.close()
     g.name = os.path.basename(path)
     g.meta["path"] = os.path.abspath(path)

@@ -230,3 +230,17 @@ def test_generate_cli_writes_identical_graphs(tmp_path):
 
 def test_io_benchmark_module_imports():
     assert hasattr(importlib.import_module("distgrail.benchmarks.io"), "main")
+
+
+@pytest.mark.parametrize("one_core", [False, True])
+def test_sha256_on_one_core_and_several(tmp_path, monkeypatch, one_core):
+    import hashlib
+
+    text = "# head\n" + "".join(f"{i} {i + 1}\n" for i in range(500)) + "% tail comment"
+    p = write(tmp_path, "a.txt", text)
+    if one_core:
+        monkeypatch.setattr(readers.os, "sched_getaffinity", lambda pid: {0})
+    monkeypatch.setattr(readers, "CHUNK_BYTES", 100)
+    assert read_graph(p).sha256 == hashlib.sha256(text.encode()).hexdigest()
+    m = write(tmp_path, "a.mtx", "%%MatrixMarket matrix coordinate pattern general\n3 3 1\n1 2\n")
+    assert read_graph(m).sha256 == hashlib.sha256(open(m, "rb").read()).hexdigest()
