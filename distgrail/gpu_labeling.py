@@ -18,8 +18,9 @@ phase 4   bottom-up level sweep over the CSR, up to 8 dimensions per sweep in on
 
 Level sweeps: a level whose rows + edges are at most ``SMALL_LEVEL`` joins a run of consecutive
 small levels that ONE block walks in a single launch (``__syncthreads`` between levels,
-edge-parallel, the next level's structure prefetched, one atomic per warp and row); larger levels
-get a grid launch each, with rows and edges split evenly by merge path.
+edge-parallel, the next level's structure prefetched; the edges' rows from a COO array in the
+ζ and phase-4 sweeps, by search in the dist sweep, where the dfs rule's memory is tightest);
+larger levels get a grid launch each, with rows and edges split evenly by merge path.
 """
 
 from __future__ import annotations
@@ -83,14 +84,14 @@ def forest_bytes(C: int, m: int, parent_rule: str = "max-level", id_bytes: int =
     est = csr + 4 * C + 8 * C + 17 * C  # level, parent, hub scan
     est += 8 * C  # phase 2: sizes
     if parent_rule == "dfs":
-        est += 8 * C * 2 + 8 * m  # zeta, dist, per-edge ζ prefix
+        est += 8 * C * 2 + 8 * m + 4 * m  # zeta, dist, per-edge ζ prefix, COO rows (ζ sweep)
     return int(est)
 
 
 def label_bytes(C: int, m: int, dims: int, id_bytes: int = 4) -> int:
     """Estimated peak GPU bytes of phases 3–4 for ``dims`` dimensions (CSR upload included)."""
     k = int(dims)
-    est = 8 * (C + 1) + id_bytes * m + 16 * C  # CSR, parent, size
+    est = 8 * (C + 1) + id_bytes * m + 16 * C + 4 * m  # CSR, parent, size, COO rows
     p3 = 16 * k * C + 80 * C  # ranks + jump buffer + per-dimension sort scratch
     p4 = 8 * k * C + 8 * min(k, _MAX_DIMS_PER_SWEEP) * C + 16 * k * C + 16 * k * C  # post, buffer, lo/hi, stack
     return int(est + max(p3, p4))
@@ -159,6 +160,22 @@ def _sweep(big, small, lp_dev, work, lo, hi, bottom_up, big_args, small_args):
                 big((blocks,), (_GRID_THREADS,), (lp_dev, i32(ls[i]), i32(1), i32(1), *big_args))
 
 
+def _rows_if_needed(ptr, lp, work, lo, hi):
+    """Row of every CSR entry (int32), if some small level in lo..hi has edges; else a dummy."""
+    cp = _cp()
+    C = ptr.size - 1
+    if hi >= lo:
+        sl = np.arange(lo, hi + 1)
+        edges = work[sl] - np.diff(lp)[sl]
+        if ((work[sl] <= SMALL_LEVEL) & (edges > 0)).any():
+            m = int(ptr[-1].get())
+            rows = cp.empty(max(m, 1), dtype=cp.int32)
+            blocks = max(1, min(-(-C // (_GRID_THREADS // 32)), _sm_count() * 32))
+            _fn("dg_csr_rows")((blocks,), (_GRID_THREADS,), (ptr, rows, np.int64(C)))
+            return rows
+    return cp.zeros(1, dtype=cp.int32)
+
+
 # -- phase 1 -------------------------------------------------------------------------------------
 def _select_parents(dag, base, dfs, zex=None, dist=None):
     cp = _cp()
@@ -202,8 +219,10 @@ def parents_dfs_cuda(dag, seed):
     # ζ: paths leaving each vertex, bottom-up
     zeta = cp.ones(C, dtype=cp.uint64)
     work = _level_work(dag.indptr, lp_dev, lp)
-    args = (dag.indptr, dag.indices, zeta)
-    _sweep(_fn("dg_sweep_zeta"), _fn("dg_small_zeta"), lp_dev, work, 0, L - 1, True, args, args)
+    rows = _rows_if_needed(dag.indptr, lp, work, 0, L - 1)
+    _sweep(_fn("dg_sweep_zeta"), _fn("dg_small_zeta"), lp_dev, work, 0, L - 1, True,
+           (dag.indptr, dag.indices, zeta), (dag.indptr, dag.indices, rows, zeta))
+    del rows
     # exclusive ζ prefix along every CSR row: the edge weights minus one
     m = dag.indices.size
     zex = cp.empty(max(m, 1), dtype=cp.uint64)
@@ -315,6 +334,7 @@ def descendant_intervals_cuda(indptr, indices, level_ptr, post):
     L = lp.size - 1
     lp_dev = cp.asarray(lp)
     work = _level_work(indptr, lp_dev, lp)
+    rows = _rows_if_needed(indptr, lp, work, 0, L - 2)  # phase 4's small levels: COO rows
     kmax = min(k, _MAX_DIMS_PER_SWEEP)
     buf = cp.empty(C * kmax * 2, dtype=cp.int32)  # reused by every group of dimensions
     for c0 in range(0, k, kmax):
@@ -325,7 +345,7 @@ def descendant_intervals_cuda(indptr, indices, level_ptr, post):
         lh[:, :, 1] = p
         del p
         _sweep(_fn(f"dg_sweep_iv{K}"), _fn(f"dg_small_iv{K}"), lp_dev, work, 0, L - 2, True,
-               (indptr, indices, lh), (indptr, indices, lh))
+               (indptr, indices, lh), (indptr, indices, lh, rows))
         lo[c0 : c0 + K] = lh[:, :, 0].T
         hi[c0 : c0 + K] = lh[:, :, 1].T
     return lo, hi

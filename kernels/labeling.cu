@@ -81,12 +81,12 @@ __device__ __forceinline__ void sweep_levels(const i64* __restrict__ level_ptr, 
 }
 
 // Runs of small levels, edge-parallel: thread t takes edges e0+t, e0+t+nthr, ... of the level.
-// The row of an edge comes from rng.row (a search in the level's row pointers, or the parent
-// array for phase 2). Everything that depends only on the structure (the next level's bounds,
+// The row of an edge comes from rng.row (a COO row array, a search in the level's row pointers,
+// or the parent array for phase 2). Everything that depends only on the structure (the next level's bounds,
 // the thread's first edge, its row and child) is loaded while the current level's values are in
-// flight, so a level costs about one L2 round trip, the atomics and the barrier. Adjacent lanes
-// of a warp holding edges of the same row are combined by a segmented shuffle reduction first:
-// one atomic per run of lanes, not per edge.
+// flight, so a level costs about one L2 round trip, the atomics and the barrier. (Measured on
+// the 100k-level DAG: combining lanes of one row by warp shuffles before the atomics, and finding
+// rows by search instead of a COO row array, each made a level slower, not faster.)
 // Launched as a grid (one level, nlev = 1) it is the plain edge-parallel pass.
 struct Lev {
     i64 a, b, e0, e1;  // rows a..b-1, edges e0..e1-1
@@ -98,7 +98,6 @@ __device__ __forceinline__ void sweep_edges(const i64* __restrict__ level_ptr, i
     const bool one_block = gridDim.x == 1;
     const i64 tid = one_block ? threadIdx.x : blockIdx.x * (i64)blockDim.x + threadIdx.x;
     const i64 nthr = one_block ? blockDim.x : (i64)gridDim.x * blockDim.x;
-    const int lane = threadIdx.x & 31;
     Lev lev = rng.level(level_ptr, l0);
     i64 e = lev.e0 + tid, row = -1, key = 0;
     if (e < lev.e1) { row = rng.row(lev, e); key = op.key(e); }
@@ -113,17 +112,7 @@ __device__ __forceinline__ void sweep_edges(const i64* __restrict__ level_ptr, i
             nlv = rng.level(level_ptr, l0 + (k + 1) * step);
             if (nlv.e0 + tid < nlv.e1) { nrow = rng.row(nlv, nlv.e0 + tid); nkey = op.key(nlv.e0 + tid); }
         }
-        // segmented warp reduction over runs of lanes with the same row (row -1: no edge); runs
-        // are numbered by counting run heads, so equal rows that are not adjacent stay apart
-        const i64 prev = __shfl_up_sync(0xffffffffu, row, 1);
-        const bool head = lane == 0 || prev != row;
-        const int seg = __popc(__ballot_sync(0xffffffffu, head) & ((2u << lane) - 1u));
-#pragma unroll
-        for (int o = 1; o < 32; o <<= 1) {
-            const int so = __shfl_down_sync(0xffffffffu, seg, o);
-            op.shfl_combine(acc, o, lane + o < 32 && so == seg);
-        }
-        if (have && head) op.flush(acc, row);
+        if (have) op.flush(acc, row);
         for (i64 x = e + nthr; x < lev.e1; x += nthr) {  // levels wider than the block
             const i64 r = rng.row(lev, x);
             op.reset(acc);
@@ -159,6 +148,23 @@ struct CsrRange {
     }
 };
 
+// the same with a COO row array (4 bytes per edge, one load instead of a search)
+struct CsrRows {
+    const i64* ptr;
+    const int* rows;
+    __device__ Lev level(const i64* lp, int l) const { return CsrRange{ptr}.level(lp, l); }
+    __device__ i64 row(const Lev&, i64 e) const { return rows[e]; }
+};
+
+// row of every CSR entry (one warp per row)
+extern "C" __global__ void dg_csr_rows(const i64* ptr, int* rows, i64 C) {
+    const int lane = threadIdx.x & 31;
+    const i64 warp = (blockIdx.x * (i64)blockDim.x + threadIdx.x) >> 5;
+    const i64 nwarps = ((i64)gridDim.x * blockDim.x) >> 5;
+    for (i64 v = warp; v < C; v += nwarps)
+        for (i64 e = ptr[v] + lane; e < ptr[v + 1]; e += 32) rows[e] = (int)v;
+}
+
 // phase 2: the "edges" of level l are its vertices, each merged into its DT parent
 struct ParentRange {
     const i64* parent;
@@ -179,10 +185,6 @@ struct SizeOp {
     __device__ void reset(Acc& a) { a = 0; }
     __device__ i64 key(i64 e) const { return e; }
     __device__ void fold(Acc& a, i64 v, i64) { a += __ldcg(size + v); }
-    __device__ void shfl_combine(Acc& a, int o, bool take) {
-        const i64 t = __shfl_down_sync(0xffffffffu, a, o);
-        if (take) a += t;
-    }
     __device__ void flush(Acc& a, i64 row) { atomicAdd((unsigned long long*)(size + row), (unsigned long long)a); }
 };
 
@@ -202,10 +204,6 @@ struct ZetaOp {
     __device__ void reset(Acc& a) { a = 0; }
     __device__ i64 key(i64 e) const { return idx[e]; }
     __device__ void fold(Acc& a, i64 c, i64) { a = sat_add(a, __ldcg(zeta + c)); }
-    __device__ void shfl_combine(Acc& a, int o, bool take) {
-        const u64 t = __shfl_down_sync(0xffffffffu, a, o);
-        if (take) a = sat_add(a, t);
-    }
     __device__ void edge(Acc& a, i64 e, i64 r) { fold(a, key(e), r); }
     __device__ void flush(Acc& a, i64 row) { atomic_sat_add(zeta + row, a); }
 };
@@ -218,9 +216,9 @@ extern "C" __global__ void __launch_bounds__(1024) dg_sweep_zeta(const i64* leve
 
 extern "C" __global__ void __launch_bounds__(1024) dg_small_zeta(const i64* level_ptr, int l0, int step, int nlev,
                                                                  const i64* indptr, const int* indices,
-                                                                 u64* zeta) {
+                                                                 const int* rows, u64* zeta) {
     ZetaOp op{indices, zeta};
-    sweep_edges(level_ptr, l0, step, nlev, op, CsrRange{indptr});
+    sweep_edges(level_ptr, l0, step, nlev, op, CsrRows{indptr, rows});
 }
 
 // dfs rule: zex[e] = min(sum of zeta over the children before e in its CSR row, CAP).
@@ -275,10 +273,6 @@ struct DistOp {
         a = c < a ? c : a;
     }
     __device__ void edge(Acc& a, i64 e, i64 row) { fold(a, key(e), row); }
-    __device__ void shfl_combine(Acc& a, int o, bool take) {
-        const u64 t = __shfl_down_sync(0xffffffffu, a, o);
-        if (take && t < a) a = t;
-    }
     __device__ void flush(Acc& a, i64 row) { atomicMin((unsigned long long*)(dist + row), (unsigned long long)a); }
 };
 
@@ -482,14 +476,6 @@ struct IntervalOp {
             a.hi[j] = max(a.hi[j], t.y);
         }
     }
-    __device__ void shfl_combine(Acc& a, int o, bool take) {
-#pragma unroll
-        for (int j = 0; j < K; ++j) {
-            const int l = __shfl_down_sync(0xffffffffu, a.lo[j], o);
-            const int h = __shfl_down_sync(0xffffffffu, a.hi[j], o);
-            if (take) { a.lo[j] = min(a.lo[j], l); a.hi[j] = max(a.hi[j], h); }
-        }
-    }
     __device__ void flush(Acc& a, i64 row) {
         int* r = (int*)(lh + row * K);
 #pragma unroll
@@ -509,9 +495,10 @@ struct IntervalOp {
     }                                                                                                    \
     extern "C" __global__ void __launch_bounds__(1024) dg_small_iv##K(const i64* level_ptr, int l0, int step, \
                                                                       int nlev, const i64* indptr,       \
-                                                                      const int* indices, int2* lh) {    \
+                                                                      const int* indices, int2* lh,      \
+                                                                      const int* rows) {                 \
         IntervalOp<K> op{indices, lh};                                                                   \
-        sweep_edges(level_ptr, l0, step, nlev, op, CsrRange{indptr});                                    \
+        sweep_edges(level_ptr, l0, step, nlev, op, CsrRows{indptr, rows});                               \
     }
 DG_DEF_IV(1)
 DG_DEF_IV(2)
