@@ -18,7 +18,12 @@ def subtree_sizes_numpy(parent, level_ptr):
     lp = level_ptr.tolist()
     for lev in range(len(lp) - 2, 0, -1):
         a, b = lp[lev], lp[lev + 1]
-        np.add.at(size, parent[a:b], size[a:b])
+        par = parent[a:b]
+        lo = int(par.min())
+        if a - lo <= 8 * (b - a) + 64:  # parents in a narrow window (always so for max-level)
+            size[lo:a] += np.bincount(par - lo, weights=size[a:b], minlength=a - lo).astype(np.int64)
+        else:
+            np.add.at(size, par, size[a:b])
     return size
 
 
