@@ -45,10 +45,16 @@ class Backend:
         return self.name == "gpu"
 
     def asarray(self, a, dtype=None):
+        """``a`` on this backend's device. Large host arrays go to a GPU through pinned staging."""
+        if self.is_gpu and isinstance(a, np.ndarray) and a.nbytes >= STAGE_MIN_BYTES:
+            a = a if dtype is None else a.astype(dtype, copy=False)
+            return _staged_upload(self.xp, a)
         return self.xp.asarray(a, dtype=dtype)
 
     def to_host(self, a) -> np.ndarray:
         if self.is_gpu:
+            if getattr(a, "nbytes", 0) >= STAGE_MIN_BYTES:
+                return _staged_download(self.xp, a)
             return self.xp.asnumpy(a)
         return np.asarray(a)
 
@@ -70,6 +76,49 @@ class Backend:
 
 
 _CACHE: dict = {}
+
+#: host arrays at least this big move through a pinned staging buffer (pageable copies of
+#: large arrays ran at ~1.5 GB/s on the lent H200s; pinned ones at PCIe speed)
+STAGE_MIN_BYTES = 32 << 20
+_STAGE_CHUNK = 64 << 20
+
+
+def _pinned(cupy, nbytes):
+    mem = cupy.cuda.alloc_pinned_memory(nbytes)
+    return np.frombuffer(mem, dtype=np.uint8, count=nbytes), mem
+
+
+def _staged_upload(cupy, a: np.ndarray):
+    src = np.ascontiguousarray(a).reshape(-1).view(np.uint8)
+    out = cupy.empty(a.shape, dtype=a.dtype)
+    dst = out.reshape(-1).view(cupy.uint8)
+    bufs = [_pinned(cupy, min(_STAGE_CHUNK, src.size)) for _ in range(2)]
+    stream = cupy.cuda.Stream(non_blocking=True)
+    done = [None, None]
+    for k, lo in enumerate(range(0, src.size, _STAGE_CHUNK)):
+        hi = min(src.size, lo + _STAGE_CHUNK)
+        buf, _ = bufs[k % 2]
+        if done[k % 2] is not None:
+            done[k % 2].synchronize()  # the copy out of this buffer has finished
+        np.copyto(buf[: hi - lo], src[lo:hi])
+        dst[lo:hi].set(buf[: hi - lo], stream=stream)
+        done[k % 2] = stream.record()
+    stream.synchronize()
+    return out
+
+
+def _staged_download(cupy, a) -> np.ndarray:
+    a = cupy.ascontiguousarray(a)
+    out = np.empty(a.shape, dtype=a.dtype)
+    dst = out.reshape(-1).view(np.uint8)
+    src = a.reshape(-1).view(cupy.uint8)
+    buf, _mem = _pinned(cupy, min(_STAGE_CHUNK, src.size))
+    cupy.cuda.get_current_stream().synchronize()
+    for lo in range(0, src.size, _STAGE_CHUNK):
+        hi = min(src.size, lo + _STAGE_CHUNK)
+        src[lo:hi].get(out=buf[: hi - lo])
+        np.copyto(dst[lo:hi], buf[: hi - lo])
+    return out
 
 
 def get_backend(name: str = "auto", device: int | None = None) -> Backend:

@@ -45,7 +45,7 @@ from .backend import BACKENDS, get_backend, gpu_available
 from .condense import DAG, condense
 from .errors import BackendError, DistGrailError
 from .graph import as_graph
-from .labeling import Forest, build_forest, check_label_args, label_dimensions
+from .labeling import Forest, build_forest, check_label_args, label_dimensions, prefetch_csr
 from .progress import Stages
 
 __all__ = ["RankError", "bind_gpu", "build_index_distributed", "query_sharded", "run_shared",
@@ -431,7 +431,7 @@ def build_index_distributed(graph, dims: int = 5, seed: int = 0, parent_rule: st
             dag = st.run("condense", run_shared, comm, "condensing cycles", condense if here else None, g)
             dag, g = st.run("bcast_dag", _bcast_dag, comm, dag, g, root)
             forest = st.run("phases 1-2", run_shared, comm, "computing phases 1-2 (forest, subtree sizes)",
-                            build_forest if here else None, dag, seed, parent_rule, be)
+                            build_forest if here else prefetch_csr, dag, seed, parent_rule, be)
             forest = st.run("bcast_forest", bcast_dataclass, comm, forest, Forest, root)
             timings.update(forest.timings)
 

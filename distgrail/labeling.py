@@ -39,12 +39,37 @@ def check_label_args(dims, seed, parent_rule):
         raise DistGrailError(f"parent_rule must be one of {', '.join(PARENT_RULES)}, got {parent_rule!r}")
 
 
+def device_csr(be: Backend, dag, keep: bool = True):
+    """The DAG's CSR on ``be``'s device, uploaded once and kept on ``dag`` until
+    :func:`release_device_csr` (phases 1, 4 and an MPI rank's prefetch share one upload)."""
+    key = (be.name, be.device)
+    cached = getattr(dag, "_device_csr", None)
+    if cached is not None and cached[0] == key:
+        return cached[1], cached[2]
+    ip, ix = be.asarray(dag.indptr), be.asarray(dag.indices)
+    if keep and be.is_gpu:
+        dag._device_csr = (key, ip, ix)
+    return ip, ix
+
+
+def release_device_csr(dag):
+    if hasattr(dag, "_device_csr"):
+        del dag._device_csr
+
+
+def prefetch_csr(dag, seed=0, parent_rule="max-level", backend="auto"):
+    """Upload the CSR ahead of phases 3–4: an MPI rank does this while rank 0 builds the forest
+    (same arguments as :func:`build_forest`, so the two can stand in the same call)."""
+    be = get_backend(backend)
+    device_csr(be, dag)
+    be.synchronize()
+
+
 class _DeviceDAG:
     """The DAG's arrays on the backend's device."""
 
     def __init__(self, be: Backend, dag):
-        self.indptr = be.asarray(dag.indptr)
-        self.indices = be.asarray(dag.indices)
+        self.indptr, self.indices = device_csr(be, dag)
         self.rindptr = be.asarray(dag.rindptr)
         self.rindices = be.asarray(dag.rindices)
         self.level = be.asarray(dag.level)
@@ -95,7 +120,8 @@ def label_dimensions(dag, forest: Forest, dims_to_do, seed: int = 0, backend="au
                     f"phases 3-4 of {len(dims_to_do)} dimension(s) of a DAG with {C:,} components and {dag.m:,} edges")
     parent = be.asarray(forest.parent)
     size = be.asarray(forest.size)
-    ip, ix = be.asarray(dag.indptr), be.asarray(dag.indices)
+    ip, ix = device_csr(be, dag, keep=False)
+    release_device_csr(dag)
     post = _timed(timings, "phase3_ranks", be, post_order_ranks, be, parent, size, dag.level_ptr, seed, dims_to_do)
     del parent, size
     lo, hi = _timed(timings, "phase4_intervals", be, descendant_intervals, be, ip, ix, dag.level_ptr, post)
