@@ -117,19 +117,25 @@ def _transpose(indptr, indices, C):
     return t.indptr.astype(np.int64), t.indices.astype(id_dtype(C))
 
 
-def _renumber(ip0, ix0, order, new_of_old, C):
-    """Forward and reverse CSR after renumbering (new id i = old id order[i]), rows sorted,
-    without sorting: permute rows, then transpose twice."""
-    dt = id_dtype(C)
-    deg = np.diff(ip0)[order]
+def _permute(ptr, ind, order, new_of_old, C):
+    """Rows in new order (new id i = old id order[i]), entries renumbered (not sorted)."""
     pptr = np.zeros(C + 1, dtype=np.int64)
-    np.cumsum(deg, out=pptr[1:])
-    vals, _ = gather_rows(ip0, ix0, order)
-    pind = new_of_old.astype(dt)[vals]
-    del vals
-    rindptr, rindices = _transpose(pptr, pind, C)  # parents in increasing new id
-    del pind
-    indptr, indices = _transpose(rindptr, rindices, C)  # children in increasing new id
+    np.cumsum(np.diff(ptr)[order], out=pptr[1:])
+    vals, _ = gather_rows(ptr, ind, order)
+    return pptr, new_of_old.astype(id_dtype(C))[vals]
+
+
+def _renumber(ip0, ix0, rev0, order, new_of_old, C):
+    """Forward and reverse CSR after renumbering, rows sorted, without sorting: permute the rows
+    of the old forward (reverse) CSR into new order and transpose; a transpose lists each row's
+    entries in the order the rows were visited, i.e. sorted. The two run on two threads (SciPy's
+    and NumPy's loops release the GIL)."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    with ThreadPoolExecutor(1) as ex:
+        fwd = ex.submit(lambda: _transpose(*_permute(*rev0.result(), order, new_of_old, C), C))
+        rindptr, rindices = _transpose(*_permute(ip0, ix0, order, new_of_old, C), C)
+        indptr, indices = fwd.result()
     return indptr, indices, rindptr, rindices
 
 
@@ -189,7 +195,16 @@ def condense(graph: EdgeGraph) -> DAG:
     del keep
     ip0, ix0 = _csr(cu, cv, ncomp)
     del cu, cv
-    lev0 = _kahn_levels(ip0, ix0, ncomp)
+    from concurrent.futures import ThreadPoolExecutor
+
+    pool = ThreadPoolExecutor(1)  # the old reverse CSR, beside the level sweep
+    rev0 = pool.submit(_transpose, ip0, ix0, ncomp)
+    try:
+        lev0 = _kahn_levels(ip0, ix0, ncomp)
+    except BaseException:
+        rev0.cancel()
+        pool.shutdown(wait=True)
+        raise
     if labels is None:
         order = np.argsort(lev0, kind="stable")  # ties: smallest vertex id first
     else:
@@ -205,8 +220,11 @@ def condense(graph: EdgeGraph) -> DAG:
     new_of_old[order] = np.arange(ncomp)
     C = ncomp
     dt = id_dtype(C)
-    indptr, indices, rindptr, rindices = _renumber(ip0, ix0, order, new_of_old, C)
-    del ip0, ix0
+    try:
+        indptr, indices, rindptr, rindices = _renumber(ip0, ix0, rev0, order, new_of_old, C)
+    finally:
+        pool.shutdown(wait=True)
+    del ip0, ix0, rev0
     level = lev0[order]
     n_levels = int(level.max()) + 1
     level_ptr = np.searchsorted(level, np.arange(n_levels + 1)).astype(np.int64)
