@@ -1,6 +1,5 @@
 """Graph input: every format, every error case with file:line and the value."""
 
-import os
 
 import numpy as np
 import pytest

@@ -1,1 +1,10 @@
 """Benchmarks: each prints ours next to a baseline in one run (python -m distgrail.benchmarks.<name>)."""
+
+import os
+
+
+def default_data_dir() -> str:
+    """The GRAIL benchmark graphs: $DISTGRAIL_DATA, else ``../shared/data/grail`` beside the repository."""
+    here = os.path.dirname(os.path.abspath(__file__))
+    repo = os.path.dirname(os.path.dirname(here))
+    return os.environ.get("DISTGRAIL_DATA", os.path.join(repo, "..", "shared", "data", "grail"))

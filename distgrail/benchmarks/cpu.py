@@ -22,6 +22,7 @@ import scipy.sparse as sp
 from scipy.sparse.csgraph import breadth_first_order
 
 import distgrail
+from distgrail.benchmarks import default_data_dir
 from distgrail.bfs import bfs_reachable, csr_of
 from distgrail.readers import read_pairs
 
@@ -45,10 +46,8 @@ def scipy_bfs(ip, ix, s, t):
 
 
 def main(argv=None):
-    here = os.path.dirname(os.path.abspath(__file__))
-    default = os.path.join(os.path.dirname(os.path.dirname(here)), "..", "shared", "data", "grail")
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("--data", default=os.environ.get("DISTGRAIL_DATA", default))
+    p.add_argument("--data", default=default_data_dir())
     p.add_argument("--sample", type=int, default=2000)
     p.add_argument("--repeat", type=int, default=3)
     p.add_argument("--dims", type=int, default=5)

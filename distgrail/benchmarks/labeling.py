@@ -29,6 +29,7 @@ import time
 import numpy as np
 
 import distgrail
+from distgrail.benchmarks import default_data_dir
 from distgrail.condense import condense
 from distgrail.generate import generate
 from distgrail.labeling import build_forest, label_dimensions
@@ -83,10 +84,8 @@ def graphs(sets, data):
 
 
 def main(argv=None):
-    here = os.path.dirname(os.path.abspath(__file__))
-    default = os.path.join(os.path.dirname(os.path.dirname(here)), "..", "shared", "data", "grail")
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("--data", default=os.environ.get("DISTGRAIL_DATA", default))
+    p.add_argument("--data", default=default_data_dir())
     p.add_argument("--sets", default="real,paper,shapes,big")
     p.add_argument("--budget", type=float, default=float("inf"), help="stop starting new graphs after this")
     p.add_argument("--cpu-max-edges", type=int, default=200_000_000)

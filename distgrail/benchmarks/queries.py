@@ -30,6 +30,7 @@ import scipy.sparse as sp
 from scipy.sparse.csgraph import breadth_first_order
 
 import distgrail
+from distgrail.benchmarks import default_data_dir
 from distgrail.bfs import bfs_reachable, csr_of
 from distgrail.generate import generate
 from distgrail.query import STEPS
@@ -138,10 +139,8 @@ def fmt_rate(r):
 
 
 def main(argv=None):
-    here = os.path.dirname(os.path.abspath(__file__))
-    default = os.path.join(os.path.dirname(os.path.dirname(here)), "..", "shared", "data", "grail")
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("--data", default=os.environ.get("DISTGRAIL_DATA", default))
+    p.add_argument("--data", default=default_data_dir())
     p.add_argument("--random", type=int, default=1_000_000)
     p.add_argument("--positive", type=int, default=100_000)
     p.add_argument("--repeat", type=int, default=7)
