@@ -94,7 +94,8 @@ class Index:
         for arr, what in ((s, "sources"), (t, "targets")):
             if arr.size and not np.issubdtype(arr.dtype, np.integer):
                 raise QueryError(f"{what} must be integer vertex ids, got dtype {arr.dtype}")
-            if arr.size and (arr.min() < 0 or arr.max() >= self.n):
+            # one pass: as unsigned, a negative id is huge, so a single comparison catches both ends
+            if arr.size and int(arr.astype(np.int64, copy=False).view(np.uint64).max()) >= self.n:
                 i = int(np.flatnonzero((arr < 0) | (arr >= self.n))[0])
                 raise QueryError(f"{what}[{i}] out of range 0..{self.n - 1}, got {int(arr[i])!r}")
         return s.astype(np.int64, copy=False), t.astype(np.int64, copy=False)
