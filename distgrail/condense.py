@@ -117,12 +117,25 @@ def _transpose(indptr, indices, C):
     return t.indptr.astype(np.int64), t.indices.astype(id_dtype(C))
 
 
-def _permute(ptr, ind, order, new_of_old, C):
-    """Rows in new order (new id i = old id order[i]), entries renumbered (not sorted)."""
+def _permute(ptr, ind, order, new_of_old, C, block: int = 1 << 23):
+    """Rows in new order (new id i = old id order[i]), entries renumbered (not sorted).
+    Gathered in blocks of about ``block`` entries to keep the index temporaries small."""
+    dt = id_dtype(C)
+    counts = np.diff(ptr)[order]
     pptr = np.zeros(C + 1, dtype=np.int64)
-    np.cumsum(np.diff(ptr)[order], out=pptr[1:])
-    vals, _ = gather_rows(ptr, ind, order)
-    return pptr, new_of_old.astype(id_dtype(C))[vals]
+    np.cumsum(counts, out=pptr[1:])
+    out = np.empty(int(pptr[-1]), dtype=dt)
+    relabel = new_of_old.astype(dt)
+    shift = ptr[order] - pptr[:-1]  # old position - new position, per row
+    r = 0
+    while r < C:
+        r1 = min(max(int(np.searchsorted(pptr, pptr[r] + block, side="right")) - 1, r + 1), C)
+        e0, e1 = int(pptr[r]), int(pptr[r1])
+        idx = np.repeat(shift[r:r1], counts[r:r1])
+        idx += np.arange(e0, e1, dtype=np.int64)
+        out[e0:e1] = relabel[ind[idx]]
+        r = r1
+    return pptr, out
 
 
 def _renumber(ip0, ix0, rev0, order, new_of_old, C):
