@@ -32,7 +32,7 @@ class Stages:
 
     def run(self, name, fn, *args, **kwargs):
         if self._bar is not None:
-            self._bar.set_postfix_str(name)
+            self._bar.set_postfix_str(name, refresh=False)
         t = time.perf_counter()
         out = fn(*args, **kwargs)
         self.timings[name] = self.timings.get(name, 0.0) + time.perf_counter() - t
