@@ -47,6 +47,12 @@ elif [ -x "$here/.venv/bin/python" ]; then
 else
     py=$(command -v python3)
 fi
+# an absolute path: Open MPI started by its absolute path acts as if given --prefix and puts
+# its own bin/ first on the ranks' PATH, so a bare "python3" could become another Python there
+case "$py" in
+    */*) ;;
+    *) py=$(command -v "$py" || echo "$py") ;;
+esac
 if [ -n "${MPIEXEC:-}" ]; then
     launcher=$MPIEXEC
 elif [ "$py" = "$here/.venv/bin/python" ] && [ -x "$here/.venv/bin/mpiexec" ]; then
