@@ -8,7 +8,7 @@ import numpy as np
 import scipy.sparse as sp
 from scipy.sparse.csgraph import breadth_first_order
 
-__all__ = ["bfs_reachable", "reachable_set", "csr_of"]
+__all__ = ["bfs_reachable", "reachable_set", "csr_of", "positive_pairs"]
 
 
 def csr_of(graph):
@@ -53,3 +53,26 @@ def reachable_set(indptr, indices, s: int) -> np.ndarray:
     mask = np.zeros(n, dtype=bool)
     mask[breadth_first_order(a, s, directed=True, return_predecessors=False)] = True
     return mask
+
+
+def positive_pairs(g, k, max_sources, seed):
+    """k pairs (s, t), t != s, s ->* t: up to max_sources random sources that reach another
+    vertex, each pair a random source and a random vertex of its BFS."""
+    ip, ix = csr_of(g)
+    a = sp.csr_matrix((np.ones(len(ix), dtype=np.bool_), ix, ip), shape=(g.n, g.n))
+    rng = np.random.default_rng(seed)
+    srcs, reach = [], []
+    for s in rng.permutation(g.n):
+        r = breadth_first_order(a, int(s), directed=True, return_predecessors=False)
+        r = r[r != s]
+        if r.size:
+            srcs.append(s)
+            reach.append(r)
+        if len(srcs) == max_sources:
+            break
+    size = np.array([r.size for r in reach])
+    off = np.concatenate([[0], np.cumsum(size)[:-1]])
+    flat = np.concatenate(reach).astype(np.int64)
+    pick = rng.integers(0, len(srcs), k)
+    t = flat[off[pick] + (rng.random(k) * size[pick]).astype(np.int64)]
+    return np.asarray(srcs, dtype=np.int64)[pick], t

@@ -5,13 +5,11 @@ answers, per-step counts, reachable count and search rounds equal the CPU backen
 """
 
 import numpy as np
-import scipy.sparse as sp
-from scipy.sparse.csgraph import breadth_first_order
 import pytest
 
 import distgrail
 from distgrail import gpu_query
-from distgrail.bfs import bfs_reachable, csr_of
+from distgrail.bfs import bfs_reachable, csr_of, positive_pairs
 from distgrail.generate import generate
 from conftest import EXPECTED, graph_path, load_pairs
 
@@ -36,20 +34,8 @@ def random_pairs(n, k, seed):
 
 
 def reachable_pairs(g, n_sources, per_source, seed):
-    """Pairs (s, t) with s ->* t, t != s where s reaches anything else (the positive-heavy set)."""
-    ip, ix = csr_of(g)
-    a = sp.csr_matrix((np.ones(len(ix), dtype=np.bool_), ix, ip), shape=(g.n, g.n))
-    rng = np.random.default_rng(seed)
-    src, dst = [], []
-    for s in rng.permutation(g.n):
-        r = breadth_first_order(a, int(s), directed=True, return_predecessors=False)
-        r = r[r != s]
-        if r.size:
-            src.append(np.full(per_source, s))
-            dst.append(rng.choice(r, per_source))
-        if len(src) == n_sources:
-            break
-    return np.concatenate(src), np.concatenate(dst)
+    """The positive-heavy set: n_sources * per_source pairs, every one reachable."""
+    return positive_pairs(g, n_sources * per_source, n_sources, seed)
 
 
 @pytest.mark.parametrize("name", sorted(EXPECTED))

@@ -26,12 +26,10 @@ import tempfile
 import time
 
 import numpy as np
-import scipy.sparse as sp
-from scipy.sparse.csgraph import breadth_first_order
 
 import distgrail
 from distgrail.benchmarks import default_data_dir
-from distgrail.bfs import bfs_reachable, csr_of
+from distgrail.bfs import bfs_reachable, csr_of, positive_pairs
 from distgrail.generate import generate
 from distgrail.query import STEPS
 
@@ -43,29 +41,6 @@ GENERATED = (
 )
 SHORT = {"same_component": "same", "level_filter": "level", "interval_filter": "intv", "tree_cut": "tree",
          "search_positive": "srch+", "search_negative": "srch-"}
-
-
-def positive_pairs(g, k, max_sources, seed):
-    """k pairs (s, t), t != s, s ->* t: up to max_sources random sources that reach another
-    vertex, each pair a random source and a random vertex of its BFS."""
-    ip, ix = csr_of(g)
-    a = sp.csr_matrix((np.ones(len(ix), dtype=np.bool_), ix, ip), shape=(g.n, g.n))
-    rng = np.random.default_rng(seed)
-    srcs, reach = [], []
-    for s in rng.permutation(g.n):
-        r = breadth_first_order(a, int(s), directed=True, return_predecessors=False)
-        r = r[r != s]
-        if r.size:
-            srcs.append(s)
-            reach.append(r)
-        if len(srcs) == max_sources:
-            break
-    size = np.array([r.size for r in reach])
-    off = np.concatenate([[0], np.cumsum(size)[:-1]])
-    flat = np.concatenate(reach).astype(np.int64)
-    pick = rng.integers(0, len(srcs), k)
-    t = flat[off[pick] + (rng.random(k) * size[pick]).astype(np.int64)]
-    return np.asarray(srcs, dtype=np.int64)[pick], t
 
 
 def median_time(fn, repeat):
