@@ -440,7 +440,7 @@ def build_index_distributed(graph, dims: int = 5, seed: int = 0, parent_rule: st
             what = (f"labeling dimensions {lo}..{hi - 1}" if hi - lo > 1 else f"labeling dimension {lo}"
                     if hi > lo else "labeling (no dimension on this rank)")
             local_t = {}
-            post, iv = st.run("phases 3-4", run_shared, comm, what, label_dimensions, dag, forest,
+            post0, iv = st.run("phases 3-4", run_shared, comm, what, label_dimensions, dag, forest,
                               range(lo, hi), seed, be, local_t)
             local_t["phases 3-4"] = st.timings["phases 3-4"]
             keys = ("phases 3-4", "phase3_ranks", "phase4_intervals")
@@ -454,7 +454,7 @@ def build_index_distributed(graph, dims: int = 5, seed: int = 0, parent_rule: st
             iv = np.ascontiguousarray(iv.astype(np.dtype(dt), copy=False)).reshape(hi - lo, dag.C, 2)
             out = st.run("gather_labels", _gather_labels, comm, iv, counts, dag.C, dt, root)
             labels = st.run("bcast_labels", bcast_array, comm, out, root)
-            post0 = bcast_array(comm, post[0] if here else None, root)
+            post0 = bcast_array(comm, post0 if here else None, root)
             # the last collective before the write: every rank has all it needs and is fine
             idx = run_shared(comm, "assembling the index", assemble, g, dag, forest, post0, labels, dims, seed,
                              parent_rule)

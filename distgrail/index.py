@@ -209,8 +209,8 @@ def build_index(graph, dims: int = 5, seed: int = 0, parent_rule: str = "max-lev
         dag = st.run("condense", condense, g)
         forest = st.run("phases 1-2", build_forest, dag, seed, parent_rule, be)
         timings = dict(forest.timings)
-        post, iv = st.run("phases 3-4", label_dimensions, dag, forest, range(dims), seed, be, timings)
-        idx = assemble(g, dag, forest, post[0], iv, dims, seed, parent_rule)
+        post0, iv = st.run("phases 3-4", label_dimensions, dag, forest, range(dims), seed, be, timings)
+        idx = assemble(g, dag, forest, post0, iv, dims, seed, parent_rule)
         if output is not None:
             st.run("write", idx.save, output)
     idx.timings = {**st.timings, **timings}

@@ -104,15 +104,20 @@ def label_dimensions(dag, forest: Forest, dims_to_do, seed: int = 0, backend="au
 
     Returns
     -------
-    post : ndarray (k, C)       post-order ranks
-    intervals : ndarray (k, C, 2)  [min, max] over DAG descendants
+    post0 : ndarray (C,)       post-order ranks of the first dimension in ``dims_to_do``
+                               (the index keeps those of dimension 0); empty when no dimension
+    intervals : ndarray (k, C, 2)  [min, max] over DAG descendants, in the smallest unsigned
+                               type that holds 0..C-1 (cast on the device: fewer bytes to copy)
     """
+    from .indexfile import smallest_uint
+
     be = get_backend(backend)
     timings = {} if timings is None else timings
     dims_to_do = list(dims_to_do)
     C = dag.C
+    ut = smallest_uint(max(C - 1, 0))
     if not dims_to_do:
-        return np.zeros((0, C), np.int64), np.zeros((0, C, 2), np.int64)
+        return np.zeros(0, np.int64), np.zeros((0, C, 2), ut)
     if be.is_gpu:
         from .gpu_labeling import ensure_fits, label_bytes
 
@@ -126,9 +131,9 @@ def label_dimensions(dag, forest: Forest, dims_to_do, seed: int = 0, backend="au
     del parent, size
     lo, hi = _timed(timings, "phase4_intervals", be, descendant_intervals, be, ip, ix, dag.level_ptr, post)
     del ip, ix
-    post_host = be.to_host(post)
+    post0 = be.to_host(post[0])
     del post
     xp = be.xp
-    iv = xp.stack((lo, hi), axis=-1)
+    iv = xp.stack((lo.astype(ut), hi.astype(ut)), axis=-1)
     del lo, hi
-    return post_host, be.to_host(iv)
+    return post0, be.to_host(iv)
