@@ -200,9 +200,28 @@ def _select_parents(dag, base, dfs, zex=None, dist=None):
 
 @_oom_guard
 def parents_max_level_cuda(dag, seed):
-    """GPU twin of :func:`distgrail.forest.parents_max_level`."""
-    _check_ids(dag.rindices, "the reverse CSR")
-    return _select_parents(dag, hash_base(seed, STREAM_PARENT), 0)
+    """GPU twin of :func:`distgrail.forest.parents_max_level`, from the forward CSR
+    (``kernels/forest.cu``): the reverse CSR never has to reach the GPU for this rule."""
+    from .kernels import load_module
+
+    cp = _cp()
+    _check_ids(dag.indices, "the CSR")
+    C = dag.indptr.size - 1
+    if C == 0:
+        return cp.empty(0, dtype=cp.int64)
+    mod = load_module("forest", cp.cuda.Device().id)
+    level = dag.level if dag.level.dtype == cp.int32 else dag.level.astype(cp.int32)
+    base = np.uint64(hash_base(seed, STREAM_PARENT))
+    blocks = max(1, min(-(-C // (_GRID_THREADS // 32)), _sm_count() * 32))
+    best = cp.zeros(C, dtype=cp.uint64)
+    csr = (dag.indptr, dag.indices, level)
+    mod.get_function("dg_parent_best_hash")((blocks,), (_GRID_THREADS,), csr + (best, np.int64(C), base))
+    parent = cp.full(C, C, dtype=cp.uint64)  # C: no candidate (a source)
+    mod.get_function("dg_parent_pick")((blocks,), (_GRID_THREADS,), csr + (best, parent, np.int64(C), base))
+    del best
+    out = parent.view(cp.int64)
+    out[out == C] = -1
+    return out
 
 
 @_oom_guard

@@ -69,11 +69,23 @@ class _DeviceDAG:
     """The DAG's arrays on the backend's device."""
 
     def __init__(self, be: Backend, dag):
+        self._be, self._dag = be, dag
         self.indptr, self.indices = device_csr(be, dag)
-        self.rindptr = be.asarray(dag.rindptr)
-        self.rindices = be.asarray(dag.rindices)
         self.level = be.asarray(dag.level)
         self.level_ptr = dag.level_ptr  # host: sweeps read slice bounds
+
+    # the reverse CSR is uploaded only by the stages that read it (the GPU max-level rule does not)
+    @property
+    def rindptr(self):
+        if not hasattr(self, "_rindptr"):
+            self._rindptr = self._be.asarray(self._dag.rindptr)
+        return self._rindptr
+
+    @property
+    def rindices(self):
+        if not hasattr(self, "_rindices"):
+            self._rindices = self._be.asarray(self._dag.rindices)
+        return self._rindices
 
 
 def _timed(timings, key, be, fn, *args):
