@@ -45,9 +45,5 @@ def seg_exclusive_prefix(vals, first_of_elem, xp=np):
 
 
 def _reduceat(vals, starts, xp):
-    if xp is np:
-        return np.add.reduceat(vals, starts) if starts.size else vals[:0]
-    # CuPy has no reduceat: segment sums through a cumulative sum
-    cs = xp.concatenate((xp.zeros(1, vals.dtype), xp.cumsum(vals, dtype=vals.dtype)))
-    ends = xp.concatenate((starts[1:], xp.asarray([vals.size], dtype=starts.dtype)))
-    return cs[ends] - cs[starts]
+    # NumPy only (seg_sum serves the NumPy twin of phase 1; the GPU sums in kernels/labeling.cu)
+    return np.add.reduceat(vals, starts) if starts.size else vals[:0]

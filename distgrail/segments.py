@@ -14,31 +14,10 @@ def row_ids(indptr, xp=np):
 
 
 def _seg_reduce(ufunc_name, vals, starts, xp):
+    # NumPy only: the GPU phases use kernels/ instead of these helpers
     if starts.size == 0:
         return vals[..., :0]
-    if xp is np:
-        return getattr(np, ufunc_name).reduceat(vals, starts, axis=-1)
-    # CuPy: sort-free segmented reduction via the segment id of each element
-    import cupy
-
-    seg = cupy.zeros(vals.shape[-1], dtype=cupy.int64)
-    seg[starts[1:]] = 1
-    seg = cupy.cumsum(seg)
-    init = _ident(ufunc_name, vals.dtype, xp)
-    shape = vals.shape[:-1] + (starts.size,)
-    out = cupy.full(shape, init, dtype=vals.dtype)
-    op = cupy.minimum if ufunc_name == "minimum" else cupy.maximum
-    if vals.ndim == 1:
-        op.at(out, seg, vals)
-    else:
-        for i in range(vals.shape[0]):
-            op.at(out[i], seg, vals[i])
-    return out
-
-
-def _ident(name, dtype, xp):
-    info = xp.iinfo(dtype)
-    return info.max if name == "minimum" else info.min
+    return getattr(np, ufunc_name).reduceat(vals, starts, axis=-1)
 
 
 def seg_min(vals, starts, xp=np):
