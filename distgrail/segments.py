@@ -1,4 +1,5 @@
-"""Segmented reductions over CSR rows, written once for NumPy and CuPy (``xp``)."""
+"""Segmented reductions over CSR rows for the NumPy twins (``row_ids`` and ``sorted_unique`` take
+``xp`` and also run on CuPy; the GPU phases use kernels/ for the rest)."""
 
 from __future__ import annotations
 
