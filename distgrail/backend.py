@@ -45,18 +45,32 @@ class Backend:
         return self.name == "gpu"
 
     def asarray(self, a, dtype=None):
-        """``a`` on this backend's device. Large host arrays go to a GPU through pinned staging."""
+        """``a`` on this backend's device. Large host arrays go to a GPU by direct DMA (see
+        :func:`_upload_large`)."""
         if self.is_gpu and isinstance(a, np.ndarray) and a.nbytes >= STAGE_MIN_BYTES:
             a = a if dtype is None else a.astype(dtype, copy=False)
-            return _staged_upload(self.xp, a)
+            return _upload_large(self.xp, a)
         return self.xp.asarray(a, dtype=dtype)
 
-    def to_host(self, a) -> np.ndarray:
+    def to_host(self, a, out: np.ndarray | None = None) -> np.ndarray:
+        """``a`` as a host array, written into ``out`` when given (C-contiguous, same shape and
+        dtype; e.g. a slice of an MPI shared-memory window)."""
+        if out is not None:
+            if not (isinstance(out, np.ndarray) and out.flags.c_contiguous and out.shape == tuple(a.shape)
+                    and out.dtype == a.dtype):
+                raise BackendError(f"to_host: out must be a C-contiguous {a.dtype} array of shape "
+                                   f"{tuple(a.shape)}, got {getattr(out, 'dtype', type(out))} {getattr(out, 'shape', '')}")
         if self.is_gpu:
             if getattr(a, "nbytes", 0) >= STAGE_MIN_BYTES:
-                return _staged_download(self.xp, a)
-            return self.xp.asnumpy(a)
-        return np.asarray(a)
+                return _download_large(self.xp, a, out)
+            if out is None:
+                return self.xp.asnumpy(a)
+            self.xp.ascontiguousarray(a).get(out=out)
+            return out
+        if out is None:
+            return np.asarray(a)
+        np.copyto(out, a)
+        return out
 
     def pick(self, numpy_twin, cuda_version):
         """Return the implementation of a stage for this backend."""
@@ -77,10 +91,73 @@ class Backend:
 
 _CACHE: dict = {}
 
-#: host arrays at least this big move through a pinned staging buffer (pageable copies of
-#: large arrays ran at ~1.5 GB/s on the lent H200s; pinned ones at PCIe speed)
+#: host arrays at least this big move by direct DMA from/to the page-locked array itself
+#: (pageable copies of large arrays ran at ~1.5-9 GB/s on the lent H200s, DMA at ~55 GB/s)
 STAGE_MIN_BYTES = 32 << 20
 _STAGE_CHUNK = 64 << 20
+_PAGE = 4096
+
+
+class _Locked:
+    """Page-lock the host pages under ``a`` (``cudaHostRegister``) for the ``with`` block.
+
+    Registering the pages an array already has costs ~0.04 ms/MB (measured on an H200 host,
+    600 MB in ~24 ms with the unregister), against ~0.5 ms/MB for a fresh pinned allocation.
+    Raises if the pages cannot be locked (e.g. some of them are registered already).
+    """
+
+    def __init__(self, cupy, a: np.ndarray):
+        ptr = a.ctypes.data
+        self.runtime = cupy.cuda.runtime
+        self.base = ptr & ~(_PAGE - 1)
+        self.size = ((ptr + a.nbytes + _PAGE - 1) & ~(_PAGE - 1)) - self.base
+
+    def __enter__(self):
+        self.runtime.hostRegister(self.base, self.size, 0)
+        return self
+
+    def __exit__(self, *exc):
+        self.runtime.hostUnregister(self.base)
+
+
+def _copy_locked(cupy, dst_ptr, src_ptr, nbytes, kind):
+    stream = cupy.cuda.get_current_stream()
+    cupy.cuda.runtime.memcpyAsync(dst_ptr, src_ptr, nbytes, kind, stream.ptr)
+    stream.synchronize()
+
+
+def _upload_large(cupy, a: np.ndarray):
+    """Host -> device: DMA straight from ``a``'s page-locked pages; through pinned staging
+    buffers when they cannot be locked."""
+    a = np.ascontiguousarray(a)
+    out = cupy.empty(a.shape, dtype=a.dtype)
+    try:
+        locked = _Locked(cupy, a)
+        locked.__enter__()
+    except Exception:
+        return _staged_upload(cupy, a, out)
+    try:
+        _copy_locked(cupy, out.data.ptr, a.ctypes.data, a.nbytes, cupy.cuda.runtime.memcpyHostToDevice)
+    finally:
+        locked.__exit__()
+    return out
+
+
+def _download_large(cupy, a, out=None) -> np.ndarray:
+    """Device -> host into ``out`` (a new array when None), by DMA into its locked pages, or
+    through a pinned staging buffer when they cannot be locked."""
+    a = cupy.ascontiguousarray(a)
+    out = np.empty(a.shape, dtype=a.dtype) if out is None else out
+    try:
+        locked = _Locked(cupy, out)
+        locked.__enter__()
+    except Exception:
+        return _staged_download(cupy, a, out)
+    try:
+        _copy_locked(cupy, out.ctypes.data, a.data.ptr, a.nbytes, cupy.cuda.runtime.memcpyDeviceToHost)
+    finally:
+        locked.__exit__()
+    return out
 
 
 def _pinned(cupy, nbytes):
@@ -88,9 +165,8 @@ def _pinned(cupy, nbytes):
     return np.frombuffer(mem, dtype=np.uint8, count=nbytes), mem
 
 
-def _staged_upload(cupy, a: np.ndarray):
-    src = np.ascontiguousarray(a).reshape(-1).view(np.uint8)
-    out = cupy.empty(a.shape, dtype=a.dtype)
+def _staged_upload(cupy, a: np.ndarray, out):
+    src = a.reshape(-1).view(np.uint8)
     dst = out.reshape(-1).view(cupy.uint8)
     bufs = [_pinned(cupy, min(_STAGE_CHUNK, src.size)) for _ in range(2)]
     stream = cupy.cuda.Stream(non_blocking=True)
@@ -107,9 +183,7 @@ def _staged_upload(cupy, a: np.ndarray):
     return out
 
 
-def _staged_download(cupy, a) -> np.ndarray:
-    a = cupy.ascontiguousarray(a)
-    out = np.empty(a.shape, dtype=a.dtype)
+def _staged_download(cupy, a, out) -> np.ndarray:
     dst = out.reshape(-1).view(np.uint8)
     src = a.reshape(-1).view(cupy.uint8)
     buf, _mem = _pinned(cupy, min(_STAGE_CHUNK, src.size))

@@ -1,0 +1,24 @@
+"""The backend seam on the CPU: choosing a backend and ``to_host(out=...)``."""
+
+import numpy as np
+import pytest
+
+from distgrail.backend import get_backend
+from distgrail.errors import BackendError
+
+
+def test_cpu_to_host_into_out():
+    be = get_backend("cpu")
+    out = np.zeros((2, 3), np.int64)
+    got = be.to_host(np.arange(3), out=out[1])
+    assert np.shares_memory(got, out) and out[1].tolist() == [0, 1, 2] and not out[0].any()
+    with pytest.raises(BackendError, match=r"out must be a C-contiguous int64 array of shape \(3,\)"):
+        be.to_host(np.arange(3), out=np.zeros(4, np.int64))
+
+
+def test_unknown_backend_names_the_choices(monkeypatch):
+    with pytest.raises(BackendError, match="backend must be one of auto, cpu, gpu, got 'tpu'"):
+        get_backend("tpu")
+    monkeypatch.setenv("DISTGRAIL_BACKEND", "fpga")
+    with pytest.raises(BackendError, match="DISTGRAIL_BACKEND must be one of auto, cpu, gpu, got 'fpga'"):
+        get_backend("auto")

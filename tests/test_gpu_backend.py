@@ -1,0 +1,73 @@
+"""Large host<->device transfers of the GPU backend (distgrail/backend.py): direct DMA from/to
+page-locked host arrays, the pinned-staging fallback, and ``to_host(out=...)``."""
+
+import numpy as np
+import pytest
+
+from distgrail import backend as B
+from distgrail.errors import BackendError
+
+pytestmark = pytest.mark.gpu
+
+BIG = B.STAGE_MIN_BYTES // 4 + 12_345  # int32 elements: above the threshold, not a multiple of a page
+
+
+@pytest.fixture
+def gpu():
+    return B.get_backend("gpu")
+
+
+def _data(n, dtype=np.int32, seed=0):
+    return np.random.default_rng(seed).integers(0, 2**31 - 1, n).astype(dtype)
+
+
+@pytest.mark.parametrize("offset", [0, 1, 1000])
+def test_large_round_trip_any_alignment(gpu, offset):
+    base = _data(BIG + offset)
+    a = base[offset:]  # a view that starts mid-page
+    d = gpu.asarray(a)
+    assert int(d[-1]) == int(a[-1]) and int(d[0]) == int(a[0])
+    np.testing.assert_array_equal(gpu.to_host(d), a)
+
+
+def test_large_upload_with_dtype_and_2d(gpu):
+    a = _data(BIG, np.int64).reshape(-1, 1)
+    d = gpu.asarray(a, dtype=np.int32)
+    assert d.dtype == np.int32 and d.shape == a.shape
+    np.testing.assert_array_equal(gpu.to_host(d), a.astype(np.int32))
+
+
+def test_to_host_into_out_slice(gpu):
+    a = _data(BIG)
+    d = gpu.asarray(a)
+    out = np.zeros((2, BIG), np.int32)
+    got = gpu.to_host(d, out=out[1])
+    assert got.base is out or got is out[1] or np.shares_memory(got, out)
+    np.testing.assert_array_equal(out[1], a)
+    assert not out[0].any()
+    small = gpu.asarray(a[:10])
+    o = np.empty(10, np.int32)
+    np.testing.assert_array_equal(gpu.to_host(small, out=o), a[:10])
+
+
+def test_to_host_out_mismatch_is_a_clear_error(gpu):
+    d = gpu.asarray(_data(100))
+    with pytest.raises(BackendError, match="out must be a C-contiguous int32 array of shape"):
+        gpu.to_host(d, out=np.empty(100, np.int64))
+
+
+def test_read_only_and_already_locked_fall_back_to_staging(gpu, monkeypatch):
+    """When the pages cannot be locked, the pinned-staging path gives the same bytes."""
+    a = _data(BIG, seed=3)
+    ro = a.copy()
+    ro.flags.writeable = False
+    np.testing.assert_array_equal(gpu.to_host(gpu.asarray(ro)), a)
+
+    def refuse(*args):
+        raise RuntimeError("cudaErrorHostMemoryAlreadyRegistered")
+
+    monkeypatch.setattr(B._Locked, "__enter__", refuse)
+    d = gpu.asarray(a)
+    np.testing.assert_array_equal(gpu.to_host(d), a)
+    out = np.empty_like(a)
+    np.testing.assert_array_equal(gpu.to_host(d, out=out), a)
