@@ -3,7 +3,9 @@
 Nothing here runs at import time; ``mpi4py.MPI`` is imported by the functions that need it.
 
 Building (:func:`build_index_distributed`)
-    Rank 0 reads the graph and condenses it; the DAG is broadcast. Rank 0 computes phases 1–2
+    Rank 0 reads the graph and condenses it; the DAG is broadcast without its reverse CSR
+    (:data:`ROOT_ONLY_DAG`: only phase 1 reads it, and phase 1 runs on rank 0; on the other
+    ranks those fields are None). Rank 0 computes phases 1–2
     (the spanning forest and its subtree sizes) once and broadcasts them. The d dimensions are
     split into contiguous blocks, one per rank (rank r gets ``d // P`` dimensions, one more if
     ``r < d % P``; ranks beyond d get none and wait). Phases 3–4 run on every rank for its
@@ -359,24 +361,29 @@ def bind_gpu(comm=None, backend="auto", share: bool = False):
 
 # -- building ----------------------------------------------------------------------------------
 
-def bcast_dataclass(comm, obj, cls, root: int = 0):
+def bcast_dataclass(comm, obj, cls, root: int = 0, skip=()):
     """Collective: a dataclass instance from ``root`` on every rank. Its NumPy-array fields go by
-    :func:`bcast_array`; the other fields (ints, dicts, strings) are pickled."""
+    :func:`bcast_array`; the other fields (ints, dicts, strings) are pickled. Fields named in
+    ``skip`` are not sent: they are None on the other ranks."""
     me = comm.Get_rank()
     if me == root:
-        names = [f.name for f in fields(cls)]
+        names = [f.name for f in fields(cls) if f.name not in skip]
         arrays = [k for k in names if isinstance(getattr(obj, k), np.ndarray)]
         head = (arrays, {k: getattr(obj, k) for k in names if k not in arrays})
     else:
         head = None
     arrays, rest = comm.bcast(head, root=root)
     got = {k: bcast_array(comm, getattr(obj, k) if me == root else None, root) for k in arrays}
-    return obj if me == root else cls(**got, **rest)
+    return obj if me == root else cls(**got, **rest, **{k: None for k in skip})
+
+
+#: DAG arrays only the root reads (phase 1 runs there): the reverse CSR, half the DAG's bytes
+ROOT_ONLY_DAG = ("rindptr", "rindices")
 
 
 def _bcast_dag(comm, dag, g, root=0):
     name, sha = comm.bcast((g.name, g.sha256) if comm.Get_rank() == root else None, root=root)
-    dag = bcast_dataclass(comm, dag, DAG, root)
+    dag = bcast_dataclass(comm, dag, DAG, root, skip=ROOT_ONLY_DAG)
     return dag, (g if comm.Get_rank() == root else SimpleNamespace(name=name, sha256=sha))
 
 

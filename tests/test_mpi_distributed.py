@@ -98,6 +98,22 @@ def test_timings_include_the_transfers(comm):
     everywhere(comm, idx.timings == comm.bcast(idx.timings), "ranks report different timings")
 
 
+def test_dag_broadcast_leaves_the_reverse_csr_on_rank_0(comm):
+    """Only phase 1 (rank 0) reads the reverse CSR, so the broadcast does not send it."""
+    from distgrail.condense import DAG, condense
+
+    here = comm.Get_rank() == 0
+    dag = condense(cyclic_graph()) if here else None
+    got = distributed.bcast_dataclass(comm, dag, DAG, skip=distributed.ROOT_ONLY_DAG)
+    ref = condense(cyclic_graph())
+    sent = [k for k in ("n", "comp", "indptr", "indices", "level", "level_ptr")
+            if not np.array_equal(np.asarray(getattr(got, k)), np.asarray(getattr(ref, k)))]
+    everywhere(comm, not sent, f"fields differ after the broadcast: {sent}")
+    rev = (got.rindptr is ref.rindptr or np.array_equal(got.rindptr, ref.rindptr)) if here else \
+        (got.rindptr is None and got.rindices is None)
+    everywhere(comm, rev, f"reverse CSR on rank {comm.Get_rank()}: {type(got.rindptr).__name__}")
+
+
 def test_chunked_transfers_give_the_same_index_and_answers(comm, monkeypatch):
     """Arrays above CHUNK_BYTES go in several rounds; force that with a tiny chunk."""
     monkeypatch.setattr(distributed, "CHUNK_BYTES", 1000)
