@@ -35,4 +35,5 @@ for n in ranks:
           f"{r['index_wall_seconds']:>13.3f} {r['query_seconds']:>9.3f} {r['queries_per_second'] / 1e6:>8.1f} "
           f"{base['query_seconds'] / r['query_seconds']:>7.2f}x  {'yes' if same else 'NO'}")
     print("      " + ", ".join(f"{k} {v:.3f}" for k, v in r["timings"].items()))
+    print("      labeling samples: " + ", ".join(f"{v:.3f}" for v in r.get("labeling_samples", [])))
 PYEOF
