@@ -9,8 +9,11 @@ Building (:func:`build_index_distributed`)
     (the spanning forest and its subtree sizes) once and broadcasts them. The d dimensions are
     split into contiguous blocks, one per rank (rank r gets ``d // P`` dimensions, one more if
     ``r < d % P``; ranks beyond d get none and wait). Phases 3–4 run on every rank for its
-    block; the labels are gathered to rank 0 in dimension order, which writes the one HDF5
-    index (atomically), and broadcast back, so **every rank returns the same, complete Index**.
+    block, which it writes straight into its node's shared label array
+    (:mod:`distgrail.nodeshare`); node leaders exchange the blocks of other nodes. Without
+    shared memory (``DISTGRAIL_SHM=0``, or /dev/shm too small) the blocks are gathered to rank
+    0 and broadcast back instead. Rank 0 writes the one HDF5 index (atomically), and **every
+    rank returns the same, complete Index**.
     Dimension i depends only on (seed, i), so the index is byte-identical to a one-process build.
 
 Querying (:func:`query_sharded`)
@@ -47,7 +50,9 @@ from .backend import BACKENDS, get_backend, gpu_available
 from .condense import DAG, condense
 from .errors import BackendError, DistGrailError
 from .graph import as_graph
+from .indexfile import smallest_uint
 from .labeling import Forest, build_forest, check_label_args, label_dimensions, prefetch_csr
+from .nodeshare import NodeGroups, room_for, shm_enabled
 from .progress import Stages
 
 __all__ = ["RankError", "bind_gpu", "build_index_distributed", "query_sharded", "run_shared",
@@ -409,8 +414,11 @@ def build_index_distributed(graph, dims: int = 5, seed: int = 0, parent_rule: st
     ``output``. ``comm=None`` uses a clone of COMM_WORLD.
 
     ``index.timings`` holds, besides the stages of a one-process build, ``bcast_dag``,
-    ``bcast_forest``, ``gather_labels`` and ``bcast_labels``; ``phases 3-4``, ``phase3_ranks``
-    and ``phase4_intervals`` are those of the slowest rank, and ``phases 3-4 rank0`` is rank 0's.
+    ``bcast_forest``, ``alloc_labels`` (grouping ranks by node, allocating the node-shared label
+    array), ``gather_labels`` (node barrier and the exchange between nodes, or the ``Gatherv``
+    to rank 0) and ``bcast_labels`` (every rank's own copy of the labels); ``phases 3-4``,
+    ``phase3_ranks`` and ``phase4_intervals`` are those of the slowest rank, and
+    ``phases 3-4 rank0`` is rank 0's.
     """
     from .index import assemble
 
@@ -432,7 +440,7 @@ def build_index_distributed(graph, dims: int = 5, seed: int = 0, parent_rule: st
         be = run_shared(comm, "selecting the backend", get_backend, backend)
         run_shared(comm, "checking the output path", _check_output if here else None, output)
         timings = {}
-        with Stages(progress and here, total=8) as st:
+        with Stages(progress and here, total=9) as st:
             g = st.run("read", run_shared, comm, f"reading the graph {name}",
                        as_graph if here else None, graph, num_vertices, fmt)
             dag = st.run("condense", run_shared, comm, "condensing cycles", condense if here else None, g)
@@ -447,20 +455,29 @@ def build_index_distributed(graph, dims: int = 5, seed: int = 0, parent_rule: st
             what = (f"labeling dimensions {lo}..{hi - 1}" if hi - lo > 1 else f"labeling dimension {lo}"
                     if hi > lo else "labeling (no dimension on this rank)")
             local_t = {}
-            post0, iv = st.run("phases 3-4", run_shared, comm, what, label_dimensions, dag, forest,
-                              range(lo, hi), seed, be, local_t)
-            local_t["phases 3-4"] = st.timings["phases 3-4"]
-            keys = ("phases 3-4", "phase3_ranks", "phase4_intervals")
-            slow = np.array([local_t.get(k, 0.0) for k in keys])
-            comm.Allreduce(_mpi().IN_PLACE, slow, op=_mpi().MAX)
-            timings.update(dict(zip(keys, slow.tolist())))
-            timings["phases 3-4 rank0"] = local_t["phases 3-4"]
-
-            # rank 0 always owns dimension 0: its dtype and post-order rank are the reference
-            dt = comm.bcast(iv.dtype.str if here else None, root=root)
-            iv = np.ascontiguousarray(iv.astype(np.dtype(dt), copy=False)).reshape(hi - lo, dag.C, 2)
-            out = st.run("gather_labels", _gather_labels, comm, iv, counts, dag.C, dt, root)
-            labels = st.run("bcast_labels", bcast_array, comm, out, root)
+            ut = np.dtype(smallest_uint(max(dag.C - 1, 0)))  # the labels' dtype, the same on every rank
+            shape = (dims, dag.C, 2)
+            nodes, buf = st.run("alloc_labels", _shared_labels, comm, shape, ut)
+            try:
+                post0, iv = st.run("phases 3-4", run_shared, comm, what, label_dimensions, dag, forest,
+                                  range(lo, hi), seed, be, local_t, None if buf is None else buf[lo:hi])
+                local_t["phases 3-4"] = st.timings["phases 3-4"]
+                keys = ("phases 3-4", "phase3_ranks", "phase4_intervals")
+                slow = np.array([local_t.get(k, 0.0) for k in keys])
+                comm.Allreduce(_mpi().IN_PLACE, slow, op=_mpi().MAX)
+                timings.update(dict(zip(keys, slow.tolist())))
+                timings["phases 3-4 rank0"] = local_t["phases 3-4"]
+                if buf is not None:  # every rank wrote its block into its node's shared array
+                    st.run("gather_labels", nodes.allgather_rows, buf, counts, CHUNK_BYTES)
+                    labels = st.run("bcast_labels", run_shared, comm, "copying the labels", np.array, buf)
+                else:
+                    iv = np.ascontiguousarray(iv).reshape(hi - lo, dag.C, 2)
+                    out = st.run("gather_labels", _gather_labels, comm, iv, counts, dag.C, ut.str, root)
+                    labels = st.run("bcast_labels", bcast_array, comm, out, root)
+            finally:
+                if nodes is not None:
+                    nodes.free()
+            # rank 0 always owns dimension 0: its post-order rank is the reference
             post0 = bcast_array(comm, post0 if here else None, root)
             # the last collective before the write: every rank has all it needs and is fine
             idx = run_shared(comm, "assembling the index", assemble, g, dag, forest, post0, labels, dims, seed,
@@ -474,6 +491,22 @@ def build_index_distributed(graph, dims: int = 5, seed: int = 0, parent_rule: st
     finally:
         if owned:
             comm.Free()
+
+
+def _shared_labels(comm, shape, dtype):
+    """Collective: ``(nodes, array)``, the label array shared by the ranks of each node, or
+    ``(None, None)`` when shared memory is turned off or /dev/shm lacks room on some rank."""
+    nbytes = int(np.prod(shape, dtype=np.int64)) * np.dtype(dtype).itemsize
+    ok = comm.allreduce(bool(shm_enabled() and room_for(nbytes)), op=_mpi().LAND)
+    if not ok:
+        return None, None
+    nodes = run_shared(comm, "grouping the ranks by node", NodeGroups, comm)
+    try:
+        return nodes, run_shared(comm, f"allocating {nbytes / 2**20:.0f} MiB of node-shared labels",
+                                 nodes.array, shape, dtype)
+    except BaseException:
+        nodes.free()
+        raise
 
 
 def _gather_labels(comm, iv, counts, C, dt, root):

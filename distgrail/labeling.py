@@ -111,8 +111,10 @@ def build_forest(dag, seed: int = 0, parent_rule: str = "max-level", backend="au
     return Forest(parent=be.to_host(parent), size=be.to_host(size), timings=timings)
 
 
-def label_dimensions(dag, forest: Forest, dims_to_do, seed: int = 0, backend="auto", timings=None):
-    """Phases 3–4 for the dimensions ``dims_to_do``.
+def label_dimensions(dag, forest: Forest, dims_to_do, seed: int = 0, backend="auto", timings=None, out=None):
+    """Phases 3–4 for the dimensions ``dims_to_do``; the intervals are written into ``out``
+    when it is given (a C-contiguous host array of their shape and dtype, e.g. a block of an
+    MPI shared-memory window).
 
     Returns
     -------
@@ -129,7 +131,7 @@ def label_dimensions(dag, forest: Forest, dims_to_do, seed: int = 0, backend="au
     C = dag.C
     ut = smallest_uint(max(C - 1, 0))
     if not dims_to_do:
-        return np.zeros(0, np.int64), np.zeros((0, C, 2), ut)
+        return np.zeros(0, np.int64), np.zeros((0, C, 2), ut) if out is None else out
     if be.is_gpu:
         from .gpu_labeling import ensure_fits, label_bytes
 
@@ -148,4 +150,4 @@ def label_dimensions(dag, forest: Forest, dims_to_do, seed: int = 0, backend="au
     xp = be.xp
     iv = xp.stack((lo.astype(ut), hi.astype(ut)), axis=-1)
     del lo, hi
-    return post0, be.to_host(iv)
+    return post0, be.to_host(iv, out=out)

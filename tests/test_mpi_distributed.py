@@ -114,6 +114,50 @@ def test_dag_broadcast_leaves_the_reverse_csr_on_rank_0(comm):
     everywhere(comm, rev, f"reverse CSR on rank {comm.Get_rank()}: {type(got.rindptr).__name__}")
 
 
+@pytest.mark.parametrize("layout", [{"DISTGRAIL_SHM": "0"}, {"DISTGRAIL_RANKS_PER_NODE": "1"},
+                                    {"DISTGRAIL_RANKS_PER_NODE": "2"}, {}],
+                         ids=["gatherv", "one-rank-nodes", "two-rank-nodes", "node-shared"])
+def test_every_label_path_gives_the_same_index(comm, monkeypatch, layout):
+    """Labels through the node-shared array (one node, or ranks split into pretend nodes whose
+    leaders exchange blocks) or through Gatherv + Bcast: the same index on every rank."""
+    for k, v in layout.items():
+        monkeypatch.setenv(k, v)
+    monkeypatch.setattr(distributed, "CHUNK_BYTES", 4096)  # the exchange between nodes in rounds
+    g = cyclic_graph()
+    ref = distgrail.build_index(g, dims=7, seed=5, backend="cpu")
+    idx = distgrail.build_index(g, dims=7, seed=5, backend="cpu", comm=comm)
+    everywhere(comm, not same_index(ref, idx), same_index(ref, idx))
+    # the labels are each rank's own array, not a view of the freed shared window
+    lab = idx.arrays["labels/intervals"]
+    everywhere(comm, lab.flags.owndata, f"labels are a view of {type(lab.base).__name__}")
+
+
+def test_node_groups_allgather_uneven_blocks(comm, monkeypatch):
+    from distgrail.nodeshare import NodeGroups
+
+    monkeypatch.setenv("DISTGRAIL_RANKS_PER_NODE", "1")
+    size, me = comm.Get_size(), comm.Get_rank()
+    counts = np.array([(r * 7) % 4 for r in range(size)])  # some ranks write no rows
+    off = np.concatenate(([0], np.cumsum(counts)))
+    want = np.arange(int(off[-1]) * 3, dtype=np.int32).reshape(-1, 3)
+    with NodeGroups(comm) as nodes:
+        a = nodes.array(want.shape, np.int32)
+        a[off[me]:off[me + 1]] = want[off[me]:off[me + 1]]
+        nodes.allgather_rows(a, counts, chunk_bytes=8)
+        ok = np.array_equal(a, want)
+        everywhere(comm, ok, f"rank {me} holds {a.tolist()}")
+        everywhere(comm, nodes.leaders is not None and nodes.leaders.Get_size() == size,
+                   "every rank should lead its own pretend node")
+
+
+def test_shared_memory_needs_room():
+    from distgrail.nodeshare import room_for
+
+    assert not room_for(1 << 60)
+    assert room_for(1 << 60, "/nonexistent/shm")  # no tmpfs there: the MPI library decides
+    assert room_for(1)
+
+
 def test_chunked_transfers_give_the_same_index_and_answers(comm, monkeypatch):
     """Arrays above CHUNK_BYTES go in several rounds; force that with a tiny chunk."""
     monkeypatch.setattr(distributed, "CHUNK_BYTES", 1000)

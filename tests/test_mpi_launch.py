@@ -42,7 +42,7 @@ def test_bad_graph_file_fails_the_job_with_file_line_and_rank(tmp_path):
     assert os.listdir(tmp_path) == ["BAD.gra"]
 
 
-@pytest.mark.parametrize("where", ["bind_gpu", "_gather_labels"])
+@pytest.mark.parametrize("where", ["bind_gpu", "_shared_labels"])
 def test_uncaught_error_on_one_rank_aborts_the_job_instead_of_hanging(tmp_path, where):
     """A bug (not a DistGrailError, outside the guarded steps) on rank 1 while rank 0 waits in a
     collective: `python -m mpi4py` turns it into MPI_Abort, so the job ends at once."""
