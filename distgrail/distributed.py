@@ -417,8 +417,10 @@ def build_index_distributed(graph, dims: int = 5, seed: int = 0, parent_rule: st
     ``bcast_forest``, ``alloc_labels`` (grouping ranks by node, allocating the node-shared label
     array), ``gather_labels`` (node barrier and the exchange between nodes, or the ``Gatherv``
     to rank 0) and ``bcast_labels`` (every rank's own copy of the labels); ``phases 3-4``,
-    ``phase3_ranks`` and ``phase4_intervals`` are those of the slowest rank, and
-    ``phases 3-4 rank0`` is rank 0's.
+    ``phase34_setup``, ``phase3_ranks``, ``phase4_intervals`` and ``phase34_to_host`` are those
+    of the slowest rank, ``phases 3-4 rank0`` is rank 0's, and ``phases 3-4 own slowest`` /
+    ``fastest`` are the most and least time a rank spent on its own phases 3–4 work (without
+    waiting for the others).
     """
     from .index import assemble
 
@@ -462,11 +464,14 @@ def build_index_distributed(graph, dims: int = 5, seed: int = 0, parent_rule: st
                 post0, iv = st.run("phases 3-4", run_shared, comm, what, label_dimensions, dag, forest,
                                   range(lo, hi), seed, be, local_t, None if buf is None else buf[lo:hi])
                 local_t["phases 3-4"] = st.timings["phases 3-4"]
-                keys = ("phases 3-4", "phase3_ranks", "phase4_intervals")
+                keys = ("phases 3-4", "phase34_setup", "phase3_ranks", "phase4_intervals", "phase34_to_host")
                 slow = np.array([local_t.get(k, 0.0) for k in keys])
                 comm.Allreduce(_mpi().IN_PLACE, slow, op=_mpi().MAX)
                 timings.update(dict(zip(keys, slow.tolist())))
                 timings["phases 3-4 rank0"] = local_t["phases 3-4"]
+                own = sum(local_t.get(k, 0.0) for k in keys[1:])  # this rank's work, without waiting
+                every = comm.allgather(own)
+                timings["phases 3-4 own slowest"], timings["phases 3-4 own fastest"] = max(every), min(every)
                 if buf is not None:  # every rank wrote its block into its node's shared array
                     st.run("gather_labels", nodes.allgather_rows, buf, counts, CHUNK_BYTES)
                     labels = st.run("bcast_labels", run_shared, comm, "copying the labels", np.array, buf)

@@ -3,6 +3,7 @@
 # then one table with the speedups side by side and a byte-for-byte check of every index
 # against the 1-rank index.
 #   usage: launch/scaling.sh GRAPH DIMS QUERIES "1 2 4 8" [OUTDIR]
+#   REPEAT=N (default 3): index builds per rank count; the median labeling time is reported
 set -euo pipefail
 graph=$1; dims=${2:-8}; queries=${3:-10000000}; ranks=${4:-"1 2"}; out=${5:-scaling-out}
 here=$(cd "$(dirname "$0")/.." && pwd)
@@ -18,7 +19,7 @@ mkdir -p "$out"
 for n in $ranks; do
     echo "== $n rank(s)" >&2
     "$MPIEXEC" "${extra[@]}" -n "$n" "$PY" -m mpi4py -m distgrail.benchmarks.scaling "$graph" --dims "$dims" \
-        --queries "$queries" --output "$out/index-$n.h5" --json "$out/scaling-$n.json" > "$out/log-$n.txt"
+        --queries "$queries" --repeat "${REPEAT:-3}" --output "$out/index-$n.h5" --json "$out/scaling-$n.json" > "$out/log-$n.txt"
 done
 "$PY" - "$out" $ranks <<'PYEOF'
 import json, sys, filecmp

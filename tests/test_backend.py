@@ -22,3 +22,9 @@ def test_unknown_backend_names_the_choices(monkeypatch):
     monkeypatch.setenv("DISTGRAIL_BACKEND", "fpga")
     with pytest.raises(BackendError, match="DISTGRAIL_BACKEND must be one of auto, cpu, gpu, got 'fpga'"):
         get_backend("auto")
+
+
+def test_prefault_does_nothing_on_the_cpu():
+    a = np.full(1 << 24, 7, np.uint8)
+    get_backend("cpu").prefault(a).join()
+    assert (a == 7).all()  # untouched: the CPU backend starts no thread

@@ -71,3 +71,14 @@ def test_read_only_and_already_locked_fall_back_to_staging(gpu, monkeypatch):
     np.testing.assert_array_equal(gpu.to_host(d), a)
     out = np.empty_like(a)
     np.testing.assert_array_equal(gpu.to_host(d, out=out), a)
+
+
+def test_prefault_then_download_into_the_landing_array(gpu):
+    a = _data(BIG, seed=7)
+    d = gpu.asarray(a)
+    out = np.empty_like(a)
+    t = gpu.prefault(out)
+    assert t.name == "distgrail-prefault"
+    t.join()
+    assert not t.is_alive()
+    np.testing.assert_array_equal(gpu.to_host(d, out=out), a)
