@@ -5,10 +5,11 @@ returns bit-identical numbers (same values, same dtypes), as CuPy arrays.
 
 How the work is laid out (see the comments in ``kernels/labeling.cu``):
 
-phase 1   ``max-level``: one pass over the reverse CSR, a warp per vertex and a block per hub
-          (in-degree > ``HUB``); no level loop at all. ``dfs``: ζ by a bottom-up level sweep, the
-          per-row exclusive ζ prefix by a warp scan, dist by a top-down level sweep, then the same
-          parent-selection pass.
+phase 1   ``max-level``: two passes over the forward CSR (``kernels/forest.cu``), a warp per
+          row; no level loop and no reverse CSR. ``dfs``: ζ by a bottom-up level sweep, the
+          per-row exclusive ζ prefix by a warp scan, dist by a top-down level sweep, then a
+          parent-selection pass over the reverse CSR, a warp per vertex and a block per hub
+          (in-degree > ``HUB``).
 phase 2   subtree sizes: bottom-up level sweep, every vertex adds its size into its DT parent.
 phase 3   per dimension: two sorts give the sibling order, a segmented prefix the sibling
           offsets; the root-path sums of all dimensions together by pointer jumping
@@ -177,17 +178,16 @@ def _rows_if_needed(ptr, lp, work, lo, hi):
 
 
 # -- phase 1 -------------------------------------------------------------------------------------
-def _select_parents(dag, base, dfs, zex=None, dist=None):
+def _select_parents_dfs(dag, base, zex, dist):
+    """dfs rule: the in-neighbour with the smallest dist[p] + w(p -> v) (then highest level,
+    then hash), a warp per vertex and a block per hub (in-degree > ``HUB``)."""
     cp = _cp()
     C = dag.rindptr.size - 1
     parent = cp.empty(C, dtype=cp.int64)
     if C == 0:
         return parent
-    dummy = cp.zeros(1, dtype=cp.uint64)
-    zex = dummy if zex is None else zex
-    dist = dummy if dist is None else dist
     common = (dag.rindptr, dag.rindices, dag.level, dag.indptr, dag.indices, zex, dist, parent,
-              np.int64(C), np.uint64(base), np.int32(dfs))
+              np.int64(C), np.uint64(base))
     warps_per_block = _GRID_THREADS // 32
     blocks = max(1, min(-(-C // warps_per_block), _sm_count() * 32))
     _fn("dg_parent_warp")((blocks,), (_GRID_THREADS,), (*common, np.int64(HUB)))
@@ -256,7 +256,7 @@ def parents_dfs_cuda(dag, seed):
     rwork = _level_work(dag.rindptr, lp_dev, lp)
     args = (dag.rindptr, dag.rindices, dag.indptr, dag.indices, zex, dist)
     _sweep(_fn("dg_sweep_dist"), _fn("dg_small_dist"), lp_dev, rwork, 1, L - 1, False, args, args)
-    return _select_parents(dag, hash_base(seed, STREAM_PARENT), 1, zex, dist)
+    return _select_parents_dfs(dag, hash_base(seed, STREAM_PARENT), zex, dist)
 
 
 # -- phase 2 -------------------------------------------------------------------------------------

@@ -293,9 +293,9 @@ extern "C" __global__ void __launch_bounds__(1024) dg_small_dist(const i64* leve
 }
 
 // ---------------------------------------------------------------------------------------------
-// Phase 1: parent selection, a lexicographic argmax over the in-edges of each vertex.
-//   max-level: candidates p with level[p] == level[v] - 1; key (hash(p*C+v)); then smallest edge.
-//   dfs:       all in-edges; key (U64max - (dist[p] + w), level[p], hash); then smallest edge.
+// Phase 1, dfs rule: parent selection, a lexicographic argmax over the in-edges of each vertex,
+// key (U64max - (dist[p] + w), level[p], hash(p*C+v)), then the smallest edge. (The max-level
+// rule runs from the forward CSR in forest.cu.)
 struct Best {
     u64 a;
     i64 b;
@@ -316,31 +316,23 @@ struct ParentArgs {
     const i64* rindptr;
     const int* rindices;
     const int* level;
-    const i64* indptr;   // dfs only
-    const int* indices;  // dfs only
-    const u64* zex;      // dfs only
-    const u64* dist;     // dfs only
+    const i64* indptr;
+    const int* indices;
+    const u64* zex;
+    const u64* dist;
     i64* parent;
     i64 C;
     u64 base;
-    int dfs;
 };
 
-__device__ __forceinline__ Best edge_key(const ParentArgs& A, i64 e, i64 v, int lv) {
+__device__ __forceinline__ Best edge_key(const ParentArgs& A, i64 e, i64 v) {
     Best k;
     const i64 p = A.rindices[e];
-    const int lp = A.level[p];
     k.c = dg_hash(A.base, (u64)p * (u64)A.C + (u64)v);
-    if (A.dfs) {
-        const u64 d = sat_add(A.dist[p], edge_weight(A.indptr, A.indices, A.zex, p, (int)v));
-        k.a = ~0ULL - d;
-        k.b = lp;
-        k.e = e;
-    } else {
-        k.a = 0;
-        k.b = 0;
-        k.e = (lp == lv - 1) ? e : -1;
-    }
+    const u64 d = sat_add(A.dist[p], edge_weight(A.indptr, A.indices, A.zex, p, (int)v));
+    k.a = ~0ULL - d;
+    k.b = A.level[p];
+    k.e = e;
     return k;
 }
 
@@ -355,8 +347,8 @@ __device__ __forceinline__ Best shfl_best(const Best& x, int src) {
 
 #define DG_PARENT_PARAMS                                                                                 \
     const i64 *rindptr, const int *rindices, const int *level, const i64 *indptr, const int *indices,   \
-        const u64 *zex, const u64 *dist, i64 *parent, i64 C, u64 base, int dfs
-#define DG_PARENT_ARGS {rindptr, rindices, level, indptr, indices, zex, dist, parent, C, base, dfs}
+        const u64 *zex, const u64 *dist, i64 *parent, i64 C, u64 base
+#define DG_PARENT_ARGS {rindptr, rindices, level, indptr, indices, zex, dist, parent, C, base}
 
 // one warp per vertex (vertices with in-degree > hub are left to dg_parent_hubs)
 extern "C" __global__ void dg_parent_warp(DG_PARENT_PARAMS, i64 hub) {
@@ -367,11 +359,10 @@ extern "C" __global__ void dg_parent_warp(DG_PARENT_PARAMS, i64 hub) {
     for (i64 v = warp; v < A.C; v += nwarps) {
         const i64 e0 = A.rindptr[v], e1 = A.rindptr[v + 1];
         if (e1 - e0 > hub) continue;
-        const int lv = A.level[v];
         Best best;
         best.e = -1;
         for (i64 e = e0 + lane; e < e1; e += 32) {
-            Best k = edge_key(A, e, v, lv);
+            Best k = edge_key(A, e, v);
             if (better(k, best)) best = k;
         }
         for (int o = 16; o > 0; o >>= 1) {
@@ -389,11 +380,10 @@ extern "C" __global__ void __launch_bounds__(256) dg_parent_hubs(DG_PARENT_PARAM
     for (i64 h = blockIdx.x; h < nhubs; h += gridDim.x) {
         const i64 v = hubs[h];
         const i64 e0 = A.rindptr[v], e1 = A.rindptr[v + 1];
-        const int lv = A.level[v];
         Best best;
         best.e = -1;
         for (i64 e = e0 + threadIdx.x; e < e1; e += blockDim.x) {
-            Best k = edge_key(A, e, v, lv);
+            Best k = edge_key(A, e, v);
             if (better(k, best)) best = k;
         }
         const int lane = threadIdx.x & 31, w = threadIdx.x >> 5;
