@@ -143,10 +143,21 @@ class _Locked:
         self.runtime.hostUnregister(self.base)
 
 
-def _copy_locked(cupy, dst_ptr, src_ptr, nbytes, kind):
-    stream = cupy.cuda.get_current_stream()
-    cupy.cuda.runtime.memcpyAsync(dst_ptr, src_ptr, nbytes, kind, stream.ptr)
-    stream.synchronize()
+def _dma(cupy, host: np.ndarray, dst_ptr, src_ptr, kind) -> bool:
+    """One ``cudaMemcpy`` of ``host.nbytes`` bytes with ``host``'s pages locked for it; False
+    (nothing copied) when they cannot be locked."""
+    locked = _Locked(cupy, host)
+    try:
+        locked.__enter__()
+    except Exception:
+        return False
+    try:
+        stream = cupy.cuda.get_current_stream()
+        cupy.cuda.runtime.memcpyAsync(dst_ptr, src_ptr, host.nbytes, kind, stream.ptr)
+        stream.synchronize()
+    finally:
+        locked.__exit__()
+    return True
 
 
 def _upload_large(cupy, a: np.ndarray):
@@ -154,15 +165,8 @@ def _upload_large(cupy, a: np.ndarray):
     buffers when they cannot be locked."""
     a = np.ascontiguousarray(a)
     out = cupy.empty(a.shape, dtype=a.dtype)
-    try:
-        locked = _Locked(cupy, a)
-        locked.__enter__()
-    except Exception:
-        return _staged_upload(cupy, a, out)
-    try:
-        _copy_locked(cupy, out.data.ptr, a.ctypes.data, a.nbytes, cupy.cuda.runtime.memcpyHostToDevice)
-    finally:
-        locked.__exit__()
+    if not _dma(cupy, a, out.data.ptr, a.ctypes.data, cupy.cuda.runtime.memcpyHostToDevice):
+        _staged_upload(cupy, a, out)
     return out
 
 
@@ -171,15 +175,8 @@ def _download_large(cupy, a, out=None) -> np.ndarray:
     through a pinned staging buffer when they cannot be locked."""
     a = cupy.ascontiguousarray(a)
     out = np.empty(a.shape, dtype=a.dtype) if out is None else out
-    try:
-        locked = _Locked(cupy, out)
-        locked.__enter__()
-    except Exception:
-        return _staged_download(cupy, a, out)
-    try:
-        _copy_locked(cupy, out.ctypes.data, a.data.ptr, a.nbytes, cupy.cuda.runtime.memcpyDeviceToHost)
-    finally:
-        locked.__exit__()
+    if not _dma(cupy, out, out.ctypes.data, a.data.ptr, cupy.cuda.runtime.memcpyDeviceToHost):
+        _staged_download(cupy, a, out)
     return out
 
 
