@@ -14,11 +14,12 @@ from __future__ import annotations
 import os
 
 from ._version import __version__
-from .backend import get_backend, gpu_available
 from .errors import BackendError, DistGrailError, GraphFormatError, IndexFormatError, QueryError
-from .graph import EdgeGraph, as_graph
-from .index import Index, build_index, open_index
-from .readers import read_graph
+from .gpu.backend import get_backend, gpu_available
+from .build import build_index
+from .index import Index, open_index
+from .io.graph import EdgeGraph
+from .io.read import as_graph, read_graph
 
 __all__ = [
     "__version__",

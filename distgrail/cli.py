@@ -70,7 +70,7 @@ def cmd_index(args):
 
     comm = _comm(args)
     if comm is not None:
-        from .distributed import bind_gpu
+        from .mpi.binding import bind_gpu
 
         bind_gpu(comm, args.backend, share=args.share_gpus)
     t = time.perf_counter()
@@ -98,17 +98,17 @@ def cmd_index(args):
 
 def cmd_query(args):
     import distgrail
-    from .readers import read_pairs
-    from .writers import write_answers
+    from .io.pairs import read_pairs
+    from .io.writers import write_answers
 
     comm = _comm(args)
     if comm is not None:
-        from .distributed import bind_gpu
+        from .mpi.binding import bind_gpu
 
         bind_gpu(comm, args.backend, share=args.share_gpus)
     pairs = _resolve_bundled(args.pairs, "pairs")
     if comm is not None:  # every rank opens the index; rank 0 reads the pairs and writes the answers
-        from .distributed import run_shared
+        from .mpi.errors import run_shared
 
         idx = run_shared(comm, f"opening the index {args.index}", distgrail.open_index, args.index)
         s, t = run_shared(comm, f"reading the pairs {pairs}", read_pairs if _rank(comm) == 0 else None, pairs) \
@@ -155,8 +155,8 @@ def cmd_info(args):
 
 
 def cmd_generate(args):
-    from .generate import generate_csr
-    from .writers import write_graph
+    from .io.generate import generate_csr
+    from .io.writers import write_graph
 
     if _not_rank0(args):
         return 0
@@ -173,9 +173,9 @@ def cmd_generate(args):
 
 
 def cmd_convert(args):
-    from .binary import write_binary_graph
-    from .condense import condense
-    from .readers import read_graph
+    from .io.binary import write_binary_graph
+    from .stages.condense import condense
+    from .io.read import read_graph
 
     if _not_rank0(args):
         return 0
@@ -196,10 +196,10 @@ def cmd_convert(args):
 
 
 def build_parser() -> argparse.ArgumentParser:
-    from .backend import BACKENDS
-    from .forest import PARENT_RULES
-    from .generate import KINDS
-    from .readers import FORMATS
+    from .gpu.backend import BACKENDS
+    from .stages.forest import PARENT_RULES
+    from .io.generate import KINDS
+    from .io.read import FORMATS
 
     p = argparse.ArgumentParser(prog="distgrail", description="GRAIL reachability index on GPUs across MPI ranks.")
     p.add_argument("--version", action="version", version=f"distgrail {__version__}")

@@ -1,4 +1,5 @@
-"""The public API: :func:`build_index`, :func:`open_index` and :class:`Index`."""
+"""The index in memory: :class:`Index` (queries, saving), :func:`assemble` from the stages' outputs,
+and :func:`open_index` for a file written by ``distgrail index``."""
 
 from __future__ import annotations
 
@@ -8,16 +9,13 @@ import time
 import numpy as np
 
 from ._version import __version__
-from .backend import get_backend
-from .condense import condense
 from .errors import QueryError
-from .graph import as_graph
+from .gpu.backend import get_backend
 from .indexfile import read_index_file, write_index_file
-from .labeling import build_forest, check_label_args, label_dimensions
-from .progress import Stages
-from .query import Labels, QueryStats, answer_batch_numpy
+from .query.answer import answer_batch_cuda, answer_batch_numpy
+from .query.stats import Labels, QueryStats
 
-__all__ = ["Index", "build_index", "open_index"]
+__all__ = ["Index", "assemble", "open_index"]
 
 
 class Index:
@@ -105,10 +103,10 @@ class Index:
 
         With ``comm`` (an MPI communicator of several ranks) this is collective: the pairs are
         read on rank 0 (other ranks may pass None), the batch is sharded across ranks, and every
-        rank returns the answers and the merged stats (:func:`distgrail.distributed.query_sharded`).
+        rank returns the answers and the merged stats (:func:`distgrail.mpi.query.query_sharded`).
         """
         if comm is not None and comm.Get_size() > 1:
-            from .distributed import query_sharded
+            from .mpi.query import query_sharded
 
             return query_sharded(self, sources, targets, backend, comm)
         s, t = self._check_pairs(sources, targets)
@@ -117,8 +115,6 @@ class Index:
 
     def _query_local(self, s, t, be):
         stats = QueryStats(backend=be.name)
-        from .gpu_query import answer_batch_cuda
-
         ans = be.pick(answer_batch_numpy, answer_batch_cuda)(self.labels(be), s, t, stats)
         return np.asarray(ans, dtype=bool), stats
 
@@ -164,58 +160,6 @@ def assemble(graph, dag, forest, post0, intervals, dims, seed, parent_rule) -> I
         "labels/intervals": intervals,
     }
     return Index(meta, arrays)
-
-
-def build_index(graph, dims: int = 5, seed: int = 0, parent_rule: str = "max-level", backend="auto",
-                fmt: str = "auto", num_vertices: int | None = None, output=None, comm=None,
-                progress: bool = False) -> Index:
-    """Build a GRAIL index of ``graph``.
-
-    Parameters
-    ----------
-    graph : path or in-memory graph
-        Anything :func:`distgrail.graph.as_graph` accepts.
-    dims : int
-        Number of interval labels per vertex (d >= 1).
-    seed : int
-        Seed of the counter hash that orders siblings; same seed, same labels.
-    parent_rule : {"max-level", "dfs"}
-        Phase-1 parent rule (DESIGN.md).
-    backend : {"auto", "cpu", "gpu"}
-    output : path, optional
-        Write the index there (HDF5, atomically).
-    comm : MPI communicator, optional
-        Distribute phases 3–4 over its ranks (see :mod:`distgrail.distributed`).
-    progress : bool
-        Progress bar on stderr for runs longer than a second.
-
-    Examples
-    --------
-    >>> import distgrail
-    >>> idx = distgrail.build_index(distgrail.bundled_graph(), dims=2)
-    >>> idx.C
-    3617
-    """
-    check_label_args(dims, seed, parent_rule)
-    if comm is not None and comm.Get_size() > 1:
-        from .distributed import build_index_distributed
-
-        return build_index_distributed(graph, dims=dims, seed=seed, parent_rule=parent_rule, backend=backend,
-                                       fmt=fmt, num_vertices=num_vertices, output=output, comm=comm,
-                                       progress=progress)
-    be = get_backend(backend)
-    with Stages(progress, total=6) as st:
-        g = st.run("read", as_graph, graph, num_vertices, fmt)
-        dag = st.run("condense", condense, g)
-        forest = st.run("phases 1-2", build_forest, dag, seed, parent_rule, be)
-        timings = dict(forest.timings)
-        post0, iv = st.run("phases 3-4", label_dimensions, dag, forest, range(dims), seed, be, timings)
-        idx = assemble(g, dag, forest, post0, iv, dims, seed, parent_rule)
-        if output is not None:
-            st.run("write", idx.save, output)
-    idx.timings = {**st.timings, **timings}
-    idx.meta["backend"] = be.name
-    return idx
 
 
 def open_index(path) -> Index:

@@ -24,44 +24,16 @@ import os
 
 import numpy as np
 
+from .dtypes import smallest_int, smallest_uint
 from .errors import IndexFormatError
+from .io.atomic import atomic_path
 
-__all__ = ["FORMAT", "FORMAT_VERSION", "write_index_file", "read_index_file", "smallest_uint", "atomic_path"]
+__all__ = ["FORMAT", "FORMAT_VERSION", "write_index_file", "read_index_file"]
 
 FORMAT = "distgrail-index"
 FORMAT_VERSION = 1
 _ATTRS = ("seed", "dims", "parent_rule", "source_name", "source_sha256", "n_vertices", "n_components",
           "n_dag_edges", "n_levels", "distgrail_version")
-
-
-def smallest_uint(max_value: int):
-    for dt in (np.uint8, np.uint16, np.uint32, np.uint64):
-        if max_value <= np.iinfo(dt).max:
-            return dt
-    raise OverflowError(max_value)  # pragma: no cover
-
-
-def _smallest_int(max_value: int):
-    return np.int32 if max_value < 2**31 - 1 else np.int64
-
-
-class atomic_path:
-    """Context manager: yields a temporary path; renames it to ``path`` on success, removes it on error."""
-
-    def __init__(self, path):
-        self.path = os.fspath(path)
-        d, base = os.path.split(os.path.abspath(self.path))
-        self.tmp = os.path.join(d, f".{base}.tmp-{os.getpid()}")
-
-    def __enter__(self):
-        return self.tmp
-
-    def __exit__(self, exc_type, exc, tb):
-        if exc_type is None:
-            os.replace(self.tmp, self.path)
-        elif os.path.exists(self.tmp):
-            os.remove(self.tmp)
-        return False
 
 
 def write_index_file(path, meta: dict, arrays: dict) -> None:
@@ -75,7 +47,7 @@ def write_index_file(path, meta: dict, arrays: dict) -> None:
         "dag/indptr": np.int64,
         "dag/indices": uC,
         "dag/level": smallest_uint(max(int(meta["n_levels"]) - 1, 0)),
-        "forest/parent": _smallest_int(C),
+        "forest/parent": smallest_int(C),
         "forest/subtree_size": smallest_uint(C),
         "labels/dt_post0": uC,
         "labels/intervals": uC,

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 
-__all__ = ["row_ids", "seg_min", "seg_max", "seg_first_true"]
+__all__ = ["row_ids", "seg_min", "seg_max", "seg_first_true", "sorted_unique", "gather_rows"]
 
 
 def row_ids(indptr, xp=np):
@@ -50,3 +50,14 @@ def sorted_unique(a, xp=np):
     keep = xp.ones(s.size, dtype=bool)
     keep[1:] = s[1:] != s[:-1]
     return s[keep]
+
+
+def gather_rows(indptr, indices, rows, xp=np):
+    """Concatenate the CSR rows ``rows``; return (values, row lengths)."""
+    starts = indptr[rows]
+    counts = indptr[rows + 1] - starts
+    total = int(counts.sum())
+    if total == 0:
+        return indices[:0], counts
+    shift = xp.repeat(starts - (xp.cumsum(counts) - counts), counts)
+    return indices[shift + xp.arange(total, dtype=shift.dtype)], counts

@@ -1,5 +1,5 @@
 // Phase 1, max-level rule, from the forward CSR (no reverse CSR needed on the GPU).
-// Twin of distgrail.forest.parents_max_level: parent(v) = the in-neighbour p with
+// Twin of distgrail.stages.forest.parents_max_level: parent(v) = the in-neighbour p with
 // level(p) = level(v) - 1 and the largest dg_hash(base, p * C + v); equal hashes -> smaller p.
 // Pass 1 takes the largest hash per child, pass 2 the smallest p among the edges that hold it.
 #include "common.cuh"

@@ -9,7 +9,7 @@ export PYTHONUNBUFFERED=1 OMP_NUM_THREADS=${OMP_NUM_THREADS:-1}
 
 if command -v nvcc >/dev/null 2>&1; then
     echo "== nvcc: compile every kernels/*.cu (sm_90, the options CuPy gets)"
-    $PY -m distgrail.kernels --check
+    $PY -m distgrail.gpu.kernels --check
 else
     echo "== nvcc not installed: kernel compile check skipped"
 fi

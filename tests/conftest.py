@@ -57,7 +57,7 @@ def pytest_sessionfinish(session, exitstatus):
 
 
 def pytest_collection_modifyitems(config, items):
-    from distgrail.backend import gpu_available
+    from distgrail.gpu.backend import gpu_available
 
     if gpu_available():
         return
@@ -80,7 +80,7 @@ def data_dir():
 
 
 def load_pairs(name: str):
-    from distgrail.readers import read_pairs
+    from distgrail.io.pairs import read_pairs
 
     return read_pairs(os.path.join(DATA_DIR, f"{name}.gra.q100k.pairs.gz"))
 

@@ -3,7 +3,7 @@
 import numpy as np
 import pytest
 
-from distgrail.backend import get_backend
+from distgrail.gpu.backend import get_backend
 from distgrail.errors import BackendError
 
 

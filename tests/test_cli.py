@@ -96,7 +96,7 @@ def test_generate_then_index(tmp_path, kind, ext):
     g = tmp_path / f"g.{ext}"
     assert main(["generate", kind, "-n", "500", "--degree", "3", "--seed", "4", "-o", str(g), "--quiet"]) == 0
     back = distgrail.read_graph(str(g))
-    ref = distgrail.generate.generate(kind, 500, 3, seed=4)
+    ref = distgrail.io.generate.generate(kind, 500, 3, seed=4)
     assert back.n == 500
     # .gra and .h5 store the CSR without duplicate edges; edge lists keep every line
     assert set(zip(back.src.tolist(), back.dst.tolist())) == set(zip(ref.src.tolist(), ref.dst.tolist()))

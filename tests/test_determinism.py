@@ -5,7 +5,7 @@ import hashlib
 import numpy as np
 
 import distgrail
-from distgrail.generate import generate
+from distgrail.io.generate import generate
 
 
 def _sha(path):

@@ -8,8 +8,9 @@ import pytest
 
 from conftest import ROOT
 
-MODULES = ["distgrail", "distgrail.hashing", "distgrail.graph", "distgrail.condense", "distgrail.index",
-           "distgrail.backend", "distgrail.readers", "distgrail.generate", "distgrail.query"]
+MODULES = ["distgrail", "distgrail.hashing", "distgrail.io.read", "distgrail.io.graph", "distgrail.stages.condense",
+           "distgrail.index", "distgrail.build", "distgrail.gpu.backend", "distgrail.io.generate", "distgrail.query.stats",
+           "distgrail.mpi.collectives", "distgrail.mpi.binding"]
 
 
 @pytest.mark.parametrize("name", MODULES)

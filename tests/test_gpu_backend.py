@@ -4,7 +4,8 @@ page-locked host arrays, the pinned-staging fallback, and ``to_host(out=...)``."
 import numpy as np
 import pytest
 
-from distgrail import backend as B
+from distgrail.gpu import dma as B
+from distgrail.gpu.backend import get_backend
 from distgrail.errors import BackendError
 
 pytestmark = pytest.mark.gpu
@@ -14,7 +15,7 @@ BIG = B.STAGE_MIN_BYTES // 4 + 12_345  # int32 elements: above the threshold, no
 
 @pytest.fixture
 def gpu():
-    return B.get_backend("gpu")
+    return get_backend("gpu")
 
 
 def _data(n, dtype=np.int32, seed=0):

@@ -8,16 +8,16 @@ import numpy as np
 import pytest
 
 import distgrail
-from distgrail.backend import get_backend
-from distgrail.condense import condense
+from distgrail.gpu.backend import get_backend
+from distgrail.stages.condense import condense
 from distgrail.errors import BackendError
-from distgrail.forest import parents
-from distgrail.generate import generate
-from distgrail.graph import as_graph
-from distgrail.intervals import descendant_intervals
-from distgrail.labeling import _DeviceDAG
-from distgrail.ranks import post_order_ranks
-from distgrail.subtree import subtree_sizes
+from distgrail.stages.forest import parents
+from distgrail.io.generate import generate
+from distgrail.io.read import as_graph
+from distgrail.stages.intervals import descendant_intervals
+from distgrail.stages.labeling import _DeviceDAG
+from distgrail.stages.ranks import post_order_ranks
+from distgrail.stages.subtree import subtree_sizes
 from conftest import EXPECTED, graph_path
 
 pytestmark = pytest.mark.gpu
@@ -142,7 +142,8 @@ def test_build_index_parity_real_graph(data_dir):
 
 
 def test_too_large_graph_names_the_estimate():
-    from distgrail.gpu_labeling import ensure_fits, forest_bytes
+    from distgrail.gpu.memory import ensure_fits
+    from distgrail.stages.labeling import forest_bytes
 
     need = forest_bytes(10**11, 10**13)
     with pytest.raises(BackendError, match=r"needs about [0-9.]+ GiB"):
@@ -153,7 +154,7 @@ def test_sibling_key_ties_break_by_id():
     # equal float64 keys (the twin's lexsort sees the hash as float64) must end in id order
     import cupy as cp
 
-    from distgrail.kernels import load_module
+    from distgrail.gpu.kernels import load_module
 
     fh = cp.asarray([5.0, 1.0, 5.0, 1.0, 5.0, 2.0, 1.0])
     r = cp.asarray([6, 3, 1, 5, 4, 2, 0], dtype=cp.int64)  # sorted by fh, ties scrambled

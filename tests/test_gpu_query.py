@@ -1,4 +1,4 @@
-"""GPU queries (distgrail/gpu_query.py, kernels/query.cu) against the CPU backend and plain BFS.
+"""GPU queries (distgrail/query/answer.py, kernels/query.cu) against the CPU backend and plain BFS.
 
 Indexes are built on the CPU; only the queries run on the GPU. Every test checks that the GPU
 answers, per-step counts, reachable count and search rounds equal the CPU backend's.
@@ -8,9 +8,9 @@ import numpy as np
 import pytest
 
 import distgrail
-from distgrail import gpu_query
+from distgrail.query import answer as gpu_query
 from distgrail.bfs import bfs_reachable, csr_of, positive_pairs
-from distgrail.generate import generate
+from distgrail.io.generate import generate
 from conftest import EXPECTED, graph_path, load_pairs
 
 pytestmark = pytest.mark.gpu

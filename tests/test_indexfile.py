@@ -5,6 +5,7 @@ import numpy as np
 import pytest
 
 import distgrail
+import distgrail.io.pairs
 from distgrail import IndexFormatError
 
 
@@ -29,7 +30,7 @@ def test_schema_readable_with_plain_h5py(built):
 def test_roundtrip_answers(built):
     p, idx = built
     back = distgrail.open_index(p)
-    s, t = distgrail.readers.read_pairs(distgrail.bundled_pairs())
+    s, t = distgrail.io.pairs.read_pairs(distgrail.bundled_pairs())
     np.testing.assert_array_equal(back.reachable(s, t, backend="cpu"), idx.reachable(s, t, backend="cpu"))
 
 

@@ -9,13 +9,14 @@ import pytest
 
 import distgrail
 from distgrail import GraphFormatError, read_graph
-from distgrail import readers
-from distgrail.binary import read_binary_graph, read_condensation, write_binary_graph
+from distgrail.io import edgelist, gra
+from distgrail.io import text as readers
+from distgrail.io.binary import read_binary_graph, read_condensation, write_binary_graph
 from distgrail.cli import main
-from distgrail.condense import condense
-from distgrail.generate import KINDS, generate, generate_csr
-from distgrail.graph import EdgeGraph
-from distgrail.writers import format_ints, write_graph
+from distgrail.stages.condense import condense
+from distgrail.io.generate import KINDS, generate, generate_csr
+from distgrail.io.graph import EdgeGraph
+from distgrail.io.writers import format_ints, write_graph
 
 DAG_FIELDS = ("comp", "indptr", "indices", "rindptr", "rindices", "level", "level_ptr")
 
@@ -33,8 +34,8 @@ def write(tmp_path, name, text):
 @pytest.fixture
 def no_fast(monkeypatch):
     """Force the general (byte-exact) path everywhere."""
-    monkeypatch.setattr(readers, "_gra_chunk_fast", lambda *a: None)
-    monkeypatch.setattr(readers, "_pairs_chunk_fast", lambda *a: None)
+    monkeypatch.setattr(gra, "_gra_chunk_fast", lambda *a: None)
+    monkeypatch.setattr(edgelist, "_pairs_chunk_fast", lambda *a: None)
 
 
 # -- parsers -----------------------------------------------------------------------------
@@ -59,7 +60,7 @@ def test_gra_and_edgelist_chunk_size_does_not_change_result(tmp_path, monkeypatc
 def test_gra_fast_and_general_paths_agree(tmp_path, monkeypatch, text):
     p = write(tmp_path, "a.gra", text)
     fast = read_graph(p)
-    monkeypatch.setattr(readers, "_gra_chunk_fast", lambda *a: None)
+    monkeypatch.setattr(gra, "_gra_chunk_fast", lambda *a: None)
     slow = read_graph(p)
     assert fast.n == slow.n and edges(fast) == edges(slow)
 
@@ -72,13 +73,13 @@ def test_gra_fast_and_general_paths_agree(tmp_path, monkeypatch, text):
 def test_edgelist_fast_and_general_paths_agree(tmp_path, monkeypatch, text):
     p = write(tmp_path, "a.txt", text)
     fast = read_graph(p)
-    monkeypatch.setattr(readers, "_pairs_chunk_fast", lambda *a: None)
+    monkeypatch.setattr(edgelist, "_pairs_chunk_fast", lambda *a: None)
     slow = read_graph(p)
     assert fast.n == slow.n and edges(fast) == edges(slow)
 
 
 def test_many_comments_take_the_general_path(tmp_path, monkeypatch):
-    monkeypatch.setattr(readers, "_MAX_FAST_COMMENTS", 2)
+    monkeypatch.setattr(edgelist, "MAX_FAST_COMMENTS", 2)
     g = read_graph(write(tmp_path, "a.txt", "".join(f"{i} {i + 1} # c\n" for i in range(10))))
     assert edges(g) == [(i, i + 1) for i in range(10)]
 

@@ -7,7 +7,7 @@ import zipfile
 
 import pytest
 
-from distgrail.kernels import kernel_dir, kernel_source
+from distgrail.gpu.kernels import kernel_dir, kernel_source
 from conftest import ROOT
 
 
@@ -33,7 +33,7 @@ def test_wheel_contains_kernels(tmp_path):
     # the installed layout resolves: unpack and load from it
     z = tmp_path / "unpacked"
     zipfile.ZipFile(wheel).extractall(z)
-    code = ("import distgrail.kernels as k; d = k.kernel_dir(); "
+    code = ("import distgrail.gpu.kernels as k; d = k.kernel_dir(); "
             "assert d.endswith('_kernels'), d; print(d)")
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=z,
                        env=dict(os.environ, PYTHONPATH=str(z)))

@@ -15,7 +15,10 @@ import numpy as np
 import pytest
 
 import distgrail
-from distgrail import distributed
+import distgrail.io.pairs
+from distgrail.mpi import binding, collectives
+from distgrail.mpi import build as distributed
+from distgrail.mpi.errors import RankError
 from distgrail.errors import DistGrailError
 
 pytestmark = [pytest.mark.mpi(min_size=2), pytest.mark.timeout(120)]
@@ -100,7 +103,7 @@ def test_timings_include_the_transfers(comm):
 
 def test_dag_broadcast_leaves_the_reverse_csr_on_rank_0(comm):
     """Only phase 1 (rank 0) reads the reverse CSR, so the broadcast does not send it."""
-    from distgrail.condense import DAG, condense
+    from distgrail.stages.condense import DAG, condense
 
     here = comm.Get_rank() == 0
     dag = condense(cyclic_graph()) if here else None
@@ -133,7 +136,7 @@ def test_every_label_path_gives_the_same_index(comm, monkeypatch, layout):
 
 
 def test_node_groups_allgather_uneven_blocks(comm, monkeypatch):
-    from distgrail.nodeshare import NodeGroups
+    from distgrail.mpi.nodeshare import NodeGroups
 
     monkeypatch.setenv("DISTGRAIL_RANKS_PER_NODE", "1")
     size, me = comm.Get_size(), comm.Get_rank()
@@ -151,7 +154,7 @@ def test_node_groups_allgather_uneven_blocks(comm, monkeypatch):
 
 
 def test_shared_memory_needs_room():
-    from distgrail.nodeshare import room_for
+    from distgrail.mpi.nodeshare import room_for
 
     assert not room_for(1 << 60)
     assert room_for(1 << 60, "/nonexistent/shm")  # no tmpfs there: the MPI library decides
@@ -160,7 +163,7 @@ def test_shared_memory_needs_room():
 
 def test_chunked_transfers_give_the_same_index_and_answers(comm, monkeypatch):
     """Arrays above CHUNK_BYTES go in several rounds; force that with a tiny chunk."""
-    monkeypatch.setattr(distributed, "CHUNK_BYTES", 1000)
+    monkeypatch.setattr(collectives, "CHUNK_BYTES", 1000)
     g = cyclic_graph()
     ref = distgrail.build_index(g, dims=3, seed=2, backend="cpu")
     idx = distgrail.build_index(g, dims=3, seed=2, backend="cpu", comm=comm)
@@ -184,7 +187,7 @@ def test_sharded_answers_in_input_order(comm, kegg_index, k):
     size = comm.Get_size()
     k = {"size-1": size - 1, "size+1": size + 1}.get(k, k)
     rng = np.random.default_rng(k)
-    s, t = distgrail.readers.read_pairs(distgrail.bundled_pairs())
+    s, t = distgrail.io.pairs.read_pairs(distgrail.bundled_pairs())
     pick = rng.permutation(s.size)[:k]  # shuffled pairs
     s, t = s[pick], t[pick]
     want, ref = kegg_index.query(s, t, backend="cpu")
@@ -198,14 +201,14 @@ def test_sharded_answers_in_input_order(comm, kegg_index, k):
 
 
 def test_all_pairs_of_the_bundled_batch(comm, kegg_index):
-    s, t = distgrail.readers.read_pairs(distgrail.bundled_pairs())
+    s, t = distgrail.io.pairs.read_pairs(distgrail.bundled_pairs())
     got, stats = kegg_index.query(s, t, backend="cpu", comm=comm)  # every rank may pass the pairs too
     everywhere(comm, int(got.sum()) == distgrail.BUNDLED_REACHABLE == stats.reachable, stats)
 
 
 def test_stats_are_summed_over_ranks(comm, kegg_index):
     """The per-step counts of the merged stats are the sums of the shards' own counts."""
-    s, t = distgrail.readers.read_pairs(distgrail.bundled_pairs())
+    s, t = distgrail.io.pairs.read_pairs(distgrail.bundled_pairs())
     s, t = s[:5000], t[:5000]
     counts = distributed.split_counts(s.size, comm.Get_size())
     off = np.concatenate(([0], np.cumsum(counts)))
@@ -225,7 +228,7 @@ def expect_rank_error(comm, fn, *needles):
     try:
         fn()
         outcome = "no error"
-    except distributed.RankError as e:
+    except RankError as e:
         outcome = "" if all(n in str(e) for n in needles) else f"message {str(e)!r} lacks {needles}"
     except Exception as e:  # noqa: BLE001 - reported below
         outcome = f"{type(e).__name__}: {e}"
@@ -260,7 +263,7 @@ def test_unreadable_graph_on_rank_0_fails_every_rank_with_file_and_line(comm, tm
 
 def test_failed_write_leaves_no_file(comm, tmp_path, monkeypatch):
     import distgrail.index as index_mod
-    from distgrail.indexfile import atomic_path
+    from distgrail.io.atomic import atomic_path
 
     def half_write(path, meta, arrays):
         with atomic_path(path) as tmp:
@@ -315,7 +318,7 @@ def test_a_rank_failing_while_answering_fails_every_rank(comm, kegg_index, monke
             raise MemoryError("out of device memory (injected)")
 
         monkeypatch.setattr(kegg_index, "_query_local", boom)
-    s, t = distgrail.readers.read_pairs(distgrail.bundled_pairs())
+    s, t = distgrail.io.pairs.read_pairs(distgrail.bundled_pairs())
     expect_rank_error(comm, lambda: kegg_index.query(s[:100], t[:100], backend="cpu", comm=comm),
                       f"rank {bad}", "answering queries", "MemoryError: out of device memory (injected)")
     monkeypatch.undo()  # the communicator is still in step and usable afterwards
@@ -356,7 +359,7 @@ def fake_cupy(n_devices, bus=lambda i: f"0000:{i:02x}:00.0"):
 
 def test_bind_gpu_on_the_cpu_does_nothing_and_imports_no_cupy(comm):
     before = "cupy" in sys.modules
-    dev = distributed.bind_gpu(comm, "cpu")
+    dev = binding.bind_gpu(comm, "cpu")
     everywhere(comm, dev is None and ("cupy" in sys.modules) == before, f"device {dev}")
 
 
@@ -365,7 +368,7 @@ def test_bind_gpu_gives_each_local_rank_its_own_device(comm, monkeypatch):
     monkeypatch.setitem(sys.modules, "cupy", cp)
     monkeypatch.delenv("SLURM_LOCALID", raising=False)
     monkeypatch.delenv("DISTGRAIL_GPU", raising=False)
-    dev = distributed.bind_gpu(comm, "gpu")
+    dev = binding.bind_gpu(comm, "gpu")
     everywhere(comm, dev == comm.Get_rank() and cp.used == [dev], f"device {dev}, used {cp.used}")
 
 
@@ -374,13 +377,13 @@ def test_bind_gpu_follows_slurm_localid_and_the_override(comm, monkeypatch):
     monkeypatch.setitem(sys.modules, "cupy", cp)
     size, me = comm.Get_size(), comm.Get_rank()
     monkeypatch.setenv("SLURM_LOCALID", str(size - 1 - me))
-    dev = distributed.bind_gpu(comm, "auto")
+    dev = binding.bind_gpu(comm, "auto")
     everywhere(comm, dev == size - 1 - me, f"device {dev}")
     monkeypatch.setenv("SLURM_LOCALID", "0")  # inherited by every rank (mpirun inside sbatch): ignored
-    dev = distributed.bind_gpu(comm, "gpu")
+    dev = binding.bind_gpu(comm, "gpu")
     everywhere(comm, dev == me, f"device {dev}")
     monkeypatch.setenv("DISTGRAIL_GPU", "7,5,3")
-    dev = distributed.bind_gpu(comm, "gpu")
+    dev = binding.bind_gpu(comm, "gpu")
     everywhere(comm, dev == [7, 5, 3][me % 3], f"device {dev}")
 
 
@@ -388,8 +391,8 @@ def test_too_few_gpus_is_an_error_unless_shared(comm, monkeypatch):
     monkeypatch.setitem(sys.modules, "cupy", fake_cupy(1))
     monkeypatch.delenv("SLURM_LOCALID", raising=False)
     monkeypatch.delenv("DISTGRAIL_GPU", raising=False)
-    expect_rank_error(comm, lambda: distributed.bind_gpu(comm, "gpu"), "distinct GPU", "--share-gpus")
-    dev = distributed.bind_gpu(comm, "gpu", share=True)
+    expect_rank_error(comm, lambda: binding.bind_gpu(comm, "gpu"), "distinct GPU", "--share-gpus")
+    dev = binding.bind_gpu(comm, "gpu", share=True)
     everywhere(comm, dev == 0, f"device {dev}")
 
 
@@ -399,14 +402,14 @@ def test_one_gpu_per_rank_through_cuda_visible_devices_is_fine(comm, monkeypatch
     monkeypatch.setitem(sys.modules, "cupy", fake_cupy(1, bus=lambda i: f"0000:{me:02x}:00.0"))
     monkeypatch.delenv("SLURM_LOCALID", raising=False)
     monkeypatch.delenv("DISTGRAIL_GPU", raising=False)
-    dev = distributed.bind_gpu(comm, "gpu")
+    dev = binding.bind_gpu(comm, "gpu")
     everywhere(comm, dev == 0, f"device {dev}")
 
 
 def test_gpu_backend_without_a_gpu_fails_every_rank(comm, monkeypatch):
     monkeypatch.setitem(sys.modules, "cupy", fake_cupy(1 if comm.Get_rank() == 0 else 0))
     bad = "rank 1"
-    expect_rank_error(comm, lambda: distributed.bind_gpu(comm, "gpu"), bad, "binding a GPU", "CUDA device")
+    expect_rank_error(comm, lambda: binding.bind_gpu(comm, "gpu"), bad, "binding a GPU", "CUDA device")
 
 
 def test_ranks_holding_different_indexes_is_an_error(comm, kegg_index):
@@ -426,7 +429,7 @@ def test_out_of_memory_while_receiving_a_broadcast_fails_every_rank(comm, monkey
                 raise MemoryError("Unable to allocate (injected)")
             return real(shape, *a, **k)
 
-        monkeypatch.setattr(distributed.np, "empty", empty)
+        monkeypatch.setattr(collectives.np, "empty", empty)
     expect_rank_error(comm, lambda: distgrail.build_index(distgrail.bundled_graph(), dims=2, backend="cpu",
                                                           comm=comm),
                       f"rank {bad}", "to receive a broadcast", "MemoryError")

@@ -15,6 +15,7 @@ import numpy as np
 import pytest
 
 import distgrail
+import distgrail.io.pairs
 
 MPIEXEC = os.path.join(os.path.dirname(sys.executable), "mpiexec")
 pytestmark = pytest.mark.skipif(not os.access(MPIEXEC, os.X_OK), reason=f"no {MPIEXEC} (PyPI mpich)")
@@ -50,12 +51,12 @@ def test_uncaught_error_on_one_rank_aborts_the_job_instead_of_hanging(tmp_path, 
     script.write_text(
         "import sys\n"
         "from mpi4py import MPI\n"
-        "import distgrail.distributed\n"
+        "import distgrail.mpi.binding, distgrail.mpi.build\n"
         "from distgrail.cli import main\n"
         "if MPI.COMM_WORLD.Get_rank() == 1:\n"
         "    def crash(*a, **k):\n"
         "        raise ZeroDivisionError('bug on rank 1')\n"
-        f"    distgrail.distributed.{where} = crash\n"
+        f"    setattr(distgrail.mpi.{'binding' if where == 'bind_gpu' else 'build'}, {where!r}, crash)\n"
         f"sys.exit(main(['index', 'bundled', '-o', {str(tmp_path / 'out.h5')!r}, '--backend', 'cpu', '--quiet']))\n")
     r = mpirun(2, str(script), timeout=60)
     assert r.returncode != 0
@@ -75,7 +76,7 @@ def test_four_ranks_give_the_one_process_index_and_answers(tmp_path):
     ans = tmp_path / "answers.npy"
     r = mpirun(4, "-m", "distgrail", "query", str(four), "bundled", "-o", str(ans), "--backend", "cpu", "--json")
     assert r.returncode == 0, r.stderr
-    s, t = distgrail.readers.read_pairs(distgrail.bundled_pairs())
+    s, t = distgrail.io.pairs.read_pairs(distgrail.bundled_pairs())
     want, _ = ref.query(s, t, backend="cpu")
     assert np.array_equal(np.load(ans), want)
     assert '"ranks": 4' in r.stdout and f'"reachable": {distgrail.BUNDLED_REACHABLE}' in r.stdout
@@ -93,14 +94,14 @@ def test_distributed_code_path_with_one_rank():
     """build_index_distributed and query_sharded on a one-rank communicator equal the plain path."""
     from mpi4py import MPI
 
-    from distgrail.distributed import build_index_distributed
+    from distgrail.mpi.build import build_index_distributed
 
     ref = distgrail.build_index(distgrail.bundled_graph(), dims=3, seed=9, backend="cpu")
     idx = build_index_distributed(distgrail.bundled_graph(), dims=3, seed=9, backend="cpu", comm=MPI.COMM_SELF)
     for k in ref.arrays:
         assert ref.arrays[k].dtype == idx.arrays[k].dtype and ref.arrays[k].tobytes() == idx.arrays[k].tobytes(), k
-    s, t = distgrail.readers.read_pairs(distgrail.bundled_pairs())
-    from distgrail.distributed import query_sharded
+    s, t = distgrail.io.pairs.read_pairs(distgrail.bundled_pairs())
+    from distgrail.mpi.query import query_sharded
 
     got, stats = query_sharded(idx, s, t, "cpu", MPI.COMM_SELF)
     want, ref_stats = ref.query(s, t, backend="cpu")
@@ -110,9 +111,10 @@ def test_distributed_code_path_with_one_rank():
 def test_docstring_examples_of_the_distributed_module():
     import doctest
 
-    from distgrail import distributed
+    from distgrail.mpi import binding, collectives
 
-    assert doctest.testmod(distributed, optionflags=doctest.NORMALIZE_WHITESPACE).failed == 0
+    for mod in (binding, collectives):
+        assert doctest.testmod(mod, optionflags=doctest.NORMALIZE_WHITESPACE).failed == 0
 
 
 def test_one_process_commands_run_once_under_mpi(tmp_path):

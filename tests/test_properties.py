@@ -6,8 +6,8 @@ from hypothesis import given, settings, HealthCheck
 from hypothesis import strategies as st
 
 import distgrail
-from distgrail.condense import condense
-from distgrail.generate import generate
+from distgrail.stages.condense import condense
+from distgrail.io.generate import generate
 from conftest import closure
 
 
@@ -90,7 +90,7 @@ def test_special_shapes(shape, rule):
 
 def test_dense_dag_path_counts_saturate_not_wrap():
     # 120 vertices fully ordered: 2^118 paths from vertex 0, far past uint64
-    from distgrail.forest import path_counts
+    from distgrail.stages.forest import path_counts
     from distgrail import satmath
 
     n = 120

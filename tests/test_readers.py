@@ -6,10 +6,10 @@ import pytest
 import scipy.sparse as sp
 
 import distgrail
-import distgrail.generate
-import distgrail.writers
+import distgrail.io.generate
+import distgrail.io.writers
 from distgrail import GraphFormatError, read_graph
-from distgrail.graph import as_graph
+from distgrail.io.read import as_graph
 
 
 def write(tmp_path, name, text):
@@ -71,10 +71,10 @@ def test_gra_empty_file(tmp_path):
 
 def test_gra_big_chunks_agree_with_small(tmp_path, monkeypatch):
     # parse across many chunk boundaries: same graph, same error lines
-    g0 = distgrail.generate.paper_dag(3000, 6, seed=2)
+    g0 = distgrail.io.generate.paper_dag(3000, 6, seed=2)
     p = str(tmp_path / "g.gra")
-    distgrail.writers.write_graph(g0, p)
-    from distgrail import readers
+    distgrail.io.writers.write_graph(g0, p)
+    from distgrail.io import text as readers
 
     big = read_graph(p)
     monkeypatch.setattr(readers, "CHUNK_BYTES", 1000)

@@ -4,6 +4,7 @@ import numpy as np
 import pytest
 
 import distgrail
+import distgrail.io.pairs
 from distgrail.bfs import bfs_reachable, csr_of
 from conftest import EXPECTED, graph_path, load_pairs
 
@@ -27,6 +28,6 @@ def test_counts_all_dims_and_rules(name, data_dir):
 def test_bundled_graph_matches_shared_copy(data_dir):
     with open(distgrail.bundled_graph(), "rb") as a, open(graph_path("kegg_dag_uniq"), "rb") as b:
         assert a.read() == b.read()
-    s, t = distgrail.readers.read_pairs(distgrail.bundled_pairs())
+    s, t = distgrail.io.pairs.read_pairs(distgrail.bundled_pairs())
     idx = distgrail.build_index(distgrail.bundled_graph(), dims=3, backend="cpu")
     assert int(idx.reachable(s, t).sum()) == distgrail.BUNDLED_REACHABLE

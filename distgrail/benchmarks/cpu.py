@@ -24,7 +24,7 @@ from scipy.sparse.csgraph import breadth_first_order
 import distgrail
 from distgrail.benchmarks import default_data_dir
 from distgrail.bfs import bfs_reachable, csr_of
-from distgrail.readers import read_pairs
+from distgrail.io.pairs import read_pairs
 
 
 def best(fn, repeat):
@@ -76,7 +76,7 @@ def main(argv=None):
         tc *= scale
         print(f"{name:<18}{g.n:>7}{tb * 1e3:>10.1f}{tq * 1e3:>10.1f}{tbfs * 1e3:>10.0f}{tc * 1e3:>10.0f}"
               f"{tbfs / tq:>8.0f}x{tc / tq:>8.0f}x{int(ans.sum()):>7}")
-    from distgrail.generate import generate
+    from distgrail.io.generate import generate
 
     t0 = time.perf_counter()
     g = generate("paper", 100_000, 10, seed=1)

@@ -42,11 +42,11 @@ def step(name: str, a: dict) -> dict:
     """One measurement, run inside a child process."""
     import numpy as np
 
-    from distgrail.binary import read_binary_graph, read_condensation, write_binary_graph
-    from distgrail.condense import condense
-    from distgrail.generate import generate_csr
-    from distgrail.readers import read_graph
-    from distgrail.writers import write_graph
+    from distgrail.io.binary import read_binary_graph, read_condensation, write_binary_graph
+    from distgrail.stages.condense import condense
+    from distgrail.io.generate import generate_csr
+    from distgrail.io.read import read_graph
+    from distgrail.io.writers import write_graph
 
     base = _rss_mb()
     out = {}
@@ -96,7 +96,7 @@ def step(name: str, a: dict) -> dict:
         out["condensation_s"] = time.perf_counter() - t
         out["C"] = dag.C
     elif name == "condense_cyclic":
-        from distgrail.graph import EdgeGraph
+        from distgrail.io.graph import EdgeGraph
 
         g = read_binary_graph(a["h5"])
         rng = np.random.default_rng(0)

@@ -30,9 +30,9 @@ import numpy as np
 
 import distgrail
 from distgrail.benchmarks import default_data_dir
-from distgrail.condense import condense
-from distgrail.generate import generate
-from distgrail.labeling import build_forest, label_dimensions
+from distgrail.stages.condense import condense
+from distgrail.io.generate import generate
+from distgrail.stages.labeling import build_forest, label_dimensions
 
 PHASES = ("phase1_forest", "phase2_subtree_sizes", "phase3_ranks", "phase4_intervals")
 
@@ -96,7 +96,7 @@ def main(argv=None):
     args = p.parse_args(argv)
     import cupy
 
-    from distgrail import kernels
+    from distgrail.gpu import kernels
 
     t_start = time.perf_counter()
     sets = set(args.sets.split(","))

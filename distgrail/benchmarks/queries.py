@@ -30,8 +30,8 @@ import numpy as np
 import distgrail
 from distgrail.benchmarks import default_data_dir
 from distgrail.bfs import bfs_reachable, csr_of, positive_pairs
-from distgrail.generate import generate
-from distgrail.query import STEPS
+from distgrail.io.generate import generate
+from distgrail.query.stats import STEPS
 
 GENERATED = (
     ("paper", 250_000, 50, None),
@@ -85,7 +85,7 @@ def bfs_time(ip, ix, s, t, budget):
 def breakdown(idx, s, t, repeat):
     """(answer_batch_cuda alone: no id validation, s; kernels alone on device-resident pairs, s)."""
     import cupy as cp
-    from distgrail.gpu_query import _context, answer_batch_cuda
+    from distgrail.query.answer import _context, answer_batch_cuda
 
     L = idx.labels("gpu")
     _, core = median_time(lambda: answer_batch_cuda(L, s, t), repeat)
@@ -129,7 +129,7 @@ def main(argv=None):
     # an empty CuPy kernel cache, so the first call's compile time is a real NVRTC compile
     os.environ["CUPY_CACHE_DIR"] = tempfile.mkdtemp(prefix="distgrail-cupy-cache-")
     import cupy as cp
-    from distgrail import kernels
+    from distgrail.gpu import kernels
 
     dev = cp.cuda.runtime.getDeviceProperties(cp.cuda.Device().id)
     print(f"distgrail {distgrail.__version__}; GPU {dev['name'].decode()}; CuPy {cp.__version__}; d={args.dims}; "
@@ -214,7 +214,7 @@ def main(argv=None):
         idx = distgrail.build_index(g, dims=args.dims, backend="cpu")
         rng = np.random.default_rng(99)
         s, t = rng.integers(0, g.n, args.big), rng.integers(0, g.n, args.big)
-        from distgrail import gpu_query
+        from distgrail.query import answer as gpu_query
 
         mem0 = cp.get_default_memory_pool().total_bytes()
         t0 = time.perf_counter()

@@ -45,7 +45,7 @@ def main(argv=None):
     comm = world.Clone() if world.Get_size() > 1 else None
     rank = world.Get_rank()
     if comm is not None:
-        from distgrail.distributed import bind_gpu
+        from distgrail.mpi.binding import bind_gpu
 
         bind_gpu(comm, args.backend)
     be = distgrail.get_backend(args.backend)

@@ -1,7 +1,7 @@
 """CUDA sources in ``kernels/`` (shipped in the wheel as ``distgrail/_kernels``), compiled
 by CuPy ``RawModule`` once per device and cached (CuPy also caches binaries in CUPY_CACHE_DIR).
 
-``python -m distgrail.kernels --check`` compiles every ``kernels/*.cu`` with ``nvcc -cubin``
+``python -m distgrail.gpu.kernels --check`` compiles every ``kernels/*.cu`` with ``nvcc -cubin``
 and the same options CuPy gets, so a kernel that does not compile fails CI on a CPU machine.
 """
 
@@ -15,7 +15,7 @@ import time
 
 __all__ = ["kernel_dir", "kernel_source", "load_module", "NVRTC_OPTIONS", "compile_times"]
 
-_HERE = os.path.dirname(os.path.abspath(__file__))
+_HERE = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))  # the distgrail package
 #: options shared by NVRTC (CuPy) and nvcc (CI check); -I<kernel dir> is added at use
 NVRTC_OPTIONS = ("-std=c++17", "-DDG_KERNELS=1")
 _CACHE: dict = {}
@@ -28,7 +28,7 @@ def kernel_dir() -> str:
     for d in (os.path.join(_HERE, "_kernels"), os.path.join(os.path.dirname(_HERE), "kernels")):
         if os.path.isdir(d) and glob.glob(os.path.join(d, "*.cu")):
             return d
-    from .errors import BackendError
+    from ..errors import BackendError
 
     raise BackendError(f"CUDA kernel sources not found next to {_HERE} (expected _kernels/ or ../kernels/)")
 

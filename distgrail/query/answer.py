@@ -1,6 +1,6 @@
-"""GPU query answering: prefilters and guided multi-query search (CuPy + kernels/query.cu).
+"""Answering a query batch: the NumPy path (steps 1–5 in order) and the GPU path (CuPy + kernels/query.cu).
 
-``answer_batch_cuda`` is the CUDA counterpart of :func:`distgrail.query.answer_batch_numpy` and
+``answer_batch_cuda`` is the CUDA counterpart of :func:`answer_batch_numpy` and
 gives the same answers, the same per-step counts and the same number of search rounds.
 
 * Steps 1–4 are one fused kernel (``dg_prefilter``): component lookup, level filter, all d
@@ -8,7 +8,7 @@ gives the same answers, the same per-step counts and the same number of search r
   component; the pairs left undecided are appended to a work list.
 * Step 5 (``dg_search``) runs every undecided pair of the chunk at once, one warp per query
   with dynamic scheduling: a level-synchronous search with exactly the frontiers of
-  :func:`distgrail.query.guided_search_numpy` (level and interval pruning, positive DT-subtree
+  :func:`distgrail.query.search.guided_search_numpy` (level and interval pruning, positive DT-subtree
   cut on every entered vertex, early exit), a per-warp visited bitmap that the warp clears after
   each query, and a per-warp queue. A query whose queue would outgrow ``QUEUE_CAP`` is redone
   in a second launch with room for every component.
@@ -22,10 +22,13 @@ import time
 
 import numpy as np
 
-from .errors import BackendError
-from .query import SAME, LEVEL, INTERVAL, TREE, SEARCH_POS, SEARCH_NEG, STEPS
+from ..errors import BackendError
+from ..gpu.kernels import load_module
+from .prefilter import prefilter
+from .search import guided_search_numpy
+from .stats import INTERVAL, LEVEL, SAME, SEARCH_NEG, SEARCH_POS, STEPS, TREE, UNDECIDED, Labels, QueryStats
 
-__all__ = ["answer_batch_cuda", "CHUNK_PAIRS", "QUEUE_CAP", "SCRATCH_BYTES"]
+__all__ = ["answer_batch_numpy", "answer_batch_cuda", "CHUNK_PAIRS", "QUEUE_CAP", "SCRATCH_BYTES"]
 
 #: pairs per GPU chunk (inputs 16 B + work list 32 B + answer 1 B per pair on the device)
 CHUNK_PAIRS = 1 << 23
@@ -36,6 +39,25 @@ SCRATCH_BYTES = 1 << 30
 
 _BLOCK = 256
 _I32_MAX = np.iinfo(np.int32).max
+
+
+def answer_batch_numpy(L: Labels, sources: np.ndarray, targets: np.ndarray, stats: QueryStats | None = None):
+    """All five steps on the CPU for original vertex ids; returns bool answers."""
+    t0 = time.perf_counter()
+    cu = L.comp[sources]
+    cv = L.comp[targets]
+    ans, code = prefilter(L, cu, cv)
+    und = np.flatnonzero(code == UNDECIDED)
+    found, rounds = guided_search_numpy(L, cu[und], cv[und])
+    ans[und] = found
+    code[und] = np.where(found, SEARCH_POS, SEARCH_NEG)
+    if stats is not None:
+        stats.queries += int(sources.size)
+        stats.reachable += int(np.count_nonzero(ans))
+        stats.add_codes(code)
+        stats.search_rounds = max(stats.search_rounds, rounds)
+        stats.seconds += time.perf_counter() - t0
+    return ans
 
 
 class _Context:
@@ -63,8 +85,6 @@ class _Context:
         self.comp = cp.asarray(L.comp, dtype=cp.int32)
         self.indptr = cp.asarray(L.indptr, dtype=cp.int64)
         self.indices = cp.asarray(L.indices, dtype=cp.int32) if int(L.indices.shape[0]) else cp.zeros(1, cp.int32)
-        from .kernels import load_module
-
         mod = load_module("query")
         self.k_pre = mod.get_function("dg_prefilter")
         self.k_search = mod.get_function("dg_search")

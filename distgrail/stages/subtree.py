@@ -7,6 +7,8 @@ so sweeping levels from the deepest up finishes every subtree before its parent 
 from __future__ import annotations
 
 import numpy as np
+from ..gpu.memory import oom_guard
+from ..gpu.sweep import cupy, kernel, sweep
 
 __all__ = ["subtree_sizes"]
 
@@ -29,6 +31,23 @@ def subtree_sizes_numpy(parent, level_ptr):
 
 def subtree_sizes(be, parent, level_ptr):
     """Phase 2 on backend ``be``."""
-    from .gpu_labeling import subtree_sizes_cuda
-
     return be.pick(subtree_sizes_numpy, subtree_sizes_cuda)(parent, level_ptr)
+
+
+# -- CUDA launcher ------------------------------------------------------------------------
+
+@oom_guard
+def subtree_sizes_cuda(parent, level_ptr):
+    """GPU twin of :func:`distgrail.stages.subtree.subtree_sizes_numpy`."""
+    cp = cupy()
+    C = parent.size
+    size = cp.ones(C, dtype=cp.int64)
+    lp = np.asarray(level_ptr, dtype=np.int64)
+    L = lp.size - 1
+    if C == 0 or L <= 1:
+        return size
+    lp_dev = cp.asarray(lp)
+    work = np.diff(lp)  # vertex-parallel: each child level adds its sizes into the parents
+    size_levels = kernel("labeling", "dg_size_levels")
+    sweep(size_levels, size_levels, lp_dev, work, 1, L - 1, True, (parent, size), (parent, size))
+    return size

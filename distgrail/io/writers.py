@@ -9,11 +9,11 @@ import os
 
 import numpy as np
 
-from .errors import DistGrailError
-from .graph import EdgeGraph, id_dtype
-from .indexfile import atomic_path
+from ..errors import DistGrailError
+from .graph import edge_graph_csr
+from .atomic import atomic_path
 
-__all__ = ["format_ints", "write_graph", "write_csr", "edge_graph_csr", "write_answers", "TEXT_FORMATS"]
+__all__ = ["format_ints", "write_graph", "write_csr", "write_answers", "TEXT_FORMATS"]
 
 TEXT_FORMATS = ("gra", "edgelist")
 #: numbers formatted per call (small enough to stay in cache)
@@ -64,28 +64,6 @@ def format_ints(vals: np.ndarray, suffix: np.ndarray, table: list[bytes]) -> byt
     tab = np.array([np.frombuffer(t.ljust(4, b"\0"), dtype=np.uint32)[0] for t in table], dtype=np.uint32)
     words[groups] = tab[suffix]
     return words.T.tobytes().translate(None, b"\0")
-
-
-def edge_graph_csr(graph: EdgeGraph):
-    """(indptr int64, indices) of ``graph`` with successors sorted and repeats merged.
-
-    Without a sort when the edges already come sorted by (source, target) and distinct (graphs
-    read from ``.gra`` or ``.h5`` files, generated graphs); else through SciPy."""
-    n, src, dst = graph.n, graph.src, graph.dst
-    dt = id_dtype(n)
-    if graph.m == 0:
-        return np.zeros(n + 1, dtype=np.int64), np.zeros(0, dtype=dt)
-    same = src[1:] == src[:-1]
-    if (src[1:] >= src[:-1]).all() and not (same & (dst[1:] <= dst[:-1])).any():
-        indptr = np.zeros(n + 1, dtype=np.int64)
-        np.cumsum(np.bincount(src, minlength=n), out=indptr[1:])
-        return indptr, dst.astype(dt, copy=False)
-    del same
-    import scipy.sparse as sp
-
-    a = sp.csr_matrix((np.ones(graph.m, dtype=np.bool_), (src, dst)), shape=(n, n))
-    a.sum_duplicates()
-    return a.indptr.astype(np.int64), a.indices.astype(dt)
 
 
 def _gra_blocks(n, indptr, indices):

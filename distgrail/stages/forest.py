@@ -11,7 +11,7 @@ Rules (DESIGN.md "Phase 1: which parent?"):
     in-neighbour minimising dist(p) + w(p→v), ties by larger level, then hash. This is the
     DFS discovery order of the path tree (exact until counts saturate).
 
-Levels come with the condensed DAG (see :mod:`distgrail.condense`): components are numbered
+Levels come with the condensed DAG (see :mod:`distgrail.stages.condense`): components are numbered
 by level, so every sweep here walks contiguous level slices.
 """
 
@@ -19,9 +19,12 @@ from __future__ import annotations
 
 import numpy as np
 
-from . import satmath
-from .hashing import STREAM_PARENT, hash3
-from .segments import row_ids, seg_first_true, seg_max, seg_min
+from .. import satmath
+from ..errors import DistGrailError
+from ..hashing import STREAM_PARENT, hash3, hash_base
+from ..segments import row_ids, seg_first_true, seg_max, seg_min
+from ..gpu.memory import check_ids, oom_guard
+from ..gpu.sweep import GRID_THREADS, HUB, U64_MAX, cupy, kernel, level_work, rows_if_needed, sm_count, sweep
 
 __all__ = ["PARENT_RULES", "parents"]
 
@@ -117,12 +120,88 @@ def parents_dfs(dag, seed, xp=np):
 
 def parents(be, dag, seed: int, rule: str = "max-level"):
     """Phase 1 on backend ``be``: the spanning forest DT as a parent array (sources get -1)."""
-    from .gpu_labeling import parents_dfs_cuda, parents_max_level_cuda
-
     if rule == "max-level":
         return be.pick(parents_max_level, parents_max_level_cuda)(dag, seed)
     if rule == "dfs":
         return be.pick(parents_dfs, parents_dfs_cuda)(dag, seed)
-    from .errors import DistGrailError
-
     raise DistGrailError(f"parent rule must be one of {', '.join(PARENT_RULES)}, got {rule!r}")
+
+
+# -- CUDA launcher ------------------------------------------------------------------------
+
+def _select_parents_dfs(dag, base, zex, dist):
+    """dfs rule: the in-neighbour with the smallest dist[p] + w(p -> v) (then highest level,
+    then hash), a warp per vertex and a block per hub (in-degree > ``HUB``)."""
+    cp = cupy()
+    C = dag.rindptr.size - 1
+    parent = cp.empty(C, dtype=cp.int64)
+    if C == 0:
+        return parent
+    common = (dag.rindptr, dag.rindices, dag.level, dag.indptr, dag.indices, zex, dist, parent,
+              np.int64(C), np.uint64(base))
+    warps_per_block = GRID_THREADS // 32
+    blocks = max(1, min(-(-C // warps_per_block), sm_count() * 32))
+    kernel("labeling", "dg_parent_warp")((blocks,), (GRID_THREADS,), (*common, np.int64(HUB)))
+    hubs = cp.flatnonzero(cp.diff(dag.rindptr) > HUB)
+    if hubs.size:
+        nb = max(1, min(int(hubs.size), sm_count() * 8))
+        kernel("labeling", "dg_parent_hubs")((nb,), (256,), (*common, hubs, np.int64(hubs.size)))
+    return parent
+
+
+@oom_guard
+def parents_max_level_cuda(dag, seed):
+    """GPU twin of :func:`distgrail.stages.forest.parents_max_level`, from the forward CSR
+    (``kernels/forest.cu``): the reverse CSR never has to reach the GPU for this rule."""
+    cp = cupy()
+    check_ids(dag.indices, "the CSR")
+    C = dag.indptr.size - 1
+    if C == 0:
+        return cp.empty(0, dtype=cp.int64)
+        level = dag.level if dag.level.dtype == cp.int32 else dag.level.astype(cp.int32)
+    base = np.uint64(hash_base(seed, STREAM_PARENT))
+    blocks = max(1, min(-(-C // (GRID_THREADS // 32)), sm_count() * 32))
+    best = cp.zeros(C, dtype=cp.uint64)
+    csr = (dag.indptr, dag.indices, level)
+    kernel("forest", "dg_parent_best_hash")((blocks,), (GRID_THREADS,), csr + (best, np.int64(C), base))
+    parent = cp.full(C, C, dtype=cp.uint64)  # C: no candidate (a source)
+    kernel("forest", "dg_parent_pick")((blocks,), (GRID_THREADS,), csr + (best, parent, np.int64(C), base))
+    del best
+    out = parent.view(cp.int64)
+    out[out == C] = -1
+    return out
+
+
+@oom_guard
+def parents_dfs_cuda(dag, seed):
+    """GPU twin of :func:`distgrail.stages.forest.parents_dfs` (ζ-SSSP rule)."""
+    cp = cupy()
+    check_ids(dag.indices, "the CSR")
+    C = dag.indptr.size - 1
+    if C == 0:
+        return cp.empty(0, dtype=cp.int64)
+    lp = np.asarray(dag.level_ptr, dtype=np.int64)
+    L = lp.size - 1
+    lp_dev = cp.asarray(lp)
+    # ζ: paths leaving each vertex, bottom-up
+    zeta = cp.ones(C, dtype=cp.uint64)
+    work = level_work(dag.indptr, lp_dev, lp)
+    rows = rows_if_needed(dag.indptr, lp, work, 0, L - 1)
+    sweep(kernel("labeling", "dg_sweep_zeta"), kernel("labeling", "dg_small_zeta"), lp_dev, work, 0, L - 1, True,
+           (dag.indptr, dag.indices, zeta), (dag.indptr, dag.indices, rows, zeta))
+    del rows
+    # exclusive ζ prefix along every CSR row: the edge weights minus one
+    m = dag.indices.size
+    zex = cp.empty(max(m, 1), dtype=cp.uint64)
+    blocks = max(1, min(-(-C // (GRID_THREADS // 32)), sm_count() * 32))
+    kernel("labeling", "dg_zeta_exclusive")((blocks,), (GRID_THREADS,), (dag.indptr, dag.indices, zeta, zex, np.int64(C)))
+    # dist: roots get the exclusive prefix of ζ over the roots, the rest a top-down min
+    dist = cp.full(C, U64_MAX, dtype=cp.uint64)
+    nroots = int(lp[1]) if L >= 1 else 0
+    if nroots:
+        dist[:nroots] = satmath.seg_exclusive_prefix(zeta[:nroots], cp.zeros(nroots, dtype=cp.int64), cp)
+    del zeta
+    rwork = level_work(dag.rindptr, lp_dev, lp)
+    args = (dag.rindptr, dag.rindices, dag.indptr, dag.indices, zex, dist)
+    sweep(kernel("labeling", "dg_sweep_dist"), kernel("labeling", "dg_small_dist"), lp_dev, rwork, 1, L - 1, False, args, args)
+    return _select_parents_dfs(dag, hash_base(seed, STREAM_PARENT), zex, dist)

@@ -15,9 +15,10 @@ import numpy as np
 import scipy.sparse as sp
 from scipy.sparse.csgraph import connected_components
 
-from .graph import EdgeGraph, id_dtype
+from ..io.graph import EdgeGraph, id_dtype
+from ..segments import gather_rows
 
-__all__ = ["DAG", "condense", "gather_rows", "dag_from_csr"]
+__all__ = ["DAG", "condense", "dag_from_csr"]
 
 
 @dataclass
@@ -55,17 +56,6 @@ class DAG:
     @property
     def n_levels(self) -> int:
         return int(self.level_ptr.shape[0] - 1)
-
-
-def gather_rows(indptr, indices, rows, xp=np):
-    """Concatenate the CSR rows ``rows``; return (values, row lengths)."""
-    starts = indptr[rows]
-    counts = indptr[rows + 1] - starts
-    total = int(counts.sum())
-    if total == 0:
-        return indices[:0], counts
-    shift = xp.repeat(starts - (xp.cumsum(counts) - counts), counts)
-    return indices[shift + xp.arange(total, dtype=shift.dtype)], counts
 
 
 def _kahn_levels(indptr, indices, C):
@@ -168,7 +158,7 @@ def condense(graph: EdgeGraph) -> DAG:
 
     Examples
     --------
-    >>> from distgrail.graph import as_graph
+    >>> from distgrail.io.read import as_graph
     >>> g = as_graph((np.array([0, 1, 2, 2]), np.array([1, 0, 3, 3])))
     >>> d = condense(g)
     >>> d.C, d.m, d.comp.tolist()

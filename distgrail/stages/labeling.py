@@ -11,8 +11,9 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from .backend import Backend, get_backend
-from .errors import DistGrailError
+from ..gpu.backend import Backend, get_backend
+from ..gpu.sweep import MAX_DIMS_PER_SWEEP
+from ..errors import DistGrailError
 from .forest import PARENT_RULES, parents
 from .intervals import descendant_intervals
 from .ranks import post_order_ranks
@@ -101,7 +102,7 @@ def build_forest(dag, seed: int = 0, parent_rule: str = "max-level", backend="au
     be = get_backend(backend)
     timings = {}
     if be.is_gpu:
-        from .gpu_labeling import ensure_fits, forest_bytes
+        from ..gpu.memory import ensure_fits
 
         ensure_fits(forest_bytes(dag.C, dag.m, parent_rule, dag.indices.dtype.itemsize),
                     f"phases 1-2 of a DAG with {dag.C:,} components and {dag.m:,} edges")
@@ -123,7 +124,7 @@ def label_dimensions(dag, forest: Forest, dims_to_do, seed: int = 0, backend="au
     intervals : ndarray (k, C, 2)  [min, max] over DAG descendants, in the smallest unsigned
                                type that holds 0..C-1 (cast on the device: fewer bytes to copy)
     """
-    from .indexfile import smallest_uint
+    from ..dtypes import smallest_uint
 
     be = get_backend(backend)
     timings = {} if timings is None else timings
@@ -136,7 +137,7 @@ def label_dimensions(dag, forest: Forest, dims_to_do, seed: int = 0, backend="au
     out = np.empty((len(dims_to_do), C, 2), ut) if out is None else out
     landing = be.prefault(out)  # the host pages get ready while the GPU works
     if be.is_gpu:
-        from .gpu_labeling import ensure_fits, label_bytes
+        from ..gpu.memory import ensure_fits
 
         ensure_fits(label_bytes(C, dag.m, len(dims_to_do), dag.indices.dtype.itemsize),
                     f"phases 3-4 of {len(dims_to_do)} dimension(s) of a DAG with {C:,} components and {dag.m:,} edges")
@@ -161,3 +162,23 @@ def _labels_to_host(be, post, lo, hi, ut, out):
     iv = be.xp.stack((lo.astype(ut), hi.astype(ut)), axis=-1)
     del lo, hi
     return post0, be.to_host(iv, out=out)
+
+
+# -- GPU memory estimates ------------------------------------------------------------------
+def forest_bytes(C: int, m: int, parent_rule: str = "max-level", id_bytes: int = 4) -> int:
+    """Estimated peak GPU bytes of phases 1–2 (DAG upload included)."""
+    csr = 2 * (8 * (C + 1) + id_bytes * m)
+    est = csr + 4 * C + 8 * C + 17 * C  # level, parent, hub scan
+    est += 8 * C  # phase 2: sizes
+    if parent_rule == "dfs":
+        est += 8 * C * 2 + 8 * m + 4 * m  # zeta, dist, per-edge ζ prefix, COO rows (ζ sweep)
+    return int(est)
+
+
+def label_bytes(C: int, m: int, dims: int, id_bytes: int = 4) -> int:
+    """Estimated peak GPU bytes of phases 3–4 for ``dims`` dimensions (CSR upload included)."""
+    k = int(dims)
+    est = 8 * (C + 1) + id_bytes * m + 16 * C + 4 * m  # CSR, parent, size, COO rows
+    p3 = 16 * k * C + 80 * C  # ranks + jump buffer + per-dimension sort scratch
+    p4 = 8 * k * C + 8 * min(k, MAX_DIMS_PER_SWEEP) * C + 16 * k * C + 16 * k * C  # post, buffer, lo/hi, stack
+    return int(est + max(p3, p4))

@@ -20,9 +20,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from .errors import DistGrailError
+from ..errors import DistGrailError
 from .graph import EdgeGraph, id_dtype
-from .hashing import hash3
+from ..hashing import hash3
 
 __all__ = ["KINDS", "CSRGraph", "generate", "generate_csr", "paper_dag", "scale_free_dag", "layered_dag"]
 

@@ -7,7 +7,7 @@ Layout (``format = "distgrail-graph"``, ``format_version = 2``)::
     csr/indptr            (n+1,) int64    successors of v: indices[indptr[v]:indptr[v+1]]
     csr/indices           (m,)   int32 (int64 when n >= 2^31 - 1), sorted per row, distinct
     condensation/         optional; attrs n_components, n_levels; the arrays of a
-                          :class:`distgrail.condense.DAG`: comp, indptr, indices, rindptr,
+                          :class:`distgrail.stages.condense.DAG`: comp, indptr, indices, rindptr,
                           rindices, level, level_ptr
 
 Every dataset is contiguous and stored in the dtype the pipeline uses, so reading is a plain read
@@ -20,10 +20,10 @@ import os
 
 import numpy as np
 
-from ._version import __version__
-from .errors import GraphFormatError
+from .._version import __version__
+from ..errors import GraphFormatError
 from .graph import EdgeGraph, id_dtype
-from .indexfile import atomic_path
+from .atomic import atomic_path
 
 __all__ = ["write_binary_graph", "write_binary_csr", "read_binary_graph", "read_condensation",
            "GRAPH_FORMAT", "GRAPH_FORMAT_VERSION"]
@@ -68,7 +68,7 @@ def _write_dag(f, dag) -> None:
 
 def write_binary_graph(graph: EdgeGraph, path, dag=None) -> None:
     """Write ``graph`` (repeated edges merged) and optionally its condensation ``dag``."""
-    from .writers import edge_graph_csr
+    from .graph import edge_graph_csr
 
     indptr, indices = edge_graph_csr(graph)
     write_binary_csr(path, graph.n, indptr, indices, name=graph.name, sha256=graph.sha256, dag=dag)
@@ -106,8 +106,8 @@ def _read(f, name, path):
 
 
 def read_condensation(path):
-    """The condensation stored in a graph file, as a :class:`distgrail.condense.DAG`, or None."""
-    from .condense import DAG
+    """The condensation stored in a graph file, as a :class:`distgrail.stages.condense.DAG`, or None."""
+    from ..stages.condense import DAG
 
     path = os.fspath(path)
     with _open(path) as f:

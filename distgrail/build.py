@@ -1,0 +1,68 @@
+"""Building an index in one process: read → condense → phases 1–2 → phases 3–4 → assemble → write.
+
+With an MPI communicator of several ranks, :func:`build_index` hands over to
+:func:`distgrail.mpi.build.build_index_distributed`.
+"""
+
+from __future__ import annotations
+
+from .gpu.backend import get_backend
+from .index import Index, assemble
+from .io.read import as_graph
+from .progress import Stages
+from .stages.condense import condense
+from .stages.labeling import build_forest, check_label_args, label_dimensions
+
+__all__ = ["build_index"]
+
+
+def build_index(graph, dims: int = 5, seed: int = 0, parent_rule: str = "max-level", backend="auto",
+                fmt: str = "auto", num_vertices: int | None = None, output=None, comm=None,
+                progress: bool = False) -> Index:
+    """Build a GRAIL index of ``graph``.
+
+    Parameters
+    ----------
+    graph : path or in-memory graph
+        Anything :func:`distgrail.io.read.as_graph` accepts.
+    dims : int
+        Number of interval labels per vertex (d >= 1).
+    seed : int
+        Seed of the counter hash that orders siblings; same seed, same labels.
+    parent_rule : {"max-level", "dfs"}
+        Phase-1 parent rule (DESIGN.md).
+    backend : {"auto", "cpu", "gpu"}
+    output : path, optional
+        Write the index there (HDF5, atomically).
+    comm : MPI communicator, optional
+        Distribute phases 3–4 over its ranks (see :mod:`distgrail.mpi.build`).
+    progress : bool
+        Progress bar on stderr for runs longer than a second.
+
+    Examples
+    --------
+    >>> import distgrail
+    >>> idx = distgrail.build_index(distgrail.bundled_graph(), dims=2)
+    >>> idx.C
+    3617
+    """
+    check_label_args(dims, seed, parent_rule)
+    if comm is not None and comm.Get_size() > 1:
+        from .mpi.build import build_index_distributed
+
+        return build_index_distributed(graph, dims=dims, seed=seed, parent_rule=parent_rule, backend=backend,
+                                       fmt=fmt, num_vertices=num_vertices, output=output, comm=comm,
+                                       progress=progress)
+    be = get_backend(backend)
+    with Stages(progress, total=6) as st:
+        g = st.run("read", as_graph, graph, num_vertices, fmt)
+        dag = st.run("condense", condense, g)
+        forest = st.run("phases 1-2", build_forest, dag, seed, parent_rule, be)
+        timings = dict(forest.timings)
+        post0, iv = st.run("phases 3-4", label_dimensions, dag, forest, range(dims), seed, be, timings)
+        idx = assemble(g, dag, forest, post0, iv, dims, seed, parent_rule)
+        if output is not None:
+            st.run("write", idx.save, output)
+    idx.timings = {**st.timings, **timings}
+    idx.meta["backend"] = be.name
+    return idx

@@ -1,0 +1,138 @@
+"""The backend seam: NumPy on the CPU, CuPy on a GPU.
+
+Stage modules take a :class:`Backend` and call ``be.xp`` for array code shared by both, and
+``be.pick(numpy_twin, cuda_kernel_wrapper)`` where the GPU runs a hand-written kernel from
+``kernels/``. Nothing else in the package asks which device it is on.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+
+import numpy as np
+
+from ..errors import BackendError
+from .dma import STAGE_MIN_BYTES, NoThread, download_large, touch_pages, upload_large
+
+__all__ = ["Backend", "get_backend", "gpu_available", "BACKENDS"]
+
+BACKENDS = ("auto", "cpu", "gpu")
+
+
+def gpu_available() -> bool:
+    """True when CuPy imports *and* a CUDA device is usable (an importable CuPy is not enough)."""
+    try:
+        import cupy
+    except Exception:
+        return False
+    try:
+        return bool(cupy.cuda.is_available())
+    except Exception:
+        return False
+
+
+@dataclass
+class Backend:
+    """An array module plus the device it runs on."""
+
+    name: str  # "cpu" or "gpu"
+    xp: object
+    device: int | None = None
+
+    @property
+    def is_gpu(self) -> bool:
+        return self.name == "gpu"
+
+    def asarray(self, a, dtype=None):
+        """``a`` on this backend's device. Large host arrays go to a GPU by direct DMA (see
+        :func:`upload_large`)."""
+        if self.is_gpu and isinstance(a, np.ndarray) and a.nbytes >= STAGE_MIN_BYTES:
+            a = a if dtype is None else a.astype(dtype, copy=False)
+            return upload_large(self.xp, a)
+        return self.xp.asarray(a, dtype=dtype)
+
+    def to_host(self, a, out: np.ndarray | None = None) -> np.ndarray:
+        """``a`` as a host array, written into ``out`` when given (C-contiguous, same shape and
+        dtype; e.g. a slice of an MPI shared-memory window)."""
+        if out is not None:
+            if not (isinstance(out, np.ndarray) and out.flags.c_contiguous and out.shape == tuple(a.shape)
+                    and out.dtype == a.dtype):
+                raise BackendError(f"to_host: out must be a C-contiguous {a.dtype} array of shape "
+                                   f"{tuple(a.shape)}, got {getattr(out, 'dtype', type(out))} {getattr(out, 'shape', '')}")
+        if self.is_gpu:
+            if getattr(a, "nbytes", 0) >= STAGE_MIN_BYTES:
+                return download_large(self.xp, a, out)
+            if out is None:
+                return self.xp.asnumpy(a)
+            self.xp.ascontiguousarray(a).get(out=out)
+            return out
+        if out is None:
+            return np.asarray(a)
+        np.copyto(out, a)
+        return out
+
+    def prefault(self, a: np.ndarray):
+        """Start touching every page of host array ``a`` in a background thread, so that a later
+        ``to_host(..., out=a)`` does not pay the page faults of fresh memory (they cost as much
+        as the copy itself). Returns an object with ``join()``. On the CPU it does nothing: the
+        CPU is busy with the work itself there."""
+        if not (self.is_gpu and a.nbytes >= STAGE_MIN_BYTES):
+            return NoThread()
+        import threading
+
+        flat = a.reshape(-1).view(np.uint8)
+        t = threading.Thread(target=touch_pages, args=(flat,), name="distgrail-prefault", daemon=True)
+        t.start()
+        return t
+
+    def pick(self, numpy_twin, cuda_version):
+        """Return the implementation of a stage for this backend."""
+        return cuda_version if self.is_gpu else numpy_twin
+
+    def synchronize(self):
+        if self.is_gpu:
+            self.xp.cuda.get_current_stream().synchronize()
+
+
+
+_CACHE: dict = {}
+
+
+def get_backend(name: str = "auto", device: int | None = None) -> Backend:
+    """Resolve ``"auto" | "cpu" | "gpu"`` to a :class:`Backend`.
+
+    ``auto`` takes the GPU when CuPy is importable and ``cupy.cuda.is_available()``; ``gpu``
+    raises :class:`BackendError` when it is not. ``DISTGRAIL_BACKEND`` overrides ``auto``.
+
+    Examples
+    --------
+    >>> get_backend("cpu").name
+    'cpu'
+    """
+    if isinstance(name, Backend):
+        return name
+    if name not in BACKENDS:
+        raise BackendError(f"backend must be one of {', '.join(BACKENDS)}, got {name!r}")
+    if name == "auto":
+        name = os.environ.get("DISTGRAIL_BACKEND", "auto")
+        if name not in BACKENDS:
+            raise BackendError(f"DISTGRAIL_BACKEND must be one of {', '.join(BACKENDS)}, got {name!r}")
+        if name == "auto":
+            name = "gpu" if gpu_available() else "cpu"
+    key = (name, device)
+    if key in _CACHE:
+        return _CACHE[key]
+    if name == "cpu":
+        be = Backend("cpu", np)
+    else:
+        if not gpu_available():
+            raise BackendError("backend 'gpu' needs CuPy and a usable CUDA device; none found "
+                               "(install distgrail[gpu] on a GPU machine, or use --backend cpu)")
+        import cupy
+
+        dev = int(device) if device is not None else cupy.cuda.Device().id
+        cupy.cuda.Device(dev).use()
+        be = Backend("gpu", cupy, device=dev)
+    _CACHE[key] = be
+    return be

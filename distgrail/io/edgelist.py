@@ -1,0 +1,152 @@
+"""Whitespace edge lists (SNAP style, extra columns ignored) and Matrix Market coordinate files."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ..errors import GraphFormatError
+from .graph import EdgeGraph, id_dtype
+from .text import Chunk, MAX_FAST_COMMENTS, PAIRS_TABLE, Sink, Text, fast_numbers, token_starts
+
+
+def _pairs_chunk_fast(data: bytes, comments: bytes, base: int, n: int | None):
+    """Fast path for a chunk of 'u v' lines; returns the 2k values or None (general path)."""
+    bl = data.translate(PAIRS_TABLE)
+    if comments and bl.find(b"\x01") >= 0:
+        hits = []
+        for c in comments:
+            p = data.find(bytes([c]))
+            while p >= 0 and len(hits) <= MAX_FAST_COMMENTS:
+                e = data.find(b"\n", p)
+                e = len(data) if e < 0 else e
+                hits.append((p, e))
+                p = data.find(bytes([c]), e)
+        if len(hits) > MAX_FAST_COMMENTS:
+            return None
+        bl = bytearray(bl)
+        for p, e in hits:
+            bl[p:e] = b" " * (e - p)
+    if bl.find(b"\x01") >= 0:
+        return None
+    b = np.frombuffer(bl, dtype=np.uint8)
+    ts = token_starts(b)
+    if ts.size % 2:
+        return None
+    if ts.size > 2:
+        # between the two tokens of a line no newline, between lines at least one
+        nxt = ts[1:]
+        single = b[nxt - 2] > 47  # one separator byte between the tokens
+        has_nl = b[nxt - 1] == 10
+        if not single.all():
+            nl = np.flatnonzero(b == 10)
+            odd = np.flatnonzero(~single)
+            has_nl[odd] = np.searchsorted(nl, nxt[odd]) > np.searchsorted(nl, ts[odd])
+        if has_nl[0::2].any() or not has_nl[1::2].all():
+            return None
+    vals = fast_numbers(bytes(bl), ts.size)
+    if vals is None or vals.size == 0:
+        return vals
+    lo, hi = int(vals.min()), int(vals.max())
+    if lo < base or (hi >= base + n if n is not None else hi >= 2**40):
+        return None
+    return vals
+
+
+def _pairs_chunk_general(text: Text, offset: int, data: bytes, comments: bytes, base: int, n: int | None,
+                         what: str):
+    ch = Chunk(text, offset, data)
+    if comments:
+        ch.blank_comments(comments)
+    short = (ch.tokens_per_line > 0) & (ch.tokens_per_line < 2)
+    if short.any():
+        li = int(np.flatnonzero(short)[0])
+        pos = ch.abs(ch.line_start[li])
+        text.fail(pos, f"expected 'u v' ({what}), got {text.line_at(pos)[1]!r}")
+    ch.keep_columns(2)
+    ch.check_numeric()
+    vals = ch.numbers()
+    if n is not None:
+        ch.check_range(vals, n, base=base)
+    elif base and vals.size and vals.min() < base:
+        k = int(np.flatnonzero(vals < base)[0])
+        text.fail(ch.token_pos(k), f"vertex id must be >= {base}, got {text.token_at(ch.token_pos(k))!r}")
+    elif vals.size and vals.max() >= 2**40:
+        k = int(np.flatnonzero(vals >= 2**40)[0])
+        text.fail(ch.token_pos(k), f"vertex id too large (>= 2^40), got {text.token_at(ch.token_pos(k))!r}")
+    return vals
+
+
+def read_columns(text: Text, start: int, columns: int, comments: bytes, base: int, n: int | None,
+                what: str = "edge"):
+    """Read lines of >= 2 integer columns (extra columns ignored); return (u, v, lines) minus base,
+    as int32 when every id fits, else int64."""
+    cap = (len(text) - start + 1) // 4  # a pair takes at least 'u v\n'
+    us, vs = Sink(cap, np.int32), Sink(cap, np.int32)
+    for offset, data in text.chunks(start):
+        vals = _pairs_chunk_fast(data, comments, base, n)
+        if vals is None:
+            vals = _pairs_chunk_general(text, offset, data, comments, base, n, what)
+        if base:
+            vals -= base
+        if vals.size and int(vals.max()) >= 2**31 - 2:  # ids beyond int32: keep int64
+            us.widen()
+            vs.widen()
+        us.append(vals[0::2])
+        vs.append(vals[1::2])
+        del vals
+    return us.result(), vs.result(), us.size
+
+
+def read_edgelist(text: Text, num_vertices: int | None) -> EdgeGraph:
+    u, v, _ = read_columns(text, 0, 2, b"#%", 0, num_vertices)
+    n = num_vertices if num_vertices is not None else int(max(u.max(initial=-1), v.max(initial=-1))) + 1
+    dt = id_dtype(n)
+    return EdgeGraph(n=n, src=u.astype(dt, copy=False), dst=v.astype(dt, copy=False))
+
+
+def read_mtx(text: Text) -> EdgeGraph:
+    header = None
+    pos = 0
+    size_line = None
+    for line, content, end in text.header_lines(1 << 20):
+        if header is None:
+            header = (line, content)
+            parts = content.lower().split()
+            if not content.lower().startswith("%%matrixmarket") or len(parts) < 5:
+                raise GraphFormatError(f"expected '%%MatrixMarket matrix coordinate <field> <symmetry>', got {content!r}",
+                                       path=text.path, line=line)
+            if parts[1] != "matrix" or parts[2] != "coordinate":
+                raise GraphFormatError(f"only 'matrix coordinate' Matrix Market files hold graphs, got {content!r}",
+                                       path=text.path, line=line)
+            field, symmetry = parts[3], parts[4]
+            if field not in ("pattern", "real", "integer", "complex", "double"):
+                raise GraphFormatError(f"unknown Matrix Market field {field!r}", path=text.path, line=line)
+            if symmetry not in ("general", "symmetric", "skew-symmetric", "hermitian"):
+                raise GraphFormatError(f"unknown Matrix Market symmetry {symmetry!r}", path=text.path, line=line)
+            pos = end
+            continue
+        pos = end
+        if not content or content.startswith("%"):
+            continue
+        size_line = (line, content)
+        break
+    if size_line is None:
+        raise GraphFormatError("truncated file: size line 'rows cols entries' missing", path=text.path,
+                               line=(header[0] + 1) if header else 1)
+    sl, sc = size_line
+    parts = sc.split()
+    if len(parts) != 3 or not all(p.isdigit() for p in parts):
+        raise GraphFormatError(f"expected size line 'rows cols entries', got {sc!r}", path=text.path, line=sl)
+    rows, cols, nnz = (int(p) for p in parts)
+    if rows != cols:
+        raise GraphFormatError(f"adjacency matrix must be square, got {rows} x {cols}", path=text.path, line=sl)
+    u, v, count = read_columns(text, pos, 2, b"%", 1, rows, what="entry 'row col [value]'")
+    if count != nnz:
+        where = max(len(text) - 1, 0)
+        kind = "truncated file? " if count < nnz else ""
+        text.fail(where, f"{kind}size line says {nnz} entries but the file has {count}")
+    if symmetry != "general":
+        off = u != v
+        u, v = np.concatenate((u, v[off])), np.concatenate((v, u[off]))
+    dt = id_dtype(rows)
+    return EdgeGraph(n=rows, src=u.astype(dt, copy=False), dst=v.astype(dt, copy=False))

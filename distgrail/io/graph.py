@@ -1,0 +1,101 @@
+"""In-memory graph container and conversion of user objects into it.
+
+Every input path (text files, binary files, NumPy arrays, SciPy matrices, NetworkX graphs)
+ends in :class:`EdgeGraph` through :func:`distgrail.io.read.as_graph`, which is the one validation point for
+in-memory input; file readers validate while parsing (see :mod:`distgrail.io`).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from ..errors import GraphFormatError
+
+__all__ = ["EdgeGraph", "edge_graph_csr", "from_arrays", "id_dtype"]
+
+
+def id_dtype(n: int):
+    """Smallest signed integer dtype that holds vertex ids 0..n-1 and -1."""
+    return np.int32 if n < 2**31 - 1 else np.int64
+
+
+@dataclass
+class EdgeGraph:
+    """A directed graph as an edge list: ``src[i] -> dst[i]`` for vertices ``0..n-1``.
+
+    Duplicate edges, self-loops and cycles are allowed; condensation removes them.
+    """
+
+    n: int
+    src: np.ndarray
+    dst: np.ndarray
+    name: str = "<memory>"
+    sha256: str = ""
+    meta: dict = field(default_factory=dict)
+
+    @property
+    def m(self) -> int:
+        return int(self.src.shape[0])
+
+
+def _check_ids(arr: np.ndarray, n: int, what: str, name: str) -> None:
+    if arr.size == 0:
+        return
+    lo, hi = int(arr.min()), int(arr.max())
+    if lo < 0 or hi >= n:
+        bad = lo if lo < 0 else hi
+        pos = int(np.flatnonzero(arr == bad)[0])
+        raise GraphFormatError(
+            f"{what}[{pos}] out of range 0..{n - 1}, got {bad!r}", path=name
+        )
+
+
+def from_arrays(src, dst, n, name) -> EdgeGraph:
+    src = np.asarray(src)
+    dst = np.asarray(dst)
+    if src.shape != dst.shape or src.ndim != 1:
+        raise GraphFormatError(
+            f"source and target arrays must be 1-D of equal length, got shapes {src.shape} and {dst.shape}",
+            path=name,
+        )
+    for arr, what in ((src, "sources"), (dst, "targets")):
+        if arr.size and not np.issubdtype(arr.dtype, np.integer):
+            if np.issubdtype(arr.dtype, np.floating) and np.all(np.mod(arr, 1) == 0):
+                continue
+            bad = arr[np.flatnonzero(np.mod(arr, 1) != 0)[0]].item() if np.issubdtype(arr.dtype, np.floating) else arr[0]
+            raise GraphFormatError(f"{what} must be integer vertex ids, got {bad!r}", path=name)
+    src = src.astype(np.int64, copy=False)
+    dst = dst.astype(np.int64, copy=False)
+    if n is None:
+        n = int(max(src.max(initial=-1), dst.max(initial=-1))) + 1
+    n = int(n)
+    if n < 0:
+        raise GraphFormatError(f"number of vertices must be >= 0, got {n!r}", path=name)
+    _check_ids(src, n, "sources", name)
+    _check_ids(dst, n, "targets", name)
+    dt = id_dtype(n)
+    return EdgeGraph(n=n, src=src.astype(dt), dst=dst.astype(dt), name=name)
+
+
+def edge_graph_csr(graph: EdgeGraph):
+    """(indptr int64, indices) of ``graph`` with successors sorted and repeats merged.
+
+    Without a sort when the edges already come sorted by (source, target) and distinct (graphs
+    read from ``.gra`` or ``.h5`` files, generated graphs); else through SciPy."""
+    n, src, dst = graph.n, graph.src, graph.dst
+    dt = id_dtype(n)
+    if graph.m == 0:
+        return np.zeros(n + 1, dtype=np.int64), np.zeros(0, dtype=dt)
+    same = src[1:] == src[:-1]
+    if (src[1:] >= src[:-1]).all() and not (same & (dst[1:] <= dst[:-1])).any():
+        indptr = np.zeros(n + 1, dtype=np.int64)
+        np.cumsum(np.bincount(src, minlength=n), out=indptr[1:])
+        return indptr, dst.astype(dt, copy=False)
+    del same
+    import scipy.sparse as sp
+
+    a = sp.csr_matrix((np.ones(graph.m, dtype=np.bool_), (src, dst)), shape=(n, n))
+    a.sum_duplicates()
+    return a.indptr.astype(np.int64), a.indices.astype(dt)

@@ -1,0 +1,151 @@
+"""Reading a graph in any supported format; ``as_graph`` turns any accepted input into an EdgeGraph."""
+
+from __future__ import annotations
+
+import os
+
+import numpy as np
+
+from ..errors import GraphFormatError
+from .graph import EdgeGraph, from_arrays
+from .edgelist import read_edgelist, read_mtx
+from .gra import read_gra
+from .text import Text
+
+
+__all__ = ["FORMATS", "detect_format", "read_graph", "as_graph"]
+
+FORMATS = ("auto", "gra", "edgelist", "mtx", "h5")
+
+
+def detect_format(path: str) -> str:
+    """Guess a file's format from its name, then from its first line."""
+    low = str(path).lower()
+    if low.endswith((".h5", ".hdf5")):
+        return "h5"
+    if low.endswith(".gra"):
+        return "gra"
+    if low.endswith(".mtx"):
+        return "mtx"
+    with open(path, "rb") as f:
+        head = f.read(4096)
+    first = head.split(b"\n", 1)[0].strip()
+    if first.startswith(b"graph_for_greach"):
+        return "gra"
+    if first.lower().startswith(b"%%matrixmarket"):
+        return "mtx"
+    if head.startswith(b"\x89HDF"):
+        return "h5"
+    return "edgelist"
+
+
+
+def read_graph(path, fmt: str = "auto", num_vertices: int | None = None) -> EdgeGraph:
+    """Read a graph file.
+
+    Parameters
+    ----------
+    path : str or os.PathLike
+    fmt : {"auto", "gra", "edgelist", "mtx", "h5"}
+        ``auto`` looks at the file name, then at the first line.
+    num_vertices : int, optional
+        Edge lists only: the number of vertices (ids must be below it). Default: largest id + 1.
+
+    Raises
+    ------
+    GraphFormatError
+        With ``file:line:`` and the offending value.
+
+    Examples
+    --------
+    >>> from distgrail import bundled_graph
+    >>> g = read_graph(bundled_graph())
+    >>> g.n
+    3617
+    """
+    path = os.fspath(path)
+    if fmt not in FORMATS:
+        raise GraphFormatError(f"format must be one of {', '.join(FORMATS)}, got {fmt!r}", path=path)
+    if not os.path.exists(path):
+        raise GraphFormatError("no such file", path=path)
+    if fmt == "auto":
+        fmt = detect_format(path)
+    if fmt == "h5":
+        from .binary import read_binary_graph
+
+        return read_binary_graph(path)
+    if num_vertices is not None and fmt != "edgelist":
+        raise GraphFormatError(f"--num-vertices applies to edge lists only, not {fmt!r} files", path=path)
+    if num_vertices is not None and int(num_vertices) < 0:
+        raise GraphFormatError(f"number of vertices must be >= 0, got {num_vertices!r}", path=path)
+    text = Text(path)
+    digest = text.sha256()
+    try:
+        if fmt == "gra":
+            g = read_gra(text)
+        elif fmt == "mtx":
+            g = read_mtx(text)
+        else:
+            g = read_edgelist(text, num_vertices)
+        g.sha256 = digest()
+    finally:
+        if text._h is None:
+            digest()  # let the hashing thread finish before the file closes
+        text.close()
+    g.name = os.path.basename(path)
+    g.meta["path"] = os.path.abspath(path)
+    g.meta["format"] = fmt
+    return g
+
+
+def as_graph(graph, num_vertices: int | None = None, fmt: str = "auto") -> EdgeGraph:
+    """Turn ``graph`` into an :class:`EdgeGraph`.
+
+    Parameters
+    ----------
+    graph : EdgeGraph, str, os.PathLike, (src, dst) tuple, (m, 2) array, scipy.sparse matrix, networkx.DiGraph
+        A path is read with :func:`read_graph`. For edge arrays,
+        ``num_vertices`` defaults to the largest id + 1.
+    num_vertices : int, optional
+        Number of vertices for edge arrays and edge-list files (isolated vertices at the end).
+    fmt : {"auto", "gra", "edgelist", "mtx", "h5"}
+        File format, for paths only.
+
+    Examples
+    --------
+    >>> g = as_graph((np.array([0, 1]), np.array([1, 2])))
+    >>> g.n, g.m
+    (3, 2)
+    """
+    if isinstance(graph, EdgeGraph):
+        return graph
+    if isinstance(graph, (str, os.PathLike)):
+        return read_graph(graph, fmt=fmt, num_vertices=num_vertices)
+    try:
+        import scipy.sparse as sp
+
+        if sp.issparse(graph):
+            if graph.shape[0] != graph.shape[1]:
+                raise GraphFormatError(f"adjacency matrix must be square, got shape {graph.shape}")
+            coo = graph.tocoo()
+            return from_arrays(coo.row, coo.col, graph.shape[0], "<scipy.sparse>")
+    except ImportError:  # pragma: no cover - scipy is a dependency
+        pass
+    if type(graph).__module__.startswith("networkx"):
+        if not graph.is_directed():
+            raise GraphFormatError("networkx graph must be directed (a DiGraph)")
+        nodes = list(graph.nodes())
+        pos = {v: i for i, v in enumerate(nodes)}
+        edges = np.array([(pos[a], pos[b]) for a, b in graph.edges()], dtype=np.int64).reshape(-1, 2)
+        g = from_arrays(edges[:, 0], edges[:, 1], len(nodes), "<networkx>")
+        g.meta["node_labels"] = nodes
+        return g
+    if isinstance(graph, tuple) and len(graph) == 2:
+        return from_arrays(graph[0], graph[1], num_vertices, "<arrays>")
+    arr = np.asarray(graph)
+    if arr.ndim == 2 and arr.shape[1] == 2:
+        return from_arrays(arr[:, 0], arr[:, 1], num_vertices, "<array>")
+    raise GraphFormatError(
+        "graph must be a path, an EdgeGraph, a (src, dst) tuple, an (m, 2) array, "
+        f"a scipy.sparse matrix or a networkx.DiGraph, got {type(graph).__name__}"
+    )

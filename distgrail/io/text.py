@@ -1,0 +1,395 @@
+"""Text access for the graph readers: chunks that end at line ends, tokens, errors with file:line,
+and the SHA-256 of the file computed beside the parse.
+
+Text is parsed without a Python loop per line or per edge: the file is read in chunks of
+``CHUNK_BYTES`` that end at line ends. Each chunk first takes a fast path: one
+``bytes.translate`` (markers to blanks, anything unexpected to 0x01), a few byte-wide NumPy
+passes that locate ':', '#' and newlines and count tokens per line with a packed bitmap, and
+``numpy.fromstring`` for the numbers (about half the time). Anything unusual (a bad byte, a
+malformed line, an id out of range, many comments) sends the chunk to the general path, which
+checks every line byte-exactly and reports ``file:line: what is wrong, got 'value'``; the error
+line is found only then, so the fast path pays nothing for it. The file's SHA-256 is computed
+beside the parse (on another thread when two cores are usable).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import mmap
+import os
+import warnings
+
+import numpy as np
+
+from ..errors import GraphFormatError
+
+__all__ = ["Text", "Chunk", "Sink", "TokenCounter", "CHUNK_BYTES", "concat", "parse_n", "fast_numbers", "token_starts"]
+
+#: bytes per parse chunk; chunks end at line ends (tests shrink it to cross many boundaries)
+CHUNK_BYTES = 4 << 20
+#: chunks with more comment characters than this take the general (slower) path
+MAX_FAST_COMMENTS = 4096
+
+
+def _table(blank: bytes) -> bytes:
+    """A ``bytes.translate`` table for the fast path: digits and '\n' stay, spaces, tabs, CR and
+    ``blank`` become ' ', anything else becomes 0x01 (which sends the chunk to the general path)."""
+    t = bytearray(b"\x01" * 256)
+    for c in b"0123456789\n":
+        t[c] = c
+    for c in b" \t\r" + blank:
+        t[c] = 32
+    return bytes(t)
+
+
+GRA_TABLE = _table(b":#")
+PAIRS_TABLE = _table(b"")
+
+WS = np.zeros(256, dtype=bool)
+WS[[9, 10, 13, 32]] = True
+DIGIT = np.zeros(256, dtype=bool)
+DIGIT[48:58] = True
+NUMERIC_TEXT = WS | DIGIT  # what may remain once markers and ignored columns are blanked
+
+
+def count_newlines(buf, end: int) -> int:
+    if end <= 0:
+        return 0
+    return int(np.count_nonzero(np.frombuffer(buf, dtype=np.uint8, count=end) == 10))
+
+
+class Text:
+    """A memory-mapped text file with helpers for error messages."""
+
+    def __init__(self, path: str, data: bytes | None = None):
+        self.path = str(path)
+        self._f = None
+        self._h = None  # SHA-256 fed with the chunks as they are parsed (one-core case)
+        self._hashed = 0
+        if data is not None:
+            self.buf = data
+            return
+        self._f = open(self.path, "rb")
+        size = os.fstat(self._f.fileno()).st_size
+        self.buf = mmap.mmap(self._f.fileno(), 0, access=mmap.ACCESS_READ) if size else b""
+
+    def close(self):
+        if isinstance(self.buf, mmap.mmap):
+            self.buf.close()
+        if self._f is not None:
+            self._f.close()
+
+    def __len__(self):
+        return len(self.buf)
+
+    def line_at(self, pos: int) -> tuple[int, str]:
+        """1-based line number and text of the line holding byte ``pos``."""
+        buf = self.buf
+        start = buf.rfind(b"\n", 0, pos) + 1
+        end = buf.find(b"\n", pos)
+        end = len(buf) if end < 0 else end
+        line = count_newlines(buf, start) + 1
+        return line, bytes(buf[start:end]).decode("utf-8", "replace").rstrip("\r")
+
+    def token_at(self, pos: int) -> str:
+        buf = self.buf
+        s = pos
+        while s > 0 and buf[s - 1] not in b" \t\r\n":
+            s -= 1
+        e = pos
+        while e < len(buf) and buf[e] not in b" \t\r\n":
+            e += 1
+        return bytes(buf[s:e]).decode("utf-8", "replace")
+
+    def fail(self, pos: int, message: str):
+        line, _ = self.line_at(pos)
+        raise GraphFormatError(message, path=self.path, line=line)
+
+    def bad_token(self, pos: int):
+        tok = self.token_at(pos)
+        body = tok.rstrip(":")
+        if body.startswith("-") and body[1:].isdigit():
+            self.fail(pos, f"negative vertex id, got {tok!r}")
+        self.fail(pos, f"vertex id must be a non-negative integer, got {tok!r}")
+
+    def header_lines(self, count: int, start: int = 0):
+        """Yield (line_number, text, end_offset) for the next ``count`` lines from ``start``."""
+        pos = start
+        line = count_newlines(self.buf, start) + 1
+        for _ in range(count):
+            if pos >= len(self.buf):
+                return
+            end = self.buf.find(b"\n", pos)
+            end = len(self.buf) if end < 0 else end
+            yield line, bytes(self.buf[pos:end]).decode("utf-8", "replace").strip(), end + 1
+            pos = end + 1
+            line += 1
+
+    def read(self, pos: int, count: int) -> bytes:
+        """Bytes ``pos:pos+count``. Files are read with ``pread`` rather than through the map, so
+        parsed text does not stay resident (the map is only touched to report errors)."""
+        if self._f is None:
+            return bytes(self.buf[pos : pos + count])
+        return os.pread(self._f.fileno(), count, pos)
+
+    def chunks(self, start: int, chunk_bytes: int | None = None):
+        """Yield (offset, bytes) pieces of the file from ``start``, each ending at a line end."""
+        chunk_bytes = CHUNK_BYTES if chunk_bytes is None else chunk_bytes
+        size = len(self.buf)
+        pos = start
+        while pos < size:
+            data = self.read(pos, chunk_bytes)
+            if pos + len(data) < size:
+                nl = data.rfind(b"\n")
+                if nl < 0:  # a line longer than a chunk
+                    nl = self.buf.find(b"\n", pos + len(data))
+                    end = size if nl < 0 else nl + 1
+                    data = self.read(pos, end - pos)
+                else:
+                    data = data[: nl + 1]
+            if self._h is not None and pos >= self._hashed:
+                self._feed(pos)
+                self._h.update(data)
+                self._hashed += len(data)
+            yield pos, data
+            pos += len(data)
+
+    def _feed(self, upto: int):
+        while self._hashed < upto:
+            data = self.read(self._hashed, min(4 << 20, upto - self._hashed))
+            self._h.update(data)
+            self._hashed += len(data)
+
+    def sha256(self):
+        """Start computing the file's SHA-256; return a function that gives the hex digest.
+
+        With two or more usable cores the file is hashed on another thread while it is parsed;
+        on one core the parser's own chunks are hashed as they come (no second read, no thread
+        switching)."""
+        try:
+            cores = len(os.sched_getaffinity(0))
+        except (AttributeError, OSError):  # pragma: no cover - not Linux
+            cores = os.cpu_count() or 1
+        if cores >= 2:
+            return self.sha256_async()
+        self._h = hashlib.sha256()
+
+        def result():
+            self._feed(len(self))
+            return self._h.hexdigest()
+
+        return result
+
+    def sha256_async(self):
+        """Start hashing the whole file on another thread (hashlib releases the GIL); return a
+        function that waits for the hex digest."""
+        import threading
+
+        h = hashlib.sha256()
+        size = len(self)
+
+        def work():
+            for p in range(0, size, 4 << 20):
+                h.update(self.read(p, min(4 << 20, size - p)))
+
+        th = threading.Thread(target=work, name="distgrail-sha256", daemon=True)
+        th.start()
+
+        def result():
+            th.join()
+            return h.hexdigest()
+
+        return result
+
+
+class Chunk:
+    """Byte-level view of one chunk: lines, whitespace tokens, cumulative token counts."""
+
+    def __init__(self, text: Text, offset: int, data: bytes, blank_markers: bytes = b""):
+        self.text = text
+        self.offset = offset
+        arr = np.frombuffer(data, dtype=np.uint8)
+        self.markers = {}
+        if blank_markers:
+            arr = arr.copy()
+            for ch in blank_markers:
+                pos = np.flatnonzero(arr == ch)
+                self.markers[ch] = pos
+                arr[pos] = 32
+        self.arr = arr
+        nl = np.flatnonzero(arr == 10)
+        self.nl = nl
+        self.line_start = np.concatenate(([0], nl + 1))
+        self.line_end = np.concatenate((nl, [arr.size]))
+        if self.line_start[-1] == arr.size:  # chunk ends with '\n': no trailing empty line
+            self.line_start = self.line_start[:-1]
+            self.line_end = self.line_end[:-1]
+        self.refresh()
+
+    def refresh(self):
+        ws = WS[self.arr]
+        starts = ~ws
+        starts[1:] &= ws[:-1]
+        self.starts = starts
+        self.cum = np.concatenate(([0], np.cumsum(starts, dtype=np.int64)))
+        self.tokens_per_line = self.cum[self.line_end] - self.cum[self.line_start]
+
+    def line_of(self, pos):
+        return np.searchsorted(self.nl, pos)
+
+    def count_per_line(self, pos):
+        return np.bincount(self.line_of(pos), minlength=self.line_start.size)
+
+    def blank_comments(self, chars: bytes):
+        """Blank everything from a comment character to the end of its line."""
+        mask = np.zeros(self.arr.size, dtype=bool)
+        for ch in chars:
+            mask |= self.arr == ch
+        pos = np.flatnonzero(mask)
+        if pos.size == 0:
+            return
+        lines, first = np.unique(self.line_of(pos), return_index=True)
+        delta = np.zeros(self.arr.size + 1, dtype=np.int8)
+        delta[pos[first]] = 1
+        delta[self.line_end[lines]] -= 1
+        self.arr = np.where(np.cumsum(delta[:-1], dtype=np.int8) > 0, np.uint8(32), self.arr)
+        self.refresh()
+
+    def keep_columns(self, k: int):
+        """Blank every token after the k-th of its line (weights, values)."""
+        extra = self.tokens_per_line > k
+        if not extra.any():
+            return
+        token_line = np.repeat(np.arange(self.line_start.size), self.tokens_per_line)
+        token_col = np.arange(token_line.size) - self.cum[self.line_start][token_line]
+        tok_of_byte = self.cum[1:] - 1  # token index of each byte (valid on token bytes)
+        ws = WS[self.arr]
+        drop = ~ws & (token_col[np.maximum(tok_of_byte, 0)] >= k)
+        self.arr = np.where(drop, np.uint8(32), self.arr)
+        self.refresh()
+
+    def abs(self, pos) -> int:
+        return self.offset + int(pos)
+
+    def check_numeric(self):
+        bad = ~NUMERIC_TEXT[self.arr]
+        if bad.any():
+            self.text.bad_token(self.abs(np.flatnonzero(bad)[0]))
+
+    def numbers(self) -> np.ndarray:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", DeprecationWarning)
+            vals = np.fromstring(self.arr.tobytes(), dtype=np.int64, sep=" ")
+        if vals.size != self.cum[-1]:  # cannot happen after check_numeric; keep the guard
+            raise GraphFormatError("internal parse mismatch", path=self.text.path)
+        return vals
+
+    def token_pos(self, k) -> int:
+        return self.abs(np.flatnonzero(self.starts)[k])
+
+    def check_range(self, vals, n: int, base: int = 0, what: str = "vertex id"):
+        """Every value must lie in base..base+n-1; report the first that does not."""
+        if vals.size == 0:
+            return
+        bad = (vals < base) | (vals >= base + n)
+        if bad.any():
+            k = int(np.flatnonzero(bad)[0])
+            pos = self.token_pos(k)
+            self.text.fail(pos, f"{what} out of range {base}..{base + n - 1}, got {self.text.token_at(pos)!r}")
+
+
+def parse_n(text: Text, line: int, value: str, what: str) -> int:
+    if not value.isdigit():
+        raise GraphFormatError(f"{what} must be a non-negative integer, got {value!r}", path=text.path, line=line)
+    return int(value)
+
+
+def concat(parts: list, dtype) -> np.ndarray:
+    """Concatenate ``parts`` into one ``dtype`` array, freeing each part once copied (peak memory
+    is the result plus one part, not twice the result)."""
+    out = np.empty(sum(int(p.size) for p in parts), dtype=dtype)
+    pos = 0
+    parts.reverse()
+    while parts:
+        p = parts.pop()
+        out[pos : pos + p.size] = p
+        pos += p.size
+        del p
+    return out
+
+
+class Sink:
+    """An output array filled chunk by chunk. Its capacity is an upper bound from the file size
+    (every number takes at least two bytes); pages never written are never touched, so only
+    the filled part costs memory, and no final concatenation copies the result."""
+
+    def __init__(self, capacity: int, dtype):
+        self.buf = np.empty(max(int(capacity), 0), dtype=dtype)
+        self.size = 0
+
+    def append(self, a: np.ndarray):
+        """Copy ``a`` in; the caller makes sure its values fit the dtype (see :meth:`widen`)."""
+        end = self.size + a.size
+        if end > self.buf.size:  # cannot happen with a true upper bound; stay correct anyway
+            self._move(max(end, 2 * self.buf.size), self.buf.dtype)
+        self.buf[self.size : end] = a
+        self.size = end
+
+    def widen(self):
+        """Switch to int64 (ids beyond int32)."""
+        if self.buf.dtype != np.int64:
+            self._move(self.buf.size, np.int64)
+
+    def _move(self, capacity, dtype):
+        grown = np.empty(capacity, dtype=dtype)
+        grown[: self.size] = self.buf[: self.size]
+        self.buf = grown
+
+    def result(self) -> np.ndarray:
+        return self.buf[: self.size]
+
+
+def token_starts(b: np.ndarray) -> np.ndarray:
+    """Offsets of the first digit of every token in a translated chunk (digits > 47, rest blank)."""
+    if b.size == 0:
+        return np.zeros(0, np.int64)
+    dig = b > 47
+    ts = np.flatnonzero(dig[1:] > dig[:-1])
+    ts += 1
+    if dig[0]:
+        ts = np.concatenate((np.zeros(1, ts.dtype), ts))
+    return ts
+
+
+HI_BITS = np.array([(0xFF00 >> r) & 0xFF for r in range(8)], dtype=np.uint8)
+
+
+class TokenCounter:
+    """T(p) = number of tokens starting before offset p of a translated chunk, for many p at
+    once: token starts as a bitmap, popcount per byte, prefix sums over bytes (cheaper than
+    listing every token's offset)."""
+
+    def __init__(self, b: np.ndarray):
+        # digits as bits (most significant bit first), padded so that p >> 3 of p = len stays inside
+        dig = np.packbits(np.concatenate((b, np.zeros(8, np.uint8))) > 47) if b.size < 8 else \
+            np.concatenate((np.packbits(b > 47), np.zeros(1, np.uint8)))
+        prev = dig >> 1  # the bit of the byte before each position
+        prev[1:] |= dig[:-1] << 7
+        self.packed = dig & ~prev  # first digit of each token
+        self.cum = np.zeros(self.packed.size + 1, dtype=np.int64)
+        np.cumsum(np.bitwise_count(self.packed), out=self.cum[1:])
+        self.total = int(self.cum[-1])
+
+    def __call__(self, pos: np.ndarray) -> np.ndarray:
+        byte = pos >> 3
+        return self.cum[byte] + np.bitwise_count(self.packed[byte] & HI_BITS[pos & 7])
+
+
+def fast_numbers(blanked: bytes, count: int):
+    """The ``count`` integers of a translated chunk, or None if ``fromstring`` disagrees."""
+    if count == 0:
+        return np.zeros(0, np.int64)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", DeprecationWarning)
+        vals = np.fromstring(blanked, dtype=np.int64, sep=" ")
+    return vals if vals.size == count else None

@@ -1,0 +1,133 @@
+"""GPU binding: one GPU per rank, by node-local rank (``SLURM_LOCALID`` under ``srun``).
+
+``CUDA_VISIBLE_DEVICES`` limits the choice; ``DISTGRAIL_GPU`` (an index, or a comma list indexed
+by local rank) overrides it. Two ranks of a node on one physical GPU is an error unless shared.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+
+from ..errors import BackendError
+from ..gpu.backend import BACKENDS, gpu_available
+from .errors import mpi, own_comm, run_shared
+
+__all__ = ["bind_gpu", "choose_device"]
+
+
+def _env_device(value: str, local_rank: int) -> int:
+    """``DISTGRAIL_GPU``: one device index, or a comma list indexed by node-local rank."""
+    items = [x.strip() for x in value.split(",") if x.strip()]
+    try:
+        ids = [int(x) for x in items]
+    except ValueError:
+        ids = []
+    if not ids or min(ids) < 0:
+        raise BackendError(f"DISTGRAIL_GPU must be a device index or a comma list of them, got {value!r}")
+    return ids[local_rank % len(ids)]
+
+
+def choose_device(local_rank: int, n_visible: int, env=None) -> int:
+    """The device (index among the visible ones) for a node-local rank.
+
+    ``DISTGRAIL_GPU`` wins; otherwise ``local_rank % n_visible``.
+
+    >>> choose_device(3, 2, {}), choose_device(1, 4, {"DISTGRAIL_GPU": "2,0"})
+    (1, 0)
+    """
+    env = os.environ if env is None else env
+    if n_visible < 1:
+        raise BackendError("no CUDA device is visible to this rank (check CUDA_VISIBLE_DEVICES)")
+    if env.get("DISTGRAIL_GPU", "").strip():
+        dev = _env_device(env["DISTGRAIL_GPU"], local_rank)
+        if dev >= n_visible:
+            raise BackendError(f"DISTGRAIL_GPU selects device {dev}, but only {n_visible} visible "
+                               f"(0..{n_visible - 1})")
+        return dev
+    return local_rank % n_visible
+
+
+def _local_rank(comm, local) -> int:
+    """Node-local rank: SLURM_LOCALID when it numbers the ranks of this node uniquely (srun),
+    else the rank in the shared-memory communicator (mpirun, or mpirun inside an allocation)."""
+    sl = os.environ.get("SLURM_LOCALID", "")
+    sl = int(sl) if sl.isdigit() else -1
+    ids = local.allgather(sl)
+    if min(ids) >= 0 and len(set(ids)) == len(ids):
+        return sl
+    return local.Get_rank()
+
+
+def _gpu_count_and_ids():
+    import cupy
+
+    n = cupy.cuda.runtime.getDeviceCount()
+    return n, cupy
+
+
+def _bus_id(cupy, dev: int) -> str:
+    """The PCI bus id of visible device ``dev``: which physical GPU it is, whatever the numbering."""
+    for get in (lambda: cupy.cuda.runtime.deviceGetPCIBusId(dev), lambda: cupy.cuda.Device(dev).pci_bus_id):
+        try:
+            return str(get())
+        except Exception:  # noqa: S112 - try the next way
+            continue
+    return f"{os.environ.get('CUDA_VISIBLE_DEVICES', '')}:{dev}"  # pragma: no cover
+
+
+def bind_gpu(comm=None, backend="auto", share: bool = False):
+    """Collective: give each rank its own GPU; returns the device index (None when on the CPU).
+
+    The node-local rank comes from ``comm.Split_type(COMM_TYPE_SHARED)`` (or ``SLURM_LOCALID``
+    under ``srun``) and picks device ``local_rank % visible devices``; CUDA_VISIBLE_DEVICES
+    limits what is visible, and ``DISTGRAIL_GPU`` (an index, or a comma list indexed by local
+    rank) overrides the choice. With ``backend="cpu"``, or ``"auto"`` without a usable GPU, it
+    does nothing (and imports no CuPy). If two ranks of a node end up on the same physical
+    GPU, every rank raises :class:`RankError` unless ``share`` is true.
+    """
+    if backend not in BACKENDS and not hasattr(backend, "name"):
+        raise BackendError(f"backend must be one of {', '.join(BACKENDS)}, got {backend!r}")
+    comm, owned = own_comm(comm)
+    try:
+        name = getattr(backend, "name", backend)
+        if name == "auto":
+            name = os.environ.get("DISTGRAIL_BACKEND", "auto")
+        # every rank must agree whether to bind; "auto" binds where any rank sees a GPU
+        want = name != "cpu" and (name == "gpu" or gpu_available())
+        want = comm.allreduce(bool(want), op=mpi().LOR)
+        if not want:
+            return None
+        MPI = mpi()
+        local = comm.Split_type(MPI.COMM_TYPE_SHARED, key=comm.Get_rank())
+        try:
+            lr = _local_rank(comm, local)
+
+            def pick():
+                if not gpu_available():
+                    raise BackendError("backend 'gpu' needs CuPy and a usable CUDA device; none on "
+                                       f"{socket.gethostname()}")
+                n, cupy = _gpu_count_and_ids()
+                dev = choose_device(lr, n)
+                cupy.cuda.Device(dev).use()
+                return dev, _bus_id(cupy, dev), n
+
+            got = run_shared(comm, "binding a GPU", pick)
+            dev, bus, n = got
+            buses = local.allgather(bus)
+            clash = sorted({r for r, b in enumerate(buses) if buses.count(b) > 1})
+
+            def check():
+                if clash and not share:
+                    raise BackendError(
+                        f"{len(buses)} ranks on node {socket.gethostname()} but they see only "
+                        f"{len(set(buses))} distinct GPU(s) (node-local ranks {clash} share one); start one "
+                        "rank per GPU (launch/mpirun.sh does), or pass --share-gpus (share=True)")
+
+            run_shared(comm, "binding a GPU", check)
+            return dev
+        finally:
+            local.Free()
+    finally:
+        if owned:
+            comm.Free()

@@ -1,0 +1,134 @@
+"""Buffer-based collectives for big arrays, in rounds that keep every MPI count below 2^31.
+
+Big arrays travel as raw bytes (``Bcast``, ``Scatterv``, ``Gatherv``), in rounds of at most
+:data:`CHUNK_BYTES`; only small headers (shapes, dtypes, names, statistics) are pickled.
+"""
+
+from __future__ import annotations
+
+from dataclasses import fields
+
+import numpy as np
+
+from .errors import mpi, run_shared
+
+__all__ = ["CHUNK_BYTES", "split_counts", "offsets", "bcast_array", "gather_rows", "scatter_rows", "bcast_dataclass"]
+
+#: most bytes one collective call moves (below 2^31 so every MPI count and displacement fits)
+CHUNK_BYTES = 1 << 30
+
+
+def split_counts(total: int, parts: int) -> np.ndarray:
+    """Contiguous split of ``total`` items over ``parts`` ranks; earlier ranks get the extra ones.
+
+    >>> split_counts(5, 3).tolist(), split_counts(2, 4).tolist()
+    ([2, 2, 1], [1, 1, 0, 0])
+    """
+    base, extra = divmod(int(total), int(parts))
+    return np.array([base + (r < extra) for r in range(parts)], dtype=np.int64)
+
+
+def offsets(counts) -> np.ndarray:
+    return np.concatenate(([0], np.cumsum(counts))).astype(np.int64)
+
+
+# -- buffer-based transfers (chunked) ----------------------------------------------------------
+
+def _bytes(a: np.ndarray) -> np.ndarray:
+    return a.reshape(-1).view(np.uint8)
+
+
+def bcast_array(comm, a, root: int = 0) -> np.ndarray:
+    """Collective: ``a`` from ``root`` on every rank (header pickled, data by ``Bcast``)."""
+    MPI = mpi()
+    me = comm.Get_rank()
+    if me == root:
+        a = np.ascontiguousarray(a)
+        head = (a.shape, a.dtype.str)
+    else:
+        head = None
+    shape, dt = comm.bcast(head, root=root)
+    got = run_shared(comm, f"allocating {np.dtype(dt).name} {tuple(shape)} to receive a broadcast",
+                     (lambda: np.empty(shape, dtype=np.dtype(dt))) if me != root else None)
+    if me != root:
+        a = got
+    b = _bytes(a)
+    for lo in range(0, b.size, CHUNK_BYTES):
+        comm.Bcast([b[lo:lo + CHUNK_BYTES], MPI.BYTE], root=root)
+    return a
+
+
+def gather_rows(comm, block: np.ndarray, counts, out=None, root: int = 0):
+    """Collective: concatenate every rank's ``block`` along axis 0, in rank order, into ``out`` on root.
+
+    ``counts[r]`` is rank r's number of rows, known on every rank; ``out`` (root only) must be a
+    C-contiguous array of ``sum(counts)`` rows of the blocks' row shape and dtype.
+    """
+    MPI = mpi()
+    me, size = comm.Get_rank(), comm.Get_size()
+    block = np.ascontiguousarray(block)
+    row = block.dtype.itemsize * int(np.prod(block.shape[1:], dtype=np.int64))
+    nbytes = np.asarray(counts, dtype=np.int64) * row
+    off = offsets(nbytes)
+    mine = _bytes(block)
+    dest = _bytes(out) if me == root else None
+    if off[-1] <= CHUNK_BYTES:  # the usual case: one call, straight into the result
+        recv = [dest, nbytes.tolist(), off[:-1].tolist(), MPI.BYTE] if me == root else None
+        comm.Gatherv([mine, MPI.BYTE], recv, root=root)
+        return out
+    piece = max(1, CHUNK_BYTES // size)
+    for lo in range(0, int(nbytes.max()), piece):
+        c = np.clip(nbytes - lo, 0, piece)
+        d = offsets(c)
+        tmp = np.empty(int(d[-1]), np.uint8) if me == root else None
+        recv = [tmp, c.tolist(), d[:-1].tolist(), MPI.BYTE] if me == root else None
+        comm.Gatherv([mine[lo:lo + int(c[me])], MPI.BYTE], recv, root=root)
+        if me == root:
+            for r in range(size):
+                dest[off[r] + lo:off[r] + lo + c[r]] = tmp[d[r]:d[r + 1]]
+    return out
+
+
+def scatter_rows(comm, a, counts, row_shape, dtype, root: int = 0) -> np.ndarray:
+    """Collective: rank r receives rows ``offsets[r]:offsets[r+1]`` of root's array ``a``."""
+    MPI = mpi()
+    me, size = comm.Get_rank(), comm.Get_size()
+    dtype = np.dtype(dtype)
+    row = dtype.itemsize * int(np.prod(row_shape, dtype=np.int64))
+    nbytes = np.asarray(counts, dtype=np.int64) * row
+    off = offsets(nbytes)
+    block = run_shared(comm, "allocating a shard", np.empty, (int(counts[me]),) + tuple(row_shape), dtype)
+    mine = _bytes(block)
+    src = _bytes(np.ascontiguousarray(a, dtype=dtype)) if me == root else None
+    if off[-1] <= CHUNK_BYTES:
+        send = [src, nbytes.tolist(), off[:-1].tolist(), MPI.BYTE] if me == root else None
+        comm.Scatterv(send, [mine, MPI.BYTE], root=root)
+        return block
+    piece = max(1, CHUNK_BYTES // size)
+    for lo in range(0, int(nbytes.max()), piece):
+        c = np.clip(nbytes - lo, 0, piece)
+        d = offsets(c)
+        send = None
+        if me == root:
+            tmp = np.empty(int(d[-1]), np.uint8)
+            for r in range(size):
+                tmp[d[r]:d[r + 1]] = src[off[r] + lo:off[r] + lo + c[r]]
+            send = [tmp, c.tolist(), d[:-1].tolist(), MPI.BYTE]
+        comm.Scatterv(send, [mine[lo:lo + int(c[me])], MPI.BYTE], root=root)
+    return block
+
+
+def bcast_dataclass(comm, obj, cls, root: int = 0, skip=()):
+    """Collective: a dataclass instance from ``root`` on every rank. Its NumPy-array fields go by
+    :func:`bcast_array`; the other fields (ints, dicts, strings) are pickled. Fields named in
+    ``skip`` are not sent: they are None on the other ranks."""
+    me = comm.Get_rank()
+    if me == root:
+        names = [f.name for f in fields(cls) if f.name not in skip]
+        arrays = [k for k in names if isinstance(getattr(obj, k), np.ndarray)]
+        head = (arrays, {k: getattr(obj, k) for k in names if k not in arrays})
+    else:
+        head = None
+    arrays, rest = comm.bcast(head, root=root)
+    got = {k: bcast_array(comm, getattr(obj, k) if me == root else None, root) for k in arrays}
+    return obj if me == root else cls(**got, **rest, **{k: None for k in skip})

@@ -1,0 +1,97 @@
+"""Errors shared by every rank: a failure on one rank becomes the same :class:`RankError` on all.
+
+Every fallible step (choosing the backend, reading, condensing, labeling, allocating, writing,
+answering) runs through :func:`run_shared`: its outcome is reduced over the ranks, and if any
+rank failed, every rank raises :class:`RankError` naming the lowest failing rank and the original
+message. Nothing is left half-written and no rank waits forever. Errors outside these steps (a
+bug, an interrupt) should end the job: launch with ``python -m mpi4py -m distgrail ...``, which
+calls ``MPI_Abort`` on an uncaught exception.
+"""
+
+from __future__ import annotations
+
+from ..errors import DistGrailError
+
+__all__ = ["RankError", "share_outcome", "run_shared", "own_comm", "mpi"]
+
+
+class RankError(DistGrailError):
+    """An error raised on one rank of a distributed run and re-raised on every rank.
+
+    Attributes
+    ----------
+    rank : int         the (lowest) rank that failed
+    step : str         what that rank was doing
+    failed_ranks : list of int   every rank that failed in that step
+    original_type : str          class name of the original exception
+    """
+
+    def __init__(self, message, rank, step, failed_ranks, original_type, comm_rank):
+        super().__init__(message)
+        self.rank = rank
+        self.step = step
+        self.failed_ranks = failed_ranks
+        self.original_type = original_type
+        #: the rank of the process that raised this copy (the CLI prints on rank 0 only)
+        self.comm_rank = comm_rank
+
+
+
+def mpi():
+    from mpi4py import MPI
+
+    return MPI
+
+
+def own_comm(comm):
+    """``(comm, owned)``: ``comm``, or a clone of COMM_WORLD (to be freed) when it is None."""
+    if comm is not None:
+        if not hasattr(comm, "Get_rank") or not hasattr(comm, "Bcast"):
+            raise DistGrailError(f"comm must be an mpi4py communicator, got {comm!r}")
+        return comm, False
+    return mpi().COMM_WORLD.Clone(), True
+
+
+def _describe(exc: BaseException) -> str:
+    if isinstance(exc, DistGrailError):
+        return str(exc)
+    text = str(exc)
+    return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
+
+
+def share_outcome(comm, step: str, error: BaseException | None) -> None:
+    """Collective: raise :class:`RankError` on every rank if ``error`` is set on any rank.
+
+    The lowest failing rank broadcasts its message; the others learn which ranks failed.
+    """
+    size = comm.Get_size()
+    me = comm.Get_rank()
+    failed = comm.allgather(error is not None)
+    if not any(failed):
+        return
+    ranks = [r for r in range(size) if failed[r]]
+    root = ranks[0]
+    info = comm.bcast((_describe(error), type(error).__name__) if me == root else None, root=root)
+    msg, typ = info
+    others = f" (and on rank{'s' if len(ranks) > 2 else ''} {', '.join(map(str, ranks[1:]))})" \
+        if len(ranks) > 1 else ""
+    err = RankError(f"rank {root}{others}, {step}: {msg}", root, step, ranks, typ, me)
+    if me == root:
+        raise err from error
+    raise err from None
+
+
+def run_shared(comm, step: str, fn=None, *args, **kwargs):
+    """Collective: call ``fn(*args, **kwargs)`` (when ``fn`` is not None) and share any failure.
+
+    Every rank must call this, including ranks with nothing to do (``fn=None``); it returns
+    ``fn``'s result, or None. An exception on any rank becomes a :class:`RankError` on all.
+    """
+    out, error = None, None
+    if fn is not None:
+        try:
+            out = fn(*args, **kwargs)
+        except Exception as e:  # shared below; BaseException (interrupts) ends the job instead
+            error = e
+    share_outcome(comm, step, error)
+    return out

@@ -1,0 +1,80 @@
+"""Query batches sharded over MPI ranks.
+
+Rank 0 holds the pairs (other ranks may pass ``None``). The batch is cut into contiguous
+shards in input order (Scatterv), each rank answers its shard locally, and the answers are
+gathered in input order (Gatherv) and broadcast: **every rank returns the same answers and
+the same merged** :class:`~distgrail.query.stats.QueryStats` (counts summed over ranks, ``ranks``
+= communicator size, ``seconds`` = wall time of the whole sharded call on the slowest rank).
+"""
+
+from __future__ import annotations
+
+import time
+
+import numpy as np
+
+from ..errors import DistGrailError
+from ..gpu.backend import get_backend
+from ..query.stats import QueryStats
+from .collectives import bcast_array, gather_rows, offsets, scatter_rows, split_counts
+from .errors import own_comm, run_shared
+
+__all__ = ["query_sharded"]
+
+
+def _same_index_everywhere(comm, index):
+    """Collective: every rank must hold the same index (e.g. each opened its own copy of the file)."""
+    m = index.meta
+    mine = tuple(m.get(k) for k in ("source_sha256", "n_vertices", "n_components", "n_dag_edges", "dims", "seed",
+                                    "parent_rule"))
+    every = comm.allgather(mine)
+    bad = [r for r, x in enumerate(every) if x != every[0]]
+    if bad:
+        raise DistGrailError(f"every rank must query the same index, but ranks {bad} hold another one than rank 0 "
+                             f"(source sha256, n, C, m, dims, seed, parent rule: rank 0 {every[0]}, "
+                             f"rank {bad[0]} {every[bad[0]]})")
+
+
+def query_sharded(index, sources, targets, backend="auto", comm=None, root: int = 0):
+    """Collective: answer root's pairs with the batch cut into contiguous shards, one per rank.
+
+    ``sources``/``targets`` are read on ``root`` only (other ranks may pass None). Returns
+    ``(answers, stats)`` on every rank: answers in input order, identical to a one-process
+    run; stats summed over ranks (``search_rounds`` is the most any rank needed, ``seconds``
+    the wall time of the whole call on the slowest rank). ``stats.mpi_seconds`` holds
+    ``scatter``, ``answer`` (slowest rank) and ``gather`` times.
+    """
+    comm, owned = own_comm(comm)
+    try:
+        me, size = comm.Get_rank(), comm.Get_size()
+        here = me == root
+        _same_index_everywhere(comm, index)
+        be = run_shared(comm, "selecting the backend", get_backend, backend)
+        pairs = run_shared(comm, "checking the query pairs", index._check_pairs if here else None, sources, targets)
+        t0 = time.perf_counter()
+        k = comm.bcast(int(pairs[0].size) if here else None, root=root)
+        counts = split_counts(k, size)
+        s, t = pairs if here else (None, None)
+        s = scatter_rows(comm, s, counts, (), np.int64, root)
+        t = scatter_rows(comm, t, counts, (), np.int64, root)
+        t1 = time.perf_counter()
+        lo, hi = int(offsets(counts)[me]), int(offsets(counts)[me + 1])
+        what = f"answering queries {lo}..{hi - 1}" if hi > lo else "answering queries (none on this rank)"
+        ans, stats = run_shared(comm, what, index._query_local, s, t, be)
+        t2 = time.perf_counter()
+        out = run_shared(comm, "allocating the answers", (lambda: np.empty(k, dtype=bool)) if here else None)
+        gather_rows(comm, np.ascontiguousarray(ans, dtype=bool), counts, out, root)
+        answers = bcast_array(comm, out, root)
+        t3 = time.perf_counter()
+        every = comm.allgather((stats, t3 - t0, t1 - t0, t2 - t1, t3 - t2))
+        merged = QueryStats(backend=be.name, ranks=size)
+        for st, *_ in every:
+            merged = merged.merge(st)
+        merged.backend, merged.ranks = be.name, size
+        merged.seconds = max(e[1] for e in every)
+        merged.mpi_seconds = {"scatter": max(e[2] for e in every), "answer": max(e[3] for e in every),
+                              "gather": max(e[4] for e in every)}
+        return answers, merged
+    finally:
+        if owned:
+            comm.Free()

@@ -1,0 +1,74 @@
+"""Phase 4 (bottom-up): L_v = [min, max] of the rank over all DAG descendants of v (v included).
+
+This form is sound for any spanning forest and any sibling order (DESIGN invariant 2):
+u →* v ⇒ descendants(v) ⊆ descendants(u) ⇒ L_v ⊆ L_u.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from ..errors import BackendError
+from ..gpu.memory import check_ids, oom_guard
+from ..gpu.sweep import MAX_DIMS_PER_SWEEP, cupy, kernel, level_work, rows_if_needed, sweep
+
+__all__ = ["descendant_intervals"]
+
+
+def descendant_intervals_numpy(indptr, indices, level_ptr, post):
+    """NumPy twin: (lo, hi), each shaped like ``post`` (k, C)."""
+    lo = post.copy()
+    hi = post.copy()
+    lp = level_ptr.tolist()
+    for lev in range(len(lp) - 3, -1, -1):
+        a, b = lp[lev], lp[lev + 1]
+        e0, e1 = int(indptr[a]), int(indptr[b])
+        if e0 == e1:
+            continue
+        deg = np.diff(indptr[a : b + 1])
+        nz = np.flatnonzero(deg)
+        starts = (indptr[a:b] - e0)[nz]
+        ch = indices[e0:e1]
+        rows = a + nz
+        lo[:, rows] = np.minimum(lo[:, rows], np.minimum.reduceat(lo[:, ch], starts, axis=1))
+        hi[:, rows] = np.maximum(hi[:, rows], np.maximum.reduceat(hi[:, ch], starts, axis=1))
+    return lo, hi
+
+
+def descendant_intervals(be, indptr, indices, level_ptr, post):
+    """Phase 4 on backend ``be``."""
+    return be.pick(descendant_intervals_numpy, descendant_intervals_cuda)(indptr, indices, level_ptr, post)
+
+
+# -- CUDA launcher ------------------------------------------------------------------------
+
+@oom_guard
+def descendant_intervals_cuda(indptr, indices, level_ptr, post):
+    """GPU twin of :func:`distgrail.stages.intervals.descendant_intervals_numpy`: (lo, hi)."""
+    cp = cupy()
+    check_ids(indices, "the CSR")
+    k, C = post.shape
+    lo = cp.empty((k, C), dtype=cp.int64)
+    hi = cp.empty((k, C), dtype=cp.int64)
+    if C == 0 or k == 0:
+        return lo, hi
+    if C >= 2**31 - 1:
+        raise BackendError(f"the GPU backend keeps ranks in int32; {C} components is too many")
+    lp = np.asarray(level_ptr, dtype=np.int64)
+    L = lp.size - 1
+    lp_dev = cp.asarray(lp)
+    work = level_work(indptr, lp_dev, lp)
+    rows = rows_if_needed(indptr, lp, work, 0, L - 2)  # phase 4's small levels: COO rows
+    kmax = min(k, MAX_DIMS_PER_SWEEP)
+    buf = cp.empty(C * kmax * 2, dtype=cp.int32)  # reused by every group of dimensions
+    for c0 in range(0, k, kmax):
+        K = min(kmax, k - c0)
+        lh = buf[: C * K * 2].reshape(C, K, 2)
+        p = post[c0 : c0 + K].T
+        lh[:, :, 0] = p
+        lh[:, :, 1] = p
+        del p
+        sweep(kernel("labeling", f"dg_sweep_iv{K}"), kernel("labeling", f"dg_small_iv{K}"), lp_dev, work, 0, L - 2, True,
+               (indptr, indices, lh), (indptr, indices, lh, rows))
+        lo[c0 : c0 + K] = lh[:, :, 0].T
+        hi[c0 : c0 + K] = lh[:, :, 1].T
+    return lo, hi
