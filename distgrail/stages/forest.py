@@ -158,7 +158,7 @@ def parents_max_level_cuda(dag, seed):
     C = dag.indptr.size - 1
     if C == 0:
         return cp.empty(0, dtype=cp.int64)
-        level = dag.level if dag.level.dtype == cp.int32 else dag.level.astype(cp.int32)
+    level = dag.level if dag.level.dtype == cp.int32 else dag.level.astype(cp.int32)
     base = np.uint64(hash_base(seed, STREAM_PARENT))
     blocks = max(1, min(-(-C // (GRID_THREADS // 32)), sm_count() * 32))
     best = cp.zeros(C, dtype=cp.uint64)
