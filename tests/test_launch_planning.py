@@ -3,6 +3,7 @@ and the stage launchers run against a fake CuPy (NumPy arrays) with fake kernels
 their launch configurations and do what the CUDA kernel does, level by level. The launchers'
 results must equal the NumPy twins, and every launch must happen on the backend's device."""
 
+import dataclasses
 import sys
 import types
 
@@ -323,6 +324,11 @@ def test_one_process_pipeline_keeps_the_forest_on_the_device(cp, monkeypatch):
     assert type(f.parent) is np.ndarray and f.parent is f.parent
     np.testing.assert_array_equal(f.parent, cpu.parent)
     np.testing.assert_array_equal(f.size, cpu.size)
+    # what mpi.collectives.bcast_dataclass sees on the root and builds on the other ranks
+    names = [x.name for x in dataclasses.fields(labeling.Forest)]
+    assert [k for k in names if isinstance(getattr(f, k), np.ndarray)] == ["parent", "size"]
+    other = labeling.Forest(parent=f.parent.copy(), size=f.size.copy(), timings=dict(f.timings))
+    assert not other.on_gpu and other.arrays(be)[0].shape == f.parent.shape
     f.release_device()
     assert not f.on_gpu and f.arrays(be)[0] is not dev_parent
     np.testing.assert_array_equal(f.parent, cpu.parent)

@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from ..gpu.backend import Backend, get_backend
+from ..gpu.memory import ensure_fits
 from ..errors import DistGrailError
 from .forest import PARENT_RULES, parents
 from .intervals import descendant_intervals
@@ -79,8 +80,6 @@ class Forest:
         parent, size = self.parent, self.size
         if be.is_gpu:
             with be.on_device():
-                from ..gpu.memory import ensure_fits
-
                 ensure_fits(parent.nbytes + size.nbytes, f"the forest of {parent.size:,} components")
         return be.asarray(parent), be.asarray(size)
 
@@ -104,8 +103,6 @@ def upload(be: Backend, a, what: str):
     """Host array ``a`` on ``be``'s device, after checking that it fits there."""
     if be.is_gpu:
         with be.on_device():
-            from ..gpu.memory import ensure_fits
-
             ensure_fits(a.nbytes, f"uploading {what} ({a.size:,} x {a.dtype})")
     return be.asarray(a)
 
