@@ -60,6 +60,7 @@ def build_index(graph, dims: int = 5, seed: int = 0, parent_rule: str = "max-lev
         forest = st.run("phases 1-2", build_forest, dag, seed, parent_rule, be)
         timings = dict(forest.timings)
         post0, iv = st.run("phases 3-4", label_dimensions, dag, forest, range(dims), seed, be, timings)
+        forest.release_device()  # the index keeps host copies; the forest's GPU memory goes back
         idx = assemble(g, dag, forest, post0, iv, dims, seed, parent_rule)
         if output is not None:
             st.run("write", idx.save, output)

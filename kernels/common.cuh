@@ -1,14 +1,18 @@
 // Shared device helpers. Twin of distgrail/hashing.py: dg_hash must match hash3 bit for bit.
+// Every DG_* constant comes from distgrail/constants.py as a -D option (distgrail.gpu.kernels).
 #pragma once
+#if !defined(DG_GOLDEN) || !defined(DG_MIX1) || !defined(DG_MIX2) || !defined(DG_S2) || !defined(DG_CAP) ||        \
+    !defined(DG_UNDECIDED) || !defined(DG_SAME) || !defined(DG_LEVEL) || !defined(DG_INTERVAL) || !defined(DG_TREE) || \
+    !defined(DG_SEARCH_POS) || !defined(DG_SEARCH_NEG) || !defined(DG_HUB) || !defined(DG_BATCH_THREADS) ||            \
+    !defined(DG_GRID_THREADS) || !defined(DG_HUB_THREADS) || !defined(DG_MAX_DIMS_PER_SWEEP)
+#error "DG_* constants missing: compile with the -D options of distgrail.gpu.kernels.define_options()"
+#endif
 typedef unsigned long long u64;
 typedef long long i64;
 
-#define DG_GOLDEN 0x9E3779B97F4A7C15ULL
-#define DG_S2 0xD1B54A32D192ED03ULL
-
 __device__ __forceinline__ u64 dg_mix(u64 z) {
-    z ^= z >> 30; z *= 0xBF58476D1CE4E5B9ULL;
-    z ^= z >> 27; z *= 0x94D049BB133111EBULL;
+    z ^= z >> 30; z *= DG_MIX1;
+    z ^= z >> 27; z *= DG_MIX2;
     return z ^ (z >> 31);
 }
 

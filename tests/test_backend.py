@@ -28,3 +28,22 @@ def test_prefault_does_nothing_on_the_cpu():
     a = np.full(1 << 24, 7, np.uint8)
     get_backend("cpu").prefault(a).join()
     assert (a == 7).all()  # untouched: the CPU backend starts no thread
+
+
+def test_copies_run_on_the_backends_device():
+    # a fake CuPy that records which device is current at each copy
+    from distgrail.gpu.backend import Backend
+    from test_launch_planning import fake_cupy
+
+    cp = fake_cupy()
+    seen = []
+    asarray, asnumpy = cp.asarray, cp.asnumpy
+    cp.asarray = lambda a, dtype=None: seen.append(("up", cp.cuda.Device().id)) or asarray(a, dtype=dtype)
+    cp.asnumpy = lambda a: seen.append(("down", cp.cuda.Device().id)) or asnumpy(a)
+    be = Backend("gpu", cp, device=2)
+    d = be.asarray(np.arange(5))
+    assert be.to_host(d).tolist() == [0, 1, 2, 3, 4]
+    be.synchronize()
+    assert seen == [("up", 2), ("down", 2)] and cp.state.current == 0
+    with get_backend("cpu").on_device():  # nothing to switch on the CPU
+        pass

@@ -3,8 +3,10 @@
 import hashlib
 
 import numpy as np
+import pytest
 
 import distgrail
+from distgrail.hashing import STREAM_DIM0, STREAM_PARENT, hash3, hash_base
 from distgrail.io.generate import generate
 
 
@@ -42,12 +44,34 @@ def test_dimensions_differ_and_prefix_is_stable():
     assert not np.array_equal(b.intervals[0], b.intervals[1])
 
 
-def test_hash_is_pinned():
-    # changing the hash would silently change every index: pin a few values
-    from distgrail.hashing import hash3
+# (seed, stream, key) -> hash3, computed once from the hash as it is and written down here.
+# (0, 0, k) is SplitMix64 started at state 0 (its published first outputs 0xe220a8397b1dcdaf,
+# 0x6e789e6aa1b965f4, 0x06c45d188009454f): an outside reference for the mix and its constants.
+PINNED = [
+    (0, 0, 0, 0xE220A8397B1DCDAF),
+    (0, 0, 1, 0x6E789E6AA1B965F4),
+    (0, 0, 2, 0x06C45D188009454F),
+    (1, 2, 0, 0x17811FB6749B9F5C),
+    (1, 2, 12345, 0xDCBC4016738D4655),
+    (2**64 - 1, STREAM_PARENT, 7, 0x7BA93D0B0E97923B),
+    (2**64 - 1, STREAM_PARENT, 2**40, 0xDBF98C39407269AC),
+    (11, STREAM_DIM0 + 3, 999999, 0x39078FC335CA1132),
+]
 
-    h = hash3(0, 0, np.arange(3))
-    h2 = hash3(0, 0, np.arange(3))
-    assert h.tolist() == h2.tolist()
-    assert len(set(hash3(1, 2, np.arange(10000)).tolist())) == 10000
-    assert hash3(0, 0, np.arange(1)).tolist() != hash3(1, 0, np.arange(1)).tolist()
+
+@pytest.mark.parametrize("seed,stream,key,want", PINNED)
+def test_hash3_pinned_values(seed, stream, key, want):
+    got = hash3(seed, stream, np.array([key], dtype=np.int64))
+    assert got.dtype == np.uint64
+    assert int(got[0]) == want, f"hash3({seed}, {stream}, {key}) = {int(got[0]):#x}, pinned {want:#x}"
+
+
+def test_hash_base_pinned_values():
+    assert hash_base(0, 0) == 0  # the mix of 0 is 0: base 0 makes dg_hash(0, k) SplitMix64's k-th output
+    assert hash_base(2**64 - 1, STREAM_PARENT) == 0xEACD129E1738CDA7
+
+
+def test_hash_is_a_bijection_on_a_range():
+    # sibling order relies on it: (parent, hash) is then a total order without a tie rule
+    h = hash3(5, STREAM_DIM0 + 2, np.arange(200_000))
+    assert np.unique(h).size == h.size

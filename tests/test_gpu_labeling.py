@@ -1,4 +1,5 @@
-"""GPU labeling (kernels/labeling.cu) against the NumPy twins, bit for bit, phase by phase.
+"""GPU labeling (kernels/forest.cu, subtree.cu, ranks.cu, intervals.cu) against the NumPy twins,
+bit for bit, phase by phase.
 
 Every phase is fed the CPU's inputs, so a mismatch names the phase that differs; a second pass
 chains the GPU phases end to end. Skipped without a usable GPU (conftest says why).
@@ -15,7 +16,7 @@ from distgrail.stages.forest import parents
 from distgrail.io.generate import generate
 from distgrail.io.read import as_graph
 from distgrail.stages.intervals import descendant_intervals
-from distgrail.stages.labeling import _DeviceDAG
+from distgrail.stages.labeling import DeviceDAG
 from distgrail.stages.ranks import post_order_ranks
 from distgrail.stages.subtree import subtree_sizes
 from conftest import EXPECTED, graph_path
@@ -36,7 +37,7 @@ def _same(name, a, b):
 def check_phases(dag, rule="max-level", seed=0, dims=(0, 1, 2)):
     cpu, gpu = get_backend("cpu"), get_backend("gpu")
     dims = list(dims)
-    cdag, gdag = _DeviceDAG(cpu, dag), _DeviceDAG(gpu, dag)
+    cdag, gdag = DeviceDAG(cpu, dag), DeviceDAG(gpu, dag)
     lp = dag.level_ptr
     p = parents(cpu, cdag, seed, rule)
     _same(f"phase 1 ({rule}) parents", gpu.to_host(parents(gpu, gdag, seed, rule)), p)
@@ -143,20 +144,58 @@ def test_build_index_parity_real_graph(data_dir):
 
 def test_too_large_graph_names_the_estimate():
     from distgrail.gpu.memory import ensure_fits
-    from distgrail.stages.labeling import forest_bytes
+    from distgrail.stages.forest import parents_bytes
 
-    need = forest_bytes(10**11, 10**13)
+    need = parents_bytes(10**11, 10**13, "dfs")
     with pytest.raises(BackendError, match=r"needs about [0-9.]+ GiB"):
-        ensure_fits(need, "phases 1-2 of a test DAG")
+        ensure_fits(need, "phase 1 of a test DAG")
 
 
-def test_sibling_key_ties_break_by_id():
-    # equal float64 keys (the twin's lexsort sees the hash as float64) must end in id order
+def test_sibling_keys_on_the_device_are_hash3():
+    from distgrail.stages.ranks import sibling_keys, sibling_keys_cuda
+
+    for seed, dim, C in [(0, 0, 1), (2**64 - 1, 7, 100_000), (11, 3, 4097)]:
+        _same(f"sibling keys seed {seed} dim {dim}", sibling_keys_cuda(C, seed, dim).get(), sibling_keys(C, seed, dim))
+
+
+def test_sibling_order_on_integer_keys_cpu_vs_gpu():
+    # keys equal as float64 but distinct as integers: both sides must order them as integers
     import cupy as cp
 
-    from distgrail.gpu.kernels import load_module
+    from distgrail.stages.ranks import offsets_in_key_order, offsets_in_key_order_cuda
 
-    fh = cp.asarray([5.0, 1.0, 5.0, 1.0, 5.0, 2.0, 1.0])
-    r = cp.asarray([6, 3, 1, 5, 4, 2, 0], dtype=cp.int64)  # sorted by fh, ties scrambled
-    load_module("labeling").get_function("dg_fix_ties")((1,), (64,), (fh, r, np.int64(7)))
-    assert r.get().tolist() == [1, 3, 6, 5, 0, 2, 4]
+    rng = np.random.default_rng(4)
+    for C in (5, 1000, 300_000):
+        parent = np.where(rng.random(C) < 0.05, -1, rng.integers(0, max(C // 50, 1), C)).astype(np.int64)
+        size = rng.integers(1, 1000, C).astype(np.int64)
+        key = np.uint64(2**64 - 2**24) + rng.permutation(C).astype(np.uint64) * np.uint64(7)
+        want = offsets_in_key_order(parent, size, key)
+        got = offsets_in_key_order_cuda(cp.asarray(parent), cp.asarray(size), cp.asarray(key))
+        _same(f"sibling offsets C={C}", got.get(), want)
+
+
+def test_many_siblings_ranks_cpu_vs_gpu():
+    # one root with 200k children and a second level under some of them: phase 3 sorts big groups
+    n = 200_001
+    src = np.concatenate((np.zeros(n - 1, np.int64), np.arange(1, 1001)))
+    dst = np.concatenate((np.arange(1, n), np.arange(n, n + 1000)))
+    dag = condense(_edges(src, dst))
+    check_phases(dag, "max-level", seed=2**63 + 5, dims=range(3))
+
+
+def test_launchers_run_on_the_backends_device():
+    import cupy as cp
+
+    if cp.cuda.runtime.getDeviceCount() < 2:
+        pytest.skip("needs two GPUs: a launcher must run on be.device while another device is current")
+    g = generate("paper", 3000, 5, 3)
+    want = distgrail.build_index(g, dims=3, backend="cpu")
+    before = cp.cuda.Device().id
+    try:
+        be1 = get_backend("gpu", device=1)
+        with cp.cuda.Device(0):
+            got = distgrail.build_index(g, dims=3, backend=be1)
+    finally:
+        cp.cuda.Device(before).use()  # get_backend made device 1 current
+    for key in want.arrays:
+        _same(key, got.arrays[key], want.arrays[key])

@@ -1,21 +1,73 @@
 """kernels/ ships inside the wheel and the loader finds it."""
 
 import os
+import re
 import subprocess
 import sys
 import zipfile
 
 import pytest
 
-from distgrail.gpu.kernels import kernel_dir, kernel_source
+from distgrail.gpu.kernels import TEMPLATES, kernel_dir, kernel_source
 from conftest import ROOT
 
 
-def test_loader_finds_sources():
+#: one .cu per stage plus shared headers
+STAGE_SOURCES = {"forest.cu", "subtree.cu", "ranks.cu", "intervals.cu", "query.cu"}
+HEADERS = {"common.cuh", "sweep.cuh"}
+BOUNDS = r"(?:__launch_bounds__\(\w+\)\s+)?"
+
+
+def test_loader_finds_one_source_per_stage():
     d = kernel_dir()
-    names = sorted(f for f in os.listdir(d) if f.endswith(".cu"))
-    assert names, d
-    assert "__global__" in kernel_source(names[0][:-3])
+    assert os.path.realpath(d) == os.path.realpath(os.path.join(ROOT, "kernels"))
+    assert {f for f in os.listdir(d) if f.endswith(".cu")} == STAGE_SOURCES
+    assert {f for f in os.listdir(d) if f.endswith(".cuh")} == HEADERS
+    for name in STAGE_SOURCES:
+        assert "__global__" in kernel_source(name[:-3]), name
+
+
+def _launched():
+    """(stage, kernel name, file) for every kernel the package fetches."""
+    out = []
+    pkg = os.path.join(ROOT, "distgrail")
+    for dirpath, _, files in os.walk(pkg):
+        for f in files:
+            if not f.endswith(".py"):
+                continue
+            path = os.path.join(dirpath, f)
+            with open(path) as fh:
+                src = fh.read()
+            for stage, name in re.findall(r'kernel\("(\w+)", f?"([^"]+)"\)', src):
+                out.append((stage, name, path))
+            modules = set(re.findall(r'load_module\("(\w+)"', src))
+            for name in re.findall(r'get_function\("(\w+)"\)', src):
+                assert len(modules) == 1, f"{path}: get_function with modules {modules}"
+                out.append((next(iter(modules)), name, path))
+    return out
+
+
+def test_every_launched_kernel_exists_in_its_stage_source():
+    launched = _launched()
+    stages = {s for s, _, _ in launched}
+    assert stages == {f[:-3] for f in STAGE_SOURCES}, stages  # every stage's launcher fetches its kernels
+    for stage, name, path in launched:
+        src = kernel_source(stage)
+        if "<" in name:  # a template instantiation: "dg_sweep_iv<{K}>"
+            base = name.split("<")[0]
+            assert re.search(r"template <int K>\s*__global__ void\s+" + BOUNDS + base + r"\(", src), (stage, name, path)
+            assert any(e.startswith(base + "<") for e in TEMPLATES[stage]), (stage, name)
+        elif name == "dg_csr_rows":  # from the shared sweep header
+            assert '#include "sweep.cuh"' in src, (stage, path)
+        else:
+            assert re.search(r'extern "C" __global__ void\s+' + BOUNDS + name + r"\(", src), (stage, name, path)
+
+
+def test_removed_kernels_stay_removed():
+    assert not os.path.exists(os.path.join(ROOT, "kernels", "labeling.cu"))
+    for f in STAGE_SOURCES | HEADERS:
+        src = open(os.path.join(ROOT, "kernels", f)).read()
+        assert "dg_hash_f64" not in src and "dg_fix_ties" not in src and "DG_DEF_IV" not in src, f
 
 
 def test_wheel_contains_kernels(tmp_path):

@@ -1,12 +1,15 @@
 """The backend seam: NumPy on the CPU, CuPy on a GPU.
 
-Stage modules take a :class:`Backend` and call ``be.xp`` for array code shared by both, and
-``be.pick(numpy_twin, cuda_kernel_wrapper)`` where the GPU runs a hand-written kernel from
-``kernels/``. Nothing else in the package asks which device it is on.
+The device is chosen once (:func:`get_backend`) and the chosen :class:`Backend` is passed down.
+Each stage function dispatches in one place: its NumPy twin on the CPU, its CUDA launcher
+``<stage>_cuda(be, ...)`` on a GPU, which runs on ``be.device`` (``distgrail.gpu.memory.launcher``),
+not on whatever device is current. Host↔device copies go through :meth:`Backend.asarray` and
+:meth:`Backend.to_host`, also on ``be.device``.
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
 from dataclasses import dataclass
 
@@ -44,13 +47,22 @@ class Backend:
     def is_gpu(self) -> bool:
         return self.name == "gpu"
 
+    def on_device(self):
+        """Context manager: this backend's device is current inside (nothing on the CPU)."""
+        if self.is_gpu:
+            return self.xp.cuda.Device(self.device)
+        return contextlib.nullcontext()
+
     def asarray(self, a, dtype=None):
         """``a`` on this backend's device. Large host arrays go to a GPU by direct DMA (see
         :func:`upload_large`)."""
-        if self.is_gpu and isinstance(a, np.ndarray) and a.nbytes >= STAGE_MIN_BYTES:
-            a = a if dtype is None else a.astype(dtype, copy=False)
-            return upload_large(self.xp, a)
-        return self.xp.asarray(a, dtype=dtype)
+        if not self.is_gpu:
+            return np.asarray(a, dtype=dtype)
+        with self.on_device():
+            if isinstance(a, np.ndarray) and a.nbytes >= STAGE_MIN_BYTES:
+                a = a if dtype is None else a.astype(dtype, copy=False)
+                return upload_large(self.xp, a)
+            return self.xp.asarray(a, dtype=dtype)
 
     def to_host(self, a, out: np.ndarray | None = None) -> np.ndarray:
         """``a`` as a host array, written into ``out`` when given (C-contiguous, same shape and
@@ -61,12 +73,13 @@ class Backend:
                 raise BackendError(f"to_host: out must be a C-contiguous {a.dtype} array of shape "
                                    f"{tuple(a.shape)}, got {getattr(out, 'dtype', type(out))} {getattr(out, 'shape', '')}")
         if self.is_gpu:
-            if getattr(a, "nbytes", 0) >= STAGE_MIN_BYTES:
-                return download_large(self.xp, a, out)
-            if out is None:
-                return self.xp.asnumpy(a)
-            self.xp.ascontiguousarray(a).get(out=out)
-            return out
+            with self.on_device():
+                if getattr(a, "nbytes", 0) >= STAGE_MIN_BYTES:
+                    return download_large(self.xp, a, out)
+                if out is None:
+                    return self.xp.asnumpy(a)
+                self.xp.ascontiguousarray(a).get(out=out)
+                return out
         if out is None:
             return np.asarray(a)
         np.copyto(out, a)
@@ -92,8 +105,8 @@ class Backend:
 
     def synchronize(self):
         if self.is_gpu:
-            self.xp.cuda.get_current_stream().synchronize()
-
+            with self.on_device():
+                self.xp.cuda.get_current_stream().synchronize()
 
 
 _CACHE: dict = {}

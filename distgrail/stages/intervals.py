@@ -7,11 +7,13 @@ u →* v ⇒ descendants(v) ⊆ descendants(u) ⇒ L_v ⊆ L_u.
 from __future__ import annotations
 
 import numpy as np
-from ..errors import BackendError
-from ..gpu.memory import check_ids, oom_guard
-from ..gpu.sweep import MAX_DIMS_PER_SWEEP, cupy, kernel, level_work, rows_if_needed, sweep
 
-__all__ = ["descendant_intervals"]
+from ..constants import MAX_DIMS_PER_SWEEP
+from ..errors import BackendError
+from ..gpu.memory import check_ids, ensure_fits, launcher
+from ..gpu.sweep import cupy, kernel, level_work, rows_if_needed, sweep
+
+__all__ = ["descendant_intervals", "descendant_intervals_numpy", "descendant_intervals_cuda", "intervals_bytes"]
 
 
 def descendant_intervals_numpy(indptr, indices, level_ptr, post):
@@ -35,29 +37,42 @@ def descendant_intervals_numpy(indptr, indices, level_ptr, post):
 
 
 def descendant_intervals(be, indptr, indices, level_ptr, post):
-    """Phase 4 on backend ``be``."""
-    return be.pick(descendant_intervals_numpy, descendant_intervals_cuda)(indptr, indices, level_ptr, post)
+    """Phase 4 on backend ``be`` (the CSR and ``post`` on its device)."""
+    if be.is_gpu:
+        return descendant_intervals_cuda(be, indptr, indices, level_ptr, post)
+    return descendant_intervals_numpy(indptr, indices, level_ptr, post)
 
 
-# -- CUDA launcher ------------------------------------------------------------------------
+# -- CUDA launcher (kernels/intervals.cu) --------------------------------------------------------
 
-@oom_guard
-def descendant_intervals_cuda(indptr, indices, level_ptr, post):
-    """GPU twin of :func:`distgrail.stages.intervals.descendant_intervals_numpy`: (lo, hi)."""
+def intervals_bytes(C: int, m: int, k: int) -> int:
+    """Estimated GPU bytes that :func:`descendant_intervals_cuda` allocates for ``k`` dimensions:
+    the COO rows of the small levels, the interleaved (lo, hi) buffer of one group of dimensions,
+    lo and hi, and the stacked copy the caller casts them into."""
+    return int(4 * m + 8 * min(k, MAX_DIMS_PER_SWEEP) * C + 16 * k * C + 16 * k * C)
+
+
+@launcher
+def descendant_intervals_cuda(be, indptr, indices, level_ptr, post):
+    """GPU twin of :func:`descendant_intervals_numpy`: (lo, hi). Dimensions go in groups of at
+    most ``MAX_DIMS_PER_SWEEP``, each swept by the instantiation ``dg_sweep_iv<K>`` /
+    ``dg_small_iv<K>`` for its size K."""
     cp = cupy()
     check_ids(indices, "the CSR")
     k, C = post.shape
+    if C >= 2**31 - 1:
+        raise BackendError(f"the GPU backend keeps ranks in int32; {C} components is too many")
+    ensure_fits(intervals_bytes(C, indices.size, k),
+                f"phase 4 of {k} dimension(s) of a DAG with {C:,} components and {indices.size:,} edges")
     lo = cp.empty((k, C), dtype=cp.int64)
     hi = cp.empty((k, C), dtype=cp.int64)
     if C == 0 or k == 0:
         return lo, hi
-    if C >= 2**31 - 1:
-        raise BackendError(f"the GPU backend keeps ranks in int32; {C} components is too many")
     lp = np.asarray(level_ptr, dtype=np.int64)
     L = lp.size - 1
     lp_dev = cp.asarray(lp)
     work = level_work(indptr, lp_dev, lp)
-    rows = rows_if_needed(indptr, lp, work, 0, L - 2)  # phase 4's small levels: COO rows
+    rows = rows_if_needed("intervals", indptr, lp, work, 0, L - 2)  # phase 4's small levels: COO rows
     kmax = min(k, MAX_DIMS_PER_SWEEP)
     buf = cp.empty(C * kmax * 2, dtype=cp.int32)  # reused by every group of dimensions
     for c0 in range(0, k, kmax):
@@ -67,8 +82,8 @@ def descendant_intervals_cuda(indptr, indices, level_ptr, post):
         lh[:, :, 0] = p
         lh[:, :, 1] = p
         del p
-        sweep(kernel("labeling", f"dg_sweep_iv{K}"), kernel("labeling", f"dg_small_iv{K}"), lp_dev, work, 0, L - 2, True,
-               (indptr, indices, lh), (indptr, indices, lh, rows))
+        sweep(kernel("intervals", f"dg_sweep_iv<{K}>"), kernel("intervals", f"dg_small_iv<{K}>"), lp_dev, work,
+              0, L - 2, True, (indptr, indices, lh), (indptr, indices, lh, rows))
         lo[c0 : c0 + K] = lh[:, :, 0].T
         hi[c0 : c0 + K] = lh[:, :, 1].T
     return lo, hi

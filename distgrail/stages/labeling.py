@@ -12,23 +12,82 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from ..gpu.backend import Backend, get_backend
-from ..gpu.sweep import MAX_DIMS_PER_SWEEP
+from ..gpu.memory import ensure_fits
 from ..errors import DistGrailError
 from .forest import PARENT_RULES, parents
 from .intervals import descendant_intervals
 from .ranks import post_order_ranks
 from .subtree import subtree_sizes
 
-__all__ = ["Forest", "build_forest", "label_dimensions", "check_label_args"]
+__all__ = ["Forest", "DeviceDAG", "build_forest", "label_dimensions", "check_label_args", "prefetch_csr",
+           "device_csr", "release_device_csr", "upload"]
+
+
+class _HostArray:
+    """A :class:`Forest` array read as a host array: a device copy is downloaded on the first
+    read and kept (so ``bcast_dataclass`` and ``assemble`` see plain NumPy arrays)."""
+
+    def __set_name__(self, owner, name):
+        self.name = name
+
+    def __get__(self, obj, owner=None):
+        if obj is None:
+            raise AttributeError(self.name)  # no class-level default: a dataclass field without one
+        host = obj._host.get(self.name)
+        if host is None and self.name in obj._device:
+            host = obj._host[self.name] = obj._be.to_host(obj._device[self.name])
+        return host
+
+    def __set__(self, obj, value):
+        if "_host" not in obj.__dict__:
+            obj._host, obj._device, obj._be = {}, {}, None
+        obj._host[self.name] = value
+        obj._device.pop(self.name, None)
 
 
 @dataclass
 class Forest:
-    """Phases 1–2: the spanning forest DT (host arrays)."""
+    """Phases 1–2: the spanning forest DT.
 
-    parent: np.ndarray
-    size: np.ndarray
+    ``parent`` and ``size`` read as host arrays. A forest built on a GPU (:meth:`on_device`)
+    keeps its device arrays: :meth:`arrays` hands them to phases 3–4 without a host round trip,
+    and the host copies are downloaded once, on first read (e.g. to broadcast or write them).
+    """
+
+    parent: np.ndarray = _HostArray()
+    size: np.ndarray = _HostArray()
     timings: dict = field(default_factory=dict)
+
+    @classmethod
+    def on_device(cls, be: Backend, parent, size, timings=None) -> "Forest":
+        """A forest whose arrays live on ``be``'s device."""
+        f = cls(parent=None, size=None, timings={} if timings is None else timings)
+        f._be = be
+        f._host = {}
+        f._device = {"parent": parent, "size": size}
+        return f
+
+    @property
+    def on_gpu(self) -> bool:
+        """True while the forest holds device arrays."""
+        return bool(self._device)
+
+    def arrays(self, be: Backend):
+        """(parent, size) on ``be``'s device: the kept device arrays when they are on it, else
+        uploaded from the host copies."""
+        if self._device and self._be is not None and (self._be.name, self._be.device) == (be.name, be.device):
+            return self._device["parent"], self._device["size"]
+        parent, size = self.parent, self.size
+        if be.is_gpu:
+            with be.on_device():
+                ensure_fits(parent.nbytes + size.nbytes, f"the forest of {parent.size:,} components")
+        return be.asarray(parent), be.asarray(size)
+
+    def release_device(self):
+        """Download what is not on the host yet, then drop the device arrays."""
+        for name in list(self._device):
+            getattr(self, name)
+        self._device = {}
 
 
 def check_label_args(dims, seed, parent_rule):
@@ -40,6 +99,14 @@ def check_label_args(dims, seed, parent_rule):
         raise DistGrailError(f"parent_rule must be one of {', '.join(PARENT_RULES)}, got {parent_rule!r}")
 
 
+def upload(be: Backend, a, what: str):
+    """Host array ``a`` on ``be``'s device, after checking that it fits there."""
+    if be.is_gpu:
+        with be.on_device():
+            ensure_fits(a.nbytes, f"uploading {what} ({a.size:,} x {a.dtype})")
+    return be.asarray(a)
+
+
 def device_csr(be: Backend, dag, keep: bool = True):
     """The DAG's CSR on ``be``'s device, uploaded once and kept on ``dag`` until
     :func:`release_device_csr` (phases 1, 4 and an MPI rank's prefetch share one upload)."""
@@ -47,7 +114,7 @@ def device_csr(be: Backend, dag, keep: bool = True):
     cached = getattr(dag, "_device_csr", None)
     if cached is not None and cached[0] == key:
         return cached[1], cached[2]
-    ip, ix = be.asarray(dag.indptr), be.asarray(dag.indices)
+    ip, ix = upload(be, dag.indptr, "the CSR's indptr"), upload(be, dag.indices, "the CSR's indices")
     if keep and be.is_gpu:
         dag._device_csr = (key, ip, ix)
     return ip, ix
@@ -66,27 +133,30 @@ def prefetch_csr(dag, seed=0, parent_rule="max-level", backend="auto"):
     be.synchronize()
 
 
-class _DeviceDAG:
-    """The DAG's arrays on the backend's device."""
+class DeviceDAG:
+    """The DAG's arrays on the backend's device (the host arrays themselves on the CPU)."""
 
     def __init__(self, be: Backend, dag):
         self._be, self._dag = be, dag
         self.indptr, self.indices = device_csr(be, dag)
-        self.level = be.asarray(dag.level)
+        self.level = upload(be, dag.level, "the levels")
         self.level_ptr = dag.level_ptr  # host: sweeps read slice bounds
 
     # the reverse CSR is uploaded only by the stages that read it (the GPU max-level rule does not)
     @property
     def rindptr(self):
         if not hasattr(self, "_rindptr"):
-            self._rindptr = self._be.asarray(self._dag.rindptr)
+            self._rindptr = upload(self._be, self._dag.rindptr, "the reverse CSR's indptr")
         return self._rindptr
 
     @property
     def rindices(self):
         if not hasattr(self, "_rindices"):
-            self._rindices = self._be.asarray(self._dag.rindices)
+            self._rindices = upload(self._be, self._dag.rindices, "the reverse CSR's indices")
         return self._rindices
+
+
+_DeviceDAG = DeviceDAG  # the name the GPU parity tests used
 
 
 def _timed(timings, key, be, fn, *args):
@@ -98,18 +168,16 @@ def _timed(timings, key, be, fn, *args):
 
 
 def build_forest(dag, seed: int = 0, parent_rule: str = "max-level", backend="auto") -> Forest:
-    """Phases 1–2 on ``backend``; returns host arrays."""
+    """Phases 1–2 on ``backend``. On a GPU the forest stays there (:meth:`Forest.on_device`):
+    phases 3–4 in the same process use it without a host round trip."""
     be = get_backend(backend)
     timings = {}
-    if be.is_gpu:
-        from ..gpu.memory import ensure_fits
-
-        ensure_fits(forest_bytes(dag.C, dag.m, parent_rule, dag.indices.dtype.itemsize),
-                    f"phases 1-2 of a DAG with {dag.C:,} components and {dag.m:,} edges")
-    ddag = _DeviceDAG(be, dag)
+    ddag = DeviceDAG(be, dag)
     parent = _timed(timings, "phase1_forest", be, parents, be, ddag, seed, parent_rule)
     size = _timed(timings, "phase2_subtree_sizes", be, subtree_sizes, be, parent, dag.level_ptr)
-    return Forest(parent=be.to_host(parent), size=be.to_host(size), timings=timings)
+    if be.is_gpu:
+        return Forest.on_device(be, parent, size, timings)
+    return Forest(parent=parent, size=size, timings=timings)
 
 
 def label_dimensions(dag, forest: Forest, dims_to_do, seed: int = 0, backend="auto", timings=None, out=None):
@@ -136,13 +204,7 @@ def label_dimensions(dag, forest: Forest, dims_to_do, seed: int = 0, backend="au
     t0 = time.perf_counter()
     out = np.empty((len(dims_to_do), C, 2), ut) if out is None else out
     landing = be.prefault(out)  # the host pages get ready while the GPU works
-    if be.is_gpu:
-        from ..gpu.memory import ensure_fits
-
-        ensure_fits(label_bytes(C, dag.m, len(dims_to_do), dag.indices.dtype.itemsize),
-                    f"phases 3-4 of {len(dims_to_do)} dimension(s) of a DAG with {C:,} components and {dag.m:,} edges")
-    parent = be.asarray(forest.parent)
-    size = be.asarray(forest.size)
+    parent, size = forest.arrays(be)  # each launcher below checks its own GPU memory
     ip, ix = device_csr(be, dag, keep=False)
     release_device_csr(dag)
     be.synchronize()
@@ -159,26 +221,7 @@ def _labels_to_host(be, post, lo, hi, ut, out):
     """post0 and the intervals cast to ``ut`` on the device, then copied to the host."""
     post0 = be.to_host(post[0])
     del post
-    iv = be.xp.stack((lo.astype(ut), hi.astype(ut)), axis=-1)
+    with be.on_device():
+        iv = be.xp.stack((lo.astype(ut), hi.astype(ut)), axis=-1)
     del lo, hi
     return post0, be.to_host(iv, out=out)
-
-
-# -- GPU memory estimates ------------------------------------------------------------------
-def forest_bytes(C: int, m: int, parent_rule: str = "max-level", id_bytes: int = 4) -> int:
-    """Estimated peak GPU bytes of phases 1–2 (DAG upload included)."""
-    csr = 2 * (8 * (C + 1) + id_bytes * m)
-    est = csr + 4 * C + 8 * C + 17 * C  # level, parent, hub scan
-    est += 8 * C  # phase 2: sizes
-    if parent_rule == "dfs":
-        est += 8 * C * 2 + 8 * m + 4 * m  # zeta, dist, per-edge ζ prefix, COO rows (ζ sweep)
-    return int(est)
-
-
-def label_bytes(C: int, m: int, dims: int, id_bytes: int = 4) -> int:
-    """Estimated peak GPU bytes of phases 3–4 for ``dims`` dimensions (CSR upload included)."""
-    k = int(dims)
-    est = 8 * (C + 1) + id_bytes * m + 16 * C + 4 * m  # CSR, parent, size, COO rows
-    p3 = 16 * k * C + 80 * C  # ranks + jump buffer + per-dimension sort scratch
-    p4 = 8 * k * C + 8 * min(k, MAX_DIMS_PER_SWEEP) * C + 16 * k * C + 16 * k * C  # post, buffer, lo/hi, stack
-    return int(est + max(p3, p4))

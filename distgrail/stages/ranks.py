@@ -1,6 +1,8 @@
 """Phase 3 (top-down): post-order rank of the forest DT under dimension i's sibling order.
 
-Siblings (and roots) are ordered by the counter hash of (seed, dimension, vertex), ties by id.
+Siblings (and roots) are ordered by the uint64 counter hash of (seed, dimension, vertex),
+compared as integers. For a fixed (seed, dimension) the hash is a bijection of the vertex id
+(:mod:`distgrail.hashing`), so (parent, hash) is a total order: no ties, no tie rule.
 A vertex's post-order rank is ``start + size - 1`` where ``start`` is the first rank of its
 subtree: the sum, over the path to its root, of the sizes of earlier siblings.
 """
@@ -8,31 +10,44 @@ subtree: the sum, over the path to its root, of the sizes of earlier siblings.
 from __future__ import annotations
 
 import math
+
 import numpy as np
 
+from ..constants import GRID_THREADS
 from ..hashing import STREAM_DIM0, hash3, hash_base
-from ..gpu.memory import oom_guard
-from ..gpu.sweep import GRID_THREADS, cupy, kernel, sm_count
+from ..gpu.memory import ensure_fits, launcher
+from ..gpu.sweep import cupy, kernel, sm_count
 
-__all__ = ["post_order_ranks", "sibling_offsets"]
+__all__ = ["post_order_ranks", "post_order_ranks_numpy", "post_order_ranks_cuda", "sibling_keys",
+           "sibling_offsets", "offsets_in_key_order", "offsets_in_key_order_cuda", "ranks_bytes"]
 
 
-def sibling_offsets(parent, size, seed: int, dim: int, xp=np):
-    """Sum of the sizes of the siblings placed before each vertex in dimension ``dim``."""
+def sibling_keys(C: int, seed: int, dim: int) -> np.ndarray:
+    """The sibling key (uint64) of every vertex in dimension ``dim``."""
+    return hash3(seed, STREAM_DIM0 + dim, np.arange(C, dtype=np.int64))
+
+
+def offsets_in_key_order(parent, size, key):
+    """Sum of the sizes of the siblings placed before each vertex when the children of each
+    parent are ordered by ``key`` (distinct uint64 values, compared as integers)."""
     C = parent.size
-    key = hash3(seed, STREAM_DIM0 + dim, xp.arange(C, dtype=xp.int64), xp)
-    order = xp.lexsort(xp.stack((key, parent.astype(xp.int64))))  # by parent, then hash, then id
+    order = np.lexsort((key, parent))  # by parent, then key: separate arrays, each its own dtype
     s = size[order]
     par = parent[order]
-    cs = xp.cumsum(s)
-    new_group = xp.ones(C, dtype=bool)
+    cs = np.cumsum(s)
+    new_group = np.ones(C, dtype=bool)
     new_group[1:] = par[1:] != par[:-1]
-    group_first = xp.flatnonzero(new_group)
-    gid = xp.cumsum(new_group) - 1
+    group_first = np.flatnonzero(new_group)
+    gid = np.cumsum(new_group) - 1
     base = (cs - s)[group_first]
-    off = xp.empty(C, dtype=xp.int64)
+    off = np.empty(C, dtype=np.int64)
     off[order] = cs - s - base[gid]
     return off
+
+
+def sibling_offsets(parent, size, seed: int, dim: int):
+    """Sum of the sizes of the siblings placed before each vertex in dimension ``dim``."""
+    return offsets_in_key_order(parent, size, sibling_keys(parent.size, seed, dim))
 
 
 def post_order_ranks_numpy(parent, size, level_ptr, seed, dims):
@@ -50,56 +65,80 @@ def post_order_ranks_numpy(parent, size, level_ptr, seed, dims):
 
 
 def post_order_ranks(be, parent, size, level_ptr, seed, dims):
-    """Phase 3 on backend ``be`` for the dimensions ``dims``."""
-    return be.pick(post_order_ranks_numpy, post_order_ranks_cuda)(parent, size, level_ptr, seed, dims)
+    """Phase 3 on backend ``be`` for the dimensions ``dims`` (``parent``, ``size`` on its device)."""
+    if be.is_gpu:
+        return post_order_ranks_cuda(be, parent, size, level_ptr, seed, dims)
+    return post_order_ranks_numpy(parent, size, level_ptr, seed, dims)
 
 
-# -- CUDA launcher ------------------------------------------------------------------------
+# -- CUDA launcher (kernels/ranks.cu) ------------------------------------------------------------
 
-@oom_guard
-def post_order_ranks_cuda(parent, size, level_ptr, seed, dims):
-    """GPU twin of :func:`distgrail.stages.ranks.post_order_ranks_numpy`: shape (len(dims), C)."""
+def ranks_bytes(C: int, k: int) -> int:
+    """Estimated GPU bytes that :func:`post_order_ranks_cuda` allocates for ``k`` dimensions: the
+    ranks, the pointer-jumping buffer and the per-dimension sort scratch."""
+    return int(16 * k * C + 80 * C)
+
+
+def _grid(C):
+    return (max(1, min(-(-C // GRID_THREADS), sm_count() * 32)),), (GRID_THREADS,)
+
+
+def sibling_keys_cuda(C: int, seed: int, dim: int):
+    """Device twin of :func:`sibling_keys` (``dg_sibling_key``)."""
+    cp = cupy()
+    key = cp.empty(C, dtype=cp.uint64)
+    if C:
+        gs, bs = _grid(C)
+        kernel("ranks", "dg_sibling_key")(gs, bs, (key, np.int64(C), np.uint64(hash_base(seed, STREAM_DIM0 + dim))))
+    return key
+
+
+def offsets_in_key_order_cuda(parent, size, key, out=None):
+    """Device twin of :func:`offsets_in_key_order` (keys distinct): the keys' ranks by an argsort
+    of the uint64 keys, then one argsort of ``(parent + 1) * C + rank``, unique per vertex."""
+    cp = cupy()
+    C = parent.size
+    out = cp.empty(C, dtype=cp.int64) if out is None else out
+    if C == 0:
+        return out
+    rk = cp.empty(C, dtype=cp.int64)
+    rk[cp.argsort(key)] = cp.arange(C, dtype=cp.int64)
+    order = cp.argsort((parent + 1) * C + rk)
+    del rk
+    s = size[order]
+    excl = cp.cumsum(s) - s
+    del s
+    par = parent[order]
+    new_group = cp.ones(C, dtype=cp.bool_)
+    new_group[1:] = par[1:] != par[:-1]
+    del par
+    first = cp.flatnonzero(new_group)
+    gid = cp.cumsum(new_group) - 1
+    out[order] = excl - excl[first][gid]
+    return out
+
+
+@launcher
+def post_order_ranks_cuda(be, parent, size, level_ptr, seed, dims):
+    """GPU twin of :func:`post_order_ranks_numpy`: shape (len(dims), C)."""
     cp = cupy()
     dims = [int(d) for d in dims]
     k = len(dims)
     C = parent.size
+    ensure_fits(ranks_bytes(C, k), f"phase 3 of {k} dimension(s) of a forest of {C:,} components")
     out = cp.empty((k, C), dtype=cp.int64)
     if C == 0 or k == 0:
         return out
     L = int(np.asarray(level_ptr).size) - 1
-    gs = (max(1, min(-(-C // GRID_THREADS), sm_count() * 32)),)
-    bs = (GRID_THREADS,)
-    hash_f64 = kernel("labeling", "dg_hash_f64")
-    fix_ties = kernel("labeling", "dg_fix_ties")
-    fh = cp.empty(C, dtype=cp.float64)
-    pkey = (parent + 1) * C
-    ar = cp.arange(C, dtype=cp.int64)
-    rk = cp.empty(C, dtype=cp.int64)
     for i, dim in enumerate(dims):
-        # sibling order: by parent, then float64(hash) (as the twin's lexsort sees it), then id
-        hash_f64(gs, bs, (fh, np.int64(C), np.uint64(hash_base(seed, STREAM_DIM0 + dim))))
-        r = cp.argsort(fh)
-        fix_ties(gs, bs, (fh, r, np.int64(C)))  # equal floats: by id, as the twin's stable lexsort
-        rk[r] = ar
-        del r
-        order = cp.argsort(pkey + rk)  # keys are unique
-        s = size[order]
-        excl = cp.cumsum(s) - s
-        par = parent[order]
-        new_group = cp.ones(C, dtype=cp.bool_)
-        new_group[1:] = par[1:] != par[:-1]
-        del par
-        first = cp.flatnonzero(new_group)
-        gid = cp.cumsum(new_group) - 1
-        row = out[i]
-        row[order] = excl - excl[first][gid]
-        del row
-        del s, excl, new_group, first, gid, order
-    del fh, pkey, ar, rk
+        key = sibling_keys_cuda(C, seed, dim)
+        offsets_in_key_order_cuda(parent, size, key, out=out[i])
+        del key
     # start = sum of the offsets along the root path: pointer jumping, all dimensions at once
     rounds = math.ceil(math.log2(L)) if L > 1 else 0
     if rounds:
-        jump = kernel("labeling", "dg_jump")
+        gs, bs = _grid(C)
+        jump = kernel("ranks", "dg_jump")
         anc = parent.astype(cp.int32)
         anc2 = cp.empty_like(anc)
         tmp = cp.empty_like(out)

@@ -7,10 +7,11 @@ so sweeping levels from the deepest up finishes every subtree before its parent 
 from __future__ import annotations
 
 import numpy as np
-from ..gpu.memory import oom_guard
+
+from ..gpu.memory import ensure_fits, launcher
 from ..gpu.sweep import cupy, kernel, sweep
 
-__all__ = ["subtree_sizes"]
+__all__ = ["subtree_sizes", "subtree_sizes_numpy", "subtree_sizes_cuda", "subtree_bytes"]
 
 
 def subtree_sizes_numpy(parent, level_ptr):
@@ -30,24 +31,33 @@ def subtree_sizes_numpy(parent, level_ptr):
 
 
 def subtree_sizes(be, parent, level_ptr):
-    """Phase 2 on backend ``be``."""
-    return be.pick(subtree_sizes_numpy, subtree_sizes_cuda)(parent, level_ptr)
+    """Phase 2 on backend ``be`` (``parent`` on its device)."""
+    if be.is_gpu:
+        return subtree_sizes_cuda(be, parent, level_ptr)
+    return subtree_sizes_numpy(parent, level_ptr)
 
 
-# -- CUDA launcher ------------------------------------------------------------------------
+# -- CUDA launcher (kernels/subtree.cu) ----------------------------------------------------------
 
-@oom_guard
-def subtree_sizes_cuda(parent, level_ptr):
-    """GPU twin of :func:`distgrail.stages.subtree.subtree_sizes_numpy`."""
+def subtree_bytes(C: int) -> int:
+    """GPU bytes that :func:`subtree_sizes_cuda` allocates: the sizes."""
+    return 8 * int(C)
+
+
+@launcher
+def subtree_sizes_cuda(be, parent, level_ptr):
+    """GPU twin of :func:`subtree_sizes_numpy`: one vertex-parallel sweep of the child levels,
+    deepest first (``dg_size_levels``), each adding its sizes into the parents."""
     cp = cupy()
     C = parent.size
+    ensure_fits(subtree_bytes(C), f"phase 2 of a forest of {C:,} components")
     size = cp.ones(C, dtype=cp.int64)
     lp = np.asarray(level_ptr, dtype=np.int64)
     L = lp.size - 1
     if C == 0 or L <= 1:
         return size
     lp_dev = cp.asarray(lp)
-    work = np.diff(lp)  # vertex-parallel: each child level adds its sizes into the parents
-    size_levels = kernel("labeling", "dg_size_levels")
+    work = np.diff(lp)
+    size_levels = kernel("subtree", "dg_size_levels")
     sweep(size_levels, size_levels, lp_dev, work, 1, L - 1, True, (parent, size), (parent, size))
     return size
