@@ -11,7 +11,7 @@ from ..nodelabels import NodeLabels, labelled_graph
 from .graph import EdgeGraph, from_arrays
 from .edgelist import read_edgelist, read_mtx
 from .gra import read_gra
-from .text import Text
+from .text import Text, looks_binary, shown
 
 
 __all__ = ["FORMATS", "detect_format", "read_graph", "as_graph"]
@@ -69,8 +69,18 @@ def read_graph(path, fmt: str = "auto", num_vertices: int | None = None) -> Edge
         raise GraphFormatError(f"format must be one of {', '.join(FORMATS)}, got {fmt!r}", path=path)
     if not os.path.exists(path):
         raise GraphFormatError("no such file", path=path)
+    if os.path.isdir(path):
+        raise GraphFormatError("is a directory, not a graph file", path=path)
+    try:
+        with open(path, "rb") as f:
+            head = f.read(4096)
+    except OSError as e:
+        raise GraphFormatError(f"cannot read the file: {e.strerror}", path=path) from None
     if fmt == "auto":
         fmt = detect_format(path)
+    if fmt != "h5" and looks_binary(head):
+        raise GraphFormatError(f"binary data, not a text graph file ({fmt}): it starts with {shown(head)}",
+                               path=path)
     if fmt == "h5":
         from .binary import read_binary_graph
 

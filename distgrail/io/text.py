@@ -23,7 +23,7 @@ import numpy as np
 
 from ..errors import GraphFormatError
 
-__all__ = ["Text", "Chunk", "Sink", "TokenCounter", "CHUNK_BYTES", "concat", "parse_n", "fast_numbers", "token_starts"]
+__all__ = ["shown", "Text", "Chunk", "Sink", "TokenCounter", "CHUNK_BYTES", "concat", "parse_n", "fast_numbers", "token_starts"]
 
 #: bytes per parse chunk; chunks end at line ends (tests shrink it to cross many boundaries)
 CHUNK_BYTES = 4 << 20
@@ -50,6 +50,28 @@ WS[[9, 10, 13, 32]] = True
 DIGIT = np.zeros(256, dtype=bool)
 DIGIT[48:58] = True
 NUMERIC_TEXT = WS | DIGIT  # what may remain once markers and ignored columns are blanked
+
+
+def shown(raw, limit: int = 40) -> str:
+    """A short, quoted, escaped excerpt of ``raw`` for error messages (binary bytes as \\xNN)."""
+    raw = bytes(raw)
+    head = raw[:limit]
+    try:
+        out = repr(head.decode("utf-8"))
+    except UnicodeDecodeError:
+        out = repr(head)[1:]
+    return out + (f" ... ({len(raw):,} bytes)" if len(raw) > limit else "")
+
+
+def looks_binary(head: bytes) -> bool:
+    """True when the first bytes of a file are not text (a NUL byte, or not UTF-8)."""
+    if b"\0" in head:
+        return True
+    try:
+        head.decode("utf-8")
+    except UnicodeDecodeError as e:
+        return e.start < len(head) - 4  # a character cut at the end of the sample is fine
+    return False
 
 
 def count_newlines(buf, end: int) -> int:
@@ -91,6 +113,14 @@ class Text:
         line = count_newlines(buf, start) + 1
         return line, bytes(buf[start:end]).decode("utf-8", "replace").rstrip("\r")
 
+    def excerpt(self, pos: int) -> str:
+        """The line holding byte ``pos``, quoted, escaped and cut to about 40 bytes."""
+        buf = self.buf
+        start = buf.rfind(b"\n", 0, pos) + 1
+        end = buf.find(b"\n", pos)
+        end = len(buf) if end < 0 else end
+        return shown(bytes(buf[start:min(end, start + 4096)]).rstrip(b"\r"))
+
     def token_at(self, pos: int) -> str:
         buf = self.buf
         s = pos
@@ -110,7 +140,7 @@ class Text:
         body = tok.rstrip(":")
         if body.startswith("-") and body[1:].isdigit():
             self.fail(pos, f"negative vertex id, got {tok!r}")
-        self.fail(pos, f"vertex id must be a non-negative integer, got {tok!r}")
+        self.fail(pos, f"vertex id must be a non-negative integer, got {shown(tok.encode())}")
 
     def header_lines(self, count: int, start: int = 0):
         """Yield (line_number, text, end_offset) for the next ``count`` lines from ``start``."""
