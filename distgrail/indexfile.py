@@ -84,7 +84,9 @@ def write_index_file(path, meta: dict, arrays: dict) -> None:
         "supports/in": np.uint64,
     }
     names = list(types)[:8] + sorted(k for k in arrays if k not in list(types)[:8])
-    with atomic_path(path) as tmp:
+    size = sum(int(np.asarray(a).size) * np.dtype(types.get(k, np.asarray(a).dtype)).itemsize
+               for k, a in arrays.items()) + (64 << 10)
+    with atomic_path(path, size) as tmp:
         with h5py.File(tmp, "w", libver=("earliest", "v110"), track_order=False) as f:
             f.attrs["format"] = FORMAT
             f.attrs["format_version"] = FORMAT_VERSION

@@ -49,9 +49,8 @@ class NodeLabels:
             return cls(vals)
         if all(isinstance(x, str) for x in labels):
             return cls(np.array(labels, dtype=str) if labels else np.zeros(0, dtype="<U1"))
-        bad = next(x for x in labels if not (_is_int(x) or isinstance(x, str)))
-        kinds = "integers and strings mixed" if all(_is_int(x) or isinstance(x, str) for x in labels) else \
-            f"got {type(bad).__name__} {bad!r}"
+        bad = [x for x in labels if not (_is_int(x) or isinstance(x, str))]
+        kinds = f"got {type(bad[0]).__name__} {bad[0]!r}" if bad else "integers and strings mixed"
         raise GraphFormatError(f"node labels must be all integers or all strings ({kinds})")
 
     # -- in the index file ----------------------------------------------------------------

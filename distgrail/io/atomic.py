@@ -130,14 +130,21 @@ class atomic_path:
     """Context manager: yields a temporary path; renames it to ``path`` on success, removes it on
     error or on SIGTERM/SIGINT. OSErrors inside become :class:`OutputError` naming ``path``."""
 
-    def __init__(self, path):
+    def __init__(self, path, size: int | None = None):
         self.path = os.fspath(path)
+        self.size = size  # bytes about to be written, when known: checked against the free space
         d, base = os.path.split(os.path.abspath(self.path))
         self.tmp = os.path.join(d, f".{base}.tmp-{os.getpid()}")
 
     def __enter__(self):
         check_output(self.path)
         remove_stale(self.path)
+        if self.size is not None:
+            st = os.statvfs(os.path.dirname(self.tmp))
+            free = st.f_bavail * st.f_frsize
+            if self.size > free:  # HDF5 does not always survive a failed write: refuse before
+                raise OutputError(f"{self.path}: cannot write the output: no space left on the device "
+                                  f"(needs about {self.size / 2**20:,.1f} MiB, {free / 2**20:,.1f} MiB free)")
         _install_handlers()
         _LIVE.add(self.tmp)
         return self.tmp
