@@ -98,7 +98,7 @@ def test_write_failing_midway(work, cmd):
     """A text write that fails after it started (here: a file size limit; a full disk alike). HDF5
     outputs check the free space before writing (HDF5 may crash on a failed write):
     test_full_disk_message."""
-    script = textwrap.dedent(f"""
+    script = textwrap.dedent("""
         import resource, signal, sys
         signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
         resource.setrlimit(resource.RLIMIT_FSIZE, (4096, 4096))
