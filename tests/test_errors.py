@@ -110,7 +110,7 @@ def test_write_failing_midway(work, cmd):
     out = {"query": "big.txt", "generate": "out.gra", "convert": "out.h5"}.get(cmd, "out.h5")
     r = subprocess.run([sys.executable, "-c", script, *args, "-o", out], capture_output=True, text=True, cwd=work,
                        env={**os.environ, "PYTHONPATH": ROOT})
-    refused(r, f"{out}: cannot write the output: file too large")
+    refused(r, f"{out}: cannot write the output: File too large")
     no_leftovers(work, ["g.gra", "i.h5", "p.txt"])
 
 
@@ -125,19 +125,19 @@ def test_full_disk_message(tmp_path, monkeypatch, capsys):
     for args in (("index", g, "--backend", "cpu"), ("convert", g)):
         assert main([*args, "-o", str(tmp_path / "x.h5"), "--quiet"]) == 2
         err = capsys.readouterr().err
-        assert f"{tmp_path / 'x.h5'}: cannot write the output: no space left on the device (needs about" in err
+        assert f"{tmp_path / 'x.h5'}: cannot write the output: No space left on device (needs about" in err
         assert os.listdir(tmp_path) == []
     monkeypatch.undo()
 
     from distgrail.io import atomic
 
-    with pytest.raises(distgrail.errors.OutputError, match=r"x.h5: cannot write the output: no space left"):
+    with pytest.raises(distgrail.errors.OutputError, match=r"x.h5: cannot write the output: No space left"):
         with atomic.atomic_path(tmp_path / "x.h5") as tmp:
             open(tmp, "w").close()
             raise OSError(errno.ENOSPC, "No space left on device", tmp)
     err = atomic.output_error("x.h5", OSError("Unable to create file (unable to open file: name = '.x.h5.tmp-1', "
                                               "errno = 28, error message = 'No space left on device')"))
-    assert str(err) == "x.h5: cannot write the output: no space left on the device"
+    assert str(err) == "x.h5: cannot write the output: No space left on device"
     assert os.listdir(tmp_path) == []
 
 

@@ -22,11 +22,7 @@ __all__ = ["atomic_path", "output_error", "check_output", "same_file", "remove_s
 
 _LIVE: set = set()  # temporary paths being written by this process
 _PREVIOUS: dict = {}  # signal -> handler before ours
-_REASONS = {errno.ENOENT: "its directory does not exist", errno.EACCES: "permission denied",
-            errno.EPERM: "permission denied", errno.ENOSPC: "no space left on the device",
-            errno.EDQUOT: "disk quota exceeded", errno.EROFS: "read-only file system",
-            errno.EISDIR: "it is a directory", errno.EFBIG: "file too large", errno.ENOTDIR:
-            "a part of the path is not a directory", errno.EIO: "input/output error"}
+_REASONS = {errno.ENOENT: "its directory does not exist", errno.EISDIR: "it is a directory"}  # else strerror
 
 
 def output_error(path, exc: BaseException) -> OutputError:
@@ -143,7 +139,7 @@ class atomic_path:
             st = os.statvfs(os.path.dirname(self.tmp))
             free = st.f_bavail * st.f_frsize
             if self.size > free:  # HDF5 does not always survive a failed write: refuse before
-                raise OutputError(f"{self.path}: cannot write the output: no space left on the device "
+                raise OutputError(f"{self.path}: cannot write the output: No space left on device "
                                   f"(needs about {self.size / 2**20:,.1f} MiB, {free / 2**20:,.1f} MiB free)")
         _install_handlers()
         _LIVE.add(self.tmp)
