@@ -22,6 +22,7 @@ import warnings
 import numpy as np
 
 from ..errors import GraphFormatError
+from .excerpt import looks_binary, shown  # noqa: F401 (looks_binary: re-exported)
 
 __all__ = ["shown", "Text", "Chunk", "Sink", "TokenCounter", "CHUNK_BYTES", "concat", "parse_n", "fast_numbers", "token_starts"]
 
@@ -50,28 +51,6 @@ WS[[9, 10, 13, 32]] = True
 DIGIT = np.zeros(256, dtype=bool)
 DIGIT[48:58] = True
 NUMERIC_TEXT = WS | DIGIT  # what may remain once markers and ignored columns are blanked
-
-
-def shown(raw, limit: int = 40) -> str:
-    """A short, quoted, escaped excerpt of ``raw`` for error messages (binary bytes as \\xNN)."""
-    raw = bytes(raw)
-    head = raw[:limit]
-    try:
-        out = repr(head.decode("utf-8"))
-    except UnicodeDecodeError:
-        out = repr(head)[1:]
-    return out + (f" ... ({len(raw):,} bytes)" if len(raw) > limit else "")
-
-
-def looks_binary(head: bytes) -> bool:
-    """True when the first bytes of a file are not text (a NUL byte, or not UTF-8)."""
-    if b"\0" in head:
-        return True
-    try:
-        head.decode("utf-8")
-    except UnicodeDecodeError as e:
-        return e.start < len(head) - 4  # a character cut at the end of the sample is fine
-    return False
 
 
 def count_newlines(buf, end: int) -> int:
