@@ -65,9 +65,24 @@ def _emit(args, comm, summary: dict, human: str):
         print(human)
 
 
+def _outputs_ok(args, *inputs):
+    """Refuse an output that is one of the inputs (same path or same inode); check its directory."""
+    from .errors import OutputError
+    from .io.atomic import check_output, same_file
+
+    out = args.output
+    if out is None or out == "-":
+        return
+    for i in inputs:
+        if i is not None and (os.path.abspath(out) == os.path.abspath(i) or same_file(out, i)):
+            raise OutputError(f"{out}: the output would overwrite the input {i}; choose another output path")
+    check_output(out)
+
+
 def cmd_index(args):
     import distgrail
 
+    _outputs_ok(args, _resolve_bundled(args.graph, "graph"))
     comm = _comm(args)
     if comm is not None:
         from .mpi.binding import bind_gpu
@@ -101,24 +116,25 @@ def cmd_query(args):
     from .io.pairs import read_pairs
     from .io.writers import write_answers
 
+    pairs = _resolve_bundled(args.pairs, "pairs")
+    _outputs_ok(args, args.index, pairs)
     comm = _comm(args)
     if comm is not None:
         from .mpi.binding import bind_gpu
 
         bind_gpu(comm, args.backend, share=args.share_gpus)
-    pairs = _resolve_bundled(args.pairs, "pairs")
     if comm is not None:  # every rank opens the index; rank 0 reads the pairs and writes the answers
         from .mpi.errors import run_shared
 
         idx = run_shared(comm, f"opening the index {args.index}", distgrail.open_index, args.index)
-        s, t = run_shared(comm, f"reading the pairs {pairs}", read_pairs if _rank(comm) == 0 else None, pairs) \
-            or (None, None)
+        s, t = run_shared(comm, f"reading the pairs {pairs}", read_pairs if _rank(comm) == 0 else None, pairs,
+                          _label_kind(idx)) or (None, None)
         answers, stats = idx.query(s, t, backend=args.backend, comm=comm)
         run_shared(comm, f"writing the answers {args.output}",
                    write_answers if args.output and _rank(comm) == 0 else None, answers, args.output)
     else:
         idx = distgrail.open_index(args.index)
-        s, t = read_pairs(pairs)
+        s, t = read_pairs(pairs, _label_kind(idx))
         answers, stats = idx.query(s, t, backend=args.backend)
         if args.output:
             write_answers(answers, args.output)
@@ -127,10 +143,24 @@ def cmd_query(args):
         summary["mpi_seconds"] = stats.mpi_seconds
     summary["index"] = os.path.abspath(args.index)
     summary["pairs"] = os.path.abspath(pairs)
+    human = stats.summary()
+    if args.output == "-":
+        summary["answers"] = "-"
+        if _rank(comm) == 0 and not args.quiet:  # stdout holds the answers: the summary goes to stderr
+            print(json.dumps(summary, indent=2, sort_keys=True) if args.json else human, file=sys.stderr)
+        return 0
     if args.output:
         summary["answers"] = os.path.abspath(args.output)
-    _emit(args, comm, summary, stats.summary())
+    else:
+        summary["answers"] = None
+        human += "\nanswers      not written (give -o FILE, or -o - for stdout)"
+    _emit(args, comm, summary, human)
     return 0
+
+
+def _label_kind(idx):
+    """"int"/"str" when the index maps the graph's own node labels (pairs are labels), else None."""
+    return None if idx.node_labels is None else idx.node_labels.kind
 
 
 def cmd_info(args):
@@ -160,6 +190,7 @@ def cmd_generate(args):
 
     if _not_rank0(args):
         return 0
+    _outputs_ok(args)
     t = time.perf_counter()
     g = generate_csr(args.kind, args.n, args.degree, seed=args.seed, levels=args.levels)
     tg = time.perf_counter() - t
@@ -179,6 +210,7 @@ def cmd_convert(args):
 
     if _not_rank0(args):
         return 0
+    _outputs_ok(args, _resolve_bundled(args.graph, "graph"))
     t = time.perf_counter()
     g = read_graph(_resolve_bundled(args.graph, "graph"), fmt=args.format, num_vertices=args.num_vertices)
     tr = time.perf_counter() - t
@@ -229,7 +261,8 @@ def build_parser() -> argparse.ArgumentParser:
     sp = sub.add_parser("query", help="answer query pairs with an index")
     sp.add_argument("index", help="index file")
     sp.add_argument("pairs", help="pairs file: 'u v' per line (.gz ok) or .npy (k, 2); or 'bundled'")
-    sp.add_argument("-o", "--output", help="answers: one 0/1 per line, or .npy")
+    sp.add_argument("-o", "--output", help="answers: one 0/1 per line, or .npy; '-' for stdout "
+                                           "(default: not written, only the summary)")
     common(sp)
     sp.set_defaults(func=cmd_query)
 
@@ -244,8 +277,8 @@ def build_parser() -> argparse.ArgumentParser:
     sp.add_argument("--degree", type=float, default=10, help="average out-degree (default 10)")
     sp.add_argument("--levels", type=int, default=None, help="layered: number of levels (default n/10)")
     sp.add_argument("--seed", type=int, default=0)
-    sp.add_argument("-o", "--output", required=True, help=".gra, edge list, or .h5")
-    sp.add_argument("--format", choices=("auto", "gra", "edgelist", "h5"), default="auto")
+    sp.add_argument("-o", "--output", required=True, help=".gra, .mtx (Matrix Market), .h5, else an edge list")
+    sp.add_argument("--format", choices=("auto", "gra", "edgelist", "mtx", "h5"), default="auto")
     common(sp, backend=False)
     sp.set_defaults(func=cmd_generate)
 
@@ -272,6 +305,10 @@ def main(argv=None) -> int:
             print(f"distgrail: error: {e}", file=sys.stderr, flush=True)
         if shared:
             comm.Barrier()  # every rank has it: let rank 0 print before python -m mpi4py aborts the job
+        return 2
+    except MemoryError:
+        print("distgrail: error: out of memory (the graph or --dims is too large for this machine)",
+              file=sys.stderr, flush=True)
         return 2
     except KeyboardInterrupt:
         print("distgrail: interrupted", file=sys.stderr)

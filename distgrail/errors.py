@@ -8,6 +8,7 @@ __all__ = [
     "IndexFormatError",
     "BackendError",
     "QueryError",
+    "OutputError",
 ]
 
 
@@ -32,7 +33,8 @@ class GraphFormatError(DistGrailError, ValueError):
 
 
 class IndexFormatError(DistGrailError, ValueError):
-    """A file is not a distgrail index, or has another schema version."""
+    """A file is not a distgrail index, has another schema version, or is damaged or incomplete
+    (a checksum, shape, type or value range is wrong; the message names the dataset)."""
 
 
 class BackendError(DistGrailError, RuntimeError):
@@ -41,3 +43,8 @@ class BackendError(DistGrailError, RuntimeError):
 
 class QueryError(DistGrailError, ValueError):
     """Bad query input: ids out of range, mismatched shapes, malformed pairs file."""
+
+
+class OutputError(DistGrailError, OSError):
+    """An output file cannot be written: missing or read-only directory, full disk, a directory
+    in the way, or the output would overwrite an input. The message names the user's path."""

@@ -9,9 +9,10 @@ import time
 import numpy as np
 
 from ._version import __version__
-from .errors import QueryError
+from .errors import GraphFormatError, IndexFormatError, QueryError
 from .gpu.backend import get_backend
 from .indexfile import read_index_file, write_index_file
+from .nodelabels import NodeLabels
 from .query.answer import answer_batch_cuda, answer_batch_numpy
 from .query.stats import Labels, QueryStats
 
@@ -33,11 +34,14 @@ class Index:
     [True, True, False]
     """
 
-    def __init__(self, meta: dict, arrays: dict):
+    def __init__(self, meta: dict, arrays: dict, node_labels=None):
         self.meta = dict(meta)
         self.arrays = arrays
         self.timings: dict = {}
         self._labels = {}
+        #: the graph's own node labels (:class:`~distgrail.nodelabels.NodeLabels`), or None when
+        #: queries take vertex ids 0..n-1; see :func:`distgrail.io.read.as_graph`
+        self.node_labels = node_labels if node_labels is not None else NodeLabels.from_arrays(arrays)
 
     # -- properties ---------------------------------------------------------------------
     @property
@@ -87,6 +91,8 @@ class Index:
     def _check_pairs(self, sources, targets):
         s = np.asarray(sources)
         t = np.asarray(targets)
+        if self.node_labels is not None and s.ndim == 1 and s.shape == t.shape:
+            s, t = self.node_labels.to_ids(s, "sources"), self.node_labels.to_ids(t, "targets")
         if s.shape != t.shape or s.ndim != 1:
             raise QueryError(f"sources and targets must be 1-D of equal length, got shapes {s.shape} and {t.shape}")
         for arr, what in ((s, "sources"), (t, "targets")):
@@ -100,6 +106,9 @@ class Index:
 
     def query(self, sources, targets, backend="auto", comm=None):
         """Answer a batch of pairs. Returns ``(answers, QueryStats)``, answers in input order.
+
+        ``sources`` and ``targets`` are vertex ids, or the graph's node labels when it was built
+        from a graph with its own labels (:attr:`node_labels`); an unknown label is a QueryError.
 
         With ``comm`` (an MPI communicator of several ranks) this is collective: the pairs are
         read on rank 0 (other ranks may pass None), the batch is sharded across ranks, and every
@@ -159,7 +168,10 @@ def assemble(graph, dag, forest, post0, intervals, dims, seed, parent_rule) -> I
         "labels/dt_post0": post0,
         "labels/intervals": intervals,
     }
-    return Index(meta, arrays)
+    labels = getattr(graph, "meta", {}).get("node_labels")
+    if labels is not None:
+        arrays.update(labels.arrays())
+    return Index(meta, arrays, labels)
 
 
 def open_index(path) -> Index:
@@ -168,11 +180,16 @@ def open_index(path) -> Index:
     Raises
     ------
     IndexFormatError
-        The file is missing, not HDF5, not a distgrail index, or of another schema version.
+        The file is missing, not HDF5, not a distgrail index, of another schema version, or
+        damaged or incomplete (checksum, shape, type or value range; the message names the dataset).
     """
     t = time.perf_counter()
     meta, arrays = read_index_file(path)
-    idx = Index(meta, arrays)
+    try:
+        labels = NodeLabels.from_arrays(arrays, os.fspath(path))
+    except GraphFormatError as e:
+        raise IndexFormatError(f"{os.fspath(path)}: damaged index: /vertex/label: {e}") from None
+    idx = Index(meta, arrays, labels)
     idx.timings = {"open": time.perf_counter() - t}
     idx.meta["path"] = os.fspath(path)
     return idx

@@ -29,7 +29,7 @@ def test_index_query_info_on_bundled(tmp_path, capsys):
     assert len(lines) == 100000 and lines.count("1") == distgrail.BUNDLED_REACHABLE
     assert main(["info", str(out), "--json"]) == 0
     info = json.loads(capsys.readouterr().out)
-    assert info["dims"] == 3 and info["n_vertices"] == 3617 and info["format_version"] == 1
+    assert info["dims"] == 3 and info["n_vertices"] == 3617 and info["format_version"] == 2
     assert info["datasets"]["labels/intervals"][0] == [3, 3617, 2]
 
 

@@ -1,4 +1,4 @@
-"""The HDF5 index: schema, round trip, and clear errors for files that are not v1 indexes."""
+"""The HDF5 index: schema, round trip, and clear errors for files that are not v1/v2 indexes."""
 
 import h5py
 import numpy as np
@@ -19,7 +19,7 @@ def built(tmp_path_factory):
 def test_schema_readable_with_plain_h5py(built):
     p, idx = built
     with h5py.File(p, "r") as f:
-        assert f.attrs["format"] == "distgrail-index" and f.attrs["format_version"] == 1
+        assert f.attrs["format"] == "distgrail-index" and f.attrs["format_version"] == 2
         assert f.attrs["dims"] == 4 and f.attrs["seed"] == 3 and f.attrs["parent_rule"] == "max-level"
         assert len(f.attrs["source_sha256"]) == 64
         assert f["labels/intervals"].shape == (4, idx.C, 2)
@@ -38,11 +38,11 @@ def test_other_version_and_foreign_files(built, tmp_path):
     p, _ = built
     import shutil
 
-    q = tmp_path / "v2.h5"
+    q = tmp_path / "v3.h5"
     shutil.copy(p, q)
     with h5py.File(q, "a") as f:
-        f.attrs["format_version"] = 2
-    with pytest.raises(IndexFormatError, match="schema version 2, this distgrail reads version 1"):
+        f.attrs["format_version"] = 3
+    with pytest.raises(IndexFormatError, match="schema version 3, this distgrail reads versions 1, 2"):
         distgrail.open_index(q)
     r = tmp_path / "other.h5"
     with h5py.File(r, "w") as f:

@@ -104,9 +104,33 @@ def test_sha256_matches_file(tmp_path):
     assert read_graph(p).sha256 == hashlib.sha256(open(p, "rb").read()).hexdigest()
 
 
-def test_large_ids_stay_int64(tmp_path):
+def test_large_ids_stay_int64(tmp_path, monkeypatch):
+    monkeypatch.setenv("DISTGRAIL_MEMORY", str(1 << 40))  # a machine that can hold 3e9 vertices
     g = read_graph(write(tmp_path, "a.txt", "0 3000000000\n"))
     assert g.n == 3000000001 and g.dst.dtype == np.int64 and g.dst[0] == 3000000000
+
+
+def test_huge_id_refused_before_allocating(tmp_path, monkeypatch):
+    """Issue 12 item 5: an id the machine cannot index is an error naming file, line and value."""
+    import time
+
+    monkeypatch.setenv("DISTGRAIL_MEMORY", str(16 << 30))
+    p = write(tmp_path, "a.txt", "0 1\n1 3000000000\n")
+    t = time.perf_counter()
+    with pytest.raises(GraphFormatError, match=r"a.txt:2: vertex id too large \(3,000,000,001 vertices need at "
+                                               r"least 178.8 GiB, this machine has 16.0 GiB.*got '3000000000'"):
+        read_graph(p)
+    assert time.perf_counter() - t < 1.0
+    for text, msg in (("graph_for_greach\n9000000000\n0: #\n", r"a.gra:2: vertex count 9000000000: .* need"),
+                      ("%%MatrixMarket matrix coordinate pattern general\n9000000000 9000000000 1\n1 1\n",
+                       r"a.mtx:2: 9,000,000,000 vertices need")):
+        name = "a.gra" if text.startswith("graph") else "a.mtx"
+        with pytest.raises(GraphFormatError, match=msg):
+            read_graph(write(tmp_path, name, text))
+    with pytest.raises(GraphFormatError, match="--num-vertices 9000000000: 9,000,000,000 vertices need"):
+        read_graph(write(tmp_path, "b.txt", "0 1\n"), num_vertices=9_000_000_000)
+    with pytest.raises(GraphFormatError, match="graph too large: 9,000,000,000 vertices"):
+        distgrail.as_graph((np.array([0]), np.array([1])), num_vertices=9_000_000_000)
 
 
 # -- writers -----------------------------------------------------------------------------

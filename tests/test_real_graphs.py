@@ -31,3 +31,23 @@ def test_bundled_graph_matches_shared_copy(data_dir):
     s, t = distgrail.io.pairs.read_pairs(distgrail.bundled_pairs())
     idx = distgrail.build_index(distgrail.bundled_graph(), dims=3, backend="cpu")
     assert int(idx.reachable(s, t).sum()) == distgrail.BUNDLED_REACHABLE
+
+
+def test_benchmark_graphs_ship_with_the_tests():
+    """A fresh clone has the graphs its tests need (tests/data), with the README's checksums."""
+    import hashlib
+    import os
+    import re
+
+    from conftest import ROOT
+
+    here = os.path.join(ROOT, "tests", "data")
+    readme = open(os.path.join(here, "README.md")).read()
+    sums = dict((name, digest) for digest, name in re.findall(r"^([0-9a-f]{64})  (\S+)$", readme, re.M))
+    for name, count in EXPECTED.items():
+        assert f"| {count:,} |" in readme, name
+        for f in (f"{name}.gra", f"{name}.gra.q100k.pairs.gz"):
+            with open(os.path.join(here, f), "rb") as fh:
+                assert hashlib.sha256(fh.read()).hexdigest() == sums[f], f
+    if not os.environ.get("DISTGRAIL_DATA"):
+        assert os.path.samefile(graph_path("kegg_dag_uniq"), os.path.join(here, "kegg_dag_uniq.gra"))

@@ -1,26 +1,164 @@
-"""Files written under a temporary name beside the target and renamed when complete."""
+"""Files written under a temporary name beside the target and renamed when complete.
+
+The temporary file is ``.NAME.tmp-PID`` in the target's directory. It is removed when the write
+fails, when the process gets SIGTERM (Slurm's time limit) or SIGINT, and, should the process have
+been killed outright (SIGKILL), by the next write of the same output: temporary files of that
+output whose process no longer runs on this host are removed first. A write that fails (missing
+or read-only directory, full disk, a directory in the way) raises :class:`OutputError` naming the
+user's path, never the temporary name.
+"""
 
 from __future__ import annotations
 
+import errno
 import os
+import re
+import signal
+import threading
 
-__all__ = ["atomic_path"]
+from ..errors import DistGrailError, OutputError
+
+__all__ = ["atomic_path", "output_error", "check_output", "same_file", "remove_stale"]
+
+_LIVE: set = set()  # temporary paths being written by this process
+_PREVIOUS: dict = {}  # signal -> handler before ours
+_REASONS = {errno.ENOENT: "its directory does not exist", errno.EISDIR: "it is a directory"}  # else strerror
+
+
+def output_error(path, exc: BaseException) -> OutputError:
+    """An :class:`OutputError` for ``path`` from an OSError (also h5py's, which hide the errno in
+    the message and name the temporary file)."""
+    code = getattr(exc, "errno", None)
+    if code is None:
+        m = re.search(r"errno = (\d+)", str(exc))
+        code = int(m.group(1)) if m else None
+    if code is None and "No space left" in str(exc):
+        code = errno.ENOSPC
+    reason = _REASONS.get(code) or (os.strerror(code) if code else "write failed")
+    return OutputError(f"{os.fspath(path)}: cannot write the output: {reason}")
+
+
+def check_output(path) -> None:
+    """Raise :class:`OutputError` now if ``path`` cannot be written (before any work is done)."""
+    path = os.fspath(path)
+    d = os.path.dirname(os.path.abspath(path))
+    if os.path.isdir(path):
+        raise OutputError(f"{path}: cannot write the output: it is a directory")
+    if not os.path.isdir(d):
+        raise OutputError(f"{path}: cannot write the output: directory {d} does not exist")
+    if not os.access(d, os.W_OK | os.X_OK):
+        raise OutputError(f"{path}: cannot write the output: directory {d} is not writable")
+
+
+def same_file(a, b) -> bool:
+    """True when ``a`` and ``b`` name the same existing file (same path, or same inode)."""
+    try:
+        return os.path.samefile(a, b)
+    except OSError:
+        return False
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def remove_stale(path) -> list:
+    """Remove ``.NAME.tmp-PID`` files of ``path`` left by processes that no longer run; return them."""
+    d, base = os.path.split(os.path.abspath(os.fspath(path)))
+    pat = re.compile(r"\." + re.escape(base) + r"\.tmp-(\d+)$")
+    gone = []
+    try:
+        names = os.listdir(d)
+    except OSError:
+        return gone
+    for name in names:
+        m = pat.match(name)
+        if m and int(m.group(1)) != os.getpid() and not _alive(int(m.group(1))):
+            try:
+                os.remove(os.path.join(d, name))
+                gone.append(name)
+            except OSError:
+                pass
+    return gone
+
+
+def _cleanup():
+    for tmp in list(_LIVE):
+        try:
+            os.remove(tmp)
+        except OSError:
+            pass
+        _LIVE.discard(tmp)
+
+
+def _on_signal(sig, frame):
+    _cleanup()
+    prev = _PREVIOUS.get(sig)
+    if callable(prev):
+        return prev(sig, frame)  # SIGINT: Python's handler raises KeyboardInterrupt
+    if prev == signal.SIG_IGN:
+        return None
+    signal.signal(sig, signal.SIG_DFL)  # die of the signal as if we had not caught it (exit 128 + sig)
+    os.kill(os.getpid(), sig)
+    return None
+
+
+def _install_handlers():
+    if threading.current_thread() is not threading.main_thread():
+        return
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        cur = signal.getsignal(sig)
+        if cur is not _on_signal:
+            _PREVIOUS[sig] = cur
+            try:
+                signal.signal(sig, _on_signal)
+            except (ValueError, OSError):  # pragma: no cover - not the main interpreter
+                pass
 
 
 class atomic_path:
-    """Context manager: yields a temporary path; renames it to ``path`` on success, removes it on error."""
+    """Context manager: yields a temporary path; renames it to ``path`` on success, removes it on
+    error or on SIGTERM/SIGINT. OSErrors inside become :class:`OutputError` naming ``path``."""
 
-    def __init__(self, path):
+    def __init__(self, path, size: int | None = None):
         self.path = os.fspath(path)
+        self.size = size  # bytes about to be written, when known: checked against the free space
         d, base = os.path.split(os.path.abspath(self.path))
         self.tmp = os.path.join(d, f".{base}.tmp-{os.getpid()}")
 
     def __enter__(self):
+        check_output(self.path)
+        remove_stale(self.path)
+        if self.size is not None:
+            st = os.statvfs(os.path.dirname(self.tmp))
+            free = st.f_bavail * st.f_frsize
+            if self.size > free:  # HDF5 does not always survive a failed write: refuse before
+                raise OutputError(f"{self.path}: cannot write the output: No space left on device "
+                                  f"(needs about {self.size / 2**20:,.1f} MiB, {free / 2**20:,.1f} MiB free)")
+        _install_handlers()
+        _LIVE.add(self.tmp)
         return self.tmp
 
     def __exit__(self, exc_type, exc, tb):
-        if exc_type is None:
-            os.replace(self.tmp, self.path)
-        elif os.path.exists(self.tmp):
-            os.remove(self.tmp)
+        try:
+            if exc_type is None:
+                try:
+                    os.replace(self.tmp, self.path)
+                except OSError as e:
+                    raise output_error(self.path, e) from None
+                return False
+            if os.path.exists(self.tmp):
+                os.remove(self.tmp)
+        finally:
+            _LIVE.discard(self.tmp)
+            if exc_type is None and os.path.exists(self.tmp):  # the rename failed
+                os.remove(self.tmp)
+        if isinstance(exc, OSError) and not isinstance(exc, DistGrailError):
+            raise output_error(self.path, exc) from None
         return False

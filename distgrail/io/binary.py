@@ -43,7 +43,10 @@ def write_binary_csr(path, n: int, indptr, indices, name: str = "", sha256: str 
         raise GraphFormatError("CSR arrays disagree with n and m", path=os.fspath(path))
     if dag is not None and dag.n != n:
         raise GraphFormatError(f"condensation is of a graph of {dag.n} vertices, not {n}", path=os.fspath(path))
-    with atomic_path(os.fspath(path)) as tmp:
+    size = indptr.nbytes + indices.nbytes + (64 << 10)
+    if dag is not None:
+        size += sum(getattr(v, "nbytes", 0) for v in vars(dag).values())
+    with atomic_path(os.fspath(path), size) as tmp:
         with h5py.File(tmp, "w") as f:
             f.attrs["format"] = GRAPH_FORMAT
             f.attrs["format_version"] = GRAPH_FORMAT_VERSION

@@ -6,10 +6,11 @@ import numpy as np
 
 from ..errors import GraphFormatError
 from .graph import EdgeGraph, id_dtype
-from .text import Chunk, MAX_FAST_COMMENTS, PAIRS_TABLE, Sink, Text, fast_numbers, token_starts
+from ..dtypes import max_vertices, size_problem
+from .text import Chunk, MAX_FAST_COMMENTS, PAIRS_TABLE, Sink, Text, fast_numbers, shown, token_starts
 
 
-def _pairs_chunk_fast(data: bytes, comments: bytes, base: int, n: int | None):
+def _pairs_chunk_fast(data: bytes, comments: bytes, base: int, n: int | None, cap: int):
     """Fast path for a chunk of 'u v' lines; returns the 2k values or None (general path)."""
     bl = data.translate(PAIRS_TABLE)
     if comments and bl.find(b"\x01") >= 0:
@@ -47,13 +48,13 @@ def _pairs_chunk_fast(data: bytes, comments: bytes, base: int, n: int | None):
     if vals is None or vals.size == 0:
         return vals
     lo, hi = int(vals.min()), int(vals.max())
-    if lo < base or (hi >= base + n if n is not None else hi >= 2**40):
+    if lo < base or (hi >= base + n if n is not None else hi >= cap):
         return None
     return vals
 
 
 def _pairs_chunk_general(text: Text, offset: int, data: bytes, comments: bytes, base: int, n: int | None,
-                         what: str):
+                         what: str, cap: int, exact: bool):
     ch = Chunk(text, offset, data)
     if comments:
         ch.blank_comments(comments)
@@ -61,7 +62,11 @@ def _pairs_chunk_general(text: Text, offset: int, data: bytes, comments: bytes, 
     if short.any():
         li = int(np.flatnonzero(short)[0])
         pos = ch.abs(ch.line_start[li])
-        text.fail(pos, f"expected 'u v' ({what}), got {text.line_at(pos)[1]!r}")
+        text.fail(pos, f"expected 'u v' ({what}), got {text.excerpt(pos)}")
+    long = ch.tokens_per_line > 2
+    if exact and long.any():
+        pos = ch.abs(ch.line_start[int(np.flatnonzero(long)[0])])
+        text.fail(pos, f"expected two columns 'u v' ({what}), got {text.excerpt(pos)}")
     ch.keep_columns(2)
     ch.check_numeric()
     vals = ch.numbers()
@@ -70,22 +75,26 @@ def _pairs_chunk_general(text: Text, offset: int, data: bytes, comments: bytes, 
     elif base and vals.size and vals.min() < base:
         k = int(np.flatnonzero(vals < base)[0])
         text.fail(ch.token_pos(k), f"vertex id must be >= {base}, got {text.token_at(ch.token_pos(k))!r}")
-    elif vals.size and vals.max() >= 2**40:
-        k = int(np.flatnonzero(vals >= 2**40)[0])
-        text.fail(ch.token_pos(k), f"vertex id too large (>= 2^40), got {text.token_at(ch.token_pos(k))!r}")
+    elif vals.size and vals.max() >= cap:
+        k = int(np.flatnonzero(vals >= cap)[0])
+        why = size_problem(int(vals[k]) + 1) if cap < 2**40 else None
+        text.fail(ch.token_pos(k), f"vertex id too large ({why or f'>= {cap}'}), got "
+                                   f"{shown(text.token_at(ch.token_pos(k)).encode())}")
     return vals
 
 
 def read_columns(text: Text, start: int, columns: int, comments: bytes, base: int, n: int | None,
-                what: str = "edge"):
-    """Read lines of >= 2 integer columns (extra columns ignored); return (u, v, lines) minus base,
-    as int32 when every id fits, else int64."""
-    cap = (len(text) - start + 1) // 4  # a pair takes at least 'u v\n'
-    us, vs = Sink(cap, np.int32), Sink(cap, np.int32)
+                what: str = "edge", exact: bool = False, cap: int | None = None):
+    """Read lines of >= 2 integer columns (extra columns ignored; ``exact``: refused); return
+    (u, v, lines) minus base, as int32 when every id fits, else int64. Without ``n``, ids must be
+    below ``cap`` (default: the most vertices this machine can index)."""
+    cap = max_vertices() if cap is None else cap
+    room = (len(text) - start + 1) // 4  # a pair takes at least 'u v\n'
+    us, vs = Sink(room, np.int32), Sink(room, np.int32)
     for offset, data in text.chunks(start):
-        vals = _pairs_chunk_fast(data, comments, base, n)
+        vals = _pairs_chunk_fast(data, comments, base, n, cap)
         if vals is None:
-            vals = _pairs_chunk_general(text, offset, data, comments, base, n, what)
+            vals = _pairs_chunk_general(text, offset, data, comments, base, n, what, cap, exact)
         if base:
             vals -= base
         if vals.size and int(vals.max()) >= 2**31 - 2:  # ids beyond int32: keep int64
@@ -98,7 +107,12 @@ def read_columns(text: Text, start: int, columns: int, comments: bytes, base: in
 
 
 def read_edgelist(text: Text, num_vertices: int | None) -> EdgeGraph:
+    if num_vertices is not None and size_problem(num_vertices):
+        raise GraphFormatError(f"--num-vertices {num_vertices}: {size_problem(num_vertices)}", path=text.path)
     u, v, _ = read_columns(text, 0, 2, b"#%", 0, num_vertices)
+    if num_vertices is None and u.size == 0:
+        raise GraphFormatError("empty edge list: no 'u v' line found (for a graph of isolated vertices "
+                               "give --num-vertices)", path=text.path)
     n = num_vertices if num_vertices is not None else int(max(u.max(initial=-1), v.max(initial=-1))) + 1
     dt = id_dtype(n)
     return EdgeGraph(n=n, src=u.astype(dt, copy=False), dst=v.astype(dt, copy=False))
@@ -140,6 +154,8 @@ def read_mtx(text: Text) -> EdgeGraph:
     rows, cols, nnz = (int(p) for p in parts)
     if rows != cols:
         raise GraphFormatError(f"adjacency matrix must be square, got {rows} x {cols}", path=text.path, line=sl)
+    if size_problem(rows):
+        raise GraphFormatError(f"{size_problem(rows)}, got {sc!r}", path=text.path, line=sl)
     u, v, count = read_columns(text, pos, 2, b"%", 1, rows, what="entry 'row col [value]'")
     if count != nnz:
         where = max(len(text) - 1, 0)

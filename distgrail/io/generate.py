@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..dtypes import size_problem
 from ..errors import DistGrailError
 from .graph import EdgeGraph, id_dtype
 from ..hashing import hash3
@@ -228,6 +229,9 @@ def _check(n, avg_degree):
         raise DistGrailError(f"n must be an integer >= 1, got {n!r}")
     if not avg_degree >= 0:
         raise DistGrailError(f"average degree must be >= 0, got {avg_degree!r}")
+    m = int(min(float(avg_degree), float(n)) * n)
+    if size_problem(int(n), m):
+        raise DistGrailError(f"cannot generate -n {n} --degree {avg_degree:g}: {size_problem(int(n), m)}")
 
 
 def generate_csr(kind: str, n: int, avg_degree: float, seed: int = 0, levels: int | None = None,
@@ -237,6 +241,8 @@ def generate_csr(kind: str, n: int, avg_degree: float, seed: int = 0, levels: in
     ``block_edges`` only bounds memory: the graph is the same for any value.
     """
     _check(n, avg_degree)
+    if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)) or not 0 <= seed < 2**64:
+        raise DistGrailError(f"seed must be an integer in 0..2^64-1, got {seed!r}")
     n = int(n)
     if block_edges is not None and (isinstance(block_edges, bool) or int(block_edges) < 1):
         raise DistGrailError(f"block_edges must be >= 1, got {block_edges!r}")

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..dtypes import size_problem
 from ..errors import GraphFormatError
 from .graph import EdgeGraph, id_dtype
 from .text import Chunk, GRA_TABLE, Sink, Text, TokenCounter, concat, fast_numbers, parse_n
@@ -55,10 +56,10 @@ def _gra_chunk_general(text: Text, offset: int, data: bytes, n: int, dt):
         pos = ch.abs(ch.line_start[li])
         if nhash[li] == 0:
             text.fail(pos, "vertex line does not end with '#' (truncated file?), got "
-                           f"{text.line_at(pos)[1]!r}")
+                           f"{text.excerpt(pos)}")
         if ncol[li] == 0:
-            text.fail(pos, f"expected '<id>: <successors> #', got {text.line_at(pos)[1]!r}")
-        text.fail(pos, f"expected one ':' and one '#' per vertex line, got {text.line_at(pos)[1]!r}")
+            text.fail(pos, f"expected '<id>: <successors> #', got {text.excerpt(pos)}")
+        text.fail(pos, f"expected one ':' and one '#' per vertex line, got {text.excerpt(pos)}")
     lines_v = np.flatnonzero(vertex_line)
     cpos = np.empty(ch.line_start.size, dtype=np.int64)
     hpos = np.empty(ch.line_start.size, dtype=np.int64)
@@ -72,7 +73,7 @@ def _gra_chunk_general(text: Text, offset: int, data: bytes, n: int, dt):
     if wrong.any():
         li = int(np.flatnonzero(wrong)[0])
         pos = ch.abs(ls[li])
-        text.fail(pos, f"expected '<id>: <successors> #', got {text.line_at(pos)[1]!r}")
+        text.fail(pos, f"expected '<id>: <successors> #', got {text.excerpt(pos)}")
     vals = ch.numbers()
     first = ch.cum[ls]
     ids = vals[first]
@@ -95,6 +96,8 @@ def read_gra(text: Text) -> EdgeGraph:
     else:
         nline, nval, body = lines[0]
     n = parse_n(text, nline, nval, "vertex count")
+    if size_problem(n):
+        raise GraphFormatError(f"vertex count {n}: {size_problem(n)}", path=text.path, line=nline)
     dt = id_dtype(n)
     ids_parts, deg_parts = [], []
     succ = Sink((len(text) - body + 1) // 2, dt)

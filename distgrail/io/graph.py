@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from ..dtypes import size_problem
 from ..errors import GraphFormatError
 
 __all__ = ["EdgeGraph", "edge_graph_csr", "from_arrays", "id_dtype"]
@@ -73,6 +74,8 @@ def from_arrays(src, dst, n, name) -> EdgeGraph:
     n = int(n)
     if n < 0:
         raise GraphFormatError(f"number of vertices must be >= 0, got {n!r}", path=name)
+    if size_problem(n, src.size):
+        raise GraphFormatError(f"graph too large: {size_problem(n, src.size)}", path=name)
     _check_ids(src, n, "sources", name)
     _check_ids(dst, n, "targets", name)
     dt = id_dtype(n)

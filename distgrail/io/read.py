@@ -7,10 +7,11 @@ import os
 import numpy as np
 
 from ..errors import GraphFormatError
+from ..nodelabels import NodeLabels, labelled_graph
 from .graph import EdgeGraph, from_arrays
 from .edgelist import read_edgelist, read_mtx
 from .gra import read_gra
-from .text import Text
+from .text import Text, looks_binary, shown
 
 
 __all__ = ["FORMATS", "detect_format", "read_graph", "as_graph"]
@@ -68,8 +69,18 @@ def read_graph(path, fmt: str = "auto", num_vertices: int | None = None) -> Edge
         raise GraphFormatError(f"format must be one of {', '.join(FORMATS)}, got {fmt!r}", path=path)
     if not os.path.exists(path):
         raise GraphFormatError("no such file", path=path)
+    if os.path.isdir(path):
+        raise GraphFormatError("is a directory, not a graph file", path=path)
+    try:
+        with open(path, "rb") as f:
+            head = f.read(4096)
+    except OSError as e:
+        raise GraphFormatError(f"cannot read the file: {e.strerror}", path=path) from None
     if fmt == "auto":
         fmt = detect_format(path)
+    if fmt != "h5" and looks_binary(head):
+        raise GraphFormatError(f"binary data, not a text graph file ({fmt}): it starts with {shown(head)}",
+                               path=path)
     if fmt == "h5":
         from .binary import read_binary_graph
 
@@ -103,9 +114,16 @@ def as_graph(graph, num_vertices: int | None = None, fmt: str = "auto") -> EdgeG
 
     Parameters
     ----------
-    graph : EdgeGraph, str, os.PathLike, (src, dst) tuple, (m, 2) array, scipy.sparse matrix, networkx.DiGraph
-        A path is read with :func:`read_graph`. For edge arrays,
+    graph : EdgeGraph, str, os.PathLike, (src, dst) tuple, (m, 2) array, dict, scipy.sparse matrix, networkx.DiGraph
+        A path is read with :func:`read_graph`. For integer edge arrays, ids are vertex ids and
         ``num_vertices`` defaults to the largest id + 1.
+
+        Graphs with their own node labels: a ``networkx.DiGraph``, a dict ``{node: [successor,
+        ...]}`` (nodes that only appear as successors are nodes too), or an (m, 2) array of
+        string labels. Labels are all integers or all strings; integer labels that are exactly
+        0..n-1 (in any order) are the vertex ids, any other labels are kept in the graph's
+        ``meta["node_labels"]`` (a :class:`~distgrail.nodelabels.NodeLabels`), stored in the
+        index, and queries then take labels: ``build_index({"a": ["b"]}).reachable("a", "b")``.
     num_vertices : int, optional
         Number of vertices for edge arrays and edge-list files (isolated vertices at the end).
     fmt : {"auto", "gra", "edgelist", "mtx", "h5"}
@@ -116,6 +134,9 @@ def as_graph(graph, num_vertices: int | None = None, fmt: str = "auto") -> EdgeG
     >>> g = as_graph((np.array([0, 1]), np.array([1, 2])))
     >>> g.n, g.m
     (3, 2)
+    >>> g = as_graph({"x": ["y", "z"], "y": ["z"]})
+    >>> g.n, g.m, g.meta["node_labels"].values.tolist()
+    (3, 3, ['x', 'y', 'z'])
     """
     if isinstance(graph, EdgeGraph):
         return graph
@@ -134,18 +155,33 @@ def as_graph(graph, num_vertices: int | None = None, fmt: str = "auto") -> EdgeG
     if type(graph).__module__.startswith("networkx"):
         if not graph.is_directed():
             raise GraphFormatError("networkx graph must be directed (a DiGraph)")
-        nodes = list(graph.nodes())
-        pos = {v: i for i, v in enumerate(nodes)}
-        edges = np.array([(pos[a], pos[b]) for a, b in graph.edges()], dtype=np.int64).reshape(-1, 2)
-        g = from_arrays(edges[:, 0], edges[:, 1], len(nodes), "<networkx>")
-        g.meta["node_labels"] = nodes
-        return g
+        return _labelled(list(graph.nodes()), graph.edges(), "<networkx>")
+    if isinstance(graph, dict):
+        nodes = dict.fromkeys(graph)
+        for succ in graph.values():
+            nodes.update(dict.fromkeys(succ))
+        return _labelled(list(nodes), ((u, v) for u, succ in graph.items() for v in succ), "<dict>")
     if isinstance(graph, tuple) and len(graph) == 2:
         return from_arrays(graph[0], graph[1], num_vertices, "<arrays>")
     arr = np.asarray(graph)
+    if arr.ndim == 2 and arr.shape[1] == 2 and (arr.dtype.kind in "US" or (arr.dtype.kind == "O" and all(
+            isinstance(x, str) for x in arr.flat))):
+        labels, inv = np.unique(arr.astype(str).ravel(), return_inverse=True)
+        inv = inv.reshape(-1, 2)
+        g = from_arrays(inv[:, 0], inv[:, 1], labels.size, "<array>")
+        g.meta["node_labels"] = NodeLabels(labels)
+        return g
     if arr.ndim == 2 and arr.shape[1] == 2:
         return from_arrays(arr[:, 0], arr[:, 1], num_vertices, "<array>")
     raise GraphFormatError(
-        "graph must be a path, an EdgeGraph, a (src, dst) tuple, an (m, 2) array, "
-        f"a scipy.sparse matrix or a networkx.DiGraph, got {type(graph).__name__}"
+        "graph must be a path, an EdgeGraph, a (src, dst) tuple, an (m, 2) array, a dict of successor "
+        f"lists, a scipy.sparse matrix or a networkx.DiGraph, got {type(graph).__name__}"
     )
+
+
+def _labelled(nodes, edges, name) -> EdgeGraph:
+    n, src, dst, labels = labelled_graph(nodes, edges, name)
+    g = from_arrays(src, dst, n, name)
+    if labels is not None:
+        g.meta["node_labels"] = labels
+    return g

@@ -22,8 +22,9 @@ import warnings
 import numpy as np
 
 from ..errors import GraphFormatError
+from .excerpt import looks_binary, shown  # noqa: F401 (looks_binary: re-exported)
 
-__all__ = ["Text", "Chunk", "Sink", "TokenCounter", "CHUNK_BYTES", "concat", "parse_n", "fast_numbers", "token_starts"]
+__all__ = ["shown", "Text", "Chunk", "Sink", "TokenCounter", "CHUNK_BYTES", "concat", "parse_n", "fast_numbers", "token_starts"]
 
 #: bytes per parse chunk; chunks end at line ends (tests shrink it to cross many boundaries)
 CHUNK_BYTES = 4 << 20
@@ -91,6 +92,14 @@ class Text:
         line = count_newlines(buf, start) + 1
         return line, bytes(buf[start:end]).decode("utf-8", "replace").rstrip("\r")
 
+    def excerpt(self, pos: int) -> str:
+        """The line holding byte ``pos``, quoted, escaped and cut to about 40 bytes."""
+        buf = self.buf
+        start = buf.rfind(b"\n", 0, pos) + 1
+        end = buf.find(b"\n", pos)
+        end = len(buf) if end < 0 else end
+        return shown(bytes(buf[start:min(end, start + 4096)]).rstrip(b"\r"))
+
     def token_at(self, pos: int) -> str:
         buf = self.buf
         s = pos
@@ -110,7 +119,7 @@ class Text:
         body = tok.rstrip(":")
         if body.startswith("-") and body[1:].isdigit():
             self.fail(pos, f"negative vertex id, got {tok!r}")
-        self.fail(pos, f"vertex id must be a non-negative integer, got {tok!r}")
+        self.fail(pos, f"vertex id must be a non-negative integer, got {shown(tok.encode())}")
 
     def header_lines(self, count: int, start: int = 0):
         """Yield (line_number, text, end_offset) for the next ``count`` lines from ``start``."""

@@ -15,7 +15,7 @@ from .atomic import atomic_path
 
 __all__ = ["format_ints", "write_graph", "write_csr", "write_answers", "TEXT_FORMATS"]
 
-TEXT_FORMATS = ("gra", "edgelist")
+TEXT_FORMATS = ("gra", "edgelist", "mtx")
 #: numbers formatted per call (small enough to stay in cache)
 BLOCK = 1 << 17
 
@@ -93,8 +93,9 @@ def _gra_blocks(n, indptr, indices):
 
 def write_csr(n: int, indptr: np.ndarray, indices: np.ndarray, path, fmt: str | None = None,
               name: str = "", sha256: str = "", dag=None) -> None:
-    """Write a CSR graph (successors sorted, distinct) as ``.gra``, an edge list or binary ``.h5``
-    (optionally with its condensation ``dag``); atomically."""
+    """Write a CSR graph (successors sorted, distinct) as ``.gra``, an edge list, a Matrix Market
+    file (``coordinate pattern general``, 1-based) or binary ``.h5`` (optionally with its
+    condensation ``dag``); atomically."""
     path = os.fspath(path)
     fmt = fmt or _fmt_of(path)
     if fmt == "h5":
@@ -102,7 +103,7 @@ def write_csr(n: int, indptr: np.ndarray, indices: np.ndarray, path, fmt: str | 
 
         return write_binary_csr(path, n, indptr, indices, name=name, sha256=sha256, dag=dag)
     if fmt not in TEXT_FORMATS:
-        raise DistGrailError(f"output format must be gra, edgelist or h5, got {fmt!r}")
+        raise DistGrailError(f"output format must be gra, edgelist, mtx or h5, got {fmt!r}")
     m = int(indices.size)
     with atomic_path(path) as tmp, open(tmp, "wb") as f:
         if fmt == "gra":
@@ -110,7 +111,8 @@ def write_csr(n: int, indptr: np.ndarray, indices: np.ndarray, path, fmt: str | 
             for chunk in _gra_blocks(n, indptr, indices):
                 f.write(chunk)
         else:
-            f.write(f"# distgrail edge list: {n} vertices, {m} edges\n".encode())
+            f.write(_edge_header(fmt, n, m))
+            one = 1 if fmt == "mtx" else 0
             half = BLOCK // 2
             codes = np.tile(np.array([0, 1], dtype=np.int8), half)
             row = 0
@@ -122,28 +124,37 @@ def write_csr(n: int, indptr: np.ndarray, indices: np.ndarray, path, fmt: str | 
                 row = max(hi - 1, 0)
                 vals[0::2] = src
                 vals[1::2] = indices[e0:e1]
+                vals += one
                 f.write(format_ints(vals, codes[: vals.size], [b" ", b"\n"]))
+
+
+def _edge_header(fmt: str, n: int, m: int) -> bytes:
+    if fmt == "mtx":
+        return f"%%MatrixMarket matrix coordinate pattern general\n% distgrail graph\n{n} {n} {m}\n".encode()
+    return f"# distgrail edge list: {n} vertices, {m} edges\n".encode()
 
 
 def _fmt_of(path: str) -> str:
     low = path.lower()
-    return "gra" if low.endswith(".gra") else "h5" if low.endswith((".h5", ".hdf5")) else "edgelist"
+    return ("gra" if low.endswith(".gra") else "h5" if low.endswith((".h5", ".hdf5")) else
+            "mtx" if low.endswith(".mtx") else "edgelist")
 
 
 def write_graph(graph, path, fmt: str | None = None, dag=None) -> None:
     """Write ``graph`` (an :class:`EdgeGraph` or a generated ``CSRGraph``) as ``.gra`` (GRAIL
-    format with header), an edge list, or binary ``.h5``. Repeated edges are merged in ``.gra``
+    format with header), an edge list, Matrix Market (``.mtx``), or binary ``.h5``. Repeated edges are merged in ``.gra``
     and ``.h5``; an edge list from an EdgeGraph keeps every edge in input order."""
     path = os.fspath(path)
     fmt = fmt or _fmt_of(path)
     if fmt not in TEXT_FORMATS + ("h5",):
-        raise DistGrailError(f"output format must be gra, edgelist or h5, got {fmt!r}")
+        raise DistGrailError(f"output format must be gra, edgelist, mtx or h5, got {fmt!r}")
     if hasattr(graph, "indptr"):
         return write_csr(graph.n, graph.indptr, graph.indices, path, fmt, name=graph.name,
                          sha256=getattr(graph, "sha256", ""), dag=dag)
-    if fmt == "edgelist":  # keep the edges as they are (order, repeats)
+    if fmt in ("edgelist", "mtx"):  # keep the edges as they are (order, repeats)
+        one = 1 if fmt == "mtx" else 0
         with atomic_path(path) as tmp, open(tmp, "wb") as f:
-            f.write(f"# distgrail edge list: {graph.n} vertices, {graph.m} edges\n".encode())
+            f.write(_edge_header(fmt, graph.n, graph.m))
             half = BLOCK // 2
             codes = np.tile(np.array([0, 1], dtype=np.int8), half)
             for e0 in range(0, graph.m, half):
@@ -151,6 +162,7 @@ def write_graph(graph, path, fmt: str | None = None, dag=None) -> None:
                 vals = np.empty(2 * (e1 - e0), dtype=np.int64)
                 vals[0::2] = graph.src[e0:e1]
                 vals[1::2] = graph.dst[e0:e1]
+                vals += one
                 f.write(format_ints(vals, codes[: vals.size], [b" ", b"\n"]))
         return None
     indptr, indices = edge_graph_csr(graph)
@@ -158,8 +170,19 @@ def write_graph(graph, path, fmt: str | None = None, dag=None) -> None:
 
 
 def write_answers(answers: np.ndarray, path) -> None:
-    """Answers as ``.npy`` (bool) or text, one 0/1 per line; written atomically."""
+    """Answers as ``.npy`` (bool) or text, one 0/1 per line; written atomically. ``-``: text on stdout."""
     path = os.fspath(path)
+    if path == "-":
+        import sys
+
+        a = np.asarray(answers, dtype=np.uint8)
+        out = np.empty(2 * a.size, dtype=np.uint8)
+        out[0::2] = 48 + a
+        out[1::2] = 10
+        sys.stdout.flush()
+        sys.stdout.buffer.write(out.tobytes())
+        sys.stdout.buffer.flush()
+        return
     with atomic_path(path) as tmp:
         if path.endswith(".npy"):
             with open(tmp, "wb") as f:

@@ -1,0 +1,122 @@
+"""The user's node labels ↔ distgrail's vertex ids 0..n-1.
+
+Graphs given with their own node labels (a networkx graph, a dict of successor lists, an edge
+array of strings) are numbered 0..n-1 internally. Integer labels that are exactly 0..n-1 keep
+their ids and need no map; any other labels (integers or strings, not mixed) are stored in the
+index (``/vertex/label`` int64, or ``/vertex/label_utf8`` + ``/vertex/label_offsets``), and
+:meth:`distgrail.Index.query` / ``reachable`` / ``distgrail query`` then take labels, not ids.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from .errors import GraphFormatError, QueryError
+
+__all__ = ["NodeLabels", "labelled_graph"]
+
+
+def _is_int(x) -> bool:
+    return isinstance(x, (int, np.integer)) and not isinstance(x, (bool, np.bool_))
+
+
+class NodeLabels:
+    """Labels of vertex ids 0..n-1: ``values[i]`` is the label of vertex i (int64 or str array)."""
+
+    def __init__(self, values: np.ndarray):
+        self.values = values
+        self.kind = "str" if values.dtype.kind == "U" else "int"
+        self._order = np.argsort(values, kind="stable")
+        self._sorted = values[self._order]
+        if values.size > 1 and (self._sorted[1:] == self._sorted[:-1]).any():
+            k = int(np.flatnonzero(self._sorted[1:] == self._sorted[:-1])[0])
+            raise GraphFormatError(f"node label {self._sorted[k].item()!r} appears twice")
+
+    def __len__(self):
+        return int(self.values.size)
+
+    @classmethod
+    def of(cls, labels) -> "NodeLabels | None":
+        """Labels from a sequence (all integers or all strings); None when they are 0..n-1 in order."""
+        labels = list(labels)
+        if all(_is_int(x) for x in labels):
+            try:
+                vals = np.array(labels, dtype=np.int64)
+            except OverflowError:
+                raise GraphFormatError("integer node labels must fit in 64 bits") from None
+            if np.array_equal(np.sort(vals), np.arange(vals.size)):
+                return None  # 0..n-1 in any order: the labels are the ids
+            return cls(vals)
+        if all(isinstance(x, str) for x in labels):
+            return cls(np.array(labels, dtype=str) if labels else np.zeros(0, dtype="<U1"))
+        bad = [x for x in labels if not (_is_int(x) or isinstance(x, str))]
+        kinds = f"got {type(bad[0]).__name__} {bad[0]!r}" if bad else "integers and strings mixed"
+        raise GraphFormatError(f"node labels must be all integers or all strings ({kinds})")
+
+    # -- in the index file ----------------------------------------------------------------
+    def arrays(self) -> dict:
+        if self.kind == "int":
+            return {"vertex/label": self.values.astype(np.int64)}
+        enc = [s.encode("utf-8") for s in self.values.tolist()]
+        off = np.zeros(len(enc) + 1, dtype=np.int64)
+        np.cumsum([len(b) for b in enc], out=off[1:])
+        return {"vertex/label_utf8": np.frombuffer(b"".join(enc), dtype=np.uint8),
+                "vertex/label_offsets": off}
+
+    @classmethod
+    def from_arrays(cls, arrays: dict, path: str = "") -> "NodeLabels | None":
+        if "vertex/label" in arrays:
+            return cls(arrays["vertex/label"].astype(np.int64))
+        if "vertex/label_utf8" in arrays:
+            blob = arrays["vertex/label_utf8"].tobytes()
+            off = arrays["vertex/label_offsets"].tolist()
+            try:
+                vals = [blob[a:b].decode("utf-8") for a, b in zip(off[:-1], off[1:])]
+            except UnicodeDecodeError as e:
+                from .errors import IndexFormatError
+
+                raise IndexFormatError(f"{path}: damaged index: dataset /vertex/label_utf8 is not UTF-8 ({e})") \
+                    from None
+            return cls(np.array(vals, dtype=str) if vals else np.zeros(0, dtype="<U1"))
+        return None
+
+    # -- queries ----------------------------------------------------------------------------
+    def to_ids(self, values, what: str) -> np.ndarray:
+        """Vertex ids of the labels ``values`` (1-D); QueryError naming the first unknown label."""
+        v = np.asarray(values)
+        if v.size == 0:
+            return np.zeros(v.shape, dtype=np.int64)
+        if self.kind == "int":
+            if v.dtype.kind not in "iu":
+                raise QueryError(f"{what}: this index takes the graph's integer node labels, got {v.dtype} "
+                                 f"values such as {v.flat[0]!r}")
+            v = v.astype(np.int64)
+        else:
+            if v.dtype.kind != "U":
+                if v.dtype.kind == "O" and all(isinstance(x, str) for x in v.flat):
+                    v = v.astype(str)
+                else:
+                    raise QueryError(f"{what}: this index takes the graph's string node labels, got {v.dtype} "
+                                     f"values such as {v.flat[0]!r}")
+        pos = np.minimum(np.searchsorted(self._sorted, v), max(self._sorted.size - 1, 0))
+        found = self._sorted.size > 0 and self._sorted[pos] == v
+        found = np.broadcast_to(found, v.shape)
+        if not found.all():
+            i = int(np.flatnonzero(~found)[0])
+            raise QueryError(f"{what}[{i}]: node {v.flat[i].item()!r} is not in the graph")
+        return self._order[pos].astype(np.int64)
+
+
+def labelled_graph(nodes, edges, name: str):
+    """(n, src, dst, NodeLabels or None) of a graph given by its node labels and label edges."""
+    labels = NodeLabels.of(nodes)
+    n = len(nodes)
+    if labels is None:  # integer labels 0..n-1 keep their ids
+        e = np.array(list(edges), dtype=np.int64).reshape(-1, 2)
+        return n, e[:, 0], e[:, 1], None
+    pos = {x: i for i, x in enumerate(nodes)}
+    try:
+        e = np.array([(pos[a], pos[b]) for a, b in edges], dtype=np.int64).reshape(-1, 2)
+    except KeyError as k:
+        raise GraphFormatError(f"edge endpoint {k.args[0]!r} is not a node of the graph", path=name) from None
+    return n, e[:, 0], e[:, 1], labels
