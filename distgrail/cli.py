@@ -25,13 +25,22 @@ def _comm(args):
         return None
     if "mpi_comm" in vars(args):
         return args.mpi_comm
-    from .mpi.launcher import under_launcher
+    from .mpi.launcher import detect, under_launcher
 
     comm = None
     if under_launcher():
         from mpi4py import MPI
 
         comm = MPI.COMM_WORLD.Clone() if MPI.COMM_WORLD.Get_size() > 1 else None
+        launch = detect()
+        if comm is None and launch.size:  # e.g. srun --mpi=none: N worlds of one rank, each would work alone
+            args.mpi_comm = MPI.COMM_WORLD.Clone()
+            err = DistGrailError(
+                f"{launch.name} started {launch.size} tasks, but MPI sees a world of 1 rank: the launcher and "
+                "the MPI library do not talk (with PyPI's MPICH use srun --mpi=pmi2; with a site MPI, the "
+                "--mpi= plugin it was built for, often pmix)")
+            err.comm_rank = 0  # every task is alone in its world: end each cleanly
+            raise err
     args.mpi_comm = comm
     return comm
 

@@ -201,3 +201,39 @@ def test_one_process_commands_run_once_under_mpi(tmp_path):
     distgrail.build_index(str(out), dims=2, backend="cpu", output=idx)
     r = mpirun(2, "-m", "distgrail", "info", str(idx))
     assert r.returncode == 0 and r.stdout.count("n_components") == 1, r.stdout + r.stderr
+
+
+def test_launcher_and_mpi_not_talking_is_a_clear_error(tmp_path):
+    """srun --mpi=none starts N tasks that each see a world of one rank; each would write the
+    index alone. The CLI says so and exits 2 (here: srun's variables without srun)."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("PMI_", "OMPI_", "HYDRA_", "MPI_", "SLURM_"))}
+    env.update(SLURM_PROCID="1", SLURM_STEP_NUM_TASKS="2")
+    out = tmp_path / "x.h5"
+    r = subprocess.run([sys.executable, "-m", "mpi4py", "-m", "distgrail", "index", "bundled", "-o", str(out),
+                        "--backend", "cpu"], env=env, capture_output=True, text=True, timeout=60)
+    assert r.returncode == 2, r.stderr
+    assert ("distgrail: error: Slurm srun started 2 tasks, but MPI sees a world of 1 rank: the launcher and the "
+            "MPI library do not talk (with PyPI's MPICH use srun --mpi=pmi2") in r.stderr
+    assert "MPI_Abort" not in r.stderr and not out.exists()
+
+
+def test_launcher_detection():
+    from distgrail.mpi.launcher import detect, rank_size, under_launcher
+
+    assert detect({}) is None and rank_size({}) == (0, 1) and not under_launcher({})
+    cases = {"Open MPI": {"OMPI_COMM_WORLD_RANK": "2", "OMPI_COMM_WORLD_SIZE": "4"},
+             "MPICH/Hydra PMI": {"PMI_RANK": "2", "PMI_SIZE": "4"},
+             "MVAPICH2": {"MV2_COMM_WORLD_RANK": "2", "MV2_COMM_WORLD_SIZE": "4"},
+             "Slurm srun": {"SLURM_PROCID": "2", "SLURM_STEP_NUM_TASKS": "4", "SLURM_NTASKS": "4"}}
+    for name, env in cases.items():
+        assert detect(env) == (name, 2, 4) and rank_size(env) == (2, 4) and under_launcher(env), name
+    assert detect({"PMIX_RANK": "3"}) == ("PMIx", 3, None) and under_launcher({"PMIX_RANK": "3"})
+    assert not under_launcher({"PMI_RANK": "0", "PMI_SIZE": "1"})  # a singleton
+    assert detect({"SLURM_PROCID": "0", "SLURM_NTASKS": "2", "SLURM_JOB_ID": "7"}) is None  # the batch script
+    assert under_launcher({"HYDRA_CONTROL_FD": "9"})
+    r = subprocess.run([sys.executable, "-m", "distgrail.mpi.launcher"], capture_output=True, text=True,
+                       env={**os.environ, "PMI_RANK": "1", "PMI_SIZE": "3"}, timeout=60)
+    assert r.stdout.split() == ["1", "3", "MPICH/Hydra_PMI"], r.stdout + r.stderr
+    r = subprocess.run([sys.executable, "-m", "distgrail.mpi.launcher", "--rank"], capture_output=True, text=True,
+                       env={**os.environ, "OMPI_COMM_WORLD_RANK": "2", "OMPI_COMM_WORLD_SIZE": "3"}, timeout=60)
+    assert r.stdout.strip() == "2"
