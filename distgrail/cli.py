@@ -1,7 +1,8 @@
 """Command line: ``distgrail index | query | info | generate | convert``.
 
 Run it under MPI with ``mpirun -n N python -m mpi4py -m distgrail ...`` (see ``launch/``): an
-uncaught error on any rank then aborts the whole job instead of leaving the others hanging.
+uncaught error on any rank then aborts the whole job instead of leaving the others hanging;
+errors that every rank shares end every rank with exit status 2, printed once, without an abort.
 """
 
 from __future__ import annotations
@@ -19,16 +20,27 @@ __all__ = ["main"]
 
 
 def _comm(args):
-    """COMM_WORLD when running under an MPI launcher with several ranks, else None."""
+    """COMM_WORLD (a clone, made once per run) when an MPI launcher started several ranks, else None."""
     if getattr(args, "no_mpi", False):
         return None
-    if not any(k in os.environ for k in ("OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "PMIX_RANK", "MPI_LOCALNRANKS",
-                                         "SLURM_STEP_NUM_TASKS", "HYDRA_CONTROL_FD", "PMI_RANK")):
-        return None
-    from mpi4py import MPI
+    if "mpi_comm" in vars(args):
+        return args.mpi_comm
+    from .mpi.launcher import detect, under_launcher
 
-    comm = MPI.COMM_WORLD
-    comm = comm.Clone() if comm.Get_size() > 1 else None
+    comm = None
+    if under_launcher():
+        from mpi4py import MPI
+
+        comm = MPI.COMM_WORLD.Clone() if MPI.COMM_WORLD.Get_size() > 1 else None
+        launch = detect()
+        if comm is None and launch.size:  # e.g. srun --mpi=none: N worlds of one rank, each would work alone
+            args.mpi_comm = MPI.COMM_WORLD.Clone()
+            err = DistGrailError(
+                f"{launch.name} started {launch.size} tasks, but MPI sees a world of 1 rank: the launcher and "
+                "the MPI library do not talk (with PyPI's MPICH use srun --mpi=pmi2; with a site MPI, the "
+                "--mpi= plugin it was built for, often pmix)")
+            err.comm_rank = 0  # every task is alone in its world: end each cleanly
+            raise err
     args.mpi_comm = comm
     return comm
 
@@ -37,6 +49,20 @@ def _not_rank0(args) -> bool:
     """True on ranks > 0 under MPI: the one-process commands (info, generate, convert) run on rank 0."""
     comm = _comm(args)
     return comm is not None and comm.Get_rank() != 0
+
+
+def _end_mpi_cleanly(comm) -> None:
+    """After an error that every rank has (a :class:`RankError`): end MPI here, so that
+    ``python -m mpi4py`` does not turn the exit status 2 into ``MPI_Abort`` (MPICH then
+    leaves a segment in /dev/shm). Unexpected errors still reach mpi4py and abort the job."""
+    from mpi4py import MPI
+
+    sys.stdout.flush()
+    sys.stderr.flush()
+    comm.Barrier()  # rank 0 has printed the message
+    comm.Free()
+    if not MPI.Is_finalized():
+        MPI.Finalize()
 
 
 def _rank(comm) -> int:
@@ -89,10 +115,19 @@ def cmd_index(args):
 
         bind_gpu(comm, args.backend, share=args.share_gpus)
     t = time.perf_counter()
-    idx = distgrail.build_index(_resolve_bundled(args.graph, "graph"), dims=args.dims, seed=args.seed,
-                                parent_rule=args.parent_rule, backend=args.backend, fmt=args.format,
-                                num_vertices=args.num_vertices, output=args.output, comm=comm,
-                                progress=not args.quiet and _rank(comm) == 0)
+    build = distgrail.build_index
+    if comm is not None:  # the full Index on rank 0 only: the other ranks label and are done
+        from functools import partial
+
+        from .mpi.build import build_index_distributed
+
+        build = partial(build_index_distributed, full_index_on="root")
+    idx = build(_resolve_bundled(args.graph, "graph"), dims=args.dims, seed=args.seed,
+                parent_rule=args.parent_rule, backend=args.backend, fmt=args.format,
+                num_vertices=args.num_vertices, output=args.output, comm=comm,
+                progress=not args.quiet and _rank(comm) == 0)
+    if idx is None:  # ranks > 0 under MPI
+        return 0
     total = time.perf_counter() - t
     m = idx.meta
     summary = {"index": os.path.abspath(args.output), "n_vertices": m["n_vertices"],
@@ -295,8 +330,15 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv=None) -> int:
+    """Run one command. Under MPI, an error shared by every rank (bad input, unwritable output)
+    is printed once (rank 0), MPI is finalized and every rank returns 2."""
     args = build_parser().parse_args(argv)
     try:
+        if args.func in (cmd_info, cmd_generate, cmd_convert) and _comm(args) is not None:
+            from .mpi.errors import run_shared  # one-process commands: rank 0 works, all share the outcome
+
+            return run_shared(args.mpi_comm, f"running {args.command}",
+                              args.func if args.mpi_comm.Get_rank() == 0 else None, args) or 0
         return args.func(args)
     except DistGrailError as e:
         comm = getattr(args, "mpi_comm", None)
@@ -304,7 +346,7 @@ def main(argv=None) -> int:
         if not shared or comm.Get_rank() == 0:  # an error shared by all ranks is printed once
             print(f"distgrail: error: {e}", file=sys.stderr, flush=True)
         if shared:
-            comm.Barrier()  # every rank has it: let rank 0 print before python -m mpi4py aborts the job
+            _end_mpi_cleanly(comm)
         return 2
     except MemoryError:
         print("distgrail: error: out of memory (the graph or --dims is too large for this machine)",

@@ -1,19 +1,59 @@
 #!/usr/bin/env bash
 # Create .venv with distgrail and everything its tests need (idempotent; ~20 s on a fresh machine).
-# MPI comes from PyPI wheels (mpich + mpi4py): no system MPI needed. CuPy is added when a GPU is seen.
+#
+#   bash launch/setup.sh                 MPI from PyPI wheels (mpich + mpi4py): no system MPI needed
+#   MPI=site bash launch/setup.sh        clusters: mpi4py built from source against the site MPI
+#                                        (the mpicc on PATH, e.g. after `module load openmpi`), no mpich wheel
+#   GPU=cuda12|cuda13|none               CuPy extra; default: by the driver's CUDA version (nvidia-smi)
+#   PYTHON=python3.12                    the Python that creates .venv
+#   SETUP_DRY_RUN=1                      print the extras it would install, install nothing
 set -euo pipefail
 cd "$(dirname "$0")/.."
 PY=${PYTHON:-python3}
+MPI=${MPI:-pypi}
+case "$MPI" in
+    pypi | site) ;;
+    *) echo "launch/setup.sh: MPI must be pypi or site, got '$MPI'" >&2; exit 2 ;;
+esac
+
+gpu=${GPU:-auto}
+if [ "$gpu" = auto ]; then
+    gpu=none
+    if command -v nvidia-smi >/dev/null 2>&1 && smi=$(nvidia-smi 2>/dev/null); then
+        cuda=$(sed -n 's/.*CUDA Version: *\([0-9][0-9]*\)\..*/\1/p' <<<"$smi" | head -1)
+        if [ -n "$cuda" ] && [ "$cuda" -ge 13 ]; then gpu=cuda13
+        elif [ -n "$cuda" ] && [ "$cuda" -ge 12 ]; then gpu=cuda12
+        else echo "launch/setup.sh: the driver's CUDA version is '${cuda:-unknown}' (CuPy wheels need 12 or 13): no GPU extra" >&2
+        fi
+    fi
+fi
+case "$gpu" in
+    none | cuda12 | cuda13) ;;
+    *) echo "launch/setup.sh: GPU must be cuda12, cuda13 or none, got '$gpu'" >&2; exit 2 ;;
+esac
+
+extras=test
+[ "$MPI" = pypi ] && extras="$extras,mpi"
+[ "$gpu" != none ] && extras="$extras,gpu-$gpu"
+want="extras=$extras mpi=$MPI"
+if [ -n "${SETUP_DRY_RUN:-}" ]; then echo "$want"; exit 0; fi  # tests: what would be installed
+
 if [ ! -x .venv/bin/python ]; then
     "$PY" -m venv .venv
 fi
 stamp=.venv/.distgrail-installed
-if [ ! -f "$stamp" ] || [ pyproject.toml -nt "$stamp" ]; then
-    extras="test,mpi"
-    if command -v nvidia-smi >/dev/null 2>&1 && nvidia-smi -L >/dev/null 2>&1; then
-        extras="$extras,gpu"
-    fi
+if [ ! -f "$stamp" ] || [ pyproject.toml -nt "$stamp" ] || [ "$(cat "$stamp")" != "$want" ]; then
     .venv/bin/python -m pip install -q --upgrade pip >/dev/null
+    if [ "$MPI" = site ]; then
+        if ! command -v mpicc >/dev/null 2>&1; then
+            echo "launch/setup.sh: MPI=site needs the site MPI's mpicc on PATH (e.g. module load openmpi)" >&2
+            exit 2
+        fi
+        # mpi4py's advice for a site MPI: build it from source against that MPI's mpicc
+        .venv/bin/python -m pip uninstall -q -y mpich >/dev/null 2>&1 || true
+        .venv/bin/python -m pip install -q --no-cache-dir --no-binary=mpi4py --force-reinstall "mpi4py>=3.1"
+    fi
+    echo "launch/setup.sh: installing distgrail[$extras] into .venv (MPI: $MPI)" >&2
     .venv/bin/python -m pip install -q -e ".[$extras]" hatchling
-    touch "$stamp"
+    echo "$want" >"$stamp"
 fi

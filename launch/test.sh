@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # All tests: kernel compile check (nvcc, if installed), the serial suite, then the MPI tests
-# under mpiexec -n 2 and -n 3 (PyPI's MPICH). Tests marked gpu skip, with the reason, without a GPU.
+# under mpiexec -n 2 and -n 3 (PyPI's MPICH), then the slurm/ templates under a real one-node
+# Slurm (tests/slurm/run_slurm_test.sh: needs root and apt-get, else it says why and skips;
+# DISTGRAIL_SLURM_TEST=0 skips it). Tests marked gpu skip, with the reason, without a GPU.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash launch/setup.sh
@@ -21,7 +23,8 @@ $PY -m pytest -q -p no:cacheprovider --timeout=900 tests "$@"
 # here, before pytest starts: pytest's own fd capture would undo a redirect made in conftest.py).
 # conftest.py sums the failures over ranks, so a failure on any rank fails every rank's pytest.
 logdir=${TMPDIR:-/tmp}
-only_rank0='r=${PMI_RANK:-${OMPI_COMM_WORLD_RANK:-0}}; [ "$r" = 0 ] || exec >"$0/pytest-rank$r.log" 2>&1; exec "$@"'
+# The rank comes from distgrail's one list of launcher variables (distgrail/mpi/launcher.py).
+only_rank0='r=$("$1" -m distgrail.mpi.launcher --rank); [ "$r" = 0 ] || exec >"$0/pytest-rank$r.log" 2>&1; exec "$@"'
 for n in 2 3; do
     echo "== MPI tests, mpiexec -n $n (rank 0's report; other ranks log to $logdir/pytest-rank*.log)"
     rm -f "$logdir"/pytest-rank*.log
@@ -37,4 +40,10 @@ for n in 2 3; do
         exit $rc
     fi
 done
+if [ "${DISTGRAIL_SLURM_TEST:-1}" != 0 ]; then
+    echo "== slurm/ templates under a real one-node Slurm"
+    VENV=$PWD/.venv bash tests/slurm/run_slurm_test.sh
+else
+    echo "== Slurm test skipped (DISTGRAIL_SLURM_TEST=0)"
+fi
 echo "== all tests passed"

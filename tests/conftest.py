@@ -28,24 +28,20 @@ EXPECTED = {
 }
 
 
-def _mpi_rank_size():
-    for r, s in (("OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE"), ("PMI_RANK", "PMI_SIZE")):
-        if r in os.environ and s in os.environ:
-            return int(os.environ[r]), int(os.environ[s])
-    return 0, 1
+from distgrail.mpi.launcher import rank_size, under_launcher  # noqa: E402 - the one launcher list
 
-
-MPI_RANK, MPI_SIZE = _mpi_rank_size()
+MPI_RANK, MPI_SIZE = rank_size()
+UNDER_MPI = under_launcher()  # several ranks (or an unknown number): per-rank basetemp, failures summed
 
 
 def pytest_configure(config):
-    if MPI_SIZE > 1:
+    if UNDER_MPI:
         if not config.option.basetemp:
             config.option.basetemp = os.path.join(tempfile.gettempdir(), f"distgrail-pytest-{os.getpid()}-r{MPI_RANK}")
 
 
 def pytest_sessionfinish(session, exitstatus):
-    if MPI_SIZE > 1:
+    if UNDER_MPI:
         try:
             from mpi4py import MPI
         except ImportError:  # pragma: no cover

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 import sys
+import time
 import types
 
 import numpy as np
@@ -92,29 +93,143 @@ def test_other_ranks_may_pass_no_graph(comm, tmp_path):
     everywhere(comm, not same_index(ref, idx), same_index(ref, idx))
 
 
-def test_timings_include_the_transfers(comm):
+def test_timings_are_those_of_the_slowest_rank(comm, monkeypatch):
+    """The last rank's phase 3 takes 0.4 s longer: every rank reports that rank's phase 3 and
+    phases 3-4 as the slowest, and the fastest rank's own work stays below it."""
+    import distgrail.stages.labeling as labeling
+
+    slow = comm.Get_size() - 1
+    if comm.Get_rank() == slow:
+        real = labeling.post_order_ranks
+
+        def late(*a, **k):
+            time.sleep(0.4)
+            return real(*a, **k)
+
+        monkeypatch.setattr(labeling, "post_order_ranks", late)
     idx = distgrail.build_index(distgrail.bundled_graph(), dims=3, backend="cpu", comm=comm)
+    t = idx.timings
     want = {"read", "condense", "bcast_dag", "phases 1-2", "bcast_forest", "phases 3-4", "gather_labels",
-            "bcast_labels", "phase3_ranks", "phase4_intervals"}
-    missing = want - set(idx.timings)
-    everywhere(comm, not missing, f"missing timings {missing}")
-    everywhere(comm, idx.timings == comm.bcast(idx.timings), "ranks report different timings")
+            "bcast_labels", "bcast_index", "phase3_ranks", "phase4_intervals"}
+    everywhere(comm, not want - set(t), f"missing timings {want - set(t)}")
+    ok = (t["phases 3-4"] >= 0.4 and t["phase3_ranks"] >= 0.4 and t["phases 3-4 own slowest"] >= 0.4
+          and t["phases 3-4 own fastest"] < 0.4)
+    everywhere(comm, ok, {k: v for k, v in t.items() if k.startswith("phases 3-4")})
 
 
-def test_dag_broadcast_leaves_the_reverse_csr_on_rank_0(comm):
-    """Only phase 1 (rank 0) reads the reverse CSR, so the broadcast does not send it."""
-    from distgrail.stages.condense import DAG, condense
+def test_labeling_ranks_receive_only_what_phases_3_4_read(comm):
+    """Only indptr, indices and level_ptr of the DAG go to the other ranks."""
+    from distgrail.stages.condense import condense
 
     here = comm.Get_rank() == 0
-    dag = condense(cyclic_graph()) if here else None
-    got = distributed.bcast_dataclass(comm, dag, DAG, skip=distributed.ROOT_ONLY_DAG)
-    ref = condense(cyclic_graph())
-    sent = [k for k in ("n", "comp", "indptr", "indices", "level", "level_ptr")
-            if not np.array_equal(np.asarray(getattr(got, k)), np.asarray(getattr(ref, k)))]
+    g = cyclic_graph()
+    dag = condense(g) if here else None
+    got, _, complete = distributed._share_dag(comm, dag, g if here else None)
+    ref = condense(g)
+    sent = [k for k in ("n", "indptr", "indices", "level_ptr") if not np.array_equal(getattr(got, k), getattr(ref, k))]
     everywhere(comm, not sent, f"fields differ after the broadcast: {sent}")
-    rev = (got.rindptr is ref.rindptr or np.array_equal(got.rindptr, ref.rindptr)) if here else \
-        (got.rindptr is None and got.rindices is None)
-    everywhere(comm, rev, f"reverse CSR on rank {comm.Get_rank()}: {type(got.rindptr).__name__}")
+    kept = [k for k in ("comp", "level", "rindptr", "rindices") if (getattr(got, k) is None) == here]
+    everywhere(comm, not kept and complete == here, f"rank {comm.Get_rank()}: wrong fields {kept}, {complete}")
+
+
+def spy_bcast(monkeypatch):
+    """Count the array bytes each rank receives by broadcast (every buffer-based broadcast)."""
+    got = []
+    for mod in (collectives, distributed):
+        real = mod.bcast_array
+
+        def spy(c, a, root=0, real=real):
+            out = real(c, a, root)
+            if c.Get_rank() != root:
+                got.append(out.nbytes)
+            return out
+
+        monkeypatch.setattr(mod, "bcast_array", spy)
+    return got
+
+
+@pytest.mark.parametrize("layout", [{"DISTGRAIL_SHM": "0"}, {"DISTGRAIL_RANKS_PER_NODE": "1"}, {}],
+                         ids=["gatherv", "one-rank-nodes", "node-shared"])
+def test_full_index_on_root_sends_the_other_ranks_only_what_they_label_with(comm, tmp_path, monkeypatch, layout):
+    from distgrail.stages.condense import condense
+    from distgrail.stages.labeling import build_forest
+
+    for k, v in layout.items():
+        monkeypatch.setenv(k, v)
+    monkeypatch.setattr(distributed, "CHUNK_BYTES", 4096)
+    got = spy_bcast(monkeypatch)
+    g = cyclic_graph()
+    out = tmp_path / "root.h5"
+    idx = distributed.build_index_distributed(g, dims=5, seed=4, backend="cpu", output=out, comm=comm,
+                                              full_index_on="root")
+    ref = distgrail.build_index(g, dims=5, seed=4, backend="cpu")
+    dag = condense(g)
+    forest = build_forest(dag, 4, "max-level", "cpu")
+    need = sum(a.nbytes for a in (dag.indptr, dag.indices, dag.level_ptr, forest.parent, forest.size))
+    if comm.Get_rank() == 0:
+        ref.save(tmp_path / "ref.h5")
+        ok, detail = not same_index(ref, idx) and out.read_bytes() == (tmp_path / "ref.h5").read_bytes(), \
+            same_index(ref, idx) or "file bytes differ"
+    else:
+        ok, detail = idx is None and sum(got) == need, f"{idx!r}, received {sum(got)} bytes, need {need}"
+    everywhere(comm, ok, detail)
+
+
+def test_output_on_rank_0_only_does_not_hang(comm, tmp_path):
+    """build_index(g, comm=comm, output=path if rank == 0 else None): the documented API."""
+    me = comm.Get_rank()
+    out = tmp_path / "x.h5"
+    idx = distgrail.build_index(distgrail.bundled_graph(), dims=2, backend="cpu", comm=comm,
+                                output=out if me == 0 else None)
+    ref = distgrail.build_index(distgrail.bundled_graph(), dims=2, backend="cpu")
+    everywhere(comm, not same_index(ref, idx), same_index(ref, idx))
+    if me == 0:
+        ref.save(tmp_path / "ref.h5")
+    everywhere(comm, out.exists() == (me == 0) and (me != 0 or out.read_bytes() == (tmp_path / "ref.h5").read_bytes()),
+               os.listdir(tmp_path))
+    # the other way round: rank 0 passes None, so nothing is written, and nobody waits
+    other = tmp_path / "y.h5"
+    distgrail.build_index(distgrail.bundled_graph(), dims=2, backend="cpu", comm=comm,
+                          output=None if me == 0 else other)
+    everywhere(comm, not other.exists(), "a rank other than 0 wrote the index")
+
+
+@pytest.mark.parametrize("readable", ["every-rank", "rank-0-only"])
+def test_stored_condensation_is_read_by_every_rank(comm, tmp_path, monkeypatch, readable):
+    """A .h5 graph with its condensation: the other ranks read the DAG from the file (no DAG
+    bytes broadcast); if some rank cannot read it, it is broadcast as usual."""
+    from distgrail.io.binary import write_binary_graph
+    from distgrail.stages.condense import condense
+
+    g = cyclic_graph()
+    path = comm.bcast(str(tmp_path / "g.h5"))
+    if comm.Get_rank() == 0:
+        write_binary_graph(g, path, dag=condense(g))
+    comm.Barrier()
+    if readable == "rank-0-only" and comm.Get_rank() == comm.Get_size() - 1:
+        def unreadable(p):
+            raise OSError(f"{p}: not on this node (injected)")
+
+        monkeypatch.setattr(distributed, "read_condensation", unreadable)
+    monkeypatch.setenv("DISTGRAIL_SHM", "0")  # the labels come by broadcast too: count them
+    got = spy_bcast(monkeypatch)
+    idx = distgrail.build_index(path, dims=3, seed=2, backend="cpu", comm=comm)
+    ref = distgrail.build_index(path, dims=3, seed=2, backend="cpu")
+    everywhere(comm, not same_index(ref, idx), same_index(ref, idx))
+    dag = condense(g)
+    # received: the forest (and post0, labels) always; the DAG's CSR only when some rank could not read it
+    csr = dag.indptr.nbytes + dag.indices.nbytes
+    labels = idx.arrays["labels/intervals"].nbytes + idx.arrays["labels/dt_post0"].nbytes
+    forest = idx.arrays["forest/parent"].nbytes + idx.arrays["forest/subtree_size"].nbytes
+    bcast_dag = comm.allreduce(sum(got) - labels - forest if comm.Get_rank() else 0, op=MPI_MAX())
+    want = 0 if readable == "every-rank" else csr + dag.level_ptr.nbytes + dag.comp.nbytes + dag.level.nbytes
+    everywhere(comm, bcast_dag == want, f"DAG bytes broadcast {bcast_dag}, expected {want}")
+
+
+def MPI_MAX():
+    from mpi4py import MPI
+
+    return MPI.MAX
 
 
 @pytest.mark.parametrize("layout", [{"DISTGRAIL_SHM": "0"}, {"DISTGRAIL_RANKS_PER_NODE": "1"},
@@ -301,6 +416,13 @@ def test_invalid_arguments_raise_on_every_rank_without_communication(comm):
     with pytest.raises(DistGrailError, match="backend must be"):
         distributed.build_index_distributed(distgrail.bundled_graph(), dims=2, backend="tpu", comm=comm)
     comm.Barrier()  # still in step
+    n = comm.Get_size()
+    others = f" (and on rank{'s' if n > 2 else ''} {', '.join(map(str, range(1, n)))})"
+    expect_rank_error(comm, lambda: distributed.build_index_distributed(None, dims=0, backend="cpu", comm=comm),
+                      f"rank 0{others}, checking the arguments: dims must be an integer >= 1, got 0")
+    expect_rank_error(comm, lambda: distributed.build_index_distributed(None, dims=2, backend="cpu", comm=comm,
+                                                                        full_index_on="leaders"),
+                      "full_index_on must be one of all, root, got 'leaders'")
 
 
 def test_bad_query_pairs_on_rank_0_fail_every_rank(comm, kegg_index):
@@ -421,15 +543,56 @@ def test_ranks_holding_different_indexes_is_an_error(comm, kegg_index):
 
 def test_out_of_memory_while_receiving_a_broadcast_fails_every_rank(comm, monkeypatch):
     bad = comm.Get_size() - 1
+    seen = []
     if comm.Get_rank() == bad:
-        real = np.empty
+        real = collectives.receive_buffer
 
-        def empty(shape, *a, **k):
+        def receive_buffer(shape, dtype):
             if np.prod(shape) > 1000:
+                seen.append((np.dtype(dtype).name, tuple(shape)))
                 raise MemoryError("Unable to allocate (injected)")
-            return real(shape, *a, **k)
+            return real(shape, dtype)
 
-        monkeypatch.setattr(collectives.np, "empty", empty)
-    expect_rank_error(comm, lambda: distgrail.build_index(distgrail.bundled_graph(), dims=2, backend="cpu",
-                                                          comm=comm),
-                      f"rank {bad}", "to receive a broadcast", "MemoryError")
+        monkeypatch.setattr(collectives, "receive_buffer", receive_buffer)
+    try:
+        distgrail.build_index(distgrail.bundled_graph(), dims=2, backend="cpu", comm=comm)
+        msg = "no error"
+    except RankError as e:
+        msg = str(e)
+    dt, shape = comm.bcast(seen[0] if seen else None, root=bad)
+    want = f"rank {bad}, allocating {dt} {shape} to receive a broadcast: MemoryError: Unable to allocate (injected)"
+    everywhere(comm, msg == want, f"{msg!r} != {want!r}")
+
+
+# -- GPU binding through the API (a fake CuPy; the labeling itself runs on the CPU) --------------
+
+def test_api_build_and_query_bind_each_rank_to_its_own_gpu(comm, monkeypatch, kegg_index):
+    """build_index(comm=..., backend="gpu") binds by node-local rank (not every rank on GPU 0),
+    once: a second call, or a binding made before (the CLI's, with --share-gpus), is kept."""
+    cp = fake_cupy(8)
+    monkeypatch.setitem(sys.modules, "cupy", cp)
+    monkeypatch.delenv("SLURM_LOCALID", raising=False)
+    monkeypatch.delenv("DISTGRAIL_GPU", raising=False)
+    monkeypatch.setattr(binding, "_BOUND", None)
+    asked = []
+
+    def get_backend(name="auto", device=None):  # record the device, label on the CPU
+        asked.append((name, device))
+        return distgrail.get_backend("cpu")
+
+    import distgrail.mpi.query as mq
+    monkeypatch.setattr(distributed, "get_backend", get_backend)
+    monkeypatch.setattr(mq, "get_backend", get_backend)
+    idx = distgrail.build_index(distgrail.bundled_graph(), dims=3, seed=1, backend="gpu", comm=comm)
+    me = comm.Get_rank()
+    everywhere(comm, asked == [("gpu", me)] and cp.used == [me], f"asked {asked}, used {cp.used}")
+    s, t = distgrail.io.pairs.read_pairs(distgrail.bundled_pairs())
+    idx.query(s[:100], t[:100], backend="gpu", comm=comm)
+    everywhere(comm, asked[-1] == ("gpu", me) and cp.used == [me], f"asked {asked}, used {cp.used}")
+    everywhere(comm, not same_index(kegg_index, idx), same_index(kegg_index, idx))
+    # bound before by the caller (all ranks on device 0, shared): kept, no "distinct GPU" error
+    monkeypatch.setitem(sys.modules, "cupy", fake_cupy(1))
+    monkeypatch.setattr(binding, "_BOUND", None)
+    binding.bind_gpu(comm, "gpu", share=True)
+    distgrail.build_index(distgrail.bundled_graph(), dims=2, backend="gpu", comm=comm)
+    everywhere(comm, asked[-1] == ("gpu", 0), f"asked {asked}")

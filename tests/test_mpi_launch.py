@@ -31,16 +31,90 @@ def mpirun(n, *args, timeout=60, cwd=None):
     return r
 
 
-def test_bad_graph_file_fails_the_job_with_file_line_and_rank(tmp_path):
+def _other_mpi_jobs() -> bool:
+    """True when some MPI job of another process runs (its /dev/shm segments are not ours)."""
+    for pid in os.listdir("/proc"):
+        try:
+            with open(f"/proc/{pid}/cmdline", "rb") as f:
+                cmd = f.read()
+        except OSError:
+            continue
+        if b"hydra_pmi_proxy" in cmd or b"mpiexec" in cmd.split(b"\0")[0]:
+            return True
+    return False
+
+
+def shm_segments():
+    """The /dev/shm names now, or None when another MPI job runs (its segments would be counted)."""
+    if not os.path.isdir("/dev/shm") or _other_mpi_jobs():
+        return None
+    return set(os.listdir("/dev/shm"))
+
+
+def assert_clean_exit_2(r, message, before):
+    """Exit status 2 from every rank, the message printed once (rank 0), no MPI_Abort, and no
+    /dev/shm segment left behind (MPICH leaves one per aborted job)."""
+    assert r.returncode == 2, (r.returncode, r.stderr)
+    assert r.stderr.count("distgrail: error:") == 1, r.stderr
+    assert f"distgrail: error: {message}" in r.stderr, r.stderr
+    assert "MPI_Abort" not in r.stderr + r.stdout and "Traceback" not in r.stderr, r.stderr
+    after = shm_segments()
+    if before is not None and after is not None:  # no other MPI job ran meanwhile on this machine
+        assert not after - before, after - before
+
+
+@pytest.mark.parametrize("n", [2, 3])
+def test_bad_graph_file_ends_every_rank_with_status_2_and_one_message(tmp_path, n):
     bad = tmp_path / "BAD.gra"
     bad.write_text("graph_for_greach\n3\n0: 1 #\n1: 7 #\n2: #\n")
     out = tmp_path / "out.h5"
-    r = mpirun(2, "-m", "distgrail", "index", str(bad), "-o", str(out), "--backend", "cpu")
-    assert r.returncode != 0
-    assert f"distgrail: error: rank 0, reading the graph {bad}: {bad}:4: vertex id out of range 0..2, got '7'" \
-        in r.stderr
-    assert r.stderr.count("distgrail: error:") == 1, r.stderr  # printed once, not once per rank
+    before = shm_segments()
+    r = mpirun(n, "-m", "distgrail", "index", str(bad), "-o", str(out), "--backend", "cpu")
+    assert_clean_exit_2(r, f"rank 0, reading the graph {bad}: {bad}:4: vertex id out of range 0..2, got '7'",
+                        before)
     assert os.listdir(tmp_path) == ["BAD.gra"]
+
+
+def test_bad_argument_under_3_ranks_is_printed_once(tmp_path):
+    before = shm_segments()
+    r = mpirun(3, "-m", "distgrail", "index", "bundled", "-o", str(tmp_path / "x.h5"), "--dims", "0",
+               "--backend", "cpu")
+    assert_clean_exit_2(r, "rank 0 (and on ranks 1, 2), checking the arguments: dims must be an integer >= 1, "
+                           "got 0", before)
+    assert os.listdir(tmp_path) == []
+
+
+def test_unwritable_output_ends_every_rank_with_status_2(tmp_path):
+    before = shm_segments()
+    out = tmp_path / "missing" / "x.h5"
+    r = mpirun(2, "-m", "distgrail", "index", "bundled", "-o", str(out), "--backend", "cpu")
+    assert_clean_exit_2(r, f"rank 0, checking the output path: {out}: cannot write the index: directory "
+                           f"{out.parent} does not exist", before)
+    assert os.listdir(tmp_path) == []
+    r = mpirun(2, "-m", "distgrail", "info", str(tmp_path / "nope.h5"))  # a one-process command on rank 0
+    assert_clean_exit_2(r, f"rank 0, running info: {tmp_path / 'nope.h5'}: no such index file", before)
+
+
+def test_api_output_on_rank_0_only_under_mpiexec(tmp_path):
+    """issue 12 item 4: `build_index(g, comm=comm, output="x.h5" if rank == 0 else None)` ends."""
+    script = tmp_path / "api.py"
+    out = tmp_path / "x.h5"
+    script.write_text(
+        "from mpi4py import MPI\n"
+        "import distgrail\n"
+        "comm = MPI.COMM_WORLD\n"
+        f"idx = distgrail.build_index(distgrail.bundled_graph(), dims=3, backend='cpu', comm=comm, "
+        f"output={str(out)!r} if comm.Get_rank() == 0 else None)\n"
+        "comm.Barrier()\n"
+        "print(f'done{comm.Get_rank()}:{idx.C}' if comm.Get_rank() == 0 else '', *(comm.gather(idx.C) or []), flush=True)\n")
+    for n in (2, 3):
+        out.unlink(missing_ok=True)
+        r = mpirun(n, str(script), timeout=60)
+        assert r.returncode == 0 and r.seconds < 60, r.stderr
+        assert r.stdout.split() == ["done0:3617"] + ["3617"] * n, r.stdout  # every rank holds the Index
+        ref = distgrail.build_index(distgrail.bundled_graph(), dims=3, backend="cpu")
+        ref.save(tmp_path / "ref.h5")
+        assert out.read_bytes() == (tmp_path / "ref.h5").read_bytes()
 
 
 @pytest.mark.parametrize("where", ["bind_gpu", "_shared_labels"])
@@ -85,9 +159,10 @@ def test_four_ranks_give_the_one_process_index_and_answers(tmp_path):
 def test_query_with_a_missing_pairs_file_fails_every_rank(tmp_path):
     idx = tmp_path / "kegg.h5"
     distgrail.build_index(distgrail.bundled_graph(), dims=2, backend="cpu", output=idx)
+    before = shm_segments()
     r = mpirun(2, "-m", "distgrail", "query", str(idx), str(tmp_path / "nope.txt"), "--backend", "cpu")
-    assert r.returncode != 0
-    assert "rank 0, reading the pairs" in r.stderr and "no such pairs file" in r.stderr
+    assert_clean_exit_2(r, f"rank 0, reading the pairs {tmp_path / 'nope.txt'}: ", before)
+    assert "no such pairs file" in r.stderr
 
 
 def test_distributed_code_path_with_one_rank():
@@ -126,3 +201,39 @@ def test_one_process_commands_run_once_under_mpi(tmp_path):
     distgrail.build_index(str(out), dims=2, backend="cpu", output=idx)
     r = mpirun(2, "-m", "distgrail", "info", str(idx))
     assert r.returncode == 0 and r.stdout.count("n_components") == 1, r.stdout + r.stderr
+
+
+def test_launcher_and_mpi_not_talking_is_a_clear_error(tmp_path):
+    """srun --mpi=none starts N tasks that each see a world of one rank; each would write the
+    index alone. The CLI says so and exits 2 (here: srun's variables without srun)."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("PMI_", "OMPI_", "HYDRA_", "MPI_", "SLURM_"))}
+    env.update(SLURM_PROCID="1", SLURM_STEP_NUM_TASKS="2")
+    out = tmp_path / "x.h5"
+    r = subprocess.run([sys.executable, "-m", "mpi4py", "-m", "distgrail", "index", "bundled", "-o", str(out),
+                        "--backend", "cpu"], env=env, capture_output=True, text=True, timeout=60)
+    assert r.returncode == 2, r.stderr
+    assert ("distgrail: error: Slurm srun started 2 tasks, but MPI sees a world of 1 rank: the launcher and the "
+            "MPI library do not talk (with PyPI's MPICH use srun --mpi=pmi2") in r.stderr
+    assert "MPI_Abort" not in r.stderr and not out.exists()
+
+
+def test_launcher_detection():
+    from distgrail.mpi.launcher import detect, rank_size, under_launcher
+
+    assert detect({}) is None and rank_size({}) == (0, 1) and not under_launcher({})
+    cases = {"Open MPI": {"OMPI_COMM_WORLD_RANK": "2", "OMPI_COMM_WORLD_SIZE": "4"},
+             "MPICH/Hydra PMI": {"PMI_RANK": "2", "PMI_SIZE": "4"},
+             "MVAPICH2": {"MV2_COMM_WORLD_RANK": "2", "MV2_COMM_WORLD_SIZE": "4"},
+             "Slurm srun": {"SLURM_PROCID": "2", "SLURM_STEP_NUM_TASKS": "4", "SLURM_NTASKS": "4"}}
+    for name, env in cases.items():
+        assert detect(env) == (name, 2, 4) and rank_size(env) == (2, 4) and under_launcher(env), name
+    assert detect({"PMIX_RANK": "3"}) == ("PMIx", 3, None) and under_launcher({"PMIX_RANK": "3"})
+    assert not under_launcher({"PMI_RANK": "0", "PMI_SIZE": "1"})  # a singleton
+    assert detect({"SLURM_PROCID": "0", "SLURM_NTASKS": "2", "SLURM_JOB_ID": "7"}) is None  # the batch script
+    assert under_launcher({"HYDRA_CONTROL_FD": "9"})
+    r = subprocess.run([sys.executable, "-m", "distgrail.mpi.launcher"], capture_output=True, text=True,
+                       env={**os.environ, "PMI_RANK": "1", "PMI_SIZE": "3"}, timeout=60)
+    assert r.stdout.split() == ["1", "3", "MPICH/Hydra_PMI"], r.stdout + r.stderr
+    r = subprocess.run([sys.executable, "-m", "distgrail.mpi.launcher", "--rank"], capture_output=True, text=True,
+                       env={**os.environ, "OMPI_COMM_WORLD_RANK": "2", "OMPI_COMM_WORLD_SIZE": "3"}, timeout=60)
+    assert r.stdout.strip() == "2"

@@ -49,9 +49,10 @@ def test_sbatch_template_parameters(name, params, command):
         assert re.search(rf"^{p}=\$\{{{p}:-[^}}]+\}}", head, re.M), f"{name}: parameter {p}=${{{p}:-default}}"
     for directive in ("--ntasks-per-node=", "--gpus-per-task=1", "--time=", "--job-name="):
         assert re.search(rf"^#SBATCH {directive}", text, re.M), f"{name}: #SBATCH {directive}"
-    assert re.search(r"^srun .*--gpus-per-task=1", text, re.M)
+    assert re.search(r"^srun .*\n.*--gpus-per-task=\$SLURM_GPUS_PER_TASK", text, re.M)  # the job's GPUs per task
     assert "--kill-on-bad-exit" in text
-    assert f"python -m mpi4py -m distgrail {command}" in text
+    assert f'"$PY" -m mpi4py -m distgrail {command}' in text and "PY=$VENV/bin/python" in text
+    assert "export SRUN_CPUS_PER_TASK=$SLURM_CPUS_PER_TASK" in text
     assert re.search(r"CUPY_CACHE_DIR=.*TMPDIR:-/tmp/\$SLURM_JOB_ID", text)
 
 
@@ -60,7 +61,8 @@ def _fake_srun(tmp_path):
     bindir = tmp_path / "bin"
     bindir.mkdir()
     srun = bindir / "srun"
-    srun.write_text('#!/bin/bash\nwhile [[ "$1" == -* ]]; do shift; done\n'
+    srun.write_text('#!/bin/bash\necho "srun $* SRUN_CPUS_PER_TASK=${SRUN_CPUS_PER_TASK:-unset}" >>"$TMPDIR/srun.log"\n'
+                    'while [[ "$1" == -* ]]; do shift; done\n'
                     f'exec "{MPIEXEC}" -n "$SLURM_NTASKS_PER_NODE" "$@"\n')
     srun.chmod(srun.stat().st_mode | stat.S_IEXEC)
     return str(bindir)
@@ -72,7 +74,7 @@ def test_sbatch_templates_run_with_a_stand_in_srun(tmp_path):
 
     bindir = _fake_srun(tmp_path)
     env = _env(PATH=bindir + os.pathsep + os.environ["PATH"], SLURM_JOB_ID="4242", SLURM_NNODES="1",
-               SLURM_NTASKS_PER_NODE="2", SLURM_CPUS_PER_TASK="1", TMPDIR=str(tmp_path),
+               SLURM_NTASKS_PER_NODE="2", SLURM_CPUS_PER_TASK="3", TMPDIR=str(tmp_path),
                VENV=os.path.dirname(os.path.dirname(sys.executable)),
                GRAPH="bundled", INDEX=str(tmp_path / "kegg.h5"), DIMS="3", BACKEND="cpu",
                PAIRS="bundled", ANSWERS=str(tmp_path / "answers.txt"))
@@ -88,6 +90,59 @@ def test_sbatch_templates_run_with_a_stand_in_srun(tmp_path):
     assert r.returncode == 0, r.stdout + r.stderr
     assert (tmp_path / "answers.txt").read_text().split().count("1") == distgrail.BUNDLED_REACHABLE
     assert "2 ranks" in r.stdout
+    log = (tmp_path / "srun.log").read_text().splitlines()
+    assert len(log) == 2 and all(x.startswith("srun --mpi=pmi2 ") and x.endswith("SRUN_CPUS_PER_TASK=3")
+                                 for x in log), log  # PyPI's MPICH in VENV: pmi2
+
+
+@pytest.mark.parametrize("name", ["index.sbatch", "query.sbatch"])
+def test_sbatch_template_without_its_venv_fails_loudly(tmp_path, name):
+    bindir = _fake_srun(tmp_path)
+    env = _env(PATH=bindir + os.pathsep + os.environ["PATH"], SLURM_JOB_ID="1", SLURM_NNODES="1",
+               SLURM_NTASKS_PER_NODE="2", TMPDIR=str(tmp_path), VENV=str(tmp_path / "no-venv"))
+    r = subprocess.run(["bash", os.path.join(ROOT, "slurm", name)], env=env, cwd=tmp_path, capture_output=True,
+                       text=True, timeout=60)
+    assert r.returncode == 2
+    assert f"distgrail: error: no Python environment at VENV={tmp_path / 'no-venv'}" in r.stderr
+    assert not (tmp_path / "srun.log").exists()  # nothing was started with another python
+
+
+SMI_13 = "| NVIDIA-SMI 580.95.05   Driver Version: 580.95.05   CUDA Version: 13.0 |"
+SMI_12 = "| NVIDIA-SMI 550.54.15   Driver Version: 550.54.15   CUDA Version: 12.4 |"
+
+
+@pytest.mark.parametrize("smi, env, want", [
+    (SMI_13, {}, "extras=test,mpi,gpu-cuda13 mpi=pypi"),
+    (SMI_12, {}, "extras=test,mpi,gpu-cuda12 mpi=pypi"),
+    (None, {}, "extras=test,mpi mpi=pypi"),
+    (None, {"MPI": "site"}, "extras=test mpi=site"),
+    (SMI_13, {"GPU": "cuda12"}, "extras=test,mpi,gpu-cuda12 mpi=pypi"),
+])
+def test_setup_picks_cupy_by_the_driver_and_mpich_only_without_site_mpi(tmp_path, smi, env, want):
+    bindir = tmp_path / "bin"
+    bindir.mkdir()
+    if smi is not None:
+        fake = bindir / "nvidia-smi"
+        fake.write_text("#!/bin/bash\necho '" + smi + "'\n")
+        fake.chmod(0o755)
+    r = subprocess.run(["bash", os.path.join(ROOT, "launch", "setup.sh")], capture_output=True, text=True,
+                       env=_env(PATH=f"{bindir}{os.pathsep}/usr/bin{os.pathsep}/bin", SETUP_DRY_RUN="1", **env),
+                       timeout=60)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.strip() == want
+
+
+def test_pyproject_extras_and_numpy():
+    import tomllib
+
+    meta = tomllib.loads(open(os.path.join(ROOT, "pyproject.toml")).read())
+    deps = meta["project"]["dependencies"]
+    extras = meta["project"]["optional-dependencies"]
+    assert "numpy>=2" in deps
+    assert extras["gpu-cuda12"] == ["cupy-cuda12x>=13"] and extras["gpu-cuda13"][0].startswith("cupy-cuda13x")
+    assert extras["gpu"] in (["distgrail[gpu-cuda12]"], ["distgrail[gpu-cuda13]"])
+    assert extras["mpi"] == ["mpich>=4"] and not any("mpich" in d for d in deps)
+    assert meta["tool"]["hatch"]["build"]["targets"]["wheel"]["force-include"] == {"kernels": "distgrail/_kernels"}
 
 
 @needs_mpiexec

@@ -13,7 +13,10 @@ from ..errors import BackendError
 from ..gpu.backend import BACKENDS, gpu_available
 from .errors import mpi, own_comm, run_shared
 
-__all__ = ["bind_gpu", "choose_device"]
+__all__ = ["bind_gpu", "choose_device", "ensure_bound"]
+
+#: the device this process was bound to by :func:`bind_gpu` (None: not bound)
+_BOUND: int | None = None
 
 
 def _env_device(value: str, local_rank: int) -> int:
@@ -125,9 +128,24 @@ def bind_gpu(comm=None, backend="auto", share: bool = False):
                         "rank per GPU (launch/mpirun.sh does), or pass --share-gpus (share=True)")
 
             run_shared(comm, "binding a GPU", check)
+            global _BOUND
+            _BOUND = dev
             return dev
         finally:
             local.Free()
     finally:
         if owned:
             comm.Free()
+
+
+def ensure_bound(comm, backend="auto"):
+    """Collective: the device of each rank, binding one by node-local rank (:func:`bind_gpu`)
+    unless every rank is bound already (e.g. by the CLI, with its ``--share-gpus``).
+
+    Returns None on the CPU. A :class:`~distgrail.gpu.backend.Backend` object is the caller's
+    own choice of device: it is kept (its ``device``), and nothing is bound.
+    """
+    own = hasattr(backend, "xp")
+    if comm.allreduce(own or _BOUND is not None, op=mpi().LAND):  # every rank takes the same way
+        return getattr(backend, "device", None) if own else _BOUND
+    return bind_gpu(comm, backend)

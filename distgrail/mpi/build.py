@@ -3,18 +3,27 @@
 Nothing here runs at import time; ``mpi4py.MPI`` is imported by the functions that need it.
 
 Building (:func:`build_index_distributed`)
-    Rank 0 reads the graph and condenses it; the DAG is broadcast without its reverse CSR
-    (:data:`ROOT_ONLY_DAG`: only phase 1 reads it, and phase 1 runs on rank 0; on the other
-    ranks those fields are None). Rank 0 computes phases 1–2
-    (the spanning forest and its subtree sizes) once and broadcasts them. The d dimensions are
-    split into contiguous blocks, one per rank (rank r gets ``d // P`` dimensions, one more if
+    Rank 0 reads the graph and condenses it. The other ranks receive only what phases 3–4 read:
+    the DAG's CSR (``indptr``, ``indices``) and ``level_ptr`` (:data:`ROOT_ONLY_DAG` stay on
+    rank 0: the reverse CSR that only phase 1 reads, and ``comp``/``level`` that only the
+    assembled index holds). When the input is a ``.h5`` graph with a stored condensation
+    (``distgrail convert``), every rank reads the condensation from the file itself instead
+    (if some rank cannot, it is broadcast as above). Rank 0 computes phases 1–2 (the spanning
+    forest and its subtree sizes) once and broadcasts them. The d dimensions are split into
+    contiguous blocks, one per rank (rank r gets ``d // P`` dimensions, one more if
     ``r < d % P``; ranks beyond d get none and wait). Phases 3–4 run on every rank for its
     block, which it writes straight into its node's shared label array
-    (:mod:`distgrail.mpi.nodeshare`); node leaders exchange the blocks of other nodes. Without
+    (:mod:`distgrail.mpi.nodeshare`); node leaders then send the blocks of other nodes. Without
     shared memory (``DISTGRAIL_SHM=0``, or /dev/shm too small) the blocks are gathered to rank
-    0 and broadcast back instead. Rank 0 writes the one HDF5 index (atomically), and **every
-    rank returns the same, complete Index**.
+    0 with ``Gatherv`` instead. Rank 0 writes the one HDF5 index (atomically).
+
+    ``full_index_on="all"`` (the API's promise, :func:`distgrail.build_index` with ``comm``):
+    afterwards every rank gets what queries need (labels, ``comp``, ``level``, post-order
+    ranks) and **every rank returns the same, complete Index**. ``full_index_on="root"`` (the
+    CLI): only rank 0 assembles the Index; the other ranks return None.
     Dimension i depends only on (seed, i), so the index is byte-identical to a one-process build.
+    With ``backend="gpu"`` (or ``"auto"`` on GPU machines) each rank is bound to a GPU by its
+    node-local rank (:func:`distgrail.mpi.binding.ensure_bound`) unless it is bound already.
 """
 
 from __future__ import annotations
@@ -28,25 +37,52 @@ from ..dtypes import smallest_uint
 from ..errors import BackendError, DistGrailError
 from ..index import assemble
 from ..gpu.backend import BACKENDS, get_backend
+from ..io.binary import read_condensation
 from ..progress import Stages
 from ..stages.condense import DAG, condense
 from ..stages.labeling import Forest, build_forest, check_label_args, label_dimensions, prefetch_csr
 from ..io.read import as_graph
-from .collectives import CHUNK_BYTES, bcast_array, bcast_dataclass, gather_rows, offsets, split_counts
+from .binding import ensure_bound
+from .collectives import (CHUNK_BYTES, bcast_array, bcast_dataclass, gather_rows, offsets, receive_buffer,
+                          split_counts)
 from .errors import mpi, own_comm, run_shared
 from .nodeshare import NodeGroups, room_for, shm_enabled
 
-__all__ = ["build_index_distributed", "ROOT_ONLY_DAG"]
+__all__ = ["build_index_distributed", "ROOT_ONLY_DAG", "FULL_INDEX_ON"]
 
 
-#: DAG arrays only the root reads (phase 1 runs there): the reverse CSR, half the DAG's bytes
-ROOT_ONLY_DAG = ("rindptr", "rindices")
+#: DAG arrays a rank that only labels does not receive: the reverse CSR (phase 1, on rank 0)
+#: and the vertex -> component map and levels (only the assembled index holds them)
+ROOT_ONLY_DAG = ("comp", "level", "rindptr", "rindices")
+#: where the complete Index is assembled: on every rank (the API), or on rank 0 only (the CLI)
+FULL_INDEX_ON = ("all", "root")
 
 
-def _bcast_dag(comm, dag, g, root=0):
-    name, sha = comm.bcast((g.name, g.sha256) if comm.Get_rank() == root else None, root=root)
-    dag = bcast_dataclass(comm, dag, DAG, root, skip=ROOT_ONLY_DAG)
-    return dag, (g if comm.Get_rank() == root else SimpleNamespace(name=name, sha256=sha))
+def _stored_condensation(g, dag):
+    """The path of the ``.h5`` graph file ``dag`` was read from, or None when it was computed."""
+    meta = getattr(g, "meta", None)
+    return meta.get("path") if isinstance(meta, dict) and dag.meta.get("stored") else None
+
+
+def _share_dag(comm, dag, g, root=0):
+    """Collective: ``(dag, graph, complete)`` on every rank. Other ranks read a stored
+    condensation themselves (``complete``: they have every field) or receive the labeling
+    fields by broadcast (the others are None)."""
+    here = comm.Get_rank() == root
+    name, sha, path = comm.bcast((g.name, g.sha256, _stored_condensation(g, dag)) if here else None, root=root)
+    g = g if here else SimpleNamespace(name=name, sha256=sha)
+    if path is not None:
+        want = comm.bcast((dag.n, dag.C, dag.m) if here else None, root=root)
+        mine, ok = dag, True
+        if not here:
+            try:
+                mine = read_condensation(path)
+                ok = mine is not None and (mine.n, mine.C, mine.m) == tuple(want)
+            except Exception:  # noqa: BLE001 - e.g. the file is not on this node: broadcast instead
+                ok = False
+        if comm.allreduce(ok, op=mpi().LAND):
+            return mine, g, True
+    return bcast_dataclass(comm, dag, DAG, root, skip=ROOT_ONLY_DAG), g, here
 
 
 def _check_output(output):
@@ -61,47 +97,60 @@ def _check_output(output):
         raise DistGrailError(f"{os.fspath(output)}: cannot write the index: directory {d} is not writable")
 
 
+def _check_args(dims, seed, parent_rule, full_index_on):
+    check_label_args(dims, seed, parent_rule)
+    if full_index_on not in FULL_INDEX_ON:
+        raise DistGrailError(f"full_index_on must be one of {', '.join(FULL_INDEX_ON)}, got {full_index_on!r}")
+
+
 def build_index_distributed(graph, dims: int = 5, seed: int = 0, parent_rule: str = "max-level", backend="auto",
-                            fmt: str = "auto", num_vertices=None, output=None, comm=None, progress: bool = False):
+                            fmt: str = "auto", num_vertices=None, output=None, comm=None, progress: bool = False,
+                            full_index_on: str = "all"):
     """Collective: build the index with phases 3–4 split over ``comm``'s ranks (see the module doc).
 
     ``graph``, ``fmt``, ``num_vertices`` and ``output`` are used on rank 0 only (other ranks may
-    pass None); ``dims``, ``seed``, ``parent_rule`` and ``backend`` must be the same on every
-    rank. Every rank returns the same complete :class:`~distgrail.index.Index`; rank 0 writes
-    ``output``. ``comm=None`` uses a clone of COMM_WORLD.
+    pass None or anything: rank 0's ``output`` decides whether the index is written, and every
+    rank takes part in that step either way); ``dims``, ``seed``, ``parent_rule``, ``backend``
+    and ``full_index_on`` must be the same on every rank. With ``full_index_on="all"`` every
+    rank returns the same complete :class:`~distgrail.index.Index`; with ``"root"`` rank 0
+    returns it and the other ranks None. ``comm=None`` uses a clone of COMM_WORLD.
 
     ``index.timings`` holds, besides the stages of a one-process build, ``bcast_dag``,
     ``bcast_forest``, ``alloc_labels`` (grouping ranks by node, allocating the node-shared label
-    array), ``gather_labels`` (node barrier and the exchange between nodes, or the ``Gatherv``
-    to rank 0) and ``bcast_labels`` (every rank's own copy of the labels); ``phases 3-4``,
+    array), ``gather_labels`` (node barrier and the transfers between nodes, or the ``Gatherv``
+    to rank 0) and, with ``full_index_on="all"``, ``bcast_labels`` (every rank's own copy of
+    the labels) and ``bcast_index`` (post-order ranks, comp and level); ``phases 3-4``,
     ``phase34_setup``, ``phase3_ranks``, ``phase4_intervals`` and ``phase34_to_host`` are those
     of the slowest rank, ``phases 3-4 rank0`` is rank 0's, and ``phases 3-4 own slowest`` /
     ``fastest`` are the most and least time a rank spent on its own phases 3–4 work (without
     waiting for the others).
     """
-    check_label_args(dims, seed, parent_rule)  # identical on every rank, before any collective
     if not (backend in BACKENDS or hasattr(backend, "xp")):
         raise BackendError(f"backend must be one of {', '.join(BACKENDS)}, got {backend!r}")
     comm, owned = own_comm(comm)
     try:
         me, size = comm.Get_rank(), comm.Get_size()
         root = 0
-        mine = (int(dims), int(seed), str(parent_rule), str(getattr(backend, "name", backend)))
+        here = me == root
+        run_shared(comm, "checking the arguments", _check_args, dims, seed, parent_rule, full_index_on)
+        mine = (int(dims), int(seed), str(parent_rule), str(getattr(backend, "name", backend)), full_index_on)
         allargs = comm.allgather(mine)
         if any(a != allargs[0] for a in allargs):
             bad = next(r for r, a in enumerate(allargs) if a != allargs[0])
-            raise DistGrailError("dims, seed, parent_rule and backend must be the same on every rank; rank 0 has "
-                                 f"{allargs[0]}, rank {bad} has {allargs[bad]}")
-        here = me == root
+            raise DistGrailError("dims, seed, parent_rule, backend and full_index_on must be the same on every rank; "
+                                 f"rank 0 has {allargs[0]}, rank {bad} has {allargs[bad]}")
+        everywhere = full_index_on == "all"
+        write = comm.bcast(output is not None if here else None, root=root)  # rank 0's output decides
         name = os.fspath(graph) if isinstance(graph, (str, os.PathLike)) else type(graph).__name__
-        be = run_shared(comm, "selecting the backend", get_backend, backend)
+        dev = ensure_bound(comm, backend)
+        be = run_shared(comm, "selecting the backend", get_backend, backend, dev)
         run_shared(comm, "checking the output path", _check_output if here else None, output)
         timings = {}
         with Stages(progress and here, total=9) as st:
             g = st.run("read", run_shared, comm, f"reading the graph {name}",
                        as_graph if here else None, graph, num_vertices, fmt)
             dag = st.run("condense", run_shared, comm, "condensing cycles", condense if here else None, g)
-            dag, g = st.run("bcast_dag", _bcast_dag, comm, dag, g, root)
+            dag, g, complete = st.run("bcast_dag", _share_dag, comm, dag, g, root)
             forest = st.run("phases 1-2", run_shared, comm, "computing phases 1-2 (forest, subtree sizes)",
                             build_forest if here else prefetch_csr, dag, seed, parent_rule, be)
             forest = st.run("bcast_forest", bcast_dataclass, comm, forest, Forest, root)
@@ -117,40 +166,68 @@ def build_index_distributed(graph, dims: int = 5, seed: int = 0, parent_rule: st
             nodes, buf = st.run("alloc_labels", _shared_labels, comm, shape, ut)
             try:
                 post0, iv = st.run("phases 3-4", run_shared, comm, what, label_dimensions, dag, forest,
-                                  range(lo, hi), seed, be, local_t, None if buf is None else buf[lo:hi])
+                                   range(lo, hi), seed, be, local_t, None if buf is None else buf[lo:hi])
                 local_t["phases 3-4"] = st.timings["phases 3-4"]
-                keys = ("phases 3-4", "phase34_setup", "phase3_ranks", "phase4_intervals", "phase34_to_host")
-                slow = np.array([local_t.get(k, 0.0) for k in keys])
-                comm.Allreduce(mpi().IN_PLACE, slow, op=mpi().MAX)
-                timings.update(dict(zip(keys, slow.tolist())))
-                timings["phases 3-4 rank0"] = local_t["phases 3-4"]
-                own = sum(local_t.get(k, 0.0) for k in keys[1:])  # this rank's work, without waiting
-                every = comm.allgather(own)
-                timings["phases 3-4 own slowest"], timings["phases 3-4 own fastest"] = max(every), min(every)
+                timings.update(_slowest(comm, local_t))
                 if buf is not None:  # every rank wrote its block into its node's shared array
-                    st.run("gather_labels", nodes.allgather_rows, buf, counts, CHUNK_BYTES)
-                    labels = st.run("bcast_labels", run_shared, comm, "copying the labels", np.array, buf)
+                    if everywhere:
+                        st.run("gather_labels", nodes.allgather_rows, buf, counts, CHUNK_BYTES)
+                    else:
+                        st.run("gather_labels", nodes.gather_rows_to_root, buf, counts, CHUNK_BYTES)
+                    labels = st.run("bcast_labels" if everywhere else "copy_labels", run_shared, comm,
+                                    "copying the labels", np.array if everywhere or here else None, buf)
                 else:
                     iv = np.ascontiguousarray(iv).reshape(hi - lo, dag.C, 2)
-                    out = st.run("gather_labels", _gather_labels, comm, iv, counts, dag.C, ut.str, root)
-                    labels = st.run("bcast_labels", bcast_array, comm, out, root)
+                    labels = st.run("gather_labels", _gather_labels, comm, iv, counts, dag.C, ut.str, root)
+                    if everywhere:
+                        labels = st.run("bcast_labels", bcast_array, comm, labels, root)
             finally:
                 if nodes is not None:
                     nodes.free()
-            # rank 0 always owns dimension 0: its post-order rank is the reference
-            post0 = bcast_array(comm, post0 if here else None, root)
-            # the last collective before the write: every rank has all it needs and is fine
-            idx = run_shared(comm, "assembling the index", assemble, g, dag, forest, post0, labels, dims, seed,
-                             parent_rule)
-            if output is not None:
-                st.run("write", run_shared, comm, f"writing the index {os.fspath(output)}",
+            if everywhere:  # what queries need, on every rank; rank 0 always owns dimension 0
+                post0, dag = st.run("bcast_index", _bcast_for_queries, comm, post0, dag, complete, root)
+            # the last collective before the write: the index is whole where it is wanted
+            idx = run_shared(comm, "assembling the index", assemble if everywhere or here else None, g, dag, forest,
+                             post0, labels, dims, seed, parent_rule)
+            if write:  # every rank enters the step, whatever it passed as output
+                st.run("write", run_shared, comm, f"writing the index {os.fspath(output) if here else ''}",
                        idx.save if here else None, output)
-        idx.timings = comm.bcast({**st.timings, **timings} if here else None, root=root)
-        idx.meta["backend"] = be.name
+        if everywhere:
+            idx.timings = comm.bcast({**st.timings, **timings} if here else None, root=root)
+        elif here:
+            idx.timings = {**st.timings, **timings}
+        if idx is not None:
+            idx.meta["backend"] = be.name
         return idx
     finally:
         if owned:
             comm.Free()
+
+
+def _slowest(comm, local_t):
+    """Collective: the phases 3-4 timings of the slowest rank, rank 0's, and the most and least
+    time a rank spent on its own work."""
+    keys = ("phases 3-4", "phase34_setup", "phase3_ranks", "phase4_intervals", "phase34_to_host")
+    slow = np.array([local_t.get(k, 0.0) for k in keys])
+    comm.Allreduce(mpi().IN_PLACE, slow, op=mpi().MAX)
+    out = dict(zip(keys, slow.tolist()))
+    out["phases 3-4 rank0"] = comm.bcast(local_t["phases 3-4"], root=0)
+    every = comm.allgather(sum(local_t.get(k, 0.0) for k in keys[1:]))  # own work, without waiting
+    out["phases 3-4 own slowest"], out["phases 3-4 own fastest"] = max(every), min(every)
+    return out
+
+
+def _bcast_for_queries(comm, post0, dag, complete, root):
+    """Collective: rank 0's post-order ranks, and ``comp``/``level`` where they were not sent."""
+    here = comm.Get_rank() == root
+    post0 = bcast_array(comm, post0 if here else None, root)
+    need = comm.allreduce(not complete, op=mpi().LOR)
+    if need:
+        comp = bcast_array(comm, dag.comp if here else None, root)
+        level = bcast_array(comm, dag.level if here else None, root)
+        if not complete:
+            dag.comp, dag.level = comp, level
+    return post0, dag
 
 
 def _shared_labels(comm, shape, dtype):
@@ -171,6 +248,6 @@ def _shared_labels(comm, shape, dtype):
 
 def _gather_labels(comm, iv, counts, C, dt, root):
     here = comm.Get_rank() == root
-    out = run_shared(comm, "allocating the gathered labels",
-                     (lambda: np.empty((int(np.sum(counts)), C, 2), dtype=np.dtype(dt))) if here else None)
+    out = run_shared(comm, "allocating the gathered labels", receive_buffer if here else None,
+                     (int(np.sum(counts)), C, 2), dt)
     return gather_rows(comm, iv, counts, out, root)

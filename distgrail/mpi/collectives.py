@@ -38,6 +38,11 @@ def _bytes(a: np.ndarray) -> np.ndarray:
     return a.reshape(-1).view(np.uint8)
 
 
+def receive_buffer(shape, dtype) -> np.ndarray:
+    """A fresh array to receive into (the one place collectives allocate: tests inject failures here)."""
+    return np.empty(shape, dtype=np.dtype(dtype))
+
+
 def bcast_array(comm, a, root: int = 0) -> np.ndarray:
     """Collective: ``a`` from ``root`` on every rank (header pickled, data by ``Bcast``)."""
     MPI = mpi()
@@ -49,7 +54,7 @@ def bcast_array(comm, a, root: int = 0) -> np.ndarray:
         head = None
     shape, dt = comm.bcast(head, root=root)
     got = run_shared(comm, f"allocating {np.dtype(dt).name} {tuple(shape)} to receive a broadcast",
-                     (lambda: np.empty(shape, dtype=np.dtype(dt))) if me != root else None)
+                     receive_buffer if me != root else None, shape, dt)
     if me != root:
         a = got
     b = _bytes(a)
@@ -97,7 +102,7 @@ def scatter_rows(comm, a, counts, row_shape, dtype, root: int = 0) -> np.ndarray
     row = dtype.itemsize * int(np.prod(row_shape, dtype=np.int64))
     nbytes = np.asarray(counts, dtype=np.int64) * row
     off = offsets(nbytes)
-    block = run_shared(comm, "allocating a shard", np.empty, (int(counts[me]),) + tuple(row_shape), dtype)
+    block = run_shared(comm, "allocating a shard", receive_buffer, (int(counts[me]),) + tuple(row_shape), dtype)
     mine = _bytes(block)
     src = _bytes(np.ascontiguousarray(a, dtype=dtype)) if me == root else None
     if off[-1] <= CHUNK_BYTES:

@@ -88,16 +88,44 @@ class NodeGroups:
             off = np.concatenate(([0], np.cumsum(counts))).astype(np.int64)
             row = a.dtype.itemsize * int(np.prod(a.shape[1:], dtype=np.int64))
             flat = a.reshape(-1).view(np.uint8)
-            r = 0
-            while r < len(counts):  # runs of consecutive ranks on one node go in one broadcast
-                s = r
-                while r + 1 < len(counts) and self.leader_of[r + 1] == self.leader_of[s]:
-                    r += 1
+            for leader, s, r in self._runs(counts):  # consecutive ranks of one node: one broadcast
                 lo, hi = int(off[s]) * row, int(off[r + 1]) * row
                 for c in range(lo, hi, chunk_bytes):
-                    self.leaders.Bcast([flat[c:min(hi, c + chunk_bytes)], MPI.BYTE], root=int(self.leader_of[s]))
-                r += 1
+                    self.leaders.Bcast([flat[c:min(hi, c + chunk_bytes)], MPI.BYTE], root=leader)
         self.node.Barrier()  # the leader has received the other nodes' rows
+
+    def _runs(self, counts):
+        """``(leader, first rank, last rank)`` for each run of consecutive ranks of one node."""
+        r, runs = 0, []
+        while r < len(counts):
+            s = r
+            while r + 1 < len(counts) and self.leader_of[r + 1] == self.leader_of[s]:
+                r += 1
+            runs.append((int(self.leader_of[s]), s, r))
+            r += 1
+        return runs
+
+    def gather_rows_to_root(self, a: np.ndarray, counts, chunk_bytes: int) -> None:
+        """Collective: like :meth:`allgather_rows`, but only the node of rank 0 ends up with all
+        rows (the other nodes' leaders send their rows to rank 0's leader, rank 0 itself)."""
+        self.node.Barrier()
+        if self.leaders is not None and self.leaders.Get_size() > 1:
+            MPI = self._MPI
+            off = np.concatenate(([0], np.cumsum(counts))).astype(np.int64)
+            row = a.dtype.itemsize * int(np.prod(a.shape[1:], dtype=np.int64))
+            flat = a.reshape(-1).view(np.uint8)
+            me, root = self.leaders.Get_rank(), int(self.leader_of[0])
+            for tag, (leader, s, r) in enumerate(self._runs(counts)):
+                if leader == root or me not in (leader, root):
+                    continue
+                lo, hi = int(off[s]) * row, int(off[r + 1]) * row
+                for c in range(lo, hi, chunk_bytes):
+                    piece = [flat[c:min(hi, c + chunk_bytes)], MPI.BYTE]
+                    if me == leader:
+                        self.leaders.Send(piece, dest=root, tag=tag)
+                    else:
+                        self.leaders.Recv(piece, source=leader, tag=tag)
+        self.node.Barrier()
 
     def free(self) -> None:
         """Collective: free the shared arrays (views of them must not be used afterwards)."""

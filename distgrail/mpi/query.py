@@ -5,6 +5,7 @@ shards in input order (Scatterv), each rank answers its shard locally, and the a
 gathered in input order (Gatherv) and broadcast: **every rank returns the same answers and
 the same merged** :class:`~distgrail.query.stats.QueryStats` (counts summed over ranks, ``ranks``
 = communicator size, ``seconds`` = wall time of the whole sharded call on the slowest rank).
+With a GPU backend each rank is bound to a GPU by node-local rank unless it is bound already.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ import numpy as np
 from ..errors import DistGrailError
 from ..gpu.backend import get_backend
 from ..query.stats import QueryStats
+from .binding import ensure_bound
 from .collectives import bcast_array, gather_rows, offsets, scatter_rows, split_counts
 from .errors import own_comm, run_shared
 
@@ -49,7 +51,8 @@ def query_sharded(index, sources, targets, backend="auto", comm=None, root: int 
         me, size = comm.Get_rank(), comm.Get_size()
         here = me == root
         _same_index_everywhere(comm, index)
-        be = run_shared(comm, "selecting the backend", get_backend, backend)
+        dev = ensure_bound(comm, backend)  # one GPU per node-local rank, unless bound already
+        be = run_shared(comm, "selecting the backend", get_backend, backend, dev)
         pairs = run_shared(comm, "checking the query pairs", index._check_pairs if here else None, sources, targets)
         t0 = time.perf_counter()
         k = comm.bcast(int(pairs[0].size) if here else None, root=root)
