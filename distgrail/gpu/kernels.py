@@ -16,8 +16,11 @@ import time
 __all__ = ["kernel_dir", "kernel_source", "load_module", "NVRTC_OPTIONS", "compile_times"]
 
 _HERE = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))  # the distgrail package
-#: options shared by NVRTC (CuPy) and nvcc (CI check); -I<kernel dir> is added at use
-NVRTC_OPTIONS = ("-std=c++17", "-DDG_KERNELS=1")
+from ..query.stats import STEP_DEFINES
+
+#: options shared by NVRTC (CuPy) and nvcc (CI check); -I<kernel dir> is added at use. The query
+#: step codes travel as -D options (single source: distgrail.query.stats)
+NVRTC_OPTIONS = ("-std=c++17", "-DDG_KERNELS=1", *STEP_DEFINES)
 _CACHE: dict = {}
 #: first-call compile time of each module, seconds (reported by benchmarks)
 compile_times: dict = {}
