@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..segments import gather_rows, sorted_unique
 from .prefilter import in_subtree, inside, support_verdict
 from .stats import Labels
 
@@ -51,28 +52,17 @@ def _test(bitmap, key):
 
 
 def _mark(bitmap, key):
-    """Set the bits of ``key`` (distinct, any order)."""
-    np.bitwise_or.at(bitmap, key >> 3, np.left_shift(np.uint8(1), (key & 7).astype(np.uint8)))
-
-
-def _adjacency(L: Labels):
-    """The DAG as a SciPy boolean CSR matrix (built once per Labels, shares the index arrays)."""
-    A = L.cache.get("cpu_adjacency")
-    if A is None:
-        import scipy.sparse as sp
-
-        A = sp.csr_matrix((np.ones(L.indices.shape[0], dtype=np.bool_), L.indices, L.indptr), shape=(L.C, L.C))
-        A.has_sorted_indices = True  # children are sorted by id (condense)
-        L.cache["cpu_adjacency"] = A
-    return A
+    """Set the bits of ``key`` (sorted, distinct)."""
+    byte = key >> 3
+    bit = np.left_shift(np.uint8(1), (key & 7).astype(np.uint8))
+    first = np.ones(byte.size, dtype=bool)
+    first[1:] = byte[1:] != byte[:-1]
+    bitmap[byte[first]] |= np.bitwise_or.reduceat(bit, np.flatnonzero(first))
 
 
 def _search_chunk(L: Labels, src, tv, bitmap):
-    import scipy.sparse as sp
-
     nq = src.size
     C, W = L.C, L.W
-    A = _adjacency(L)
     lev_t = L.level[tv]
     lo_t, hi_t = L.lo[:, tv], L.hi[:, tv]
     post_t = L.post0[tv]
@@ -85,20 +75,15 @@ def _search_chunk(L: Labels, src, tv, bitmap):
     r = 0
     while fq.size:
         r += 1
-        # the distinct (query, child) pairs of the frontier, by one sparse product (compiled code:
-        # no per-edge temporaries), rows by query
-        fptr = np.zeros(nq + 1, dtype=np.int64)
-        np.cumsum(np.bincount(fq, minlength=nq), out=fptr[1:])
-        F = sp.csr_matrix((np.ones(fq.size, dtype=np.bool_), fv, fptr), shape=(nq, C))
-        N = F @ A
-        q = np.repeat(np.arange(nq, dtype=np.int64), np.diff(N.indptr))
-        ch = N.indices.astype(np.int64)
+        ch, cnt = gather_rows(L.indptr, L.indices, fv)
+        q = np.repeat(fq, cnt)
+        ch = ch.astype(np.int64)
         hit = ch == tv[q]
         done[q[hit]] = True
         keep = ~done[q] & (L.level[ch] < lev_t[q])
         # a (query, vertex) pair is tested once: whatever the tests say now they say again
         key = q[keep] * C + ch[keep]
-        key = key[~_test(bitmap, key)]
+        key = sorted_unique(key[~_test(bitmap, key)])
         _mark(bitmap, key)
         marked.append(key)
         q, ch = key // C, key % C
