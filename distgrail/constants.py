@@ -8,8 +8,8 @@ missing.
 
 from __future__ import annotations
 
-__all__ = ["GOLDEN", "MIX1", "MIX2", "S2", "CAP", "UNDECIDED", "SAME", "LEVEL", "INTERVAL", "TREE",
-           "SEARCH_POS", "SEARCH_NEG", "SMALL_LEVEL", "HUB", "BATCH_THREADS", "GRID_THREADS", "HUB_THREADS",
+__all__ = ["GOLDEN", "MIX1", "MIX2", "S2", "CAP", "STEPS", "UNDECIDED", "SAME", "LEVEL", "SUPPORT_POS",
+           "SUPPORT_NEG", "INTERVAL", "TREE", "SEARCH_POS", "SEARCH_NEG", "MAX_ROUNDS", "SMALL_LEVEL", "HUB", "BATCH_THREADS", "GRID_THREADS", "HUB_THREADS",
            "ITEMS_PER_THREAD", "MAX_DIMS_PER_SWEEP", "CUDA_MACROS"]
 
 # -- the counter hash (distgrail.hashing, dg_hash in kernels/common.cuh): SplitMix64's finaliser
@@ -21,9 +21,13 @@ S2 = 0xD1B54A32D192ED03  # stream multiplier of the base word
 # -- saturating path counts (distgrail.satmath, sat_add in kernels/sweep.cuh)
 CAP = 1 << 62
 
-# -- query step codes (how a query was decided; 0: not yet)
+# -- query steps, in the order a query meets them (DESIGN.md "Queries"); code = index + 1, 0: not yet
+STEPS = ("same_component", "level_filter", "support_positive", "support_negative", "interval_filter", "tree_cut",
+         "search_positive", "search_negative")
 UNDECIDED = 0
-SAME, LEVEL, INTERVAL, TREE, SEARCH_POS, SEARCH_NEG = range(1, 7)
+SAME, LEVEL, SUPPORT_POS, SUPPORT_NEG, INTERVAL, TREE, SEARCH_POS, SEARCH_NEG = range(1, len(STEPS) + 1)
+#: slot of the GPU query counter array that holds the largest number of search rounds
+MAX_ROUNDS = len(STEPS) + 1
 
 # -- GPU launch shapes (distgrail.gpu.sweep and the stage launchers)
 #: levels with at most this many rows + edges are batched into single-block launches
@@ -49,12 +53,8 @@ CUDA_MACROS = {
     "DG_S2": (S2, True),
     "DG_CAP": (CAP, True),
     "DG_UNDECIDED": (UNDECIDED, False),
-    "DG_SAME": (SAME, False),
-    "DG_LEVEL": (LEVEL, False),
-    "DG_INTERVAL": (INTERVAL, False),
-    "DG_TREE": (TREE, False),
-    "DG_SEARCH_POS": (SEARCH_POS, False),
-    "DG_SEARCH_NEG": (SEARCH_NEG, False),
+    **{f"DG_STEP_{s.upper()}": (i + 1, False) for i, s in enumerate(STEPS)},
+    "DG_MAX_ROUNDS": (MAX_ROUNDS, False),
     "DG_HUB": (HUB, False),
     "DG_BATCH_THREADS": (BATCH_THREADS, False),
     "DG_GRID_THREADS": (GRID_THREADS, False),

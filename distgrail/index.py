@@ -9,7 +9,7 @@ import time
 import numpy as np
 
 from ._version import __version__
-from .errors import GraphFormatError, IndexFormatError, QueryError
+from .errors import DistGrailError, GraphFormatError, IndexFormatError, QueryError
 from .gpu.backend import get_backend
 from .indexfile import read_index_file, write_index_file
 from .nodelabels import NodeLabels
@@ -72,21 +72,48 @@ class Index:
         write_index_file(path, self.meta, self.arrays)
 
     # -- queries ------------------------------------------------------------------------
+    @property
+    def supports(self) -> int:
+        """K, the number of support components (0: an index without masks, plain GRAIL)."""
+        ids = self.arrays.get("supports/ids")
+        return 0 if ids is None or "supports/out" not in self.arrays else int(ids.shape[0])
+
     def labels(self, backend="auto") -> Labels:
-        """The arrays queries need, on ``backend``'s device (cached)."""
+        """The arrays queries need, one compact copy on ``backend``'s device (cached).
+
+        CPU: the stored arrays in their small types (``start0``, the interval halves and the
+        masks transposed to one column per word are derived; see :class:`Labels`). GPU: packed int32 records (header, support masks,
+        intervals), ``comp`` int32, ``indptr`` int64, ``indices`` int32, and nothing else.
+        """
         be = get_backend(backend)
         key = (be.name, be.device)
         if key not in self._labels:
-            a = self.arrays
-            iv = a["labels/intervals"].astype(np.int64)
-            post0 = a["labels/dt_post0"].astype(np.int64)
-            start0 = post0 - a["forest/subtree_size"].astype(np.int64) + 1
-            host = dict(comp=a["vertex/component"].astype(np.int64), level=a["dag/level"].astype(np.int64),
-                        lo=np.ascontiguousarray(iv[:, :, 0]), hi=np.ascontiguousarray(iv[:, :, 1]),
-                        post0=post0, start0=start0, indptr=a["dag/indptr"].astype(np.int64),
-                        indices=a["dag/indices"].astype(np.int64))
-            self._labels[key] = Labels(**{k: be.asarray(v) for k, v in host.items()})
+            self._labels[key] = self._make_labels(be)
         return self._labels[key]
+
+    def _make_labels(self, be) -> Labels:
+        a = self.arrays
+        C, d = self.C, self.dims
+        iv = a["labels/intervals"]
+        post0 = a["labels/dt_post0"]
+        start0 = (post0.astype(np.int64) - a["forest/subtree_size"].astype(np.int64) + 1).astype(post0.dtype)
+        K = self.supports
+        out = a["supports/out"] if K else np.zeros((C, 0), np.uint64)
+        inn = a["supports/in"] if K else np.zeros((C, 0), np.uint64)
+        W = int(out.shape[1])
+        if be.is_gpu:
+            from .query.answer import records
+
+            rec = records(a["dag/level"], start0, post0, iv[:, :, 0], iv[:, :, 1], out, inn)
+            ix = a["dag/indices"]
+            return Labels(comp=be.asarray(a["vertex/component"], dtype=np.int32),
+                          indptr=be.asarray(a["dag/indptr"], dtype=np.int64),
+                          indices=be.asarray(ix if ix.size else np.zeros(1, np.int32), dtype=np.int32),
+                          C=C, d=d, W=W, rec=be.asarray(rec))
+        return Labels(comp=a["vertex/component"], indptr=a["dag/indptr"].astype(np.int64, copy=False),
+                      indices=a["dag/indices"], C=C, d=d, W=W, level=a["dag/level"],
+                      lo=np.ascontiguousarray(iv[:, :, 0]), hi=np.ascontiguousarray(iv[:, :, 1]),
+                      start0=start0, post0=post0, out=np.ascontiguousarray(out.T), inn=np.ascontiguousarray(inn.T))
 
     def _check_pairs(self, sources, targets):
         s = np.asarray(sources)
@@ -144,8 +171,12 @@ class Index:
         return ans
 
 
-def assemble(graph, dag, forest, post0, intervals, dims, seed, parent_rule) -> Index:
-    """Put the outputs of all stages into an :class:`Index`."""
+def assemble(graph, dag, forest, post0, intervals, dims, seed, parent_rule, supports=None) -> Index:
+    """Put the outputs of all stages into an :class:`Index`.
+
+    ``supports``: phase 5's ``(ids, out, in)`` (:func:`distgrail.stages.supports.build_supports`),
+    or None for an index without support masks (meta ``supports`` = 0).
+    """
     meta = {
         "seed": int(seed),
         "dims": int(dims),
@@ -168,6 +199,22 @@ def assemble(graph, dag, forest, post0, intervals, dims, seed, parent_rule) -> I
         "labels/dt_post0": post0,
         "labels/intervals": intervals,
     }
+    meta["supports"] = 0
+    if supports is not None:
+        ids, out, inn = supports
+        K = int(np.shape(ids)[0])
+        meta["supports"] = K
+        if K:
+            from .dtypes import smallest_int
+
+            W = (K + 63) // 64
+            for what, m in (("out", out), ("in", inn)):
+                if np.shape(m) != (int(dag.C), W) or np.asarray(m).dtype != np.uint64:
+                    raise DistGrailError(f"supports: {what} masks must be uint64 of shape {(int(dag.C), W)}, "
+                                     f"got {np.asarray(m).dtype} {np.shape(m)}")
+            arrays["supports/ids"] = np.asarray(ids).astype(smallest_int(max(int(dag.C), 1)), copy=False)
+            arrays["supports/out"] = np.ascontiguousarray(out)
+            arrays["supports/in"] = np.ascontiguousarray(inn)
     labels = getattr(graph, "meta", {}).get("node_labels")
     if labels is not None:
         arrays.update(labels.arrays())

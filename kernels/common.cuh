@@ -2,8 +2,10 @@
 // Every DG_* constant comes from distgrail/constants.py as a -D option (distgrail.gpu.kernels).
 #pragma once
 #if !defined(DG_GOLDEN) || !defined(DG_MIX1) || !defined(DG_MIX2) || !defined(DG_S2) || !defined(DG_CAP) ||        \
-    !defined(DG_UNDECIDED) || !defined(DG_SAME) || !defined(DG_LEVEL) || !defined(DG_INTERVAL) || !defined(DG_TREE) || \
-    !defined(DG_SEARCH_POS) || !defined(DG_SEARCH_NEG) || !defined(DG_HUB) || !defined(DG_BATCH_THREADS) ||            \
+    !defined(DG_UNDECIDED) || !defined(DG_STEP_SAME_COMPONENT) || !defined(DG_STEP_LEVEL_FILTER) ||                  \
+    !defined(DG_STEP_SUPPORT_POSITIVE) || !defined(DG_STEP_SUPPORT_NEGATIVE) || !defined(DG_STEP_INTERVAL_FILTER) || \
+    !defined(DG_STEP_TREE_CUT) || !defined(DG_STEP_SEARCH_POSITIVE) || !defined(DG_STEP_SEARCH_NEGATIVE) ||          \
+    !defined(DG_MAX_ROUNDS) || !defined(DG_HUB) || !defined(DG_BATCH_THREADS) ||                                     \
     !defined(DG_GRID_THREADS) || !defined(DG_HUB_THREADS) || !defined(DG_MAX_DIMS_PER_SWEEP)
 #error "DG_* constants missing: compile with the -D options of distgrail.gpu.kernels.define_options()"
 #endif

@@ -28,9 +28,12 @@ def test_define_options_are_exactly_the_constants():
     got = _parse_defines(opts)
     want = {
         "DG_GOLDEN": constants.GOLDEN, "DG_MIX1": constants.MIX1, "DG_MIX2": constants.MIX2, "DG_S2": constants.S2,
-        "DG_CAP": constants.CAP, "DG_UNDECIDED": constants.UNDECIDED, "DG_SAME": constants.SAME,
-        "DG_LEVEL": constants.LEVEL, "DG_INTERVAL": constants.INTERVAL, "DG_TREE": constants.TREE,
-        "DG_SEARCH_POS": constants.SEARCH_POS, "DG_SEARCH_NEG": constants.SEARCH_NEG, "DG_HUB": constants.HUB,
+        "DG_CAP": constants.CAP, "DG_UNDECIDED": constants.UNDECIDED,
+        "DG_STEP_SAME_COMPONENT": constants.SAME, "DG_STEP_LEVEL_FILTER": constants.LEVEL,
+        "DG_STEP_SUPPORT_POSITIVE": constants.SUPPORT_POS, "DG_STEP_SUPPORT_NEGATIVE": constants.SUPPORT_NEG,
+        "DG_STEP_INTERVAL_FILTER": constants.INTERVAL, "DG_STEP_TREE_CUT": constants.TREE,
+        "DG_STEP_SEARCH_POSITIVE": constants.SEARCH_POS, "DG_STEP_SEARCH_NEGATIVE": constants.SEARCH_NEG,
+        "DG_MAX_ROUNDS": constants.MAX_ROUNDS, "DG_HUB": constants.HUB,
         "DG_BATCH_THREADS": constants.BATCH_THREADS, "DG_GRID_THREADS": constants.GRID_THREADS,
         "DG_HUB_THREADS": constants.HUB_THREADS, "DG_MAX_DIMS_PER_SWEEP": constants.MAX_DIMS_PER_SWEEP,
     }

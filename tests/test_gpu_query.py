@@ -128,6 +128,24 @@ def test_queue_overflow_second_pass(monkeypatch, data_dir):
     same_as_cpu(idx, *random_pairs(g.n, 20000, seed=4))
 
 
+@pytest.mark.parametrize("K", [64, 200])
+def test_real_graphs_with_supports(K, data_dir):
+    """The support steps (prefilter and inside the search) on the GPU: same counts as the CPU."""
+    from test_query_steps import indexed
+
+    for name in ("kegg_dag_uniq", "xmark_dag_uniq", "amaze_dag_uniq"):
+        s, t = load_pairs(name)
+        idx = indexed(distgrail.read_graph(graph_path(name)), K, dims=5)
+        a, st = same_as_cpu(idx, s, t)
+        assert int(a.sum()) == EXPECTED[name] and st.steps["support_positive"] > 0
+    g = generate("paper", 20_000, 40, seed=3)
+    idx = indexed(g, K, dims=5)
+    a, st = same_as_cpu(idx, *random_pairs(g.n, 50_000, seed=6))
+    assert st.steps["support_positive"] > 0 and st.steps["support_negative"] > 0
+    ap, _ = same_as_cpu(idx, *reachable_pairs(g, 100, 30, seed=5))
+    assert ap.all()
+
+
 def test_small_batches_and_repeats(data_dir):
     idx = distgrail.build_index(graph_path("kegg_dag_uniq"), dims=3, backend="cpu")
     a, st = idx.query(np.array([], dtype=np.int64), np.array([], dtype=np.int64), backend="gpu")

@@ -15,6 +15,9 @@ prefix within ``--bfs-budget`` seconds (``BFS n`` pairs) and is scaled up (marke
 ``answer_batch_cuda`` alone (no host-side id validation); ``kern``: ms of the kernels alone on
 pairs already on the GPU. GPU answers are checked
 against every CPU and BFS answer computed. Then one ``--big``-pair batch streams through the GPU.
+
+Every set runs at K = 0 (no support masks, plain GRAIL) and at K = ``--supports`` (phase 5,
+column ``K``), so one run shows both: step counts, searched pairs, time and q/s.
 """
 
 from __future__ import annotations
@@ -31,7 +34,9 @@ import distgrail
 from distgrail.benchmarks import default_data_dir
 from distgrail.bfs import bfs_reachable, csr_of, positive_pairs
 from distgrail.io.generate import generate
+from distgrail.benchmarks.cpu import SHORT, with_supports
 from distgrail.query.stats import STEPS
+from distgrail.stages.supports import DEFAULT_SUPPORTS
 
 GENERATED = (
     ("paper", 250_000, 50, None),
@@ -39,8 +44,6 @@ GENERATED = (
     ("scale-free", 200_000, 5, None),
     ("layered", 200_000, 4, 2_000),
 )
-SHORT = {"same_component": "same", "level_filter": "level", "interval_filter": "intv", "tree_cut": "tree",
-         "search_positive": "srch+", "search_negative": "srch-"}
 
 
 def median_time(fn, repeat):
@@ -124,6 +127,7 @@ def main(argv=None):
     p.add_argument("--bfs-budget", type=float, default=0.5)
     p.add_argument("--big", type=int, default=100_000_000, help="pairs of the streaming batch (0: skip)")
     p.add_argument("--no-generated", action="store_true")
+    p.add_argument("--supports", type=int, default=DEFAULT_SUPPORTS, help="K beside K = 0")
     args = p.parse_args(argv)
 
     # an empty CuPy kernel cache, so the first call's compile time is a real NVRTC compile
@@ -156,12 +160,13 @@ def main(argv=None):
             idx.query(rs[:1000], rt[:1000], backend="gpu")
             first_call = time.perf_counter() - t0
         sets = [("random", rs, rt), ("rand100k", rs[:100_000], rt[:100_000]), ("reach", ps, pt)]
-        for label, s, t in sets:
+        idx_k, t5 = with_supports(idx, g, args.supports, "gpu")
+        for (K, idx), (label, s, t) in ((x, y) for x in ((0, idx), (args.supports, idx_k)) for y in sets):
             idx.query(s, t, backend="gpu")  # warm-up (label upload, scratch, pinned buffers)
             (a, st), tg = median_time(lambda: idx.query(s, t, backend="gpu"), args.repeat)
             br = breakdown(idx, s, t, args.repeat)
             if label == "rand100k":
-                rows.append((name, g.n, g.m, label, s.size, tg, None, None, None, None, st, br))
+                rows.append((name, g.n, g.m, label, s.size, tg, None, None, None, None, st, br, K))
                 continue
             ac, tc, exact = cpu_time(idx, s, t, args.cpu_budget)
             ab, tb, kb = bfs_time(ip, ix, s, t, args.bfs_budget)
@@ -171,32 +176,32 @@ def main(argv=None):
             if not ok:
                 print(f"!! {name} {label}: GPU answers differ from CPU/BFS")
             checks.append(ok)
-            rows.append((name, g.n, g.m, label, s.size, tg, tc, exact, tb, kb, st, br))
+            rows.append((name, g.n, g.m, label, s.size, tg, tc, exact, tb, kb, st, br, K))
         print(f"# {name}: n={g.n:,} m={g.m:,} C={idx.C:,} levels={idx.meta['n_levels']:,}; CPU index {t_build:.1f} s; "
-              f"reachable-pair generation {t_pairs:.1f} s", flush=True)
+              f"reachable-pair generation {t_pairs:.1f} s; phase 5 (K={args.supports}, GPU) {t5 * 1e3:.1f} ms", flush=True)
 
-    hdr = (f"{'graph':<26}{'set':<9}{'pairs':>9}{'GPU ms':>9}{'GPU q/s':>9}{'CPU q/s':>10}{'BFS q/s':>10}{'BFS n':>8}"
-           f"{'xCPU':>7}{'xBFS':>8}{'core':>7}{'kern':>7}  " + " ".join(f"{SHORT[s]:>7}" for s in STEPS) + f"{'rnds':>5}")
+    hdr = (f"{'graph':<26}{'K':>4} {'set':<9}{'pairs':>9}{'GPU ms':>9}{'GPU q/s':>9}{'CPU q/s':>10}{'BFS q/s':>10}{'BFS n':>8}"
+           f"{'xCPU':>7}{'xBFS':>8}{'core':>7}{'kern':>7}  " + " ".join(f"{SHORT[s]:>7}" for s in STEPS) + f"{'srchd':>7}{'rnds':>5}")
     print()
     print(hdr)
     print("-" * len(hdr))
-    for name, n, m, label, k, tg, tc, exact, tb, kb, st, br in rows:
+    for name, n, m, label, k, tg, tc, exact, tb, kb, st, br, K in rows:
         cpu = "" if tc is None else ("" if exact else "~") + fmt_rate(qps(k, tc))
         bfs = "" if tb is None else "~" + fmt_rate(qps(k, tb))
         nb = "" if kb is None else f"{kb}"
         xc = "" if tc is None else f"{tc / tg:.0f}x"
         xb = "" if tb is None else f"{tb / tg:.0f}x"
-        print(f"{name:<26}{label:<9}{k:>9,}{tg * 1e3:>9.2f}{fmt_rate(qps(k, tg)):>9}{cpu:>10}{bfs:>10}{nb:>8}{xc:>7}{xb:>8}{br[0] * 1e3:>7.2f}{br[1] * 1e3:>7.2f}  "
-              + " ".join(f"{st.steps[s]:>7}" for s in STEPS) + f"{st.search_rounds:>5}")
+        print(f"{name:<26}{K:>4} {label:<9}{k:>9,}{tg * 1e3:>9.2f}{fmt_rate(qps(k, tg)):>9}{cpu:>10}{bfs:>10}{nb:>8}{xc:>7}{xb:>8}{br[0] * 1e3:>7.2f}{br[1] * 1e3:>7.2f}  "
+              + " ".join(f"{st.steps[s]:>7}" for s in STEPS) + f"{st.searched:>7}{st.search_rounds:>5}")
     print()
     print(f"first GPU call (kernel compile {kernels.compile_times.get('query', float('nan')):.2f} s, label upload, "
           f"scratch): {first_call:.2f} s; not in the times above")
 
     # the issue's targets
-    real = [r for r in rows if not any(r[0].startswith(k) for k, *_ in GENERATED)]
+    real = [r for r in rows if r[12] == args.supports and not any(r[0].startswith(k) for k, *_ in GENERATED)]
     t_rand = [qps(r[4], r[5]) for r in real if r[3] == "random"]
     t_pos = [r[5] for r in real if r[3] == "reach"]
-    paper = [r[5] for r in rows if r[0].startswith("paper-250k") and r[3] == "rand100k"]
+    paper = [r[5] for r in rows if r[12] == args.supports and r[0].startswith("paper-250k") and r[3] == "rand100k"]
     if t_rand:
         print(f"target >= 100 M q/s, {args.random:,} random pairs, every real graph: min {fmt_rate(min(t_rand))} q/s "
               f"-> {'met' if min(t_rand) >= 1e8 else 'MISSED'}")

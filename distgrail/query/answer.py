@@ -1,15 +1,17 @@
-"""Answering a query batch: the NumPy path (steps 1–5 in order) and the GPU path (CuPy + kernels/query.cu).
+"""Answering a query batch: the NumPy path (every step in order) and the GPU path (CuPy +
+kernels/prefilter.cu, kernels/search.cu).
 
 ``answer_batch_cuda`` is the CUDA counterpart of :func:`answer_batch_numpy` and
 gives the same answers, the same per-step counts and the same number of search rounds.
 
-* Steps 1–4 are one fused kernel (``dg_prefilter``): component lookup, level filter, all d
-  interval filters and the dimension-0 DT-subtree cut read one packed int32 record per
-  component; the pairs left undecided are appended to a work list.
-* Step 5 (``dg_search``) runs every undecided pair of the chunk at once, one warp per query
+* The steps before the search are one fused kernel (``dg_prefilter``): component lookup, level
+  filter, support masks, all d interval filters and the dimension-0 DT-subtree cut read one
+  packed int32 record per component (kernels/query.cuh); the pairs left undecided are appended
+  to a work list.
+* The search (``dg_search``) runs every undecided pair of the chunk at once, one warp per query
   with dynamic scheduling: a level-synchronous search with exactly the frontiers of
-  :func:`distgrail.query.search.guided_search_numpy` (level and interval pruning, positive DT-subtree
-  cut on every entered vertex, early exit), a per-warp visited bitmap that the warp clears after
+  :func:`distgrail.query.search.guided_search_numpy` (level, support-mask and interval pruning,
+  positive DT-subtree and support cut on every entered vertex, early exit), a per-warp visited bitmap that the warp clears after
   each query, and a per-warp queue. A query whose queue would outgrow ``QUEUE_CAP`` is redone
   in a second launch with room for every component.
 * Batches stream through the GPU in chunks of ``CHUNK_PAIRS`` pairs (pinned double buffers on
@@ -26,9 +28,10 @@ from ..errors import BackendError
 from ..gpu.kernels import load_module
 from .prefilter import prefilter
 from .search import guided_search_numpy
-from .stats import INTERVAL, LEVEL, SAME, SEARCH_NEG, SEARCH_POS, STEPS, TREE, UNDECIDED, Labels, QueryStats
+from .stats import MAX_ROUNDS, POSITIVE, SEARCH_NEG, SEARCH_POS, UNDECIDED, Labels, QueryStats
 
-__all__ = ["answer_batch_numpy", "answer_batch_cuda", "CHUNK_PAIRS", "QUEUE_CAP", "SCRATCH_BYTES"]
+__all__ = ["answer_batch_numpy", "answer_batch_cuda", "records", "record_width", "CHUNK_PAIRS", "QUEUE_CAP",
+           "SCRATCH_BYTES"]
 
 #: pairs per GPU chunk (inputs 16 B + work list 32 B + answer 1 B per pair on the device)
 CHUNK_PAIRS = 1 << 23
@@ -42,7 +45,7 @@ _I32_MAX = np.iinfo(np.int32).max
 
 
 def answer_batch_numpy(L: Labels, sources: np.ndarray, targets: np.ndarray, stats: QueryStats | None = None):
-    """All five steps on the CPU for original vertex ids; returns bool answers."""
+    """Every step on the CPU for original vertex ids; returns bool answers."""
     t0 = time.perf_counter()
     cu = L.comp[sources]
     cv = L.comp[targets]
@@ -60,34 +63,48 @@ def answer_batch_numpy(L: Labels, sources: np.ndarray, targets: np.ndarray, stat
     return ans
 
 
+def record_width(d: int, W: int) -> int:
+    """int32 per packed component record (kernels/query.cuh): header, 2 W mask words, d intervals."""
+    return (4 + 4 * W + 2 * d + 3) // 4 * 4
+
+
+def records(level, start0, post0, lo, hi, out, inn) -> np.ndarray:
+    """The packed (C, R) int32 records the query kernels read (layout in kernels/query.cuh)."""
+    C = int(level.shape[0])
+    d, W = int(lo.shape[0]), int(out.shape[1])
+    if C >= _I32_MAX:
+        raise BackendError(f"GPU queries need fewer than 2^31 components, got C={C:,}")
+    R = record_width(d, W)
+    rec = np.zeros((max(C, 1), R), dtype=np.int32)
+    if C:
+        rec[:C, 0] = level
+        rec[:C, 1] = start0
+        rec[:C, 2] = post0
+        if W:
+            rec[:C, 4:4 + 2 * W] = np.ascontiguousarray(out, dtype=np.uint64).view(np.int32)
+            rec[:C, 4 + 2 * W:4 + 4 * W] = np.ascontiguousarray(inn, dtype=np.uint64).view(np.int32)
+        B = 4 + 4 * W
+        rec[:C, B:B + 2 * d:2] = lo.T
+        rec[:C, B + 1:B + 2 * d:2] = hi.T
+    return rec
+
+
 class _Context:
-    """Everything one Labels object needs on the GPU: packed records, kernels, scratch."""
+    """The kernels and scratch of one GPU :class:`Labels` (records, comp, CSR live in ``L``)."""
 
     def __init__(self, L):
         import cupy as cp
 
         self.cp = cp
-        C = L.C
-        d = int(L.lo.shape[0])
+        C, d, W = L.C, L.d, L.W
         n = int(L.comp.shape[0])
         if max(n, C) >= _I32_MAX:
             raise BackendError(f"GPU queries need fewer than 2^31 vertices and components, got n={n:,}, C={C:,}")
-        self.C, self.d, self.n = C, d, n
-        self.R = R = (4 + 2 * d + 3) // 4 * 4
-        rec = cp.zeros((max(C, 1), R), dtype=cp.int32)
-        if C:
-            rec[:, 0] = cp.asarray(L.level).astype(cp.int32)
-            rec[:, 1] = cp.asarray(L.start0).astype(cp.int32)
-            rec[:, 2] = cp.asarray(L.post0).astype(cp.int32)
-            rec[:, 4:4 + 2 * d:2] = cp.asarray(L.lo).T.astype(cp.int32)
-            rec[:, 5:5 + 2 * d:2] = cp.asarray(L.hi).T.astype(cp.int32)
-        self.rec = rec
-        self.comp = cp.asarray(L.comp, dtype=cp.int32)
-        self.indptr = cp.asarray(L.indptr, dtype=cp.int64)
-        self.indices = cp.asarray(L.indices, dtype=cp.int32) if int(L.indices.shape[0]) else cp.zeros(1, cp.int32)
-        mod = load_module("query")
-        self.k_pre = mod.get_function("dg_prefilter")
-        self.k_search = mod.get_function("dg_search")
+        self.C, self.d, self.W, self.n = C, d, W, n
+        self.R = R = int(L.rec.shape[1])
+        self.rec, self.comp, self.indptr, self.indices = L.rec, L.comp, L.indptr, L.indices
+        self.k_pre = load_module("prefilter").get_function("dg_prefilter")
+        self.k_search = load_module("search").get_function("dg_search")
         dev = cp.cuda.Device()
         self.sms = int(dev.attributes["MultiProcessorCount"])
         try:
@@ -98,7 +115,8 @@ class _Context:
             blocks = 4
         self.smem = (_BLOCK // 32) * R * 4
         if self.smem > 48 * 1024:
-            raise BackendError(f"GPU queries support dims up to {(48 * 1024 // (4 * 8 * 4)) // 2 - 2}, got {d}")
+            raise BackendError(f"GPU queries need records of at most {48 * 1024 // (4 * 8)} int32 "
+                               f"(4 + 4 W + 2 d, W = 64-bit words per support mask), got d={d}, W={W}")
         resident = self.sms * blocks * (_BLOCK // 32)
         self.vwords = (C + 31) // 32 + 1
         # pass 1: short queue, many warps; pass 2 (only if pass 1 can overflow): queue of C
@@ -112,8 +130,8 @@ class _Context:
         if self.two_pass:  # one-warp blocks: at least one queue of C, at most SCRATCH_BYTES of them
             self.nw2 = max(1, min(self.nw1, SCRATCH_BYTES // (4 * C)))
             self.queue2 = cp.empty(self.nw2 * C, dtype=cp.int32)
-        # counters[1..6] per step, [7] max rounds; wctr per chunk: undecided, next, overflowed, next2
-        self.counters = cp.zeros(8, dtype=cp.uint64)
+        # counters[code] per step, [MAX_ROUNDS] max rounds; wctr per chunk: undecided, next, overflowed, next2
+        self.counters = cp.zeros(MAX_ROUNDS + 1, dtype=cp.uint64)
         self.wctr = cp.zeros(8, dtype=cp.uint64)
         self.size = 0
 
@@ -135,16 +153,16 @@ class _Context:
         grid = max(1, min(-(-nq // _BLOCK), self.sms * 16))
         with stream:
             self.k_pre((grid,), (_BLOCK,), (ds, dt, i64(nq), self.comp, self.rec, i32(self.R), i32(self.d),
-                                            dans, self.work, w, self.counters))
+                                            i32(self.W), dans, self.work, w, self.counters))
             # pass 1: every undecided pair; wctr[0] undecided, [1] next, [2] overflowed
             self.k_search((self.blocks1,), (_BLOCK,),
                           (self.work, w[0:], w[1:], self.indptr, self.indices, self.rec, i32(self.R), i32(self.d),
-                           self.visited, i64(self.vwords), self.queue1, i64(self.cap1), dans, self.ovf, w[2:],
+                           i32(self.W), self.visited, i64(self.vwords), self.queue1, i64(self.cap1), dans, self.ovf, w[2:],
                            self.counters), shared_mem=self.smem)
             if self.two_pass:  # pass 2: the overflowed pairs, queue of C (cannot overflow); wctr[3] next
                 self.k_search((self.nw2,), (32,),
                               (self.ovf, w[2:], w[3:], self.indptr, self.indices, self.rec, i32(self.R),
-                               i32(self.d), self.visited, i64(self.vwords), self.queue2, i64(self.C),
+                               i32(self.d), i32(self.W), self.visited, i64(self.vwords), self.queue2, i64(self.C),
                                dans, self.ovf, w[4:], self.counters), shared_mem=self.R * 4)
 
 
@@ -156,7 +174,7 @@ def _context(L) -> _Context:
 
 
 def answer_batch_cuda(L, sources, targets, stats=None):
-    """All five steps on the GPU for original vertex ids (host int64 arrays); returns host bool answers.
+    """Every step on the GPU for original vertex ids (host int64 arrays); returns host bool answers.
 
     The batch may be of any size: it is cut into chunks of :data:`CHUNK_PAIRS` pairs that stream
     through pinned host buffers, so GPU memory does not grow with the batch. Device buffers are
@@ -169,7 +187,7 @@ def answer_batch_cuda(L, sources, targets, stats=None):
     targets = np.ascontiguousarray(targets, dtype=np.int64)
     nq = int(sources.size)
     out = np.empty(nq, dtype=bool)
-    counts = np.zeros(8, dtype=np.uint64)
+    counts = np.zeros(MAX_ROUNDS + 1, dtype=np.uint64)
     if nq:
         ctx = _context(L)
         stream = cp.cuda.get_current_stream()
@@ -188,10 +206,9 @@ def answer_batch_cuda(L, sources, targets, stats=None):
         stream.synchronize()
     if stats is not None:
         stats.queries += nq
-        for code, s in zip((SAME, LEVEL, INTERVAL, TREE, SEARCH_POS, SEARCH_NEG), STEPS):
-            stats.steps[s] += int(counts[code])
-        stats.reachable += int(counts[SAME] + counts[TREE] + counts[SEARCH_POS])
-        stats.search_rounds = max(stats.search_rounds, int(counts[7]))
+        stats.add_counts(counts)
+        stats.reachable += sum(int(counts[c]) for c in POSITIVE)
+        stats.search_rounds = max(stats.search_rounds, int(counts[MAX_ROUNDS]))
         stats.seconds += time.perf_counter() - t0
     return out
 

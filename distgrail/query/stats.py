@@ -6,12 +6,15 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-__all__ = ["STEPS", "UNDECIDED", "SAME", "LEVEL", "INTERVAL", "TREE", "SEARCH_POS", "SEARCH_NEG", "QueryStats", "Labels"]
+__all__ = ["STEPS", "UNDECIDED", "SAME", "LEVEL", "SUPPORT_POS", "SUPPORT_NEG", "INTERVAL", "TREE", "SEARCH_POS",
+           "SEARCH_NEG", "MAX_ROUNDS", "QueryStats", "Labels"]
 
-STEPS = ("same_component", "level_filter", "interval_filter", "tree_cut", "search_positive", "search_negative")
-UNDECIDED = 0
-# step codes: index in STEPS + 1
-SAME, LEVEL, INTERVAL, TREE, SEARCH_POS, SEARCH_NEG = range(1, 7)
+# the steps and their codes: distgrail.constants (the one source shared with the CUDA kernels)
+from ..constants import (INTERVAL, LEVEL, MAX_ROUNDS, SAME, SEARCH_NEG, SEARCH_POS, STEPS, SUPPORT_NEG,  # noqa: E402
+                         SUPPORT_POS, TREE, UNDECIDED)
+
+#: steps whose answer is "reachable"
+POSITIVE = (SAME, SUPPORT_POS, TREE, SEARCH_POS)
 
 
 @dataclass
@@ -31,6 +34,11 @@ class QueryStats:
         for i, s in enumerate(STEPS):
             self.steps[s] += int(counts[i + 1])
 
+    def add_counts(self, counts):
+        """Per-code counts (index = step code) from a GPU counter array."""
+        for i, s in enumerate(STEPS):
+            self.steps[s] += int(counts[i + 1])
+
     def merge(self, other: "QueryStats") -> "QueryStats":
         out = QueryStats(backend=self.backend, ranks=self.ranks)
         out.queries = self.queries + other.queries
@@ -39,6 +47,11 @@ class QueryStats:
         out.search_rounds = max(self.search_rounds, other.search_rounds)
         out.seconds = max(self.seconds, other.seconds)
         return out
+
+    @property
+    def searched(self) -> int:
+        """Pairs that went to the search (step 6)."""
+        return self.steps["search_positive"] + self.steps["search_negative"]
 
     @property
     def queries_per_second(self) -> float:
@@ -71,19 +84,30 @@ class QueryStats:
 
 @dataclass
 class Labels:
-    """The query-time view of an index (on one backend's device)."""
+    """The query-time view of an index, one compact copy on one backend's device.
+
+    CPU (NumPy), one 1-D array per field (column gathers are faster in NumPy than gathers of
+    packed rows: measured 2.5x on the search): ``level`` (C,) as stored; ``lo``/``hi`` (d, C)
+    and ``start0``/``post0`` (C,) in the intervals' small unsigned type; ``out``/``inn`` (W, C)
+    uint64 support masks (W = 0 without supports); ``comp`` and the CSR as stored (``indptr``
+    int64, ``indices`` in the smallest type).
+    GPU: only what the kernels read: ``rec`` (C, R) int32 packed records (layout in
+    kernels/query.cuh), ``comp`` int32, ``indptr`` int64, ``indices`` int32.
+    """
 
     comp: object  # (n,) component of each vertex
-    level: object  # (C,)
-    lo: object  # (d, C) interval minima
-    hi: object  # (d, C) interval maxima
-    post0: object  # (C,) DT post-order rank, dimension 0
-    start0: object  # (C,) first rank of the DT subtree, dimension 0
     indptr: object
     indices: object
-    #: per-backend derived data (the GPU query context keeps its packed records here)
+    C: int
+    d: int
+    W: int = 0  # 64-bit words per support mask
+    level: object = None  # CPU: (C,)
+    lo: object = None  # CPU: (d, C)
+    hi: object = None  # CPU: (d, C)
+    start0: object = None  # CPU: (C,) first DT rank of the subtree, dimension 0
+    post0: object = None  # CPU: (C,) DT post-order rank, dimension 0
+    out: object = None  # CPU: (W, C) uint64, supports each component reaches
+    inn: object = None  # CPU: (W, C) uint64, supports that reach each component
+    rec: object = None  # GPU: (C, R) int32 records
+    #: per-backend derived data (the GPU query context keeps its scratch here)
     cache: dict = field(default_factory=dict, repr=False, compare=False)
-
-    @property
-    def C(self) -> int:
-        return int(self.level.shape[0])

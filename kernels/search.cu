@@ -1,91 +1,19 @@
-// Queries on the GPU: twin of distgrail/query.py (prefilter + guided_search_numpy).
-//
-// Per-component record, int32, REC ints per component (REC = 4 + 2 d rounded up to a multiple of 4):
-//   [0] level  [1] start0 (first DT rank of the subtree, dim 0)  [2] post0  [3] 0
-//   [4 + 2k] lo_k  [5 + 2k] hi_k   for k < d
-// Step codes as in distgrail/query.py: 1 same, 2 level, 3 interval, 4 tree, 5 search+, 6 search-.
-// counters (u64): [c] = queries settled with code c (1..6), [7] = max search rounds.
-// work counters (u64): [0] undecided, [1] next (pass 1), [2] overflowed, [3] next (pass 2).
-#include "common.cuh"
+// The guided search (twin: distgrail/query/search.py, guided_search_numpy). Record layout and step
+// codes: query.cuh. work counters (u64): [0] undecided, [1] next (pass 1), [2] overflowed,
+// [3] next (pass 2).
+#include "query.cuh"
 
-typedef int i32;
-#define FULL 0xffffffffu
-
-__device__ __forceinline__ bool dg_inside(const i32* __restrict__ a, const i32* __restrict__ b, int d) {
-    // L_b subset of L_a in every dimension
-    for (int k = 0; k < d; ++k) {
-        int2 x = *reinterpret_cast<const int2*>(a + 4 + 2 * k);
-        int2 y = *reinterpret_cast<const int2*>(b + 4 + 2 * k);
-        if (x.x > y.x || y.y > x.y) return false;
-    }
-    return true;
-}
-
-// Steps 1-4 for nq pairs of original vertex ids; pairs left undecided go to the work list as
-// {index in this chunk, cu, cv, 0}. Answers of undecided pairs are written 0 (the search sets them).
-extern "C" __global__ void dg_prefilter(const i64* __restrict__ src, const i64* __restrict__ dst, i64 nq,
-                                        const i32* __restrict__ comp, const i32* __restrict__ rec, int R, int d,
-                                        unsigned char* __restrict__ ans, int4* __restrict__ work,
-                                        u64* __restrict__ wctr, u64* __restrict__ counters) {
-    __shared__ unsigned int cnt[5];
-    if (threadIdx.x < 5) cnt[threadIdx.x] = 0;
-    __syncthreads();
-    const int lane = threadIdx.x & 31;
-    unsigned int c1 = 0, c2 = 0, c3 = 0, c4 = 0;
-    const i64 stride = (i64)gridDim.x * blockDim.x;
-    // the loop bound is uniform per warp, so every lane takes part in the ballots
-    for (i64 base = (i64)blockIdx.x * blockDim.x + (threadIdx.x & ~31); base < nq; base += stride) {
-        const i64 i = base + lane;
-        int code = -1;  // -1: no pair, 0: undecided
-        int cu = 0, cv = 0;
-        if (i < nq) {
-            cu = comp[src[i]];
-            cv = comp[dst[i]];
-            if (cu == cv) {
-                code = 1;
-            } else {
-                const i32* ru = rec + (i64)cu * R;
-                const i32* rv = rec + (i64)cv * R;
-                int4 hu = *reinterpret_cast<const int4*>(ru);
-                int4 hv = *reinterpret_cast<const int4*>(rv);
-                if (hu.x >= hv.x) code = 2;
-                else if (!dg_inside(ru, rv, d)) code = 3;
-                else if (hu.y <= hv.z && hv.z <= hu.z) code = 4;
-                else code = 0;
-            }
-            ans[i] = (code == 1 || code == 4) ? 1 : 0;
-        }
-        c1 += __popc(__ballot_sync(FULL, code == 1));
-        c2 += __popc(__ballot_sync(FULL, code == 2));
-        c3 += __popc(__ballot_sync(FULL, code == 3));
-        c4 += __popc(__ballot_sync(FULL, code == 4));
-        const unsigned int m = __ballot_sync(FULL, code == 0);
-        if (m) {
-            u64 at = 0;
-            if (lane == 0) at = atomicAdd(wctr, (u64)__popc(m));
-            at = __shfl_sync(FULL, at, 0);
-            if (code == 0) work[at + __popc(m & ((1u << lane) - 1u))] = make_int4((int)i, cu, cv, 0);
-        }
-    }
-    if (lane == 0) {
-        atomicAdd(&cnt[1], c1);
-        atomicAdd(&cnt[2], c2);
-        atomicAdd(&cnt[3], c3);
-        atomicAdd(&cnt[4], c4);
-    }
-    __syncthreads();
-    if (threadIdx.x >= 1 && threadIdx.x < 5 && cnt[threadIdx.x]) atomicAdd(&counters[threadIdx.x], (u64)cnt[threadIdx.x]);
-}
-
-// Step 5: one warp per query, level-synchronous BFS from cu in the pruned DAG, exactly the frontier
-// sets of guided_search_numpy (so the round count matches). Warps take queries from the work list
+// One warp per query, level-synchronous BFS from cu in the pruned DAG, exactly the frontier
+// sets of guided_search_numpy (so the round count matches; a child enters only if
+// the level, support-mask and interval tests allow it, and answers the query on a DT-subtree or
+// support-mask hit). Warps take queries from the work list
 // one at a time (dynamic scheduling). Each warp owns a visited bitmap (vwords words, left all-zero
 // after every query) and a queue of `cap` vertices; a query whose queue would overflow is
 // re-queued to `overflow` untouched, for a second launch with cap >= C.
 extern "C" __global__ void dg_search(const int4* __restrict__ work, const u64* __restrict__ nwork_p,
                                      u64* __restrict__ next_p,
                                      const i64* __restrict__ indptr, const i32* __restrict__ indices,
-                                     const i32* __restrict__ rec, int R, int d,
+                                     const i32* __restrict__ rec, int R, int d, int W,
                                      unsigned int* __restrict__ visited, i64 vwords,
                                      i32* __restrict__ queue, i64 cap,
                                      unsigned char* __restrict__ ans,
@@ -99,6 +27,7 @@ extern "C" __global__ void dg_search(const int4* __restrict__ work, const u64* _
     unsigned int* bm = visited + gw * vwords;
     i32* qu = queue + gw * cap;
     const unsigned int lt = (1u << lane) - 1u;
+    const int B = 4 + 4 * W;
     const u64 nwork = *nwork_p;
     u64 npos = 0, nneg = 0, maxr = 0;
     for (;;) {
@@ -157,8 +86,10 @@ extern "C" __global__ void dg_search(const int4* __restrict__ work, const u64* _
                         } else {
                             const i32* rc = rec + (i64)c * R;
                             const int4 hc = *reinterpret_cast<const int4*>(rc);
-                            if (hc.x < tl && dg_inside(rc, tgt, d)) {
-                                if (hc.y <= tp && tp <= hc.z) {
+                            bool pos = false, neg = false;
+                            if (hc.x < tl && W) dg_masks(rc, tgt, W, pos, neg);
+                            if (hc.x < tl && !neg && dg_inside(rc, tgt, B, d)) {
+                                if (pos || (hc.y <= tp && tp <= hc.z)) {
                                     hit = true;
                                 } else {
                                     const unsigned int bit = 1u << (c & 31);
@@ -198,8 +129,8 @@ extern "C" __global__ void dg_search(const int4* __restrict__ work, const u64* _
         }
     }
     if (lane == 0) {
-        if (npos) atomicAdd(&counters[5], npos);
-        if (nneg) atomicAdd(&counters[6], nneg);
-        if (maxr) atomicMax(&counters[7], maxr);
+        if (npos) atomicAdd(&counters[DG_STEP_SEARCH_POSITIVE], npos);
+        if (nneg) atomicAdd(&counters[DG_STEP_SEARCH_NEGATIVE], nneg);
+        if (maxr) atomicMax(&counters[DG_MAX_ROUNDS], maxr);
     }
 }
