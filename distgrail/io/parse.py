@@ -181,10 +181,9 @@ class Stages:
         incl = xp.ascontiguousarray(xp.cumsum(counts, axis=0, dtype=xp.int32))
         return ntiles, counts, incl
 
-    def rest(self, d, L: int, ntiles: int, counts, incl, totals, out: _Edges, bytes_done: int, bytes_total: int):
+    def write(self, d, L: int, ntiles: int, counts, incl, totals):
         dev, xp, i32, i64 = self.dev, self.dev.xp, np.int32, np.int64
         T, NL, A, B = (int(x) for x in totals[:4])
-        nlines = NL + 1
         tok = xp.empty((2, max(T, 1)), xp.int32)
         lines = xp.empty((3, NL + 2), xp.int32)
         am = xp.empty((2, max(A, 1)), xp.int32)
@@ -192,6 +191,14 @@ class Stages:
         dev.launch("dg_parse_write", _blocks(dev, 32 * ntiles), THREADS,
                    (d, i64(L), i32(self.fmt), i64(ntiles), counts, incl, i32(NL), i32(T), i32(A), i32(B),
                     tok[0], tok[1], lines[0], lines[1], lines[2], am[0], am[1], bm[0], bm[1]))
+        return tok, lines, am, bm
+
+    def rest(self, d, L: int, ntiles: int, counts, incl, totals, out: _Edges, bytes_done: int, bytes_total: int,
+             tables=None):
+        dev, xp, i32, i64 = self.dev, self.dev.xp, np.int32, np.int64
+        T, NL, A, B = (int(x) for x in totals[:4])
+        nlines = NL + 1
+        tok, lines, am, bm = tables or self.write(d, L, ntiles, counts, incl, totals)
         per_line = xp.empty((3, nlines), xp.int32)
         dev.launch("dg_parse_lines", _blocks(dev, nlines), THREADS,
                    (d, i64(L), i32(self.fmt), i32(nlines), tok[0], lines[0], lines[1], lines[2], am[0], am[1],
@@ -209,13 +216,12 @@ class Stages:
                        (i32(nlines), per_line[0], per_line[1], per_line[2], eincl, self.ebase, i64(out.cap),
                         out.src, out.dst, self.flags))
         dev.launch("dg_parse_advance", 1, 32, (self.ebase, eincl, i32(nlines)))
-        return {"tok_pos": tok[0, :T], "tok_line": tok[1, :T], "line_tok": lines[0], "line_a": lines[1],
-                "line_b": lines[2], "a_pos": am[0, :A], "a_tok": am[1, :A], "b_pos": bm[0, :B], "b_tok": bm[1, :B],
-                "line_edges": per_line[0], "line_u": per_line[1], "line_v": per_line[2], "eincl": eincl}
+        return {"line_edges": per_line[0], "line_u": per_line[1], "line_v": per_line[2], "eincl": eincl}
 
 
-def _parse_chunk(dev, chunk: bytes, fmt: str, lo: int, hi: int, n_seen: int) -> dict:
-    """Every stage of one chunk on ``dev``; every intermediate array, on the host."""
+def _parse_chunk(dev, chunk: bytes, fmt: str, lo: int, hi: int, n_seen: int, tables_only: bool = False) -> dict:
+    """Every stage of one chunk on ``dev`` (only count and write if ``tables_only``); every
+    intermediate array, on the host."""
     xp = dev.xp
     L = len(chunk)
     host = np.zeros(-(-max(L, 1) // TILE) * TILE, np.uint8)
@@ -229,9 +235,16 @@ def _parse_chunk(dev, chunk: bytes, fmt: str, lo: int, hi: int, n_seen: int) -> 
         ntiles, counts, incl = st.count(d, L)
         dev.d2h(status[:4], incl[ntiles - 1])
         dev.wait(dev.record())
-        got = st.rest(d, L, ntiles, counts, incl, status, out, max(L, 1), max(L, 1))
-        m = dev.scalar(st.ebase[0])
-        got.update(counts=counts, incl=incl, src=out.src[:m], dst=out.dst[:m], flags=st.flags, seen=st.seen)
+        tables = st.write(d, L, ntiles, counts, incl, status)
+        tok, lines, am, bm = tables
+        T, _, A, B = (int(x) for x in status[:4])
+        got = {"counts": counts, "incl": incl, "tok_pos": tok[0, :T], "tok_line": tok[1, :T], "line_tok": lines[0],
+               "line_a": lines[1], "line_b": lines[2], "a_pos": am[0, :A], "a_tok": am[1, :A], "b_pos": bm[0, :B],
+               "b_tok": bm[1, :B], "flags": st.flags}
+        if not tables_only:
+            got.update(st.rest(d, L, ntiles, counts, incl, status, out, max(L, 1), max(L, 1), tables))
+            m = dev.scalar(st.ebase[0])
+            got.update(src=out.src[:m], dst=out.dst[:m], seen=st.seen)
         if xp is np:
             return {k: np.array(v) for k, v in got.items()}
         return {k: xp.asnumpy(v) for k, v in got.items()}
@@ -239,20 +252,28 @@ def _parse_chunk(dev, chunk: bytes, fmt: str, lo: int, hi: int, n_seen: int) -> 
 
 def tokenize_numpy(chunk: bytes, fmt: str = "gra") -> dict:
     """Token and line tables of one chunk as the ``count`` and ``write`` kernels make them."""
-    got = parse_chunk_numpy(chunk, fmt)
-    keys = ("counts", "incl", "tok_pos", "tok_line", "line_tok", "line_a", "line_b", "a_pos", "a_tok",
-            "b_pos", "b_tok", "flags")
-    return {k: got[k] for k in keys}
+    return _parse_chunk(NumpyDevice(), chunk, fmt, 0, -1, 0, tables_only=True)
 
 
-def parse_chunk_numpy(chunk: bytes, fmt: str = "gra", lo: int = 0, hi: int = 2**31 - 3, n_seen: int = 0) -> dict:
-    """Every intermediate array of one chunk (token and line tables, per-line results, edges)."""
-    return _parse_chunk(NumpyDevice(), chunk, fmt, lo, hi, n_seen)
+def _hi(fmt: str, hi):
+    if hi is None:
+        if fmt == "gra":
+            raise ValueError("a .gra chunk needs hi = n - 1 (ids are counted in an array of n)")
+        return 2**31 - 3
+    return int(hi)
 
 
-def parse_chunk_cuda(chunk: bytes, fmt: str = "gra", lo: int = 0, hi: int = 2**31 - 3, n_seen: int = 0) -> dict:
+def parse_chunk_numpy(chunk: bytes, fmt: str = "gra", lo: int = 0, hi: int | None = None) -> dict:
+    """Every intermediate array of one chunk (token and line tables, per-line results, edges);
+    ids must lie in lo..hi (.gra: 0..n-1)."""
+    hi = _hi(fmt, hi)
+    return _parse_chunk(NumpyDevice(), chunk, fmt, lo, hi, hi + 1 if fmt == "gra" else 0)
+
+
+def parse_chunk_cuda(chunk: bytes, fmt: str = "gra", lo: int = 0, hi: int | None = None) -> dict:
     """The same arrays as :func:`parse_chunk_numpy`, computed by the kernels (for parity tests)."""
-    return _parse_chunk(CudaDevice(), chunk, fmt, lo, hi, n_seen)
+    hi = _hi(fmt, hi)
+    return _parse_chunk(CudaDevice(), chunk, fmt, lo, hi, hi + 1 if fmt == "gra" else 0)
 
 
 class _Anomaly(Exception):
