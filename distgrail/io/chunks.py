@@ -31,7 +31,24 @@ MAX_ID32 = 2**31 - 3
 
 
 class LineTooLong(Exception):
-    """A line does not fit one chunk buffer (the CPU reader then reads the file)."""
+    """A line does not fit one chunk buffer; ``need`` is the chunk size that holds it."""
+
+    def __init__(self, message: str, need: int):
+        super().__init__(message)
+        self.need = need
+
+
+def _line_end(fd: int, pos: int, size: int) -> int:
+    """Offset just past the first newline at or after ``pos`` (``size`` if none)."""
+    while pos < size:
+        piece = os.pread(fd, 1 << 20, pos)
+        if not piece:
+            break
+        i = piece.find(b"\n")
+        if i >= 0:
+            return pos + i + 1
+        pos += len(piece)
+    return size
 
 
 @dataclass
@@ -252,7 +269,9 @@ class ChunkReader:
             else:
                 nl = _last_newline(buf, filled)
                 if nl < 0:
-                    raise LineTooLong(f"a line longer than the {buf.size}-byte chunk buffer")
+                    need = _line_end(self.fd, pos, self.size) - (pos - filled)
+                    raise LineTooLong(f"a line of {need} bytes is longer than the {buf.size}-byte chunk buffer",
+                                      need)
                 valid = nl + 1
             if hasher is not None:
                 hasher.submit(slot, buf[:valid])

@@ -16,9 +16,10 @@ range, a vertex count that does not match, a line longer than a chunk). The file
 again by the CPU reader, so the error message -- file, line number, offending token -- is the CPU
 reader's by construction (and the rare valid file the kernels refuse still reads correctly).
 
-The twin: every kernel ``dg_parse_<x>`` has ``<x>_numpy`` here with the same arguments, run by
-:class:`NumpyDevice` through the same host code (:class:`Stages`, :func:`read_text_graph`), so the
-end-to-end twin (:func:`read_graph_numpy`) and the GPU path share everything but the kernels.
+The twin: every kernel ``dg_parse_<x>`` has ``<x>_numpy`` with the same arguments in
+:mod:`distgrail.io.parse_twin` (kept apart for size), run by its :class:`NumpyDevice` through the
+same host code as the kernels (:class:`Stages`, :func:`read_text_graph`), so the end-to-end twin
+(:func:`read_graph_numpy`) and the GPU path share everything but the kernels.
 """
 
 from __future__ import annotations
@@ -30,7 +31,7 @@ import numpy as np
 
 from .chunks import FMT_CODES, ChunkReader, Hasher, LineTooLong, memory_estimate, plan_read
 from .graph import EdgeGraph
-from .parse_twin import KERNELS_NUMPY, TILE, check_args
+from .parse_twin import TILE, NumpyDevice, check_args
 
 __all__ = ["read_graph_cuda", "read_graph_numpy", "read_text_graph", "tokenize_numpy", "parse_chunk_numpy",
            "parse_chunk_cuda", "NumpyDevice", "CudaDevice", "Stages", "CHUNK_BYTES", "THREADS"]
@@ -39,48 +40,6 @@ __all__ = ["read_graph_cuda", "read_graph_numpy", "read_text_graph", "tokenize_n
 CHUNK_BYTES = 32 << 20
 NBUF = 3
 THREADS = 256
-
-
-class NumpyDevice:
-    """The twin's "device": host arrays, kernels run by their NumPy twins (arguments checked
-    against the kernel signatures exactly as on the GPU)."""
-
-    name = "numpy"
-    xp = np
-    max_blocks = 1 << 16
-    oom_errors: tuple = (MemoryError,)
-
-    def activate(self):
-        import contextlib
-
-        return contextlib.nullcontext()
-
-    def pinned(self, nbytes: int) -> np.ndarray:
-        return np.empty(nbytes, np.uint8)
-
-    def h2d(self, dst, host: np.ndarray, n: int):
-        dst[:n] = host[:n]
-
-    def d2h(self, host: np.ndarray, src):
-        host[...] = src
-
-    def launch(self, name: str, blocks: int, threads: int, args: tuple):
-        check_args(name, args)
-        if not (1 <= blocks <= self.max_blocks and threads % 32 == 0):
-            raise AssertionError(f"{name}: bad launch ({blocks}, {threads})")
-        KERNELS_NUMPY[name](*args)
-
-    def record(self):
-        return None
-
-    def wait(self, event):
-        pass
-
-    def fits(self, nbytes: int, what: str):
-        pass
-
-    def scalar(self, a) -> int:
-        return int(a)
 
 
 class CudaDevice:
@@ -280,7 +239,7 @@ class _Anomaly(Exception):
     pass
 
 
-def _parse_file(plan, dev, chunk_bytes: int):
+def _parse_file(plan, dev, chunk_bytes: int, sha256: bool = True):
     """The pipeline; returns (n, src, dst, sha256) or raises _Anomaly / LineTooLong."""
     xp, fmt = dev.xp, FMT_CODES[plan.fmt]
     cap = -(-chunk_bytes // TILE) * TILE
@@ -291,7 +250,7 @@ def _parse_file(plan, dev, chunk_bytes: int):
     out = _Edges(xp)
     body = max(plan.size - plan.body, 1)
     vertex_lines = 0
-    hasher = Hasher(NBUF)
+    hasher = Hasher(NBUF) if sha256 else None
     fd = os.open(plan.path, os.O_RDONLY)
     try:
         def finish(c):
@@ -337,7 +296,8 @@ def _parse_file(plan, dev, chunk_bytes: int):
             n = dev.scalar(xp.maximum(src.max(), dst.max())) + 1 if m else 0
     finally:
         os.close(fd)
-        sha = hasher.hexdigest()  # joins the hashing thread before the buffers go away
+        dev.wait(dev.record())  # nothing in flight reads the buffers once they are freed
+        sha = hasher.hexdigest() if hasher else ""  # joins the hashing thread before the buffers go away
     return n, src, dst, sha
 
 
@@ -352,13 +312,14 @@ def _say(notify, message: str):
 
 
 def read_text_graph(path, fmt: str = "auto", num_vertices: int | None = None, dev=None, *,
-                    chunk_bytes: int | None = None, notify=None):
+                    chunk_bytes: int | None = None, notify=None, sha256: bool = True):
     """Read a text graph file with the parse kernels on ``dev`` (a :class:`CudaDevice` or the
     twin's :class:`NumpyDevice`). Returns an :class:`EdgeGraph` whose ``src``/``dst`` are int32
     arrays of ``dev`` (``meta["parser"]`` says which path made them), or None when the file
     should be read by the CPU reader instead: a binary ``.h5`` file (silently), or a file whose
     parse does not fit the device, or ids beyond int32 (``notify`` gets a one-line reason).
-    Bad input raises the CPU reader's :class:`~distgrail.errors.GraphFormatError`."""
+    Bad input raises the CPU reader's :class:`~distgrail.errors.GraphFormatError`.
+    ``sha256=False`` skips the file's hash (benchmarks: the parse alone)."""
     dev = NumpyDevice() if dev is None else dev
     chunk_bytes = int(chunk_bytes or CHUNK_BYTES)
     plan = plan_read(path, fmt, num_vertices)
@@ -366,18 +327,22 @@ def read_text_graph(path, fmt: str = "auto", num_vertices: int | None = None, de
         return None
     name = os.path.basename(plan.path)
     why = None
-    if plan.kind == "text":
+    attempts = 3  # a line longer than a chunk: again with chunks that hold it
+    while plan.kind == "text" and attempts:
+        attempts -= 1
         try:
             dev.fits(memory_estimate(plan, chunk_bytes), f"parsing {name} on the GPU")
             with dev.activate():
-                n, src, dst, sha = _parse_file(plan, dev, chunk_bytes)
+                n, src, dst, sha = _parse_file(plan, dev, chunk_bytes, sha256)
             g = EdgeGraph(n=n, src=src, dst=dst, name=name, sha256=sha)
             g.meta.update(path=os.path.abspath(plan.path), format=plan.fmt, parser=dev.name)
             return g
         except _Anomaly as e:  # the CPU reader reports the error (or reads what the kernels refused)
             why = f"the GPU parser did not accept it ({e})"
+            break
         except LineTooLong as e:
             why = str(e)
+            chunk_bytes = max(2 * e.need, 2 * chunk_bytes)
         except dev.oom_errors as e:
             _say(notify, f"distgrail: {name}: the GPU ran out of memory while parsing ({e}); reading on the CPU")
             return None
@@ -388,7 +353,7 @@ def read_text_graph(path, fmt: str = "auto", num_vertices: int | None = None, de
                 raise
             _say(notify, f"distgrail: {name}: {e}; reading on the CPU")
             return None
-    else:
+    if plan.kind != "text":
         why = plan.reason
     g = _cpu_read(plan.path, fmt, num_vertices)  # raises the CPU reader's error on bad input
     if g.src.dtype != np.int32 or g.dst.dtype != np.int32:

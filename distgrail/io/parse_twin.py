@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import numpy as np
 
-__all__ = ["SIGNATURES", "KERNELS_NUMPY", "check_args", "classes", "values_numpy", "TILE"]
+__all__ = ["SIGNATURES", "KERNELS_NUMPY", "NumpyDevice", "check_args", "classes", "values_numpy", "TILE"]
 
 FMT_GRA, FMT_EDGELIST, FMT_MTX = 0, 1, 2
 C_TOK, C_NL, C_A, C_B, C_BAD = 1, 2, 4, 8, 16
@@ -224,3 +224,45 @@ KERNELS_NUMPY = {
     "dg_parse_pair_edges": pair_edges_numpy,
     "dg_parse_advance": advance_numpy,
 }
+
+
+class NumpyDevice:
+    """The twin's "device": host arrays, kernels run by their NumPy twins (arguments checked
+    against the kernel signatures exactly as on the GPU)."""
+
+    name = "numpy"
+    xp = np
+    max_blocks = 1 << 16
+    oom_errors: tuple = (MemoryError,)
+
+    def activate(self):
+        import contextlib
+
+        return contextlib.nullcontext()
+
+    def pinned(self, nbytes: int) -> np.ndarray:
+        return np.empty(nbytes, np.uint8)
+
+    def h2d(self, dst, host: np.ndarray, n: int):
+        dst[:n] = host[:n]
+
+    def d2h(self, host: np.ndarray, src):
+        host[...] = src
+
+    def launch(self, name: str, blocks: int, threads: int, args: tuple):
+        check_args(name, args)
+        if not (1 <= blocks <= self.max_blocks and threads % 32 == 0):
+            raise AssertionError(f"{name}: bad launch ({blocks}, {threads})")
+        KERNELS_NUMPY[name](*args)
+
+    def record(self):
+        return None
+
+    def wait(self, event):
+        pass
+
+    def fits(self, nbytes: int, what: str):
+        pass
+
+    def scalar(self, a) -> int:
+        return int(a)
