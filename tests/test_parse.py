@@ -176,6 +176,19 @@ def test_signatures_match_the_kernel_source():
     assert _cu_signatures() == SIGNATURES
 
 
+def test_twins_take_the_kernels_parameters_by_name():
+    import inspect
+
+    from distgrail.io.parse_twin import KERNELS_NUMPY
+
+    src = open(os.path.join(ROOT, "kernels", "parse.cu")).read()
+    cu = {name: [p.split()[-1].lstrip("*") for p in params.split(",")]
+          for name, params in re.findall(r'extern "C" __global__ void (\w+)\(([^)]*)\)', src)}
+    assert set(cu) == set(KERNELS_NUMPY)
+    for name, fn in KERNELS_NUMPY.items():
+        assert list(inspect.signature(fn).parameters) == cu[name], name
+
+
 def test_check_args_refuses_python_ints_and_wrong_dtypes():
     ok = (np.zeros(4, np.int64), np.zeros(2, np.int32), np.int32(1))
     check_args("dg_parse_advance", ok)
