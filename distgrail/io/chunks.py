@@ -1,0 +1,280 @@
+"""Host side of the GPU text parser (:mod:`distgrail.io.parse`): what to parse (format, header,
+id range), the file read in chunks that end at line ends into a ring of (pinned) buffers, and the
+SHA-256 of the file computed on a thread beside the parse, over the same chunks as they are read.
+
+Headers are parsed here with the CPU reader's rules; when anything in them is unusual,
+:func:`plan_read` returns a plan of kind ``"cpu"`` and the caller reads the file with the CPU
+reader, which reports the error exactly as without a GPU.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import queue
+import threading
+from dataclasses import dataclass
+
+import numpy as np
+
+from ..errors import GraphFormatError
+from .read import FORMATS, detect_format
+from .text import Text, parse_n
+
+__all__ = ["Plan", "plan_read", "ChunkReader", "Hasher", "LineTooLong", "memory_estimate", "FMT_CODES",
+           "MAX_ID32"]
+
+#: format codes of kernels/parse.cu
+FMT_CODES = {"gra": 0, "edgelist": 1, "mtx": 2}
+#: largest id an int32 result can hold as the CPU reader makes it (it widens from 2^31 - 2 on)
+MAX_ID32 = 2**31 - 3
+
+
+class LineTooLong(Exception):
+    """A line does not fit one chunk buffer; ``need`` is the chunk size that holds it."""
+
+    def __init__(self, message: str, need: int):
+        super().__init__(message)
+        self.need = need
+
+
+def _line_end(fd: int, pos: int, size: int) -> int:
+    """Offset just past the first newline at or after ``pos`` (``size`` if none)."""
+    while pos < size:
+        piece = os.pread(fd, 1 << 20, pos)
+        if not piece:
+            break
+        i = piece.find(b"\n")
+        if i >= 0:
+            return pos + i + 1
+        pos += len(piece)
+    return size
+
+
+@dataclass
+class Plan:
+    """What to parse: ``kind`` is "text" (parse on the device), "cpu" (header or arguments the
+    CPU reader must judge) or "h5" (binary file, nothing to parse)."""
+
+    kind: str
+    path: str
+    fmt: str = ""
+    body: int = 0  # file offset of the first line after the header
+    size: int = 0
+    lo: int = 0  # ids must lie in lo..hi (inclusive); stored minus lo
+    hi: int = MAX_ID32
+    n: int | None = None  # vertices (None: largest id + 1)
+    nnz: int | None = None  # Matrix Market entries
+    symmetric: bool = False
+    reason: str = ""
+
+
+def _gra_header(text: Text):
+    """(n, body) as read_gra finds them, or None when read_gra would raise."""
+    lines = list(text.header_lines(2))
+    if not lines:
+        return None
+    if lines[0][1].startswith("graph_for_greach"):
+        if len(lines) < 2:
+            return None
+        nline, nval, body = lines[1]
+    else:
+        nline, nval, body = lines[0]
+    try:
+        return parse_n(text, nline, nval, "vertex count"), body
+    except GraphFormatError:
+        return None
+
+
+def _mtx_header(text: Text):
+    """(rows, nnz, symmetric, body) as read_mtx finds them, or None when read_mtx would raise."""
+    header = None
+    for _line, content, end in text.header_lines(1 << 20):
+        if header is None:
+            header = content
+            parts = content.lower().split()
+            if not content.lower().startswith("%%matrixmarket") or len(parts) < 5:
+                return None
+            if parts[1] != "matrix" or parts[2] != "coordinate":
+                return None
+            if parts[3] not in ("pattern", "real", "integer", "complex", "double"):
+                return None
+            if parts[4] not in ("general", "symmetric", "skew-symmetric", "hermitian"):
+                return None
+            symmetric = parts[4] != "general"
+            continue
+        if not content or content.startswith("%"):
+            continue
+        parts = content.split()
+        if len(parts) != 3 or not all(p.isdigit() for p in parts):
+            return None
+        rows, cols, nnz = (int(p) for p in parts)
+        if rows != cols:
+            return None
+        return rows, nnz, symmetric, end
+    return None
+
+
+def plan_read(path, fmt: str = "auto", num_vertices: int | None = None) -> Plan:
+    """Decide how to read ``path``: the checks of :func:`~distgrail.io.read.read_graph` in its
+    order, then the header. Never raises for bad input: such files get kind "cpu"."""
+    path = os.fspath(path)
+    if fmt not in FORMATS or not os.path.exists(path):
+        return Plan("cpu", path, reason="bad arguments")
+    fmt = detect_format(path) if fmt == "auto" else fmt
+    if fmt == "h5":
+        return Plan("h5", path, fmt)
+    if num_vertices is not None and (fmt != "edgelist" or int(num_vertices) < 0):
+        return Plan("cpu", path, fmt, reason="bad arguments")
+    size = os.path.getsize(path)
+    if fmt == "edgelist":
+        n = None if num_vertices is None else int(num_vertices)
+        if n is not None and n >= 2**31 - 1:
+            return Plan("cpu", path, fmt, reason=f"{n} vertices need 64-bit ids")
+        return Plan("text", path, fmt, 0, size, 0, MAX_ID32 if n is None else n - 1, n)
+    text = Text(path)
+    try:
+        got = _gra_header(text) if fmt == "gra" else _mtx_header(text)
+    finally:
+        text.close()
+    if got is None:
+        return Plan("cpu", path, fmt, reason="header")
+    if fmt == "gra":
+        n, body = got
+        plan = Plan("text", path, fmt, body, size, 0, n - 1, n)
+    else:
+        rows, nnz, symmetric, body = got
+        plan = Plan("text", path, fmt, body, size, 1, rows, rows, nnz, symmetric)
+    if plan.n >= 2**31 - 1:
+        return Plan("cpu", path, fmt, reason=f"{plan.n} vertices need 64-bit ids")
+    return plan
+
+
+def memory_estimate(plan: Plan, chunk_bytes: int) -> int:
+    """Device bytes the parse may need at its peak: the output edges at the most the text can
+    hold (every .gra successor takes >= 2 bytes, every edge-list line >= 4; a symmetric Matrix
+    Market file doubles), two chunk buffers, one chunk's token and line arrays (a token takes
+    >= 2 bytes: 8 bytes of arrays per token, 36 per line, lines rarely shorter than 4 bytes),
+    the vertex counts of a .gra file, and growth of the output by copying (x 1.5)."""
+    body = max(plan.size - plan.body, 0)
+    edges = body // 2 if plan.fmt == "gra" else body // 4
+    if plan.symmetric:
+        edges *= 2
+    out = 8 * edges * 3 // 2
+    chunk = min(chunk_bytes, max(body, 1))
+    scratch = 2 * (chunk + 1024) + 4 * chunk + 9 * chunk + (4 * chunk // 1024 + 16) * 2
+    return out + scratch + 4 * (plan.n or 0)
+
+
+def _last_newline(buf: np.ndarray, filled: int) -> int:
+    end, w = filled, 4096
+    while end > 0:
+        s = max(0, end - w)
+        hit = np.flatnonzero(buf[s:end] == 10)
+        if hit.size:
+            return s + int(hit[-1])
+        end, w = s, w * 4
+    return -1
+
+
+class Hasher:
+    """SHA-256 of the file on one worker thread, fed in file order; ``wait(slot)`` returns once
+    every chunk handed in from buffer ``slot`` has been hashed (the buffer may then be refilled).
+    hashlib drops the GIL for large updates, so the parse goes on meanwhile."""
+
+    def __init__(self, nslots: int):
+        self._h = hashlib.sha256()
+        self._q: queue.Queue = queue.Queue()
+        self._free = [threading.Event() for _ in range(nslots)]
+        for e in self._free:
+            e.set()
+        self._thread = threading.Thread(target=self._run, name="distgrail-parse-sha256", daemon=True)
+        self._thread.start()
+
+    def _run(self):
+        while True:
+            item = self._q.get()
+            if item is None:
+                return
+            slot, data = item
+            self._h.update(data)
+            if slot is not None:
+                self._free[slot].set()
+
+    def submit(self, slot, data):
+        if slot is not None:
+            self._free[slot].clear()
+        self._q.put((slot, data))
+
+    def wait(self, slot: int):
+        self._free[slot].wait()
+
+    def hexdigest(self) -> str:
+        self._q.put(None)
+        self._thread.join()
+        return self._h.hexdigest()
+
+    close = hexdigest
+
+
+def _read_full(fd: int, out: np.ndarray, pos: int) -> int:
+    got = 0
+    view = memoryview(out)
+    while got < out.size:
+        k = os.preadv(fd, [view[got:]], pos + got)
+        if k <= 0:
+            break
+        got += k
+    return got
+
+
+class ChunkReader:
+    """Bytes ``start:size`` of an open file as chunks in a ring of equal buffers; every chunk ends
+    at a line end (the last one at the end of the file); the partial last line moves to the front
+    of the next buffer. Iterating yields ``(k, slot, length)``: chunk ``k`` is
+    ``buffers[slot][:length]``. Bytes ``0:start`` and every chunk go to ``hasher`` (if given) as
+    they are read; a buffer is refilled only once the hasher is done with it (and, through
+    ``before_refill(slot)``, once the consumer is)."""
+
+    def __init__(self, fd: int, start: int, size: int, buffers, hasher: Hasher | None = None,
+                 before_refill=None):
+        self.fd, self.start, self.size, self.buffers = fd, start, size, buffers
+        self.hasher, self.before_refill = hasher, before_refill
+        self.bytes_done = 0  # body bytes handed out so far
+
+    def __iter__(self):
+        bufs, hasher = self.buffers, self.hasher
+        pos = min(self.start, self.size)
+        if hasher is not None and pos:
+            head = np.empty(pos, np.uint8)
+            hasher.submit(None, head[: _read_full(self.fd, head, 0)])
+        carry, prev, prev_valid, k = 0, 0, 0, 0
+        while True:
+            slot = k % len(bufs)
+            buf = bufs[slot]
+            if hasher is not None:
+                hasher.wait(slot)
+            if self.before_refill is not None:
+                self.before_refill(slot)
+            if carry:
+                buf[:carry] = bufs[prev][prev_valid : prev_valid + carry]
+            want = min(buf.size - carry, self.size - pos)
+            got = _read_full(self.fd, buf[carry : carry + want], pos) if want > 0 else 0
+            pos += got
+            filled = carry + got
+            if filled == 0:
+                return
+            if pos >= self.size:
+                valid = filled
+            else:
+                nl = _last_newline(buf, filled)
+                if nl < 0:
+                    need = _line_end(self.fd, pos, self.size) - (pos - filled)
+                    raise LineTooLong(f"a line of {need} bytes is longer than the {buf.size}-byte chunk buffer",
+                                      need)
+                valid = nl + 1
+            if hasher is not None:
+                hasher.submit(slot, buf[:valid])
+            self.bytes_done += valid
+            yield k, slot, valid
+            carry, prev, prev_valid, k = filled - valid, slot, valid, k + 1

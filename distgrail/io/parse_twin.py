@@ -1,0 +1,268 @@
+"""NumPy twins of the kernels of kernels/parse.cu, one function per kernel with the kernel's own
+arguments (``dg_parse_count`` -> :func:`count_numpy`, ...), filling the same output arrays with
+the same numbers; and the kernels' signatures, which every launch is checked against (CuPy passes
+a Python int or a wrong-width scalar without complaint, and the kernel then reads garbage).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+__all__ = ["SIGNATURES", "KERNELS_NUMPY", "NumpyDevice", "check_args", "classes", "values_numpy", "TILE"]
+
+FMT_GRA, FMT_EDGELIST, FMT_MTX = 0, 1, 2
+C_TOK, C_NL, C_A, C_B, C_BAD = 1, 2, 4, 8, 16
+F_BAD_BYTE, F_LINE, F_VALUE, F_CAPACITY = 1, 2, 4, 8
+TILE = 1024
+NO_COMMENT = 0x7FFFFFFF
+
+_P, _I, _L, _PL, _B = "int*", "int", "i64", "i64*", "u8*"
+#: argument types of every kernel, in order (tests/test_parse.py checks them against the .cu source)
+SIGNATURES = {
+    "dg_parse_count": (_B, _L, _I, _L, _P, _P),
+    "dg_parse_write": (_B, _L, _I, _L, _P, _P, _I, _I, _I, _I) + (_P,) * 9,
+    "dg_parse_lines": (_B, _L, _I, _I) + (_P,) * 8 + (_L, _L) + (_P,) * 5,
+    "dg_parse_gra_edges": (_B, _L, _I) + (_P,) * 6 + (_L, _PL, _L, _P, _P, _P),
+    "dg_parse_pair_edges": (_I, _P, _P, _P, _P, _PL, _L, _P, _P, _P),
+    "dg_parse_advance": (_PL, _P, _I),
+}
+_SCALARS = {_I: np.int32, _L: np.int64}
+_POINTERS = {_P: np.int32, _PL: np.int64, _B: np.uint8}
+
+
+def check_args(name: str, args: tuple) -> None:
+    """Raise TypeError unless ``args`` match the kernel's signature exactly: NumPy scalars of the
+    right width for values, C-contiguous arrays of the right dtype for pointers."""
+    sig = SIGNATURES[name]
+    if len(args) != len(sig):
+        raise TypeError(f"{name}: {len(args)} arguments, the kernel takes {len(sig)}")
+    for k, (a, t) in enumerate(zip(args, sig)):
+        if t in _SCALARS:
+            if type(a) is not _SCALARS[t]:
+                raise TypeError(f"{name} argument {k}: {t} needs {_SCALARS[t].__name__}, got {type(a).__name__}")
+        elif not (hasattr(a, "dtype") and a.dtype == _POINTERS[t] and a.flags.c_contiguous):
+            raise TypeError(f"{name} argument {k}: {t} needs a C-contiguous {np.dtype(_POINTERS[t])} array, "
+                            f"got {getattr(a, 'dtype', type(a).__name__)}")
+
+
+def _table(fmt: int) -> np.ndarray:
+    t = np.full(256, C_BAD if fmt == FMT_GRA else C_TOK, np.uint8)
+    if fmt == FMT_GRA:
+        t[48:58] = C_TOK
+        t[ord(":")] = C_A
+        t[ord("#")] = C_B
+    else:
+        t[ord("%")] = C_TOK | C_A
+        if fmt == FMT_EDGELIST:
+            t[ord("#")] = C_TOK | C_A
+    t[[9, 13, 32]] = 0
+    t[10] = C_NL
+    return t
+
+
+_TABLES = [_table(f) for f in (FMT_GRA, FMT_EDGELIST, FMT_MTX)]
+
+
+def classes(data: np.ndarray, fmt: int) -> np.ndarray:
+    """Class bits of every byte (dg_class)."""
+    return _TABLES[fmt][data]
+
+
+def _scan(data, L, fmt):
+    a = np.asarray(data[:L])
+    cls = classes(a, fmt)
+    tok = (cls & C_TOK) != 0
+    start = tok.copy()
+    start[1:] &= ~tok[:-1]
+    return a, cls, start
+
+
+def count_numpy(data, L, fmt, ntiles, counts, flags):
+    _, cls, start = _scan(data, int(L), int(fmt))
+    c = counts.reshape(int(ntiles), 4)
+    for k, mask in enumerate((start, cls & C_NL, cls & C_A, cls & C_B)):
+        c[:, k] = np.bincount(np.flatnonzero(mask) // TILE, minlength=int(ntiles))
+    if (cls & C_BAD).any():
+        flags[0] |= F_BAD_BYTE
+
+
+def write_numpy(data, L, fmt, ntiles, counts, incl, NL, T, A, B, tok_pos, tok_line, line_tok, line_a, line_b,
+                a_pos, a_tok, b_pos, b_tok):
+    _, cls, start = _scan(data, int(L), int(fmt))
+    cum = np.cumsum(start, dtype=np.int64)  # token starts at offsets <= p
+    ts = np.flatnonzero(start)
+    nl = np.flatnonzero(cls & C_NL)
+    am = np.flatnonzero(cls & C_A)
+    bm = np.flatnonzero(cls & C_B)
+    T, NL, A, B = int(T), int(NL), int(A), int(B)
+    assert (ts.size, nl.size, am.size, bm.size) == (T, NL, A, B), "totals disagree with the text"
+    tok_pos[:T] = ts
+    tok_line[:T] = np.searchsorted(nl, ts)
+    a_pos[:A] = am
+    a_tok[:A] = cum[am]
+    b_pos[:B] = bm
+    b_tok[:B] = cum[bm]
+    for out, before, total in ((line_tok, cum[nl], T), (line_a, np.searchsorted(am, nl), A),
+                               (line_b, np.searchsorted(bm, nl), B)):
+        out[0] = 0
+        out[1 : NL + 1] = before
+        out[NL + 1] = total
+
+
+def values_numpy(data, L, pos, fmt, lo, hi):
+    """dg_value for every offset in ``pos``: (values, -1 where bad; ok mask)."""
+    a = np.asarray(data[: int(L)])
+    pos = np.asarray(pos, dtype=np.int64)
+    L = a.size
+    nondigit = np.flatnonzero((a < 48) | (a > 57))
+    nonzero = np.flatnonzero(a != 48)
+
+    def next_of(idx, p):  # first index in idx at or after p, else L
+        return np.append(idx, L)[np.searchsorted(idx, p)]
+
+    end = next_of(nondigit, pos)  # first non-digit at or after p
+    first = np.minimum(next_of(nonzero, pos), end)  # first significant digit
+    sig = end - first
+    big = sig > 10  # >= 10^10 > hi
+    v = np.zeros(pos.size, np.int64)
+    for j in range(10):
+        m = (j < sig) & ~big
+        v[m] = v[m] * 10 + (a[first[m] + j].astype(np.int64) - 48)
+    ok = (end > pos) & ~big & (v <= hi) & (v >= lo)
+    if fmt != FMT_GRA:
+        inside = end < L
+        c = classes(a[end[inside]], fmt)
+        ok[inside] &= ~(((c & C_TOK) != 0) & ((c & C_A) == 0))
+    return np.where(ok, v, -1), ok
+
+
+def _take(arr, idx, mask, fill=0):
+    out = np.full(idx.shape, fill, dtype=np.int64)
+    out[mask] = np.asarray(arr)[idx[mask]]
+    return out
+
+
+def lines_numpy(data, L, fmt, nlines, tok_pos, line_tok, line_a, line_b, a_pos, a_tok, b_pos, b_tok, lo, hi,
+                line_edges, line_u, line_v, seen, flags):
+    n = int(nlines)
+    t0, t1 = line_tok[:n].astype(np.int64), line_tok[1 : n + 1].astype(np.int64)
+    a0, a1 = line_a[:n].astype(np.int64), line_a[1 : n + 1].astype(np.int64)
+    u = np.full(n, -1, np.int64)
+    v = np.full(n, -1, np.int64)
+    ne = np.zeros(n, np.int64)
+    bad = 0
+    if fmt == FMT_GRA:
+        b0, b1 = line_b[:n].astype(np.int64), line_b[1 : n + 1].astype(np.int64)
+        vertex = (t1 > t0) | (a1 > a0) | (b1 > b0)
+        good = vertex & (a1 - a0 == 1) & (b1 - b0 == 1)
+        good &= (_take(a_tok, a0, good) - t0 == 1) & (t1 == _take(b_tok, b0, good))
+        good &= _take(b_pos, b0, good) > _take(a_pos, a0, good)
+        if (vertex & ~good).any():
+            bad |= F_LINE
+        g = np.flatnonzero(good)
+        ids, ok = values_numpy(data, L, tok_pos[t0[g]], fmt, lo, hi)
+        if not ok.all():
+            bad |= F_VALUE
+        u[g[ok]] = ids[ok]
+        ne[g[ok]] = (t1 - t0 - 1)[g[ok]]
+        np.add.at(seen, ids[ok], 1)
+    else:
+        cmt = np.where(a1 > a0, _take(a_pos, a0, a1 > a0), NO_COMMENT)
+        live0 = (t1 > t0) & (_take(tok_pos, t0, t1 > t0) < cmt)
+        live1 = (t1 > t0 + 1) & (_take(tok_pos, t0 + 1, t1 > t0 + 1) < cmt)
+        if (live0 & ~live1).any():
+            bad |= F_LINE
+        g = np.flatnonzero(live1)
+        x, okx = values_numpy(data, L, tok_pos[t0[g]], fmt, lo, hi)
+        y, oky = values_numpy(data, L, tok_pos[t0[g] + 1], fmt, lo, hi)
+        ok = okx & oky
+        if not ok.all():
+            bad |= F_VALUE
+        u[g[ok]], v[g[ok]], ne[g[ok]] = x[ok] - lo, y[ok] - lo, 1
+    line_edges[:n], line_u[:n], line_v[:n] = ne, u, v
+    flags[0] |= bad
+
+
+def gra_edges_numpy(data, L, T, tok_pos, tok_line, line_tok, line_u, line_edges, eincl, hi, ebase, cap, src, dst,
+                    flags):
+    t = np.arange(int(T), dtype=np.int64)
+    line = tok_line[: t.size].astype(np.int64)
+    t0 = line_tok[line].astype(np.int64)
+    ids = line_u[line]
+    m = (t != t0) & (ids >= 0)
+    vals, ok = values_numpy(data, L, tok_pos[t[m]], FMT_GRA, 0, hi)
+    if not ok.all():
+        flags[0] |= F_VALUE
+    lm = line[m]
+    e = int(ebase[0]) + (eincl[lm].astype(np.int64) - line_edges[lm]) + (t[m] - t0[m] - 1)
+    _put(e, ids[m], vals, cap, src, dst, flags)
+
+
+def _put(e, s, d, cap, src, dst, flags):
+    fits = e < int(cap)
+    src[e[fits]] = s[fits]
+    dst[e[fits]] = d[fits]
+    if not fits.all():
+        flags[0] |= F_CAPACITY
+
+
+def pair_edges_numpy(nlines, line_edges, line_u, line_v, eincl, ebase, cap, src, dst, flags):
+    g = np.flatnonzero(line_edges[: int(nlines)])
+    e = int(ebase[0]) + eincl[g].astype(np.int64) - 1
+    _put(e, line_u[g], line_v[g], cap, src, dst, flags)
+
+
+def advance_numpy(ebase, eincl, nlines):
+    ebase[0] += int(eincl[int(nlines) - 1])
+
+
+KERNELS_NUMPY = {
+    "dg_parse_count": count_numpy,
+    "dg_parse_write": write_numpy,
+    "dg_parse_lines": lines_numpy,
+    "dg_parse_gra_edges": gra_edges_numpy,
+    "dg_parse_pair_edges": pair_edges_numpy,
+    "dg_parse_advance": advance_numpy,
+}
+
+
+class NumpyDevice:
+    """The twin's "device": host arrays, kernels run by their NumPy twins (arguments checked
+    against the kernel signatures exactly as on the GPU)."""
+
+    name = "numpy"
+    xp = np
+    max_blocks = 1 << 16
+    oom_errors: tuple = (MemoryError,)
+
+    def activate(self):
+        import contextlib
+
+        return contextlib.nullcontext()
+
+    def pinned(self, nbytes: int) -> np.ndarray:
+        return np.empty(nbytes, np.uint8)
+
+    def h2d(self, dst, host: np.ndarray, n: int):
+        dst[:n] = host[:n]
+
+    def d2h(self, host: np.ndarray, src):
+        host[...] = src
+
+    def launch(self, name: str, blocks: int, threads: int, args: tuple):
+        check_args(name, args)
+        if not (1 <= blocks <= self.max_blocks and threads % 32 == 0):
+            raise AssertionError(f"{name}: bad launch ({blocks}, {threads})")
+        KERNELS_NUMPY[name](*args)
+
+    def record(self):
+        return None
+
+    def wait(self, event):
+        pass
+
+    def fits(self, nbytes: int, what: str):
+        pass
+
+    def scalar(self, a) -> int:
+        return int(a)

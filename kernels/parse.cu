@@ -1,0 +1,296 @@
+// GPU text parsing of .gra files, whitespace edge lists and Matrix Market coordinate files.
+// Twin of distgrail/io/parse.py: every kernel has a NumPy function of the same name minus the
+// dg_parse_ prefix that computes the same arrays (count_numpy, write_numpy, lines_numpy, ...).
+//
+// One chunk of text (complete lines, the last one possibly without '\n' at the end of the file):
+//   count   one warp per 1024-byte tile: tokens, newlines, A and B markers per tile; bad bytes -> flag
+//   (host)  inclusive scan of the tile counts (cupy.cumsum), totals come back (one sync per chunk)
+//   write   the same walk again: token starts and lines, marker positions, per-line prefix counts
+//   lines   one thread per line: the line's structure, its vertex id (.gra) or its pair (edge lists)
+//   (host)  inclusive scan of the edges per line
+//   gra_edges / pair_edges: edges straight into the output arrays at ebase + offset
+//   advance ebase += edges of this chunk (the running edge count stays on the device)
+// Formats: 0 .gra (tokens are digit runs; A = ':', B = '#'; bytes other than digits, blanks,
+// ':', '#' are bad); 1 edge list and 2 Matrix Market (tokens are runs of non-blank bytes;
+// A = comment character: '#' or '%' in edge lists, '%' in Matrix Market; no B).
+// Anything unusual sets a bit of *flags; the host then reads the file with the CPU reader, which
+// reports the error (file:line: message, got 'value') exactly as without a GPU.
+#include "common.cuh"
+
+#define FMT_GRA 0
+#define FMT_EDGELIST 1
+#define FMT_MTX 2
+#define C_TOK 1
+#define C_NL 2
+#define C_A 4
+#define C_B 8
+#define C_BAD 16
+#define F_BAD_BYTE 1
+#define F_LINE 2
+#define F_VALUE 4
+#define F_CAPACITY 8
+#define TILE 1024
+#define LANE_BYTES 32
+#define FULLMASK 0xffffffffu
+#define NO_COMMENT 0x7fffffff
+
+__device__ __forceinline__ int dg_class(unsigned c, int fmt) {
+    if (c == '\n') return C_NL;
+    if (c == ' ' || c == '\t' || c == '\r') return 0;
+    if (fmt == FMT_GRA) {
+        if (c >= '0' && c <= '9') return C_TOK;
+        if (c == ':') return C_A;
+        if (c == '#') return C_B;
+        return C_BAD;
+    }
+    if (c == '%' || (fmt == FMT_EDGELIST && c == '#')) return C_TOK | C_A;
+    return C_TOK;
+}
+
+// class of byte p; bytes outside 0..L-1 are blanks
+__device__ __forceinline__ int dg_class_at(const unsigned char* __restrict__ data, i64 L, i64 p, int fmt) {
+    return (p >= 0 && p < L) ? dg_class(data[p], fmt) : 0;
+}
+
+// the 32 bytes of one lane (the buffer is padded to a multiple of TILE bytes)
+__device__ __forceinline__ void dg_load32(const unsigned char* __restrict__ data, i64 p0, unsigned char* b) {
+    const uint4* q = reinterpret_cast<const uint4*>(data + p0);
+    uint4 x = q[0], y = q[1];
+    unsigned w[8] = {x.x, x.y, x.z, x.w, y.x, y.y, y.z, y.w};
+#pragma unroll
+    for (int k = 0; k < 32; ++k) b[k] = (unsigned char)(w[k >> 2] >> (8 * (k & 3)));
+}
+
+// per-lane counts of tokens, newlines, A, B and bad bytes; *last gets the class of the lane's last byte
+__device__ __forceinline__ void dg_lane_counts(const unsigned char* b, i64 p0, i64 L, int fmt, int prev,
+                                               int* cnt) {
+#pragma unroll
+    for (int k = 0; k < 32; ++k) {
+        const int c = (p0 + k < L) ? dg_class(b[k], fmt) : 0;
+        cnt[0] += (c & C_TOK) && !(prev & C_TOK);
+        cnt[1] += (c & C_NL) != 0;
+        cnt[2] += (c & C_A) != 0;
+        cnt[3] += (c & C_B) != 0;
+        cnt[4] += (c & C_BAD) != 0;
+        prev = c;
+    }
+}
+
+__device__ __forceinline__ int dg_prev_class(const unsigned char* __restrict__ data, i64 L, int fmt,
+                                             const unsigned char* b, i64 p0, int lane) {
+    const int last = (p0 + 31 < L) ? dg_class(b[31], fmt) : 0;
+    int prev = __shfl_up_sync(FULLMASK, last, 1);
+    if (lane == 0) prev = dg_class_at(data, L, p0 - 1, fmt);
+    return prev;
+}
+
+// counts: ntiles x 4 int32 (tokens, newlines, A, B)
+extern "C" __global__ void dg_parse_count(const unsigned char* __restrict__ data, i64 L, int fmt, i64 ntiles,
+                                          int* __restrict__ counts, int* __restrict__ flags) {
+    const int lane = threadIdx.x & 31;
+    const i64 warp = ((i64)blockIdx.x * blockDim.x + threadIdx.x) >> 5;
+    const i64 nwarps = ((i64)gridDim.x * blockDim.x) >> 5;
+    for (i64 tile = warp; tile < ntiles; tile += nwarps) {  // uniform per warp
+        const i64 p0 = tile * TILE + (i64)lane * LANE_BYTES;
+        unsigned char b[32];
+        dg_load32(data, p0, b);
+        const int prev = dg_prev_class(data, L, fmt, b, p0, lane);
+        int cnt[5] = {0, 0, 0, 0, 0};
+        dg_lane_counts(b, p0, L, fmt, prev, cnt);
+#pragma unroll
+        for (int k = 0; k < 5; ++k)
+            for (int o = 16; o > 0; o >>= 1) cnt[k] += __shfl_xor_sync(FULLMASK, cnt[k], o);
+        if (lane == 0) {
+            for (int k = 0; k < 4; ++k) counts[tile * 4 + k] = cnt[k];
+            if (cnt[4]) atomicOr(flags, F_BAD_BYTE);
+        }
+    }
+}
+
+// incl: inclusive scan of counts over tiles. Writes
+//   tok_pos[t], tok_line[t]     offset and line of the t-th token start
+//   line_tok[l + 1], line_a[l + 1], line_b[l + 1]   tokens, A, B before the l-th newline
+//   a_pos[a], a_tok[a]          offset of the a-th A marker, token starts at offsets <= it
+//   b_pos[b], b_tok[b]          the same for B markers
+// and line_*[0] = 0, line_*[NL + 1] = totals.
+extern "C" __global__ void dg_parse_write(const unsigned char* __restrict__ data, i64 L, int fmt, i64 ntiles,
+                                          const int* __restrict__ counts, const int* __restrict__ incl,
+                                          int NL, int T, int A, int B,
+                                          int* __restrict__ tok_pos, int* __restrict__ tok_line,
+                                          int* __restrict__ line_tok, int* __restrict__ line_a,
+                                          int* __restrict__ line_b, int* __restrict__ a_pos, int* __restrict__ a_tok,
+                                          int* __restrict__ b_pos, int* __restrict__ b_tok) {
+    const int lane = threadIdx.x & 31;
+    const i64 gid = (i64)blockIdx.x * blockDim.x + threadIdx.x;
+    if (gid == 0) {
+        line_tok[0] = 0; line_a[0] = 0; line_b[0] = 0;
+        line_tok[NL + 1] = T; line_a[NL + 1] = A; line_b[NL + 1] = B;
+    }
+    const i64 warp = gid >> 5;
+    const i64 nwarps = ((i64)gridDim.x * blockDim.x) >> 5;
+    for (i64 tile = warp; tile < ntiles; tile += nwarps) {
+        const i64 p0 = tile * TILE + (i64)lane * LANE_BYTES;
+        unsigned char b[32];
+        dg_load32(data, p0, b);
+        int prev = dg_prev_class(data, L, fmt, b, p0, lane);
+        int cnt[5] = {0, 0, 0, 0, 0};
+        dg_lane_counts(b, p0, L, fmt, prev, cnt);
+        int off[4];
+#pragma unroll
+        for (int k = 0; k < 4; ++k) {  // exclusive scan over lanes, plus the tiles before
+            int x = cnt[k];
+            for (int o = 1; o < 32; o <<= 1) {
+                int y = __shfl_up_sync(FULLMASK, x, o);
+                if (lane >= o) x += y;
+            }
+            off[k] = x - cnt[k] + incl[tile * 4 + k] - counts[tile * 4 + k];
+        }
+        int t = off[0], l = off[1], a = off[2], bq = off[3];
+#pragma unroll
+        for (int k = 0; k < 32; ++k) {
+            const i64 p = p0 + k;
+            const int c = (p < L) ? dg_class(b[k], fmt) : 0;
+            if ((c & C_TOK) && !(prev & C_TOK)) { tok_pos[t] = (int)p; tok_line[t] = l; ++t; }
+            if (c & C_A) { a_pos[a] = (int)p; a_tok[a] = t; ++a; }
+            if (c & C_B) { b_pos[bq] = (int)p; b_tok[bq] = t; ++bq; }
+            if (c & C_NL) { line_tok[l + 1] = t; line_a[l + 1] = a; line_b[l + 1] = bq; ++l; }
+            prev = c;
+        }
+    }
+}
+
+// The integer at offset p: its digits up to the first non-digit; -1 (and *ok = false) when it has
+// no digit, exceeds hi, is below lo, or (edge lists) ends in a byte that is neither blank nor a
+// comment character ("1.5", "-3", "7x").
+__device__ __forceinline__ i64 dg_value(const unsigned char* __restrict__ data, i64 L, i64 p, int fmt, i64 lo,
+                                        i64 hi, bool* ok) {
+    i64 v = 0;
+    int nd = 0;
+    for (; p < L; ++p) {
+        const unsigned c = data[p];
+        if (c < '0' || c > '9') break;
+        v = v * 10 + (c - '0');
+        ++nd;
+        if (v > hi) { *ok = false; return -1; }  // v <= hi < 2^31 before the multiply: no overflow
+    }
+    if (nd == 0 || v < lo) { *ok = false; return -1; }
+    if (fmt != FMT_GRA && p < L) {
+        const int c = dg_class(data[p], fmt);
+        if ((c & C_TOK) && !(c & C_A)) { *ok = false; return -1; }
+    }
+    return v;
+}
+
+// One thread per line l < nlines (= NL + 1).
+// .gra: a line with a token, ':' or '#' must read "<id>: <successors> #": one ':', one '#' after
+//   it, one token before ':', none after '#'. line_u = vertex id (-1: blank or bad line),
+//   line_edges = successors; seen[id] += 1.
+// edge lists: the tokens before the first comment character; none: blank line; one: bad line;
+//   two or more: line_u, line_v = first two values - lo, line_edges = 1.
+extern "C" __global__ void dg_parse_lines(const unsigned char* __restrict__ data, i64 L, int fmt, int nlines,
+                                          const int* __restrict__ tok_pos, const int* __restrict__ line_tok,
+                                          const int* __restrict__ line_a, const int* __restrict__ line_b,
+                                          const int* __restrict__ a_pos, const int* __restrict__ a_tok,
+                                          const int* __restrict__ b_pos, const int* __restrict__ b_tok,
+                                          i64 lo, i64 hi, int* __restrict__ line_edges, int* __restrict__ line_u,
+                                          int* __restrict__ line_v, int* __restrict__ seen,
+                                          int* __restrict__ flags) {
+    const i64 stride = (i64)gridDim.x * blockDim.x;
+    for (i64 l = (i64)blockIdx.x * blockDim.x + threadIdx.x; l < nlines; l += stride) {
+        const int t0 = line_tok[l], t1 = line_tok[l + 1];
+        const int a0 = line_a[l], a1 = line_a[l + 1];
+        int u = -1, v = -1, ne = 0, bad = 0;
+        bool ok = true;
+        if (fmt == FMT_GRA) {
+            const int b0 = line_b[l], b1 = line_b[l + 1];
+            if (t1 > t0 || a1 > a0 || b1 > b0) {
+                if (a1 - a0 == 1 && b1 - b0 == 1 && a_tok[a0] - t0 == 1 && t1 == b_tok[b0] && b_pos[b0] > a_pos[a0]) {
+                    const i64 id = dg_value(data, L, tok_pos[t0], fmt, lo, hi, &ok);
+                    if (ok) {
+                        u = (int)id;
+                        ne = t1 - t0 - 1;
+                        atomicAdd(seen + id, 1);
+                    } else {
+                        bad = F_VALUE;
+                    }
+                } else {
+                    bad = F_LINE;
+                }
+            }
+        } else {
+            const int cmt = a1 > a0 ? a_pos[a0] : NO_COMMENT;
+            const bool live0 = t1 > t0 && tok_pos[t0] < cmt;
+            const bool live1 = t1 > t0 + 1 && tok_pos[t0 + 1] < cmt;
+            if (live1) {
+                const i64 x = dg_value(data, L, tok_pos[t0], fmt, lo, hi, &ok);
+                const i64 y = dg_value(data, L, tok_pos[t0 + 1], fmt, lo, hi, &ok);
+                if (ok) {
+                    u = (int)(x - lo);
+                    v = (int)(y - lo);
+                    ne = 1;
+                } else {
+                    bad = F_VALUE;
+                }
+            } else if (live0) {
+                bad = F_LINE;
+            }
+        }
+        line_u[l] = u;
+        line_v[l] = v;
+        line_edges[l] = ne;
+        if (bad) atomicOr(flags, bad);
+    }
+}
+
+// .gra: one thread per token; every token but the first of a good vertex line is a successor:
+// edge ebase + (edges of the lines before) + (its place in the line) = (line_u, value).
+extern "C" __global__ void dg_parse_gra_edges(const unsigned char* __restrict__ data, i64 L, int T,
+                                              const int* __restrict__ tok_pos, const int* __restrict__ tok_line,
+                                              const int* __restrict__ line_tok, const int* __restrict__ line_u,
+                                              const int* __restrict__ line_edges, const int* __restrict__ eincl,
+                                              i64 hi, const i64* __restrict__ ebase, i64 cap,
+                                              int* __restrict__ src, int* __restrict__ dst, int* __restrict__ flags) {
+    const i64 stride = (i64)gridDim.x * blockDim.x;
+    const i64 e0 = ebase[0];
+    for (i64 t = (i64)blockIdx.x * blockDim.x + threadIdx.x; t < T; t += stride) {
+        const int l = tok_line[t];
+        const int t0 = line_tok[l];
+        const int id = line_u[l];
+        if (t == t0 || id < 0) continue;
+        bool ok = true;
+        const i64 v = dg_value(data, L, tok_pos[t], FMT_GRA, 0, hi, &ok);
+        if (!ok) atomicOr(flags, F_VALUE);
+        const i64 e = e0 + (eincl[l] - line_edges[l]) + (t - t0 - 1);
+        if (e < cap) {
+            src[e] = id;
+            dst[e] = (int)v;
+        } else {
+            atomicOr(flags, F_CAPACITY);
+        }
+    }
+}
+
+// edge lists: one thread per line; a good line is edge ebase + eincl[l] - 1.
+extern "C" __global__ void dg_parse_pair_edges(int nlines, const int* __restrict__ line_edges,
+                                               const int* __restrict__ line_u, const int* __restrict__ line_v,
+                                               const int* __restrict__ eincl, const i64* __restrict__ ebase, i64 cap,
+                                               int* __restrict__ src, int* __restrict__ dst,
+                                               int* __restrict__ flags) {
+    const i64 stride = (i64)gridDim.x * blockDim.x;
+    const i64 e0 = ebase[0];
+    for (i64 l = (i64)blockIdx.x * blockDim.x + threadIdx.x; l < nlines; l += stride) {
+        if (!line_edges[l]) continue;
+        const i64 e = e0 + eincl[l] - 1;
+        if (e < cap) {
+            src[e] = line_u[l];
+            dst[e] = line_v[l];
+        } else {
+            atomicOr(flags, F_CAPACITY);
+        }
+    }
+}
+
+// ebase += edges of this chunk (one thread; launched after the edge kernel on the same stream)
+extern "C" __global__ void dg_parse_advance(i64* __restrict__ ebase, const int* __restrict__ eincl, int nlines) {
+    if (blockIdx.x == 0 && threadIdx.x == 0) ebase[0] += eincl[nlines - 1];
+}

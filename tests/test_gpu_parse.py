@@ -1,0 +1,121 @@
+"""GPU text parsing (kernels/parse.cu) against its NumPy twin stage by stage, bit for bit, and
+against the CPU reader end to end (same graph, same SHA-256, same error text). Skipped without a
+usable GPU (conftest says why).
+"""
+
+from __future__ import annotations
+
+import glob
+import os
+
+import numpy as np
+import pytest
+
+from distgrail.errors import BackendError, GraphFormatError
+from distgrail.io.parse import CudaDevice, parse_chunk_cuda, parse_chunk_numpy, read_graph_cuda, read_text_graph
+from distgrail.io.read import read_graph
+from conftest import DATA_DIR
+from test_parse import bad_cases, edgelist_text, gra_text, mtx_text, valid_cases, write
+
+pytestmark = pytest.mark.gpu
+
+
+def _same(name, a, b):
+    a, b = np.asarray(a), np.asarray(b)
+    assert a.dtype == b.dtype, f"{name}: dtype {a.dtype} (gpu) != {b.dtype} (cpu)"
+    assert a.shape == b.shape, f"{name}: shape {a.shape} (gpu) != {b.shape} (cpu)"
+    if not np.array_equal(a, b):
+        bad = np.flatnonzero((a != b).ravel())
+        raise AssertionError(f"{name}: {bad.size} of {a.size} entries differ, first at flat index {bad[0]}: "
+                             f"gpu {a.ravel()[bad[0]]} cpu {b.ravel()[bad[0]]}")
+
+
+def _chunks():
+    rng = np.random.default_rng(7)
+    out = [("gra", gra_text(rng, 2000, 12, header=False).split("\n", 1)[1], 1999),
+           ("gra", "0: 1 2 #\r\n\r\n1:\t0#\n2: 2 2 #", 2),
+           ("edgelist", edgelist_text(rng, 5000, 20000), None),
+           ("edgelist", "0 1\n1 2", None),
+           ("mtx", mtx_text(rng, 300, 3000, field="real").split("\n", 4)[4], 300)]
+    # bad chunks: the arrays must still agree, flags included
+    out += [("gra", "0: 1 #\n1: 7 #\n2 #\n3: 1.5 #\n", 3), ("edgelist", "0 1\n2\n3 x\n-1 2\n", None),
+            ("mtx", "0 1\n1 9\n", 5)]
+    return out
+
+
+@pytest.mark.parametrize("k", range(len(_chunks())))
+def test_stages_bit_for_bit(k):
+    fmt, text, hi = _chunks()[k]
+    lo = 1 if fmt == "mtx" else 0
+    want = parse_chunk_numpy(text.encode(), fmt, lo, hi)
+    got = parse_chunk_cuda(text.encode(), fmt, lo, hi)
+    order = ("counts", "incl", "flags", "tok_pos", "tok_line", "line_tok", "line_a", "line_b", "a_pos", "a_tok",
+             "b_pos", "b_tok", "line_edges", "line_u", "line_v", "seen", "eincl", "src", "dst")
+    assert set(order) == set(want) == set(got)
+    for key in order:
+        _same(f"{fmt} chunk {k}: {key}", got[key], want[key])
+
+
+def _check_graph(got, want):
+    import cupy
+
+    assert isinstance(got.src, cupy.ndarray) and got.src.dtype == cupy.int32 and got.dst.dtype == cupy.int32
+    assert got.n == want.n and got.sha256 == want.sha256 and got.meta["format"] == want.meta["format"]
+    _same("src", got.src.get(), want.src)
+    _same("dst", got.dst.get(), want.dst)
+
+
+@pytest.mark.parametrize("chunk", [1024, 4096, None])
+def test_files_equal_cpu_reader(tmp_path, chunk):
+    rng = np.random.default_rng(3)
+    for name, text, nv in valid_cases(rng):
+        p = write(tmp_path, name, text)
+        got = read_graph_cuda(p, num_vertices=nv, chunk_bytes=chunk)
+        _check_graph(got, read_graph(p, num_vertices=nv))
+        if chunk is None or max(len(x) for x in text.split("\n")) < chunk:
+            assert got.meta["parser"] == "gpu", name
+
+
+def test_generated_graphs(tmp_path):
+    from distgrail.io.generate import generate
+    from distgrail.io.writers import write_graph
+
+    for kind in ("paper", "scale-free"):
+        g = generate(kind, 20000, 8, seed=4)
+        for ext in ("gra", "txt"):
+            p = str(tmp_path / f"{kind}.{ext}")
+            write_graph(g, p)
+            for chunk in (1 << 16, None):
+                got = read_graph_cuda(p, chunk_bytes=chunk)
+                assert got.meta["parser"] == "gpu"
+                _check_graph(got, read_graph(p))
+
+
+def test_benchmark_graphs(data_dir):
+    files = sorted(glob.glob(os.path.join(DATA_DIR, "*.gra")))
+    assert files
+    for p in files:
+        got = read_graph_cuda(p, chunk_bytes=1 << 20)
+        assert got.meta["parser"] == "gpu", p
+        _check_graph(got, read_graph(p))
+
+
+@pytest.mark.parametrize("name,text,nv", bad_cases(), ids=[c[0] for c in bad_cases()])
+def test_bad_input_same_error(tmp_path, name, text, nv):
+    p = write(tmp_path, name, text)
+    with pytest.raises(GraphFormatError) as cpu:
+        read_graph(p, num_vertices=nv)
+    with pytest.raises(GraphFormatError) as gpu:
+        read_graph_cuda(p, num_vertices=nv)
+    assert str(gpu.value) == str(cpu.value)
+
+
+def test_too_big_falls_back_with_one_line(tmp_path):
+    class Small(CudaDevice):
+        def fits(self, nbytes, what):
+            raise BackendError(f"{what} needs about {nbytes} bytes")
+
+    p = write(tmp_path, "a.gra", "1\n0: #\n")
+    notes = []
+    assert read_text_graph(p, dev=Small(), notify=notes.append) is None
+    assert len(notes) == 1 and "reading on the CPU" in notes[0]
