@@ -298,7 +298,9 @@ def _condense_steps(steps, src, dst, n):
     steps.sync()
     tm["renumber"] = time.perf_counter() - t
     t = time.perf_counter()
-    indptr, indices, rindptr, rindices = steps.renumber(ptr, idx, new_of_old, C)
+    csr = [ptr, idx]
+    del ptr, idx  # renumber frees the old CSR once its keys are made
+    indptr, indices, rindptr, rindices = steps.renumber(csr, new_of_old, C)
     steps.sync()
     tm["csr"] += time.perf_counter() - t
     dag = DAG(n=n, comp=comp, indptr=indptr, indices=indices, rindptr=rindptr, rindices=rindices, level=level,

@@ -106,8 +106,10 @@ class NumpySteps(_Steps):
         a, b = f[rows], f[idx]
         return keys_csr_numpy(b, a, C) if swap else keys_csr_numpy(a, b, C)
 
-    def renumber(self, ptr, idx, f, C):
-        """Forward and reverse CSR after renumbering by the bijection ``f``."""
+    def renumber(self, csr, f, C):
+        """Forward and reverse CSR of ``csr = [ptr, idx]`` (emptied) after renumbering by the bijection ``f``."""
+        ptr, idx = csr
+        csr.clear()
         return (*self.mapped_csr(ptr, idx, f, C), *self.mapped_csr(ptr, idx, f, C, swap=True))
 
     def count(self, ptr, idx, rep):
@@ -220,10 +222,12 @@ class CudaSteps(_Steps):
     def mapped_csr(self, ptr, idx, f, C, swap=False):
         return self._sorted_keys_csr(self._csr_keys(ptr, idx, f, swap), C, True)
 
-    def renumber(self, ptr, idx, f, C):
+    def renumber(self, csr, f, C):
         """Forward CSR by one key sort; the reverse by swapping the halves of the same sorted keys
-        in place and sorting again (no second key buffer)."""
-        keys = self._csr_keys(ptr, idx, f, False)
+        in place and sorting again (no second key buffer). ``csr = [ptr, idx]`` is emptied, so the
+        old CSR is freed as soon as its keys are made."""
+        keys = self._csr_keys(*csr, f, False)
+        csr.clear()
         fptr, fidx = self._sorted_keys_csr(keys, C, False)
         if keys.size:
             self._k("dg_cond_swap")(*self._grid(keys.size), (keys, np.int64(keys.size)))
