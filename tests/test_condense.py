@@ -247,3 +247,14 @@ def test_every_launched_kernel_exists_with_the_argument_count_used():
     assert len(sigs["dg_cond_compact"]) == 5 and len(sigs["dg_cond_row_ptr"]) == 6
     assert len(sigs["dg_cond_csr_keys"]) == 6 and len(sigs["dg_cond_count"]) == 5
     assert scc.SMALL_WORK >= 1024
+
+
+def test_benchmark_cyclic_graph_has_a_giant_and_many_small_sccs():
+    from distgrail.benchmarks.condense import cyclic_scale_free
+
+    g = cyclic_scale_free(4000, 6, 600, 600)
+    d = condense_numpy(g)
+    assert_same_dag(d, condense(g))
+    sizes = np.bincount(d.comp)
+    assert sizes.max() > g.n // 10 and (sizes == 2).sum() > 20
+    assert d.meta["condense"]["scc_iterations"] >= 2  # colouring ran after forward-backward
