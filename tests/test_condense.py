@@ -258,3 +258,169 @@ def test_benchmark_cyclic_graph_has_a_giant_and_many_small_sccs():
     sizes = np.bincount(d.comp)
     assert sizes.max() > g.n // 10 and (sizes == 2).sum() > 20
     assert d.meta["condense"]["scc_iterations"] >= 2  # colouring ran after forward-backward
+
+
+# --- the CUDA launchers' host code on the CPU: a NumPy-backed fake CuPy and kernels emulated in
+# Python (one sequential interleaving of each kernel), with every argument's dtype checked
+# against the kernel's signature in kernels/condense.cu -----------------------------------------
+
+class _Arr(np.ndarray):
+    def get(self):
+        return np.array(self)
+
+    def set(self, a):
+        self[...] = a
+
+
+class _FakeCupy:
+    class cuda:
+        @staticmethod
+        def get_current_stream():
+            return type("S", (), {"synchronize": staticmethod(lambda: None)})()
+
+    def __getattr__(self, name):
+        f = getattr(np, name)
+        if not callable(f) or isinstance(f, type):
+            return f
+
+        def wrapped(*a, **k):
+            r = f(*a, **k)
+            return r.view(_Arr) if isinstance(r, np.ndarray) else r
+        return wrapped
+
+
+_CTYPE = {"int": np.int32, "i64": np.int64, "u64": np.uint64, "unsigned long long": np.uint64}
+
+
+def _emulate(name, sig):
+    def run(grid, block, args):
+        assert len(args) == len(sig), f"{name}: {len(args)} arguments for {len(sig)}"
+        for i, (a, t) in enumerate(zip(args, sig)):
+            base = t.replace("const ", "").rstrip("*").strip()
+            if t.endswith("*"):
+                assert isinstance(a, np.ndarray) and a.dtype == _CTYPE[base], f"{name} arg {i}: {t} got {a.dtype}"
+            else:
+                assert type(a) is _CTYPE[base], f"{name} arg {i}: {t} got {type(a)}"
+        _KERNELS[name](*args)
+    return run
+
+
+def _sweep_round(mode, ptr, idx, rep, cnt, color, mark, level, want, bit, fin, nin, fout, rnd):
+    out = work = 0
+    for u in fin[:nin]:
+        for v in idx[ptr[u]:ptr[u + 1]]:
+            push = False
+            if mode == scc.PEEL and rep[v] < 0:
+                cnt[v] -= 1
+                if cnt[v] == 0:
+                    rep[v] = v
+                    if want:
+                        level[v] = rnd + 1
+                    push = True
+            elif mode == scc.REACH and rep[v] < 0 and not mark[v] & bit:
+                mark[v] |= bit
+                push = True
+            elif mode == scc.COLOR and rep[v] < 0 and color[v] < color[u]:
+                color[v] = color[u]
+                push = mark[v] != rnd + 1
+                mark[v] = rnd + 1
+            elif mode == scc.COLOR_BACK and rep[v] < 0 and color[v] == color[u]:
+                rep[v] = color[u]
+                push = True
+            if push:
+                fout[out] = v
+                out += 1
+                work += int(ptr[v + 1] - ptr[v])
+    return out, work
+
+
+def _k_sweep(mode, ptr, idx, rep, cnt, color, mark, level, want, bit, fin, nin, fout, status, rnd):
+    status[:] = _sweep_round(mode, ptr, idx, rep, cnt, color, mark, level, want, bit, fin, int(nin), fout, int(rnd))
+
+
+def _k_sweep_small(mode, ptr, idx, rep, cnt, color, mark, level, want, bit, fa, fb, state, small):
+    nin, rnd, work, cur, _ = (int(x) for x in state)
+    done = 0
+    while nin > 0 and nin + work <= small:
+        fin, fout = (fb, fa) if cur else (fa, fb)
+        nin, work = _sweep_round(mode, ptr, idx, rep, cnt, color, mark, level, want, bit, fin, nin, fout, rnd)
+        rnd, cur, done = rnd + 1, cur ^ 1, done + 1
+    state[:] = (nin, rnd, work, cur, done)
+
+
+def _key(a, b):
+    return np.where(a == b, np.uint64(2**64 - 1), (a.astype(np.uint64) << np.uint64(32)) | b.astype(np.uint64))
+
+
+def _rows(ptr):
+    return np.repeat(np.arange(ptr.size - 1), np.diff(ptr))
+
+
+def _k_transpose(ptr, idx, cursor, ridx, n):
+    for u, v in zip(_rows(ptr), idx):
+        ridx[cursor[v]] = u
+        cursor[v] += 1
+
+
+def _k_compact(keys, pos, has, m, out):
+    if has:
+        keep = np.diff(np.concatenate(([0], pos))) != 0
+        out[pos[keep] - 1] = (keys[keep] & np.uint64(0xFFFFFFFF)).astype(np.int32)
+    else:
+        out[:] = (keys & np.uint64(0xFFFFFFFF)).astype(np.int32)
+
+
+def _k_row_ptr(keys, pos, has, m, n, ptr):
+    lo = np.searchsorted(keys, np.arange(n + 1, dtype=np.uint64) << np.uint64(32))
+    ptr[:] = lo if not has else np.where(lo > 0, pos[np.maximum(lo - 1, 0)], 0)
+
+
+def _k_count(ptr, idx, rep, cnt, n):
+    r = _rows(ptr)
+    live = (rep[r] < 0) & (rep[idx] < 0)
+    np.add.at(cnt, idx[live], 1)
+
+
+_KERNELS = {
+    "dg_cond_check": lambda s, d, m, f: f.__setitem__(0, (2 if (s == d).any() else 0) | (
+        1 if m > 1 and not (((s[1:] > s[:-1]) | ((s[1:] == s[:-1]) & (d[1:] > d[:-1]))).all()) else 0)),
+    "dg_cond_pack": lambda s, d, k, m: k.__setitem__(slice(None), _key(s, d)),
+    "dg_cond_csr_keys": lambda p, i, f, k, n, sw: k.__setitem__(slice(None), _key(f[i], f[_rows(p)]) if sw
+                                                                else _key(f[_rows(p)], f[i])),
+    "dg_cond_swap": lambda k, m: k.__setitem__(slice(None), (k << np.uint64(32)) | (k >> np.uint64(32))),
+    "dg_cond_keep": lambda k, m, keep: keep.__setitem__(slice(None), (k != np.uint64(2**64 - 1)) & np.concatenate(
+        ([True], k[1:] != k[:-1]))),
+    "dg_cond_compact": _k_compact, "dg_cond_row_ptr": _k_row_ptr, "dg_cond_count": _k_count,
+    "dg_cond_transpose": _k_transpose,
+    "dg_cond_min_member": lambda rep, minm, n: np.minimum.at(minm, rep, np.arange(n, dtype=np.int32)),
+    "dg_cond_sweep": _k_sweep, "dg_cond_sweep_small": _k_sweep_small,
+}
+
+
+@pytest.fixture
+def fake_gpu(monkeypatch):
+    import distgrail.gpu.sweep as gsweep
+
+    sigs = kernel_signatures()
+    assert set(_KERNELS) == set(sigs), "every kernel has an emulation"
+    fake = _FakeCupy()
+    monkeypatch.setattr(gsweep, "cupy", lambda: fake)
+    monkeypatch.setattr(gsweep, "kernel", lambda mod, name: _emulate(name, sigs[name]))
+    monkeypatch.setattr(gsweep, "sm_count", lambda: 2)
+    return fake
+
+
+@pytest.mark.parametrize("small_work", [0, 64, 1 << 40])
+@pytest.mark.parametrize("name", ["empty-n0", "no-edges", "one-self-loop", "self-loops-and-duplicates", "many-small-sccs",
+                                  "giant-scc-with-tails", "deep-chain", "paper-dag", "scale-free-back-edges"])
+def test_cuda_launchers_with_emulated_kernels(fake_gpu, monkeypatch, name, small_work):
+    from distgrail.stages.condense import _condense_steps
+    from distgrail.stages.scc import CudaSteps
+
+    monkeypatch.setattr(scc, "SMALL_WORK", small_work)
+    g = GRAPHS[name]
+    for perm in (np.arange(g.m), np.random.default_rng(0).permutation(g.m)):  # fast path, key sort
+        src = np.asarray(g.src, dtype=np.int32)[perm].view(_Arr)
+        dst = np.asarray(g.dst, dtype=np.int32)[perm].view(_Arr)
+        d = _condense_steps(CudaSteps(), src, dst, g.n)
+        assert_same_dag(dag_to_host(DAG(n=d.n, **{k: np.asarray(getattr(d, k)) for k in ARRAYS})), condense(g))
