@@ -18,7 +18,7 @@ from scipy.sparse.csgraph import connected_components
 from ..io.graph import EdgeGraph, id_dtype
 from ..segments import gather_rows
 
-__all__ = ["DAG", "condense", "dag_from_csr"]
+__all__ = ["DAG", "condense", "dag_from_csr", "condense_numpy", "condense_cuda", "condense_bytes", "dag_to_host"]
 
 
 @dataclass
@@ -33,6 +33,10 @@ class DAG:
     rindptr, rindices  reverse CSR (parents sorted by id)
     level : ndarray    longest-path distance from a source, shape (C,)
     level_ptr : ndarray  components of level l are level_ptr[l]:level_ptr[l+1]
+    timings : dict     seconds of the sub-stages (GPU condensation: csr, trim, scc, levels, renumber)
+
+    The arrays are NumPy arrays, or CuPy device arrays from :func:`condense_cuda`
+    (:func:`dag_to_host` brings them back).
     """
 
     n: int
@@ -44,6 +48,7 @@ class DAG:
     level: np.ndarray
     level_ptr: np.ndarray
     meta: dict = field(default_factory=dict)
+    timings: dict = field(default_factory=dict)
 
     @property
     def C(self) -> int:
@@ -234,3 +239,130 @@ def condense(graph: EdgeGraph) -> DAG:
     comp = new_of_old.astype(dt) if labels is None else new_of_old.astype(dt)[labels]
     return DAG(n=n, comp=comp, indptr=indptr, indices=indices,
                rindptr=rindptr, rindices=rindices, level=level.astype(np.int32), level_ptr=level_ptr)
+
+
+# --- GPU condensation (kernels/condense.cu) and its NumPy twin, one shared flow ---------------------
+
+_ARRAYS = ("comp", "indptr", "indices", "rindptr", "rindices", "level", "level_ptr")
+
+
+def _empty_dag(xp):
+    z = xp.zeros(0, dtype=xp.int32)
+    return DAG(n=0, comp=z, indptr=xp.zeros(1, dtype=xp.int64), indices=z.copy(), rindptr=xp.zeros(1, dtype=xp.int64),
+               rindices=z.copy(), level=z.copy(), level_ptr=xp.zeros(1, dtype=xp.int64))
+
+
+def _condense_steps(steps, src, dst, n):
+    """The GPU flow, step by step: CSR (sorted, deduplicated, no self-loops) → trimming / SCCs →
+    condensed CSR and its Kahn levels → canonical order (level, smallest vertex) → renumbered CSR
+    and reverse CSR. ``steps`` is :class:`~distgrail.stages.scc.NumpySteps` or ``CudaSteps``."""
+    import time
+
+    from .scc import scc_reps
+
+    xp = steps.xp
+    tm: dict = {}
+    if n == 0:
+        return _empty_dag(xp)
+    t = time.perf_counter()
+    ptr, idx = steps.edge_csr(src, dst, n)
+    steps.sync()
+    tm["csr"] = time.perf_counter() - t
+    rep, lev0, info = scc_reps(steps, ptr, idx, n, tm)
+    t = time.perf_counter()
+    if rep is None:  # acyclic: trimming gave the levels, the CSR is the condensed graph
+        C, lab = n, None
+    else:
+        heads = xp.flatnonzero(rep == xp.arange(n, dtype=xp.int32)).astype(xp.int32)
+        C = int(heads.size)
+        lab = xp.empty(n, dtype=xp.int32)
+        lab[heads] = xp.arange(C, dtype=xp.int32)  # old labels ordered by smallest member
+        lab = lab[rep]
+        ptr, idx = steps.mapped_csr(ptr, idx, lab, C)
+        lev0 = xp.full(C, -1, dtype=xp.int32)
+        info["level_rounds"] = steps.peel(ptr, idx, xp.full(C, -1, dtype=xp.int32), steps.count(ptr, idx, xp.full(
+            C, -1, dtype=xp.int32)), lev0)
+    steps.sync()
+    tm["levels"] = time.perf_counter() - t
+    t = time.perf_counter()
+    key = (lev0.astype(xp.uint64) << xp.uint64(32)) | xp.arange(C, dtype=xp.uint64)
+    key.sort()
+    order = (key & xp.uint64(0xFFFFFFFF)).astype(xp.int32)
+    level = (key >> xp.uint64(32)).astype(xp.int32)
+    del key
+    new_of_old = xp.empty(C, dtype=xp.int32)
+    new_of_old[order] = xp.arange(C, dtype=xp.int32)
+    comp = new_of_old if lab is None else new_of_old[lab]
+    n_levels = int(level[-1]) + 1
+    level_ptr = xp.searchsorted(level, xp.arange(n_levels + 1, dtype=xp.int32)).astype(xp.int64)
+    steps.sync()
+    tm["renumber"] = time.perf_counter() - t
+    t = time.perf_counter()
+    csr = [ptr, idx]
+    del ptr, idx  # renumber frees the old CSR once its keys are made
+    indptr, indices, rindptr, rindices = steps.renumber(csr, new_of_old, C)
+    steps.sync()
+    tm["csr"] += time.perf_counter() - t
+    dag = DAG(n=n, comp=comp, indptr=indptr, indices=indices, rindptr=rindptr, rindices=rindices, level=level,
+              level_ptr=level_ptr, timings=tm)
+    dag.meta["condense"] = info
+    return dag
+
+
+def condense_numpy(graph: EdgeGraph) -> DAG:
+    """The NumPy twin of :func:`condense_cuda`: the same steps on the host; equals :func:`condense`.
+
+    >>> from distgrail.io.read import as_graph
+    >>> d = condense_numpy(as_graph((np.array([0, 1, 2, 2]), np.array([1, 0, 3, 3]))))
+    >>> d.C, d.m, d.comp.tolist(), d.level.tolist()
+    (3, 1, [0, 0, 1, 2], [0, 0, 1])
+    """
+    from .scc import NumpySteps
+
+    src = np.asarray(graph.src).astype(np.int32, copy=False)
+    dst = np.asarray(graph.dst).astype(np.int32, copy=False)
+    return _condense_steps(NumpySteps(), src, dst, int(graph.n))
+
+
+def condense_bytes(n: int, m: int) -> int:
+    """Peak GPU memory of :func:`condense_cuda` beyond its input edges: a 64-bit key per edge, the
+    sort's second key buffer, an int32 CSR column array held beside them (20 bytes per edge), and
+    about sixteen int32 / int64 arrays per vertex, plus 64 MiB for the sort's own scratch."""
+    return 20 * int(m) + 64 * (int(n) + 1) + (64 << 20)
+
+
+def condense_cuda(src, dst, n: int, be=None) -> DAG:
+    """Condense the graph of device edges ``src[i] -> dst[i]`` (CuPy int32) on the GPU.
+
+    Returns a :class:`DAG` of CuPy arrays with exactly the numbers and dtypes of
+    :func:`condense` (sub-stage seconds in ``DAG.timings``). Raises
+    :class:`~distgrail.errors.BackendError` (callers fall back to the CPU path) when ids need 64
+    bits or the estimate :func:`condense_bytes` does not fit the free GPU memory.
+    """
+    from ..errors import BackendError
+    from ..gpu.memory import ensure_fits, oom_guard
+    from .scc import CudaSteps
+
+    n = int(n)
+    steps = CudaSteps()
+    cp = steps.xp
+    if n >= 2**31 - 1 or src.size >= 2**31 - 1:
+        raise BackendError(f"GPU condensation needs fewer than 2^31 - 1 vertices and edges (got n={n:,}, "
+                           f"m={int(src.size):,}); use --backend cpu")
+    ensure_fits(condense_bytes(n, int(src.size)), "condensation")
+    src = cp.asarray(src, dtype=cp.int32)
+    dst = cp.asarray(dst, dtype=cp.int32)
+    dev = None if be is None else getattr(be, "device", None)
+    with cp.cuda.Device(dev if dev is not None else cp.cuda.Device().id):
+        return oom_guard(_condense_steps)(steps, src, dst, n)
+
+
+def dag_to_host(dag: DAG, be=None) -> DAG:
+    """The DAG with NumPy arrays (device arrays downloaded; host arrays kept as they are)."""
+    def host(a):
+        if isinstance(a, np.ndarray):
+            return a
+        return be.to_host(a) if be is not None else a.get()
+
+    out = DAG(n=dag.n, **{k: host(getattr(dag, k)) for k in _ARRAYS}, meta=dict(dag.meta), timings=dict(dag.timings))
+    return out

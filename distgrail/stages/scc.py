@@ -1,0 +1,335 @@
+"""Strongly connected components by frontier sweeps: the steps of GPU condensation, each as a NumPy
+twin (:class:`NumpySteps`) and a CUDA launcher (:class:`CudaSteps`, kernels/condense.cu), driven by
+one shared control flow (:func:`scc_reps`) so the two compute the same numbers step by step.
+
+Vertices carry ``rep``: -1 while undecided, else a vertex of their component. Sweeps:
+
+- **peel** (trimming): repeatedly remove undecided vertices with no undecided in-neighbour (on
+  the forward CSR; on the reverse CSR: no out-neighbour). Removed vertices are singleton
+  components. On the whole graph this is Kahn's algorithm and gives longest-path levels; on a DAG
+  it decides every vertex.
+- **reach** (forward-backward): vertices reachable from a pivot through undecided vertices, one
+  bit per direction; both bits = the pivot's component (the giant one, usually).
+- **color** (max-id propagation) then **color_back**: every undecided vertex takes the largest id
+  that reaches it; each root (colour = own id) claims the vertices of its colour that reach it.
+
+The partition found does not depend on the order of work inside a sweep, so the twins agree with
+the kernels exactly; rounds agree too, except colour propagation's (the GPU may go further in a
+round). The sweep of a frontier that is small (length + edges <= ``SMALL_WORK``) runs many rounds
+in one single-block launch; larger frontiers get a grid launch per round.
+"""
+
+from __future__ import annotations
+
+import time
+
+import numpy as np
+
+from ..segments import gather_rows
+
+__all__ = ["PEEL", "REACH", "COLOR", "COLOR_BACK", "SMALL_WORK", "NumpySteps", "CudaSteps", "scc_reps",
+           "keys_csr_numpy"]
+
+PEEL, REACH, COLOR, COLOR_BACK = 0, 1, 2, 3
+#: frontier length + its rows' entries up to which rounds run inside one block
+SMALL_WORK = 1 << 15
+_MASK = np.uint64(0xFFFFFFFF)
+_32 = np.uint64(32)
+
+
+def keys_csr_numpy(a, b, C):
+    """CSR of the edges a[i] -> b[i] on ``C`` vertices: rows sorted, repeats and a == b dropped."""
+    a = np.asarray(a)
+    b = np.asarray(b)
+    keep = a != b
+    keys = np.sort((a[keep].astype(np.uint64) << _32) | b[keep].astype(np.uint64))
+    if keys.size:
+        first = np.ones(keys.size, dtype=bool)
+        first[1:] = keys[1:] != keys[:-1]
+        keys = keys[first]
+    ptr = np.searchsorted(keys, np.arange(C + 1, dtype=np.uint64) << _32).astype(np.int64)
+    return ptr, (keys & _MASK).astype(np.int32)
+
+
+class _Steps:
+    """Shared steps written once against ``xp`` (NumPy or CuPy); ``sweep`` is backend-specific."""
+
+    xp = np
+
+    def sync(self):
+        pass
+
+    def peel(self, ptr, idx, rep, cnt, level=None):
+        """Remove undecided vertices with cnt 0, repeatedly (cnt from :meth:`count`); returns rounds."""
+        xp = self.xp
+        front = xp.flatnonzero((rep < 0) & (cnt == 0)).astype(xp.int32)
+        rep[front] = front
+        if level is not None:
+            level[front] = 0
+        return self.sweep(PEEL, ptr, idx, front, rep, cnt=cnt, level=level)
+
+    def reach(self, ptr, idx, rep, mark, pivot, bit):
+        """Set ``bit`` in mark[v] for every undecided v that ``pivot`` reaches through undecided vertices."""
+        xp = self.xp
+        mark[pivot] |= bit
+        return self.sweep(REACH, ptr, idx, xp.asarray([pivot], dtype=xp.int32), rep, mark=mark, bit=bit)
+
+    def color(self, ptr, idx, rep, color, mark):
+        """color[v] = largest undecided id reaching v (color starts as arange(n))."""
+        xp = self.xp
+        mark[...] = 0
+        return self.sweep(COLOR, ptr, idx, xp.flatnonzero(rep < 0).astype(xp.int32), rep, color=color, mark=mark)
+
+    def color_back(self, rptr, ridx, rep, color, roots):
+        """Each root claims (rep = root) the undecided vertices of its colour that reach it."""
+        rep[roots] = roots
+        return self.sweep(COLOR_BACK, rptr, ridx, roots, rep, color=color)
+
+    def pivot(self, ptr, rptr, rem):
+        """The undecided vertex with the largest in-degree x out-degree (first = smallest id)."""
+        xp = self.xp
+        deg = (ptr[rem + 1] - ptr[rem]) * (rptr[rem + 1] - rptr[rem])
+        return int(rem[int(xp.argmax(deg))])
+
+
+class NumpySteps(_Steps):
+    """The NumPy twins of the kernels."""
+
+    xp = np
+
+    def edge_csr(self, src, dst, n):
+        return keys_csr_numpy(src, dst, n)
+
+    def mapped_csr(self, ptr, idx, f, C, swap=False):
+        """CSR of the edges (f[u], f[v]) (swapped: (f[v], f[u])) of CSR ``ptr, idx``, f[u] != f[v]."""
+        rows = np.repeat(np.arange(ptr.size - 1, dtype=np.int64), np.diff(ptr))
+        a, b = f[rows], f[idx]
+        return keys_csr_numpy(b, a, C) if swap else keys_csr_numpy(a, b, C)
+
+    def renumber(self, csr, f, C):
+        """Forward and reverse CSR of ``csr = [ptr, idx]`` (emptied) after renumbering by the bijection ``f``."""
+        ptr, idx = csr
+        csr.clear()
+        return (*self.mapped_csr(ptr, idx, f, C), *self.mapped_csr(ptr, idx, f, C, swap=True))
+
+    def count(self, ptr, idx, rep):
+        rows = np.repeat(np.arange(ptr.size - 1, dtype=np.int64), np.diff(ptr))
+        live = (rep[rows] < 0) & (rep[idx] < 0)
+        return np.bincount(idx[live], minlength=rep.size).astype(np.int32)
+
+    def transpose(self, ptr, idx, n):
+        rows = np.repeat(np.arange(n, dtype=np.int32), np.diff(ptr))
+        return keys_csr_numpy(idx, rows, n)
+
+    def min_member(self, rep, n):
+        minm = np.full(n, n, dtype=np.int32)
+        np.minimum.at(minm, rep, np.arange(n, dtype=np.int32))
+        return minm
+
+    def sweep(self, mode, ptr, idx, front, rep, cnt=None, color=None, mark=None, level=None, bit=0):
+        rounds = 0
+        while front.size:
+            v, counts = gather_rows(ptr, idx, front)
+            u = np.repeat(front, counts)
+            live = rep[v] < 0
+            if mode == PEEL:
+                nxt, c = np.unique(v[live], return_counts=True)
+                cnt[nxt] -= c.astype(np.int32)
+                nxt = nxt[cnt[nxt] == 0]
+                rep[nxt] = nxt
+                if level is not None:
+                    level[nxt] = rounds + 1
+            elif mode == REACH:
+                nxt = np.unique(v[live & ((mark[v] & bit) == 0)])
+                mark[nxt] |= bit
+            elif mode == COLOR:
+                v, u = v[live], u[live]
+                old = color[v]
+                np.maximum.at(color, v, color[u])
+                nxt = np.unique(v[color[v] > old])
+            else:  # COLOR_BACK
+                sel = live & (color[v] == color[u])
+                nxt = np.unique(v[sel])
+                rep[nxt] = color[nxt]
+            front = nxt.astype(np.int32)
+            rounds += 1
+        return rounds
+
+
+class CudaSteps(_Steps):
+    """The CUDA launchers (kernels/condense.cu); arrays are CuPy device arrays."""
+
+    def __init__(self):
+        from ..gpu.sweep import cupy
+
+        self.xp = cupy()
+
+    def _k(self, name):
+        from ..gpu.sweep import kernel
+
+        return kernel("condense", name)
+
+    def _grid(self, threads):
+        from ..gpu.sweep import GRID_THREADS, sm_count
+
+        return (max(1, min(-(-int(threads) // GRID_THREADS), sm_count() * 32)),), (GRID_THREADS,)
+
+    def sync(self):
+        self.xp.cuda.get_current_stream().synchronize()
+
+    def _sorted_keys_csr(self, keys, C, dedup):
+        """CSR from keys sorted in place (dedup: drop repeats and sentinels)."""
+        cp, i64 = self.xp, np.int64
+        m = keys.size
+        ptr = cp.empty(C + 1, dtype=cp.int64)
+        if m == 0:
+            ptr.fill(0)
+            return ptr, cp.empty(0, dtype=cp.int32)
+        keys.sort()
+        if dedup:
+            keep = cp.empty(m, dtype=cp.int32)
+            self._k("dg_cond_keep")(*self._grid(m), (keys, i64(m), keep))
+            pos = cp.cumsum(keep, dtype=cp.int32)
+            del keep
+            out = cp.empty(int(pos[-1]), dtype=cp.int32)
+        else:
+            pos = cp.zeros(1, dtype=cp.int32)
+            out = cp.empty(m, dtype=cp.int32)
+        has = np.int32(1 if dedup else 0)
+        self._k("dg_cond_compact")(*self._grid(m), (keys, pos, has, i64(m), out))
+        self._k("dg_cond_row_ptr")(*self._grid(C + 1), (keys, pos, has, i64(m), i64(C), ptr))
+        return ptr, out
+
+    def edge_csr(self, src, dst, n):
+        cp, i64 = self.xp, np.int64
+        m = int(src.size)
+        flags = cp.zeros(1, dtype=cp.int32)
+        if m:
+            self._k("dg_cond_check")(*self._grid(m), (src, dst, i64(m), flags))
+        if int(flags.get()[0]) == 0:  # sorted, distinct, no self-loops: the edge list is the CSR
+            ptr = cp.searchsorted(src, cp.arange(n + 1, dtype=cp.int32)).astype(cp.int64)
+            return ptr, dst
+        keys = cp.empty(m, dtype=cp.uint64)
+        self._k("dg_cond_pack")(*self._grid(m), (src, dst, keys, i64(m)))
+        return self._sorted_keys_csr(keys, n, True)
+
+    def _csr_keys(self, ptr, idx, f, swap):
+        keys = self.xp.empty(idx.size, dtype=self.xp.uint64)
+        n = ptr.size - 1
+        self._k("dg_cond_csr_keys")(*self._grid(n * 32), (ptr, idx, f, keys, np.int64(n), np.int32(swap)))
+        return keys
+
+    def mapped_csr(self, ptr, idx, f, C, swap=False):
+        return self._sorted_keys_csr(self._csr_keys(ptr, idx, f, swap), C, True)
+
+    def renumber(self, csr, f, C):
+        """Forward CSR by one key sort; the reverse by swapping the halves of the same sorted keys
+        in place and sorting again (no second key buffer). ``csr = [ptr, idx]`` is emptied, so the
+        old CSR is freed as soon as its keys are made."""
+        keys = self._csr_keys(*csr, f, False)
+        csr.clear()
+        fptr, fidx = self._sorted_keys_csr(keys, C, False)
+        if keys.size:
+            self._k("dg_cond_swap")(*self._grid(keys.size), (keys, np.int64(keys.size)))
+        rptr, ridx = self._sorted_keys_csr(keys, C, False)
+        return fptr, fidx, rptr, ridx
+
+    def count(self, ptr, idx, rep):
+        n = rep.size
+        cnt = self.xp.zeros(n, dtype=self.xp.int32)
+        self._k("dg_cond_count")(*self._grid(n * 32), (ptr, idx, rep, cnt, np.int64(n)))
+        return cnt
+
+    def transpose(self, ptr, idx, n):
+        """Reverse CSR with rows in no particular order (the searches do not need it)."""
+        cp = self.xp
+        rptr = cp.zeros(n + 1, dtype=cp.int64)
+        cp.cumsum(cp.bincount(idx, minlength=n), out=rptr[1:])
+        cursor = rptr[:-1].copy()
+        ridx = cp.empty(idx.size, dtype=cp.int32)
+        self._k("dg_cond_transpose")(*self._grid(n * 32), (ptr, idx, cursor, ridx, np.int64(n)))
+        return rptr, ridx
+
+    def min_member(self, rep, n):
+        minm = self.xp.full(n, n, dtype=self.xp.int32)
+        self._k("dg_cond_min_member")(*self._grid(n), (rep, minm, np.int64(n)))
+        return minm
+
+    def sweep(self, mode, ptr, idx, front, rep, cnt=None, color=None, mark=None, level=None, bit=0):
+        cp, i32, i64 = self.xp, np.int32, np.int64
+        nf = int(front.size)
+        if nf == 0:
+            return 0
+        n = ptr.size - 1
+        fa, fb = cp.empty(n, dtype=cp.int32), cp.empty(n, dtype=cp.int32)
+        fa[:nf] = front
+        dummy = cp.zeros(1, dtype=cp.int32)
+        args = (i32(mode), ptr, idx, rep, dummy if cnt is None else cnt, dummy if color is None else color,
+                dummy if mark is None else mark, dummy if level is None else level, i32(level is not None), i32(bit))
+        work = int((ptr[front + 1] - ptr[front]).sum())
+        state = cp.zeros(5, dtype=cp.int64)
+        status = cp.zeros(2, dtype=cp.uint64)
+        small, big = self._k("dg_cond_sweep_small"), self._k("dg_cond_sweep")
+        rnd = cur = rounds = 0
+        while nf:
+            if nf + work <= SMALL_WORK:
+                state.set(np.array([nf, rnd, work, cur, 0], dtype=np.int64))
+                small((1,), (1024,), (*args, fa, fb, state, i64(SMALL_WORK)))
+                nf, rnd, work, cur, done = (int(x) for x in state.get())
+                rounds += done
+            else:
+                fin, fout = (fb, fa) if cur else (fa, fb)
+                status.fill(0)
+                big(*self._grid(nf * 32), (*args, fin, i64(nf), fout, status, i32(rnd)))
+                nf, work = (int(x) for x in status.get())
+                rnd, cur, rounds = rnd + 1, cur ^ 1, rounds + 1
+        return rounds
+
+
+def scc_reps(steps, ptr, idx, n, timings=None):
+    """SCCs of the graph in CSR ``ptr, idx`` (no self-loops needed, none harmful).
+
+    Returns ``(rep, level, info)``: ``rep[v]`` the smallest vertex of v's component, or None when
+    the graph is acyclic, and then ``level`` holds every vertex's longest-path level (else -1 for
+    vertices that trimming from the sources did not reach). ``info`` counts rounds and iterations.
+    """
+    xp = steps.xp
+    t = time.perf_counter()
+    rep = xp.full(n, -1, dtype=xp.int32)
+    level = xp.full(n, -1, dtype=xp.int32)
+    info = {"trim_rounds": steps.peel(ptr, idx, rep, steps.count(ptr, idx, rep), level), "scc_iterations": 0}
+    steps.sync()
+    if timings is not None:
+        timings["trim"] = time.perf_counter() - t
+    t = time.perf_counter()
+    if not bool((rep < 0).any()):
+        if timings is not None:
+            timings["scc"] = 0.0
+        return None, level, info
+    rptr, ridx = steps.transpose(ptr, idx, n)
+    while True:
+        steps.peel(rptr, ridx, rep, steps.count(rptr, ridx, rep))
+        steps.peel(ptr, idx, rep, steps.count(ptr, idx, rep))
+        rem = xp.flatnonzero(rep < 0).astype(xp.int32)
+        if rem.size == 0:
+            break
+        mark = xp.zeros(n, dtype=xp.int32)
+        if info["scc_iterations"] == 0:  # forward-backward from a pivot: the giant component
+            pivot = steps.pivot(ptr, rptr, rem)
+            steps.reach(ptr, idx, rep, mark, pivot, 1)
+            steps.reach(rptr, ridx, rep, mark, pivot, 2)
+            rep[xp.flatnonzero(mark == 3)] = pivot
+            info["pivot"] = pivot
+        else:  # colouring: every root of a colour claims its component
+            color = xp.arange(n, dtype=xp.int32)
+            steps.color(ptr, idx, rep, color, mark)
+            roots = rem[color[rem] == rem]
+            steps.color_back(rptr, ridx, rep, color, roots)
+        info["scc_iterations"] += 1
+    del rptr, ridx
+    minm = steps.min_member(rep, n)
+    rep = minm[rep]
+    steps.sync()
+    if timings is not None:
+        timings["scc"] = time.perf_counter() - t
+    return rep, level, info

@@ -1,0 +1,221 @@
+// Condensation on the GPU: CSR building from 64-bit (row << 32 | col) keys, the frontier sweeps of
+// the SCC search (peel = trimming / Kahn levels, reach = forward-backward, colour propagation and
+// the colour-restricted backward search) and helpers. Twins: distgrail.stages.scc (NumPy).
+// Ids are int32 (n < 2^31 - 1), CSR row pointers int64, frontiers int32.
+#include "common.cuh"
+
+#define DG_SENTINEL 0xFFFFFFFFFFFFFFFFULL  // a dropped edge (self-loop / inside one component)
+
+#define DG_PEEL 0        // cnt[v] -= 1; at 0, v leaves (rep[v] = v, level[v] = round + 1)
+#define DG_REACH 1       // mark[v] |= bit
+#define DG_COLOR 2       // color[v] = max(color[v], color[u]); changed -> next frontier once per round
+#define DG_COLOR_BACK 3  // reverse CSR: rep[v] = color[u] where color[v] == color[u]
+
+// grid-stride, one warp per row; lanes over the row's entries
+#define DG_WARP_ROWS(nrows)                                                   \
+    const int lane = threadIdx.x & 31;                                        \
+    const i64 nwarps = ((i64)gridDim.x * blockDim.x) >> 5;                    \
+    for (i64 r = ((i64)blockIdx.x * blockDim.x + threadIdx.x) >> 5; r < (nrows); r += nwarps)
+
+// bit 0: some pair (src[i-1], dst[i-1]) >= (src[i], dst[i]) (unsorted or repeated); bit 1: a self-loop
+extern "C" __global__ void dg_cond_check(const int* __restrict__ src, const int* __restrict__ dst, i64 m,
+                                         int* __restrict__ flags) {
+    const i64 stride = (i64)gridDim.x * blockDim.x;
+    int f = 0;
+    for (i64 i = (i64)blockIdx.x * blockDim.x + threadIdx.x; i < m; i += stride) {
+        const int s = src[i], d = dst[i];
+        if (s == d) f |= 2;
+        if (i > 0) {
+            const int ps = src[i - 1], pd = dst[i - 1];
+            if (ps > s || (ps == s && pd >= d)) f |= 1;
+        }
+    }
+    if (f) atomicOr(flags, f);
+}
+
+__device__ __forceinline__ u64 dg_key(int a, int b) { return a == b ? DG_SENTINEL : ((u64)(unsigned)a << 32) | (unsigned)b; }
+
+// keys of an edge list; self-loops become the sentinel (sorted last, dropped)
+extern "C" __global__ void dg_cond_pack(const int* __restrict__ src, const int* __restrict__ dst, u64* __restrict__ keys,
+                                        i64 m) {
+    const i64 stride = (i64)gridDim.x * blockDim.x;
+    for (i64 i = (i64)blockIdx.x * blockDim.x + threadIdx.x; i < m; i += stride) keys[i] = dg_key(src[i], dst[i]);
+}
+
+// keys (f[u] << 32 | f[v]) of every CSR entry u -> v, or (f[v] << 32 | f[u]) if swap;
+// f[u] == f[v] -> sentinel
+extern "C" __global__ void dg_cond_csr_keys(const i64* __restrict__ ptr, const int* __restrict__ idx,
+                                            const int* __restrict__ f, u64* __restrict__ keys, i64 n, int swap) {
+    DG_WARP_ROWS(n) {
+        const int fu = f[r];
+        for (i64 e = ptr[r] + lane; e < ptr[r + 1]; e += 32) {
+            const int fv = f[idx[e]];
+            keys[e] = swap ? dg_key(fv, fu) : dg_key(fu, fv);
+        }
+    }
+}
+
+// (a << 32 | b) -> (b << 32 | a), in place: the reverse CSR's keys from the forward's
+extern "C" __global__ void dg_cond_swap(u64* __restrict__ keys, i64 m) {
+    const i64 stride = (i64)gridDim.x * blockDim.x;
+    for (i64 i = (i64)blockIdx.x * blockDim.x + threadIdx.x; i < m; i += stride) {
+        const u64 k = keys[i];
+        keys[i] = (k << 32) | (k >> 32);
+    }
+}
+
+// keep[i] = 1 for the first of equal sorted keys, 0 for repeats and sentinels
+extern "C" __global__ void dg_cond_keep(const u64* __restrict__ keys, i64 m, int* __restrict__ keep) {
+    const i64 stride = (i64)gridDim.x * blockDim.x;
+    for (i64 i = (i64)blockIdx.x * blockDim.x + threadIdx.x; i < m; i += stride) {
+        const u64 k = keys[i];
+        keep[i] = (k != DG_SENTINEL && (i == 0 || keys[i - 1] != k)) ? 1 : 0;
+    }
+}
+
+// column of every kept key at its place; pos = inclusive prefix sum of keep (has_pos 0: keep all)
+extern "C" __global__ void dg_cond_compact(const u64* __restrict__ keys, const int* __restrict__ pos, int has_pos,
+                                           i64 m, int* __restrict__ out) {
+    const i64 stride = (i64)gridDim.x * blockDim.x;
+    for (i64 i = (i64)blockIdx.x * blockDim.x + threadIdx.x; i < m; i += stride) {
+        if (!has_pos) {
+            out[i] = (int)(keys[i] & 0xFFFFFFFFULL);
+        } else {
+            const int p = pos[i], q = i ? pos[i - 1] : 0;
+            if (p != q) out[p - 1] = (int)(keys[i] & 0xFFFFFFFFULL);
+        }
+    }
+}
+
+// ptr[v] = kept keys of rows < v: lower bound of v << 32 in the sorted keys, through pos
+extern "C" __global__ void dg_cond_row_ptr(const u64* __restrict__ keys, const int* __restrict__ pos, int has_pos,
+                                           i64 m, i64 n, i64* __restrict__ ptr) {
+    const i64 stride = (i64)gridDim.x * blockDim.x;
+    for (i64 v = (i64)blockIdx.x * blockDim.x + threadIdx.x; v <= n; v += stride) {
+        const u64 want = (u64)v << 32;
+        i64 lo = 0, hi = m;
+        while (lo < hi) {
+            const i64 mid = (lo + hi) >> 1;
+            if (keys[mid] < want) lo = mid + 1; else hi = mid;
+        }
+        ptr[v] = !has_pos ? lo : (lo ? (i64)pos[lo - 1] : 0);
+    }
+}
+
+// cnt[v] += 1 for every entry u -> v with u and v both remaining (rep < 0)
+extern "C" __global__ void dg_cond_count(const i64* __restrict__ ptr, const int* __restrict__ idx,
+                                         const int* __restrict__ rep, int* __restrict__ cnt, i64 n) {
+    DG_WARP_ROWS(n) {
+        if (rep[r] >= 0) continue;
+        for (i64 e = ptr[r] + lane; e < ptr[r + 1]; e += 32) {
+            const int v = idx[e];
+            if (rep[v] < 0) atomicAdd(&cnt[v], 1);
+        }
+    }
+}
+
+// reverse CSR rows (unordered within a row: used for searches only); cursor starts at rptr[:-1]
+extern "C" __global__ void dg_cond_transpose(const i64* __restrict__ ptr, const int* __restrict__ idx,
+                                             i64* __restrict__ cursor, int* __restrict__ ridx, i64 n) {
+    DG_WARP_ROWS(n) {
+        for (i64 e = ptr[r] + lane; e < ptr[r + 1]; e += 32) {
+            const i64 p = (i64)atomicAdd((unsigned long long*)&cursor[idx[e]], 1ULL);
+            ridx[p] = (int)r;
+        }
+    }
+}
+
+// minm[rep[v]] = smallest v of each component (minm starts at n)
+extern "C" __global__ void dg_cond_min_member(const int* __restrict__ rep, int* __restrict__ minm, i64 n) {
+    const i64 stride = (i64)gridDim.x * blockDim.x;
+    for (i64 v = (i64)blockIdx.x * blockDim.x + threadIdx.x; v < n; v += stride) atomicMin(&minm[rep[v]], (int)v);
+}
+
+struct SweepState {
+    int* rep;
+    int* cnt;
+    int* color;
+    int* mark;
+    int* level;  // PEEL: written when want_level
+    int want_level;
+    int bit;
+};
+
+// Does the entry u -> v put v on the next frontier (round `round` being processed)?
+__device__ __forceinline__ bool dg_visit(int mode, int u, int v, const SweepState& s, int round) {
+    if (mode == DG_PEEL) {
+        if (s.rep[v] < 0 && atomicSub(&s.cnt[v], 1) == 1) {
+            s.rep[v] = v;
+            if (s.want_level) s.level[v] = round + 1;
+            return true;
+        }
+    } else if (mode == DG_REACH) {
+        if (s.rep[v] < 0 && !(atomicOr(&s.mark[v], s.bit) & s.bit)) return true;
+    } else if (mode == DG_COLOR) {
+        if (s.rep[v] < 0) {
+            const int c = s.color[u];
+            if (atomicMax(&s.color[v], c) < c && atomicExch(&s.mark[v], round + 1) != round + 1) return true;
+        }
+    } else {  // DG_COLOR_BACK
+        const int c = s.color[u];
+        if (s.rep[v] < 0 && s.color[v] == c && atomicCAS(&s.rep[v], -1, c) == -1) return true;
+    }
+    return false;
+}
+
+// one round: frontier fin[0..nin) -> fout, status[0] = its length, status[1] = its rows' entries
+extern "C" __global__ void dg_cond_sweep(int mode, const i64* __restrict__ ptr, const int* __restrict__ idx,
+                                         int* rep, int* cnt, int* color, int* mark, int* level, int want_level, int bit,
+                                         const int* __restrict__ fin, i64 nin, int* __restrict__ fout,
+                                         unsigned long long* status, int round) {
+    const SweepState s{rep, cnt, color, mark, level, want_level, bit};
+    DG_WARP_ROWS(nin) {
+        const int u = fin[r];
+        for (i64 e = ptr[u] + lane; e < ptr[u + 1]; e += 32) {
+            const int v = idx[e];
+            if (dg_visit(mode, u, v, s, round)) {
+                fout[atomicAdd(&status[0], 1ULL)] = v;
+                atomicAdd(&status[1], (unsigned long long)(ptr[v + 1] - ptr[v]));
+            }
+        }
+    }
+}
+
+// Consecutive rounds in ONE block while a frontier's length + entries stay <= small_work.
+// state (int64): [0] frontier length, [1] round, [2] entries of the frontier's rows,
+// [3] which buffer holds it (0: fa, 1: fb), [4] rounds done by this launch (out)
+extern "C" __global__ void dg_cond_sweep_small(int mode, const i64* __restrict__ ptr, const int* __restrict__ idx,
+                                               int* rep, int* cnt, int* color, int* mark, int* level, int want_level,
+                                               int bit, int* fa, int* fb, i64* state, i64 small_work) {
+    const SweepState s{rep, cnt, color, mark, level, want_level, bit};
+    __shared__ unsigned long long s_n, s_work;
+    i64 nin = state[0], work = state[2], done = 0;
+    int round = (int)state[1], cur = (int)state[3];
+    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, nwarps = blockDim.x >> 5;
+    while (nin > 0 && nin + work <= small_work) {
+        const int* fin = cur ? fb : fa;
+        int* fout = cur ? fa : fb;
+        if (threadIdx.x == 0) { s_n = 0; s_work = 0; }
+        __syncthreads();
+        for (i64 i = warp; i < nin; i += nwarps) {
+            const int u = fin[i];
+            for (i64 e = ptr[u] + lane; e < ptr[u + 1]; e += 32) {
+                const int v = idx[e];
+                if (dg_visit(mode, u, v, s, round)) {
+                    fout[atomicAdd(&s_n, 1ULL)] = v;
+                    atomicAdd(&s_work, (unsigned long long)(ptr[v + 1] - ptr[v]));
+                }
+            }
+        }
+        __syncthreads();
+        nin = (i64)s_n;
+        work = (i64)s_work;
+        round += 1;
+        cur ^= 1;
+        done += 1;
+        __syncthreads();  // everyone has read s_n before it is reset
+    }
+    if (threadIdx.x == 0) {
+        state[0] = nin; state[1] = round; state[2] = work; state[3] = cur; state[4] = done;
+    }
+}

@@ -1,0 +1,137 @@
+"""GPU condensation (kernels/condense.cu via distgrail.stages.scc.CudaSteps) against its NumPy twins,
+step by step, and ``condense_cuda`` against the CPU ``condense`` (every array byte-identical).
+Skipped without a usable GPU (conftest says why)."""
+
+import numpy as np
+import pytest
+
+from distgrail.errors import BackendError
+from distgrail.stages import condense as condense_mod
+from distgrail.stages import scc
+from distgrail.stages.condense import condense, condense_cuda, dag_to_host
+from distgrail.stages.scc import CudaSteps, NumpySteps, scc_reps
+from test_condense import GRAPHS, assert_same_dag
+
+pytestmark = pytest.mark.gpu
+
+
+def _same(name, gpu, cpu):
+    g = gpu.get() if hasattr(gpu, "get") else np.asarray(gpu)
+    assert g.dtype == cpu.dtype, f"{name}: dtype {g.dtype} (gpu) != {cpu.dtype} (cpu)"
+    assert np.array_equal(g, cpu), f"{name}: {g.tolist()[:20]} (gpu) != {cpu.tolist()[:20]} (cpu)"
+
+
+def _sorted_rows(ptr, idx):
+    ptr, idx = (a.get() if hasattr(a, "get") else a for a in (ptr, idx))
+    return ptr, np.concatenate([np.sort(idx[ptr[i]:ptr[i + 1]]) for i in range(ptr.size - 1)] + [idx[:0]])
+
+
+def _up(g):
+    import cupy as cp
+
+    return cp.asarray(g.src, dtype=cp.int32), cp.asarray(g.dst, dtype=cp.int32)
+
+
+@pytest.mark.parametrize("name", sorted(GRAPHS))
+def test_condense_cuda_equals_cpu(name):
+    g = GRAPHS[name]
+    d = condense_cuda(*_up(g), g.n)
+    assert_same_dag(dag_to_host(d), condense(g))
+    if g.n:
+        assert set(d.timings) == {"csr", "trim", "scc", "levels", "renumber"}
+
+
+@pytest.mark.parametrize("small_work", [0, 1 << 40])
+@pytest.mark.parametrize("name", ["deep-chain", "giant-ring", "many-small-sccs", "scale-free-back-edges", "paper-dag"])
+def test_grid_and_single_block_sweeps_agree(monkeypatch, name, small_work):
+    """SMALL_WORK 0: every round a grid launch; huge: every round inside one block."""
+    monkeypatch.setattr(scc, "SMALL_WORK", small_work)
+    g = GRAPHS[name]
+    assert_same_dag(dag_to_host(condense_cuda(*_up(g), g.n)), condense(g))
+
+
+@pytest.mark.parametrize("name", ["self-loops-and-duplicates", "many-small-sccs", "giant-scc-with-tails", "dense-random",
+                                  "scale-free-back-edges", "paper-dag", "giant-ring", "no-edges"])
+def test_steps_match_numpy_twins(name):
+    import cupy as cp
+
+    g = GRAPHS[name]
+    gs, ns = CudaSteps(), NumpySteps()
+    src, dst = _up(g)
+    n = g.n
+    # CSR: sorted input takes the fast path, shuffled input the key sort
+    ptr, idx = ns.edge_csr(g.src, g.dst, n)
+    gptr, gidx = gs.edge_csr(src, dst, n)
+    _same("csr ptr", gptr, ptr)
+    _same("csr idx", gidx, idx)
+    perm = cp.asarray(np.random.default_rng(0).permutation(g.m))
+    gptr2, gidx2 = gs.edge_csr(src[perm], dst[perm], n)
+    _same("csr ptr (shuffled)", gptr2, ptr)
+    _same("csr idx (shuffled)", gidx2, idx)
+    # counts and forward trimming (levels, rounds)
+    rep = np.full(n, -1, dtype=np.int32)
+    grep = cp.asarray(rep)
+    cnt = ns.count(ptr, idx, rep)
+    gcnt = gs.count(gptr, gidx, grep)
+    _same("in-degree", gcnt, cnt)
+    lev, glev = np.full(n, -1, np.int32), cp.full(n, -1, cp.int32)
+    assert gs.peel(gptr, gidx, grep, gcnt, glev) == ns.peel(ptr, idx, rep, cnt, lev), "trim rounds"
+    _same("trim rep", grep, rep)
+    _same("trim levels", glev, lev)
+    # reverse CSR (rows unordered on the GPU) and backward trimming
+    rptr, ridx = ns.transpose(ptr, idx, n)
+    grptr, gridx = gs.transpose(gptr, gidx, n)
+    gp, gi = _sorted_rows(grptr, gridx)
+    _same("transpose ptr", cp.asarray(gp), rptr)
+    _same("transpose idx", cp.asarray(gi), ridx)
+    assert gs.peel(grptr, gridx, grep, gs.count(grptr, gridx, grep)) == ns.peel(rptr, ridx, rep, ns.count(rptr, ridx, rep))
+    _same("backward trim rep", grep, rep)
+    rem = np.flatnonzero(rep < 0).astype(np.int32)
+    if rem.size:
+        pivot = ns.pivot(ptr, rptr, rem)
+        assert gs.pivot(gptr, grptr, cp.asarray(rem)) == pivot
+        mark, gmark = np.zeros(n, np.int32), cp.zeros(n, cp.int32)
+        for bit, (p, i, gp_, gi_) in ((1, (ptr, idx, gptr, gidx)), (2, (rptr, ridx, grptr, gridx))):
+            assert gs.reach(gp_, gi_, grep, gmark, pivot, bit) == ns.reach(p, i, rep, mark, pivot, bit), "reach rounds"
+        _same("forward-backward marks", gmark, mark)
+        color, gcolor = np.arange(n, dtype=np.int32), cp.arange(n, dtype=cp.int32)
+        ns.color(ptr, idx, rep, color, mark)
+        gs.color(gptr, gidx, grep, gcolor, gmark)
+        _same("colours", gcolor, color)
+        roots = rem[color[rem] == rem]
+        assert gs.color_back(grptr, gridx, grep, gcolor, cp.asarray(roots)) == ns.color_back(rptr, ridx, rep, color, roots)
+        _same("colour components", grep, rep)
+    # whole SCC flow, min members, condensed CSR, renumbering
+    r, lv, info = scc_reps(ns, ptr, idx, n)
+    gr, glv, ginfo = scc_reps(gs, gptr, gidx, n)
+    assert (r is None) == (gr is None) and info["trim_rounds"] == ginfo["trim_rounds"]
+    _same("levels", glv, lv)
+    if r is not None:
+        _same("rep (smallest member)", gr, r)
+        lab = np.unique(r, return_inverse=True)[1].astype(np.int32)
+        C = int(lab.max()) + 1
+        hp, hi = ns.mapped_csr(ptr, idx, lab, C)
+        ghp, ghi = gs.mapped_csr(gptr, gidx, cp.asarray(lab), C)
+        _same("condensed ptr", ghp, hp)
+        _same("condensed idx", ghi, hi)
+    else:
+        C, hp, hi, ghp, ghi = n, ptr, idx, gptr, gidx
+    f = np.random.default_rng(1).permutation(C).astype(np.int32)
+    want = ns.renumber([hp, hi], f, C)
+    got = gs.renumber([ghp, ghi], cp.asarray(f), C)
+    for what, a, b in zip(("indptr", "indices", "rindptr", "rindices"), got, want):
+        _same(f"renumbered {what}", a, b)
+
+
+def test_too_big_for_the_gpu_raises_backend_error(monkeypatch):
+    g = GRAPHS["two-cycle"]
+    monkeypatch.setattr(condense_mod, "condense_bytes", lambda n, m: 1 << 60)
+    with pytest.raises(BackendError, match="condensation needs about"):
+        condense_cuda(*_up(g), g.n)
+
+
+def test_dag_to_host_returns_numpy_arrays():
+    g = GRAPHS["giant-scc-with-tails"]
+    h = dag_to_host(condense_cuda(*_up(g), g.n))
+    assert all(isinstance(getattr(h, k), np.ndarray) for k in ("comp", "indptr", "indices", "rindptr", "rindices",
+                                                                "level", "level_ptr"))
