@@ -105,11 +105,20 @@ def _outputs_ok(args, *inputs):
     check_output(out)
 
 
+def _outputs_ok_everywhere(args, comm, *inputs):
+    """:func:`_outputs_ok` on rank 0, its outcome shared by every rank (one message, exit 2 on all)."""
+    if comm is None:
+        return _outputs_ok(args, *inputs)
+    from .mpi.errors import run_shared
+
+    run_shared(comm, "checking the output path", _outputs_ok if comm.Get_rank() == 0 else None, args, *inputs)
+
+
 def cmd_index(args):
     import distgrail
 
-    _outputs_ok(args, _resolve_bundled(args.graph, "graph"))
     comm = _comm(args)
+    _outputs_ok_everywhere(args, comm, _resolve_bundled(args.graph, "graph"))
     if comm is not None:
         from .mpi.binding import bind_gpu
 
@@ -152,8 +161,8 @@ def cmd_query(args):
     from .io.writers import write_answers
 
     pairs = _resolve_bundled(args.pairs, "pairs")
-    _outputs_ok(args, args.index, pairs)
     comm = _comm(args)
+    _outputs_ok_everywhere(args, comm, args.index, pairs)
     if comm is not None:
         from .mpi.binding import bind_gpu
 

@@ -43,7 +43,8 @@ def test_define_options_are_exactly_the_constants():
     assert got["DG_GOLDEN"] == 0x9E3779B97F4A7C15 and got["DG_S2"] == 0xD1B54A32D192ED03
     assert got["DG_MIX1"] == 0xBF58476D1CE4E5B9 and got["DG_MIX2"] == 0x94D049BB133111EB
     assert got["DG_CAP"] == 2**62 == satmath.CAP
-    assert [got[f"DG_{n}"] for n in ("SAME", "LEVEL", "INTERVAL", "TREE", "SEARCH_POS", "SEARCH_NEG")] == [1, 2, 3, 4, 5, 6]
+    assert [got[f"DG_STEP_{s.upper()}"] for s in constants.STEPS] == list(range(1, 9))
+    assert got["DG_MAX_ROUNDS"] == 9
     # every compile gets them, NVRTC and nvcc alike
     assert set(opts) <= set(kernels.compile_options())
 

@@ -88,7 +88,7 @@ def test_unwritable_output_ends_every_rank_with_status_2(tmp_path):
     before = shm_segments()
     out = tmp_path / "missing" / "x.h5"
     r = mpirun(2, "-m", "distgrail", "index", "bundled", "-o", str(out), "--backend", "cpu")
-    assert_clean_exit_2(r, f"rank 0, checking the output path: {out}: cannot write the index: directory "
+    assert_clean_exit_2(r, f"rank 0, checking the output path: {out}: cannot write the output: directory "
                            f"{out.parent} does not exist", before)
     assert os.listdir(tmp_path) == []
     r = mpirun(2, "-m", "distgrail", "info", str(tmp_path / "nope.h5"))  # a one-process command on rank 0

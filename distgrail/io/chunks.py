@@ -19,6 +19,7 @@ import numpy as np
 
 from ..errors import GraphFormatError
 from .read import FORMATS, detect_format
+from .excerpt import looks_binary
 from .text import Text, parse_n
 
 __all__ = ["Plan", "plan_read", "ChunkReader", "Hasher", "LineTooLong", "memory_estimate", "FMT_CODES",
@@ -126,6 +127,9 @@ def plan_read(path, fmt: str = "auto", num_vertices: int | None = None) -> Plan:
         return Plan("h5", path, fmt)
     if num_vertices is not None and (fmt != "edgelist" or int(num_vertices) < 0):
         return Plan("cpu", path, fmt, reason="bad arguments")
+    with open(path, "rb") as f:
+        if looks_binary(f.read(4096)):  # the CPU reader's check, so its error text
+            return Plan("cpu", path, fmt, reason="binary data")
     size = os.path.getsize(path)
     if fmt == "edgelist":
         n = None if num_vertices is None else int(num_vertices)

@@ -29,6 +29,8 @@ import sys
 
 import numpy as np
 
+from ..dtypes import size_problem
+
 from .chunks import FMT_CODES, ChunkReader, Hasher, LineTooLong, memory_estimate, plan_read
 from .graph import EdgeGraph
 from .parse_twin import TILE, NumpyDevice, check_args
@@ -334,6 +336,10 @@ def read_text_graph(path, fmt: str = "auto", num_vertices: int | None = None, de
             dev.fits(memory_estimate(plan, chunk_bytes), f"parsing {name} on the GPU")
             with dev.activate():
                 n, src, dst, sha = _parse_file(plan, dev, chunk_bytes, sha256)
+            if plan.fmt == "edgelist" and num_vertices is None and int(src.shape[0]) == 0:
+                raise _Anomaly("no edge: the CPU reader says what an empty edge list needs")
+            if size_problem(int(n)):
+                raise _Anomaly(f"{int(n):,} vertices: {size_problem(int(n))}")
             g = EdgeGraph(n=n, src=src, dst=dst, name=name, sha256=sha)
             g.meta.update(path=os.path.abspath(plan.path), format=plan.fmt, parser=dev.name)
             return g
