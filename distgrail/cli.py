@@ -133,7 +133,7 @@ def cmd_index(args):
         build = partial(build_index_distributed, full_index_on="root")
     idx = build(_resolve_bundled(args.graph, "graph"), dims=args.dims, seed=args.seed,
                 parent_rule=args.parent_rule, backend=args.backend, fmt=args.format,
-                num_vertices=args.num_vertices, output=args.output, comm=comm,
+                num_vertices=args.num_vertices, output=args.output, comm=comm, supports=args.supports,
                 progress=not args.quiet and _rank(comm) == 0)
     if idx is None:  # ranks > 0 under MPI
         return 0
@@ -297,6 +297,8 @@ def build_parser() -> argparse.ArgumentParser:
     sp.add_argument("--dims", type=int, default=5, help="label dimensions d (default 5)")
     sp.add_argument("--seed", type=int, default=0, help="seed of the sibling-order hash (default 0)")
     sp.add_argument("--parent-rule", choices=PARENT_RULES, default="max-level", help="phase-1 parent rule")
+    sp.add_argument("--supports", type=int, default=64,
+                    help="support vertices K whose reach masks prove pairs without search (default 64; 0 = plain GRAIL)")
     sp.add_argument("--format", choices=FORMATS, default="auto", help="graph file format (default auto)")
     sp.add_argument("--num-vertices", type=int, default=None, help="edge lists: number of vertices")
     common(sp)

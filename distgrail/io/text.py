@@ -1,15 +1,10 @@
 """Text access for the graph readers: chunks that end at line ends, tokens, errors with file:line,
 and the SHA-256 of the file computed beside the parse.
 
-Text is parsed without a Python loop per line or per edge: the file is read in chunks of
-``CHUNK_BYTES`` that end at line ends. Each chunk first takes a fast path: one
-``bytes.translate`` (markers to blanks, anything unexpected to 0x01), a few byte-wide NumPy
-passes that locate ':', '#' and newlines and count tokens per line with a packed bitmap, and
-``numpy.fromstring`` for the numbers (about half the time). Anything unusual (a bad byte, a
-malformed line, an id out of range, many comments) sends the chunk to the general path, which
-checks every line byte-exactly and reports ``file:line: what is wrong, got 'value'``; the error
-line is found only then, so the fast path pays nothing for it. The file's SHA-256 is computed
-beside the parse (on another thread when two cores are usable).
+No Python loop per line or edge: chunks of ``CHUNK_BYTES`` take a fast path (``bytes.translate``,
+byte-wide NumPy passes, token counts by packed bitmap, ``numpy.fromstring``); anything unusual
+sends a chunk to the general path, which checks every line byte-exactly and reports
+``file:line: what is wrong, got 'value'``. SHA-256 runs beside the parse (a thread on two cores).
 """
 
 from __future__ import annotations

@@ -46,6 +46,7 @@ from .binding import ensure_bound
 from .collectives import (CHUNK_BYTES, bcast_array, bcast_dataclass, gather_rows, offsets, receive_buffer,
                           split_counts)
 from .errors import mpi, own_comm, run_shared
+from ..stages.supports import DEFAULT_SUPPORTS, choose_supports, support_masks, words
 from .nodeshare import NodeGroups, room_for, shm_enabled
 
 __all__ = ["build_index_distributed", "ROOT_ONLY_DAG", "FULL_INDEX_ON"]
@@ -105,7 +106,7 @@ def _check_args(dims, seed, parent_rule, full_index_on):
 
 def build_index_distributed(graph, dims: int = 5, seed: int = 0, parent_rule: str = "max-level", backend="auto",
                             fmt: str = "auto", num_vertices=None, output=None, comm=None, progress: bool = False,
-                            full_index_on: str = "all"):
+                            full_index_on: str = "all", supports: int = DEFAULT_SUPPORTS):
     """Collective: build the index with phases 3–4 split over ``comm``'s ranks (see the module doc).
 
     ``graph``, ``fmt``, ``num_vertices`` and ``output`` are used on rank 0 only (other ranks may
@@ -184,11 +185,12 @@ def build_index_distributed(graph, dims: int = 5, seed: int = 0, parent_rule: st
             finally:
                 if nodes is not None:
                     nodes.free()
+            sup = st.run("phase 5", _supports, comm, dag, supports, seed, be, everywhere, root) if supports else None
             if everywhere:  # what queries need, on every rank; rank 0 always owns dimension 0
                 post0, dag = st.run("bcast_index", _bcast_for_queries, comm, post0, dag, complete, root)
             # the last collective before the write: the index is whole where it is wanted
             idx = run_shared(comm, "assembling the index", assemble if everywhere or here else None, g, dag, forest,
-                             post0, labels, dims, seed, parent_rule)
+                             post0, labels, dims, seed, parent_rule, supports=sup)
             if write:  # every rank enters the step, whatever it passed as output
                 st.run("write", run_shared, comm, f"writing the index {os.fspath(output) if here else ''}",
                        idx.save if here else None, output)
@@ -251,3 +253,33 @@ def _gather_labels(comm, iv, counts, C, dt, root):
     out = run_shared(comm, "allocating the gathered labels", receive_buffer if here else None,
                      (int(np.sum(counts)), C, 2), dt)
     return gather_rows(comm, iv, counts, out, root)
+
+
+def _supports(comm, dag, K, seed, be, everywhere, root):
+    """Collective phase 5: root chooses the K supports; the mask words are split over the ranks in
+    contiguous blocks (like the dimensions), each rank sweeps its block, and the blocks are
+    gathered to root (and broadcast when every rank assembles). Byte-identical to one process:
+    a mask word depends only on the supports it holds."""
+    me, size = comm.Get_rank(), comm.Get_size()
+    here = me == root
+    ids = run_shared(comm, "choosing the support vertices", choose_supports if here else None, dag, K, seed)
+    ids = bcast_array(comm, ids, root)
+    K, C = int(ids.shape[0]), int(dag.C)
+    wc = split_counts(words(K), size)
+    w0, w1 = int(offsets(wc)[me]), int(offsets(wc)[me + 1])
+
+    def block():
+        out, inn = support_masks(be, dag, ids, (64 * w0, min(64 * w1, K)))
+        return np.ascontiguousarray(be.to_host(out).T), np.ascontiguousarray(be.to_host(inn).T)
+
+    what = f"support masks, words {w0}..{w1 - 1}" if w1 > w0 else "support masks (no word on this rank)"
+    mine = run_shared(comm, what, block)
+    masks = []
+    for part in mine:  # (words, C) blocks stacked in rank order, then back to (C, W)
+        full = run_shared(comm, "allocating the support masks",
+                          (lambda: np.empty((words(K), C), np.uint64)) if here else None)
+        full = gather_rows(comm, part, wc, full, root)
+        if everywhere:
+            full = bcast_array(comm, full, root)
+        masks.append(np.ascontiguousarray(full.T) if full is not None else None)
+    return (ids, masks[0], masks[1]) if everywhere or here else None
