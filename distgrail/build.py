@@ -106,8 +106,8 @@ def build_index(graph, dims: int = 5, seed: int = 0, parent_rule: str = "max-lev
         timings = dict(forest.timings)
         post0, iv = st.run("phases 3-4", label_dimensions, dag, forest, range(dims), seed, be, timings)
         forest.release_device()  # the index keeps host copies; the forest's GPU memory goes back
+        sup = st.run("phase 5", build_supports, dag, supports, seed, be) if supports else None  # DAG still on the device
         dag = dag_to_host(dag, be)  # only what the index file stores comes back to the host
-        sup = st.run("phase 5", build_supports, dag, supports, seed, be) if supports else None
         idx = assemble(g, dag, forest, post0, iv, dims, seed, parent_rule, supports=sup)
         if output is not None:
             st.run("write", idx.save, output)

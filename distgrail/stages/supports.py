@@ -67,8 +67,14 @@ def choose_supports(dag, K: int, seed: int = 0) -> np.ndarray:
     dt = smallest_int(max(C, 1))
     if K == 0:
         return np.zeros(0, dtype=dt)
-    outdeg = np.diff(np.asarray(dag.indptr)).astype(np.uint64)
-    indeg = np.bincount(np.asarray(dag.indices), minlength=C).astype(np.uint64)
+    ip, ix = dag.indptr, dag.indices
+    if isinstance(ix, np.ndarray):
+        outdeg, indeg = np.diff(ip), np.bincount(ix, minlength=C)
+    else:  # a DAG on the GPU: degrees counted there, only the C-long counts come back
+        import cupy
+
+        outdeg, indeg = cupy.diff(ip).get(), cupy.bincount(ix, minlength=C).get()
+    outdeg, indeg = outdeg.astype(np.uint64), indeg.astype(np.uint64)
     score = (indeg + np.uint64(1)) * (outdeg + np.uint64(1))  # < 2^64: degrees < 2^32 each
     tie = hash3(seed, STREAM_SUPPORT, np.arange(C, dtype=np.uint64))
     b = (np.arange(K + 1, dtype=np.int64) * C) // K  # K <= C: every slice is non-empty
