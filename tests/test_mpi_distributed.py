@@ -160,9 +160,10 @@ def test_full_index_on_root_sends_the_other_ranks_only_what_they_label_with(comm
     got = spy_bcast(monkeypatch)
     g = cyclic_graph()
     out = tmp_path / "root.h5"
+    # supports=0: the bytes counted are those of the labeling (phase 5 sends its ids on top)
     idx = distributed.build_index_distributed(g, dims=5, seed=4, backend="cpu", output=out, comm=comm,
-                                              full_index_on="root")
-    ref = distgrail.build_index(g, dims=5, seed=4, backend="cpu")
+                                              full_index_on="root", supports=0)
+    ref = distgrail.build_index(g, dims=5, seed=4, backend="cpu", supports=0)
     dag = condense(g)
     forest = build_forest(dag, 4, "max-level", "cpu")
     need = sum(a.nbytes for a in (dag.indptr, dag.indices, dag.level_ptr, forest.parent, forest.size))
@@ -213,8 +214,8 @@ def test_stored_condensation_is_read_by_every_rank(comm, tmp_path, monkeypatch, 
         monkeypatch.setattr(distributed, "read_condensation", unreadable)
     monkeypatch.setenv("DISTGRAIL_SHM", "0")  # the labels come by broadcast too: count them
     got = spy_bcast(monkeypatch)
-    idx = distgrail.build_index(path, dims=3, seed=2, backend="cpu", comm=comm)
-    ref = distgrail.build_index(path, dims=3, seed=2, backend="cpu")
+    idx = distgrail.build_index(path, dims=3, seed=2, backend="cpu", comm=comm, supports=0)  # labeling bytes only
+    ref = distgrail.build_index(path, dims=3, seed=2, backend="cpu", supports=0)
     everywhere(comm, not same_index(ref, idx), same_index(ref, idx))
     dag = condense(g)
     # received: the forest (and post0, labels) always; the DAG's CSR only when some rank could not read it
@@ -596,3 +597,15 @@ def test_api_build_and_query_bind_each_rank_to_its_own_gpu(comm, monkeypatch, ke
     binding.bind_gpu(comm, "gpu", share=True)
     distgrail.build_index(distgrail.bundled_graph(), dims=2, backend="gpu", comm=comm)
     everywhere(comm, asked[-1] == ("gpu", 0), f"asked {asked}")
+
+
+@pytest.mark.parametrize("K", [1, 64, 200])
+def test_support_masks_split_over_ranks_give_the_one_process_index(comm, K):
+    """Phase 5's mask words are split over the ranks (K = 200: 4 words, so 2-3 ranks each sweep
+    some); the gathered masks and the answers equal a one-process build."""
+    g = cyclic_graph()
+    ref = distgrail.build_index(g, dims=2, seed=3, backend="cpu", supports=K)
+    idx = distgrail.build_index(g, dims=2, seed=3, backend="cpu", comm=comm, supports=K)
+    everywhere(comm, not same_index(ref, idx), same_index(ref, idx))
+    everywhere(comm, idx.meta["supports"] == min(K, idx.C) and idx.arrays["supports/out"].shape[1] == -(-min(K, idx.C) // 64),
+               f"supports {idx.meta['supports']}, masks {idx.arrays['supports/out'].shape}")

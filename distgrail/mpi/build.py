@@ -269,6 +269,8 @@ def _supports(comm, dag, K, seed, be, everywhere, root):
     w0, w1 = int(offsets(wc)[me]), int(offsets(wc)[me + 1])
 
     def block():
+        if w1 == w0:  # no mask word on this rank
+            return np.zeros((0, C), np.uint64), np.zeros((0, C), np.uint64)
         out, inn = support_masks(be, dag, ids, (64 * w0, min(64 * w1, K)))
         return np.ascontiguousarray(be.to_host(out).T), np.ascontiguousarray(be.to_host(inn).T)
 
