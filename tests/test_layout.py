@@ -108,10 +108,12 @@ def test_no_module_over_the_size_limit():
 
 #: pipeline stage -> (module, NumPy twin, CUDA launcher, kernel source)
 STAGES = [
+    ("condense", "stages/condense.py", "condense_numpy", "condense_cuda", "condense.cu"),
     ("phase 1", "stages/forest.py", "parents_max_level", "parents_max_level_cuda", "forest.cu"),
     ("phase 2", "stages/subtree.py", "subtree_sizes_numpy", "subtree_sizes_cuda", "subtree.cu"),
     ("phase 3", "stages/ranks.py", "post_order_ranks_numpy", "post_order_ranks_cuda", "ranks.cu"),
     ("phase 4", "stages/intervals.py", "descendant_intervals_numpy", "descendant_intervals_cuda", "intervals.cu"),
+    ("phase 5", "stages/supports.py", "support_masks_numpy", "support_masks_cuda", "supports.cu"),
 ]
 
 
@@ -124,4 +126,5 @@ def test_each_stage_has_its_twin_launcher_and_kernel_under_one_name(stage, modul
     assert os.path.exists(src), f"{stage}: no kernels/{kernel}"
     stem = os.path.splitext(kernel)[0]
     body = open(path).read()
-    assert f'kernel("{stem}"' in body, f"{module} does not launch kernels from kernels/{kernel}"
+    launcher_src = body + (open(os.path.join(PKG, "stages", "scc.py")).read() if stage == "condense" else "")
+    assert f'kernel("{stem}"' in launcher_src, f"{module} does not launch kernels from kernels/{kernel}"
