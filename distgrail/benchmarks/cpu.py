@@ -99,7 +99,7 @@ def main(argv=None):
         name = os.path.basename(f)[:-4]
         g = distgrail.read_graph(f)
         s, t = read_pairs(f + ".q100k.pairs.gz")
-        idx, tb = best(lambda: distgrail.build_index(g, dims=args.dims, backend="cpu"), args.repeat)
+        idx, tb = best(lambda: distgrail.build_index(g, dims=args.dims, backend="cpu", supports=0), args.repeat)
         (ans, st0), tq = best(lambda: idx.query(s, t, backend="cpu"), args.repeat)
         side.append((name, 0, 0.0, st0, tq))
         idx_k, t5 = with_supports(idx, g, args.supports)
@@ -123,7 +123,7 @@ def main(argv=None):
     t0 = time.perf_counter()
     g = generate("paper", args.paper_n, args.paper_deg, seed=1)
     t1 = time.perf_counter()
-    idx = distgrail.build_index(g, dims=args.dims, backend="cpu")
+    idx = distgrail.build_index(g, dims=args.dims, backend="cpu", supports=0)  # K = 0; with_supports adds K
     t2 = time.perf_counter()
     rng = np.random.default_rng(0)
     s, t = rng.integers(0, g.n, args.paper_pairs), rng.integers(0, g.n, args.paper_pairs)

@@ -147,7 +147,7 @@ def main(argv=None):
     for name, src in graphs:
         t0 = time.perf_counter()
         g = distgrail.read_graph(src) if isinstance(src, str) else generate(src[0], src[1], src[2], 0, levels=src[3])
-        idx = distgrail.build_index(g, dims=args.dims, backend="cpu")
+        idx = distgrail.build_index(g, dims=args.dims, backend="cpu", supports=0)  # K = 0; with_supports adds K
         t_build = time.perf_counter() - t0
         ip, ix = csr_of(g)
         rng = np.random.default_rng(12345)
@@ -216,7 +216,7 @@ def main(argv=None):
     if args.big and graphs:
         name, src = next((x for x in graphs if x[0] == "kegg_dag_uniq"), graphs[0])
         g = distgrail.read_graph(src) if isinstance(src, str) else generate(src[0], src[1], src[2], 0, levels=src[3])
-        idx = distgrail.build_index(g, dims=args.dims, backend="cpu")
+        idx = distgrail.build_index(g, dims=args.dims, backend="cpu", supports=0)  # K = 0; with_supports adds K
         rng = np.random.default_rng(99)
         s, t = rng.integers(0, g.n, args.big), rng.integers(0, g.n, args.big)
         from distgrail.query import answer as gpu_query
