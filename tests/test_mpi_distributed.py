@@ -609,3 +609,10 @@ def test_support_masks_split_over_ranks_give_the_one_process_index(comm, K):
     everywhere(comm, not same_index(ref, idx), same_index(ref, idx))
     everywhere(comm, idx.meta["supports"] == min(K, idx.C) and idx.arrays["supports/out"].shape[1] == -(-min(K, idx.C) // 64),
                f"supports {idx.meta['supports']}, masks {idx.arrays['supports/out'].shape}")
+
+
+def test_node_labels_reach_every_rank(comm):
+    """A graph with its own labels built with comm: every rank's Index takes the labels."""
+    idx = distgrail.build_index({"a": ["b"], "b": ["c"], "d": []}, dims=2, backend="cpu", comm=comm)
+    got = (bool(idx.reachable("a", "c")), bool(idx.reachable("c", "a")), bool(idx.reachable("d", "a")))
+    everywhere(comm, got == (True, False, False), f"rank {comm.Get_rank()} answers {got}")

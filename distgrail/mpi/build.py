@@ -70,8 +70,9 @@ def _share_dag(comm, dag, g, root=0):
     condensation themselves (``complete``: they have every field) or receive the labeling
     fields by broadcast (the others are None)."""
     here = comm.Get_rank() == root
-    name, sha, path = comm.bcast((g.name, g.sha256, _stored_condensation(g, dag)) if here else None, root=root)
-    g = g if here else SimpleNamespace(name=name, sha256=sha)
+    head = (g.name, g.sha256, _stored_condensation(g, dag), getattr(g, "meta", {}).get("node_labels")) if here else None
+    name, sha, path, labels = comm.bcast(head, root=root)  # the user's node labels too (small next to the DAG)
+    g = g if here else SimpleNamespace(name=name, sha256=sha, meta={} if labels is None else {"node_labels": labels})
     if path is not None:
         want = comm.bcast((dag.n, dag.C, dag.m) if here else None, root=root)
         mine, ok = dag, True
