@@ -21,6 +21,7 @@ import time
 
 import numpy as np
 
+from distgrail.errors import DistGrailError
 from distgrail.io.generate import generate
 from distgrail.io.graph import EdgeGraph
 from distgrail.stages.condense import condense, condense_cuda, dag_to_host
@@ -73,7 +74,8 @@ def bench(name, g, repeat, cpu):
         row["cpu_s"] = time.perf_counter() - t
         for k in ARRAYS:
             a, b = getattr(host, k), getattr(ref, k)
-            assert a.dtype == b.dtype and np.array_equal(a, b), f"{name}: {k} differs between GPU and CPU"
+            if not (a.dtype == b.dtype and np.array_equal(a, b)):
+                raise DistGrailError(f"{name}: {k} differs between GPU and CPU")
     return row
 
 

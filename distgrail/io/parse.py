@@ -30,6 +30,7 @@ import sys
 import numpy as np
 
 from ..dtypes import size_problem
+from ..errors import BackendError
 
 from .chunks import FMT_CODES, ChunkReader, Hasher, LineTooLong, memory_estimate, plan_read
 from .graph import EdgeGraph
@@ -74,7 +75,9 @@ class CudaDevice:
 
     def d2h(self, host: np.ndarray, src):
         rt = self.xp.cuda.runtime
-        assert src.flags.c_contiguous and src.nbytes == host.nbytes
+        if not (src.flags.c_contiguous and src.nbytes == host.nbytes):
+            raise BackendError(f"device-to-host copy needs a C-contiguous source of {host.nbytes} bytes, "
+                               f"got {src.nbytes} bytes (contiguous: {src.flags.c_contiguous})")
         rt.memcpyAsync(host.ctypes.data, src.data.ptr, host.nbytes, rt.memcpyDeviceToHost, self.stream.ptr)
 
     def launch(self, name: str, blocks: int, threads: int, args: tuple):
@@ -353,8 +356,6 @@ def read_text_graph(path, fmt: str = "auto", num_vertices: int | None = None, de
             _say(notify, f"distgrail: {name}: the GPU ran out of memory while parsing ({e}); reading on the CPU")
             return None
         except Exception as e:
-            from ..errors import BackendError
-
             if not isinstance(e, BackendError):
                 raise
             _say(notify, f"distgrail: {name}: {e}; reading on the CPU")

@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..errors import BackendError
+
 __all__ = ["SIGNATURES", "KERNELS_NUMPY", "NumpyDevice", "check_args", "classes", "values_numpy", "TILE"]
 
 FMT_GRA, FMT_EDGELIST, FMT_MTX = 0, 1, 2
@@ -95,7 +97,9 @@ def write_numpy(data, L, fmt, ntiles, counts, incl, NL, T, A, B, tok_pos, tok_li
     am = np.flatnonzero(cls & C_A)
     bm = np.flatnonzero(cls & C_B)
     T, NL, A, B = int(T), int(NL), int(A), int(B)
-    assert (ts.size, nl.size, am.size, bm.size) == (T, NL, A, B), "totals disagree with the text"
+    if (ts.size, nl.size, am.size, bm.size) != (T, NL, A, B):
+        raise BackendError(f"parse twin: totals {(T, NL, A, B)} disagree with the text's "
+                           f"{(ts.size, nl.size, am.size, bm.size)} (tokens, newlines, markers)")
     tok_pos[:T] = ts
     tok_line[:T] = np.searchsorted(nl, ts)
     a_pos[:A] = am
