@@ -8,7 +8,7 @@ import distgrail
 from distgrail.gpu.backend import get_backend
 from distgrail.io.generate import generate
 from distgrail.stages.condense import condense
-from distgrail.stages.labeling import _DeviceDAG
+from distgrail.stages.labeling import DeviceDAG
 from distgrail.stages.supports import choose_supports, support_masks_cuda, support_masks_numpy
 from test_query_steps import GRAPHS, indexed, pairs
 
@@ -37,7 +37,7 @@ def test_mask_sweeps_bit_for_bit(name, K):
         assert isinstance(gt, cp.ndarray)
         np.testing.assert_array_equal(cp.asnumpy(gt), w)
     if ids.size > 64:  # a block of whole words, from the labeling's device DAG
-        dd = _DeviceDAG(get_backend("gpu"), dag)
+        dd = DeviceDAG(get_backend("gpu"), dag)
         blk = support_masks_cuda(dd, ids, block=(64, ids.size))
         for w, gt in zip(want, blk):
             np.testing.assert_array_equal(cp.asnumpy(gt), w[:, 1:])

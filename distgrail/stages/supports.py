@@ -149,7 +149,7 @@ def support_masks(be, dag, ids, block=None):
 
     ``dag``: the host :class:`~distgrail.stages.condense.DAG` (its CSR is uploaded on a GPU), or
     on a GPU any object with device ``indptr``/``indices`` and a host ``level_ptr`` (e.g. the
-    labeling's ``_DeviceDAG``). Returns (out, in) on ``be``'s device, (C, ceil((hi-lo)/64)) uint64.
+    labeling's ``DeviceDAG``). Returns (out, in) on ``be``'s device, (C, ceil((hi-lo)/64)) uint64.
     """
     return be.pick(support_masks_numpy, support_masks_cuda)(dag, ids, block)
 
