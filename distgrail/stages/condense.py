@@ -12,8 +12,6 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 import numpy as np
-import scipy.sparse as sp
-from scipy.sparse.csgraph import connected_components
 
 from ..io.graph import EdgeGraph, id_dtype
 from ..segments import gather_rows
@@ -63,6 +61,14 @@ class DAG:
         return int(self.level_ptr.shape[0] - 1)
 
 
+def _sparse():
+    """scipy.sparse with csgraph, imported on first use (the GPU path never needs it: 0.3 s of start-up)."""
+    import scipy.sparse
+    import scipy.sparse.csgraph  # noqa: F401 - makes scipy.sparse.csgraph an attribute
+
+    return scipy.sparse
+
+
 def _kahn_levels(indptr, indices, C):
     """Longest-path level of every vertex of a DAG given in CSR (any numbering)."""
     indeg = np.bincount(indices, minlength=C).astype(np.int64)
@@ -99,7 +105,7 @@ def _csr(src, dst, C):
         indptr = np.zeros(C + 1, dtype=np.int64)  # already sorted and distinct: no conversion
         np.cumsum(np.bincount(src, minlength=C), out=indptr[1:])
         return indptr, dst.astype(dt, copy=False)
-    a = sp.csr_matrix((np.ones(src.size, dtype=np.bool_), (src, dst)), shape=(C, C))
+    a = _sparse().csr_matrix((np.ones(src.size, dtype=np.bool_), (src, dst)), shape=(C, C))
     a.sum_duplicates()
     return a.indptr.astype(np.int64), a.indices.astype(dt)
 
@@ -107,7 +113,7 @@ def _csr(src, dst, C):
 def _transpose(indptr, indices, C):
     """Transposed CSR by a counting sort (SciPy's csr_tocsc, linear time): each output row lists
     its entries in input row order, so it comes out sorted when the input rows are visited in order."""
-    a = sp.csr_matrix((np.ones(indices.size, dtype=np.bool_), indices, indptr), shape=(C, C))
+    a = _sparse().csr_matrix((np.ones(indices.size, dtype=np.bool_), indices, indptr), shape=(C, C))
     t = a.tocsc()
     return t.indptr.astype(np.int64), t.indices.astype(id_dtype(C))
 
@@ -189,10 +195,10 @@ def condense(graph: EdgeGraph) -> DAG:
         if (src[1:] >= src[:-1]).all():  # rows already grouped: build the CSR directly
             indptr0 = np.zeros(n + 1, dtype=np.int64)
             np.cumsum(np.bincount(src, minlength=n), out=indptr0[1:])
-            a = sp.csr_matrix((np.ones(graph.m, dtype=np.bool_), dst, indptr0), shape=(n, n))
+            a = _sparse().csr_matrix((np.ones(graph.m, dtype=np.bool_), dst, indptr0), shape=(n, n))
         else:
-            a = sp.csr_matrix((np.ones(graph.m, dtype=np.bool_), (src, dst)), shape=(n, n))
-        ncomp, labels = connected_components(a, directed=True, connection="strong")
+            a = _sparse().csr_matrix((np.ones(graph.m, dtype=np.bool_), (src, dst)), shape=(n, n))
+        ncomp, labels = _sparse().csgraph.connected_components(a, directed=True, connection="strong")
         del a
         labels = labels.astype(id_dtype(n))
         cu = labels[src]
