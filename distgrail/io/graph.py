@@ -27,6 +27,11 @@ class EdgeGraph:
     """A directed graph as an edge list: ``src[i] -> dst[i]`` for vertices ``0..n-1``.
 
     Duplicate edges, self-loops and cycles are allowed; condensation removes them.
+
+    ``sha256`` is the hex SHA-256 of the file the graph was read from ("" for in-memory graphs).
+    Readers may set it to a running :class:`~distgrail.io.digest.FileDigest`; reading the
+    attribute then waits for the hash (so nothing waits until the value is needed), and
+    :attr:`sha256_pending` tells whether it is still being computed.
     """
 
     n: int
@@ -39,6 +44,41 @@ class EdgeGraph:
     @property
     def m(self) -> int:
         return int(self.src.shape[0])
+
+    @property
+    def sha256_pending(self) -> bool:
+        """True while the file's SHA-256 is still being computed in the background."""
+        d = self.__dict__.get("_sha256", "")
+        return not isinstance(d, str) and not d.done()
+
+    def cancel_sha256(self) -> None:
+        """Stop a background SHA-256 that is no longer wanted (the value becomes "")."""
+        d = self.__dict__.get("_sha256", "")
+        if not isinstance(d, str):
+            d.cancel()
+            self.__dict__["_sha256"] = ""
+
+    def __getstate__(self):  # pickling waits for the hash (a thread does not travel)
+        state = dict(self.__dict__)
+        state["_sha256"] = self.sha256
+        return state
+
+
+def _get_sha256(self) -> str:
+    d = self.__dict__.get("_sha256", "")
+    if not isinstance(d, str):
+        from .digest import resolve
+
+        d = self.__dict__["_sha256"] = resolve(d)
+    return d
+
+
+def _set_sha256(self, value) -> None:
+    self.__dict__["_sha256"] = "" if value is None else value
+
+
+# a property over the dataclass field: __init__, repr and == go through it (the default stays "")
+EdgeGraph.sha256 = property(_get_sha256, _set_sha256, doc="hex SHA-256 of the source file (waits for it)")
 
 
 def _check_ids(arr: np.ndarray, n: int, what: str, name: str) -> None:
