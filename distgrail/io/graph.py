@@ -14,7 +14,7 @@ import numpy as np
 from ..dtypes import size_problem
 from ..errors import GraphFormatError
 
-__all__ = ["EdgeGraph", "edge_graph_csr", "from_arrays", "id_dtype"]
+__all__ = ["EdgeGraph", "edge_graph_csr", "edge_csr_xp", "from_arrays", "id_dtype"]
 
 
 def id_dtype(n: int):
@@ -142,3 +142,23 @@ def edge_graph_csr(graph: EdgeGraph):
     a = sp.csr_matrix((np.ones(graph.m, dtype=np.bool_), (src, dst)), shape=(n, n))
     a.sum_duplicates()
     return a.indptr.astype(np.int64), a.indices.astype(dt)
+
+
+def edge_csr_xp(xp, src, dst, n: int):
+    """(indptr int64, indices int32) of the edges ``src[i] -> dst[i]`` (int32 arrays of ``xp``,
+    NumPy or CuPy, ids below ``n`` < 2^31 - 1) with successors sorted and repeats merged, self-loops
+    kept: the numbers of :func:`edge_graph_csr`, computed where the edges are (one sort of 64-bit
+    (source, target) keys, then a search for each row's first key)."""
+    n = int(n)
+    if int(src.shape[0]) == 0:
+        return xp.zeros(n + 1, dtype=xp.int64), xp.zeros(0, dtype=xp.int32)
+    shift = xp.uint64(32)
+    keys = (src.astype(xp.uint64) << shift) | dst.astype(xp.uint64)
+    keys.sort()
+    first = xp.ones(keys.shape[0], dtype=xp.bool_)
+    xp.not_equal(keys[1:], keys[:-1], out=first[1:])
+    keys = keys[first]
+    del first
+    indptr = xp.searchsorted(keys, xp.arange(n + 1, dtype=xp.uint64) << shift).astype(xp.int64)
+    indices = (keys & xp.uint64(0xFFFFFFFF)).astype(xp.int32)
+    return indptr, indices
