@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import os
 import sys
+from dataclasses import dataclass, replace
 
 import numpy as np
 
@@ -39,7 +40,7 @@ from .graph import EdgeGraph
 from .parse_stages import THREADS, CudaDevice, Edges, Stages
 from .parse_twin import TILE, NumpyDevice
 
-__all__ = ["read_graph_cuda", "read_graph_numpy", "read_text_graph", "tokenize_numpy", "parse_chunk_numpy",
+__all__ = ["read_graph_cuda", "read_graph_numpy", "read_text_graph", "read_text_range", "RangeParse", "finish_edges", "tokenize_numpy", "parse_chunk_numpy",
            "parse_chunk_cuda", "NumpyDevice", "CudaDevice", "Stages", "CHUNK_BYTES", "THREADS"]
 
 #: bytes per chunk (rounded up to whole tiles); three pinned buffers of this size are used
@@ -108,8 +109,9 @@ class _Anomaly(Exception):
     pass
 
 
-def _parse_file(plan, dev, chunk_bytes: int):
-    """The pipeline; returns (n, src, dst) or raises _Anomaly / LineTooLong."""
+def _parse_body(plan, dev, chunk_bytes: int):
+    """The pipeline over bytes ``plan.body:plan.size``; returns (src, dst, vertex_lines, seen)
+    or raises _Anomaly (a kernel flagged something) / LineTooLong."""
     xp, fmt = dev.xp, FMT_CODES[plan.fmt]
     cap = -(-chunk_bytes // TILE) * TILE
     hosts = [dev.pinned(cap) for _ in range(NBUF)]
@@ -149,23 +151,81 @@ def _parse_file(plan, dev, chunk_bytes: int):
         if flags:
             raise _Anomaly(f"flags {flags}")
         m = dev.scalar(st.ebase[0])
-        src, dst = out.src[:m], out.dst[:m]
-        n = plan.n
-        if plan.fmt == "gra":
-            if vertex_lines != n or (n and dev.scalar(xp.count_nonzero(st.seen[:n] != 1))):
-                raise _Anomaly("vertex lines")
-        elif plan.fmt == "mtx":
-            if m != plan.nnz:
-                raise _Anomaly("entries")
-            if plan.symmetric:
-                off = src != dst
-                src, dst = xp.concatenate((src, dst[off])), xp.concatenate((dst, src[off]))
-        elif n is None:
-            n = dev.scalar(xp.maximum(src.max(), dst.max())) + 1 if m else 0
+        return out.src[:m], out.dst[:m], vertex_lines, st.seen[: plan.n or 0]
     finally:
         os.close(fd)
         dev.wait(dev.record())  # nothing in flight reads the buffers once they are freed
+
+
+def finish_edges(plan, xp, src, dst, vertex_lines: int, seen_once: bool):
+    """(n, src, dst) of the whole body's edges, as one parse makes them: a .gra file must have had
+    exactly one line per vertex (``vertex_lines`` lines, ``seen_once``: no vertex twice), a Matrix
+    Market file its ``nnz`` entries (symmetric ones are mirrored here), an edge list without
+    ``num_vertices`` gets the largest id + 1. Raises _Anomaly when the CPU reader must judge."""
+    m = int(src.shape[0])
+    n = plan.n
+    if plan.fmt == "gra":
+        if vertex_lines != n or not seen_once:
+            raise _Anomaly("vertex lines")
+    elif plan.fmt == "mtx":
+        if m != plan.nnz:
+            raise _Anomaly("entries")
+        if plan.symmetric:
+            off = src != dst
+            src, dst = xp.concatenate((src, dst[off])), xp.concatenate((dst, src[off]))
+    elif n is None:
+        n = int(xp.maximum(src.max(), dst.max())) + 1 if m else 0
+    if plan.fmt == "edgelist" and plan.n is None and m == 0:
+        raise _Anomaly("no edge: the CPU reader says what an empty edge list needs")
+    if size_problem(int(n)):
+        raise _Anomaly(f"{int(n):,} vertices: {size_problem(int(n))}")
     return n, src, dst
+
+
+def _parse_file(plan, dev, chunk_bytes: int):
+    """The pipeline; returns (n, src, dst) or raises _Anomaly / LineTooLong."""
+    src, dst, vertex_lines, seen = _parse_body(plan, dev, chunk_bytes)
+    once = plan.fmt != "gra" or not plan.n or not dev.scalar(dev.xp.count_nonzero(seen != 1))
+    return finish_edges(plan, dev.xp, src, dst, vertex_lines, once)
+
+
+@dataclass
+class RangeParse:
+    """One range of a file's body, parsed (:func:`read_text_range`): its edges in file order (arrays
+    of the device), its vertex lines and per-vertex line counts (.gra), or why the kernels did not
+    take it (``anomaly``: the CPU reader must then judge the whole file)."""
+
+    src: object = None
+    dst: object = None
+    vertex_lines: int = 0
+    seen: object = None
+    anomaly: str | None = None
+
+
+def read_text_range(path, plan, start: int, stop: int, dev=None, *, chunk_bytes: int | None = None) -> RangeParse:
+    """Parse bytes ``start:stop`` of the body of ``path`` (a plan of kind "text" from
+    :func:`~distgrail.io.chunks.plan_read`; ``start`` and ``stop`` at line starts, or ``stop`` at
+    the end) with the kernels on ``dev``. Concatenating the ranges of a split body in order, then
+    :func:`finish_edges`, gives what one parse of the file gives. Never raises for bad input: the
+    result's ``anomaly`` says so (a device too small or a backend error too)."""
+    dev = NumpyDevice() if dev is None else dev
+    chunk_bytes = int(chunk_bytes or CHUNK_BYTES)
+    sub = replace(plan, path=os.fspath(path), body=int(start), size=int(stop))
+    for _ in range(3):  # a line longer than a chunk: again with chunks that hold it
+        try:
+            dev.fits(memory_estimate(sub, chunk_bytes), f"parsing bytes {start}:{stop} of {sub.path} on the GPU")
+            with dev.activate():
+                src, dst, lines, seen = _parse_body(sub, dev, chunk_bytes)
+            return RangeParse(src, dst, lines, seen)
+        except _Anomaly as e:
+            return RangeParse(anomaly=f"the GPU parser did not accept it ({e})")
+        except LineTooLong as e:
+            chunk_bytes = max(2 * e.need, 2 * chunk_bytes)
+        except dev.oom_errors as e:
+            return RangeParse(anomaly=f"the GPU ran out of memory while parsing ({e})")
+        except BackendError as e:
+            return RangeParse(anomaly=str(e))
+    return RangeParse(anomaly="a line longer than the largest chunk buffer")
 
 
 def _cpu_read(path, fmt, num_vertices):
@@ -224,10 +284,6 @@ def _parse_with_retries(plan, dev, chunk_bytes: int, notify):
             dev.fits(memory_estimate(plan, chunk_bytes), f"parsing {name} on the GPU")
             with dev.activate():
                 n, src, dst = _parse_file(plan, dev, chunk_bytes)
-            if plan.fmt == "edgelist" and plan.n is None and int(src.shape[0]) == 0:
-                raise _Anomaly("no edge: the CPU reader says what an empty edge list needs")
-            if size_problem(int(n)):
-                raise _Anomaly(f"{int(n):,} vertices: {size_problem(int(n))}")
             g = EdgeGraph(n=n, src=src, dst=dst, name=name)
             g.meta.update(path=os.path.abspath(plan.path), format=plan.fmt, parser=dev.name)
             return g, None
