@@ -74,6 +74,7 @@ def test_gpu_path_graph_hash_is_the_cpu_readers(tmp_path, no_leaks):
     assert isinstance(g.__dict__["_sha256"], FileDigest)  # still a background digest: nothing waited
     assert g.sha256 == read_graph(p).sha256 == sha(p)
     assert isinstance(g.__dict__["_sha256"], str) and not g.sha256_pending
+    assert g.meta["sha256_wait_s"] >= 0.0  # the build can report what it waited for the hash
 
 
 def test_sha256_false_starts_no_thread(tmp_path, no_leaks, monkeypatch):
@@ -184,3 +185,14 @@ def test_fallback_to_the_cpu_reader_keeps_its_hash(tmp_path, no_leaks):
     q.write_text("0 1\n" + " ".join(["1 2"] + ["3"] * 2000) + "\n5 6\n")
     g = read_graph_numpy(str(q), chunk_bytes=1024)  # a line longer than a chunk: retried, same digest
     assert g.sha256 == sha(q) == read_graph(str(q)).sha256
+
+
+def test_wait_is_measured(tmp_path, no_leaks):
+    p = tmp_path / "f.bin"
+    p.write_bytes(b"y" * (4 << 20))
+    d = FileDigest(p, block_bytes=4096)
+    d.hexdigest()
+    assert d.wait_seconds >= 0.0 and d.done()
+    before = d.wait_seconds
+    d.hexdigest()
+    assert d.wait_seconds - before < 0.05  # a finished thread: nothing to wait for

@@ -19,6 +19,7 @@ from __future__ import annotations
 import hashlib
 import os
 import threading
+import time
 
 from ..errors import GraphFormatError
 
@@ -50,6 +51,8 @@ class FileDigest:
         self._hex: str | None = None
         self._error: str | None = None
         self._end = None  # the file's stamp once hashed
+        #: seconds callers spent waiting in :meth:`hexdigest` for the thread (0 when it was done)
+        self.wait_seconds = 0.0
         self._thread = threading.Thread(target=self._run, name=THREAD_NAME, daemon=True)
         self._thread.start()
 
@@ -107,7 +110,9 @@ class FileDigest:
 
     def hexdigest(self) -> str:
         """Wait for the hash and return it (hex); raises GraphFormatError if the file changed."""
+        t = time.perf_counter()
         self._thread.join()
+        self.wait_seconds += time.perf_counter() - t
         if self._stop.is_set() and self._hex is None and self._error is None:
             raise GraphFormatError("the file's SHA-256 was cancelled (the read failed)", path=self.path)
         if self._error is not None:

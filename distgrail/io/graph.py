@@ -69,7 +69,10 @@ def _get_sha256(self) -> str:
     if not isinstance(d, str):
         from .digest import resolve
 
-        d = self.__dict__["_sha256"] = resolve(d)
+        digest, d = d, resolve(d)
+        self.__dict__["_sha256"] = d
+        if hasattr(digest, "wait_seconds"):  # what the build waited for the background hash
+            self.meta["sha256_wait_s"] = digest.wait_seconds
     return d
 
 
