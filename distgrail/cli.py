@@ -248,27 +248,38 @@ def cmd_generate(args):
 
 
 def cmd_convert(args):
+    """Read, condense and write a binary graph file; on the GPU when there is one (the arrays stay
+    on the device until written), else on the CPU: the same file, byte for byte."""
+    from .build import _notice, condense_on, read_on
+    from .gpu.backend import get_backend
     from .io.binary import write_binary_graph
-    from .stages.condense import condense
-    from .io.read import read_graph
 
     if _not_rank0(args):
         return 0
-    _outputs_ok(args, _resolve_bundled(args.graph, "graph"))
+    path = _resolve_bundled(args.graph, "graph")
+    _outputs_ok(args, path)
+    be = get_backend(args.backend)
     t = time.perf_counter()
-    g = read_graph(_resolve_bundled(args.graph, "graph"), fmt=args.format, num_vertices=args.num_vertices)
+    g = read_on(be, path, args.num_vertices, args.format)
     tr = time.perf_counter() - t
-    dag = None if args.no_condense else condense(g)
+    dag = None if args.no_condense else condense_on(be, g)
+    _sync(be)
     tc = time.perf_counter() - t - tr
-    write_binary_graph(g, args.output, dag=dag)
+    write_binary_graph(g, args.output, dag=dag, notify=_notice)
     tw = time.perf_counter() - t - tr - tc
     summary = {"output": os.path.abspath(args.output), "n": g.n, "m": g.m, "read_seconds": round(tr, 6),
                "condense_seconds": round(tc, 6), "write_seconds": round(tw, 6),
-               "n_components": None if dag is None else dag.C}
+               "n_components": None if dag is None else dag.C, "backend": be.name,
+               "parser": g.meta.get("parser", "cpu")}
     cond = "not stored" if dag is None else f"{dag.C:,} components, condense {tc:.2f} s"
     _emit(args, None, summary, f"{args.output}: {g.n:,} vertices, {g.m:,} edges, condensation {cond} "
-                               f"(read {tr:.2f} s, write {tw:.2f} s)")
+                               f"(read {tr:.2f} s, write {tw:.2f} s, {be.name})")
     return 0
+
+
+def _sync(be):
+    if be.is_gpu:
+        be.xp.cuda.Device(be.device).synchronize()
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -335,6 +346,8 @@ def build_parser() -> argparse.ArgumentParser:
     sp.add_argument("--num-vertices", type=int, default=None, help="edge lists: number of vertices")
     sp.add_argument("--no-condense", action="store_true",
                     help="store the CSR only; 'distgrail index' then condenses on every run")
+    sp.add_argument("--backend", choices=BACKENDS, default="auto",
+                    help="auto: parse and condense on the GPU when CuPy sees one, else the CPU (same file)")
     common(sp, backend=False)
     sp.set_defaults(func=cmd_convert)
     return p

@@ -112,3 +112,83 @@ def test_convert_roundtrip(tmp_path):
     for k in a.arrays:
         np.testing.assert_array_equal(a.arrays[k], b.arrays[k])
     assert a.meta["source_sha256"] == b.meta["source_sha256"]
+
+
+def _convert_cases(tmp_path):
+    """Text graphs with cycles, self-loops, repeated edges, isolated vertices, one vertex, no edge."""
+    from distgrail.io.generate import generate
+    from distgrail.io.writers import write_graph
+
+    rng = np.random.default_rng(3)
+    src = rng.integers(0, 300, 2000)
+    dst = rng.integers(0, 300, 2000)
+    src[:5], dst[:5] = [7, 7, 9, 9, 9], [7, 7, 9, 9, 8]  # self-loops and repeats
+    el = tmp_path / "cyc.txt"
+    el.write_text("# cycles\n" + "".join(f"{a} {b}\n" for a, b in zip(src, dst)) + "\r\n")
+    one = tmp_path / "one.gra"
+    one.write_text("graph_for_greach\n1\n0: 0 #\n")
+    empty = tmp_path / "empty.gra"
+    empty.write_text("3\n0: #\n1: #\n2: #\n")
+    mtx = tmp_path / "m.mtx"
+    mtx.write_text("%%MatrixMarket matrix coordinate pattern symmetric\n4 4 3\n2 1\n3 3\n4 1\n")
+    paper = tmp_path / "p.gra"
+    write_graph(generate("paper", 400, 4, seed=2), str(paper))
+    return [str(p) for p in (el, one, empty, mtx, paper)]
+
+
+def test_convert_cpu_output_unchanged(tmp_path):
+    """The CPU path writes exactly what convert wrote before it learned the GPU (read_graph, condense,
+    write_binary_graph), byte for byte; --no-condense stores no condensation."""
+    from distgrail.io.binary import write_binary_graph
+    from distgrail.stages.condense import condense
+
+    for k, path in enumerate(_convert_cases(tmp_path)):
+        want = tmp_path / f"want{k}.h5"
+        g = distgrail.read_graph(path)
+        write_binary_graph(g, str(want), dag=condense(g))
+        got = tmp_path / f"got{k}.h5"
+        assert main(["convert", path, "-o", str(got), "--backend", "cpu", "--quiet"]) == 0
+        assert got.read_bytes() == want.read_bytes(), path
+    flat = tmp_path / "flat.h5"
+    assert main(["convert", path, "-o", str(flat), "--backend", "cpu", "--no-condense", "--json"]) == 0
+    import h5py
+
+    with h5py.File(flat) as f:
+        assert "condensation" not in f and f.attrs["source_sha256"] == distgrail.read_graph(path).sha256
+
+
+def test_convert_json_names_the_backend(tmp_path, capsys):
+    out = tmp_path / "k.h5"
+    assert main(["convert", "bundled", "-o", str(out), "--backend", "cpu", "--json"]) == 0
+    summary = json.loads(capsys.readouterr().out)
+    assert summary["backend"] == "cpu" and summary["parser"] == "cpu" and summary["n_components"] == 3617
+
+
+def test_convert_bad_input_exit_2_no_output(tmp_path):
+    bad = tmp_path / "bad.gra"
+    bad.write_text("graph_for_greach\n2\n0: 1 #\n1: x #\n")
+    out = tmp_path / "o.h5"
+    r = run("convert", str(bad), "-o", str(out), "--backend", "cpu")
+    assert r.returncode == 2 and "bad.gra:4" in r.stderr and "'x'" in r.stderr
+    assert not out.exists() and os.listdir(tmp_path) == ["bad.gra"]
+
+
+@pytest.mark.gpu
+def test_convert_gpu_file_equals_cpu_file_byte_for_byte(tmp_path):
+    """GPU parse + condense, CSR made on the device, arrays copied only to write: same file."""
+    for k, path in enumerate(_convert_cases(tmp_path) + [graph_path("kegg_dag_uniq"), graph_path("ba10k2d")]):
+        cpu, gpu = tmp_path / f"c{k}.h5", tmp_path / f"g{k}.h5"
+        assert main(["convert", path, "-o", str(cpu), "--backend", "cpu", "--quiet"]) == 0
+        assert main(["convert", path, "-o", str(gpu), "--backend", "gpu", "--quiet"]) == 0
+        assert gpu.read_bytes() == cpu.read_bytes(), path
+        assert main(["convert", path, "-o", str(gpu), "--backend", "gpu", "--quiet", "--no-condense"]) == 0
+        assert main(["convert", path, "-o", str(cpu), "--backend", "cpu", "--quiet", "--no-condense"]) == 0
+        assert gpu.read_bytes() == cpu.read_bytes(), path
+
+
+@pytest.mark.gpu
+def test_convert_gpu_parses_on_the_device(tmp_path, capsys):
+    out = tmp_path / "k.h5"
+    assert main(["convert", graph_path("kegg_dag_uniq"), "-o", str(out), "--backend", "gpu", "--json"]) == 0
+    summary = json.loads(capsys.readouterr().out)
+    assert summary["backend"] == "gpu" and summary["parser"] == "gpu"

@@ -269,3 +269,24 @@ def test_sha256_on_one_core_and_several(tmp_path, monkeypatch, one_core):
     assert read_graph(p).sha256 == hashlib.sha256(text.encode()).hexdigest()
     m = write(tmp_path, "a.mtx", "%%MatrixMarket matrix coordinate pattern general\n3 3 1\n1 2\n")
     assert read_graph(m).sha256 == hashlib.sha256(open(m, "rb").read()).hexdigest()
+
+
+@pytest.mark.parametrize("case", ["random", "selfloops", "empty", "one", "isolated", "sorted"])
+def test_edge_csr_xp_equals_edge_graph_csr(case):
+    """The device CSR of convert (edge_csr_xp, run here with NumPy) gives edge_graph_csr's numbers."""
+    from distgrail.io.graph import EdgeGraph, edge_csr_xp, edge_graph_csr
+
+    rng = np.random.default_rng(len(case))
+    n = {"one": 1, "empty": 5, "isolated": 1000}.get(case, 300)
+    m = {"empty": 0, "one": 3}.get(case, 3000)
+    src = rng.integers(0, n if case != "isolated" else 50, m).astype(np.int32)
+    dst = rng.integers(0, n if case != "isolated" else 50, m).astype(np.int32)
+    if case == "selfloops":
+        dst[::3] = src[::3]
+    if case == "sorted":
+        key = np.unique(src.astype(np.int64) * n + dst)
+        src, dst = (key // n).astype(np.int32), (key % n).astype(np.int32)
+    want = edge_graph_csr(EdgeGraph(n, src, dst))
+    got = edge_csr_xp(np, src, dst, n)
+    for a, b in zip(got, want):
+        assert a.dtype == b.dtype and np.array_equal(a, b)

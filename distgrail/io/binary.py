@@ -69,12 +69,42 @@ def _write_dag(f, dag) -> None:
         g.create_dataset(k, data=getattr(dag, k), track_times=False)
 
 
-def write_binary_graph(graph: EdgeGraph, path, dag=None) -> None:
-    """Write ``graph`` (repeated edges merged) and optionally its condensation ``dag``."""
+def write_binary_graph(graph: EdgeGraph, path, dag=None, notify=None) -> None:
+    """Write ``graph`` (repeated edges merged) and optionally its condensation ``dag``.
+
+    Edges and DAG arrays on a GPU (CuPy) stay there until written: the CSR is made on the device
+    (:func:`~distgrail.io.graph.edge_csr_xp`) and only the arrays the file stores are copied to
+    the host. Should the GPU lack the memory for the CSR, it is made on the host (``notify`` gets
+    a one-line reason). The file is the same, byte for byte, either way."""
     from .graph import edge_graph_csr
 
-    indptr, indices = edge_graph_csr(graph)
+    if isinstance(graph.src, np.ndarray):
+        indptr, indices = edge_graph_csr(graph)
+    else:
+        indptr, indices = _device_csr(graph, notify)
+    if dag is not None and not all(isinstance(getattr(dag, k), np.ndarray) for k in _DAG_ARRAYS):
+        from ..stages.condense import dag_to_host
+
+        dag = dag_to_host(dag)
     write_binary_csr(path, graph.n, indptr, indices, name=graph.name, sha256=graph.sha256, dag=dag)
+
+
+def _device_csr(graph, notify):
+    import cupy as cp
+
+    from .graph import edge_csr_xp, edge_graph_csr
+
+    try:
+        with cp.cuda.Device(graph.src.device.id):
+            indptr, indices = edge_csr_xp(cp, graph.src.astype(cp.int32, copy=False),
+                                          graph.dst.astype(cp.int32, copy=False), graph.n)
+            out = cp.asnumpy(indptr), cp.asnumpy(indices).astype(id_dtype(graph.n), copy=False)
+            del indptr, indices
+            return out
+    except cp.cuda.memory.OutOfMemoryError as e:
+        (notify or (lambda s: None))(f"making the CSR of {graph.name} on the CPU: the GPU ran out of memory ({e})")
+    host = EdgeGraph(graph.n, cp.asnumpy(graph.src), cp.asnumpy(graph.dst), graph.name)
+    return edge_graph_csr(host)
 
 
 def _open(path):

@@ -1,6 +1,6 @@
 """Host side of the GPU text parser (:mod:`distgrail.io.parse`): what to parse (format, header,
-id range), the file read in chunks that end at line ends into a ring of (pinned) buffers, and the
-SHA-256 of the file computed on a thread beside the parse, over the same chunks as they are read.
+id range), and the file read in chunks that end at line ends into a ring of (pinned) buffers. (The
+file's SHA-256 is computed apart, in the background: :mod:`distgrail.io.digest`.)
 
 Headers are parsed here with the CPU reader's rules; when anything in them is unusual,
 :func:`plan_read` returns a plan of kind ``"cpu"`` and the caller reads the file with the CPU
@@ -9,10 +9,7 @@ reader, which reports the error exactly as without a GPU.
 
 from __future__ import annotations
 
-import hashlib
 import os
-import queue
-import threading
 from dataclasses import dataclass
 
 import numpy as np
@@ -22,7 +19,7 @@ from .read import FORMATS, detect_format
 from .excerpt import looks_binary
 from .text import Text, parse_n
 
-__all__ = ["Plan", "plan_read", "ChunkReader", "Hasher", "LineTooLong", "memory_estimate", "FMT_CODES",
+__all__ = ["Plan", "plan_read", "ChunkReader", "LineTooLong", "memory_estimate", "FMT_CODES",
            "MAX_ID32"]
 
 #: format codes of kernels/parse.cu
@@ -181,46 +178,6 @@ def _last_newline(buf: np.ndarray, filled: int) -> int:
     return -1
 
 
-class Hasher:
-    """SHA-256 of the file on one worker thread, fed in file order; ``wait(slot)`` returns once
-    every chunk handed in from buffer ``slot`` has been hashed (the buffer may then be refilled).
-    hashlib drops the GIL for large updates, so the parse goes on meanwhile."""
-
-    def __init__(self, nslots: int):
-        self._h = hashlib.sha256()
-        self._q: queue.Queue = queue.Queue()
-        self._free = [threading.Event() for _ in range(nslots)]
-        for e in self._free:
-            e.set()
-        self._thread = threading.Thread(target=self._run, name="distgrail-parse-sha256", daemon=True)
-        self._thread.start()
-
-    def _run(self):
-        while True:
-            item = self._q.get()
-            if item is None:
-                return
-            slot, data = item
-            self._h.update(data)
-            if slot is not None:
-                self._free[slot].set()
-
-    def submit(self, slot, data):
-        if slot is not None:
-            self._free[slot].clear()
-        self._q.put((slot, data))
-
-    def wait(self, slot: int):
-        self._free[slot].wait()
-
-    def hexdigest(self) -> str:
-        self._q.put(None)
-        self._thread.join()
-        return self._h.hexdigest()
-
-    close = hexdigest
-
-
 def _read_full(fd: int, out: np.ndarray, pos: int) -> int:
     got = 0
     view = memoryview(out)
@@ -236,28 +193,21 @@ class ChunkReader:
     """Bytes ``start:size`` of an open file as chunks in a ring of equal buffers; every chunk ends
     at a line end (the last one at the end of the file); the partial last line moves to the front
     of the next buffer. Iterating yields ``(k, slot, length)``: chunk ``k`` is
-    ``buffers[slot][:length]``. Bytes ``0:start`` and every chunk go to ``hasher`` (if given) as
-    they are read; a buffer is refilled only once the hasher is done with it (and, through
-    ``before_refill(slot)``, once the consumer is)."""
+    ``buffers[slot][:length]``. A buffer is refilled only once ``before_refill(slot)`` (if given)
+    returns, i.e. once the consumer is done with it."""
 
-    def __init__(self, fd: int, start: int, size: int, buffers, hasher: Hasher | None = None,
-                 before_refill=None):
+    def __init__(self, fd: int, start: int, size: int, buffers, before_refill=None):
         self.fd, self.start, self.size, self.buffers = fd, start, size, buffers
-        self.hasher, self.before_refill = hasher, before_refill
+        self.before_refill = before_refill
         self.bytes_done = 0  # body bytes handed out so far
 
     def __iter__(self):
-        bufs, hasher = self.buffers, self.hasher
+        bufs = self.buffers
         pos = min(self.start, self.size)
-        if hasher is not None and pos:
-            head = np.empty(pos, np.uint8)
-            hasher.submit(None, head[: _read_full(self.fd, head, 0)])
         carry, prev, prev_valid, k = 0, 0, 0, 0
         while True:
             slot = k % len(bufs)
             buf = bufs[slot]
-            if hasher is not None:
-                hasher.wait(slot)
             if self.before_refill is not None:
                 self.before_refill(slot)
             if carry:
@@ -277,8 +227,6 @@ class ChunkReader:
                     raise LineTooLong(f"a line of {need} bytes is longer than the {buf.size}-byte chunk buffer",
                                       need)
                 valid = nl + 1
-            if hasher is not None:
-                hasher.submit(slot, buf[:valid])
             self.bytes_done += valid
             yield k, slot, valid
             carry, prev, prev_valid, k = filled - valid, slot, valid, k + 1

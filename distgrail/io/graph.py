@@ -14,7 +14,7 @@ import numpy as np
 from ..dtypes import size_problem
 from ..errors import GraphFormatError
 
-__all__ = ["EdgeGraph", "edge_graph_csr", "from_arrays", "id_dtype"]
+__all__ = ["EdgeGraph", "edge_graph_csr", "edge_csr_xp", "from_arrays", "id_dtype"]
 
 
 def id_dtype(n: int):
@@ -27,6 +27,11 @@ class EdgeGraph:
     """A directed graph as an edge list: ``src[i] -> dst[i]`` for vertices ``0..n-1``.
 
     Duplicate edges, self-loops and cycles are allowed; condensation removes them.
+
+    ``sha256`` is the hex SHA-256 of the file the graph was read from ("" for in-memory graphs).
+    Readers may set it to a running :class:`~distgrail.io.digest.FileDigest`; reading the
+    attribute then waits for the hash (so nothing waits until the value is needed), and
+    :attr:`sha256_pending` tells whether it is still being computed.
     """
 
     n: int
@@ -39,6 +44,44 @@ class EdgeGraph:
     @property
     def m(self) -> int:
         return int(self.src.shape[0])
+
+    @property
+    def sha256_pending(self) -> bool:
+        """True while the file's SHA-256 is still being computed in the background."""
+        d = self.__dict__.get("_sha256", "")
+        return not isinstance(d, str) and not d.done()
+
+    def cancel_sha256(self) -> None:
+        """Stop a background SHA-256 that is no longer wanted (the value becomes "")."""
+        d = self.__dict__.get("_sha256", "")
+        if not isinstance(d, str):
+            d.cancel()
+            self.__dict__["_sha256"] = ""
+
+    def __getstate__(self):  # pickling waits for the hash (a thread does not travel)
+        state = dict(self.__dict__)
+        state["_sha256"] = self.sha256
+        return state
+
+
+def _get_sha256(self) -> str:
+    d = self.__dict__.get("_sha256", "")
+    if not isinstance(d, str):
+        from .digest import resolve
+
+        digest, d = d, resolve(d)
+        self.__dict__["_sha256"] = d
+        if hasattr(digest, "wait_seconds"):  # what the build waited for the background hash
+            self.meta["sha256_wait_s"] = digest.wait_seconds
+    return d
+
+
+def _set_sha256(self, value) -> None:
+    self.__dict__["_sha256"] = "" if value is None else value
+
+
+# a property over the dataclass field: __init__, repr and == go through it (the default stays "")
+EdgeGraph.sha256 = property(_get_sha256, _set_sha256, doc="hex SHA-256 of the source file (waits for it)")
 
 
 def _check_ids(arr: np.ndarray, n: int, what: str, name: str) -> None:
@@ -102,3 +145,23 @@ def edge_graph_csr(graph: EdgeGraph):
     a = sp.csr_matrix((np.ones(graph.m, dtype=np.bool_), (src, dst)), shape=(n, n))
     a.sum_duplicates()
     return a.indptr.astype(np.int64), a.indices.astype(dt)
+
+
+def edge_csr_xp(xp, src, dst, n: int):
+    """(indptr int64, indices int32) of the edges ``src[i] -> dst[i]`` (int32 arrays of ``xp``,
+    NumPy or CuPy, ids below ``n`` < 2^31 - 1) with successors sorted and repeats merged, self-loops
+    kept: the numbers of :func:`edge_graph_csr`, computed where the edges are (one sort of 64-bit
+    (source, target) keys, then a search for each row's first key)."""
+    n = int(n)
+    if int(src.shape[0]) == 0:
+        return xp.zeros(n + 1, dtype=xp.int64), xp.zeros(0, dtype=xp.int32)
+    shift = xp.uint64(32)
+    keys = (src.astype(xp.uint64) << shift) | dst.astype(xp.uint64)
+    keys.sort()
+    first = xp.ones(keys.shape[0], dtype=xp.bool_)
+    xp.not_equal(keys[1:], keys[:-1], out=first[1:])
+    keys = keys[first]
+    del first
+    indptr = xp.searchsorted(keys, xp.arange(n + 1, dtype=xp.uint64) << shift).astype(xp.int64)
+    indices = (keys & xp.uint64(0xFFFFFFFF)).astype(xp.int32)
+    return indptr, indices

@@ -4,8 +4,9 @@
 coordinate file into device arrays (int32 src/dst, the same edges in the same order as the CPU
 reader, same ``n``). The file is read in chunks that end at line ends into pinned buffers (a ring
 of three; the partial last line moves to the next buffer), each chunk is uploaded on a stream and
-parsed there while the host reads the next one; the file's SHA-256 is computed on a thread over the
-same chunks as they are read. Per chunk: ``count`` (tokens, newlines, markers per 1024-byte tile),
+parsed there while the host reads the next one. The file's SHA-256 is computed in the background by
+a :class:`~distgrail.io.digest.FileDigest` (its own thread and descriptor); nothing waits for it
+until the value is read (the graph's ``sha256``, when the index is assembled). Per chunk: ``count`` (tokens, newlines, markers per 1024-byte tile),
 a scan of the tile counts, ONE sync for the totals (taken a chunk late, after the next chunk has
 been read, so it does not wait), ``write`` (token and line tables), ``lines`` (each line checked,
 its id or pair converted), a scan of the edges per line, and the edge kernel writing straight into
@@ -26,161 +27,25 @@ from __future__ import annotations
 
 import os
 import sys
+from dataclasses import dataclass, replace
 
 import numpy as np
 
 from ..dtypes import size_problem
 from ..errors import BackendError
 
-from .chunks import FMT_CODES, ChunkReader, Hasher, LineTooLong, memory_estimate, plan_read
+from .chunks import FMT_CODES, ChunkReader, LineTooLong, memory_estimate, plan_read
+from .digest import FileDigest
 from .graph import EdgeGraph
-from .parse_twin import TILE, NumpyDevice, check_args
+from .parse_stages import THREADS, CudaDevice, Edges, Stages
+from .parse_twin import TILE, NumpyDevice
 
-__all__ = ["read_graph_cuda", "read_graph_numpy", "read_text_graph", "tokenize_numpy", "parse_chunk_numpy",
+__all__ = ["read_graph_cuda", "read_graph_numpy", "read_text_graph", "read_text_range", "RangeParse", "finish_edges", "tokenize_numpy", "parse_chunk_numpy",
            "parse_chunk_cuda", "NumpyDevice", "CudaDevice", "Stages", "CHUNK_BYTES", "THREADS"]
 
 #: bytes per chunk (rounded up to whole tiles); three pinned buffers of this size are used
 CHUNK_BYTES = 32 << 20
 NBUF = 3
-THREADS = 256
-
-
-class CudaDevice:
-    """CuPy: one non-blocking stream, pinned host buffers, raw async copies, the parse kernels."""
-
-    name = "gpu"
-
-    def __init__(self, cp=None):
-        if cp is None:
-            import cupy as cp
-        from ..gpu.sweep import sm_count
-
-        self.xp = cp
-        self.stream = cp.cuda.Stream(non_blocking=True)
-        self.max_blocks = sm_count() * 32
-        self.oom_errors = (cp.cuda.memory.OutOfMemoryError,)
-        self._pinned = []
-
-    def activate(self):
-        return self.stream
-
-    def pinned(self, nbytes: int) -> np.ndarray:
-        mem = self.xp.cuda.alloc_pinned_memory(nbytes)
-        self._pinned.append(mem)
-        return np.frombuffer(mem, dtype=np.uint8, count=nbytes)
-
-    def h2d(self, dst, host: np.ndarray, n: int):
-        rt = self.xp.cuda.runtime
-        rt.memcpyAsync(dst.data.ptr, host.ctypes.data, n, rt.memcpyHostToDevice, self.stream.ptr)
-
-    def d2h(self, host: np.ndarray, src):
-        rt = self.xp.cuda.runtime
-        if not (src.flags.c_contiguous and src.nbytes == host.nbytes):
-            raise BackendError(f"device-to-host copy needs a C-contiguous source of {host.nbytes} bytes, "
-                               f"got {src.nbytes} bytes (contiguous: {src.flags.c_contiguous})")
-        rt.memcpyAsync(host.ctypes.data, src.data.ptr, host.nbytes, rt.memcpyDeviceToHost, self.stream.ptr)
-
-    def launch(self, name: str, blocks: int, threads: int, args: tuple):
-        from ..gpu.sweep import kernel
-
-        check_args(name, args)
-        kernel("parse", name)((blocks,), (threads,), args)
-
-    def record(self):
-        return self.stream.record()
-
-    def wait(self, event):
-        event.synchronize()
-
-    def fits(self, nbytes: int, what: str):
-        from ..gpu.memory import ensure_fits
-
-        ensure_fits(nbytes, what)
-
-    def scalar(self, a) -> int:
-        return int(a.get()) if hasattr(a, "get") else int(a)
-
-
-def _blocks(dev, threads_needed: int) -> int:
-    return int(max(1, min(dev.max_blocks, -(-threads_needed // THREADS))))
-
-
-class _Edges:
-    """Output src/dst on the device, grown by copying when a chunk's upper bound does not fit;
-    the capacity follows the density seen so far (so a uniform file is allocated about once)."""
-
-    def __init__(self, xp):
-        self.xp, self.cap, self.bound = xp, 0, 0
-        self.src = self.dst = xp.empty(0, xp.int32)
-
-    def reserve(self, bound: int, bytes_done: int, bytes_total: int):
-        self.bound += bound
-        if self.bound > self.cap:
-            est = self.bound * bytes_total // max(bytes_done, 1)
-            cap = max(self.bound, est + est // 50 + 1024)
-            for name in ("src", "dst"):
-                new = self.xp.empty(cap, self.xp.int32)
-                new[: self.cap] = getattr(self, name)[: self.cap]
-                setattr(self, name, new)
-            self.cap = cap
-
-
-class Stages:
-    """The kernels of one chunk, in order, on ``dev`` (shared by the pipeline and the stage-by-stage
-    helpers): ``count`` then, once the totals are on the host, ``rest``."""
-
-    def __init__(self, dev, fmt: int, lo: int, hi: int, n_seen: int):
-        xp = dev.xp
-        self.dev, self.fmt, self.lo, self.hi = dev, fmt, lo, hi
-        self.flags = xp.zeros(1, xp.int32)
-        self.ebase = xp.zeros(1, xp.int64)
-        self.seen = xp.zeros(max(n_seen, 1), xp.int32)
-
-    def count(self, d, L: int):
-        xp, i64 = self.dev.xp, np.int64
-        ntiles = max(1, -(-L // TILE))
-        counts = xp.empty((ntiles, 4), xp.int32)
-        self.dev.launch("dg_parse_count", _blocks(self.dev, 32 * ntiles), THREADS,
-                        (d, i64(L), np.int32(self.fmt), i64(ntiles), counts, self.flags))
-        incl = xp.ascontiguousarray(xp.cumsum(counts, axis=0, dtype=xp.int32))
-        return ntiles, counts, incl
-
-    def write(self, d, L: int, ntiles: int, counts, incl, totals):
-        dev, xp, i32, i64 = self.dev, self.dev.xp, np.int32, np.int64
-        T, NL, A, B = (int(x) for x in totals[:4])
-        tok = xp.empty((2, max(T, 1)), xp.int32)
-        lines = xp.empty((3, NL + 2), xp.int32)
-        am = xp.empty((2, max(A, 1)), xp.int32)
-        bm = xp.empty((2, max(B, 1)), xp.int32)
-        dev.launch("dg_parse_write", _blocks(dev, 32 * ntiles), THREADS,
-                   (d, i64(L), i32(self.fmt), i64(ntiles), counts, incl, i32(NL), i32(T), i32(A), i32(B),
-                    tok[0], tok[1], lines[0], lines[1], lines[2], am[0], am[1], bm[0], bm[1]))
-        return tok, lines, am, bm
-
-    def rest(self, d, L: int, ntiles: int, counts, incl, totals, out: _Edges, bytes_done: int, bytes_total: int,
-             tables=None):
-        dev, xp, i32, i64 = self.dev, self.dev.xp, np.int32, np.int64
-        T, NL, A, B = (int(x) for x in totals[:4])
-        nlines = NL + 1
-        tok, lines, am, bm = tables or self.write(d, L, ntiles, counts, incl, totals)
-        per_line = xp.empty((3, nlines), xp.int32)
-        dev.launch("dg_parse_lines", _blocks(dev, nlines), THREADS,
-                   (d, i64(L), i32(self.fmt), i32(nlines), tok[0], lines[0], lines[1], lines[2], am[0], am[1],
-                    bm[0], bm[1], i64(self.lo), i64(self.hi), per_line[0], per_line[1], per_line[2], self.seen,
-                    self.flags))
-        eincl = xp.cumsum(per_line[0], dtype=xp.int32)
-        bound = max(T - A, 0) if self.fmt == FMT_CODES["gra"] else min(nlines, T // 2)
-        out.reserve(bound, bytes_done, bytes_total)
-        if self.fmt == FMT_CODES["gra"]:
-            dev.launch("dg_parse_gra_edges", _blocks(dev, T), THREADS,
-                       (d, i64(L), i32(T), tok[0], tok[1], lines[0], per_line[1], per_line[0], eincl,
-                        i64(self.hi), self.ebase, i64(out.cap), out.src, out.dst, self.flags))
-        else:
-            dev.launch("dg_parse_pair_edges", _blocks(dev, nlines), THREADS,
-                       (i32(nlines), per_line[0], per_line[1], per_line[2], eincl, self.ebase, i64(out.cap),
-                        out.src, out.dst, self.flags))
-        dev.launch("dg_parse_advance", 1, 32, (self.ebase, eincl, i32(nlines)))
-        return {"line_edges": per_line[0], "line_u": per_line[1], "line_v": per_line[2], "eincl": eincl}
 
 
 def _parse_chunk(dev, chunk: bytes, fmt: str, lo: int, hi: int, n_seen: int, tables_only: bool = False) -> dict:
@@ -195,7 +60,7 @@ def _parse_chunk(dev, chunk: bytes, fmt: str, lo: int, hi: int, n_seen: int, tab
         d = xp.zeros(host.size, xp.uint8)
         dev.h2d(d, host, L)
         st = Stages(dev, FMT_CODES[fmt], lo, hi, n_seen)
-        out = _Edges(xp)
+        out = Edges(xp)
         ntiles, counts, incl = st.count(d, L)
         dev.d2h(status[:4], incl[ntiles - 1])
         dev.wait(dev.record())
@@ -244,18 +109,18 @@ class _Anomaly(Exception):
     pass
 
 
-def _parse_file(plan, dev, chunk_bytes: int, sha256: bool = True):
-    """The pipeline; returns (n, src, dst, sha256) or raises _Anomaly / LineTooLong."""
+def _parse_body(plan, dev, chunk_bytes: int):
+    """The pipeline over bytes ``plan.body:plan.size``; returns (src, dst, vertex_lines, seen)
+    or raises _Anomaly (a kernel flagged something) / LineTooLong."""
     xp, fmt = dev.xp, FMT_CODES[plan.fmt]
     cap = -(-chunk_bytes // TILE) * TILE
     hosts = [dev.pinned(cap) for _ in range(NBUF)]
     status = dev.pinned(NBUF * 8 * 4).view(np.int32).reshape(NBUF, 8)
     dbufs = [xp.empty(cap, xp.uint8) for _ in range(2)]
     st = Stages(dev, fmt, plan.lo, plan.hi, plan.n if plan.fmt == "gra" else 0)
-    out = _Edges(xp)
+    out = Edges(xp)
     body = max(plan.size - plan.body, 1)
     vertex_lines = 0
-    hasher = Hasher(NBUF) if sha256 else None
     fd = os.open(plan.path, os.O_RDONLY)
     try:
         def finish(c):
@@ -268,7 +133,7 @@ def _parse_file(plan, dev, chunk_bytes: int, sha256: bool = True):
             st.rest(c["d"], c["L"], c["ntiles"], c["counts"], c["incl"], totals, out, c["done"], body)
 
         pending = None
-        reader = ChunkReader(fd, plan.body, plan.size, hosts, hasher)
+        reader = ChunkReader(fd, plan.body, plan.size, hosts)
         for k, slot, L in reader:
             d = dbufs[k % 2]
             dev.h2d(d, hosts[slot], L)
@@ -286,24 +151,81 @@ def _parse_file(plan, dev, chunk_bytes: int, sha256: bool = True):
         if flags:
             raise _Anomaly(f"flags {flags}")
         m = dev.scalar(st.ebase[0])
-        src, dst = out.src[:m], out.dst[:m]
-        n = plan.n
-        if plan.fmt == "gra":
-            if vertex_lines != n or (n and dev.scalar(xp.count_nonzero(st.seen[:n] != 1))):
-                raise _Anomaly("vertex lines")
-        elif plan.fmt == "mtx":
-            if m != plan.nnz:
-                raise _Anomaly("entries")
-            if plan.symmetric:
-                off = src != dst
-                src, dst = xp.concatenate((src, dst[off])), xp.concatenate((dst, src[off]))
-        elif n is None:
-            n = dev.scalar(xp.maximum(src.max(), dst.max())) + 1 if m else 0
+        return out.src[:m], out.dst[:m], vertex_lines, st.seen[: plan.n or 0]
     finally:
         os.close(fd)
         dev.wait(dev.record())  # nothing in flight reads the buffers once they are freed
-        sha = hasher.hexdigest() if hasher else ""  # joins the hashing thread before the buffers go away
-    return n, src, dst, sha
+
+
+def finish_edges(plan, xp, src, dst, vertex_lines: int, seen_once: bool):
+    """(n, src, dst) of the whole body's edges, as one parse makes them: a .gra file must have had
+    exactly one line per vertex (``vertex_lines`` lines, ``seen_once``: no vertex twice), a Matrix
+    Market file its ``nnz`` entries (symmetric ones are mirrored here), an edge list without
+    ``num_vertices`` gets the largest id + 1. Raises _Anomaly when the CPU reader must judge."""
+    m = int(src.shape[0])
+    n = plan.n
+    if plan.fmt == "gra":
+        if vertex_lines != n or not seen_once:
+            raise _Anomaly("vertex lines")
+    elif plan.fmt == "mtx":
+        if m != plan.nnz:
+            raise _Anomaly("entries")
+        if plan.symmetric:
+            off = src != dst
+            src, dst = xp.concatenate((src, dst[off])), xp.concatenate((dst, src[off]))
+    elif n is None:
+        n = int(xp.maximum(src.max(), dst.max())) + 1 if m else 0
+    if plan.fmt == "edgelist" and plan.n is None and m == 0:
+        raise _Anomaly("no edge: the CPU reader says what an empty edge list needs")
+    if size_problem(int(n)):
+        raise _Anomaly(f"{int(n):,} vertices: {size_problem(int(n))}")
+    return n, src, dst
+
+
+def _parse_file(plan, dev, chunk_bytes: int):
+    """The pipeline; returns (n, src, dst) or raises _Anomaly / LineTooLong."""
+    src, dst, vertex_lines, seen = _parse_body(plan, dev, chunk_bytes)
+    once = plan.fmt != "gra" or not plan.n or not dev.scalar(dev.xp.count_nonzero(seen != 1))
+    return finish_edges(plan, dev.xp, src, dst, vertex_lines, once)
+
+
+@dataclass
+class RangeParse:
+    """One range of a file's body, parsed (:func:`read_text_range`): its edges in file order (arrays
+    of the device), its vertex lines and per-vertex line counts (.gra), or why the kernels did not
+    take it (``anomaly``: the CPU reader must then judge the whole file)."""
+
+    src: object = None
+    dst: object = None
+    vertex_lines: int = 0
+    seen: object = None
+    anomaly: str | None = None
+
+
+def read_text_range(path, plan, start: int, stop: int, dev=None, *, chunk_bytes: int | None = None) -> RangeParse:
+    """Parse bytes ``start:stop`` of the body of ``path`` (a plan of kind "text" from
+    :func:`~distgrail.io.chunks.plan_read`; ``start`` and ``stop`` at line starts, or ``stop`` at
+    the end) with the kernels on ``dev``. Concatenating the ranges of a split body in order, then
+    :func:`finish_edges`, gives what one parse of the file gives. Never raises for bad input: the
+    result's ``anomaly`` says so (a device too small or a backend error too)."""
+    dev = NumpyDevice() if dev is None else dev
+    chunk_bytes = int(chunk_bytes or CHUNK_BYTES)
+    sub = replace(plan, path=os.fspath(path), body=int(start), size=int(stop))
+    for _ in range(3):  # a line longer than a chunk: again with chunks that hold it
+        try:
+            dev.fits(memory_estimate(sub, chunk_bytes), f"parsing bytes {start}:{stop} of {sub.path} on the GPU")
+            with dev.activate():
+                src, dst, lines, seen = _parse_body(sub, dev, chunk_bytes)
+            return RangeParse(src, dst, lines, seen)
+        except _Anomaly as e:
+            return RangeParse(anomaly=f"the GPU parser did not accept it ({e})")
+        except LineTooLong as e:
+            chunk_bytes = max(2 * e.need, 2 * chunk_bytes)
+        except dev.oom_errors as e:
+            return RangeParse(anomaly=f"the GPU ran out of memory while parsing ({e})")
+        except BackendError as e:
+            return RangeParse(anomaly=str(e))
+    return RangeParse(anomaly="a line longer than the largest chunk buffer")
 
 
 def _cpu_read(path, fmt, num_vertices):
@@ -324,44 +246,66 @@ def read_text_graph(path, fmt: str = "auto", num_vertices: int | None = None, de
     should be read by the CPU reader instead: a binary ``.h5`` file (silently), or a file whose
     parse does not fit the device, or ids beyond int32 (``notify`` gets a one-line reason).
     Bad input raises the CPU reader's :class:`~distgrail.errors.GraphFormatError`.
-    ``sha256=False`` skips the file's hash (benchmarks: the parse alone)."""
+    ``sha256=False`` skips the file's hash (benchmarks: the parse alone); else the graph's
+    ``sha256`` is a :class:`~distgrail.io.digest.FileDigest` started here, joined when read."""
     dev = NumpyDevice() if dev is None else dev
     chunk_bytes = int(chunk_bytes or CHUNK_BYTES)
     plan = plan_read(path, fmt, num_vertices)
-    if plan.kind == "h5":
-        return None
+    if plan.kind != "text":
+        if plan.kind == "h5":
+            return None
+        return _fallback(plan, fmt, num_vertices, dev, notify, plan.reason)
+    digest = FileDigest(plan.path) if sha256 else None
+    try:
+        g, why = _parse_with_retries(plan, dev, chunk_bytes, notify)
+        if g is not None:
+            if digest is not None:
+                digest.check()  # the file must not have changed under the parse
+            g.sha256 = digest or ""
+            return g
+    except BaseException:
+        if digest is not None:
+            digest.cancel()
+        raise
+    if digest is not None:
+        digest.cancel()  # the CPU reader hashes the file itself
+    return None if why is None else _fallback(plan, fmt, num_vertices, dev, notify, why)
+
+
+def _parse_with_retries(plan, dev, chunk_bytes: int, notify):
+    """(graph, None) when the kernels took the file; (None, None) when it goes back to the caller
+    (too big for the device: ``notify`` was told); (None, why) when the CPU reader must read it."""
     name = os.path.basename(plan.path)
     why = None
     attempts = 3  # a line longer than a chunk: again with chunks that hold it
-    while plan.kind == "text" and attempts:
+    while attempts:
         attempts -= 1
         try:
             dev.fits(memory_estimate(plan, chunk_bytes), f"parsing {name} on the GPU")
             with dev.activate():
-                n, src, dst, sha = _parse_file(plan, dev, chunk_bytes, sha256)
-            if plan.fmt == "edgelist" and num_vertices is None and int(src.shape[0]) == 0:
-                raise _Anomaly("no edge: the CPU reader says what an empty edge list needs")
-            if size_problem(int(n)):
-                raise _Anomaly(f"{int(n):,} vertices: {size_problem(int(n))}")
-            g = EdgeGraph(n=n, src=src, dst=dst, name=name, sha256=sha)
+                n, src, dst = _parse_file(plan, dev, chunk_bytes)
+            g = EdgeGraph(n=n, src=src, dst=dst, name=name)
             g.meta.update(path=os.path.abspath(plan.path), format=plan.fmt, parser=dev.name)
-            return g
+            return g, None
         except _Anomaly as e:  # the CPU reader reports the error (or reads what the kernels refused)
-            why = f"the GPU parser did not accept it ({e})"
-            break
+            return None, f"the GPU parser did not accept it ({e})"
         except LineTooLong as e:
             why = str(e)
             chunk_bytes = max(2 * e.need, 2 * chunk_bytes)
         except dev.oom_errors as e:
             _say(notify, f"distgrail: {name}: the GPU ran out of memory while parsing ({e}); reading on the CPU")
-            return None
+            return None, None
         except Exception as e:
             if not isinstance(e, BackendError):
                 raise
             _say(notify, f"distgrail: {name}: {e}; reading on the CPU")
-            return None
-    if plan.kind != "text":
-        why = plan.reason
+            return None, None
+    return None, why
+
+
+def _fallback(plan, fmt, num_vertices, dev, notify, why):
+    """The CPU reader's graph, its arrays moved to ``dev`` (None if its ids need int64)."""
+    name = os.path.basename(plan.path)
     g = _cpu_read(plan.path, fmt, num_vertices)  # raises the CPU reader's error on bad input
     if g.src.dtype != np.int32 or g.dst.dtype != np.int32:
         _say(notify, f"distgrail: {name}: vertex ids beyond int32; the graph stays on the CPU")

@@ -1,0 +1,177 @@
+"""The whole build, CPU path next to GPU path, stage by stage, on the four graphs of issue 13.
+
+    python -m distgrail.benchmarks.build --out DIR [--scale S] [--dims 5] [--repeat 1]
+        [--cpu-max-edges M] [--no-gpu] [--json]
+
+Graphs (generated once into ``DIR``, reused while their parameters stay the same):
+
+* ``dag11.gra``: the paper's DAG, ``distgrail generate paper -n 1500000 --degree 100`` (150 M edges);
+* ``dag11.txt``: the same graph as a whitespace edge list;
+* ``sf-cycles.gra``: a 1.5 M-vertex, ~150 M-edge copy-model scale-free graph WITH cycles: random
+  back edges in its older half (one giant SCC) and reversed copies of edges in its newer half
+  (many 2-vertex SCCs), as :mod:`distgrail.benchmarks.condense` makes it;
+* ``layered.gra``: a layered DAG of 10^5 levels (2 M vertices, degree 20).
+
+``--scale S`` multiplies every vertex, edge and level count (a CPU smoke test: ``--scale 1e-4``).
+For each graph and path, ``distgrail index G -o I.h5 --dims D --backend cpu|gpu --json`` runs as a
+subprocess (Python start included; the file is read once before, so it comes from the page
+cache); the table shows its stage seconds (read/parse, condense, phases 1-4, phase 5, write)
+and the whole wall time, CPU path | GPU path | ratio (best wall of ``--repeat`` runs), and whether
+the two index files are identical byte for byte. ``--cpu-max-edges M`` skips the CPU path for
+graphs of more than M edges (time budget); without a GPU (or with ``--no-gpu``) the GPU column is
+skipped.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import time
+
+ROWS = ("read/parse", "condense", "phases 1-4", "phase 5", "write", "index wall (subprocess)")
+_STAGES = {"read/parse": ("read",), "condense": ("condense",), "phases 1-4": ("phases 1-2", "phases 3-4"),
+           "phase 5": ("phase 5",), "write": ("write",)}
+
+
+def graphs(scale: float):
+    """(file name, kind, parameters) of the four graphs at ``scale``."""
+    n = max(int(1_500_000 * scale), 50)
+    deg = min(100.0, n / 4)
+    back = max(int(200_000 * scale), 4)
+    ln = max(int(2_000_000 * scale), 60)
+    levels = min(max(int(100_000 * scale), 3), ln)
+    return [("dag11.gra", "paper", dict(n=n, degree=deg)),
+            ("dag11.txt", "paper", dict(n=n, degree=deg)),
+            ("sf-cycles.gra", "cyclic", dict(n=n, degree=deg, back=back, small=back)),
+            ("layered.gra", "layered", dict(n=ln, degree=min(20.0, ln / 4), levels=levels))]
+
+
+def make_graph(path: str, kind: str, p: dict) -> dict:
+    """Write the graph to ``path`` (atomically) unless a sidecar says it is there with ``p``;
+    returns the sidecar (parameters, n, m, bytes)."""
+    side = path + ".json"
+    if os.path.exists(path) and os.path.exists(side):
+        with open(side) as f:
+            info = json.load(f)
+        if info.get("params") == p and info.get("bytes") == os.path.getsize(path):
+            return info
+    from distgrail.io.generate import generate_csr
+    from distgrail.io.graph import edge_graph_csr
+    from distgrail.io.writers import write_csr
+
+    if kind == "cyclic":
+        from distgrail.benchmarks.condense import cyclic_scale_free
+
+        g = cyclic_scale_free(p["n"], p["degree"], p["back"], p["small"])
+        indptr, indices = edge_graph_csr(g)
+        n = g.n
+        del g
+    else:
+        g = generate_csr(kind, p["n"], p["degree"], 0, p.get("levels"))
+        n, indptr, indices = g.n, g.indptr, g.indices
+    write_csr(n, indptr, indices, path)
+    info = {"params": p, "n": int(n), "m": int(indices.size), "bytes": os.path.getsize(path)}
+    with open(side, "w") as f:
+        json.dump(info, f)
+    return info
+
+
+def _warm(path):
+    with open(path, "rb") as f:
+        while f.read(64 << 20):
+            pass
+
+
+def run_index(path: str, out: str, backend: str, dims: int, repeat: int) -> dict:
+    """Best-wall run of ``distgrail index`` in a subprocess: stage seconds and wall."""
+    best = None
+    for _ in range(max(repeat, 1)):
+        _warm(path)
+        cmd = [sys.executable, "-m", "distgrail", "index", path, "-o", out, "--dims", str(dims), "--backend", backend,
+               "--json", "--quiet", "--no-mpi"]
+        t = time.perf_counter()
+        r = subprocess.run(cmd, capture_output=True, text=True)
+        wall = time.perf_counter() - t
+        if r.returncode != 0:
+            raise RuntimeError(f"{' '.join(cmd)} failed ({r.returncode}):\n{r.stderr}")
+        sec = json.loads(r.stdout)["seconds"]
+        row = {k: sum(sec.get(s, 0.0) for s in stages) for k, stages in _STAGES.items()}
+        row[ROWS[-1]] = wall
+        row["notices"] = [x for x in r.stderr.splitlines() if "notice" in x]
+        if best is None or wall < best[ROWS[-1]]:
+            best = row
+    return best
+
+
+def _same_file(a: str, b: str) -> bool:
+    with open(a, "rb") as f, open(b, "rb") as g:
+        while True:
+            x, y = f.read(1 << 24), g.read(1 << 24)
+            if x != y:
+                return False
+            if not x:
+                return True
+
+
+def table(name: str, info: dict, cpu, gpu, identical) -> str:
+    lines = [f"{name}: n={info['n']:,}, m={info['m']:,}, {info['bytes'] / 1e9:.3f} GB"]
+    lines.append(f"  {'stage':<26}{'CPU path':>14}{'GPU path':>14}{'ratio':>9}")
+    for row in ROWS:
+        c = cpu[row] if isinstance(cpu, dict) else None
+        g = gpu[row] if isinstance(gpu, dict) else None
+        cs = f"{c:.3f} s" if c is not None else "-"
+        gs = f"{g:.3f} s" if g is not None else "-"
+        ratio = f"{c / g:.1f}x" if c is not None and g else "-"
+        lines.append(f"  {row:<26}{cs:>14}{gs:>14}{ratio:>9}")
+    for label, v in (("CPU path", cpu), ("GPU path", gpu)):
+        if isinstance(v, str):
+            lines.append(f"  {label}: {v}")
+        elif v and v["notices"]:
+            lines.append(f"  {label} notices: " + " | ".join(v["notices"]))
+    if identical is not None:
+        lines.append(f"  index files identical (CPU vs GPU): {'yes' if identical else 'NO'}")
+    return "\n".join(lines)
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--out", required=True, help="directory for the graphs and indexes")
+    ap.add_argument("--scale", type=float, default=1.0, help="multiplies vertex, edge and level counts")
+    ap.add_argument("--dims", type=int, default=5)
+    ap.add_argument("--repeat", type=int, default=1, help="runs per path; the best wall counts")
+    ap.add_argument("--cpu-max-edges", type=int, default=None, help="skip the CPU path above this many edges")
+    ap.add_argument("--no-gpu", action="store_true", help="CPU path only")
+    ap.add_argument("--json", action="store_true", help="also print every row as JSON")
+    a = ap.parse_args(argv)
+    if not a.scale > 0:
+        ap.error("--scale must be > 0")
+    os.makedirs(a.out, exist_ok=True)
+    gpu_ok = False
+    if not a.no_gpu:
+        from distgrail.gpu.backend import gpu_available
+
+        gpu_ok = gpu_available()
+    results = []
+    for name, kind, p in graphs(a.scale):
+        path = os.path.join(a.out, name)
+        info = make_graph(path, kind, p)
+        out = {b: os.path.join(a.out, f"{name}.{b}.idx.h5") for b in ("cpu", "gpu")}
+        if a.cpu_max_edges is not None and info["m"] > a.cpu_max_edges:
+            cpu = "skipped (--cpu-max-edges)"
+        else:
+            cpu = run_index(path, out["cpu"], "cpu", a.dims, a.repeat)
+        gpu = run_index(path, out["gpu"], "gpu", a.dims, a.repeat) if gpu_ok else \
+            ("skipped (--no-gpu)" if a.no_gpu else "skipped (no usable GPU)")
+        same = _same_file(out["cpu"], out["gpu"]) if isinstance(cpu, dict) and isinstance(gpu, dict) else None
+        print(table(name, info, cpu, gpu, same), flush=True)
+        results.append({"graph": name, **info, "cpu": cpu, "gpu": gpu, "identical": same})
+    if a.json:
+        print(json.dumps(results, indent=1))
+    return 0 if all(r["identical"] is not False for r in results) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,143 @@
+"""The SHA-256 of an input file, computed in the background while the build goes on.
+
+:class:`FileDigest` starts a thread that reads the file on its own descriptor in large blocks (from
+the page cache, into one reused buffer) and hashes them; hashlib releases the GIL, so parsing,
+condensing and labeling go on meanwhile. Nothing waits for the value until it is needed:
+:meth:`FileDigest.hexdigest` (also ``str(digest)``) joins the thread, which happens when the index
+is assembled, or when :attr:`distgrail.io.graph.EdgeGraph.sha256` is read.
+
+The file's size, modification time and inode are taken when the digest starts and compared again
+once the last byte is hashed (and by :meth:`FileDigest.check`, which readers call at the end of
+the parse):
+a file changed between the parse and the hash raises :class:`~distgrail.errors.GraphFormatError`
+naming the file, rather than storing a hash of other bytes. :meth:`FileDigest.cancel` stops the
+thread early (errors in the parse); the thread always closes its descriptor.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import threading
+import time
+
+from ..errors import GraphFormatError
+
+__all__ = ["FileDigest", "BLOCK_BYTES", "THREAD_NAME", "resolve"]
+
+#: bytes read and hashed per step
+BLOCK_BYTES = 16 << 20
+#: name of the hashing threads (tests count them)
+THREAD_NAME = "distgrail-sha256"
+
+
+def _stamp(st: os.stat_result) -> tuple:
+    return (st.st_size, st.st_mtime_ns, st.st_ino, st.st_dev)
+
+
+class FileDigest:
+    """SHA-256 of the file at ``path``, hashed on a thread started here; ``hexdigest()`` joins."""
+
+    def __init__(self, path, block_bytes: int = BLOCK_BYTES):
+        self.path = os.fspath(path)
+        self._block = max(int(block_bytes), 4096)
+        self._fd = os.open(self.path, os.O_RDONLY)
+        try:
+            self._stamp = _stamp(os.fstat(self._fd))
+        except BaseException:
+            os.close(self._fd)
+            raise
+        self._stop = threading.Event()
+        self._hex: str | None = None
+        self._error: str | None = None
+        self._end = None  # the file's stamp once hashed
+        #: seconds callers spent waiting in :meth:`hexdigest` for the thread (0 when it was done)
+        self.wait_seconds = 0.0
+        self._thread = threading.Thread(target=self._run, name=THREAD_NAME, daemon=True)
+        self._thread.start()
+
+    def _run(self):
+        fd, size = self._fd, self._stamp[0]
+        try:
+            h = hashlib.sha256()
+            buf = bytearray(min(self._block, max(size, 1)))
+            view = memoryview(buf)
+            pos = 0
+            while pos < size:
+                if self._stop.is_set():
+                    return
+                k = os.preadv(fd, [view[: min(len(buf), size - pos)]], pos)
+                if k <= 0:
+                    self._error = f"it ended at byte {pos:,} while being read (it was {size:,} bytes)"
+                    return
+                h.update(view[:k])
+                pos += k
+            if os.pread(fd, 1, size):
+                self._error = f"it grew beyond its {size:,} bytes while being read"
+                return
+            self._end = self._stamp_now()
+            self._hex = h.hexdigest()
+        except OSError as e:
+            self._error = f"cannot read the file: {e.strerror}"
+        finally:
+            os.close(fd)
+
+    @property
+    def size(self) -> int:
+        return self._stamp[0]
+
+    def done(self) -> bool:
+        """True once the thread has finished (hashed, failed or cancelled)."""
+        return not self._thread.is_alive()
+
+    def _stamp_now(self):
+        try:
+            return _stamp(os.stat(self.path))
+        except OSError as e:
+            return e.strerror
+
+    def check(self, now=None) -> None:
+        """Raise GraphFormatError if the file at ``path`` is not the one the digest started on
+        (size, modification time or inode changed); readers call it once they have read it all."""
+        now = self._stamp_now() if now is None else now
+        if isinstance(now, str):
+            raise GraphFormatError(f"the file went away while it was read ({now})", path=self.path)
+        if now != self._stamp:
+            what = ", ".join(w for w, a, b in zip(("size", "modification time", "inode", "device"), self._stamp, now)
+                             if a != b)
+            raise GraphFormatError(f"the file changed while it was read ({what}); run again on a file that "
+                                   "stays the same", path=self.path)
+
+    def hexdigest(self) -> str:
+        """Wait for the hash and return it (hex); raises GraphFormatError if the file changed."""
+        t = time.perf_counter()
+        self._thread.join()
+        self.wait_seconds += time.perf_counter() - t
+        if self._stop.is_set() and self._hex is None and self._error is None:
+            raise GraphFormatError("the file's SHA-256 was cancelled (the read failed)", path=self.path)
+        if self._error is not None:
+            raise GraphFormatError(f"the file changed while it was read: {self._error}", path=self.path)
+        self.check(self._end)  # as it was when the last byte was hashed
+        return self._hex
+
+    def cancel(self) -> None:
+        """Stop hashing and wait for the thread (it closes its descriptor)."""
+        self._stop.set()
+        self._thread.join()
+
+    def __str__(self) -> str:
+        return self.hexdigest()
+
+    def __repr__(self) -> str:
+        state = "done" if self.done() else "running"
+        return f"FileDigest({self.path!r}, {state})"
+
+
+def resolve(value) -> str:
+    """A SHA-256 value as a string: a :class:`FileDigest` (or anything with ``hexdigest()``) is
+    joined, a string is returned as it is."""
+    if isinstance(value, str):
+        return value
+    if value is None:
+        return ""
+    return value.hexdigest() if hasattr(value, "hexdigest") else str(value)
