@@ -16,7 +16,7 @@ from distgrail.errors import GraphFormatError
 from distgrail.io import parse as gparse
 from distgrail.io.digest import THREAD_NAME, FileDigest, resolve
 from distgrail.io.parse import read_graph_numpy, read_text_graph
-from distgrail.io.read import read_graph
+from distgrail.io.read import hash_early, read_graph
 
 
 def sha(path):
@@ -79,7 +79,7 @@ def test_gpu_path_graph_hash_is_the_cpu_readers(tmp_path, no_leaks):
 
 def test_sha256_false_starts_no_thread(tmp_path, no_leaks, monkeypatch):
     started = []
-    monkeypatch.setattr(gparse, "FileDigest", lambda *a, **k: started.append(a))
+    monkeypatch.setattr(gparse, "take", lambda *a, **k: started.append(a))
     g = read_text_graph(gra(tmp_path), sha256=False)
     assert g.sha256 == "" and started == []
 
@@ -150,7 +150,7 @@ def test_file_replaced_during_the_parse_is_an_error(tmp_path, no_leaks, monkeypa
 def test_errors_in_the_parse_cancel_the_hash(tmp_path, no_leaks, monkeypatch):
     p = gra(tmp_path, n=3000)
     seen = []
-    real = gparse.FileDigest
+    real = gparse.take
 
     def spy(*a, **k):
         seen.append(real(*a, **k))
@@ -159,7 +159,7 @@ def test_errors_in_the_parse_cancel_the_hash(tmp_path, no_leaks, monkeypatch):
     def boom(plan, dev, chunk_bytes):
         raise RuntimeError("boom")
 
-    monkeypatch.setattr(gparse, "FileDigest", spy)
+    monkeypatch.setattr(gparse, "take", spy)
     monkeypatch.setattr(gparse, "_parse_file", boom)
     with pytest.raises(RuntimeError, match="boom"):
         read_graph_numpy(p)
@@ -196,3 +196,59 @@ def test_wait_is_measured(tmp_path, no_leaks):
     before = d.wait_seconds
     d.hexdigest()
     assert d.wait_seconds - before < 0.05  # a finished thread: nothing to wait for
+
+
+def test_early_digest_is_taken_by_the_reader(tmp_path, no_leaks):
+    """cli starts the hash before CuPy's import; the GPU-path reader takes that same digest."""
+    from distgrail.io import digest as dg
+
+    p = gra(tmp_path)
+    dg.start_early(p)
+    early = dg._EARLY[os.path.realpath(p)]
+    g = read_graph_numpy(p, chunk_bytes=4096)
+    assert g.__dict__["_sha256"] is early and not dg._EARLY
+    assert g.sha256 == sha(p)
+
+
+def test_early_digest_of_a_changed_file_is_dropped(tmp_path, no_leaks):
+    from distgrail.io import digest as dg
+
+    p = gra(tmp_path)
+    dg.start_early(p)
+    early = dg._EARLY[os.path.realpath(p)]
+    early._thread.join()
+    gra(tmp_path, n=300)  # rewritten: other size and bytes
+    g = read_graph_numpy(p, chunk_bytes=4096)
+    assert g.__dict__["_sha256"] is not early
+    assert g.sha256 == sha(p)
+
+
+def test_discard_early_stops_what_nobody_took(tmp_path, no_leaks):
+    from distgrail.io import digest as dg
+
+    p = gra(tmp_path)
+    dg.start_early(p)
+    dg.start_early(str(tmp_path / "missing.gra"))  # cannot open: nothing started, no error
+    assert len(dg._EARLY) == 1
+    dg.discard_early()
+    assert not dg._EARLY
+
+
+def test_cli_index_cpu_backend_leaves_no_early_hash(tmp_path, no_leaks):
+    from distgrail import cli
+    from distgrail.io import digest as dg
+
+    p = gra(tmp_path)
+    assert cli.main(["index", p, "-o", str(tmp_path / "i.h5"), "--backend", "cpu", "--quiet"]) == 0
+    assert not dg._EARLY
+
+
+def test_no_early_digest_for_binary_graphs(tmp_path, no_leaks):
+    from distgrail.io import digest as dg
+
+    p = tmp_path / "g.h5"
+    p.write_bytes(b"\x89HDF\r\n\x1a\n" + b"\0" * 100)
+    hash_early(str(p))
+    hash_early(gra(tmp_path), fmt="h5")
+    hash_early(str(tmp_path / "missing.gra"))
+    assert not dg._EARLY

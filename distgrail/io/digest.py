@@ -23,7 +23,7 @@ import time
 
 from ..errors import GraphFormatError
 
-__all__ = ["FileDigest", "BLOCK_BYTES", "THREAD_NAME", "resolve"]
+__all__ = ["FileDigest", "BLOCK_BYTES", "THREAD_NAME", "resolve", "start_early", "take", "discard_early"]
 
 #: bytes read and hashed per step
 BLOCK_BYTES = 16 << 20
@@ -141,3 +141,41 @@ def resolve(value) -> str:
     if value is None:
         return ""
     return value.hexdigest() if hasattr(value, "hexdigest") else str(value)
+
+
+# -- a digest started before the slow imports ------------------------------------------------
+
+#: digests started by :func:`start_early`, by real path, until a reader takes them
+_EARLY: dict = {}
+
+
+def start_early(path) -> None:
+    """Start hashing the text graph file ``path`` now, before the slow start-up work (importing
+    CuPy takes ~1.3 s on the GPU machine), so the hash is done when the index is assembled
+    (``distgrail index`` does this for one-process GPU builds). The next :func:`take` of the
+    same, unchanged file takes it over; :func:`discard_early` stops what nobody took. Does
+    nothing if the file cannot be opened (the reader reports that). Callers skip binary graphs
+    (:func:`distgrail.io.read.hash_early`)."""
+    key = os.path.realpath(os.fspath(path))
+    try:
+        if key not in _EARLY:
+            _EARLY[key] = FileDigest(key)
+    except OSError:
+        pass
+
+
+def take(path) -> FileDigest:
+    """The digest of ``path``: the one :func:`start_early` started if the file is unchanged since,
+    else a new one."""
+    d = _EARLY.pop(os.path.realpath(os.fspath(path)), None)
+    if d is not None:
+        if d._stamp_now() == d._stamp and not d._stop.is_set():
+            return d
+        d.cancel()
+    return FileDigest(path)
+
+
+def discard_early() -> None:
+    """Cancel the early digests no reader took (e.g. the CPU reader hashed the file itself)."""
+    while _EARLY:
+        _EARLY.popitem()[1].cancel()

@@ -35,7 +35,7 @@ from ..dtypes import size_problem
 from ..errors import BackendError
 
 from .chunks import FMT_CODES, ChunkReader, LineTooLong, memory_estimate, plan_read
-from .digest import FileDigest
+from .digest import take
 from .graph import EdgeGraph
 from .parse_stages import THREADS, CudaDevice, Edges, Stages
 from .parse_twin import TILE, NumpyDevice
@@ -255,7 +255,7 @@ def read_text_graph(path, fmt: str = "auto", num_vertices: int | None = None, de
         if plan.kind == "h5":
             return None
         return _fallback(plan, fmt, num_vertices, dev, notify, plan.reason)
-    digest = FileDigest(plan.path) if sha256 else None
+    digest = take(plan.path) if sha256 else None
     try:
         g, why = _parse_with_retries(plan, dev, chunk_bytes, notify)
         if g is not None:

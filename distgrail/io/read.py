@@ -41,6 +41,18 @@ def detect_format(path: str) -> str:
 
 
 
+def hash_early(path, fmt: str = "auto") -> None:
+    """Start the SHA-256 of a text graph file in the background now
+    (:func:`distgrail.io.digest.start_early`); nothing for a binary ``.h5`` graph or a missing file."""
+    from .digest import start_early
+
+    try:
+        if (fmt if fmt != "auto" else detect_format(path)) != "h5":
+            start_early(path)
+    except OSError:
+        pass
+
+
 def read_graph(path, fmt: str = "auto", num_vertices: int | None = None) -> EdgeGraph:
     """Read a graph file.
 
