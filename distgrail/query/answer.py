@@ -27,6 +27,7 @@ import numpy as np
 from ..errors import BackendError
 from ..gpu.kernels import load_module
 from .prefilter import prefilter
+from .bidir import bidirectional_search_numpy
 from .search import guided_search_numpy
 from .stats import MAX_ROUNDS, POSITIVE, SEARCH_NEG, SEARCH_POS, UNDECIDED, Labels, QueryStats
 
@@ -44,6 +45,11 @@ _BLOCK = 256
 _I32_MAX = np.iinfo(np.int32).max
 
 
+#: the CPU backend's search: "bidirectional" (fast, :mod:`distgrail.query.bidir`) or "forward" (the
+#: GPU's twin, :func:`guided_search_numpy`: same rounds as the GPU); same answers and step counts
+CPU_SEARCH = "bidirectional"
+
+
 def answer_batch_numpy(L: Labels, sources: np.ndarray, targets: np.ndarray, stats: QueryStats | None = None):
     """Every step on the CPU for original vertex ids; returns bool answers."""
     t0 = time.perf_counter()
@@ -51,7 +57,8 @@ def answer_batch_numpy(L: Labels, sources: np.ndarray, targets: np.ndarray, stat
     cv = L.comp[targets]
     ans, code = prefilter(L, cu, cv)
     und = np.flatnonzero(code == UNDECIDED)
-    found, rounds = guided_search_numpy(L, cu[und], cv[und])
+    search = guided_search_numpy if CPU_SEARCH == "forward" else bidirectional_search_numpy
+    found, rounds = search(L, cu[und], cv[und])
     ans[und] = found
     code[und] = np.where(found, SEARCH_POS, SEARCH_NEG)
     if stats is not None:
