@@ -4,7 +4,6 @@ CPU backend's bidirectional search, all against BFS."""
 import numpy as np
 import pytest
 
-import distgrail
 from distgrail.bfs import bfs_reachable, csr_of
 from distgrail.errors import BackendError
 from distgrail.query import answer, search

@@ -90,7 +90,6 @@ def _chunk(L: Labels, rev, su, tv, bitmaps):
     lo_u, hi_u, lo_v, hi_v = L.lo[:, su], L.hi[:, su], L.lo[:, tv], L.hi[:, tv]
     start_u, post_u, post_v = L.start0[su], L.post0[su], L.post0[tv]
     if W:
-        m_u = (L.out[:, su], L.inn[:, su])
         m_v = (L.out[:, tv], L.inn[:, tv])
     done = np.zeros(nq, dtype=bool)
     live = np.ones(nq, dtype=bool)
@@ -141,7 +140,9 @@ def _chunk(L: Labels, rev, su, tv, bitmaps):
         done[q[hit]] = True
         keep = ~done[q] & (lp > lev_u[q])
         q, pa = _enter(bwd_map, q[keep], pa[keep], C, marks[1])
-        keep = inside(L, su[q], L.lo[:, pa], L.hi[:, pa])
+        keep = np.ones(q.size, dtype=bool)  # L_p inside L_u in every dimension
+        for k in range(L.d):
+            keep &= (lo_u[k][q] <= L.lo[k][pa]) & (L.hi[k][pa] <= hi_u[k][q])
         q, pa = q[keep], pa[keep]
         cut = (start_u[q] <= L.post0[pa]) & (L.post0[pa] <= post_u[q])
         if W:
