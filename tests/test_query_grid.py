@@ -128,3 +128,15 @@ def test_deep_rounds():
     truth = bfs_reachable(*csr_of(g), s[und], t[und])
     np.testing.assert_array_equal(found, truth)
     np.testing.assert_array_equal(bidirectional_search_numpy(L, cu[und], cv[und])[0], truth)
+
+
+def test_benchmark_cpu_row(capsys):
+    """``queries --cpu`` runs without a GPU: K = 0 (no masks) beside K = 64, both searches agree."""
+    from distgrail.benchmarks import queries
+
+    assert queries.parse_graph("1e6,20") == (1_000_000, 20.0)
+    assert queries.main(["--cpu", "--cpu-graph", "3000,8", "--cpu-pairs", "3000", "--cpu-forward", "800"]) == 0
+    out = capsys.readouterr().out
+    rows = [ln.split() for ln in out.splitlines() if ln.split() and ln.split()[0] in ("0", "64")]
+    assert [r[0] for r in rows] == ["0", "64"]
+    assert int(rows[0][9]) == 0 and int(rows[1][9]) > 0  # sup+ column: K = 0 decides nothing by masks
