@@ -1,6 +1,5 @@
 // The guided search (twin: distgrail/query/search.py, guided_search_numpy). Record layout and step
-// codes: query.cuh. work counters (u64): [0] undecided, [1] next (pass 1), [2] overflowed,
-// [3] next (pass 2).
+// codes: query.cuh. work counters (u64): [0] undecided, [1] next, [2] handed to the grid-wide search.
 #include "query.cuh"
 
 // One warp per query, level-synchronous BFS from cu in the pruned DAG, exactly the frontier
@@ -8,14 +7,15 @@
 // the level, support-mask and interval tests allow it, and answers the query on a DT-subtree or
 // support-mask hit). Warps take queries from the work list
 // one at a time (dynamic scheduling). Each warp owns a visited bitmap (vwords words, left all-zero
-// after every query) and a queue of `cap` vertices; a query whose queue would overflow is
-// re-queued to `overflow` untouched, for a second launch with cap >= C.
+// after every query) and a queue of `cap` vertices; a query whose queue would overflow, or that
+// has scanned more than `budget` edges, is handed to `overflow` untouched, for the grid-wide
+// search (dg_grid_* below), which redoes it from the start.
 extern "C" __global__ void dg_search(const int4* __restrict__ work, const u64* __restrict__ nwork_p,
                                      u64* __restrict__ next_p,
                                      const i64* __restrict__ indptr, const i32* __restrict__ indices,
                                      const i32* __restrict__ rec, int R, int d, int W,
                                      unsigned int* __restrict__ visited, i64 vwords,
-                                     i32* __restrict__ queue, i64 cap,
+                                     i32* __restrict__ queue, i64 cap, i64 budget,
                                      unsigned char* __restrict__ ans,
                                      int4* __restrict__ overflow, u64* __restrict__ novf_p,
                                      u64* __restrict__ counters) {
@@ -46,6 +46,7 @@ extern "C" __global__ void dg_search(const int4* __restrict__ work, const u64* _
         const int tl = tgt[0], tp = tgt[2];
         i64 head = 0, tail = 1;
         int rounds = 0;
+        i64 scanned = 0;
         bool found = false, ovf = false;
         while (head < tail && !found && !ovf) {
             ++rounds;
@@ -66,6 +67,8 @@ extern "C" __global__ void dg_search(const int4* __restrict__ work, const u64* _
                 }
                 const i64 total = __shfl_sync(FULL, incl, 31);
                 const i64 excl = incl - deg;
+                scanned += total;  // warp-uniform: the visit budget hands long searches on
+                if (scanned > budget) { ovf = true; break; }
                 for (i64 e0 = 0; e0 < total; e0 += 32) {
                     const i64 e = e0 + lane;
                     // owner of edge e: the largest lane j with excl_j <= e (it has deg_j > 0)

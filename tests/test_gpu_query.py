@@ -1,7 +1,11 @@
 """GPU queries (distgrail/query/answer.py, kernels/query.cu) against the CPU backend and plain BFS.
 
 Indexes are built on the CPU; only the queries run on the GPU. Every test checks that the GPU
-answers, per-step counts, reachable count and search rounds equal the CPU backend's.
+answers, per-step counts, reachable count and search rounds equal the CPU backend's with the
+forward search (``CPU_SEARCH = "forward"``, the GPU's twin; the default bidirectional CPU search
+gives the same answers and counts but its own round count). The grid-wide search
+(kernels/grid.cu) is forced with ``SEARCH_BUDGET = -1`` and its per-round frontier sizes are
+compared with the twin's.
 """
 
 import numpy as np
@@ -14,6 +18,11 @@ from distgrail.io.generate import generate
 from conftest import EXPECTED, graph_path, load_pairs
 
 pytestmark = pytest.mark.gpu
+
+
+@pytest.fixture(autouse=True)
+def forward_twin(monkeypatch):
+    monkeypatch.setattr(gpu_query, "CPU_SEARCH", "forward")
 
 
 def same_as_cpu(idx, s, t):
@@ -116,8 +125,8 @@ def test_streaming_keeps_input_order(monkeypatch, data_dir):
     np.testing.assert_array_equal(rev, whole[::-1])
 
 
-def test_queue_overflow_second_pass(monkeypatch, data_dir):
-    monkeypatch.setattr(gpu_query, "QUEUE_CAP", 3)  # most searches overflow into pass 2
+def test_queue_overflow_grid_search(monkeypatch, data_dir):
+    monkeypatch.setattr(gpu_query, "QUEUE_CAP", 3)  # most searches overflow into the grid-wide search
     for name in ("kegg_dag_uniq", "nasa_dag_uniq"):
         s, t = load_pairs(name)
         idx = distgrail.build_index(graph_path(name), dims=2, backend="cpu")
@@ -126,6 +135,68 @@ def test_queue_overflow_second_pass(monkeypatch, data_dir):
     g = generate("paper", 2000, 30, seed=2)
     idx = distgrail.build_index(g, dims=2, backend="cpu")
     same_as_cpu(idx, *random_pairs(g.n, 20000, seed=4))
+
+
+def grid_graphs():
+    from test_query_grid import deep_graph
+    from test_query_steps import GRAPHS
+
+    return {"paper-dense": GRAPHS["paper-dense"], "cycles": GRAPHS["cycles"], "deep": deep_graph(),
+            "paper-20k-d40": generate("paper", 20_000, 40, seed=3)}
+
+
+GRID_GRAPHS = grid_graphs()
+
+
+@pytest.mark.parametrize("name", sorted(GRID_GRAPHS))
+@pytest.mark.parametrize("K", [0, 64])
+@pytest.mark.parametrize("budget", ["tiny", "small", "default"])
+def test_grid_search_forced(name, K, budget, monkeypatch):
+    """Every searched pair goes to the grid-wide search; groups of one query (tiny), groups that
+    overflow their lists of C entries and are split (small), one big group (default). Answers,
+    step counts, rounds and the frontier size after every round equal the NumPy twin's."""
+    import cupy as cp
+    from distgrail.query import grid
+    from distgrail.query.prefilter import prefilter
+    from distgrail.query.search import guided_search_numpy
+    from distgrail.query.stats import UNDECIDED
+    from test_query_steps import indexed
+
+    g = GRID_GRAPHS[name]
+    idx = indexed(g, K, dims=3)
+    C = idx.C
+    monkeypatch.setattr(gpu_query, "SEARCH_BUDGET", -1)
+    nbytes = {"tiny": 1, "small": 16 * C + 40 * 4 * grid.bitmap_words(C), "default": grid.GRID_BYTES}[budget]
+    monkeypatch.setattr(grid, "GRID_BYTES", nbytes)
+    s, t = random_pairs(g.n, 6000, seed=K + 1)
+    ps, pt = reachable_pairs(g, 60, 20, seed=2)
+    s, t = np.concatenate([s, ps]), np.concatenate([t, pt])
+    a, st = same_as_cpu(idx, s, t)
+    ip, ix = csr_of(g)
+    np.testing.assert_array_equal(a[:300], bfs_reachable(ip, ix, s[:300], t[:300]))
+    assert a[-ps.size:].all() and st.searched > 0
+    # the frontiers round by round, against the twin
+    Lg, Lc = idx.labels("gpu"), idx.labels("cpu")
+    ctx = gpu_query._context(Lg)
+    assert ctx.two_pass and ctx.budget == -1
+    ctx.buffers(s.size)
+    ctx.counters.fill(0)
+    stream = cp.cuda.get_current_stream()
+    dans = cp.zeros(s.size, dtype=cp.uint8)
+    trace = []
+    ctx.launch(cp.asarray(s), cp.asarray(t), dans, s.size, stream, trace=trace)
+    cu, cv = Lc.comp[s], Lc.comp[t]
+    ans, code = prefilter(Lc, cu, cv)
+    und = np.flatnonzero(code == UNDECIDED)
+    sizes = []
+    found, rounds = guided_search_numpy(Lc, cu[und], cv[und], sizes)
+    ans[und] = found
+    np.testing.assert_array_equal(dans.get().astype(bool), ans)
+    assert trace == sizes and len(trace) == rounds == st.search_rounds
+    if budget == "tiny":
+        assert ctx.grid.group == 1 and ctx.grid.cap == C
+    if budget == "small":
+        assert ctx.grid.cap == C
 
 
 @pytest.mark.parametrize("K", [64, 200])
@@ -160,12 +231,15 @@ def test_small_batches_and_repeats(data_dir):
 
 
 def test_minimal_scratch(monkeypatch, data_dir):
-    """One block of search warps and a single pass-2 warp still answer everything."""
+    """One block of search warps and grid-wide groups of one query still answer everything."""
+    from distgrail.query import grid
+
     monkeypatch.setattr(gpu_query, "QUEUE_CAP", 5)
     monkeypatch.setattr(gpu_query, "SCRATCH_BYTES", 1)
+    monkeypatch.setattr(grid, "GRID_BYTES", 1)
     s, t = load_pairs("xmark_dag_uniq")
     idx = distgrail.build_index(graph_path("xmark_dag_uniq"), dims=2, backend="cpu")
     a, _ = same_as_cpu(idx, s, t)
     assert int(a.sum()) == EXPECTED["xmark_dag_uniq"]
     ctx = idx.labels("gpu").cache["gpu_query"]
-    assert ctx.nw1 == 8 and ctx.nw2 == 1
+    assert ctx.nw1 == 8 and ctx.grid.group == 1 and ctx.grid.cap == idx.C

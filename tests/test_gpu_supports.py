@@ -15,6 +15,11 @@ from test_query_steps import GRAPHS, indexed, pairs
 pytestmark = pytest.mark.gpu
 
 
+@pytest.fixture(autouse=True)
+def forward_twin(monkeypatch):  # the CPU backend's forward search: same search rounds as the GPU
+    monkeypatch.setattr("distgrail.query.answer.CPU_SEARCH", "forward")
+
+
 def big_graphs():
     return {
         "paper-dense-20k": generate("paper", 20_000, 60, seed=1),  # large levels: grid launches

@@ -1,6 +1,8 @@
 """Query benchmark: GPU next to the CPU backend and plain BFS, in one run.
 
     python -m distgrail.benchmarks.queries [--data DIR] [--random 1000000] [--positive 100000]
+        [--paper 1500000,100] [--search-budget 4096,16384,65536,262144]
+    python -m distgrail.benchmarks.queries --cpu [--cpu-graph 1000000,20] [--cpu-pairs 1000000]
 
 For every GRAIL benchmark graph and for generated graphs (the paper's DAG with 250,000 vertices
 and average degree 50, i.e. 12.5 M edges, plus smaller paper / scale-free / layered graphs):
@@ -17,7 +19,16 @@ pairs already on the GPU. GPU answers are checked
 against every CPU and BFS answer computed. Then one ``--big``-pair batch streams through the GPU.
 
 Every set runs at K = 0 (no support masks, plain GRAIL) and at K = ``--supports`` (phase 5,
-column ``K``), so one run shows both: step counts, searched pairs, time and q/s.
+column ``K``), so one run shows both: step counts, searched pairs, time and q/s. The K = 0 index
+is built with ``supports=0`` (checked: no masks). ``--paper N,DEG`` adds the paper's DAG with N
+vertices and average degree DEG (dag11: ``--paper 1500000,100``); on those graphs
+``--search-budget`` times 100,000 random pairs for each visit budget of the one-warp search
+(:data:`distgrail.query.answer.SEARCH_BUDGET`) and says how many queries each hands to the
+grid-wide search.
+
+``--cpu`` runs no GPU: the CPU backend on the paper DAG ``--cpu-graph N,DEG`` (1 M / 20 M), K = 0
+and the default K, ``--cpu-pairs`` random pairs, time split into prefilter and search, with the
+bidirectional search (the default) and the forward one (the GPU's twin) on a prefix.
 """
 
 from __future__ import annotations
@@ -105,6 +116,82 @@ def breakdown(idx, s, t, repeat):
     return core, k
 
 
+def parse_graph(spec):
+    n, deg = spec.split(",")
+    return int(float(n)), float(deg)
+
+
+def budget_sweep(idx, s, t, budgets, repeat):
+    """(median ms, queries handed on) of ``answer_batch_cuda`` for each visit budget."""
+    from distgrail.query import answer
+
+    L = idx.labels("gpu")
+    saved = answer.SEARCH_BUDGET
+    ms, handed = [], []
+    ref = None
+    try:
+        for b in budgets:
+            answer.SEARCH_BUDGET = b
+            L.cache.pop("gpu_query", None)  # a context with this budget
+            a = answer.answer_batch_cuda(L, s, t)
+            ref = a if ref is None else ref
+            if not np.array_equal(a, ref):
+                raise SystemExit(f"visit budget {b}: answers differ")
+            _, sec = median_time(lambda: answer.answer_batch_cuda(L, s, t), repeat)
+            ms.append(sec * 1e3)
+            handed.append(int(L.cache["gpu_query"].wctr[2:3].get()[0]))
+    finally:
+        answer.SEARCH_BUDGET = saved
+        L.cache.pop("gpu_query", None)
+    return ms, handed
+
+
+def cpu_row(args):
+    """The CPU backend on the paper DAG --cpu-graph: K = 0 and default K, prefilter vs search."""
+    from distgrail.benchmarks.cpu import steps_header, steps_row
+    from distgrail.query import answer
+    from distgrail.query.bidir import reverse_csr
+    from distgrail.query.prefilter import prefilter
+    from distgrail.query.stats import UNDECIDED
+
+    n, deg = parse_graph(args.cpu_graph)
+    t0 = time.perf_counter()
+    g = generate("paper", n, deg, 0)
+    idx0 = distgrail.build_index(g, dims=args.dims, backend="cpu", supports=0)
+    if idx0.supports != 0:
+        raise SystemExit("the K = 0 index has support masks")
+    print(f"CPU backend, paper DAG n={g.n:,} m={g.m:,} C={idx0.C:,}, d={args.dims}: generate + index "
+          f"{time.perf_counter() - t0:.1f} s; {args.cpu_pairs:,} random pairs")
+    rng = np.random.default_rng(12345)
+    s, t = rng.integers(0, g.n, args.cpu_pairs), rng.integers(0, g.n, args.cpu_pairs)
+    print(f"{'K':>4}{'prefilter s':>12}{'search s':>10}{'total s':>9}{'q/s':>10}{'fwd s':>9}{'fwd n':>8}  "
+          + steps_header())
+    answers = None
+    for K in (0, args.supports):
+        idx, _ = with_supports(idx0, g, K, "cpu")
+        L = idx.labels("cpu")
+        reverse_csr(L)  # one-time, like the label load (reported apart)
+        t0 = time.perf_counter()
+        cu, cv = L.comp[s], L.comp[t]
+        _, code = prefilter(L, cu, cv)
+        t_pre = time.perf_counter() - t0
+        a, st = idx.query(s, t, backend="cpu")
+        t_all = st.seconds
+        k = min(args.cpu_forward, s.size)
+        saved = answer.CPU_SEARCH
+        answer.CPU_SEARCH = "forward"
+        try:
+            af, stf = idx.query(s[:k], t[:k], backend="cpu")
+        finally:
+            answer.CPU_SEARCH = saved
+        if not np.array_equal(af, a[:k]) or (answers is not None and not np.array_equal(answers, a)):
+            raise SystemExit(f"K={K}: CPU answers differ between searches or K")
+        answers = a
+        print(f"{K:>4}{t_pre:>12.2f}{t_all - t_pre:>10.2f}{t_all:>9.2f}{qps(s.size, t_all):>10,.0f}"
+              f"{stf.seconds:>9.2f}{k:>8,}  " + steps_row(st) + f"   (searched {int((code == UNDECIDED).sum()):,})")
+    return 0
+
+
 def qps(n, sec):
     return n / sec if sec > 0 else float("inf")
 
@@ -128,7 +215,15 @@ def main(argv=None):
     p.add_argument("--big", type=int, default=100_000_000, help="pairs of the streaming batch (0: skip)")
     p.add_argument("--no-generated", action="store_true")
     p.add_argument("--supports", type=int, default=DEFAULT_SUPPORTS, help="K beside K = 0")
+    p.add_argument("--paper", action="append", default=[], metavar="N,DEG", help="add the paper DAG N,DEG (repeatable)")
+    p.add_argument("--search-budget", default="", help="visit budgets (edges) to time on the --paper graphs")
+    p.add_argument("--cpu", action="store_true", help="only the CPU-backend row (no GPU)")
+    p.add_argument("--cpu-graph", default="1000000,20", metavar="N,DEG")
+    p.add_argument("--cpu-pairs", type=int, default=1_000_000)
+    p.add_argument("--cpu-forward", type=int, default=20_000, help="pairs of the forward-search comparison")
     args = p.parse_args(argv)
+    if args.cpu:
+        return cpu_row(args)
 
     # an empty CuPy kernel cache, so the first call's compile time is a real NVRTC compile
     os.environ["CUPY_CACHE_DIR"] = tempfile.mkdtemp(prefix="distgrail-cupy-cache-")
@@ -142,6 +237,13 @@ def main(argv=None):
     graphs = [(os.path.basename(f)[:-4], f) for f in sorted(glob.glob(os.path.join(args.data, "*.gra")))]
     if not args.no_generated:
         graphs += [(f"{k}-{n // 1000}k-d{deg}" + (f"-L{lv}" if lv else ""), (k, n, deg, lv)) for k, n, deg, lv in GENERATED]
+    dense = []
+    for spec in args.paper:
+        n, deg = parse_graph(spec)
+        dense.append(f"paper-{n // 1000}k-d{deg:g}")
+        graphs.append((dense[-1], ("paper", n, deg, None)))
+    budgets = [int(b) for b in args.search_budget.split(",") if b]
+    sweeps = []
     rows, checks = [], []
     first_call = None
     for name, src in graphs:
@@ -149,6 +251,8 @@ def main(argv=None):
         g = distgrail.read_graph(src) if isinstance(src, str) else generate(src[0], src[1], src[2], 0, levels=src[3])
         idx = distgrail.build_index(g, dims=args.dims, backend="cpu", supports=0)  # K = 0; with_supports adds K
         t_build = time.perf_counter() - t0
+        if idx.supports != 0 or idx.labels("cpu").W != 0:
+            raise SystemExit(f"{name}: the K = 0 index has support masks")
         ip, ix = csr_of(g)
         rng = np.random.default_rng(12345)
         rs, rt = rng.integers(0, g.n, args.random), rng.integers(0, g.n, args.random)
@@ -161,6 +265,9 @@ def main(argv=None):
             first_call = time.perf_counter() - t0
         sets = [("random", rs, rt), ("rand100k", rs[:100_000], rt[:100_000]), ("reach", ps, pt)]
         idx_k, t5 = with_supports(idx, g, args.supports, "gpu")
+        if name in dense and budgets:
+            sweeps += [(name, K, *budget_sweep(x, rs[:100_000], rt[:100_000], budgets, args.repeat))
+                       for K, x in ((0, idx), (args.supports, idx_k))]
         for (K, idx), (label, s, t) in ((x, y) for x in ((0, idx), (args.supports, idx_k)) for y in sets):
             idx.query(s, t, backend="gpu")  # warm-up (label upload, scratch, pinned buffers)
             (a, st), tg = median_time(lambda: idx.query(s, t, backend="gpu"), args.repeat)
@@ -212,6 +319,12 @@ def main(argv=None):
         print(f"target <= 50 ms, 100,000 random pairs, paper DAG 250k / 12.5M: {paper[0] * 1e3:.2f} ms "
               f"-> {'met' if paper[0] <= 0.05 else 'MISSED'}")
     print(f"GPU answers equal CPU backend and BFS wherever both ran: {'yes' if all(checks) else 'NO'}")
+    if sweeps:
+        print("\nvisit budget of the one-warp search (edges; larger: handed to the grid-wide search), "
+              "100,000 random pairs, ms (handed on)")
+        print(f"{'graph':<22}{'K':>5}  " + "".join(f"{b:>18,}" for b in budgets))
+        for name, K, ms, handed in sweeps:
+            print(f"{name:<22}{K:>5}  " + "".join(f"{m:>10.2f} ({h:>5})" for m, h in zip(ms, handed)))
 
     if args.big and graphs:
         name, src = next((x for x in graphs if x[0] == "kegg_dag_uniq"), graphs[0])

@@ -12,8 +12,10 @@ gives the same answers, the same per-step counts and the same number of search r
   with dynamic scheduling: a level-synchronous search with exactly the frontiers of
   :func:`distgrail.query.search.guided_search_numpy` (level, support-mask and interval pruning,
   positive DT-subtree and support cut on every entered vertex, early exit), a per-warp visited bitmap that the warp clears after
-  each query, and a per-warp queue. A query whose queue would outgrow ``QUEUE_CAP`` is redone
-  in a second launch with room for every component.
+  each query, and a per-warp queue. A query whose queue would outgrow ``QUEUE_CAP``, or that
+  has scanned more than ``SEARCH_BUDGET`` edges, is handed on untouched to the grid-wide search
+  (:mod:`distgrail.query.grid`): all threads of the GPU on the frontiers of all such queries at
+  once, one round per launch pair, same frontiers again.
 * Batches stream through the GPU in chunks of ``CHUNK_PAIRS`` pairs (pinned double buffers on
   the host), so GPU memory stays bounded whatever the batch size; answers keep input order.
 """
@@ -26,22 +28,32 @@ import numpy as np
 
 from ..errors import BackendError
 from ..gpu.kernels import load_module
+from .grid import GridSearch
 from .prefilter import prefilter
+from .bidir import bidirectional_search_numpy
 from .search import guided_search_numpy
 from .stats import MAX_ROUNDS, POSITIVE, SEARCH_NEG, SEARCH_POS, UNDECIDED, Labels, QueryStats
 
 __all__ = ["answer_batch_numpy", "answer_batch_cuda", "records", "record_width", "CHUNK_PAIRS", "QUEUE_CAP",
-           "SCRATCH_BYTES"]
+           "SCRATCH_BYTES", "SEARCH_BUDGET"]
 
 #: pairs per GPU chunk (inputs 16 B + work list 32 B + answer 1 B per pair on the device)
 CHUNK_PAIRS = 1 << 23
-#: queue entries per warp in the first search pass; longer searches go to the second pass
+#: queue entries per warp of the one-warp search; longer searches go to the grid-wide search
 QUEUE_CAP = 1 << 14
-#: upper bound on the search scratch (visited bitmaps + queues) of each pass, bytes
+#: edges a warp may scan for one query before handing it to the grid-wide search (the visit
+#: budget: one warp grinding a long search was the long tail of dense DAGs; -1 hands on all)
+SEARCH_BUDGET = 1 << 16
+#: upper bound on the one-warp search's scratch (visited bitmaps + queues), bytes
 SCRATCH_BYTES = 1 << 30
 
 _BLOCK = 256
 _I32_MAX = np.iinfo(np.int32).max
+
+
+#: the CPU backend's search: "bidirectional" (fast, :mod:`distgrail.query.bidir`) or "forward" (the
+#: GPU's twin, :func:`guided_search_numpy`: same rounds as the GPU); same answers and step counts
+CPU_SEARCH = "bidirectional"
 
 
 def answer_batch_numpy(L: Labels, sources: np.ndarray, targets: np.ndarray, stats: QueryStats | None = None):
@@ -51,7 +63,8 @@ def answer_batch_numpy(L: Labels, sources: np.ndarray, targets: np.ndarray, stat
     cv = L.comp[targets]
     ans, code = prefilter(L, cu, cv)
     und = np.flatnonzero(code == UNDECIDED)
-    found, rounds = guided_search_numpy(L, cu[und], cv[und])
+    search = guided_search_numpy if CPU_SEARCH == "forward" else bidirectional_search_numpy
+    found, rounds = search(L, cu[und], cv[und])
     ans[und] = found
     code[und] = np.where(found, SEARCH_POS, SEARCH_NEG)
     if stats is not None:
@@ -119,18 +132,19 @@ class _Context:
                                f"(4 + 4 W + 2 d, W = 64-bit words per support mask), got d={d}, W={W}")
         resident = self.sms * blocks * (_BLOCK // 32)
         self.vwords = (C + 31) // 32 + 1
-        # pass 1: short queue, many warps; pass 2 (only if pass 1 can overflow): queue of C
+        # one warp per query, short queue; the queries it hands on go to the grid-wide search
         self.cap1 = max(1, min(C, QUEUE_CAP))
+        self.budget = int(SEARCH_BUDGET)
+        m = int(L.indices.shape[0])
         per1 = 4 * (self.vwords + self.cap1)
         self.blocks1 = max(1, min(resident, SCRATCH_BYTES // per1) // (_BLOCK // 32))
         self.nw1 = self.blocks1 * (_BLOCK // 32)
         self.visited = cp.zeros(self.nw1 * self.vwords, dtype=cp.uint32)
         self.queue1 = cp.empty(self.nw1 * self.cap1, dtype=cp.int32)
-        self.two_pass = self.cap1 < C
-        if self.two_pass:  # one-warp blocks: at least one queue of C, at most SCRATCH_BYTES of them
-            self.nw2 = max(1, min(self.nw1, SCRATCH_BYTES // (4 * C)))
-            self.queue2 = cp.empty(self.nw2 * C, dtype=cp.int32)
-        # counters[code] per step, [MAX_ROUNDS] max rounds; wctr per chunk: undecided, next, overflowed, next2
+        # a query can be handed on only if its queue (at most C vertices) or its edges (at most m) can pass a limit
+        self.two_pass = self.cap1 < C or self.budget < m
+        self.grid = GridSearch(self)
+        # counters[code] per step, [MAX_ROUNDS] max rounds; wctr per chunk: undecided, next, handed on
         self.counters = cp.zeros(MAX_ROUNDS + 1, dtype=cp.uint64)
         self.wctr = cp.zeros(8, dtype=cp.uint64)
         self.size = 0
@@ -142,11 +156,13 @@ class _Context:
             self.dt = cp.empty(k, dtype=cp.int64)
             self.dans = cp.empty(k, dtype=cp.uint8)
             self.work = cp.empty((k, 4), dtype=cp.int32)
-            self.ovf = cp.empty((k, 4), dtype=cp.int32) if self.two_pass else self.work
+            self.ovf = cp.empty((k, 4), dtype=cp.int32)
             self.size = k
 
-    def launch(self, ds, dt, dans, nq: int, stream):
-        """Queue steps 1–5 for ``nq`` pairs already on the device, in ``stream``."""
+    def launch(self, ds, dt, dans, nq: int, stream, trace=None):
+        """Steps 1–5 for ``nq`` pairs already on the device, in ``stream`` (queued; the stream is
+        synchronised once to read how many queries go to the grid-wide search, if any can).
+        ``trace``: a list that receives the grid-wide search's per-round frontier sizes."""
         i32, i64 = np.int32, np.int64
         w = self.wctr
         w.data.memset_async(0, w.nbytes, stream)
@@ -154,16 +170,16 @@ class _Context:
         with stream:
             self.k_pre((grid,), (_BLOCK,), (ds, dt, i64(nq), self.comp, self.rec, i32(self.R), i32(self.d),
                                             i32(self.W), dans, self.work, w, self.counters))
-            # pass 1: every undecided pair; wctr[0] undecided, [1] next, [2] overflowed
+            # one warp per query: every undecided pair; wctr[0] undecided, [1] next, [2] handed on
             self.k_search((self.blocks1,), (_BLOCK,),
                           (self.work, w[0:], w[1:], self.indptr, self.indices, self.rec, i32(self.R), i32(self.d),
-                           i32(self.W), self.visited, i64(self.vwords), self.queue1, i64(self.cap1), dans, self.ovf, w[2:],
-                           self.counters), shared_mem=self.smem)
-            if self.two_pass:  # pass 2: the overflowed pairs, queue of C (cannot overflow); wctr[3] next
-                self.k_search((self.nw2,), (32,),
-                              (self.ovf, w[2:], w[3:], self.indptr, self.indices, self.rec, i32(self.R),
-                               i32(self.d), i32(self.W), self.visited, i64(self.vwords), self.queue2, i64(self.C),
-                               dans, self.ovf, w[4:], self.counters), shared_mem=self.R * 4)
+                           i32(self.W), self.visited, i64(self.vwords), self.queue1, i64(self.cap1), i64(self.budget),
+                           dans, self.ovf, w[2:], self.counters), shared_mem=self.smem)
+        if self.two_pass:  # the grid-wide search for the queries handed on
+            nhard = int(w[2:3].get(stream=stream)[0])
+            sizes = self.grid.run(self.ovf, nhard, dans, stream, trace=trace is not None)
+            if trace is not None:
+                trace.extend(sizes)
 
 
 def _context(L) -> _Context:

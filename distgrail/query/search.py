@@ -29,8 +29,11 @@ VISITED_BYTES = 1 << 27
 CHUNK_QUERIES = 2048
 
 
-def guided_search_numpy(L: Labels, cu: np.ndarray, cv: np.ndarray):
-    """The search on the CPU for pairs that passed the prefilters. Returns (answers, rounds)."""
+def guided_search_numpy(L: Labels, cu: np.ndarray, cv: np.ndarray, sizes: list | None = None):
+    """The search on the CPU for pairs that passed the prefilters. Returns (answers, rounds).
+
+    ``sizes``: a list that receives the frontier size after each round, summed over all queries
+    (what the GPU's grid-wide search reports with ``trace``)."""
     k = cu.size
     found = np.zeros(k, dtype=bool)
     if k == 0:
@@ -41,7 +44,7 @@ def guided_search_numpy(L: Labels, cu: np.ndarray, cv: np.ndarray):
     rounds = 0
     for q0 in range(0, k, chunk):
         q1 = min(k, q0 + chunk)
-        done, r = _search_chunk(L, cu[q0:q1].astype(np.int64), cv[q0:q1].astype(np.int64), bitmap)
+        done, r = _search_chunk(L, cu[q0:q1].astype(np.int64), cv[q0:q1].astype(np.int64), bitmap, sizes)
         found[q0:q1] = done
         rounds = max(rounds, r)
     return found, rounds
@@ -60,7 +63,7 @@ def _mark(bitmap, key):
     bitmap[byte[first]] |= np.bitwise_or.reduceat(bit, np.flatnonzero(first))
 
 
-def _search_chunk(L: Labels, src, tv, bitmap):
+def _search_chunk(L: Labels, src, tv, bitmap, sizes=None):
     nq = src.size
     C, W = L.C, L.W
     lev_t = L.level[tv]
@@ -98,6 +101,10 @@ def _search_chunk(L: Labels, src, tv, bitmap):
         done[q[cut]] = True
         keep = ~done[q]
         fq, fv = q[keep], ch[keep]
+        if sizes is not None:
+            if len(sizes) < r:
+                sizes.append(0)
+            sizes[r - 1] += int(fq.size)
     for key in marked:  # leave the bitmap all-zero for the next chunk
         bitmap[key >> 3] = 0
     return done, r

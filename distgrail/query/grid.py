@@ -1,0 +1,147 @@
+"""The grid-wide search on the GPU: the hard queries that the one-warp search (``dg_search``)
+handed on, searched by all threads of the GPU at once (kernels in ``kernels/grid.cu``).
+
+Every round is two launches over the (query, vertex) frontier entries of a whole group of hard
+queries: ``dg_grid_expand`` (one warp per entry, lanes over its edges, per-query visited bitmaps
+with atomic test-and-set, next frontier appended with atomics) and ``dg_grid_compact`` (drops
+the entries of answered queries). The frontiers are those of the NumPy twin,
+:func:`distgrail.query.search.guided_search_numpy` (``sizes`` there gives the per-round totals
+that :meth:`GridSearch.run` returns with ``trace=True``), so answers, step counts and the round
+count equal the CPU's.
+
+Memory is bounded: :func:`plan_grid` sizes the groups from the number of components C and a
+byte budget (one bitmap of C bits per query of a group, two frontier lists of ``cap`` entries,
+``cap >= C`` so that one query always fits). A group whose frontier outgrows ``cap`` is redone
+in halves (:func:`run_groups`), down to groups of one query, which cannot outgrow it.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ..errors import BackendError
+from ..gpu.kernels import load_module
+
+__all__ = ["plan_grid", "run_groups", "GridSearch", "GRID_BYTES", "ROUND_BATCH", "GRID_BLOCK"]
+
+#: bytes of the grid-wide search's scratch (bitmaps + frontier lists), at least what one query needs
+GRID_BYTES = 1 << 30
+#: rounds launched between two looks at the frontier size (launches after the end change nothing)
+ROUND_BATCH = 8
+#: threads per block of the grid kernels
+GRID_BLOCK = 256
+
+#: bytes per frontier entry: (slot, vertex) int32 in the frontier and in the raw next frontier
+_ENTRY_BYTES = 16
+
+
+def bitmap_words(C: int) -> int:
+    """uint32 words of one query's visited bitmap (C bits, one spare word)."""
+    return (C + 31) // 32 + 1
+
+
+def plan_grid(C: int, nhard: int, budget: int = GRID_BYTES) -> tuple[int, int]:
+    """(queries per group, frontier entries per list) for ``nhard`` hard queries on C components.
+
+    Half the budget goes to the frontier lists, the rest to one bitmap per query of a group; the
+    lists always hold at least C entries (one query's whole search) and at most what ``nhard``
+    queries can need (``nhard * C``); a group holds at least one query."""
+    if C < 1 or nhard < 1:
+        raise ValueError(f"plan_grid needs C >= 1 and nhard >= 1, got C={C}, nhard={nhard}")
+    vbytes = 4 * bitmap_words(C)
+    cap = max(C, min(budget // 2 // _ENTRY_BYTES, nhard * C))
+    group = max(1, min(nhard, (budget - cap * _ENTRY_BYTES) // vbytes, 2**31 - 1))
+    return int(group), int(cap)
+
+
+def run_groups(n: int, group: int, run) -> list[int]:
+    """Search queries ``0..n-1`` in consecutive groups of at most ``group``: ``run(start, count)``
+    returns False when that group's frontier outgrew its lists; the group is then retried with
+    half the size, and later groups keep the smaller size. Returns the sizes of the groups run."""
+    done = []
+    s = 0
+    while s < n:
+        m = min(group, n - s)
+        if run(s, m):
+            done.append(m)
+            s += m
+            continue
+        if m == 1:
+            raise BackendError("grid-wide search: one query outgrew a frontier list of C entries (cannot happen)")
+        group = m // 2
+    return done
+
+
+class GridSearch:
+    """Scratch and kernels of the grid-wide search for one GPU query context."""
+
+    def __init__(self, ctx, budget: int | None = None):
+        self.ctx = ctx
+        self.budget = GRID_BYTES if budget is None else budget
+        mod = load_module("grid")
+        self.k_seed, self.k_expand, self.k_compact, self.k_finish = (
+            mod.get_function(f"dg_grid_{k}") for k in ("seed", "expand", "compact", "finish"))
+        self.vwords = bitmap_words(ctx.C)
+        self.group = self.cap = 0
+
+    def _scratch(self, nhard: int):
+        cp = self.ctx.cp
+        group, cap = plan_grid(self.ctx.C, nhard, self.budget)
+        if group > self.group or cap > self.cap:
+            group, cap = max(group, self.group), max(cap, self.cap)
+            self.visited = cp.empty(group * self.vwords, dtype=cp.uint32)
+            self.fq, self.fv, self.nq, self.nv = (cp.empty(cap, dtype=cp.int32) for _ in range(4))
+            self.done = cp.empty(group, dtype=cp.uint8)
+            self.fcnt = cp.zeros(3, dtype=cp.uint64)
+            self.gstate = cp.zeros(2, dtype=cp.uint64)
+            self.group, self.cap = group, cap
+        return plan_grid(self.ctx.C, nhard, self.budget)[0]
+
+    def run(self, hard, nhard: int, dans, stream, trace: bool = False):
+        """Answer the ``nhard`` items of ``hard`` ((k, 4) int32 on the device); counts go to the
+        context's counters. With ``trace``: per-round frontier sizes, summed over the groups."""
+        if nhard <= 0:
+            return []
+        group = self._scratch(nhard)
+        sizes: list[int] = []
+        run = lambda s, m: self._group(hard, s, m, dans, stream, trace, sizes)  # noqa: E731
+        run_groups(nhard, group, run)
+        return sizes
+
+    def _group(self, hard, g0, m, dans, stream, trace, sizes):
+        ctx = self.ctx
+        i32, i64 = np.int32, np.int64
+        grid = max(1, ctx.sms * 8)
+        with stream:
+            self.visited[:m * self.vwords].fill(0)
+            a, b, c = 0, 1, 2
+            self.k_seed((-(-m // GRID_BLOCK),), (GRID_BLOCK,),
+                        (hard, i64(g0), i32(m), self.fq, self.fv, self.visited, i64(self.vwords), self.done,
+                         self.fcnt, i32(a), self.gstate))
+            mine: list[int] = []
+            while True:
+                for _ in range(1 if trace else ROUND_BATCH):
+                    self.k_expand((grid,), (GRID_BLOCK,),
+                                  (hard, i64(g0), self.fq, self.fv, self.nq, self.nv, i64(self.cap), self.fcnt,
+                                   i32(a), i32(b), i32(c), ctx.indptr, ctx.indices, ctx.rec, i32(ctx.R), i32(ctx.d),
+                                   i32(ctx.W), self.visited, i64(self.vwords), self.done, self.gstate))
+                    self.k_compact((grid,), (GRID_BLOCK,),
+                                   (self.nq, self.nv, i64(self.cap), self.fq, self.fv, self.fcnt, i32(a), i32(b),
+                                    i32(c), self.done))
+                    a, b, c = c, a, b
+                fc = self.fcnt.get(stream=stream)
+                gs = self.gstate.get(stream=stream)
+                if gs[1]:
+                    return False  # a frontier list overflowed: the caller splits the group
+                if trace and int(gs[0]) > len(mine):
+                    mine.append(int(fc[a]))
+                if fc[a] == 0:
+                    break
+            self.k_finish((-(-m // GRID_BLOCK),), (GRID_BLOCK,),
+                          (hard, i64(g0), i32(m), self.done, dans, self.gstate, ctx.counters))
+        for r, k in enumerate(mine):
+            if r < len(sizes):
+                sizes[r] += k
+            else:
+                sizes.append(k)
+        return True
