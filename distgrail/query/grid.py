@@ -22,10 +22,13 @@ import numpy as np
 from ..errors import BackendError
 from ..gpu.kernels import load_module
 
-__all__ = ["plan_grid", "run_groups", "GridSearch", "GRID_BYTES", "ROUND_BATCH", "GRID_BLOCK"]
+__all__ = ["plan_grid", "run_groups", "GridSearch", "GRID_BYTES", "GRID_MAX_BYTES", "ROUND_BATCH", "GRID_BLOCK"]
 
-#: bytes of the grid-wide search's scratch (bitmaps + frontier lists), at least what one query needs
+#: least bytes of the grid-wide search's scratch (bitmaps + frontier lists; at least what one query needs)
 GRID_BYTES = 1 << 30
+#: the scratch grows to a quarter of the free GPU memory, up to this many bytes: bigger groups,
+#: fewer rounds of launches (10 M random dag11 pairs hand ~750 k queries to this search)
+GRID_MAX_BYTES = 16 << 30
 #: rounds launched between two looks at the frontier size (launches after the end change nothing)
 ROUND_BATCH = 8
 #: threads per block of the grid kernels
@@ -77,7 +80,10 @@ class GridSearch:
 
     def __init__(self, ctx, budget: int | None = None):
         self.ctx = ctx
-        self.budget = GRID_BYTES if budget is None else budget
+        if budget is None:
+            free = int(ctx.cp.cuda.runtime.memGetInfo()[0])
+            budget = max(GRID_BYTES, min(free // 4, GRID_MAX_BYTES))
+        self.budget = budget
         mod = load_module("grid")
         self.k_seed, self.k_expand, self.k_compact, self.k_finish = (
             mod.get_function(f"dg_grid_{k}") for k in ("seed", "expand", "compact", "finish"))
