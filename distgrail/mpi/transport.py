@@ -115,9 +115,8 @@ class MpiTransport(Transport):
         here = comm.Get_rank() == root
         host = run_shared(comm, "copying a broadcast to the host", be.to_host if here else None, a)
         got = bcast_array(comm, host, root)
-        if here:
-            return a
-        return run_shared(comm, f"uploading a broadcast {got.dtype} {got.shape}", be.asarray, got)
+        up = run_shared(comm, f"uploading a broadcast {got.dtype} {got.shape}", be.asarray if not here else None, got)
+        return a if here else up
 
     def gatherv(self, a, root: int = 0):
         comm, be = self.comm, self.be
@@ -147,14 +146,15 @@ class NcclTransport(Transport):
     def bcast(self, a, root: int = 0):
         comm, be = self.comm, self.be
         here = comm.Get_rank() == root
-        if here:
-            with be.on_device():
-                a = run_shared(comm, "preparing a broadcast", be.xp.ascontiguousarray, a)
-            shape, dt = comm.bcast(_header(a), root=root)
-        else:
-            shape, dt = comm.bcast(None, root=root)
-            a = run_shared(comm, f"allocating {np.dtype(dt).name} {shape} to receive a broadcast", self._alloc,
-                           shape, dt)
+        shape, dt = comm.bcast(_header(a) if here else None, root=root)
+
+        def prepare():  # root: its array, contiguous; the others: a buffer to receive into
+            if here:
+                with be.on_device():
+                    return be.xp.ascontiguousarray(a)
+            return self._alloc(shape, dt)
+
+        a = run_shared(comm, f"allocating {np.dtype(dt).name} {shape} to receive a broadcast", prepare)
         nbytes = int(np.prod(shape, dtype=np.int64)) * np.dtype(dt).itemsize
         with be.on_device():
             base, stream = _ptr(a) if nbytes else 0, self._stream()
