@@ -3,19 +3,31 @@
 Nothing here runs at import time; ``mpi4py.MPI`` is imported by the functions that need it.
 
 Building (:func:`build_index_distributed`)
-    Rank 0 reads the graph and condenses it. The other ranks receive only what phases 3–4 read:
-    the DAG's CSR (``indptr``, ``indices``) and ``level_ptr`` (:data:`ROOT_ONLY_DAG` stay on
-    rank 0: the reverse CSR that only phase 1 reads, and ``comp``/``level`` that only the
-    assembled index holds). When the input is a ``.h5`` graph with a stored condensation
-    (``distgrail convert``), every rank reads the condensation from the file itself instead
-    (if some rank cannot, it is broadcast as above). Rank 0 computes phases 1–2 (the spanning
-    forest and its subtree sizes) once and broadcasts them. The d dimensions are split into
-    contiguous blocks, one per rank (rank r gets ``d // P`` dimensions, one more if
-    ``r < d % P``; ranks beyond d get none and wait). Phases 3–4 run on every rank for its
-    block, which it writes straight into its node's shared label array
-    (:mod:`distgrail.mpi.nodeshare`); node leaders then send the blocks of other nodes. Without
-    shared memory (``DISTGRAIL_SHM=0``, or /dev/shm too small) the blocks are gathered to rank
-    0 with ``Gatherv`` instead. Rank 0 writes the one HDF5 index (atomically).
+    The ranks first agree on a transport (:func:`distgrail.mpi.transport.transport_for`):
+    ``"nccl"`` (GPU to GPU) on a GPU backend where NCCL works on every rank, else ``"mpi"``
+    (host memory; ``DISTGRAIL_NCCL=0`` forces it). Rank 0 reads the graph and condenses it with
+    :func:`distgrail.placement.read_on` / :func:`~distgrail.placement.condense_on` (on its GPU
+    for a GPU backend; a text file on a GPU backend with several ranks is parsed by all ranks
+    instead, :func:`distgrail.mpi.parse.read_graph_ranks`, where that module is installed). The
+    other ranks receive only what phases 3–4 read: the DAG's CSR (``indptr``, ``indices``) and
+    ``level_ptr`` (:data:`ROOT_ONLY_DAG` stay on rank 0: the reverse CSR that only phase 1
+    reads, and ``comp``/``level`` that only the assembled index holds). When the input is a
+    ``.h5`` graph with a stored condensation (``distgrail convert``), every rank reads the
+    condensation from the file itself instead (if some rank cannot, it is broadcast as above).
+    Rank 0 computes phases 1–2 (the spanning forest and its subtree sizes) once and broadcasts
+    them. The d dimensions are split into contiguous blocks, one per rank (rank r gets
+    ``d // P`` dimensions, one more if ``r < d % P``; ranks beyond d get none and wait).
+    Phases 3–4 run on every rank for its block.
+
+    With the ``"mpi"`` transport the DAG comes back to rank 0's host after the condensation and
+    everything moves through host memory as before: each rank writes its label block straight
+    into its node's shared label array (:mod:`distgrail.mpi.nodeshare`), node leaders then send
+    the blocks of other nodes; without shared memory (``DISTGRAIL_SHM=0``, or /dev/shm too
+    small) the blocks are gathered with ``Gatherv``. With ``"nccl"``
+    (:mod:`distgrail.mpi.devicepath`) the DAG stays on rank 0's GPU and its CSR, the forest,
+    each rank's label block (gathered to rank 0's GPU) and phase 5's mask words move device to
+    device; rank 0 copies to the host only what the index holds. Rank 0 writes the one HDF5
+    index (atomically).
 
     ``full_index_on="all"`` (the API's promise, :func:`distgrail.build_index` with ``comm``):
     afterwards every rank gets what queries need (labels, ``comp``, ``level``, post-order
@@ -48,7 +60,8 @@ from . import devicepath
 from .collectives import (CHUNK_BYTES, bcast_array, bcast_dataclass, gather_rows, offsets, receive_buffer,
                           split_counts)
 from .errors import mpi, own_comm, run_shared
-from ..stages.supports import DEFAULT_SUPPORTS, choose_supports, support_masks, words
+from ..stages.supports import DEFAULT_SUPPORTS
+from .phase5 import supports_distributed
 from .nodeshare import NodeGroups, room_for, shm_enabled
 from .transport import transport_for
 
@@ -162,15 +175,21 @@ def build_index_distributed(graph, dims: int = 5, seed: int = 0, parent_rule: st
     rank returns the same complete :class:`~distgrail.index.Index`; with ``"root"`` rank 0
     returns it and the other ranks None. ``comm=None`` uses a clone of COMM_WORLD.
 
-    ``index.timings`` holds, besides the stages of a one-process build, ``bcast_dag``,
-    ``bcast_forest``, ``alloc_labels`` (grouping ranks by node, allocating the node-shared label
-    array), ``gather_labels`` (node barrier and the transfers between nodes, or the ``Gatherv``
-    to rank 0) and, with ``full_index_on="all"``, ``bcast_labels`` (every rank's own copy of
-    the labels) and ``bcast_index`` (post-order ranks, comp and level); ``phases 3-4``,
-    ``phase34_setup``, ``phase3_ranks``, ``phase4_intervals`` and ``phase34_to_host`` are those
-    of the slowest rank, ``phases 3-4 rank0`` is rank 0's, and ``phases 3-4 own slowest`` /
-    ``fastest`` are the most and least time a rank spent on its own phases 3–4 work (without
-    waiting for the others).
+    ``index.timings`` holds rank 0's seconds per step: ``transport_setup`` (choosing the
+    transport; setting NCCL up on first use of a communicator), ``read`` (with rank-parallel
+    parsing also the steps it reports in the graph's ``meta["timings"]``, e.g. ``parse share``
+    and ``exchange``), ``condense``, ``bcast_dag``, ``phases 1-2``, ``bcast_forest``,
+    ``phases 3-4``, the labels' way to rank 0 (host path: ``alloc_labels``, the node-shared
+    array, and ``gather_labels``, the node barrier and transfers between nodes or the
+    ``Gatherv``; NCCL path: ``gather_labels`` device to device and ``labels_to_host``), ``phase
+    5``, and with ``full_index_on="all"`` ``bcast_labels`` and ``bcast_index`` (post-order
+    ranks, comp and level); on the NCCL path ``dag_to_host`` (the DAG arrays the index holds);
+    ``write``. ``phases 3-4``, ``phase34_setup``, ``phase3_ranks``, ``phase4_intervals`` and
+    ``phase34_to_host`` (``phase34_cast`` on the NCCL path) are those of the slowest rank,
+    ``phases 3-4 rank0`` is rank 0's, and ``phases 3-4 own slowest`` / ``fastest`` are the
+    most and least time a rank spent on its own phases 3–4 work (without waiting for the
+    others). Every other rank's own steps follow as ``rank<r> <step>``. ``index.meta
+    ["transport"]`` says which transport ran (``"nccl"`` or ``"mpi"``; not stored in the file).
     """
     if not (backend in BACKENDS or hasattr(backend, "xp")):
         raise BackendError(f"backend must be one of {', '.join(BACKENDS)}, got {backend!r}")
@@ -230,7 +249,7 @@ def build_index_distributed(graph, dims: int = 5, seed: int = 0, parent_rule: st
                                                 timings, everywhere, root)
             if everywhere or here:
                 forest.release_device()  # the index keeps host copies
-            sup = st.run("phase 5", _supports, comm, dag, supports, seed, be, everywhere, root,
+            sup = st.run("phase 5", supports_distributed, comm, dag, supports, seed, be, everywhere, root,
                          tp if nccl else None) if supports else None
             if everywhere:  # what queries need, on every rank; rank 0 always owns dimension 0
                 post0, dag = st.run("bcast_index", _bcast_for_queries, comm, post0, dag, complete, root,
@@ -244,7 +263,7 @@ def build_index_distributed(graph, dims: int = 5, seed: int = 0, parent_rule: st
                 st.run("write", run_shared, comm, f"writing the index {os.fspath(output) if here else ''}",
                        idx.save if here else None, output)
         mine = {**st.timings, **timings}
-        per_rank = comm.gather(mine, root=root)
+        per_rank = comm.gather({**st.timings, **local_t}, root=root)  # each rank's own steps
         if here:  # every other rank's own timings beside rank 0's, as "rank<r> <step>"
             mine.update({f"rank{r} {k}": v for r, t in enumerate(per_rank) if r != root for k, v in t.items()})
         if everywhere:
@@ -296,7 +315,7 @@ def _slowest(comm, local_t):
     keys = ("phases 3-4", "phase34_setup", "phase3_ranks", "phase4_intervals", "phase34_to_host", "phase34_cast")
     slow = np.array([local_t.get(k, 0.0) for k in keys])
     comm.Allreduce(mpi().IN_PLACE, slow, op=mpi().MAX)
-    out = dict(zip(keys, slow.tolist()))
+    out = {k: v for k, v in zip(keys, slow.tolist()) if k in local_t or k == "phases 3-4"}
     out["phases 3-4 rank0"] = comm.bcast(local_t["phases 3-4"], root=0)
     every = comm.allgather(sum(local_t.get(k, 0.0) for k in keys[1:]))  # own work, without waiting
     out["phases 3-4 own slowest"], out["phases 3-4 own fastest"] = max(every), min(every)
@@ -342,45 +361,3 @@ def _gather_labels(comm, iv, counts, C, dt, root):
     out = run_shared(comm, "allocating the gathered labels", receive_buffer if here else None,
                      (int(np.sum(counts)), C, 2), dt)
     return gather_rows(comm, iv, counts, out, root)
-
-
-def _supports(comm, dag, K, seed, be, everywhere, root, tp=None):
-    """Collective phase 5: root chooses the K supports; the mask words are split over the ranks in
-    contiguous blocks (like the dimensions), each rank sweeps its block, and the blocks are
-    gathered to root (and broadcast when every rank assembles): through host memory, or device
-    to device with an NCCL transport ``tp``. Byte-identical to one process: a mask word depends
-    only on the supports it holds."""
-    me, size = comm.Get_rank(), comm.Get_size()
-    here = me == root
-    ids = run_shared(comm, "choosing the support vertices", choose_supports if here else None, dag, K, seed)
-    ids = bcast_array(comm, ids, root)
-    K, C = int(ids.shape[0]), int(dag.C)
-    wc = split_counts(words(K), size)
-    w0, w1 = int(offsets(wc)[me]), int(offsets(wc)[me + 1])
-
-    def block():
-        if w1 == w0:  # no mask word on this rank
-            none = np.zeros((0, C), np.uint64)
-            return (be.asarray(none), be.asarray(none)) if tp is not None else (none, none)
-        out, inn = support_masks(be, dag, ids, (64 * w0, min(64 * w1, K)))
-        if tp is not None:  # (words, C) blocks stay on the device
-            with be.on_device():
-                return be.xp.ascontiguousarray(out.T), be.xp.ascontiguousarray(inn.T)
-        return np.ascontiguousarray(be.to_host(out).T), np.ascontiguousarray(be.to_host(inn).T)
-
-    what = f"support masks, words {w0}..{w1 - 1}" if w1 > w0 else "support masks (no word on this rank)"
-    mine = run_shared(comm, what, block)
-    masks = []
-    if tp is not None:
-        for part in mine:
-            full = devicepath.gather_blocks(tp, part, everywhere, "masks", root)
-            masks.append(np.ascontiguousarray(full.T) if full is not None else None)
-        return (ids, masks[0], masks[1]) if everywhere or here else None
-    for part in mine:  # (words, C) blocks stacked in rank order, then back to (C, W)
-        full = run_shared(comm, "allocating the support masks",
-                          (lambda: np.empty((words(K), C), np.uint64)) if here else None)
-        full = gather_rows(comm, part, wc, full, root)
-        if everywhere:
-            full = bcast_array(comm, full, root)
-        masks.append(np.ascontiguousarray(full.T) if full is not None else None)
-    return (ids, masks[0], masks[1]) if everywhere or here else None
