@@ -364,3 +364,58 @@ def test_real_nccl_build_is_byte_identical(comm, gpu_be, tmp_path, full_index_on
                    same_index(ref, idx) or idx.meta["transport"])
     else:
         everywhere(comm, comm.Get_rank() != 0, "rank 0 got no index")
+
+
+# -- the hook for rank-parallel parsing (distgrail.mpi.parse, written elsewhere) ----------------
+
+def test_text_files_on_a_gpu_backend_are_parsed_by_every_rank(comm, wire, monkeypatch, tmp_path):
+    """A text path, a GPU backend and several ranks: every rank calls read_graph_ranks (with the
+    path, format, vertex count, backend and transport of rank 0); rank 0 gets the graph."""
+    import sys
+    import types
+
+    calls = []
+
+    def read_graph_ranks(c, path, fmt="auto", num_vertices=None, be=None, transport=None):
+        calls.append((path, fmt, num_vertices, be.name, transport.name))
+        return distgrail.as_graph(path) if c.Get_rank() == 0 else None
+
+    monkeypatch.setitem(sys.modules, "distgrail.mpi.parse", types.SimpleNamespace(read_graph_ranks=read_graph_ranks))
+    path = comm.bcast(str(tmp_path / "g.gra"))
+    if comm.Get_rank() == 0:
+        from distgrail.io.writers import write_graph
+
+        write_graph(cyclic_graph(), path)
+    comm.Barrier()
+    nccl = fake_nccl(wire)
+    cp = fake_cupy(nccl)
+    be = fake_gpu_backend(cp)
+    tp = transport.MpiTransport(comm, be)
+    me = comm.Get_rank()
+    g = distributed._read(comm, be, path if me == 0 else None, 300 if me == 0 else None, "gra" if me == 0 else None,
+                          tp, "g.gra")
+    everywhere(comm, calls == [(path, "gra", 300, "gpu", "mpi")] and (g is not None) == (me == 0), f"{calls}, {g!r}")
+
+
+def test_without_the_parse_module_rank_0_reads_alone(comm, monkeypatch):
+    import sys
+
+    monkeypatch.setitem(sys.modules, "distgrail.mpi.parse", None)  # import fails
+    read = []
+    monkeypatch.setattr(distributed, "read_on", lambda be, graph, nv, fmt: read.append(graph) or "graph")
+    be = fake_gpu_backend(fake_cupy())
+    me = comm.Get_rank()
+    g = distributed._read(comm, be, "x.gra" if me == 0 else None, None, "gra", transport.MpiTransport(comm, be), "x")
+    everywhere(comm, read == (["x.gra"] if me == 0 else []) and g == ("graph" if me == 0 else None), f"{read} {g}")
+
+
+def test_which_inputs_count_as_text_files(tmp_path):
+    (tmp_path / "a.txt").write_text("0 1\n")
+    (tmp_path / "b.bin").write_bytes(b"\x89HDF\r\n")
+    assert distributed._text_file(str(tmp_path / "a.txt"), "auto")
+    assert distributed._text_file(str(tmp_path / "x.gra"), "auto")  # by name: no need to open it
+    assert distributed._text_file(str(tmp_path / "a.txt"), "edgelist")
+    assert not distributed._text_file(str(tmp_path / "a.txt"), "h5")
+    assert not distributed._text_file(str(tmp_path / "g.h5"), "auto")
+    assert not distributed._text_file(str(tmp_path / "b.bin"), "auto")  # HDF5 signature
+    assert not distributed._text_file(str(tmp_path / "missing.txt"), "auto")  # rank 0 reads and says why
