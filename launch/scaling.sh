@@ -1,40 +1,65 @@
 #!/usr/bin/env bash
-# Scaling run: the same graph indexed and queried with 1, 2, ... MPI ranks (one GPU each),
-# then one table with the speedups side by side and a byte-for-byte check of every index
-# against the 1-rank index.
-#   usage: launch/scaling.sh GRAPH DIMS QUERIES "1 2 4 8" [OUTDIR]
-#   REPEAT=N (default 3): index builds per rank count; the median labeling time is reported
+# Scaling run: the same graph indexed and queried with 1, 2, ... MPI ranks (one GPU each), then
+# one table with the speedups side by side, the broadcast bandwidth of NCCL beside the host
+# path's, and a byte-for-byte check of every index against the 1-rank index.
+#   usage: launch/scaling.sh GRAPH DIMS QUERIES "1 2 2:mpi" [OUTDIR]
+#   a rank count N runs with the transport distgrail picks (NCCL between GPUs where it works);
+#   N:mpi runs N ranks on the host path (DISTGRAIL_NCCL=0) for comparison.
+#   REPEAT=N (default 3): index builds per run; the median labeling time is reported
+#   BCAST_MB=N (default 600): array size of the broadcast bandwidth test
 set -euo pipefail
 graph=$1; dims=${2:-8}; queries=${3:-10000000}; ranks=${4:-"1 2"}; out=${5:-scaling-out}
 here=$(cd "$(dirname "$0")/.." && pwd)
 PY=${PYTHON:-python3}
 [ -x "$here/.venv/bin/python" ] && PY="$here/.venv/bin/python"
 if [ -x "$here/.venv/bin/mpiexec" ]; then MPIEXEC="$here/.venv/bin/mpiexec"; else MPIEXEC=${MPIEXEC:-mpirun}; fi
+export NCCL_NVLS_ENABLE=${NCCL_NVLS_ENABLE:-0}   # NVLink multicast off (ECOSYSTEM.md)
 extra=()
 if "$MPIEXEC" --version 2>&1 | grep -qi "open mpi"; then
     export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_btl=^ofi
-    extra=(--oversubscribe --bind-to none)
+    extra=(--oversubscribe --bind-to none -x NCCL_NVLS_ENABLE -x DISTGRAIL_NCCL)
 fi
 mkdir -p "$out"
-for n in $ranks; do
-    echo "== $n rank(s)" >&2
+runs=()
+for spec in $ranks; do
+    n=${spec%%:*}
+    if [ "$spec" = "$n:mpi" ]; then export DISTGRAIL_NCCL=0; name="hostpath-$n"; else export DISTGRAIL_NCCL=${NCCL:-1}; name="scaling-$n"; fi
+    echo "== $n rank(s), $name" >&2
     "$MPIEXEC" "${extra[@]}" -n "$n" "$PY" -m mpi4py -m distgrail.benchmarks.scaling "$graph" --dims "$dims" \
-        --queries "$queries" --repeat "${REPEAT:-3}" --output "$out/index-$n.h5" --json "$out/scaling-$n.json" > "$out/log-$n.txt"
+        --queries "$queries" --repeat "${REPEAT:-3}" --bcast-mb "${BCAST_MB:-600}" --output "$out/index-$name.h5" \
+        --json "$out/$name.json" > "$out/log-$name.txt"
+    runs+=("$name")
 done
-"$PY" - "$out" $ranks <<'PYEOF'
+"$PY" - "$out" "${runs[@]}" <<'PYEOF'
 import json, sys, filecmp
-out, ranks = sys.argv[1], sys.argv[2:]
-runs = {n: json.load(open(f"{out}/scaling-{n}.json")) for n in ranks}
-base = runs[ranks[0]]
+out, names = sys.argv[1], sys.argv[2:]
+runs = {n: json.load(open(f"{out}/{n}.json")) for n in names}
+base_name = names[0]
+base = runs[base_name]
 print(f"graph: {base['n']:,} vertices, {base['C']:,} components, {base['dag_edges']:,} DAG edges; "
-      f"d={base['dims']}; {base['queries']:,} random queries; backend {base['backend']}")
-print(f"{'ranks':>5} {'labeling s':>11} {'speedup':>8} {'index wall s':>13} {'query s':>9} {'Mq/s':>8} {'speedup':>8}  identical")
-for n in ranks:
+      f"d={base['dims']}; {base['queries']:,} random queries; backend {base['backend']}; speedups against {base_name}")
+print(f"{'run':>12} {'transport':>9} {'labeling s':>11} {'speedup':>8} {'index wall s':>13} {'speedup':>8} "
+      f"{'query s':>9} {'Mq/s':>8} {'speedup':>8}  identical")
+for n in names:
     r = runs[n]
-    same = filecmp.cmp(f"{out}/index-{ranks[0]}.h5", f"{out}/index-{n}.h5", shallow=False)
-    print(f"{n:>5} {r['labeling_seconds']:>11.3f} {base['labeling_seconds'] / r['labeling_seconds']:>7.2f}x "
-          f"{r['index_wall_seconds']:>13.3f} {r['query_seconds']:>9.3f} {r['queries_per_second'] / 1e6:>8.1f} "
-          f"{base['query_seconds'] / r['query_seconds']:>7.2f}x  {'yes' if same else 'NO'}")
-    print("      " + ", ".join(f"{k} {v:.3f}" for k, v in r["timings"].items()))
-    print("      labeling samples: " + ", ".join(f"{v:.3f}" for v in r.get("labeling_samples", [])))
+    same = filecmp.cmp(f"{out}/index-{base_name}.h5", f"{out}/index-{n}.h5", shallow=False)
+    print(f"{n:>12} {r.get('transport', '-'):>9} {r['labeling_seconds']:>11.3f} "
+          f"{base['labeling_seconds'] / r['labeling_seconds']:>7.2f}x {r['index_wall_seconds']:>13.3f} "
+          f"{base['index_wall_seconds'] / r['index_wall_seconds']:>7.2f}x {r['query_seconds']:>9.3f} "
+          f"{r['queries_per_second'] / 1e6:>8.1f} {base['query_seconds'] / r['query_seconds']:>7.2f}x  "
+          f"{'yes' if same else 'NO'}")
+    print("      " + ", ".join(f"{k} {v:.3f}" for k, v in r["timings"].items() if not k.startswith("rank")))
+    others = [f"{k} {v:.3f}" for k, v in r["timings"].items() if k.startswith("rank")]
+    if others:
+        print("      other ranks: " + ", ".join(others))
+    print("      labeling samples: " + ", ".join(f"{v:.3f}" for v in r.get("labeling_samples", []))
+          + "; index wall samples: " + ", ".join(f"{v:.3f}" for v in r.get("index_wall_samples", []))
+          + f"; first transport set-up {r.get('transport_setup_first', 0.0):.3f} s")
+    bw = r.get("bcast_bandwidth") or {}
+    if bw:
+        parts = [f"{t} {b['GBps']:.1f} GB/s ({b['bytes'] / 2**20:.0f} MiB in {b['seconds'] * 1e3:.1f} ms)"
+                 for t, b in bw.items()]
+        ratio = (f"; NCCL / host path {bw['nccl']['GBps'] / bw['mpi']['GBps']:.1f}x"
+                 if "nccl" in bw and "mpi" in bw else "")
+        print("      broadcast GPU to GPUs: " + ", ".join(parts) + ratio)
 PYEOF

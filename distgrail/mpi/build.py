@@ -3,19 +3,31 @@
 Nothing here runs at import time; ``mpi4py.MPI`` is imported by the functions that need it.
 
 Building (:func:`build_index_distributed`)
-    Rank 0 reads the graph and condenses it. The other ranks receive only what phases 3–4 read:
-    the DAG's CSR (``indptr``, ``indices``) and ``level_ptr`` (:data:`ROOT_ONLY_DAG` stay on
-    rank 0: the reverse CSR that only phase 1 reads, and ``comp``/``level`` that only the
-    assembled index holds). When the input is a ``.h5`` graph with a stored condensation
-    (``distgrail convert``), every rank reads the condensation from the file itself instead
-    (if some rank cannot, it is broadcast as above). Rank 0 computes phases 1–2 (the spanning
-    forest and its subtree sizes) once and broadcasts them. The d dimensions are split into
-    contiguous blocks, one per rank (rank r gets ``d // P`` dimensions, one more if
-    ``r < d % P``; ranks beyond d get none and wait). Phases 3–4 run on every rank for its
-    block, which it writes straight into its node's shared label array
-    (:mod:`distgrail.mpi.nodeshare`); node leaders then send the blocks of other nodes. Without
-    shared memory (``DISTGRAIL_SHM=0``, or /dev/shm too small) the blocks are gathered to rank
-    0 with ``Gatherv`` instead. Rank 0 writes the one HDF5 index (atomically).
+    The ranks first agree on a transport (:func:`distgrail.mpi.transport.transport_for`):
+    ``"nccl"`` (GPU to GPU) on a GPU backend where NCCL works on every rank, else ``"mpi"``
+    (host memory; ``DISTGRAIL_NCCL=0`` forces it). Rank 0 reads the graph and condenses it with
+    :func:`distgrail.placement.read_on` / :func:`~distgrail.placement.condense_on` (on its GPU
+    for a GPU backend; a text file on a GPU backend with several ranks is parsed by all ranks
+    instead, :func:`distgrail.mpi.parse.read_graph_ranks`, where that module is installed). The
+    other ranks receive only what phases 3–4 read: the DAG's CSR (``indptr``, ``indices``) and
+    ``level_ptr`` (:data:`ROOT_ONLY_DAG` stay on rank 0: the reverse CSR that only phase 1
+    reads, and ``comp``/``level`` that only the assembled index holds). When the input is a
+    ``.h5`` graph with a stored condensation (``distgrail convert``), every rank reads the
+    condensation from the file itself instead (if some rank cannot, it is broadcast as above).
+    Rank 0 computes phases 1–2 (the spanning forest and its subtree sizes) once and broadcasts
+    them. The d dimensions are split into contiguous blocks, one per rank (rank r gets
+    ``d // P`` dimensions, one more if ``r < d % P``; ranks beyond d get none and wait).
+    Phases 3–4 run on every rank for its block.
+
+    With the ``"mpi"`` transport the DAG comes back to rank 0's host after the condensation and
+    everything moves through host memory as before: each rank writes its label block straight
+    into its node's shared label array (:mod:`distgrail.mpi.nodeshare`), node leaders then send
+    the blocks of other nodes; without shared memory (``DISTGRAIL_SHM=0``, or /dev/shm too
+    small) the blocks are gathered with ``Gatherv``. With ``"nccl"``
+    (:mod:`distgrail.mpi.devicepath`) the DAG stays on rank 0's GPU and its CSR, the forest,
+    each rank's label block (gathered to rank 0's GPU) and phase 5's mask words move device to
+    device; rank 0 copies to the host only what the index holds. Rank 0 writes the one HDF5
+    index (atomically).
 
     ``full_index_on="all"`` (the API's promise, :func:`distgrail.build_index` with ``comm``):
     afterwards every rank gets what queries need (labels, ``comp``, ``level``, post-order
@@ -39,15 +51,19 @@ from ..index import assemble
 from ..gpu.backend import BACKENDS, get_backend
 from ..io.binary import read_condensation
 from ..progress import Stages
-from ..stages.condense import DAG, condense
+from ..stages.condense import DAG, condense, dag_to_host
 from ..stages.labeling import Forest, build_forest, check_label_args, label_dimensions, prefetch_csr
-from ..io.read import as_graph
+from ..io.read import detect_format
+from ..placement import condense_on, read_on
 from .binding import ensure_bound
+from . import devicepath
 from .collectives import (CHUNK_BYTES, bcast_array, bcast_dataclass, gather_rows, offsets, receive_buffer,
                           split_counts)
 from .errors import mpi, own_comm, run_shared
-from ..stages.supports import DEFAULT_SUPPORTS, choose_supports, support_masks, words
+from ..stages.supports import DEFAULT_SUPPORTS
+from .phase5 import supports_distributed
 from .nodeshare import NodeGroups, room_for, shm_enabled
+from .transport import transport_for
 
 __all__ = ["build_index_distributed", "ROOT_ONLY_DAG", "FULL_INDEX_ON"]
 
@@ -65,10 +81,11 @@ def _stored_condensation(g, dag):
     return meta.get("path") if isinstance(meta, dict) and dag.meta.get("stored") else None
 
 
-def _share_dag(comm, dag, g, root=0):
+def _share_dag(comm, dag, g, root=0, tp=None):
     """Collective: ``(dag, graph, complete)`` on every rank. Other ranks read a stored
     condensation themselves (``complete``: they have every field) or receive the labeling
-    fields by broadcast (the others are None)."""
+    fields by broadcast (the others are None): through host memory, or device to device with
+    an NCCL transport ``tp`` (:func:`distgrail.mpi.devicepath.share_dag`)."""
     here = comm.Get_rank() == root
     head = (g.name, g.sha256, _stored_condensation(g, dag), getattr(g, "meta", {}).get("node_labels")) if here else None
     name, sha, path, labels = comm.bcast(head, root=root)  # the user's node labels too (small next to the DAG)
@@ -84,7 +101,48 @@ def _share_dag(comm, dag, g, root=0):
                 ok = False
         if comm.allreduce(ok, op=mpi().LAND):
             return mine, g, True
+    if tp is not None and tp.name == "nccl":
+        return devicepath.share_dag(tp, dag, root), g, here
     return bcast_dataclass(comm, dag, DAG, root, skip=ROOT_ONLY_DAG), g, here
+
+
+def _text_file(path, fmt) -> bool:
+    """True when ``path`` is a text graph (what rank-parallel parsing reads); False for a ``.h5``
+    graph or a file that cannot be opened (rank 0 then reads alone and reports it)."""
+    try:
+        return fmt != "h5" and (fmt != "auto" or detect_format(path) != "h5")
+    except OSError:
+        return False
+
+
+def _read(comm, be, graph, num_vertices, fmt, tp, name, root=0):
+    """Collective read stage: a text file on a GPU backend with several ranks is parsed by all
+    ranks (:func:`distgrail.mpi.parse.read_graph_ranks`, where installed); anything else is read
+    by rank 0 alone (:func:`distgrail.build.read_on`: on the GPU for text files on a GPU backend).
+    The graph on rank 0, None elsewhere."""
+    here = comm.Get_rank() == root
+    par = None
+    if here and be.is_gpu and comm.Get_size() > 1 and isinstance(graph, (str, os.PathLike)):
+        par = (os.fspath(graph), fmt, num_vertices) if _text_file(graph, fmt) else None
+    par = comm.bcast(par, root=root)
+    if par is not None:
+        try:
+            from .parse import read_graph_ranks
+        except ImportError:
+            read_graph_ranks = None
+        if comm.allreduce(read_graph_ranks is not None, op=mpi().LAND):
+            return read_graph_ranks(comm, par[0], par[1], par[2], be=be, transport=tp)
+    return run_shared(comm, f"reading the graph {name}", read_on if here else None, be, graph, num_vertices, fmt)
+
+
+def _condense_root(be, g, on_device):
+    """Condense stage on rank 0: a stored condensation (``.h5`` graph) is read; else the GPU
+    condensation on a GPU backend (:func:`distgrail.build.condense_on`). The DAG comes back to
+    the host unless the transport moves device arrays (``on_device``)."""
+    if isinstance(getattr(g, "meta", None), dict) and g.meta.get("condensation") is not None:
+        return condense(g)
+    dag = condense_on(be, g)
+    return dag if on_device else dag_to_host(dag, be)
 
 
 def _check_output(output):
@@ -117,15 +175,21 @@ def build_index_distributed(graph, dims: int = 5, seed: int = 0, parent_rule: st
     rank returns the same complete :class:`~distgrail.index.Index`; with ``"root"`` rank 0
     returns it and the other ranks None. ``comm=None`` uses a clone of COMM_WORLD.
 
-    ``index.timings`` holds, besides the stages of a one-process build, ``bcast_dag``,
-    ``bcast_forest``, ``alloc_labels`` (grouping ranks by node, allocating the node-shared label
-    array), ``gather_labels`` (node barrier and the transfers between nodes, or the ``Gatherv``
-    to rank 0) and, with ``full_index_on="all"``, ``bcast_labels`` (every rank's own copy of
-    the labels) and ``bcast_index`` (post-order ranks, comp and level); ``phases 3-4``,
-    ``phase34_setup``, ``phase3_ranks``, ``phase4_intervals`` and ``phase34_to_host`` are those
-    of the slowest rank, ``phases 3-4 rank0`` is rank 0's, and ``phases 3-4 own slowest`` /
-    ``fastest`` are the most and least time a rank spent on its own phases 3–4 work (without
-    waiting for the others).
+    ``index.timings`` holds rank 0's seconds per step: ``transport_setup`` (choosing the
+    transport; setting NCCL up on first use of a communicator), ``read`` (with rank-parallel
+    parsing also the steps it reports in the graph's ``meta["timings"]``, e.g. ``parse share``
+    and ``exchange``), ``condense``, ``bcast_dag``, ``phases 1-2``, ``bcast_forest``,
+    ``phases 3-4``, the labels' way to rank 0 (host path: ``alloc_labels``, the node-shared
+    array, and ``gather_labels``, the node barrier and transfers between nodes or the
+    ``Gatherv``; NCCL path: ``gather_labels`` device to device and ``labels_to_host``), ``phase
+    5``, and with ``full_index_on="all"`` ``bcast_labels`` and ``bcast_index`` (post-order
+    ranks, comp and level); on the NCCL path ``dag_to_host`` (the DAG arrays the index holds);
+    ``write``. ``phases 3-4``, ``phase34_setup``, ``phase3_ranks``, ``phase4_intervals`` and
+    ``phase34_to_host`` (``phase34_cast`` on the NCCL path) are those of the slowest rank,
+    ``phases 3-4 rank0`` is rank 0's, and ``phases 3-4 own slowest`` / ``fastest`` are the
+    most and least time a rank spent on its own phases 3–4 work (without waiting for the
+    others). Every other rank's own steps follow as ``rank<r> <step>``. ``index.meta
+    ["transport"]`` says which transport ran (``"nccl"`` or ``"mpi"``; not stored in the file).
     """
     if not (backend in BACKENDS or hasattr(backend, "xp")):
         raise BackendError(f"backend must be one of {', '.join(BACKENDS)}, got {backend!r}")
@@ -148,14 +212,24 @@ def build_index_distributed(graph, dims: int = 5, seed: int = 0, parent_rule: st
         be = run_shared(comm, "selecting the backend", get_backend, backend, dev)
         run_shared(comm, "checking the output path", _check_output if here else None, output)
         timings = {}
-        with Stages(progress and here, total=9) as st:
-            g = st.run("read", run_shared, comm, f"reading the graph {name}",
-                       as_graph if here else None, graph, num_vertices, fmt)
-            dag = st.run("condense", run_shared, comm, "condensing cycles", condense if here else None, g)
-            dag, g, complete = st.run("bcast_dag", _share_dag, comm, dag, g, root)
+        with Stages(progress and here, total=12) as st:
+            tp = st.run("transport_setup", transport_for, comm, be)
+            nccl = tp.name == "nccl"
+            g = st.run("read", _read, comm, be, graph, num_vertices, fmt, tp, name, root)
+            if here and isinstance(g.meta.get("timings"), dict):  # rank-parallel parsing's own steps
+                timings.update(g.meta["timings"])
+            dag = st.run("condense", run_shared, comm, "condensing cycles", _condense_root if here else None,
+                         be, g, nccl)
+            if here:  # the edges are not needed any more (on the GPU: give their memory back)
+                g = SimpleNamespace(name=g.name, sha256=g.sha256, meta=g.meta)
+            dag, g, complete = st.run("bcast_dag", _share_dag, comm, dag, g, root, tp)
             forest = st.run("phases 1-2", run_shared, comm, "computing phases 1-2 (forest, subtree sizes)",
-                            build_forest if here else prefetch_csr, dag, seed, parent_rule, be)
-            forest = st.run("bcast_forest", bcast_dataclass, comm, forest, Forest, root)
+                            build_forest if here else prefetch_csr if isinstance(dag.indptr, np.ndarray) else None,
+                            dag, seed, parent_rule, be)
+            if nccl:
+                forest = st.run("bcast_forest", devicepath.bcast_forest, tp, forest, root)
+            else:
+                forest = st.run("bcast_forest", bcast_dataclass, comm, forest, Forest, root)
             timings.update(forest.timings)
 
             counts = split_counts(dims, size)
@@ -163,69 +237,102 @@ def build_index_distributed(graph, dims: int = 5, seed: int = 0, parent_rule: st
             what = (f"labeling dimensions {lo}..{hi - 1}" if hi - lo > 1 else f"labeling dimension {lo}"
                     if hi > lo else "labeling (no dimension on this rank)")
             local_t = {}
-            ut = np.dtype(smallest_uint(max(dag.C - 1, 0)))  # the labels' dtype, the same on every rank
-            shape = (dims, dag.C, 2)
-            nodes, buf = st.run("alloc_labels", _shared_labels, comm, shape, ut)
-            try:
+            if nccl:  # labels stay on each rank's GPU and meet on rank 0's
                 post0, iv = st.run("phases 3-4", run_shared, comm, what, label_dimensions, dag, forest,
-                                   range(lo, hi), seed, be, local_t, None if buf is None else buf[lo:hi])
+                                   range(lo, hi), seed, be, local_t, None, on_device=True)
                 local_t["phases 3-4"] = st.timings["phases 3-4"]
                 timings.update(_slowest(comm, local_t))
-                if buf is not None:  # every rank wrote its block into its node's shared array
-                    if everywhere:
-                        st.run("gather_labels", nodes.allgather_rows, buf, counts, CHUNK_BYTES)
-                    else:
-                        st.run("gather_labels", nodes.gather_rows_to_root, buf, counts, CHUNK_BYTES)
-                    labels = st.run("bcast_labels" if everywhere else "copy_labels", run_shared, comm,
-                                    "copying the labels", np.array if everywhere or here else None, buf)
-                else:
-                    iv = np.ascontiguousarray(iv).reshape(hi - lo, dag.C, 2)
-                    labels = st.run("gather_labels", _gather_labels, comm, iv, counts, dag.C, ut.str, root)
-                    if everywhere:
-                        labels = st.run("bcast_labels", bcast_array, comm, labels, root)
-            finally:
-                if nodes is not None:
-                    nodes.free()
-            sup = st.run("phase 5", _supports, comm, dag, supports, seed, be, everywhere, root) if supports else None
+                labels = devicepath.gather_blocks(tp, iv, everywhere, "labels", root, st.timings)
+                del iv
+            else:
+                labels, post0 = _labels_by_host(st, comm, dag, forest, counts, lo, hi, what, seed, be, local_t,
+                                                timings, everywhere, root)
+            if everywhere or here:
+                forest.release_device()  # the index keeps host copies
+            sup = st.run("phase 5", supports_distributed, comm, dag, supports, seed, be, everywhere, root,
+                         tp if nccl else None) if supports else None
             if everywhere:  # what queries need, on every rank; rank 0 always owns dimension 0
-                post0, dag = st.run("bcast_index", _bcast_for_queries, comm, post0, dag, complete, root)
+                post0, dag = st.run("bcast_index", _bcast_for_queries, comm, post0, dag, complete, root,
+                                    tp if nccl else None)
+            if nccl and (everywhere or here):
+                dag = st.run("dag_to_host", devicepath.host_dag, dag, be)  # only what the index holds
             # the last collective before the write: the index is whole where it is wanted
             idx = run_shared(comm, "assembling the index", assemble if everywhere or here else None, g, dag, forest,
                              post0, labels, dims, seed, parent_rule, supports=sup)
             if write:  # every rank enters the step, whatever it passed as output
                 st.run("write", run_shared, comm, f"writing the index {os.fspath(output) if here else ''}",
                        idx.save if here else None, output)
+        mine = {**st.timings, **timings}
+        per_rank = comm.gather({**st.timings, **local_t}, root=root)  # each rank's own steps
+        if here:  # every other rank's own timings beside rank 0's, as "rank<r> <step>"
+            mine.update({f"rank{r} {k}": v for r, t in enumerate(per_rank) if r != root for k, v in t.items()})
         if everywhere:
-            idx.timings = comm.bcast({**st.timings, **timings} if here else None, root=root)
+            idx.timings = comm.bcast(mine if here else None, root=root)
         elif here:
-            idx.timings = {**st.timings, **timings}
+            idx.timings = mine
         if idx is not None:
             idx.meta["backend"] = be.name
+            idx.meta["transport"] = tp.name
         return idx
     finally:
         if owned:
             comm.Free()
 
 
+def _labels_by_host(st, comm, dag, forest, counts, lo, hi, what, seed, be, local_t, timings, everywhere, root):
+    """Phases 3-4 and the labels' way to rank 0 (and every rank) through host memory: each rank
+    writes its block into its node's shared array, or ``Gatherv`` without shared memory."""
+    here = comm.Get_rank() == root
+    ut = np.dtype(smallest_uint(max(dag.C - 1, 0)))  # the labels' dtype, the same on every rank
+    dims = int(np.sum(counts))
+    nodes, buf = st.run("alloc_labels", _shared_labels, comm, (dims, dag.C, 2), ut)
+    try:
+        post0, iv = st.run("phases 3-4", run_shared, comm, what, label_dimensions, dag, forest,
+                           range(lo, hi), seed, be, local_t, None if buf is None else buf[lo:hi])
+        local_t["phases 3-4"] = st.timings["phases 3-4"]
+        timings.update(_slowest(comm, local_t))
+        if buf is not None:  # every rank wrote its block into its node's shared array
+            if everywhere:
+                st.run("gather_labels", nodes.allgather_rows, buf, counts, CHUNK_BYTES)
+            else:
+                st.run("gather_labels", nodes.gather_rows_to_root, buf, counts, CHUNK_BYTES)
+            labels = st.run("bcast_labels" if everywhere else "copy_labels", run_shared, comm,
+                            "copying the labels", np.array if everywhere or here else None, buf)
+        else:
+            iv = np.ascontiguousarray(iv).reshape(hi - lo, dag.C, 2)
+            labels = st.run("gather_labels", _gather_labels, comm, iv, counts, dag.C, ut.str, root)
+            if everywhere:
+                labels = st.run("bcast_labels", bcast_array, comm, labels, root)
+    finally:
+        if nodes is not None:
+            nodes.free()
+    return labels, post0
+
+
 def _slowest(comm, local_t):
     """Collective: the phases 3-4 timings of the slowest rank, rank 0's, and the most and least
     time a rank spent on its own work."""
-    keys = ("phases 3-4", "phase34_setup", "phase3_ranks", "phase4_intervals", "phase34_to_host")
+    keys = ("phases 3-4", "phase34_setup", "phase3_ranks", "phase4_intervals", "phase34_to_host", "phase34_cast")
     slow = np.array([local_t.get(k, 0.0) for k in keys])
     comm.Allreduce(mpi().IN_PLACE, slow, op=mpi().MAX)
-    out = dict(zip(keys, slow.tolist()))
+    out = {k: v for k, v in zip(keys, slow.tolist()) if k in local_t or k == "phases 3-4"}
     out["phases 3-4 rank0"] = comm.bcast(local_t["phases 3-4"], root=0)
     every = comm.allgather(sum(local_t.get(k, 0.0) for k in keys[1:]))  # own work, without waiting
     out["phases 3-4 own slowest"], out["phases 3-4 own fastest"] = max(every), min(every)
     return out
 
 
-def _bcast_for_queries(comm, post0, dag, complete, root):
-    """Collective: rank 0's post-order ranks, and ``comp``/``level`` where they were not sent."""
+def _bcast_for_queries(comm, post0, dag, complete, root, tp=None):
+    """Collective: rank 0's post-order ranks, and ``comp``/``level`` where they were not sent
+    (device to device with an NCCL transport ``tp``)."""
     here = comm.Get_rank() == root
     post0 = bcast_array(comm, post0 if here else None, root)
     need = comm.allreduce(not complete, op=mpi().LOR)
-    if need:
+    if need and tp is not None:
+        comp, level = devicepath.bcast_comp_level(tp, dag, root)
+        if not complete:
+            dag.comp, dag.level = comp, level
+    elif need:
         comp = bcast_array(comm, dag.comp if here else None, root)
         level = bcast_array(comm, dag.level if here else None, root)
         if not complete:
@@ -254,35 +361,3 @@ def _gather_labels(comm, iv, counts, C, dt, root):
     out = run_shared(comm, "allocating the gathered labels", receive_buffer if here else None,
                      (int(np.sum(counts)), C, 2), dt)
     return gather_rows(comm, iv, counts, out, root)
-
-
-def _supports(comm, dag, K, seed, be, everywhere, root):
-    """Collective phase 5: root chooses the K supports; the mask words are split over the ranks in
-    contiguous blocks (like the dimensions), each rank sweeps its block, and the blocks are
-    gathered to root (and broadcast when every rank assembles). Byte-identical to one process:
-    a mask word depends only on the supports it holds."""
-    me, size = comm.Get_rank(), comm.Get_size()
-    here = me == root
-    ids = run_shared(comm, "choosing the support vertices", choose_supports if here else None, dag, K, seed)
-    ids = bcast_array(comm, ids, root)
-    K, C = int(ids.shape[0]), int(dag.C)
-    wc = split_counts(words(K), size)
-    w0, w1 = int(offsets(wc)[me]), int(offsets(wc)[me + 1])
-
-    def block():
-        if w1 == w0:  # no mask word on this rank
-            return np.zeros((0, C), np.uint64), np.zeros((0, C), np.uint64)
-        out, inn = support_masks(be, dag, ids, (64 * w0, min(64 * w1, K)))
-        return np.ascontiguousarray(be.to_host(out).T), np.ascontiguousarray(be.to_host(inn).T)
-
-    what = f"support masks, words {w0}..{w1 - 1}" if w1 > w0 else "support masks (no word on this rank)"
-    mine = run_shared(comm, what, block)
-    masks = []
-    for part in mine:  # (words, C) blocks stacked in rank order, then back to (C, W)
-        full = run_shared(comm, "allocating the support masks",
-                          (lambda: np.empty((words(K), C), np.uint64)) if here else None)
-        full = gather_rows(comm, part, wc, full, root)
-        if everywhere:
-            full = bcast_array(comm, full, root)
-        masks.append(np.ascontiguousarray(full.T) if full is not None else None)
-    return (ids, masks[0], masks[1]) if everywhere or here else None

@@ -178,10 +178,12 @@ def build_forest(dag, seed: int = 0, parent_rule: str = "max-level", backend="au
     return Forest(parent=parent, size=size, timings=timings)
 
 
-def label_dimensions(dag, forest: Forest, dims_to_do, seed: int = 0, backend="auto", timings=None, out=None):
+def label_dimensions(dag, forest: Forest, dims_to_do, seed: int = 0, backend="auto", timings=None, out=None,
+                     on_device: bool = False):
     """Phases 3–4 for the dimensions ``dims_to_do``; the intervals are written into ``out``
     when it is given (a C-contiguous host array of their shape and dtype, e.g. a block of an
-    MPI shared-memory window).
+    MPI shared-memory window). ``on_device=True``: the intervals stay on ``backend``'s device
+    (an MPI rank sends them GPU to GPU); ``out`` is not used.
 
     Returns
     -------
@@ -198,10 +200,12 @@ def label_dimensions(dag, forest: Forest, dims_to_do, seed: int = 0, backend="au
     C = dag.C
     ut = smallest_uint(max(C - 1, 0))
     if not dims_to_do:
-        return np.zeros(0, np.int64), np.zeros((0, C, 2), ut) if out is None else out
+        none = np.zeros((0, C, 2), ut)
+        return np.zeros(0, np.int64), be.asarray(none) if on_device else none if out is None else out
     t0 = time.perf_counter()
-    out = np.empty((len(dims_to_do), C, 2), ut) if out is None else out
-    landing = be.prefault(out)  # the host pages get ready while the GPU works
+    if not on_device:
+        out = np.empty((len(dims_to_do), C, 2), ut) if out is None else out
+    landing = be.prefault(out) if not on_device else None  # the host pages get ready while the GPU works
     parent, size = forest.arrays(be)  # each launcher below checks its own GPU memory
     ip, ix = device_csr(be, dag, keep=False)
     release_device_csr(dag)
@@ -211,15 +215,21 @@ def label_dimensions(dag, forest: Forest, dims_to_do, seed: int = 0, backend="au
     del parent, size
     lo, hi = _timed(timings, "phase4_intervals", be, descendant_intervals, be, ip, ix, dag.level_ptr, post)
     del ip, ix
+    if on_device:
+        return _timed(timings, "phase34_cast", be, _labels_on_device, be, post, lo, hi, ut)
     landing.join()
     return _timed(timings, "phase34_to_host", be, _labels_to_host, be, post, lo, hi, ut, out)
 
 
+def _labels_on_device(be, post, lo, hi, ut):
+    """post0 (host) and the intervals cast to ``ut`` on the device."""
+    post0 = be.to_host(post[0])
+    with be.on_device():
+        return post0, be.xp.stack((lo.astype(ut), hi.astype(ut)), axis=-1)
+
+
 def _labels_to_host(be, post, lo, hi, ut, out):
     """post0 and the intervals cast to ``ut`` on the device, then copied to the host."""
-    post0 = be.to_host(post[0])
-    del post
-    with be.on_device():
-        iv = be.xp.stack((lo.astype(ut), hi.astype(ut)), axis=-1)
-    del lo, hi
+    post0, iv = _labels_on_device(be, post, lo, hi, ut)
+    del post, lo, hi
     return post0, be.to_host(iv, out=out)

@@ -1,0 +1,108 @@
+"""The distributed build's transfers when arrays move device to device (an NCCL transport).
+
+:func:`distgrail.mpi.build.build_index_distributed` uses these when
+:func:`~distgrail.mpi.transport.transport_for` chose ``"nccl"``; with the ``"mpi"`` transport it
+keeps the host path (node-shared labels or ``Gatherv``). Every function is collective over
+the transport's communicator and works on any backend (on the CPU "the device" is host memory,
+which is how CI runs this path with a fake NCCL).
+
+* the DAG: rank 0's CSR (``indptr``, ``indices``, on its GPU after the GPU condensation, or
+  uploaded once and kept for phases 1–2) is broadcast to every rank's device; ``level_ptr``,
+  which the sweeps read on the host, goes by MPI;
+* the forest (phases 1–2): ``parent`` and ``size``, device to device;
+* labels: each rank's block of dimensions stays on its device and is gathered to rank 0's
+  device, which copies to the host only what the index holds (every rank's device too, with
+  ``full_index_on="all"``);
+* phase 5: each rank's block of mask words, likewise;
+* ``comp`` and ``level`` (what queries need on every rank), device to device.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ..stages.condense import DAG
+from ..stages.labeling import Forest, device_csr, upload
+from .collectives import bcast_array
+from .errors import run_shared
+
+__all__ = ["share_dag", "bcast_forest", "gather_blocks", "bcast_comp_level", "host_dag"]
+
+
+def share_dag(tp, dag, root: int = 0):
+    """The DAG's labeling fields on every rank: rank 0's DAG itself, a DAG with the CSR on this
+    rank's device (``comp``, ``level`` and the reverse CSR None) elsewhere."""
+    comm, be = tp.comm, tp.be
+    here = comm.Get_rank() == root
+    head = comm.bcast((dag.n, dict(dag.meta), dict(dag.timings)) if here else None, root=root)
+    csr = run_shared(comm, "uploading the DAG's CSR", device_csr if here else None, be, dag)  # kept for phases 1-2
+    ip, ix = csr if here else (None, None)
+    ip, ix = tp.bcast(ip, root), tp.bcast(ix, root)
+    level_ptr = bcast_array(comm, np.asarray(dag.level_ptr) if here else None, root)
+    if here:
+        return dag
+    n, meta, timings = head
+    return DAG(n=n, comp=None, indptr=ip, indices=ix, rindptr=None, rindices=None, level=None,
+               level_ptr=level_ptr, meta=meta, timings=timings)
+
+
+def bcast_forest(tp, forest, root: int = 0):
+    """Rank 0's forest on every rank's device (host arrays are downloaded only when read)."""
+    comm, be = tp.comm, tp.be
+    here = comm.Get_rank() == root
+    timings = comm.bcast(dict(forest.timings) if here else None, root=root)
+    arrays = run_shared(comm, "uploading the forest", forest.arrays if here else None, be)
+    parent, size = arrays if here else (None, None)
+    parent, size = tp.bcast(parent, root), tp.bcast(size, root)
+    if here:
+        return forest
+    if be.is_gpu:
+        return Forest.on_device(be, parent, size, timings)
+    return Forest(parent=parent, size=size, timings=timings)
+
+
+def gather_blocks(tp, block, everywhere: bool, what: str, root: int = 0, timings=None):
+    """Every rank's device ``block`` stacked in rank order, as a host array on root (and on every
+    rank when ``everywhere``); None elsewhere. ``timings`` gets ``gather_<what>``,
+    ``bcast_<what>`` and ``<what>_to_host``."""
+    import time
+
+    comm, be = tp.comm, tp.be
+    here = comm.Get_rank() == root
+    t = time.perf_counter()
+    full = tp.gatherv(block, root)
+    t1 = time.perf_counter()
+    if everywhere:
+        full = tp.bcast(full, root)
+    t2 = time.perf_counter()
+    host = run_shared(comm, f"copying the {what} to the host", be.to_host if everywhere or here else None, full)
+    if timings is not None:
+        timings[f"gather_{what}"] = timings.get(f"gather_{what}", 0.0) + t1 - t
+        if everywhere:
+            timings[f"bcast_{what}"] = timings.get(f"bcast_{what}", 0.0) + t2 - t1
+        timings[f"{what}_to_host"] = timings.get(f"{what}_to_host", 0.0) + time.perf_counter() - t2
+    return host
+
+
+def bcast_comp_level(tp, dag, root: int = 0):
+    """``(comp, level)`` as host arrays on every rank (rank 0's, device to device)."""
+    comm, be = tp.comm, tp.be
+    here = comm.Get_rank() == root
+    out = []
+    for name in ("comp", "level"):
+        a = run_shared(comm, f"uploading the DAG's {name}", upload if here else None, be, getattr(dag, name) if here
+                       else None, f"the DAG's {name}")
+        a = tp.bcast(a, root)
+        out.append(run_shared(comm, f"copying the DAG's {name} to the host", be.to_host, a))
+    return tuple(out)
+
+
+def host_dag(dag, be):
+    """The DAG fields an :class:`~distgrail.index.Index` holds, as host arrays (the reverse CSR,
+    which the index does not keep, is left out: None)."""
+    def host(a):
+        return a if a is None or isinstance(a, np.ndarray) else be.to_host(a)
+
+    return DAG(n=dag.n, comp=host(dag.comp), indptr=host(dag.indptr), indices=host(dag.indices), rindptr=None,
+               rindices=None, level=host(dag.level), level_ptr=np.asarray(dag.level_ptr), meta=dict(dag.meta),
+               timings=dict(dag.timings))

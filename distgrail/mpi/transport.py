@@ -1,0 +1,311 @@
+"""Moving big arrays between ranks: GPU to GPU through NCCL, or through host memory and MPI.
+
+:func:`transport_for` (collective) picks one :class:`Transport` for a communicator and a
+backend, the same on every rank:
+
+* ``"nccl"`` when the backend is a GPU backend, the communicator has more than one rank,
+  ``cupy.cuda.nccl`` imports and is ``available`` on every rank, and ``DISTGRAIL_NCCL`` is not
+  ``0``. The NCCL communicator is built from the MPI one (rank 0's unique id goes by MPI
+  broadcast, then ``NcclCommunicator(size, uid, rank)`` on the rank's bound GPU) and warmed up
+  with one small broadcast and one small gather (the first NCCL calls cost ~160 ms on the lent
+  2 x H200). It is cached on the MPI communicator (an MPI attribute) and destroyed when that
+  communicator is freed, so repeated builds on one communicator set NCCL up once.
+* ``"mpi"`` otherwise: the host path (download, buffer-based MPI collectives in chunks below
+  2^31 bytes, upload), :mod:`distgrail.mpi.collectives`.
+
+Any failure while setting NCCL up, on any rank, makes every rank fall back to ``"mpi"`` (the
+ranks agree by an all-reduce of their ok flags) with one notice on rank 0's stderr. The one
+step that cannot be made hang-proof is ``ncclCommInitRank`` itself: every rank first checks
+what could fail locally (the import, its GPU) so that all ranks enter it or none does.
+
+Both transports have the same two calls, on arrays that live on the rank's device (CuPy on a
+GPU backend, NumPy on the CPU): :meth:`Transport.bcast` and :meth:`Transport.gatherv`.
+Headers (shapes, dtypes, row counts) go by MPI pickles; allocations run under
+:func:`~distgrail.mpi.errors.run_shared`, so a failure on one rank fails every rank instead of
+leaving the others waiting in a transfer. Big NCCL transfers go in calls of at most
+:data:`~distgrail.mpi.collectives.CHUNK_BYTES` bytes.
+"""
+
+from __future__ import annotations
+
+import importlib
+import os
+import sys
+
+import numpy as np
+
+from ..errors import DistGrailError
+from .collectives import CHUNK_BYTES, bcast_array, gather_rows, offsets, receive_buffer
+from .errors import mpi, run_shared
+
+__all__ = ["Transport", "MpiTransport", "NcclTransport", "transport_for", "nccl_transport", "nccl_wanted"]
+
+
+def _notice(text: str) -> None:
+    print(f"distgrail: notice: {text}", file=sys.stderr, flush=True)
+
+
+def nccl_wanted() -> bool:
+    """False when ``DISTGRAIL_NCCL`` turns NCCL off (``0``, ``no``, ``off``, ``false``)."""
+    return os.environ.get("DISTGRAIL_NCCL", "1").strip().lower() not in ("0", "no", "off", "false")
+
+
+def _nccl_module():
+    """``cupy.cuda.nccl`` (raises when it does not import or NCCL is not available)."""
+    nccl = importlib.import_module("cupy.cuda.nccl")
+    if not getattr(nccl, "available", False):
+        raise DistGrailError("cupy.cuda.nccl is not available (CuPy was built without NCCL, or "
+                             "the NCCL library is missing: pip install nvidia-nccl-cu13)")
+    return nccl
+
+
+def _ptr(a) -> int:
+    """Address of the first byte of a contiguous CuPy or NumPy array."""
+    p = getattr(getattr(a, "data", None), "ptr", None)
+    return int(p) if p is not None else int(a.ctypes.data)
+
+
+def _header(a):
+    return tuple(int(s) for s in a.shape), np.dtype(a.dtype).str
+
+
+def _check_rows(heads):
+    """Row counts of every rank's block; every block has the same trailing shape and dtype."""
+    trail = {(tuple(s[1:]), dt) for s, dt in heads}
+    if any(len(s) == 0 for s, _ in heads) or len(trail) != 1:
+        raise DistGrailError("gatherv: every rank's block needs the same trailing shape and dtype, got "
+                             + ", ".join(f"rank {r}: {dt} {s}" for r, (s, dt) in enumerate(heads)))
+    (rest, dt), = trail
+    return np.array([s[0] for s, _ in heads], np.int64), rest, dt
+
+
+class Transport:
+    """Broadcast and gather of device arrays between the ranks of ``comm``."""
+
+    name = "?"
+
+    def __init__(self, comm, be):
+        self.comm, self.be = comm, be
+
+    def bcast(self, a, root: int = 0):
+        """Collective: root's array ``a`` (on its device; None elsewhere) on every rank's device."""
+        raise NotImplementedError
+
+    def gatherv(self, a, root: int = 0):
+        """Collective: every rank's ``a`` (any length along axis 0, same trailing shape and dtype)
+        concatenated in rank order on root's device; None on the other ranks."""
+        raise NotImplementedError
+
+    def close(self):
+        """Release what the transport holds (collective for NCCL)."""
+
+    def _alloc(self, shape, dtype):
+        be = self.be
+        with be.on_device():
+            return be.xp.empty(shape, dtype=np.dtype(dtype)) if be.is_gpu else receive_buffer(shape, dtype)
+
+
+class MpiTransport(Transport):
+    """Through host memory: download, MPI collectives in chunks, upload."""
+
+    name = "mpi"
+
+    def bcast(self, a, root: int = 0):
+        comm, be = self.comm, self.be
+        here = comm.Get_rank() == root
+        host = run_shared(comm, "copying a broadcast to the host", be.to_host if here else None, a)
+        got = bcast_array(comm, host, root)
+        up = run_shared(comm, f"uploading a broadcast {got.dtype} {got.shape}", be.asarray if not here else None, got)
+        return a if here else up
+
+    def gatherv(self, a, root: int = 0):
+        comm, be = self.comm, self.be
+        here = comm.Get_rank() == root
+        counts, rest, dt = _check_rows(comm.allgather(_header(a)))
+        host = run_shared(comm, "copying a block to the host", be.to_host, a)
+        out = run_shared(comm, "allocating a gather", receive_buffer if here else None,
+                         (int(counts.sum()),) + rest, dt)
+        out = gather_rows(comm, host, counts, out, root)
+        return run_shared(comm, "uploading a gather", be.asarray if here else None, out)
+
+
+class NcclTransport(Transport):
+    """GPU to GPU through an NCCL communicator ``nc`` (module ``nccl`` gives the group calls
+    and datatypes). Bytes travel as ``NCCL_UINT8`` in calls of at most ``CHUNK_BYTES``."""
+
+    name = "nccl"
+
+    def __init__(self, comm, be, nccl, nc):
+        super().__init__(comm, be)
+        self.nccl, self.nc = nccl, nc
+        self.device = getattr(be, "device", None)
+
+    def _stream(self):
+        return self.be.xp.cuda.get_current_stream().ptr if self.be.is_gpu else 0
+
+    def bcast(self, a, root: int = 0):
+        comm, be = self.comm, self.be
+        here = comm.Get_rank() == root
+        shape, dt = comm.bcast(_header(a) if here else None, root=root)
+
+        def prepare():  # root: its array, contiguous; the others: a buffer to receive into
+            if here:
+                with be.on_device():
+                    return be.xp.ascontiguousarray(a)
+            return self._alloc(shape, dt)
+
+        a = run_shared(comm, f"allocating {np.dtype(dt).name} {shape} to receive a broadcast", prepare)
+        nbytes = int(np.prod(shape, dtype=np.int64)) * np.dtype(dt).itemsize
+        with be.on_device():
+            base, stream = _ptr(a) if nbytes else 0, self._stream()
+            for lo in range(0, nbytes, CHUNK_BYTES):
+                self.nc.bcast(base + lo, min(CHUNK_BYTES, nbytes - lo), self.nccl.NCCL_UINT8, root, stream)
+        be.synchronize()
+        return a
+
+    def gatherv(self, a, root: int = 0):
+        comm, be = self.comm, self.be
+        me, size = comm.Get_rank(), comm.Get_size()
+        here = me == root
+        counts, rest, dt = _check_rows(comm.allgather(_header(a)))
+        row = np.dtype(dt).itemsize * int(np.prod(rest, dtype=np.int64))
+        nbytes = counts * row
+        off = offsets(nbytes)
+
+        def prepare():
+            with be.on_device():
+                mine = be.xp.ascontiguousarray(a)
+            return mine, (self._alloc((int(counts.sum()),) + rest, dt) if here else None)
+
+        mine, out = run_shared(comm, "allocating a gather", prepare)
+        u8 = self.nccl.NCCL_UINT8
+        with be.on_device():
+            stream = self._stream()
+            self.nccl.groupStart()
+            try:
+                if here:
+                    base = _ptr(out) if off[-1] else 0
+                    for r in range(size):
+                        for lo in range(0, int(nbytes[r]) if r != root else 0, CHUNK_BYTES):
+                            self.nc.recv(base + int(off[r]) + lo, min(CHUNK_BYTES, int(nbytes[r]) - lo), u8, r, stream)
+                else:
+                    base = _ptr(mine) if nbytes[me] else 0
+                    for lo in range(0, int(nbytes[me]), CHUNK_BYTES):
+                        self.nc.send(base + lo, min(CHUNK_BYTES, int(nbytes[me]) - lo), u8, root, stream)
+            finally:
+                self.nccl.groupEnd()
+            if here and counts[me]:
+                ro = offsets(counts)
+                out[int(ro[me]):int(ro[me + 1])] = mine  # the root's own block, device to device
+        be.synchronize()
+        return out
+
+    def close(self):
+        nc, self.nc = self.nc, None
+        if nc is not None:
+            nc.destroy()  # an intra-node collective: called where every rank calls it (Comm.Free)
+
+
+# -- choosing a transport ----------------------------------------------------------------------
+
+_KEYVAL = None
+
+
+def _keyval():
+    global _KEYVAL
+    if _KEYVAL is None:
+        def delete(comm, key, tp):  # the MPI communicator is freed: so is its NCCL communicator
+            tp.close()
+
+        _KEYVAL = mpi().Comm.Create_keyval(delete_fn=delete)
+    return _KEYVAL
+
+
+def _outcome(comm, fn, *args):
+    """Collective: ``(result, None)`` when ``fn`` worked on every rank, else ``(result or None,
+    "rank r: message")`` naming the lowest failing rank. Never raises ``fn``'s errors."""
+    out, err = None, None
+    try:
+        out = fn(*args)
+    except Exception as e:  # noqa: BLE001 - any failure means: no NCCL
+        err = f"{type(e).__name__}: {e}" if not isinstance(e, DistGrailError) else str(e)
+    errs = comm.allgather(err)
+    bad = next((f"rank {r}: {e}" for r, e in enumerate(errs) if e is not None), None)
+    return out, bad
+
+
+def nccl_transport(comm, be, nccl=None):
+    """Collective: an :class:`NcclTransport` on ``comm``, or ``(None, why)`` where setting it up
+    failed on some rank (then no rank holds an NCCL communicator). ``nccl``: the module to use
+    (default ``cupy.cuda.nccl``; tests pass a fake)."""
+    me, size = comm.Get_rank(), comm.Get_size()
+
+    def local():  # what can fail on one rank alone, before any rank enters ncclCommInitRank
+        mod = _nccl_module() if nccl is None else nccl
+        with be.on_device():
+            if be.is_gpu:
+                be.xp.empty(1, dtype=np.uint8)  # the GPU's context works
+        return mod
+
+    mod, why = _outcome(comm, local)
+    if why:
+        return None, why
+    uid, why = _outcome(comm, mod.get_unique_id if me == 0 else (lambda: None))
+    if why:
+        return None, why
+    uid = comm.bcast(uid, root=0)
+
+    def init():
+        with be.on_device():
+            return mod.NcclCommunicator(size, uid, me)
+
+    nc, why = _outcome(comm, init)
+    tp = NcclTransport(comm, be, mod, nc) if nc is not None else None
+    if not why:
+        def warm():  # the first NCCL calls are slow: pay them here, outside timed stages
+            with be.on_device():
+                x = be.xp.arange(4 * (me + 1), dtype=np.int32)
+            tp.bcast(x if me == 0 else None)
+            tp.gatherv(x)
+
+        _, why = _outcome(comm, warm)
+    if why:
+        if nc is not None:
+            try:
+                nc.abort()  # not collective: safe whatever the other ranks did
+            except Exception:  # noqa: BLE001 - already failing: the notice says why
+                pass
+        return None, why
+    return tp, None
+
+
+def transport_for(comm, be) -> Transport:
+    """Collective: the transport every rank of ``comm`` uses with backend ``be`` (module doc)."""
+    ok, why = False, None
+    if comm.Get_size() > 1 and getattr(be, "is_gpu", False) and nccl_wanted():
+        try:
+            _nccl_module()
+            ok = True
+        except Exception as e:  # noqa: BLE001 - any reason means: no NCCL
+            why = str(e) or type(e).__name__
+    got = comm.allgather((ok, why))  # one collective whichever way each rank went
+    if not all(o for o, _ in got):
+        bad = next((r for r, (_, w) in enumerate(got) if w is not None), None)
+        if bad is not None and comm.Get_rank() == 0:
+            _notice(f"NCCL not available on rank {bad} ({got[bad][1]}); GPU arrays move through host memory and MPI")
+        return MpiTransport(comm, be)
+    key = _keyval()
+    cached = comm.Get_attr(key)
+    reuse = cached is not None and cached.nc is not None and cached.device == getattr(be, "device", None)
+    if comm.allreduce(reuse, op=mpi().LAND):
+        cached.be = be
+        return cached
+    if comm.allreduce(cached is not None, op=mpi().LOR):
+        comm.Delete_attr(key)  # every rank at once: the old NCCL communicators are destroyed together
+    tp, why = nccl_transport(comm, be)
+    if tp is None:
+        if comm.Get_rank() == 0:
+            _notice(f"setting up NCCL failed ({why}); GPU arrays move through host memory and MPI")
+        return MpiTransport(comm, be)
+    comm.Set_attr(key, tp)
+    return tp

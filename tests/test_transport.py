@@ -1,0 +1,212 @@
+"""The transport between ranks (distgrail.mpi.transport): fakes and the tests that need no MPI.
+
+``fake_nccl(world)`` is a stand-in for ``cupy.cuda.nccl`` whose ``NcclCommunicator`` moves bytes
+through an MPI communicator on host buffers (the pointers it gets are NumPy arrays' addresses):
+grouped ``send``/``recv`` are posted at ``groupEnd`` as ``Isend``/``Irecv`` and waited for
+together, as NCCL runs a group. With it, the NCCL transport's own code (headers, chunking,
+grouped gathers, the root's own block) runs on CI; ``fake_cupy`` is a NumPy-backed CuPy so that
+a backend claims to be a GPU one. tests/test_transport_mpi.py runs them under mpiexec.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import os
+import sys
+import types
+
+import numpy as np
+import pytest
+
+from distgrail.gpu.backend import Backend
+from distgrail.mpi import transport
+
+
+def _bytes_at(ptr: int, count: int) -> np.ndarray:
+    return np.ctypeslib.as_array((ctypes.c_uint8 * count).from_address(ptr))
+
+
+def fake_nccl(world=None, available=True, fail_init=False, fail_uid=False):
+    """A fake ``cupy.cuda.nccl`` over the MPI communicator ``world`` (see the module doc).
+    ``mod.log`` records every call: ("init", size, uid, rank), ("bcast", count, root),
+    ("send"/"recv", count, peer), ("group",), ("destroy",), ("abort",)."""
+    mod = types.ModuleType("cupy.cuda.nccl")
+    mod.available = available
+    mod.NCCL_UINT8 = 1
+    mod.log = []
+    pending = []
+    depth = [0]
+
+    def get_unique_id():
+        if fail_uid:
+            raise RuntimeError("no unique id (injected)")
+        return tuple(int(b) - 128 for b in os.urandom(128))
+
+    def run(ops):
+        from mpi4py import MPI
+
+        reqs = [world.Isend([_bytes_at(p, n), MPI.BYTE], dest=peer, tag=71) if kind == "send"
+                else world.Irecv([_bytes_at(p, n), MPI.BYTE], source=peer, tag=71) for kind, p, n, peer in ops]
+        MPI.Request.Waitall(reqs)
+
+    def groupStart():
+        depth[0] += 1
+
+    def groupEnd():
+        depth[0] -= 1
+        if depth[0] == 0:
+            mod.log.append(("group",))
+            ops = list(pending)
+            pending.clear()
+            run(ops)
+
+    class NcclCommunicator:
+        def __init__(self, ndev, uid, rank):
+            assert isinstance(uid, tuple) and len(uid) == 128
+            if callable(fail_init) and fail_init(rank) or fail_init is True:
+                raise RuntimeError(f"ncclCommInitRank failed on rank {rank} (injected)")
+            self.ndev, self.uid, self.rank = ndev, uid, rank
+            self.alive = True
+            mod.log.append(("init", ndev, uid, rank))
+
+        def bcast(self, ptr, count, datatype, root, stream):
+            from mpi4py import MPI
+
+            assert self.alive and datatype == mod.NCCL_UINT8 and count > 0
+            mod.log.append(("bcast", count, root))
+            world.Bcast([_bytes_at(ptr, count), MPI.BYTE], root=root)
+
+        def _p2p(self, kind, ptr, count, datatype, peer):
+            assert self.alive and datatype == mod.NCCL_UINT8 and count > 0 and peer != self.rank
+            mod.log.append((kind, count, peer))
+            pending.append((kind, ptr, count, peer))
+            if depth[0] == 0:  # outside a group: one operation at a time
+                groupStart()
+                groupEnd()
+
+        def send(self, ptr, count, datatype, peer, stream):
+            self._p2p("send", ptr, count, datatype, peer)
+
+        def recv(self, ptr, count, datatype, peer, stream):
+            self._p2p("recv", ptr, count, datatype, peer)
+
+        def destroy(self):
+            self.alive = False
+            mod.log.append(("destroy",))
+
+        def abort(self):
+            self.alive = False
+            mod.log.append(("abort",))
+
+    mod.get_unique_id = get_unique_id
+    mod.groupStart, mod.groupEnd = groupStart, groupEnd
+    mod.NcclCommunicator = NcclCommunicator
+    return mod
+
+
+class _FakeCupy(types.ModuleType):
+    """NumPy under CuPy's name: every attribute not defined here is NumPy's."""
+
+    def __getattr__(self, name):
+        return getattr(np, name)
+
+
+def fake_cupy(nccl=None):
+    """A NumPy-backed ``cupy`` with ``cuda.Device`` (a context), ``cuda.get_current_stream``
+    and ``cuda.nccl``; ``mod.synced`` counts stream synchronisations."""
+    mod = _FakeCupy("cupy")
+    mod.synced = 0
+
+    class Device:
+        def __init__(self, i=0):
+            self.id = i
+
+        def __enter__(self):
+            return self
+
+        def __exit__(self, *exc):
+            return False
+
+        def use(self):
+            pass
+
+    class Stream:
+        ptr = 0
+
+        def synchronize(self):
+            mod.synced += 1
+
+    mod.cuda = types.ModuleType("cupy.cuda")
+    mod.cuda.Device = Device
+    mod.cuda.get_current_stream = Stream
+    mod.cuda.is_available = lambda: True
+    if nccl is not None:
+        mod.cuda.nccl = nccl
+    mod.asnumpy = np.asarray
+    return mod
+
+
+def install(monkeypatch, cupy_mod, nccl=None):
+    """Put a fake CuPy (and its ``cupy.cuda.nccl``, or None: it does not import) in sys.modules."""
+    monkeypatch.setitem(sys.modules, "cupy", cupy_mod)
+    monkeypatch.setitem(sys.modules, "cupy.cuda", cupy_mod.cuda)
+    monkeypatch.setitem(sys.modules, "cupy.cuda.nccl", nccl)
+
+
+def fake_gpu_backend(cupy_mod):
+    return Backend("gpu", cupy_mod, device=0)
+
+
+# -- without MPI --------------------------------------------------------------------------------
+
+def test_nccl_wanted_follows_the_environment(monkeypatch):
+    monkeypatch.delenv("DISTGRAIL_NCCL", raising=False)
+    assert transport.nccl_wanted()
+    for off in ("0", "no", "OFF", " false "):
+        monkeypatch.setenv("DISTGRAIL_NCCL", off)
+        assert not transport.nccl_wanted()
+    monkeypatch.setenv("DISTGRAIL_NCCL", "1")
+    assert transport.nccl_wanted()
+
+
+def test_nccl_module_needs_an_importable_and_available_nccl(monkeypatch):
+    cp = fake_cupy()
+    install(monkeypatch, cp, None)
+    with pytest.raises(ImportError):
+        transport._nccl_module()
+    install(monkeypatch, cp, fake_nccl(available=False))
+    with pytest.raises(transport.DistGrailError, match="not available"):
+        transport._nccl_module()
+    good = fake_nccl()
+    install(monkeypatch, cp, good)
+    assert transport._nccl_module() is good
+
+
+def test_pointers_of_numpy_and_device_arrays():
+    a = np.arange(10, dtype=np.int64)
+    assert transport._ptr(a) == a.ctypes.data
+    assert transport._ptr(a[3:]) == a.ctypes.data + 24
+    dev = types.SimpleNamespace(data=types.SimpleNamespace(ptr=4096))  # what a CuPy array shows
+    assert transport._ptr(dev) == 4096
+
+
+def test_rows_must_share_trailing_shape_and_dtype():
+    counts, rest, dt = transport._check_rows([((3, 2), "<u4"), ((0, 2), "<u4"), ((5, 2), "<u4")])
+    assert counts.tolist() == [3, 0, 5] and rest == (2,) and dt == "<u4"
+    with pytest.raises(transport.DistGrailError, match="rank 1: <u8 \\(4, 2\\)"):
+        transport._check_rows([((3, 2), "<u4"), ((4, 2), "<u8")])
+    with pytest.raises(transport.DistGrailError, match="trailing shape"):
+        transport._check_rows([((3, 2), "<u4"), ((3, 3), "<u4")])
+    with pytest.raises(transport.DistGrailError):
+        transport._check_rows([((), "<u4"), ((), "<u4")])
+
+
+def test_one_rank_never_sets_up_nccl(monkeypatch):
+    """A communicator of one rank has nothing to move: the host path, no NCCL communicator."""
+    from mpi4py import MPI
+
+    nccl = fake_nccl(MPI.COMM_SELF)
+    cp = fake_cupy(nccl)
+    install(monkeypatch, cp, nccl)
+    tp = transport.transport_for(MPI.COMM_SELF, fake_gpu_backend(cp))
+    assert tp.name == "mpi" and not [e for e in nccl.log if e[0] == "init"]
