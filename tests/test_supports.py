@@ -351,7 +351,7 @@ def fake_kernel(launches):
 
     def sweep(grid, block, args):
         (sched, U, u_base, tickets, ctr, lp, L, shift, push, W, optr, oind, omask, iptr, iind, imask) = args
-        assert block == (1024,) and sched.dtype == np.int32 and lp.dtype == np.int64
+        assert block == (512,) and sched.dtype == np.int32 and lp.dtype == np.int64
         units = range(int(U)) if int(tickets) else range(int(u_base), int(u_base) + grid[0])
 
         def rows(ptr, ind, mask, a, b, pushing):
@@ -434,10 +434,26 @@ def test_launchers_on_a_fake_gpu(fake_gpu, name):
                     else:
                         assert len(launches) == 1 + len(step_groups(support_schedule(
                             dag.level_ptr, dag.indptr[dag.level_ptr],
-                            (dag.rindptr if run["pull"] else dag.indptr)[dag.level_ptr], not run["pull"])))
+                            (dag.rindptr if run["pull"] else dag.indptr)[dag.level_ptr], not run["pull"], threads=512)))
         if K == 70 and dag.C > 64:  # a block of whole words
             got = sup.support_masks_cuda(dd, ids, block=(64, ids.size))
             for w, g in zip(want, got):
                 np.testing.assert_array_equal(np.asarray(g), w[:, 1:])
     with pytest.raises(DistGrailError, match="bad mode"):
         sup.support_masks_cuda(dag, ids, mode="sideways")
+
+
+def test_block_sizes_are_derived_like_the_kernels():
+    import os
+    import re
+
+    from conftest import ROOT
+    from distgrail import constants
+    from distgrail.stages import supports as sup
+
+    src = open(os.path.join(ROOT, "kernels", "supports.cu")).read()
+    assert re.search(r"#define SWEEP_THREADS \(DG_BATCH_THREADS / 2\)", src)
+    assert re.search(r"#define CHOOSE_THREADS DG_GRID_THREADS\n", src)
+    assert "__launch_bounds__(SWEEP_THREADS)" in src and "__launch_bounds__(CHOOSE_THREADS)" in src
+    assert sup.SWEEP_THREADS == constants.BATCH_THREADS // 2 and sup.CHOOSE_THREADS == constants.GRID_THREADS
+    assert sup.SWEEP_THREADS % 32 == 0 and sup.CHOOSE_THREADS & (sup.CHOOSE_THREADS - 1) == 0

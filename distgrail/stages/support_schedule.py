@@ -6,11 +6,12 @@ masks of level ``L-2-s`` (bottom-up, pull over the forward CSR) and the ``in`` m
 the ``in`` masks of level ``s`` along the forward CSR. The two sides touch different arrays, so one
 step carries both and the sweep has L-1 steps instead of 2(L-1) level passes.
 
-The steps are cut into *units*, one block of ``BATCH_THREADS`` threads each:
+The steps are cut into *units*, one block of ``threads`` (``BATCH_THREADS // 2``: the kernel
+keeps a row's structure in registers) each:
 
 * a run of consecutive small steps (each side's level at most ``SMALL_LEVEL`` rows + edges, or
   without edges) is ONE unit that one block walks with ``__syncthreads()`` between steps;
-* every other step gives, per side with edges, units of ``BATCH_THREADS // G`` rows: one row per
+* every other step gives, per side with edges, units of ``threads // G`` rows: one row per
   group of G lanes, G the power of two (1..32) nearest above the level's mean degree.
 
 Units are ordered by step. Unit u may start once the ``need[u]`` units before its first step are
@@ -43,7 +44,7 @@ def group_size(edges, rows):
     return g.astype(np.int64)
 
 
-def support_schedule(level_ptr, out_ends, in_ends, push: bool, threads: int = BATCH_THREADS,
+def support_schedule(level_ptr, out_ends, in_ends, push: bool, threads: int = BATCH_THREADS // 2,
                      small: int = SMALL_LEVEL) -> np.ndarray:
     """The units of the fused sweep, an (U, 8) int32 array of :data:`FIELDS`.
 

@@ -25,7 +25,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..dtypes import smallest_int
-from ..constants import BATCH_THREADS
+from ..constants import BATCH_THREADS, GRID_THREADS
 from ..errors import BackendError, DistGrailError
 from ..gpu.memory import check_ids, oom_guard
 from ..gpu.sweep import U64_MAX, cupy, kernel, sm_count
@@ -40,8 +40,10 @@ __all__ = ["DEFAULT_SUPPORTS", "STREAM_SUPPORT", "choose_supports", "choose_supp
 DEFAULT_SUPPORTS = 64
 #: hash stream of the support tie break (dimensions use 0.., phase 1 uses 0xFFFFFFFF)
 STREAM_SUPPORT = 0xFFFFFFFE
-#: threads per block of ``dg_support_choose`` (CHOOSE_THREADS in kernels/supports.cu)
-CHOOSE_THREADS = 256
+#: threads per block of ``dg_support_choose`` and ``dg_support_sweep`` (CHOOSE_THREADS and
+#: SWEEP_THREADS in kernels/supports.cu, derived there from the same constants)
+CHOOSE_THREADS = GRID_THREADS
+SWEEP_THREADS = BATCH_THREADS // 2
 #: how the GPU sweep's units are launched: one persistent launch with tickets, or one per step
 SCHEDULES = ("tickets", "levels")
 #: what the last :func:`support_masks_cuda` did on the host: kernel launches, host syncs, units,
@@ -273,7 +275,7 @@ def support_masks_cuda(dag, ids, block=None, mode="auto", schedule="tickets"):
     last_run["pull"] = not push
     lp_dev = cp.asarray(lp)
     ends = cp.stack((ip[lp_dev], rip[lp_dev])).get()  # sync 1: the levels' edge ranges
-    sched = support_schedule(lp, ends[0], ends[1], push)
+    sched = support_schedule(lp, ends[0], ends[1], push, threads=SWEEP_THREADS)
     U = sched.shape[0]
     last_run.update(syncs=1, units=U)
     if U == 0:
@@ -283,12 +285,12 @@ def support_masks_cuda(dag, ids, block=None, mode="auto", schedule="tickets"):
     sweep = kernel("supports", "dg_support_sweep")
     tail = (ctr, lp_dev, i32(L), i32(0 if push else 1), i32(1 if push else 0), i32(Wb), ip, ix, out, rip, rix, inn)
     if schedule == "tickets":
-        sweep((max(1, min(U, 2 * sm_count())),), (BATCH_THREADS,), (sd, np.int64(U), np.int64(0), i32(1), *tail))
+        sweep((max(1, min(U, 2 * sm_count())),), (SWEEP_THREADS,), (sd, np.int64(U), np.int64(0), i32(1), *tail))
         n = 1
     else:
         groups = step_groups(sched)
         for u0, cnt in groups:
-            sweep((cnt,), (BATCH_THREADS,), (sd, np.int64(U), np.int64(u0), i32(0), *tail))
+            sweep((cnt,), (SWEEP_THREADS,), (sd, np.int64(U), np.int64(u0), i32(0), *tail))
         n = len(groups)
     last_run.update(launches=1 + n)
     if schedule == "tickets":
