@@ -21,9 +21,14 @@ Layout::
                           uint64 reach bit masks, W = ceil(K/64)
 
 Version 2 (this version) differs from 1 by its sibling order (labels differ, answers do not), by
-checksums (HDF5's fletcher32 filter on every non-empty dataset, chunks of at most 256 KiB since
-labels are read at random) and by the optional datasets above. Integer arrays use the smallest
-type that holds their values. The file is written to a temporary name beside the target and
+checksums on every non-empty dataset and by the optional datasets above. Integer arrays use the
+smallest type that holds their values. Checksums: datasets are stored contiguous (no filter: plain
+h5py reads them, at random too) with the CRC-32 of every ``CRC_BLOCK`` bytes of their raw
+little-endian contents in the dataset attribute ``crc32`` (uint32 array; ``crc32_block`` = the
+block size), computed by a thread pool while the datasets are written and checked the same way
+when read. Files of earlier distgrail releases keep HDF5's fletcher32 filter on chunks of at most
+256 KiB instead; they are read and checked as before (HDF5 verifies each chunk). A non-empty
+dataset with neither is damaged. The file is written to a temporary name beside the target and
 renamed when complete, so a failed run leaves nothing. :func:`read_index_file` checks the
 checksums, shapes, dtypes and value ranges (:mod:`distgrail.indexcheck`): a damaged or incomplete
 index raises :class:`IndexFormatError` naming the dataset, it never gives answers.
@@ -32,6 +37,8 @@ index raises :class:`IndexFormatError` naming the dataset, it never gives answer
 from __future__ import annotations
 
 import os
+import zlib
+from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 
@@ -39,26 +46,50 @@ from .dtypes import smallest_int, smallest_uint
 from .errors import IndexFormatError
 from .io.atomic import atomic_path
 
-__all__ = ["FORMAT", "FORMAT_VERSION", "READ_VERSIONS", "CHUNK_BYTES", "write_index_file", "read_index_file"]
+__all__ = ["FORMAT", "FORMAT_VERSION", "READ_VERSIONS", "CHUNK_BYTES", "CRC_BLOCK", "write_index_file",
+           "read_index_file", "block_crcs"]
 
 FORMAT = "distgrail-index"
 FORMAT_VERSION = 2
 READ_VERSIONS = (1, 2)
-#: upper bound of a dataset chunk (labels are read at random: small chunks)
+#: upper bound of a dataset chunk in files of earlier releases (fletcher32 on every chunk)
 CHUNK_BYTES = 256 << 10
+#: bytes per CRC-32 of a dataset (at least: a dataset gets at most _MAX_CRCS of them)
+CRC_BLOCK = 4 << 20
+_MAX_CRCS = 8192  # keeps the attribute far below HDF5's 64 KiB limit of compact attributes
 _ATTRS = ("seed", "dims", "parent_rule", "source_name", "source_sha256", "n_vertices", "n_components",
           "n_dag_edges", "n_levels", "distgrail_version")
 
 
-def _chunks(shape, itemsize):
-    """Chunk shape of at most CHUNK_BYTES, split along the longest axis only."""
-    if not shape or 0 in shape:
-        return None
-    ax = int(np.argmax(shape))
-    rest = int(np.prod(shape)) // shape[ax] * itemsize
-    ch = list(shape)
-    ch[ax] = max(1, min(shape[ax], CHUNK_BYTES // max(rest, 1)))
-    return tuple(ch)
+def _block_size(nbytes: int) -> int:
+    return max(CRC_BLOCK, -(-int(nbytes) // _MAX_CRCS))
+
+
+def _raw(a: np.ndarray) -> memoryview:
+    return memoryview(np.ascontiguousarray(a).reshape(-1).view(np.uint8))
+
+
+def block_crcs(a: np.ndarray, block: int, pool=None) -> list:
+    """Futures (or values without ``pool``) of the CRC-32 of every ``block`` bytes of ``a``
+    (C order); zlib releases the GIL on large buffers, so a thread pool runs them in parallel."""
+    mv = _raw(a)
+    parts = [mv[i:i + block] for i in range(0, len(mv), block)]
+    return [pool.submit(zlib.crc32, p) for p in parts] if pool is not None else [zlib.crc32(p) for p in parts]
+
+
+def _pool():
+    return ThreadPoolExecutor(max_workers=max(1, min(16, os.cpu_count() or 1)), thread_name_prefix="distgrail-crc")
+
+
+def _as_type(data: np.ndarray, t) -> np.ndarray:
+    """``data.astype(t)``; between integer types of one size a view (the same bits: astype wraps
+    modulo 2^bits too), so the big CSR is not copied."""
+    t = np.dtype(t)
+    if data.dtype == t:
+        return data
+    if data.dtype.kind in "iu" and t.kind in "iu" and data.dtype.itemsize == t.itemsize:
+        return data.view(t)
+    return data.astype(t)
 
 
 def write_index_file(path, meta: dict, arrays: dict) -> None:
@@ -86,7 +117,12 @@ def write_index_file(path, meta: dict, arrays: dict) -> None:
     names = list(types)[:8] + sorted(k for k in arrays if k not in list(types)[:8])
     size = sum(int(np.asarray(a).size) * np.dtype(types.get(k, np.asarray(a).dtype)).itemsize
                for k, a in arrays.items()) + (64 << 10)
-    with atomic_path(path, size) as tmp:
+    datas = []
+    for name in names:
+        data = np.ascontiguousarray(arrays[name])
+        datas.append((name, _as_type(data, types[name]) if name in types else data))
+    with atomic_path(path, size) as tmp, _pool() as pool:
+        crcs = {name: (_block_size(d.nbytes), block_crcs(d, _block_size(d.nbytes), pool)) for name, d in datas if d.size}
         with h5py.File(tmp, "w", libver=("earliest", "v110"), track_order=False) as f:
             f.attrs["format"] = FORMAT
             f.attrs["format_version"] = FORMAT_VERSION
@@ -95,12 +131,12 @@ def write_index_file(path, meta: dict, arrays: dict) -> None:
                 if k == "distgrail_version":
                     v = str(v)
                 f.attrs[k] = v if not isinstance(v, (np.integer,)) else int(v)
-            for name in names:
-                data = np.ascontiguousarray(arrays[name])
-                if name in types:
-                    data = data.astype(types[name], copy=False)
-                ch = _chunks(data.shape, data.dtype.itemsize)
-                f.create_dataset(name, data=data, track_times=False, chunks=ch, fletcher32=ch is not None)
+            for name, data in datas:  # contiguous, unfiltered: written while the pool checksums
+                f.create_dataset(name, data=data, track_times=False)
+            for name, (block, futs) in crcs.items():
+                ds = f[name]
+                ds.attrs["crc32_block"] = block
+                ds.attrs["crc32"] = np.array([x.result() for x in futs], dtype=np.uint32)
 
 
 def _attr(f, path, key):
@@ -143,13 +179,17 @@ def read_index_file(path) -> tuple[dict, dict]:
         meta = {"format": FORMAT, "format_version": ver}
         for k in _ATTRS + (("supports",) if "supports" in f.attrs else ()):
             meta[k] = _attr(f, path, k)
-        arrays = {}
-        problems = []
+        arrays, crcs, problems = {}, {}, []
 
         def visit(name, obj):
             if isinstance(obj, h5py.Dataset):
                 try:
                     arrays[name] = obj[()]
+                    if "crc32" in obj.attrs:
+                        crcs[name] = (obj.attrs["crc32"], obj.attrs.get("crc32_block"))
+                    elif ver >= 2 and obj.size and not obj.fletcher32:
+                        problems.append(f"{path}: damaged index: dataset /{name} cannot be read (checksum "
+                                        f"error: it carries no checksum)")
                 except (OSError, ValueError, TypeError) as e:
                     problems.append(f"{path}: damaged index: dataset /{name} cannot be read (checksum or "
                                     f"storage error: {e})")
@@ -160,5 +200,29 @@ def read_index_file(path) -> tuple[dict, dict]:
             raise IndexFormatError(f"{path}: damaged index: {e}") from None
         if problems:
             raise IndexFormatError(problems[0])
+    _verify_crcs(path, arrays, crcs)
     check_index(path, meta, arrays)
     return meta, arrays
+
+
+def _verify_crcs(path, arrays, crcs):
+    """Compare every dataset's stored block CRC-32s with its contents (blocks in parallel)."""
+    if not crcs:
+        return
+    with _pool() as pool:
+        got = {}
+        for name, (want, block) in crcs.items():
+            if isinstance(block, (bool, np.bool_)) or not isinstance(block, (int, np.integer)) or block < 1:
+                shown = block.item() if hasattr(block, "item") else block
+                raise IndexFormatError(f"{path}: damaged index: dataset /{name} cannot be read (checksum error: "
+                                       f"attribute crc32_block is {shown!r})")
+            got[name] = block_crcs(arrays[name], int(block), pool)
+        for name, futs in got.items():
+            want = np.asarray(crcs[name][0])
+            have = np.array([x.result() for x in futs], dtype=np.uint32)
+            if want.dtype.kind not in "iu" or want.shape != have.shape or (want.astype(np.int64) != have).any():
+                bad = int(np.flatnonzero(want.astype(np.int64) != have)[0]) if want.shape == have.shape and \
+                    want.dtype.kind in "iu" else -1
+                where = f"block {bad} of {have.size}" if bad >= 0 else f"{want.size} stored checksums for {have.size} blocks"
+                raise IndexFormatError(f"{path}: damaged index: dataset /{name} cannot be read (checksum error: "
+                                       f"CRC-32 mismatch, {where})")

@@ -9,7 +9,9 @@ from distgrail.gpu.backend import get_backend
 from distgrail.io.generate import generate
 from distgrail.stages.condense import condense
 from distgrail.stages.labeling import DeviceDAG
-from distgrail.stages.supports import choose_supports, support_masks_cuda, support_masks_numpy
+from distgrail.stages import supports as sup
+from distgrail.stages.supports import (choose_supports, choose_supports_cuda, choose_supports_numpy,
+                                       support_masks_cuda, support_masks_numpy)
 from test_query_steps import GRAPHS, indexed, pairs
 
 pytestmark = pytest.mark.gpu
@@ -25,6 +27,12 @@ def big_graphs():
         "paper-dense-20k": generate("paper", 20_000, 60, seed=1),  # large levels: grid launches
         "layered-deep": generate("layered", 30_000, 3, seed=2, levels=3000),  # small levels: one-block runs
         "chain": distgrail.as_graph((np.arange(9999), np.arange(1, 10000))),
+        # hub rows both ways: 0 -> 1..20000 -> 20001, plus a cycle of 100 and isolated vertices
+        "hubs": distgrail.as_graph((np.concatenate([np.zeros(20000, np.int64), np.arange(1, 20001),
+                                                    np.arange(20002, 20102)]),
+                                    np.concatenate([np.arange(1, 20001), np.full(20000, 20001),
+                                                    np.r_[np.arange(20003, 20102), 20002]])), num_vertices=20200),
+        "one-scc": distgrail.as_graph((np.arange(100), (np.arange(100) + 1) % 100)),
     }
 
 
@@ -46,6 +54,99 @@ def test_mask_sweeps_bit_for_bit(name, K):
         blk = support_masks_cuda(dd, ids, block=(64, ids.size))
         for w, gt in zip(want, blk):
             np.testing.assert_array_equal(cp.asnumpy(gt), w[:, 1:])
+
+
+def device_dag(dag):
+    """The DAG with every array on the GPU (as condense_cuda leaves it; level_ptr on the host)."""
+    import dataclasses
+
+    import cupy as cp
+
+    return dataclasses.replace(dag, **{k: cp.asarray(getattr(dag, k)) for k in
+                                       ("comp", "indptr", "indices", "rindptr", "rindices", "level")})
+
+
+ALL = sorted(GRAPHS) + ["paper-dense-20k", "layered-deep", "chain", "hubs", "one-scc"]
+
+
+def graph(name):
+    return GRAPHS[name] if name in GRAPHS else big_graphs()[name]
+
+
+@pytest.mark.parametrize("name", ALL)
+@pytest.mark.parametrize("mode", ["push", "pull"])
+@pytest.mark.parametrize("schedule", ["tickets", "levels"])
+def test_every_mode_and_schedule_bit_for_bit(name, mode, schedule):
+    import cupy as cp
+
+    dag = condense(graph(name))
+    ids = choose_supports(dag, 130, seed=3)
+    want = support_masks_numpy(dag, ids)
+    for d in (dag, device_dag(dag)):
+        got = support_masks_cuda(d, ids, mode=mode, schedule=schedule)
+        for w, g in zip(want, got):
+            np.testing.assert_array_equal(cp.asnumpy(g), w)
+        run = sup.last_run
+        assert run["pull"] == (mode == "pull" and dag.n_levels > 1) and run["schedule"] == schedule
+        if dag.n_levels > 1 and run["units"]:
+            assert run["launches"] == (2 if schedule == "tickets" else 1 + np.unique(
+                sup.support_schedule(dag.level_ptr, dag.indptr[dag.level_ptr],
+                                     (dag.indptr if mode == "push" else dag.rindptr)[dag.level_ptr],
+                                     mode == "push")[:, 0]).size)
+            assert run["syncs"] == (2 if schedule == "tickets" else 1)
+
+
+@pytest.mark.parametrize("name", ALL)
+def test_auto_mode_pulls_only_with_a_device_reverse_csr(name):
+    import cupy as cp
+
+    dag = condense(graph(name))
+    ids = choose_supports(dag, 64, seed=0)
+    want = support_masks_numpy(dag, ids)
+    got = support_masks_cuda(dag, ids)  # host DAG: push, nothing more uploaded
+    assert not sup.last_run["pull"]
+    for w, g in zip(want, got):
+        np.testing.assert_array_equal(cp.asnumpy(g), w)
+    dd = device_dag(dag)
+    got = support_masks_cuda(dd, ids)
+    assert sup.last_run["pull"] == (dag.n_levels > 1)
+    for w, g in zip(want, got):
+        np.testing.assert_array_equal(cp.asnumpy(g), w)
+    # the labeling's DeviceDAG over a device DAG pulls too
+    got = support_masks_cuda(DeviceDAG(get_backend("gpu"), dd), ids)
+    assert sup.last_run["pull"] == (dag.n_levels > 1)
+    for w, g in zip(want, got):
+        np.testing.assert_array_equal(cp.asnumpy(g), w)
+
+
+@pytest.mark.parametrize("name", ALL)
+def test_choice_on_the_gpu_equals_numpy(name):
+    dag = condense(graph(name))
+    dd = device_dag(dag)
+    for K in (1, 3, 64, 257, dag.C):
+        K = min(K, dag.C)
+        for seed in (0, 11):
+            want = choose_supports_numpy(dag, K, seed)
+            np.testing.assert_array_equal(choose_supports_cuda(dd, K, seed), want)
+            got = choose_supports(dd, K, seed)  # the public entry picks the GPU for a device DAG
+            np.testing.assert_array_equal(got, want)
+            assert got.dtype == choose_supports(dag, K, seed).dtype
+    import dataclasses
+
+    bare = dataclasses.replace(dd, rindptr=None, rindices=None)  # in-degrees counted on the GPU
+    np.testing.assert_array_equal(choose_supports(bare, 64, 2), choose_supports(dag, 64, 2))
+
+
+def test_build_on_a_gpu_condensed_dag_equals_cpu():
+    from distgrail.stages.supports import build_supports
+
+    dag = condense(big_graphs()["paper-dense-20k"])
+    ids_c, out_c, in_c = build_supports(dag, 64, 5, "cpu")
+    ids_g, out_g, in_g = build_supports(device_dag(dag), 64, 5, "gpu")
+    np.testing.assert_array_equal(ids_g, ids_c)
+    np.testing.assert_array_equal(out_g, out_c)
+    np.testing.assert_array_equal(in_g, in_c)
+    assert sup.last_run["pull"] and sup.last_run["launches"] == 2
 
 
 @pytest.mark.parametrize("name", sorted(GRAPHS))

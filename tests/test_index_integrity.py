@@ -49,15 +49,88 @@ def _flip(path, dataset, count=50, seed=1):
             fh.write(bytes([b[0] ^ 0xFF]))
 
 
-def test_every_dataset_is_checksummed_in_small_chunks(built):
+def test_every_dataset_is_checksummed(built):
+    """Contiguous datasets (no filter), each with the CRC-32 of every block of its raw bytes."""
+    import zlib
+
+    from distgrail.indexfile import CRC_BLOCK
+
     with h5py.File(built, "r") as f:
         names = []
         f.visititems(lambda n, o: names.append(n) if isinstance(o, h5py.Dataset) else None)
         assert len(names) >= 8
         for n in names:
-            if f[n].size:
-                assert f[n].fletcher32, n
-                assert np.prod(f[n].chunks) * f[n].dtype.itemsize <= 256 << 10, n
+            ds = f[n]
+            if ds.size:
+                assert ds.chunks is None and not ds.fletcher32, n
+                block = int(ds.attrs["crc32_block"])
+                assert block == CRC_BLOCK
+                raw = np.ascontiguousarray(ds[()]).tobytes()
+                want = [zlib.crc32(raw[i:i + block]) for i in range(0, len(raw), block)]
+                assert ds.attrs["crc32"].dtype == np.uint32 and ds.attrs["crc32"].tolist() == want, n
+
+
+def _legacy_copy(src, dst):
+    """The same index as an earlier release wrote it: fletcher32 on chunks of <= 256 KiB, no crc32."""
+    with h5py.File(src, "r") as f, h5py.File(dst, "w", libver=("earliest", "v110")) as g:
+        for k, v in f.attrs.items():
+            g.attrs[k] = v
+
+        def copy(name, obj):
+            if isinstance(obj, h5py.Dataset):
+                a = obj[()]
+                ch = None
+                if a.size:
+                    ax = int(np.argmax(a.shape))
+                    rest = a.size // a.shape[ax] * a.dtype.itemsize
+                    ch = list(a.shape)
+                    ch[ax] = max(1, min(a.shape[ax], (256 << 10) // rest))
+                    ch = tuple(ch)
+                g.create_dataset(name, data=a, chunks=ch, fletcher32=ch is not None, track_times=False)
+        f.visititems(copy)
+
+
+def test_files_of_earlier_releases_fletcher32_still_open_and_detect_damage(built, tmp_path):
+    q = tmp_path / "legacy.h5"
+    _legacy_copy(built, q)
+    a, b = distgrail.open_index(built), distgrail.open_index(q)
+    for k in a.arrays:
+        np.testing.assert_array_equal(a.arrays[k], b.arrays[k])
+    s, t = distgrail.io.pairs.read_pairs(distgrail.bundled_pairs())
+    np.testing.assert_array_equal(a.query(s, t)[0], b.query(s, t)[0])
+    _flip(q, "dag/indices")
+    with pytest.raises(IndexFormatError, match="damaged index: dataset /dag/indices cannot be read"):
+        distgrail.open_index(q)
+
+
+@pytest.mark.parametrize("tamper, msg", [
+    (lambda ds: ds.attrs.__delitem__("crc32"), "it carries no checksum"),
+    (lambda ds: ds.attrs.__setitem__("crc32_block", 0), "attribute crc32_block is 0"),
+    (lambda ds: ds.attrs.__setitem__("crc32", ds.attrs["crc32"] ^ np.uint32(1)), "CRC-32 mismatch, block 0 of 1"),
+    (lambda ds: ds.attrs.__setitem__("crc32", np.zeros(3, np.uint32)), "3 stored checksums for 1 blocks"),
+])
+def test_tampered_checksums(built, tmp_path, tamper, msg):
+    q = _copy(built, tmp_path)
+    with h5py.File(q, "r+") as f:
+        tamper(f["labels/intervals"])
+    with pytest.raises(IndexFormatError, match=f"damaged index: dataset /labels/intervals cannot be read.*{msg}"):
+        distgrail.open_index(q)
+
+
+def test_multi_block_datasets_detect_a_flip_in_any_block(tmp_path, monkeypatch):
+    import distgrail.indexfile as ixf
+
+    monkeypatch.setattr(ixf, "CRC_BLOCK", 1000)  # many blocks per dataset
+    p = tmp_path / "m.h5"
+    distgrail.build_index(distgrail.bundled_graph(), dims=2, backend="cpu", output=p, supports=64)
+    with h5py.File(p, "r") as f:
+        assert f["dag/indices"].attrs["crc32"].size > 3 and int(f["dag/indices"].attrs["crc32_block"]) == 1000
+    distgrail.open_index(p)
+    for seed in range(3):
+        q = _copy(p, tmp_path, f"m{seed}.h5")
+        _flip(q, "dag/indices", count=1, seed=seed)
+        with pytest.raises(IndexFormatError, match="dataset /dag/indices cannot be read.*CRC-32 mismatch, block"):
+            distgrail.open_index(q)
 
 
 @pytest.mark.parametrize("dataset", ["labels/intervals", "labels/dt_post0", "dag/indices", "vertex/component"])
@@ -115,7 +188,17 @@ def _rewrite(path, name, fn):
     with h5py.File(path, "a") as f:
         data = fn(f[name][()])
         del f[name]
-        f.create_dataset(name, data=data)
+        _put(f, name, data)
+
+
+def _put(f, name, data):
+    """Dataset ``name`` = ``data`` with its checksums, as the writer stores it."""
+    from distgrail.indexfile import CRC_BLOCK, block_crcs
+
+    ds = f.create_dataset(name, data=data)
+    if data.size:
+        ds.attrs["crc32_block"] = CRC_BLOCK
+        ds.attrs["crc32"] = np.array(block_crcs(np.ascontiguousarray(data), CRC_BLOCK), np.uint32)
 
 
 @pytest.mark.parametrize("name, fn, msg", [
@@ -162,23 +245,23 @@ def test_supports_datasets_optional_and_checked(built, tmp_path):
         if "supports" in f:  # built with the default K: replace its masks by K = 70
             del f["supports"]
         f.attrs["supports"] = K
-        f["supports/ids"] = np.arange(K, dtype=np.uint32)
-        f["supports/out"] = np.zeros((C, 2), np.uint64)
-        f["supports/in"] = np.zeros((C, 2), np.uint64)
+        _put(f, "supports/ids", np.arange(K, dtype=np.uint32))
+        _put(f, "supports/out", np.zeros((C, 2), np.uint64))
+        _put(f, "supports/in", np.zeros((C, 2), np.uint64))
     idx = distgrail.open_index(q)
     assert idx.arrays["supports/out"].shape == (C, 2) and idx.meta["supports"] == K
     with h5py.File(q, "a") as f:
         del f["supports/ids"]
-        f["supports/ids"] = np.full(K, C, np.uint32)
+        _put(f, "supports/ids", np.full(K, C, np.uint32))
     with pytest.raises(IndexFormatError, match=r"/supports/ids holds 3617 .* outside 0..3616"):
         distgrail.open_index(q)
     with h5py.File(q, "a") as f:
         del f["supports/ids"], f["supports/in"]
-        f["supports/ids"] = np.arange(K, dtype=np.uint32)
+        _put(f, "supports/ids", np.arange(K, dtype=np.uint32))
     with pytest.raises(IndexFormatError, match="dataset /supports/in is missing"):
         distgrail.open_index(q)
     with h5py.File(q, "a") as f:
-        f["supports/in"] = np.zeros((C, 1), np.uint64)
+        _put(f, "supports/in", np.zeros((C, 1), np.uint64))
     with pytest.raises(IndexFormatError, match=r"/supports/in has shape \(3617, 1\) uint64, expected \(3617, 2\)"):
         distgrail.open_index(q)
     with h5py.File(q, "a") as f:  # supports = 0 and no datasets: none
@@ -199,7 +282,7 @@ def test_supports_round_trip_through_save(built, tmp_path):
     back = distgrail.open_index(tmp_path / "s.h5")
     np.testing.assert_array_equal(back.arrays["supports/out"], idx.arrays["supports/out"])
     with h5py.File(tmp_path / "s.h5", "r") as f:
-        assert f["supports/out"].fletcher32 and f.attrs["supports"] == K
+        assert f["supports/out"].attrs["crc32"].size == 1 and f.attrs["supports"] == K
 
 
 def test_version_1_file_still_answers_exactly():

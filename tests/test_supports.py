@@ -9,8 +9,9 @@ from distgrail.errors import DistGrailError
 from distgrail.hashing import hash3
 from distgrail.io.generate import generate
 from distgrail.stages.condense import condense
-from distgrail.stages.supports import (STREAM_SUPPORT, build_supports, choose_supports, support_masks,
-                                       support_masks_numpy, words)
+from distgrail.stages.support_schedule import FIELDS, IN, OUT, RUN, group_size, step_groups, support_schedule
+from distgrail.stages.supports import (STREAM_SUPPORT, build_supports, choose_supports, choose_supports_numpy,
+                                       pick_per_slice, support_masks, support_masks_numpy, words)
 from distgrail.gpu.backend import get_backend
 from conftest import closure
 
@@ -123,3 +124,336 @@ def test_build_supports_host_arrays():
     np.testing.assert_array_equal(out, o2)
     np.testing.assert_array_equal(inn, i2)
     assert isinstance(out, np.ndarray) and ids.dtype == np.int32
+
+
+# -- the O(C) choice against the former lexsort rule -------------------------------------------
+
+def lexsort_rule(dag, K, seed):
+    """The rule as first written (a 4-key lexsort over all components): the reference."""
+    C = dag.C
+    K = min(K, C)
+    outdeg = np.diff(dag.indptr).astype(np.uint64)
+    indeg = np.bincount(dag.indices, minlength=C).astype(np.uint64)
+    score = (indeg + np.uint64(1)) * (outdeg + np.uint64(1))
+    tie = hash3(seed, STREAM_SUPPORT, np.arange(C, dtype=np.uint64))
+    b = (np.arange(K + 1, dtype=np.int64) * C) // K
+    sl = np.repeat(np.arange(K), np.diff(b))
+    order = np.lexsort((np.arange(C), tie, ~score, sl))
+    return order[b[:-1]]
+
+
+def more_graphs():
+    out = dict(GRAPHS)
+    for seed in range(4):
+        out[f"paper-{seed}"] = generate("paper", 300 + 200 * seed, 3 + 7 * seed, seed=seed)
+        out[f"scale-free-{seed}"] = generate("scale-free", 800, 2 + seed, seed=seed)
+    out["layered-deep"] = generate("layered", 2000, 2, seed=5, levels=400)
+    out["one-vertex"] = distgrail.as_graph((np.zeros(0, np.int64), np.zeros(0, np.int64)), num_vertices=1)
+    return out
+
+
+@pytest.mark.parametrize("name", sorted(more_graphs()))
+def test_linear_choice_equals_lexsort_rule(name):
+    dag = condense(more_graphs()[name])
+    for K in (1, 2, 7, 64, 200, dag.C, dag.C + 5):
+        for seed in (0, 3):
+            want = lexsort_rule(dag, K, seed) if dag.C else np.zeros(0, np.int64)
+            got = choose_supports(dag, K, seed)
+            np.testing.assert_array_equal(got, want)
+            np.testing.assert_array_equal(choose_supports_numpy(dag, min(K, dag.C), seed), want) if dag.C else None
+
+
+def test_choice_without_reverse_csr_counts_in_degrees():
+    import dataclasses
+
+    dag = condense(GRAPHS["scale-free"])
+    bare = dataclasses.replace(dag, rindptr=None, rindices=None)
+    np.testing.assert_array_equal(choose_supports(bare, 50, 1), lexsort_rule(dag, 50, 1))
+
+
+def test_pick_per_slice_ties_by_hash_then_id():
+    """With many equal scores and equal hashes (not produced by hash3, but the rule says what to
+    do), the smallest hash and then the smallest index win, per slice."""
+    rng = np.random.default_rng(3)
+    for C, K in ((1, 1), (10, 3), (1000, 7), (1000, 1000), (5000, 64)):
+        for _ in range(5):
+            score = rng.integers(0, 3, C).astype(np.uint64)
+            tie = rng.integers(0, 3, C).astype(np.uint64)
+            tie[rng.random(C) < 0.1] = np.iinfo(np.uint64).max
+            got = pick_per_slice(score, tie, K)
+            b = (np.arange(K + 1) * C) // K
+            for j in range(K):
+                r = range(b[j], b[j + 1])
+                assert got[j] == min(r, key=lambda x: (-int(score[x]), int(tie[x]), x))
+
+
+# -- the GPU sweep's schedule, run by a NumPy model of dg_support_sweep ----------------------
+
+def run_model(dag, ids, sched, push, order=None):
+    """Execute ``sched`` as dg_support_sweep does (units in ``order``, default ticket order),
+    checking each unit's dependencies; returns (out, in)."""
+    C, L = dag.C, dag.n_levels
+    W = words(ids.size)
+    out = np.zeros((C, W), np.uint64)
+    inn = np.zeros((C, W), np.uint64)
+    j = np.arange(ids.size)
+    for m in (out, inn):
+        m[ids, j >> 6] |= np.left_shift(np.uint64(1), (j & 63).astype(np.uint64))
+    ip, ix, rip, rix = dag.indptr, dag.indices, dag.rindptr, dag.rindices
+    lp = dag.level_ptr
+
+    def pull(mask, ptr, ind, a, b):
+        for u in range(a, b):
+            for c in ind[ptr[u]:ptr[u + 1]]:
+                mask[u] |= mask[c]
+
+    def push_rows(mask, a, b):
+        for u in range(a, b):
+            for c in ix[ip[u]:ip[u + 1]]:
+                mask[c] |= mask[u]
+
+    def side(sd, a, b):
+        if sd == OUT:
+            pull(out, ip, ix, a, b)
+        elif push:
+            push_rows(inn, a, b)
+        else:
+            pull(inn, rip, rix, a, b)
+
+    done = set()
+    shift = 0 if push else 1
+    for u in (range(sched.shape[0]) if order is None else order):
+        s0, s1, sd, r0, r1, g, need = sched[u, :7].tolist()
+        assert set(range(need)) <= done, f"unit {u} started before the units it needs"
+        if sd == RUN:
+            for s in range(s0, s1):
+                side(OUT, lp[L - 2 - s], lp[L - 1 - s])
+                side(IN, lp[s + shift], lp[s + shift + 1])
+        else:
+            side(sd, r0, r1)
+        done.add(u)
+    return out, inn
+
+
+@pytest.mark.parametrize("name", sorted(GRAPHS) + ["wide"])
+@pytest.mark.parametrize("push", [False, True])
+def test_schedule_model_equals_twin(name, push):
+    dag = condense(GRAPHS[name] if name != "wide" else generate("paper", 1500, 30, seed=7))
+    ids = choose_supports(dag, 70, seed=1)
+    want = support_masks_numpy(dag, ids)
+    in_ptr = dag.indptr if push else dag.rindptr
+    lp = dag.level_ptr
+    for small in (4096, 0, 50):  # 0: every step with edges is large (one-side units only)
+        sched = support_schedule(lp, dag.indptr[lp], in_ptr[lp], push, small=small)
+        assert sched.dtype == np.int32 and sched.shape[1] == len(FIELDS)
+        got = run_model(dag, ids, sched, push)
+        for w, g in zip(want, got):
+            np.testing.assert_array_equal(g, w)
+        # any order that respects `need` gives the same masks (here: units of a step reversed)
+        rev = [u for u0, n in step_groups(sched) for u in range(u0 + n - 1, u0 - 1, -1)]
+        for w, g in zip(want, run_model(dag, ids, sched, push, rev)):
+            np.testing.assert_array_equal(g, w)
+
+
+def test_schedule_shape():
+    dag = condense(generate("paper", 3000, 40, seed=2))
+    lp = dag.level_ptr
+    L = dag.n_levels
+    sched = support_schedule(lp, dag.indptr[lp], dag.rindptr[lp], False, threads=1024, small=1000)
+    s0, s1, sd, r0, r1, g, need = (sched[:, i] for i in range(7))
+    assert (np.diff(s0) >= 0).all() and (s1 > s0).all() and s1.max() <= L - 1
+    # need = index of the first unit of the same first step; earlier units end before it
+    for u in range(sched.shape[0]):
+        assert need[u] == np.flatnonzero(s0 == s0[u])[0]
+        assert (s1[:need[u]] <= s0[u]).all()
+    one = sd != RUN
+    assert one.any() and (sd == RUN).any()
+    assert set(np.unique(g[one]).tolist()) <= {1, 2, 4, 8, 16, 32}
+    assert ((r1 - r0)[one] <= 1024 // g[one]).all() and ((r1 - r0)[one] > 0).all()
+    # every step with edges on a side is covered exactly once on that side
+    steps = np.arange(L - 1)
+    for side_code, lev, ptr in ((OUT, L - 2 - steps, dag.indptr), (IN, steps + 1, dag.rindptr)):
+        has = np.diff(ptr[lp])[lev] > 0
+        cover = np.zeros(L - 1, np.int64)
+        for u in np.flatnonzero(sd == RUN):
+            cover[s0[u]:s1[u]] += dag.C  # a run covers both sides of its steps whole
+        for u in np.flatnonzero(sd == side_code):
+            cover[s0[u]] += r1[u] - r0[u]
+        rows = np.diff(lp)[lev]
+        assert (cover[has] >= rows[has]).all()
+        assert (cover[has & (cover < dag.C)] == rows[has & (cover < dag.C)]).all()
+    assert len(step_groups(sched)) == np.unique(s0).size < 2 * (L - 1)
+
+
+def test_schedule_trivial_dags():
+    assert support_schedule(np.array([0, 5]), np.array([0, 0]), np.array([0, 0]), False).shape == (0, 8)
+    assert support_schedule(np.array([0]), np.array([0]), np.array([0]), True).shape == (0, 8)
+    # two levels without edges on either side: no unit
+    assert support_schedule(np.array([0, 3, 6]), np.array([0, 0, 0]), np.array([0, 0, 0]), False).shape[0] == 0
+
+
+def test_group_size():
+    assert group_size(np.array([0, 1, 2, 3, 5, 100, 10**6]), np.array([1, 1, 1, 1, 1, 1, 1])).tolist() == \
+        [1, 1, 2, 4, 8, 32, 32]
+    assert group_size(0, 0) == 1
+
+
+# -- the CUDA launchers' plumbing on a fake CuPy whose kernels are NumPy models ----------------
+
+class FakeArray(np.ndarray):
+    def get(self):
+        return np.asarray(self).copy()
+
+
+def fake_cupy():
+    import types
+
+    def wrap(f):
+        return lambda *a, **k: np.asarray(f(*[np.asarray(x) if isinstance(x, FakeArray) else x for x in a], **k)).view(FakeArray)
+
+    cp = types.SimpleNamespace(ndarray=FakeArray, int32=np.int32, int64=np.int64, uint64=np.uint64)
+    for name in ("zeros", "empty", "asarray", "stack", "diff", "bincount"):
+        setattr(cp, name, wrap(getattr(np, name)))
+    cp.cuda = types.SimpleNamespace(memory=types.SimpleNamespace(OutOfMemoryError=MemoryError))
+    return cp
+
+
+def _mix(z):
+    from distgrail.constants import MIX1, MIX2
+
+    m = (1 << 64) - 1
+    z ^= z >> 30
+    z = (z * MIX1) & m
+    z ^= z >> 27
+    z = (z * MIX2) & m
+    return z ^ (z >> 31)
+
+
+def fake_kernel(launches):
+    """NumPy models of kernels/supports.cu, called with the launch's exact argument tuple."""
+    from distgrail.constants import GOLDEN
+
+    def seed(grid, block, args):
+        ids, nb, out, inn, W = args
+        for j in range(int(nb)):
+            for m in (out, inn):
+                m.reshape(-1)[int(ids[j]) * int(W) + (j >> 6)] |= np.uint64(1 << (j & 63))
+
+    def choose(grid, block, args):
+        ip, indeg, C, K, base, ids = args
+        C, K, base = int(C), int(K), int(base)
+        assert grid == (K,)
+        for j in range(K):
+            a, b = j * C // K, (j + 1) * C // K
+            key = [(-(int(indeg[c]) + 1) * (int(ip[c + 1] - ip[c]) + 1),
+                    _mix((((c + 1) * GOLDEN) & ((1 << 64) - 1)) ^ base), c) for c in range(a, b)]
+            ids[j] = min(key)[2]
+
+    def sweep(grid, block, args):
+        (sched, U, u_base, tickets, ctr, lp, L, shift, push, W, optr, oind, omask, iptr, iind, imask) = args
+        assert block == (512,) and sched.dtype == np.int32 and lp.dtype == np.int64
+        units = range(int(U)) if int(tickets) else range(int(u_base), int(u_base) + grid[0])
+
+        def rows(ptr, ind, mask, a, b, pushing):
+            for u in range(int(a), int(b)):
+                for c in ind[ptr[u]:ptr[u + 1]]:
+                    if pushing:
+                        mask[c] |= mask[u]
+                    else:
+                        mask[u] |= mask[c]
+
+        for u in units:
+            s0, s1, sd, r0, r1 = (int(x) for x in sched[u, :5])
+            if sd == RUN:
+                for s in range(s0, s1):
+                    lo, li = int(L) - 2 - s, s + int(shift)
+                    rows(optr, oind, omask, lp[lo], lp[lo + 1], False)
+                    rows(iptr, iind, imask, lp[li], lp[li + 1], bool(push))
+            elif sd == OUT:
+                rows(optr, oind, omask, r0, r1, False)
+            else:
+                rows(iptr, iind, imask, r0, r1, bool(push))
+
+    fns = {"dg_support_seed": seed, "dg_support_choose": choose, "dg_support_sweep": sweep}
+
+    def kernel(stage, name):
+        assert stage == "supports"
+
+        def call(grid, block, args):
+            launches.append(name)
+            fns[name](grid, block, args)
+        return call
+    return kernel
+
+
+@pytest.fixture
+def fake_gpu(monkeypatch):
+    import sys
+
+    from distgrail.stages import supports as sup
+
+    launches = []
+    monkeypatch.setitem(sys.modules, "cupy", fake_cupy())
+    monkeypatch.setattr(sup, "kernel", fake_kernel(launches))
+    monkeypatch.setattr(sup, "sm_count", lambda: 4)
+    return sup, launches
+
+
+@pytest.mark.parametrize("name", ["paper-dense", "layered", "cycles-loops-isolated", "one-scc"])
+def test_launchers_on_a_fake_gpu(fake_gpu, name):
+    """support_masks_cuda / choose_supports_cuda hand the kernels the right arguments: with the
+    kernels replaced by NumPy models, they give the twin's masks and ids in every mode."""
+    import dataclasses
+
+    sup, launches = fake_gpu
+    cp = fake_cupy()
+    dag = condense(GRAPHS[name])
+    dd = dataclasses.replace(dag, **{k: getattr(dag, k).view(FakeArray) for k in
+                                     ("indptr", "indices", "rindptr", "rindices")})
+    for K in (1, 70):
+        ids = choose_supports(dag, K, seed=6)
+        np.testing.assert_array_equal(sup.choose_supports_cuda(dd, ids.size, 6), ids)
+        np.testing.assert_array_equal(sup.choose_supports(dd, K, 6), ids)
+        bare = dataclasses.replace(dd, rindptr=None, rindices=None)
+        np.testing.assert_array_equal(sup.choose_supports_cuda(bare, ids.size, 6), ids)
+        want = support_masks_numpy(dag, ids)
+        for d, mode, pull in ((dag, "auto", False), (dd, "auto", True), (dag, "pull", True), (dd, "push", False)):
+            for schedule in ("tickets", "levels"):
+                launches.clear()
+                got = sup.support_masks_cuda(d, ids, mode=mode, schedule=schedule)
+                assert all(isinstance(g, cp.ndarray) for g in got)
+                for w, g in zip(want, got):
+                    np.testing.assert_array_equal(np.asarray(g), w)
+                run = sup.last_run
+                assert run["pull"] == (pull and dag.n_levels > 1)
+                assert run["launches"] == len(launches)
+                if dag.n_levels > 1:
+                    assert launches[0] == "dg_support_seed"
+                    if schedule == "tickets":
+                        assert launches == ["dg_support_seed", "dg_support_sweep"] and run["syncs"] == 2
+                    else:
+                        assert len(launches) == 1 + len(step_groups(support_schedule(
+                            dag.level_ptr, dag.indptr[dag.level_ptr],
+                            (dag.rindptr if run["pull"] else dag.indptr)[dag.level_ptr], not run["pull"], threads=512)))
+        if K == 70 and dag.C > 64:  # a block of whole words
+            got = sup.support_masks_cuda(dd, ids, block=(64, ids.size))
+            for w, g in zip(want, got):
+                np.testing.assert_array_equal(np.asarray(g), w[:, 1:])
+    with pytest.raises(DistGrailError, match="bad mode"):
+        sup.support_masks_cuda(dag, ids, mode="sideways")
+
+
+def test_block_sizes_are_derived_like_the_kernels():
+    import os
+    import re
+
+    from conftest import ROOT
+    from distgrail import constants
+    from distgrail.stages import supports as sup
+
+    src = open(os.path.join(ROOT, "kernels", "supports.cu")).read()
+    assert re.search(r"#define SWEEP_THREADS \(DG_BATCH_THREADS / 2\)", src)
+    assert re.search(r"#define CHOOSE_THREADS DG_GRID_THREADS\n", src)
+    assert "__launch_bounds__(SWEEP_THREADS)" in src and "__launch_bounds__(CHOOSE_THREADS)" in src
+    assert sup.SWEEP_THREADS == constants.BATCH_THREADS // 2 and sup.CHOOSE_THREADS == constants.GRID_THREADS
+    assert sup.SWEEP_THREADS % 32 == 0 and sup.CHOOSE_THREADS & (sup.CHOOSE_THREADS - 1) == 0

@@ -2,6 +2,7 @@
 
     python -m distgrail.benchmarks.labeling [--data DIR] [--sets real,paper,shapes,big]
         [--budget SECONDS] [--cpu-max-edges M] [--repeat 3]
+    python -m distgrail.benchmarks.labeling --phase5 [--sets paper] [--names 1.5M] [--repeat 5]
 
 For every graph and d = 1 and d = 5: GPU time per phase (ms), total labeling time (phases 1–4
 with the host <-> device copies of ``build_forest`` + ``label_dimensions``; median of
@@ -9,6 +10,11 @@ with the host <-> device copies of ``build_forest`` + ``label_dimensions``; medi
 with a CuPy memory hook) and its ratio to CSR + reverse CSR + labels, then the CPU backend's
 labeling time in the same run and the speed-up. The first-call kernel compile time is printed
 separately. Graphs are built (read / generated / condensed) before timing; nothing is written.
+
+``--phase5``: phase 5 (support masks) beside phases 1–4 (d = 5) on DAGs condensed on the GPU
+(as ``distgrail index`` does), for K = 0 / 64 / 256: the choice, the mask sweeps (fused
+one-launch schedule with ``in`` pulled, the one-launch-per-step schedule, and ``in`` pushed) with
+the masks' copy to the host, and the ratio phase 5 / phases 1–4 (target: <= 0.20 at K = 64).
 
 Sets: ``real`` the 11 GRAIL graphs in ``--data``; ``shapes`` a scale-free DAG and a deep layered
 DAG with 100,000 levels (~10 M edges each); ``paper`` the paper's DAGs 250k x 50 and
@@ -94,7 +100,12 @@ def main(argv=None):
     p.add_argument("--repeat", type=int, default=3)
     p.add_argument("--rule", default="max-level")
     p.add_argument("--names", default="", help="comma list: only graphs whose name contains one of these")
+    p.add_argument("--phase5", action="store_true", help="phase 5 (support masks) beside phases 1-4")
     args = p.parse_args(argv)
+    if args.phase5:
+        from distgrail.benchmarks.phase5 import run_phase5
+
+        return run_phase5(args, graphs, label)
     import cupy
 
     from distgrail.gpu import kernels

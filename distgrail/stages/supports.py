@@ -7,8 +7,11 @@ word j // 64. Every component c gets two K-bit masks, each W = ceil(K / 64) uint
 * ``in[c]``:  the supports that reach c (c itself included when it is one).
 
 ``out`` is one bottom-up level sweep (OR over the children), ``in`` one top-down sweep (OR over
-the parents; the GPU pushes along the forward CSR with ``atomicOr``). Components are numbered by
-level and every edge goes to a higher level, so one pass per level is exact.
+the parents). Components are numbered by level and every edge goes to a higher level, so one pass
+per level is exact. On the GPU both sweeps run fused in one persistent launch
+(:mod:`distgrail.stages.support_schedule`); ``in`` pulls over the reverse CSR when it is on the
+device, else pushes along the forward CSR with ``atomicOr``. The choice of the supports is O(C)
+and runs where the CSR is.
 
 Blocks: :func:`support_masks` computes the words of supports ``lo .. hi-1`` only, so ranks can
 split K like the dimensions. Blocks must start on a word boundary (``lo % 64 == 0``); the masks of
@@ -22,18 +25,30 @@ from __future__ import annotations
 import numpy as np
 
 from ..dtypes import smallest_int
-from ..errors import DistGrailError
+from ..constants import BATCH_THREADS, GRID_THREADS
+from ..errors import BackendError, DistGrailError
 from ..gpu.memory import check_ids, oom_guard
-from ..gpu.sweep import cupy, kernel, level_work, sweep
-from ..hashing import hash3
+from ..gpu.sweep import U64_MAX, cupy, kernel, sm_count
+from ..hashing import hash3, hash_base
+from .support_schedule import step_groups, support_schedule
 
-__all__ = ["DEFAULT_SUPPORTS", "STREAM_SUPPORT", "choose_supports", "support_masks", "build_supports", "words",
-           "support_masks_numpy", "support_masks_cuda"]
+__all__ = ["DEFAULT_SUPPORTS", "STREAM_SUPPORT", "choose_supports", "choose_supports_numpy", "choose_supports_cuda",
+           "pick_per_slice", "support_masks", "build_supports", "words", "support_masks_numpy", "support_masks_cuda",
+           "SCHEDULES", "last_run"]
 
 #: default K: one 64-bit word per mask (measured: README / the report of issue 15)
 DEFAULT_SUPPORTS = 64
 #: hash stream of the support tie break (dimensions use 0.., phase 1 uses 0xFFFFFFFF)
 STREAM_SUPPORT = 0xFFFFFFFE
+#: threads per block of ``dg_support_choose`` and ``dg_support_sweep`` (CHOOSE_THREADS and
+#: SWEEP_THREADS in kernels/supports.cu, derived there from the same constants)
+CHOOSE_THREADS = GRID_THREADS
+SWEEP_THREADS = BATCH_THREADS // 2
+#: how the GPU sweep's units are launched: one persistent launch with tickets, or one per step
+SCHEDULES = ("tickets", "levels")
+#: what the last :func:`support_masks_cuda` did on the host: kernel launches, host syncs, units,
+#: steps, the schedule and whether ``in`` was pulled (for tests and benchmarks)
+last_run: dict = {}
 
 
 def words(K: int) -> int:
@@ -47,12 +62,15 @@ def check_supports_arg(K):
 
 
 def choose_supports(dag, K: int, seed: int = 0) -> np.ndarray:
-    """The K support components of ``dag`` (host arrays), in level order, as int32/int64 ids.
+    """The K support components of ``dag``, in level order, as int32/int64 host ids.
 
     Rule ("stratified degree product"): the components, numbered by level, are cut into K
     slices of equal size ``[j C / K, (j+1) C / K)``; support j is the component of slice j with
     the largest (in-degree + 1) * (out-degree + 1) in the condensed DAG, ties by the counter hash
     of (seed, :data:`STREAM_SUPPORT`, id), then by the smaller id. K is capped at C.
+
+    O(C): per-slice maxima (NumPy ``reduceat``), or on the GPU when the DAG's CSR is there
+    (``dg_support_choose``, one block per slice; only the K ids come back).
 
     Measured against the plain largest degree product, random picks and mixes (64 supports,
     20,000 random pairs; reachable pairs proven by the masks): paper DAG 20k / avg 20: 5,258 of
@@ -62,25 +80,68 @@ def choose_supports(dag, K: int, seed: int = 0) -> np.ndarray:
     puts every support among the last, highest in-degree components of a dense random DAG.
     """
     check_supports_arg(K)
-    C = int(dag.C)
+    C = int(dag.C) if hasattr(dag, "C") else int(dag.indptr.shape[0]) - 1
     K = min(int(K), C)
     dt = smallest_int(max(C, 1))
     if K == 0:
         return np.zeros(0, dtype=dt)
-    ip, ix = dag.indptr, dag.indices
-    if isinstance(ix, np.ndarray):
-        outdeg, indeg = np.diff(ip), np.bincount(ix, minlength=C)
-    else:  # a DAG on the GPU: degrees counted there, only the C-long counts come back
-        import cupy
+    if isinstance(dag.indptr, np.ndarray):
+        return choose_supports_numpy(dag, K, seed).astype(dt)
+    return choose_supports_cuda(dag, K, seed).astype(dt)
 
-        outdeg, indeg = cupy.diff(ip).get(), cupy.bincount(ix, minlength=C).get()
-    outdeg, indeg = outdeg.astype(np.uint64), indeg.astype(np.uint64)
+
+def _host_indeg(dag, C):
+    rip = getattr(dag, "rindptr", None)
+    if isinstance(rip, np.ndarray) and rip.shape[0] == C + 1:
+        return np.diff(rip)
+    return np.bincount(np.asarray(dag.indices), minlength=C)
+
+
+def pick_per_slice(score, tie, K):
+    """Index of the best element of each of the K equal slices of ``score`` (uint64): largest
+    score, then smallest ``tie`` (uint64), then smallest index. O(C), no sort."""
+    C = score.shape[0]
+    b = (np.arange(K + 1, dtype=np.int64) * C) // K  # K <= C: every slice is non-empty
+    st, n = b[:-1], np.diff(b)
+    cand = score == np.repeat(np.maximum.reduceat(score, st), n)
+    t = np.where(cand, tie, U64_MAX)
+    cand &= tie == np.repeat(np.minimum.reduceat(t, st), n)
+    return np.minimum.reduceat(np.where(cand, np.arange(C, dtype=np.int64), C), st)
+
+
+def choose_supports_numpy(dag, K: int, seed: int = 0) -> np.ndarray:
+    """NumPy twin of :func:`choose_supports` (K in 1..C): int64 ids."""
+    C = int(dag.C)
+    outdeg = np.diff(np.asarray(dag.indptr)).astype(np.uint64)
+    indeg = _host_indeg(dag, C).astype(np.uint64)
     score = (indeg + np.uint64(1)) * (outdeg + np.uint64(1))  # < 2^64: degrees < 2^32 each
     tie = hash3(seed, STREAM_SUPPORT, np.arange(C, dtype=np.uint64))
-    b = (np.arange(K + 1, dtype=np.int64) * C) // K  # K <= C: every slice is non-empty
-    sl = np.repeat(np.arange(K), np.diff(b))
-    order = np.lexsort((np.arange(C), tie, ~score, sl))  # per slice: score desc, hash asc, id asc
-    return order[b[:-1]].astype(dt)
+    return pick_per_slice(score, tie, K)
+
+
+@oom_guard
+def choose_supports_cuda(dag, K: int, seed: int = 0) -> np.ndarray:
+    """GPU twin of :func:`choose_supports_numpy` for a DAG whose CSR is on the device."""
+    cp = cupy()
+    ip = dag.indptr if dag.indptr.dtype == cp.int64 else dag.indptr.astype(cp.int64)
+    C = int(ip.shape[0]) - 1
+    rev = _device_reverse(dag, cp)
+    indeg = cp.diff(rev[0]).astype(cp.int64) if rev is not None else cp.bincount(dag.indices, minlength=C).astype(cp.int64)
+    ids = cp.empty(K, dtype=cp.int32)
+    kernel("supports", "dg_support_choose")((K,), (CHOOSE_THREADS,),
+                                            (ip, indeg, np.int64(C), np.int32(K), np.uint64(hash_base(seed, STREAM_SUPPORT)), ids))
+    return ids.get().astype(np.int64)
+
+
+def _device_reverse(dag, cp):
+    """The reverse CSR (rindptr, rindices) when it is already on the device, else None (no upload:
+    a :class:`~distgrail.stages.labeling.DeviceDAG` counts when it or its DAG holds it there)."""
+    for obj in (dag, getattr(dag, "__dict__", {}).get("_dag")):
+        d = getattr(obj, "__dict__", {})
+        for a, b in (("rindptr", "rindices"), ("_rindptr", "_rindices")):
+            if isinstance(d.get(a), cp.ndarray) and isinstance(d.get(b), cp.ndarray):
+                return d[a], d[b]
+    return None
 
 
 def _check_block(ids, block):
@@ -166,36 +227,75 @@ def build_supports(dag, K: int, seed: int = 0, be=None):
 
 # -- CUDA launcher ------------------------------------------------------------------------
 
+def _on_device(cp, a, dtype=None):
+    a = a if isinstance(a, cp.ndarray) else cp.asarray(np.asarray(a))
+    return a if dtype is None or a.dtype == dtype else a.astype(dtype)
+
+
 @oom_guard
-def support_masks_cuda(dag, ids, block=None):
-    """GPU twin of :func:`support_masks_numpy`: (out, in) CuPy arrays."""
+def support_masks_cuda(dag, ids, block=None, mode="auto", schedule="tickets"):
+    """GPU twin of :func:`support_masks_numpy`: (out, in) CuPy arrays.
+
+    ``mode``: how ``in`` is swept: "pull" over the reverse CSR (uploaded if it is only on the
+    host), "push" along the forward CSR, "auto": pull when the reverse CSR is already on the device
+    (a DAG condensed on the GPU), else push (no upload). ``schedule``: :data:`SCHEDULES`. Host
+    work: one sync for the level sizes, one for the error flag; 2 launches ("tickets") or 1 + one
+    per step ("levels"), recorded in :data:`last_run`.
+    """
     cp = cupy()
+    if mode not in ("auto", "pull", "push") or schedule not in SCHEDULES:
+        raise DistGrailError(f"support_masks_cuda: bad mode {mode!r} or schedule {schedule!r}")
     lo, hi = _check_block(ids, block)
     C = int(dag.C) if hasattr(dag, "C") else int(dag.indptr.shape[0]) - 1
     Wb = words(hi - lo)
     out = cp.zeros((C, Wb), dtype=cp.uint64)
     inn = cp.zeros((C, Wb), dtype=cp.uint64)
+    last_run.clear()
+    last_run.update(launches=0, syncs=0, units=0, steps=0, schedule=schedule, pull=False)
     if Wb == 0 or C == 0:
         return out, inn
-    ip, ix = dag.indptr, dag.indices
-    if isinstance(ip, np.ndarray):
-        ip, ix = cp.asarray(ip, dtype=cp.int64), cp.asarray(ix)
+    ip, ix = _on_device(cp, dag.indptr, cp.int64), _on_device(cp, dag.indices)
     check_ids(ix, "the CSR")
-    if ip.dtype != cp.int64:
-        ip = ip.astype(cp.int64)
-    sel = cp.asarray(np.asarray(ids)[lo:hi] if not isinstance(ids, cp.ndarray) else ids[lo:hi], dtype=cp.int32)
+    rev = None if mode == "push" else _device_reverse(dag, cp)
+    if rev is None and mode == "pull" and isinstance(getattr(dag, "rindptr", None), np.ndarray):
+        rev = dag.rindptr, dag.rindices
+    push = rev is None
+    rip, rix = (ip, ix) if push else (_on_device(cp, rev[0], cp.int64), _on_device(cp, rev[1]))
+    if not push:
+        check_ids(rix, "the reverse CSR")
     i32 = np.int32
-    seed = kernel("supports", "dg_support_seed")
+    sel = _on_device(cp, ids[lo:hi] if isinstance(ids, cp.ndarray) else np.asarray(ids)[lo:hi], cp.int32)
     nb = hi - lo
-    for m in (out, inn):
-        seed((-(-nb // 256),), (256,), (sel, i32(nb), m, i32(Wb)))
+    kernel("supports", "dg_support_seed")((-(-nb // 256),), (256,), (sel, i32(nb), out, inn, i32(Wb)))
     lp = np.asarray(dag.level_ptr, dtype=np.int64)
     L = lp.size - 1
+    last_run.update(launches=1, steps=max(L - 1, 0))
+    if L <= 1:
+        return out, inn
+    last_run["pull"] = not push
     lp_dev = cp.asarray(lp)
-    work = level_work(ip, lp_dev, lp)
-    k_out, k_in = kernel("supports", "dg_support_out"), kernel("supports", "dg_support_in")
-    args_out = (ip, ix, out, i32(Wb))
-    args_in = (ip, ix, inn, i32(Wb))
-    sweep(k_out, k_out, lp_dev, work, 0, L - 2, True, args_out, args_out)
-    sweep(k_in, k_in, lp_dev, work, 0, L - 2, False, args_in, args_in)
+    ends = cp.stack((ip[lp_dev], rip[lp_dev])).get()  # sync 1: the levels' edge ranges
+    sched = support_schedule(lp, ends[0], ends[1], push, threads=SWEEP_THREADS)
+    U = sched.shape[0]
+    last_run.update(syncs=1, units=U)
+    if U == 0:
+        return out, inn
+    sd = cp.asarray(sched)
+    ctr = cp.zeros(3, dtype=cp.uint64)
+    sweep = kernel("supports", "dg_support_sweep")
+    tail = (ctr, lp_dev, i32(L), i32(0 if push else 1), i32(1 if push else 0), i32(Wb), ip, ix, out, rip, rix, inn)
+    if schedule == "tickets":
+        sweep((max(1, min(U, 2 * sm_count())),), (SWEEP_THREADS,), (sd, np.int64(U), np.int64(0), i32(1), *tail))
+        n = 1
+    else:
+        groups = step_groups(sched)
+        for u0, cnt in groups:
+            sweep((cnt,), (SWEEP_THREADS,), (sd, np.int64(U), np.int64(u0), i32(0), *tail))
+        n = len(groups)
+    last_run.update(launches=1 + n)
+    if schedule == "tickets":
+        last_run.update(syncs=2)
+        if int(ctr[2:].get()[0]):  # sync 2
+            raise BackendError("phase 5: a unit of the support sweep waited too long (schedule bug); "
+                               "use --backend cpu")
     return out, inn
