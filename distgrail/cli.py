@@ -263,7 +263,7 @@ def cmd_generate(args):
 def cmd_convert(args):
     """Read, condense and write a binary graph file; on the GPU when there is one (the arrays stay
     on the device until written), else on the CPU: the same file, byte for byte."""
-    from .build import _notice, condense_on, read_on
+    from .placement import _notice, condense_on, read_on
     from .gpu.backend import get_backend
     from .io.binary import write_binary_graph
 

@@ -238,11 +238,14 @@ def build_index_distributed(graph, dims: int = 5, seed: int = 0, parent_rule: st
                     if hi > lo else "labeling (no dimension on this rank)")
             local_t = {}
             if nccl:  # labels stay on each rank's GPU and meet on rank 0's
+                # the host pages of the gathered labels get ready while the GPUs label
+                landing = devicepath.landing(be, (dims, dag.C, 2), smallest_uint(max(dag.C - 1, 0)),
+                                             everywhere or here)
                 post0, iv = st.run("phases 3-4", run_shared, comm, what, label_dimensions, dag, forest,
                                    range(lo, hi), seed, be, local_t, None, on_device=True)
                 local_t["phases 3-4"] = st.timings["phases 3-4"]
                 timings.update(_slowest(comm, local_t))
-                labels = devicepath.gather_blocks(tp, iv, everywhere, "labels", root, st.timings)
+                labels = devicepath.gather_blocks(tp, iv, everywhere, "labels", root, st.timings, landing)
                 del iv
             else:
                 labels, post0 = _labels_by_host(st, comm, dag, forest, counts, lo, hi, what, seed, be, local_t,

@@ -26,7 +26,7 @@ from ..stages.labeling import Forest, device_csr, upload
 from .collectives import bcast_array
 from .errors import run_shared
 
-__all__ = ["share_dag", "bcast_forest", "gather_blocks", "bcast_comp_level", "host_dag"]
+__all__ = ["share_dag", "bcast_forest", "gather_blocks", "landing", "bcast_comp_level", "host_dag"]
 
 
 def share_dag(tp, dag, root: int = 0):
@@ -61,10 +61,21 @@ def bcast_forest(tp, forest, root: int = 0):
     return Forest(parent=parent, size=size, timings=timings)
 
 
-def gather_blocks(tp, block, everywhere: bool, what: str, root: int = 0, timings=None):
+def landing(be, shape, dtype, wanted: bool):
+    """``(host array, prefault thread)`` for :func:`gather_blocks` to copy into, its pages touched
+    in the background meanwhile (fresh pages cost as much as the copy: 0.045 s against 0.016 s for
+    d = 16 dag11 labels on an H200); None where the gathered array is not wanted."""
+    if not wanted:
+        return None
+    out = np.empty(shape, dtype)
+    return out, be.prefault(out)
+
+
+def gather_blocks(tp, block, everywhere: bool, what: str, root: int = 0, timings=None, landing=None):
     """Every rank's device ``block`` stacked in rank order, as a host array on root (and on every
     rank when ``everywhere``); None elsewhere. ``timings`` gets ``gather_<what>``,
-    ``bcast_<what>`` and ``<what>_to_host``."""
+    ``bcast_<what>`` and ``<what>_to_host``. ``landing``: from :func:`landing`, the host array
+    to copy into."""
     import time
 
     comm, be = tp.comm, tp.be
@@ -75,7 +86,13 @@ def gather_blocks(tp, block, everywhere: bool, what: str, root: int = 0, timings
     if everywhere:
         full = tp.bcast(full, root)
     t2 = time.perf_counter()
-    host = run_shared(comm, f"copying the {what} to the host", be.to_host if everywhere or here else None, full)
+    def to_host(a):
+        if landing is None or tuple(landing[0].shape) != tuple(a.shape) or landing[0].dtype != a.dtype:
+            return be.to_host(a)
+        landing[1].join()
+        return be.to_host(a, out=landing[0])
+
+    host = run_shared(comm, f"copying the {what} to the host", to_host if everywhere or here else None, full)
     if timings is not None:
         timings[f"gather_{what}"] = timings.get(f"gather_{what}", 0.0) + t1 - t
         if everywhere:

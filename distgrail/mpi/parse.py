@@ -78,7 +78,7 @@ def _plan(path, fmt, num_vertices, parts):
 def _one_rank(be, path, fmt, num_vertices, plan=None, why=None):
     """The one-rank reader on the root: what :func:`distgrail.build.read_on` gives (its errors too).
     With a plan the kernels refused (``why``), the CPU reader reads it, as after a one-rank parse."""
-    from ..build import _notice, read_on
+    from ..placement import _notice, read_on
     from ..io.read import read_graph
 
     if plan is None or plan.kind != "text":
