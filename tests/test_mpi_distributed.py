@@ -62,7 +62,7 @@ def same_index(a, b):
         x, y = np.asarray(a.arrays[k]), np.asarray(b.arrays[k])
         if x.dtype != y.dtype or x.shape != y.shape or x.tobytes() != y.tobytes():
             return f"{k}: {x.dtype}{x.shape} vs {y.dtype}{y.shape}"
-    keys = (set(a.meta) | set(b.meta)) - {"transport"}  # how arrays moved between ranks: not part of the index
+    keys = (set(a.meta) | set(b.meta)) - {"transport", "backend"}  # how it was built: not part of the index file
     diff = [k for k in keys if a.meta.get(k) != b.meta.get(k)]
     return f"meta differs in {diff}" if diff else ""
 

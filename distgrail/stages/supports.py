@@ -220,9 +220,10 @@ def build_supports(dag, K: int, seed: int = 0, be=None):
     from ..gpu.backend import get_backend
 
     be = get_backend("cpu" if be is None else be)
-    ids = choose_supports(dag, K, seed)
-    out, inn = support_masks(be, dag, ids)
-    return ids, be.to_host(out), be.to_host(inn)
+    with be.on_device():  # a device DAG lives on be.device, whichever device is current
+        ids = choose_supports(dag, K, seed)
+        out, inn = support_masks(be, dag, ids)
+        return ids, be.to_host(out), be.to_host(inn)
 
 
 # -- CUDA launcher ------------------------------------------------------------------------
