@@ -168,6 +168,7 @@ def test_grid_search_forced(name, K, budget, monkeypatch):
     monkeypatch.setattr(gpu_query, "SEARCH_BUDGET", -1)
     nbytes = {"tiny": 1, "small": 16 * C + 40 * 4 * grid.bitmap_words(C), "default": grid.GRID_BYTES}[budget]
     monkeypatch.setattr(grid, "GRID_BYTES", nbytes)
+    monkeypatch.setattr(grid, "GRID_MAX_BYTES", nbytes)  # no growth into free memory: the budget is forced
     s, t = random_pairs(g.n, 6000, seed=K + 1)
     ps, pt = reachable_pairs(g, 60, 20, seed=2)
     s, t = np.concatenate([s, ps]), np.concatenate([t, pt])
@@ -237,6 +238,7 @@ def test_minimal_scratch(monkeypatch, data_dir):
     monkeypatch.setattr(gpu_query, "QUEUE_CAP", 5)
     monkeypatch.setattr(gpu_query, "SCRATCH_BYTES", 1)
     monkeypatch.setattr(grid, "GRID_BYTES", 1)
+    monkeypatch.setattr(grid, "GRID_MAX_BYTES", 1)
     s, t = load_pairs("xmark_dag_uniq")
     idx = distgrail.build_index(graph_path("xmark_dag_uniq"), dims=2, backend="cpu")
     a, _ = same_as_cpu(idx, s, t)
