@@ -43,7 +43,7 @@ CHUNK_PAIRS = 1 << 23
 QUEUE_CAP = 1 << 14
 #: edges a warp may scan for one query before handing it to the grid-wide search (the visit
 #: budget: one warp grinding a long search was the long tail of dense DAGs; -1 hands on all)
-SEARCH_BUDGET = 1 << 16
+SEARCH_BUDGET = 1 << 12
 #: upper bound on the one-warp search's scratch (visited bitmaps + queues), bytes
 SCRATCH_BYTES = 1 << 30
 
