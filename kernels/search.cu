@@ -1,4 +1,5 @@
-// The guided search (twin: distgrail/query/search.py, guided_search_numpy). Record layout and step
+// The guided search, query step 5 (twin: distgrail/query/search.py, guided_search_numpy): pass 1
+// (dg_search, one warp per query) and pass 2 (dg_grid_*, grid-wide, below). Record layout and step
 // codes: query.cuh. work counters (u64): [0] undecided, [1] next, [2] handed to the grid-wide search.
 #include "query.cuh"
 
@@ -135,5 +136,165 @@ extern "C" __global__ void dg_search(const int4* __restrict__ work, const u64* _
         if (npos) atomicAdd(&counters[DG_STEP_SEARCH_POSITIVE], npos);
         if (nneg) atomicAdd(&counters[DG_STEP_SEARCH_NEGATIVE], nneg);
         if (maxr) atomicMax(&counters[DG_MAX_ROUNDS], maxr);
+    }
+}
+
+// Pass 2 of the search: the grid-wide search for the hard queries (launcher: distgrail/query/grid.py; twin: the frontiers
+// of distgrail/query/search.py guided_search_numpy). Record layout and step codes: query.cuh.
+//
+// A group of m hard queries (slots 0..m-1 of `hard` from g0 on, items {index, cu, cv, 0}) is searched
+// level-synchronously by the whole GPU: the frontier is a list of (slot, vertex) entries, every warp
+// takes entries of it (one entry per warp, the lanes over its edges), and a round is two launches:
+//   dg_grid_expand   frontier -> raw next frontier (children that pass the tests and were not yet
+//                    visited by the query: atomic test-and-set in the query's bitmap of C bits);
+//                    a child equal to cv, in cv's DT subtree or reaching a support that reaches cv
+//                    sets done[slot];
+//   dg_grid_compact  raw next frontier -> frontier, without the entries of answered queries.
+// So the frontier after each round is exactly guided_search_numpy's (as a set), and the group's
+// round count is the largest round count of its queries.
+//
+// Frontier counts live in three u64 slots fcnt[0..2] that rotate (host: a, b, c -> c, a, b):
+// expand reads fcnt[a], appends at fcnt[b], zeroes fcnt[c]; compact reads fcnt[b], appends at
+// fcnt[c], zeroes fcnt[a]. A frontier list holds `cap` entries; an append beyond it sets
+// gstate[1] (the host then redoes the group in smaller groups). gstate[0] counts the rounds whose
+// frontier was not empty, so launches past the end of the search change nothing.
+
+extern "C" __global__ void dg_grid_seed(const int4* __restrict__ hard, i64 g0, int m, i32* __restrict__ fq,
+                                        i32* __restrict__ fv, unsigned int* __restrict__ visited, i64 vwords,
+                                        unsigned char* __restrict__ done, u64* __restrict__ fcnt, int a,
+                                        u64* __restrict__ gstate) {
+    const i64 i = (i64)blockIdx.x * blockDim.x + threadIdx.x;
+    if (i == 0) {
+        fcnt[0] = 0;
+        fcnt[1] = 0;
+        fcnt[2] = 0;
+        fcnt[a] = (u64)m;
+        gstate[0] = 0;
+        gstate[1] = 0;
+    }
+    if (i < m) {
+        const int u = hard[g0 + i].y;
+        fq[i] = (i32)i;
+        fv[i] = u;
+        done[i] = 0;
+        visited[i * vwords + (u >> 5)] |= 1u << (u & 31);  // bitmap i is this thread's alone
+    }
+}
+
+extern "C" __global__ void dg_grid_expand(const int4* __restrict__ hard, i64 g0, const i32* __restrict__ fq,
+                                          const i32* __restrict__ fv, i32* __restrict__ nq, i32* __restrict__ nv,
+                                          i64 cap, u64* __restrict__ fcnt, int a, int b, int c,
+                                          const i64* __restrict__ indptr, const i32* __restrict__ indices,
+                                          const i32* __restrict__ rec, int R, int d, int W,
+                                          unsigned int* __restrict__ visited, i64 vwords,
+                                          unsigned char* __restrict__ done, u64* __restrict__ gstate) {
+    const u64 n0 = fcnt[a];
+    const i64 n = (i64)(n0 < (u64)cap ? n0 : (u64)cap);
+    if (blockIdx.x == 0 && threadIdx.x == 0) {
+        fcnt[c] = 0;
+        if (n) gstate[0] += 1;
+    }
+    const int lane = threadIdx.x & 31;
+    const unsigned int lt = (1u << lane) - 1u;
+    const i64 nwarps = ((i64)gridDim.x * blockDim.x) >> 5;
+    const int B = 4 + 4 * W;
+    for (i64 e = ((i64)blockIdx.x * blockDim.x + threadIdx.x) >> 5; e < n; e += nwarps) {
+        const int q = fq[e], x = fv[e];
+        int dq = 0;
+        if (lane == 0) dq = *(volatile unsigned char*)(done + q);
+        if (__shfl_sync(FULL, dq, 0)) continue;  // answered this round: its children do not matter
+        const int v = hard[g0 + q].z;
+        const i32* tgt = rec + (i64)v * R;
+        const int tl = tgt[0], tp = tgt[2];
+        unsigned int* bm = visited + (i64)q * vwords;
+        const i64 beg = indptr[x], end = indptr[x + 1];
+        for (i64 j0 = beg; j0 < end; j0 += 32) {  // warp-uniform bounds
+            const i64 j = j0 + lane;
+            bool hit = false, fresh = false;
+            int ch = 0;
+            if (j < end) {
+                ch = indices[j];
+                if (ch == v) {
+                    hit = true;
+                } else {
+                    const i32* rc = rec + (i64)ch * R;
+                    const int4 hc = *reinterpret_cast<const int4*>(rc);
+                    bool pos = false, neg = false;
+                    if (hc.x < tl && W) dg_masks(rc, tgt, W, pos, neg);
+                    if (hc.x < tl && !neg && dg_inside(rc, tgt, B, d)) {
+                        if (pos || (hc.y <= tp && tp <= hc.z)) {
+                            hit = true;
+                        } else {
+                            const unsigned int bit = 1u << (ch & 31);
+                            fresh = !(atomicOr(&bm[ch >> 5], bit) & bit);
+                        }
+                    }
+                }
+            }
+            const unsigned int mk = __ballot_sync(FULL, fresh);
+            if (mk) {
+                u64 at = 0;
+                if (lane == 0) {
+                    at = atomicAdd(&fcnt[b], (u64)__popc(mk));
+                    if (at + __popc(mk) > (u64)cap) gstate[1] = 1;  // the group must be split
+                }
+                at = __shfl_sync(FULL, at, 0);
+                if (fresh) {
+                    const u64 p = at + __popc(mk & lt);
+                    if (p < (u64)cap) {
+                        nq[p] = q;
+                        nv[p] = ch;
+                    }
+                }
+            }
+            if (__any_sync(FULL, hit)) {
+                if (lane == 0) done[q] = 1;
+                break;
+            }
+        }
+    }
+}
+
+extern "C" __global__ void dg_grid_compact(const i32* __restrict__ nq, const i32* __restrict__ nv, i64 cap,
+                                           i32* __restrict__ fq, i32* __restrict__ fv, u64* __restrict__ fcnt,
+                                           int a, int b, int c, const unsigned char* __restrict__ done) {
+    const u64 n0 = fcnt[b];
+    const i64 n = (i64)(n0 < (u64)cap ? n0 : (u64)cap);
+    if (blockIdx.x == 0 && threadIdx.x == 0) fcnt[a] = 0;
+    const int lane = threadIdx.x & 31;
+    const i64 stride = (i64)gridDim.x * blockDim.x;
+    for (i64 base = (i64)blockIdx.x * blockDim.x + (threadIdx.x & ~31); base < n; base += stride) {
+        const i64 i = base + lane;
+        bool keep = false;
+        int q = 0, x = 0;
+        if (i < n) {
+            q = nq[i];
+            x = nv[i];
+            keep = !done[q];
+        }
+        const unsigned int mk = __ballot_sync(FULL, keep);
+        if (mk) {
+            u64 at = 0;
+            if (lane == 0) at = atomicAdd(&fcnt[c], (u64)__popc(mk));
+            at = __shfl_sync(FULL, at, 0);
+            if (keep) {
+                const u64 p = at + __popc(mk & ((1u << lane) - 1u));
+                fq[p] = q;  // p < n <= cap
+                fv[p] = x;
+            }
+        }
+    }
+}
+
+// answers and step counts of a finished group; one thread per query
+extern "C" __global__ void dg_grid_finish(const int4* __restrict__ hard, i64 g0, int m,
+                                          const unsigned char* __restrict__ done, unsigned char* __restrict__ ans,
+                                          const u64* __restrict__ gstate, u64* __restrict__ counters) {
+    const i64 i = (i64)blockIdx.x * blockDim.x + threadIdx.x;
+    if (i == 0 && gstate[0]) atomicMax(&counters[DG_MAX_ROUNDS], gstate[0]);
+    if (i < m) {
+        const int f = done[i] ? 1 : 0;
+        ans[hard[g0 + i].x] = (unsigned char)f;
+        atomicAdd(&counters[f ? DG_STEP_SEARCH_POSITIVE : DG_STEP_SEARCH_NEGATIVE], 1ull);
     }
 }

@@ -4,7 +4,7 @@ Indexes are built on the CPU; only the queries run on the GPU. Every test checks
 answers, per-step counts, reachable count and search rounds equal the CPU backend's with the
 forward search (``CPU_SEARCH = "forward"``, the GPU's twin; the default bidirectional CPU search
 gives the same answers and counts but its own round count). The grid-wide search
-(kernels/grid.cu) is forced with ``SEARCH_BUDGET = -1`` and its per-round frontier sizes are
+(dg_grid_* in kernels/search.cu) is forced with ``SEARCH_BUDGET = -1`` and its per-round frontier sizes are
 compared with the twin's.
 """
 

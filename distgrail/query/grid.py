@@ -1,5 +1,5 @@
 """The grid-wide search on the GPU: the hard queries that the one-warp search (``dg_search``)
-handed on, searched by all threads of the GPU at once (kernels in ``kernels/grid.cu``).
+handed on, searched by all threads of the GPU at once (the ``dg_grid_*`` kernels in ``kernels/search.cu``).
 
 Every round is two launches over the (query, vertex) frontier entries of a whole group of hard
 queries: ``dg_grid_expand`` (one warp per entry, lanes over its edges, per-query visited bitmaps
@@ -84,7 +84,7 @@ class GridSearch:
             free = int(ctx.cp.cuda.runtime.memGetInfo()[0])
             budget = max(GRID_BYTES, min(free // 4, GRID_MAX_BYTES))
         self.budget = budget
-        mod = load_module("grid")
+        mod = load_module("search")  # pass 2 of the search stage: the dg_grid_* kernels of search.cu
         self.k_seed, self.k_expand, self.k_compact, self.k_finish = (
             mod.get_function(f"dg_grid_{k}") for k in ("seed", "expand", "compact", "finish"))
         self.vwords = bitmap_words(ctx.C)
