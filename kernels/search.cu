@@ -85,22 +85,9 @@ extern "C" __global__ void dg_search(const int4* __restrict__ work, const u64* _
                     int c = 0;
                     if (e < total) {
                         c = indices[ob + (e - oe)];
-                        if (c == v) {
-                            hit = true;
-                        } else {
-                            const i32* rc = rec + (i64)c * R;
-                            const int4 hc = *reinterpret_cast<const int4*>(rc);
-                            bool pos = false, neg = false;
-                            if (hc.x < tl && W) dg_masks(rc, tgt, W, pos, neg);
-                            if (hc.x < tl && !neg && dg_inside(rc, tgt, B, d)) {
-                                if (pos || (hc.y <= tp && tp <= hc.z)) {
-                                    hit = true;
-                                } else {
-                                    const unsigned int bit = 1u << (c & 31);
-                                    fresh = !(atomicOr(&bm[c >> 5], bit) & bit);
-                                }
-                            }
-                        }
+                        const int r = dg_child(c, v, rec, R, tgt, tl, tp, W, B, d, bm);
+                        hit = r == DG_CHILD_HIT;
+                        fresh = r == DG_CHILD_NEW;
                     }
                     const unsigned int m = __ballot_sync(FULL, fresh);
                     if (fresh) {
@@ -214,22 +201,9 @@ extern "C" __global__ void dg_grid_expand(const int4* __restrict__ hard, i64 g0,
             int ch = 0;
             if (j < end) {
                 ch = indices[j];
-                if (ch == v) {
-                    hit = true;
-                } else {
-                    const i32* rc = rec + (i64)ch * R;
-                    const int4 hc = *reinterpret_cast<const int4*>(rc);
-                    bool pos = false, neg = false;
-                    if (hc.x < tl && W) dg_masks(rc, tgt, W, pos, neg);
-                    if (hc.x < tl && !neg && dg_inside(rc, tgt, B, d)) {
-                        if (pos || (hc.y <= tp && tp <= hc.z)) {
-                            hit = true;
-                        } else {
-                            const unsigned int bit = 1u << (ch & 31);
-                            fresh = !(atomicOr(&bm[ch >> 5], bit) & bit);
-                        }
-                    }
-                }
+                const int r = dg_child(ch, v, rec, R, tgt, tl, tp, W, B, d, bm);
+                hit = r == DG_CHILD_HIT;
+                fresh = r == DG_CHILD_NEW;
             }
             const unsigned int mk = __ballot_sync(FULL, fresh);
             if (mk) {

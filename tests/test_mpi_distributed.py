@@ -195,10 +195,9 @@ def test_output_on_rank_0_only_does_not_hang(comm, tmp_path):
     everywhere(comm, not other.exists(), "a rank other than 0 wrote the index")
 
 
-@pytest.mark.parametrize("readable", ["every-rank", "rank-0-only"])
-def test_stored_condensation_is_read_by_every_rank(comm, tmp_path, monkeypatch, readable):
-    """A .h5 graph with its condensation: the other ranks read the DAG from the file (no DAG
-    bytes broadcast); if some rank cannot read it, it is broadcast as usual."""
+def stored_graph(comm, tmp_path, monkeypatch, readable):
+    """Collective: the path of a .h5 graph with its stored condensation (a cyclic graph); with
+    ``readable="rank-0-only"`` the last rank cannot read it (injected)."""
     from distgrail.io.binary import write_binary_graph
     from distgrail.stages.condense import condense
 
@@ -212,12 +211,22 @@ def test_stored_condensation_is_read_by_every_rank(comm, tmp_path, monkeypatch, 
             raise OSError(f"{p}: not on this node (injected)")
 
         monkeypatch.setattr(distributed, "read_condensation", unreadable)
+    return path
+
+
+@pytest.mark.parametrize("readable", ["every-rank", "rank-0-only"])
+def test_stored_condensation_is_read_by_every_rank(comm, tmp_path, monkeypatch, readable):
+    """A .h5 graph with its condensation: the other ranks read the DAG from the file (no DAG
+    bytes broadcast); if some rank cannot read it, it is broadcast as usual."""
+    path = stored_graph(comm, tmp_path, monkeypatch, readable)
     monkeypatch.setenv("DISTGRAIL_SHM", "0")  # the labels come by broadcast too: count them
     got = spy_bcast(monkeypatch)
     idx = distgrail.build_index(path, dims=3, seed=2, backend="cpu", comm=comm, supports=0)  # labeling bytes only
     ref = distgrail.build_index(path, dims=3, seed=2, backend="cpu", supports=0)
     everywhere(comm, not same_index(ref, idx), same_index(ref, idx))
-    dag = condense(g)
+    from distgrail.stages.condense import condense
+
+    dag = condense(cyclic_graph())  # the graph stored_graph wrote
     # received: the forest (and post0, labels) always; the DAG's CSR only when some rank could not read it
     csr = dag.indptr.nbytes + dag.indices.nbytes
     labels = idx.arrays["labels/intervals"].nbytes + idx.arrays["labels/dt_post0"].nbytes

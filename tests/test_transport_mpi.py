@@ -17,7 +17,7 @@ from distgrail.mpi import build as distributed
 from distgrail.mpi import transport
 from distgrail.mpi.errors import RankError
 from distgrail.errors import DistGrailError
-from test_mpi_distributed import cyclic_graph, everywhere, same_index
+from test_mpi_distributed import cyclic_graph, everywhere, same_index, stored_graph
 from test_transport import fake_cupy, fake_gpu_backend, fake_nccl, install
 
 pytestmark = [pytest.mark.mpi(min_size=2), pytest.mark.timeout(120)]
@@ -271,25 +271,15 @@ def test_chunked_nccl_transfers_in_a_build(comm, wire, monkeypatch):
 def test_stored_condensation_with_nccl(comm, wire, tmp_path, monkeypatch, readable):
     """A .h5 graph with its condensation: every rank reads it (no DAG broadcast), or where some
     rank cannot, rank 0's DAG goes by NCCL."""
-    from distgrail.io.binary import write_binary_graph
-    from distgrail.stages.condense import condense
-
-    g = cyclic_graph()
-    path = comm.bcast(str(tmp_path / "g.h5"))
-    if comm.Get_rank() == 0:
-        write_binary_graph(g, path, dag=condense(g))
-    comm.Barrier()
-    if readable == "rank-0-only" and comm.Get_rank() == comm.Get_size() - 1:
-        def unreadable(p):
-            raise OSError(f"{p}: not on this node (injected)")
-
-        monkeypatch.setattr(distributed, "read_condensation", unreadable)
+    path = stored_graph(comm, tmp_path, monkeypatch, readable)
     nccl = nccl_build(monkeypatch, wire)
     ref = distgrail.build_index(path, dims=3, seed=2, backend="cpu")
     mark = len(nccl.log)
     idx = distgrail.build_index(path, dims=3, seed=2, backend="cpu", comm=comm)
     everywhere(comm, not same_index(ref, idx), same_index(ref, idx))
-    dag = condense(g)
+    from distgrail.stages.condense import condense
+
+    dag = condense(cyclic_graph())  # the graph stored_graph wrote
     csr = {dag.indptr.nbytes, dag.indices.nbytes}
     sent = {e[1] for e in nccl.log[mark:] if e[0] == "bcast"}
     want = csr <= sent if readable == "rank-0-only" else not (csr & sent)
