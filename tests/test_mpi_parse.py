@@ -162,6 +162,9 @@ def test_ranks_read_equals_one_rank_read(shared_dir, with_transport):
         np.testing.assert_array_equal(g.dst, want.dst)
         assert g.sha256 == want.sha256 == read_graph_numpy(path).sha256, name
         assert g.name == want.name and g.meta["format"] == want.meta["format"]
+        t = g.meta["timings"]  # the build's per-rank steps: parse share (slowest, rank 0's, fastest), exchange
+        assert set(t) == {"parse share", "parse share rank0", "parse share fastest", "exchange"}, name
+        assert 0 <= t["parse share fastest"] <= t["parse share rank0"] <= t["parse share"] and t["exchange"] >= 0
 
 
 @pytest.mark.mpi(min_size=2)

@@ -30,6 +30,7 @@ error is raised on every rank (:func:`~distgrail.mpi.errors.run_shared`: a
 from __future__ import annotations
 
 import os
+import time
 
 import numpy as np
 
@@ -136,6 +137,7 @@ def read_graph_ranks(comm, path, fmt: str = "auto", num_vertices: int | None = N
     digest = run_shared(comm, f"hashing {name}", FileDigest if me == 0 else None, path)
     try:
         dev = _device(be)
+        t0 = time.perf_counter()
         part = run_shared(comm, f"parsing bytes {bounds[me]}:{bounds[me + 1]} of {name}", read_text_range, path,
                           plan, bounds[me], bounds[me + 1], dev)
         why = [w for w in comm.allgather(part.anomaly) if w]
@@ -154,9 +156,13 @@ def read_graph_ranks(comm, path, fmt: str = "auto", num_vertices: int | None = N
             mine = np.ascontiguousarray(_host(part.seen), dtype=np.int32)
             seen = np.empty_like(mine) if me == 0 else None
             comm.Reduce([mine, MPI.INT32_T], [seen, MPI.INT32_T] if me == 0 else None, op=MPI.SUM, root=0)
+        t1 = time.perf_counter()
         src = _gather(comm, part.src, transport, be)
         dst = _gather(comm, part.dst, transport, be)
         del part
+        t2 = time.perf_counter()
+        # per-rank steps for the build's timings: the slowest rank's parse share, rank 0's, the exchange
+        shares = comm.gather(t1 - t0, root=0)
 
         def finish():
             try:
@@ -167,6 +173,8 @@ def read_graph_ranks(comm, path, fmt: str = "auto", num_vertices: int | None = N
             digest.check()  # the file must not have changed under the parse
             g = EdgeGraph(n=n, src=s, dst=d, name=name, sha256=digest)
             g.meta.update(path=os.path.abspath(path), format=plan.fmt, parser=dev.name)
+            g.meta["timings"] = {"parse share": max(shares), "parse share rank0": shares[0],
+                                 "parse share fastest": min(shares), "exchange": t2 - t1}
             return g
 
         g = run_shared(comm, f"reading {name}", finish if me == 0 else None)
