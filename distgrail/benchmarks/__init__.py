@@ -4,7 +4,8 @@ import os
 
 
 def default_data_dir() -> str:
-    """The GRAIL benchmark graphs: $DISTGRAIL_DATA, else ``../shared/data/grail`` beside the repository."""
+    """The GRAIL benchmark graphs: $DISTGRAIL_DATA, else the copy shipped in the repository's
+    ``tests/data`` (the 11 graphs with their query pairs)."""
     here = os.path.dirname(os.path.abspath(__file__))
     repo = os.path.dirname(os.path.dirname(here))
-    return os.environ.get("DISTGRAIL_DATA", os.path.join(repo, "..", "shared", "data", "grail"))
+    return os.environ.get("DISTGRAIL_DATA", os.path.join(repo, "tests", "data"))
