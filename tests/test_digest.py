@@ -252,3 +252,18 @@ def test_no_early_digest_for_binary_graphs(tmp_path, no_leaks):
     hash_early(gra(tmp_path), fmt="h5")
     hash_early(str(tmp_path / "missing.gra"))
     assert not dg._EARLY
+
+
+def test_a_failure_in_the_hashing_thread_is_an_error_not_an_empty_hash(tmp_path, no_leaks, monkeypatch):
+    """Any exception in the thread (here: no memory for the buffer) makes hexdigest raise."""
+    from distgrail.io import digest as dg
+
+    p = gra(tmp_path)
+
+    def no_memory(*a):
+        raise MemoryError("injected")
+
+    monkeypatch.setattr(dg, "bytearray", no_memory, raising=False)
+    d = FileDigest(p)
+    with pytest.raises(GraphFormatError, match="cannot compute the file's SHA-256: hashing it failed: MemoryError"):
+        d.hexdigest()

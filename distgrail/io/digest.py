@@ -50,6 +50,7 @@ class FileDigest:
         self._stop = threading.Event()
         self._hex: str | None = None
         self._error: str | None = None
+        self._read_error: str | None = None  # the file could not be read or hashed (not a change)
         self._end = None  # the file's stamp once hashed
         #: seconds callers spent waiting in :meth:`hexdigest` for the thread (0 when it was done)
         self.wait_seconds = 0.0
@@ -78,7 +79,9 @@ class FileDigest:
             self._end = self._stamp_now()
             self._hex = h.hexdigest()
         except OSError as e:
-            self._error = f"cannot read the file: {e.strerror}"
+            self._read_error = f"cannot read the file: {e.strerror}"
+        except Exception as e:  # noqa: BLE001 - e.g. MemoryError for the buffer: never a silent empty hash
+            self._read_error = f"hashing it failed: {type(e).__name__}: {e}"
         finally:
             os.close(fd)
 
@@ -115,8 +118,12 @@ class FileDigest:
         self.wait_seconds += time.perf_counter() - t
         if self._stop.is_set() and self._hex is None and self._error is None:
             raise GraphFormatError("the file's SHA-256 was cancelled (the read failed)", path=self.path)
+        if self._read_error is not None:
+            raise GraphFormatError(f"cannot compute the file's SHA-256: {self._read_error}", path=self.path)
         if self._error is not None:
             raise GraphFormatError(f"the file changed while it was read: {self._error}", path=self.path)
+        if self._hex is None:
+            raise GraphFormatError("the file's SHA-256 was not computed", path=self.path)
         self.check(self._end)  # as it was when the last byte was hashed
         return self._hex
 

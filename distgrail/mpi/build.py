@@ -87,9 +87,10 @@ def _share_dag(comm, dag, g, root=0, tp=None):
     fields by broadcast (the others are None): through host memory, or device to device with
     an NCCL transport ``tp`` (:func:`distgrail.mpi.devicepath.share_dag`)."""
     here = comm.Get_rank() == root
-    head = (g.name, g.sha256, _stored_condensation(g, dag), getattr(g, "meta", {}).get("node_labels")) if here else None
-    name, sha, path, labels = comm.bcast(head, root=root)  # the user's node labels too (small next to the DAG)
-    g = g if here else SimpleNamespace(name=name, sha256=sha, meta={} if labels is None else {"node_labels": labels})
+    # the file's SHA-256 is not sent here: it may still be hashing (it goes with the index, _share_sha256)
+    head = (g.name, _stored_condensation(g, dag), getattr(g, "meta", {}).get("node_labels")) if here else None
+    name, path, labels = comm.bcast(head, root=root)  # the user's node labels too (small next to the DAG)
+    g = g if here else SimpleNamespace(name=name, sha256=None, meta={} if labels is None else {"node_labels": labels})
     if path is not None:
         want = comm.bcast((dag.n, dag.C, dag.m) if here else None, root=root)
         mine, ok = dag, True
@@ -143,6 +144,23 @@ def _condense_root(be, g, on_device):
         return condense(g)
     dag = condense_on(be, g)
     return dag if on_device else dag_to_host(dag, be)
+
+
+def _pending_sha256(g):
+    """The graph's SHA-256 without waiting for it: a running background digest stays one."""
+    return getattr(g, "__dict__", {}).get("_sha256", None) or g.sha256
+
+
+def _share_sha256(comm, g, everywhere, root):
+    """Collective: root joins its background hash (a failure there is every rank's error) and
+    sends the value where the index is assembled."""
+    from ..io.digest import resolve
+
+    here = comm.Get_rank() == root
+    sha = run_shared(comm, "hashing the graph file", (lambda: resolve(g.sha256)) if here else None)
+    sha = comm.bcast(sha, root=root) if everywhere else sha
+    if everywhere or here:
+        g.sha256 = sha
 
 
 def _check_output(output):
@@ -221,7 +239,7 @@ def build_index_distributed(graph, dims: int = 5, seed: int = 0, parent_rule: st
             dag = st.run("condense", run_shared, comm, "condensing cycles", _condense_root if here else None,
                          be, g, nccl)
             if here:  # the edges are not needed any more (on the GPU: give their memory back)
-                g = SimpleNamespace(name=g.name, sha256=g.sha256, meta=g.meta)
+                g = SimpleNamespace(name=g.name, sha256=_pending_sha256(g), meta=g.meta)
             dag, g, complete = st.run("bcast_dag", _share_dag, comm, dag, g, root, tp)
             forest = st.run("phases 1-2", run_shared, comm, "computing phases 1-2 (forest, subtree sizes)",
                             build_forest if here else prefetch_csr if isinstance(dag.indptr, np.ndarray) else None,
@@ -239,8 +257,8 @@ def build_index_distributed(graph, dims: int = 5, seed: int = 0, parent_rule: st
             local_t = {}
             if nccl:  # labels stay on each rank's GPU and meet on rank 0's
                 # the host pages of the gathered labels get ready while the GPUs label
-                landing = devicepath.landing(be, (dims, dag.C, 2), smallest_uint(max(dag.C - 1, 0)),
-                                             everywhere or here)
+                landing = run_shared(comm, "allocating host memory for the labels", devicepath.landing, be,
+                                     (dims, dag.C, 2), smallest_uint(max(dag.C - 1, 0)), everywhere or here)
                 post0, iv = st.run("phases 3-4", run_shared, comm, what, label_dimensions, dag, forest,
                                    range(lo, hi), seed, be, local_t, None, on_device=True)
                 local_t["phases 3-4"] = st.timings["phases 3-4"]
@@ -259,6 +277,7 @@ def build_index_distributed(graph, dims: int = 5, seed: int = 0, parent_rule: st
                                     tp if nccl else None)
             if nccl and (everywhere or here):
                 dag = st.run("dag_to_host", devicepath.host_dag, dag, be)  # only what the index holds
+            _share_sha256(comm, g, everywhere, root)  # the background hash is joined only now
             # the last collective before the write: the index is whole where it is wanted
             idx = run_shared(comm, "assembling the index", assemble if everywhere or here else None, g, dag, forest,
                              post0, labels, dims, seed, parent_rule, supports=sup)

@@ -136,7 +136,7 @@ def read_graph_ranks(comm, path, fmt: str = "auto", num_vertices: int | None = N
         return g if me == 0 else None
     digest = run_shared(comm, f"hashing {name}", FileDigest if me == 0 else None, path)
     try:
-        dev = _device(be)
+        dev = run_shared(comm, "setting up the parser", _device, be)
         t0 = time.perf_counter()
         part = run_shared(comm, f"parsing bytes {bounds[me]}:{bounds[me + 1]} of {name}", read_text_range, path,
                           plan, bounds[me], bounds[me + 1], dev)
@@ -153,7 +153,8 @@ def read_graph_ranks(comm, path, fmt: str = "auto", num_vertices: int | None = N
         seen = None
         if plan.fmt == "gra" and plan.n:
             MPI = mpi()
-            mine = np.ascontiguousarray(_host(part.seen), dtype=np.int32)
+            mine = run_shared(comm, "copying the vertex-line counts to the host",
+                              lambda seen: np.ascontiguousarray(_host(seen), dtype=np.int32), part.seen)
             seen = np.empty_like(mine) if me == 0 else None
             comm.Reduce([mine, MPI.INT32_T], [seen, MPI.INT32_T] if me == 0 else None, op=MPI.SUM, root=0)
         t1 = time.perf_counter()

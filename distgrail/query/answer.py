@@ -2,7 +2,8 @@
 kernels/prefilter.cu, kernels/search.cu).
 
 ``answer_batch_cuda`` is the CUDA counterpart of :func:`answer_batch_numpy` and
-gives the same answers, the same per-step counts and the same number of search rounds.
+gives the same answers and the same per-step counts; the same number of search rounds as the
+forward CPU search (``CPU_SEARCH = "forward"``), not as the default bidirectional one.
 
 * The steps before the search are one fused kernel (``dg_prefilter``): component lookup, level
   filter, support masks, all d interval filters and the dimension-0 DT-subtree cut read one

@@ -297,6 +297,7 @@ def support_masks_cuda(dag, ids, block=None, mode="auto", schedule="tickets"):
     if schedule == "tickets":
         last_run.update(syncs=2)
         if int(ctr[2:].get()[0]):  # sync 2
-            raise BackendError("phase 5: a unit of the support sweep waited too long (schedule bug); "
+            raise BackendError("phase 5: a unit of the support sweep waited over ~2^35 GPU clocks for earlier levels "
+                               "(a huge level, or a scheduling fault); "
                                "use --backend cpu")
     return out, inn
