@@ -117,12 +117,8 @@ def write_index_file(path, meta: dict, arrays: dict) -> None:
     names = list(types)[:8] + sorted(k for k in arrays if k not in list(types)[:8])
     size = sum(int(np.asarray(a).size) * np.dtype(types.get(k, np.asarray(a).dtype)).itemsize
                for k, a in arrays.items()) + (64 << 10)
-    datas = []
-    for name in names:
-        data = np.ascontiguousarray(arrays[name])
-        datas.append((name, _as_type(data, types[name]) if name in types else data))
     with atomic_path(path, size) as tmp, _pool() as pool:
-        crcs = {name: (_block_size(d.nbytes), block_crcs(d, _block_size(d.nbytes), pool)) for name, d in datas if d.size}
+        crcs = {}
         with h5py.File(tmp, "w", libver=("earliest", "v110"), track_order=False) as f:
             f.attrs["format"] = FORMAT
             f.attrs["format_version"] = FORMAT_VERSION
@@ -131,8 +127,13 @@ def write_index_file(path, meta: dict, arrays: dict) -> None:
                 if k == "distgrail_version":
                     v = str(v)
                 f.attrs[k] = v if not isinstance(v, (np.integer,)) else int(v)
-            for name, data in datas:  # contiguous, unfiltered: written while the pool checksums
+            for name in names:  # contiguous, unfiltered: written while the pool checksums
+                data = np.ascontiguousarray(arrays[name])
+                data = _as_type(data, types[name]) if name in types else data  # one cast copy at a time
+                if data.size:
+                    crcs[name] = (_block_size(data.nbytes), block_crcs(data, _block_size(data.nbytes), pool))
                 f.create_dataset(name, data=data, track_times=False)
+                del data
             for name, (block, futs) in crcs.items():
                 ds = f[name]
                 ds.attrs["crc32_block"] = block
