@@ -46,14 +46,20 @@ class EdgeGraph:
         return int(self.src.shape[0])
 
     @property
+    def sha256_source(self):
+        """The SHA-256 without waiting for it: the hex string, or the running
+        :class:`~distgrail.io.digest.FileDigest` (resolve it with :func:`distgrail.io.digest.resolve`)."""
+        return self.__dict__.get("_sha256", "")
+
+    @property
     def sha256_pending(self) -> bool:
         """True while the file's SHA-256 is still being computed in the background."""
-        d = self.__dict__.get("_sha256", "")
+        d = self.sha256_source
         return not isinstance(d, str) and not d.done()
 
     def cancel_sha256(self) -> None:
         """Stop a background SHA-256 that is no longer wanted (the value becomes "")."""
-        d = self.__dict__.get("_sha256", "")
+        d = self.sha256_source
         if not isinstance(d, str):
             d.cancel()
             self.__dict__["_sha256"] = ""

@@ -148,7 +148,7 @@ def _condense_root(be, g, on_device):
 
 def _pending_sha256(g):
     """The graph's SHA-256 without waiting for it: a running background digest stays one."""
-    return getattr(g, "__dict__", {}).get("_sha256", None) or g.sha256
+    return g.sha256_source if hasattr(g, "sha256_source") else g.sha256
 
 
 def _share_sha256(comm, g, everywhere, root):
