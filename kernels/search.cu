@@ -126,45 +126,108 @@ extern "C" __global__ void dg_search(const int4* __restrict__ work, const u64* _
     }
 }
 
-// Pass 2 of the search: the grid-wide search for the hard queries (launcher: distgrail/query/grid.py; twin: the frontiers
-// of distgrail/query/search.py guided_search_numpy). Record layout and step codes: query.cuh.
+// Pass 2 of the search: the grid-wide BIDIRECTIONAL search for the hard queries (launcher:
+// distgrail/query/grid.py; twin: distgrail/query/bidir.py bidirectional_search_numpy, same frontiers
+// round by round). Record layout and step codes: query.cuh.
 //
 // A group of m hard queries (slots 0..m-1 of `hard` from g0 on, items {index, cu, cv, 0}) is searched
-// level-synchronously by the whole GPU: the frontier is a list of (slot, vertex) entries, every warp
-// takes entries of it (one entry per warp, the lanes over its edges), and a round is two launches:
-//   dg_grid_expand   frontier -> raw next frontier (children that pass the tests and were not yet
-//                    visited by the query: atomic test-and-set in the query's bitmap of C bits);
-//                    a child equal to cv, in cv's DT subtree or reaching a support that reaches cv
-//                    sets done[slot];
-//   dg_grid_compact  raw next frontier -> frontier, without the entries of answered queries.
-// So the frontier after each round is exactly guided_search_numpy's (as a set), and the group's
-// round count is the largest round count of its queries.
-//
+// by the whole GPU. Each query has a forward side (from cu over the forward CSR) and a backward side
+// (from cv over the reverse CSR), each with its own bitmap of C bits (visited + (2 slot + side) * vwords).
+// The frontier is one list of (code, vertex) entries, code = slot (forward) or ~slot (backward); a
+// round is two launches:
+//   dg_grid_expand   every entry of a live query: if its side is the one the query grows this round
+//                    (forward iff its forward frontier has at most as many edges as its backward
+//                    one: `cur` counters of the last round), the neighbours that pass the side's
+//                    tests and are new to that side's bitmap go to the raw next list; a neighbour
+//                    already marked by the OTHER side, or a DT-subtree / support cut, sets done[slot].
+//                    An entry of the side not grown is carried over unchanged. Every entry appended
+//                    is counted in `nxt`: entries and edges (out-degree forward, in-degree backward)
+//                    per side and query.
+//   dg_grid_compact  raw next list -> frontier, without the entries of answered queries and of
+//                    queries with an empty side (those are not reachable); zeroes `cur` for reuse.
+// Counter sets are u64 rows of `gs` slots: [0] forward entries [1] backward entries [2] forward
+// edges [3] backward edges; the host swaps `cur` and `nxt` after every round.
 // Frontier counts live in three u64 slots fcnt[0..2] that rotate (host: a, b, c -> c, a, b):
 // expand reads fcnt[a], appends at fcnt[b], zeroes fcnt[c]; compact reads fcnt[b], appends at
 // fcnt[c], zeroes fcnt[a]. A frontier list holds `cap` entries; an append beyond it sets
 // gstate[1] (the host then redoes the group in smaller groups). gstate[0] counts the rounds whose
 // frontier was not empty, so launches past the end of the search change nothing.
 
+// The backward side's test of parent p of a frontier vertex, for the query whose source u has
+// record src (level sl, DT subtree start0..post0 = ss..sp): DG_CHILD_HIT if p answers it (p is
+// marked by the forward side, p lies in u's DT subtree, or u reaches a support that reaches p);
+// DG_CHILD_NEW if p enters the backward side (level above u's, L_p inside L_u, the masks allow
+// u -> p, not yet in bm: its bit is set now); DG_CHILD_SKIP otherwise.
+__device__ __forceinline__ int dg_parent(int p, const i32* __restrict__ rec, int R, const i32* __restrict__ src,
+                                         int sl, int ss, int sp, int W, int B, int d,
+                                         const unsigned int* __restrict__ fwd, unsigned int* __restrict__ bm) {
+    const i32* rp = rec + (i64)p * R;
+    const int4 hp = *reinterpret_cast<const int4*>(rp);
+    if (hp.x < sl) return DG_CHILD_SKIP;
+    if (dg_bit(fwd, p)) return DG_CHILD_HIT;
+    if (hp.x == sl) return DG_CHILD_SKIP;
+    bool pos = false, neg = false;
+    if (W) dg_masks(src, rp, W, pos, neg);
+    if (neg || !dg_inside(src, rp, B, d)) return DG_CHILD_SKIP;
+    if (pos || (ss <= hp.z && hp.z <= sp)) return DG_CHILD_HIT;
+    const unsigned int bit = 1u << (p & 31);
+    return (atomicOr(&bm[p >> 5], bit) & bit) ? DG_CHILD_SKIP : DG_CHILD_NEW;
+}
+
+// appends the flagged lanes' (code, vertex) to the raw next list and counts them for query q, side s
+__device__ __forceinline__ void dg_grid_append(bool fresh, int code, int y, u64 deg, int q, int s, i32* nq,
+                                               i32* nv, i64 cap, u64* fcnt_b, u64* gstate, u64* nxt, i64 gs) {
+    const int lane = threadIdx.x & 31;
+    const unsigned int mk = __ballot_sync(FULL, fresh);
+    if (!mk) return;
+    u64 sum = fresh ? deg : 0;
+    for (int o = 16; o; o >>= 1) sum += __shfl_xor_sync(FULL, sum, o);
+    u64 at = 0;
+    if (lane == 0) {
+        at = atomicAdd(fcnt_b, (u64)__popc(mk));
+        if (at + __popc(mk) > (u64)cap) gstate[1] = 1;  // the group must be split
+        atomicAdd(&nxt[s * gs + q], (u64)__popc(mk));
+        atomicAdd(&nxt[(2 + s) * gs + q], sum);
+    }
+    at = __shfl_sync(FULL, at, 0);
+    if (fresh) {
+        const u64 p = at + __popc(mk & ((1u << lane) - 1u));
+        if (p < (u64)cap) {
+            nq[p] = code;
+            nv[p] = y;
+        }
+    }
+}
+
 extern "C" __global__ void dg_grid_seed(const int4* __restrict__ hard, i64 g0, int m, i32* __restrict__ fq,
                                         i32* __restrict__ fv, unsigned int* __restrict__ visited, i64 vwords,
                                         unsigned char* __restrict__ done, u64* __restrict__ fcnt, int a,
-                                        u64* __restrict__ gstate) {
+                                        u64* __restrict__ gstate, const i64* __restrict__ indptr,
+                                        const i64* __restrict__ rindptr, u64* __restrict__ cur,
+                                        u64* __restrict__ nxt, i64 gs) {
     const i64 i = (i64)blockIdx.x * blockDim.x + threadIdx.x;
     if (i == 0) {
         fcnt[0] = 0;
         fcnt[1] = 0;
         fcnt[2] = 0;
-        fcnt[a] = (u64)m;
+        fcnt[a] = 2 * (u64)m;
         gstate[0] = 0;
         gstate[1] = 0;
     }
     if (i < m) {
-        const int u = hard[g0 + i].y;
-        fq[i] = (i32)i;
-        fv[i] = u;
+        const int u = hard[g0 + i].y, v = hard[g0 + i].z;
+        fq[2 * i] = (i32)i;
+        fv[2 * i] = u;
+        fq[2 * i + 1] = ~(i32)i;
+        fv[2 * i + 1] = v;
         done[i] = 0;
-        visited[i * vwords + (u >> 5)] |= 1u << (u & 31);  // bitmap i is this thread's alone
+        visited[(2 * i) * vwords + (u >> 5)] |= 1u << (u & 31);  // bitmaps 2i, 2i+1 are this thread's alone
+        visited[(2 * i + 1) * vwords + (v >> 5)] |= 1u << (v & 31);
+        cur[i] = 1;
+        cur[gs + i] = 1;
+        cur[2 * gs + i] = (u64)(indptr[u + 1] - indptr[u]);
+        cur[3 * gs + i] = (u64)(rindptr[v + 1] - rindptr[v]);
+        for (int k = 0; k < 4; ++k) nxt[k * gs + i] = 0;
     }
 }
 
@@ -172,9 +235,11 @@ extern "C" __global__ void dg_grid_expand(const int4* __restrict__ hard, i64 g0,
                                           const i32* __restrict__ fv, i32* __restrict__ nq, i32* __restrict__ nv,
                                           i64 cap, u64* __restrict__ fcnt, int a, int b, int c,
                                           const i64* __restrict__ indptr, const i32* __restrict__ indices,
+                                          const i64* __restrict__ rindptr, const i32* __restrict__ rindices,
                                           const i32* __restrict__ rec, int R, int d, int W,
                                           unsigned int* __restrict__ visited, i64 vwords,
-                                          unsigned char* __restrict__ done, u64* __restrict__ gstate) {
+                                          unsigned char* __restrict__ done, u64* __restrict__ gstate,
+                                          const u64* __restrict__ cur, u64* __restrict__ nxt, i64 gs) {
     const u64 n0 = fcnt[a];
     const i64 n = (i64)(n0 < (u64)cap ? n0 : (u64)cap);
     if (blockIdx.x == 0 && threadIdx.x == 0) {
@@ -182,45 +247,47 @@ extern "C" __global__ void dg_grid_expand(const int4* __restrict__ hard, i64 g0,
         if (n) gstate[0] += 1;
     }
     const int lane = threadIdx.x & 31;
-    const unsigned int lt = (1u << lane) - 1u;
     const i64 nwarps = ((i64)gridDim.x * blockDim.x) >> 5;
     const int B = 4 + 4 * W;
     for (i64 e = ((i64)blockIdx.x * blockDim.x + threadIdx.x) >> 5; e < n; e += nwarps) {
-        const int q = fq[e], x = fv[e];
+        const int code = fq[e], x = fv[e];
+        const int s = code < 0 ? 1 : 0;
+        const int q = code < 0 ? ~code : code;
         int dq = 0;
         if (lane == 0) dq = *(volatile unsigned char*)(done + q);
-        if (__shfl_sync(FULL, dq, 0)) continue;  // answered this round: its children do not matter
-        const int v = hard[g0 + q].z;
-        const i32* tgt = rec + (i64)v * R;
-        const int tl = tgt[0], tp = tgt[2];
-        unsigned int* bm = visited + (i64)q * vwords;
-        const i64 beg = indptr[x], end = indptr[x + 1];
+        if (__shfl_sync(FULL, dq, 0)) continue;  // answered this round: its entries do not matter
+        const bool go_fwd = cur[2 * gs + q] <= cur[3 * gs + q];
+        const i64* ptr = s ? rindptr : indptr;
+        if (go_fwd == (s == 1)) {  // the side not grown this round: carried over unchanged
+            dg_grid_append(lane == 0, code, x, (u64)(ptr[x + 1] - ptr[x]), q, s, nq, nv, cap, &fcnt[b], gstate,
+                           nxt, gs);
+            continue;
+        }
+        const int4 item = hard[g0 + q];
+        unsigned int* fwd = visited + (2 * (i64)q) * vwords;
+        unsigned int* bwd = fwd + vwords;
+        const i32* idx = s ? rindices : indices;
+        const i32* end_rec = rec + (i64)(s ? item.y : item.z) * R;
+        const int4 eh = *reinterpret_cast<const int4*>(end_rec);
+        const i64 beg = ptr[x], end = ptr[x + 1];
         for (i64 j0 = beg; j0 < end; j0 += 32) {  // warp-uniform bounds
             const i64 j = j0 + lane;
             bool hit = false, fresh = false;
-            int ch = 0;
+            int y = 0;
+            u64 deg = 0;
             if (j < end) {
-                ch = indices[j];
-                const int r = dg_child(ch, v, rec, R, tgt, tl, tp, W, B, d, bm);
+                y = idx[j];
+                int r;
+                if (s) {
+                    r = dg_parent(y, rec, R, end_rec, eh.x, eh.y, eh.z, W, B, d, fwd, bwd);
+                } else {
+                    r = dg_child(y, item.z, rec, R, end_rec, eh.x, eh.z, W, B, d, fwd, bwd);
+                }
                 hit = r == DG_CHILD_HIT;
                 fresh = r == DG_CHILD_NEW;
+                if (fresh) deg = (u64)(ptr[y + 1] - ptr[y]);  // out-degree forward, in-degree backward
             }
-            const unsigned int mk = __ballot_sync(FULL, fresh);
-            if (mk) {
-                u64 at = 0;
-                if (lane == 0) {
-                    at = atomicAdd(&fcnt[b], (u64)__popc(mk));
-                    if (at + __popc(mk) > (u64)cap) gstate[1] = 1;  // the group must be split
-                }
-                at = __shfl_sync(FULL, at, 0);
-                if (fresh) {
-                    const u64 p = at + __popc(mk & lt);
-                    if (p < (u64)cap) {
-                        nq[p] = q;
-                        nv[p] = ch;
-                    }
-                }
-            }
+            dg_grid_append(fresh, code, y, deg, q, s, nq, nv, cap, &fcnt[b], gstate, nxt, gs);
             if (__any_sync(FULL, hit)) {
                 if (lane == 0) done[q] = 1;
                 break;
@@ -231,20 +298,24 @@ extern "C" __global__ void dg_grid_expand(const int4* __restrict__ hard, i64 g0,
 
 extern "C" __global__ void dg_grid_compact(const i32* __restrict__ nq, const i32* __restrict__ nv, i64 cap,
                                            i32* __restrict__ fq, i32* __restrict__ fv, u64* __restrict__ fcnt,
-                                           int a, int b, int c, const unsigned char* __restrict__ done) {
+                                           int a, int b, int c, const unsigned char* __restrict__ done,
+                                           const u64* __restrict__ nxt, u64* __restrict__ cur, i64 gs, int m) {
     const u64 n0 = fcnt[b];
     const i64 n = (i64)(n0 < (u64)cap ? n0 : (u64)cap);
     if (blockIdx.x == 0 && threadIdx.x == 0) fcnt[a] = 0;
     const int lane = threadIdx.x & 31;
     const i64 stride = (i64)gridDim.x * blockDim.x;
+    for (i64 q = (i64)blockIdx.x * blockDim.x + threadIdx.x; q < m; q += stride)
+        for (int k = 0; k < 4; ++k) cur[k * gs + q] = 0;  // the next round's `nxt`
     for (i64 base = (i64)blockIdx.x * blockDim.x + (threadIdx.x & ~31); base < n; base += stride) {
         const i64 i = base + lane;
         bool keep = false;
-        int q = 0, x = 0;
+        int code = 0, x = 0;
         if (i < n) {
-            q = nq[i];
+            code = nq[i];
             x = nv[i];
-            keep = !done[q];
+            const int q = code < 0 ? ~code : code;
+            keep = !done[q] && nxt[q] && nxt[gs + q];  // a query with an empty side has ended
         }
         const unsigned int mk = __ballot_sync(FULL, keep);
         if (mk) {
@@ -253,7 +324,7 @@ extern "C" __global__ void dg_grid_compact(const i32* __restrict__ nq, const i32
             at = __shfl_sync(FULL, at, 0);
             if (keep) {
                 const u64 p = at + __popc(mk & ((1u << lane) - 1u));
-                fq[p] = q;  // p < n <= cap
+                fq[p] = code;  // p < n <= cap
                 fv[p] = x;
             }
         }

@@ -2,10 +2,10 @@
 
 Indexes are built on the CPU; only the queries run on the GPU. Every test checks that the GPU
 answers, per-step counts, reachable count and search rounds equal the CPU backend's with the
-forward search (``CPU_SEARCH = "forward"``, the GPU's twin; the default bidirectional CPU search
-gives the same answers and counts but its own round count). The grid-wide search
-(dg_grid_* in kernels/search.cu) is forced with ``SEARCH_BUDGET = -1`` and its per-round frontier sizes are
-compared with the twin's.
+forward search (``CPU_SEARCH = "forward"``, the twin of the one-warp search; the round count is
+compared when no pair was handed to the grid-wide search). The grid-wide bidirectional search
+(dg_grid_* in kernels/search.cu) is forced with ``SEARCH_BUDGET = -1``: its answers, round count
+and per-round frontier sizes are compared with its twin, the bidirectional CPU search.
 """
 
 import numpy as np
@@ -32,7 +32,9 @@ def same_as_cpu(idx, s, t):
     np.testing.assert_array_equal(a_gpu, a_cpu)
     assert st_gpu.steps == st_cpu.steps
     assert st_gpu.reachable == st_cpu.reachable == int(a_cpu.sum())
-    assert st_gpu.search_rounds == st_cpu.search_rounds
+    if st_gpu.grid_searched == 0:  # else the handed-on pairs count bidirectional rounds
+        assert st_gpu.search_rounds == st_cpu.search_rounds
+    assert 0 <= st_gpu.grid_searched <= st_gpu.searched
     assert st_gpu.queries == s.size and st_gpu.backend == "gpu"
     return a_gpu, st_gpu
 
@@ -153,12 +155,13 @@ GRID_GRAPHS = grid_graphs()
 @pytest.mark.parametrize("budget", ["tiny", "small", "default"])
 def test_grid_search_forced(name, K, budget, monkeypatch):
     """Every searched pair goes to the grid-wide search; groups of one query (tiny), groups that
-    overflow their lists of C entries and are split (small), one big group (default). Answers,
-    step counts, rounds and the frontier size after every round equal the NumPy twin's."""
+    overflow their lists of 2 C entries and are split (small), one big group (default). Answers,
+    step counts, rounds and the frontier size after every round equal the NumPy twin's
+    (bidirectional_search_numpy)."""
     import cupy as cp
     from distgrail.query import grid
     from distgrail.query.prefilter import prefilter
-    from distgrail.query.search import guided_search_numpy
+    from distgrail.query.bidir import bidirectional_search_numpy
     from distgrail.query.stats import UNDECIDED
     from test_query_steps import indexed
 
@@ -166,7 +169,7 @@ def test_grid_search_forced(name, K, budget, monkeypatch):
     idx = indexed(g, K, dims=3)
     C = idx.C
     monkeypatch.setattr(gpu_query, "SEARCH_BUDGET", -1)
-    nbytes = {"tiny": 1, "small": 16 * C + 40 * 4 * grid.bitmap_words(C), "default": grid.GRID_BYTES}[budget]
+    nbytes = {"tiny": 1, "small": 32 * C + 40 * (8 * grid.bitmap_words(C) + 65), "default": grid.GRID_BYTES}[budget]
     monkeypatch.setattr(grid, "GRID_BYTES", nbytes)
     monkeypatch.setattr(grid, "GRID_MAX_BYTES", nbytes)  # no growth into free memory: the budget is forced
     s, t = random_pairs(g.n, 6000, seed=K + 1)
@@ -175,7 +178,9 @@ def test_grid_search_forced(name, K, budget, monkeypatch):
     a, st = same_as_cpu(idx, s, t)
     ip, ix = csr_of(g)
     np.testing.assert_array_equal(a[:300], bfs_reachable(ip, ix, s[:300], t[:300]))
-    assert a[-ps.size:].all() and st.searched > 0
+    assert a[-ps.size:].all() and st.searched > 0 and st.grid_searched == st.searched
+    monkeypatch.setattr(gpu_query, "CPU_SEARCH", "bidirectional")
+    assert idx.query(s, t, backend="cpu")[1].search_rounds == st.search_rounds
     # the frontiers round by round, against the twin
     Lg, Lc = idx.labels("gpu"), idx.labels("cpu")
     ctx = gpu_query._context(Lg)
@@ -190,14 +195,14 @@ def test_grid_search_forced(name, K, budget, monkeypatch):
     ans, code = prefilter(Lc, cu, cv)
     und = np.flatnonzero(code == UNDECIDED)
     sizes = []
-    found, rounds = guided_search_numpy(Lc, cu[und], cv[und], sizes)
+    found, rounds = bidirectional_search_numpy(Lc, cu[und], cv[und], sizes)
     ans[und] = found
     np.testing.assert_array_equal(dans.get().astype(bool), ans)
     assert trace == sizes and len(trace) == rounds == st.search_rounds
     if budget == "tiny":
-        assert ctx.grid.group == 1 and ctx.grid.cap == C
+        assert ctx.grid.group == 1 and ctx.grid.cap == 2 * C
     if budget == "small":
-        assert ctx.grid.cap == C
+        assert ctx.grid.cap == 2 * C
 
 
 @pytest.mark.parametrize("K", [64, 200])
@@ -244,4 +249,4 @@ def test_minimal_scratch(monkeypatch, data_dir):
     a, _ = same_as_cpu(idx, s, t)
     assert int(a.sum()) == EXPECTED["xmark_dag_uniq"]
     ctx = idx.labels("gpu").cache["gpu_query"]
-    assert ctx.nw1 == 8 and ctx.grid.group == 1 and ctx.grid.cap == idx.C
+    assert ctx.nw1 == 8 and ctx.grid.group == 1 and ctx.grid.cap == 2 * idx.C

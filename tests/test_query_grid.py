@@ -20,17 +20,18 @@ from test_query_steps import GRAPHS, indexed, pairs
 def test_plan_grid_bounds(C, nhard, budget):
     group, cap = plan_grid(C, nhard, budget)
     assert 1 <= group <= nhard
-    assert cap >= C  # one query's whole search always fits
-    assert cap <= max(C, nhard * C)
-    if group > 1:  # more than one query only when the bitmaps and the lists fit the budget
-        assert group * 4 * bitmap_words(C) + 16 * cap <= budget
+    assert cap >= 2 * C  # one query's whole search (both sides) always fits
+    assert cap <= max(2 * C, 2 * nhard * C)
+    if group > 1:  # more than one query only when the bitmaps, counters and lists fit the budget
+        assert group * (8 * bitmap_words(C) + 65) + 16 * cap <= budget
 
 
 def test_plan_grid_dag11():
     group, cap = plan_grid(1_500_000, 19)
-    assert (group, cap) == (19, 19 * 1_500_000)  # 19 queries' lists fit: one group, all of them
+    assert (group, cap) == (19, (1 << 30) // 2 // 16)  # half the budget in lists; 19 queries: one group
+    assert plan_grid(1_500_000, 5) == (5, 5 * 2 * 1_500_000)  # lists no longer than 5 queries can need
     g2, c2 = plan_grid(1_500_000, 100_000)
-    assert c2 == (1 << 30) // 2 // 16 and g2 == ((1 << 30) - c2 * 16) // (4 * bitmap_words(1_500_000))
+    assert c2 == (1 << 30) // 2 // 16 and g2 == ((1 << 30) - c2 * 16) // (8 * bitmap_words(1_500_000) + 65)
     with pytest.raises(ValueError):
         plan_grid(0, 1)
 
@@ -73,6 +74,30 @@ def test_bidirectional_equals_forward_and_bfs(name, K, monkeypatch):
     np.testing.assert_array_equal(a, truth)
     monkeypatch.setattr("distgrail.query.bidir.CHUNK_QUERIES", 7)  # many chunks, bitmaps reused
     np.testing.assert_array_equal(bidirectional_search_numpy(L, cu[und], cv[und])[0], fwd)
+
+
+@pytest.mark.parametrize("name", ["paper-dense", "cycles", "chain"])
+def test_bidirectional_frontier_trace(name, monkeypatch):
+    """The bidirectional twin's per-round frontier sizes (the GPU grid-wide search's trace): a sum
+    over queries, so any chunking gives the same list; one entry per round, the last one 0."""
+    from distgrail.query import bidir
+
+    g = GRAPHS[name]
+    L = indexed(g, 0).labels("cpu")
+    s, t = pairs(g, 1500, seed=4)
+    cu, cv = L.comp[s], L.comp[t]
+    _, code = prefilter(L, cu, cv)
+    und = np.flatnonzero(code == UNDECIDED)
+    assert und.size > 0
+    sizes = []
+    found, rounds = bidirectional_search_numpy(L, cu[und], cv[und], sizes)
+    assert rounds >= 1 and len(sizes) == rounds and sizes[-1] == 0 and min(sizes) >= 0
+    monkeypatch.setattr(bidir, "CHUNK_QUERIES", 13)
+    again = []
+    found2, rounds2 = bidirectional_search_numpy(L, cu[und], cv[und], again)
+    assert again == sizes and rounds2 == rounds
+    np.testing.assert_array_equal(found2, found)
+    np.testing.assert_array_equal(found, bfs_reachable(*csr_of(g), s[und], t[und]))
 
 
 def test_reverse_csr():

@@ -2,8 +2,10 @@
 kernels/prefilter.cu, kernels/search.cu).
 
 ``answer_batch_cuda`` is the CUDA counterpart of :func:`answer_batch_numpy` and
-gives the same answers and the same per-step counts; the same number of search rounds as the
-forward CPU search (``CPU_SEARCH = "forward"``), not as the default bidirectional one.
+gives the same answers and the same per-step counts. Search rounds: a pair the one-warp search
+settles counts the rounds of the forward CPU search (``CPU_SEARCH = "forward"``), a pair it hands
+on (``QueryStats.grid_searched``) those of the bidirectional one; with none handed on the round
+count equals the forward search's, with all handed on (``SEARCH_BUDGET = -1``) the bidirectional's.
 
 * The steps before the search are one fused kernel (``dg_prefilter``): component lookup, level
   filter, support masks, all d interval filters and the dimension-0 DT-subtree cut read one
@@ -16,7 +18,8 @@ forward CPU search (``CPU_SEARCH = "forward"``), not as the default bidirectiona
   each query, and a per-warp queue. A query whose queue would outgrow ``QUEUE_CAP``, or that
   has scanned more than ``SEARCH_BUDGET`` edges, is handed on untouched to the grid-wide search
   (:mod:`distgrail.query.grid`): all threads of the GPU on the frontiers of all such queries at
-  once, one round per launch pair, same frontiers again.
+  once, bidirectionally (forward from u, backward from v over a reverse CSR built on the GPU), one
+  round per launch pair, the frontiers of :func:`distgrail.query.bidir.bidirectional_search_numpy`.
 * Batches stream through the GPU in chunks of ``CHUNK_PAIRS`` pairs (pinned double buffers on
   the host), so GPU memory stays bounded whatever the batch size; answers keep input order.
 """
@@ -149,6 +152,7 @@ class _Context:
         self.counters = cp.zeros(MAX_ROUNDS + 1, dtype=cp.uint64)
         self.wctr = cp.zeros(8, dtype=cp.uint64)
         self.size = 0
+        self.handed = 0  # queries handed to the grid-wide search since the batch began
 
     def buffers(self, k):
         cp = self.cp
@@ -178,6 +182,7 @@ class _Context:
                            dans, self.ovf, w[2:], self.counters), shared_mem=self.smem)
         if self.two_pass:  # the grid-wide search for the queries handed on
             nhard = int(w[2:3].get(stream=stream)[0])
+            self.handed += nhard
             sizes = self.grid.run(self.ovf, nhard, dans, stream, trace=trace is not None)
             if trace is not None:
                 trace.extend(sizes)
@@ -209,6 +214,7 @@ def answer_batch_cuda(L, sources, targets, stats=None):
         ctx = _context(L)
         stream = cp.cuda.get_current_stream()
         ctx.counters.data.memset_async(0, ctx.counters.nbytes, stream)
+        ctx.handed = 0
         chunk = max(1, int(CHUNK_PAIRS))
         if nq <= chunk:
             ctx.buffers(nq)
@@ -226,6 +232,7 @@ def answer_batch_cuda(L, sources, targets, stats=None):
         stats.add_counts(counts)
         stats.reachable += sum(int(counts[c]) for c in POSITIVE)
         stats.search_rounds = max(stats.search_rounds, int(counts[MAX_ROUNDS]))
+        stats.grid_searched += ctx.handed if nq else 0
         stats.seconds += time.perf_counter() - t0
     return out
 

@@ -52,8 +52,11 @@ def reverse_csr(L: Labels):
     return rev
 
 
-def bidirectional_search_numpy(L: Labels, cu: np.ndarray, cv: np.ndarray):
-    """Answers for component pairs that passed the prefilters. Returns (answers, rounds)."""
+def bidirectional_search_numpy(L: Labels, cu: np.ndarray, cv: np.ndarray, sizes: list | None = None):
+    """Answers for component pairs that passed the prefilters. Returns (answers, rounds).
+
+    ``sizes``: a list that receives, per round, the frontier entries (both sides) of the queries
+    still live after it, summed over all queries (the GPU grid-wide search's trace; the last is 0)."""
     k = cu.size
     found = np.zeros(k, dtype=bool)
     if k == 0:
@@ -65,7 +68,12 @@ def bidirectional_search_numpy(L: Labels, cu: np.ndarray, cv: np.ndarray):
     rounds = 0
     for q0 in range(0, k, chunk):
         q1 = min(k, q0 + chunk)
-        done, r = _chunk(L, rev, cu[q0:q1].astype(np.int64), cv[q0:q1].astype(np.int64), bitmaps)
+        mine = []
+        done, r = _chunk(L, rev, cu[q0:q1].astype(np.int64), cv[q0:q1].astype(np.int64), bitmaps, mine)
+        if sizes is not None:
+            sizes.extend([0] * (len(mine) - len(sizes)))
+            for i, x in enumerate(mine):
+                sizes[i] += x
         found[q0:q1] = done
         rounds = max(rounds, r)
     return found, rounds
@@ -80,7 +88,7 @@ def _enter(bitmap, q, c, C, marked):
     return key // C, key % C
 
 
-def _chunk(L: Labels, rev, su, tv, bitmaps):
+def _chunk(L: Labels, rev, su, tv, bitmaps, sizes):
     nq = su.size
     C, W = L.C, L.W
     fwd_map, bwd_map = bitmaps
@@ -163,6 +171,7 @@ def _chunk(L: Labels, rev, su, tv, bitmaps):
         fq, fv = fq[keep], fv[keep]
         keep = live[bq]
         bq, bv = bq[keep], bv[keep]
+        sizes.append(int(fq.size + bq.size))
     for bm, keys in zip(bitmaps, marks):  # leave the bitmaps all-zero for the next chunk
         for key in keys:
             bm[key >> 3] = 0

@@ -1,17 +1,27 @@
 """The grid-wide search on the GPU: the hard queries that the one-warp search (``dg_search``)
-handed on, searched by all threads of the GPU at once (the ``dg_grid_*`` kernels in ``kernels/search.cu``).
+handed on, searched bidirectionally by all threads of the GPU at once (the ``dg_grid_*`` kernels
+in ``kernels/search.cu``).
 
-Every round is two launches over the (query, vertex) frontier entries of a whole group of hard
-queries: ``dg_grid_expand`` (one warp per entry, lanes over its edges, per-query visited bitmaps
-with atomic test-and-set, next frontier appended with atomics) and ``dg_grid_compact`` (drops
-the entries of answered queries). The frontiers are those of the NumPy twin,
-:func:`distgrail.query.search.guided_search_numpy` (``sizes`` there gives the per-round totals
-that :meth:`GridSearch.run` returns with ``trace=True``), so answers, step counts and the round
-count equal the CPU's.
+Each query grows, round by round, a forward side from u (forward CSR) and a backward side from v
+(the reverse CSR, built on the GPU once per context), always the side whose frontier has the fewer
+edges; the sides meeting, a DT-subtree cut or a support cut answers it, a side running empty
+proves it unreachable. Every round is two launches over the (query, side, vertex) frontier
+entries of a whole group of hard queries: ``dg_grid_expand`` (one warp per entry, lanes over its
+edges, one visited bitmap per query and side with atomic test-and-set, next frontier appended
+with atomics, entries and edges counted per query and side) and ``dg_grid_compact`` (drops the
+entries of ended queries). The frontiers are those of the NumPy twin,
+:func:`distgrail.query.bidir.bidirectional_search_numpy` (``sizes`` there gives the per-round
+totals that :meth:`GridSearch.run` returns with ``trace=True``), so answers, step counts and the
+round count of these queries equal the CPU's.
+
+Why bidirectional: on dense DAGs the hard queries are the ones whose forward search is long
+(dag11, 8 M random pairs at K = 64: 452 k handed on, 1.67 s of 1.71 s in this search when it was
+forward-only, H100); growing the smaller side meets in the middle and ends a negative query as
+soon as the smaller side is exhausted.
 
 Memory is bounded: :func:`plan_grid` sizes the groups from the number of components C and a
-byte budget (one bitmap of C bits per query of a group, two frontier lists of ``cap`` entries,
-``cap >= C`` so that one query always fits). A group whose frontier outgrows ``cap`` is redone
+byte budget (two bitmaps of C bits per query of a group, two frontier lists of ``cap`` entries,
+``cap >= 2 C`` so that one query always fits). A group whose frontier outgrows ``cap`` is redone
 in halves (:func:`run_groups`), down to groups of one query, which cannot outgrow it.
 """
 
@@ -34,8 +44,10 @@ ROUND_BATCH = 8
 #: threads per block of the grid kernels
 GRID_BLOCK = 256
 
-#: bytes per frontier entry: (slot, vertex) int32 in the frontier and in the raw next frontier
+#: bytes per frontier entry: (code, vertex) int32 in the frontier and in the raw next frontier
 _ENTRY_BYTES = 16
+#: bytes per query besides its bitmaps: done flag + two sets of four u64 counters
+_QUERY_BYTES = 1 + 2 * 4 * 8
 
 
 def bitmap_words(C: int) -> int:
@@ -46,14 +58,15 @@ def bitmap_words(C: int) -> int:
 def plan_grid(C: int, nhard: int, budget: int = GRID_BYTES) -> tuple[int, int]:
     """(queries per group, frontier entries per list) for ``nhard`` hard queries on C components.
 
-    Half the budget goes to the frontier lists, the rest to one bitmap per query of a group; the
-    lists always hold at least C entries (one query's whole search) and at most what ``nhard``
-    queries can need (``nhard * C``); a group holds at least one query."""
+    Half the budget goes to the frontier lists, the rest to two bitmaps (forward, backward) and
+    the counters per query of a group; the lists always hold at least 2 C entries (one query's
+    whole search: each side holds a vertex at most once) and at most what ``nhard`` queries can
+    need (``2 nhard C``); a group holds at least one query."""
     if C < 1 or nhard < 1:
         raise ValueError(f"plan_grid needs C >= 1 and nhard >= 1, got C={C}, nhard={nhard}")
-    vbytes = 4 * bitmap_words(C)
-    cap = max(C, min(budget // 2 // _ENTRY_BYTES, nhard * C))
-    group = max(1, min(nhard, (budget - cap * _ENTRY_BYTES) // vbytes, 2**31 - 1))
+    qbytes = 2 * 4 * bitmap_words(C) + _QUERY_BYTES
+    cap = max(2 * C, min(budget // 2 // _ENTRY_BYTES, 2 * nhard * C))
+    group = max(1, min(nhard, (budget - cap * _ENTRY_BYTES) // qbytes, 2**31 - 1))
     return int(group), int(cap)
 
 
@@ -89,15 +102,27 @@ class GridSearch:
             mod.get_function(f"dg_grid_{k}") for k in ("seed", "expand", "compact", "finish"))
         self.vwords = bitmap_words(ctx.C)
         self.group = self.cap = 0
+        self.rindptr = self.rindices = None
+
+    def reverse(self):
+        """The reverse CSR (parents of each component) on the device, built once
+        (``dg_cond_transpose``, the condensation's transpose; rows in no particular order)."""
+        if self.rindptr is None:
+            from ..stages.scc import CudaSteps
+
+            ctx = self.ctx
+            self.rindptr, self.rindices = CudaSteps().transpose(ctx.indptr, ctx.indices, ctx.C)
+        return self.rindptr, self.rindices
 
     def _scratch(self, nhard: int):
         cp = self.ctx.cp
         group, cap = plan_grid(self.ctx.C, nhard, self.budget)
         if group > self.group or cap > self.cap:
             group, cap = max(group, self.group), max(cap, self.cap)
-            self.visited = cp.empty(group * self.vwords, dtype=cp.uint32)
+            self.visited = cp.empty(2 * group * self.vwords, dtype=cp.uint32)
             self.fq, self.fv, self.nq, self.nv = (cp.empty(cap, dtype=cp.int32) for _ in range(4))
             self.done = cp.empty(group, dtype=cp.uint8)
+            self.counts = cp.empty((2, 4 * group), dtype=cp.uint64)  # cur / nxt counter sets
             self.fcnt = cp.zeros(3, dtype=cp.uint64)
             self.gstate = cp.zeros(2, dtype=cp.uint64)
             self.group, self.cap = group, cap
@@ -108,6 +133,7 @@ class GridSearch:
         context's counters. With ``trace``: per-round frontier sizes, summed over the groups."""
         if nhard <= 0:
             return []
+        self.reverse()
         group = self._scratch(nhard)
         sizes: list[int] = []
         run = lambda s, m: self._group(hard, s, m, dans, stream, trace, sizes)  # noqa: E731
@@ -118,28 +144,32 @@ class GridSearch:
         ctx = self.ctx
         i32, i64 = np.int32, np.int64
         grid = max(1, ctx.sms * 8)
+        gs = i64(self.group)
+        cur, nxt = self.counts[0], self.counts[1]
         with stream:
-            self.visited[:m * self.vwords].fill(0)
+            self.visited[:2 * m * self.vwords].fill(0)
             a, b, c = 0, 1, 2
             self.k_seed((-(-m // GRID_BLOCK),), (GRID_BLOCK,),
                         (hard, i64(g0), i32(m), self.fq, self.fv, self.visited, i64(self.vwords), self.done,
-                         self.fcnt, i32(a), self.gstate))
+                         self.fcnt, i32(a), self.gstate, ctx.indptr, self.rindptr, cur, nxt, gs))
             mine: list[int] = []
             while True:
                 for _ in range(1 if trace else ROUND_BATCH):
                     self.k_expand((grid,), (GRID_BLOCK,),
                                   (hard, i64(g0), self.fq, self.fv, self.nq, self.nv, i64(self.cap), self.fcnt,
-                                   i32(a), i32(b), i32(c), ctx.indptr, ctx.indices, ctx.rec, i32(ctx.R), i32(ctx.d),
-                                   i32(ctx.W), self.visited, i64(self.vwords), self.done, self.gstate))
+                                   i32(a), i32(b), i32(c), ctx.indptr, ctx.indices, self.rindptr, self.rindices,
+                                   ctx.rec, i32(ctx.R), i32(ctx.d), i32(ctx.W), self.visited, i64(self.vwords),
+                                   self.done, self.gstate, cur, nxt, gs))
                     self.k_compact((grid,), (GRID_BLOCK,),
                                    (self.nq, self.nv, i64(self.cap), self.fq, self.fv, self.fcnt, i32(a), i32(b),
-                                    i32(c), self.done))
+                                    i32(c), self.done, nxt, cur, gs, i32(m)))
                     a, b, c = c, a, b
+                    cur, nxt = nxt, cur
                 fc = self.fcnt.get(stream=stream)
-                gs = self.gstate.get(stream=stream)
-                if gs[1]:
+                gs_ = self.gstate.get(stream=stream)
+                if gs_[1]:
                     return False  # a frontier list overflowed: the caller splits the group
-                if trace and int(gs[0]) > len(mine):
+                if trace and int(gs_[0]) > len(mine):
                     mine.append(int(fc[a]))
                 if fc[a] == 0:
                     break

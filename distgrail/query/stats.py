@@ -28,6 +28,9 @@ class QueryStats:
     seconds: float = 0.0
     backend: str = "cpu"
     ranks: int = 1
+    #: GPU: searched pairs the one-warp search handed to the grid-wide bidirectional search (its
+    #: rounds count as the bidirectional search's; the others' as the forward search's)
+    grid_searched: int = 0
 
     def add_codes(self, codes: np.ndarray):
         counts = np.bincount(codes, minlength=len(STEPS) + 1)
@@ -45,6 +48,7 @@ class QueryStats:
         out.reachable = self.reachable + other.reachable
         out.steps = {s: self.steps[s] + other.steps[s] for s in STEPS}
         out.search_rounds = max(self.search_rounds, other.search_rounds)
+        out.grid_searched = self.grid_searched + other.grid_searched
         out.seconds = max(self.seconds, other.seconds)
         return out
 
@@ -63,6 +67,7 @@ class QueryStats:
             "reachable": self.reachable,
             "steps": dict(self.steps),
             "search_rounds": self.search_rounds,
+            "grid_searched": self.grid_searched,
             "seconds": self.seconds,
             "queries_per_second": self.queries_per_second,
             "backend": self.backend,
@@ -76,6 +81,8 @@ class QueryStats:
         ]
         for s in STEPS:
             lines.append(f"  {s:<17}{self.steps[s]:,}")
+        if self.grid_searched:
+            lines.append(f"  grid-wide        {self.grid_searched:,} of the searched pairs")
         lines.append(f"search rounds      {self.search_rounds}")
         lines.append(f"time               {self.seconds * 1e3:.2f} ms ({self.queries_per_second:,.0f} queries/s, "
                      f"{self.backend}, {self.ranks} rank{'s' if self.ranks != 1 else ''})")
