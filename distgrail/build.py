@@ -12,7 +12,7 @@ from .placement import condense_on, read_on
 from .progress import Stages
 from .stages.condense import dag_to_host
 from .stages.labeling import build_forest, check_label_args, label_dimensions
-from .stages.supports import DEFAULT_SUPPORTS, build_supports, check_supports_arg
+from .stages.supports import DEFAULT_SUPPORTS, build_supports, check_supports_arg, resolve_supports
 
 __all__ = ["build_index", "read_on", "condense_on"]
 
@@ -39,9 +39,10 @@ def build_index(graph, dims: int = 5, seed: int = 0, parent_rule: str = "max-lev
         Distribute phases 3–4 over its ranks (see :mod:`distgrail.mpi.build`).
     progress : bool
         Progress bar on stderr for runs longer than a second.
-    supports : int
+    supports : int or "auto"
         K support vertices whose reach masks (phase 5) decide reachable pairs without search
-        (0 = plain GRAIL).
+        (0 = plain GRAIL); ``"auto"`` (default): 64 on sparse graphs, more on dense ones
+        (:func:`distgrail.stages.supports.auto_supports`: 10 x the mean degree, a power of two, at most 1024).
 
     Examples
     --------
@@ -66,7 +67,8 @@ def build_index(graph, dims: int = 5, seed: int = 0, parent_rule: str = "max-lev
         timings = dict(forest.timings)
         post0, iv = st.run("phases 3-4", label_dimensions, dag, forest, range(dims), seed, be, timings)
         forest.release_device()  # the index keeps host copies; the forest's GPU memory goes back
-        sup = st.run("phase 5", build_supports, dag, supports, seed, be) if supports else None  # DAG still on the device
+        K = resolve_supports(supports, dag)
+        sup = st.run("phase 5", build_supports, dag, K, seed, be) if K else None  # DAG still on the device
         dag = dag_to_host(dag, be)  # only what the index file stores comes back to the host
         idx = assemble(g, dag, forest, post0, iv, dims, seed, parent_rule, supports=sup)
         if output is not None:

@@ -298,6 +298,7 @@ def _sync(be):
 def build_parser() -> argparse.ArgumentParser:
     from .gpu.backend import BACKENDS
     from .stages.forest import PARENT_RULES
+    from .stages.supports import supports_arg
     from .io.generate import KINDS
     from .io.read import FORMATS
 
@@ -321,8 +322,9 @@ def build_parser() -> argparse.ArgumentParser:
     sp.add_argument("--dims", type=int, default=5, help="label dimensions d (default 5)")
     sp.add_argument("--seed", type=int, default=0, help="seed of the sibling-order hash (default 0)")
     sp.add_argument("--parent-rule", choices=PARENT_RULES, default="max-level", help="phase-1 parent rule")
-    sp.add_argument("--supports", type=int, default=64,
-                    help="support vertices K whose reach masks prove pairs without search (default 64; 0 = plain GRAIL)")
+    sp.add_argument("--supports", type=supports_arg, default="auto",
+                    help="support vertices K whose reach masks prove pairs without search (default auto: 64 on "
+                         "sparse graphs, up to 1024 on dense ones, 10 x the mean degree; 0 = plain GRAIL)")
     sp.add_argument("--format", choices=FORMATS, default="auto", help="graph file format (default auto)")
     sp.add_argument("--num-vertices", type=int, default=None, help="edge lists: number of vertices")
     common(sp)

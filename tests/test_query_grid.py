@@ -76,13 +76,13 @@ def test_bidirectional_equals_forward_and_bfs(name, K, monkeypatch):
     np.testing.assert_array_equal(bidirectional_search_numpy(L, cu[und], cv[und])[0], fwd)
 
 
-@pytest.mark.parametrize("name", ["paper-dense", "cycles", "chain"])
+@pytest.mark.parametrize("name", ["paper-dense", "cycles", "deep"])
 def test_bidirectional_frontier_trace(name, monkeypatch):
     """The bidirectional twin's per-round frontier sizes (the GPU grid-wide search's trace): a sum
     over queries, so any chunking gives the same list; one entry per round, the last one 0."""
     from distgrail.query import bidir
 
-    g = GRAPHS[name]
+    g = deep_graph() if name == "deep" else GRAPHS[name]
     L = indexed(g, 0).labels("cpu")
     s, t = pairs(g, 1500, seed=4)
     cu, cv = L.comp[s], L.comp[t]
@@ -160,7 +160,8 @@ def test_benchmark_cpu_row(capsys):
     from distgrail.benchmarks import queries
 
     assert queries.parse_graph("1e6,20") == (1_000_000, 20.0)
-    assert queries.main(["--cpu", "--cpu-graph", "3000,8", "--cpu-pairs", "3000", "--cpu-forward", "800"]) == 0
+    assert queries.main(["--cpu", "--cpu-graph", "3000,8", "--cpu-pairs", "3000", "--cpu-forward", "800",
+                         "--supports", "64"]) == 0
     out = capsys.readouterr().out
     rows = [ln.split() for ln in out.splitlines() if ln.split() and ln.split()[0] in ("0", "64")]
     assert [r[0] for r in rows] == ["0", "64"]

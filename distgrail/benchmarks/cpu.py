@@ -32,7 +32,7 @@ from distgrail.index import Index
 from distgrail.io.pairs import read_pairs
 from distgrail.query.stats import STEPS
 from distgrail.stages.condense import condense
-from distgrail.stages.supports import DEFAULT_SUPPORTS, build_supports
+from distgrail.stages.supports import DEFAULT_SUPPORTS, supports_arg, build_supports, resolve_supports
 
 SHORT = {"same_component": "same", "level_filter": "level", "support_positive": "sup+", "support_negative": "sup-",
          "interval_filter": "intv", "tree_cut": "tree", "search_positive": "srch+", "search_negative": "srch-"}
@@ -40,9 +40,10 @@ SHORT = {"same_component": "same", "level_filter": "level", "support_positive": 
 
 def with_supports(idx, g, K, backend="cpu"):
     """``idx`` with phase 5's masks for K supports added (returns (index, seconds of phase 5))."""
+    dag = condense(g)
+    K = resolve_supports(K, dag)
     if K == 0:
         return idx, 0.0
-    dag = condense(g)
     t0 = time.perf_counter()
     ids, out, inn = build_supports(dag, K, int(idx.meta["seed"]), backend)
     dt = time.perf_counter() - t0
@@ -82,7 +83,7 @@ def main(argv=None):
     p.add_argument("--sample", type=int, default=2000)
     p.add_argument("--repeat", type=int, default=3)
     p.add_argument("--dims", type=int, default=5)
-    p.add_argument("--supports", type=int, default=DEFAULT_SUPPORTS, help="K beside K = 0")
+    p.add_argument("--supports", type=supports_arg, default=DEFAULT_SUPPORTS, help="K beside K = 0 (default auto: by density)")
     p.add_argument("--paper-n", type=int, default=100_000, help="vertices of the generated paper DAG")
     p.add_argument("--paper-deg", type=float, default=10, help="its average degree")
     p.add_argument("--paper-pairs", type=int, default=100_000, help="its random pairs")

@@ -60,7 +60,7 @@ from . import devicepath
 from .collectives import (CHUNK_BYTES, bcast_array, bcast_dataclass, gather_rows, offsets, receive_buffer,
                           split_counts)
 from .errors import mpi, own_comm, run_shared
-from ..stages.supports import DEFAULT_SUPPORTS
+from ..stages.supports import DEFAULT_SUPPORTS, resolve_supports
 from .phase5 import supports_distributed
 from .nodeshare import NodeGroups, room_for, shm_enabled
 from .transport import transport_for
@@ -270,8 +270,9 @@ def build_index_distributed(graph, dims: int = 5, seed: int = 0, parent_rule: st
                                                 timings, everywhere, root)
             if everywhere or here:
                 forest.release_device()  # the index keeps host copies
-            sup = st.run("phase 5", supports_distributed, comm, dag, supports, seed, be, everywhere, root,
-                         tp if nccl else None) if supports else None
+            K = resolve_supports(supports, dag)  # "auto": from the shared DAG's C and m, same on every rank
+            sup = st.run("phase 5", supports_distributed, comm, dag, K, seed, be, everywhere, root,
+                         tp if nccl else None) if K else None
             if everywhere:  # what queries need, on every rank; rank 0 always owns dimension 0
                 post0, dag = st.run("bcast_index", _bcast_for_queries, comm, post0, dag, complete, root,
                                     tp if nccl else None)
