@@ -194,7 +194,10 @@ def build_index_distributed(graph, dims: int = 5, seed: int = 0, parent_rule: st
     returns it and the other ranks None. ``comm=None`` uses a clone of COMM_WORLD.
 
     ``index.timings`` holds rank 0's seconds per step: ``transport_setup`` (choosing the
-    transport; setting NCCL up on first use of a communicator), ``read`` (with rank-parallel
+    transport; on first use of a communicator with NCCL also the unique id's broadcast and
+    starting ``ncclCommInitRank`` in the background: ``nccl_init`` and ``nccl_warmup`` are its
+    seconds on that thread, ``nccl_wait`` the main thread's wait for it at the first NCCL
+    transfer), ``read`` (with rank-parallel
     parsing also the steps it reports in the graph's ``meta["timings"]``, e.g. ``parse share``
     and ``exchange``), ``condense``, ``bcast_dag``, ``phases 1-2``, ``bcast_forest``,
     ``phases 3-4``, the labels' way to rank 0 (host path: ``alloc_labels``, the node-shared
@@ -284,8 +287,9 @@ def build_index_distributed(graph, dims: int = 5, seed: int = 0, parent_rule: st
             if write:  # every rank enters the step, whatever it passed as output
                 st.run("write", run_shared, comm, f"writing the index {os.fspath(output) if here else ''}",
                        idx.save if here else None, output)
-        mine = {**st.timings, **timings}
-        per_rank = comm.gather({**st.timings, **local_t}, root=root)  # each rank's own steps
+        setup_t = tp.take_timings()  # nccl_init, nccl_warmup, nccl_wait: where this build set NCCL up
+        mine = {**st.timings, **timings, **setup_t}
+        per_rank = comm.gather({**st.timings, **local_t, **setup_t}, root=root)  # each rank's own steps
         if here:  # every other rank's own timings beside rank 0's, as "rank<r> <step>"
             mine.update({f"rank{r} {k}": v for r, t in enumerate(per_rank) if r != root for k, v in t.items()})
         if everywhere:
