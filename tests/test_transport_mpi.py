@@ -209,9 +209,11 @@ def test_a_rank_that_cannot_allocate_fails_every_rank(comm, wire, monkeypatch, w
 
 # -- whole builds through the NCCL code path ----------------------------------------------------
 
-def nccl_build(monkeypatch, wire, **fake):
+def nccl_build(monkeypatch, wire, early="wait", **fake):
     """Make build_index_distributed take the NCCL transport (fake; ``fake``: its options), set up
-    in the background as transport_for does, although the backend is the CPU."""
+    in the background as transport_for does, although the backend is the CPU. ``early``:
+    DISTGRAIL_NCCL_EARLY (default ``wait``: every transfer goes by NCCL)."""
+    monkeypatch.setenv("DISTGRAIL_NCCL_EARLY", early)
     nccl = fake_nccl(wire, **fake)
 
     def transport_for(comm, be):

@@ -59,26 +59,42 @@ def held_init(nccl):
 
 def test_transport_for_returns_while_ncclcomminitrank_still_runs(comm, wire, monkeypatch):
     """transport_for does not wait for ncclCommInitRank: it returns with the init held back on
-    its thread; the first transfer waits for it (nccl_wait) and then moves the bytes."""
+    its thread; a transfer meanwhile goes through host memory; once joined, transfers go by NCCL."""
     nccl = fake_nccl(wire)
     cp = fake_cupy(nccl)
     install(monkeypatch, cp, nccl)
     monkeypatch.delenv("DISTGRAIL_NCCL", raising=False)
+    monkeypatch.delenv("DISTGRAIL_NCCL_EARLY", raising=False)
     gate, seen = held_init(nccl)
     tp = transport.transport_for(comm, fake_gpu_backend(cp))
-    early = [e[0] for e in nccl.log]  # nothing came up yet: the init waits for the gate
-    gate.set()
     me = comm.Get_rank()
+    early = tp.bcast(np.arange(4, dtype=np.int32) + 7 if me == 0 else None)  # by MPI: NCCL is not up
+    before = [e[0] for e in nccl.log]
+    gate.set()
+    tp.ready()
     got = tp.bcast(np.arange(5, dtype=np.int64) * 3 if me == 0 else None)
     t = tp.take_timings()
-    everywhere(comm, tp.name == "nccl" and early == [] and seen == [True], f"{tp.name}, {early}, {seen}")
-    everywhere(comm, got.tolist() == [0, 3, 6, 9, 12], got)
-    everywhere(comm, set(t) == {"nccl_init", "nccl_warmup", "nccl_wait"} and min(t.values()) >= 0, t)
+    everywhere(comm, tp.name == "nccl" and before == [] and seen == [True], f"{tp.name}, {before}, {seen}")
+    everywhere(comm, early.tolist() == [7, 8, 9, 10] and got.tolist() == [0, 3, 6, 9, 12], f"{early} {got}")
+    want = {"nccl_init", "nccl_warmup", "nccl_wait", "nccl_before_ready"}
+    everywhere(comm, set(t) == want and min(t.values()) >= 0 and t["nccl_before_ready"] == 1.0, t)
     everywhere(comm, nccl.init_threads == ["distgrail-nccl-init"] and tp.take_timings() == {}, nccl.init_threads)
     # the warm-up (one broadcast, one grouped gather) ran on that thread before the first transfer
     kinds = [e[0] for e in nccl.log]
     warm = kinds[:kinds.index("bcast", 2)] if kinds.count("bcast") > 1 else kinds
-    everywhere(comm, warm[:2] == ["init", "bcast"] and warm[-1] == "group", kinds)
+    everywhere(comm, warm[:2] == ["init", "bcast"] and warm[-1] == "group" and kinds.count("bcast") == 2, kinds)
+
+
+def test_with_early_wait_the_first_transfer_waits(comm, wire, monkeypatch):
+    """DISTGRAIL_NCCL_EARLY=wait (rank 0's setting decides): no transfer through host memory."""
+    nccl = fake_nccl(wire)
+    monkeypatch.setenv("DISTGRAIL_NCCL_EARLY", "wait" if comm.Get_rank() == 0 else "host")
+    tp, _ = transport.nccl_transport(comm, distgrail.get_backend("cpu"), nccl, background=True)
+    got = tp.gatherv(np.full((2, 1), comm.Get_rank(), np.int16))
+    t = tp.take_timings()
+    everywhere(comm, tp.early == "wait" and "nccl_before_ready" not in t and "nccl_wait" in t, t)
+    everywhere(comm, comm.Get_rank() != 0 or got.ravel().tolist() == [r for r in range(comm.Get_size()) for _ in "ab"],
+               got)
 
 
 @pytest.mark.parametrize("where", ["last", "first", "all"])
@@ -96,7 +112,7 @@ def test_a_failing_background_init_fails_every_rank(comm, wire, monkeypatch, whe
     lowest = {"last": last, "first": 0, "all": 0}[where]
     with pytest.raises(RankError, match=f"rank {lowest}.*setting up NCCL.*ncclCommInitRank failed on rank "
                                         f"{lowest} \\(injected\\)"):
-        tp.gatherv(np.zeros((1, 2), np.int32))
+        tp.ready()  # or the first transfer after the failure
     me = comm.Get_rank()
     aborted = ("abort",) in nccl.log
     everywhere(comm, aborted != bad(me) and not tp.usable, f"aborted {aborted}, log {nccl.log}")
@@ -131,7 +147,7 @@ def test_a_cached_transport_that_failed_is_set_up_again(wire, monkeypatch):
     try:
         a = transport.transport_for(c, be)
         with pytest.raises(RankError, match="setting up NCCL"):
-            a.bcast(np.arange(3) if c.Get_rank() == 0 else None)
+            a.ready()
         fail[0] = False
         b = transport.transport_for(c, be)
         got = b.bcast(np.arange(3) if c.Get_rank() == 0 else None)
@@ -158,9 +174,13 @@ def test_freeing_the_communicator_while_the_init_runs(wire, monkeypatch):
 
 
 @pytest.mark.parametrize("readable", ["graph", "file"])
-def test_a_failing_init_in_a_build_fails_every_rank_and_writes_nothing(comm, wire, tmp_path, monkeypatch, readable):
+@pytest.mark.parametrize("early", ["host", "wait"])
+def test_a_failing_init_in_a_build_fails_every_rank_and_writes_nothing(comm, wire, tmp_path, monkeypatch, readable,
+                                                                       early):
+    """Whether a transfer waited for the set-up or not, the build fails on every rank before
+    the write."""
     last = comm.Get_size() - 1
-    nccl_build(monkeypatch, wire, fail_init=lambda r: r == last)
+    nccl_build(monkeypatch, wire, early, fail_init=lambda r: r == last)
     out = tmp_path / "x.h5"
     g = cyclic_graph()
     if readable == "file":
@@ -178,34 +198,40 @@ def test_a_failing_init_in_a_build_fails_every_rank_and_writes_nothing(comm, wir
 
 
 @pytest.mark.parametrize("full_index_on", ["all", "root"])
-def test_a_build_with_a_slow_init_is_byte_identical(comm, wire, tmp_path, monkeypatch, full_index_on):
-    """The init held back until rank 0 has condensed: every rank waits for it at the DAG's
-    broadcast; the index is the one-process index, and the build reports the set-up times."""
-    nccl = nccl_build(monkeypatch, wire)
+@pytest.mark.parametrize("opens", ["after-condense", "at-the-end"])
+def test_a_build_with_a_slow_init_is_byte_identical(comm, wire, tmp_path, monkeypatch, full_index_on, opens):
+    """The init held back until rank 0 has condensed, or until the labels are done (every transfer
+    then goes through host memory, and the build joins the set-up before assembling): the index
+    is the one-process index, and the build reports the set-up times."""
+    nccl = nccl_build(monkeypatch, wire, "host")
     gate, seen = held_init(nccl)
     import distgrail.mpi.build as b
 
-    plain = b._condense_root
+    where = "_condense_root" if opens == "after-condense" else "_share_sha256"
+    plain = getattr(b, where)
 
-    def condense_then_open(*a):
+    def then_open(*a):
         out = plain(*a)
         gate.set()
         return out
 
-    monkeypatch.setattr(b, "_condense_root", condense_then_open)
-    if comm.Get_rank() != 0:
+    monkeypatch.setattr(b, where, then_open)
+    if comm.Get_rank() != 0 and opens == "after-condense":
         gate.set()
     g = cyclic_graph()
     ref = distgrail.build_index(g, dims=4, seed=5, backend="cpu", supports=64)
     idx = distributed.build_index_distributed(g, dims=4, seed=5, backend="cpu", comm=comm, supports=64,
                                               full_index_on=full_index_on, output=tmp_path / "x.h5")
     me = comm.Get_rank()
+    want = {"nccl_init", "nccl_wait", "rank1 nccl_wait"} | ({"nccl_before_ready"} if opens == "at-the-end" else set())
     if idx is None:
         ok, why = me != 0 and full_index_on == "root", "no index"
     else:
-        why = same_index(ref, idx) or sorted(set(("nccl_init", "nccl_wait", "rank1 nccl_wait")) - set(idx.timings))
+        why = same_index(ref, idx) or sorted(want - set(idx.timings))
         ok = not why
         if ok and me == 0:
             ref.save(tmp_path / "ref.h5")
             ok, why = (tmp_path / "ref.h5").read_bytes() == (tmp_path / "x.h5").read_bytes(), "file bytes differ"
     everywhere(comm, ok and seen == [True], f"{why}; init held: {seen}")
+    if opens == "at-the-end":  # nothing went by NCCL but the warm-up
+        everywhere(comm, [e[0] for e in nccl.log].count("bcast") == 1, nccl.log)

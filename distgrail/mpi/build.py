@@ -281,6 +281,7 @@ def build_index_distributed(graph, dims: int = 5, seed: int = 0, parent_rule: st
             if nccl and (everywhere or here):
                 dag = st.run("dag_to_host", devicepath.host_dag, dag, be)  # only what the index holds
             _share_sha256(comm, g, everywhere, root)  # the background hash is joined only now
+            tp.ready()  # a background NCCL set-up that failed fails the build, even if nothing waited for it
             # the last collective before the write: the index is whole where it is wanted
             idx = run_shared(comm, "assembling the index", assemble if everywhere or here else None, g, dag, forest,
                              post0, labels, dims, seed, parent_rule, supports=sup)

@@ -9,8 +9,11 @@ backend, the same on every rank:
   broadcast on the main thread, then ``NcclCommunicator(size, uid, rank)`` (~0.8 s on the lent
   2 x H200) runs on a background thread on the rank's bound GPU, followed by a warm-up of one
   small broadcast and one small grouped gather (the first NCCL calls cost ~160 ms there), while
-  the main thread goes on (reading, condensing). The thread is joined at the transport's first
-  collective (:meth:`NcclTransport.ready`); every MPI call stays on the main thread. The
+  the main thread goes on (reading, condensing). Transfers that come before the set-up is over
+  on every rank go through host memory as on the ``"mpi"`` transport (the ranks decide
+  together, per transfer); the first one after it joins the thread (:meth:`NcclTransport.ready`);
+  ``DISTGRAIL_NCCL_EARLY=wait`` (rank 0's) makes the first transfer wait for the set-up
+  instead. Every MPI call stays on the main thread. The
   communicator is cached on the MPI communicator (an MPI attribute) and destroyed when that
   communicator is freed, so repeated builds on one communicator set NCCL up once.
 * ``"mpi"`` otherwise: the host path (download, buffer-based MPI collectives in chunks below
@@ -19,12 +22,14 @@ backend, the same on every rank:
 Any failure before ``ncclCommInitRank`` (the import, a rank's GPU, the unique id), on any rank,
 makes every rank fall back to ``"mpi"`` (the ranks agree by gathering their outcomes) with one
 notice on rank 0's stderr. A failure of the background set-up itself (``ncclCommInitRank`` or
-the warm-up) becomes every rank's :class:`~distgrail.mpi.errors.RankError` at the join
+the warm-up) becomes every rank's :class:`~distgrail.mpi.errors.RankError` at the first
+transfer after it
 (:func:`~distgrail.mpi.errors.run_shared`; ``DISTGRAIL_NCCL=0`` then takes the host path). The
 one step that cannot be made hang-proof is ``ncclCommInitRank`` itself: every rank first checks
 what could fail locally so that all ranks enter it or none does. Each rank's set-up times go to
 :meth:`Transport.take_timings`: ``nccl_init`` (``ncclCommInitRank``), ``nccl_warmup`` (the
-first calls) on the thread, and ``nccl_wait`` (how long the main thread waited at the join).
+first calls) on the thread, ``nccl_wait`` (how long the main thread waited at the join) and
+``nccl_before_ready`` (a count: the transfers that went through host memory meanwhile).
 
 Both transports have the same two calls, on arrays that live on the rank's device (CuPy on a
 GPU backend, NumPy on the CPU): :meth:`Transport.bcast` and :meth:`Transport.gatherv`.
@@ -48,7 +53,8 @@ from .collectives import CHUNK_BYTES, bcast_array, gather_rows, offsets, receive
 from .errors import mpi, run_shared
 from .ncclinit import BackgroundInit, pointer as _ptr
 
-__all__ = ["Transport", "MpiTransport", "NcclTransport", "transport_for", "nccl_transport", "nccl_wanted"]
+__all__ = ["Transport", "MpiTransport", "NcclTransport", "transport_for", "nccl_transport", "nccl_wanted",
+           "nccl_early"]
 
 
 def _notice(text: str) -> None:
@@ -58,6 +64,12 @@ def _notice(text: str) -> None:
 def nccl_wanted() -> bool:
     """False when ``DISTGRAIL_NCCL`` turns NCCL off (``0``, ``no``, ``off``, ``false``)."""
     return os.environ.get("DISTGRAIL_NCCL", "1").strip().lower() not in ("0", "no", "off", "false")
+
+
+def nccl_early() -> str:
+    """``DISTGRAIL_NCCL_EARLY``: ``wait`` makes the first transfer wait for the background NCCL
+    set-up; anything else (default) moves transfers before it is over through host memory."""
+    return "wait" if os.environ.get("DISTGRAIL_NCCL_EARLY", "").strip().lower() == "wait" else "host"
 
 
 def _nccl_module():
@@ -150,9 +162,9 @@ class NcclTransport(Transport):
 
     name = "nccl"
 
-    def __init__(self, comm, be, nccl, nc=None, setup=None):
+    def __init__(self, comm, be, nccl, nc=None, setup=None, early: str = "host"):
         super().__init__(comm, be)
-        self.nccl, self.nc, self._setup = nccl, nc, setup
+        self.nccl, self.nc, self._setup, self.early = nccl, nc, setup, early
         self.device = getattr(be, "device", None)
         self._timings = {}
 
@@ -179,11 +191,26 @@ class NcclTransport(Transport):
             s.abandon()
             raise
 
+    def _by_nccl(self) -> bool:
+        """Collective: True where this transfer goes by NCCL. While the background set-up still
+        runs on some rank (and none failed), with ``early="host"`` (``DISTGRAIL_NCCL_EARLY``,
+        rank 0's) it goes through host memory instead (``nccl_before_ready`` counts those);
+        otherwise the set-up is joined (:meth:`ready`)."""
+        s = self._setup
+        if s is not None and self.early == "host":
+            states = self.comm.allgather(s.state)
+            if "failed" not in states and "running" in states:
+                self._timings["nccl_before_ready"] = self._timings.get("nccl_before_ready", 0.0) + 1.0
+                return False
+        self.ready()
+        return True
+
     def _stream(self):
         return self.be.xp.cuda.get_current_stream().ptr if self.be.is_gpu else 0
 
     def bcast(self, a, root: int = 0):
-        self.ready()
+        if not self._by_nccl():
+            return MpiTransport.bcast(self, a, root)
         comm, be = self.comm, self.be
         here = comm.Get_rank() == root
         shape, dt = comm.bcast(_header(a) if here else None, root=root)
@@ -204,7 +231,8 @@ class NcclTransport(Transport):
         return a
 
     def gatherv(self, a, root: int = 0):
-        self.ready()
+        if not self._by_nccl():
+            return MpiTransport.gatherv(self, a, root)
         comm, be = self.comm, self.be
         me, size = comm.Get_rank(), comm.Get_size()
         here = me == root
@@ -316,10 +344,10 @@ def nccl_transport(comm, be, nccl=None, background: bool = False):
     uid, why = _outcome(comm, mod.get_unique_id if me == 0 else (lambda: None))
     if why:
         return None, why
-    uid = comm.bcast(uid, root=0)
+    uid, early = comm.bcast((uid, nccl_early()) if me == 0 else None, root=0)
     setup = BackgroundInit(mod, be, size, uid, me)
     if background:
-        return NcclTransport(comm, be, mod, setup=setup), None
+        return NcclTransport(comm, be, mod, setup=setup, early=early), None
     t = time.perf_counter()
     state = _wait_everywhere(comm, setup)
     nc, why = _outcome(comm, setup.join if state != "running" else (lambda: None))
