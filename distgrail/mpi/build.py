@@ -206,7 +206,9 @@ def build_index_distributed(graph, dims: int = 5, seed: int = 0, parent_rule: st
     and ``exchange``), ``condense``, ``bcast_dag``, ``phases 1-2``, ``bcast_forest``,
     ``phases 3-4``, the labels' way to rank 0 (host path: ``alloc_labels``, the node-shared
     array, and ``gather_labels``, the node barrier and transfers between nodes or the
-    ``Gatherv``; NCCL path: ``gather_labels`` device to device and ``labels_to_host``), ``phase
+    ``Gatherv``; NCCL path: ``gather_labels`` device to device and ``labels_to_host``; with
+    ``full_index_on="root"`` rank 0 copies its own block early, ``labels_own_to_host``, and
+    waits for that copy, ``labels_own_wait``), ``phase
     5``, and with ``full_index_on="all"`` ``bcast_labels`` and ``bcast_index`` (post-order
     ranks, comp and level); on the NCCL path ``dag_to_host`` (the DAG arrays the index holds);
     ``write``. ``phases 3-4``, ``phase34_setup``, ``phase3_ranks``, ``phase4_intervals`` and
@@ -271,8 +273,9 @@ def build_index_distributed(graph, dims: int = 5, seed: int = 0, parent_rule: st
                 post0, iv = st.run("phases 3-4", run_shared, comm, what, label_dimensions, dag, forest,
                                    range(lo, hi), seed, be, local_t, None, on_device=True)
                 local_t["phases 3-4"] = st.timings["phases 3-4"]
+                own = devicepath.copy_own_block(be, iv, landing, here, everywhere, root)  # while the others label
                 timings.update(_slowest(comm, local_t))
-                labels = devicepath.gather_blocks(tp, iv, everywhere, "labels", root, st.timings, landing)
+                labels = devicepath.gather_blocks(tp, iv, everywhere, "labels", root, st.timings, landing, own)
                 del iv
             else:
                 labels, post0 = _labels_by_host(st, comm, dag, forest, counts, lo, hi, what, seed, be, local_t,

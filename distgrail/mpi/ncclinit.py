@@ -2,20 +2,44 @@
 
 :class:`BackgroundInit` runs ``NcclCommunicator(size, uid, rank)`` (``ncclCommInitRank``, ~0.8 s
 on the lent 2 x H200) and :func:`warm_up` (the first NCCL calls, ~160 ms there) on a thread of
-its own, on the rank's GPU, while the main thread goes on. Nothing here calls MPI (mpi4py may run
-without ``MPI_THREAD_MULTIPLE``): the unique id was broadcast before, and the outcome is shared
-by the transport at the join, on the main thread. CuPy releases the GIL inside
+its own, on the rank's GPU, while the main thread goes on. The thread calls no MPI (mpi4py may run without
+``MPI_THREAD_MULTIPLE``): the unique id was broadcast before, and the ranks share their
+outcome on the main thread (:func:`wait_everywhere`). CuPy releases the GIL inside
 ``ncclCommInitRank``, so the main thread runs meanwhile.
 """
 
 from __future__ import annotations
 
+import os
 import threading
 import time
 
 import numpy as np
 
-__all__ = ["BackgroundInit", "warm_up", "pointer"]
+__all__ = ["BackgroundInit", "warm_up", "pointer", "wait_everywhere", "nccl_early", "POLL_S"]
+
+
+def nccl_early() -> str:
+    """``DISTGRAIL_NCCL_EARLY``: ``wait`` makes the first transfer wait for the background NCCL
+    set-up; anything else (default) moves transfers before it is over through host memory."""
+    return "wait" if os.environ.get("DISTGRAIL_NCCL_EARLY", "").strip().lower() == "wait" else "host"
+
+
+#: seconds between the ranks' looks at each other's background NCCL set-up while they wait for it
+POLL_S = 0.002
+
+
+def wait_everywhere(comm, setup) -> str:
+    """Collective, main thread: wait until the background set-up ``setup`` is over on every
+    rank, or has failed on some rank; returns this rank's state then (``"running"`` where it
+    still runs: e.g. waiting in ``ncclCommInitRank`` for a rank whose set-up failed). The ranks
+    look at each other every :data:`POLL_S` seconds, so no rank waits for a thread that cannot end."""
+    while True:
+        setup.thread.join(POLL_S)
+        state = setup.state
+        states = comm.allgather(state)
+        if "failed" in states or all(x == "done" for x in states):
+            return state
 
 
 def pointer(a) -> int:

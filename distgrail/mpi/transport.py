@@ -51,7 +51,7 @@ import numpy as np
 from ..errors import DistGrailError
 from .collectives import CHUNK_BYTES, bcast_array, gather_rows, offsets, receive_buffer
 from .errors import mpi, run_shared
-from .ncclinit import BackgroundInit, pointer as _ptr
+from .ncclinit import BackgroundInit, nccl_early, pointer as _ptr, wait_everywhere as _wait_everywhere
 
 __all__ = ["Transport", "MpiTransport", "NcclTransport", "transport_for", "nccl_transport", "nccl_wanted",
            "nccl_early"]
@@ -64,12 +64,6 @@ def _notice(text: str) -> None:
 def nccl_wanted() -> bool:
     """False when ``DISTGRAIL_NCCL`` turns NCCL off (``0``, ``no``, ``off``, ``false``)."""
     return os.environ.get("DISTGRAIL_NCCL", "1").strip().lower() not in ("0", "no", "off", "false")
-
-
-def nccl_early() -> str:
-    """``DISTGRAIL_NCCL_EARLY``: ``wait`` makes the first transfer wait for the background NCCL
-    set-up; anything else (default) moves transfers before it is over through host memory."""
-    return "wait" if os.environ.get("DISTGRAIL_NCCL_EARLY", "").strip().lower() == "wait" else "host"
 
 
 def _nccl_module():
@@ -143,7 +137,7 @@ class MpiTransport(Transport):
         up = run_shared(comm, f"uploading a broadcast {got.dtype} {got.shape}", be.asarray if not here else None, got)
         return a if here else up
 
-    def gatherv(self, a, root: int = 0):
+    def gatherv(self, a, root: int = 0, keep_own: bool = True):
         comm, be = self.comm, self.be
         here = comm.Get_rank() == root
         counts, rest, dt = _check_rows(comm.allgather(_header(a)))
@@ -151,6 +145,8 @@ class MpiTransport(Transport):
         out = run_shared(comm, "allocating a gather", receive_buffer if here else None,
                          (int(counts.sum()),) + rest, dt)
         out = gather_rows(comm, host, counts, out, root)
+        if here and not keep_own:  # leave root's own rows out
+            out = np.concatenate((out[:int(counts[:root].sum())], out[int(counts[:root + 1].sum()):]))
         return run_shared(comm, "uploading a gather", be.asarray if here else None, out)
 
 
@@ -230,13 +226,17 @@ class NcclTransport(Transport):
         be.synchronize()
         return a
 
-    def gatherv(self, a, root: int = 0):
+    def gatherv(self, a, root: int = 0, keep_own: bool = True):
+        """As :meth:`Transport.gatherv`; ``keep_own=False`` (root): root's result leaves its own
+        block out (it has it already)."""
         if not self._by_nccl():
-            return MpiTransport.gatherv(self, a, root)
+            return MpiTransport.gatherv(self, a, root, keep_own)
         comm, be = self.comm, self.be
         me, size = comm.Get_rank(), comm.Get_size()
         here = me == root
         counts, rest, dt = _check_rows(comm.allgather(_header(a)))
+        if not keep_own and here:
+            counts[root] = 0  # nothing to receive from itself, no row of its own in the result
         row = np.dtype(dt).itemsize * int(np.prod(rest, dtype=np.int64))
         nbytes = counts * row
         off = offsets(nbytes)
@@ -291,23 +291,6 @@ def _keyval():
 
         _KEYVAL = mpi().Comm.Create_keyval(delete_fn=delete)
     return _KEYVAL
-
-
-#: seconds between the ranks' looks at each other's background NCCL set-up while they wait for it
-POLL_S = 0.002
-
-
-def _wait_everywhere(comm, setup) -> str:
-    """Collective, main thread: wait until the background set-up ``setup`` is over on every
-    rank, or has failed on some rank; returns this rank's state then (``"running"`` where it
-    still runs: e.g. waiting in ``ncclCommInitRank`` for a rank whose set-up failed). The ranks
-    look at each other every :data:`POLL_S` seconds, so no rank waits for a thread that cannot end."""
-    while True:
-        setup.thread.join(POLL_S)
-        state = setup.state
-        states = comm.allgather(state)
-        if "failed" in states or all(x == "done" for x in states):
-            return state
 
 
 def _outcome(comm, fn, *args):
