@@ -7,6 +7,11 @@
 #   N:mpi runs N ranks on the host path (DISTGRAIL_NCCL=0) for comparison.
 #   REPEAT=N (default 3): index builds per run; the median labeling time is reported
 #   BCAST_MB=N (default 600): array size of the broadcast bandwidth test
+#   CLI=0 skips the cold whole-command run: `distgrail index GRAPH --dims DIMS --json` once per
+#   rank count in fresh processes (CuPy import, NCCL set-up and all), its wall clock beside the
+#   1-rank one, with the NCCL set-up overlap (nccl_init / nccl_wait / nccl_before_ready), rank
+#   0's early label copy (labels_own_*) and the dimensions per rank (DISTGRAIL_ROOT_SHARE sets
+#   rank 0's share; DISTGRAIL_NCCL_EARLY=wait makes the first transfer wait for NCCL)
 set -euo pipefail
 graph=$1; dims=${2:-8}; queries=${3:-10000000}; ranks=${4:-"1 2"}; out=${5:-scaling-out}
 here=$(cd "$(dirname "$0")/.." && pwd)
@@ -18,6 +23,7 @@ extra=()
 if "$MPIEXEC" --version 2>&1 | grep -qi "open mpi"; then
     export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_btl=^ofi
     extra=(--oversubscribe --bind-to none -x NCCL_NVLS_ENABLE -x DISTGRAIL_NCCL)
+    for v in DISTGRAIL_ROOT_SHARE DISTGRAIL_NCCL_EARLY; do [ -n "${!v:-}" ] && extra+=(-x "$v"); done
 fi
 mkdir -p "$out"
 runs=()
@@ -28,6 +34,12 @@ for spec in $ranks; do
     "$MPIEXEC" "${extra[@]}" -n "$n" "$PY" -m mpi4py -m distgrail.benchmarks.scaling "$graph" --dims "$dims" \
         --queries "$queries" --repeat "${REPEAT:-3}" --bcast-mb "${BCAST_MB:-600}" --output "$out/index-$name.h5" \
         --json "$out/$name.json" > "$out/log-$name.txt"
+    if [ "${CLI:-1}" != 0 ]; then  # the whole command, cold, as a user runs it
+        t0=$(date +%s.%N)
+        "$MPIEXEC" "${extra[@]}" -n "$n" "$PY" -m mpi4py -m distgrail index "$graph" --dims "$dims" \
+            -o "$out/cli-$name.h5" --json > "$out/cli-$name.json"
+        echo "$t0 $(date +%s.%N)" > "$out/cli-$name.wall"
+    fi
     runs+=("$name")
 done
 "$PY" - "$out" "${runs[@]}" <<'PYEOF'
@@ -55,6 +67,20 @@ for n in names:
     print("      labeling samples: " + ", ".join(f"{v:.3f}" for v in r.get("labeling_samples", []))
           + "; index wall samples: " + ", ".join(f"{v:.3f}" for v in r.get("index_wall_samples", []))
           + f"; first transport set-up {r.get('transport_setup_first', 0.0):.3f} s")
+    try:
+        cli = json.load(open(f"{out}/cli-{n}.json"))
+        span = lambda m: (lambda a, b: b - a)(*map(float, open(f"{out}/cli-{m}.wall").read().split()))
+        wall, base_wall = span(n), span(base_name)
+        sec = cli["seconds"]
+        keys = ("transport_setup", "nccl_init", "nccl_warmup", "nccl_wait", "nccl_before_ready", "read",
+                "phases 3-4", "labels_own_to_host", "labels_own_wait", "labels_to_host", "write")
+        same_cli = filecmp.cmp(f"{out}/cli-{base_name}.h5", f"{out}/cli-{n}.h5", shallow=False)
+        print(f"      distgrail index (cold, whole command): {wall:.3f} s, {base_wall / wall:.2f}x; "
+              f"in-process {cli['total_seconds']:.3f} s; identical {'yes' if same_cli else 'NO'}; "
+              + ", ".join(f"{k} {sec[k]:.3f}" for k in keys if k in sec)
+              + "; rank1: " + ", ".join(f"{k} {sec['rank1 ' + k]:.3f}" for k in keys if "rank1 " + k in sec))
+    except (OSError, ValueError, KeyError):
+        pass
     bw = r.get("bcast_bandwidth") or {}
     if bw:
         parts = [f"{t} {b['GBps']:.1f} GB/s ({b['bytes'] / 2**20:.0f} MiB in {b['seconds'] * 1e3:.1f} ms)"

@@ -17,7 +17,7 @@ import pytest
 
 import distgrail
 import distgrail.io.pairs
-from distgrail.mpi import binding, collectives
+from distgrail.mpi import binding, collectives, hostpath
 from distgrail.mpi import build as distributed
 from distgrail.mpi.errors import RankError
 from distgrail.errors import DistGrailError
@@ -62,7 +62,7 @@ def same_index(a, b):
         x, y = np.asarray(a.arrays[k]), np.asarray(b.arrays[k])
         if x.dtype != y.dtype or x.shape != y.shape or x.tobytes() != y.tobytes():
             return f"{k}: {x.dtype}{x.shape} vs {y.dtype}{y.shape}"
-    keys = (set(a.meta) | set(b.meta)) - {"transport", "backend"}  # how it was built: not part of the index file
+    keys = (set(a.meta) | set(b.meta)) - {"transport", "backend", "dims_split"}  # how it was built: not in the file
     diff = [k for k in keys if a.meta.get(k) != b.meta.get(k)]
     return f"meta differs in {diff}" if diff else ""
 
@@ -135,7 +135,7 @@ def test_labeling_ranks_receive_only_what_phases_3_4_read(comm):
 def spy_bcast(monkeypatch):
     """Count the array bytes each rank receives by broadcast (every buffer-based broadcast)."""
     got = []
-    for mod in (collectives, distributed):
+    for mod in (collectives, distributed, hostpath):
         real = mod.bcast_array
 
         def spy(c, a, root=0, real=real):
@@ -156,7 +156,7 @@ def test_full_index_on_root_sends_the_other_ranks_only_what_they_label_with(comm
 
     for k, v in layout.items():
         monkeypatch.setenv(k, v)
-    monkeypatch.setattr(distributed, "CHUNK_BYTES", 4096)
+    monkeypatch.setattr(hostpath, "CHUNK_BYTES", 4096)
     got = spy_bcast(monkeypatch)
     g = cyclic_graph()
     out = tmp_path / "root.h5"
@@ -250,7 +250,7 @@ def test_every_label_path_gives_the_same_index(comm, monkeypatch, layout):
     leaders exchange blocks) or through Gatherv + Bcast: the same index on every rank."""
     for k, v in layout.items():
         monkeypatch.setenv(k, v)
-    monkeypatch.setattr(distributed, "CHUNK_BYTES", 4096)  # the exchange between nodes in rounds
+    monkeypatch.setattr(hostpath, "CHUNK_BYTES", 4096)  # the exchange between nodes in rounds
     g = cyclic_graph()
     ref = distgrail.build_index(g, dims=7, seed=5, backend="cpu")
     idx = distgrail.build_index(g, dims=7, seed=5, backend="cpu", comm=comm)
@@ -335,7 +335,7 @@ def test_stats_are_summed_over_ranks(comm, kegg_index):
     """The per-step counts of the merged stats are the sums of the shards' own counts."""
     s, t = distgrail.io.pairs.read_pairs(distgrail.bundled_pairs())
     s, t = s[:5000], t[:5000]
-    counts = distributed.split_counts(s.size, comm.Get_size())
+    counts = collectives.split_counts(s.size, comm.Get_size())
     off = np.concatenate(([0], np.cumsum(counts)))
     total = {}
     for r in range(comm.Get_size()):
@@ -366,7 +366,7 @@ def test_one_rank_failing_while_labeling_fails_every_rank(comm, tmp_path, monkey
         def boom(*a, **k):
             raise RuntimeError("injected labeling failure")
 
-        monkeypatch.setattr(distributed, "label_dimensions", boom)
+        monkeypatch.setattr(hostpath, "label_dimensions", boom)  # the host path's labeling
     out = tmp_path / "idx.h5"
     expect_rank_error(comm, lambda: distgrail.build_index(distgrail.bundled_graph(), dims=4, backend="cpu",
                                                           output=out, comm=comm),

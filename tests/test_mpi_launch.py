@@ -117,7 +117,7 @@ def test_api_output_on_rank_0_only_under_mpiexec(tmp_path):
         assert out.read_bytes() == (tmp_path / "ref.h5").read_bytes()
 
 
-@pytest.mark.parametrize("where", ["bind_gpu", "_shared_labels"])
+@pytest.mark.parametrize("where", ["bind_gpu", "shared_labels"])
 def test_uncaught_error_on_one_rank_aborts_the_job_instead_of_hanging(tmp_path, where):
     """A bug (not a DistGrailError, outside the guarded steps) on rank 1 while rank 0 waits in a
     collective: `python -m mpi4py` turns it into MPI_Abort, so the job ends at once."""
@@ -125,12 +125,12 @@ def test_uncaught_error_on_one_rank_aborts_the_job_instead_of_hanging(tmp_path, 
     script.write_text(
         "import sys\n"
         "from mpi4py import MPI\n"
-        "import distgrail.mpi.binding, distgrail.mpi.build\n"
+        "import distgrail.mpi.binding, distgrail.mpi.hostpath\n"
         "from distgrail.cli import main\n"
         "if MPI.COMM_WORLD.Get_rank() == 1:\n"
         "    def crash(*a, **k):\n"
         "        raise ZeroDivisionError('bug on rank 1')\n"
-        f"    setattr(distgrail.mpi.{'binding' if where == 'bind_gpu' else 'build'}, {where!r}, crash)\n"
+        f"    setattr(distgrail.mpi.{'binding' if where == 'bind_gpu' else 'hostpath'}, {where!r}, crash)\n"
         f"sys.exit(main(['index', 'bundled', '-o', {str(tmp_path / 'out.h5')!r}, '--backend', 'cpu', '--quiet']))\n")
     r = mpirun(2, str(script), timeout=60)
     assert r.returncode != 0

@@ -29,13 +29,25 @@ def _bytes_at(ptr: int, count: int) -> np.ndarray:
 def fake_nccl(world=None, available=True, fail_init=False, fail_uid=False):
     """A fake ``cupy.cuda.nccl`` over the MPI communicator ``world`` (see the module doc).
     ``mod.log`` records every call: ("init", size, uid, rank), ("bcast", count, root),
-    ("send"/"recv", count, peer), ("group",), ("destroy",), ("abort",)."""
+    ("send"/"recv", count, peer), ("group",), ("destroy",), ("abort",); ``mod.init_threads``
+    the name of the thread each communicator was set up on. ``fail_init``: True, or a function
+    of the rank saying where ``NcclCommunicator`` raises. Like NCCL's, the group state is per
+    thread, and every communicator's bytes travel apart from any other's (point-to-point
+    messages tagged by its unique id), so communicators may be set up and warmed up on threads
+    at the same time (this needs an MPI with ``MPI_THREAD_MULTIPLE``, as PyPI's MPICH gives)."""
+    import threading
+
     mod = types.ModuleType("cupy.cuda.nccl")
     mod.available = available
     mod.NCCL_UINT8 = 1
     mod.log = []
-    pending = []
-    depth = [0]
+    mod.init_threads = []
+    group = threading.local()  # .depth, .pending: NCCL's group calls are per thread
+
+    def state():
+        if not hasattr(group, "depth"):
+            group.depth, group.pending = 0, []
+        return group
 
     def get_unique_id():
         if fail_uid:
@@ -43,21 +55,32 @@ def fake_nccl(world=None, available=True, fail_init=False, fail_uid=False):
         return tuple(int(b) - 128 for b in os.urandom(128))
 
     def run(ops):
+        """Post ``ops`` and wait for them; like ncclCommAbort, aborting a communicator (from
+        another thread) ends a wait that would never end (a peer whose set-up failed)."""
+        import time
+
         from mpi4py import MPI
 
-        reqs = [world.Isend([_bytes_at(p, n), MPI.BYTE], dest=peer, tag=71) if kind == "send"
-                else world.Irecv([_bytes_at(p, n), MPI.BYTE], source=peer, tag=71) for kind, p, n, peer in ops]
-        MPI.Request.Waitall(reqs)
+        reqs = [c.wire.Isend([_bytes_at(p, n), MPI.BYTE], dest=peer, tag=c.tag) if kind == "send"
+                else c.wire.Irecv([_bytes_at(p, n), MPI.BYTE], source=peer, tag=c.tag) for kind, c, p, n, peer in ops]
+        while not MPI.Request.Testall(reqs):
+            if not all(c.alive for _, c, *_ in ops):
+                for r in reqs:
+                    r.Cancel()
+                MPI.Request.Waitall(reqs)
+                raise RuntimeError("NCCL communicator aborted (fake)")
+            time.sleep(0.0005)
 
     def groupStart():
-        depth[0] += 1
+        state().depth += 1
 
     def groupEnd():
-        depth[0] -= 1
-        if depth[0] == 0:
+        st = state()
+        st.depth -= 1
+        if st.depth == 0:
             mod.log.append(("group",))
-            ops = list(pending)
-            pending.clear()
+            ops = list(st.pending)
+            st.pending.clear()
             run(ops)
 
     class NcclCommunicator:
@@ -65,22 +88,24 @@ def fake_nccl(world=None, available=True, fail_init=False, fail_uid=False):
             assert isinstance(uid, tuple) and len(uid) == 128
             if callable(fail_init) and fail_init(rank) or fail_init is True:
                 raise RuntimeError(f"ncclCommInitRank failed on rank {rank} (injected)")
-            self.ndev, self.uid, self.rank = ndev, uid, rank
+            self.ndev, self.uid, self.rank, self.wire = ndev, uid, rank, world
+            self.tag = 100 + 2 * (hash(uid) % 10000)  # this communicator's messages, apart from others'
             self.alive = True
             mod.log.append(("init", ndev, uid, rank))
+            mod.init_threads.append(threading.current_thread().name)
 
         def bcast(self, ptr, count, datatype, root, stream):
-            from mpi4py import MPI
-
             assert self.alive and datatype == mod.NCCL_UINT8 and count > 0
             mod.log.append(("bcast", count, root))
-            world.Bcast([_bytes_at(ptr, count), MPI.BYTE], root=root)
+            peers = [r for r in range(self.ndev) if r != root] if self.rank == root else [root]
+            run([("send" if self.rank == root else "recv", self, ptr, count, r) for r in peers])
 
         def _p2p(self, kind, ptr, count, datatype, peer):
             assert self.alive and datatype == mod.NCCL_UINT8 and count > 0 and peer != self.rank
             mod.log.append((kind, count, peer))
-            pending.append((kind, ptr, count, peer))
-            if depth[0] == 0:  # outside a group: one operation at a time
+            st = state()
+            st.pending.append((kind, self, ptr, count, peer))
+            if st.depth == 0:  # outside a group: one operation at a time
                 groupStart()
                 groupEnd()
 
@@ -112,8 +137,8 @@ class _FakeCupy(types.ModuleType):
 
 
 def fake_cupy(nccl=None):
-    """A NumPy-backed ``cupy`` with ``cuda.Device`` (a context), ``cuda.get_current_stream``
-    and ``cuda.nccl``; ``mod.synced`` counts stream synchronisations."""
+    """A NumPy-backed ``cupy`` with ``cuda.Device`` (a context), ``cuda.Stream``,
+    ``cuda.get_current_stream`` and ``cuda.nccl``; ``mod.synced`` counts stream synchronisations."""
     mod = _FakeCupy("cupy")
     mod.synced = 0
 
@@ -133,12 +158,16 @@ def fake_cupy(nccl=None):
     class Stream:
         ptr = 0
 
+        def __init__(self, non_blocking=False):
+            self.non_blocking = non_blocking
+
         def synchronize(self):
             mod.synced += 1
 
     mod.cuda = types.ModuleType("cupy.cuda")
     mod.cuda.Device = Device
     mod.cuda.get_current_stream = Stream
+    mod.cuda.Stream = Stream
     mod.cuda.is_available = lambda: True
     if nccl is not None:
         mod.cuda.nccl = nccl

@@ -15,9 +15,9 @@ Building (:func:`build_index_distributed`)
     ``.h5`` graph with a stored condensation (``distgrail convert``), every rank reads the
     condensation from the file itself instead (if some rank cannot, it is broadcast as above).
     Rank 0 computes phases 1–2 (the spanning forest and its subtree sizes) once and broadcasts
-    them. The d dimensions are split into contiguous blocks, one per rank (rank r gets
-    ``d // P`` dimensions, one more if ``r < d % P``; ranks beyond d get none and wait).
-    Phases 3–4 run on every rank for its block.
+    them. The d dimensions are split into contiguous blocks, one per rank, rank 0's smaller
+    (:func:`~distgrail.mpi.collectives.dims_split`: it also runs phases 1–2 and the write; ranks
+    beyond d get none and wait). Phases 3–4 run on every rank for its block.
 
     With the ``"mpi"`` transport the DAG comes back to rank 0's host after the condensation and
     everything moves through host memory as before: each rank writes its label block straight
@@ -57,12 +57,11 @@ from ..io.read import detect_format
 from ..placement import condense_on, read_on
 from .binding import ensure_bound
 from . import devicepath
-from .collectives import (CHUNK_BYTES, bcast_array, bcast_dataclass, gather_rows, offsets, receive_buffer,
-                          split_counts)
+from .collectives import bcast_array, bcast_dataclass, dims_split, offsets, root_share as _env_root_share
 from .errors import mpi, own_comm, run_shared
 from ..stages.supports import DEFAULT_SUPPORTS, resolve_supports
 from .phase5 import supports_distributed
-from .nodeshare import NodeGroups, room_for, shm_enabled
+from .hostpath import labels_by_host as _labels_by_host, slowest as _slowest
 from .transport import transport_for
 
 __all__ = ["build_index_distributed", "ROOT_ONLY_DAG", "FULL_INDEX_ON"]
@@ -183,7 +182,7 @@ def _check_args(dims, seed, parent_rule, full_index_on):
 
 def build_index_distributed(graph, dims: int = 5, seed: int = 0, parent_rule: str = "max-level", backend="auto",
                             fmt: str = "auto", num_vertices=None, output=None, comm=None, progress: bool = False,
-                            full_index_on: str = "all", supports: int = DEFAULT_SUPPORTS):
+                            full_index_on: str = "all", supports: int = DEFAULT_SUPPORTS, root_share=None):
     """Collective: build the index with phases 3–4 split over ``comm``'s ranks (see the module doc).
 
     ``graph``, ``fmt``, ``num_vertices`` and ``output`` are used on rank 0 only (other ranks may
@@ -193,13 +192,23 @@ def build_index_distributed(graph, dims: int = 5, seed: int = 0, parent_rule: st
     rank returns the same complete :class:`~distgrail.index.Index`; with ``"root"`` rank 0
     returns it and the other ranks None. ``comm=None`` uses a clone of COMM_WORLD.
 
+    ``root_share`` (rank 0's is used): rank 0's share of the dimensions against an even split
+    (:func:`~distgrail.mpi.collectives.dims_split`; None: ``DISTGRAIL_ROOT_SHARE``, else
+    :data:`~distgrail.mpi.collectives.ROOT_SHARE`); ``index.meta["dims_split"]`` holds the
+    dimensions per rank.
+
     ``index.timings`` holds rank 0's seconds per step: ``transport_setup`` (choosing the
-    transport; setting NCCL up on first use of a communicator), ``read`` (with rank-parallel
+    transport; on first use of a communicator with NCCL also the unique id's broadcast and
+    starting ``ncclCommInitRank`` in the background: ``nccl_init`` and ``nccl_warmup`` are its
+    seconds on that thread, ``nccl_wait`` the main thread's wait for it at the first NCCL
+    transfer), ``read`` (with rank-parallel
     parsing also the steps it reports in the graph's ``meta["timings"]``, e.g. ``parse share``
     and ``exchange``), ``condense``, ``bcast_dag``, ``phases 1-2``, ``bcast_forest``,
     ``phases 3-4``, the labels' way to rank 0 (host path: ``alloc_labels``, the node-shared
     array, and ``gather_labels``, the node barrier and transfers between nodes or the
-    ``Gatherv``; NCCL path: ``gather_labels`` device to device and ``labels_to_host``), ``phase
+    ``Gatherv``; NCCL path: ``gather_labels`` device to device and ``labels_to_host``; with
+    ``full_index_on="root"`` rank 0 copies its own block early, ``labels_own_to_host``, and
+    waits for that copy, ``labels_own_wait``), ``phase
     5``, and with ``full_index_on="all"`` ``bcast_labels`` and ``bcast_index`` (post-order
     ranks, comp and level); on the NCCL path ``dag_to_host`` (the DAG arrays the index holds);
     ``write``. ``phases 3-4``, ``phase34_setup``, ``phase3_ranks``, ``phase4_intervals`` and
@@ -250,7 +259,9 @@ def build_index_distributed(graph, dims: int = 5, seed: int = 0, parent_rule: st
                 forest = st.run("bcast_forest", bcast_dataclass, comm, forest, Forest, root)
             timings.update(forest.timings)
 
-            counts = split_counts(dims, size)
+            share = run_shared(comm, "reading DISTGRAIL_ROOT_SHARE", _env_root_share if here and root_share is None
+                               else None) if root_share is None else root_share
+            counts = run_shared(comm, "splitting the dimensions", dims_split, dims, size, comm.bcast(share, root=root))
             lo, hi = int(offsets(counts)[me]), int(offsets(counts)[me + 1])
             what = (f"labeling dimensions {lo}..{hi - 1}" if hi - lo > 1 else f"labeling dimension {lo}"
                     if hi > lo else "labeling (no dimension on this rank)")
@@ -262,8 +273,9 @@ def build_index_distributed(graph, dims: int = 5, seed: int = 0, parent_rule: st
                 post0, iv = st.run("phases 3-4", run_shared, comm, what, label_dimensions, dag, forest,
                                    range(lo, hi), seed, be, local_t, None, on_device=True)
                 local_t["phases 3-4"] = st.timings["phases 3-4"]
+                own = devicepath.copy_own_block(be, iv, landing, here, everywhere, root)  # while the others label
                 timings.update(_slowest(comm, local_t))
-                labels = devicepath.gather_blocks(tp, iv, everywhere, "labels", root, st.timings, landing)
+                labels = devicepath.gather_blocks(tp, iv, everywhere, "labels", root, st.timings, landing, own)
                 del iv
             else:
                 labels, post0 = _labels_by_host(st, comm, dag, forest, counts, lo, hi, what, seed, be, local_t,
@@ -279,14 +291,16 @@ def build_index_distributed(graph, dims: int = 5, seed: int = 0, parent_rule: st
             if nccl and (everywhere or here):
                 dag = st.run("dag_to_host", devicepath.host_dag, dag, be)  # only what the index holds
             _share_sha256(comm, g, everywhere, root)  # the background hash is joined only now
+            tp.ready()  # a background NCCL set-up that failed fails the build, even if nothing waited for it
             # the last collective before the write: the index is whole where it is wanted
             idx = run_shared(comm, "assembling the index", assemble if everywhere or here else None, g, dag, forest,
                              post0, labels, dims, seed, parent_rule, supports=sup)
             if write:  # every rank enters the step, whatever it passed as output
                 st.run("write", run_shared, comm, f"writing the index {os.fspath(output) if here else ''}",
                        idx.save if here else None, output)
-        mine = {**st.timings, **timings}
-        per_rank = comm.gather({**st.timings, **local_t}, root=root)  # each rank's own steps
+        setup_t = tp.take_timings()  # nccl_init, nccl_warmup, nccl_wait: where this build set NCCL up
+        mine = {**st.timings, **timings, **setup_t}
+        per_rank = comm.gather({**st.timings, **local_t, **setup_t}, root=root)  # each rank's own steps
         if here:  # every other rank's own timings beside rank 0's, as "rank<r> <step>"
             mine.update({f"rank{r} {k}": v for r, t in enumerate(per_rank) if r != root for k, v in t.items()})
         if everywhere:
@@ -296,53 +310,11 @@ def build_index_distributed(graph, dims: int = 5, seed: int = 0, parent_rule: st
         if idx is not None:
             idx.meta["backend"] = be.name
             idx.meta["transport"] = tp.name
+            idx.meta["dims_split"] = counts.tolist()
         return idx
     finally:
         if owned:
             comm.Free()
-
-
-def _labels_by_host(st, comm, dag, forest, counts, lo, hi, what, seed, be, local_t, timings, everywhere, root):
-    """Phases 3-4 and the labels' way to rank 0 (and every rank) through host memory: each rank
-    writes its block into its node's shared array, or ``Gatherv`` without shared memory."""
-    here = comm.Get_rank() == root
-    ut = np.dtype(smallest_uint(max(dag.C - 1, 0)))  # the labels' dtype, the same on every rank
-    dims = int(np.sum(counts))
-    nodes, buf = st.run("alloc_labels", _shared_labels, comm, (dims, dag.C, 2), ut)
-    try:
-        post0, iv = st.run("phases 3-4", run_shared, comm, what, label_dimensions, dag, forest,
-                           range(lo, hi), seed, be, local_t, None if buf is None else buf[lo:hi])
-        local_t["phases 3-4"] = st.timings["phases 3-4"]
-        timings.update(_slowest(comm, local_t))
-        if buf is not None:  # every rank wrote its block into its node's shared array
-            if everywhere:
-                st.run("gather_labels", nodes.allgather_rows, buf, counts, CHUNK_BYTES)
-            else:
-                st.run("gather_labels", nodes.gather_rows_to_root, buf, counts, CHUNK_BYTES)
-            labels = st.run("bcast_labels" if everywhere else "copy_labels", run_shared, comm,
-                            "copying the labels", np.array if everywhere or here else None, buf)
-        else:
-            iv = np.ascontiguousarray(iv).reshape(hi - lo, dag.C, 2)
-            labels = st.run("gather_labels", _gather_labels, comm, iv, counts, dag.C, ut.str, root)
-            if everywhere:
-                labels = st.run("bcast_labels", bcast_array, comm, labels, root)
-    finally:
-        if nodes is not None:
-            nodes.free()
-    return labels, post0
-
-
-def _slowest(comm, local_t):
-    """Collective: the phases 3-4 timings of the slowest rank, rank 0's, and the most and least
-    time a rank spent on its own work."""
-    keys = ("phases 3-4", "phase34_setup", "phase3_ranks", "phase4_intervals", "phase34_to_host", "phase34_cast")
-    slow = np.array([local_t.get(k, 0.0) for k in keys])
-    comm.Allreduce(mpi().IN_PLACE, slow, op=mpi().MAX)
-    out = {k: v for k, v in zip(keys, slow.tolist()) if k in local_t or k == "phases 3-4"}
-    out["phases 3-4 rank0"] = comm.bcast(local_t["phases 3-4"], root=0)
-    every = comm.allgather(sum(local_t.get(k, 0.0) for k in keys[1:]))  # own work, without waiting
-    out["phases 3-4 own slowest"], out["phases 3-4 own fastest"] = max(every), min(every)
-    return out
 
 
 def _bcast_for_queries(comm, post0, dag, complete, root, tp=None):
@@ -361,26 +333,3 @@ def _bcast_for_queries(comm, post0, dag, complete, root, tp=None):
         if not complete:
             dag.comp, dag.level = comp, level
     return post0, dag
-
-
-def _shared_labels(comm, shape, dtype):
-    """Collective: ``(nodes, array)``, the label array shared by the ranks of each node, or
-    ``(None, None)`` when shared memory is turned off or /dev/shm lacks room on some rank."""
-    nbytes = int(np.prod(shape, dtype=np.int64)) * np.dtype(dtype).itemsize
-    ok = comm.allreduce(bool(shm_enabled() and room_for(nbytes)), op=mpi().LAND)
-    if not ok:
-        return None, None
-    nodes = run_shared(comm, "grouping the ranks by node", NodeGroups, comm)
-    try:
-        return nodes, run_shared(comm, f"allocating {nbytes / 2**20:.0f} MiB of node-shared labels",
-                                 nodes.array, shape, dtype)
-    except BaseException:
-        nodes.free()
-        raise
-
-
-def _gather_labels(comm, iv, counts, C, dt, root):
-    here = comm.Get_rank() == root
-    out = run_shared(comm, "allocating the gathered labels", receive_buffer if here else None,
-                     (int(np.sum(counts)), C, 2), dt)
-    return gather_rows(comm, iv, counts, out, root)

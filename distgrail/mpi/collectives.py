@@ -6,13 +6,17 @@ Big arrays travel as raw bytes (``Bcast``, ``Scatterv``, ``Gatherv``), in rounds
 
 from __future__ import annotations
 
+import math
+import os
 from dataclasses import fields
 
 import numpy as np
 
+from ..errors import DistGrailError
 from .errors import mpi, run_shared
 
-__all__ = ["CHUNK_BYTES", "split_counts", "offsets", "bcast_array", "gather_rows", "scatter_rows", "bcast_dataclass"]
+__all__ = ["CHUNK_BYTES", "ROOT_SHARE", "split_counts", "dims_split", "root_share", "offsets", "bcast_array",
+           "gather_rows", "scatter_rows", "bcast_dataclass"]
 
 #: most bytes one collective call moves (below 2^31 so every MPI count and displacement fits)
 CHUNK_BYTES = 1 << 30
@@ -26,6 +30,51 @@ def split_counts(total: int, parts: int) -> np.ndarray:
     """
     base, extra = divmod(int(total), int(parts))
     return np.array([base + (r < extra) for r in range(parts)], dtype=np.int64)
+
+
+#: rank 0's share of the label dimensions against an even split (:func:`dims_split`). Rank 0
+#: also computes phases 1-2, sends the DAG and the forest, and downloads and writes the labels,
+#: so with an even split the others wait for it. 0.8 gives rank 0 6 of 16 dimensions (3 of 8)
+#: on 2 ranks: a first guess, to be measured by the integrator on 2 x H200 (``DISTGRAIL_ROOT_SHARE``
+#: overrides it without editing code; 1 is an even split).
+ROOT_SHARE = 0.8
+
+
+def dims_split(d: int, ranks: int, share: float = ROOT_SHARE) -> np.ndarray:
+    """Contiguous blocks of ``d`` dimensions over ``ranks`` ranks, in rank order, rank 0's
+    smaller by ``share``. Rule: rank 0 takes ``floor(d / ranks * share)`` dimensions, but at
+    least 1 (it keeps dimension 0, whose post-order ranks the index stores) and at most ``d``;
+    ranks 1.. split the rest evenly, earlier ranks taking the extra ones (:func:`split_counts`).
+    One rank takes all; ``d = 0`` gives zeros. Any split gives the same index: dimension i
+    depends only on (seed, i) and the blocks are gathered in rank order.
+
+    >>> dims_split(16, 2).tolist(), dims_split(8, 2).tolist(), dims_split(16, 2, 1.0).tolist()
+    ([6, 10], [3, 5], [8, 8])
+    >>> dims_split(5, 3, 1.0).tolist(), dims_split(1, 3).tolist(), dims_split(7, 1, 0.1).tolist()
+    ([1, 2, 2], [1, 0, 0], [7])
+    """
+    d, ranks, share = int(d), int(ranks), float(share)
+    if d < 0 or ranks < 1 or not (math.isfinite(share) and share >= 0):
+        raise DistGrailError(f"dims_split: need d >= 0, ranks >= 1 and a finite share >= 0, got {d}, {ranks}, {share}")
+    if ranks == 1 or d == 0:
+        return np.array([d] + [0] * (ranks - 1), dtype=np.int64)
+    first = min(d, max(1, math.floor(d * share / ranks + 1e-9)))  # + 1e-9: 0.1 + 0.2 style rounding
+    return np.concatenate(([first], split_counts(d - first, ranks - 1))).astype(np.int64)
+
+
+def root_share() -> float:
+    """``DISTGRAIL_ROOT_SHARE`` (a number >= 0), or :data:`ROOT_SHARE` when it is not set."""
+    v = os.environ.get("DISTGRAIL_ROOT_SHARE", "").strip()
+    if not v:
+        return ROOT_SHARE
+    try:
+        share = float(v)
+    except ValueError:
+        share = float("nan")
+    if not (math.isfinite(share) and share >= 0):
+        raise DistGrailError(f"DISTGRAIL_ROOT_SHARE must be a number >= 0 (rank 0's share of the dimensions "
+                             f"against an even split, e.g. 0.8), got {v!r}")
+    return share
 
 
 def offsets(counts) -> np.ndarray:

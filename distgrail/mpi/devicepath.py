@@ -12,7 +12,9 @@ which is how CI runs this path with a fake NCCL).
 * the forest (phases 1–2): ``parent`` and ``size``, device to device;
 * labels: each rank's block of dimensions stays on its device and is gathered to rank 0's
   device, which copies to the host only what the index holds (every rank's device too, with
-  ``full_index_on="all"``);
+  ``full_index_on="all"``); with ``full_index_on="root"`` rank 0 copies its own block to the
+  host as soon as it is done (:class:`OwnBlockCopy`, while the others still label) and then
+  receives and copies only the others' blocks;
 * phase 5: each rank's block of mask words, likewise;
 * ``comp`` and ``level`` (what queries need on every rank), device to device.
 """
@@ -26,7 +28,8 @@ from ..stages.labeling import Forest, device_csr, upload
 from .collectives import bcast_array
 from .errors import run_shared
 
-__all__ = ["share_dag", "bcast_forest", "gather_blocks", "landing", "bcast_comp_level", "host_dag"]
+__all__ = ["share_dag", "bcast_forest", "gather_blocks", "landing", "copy_own_block", "OwnBlockCopy",
+           "bcast_comp_level", "host_dag"]
 
 
 def share_dag(tp, dag, root: int = 0):
@@ -71,22 +74,76 @@ def landing(be, shape, dtype, wanted: bool):
     return out, be.prefault(out)
 
 
-def gather_blocks(tp, block, everywhere: bool, what: str, root: int = 0, timings=None, landing=None):
+class OwnBlockCopy:
+    """Root 0's own block copied into the first rows of the landing host array on a thread and
+    stream of its own, started as soon as the block is done: it overlaps the wait for the other
+    ranks' blocks (:func:`gather_blocks` then copies only theirs). ``seconds``: the copy's time."""
+
+    def __init__(self, be, block, landing):
+        import threading
+
+        self.rows, self.error, self.seconds = int(block.shape[0]), None, 0.0
+        self.out = landing[0]
+        be.synchronize()  # the block is complete before another stream reads it
+        self.thread = threading.Thread(target=self._run, args=(be, block, landing), name="distgrail-own-labels",
+                                       daemon=True)
+        self.thread.start()
+
+    def _run(self, be, block, landing):
+        import contextlib
+        import time
+
+        t = time.perf_counter()
+        try:
+            landing[1].join()  # the pages are touched
+            with be.on_device():
+                with be.xp.cuda.Stream(non_blocking=True) if be.is_gpu else contextlib.nullcontext():
+                    be.to_host(block, out=self.out[:self.rows])
+        except BaseException as e:  # noqa: BLE001 - raised at the join, on the main thread
+            self.error = e
+        self.seconds = time.perf_counter() - t
+
+    def join(self):
+        self.thread.join()
+        if self.error is not None:
+            raise self.error
+
+
+def copy_own_block(be, block, landing, here: bool, everywhere: bool, root: int = 0):
+    """An :class:`OwnBlockCopy` of ``block`` where it pays and is simple (root 0, the labels
+    wanted on the root only, a landing array of the labels' dtype); None elsewhere."""
+    ok = here and root == 0 and not everywhere and landing is not None and landing[0].dtype == block.dtype
+    return OwnBlockCopy(be, block, landing) if ok and tuple(landing[0].shape[1:]) == tuple(block.shape[1:]) else None
+
+
+def gather_blocks(tp, block, everywhere: bool, what: str, root: int = 0, timings=None, landing=None, own=None):
     """Every rank's device ``block`` stacked in rank order, as a host array on root (and on every
     rank when ``everywhere``); None elsewhere. ``timings`` gets ``gather_<what>``,
-    ``bcast_<what>`` and ``<what>_to_host``. ``landing``: from :func:`landing`, the host array
-    to copy into."""
+    ``bcast_<what>`` and ``<what>_to_host`` (with ``own``: also ``<what>_own_to_host``, the
+    early copy's time, and ``<what>_own_wait``, the wait for it). ``landing``: from
+    :func:`landing`, the host array to copy into; ``own``: from :func:`copy_own_block` on root,
+    which then receives and copies only the other ranks' blocks."""
     import time
 
     comm, be = tp.comm, tp.be
     here = comm.Get_rank() == root
     t = time.perf_counter()
-    full = tp.gatherv(block, root)
+    full = tp.gatherv(block, root, keep_own=own is None)
     t1 = time.perf_counter()
     if everywhere:
         full = tp.bcast(full, root)
     t2 = time.perf_counter()
+
     def to_host(a):
+        if own is not None:
+            w = time.perf_counter()
+            own.join()  # before the others' copy: both lock pages of one host array
+            if timings is not None:
+                timings[f"{what}_own_wait"] = time.perf_counter() - w
+                timings[f"{what}_own_to_host"] = own.seconds
+            if own.rows < landing[0].shape[0]:
+                be.to_host(a, out=landing[0][own.rows:])
+            return landing[0]
         if landing is None or tuple(landing[0].shape) != tuple(a.shape) or landing[0].dtype != a.dtype:
             return be.to_host(a)
         landing[1].join()

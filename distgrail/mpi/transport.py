@@ -5,18 +5,31 @@ backend, the same on every rank:
 
 * ``"nccl"`` when the backend is a GPU backend, the communicator has more than one rank,
   ``cupy.cuda.nccl`` imports and is ``available`` on every rank, and ``DISTGRAIL_NCCL`` is not
-  ``0``. The NCCL communicator is built from the MPI one (rank 0's unique id goes by MPI
-  broadcast, then ``NcclCommunicator(size, uid, rank)`` on the rank's bound GPU) and warmed up
-  with one small broadcast and one small gather (the first NCCL calls cost ~160 ms on the lent
-  2 x H200). It is cached on the MPI communicator (an MPI attribute) and destroyed when that
+  ``0``. The NCCL communicator is built from the MPI one: rank 0's unique id goes by MPI
+  broadcast on the main thread, then ``NcclCommunicator(size, uid, rank)`` (~0.8 s on the lent
+  2 x H200) runs on a background thread on the rank's bound GPU, followed by a warm-up of one
+  small broadcast and one small grouped gather (the first NCCL calls cost ~160 ms there), while
+  the main thread goes on (reading, condensing). Transfers that come before the set-up is over
+  on every rank go through host memory as on the ``"mpi"`` transport (the ranks decide
+  together, per transfer); the first one after it joins the thread (:meth:`NcclTransport.ready`);
+  ``DISTGRAIL_NCCL_EARLY=wait`` (rank 0's) makes the first transfer wait for the set-up
+  instead. Every MPI call stays on the main thread. The
+  communicator is cached on the MPI communicator (an MPI attribute) and destroyed when that
   communicator is freed, so repeated builds on one communicator set NCCL up once.
 * ``"mpi"`` otherwise: the host path (download, buffer-based MPI collectives in chunks below
   2^31 bytes, upload), :mod:`distgrail.mpi.collectives`.
 
-Any failure while setting NCCL up, on any rank, makes every rank fall back to ``"mpi"`` (the
-ranks agree by an all-reduce of their ok flags) with one notice on rank 0's stderr. The one
-step that cannot be made hang-proof is ``ncclCommInitRank`` itself: every rank first checks
-what could fail locally (the import, its GPU) so that all ranks enter it or none does.
+Any failure before ``ncclCommInitRank`` (the import, a rank's GPU, the unique id), on any rank,
+makes every rank fall back to ``"mpi"`` (the ranks agree by gathering their outcomes) with one
+notice on rank 0's stderr. A failure of the background set-up itself (``ncclCommInitRank`` or
+the warm-up) becomes every rank's :class:`~distgrail.mpi.errors.RankError` at the first
+transfer after it
+(:func:`~distgrail.mpi.errors.run_shared`; ``DISTGRAIL_NCCL=0`` then takes the host path). The
+one step that cannot be made hang-proof is ``ncclCommInitRank`` itself: every rank first checks
+what could fail locally so that all ranks enter it or none does. Each rank's set-up times go to
+:meth:`Transport.take_timings`: ``nccl_init`` (``ncclCommInitRank``), ``nccl_warmup`` (the
+first calls) on the thread, ``nccl_wait`` (how long the main thread waited at the join) and
+``nccl_before_ready`` (a count: the transfers that went through host memory meanwhile).
 
 Both transports have the same two calls, on arrays that live on the rank's device (CuPy on a
 GPU backend, NumPy on the CPU): :meth:`Transport.bcast` and :meth:`Transport.gatherv`.
@@ -31,14 +44,17 @@ from __future__ import annotations
 import importlib
 import os
 import sys
+import time
 
 import numpy as np
 
 from ..errors import DistGrailError
 from .collectives import CHUNK_BYTES, bcast_array, gather_rows, offsets, receive_buffer
 from .errors import mpi, run_shared
+from .ncclinit import BackgroundInit, nccl_early, pointer as _ptr, wait_everywhere as _wait_everywhere
 
-__all__ = ["Transport", "MpiTransport", "NcclTransport", "transport_for", "nccl_transport", "nccl_wanted"]
+__all__ = ["Transport", "MpiTransport", "NcclTransport", "transport_for", "nccl_transport", "nccl_wanted",
+           "nccl_early"]
 
 
 def _notice(text: str) -> None:
@@ -57,12 +73,6 @@ def _nccl_module():
         raise DistGrailError("cupy.cuda.nccl is not available (CuPy was built without NCCL, or "
                              "the NCCL library is missing: pip install nvidia-nccl-cu13)")
     return nccl
-
-
-def _ptr(a) -> int:
-    """Address of the first byte of a contiguous CuPy or NumPy array."""
-    p = getattr(getattr(a, "data", None), "ptr", None)
-    return int(p) if p is not None else int(a.ctypes.data)
 
 
 def _header(a):
@@ -99,6 +109,15 @@ class Transport:
     def close(self):
         """Release what the transport holds (collective for NCCL)."""
 
+    def ready(self):
+        """Collective: the transport is set up on every rank (joins a background set-up)."""
+
+    def take_timings(self) -> dict:
+        """This rank's set-up seconds not yet reported (``nccl_init``, ``nccl_warmup``,
+        ``nccl_wait``); each is handed out once, to the build that set the transport up."""
+        t, self._timings = getattr(self, "_timings", {}), {}
+        return t
+
     def _alloc(self, shape, dtype):
         be = self.be
         with be.on_device():
@@ -118,7 +137,7 @@ class MpiTransport(Transport):
         up = run_shared(comm, f"uploading a broadcast {got.dtype} {got.shape}", be.asarray if not here else None, got)
         return a if here else up
 
-    def gatherv(self, a, root: int = 0):
+    def gatherv(self, a, root: int = 0, keep_own: bool = True):
         comm, be = self.comm, self.be
         here = comm.Get_rank() == root
         counts, rest, dt = _check_rows(comm.allgather(_header(a)))
@@ -126,24 +145,68 @@ class MpiTransport(Transport):
         out = run_shared(comm, "allocating a gather", receive_buffer if here else None,
                          (int(counts.sum()),) + rest, dt)
         out = gather_rows(comm, host, counts, out, root)
+        if here and not keep_own:  # leave root's own rows out
+            out = np.concatenate((out[:int(counts[:root].sum())], out[int(counts[:root + 1].sum()):]))
         return run_shared(comm, "uploading a gather", be.asarray if here else None, out)
 
 
 class NcclTransport(Transport):
     """GPU to GPU through an NCCL communicator ``nc`` (module ``nccl`` gives the group calls
-    and datatypes). Bytes travel as ``NCCL_UINT8`` in calls of at most ``CHUNK_BYTES``."""
+    and datatypes), or one still being set up in the background (``setup``, joined by the
+    first collective: :meth:`ready`). Bytes travel as ``NCCL_UINT8`` in calls of at most
+    ``CHUNK_BYTES``."""
 
     name = "nccl"
 
-    def __init__(self, comm, be, nccl, nc):
+    def __init__(self, comm, be, nccl, nc=None, setup=None, early: str = "host"):
         super().__init__(comm, be)
-        self.nccl, self.nc = nccl, nc
+        self.nccl, self.nc, self._setup, self.early = nccl, nc, setup, early
         self.device = getattr(be, "device", None)
+        self._timings = {}
+
+    @property
+    def usable(self) -> bool:
+        """Set up, or being set up in the background (not failed, not closed)."""
+        return self.nc is not None or self._setup is not None
+
+    def ready(self):
+        """Collective: join the background set-up (``nccl_wait``: how long this thread waited);
+        a failure there on any rank is a :class:`~distgrail.mpi.errors.RankError` on every rank
+        (the communicators that came up are aborted)."""
+        s = self._setup
+        if s is None:
+            return
+        self._setup = None
+        t = time.perf_counter()
+        state = _wait_everywhere(self.comm, s)
+        self._timings.update(s.timings, nccl_wait=time.perf_counter() - t)
+        try:
+            self.nc = run_shared(self.comm, "setting up NCCL (ncclCommInitRank in the background; "
+                                 "DISTGRAIL_NCCL=0 takes the host path)", s.join if state != "running" else None)
+        except BaseException:
+            s.abandon()
+            raise
+
+    def _by_nccl(self) -> bool:
+        """Collective: True where this transfer goes by NCCL. While the background set-up still
+        runs on some rank (and none failed), with ``early="host"`` (``DISTGRAIL_NCCL_EARLY``,
+        rank 0's) it goes through host memory instead (``nccl_before_ready`` counts those);
+        otherwise the set-up is joined (:meth:`ready`)."""
+        s = self._setup
+        if s is not None and self.early == "host":
+            states = self.comm.allgather(s.state)
+            if "failed" not in states and "running" in states:
+                self._timings["nccl_before_ready"] = self._timings.get("nccl_before_ready", 0.0) + 1.0
+                return False
+        self.ready()
+        return True
 
     def _stream(self):
         return self.be.xp.cuda.get_current_stream().ptr if self.be.is_gpu else 0
 
     def bcast(self, a, root: int = 0):
+        if not self._by_nccl():
+            return MpiTransport.bcast(self, a, root)
         comm, be = self.comm, self.be
         here = comm.Get_rank() == root
         shape, dt = comm.bcast(_header(a) if here else None, root=root)
@@ -163,11 +226,17 @@ class NcclTransport(Transport):
         be.synchronize()
         return a
 
-    def gatherv(self, a, root: int = 0):
+    def gatherv(self, a, root: int = 0, keep_own: bool = True):
+        """As :meth:`Transport.gatherv`; ``keep_own=False`` (root): root's result leaves its own
+        block out (it has it already)."""
+        if not self._by_nccl():
+            return MpiTransport.gatherv(self, a, root, keep_own)
         comm, be = self.comm, self.be
         me, size = comm.Get_rank(), comm.Get_size()
         here = me == root
         counts, rest, dt = _check_rows(comm.allgather(_header(a)))
+        if not keep_own and here:
+            counts[root] = 0  # nothing to receive from itself, no row of its own in the result
         row = np.dtype(dt).itemsize * int(np.prod(rest, dtype=np.int64))
         nbytes = counts * row
         off = offsets(nbytes)
@@ -201,6 +270,9 @@ class NcclTransport(Transport):
         return out
 
     def close(self):
+        s, self._setup = self._setup, None
+        if s is not None:  # never joined collectively: whether every rank's came up is unknown
+            s.abandon()
         nc, self.nc = self.nc, None
         if nc is not None:
             nc.destroy()  # an intra-node collective: called where every rank calls it (Comm.Free)
@@ -234,10 +306,12 @@ def _outcome(comm, fn, *args):
     return out, bad
 
 
-def nccl_transport(comm, be, nccl=None):
-    """Collective: an :class:`NcclTransport` on ``comm``, or ``(None, why)`` where setting it up
+def nccl_transport(comm, be, nccl=None, background: bool = False):
+    """Collective: ``(NcclTransport, None)`` on ``comm``, or ``(None, why)`` where setting it up
     failed on some rank (then no rank holds an NCCL communicator). ``nccl``: the module to use
-    (default ``cupy.cuda.nccl``; tests pass a fake)."""
+    (default ``cupy.cuda.nccl``; tests pass a fake). ``background``: return at once, with
+    ``ncclCommInitRank`` and the warm-up still running on a thread (the first collective joins
+    it; a failure there is every rank's error); else wait here and fall back on a failure."""
     me, size = comm.Get_rank(), comm.Get_size()
 
     def local():  # what can fail on one rank alone, before any rank enters ncclCommInitRank
@@ -253,29 +327,18 @@ def nccl_transport(comm, be, nccl=None):
     uid, why = _outcome(comm, mod.get_unique_id if me == 0 else (lambda: None))
     if why:
         return None, why
-    uid = comm.bcast(uid, root=0)
-
-    def init():
-        with be.on_device():
-            return mod.NcclCommunicator(size, uid, me)
-
-    nc, why = _outcome(comm, init)
-    tp = NcclTransport(comm, be, mod, nc) if nc is not None else None
-    if not why:
-        def warm():  # the first NCCL calls are slow: pay them here, outside timed stages
-            with be.on_device():
-                x = be.xp.arange(4 * (me + 1), dtype=np.int32)
-            tp.bcast(x if me == 0 else None)
-            tp.gatherv(x)
-
-        _, why = _outcome(comm, warm)
+    uid, early = comm.bcast((uid, nccl_early()) if me == 0 else None, root=0)
+    setup = BackgroundInit(mod, be, size, uid, me)
+    if background:
+        return NcclTransport(comm, be, mod, setup=setup, early=early), None
+    t = time.perf_counter()
+    state = _wait_everywhere(comm, setup)
+    nc, why = _outcome(comm, setup.join if state != "running" else (lambda: None))
     if why:
-        if nc is not None:
-            try:
-                nc.abort()  # not collective: safe whatever the other ranks did
-            except Exception:  # noqa: BLE001 - already failing: the notice says why
-                pass
+        setup.abandon()
         return None, why
+    tp = NcclTransport(comm, be, mod, nc)
+    tp._timings.update(setup.timings, nccl_wait=time.perf_counter() - t)
     return tp, None
 
 
@@ -296,13 +359,13 @@ def transport_for(comm, be) -> Transport:
         return MpiTransport(comm, be)
     key = _keyval()
     cached = comm.Get_attr(key)
-    reuse = cached is not None and cached.nc is not None and cached.device == getattr(be, "device", None)
+    reuse = cached is not None and cached.usable and cached.device == getattr(be, "device", None)
     if comm.allreduce(reuse, op=mpi().LAND):
         cached.be = be
         return cached
     if comm.allreduce(cached is not None, op=mpi().LOR):
         comm.Delete_attr(key)  # every rank at once: the old NCCL communicators are destroyed together
-    tp, why = nccl_transport(comm, be)
+    tp, why = nccl_transport(comm, be, background=True)
     if tp is None:
         if comm.Get_rank() == 0:
             _notice(f"setting up NCCL failed ({why}); GPU arrays move through host memory and MPI")
