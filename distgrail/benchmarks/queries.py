@@ -28,7 +28,9 @@ grid-wide search.
 
 ``--cpu`` runs no GPU: the CPU backend on the paper DAG ``--cpu-graph N,DEG`` (1 M / 20 M), K = 0
 and the default K, ``--cpu-pairs`` random pairs, time split into prefilter and search, with the
-bidirectional search (the default) and the forward one (the GPU's twin) on a prefix.
+compiled bidirectional search (the default, numba) on all pairs, and on prefixes the same search
+in NumPy (``--cpu-numpy`` pairs, scaled up, marked ``~``, ``np/jit`` the ratio of end-to-end
+times) and the forward search (the GPU's twin, ``--cpu-forward`` pairs).
 """
 
 from __future__ import annotations
@@ -147,7 +149,9 @@ def budget_sweep(idx, s, t, budgets, repeat):
 
 
 def cpu_row(args):
-    """The CPU backend on the paper DAG --cpu-graph: K = 0 and default K, prefilter vs search."""
+    """The CPU backend on the paper DAG --cpu-graph: K = 0 and default K, prefilter vs search;
+    the compiled search (the default) on all pairs, the NumPy bidirectional and the forward
+    searches on prefixes (NumPy scaled to all pairs, marked ~; ``np/jit``: NumPy time over compiled)."""
     from distgrail.benchmarks.cpu import steps_header, steps_row
     from distgrail.query import answer
     from distgrail.query.bidir import reverse_csr
@@ -164,8 +168,18 @@ def cpu_row(args):
           f"{time.perf_counter() - t0:.1f} s; {args.cpu_pairs:,} random pairs")
     rng = np.random.default_rng(12345)
     s, t = rng.integers(0, g.n, args.cpu_pairs), rng.integers(0, g.n, args.cpu_pairs)
+    if answer.CPU_SEARCH == "compiled":  # the first call imports numba and compiles (or loads the cache)
+        from distgrail.query.bidir_jit import search_threads
+
+        k = min(s.size, 1000)
+        t0 = time.perf_counter()
+        idx0.query(s[:k], t[:k], backend="cpu")
+        print(f"compiled search, {search_threads()} threads: first call {time.perf_counter() - t0:.2f} s "
+              "(numba import + compile or cache load)")
+    else:
+        print(f"CPU_SEARCH = {answer.CPU_SEARCH!r} (numba not installed): no compiled search")
     print(f"{'K':>4}{'prefilter s':>12}{'search s':>10}{'total s':>9}{'q/s':>10}{'fwd s':>9}{'fwd n':>8}  "
-          + steps_header())
+          + steps_header() + f"{'np s':>9}{'np n':>8}{'np/jit':>8}")
     answers = None
     for K in (0, args.supports):
         idx, _ = with_supports(idx0, g, K, "cpu")
@@ -178,17 +192,24 @@ def cpu_row(args):
         a, st = idx.query(s, t, backend="cpu")
         t_all = st.seconds
         k = min(args.cpu_forward, s.size)
+        kn = min(args.cpu_numpy, s.size)
         saved = answer.CPU_SEARCH
-        answer.CPU_SEARCH = "forward"
         try:
+            answer.CPU_SEARCH = "forward"
             af, stf = idx.query(s[:k], t[:k], backend="cpu")
+            answer.CPU_SEARCH = "bidirectional"
+            an, stn = idx.query(s[:kn], t[:kn], backend="cpu")
         finally:
             answer.CPU_SEARCH = saved
-        if not np.array_equal(af, a[:k]) or (answers is not None and not np.array_equal(answers, a)):
+        if (not np.array_equal(af, a[:k]) or not np.array_equal(an, a[:kn])
+                or (answers is not None and not np.array_equal(answers, a))):
             raise SystemExit(f"K={K}: CPU answers differ between searches or K")
         answers = a
+        t_np = stn.seconds * s.size / max(kn, 1)
+        mark = "" if kn == s.size else "~"
         print(f"{K:>4}{t_pre:>12.2f}{t_all - t_pre:>10.2f}{t_all:>9.2f}{qps(s.size, t_all):>10,.0f}"
-              f"{stf.seconds:>9.2f}{k:>8,}  " + steps_row(st) + f"   (searched {int((code == UNDECIDED).sum()):,})")
+              f"{stf.seconds:>9.2f}{k:>8,}  " + steps_row(st) + f"{mark + f'{t_np:.1f}':>9}{kn:>8,}"
+              f"{t_np / t_all:>8.1f}   (searched {int((code == UNDECIDED).sum()):,})")
     return 0
 
 
@@ -238,6 +259,7 @@ def main(argv=None):
     p.add_argument("--cpu-graph", default="1000000,20", metavar="N,DEG")
     p.add_argument("--cpu-pairs", type=int, default=1_000_000)
     p.add_argument("--cpu-forward", type=int, default=20_000, help="pairs of the forward-search comparison")
+    p.add_argument("--cpu-numpy", type=int, default=20_000, help="pairs of the NumPy bidirectional search (scaled)")
     args = p.parse_args(argv)
     if args.cpu:
         return cpu_row(args)

@@ -4,7 +4,8 @@ kernels/prefilter.cu, kernels/search.cu).
 ``answer_batch_cuda`` is the CUDA counterpart of :func:`answer_batch_numpy` and
 gives the same answers and the same per-step counts. Search rounds: a pair the one-warp search
 settles counts the rounds of the forward CPU search (``CPU_SEARCH = "forward"``), a pair it hands
-on (``QueryStats.grid_searched``) those of the bidirectional one; with none handed on the round
+on (``QueryStats.grid_searched``) those of the bidirectional one (compiled or NumPy:
+the same rounds); with none handed on the round
 count equals the forward search's, with all handed on (``SEARCH_BUDGET = -1``) the bidirectional's.
 
 * The steps before the search are one fused kernel (``dg_prefilter``): component lookup, level
@@ -26,7 +27,9 @@ count equals the forward search's, with all handed on (``SEARCH_BUDGET = -1``) t
 
 from __future__ import annotations
 
+import importlib.util
 import time
+import warnings
 
 import numpy as np
 
@@ -57,9 +60,33 @@ _BLOCK = 256
 _I32_MAX = np.iinfo(np.int32).max
 
 
-#: the CPU backend's search: "bidirectional" (fast, :mod:`distgrail.query.bidir`) or "forward" (the
-#: GPU's twin, :func:`guided_search_numpy`: same rounds as the GPU); same answers and step counts
-CPU_SEARCH = "bidirectional"
+#: the CPU backend's search, all with the same answers and step counts: "compiled" (the default
+#: when numba is installed: :mod:`distgrail.query.bidir_jit`, numba imported on the first search),
+#: "bidirectional" (the same search in NumPy, :mod:`distgrail.query.bidir`; the default without
+#: numba, and what "compiled" falls back to if numba fails to import) or "forward" (the GPU's twin,
+#: :func:`guided_search_numpy`: the same rounds as the GPU)
+CPU_SEARCH = "compiled" if importlib.util.find_spec("numba") is not None else "bidirectional"
+#: "compiled" runs the NumPy search for fewer undecided pairs than this (same answers and rounds):
+#: a handful of pairs never waits for numba's import (~0.3 s) or a compile (~3 s, once per cache)
+COMPILED_MIN_PAIRS = 64
+
+
+def _cpu_search(k: int):
+    if CPU_SEARCH == "forward":
+        return guided_search_numpy
+    if CPU_SEARCH == "compiled" and k < COMPILED_MIN_PAIRS:
+        return bidirectional_search_numpy
+    if CPU_SEARCH == "compiled":
+        try:
+            from .bidir_jit import compiled_search
+        except ImportError as e:  # numba missing or broken: the NumPy search gives the same answers
+            warnings.warn(f"compiled CPU search unavailable ({e}); using the NumPy search", RuntimeWarning,
+                          stacklevel=3)
+            return bidirectional_search_numpy
+        return compiled_search
+    if CPU_SEARCH == "bidirectional":
+        return bidirectional_search_numpy
+    raise ValueError(f"CPU_SEARCH must be 'compiled', 'bidirectional' or 'forward', got {CPU_SEARCH!r}")
 
 
 def answer_batch_numpy(L: Labels, sources: np.ndarray, targets: np.ndarray, stats: QueryStats | None = None):
@@ -69,8 +96,7 @@ def answer_batch_numpy(L: Labels, sources: np.ndarray, targets: np.ndarray, stat
     cv = L.comp[targets]
     ans, code = prefilter(L, cu, cv)
     und = np.flatnonzero(code == UNDECIDED)
-    search = guided_search_numpy if CPU_SEARCH == "forward" else bidirectional_search_numpy
-    found, rounds = search(L, cu[und], cv[und])
+    found, rounds = _cpu_search(und.size)(L, cu[und], cv[und])
     ans[und] = found
     code[und] = np.where(found, SEARCH_POS, SEARCH_NEG)
     if stats is not None:

@@ -1,0 +1,190 @@
+"""The compiled CPU search (numba) against the NumPy bidirectional search and plain BFS: the same
+answers and the same round counts (per query and per batch), the CPU_SEARCH wiring, the NumPy
+fallback without numba, and that ``import distgrail`` does not import numba."""
+
+import doctest
+import subprocess
+import sys
+import warnings
+
+import numpy as np
+import pytest
+
+import distgrail
+from distgrail.bfs import bfs_reachable, csr_of
+from distgrail.query import answer
+from distgrail.query.bidir import bidirectional_search_numpy
+from distgrail.query.prefilter import prefilter
+from distgrail.query.stats import UNDECIDED, QueryStats
+from test_query_grid import deep_graph
+from test_query_steps import GRAPHS, indexed, pairs
+
+bidir_jit = pytest.importorskip("distgrail.query.bidir_jit")
+
+
+def giant_scc(n=600, seed=5):
+    """One cycle through n vertices with random chords (one SCC), and a DAG tail on each side."""
+    rng = np.random.default_rng(seed)
+    ring = np.arange(n)
+    src = [ring, rng.integers(0, n, 300), np.arange(n, n + 100), rng.integers(0, n, 60)]
+    dst = [np.roll(ring, -1), rng.integers(0, n, 300), rng.integers(0, n, 100), rng.integers(n + 100, n + 200, 60)]
+    return distgrail.as_graph((np.concatenate(src), np.concatenate(dst)), num_vertices=n + 200)
+
+
+def no_edges(n):
+    return distgrail.as_graph((np.zeros(0, np.int64), np.zeros(0, np.int64)), num_vertices=n)
+
+
+EXTRA = {"giant-scc": giant_scc(), "deep": deep_graph(), "one-vertex": no_edges(1), "empty": no_edges(0)}
+ALL = {**GRAPHS, **EXTRA}
+_INDEX = {}
+
+
+def labels(name, K):
+    if (name, K) not in _INDEX:
+        _INDEX[name, K] = indexed(ALL[name], K)
+    return _INDEX[name, K]
+
+
+def undecided(name, K, k=1500, seed=0):
+    g = ALL[name]
+    idx = labels(name, K)
+    L = idx.labels("cpu")
+    if g.m == 0:  # no reachable pairs to draw: random ones (none at all for the empty graph)
+        s, t = np.random.default_rng(seed).integers(0, max(g.n, 1), (2, k if g.n else 0))
+    else:
+        s, t = pairs(g, k, seed=K + seed)
+    cu, cv = L.comp[s], L.comp[t]
+    _, code = prefilter(L, cu, cv)
+    und = np.flatnonzero(code == UNDECIDED)
+    return idx, L, s, t, und
+
+
+@pytest.mark.parametrize("name", sorted(ALL))
+@pytest.mark.parametrize("K", [0, 1, 64, 200])
+def test_compiled_equals_numpy_and_bfs(name, K):
+    idx, L, s, t, und = undecided(name, K)
+    cu, cv = L.comp[s[und]], L.comp[t[und]]
+    ref, ref_rounds = bidirectional_search_numpy(L, cu, cv)
+    found, rounds = bidir_jit.query_rounds(L, cu, cv, threads=2)
+    np.testing.assert_array_equal(found, ref)
+    assert int(rounds.max(initial=0)) == ref_rounds
+    np.testing.assert_array_equal(found, bfs_reachable(*csr_of(ALL[name]), s[und], t[und]))
+    if name in ("paper-dense", "layered", "deep", "scale-free", "cycles") and K <= 1:
+        assert und.size > 20  # the search really ran here
+    f2, r2 = bidir_jit.compiled_search(L, cu, cv)
+    np.testing.assert_array_equal(f2, ref)
+    assert r2 == ref_rounds
+
+
+@pytest.mark.parametrize("name,K", [("paper-dense", 0), ("layered", 1), ("cycles", 64), ("deep", 0)])
+def test_rounds_per_query(name, K):
+    """Each query's own round count is what the NumPy search reports for that query alone."""
+    _, L, s, t, und = undecided(name, K, seed=7)
+    cu, cv = L.comp[s[und]], L.comp[t[und]]
+    found, rounds = bidir_jit.query_rounds(L, cu, cv, threads=1)
+    pick = np.random.default_rng(1).choice(und.size, min(60, und.size), replace=False)
+    for i in pick:
+        f, r = bidirectional_search_numpy(L, cu[i:i + 1], cv[i:i + 1])
+        assert (bool(f[0]), r) == (bool(found[i]), int(rounds[i]))
+    assert len(set(rounds.tolist())) > 1  # the rounds really differ between queries
+
+
+def test_threads_blocks_and_calls_do_not_change_answers(monkeypatch):
+    """Any thread count, block size and stamp clearing interval gives the same."""
+    _, L, s, t, und = undecided("paper-dense", 0, k=3000, seed=3)
+    cu, cv = L.comp[s[und]], L.comp[t[und]]
+    found, rounds = bidir_jit.query_rounds(L, cu, cv, threads=1)
+    monkeypatch.setattr(bidir_jit, "BLOCK_QUERIES", 7)
+    for threads in (2, 3, 8):
+        f, r = bidir_jit.query_rounds(L, cu, cv, threads=threads)
+        np.testing.assert_array_equal(f, found)
+        np.testing.assert_array_equal(r, rounds)
+    assert cu.size > 2 * bidir_jit._EPOCHS  # the stamps were cleared and reused
+
+
+def test_layout_and_fallbacks(monkeypatch):
+    _, L, s, t, und = undecided("scale-free", 64)
+    rec, level_ptr = bidir_jit._layout(L)
+    assert bidir_jit._layout(L)[0] is rec and rec.ctypes.data % 64 == 0 and rec.shape[1] % 16 == 0
+    np.testing.assert_array_equal(level_ptr[L.level], np.searchsorted(L.level, L.level))  # first id of each level
+    np.testing.assert_array_equal(rec[:, 2:2 + 2 * L.d:2], L.lo.T)
+    np.testing.assert_array_equal(rec[:, 2 + 2 * L.d:2 + 2 * L.d + 2 * L.W].view(np.uint64), L.out.T)
+    cu, cv = L.comp[s[und]], L.comp[t[und]]
+    want = bidirectional_search_numpy(L, cu, cv)
+    monkeypatch.setattr(bidir_jit, "_MAX_C", L.C)  # too many components for the compiled search
+    monkeypatch.setattr(bidir_jit, "query_rounds", None)
+    f, r = bidir_jit.compiled_search(L, cu, cv)
+    np.testing.assert_array_equal(f, want[0])
+    assert r == want[1]
+    shuffled = type(L)(**{**L.__dict__, "level": L.level[::-1].copy(), "cache": {}})
+    with pytest.raises(ValueError, match="numbered by level"):
+        bidir_jit._layout(shuffled)
+
+
+def test_answer_batch_uses_compiled_by_default(monkeypatch):
+    assert answer.CPU_SEARCH == "compiled"
+    calls = []
+    real = bidir_jit.compiled_search
+
+    def spy(L, cu, cv):
+        calls.append(cu.size)
+        return real(L, cu, cv)
+
+    monkeypatch.setattr(bidir_jit, "compiled_search", spy)
+    monkeypatch.setattr(answer, "COMPILED_MIN_PAIRS", 0)
+    for name, K in (("paper-dense", 0), ("scale-free", 64), ("giant-scc", 1)):
+        idx = labels(name, K)
+        s, t = pairs(ALL[name], 2000, seed=4)
+        st = QueryStats()
+        a = answer.answer_batch_numpy(idx.labels("cpu"), s, t, st)
+        monkeypatch.setattr(answer, "CPU_SEARCH", "bidirectional")
+        st2 = QueryStats()
+        b = answer.answer_batch_numpy(idx.labels("cpu"), s, t, st2)
+        monkeypatch.setattr(answer, "CPU_SEARCH", "compiled")
+        np.testing.assert_array_equal(a, b)
+        np.testing.assert_array_equal(a, bfs_reachable(*csr_of(ALL[name]), s, t))
+        assert st.steps == st2.steps and st.search_rounds == st2.search_rounds and st.reachable == st2.reachable
+    assert len(calls) == 3 and calls[0] > 100
+    monkeypatch.setattr(answer, "CPU_SEARCH", "bogus")
+    with pytest.raises(ValueError, match="CPU_SEARCH"):
+        answer.answer_batch_numpy(idx.labels("cpu"), s, t)
+
+
+def test_without_numba_falls_back_to_numpy(monkeypatch):
+    idx = labels("paper-dense", 64)
+    s, t = pairs(ALL["paper-dense"], 1500, seed=9)
+    want, st = idx.query(s, t, backend="cpu")
+    monkeypatch.setitem(sys.modules, "numba", None)  # import numba raises ImportError
+    monkeypatch.delitem(sys.modules, "distgrail.query.bidir_jit")
+    with warnings.catch_warnings(record=True) as w:
+        warnings.simplefilter("always")
+        got, st2 = idx.query(s, t, backend="cpu")
+    assert any("NumPy search" in str(x.message) for x in w)
+    np.testing.assert_array_equal(got, want)
+    assert st2.steps == st.steps and st2.search_rounds == st.search_rounds
+
+
+def test_import_distgrail_does_not_import_numba():
+    code = ("import sys, numpy as np, distgrail; from distgrail.query import answer; "
+            "assert sys.modules.get('numba') is None, 'numba imported by import distgrail'; "
+            "idx = distgrail.build_index(distgrail.bundled_graph(), dims=2); "
+            "idx.query(np.array([2]), np.array([3]), backend='cpu'); "
+            "assert sys.modules.get('numba') is None, 'numba imported for one pair'; "
+            "print(answer.CPU_SEARCH)")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.split() == ["compiled"]
+    hide = "import sys; sys.modules['numba'] = None; " + code
+    out = subprocess.run([sys.executable, "-c", hide], capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.split() == ["bidirectional"]  # without numba: the NumPy search, no crash
+
+
+def test_search_threads():
+    assert doctest.testmod(bidir_jit, optionflags=doctest.NORMALIZE_WHITESPACE).failed == 0
+    assert bidir_jit.search_threads({"NUMBA_NUM_THREADS": "5", "MPI_LOCALNRANKS": "4"}, set(range(16)), 16) == 5
+    assert bidir_jit.search_threads({"MPI_LOCALNRANKS": "4"}, set(range(16)), 16) == 4
+    assert bidir_jit.search_threads({"SLURM_NTASKS_PER_NODE": "64"}, set(range(16)), 16) == 1
+    assert bidir_jit.search_threads({"NUMBA_NUM_THREADS": "x"}, set(range(6)), 6) == 6
+    assert bidir_jit.search_threads() >= 1
