@@ -49,8 +49,8 @@ def dims_split(d: int, ranks: int, share: float = ROOT_SHARE) -> np.ndarray:
     One rank takes all; ``d = 0`` gives zeros. Any split gives the same index: dimension i
     depends only on (seed, i) and the blocks are gathered in rank order.
 
-    >>> dims_split(16, 2).tolist(), dims_split(8, 2).tolist(), dims_split(16, 2, 1.0).tolist()
-    ([6, 10], [3, 5], [8, 8])
+    >>> dims_split(16, 2).tolist(), dims_split(8, 2, 0.8).tolist(), dims_split(16, 2, 0.8).tolist()
+    ([8, 8], [3, 5], [6, 10])
     >>> dims_split(5, 3, 1.0).tolist(), dims_split(1, 3).tolist(), dims_split(7, 1, 0.1).tolist()
     ([1, 2, 2], [1, 0, 0], [7])
     """
