@@ -93,3 +93,23 @@ def closure(n, src, dst):
 
     a = sp.csr_matrix((np.ones(len(src), dtype=np.bool_), (src, dst)), shape=(n, n))
     return np.array([reachable_set(a.indptr, a.indices, s) for s in range(n)]).reshape(n, n)
+
+
+@pytest.fixture
+def comm():
+    """MPI tests: a private duplicate of COMM_WORLD, freed afterwards."""
+    from mpi4py import MPI
+
+    c = MPI.COMM_WORLD.Dup()
+    yield c
+    c.Free()
+
+
+@pytest.fixture
+def wire():
+    """The MPI communicator the fake NCCL moves its bytes over (its own, like NCCL's sockets)."""
+    from mpi4py import MPI
+
+    c = MPI.COMM_WORLD.Dup()
+    yield c
+    c.Free()

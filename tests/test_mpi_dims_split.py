@@ -71,24 +71,6 @@ def test_root_share_from_the_environment(monkeypatch):
 
 # -- under MPI ------------------------------------------------------------------------------------
 
-@pytest.fixture
-def comm():
-    from mpi4py import MPI
-
-    c = MPI.COMM_WORLD.Dup()
-    yield c
-    c.Free()
-
-
-@pytest.fixture
-def wire():
-    from mpi4py import MPI
-
-    c = MPI.COMM_WORLD.Dup()
-    yield c
-    c.Free()
-
-
 @pytest.mark.mpi(min_size=2)
 @pytest.mark.timeout(300)
 @pytest.mark.parametrize("way", ["shm", "gatherv", "nccl"])

@@ -25,15 +25,6 @@ from distgrail.errors import DistGrailError
 pytestmark = [pytest.mark.mpi(min_size=2), pytest.mark.timeout(120)]
 
 
-@pytest.fixture
-def comm():
-    from mpi4py import MPI
-
-    c = MPI.COMM_WORLD.Dup()
-    yield c
-    c.Free()
-
-
 def everywhere(comm, ok, detail=""):
     """Assert on every rank that ``ok`` holds on every rank; name the ranks where it does not."""
     got = comm.allgather((bool(ok), str(detail)))

@@ -25,25 +25,6 @@ pytestmark = [pytest.mark.mpi(min_size=2), pytest.mark.timeout(120)]
 CPU = get_backend("cpu")
 
 
-@pytest.fixture
-def comm():
-    from mpi4py import MPI
-
-    c = MPI.COMM_WORLD.Dup()
-    yield c
-    c.Free()
-
-
-@pytest.fixture
-def wire():
-    """The MPI communicator the fake NCCL moves its bytes over (its own, like NCCL's sockets)."""
-    from mpi4py import MPI
-
-    c = MPI.COMM_WORLD.Dup()
-    yield c
-    c.Free()
-
-
 def inits(nccl):
     return [e for e in nccl.log if e[0] == "init"]
 

@@ -22,24 +22,6 @@ pytestmark = [pytest.mark.mpi(min_size=2), pytest.mark.timeout(120)]
 CPU = get_backend("cpu")
 
 
-@pytest.fixture
-def comm():
-    from mpi4py import MPI
-
-    c = MPI.COMM_WORLD.Dup()
-    yield c
-    c.Free()
-
-
-@pytest.fixture
-def wire():
-    from mpi4py import MPI
-
-    c = MPI.COMM_WORLD.Dup()
-    yield c
-    c.Free()
-
-
 @pytest.mark.parametrize("which", ["nccl", "mpi", "nccl-not-ready"])
 def test_gatherv_without_the_roots_own_block(comm, wire, monkeypatch, which):
     """keep_own=False: root gets the other ranks' rows in rank order, its own left out."""

@@ -24,24 +24,6 @@ from test_transport_mpi import nccl_build
 pytestmark = [pytest.mark.mpi(min_size=2), pytest.mark.timeout(120)]
 
 
-@pytest.fixture
-def comm():
-    from mpi4py import MPI
-
-    c = MPI.COMM_WORLD.Dup()
-    yield c
-    c.Free()
-
-
-@pytest.fixture
-def wire():
-    from mpi4py import MPI
-
-    c = MPI.COMM_WORLD.Dup()
-    yield c
-    c.Free()
-
-
 def held_init(nccl):
     """Make the fake's ncclCommInitRank wait until the returned event is set (30 s at most);
     ``seen`` records whether the event was set when the init got going."""
