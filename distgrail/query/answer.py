@@ -4,9 +4,9 @@ kernels/prefilter.cu, kernels/search.cu).
 ``answer_batch_cuda`` is the CUDA counterpart of :func:`answer_batch_numpy` and
 gives the same answers and the same per-step counts. Search rounds: a pair the one-warp search
 settles counts the rounds of the forward CPU search (``CPU_SEARCH = "forward"``), a pair it hands
-on (``QueryStats.grid_searched``) those of the bidirectional one (compiled or NumPy:
-the same rounds); with none handed on the round
-count equals the forward search's, with all handed on (``SEARCH_BUDGET = -1``) the bidirectional's.
+on (``QueryStats.grid_searched``) those of the bidirectional one (compiled or NumPy: the same);
+with none handed on the round count equals the forward search's, with all handed on
+(``SEARCH_BUDGET = -1``) the bidirectional search's.
 
 * The steps before the search are one fused kernel (``dg_prefilter``): component lookup, level
   filter, support masks, all d interval filters and the dimension-0 DT-subtree cut read one
@@ -238,6 +238,7 @@ def answer_batch_cuda(L, sources, targets, stats=None):
     nq = int(sources.size)
     out = np.empty(nq, dtype=bool)
     counts = np.zeros(MAX_ROUNDS + 1, dtype=np.uint64)
+    handed = 0
     if nq:
         ctx = _context(L)
         stream = cp.cuda.get_current_stream()
@@ -255,12 +256,13 @@ def answer_batch_cuda(L, sources, targets, stats=None):
             _stream_chunks(ctx, sources, targets, out, chunk, stream)
         counts = ctx.counters.get(stream=stream)
         stream.synchronize()
+        handed = ctx.handed
     if stats is not None:
         stats.queries += nq
         stats.add_counts(counts)
         stats.reachable += sum(int(counts[c]) for c in POSITIVE)
         stats.search_rounds = max(stats.search_rounds, int(counts[MAX_ROUNDS]))
-        stats.grid_searched += ctx.handed if nq else 0
+        stats.grid_searched += handed
         stats.seconds += time.perf_counter() - t0
     return out
 

@@ -166,10 +166,10 @@ class GridSearch:
                     a, b, c = c, a, b
                     cur, nxt = nxt, cur
                 fc = self.fcnt.get(stream=stream)
-                gs_ = self.gstate.get(stream=stream)
-                if gs_[1]:
+                state = self.gstate.get(stream=stream)
+                if state[1]:
                     return False  # a frontier list overflowed: the caller splits the group
-                if trace and int(gs_[0]) > len(mine):
+                if trace and int(state[0]) > len(mine):
                     mine.append(int(fc[a]))
                 if fc[a] == 0:
                     break
