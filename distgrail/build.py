@@ -12,7 +12,7 @@ from .placement import condense_on, read_on
 from .progress import Stages
 from .stages.condense import dag_to_host
 from .stages.labeling import build_forest, check_label_args, label_dimensions
-from .stages.supports import DEFAULT_SUPPORTS, build_supports, check_supports_arg, resolve_supports
+from .stages.supports import DEFAULT_SUPPORTS, check_supports_arg, resolve_supports, start_supports
 
 __all__ = ["build_index", "read_on", "condense_on"]
 
@@ -63,12 +63,14 @@ def build_index(graph, dims: int = 5, seed: int = 0, parent_rule: str = "max-lev
     with Stages(progress, total=7) as st:
         g = st.run("read", read_on, be, graph, num_vertices, fmt)
         dag = st.run("condense", condense_on, be, g)
+        K = resolve_supports(supports, dag)
+        # phase 5 needs the DAG only: on a GPU it runs on its own stream beside phases 1-4
+        phase5 = st.run("phase 5 start", start_supports, dag, K, seed, be) if K else None
         forest = st.run("phases 1-2", build_forest, dag, seed, parent_rule, be)
         timings = dict(forest.timings)
         post0, iv = st.run("phases 3-4", label_dimensions, dag, forest, range(dims), seed, be, timings)
         forest.release_device()  # the index keeps host copies; the forest's GPU memory goes back
-        K = resolve_supports(supports, dag)
-        sup = st.run("phase 5", build_supports, dag, K, seed, be) if K else None  # DAG still on the device
+        sup = st.run("phase 5", phase5.result) if K else None  # DAG still on the device until here
         dag = dag_to_host(dag, be)  # only what the index file stores comes back to the host
         idx = assemble(g, dag, forest, post0, iv, dims, seed, parent_rule, supports=sup)
         if output is not None:

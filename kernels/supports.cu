@@ -2,20 +2,27 @@
 //
 // mask is (C, W) u64, row-major; bit j of a row = support j of the block. Components are numbered
 // by level and every edge goes to a higher level, so
-//   out (bottom-up, pull):  out[u] |= OR of out[c] over the children c of u, deepest level first;
+//   out (bottom-up, pull):  out[u] |= OR of out[c] over the children c of u (forward CSR), or
+//   out (bottom-up, push):  out[p] |= out[c] for every edge p -> c (reverse CSR, atomicOr),
+// deepest level first;
 //   in  (top-down, pull):   in[v]  |= OR of in[p] over the parents p of v (reverse CSR), or
 //   in  (top-down, push):   in[c]  |= in[u] for every edge u -> c (forward CSR, atomicOr),
 // shallowest level first. OR is order-independent, so results are bit-identical to the twin
-// whatever the schedule.
+// whatever the schedule. A push skips rows whose mask is 0 and children already holding the bits.
 //
-// dg_support_sweep runs BOTH sweeps in one pass of steps (step s: out of level L-2-s, in of level
-// s+shift) as the units of distgrail/stages/support_schedule.py: a run of small steps walked by one
+// dg_support_sweep runs BOTH sweeps in one pass of steps (step s: out of level L-2-s+oshift, in of
+// level s+shift; a pushing side handles the level whose masks became final) as the units of distgrail/stages/support_schedule.py: a run of small steps walked by one
 // block with __syncthreads() between steps, or one side's rows of one step. With `tickets` the
-// launch is persistent: blocks take units in order by an atomic ticket, and a unit starts once the
-// done counter reaches its `need` (all units of earlier steps finished). This cannot deadlock: a
-// block holding ticket t waits only for smaller tickets, all held by running blocks. A wait longer
-// than ~2^35 clocks sets the error flag ctr[2] (the host raises) instead of hanging. Without
-// `tickets` block b runs unit u_base + b (the host launches one step per launch).
+// launch is persistent: blocks take units in order by an atomic ticket (ctr[CTR_TICKET]); the
+// units of one first step form a group, and a unit of group k starts once the done counter of
+// group k-1 reaches that group's unit count gcount[k-1] (each group waited for the one before it,
+// so every earlier step is finished). Every group has a counter of its own (DONE_STRIDE apart):
+// a step's waits and finishes touch one counter, the ticket another, and the error flag a third
+// (one shared counter for all of them serialised ~0.1 us per unit; measured on dag11, H100).
+// This cannot deadlock: a block holding ticket t waits only for smaller tickets, all held by
+// running blocks. A wait longer than ~2^35 clocks sets the error flag ctr[CTR_ERR] (the host
+// raises) instead of hanging. Without `tickets` block b runs unit u_base + b (the host launches
+// one step per launch).
 // Masks written in the same launch are read with __ldcg (L2: never a stale L1 line).
 #include "common.cuh"
 
@@ -23,7 +30,18 @@
 #define SIDE_RUN (-1)
 #define SIDE_OUT 0
 #define SIDE_IN 1
-#define SCHED_FIELDS 8  // s0, s1, side, r0, r1, g, need, pad (support_schedule.FIELDS)
+// `push` bits: the in side pushes along the forward CSR (else pulls over the reverse one); the out
+// side pushes along the reverse CSR (else pulls over the forward one)
+#define PUSH_IN 1
+#define PUSH_OUT 2
+#define SCHED_FIELDS 8  // s0, s1, side, r0, r1, g, need, group (support_schedule.FIELDS)
+#define DESC_FIELDS 10  // s0, s1, side, a, b, rpu, g, need, group, n (support_schedule.DESC_FIELDS)
+// ctr: u64 words; the ticket and the error flag live in different 128-byte lines
+#define CTR_TICKET 0
+#define CTR_ERR 16
+#define CTR_WORDS 32
+// done: one u32 counter per group, DONE_STRIDE apart (a 32-byte sector each)
+#define DONE_STRIDE 8
 // block sizes, derived from the shared constants as supports.SWEEP_THREADS / CHOOSE_THREADS are
 #define SWEEP_THREADS (DG_BATCH_THREADS / 2)  // 128 registers a thread: the prefetched structure
 #define CHOOSE_THREADS DG_GRID_THREADS
@@ -41,15 +59,20 @@ __device__ __forceinline__ u64 group_or(u64 x, int G) {
 }
 
 // A row's structure: its edge range and the first PF neighbour ids of this lane (lane, lane + G,
-// ...). It depends on the CSR only, so a unit loads it BEFORE waiting for the units it needs, and
-// after the wait only the masks are loaded (one L2 round trip per level on the critical path).
+// ...), and for a pulling row its own first mask word (only its own unit writes it, so it holds
+// the seed bit all sweep long). It does not depend on the sweep, so a unit loads it BEFORE waiting
+// for the units it needs, and after the wait only the neighbours' masks are loaded (one L2 round
+// trip per level on the critical path).
 #define PF 8
 struct Pre {
     i64 e0, e1;
+    u64 own;
     int c[PF];
 };
 
-__device__ __forceinline__ void prefetch_row(const Side& sd, i64 u, bool act, int lane, int G, Pre& p) {
+__device__ __forceinline__ void prefetch_row(const Side& sd, bool push, i64 u, bool act, int lane, int G, int W,
+                                             Pre& p) {
+    p.own = (!push && act && lane == 0) ? __ldcg(&sd.mask[u * W]) : 0ULL;
     p.e0 = act ? sd.ptr[u] : 0;
     p.e1 = act ? sd.ptr[u + 1] : 0;
 #pragma unroll
@@ -64,7 +87,7 @@ __device__ __forceinline__ void or_row(const Side& sd, bool push, i64 u, bool ac
                                        int W) {
     const i64 rest = p.e0 + lane + (i64)PF * G;  // first entry not prefetched
     for (int w = 0; w < W; ++w) {
-        if (push) {  // in[u] is final (its parents are on earlier steps): push it to the children
+        if (push) {  // mask[u] is final (its neighbours' pushes came on earlier steps): push it on
             const u64 x = act ? __ldcg(&sd.mask[u * W + w]) : 0ULL;
             if (!x) continue;
 #pragma unroll
@@ -85,7 +108,7 @@ __device__ __forceinline__ void or_row(const Side& sd, bool push, i64 u, bool ac
                 if (p.e0 + lane + (i64)k * G < p.e1) acc |= __ldcg(&sd.mask[(i64)p.c[k] * W + w]);
             for (i64 j = rest; j < p.e1; j += G) acc |= __ldcg(&sd.mask[(i64)sd.ind[j] * W + w]);
             acc = group_or(acc, G);
-            if (act && lane == 0 && acc) sd.mask[u * W + w] = __ldcg(&sd.mask[u * W + w]) | acc;
+            if (act && lane == 0 && acc) sd.mask[u * W + w] = (w == 0 ? p.own : __ldcg(&sd.mask[u * W + w])) | acc;
         }
     }
 }
@@ -95,7 +118,8 @@ __device__ __forceinline__ void or_row(const Side& sd, bool push, i64 u, bool ac
 // `pre`: this thread's structure of the first row (a + t / G), loaded by prefetch_row when `use_pre`.
 __device__ __forceinline__ void side_rows(const Side& sd, bool push, i64 a, i64 b, int G, int W, int t, int nt,
                                           bool use_pre, const Pre& pre) {
-    if (a >= b || sd.ptr[a] == sd.ptr[b]) return;  // no edge: nothing to OR (same for all threads)
+    // no edge: nothing to OR (same for all threads); a one-side unit has rows with edges
+    if (!use_pre && (a >= b || sd.ptr[a] == sd.ptr[b])) return;
     const int ng = nt / G, lane = t & (G - 1);
     for (i64 base = a; base < b; base += ng) {
         const i64 u = base + t / G;
@@ -104,40 +128,44 @@ __device__ __forceinline__ void side_rows(const Side& sd, bool push, i64 a, i64 
             or_row(sd, push, u, act, pre, lane, G, W);
         } else {
             Pre p;
-            prefetch_row(sd, u, act, lane, G, p);
+            prefetch_row(sd, push, u, act, lane, G, W, p);
             or_row(sd, push, u, act, p, lane, G, W);
         }
     }
 }
 
 __device__ __forceinline__ void run_unit(const int* __restrict__ su, const i64* __restrict__ lp, int L, int shift,
-                                         bool push, int W, const Side& out, const Side& in, const Pre& pre) {
+                                         int push, int W, const Side& out, const Side& in, const Pre& pre) {
+    const bool pin = push & PUSH_IN, pout = push & PUSH_OUT;
     const int t = threadIdx.x, nt = blockDim.x;
     const int s0 = su[0], s1 = su[1], side = su[2], g = su[5];
     if (side == SIDE_RUN) {
         for (int s = s0; s < s1; ++s) {
-            const int lo = L - 2 - s, li = s + shift;
-            side_rows(out, false, lp[lo], lp[lo + 1], g & 0xff, W, t, nt, false, pre);
-            side_rows(in, push, lp[li], lp[li + 1], g >> 8, W, t, nt, false, pre);
+            const int lo = L - 2 - s + (pout ? 1 : 0), li = s + shift;
+            side_rows(out, pout, lp[lo], lp[lo + 1], g & 0xff, W, t, nt, false, pre);
+            side_rows(in, pin, lp[li], lp[li + 1], g >> 8, W, t, nt, false, pre);
             __syncthreads();
         }
     } else if (side == SIDE_OUT) {
-        side_rows(out, false, su[3], su[4], g, W, t, nt, true, pre);
+        side_rows(out, pout, su[3], su[4], g, W, t, nt, true, pre);
     } else {
-        side_rows(in, push, su[3], su[4], g, W, t, nt, true, pre);
+        side_rows(in, pin, su[3], su[4], g, W, t, nt, true, pre);
     }
 }
 
-// thread 0 of a block: wait until ctr[1] (units done) >= need, or flag ctr[2] after ~2^35 clocks
-__device__ void wait_done(unsigned long long* ctr, long long need) {
-    volatile unsigned long long* done = ctr + 1;
-    volatile unsigned long long* err = ctr + 2;
+// thread 0 of a block: wait until *cnt (units of the group before done) >= need, or set the
+// error flag ctr[CTR_ERR] after ~2^35 clocks (it is read only every 256 polls)
+__device__ void wait_done(unsigned long long* ctr, const unsigned int* cnt, unsigned int need) {
+    volatile const unsigned int* done = cnt;
+    volatile unsigned long long* err = ctr + CTR_ERR;
     const long long t0 = clock64();
-    while ((long long)*done < need) {
-        if (*err) break;
-        if (clock64() - t0 > (1LL << 35)) {
-            atomicExch(ctr + 2, 1ULL);
-            break;
+    for (unsigned int k = 1; *done < need; ++k) {
+        if ((k & 255) == 0) {
+            if (*err) break;
+            if (clock64() - t0 > (1LL << 35)) {
+                atomicExch(ctr + CTR_ERR, 1ULL);
+                break;
+            }
         }
         __nanosleep(64);
     }
@@ -146,7 +174,8 @@ __device__ void wait_done(unsigned long long* ctr, long long need) {
 
 extern "C" __global__ void __launch_bounds__(SWEEP_THREADS)
 dg_support_sweep(const int* __restrict__ sched, long long U, long long u_base, int tickets,
-                 unsigned long long* ctr, const i64* __restrict__ level_ptr, int L, int shift, int push, int W,
+                 unsigned long long* ctr, unsigned int* done, const int* __restrict__ gcount,
+                 const i64* __restrict__ level_ptr, int L, int shift, int push, int W,
                  const i64* __restrict__ optr, const int* __restrict__ oind, u64* omask,
                  const i64* __restrict__ iptr, const int* __restrict__ iind, u64* imask) {
     const Side out{optr, oind, omask}, in{iptr, iind, imask};
@@ -156,27 +185,60 @@ dg_support_sweep(const int* __restrict__ sched, long long U, long long u_base, i
     long long u = u_base + blockIdx.x;
     for (;;) {
         if (tk) {
-            if (t == 0) s_u = (long long)atomicAdd(ctr, 1ULL);
+            if (t == 0) s_u = (long long)atomicAdd(ctr + CTR_TICKET, 1ULL);
             __syncthreads();
             u = s_u;
         }
         if (u >= U) return;
         const int* su = sched + u * SCHED_FIELDS;
-        const int side = su[2], G = su[5];
-        Pre p{0, 0, {0}};
+        const int side = su[2], G = su[5], grp = su[7];
+        // the count to wait for, loaded before the structure's dependent loads stall the thread
+        const unsigned int want = (tk && t == 0 && grp > 0) ? (unsigned int)gcount[grp - 1] : 0u;
+        Pre p{0, 0, 0, {0}};
         if (side != SIDE_RUN) {  // structure first, then wait
             const i64 r = su[3] + t / G;
-            prefetch_row(side == SIDE_OUT ? out : in, r, r < su[4], t & (G - 1), G, p);
+            const bool so = side == SIDE_OUT;
+            prefetch_row(so ? out : in, (push & (so ? PUSH_OUT : PUSH_IN)) != 0, r, r < su[4], t & (G - 1), G, W, p);
         }
         if (tk) {
-            if (t == 0) wait_done(ctr, su[6]);
+            if (t == 0 && grp > 0) wait_done(ctr, done + (i64)(grp - 1) * DONE_STRIDE, want);
             __syncthreads();
         }
-        run_unit(su, level_ptr, L, shift, push != 0, W, out, in, p);
+        run_unit(su, level_ptr, L, shift, push, W, out, in, p);
         if (!tk) return;
-        __threadfence();  // every thread's writes of the unit are visible device-wide ...
+        // the block's writes of the unit, ordered before thread 0's fence by the barrier (fences are
+        // cumulative, as in cooperative groups' grid sync), are visible device-wide before the
+        // unit counts as done; one fence per block, not one per thread
         __syncthreads();
-        if (t == 0) atomicAdd(ctr + 1, 1ULL);  // ... before the unit counts as done
+        if (t == 0) {
+            __threadfence();
+            atomicAdd(done + (i64)grp * DONE_STRIDE, 1u);
+        }
+    }
+}
+
+// The units of the sweep from the schedule's descriptors (twin: support_schedule.expand_schedule):
+// unit u belongs to the last descriptor with dstart <= u (dstart: first unit of each descriptor,
+// ascending; every descriptor has at least one unit), and is its k-th, k = u - dstart.
+extern "C" __global__ void dg_support_expand(const long long* __restrict__ desc, const long long* __restrict__ dstart,
+                                             int D, long long U, int* __restrict__ sched) {
+    for (long long u = (long long)blockIdx.x * blockDim.x + threadIdx.x; u < U; u += (long long)gridDim.x * blockDim.x) {
+        int lo = 0, hi = D - 1;
+        while (lo < hi) {
+            const int mid = (lo + hi + 1) >> 1;
+            if (dstart[mid] <= u) lo = mid; else hi = mid - 1;
+        }
+        const long long* d = desc + (long long)lo * DESC_FIELDS;
+        const long long r0 = d[3] + (u - dstart[lo]) * d[5];
+        int* o = sched + u * SCHED_FIELDS;
+        o[0] = (int)d[0];
+        o[1] = (int)d[1];
+        o[2] = (int)d[2];
+        o[3] = (int)r0;
+        o[4] = (int)min(r0 + d[5], d[4]);
+        o[5] = (int)d[6];
+        o[6] = (int)d[7];
+        o[7] = (int)d[8];
     }
 }
 

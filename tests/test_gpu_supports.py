@@ -74,46 +74,79 @@ def graph(name):
 
 
 @pytest.mark.parametrize("name", ALL)
-@pytest.mark.parametrize("mode", ["push", "pull"])
+@pytest.mark.parametrize("mode,out_mode", [("push", "pull"), ("pull", "pull"), ("push", "push"), ("pull", "push")])
 @pytest.mark.parametrize("schedule", ["tickets", "levels"])
-def test_every_mode_and_schedule_bit_for_bit(name, mode, schedule):
+def test_every_mode_and_schedule_bit_for_bit(name, mode, out_mode, schedule):
     import cupy as cp
+
+    from distgrail.stages.support_schedule import support_schedule
 
     dag = condense(graph(name))
     ids = choose_supports(dag, 130, seed=3)
     want = support_masks_numpy(dag, ids)
     for d in (dag, device_dag(dag)):
-        got = support_masks_cuda(d, ids, mode=mode, schedule=schedule)
+        got = support_masks_cuda(d, ids, mode=mode, out_mode=out_mode, schedule=schedule)
         for w, g in zip(want, got):
             np.testing.assert_array_equal(cp.asnumpy(g), w)
         run = sup.last_run
-        assert run["pull"] == (mode == "pull" and dag.n_levels > 1) and run["schedule"] == schedule
-        if dag.n_levels > 1 and run["units"]:
-            assert run["launches"] == (2 if schedule == "tickets" else 1 + np.unique(
-                sup.support_schedule(dag.level_ptr, dag.indptr[dag.level_ptr],
-                                     (dag.indptr if mode == "push" else dag.rindptr)[dag.level_ptr],
-                                     mode == "push")[:, 0]).size)
+        many = dag.n_levels > 1
+        assert run["pull"] == (mode == "pull" and many) and run["schedule"] == schedule
+        assert run["push_out"] == (out_mode == "push" and many)
+        if many and run["units"]:
+            assert run["launches"] == (3 if schedule == "tickets" else 2 + np.unique(
+                support_schedule(dag.level_ptr, (dag.rindptr if out_mode == "push" else dag.indptr)[dag.level_ptr],
+                                 (dag.indptr if mode == "push" else dag.rindptr)[dag.level_ptr],
+                                 mode == "push", push_out=out_mode == "push",
+                                 max_group=sup.SWEEP_MAX_GROUP)[:, 0]).size)
             assert run["syncs"] == (2 if schedule == "tickets" else 1)
 
 
 @pytest.mark.parametrize("name", ALL)
-def test_auto_mode_pulls_only_with_a_device_reverse_csr(name):
+def test_expand_kernel_equals_twin(name):
+    """dg_support_expand turns the schedule's descriptors into the same units as expand_schedule."""
+    import cupy as cp
+
+    from distgrail.gpu.sweep import kernel
+    from distgrail.stages.support_schedule import expand_schedule, schedule_descriptors
+
+    dag = condense(graph(name))
+    lp = dag.level_ptr
+    for push, small, mg in ((True, 4096, 16), (False, 0, 32), (True, 50, 8)):
+        desc = schedule_descriptors(lp, dag.indptr[lp], (dag.indptr if push else dag.rindptr)[lp], push,
+                                    small=small, max_group=mg)
+        want = expand_schedule(desc)
+        if want.shape[0] == 0:
+            continue
+        n = desc[:, 9]
+        got = cp.full(want.shape, -1, dtype=cp.int32)
+        kernel("supports", "dg_support_expand")((3,), (64,), (cp.asarray(desc), cp.asarray(np.cumsum(n) - n),
+                                                             np.int32(desc.shape[0]), np.int64(want.shape[0]), got))
+        np.testing.assert_array_equal(cp.asnumpy(got), want)
+
+
+@pytest.mark.parametrize("name", ALL)
+def test_default_pushes_and_auto_pulls_only_with_a_device_reverse_csr(name):
     import cupy as cp
 
     dag = condense(graph(name))
     ids = choose_supports(dag, 64, seed=0)
     want = support_masks_numpy(dag, ids)
-    got = support_masks_cuda(dag, ids)  # host DAG: push, nothing more uploaded
+    for d in (dag, device_dag(dag)):  # the default pushes in and pulls out: nothing more uploaded
+        got = support_masks_cuda(d, ids)
+        assert not sup.last_run["pull"] and not sup.last_run["push_out"]
+        for w, g in zip(want, got):
+            np.testing.assert_array_equal(cp.asnumpy(g), w)
+    got = support_masks_cuda(dag, ids, mode="auto")  # host DAG: push
     assert not sup.last_run["pull"]
     for w, g in zip(want, got):
         np.testing.assert_array_equal(cp.asnumpy(g), w)
     dd = device_dag(dag)
-    got = support_masks_cuda(dd, ids)
+    got = support_masks_cuda(dd, ids, mode="auto")
     assert sup.last_run["pull"] == (dag.n_levels > 1)
     for w, g in zip(want, got):
         np.testing.assert_array_equal(cp.asnumpy(g), w)
     # the labeling's DeviceDAG over a device DAG pulls too
-    got = support_masks_cuda(DeviceDAG(get_backend("gpu"), dd), ids)
+    got = support_masks_cuda(DeviceDAG(get_backend("gpu"), dd), ids, mode="auto")
     assert sup.last_run["pull"] == (dag.n_levels > 1)
     for w, g in zip(want, got):
         np.testing.assert_array_equal(cp.asnumpy(g), w)
@@ -146,7 +179,30 @@ def test_build_on_a_gpu_condensed_dag_equals_cpu():
     np.testing.assert_array_equal(ids_g, ids_c)
     np.testing.assert_array_equal(out_g, out_c)
     np.testing.assert_array_equal(in_g, in_c)
-    assert sup.last_run["pull"] and sup.last_run["launches"] == 2
+    assert not sup.last_run["pull"] and sup.last_run["launches"] == 3 and sup.last_run["syncs"] == 2
+
+
+@pytest.mark.parametrize("name", ["paper-dense-20k", "layered-deep", "hubs"])
+def test_phase5_beside_phases_1_to_4_is_exact(name):
+    """As build.py runs it: phase 5 started on its own stream, phases 1-4 on the current one in
+    between, masks read after: the same bytes as the CPU twin, and the sweep had not been waited
+    for when start_supports returned (its error flag is read by result())."""
+    from distgrail.stages.labeling import build_forest, label_dimensions
+    from distgrail.stages.supports import build_supports, start_supports
+
+    dag = condense(big_graphs()[name])
+    dd = device_dag(dag)
+    be = get_backend("gpu")
+    started = start_supports(dd, 200, 3, be)
+    assert isinstance(started.masks, sup.PendingMasks) and started.masks.stream is not None
+    assert started.masks.stream.ptr != be.xp.cuda.get_current_stream().ptr
+    forest = build_forest(dd, 3, "max-level", be)
+    label_dimensions(dd, forest, range(3), 3, be, {})
+    ids_g, out_g, in_g = started.result()
+    ids_c, out_c, in_c = build_supports(dag, 200, 3, "cpu")
+    np.testing.assert_array_equal(ids_g, ids_c)
+    np.testing.assert_array_equal(out_g, out_c)
+    np.testing.assert_array_equal(in_g, in_c)
 
 
 @pytest.mark.parametrize("name", sorted(GRAPHS))

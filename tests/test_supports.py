@@ -9,7 +9,8 @@ from distgrail.errors import DistGrailError
 from distgrail.hashing import hash3
 from distgrail.io.generate import generate
 from distgrail.stages.condense import condense
-from distgrail.stages.support_schedule import FIELDS, IN, OUT, RUN, group_size, step_groups, support_schedule
+from distgrail.stages.support_schedule import (DESC_FIELDS, FIELDS, IN, OUT, RUN, expand_schedule, group_size,
+                                              schedule_descriptors, step_groups, support_schedule)
 from distgrail.stages.supports import (STREAM_SUPPORT, build_supports, choose_supports, choose_supports_numpy,
                                        pick_per_slice, support_masks, support_masks_numpy, words)
 from distgrail.gpu.backend import get_backend
@@ -223,7 +224,9 @@ def run_model(dag, ids, sched, push, order=None):
     done = set()
     shift = 0 if push else 1
     for u in (range(sched.shape[0]) if order is None else order):
-        s0, s1, sd, r0, r1, g, need = sched[u, :7].tolist()
+        s0, s1, sd, r0, r1, g, need, grp = sched[u].tolist()
+        # the kernel waits for the units of the group before only; they waited for theirs
+        assert set(np.flatnonzero(sched[:, 7] == grp - 1).tolist()) <= done, f"unit {u} started early"
         assert set(range(need)) <= done, f"unit {u} started before the units it needs"
         if sd == RUN:
             for s in range(s0, s1):
@@ -266,6 +269,10 @@ def test_schedule_shape():
     for u in range(sched.shape[0]):
         assert need[u] == np.flatnonzero(s0 == s0[u])[0]
         assert (s1[:need[u]] <= s0[u]).all()
+    # group: 0, 1, 2, ... in unit order, one per first step (the kernel's done counters)
+    grp = sched[:, 7]
+    assert grp[0] == 0 and set(np.diff(grp).tolist()) <= {0, 1}
+    assert ((np.diff(grp) == 1) == (np.diff(s0) > 0)).all()
     one = sd != RUN
     assert one.any() and (sd == RUN).any()
     assert set(np.unique(g[one]).tolist()) <= {1, 2, 4, 8, 16, 32}
@@ -311,7 +318,7 @@ def fake_cupy():
     def wrap(f):
         return lambda *a, **k: np.asarray(f(*[np.asarray(x) if isinstance(x, FakeArray) else x for x in a], **k)).view(FakeArray)
 
-    cp = types.SimpleNamespace(ndarray=FakeArray, int32=np.int32, int64=np.int64, uint64=np.uint64)
+    cp = types.SimpleNamespace(ndarray=FakeArray, int32=np.int32, int64=np.int64, uint64=np.uint64, uint32=np.uint32)
     for name in ("zeros", "empty", "asarray", "stack", "diff", "bincount"):
         setattr(cp, name, wrap(getattr(np, name)))
     cp.cuda = types.SimpleNamespace(memory=types.SimpleNamespace(OutOfMemoryError=MemoryError))
@@ -350,8 +357,11 @@ def fake_kernel(launches):
             ids[j] = min(key)[2]
 
     def sweep(grid, block, args):
-        (sched, U, u_base, tickets, ctr, lp, L, shift, push, W, optr, oind, omask, iptr, iind, imask) = args
+        (sched, U, u_base, tickets, ctr, done, gcount, lp, L, shift, push, W, optr, oind, omask, iptr, iind,
+         imask) = args
         assert block == (512,) and sched.dtype == np.int32 and lp.dtype == np.int64
+        assert ctr.shape == (32,) and done.dtype == np.uint32 and gcount.dtype == np.int32
+        assert done.size == 8 * gcount.size and gcount.sum() == int(U) and (np.diff(sched[:, 7]) >= 0).all()
         units = range(int(U)) if int(tickets) else range(int(u_base), int(u_base) + grid[0])
 
         def rows(ptr, ind, mask, a, b, pushing):
@@ -374,7 +384,17 @@ def fake_kernel(launches):
             else:
                 rows(iptr, iind, imask, r0, r1, bool(push))
 
-    fns = {"dg_support_seed": seed, "dg_support_choose": choose, "dg_support_sweep": sweep}
+    def expand(grid, block, args):  # the kernel's loop: each unit finds its descriptor by bisection
+        desc, dstart, D, U, sched = args
+        assert desc.dtype == np.int64 and desc.shape == (int(D), len(DESC_FIELDS)) and sched.dtype == np.int32
+        for u in range(int(U)):
+            lo = int(np.searchsorted(dstart, u, side="right")) - 1
+            d = desc[lo]
+            r0 = d[3] + (u - dstart[lo]) * d[5]
+            sched[u] = (d[0], d[1], d[2], r0, min(r0 + d[5], d[4]), d[6], d[7], d[8])
+
+    fns = {"dg_support_seed": seed, "dg_support_choose": choose, "dg_support_sweep": sweep,
+           "dg_support_expand": expand}
 
     def kernel(stage, name):
         assert stage == "supports"
@@ -430,11 +450,20 @@ def test_launchers_on_a_fake_gpu(fake_gpu, name):
                 if dag.n_levels > 1:
                     assert launches[0] == "dg_support_seed"
                     if schedule == "tickets":
-                        assert launches == ["dg_support_seed", "dg_support_sweep"] and run["syncs"] == 2
+                        assert launches == ["dg_support_seed", "dg_support_expand", "dg_support_sweep"]
+                        assert run["syncs"] == 2
                     else:
-                        assert len(launches) == 1 + len(step_groups(support_schedule(
+                        assert launches[1] == "dg_support_expand"
+                        assert len(launches) == 2 + len(step_groups(support_schedule(
                             dag.level_ptr, dag.indptr[dag.level_ptr],
                             (dag.rindptr if run["pull"] else dag.indptr)[dag.level_ptr], not run["pull"], threads=512)))
+        pending = sup.support_masks_cuda(dd, ids, wait=False)  # launched, not waited for
+        assert isinstance(pending, sup.PendingMasks)
+        if dag.n_levels > 1:
+            assert sup.last_run["syncs"] == 1  # the level edge ranges only: the error flag is read later
+        for w, g in zip(want, pending.result()):
+            np.testing.assert_array_equal(np.asarray(g), w)
+        assert sup.last_run["syncs"] == (2 if dag.n_levels > 1 else 0)
         if K == 70 and dag.C > 64:  # a block of whole words
             got = sup.support_masks_cuda(dd, ids, block=(64, ids.size))
             for w, g in zip(want, got):

@@ -9,9 +9,11 @@ word j // 64. Every component c gets two K-bit masks, each W = ceil(K / 64) uint
 ``out`` is one bottom-up level sweep (OR over the children), ``in`` one top-down sweep (OR over
 the parents). Components are numbered by level and every edge goes to a higher level, so one pass
 per level is exact. On the GPU both sweeps run fused in one persistent launch
-(:mod:`distgrail.stages.support_schedule`); ``in`` pulls over the reverse CSR when it is on the
-device, else pushes along the forward CSR with ``atomicOr``. The choice of the supports is O(C)
-and runs where the CSR is.
+(:mod:`distgrail.stages.support_schedule`; the host plans O(levels) descriptors and the GPU
+expands them into units): ``out`` pulls over the forward CSR and ``in`` pushes along it with
+``atomicOr`` (pulls over the reverse CSR on request). In a build, phase 5 runs on a stream of its
+own beside phases 1–4 (:func:`start_supports`). The choice of the supports is O(C) and runs where
+the CSR is.
 
 Blocks: :func:`support_masks` computes the words of supports ``lo .. hi-1`` only, so ranks can
 split K like the dimensions. Blocks must start on a word boundary (``lo % 64 == 0``); the masks of
@@ -30,26 +32,31 @@ from ..errors import BackendError, DistGrailError
 from ..gpu.memory import check_ids, oom_guard
 from ..gpu.sweep import U64_MAX, cupy, kernel, sm_count
 from ..hashing import hash3, hash_base
-from .support_schedule import step_groups, support_schedule
+from .support_count import (AUTO_SUPPORTS, DEFAULT_SUPPORTS, auto_supports, check_supports_arg,  # noqa: F401
+                            resolve_supports, supports_arg)
+from .support_schedule import FIELDS, schedule_descriptors
 
 __all__ = ["DEFAULT_SUPPORTS", "AUTO_SUPPORTS", "auto_supports", "resolve_supports", "supports_arg", "STREAM_SUPPORT", "choose_supports", "choose_supports_numpy", "choose_supports_cuda",
            "pick_per_slice", "support_masks", "build_supports", "words", "support_masks_numpy", "support_masks_cuda",
-           "SCHEDULES", "last_run"]
+           "SCHEDULES", "last_run", "PendingMasks", "start_supports"]
 
-#: default K: ``"auto"`` = :func:`auto_supports` of the condensed DAG
-DEFAULT_SUPPORTS = "auto"
-#: bounds of the automatic K and its edges factor: K = the power of two at or above
-#: ``factor * m / C`` (mean out-degree of the condensed DAG), clamped to ``[low, high]``.
-#: Measured on one H100, paper DAG dag11 (1.5 M / 150 M, mean degree 100), d = 5, 10 M random
-#: pairs: K = 64 1003 ms, 256 739 ms, 1024 543 ms (phase 5: 78 / 128 / 268 ms); sparse graphs
-#: (mean degree ~1-5) keep K = 64, one mask word: their queries read the smallest records.
-AUTO_SUPPORTS = {"low": 64, "high": 1024, "factor": 10}
 #: hash stream of the support tie break (dimensions use 0.., phase 1 uses 0xFFFFFFFF)
 STREAM_SUPPORT = 0xFFFFFFFE
 #: threads per block of ``dg_support_choose`` and ``dg_support_sweep`` (CHOOSE_THREADS and
 #: SWEEP_THREADS in kernels/supports.cu, derived there from the same constants)
 CHOOSE_THREADS = GRID_THREADS
 SWEEP_THREADS = BATCH_THREADS // 2
+#: the sweep's counters (CTR_* and DONE_STRIDE in kernels/supports.cu): u64 words of ``ctr`` (the
+#: ticket and the error flag in different 128-byte lines) and the u32 stride of the group counters
+CTR_WORDS, CTR_ERR, DONE_STRIDE = 32, 16, 8
+#: the sweep's ``push`` bits (PUSH_IN / PUSH_OUT in kernels/supports.cu)
+PUSH_IN, PUSH_OUT = 1, 2
+#: most lanes per row of a one-side unit (512 threads: at least 512 / this rows per unit). 16 made
+#: half as many units as 32 on dag11 (48 a step, fewer than the SMs: every unit of the next step
+#: is taken and prefetched while a step runs): 32 vs 34 ms (H100, K = 64, in pushed)
+SWEEP_MAX_GROUP = 16
+#: the share of the SMs the sweep holds when it runs beside phases 1-4 (:func:`start_supports`)
+BESIDE_SHARE = 0.5
 #: how the GPU sweep's units are launched: one persistent launch with tickets, or one per step
 SCHEDULES = ("tickets", "levels")
 #: what the last :func:`support_masks_cuda` did on the host: kernel launches, host syncs, units,
@@ -60,43 +67,6 @@ last_run: dict = {}
 def words(K: int) -> int:
     """64-bit words per mask of K supports."""
     return (int(K) + 63) // 64
-
-
-def check_supports_arg(K):
-    if K == "auto":
-        return
-    if isinstance(K, bool) or not isinstance(K, (int, np.integer)) or K < 0:
-        raise DistGrailError(f"supports must be an integer >= 0 or 'auto', got {K!r}")
-
-
-def supports_arg(text: str):
-    """``--supports`` (command line, benchmarks): an integer K >= 0 or ``auto``."""
-    import argparse
-
-    if text != "auto" and not text.isdigit():
-        raise argparse.ArgumentTypeError(f"expected an integer >= 0 or 'auto', got {text!r}")
-    return text if text == "auto" else int(text)
-
-
-def auto_supports(C: int, m: int) -> int:
-    """K for ``supports="auto"``: the power of two at or above 10 x the mean out-degree ``m / C``
-    of the condensed DAG, within [64, 1024] (:data:`AUTO_SUPPORTS`); a pure function of (C, m),
-    so every rank of a distributed build gets the same K."""
-    a = AUTO_SUPPORTS
-    want = a["factor"] * int(m) / max(int(C), 1)
-    k = a["low"]
-    while k < want and k < a["high"]:
-        k *= 2
-    return int(min(k, a["high"]))
-
-
-def resolve_supports(K, dag) -> int:
-    """K as an integer: ``"auto"`` becomes :func:`auto_supports` of ``dag`` (C components, m edges)."""
-    check_supports_arg(K)
-    if K != "auto":
-        return int(K)
-    C = int(dag.C) if hasattr(dag, "C") else int(dag.indptr.shape[0]) - 1
-    return auto_supports(C, int(dag.indices.shape[0]))
 
 
 def choose_supports(dag, K: int, seed: int = 0) -> np.ndarray:
@@ -255,53 +225,129 @@ def support_masks(be, dag, ids, block=None):
 
 def build_supports(dag, K: int, seed: int = 0, be=None):
     """Phase 5 of a one-process build: (ids, out, in) host arrays for :func:`distgrail.index.assemble`."""
+    return start_supports(dag, K, seed, be).result()
+
+
+class _Started:
+    """Phase 5 of a one-process build under way: :meth:`result` gives (ids, out, in) on the host."""
+
+    def __init__(self, be, ids, masks):
+        self.be, self.ids, self.masks = be, ids, masks
+
+    def result(self):
+        be = self.be
+        with be.on_device():
+            m = self.masks
+            out, inn = m.result() if isinstance(m, PendingMasks) else m  # the sweep's stream is done
+            return self.ids, be.to_host(out), be.to_host(inn)
+
+
+def _nullcontext():
+    import contextlib
+
+    return contextlib.nullcontext()
+
+
+def start_supports(dag, K: int, seed: int = 0, be=None):
+    """Start phase 5 of a one-process build; ``.result()`` returns (ids, out, in) host arrays.
+
+    Phase 5 needs the condensed DAG only, so on a GPU it runs beside phases 1–4: the choice and
+    the fused mask sweep go on a non-blocking stream of their own (short host waits for the
+    support ids and the level edge ranges), and nothing waits for the sweep until ``result()``
+    (after phases 3–4). The DAG's device arrays must stay until then. On the CPU the masks are
+    computed here."""
     from ..gpu.backend import get_backend
 
     be = get_backend("cpu" if be is None else be)
     with be.on_device():  # a device DAG lives on be.device, whichever device is current
-        ids = choose_supports(dag, K, seed)
-        out, inn = support_masks(be, dag, ids)
-        return ids, be.to_host(out), be.to_host(inn)
+        if not be.is_gpu:
+            ids = choose_supports(dag, K, seed)
+            return _Started(be, ids, support_masks(be, dag, ids))
+        stream = be.xp.cuda.Stream(non_blocking=True)
+        with stream:
+            ids = choose_supports(dag, K, seed)
+            pending = support_masks_cuda(dag, ids, wait=False, share=BESIDE_SHARE)
+        pending.stream = stream
+        return _Started(be, ids, pending)
 
 
 # -- CUDA launcher ------------------------------------------------------------------------
+
+def _done(out, inn, wait):
+    return (out, inn) if wait else PendingMasks(out, inn)
+
 
 def _on_device(cp, a, dtype=None):
     a = a if isinstance(a, cp.ndarray) else cp.asarray(np.asarray(a))
     return a if dtype is None or a.dtype == dtype else a.astype(dtype)
 
 
+class PendingMasks:
+    """A mask sweep launched without waiting (``support_masks_cuda(..., wait=False)``):
+    :meth:`result` waits for ``stream`` (the one it was launched on; None: the current one), checks
+    the sweep's error flag and returns (out, in)."""
+
+    def __init__(self, out, inn, ctr=None, stream=None):
+        self.out, self.inn, self.ctr, self.stream = out, inn, ctr, stream
+
+    def result(self):
+        if self.ctr is not None:
+            if self.stream is not None:
+                self.stream.synchronize()
+            with self.stream if self.stream is not None else _nullcontext():
+                flag = int(self.ctr[CTR_ERR:CTR_ERR + 1].get()[0])
+            self.ctr = None
+            last_run["syncs"] = last_run.get("syncs", 0) + 1
+            if flag:
+                raise BackendError("phase 5: a unit of the support sweep waited over ~2^35 GPU clocks for earlier "
+                                   "levels (a huge level, or a scheduling fault); use --backend cpu")
+        return self.out, self.inn
+
+
 @oom_guard
-def support_masks_cuda(dag, ids, block=None, mode="auto", schedule="tickets"):
-    """GPU twin of :func:`support_masks_numpy`: (out, in) CuPy arrays.
+def support_masks_cuda(dag, ids, block=None, mode="push", schedule="tickets", wait=True, out_mode="pull",
+                       share: float = 1.0):
+    """GPU twin of :func:`support_masks_numpy`: (out, in) CuPy arrays, or with ``wait=False`` a
+    :class:`PendingMasks` whose ``result()`` gives them (the sweep's error flag is read there:
+    the host does not wait for the sweep here).
 
     ``mode``: how ``in`` is swept: "pull" over the reverse CSR (uploaded if it is only on the
     host), "push" along the forward CSR, "auto": pull when the reverse CSR is already on the device
-    (a DAG condensed on the GPU), else push (no upload). ``schedule``: :data:`SCHEDULES`. Host
-    work: one sync for the level sizes, one for the error flag; 2 launches ("tickets") or 1 + one
-    per step ("levels"), recorded in :data:`last_run`.
+    (a DAG condensed on the GPU), else push (no upload). ``out_mode``: how ``out`` is swept:
+    "pull" over the forward CSR, "push" along the reverse CSR (uploaded if it is only on the host),
+    "auto": push when the reverse CSR is on the device, else pull. The defaults (in pushed, out
+    pulled) were the fastest on dag11 (H100, K = 64: 32 ms against 43-65 ms for the other three).
+    ``share``: the fraction of the SMs the persistent sweep holds (one block of 512 threads per
+    SM fills its registers; less leaves SMs to phases 1-4 running beside it). ``schedule``: :data:`SCHEDULES`.
+    Host work: one sync for the level sizes, one for the error flag, the schedule's descriptors
+    (O(levels)); 3 launches (seed, expand, sweep: "tickets") or 2 + one per step ("levels"),
+    recorded in :data:`last_run`.
     """
     cp = cupy()
-    if mode not in ("auto", "pull", "push") or schedule not in SCHEDULES:
-        raise DistGrailError(f"support_masks_cuda: bad mode {mode!r} or schedule {schedule!r}")
+    if mode not in ("auto", "pull", "push") or out_mode not in ("auto", "pull", "push") or schedule not in SCHEDULES:
+        raise DistGrailError(f"support_masks_cuda: bad mode {mode!r}, out_mode {out_mode!r} or schedule {schedule!r}")
     lo, hi = _check_block(ids, block)
     C = int(dag.C) if hasattr(dag, "C") else int(dag.indptr.shape[0]) - 1
     Wb = words(hi - lo)
     out = cp.zeros((C, Wb), dtype=cp.uint64)
     inn = cp.zeros((C, Wb), dtype=cp.uint64)
     last_run.clear()
-    last_run.update(launches=0, syncs=0, units=0, steps=0, schedule=schedule, pull=False)
+    last_run.update(launches=0, syncs=0, units=0, steps=0, schedule=schedule, pull=False, push_out=False)
     if Wb == 0 or C == 0:
-        return out, inn
+        return _done(out, inn, wait)
     ip, ix = _on_device(cp, dag.indptr, cp.int64), _on_device(cp, dag.indices)
     check_ids(ix, "the CSR")
-    rev = None if mode == "push" else _device_reverse(dag, cp)
-    if rev is None and mode == "pull" and isinstance(getattr(dag, "rindptr", None), np.ndarray):
+    rev = _device_reverse(dag, cp) if "auto" in (mode, out_mode) or "pull" == mode or "push" == out_mode else None
+    wants_rev = mode == "pull" or out_mode == "push"
+    if rev is None and wants_rev and isinstance(getattr(dag, "rindptr", None), np.ndarray):
         rev = dag.rindptr, dag.rindices
-    push = rev is None
-    rip, rix = (ip, ix) if push else (_on_device(cp, rev[0], cp.int64), _on_device(cp, rev[1]))
-    if not push:
-        check_ids(rix, "the reverse CSR")
+    if rev is not None:
+        rev = _on_device(cp, rev[0], cp.int64), _on_device(cp, rev[1])
+        check_ids(rev[1], "the reverse CSR")
+    push = rev is None or mode == "push"
+    push_out = rev is not None and out_mode != "pull"
+    rip, rix = (ip, ix) if push else rev  # the CSR the in side reads
+    oip, oix = rev if push_out else (ip, ix)  # the CSR the out side reads
     i32 = np.int32
     sel = _on_device(cp, ids[lo:hi] if isinstance(ids, cp.ndarray) else np.asarray(ids)[lo:hi], cp.int32)
     nb = hi - lo
@@ -310,32 +356,40 @@ def support_masks_cuda(dag, ids, block=None, mode="auto", schedule="tickets"):
     L = lp.size - 1
     last_run.update(launches=1, steps=max(L - 1, 0))
     if L <= 1:
-        return out, inn
-    last_run["pull"] = not push
+        return _done(out, inn, wait)
+    last_run.update(pull=not push, push_out=push_out)
     lp_dev = cp.asarray(lp)
-    ends = cp.stack((ip[lp_dev], rip[lp_dev])).get()  # sync 1: the levels' edge ranges
-    sched = support_schedule(lp, ends[0], ends[1], push, threads=SWEEP_THREADS)
-    U = sched.shape[0]
+    ends = cp.stack((oip[lp_dev], rip[lp_dev])).get()  # sync 1: the levels' edge ranges
+    desc = schedule_descriptors(lp, ends[0], ends[1], push, threads=SWEEP_THREADS, max_group=SWEEP_MAX_GROUP,
+                                push_out=push_out)  # O(levels) on the host; the units are made on the GPU
+    n = desc[:, 9]
+    U = int(n.sum())
     last_run.update(syncs=1, units=U)
     if U == 0:
-        return out, inn
-    sd = cp.asarray(sched)
-    ctr = cp.zeros(3, dtype=cp.uint64)
+        return _done(out, inn, wait)
+    dstart = np.cumsum(n) - n
+    sd = cp.empty((U, len(FIELDS)), dtype=cp.int32)
+    kernel("supports", "dg_support_expand")((max(1, min(-(-U // 256), 8 * sm_count())),), (256,),
+                                            (cp.asarray(desc), cp.asarray(dstart), i32(desc.shape[0]), np.int64(U), sd))
+    ctr = cp.zeros(CTR_WORDS, dtype=cp.uint64)
+    first_desc = np.flatnonzero(np.r_[True, np.diff(desc[:, 8]) != 0])
+    g_start = dstart[first_desc]  # first unit and unit count of each group (step)
+    g_count = np.diff(np.r_[g_start, U])
+    done = cp.zeros(g_start.size * DONE_STRIDE, dtype=cp.uint32)
+    gcount = cp.asarray(g_count.astype(np.int32))
     sweep = kernel("supports", "dg_support_sweep")
-    tail = (ctr, lp_dev, i32(L), i32(0 if push else 1), i32(1 if push else 0), i32(Wb), ip, ix, out, rip, rix, inn)
+    flags = (PUSH_IN if push else 0) | (PUSH_OUT if push_out else 0)
+    tail = (ctr, done, gcount, lp_dev, i32(L), i32(0 if push else 1), i32(flags), i32(Wb), oip, oix, out,
+            rip, rix, inn)
     if schedule == "tickets":
-        sweep((max(1, min(U, 2 * sm_count())),), (SWEEP_THREADS,), (sd, np.int64(U), np.int64(0), i32(1), *tail))
-        n = 1
+        blocks = max(1, min(U, int(round(share * sm_count()))))
+        last_run["blocks"] = blocks
+        sweep((blocks,), (SWEEP_THREADS,), (sd, np.int64(U), np.int64(0), i32(1), *tail))
+        nl = 1
     else:
-        groups = step_groups(sched)
-        for u0, cnt in groups:
+        for u0, cnt in zip(g_start.tolist(), g_count.tolist()):  # the units of one step (or run) per launch
             sweep((cnt,), (SWEEP_THREADS,), (sd, np.int64(U), np.int64(u0), i32(0), *tail))
-        n = len(groups)
-    last_run.update(launches=1 + n)
-    if schedule == "tickets":
-        last_run.update(syncs=2)
-        if int(ctr[2:].get()[0]):  # sync 2
-            raise BackendError("phase 5: a unit of the support sweep waited over ~2^35 GPU clocks for earlier levels "
-                               "(a huge level, or a scheduling fault); "
-                               "use --backend cpu")
-    return out, inn
+        nl = g_start.size
+    last_run.update(launches=2 + nl)
+    pending = PendingMasks(out, inn, ctr if schedule == "tickets" else None)
+    return pending.result() if wait else pending  # sync 2: the error flag
