@@ -228,3 +228,19 @@ def test_gpu_labels_are_compact():
     assert L.comp.dtype == cp.int32 and L.indices.dtype == cp.int32 and L.indptr.dtype == cp.int64
     assert L.rec.dtype == cp.int32 and L.rec.shape == (idx.C, 20)
     assert L.level is None and L.lo is None and L.out is None
+
+
+
+def test_build_runs_phase5_beside_phases_3_4_and_equals_cpu():
+    """build_index on the GPU starts phase 5 after phases 1-2 (only when K > 0) and the index
+    equals the CPU backend's."""
+    g = big_graphs()["paper-dense-20k"]
+    gpu = distgrail.build_index(g, dims=3, backend="gpu", supports=64)
+    cpu = distgrail.build_index(g, dims=3, backend="cpu", supports=64)
+    keys = list(gpu.timings)
+    assert keys.index("phases 1-2") < keys.index("phase 5 start") < keys.index("phases 3-4") < keys.index("phase 5")
+    assert "phase 5 start" not in distgrail.build_index(g, dims=3, backend="gpu", supports=0).timings
+    assert gpu.supports == cpu.supports == 64
+    for name in ("supports/ids", "supports/out", "supports/in"):
+        np.testing.assert_array_equal(gpu.arrays[name], cpu.arrays[name])
+    np.testing.assert_array_equal(gpu.intervals, cpu.intervals)

@@ -12,7 +12,7 @@ per level is exact. On the GPU both sweeps run fused in one persistent launch
 (:mod:`distgrail.stages.support_schedule`; the host plans O(levels) descriptors and the GPU
 expands them into units): ``out`` pulls over the forward CSR and ``in`` pushes along it with
 ``atomicOr`` (pulls over the reverse CSR on request). In a build, phase 5 runs on a stream of its
-own beside phases 1–4 (:func:`start_supports`). The choice of the supports is O(C) and runs where
+own beside phases 3–4 (:func:`start_supports`). The choice of the supports is O(C) and runs where
 the CSR is.
 
 Blocks: :func:`support_masks` computes the words of supports ``lo .. hi-1`` only, so ranks can
@@ -55,7 +55,7 @@ PUSH_IN, PUSH_OUT = 1, 2
 #: half as many units as 32 on dag11 (48 a step, fewer than the SMs: every unit of the next step
 #: is taken and prefetched while a step runs): 32 vs 34 ms (H100, K = 64, in pushed)
 SWEEP_MAX_GROUP = 16
-#: the share of the SMs the sweep holds when it runs beside phases 1-4 (:func:`start_supports`)
+#: the share of the SMs the sweep holds when it runs beside phases 3-4 (:func:`start_supports`)
 BESIDE_SHARE = 0.5
 #: how the GPU sweep's units are launched: one persistent launch with tickets, or one per step
 SCHEDULES = ("tickets", "levels")
@@ -251,11 +251,12 @@ def _nullcontext():
 def start_supports(dag, K: int, seed: int = 0, be=None):
     """Start phase 5 of a one-process build; ``.result()`` returns (ids, out, in) host arrays.
 
-    Phase 5 needs the condensed DAG only, so on a GPU it runs beside phases 1–4: the choice and
-    the fused mask sweep go on a non-blocking stream of their own (short host waits for the
-    support ids and the level edge ranges), and nothing waits for the sweep until ``result()``
-    (after phases 3–4). The DAG's device arrays must stay until then. On the CPU the masks are
-    computed here."""
+    Phase 5 needs the condensed DAG only, so on a GPU it runs beside other work (the build starts
+    it after phases 1–2, beside phases 3–4: in a fresh process phase 1's first launches waited for
+    the whole sweep): the choice and the fused mask sweep go on a non-blocking stream of their own
+    (short host waits for the support ids and the level edge ranges), and nothing waits for the
+    sweep until ``result()``. The DAG's device arrays must stay until then. On the CPU the masks
+    are computed here."""
     from ..gpu.backend import get_backend
 
     be = get_backend("cpu" if be is None else be)
