@@ -10,15 +10,15 @@
 // shallowest level first. OR is order-independent, so results are bit-identical to the twin
 // whatever the schedule. A push skips rows whose mask is 0 and children already holding the bits.
 //
-// dg_support_sweep runs BOTH sweeps in one pass of steps (step s: out of level L-2-s+oshift, in of
-// level s+shift; a pushing side handles the level whose masks became final) as the units of distgrail/stages/support_schedule.py: a run of small steps walked by one
-// block with __syncthreads() between steps, or one side's rows of one step. With `tickets` the
+// dg_support_sweep runs BOTH sweeps in one pass of steps (step s: out of level L-2-s, or L-1-s when
+// out pushes; in of level s+shift; a pushing side handles the level whose masks became final) as
+// the units of distgrail/stages/support_schedule.py: a run of small steps walked by one block
+// with __syncthreads() between steps, or one side's rows of one step. With `tickets` the
 // launch is persistent: blocks take units in order by an atomic ticket (ctr[CTR_TICKET]); the
 // units of one first step form a group, and a unit of group k starts once the done counter of
 // group k-1 reaches that group's unit count gcount[k-1] (each group waited for the one before it,
 // so every earlier step is finished). Every group has a counter of its own (DONE_STRIDE apart):
-// a step's waits and finishes touch one counter, the ticket another, and the error flag a third
-// (one shared counter for all of them serialised ~0.1 us per unit; measured on dag11, H100).
+// a step's waits and finishes touch one counter, the ticket another, and the error flag a third.
 // This cannot deadlock: a block holding ticket t waits only for smaller tickets, all held by
 // running blocks. A wait longer than ~2^35 clocks sets the error flag ctr[CTR_ERR] (the host
 // raises) instead of hanging. Without `tickets` block b runs unit u_base + b (the host launches
@@ -222,7 +222,8 @@ dg_support_sweep(const int* __restrict__ sched, long long U, long long u_base, i
 // ascending; every descriptor has at least one unit), and is its k-th, k = u - dstart.
 extern "C" __global__ void dg_support_expand(const long long* __restrict__ desc, const long long* __restrict__ dstart,
                                              int D, long long U, int* __restrict__ sched) {
-    for (long long u = (long long)blockIdx.x * blockDim.x + threadIdx.x; u < U; u += (long long)gridDim.x * blockDim.x) {
+    const long long stride = (long long)gridDim.x * blockDim.x;
+    for (long long u = (long long)blockIdx.x * blockDim.x + threadIdx.x; u < U; u += stride) {
         int lo = 0, hi = D - 1;
         while (lo < hi) {
             const int mid = (lo + hi + 1) >> 1;

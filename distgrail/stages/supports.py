@@ -24,6 +24,8 @@ call with ``block=(0, K)`` whatever the split.
 
 from __future__ import annotations
 
+import contextlib
+
 import numpy as np
 
 from ..dtypes import smallest_int
@@ -51,9 +53,10 @@ SWEEP_THREADS = BATCH_THREADS // 2
 CTR_WORDS, CTR_ERR, DONE_STRIDE = 32, 16, 8
 #: the sweep's ``push`` bits (PUSH_IN / PUSH_OUT in kernels/supports.cu)
 PUSH_IN, PUSH_OUT = 1, 2
-#: most lanes per row of a one-side unit (512 threads: at least 512 / this rows per unit). 16 made
+#: most lanes per row of a one-side unit (512 threads: at least 512 / this rows per unit). 16 makes
 #: half as many units as 32 on dag11 (48 a step, fewer than the SMs: every unit of the next step
-#: is taken and prefetched while a step runs): 32 vs 34 ms (H100, K = 64, in pushed)
+#: is taken and prefetched while a step runs); sweep 31.9 ms at 16 against 34.3 ms at 32 (H100,
+#: K = 64, in pushed)
 SWEEP_MAX_GROUP = 16
 #: the share of the SMs the sweep holds when it runs beside phases 3-4 (:func:`start_supports`)
 BESIDE_SHARE = 0.5
@@ -242,12 +245,6 @@ class _Started:
             return self.ids, be.to_host(out), be.to_host(inn)
 
 
-def _nullcontext():
-    import contextlib
-
-    return contextlib.nullcontext()
-
-
 def start_supports(dag, K: int, seed: int = 0, be=None):
     """Start phase 5 of a one-process build; ``.result()`` returns (ids, out, in) host arrays.
 
@@ -295,7 +292,7 @@ class PendingMasks:
         if self.ctr is not None:
             if self.stream is not None:
                 self.stream.synchronize()
-            with self.stream if self.stream is not None else _nullcontext():
+            with self.stream if self.stream is not None else contextlib.nullcontext():
                 flag = int(self.ctr[CTR_ERR:CTR_ERR + 1].get()[0])
             self.ctr = None
             last_run["syncs"] = last_run.get("syncs", 0) + 1
@@ -338,8 +335,8 @@ def support_masks_cuda(dag, ids, block=None, mode="push", schedule="tickets", wa
         return _done(out, inn, wait)
     ip, ix = _on_device(cp, dag.indptr, cp.int64), _on_device(cp, dag.indices)
     check_ids(ix, "the CSR")
-    rev = _device_reverse(dag, cp) if "auto" in (mode, out_mode) or "pull" == mode or "push" == out_mode else None
     wants_rev = mode == "pull" or out_mode == "push"
+    rev = _device_reverse(dag, cp) if wants_rev or "auto" in (mode, out_mode) else None
     if rev is None and wants_rev and isinstance(getattr(dag, "rindptr", None), np.ndarray):
         rev = dag.rindptr, dag.rindices
     if rev is not None:
