@@ -137,17 +137,12 @@ def _index(args):
 
         bind_gpu(comm, args.backend, share=args.share_gpus)
     t = time.perf_counter()
-    build = distgrail.build_index
-    if comm is not None:  # the full Index on rank 0 only: the other ranks label and are done
-        from functools import partial
-
-        from .mpi.build import build_index_distributed
-
-        build = partial(build_index_distributed, full_index_on="root")
-    idx = build(_resolve_bundled(args.graph, "graph"), dims=args.dims, seed=args.seed,
-                parent_rule=args.parent_rule, backend=args.backend, fmt=args.format,
-                num_vertices=args.num_vertices, output=args.output, comm=comm, supports=args.supports,
-                progress=not args.quiet and _rank(comm) == 0)
+    # under MPI the full Index on rank 0 only: the other ranks label and are done
+    idx = distgrail.build_index(_resolve_bundled(args.graph, "graph"), dims=args.dims, seed=args.seed,
+                                parent_rule=args.parent_rule, backend=args.backend, fmt=args.format,
+                                num_vertices=args.num_vertices, output=args.output, comm=comm,
+                                supports=args.supports, progress=not args.quiet and _rank(comm) == 0,
+                                full_index_on="root")
     if idx is None:  # ranks > 0 under MPI
         return 0
     total = time.perf_counter() - t

@@ -5,6 +5,7 @@ import pytest
 
 import distgrail
 from distgrail.bfs import bfs_reachable, csr_of
+from distgrail.gpu.backend import get_backend
 from distgrail.index import Index, assemble
 from distgrail.io.generate import generate
 from distgrail.query.answer import answer_batch_numpy, record_width, records
@@ -17,11 +18,14 @@ from distgrail.stages.labeling import build_forest, label_dimensions
 from distgrail.stages.supports import build_supports
 
 
+CPU = get_backend("cpu")
+
+
 def indexed(g, K, dims=3, seed=0):
     """A one-process build with phase 5 (the build.py wiring of --supports is the integrator's)."""
     dag = condense(g)
-    forest = build_forest(dag, seed, "max-level", "cpu")
-    post0, iv = label_dimensions(dag, forest, range(dims), seed, "cpu")
+    forest = build_forest(dag, seed, "max-level", CPU)
+    post0, iv = label_dimensions(dag, forest, range(dims), seed, CPU)
     sup = None if K is None else build_supports(dag, K, seed, "cpu")
     return assemble(g, dag, forest, post0, iv, dims, seed, "max-level", supports=sup)
 
@@ -117,8 +121,8 @@ def test_supports_shrink_the_search():
 def test_assemble_checks_mask_shapes():
     g = GRAPHS["chain"]
     dag = condense(g)
-    forest = build_forest(dag, 0, "max-level", "cpu")
-    post0, iv = label_dimensions(dag, forest, range(1), 0, "cpu")
+    forest = build_forest(dag, 0, "max-level", CPU)
+    post0, iv = label_dimensions(dag, forest, range(1), 0, CPU)
     ids, out, inn = build_supports(dag, 70, 0, "cpu")
     with pytest.raises(distgrail.errors.DistGrailError, match="supports: in masks must be uint64 of shape"):
         assemble(g, dag, forest, post0, iv, 1, 0, "max-level", supports=(ids, out, inn[:, :1]))
