@@ -151,7 +151,7 @@ class Index:
 
     def _query_local(self, s, t, be):
         stats = QueryStats(backend=be.name)
-        ans = be.pick(answer_batch_numpy, answer_batch_cuda)(self.labels(be), s, t, stats)
+        ans = (answer_batch_cuda if be.is_gpu else answer_batch_numpy)(self.labels(be), s, t, stats)
         return np.asarray(ans, dtype=bool), stats
 
     def reachable(self, u, v, backend="auto"):

@@ -305,8 +305,9 @@ def test_one_process_pipeline_keeps_the_forest_on_the_device(cp, monkeypatch):
         monkeypatch.setattr(mod, "kernel", fake)
     be = Backend("gpu", cp, device=1)
     uploads = []
-    real_asarray = be.asarray
-    monkeypatch.setattr(be, "asarray", lambda a, dtype=None: uploads.append(np.asarray(a).nbytes) or real_asarray(a, dtype))
+    real_asarray = Backend.asarray  # a Backend is immutable: spy on the class
+    monkeypatch.setattr(Backend, "asarray", lambda self, a, dtype=None: (self.is_gpu and uploads.append(
+        np.asarray(a).nbytes)) or real_asarray(self, a, dtype))
     f = labeling.build_forest(dag, 3, "max-level", be)
     cpu = labeling.build_forest(dag, 3, "max-level", get_backend("cpu"))
     assert f.on_gpu and not cpu.on_gpu

@@ -109,7 +109,7 @@ def _gather(comm, a, transport, be):
     return be.asarray(out) if me == 0 else None
 
 
-def read_graph_ranks(comm, path, fmt: str = "auto", num_vertices: int | None = None, be=None, transport=None):
+def read_graph_ranks(comm, path, fmt: str, num_vertices: int | None, be, transport=None):
     """Collective: the graph file ``path`` parsed by every rank of ``comm`` (about 1/N of its
     body each, on ``be``'s device); returns the :class:`~distgrail.io.graph.EdgeGraph` on rank 0
     (src/dst device arrays on a GPU backend, NumPy on the CPU backend) and None elsewhere.
@@ -117,15 +117,12 @@ def read_graph_ranks(comm, path, fmt: str = "auto", num_vertices: int | None = N
     ``transport``: an object with ``gatherv(a, root=0)`` (the concatenation in rank order on
     root, None elsewhere) to move the edge arrays, e.g. GPU to GPU; host MPI otherwise. Binary
     ``.h5`` files and files whose header the CPU reader must judge are read by rank 0 alone.
-    ``be``: this rank's :class:`~distgrail.gpu.backend.Backend` (default: the CPU backend).
+    ``be``: this rank's :class:`~distgrail.gpu.backend.Backend`.
     """
     from ..io.digest import FileDigest
     from ..io.graph import EdgeGraph
     from ..io.parse import _Anomaly, finish_edges, read_text_range
 
-    from ..gpu.backend import get_backend
-
-    be = get_backend("cpu") if be is None else be
     path = os.fspath(path)
     me, size = comm.Get_rank(), comm.Get_size()
     name = os.path.basename(path)

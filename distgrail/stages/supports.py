@@ -223,7 +223,7 @@ def support_masks(be, dag, ids, block=None):
     on a GPU any object with device ``indptr``/``indices`` and a host ``level_ptr`` (e.g. the
     labeling's ``DeviceDAG``). Returns (out, in) on ``be``'s device, (C, ceil((hi-lo)/64)) uint64.
     """
-    return be.pick(support_masks_numpy, support_masks_cuda)(dag, ids, block)
+    return (support_masks_cuda if be.is_gpu else support_masks_numpy)(dag, ids, block)
 
 
 def build_supports(dag, K: int, seed: int = 0, be=None):
