@@ -31,7 +31,7 @@ def build_index(graph, dims: int = 5, seed: int = 0, parent_rule: str = "max-lev
     seed : int
         Seed of the counter hash that orders siblings; same seed, same labels.
     parent_rule : {"max-level", "dfs"}
-        Phase-1 parent rule (DESIGN.md).
+        Phase-1 parent rule (docs/design.md).
     backend : {"auto", "cpu", "gpu"}
     output : path, optional
         Write the index there (HDF5, atomically).
