@@ -135,10 +135,10 @@ def test_assemble_checks_mask_shapes():
 def test_step_order_and_defines():
     assert STEPS == ("same_component", "level_filter", "support_positive", "support_negative", "interval_filter",
                      "tree_cut", "search_positive", "search_negative")
-    from distgrail.gpu.kernels import define_options
+    from distgrail.gpu.kernels import defines_header
 
-    opts = define_options()
-    assert "-DDG_STEP_SUPPORT_POSITIVE=3" in opts and "-DDG_MAX_ROUNDS=9" in opts
+    head = defines_header("search")
+    assert "#define DG_STEP_SUPPORT_POSITIVE (3)" in head and "#define DG_MAX_ROUNDS (9)" in head
 
     st = QueryStats()
     st.add_codes(np.array([1, 3, 3, 8], dtype=np.int8))

@@ -1,6 +1,6 @@
 """Phase 1 (top-down): one parent per DAG vertex, turning the DAG into a spanning forest DT.
 
-Rules (DESIGN.md "Phase 1: which parent?"):
+Rules (docs/design.md "Phase 1: which parent?"):
 
 ``max-level`` (default)
     the in-neighbour with the largest level (always level(v) - 1); ties by the counter hash

@@ -29,7 +29,8 @@ import contextlib
 import numpy as np
 
 from ..dtypes import smallest_int
-from ..constants import BATCH_THREADS, GRID_THREADS
+# threads per block, the sweep's counters and push bits: the values kernels/supports.cu is compiled with
+from ..constants import CHOOSE_THREADS, CTR_ERR, CTR_WORDS, DONE_STRIDE, PUSH_IN, PUSH_OUT, SWEEP_THREADS
 from ..errors import BackendError, DistGrailError
 from ..gpu.memory import check_ids, oom_guard
 from ..gpu.sweep import U64_MAX, cupy, kernel, sm_count
@@ -44,15 +45,6 @@ __all__ = ["DEFAULT_SUPPORTS", "AUTO_SUPPORTS", "auto_supports", "resolve_suppor
 
 #: hash stream of the support tie break (dimensions use 0.., phase 1 uses 0xFFFFFFFF)
 STREAM_SUPPORT = 0xFFFFFFFE
-#: threads per block of ``dg_support_choose`` and ``dg_support_sweep`` (CHOOSE_THREADS and
-#: SWEEP_THREADS in kernels/supports.cu, derived there from the same constants)
-CHOOSE_THREADS = GRID_THREADS
-SWEEP_THREADS = BATCH_THREADS // 2
-#: the sweep's counters (CTR_* and DONE_STRIDE in kernels/supports.cu): u64 words of ``ctr`` (the
-#: ticket and the error flag in different 128-byte lines) and the u32 stride of the group counters
-CTR_WORDS, CTR_ERR, DONE_STRIDE = 32, 16, 8
-#: the sweep's ``push`` bits (PUSH_IN / PUSH_OUT in kernels/supports.cu)
-PUSH_IN, PUSH_OUT = 1, 2
 #: most lanes per row of a one-side unit (512 threads: at least 512 / this rows per unit). 16 makes
 #: half as many units as 32 on dag11 (48 a step, fewer than the SMs: every unit of the next step
 #: is taken and prefetched while a step runs); sweep 31.9 ms at 16 against 34.3 ms at 32 (H100,
