@@ -189,7 +189,7 @@ def test_a_build_with_a_slow_init_is_byte_identical(comm, wire, tmp_path, monkey
     gate, seen = held_init(nccl)
     import distgrail.mpi.build as b
 
-    where = "_condense_root" if opens == "after-condense" else "_share_sha256"
+    where = "_condense_root" if opens == "after-condense" else "_share_digest"
     plain = getattr(b, where)
 
     def then_open(*a):

@@ -86,10 +86,10 @@ def _share_dag(comm, dag, g, root=0, tp=None):
     fields by broadcast (the others are None): through host memory, or device to device with
     an NCCL transport ``tp`` (:func:`distgrail.mpi.devicepath.share_dag`)."""
     here = comm.Get_rank() == root
-    # the file's SHA-256 is not sent here: it may still be hashing (it goes with the index, _share_sha256)
+    # the file's digest is not sent here: it may still be hashing (it goes with the index, _share_digest)
     head = (g.name, _stored_condensation(g, dag), getattr(g, "meta", {}).get("node_labels")) if here else None
     name, path, labels = comm.bcast(head, root=root)  # the user's node labels too (small next to the DAG)
-    g = g if here else SimpleNamespace(name=name, sha256=None, meta={} if labels is None else {"node_labels": labels})
+    g = g if here else SimpleNamespace(name=name, digest=None, meta={} if labels is None else {"node_labels": labels})
     if path is not None:
         want = comm.bcast((dag.n, dag.C, dag.m) if here else None, root=root)
         mine, ok = dag, True
@@ -145,21 +145,21 @@ def _condense_root(be, g, on_device):
     return dag if on_device else dag_to_host(dag, be)
 
 
-def _pending_sha256(g):
-    """The graph's SHA-256 without waiting for it: a running background digest stays one."""
-    return g.sha256_source if hasattr(g, "sha256_source") else g.sha256
+def _pending_digest(g):
+    """The graph's digest without waiting for it: a running background digest stays one."""
+    return g.digest_source if hasattr(g, "digest_source") else g.digest
 
 
-def _share_sha256(comm, g, everywhere, root):
+def _share_digest(comm, g, everywhere, root):
     """Collective: root joins its background hash (a failure there is every rank's error) and
     sends the value where the index is assembled."""
     from ..io.digest import resolve
 
     here = comm.Get_rank() == root
-    sha = run_shared(comm, "hashing the graph file", (lambda: resolve(g.sha256)) if here else None)
+    sha = run_shared(comm, "hashing the graph file", (lambda: resolve(g.digest)) if here else None)
     sha = comm.bcast(sha, root=root) if everywhere else sha
     if everywhere or here:
-        g.sha256 = sha
+        g.digest = sha
 
 
 def _check_output(output):
@@ -248,7 +248,7 @@ def build_index_distributed(graph, dims: int = 5, seed: int = 0, parent_rule: st
             dag = st.run("condense", run_shared, comm, "condensing cycles", _condense_root if here else None,
                          be, g, nccl)
             if here:  # the edges are not needed any more (on the GPU: give their memory back)
-                g = SimpleNamespace(name=g.name, sha256=_pending_sha256(g), meta=g.meta)
+                g = SimpleNamespace(name=g.name, digest=_pending_digest(g), meta=g.meta)
             dag, g, complete = st.run("bcast_dag", _share_dag, comm, dag, g, root, tp)
             forest = st.run("phases 1-2", run_shared, comm, "computing phases 1-2 (forest, subtree sizes)",
                             build_forest if here else prefetch_csr if isinstance(dag.indptr, np.ndarray) else None,
@@ -290,7 +290,7 @@ def build_index_distributed(graph, dims: int = 5, seed: int = 0, parent_rule: st
                                     tp if nccl else None)
             if nccl and (everywhere or here):
                 dag = st.run("dag_to_host", devicepath.host_dag, dag, be)  # only what the index holds
-            _share_sha256(comm, g, everywhere, root)  # the background hash is joined only now
+            _share_digest(comm, g, everywhere, root)  # the background hash is joined only now
             tp.ready()  # a background NCCL set-up that failed fails the build, even if nothing waited for it
             # the last collective before the write: the index is whole where it is wanted
             idx = run_shared(comm, "assembling the index", assemble if everywhere or here else None, g, dag, forest,
