@@ -237,21 +237,10 @@ def cmd_info(args):
 
 
 def cmd_generate(args):
-    from .io.generate import generate_csr
-    from .io.writers import write_graph
+    from .io.generate import generate_command
 
-    if _not_rank0(args):
-        return 0
-    _outputs_ok(args)
-    t = time.perf_counter()
-    g = generate_csr(args.kind, args.n, args.degree, seed=args.seed, levels=args.levels)
-    tg = time.perf_counter() - t
-    write_graph(g, args.output, None if args.format == "auto" else args.format)
-    tw = time.perf_counter() - t - tg
-    summary = {"output": os.path.abspath(args.output), "kind": args.kind, "n": g.n, "m": g.m,
-               "seed": args.seed, "generate_seconds": round(tg, 6), "write_seconds": round(tw, 6)}
-    _emit(args, None, summary, f"{args.output}: {args.kind}, {g.n:,} vertices, {g.m:,} edges "
-                               f"(generate {tg:.2f} s, write {tw:.2f} s)")
+    if not _not_rank0(args):
+        _emit(args, None, *generate_command(args, lambda: _outputs_ok(args)))
     return 0
 
 
@@ -339,12 +328,18 @@ def build_parser() -> argparse.ArgumentParser:
     sp.set_defaults(func=cmd_info)
 
     sp = sub.add_parser("generate", help="write a generated test graph")
-    sp.add_argument("kind", choices=KINDS)
-    sp.add_argument("-n", type=int, required=True, help="vertices")
+    sp.add_argument("kind", choices=KINDS + ("rmat",))
+    sp.add_argument("-n", type=int, default=None, help="vertices (paper, scale-free, layered)")
     sp.add_argument("--degree", type=float, default=10, help="average out-degree (default 10)")
     sp.add_argument("--levels", type=int, default=None, help="layered: number of levels (default n/10)")
     sp.add_argument("--seed", type=int, default=0)
-    sp.add_argument("-o", "--output", required=True, help=".gra, .mtx (Matrix Market), .h5, else an edge list")
+    sp.add_argument("--scale", type=int, default=None, help="rmat: 2^SCALE vertices")
+    sp.add_argument("--edge-factor", type=int, default=16, help="rmat: EDGE_FACTOR * 2^SCALE edges (default 16)")
+    for q, v, where in (("a", .57, "top-left"), ("b", .19, "top-right"), ("c", .19, "bottom-left; d = 1 - a - b - c")):
+        sp.add_argument(f"-{q}", type=float, default=v, help=f"rmat: {where} quadrant probability (default {v})")
+    sp.add_argument("--threads", type=int, default=None, help="rmat: threads (default all cores; same graph)")
+    sp.add_argument("-o", "--output", required=True,
+                    help=".gra, .mtx (Matrix Market), .h5, or an edge list (.txt, .el, .edges, .edgelist, .tsv)")
     sp.add_argument("--format", choices=("auto", "gra", "edgelist", "mtx", "h5"), default="auto")
     common(sp, backend=False)
     sp.set_defaults(func=cmd_generate)

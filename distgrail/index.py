@@ -12,6 +12,7 @@ from ._version import __version__
 from .errors import DistGrailError, GraphFormatError, IndexFormatError, QueryError
 from .gpu.backend import get_backend
 from .indexfile import read_index_file, write_index_file
+from .io.digest import split_digest
 from .nodelabels import NodeLabels
 from .query.answer import answer_batch_cuda, answer_batch_numpy
 from .query.stats import Labels, QueryStats
@@ -177,12 +178,14 @@ def assemble(graph, dag, forest, post0, intervals, dims, seed, parent_rule, supp
     ``supports``: phase 5's ``(ids, out, in)`` (:func:`distgrail.stages.supports.build_supports`),
     or None for an index without support masks (meta ``supports`` = 0).
     """
+    algorithm, digest = split_digest(graph.digest)  # the background hash is joined here
     meta = {
         "seed": int(seed),
         "dims": int(dims),
         "parent_rule": parent_rule,
         "source_name": graph.name,
-        "source_sha256": graph.sha256,
+        "source_digest": digest,
+        "source_digest_algorithm": algorithm,
         "n_vertices": int(dag.n),
         "n_components": int(dag.C),
         "n_dag_edges": int(dag.m),

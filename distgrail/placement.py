@@ -97,8 +97,8 @@ class Done:
 
 def light_graph(g):
     """The graph without its edges: what the index keeps of it (name, digest, node labels)."""
-    digest = g.sha256_source if hasattr(g, "sha256_source") else g.sha256  # a running hash stays one
-    return SimpleNamespace(name=g.name, sha256=digest, meta=getattr(g, "meta", {}))
+    digest = g.digest_source if hasattr(g, "digest_source") else g.digest  # a running hash stays one
+    return SimpleNamespace(name=g.name, digest=digest, meta=getattr(g, "meta", {}))
 
 
 class OneProcess:
@@ -183,7 +183,7 @@ class OneProcess:
         """The input file's digest, joined where the index is assembled."""
         from .io.digest import resolve
 
-        g.sha256 = resolve(g.sha256)
+        g.digest = resolve(g.digest)
 
     def assemble(self, g, dag, forest, post0, labels, dims, seed, parent_rule, supports):
         return assemble(g, dag, forest, post0, labels, dims, seed, parent_rule, supports=supports)

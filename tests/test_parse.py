@@ -147,7 +147,7 @@ def same_graph(got, want):
     assert got.src.dtype == want.src.dtype == np.int32 and got.dst.dtype == np.int32
     np.testing.assert_array_equal(np.asarray(got.src), want.src)
     np.testing.assert_array_equal(np.asarray(got.dst), want.dst)
-    assert got.sha256 == want.sha256 and got.name == want.name
+    assert got.digest == want.digest and got.name == want.name
     assert got.meta["path"] == want.meta["path"] and got.meta["format"] == want.meta["format"]
 
 

@@ -1,6 +1,6 @@
 """Host side of the GPU text parser (:mod:`distgrail.io.parse`): what to parse (format, header,
 id range), and the file read in chunks that end at line ends into a ring of (pinned) buffers. (The
-file's SHA-256 is computed apart, in the background: :mod:`distgrail.io.digest`.)
+file's digest is computed apart, in the background: :mod:`distgrail.io.digest`.)
 
 Headers are parsed here with the CPU reader's rules; when anything in them is unusual,
 :func:`plan_read` returns a plan of kind ``"cpu"`` and the caller reads the file with the CPU

@@ -42,7 +42,7 @@ def detect_format(path: str) -> str:
 
 
 def hash_early(path, fmt: str = "auto") -> None:
-    """Start the SHA-256 of a text graph file in the background now
+    """Start the digest of a text graph file in the background now
     (:func:`distgrail.io.digest.start_early`); nothing for a binary ``.h5`` graph or a missing file."""
     from .digest import start_early
 
@@ -102,7 +102,7 @@ def read_graph(path, fmt: str = "auto", num_vertices: int | None = None) -> Edge
     if num_vertices is not None and int(num_vertices) < 0:
         raise GraphFormatError(f"number of vertices must be >= 0, got {num_vertices!r}", path=path)
     text = Text(path)
-    digest = text.sha256()
+    digest = text.digest()  # hashed beside the parse; joined when the index is assembled
     try:
         if fmt == "gra":
             g = read_gra(text)
@@ -110,10 +110,14 @@ def read_graph(path, fmt: str = "auto", num_vertices: int | None = None) -> Edge
             g = read_mtx(text)
         else:
             g = read_edgelist(text, num_vertices)
-        g.sha256 = digest()
+        if digest is not None:
+            digest.check()  # the file must not have changed under the parse
+        g.digest = text.chunk_digest() if digest is None else digest
+    except BaseException:
+        if digest is not None:
+            digest.cancel()
+        raise
     finally:
-        if text._h is None:
-            digest()  # let the hashing thread finish before the file closes
         text.close()
     g.name = os.path.basename(path)
     g.meta["path"] = os.path.abspath(path)

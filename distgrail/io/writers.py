@@ -92,7 +92,7 @@ def _gra_blocks(n, indptr, indices):
 
 
 def write_csr(n: int, indptr: np.ndarray, indices: np.ndarray, path, fmt: str | None = None,
-              name: str = "", sha256: str = "", dag=None) -> None:
+              name: str = "", digest: str = "", dag=None) -> None:
     """Write a CSR graph (successors sorted, distinct) as ``.gra``, an edge list, a Matrix Market
     file (``coordinate pattern general``, 1-based) or binary ``.h5`` (optionally with its
     condensation ``dag``); atomically."""
@@ -101,7 +101,7 @@ def write_csr(n: int, indptr: np.ndarray, indices: np.ndarray, path, fmt: str | 
     if fmt == "h5":
         from .binary import write_binary_csr
 
-        return write_binary_csr(path, n, indptr, indices, name=name, sha256=sha256, dag=dag)
+        return write_binary_csr(path, n, indptr, indices, name=name, digest=digest, dag=dag)
     if fmt not in TEXT_FORMATS:
         raise DistGrailError(f"output format must be gra, edgelist, mtx or h5, got {fmt!r}")
     m = int(indices.size)
@@ -150,7 +150,7 @@ def write_graph(graph, path, fmt: str | None = None, dag=None) -> None:
         raise DistGrailError(f"output format must be gra, edgelist, mtx or h5, got {fmt!r}")
     if hasattr(graph, "indptr"):
         return write_csr(graph.n, graph.indptr, graph.indices, path, fmt, name=graph.name,
-                         sha256=getattr(graph, "sha256", ""), dag=dag)
+                         digest=getattr(graph, "digest", ""), dag=dag)
     if fmt in ("edgelist", "mtx"):  # keep the edges as they are (order, repeats)
         one = 1 if fmt == "mtx" else 0
         with atomic_path(path) as tmp, open(tmp, "wb") as f:
@@ -166,7 +166,7 @@ def write_graph(graph, path, fmt: str | None = None, dag=None) -> None:
                 f.write(format_ints(vals, codes[: vals.size], [b" ", b"\n"]))
         return None
     indptr, indices = edge_graph_csr(graph)
-    return write_csr(graph.n, indptr, indices, path, fmt, name=graph.name, sha256=graph.sha256, dag=dag)
+    return write_csr(graph.n, indptr, indices, path, fmt, name=graph.name, digest=graph.digest, dag=dag)
 
 
 def write_answers(answers: np.ndarray, path) -> None:

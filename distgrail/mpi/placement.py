@@ -230,7 +230,7 @@ class AcrossRanks:
         head = (g.name, _stored_condensation(g, dag), getattr(g, "meta", {}).get("node_labels")) if here else None
         name, path, labels = comm.bcast(head, root=root)  # the user's node labels too (small next to the DAG)
         if not here:
-            g = SimpleNamespace(name=name, sha256=None, meta={} if labels is None else {"node_labels": labels})
+            g = SimpleNamespace(name=name, digest=None, meta={} if labels is None else {"node_labels": labels})
         self.complete = here
         if path is not None:
             want = comm.bcast((dag.n, dag.C, dag.m) if here else None, root=root)
@@ -339,10 +339,10 @@ class AcrossRanks:
         from ..io.digest import resolve
 
         comm, root, here = self.comm, self.root, self.here
-        digest = run_shared(comm, "hashing the graph file", (lambda: resolve(g.sha256)) if here else None)
+        digest = run_shared(comm, "hashing the graph file", (lambda: resolve(g.digest)) if here else None)
         digest = comm.bcast(digest, root=root) if self.everywhere else digest
         if self.everywhere or here:
-            g.sha256 = digest
+            g.digest = digest
 
     def assemble(self, g, dag, forest, post0, labels, dims, seed, parent_rule, supports):
         self.tp.ready()  # a background NCCL set-up that failed fails the build, even if nothing waited for it
