@@ -1,4 +1,4 @@
-"""Command line: ``distgrail index | query | info | generate | convert``.
+"""Command line: ``distgrail index | query | pairs | info | generate | convert``.
 
 Run it under MPI with ``mpirun -n N python -m mpi4py -m distgrail ...`` (see ``launch/``): an
 uncaught error on any rank then aborts the whole job instead of leaving the others hanging;
@@ -183,13 +183,13 @@ def cmd_query(args):
                           _label_kind(idx)) or (None, None)
         answers, stats = idx.query(s, t, backend=args.backend, comm=comm)
         run_shared(comm, f"writing the answers {args.output}",
-                   write_answers if args.output and _rank(comm) == 0 else None, answers, args.output)
+                   write_answers if args.output and _rank(comm) == 0 else None, answers, args.output, s, t)
     else:
         idx = distgrail.open_index(args.index)
         s, t = read_pairs(pairs, _label_kind(idx))
         answers, stats = idx.query(s, t, backend=args.backend)
         if args.output:
-            write_answers(answers, args.output)
+            write_answers(answers, args.output, s, t)
     summary = stats.as_dict()
     if getattr(stats, "mpi_seconds", None):
         summary["mpi_seconds"] = stats.mpi_seconds
@@ -227,7 +227,7 @@ def cmd_info(args):
     info["size_bytes"] = os.path.getsize(args.index)
     if args.json:
         print(json.dumps(info, indent=2, sort_keys=True, default=str))
-    else:
+    elif not args.quiet:  # --quiet: nothing; the exit status says whether the index opened
         for k, v in info.items():
             if k != "datasets":
                 print(f"{k:<20}{v}")
@@ -285,13 +285,14 @@ def build_parser() -> argparse.ArgumentParser:
     from .stages.supports import supports_arg
     from .io.generate import KINDS
     from .io.read import FORMATS
+    from .cli_pairs import INFO_QUIET_HELP, add_pairs_command, add_query_args, with_pair
 
     p = argparse.ArgumentParser(prog="distgrail", description="GRAIL reachability index on GPUs across MPI ranks.")
     p.add_argument("--version", action="version", version=f"distgrail {__version__}")
     sub = p.add_subparsers(dest="command", required=True)
 
-    def common(sp, backend=True):
-        sp.add_argument("--quiet", action="store_true", help="no progress or summary on the terminal")
+    def common(sp, backend=True, quiet="no progress or summary on the terminal"):
+        sp.add_argument("--quiet", action="store_true", help=quiet)
         sp.add_argument("--json", action="store_true", help="print the summary as JSON on stdout")
         if backend:
             sp.add_argument("--backend", choices=BACKENDS, default="auto",
@@ -316,15 +317,14 @@ def build_parser() -> argparse.ArgumentParser:
 
     sp = sub.add_parser("query", help="answer query pairs with an index")
     sp.add_argument("index", help="index file")
-    sp.add_argument("pairs", help="pairs file: 'u v' per line (.gz ok) or .npy (k, 2); or 'bundled'")
-    sp.add_argument("-o", "--output", help="answers: one 0/1 per line, or .npy; '-' for stdout "
-                                           "(default: not written, only the summary)")
-    common(sp)
-    sp.set_defaults(func=cmd_query)
+    sp.add_argument("pairs", nargs="?", help="pairs file: 'u v' per line (.gz ok) or .npy (k, 2); or 'bundled'")
+    add_query_args(sp, common)  # --pair U V, -o (answers by extension), the common options
+    sp.set_defaults(func=with_pair(cmd_query))
+    add_pairs_command(sub, common)
 
     sp = sub.add_parser("info", help="describe an index file")
     sp.add_argument("index")
-    common(sp, backend=False)
+    common(sp, backend=False, quiet=INFO_QUIET_HELP)
     sp.set_defaults(func=cmd_info)
 
     sp = sub.add_parser("generate", help="write a generated test graph")
@@ -363,7 +363,7 @@ def main(argv=None) -> int:
     is printed once (rank 0), MPI is finalized and every rank returns 2."""
     args = build_parser().parse_args(argv)
     try:
-        if args.func in (cmd_info, cmd_generate, cmd_convert) and _comm(args) is not None:
+        if (args.func in (cmd_info, cmd_generate, cmd_convert) or getattr(args, "one_process", 0)) and _comm(args) is not None:
             from .mpi.errors import run_shared  # one-process commands: rank 0 works, all share the outcome
 
             return run_shared(args.mpi_comm, f"running {args.command}",
@@ -381,9 +381,9 @@ def main(argv=None) -> int:
         print("distgrail: error: out of memory (the graph or --dims is too large for this machine)",
               file=sys.stderr, flush=True)
         return 2
-    except KeyboardInterrupt:
-        print("distgrail: interrupted", file=sys.stderr)
-        return 130
+    except KeyboardInterrupt as e:  # with a message: a write was interrupted (distgrail.io.atomic), exit 2
+        print(f"distgrail: error: {e}" if e.args else "distgrail: interrupted", file=sys.stderr)
+        return 2 if e.args else 130
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -56,8 +56,8 @@ def count_newlines(buf, end: int) -> int:
 class Text:
     """A memory-mapped text file with helpers for error messages."""
 
-    def __init__(self, path: str, data: bytes | None = None):
-        self.path = str(path)
+    def __init__(self, path: str, data: bytes | None = None, translate: bytes | None = None):
+        self.path, self.translate = str(path), translate  # translate: a table for the chunks (CSV: ',' -> ' ')
         self._f = None
         self._h = None  # the digest fed with the chunks as they are parsed (one-core case)
         self._hashed = 0
@@ -96,11 +96,12 @@ class Text:
 
     def token_at(self, pos: int) -> str:
         buf = self.buf
+        stops = b" \t\r\n," if self.translate else b" \t\r\n"
         s = pos
-        while s > 0 and buf[s - 1] not in b" \t\r\n":
+        while s > 0 and buf[s - 1] not in stops:
             s -= 1
         e = pos
-        while e < len(buf) and buf[e] not in b" \t\r\n":
+        while e < len(buf) and buf[e] not in stops:
             e += 1
         return bytes(buf[s:e]).decode("utf-8", "replace")
 
@@ -154,7 +155,7 @@ class Text:
                 self._feed(pos)
                 self._h.update(data)
                 self._hashed += len(data)
-            yield pos, data
+            yield pos, (data if self.translate is None else data.translate(self.translate))
             pos += len(data)
 
     def _feed(self, upto: int):

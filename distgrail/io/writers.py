@@ -169,18 +169,34 @@ def write_graph(graph, path, fmt: str | None = None, dag=None) -> None:
     return write_csr(graph.n, indptr, indices, path, fmt, name=graph.name, digest=graph.digest, dag=dag)
 
 
-def write_answers(answers: np.ndarray, path) -> None:
-    """Answers as ``.npy`` (bool) or text, one 0/1 per line; written atomically. ``-``: text on stdout."""
+#: answer files with one ``u v reachable`` row per pair (the pairs as the user named them)
+TABLE_ANSWERS = (".tsv", ".csv", ".tsv.gz", ".csv.gz", ".parquet")
+
+
+def write_answers(answers: np.ndarray, path, sources=None, targets=None) -> None:
+    """Answers, written atomically, by the name's extension:
+
+    * ``.tsv`` / ``.csv`` (``.gz`` too): a header ``u v reachable`` (tab or comma separated), then
+      one row per pair: the two vertices as the pairs file named them (node labels where the
+      index has them) and 1 (reachable) or 0;
+    * ``.parquet``: columns ``u``, ``v`` (int64 or string) and ``reachable`` (bool), via pyarrow;
+    * ``.npy``: a bool array;
+    * anything else: one 0/1 per line; ``-``: that text on stdout.
+
+    The row formats need ``sources`` and ``targets`` (the pairs)."""
     path = os.fspath(path)
+    low = path.lower()
+    if low.endswith(TABLE_ANSWERS):
+        if sources is None or targets is None:
+            raise DistGrailError(f"{path}: a {low.rsplit('.', 1)[-1]} answer file needs the pairs")
+        from .answers import write_answer_rows
+
+        return write_answer_rows(np.asarray(answers, bool), np.asarray(sources), np.asarray(targets), path, format_ints)
     if path == "-":
         import sys
 
-        a = np.asarray(answers, dtype=np.uint8)
-        out = np.empty(2 * a.size, dtype=np.uint8)
-        out[0::2] = 48 + a
-        out[1::2] = 10
         sys.stdout.flush()
-        sys.stdout.buffer.write(out.tobytes())
+        sys.stdout.buffer.write(_zero_one_lines(answers))
         sys.stdout.buffer.flush()
         return
     with atomic_path(path) as tmp:
@@ -188,9 +204,13 @@ def write_answers(answers: np.ndarray, path) -> None:
             with open(tmp, "wb") as f:
                 np.save(f, np.asarray(answers, dtype=bool))
         else:
-            a = np.asarray(answers, dtype=np.uint8)
-            out = np.empty(2 * a.size, dtype=np.uint8)
-            out[0::2] = 48 + a
-            out[1::2] = 10
             with open(tmp, "wb") as f:
-                f.write(out.tobytes())
+                f.write(_zero_one_lines(answers))
+
+
+def _zero_one_lines(answers) -> bytes:
+    a = np.asarray(answers, dtype=np.uint8)
+    out = np.empty(2 * a.size, dtype=np.uint8)
+    out[0::2] = 48 + a
+    out[1::2] = 10
+    return out.tobytes()
