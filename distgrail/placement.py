@@ -180,10 +180,7 @@ class OneProcess:
         return dag_to_host(dag, self.be)
 
     def join_digest(self, g):
-        """The input file's digest, joined where the index is assembled."""
-        from .io.digest import resolve
-
-        g.digest = resolve(g.digest)
+        """Nothing: :func:`~distgrail.index.assemble` joins the input file's background digest."""
 
     def assemble(self, g, dag, forest, post0, labels, dims, seed, parent_rule, supports):
         return assemble(g, dag, forest, post0, labels, dims, seed, parent_rule, supports=supports)
