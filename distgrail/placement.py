@@ -11,6 +11,7 @@ import sys
 import numpy as np
 
 from .errors import BackendError
+from .gpu.memory import GpuMemoryError
 from .io.read import as_graph
 from .stages.condense import condense, condense_cuda
 
@@ -36,7 +37,9 @@ def read_on(be, graph, num_vertices=None, fmt="auto"):
 
 def condense_on(be, g):
     """Condense stage: on the GPU (the DAG stays there, ``level_ptr`` on the host for the sweeps)
-    when ``be`` is a GPU backend and it fits, else the CPU path (with a one-line notice why)."""
+    when ``be`` is a GPU backend, else the CPU path; a graph whose vertex ids need 64 bits goes to
+    the CPU path with a one-line notice why, one too big for the GPU's memory is refused
+    (:class:`~distgrail.gpu.memory.GpuMemoryError`: ``--backend cpu`` is the user's choice)."""
     if be.is_gpu:
         try:
             with be.xp.cuda.Device(be.device):
@@ -44,6 +47,8 @@ def condense_on(be, g):
                 dag = condense_cuda(src, dst, g.n, be)
             dag.level_ptr = be.to_host(dag.level_ptr) if not isinstance(dag.level_ptr, np.ndarray) else dag.level_ptr
             return dag
+        except GpuMemoryError:
+            raise  # too big for this GPU: refused with need vs have and the ways out, no silent switch
         except BackendError as e:
             _notice(f"condensing on the CPU: {e}")
     if not isinstance(g.src, np.ndarray):  # edges parsed on the GPU, condensed on the CPU
