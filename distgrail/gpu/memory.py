@@ -180,8 +180,8 @@ def gpu_fit_problem(need: int, have: int, what: str, where: str = "the GPU") -> 
     if int(need) <= int(have):
         return None
     return (f"{what} needs about {need / 2**30:,.1f} GiB of GPU memory, {where} has {have / 2**30:,.1f} GiB "
-            f"available; use --backend cpu (host memory, slower), a GPU with more memory, or fewer "
-            f"--dims / --supports (a partitioned build across GPUs is not available yet)")
+            f"available; use --backend cpu (host memory, slower), a GPU with more memory, fewer "
+            f"--dims / --supports, or a partitioned build across GPUs (not available yet)")
 
 
 # -- library calls in pieces: CuPy's scan and reductions index with 32 bits (cupy/cupy#9841: a
