@@ -76,7 +76,7 @@ def preflight_index(graph, fmt: str = "auto", num_vertices=None, dims: int = 5, 
     :class:`~distgrail.errors.DistGrailError` (exit status 2) when they cannot fit. ``gpu_have``
     / ``host_have``: the free GPU / host bytes to check against (default: what this machine
     has; tests pass small ones). Returns the estimates: ``{"n", "m", "gpu_need"}``."""
-    from .dtypes import physical_memory
+    from .dtypes import physical_memory, size_problem
     from .gpu.memory import gpu_bytes_needed
 
     why = dims_problem(dims)
@@ -93,6 +93,8 @@ def preflight_index(graph, fmt: str = "auto", num_vertices=None, dims: int = 5, 
     m, n = estimate_edges(plan)
     out.update(n=n, m=m)
     name = os.path.basename(os.fspath(graph))
+    if size_problem(n, m):  # the reader says so with the file, line and value
+        return out
     host = physical_memory() if host_have is None else int(host_have)
     labels = host_label_bytes(n, dims, _min_supports(supports))
     if labels > host:
