@@ -124,17 +124,10 @@ def cmd_index(args):
 
 
 def _index(args):
-    import distgrail
-
+    import distgrail.preflight
     comm = _comm(args)
     _outputs_ok_everywhere(args, comm, _resolve_bundled(args.graph, "graph"))
-    from .preflight import dims_problem, preflight_index  # sizes against memory, before any parsing
-
-    if comm is None:
-        preflight_index(_resolve_bundled(args.graph, "graph"), args.format, args.num_vertices, args.dims,
-                        args.supports, args.backend)
-    elif dims_problem(args.dims):  # the same answer on every rank
-        raise DistGrailError(dims_problem(args.dims))
+    distgrail.preflight.preflight_cli(args, comm, _resolve_bundled(args.graph, "graph"))  # before any parsing
     if comm is None and args.backend != "cpu" and os.path.exists("/dev/nvidiactl"):  # a GPU is likely
         from .io.read import hash_early
 

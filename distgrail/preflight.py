@@ -22,7 +22,7 @@ import os
 
 from .errors import DistGrailError
 
-__all__ = ["dims_problem", "host_label_bytes", "check_gpu_fit", "preflight_index"]
+__all__ = ["dims_problem", "host_label_bytes", "check_gpu_fit", "preflight_index", "preflight_cli"]
 
 
 def dims_problem(dims, limit: int = 1024) -> str | None:
@@ -119,3 +119,11 @@ def preflight_index(graph, fmt: str = "auto", num_vertices=None, dims: int = 5, 
     check_gpu_fit(n, m, dims, supports, gpu_have,
                   f"indexing {name} on the GPU (about {m:,} edges and at least {n:,} vertices, --dims {dims})", m_dag=0)
     return out
+
+
+def preflight_cli(args, comm, graph) -> None:
+    """``distgrail index``'s preflight (:func:`preflight_index` of its arguments). Under MPI
+    (``comm``) every rank checks the dims and the host memory alike; the GPU check needs one
+    process (the ranks' GPUs are bound later)."""
+    preflight_index(graph, args.format, args.num_vertices, args.dims, args.supports,
+                    args.backend if comm is None else "cpu")
