@@ -251,3 +251,39 @@ def test_index_with_dims_100000000_exits_2_within_a_second(tmp_path):
     assert "Traceback" not in r.stderr
     assert time.perf_counter() - t < 20  # the interpreter's start included; the check itself is instant
     assert sorted(os.listdir(tmp_path)) == ["s.txt"]
+
+
+# -- parsing: reductions and selections over the edges in pieces ------------------------------------
+
+def test_finish_edges_in_pieces_equals_the_whole(tmp_path):
+    from distgrail.io.parse import chunk_fits, finish_edges
+
+    p = tmp_path / "e.txt"
+    p.write_text("0 1\n")
+    rng = np.random.default_rng(5)
+    src, dst = rng.integers(0, 1000, 101).astype(np.int32), rng.integers(0, 1000, 101).astype(np.int32)
+    n, s, d = finish_edges(plan_read(p), np, src, dst, 0, True, limit=7)
+    assert n == max(src.max(), dst.max()) + 1 and s is src and d is dst
+    mtx = tmp_path / "g.mtx"
+    mtx.write_text("%%MatrixMarket matrix coordinate pattern symmetric\n1000 1000 101\n")
+    src[::10] = dst[::10]  # some diagonal entries: not mirrored
+    want = finish_edges(plan_read(mtx), np, src, dst, 0, True)
+    got = finish_edges(plan_read(mtx), np, src, dst, 0, True, limit=7)
+    assert got[0] == want[0] and all(np.array_equal(a, b) for a, b in zip(got[1:], want[1:]))
+    assert got[1].size == 101 + int((src != dst).sum())
+    assert chunk_fits(2**31 - 1024) and not chunk_fits(2**31 - 1)  # whole 1024-byte tiles below 2^31
+
+
+@pytest.mark.gpu
+def test_gpu_preflight_reads_the_free_memory(tmp_path):
+    """On a GPU: the preflight compares with the real free memory (a small file fits), and the
+    condensation's forced small limit is exercised by tests/test_gpu_condense.py."""
+    p = tmp_path / "e.txt"
+    _edge_list(p, 1000, 5000)
+    got = preflight_index(str(p), dims=5, backend="gpu")
+    assert got["gpu_need"] == gpu_bytes_needed(got["n"], got["m"], 5, 64, m_dag=0)
+    from distgrail.gpu.memory import available_gpu_bytes
+
+    have = available_gpu_bytes()[0]
+    with pytest.raises(GpuMemoryError, match="--backend cpu"):
+        preflight_index(str(p), dims=1024, supports=1 << 20, backend="gpu", gpu_have=have // 1000)
