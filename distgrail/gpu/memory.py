@@ -127,8 +127,10 @@ def gpu_bytes_needed(n: int, m: int, dims: int, K: int, wide_limit: int = 2**31 
     * condensation (kernels/condense.cu, :func:`~distgrail.stages.condense.condense_bytes`): a
       64-bit key per edge, the sort's second buffer (8) and the previous step's int32 column
       array (4): 20 bytes per edge; past ``wide_limit`` edges the scan of the keep flags is
-      int64 and keys, scan, new and old column arrays make 24; about sixteen int32 / int64
-      arrays per vertex: 64 bytes per vertex;
+      int64 and keys, scan, new and old column arrays make 24 (the row-bucket sort there: keys,
+      bucketed copy and old column array, 20, plus one bucket's scratch of about 2 GiB, less
+      than the other 4 bytes per edge); about sixteen int32 / int64 arrays per vertex: 64
+      bytes per vertex;
     * phases 1-5, with the condensed DAG resident (forward and reverse CSR: 8 bytes per edge,
       24 per vertex with comp and level): the COO rows of the small levels (4 per edge), the
       forest and phase-1/2 scratch (45 per vertex), phase 3's ranks (16 dims + 80) then phase

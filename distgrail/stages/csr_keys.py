@@ -47,7 +47,8 @@ def sort_keys_in_buckets(xp, keys, n: int, limit: int, count=None, scatter=None)
     """``keys`` sorted, with library sorts of at most ``limit`` keys: ``count(keys, n)`` gives the
     keys of the rows before each row (n + 2 entries; the sentinel ``2^64 - 1`` counts as row
     ``n``), the keys go into row buckets (:func:`key_buckets`) by ``scatter(keys, n, bounds,
-    starts)`` and each bucket is sorted alone. The NumPy ``count`` and ``scatter`` (defaults)
+    starts)`` and each bucket is sorted alone. Buckets aim at ``limit / 8`` keys (plus at most one
+    row), so a bucket's sort scratch stays near 2 GiB at the real limit. The NumPy ``count`` and ``scatter`` (defaults)
     are the twins of the kernels ``dg_cond_key_rows`` and ``dg_cond_bucket``.
 
     >>> k = np.array([5 << 32 | 1, 1 << 32 | 7, 3 << 32, 1 << 32 | 2, 2**64 - 1, 0], np.uint64)
@@ -56,7 +57,7 @@ def sort_keys_in_buckets(xp, keys, n: int, limit: int, count=None, scatter=None)
     """
     cum = (count or _count_numpy)(keys, n)
     # rows 0..n-1 in buckets; the sentinels (row n, all equal) in a last one that needs no sort
-    bounds = np.append(key_buckets(xp, cum[:n + 1], max(1, int(limit) // 2), limit), n + 1)
+    bounds = np.append(key_buckets(xp, cum[:n + 1], max(1, int(limit) // 8), limit), n + 1)
     starts = cum[xp.asarray(bounds)]
     starts = np.asarray(starts.get() if hasattr(starts, "get") else starts, dtype=np.int64)
     out = (scatter or _scatter_numpy)(keys, n, bounds, starts)
