@@ -124,10 +124,10 @@ def cmd_index(args):
 
 
 def _index(args):
-    import distgrail
-
+    import distgrail.preflight
     comm = _comm(args)
     _outputs_ok_everywhere(args, comm, _resolve_bundled(args.graph, "graph"))
+    distgrail.preflight.preflight_cli(args, comm, _resolve_bundled(args.graph, "graph"))  # before any parsing
     if comm is None and args.backend != "cpu" and os.path.exists("/dev/nvidiactl"):  # a GPU is likely
         from .io.read import hash_early
 

@@ -20,6 +20,7 @@ import numpy as np
 
 from .errors import BackendError, DistGrailError
 from .gpu.backend import get_backend
+from .gpu.memory import GpuMemoryError
 from .index import assemble
 from .io.read import as_graph
 from .stages.condense import condense, condense_cuda, dag_to_host
@@ -49,7 +50,9 @@ def read_on(be, graph, num_vertices=None, fmt="auto"):
 def condense_on(be, g):
     """Condense step: a stored condensation (a ``.h5`` graph written by ``distgrail convert``) is
     read; else on the GPU (the DAG stays there, ``level_ptr`` on the host for the sweeps) when
-    ``be`` is a GPU backend and it fits, else the CPU path (with a one-line notice why)."""
+    ``be`` is a GPU backend, else the CPU path; a graph whose vertex ids need 64 bits goes to the
+    CPU path with a one-line notice why, one too big for the GPU's memory is refused
+    (:class:`~distgrail.gpu.memory.GpuMemoryError`: ``--backend cpu`` is the user's choice)."""
     if isinstance(getattr(g, "meta", None), dict) and g.meta.get("condensation") is not None:
         return condense(g)
     if be.is_gpu:
@@ -59,6 +62,8 @@ def condense_on(be, g):
                 dag = condense_cuda(src, dst, g.n, be)
             dag.level_ptr = be.to_host(dag.level_ptr) if not isinstance(dag.level_ptr, np.ndarray) else dag.level_ptr
             return dag
+        except GpuMemoryError:
+            raise  # too big for this GPU: refused with need vs have and the ways out, no silent switch
         except BackendError as e:
             _notice(f"condensing on the CPU: {e}")
     if not isinstance(g.src, np.ndarray):  # edges parsed on the GPU, condensed on the CPU

@@ -1,7 +1,10 @@
 // Condensation on the GPU: CSR building from 64-bit (row << 32 | col) keys, the frontier sweeps of
 // the SCC search (peel = trimming / Kahn levels, reach = forward-backward, colour propagation and
 // the colour-restricted backward search) and helpers. Twins: distgrail.stages.scc (NumPy).
-// Ids are int32 (n < 2^31 - 1), CSR row pointers int64, frontiers int32.
+// Ids are int32 (n < 2^31 - 1), CSR row pointers int64, frontiers int32. Edge positions are int64
+// everywhere; the scan of the keep flags is int32 up to 2^31 - 1 edges and int64 past that
+// (the *64 kernels), and past that the keys are sorted in row buckets (dg_cond_key_rows,
+// dg_cond_bucket) of fewer than 2^31 keys each, one library sort per bucket.
 #include "common.cuh"
 
 #define DG_SENTINEL 0xFFFFFFFFFFFFFFFFULL  // a dropped edge (self-loop / inside one component)
@@ -65,7 +68,7 @@ extern "C" __global__ void dg_cond_swap(u64* __restrict__ keys, i64 m) {
 }
 
 // keep[i] = 1 for the first of equal sorted keys, 0 for repeats and sentinels
-extern "C" __global__ void dg_cond_keep(const u64* __restrict__ keys, i64 m, int* __restrict__ keep) {
+extern "C" __global__ void dg_cond_keep(const u64* __restrict__ keys, i64 m, unsigned char* __restrict__ keep) {
     const i64 stride = (i64)gridDim.x * blockDim.x;
     for (i64 i = (i64)blockIdx.x * blockDim.x + threadIdx.x; i < m; i += stride) {
         const u64 k = keys[i];
@@ -74,22 +77,32 @@ extern "C" __global__ void dg_cond_keep(const u64* __restrict__ keys, i64 m, int
 }
 
 // column of every kept key at its place; pos = inclusive prefix sum of keep (has_pos 0: keep all)
-extern "C" __global__ void dg_cond_compact(const u64* __restrict__ keys, const int* __restrict__ pos, int has_pos,
-                                           i64 m, int* __restrict__ out) {
+template <class P>
+__device__ __forceinline__ void dg_compact(const u64* __restrict__ keys, const P* __restrict__ pos, int has_pos, i64 m,
+                                           int* __restrict__ out) {
     const i64 stride = (i64)gridDim.x * blockDim.x;
     for (i64 i = (i64)blockIdx.x * blockDim.x + threadIdx.x; i < m; i += stride) {
         if (!has_pos) {
             out[i] = (int)(keys[i] & 0xFFFFFFFFULL);
         } else {
-            const int p = pos[i], q = i ? pos[i - 1] : 0;
+            const i64 p = (i64)pos[i], q = i ? (i64)pos[i - 1] : 0;
             if (p != q) out[p - 1] = (int)(keys[i] & 0xFFFFFFFFULL);
         }
     }
 }
+extern "C" __global__ void dg_cond_compact(const u64* __restrict__ keys, const int* __restrict__ pos, int has_pos,
+                                           i64 m, int* __restrict__ out) {
+    dg_compact(keys, pos, has_pos, m, out);
+}
+extern "C" __global__ void dg_cond_compact64(const u64* __restrict__ keys, const i64* __restrict__ pos, int has_pos,
+                                             i64 m, int* __restrict__ out) {
+    dg_compact(keys, pos, has_pos, m, out);
+}
 
 // ptr[v] = kept keys of rows < v: lower bound of v << 32 in the sorted keys, through pos
-extern "C" __global__ void dg_cond_row_ptr(const u64* __restrict__ keys, const int* __restrict__ pos, int has_pos,
-                                           i64 m, i64 n, i64* __restrict__ ptr) {
+template <class P>
+__device__ __forceinline__ void dg_row_ptr(const u64* __restrict__ keys, const P* __restrict__ pos, int has_pos, i64 m,
+                                           i64 n, i64* __restrict__ ptr) {
     const i64 stride = (i64)gridDim.x * blockDim.x;
     for (i64 v = (i64)blockIdx.x * blockDim.x + threadIdx.x; v <= n; v += stride) {
         const u64 want = (u64)v << 32;
@@ -99,6 +112,55 @@ extern "C" __global__ void dg_cond_row_ptr(const u64* __restrict__ keys, const i
             if (keys[mid] < want) lo = mid + 1; else hi = mid;
         }
         ptr[v] = !has_pos ? lo : (lo ? (i64)pos[lo - 1] : 0);
+    }
+}
+extern "C" __global__ void dg_cond_row_ptr(const u64* __restrict__ keys, const int* __restrict__ pos, int has_pos,
+                                           i64 m, i64 n, i64* __restrict__ ptr) {
+    dg_row_ptr(keys, pos, has_pos, m, n, ptr);
+}
+extern "C" __global__ void dg_cond_row_ptr64(const u64* __restrict__ keys, const i64* __restrict__ pos, int has_pos,
+                                             i64 m, i64 n, i64* __restrict__ ptr) {
+    dg_row_ptr(keys, pos, has_pos, m, n, ptr);
+}
+
+// row of a key; the sentinel's is n (sorted last)
+__device__ __forceinline__ i64 dg_key_row(u64 k, i64 n) { return k == DG_SENTINEL ? n : (i64)(k >> 32); }
+
+// cnt[row + 1] += 1 for every key (cnt: n + 2 zeros; its inclusive scan: keys of the rows before)
+extern "C" __global__ void dg_cond_key_rows(const u64* __restrict__ keys, i64 m, i64 n,
+                                            unsigned long long* __restrict__ cnt) {
+    const i64 stride = (i64)gridDim.x * blockDim.x;
+    for (i64 i = (i64)blockIdx.x * blockDim.x + threadIdx.x; i < m; i += stride)
+        atomicAdd(&cnt[dg_key_row(keys[i], n) + 1], 1ULL);
+}
+
+// every key into its row bucket: bucket j holds rows bounds[j] .. bounds[j + 1] - 1 and is filled
+// from cursor[j] on (its start); order inside a bucket is arbitrary (each is sorted afterwards)
+extern "C" __global__ void dg_cond_bucket(const u64* __restrict__ keys, i64 m, i64 n, const i64* __restrict__ bounds,
+                                          int nb, unsigned long long* __restrict__ cursor, u64* __restrict__ out) {
+    const i64 stride = (i64)gridDim.x * blockDim.x;
+    for (i64 i = (i64)blockIdx.x * blockDim.x + threadIdx.x; i < m; i += stride) {
+        const u64 k = keys[i];
+        const i64 row = dg_key_row(k, n);
+        int lo = 0, hi = nb - 1;  // last j with bounds[j] <= row
+        while (lo < hi) {
+            const int mid = (lo + hi + 1) >> 1;
+            if (bounds[mid] <= row) lo = mid; else hi = mid - 1;
+        }
+        out[atomicAdd(&cursor[lo], 1ULL)] = k;
+    }
+}
+
+// ptr[v] = lower bound of v in the sorted src[0..m) (an edge list that is already the CSR)
+extern "C" __global__ void dg_cond_src_ptr(const int* __restrict__ src, i64 m, i64 n, i64* __restrict__ ptr) {
+    const i64 stride = (i64)gridDim.x * blockDim.x;
+    for (i64 v = (i64)blockIdx.x * blockDim.x + threadIdx.x; v <= n; v += stride) {
+        i64 lo = 0, hi = m;
+        while (lo < hi) {
+            const i64 mid = (lo + hi) >> 1;
+            if ((i64)src[mid] < v) lo = mid + 1; else hi = mid;
+        }
+        ptr[v] = lo;
     }
 }
 

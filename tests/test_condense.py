@@ -220,6 +220,11 @@ def test_condense_bytes_is_about_20_bytes_per_edge():
     assert condense_bytes(0, 0) == 64 + (64 << 20)
     assert condense_bytes(1_500_000, 150_000_000) - condense_bytes(1_500_000, 0) == 20 * 150_000_000
     assert condense_bytes(10, 5) < condense_bytes(11, 5) < condense_bytes(11, 6)
+    # past the int32 limit the keep-flag scan is int64: 24 bytes per edge (a forced limit: the same)
+    m = 2**31 + 5
+    assert condense_bytes(0, m) - condense_bytes(0, 0) == 24 * m
+    assert condense_bytes(0, 100, limit=99) - condense_bytes(0, 0) == 24 * 100
+    assert condense_bytes(0, 99, limit=99) - condense_bytes(0, 0) == 20 * 99
 
 
 def test_dag_to_host_keeps_host_arrays_and_timings():
@@ -289,7 +294,7 @@ class _FakeCupy:
         return wrapped
 
 
-_CTYPE = {"int": np.int32, "i64": np.int64, "u64": np.uint64, "unsigned long long": np.uint64}
+_CTYPE = {"int": np.int32, "i64": np.int64, "u64": np.uint64, "unsigned long long": np.uint64, "unsigned char": np.uint8}
 
 
 def _emulate(name, sig):
@@ -375,6 +380,19 @@ def _k_row_ptr(keys, pos, has, m, n, ptr):
     ptr[:] = lo if not has else np.where(lo > 0, pos[np.maximum(lo - 1, 0)], 0)
 
 
+def _k_key_rows(keys, m, n, cnt):
+    rows = np.where(keys == np.uint64(2**64 - 1), n, keys >> np.uint64(32)).astype(np.int64)
+    np.add.at(cnt, rows + 1, np.uint64(1))
+
+
+def _k_bucket(keys, m, n, bounds, nb, cursor, out):
+    rows = np.where(keys == np.uint64(2**64 - 1), n, keys >> np.uint64(32)).astype(np.int64)
+    for k, r in zip(keys, rows):  # one interleaving: input order
+        j = int(np.searchsorted(bounds[:nb], r, side="right")) - 1
+        out[cursor[j]] = k
+        cursor[j] += 1
+
+
 def _k_count(ptr, idx, rep, cnt, n):
     r = _rows(ptr)
     live = (rep[r] < 0) & (rep[idx] < 0)
@@ -391,6 +409,9 @@ _KERNELS = {
     "dg_cond_keep": lambda k, m, keep: keep.__setitem__(slice(None), (k != np.uint64(2**64 - 1)) & np.concatenate(
         ([True], k[1:] != k[:-1]))),
     "dg_cond_compact": _k_compact, "dg_cond_row_ptr": _k_row_ptr, "dg_cond_count": _k_count,
+    "dg_cond_compact64": _k_compact, "dg_cond_row_ptr64": _k_row_ptr, "dg_cond_key_rows": _k_key_rows,
+    "dg_cond_bucket": _k_bucket,
+    "dg_cond_src_ptr": lambda src, m, n, ptr: ptr.__setitem__(slice(None), np.searchsorted(src, np.arange(n + 1))),
     "dg_cond_transpose": _k_transpose,
     "dg_cond_min_member": lambda rep, minm, n: np.minimum.at(minm, rep, np.arange(n, dtype=np.int32)),
     "dg_cond_sweep": _k_sweep, "dg_cond_sweep_small": _k_sweep_small,
@@ -408,6 +429,52 @@ def fake_gpu(monkeypatch):
     monkeypatch.setattr(gsweep, "kernel", lambda mod, name: _emulate(name, sigs[name]))
     monkeypatch.setattr(gsweep, "sm_count", lambda: 2)
     return fake
+
+
+def _wide_limit(g):
+    """A limit below the edge count (the wide path) that no single row of any step passes."""
+    return max(8, g.m // 3 + 1)
+
+
+@pytest.mark.parametrize("name", sorted(GRAPHS))
+def test_numpy_twin_wide_path_equals_condense(name):
+    """The twin with a limit below the edge count: keys sorted in row buckets, int64 positions
+    from a scan in pieces (the steps of the GPU's path past 2^31 - 1 edges), the same DAG."""
+    g = GRAPHS[name]
+    assert_same_dag(condense_numpy(g, limit=_wide_limit(g)), condense(g))
+
+
+def test_keys_csr_wide_path_equals_the_narrow_one():
+    rng = np.random.default_rng(3)
+    a, b = rng.integers(0, 50, 3000), rng.integers(0, 50, 3000)
+    want = keys_csr_numpy(a, b, 50)
+    for limit in (200, 777, 2999):
+        got = keys_csr_numpy(a, b, 50, limit)
+        assert all(np.array_equal(x, y) and x.dtype == y.dtype for x, y in zip(got, want)), limit
+
+
+def test_a_row_past_the_limit_is_refused_not_missorted():
+    from distgrail.errors import BackendError
+
+    a = np.zeros(20, np.int64)  # one row of 20 keys (repeats included), limit 8
+    with pytest.raises(BackendError, match="more than 8 edges"):
+        keys_csr_numpy(a, np.arange(1, 21) % 5 + 1, 10, limit=8)
+
+
+@pytest.mark.parametrize("name", ["self-loops-and-duplicates", "many-small-sccs", "giant-scc-with-tails", "deep-chain",
+                                  "paper-dag", "scale-free-back-edges", "dense-random", "giant-ring"])
+def test_cuda_launchers_wide_path_with_emulated_kernels(fake_gpu, name):
+    """CudaSteps with a forced small limit: bucketed key sorts, int64 scans in pieces, the *64
+    kernels, the src_ptr search and the in-degree count instead of a bincount."""
+    from distgrail.stages.condense import _condense_steps
+    from distgrail.stages.scc import CudaSteps
+
+    g = GRAPHS[name]
+    for perm in (np.arange(g.m), np.random.default_rng(0).permutation(g.m)):  # fast path, key sort
+        src = np.asarray(g.src, dtype=np.int32)[perm].view(_Arr)
+        dst = np.asarray(g.dst, dtype=np.int32)[perm].view(_Arr)
+        d = _condense_steps(CudaSteps(limit=_wide_limit(g)), src, dst, g.n)
+        assert_same_dag(dag_to_host(DAG(n=d.n, **{k: np.asarray(getattr(d, k)) for k in ARRAYS})), condense(g))
 
 
 @pytest.mark.parametrize("small_work", [0, 64, 1 << 40])

@@ -11,18 +11,25 @@ import numpy as np
 from ..errors import BackendError
 from .sweep import cupy
 
-__all__ = ["ensure_fits", "launcher", "oom_guard", "check_ids"]
+__all__ = ["GpuMemoryError", "ensure_fits", "launcher", "oom_guard", "check_ids", "offset_dtype", "pieces", "condense_gpu_problem",
+           "gpu_bytes_needed", "available_gpu_bytes", "gpu_fit_problem"]
+
+
+class GpuMemoryError(BackendError):
+    """A graph or a step does not fit the GPU's memory (an estimate against what is free): the
+    build stops with this error (exit status 2) instead of switching to the CPU path, which is
+    for ``--backend cpu`` to choose."""
 
 
 def ensure_fits(nbytes: int, what: str) -> None:
-    """Raise :class:`BackendError` with the estimate if ``nbytes`` cannot be allocated now on the
+    """Raise :class:`GpuMemoryError` (a :class:`BackendError`) with the estimate if ``nbytes`` cannot be allocated now on the
     current device (free device memory plus what CuPy's pool holds unused)."""
     cp = cupy()
     dev = cp.cuda.Device()
     free, total = dev.mem_info
     avail = free + cp.get_default_memory_pool().free_bytes()
     if nbytes > avail:
-        raise BackendError(f"{what} needs about {nbytes / 2**30:.2f} GiB of GPU memory, but only "
+        raise GpuMemoryError(f"{what} needs about {nbytes / 2**30:.2f} GiB of GPU memory, but only "
                            f"{avail / 2**30:.2f} GiB of {total / 2**30:.2f} GiB are free on GPU "
                            f"{dev.id}; use --backend cpu or a larger GPU")
 
@@ -63,3 +70,155 @@ def check_ids(indices, what):
     if indices.dtype != np.int32:
         raise BackendError(f"the GPU backend needs int32 vertex ids ({what} has dtype {indices.dtype}); "
                            "graphs of 2^31 or more components must use --backend cpu")
+
+
+# -- widths and limits, as pure functions of the sizes (the limits are parameters, so tests can
+# -- force small ones and check the choices the real sizes would make) ---------------------------
+
+def offset_dtype(count: int, limit: int = 2**31 - 1):
+    """dtype of positions and prefix sums over ``count`` items (edge positions, scans of per-edge
+    flags, CSR offsets): int32 while every value 0..count fits ``limit``, else int64.
+
+    >>> offset_dtype(10).__name__, offset_dtype(2**31 + 5).__name__, offset_dtype(10, limit=4).__name__
+    ('int32', 'int64', 'int64')
+    """
+    return np.int32 if int(count) <= int(limit) else np.int64
+
+
+def pieces(count: int, limit: int = 2**31 - 1):
+    """``(lo, hi)`` ranges splitting ``count`` items into pieces of at most ``limit`` (library calls
+    such as CuPy's scan or sort that index with 32 bits get one piece at a time).
+
+    >>> list(pieces(7, 3)), list(pieces(0, 3))
+    ([(0, 3), (3, 6), (6, 7)], [])
+    """
+    count, limit = int(count), max(1, int(limit))
+    return [(lo, min(lo + limit, count)) for lo in range(0, count, limit)]
+
+
+def condense_gpu_problem(n: int, m: int, id_limit: int = 2**31 - 1) -> str | None:
+    """None when GPU condensation takes ``n`` vertices and ``m`` edges, else why not. Vertex ids
+    are signed 32-bit on the GPU (-1 marks an undecided vertex), so ``n`` must stay below
+    ``id_limit``; the edge count has no such limit (offsets, scans and sorts go 64-bit or in
+    pieces past 2^31 - 1). Graphs of 2^31 - 1 or more vertices are condensed on the CPU, whose
+    ids widen to int64.
+
+    >>> condense_gpu_problem(1000, 2**31 + 5) is None
+    True
+    >>> condense_gpu_problem(2**31, 10)[:40]
+    'GPU condensation keeps vertex ids in int'
+    """
+    if int(n) >= int(id_limit):
+        return (f"GPU condensation keeps vertex ids in int32 and needs fewer than {int(id_limit):,} vertices "
+                f"(got n={int(n):,}); the CPU path widens ids to int64")
+    return None
+
+
+def gpu_bytes_needed(n: int, m: int, dims: int, K: int, wide_limit: int = 2**31 - 1, C: int | None = None,
+                     m_dag: int | None = None) -> int:
+    """Peak GPU bytes of a one-GPU build of ``n`` vertices and ``m`` input edges with ``dims``
+    label dimensions and ``K`` support vertices, the condensed DAG having ``C`` components and
+    ``m_dag`` edges (default n and m: an upper bound; before condensation, ``m_dag=0`` gives what
+    is needed for sure). Derived from the code, stage by stage:
+
+    * fixed: 576 MiB (the parse's chunk ring and per-chunk token tables, 32 MiB chunks: about
+      15 chunk sizes; the sort's own scratch: 64 MiB);
+    * parsed edges: int32 src and dst, 8 bytes per edge, held through the build;
+    * condensation (kernels/condense.cu, :func:`~distgrail.stages.condense.condense_bytes`): a
+      64-bit key per edge, the sort's second buffer (8) and the previous step's int32 column
+      array (4): 20 bytes per edge; past ``wide_limit`` edges the scan of the keep flags is
+      int64 and keys, scan, new and old column arrays make 24 (the row-bucket sort there: keys,
+      bucketed copy and old column array, 20, plus one bucket's scratch of about 2 GiB, less
+      than the other 4 bytes per edge); about sixteen int32 / int64 arrays per vertex: 64
+      bytes per vertex;
+    * phases 1-5, with the condensed DAG resident (forward and reverse CSR: 8 bytes per edge,
+      24 per vertex with comp and level): the COO rows of the small levels (4 per edge), the
+      forest and phase-1/2 scratch (45 per vertex), phase 3's ranks (16 dims + 80) then phase
+      4's intervals (lo, hi and their stacked copy: 32 dims, one group of at most 8 dims of
+      int32 pairs: 8 min(dims, 8)), the post-order ranks kept between them (8 dims), and phase
+      5's reach masks beside them (out and in: 16 ceil(K / 64), plus 32 of schedule).
+
+    So: need = 576 MiB + 8 m + max(20 m (24 m past 2^31 - 1 edges) + 64 n,
+    12 m_dag + (101 + 8 dims + max(16 dims + 80, 32 dims + 8 min(dims, 8)) + 16 ceil(K / 64)) C).
+    Examples: dims 5, K 64: 28 bytes per edge and 64 per vertex, or 20 per edge and 357 per
+    vertex (of the DAG), whichever is larger, plus 576 MiB. R-MAT scale 26 (1.07 B edges, 67 M
+    vertices): condensation 34.9 GB, which is the peak measured on an H200 (34.9 GB); scale 27
+    (2^31 edges, past the int32 limit: 32 bytes per edge): 77.9 GB; scale 28 (2^32 edges):
+    155 GB, more than an H200 holds.
+
+    >>> gpu_bytes_needed(0, 0, 5, 64) == 576 << 20
+    True
+    >>> gpu_bytes_needed(10, 2**31 + 5, 5, 0) - gpu_bytes_needed(10, 2**31 + 5, 5, 0, wide_limit=2**32) == 4 * (2**31 + 5)
+    True
+    """
+    n, m, dims, K = int(n), int(m), max(int(dims), 0), max(int(K), 0)
+    fixed = 576 << 20
+    condense = (24 if m > int(wide_limit) else 20) * m + 64 * n
+    per_vertex = 101 + 8 * dims + max(16 * dims + 80, 32 * dims + 8 * min(dims, 8)) + 16 * (-(-K // 64))
+    C = n if C is None else int(C)
+    m_dag = m if m_dag is None else int(m_dag)
+    labeling = 12 * m_dag + per_vertex * C
+    return fixed + 8 * m + max(condense, labeling)
+
+
+def available_gpu_bytes() -> tuple[int, int, int]:
+    """``(available, total, device id)`` of the current GPU: free memory plus what CuPy's pool
+    holds unused."""
+    cp = cupy()
+    dev = cp.cuda.Device()
+    free, total = dev.mem_info
+    return int(free + cp.get_default_memory_pool().free_bytes()), int(total), int(dev.id)
+
+
+def gpu_fit_problem(need: int, have: int, what: str, where: str = "the GPU") -> str | None:
+    """None when ``need`` bytes fit in ``have``, else the refusal: need against have, and the
+    ways out.
+
+    >>> gpu_fit_problem(10, 20, "x") is None
+    True
+    >>> "--backend cpu" in gpu_fit_problem(3 << 30, 2 << 30, "indexing g.txt")
+    True
+    """
+    if int(need) <= int(have):
+        return None
+    return (f"{what} needs about {need / 2**30:,.1f} GiB of GPU memory, {where} has {have / 2**30:,.1f} GiB "
+            f"available; use --backend cpu (host memory, slower), a GPU with more memory, fewer "
+            f"--dims / --supports, or a partitioned build across GPUs (not available yet)")
+
+
+# -- library calls in pieces: CuPy's scan and reductions index with 32 bits (cupy/cupy#9841: a
+# -- cumsum past 2^31 elements returns its input), so arrays longer than ``limit`` go piecewise.
+# -- The functions take NumPy or CuPy arrays (``xp``), so the NumPy twins run the same code.
+
+def scan_in_pieces(xp, flags, dtype, limit: int = 2**31 - 1):
+    """Inclusive prefix sum of ``flags`` as ``dtype``, one library scan per piece of at most
+    ``limit`` items, each piece offset by the last sum of the pieces before it.
+
+    >>> scan_in_pieces(np, np.array([1, 0, 1, 1, 1], np.uint8), np.int64, limit=2).tolist()
+    [1, 1, 2, 3, 4]
+    """
+    out = xp.empty(int(flags.shape[0]), dtype=dtype)
+    for lo, hi in pieces(out.shape[0], limit):
+        xp.cumsum(flags[lo:hi], dtype=dtype, out=out[lo:hi])
+        if lo:
+            out[lo:hi] += out[lo - 1]
+    return out
+
+
+def max_in_pieces(xp, a, limit: int = 2**31 - 1) -> int:
+    """Largest value of the non-empty ``a``, one library reduction per piece.
+
+    >>> max_in_pieces(np, np.array([3, 9, 2, 7]), limit=3)
+    9
+    """
+    return max(int(a[lo:hi].max()) for lo, hi in pieces(a.shape[0], limit))
+
+
+def select_in_pieces(xp, a, mask, limit: int = 2**31 - 1):
+    """``a[mask]`` (boolean mask), one library selection per piece.
+
+    >>> select_in_pieces(np, np.arange(5), np.array([1, 0, 1, 1, 0], bool), limit=2).tolist()
+    [0, 2, 3]
+    """
+    parts = [a[lo:hi][mask[lo:hi]] for lo, hi in pieces(a.shape[0], limit)]
+    return parts[0] if len(parts) == 1 else xp.concatenate(parts) if parts else a[:0]

@@ -19,7 +19,7 @@ from .read import FORMATS, HOST_FORMATS, detect_format, edgelist_dialect
 from .excerpt import looks_binary
 from .text import Text, parse_n
 
-__all__ = ["Plan", "plan_read", "ChunkReader", "LineTooLong", "memory_estimate", "FMT_CODES",
+__all__ = ["Plan", "plan_read", "ChunkReader", "LineTooLong", "memory_estimate", "estimate_edges", "FMT_CODES",
            "MAX_ID32"]
 
 #: format codes of kernels/parse.cu
@@ -255,3 +255,65 @@ class ChunkReader:
             self.bytes_done += valid
             yield k, slot, valid
             carry, prev, prev_valid, k = filled - valid, slot, valid, k + 1
+
+
+def estimate_edges(plan: Plan, windows: int = 4, window: int = 1 << 18) -> tuple[int, int]:
+    """``(m, n)``: an estimate of the edges of a text graph before parsing it, low rather than
+    high (a build is refused on it before parsing: it must not refuse a graph that fits), and a
+    lower bound of its vertices. A Matrix Market header gives both (``nnz``, mirrored when
+    symmetric: counted once here); a ``.gra`` header gives ``n``. Otherwise ``windows`` evenly
+    spaced windows of ``window`` bytes of the body are read, whole lines only, and the edges per
+    byte of the sparsest window (ids get longer further into a sorted file) times the body's
+    bytes is ``m``; ``n`` is at least the largest id seen + 1. The exact sizes are checked again
+    after parsing."""
+    if plan.kind != "text":
+        return 0, 0
+    if plan.fmt == "mtx" and plan.nnz is not None:
+        return int(plan.nnz), int(plan.n or 0)
+    body = max(plan.size - plan.body, 0)
+    if body == 0:
+        return 0, int(plan.n or 0)
+    density, top = None, -1
+    with open(plan.path, "rb") as f:
+        starts = sorted({plan.body + (body - min(window, body)) * k // max(windows - 1, 1) for k in range(windows)})
+        for s in starts:
+            f.seek(s)
+            buf = f.read(min(window, body))
+            if s > plan.body:  # whole lines: from the first line start on
+                cut = buf.find(b"\n")
+                buf = buf[cut + 1:] if cut >= 0 else b""
+            end = buf.rfind(b"\n")
+            if plan.size > s + len(buf) and end >= 0:
+                buf = buf[:end + 1]
+            if not buf:
+                continue
+            edges, big = _count_edges(buf, plan.fmt)
+            top = max(top, big)
+            d = edges / len(buf)
+            density = d if density is None else min(density, d)
+    m = int((density or 0.0) * body)
+    n = int(plan.n) if plan.n is not None else top + 1 - int(plan.lo)
+    return m, max(n, 0)
+
+
+def _count_edges(buf: bytes, fmt: str) -> tuple[int, int]:
+    """(edges, largest id) of whole lines of a text graph (.gra: the successors of each vertex
+    line; edge lists and Matrix Market: lines with two ids before any comment)."""
+    edges, top = 0, -1
+    for line in buf.split(b"\n"):
+        if fmt == "gra":
+            head, colon, rest = line.partition(b":")
+            if not colon:
+                continue
+            succ = rest.partition(b"#")[0].split()
+            edges += len(succ)
+            ids = [t for t in succ if t.isdigit()] + ([head.strip()] if head.strip().isdigit() else [])
+        else:
+            toks = line.split(b"#")[0].split(b"%")[0].split()
+            if len(toks) < 2 or not (toks[0].isdigit() and toks[1].isdigit()):
+                continue
+            edges += 1
+            ids = toks[:2]
+        if ids:
+            top = max(top, max(int(t) for t in ids))
+    return edges, top

@@ -33,6 +33,7 @@ import numpy as np
 
 from ..dtypes import size_problem
 from ..errors import BackendError
+from ..gpu.memory import max_in_pieces, select_in_pieces
 
 from .chunks import FMT_CODES, ChunkReader, LineTooLong, memory_estimate, plan_read
 from .digest import take
@@ -41,7 +42,7 @@ from .parse_stages import THREADS, CudaDevice, Edges, Stages
 from .parse_twin import TILE, NumpyDevice
 
 __all__ = ["read_graph_cuda", "read_graph_numpy", "read_text_graph", "read_text_range", "RangeParse", "finish_edges", "tokenize_numpy", "parse_chunk_numpy",
-           "parse_chunk_cuda", "NumpyDevice", "CudaDevice", "Stages", "CHUNK_BYTES", "THREADS"]
+           "parse_chunk_cuda", "NumpyDevice", "CudaDevice", "Stages", "CHUNK_BYTES", "THREADS", "chunk_fits"]
 
 #: bytes per chunk (rounded up to whole tiles); three pinned buffers of this size are used
 CHUNK_BYTES = 32 << 20
@@ -109,6 +110,18 @@ class _Anomaly(Exception):
     pass
 
 
+def chunk_fits(chunk_bytes: int, limit: int = 2**31 - 1) -> bool:
+    """Whether the kernels can parse chunks of ``chunk_bytes``: positions inside a chunk and the
+    per-chunk token, line and edge counts are int32 (the file's edge offsets are int64), so a
+    chunk (rounded up to whole tiles) must stay within ``limit`` bytes; a line longer than that
+    goes to the CPU reader.
+
+    >>> chunk_fits(32 << 20), chunk_fits(2**31), chunk_fits(5000, limit=4096)
+    (True, False, False)
+    """
+    return -(-int(chunk_bytes) // TILE) * TILE <= int(limit)
+
+
 def _parse_body(plan, dev, chunk_bytes: int):
     """The pipeline over bytes ``plan.body:plan.size``; returns (src, dst, vertex_lines, seen)
     or raises _Anomaly (a kernel flagged something) / LineTooLong."""
@@ -157,11 +170,12 @@ def _parse_body(plan, dev, chunk_bytes: int):
         dev.wait(dev.record())  # nothing in flight reads the buffers once they are freed
 
 
-def finish_edges(plan, xp, src, dst, vertex_lines: int, seen_once: bool):
+def finish_edges(plan, xp, src, dst, vertex_lines: int, seen_once: bool, limit: int = 2**31 - 1):
     """(n, src, dst) of the whole body's edges, as one parse makes them: a .gra file must have had
     exactly one line per vertex (``vertex_lines`` lines, ``seen_once``: no vertex twice), a Matrix
     Market file its ``nnz`` entries (symmetric ones are mirrored here), an edge list without
-    ``num_vertices`` gets the largest id + 1. Raises _Anomaly when the CPU reader must judge."""
+    ``num_vertices`` gets the largest id + 1. Raises _Anomaly when the CPU reader must judge.
+    Reductions and selections over the edges go in pieces of at most ``limit`` (any edge count)."""
     m = int(src.shape[0])
     n = plan.n
     if plan.fmt == "gra":
@@ -170,11 +184,12 @@ def finish_edges(plan, xp, src, dst, vertex_lines: int, seen_once: bool):
     elif plan.fmt == "mtx":
         if m != plan.nnz:
             raise _Anomaly("entries")
-        if plan.symmetric:
+        if plan.symmetric:  # selections in pieces: CuPy's index with 32 bits
             off = src != dst
-            src, dst = xp.concatenate((src, dst[off])), xp.concatenate((dst, src[off]))
+            src, dst = (xp.concatenate((src, select_in_pieces(xp, dst, off, limit))),
+                        xp.concatenate((dst, select_in_pieces(xp, src, off, limit))))
     elif n is None:
-        n = int(xp.maximum(src.max(), dst.max())) + 1 if m else 0
+        n = max(max_in_pieces(xp, src, limit), max_in_pieces(xp, dst, limit)) + 1 if m else 0
     if plan.fmt == "edgelist" and plan.n is None and m == 0:
         raise _Anomaly("no edge: the CPU reader says what an empty edge list needs")
     if size_problem(int(n)):
@@ -221,6 +236,8 @@ def read_text_range(path, plan, start: int, stop: int, dev=None, *, chunk_bytes:
             return RangeParse(anomaly=f"the GPU parser did not accept it ({e})")
         except LineTooLong as e:
             chunk_bytes = max(2 * e.need, 2 * chunk_bytes)
+            if not chunk_fits(chunk_bytes):
+                break
         except dev.oom_errors as e:
             return RangeParse(anomaly=f"the GPU ran out of memory while parsing ({e})")
         except BackendError as e:
@@ -292,6 +309,8 @@ def _parse_with_retries(plan, dev, chunk_bytes: int, notify):
         except LineTooLong as e:
             why = str(e)
             chunk_bytes = max(2 * e.need, 2 * chunk_bytes)
+            if not chunk_fits(chunk_bytes):
+                break
         except dev.oom_errors as e:
             _say(notify, f"distgrail: {name}: the GPU ran out of memory while parsing ({e}); reading on the CPU")
             return None, None

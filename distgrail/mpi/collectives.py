@@ -15,7 +15,7 @@ import numpy as np
 from ..errors import DistGrailError
 from .errors import mpi, run_shared
 
-__all__ = ["CHUNK_BYTES", "ROOT_SHARE", "split_counts", "dims_split", "root_share", "offsets", "bcast_array",
+__all__ = ["CHUNK_BYTES", "byte_spans", "ROOT_SHARE", "split_counts", "dims_split", "root_share", "offsets", "bcast_array",
            "gather_rows", "scatter_rows", "bcast_dataclass"]
 
 #: most bytes one collective call moves (below 2^31 so every MPI count and displacement fits)
@@ -90,8 +90,22 @@ def receive_buffer(shape, dtype) -> np.ndarray:
     return np.empty(shape, dtype=np.dtype(dtype))
 
 
-def bcast_array(comm, a, root: int = 0) -> np.ndarray:
-    """Collective: ``a`` from ``root`` on every rank (header pickled, data by ``Bcast``)."""
+def byte_spans(nbytes: int, chunk_bytes: int | None = None):
+    """``(lo, hi)`` byte ranges of one collective call each: at most ``chunk_bytes`` (default
+    :data:`CHUNK_BYTES`, read at the call; below 2^31, so every MPI count and displacement fits
+    an int).
+
+    >>> byte_spans(10, 4), byte_spans(0, 4)
+    ([(0, 4), (4, 8), (8, 10)], [])
+    """
+    from ..gpu.memory import pieces
+
+    return pieces(nbytes, chunk_bytes or CHUNK_BYTES)
+
+
+def bcast_array(comm, a, root: int = 0, chunk_bytes: int | None = None) -> np.ndarray:
+    """Collective: ``a`` from ``root`` on every rank (header pickled, data by ``Bcast`` in calls
+    of at most ``chunk_bytes``)."""
     MPI = mpi()
     me = comm.Get_rank()
     if me == root:
@@ -105,18 +119,20 @@ def bcast_array(comm, a, root: int = 0) -> np.ndarray:
     if me != root:
         a = got
     b = _bytes(a)
-    for lo in range(0, b.size, CHUNK_BYTES):
-        comm.Bcast([b[lo:lo + CHUNK_BYTES], MPI.BYTE], root=root)
+    for lo, hi in byte_spans(b.size, chunk_bytes):
+        comm.Bcast([b[lo:hi], MPI.BYTE], root=root)
     return a
 
 
-def gather_rows(comm, block: np.ndarray, counts, out=None, root: int = 0):
+def gather_rows(comm, block: np.ndarray, counts, out=None, root: int = 0, chunk_bytes: int | None = None):
     """Collective: concatenate every rank's ``block`` along axis 0, in rank order, into ``out`` on root.
 
     ``counts[r]`` is rank r's number of rows, known on every rank; ``out`` (root only) must be a
-    C-contiguous array of ``sum(counts)`` rows of the blocks' row shape and dtype.
+    C-contiguous array of ``sum(counts)`` rows of the blocks' row shape and dtype. Rounds of at
+    most ``chunk_bytes`` in all.
     """
     MPI = mpi()
+    chunk_bytes = chunk_bytes or CHUNK_BYTES
     me, size = comm.Get_rank(), comm.Get_size()
     block = np.ascontiguousarray(block)
     row = block.dtype.itemsize * int(np.prod(block.shape[1:], dtype=np.int64))
@@ -124,11 +140,11 @@ def gather_rows(comm, block: np.ndarray, counts, out=None, root: int = 0):
     off = offsets(nbytes)
     mine = _bytes(block)
     dest = _bytes(out) if me == root else None
-    if off[-1] <= CHUNK_BYTES:  # the usual case: one call, straight into the result
+    if off[-1] <= chunk_bytes:  # the usual case: one call, straight into the result
         recv = [dest, nbytes.tolist(), off[:-1].tolist(), MPI.BYTE] if me == root else None
         comm.Gatherv([mine, MPI.BYTE], recv, root=root)
         return out
-    piece = max(1, CHUNK_BYTES // size)
+    piece = max(1, chunk_bytes // size)
     for lo in range(0, int(nbytes.max()), piece):
         c = np.clip(nbytes - lo, 0, piece)
         d = offsets(c)
@@ -141,9 +157,11 @@ def gather_rows(comm, block: np.ndarray, counts, out=None, root: int = 0):
     return out
 
 
-def scatter_rows(comm, a, counts, row_shape, dtype, root: int = 0) -> np.ndarray:
-    """Collective: rank r receives rows ``offsets[r]:offsets[r+1]`` of root's array ``a``."""
+def scatter_rows(comm, a, counts, row_shape, dtype, root: int = 0, chunk_bytes: int | None = None) -> np.ndarray:
+    """Collective: rank r receives rows ``offsets[r]:offsets[r+1]`` of root's array ``a`` (rounds
+    of at most ``chunk_bytes`` in all)."""
     MPI = mpi()
+    chunk_bytes = chunk_bytes or CHUNK_BYTES
     me, size = comm.Get_rank(), comm.Get_size()
     dtype = np.dtype(dtype)
     row = dtype.itemsize * int(np.prod(row_shape, dtype=np.int64))
@@ -152,11 +170,11 @@ def scatter_rows(comm, a, counts, row_shape, dtype, root: int = 0) -> np.ndarray
     block = run_shared(comm, "allocating a shard", receive_buffer, (int(counts[me]),) + tuple(row_shape), dtype)
     mine = _bytes(block)
     src = _bytes(np.ascontiguousarray(a, dtype=dtype)) if me == root else None
-    if off[-1] <= CHUNK_BYTES:
+    if off[-1] <= chunk_bytes:
         send = [src, nbytes.tolist(), off[:-1].tolist(), MPI.BYTE] if me == root else None
         comm.Scatterv(send, [mine, MPI.BYTE], root=root)
         return block
-    piece = max(1, CHUNK_BYTES // size)
+    piece = max(1, chunk_bytes // size)
     for lo in range(0, int(nbytes.max()), piece):
         c = np.clip(nbytes - lo, 0, piece)
         d = offsets(c)

@@ -315,8 +315,9 @@ def _condense_steps(steps, src, dst, n):
     return dag
 
 
-def condense_numpy(graph: EdgeGraph) -> DAG:
+def condense_numpy(graph: EdgeGraph, limit: int = 2**31 - 1) -> DAG:
     """The NumPy twin of :func:`condense_cuda`: the same steps on the host; equals :func:`condense`.
+    ``limit``: as :func:`condense_cuda`'s (a small one runs the steps of the wide path).
 
     >>> from distgrail.io.read import as_graph
     >>> d = condense_numpy(as_graph((np.array([0, 1, 2, 2]), np.array([1, 0, 3, 3]))))
@@ -327,35 +328,49 @@ def condense_numpy(graph: EdgeGraph) -> DAG:
 
     src = np.asarray(graph.src).astype(np.int32, copy=False)
     dst = np.asarray(graph.dst).astype(np.int32, copy=False)
-    return _condense_steps(NumpySteps(), src, dst, int(graph.n))
+    return _condense_steps(NumpySteps(limit), src, dst, int(graph.n))
 
 
-def condense_bytes(n: int, m: int) -> int:
-    """Peak GPU memory of :func:`condense_cuda` beyond its input edges: a 64-bit key per edge, the
-    sort's second key buffer, an int32 CSR column array held beside them (20 bytes per edge), and
-    about sixteen int32 / int64 arrays per vertex, plus 64 MiB for the sort's own scratch."""
-    return 20 * int(m) + 64 * (int(n) + 1) + (64 << 20)
+def condense_bytes(n: int, m: int, limit: int = 2**31 - 1) -> int:
+    """Peak GPU memory of :func:`condense_cuda` beyond its input edges: a 64-bit key per edge and
+    the sort's second key buffer (the row buckets past ``limit`` keys), the previous step's int32
+    CSR column array held beside them (20 bytes per edge); past ``limit`` edges, the scan of the
+    keep flags is int64, and keys, scan, new and old column arrays make 24 bytes per edge; about
+    sixteen int32 / int64 arrays per vertex, plus 64 MiB for the sort's own scratch
+    (:func:`distgrail.gpu.memory.gpu_bytes_needed` counts the same).
+
+    >>> condense_bytes(0, 2**31 + 5) - condense_bytes(0, 2**31 + 5, limit=2**32) == 4 * (2**31 + 5)
+    True
+    """
+    from ..gpu.memory import offset_dtype
+
+    per_edge = 24 if offset_dtype(m, limit) == np.int64 else 20
+    return per_edge * int(m) + 64 * (int(n) + 1) + (64 << 20)
 
 
-def condense_cuda(src, dst, n: int, be=None) -> DAG:
+def condense_cuda(src, dst, n: int, be=None, limit: int = 2**31 - 1) -> DAG:
     """Condense the graph of device edges ``src[i] -> dst[i]`` (CuPy int32) on the GPU.
 
     Returns a :class:`DAG` of CuPy arrays with exactly the numbers and dtypes of
-    :func:`condense` (sub-stage seconds in ``DAG.timings``). Raises
-    :class:`~distgrail.errors.BackendError` (callers fall back to the CPU path) when ids need 64
-    bits or the estimate :func:`condense_bytes` does not fit the free GPU memory.
+    :func:`condense` (sub-stage seconds in ``DAG.timings``). Any edge count: past ``limit``
+    (2^31 - 1) edges the keep-flag scans are int64 and run in pieces, and the keys are sorted in
+    row buckets of at most ``limit`` (CuPy's scan and sort index with 32 bits); GPU tests pass a
+    small ``limit`` to run that path. Raises :class:`~distgrail.errors.BackendError` (callers
+    fall back to the CPU path) when vertex ids need 64 bits
+    (:func:`~distgrail.gpu.memory.condense_gpu_problem`) or the estimate :func:`condense_bytes`
+    does not fit the free GPU memory.
     """
     from ..errors import BackendError
-    from ..gpu.memory import ensure_fits, oom_guard
+    from ..gpu.memory import condense_gpu_problem, ensure_fits, oom_guard
     from .scc import CudaSteps
 
     n = int(n)
-    steps = CudaSteps()
+    steps = CudaSteps(limit)
     cp = steps.xp
-    if n >= 2**31 - 1 or src.size >= 2**31 - 1:
-        raise BackendError(f"GPU condensation needs fewer than 2^31 - 1 vertices and edges (got n={n:,}, "
-                           f"m={int(src.size):,}); use --backend cpu")
-    ensure_fits(condense_bytes(n, int(src.size)), "condensation")
+    why = condense_gpu_problem(n, int(src.size))
+    if why:
+        raise BackendError(f"{why}; use --backend cpu")
+    ensure_fits(condense_bytes(n, int(src.size), limit), "condensation")
     src = cp.asarray(src, dtype=cp.int32)
     dst = cp.asarray(dst, dtype=cp.int32)
     dev = None if be is None else getattr(be, "device", None)

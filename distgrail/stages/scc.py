@@ -26,29 +26,14 @@ import time
 import numpy as np
 
 from ..segments import gather_rows
+from .csr_keys import key_buckets, keys_csr_numpy, sort_keys_in_buckets
 
 __all__ = ["PEEL", "REACH", "COLOR", "COLOR_BACK", "SMALL_WORK", "NumpySteps", "CudaSteps", "scc_reps",
-           "keys_csr_numpy"]
+           "keys_csr_numpy", "key_buckets", "sort_keys_in_buckets"]
 
 PEEL, REACH, COLOR, COLOR_BACK = 0, 1, 2, 3
 #: frontier length + its rows' entries up to which rounds run inside one block
 SMALL_WORK = 1 << 15
-_MASK = np.uint64(0xFFFFFFFF)
-_32 = np.uint64(32)
-
-
-def keys_csr_numpy(a, b, C):
-    """CSR of the edges a[i] -> b[i] on ``C`` vertices: rows sorted, repeats and a == b dropped."""
-    a = np.asarray(a)
-    b = np.asarray(b)
-    keep = a != b
-    keys = np.sort((a[keep].astype(np.uint64) << _32) | b[keep].astype(np.uint64))
-    if keys.size:
-        first = np.ones(keys.size, dtype=bool)
-        first[1:] = keys[1:] != keys[:-1]
-        keys = keys[first]
-    ptr = np.searchsorted(keys, np.arange(C + 1, dtype=np.uint64) << _32).astype(np.int64)
-    return ptr, (keys & _MASK).astype(np.int32)
 
 
 class _Steps:
@@ -93,18 +78,22 @@ class _Steps:
 
 
 class NumpySteps(_Steps):
-    """The NumPy twins of the kernels."""
+    """The NumPy twins of the kernels; ``limit``: the most items one library sort or scan takes
+    (past it, the wide path's steps: :func:`keys_csr_numpy`)."""
 
     xp = np
 
+    def __init__(self, limit: int = 2**31 - 1):
+        self.limit = int(limit)
+
     def edge_csr(self, src, dst, n):
-        return keys_csr_numpy(src, dst, n)
+        return keys_csr_numpy(src, dst, n, self.limit)
 
     def mapped_csr(self, ptr, idx, f, C, swap=False):
         """CSR of the edges (f[u], f[v]) (swapped: (f[v], f[u])) of CSR ``ptr, idx``, f[u] != f[v]."""
         rows = np.repeat(np.arange(ptr.size - 1, dtype=np.int64), np.diff(ptr))
         a, b = f[rows], f[idx]
-        return keys_csr_numpy(b, a, C) if swap else keys_csr_numpy(a, b, C)
+        return keys_csr_numpy(b, a, C, self.limit) if swap else keys_csr_numpy(a, b, C, self.limit)
 
     def renumber(self, csr, f, C):
         """Forward and reverse CSR of ``csr = [ptr, idx]`` (emptied) after renumbering by the bijection ``f``."""
@@ -119,7 +108,7 @@ class NumpySteps(_Steps):
 
     def transpose(self, ptr, idx, n):
         rows = np.repeat(np.arange(n, dtype=np.int32), np.diff(ptr))
-        return keys_csr_numpy(idx, rows, n)
+        return keys_csr_numpy(idx, rows, n, self.limit)
 
     def min_member(self, rep, n):
         minm = np.full(n, n, dtype=np.int32)
@@ -157,12 +146,15 @@ class NumpySteps(_Steps):
 
 
 class CudaSteps(_Steps):
-    """The CUDA launchers (kernels/condense.cu); arrays are CuPy device arrays."""
+    """The CUDA launchers (kernels/condense.cu); arrays are CuPy device arrays. ``limit``: the
+    most items one CuPy sort, scan or search takes, and the largest edge count whose positions
+    stay int32 (default 2^31 - 1; GPU tests force small ones to run the wide path)."""
 
-    def __init__(self):
+    def __init__(self, limit: int = 2**31 - 1):
         from ..gpu.sweep import cupy
 
         self.xp = cupy()
+        self.limit = int(limit)
 
     def _k(self, name):
         from ..gpu.sweep import kernel
@@ -177,28 +169,55 @@ class CudaSteps(_Steps):
     def sync(self):
         self.xp.cuda.get_current_stream().synchronize()
 
+    def _sort(self, keys, n):
+        """``keys`` sorted (in place up to ``limit`` keys; past it a new array, in row buckets)."""
+        if keys.size <= self.limit:
+            keys.sort()
+            return keys
+        from ..gpu.memory import scan_in_pieces
+
+        cp, i64 = self.xp, np.int64
+
+        def count(keys, n):
+            cnt = cp.zeros(n + 2, dtype=cp.uint64)
+            self._k("dg_cond_key_rows")(*self._grid(keys.size), (keys, i64(keys.size), i64(n), cnt))
+            return scan_in_pieces(cp, cnt, cp.int64, self.limit)
+
+        def scatter(keys, n, bounds, starts):
+            out = cp.empty(keys.size, dtype=cp.uint64)
+            cursor = cp.asarray(starts[:-1].astype(np.uint64))
+            self._k("dg_cond_bucket")(*self._grid(keys.size), (keys, i64(keys.size), i64(n), cp.asarray(bounds),
+                                                               np.int32(bounds.size - 1), cursor, out))
+            return out
+
+        return sort_keys_in_buckets(cp, keys, n, self.limit, count, scatter)
+
     def _sorted_keys_csr(self, keys, C, dedup):
-        """CSR from keys sorted in place (dedup: drop repeats and sentinels)."""
+        """CSR from keys sorted (dedup: drop repeats and sentinels); returns (ptr, idx, sorted keys)."""
+        from ..gpu.memory import offset_dtype, scan_in_pieces
+
         cp, i64 = self.xp, np.int64
         m = keys.size
         ptr = cp.empty(C + 1, dtype=cp.int64)
         if m == 0:
             ptr.fill(0)
-            return ptr, cp.empty(0, dtype=cp.int32)
-        keys.sort()
+            return ptr, cp.empty(0, dtype=cp.int32), keys
+        keys = self._sort(keys, C)
+        wide = offset_dtype(m, self.limit) == np.int64
         if dedup:
-            keep = cp.empty(m, dtype=cp.int32)
+            keep = cp.empty(m, dtype=cp.uint8)
             self._k("dg_cond_keep")(*self._grid(m), (keys, i64(m), keep))
-            pos = cp.cumsum(keep, dtype=cp.int32)
+            pos = scan_in_pieces(cp, keep, cp.int64 if wide else cp.int32, self.limit)
             del keep
             out = cp.empty(int(pos[-1]), dtype=cp.int32)
         else:
-            pos = cp.zeros(1, dtype=cp.int32)
+            pos = cp.zeros(1, dtype=cp.int64 if wide else cp.int32)
             out = cp.empty(m, dtype=cp.int32)
         has = np.int32(1 if dedup else 0)
-        self._k("dg_cond_compact")(*self._grid(m), (keys, pos, has, i64(m), out))
-        self._k("dg_cond_row_ptr")(*self._grid(C + 1), (keys, pos, has, i64(m), i64(C), ptr))
-        return ptr, out
+        tail = "64" if wide else ""
+        self._k("dg_cond_compact" + tail)(*self._grid(m), (keys, pos, has, i64(m), out))
+        self._k("dg_cond_row_ptr" + tail)(*self._grid(C + 1), (keys, pos, has, i64(m), i64(C), ptr))
+        return ptr, out, keys
 
     def edge_csr(self, src, dst, n):
         cp, i64 = self.xp, np.int64
@@ -207,11 +226,15 @@ class CudaSteps(_Steps):
         if m:
             self._k("dg_cond_check")(*self._grid(m), (src, dst, i64(m), flags))
         if int(flags.get()[0]) == 0:  # sorted, distinct, no self-loops: the edge list is the CSR
-            ptr = cp.searchsorted(src, cp.arange(n + 1, dtype=cp.int32)).astype(cp.int64)
+            if m <= self.limit:
+                ptr = cp.searchsorted(src, cp.arange(n + 1, dtype=cp.int32)).astype(cp.int64)
+            else:
+                ptr = cp.empty(n + 1, dtype=cp.int64)
+                self._k("dg_cond_src_ptr")(*self._grid(n + 1), (src, i64(m), i64(n), ptr))
             return ptr, dst
         keys = cp.empty(m, dtype=cp.uint64)
         self._k("dg_cond_pack")(*self._grid(m), (src, dst, keys, i64(m)))
-        return self._sorted_keys_csr(keys, n, True)
+        return self._sorted_keys_csr(keys, n, True)[:2]
 
     def _csr_keys(self, ptr, idx, f, swap):
         keys = self.xp.empty(idx.size, dtype=self.xp.uint64)
@@ -220,7 +243,7 @@ class CudaSteps(_Steps):
         return keys
 
     def mapped_csr(self, ptr, idx, f, C, swap=False):
-        return self._sorted_keys_csr(self._csr_keys(ptr, idx, f, swap), C, True)
+        return self._sorted_keys_csr(self._csr_keys(ptr, idx, f, swap), C, True)[:2]
 
     def renumber(self, csr, f, C):
         """Forward CSR by one key sort; the reverse by swapping the halves of the same sorted keys
@@ -228,10 +251,10 @@ class CudaSteps(_Steps):
         old CSR is freed as soon as its keys are made."""
         keys = self._csr_keys(*csr, f, False)
         csr.clear()
-        fptr, fidx = self._sorted_keys_csr(keys, C, False)
+        fptr, fidx, keys = self._sorted_keys_csr(keys, C, False)
         if keys.size:
             self._k("dg_cond_swap")(*self._grid(keys.size), (keys, np.int64(keys.size)))
-        rptr, ridx = self._sorted_keys_csr(keys, C, False)
+        rptr, ridx, keys = self._sorted_keys_csr(keys, C, False)
         return fptr, fidx, rptr, ridx
 
     def count(self, ptr, idx, rep):
@@ -244,7 +267,10 @@ class CudaSteps(_Steps):
         """Reverse CSR with rows in no particular order (the searches do not need it)."""
         cp = self.xp
         rptr = cp.zeros(n + 1, dtype=cp.int64)
-        cp.cumsum(cp.bincount(idx, minlength=n), out=rptr[1:])
+        if idx.size <= self.limit:
+            cp.cumsum(cp.bincount(idx, minlength=n), out=rptr[1:])
+        else:  # in-degrees by the count kernel (every vertex undecided), not a bincount over > limit
+            cp.cumsum(self.count(ptr, idx, cp.full(n, -1, dtype=cp.int32)), out=rptr[1:])
         cursor = rptr[:-1].copy()
         ridx = cp.empty(idx.size, dtype=cp.int32)
         self._k("dg_cond_transpose")(*self._grid(n * 32), (ptr, idx, cursor, ridx, np.int64(n)))
