@@ -5,6 +5,7 @@ import pytest
 
 import distgrail
 from distgrail.bfs import bfs_reachable, csr_of
+from distgrail.gpu.backend import get_backend
 from distgrail.index import Index, assemble
 from distgrail.io.generate import generate
 from distgrail.query.answer import answer_batch_numpy, record_width, records
@@ -22,7 +23,7 @@ def indexed(g, K, dims=3, seed=0):
     dag = condense(g)
     forest = build_forest(dag, seed, "max-level", "cpu")
     post0, iv = label_dimensions(dag, forest, range(dims), seed, "cpu")
-    sup = None if K is None else build_supports(dag, K, seed, "cpu")
+    sup = None if K is None else build_supports(dag, K, seed, get_backend("cpu"))
     return assemble(g, dag, forest, post0, iv, dims, seed, "max-level", supports=sup)
 
 
@@ -119,7 +120,7 @@ def test_assemble_checks_mask_shapes():
     dag = condense(g)
     forest = build_forest(dag, 0, "max-level", "cpu")
     post0, iv = label_dimensions(dag, forest, range(1), 0, "cpu")
-    ids, out, inn = build_supports(dag, 70, 0, "cpu")
+    ids, out, inn = build_supports(dag, 70, 0, get_backend("cpu"))
     with pytest.raises(distgrail.errors.DistGrailError, match="supports: in masks must be uint64 of shape"):
         assemble(g, dag, forest, post0, iv, 1, 0, "max-level", supports=(ids, out, inn[:, :1]))
     with pytest.raises(distgrail.errors.DistGrailError, match="supports: out masks must be uint64"):
