@@ -33,8 +33,9 @@ First call (2-core machine, 1 M / 20 M paper DAG index, 2,000 pairs): 2.8 s with
 (numba import ~0.3 s + compile ~2.4 s for one set of array dtypes), 0.64 s with the cache warm
 (``cache=True``: ``__pycache__`` beside this file, or numba's user cache directory when that is
 not writable; import + cache load + the packed records); the next call 0.06 s.
-:attr:`SearchOptions.compiled_min_pairs <distgrail.query.stats.SearchOptions>`: smaller batches run the NumPy search (same
-answers and rounds), so a handful of pairs never pays the import or the compile.
+:attr:`SearchOptions.compiled_min_pairs <distgrail.query.stats.SearchOptions>`: smaller batches
+run the NumPy search (same answers and rounds), so a handful of pairs never pays the import or
+the compile.
 """
 
 from __future__ import annotations
