@@ -186,14 +186,15 @@ def test_grid_search_forced(name, K, budget, monkeypatch):
     # the frontiers round by round, against the twin
     be = get_backend("gpu")
     Lg, Lc = idx.labels(be), idx.labels("cpu")
-    ctx = gpu_query.QueryScratch(be, Lg)
-    assert ctx.hands_on(-1)
-    ctx.buffers(s.size)
-    ctx.counters.fill(0)
-    stream = cp.cuda.get_current_stream()
-    dans = cp.zeros(s.size, dtype=cp.uint8)
-    trace = []
-    assert ctx.launch(cp.asarray(s), cp.asarray(t), dans, s.size, stream, -1, trace=trace) == st.searched
+    with be.on_device():
+        ctx = gpu_query.QueryScratch(be, Lg)
+        assert ctx.hands_on(-1)
+        ctx.buffers(s.size)
+        ctx.counters.fill(0)
+        stream = cp.cuda.get_current_stream()
+        dans = cp.zeros(s.size, dtype=cp.uint8)
+        trace = []
+        assert ctx.launch(cp.asarray(s), cp.asarray(t), dans, s.size, stream, -1, trace=trace) == st.searched
     cu, cv = Lc.comp[s], Lc.comp[t]
     ans, code = prefilter(Lc, cu, cv)
     und = np.flatnonzero(code == UNDECIDED)
