@@ -212,3 +212,16 @@ def test_gpu_query_runs_on_the_backends_device(data_dir):
         assert cp.cuda.Device().id == 0
     finally:
         cp.cuda.Device(before).use()
+
+
+def test_no_module_level_query_switches():
+    """Search choices are per call (SearchOptions), the phase-5 run record is per sweep
+    (PendingMasks.run): the module-level switches they replaced are gone."""
+    from distgrail.query import answer
+    from distgrail.stages import supports
+
+    for module, names in ((answer, ("CPU_SEARCH", "SEARCH_BUDGET", "COMPILED_MIN_PAIRS", "_context")),
+                          (supports, ("last_run",))):
+        left = [n for n in names if hasattr(module, n)]
+        assert not left, f"{module.__name__} still has {left}"
+    assert "cache" not in {f.name for f in dataclasses.fields(Labels)}
