@@ -1,48 +1,68 @@
-"""Building an index in one process: read → condense → phases 1–2 → phases 3–4 → assemble → write.
+"""Building an index: the one pipeline, in one process or across MPI ranks.
 
-With an MPI communicator of several ranks, :func:`build_index` hands over to
-:func:`distgrail.mpi.build.build_index_distributed`.
+read → condense → share the DAG → phases 1–2 (forest, subtree sizes) → share the forest →
+phase 5 started → phases 3–4 (each rank its block of dimensions) → gather the labels → phase 5
+→ what queries need → assemble → write.
+
+Every step is a direct call on a *placement*, the object that knows where the step's data lives
+and how it moves: :class:`distgrail.placement.OneProcess` (one process, one device: the moves
+are nothing) or :class:`distgrail.mpi.placement.AcrossRanks` (the DAG and forest shared from
+rank 0, the d dimensions and the support mask words split over the ranks, labels gathered to
+rank 0 through NCCL or host memory). A build that partitions the graph over the ranks adds a
+placement with its own per-step methods, not another pipeline. See docs/design.md.
 """
 
 from __future__ import annotations
 
-from .gpu.backend import get_backend
-from .index import Index, assemble
-from .placement import condense_on, read_on
-from .progress import Stages
-from .stages.condense import dag_to_host
-from .stages.labeling import build_forest, check_label_args, label_dimensions
-from .stages.supports import DEFAULT_SUPPORTS, check_supports_arg, resolve_supports, start_supports
+from .index import Index
+from .placement import OneProcess
+from .progress import Steps
+from .stages.support_count import DEFAULT_SUPPORTS, resolve_supports
 
-__all__ = ["build_index", "read_on", "condense_on"]
+__all__ = ["build_index", "walk"]
 
 
 def build_index(graph, dims: int = 5, seed: int = 0, parent_rule: str = "max-level", backend="auto",
                 fmt: str = "auto", num_vertices: int | None = None, output=None, comm=None,
-                progress: bool = False, supports: int = DEFAULT_SUPPORTS) -> Index:
+                progress: bool = False, supports: int = DEFAULT_SUPPORTS, full_index_on: str = "all",
+                root_share: float | None = None) -> Index | None:
     """Build a GRAIL index of ``graph``.
 
     Parameters
     ----------
     graph : path or in-memory graph
-        Anything :func:`distgrail.io.read.as_graph` accepts.
+        Anything :func:`distgrail.io.read.as_graph` accepts (under MPI: used on rank 0).
     dims : int
         Number of interval labels per vertex (d >= 1).
     seed : int
         Seed of the counter hash that orders siblings; same seed, same labels.
     parent_rule : {"max-level", "dfs"}
-        Phase-1 parent rule (DESIGN.md).
-    backend : {"auto", "cpu", "gpu"}
+        Phase-1 parent rule (docs/design.md).
+    backend : {"auto", "cpu", "gpu"} or a :class:`~distgrail.gpu.backend.Backend`
+        Resolved once, here; every step receives the chosen backend.
     output : path, optional
-        Write the index there (HDF5, atomically).
+        Write the index there (HDF5, atomically; under MPI rank 0's ``output`` decides).
     comm : MPI communicator, optional
-        Distribute phases 3–4 over its ranks (see :mod:`distgrail.mpi.build`).
+        With several ranks the build is collective (:class:`distgrail.mpi.placement.AcrossRanks`):
+        ``dims``, ``seed``, ``parent_rule``, ``backend`` and ``full_index_on`` must be equal on
+        every rank.
     progress : bool
-        Progress bar on stderr for runs longer than a second.
+        Progress bar on stderr for runs longer than a second (rank 0 only).
     supports : int or "auto"
         K support vertices whose reach masks (phase 5) decide reachable pairs without search
         (0 = plain GRAIL); ``"auto"`` (default): 64 on sparse graphs, more on dense ones
-        (:func:`distgrail.stages.supports.auto_supports`: 10 x the mean degree, a power of two, at most 1024).
+        (:func:`distgrail.stages.support_count.auto_supports`).
+    full_index_on : {"all", "root"}
+        Under MPI: every rank returns the same complete Index (``"all"``, the API's default), or
+        rank 0 only and the other ranks None (``"root"``, what the CLI uses).
+    root_share : float, optional
+        Under MPI: rank 0's share of the dimensions against an even split
+        (:func:`distgrail.mpi.collectives.dims_split`; None: ``DISTGRAIL_ROOT_SHARE`` or the default).
+
+    ``index.timings`` holds seconds per step: ``read``, ``condense``, ``phases 1-2``, ``phases
+    3-4``, ``phase 5``, ``write`` and the sub-steps each placement reports (under MPI also
+    ``transport_setup``, ``bcast_dag``, ``bcast_forest``, ``gather_labels``, ``bcast_index``,
+    ``dag_to_host`` and every other rank's own steps as ``rank<r> <step>``).
 
     Examples
     --------
@@ -51,31 +71,49 @@ def build_index(graph, dims: int = 5, seed: int = 0, parent_rule: str = "max-lev
     >>> idx.C
     3617
     """
-    check_label_args(dims, seed, parent_rule)
-    check_supports_arg(supports)
     if comm is not None and comm.Get_size() > 1:
-        from .mpi.build import build_index_distributed
+        from .mpi.placement import AcrossRanks
 
-        return build_index_distributed(graph, dims=dims, seed=seed, parent_rule=parent_rule, backend=backend,
-                                       fmt=fmt, num_vertices=num_vertices, output=output, comm=comm,
-                                       progress=progress, supports=supports)
-    be = get_backend(backend)
-    with Stages(progress, total=7) as st:
-        g = st.run("read", read_on, be, graph, num_vertices, fmt)
-        dag = st.run("condense", condense_on, be, g)
-        K = resolve_supports(supports, dag)
-        forest = st.run("phases 1-2", build_forest, dag, seed, parent_rule, be)
-        timings = dict(forest.timings)
-        # phase 5 needs the DAG only: on a GPU it runs on its own stream beside phases 3-4 (beside
-        # phase 1 too, a fresh process's phase 1 waited for the whole sweep: 21-26 ms against 5-7)
-        phase5 = st.run("phase 5 start", start_supports, dag, K, seed, be) if K else None
-        post0, iv = st.run("phases 3-4", label_dimensions, dag, forest, range(dims), seed, be, timings)
-        forest.release_device()  # the index keeps host copies; the forest's GPU memory goes back
-        sup = st.run("phase 5", phase5.result) if K else None  # DAG still on the device until here
-        dag = dag_to_host(dag, be)  # only what the index file stores comes back to the host
-        idx = assemble(g, dag, forest, post0, iv, dims, seed, parent_rule, supports=sup)
-        if output is not None:
-            st.run("write", idx.save, output)
-    idx.timings = {**st.timings, **timings}
-    idx.meta["backend"] = be.name
-    return idx
+        place = AcrossRanks.open(comm, backend, dims, seed, parent_rule, supports, output, full_index_on,
+                                 root_share)
+    else:
+        place = OneProcess.open(backend, dims, seed, parent_rule, supports, output)
+    with place:
+        return walk(place, graph, dims, seed, parent_rule, fmt, num_vertices, output, progress, supports)
+
+
+def walk(place, graph, dims, seed, parent_rule, fmt, num_vertices, output, progress, supports):
+    """The pipeline's steps, in order, on the placement ``place`` (:class:`OneProcess` or
+    :class:`~distgrail.mpi.placement.AcrossRanks`, opened by :func:`build_index`)."""
+    with Steps(progress and place.here, total=12, silent=place.idle_steps) as steps:
+        place.steps = steps
+        with steps.stage("transport_setup"):
+            place.connect()
+        with steps.stage("read"):
+            g = place.read(graph, num_vertices, fmt)
+        with steps.stage("condense"):
+            dag = place.condense(g)
+        g = place.without_edges(g)  # the edges are not needed any more (on a GPU: memory back)
+        with steps.stage("bcast_dag"):
+            dag, g = place.share_dag(dag, g)
+        K = resolve_supports(supports, dag)  # from the shared DAG's C and m: the same on every rank
+        with steps.stage("phases 1-2"):
+            forest = place.forest(dag, seed, parent_rule)
+        with steps.stage("bcast_forest"):
+            forest = place.share_forest(forest)
+        with steps.stage("phase 5 start"):  # one process, GPU: on its own stream beside phases 3-4
+            masks = place.start_masks(dag, K, seed)
+        labels, post0 = place.label(dag, forest, dims, seed)  # times "phases 3-4" and the gather itself
+        place.release_forest(forest)
+        with steps.stage("phase 5"):
+            sup = masks.result()
+        with steps.stage("bcast_index"):
+            post0, dag = place.for_queries(post0, dag)
+        with steps.stage("dag_to_host"):
+            dag = place.dag_to_host(dag)  # only what the index file stores comes back to the host
+        place.join_digest(g)  # the background hash of the input file is joined only now
+        idx = place.assemble(g, dag, forest, post0, labels, dims, seed, parent_rule, sup)
+        if place.writes:
+            with steps.stage("write"):
+                place.write(idx, output)
+    return place.finish(idx, steps)

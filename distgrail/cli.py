@@ -1,4 +1,4 @@
-"""Command line: ``distgrail index | query | info | generate | convert``.
+"""Command line: ``distgrail index | query | pairs | info | generate | convert``.
 
 Run it under MPI with ``mpirun -n N python -m mpi4py -m distgrail ...`` (see ``launch/``): an
 uncaught error on any rank then aborts the whole job instead of leaving the others hanging;
@@ -137,17 +137,12 @@ def _index(args):
 
         bind_gpu(comm, args.backend, share=args.share_gpus)
     t = time.perf_counter()
-    build = distgrail.build_index
-    if comm is not None:  # the full Index on rank 0 only: the other ranks label and are done
-        from functools import partial
-
-        from .mpi.build import build_index_distributed
-
-        build = partial(build_index_distributed, full_index_on="root")
-    idx = build(_resolve_bundled(args.graph, "graph"), dims=args.dims, seed=args.seed,
-                parent_rule=args.parent_rule, backend=args.backend, fmt=args.format,
-                num_vertices=args.num_vertices, output=args.output, comm=comm, supports=args.supports,
-                progress=not args.quiet and _rank(comm) == 0)
+    # under MPI the full Index on rank 0 only: the other ranks label and are done
+    idx = distgrail.build_index(_resolve_bundled(args.graph, "graph"), dims=args.dims, seed=args.seed,
+                                parent_rule=args.parent_rule, backend=args.backend, fmt=args.format,
+                                num_vertices=args.num_vertices, output=args.output, comm=comm,
+                                supports=args.supports, progress=not args.quiet and _rank(comm) == 0,
+                                full_index_on="root")
     if idx is None:  # ranks > 0 under MPI
         return 0
     total = time.perf_counter() - t
@@ -188,13 +183,13 @@ def cmd_query(args):
                           _label_kind(idx)) or (None, None)
         answers, stats = idx.query(s, t, backend=args.backend, comm=comm)
         run_shared(comm, f"writing the answers {args.output}",
-                   write_answers if args.output and _rank(comm) == 0 else None, answers, args.output)
+                   write_answers if args.output and _rank(comm) == 0 else None, answers, args.output, s, t)
     else:
         idx = distgrail.open_index(args.index)
         s, t = read_pairs(pairs, _label_kind(idx))
         answers, stats = idx.query(s, t, backend=args.backend)
         if args.output:
-            write_answers(answers, args.output)
+            write_answers(answers, args.output, s, t)
     summary = stats.as_dict()
     if getattr(stats, "mpi_seconds", None):
         summary["mpi_seconds"] = stats.mpi_seconds
@@ -232,7 +227,7 @@ def cmd_info(args):
     info["size_bytes"] = os.path.getsize(args.index)
     if args.json:
         print(json.dumps(info, indent=2, sort_keys=True, default=str))
-    else:
+    elif not args.quiet:  # --quiet: nothing; the exit status says whether the index opened
         for k, v in info.items():
             if k != "datasets":
                 print(f"{k:<20}{v}")
@@ -242,21 +237,10 @@ def cmd_info(args):
 
 
 def cmd_generate(args):
-    from .io.generate import generate_csr
-    from .io.writers import write_graph
+    from .io.generate import generate_command
 
-    if _not_rank0(args):
-        return 0
-    _outputs_ok(args)
-    t = time.perf_counter()
-    g = generate_csr(args.kind, args.n, args.degree, seed=args.seed, levels=args.levels)
-    tg = time.perf_counter() - t
-    write_graph(g, args.output, None if args.format == "auto" else args.format)
-    tw = time.perf_counter() - t - tg
-    summary = {"output": os.path.abspath(args.output), "kind": args.kind, "n": g.n, "m": g.m,
-               "seed": args.seed, "generate_seconds": round(tg, 6), "write_seconds": round(tw, 6)}
-    _emit(args, None, summary, f"{args.output}: {args.kind}, {g.n:,} vertices, {g.m:,} edges "
-                               f"(generate {tg:.2f} s, write {tw:.2f} s)")
+    if not _not_rank0(args):
+        _emit(args, None, *generate_command(args, lambda: _outputs_ok(args)))
     return 0
 
 
@@ -301,13 +285,14 @@ def build_parser() -> argparse.ArgumentParser:
     from .stages.supports import supports_arg
     from .io.generate import KINDS
     from .io.read import FORMATS
+    from .cli_pairs import INFO_QUIET_HELP, add_pairs_command, add_query_args, with_pair
 
     p = argparse.ArgumentParser(prog="distgrail", description="GRAIL reachability index on GPUs across MPI ranks.")
     p.add_argument("--version", action="version", version=f"distgrail {__version__}")
     sub = p.add_subparsers(dest="command", required=True)
 
-    def common(sp, backend=True):
-        sp.add_argument("--quiet", action="store_true", help="no progress or summary on the terminal")
+    def common(sp, backend=True, quiet="no progress or summary on the terminal"):
+        sp.add_argument("--quiet", action="store_true", help=quiet)
         sp.add_argument("--json", action="store_true", help="print the summary as JSON on stdout")
         if backend:
             sp.add_argument("--backend", choices=BACKENDS, default="auto",
@@ -332,24 +317,29 @@ def build_parser() -> argparse.ArgumentParser:
 
     sp = sub.add_parser("query", help="answer query pairs with an index")
     sp.add_argument("index", help="index file")
-    sp.add_argument("pairs", help="pairs file: 'u v' per line (.gz ok) or .npy (k, 2); or 'bundled'")
-    sp.add_argument("-o", "--output", help="answers: one 0/1 per line, or .npy; '-' for stdout "
-                                           "(default: not written, only the summary)")
-    common(sp)
-    sp.set_defaults(func=cmd_query)
+    sp.add_argument("pairs", nargs="?", help="pairs file: 'u v' per line (.gz ok) or .npy (k, 2); or 'bundled'")
+    add_query_args(sp, common)  # --pair U V, -o (answers by extension), the common options
+    sp.set_defaults(func=with_pair(cmd_query))
+    add_pairs_command(sub, common)
 
     sp = sub.add_parser("info", help="describe an index file")
     sp.add_argument("index")
-    common(sp, backend=False)
+    common(sp, backend=False, quiet=INFO_QUIET_HELP)
     sp.set_defaults(func=cmd_info)
 
     sp = sub.add_parser("generate", help="write a generated test graph")
-    sp.add_argument("kind", choices=KINDS)
-    sp.add_argument("-n", type=int, required=True, help="vertices")
+    sp.add_argument("kind", choices=KINDS + ("rmat",))
+    sp.add_argument("-n", type=int, default=None, help="vertices (paper, scale-free, layered)")
     sp.add_argument("--degree", type=float, default=10, help="average out-degree (default 10)")
     sp.add_argument("--levels", type=int, default=None, help="layered: number of levels (default n/10)")
     sp.add_argument("--seed", type=int, default=0)
-    sp.add_argument("-o", "--output", required=True, help=".gra, .mtx (Matrix Market), .h5, else an edge list")
+    sp.add_argument("--scale", type=int, default=None, help="rmat: 2^SCALE vertices")
+    sp.add_argument("--edge-factor", type=int, default=16, help="rmat: EDGE_FACTOR * 2^SCALE edges (default 16)")
+    for q, v, where in (("a", .57, "top-left"), ("b", .19, "top-right"), ("c", .19, "bottom-left; d = 1 - a - b - c")):
+        sp.add_argument(f"-{q}", type=float, default=v, help=f"rmat: {where} quadrant probability (default {v})")
+    sp.add_argument("--threads", type=int, default=None, help="rmat: threads (default all cores; same graph)")
+    sp.add_argument("-o", "--output", required=True,
+                    help=".gra, .mtx (Matrix Market), .h5, or an edge list (.txt, .el, .edges, .edgelist, .tsv)")
     sp.add_argument("--format", choices=("auto", "gra", "edgelist", "mtx", "h5"), default="auto")
     common(sp, backend=False)
     sp.set_defaults(func=cmd_generate)
@@ -373,7 +363,7 @@ def main(argv=None) -> int:
     is printed once (rank 0), MPI is finalized and every rank returns 2."""
     args = build_parser().parse_args(argv)
     try:
-        if args.func in (cmd_info, cmd_generate, cmd_convert) and _comm(args) is not None:
+        if (args.func in (cmd_info, cmd_generate, cmd_convert) or getattr(args, "one_process", 0)) and _comm(args) is not None:
             from .mpi.errors import run_shared  # one-process commands: rank 0 works, all share the outcome
 
             return run_shared(args.mpi_comm, f"running {args.command}",
@@ -391,9 +381,9 @@ def main(argv=None) -> int:
         print("distgrail: error: out of memory (the graph or --dims is too large for this machine)",
               file=sys.stderr, flush=True)
         return 2
-    except KeyboardInterrupt:
-        print("distgrail: interrupted", file=sys.stderr)
-        return 130
+    except KeyboardInterrupt as e:  # with a message: a write was interrupted (distgrail.io.atomic), exit 2
+        print(f"distgrail: error: {e}" if e.args else "distgrail: interrupted", file=sys.stderr)
+        return 2 if e.args else 130
 
 
 if __name__ == "__main__":  # pragma: no cover

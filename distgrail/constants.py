@@ -1,16 +1,22 @@
 """Constants shared by the Python code and the CUDA kernels: the one place they are written.
 
-The kernels never spell these numbers: :func:`distgrail.gpu.kernels.define_options` turns
-:data:`CUDA_MACROS` into ``-D`` options for every compile (CuPy's NVRTC and the ``nvcc --check``
-alike), and ``kernels/common.cuh`` / ``kernels/sweep.cuh`` stop with ``#error`` when one is
-missing.
+The kernels never spell these numbers: :func:`distgrail.gpu.kernels.defines_header` generates a
+``#define`` block from :data:`CUDA_MACROS` (every kernel) and :data:`KERNEL_MACROS` (one kernel
+module each) and prepends it to every kernel source it compiles (CuPy's NVRTC and the
+``nvcc --check`` alike); ``kernels/common.cuh`` stops with ``#error`` when the block is missing.
+The macro tables name attributes of this module and are read at generation time, so the values
+written here are the values the kernels get.
 """
 
 from __future__ import annotations
 
 __all__ = ["GOLDEN", "MIX1", "MIX2", "S2", "CAP", "STEPS", "UNDECIDED", "SAME", "LEVEL", "SUPPORT_POS",
            "SUPPORT_NEG", "INTERVAL", "TREE", "SEARCH_POS", "SEARCH_NEG", "MAX_ROUNDS", "SMALL_LEVEL", "HUB", "BATCH_THREADS", "GRID_THREADS", "HUB_THREADS",
-           "ITEMS_PER_THREAD", "MAX_DIMS_PER_SWEEP", "CUDA_MACROS"]
+           "ITEMS_PER_THREAD", "MAX_DIMS_PER_SWEEP", "FMT_GRA", "FMT_EDGELIST", "FMT_MTX", "C_TOK", "C_NL", "C_A",
+           "C_B", "C_BAD", "F_BAD_BYTE", "F_LINE", "F_VALUE", "F_CAPACITY", "TILE", "NO_COMMENT", "SIDE_RUN",
+           "SIDE_OUT", "SIDE_IN", "PUSH_IN", "PUSH_OUT", "SCHED_FIELDS", "DESC_FIELDS", "CTR_TICKET", "CTR_ERR",
+           "CTR_WORDS", "DONE_STRIDE", "SWEEP_THREADS", "CHOOSE_THREADS", "CUDA_MACROS", "U64_MACROS", "KERNEL_MACROS",
+           "macro_values"]
 
 # -- the counter hash (distgrail.hashing, dg_hash in kernels/common.cuh): SplitMix64's finaliser
 GOLDEN = 0x9E3779B97F4A7C15  # key multiplier (and seed multiplier of the base word)
@@ -21,7 +27,7 @@ S2 = 0xD1B54A32D192ED03  # stream multiplier of the base word
 # -- saturating path counts (distgrail.satmath, sat_add in kernels/sweep.cuh)
 CAP = 1 << 62
 
-# -- query steps, in the order a query meets them (DESIGN.md "Queries"); code = index + 1, 0: not yet
+# -- query steps, in the order a query meets them (docs/design.md "Queries"); code = index + 1, 0: not yet
 STEPS = ("same_component", "level_filter", "support_positive", "support_negative", "interval_filter", "tree_cut",
          "search_positive", "search_negative")
 UNDECIDED = 0
@@ -45,19 +51,79 @@ ITEMS_PER_THREAD = 8
 #: dimensions that one phase-4 sweep carries (template instantiations dg_*_iv<1..this>)
 MAX_DIMS_PER_SWEEP = 8
 
-#: macro name in kernels/ -> (value, is 64-bit unsigned)
+# -- GPU text parsing (kernels/parse.cu; twin distgrail/io/parse_twin.py, codes in distgrail/io/chunks.py)
+#: format codes: .gra, whitespace edge list, Matrix Market (chunks.FMT_CODES)
+FMT_GRA, FMT_EDGELIST, FMT_MTX = 0, 1, 2
+#: byte class bits: token byte, newline, marker A (':' in .gra, a comment character elsewhere),
+#: marker B ('#' in .gra), a byte no format allows
+C_TOK, C_NL, C_A, C_B, C_BAD = 1, 2, 4, 8, 16
+#: bits of the kernels' flag word: a bad byte, a malformed line, a bad value, output too small
+F_BAD_BYTE, F_LINE, F_VALUE, F_CAPACITY = 1, 2, 4, 8
+#: bytes of text one warp counts (the host pads each chunk to a multiple of it)
+TILE = 1024
+#: "no comment on this line" (larger than any position in a chunk)
+NO_COMMENT = 0x7FFFFFFF
+
+# -- phase 5 mask sweep (kernels/supports.cu; host side distgrail/stages/supports.py, support_schedule.py)
+#: side codes of a unit (support_schedule.RUN / OUT / IN)
+SIDE_RUN, SIDE_OUT, SIDE_IN = -1, 0, 1
+#: the sweep's ``push`` bits: the in side pushes along the forward CSR, the out side along the reverse one
+PUSH_IN, PUSH_OUT = 1, 2
+#: int32 fields of a schedule unit and int64 fields of a descriptor (len(support_schedule.FIELDS)
+#: and len(support_schedule.DESC_FIELDS))
+SCHED_FIELDS, DESC_FIELDS = 8, 10
+#: u64 words of the sweep's counter array: the ticket and the error flag in different 128-byte lines
+CTR_TICKET, CTR_ERR, CTR_WORDS = 0, 16, 32
+#: u32 stride of the per-group done counters (a 32-byte sector each)
+DONE_STRIDE = 8
+#: threads per block of dg_support_sweep (128 registers a thread hold the prefetched structure)
+#: and of dg_support_choose
+SWEEP_THREADS = BATCH_THREADS // 2
+CHOOSE_THREADS = GRID_THREADS
+
+#: macro name in every kernel source -> name of the constant here (unsigned 64-bit where
+#: :data:`U64_MACROS` says so)
 CUDA_MACROS = {
-    "DG_GOLDEN": (GOLDEN, True),
-    "DG_MIX1": (MIX1, True),
-    "DG_MIX2": (MIX2, True),
-    "DG_S2": (S2, True),
-    "DG_CAP": (CAP, True),
-    "DG_UNDECIDED": (UNDECIDED, False),
-    **{f"DG_STEP_{s.upper()}": (i + 1, False) for i, s in enumerate(STEPS)},
-    "DG_MAX_ROUNDS": (MAX_ROUNDS, False),
-    "DG_HUB": (HUB, False),
-    "DG_BATCH_THREADS": (BATCH_THREADS, False),
-    "DG_GRID_THREADS": (GRID_THREADS, False),
-    "DG_HUB_THREADS": (HUB_THREADS, False),
-    "DG_MAX_DIMS_PER_SWEEP": (MAX_DIMS_PER_SWEEP, False),
+    "DG_GOLDEN": "GOLDEN",
+    "DG_MIX1": "MIX1",
+    "DG_MIX2": "MIX2",
+    "DG_S2": "S2",
+    "DG_CAP": "CAP",
+    "DG_UNDECIDED": "UNDECIDED",
+    "DG_STEP_SAME_COMPONENT": "SAME",
+    "DG_STEP_LEVEL_FILTER": "LEVEL",
+    "DG_STEP_SUPPORT_POSITIVE": "SUPPORT_POS",
+    "DG_STEP_SUPPORT_NEGATIVE": "SUPPORT_NEG",
+    "DG_STEP_INTERVAL_FILTER": "INTERVAL",
+    "DG_STEP_TREE_CUT": "TREE",
+    "DG_STEP_SEARCH_POSITIVE": "SEARCH_POS",
+    "DG_STEP_SEARCH_NEGATIVE": "SEARCH_NEG",
+    "DG_MAX_ROUNDS": "MAX_ROUNDS",
+    "DG_HUB": "HUB",
+    "DG_BATCH_THREADS": "BATCH_THREADS",
+    "DG_GRID_THREADS": "GRID_THREADS",
+    "DG_HUB_THREADS": "HUB_THREADS",
+    "DG_MAX_DIMS_PER_SWEEP": "MAX_DIMS_PER_SWEEP",
 }
+#: macros that are unsigned 64-bit (written 0x...ULL)
+U64_MACROS = frozenset({"DG_GOLDEN", "DG_MIX1", "DG_MIX2", "DG_S2", "DG_CAP"})
+#: kernel module (kernels/<name>.cu) -> macros only that module gets (macro name = constant name)
+KERNEL_MACROS = {
+    "parse": ("FMT_GRA", "FMT_EDGELIST", "FMT_MTX", "C_TOK", "C_NL", "C_A", "C_B", "C_BAD", "F_BAD_BYTE",
+              "F_LINE", "F_VALUE", "F_CAPACITY", "TILE", "NO_COMMENT"),
+    "supports": ("SIDE_RUN", "SIDE_OUT", "SIDE_IN", "PUSH_IN", "PUSH_OUT", "SCHED_FIELDS", "DESC_FIELDS",
+                 "CTR_TICKET", "CTR_ERR", "CTR_WORDS", "DONE_STRIDE", "SWEEP_THREADS", "CHOOSE_THREADS"),
+}
+
+
+def macro_values(module: str | None = None) -> dict:
+    """``{macro: (value, is unsigned 64-bit)}`` that kernel ``module`` is compiled with (every
+    module's :data:`CUDA_MACROS`, then the module's own :data:`KERNEL_MACROS`), read now.
+
+    >>> macro_values("parse")["TILE"], macro_values()["DG_CAP"]
+    ((1024, False), (4611686018427387904, True))
+    """
+    this = globals()
+    out = {m: (int(this[attr]), m in U64_MACROS) for m, attr in CUDA_MACROS.items()}
+    out.update({m: (int(this[m]), False) for m in KERNEL_MACROS.get(module, ())})
+    return out

@@ -13,8 +13,9 @@ from ._version import __version__
 from .errors import DistGrailError, GraphFormatError, IndexFormatError, QueryError
 from .gpu.backend import get_backend
 from .indexfile import read_index_file, write_index_file
+from .io.digest import split_digest
 from .nodelabels import NodeLabels
-from .query.answer import ScratchPool, answer_batch, records
+from .query.answer import ScratchPool, answer_batch_cuda, answer_batch_numpy, records
 from .query.stats import Labels, Once, QueryStats, SearchOptions
 
 __all__ = ["Index", "assemble", "open_index"]
@@ -171,7 +172,7 @@ class Index:
     def _query_local(self, s, t, be, search: SearchOptions | None = None):
         stats = QueryStats(backend=be.name)
         L, pool = self._state(be)
-        ans = answer_batch(be, L, s, t, stats, search=search, pool=pool)
+        ans = be.pick(answer_batch_numpy, answer_batch_cuda)(L, s, t, stats, search=search, pool=pool)
         return np.asarray(ans, dtype=bool), stats
 
     def reachable(self, u, v, backend="auto", search: SearchOptions | None = None):
@@ -197,12 +198,14 @@ def assemble(graph, dag, forest, post0, intervals, dims, seed, parent_rule, supp
     ``supports``: phase 5's ``(ids, out, in)`` (:func:`distgrail.stages.supports.build_supports`),
     or None for an index without support masks (meta ``supports`` = 0).
     """
+    algorithm, digest = split_digest(graph.digest)  # the background hash is joined here
     meta = {
         "seed": int(seed),
         "dims": int(dims),
         "parent_rule": parent_rule,
         "source_name": graph.name,
-        "source_sha256": graph.sha256,
+        "source_digest": digest,
+        "source_digest_algorithm": algorithm,
         "n_vertices": int(dag.n),
         "n_components": int(dag.C),
         "n_dag_edges": int(dag.m),

@@ -3,8 +3,10 @@
 Layout::
 
     /                attrs: format="distgrail-index", format_version, distgrail_version, seed,
-                     dims, parent_rule, source_name, source_sha256, n_vertices, n_components,
-                     n_dag_edges, n_levels; optional supports (K, 0 or absent: none)
+                     dims, parent_rule, source_name, source_digest, source_digest_algorithm
+                     ("blake3"; indexes of earlier releases: source_sha256 instead, read as
+                     algorithm "sha256"), n_vertices, n_components, n_dag_edges, n_levels;
+                     optional supports (K, 0 or absent: none)
     /vertex/component     (n,)        component of each input vertex
     /dag/indptr           (C+1,)      CSR of the condensed DAG, components sorted by level
     /dag/indices          (m,)
@@ -57,8 +59,9 @@ CHUNK_BYTES = 256 << 10
 #: bytes per CRC-32 of a dataset (at least: a dataset gets at most _MAX_CRCS of them)
 CRC_BLOCK = 4 << 20
 _MAX_CRCS = 8192  # keeps the attribute far below HDF5's 64 KiB limit of compact attributes
-_ATTRS = ("seed", "dims", "parent_rule", "source_name", "source_sha256", "n_vertices", "n_components",
-          "n_dag_edges", "n_levels", "distgrail_version")
+_ATTRS = ("seed", "dims", "parent_rule", "source_name", "source_digest", "source_digest_algorithm", "n_vertices",
+          "n_components", "n_dag_edges", "n_levels", "distgrail_version")
+_OLD_DIGEST = "source_sha256"  # the source digest in indexes of earlier releases (SHA-256)
 
 
 def _block_size(nbytes: int) -> int:
@@ -178,8 +181,12 @@ def read_index_file(path) -> tuple[dict, dict]:
             raise IndexFormatError(f"{path}: index schema version {ver}, this distgrail reads versions "
                                    f"{', '.join(map(str, READ_VERSIONS))}; rebuild the index with this version")
         meta = {"format": FORMAT, "format_version": ver}
+        old = "source_digest" not in f.attrs and _OLD_DIGEST in f.attrs
         for k in _ATTRS + (("supports",) if "supports" in f.attrs else ()):
-            meta[k] = _attr(f, path, k)
+            if old and k == "source_digest_algorithm":
+                meta[k] = "sha256"
+            else:
+                meta[k] = _attr(f, path, _OLD_DIGEST if old and k == "source_digest" else k)
         arrays, crcs, problems = {}, {}, []
 
         def visit(name, obj):

@@ -1,13 +1,9 @@
 // Shared device helpers. Twin of distgrail/hashing.py: dg_hash must match hash3 bit for bit.
-// Every DG_* constant comes from distgrail/constants.py as a -D option (distgrail.gpu.kernels).
+// Every DG_* constant comes from distgrail/constants.py, in the #define block that
+// distgrail.gpu.kernels.defines_header generates and prepends to every kernel source.
 #pragma once
-#if !defined(DG_GOLDEN) || !defined(DG_MIX1) || !defined(DG_MIX2) || !defined(DG_S2) || !defined(DG_CAP) ||        \
-    !defined(DG_UNDECIDED) || !defined(DG_STEP_SAME_COMPONENT) || !defined(DG_STEP_LEVEL_FILTER) ||                  \
-    !defined(DG_STEP_SUPPORT_POSITIVE) || !defined(DG_STEP_SUPPORT_NEGATIVE) || !defined(DG_STEP_INTERVAL_FILTER) || \
-    !defined(DG_STEP_TREE_CUT) || !defined(DG_STEP_SEARCH_POSITIVE) || !defined(DG_STEP_SEARCH_NEGATIVE) ||          \
-    !defined(DG_MAX_ROUNDS) || !defined(DG_HUB) || !defined(DG_BATCH_THREADS) ||                                     \
-    !defined(DG_GRID_THREADS) || !defined(DG_HUB_THREADS) || !defined(DG_MAX_DIMS_PER_SWEEP)
-#error "DG_* constants missing: compile with the -D options of distgrail.gpu.kernels.define_options()"
+#if !defined(DG_CONSTANTS_GENERATED)
+#error "DG_* constants missing: compile distgrail.gpu.kernels.module_source(name) (the generated #define block, then the file)"
 #endif
 typedef unsigned long long u64;
 typedef long long i64;

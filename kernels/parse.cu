@@ -17,22 +17,10 @@
 // reports the error (file:line: message, got 'value') exactly as without a GPU.
 #include "common.cuh"
 
-#define FMT_GRA 0
-#define FMT_EDGELIST 1
-#define FMT_MTX 2
-#define C_TOK 1
-#define C_NL 2
-#define C_A 4
-#define C_B 8
-#define C_BAD 16
-#define F_BAD_BYTE 1
-#define F_LINE 2
-#define F_VALUE 4
-#define F_CAPACITY 8
-#define TILE 1024
-#define LANE_BYTES 32
+// FMT_*, C_*, F_*, TILE and NO_COMMENT come from distgrail/constants.py (KERNEL_MACROS["parse"]),
+// in the #define block distgrail.gpu.kernels prepends
+#define LANE_BYTES (TILE / 32)  // the bytes of one lane of a tile's warp
 #define FULLMASK 0xffffffffu
-#define NO_COMMENT 0x7fffffff
 
 __device__ __forceinline__ int dg_class(unsigned c, int fmt) {
     if (c == '\n') return C_NL;

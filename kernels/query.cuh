@@ -6,13 +6,13 @@
 //   [4+2W .. 4+4W)   in mask,  W u64 words (supports that reach the component)
 //   [B + 2k] lo_k  [B + 2k + 1] hi_k   for k < d, B = 4 + 4 W
 // W = 0: no supports (plain GRAIL). Step codes come from Python (distgrail.constants (CUDA_MACROS))
-// as -DDG_STEP_<STEP>=<code>; counters (u64): [code] = queries settled with that code,
+// as DG_STEP_<STEP> in the generated #define block; counters (u64): [code] = queries settled with that code,
 // [DG_MAX_ROUNDS] = max search rounds.
 #pragma once
 #include "common.cuh"
 
 #if !defined(DG_STEP_SAME_COMPONENT) || !defined(DG_STEP_SEARCH_NEGATIVE) || !defined(DG_MAX_ROUNDS)
-#error "query step codes come from Python: compile with distgrail.gpu.kernels.define_options() (-DDG_STEP_...)"
+#error "query step codes come from Python: compile distgrail.gpu.kernels.module_source(name) (DG_STEP_...)"
 #endif
 // the prefilter counts the codes 1..DG_PRE_LAST; the search settles the rest
 #define DG_PRE_LAST DG_STEP_TREE_CUT

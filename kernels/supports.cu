@@ -27,24 +27,15 @@
 #include "common.cuh"
 
 #define FULL 0xffffffffu
-#define SIDE_RUN (-1)
-#define SIDE_OUT 0
-#define SIDE_IN 1
-// `push` bits: the in side pushes along the forward CSR (else pulls over the reverse one); the out
-// side pushes along the reverse CSR (else pulls over the forward one)
-#define PUSH_IN 1
-#define PUSH_OUT 2
-#define SCHED_FIELDS 8  // s0, s1, side, r0, r1, g, need, group (support_schedule.FIELDS)
-#define DESC_FIELDS 10  // s0, s1, side, a, b, rpu, g, need, group, n (support_schedule.DESC_FIELDS)
-// ctr: u64 words; the ticket and the error flag live in different 128-byte lines
-#define CTR_TICKET 0
-#define CTR_ERR 16
-#define CTR_WORDS 32
-// done: one u32 counter per group, DONE_STRIDE apart (a 32-byte sector each)
-#define DONE_STRIDE 8
-// block sizes, derived from the shared constants as supports.SWEEP_THREADS / CHOOSE_THREADS are
-#define SWEEP_THREADS (DG_BATCH_THREADS / 2)  // 128 registers a thread: the prefetched structure
-#define CHOOSE_THREADS DG_GRID_THREADS
+// SIDE_*, PUSH_IN / PUSH_OUT (the `push` bits: the in side pushes along the forward CSR, else pulls
+// over the reverse one; the out side pushes along the reverse CSR, else pulls over the forward
+// one), SCHED_FIELDS / DESC_FIELDS (support_schedule.FIELDS / DESC_FIELDS), CTR_TICKET / CTR_ERR /
+// CTR_WORDS (u64 words of ctr: the ticket and the error flag in different 128-byte lines),
+// DONE_STRIDE (one u32 done counter per group, a 32-byte sector each), SWEEP_THREADS and
+// CHOOSE_THREADS come from distgrail/constants.py (KERNEL_MACROS["supports"]), in the #define
+// block distgrail.gpu.kernels prepends
+static_assert(CTR_TICKET < CTR_WORDS && CTR_ERR < CTR_WORDS && (CTR_ERR - CTR_TICKET) * 8 >= 128,
+              "ctr: the ticket and the error flag in different 128-byte lines of CTR_WORDS words");
 
 struct Side {
     const i64* ptr;

@@ -2,7 +2,8 @@
 # All tests: kernel compile check (nvcc, if installed), the serial suite, then the MPI tests
 # under mpiexec -n 2 and -n 3 (PyPI's MPICH), then the slurm/ templates under a real one-node
 # Slurm (tests/slurm/run_slurm_test.sh: needs root and apt-get, else it says why and skips;
-# DISTGRAIL_SLURM_TEST=0 skips it). Tests marked gpu skip, with the reason, without a GPU.
+# DISTGRAIL_SLURM_TEST=0 skips it). Tests marked gpu skip, with the reason, without a GPU; pytest runs
+# with -rs, so every skip prints its reason.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash launch/setup.sh
@@ -17,12 +18,17 @@ else
 fi
 
 echo "== serial tests"
-$PY -m pytest -q -p no:cacheprovider --timeout=900 tests "$@"
+$PY -m pytest -q -rs -p no:cacheprovider --timeout=900 tests "$@"
 
 # Each rank runs pytest; ranks > 0 write their report to $TMPDIR/pytest-rank<N>.log (redirected
 # here, before pytest starts: pytest's own fd capture would undo a redirect made in conftest.py).
 # conftest.py sums the failures over ranks, so a failure on any rank fails every rank's pytest.
 logdir=${TMPDIR:-/tmp}
+# every rank's pytest has its own basetemp, distgrail-pytest-PID-rN in the temp dir (tests/conftest.py),
+# removed when its session ends: check that the MPI runs leave none behind
+tmpdir=$($PY -c 'import tempfile; print(tempfile.gettempdir())')
+leftovers() { ls -d "$tmpdir"/distgrail-pytest-*-r* 2>/dev/null | sort || true; }
+before=$(leftovers)
 # The rank comes from distgrail's one list of launcher variables (distgrail/mpi/launcher.py).
 only_rank0='r=$("$1" -m distgrail.mpi.launcher --rank); [ "$r" = 0 ] || exec >"$0/pytest-rank$r.log" 2>&1; exec "$@"'
 for n in 2 3; do
@@ -30,7 +36,7 @@ for n in 2 3; do
     rm -f "$logdir"/pytest-rank*.log
     set +e
     MPIEXEC_TIMEOUT=600 .venv/bin/mpiexec -n $n bash -c "$only_rank0" "$logdir" \
-        $PY -m pytest -q -p no:cacheprovider --only-mpi --no-header --color=no \
+        $PY -m pytest -q -rs -p no:cacheprovider --only-mpi --no-header --color=no \
         --timeout=300 --timeout-method=thread tests
     rc=$?
     set -e
@@ -40,6 +46,13 @@ for n in 2 3; do
         exit $rc
     fi
 done
+left=$(comm -13 <(echo "$before") <(leftovers))
+if [ -n "$left" ]; then
+    echo "the MPI test runs left their temp folders behind:" >&2
+    echo "$left" >&2
+    exit 1
+fi
+echo "== MPI tests left no distgrail-pytest-* folder in $tmpdir"
 if [ "${DISTGRAIL_SLURM_TEST:-1}" != 0 ]; then
     echo "== slurm/ templates under a real one-node Slurm"
     VENV=$PWD/.venv bash tests/slurm/run_slurm_test.sh

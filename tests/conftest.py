@@ -4,12 +4,17 @@ Under ``mpiexec -n N python -m pytest --only-mpi``: every rank gets its own ``--
 and a failure on any rank makes every rank's pytest exit non-zero (the failure count is summed
 over ranks). launch/test.sh sends the reports of ranks > 0 to ``$TMPDIR/pytest-rank<N>.log``;
 that redirect is made before pytest starts, because pytest's fd capture restores the original
-stdout whenever it suspends, undoing any ``dup2`` made from a conftest.
+stdout whenever it suspends, undoing any ``dup2`` made from a conftest. The per-rank basetemp
+folders (``distgrail-pytest-PID-rN`` in the temp dir) are removed when the session ends.
+
+Without the pytest-mpi plugin (e.g. a GPU machine set up without the ``test`` extra), tests
+marked ``mpi`` are skipped with the reason instead of running on one rank.
 """
 
 from __future__ import annotations
 
 import os
+import shutil
 import tempfile
 
 import numpy as np
@@ -34,10 +39,25 @@ MPI_RANK, MPI_SIZE = rank_size()
 UNDER_MPI = under_launcher()  # several ranks (or an unknown number): per-rank basetemp, failures summed
 
 
+#: the per-rank basetemp this process made (removed at the end of the session)
+_OWN_BASETEMP = []
+
+
+def basetemp_name(pid: int, rank: int) -> str:
+    return os.path.join(tempfile.gettempdir(), f"distgrail-pytest-{pid}-r{rank}")
+
+
 def pytest_configure(config):
     if UNDER_MPI:
         if not config.option.basetemp:
-            config.option.basetemp = os.path.join(tempfile.gettempdir(), f"distgrail-pytest-{os.getpid()}-r{MPI_RANK}")
+            config.option.basetemp = basetemp_name(os.getpid(), MPI_RANK)
+            _OWN_BASETEMP.append(config.option.basetemp)
+
+
+def pytest_unconfigure(config):
+    for path in _OWN_BASETEMP:
+        shutil.rmtree(path, ignore_errors=True)
+    _OWN_BASETEMP.clear()
 
 
 def pytest_sessionfinish(session, exitstatus):
@@ -57,6 +77,12 @@ def pytest_sessionfinish(session, exitstatus):
 def pytest_collection_modifyitems(config, items):
     from distgrail.gpu.backend import gpu_available
 
+    if not config.pluginmanager.hasplugin("pytest_mpi"):
+        no_mpi = pytest.mark.skip(reason="needs the pytest-mpi plugin (pip install 'distgrail[test]') and "
+                                         "mpiexec -n N python -m pytest --only-mpi")
+        for item in items:
+            if "mpi" in item.keywords:
+                item.add_marker(no_mpi)
     if gpu_available():
         return
     skip = pytest.mark.skip(reason="needs a usable CUDA GPU (cupy.cuda.is_available() is False here); "

@@ -43,3 +43,18 @@ def test_build_benchmark_tiny_cpu_only(tmp_path, capsys):
     assert bench.main(["--out", out, "--scale", "2e-5", "--no-gpu", "--cpu-max-edges", "0"]) == 0
     assert os.path.getmtime(os.path.join(out, "dag11.gra")) == before  # reused, not regenerated
     assert capsys.readouterr().out.count("skipped (--cpu-max-edges)") == 4
+
+
+def test_build_benchmark_rmat_generates_once_and_reports_rates(tmp_path, capsys):
+    out = str(tmp_path / "r")
+    assert bench.main(["--out", out, "--rmat", "8", "--edge-factor", "4", "--no-gpu"]) == 0
+    text = capsys.readouterr().out
+    path = os.path.join(out, "rmat-s8-e4.txt")
+    assert text.startswith("rmat-s8-e4.txt: n=256, m=1,024") and os.path.getsize(path) > 0
+    assert len(open(path, "rb").read().splitlines()) == 1024
+    assert re.search(r"CPU path: read [\d.]+ GB/s", text) and re.search(r"digest alone \(BLAKE3\): [\d.]+ GB/s", text)
+    for row in bench.ROWS:
+        assert re.search(rf"^  {re.escape(row)}\s+[\d.]+ s", text, re.M), row
+    mtime = os.path.getmtime(path)
+    assert bench.main(["--out", out, "--rmat", "8", "--edge-factor", "4", "--no-gpu"]) == 0
+    assert os.path.getmtime(path) == mtime  # reused, not generated again

@@ -111,7 +111,7 @@ def test_convert_roundtrip(tmp_path):
     b = distgrail.build_index(str(h5), dims=2, backend="cpu")
     for k in a.arrays:
         np.testing.assert_array_equal(a.arrays[k], b.arrays[k])
-    assert a.meta["source_sha256"] == b.meta["source_sha256"]
+    assert a.meta["source_digest"] == b.meta["source_digest"] and a.meta["source_digest_algorithm"] == "blake3"
 
 
 def _convert_cases(tmp_path):
@@ -154,7 +154,7 @@ def test_convert_cpu_output_unchanged(tmp_path):
     import h5py
 
     with h5py.File(flat) as f:
-        assert "condensation" not in f and f.attrs["source_sha256"] == distgrail.read_graph(path).sha256
+        assert "condensation" not in f and "blake3:" + f.attrs["source_digest"] == distgrail.read_graph(path).digest
 
 
 def test_convert_json_names_the_backend(tmp_path, capsys):

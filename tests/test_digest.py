@@ -1,14 +1,15 @@
-"""The file's SHA-256 off the critical path (distgrail/io/digest.py): computed on its own thread
-while the parse goes on, joined only when the value is read; same strings as the CPU reader;
-changes to the file during the read are errors; no thread or descriptor outlives a failed read."""
+"""The file's digest off the critical path (distgrail/io/digest.py): BLAKE3 computed on its own
+threads while the parse goes on, joined only when the value is read; same strings as the CPU
+reader; changes to the file during the read are errors; no thread or descriptor outlives a failed
+read. The index records the algorithm; indexes and graph files with a SHA-256 still open."""
 
 from __future__ import annotations
 
-import hashlib
 import os
 import pickle
 import threading
 
+import blake3
 import numpy as np
 import pytest
 
@@ -20,8 +21,9 @@ from distgrail.io.read import hash_early, read_graph
 
 
 def sha(path):
+    """The digest distgrail must record: BLAKE3 of the file's bytes, as "blake3:<hex>"."""
     with open(path, "rb") as f:
-        return hashlib.sha256(f.read()).hexdigest()
+        return "blake3:" + blake3.blake3(f.read()).hexdigest()
 
 
 def hashing_threads():
@@ -54,12 +56,12 @@ def no_leaks():
 
 
 @pytest.mark.parametrize("size", [0, 1, 4095, 4096, 4097, 100_000])
-def test_file_digest_equals_hashlib(tmp_path, size, no_leaks):
+def test_file_digest_equals_blake3_of_the_bytes(tmp_path, size, no_leaks):
     p = tmp_path / "f.bin"
     p.write_bytes(np.random.default_rng(size).integers(0, 256, size, dtype=np.uint8).tobytes())
     d = FileDigest(p, block_bytes=4096)
-    assert d.hexdigest() == sha(p) == str(d) == resolve(d)
-    assert d.hexdigest() == sha(p)  # again, from the finished thread
+    assert d.result() == sha(p) == str(d) == resolve(d) == "blake3:" + d.hexdigest()
+    assert d.result() == sha(p)  # again, from the finished thread
     assert d.done() and d.size == size
 
 
@@ -71,23 +73,23 @@ def test_gpu_path_graph_hash_is_the_cpu_readers(tmp_path, no_leaks):
     p = gra(tmp_path)
     g = read_graph_numpy(p, chunk_bytes=4096)
     assert g.meta["parser"] == "numpy"
-    assert isinstance(g.__dict__["_sha256"], FileDigest)  # still a background digest: nothing waited
-    assert g.sha256 == read_graph(p).sha256 == sha(p)
-    assert isinstance(g.__dict__["_sha256"], str) and not g.sha256_pending
-    assert g.meta["sha256_wait_s"] >= 0.0  # the build can report what it waited for the hash
+    assert isinstance(g.__dict__["_digest"], FileDigest)  # still a background digest: nothing waited
+    assert g.digest == read_graph(p).digest == sha(p)
+    assert isinstance(g.__dict__["_digest"], str) and not g.digest_pending
+    assert g.meta["digest_wait_s"] >= 0.0  # the build can report what it waited for the hash
 
 
-def test_sha256_false_starts_no_thread(tmp_path, no_leaks, monkeypatch):
+def test_digest_false_starts_no_thread(tmp_path, no_leaks, monkeypatch):
     started = []
     monkeypatch.setattr(gparse, "take", lambda *a, **k: started.append(a))
-    g = read_text_graph(gra(tmp_path), sha256=False)
-    assert g.sha256 == "" and started == []
+    g = read_text_graph(gra(tmp_path), digest=False)
+    assert g.digest == "" and started == []
 
 
 def test_pickled_graph_carries_the_value(tmp_path, no_leaks):
     p = gra(tmp_path)
     g = pickle.loads(pickle.dumps(read_graph_numpy(p)))
-    assert g.sha256 == sha(p) and g.n == 400
+    assert g.digest == sha(p) and g.n == 400
 
 
 def test_cancel_stops_the_thread(tmp_path, no_leaks):
@@ -98,22 +100,22 @@ def test_cancel_stops_the_thread(tmp_path, no_leaks):
     assert d.done()
     if d._hex is None:  # cancelled before the end: the value is not made up
         with pytest.raises(GraphFormatError, match="cancelled"):
-            d.hexdigest()
+            d.result()
     else:
-        assert d.hexdigest() == sha(p)
+        assert d.result() == sha(p)
 
 
 def test_file_changed_after_the_digest_started(tmp_path, no_leaks):
     p = gra(tmp_path)
     d = FileDigest(p)
-    d.hexdigest()
+    d.result()
     st = os.stat(p)
     with open(p, "a") as f:
         f.write("0: 1 #\n")
     os.utime(p, ns=(st.st_atime_ns, st.st_mtime_ns + 10**9))
     with pytest.raises(GraphFormatError, match=r"g\.gra.*changed while it was read \(size, modification time\)"):
         d.check()
-    assert d.hexdigest() == hashlib.sha256(open(p, "rb").read()[: st.st_size]).hexdigest()  # hashed before
+    assert d.result() == "blake3:" + blake3.blake3(open(p, "rb").read()[: st.st_size]).hexdigest()  # hashed before
 
 
 def test_file_changed_during_the_parse_is_an_error(tmp_path, no_leaks, monkeypatch):
@@ -184,17 +186,17 @@ def test_fallback_to_the_cpu_reader_keeps_its_hash(tmp_path, no_leaks):
     q = tmp_path / "long.txt"
     q.write_text("0 1\n" + " ".join(["1 2"] + ["3"] * 2000) + "\n5 6\n")
     g = read_graph_numpy(str(q), chunk_bytes=1024)  # a line longer than a chunk: retried, same digest
-    assert g.sha256 == sha(q) == read_graph(str(q)).sha256
+    assert g.digest == sha(q) == read_graph(str(q)).digest
 
 
 def test_wait_is_measured(tmp_path, no_leaks):
     p = tmp_path / "f.bin"
     p.write_bytes(b"y" * (4 << 20))
     d = FileDigest(p, block_bytes=4096)
-    d.hexdigest()
+    d.result()
     assert d.wait_seconds >= 0.0 and d.done()
     before = d.wait_seconds
-    d.hexdigest()
+    d.result()
     assert d.wait_seconds - before < 0.05  # a finished thread: nothing to wait for
 
 
@@ -206,8 +208,8 @@ def test_early_digest_is_taken_by_the_reader(tmp_path, no_leaks):
     dg.start_early(p)
     early = dg._EARLY[os.path.realpath(p)]
     g = read_graph_numpy(p, chunk_bytes=4096)
-    assert g.__dict__["_sha256"] is early and not dg._EARLY
-    assert g.sha256 == sha(p)
+    assert g.__dict__["_digest"] is early and not dg._EARLY
+    assert g.digest == sha(p)
 
 
 def test_early_digest_of_a_changed_file_is_dropped(tmp_path, no_leaks):
@@ -219,8 +221,8 @@ def test_early_digest_of_a_changed_file_is_dropped(tmp_path, no_leaks):
     early._thread.join()
     gra(tmp_path, n=300)  # rewritten: other size and bytes
     g = read_graph_numpy(p, chunk_bytes=4096)
-    assert g.__dict__["_sha256"] is not early
-    assert g.sha256 == sha(p)
+    assert g.__dict__["_digest"] is not early
+    assert g.digest == sha(p)
 
 
 def test_discard_early_stops_what_nobody_took(tmp_path, no_leaks):
@@ -255,7 +257,7 @@ def test_no_early_digest_for_binary_graphs(tmp_path, no_leaks):
 
 
 def test_a_failure_in_the_hashing_thread_is_an_error_not_an_empty_hash(tmp_path, no_leaks, monkeypatch):
-    """Any exception in the thread (here: no memory for the buffer) makes hexdigest raise."""
+    """Any exception in the thread (here: no memory for the buffer) makes result() raise."""
     from distgrail.io import digest as dg
 
     p = gra(tmp_path)
@@ -265,5 +267,174 @@ def test_a_failure_in_the_hashing_thread_is_an_error_not_an_empty_hash(tmp_path,
 
     monkeypatch.setattr(dg, "bytearray", no_memory, raising=False)
     d = FileDigest(p)
-    with pytest.raises(GraphFormatError, match="cannot compute the file's SHA-256: hashing it failed: MemoryError"):
-        d.hexdigest()
+    with pytest.raises(GraphFormatError, match="cannot compute the file's BLAKE3 digest: hashing it failed: MemoryError"):
+        d.result()
+
+
+# -- BLAKE3 on threads, the algorithm in the index, files with a SHA-256 ------------------------
+
+KEGG = os.path.join(os.path.dirname(__file__), "data", "kegg_dag_uniq.gra")
+KEGG_V1 = os.path.join(os.path.dirname(__file__), "data", "kegg_dag_uniq.v1.h5")
+
+
+@pytest.mark.parametrize("block, readers", [(64 << 10, 1), (256 << 10, 4), (300_000, 3), (1 << 20, 2)])
+def test_pipelined_reads_hash_every_byte_once_in_order(tmp_path, block, readers, no_leaks):
+    """Blocks read in pieces by several readers while the previous block is hashed: the value is
+    BLAKE3 of the bytes in order, whatever the block size, piece count and a short last block."""
+    p = tmp_path / "f.bin"
+    data = np.random.default_rng(block).integers(0, 256, 3 * block + 12_345, dtype=np.uint8).tobytes()
+    p.write_bytes(data)
+    d = FileDigest(p, block_bytes=block, readers=readers)
+    assert d.result() == "blake3:" + blake3.blake3(data).hexdigest()
+    assert d.hash_seconds is not None and d.hash_seconds >= 0.0
+
+
+def test_digest_of_a_file_truncated_while_hashed_is_an_error(tmp_path, no_leaks, monkeypatch):
+    from distgrail.io import digest as dg
+
+    p = tmp_path / "f.bin"
+    p.write_bytes(b"z" * (1 << 20))
+    real = dg.FileDigest._fill
+    cut = []
+
+    def fill_then_truncate(self, view, pos):
+        if not cut:
+            cut.append(pos)
+            os.truncate(p, 100_000)
+        return real(self, view, pos)
+
+    monkeypatch.setattr(dg.FileDigest, "_fill", fill_then_truncate)
+    d = FileDigest(p, block_bytes=64 << 10, readers=1)
+    with pytest.raises(GraphFormatError, match=r"f\.bin.*changed while it was read: it ended at byte 100,000"):
+        d.result()
+
+
+def test_index_records_the_algorithm_and_blake3_of_the_file(tmp_path):
+    import distgrail
+    import h5py
+
+    out = tmp_path / "i.h5"
+    idx = distgrail.build_index(KEGG, dims=2, backend="cpu", output=out)
+    want = blake3.blake3(open(KEGG, "rb").read()).hexdigest()
+    assert idx.meta["source_digest_algorithm"] == "blake3" and idx.meta["source_digest"] == want
+    with h5py.File(out) as f:  # plain h5py sees the two attributes, and no SHA-256 any more
+        assert f.attrs["source_digest_algorithm"] == "blake3" and f.attrs["source_digest"] == want
+        assert "source_sha256" not in f.attrs
+    back = distgrail.open_index(out)
+    assert (back.meta["source_digest_algorithm"], back.meta["source_digest"]) == ("blake3", want)
+
+
+def test_an_in_memory_graph_has_no_digest(tmp_path):
+    import distgrail
+
+    idx = distgrail.build_index((np.array([0, 1]), np.array([1, 2])), dims=1, backend="cpu",
+                                output=tmp_path / "m.h5")
+    back = distgrail.open_index(tmp_path / "m.h5")
+    assert idx.meta["source_digest"] == back.meta["source_digest"] == ""
+    assert back.meta["source_digest_algorithm"] == ""
+
+
+def test_version_1_index_with_a_sha256_opens_and_reports_it(capsys):
+    import distgrail
+    from distgrail import cli
+
+    with open(KEGG, "rb") as f:
+        want = hashlib_sha256(f.read())
+    idx = distgrail.open_index(KEGG_V1)
+    assert (idx.meta["source_digest_algorithm"], idx.meta["source_digest"]) == ("sha256", want)
+    assert idx.reachable(0, 0)
+    assert cli.main(["info", KEGG_V1]) == 0
+    out = capsys.readouterr().out
+    assert f"source_digest       {want}" in out and "source_digest_algorithm" in out and "sha256" in out
+
+
+def hashlib_sha256(data):
+    import hashlib
+
+    return hashlib.sha256(data).hexdigest()
+
+
+def test_version_2_index_of_an_earlier_release_opens(tmp_path):
+    """A v2 index written before this change: source_sha256, no source_digest*."""
+    import distgrail
+    import h5py
+
+    out = tmp_path / "old.h5"
+    new = distgrail.build_index(KEGG, dims=2, backend="cpu", output=out)
+    with h5py.File(out, "r+") as f:
+        del f.attrs["source_digest"], f.attrs["source_digest_algorithm"]
+        f.attrs["source_sha256"] = "ab" * 32
+    old = distgrail.open_index(out)
+    assert (old.meta["source_digest_algorithm"], old.meta["source_digest"]) == ("sha256", "ab" * 32)
+    s, t = np.arange(old.n) % 50, np.arange(old.n)[::-1] % 70
+    assert np.array_equal(old.reachable(s, t), new.reachable(s, t))
+    with h5py.File(out, "r+") as f:  # neither attribute: an incomplete index, named
+        del f.attrs["source_sha256"]
+    from distgrail.errors import IndexFormatError
+
+    with pytest.raises(IndexFormatError, match="attribute 'source_digest' is missing"):
+        distgrail.open_index(out)
+
+
+def test_binary_graph_files_carry_the_digest_old_ones_their_sha256(tmp_path):
+    import distgrail
+    import h5py
+    from distgrail.io.binary import read_binary_graph
+    from distgrail.io.writers import write_graph
+
+    g = read_graph(KEGG)
+    h5 = tmp_path / "k.h5"
+    write_graph(g, h5)
+    assert read_binary_graph(h5).digest == sha(KEGG)
+    idx = distgrail.build_index(str(h5), dims=2, backend="cpu")
+    assert idx.meta["source_digest"] == sha(KEGG).split(":")[1]  # the text file's, not the .h5's
+    with h5py.File(h5, "r+") as f:  # as written by an earlier release
+        del f.attrs["source_digest"], f.attrs["source_digest_algorithm"]
+        f.attrs["source_sha256"] = "cd" * 32
+    assert read_binary_graph(h5).digest == "sha256:" + "cd" * 32
+    idx = distgrail.build_index(str(h5), dims=2, backend="cpu")
+    assert (idx.meta["source_digest_algorithm"], idx.meta["source_digest"]) == ("sha256", "cd" * 32)
+
+
+@pytest.mark.parametrize("reader", ["cpu", "numpy-twin"])
+def test_the_build_does_not_wait_for_the_hash_before_assembly(tmp_path, monkeypatch, reader):
+    """A hash held back until assembly: read, condense and phases 1-4 all finish while it is still
+    pending (the hash is off the critical path); the index then holds its value."""
+    import distgrail
+    import distgrail.build as b
+    from distgrail.io import digest as dg
+
+    gate = threading.Event()
+    real_hasher = dg.new_hasher
+
+    class Held:
+        def __init__(self, *a, **k):
+            self.h = real_hasher(*a, **k)
+
+        def update(self, data):
+            gate.wait(60)
+            self.h.update(data)
+
+        def hexdigest(self):
+            return self.h.hexdigest()
+
+    monkeypatch.setattr(dg, "new_hasher", Held)
+    seen = {}
+    real_assemble = b.assemble
+
+    def assemble(g, *a, **k):
+        seen["pending"] = g.digest_pending
+        gate.set()
+        return real_assemble(g, *a, **k)
+
+    monkeypatch.setattr(b, "assemble", assemble)
+    if reader == "numpy-twin":  # the GPU path's reader, with its NumPy twin device
+        from distgrail.io.parse import read_graph_numpy
+
+        monkeypatch.setattr(b, "read_on", lambda be, graph, nv, fmt: read_graph_numpy(graph))
+    else:
+        monkeypatch.setattr(os, "sched_getaffinity", lambda pid: {0, 1})
+    idx = distgrail.build_index(KEGG, dims=2, backend="cpu")
+    assert seen["pending"] is True
+    assert idx.meta["source_digest"] == sha(KEGG).split(":")[1]
+    assert idx.meta["source_digest_algorithm"] == "blake3"

@@ -97,11 +97,11 @@ def test_error_line_numbers_across_chunks(tmp_path, monkeypatch, chunk):
         read_graph(write(tmp_path, "g.gra", "graph_for_greach\n300\n" + "\n".join(body) + "\n"))
 
 
-def test_sha256_matches_file(tmp_path):
-    import hashlib
+def test_digest_matches_file(tmp_path):
+    import blake3
 
     p = write(tmp_path, "a.txt", "0 1\n" * 1000)
-    assert read_graph(p).sha256 == hashlib.sha256(open(p, "rb").read()).hexdigest()
+    assert read_graph(p).digest == "blake3:" + blake3.blake3(open(p, "rb").read()).hexdigest()
 
 
 def test_large_ids_stay_int64(tmp_path, monkeypatch):
@@ -258,17 +258,17 @@ def test_io_benchmark_module_imports():
 
 
 @pytest.mark.parametrize("one_core", [False, True])
-def test_sha256_on_one_core_and_several(tmp_path, monkeypatch, one_core):
-    import hashlib
+def test_digest_on_one_core_and_several(tmp_path, monkeypatch, one_core):
+    import blake3
 
     text = "# head\n" + "".join(f"{i} {i + 1}\n" for i in range(500)) + "% tail comment"
     p = write(tmp_path, "a.txt", text)
     if one_core:
         monkeypatch.setattr(readers.os, "sched_getaffinity", lambda pid: {0})
     monkeypatch.setattr(readers, "CHUNK_BYTES", 100)
-    assert read_graph(p).sha256 == hashlib.sha256(text.encode()).hexdigest()
+    assert read_graph(p).digest == "blake3:" + blake3.blake3(text.encode()).hexdigest()
     m = write(tmp_path, "a.mtx", "%%MatrixMarket matrix coordinate pattern general\n3 3 1\n1 2\n")
-    assert read_graph(m).sha256 == hashlib.sha256(open(m, "rb").read()).hexdigest()
+    assert read_graph(m).digest == "blake3:" + blake3.blake3(open(m, "rb").read()).hexdigest()
 
 
 @pytest.mark.parametrize("case", ["random", "selfloops", "empty", "one", "isolated", "sorted"])

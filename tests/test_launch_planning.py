@@ -13,7 +13,7 @@ import pytest
 from distgrail import constants
 from distgrail.errors import BackendError
 from distgrail.gpu import memory, sweep as gs
-from distgrail.gpu.backend import Backend
+from distgrail.gpu.backend import Backend, get_backend
 from distgrail.hashing import _mix, hash_base
 from distgrail.io.generate import generate
 from distgrail.stages import forest, intervals, labeling, ranks, subtree
@@ -305,16 +305,17 @@ def test_one_process_pipeline_keeps_the_forest_on_the_device(cp, monkeypatch):
         monkeypatch.setattr(mod, "kernel", fake)
     be = Backend("gpu", cp, device=1)
     uploads = []
-    real_asarray = be.asarray
-    monkeypatch.setattr(be, "asarray", lambda a, dtype=None: uploads.append(np.asarray(a).nbytes) or real_asarray(a, dtype))
-    f = labeling.build_forest(dag, seed=3, backend=be)
-    cpu = labeling.build_forest(dag, seed=3, backend="cpu")
+    real_asarray = Backend.asarray  # a Backend is immutable: spy on the class
+    monkeypatch.setattr(Backend, "asarray", lambda self, a, dtype=None: (self.is_gpu and uploads.append(
+        np.asarray(a).nbytes)) or real_asarray(self, a, dtype))
+    f = labeling.build_forest(dag, 3, "max-level", be)
+    cpu = labeling.build_forest(dag, 3, "max-level", get_backend("cpu"))
     assert f.on_gpu and not cpu.on_gpu
     dev_parent, dev_size = f.arrays(be)
     assert f.arrays(be)[0] is dev_parent  # the kept device arrays, not a new upload
     n_up = len(uploads)
     post0, iv = labeling.label_dimensions(dag, f, range(10), 3, be)
-    want0, want = labeling.label_dimensions(dag, cpu, range(10), 3, "cpu")
+    want0, want = labeling.label_dimensions(dag, cpu, range(10), 3, get_backend("cpu"))
     np.testing.assert_array_equal(post0, want0)
     np.testing.assert_array_equal(iv, want)
     assert type(iv) is np.ndarray and iv.dtype == want.dtype

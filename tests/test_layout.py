@@ -128,3 +128,116 @@ def test_each_stage_has_its_twin_launcher_and_kernel_under_one_name(stage, modul
     body = open(path).read()
     launcher_src = body + (open(os.path.join(PKG, "stages", "scc.py")).read() if stage == "condense" else "")
     assert f'kernel("{stem}"' in launcher_src, f"{module} does not launch kernels from kernels/{kernel}"
+
+
+# -- the backend seam and shared state (issue 27) ----------------------------------------------
+
+#: modules that may call get_backend: the public API (build_index's placements, Index's queries,
+#: their MPI forms), the command line and the benchmarks (entry points); nothing below them
+GET_BACKEND_CALLERS = {"distgrail.gpu.backend", "distgrail.placement", "distgrail.mpi.placement",
+                       "distgrail.index", "distgrail.mpi.query", "distgrail.cli"}
+#: module-level mutable containers and `global` rebinding that are allowed, and why: caches keyed
+#: by what they cache, process-wide facts set once; no switch that changes what a call computes
+MODULE_STATE = {
+    ("distgrail.gpu.backend", "_CACHE"): "the Backend of each (name, device): immutable values",
+    ("distgrail.gpu.kernels", "_CACHE"): "compiled modules by (device, source): compile once per process",
+    ("distgrail.gpu.kernels", "compile_times"): "seconds each module took to compile (the cache's record)",
+    ("distgrail.gpu.sweep", "_SM_COUNT"): "each device's SM count",
+    ("distgrail.io.digest", "_EARLY"): "digests started before the slow imports, by path, until taken",
+    ("distgrail.io.atomic", "_PREVIOUS"): "the signal handlers installed before ours",
+    ("distgrail.mpi.transport", "_KEYVAL"): "the MPI attribute key of the NCCL communicator cache",
+    ("distgrail.mpi.binding", "_BOUND"): "the GPU this process was bound to (once per rank)",
+}
+
+
+def _device_uses(tree):
+    """``<...>.Device(...).use()`` calls: making a device the process's (thread's) current one."""
+    return [n for n in _calls(tree, "use") if isinstance(n.func.value, ast.Call)
+            and "Device" in ast.unparse(n.func.value.func)]
+
+
+def _calls(tree, attr):
+    return [n for n in ast.walk(tree) if isinstance(n, ast.Call)
+            and ((isinstance(n.func, ast.Attribute) and n.func.attr == attr)
+                 or (isinstance(n.func, ast.Name) and n.func.id == attr))]
+
+
+MUTATORS = {"update", "clear", "pop", "popitem", "setdefault", "append", "extend", "insert", "remove", "add",
+            "discard"}
+
+
+def _module_state(name, tree):
+    """(module, name) of every module-level container that the module changes after import
+    (item assignment, ``del``, a mutating method), and of every ``global`` rebinding. Tables that
+    are only read are constants, not state."""
+    containers = set()
+    for node in tree.body:
+        targets = node.targets if isinstance(node, ast.Assign) else [node.target] if isinstance(
+            node, ast.AnnAssign) and node.value is not None else []
+        value = getattr(node, "value", None)
+        if isinstance(value, (ast.Dict, ast.List, ast.Set)) or (
+                isinstance(value, ast.Call) and isinstance(value.func, ast.Name)
+                and value.func.id in ("dict", "list", "set", "defaultdict", "OrderedDict")):
+            containers |= {t.id for t in targets if isinstance(t, ast.Name) and t.id != "__all__"}
+    found = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Global):
+            found |= {(name, g) for g in node.names}
+        elif isinstance(node, (ast.Assign, ast.AugAssign, ast.Delete)):
+            for t in getattr(node, "targets", None) or [node.target]:
+                if isinstance(t, ast.Subscript) and isinstance(t.value, ast.Name) and t.value.id in containers:
+                    found.add((name, t.value.id))
+        elif (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr in MUTATORS
+              and isinstance(node.func.value, ast.Name) and node.func.value.id in containers):
+            found.add((name, node.func.value.id))
+    return found
+
+
+def _probes(tree):
+    """Module-level statements that read the environment or probe installed packages: a value
+    that steers behaviour must be passed, not read once at import."""
+    bad = []
+    for node in tree.body:
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Import, ast.ImportFrom)):
+            continue
+        src = ast.unparse(node)
+        if any(p in src for p in ("os.environ", "getenv", "find_spec", "import_module")):
+            bad.append(src.splitlines()[0])
+    return bad
+
+
+def test_get_backend_only_at_the_public_api():
+    callers = {m for m, p in _modules().items() if not m.startswith("distgrail.benchmarks")
+               and _calls(ast.parse(open(p).read()), "get_backend")}
+    assert "distgrail.index" in callers, "the walk found no caller at all"
+    assert callers <= GET_BACKEND_CALLERS, f"get_backend called below the public API: {callers - GET_BACKEND_CALLERS}"
+
+
+def test_no_global_device_use():
+    """The backend carries its device; only an MPI rank's binding sets the process's device."""
+    users = {m for m, p in _modules().items() if _device_uses(ast.parse(open(p).read()))}
+    assert users <= {"distgrail.mpi.binding"}, f".use() of a device outside the rank binding: {users}"
+
+
+def test_no_module_level_mutable_switches():
+    state, probes = set(), {}
+    for m, p in _modules().items():
+        tree = ast.parse(open(p).read())
+        state |= _module_state(m, tree)
+        if (b := _probes(tree)) and not m.startswith("distgrail.benchmarks"):
+            probes[m] = b
+    assert ("distgrail.gpu.kernels", "_CACHE") in state, "the walk found no module state at all"
+    gone = {(m, n) for m, p in _modules().items() for n in ("CPU_SEARCH", "SEARCH_BUDGET", "last_run")
+            if any(isinstance(x, (ast.Assign, ast.AnnAssign)) and n in ast.unparse(x).split("=")[0]
+                   for x in ast.parse(open(p).read()).body)}
+    assert not gone, f"module-level switches that must be passed as options instead: {gone}"
+    assert state <= set(MODULE_STATE), f"module-level mutable state not in MODULE_STATE: {state - set(MODULE_STATE)}"
+    assert not probes, f"module-level environment or package probes (pass the value instead): {probes}"
+
+
+def test_the_state_checks_see_planted_switches():
+    planted = ast.parse("import os\nlast_run: dict = {}\nTABLE = {1: 2}\nMODE = os.environ.get('X')\n"
+                        "def f():\n    global MODE\n    MODE = 1\n    last_run.update(a=1)\n    return TABLE[1]\n")
+    assert _module_state("m", planted) == {("m", "last_run"), ("m", "MODE")}
+    assert _probes(planted) == ["MODE = os.environ.get('X')"]
+    assert len(_device_uses(ast.parse("cupy.cuda.Device(1).use()\nmatplotlib.use('Agg')"))) == 1

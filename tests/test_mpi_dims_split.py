@@ -15,7 +15,7 @@ import pytest
 
 import distgrail
 from distgrail.errors import DistGrailError
-from distgrail.mpi import build as distributed
+from distgrail.mpi import placement as distributed
 from distgrail.mpi.collectives import ROOT_SHARE, dims_split, root_share, split_counts
 
 
@@ -88,7 +88,7 @@ def test_uneven_splits_give_the_one_process_index(comm, wire, tmp_path, monkeypa
     dims = 7
     ref = distgrail.build_index(g, dims=dims, seed=4, backend="cpu", supports=70)
     out = comm.bcast(str(tmp_path / "x.h5"))
-    idx = distributed.build_index_distributed(g, dims=dims, seed=4, backend="cpu", comm=comm, supports=70,
+    idx = distgrail.build_index(g, dims=dims, seed=4, backend="cpu", comm=comm, supports=70,
                                               output=out, full_index_on=full_index_on, root_share=share)
     me, size = comm.Get_rank(), comm.Get_size()
     want = dims_split(dims, size, share).tolist()
@@ -116,11 +116,11 @@ def test_the_split_follows_rank_0s_environment(comm, monkeypatch):
     me, size = comm.Get_rank(), comm.Get_size()
     monkeypatch.setenv("DISTGRAIL_ROOT_SHARE", "3.0" if me == 0 else "junk")
     g = distgrail.bundled_graph()
-    idx = distributed.build_index_distributed(g, dims=8, backend="cpu", comm=comm)
+    idx = distgrail.build_index(g, dims=8, backend="cpu", comm=comm)
     everywhere(comm, idx.meta["dims_split"] == dims_split(8, size, 3.0).tolist(), idx.meta["dims_split"])
     monkeypatch.setenv("DISTGRAIL_ROOT_SHARE", "junk" if me == 0 else "0.5")
     with pytest.raises(RankError, match="rank 0, reading DISTGRAIL_ROOT_SHARE: DISTGRAIL_ROOT_SHARE must be"):
-        distributed.build_index_distributed(g, dims=8, backend="cpu", comm=comm)
+        distgrail.build_index(g, dims=8, backend="cpu", comm=comm)
     monkeypatch.delenv("DISTGRAIL_ROOT_SHARE")
-    idx = distributed.build_index_distributed(g, dims=16, backend="cpu", comm=comm)
+    idx = distgrail.build_index(g, dims=16, backend="cpu", comm=comm)
     everywhere(comm, idx.meta["dims_split"] == dims_split(16, size, ROOT_SHARE).tolist(), idx.meta["dims_split"])

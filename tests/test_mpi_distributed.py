@@ -18,9 +18,10 @@ import pytest
 import distgrail
 import distgrail.io.pairs
 from distgrail.mpi import binding, collectives, hostpath
-from distgrail.mpi import build as distributed
+from distgrail.mpi import placement as distributed
 from distgrail.mpi.errors import RankError
 from distgrail.errors import DistGrailError
+from distgrail.gpu.backend import get_backend
 
 pytestmark = [pytest.mark.mpi(min_size=2), pytest.mark.timeout(120)]
 
@@ -115,7 +116,13 @@ def test_labeling_ranks_receive_only_what_phases_3_4_read(comm):
     here = comm.Get_rank() == 0
     g = cyclic_graph()
     dag = condense(g) if here else None
-    got, _, complete = distributed._share_dag(comm, dag, g if here else None)
+    from distgrail.gpu.backend import get_backend
+    from distgrail.mpi.transport import MpiTransport
+
+    place = distributed.AcrossRanks(comm, False, get_backend("cpu"), True, False, np.ones(comm.Get_size(), np.int64))
+    place.tp = MpiTransport(comm, place.be)
+    got, _ = place.share_dag(dag, g if here else None)
+    complete = place.complete
     ref = condense(g)
     sent = [k for k in ("n", "indptr", "indices", "level_ptr") if not np.array_equal(getattr(got, k), getattr(ref, k))]
     everywhere(comm, not sent, f"fields differ after the broadcast: {sent}")
@@ -152,11 +159,11 @@ def test_full_index_on_root_sends_the_other_ranks_only_what_they_label_with(comm
     g = cyclic_graph()
     out = tmp_path / "root.h5"
     # supports=0: the bytes counted are those of the labeling (phase 5 sends its ids on top)
-    idx = distributed.build_index_distributed(g, dims=5, seed=4, backend="cpu", output=out, comm=comm,
-                                              full_index_on="root", supports=0)
+    idx = distgrail.build_index(g, dims=5, seed=4, backend="cpu", output=out, comm=comm, full_index_on="root",
+                                supports=0)
     ref = distgrail.build_index(g, dims=5, seed=4, backend="cpu", supports=0)
     dag = condense(g)
-    forest = build_forest(dag, 4, "max-level", "cpu")
+    forest = build_forest(dag, 4, "max-level", get_backend("cpu"))
     need = sum(a.nbytes for a in (dag.indptr, dag.indices, dag.level_ptr, forest.parent, forest.size))
     if comm.Get_rank() == 0:
         ref.save(tmp_path / "ref.h5")
@@ -415,13 +422,13 @@ def test_invalid_arguments_raise_on_every_rank_without_communication(comm):
     with pytest.raises(DistGrailError, match="dims must be"):
         distgrail.build_index(distgrail.bundled_graph(), dims=0, backend="cpu", comm=comm)
     with pytest.raises(DistGrailError, match="backend must be"):
-        distributed.build_index_distributed(distgrail.bundled_graph(), dims=2, backend="tpu", comm=comm)
+        distgrail.build_index(distgrail.bundled_graph(), dims=2, backend="tpu", comm=comm)
     comm.Barrier()  # still in step
     n = comm.Get_size()
     others = f" (and on rank{'s' if n > 2 else ''} {', '.join(map(str, range(1, n)))})"
-    expect_rank_error(comm, lambda: distributed.build_index_distributed(None, dims=0, backend="cpu", comm=comm),
+    expect_rank_error(comm, lambda: distgrail.build_index(None, dims=0, backend="cpu", comm=comm),
                       f"rank 0{others}, checking the arguments: dims must be an integer >= 1, got 0")
-    expect_rank_error(comm, lambda: distributed.build_index_distributed(None, dims=2, backend="cpu", comm=comm,
+    expect_rank_error(comm, lambda: distgrail.build_index(None, dims=2, backend="cpu", comm=comm,
                                                                         full_index_on="leaders"),
                       "full_index_on must be one of all, root, got 'leaders'")
 

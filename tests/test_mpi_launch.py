@@ -166,13 +166,16 @@ def test_query_with_a_missing_pairs_file_fails_every_rank(tmp_path):
 
 
 def test_distributed_code_path_with_one_rank():
-    """build_index_distributed and query_sharded on a one-rank communicator equal the plain path."""
+    """The placement across ranks and query_sharded on a one-rank communicator equal the plain path."""
     from mpi4py import MPI
 
-    from distgrail.mpi.build import build_index_distributed
+    from distgrail.build import walk
+    from distgrail.mpi.placement import AcrossRanks
 
     ref = distgrail.build_index(distgrail.bundled_graph(), dims=3, seed=9, backend="cpu")
-    idx = build_index_distributed(distgrail.bundled_graph(), dims=3, seed=9, backend="cpu", comm=MPI.COMM_SELF)
+    with AcrossRanks.open(MPI.COMM_SELF, "cpu", 3, 9, "max-level", "auto", None, "all", None) as place:
+        idx = walk(place, distgrail.bundled_graph(), 3, 9, "max-level", "auto", None, None, False, "auto")
+    assert idx.meta["transport"] == "mpi"
     for k in ref.arrays:
         assert ref.arrays[k].dtype == idx.arrays[k].dtype and ref.arrays[k].tobytes() == idx.arrays[k].tobytes(), k
     s, t = distgrail.io.pairs.read_pairs(distgrail.bundled_pairs())

@@ -16,11 +16,14 @@ import numpy as np
 import pytest
 
 from distgrail.errors import GraphFormatError
+from distgrail.gpu.backend import get_backend
 from distgrail.io.chunks import plan_read
 from distgrail.io.parse import _Anomaly, finish_edges, read_graph_numpy, read_text_range
 from distgrail.io.read import read_graph
 from distgrail.mpi.parse import split_body
 from test_parse import edgelist_text, gra_text, mtx_text
+
+CPU = get_backend("cpu")
 
 
 def cases(rng):
@@ -149,7 +152,7 @@ def test_ranks_read_equals_one_rank_read(shared_dir, with_transport):
     for name, _, nv in items:
         path = os.path.join(shared_dir, name)
         tr = GatherTransport(comm) if with_transport else None
-        g = read_graph_ranks(comm, path, num_vertices=nv, transport=tr)
+        g = read_graph_ranks(comm, path, "auto", nv, CPU, transport=tr)
         if with_transport:
             assert tr.calls == 2
         if comm.rank != 0:
@@ -160,7 +163,7 @@ def test_ranks_read_equals_one_rank_read(shared_dir, with_transport):
         assert g.n == want.n and g.src.dtype == want.src.dtype == np.int32, name
         np.testing.assert_array_equal(g.src, want.src)
         np.testing.assert_array_equal(g.dst, want.dst)
-        assert g.sha256 == want.sha256 == read_graph_numpy(path).sha256, name
+        assert g.digest == want.digest == read_graph_numpy(path).digest, name
         assert g.name == want.name and g.meta["format"] == want.meta["format"]
         t = g.meta["timings"]  # the build's per-rank steps: parse share (slowest, rank 0's, fastest), exchange
         assert set(t) == {"parse share", "parse share rank0", "parse share fastest", "exchange"}, name
@@ -187,7 +190,7 @@ def test_bad_input_gives_the_one_rank_error_on_every_rank(shared_dir):
         want = comm.bcast(want, root=0)
         assert path in want
         with pytest.raises(RankError) as e:
-            read_graph_ranks(comm, path, num_vertices=nv)
+            read_graph_ranks(comm, path, "auto", nv, CPU)
         assert str(e.value).endswith(want), (name, str(e.value), want)
         if comm.rank == 0:
             assert str(e.value.__cause__) == want  # the one-rank error itself, text for text
@@ -212,12 +215,12 @@ def test_h5_and_unusual_headers_are_read_by_rank_0(shared_dir):
     if comm.rank == 0:
         write_graph(generate("paper", 60, 3, seed=1), h5)
     comm.Barrier()
-    g = read_graph_ranks(comm, h5)
+    g = read_graph_ranks(comm, h5, "auto", None, CPU)
     if comm.rank == 0:
         want = read_graph(h5)
-        assert g.n == want.n and np.array_equal(g.src, want.src) and g.sha256 == want.sha256
+        assert g.n == want.n and np.array_equal(g.src, want.src) and g.digest == want.digest
     else:
         assert g is None
     with pytest.raises(Exception) as e:
-        read_graph_ranks(comm, os.path.join(shared_dir, "nothere.gra"))
+        read_graph_ranks(comm, os.path.join(shared_dir, "nothere.gra"), "auto", None, CPU)
     assert "no such file" in str(e.value)

@@ -125,7 +125,7 @@ def test_layout_and_fallbacks(monkeypatch):
 
 
 def test_answer_batch_uses_compiled_by_default(monkeypatch):
-    assert SearchOptions().cpu_method(answer._HAVE_NUMBA) == "compiled"
+    assert SearchOptions().cpu_method(answer.have_numba()) == "compiled"
     calls = []
     real = bidir_jit.compiled_search
 
@@ -164,12 +164,16 @@ def test_without_numba_falls_back_to_numpy(monkeypatch):
     want, st = idx.query(s, t, backend="cpu")
     monkeypatch.setitem(sys.modules, "numba", None)  # import numba raises ImportError
     monkeypatch.delitem(sys.modules, "distgrail.query.bidir_jit")
+    assert not answer.have_numba()
     with warnings.catch_warnings(record=True) as w:
         warnings.simplefilter("always")
-        got, st2 = idx.query(s, t, backend="cpu")
-    assert any("NumPy search" in str(x.message) for x in w)
-    np.testing.assert_array_equal(got, want)
-    assert st2.steps == st.steps and st2.search_rounds == st.search_rounds
+        got, st2 = idx.query(s, t, backend="cpu")  # "auto" without numba: the NumPy search, silently
+        asked, st3 = idx.query(s, t, backend="cpu", search=SearchOptions(cpu_search="compiled"))
+    assert [str(x.message) for x in w if "NumPy search" in str(x.message)] == [
+        "compiled CPU search unavailable (import of numba halted; None in sys.modules); using the NumPy search"]
+    for a, x in ((got, st2), (asked, st3)):
+        np.testing.assert_array_equal(a, want)
+        assert x.steps == st.steps and x.search_rounds == st.search_rounds
 
 
 def test_import_distgrail_does_not_import_numba():
@@ -178,7 +182,7 @@ def test_import_distgrail_does_not_import_numba():
             "idx = distgrail.build_index(distgrail.bundled_graph(), dims=2); "
             "idx.query(np.array([2]), np.array([3]), backend='cpu'); "
             "assert sys.modules.get('numba') is None, 'numba imported for one pair'; "
-            "print(answer.SearchOptions().cpu_method(answer._HAVE_NUMBA))")
+            "print(answer.SearchOptions().cpu_method(answer.have_numba()))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
     assert out.returncode == 0, out.stderr
     assert out.stdout.split() == ["compiled"]

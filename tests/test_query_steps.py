@@ -18,12 +18,15 @@ from distgrail.stages.labeling import build_forest, label_dimensions
 from distgrail.stages.supports import build_supports
 
 
+CPU = get_backend("cpu")
+
+
 def indexed(g, K, dims=3, seed=0):
     """A one-process build with phase 5 (the build.py wiring of --supports is the integrator's)."""
     dag = condense(g)
-    forest = build_forest(dag, seed, "max-level", "cpu")
-    post0, iv = label_dimensions(dag, forest, range(dims), seed, "cpu")
-    sup = None if K is None else build_supports(dag, K, seed, get_backend("cpu"))
+    forest = build_forest(dag, seed, "max-level", CPU)
+    post0, iv = label_dimensions(dag, forest, range(dims), seed, CPU)
+    sup = None if K is None else build_supports(dag, K, seed, CPU)
     return assemble(g, dag, forest, post0, iv, dims, seed, "max-level", supports=sup)
 
 
@@ -118,9 +121,9 @@ def test_supports_shrink_the_search():
 def test_assemble_checks_mask_shapes():
     g = GRAPHS["chain"]
     dag = condense(g)
-    forest = build_forest(dag, 0, "max-level", "cpu")
-    post0, iv = label_dimensions(dag, forest, range(1), 0, "cpu")
-    ids, out, inn = build_supports(dag, 70, 0, get_backend("cpu"))
+    forest = build_forest(dag, 0, "max-level", CPU)
+    post0, iv = label_dimensions(dag, forest, range(1), 0, CPU)
+    ids, out, inn = build_supports(dag, 70, 0, CPU)
     with pytest.raises(distgrail.errors.DistGrailError, match="supports: in masks must be uint64 of shape"):
         assemble(g, dag, forest, post0, iv, 1, 0, "max-level", supports=(ids, out, inn[:, :1]))
     with pytest.raises(distgrail.errors.DistGrailError, match="supports: out masks must be uint64"):
@@ -132,10 +135,10 @@ def test_assemble_checks_mask_shapes():
 def test_step_order_and_defines():
     assert STEPS == ("same_component", "level_filter", "support_positive", "support_negative", "interval_filter",
                      "tree_cut", "search_positive", "search_negative")
-    from distgrail.gpu.kernels import define_options
+    from distgrail.gpu.kernels import defines_header
 
-    opts = define_options()
-    assert "-DDG_STEP_SUPPORT_POSITIVE=3" in opts and "-DDG_MAX_ROUNDS=9" in opts
+    head = defines_header("search")
+    assert "#define DG_STEP_SUPPORT_POSITIVE (3)" in head and "#define DG_MAX_ROUNDS (9)" in head
 
     st = QueryStats()
     st.add_codes(np.array([1, 3, 3, 8], dtype=np.int8))

@@ -170,5 +170,5 @@ def test_in_memory_errors():
 def test_networkx_if_installed():
     nx = pytest.importorskip("networkx", reason="networkx is optional; its reader is tested where installed")
     g = nx.DiGraph([("a", "b"), ("b", "c")])
-    idx = distgrail.build_index(g, dims=2, backend="cpu")
-    assert idx.reachable(0, 2) and not idx.reachable(2, 0)
+    idx = distgrail.build_index(g, dims=2, backend="cpu")  # string nodes: the index takes the labels
+    assert idx.reachable("a", "c") and not idx.reachable("c", "a")

@@ -497,9 +497,12 @@ def test_block_sizes_are_derived_like_the_kernels():
     from distgrail import constants
     from distgrail.stages import supports as sup
 
+    from distgrail.gpu.kernels import defines_header
+
     src = open(os.path.join(ROOT, "kernels", "supports.cu")).read()
-    assert re.search(r"#define SWEEP_THREADS \(DG_BATCH_THREADS / 2\)", src)
-    assert re.search(r"#define CHOOSE_THREADS DG_GRID_THREADS\n", src)
+    head = defines_header("supports")  # the block sizes come from constants.py, generated
+    assert re.search(rf"#define SWEEP_THREADS \({constants.BATCH_THREADS // 2}\)\n", head)
+    assert re.search(rf"#define CHOOSE_THREADS \({constants.GRID_THREADS}\)\n", head)
     assert "__launch_bounds__(SWEEP_THREADS)" in src and "__launch_bounds__(CHOOSE_THREADS)" in src
     assert sup.SWEEP_THREADS == constants.BATCH_THREADS // 2 and sup.CHOOSE_THREADS == constants.GRID_THREADS
     assert sup.SWEEP_THREADS % 32 == 0 and sup.CHOOSE_THREADS & (sup.CHOOSE_THREADS - 1) == 0

@@ -13,7 +13,7 @@ import pytest
 
 import distgrail
 from distgrail.gpu.backend import get_backend
-from distgrail.mpi import build as distributed
+from distgrail.mpi import placement as distributed
 from distgrail.mpi import transport
 from distgrail.mpi.errors import RankError
 from distgrail.errors import DistGrailError
@@ -207,7 +207,7 @@ def nccl_build(monkeypatch, wire, early="wait", **fake):
     def no_host_labels(*a, **k):
         raise AssertionError("the host label path ran on the NCCL path")
 
-    monkeypatch.setattr(distributed, "_labels_by_host", no_host_labels)
+    monkeypatch.setattr(distributed, "labels_by_host", no_host_labels)
     return nccl
 
 
@@ -223,7 +223,7 @@ def test_a_build_through_nccl_is_byte_identical_to_one_process(comm, wire, tmp_p
     g = GRAPHS[graph]()
     ref = distgrail.build_index(g, dims=dims, seed=11, backend="cpu", supports=supports)
     out = tmp_path / "dist.h5"
-    idx = distributed.build_index_distributed(g, dims=dims, seed=11, backend="cpu", output=out, comm=comm,
+    idx = distgrail.build_index(g, dims=dims, seed=11, backend="cpu", output=out, comm=comm,
                                               full_index_on=full_index_on, supports=supports)
     me = comm.Get_rank()
     if full_index_on == "all" or me == 0:
@@ -335,7 +335,7 @@ def test_real_nccl_moves_what_the_host_path_moves(comm, gpu_be):
 def test_real_nccl_build_is_byte_identical(comm, gpu_be, tmp_path, full_index_on):
     g = cyclic_graph(3000, 12000)
     ref = distgrail.build_index(g, dims=5, seed=3, backend="cpu", supports=100)
-    idx = distributed.build_index_distributed(g, dims=5, seed=3, backend=gpu_be, comm=comm, supports=100,
+    idx = distgrail.build_index(g, dims=5, seed=3, backend=gpu_be, comm=comm, supports=100,
                                               full_index_on=full_index_on, output=tmp_path / "x.h5")
     if idx is not None:
         everywhere(comm, not same_index(ref, idx) and idx.meta["transport"] == "nccl",
@@ -370,9 +370,15 @@ def test_text_files_on_a_gpu_backend_are_parsed_by_every_rank(comm, wire, monkey
     be = fake_gpu_backend(cp)
     tp = transport.MpiTransport(comm, be)
     me = comm.Get_rank()
-    g = distributed._read(comm, be, path if me == 0 else None, 300 if me == 0 else None, "gra" if me == 0 else None,
-                          tp, "g.gra")
+    g = reader(comm, be, tp).read(path if me == 0 else None, 300 if me == 0 else None, "gra" if me == 0 else None)
     everywhere(comm, calls == [(path, "gra", 300, "gpu", "mpi")] and (g is not None) == (me == 0), f"{calls}, {g!r}")
+
+
+def reader(comm, be, tp):
+    """The placement across ranks on ``comm`` with transport ``tp``, for its read step alone."""
+    place = distributed.AcrossRanks(comm, False, be, True, False, np.ones(comm.Get_size(), np.int64))
+    place.tp = tp
+    return place
 
 
 def test_without_the_parse_module_rank_0_reads_alone(comm, monkeypatch):
@@ -383,7 +389,7 @@ def test_without_the_parse_module_rank_0_reads_alone(comm, monkeypatch):
     monkeypatch.setattr(distributed, "read_on", lambda be, graph, nv, fmt: read.append(graph) or "graph")
     be = fake_gpu_backend(fake_cupy())
     me = comm.Get_rank()
-    g = distributed._read(comm, be, "x.gra" if me == 0 else None, None, "gra", transport.MpiTransport(comm, be), "x")
+    g = reader(comm, be, transport.MpiTransport(comm, be)).read("x.gra" if me == 0 else None, None, "gra")
     everywhere(comm, read == (["x.gra"] if me == 0 else []) and g == ("graph" if me == 0 else None), f"{read} {g}")
 
 

@@ -10,7 +10,7 @@ import pytest
 
 import distgrail
 from distgrail.gpu.backend import get_backend
-from distgrail.mpi import build as distributed
+from distgrail.mpi import placement as distributed
 from distgrail.mpi import devicepath, transport
 from test_mpi_distributed import cyclic_graph, everywhere, same_index
 from test_transport import fake_nccl
@@ -75,7 +75,7 @@ def test_rank_0_copies_its_own_block_early(comm, wire, tmp_path, monkeypatch, sh
     ref = distgrail.build_index(g, dims=dims, seed=8, backend="cpu", supports=0)
     out = comm.bcast(str(tmp_path / "x.h5"))
     mark = len(nccl.log)
-    idx = distributed.build_index_distributed(g, dims=dims, seed=8, backend="cpu", comm=comm, supports=0,
+    idx = distgrail.build_index(g, dims=dims, seed=8, backend="cpu", comm=comm, supports=0,
                                               output=out, full_index_on="root", root_share=share)
     me = comm.Get_rank()
     warm_up = 4 * (comm.Get_size() - 1)  # the set-up's warm-up gathers 4 bytes from every rank
@@ -102,6 +102,6 @@ def test_no_early_copy_where_every_rank_assembles(comm, wire, monkeypatch):
     nccl_build(monkeypatch, wire)
     g = cyclic_graph()
     ref = distgrail.build_index(g, dims=4, seed=2, backend="cpu", supports=0)
-    idx = distributed.build_index_distributed(g, dims=4, seed=2, backend="cpu", comm=comm, supports=0)
+    idx = distgrail.build_index(g, dims=4, seed=2, backend="cpu", comm=comm, supports=0)
     everywhere(comm, not same_index(ref, idx) and "labels_own_wait" not in idx.timings,
                same_index(ref, idx) or sorted(idx.timings))

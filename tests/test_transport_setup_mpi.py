@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 
 import distgrail
-from distgrail.mpi import build as distributed
+from distgrail.mpi import placement as distributed
 from distgrail.mpi import transport
 from distgrail.mpi.errors import RankError
 from test_mpi_distributed import cyclic_graph, everywhere, same_index
@@ -174,7 +174,7 @@ def test_a_failing_init_in_a_build_fails_every_rank_and_writes_nothing(comm, wir
         comm.Barrier()
         g = path
     with pytest.raises(RankError, match=f"rank {last}, setting up NCCL.*injected"):
-        distributed.build_index_distributed(g, dims=3, backend="cpu", output=out, comm=comm, full_index_on="root")
+        distgrail.build_index(g, dims=3, backend="cpu", output=out, comm=comm, full_index_on="root")
     left = sorted(p.name for p in tmp_path.iterdir())
     everywhere(comm, left == ([] if readable == "graph" or comm.Get_rank() else ["g.gra"]), left)
 
@@ -187,22 +187,20 @@ def test_a_build_with_a_slow_init_is_byte_identical(comm, wire, tmp_path, monkey
     is the one-process index, and the build reports the set-up times."""
     nccl = nccl_build(monkeypatch, wire, "host")
     gate, seen = held_init(nccl)
-    import distgrail.mpi.build as b
-
-    where = "_condense_root" if opens == "after-condense" else "_share_sha256"
-    plain = getattr(b, where)
+    where = "condense" if opens == "after-condense" else "join_digest"
+    plain = getattr(distributed.AcrossRanks, where)
 
     def then_open(*a):
         out = plain(*a)
         gate.set()
         return out
 
-    monkeypatch.setattr(b, where, then_open)
+    monkeypatch.setattr(distributed.AcrossRanks, where, then_open)
     if comm.Get_rank() != 0 and opens == "after-condense":
         gate.set()
     g = cyclic_graph()
     ref = distgrail.build_index(g, dims=4, seed=5, backend="cpu", supports=64)
-    idx = distributed.build_index_distributed(g, dims=4, seed=5, backend="cpu", comm=comm, supports=64,
+    idx = distgrail.build_index(g, dims=4, seed=5, backend="cpu", comm=comm, supports=64,
                                               full_index_on=full_index_on, output=tmp_path / "x.h5")
     me = comm.Get_rank()
     want = {"nccl_init", "nccl_wait", "rank1 nccl_wait"} | ({"nccl_before_ready"} if opens == "at-the-end" else set())

@@ -12,6 +12,12 @@ Graphs (generated once into ``DIR``, reused while their parameters stay the same
   (many 2-vertex SCCs), as :mod:`distgrail.benchmarks.condense` makes it;
 * ``layered.gra``: a layered DAG of 10^5 levels (2 M vertices, degree 20).
 
+``--rmat SCALE`` instead: one Graph500 R-MAT graph, ``rmat-sSCALE-eE.txt`` (``distgrail generate rmat
+--scale SCALE --edge-factor E``, E = ``--edge-factor``, default 16; ``--binary``: the ``.h5`` graph),
+generated if missing; the table adds read GB/s (file bytes / read stage), the digest's GB/s alone
+(BLAKE3 of the file, measured apart, page cache warm) and the peak GPU memory of the index run
+(``nvidia-smi`` polled every 50 ms, minus the memory in use before), in bytes per edge too.
+
 ``--scale S`` multiplies every vertex, edge and level count (a CPU smoke test: ``--scale 1e-4``).
 For each graph and path, ``distgrail index G -o I.h5 --dims D --backend cpu|gpu --json`` runs as a
 subprocess (Python start included; the file is read once before, so it comes from the page
@@ -62,6 +68,17 @@ def make_graph(path: str, kind: str, p: dict) -> dict:
     from distgrail.io.graph import edge_graph_csr
     from distgrail.io.writers import write_csr
 
+    if kind == "rmat":
+        from distgrail.io.rmat import RMAT, write_rmat
+
+        r = RMAT(p["scale"], p["edge_factor"], seed=p.get("seed", 0))
+        t = time.perf_counter()
+        write_rmat(r, path, "h5" if path.endswith(".h5") else "edgelist")
+        info = {"params": p, "n": r.n, "m": r.m, "bytes": os.path.getsize(path),
+                "generate_seconds": time.perf_counter() - t}
+        with open(side, "w") as f:
+            json.dump(info, f)
+        return info
     if kind == "cyclic":
         from distgrail.benchmarks.condense import cyclic_scale_free
 
@@ -85,21 +102,75 @@ def _warm(path):
             pass
 
 
+class GpuPeak:
+    """Peak GPU memory used (bytes) while the block runs, above what was used before it: nvidia-smi
+    polled every 50 ms on a thread (None when there is no nvidia-smi)."""
+
+    def __init__(self, enabled: bool):
+        self.enabled, self.peak, self._stop = enabled, None, None
+
+    @staticmethod
+    def used():
+        try:
+            r = subprocess.run(["nvidia-smi", "--query-gpu=memory.used", "--format=csv,noheader,nounits", "-i", "0"],
+                               capture_output=True, text=True, timeout=5)
+            return int(r.stdout.split()[0]) << 20 if r.returncode == 0 else None
+        except (OSError, ValueError, IndexError, subprocess.TimeoutExpired):
+            return None
+
+    def __enter__(self):
+        import threading
+
+        base = self.used() if self.enabled else None
+        if base is None:
+            return self
+        self._stop, top = threading.Event(), [base]
+
+        def poll():
+            while not self._stop.wait(0.05):
+                u = self.used()
+                top[0] = max(top[0], u or 0)
+
+        self._thread = threading.Thread(target=poll, daemon=True)
+        self._thread.start()
+        self._base, self._top = base, top
+        return self
+
+    def __exit__(self, *exc):
+        if self._stop is not None:
+            self._stop.set()
+            self._thread.join()
+            self.peak = self._top[0] - self._base
+
+
+def digest_rate(path: str) -> float:
+    """GB/s of the input digest alone (BLAKE3 on every core, as the readers run it)."""
+    from distgrail.io.digest import FileDigest
+
+    _warm(path)
+    t = time.perf_counter()
+    FileDigest(path).result()
+    return os.path.getsize(path) / 1e9 / (time.perf_counter() - t)
+
+
 def run_index(path: str, out: str, backend: str, dims: int, repeat: int) -> dict:
-    """Best-wall run of ``distgrail index`` in a subprocess: stage seconds and wall."""
+    """Best-wall run of ``distgrail index`` in a subprocess: stage seconds and wall (and on the
+    GPU path the peak GPU memory, ``gpu_peak_bytes``)."""
     best = None
     for _ in range(max(repeat, 1)):
         _warm(path)
         cmd = [sys.executable, "-m", "distgrail", "index", path, "-o", out, "--dims", str(dims), "--backend", backend,
                "--json", "--quiet", "--no-mpi"]
         t = time.perf_counter()
-        r = subprocess.run(cmd, capture_output=True, text=True)
+        with GpuPeak(backend == "gpu") as peak:
+            r = subprocess.run(cmd, capture_output=True, text=True)
         wall = time.perf_counter() - t
         if r.returncode != 0:
             raise RuntimeError(f"{' '.join(cmd)} failed ({r.returncode}):\n{r.stderr}")
         sec = json.loads(r.stdout)["seconds"]
         row = {k: sum(sec.get(s, 0.0) for s in stages) for k, stages in _STAGES.items()}
         row[ROWS[-1]] = wall
+        row["gpu_peak_bytes"] = peak.peak
         row["notices"] = [x for x in r.stderr.splitlines() if "notice" in x]
         if best is None or wall < best[ROWS[-1]]:
             best = row
@@ -133,6 +204,15 @@ def table(name: str, info: dict, cpu, gpu, identical) -> str:
             lines.append(f"  {label} notices: " + " | ".join(v["notices"]))
     if identical is not None:
         lines.append(f"  index files identical (CPU vs GPU): {'yes' if identical else 'NO'}")
+    gb = info["bytes"] / 1e9
+    for label, v in (("CPU path", cpu), ("GPU path", gpu)):
+        if isinstance(v, dict) and v["read/parse"]:
+            lines.append(f"  {label}: read {gb / v['read/parse']:.2f} GB/s")
+        if isinstance(v, dict) and v.get("gpu_peak_bytes") is not None:
+            lines.append(f"  {label}: peak GPU memory {v['gpu_peak_bytes'] / 1e9:.2f} GB "
+                         f"({v['gpu_peak_bytes'] / max(info['m'], 1):.1f} bytes per edge)")
+    if info.get("digest_GBps"):
+        lines.append(f"  digest alone (BLAKE3): {info['digest_GBps']:.2f} GB/s")
     return "\n".join(lines)
 
 
@@ -145,6 +225,9 @@ def main(argv=None) -> int:
     ap.add_argument("--cpu-max-edges", type=int, default=None, help="skip the CPU path above this many edges")
     ap.add_argument("--no-gpu", action="store_true", help="CPU path only")
     ap.add_argument("--json", action="store_true", help="also print every row as JSON")
+    ap.add_argument("--rmat", type=int, default=None, metavar="SCALE", help="one R-MAT graph of 2^SCALE vertices")
+    ap.add_argument("--edge-factor", type=int, default=16, help="--rmat: edges per vertex (default 16)")
+    ap.add_argument("--binary", action="store_true", help="--rmat: the binary .h5 graph instead of text")
     a = ap.parse_args(argv)
     if not a.scale > 0:
         ap.error("--scale must be > 0")
@@ -155,9 +238,14 @@ def main(argv=None) -> int:
 
         gpu_ok = gpu_available()
     results = []
-    for name, kind, p in graphs(a.scale):
+    todo = graphs(a.scale) if a.rmat is None else [
+        (f"rmat-s{a.rmat}-e{a.edge_factor}.{'h5' if a.binary else 'txt'}", "rmat",
+         dict(scale=a.rmat, edge_factor=a.edge_factor))]
+    for name, kind, p in todo:
         path = os.path.join(a.out, name)
         info = make_graph(path, kind, p)
+        if kind == "rmat" and not a.binary:
+            info = dict(info, digest_GBps=digest_rate(path))
         out = {b: os.path.join(a.out, f"{name}.{b}.idx.h5") for b in ("cpu", "gpu")}
         if a.cpu_max_edges is not None and info["m"] > a.cpu_max_edges:
             cpu = "skipped (--cpu-max-edges)"

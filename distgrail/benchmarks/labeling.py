@@ -38,6 +38,7 @@ import distgrail
 from distgrail.benchmarks import default_data_dir
 from distgrail.stages.condense import condense
 from distgrail.io.generate import generate
+from distgrail.gpu.backend import get_backend
 from distgrail.stages.labeling import build_forest, label_dimensions
 
 PHASES = ("phase1_forest", "phase2_subtree_sizes", "phase3_ranks", "phase4_intervals")
@@ -145,9 +146,9 @@ def main(argv=None):
             hook = peak_hook()
             cupy.get_default_memory_pool().free_all_blocks()
             with hook:
-                _, _, iv_gpu = label(dag, dims, "gpu", args.rule)
+                _, _, iv_gpu = label(dag, dims, get_backend("gpu"), args.rule)
             peak = hook.peak
-            runs = [label(dag, dims, "gpu", args.rule)[:2] for _ in range(args.repeat)]
+            runs = [label(dag, dims, get_backend("gpu"), args.rule)[:2] for _ in range(args.repeat)]
             med = statistics.median(r[0] for r in runs)
             ph = {k: statistics.median(r[1].get(k, 0.0) for r in runs) for k in PHASES}
             cpu_s = "-"
@@ -156,10 +157,10 @@ def main(argv=None):
                 # phases 1-2 once, shared by d = 1 and d = 5 (as on the GPU they are recomputed)
                 if cpu_forest is None:
                     t = time.perf_counter()
-                    cpu_forest = build_forest(dag, 0, args.rule, "cpu")
+                    cpu_forest = build_forest(dag, 0, args.rule, get_backend("cpu"))
                     cpu_forest_s = time.perf_counter() - t
                 t = time.perf_counter()
-                _, iv_cpu = label_dimensions(dag, cpu_forest, range(dims), 0, "cpu")
+                _, iv_cpu = label_dimensions(dag, cpu_forest, range(dims), 0, get_backend("cpu"))
                 cpu_t = cpu_forest_s + time.perf_counter() - t
                 if not np.array_equal(iv_cpu, iv_gpu):
                     print(f"MISMATCH: {name} d={dims} GPU labels differ from CPU labels", flush=True)

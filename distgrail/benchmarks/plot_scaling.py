@@ -3,7 +3,7 @@ ideal scaling (one PNG), from the ``scaling-N.json`` files that ``launch/scaling
 
     python -m distgrail.benchmarks.plot_scaling scaling-out -o scaling.png
 
-Speedups are against the smallest rank count in the folder (normally 1 GPU). Needs matplotlib.
+Speedups are against the smallest rank count in the folder (normally 1 GPU). Needs matplotlib: ``pip install distgrail[plot]`` (the ``test`` extra includes it).
 """
 
 from __future__ import annotations
@@ -34,7 +34,8 @@ def speedups(runs: dict) -> dict:
     return {name: [(n, base[key] / r[key]) for n, r in runs.items()] for name, key in SERIES}
 
 
-def plot(runs: dict, out: str) -> str:
+def figure(runs: dict):
+    """The matplotlib figure of :func:`speedups` beside ideal scaling (needs the ``plot`` extra)."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -56,6 +57,14 @@ def plot(runs: dict, out: str) -> str:
     ax.grid(alpha=0.3)
     ax.legend()
     fig.tight_layout()
+    return fig
+
+
+def plot(runs: dict, out: str) -> str:
+    """Write :func:`figure` to ``out`` (PNG); return ``out``."""
+    import matplotlib.pyplot as plt
+
+    fig = figure(runs)
     fig.savefig(out)
     plt.close(fig)
     return out

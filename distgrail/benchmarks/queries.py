@@ -171,7 +171,7 @@ def cpu_row(args):
           f"{time.perf_counter() - t0:.1f} s; {args.cpu_pairs:,} random pairs")
     rng = np.random.default_rng(12345)
     s, t = rng.integers(0, g.n, args.cpu_pairs), rng.integers(0, g.n, args.cpu_pairs)
-    method = SearchOptions().cpu_method(answer._HAVE_NUMBA)
+    method = SearchOptions().cpu_method(answer.have_numba())
     if method == "compiled":  # the first call imports numba and compiles (or loads the cache)
         from distgrail.query.bidir_jit import search_threads
 

@@ -81,16 +81,13 @@ def main(argv=None):
     rank = world.Get_rank()
     if comm is not None:
         from distgrail.mpi.binding import bind_gpu
-        from distgrail.mpi.build import build_index_distributed
 
         bind_gpu(comm, args.backend)
     be = distgrail.get_backend(args.backend)
 
     def build(graph, output=None):
-        if comm is None:
-            return distgrail.build_index(graph, dims=args.dims, backend=be, output=output)
-        return build_index_distributed(graph, dims=args.dims, backend=be, output=output, comm=comm,
-                                       full_index_on="root")
+        return distgrail.build_index(graph, dims=args.dims, backend=be, output=output, comm=comm,
+                                     full_index_on="root")
 
     warm = build(distgrail.bundled_graph())  # kernels compiled, NCCL set up on this communicator
     first_setup = warm.timings.get("transport_setup", 0.0) if warm is not None else 0.0

@@ -10,6 +10,7 @@ not on whatever device is current. Host↔device copies go through :meth:`Backen
 from __future__ import annotations
 
 import contextlib
+import functools
 import os
 from dataclasses import dataclass
 
@@ -35,9 +36,9 @@ def gpu_available() -> bool:
         return False
 
 
-@dataclass
+@dataclass(frozen=True)
 class Backend:
-    """An array module plus the device it runs on."""
+    """An array module plus the device it runs on (immutable: one value passed everywhere)."""
 
     name: str  # "cpu" or "gpu"
     xp: object
@@ -99,9 +100,12 @@ class Backend:
         t.start()
         return t
 
-    def pick(self, numpy_twin, cuda_version):
-        """Return the implementation of a stage for this backend."""
-        return cuda_version if self.is_gpu else numpy_twin
+    def pick(self, numpy_twin, cuda_launcher):
+        """The implementation of a stage for this backend, ready to call with the stage's arguments:
+        ``numpy_twin`` on the CPU, ``cuda_launcher`` with this backend bound as its first argument
+        on a GPU (every launcher takes ``be`` first and runs on ``be.device``). The one way a stage
+        chooses between its twin and its kernels."""
+        return functools.partial(cuda_launcher, self) if self.is_gpu else numpy_twin
 
     def synchronize(self):
         if self.is_gpu:
@@ -144,8 +148,9 @@ def get_backend(name: str = "auto", device: int | None = None) -> Backend:
                                "(install distgrail[gpu] on a GPU machine, or use --backend cpu)")
         import cupy
 
+        # the device is the backend's (every launcher runs on be.device); the process-wide current
+        # device is not changed here (an MPI rank's binding, distgrail.mpi.binding, sets it once)
         dev = int(device) if device is not None else cupy.cuda.Device().id
-        cupy.cuda.Device(dev).use()
         be = Backend("gpu", cupy, device=dev)
     _CACHE[key] = be
     return be

@@ -15,6 +15,7 @@ import os
 import re
 import signal
 import threading
+import time
 
 from ..errors import DistGrailError, OutputError
 
@@ -98,8 +99,14 @@ def _cleanup():
 
 
 def _on_signal(sig, frame):
+    written = [os.path.join(os.path.dirname(t), os.path.basename(t)[1:].rsplit(".tmp-", 1)[0]) for t in _LIVE]
     _cleanup()
     prev = _PREVIOUS.get(sig)
+    if sig == signal.SIGINT and written and prev in (signal.default_int_handler, signal.SIG_IGN, signal.SIG_DFL):
+        # the temporary file is gone: the write cannot finish (also when SIGINT was ignored, as for a
+        # background job); the message names the output (distgrail.cli prints it, exit status 2)
+        raise KeyboardInterrupt(f"{', '.join(written)}: interrupted (SIGINT) while writing the output; "
+                                "nothing was written")
     if callable(prev):
         return prev(sig, frame)  # SIGINT: Python's handler raises KeyboardInterrupt
     if prev == signal.SIG_IGN:
@@ -148,6 +155,8 @@ class atomic_path:
     def __exit__(self, exc_type, exc, tb):
         try:
             if exc_type is None:
+                if os.environ.get("DISTGRAIL_TEST_WRITE_PAUSE"):  # tests: a window to interrupt a write in
+                    time.sleep(float(os.environ["DISTGRAIL_TEST_WRITE_PAUSE"]))
                 try:
                     os.replace(self.tmp, self.path)
                 except OSError as e:

@@ -3,7 +3,8 @@ runs skip text parsing and condensing.
 
 Layout (``format = "distgrail-graph"``, ``format_version = 2``)::
 
-    attrs    format, format_version, distgrail_version, n, m, source_name, source_sha256
+    attrs    format, format_version, distgrail_version, n, m, source_name, source_digest,
+             source_digest_algorithm ("blake3"; files of earlier releases: source_sha256 instead)
     csr/indptr            (n+1,) int64    successors of v: indices[indptr[v]:indptr[v+1]]
     csr/indices           (m,)   int32 (int64 when n >= 2^31 - 1), sorted per row, distinct
     condensation/         optional; attrs n_components, n_levels; the arrays of a
@@ -24,6 +25,7 @@ from .._version import __version__
 from ..errors import GraphFormatError
 from .graph import EdgeGraph, id_dtype
 from .atomic import atomic_path
+from .digest import split_digest
 
 __all__ = ["write_binary_graph", "write_binary_csr", "read_binary_graph", "read_condensation",
            "GRAPH_FORMAT", "GRAPH_FORMAT_VERSION"]
@@ -34,8 +36,9 @@ _READABLE = (1, 2)
 _DAG_ARRAYS = ("comp", "indptr", "indices", "rindptr", "rindices", "level", "level_ptr")
 
 
-def write_binary_csr(path, n: int, indptr, indices, name: str = "", sha256: str = "", dag=None) -> None:
-    """Write a CSR (successors sorted and distinct) and optionally its condensation ``dag``."""
+def write_binary_csr(path, n: int, indptr, indices, name: str = "", digest: str = "", dag=None) -> None:
+    """Write a CSR (successors sorted and distinct) and optionally its condensation ``dag``;
+    ``digest``: the source file's, ``"algorithm:hex"`` (:mod:`distgrail.io.digest`)."""
     import h5py
 
     m = int(indices.size)
@@ -54,7 +57,7 @@ def write_binary_csr(path, n: int, indptr, indices, name: str = "", sha256: str 
             f.attrs["n"] = int(n)
             f.attrs["m"] = m
             f.attrs["source_name"] = str(name)
-            f.attrs["source_sha256"] = str(sha256)
+            f.attrs["source_digest_algorithm"], f.attrs["source_digest"] = split_digest(digest)
             f.create_dataset("csr/indptr", data=np.asarray(indptr, dtype=np.int64), track_times=False)
             f.create_dataset("csr/indices", data=np.asarray(indices, dtype=id_dtype(n)), track_times=False)
             if dag is not None:
@@ -86,7 +89,7 @@ def write_binary_graph(graph: EdgeGraph, path, dag=None, notify=None) -> None:
         from ..stages.condense import dag_to_host
 
         dag = dag_to_host(dag)
-    write_binary_csr(path, graph.n, indptr, indices, name=graph.name, sha256=graph.sha256, dag=dag)
+    write_binary_csr(path, graph.n, indptr, indices, name=graph.name, digest=graph.digest, dag=dag)
 
 
 def _device_csr(graph, notify):
@@ -158,6 +161,20 @@ def read_condensation(path):
     return dag
 
 
+def _source_digest(f) -> str:
+    """``"algorithm:hex"`` of the source file, from this release's attributes or an earlier
+    release's ``source_sha256``."""
+    def text(key):
+        v = f.attrs.get(key, "")
+        return v.decode() if isinstance(v, bytes) else str(v)
+
+    if "source_digest" in f.attrs:
+        hexd = text("source_digest")
+        return f"{text('source_digest_algorithm')}:{hexd}" if hexd else ""
+    sha = text("source_sha256")
+    return f"sha256:{sha}" if sha else ""
+
+
 def read_binary_graph(path) -> EdgeGraph:
     """Read a graph file. If it holds a condensation, ``graph.meta["condensation"]`` is a function
     that reads it (``condense`` calls it instead of recomputing)."""
@@ -167,7 +184,7 @@ def read_binary_graph(path) -> EdgeGraph:
         indptr = _read(f, "csr/indptr", path)
         indices = _read(f, "csr/indices", path)
         name = f.attrs.get("source_name", os.path.basename(path))
-        sha = f.attrs.get("source_sha256", "")
+        digest = _source_digest(f)
         has_dag = "condensation" in f
     if indptr.shape != (n + 1,) or int(indptr[-1]) != indices.size or (indptr.size > 1 and
                                                                        (np.diff(indptr) < 0).any()):
@@ -176,7 +193,7 @@ def read_binary_graph(path) -> EdgeGraph:
     if indices.size and (int(indices.min()) < 0 or int(indices.max()) >= n):
         raise GraphFormatError(f"corrupt graph file: successor ids outside 0..{n - 1}", path=path)
     src = np.repeat(np.arange(n, dtype=dt), np.diff(indptr))
-    g = EdgeGraph(n=n, src=src, dst=indices.astype(dt, copy=False), name=str(name), sha256=str(sha))
+    g = EdgeGraph(n=n, src=src, dst=indices.astype(dt, copy=False), name=str(name), digest=digest)
     g.meta["format"] = "h5"
     g.meta["path"] = os.path.abspath(path)
     if has_dag:

@@ -1,6 +1,6 @@
 """Host side of the GPU text parser (:mod:`distgrail.io.parse`): what to parse (format, header,
 id range), and the file read in chunks that end at line ends into a ring of (pinned) buffers. (The
-file's SHA-256 is computed apart, in the background: :mod:`distgrail.io.digest`.)
+file's digest is computed apart, in the background: :mod:`distgrail.io.digest`.)
 
 Headers are parsed here with the CPU reader's rules; when anything in them is unusual,
 :func:`plan_read` returns a plan of kind ``"cpu"`` and the caller reads the file with the CPU
@@ -15,7 +15,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..errors import GraphFormatError
-from .read import FORMATS, detect_format
+from .read import FORMATS, HOST_FORMATS, detect_format, edgelist_dialect
 from .excerpt import looks_binary
 from .text import Text, parse_n
 
@@ -113,6 +113,27 @@ def _mtx_header(text: Text):
     return None
 
 
+def host_only(path: str, fmt: str) -> str:
+    """Why the GPU parser does not take ``path`` ("" when it does): compressed text is decompressed
+    by the host reader (:mod:`distgrail.io.compressed`) and its edges uploaded, as are edge
+    tables, node names and comma-separated edge lists (the kernels split at blanks only)."""
+    from .compressed import CODECS, codec_of
+
+    with open(path, "rb") as f:
+        codec = codec_of(f.read(8))
+    if codec:
+        return f"{CODECS[codec][1]}-compressed text is decompressed and parsed on the host"
+    if fmt in HOST_FORMATS:
+        return f"{fmt} input is read on the host"
+    if fmt == "edgelist":
+        d = edgelist_dialect(path, None)
+        if d.labelled:
+            return "node names are read on the host"
+        if d.comma:
+            return "comma-separated edge lists are parsed on the host"
+    return ""
+
+
 def plan_read(path, fmt: str = "auto", num_vertices: int | None = None) -> Plan:
     """Decide how to read ``path``: the checks of :func:`~distgrail.io.read.read_graph` in its
     order, then the header. Never raises for bad input: such files get kind "cpu"."""
@@ -122,6 +143,9 @@ def plan_read(path, fmt: str = "auto", num_vertices: int | None = None) -> Plan:
     fmt = detect_format(path) if fmt == "auto" else fmt
     if fmt == "h5":
         return Plan("h5", path, fmt)
+    host = host_only(path, fmt)  # compressed, tables, node names, CSV: the host readers
+    if host:
+        return Plan("cpu", path, fmt, reason=host)
     if num_vertices is not None and (fmt != "edgelist" or int(num_vertices) < 0):
         return Plan("cpu", path, fmt, reason="bad arguments")
     with open(path, "rb") as f:
@@ -132,7 +156,8 @@ def plan_read(path, fmt: str = "auto", num_vertices: int | None = None) -> Plan:
         n = None if num_vertices is None else int(num_vertices)
         if n is not None and n >= 2**31 - 1:
             return Plan("cpu", path, fmt, reason=f"{n} vertices need 64-bit ids")
-        return Plan("text", path, fmt, 0, size, 0, MAX_ID32 if n is None else n - 1, n)
+        body = edgelist_dialect(path, None).body  # after a header line
+        return Plan("text", path, fmt, body, size, 0, MAX_ID32 if n is None else n - 1, n)
     text = Text(path)
     try:
         got = _gra_header(text) if fmt == "gra" else _mtx_header(text)

@@ -1,34 +1,67 @@
-"""The SHA-256 of an input file, computed in the background while the build goes on.
+"""The BLAKE3 digest of an input file, computed in the background while the build goes on.
 
 :class:`FileDigest` starts a thread that reads the file on its own descriptor in large blocks (from
-the page cache, into one reused buffer) and hashes them; hashlib releases the GIL, so parsing,
-condensing and labeling go on meanwhile. Nothing waits for the value until it is needed:
-:meth:`FileDigest.hexdigest` (also ``str(digest)``) joins the thread, which happens when the index
-is assembled, or when :attr:`distgrail.io.graph.EdgeGraph.sha256` is read.
+the page cache) and hashes them with BLAKE3 on every core (the ``blake3`` package, ``max_threads =
+AUTO``: its Rust thread pool splits each block). Reading is pipelined: a few reader threads fill
+the next block with ``preadv`` (which releases the GIL) while the current one is hashed, so the
+digest runs at memory speed, not at one core's SHA-256 speed (~0.7 GB/s: 14 s of a 19 GB file
+that the build used to wait for). Plain reads, not ``mmap``: a file truncated under the hash is an
+error message, never a SIGBUS.
+
+Nothing waits for the value until it is needed: :meth:`FileDigest.result` (also ``str(digest)``)
+joins the thread, which happens when the index is assembled, or when
+:attr:`distgrail.io.graph.EdgeGraph.digest` is read. Values are strings ``"blake3:<hex>"``
+(:func:`split_digest` gives the algorithm and the hex); the index stores the two apart
+(``source_digest_algorithm``, ``source_digest``). Files of earlier releases carry a SHA-256
+(``source_sha256``): they read as ``"sha256:<hex>"``.
 
 The file's size, modification time and inode are taken when the digest starts and compared again
 once the last byte is hashed (and by :meth:`FileDigest.check`, which readers call at the end of
-the parse):
-a file changed between the parse and the hash raises :class:`~distgrail.errors.GraphFormatError`
-naming the file, rather than storing a hash of other bytes. :meth:`FileDigest.cancel` stops the
-thread early (errors in the parse); the thread always closes its descriptor.
+the parse): a file changed between the parse and the hash raises
+:class:`~distgrail.errors.GraphFormatError` naming the file, rather than storing a hash of other
+bytes. :meth:`FileDigest.cancel` stops the thread early (errors in the parse); the thread always
+closes its descriptor.
 """
 
 from __future__ import annotations
 
-import hashlib
 import os
 import threading
 import time
+from concurrent.futures import ThreadPoolExecutor
 
 from ..errors import GraphFormatError
 
-__all__ = ["FileDigest", "BLOCK_BYTES", "THREAD_NAME", "resolve", "start_early", "take", "discard_early"]
+__all__ = ["FileDigest", "ALGORITHM", "BLOCK_BYTES", "THREAD_NAME", "new_hasher", "labelled", "split_digest",
+           "resolve", "start_early", "take", "discard_early"]
 
-#: bytes read and hashed per step
-BLOCK_BYTES = 16 << 20
+#: the algorithm of the digests distgrail computes (older indexes and graph files: "sha256")
+ALGORITHM = "blake3"
+#: bytes read and hashed per step (two such buffers are in use: one read, one hashed)
+BLOCK_BYTES = 32 << 20
+#: reader threads that fill the next block (each copies from the page cache at several GB/s)
+READERS = 4
 #: name of the hashing threads (tests count them)
-THREAD_NAME = "distgrail-sha256"
+THREAD_NAME = "distgrail-digest"
+
+
+def new_hasher(threads: bool = True):
+    """A BLAKE3 hasher (``update``, ``hexdigest``); on every core unless ``threads`` is False."""
+    import blake3
+
+    return blake3.blake3(max_threads=blake3.blake3.AUTO if threads else 1)
+
+
+def labelled(hasher) -> str:
+    """``"blake3:<hex>"`` of a hasher from :func:`new_hasher`."""
+    return f"{ALGORITHM}:{hasher.hexdigest()}"
+
+
+def split_digest(value: str) -> tuple[str, str]:
+    """``(algorithm, hex)`` of a digest string ``"algorithm:hex"``; ``("", "")`` for ""."""
+    value = str(value or "")
+    alg, sep, hexd = value.partition(":")
+    return (alg, hexd) if sep else ("", value)
 
 
 def _stamp(st: os.stat_result) -> tuple:
@@ -36,11 +69,14 @@ def _stamp(st: os.stat_result) -> tuple:
 
 
 class FileDigest:
-    """SHA-256 of the file at ``path``, hashed on a thread started here; ``hexdigest()`` joins."""
+    """BLAKE3 of the file at ``path``, hashed on a thread started here; ``result()`` joins."""
 
-    def __init__(self, path, block_bytes: int = BLOCK_BYTES):
+    algorithm = ALGORITHM
+
+    def __init__(self, path, block_bytes: int = BLOCK_BYTES, readers: int = READERS):
         self.path = os.fspath(path)
         self._block = max(int(block_bytes), 4096)
+        self._readers = max(1, int(readers))
         self._fd = os.open(self.path, os.O_RDONLY)
         try:
             self._stamp = _stamp(os.fstat(self._fd))
@@ -52,38 +88,70 @@ class FileDigest:
         self._error: str | None = None
         self._read_error: str | None = None  # the file could not be read or hashed (not a change)
         self._end = None  # the file's stamp once hashed
-        #: seconds callers spent waiting in :meth:`hexdigest` for the thread (0 when it was done)
+        #: seconds callers spent waiting in :meth:`result` for the thread (0 when it was done)
         self.wait_seconds = 0.0
+        #: seconds the thread took to read and hash the file (None until it is done)
+        self.hash_seconds = None
         self._thread = threading.Thread(target=self._run, name=THREAD_NAME, daemon=True)
         self._thread.start()
 
+    def _fill(self, view, pos: int) -> int:
+        """Read ``len(view)`` bytes at ``pos`` (fewer only at the end of the file)."""
+        got = 0
+        while got < len(view):
+            k = os.preadv(self._fd, [view[got:]], pos + got)
+            if k <= 0:
+                break
+            got += k
+        return got
+
+    def _read_block(self, pool, view, pos: int):
+        """Futures reading ``view`` from ``pos`` in ``readers`` pieces of whole 64 KiB pages."""
+        n = len(view)
+        piece = max(64 << 10, (-(-n // self._readers) + 0xFFFF) & ~0xFFFF)
+        return [(a, min(n, a + piece), pool.submit(self._fill, view[a:min(n, a + piece)], pos + a))
+                for a in range(0, n, piece)]
+
     def _run(self):
-        fd, size = self._fd, self._stamp[0]
+        t0 = time.perf_counter()
+        size = self._stamp[0]
+        pool = None
         try:
-            h = hashlib.sha256()
-            buf = bytearray(min(self._block, max(size, 1)))
-            view = memoryview(buf)
-            pos = 0
+            h = new_hasher()
+            block = min(self._block, max(size, 1))
+            views = [memoryview(bytearray(block)), memoryview(bytearray(block) if size > block else b"")]
+            pool = ThreadPoolExecutor(self._readers, thread_name_prefix=THREAD_NAME + "-read")
+            pos, i = 0, 0
+            pending = self._read_block(pool, views[0][: min(block, size)], 0) if size else []
             while pos < size:
+                want = min(block, size - pos)
+                for a, b, fut in pending:
+                    got = fut.result()
+                    if got < b - a:
+                        self._error = f"it ended at byte {pos + a + got:,} while being read (it was {size:,} bytes)"
+                        return
+                nxt = pos + want
                 if self._stop.is_set():
                     return
-                k = os.preadv(fd, [view[: min(len(buf), size - pos)]], pos)
-                if k <= 0:
-                    self._error = f"it ended at byte {pos:,} while being read (it was {size:,} bytes)"
-                    return
-                h.update(view[:k])
-                pos += k
-            if os.pread(fd, 1, size):
+                # the next block is read while this one is hashed (blake3 releases the GIL)
+                pending = (self._read_block(pool, views[1 - i][: min(block, size - nxt)], nxt) if nxt < size
+                           else [])
+                h.update(views[i][:want])
+                pos, i = nxt, 1 - i
+            if os.pread(self._fd, 1, size):
                 self._error = f"it grew beyond its {size:,} bytes while being read"
                 return
             self._end = self._stamp_now()
-            self._hex = h.hexdigest()
+            self._hex = labelled(h)
         except OSError as e:
             self._read_error = f"cannot read the file: {e.strerror}"
         except Exception as e:  # noqa: BLE001 - e.g. MemoryError for the buffer: never a silent empty hash
             self._read_error = f"hashing it failed: {type(e).__name__}: {e}"
         finally:
-            os.close(fd)
+            if pool is not None:
+                pool.shutdown(wait=True)  # no reader still holds the descriptor
+            os.close(self._fd)
+            self.hash_seconds = time.perf_counter() - t0
 
     @property
     def size(self) -> int:
@@ -111,21 +179,27 @@ class FileDigest:
             raise GraphFormatError(f"the file changed while it was read ({what}); run again on a file that "
                                    "stays the same", path=self.path)
 
-    def hexdigest(self) -> str:
-        """Wait for the hash and return it (hex); raises GraphFormatError if the file changed."""
+    def result(self) -> str:
+        """Wait for the hash and return it as ``"blake3:<hex>"``; raises GraphFormatError if the
+        file changed or could not be read."""
         t = time.perf_counter()
         self._thread.join()
         self.wait_seconds += time.perf_counter() - t
+        what = f"the file's {self.algorithm.upper()} digest"
         if self._stop.is_set() and self._hex is None and self._error is None:
-            raise GraphFormatError("the file's SHA-256 was cancelled (the read failed)", path=self.path)
+            raise GraphFormatError(f"{what} was cancelled (the read failed)", path=self.path)
         if self._read_error is not None:
-            raise GraphFormatError(f"cannot compute the file's SHA-256: {self._read_error}", path=self.path)
+            raise GraphFormatError(f"cannot compute {what}: {self._read_error}", path=self.path)
         if self._error is not None:
             raise GraphFormatError(f"the file changed while it was read: {self._error}", path=self.path)
         if self._hex is None:
-            raise GraphFormatError("the file's SHA-256 was not computed", path=self.path)
+            raise GraphFormatError(f"{what} was not computed", path=self.path)
         self.check(self._end)  # as it was when the last byte was hashed
         return self._hex
+
+    def hexdigest(self) -> str:
+        """The hex digest alone (waits like :meth:`result`)."""
+        return split_digest(self.result())[1]
 
     def cancel(self) -> None:
         """Stop hashing and wait for the thread (it closes its descriptor)."""
@@ -133,7 +207,7 @@ class FileDigest:
         self._thread.join()
 
     def __str__(self) -> str:
-        return self.hexdigest()
+        return self.result()
 
     def __repr__(self) -> str:
         state = "done" if self.done() else "running"
@@ -141,13 +215,13 @@ class FileDigest:
 
 
 def resolve(value) -> str:
-    """A SHA-256 value as a string: a :class:`FileDigest` (or anything with ``hexdigest()``) is
-    joined, a string is returned as it is."""
+    """A digest value as a string ``"algorithm:hex"``: a :class:`FileDigest` (or anything with
+    ``result()``) is joined, a string is returned as it is."""
     if isinstance(value, str):
         return value
     if value is None:
         return ""
-    return value.hexdigest() if hasattr(value, "hexdigest") else str(value)
+    return value.result() if hasattr(value, "result") else str(value)
 
 
 # -- a digest started before the slow imports ------------------------------------------------

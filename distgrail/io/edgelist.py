@@ -106,10 +106,11 @@ def read_columns(text: Text, start: int, columns: int, comments: bytes, base: in
     return us.result(), vs.result(), us.size
 
 
-def read_edgelist(text: Text, num_vertices: int | None) -> EdgeGraph:
+def read_edgelist(text: Text, num_vertices: int | None, start: int = 0) -> EdgeGraph:
+    """Integer edge list from byte ``start`` (after a CSV header line)."""
     if num_vertices is not None and size_problem(num_vertices):
         raise GraphFormatError(f"--num-vertices {num_vertices}: {size_problem(num_vertices)}", path=text.path)
-    u, v, _ = read_columns(text, 0, 2, b"#%", 0, num_vertices)
+    u, v, _ = read_columns(text, start, 2, b"#%", 0, num_vertices)
     if num_vertices is None and u.size == 0:
         raise GraphFormatError("empty edge list: no 'u v' line found (for a graph of isolated vertices "
                                "give --num-vertices)", path=text.path)

@@ -18,6 +18,8 @@ writers turn into ``.gra``, edge lists or the binary ``.h5`` file without anothe
 
 from __future__ import annotations
 
+import os
+
 import numpy as np
 
 from ..dtypes import size_problem
@@ -25,7 +27,7 @@ from ..errors import DistGrailError
 from .graph import EdgeGraph, id_dtype
 from ..hashing import hash3
 
-__all__ = ["KINDS", "CSRGraph", "generate", "generate_csr", "paper_dag", "scale_free_dag", "layered_dag"]
+__all__ = ["KINDS", "CSRGraph", "output_format", "generate_command", "generate", "generate_csr", "paper_dag", "scale_free_dag", "layered_dag"]
 
 KINDS = ("paper", "scale-free", "layered")
 #: edges generated per block (bounds the temporaries; does not change the graph)
@@ -273,3 +275,52 @@ def layered_dag(n: int, avg_degree: float, levels: int, seed: int = 0) -> EdgeGr
 def generate(kind: str, n: int, avg_degree: float, seed: int = 0, levels: int | None = None) -> EdgeGraph:
     """Generate a graph of one of :data:`KINDS` (edges sorted by source, then target; no repeats)."""
     return generate_csr(kind, n, avg_degree, seed, levels).to_edge_graph()
+
+
+#: file name endings of each output format (``--format auto``)
+EXTENSIONS = {"gra": (".gra",), "mtx": (".mtx",), "h5": (".h5", ".hdf5"),
+              "edgelist": (".txt", ".el", ".edges", ".edgelist", ".tsv")}
+
+
+def output_format(path, fmt: str = "auto") -> str:
+    """The format to write ``path`` in: ``fmt``, or with ``"auto"`` the one its extension names;
+    an extension that names none is refused (DistGrailError), rather than written as an edge list."""
+    if fmt != "auto":
+        if fmt not in EXTENSIONS:
+            raise DistGrailError(f"output format must be one of {', '.join(EXTENSIONS)}, got {fmt!r}")
+        return fmt
+    low = str(path).lower()
+    for name, ends in EXTENSIONS.items():
+        if low.endswith(ends):
+            return name
+    ext = os.path.splitext(os.path.basename(str(path)))[1]
+    known = ", ".join(e for ends in EXTENSIONS.values() for e in ends)
+    what = f"unknown extension {ext!r}" if ext else "no extension"
+    raise DistGrailError(f"{path}: {what}: name the file {known}, or give --format "
+                         f"({', '.join(EXTENSIONS)})")
+
+
+def generate_command(args, check_output):
+    """``distgrail generate KIND``: check the output's format (``check_output()`` then checks its
+    path), generate, write; returns (JSON summary, the line for humans)."""
+    import time
+
+    from .writers import write_graph
+
+    fmt = output_format(args.output, args.format)
+    check_output()
+    if args.kind == "rmat":
+        from .rmat import run_generate
+
+        return run_generate(args, fmt)
+    if args.n is None:
+        raise DistGrailError(f"generate {args.kind}: give the number of vertices, -n N")
+    t = time.perf_counter()
+    g = generate_csr(args.kind, args.n, args.degree, seed=args.seed, levels=args.levels)
+    tg = time.perf_counter() - t
+    write_graph(g, args.output, fmt)
+    tw = time.perf_counter() - t - tg
+    summary = {"output": os.path.abspath(args.output), "kind": args.kind, "n": g.n, "m": g.m,
+               "seed": args.seed, "generate_seconds": round(tg, 6), "write_seconds": round(tw, 6)}
+    return summary, (f"{args.output}: {args.kind}, {g.n:,} vertices, {g.m:,} edges "
+                     f"(generate {tg:.2f} s, write {tw:.2f} s)")

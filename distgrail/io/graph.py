@@ -28,17 +28,18 @@ class EdgeGraph:
 
     Duplicate edges, self-loops and cycles are allowed; condensation removes them.
 
-    ``sha256`` is the hex SHA-256 of the file the graph was read from ("" for in-memory graphs).
-    Readers may set it to a running :class:`~distgrail.io.digest.FileDigest`; reading the
-    attribute then waits for the hash (so nothing waits until the value is needed), and
-    :attr:`sha256_pending` tells whether it is still being computed.
+    ``digest`` is the digest of the file the graph was read from, ``"blake3:<hex>"`` (binary graph
+    files of earlier releases: ``"sha256:<hex>"``; "" for in-memory graphs). Readers may set it to
+    a running :class:`~distgrail.io.digest.FileDigest`; reading the attribute then waits for the
+    hash (so nothing waits until the value is needed), and :attr:`digest_pending` tells whether it
+    is still being computed.
     """
 
     n: int
     src: np.ndarray
     dst: np.ndarray
     name: str = "<memory>"
-    sha256: str = ""
+    digest: str = ""
     meta: dict = field(default_factory=dict)
 
     @property
@@ -46,48 +47,48 @@ class EdgeGraph:
         return int(self.src.shape[0])
 
     @property
-    def sha256_source(self):
-        """The SHA-256 without waiting for it: the hex string, or the running
+    def digest_source(self):
+        """The digest without waiting for it: the hex string, or the running
         :class:`~distgrail.io.digest.FileDigest` (resolve it with :func:`distgrail.io.digest.resolve`)."""
-        return self.__dict__.get("_sha256", "")
+        return self.__dict__.get("_digest", "")
 
     @property
-    def sha256_pending(self) -> bool:
-        """True while the file's SHA-256 is still being computed in the background."""
-        d = self.sha256_source
+    def digest_pending(self) -> bool:
+        """True while the file's digest is still being computed in the background."""
+        d = self.digest_source
         return not isinstance(d, str) and not d.done()
 
-    def cancel_sha256(self) -> None:
-        """Stop a background SHA-256 that is no longer wanted (the value becomes "")."""
-        d = self.sha256_source
+    def cancel_digest(self) -> None:
+        """Stop a background digest that is no longer wanted (the value becomes "")."""
+        d = self.digest_source
         if not isinstance(d, str):
             d.cancel()
-            self.__dict__["_sha256"] = ""
+            self.__dict__["_digest"] = ""
 
     def __getstate__(self):  # pickling waits for the hash (a thread does not travel)
         state = dict(self.__dict__)
-        state["_sha256"] = self.sha256
+        state["_digest"] = self.digest
         return state
 
 
-def _get_sha256(self) -> str:
-    d = self.__dict__.get("_sha256", "")
+def _get_digest(self) -> str:
+    d = self.__dict__.get("_digest", "")
     if not isinstance(d, str):
         from .digest import resolve
 
         digest, d = d, resolve(d)
-        self.__dict__["_sha256"] = d
+        self.__dict__["_digest"] = d
         if hasattr(digest, "wait_seconds"):  # what the build waited for the background hash
-            self.meta["sha256_wait_s"] = digest.wait_seconds
+            self.meta["digest_wait_s"] = digest.wait_seconds
     return d
 
 
-def _set_sha256(self, value) -> None:
-    self.__dict__["_sha256"] = "" if value is None else value
+def _set_digest(self, value) -> None:
+    self.__dict__["_digest"] = "" if value is None else value
 
 
 # a property over the dataclass field: __init__, repr and == go through it (the default stays "")
-EdgeGraph.sha256 = property(_get_sha256, _set_sha256, doc="hex SHA-256 of the source file (waits for it)")
+EdgeGraph.digest = property(_get_digest, _set_digest, doc="'algorithm:hex' digest of the source file (waits for it)")
 
 
 def _check_ids(arr: np.ndarray, n: int, what: str, name: str) -> None:

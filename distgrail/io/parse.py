@@ -4,9 +4,9 @@
 coordinate file into device arrays (int32 src/dst, the same edges in the same order as the CPU
 reader, same ``n``). The file is read in chunks that end at line ends into pinned buffers (a ring
 of three; the partial last line moves to the next buffer), each chunk is uploaded on a stream and
-parsed there while the host reads the next one. The file's SHA-256 is computed in the background by
+parsed there while the host reads the next one. The file's digest (BLAKE3) is computed in the background by
 a :class:`~distgrail.io.digest.FileDigest` (its own thread and descriptor); nothing waits for it
-until the value is read (the graph's ``sha256``, when the index is assembled). Per chunk: ``count`` (tokens, newlines, markers per 1024-byte tile),
+until the value is read (the graph's ``digest``, when the index is assembled). Per chunk: ``count`` (tokens, newlines, markers per 1024-byte tile),
 a scan of the tile counts, ONE sync for the totals (taken a chunk late, after the next chunk has
 been read, so it does not wait), ``write`` (token and line tables), ``lines`` (each line checked,
 its id or pair converted), a scan of the edges per line, and the edge kernel writing straight into
@@ -239,15 +239,15 @@ def _say(notify, message: str):
 
 
 def read_text_graph(path, fmt: str = "auto", num_vertices: int | None = None, dev=None, *,
-                    chunk_bytes: int | None = None, notify=None, sha256: bool = True):
+                    chunk_bytes: int | None = None, notify=None, digest: bool = True):
     """Read a text graph file with the parse kernels on ``dev`` (a :class:`CudaDevice` or the
     twin's :class:`NumpyDevice`). Returns an :class:`EdgeGraph` whose ``src``/``dst`` are int32
     arrays of ``dev`` (``meta["parser"]`` says which path made them), or None when the file
     should be read by the CPU reader instead: a binary ``.h5`` file (silently), or a file whose
     parse does not fit the device, or ids beyond int32 (``notify`` gets a one-line reason).
     Bad input raises the CPU reader's :class:`~distgrail.errors.GraphFormatError`.
-    ``sha256=False`` skips the file's hash (benchmarks: the parse alone); else the graph's
-    ``sha256`` is a :class:`~distgrail.io.digest.FileDigest` started here, joined when read."""
+    ``digest=False`` skips the file's hash (benchmarks: the parse alone); else the graph's
+    ``digest`` is a :class:`~distgrail.io.digest.FileDigest` started here, joined when read."""
     dev = NumpyDevice() if dev is None else dev
     chunk_bytes = int(chunk_bytes or CHUNK_BYTES)
     plan = plan_read(path, fmt, num_vertices)
@@ -255,13 +255,13 @@ def read_text_graph(path, fmt: str = "auto", num_vertices: int | None = None, de
         if plan.kind == "h5":
             return None
         return _fallback(plan, fmt, num_vertices, dev, notify, plan.reason)
-    digest = take(plan.path) if sha256 else None
+    digest = take(plan.path) if digest else None
     try:
         g, why = _parse_with_retries(plan, dev, chunk_bytes, notify)
         if g is not None:
             if digest is not None:
                 digest.check()  # the file must not have changed under the parse
-            g.sha256 = digest or ""
+            g.digest = digest or ""
             return g
     except BaseException:
         if digest is not None:

@@ -8,15 +8,12 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..constants import (C_A, C_B, C_BAD, C_NL, C_TOK, F_BAD_BYTE, F_CAPACITY, F_LINE, F_VALUE,  # noqa: F401
+                         FMT_EDGELIST, FMT_GRA, FMT_MTX, NO_COMMENT, TILE)
 from ..errors import BackendError
 
 __all__ = ["SIGNATURES", "KERNELS_NUMPY", "NumpyDevice", "check_args", "classes", "values_numpy", "TILE"]
 
-FMT_GRA, FMT_EDGELIST, FMT_MTX = 0, 1, 2
-C_TOK, C_NL, C_A, C_B, C_BAD = 1, 2, 4, 8, 16
-F_BAD_BYTE, F_LINE, F_VALUE, F_CAPACITY = 1, 2, 4, 8
-TILE = 1024
-NO_COMMENT = 0x7FFFFFFF
 
 _P, _I, _L, _PL, _B = "int*", "int", "i64", "i64*", "u8*"
 #: argument types of every kernel, in order (tests/test_parse.py checks them against the .cu source)

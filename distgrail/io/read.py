@@ -11,25 +11,46 @@ from ..nodelabels import NodeLabels, labelled_graph
 from .graph import EdgeGraph, from_arrays
 from .edgelist import read_edgelist, read_mtx
 from .gra import read_gra
+from .compressed import CODECS, StreamText, codec_of, peek
+from .dialect import COMMA_TABLE, SNIFF_BYTES, Dialect, read_labelled, sniff
+from .tables import TABLE_FORMATS, read_table_graph, table_format_of
 from .text import Text, looks_binary, shown
 
 
 __all__ = ["FORMATS", "detect_format", "read_graph", "as_graph"]
 
-FORMATS = ("auto", "gra", "edgelist", "mtx", "h5")
+FORMATS = ("auto", "gra", "edgelist", "mtx", "h5", "labelled", "parquet", "arrow")
+#: formats read by the host readers only (never by the GPU text parser)
+HOST_FORMATS = ("labelled", "parquet", "arrow")
+
+
+def _raw_head(path: str, count: int = 4096) -> bytes:
+    with open(path, "rb") as f:
+        return f.read(count)
 
 
 def detect_format(path: str) -> str:
-    """Guess a file's format from its name, then from its first line."""
+    """Guess a file's format from its name, then from its first line (of the decompressed text
+    for a ``.gz``/``.bz2``/``.zst`` file: ``g.gra.gz`` is a ``.gra`` file)."""
     low = str(path).lower()
+    head = _raw_head(path)
+    codec = codec_of(head)
+    if codec is not None:
+        for ext in (".gz", ".gzip", ".bz2", ".zst", ".zstd"):
+            if low.endswith(ext):
+                low = low[: -len(ext)]
+                break
+    table = table_format_of(low, b"" if codec else head)
+    if table:
+        return table
     if low.endswith((".h5", ".hdf5")):
         return "h5"
     if low.endswith(".gra"):
         return "gra"
     if low.endswith(".mtx"):
         return "mtx"
-    with open(path, "rb") as f:
-        head = f.read(4096)
+    if codec is not None:
+        head = peek(path, codec)
     first = head.split(b"\n", 1)[0].strip()
     if first.startswith(b"graph_for_greach"):
         return "gra"
@@ -40,9 +61,14 @@ def detect_format(path: str) -> str:
     return "edgelist"
 
 
+def edgelist_dialect(path: str, codec: str | None) -> Dialect:
+    """:func:`~distgrail.io.dialect.sniff` of the first bytes of an edge list (decompressed)."""
+    head = peek(path, codec, SNIFF_BYTES) if codec else _raw_head(path, SNIFF_BYTES)
+    return sniff(head, complete=len(head) < SNIFF_BYTES)
+
 
 def hash_early(path, fmt: str = "auto") -> None:
-    """Start the SHA-256 of a text graph file in the background now
+    """Start the digest of a text graph file in the background now
     (:func:`distgrail.io.digest.start_early`); nothing for a binary ``.h5`` graph or a missing file."""
     from .digest import start_early
 
@@ -59,10 +85,15 @@ def read_graph(path, fmt: str = "auto", num_vertices: int | None = None) -> Edge
     Parameters
     ----------
     path : str or os.PathLike
-    fmt : {"auto", "gra", "edgelist", "mtx", "h5"}
-        ``auto`` looks at the file name, then at the first line.
+    fmt : {"auto", "gra", "edgelist", "mtx", "h5", "labelled", "parquet", "arrow"}
+        ``auto`` looks at the file name, then at the first line. Text files may be compressed
+        (``.gz``, ``.bz2``, ``.zst``: decompressed as they are parsed). Edge lists may be CSV/TSV
+        with a header line, and have node names instead of ids (see :mod:`distgrail.io.dialect`;
+        ``labelled`` reads every field as a node name). ``parquet``/``arrow``: edge tables
+        (:mod:`distgrail.io.tables`, needs pyarrow).
     num_vertices : int, optional
-        Edge lists only: the number of vertices (ids must be below it). Default: largest id + 1.
+        Edge lists and tables of integer ids only: the number of vertices (ids must be below it).
+        Default: largest id + 1.
 
     Raises
     ------
@@ -84,12 +115,18 @@ def read_graph(path, fmt: str = "auto", num_vertices: int | None = None) -> Edge
     if os.path.isdir(path):
         raise GraphFormatError("is a directory, not a graph file", path=path)
     try:
-        with open(path, "rb") as f:
-            head = f.read(4096)
+        head = _raw_head(path)
     except OSError as e:
         raise GraphFormatError(f"cannot read the file: {e.strerror}", path=path) from None
     if fmt == "auto":
         fmt = detect_format(path)
+    if fmt in TABLE_FORMATS:
+        return _finish(read_table_graph(path, fmt, num_vertices), path, fmt, hash_file=True)
+    codec = codec_of(head)
+    if codec is not None:
+        if fmt == "h5":
+            raise GraphFormatError(f"a {CODECS[codec][1]}-compressed .h5 file: decompress it first", path=path)
+        head = peek(path, codec)
     if fmt != "h5" and looks_binary(head):
         raise GraphFormatError(f"binary data, not a text graph file ({fmt}): it starts with {shown(head)}",
                                path=path)
@@ -97,24 +134,40 @@ def read_graph(path, fmt: str = "auto", num_vertices: int | None = None) -> Edge
         from .binary import read_binary_graph
 
         return read_binary_graph(path)
-    if num_vertices is not None and fmt != "edgelist":
+    if num_vertices is not None and fmt not in ("edgelist", "labelled"):
         raise GraphFormatError(f"--num-vertices applies to edge lists only, not {fmt!r} files", path=path)
     if num_vertices is not None and int(num_vertices) < 0:
         raise GraphFormatError(f"number of vertices must be >= 0, got {num_vertices!r}", path=path)
-    text = Text(path)
-    digest = text.sha256()
+    dialect = edgelist_dialect(path, codec) if fmt in ("edgelist", "labelled") else Dialect()
+    table = COMMA_TABLE if dialect.comma else None
+    text = StreamText(path, codec, table) if codec else Text(path, translate=table)
+    digest = text.digest()  # hashed beside the parse; joined when the index is assembled
     try:
         if fmt == "gra":
             g = read_gra(text)
         elif fmt == "mtx":
             g = read_mtx(text)
+        elif fmt == "labelled" or dialect.labelled:
+            g = read_labelled(text, dialect.body, num_vertices)
         else:
-            g = read_edgelist(text, num_vertices)
-        g.sha256 = digest()
+            g = read_edgelist(text, num_vertices, dialect.body)
+        if digest is not None:
+            digest.check()  # the file must not have changed under the parse
+        g.digest = text.chunk_digest() if digest is None else digest
+    except BaseException:
+        if digest is not None:
+            digest.cancel()
+        raise
     finally:
-        if text._h is None:
-            digest()  # let the hashing thread finish before the file closes
         text.close()
+    return _finish(g, path, fmt)
+
+
+def _finish(g: EdgeGraph, path: str, fmt: str, hash_file: bool = False) -> EdgeGraph:
+    if hash_file:  # the digest of the file as stored, in the background
+        from .digest import take
+
+        g.digest = take(path)
     g.name = os.path.basename(path)
     g.meta["path"] = os.path.abspath(path)
     g.meta["format"] = fmt
@@ -138,8 +191,8 @@ def as_graph(graph, num_vertices: int | None = None, fmt: str = "auto") -> EdgeG
         index, and queries then take labels: ``build_index({"a": ["b"]}).reachable("a", "b")``.
     num_vertices : int, optional
         Number of vertices for edge arrays and edge-list files (isolated vertices at the end).
-    fmt : {"auto", "gra", "edgelist", "mtx", "h5"}
-        File format, for paths only.
+    fmt : {"auto", "gra", "edgelist", "mtx", "h5", "labelled", "parquet", "arrow"}
+        File format, for paths only (see :func:`read_graph`).
 
     Examples
     --------

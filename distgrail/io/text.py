@@ -9,7 +9,6 @@ sends a chunk to the general path, which checks every line byte-exactly and repo
 
 from __future__ import annotations
 
-import hashlib
 import mmap
 import os
 import warnings
@@ -57,10 +56,10 @@ def count_newlines(buf, end: int) -> int:
 class Text:
     """A memory-mapped text file with helpers for error messages."""
 
-    def __init__(self, path: str, data: bytes | None = None):
-        self.path = str(path)
+    def __init__(self, path: str, data: bytes | None = None, translate: bytes | None = None):
+        self.path, self.translate = str(path), translate  # translate: a table for the chunks (CSV: ',' -> ' ')
         self._f = None
-        self._h = None  # SHA-256 fed with the chunks as they are parsed (one-core case)
+        self._h = None  # the digest fed with the chunks as they are parsed (one-core case)
         self._hashed = 0
         if data is not None:
             self.buf = data
@@ -97,11 +96,12 @@ class Text:
 
     def token_at(self, pos: int) -> str:
         buf = self.buf
+        stops = b" \t\r\n," if self.translate else b" \t\r\n"
         s = pos
-        while s > 0 and buf[s - 1] not in b" \t\r\n":
+        while s > 0 and buf[s - 1] not in stops:
             s -= 1
         e = pos
-        while e < len(buf) and buf[e] not in b" \t\r\n":
+        while e < len(buf) and buf[e] not in stops:
             e += 1
         return bytes(buf[s:e]).decode("utf-8", "replace")
 
@@ -155,7 +155,7 @@ class Text:
                 self._feed(pos)
                 self._h.update(data)
                 self._hashed += len(data)
-            yield pos, data
+            yield pos, (data if self.translate is None else data.translate(self.translate))
             pos += len(data)
 
     def _feed(self, upto: int):
@@ -164,46 +164,30 @@ class Text:
             self._h.update(data)
             self._hashed += len(data)
 
-    def sha256(self):
-        """Start computing the file's SHA-256; return a function that gives the hex digest.
+    def digest(self):
+        """Start the file's digest (BLAKE3, :mod:`distgrail.io.digest`).
 
-        With two or more usable cores the file is hashed on another thread while it is parsed;
-        on one core the parser's own chunks are hashed as they come (no second read, no thread
-        switching)."""
+        With two or more usable cores: a running :class:`~distgrail.io.digest.FileDigest` (its
+        own descriptor and threads; the graph keeps it pending, the index joins it when assembled).
+        On one core None: the parser's own chunks are hashed as they come (no second read, no
+        thread switching) and :meth:`chunk_digest` gives the value once the parse is done."""
+        from .digest import new_hasher, take
+
         try:
             cores = len(os.sched_getaffinity(0))
         except (AttributeError, OSError):  # pragma: no cover - not Linux
             cores = os.cpu_count() or 1
         if cores >= 2:
-            return self.sha256_async()
-        self._h = hashlib.sha256()
+            return take(self.path)
+        self._h = new_hasher(threads=False)
+        return None
 
-        def result():
-            self._feed(len(self))
-            return self._h.hexdigest()
+    def chunk_digest(self) -> str:
+        """``"blake3:<hex>"`` of the chunks hashed during the parse, and of the rest of the file."""
+        from .digest import labelled
 
-        return result
-
-    def sha256_async(self):
-        """Start hashing the whole file on another thread (hashlib releases the GIL); return a
-        function that waits for the hex digest."""
-        import threading
-
-        h = hashlib.sha256()
-        size = len(self)
-
-        def work():
-            for p in range(0, size, 4 << 20):
-                h.update(self.read(p, min(4 << 20, size - p)))
-
-        th = threading.Thread(target=work, name="distgrail-sha256", daemon=True)
-        th.start()
-
-        def result():
-            th.join()
-            return h.hexdigest()
-
-        return result
+        self._feed(len(self))
+        return labelled(self._h)
 
 
 class Chunk:

@@ -92,7 +92,7 @@ def _gra_blocks(n, indptr, indices):
 
 
 def write_csr(n: int, indptr: np.ndarray, indices: np.ndarray, path, fmt: str | None = None,
-              name: str = "", sha256: str = "", dag=None) -> None:
+              name: str = "", digest: str = "", dag=None) -> None:
     """Write a CSR graph (successors sorted, distinct) as ``.gra``, an edge list, a Matrix Market
     file (``coordinate pattern general``, 1-based) or binary ``.h5`` (optionally with its
     condensation ``dag``); atomically."""
@@ -101,7 +101,7 @@ def write_csr(n: int, indptr: np.ndarray, indices: np.ndarray, path, fmt: str | 
     if fmt == "h5":
         from .binary import write_binary_csr
 
-        return write_binary_csr(path, n, indptr, indices, name=name, sha256=sha256, dag=dag)
+        return write_binary_csr(path, n, indptr, indices, name=name, digest=digest, dag=dag)
     if fmt not in TEXT_FORMATS:
         raise DistGrailError(f"output format must be gra, edgelist, mtx or h5, got {fmt!r}")
     m = int(indices.size)
@@ -150,7 +150,7 @@ def write_graph(graph, path, fmt: str | None = None, dag=None) -> None:
         raise DistGrailError(f"output format must be gra, edgelist, mtx or h5, got {fmt!r}")
     if hasattr(graph, "indptr"):
         return write_csr(graph.n, graph.indptr, graph.indices, path, fmt, name=graph.name,
-                         sha256=getattr(graph, "sha256", ""), dag=dag)
+                         digest=getattr(graph, "digest", ""), dag=dag)
     if fmt in ("edgelist", "mtx"):  # keep the edges as they are (order, repeats)
         one = 1 if fmt == "mtx" else 0
         with atomic_path(path) as tmp, open(tmp, "wb") as f:
@@ -166,21 +166,37 @@ def write_graph(graph, path, fmt: str | None = None, dag=None) -> None:
                 f.write(format_ints(vals, codes[: vals.size], [b" ", b"\n"]))
         return None
     indptr, indices = edge_graph_csr(graph)
-    return write_csr(graph.n, indptr, indices, path, fmt, name=graph.name, sha256=graph.sha256, dag=dag)
+    return write_csr(graph.n, indptr, indices, path, fmt, name=graph.name, digest=graph.digest, dag=dag)
 
 
-def write_answers(answers: np.ndarray, path) -> None:
-    """Answers as ``.npy`` (bool) or text, one 0/1 per line; written atomically. ``-``: text on stdout."""
+#: answer files with one ``u v reachable`` row per pair (the pairs as the user named them)
+TABLE_ANSWERS = (".tsv", ".csv", ".tsv.gz", ".csv.gz", ".parquet")
+
+
+def write_answers(answers: np.ndarray, path, sources=None, targets=None) -> None:
+    """Answers, written atomically, by the name's extension:
+
+    * ``.tsv`` / ``.csv`` (``.gz`` too): a header ``u v reachable`` (tab or comma separated), then
+      one row per pair: the two vertices as the pairs file named them (node labels where the
+      index has them) and 1 (reachable) or 0;
+    * ``.parquet``: columns ``u``, ``v`` (int64 or string) and ``reachable`` (bool), via pyarrow;
+    * ``.npy``: a bool array;
+    * anything else: one 0/1 per line; ``-``: that text on stdout.
+
+    The row formats need ``sources`` and ``targets`` (the pairs)."""
     path = os.fspath(path)
+    low = path.lower()
+    if low.endswith(TABLE_ANSWERS):
+        if sources is None or targets is None:
+            raise DistGrailError(f"{path}: a {low.rsplit('.', 1)[-1]} answer file needs the pairs")
+        from .answers import write_answer_rows
+
+        return write_answer_rows(np.asarray(answers, bool), np.asarray(sources), np.asarray(targets), path, format_ints)
     if path == "-":
         import sys
 
-        a = np.asarray(answers, dtype=np.uint8)
-        out = np.empty(2 * a.size, dtype=np.uint8)
-        out[0::2] = 48 + a
-        out[1::2] = 10
         sys.stdout.flush()
-        sys.stdout.buffer.write(out.tobytes())
+        sys.stdout.buffer.write(_zero_one_lines(answers))
         sys.stdout.buffer.flush()
         return
     with atomic_path(path) as tmp:
@@ -188,9 +204,13 @@ def write_answers(answers: np.ndarray, path) -> None:
             with open(tmp, "wb") as f:
                 np.save(f, np.asarray(answers, dtype=bool))
         else:
-            a = np.asarray(answers, dtype=np.uint8)
-            out = np.empty(2 * a.size, dtype=np.uint8)
-            out[0::2] = 48 + a
-            out[1::2] = 10
             with open(tmp, "wb") as f:
-                f.write(out.tobytes())
+                f.write(_zero_one_lines(answers))
+
+
+def _zero_one_lines(answers) -> bytes:
+    a = np.asarray(answers, dtype=np.uint8)
+    out = np.empty(2 * a.size, dtype=np.uint8)
+    out[0::2] = 48 + a
+    out[1::2] = 10
+    return out.tobytes()

@@ -32,11 +32,8 @@ def split_counts(total: int, parts: int) -> np.ndarray:
     return np.array([base + (r < extra) for r in range(parts)], dtype=np.int64)
 
 
-#: rank 0's share of the label dimensions against an even split (:func:`dims_split`; 1 = even).
-#: Rank 0 also computes phases 1-2, sends the DAG and the forest and writes the labels, so a
-#: smaller share looked worth trying; measured on 2 x H200, dag11, labeling window against 1 GPU
-#: (median of 5): d = 16 share 0.6 1.20x, 0.8 1.30x, 1.0 1.63x; d = 8 share 0.6 1.09x, 1.0 1.38x.
-#: Rank 0 is not the one the others wait for, so the split stays even;
+#: rank 0's share of the label dimensions against an even split (:func:`dims_split`; 1 = even:
+#: a smaller share measured slower, docs/benchmarks.md "MPI: rank 0's share of the dimensions");
 #: ``DISTGRAIL_ROOT_SHARE`` overrides it for other machines.
 ROOT_SHARE = 1.0
 

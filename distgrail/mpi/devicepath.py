@@ -1,6 +1,6 @@
 """The distributed build's transfers when arrays move device to device (an NCCL transport).
 
-:func:`distgrail.mpi.build.build_index_distributed` uses these when
+:class:`distgrail.mpi.placement.AcrossRanks` uses these when
 :func:`~distgrail.mpi.transport.transport_for` chose ``"nccl"``; with the ``"mpi"`` transport it
 keeps the host path (node-shared labels or ``Gatherv``). Every function is collective over
 the transport's communicator and works on any backend (on the CPU "the device" is host memory,

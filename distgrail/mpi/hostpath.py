@@ -1,5 +1,5 @@
 """The labels' way to rank 0 through host memory (the ``"mpi"`` transport of
-:func:`distgrail.mpi.build.build_index_distributed`): each rank writes its block of dimensions
+:class:`distgrail.mpi.placement.AcrossRanks`): each rank writes its block of dimensions
 straight into its node's shared label array (:mod:`distgrail.mpi.nodeshare`; node leaders then
 send the blocks of other nodes), or, without shared memory, the blocks are gathered with
 ``Gatherv``. Blocks land in rank order, which is dimension order (contiguous blocks).
@@ -20,28 +20,34 @@ __all__ = ["labels_by_host", "slowest", "shared_labels", "gather_labels"]
 
 def labels_by_host(st, comm, dag, forest, counts, lo, hi, what, seed, be, local_t, timings, everywhere, root):
     """Phases 3-4 and the labels' way to rank 0 (and every rank) through host memory: each rank
-    writes its block into its node's shared array, or ``Gatherv`` without shared memory."""
+    writes its block into its node's shared array, or ``Gatherv`` without shared memory. ``st``:
+    the pipeline's :class:`~distgrail.progress.Steps` (the sub-steps are timed into it)."""
     here = comm.Get_rank() == root
     ut = np.dtype(smallest_uint(max(dag.C - 1, 0)))  # the labels' dtype, the same on every rank
     dims = int(np.sum(counts))
-    nodes, buf = st.run("alloc_labels", shared_labels, comm, (dims, dag.C, 2), ut)
+    with st.stage("alloc_labels"):
+        nodes, buf = shared_labels(comm, (dims, dag.C, 2), ut)
     try:
-        post0, iv = st.run("phases 3-4", run_shared, comm, what, label_dimensions, dag, forest,
-                           range(lo, hi), seed, be, local_t, None if buf is None else buf[lo:hi])
+        with st.stage("phases 3-4"):
+            post0, iv = run_shared(comm, what, label_dimensions, dag, forest, range(lo, hi), seed, be, local_t,
+                                   None if buf is None else buf[lo:hi])
         local_t["phases 3-4"] = st.timings["phases 3-4"]
         timings.update(slowest(comm, local_t))
         if buf is not None:  # every rank wrote its block into its node's shared array
-            if everywhere:
-                st.run("gather_labels", nodes.allgather_rows, buf, counts, CHUNK_BYTES)
-            else:
-                st.run("gather_labels", nodes.gather_rows_to_root, buf, counts, CHUNK_BYTES)
-            labels = st.run("bcast_labels" if everywhere else "copy_labels", run_shared, comm,
-                            "copying the labels", np.array if everywhere or here else None, buf)
+            with st.stage("gather_labels"):
+                if everywhere:
+                    nodes.allgather_rows(buf, counts, CHUNK_BYTES)
+                else:
+                    nodes.gather_rows_to_root(buf, counts, CHUNK_BYTES)
+            with st.stage("bcast_labels" if everywhere else "copy_labels"):
+                labels = run_shared(comm, "copying the labels", np.array if everywhere or here else None, buf)
         else:
             iv = np.ascontiguousarray(iv).reshape(hi - lo, dag.C, 2)
-            labels = st.run("gather_labels", gather_labels, comm, iv, counts, dag.C, ut.str, root)
+            with st.stage("gather_labels"):
+                labels = gather_labels(comm, iv, counts, dag.C, ut.str, root)
             if everywhere:
-                labels = st.run("bcast_labels", bcast_array, comm, labels, root)
+                with st.stage("bcast_labels"):
+                    labels = bcast_array(comm, labels, root)
     finally:
         if nodes is not None:
             nodes.free()

@@ -64,22 +64,24 @@ class BackgroundInit:
 
     def _run(self, mod, be, size, uid, rank):
         try:
-            if be.is_gpu:  # the current device is per thread: NCCL takes this thread's
-                be.xp.cuda.Device(be.device).use()
-            t = time.perf_counter()
-            nc = mod.NcclCommunicator(size, uid, rank)
-            t1 = time.perf_counter()
-            with self._lock:
-                late = self._abandoned
-                self.nc = None if late else nc
-            if late:
-                _abort(nc)
-                return
-            self.timings["nccl_init"] = t1 - t
-            warm_up(mod, nc, be, size, rank)
-            self.timings["nccl_warmup"] = time.perf_counter() - t1
+            with be.on_device():  # NCCL takes this thread's current device: be.device inside
+                self._init(mod, be, size, uid, rank)
         except BaseException as e:  # noqa: BLE001 - reported at the join, on every rank
             self.error = e
+
+    def _init(self, mod, be, size, uid, rank):
+        t = time.perf_counter()
+        nc = mod.NcclCommunicator(size, uid, rank)
+        t1 = time.perf_counter()
+        with self._lock:
+            late = self._abandoned
+            self.nc = None if late else nc
+        if late:
+            _abort(nc)
+            return
+        self.timings["nccl_init"] = t1 - t
+        warm_up(mod, nc, be, size, rank)
+        self.timings["nccl_warmup"] = time.perf_counter() - t1
 
     @property
     def state(self) -> str:

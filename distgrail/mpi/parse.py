@@ -5,7 +5,7 @@ backend, and the edge arrays meet on the root.
 
 1. The root plans the read (:func:`distgrail.io.chunks.plan_read`: format, header, id range;
    the header is parsed once) and splits the body into N byte ranges that start at line starts;
-   plan and ranges are broadcast. The root starts the file's SHA-256 in the background
+   plan and ranges are broadcast. The root starts the file's digest in the background
    (:class:`~distgrail.io.digest.FileDigest`) over the whole file.
 2. Every rank parses its range with the chunk parser of :mod:`distgrail.io.parse`
    (:func:`~distgrail.io.parse.read_text_range`: the CUDA kernels on a GPU backend, their NumPy
@@ -19,7 +19,7 @@ backend, and the edge arrays meet on the root.
    transport is given (e.g. GPU to GPU), else through host MPI (:mod:`distgrail.mpi.collectives`).
 
 The result equals the one-rank read (:func:`distgrail.build.read_on`) exactly: same edges in the
-same order, same ``n``, same SHA-256. Errors: when any rank's kernels flag anything (a bad token,
+same order, same ``n``, same digest. Errors: when any rank's kernels flag anything (a bad token,
 a malformed line, an id out of range, a vertex line missing or repeated across ranks), the root
 reads the file with the one-rank reader, which reports the error text for text as a one-rank run
 does (file, line number, offending token) -- or reads the rare valid file the kernels refuse. Any
@@ -109,7 +109,7 @@ def _gather(comm, a, transport, be):
     return be.asarray(out) if me == 0 else None
 
 
-def read_graph_ranks(comm, path, fmt: str = "auto", num_vertices: int | None = None, be=None, transport=None):
+def read_graph_ranks(comm, path, fmt: str, num_vertices: int | None, be, transport=None):
     """Collective: the graph file ``path`` parsed by every rank of ``comm`` (about 1/N of its
     body each, on ``be``'s device); returns the :class:`~distgrail.io.graph.EdgeGraph` on rank 0
     (src/dst device arrays on a GPU backend, NumPy on the CPU backend) and None elsewhere.
@@ -117,15 +117,12 @@ def read_graph_ranks(comm, path, fmt: str = "auto", num_vertices: int | None = N
     ``transport``: an object with ``gatherv(a, root=0)`` (the concatenation in rank order on
     root, None elsewhere) to move the edge arrays, e.g. GPU to GPU; host MPI otherwise. Binary
     ``.h5`` files and files whose header the CPU reader must judge are read by rank 0 alone.
-    ``be``: this rank's :class:`~distgrail.gpu.backend.Backend` (default: the CPU backend).
+    ``be``: this rank's :class:`~distgrail.gpu.backend.Backend`.
     """
     from ..io.digest import FileDigest
     from ..io.graph import EdgeGraph
     from ..io.parse import _Anomaly, finish_edges, read_text_range
 
-    from ..gpu.backend import get_backend
-
-    be = get_backend("cpu") if be is None else be
     path = os.fspath(path)
     me, size = comm.Get_rank(), comm.Get_size()
     name = os.path.basename(path)
@@ -172,7 +169,7 @@ def read_graph_ranks(comm, path, fmt: str = "auto", num_vertices: int | None = N
             except _Anomaly as e:
                 return _one_rank(be, path, fmt, num_vertices, plan, f"the GPU parser did not accept it ({e})")
             digest.check()  # the file must not have changed under the parse
-            g = EdgeGraph(n=n, src=s, dst=d, name=name, sha256=digest)
+            g = EdgeGraph(n=n, src=s, dst=d, name=name, digest=digest)
             g.meta.update(path=os.path.abspath(path), format=plan.fmt, parser=dev.name)
             g.meta["timings"] = {"parse share": max(shares), "parse share rank0": shares[0],
                                  "parse share fastest": min(shares), "exchange": t2 - t1}
@@ -183,6 +180,6 @@ def read_graph_ranks(comm, path, fmt: str = "auto", num_vertices: int | None = N
         if digest is not None:
             digest.cancel()
         raise
-    if me == 0 and g.__dict__.get("_sha256") is not digest:
+    if me == 0 and g.__dict__.get("_digest") is not digest:
         digest.cancel()  # the one-rank reader hashed the file itself
     return g if me == 0 else None

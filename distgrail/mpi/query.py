@@ -27,13 +27,13 @@ __all__ = ["query_sharded"]
 def _same_index_everywhere(comm, index):
     """Collective: every rank must hold the same index (e.g. each opened its own copy of the file)."""
     m = index.meta
-    mine = tuple(m.get(k) for k in ("source_sha256", "n_vertices", "n_components", "n_dag_edges", "dims", "seed",
+    mine = tuple(m.get(k) for k in ("source_digest", "n_vertices", "n_components", "n_dag_edges", "dims", "seed",
                                     "parent_rule"))
     every = comm.allgather(mine)
     bad = [r for r, x in enumerate(every) if x != every[0]]
     if bad:
         raise DistGrailError(f"every rank must query the same index, but ranks {bad} hold another one than rank 0 "
-                             f"(source sha256, n, C, m, dims, seed, parent rule: rank 0 {every[0]}, "
+                             f"(source digest, n, C, m, dims, seed, parent rule: rank 0 {every[0]}, "
                              f"rank {bad[0]} {every[bad[0]]})")
 
 

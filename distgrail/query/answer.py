@@ -1,5 +1,6 @@
 """Answering a query batch: the NumPy path (every step in order) and the GPU path (CuPy +
-kernels/prefilter.cu, kernels/search.cu); :func:`answer_batch` picks one for a backend.
+kernels/prefilter.cu, kernels/search.cu); ``be.pick(answer_batch_numpy, answer_batch_cuda)``
+picks one for a backend.
 
 ``answer_batch_cuda`` is the CUDA counterpart of :func:`answer_batch_numpy` and
 gives the same answers and the same per-step counts. Search rounds: a pair the one-warp search
@@ -49,7 +50,7 @@ from .bidir import bidirectional_search_numpy
 from .search import guided_search_numpy
 from .stats import MAX_ROUNDS, POSITIVE, SEARCH_NEG, SEARCH_POS, UNDECIDED, Labels, QueryStats, SearchOptions
 
-__all__ = ["answer_batch", "answer_batch_numpy", "answer_batch_cuda", "records", "record_width", "QueryScratch",
+__all__ = ["answer_batch_numpy", "answer_batch_cuda", "records", "record_width", "QueryScratch",
            "ScratchPool", "CHUNK_PAIRS", "QUEUE_CAP", "SCRATCH_BYTES"]
 
 #: pairs per GPU chunk (inputs 16 B + work list 32 B + answer 1 B per pair on the device)
@@ -61,13 +62,16 @@ SCRATCH_BYTES = 1 << 30
 
 _BLOCK = 256
 _I32_MAX = np.iinfo(np.int32).max
-#: whether numba is installed (what ``cpu_search="auto"`` resolves to; numba itself is imported
-#: on the first compiled search only)
-_HAVE_NUMBA = importlib.util.find_spec("numba") is not None
+
+
+def have_numba() -> bool:
+    """Whether numba is installed (what ``cpu_search="auto"`` resolves to; numba itself is
+    imported on the first compiled search only)."""
+    return importlib.util.find_spec("numba") is not None
 
 
 def _cpu_search(k: int, search: SearchOptions):
-    method = search.cpu_method(_HAVE_NUMBA)
+    method = search.cpu_method(have_numba())
     if method == "forward":
         return guided_search_numpy
     if method == "bidirectional" or k < search.compiled_min_pairs:
@@ -81,19 +85,10 @@ def _cpu_search(k: int, search: SearchOptions):
     return compiled_search
 
 
-def answer_batch(be, L: Labels, sources, targets, stats: QueryStats | None = None, *,
-                 search: SearchOptions | None = None, pool: "ScratchPool | None" = None):
-    """Answers (host bool array, input order) for vertex-id pairs on backend ``be``, whose device
-    holds ``L``; counts go to ``stats``. ``pool``: GPU, where the batch borrows its scratch (None:
-    scratch of its own, freed after the call)."""
-    if be.is_gpu:
-        return answer_batch_cuda(be, L, sources, targets, stats, search=search, pool=pool)
-    return answer_batch_numpy(L, sources, targets, stats, search=search)
-
-
 def answer_batch_numpy(L: Labels, sources: np.ndarray, targets: np.ndarray, stats: QueryStats | None = None, *,
-                       search: SearchOptions | None = None):
-    """Every step on the CPU for original vertex ids; returns bool answers."""
+                       search: SearchOptions | None = None, pool=None):
+    """Every step on the CPU for original vertex ids; returns bool answers. Its scratch is the
+    call's own (``pool``, the GPU launcher's scratch pool, is unused here)."""
     t0 = time.perf_counter()
     cu = L.comp[sources]
     cv = L.comp[targets]

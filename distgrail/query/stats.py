@@ -11,7 +11,7 @@ import numpy as np
 from ..errors import QueryError
 
 __all__ = ["STEPS", "UNDECIDED", "SAME", "LEVEL", "SUPPORT_POS", "SUPPORT_NEG", "INTERVAL", "TREE", "SEARCH_POS",
-           "SEARCH_NEG", "MAX_ROUNDS", "CPU_SEARCHES", "VISIT_BUDGET", "SearchOptions", "QueryStats", "Labels",
+           "SEARCH_NEG", "MAX_ROUNDS", "SEARCH_METHODS", "VISIT_BUDGET", "SearchOptions", "QueryStats", "Labels",
            "Once"]
 
 # the steps and their codes: distgrail.constants (the one source shared with the CUDA kernels)
@@ -26,7 +26,7 @@ POSITIVE = (SAME, SUPPORT_POS, TREE, SEARCH_POS)
 #: same search in NumPy, :mod:`distgrail.query.bidir`; what "compiled" falls back to if numba fails
 #: to import), "forward" (the GPU's twin, :func:`distgrail.query.search.guided_search_numpy`: the
 #: same rounds as the GPU) and "auto" (compiled when numba is installed, else bidirectional)
-CPU_SEARCHES = ("auto", "compiled", "bidirectional", "forward")
+SEARCH_METHODS = ("auto", "compiled", "bidirectional", "forward")
 #: default visit budget of the GPU's one-warp search: the edges a warp may scan for one query
 #: before handing it to the grid-wide search (one warp grinding a long search was the long tail of
 #: dense DAGs)
@@ -38,7 +38,7 @@ class SearchOptions:
     """How a batch's search (step 6) runs; passed down from :meth:`distgrail.Index.query`
     (``search=``). Every choice gives the same answers and step counts.
 
-    ``cpu_search``: one of :data:`CPU_SEARCHES`. ``visit_budget``: GPU, edges a warp may scan for
+    ``cpu_search``: one of :data:`SEARCH_METHODS`. ``visit_budget``: GPU, edges a warp may scan for
     one query before handing it to the grid-wide search (-1 hands on every searched pair).
     ``compiled_min_pairs``: the compiled CPU search runs the NumPy search for fewer undecided
     pairs than this (same answers and rounds): a handful of pairs never waits for numba's import
@@ -50,8 +50,8 @@ class SearchOptions:
     compiled_min_pairs: int = 64
 
     def __post_init__(self):
-        if self.cpu_search not in CPU_SEARCHES:
-            raise QueryError(f"cpu_search must be one of {', '.join(CPU_SEARCHES)}, got {self.cpu_search!r}")
+        if self.cpu_search not in SEARCH_METHODS:
+            raise QueryError(f"cpu_search must be one of {', '.join(SEARCH_METHODS)}, got {self.cpu_search!r}")
         for name, least in (("visit_budget", -1), ("compiled_min_pairs", 0)):
             v = getattr(self, name)
             if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or v < least:

@@ -1,6 +1,6 @@
 """Phase 1 (top-down): one parent per DAG vertex, turning the DAG into a spanning forest DT.
 
-Rules (DESIGN.md "Phase 1: which parent?"):
+Rules (docs/design.md "Phase 1: which parent?"):
 
 ``max-level`` (default)
     the in-neighbour with the largest level (always level(v) - 1); ties by the counter hash
@@ -125,9 +125,9 @@ def parents(be, dag, seed: int, rule: str = "max-level"):
     ``dag`` holds host arrays on the CPU, device arrays on the GPU (``stages.labeling.DeviceDAG``)."""
     if rule not in PARENT_RULES:
         raise DistGrailError(f"parent rule must be one of {', '.join(PARENT_RULES)}, got {rule!r}")
-    if be.is_gpu:
-        return (parents_max_level_cuda if rule == "max-level" else parents_dfs_cuda)(be, dag, seed)
-    return (parents_max_level if rule == "max-level" else parents_dfs)(dag, seed)
+    if rule == "max-level":
+        return be.pick(parents_max_level, parents_max_level_cuda)(dag, seed)
+    return be.pick(parents_dfs, parents_dfs_cuda)(dag, seed)
 
 
 # -- CUDA launchers (kernels/forest.cu) ----------------------------------------------------------

@@ -38,9 +38,7 @@ def descendant_intervals_numpy(indptr, indices, level_ptr, post):
 
 def descendant_intervals(be, indptr, indices, level_ptr, post):
     """Phase 4 on backend ``be`` (the CSR and ``post`` on its device)."""
-    if be.is_gpu:
-        return descendant_intervals_cuda(be, indptr, indices, level_ptr, post)
-    return descendant_intervals_numpy(indptr, indices, level_ptr, post)
+    return be.pick(descendant_intervals_numpy, descendant_intervals_cuda)(indptr, indices, level_ptr, post)
 
 
 # -- CUDA launcher (kernels/intervals.cu) --------------------------------------------------------

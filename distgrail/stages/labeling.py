@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from ..gpu.backend import Backend, get_backend
+from ..gpu.backend import Backend
 from ..gpu.memory import ensure_fits
 from ..errors import DistGrailError
 from .forest import PARENT_RULES, parents
@@ -126,10 +126,9 @@ def release_device_csr(dag):
         del dag._device_csr
 
 
-def prefetch_csr(dag, seed=0, parent_rule="max-level", backend="auto"):
+def prefetch_csr(dag, seed, parent_rule, be: Backend):
     """Upload the CSR ahead of phases 3–4: an MPI rank does this while rank 0 builds the forest
     (same arguments as :func:`build_forest`, so the two can stand in the same call)."""
-    be = get_backend(backend)
     device_csr(be, dag)
     be.synchronize()
 
@@ -165,10 +164,9 @@ def _timed(timings, key, be, fn, *args):
     return out
 
 
-def build_forest(dag, seed: int = 0, parent_rule: str = "max-level", backend="auto") -> Forest:
-    """Phases 1–2 on ``backend``. On a GPU the forest stays there (:meth:`Forest.on_device`):
+def build_forest(dag, seed: int, parent_rule: str, be: Backend) -> Forest:
+    """Phases 1–2 on ``be``. On a GPU the forest stays there (:meth:`Forest.on_device`):
     phases 3–4 in the same process use it without a host round trip."""
-    be = get_backend(backend)
     timings = {}
     ddag = DeviceDAG(be, dag)
     parent = _timed(timings, "phase1_forest", be, parents, be, ddag, seed, parent_rule)
@@ -178,11 +176,11 @@ def build_forest(dag, seed: int = 0, parent_rule: str = "max-level", backend="au
     return Forest(parent=parent, size=size, timings=timings)
 
 
-def label_dimensions(dag, forest: Forest, dims_to_do, seed: int = 0, backend="auto", timings=None, out=None,
+def label_dimensions(dag, forest: Forest, dims_to_do, seed: int, be: Backend, timings=None, out=None,
                      on_device: bool = False):
     """Phases 3–4 for the dimensions ``dims_to_do``; the intervals are written into ``out``
     when it is given (a C-contiguous host array of their shape and dtype, e.g. a block of an
-    MPI shared-memory window). ``on_device=True``: the intervals stay on ``backend``'s device
+    MPI shared-memory window). ``on_device=True``: the intervals stay on ``be``'s device
     (an MPI rank sends them GPU to GPU); ``out`` is not used.
 
     Returns
@@ -194,7 +192,6 @@ def label_dimensions(dag, forest: Forest, dims_to_do, seed: int = 0, backend="au
     """
     from ..dtypes import smallest_uint
 
-    be = get_backend(backend)
     timings = {} if timings is None else timings
     dims_to_do = list(dims_to_do)
     C = dag.C

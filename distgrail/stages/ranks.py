@@ -66,9 +66,7 @@ def post_order_ranks_numpy(parent, size, level_ptr, seed, dims):
 
 def post_order_ranks(be, parent, size, level_ptr, seed, dims):
     """Phase 3 on backend ``be`` for the dimensions ``dims`` (``parent``, ``size`` on its device)."""
-    if be.is_gpu:
-        return post_order_ranks_cuda(be, parent, size, level_ptr, seed, dims)
-    return post_order_ranks_numpy(parent, size, level_ptr, seed, dims)
+    return be.pick(post_order_ranks_numpy, post_order_ranks_cuda)(parent, size, level_ptr, seed, dims)
 
 
 # -- CUDA launcher (kernels/ranks.cu) ------------------------------------------------------------

@@ -32,9 +32,7 @@ def subtree_sizes_numpy(parent, level_ptr):
 
 def subtree_sizes(be, parent, level_ptr):
     """Phase 2 on backend ``be`` (``parent`` on its device)."""
-    if be.is_gpu:
-        return subtree_sizes_cuda(be, parent, level_ptr)
-    return subtree_sizes_numpy(parent, level_ptr)
+    return be.pick(subtree_sizes_numpy, subtree_sizes_cuda)(parent, level_ptr)
 
 
 # -- CUDA launcher (kernels/subtree.cu) ----------------------------------------------------------

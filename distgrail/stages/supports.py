@@ -29,7 +29,8 @@ import contextlib
 import numpy as np
 
 from ..dtypes import smallest_int
-from ..constants import BATCH_THREADS, GRID_THREADS
+# threads per block, the sweep's counters and push bits: the values kernels/supports.cu is compiled with
+from ..constants import CHOOSE_THREADS, CTR_ERR, CTR_WORDS, DONE_STRIDE, PUSH_IN, PUSH_OUT, SWEEP_THREADS
 from ..errors import BackendError, DistGrailError
 from ..gpu.memory import check_ids, launcher, oom_guard
 from ..gpu.sweep import U64_MAX, cupy, kernel, sm_count
@@ -44,15 +45,6 @@ __all__ = ["DEFAULT_SUPPORTS", "AUTO_SUPPORTS", "auto_supports", "resolve_suppor
 
 #: hash stream of the support tie break (dimensions use 0.., phase 1 uses 0xFFFFFFFF)
 STREAM_SUPPORT = 0xFFFFFFFE
-#: threads per block of ``dg_support_choose`` and ``dg_support_sweep`` (CHOOSE_THREADS and
-#: SWEEP_THREADS in kernels/supports.cu, derived there from the same constants)
-CHOOSE_THREADS = GRID_THREADS
-SWEEP_THREADS = BATCH_THREADS // 2
-#: the sweep's counters (CTR_* and DONE_STRIDE in kernels/supports.cu): u64 words of ``ctr`` (the
-#: ticket and the error flag in different 128-byte lines) and the u32 stride of the group counters
-CTR_WORDS, CTR_ERR, DONE_STRIDE = 32, 16, 8
-#: the sweep's ``push`` bits (PUSH_IN / PUSH_OUT in kernels/supports.cu)
-PUSH_IN, PUSH_OUT = 1, 2
 #: most lanes per row of a one-side unit (512 threads: at least 512 / this rows per unit); fewer
 #: lanes per row make fewer, larger units, so that every unit of the next step is taken and
 #: prefetched while a step runs
@@ -220,9 +212,7 @@ def support_masks(be, dag, ids, block=None):
     on a GPU any object with device ``indptr``/``indices`` and a host ``level_ptr`` (e.g. the
     labeling's ``DeviceDAG``). Returns (out, in) on ``be``'s device, (C, ceil((hi-lo)/64)) uint64.
     """
-    if be.is_gpu:
-        return support_masks_cuda(be, dag, ids, block)
-    return support_masks_numpy(dag, ids, block)
+    return be.pick(support_masks_numpy, support_masks_cuda)(dag, ids, block)
 
 
 def build_supports(dag, K: int, seed: int, be):

@@ -1,0 +1,129 @@
+"""Command line questions without Python: ``distgrail query INDEX --pair U V`` (one question,
+one line on stdout) and ``distgrail pairs INDEX -n N [--random|--reachable] [--seed S] -o P``
+(seeded pairs in the format ``distgrail query`` reads); the help of the answer formats.
+
+Kept apart from :mod:`distgrail.cli` for size; nothing here imports it (its helpers arrive as
+arguments). Under MPI both run on rank 0 alone (``one_process``; see :func:`distgrail.cli.main`).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import time
+
+__all__ = ["add_query_args", "add_pairs_command", "with_pair", "answer_pair", "cmd_pairs", "INFO_QUIET_HELP"]
+
+INFO_QUIET_HELP = ("print nothing: the exit status says whether the index opens and passes its checks (0), "
+                   "or not (2, with the error)")
+ANSWERS_HELP = ("answers, by extension: .tsv/.csv (.gz ok) rows 'u v reachable' after that header line, the pair "
+                "as the pairs file names it (node labels where the index has them) and 1 (reachable) or 0; "
+                ".parquet (columns u, v, reachable: bool; needs pyarrow); .npy (bool); else one 0/1 per line; "
+                "'-' for stdout (default: not written, only the summary)")
+
+
+class _OneProcess(argparse.Action):
+    """Stores the value and marks the run as one rank's work."""
+
+    def __call__(self, parser, namespace, values, option_string=None):
+        setattr(namespace, self.dest, values)
+        namespace.one_process = True
+
+
+def add_query_args(sp, common) -> None:
+    """``query``'s ``--pair`` and ``-o``, then the common options (``common(sp)``)."""
+    sp.add_argument("--pair", nargs=2, metavar=("U", "V"), action=_OneProcess,
+                    help="one question instead of a pairs file: prints 'U V reachable' or 'U V unreachable' "
+                         "(node labels when the index has them)")
+    sp.add_argument("-o", "--output", help=ANSWERS_HELP)
+    common(sp)
+
+
+def with_pair(cmd_query):
+    """``cmd_query`` that answers ``--pair`` itself."""
+
+    def query(args):
+        if args.pair is not None or args.pairs is None:
+            return answer_pair(args)
+        return cmd_query(args)
+
+    query.__doc__ = cmd_query.__doc__
+    return query
+
+
+def _vertex(idx, what: str, tok: str):
+    from .errors import QueryError
+
+    kind = None if idx.node_labels is None else idx.node_labels.kind
+    if kind == "str":
+        return tok
+    try:
+        return int(tok)
+    except ValueError:
+        raise QueryError(f"{what}: this index takes {'integer node labels' if kind else 'vertex ids'}, "
+                         f"got {tok!r}") from None
+
+
+def answer_pair(args) -> int:
+    """``query INDEX --pair U V``: ``U V reachable`` or ``U V unreachable`` on stdout."""
+    import distgrail
+    from .errors import QueryError
+
+    if args.pair is None:
+        raise QueryError("give a pairs file, or one question with --pair U V")
+    if args.pairs is not None:
+        raise QueryError(f"give a pairs file ({args.pairs}) or --pair U V, not both")
+    if args.output:
+        raise QueryError("--pair prints its answer on stdout; -o is for the answers of a pairs file")
+    idx = distgrail.open_index(args.index)
+    u, v = (_vertex(idx, w, tok) for w, tok in zip(("--pair U", "--pair V"), args.pair))
+    answers, _ = idx.query([u], [v], backend=args.backend)
+    ok = bool(answers[0])
+    if args.json:
+        print(json.dumps({"u": u, "v": v, "reachable": ok}))
+    else:
+        print(f"{args.pair[0]} {args.pair[1]} {'reachable' if ok else 'unreachable'}")
+    return 0
+
+
+def cmd_pairs(args) -> int:
+    """``pairs INDEX -n N [--random|--reachable] [--seed S] -o P``."""
+    import distgrail
+    from .errors import OutputError
+    from .io.atomic import check_output, same_file
+    from .io.samplepairs import pair_tokens, sample_pairs, write_pairs
+
+    out = args.output
+    if os.path.abspath(out) == os.path.abspath(args.index) or same_file(out, args.index):
+        raise OutputError(f"{out}: the output would overwrite the index {args.index}; choose another output path")
+    check_output(out)
+    idx = distgrail.open_index(args.index)
+    t = time.perf_counter()
+    s, d = sample_pairs(idx, args.n, args.kind, args.seed)
+    write_pairs(*pair_tokens(idx, s, d), out)
+    summary = {"output": os.path.abspath(out), "pairs": int(args.n), "kind": args.kind, "seed": args.seed,
+               "seconds": round(time.perf_counter() - t, 6)}
+    if args.json:
+        print(json.dumps(summary, indent=2, sort_keys=True))
+    elif not args.quiet:
+        print(f"{out}: {args.n:,} {args.kind} pairs (seed {args.seed})", file=sys.stdout)
+    return 0
+
+
+def add_pairs_command(sub, common) -> None:
+    sp = sub.add_parser("pairs", help="write seeded query pairs for an index")
+    sp.add_argument("index", help="index file")
+    sp.add_argument("-n", type=int, required=True, help="number of pairs")
+    kind = sp.add_mutually_exclusive_group()
+    kind.add_argument("--random", dest="kind", action="store_const", const="random",
+                      help="u and v uniform over the vertices, independently (the default)")
+    kind.add_argument("--reachable", dest="kind", action="store_const", const="reachable",
+                      help="pairs known reachable, u != v: random sources (up to 1,024), each with a random "
+                           "vertex its BFS over the index's DAG reaches (up to 65,536 components)")
+    sp.add_argument("--seed", type=int, default=0, help="seed (default 0): same index and seed, same pairs")
+    sp.add_argument("-o", "--output", required=True,
+                    help="pairs file: 'u v' lines (node labels when the index has them; .gz ok) or .npy (k, 2)")
+    common(sp, backend=False)
+    sp.set_defaults(func=cmd_pairs, kind="random", one_process=True)

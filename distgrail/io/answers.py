@@ -1,0 +1,80 @@
+"""Answer files people can read and join: ``u v reachable`` rows as TSV/CSV (``.gz`` too) or
+Parquet (see :func:`distgrail.io.writers.write_answers`), and reading them back."""
+
+from __future__ import annotations
+
+import os
+
+import numpy as np
+
+from ..errors import DistGrailError, GraphFormatError
+from .atomic import atomic_path
+
+__all__ = ["write_answer_rows", "read_answer_rows", "COLUMNS"]
+
+#: header / column names
+COLUMNS = ("u", "v", "reachable")
+
+
+def _text_rows(answers, u, v, sep: bytes, format_ints) -> bytes:
+    if u.dtype.kind in "iu" and (u.size == 0 or min(int(u.min()), int(v.min())) >= 0):
+        vals = np.empty(3 * u.size, np.int64)
+        vals[0::3], vals[1::3], vals[2::3] = u, v, answers
+        codes = np.tile(np.array([0, 0, 1], np.int8), u.size)
+        return format_ints(vals, codes, [sep, b"\n"])
+    a = np.where(answers, "1", "0").tolist()
+    s = sep.decode()
+    return "".join(f"{x}{s}{y}{s}{z}\n" for x, y, z in zip(u.tolist(), v.tolist(), a)).encode("utf-8")
+
+
+def write_answer_rows(answers: np.ndarray, u: np.ndarray, v: np.ndarray, path: str, format_ints) -> None:
+    """Rows ``u v reachable`` (see :func:`distgrail.io.writers.write_answers`, which passes its
+    ``format_ints``)."""
+    if not (answers.shape == u.shape == v.shape):
+        raise DistGrailError(f"{path}: {answers.size} answers for {u.size} pairs")
+    low = path.lower()
+    if low.endswith(".parquet"):
+        try:
+            import pyarrow as pa
+            import pyarrow.parquet as pq
+        except ImportError:
+            raise DistGrailError(f"{path}: writing Parquet answers needs pyarrow: "
+                                 "pip install 'distgrail[parquet]'") from None
+        table = pa.table({"u": u.astype(str) if u.dtype.kind == "U" else u.astype(np.int64),
+                          "v": v.astype(str) if v.dtype.kind == "U" else v.astype(np.int64),
+                          "reachable": answers})
+        with atomic_path(path) as tmp:
+            pq.write_table(table, tmp)
+        return
+    sep = b"," if ".csv" in low else b"\t"
+    body = sep.join(c.encode() for c in COLUMNS) + b"\n" + _text_rows(answers, u, v, sep, format_ints)
+    with atomic_path(path) as tmp:
+        if low.endswith(".gz"):
+            import gzip
+
+            with gzip.open(tmp, "wb", compresslevel=6) as f:
+                f.write(body)
+        else:
+            with open(tmp, "wb") as f:
+                f.write(body)
+
+
+def read_answer_rows(path):
+    """(u, v, reachable) of an answer file written by :func:`write_answer_rows` (u, v as strings
+    from text files)."""
+    path = os.fspath(path)
+    if path.lower().endswith(".parquet"):
+        import pyarrow.parquet as pq
+
+        t = pq.read_table(path)
+        return t.column("u").to_numpy(), t.column("v").to_numpy(), t.column("reachable").to_numpy()
+    import gzip
+
+    with (gzip.open if path.endswith(".gz") else open)(path, "rt", encoding="utf-8") as f:
+        rows = f.read().splitlines()
+    sep = "," if ".csv" in path.lower() else "\t"
+    if not rows or rows[0].split(sep) != list(COLUMNS):
+        raise GraphFormatError(f"expected the header {sep.join(COLUMNS)!r}", path=path, line=1)
+    cells = [r.split(sep) for r in rows[1:]]
+    return (np.array([c[0] for c in cells]), np.array([c[1] for c in cells]),
+            np.array([c[2] == "1" for c in cells], bool))

@@ -1,0 +1,374 @@
+"""The build's steps across MPI ranks: :class:`AcrossRanks`, the placement that
+:func:`distgrail.build.build_index` walks when given a communicator of several ranks.
+
+Nothing here runs at import time; ``mpi4py.MPI`` is imported by the functions that need it.
+Every method is collective over the communicator: a failure on one rank is every rank's
+:class:`~distgrail.mpi.errors.RankError` (:func:`~distgrail.mpi.errors.run_shared`).
+
+The ranks first agree on a transport (:func:`distgrail.mpi.transport.transport_for`):
+``"nccl"`` (GPU to GPU) on a GPU backend where NCCL works on every rank, else ``"mpi"`` (host
+memory; ``DISTGRAIL_NCCL=0`` forces it). Rank 0 reads the graph and condenses it on its device
+(:func:`distgrail.placement.read_on` / :func:`~distgrail.placement.condense_on`; a text file on a
+GPU backend with several ranks is parsed by all ranks instead,
+:func:`distgrail.mpi.parse.read_graph_ranks`). The other ranks receive only what phases 3–4
+read: the DAG's CSR (``indptr``, ``indices``) and ``level_ptr`` (:data:`ROOT_ONLY_DAG` stay on
+rank 0: the reverse CSR that only phase 1 reads, and ``comp``/``level`` that only the assembled
+index holds). When the input is a ``.h5`` graph with a stored condensation (``distgrail
+convert``), every rank reads the condensation from the file itself instead (if some rank cannot,
+it is broadcast). Rank 0 computes phases 1–2 (the spanning forest and its subtree sizes) once
+and broadcasts them. The d dimensions are split into contiguous blocks, one per rank, rank 0's
+smaller (:func:`~distgrail.mpi.collectives.dims_split`: it also runs phases 1–2 and the write;
+ranks beyond d get none and wait). Phases 3–4 run on every rank for its block; phase 5's mask
+words are split the same way (:func:`distgrail.mpi.phase5.supports_distributed`).
+
+With the ``"mpi"`` transport rank 0 keeps its DAG on its device for its own steps and sends a
+host copy (which it also keeps for the index file: no device → host → device round trip), each
+rank writes its label block straight into its node's shared label array
+(:mod:`distgrail.mpi.nodeshare`; node leaders then send the blocks of other nodes), or, without
+shared memory (``DISTGRAIL_SHM=0``, or /dev/shm too small), the blocks are gathered with
+``Gatherv`` (:mod:`distgrail.mpi.hostpath`). With ``"nccl"`` (:mod:`distgrail.mpi.devicepath`)
+the DAG's CSR, the forest, each rank's label block (gathered to rank 0's GPU) and phase 5's
+mask words move device to device; rank 0 copies to the host only what the index holds. Rank 0
+writes the one HDF5 index (atomically).
+
+``full_index_on="all"`` (the API's promise): afterwards every rank gets what queries need
+(labels, ``comp``, ``level``, post-order ranks) and **every rank returns the same, complete
+Index**. ``full_index_on="root"`` (the CLI): only rank 0 assembles the Index; the other ranks
+return None. Dimension i depends only on (seed, i), so the index is byte-identical to a
+one-process build. With a GPU backend each rank is bound to a GPU by its node-local rank
+(:func:`distgrail.mpi.binding.ensure_bound`) unless it is bound already.
+
+Timings (``index.timings``, rank 0's seconds per step): ``transport_setup`` (on first use of a
+communicator with NCCL also the unique id's broadcast and starting ``ncclCommInitRank`` in the
+background: ``nccl_init`` and ``nccl_warmup`` are its seconds on that thread, ``nccl_wait`` the
+main thread's wait for it at the first NCCL transfer), ``read`` (with rank-parallel parsing also
+the steps it reports, e.g. ``parse share`` and ``exchange``), ``condense``, ``bcast_dag``,
+``phases 1-2``, ``bcast_forest``, ``phases 3-4``, the labels' way to rank 0 (host path:
+``alloc_labels``, ``gather_labels``, ``copy_labels``/``bcast_labels``; NCCL path:
+``gather_labels`` and ``labels_to_host``, with ``full_index_on="root"`` also
+``labels_own_to_host`` and ``labels_own_wait``), ``phase 5``, ``bcast_index``, ``dag_to_host``,
+``write``. ``phases 3-4``, ``phase34_setup``, ``phase3_ranks``, ``phase4_intervals`` and
+``phase34_to_host`` (``phase34_cast`` on the NCCL path) are those of the slowest rank, ``phases
+3-4 rank0`` is rank 0's, and ``phases 3-4 own slowest`` / ``fastest`` the most and least time a
+rank spent on its own phases 3–4 work. Every other rank's own steps follow as ``rank<r> <step>``.
+``index.meta["transport"]`` says which transport ran; ``index.meta["dims_split"]`` holds the
+dimensions per rank.
+"""
+
+from __future__ import annotations
+
+import os
+from types import SimpleNamespace
+
+import numpy as np
+
+from ..dtypes import smallest_uint
+from ..errors import BackendError, DistGrailError
+from ..gpu.backend import BACKENDS, get_backend
+from ..index import assemble
+from ..io.binary import read_condensation
+from ..io.read import detect_format
+from ..placement import Done, check_build_args, check_output, condense_on, light_graph, read_on
+from ..stages.condense import DAG, dag_to_host
+from ..stages.labeling import Forest, build_forest, label_dimensions, prefetch_csr
+from . import devicepath
+from .binding import ensure_bound
+from .collectives import bcast_array, bcast_dataclass, dims_split, offsets, root_share as env_root_share
+from .errors import mpi, own_comm, run_shared
+from .hostpath import labels_by_host, slowest
+from .phase5 import supports_distributed
+from .transport import transport_for
+
+__all__ = ["AcrossRanks", "ROOT_ONLY_DAG", "FULL_INDEX_ON"]
+
+#: DAG arrays a rank that only labels does not receive: the reverse CSR (phase 1, on rank 0)
+#: and the vertex -> component map and levels (only the assembled index holds them)
+ROOT_ONLY_DAG = ("comp", "level", "rindptr", "rindices")
+#: where the complete Index is assembled: on every rank (the API), or on rank 0 only (the CLI)
+FULL_INDEX_ON = ("all", "root")
+
+
+def _check_args(dims, seed, parent_rule, supports, full_index_on):
+    check_build_args(dims, seed, parent_rule, supports)
+    if full_index_on not in FULL_INDEX_ON:
+        raise DistGrailError(f"full_index_on must be one of {', '.join(FULL_INDEX_ON)}, got {full_index_on!r}")
+
+
+def _text_file(path, fmt) -> bool:
+    """True when ``path`` is a text graph (what rank-parallel parsing reads); False for a ``.h5``
+    graph or a file that cannot be opened (rank 0 then reads alone and reports it)."""
+    try:
+        return fmt != "h5" and (fmt != "auto" or detect_format(path) != "h5")
+    except OSError:
+        return False
+
+
+def _stored_condensation(g, dag):
+    """The path of the ``.h5`` graph file ``dag`` was read from, or None when it was computed."""
+    meta = getattr(g, "meta", None)
+    return meta.get("path") if isinstance(meta, dict) and dag.meta.get("stored") else None
+
+
+class _Later:
+    """A collective step run when its result is asked for (phase 5 across ranks runs after
+    phases 3–4 and the labels' gather, on every rank at the same point of the pipeline)."""
+
+    def __init__(self, fn, *args):
+        self.fn, self.args = fn, args
+
+    def result(self):
+        return self.fn(*self.args)
+
+
+class AcrossRanks:
+    """The build's steps, collective over ``comm``'s ranks (see the module doc)."""
+
+    idle_steps = ("phase 5 start",)
+
+    def __init__(self, comm, owned, be, everywhere, writes, counts):
+        self.comm, self.owned, self.be = comm, owned, be
+        self.root = 0
+        self.me = comm.Get_rank()
+        self.here = self.me == self.root
+        self.everywhere = everywhere
+        self.writes = writes
+        self.counts = counts  # dimensions per rank
+        self.lo, self.hi = int(offsets(counts)[self.me]), int(offsets(counts)[self.me + 1])
+        self.tp = None
+        self.nccl = False
+        self.steps = None
+        self.complete = True  # this rank holds every DAG field (rank 0, or read from a stored condensation)
+        self.dag_host = None  # rank 0, host transport: the host copy of its device DAG it sent
+        self.stage_timings = {}  # the stages' own sub-steps (phase1_forest, slowest phases 3-4, ...)
+        self.own_timings = {}  # this rank's own phases 3-4 sub-steps
+
+    @classmethod
+    def open(cls, comm, backend, dims, seed, parent_rule, supports, output, full_index_on, root_share):
+        """Collective: check the arguments on every rank (equal everywhere), bind each rank to
+        its GPU, choose the backend (once, here), check rank 0's output path, split the dimensions."""
+        if not (backend in BACKENDS or hasattr(backend, "xp")):
+            raise BackendError(f"backend must be one of {', '.join(BACKENDS)}, got {backend!r}")
+        comm, owned = own_comm(comm)
+        try:
+            here = comm.Get_rank() == 0
+            run_shared(comm, "checking the arguments", _check_args, dims, seed, parent_rule, supports, full_index_on)
+            mine = (int(dims), int(seed), str(parent_rule), str(getattr(backend, "name", backend)), full_index_on)
+            every = comm.allgather(mine)
+            if any(a != every[0] for a in every):
+                bad = next(r for r, a in enumerate(every) if a != every[0])
+                raise DistGrailError("dims, seed, parent_rule, backend and full_index_on must be the same on every "
+                                     f"rank; rank 0 has {every[0]}, rank {bad} has {every[bad]}")
+            writes = comm.bcast(output is not None if here else None, root=0)  # rank 0's output decides
+            dev = ensure_bound(comm, backend)
+            be = run_shared(comm, "selecting the backend", get_backend, backend, dev)
+            run_shared(comm, "checking the output path", check_output if here else None, output)
+            share = root_share
+            if share is None:
+                share = run_shared(comm, "reading DISTGRAIL_ROOT_SHARE", env_root_share if here else None)
+            counts = run_shared(comm, "splitting the dimensions", dims_split, dims, comm.Get_size(),
+                                comm.bcast(share, root=0))
+        except BaseException:
+            if owned:
+                comm.Free()
+            raise
+        return cls(comm, owned, be, full_index_on == "all", writes, counts)
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        if self.owned:
+            self.comm.Free()
+        return False
+
+    # -- steps, in pipeline order ----------------------------------------------------------
+    def connect(self):
+        """Agree on the transport (NCCL set up in the background where it works on every rank)."""
+        self.tp = transport_for(self.comm, self.be)
+        self.nccl = self.tp.name == "nccl"
+
+    def read(self, graph, num_vertices, fmt):
+        """A text file on a GPU backend is parsed by all ranks (:func:`distgrail.mpi.parse.read_graph_ranks`);
+        anything else is read by rank 0 alone. The graph on rank 0, None elsewhere."""
+        comm, be, root = self.comm, self.be, self.root
+        name = os.fspath(graph) if isinstance(graph, (str, os.PathLike)) else type(graph).__name__
+        par = None
+        if self.here and be.is_gpu and isinstance(graph, (str, os.PathLike)):
+            par = (os.fspath(graph), fmt, num_vertices) if _text_file(graph, fmt) else None
+        par = comm.bcast(par, root=root)
+        g = None
+        if par is not None:
+            try:
+                from .parse import read_graph_ranks
+            except ImportError:  # a trimmed install: rank 0 reads alone
+                read_graph_ranks = None
+            if not comm.allreduce(read_graph_ranks is not None, op=mpi().LAND):
+                par = None
+        if par is not None:
+            g = read_graph_ranks(comm, par[0], par[1], par[2], be=be, transport=self.tp)
+        else:
+            g = run_shared(comm, f"reading the graph {name}", read_on if self.here else None, be, graph,
+                           num_vertices, fmt)
+        meta = getattr(g, "meta", None) if self.here else None
+        if isinstance(meta, dict) and isinstance(meta.get("timings"), dict):  # rank-parallel parsing's own steps
+            self.stage_timings.update(meta["timings"])
+        return g
+
+    def condense(self, g):
+        """On rank 0's device (a stored condensation is read); None elsewhere."""
+        return run_shared(self.comm, "condensing cycles", condense_on if self.here else None, self.be, g)
+
+    def without_edges(self, g):
+        return light_graph(g) if self.here else g
+
+    def share_dag(self, dag, g):
+        """``(dag, graph)`` on every rank: other ranks read a stored condensation themselves or
+        receive the labeling fields (the others are None), device to device with NCCL; rank 0
+        keeps its own DAG (on its device)."""
+        comm, root, here = self.comm, self.root, self.here
+        # the file's digest is not sent here: it may still be hashing (it goes with the index: join_digest)
+        head = (g.name, _stored_condensation(g, dag), getattr(g, "meta", {}).get("node_labels")) if here else None
+        name, path, labels = comm.bcast(head, root=root)  # the user's node labels too (small next to the DAG)
+        if not here:
+            g = SimpleNamespace(name=name, digest=None, meta={} if labels is None else {"node_labels": labels})
+        self.complete = here
+        if path is not None:
+            want = comm.bcast((dag.n, dag.C, dag.m) if here else None, root=root)
+            mine, ok = dag, True
+            if not here:
+                try:
+                    mine = read_condensation(path)
+                    ok = mine is not None and (mine.n, mine.C, mine.m) == tuple(want)
+                except Exception:  # noqa: BLE001 - e.g. the file is not on this node: broadcast instead
+                    ok = False
+            if comm.allreduce(ok, op=mpi().LAND):
+                self.complete = True
+                return mine, g
+        if self.nccl:
+            return devicepath.share_dag(self.tp, dag, root), g
+        if here:  # the host copy goes to the other ranks and into the index; the device DAG stays for phases 1-5
+            self.dag_host = run_shared(comm, "copying the DAG to the host", dag_to_host, dag, self.be)
+        else:
+            run_shared(comm, "copying the DAG to the host")
+        got = bcast_dataclass(comm, self.dag_host, DAG, root, skip=ROOT_ONLY_DAG)
+        return (dag if here else got), g
+
+    def forest(self, dag, seed, parent_rule):
+        """Phases 1–2 on rank 0; the other ranks upload the CSR meanwhile (host transport)."""
+        work = build_forest if self.here else prefetch_csr if isinstance(dag.indptr, np.ndarray) else None
+        return run_shared(self.comm, "computing phases 1-2 (forest, subtree sizes)", work, dag, seed, parent_rule,
+                          self.be)
+
+    def share_forest(self, forest):
+        if self.nccl:
+            forest = devicepath.bcast_forest(self.tp, forest, self.root)
+        else:
+            forest = bcast_dataclass(self.comm, forest, Forest, self.root)
+        self.stage_timings.update(forest.timings)
+        return forest
+
+    def start_masks(self, dag, K, seed):
+        """Phase 5 across ranks, run when its result is asked for (after the labels' gather)."""
+        if not K:
+            return Done(None)
+        return _Later(supports_distributed, self.comm, dag, K, seed, self.be, self.everywhere, self.root,
+                      self.tp if self.nccl else None)
+
+    def _what(self):
+        lo, hi = self.lo, self.hi
+        return (f"labeling dimensions {lo}..{hi - 1}" if hi - lo > 1 else f"labeling dimension {lo}"
+                if hi > lo else "labeling (no dimension on this rank)")
+
+    def label(self, dag, forest, dims, seed):
+        """Phases 3–4 for this rank's block of dimensions, and the blocks' way to rank 0 (and every
+        rank with ``full_index_on="all"``): ``(labels, post0)``, labels a host array where the
+        index is assembled (None elsewhere)."""
+        comm, be, steps, local_t = self.comm, self.be, self.steps, self.own_timings
+        lo, hi, root, here, everywhere = self.lo, self.hi, self.root, self.here, self.everywhere
+        if not self.nccl:
+            return labels_by_host(steps, comm, dag, forest, self.counts, lo, hi, self._what(), seed, be, local_t,
+                                  self.stage_timings, everywhere, root)
+        # labels stay on each rank's GPU and meet on rank 0's; the host pages of the gathered
+        # labels get ready while the GPUs label
+        landing = run_shared(comm, "allocating host memory for the labels", devicepath.landing, be,
+                             (dims, dag.C, 2), smallest_uint(max(dag.C - 1, 0)), everywhere or here)
+        with steps.stage("phases 3-4"):
+            post0, iv = run_shared(comm, self._what(), label_dimensions, dag, forest, range(lo, hi), seed, be,
+                                   local_t, None, on_device=True)
+        local_t["phases 3-4"] = steps.timings["phases 3-4"]
+        own = devicepath.copy_own_block(be, iv, landing, here, everywhere, root)  # while the others label
+        self.stage_timings.update(slowest(comm, local_t))
+        labels = devicepath.gather_blocks(self.tp, iv, everywhere, "labels", root, steps.timings, landing, own)
+        return labels, post0
+
+    def release_forest(self, forest):
+        if self.everywhere or self.here:
+            forest.release_device()  # the index keeps host copies
+
+    def for_queries(self, post0, dag):
+        """With ``full_index_on="all"``: rank 0's post-order ranks, and ``comp``/``level`` where
+        they were not sent (device to device with NCCL), on every rank."""
+        if not self.everywhere:
+            return post0, dag
+        comm, root, here = self.comm, self.root, self.here
+        post0 = bcast_array(comm, post0 if here else None, root)
+        need = comm.allreduce(not self.complete, op=mpi().LOR)
+        if not need:
+            return post0, dag
+        if self.nccl:
+            comp, level = devicepath.bcast_comp_level(self.tp, dag, root)
+        else:
+            src = self.dag_host if here else dag
+            comp = bcast_array(comm, src.comp if here else None, root)
+            level = bcast_array(comm, src.level if here else None, root)
+        if not self.complete:
+            dag.comp, dag.level = comp, level
+        return post0, dag
+
+    def dag_to_host(self, dag):
+        """What the index holds, as host arrays, where it is assembled."""
+        if not (self.everywhere or self.here):
+            return dag
+        if self.dag_host is not None:
+            return self.dag_host
+        return devicepath.host_dag(dag, self.be) if self.nccl else dag_to_host(dag, self.be)
+
+    def join_digest(self, g):
+        """Rank 0 joins its background hash (a failure there is every rank's error) and sends the
+        value where the index is assembled."""
+        from ..io.digest import resolve
+
+        comm, root, here = self.comm, self.root, self.here
+        digest = run_shared(comm, "hashing the graph file", (lambda: resolve(g.digest)) if here else None)
+        digest = comm.bcast(digest, root=root) if self.everywhere else digest
+        if self.everywhere or here:
+            g.digest = digest
+
+    def assemble(self, g, dag, forest, post0, labels, dims, seed, parent_rule, supports):
+        self.tp.ready()  # a background NCCL set-up that failed fails the build, even if nothing waited for it
+        # the last collective before the write: the index is whole where it is wanted
+        return run_shared(self.comm, "assembling the index", assemble if self.everywhere or self.here else None,
+                          g, dag, forest, post0, labels, dims, seed, parent_rule, supports=supports)
+
+    def write(self, idx, output):
+        """Rank 0 writes; every rank takes part in the step, whatever it passed as output."""
+        run_shared(self.comm, f"writing the index {os.fspath(output) if self.here else ''}",
+                   idx.save if self.here else None, output)
+
+    def finish(self, idx, steps):
+        """Timings (rank 0's steps, then every other rank's own as ``rank<r> <step>``) and meta."""
+        comm, root, here = self.comm, self.root, self.here
+        setup_t = self.tp.take_timings()  # nccl_init, nccl_warmup, nccl_wait: where this build set NCCL up
+        mine = {**steps.timings, **self.stage_timings, **setup_t}
+        per_rank = comm.gather({**steps.timings, **self.own_timings, **setup_t}, root=root)
+        if here:
+            mine.update({f"rank{r} {k}": v for r, t in enumerate(per_rank) if r != root for k, v in t.items()})
+        if self.everywhere:
+            idx.timings = comm.bcast(mine if here else None, root=root)
+        elif here:
+            idx.timings = mine
+        if idx is not None:
+            idx.meta["backend"] = self.be.name
+            idx.meta["transport"] = self.tp.name
+            idx.meta["dims_split"] = self.counts.tolist()
+        return idx

@@ -1,0 +1,265 @@
+"""Inputs people have (issue 26 item 1): compressed text graphs, CSV/TSV with a header, Parquet and
+Arrow edge tables, edge lists of node names; each indexed and answered as plain BFS answers, and
+bad input refused with file, line and value (exit 2, no output left)."""
+
+import bz2
+import gzip
+import os
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+import distgrail
+import distgrail.io.writers
+from distgrail.bfs import bfs_reachable, csr_of
+from distgrail.errors import GraphFormatError
+from distgrail.io import compressed
+from distgrail.io.dialect import sniff
+from distgrail.io.graph import EdgeGraph
+from distgrail.io.read import read_graph
+from conftest import ROOT
+
+
+def run(*args):
+    env = dict(os.environ, PYTHONPATH=ROOT + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    return subprocess.run([sys.executable, "-m", "distgrail", *args], capture_output=True, text=True, env=env)
+
+
+def graph(n=400, m=1500, seed=3):
+    rng = np.random.default_rng(seed)
+    src = rng.integers(0, n, m)
+    dst = np.where(rng.random(m) < 0.8, np.minimum(src + rng.integers(1, 20, m), n - 1), rng.integers(0, n, m))
+    return src, dst  # mostly forward edges with some back edges (cycles)
+
+
+def edge_text(src, dst, sep=" ", header=None, names=False) -> bytes:
+    nm = (lambda i: f"v{i}") if names else str
+    lines = ([header] if header else []) + [f"{nm(a)}{sep}{nm(b)}" for a, b in zip(src, dst)]
+    return ("\n".join(lines) + "\n").encode()
+
+
+def zstd(data):
+    zstandard = pytest.importorskip("zstandard")
+    return zstandard.ZstdCompressor().compress(data)
+
+
+def check_against_bfs(idx, src, dst, n, labels=False, pairs=600):
+    rng = np.random.default_rng(7)
+    s, t = rng.integers(0, n, pairs), rng.integers(0, n, pairs)
+    ip, ix = csr_of(EdgeGraph(n=n, src=np.asarray(src), dst=np.asarray(dst)))
+    expected = bfs_reachable(ip, ix, s, t)
+    if labels:
+        got, _ = idx.query(np.array([f"v{i}" for i in s]), np.array([f"v{i}" for i in t]), backend="cpu")
+    else:
+        got, _ = idx.query(s, t, backend="cpu")
+    assert expected.any() and not expected.all()
+    np.testing.assert_array_equal(got, expected)
+
+
+COMPRESS = {".gz": gzip.compress, ".bz2": bz2.compress, ".zst": zstd}
+
+
+@pytest.mark.parametrize("ext", sorted(COMPRESS))
+@pytest.mark.parametrize("inner", ["txt", "gra", "csv"])
+def test_compressed_graphs_index_like_bfs(tmp_path, ext, inner):
+    src, dst = graph()
+    n = 400
+    if inner == "gra":
+        plain = tmp_path / "plain.gra"
+        distgrail.io.writers.write_graph(EdgeGraph(n=n, src=src, dst=dst), plain)
+        data = plain.read_bytes()
+    else:
+        data = edge_text(src, dst, "," if inner == "csv" else " ", "src,dst" if inner == "csv" else None)
+    p = tmp_path / f"g.{inner}{ext}"
+    p.write_bytes(COMPRESS[ext](data))
+    g = read_graph(p)
+    assert g.n == n and g.meta["format"] == ("gra" if inner == "gra" else "edgelist")
+    idx = distgrail.build_index(str(p), dims=3, backend="cpu")
+    check_against_bfs(idx, src, dst, n)
+    import blake3
+
+    assert g.digest == "blake3:" + blake3.blake3(p.read_bytes()).hexdigest()  # the stored file's hash
+
+
+def test_compressed_stream_crosses_blocks_and_chunks(tmp_path, monkeypatch):
+    """Tiny decompression blocks and parse chunks: lines cut by both, same edges as the plain file."""
+    src, dst = graph(3000, 20000, seed=5)
+    data = edge_text(src, dst)
+    (tmp_path / "g.txt").write_bytes(data)
+    (tmp_path / "g.txt.gz").write_bytes(gzip.compress(data))
+    monkeypatch.setattr(compressed, "BLOCK", 777)
+    monkeypatch.setattr(compressed, "CHUNK_BYTES", 1000)
+    a, b = read_graph(tmp_path / "g.txt"), read_graph(tmp_path / "g.txt.gz")
+    assert a.n == b.n
+    np.testing.assert_array_equal(a.src, b.src)
+    np.testing.assert_array_equal(a.dst, b.dst)
+
+
+@pytest.mark.parametrize("ext", sorted(COMPRESS))
+def test_compressed_bad_line_names_file_line_value(tmp_path, monkeypatch, ext):
+    monkeypatch.setattr(compressed, "CHUNK_BYTES", 64)
+    lines = [f"{i} {i + 1}" for i in range(200)]
+    lines[150] = "150 1x5"
+    p = tmp_path / f"g.txt{ext}"
+    p.write_bytes(COMPRESS[ext](("\n".join(lines) + "\n").encode()))
+    with pytest.raises(GraphFormatError, match=r"g\.txt.*:151: vertex id must be a non-negative integer, got '1x5'"):
+        read_graph(p)
+
+
+def test_truncated_gzip_is_refused_with_its_name(tmp_path):
+    data = gzip.compress(edge_text(*graph(2000, 30000)))
+    p = tmp_path / "cut.txt.gz"
+    p.write_bytes(data[: len(data) // 2])
+    with pytest.raises(GraphFormatError, match=r"cut\.txt\.gz: not a readable gzip file, truncated or damaged"):
+        read_graph(p)
+
+
+@pytest.mark.parametrize("sep,header", [(",", "src,dst"), ("\t", "source\ttarget"), (" ", "from to"),
+                                        (",", "a,b"), (",", None)])
+def test_csv_tsv_with_header(tmp_path, sep, header):
+    src, dst = graph()
+    p = tmp_path / "g.csv"
+    p.write_bytes(edge_text(src, dst, sep, header))
+    idx = distgrail.build_index(str(p), dims=3, backend="cpu")
+    assert idx.node_labels is None
+    check_against_bfs(idx, src, dst, 400)
+
+
+def test_sniff_rules():
+    assert sniff(b"src,dst\n0,1\n").body == 8 and sniff(b"src,dst\n0,1\n").comma
+    assert sniff(b"# c\nsource\ttarget\n0\t1\n").header == "source\ttarget"
+    assert not sniff(b"0 1\n1 2\n").labelled and sniff(b"0 1\n").body == 0
+    assert sniff(b"a b\nb c\n").labelled and sniff(b"a b\nb c\n").body == 0  # names, no header
+    assert sniff(b"src dst\nx y\n").labelled and sniff(b"src dst\nx y\n").body == 8
+    assert not sniff(b"0 x\n").labelled  # one name beside an id: a broken integer line
+
+
+@pytest.mark.parametrize("ext,header", [(".txt", None), (".tsv", "source\ttarget"), (".csv.gz", "src,dst")])
+def test_edge_list_of_names_is_a_labelled_graph(tmp_path, ext, header):
+    src, dst = graph()
+    sep = "," if ".csv" in ext else "\t" if ext == ".tsv" else " "
+    data = edge_text(src, dst, sep, header, names=True)
+    p = tmp_path / f"names{ext}"
+    p.write_bytes(gzip.compress(data) if ext.endswith(".gz") else data)
+    idx = distgrail.build_index(str(p), dims=3, backend="cpu")
+    assert idx.node_labels is not None and idx.node_labels.kind == "str"
+    check_against_bfs(idx, src, dst, 400, labels=True)
+
+
+def test_labelled_format_reads_integer_names(tmp_path):
+    p = tmp_path / "hashes.txt"
+    p.write_text("900000000001 5\n5 77\n")
+    g = read_graph(p, fmt="labelled")
+    assert g.n == 3 and g.meta["node_labels"].values.tolist() == [900000000001, 5, 77]
+    assert distgrail.build_index(g, dims=2, backend="cpu").reachable(900000000001, 77)
+
+
+@pytest.mark.parametrize("text,line,what", [
+    ("a b\nb\n", 2, "expected two node names 'u v' (edge), got 'b'"),
+    ("0 1\n1 x\n", 2, "vertex id must be a non-negative integer, got 'x'"),
+    ("0 x\n", 1, "vertex id must be a non-negative integer, got 'x'"),
+    ("src,dst\n0,1\n2,-3\n", 3, "negative vertex id, got '-3'"),
+])
+def test_bad_lines_keep_the_error(tmp_path, text, line, what):
+    p = tmp_path / "bad.txt"
+    p.write_text(text)
+    with pytest.raises(GraphFormatError) as e:
+        read_graph(p)
+    assert str(e.value) == f"{p}:{line}: {what}"
+
+
+def test_cli_bad_compressed_input_exit_2_no_output(tmp_path):
+    p = tmp_path / "bad.txt.gz"
+    p.write_bytes(gzip.compress(b"0 1\n1 2\n2 zz\n"))
+    out = tmp_path / "i.h5"
+    r = run("index", str(p), "-o", str(out), "--backend", "cpu", "--quiet")
+    assert r.returncode == 2
+    assert f"{p}:3: vertex id must be a non-negative integer, got 'zz'" in r.stderr
+    assert os.listdir(tmp_path) == ["bad.txt.gz"]
+
+
+def test_cli_gzip_labelled_index_then_query(tmp_path):
+    p = tmp_path / "names.txt.gz"
+    p.write_bytes(gzip.compress(b"# SNAP-like\nalice bob\nbob carol\ndave alice\n"))
+    out = tmp_path / "i.h5"
+    assert run("index", str(p), "-o", str(out), "--backend", "cpu", "--quiet").returncode == 0
+    (tmp_path / "q.txt").write_text("dave carol\ncarol dave\n")
+    r = run("query", str(out), str(tmp_path / "q.txt"), "-o", "-", "--backend", "cpu", "--quiet")
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.split() == ["1", "0"]
+
+
+# -- Parquet / Arrow --------------------------------------------------------------------------
+def tables(tmp_path, src, dst, names=("src", "dst"), labels=False, extra=True):
+    pa = pytest.importorskip("pyarrow")
+    import pyarrow.feather as feather
+    import pyarrow.parquet as pq
+
+    cols = {"weight": np.ones(len(src))} if extra else {}
+    if labels:
+        cols.update({names[0]: [f"v{i}" for i in src], names[1]: [f"v{i}" for i in dst]})
+    else:
+        cols.update({names[0]: np.asarray(src, np.int64), names[1]: np.asarray(dst, np.int64)})
+    t = pa.table(cols)
+    pq.write_table(t, tmp_path / "g.parquet", row_group_size=300)
+    feather.write_feather(t, tmp_path / "g.feather", chunksize=300)
+    return [tmp_path / "g.parquet", tmp_path / "g.feather"]
+
+
+@pytest.mark.parametrize("labels", [False, True])
+def test_parquet_and_arrow_edge_tables(tmp_path, labels):
+    src, dst = graph()
+    for p in tables(tmp_path, src, dst, ("source", "target"), labels=labels):
+        idx = distgrail.build_index(str(p), dims=3, backend="cpu")
+        assert (idx.node_labels is not None) == labels
+        check_against_bfs(idx, src, dst, 400, labels=labels)
+
+
+def test_edge_table_errors_name_row_and_value(tmp_path):
+    pa = pytest.importorskip("pyarrow")
+    import pyarrow.parquet as pq
+
+    pq.write_table(pa.table({"src": [0, 1, 2], "dst": [1, -4, 0]}), tmp_path / "neg.parquet")
+    with pytest.raises(GraphFormatError, match=r"neg\.parquet: row 2: column 'dst': vertex id must be >= 0, got -4"):
+        read_graph(tmp_path / "neg.parquet")
+    pq.write_table(pa.table({"src": [0, None], "dst": [1, 2]}), tmp_path / "null.parquet")
+    with pytest.raises(GraphFormatError, match=r"row 2: column 'src': empty value"):
+        read_graph(tmp_path / "null.parquet")
+    pq.write_table(pa.table({"src": [0.5], "dst": [1.0]}), tmp_path / "float.parquet")
+    with pytest.raises(GraphFormatError, match=r"must hold integers or strings, got double"):
+        read_graph(tmp_path / "float.parquet")
+    (tmp_path / "junk.parquet").write_bytes(b"PAR1 not really")
+    r = run("index", str(tmp_path / "junk.parquet"), "-o", str(tmp_path / "i.h5"), "--backend", "cpu")
+    assert r.returncode == 2 and "junk.parquet: not a readable parquet file" in r.stderr
+    assert not (tmp_path / "i.h5").exists()
+
+
+def test_edge_table_without_pyarrow_says_what_to_install(tmp_path, monkeypatch):
+    (tmp_path / "g.parquet").write_bytes(b"PAR1")
+    monkeypatch.setitem(sys.modules, "pyarrow", None)
+    with pytest.raises(GraphFormatError, match=r"needs pyarrow: pip install 'distgrail\[parquet\]'"):
+        read_graph(tmp_path / "g.parquet")
+
+
+def test_gpu_plan_sends_host_formats_to_the_host_reader(tmp_path):
+    """The GPU path (its NumPy twin here): compressed, CSV and named inputs are read on the host and
+    uploaded; a header line of an integer edge list is skipped by the plan (the kernels parse the rest)."""
+    from distgrail.io.chunks import plan_read
+    from distgrail.io.parse import read_graph_numpy
+
+    src, dst = graph()
+    (tmp_path / "h.txt").write_bytes(edge_text(src, dst, " ", "src dst"))
+    (tmp_path / "g.csv").write_bytes(edge_text(src, dst, ",", "src,dst"))
+    (tmp_path / "g.txt.gz").write_bytes(gzip.compress(edge_text(src, dst)))
+    plan = plan_read(tmp_path / "h.txt")
+    assert plan.kind == "text" and plan.body == len("src dst\n")
+    assert plan_read(tmp_path / "g.txt.gz").kind == "cpu" and "gzip" in plan_read(tmp_path / "g.txt.gz").reason
+    said = []
+    for name, parser in (("h.txt", "numpy"), ("g.csv", "cpu"), ("g.txt.gz", "cpu")):
+        g = read_graph_numpy(tmp_path / name, notify=said.append)
+        assert g.meta["parser"] == parser
+        np.testing.assert_array_equal(g.src, src)
+        np.testing.assert_array_equal(g.dst, dst)
+    assert len(said) == 2 and "gzip-compressed text is decompressed and parsed on the host" in said[1]
