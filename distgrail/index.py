@@ -4,6 +4,7 @@ and :func:`open_index` for a file written by ``distgrail index``."""
 from __future__ import annotations
 
 import os
+import threading
 import time
 
 import numpy as np
@@ -14,8 +15,8 @@ from .gpu.backend import get_backend
 from .indexfile import read_index_file, write_index_file
 from .io.digest import split_digest
 from .nodelabels import NodeLabels
-from .query.answer import answer_batch_cuda, answer_batch_numpy
-from .query.stats import Labels, QueryStats
+from .query.answer import ScratchPool, answer_batch_cuda, answer_batch_numpy, records
+from .query.stats import Labels, Once, QueryStats, SearchOptions
 
 __all__ = ["Index", "assemble", "open_index"]
 
@@ -39,7 +40,10 @@ class Index:
         self.meta = dict(meta)
         self.arrays = arrays
         self.timings: dict = {}
-        self._labels = {}
+        # (backend name, device) -> Once of (Labels, GPU ScratchPool or None): built once per
+        # device under the Once's lock; _lock guards the dict itself
+        self._lock = threading.Lock()
+        self._query_state: dict = {}
         #: the graph's own node labels (:class:`~distgrail.nodelabels.NodeLabels`), or None when
         #: queries take vertex ids 0..n-1; see :func:`distgrail.io.read.as_graph`
         self.node_labels = node_labels if node_labels is not None else NodeLabels.from_arrays(arrays)
@@ -80,17 +84,30 @@ class Index:
         return 0 if ids is None or "supports/out" not in self.arrays else int(ids.shape[0])
 
     def labels(self, backend="auto") -> Labels:
-        """The arrays queries need, one compact copy on ``backend``'s device (cached).
+        """The arrays queries need, one compact read-only copy on ``backend``'s device (made once
+        per device, safe to ask for from several threads at once).
 
         CPU: the stored arrays in their small types (``start0``, the interval halves and the
         masks transposed to one column per word are derived; see :class:`Labels`). GPU: packed int32 records (header, support masks,
         intervals), ``comp`` int32, ``indptr`` int64, ``indices`` int32, and nothing else.
         """
-        be = get_backend(backend)
+        return self._state(get_backend(backend))[0]
+
+    def _state(self, be):
+        """(Labels, ScratchPool or None) of backend ``be``, made by the first caller."""
         key = (be.name, be.device)
-        if key not in self._labels:
-            self._labels[key] = self._make_labels(be)
-        return self._labels[key]
+        with self._lock:
+            once = self._query_state.get(key)
+            if once is None:
+                once = self._query_state[key] = Once()
+        return once.get(lambda: self._make_state(be))
+
+    def _make_state(self, be):
+        L = self._make_labels(be)
+        if not be.is_gpu:
+            return L, None
+        be.synchronize()  # the uploads are done before other threads' streams read them
+        return L, ScratchPool(be, L)
 
     def _make_labels(self, be) -> Labels:
         a = self.arrays
@@ -103,8 +120,6 @@ class Index:
         inn = a["supports/in"] if K else np.zeros((C, 0), np.uint64)
         W = int(out.shape[1])
         if be.is_gpu:
-            from .query.answer import records
-
             rec = records(a["dag/level"], start0, post0, iv[:, :, 0], iv[:, :, 1], out, inn)
             ix = a["dag/indices"]
             return Labels(comp=be.asarray(a["vertex/component"], dtype=np.int32),
@@ -132,30 +147,35 @@ class Index:
                 raise QueryError(f"{what}[{i}] out of range 0..{self.n - 1}, got {int(arr[i])!r}")
         return s.astype(np.int64, copy=False), t.astype(np.int64, copy=False)
 
-    def query(self, sources, targets, backend="auto", comm=None):
+    def query(self, sources, targets, backend="auto", comm=None, search: SearchOptions | None = None):
         """Answer a batch of pairs. Returns ``(answers, QueryStats)``, answers in input order.
 
         ``sources`` and ``targets`` are vertex ids, or the graph's node labels when it was built
         from a graph with its own labels (:attr:`node_labels`); an unknown label is a QueryError.
+        ``search``: how the last step searches (:class:`~distgrail.query.stats.SearchOptions`;
+        every choice gives the same answers). Several threads may query one index at once.
 
         With ``comm`` (an MPI communicator of several ranks) this is collective: the pairs are
         read on rank 0 (other ranks may pass None), the batch is sharded across ranks, and every
         rank returns the answers and the merged stats (:func:`distgrail.mpi.query.query_sharded`).
         """
+        if search is not None and not isinstance(search, SearchOptions):
+            raise QueryError(f"search must be a SearchOptions, got {type(search).__name__}")
         if comm is not None and comm.Get_size() > 1:
             from .mpi.query import query_sharded
 
-            return query_sharded(self, sources, targets, backend, comm)
+            return query_sharded(self, sources, targets, backend, comm, search=search)
         s, t = self._check_pairs(sources, targets)
         be = get_backend(backend)
-        return self._query_local(s, t, be)
+        return self._query_local(s, t, be, search)
 
-    def _query_local(self, s, t, be):
+    def _query_local(self, s, t, be, search: SearchOptions | None = None):
         stats = QueryStats(backend=be.name)
-        ans = (answer_batch_cuda if be.is_gpu else answer_batch_numpy)(self.labels(be), s, t, stats)
+        L, pool = self._state(be)
+        ans = be.pick(answer_batch_numpy, answer_batch_cuda)(L, s, t, stats, search=search, pool=pool)
         return np.asarray(ans, dtype=bool), stats
 
-    def reachable(self, u, v, backend="auto"):
+    def reachable(self, u, v, backend="auto", search: SearchOptions | None = None):
         """Does ``u`` reach ``v``? Scalars give a bool, arrays a bool array.
 
         Examples
@@ -166,9 +186,9 @@ class Index:
         (True, False)
         """
         if np.ndim(u) == 0 and np.ndim(v) == 0:
-            ans, _ = self.query(np.array([u]), np.array([v]), backend=backend)
+            ans, _ = self.query(np.array([u]), np.array([v]), backend=backend, search=search)
             return bool(ans[0])
-        ans, _ = self.query(np.atleast_1d(u), np.atleast_1d(v), backend=backend)
+        ans, _ = self.query(np.atleast_1d(u), np.atleast_1d(v), backend=backend, search=search)
         return ans
 
 

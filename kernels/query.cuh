@@ -54,20 +54,20 @@ __device__ __forceinline__ void dg_masks(const i32* __restrict__ a, const i32* _
 // The search's test of child c of a frontier vertex, for the query whose target v has record tgt
 // (level tl, post-order rank tp): DG_CHILD_HIT if c answers it (c == v, c holds v in its DT
 // subtree, or c reaches a support that reaches v); DG_CHILD_NEW if c is to be entered and was not
-// yet visited by this query (its bit in bm is set now); DG_CHILD_SKIP otherwise. Shared by the
+// yet visited by this query (its bit in `visited` is set now); DG_CHILD_SKIP otherwise. Shared by the
 // one-warp search (dg_search: same frontiers as guided_search_numpy) and the forward side of the
 // grid-wide bidirectional search (dg_grid_expand; `other` = the backward side's bitmap: a child
 // marked there is a hit, as in bidirectional_search_numpy).
 #define DG_CHILD_SKIP 0
 #define DG_CHILD_HIT 1
 #define DG_CHILD_NEW 2
-__device__ __forceinline__ bool dg_bit(const unsigned int* __restrict__ bm, int c) {
-    return (bm[c >> 5] >> (c & 31)) & 1u;
+__device__ __forceinline__ bool dg_bit(const unsigned int* __restrict__ visited, int c) {
+    return (visited[c >> 5] >> (c & 31)) & 1u;
 }
 
 __device__ __forceinline__ int dg_child(int c, int v, const i32* __restrict__ rec, int R,
                                         const i32* __restrict__ tgt, int tl, int tp, int W, int B, int d,
-                                        unsigned int* __restrict__ bm,
+                                        unsigned int* __restrict__ visited,
                                         const unsigned int* __restrict__ other = nullptr) {
     if (c == v) return DG_CHILD_HIT;
     const i32* rc = rec + (i64)c * R;
@@ -80,5 +80,5 @@ __device__ __forceinline__ int dg_child(int c, int v, const i32* __restrict__ re
     if (neg || !dg_inside(rc, tgt, B, d)) return DG_CHILD_SKIP;
     if (pos || (hc.y <= tp && tp <= hc.z)) return DG_CHILD_HIT;
     const unsigned int bit = 1u << (c & 31);
-    return (atomicOr(&bm[c >> 5], bit) & bit) ? DG_CHILD_SKIP : DG_CHILD_NEW;
+    return (atomicOr(&visited[c >> 5], bit) & bit) ? DG_CHILD_SKIP : DG_CHILD_NEW;
 }

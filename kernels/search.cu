@@ -9,7 +9,7 @@
 // support-mask hit). Warps take queries from the work list
 // one at a time (dynamic scheduling). Each warp owns a visited bitmap (vwords words, left all-zero
 // after every query) and a queue of `cap` vertices; a query whose queue would overflow, or that
-// has scanned more than `budget` edges, is handed to `overflow` untouched, for the grid-wide
+// has scanned more than `budget` edges, is handed to `handed_on` untouched, for the grid-wide
 // search (dg_grid_* below), which redoes it from the start.
 extern "C" __global__ void dg_search(const int4* __restrict__ work, const u64* __restrict__ nwork_p,
                                      u64* __restrict__ next_p,
@@ -18,15 +18,15 @@ extern "C" __global__ void dg_search(const int4* __restrict__ work, const u64* _
                                      unsigned int* __restrict__ visited, i64 vwords,
                                      i32* __restrict__ queue, i64 cap, i64 budget,
                                      unsigned char* __restrict__ ans,
-                                     int4* __restrict__ overflow, u64* __restrict__ novf_p,
+                                     int4* __restrict__ handed_on, u64* __restrict__ nhanded_p,
                                      u64* __restrict__ counters) {
     extern __shared__ i32 tgt_all[];
     const int lane = threadIdx.x & 31;
-    const int wib = threadIdx.x >> 5;
-    const i64 gw = (i64)blockIdx.x * (blockDim.x >> 5) + wib;
-    i32* tgt = tgt_all + wib * R;
-    unsigned int* bm = visited + gw * vwords;
-    i32* qu = queue + gw * cap;
+    const int warp_in_block = threadIdx.x >> 5;
+    const i64 gw = (i64)blockIdx.x * (blockDim.x >> 5) + warp_in_block;
+    i32* tgt = tgt_all + warp_in_block * R;
+    unsigned int* visited_by_warp = visited + gw * vwords;
+    i32* warp_queue = queue + gw * cap;
     const unsigned int lt = (1u << lane) - 1u;
     const int B = 4 + 4 * W;
     const u64 nwork = *nwork_p;
@@ -40,23 +40,23 @@ extern "C" __global__ void dg_search(const int4* __restrict__ work, const u64* _
         const int v = item.z;
         for (int k = lane; k < R; k += 32) tgt[k] = rec[(i64)v * R + k];
         if (lane == 0) {
-            atomicOr(&bm[item.y >> 5], 1u << (item.y & 31));
-            qu[0] = item.y;
+            atomicOr(&visited_by_warp[item.y >> 5], 1u << (item.y & 31));
+            warp_queue[0] = item.y;
         }
         __syncwarp();
         const int tl = tgt[0], tp = tgt[2];
         i64 head = 0, tail = 1;
         int rounds = 0;
         i64 scanned = 0;
-        bool found = false, ovf = false;
-        while (head < tail && !found && !ovf) {
+        bool found = false, hand_on = false;
+        while (head < tail && !found && !hand_on) {
             ++rounds;
             const i64 lend = tail;
-            for (i64 f0 = head; f0 < lend && !found && !ovf; f0 += 32) {
+            for (i64 f0 = head; f0 < lend && !found && !hand_on; f0 += 32) {
                 const i64 fi = f0 + lane;
                 i64 beg = 0, deg = 0;
                 if (fi < lend) {
-                    const int x = qu[fi];
+                    const int x = warp_queue[fi];
                     beg = indptr[x];
                     deg = indptr[x + 1] - beg;
                 }
@@ -69,7 +69,7 @@ extern "C" __global__ void dg_search(const int4* __restrict__ work, const u64* _
                 const i64 total = __shfl_sync(FULL, incl, 31);
                 const i64 excl = incl - deg;
                 scanned += total;  // warp-uniform: the visit budget hands long searches on
-                if (scanned > budget) { ovf = true; break; }
+                if (scanned > budget) { hand_on = true; break; }
                 for (i64 e0 = 0; e0 < total; e0 += 32) {
                     const i64 e = e0 + lane;
                     // owner of edge e: the largest lane j with excl_j <= e (it has deg_j > 0)
@@ -85,20 +85,20 @@ extern "C" __global__ void dg_search(const int4* __restrict__ work, const u64* _
                     int c = 0;
                     if (e < total) {
                         c = indices[ob + (e - oe)];
-                        const int r = dg_child(c, v, rec, R, tgt, tl, tp, W, B, d, bm);
+                        const int r = dg_child(c, v, rec, R, tgt, tl, tp, W, B, d, visited_by_warp);
                         hit = r == DG_CHILD_HIT;
                         fresh = r == DG_CHILD_NEW;
                     }
                     const unsigned int m = __ballot_sync(FULL, fresh);
                     if (fresh) {
                         const i64 pos = tail + __popc(m & lt);
-                        if (pos < cap) qu[pos] = c;
-                        else atomicAnd(&bm[c >> 5], ~(1u << (c & 31)));  // not queued: unmark
+                        if (pos < cap) warp_queue[pos] = c;
+                        else atomicAnd(&visited_by_warp[c >> 5], ~(1u << (c & 31)));  // not queued: unmark
                     }
                     tail += __popc(m);
                     __syncwarp();
                     if (__any_sync(FULL, hit)) { found = true; break; }
-                    if (tail > cap) { ovf = true; break; }
+                    if (tail > cap) { hand_on = true; break; }
                 }
             }
             head = lend;
@@ -106,12 +106,12 @@ extern "C" __global__ void dg_search(const int4* __restrict__ work, const u64* _
         // leave the bitmap all-zero: every marked vertex is in the queue (all bits of a touched
         // word belong to this query)
         const i64 nq = tail < cap ? tail : cap;
-        for (i64 k = lane; k < nq; k += 32) bm[qu[k] >> 5] = 0u;
+        for (i64 k = lane; k < nq; k += 32) visited_by_warp[warp_queue[k] >> 5] = 0u;
         __syncwarp();
         if (lane == 0) {
-            if (ovf) {
-                const u64 at = atomicAdd(novf_p, 1ull);
-                overflow[at] = item;
+            if (hand_on) {
+                const u64 at = atomicAdd(nhanded_p, 1ull);
+                handed_on[at] = item;
             } else {
                 ans[item.x] = found ? 1 : 0;
                 if (found) ++npos; else ++nneg;
@@ -157,10 +157,10 @@ extern "C" __global__ void dg_search(const int4* __restrict__ work, const u64* _
 // record src (level sl, DT subtree start0..post0 = ss..sp): DG_CHILD_HIT if p answers it (p is
 // marked by the forward side, p lies in u's DT subtree, or u reaches a support that reaches p);
 // DG_CHILD_NEW if p enters the backward side (level above u's, L_p inside L_u, the masks allow
-// u -> p, not yet in bm: its bit is set now); DG_CHILD_SKIP otherwise.
+// u -> p, not yet in bwd, the backward side's bitmap: its bit is set now); DG_CHILD_SKIP otherwise.
 __device__ __forceinline__ int dg_parent(int p, const i32* __restrict__ rec, int R, const i32* __restrict__ src,
                                          int sl, int ss, int sp, int W, int B, int d,
-                                         const unsigned int* __restrict__ fwd, unsigned int* __restrict__ bm) {
+                                         const unsigned int* __restrict__ fwd, unsigned int* __restrict__ bwd) {
     const i32* rp = rec + (i64)p * R;
     const int4 hp = *reinterpret_cast<const int4*>(rp);
     if (hp.x < sl) return DG_CHILD_SKIP;
@@ -171,7 +171,7 @@ __device__ __forceinline__ int dg_parent(int p, const i32* __restrict__ rec, int
     if (neg || !dg_inside(src, rp, B, d)) return DG_CHILD_SKIP;
     if (pos || (ss <= hp.z && hp.z <= sp)) return DG_CHILD_HIT;
     const unsigned int bit = 1u << (p & 31);
-    return (atomicOr(&bm[p >> 5], bit) & bit) ? DG_CHILD_SKIP : DG_CHILD_NEW;
+    return (atomicOr(&bwd[p >> 5], bit) & bit) ? DG_CHILD_SKIP : DG_CHILD_NEW;
 }
 
 // appends the flagged lanes' (code, vertex) to the raw next list and counts them for query q, side s

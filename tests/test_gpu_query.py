@@ -2,17 +2,20 @@
 
 Indexes are built on the CPU; only the queries run on the GPU. Every test checks that the GPU
 answers, per-step counts, reachable count and search rounds equal the CPU backend's with the
-forward search (``CPU_SEARCH = "forward"``, the twin of the one-warp search; the round count is
-compared when no pair was handed to the grid-wide search). The grid-wide bidirectional search
-(dg_grid_* in kernels/search.cu) is forced with ``SEARCH_BUDGET = -1``: its answers, round count
-and per-round frontier sizes are compared with its twin, the bidirectional CPU search.
+forward search (``SearchOptions(cpu_search="forward")``, the twin of the one-warp search; the
+round count is compared when no pair was handed to the grid-wide search). The grid-wide
+bidirectional search (dg_grid_* in kernels/search.cu) is forced with
+``SearchOptions(visit_budget=-1)``: its answers, round count and per-round frontier sizes are
+compared with its twin, the bidirectional CPU search.
 """
 
 import numpy as np
 import pytest
 
 import distgrail
+from distgrail.gpu.backend import get_backend
 from distgrail.query import answer as gpu_query
+from distgrail.query.stats import SearchOptions
 from distgrail.bfs import bfs_reachable, csr_of, positive_pairs
 from distgrail.io.generate import generate
 from conftest import EXPECTED, graph_path, load_pairs
@@ -20,14 +23,13 @@ from conftest import EXPECTED, graph_path, load_pairs
 pytestmark = pytest.mark.gpu
 
 
-@pytest.fixture(autouse=True)
-def forward_twin(monkeypatch):
-    monkeypatch.setattr(gpu_query, "CPU_SEARCH", "forward")
+#: the CPU backend's forward search, the twin of the one-warp search
+FORWARD = SearchOptions(cpu_search="forward")
 
 
-def same_as_cpu(idx, s, t):
-    a_gpu, st_gpu = idx.query(s, t, backend="gpu")
-    a_cpu, st_cpu = idx.query(s, t, backend="cpu")
+def same_as_cpu(idx, s, t, search=None):
+    a_gpu, st_gpu = idx.query(s, t, backend="gpu", search=search)
+    a_cpu, st_cpu = idx.query(s, t, backend="cpu", search=FORWARD)
     assert a_gpu.dtype == np.bool_ and a_gpu.shape == s.shape
     np.testing.assert_array_equal(a_gpu, a_cpu)
     assert st_gpu.steps == st_cpu.steps
@@ -168,29 +170,31 @@ def test_grid_search_forced(name, K, budget, monkeypatch):
     g = GRID_GRAPHS[name]
     idx = indexed(g, K, dims=3)
     C = idx.C
-    monkeypatch.setattr(gpu_query, "SEARCH_BUDGET", -1)
+    hand_on_all = SearchOptions(visit_budget=-1)
     nbytes = {"tiny": 1, "small": 32 * C + 40 * (8 * grid.bitmap_words(C) + 65), "default": grid.GRID_BYTES}[budget]
     monkeypatch.setattr(grid, "GRID_BYTES", nbytes)
     monkeypatch.setattr(grid, "GRID_MAX_BYTES", nbytes)  # no growth into free memory: the budget is forced
     s, t = random_pairs(g.n, 6000, seed=K + 1)
     ps, pt = reachable_pairs(g, 60, 20, seed=2)
     s, t = np.concatenate([s, ps]), np.concatenate([t, pt])
-    a, st = same_as_cpu(idx, s, t)
+    a, st = same_as_cpu(idx, s, t, hand_on_all)
     ip, ix = csr_of(g)
     np.testing.assert_array_equal(a[:300], bfs_reachable(ip, ix, s[:300], t[:300]))
     assert a[-ps.size:].all() and st.searched > 0 and st.grid_searched == st.searched
-    monkeypatch.setattr(gpu_query, "CPU_SEARCH", "bidirectional")
-    assert idx.query(s, t, backend="cpu")[1].search_rounds == st.search_rounds
+    bidir = SearchOptions(cpu_search="bidirectional")
+    assert idx.query(s, t, backend="cpu", search=bidir)[1].search_rounds == st.search_rounds
     # the frontiers round by round, against the twin
-    Lg, Lc = idx.labels("gpu"), idx.labels("cpu")
-    ctx = gpu_query._context(Lg)
-    assert ctx.two_pass and ctx.budget == -1
-    ctx.buffers(s.size)
-    ctx.counters.fill(0)
-    stream = cp.cuda.get_current_stream()
-    dans = cp.zeros(s.size, dtype=cp.uint8)
-    trace = []
-    ctx.launch(cp.asarray(s), cp.asarray(t), dans, s.size, stream, trace=trace)
+    be = get_backend("gpu")
+    Lg, Lc = idx.labels(be), idx.labels("cpu")
+    with be.on_device():
+        ctx = gpu_query.QueryScratch(be, Lg)
+        assert ctx.hands_on(-1)
+        ctx.buffers(s.size)
+        ctx.counters.fill(0)
+        stream = cp.cuda.get_current_stream()
+        dans = cp.zeros(s.size, dtype=cp.uint8)
+        trace = []
+        assert ctx.launch(cp.asarray(s), cp.asarray(t), dans, s.size, stream, -1, trace=trace) == st.searched
     cu, cv = Lc.comp[s], Lc.comp[t]
     ans, code = prefilter(Lc, cu, cv)
     und = np.flatnonzero(code == UNDECIDED)
@@ -248,5 +252,5 @@ def test_minimal_scratch(monkeypatch, data_dir):
     idx = distgrail.build_index(graph_path("xmark_dag_uniq"), dims=2, backend="cpu")
     a, _ = same_as_cpu(idx, s, t)
     assert int(a.sum()) == EXPECTED["xmark_dag_uniq"]
-    ctx = idx.labels("gpu").cache["gpu_query"]
-    assert ctx.nw1 == 8 and ctx.grid.group == 1 and ctx.grid.cap == 2 * idx.C
+    (ctx,) = idx._state(get_backend("gpu"))[1].idle()  # the one scratch the batches borrowed in turn
+    assert ctx.warps == 8 and ctx.grid.group == 1 and ctx.grid.cap == 2 * idx.C

@@ -10,16 +10,21 @@ from distgrail.io.generate import generate
 from distgrail.stages.condense import condense
 from distgrail.stages.labeling import DeviceDAG
 from distgrail.stages import supports as sup
+from distgrail.query.stats import SearchOptions
 from distgrail.stages.supports import (choose_supports, choose_supports_cuda, choose_supports_numpy,
                                        support_masks_cuda, support_masks_numpy)
 from test_query_steps import GRAPHS, indexed, pairs
 
 pytestmark = pytest.mark.gpu
 
+#: the CPU backend's forward search: same search rounds as the GPU
+FORWARD = SearchOptions(cpu_search="forward")
 
-@pytest.fixture(autouse=True)
-def forward_twin(monkeypatch):  # the CPU backend's forward search: same search rounds as the GPU
-    monkeypatch.setattr("distgrail.query.answer.CPU_SEARCH", "forward")
+
+def swept(d, ids, **kw):
+    """((out, in), run record) of one GPU mask sweep."""
+    pending = support_masks_cuda(get_backend("gpu"), d, ids, wait=False, **kw)
+    return pending.result(), pending.run
 
 
 def big_graphs():
@@ -45,13 +50,13 @@ def test_mask_sweeps_bit_for_bit(name, K):
     dag = condense(g)
     ids = choose_supports(dag, K, seed=2)
     want = support_masks_numpy(dag, ids)
-    got = support_masks_cuda(dag, ids)
+    got = support_masks_cuda(get_backend("gpu"), dag, ids)
     for w, gt in zip(want, got):
         assert isinstance(gt, cp.ndarray)
         np.testing.assert_array_equal(cp.asnumpy(gt), w)
     if ids.size > 64:  # a block of whole words, from the labeling's device DAG
         dd = DeviceDAG(get_backend("gpu"), dag)
-        blk = support_masks_cuda(dd, ids, block=(64, ids.size))
+        blk = support_masks_cuda(get_backend("gpu"), dd, ids, block=(64, ids.size))
         for w, gt in zip(want, blk):
             np.testing.assert_array_equal(cp.asnumpy(gt), w[:, 1:])
 
@@ -85,10 +90,9 @@ def test_every_mode_and_schedule_bit_for_bit(name, mode, out_mode, schedule):
     ids = choose_supports(dag, 130, seed=3)
     want = support_masks_numpy(dag, ids)
     for d in (dag, device_dag(dag)):
-        got = support_masks_cuda(d, ids, mode=mode, out_mode=out_mode, schedule=schedule)
+        got, run = swept(d, ids, mode=mode, out_mode=out_mode, schedule=schedule)
         for w, g in zip(want, got):
             np.testing.assert_array_equal(cp.asnumpy(g), w)
-        run = sup.last_run
         many = dag.n_levels > 1
         assert run["pull"] == (mode == "pull" and many) and run["schedule"] == schedule
         assert run["push_out"] == (out_mode == "push" and many)
@@ -132,22 +136,22 @@ def test_default_pushes_and_auto_pulls_only_with_a_device_reverse_csr(name):
     ids = choose_supports(dag, 64, seed=0)
     want = support_masks_numpy(dag, ids)
     for d in (dag, device_dag(dag)):  # the default pushes in and pulls out: nothing more uploaded
-        got = support_masks_cuda(d, ids)
-        assert not sup.last_run["pull"] and not sup.last_run["push_out"]
+        got, run = swept(d, ids)
+        assert not run["pull"] and not run["push_out"]
         for w, g in zip(want, got):
             np.testing.assert_array_equal(cp.asnumpy(g), w)
-    got = support_masks_cuda(dag, ids, mode="auto")  # host DAG: push
-    assert not sup.last_run["pull"]
+    got, run = swept(dag, ids, mode="auto")  # host DAG: push
+    assert not run["pull"]
     for w, g in zip(want, got):
         np.testing.assert_array_equal(cp.asnumpy(g), w)
     dd = device_dag(dag)
-    got = support_masks_cuda(dd, ids, mode="auto")
-    assert sup.last_run["pull"] == (dag.n_levels > 1)
+    got, run = swept(dd, ids, mode="auto")
+    assert run["pull"] == (dag.n_levels > 1)
     for w, g in zip(want, got):
         np.testing.assert_array_equal(cp.asnumpy(g), w)
     # the labeling's DeviceDAG over a device DAG pulls too
-    got = support_masks_cuda(DeviceDAG(get_backend("gpu"), dd), ids, mode="auto")
-    assert sup.last_run["pull"] == (dag.n_levels > 1)
+    got, run = swept(DeviceDAG(get_backend("gpu"), dd), ids, mode="auto")
+    assert run["pull"] == (dag.n_levels > 1)
     for w, g in zip(want, got):
         np.testing.assert_array_equal(cp.asnumpy(g), w)
 
@@ -171,15 +175,17 @@ def test_choice_on_the_gpu_equals_numpy(name):
 
 
 def test_build_on_a_gpu_condensed_dag_equals_cpu():
-    from distgrail.stages.supports import build_supports
+    from distgrail.stages.supports import build_supports, start_supports
 
     dag = condense(big_graphs()["paper-dense-20k"])
-    ids_c, out_c, in_c = build_supports(dag, 64, 5, "cpu")
-    ids_g, out_g, in_g = build_supports(device_dag(dag), 64, 5, "gpu")
+    ids_c, out_c, in_c = build_supports(dag, 64, 5, get_backend("cpu"))
+    started = start_supports(device_dag(dag), 64, 5, get_backend("gpu"))
+    ids_g, out_g, in_g = started.result()
     np.testing.assert_array_equal(ids_g, ids_c)
     np.testing.assert_array_equal(out_g, out_c)
     np.testing.assert_array_equal(in_g, in_c)
-    assert not sup.last_run["pull"] and sup.last_run["launches"] == 3 and sup.last_run["syncs"] == 2
+    run = started.masks.run
+    assert not run["pull"] and run["launches"] == 3 and run["syncs"] == 2
 
 
 @pytest.mark.parametrize("name", ["paper-dense-20k", "layered-deep", "hubs"])
@@ -199,7 +205,7 @@ def test_phase5_beside_phases_1_to_4_is_exact(name):
     forest = build_forest(dd, 3, "max-level", be)
     label_dimensions(dd, forest, range(3), 3, be, {})
     ids_g, out_g, in_g = started.result()
-    ids_c, out_c, in_c = build_supports(dag, 200, 3, "cpu")
+    ids_c, out_c, in_c = build_supports(dag, 200, 3, get_backend("cpu"))
     np.testing.assert_array_equal(ids_g, ids_c)
     np.testing.assert_array_equal(out_g, out_c)
     np.testing.assert_array_equal(in_g, in_c)
@@ -211,7 +217,7 @@ def test_support_steps_same_as_cpu(name, K):
     g = GRAPHS[name]
     idx = indexed(g, K, dims=4)
     s, t = pairs(g, 5000, seed=K)
-    a_cpu, st_cpu = idx.query(s, t, backend="cpu")
+    a_cpu, st_cpu = idx.query(s, t, backend="cpu", search=FORWARD)
     a_gpu, st_gpu = idx.query(s, t, backend="gpu")
     np.testing.assert_array_equal(a_gpu, a_cpu)
     assert st_gpu.steps == st_cpu.steps

@@ -6,12 +6,12 @@ import pytest
 
 from distgrail.bfs import bfs_reachable, csr_of
 from distgrail.errors import BackendError
-from distgrail.query import answer, search
+from distgrail.query import search
 from distgrail.query.bidir import bidirectional_search_numpy, reverse_csr
 from distgrail.query.grid import bitmap_words, plan_grid, run_groups
 from distgrail.query.prefilter import prefilter
 from distgrail.query.search import guided_search_numpy
-from distgrail.query.stats import UNDECIDED
+from distgrail.query.stats import UNDECIDED, SearchOptions
 from test_query_steps import GRAPHS, indexed, pairs
 
 
@@ -69,8 +69,7 @@ def test_bidirectional_equals_forward_and_bfs(name, K, monkeypatch):
     assert (rounds > 0) == (und.size > 0)
     truth = bfs_reachable(*csr_of(g), s, t)
     np.testing.assert_array_equal(idx.query(s, t, backend="cpu")[0], truth)
-    monkeypatch.setattr(answer, "CPU_SEARCH", "forward")
-    a, st = idx.query(s, t, backend="cpu")
+    a, st = idx.query(s, t, backend="cpu", search=SearchOptions(cpu_search="forward"))
     np.testing.assert_array_equal(a, truth)
     monkeypatch.setattr("distgrail.query.bidir.CHUNK_QUERIES", 7)  # many chunks, bitmaps reused
     np.testing.assert_array_equal(bidirectional_search_numpy(L, cu[und], cv[und])[0], fwd)

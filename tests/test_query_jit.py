@@ -1,7 +1,8 @@
 """The compiled CPU search (numba) against the NumPy bidirectional search and plain BFS: the same
-answers and the same round counts (per query and per batch), the CPU_SEARCH wiring, the NumPy
+answers and the same round counts (per query and per batch), the ``SearchOptions.cpu_search`` wiring, the NumPy
 fallback without numba, and that ``import distgrail`` does not import numba."""
 
+import dataclasses
 import doctest
 import subprocess
 import sys
@@ -15,7 +16,8 @@ from distgrail.bfs import bfs_reachable, csr_of
 from distgrail.query import answer
 from distgrail.query.bidir import bidirectional_search_numpy
 from distgrail.query.prefilter import prefilter
-from distgrail.query.stats import UNDECIDED, QueryStats
+from distgrail.errors import QueryError
+from distgrail.query.stats import UNDECIDED, QueryStats, SearchOptions
 from test_query_grid import deep_graph
 from test_query_steps import GRAPHS, indexed, pairs
 
@@ -117,13 +119,13 @@ def test_layout_and_fallbacks(monkeypatch):
     f, r = bidir_jit.compiled_search(L, cu, cv)
     np.testing.assert_array_equal(f, want[0])
     assert r == want[1]
-    shuffled = type(L)(**{**L.__dict__, "level": L.level[::-1].copy(), "cache": {}})
+    shuffled = dataclasses.replace(L, level=L.level[::-1].copy())  # its own packed records, not L's
     with pytest.raises(ValueError, match="numbered by level"):
         bidir_jit._layout(shuffled)
 
 
 def test_answer_batch_uses_compiled_by_default(monkeypatch):
-    assert answer.CPU_SEARCH == "compiled"
+    assert SearchOptions().cpu_method(answer.have_numba()) == "compiled"
     calls = []
     real = bidir_jit.compiled_search
 
@@ -132,23 +134,28 @@ def test_answer_batch_uses_compiled_by_default(monkeypatch):
         return real(L, cu, cv)
 
     monkeypatch.setattr(bidir_jit, "compiled_search", spy)
-    monkeypatch.setattr(answer, "COMPILED_MIN_PAIRS", 0)
+    every = SearchOptions(compiled_min_pairs=0)
     for name, K in (("paper-dense", 0), ("scale-free", 64), ("giant-scc", 1)):
         idx = labels(name, K)
         s, t = pairs(ALL[name], 2000, seed=4)
         st = QueryStats()
-        a = answer.answer_batch_numpy(idx.labels("cpu"), s, t, st)
-        monkeypatch.setattr(answer, "CPU_SEARCH", "bidirectional")
+        a = answer.answer_batch_numpy(idx.labels("cpu"), s, t, st, search=every)
         st2 = QueryStats()
-        b = answer.answer_batch_numpy(idx.labels("cpu"), s, t, st2)
-        monkeypatch.setattr(answer, "CPU_SEARCH", "compiled")
+        b = answer.answer_batch_numpy(idx.labels("cpu"), s, t, st2, search=SearchOptions(cpu_search="bidirectional"))
         np.testing.assert_array_equal(a, b)
         np.testing.assert_array_equal(a, bfs_reachable(*csr_of(ALL[name]), s, t))
         assert st.steps == st2.steps and st.search_rounds == st2.search_rounds and st.reachable == st2.reachable
     assert len(calls) == 3 and calls[0] > 100
-    monkeypatch.setattr(answer, "CPU_SEARCH", "bogus")
-    with pytest.raises(ValueError, match="CPU_SEARCH"):
-        answer.answer_batch_numpy(idx.labels("cpu"), s, t)
+    few = calls[:]
+    answer.answer_batch_numpy(idx.labels("cpu"), s[:40], t[:40])  # fewer than 64 undecided: the NumPy search
+    assert calls == few
+    with pytest.raises(QueryError, match="cpu_search"):
+        SearchOptions(cpu_search="bogus")
+    for bad in ({"visit_budget": -2}, {"visit_budget": 1.5}, {"compiled_min_pairs": -1}, {"visit_budget": True}):
+        with pytest.raises(QueryError, match=next(iter(bad))):
+            SearchOptions(**bad)
+    with pytest.raises(QueryError, match="SearchOptions"):
+        idx.query(s, t, backend="cpu", search={"cpu_search": "forward"})
 
 
 def test_without_numba_falls_back_to_numpy(monkeypatch):
@@ -157,12 +164,16 @@ def test_without_numba_falls_back_to_numpy(monkeypatch):
     want, st = idx.query(s, t, backend="cpu")
     monkeypatch.setitem(sys.modules, "numba", None)  # import numba raises ImportError
     monkeypatch.delitem(sys.modules, "distgrail.query.bidir_jit")
+    assert not answer.have_numba()
     with warnings.catch_warnings(record=True) as w:
         warnings.simplefilter("always")
-        got, st2 = idx.query(s, t, backend="cpu")
-    assert any("NumPy search" in str(x.message) for x in w)
-    np.testing.assert_array_equal(got, want)
-    assert st2.steps == st.steps and st2.search_rounds == st.search_rounds
+        got, st2 = idx.query(s, t, backend="cpu")  # "auto" without numba: the NumPy search, silently
+        asked, st3 = idx.query(s, t, backend="cpu", search=SearchOptions(cpu_search="compiled"))
+    assert [str(x.message) for x in w if "NumPy search" in str(x.message)] == [
+        "compiled CPU search unavailable (import of numba halted; None in sys.modules); using the NumPy search"]
+    for a, x in ((got, st2), (asked, st3)):
+        np.testing.assert_array_equal(a, want)
+        assert x.steps == st.steps and x.search_rounds == st.search_rounds
 
 
 def test_import_distgrail_does_not_import_numba():
@@ -171,7 +182,7 @@ def test_import_distgrail_does_not_import_numba():
             "idx = distgrail.build_index(distgrail.bundled_graph(), dims=2); "
             "idx.query(np.array([2]), np.array([3]), backend='cpu'); "
             "assert sys.modules.get('numba') is None, 'numba imported for one pair'; "
-            "print(answer.CPU_SEARCH)")
+            "print(answer.SearchOptions().cpu_method(answer.have_numba()))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
     assert out.returncode == 0, out.stderr
     assert out.stdout.split() == ["compiled"]

@@ -26,7 +26,7 @@ def indexed(g, K, dims=3, seed=0):
     dag = condense(g)
     forest = build_forest(dag, seed, "max-level", CPU)
     post0, iv = label_dimensions(dag, forest, range(dims), seed, CPU)
-    sup = None if K is None else build_supports(dag, K, seed, "cpu")
+    sup = None if K is None else build_supports(dag, K, seed, CPU)
     return assemble(g, dag, forest, post0, iv, dims, seed, "max-level", supports=sup)
 
 
@@ -123,7 +123,7 @@ def test_assemble_checks_mask_shapes():
     dag = condense(g)
     forest = build_forest(dag, 0, "max-level", CPU)
     post0, iv = label_dimensions(dag, forest, range(1), 0, CPU)
-    ids, out, inn = build_supports(dag, 70, 0, "cpu")
+    ids, out, inn = build_supports(dag, 70, 0, CPU)
     with pytest.raises(distgrail.errors.DistGrailError, match="supports: in masks must be uint64 of shape"):
         assemble(g, dag, forest, post0, iv, 1, 0, "max-level", supports=(ids, out, inn[:, :1]))
     with pytest.raises(distgrail.errors.DistGrailError, match="supports: out masks must be uint64"):

@@ -1,6 +1,8 @@
 """Phase 5 (distgrail/stages/supports.py): the support choice and the NumPy twin of the mask
 sweeps against a brute-force reachability closure."""
 
+import types
+
 import numpy as np
 import pytest
 
@@ -120,7 +122,7 @@ def test_bad_arguments():
 
 def test_build_supports_host_arrays():
     dag = condense(GRAPHS["paper-dense"])
-    ids, out, inn = build_supports(dag, 64, seed=1, be="cpu")
+    ids, out, inn = build_supports(dag, 64, 1, get_backend("cpu"))
     o2, i2 = support_masks(get_backend("cpu"), dag, ids)
     np.testing.assert_array_equal(out, o2)
     np.testing.assert_array_equal(inn, i2)
@@ -311,9 +313,19 @@ class FakeArray(np.ndarray):
     def get(self):
         return np.asarray(self).copy()
 
+    @property
+    def device(self):  # the device an array lives on, a context manager in CuPy
+        import contextlib
+
+        return contextlib.nullcontext()
+
+
+#: what the launchers read of a GPU backend
+FAKE_GPU = types.SimpleNamespace(name="gpu", is_gpu=True, device=0)
+
 
 def fake_cupy():
-    import types
+    import contextlib
 
     def wrap(f):
         return lambda *a, **k: np.asarray(f(*[np.asarray(x) if isinstance(x, FakeArray) else x for x in a], **k)).view(FakeArray)
@@ -321,7 +333,8 @@ def fake_cupy():
     cp = types.SimpleNamespace(ndarray=FakeArray, int32=np.int32, int64=np.int64, uint64=np.uint64, uint32=np.uint32)
     for name in ("zeros", "empty", "asarray", "stack", "diff", "bincount"):
         setattr(cp, name, wrap(getattr(np, name)))
-    cp.cuda = types.SimpleNamespace(memory=types.SimpleNamespace(OutOfMemoryError=MemoryError))
+    cp.cuda = types.SimpleNamespace(memory=types.SimpleNamespace(OutOfMemoryError=MemoryError),
+                                    Device=lambda dev=None: contextlib.nullcontext())
     return cp
 
 
@@ -440,11 +453,12 @@ def test_launchers_on_a_fake_gpu(fake_gpu, name):
         for d, mode, pull in ((dag, "auto", False), (dd, "auto", True), (dag, "pull", True), (dd, "push", False)):
             for schedule in ("tickets", "levels"):
                 launches.clear()
-                got = sup.support_masks_cuda(d, ids, mode=mode, schedule=schedule)
+                pending = sup.support_masks_cuda(FAKE_GPU, d, ids, mode=mode, schedule=schedule, wait=False)
+                got = pending.result()
                 assert all(isinstance(g, cp.ndarray) for g in got)
                 for w, g in zip(want, got):
                     np.testing.assert_array_equal(np.asarray(g), w)
-                run = sup.last_run
+                run = pending.run
                 assert run["pull"] == (pull and dag.n_levels > 1)
                 assert run["launches"] == len(launches)
                 if dag.n_levels > 1:
@@ -457,19 +471,22 @@ def test_launchers_on_a_fake_gpu(fake_gpu, name):
                         assert len(launches) == 2 + len(step_groups(support_schedule(
                             dag.level_ptr, dag.indptr[dag.level_ptr],
                             (dag.rindptr if run["pull"] else dag.indptr)[dag.level_ptr], not run["pull"], threads=512)))
-        pending = sup.support_masks_cuda(dd, ids, wait=False)  # launched, not waited for
+        pending = sup.support_masks_cuda(FAKE_GPU, dd, ids, wait=False)  # launched, not waited for
         assert isinstance(pending, sup.PendingMasks)
         if dag.n_levels > 1:
-            assert sup.last_run["syncs"] == 1  # the level edge ranges only: the error flag is read later
+            assert pending.run["syncs"] == 1  # the level edge ranges only: the error flag is read later
         for w, g in zip(want, pending.result()):
             np.testing.assert_array_equal(np.asarray(g), w)
-        assert sup.last_run["syncs"] == (2 if dag.n_levels > 1 else 0)
+        assert pending.run["syncs"] == (2 if dag.n_levels > 1 else 0)
+        got = sup.support_masks_cuda(FAKE_GPU, dd, ids)  # waited for: the masks themselves
+        for w, g in zip(want, got):
+            np.testing.assert_array_equal(np.asarray(g), w)
         if K == 70 and dag.C > 64:  # a block of whole words
-            got = sup.support_masks_cuda(dd, ids, block=(64, ids.size))
+            got = sup.support_masks_cuda(FAKE_GPU, dd, ids, block=(64, ids.size))
             for w, g in zip(want, got):
                 np.testing.assert_array_equal(np.asarray(g), w[:, 1:])
     with pytest.raises(DistGrailError, match="bad mode"):
-        sup.support_masks_cuda(dag, ids, mode="sideways")
+        sup.support_masks_cuda(FAKE_GPU, dag, ids, mode="sideways")
 
 
 def test_block_sizes_are_derived_like_the_kernels():

@@ -45,7 +45,7 @@ def with_supports(idx, g, K, backend="cpu"):
     if K == 0:
         return idx, 0.0
     t0 = time.perf_counter()
-    ids, out, inn = build_supports(dag, K, int(idx.meta["seed"]), backend)
+    ids, out, inn = build_supports(dag, K, int(idx.meta["seed"]), distgrail.get_backend(backend))
     dt = time.perf_counter() - t0
     arrays = {**idx.arrays, "supports/ids": ids, "supports/out": out, "supports/in": inn}
     return Index({**idx.meta, "supports": int(ids.size)}, arrays), dt

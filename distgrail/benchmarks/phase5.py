@@ -71,11 +71,15 @@ def _one(name, dag, args, be, sup, label):
         tc, ids = _median(lambda: sup.choose_supports(dag, K, 0), args.repeat, be.synchronize)
         cells, runs = [], {}
         for vname, mode, schedule in VARIANTS:
+            record = {}
+
             def masks():
-                o, i = sup.support_masks_cuda(dag, ids, mode=mode, schedule=schedule)
+                pending = sup.support_masks_cuda(be, dag, ids, mode=mode, schedule=schedule, wait=False)
+                o, i = pending.result()
+                record.update(pending.run)
                 return be.to_host(o), be.to_host(i)
             tm, res = _median(masks, args.repeat, be.synchronize)
-            runs[vname] = (res, dict(sup.last_run))
+            runs[vname] = (res, record)
             cells.append(tm)
         ok = ""
         if m <= 30_000_000:
@@ -84,7 +88,7 @@ def _one(name, dag, args, be, sup, label):
             want = sup.support_masks_numpy(dag_to_host(dag, be), ids)
             same = all(np.array_equal(r[0][k], want[k]) for r in runs.values() for k in (0, 1))
             ok = "  masks = NumPy twin" if same else "  MISMATCH against the NumPy twin"
-        ts, _ = _median(lambda: sup.support_masks_cuda(dag, ids), args.repeat, be.synchronize)
+        ts, _ = _median(lambda: sup.support_masks_cuda(be, dag, ids), args.repeat, be.synchronize)
 
         def both():  # as build.py: phases 1-2, then phase 5 on its own stream beside phases 3-4
             forest = build_forest(dag, 0, "max-level", be)

@@ -23,7 +23,7 @@ column ``K``), so one run shows both: step counts, searched pairs, time and q/s.
 is built with ``supports=0`` (checked: no masks). ``--paper N,DEG`` adds the paper's DAG with N
 vertices and average degree DEG (dag11: ``--paper 1500000,100``); on those graphs
 ``--search-budget`` times 100,000 random pairs for each visit budget of the one-warp search
-(:data:`distgrail.query.answer.SEARCH_BUDGET`) and says how many queries each hands to the
+(:attr:`distgrail.query.stats.SearchOptions.visit_budget`) and says how many queries each hands to the
 grid-wide search.
 
 ``--cpu`` runs no GPU: the CPU backend on the paper DAG ``--cpu-graph N,DEG`` (1 M / 20 M), K = 0
@@ -101,20 +101,24 @@ def bfs_time(ip, ix, s, t, budget):
 def breakdown(idx, s, t, repeat):
     """(answer_batch_cuda alone: no id validation, s; kernels alone on device-resident pairs, s)."""
     import cupy as cp
-    from distgrail.query.answer import _context, answer_batch_cuda
+    from distgrail.gpu.backend import get_backend
+    from distgrail.query.answer import QueryScratch, answer_batch_cuda
+    from distgrail.query.stats import VISIT_BUDGET
 
-    L = idx.labels("gpu")
-    _, core = median_time(lambda: answer_batch_cuda(L, s, t), repeat)
-    ctx = _context(L)
-    ds, dt, dans = cp.asarray(s), cp.asarray(t), cp.empty(s.size, dtype=cp.uint8)
-    stream = cp.cuda.get_current_stream()
+    be = get_backend("gpu")
+    L = idx.labels(be)
+    _, core = median_time(lambda: answer_batch_cuda(be, L, s, t), repeat)
+    with be.on_device():
+        scratch = QueryScratch(be, L)
+        ds, dt, answers = cp.asarray(s), cp.asarray(t), cp.empty(s.size, dtype=cp.uint8)
+        stream = cp.cuda.get_current_stream()
 
-    def kern():
-        ctx.launch(ds, dt, dans, s.size, stream)
-        stream.synchronize()
+        def kern():
+            scratch.launch(ds, dt, answers, s.size, stream, VISIT_BUDGET)
+            stream.synchronize()
 
-    kern()
-    _, k = median_time(kern, repeat)
+        kern()
+        _, k = median_time(kern, repeat)
     return core, k
 
 
@@ -125,26 +129,25 @@ def parse_graph(spec):
 
 def budget_sweep(idx, s, t, budgets, repeat):
     """(median ms, queries handed on) of ``answer_batch_cuda`` for each visit budget."""
-    from distgrail.query import answer
+    from distgrail.gpu.backend import get_backend
+    from distgrail.query.answer import ScratchPool, answer_batch_cuda
+    from distgrail.query.stats import QueryStats, SearchOptions
 
-    L = idx.labels("gpu")
-    saved = answer.SEARCH_BUDGET
+    be = get_backend("gpu")
+    L = idx.labels(be)
+    pool = ScratchPool(be, L)  # one scratch for every budget: the budget is the call's, not the scratch's
     ms, handed = [], []
     ref = None
-    try:
-        for b in budgets:
-            answer.SEARCH_BUDGET = b
-            L.cache.pop("gpu_query", None)  # a context with this budget
-            a = answer.answer_batch_cuda(L, s, t)
-            ref = a if ref is None else ref
-            if not np.array_equal(a, ref):
-                raise SystemExit(f"visit budget {b}: answers differ")
-            _, sec = median_time(lambda: answer.answer_batch_cuda(L, s, t), repeat)
-            ms.append(sec * 1e3)
-            handed.append(int(L.cache["gpu_query"].wctr[2:3].get()[0]))
-    finally:
-        answer.SEARCH_BUDGET = saved
-        L.cache.pop("gpu_query", None)
+    for b in budgets:
+        search = SearchOptions(visit_budget=b)
+        st = QueryStats(backend="gpu")
+        a = answer_batch_cuda(be, L, s, t, st, search=search, pool=pool)
+        ref = a if ref is None else ref
+        if not np.array_equal(a, ref):
+            raise SystemExit(f"visit budget {b}: answers differ")
+        _, sec = median_time(lambda: answer_batch_cuda(be, L, s, t, search=search, pool=pool), repeat)
+        ms.append(sec * 1e3)
+        handed.append(st.grid_searched)
     return ms, handed
 
 
@@ -156,7 +159,7 @@ def cpu_row(args):
     from distgrail.query import answer
     from distgrail.query.bidir import reverse_csr
     from distgrail.query.prefilter import prefilter
-    from distgrail.query.stats import UNDECIDED
+    from distgrail.query.stats import UNDECIDED, SearchOptions
 
     n, deg = parse_graph(args.cpu_graph)
     t0 = time.perf_counter()
@@ -168,7 +171,8 @@ def cpu_row(args):
           f"{time.perf_counter() - t0:.1f} s; {args.cpu_pairs:,} random pairs")
     rng = np.random.default_rng(12345)
     s, t = rng.integers(0, g.n, args.cpu_pairs), rng.integers(0, g.n, args.cpu_pairs)
-    if answer.CPU_SEARCH == "compiled":  # the first call imports numba and compiles (or loads the cache)
+    method = SearchOptions().cpu_method(answer.have_numba())
+    if method == "compiled":  # the first call imports numba and compiles (or loads the cache)
         from distgrail.query.bidir_jit import search_threads
 
         k = min(s.size, 1000)
@@ -177,7 +181,7 @@ def cpu_row(args):
         print(f"compiled search, {search_threads()} threads: first call {time.perf_counter() - t0:.2f} s "
               "(numba import + compile or cache load)")
     else:
-        print(f"CPU_SEARCH = {answer.CPU_SEARCH!r} (numba not installed): no compiled search")
+        print(f"CPU search {method!r} (numba not installed): no compiled search")
     print(f"{'K':>4}{'prefilter s':>12}{'search s':>10}{'total s':>9}{'q/s':>10}{'fwd s':>9}{'fwd n':>8}  "
           + steps_header() + f"{'np s':>9}{'np n':>8}{'np/jit':>8}")
     answers = None
@@ -193,14 +197,8 @@ def cpu_row(args):
         t_all = st.seconds
         k = min(args.cpu_forward, s.size)
         kn = min(args.cpu_numpy, s.size)
-        saved = answer.CPU_SEARCH
-        try:
-            answer.CPU_SEARCH = "forward"
-            af, stf = idx.query(s[:k], t[:k], backend="cpu")
-            answer.CPU_SEARCH = "bidirectional"
-            an, stn = idx.query(s[:kn], t[:kn], backend="cpu")
-        finally:
-            answer.CPU_SEARCH = saved
+        af, stf = idx.query(s[:k], t[:k], backend="cpu", search=SearchOptions(cpu_search="forward"))
+        an, stn = idx.query(s[:kn], t[:kn], backend="cpu", search=SearchOptions(cpu_search="bidirectional"))
         if (not np.array_equal(af, a[:k]) or not np.array_equal(an, a[:kn])
                 or (answers is not None and not np.array_equal(answers, a))):
             raise SystemExit(f"K={K}: CPU answers differ between searches or K")

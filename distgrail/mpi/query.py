@@ -37,14 +37,15 @@ def _same_index_everywhere(comm, index):
                              f"rank {bad[0]} {every[bad[0]]})")
 
 
-def query_sharded(index, sources, targets, backend="auto", comm=None, root: int = 0):
+def query_sharded(index, sources, targets, backend="auto", comm=None, root: int = 0, search=None):
     """Collective: answer root's pairs with the batch cut into contiguous shards, one per rank.
 
     ``sources``/``targets`` are read on ``root`` only (other ranks may pass None). Returns
     ``(answers, stats)`` on every rank: answers in input order, identical to a one-process
     run; stats summed over ranks (``search_rounds`` is the most any rank needed, ``seconds``
     the wall time of the whole call on the slowest rank). ``stats.mpi_seconds`` holds
-    ``scatter``, ``answer`` (slowest rank) and ``gather`` times.
+    ``scatter``, ``answer`` (slowest rank) and ``gather`` times. ``search``: the
+    :class:`~distgrail.query.stats.SearchOptions` every rank searches with (None: the defaults).
     """
     comm, owned = own_comm(comm)
     try:
@@ -63,7 +64,7 @@ def query_sharded(index, sources, targets, backend="auto", comm=None, root: int 
         t1 = time.perf_counter()
         lo, hi = int(offsets(counts)[me]), int(offsets(counts)[me + 1])
         what = f"answering queries {lo}..{hi - 1}" if hi > lo else "answering queries (none on this rank)"
-        ans, stats = run_shared(comm, what, index._query_local, s, t, be)
+        ans, stats = run_shared(comm, what, index._query_local, s, t, be, search)
         t2 = time.perf_counter()
         out = run_shared(comm, "allocating the answers", (lambda: np.empty(k, dtype=bool)) if here else None)
         gather_rows(comm, np.ascontiguousarray(ans, dtype=bool), counts, out, root)

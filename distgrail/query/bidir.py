@@ -29,7 +29,7 @@ import numpy as np
 from ..segments import gather_rows, sorted_unique
 from .prefilter import in_subtree, inside, support_verdict
 from .search import VISITED_BYTES, _mark, _test
-from .stats import Labels
+from .stats import Labels, read_only
 
 __all__ = ["bidirectional_search_numpy", "reverse_csr", "CHUNK_QUERIES"]
 
@@ -39,17 +39,19 @@ CHUNK_QUERIES = 256
 
 
 def reverse_csr(L: Labels):
-    """(indptr, indices) of the parents of each component, cached in ``L.cache``."""
-    rev = L.cache.get("reverse_csr")
-    if rev is None:
-        import scipy.sparse as sp
+    """(indptr, indices, out-degrees) of the parents of each component: built once per ``L``
+    (under :attr:`Labels.reverse`'s lock, read-only after), shared by every later search."""
+    return L.reverse.get(lambda: _reverse_csr(L))
 
-        C = L.C
-        fwd = sp.csr_matrix((np.ones(L.indices.size, dtype=np.int8), L.indices, L.indptr), shape=(C, C))
-        bwd = fwd.tocsc()  # column-major: the parents of each component, in one O(m) pass
-        indptr = bwd.indptr.astype(np.int64)
-        rev = L.cache["reverse_csr"] = (indptr, bwd.indices, np.diff(L.indptr).astype(np.int64))
-    return rev
+
+def _reverse_csr(L: Labels):
+    import scipy.sparse as sp
+
+    C = L.C
+    fwd = sp.csr_matrix((np.ones(L.indices.size, dtype=np.int8), L.indices, L.indptr), shape=(C, C))
+    bwd = fwd.tocsc()  # column-major: the parents of each component, in one O(m) pass
+    return tuple(read_only(a) for a in (bwd.indptr.astype(np.int64), bwd.indices,
+                                        np.diff(L.indptr).astype(np.int64)))
 
 
 def bidirectional_search_numpy(L: Labels, cu: np.ndarray, cv: np.ndarray, sizes: list | None = None):

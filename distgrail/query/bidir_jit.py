@@ -33,8 +33,9 @@ First call (2-core machine, 1 M / 20 M paper DAG index, 2,000 pairs): 2.8 s with
 (numba import ~0.3 s + compile ~2.4 s for one set of array dtypes), 0.64 s with the cache warm
 (``cache=True``: ``__pycache__`` beside this file, or numba's user cache directory when that is
 not writable; import + cache load + the packed records); the next call 0.06 s.
-:data:`distgrail.query.answer.COMPILED_MIN_PAIRS`: smaller batches run the NumPy search (same
-answers and rounds), so a handful of pairs never pays the import or the compile.
+:attr:`SearchOptions.compiled_min_pairs <distgrail.query.stats.SearchOptions>`: smaller batches
+run the NumPy search (same answers and rounds), so a handful of pairs never pays the import or
+the compile.
 """
 
 from __future__ import annotations
@@ -47,7 +48,7 @@ import numpy as np
 from numba import njit
 
 from .bidir import bidirectional_search_numpy, reverse_csr
-from .stats import Labels
+from .stats import Labels, read_only
 
 __all__ = ["compiled_search", "query_rounds", "search_threads", "BLOCK_QUERIES"]
 
@@ -95,32 +96,34 @@ def search_threads(env=None, affinity=None, cpu_count=None) -> int:
 
 
 def _layout(L: Labels):
-    """(rec, level_ptr) for the compiled search, cached in ``L.cache``: ``rec`` (C, R) uint32, one
+    """(rec, level_ptr) for the compiled search, built once per ``L`` (:attr:`Labels.packed`,
+    read-only after): ``rec`` (C, R) uint32, one
     row per component, 64-byte aligned rows of R = 2 + 2 d + 4 W (rounded up to 16): start0,
     post0, (lo_k, hi_k) per dimension, then the out- and in-masks as 32-bit halves (a mask test
     holds for 64 bits iff for one of its halves). One cache line per component at d = 5, K = 64:
     the separate NumPy columns cost a cache miss each. ``level_ptr[l]``: the first component of
     level l (components are numbered by level), so level tests compare ids and read no memory."""
-    got = L.cache.get("compiled_search")
-    if got is None:
-        C, d, W = L.C, L.d, L.W
-        level = np.asarray(L.level)
-        if C and np.any(level[1:] < level[:-1]):
-            raise ValueError("the compiled search needs components numbered by level (as every index has)")
-        top = int(level[-1]) + 2 if C else 1
-        level_ptr = np.searchsorted(level, np.arange(top + 1)).astype(np.int64)
-        R = -(-(2 + 2 * d + 4 * W) // 16) * 16
-        raw = np.zeros(C * R + 16, dtype=np.uint32)
-        off = (-raw.ctypes.data % 64) // 4
-        rec = raw[off:off + C * R].reshape(C, R)
-        rec[:, 0], rec[:, 1] = L.start0, L.post0
-        rec[:, 2:2 + 2 * d:2], rec[:, 3:3 + 2 * d:2] = L.lo.T, L.hi.T
-        B = 2 + 2 * d
-        if W:
-            rec[:, B:B + 2 * W] = np.ascontiguousarray(L.out.T).view(np.uint32)
-            rec[:, B + 2 * W:B + 4 * W] = np.ascontiguousarray(L.inn.T).view(np.uint32)
-        got = L.cache["compiled_search"] = (rec, level_ptr)
-    return got
+    return L.packed.get(lambda: _pack(L))
+
+
+def _pack(L: Labels):
+    C, d, W = L.C, L.d, L.W
+    level = np.asarray(L.level)
+    if C and np.any(level[1:] < level[:-1]):
+        raise ValueError("the compiled search needs components numbered by level (as every index has)")
+    top = int(level[-1]) + 2 if C else 1
+    level_ptr = np.searchsorted(level, np.arange(top + 1)).astype(np.int64)
+    R = -(-(2 + 2 * d + 4 * W) // 16) * 16
+    raw = np.zeros(C * R + 16, dtype=np.uint32)
+    off = (-raw.ctypes.data % 64) // 4
+    rec = raw[off:off + C * R].reshape(C, R)
+    rec[:, 0], rec[:, 1] = L.start0, L.post0
+    rec[:, 2:2 + 2 * d:2], rec[:, 3:3 + 2 * d:2] = L.lo.T, L.hi.T
+    B = 2 + 2 * d
+    if W:
+        rec[:, B:B + 2 * W] = np.ascontiguousarray(L.out.T).view(np.uint32)
+        rec[:, B + 2 * W:B + 4 * W] = np.ascontiguousarray(L.inn.T).view(np.uint32)
+    return read_only(rec), read_only(level_ptr)
 
 
 @njit(cache=True, nogil=True)

@@ -14,10 +14,9 @@ entries of ended queries). The frontiers are those of the NumPy twin,
 totals that :meth:`GridSearch.run` returns with ``trace=True``), so answers, step counts and the
 round count of these queries equal the CPU's.
 
-Why bidirectional: on dense DAGs the hard queries are the ones whose forward search is long
-(dag11, 8 M random pairs at K = 64: 452 k handed on, 1.67 s of 1.71 s in this search when it was
-forward-only, H100); growing the smaller side meets in the middle and ends a negative query as
-soon as the smaller side is exhausted.
+Why bidirectional: on dense DAGs the hard queries are the ones whose forward search is long;
+growing the smaller side meets in the middle and ends a negative query as soon as the smaller
+side is exhausted.
 
 Memory is bounded: :func:`plan_grid` sizes the groups from the number of components C and a
 byte budget (two bitmaps of C bits per query of a group, two frontier lists of ``cap`` entries,
@@ -89,7 +88,8 @@ def run_groups(n: int, group: int, run) -> list[int]:
 
 
 class GridSearch:
-    """Scratch and kernels of the grid-wide search for one GPU query context."""
+    """Scratch and kernels of the grid-wide search for one :class:`~distgrail.query.answer.QueryScratch`
+    (``ctx``: its labels' arrays, counters and device facts); made on the query's device."""
 
     def __init__(self, ctx, budget: int | None = None):
         self.ctx = ctx
@@ -97,7 +97,7 @@ class GridSearch:
             free = int(ctx.cp.cuda.runtime.memGetInfo()[0])
             budget = max(GRID_BYTES, min(free // 4, GRID_MAX_BYTES))
         self.budget = budget
-        mod = load_module("search")  # pass 2 of the search stage: the dg_grid_* kernels of search.cu
+        mod = load_module("search", ctx.cp.cuda.Device().id)  # pass 2 of the search stage: dg_grid_* of search.cu
         self.k_seed, self.k_expand, self.k_compact, self.k_finish = (
             mod.get_function(f"dg_grid_{k}") for k in ("seed", "expand", "compact", "finish"))
         self.vwords = bitmap_words(ctx.C)
@@ -105,14 +105,21 @@ class GridSearch:
         self.rindptr = self.rindices = None
 
     def reverse(self):
-        """The reverse CSR (parents of each component) on the device, built once
-        (``dg_cond_transpose``, the condensation's transpose; rows in no particular order)."""
+        """The reverse CSR (parents of each component) on the device: built once per labels
+        (``dg_cond_transpose``, the condensation's transpose; rows in no particular order) under
+        the lock of :attr:`Labels.reverse <distgrail.query.stats.Labels.reverse>`, and finished
+        before it is shared (other batches read it from other streams)."""
         if self.rindptr is None:
-            from ..stages.scc import CudaSteps
-
-            ctx = self.ctx
-            self.rindptr, self.rindices = CudaSteps().transpose(ctx.indptr, ctx.indices, ctx.C)
+            self.rindptr, self.rindices = self.ctx.labels.reverse.get(self._transpose)
         return self.rindptr, self.rindices
+
+    def _transpose(self):
+        from ..stages.scc import CudaSteps
+
+        ctx = self.ctx
+        rev = CudaSteps().transpose(ctx.indptr, ctx.indices, ctx.C)
+        ctx.cp.cuda.get_current_stream().synchronize()
+        return rev
 
     def _scratch(self, nhard: int):
         cp = self.ctx.cp
@@ -128,7 +135,7 @@ class GridSearch:
             self.group, self.cap = group, cap
         return plan_grid(self.ctx.C, nhard, self.budget)[0]
 
-    def run(self, hard, nhard: int, dans, stream, trace: bool = False):
+    def run(self, hard, nhard: int, answers, stream, trace: bool = False):
         """Answer the ``nhard`` items of ``hard`` ((k, 4) int32 on the device); counts go to the
         context's counters. With ``trace``: per-round frontier sizes, summed over the groups."""
         if nhard <= 0:
@@ -136,11 +143,11 @@ class GridSearch:
         self.reverse()
         group = self._scratch(nhard)
         sizes: list[int] = []
-        run = lambda s, m: self._group(hard, s, m, dans, stream, trace, sizes)  # noqa: E731
+        run = lambda s, m: self._group(hard, s, m, answers, stream, trace, sizes)  # noqa: E731
         run_groups(nhard, group, run)
         return sizes
 
-    def _group(self, hard, g0, m, dans, stream, trace, sizes):
+    def _group(self, hard, g0, m, answers, stream, trace, sizes):
         ctx = self.ctx
         i32, i64 = np.int32, np.int64
         grid = max(1, ctx.sms * 8)
@@ -174,7 +181,7 @@ class GridSearch:
                 if fc[a] == 0:
                     break
             self.k_finish((-(-m // GRID_BLOCK),), (GRID_BLOCK,),
-                          (hard, i64(g0), i32(m), self.done, dans, self.gstate, ctx.counters))
+                          (hard, i64(g0), i32(m), self.done, answers, self.gstate, ctx.counters))
         for r, k in enumerate(mine):
             if r < len(sizes):
                 sizes[r] += k

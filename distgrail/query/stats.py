@@ -1,13 +1,18 @@
-"""What a query batch needs and reports: the step codes, :class:`QueryStats` and :class:`Labels`."""
+"""What a query batch needs and reports: the step codes, :class:`SearchOptions`, :class:`QueryStats`
+and :class:`Labels` (read-only, shared by concurrent queries)."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+import threading
+from dataclasses import dataclass, field, fields
 
 import numpy as np
 
+from ..errors import QueryError
+
 __all__ = ["STEPS", "UNDECIDED", "SAME", "LEVEL", "SUPPORT_POS", "SUPPORT_NEG", "INTERVAL", "TREE", "SEARCH_POS",
-           "SEARCH_NEG", "MAX_ROUNDS", "QueryStats", "Labels"]
+           "SEARCH_NEG", "MAX_ROUNDS", "SEARCH_METHODS", "VISIT_BUDGET", "SearchOptions", "QueryStats", "Labels",
+           "Once"]
 
 # the steps and their codes: distgrail.constants (the one source shared with the CUDA kernels)
 from ..constants import (INTERVAL, LEVEL, MAX_ROUNDS, SAME, SEARCH_NEG, SEARCH_POS, STEPS, SUPPORT_NEG,  # noqa: E402
@@ -15,6 +20,48 @@ from ..constants import (INTERVAL, LEVEL, MAX_ROUNDS, SAME, SEARCH_NEG, SEARCH_P
 
 #: steps whose answer is "reachable"
 POSITIVE = (SAME, SUPPORT_POS, TREE, SEARCH_POS)
+
+#: the CPU backend's searches, all with the same answers and step counts: "compiled"
+#: (:mod:`distgrail.query.bidir_jit`, numba imported on the first search), "bidirectional" (the
+#: same search in NumPy, :mod:`distgrail.query.bidir`; what "compiled" falls back to if numba fails
+#: to import), "forward" (the GPU's twin, :func:`distgrail.query.search.guided_search_numpy`: the
+#: same rounds as the GPU) and "auto" (compiled when numba is installed, else bidirectional)
+SEARCH_METHODS = ("auto", "compiled", "bidirectional", "forward")
+#: default visit budget of the GPU's one-warp search: the edges a warp may scan for one query
+#: before handing it to the grid-wide search (one warp grinding a long search was the long tail of
+#: dense DAGs)
+VISIT_BUDGET = 1 << 10
+
+
+@dataclass(frozen=True)
+class SearchOptions:
+    """How a batch's search (step 6) runs; passed down from :meth:`distgrail.Index.query`
+    (``search=``). Every choice gives the same answers and step counts.
+
+    ``cpu_search``: one of :data:`SEARCH_METHODS`. ``visit_budget``: GPU, edges a warp may scan for
+    one query before handing it to the grid-wide search (-1 hands on every searched pair).
+    ``compiled_min_pairs``: the compiled CPU search runs the NumPy search for fewer undecided
+    pairs than this (same answers and rounds): a handful of pairs never waits for numba's import
+    (~0.3 s) or a compile (~3 s, once per cache).
+    """
+
+    cpu_search: str = "auto"
+    visit_budget: int = VISIT_BUDGET
+    compiled_min_pairs: int = 64
+
+    def __post_init__(self):
+        if self.cpu_search not in SEARCH_METHODS:
+            raise QueryError(f"cpu_search must be one of {', '.join(SEARCH_METHODS)}, got {self.cpu_search!r}")
+        for name, least in (("visit_budget", -1), ("compiled_min_pairs", 0)):
+            v = getattr(self, name)
+            if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or v < least:
+                raise QueryError(f"{name} must be an integer >= {least}, got {v!r}")
+
+    def cpu_method(self, have_numba: bool) -> str:
+        """The CPU search "auto" stands for: "compiled" with numba installed, else "bidirectional"."""
+        if self.cpu_search != "auto":
+            return self.cpu_search
+        return "compiled" if have_numba else "bidirectional"
 
 
 @dataclass
@@ -89,9 +136,51 @@ class QueryStats:
         return "\n".join(lines)
 
 
-@dataclass
+_UNSET = object()
+
+
+class Once:
+    """A value derived from read-only data, built on first use under a lock and never changed after
+    it is published (the reverse CSR, the compiled search's records): concurrent readers either
+    build it (one of them) or wait for it, and all get the same object."""
+
+    __slots__ = ("_lock", "_value")
+
+    def __init__(self):
+        self._lock = threading.Lock()
+        self._value = _UNSET
+
+    def get(self, build):
+        value = self._value
+        if value is _UNSET:
+            with self._lock:
+                value = self._value
+                if value is _UNSET:
+                    value = self._value = build()
+        return value
+
+    @property
+    def built(self) -> bool:
+        return self._value is not _UNSET
+
+
+def read_only(a):
+    """``a`` as a read-only NumPy view (the caller's array keeps its own flags); other types
+    (CuPy arrays, scalars, None) unchanged."""
+    if isinstance(a, np.ndarray):
+        a = a.view()
+        a.flags.writeable = False
+    return a
+
+
+@dataclass(frozen=True)
 class Labels:
-    """The query-time view of an index, one compact copy on one backend's device.
+    """The query-time view of an index, one compact copy on one backend's device. Read-only, so
+    any number of queries may share it: the dataclass is frozen and its NumPy arrays are read-only
+    views (CuPy arrays have no such flag: no query code writes them). Data derived from it on first
+    use lives in :class:`Once` fields, built once under a lock (``reverse``: the parents of each
+    component, ``packed``: the compiled CPU search's records); per-call scratch belongs to the call
+    (the GPU's scratch pool is the :class:`~distgrail.index.Index`'s).
 
     CPU (NumPy), one 1-D array per field (column gathers are faster in NumPy than gathers of
     packed rows: measured 2.5x on the search): ``level`` (C,) as stored; ``lo``/``hi`` (d, C)
@@ -116,5 +205,13 @@ class Labels:
     out: object = None  # CPU: (W, C) uint64, supports each component reaches
     inn: object = None  # CPU: (W, C) uint64, supports that reach each component
     rec: object = None  # GPU: (C, R) int32 records
-    #: per-backend derived data (the GPU query context keeps its scratch here)
-    cache: dict = field(default_factory=dict, repr=False, compare=False)
+    #: the parents of each component (CPU: :func:`distgrail.query.bidir.reverse_csr`; GPU: the
+    #: device reverse CSR of the grid-wide search), built on first use
+    reverse: Once = field(default_factory=Once, init=False, repr=False, compare=False)
+    #: the compiled CPU search's packed records (:mod:`distgrail.query.bidir_jit`), built on first use
+    packed: Once = field(default_factory=Once, init=False, repr=False, compare=False)
+
+    def __post_init__(self):
+        for f in fields(self):
+            if f.init:
+                object.__setattr__(self, f.name, read_only(getattr(self, f.name)))

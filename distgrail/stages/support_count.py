@@ -14,10 +14,9 @@ __all__ = ["DEFAULT_SUPPORTS", "AUTO_SUPPORTS", "auto_supports", "resolve_suppor
 #: default K: ``"auto"`` = :func:`auto_supports` of the condensed DAG
 DEFAULT_SUPPORTS = "auto"
 #: bounds of the automatic K and its edges factor: K = the power of two at or above
-#: ``factor * m / C`` (mean out-degree of the condensed DAG), clamped to ``[low, high]``.
-#: Measured on one H100, paper DAG dag11 (1.5 M / 150 M, mean degree 100), d = 5, 10 M random
-#: pairs: K = 64 1003 ms, 256 739 ms, 1024 543 ms (phase 5: 78 / 128 / 268 ms); sparse graphs
-#: (mean degree ~1-5) keep K = 64, one mask word: their queries read the smallest records.
+#: ``factor * m / C`` (mean out-degree of the condensed DAG), clamped to ``[low, high]``: dense
+#: DAGs get more supports (fewer searched pairs), sparse graphs (mean degree ~1-5) keep K = 64,
+#: one mask word: their queries read the smallest records.
 AUTO_SUPPORTS = {"low": 64, "high": 1024, "factor": 10}
 
 

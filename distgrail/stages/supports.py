@@ -32,7 +32,7 @@ from ..dtypes import smallest_int
 # threads per block, the sweep's counters and push bits: the values kernels/supports.cu is compiled with
 from ..constants import CHOOSE_THREADS, CTR_ERR, CTR_WORDS, DONE_STRIDE, PUSH_IN, PUSH_OUT, SWEEP_THREADS
 from ..errors import BackendError, DistGrailError
-from ..gpu.memory import check_ids, oom_guard
+from ..gpu.memory import check_ids, launcher, oom_guard
 from ..gpu.sweep import U64_MAX, cupy, kernel, sm_count
 from ..hashing import hash3, hash_base
 from .support_count import (AUTO_SUPPORTS, DEFAULT_SUPPORTS, auto_supports, check_supports_arg,  # noqa: F401
@@ -41,22 +41,18 @@ from .support_schedule import FIELDS, schedule_descriptors
 
 __all__ = ["DEFAULT_SUPPORTS", "AUTO_SUPPORTS", "auto_supports", "resolve_supports", "supports_arg", "STREAM_SUPPORT", "choose_supports", "choose_supports_numpy", "choose_supports_cuda",
            "pick_per_slice", "support_masks", "build_supports", "words", "support_masks_numpy", "support_masks_cuda",
-           "SCHEDULES", "last_run", "PendingMasks", "start_supports"]
+           "SCHEDULES", "PendingMasks", "start_supports"]
 
 #: hash stream of the support tie break (dimensions use 0.., phase 1 uses 0xFFFFFFFF)
 STREAM_SUPPORT = 0xFFFFFFFE
-#: most lanes per row of a one-side unit (512 threads: at least 512 / this rows per unit). 16 makes
-#: half as many units as 32 on dag11 (48 a step, fewer than the SMs: every unit of the next step
-#: is taken and prefetched while a step runs); sweep 31.9 ms at 16 against 34.3 ms at 32 (H100,
-#: K = 64, in pushed)
+#: most lanes per row of a one-side unit (512 threads: at least 512 / this rows per unit); fewer
+#: lanes per row make fewer, larger units, so that every unit of the next step is taken and
+#: prefetched while a step runs
 SWEEP_MAX_GROUP = 16
 #: the share of the SMs the sweep holds when it runs beside phases 3-4 (:func:`start_supports`)
 BESIDE_SHARE = 0.5
 #: how the GPU sweep's units are launched: one persistent launch with tickets, or one per step
 SCHEDULES = ("tickets", "levels")
-#: what the last :func:`support_masks_cuda` did on the host: kernel launches, host syncs, units,
-#: steps, the schedule and whether ``in`` was pulled (for tests and benchmarks)
-last_run: dict = {}
 
 
 def words(K: int) -> int:
@@ -73,14 +69,9 @@ def choose_supports(dag, K: int, seed: int = 0) -> np.ndarray:
     of (seed, :data:`STREAM_SUPPORT`, id), then by the smaller id. K is capped at C.
 
     O(C): per-slice maxima (NumPy ``reduceat``), or on the GPU when the DAG's CSR is there
-    (``dg_support_choose``, one block per slice; only the K ids come back).
-
-    Measured against the plain largest degree product, random picks and mixes (64 supports,
-    20,000 random pairs; reachable pairs proven by the masks): paper DAG 20k / avg 20: 5,258 of
-    6,614 (degree product 569, random 4,801); paper 5k / avg 50: 8,116 of 8,750 (2,104); layered
-    20k: 9,633 of 9,824 (9,541); kegg / amaze 100k pairs: all but 3 / 2 (degree product: all but 1
-    / 3); xmark: 441 of 464 (453), scale-free 20k: 190 of 659 (141). The plain degree product
-    puts every support among the last, highest in-degree components of a dense random DAG.
+    (``dg_support_choose``, one block per slice, on the device that holds the CSR; only the K
+    ids come back). The slices keep the supports apart: the plain largest degree product puts
+    every support among the last, highest in-degree components of a dense random DAG.
     """
     K = resolve_supports(K, dag)
     C = int(dag.C) if hasattr(dag, "C") else int(dag.indptr.shape[0]) - 1
@@ -94,9 +85,9 @@ def choose_supports(dag, K: int, seed: int = 0) -> np.ndarray:
 
 
 def _host_indeg(dag, C):
-    rip = getattr(dag, "rindptr", None)
-    if isinstance(rip, np.ndarray) and rip.shape[0] == C + 1:
-        return np.diff(rip)
+    rev_ptr = getattr(dag, "rindptr", None)
+    if isinstance(rev_ptr, np.ndarray) and rev_ptr.shape[0] == C + 1:
+        return np.diff(rev_ptr)
     return np.bincount(np.asarray(dag.indices), minlength=C)
 
 
@@ -122,9 +113,15 @@ def choose_supports_numpy(dag, K: int, seed: int = 0) -> np.ndarray:
     return pick_per_slice(score, tie, K)
 
 
-@oom_guard
 def choose_supports_cuda(dag, K: int, seed: int = 0) -> np.ndarray:
-    """GPU twin of :func:`choose_supports_numpy` for a DAG whose CSR is on the device."""
+    """GPU twin of :func:`choose_supports_numpy` for a DAG whose CSR is on a device: runs on that
+    device, whichever is current."""
+    with dag.indptr.device:
+        return _choose_supports_cuda(dag, K, seed)
+
+
+@oom_guard
+def _choose_supports_cuda(dag, K, seed):
     cp = cupy()
     ip = dag.indptr if dag.indptr.dtype == cp.int64 else dag.indptr.astype(cp.int64)
     C = int(ip.shape[0]) - 1
@@ -215,11 +212,12 @@ def support_masks(be, dag, ids, block=None):
     on a GPU any object with device ``indptr``/``indices`` and a host ``level_ptr`` (e.g. the
     labeling's ``DeviceDAG``). Returns (out, in) on ``be``'s device, (C, ceil((hi-lo)/64)) uint64.
     """
-    return (support_masks_cuda if be.is_gpu else support_masks_numpy)(dag, ids, block)
+    return be.pick(support_masks_numpy, support_masks_cuda)(dag, ids, block)
 
 
-def build_supports(dag, K: int, seed: int = 0, be=None):
-    """Phase 5 of a one-process build: (ids, out, in) host arrays for :func:`distgrail.index.assemble`."""
+def build_supports(dag, K: int, seed: int, be):
+    """Phase 5 of a one-process build on backend ``be``: (ids, out, in) host arrays for
+    :func:`distgrail.index.assemble`."""
     return start_supports(dag, K, seed, be).result()
 
 
@@ -237,7 +235,7 @@ class _Started:
             return self.ids, be.to_host(out), be.to_host(inn)
 
 
-def start_supports(dag, K: int, seed: int = 0, be=None):
+def start_supports(dag, K: int, seed: int, be):
     """Start phase 5 of a one-process build; ``.result()`` returns (ids, out, in) host arrays.
 
     Phase 5 needs the condensed DAG only, so on a GPU it runs beside other work (the build starts
@@ -246,9 +244,6 @@ def start_supports(dag, K: int, seed: int = 0, be=None):
     (short host waits for the support ids and the level edge ranges), and nothing waits for the
     sweep until ``result()``. The DAG's device arrays must stay until then. On the CPU the masks
     are computed here."""
-    from ..gpu.backend import get_backend
-
-    be = get_backend("cpu" if be is None else be)
     with be.on_device():  # a device DAG lives on be.device, whichever device is current
         if not be.is_gpu:
             ids = choose_supports(dag, K, seed)
@@ -256,15 +251,15 @@ def start_supports(dag, K: int, seed: int = 0, be=None):
         stream = be.xp.cuda.Stream(non_blocking=True)
         with stream:
             ids = choose_supports(dag, K, seed)
-            pending = support_masks_cuda(dag, ids, wait=False, share=BESIDE_SHARE)
+            pending = support_masks_cuda(be, dag, ids, wait=False, share=BESIDE_SHARE)
         pending.stream = stream
         return _Started(be, ids, pending)
 
 
 # -- CUDA launcher ------------------------------------------------------------------------
 
-def _done(out, inn, wait):
-    return (out, inn) if wait else PendingMasks(out, inn)
+def _done(out, inn, wait, run):
+    return (out, inn) if wait else PendingMasks(out, inn, run=run)
 
 
 def _on_device(cp, a, dtype=None):
@@ -275,10 +270,16 @@ def _on_device(cp, a, dtype=None):
 class PendingMasks:
     """A mask sweep launched without waiting (``support_masks_cuda(..., wait=False)``):
     :meth:`result` waits for ``stream`` (the one it was launched on; None: the current one), checks
-    the sweep's error flag and returns (out, in)."""
+    the sweep's error flag and returns (out, in).
 
-    def __init__(self, out, inn, ctr=None, stream=None):
+    ``run``: what the sweep did on the host, for tests and benchmarks: ``launches`` (kernel
+    launches), ``syncs`` (host waits, the error flag's included once :meth:`result` has read it),
+    ``units``, ``steps``, ``schedule``, ``pull`` (``in`` pulled over the reverse CSR),
+    ``push_out`` (``out`` pushed along it) and, with tickets, ``blocks``."""
+
+    def __init__(self, out, inn, ctr=None, stream=None, run=None):
         self.out, self.inn, self.ctr, self.stream = out, inn, ctr, stream
+        self.run = {} if run is None else run
 
     def result(self):
         if self.ctr is not None:
@@ -287,31 +288,32 @@ class PendingMasks:
             with self.stream if self.stream is not None else contextlib.nullcontext():
                 flag = int(self.ctr[CTR_ERR:CTR_ERR + 1].get()[0])
             self.ctr = None
-            last_run["syncs"] = last_run.get("syncs", 0) + 1
+            self.run["syncs"] = self.run.get("syncs", 0) + 1
             if flag:
                 raise BackendError("phase 5: a unit of the support sweep waited over ~2^35 GPU clocks for earlier "
                                    "levels (a huge level, or a scheduling fault); use --backend cpu")
         return self.out, self.inn
 
 
-@oom_guard
-def support_masks_cuda(dag, ids, block=None, mode="push", schedule="tickets", wait=True, out_mode="pull",
+@launcher
+def support_masks_cuda(be, dag, ids, block=None, mode="push", schedule="tickets", wait=True, out_mode="pull",
                        share: float = 1.0):
-    """GPU twin of :func:`support_masks_numpy`: (out, in) CuPy arrays, or with ``wait=False`` a
-    :class:`PendingMasks` whose ``result()`` gives them (the sweep's error flag is read there:
-    the host does not wait for the sweep here).
+    """GPU twin of :func:`support_masks_numpy` on ``be.device``: (out, in) CuPy arrays, or with
+    ``wait=False`` a :class:`PendingMasks` whose ``result()`` gives them (the sweep's error flag
+    is read there: the host does not wait for the sweep here) and whose ``run`` says what the
+    sweep did on the host.
 
     ``mode``: how ``in`` is swept: "pull" over the reverse CSR (uploaded if it is only on the
     host), "push" along the forward CSR, "auto": pull when the reverse CSR is already on the device
     (a DAG condensed on the GPU), else push (no upload). ``out_mode``: how ``out`` is swept:
     "pull" over the forward CSR, "push" along the reverse CSR (uploaded if it is only on the host),
-    "auto": push when the reverse CSR is on the device, else pull. The defaults (in pushed, out
-    pulled) were the fastest on dag11 (H100, K = 64: 32 ms against 43-65 ms for the other three).
+    "auto": push when the reverse CSR is on the device, else pull. The defaults: in pushed, out
+    pulled.
     ``share``: the fraction of the SMs the persistent sweep holds (one block of 512 threads per
     SM fills its registers; less leaves SMs to phases 1-4 running beside it). ``schedule``: :data:`SCHEDULES`.
     Host work: one sync for the level sizes, one for the error flag, the schedule's descriptors
     (O(levels)); 3 launches (seed, expand, sweep: "tickets") or 2 + one per step ("levels"),
-    recorded in :data:`last_run`.
+    recorded in :attr:`PendingMasks.run`.
     """
     cp = cupy()
     if mode not in ("auto", "pull", "push") or out_mode not in ("auto", "pull", "push") or schedule not in SCHEDULES:
@@ -321,10 +323,9 @@ def support_masks_cuda(dag, ids, block=None, mode="push", schedule="tickets", wa
     Wb = words(hi - lo)
     out = cp.zeros((C, Wb), dtype=cp.uint64)
     inn = cp.zeros((C, Wb), dtype=cp.uint64)
-    last_run.clear()
-    last_run.update(launches=0, syncs=0, units=0, steps=0, schedule=schedule, pull=False, push_out=False)
+    run = dict(launches=0, syncs=0, units=0, steps=0, schedule=schedule, pull=False, push_out=False)
     if Wb == 0 or C == 0:
-        return _done(out, inn, wait)
+        return _done(out, inn, wait, run)
     ip, ix = _on_device(cp, dag.indptr, cp.int64), _on_device(cp, dag.indices)
     check_ids(ix, "the CSR")
     wants_rev = mode == "pull" or out_mode == "push"
@@ -336,27 +337,27 @@ def support_masks_cuda(dag, ids, block=None, mode="push", schedule="tickets", wa
         check_ids(rev[1], "the reverse CSR")
     push = rev is None or mode == "push"
     push_out = rev is not None and out_mode != "pull"
-    rip, rix = (ip, ix) if push else rev  # the CSR the in side reads
-    oip, oix = rev if push_out else (ip, ix)  # the CSR the out side reads
+    in_ptr, in_idx = (ip, ix) if push else rev  # the CSR the in side reads
+    out_ptr, out_idx = rev if push_out else (ip, ix)  # the CSR the out side reads
     i32 = np.int32
     sel = _on_device(cp, ids[lo:hi] if isinstance(ids, cp.ndarray) else np.asarray(ids)[lo:hi], cp.int32)
     nb = hi - lo
     kernel("supports", "dg_support_seed")((-(-nb // 256),), (256,), (sel, i32(nb), out, inn, i32(Wb)))
     lp = np.asarray(dag.level_ptr, dtype=np.int64)
     L = lp.size - 1
-    last_run.update(launches=1, steps=max(L - 1, 0))
+    run.update(launches=1, steps=max(L - 1, 0))
     if L <= 1:
-        return _done(out, inn, wait)
-    last_run.update(pull=not push, push_out=push_out)
+        return _done(out, inn, wait, run)
+    run.update(pull=not push, push_out=push_out)
     lp_dev = cp.asarray(lp)
-    ends = cp.stack((oip[lp_dev], rip[lp_dev])).get()  # sync 1: the levels' edge ranges
+    ends = cp.stack((out_ptr[lp_dev], in_ptr[lp_dev])).get()  # sync 1: the levels' edge ranges
     desc = schedule_descriptors(lp, ends[0], ends[1], push, threads=SWEEP_THREADS, max_group=SWEEP_MAX_GROUP,
                                 push_out=push_out)  # O(levels) on the host; the units are made on the GPU
     n = desc[:, 9]
     U = int(n.sum())
-    last_run.update(syncs=1, units=U)
+    run.update(syncs=1, units=U)
     if U == 0:
-        return _done(out, inn, wait)
+        return _done(out, inn, wait, run)
     dstart = np.cumsum(n) - n
     sd = cp.empty((U, len(FIELDS)), dtype=cp.int32)
     kernel("supports", "dg_support_expand")((max(1, min(-(-U // 256), 8 * sm_count())),), (256,),
@@ -369,17 +370,17 @@ def support_masks_cuda(dag, ids, block=None, mode="push", schedule="tickets", wa
     gcount = cp.asarray(g_count.astype(np.int32))
     sweep = kernel("supports", "dg_support_sweep")
     flags = (PUSH_IN if push else 0) | (PUSH_OUT if push_out else 0)
-    tail = (ctr, done, gcount, lp_dev, i32(L), i32(0 if push else 1), i32(flags), i32(Wb), oip, oix, out,
-            rip, rix, inn)
+    tail = (ctr, done, gcount, lp_dev, i32(L), i32(0 if push else 1), i32(flags), i32(Wb), out_ptr, out_idx, out,
+            in_ptr, in_idx, inn)
     if schedule == "tickets":
         blocks = max(1, min(U, int(round(share * sm_count()))))
-        last_run["blocks"] = blocks
+        run["blocks"] = blocks
         sweep((blocks,), (SWEEP_THREADS,), (sd, np.int64(U), np.int64(0), i32(1), *tail))
         nl = 1
     else:
         for u0, cnt in zip(g_start.tolist(), g_count.tolist()):  # the units of one step (or run) per launch
             sweep((cnt,), (SWEEP_THREADS,), (sd, np.int64(U), np.int64(u0), i32(0), *tail))
         nl = g_start.size
-    last_run.update(launches=2 + nl)
-    pending = PendingMasks(out, inn, ctr if schedule == "tickets" else None)
+    run.update(launches=2 + nl)
+    pending = PendingMasks(out, inn, ctr if schedule == "tickets" else None, run=run)
     return pending.result() if wait else pending  # sync 2: the error flag
