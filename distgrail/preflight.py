@@ -125,5 +125,10 @@ def preflight_cli(args, comm, graph) -> None:
     """``distgrail index``'s preflight (:func:`preflight_index` of its arguments). Under MPI
     (``comm``) every rank checks the dims and the host memory alike; the GPU check needs one
     process (the ranks' GPUs are bound later)."""
-    preflight_index(graph, args.format, args.num_vertices, args.dims, args.supports,
-                    args.backend if comm is None else "cpu")
+    if comm is None:
+        preflight_index(graph, args.format, args.num_vertices, args.dims, args.supports, args.backend)
+        return
+    from .mpi.errors import run_shared  # every rank checks; the outcome is shared (one message, on rank 0)
+
+    run_shared(comm, "checking the arguments", preflight_index, graph, args.format, args.num_vertices, args.dims,
+               args.supports, "cpu")

@@ -133,9 +133,9 @@ def test_each_stage_has_its_twin_launcher_and_kernel_under_one_name(stage, modul
 # -- the backend seam and shared state (issue 27) ----------------------------------------------
 
 #: modules that may call get_backend: the public API (build_index's placements, Index's queries,
-#: their MPI forms), the command line and the benchmarks (entry points); nothing below them
+#: their MPI forms), the command line and its preflight, the benchmarks (entry points); nothing below them
 GET_BACKEND_CALLERS = {"distgrail.gpu.backend", "distgrail.placement", "distgrail.mpi.placement",
-                       "distgrail.index", "distgrail.mpi.query", "distgrail.cli"}
+                       "distgrail.index", "distgrail.mpi.query", "distgrail.cli", "distgrail.preflight"}
 #: module-level mutable containers and `global` rebinding that are allowed, and why: caches keyed
 #: by what they cache, process-wide facts set once; no switch that changes what a call computes
 MODULE_STATE = {
@@ -145,6 +145,7 @@ MODULE_STATE = {
     ("distgrail.gpu.sweep", "_SM_COUNT"): "each device's SM count",
     ("distgrail.io.digest", "_EARLY"): "digests started before the slow imports, by path, until taken",
     ("distgrail.io.atomic", "_PREVIOUS"): "the signal handlers installed before ours",
+    ("distgrail.io.atomic", "_LIVE"): "temporary files being written, removed if a signal ends the process",
     ("distgrail.mpi.transport", "_KEYVAL"): "the MPI attribute key of the NCCL communicator cache",
     ("distgrail.mpi.binding", "_BOUND"): "the GPU this process was bound to (once per rank)",
 }

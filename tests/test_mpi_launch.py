@@ -79,7 +79,7 @@ def test_bad_argument_under_3_ranks_is_printed_once(tmp_path):
     before = shm_segments()
     r = mpirun(3, "-m", "distgrail", "index", "bundled", "-o", str(tmp_path / "x.h5"), "--dims", "0",
                "--backend", "cpu")
-    assert_clean_exit_2(r, "rank 0 (and on ranks 1, 2), checking the arguments: dims must be an integer >= 1, "
+    assert_clean_exit_2(r, "rank 0 (and on ranks 1, 2), checking the arguments: --dims must be an integer >= 1, "
                            "got 0", before)
     assert os.listdir(tmp_path) == []
 
