@@ -15,7 +15,7 @@ placement with its own per-step methods, not another pipeline. See docs/design.m
 from __future__ import annotations
 
 from .index import Index
-from .placement import OneProcess
+from .placement import Done, OneProcess
 from .progress import Steps
 from .stages.support_count import DEFAULT_SUPPORTS, resolve_supports
 
@@ -101,12 +101,16 @@ def walk(place, graph, dims, seed, parent_rule, fmt, num_vertices, output, progr
             forest = place.forest(dag, seed, parent_rule)
         with steps.stage("bcast_forest"):
             forest = place.share_forest(forest)
-        with steps.stage("phase 5 start"):  # one process, GPU: on its own stream beside phases 3-4
-            masks = place.start_masks(dag, K, seed)
+        masks = Done(None)  # K = 0: plain GRAIL, no phase 5
+        if K:
+            with steps.stage("phase 5 start"):  # one process, GPU: on its own stream beside phases 3-4
+                masks = place.start_masks(dag, K, seed)
         labels, post0 = place.label(dag, forest, dims, seed)  # times "phases 3-4" and the gather itself
         place.release_forest(forest)
-        with steps.stage("phase 5"):
-            sup = masks.result()
+        sup = None
+        if K:
+            with steps.stage("phase 5"):
+                sup = masks.result()
         with steps.stage("bcast_index"):
             post0, dag = place.for_queries(post0, dag)
         with steps.stage("dag_to_host"):
