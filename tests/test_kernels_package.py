@@ -57,7 +57,7 @@ def test_every_launched_kernel_exists_in_its_stage_source():
     src = "".join(open(os.path.join(d, f)).read() for d, _, fs in os.walk(os.path.join(ROOT, "distgrail"))
                   for f in fs if f.endswith(".py"))
     for stem in (f[:-3] for f in STAGE_SOURCES):  # every stage's launcher fetches its kernels
-        assert f'kernel("{stem}"' in src or f'load_module("{stem}")' in src, stem
+        assert f'kernel("{stem}"' in src or f'load_module("{stem}"' in src, stem
     for stage, name, path in launched:
         src = kernel_source(stage)
         if "<" in name:  # a template instantiation: "dg_sweep_iv<{K}>"
