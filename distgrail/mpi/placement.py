@@ -97,8 +97,12 @@ def _check_args(dims, seed, parent_rule, supports, full_index_on):
 def _text_file(path, fmt) -> bool:
     """True when ``path`` is a text graph (what rank-parallel parsing reads); False for a ``.h5``
     graph or a file that cannot be opened (rank 0 then reads alone and reports it)."""
+    if fmt != "auto":
+        return fmt != "h5"
+    if os.path.splitext(os.fspath(path))[1].lower() == ".gra":
+        return True  # by name: no need to open it
     try:
-        return fmt != "h5" and (fmt != "auto" or detect_format(path) != "h5")
+        return detect_format(path) != "h5"
     except OSError:
         return False
 
