@@ -48,8 +48,13 @@ def write_answer_rows(answers: np.ndarray, u: np.ndarray, v: np.ndarray, path: s
         return
     sep = b"," if ".csv" in low else b"\t"
     body = sep.join(c.encode() for c in COLUMNS) + b"\n" + _text_rows(answers, u, v, sep, format_ints)
+    write_text_body(path, body)
+
+
+def write_text_body(path, body: bytes) -> None:
+    """``body`` written atomically to ``path``, gzip-compressed when it ends in ``.gz``."""
     with atomic_path(path) as tmp:
-        if low.endswith(".gz"):
+        if str(path).lower().endswith(".gz"):
             import gzip
 
             with gzip.open(tmp, "wb", compresslevel=6) as f:

@@ -146,12 +146,6 @@ def write_pairs(u, v, path) -> None:
         body = format_ints(vals, np.tile(np.array([0, 1], np.int8), u.size), [b" ", b"\n"])
     else:
         body = "".join(f"{a} {b}\n" for a, b in zip(u.tolist(), v.tolist())).encode()
-    with atomic_path(path) as tmp:
-        if path.endswith(".gz"):
-            import gzip
+    from .answers import write_text_body
 
-            with gzip.open(tmp, "wb", compresslevel=6) as f:
-                f.write(body)
-        else:
-            with open(tmp, "wb") as f:
-                f.write(body)
+    write_text_body(path, body)
