@@ -204,6 +204,16 @@ def test_bad_requests_get_4xx_with_index_query_message_and_the_server_goes_on(se
     status, _, body = _post(server.url, _npy(floats))
     assert status == 400 and _error(body) == _message_of_index_query(idx, floats[:, 0], floats[:, 1])
     assert "must be integer vertex ids, got dtype float64" in _error(body)
+    req = urllib.request.Request(server.url + "/query?layout=rows", data=_npy(np.zeros((3, 2), np.int64)),
+                                 headers={"Authorization": f"Bearer {TOKEN}"}, method="POST")
+    with pytest.raises(urllib.error.HTTPError) as e:
+        urllib.request.urlopen(req, timeout=30)
+    assert e.value.code == 400 and "layout must be 'pairs'" in _error(e.value.read())
+    req = urllib.request.Request(server.url + "/query?layout=columns", data=_npy(np.zeros((3, 2), np.int64)),
+                                 headers={"Authorization": f"Bearer {TOKEN}"}, method="POST")
+    with pytest.raises(urllib.error.HTTPError) as e:
+        urllib.request.urlopen(req, timeout=30)
+    assert e.value.code == 400 and "expected an integer array of shape (2, k)" in _error(e.value.read())
     with pytest.raises(distgrail.QueryError, match=r"^sources\[0\] out of range 0..3616, got 9999$"):
         distgrail.connect(server.url, token=TOKEN).query([9999], [0])
     _still_serving(server, kegg)

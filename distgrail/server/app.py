@@ -94,9 +94,9 @@ class Service:
             s = self._streams.stream = self.be.xp.cuda.Stream(non_blocking=True)
         return s
 
-    def _work(self, body: bytes, content_type: str, accept: str):
+    def _work(self, body: bytes, content_type: str, accept: str, columns: bool):
         """Decode, answer, encode: ``(content type, body, headers, pairs)``."""
-        s, t, as_json = decode_pairs(body, content_type, self.label_kind)
+        s, t, as_json = decode_pairs(body, content_type, self.label_kind, columns)
         k = int(np.shape(s)[0]) if np.ndim(s) else 0
         if k > self.max_pairs:
             raise _Refused(413, f"{k:,} pairs is over this server's limit of {self.max_pairs:,} pairs a request "
@@ -138,10 +138,13 @@ class Service:
                 raise _Refused(413, self._too_big(f"{size:,} bytes"))
             self.in_flight += 1
             try:
-                body = await self._read(request)
+                body = await self._read(request, size)
+                columns = request.query.get("layout", "pairs")
+                if columns not in ("pairs", "columns"):
+                    raise QueryError(f"layout must be 'pairs' (a (k, 2) body) or 'columns' ((2, k)), got {columns!r}")
                 fut = asyncio.get_running_loop().run_in_executor(
                     self.pool, self._work, body, request.headers.get("Content-Type", ""),
-                    request.headers.get("Accept", ""))
+                    request.headers.get("Accept", ""), columns == "columns")
                 try:
                     ctype, out, headers, k = await asyncio.wait_for(fut, self.timeout)
                 except asyncio.TimeoutError:
@@ -163,13 +166,26 @@ class Service:
         self.latency.append(time.perf_counter() - t0)
         return web.Response(body=out, content_type=ctype, headers=headers)
 
-    async def _read(self, request) -> bytes:
+    async def _read(self, request, size: int | None):
+        """The body: with a Content-Length, into one buffer of that size as it arrives (one copy;
+        ``request.read()`` makes two); else (chunked) by aiohttp, within ``client_max_size``."""
         from aiohttp import web
 
-        try:
-            return await request.read()
-        except web.HTTPRequestEntityTooLarge:  # no Content-Length (chunked) and over the limit
-            raise _Refused(413, self._too_big("more bytes")) from None
+        if size is None:
+            try:
+                return await request.read()
+            except web.HTTPRequestEntityTooLarge:  # over the limit
+                raise _Refused(413, self._too_big("more bytes")) from None
+        body = bytearray(size)
+        view, at = memoryview(body), 0
+        async for chunk in request.content.iter_any():
+            if at + len(chunk) > size:
+                raise _Refused(400, f"request body: longer than its Content-Length of {size:,} bytes")
+            view[at:at + len(chunk)] = chunk
+            at += len(chunk)
+        if at != size:
+            raise _Refused(400, f"request body: {at:,} bytes, not the {size:,} its Content-Length announced")
+        return body
 
     def _too_big(self, size: str) -> str:
         return (f"request body of {size} is over this server's limit of {self.max_body:,} bytes "

@@ -4,7 +4,9 @@
 
 * a NumPy ``.npy`` array of shape (k, 2) (``Content-Type: application/x-npy``; a pairs ``.npy``
   file as ``distgrail query`` reads it can be sent as it is): vertex ids, or the graph's node
-  labels (int64, or a unicode string array) where the index has them; or
+  labels (int64, or a unicode string array) where the index has them; with ``?layout=columns``
+  an array of shape (2, k), sources then targets (what the client sends: each column goes out
+  as it lies in memory and is read as it came, without interleaving); or
 * a JSON object ``{"sources": [...], "targets": [...]}`` (``Content-Type: application/json``).
 
 and answers with a ``.npy`` bool array of shape (k,) and the batch's :class:`QueryStats` as JSON
@@ -23,7 +25,7 @@ import numpy as np
 
 from ..errors import QueryError
 
-__all__ = ["NPY", "JSON", "STATS_HEADER", "BODY_NAME", "decode_pairs", "encode_pairs", "encode_answers",
+__all__ = ["NPY", "JSON", "STATS_HEADER", "BODY_NAME", "decode_pairs", "encode_columns", "encode_answers",
            "decode_answers", "stats_from_dict", "npy_array"]
 
 NPY = "application/x-npy"
@@ -56,21 +58,23 @@ def npy_array(body: bytes, what: str = BODY_NAME) -> np.ndarray:
         raise QueryError(f"{what}: not a readable .npy array ({e})") from None
 
 
-def decode_pairs(body: bytes, content_type: str, labels: str | None):
+def decode_pairs(body: bytes, content_type: str, labels: str | None, columns: bool = False):
     """``(sources, targets, as_json)`` of a query request; QueryError with the reason otherwise.
 
-    ``labels``: the index's node-label kind ("int"/"str") or None (vertex ids). The values are not
-    checked here: :meth:`distgrail.Index.query` checks them, with its own messages."""
+    ``labels``: the index's node-label kind ("int"/"str") or None (vertex ids). ``columns``: a
+    .npy body is (2, k), not (k, 2). The values are not checked here: :meth:`distgrail.Index.query`
+    checks them, with its own messages."""
     ctype = (content_type or "").split(";")[0].strip().lower()
     head = body[:64].lstrip()
     if ctype == JSON or (ctype != NPY and head[:1] == b"{"):
         return (*_json_pairs(body), True)
     if ctype == NPY or body[:6] == _MAGIC:
         arr = npy_array(body)
-        if arr.ndim != 2 or arr.shape[1] != 2:
+        if arr.ndim != 2 or arr.shape[1 - columns] != 2:
             kind = "integer" if labels != "str" else "node-label"
-            raise QueryError(f"{BODY_NAME}: expected an {kind} array of shape (k, 2), got {arr.dtype} {arr.shape}")
-        return arr[:, 0], arr[:, 1], False
+            want = "(2, k) (?layout=columns)" if columns else "(k, 2)"
+            raise QueryError(f"{BODY_NAME}: expected an {kind} array of shape {want}, got {arr.dtype} {arr.shape}")
+        return (arr[0], arr[1], False) if columns else (arr[:, 0], arr[:, 1], False)
     raise QueryError(f"{BODY_NAME}: neither a .npy array of shape (k, 2) nor a JSON object "
                      f'{{"sources": [...], "targets": [...]}} (Content-Type {ctype or "none"!r}, '
                      f"starts with {bytes(body[:16])!r})")
@@ -101,21 +105,28 @@ def _short(value) -> str:
     return text if len(text) <= 60 else text[:57] + "..."
 
 
-def encode_pairs(sources, targets) -> bytes:
-    """The ``.npy`` (k, 2) body of a batch: int64 ids or labels, or unicode labels."""
+def encode_columns(sources, targets) -> tuple[list, int]:
+    """The ``?layout=columns`` body of a batch, a .npy (2, k) array, as ``(pieces, bytes)``: the
+    header, then the sources and the targets as they lie in memory (no copy when they are
+    contiguous of one dtype). int64 ids or labels, unicode labels; other dtypes go as they are
+    (the server answers with :meth:`Index.query`'s message about them)."""
     s, t = np.asarray(sources), np.asarray(targets)
     if s.shape != t.shape or s.ndim != 1:
         raise QueryError(f"sources and targets must be 1-D of equal length, got shapes {s.shape} and {t.shape}")
     if s.dtype.kind == "O" or t.dtype.kind == "O":  # e.g. Python strings in an object array
         s, t = s.astype(str), t.astype(str)
-    if s.dtype.kind in "iu" and t.dtype.kind in "iu" and s.size:
-        pairs = np.empty((s.size, 2), dtype=np.int64)
-        pairs[:, 0], pairs[:, 1] = s, t
-    elif s.dtype.kind == "U" or t.dtype.kind == "U" or s.dtype != t.dtype:
-        pairs = np.stack([s, t], axis=1) if s.size else np.zeros((0, 2), dtype=np.int64)
-    else:  # floats, bools...: the server answers with Index.query's message about the dtype
-        pairs = np.stack([s, t], axis=1)
-    return _npy_bytes(pairs)
+    if s.dtype.kind in "iub" and t.dtype.kind in "iub" and "b" not in s.dtype.kind + t.dtype.kind:
+        dtype = np.dtype(np.int64)
+    else:
+        dtype = np.result_type(s.dtype, t.dtype)
+    s = np.ascontiguousarray(s, dtype=dtype.newbyteorder("="))
+    t = np.ascontiguousarray(t, dtype=s.dtype)
+    buf = io.BytesIO()
+    header = np.lib.format.header_data_from_array_1_0(s)
+    header["shape"] = (2, s.size)
+    np.lib.format.write_array_header_1_0(buf, header)
+    head = buf.getvalue()
+    return [head, memoryview(s.view(np.uint8)), memoryview(t.view(np.uint8))], len(head) + s.nbytes + t.nbytes
 
 
 def encode_answers(answers: np.ndarray) -> bytes:
