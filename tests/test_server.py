@@ -406,3 +406,45 @@ def test_serve_under_mpiexec_refuses_once_on_every_rank(kegg):
                         "--port", "0"], capture_output=True, text=True, env=_env(MPIEXEC_TIMEOUT="60"), timeout=90)
     assert r.returncode == 2, r.stderr
     assert r.stderr.count("does not shard over MPI ranks") == 1 and "one server per GPU" in r.stderr
+
+
+@pytest.mark.gpu
+def test_gpu_server_answers_as_the_cpu_with_concurrent_clients(kegg):
+    """On a GPU: the server's batches (2 at once, each in its own stream) give Index.query's CPU answers."""
+    path, idx, s, t = kegg
+    proc = subprocess.Popen([sys.executable, "-m", "distgrail", "serve", path, "--port", "0", "--backend", "gpu"],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, env=_env())
+    try:
+        deadline, url = time.monotonic() + 120, None
+        while url is None and time.monotonic() < deadline:
+            line = proc.stderr.readline()
+            assert line, "the GPU server ended before it was ready"
+            m = READY.search(line)
+            url = m.group(2) if m else None
+        assert url is not None and m.group(3) == "gpu"
+        threading.Thread(target=lambda: [None for _ in proc.stderr], daemon=True).start()
+        c = distgrail.connect(url)
+        assert c.info["backend"] == "gpu" and c.info["workers"] == 2
+        local = idx.query(s, t, backend="cpu")[0]
+        answers, stats = c.query(s, t)
+        assert np.array_equal(answers, local) and stats.backend == "gpu"
+        big_s, big_t = np.tile(s, 30), np.tile(t, 30)  # 3 M pairs
+        results, errors = {}, []
+
+        def run(k):
+            try:
+                results[k] = c.query(big_s if k % 2 else s, big_t if k % 2 else t)[0]
+            except Exception as e:  # noqa: BLE001
+                errors.append(repr(e))
+
+        threads = [threading.Thread(target=run, args=(k,)) for k in range(8)]
+        for th in threads:
+            th.start()
+        for th in threads:
+            th.join(120)
+        assert not errors and len(results) == 8
+        for k, ans in results.items():
+            assert np.array_equal(ans, np.tile(local, 30) if k % 2 else local), k
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(60) == 0
