@@ -20,11 +20,13 @@ from .build import build_index
 from .index import Index, open_index
 from .io.graph import EdgeGraph
 from .io.read import as_graph, read_graph
+from .server.client import ServerError, connect
 
 __all__ = [
     "__version__",
     "build_index",
     "open_index",
+    "connect",
     "Index",
     "read_graph",
     "as_graph",
@@ -38,6 +40,7 @@ __all__ = [
     "IndexFormatError",
     "BackendError",
     "QueryError",
+    "ServerError",
 ]
 
 _DATA = os.path.join(os.path.dirname(__file__), "data")

@@ -1,4 +1,4 @@
-"""Command line: ``distgrail index | query | pairs | info | generate | convert``.
+"""Command line: ``distgrail index | query | pairs | serve | info | generate | convert``.
 
 Run it under MPI with ``mpirun -n N python -m mpi4py -m distgrail ...`` (see ``launch/``): an
 uncaught error on any rank then aborts the whole job instead of leaving the others hanging;
@@ -286,6 +286,7 @@ def build_parser() -> argparse.ArgumentParser:
     from .io.generate import KINDS
     from .io.read import FORMATS
     from .cli_pairs import INFO_QUIET_HELP, add_pairs_command, add_query_args, with_pair
+    from .server.command import add_serve_command, add_server_args, with_server
 
     p = argparse.ArgumentParser(prog="distgrail", description="GRAIL reachability index on GPUs across MPI ranks.")
     p.add_argument("--version", action="version", version=f"distgrail {__version__}")
@@ -319,8 +320,10 @@ def build_parser() -> argparse.ArgumentParser:
     sp.add_argument("index", help="index file")
     sp.add_argument("pairs", nargs="?", help="pairs file: 'u v' per line (.gz ok) or .npy (k, 2); or 'bundled'")
     add_query_args(sp, common)  # --pair U V, -o (answers by extension), the common options
-    sp.set_defaults(func=with_pair(cmd_query))
+    add_server_args(sp)  # --server URL: a running `distgrail serve` answers (distgrail/server/)
+    sp.set_defaults(func=with_server(with_pair(cmd_query)))
     add_pairs_command(sub, common)
+    add_serve_command(sub, common, _comm)
 
     sp = sub.add_parser("info", help="describe an index file")
     sp.add_argument("index")

@@ -1,0 +1,220 @@
+"""Server benchmark: a round trip through ``distgrail serve`` beside in-process ``Index.query``
+and the cold CLI, in one run, then concurrent clients.
+
+    python -m distgrail.benchmarks.serve INDEX [--backend auto] [--sizes 1,1000,1000000,10000000]
+        [--repeat 5] [--clients 8] [--seconds 30] [--client-pairs 100000] [--json OUT]
+
+1. ``open_index`` seconds (the file in the page cache after the first open).
+2. For each batch size (seeded uniform random pairs; node labels where the index has them):
+   ``Index.query`` in this process after one warm-up call, the round trip through the server
+   (``distgrail.connect(url).query``: encode, HTTP on loopback, decode, answer, back) after one
+   warm-up call, both the median of ``--repeat``; and the cold CLI, ``distgrail query INDEX
+   PAIRS.npy -o A.npy`` in a new process (wall, one run: start-up, open, upload, answer,
+   write). Ratios side by side; every answer checked against the in-process answers.
+3. ``--clients`` threads, each with its own connection, send batches of ``--client-pairs`` pairs
+   (random slices of the largest set) for ``--seconds`` s: pairs/s, requests/s, p50/p99 latency
+   as the clients see it and as the server reports it, wrong answers (checked against the
+   in-process answers, must be 0), the server's RSS before and after.
+
+The server is started here (``python -m distgrail serve INDEX --port 0``) and stopped with
+SIGTERM (its exit status is checked).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+
+import numpy as np
+
+import distgrail
+
+READY = re.compile(r"serving .+ on (http://\S+) \(.*ready in ([0-9.]+) s\)")
+
+
+def start_server(index, backend, max_pairs, timeout=600):
+    """(Popen, url, ready seconds) of a ``distgrail serve`` on a free loopback port."""
+    t = time.perf_counter()
+    proc = subprocess.Popen([sys.executable, "-m", "distgrail", "serve", index, "--port", "0", "--backend", backend,
+                             "--max-pairs", str(max_pairs), "--timeout", "600"],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    lines = []
+    while time.perf_counter() - t < timeout:
+        line = proc.stderr.readline()
+        if not line:
+            raise SystemExit(f"the server ended before it was ready:\n{''.join(lines)}")
+        lines.append(line)
+        m = READY.search(line)
+        if m:
+            threading.Thread(target=lambda: [None for _ in proc.stderr], daemon=True).start()  # drain
+            return proc, m.group(1), time.perf_counter() - t
+    proc.kill()
+    raise SystemExit(f"no ready line in {timeout} s:\n{''.join(lines)}")
+
+
+def median_time(fn, repeat):
+    ts = []
+    out = None
+    for _ in range(repeat):
+        t = time.perf_counter()
+        out = fn()
+        ts.append(time.perf_counter() - t)
+    return float(np.median(ts)), out
+
+
+def cold_cli(index, s, t, backend, tmp):
+    """Wall seconds of ``distgrail query INDEX PAIRS.npy -o A.npy`` in a new process, and its answers."""
+    ans = os.path.join(tmp, "answers.npy")
+    if s.dtype.kind == "U":  # string node labels: a text pairs file ('u v' lines)
+        pairs = os.path.join(tmp, "pairs.txt")
+        with open(pairs, "w") as f:
+            f.writelines(f"{u} {v}\n" for u, v in zip(s.tolist(), t.tolist()))
+    else:
+        pairs = os.path.join(tmp, "pairs.npy")
+        np.save(pairs, np.stack([s, t], axis=1))
+    t0 = time.perf_counter()
+    r = subprocess.run([sys.executable, "-m", "distgrail", "query", index, pairs, "-o", ans, "--backend", backend,
+                        "--quiet"], capture_output=True, text=True)
+    wall = time.perf_counter() - t0
+    if r.returncode:
+        raise SystemExit(f"distgrail query failed: {r.stderr}")
+    return wall, np.load(ans)
+
+
+def round_trips(args, idx, server, s_all, t_all, want_all, tmp):
+    rows = []
+    for k in args.sizes:
+        s, t, want = s_all[:k], t_all[:k], want_all[:k]
+        idx.query(s, t, backend=args.backend)  # warm (the first call of a size sizes the GPU scratch)
+        local, (ans, _) = median_time(lambda: idx.query(s, t, backend=args.backend), args.repeat)
+        if not np.array_equal(ans, want):
+            raise SystemExit(f"{k} pairs: in-process answers changed between calls")
+        server.query(s, t)
+        trip, (ans, stats) = median_time(lambda: server.query(s, t), args.repeat)
+        if not np.array_equal(ans, want):
+            raise SystemExit(f"{k} pairs: the server's answers differ from Index.query's")
+        cli, ans = cold_cli(args.index, s, t, args.backend, tmp) if not args.no_cli else (float("nan"), want)
+        if not np.array_equal(ans, want):
+            raise SystemExit(f"{k} pairs: the CLI's answers differ from Index.query's")
+        rows.append({"pairs": k, "in_process_s": local, "server_s": trip, "server_answer_s": stats.seconds,
+                     "cold_cli_s": cli, "server_over_in_process": trip / local, "cli_over_server": cli / trip,
+                     "searched": stats.searched})
+        print(f"{k:>12,} {local * 1e3:12.2f} {trip * 1e3:12.2f} {stats.seconds * 1e3:10.2f} {cli:10.2f} "
+              f"{trip / local:9.2f}x {cli / trip:11.1f}x", flush=True)
+    return rows
+
+
+def load_test(args, client, s_all, t_all, want_all):
+    """``args.clients`` threads for ``args.seconds`` s; returns the figures."""
+    before = client.health()
+    k = min(args.client_pairs, s_all.size)
+    lat, wrong, errors, pairs = [], [], [], [0]
+    lock = threading.Lock()
+    stop_at = time.perf_counter() + args.seconds
+
+    def run(seed):
+        rng = np.random.default_rng(seed)
+        while time.perf_counter() < stop_at:
+            a = int(rng.integers(0, s_all.size - k + 1))
+            t0 = time.perf_counter()
+            try:
+                ans, _ = client.query(s_all[a:a + k], t_all[a:a + k])
+            except distgrail.DistGrailError as e:
+                errors.append(str(e))
+                return
+            dt = time.perf_counter() - t0
+            bad = int(np.count_nonzero(ans != want_all[a:a + k]))
+            with lock:
+                lat.append(dt)
+                pairs[0] += k
+                if bad:
+                    wrong.append(bad)
+
+    t0 = time.perf_counter()
+    threads = [threading.Thread(target=run, args=(i,)) for i in range(args.clients)]
+    for th in threads:
+        th.start()
+    for th in threads:
+        th.join()
+    wall = time.perf_counter() - t0
+    after = client.health()
+    lat_ms = np.array(lat) * 1e3
+    out = {"clients": args.clients, "pairs_per_request": k, "seconds": wall, "requests": len(lat),
+           "pairs": pairs[0], "pairs_per_second": pairs[0] / wall, "requests_per_second": len(lat) / wall,
+           "p50_ms": float(np.percentile(lat_ms, 50)) if lat else None,
+           "p99_ms": float(np.percentile(lat_ms, 99)) if lat else None,
+           "server_p50_ms": after["latency_ms"]["p50"], "server_p99_ms": after["latency_ms"]["p99"],
+           "wrong_answers": int(sum(wrong)), "errors": errors[:3], "rss_before": before["rss_bytes"],
+           "rss_after": after["rss_bytes"]}
+    print(f"{args.clients} clients x {k:,} pairs for {wall:.1f} s: {out['requests']:,} requests, "
+          f"{out['pairs_per_second'] / 1e6:.2f} M pairs/s, {out['requests_per_second']:.1f} req/s, "
+          f"p50 {out['p50_ms']:.2f} ms, p99 {out['p99_ms']:.2f} ms (server: p50 {out['server_p50_ms']} ms, "
+          f"p99 {out['server_p99_ms']} ms), wrong answers {out['wrong_answers']}, errors {len(errors)}, "
+          f"server RSS {out['rss_before'] / 2**20:.0f} -> {out['rss_after'] / 2**20:.0f} MiB", flush=True)
+    return out
+
+
+def main(argv=None):
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("index")
+    p.add_argument("--backend", default="auto", choices=("auto", "cpu", "gpu"))
+    p.add_argument("--sizes", default="1,1000,1000000,10000000", help="batch sizes, comma separated")
+    p.add_argument("--repeat", type=int, default=5)
+    p.add_argument("--clients", type=int, default=8)
+    p.add_argument("--seconds", type=float, default=30.0)
+    p.add_argument("--client-pairs", type=int, default=100_000, help="pairs per request of the load test")
+    p.add_argument("--no-cli", action="store_true", help="skip the cold CLI column")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--json", help="write the figures as JSON here")
+    args = p.parse_args(argv)
+    args.sizes = [int(x) for x in args.sizes.split(",") if x]
+    largest = max(args.sizes + [args.client_pairs])
+    args.backend = distgrail.get_backend(args.backend).name
+
+    t = time.perf_counter()
+    idx = distgrail.open_index(args.index)
+    opened = time.perf_counter() - t
+    print(f"{args.index}: n={idx.n:,}, C={idx.C:,}, d={idx.dims}, K={idx.supports}; open_index {opened:.2f} s; "
+          f"backend {args.backend}", flush=True)
+    rng = np.random.default_rng(args.seed)
+    s_all, t_all = rng.integers(0, idx.n, largest), rng.integers(0, idx.n, largest)
+    if idx.node_labels is not None:
+        s_all, t_all = idx.node_labels.values[s_all], idx.node_labels.values[t_all]
+    want_all, _ = idx.query(s_all, t_all, backend=args.backend)
+
+    proc, url, ready = start_server(args.index, args.backend, largest)
+    results = {"index": os.path.abspath(args.index), "backend": args.backend, "open_index_s": opened,
+               "server_ready_s": ready, "url": url}
+    try:
+        client = distgrail.connect(url)
+        results["device"] = client.info["device"]
+        print(f"server {url} ready in {ready:.2f} s on {client.info['device']}")
+        print(f"{'pairs':>12} {'in-proc ms':>12} {'server ms':>12} {'(answer)':>10} {'cold CLI s':>10} "
+              f"{'srv/proc':>10} {'CLI/srv':>12}")
+        with tempfile.TemporaryDirectory(prefix="distgrail-serve-bench-") as tmp:
+            results["round_trip"] = round_trips(args, idx, client, s_all, t_all, want_all, tmp)
+        if args.clients and args.seconds > 0:
+            results["load"] = load_test(args, client, s_all, t_all, want_all)
+        client.close()
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        code = proc.wait(60)
+    results["server_exit_status"] = code
+    print(f"server stopped by SIGTERM: exit status {code}")
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump(results, f, indent=2)
+    bad = results.get("load", {}).get("wrong_answers", 0) or code
+    return 1 if bad else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,252 @@
+"""The HTTP side of ``distgrail serve`` (aiohttp): ``POST /query`` and ``GET /health``.
+
+The event loop only reads requests and writes answers; decoding a body, answering it
+(:meth:`distgrail.Index.query`) and encoding the answers run in a thread pool, so a long batch
+never stalls the other clients. :meth:`Index.query` may be called from several threads at once
+(its query state is immutable; each GPU batch borrows its own scratch), so the pool's size is
+the number of batches that run at once: the CPU's cores on the CPU backend, two per GPU (one
+batch's copies overlap the other's kernels; more only add scratch). Each GPU thread has its own
+CUDA stream on the backend's device.
+
+Limits: ``max_pairs`` per request (413; the body may not be larger than that many pairs can
+take), ``timeout`` seconds per request (504; a batch still waiting for a thread is dropped, one
+already on the GPU runs to its end), ``max_waiting`` requests in flight (503).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import collections
+import hmac
+import json
+import os
+import sys
+import threading
+import time
+import traceback
+from concurrent.futures import ThreadPoolExecutor
+
+import numpy as np
+
+from .._version import __version__
+from ..errors import DistGrailError, GraphFormatError, QueryError
+from .wire import JSON, NPY, STATS_HEADER, decode_pairs, encode_answers
+
+__all__ = ["Service", "GPU_BATCHES_AT_ONCE", "LATENCY_WINDOW"]
+
+#: batches one GPU answers at once (each with its own stream and scratch)
+GPU_BATCHES_AT_ONCE = 2
+#: the last requests whose latency the health endpoint's p50/p99 are taken over
+LATENCY_WINDOW = 10_000
+
+
+class _Refused(Exception):
+    """A request the server will not answer: HTTP ``status`` and the message."""
+
+    def __init__(self, status: int, message: str, headers: dict | None = None):
+        super().__init__(message)
+        self.status, self.headers = status, headers or {}
+
+
+def body_limit(max_pairs: int, label_chars: int) -> int:
+    """Bytes a body of ``max_pairs`` pairs may take: the JSON form of the longest ids or labels
+    (an id: 20 digits, a sign and a separator; a string label: its characters, escaped at worst
+    as \\uXXXX, and quotes), plus 1 MiB for headers and white space."""
+    per_value = 22 if label_chars == 0 else 6 * label_chars + 4
+    return int(max_pairs) * 2 * per_value + (1 << 20)
+
+
+class Service:
+    """One opened index answering over HTTP on one backend, with the counters ``/health`` shows."""
+
+    def __init__(self, index, backend, *, max_pairs: int, timeout: float, token: str | None = None,
+                 workers: int | None = None, max_waiting: int | None = None):
+        self.index, self.be = index, backend
+        self.max_pairs, self.timeout, self.token = int(max_pairs), float(timeout), token
+        labels = index.node_labels
+        self.label_kind = None if labels is None else labels.kind
+        chars = int(labels.values.dtype.itemsize // 4) if self.label_kind == "str" else 0
+        self.max_body = body_limit(self.max_pairs, chars)
+        if workers is None:
+            workers = GPU_BATCHES_AT_ONCE if backend.is_gpu else max(1, os.cpu_count() or 1)
+        self.workers = int(workers)
+        self.max_waiting = int(max_waiting) if max_waiting is not None else 16 * self.workers
+        self.pool = ThreadPoolExecutor(self.workers, thread_name_prefix="distgrail-query")
+        self._streams = threading.local()
+        self.device_name = _device_name(backend)
+        self.started = time.time()
+        self.requests = self.batches = self.pairs = self.in_flight = 0
+        self.errors: collections.Counter = collections.Counter()
+        self.latency = collections.deque(maxlen=LATENCY_WINDOW)
+
+    # -- the work, in the pool's threads ---------------------------------------------------
+    def answer(self, sources, targets, search=None):
+        """:meth:`Index.query` on this service's backend, from any thread (a GPU thread works in
+        its own stream on the backend's device)."""
+        if not self.be.is_gpu:
+            return self.index.query(sources, targets, backend=self.be, search=search)
+        with self.be.on_device(), self._stream():
+            return self.index.query(sources, targets, backend=self.be, search=search)
+
+    def _stream(self):
+        s = getattr(self._streams, "stream", None)
+        if s is None:
+            s = self._streams.stream = self.be.xp.cuda.Stream(non_blocking=True)
+        return s
+
+    def _work(self, body: bytes, content_type: str, accept: str, columns: bool):
+        """Decode, answer, encode: ``(content type, body, headers, pairs)``."""
+        s, t, as_json = decode_pairs(body, content_type, self.label_kind, columns)
+        k = int(np.shape(s)[0]) if np.ndim(s) else 0
+        if k > self.max_pairs:
+            raise _Refused(413, f"{k:,} pairs is over this server's limit of {self.max_pairs:,} pairs a request "
+                                "(distgrail serve --max-pairs): send smaller batches")
+        answers, stats = self.answer(s, t)
+        st = stats.as_dict()
+        if not np.isfinite(st["queries_per_second"]):
+            st["queries_per_second"] = None
+        if as_json or JSON in accept:
+            doc = {"answers": answers.tolist(), "stats": st}
+            return JSON, json.dumps(doc).encode(), {}, k
+        return NPY, encode_answers(answers), {STATS_HEADER: json.dumps(st)}, k
+
+    # -- HTTP handlers, on the event loop ----------------------------------------------------
+    def _authorize(self, request):
+        if self.token is None:
+            return
+        got = request.headers.get("Authorization", "")
+        if not got:
+            raise _Refused(401, "this server needs a bearer token: send 'Authorization: Bearer TOKEN' "
+                                "(distgrail.connect(url, token=...); distgrail query --server reads "
+                                "DISTGRAIL_TOKEN or --token-file)", {"WWW-Authenticate": 'Bearer realm="distgrail"'})
+        scheme, _, value = got.partition(" ")
+        if scheme.lower() != "bearer" or not hmac.compare_digest(value.strip().encode(), self.token.encode()):
+            raise _Refused(403, "the bearer token is not this server's")
+
+    async def query(self, request):
+        from aiohttp import web
+
+        t0 = time.perf_counter()
+        self.requests += 1
+        try:
+            self._authorize(request)
+            if self.in_flight >= self.max_waiting:
+                raise _Refused(503, f"busy: {self.in_flight} requests in flight (this server's limit); retry later",
+                               {"Retry-After": "1"})
+            size = request.content_length
+            if size is not None and size > self.max_body:
+                raise _Refused(413, self._too_big(f"{size:,} bytes"))
+            self.in_flight += 1
+            try:
+                body = await self._read(request, size)
+                columns = request.query.get("layout", "pairs")
+                if columns not in ("pairs", "columns"):
+                    raise QueryError(f"layout must be 'pairs' (a (k, 2) body) or 'columns' ((2, k)), got {columns!r}")
+                fut = asyncio.get_running_loop().run_in_executor(
+                    self.pool, self._work, body, request.headers.get("Content-Type", ""),
+                    request.headers.get("Accept", ""), columns == "columns")
+                try:
+                    ctype, out, headers, k = await asyncio.wait_for(fut, self.timeout)
+                except asyncio.TimeoutError:
+                    raise _Refused(504, f"the batch took longer than this server's limit of {self.timeout:g} s "
+                                        "a request (distgrail serve --timeout): send smaller batches") from None
+            finally:
+                self.in_flight -= 1
+        except _Refused as e:
+            return self._error(e.status, str(e), e.headers)
+        except (QueryError, GraphFormatError) as e:  # the batch: the message Index.query gives
+            return self._error(400, str(e))
+        except DistGrailError as e:  # e.g. the GPU out of memory: the server goes on
+            return self._error(500, str(e))
+        except Exception as e:  # a bug: say so, keep serving
+            traceback.print_exc(file=sys.stderr)
+            return self._error(500, f"internal error: {type(e).__name__}: {e}")
+        self.batches += 1
+        self.pairs += k
+        self.latency.append(time.perf_counter() - t0)
+        return web.Response(body=out, content_type=ctype, headers=headers)
+
+    async def _read(self, request, size: int | None):
+        """The body: with a Content-Length, into one buffer of that size as it arrives (one copy;
+        ``request.read()`` makes two); else (chunked) by aiohttp, within ``client_max_size``."""
+        from aiohttp import web
+
+        if size is None:
+            try:
+                return await request.read()
+            except web.HTTPRequestEntityTooLarge:  # over the limit
+                raise _Refused(413, self._too_big("more bytes")) from None
+        body = bytearray(size)
+        view, at = memoryview(body), 0
+        async for chunk in request.content.iter_any():
+            if at + len(chunk) > size:
+                raise _Refused(400, f"request body: longer than its Content-Length of {size:,} bytes")
+            view[at:at + len(chunk)] = chunk
+            at += len(chunk)
+        if at != size:
+            raise _Refused(400, f"request body: {at:,} bytes, not the {size:,} its Content-Length announced")
+        return body
+
+    def _too_big(self, size: str) -> str:
+        return (f"request body of {size} is over this server's limit of {self.max_body:,} bytes "
+                f"(what {self.max_pairs:,} pairs can take; distgrail serve --max-pairs): send smaller batches")
+
+    def _error(self, status: int, message: str, headers: dict | None = None):
+        from aiohttp import web
+
+        self.errors[status] += 1
+        return web.json_response({"error": message, "status": status}, status=status, headers=headers)
+
+    async def health(self, request):
+        from aiohttp import web
+
+        self.requests += 1
+        try:
+            self._authorize(request)
+        except _Refused as e:
+            return self._error(e.status, str(e), e.headers)
+        return web.json_response(self.describe())
+
+    def describe(self) -> dict:
+        """What ``GET /health`` answers: the index, the device, the counters and the latencies."""
+        idx = self.index
+        lat = np.array(self.latency, dtype=np.float64) * 1e3
+        pct = (lambda q: round(float(np.percentile(lat, q)), 3)) if lat.size else (lambda q: None)
+        return {"status": "ok", "version": __version__, "index": idx.meta.get("path"),
+                "source_name": idx.meta.get("source_name"), "n": idx.n, "C": idx.C, "dims": idx.dims,
+                "supports": idx.supports, "node_labels": self.label_kind, "backend": self.be.name,
+                "device": self.device_name, "workers": self.workers, "pid": os.getpid(),
+                "uptime_seconds": round(time.time() - self.started, 3), "requests": self.requests,
+                "batches": self.batches, "queries": self.pairs, "in_flight": self.in_flight,
+                "errors": {str(k): v for k, v in sorted(self.errors.items())},
+                "latency_ms": {"p50": pct(50), "p99": pct(99), "max": pct(100), "over_requests": int(lat.size)},
+                "rss_bytes": rss_bytes(), "max_pairs": self.max_pairs, "max_body_bytes": self.max_body,
+                "timeout_seconds": self.timeout, "token": self.token is not None}
+
+    def close(self):
+        self.pool.shutdown(wait=True, cancel_futures=True)
+
+
+def _device_name(be) -> str:
+    if not be.is_gpu:
+        return f"cpu ({os.cpu_count()} cores)"
+    try:
+        props = be.xp.cuda.runtime.getDeviceProperties(be.device)
+        name = props["name"]
+        return f"{name.decode() if isinstance(name, bytes) else name} (device {be.device})"
+    except Exception:  # pragma: no cover - the name is only shown
+        return f"GPU {be.device}"
+
+
+def rss_bytes() -> int | None:
+    """This process's resident memory now (Linux /proc), else its peak (getrusage), or None."""
+    try:
+        with open("/proc/self/statm") as f:
+            return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+    except (OSError, ValueError, IndexError):
+        try:
+            import resource
+
+            return int(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss) * 1024
+        except Exception:  # pragma: no cover
+            return None

@@ -1,0 +1,175 @@
+"""The client of ``distgrail serve``: ``distgrail.connect(url).query(sources, targets)``.
+
+Standard library only (``http.client``): one kept-alive connection per thread, so one
+:class:`Client` may be shared by several threads.
+
+For example (a server started with ``distgrail serve INDEX``)::
+
+    import distgrail
+    server = distgrail.connect("http://127.0.0.1:7850")
+    answers, stats = server.query([0, 5], [3, 2])   # as Index.query: bool answers, QueryStats
+    server.reachable(0, 3)                           # True or False
+"""
+
+from __future__ import annotations
+
+import http.client
+import json
+import os
+import socket
+import threading
+import urllib.parse
+
+import numpy as np
+
+from ..errors import DistGrailError, QueryError
+from .wire import JSON, NPY, STATS_HEADER, decode_answers, encode_columns, stats_from_dict
+
+__all__ = ["connect", "Client", "ServerError", "TOKEN_ENV"]
+
+#: the environment variable a client reads its bearer token from when none is given
+TOKEN_ENV = "DISTGRAIL_TOKEN"
+
+
+class ServerError(DistGrailError):
+    """The server cannot be reached, or refused a request for a reason other than its pairs
+    (token, size or time limit, busy). ``status``: the HTTP status, or None (no answer)."""
+
+    def __init__(self, message: str, status: int | None = None):
+        super().__init__(message)
+        self.status = status
+
+
+def connect(url: str, token: str | None = None, timeout: float | None = 600.0) -> "Client":
+    """A :class:`Client` of the ``distgrail serve`` at ``url``; asks its ``/health`` once, so a
+    wrong address or token fails here (:class:`ServerError`). ``token``: the bearer token (default:
+    the ``DISTGRAIL_TOKEN`` environment variable, if set). ``timeout``: seconds a request may take."""
+    return Client(url, token=token, timeout=timeout)
+
+
+class Client:
+    """Queries through a running ``distgrail serve``; same answers as :meth:`distgrail.Index.query`."""
+
+    def __init__(self, url: str, token: str | None = None, timeout: float | None = 600.0):
+        parts = urllib.parse.urlsplit(url if "://" in url else f"http://{url}")
+        if parts.scheme not in ("http", "https") or not parts.hostname:
+            raise ServerError(f"{url}: not an http:// or https:// server address")
+        self.url = url.rstrip("/")
+        self._scheme, self._host, self._port = parts.scheme, parts.hostname, parts.port
+        self._base = parts.path.rstrip("/")
+        self.token = token if token is not None else (os.environ.get(TOKEN_ENV) or None)
+        self.timeout = timeout
+        self._local = threading.local()
+        #: the server's ``/health`` when connected (index, n, backend, limits...)
+        self.info = self.health()
+
+    # -- what the server holds ------------------------------------------------------------
+    @property
+    def n(self) -> int:
+        return int(self.info["n"])
+
+    @property
+    def label_kind(self) -> str | None:
+        """"int"/"str" when the index takes the graph's own node labels, else None (vertex ids)."""
+        return self.info.get("node_labels")
+
+    def health(self) -> dict:
+        """The server's ``GET /health``: index, device, counters, p50/p99 latency, memory."""
+        status, _, body = self._request("GET", "/health", None, {"Accept": JSON})
+        return json.loads(body)
+
+    # -- queries ------------------------------------------------------------------------------
+    def query(self, sources, targets):
+        """Answer a batch: ``(answers, QueryStats)`` as :meth:`distgrail.Index.query` returns them
+        (bool answers in input order). Batches over the server's ``max_pairs`` go as several
+        requests; the stats then add up (``seconds``: the sum of the server's answering times)."""
+        s, t = np.asarray(sources), np.asarray(targets)
+        if s.shape != t.shape or s.ndim != 1:
+            raise QueryError(f"sources and targets must be 1-D of equal length, got shapes {s.shape} and {t.shape}")
+        step = max(1, int(self.info.get("max_pairs", s.size or 1)))
+        answers, total = [], None
+        for a in range(0, max(s.size, 1), step):
+            ans, st = self._batch(s[a:a + step], t[a:a + step])
+            answers.append(ans)
+            if total is None:
+                total = st
+            else:
+                secs = total.seconds + st.seconds
+                total = total.merge(st)
+                total.seconds = secs
+        return (np.concatenate(answers) if len(answers) > 1 else answers[0]), total
+
+    def reachable(self, u, v):
+        """Does ``u`` reach ``v``? Scalars give a bool, arrays a bool array (as :meth:`Index.reachable`)."""
+        if np.ndim(u) == 0 and np.ndim(v) == 0:
+            ans, _ = self.query(np.array([u]), np.array([v]))
+            return bool(ans[0])
+        ans, _ = self.query(np.atleast_1d(u), np.atleast_1d(v))
+        return ans
+
+    def _batch(self, s, t):
+        pieces, size = encode_columns(s, t)  # sent piece by piece: the columns are not copied
+        status, headers, body = self._request("POST", "/query?layout=columns", pieces,
+                                              {"Content-Type": NPY, "Accept": NPY, "Content-Length": str(size)})
+        stats = stats_from_dict(json.loads(headers.get(STATS_HEADER, "{}")))
+        return decode_answers(body), stats
+
+    # -- HTTP ---------------------------------------------------------------------------------
+    def _connection(self, fresh: bool = False):
+        conn = getattr(self._local, "conn", None)
+        if conn is None or fresh:
+            if conn is not None:
+                conn.close()
+            kind = http.client.HTTPSConnection if self._scheme == "https" else http.client.HTTPConnection
+            conn = self._local.conn = kind(self._host, self._port, timeout=self.timeout)
+            conn.connect()
+            # the headers and the body's pieces go in separate writes: Nagle would hold the later
+            # small ones until the server's (delayed) ACK, ~40 ms a request
+            conn.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        return conn
+
+    def _request(self, method, path, body, headers):
+        headers = dict(headers)
+        if self.token:
+            headers["Authorization"] = f"Bearer {self.token}"
+        for attempt in (0, 1):  # a kept-alive connection the server has closed: once more, on a new one
+            conn = self._connection(fresh=attempt == 1)
+            try:
+                conn.request(method, self._base + path, body=body, headers=headers)
+                r = conn.getresponse()
+                data = r.read()
+                break
+            except (ConnectionResetError, BrokenPipeError, http.client.RemoteDisconnected) as e:
+                conn.close()
+                if attempt:
+                    raise ServerError(f"{self.url}: the server closed the connection ({e})") from None
+            except OSError as e:  # refused, unreachable, timed out
+                conn.close()
+                self._local.conn = None
+                raise ServerError(f"cannot reach the distgrail server at {self.url} ({e})") from None
+        if r.status == 200:
+            return r.status, r.headers, data
+        try:
+            message = json.loads(data)["error"]
+        except (ValueError, KeyError, TypeError):
+            message = data[:200].decode("utf-8", "replace") or r.reason
+        if r.status == 400:
+            raise QueryError(message)  # the pairs: the very message Index.query gives
+        raise ServerError(f"{self.url}: {r.status} {r.reason}: {message}", status=r.status)
+
+    def close(self):
+        conn = getattr(self._local, "conn", None)
+        if conn is not None:
+            conn.close()
+            self._local.conn = None
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+        return False
+
+    def __repr__(self):
+        i = self.info
+        return f"<distgrail.Client {self.url}: {i.get('source_name')!r}, {i.get('n', 0):,} vertices, {i.get('backend')}>"

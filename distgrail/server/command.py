@@ -1,0 +1,158 @@
+"""The command line of the server: ``distgrail serve INDEX`` and ``distgrail query --server URL PAIRS``.
+
+Kept apart from :mod:`distgrail.cli` for size; nothing here imports it (its helpers arrive as
+arguments). ``serve`` is one process on one device: under an MPI launcher with several ranks it
+refuses, once, with every rank ending cleanly (start one server per GPU instead, each on its
+own port). ``query --server`` runs on rank 0 alone, like ``query --pair``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+
+from ..errors import DistGrailError, QueryError
+
+__all__ = ["add_serve_command", "add_server_args", "with_server", "cmd_serve", "query_through_server", "read_token"]
+
+SERVE_UNDER_MPI = ("distgrail serve is one process on one device and does not shard over MPI ranks: start it "
+                   "without mpirun/srun (for several GPUs, one server per GPU: CUDA_VISIBLE_DEVICES=i distgrail "
+                   "serve INDEX --port P+i)")
+
+
+class _OneProcess(argparse.Action):
+    """Stores the value and marks the run as one rank's work (see :func:`distgrail.cli.main`)."""
+
+    def __call__(self, parser, namespace, values, option_string=None):
+        setattr(namespace, self.dest, values)
+        namespace.one_process = True
+
+
+def read_token(token: str | None, token_file: str | None, env: bool = False) -> str | None:
+    """The bearer token from ``--token``, ``--token-file`` (its first line) or, with ``env``, the
+    DISTGRAIL_TOKEN variable; None when there is none. An empty token is an error."""
+    from .client import TOKEN_ENV
+
+    if token is not None and token_file is not None:
+        raise DistGrailError("give --token or --token-file, not both")
+    if token_file is not None:
+        try:
+            with open(token_file, encoding="utf-8") as f:
+                token = f.readline().strip()
+        except (OSError, UnicodeDecodeError) as e:
+            raise DistGrailError(f"{token_file}: cannot read the token file ({e})") from None
+        if not token:
+            raise DistGrailError(f"{token_file}: the token file is empty")
+    elif token is not None and not token.strip():
+        raise DistGrailError("--token is empty")
+    elif token is None and env:
+        token = os.environ.get(TOKEN_ENV) or None
+    return token.strip() if token else None
+
+
+# -- distgrail serve -------------------------------------------------------------------------
+def add_serve_command(sub, common, comm_of) -> None:
+    """The ``serve`` subcommand; ``comm_of(args)``: the CLI's MPI communicator (None: one process)."""
+    from .run import DEFAULT_MAX_PAIRS, DEFAULT_PORT, DEFAULT_TIMEOUT
+
+    sp = sub.add_parser("serve", help="answer queries over HTTP from an index opened once (distgrail.connect, "
+                                      "query --server)")
+    sp.add_argument("index", help="index file")
+    sp.add_argument("--host", default="127.0.0.1",
+                    help="address to listen on (default 127.0.0.1: this machine only; 0.0.0.0 for every interface)")
+    sp.add_argument("--port", type=int, default=DEFAULT_PORT,
+                    help=f"TCP port (default {DEFAULT_PORT}; 0: a free one, printed on the ready line)")
+    tok = sp.add_mutually_exclusive_group()
+    tok.add_argument("--token", help="bearer token clients must send (visible in ps: prefer --token-file)")
+    tok.add_argument("--token-file", help="file whose first line is the bearer token clients must send")
+    sp.add_argument("--max-pairs", type=int, default=DEFAULT_MAX_PAIRS,
+                    help=f"pairs a request may hold (default {DEFAULT_MAX_PAIRS:,}; more: 413)")
+    sp.add_argument("--timeout", type=float, default=DEFAULT_TIMEOUT,
+                    help=f"seconds a request may take (default {DEFAULT_TIMEOUT:g}; more: 504)")
+    sp.add_argument("--workers", type=int, default=None,
+                    help="batches answered at once (default: the CPU's cores; 2 on a GPU)")
+    common(sp)
+    sp.set_defaults(func=lambda args: cmd_serve(args, comm_of))
+
+
+def cmd_serve(args, comm_of) -> int:
+    from .run import serve
+
+    comm = comm_of(args)
+    if comm is not None:
+        err = DistGrailError(SERVE_UNDER_MPI)
+        err.comm_rank = comm.Get_rank()  # every rank has it: printed once, every rank ends with status 2
+        raise err
+    token = read_token(args.token, args.token_file)
+    return serve(args.index, host=args.host, port=args.port, backend=args.backend, token=token,
+                 max_pairs=args.max_pairs, timeout=args.timeout, workers=args.workers, quiet=args.quiet,
+                 as_json=args.json)
+
+
+# -- distgrail query --server URL PAIRS ------------------------------------------------------
+def add_server_args(sp) -> None:
+    """``query``'s ``--server URL`` and ``--token-file F``."""
+    sp.add_argument("--server", metavar="URL", action=_OneProcess,
+                    help="ask a running 'distgrail serve' at URL instead of opening an index: "
+                         "distgrail query --server URL PAIRS (token: DISTGRAIL_TOKEN or --token-file)")
+    sp.add_argument("--token-file", help="with --server: file whose first line is the server's bearer token")
+
+
+def with_server(cmd_query):
+    """``cmd_query`` that sends the pairs to ``--server`` when given."""
+
+    def query(args):
+        if getattr(args, "server", None) is None:
+            if getattr(args, "token_file", None) is not None:
+                raise QueryError("--token-file is for --server URL")
+            return cmd_query(args)
+        if args.pair is not None:
+            raise QueryError("--pair asks the index file; with --server give a pairs file: "
+                             "distgrail query --server URL PAIRS")
+        if args.pairs is not None:  # argparse gave the one positional to INDEX
+            raise QueryError(f"with --server give only the pairs file (the server has its index), got "
+                             f"{args.index} {args.pairs}")
+        return query_through_server(args, args.index)
+
+    query.__doc__ = cmd_query.__doc__
+    return query
+
+
+def query_through_server(args, pairs: str) -> int:
+    """``query --server URL PAIRS [-o A]``: the pairs read here, answered by the server, the answers
+    written here, the summary as ``distgrail query`` prints it (plus the server's address)."""
+    import distgrail
+    from ..io.atomic import check_output, same_file
+    from ..io.pairs import read_pairs
+    from ..io.writers import write_answers
+    from ..errors import OutputError
+    from .client import connect
+
+    if pairs == "bundled":
+        pairs = distgrail.bundled_pairs()
+    out = args.output
+    if out not in (None, "-"):
+        if os.path.abspath(out) == os.path.abspath(pairs) or same_file(out, pairs):
+            raise OutputError(f"{out}: the output would overwrite the input {pairs}; choose another output path")
+        check_output(out)
+    client = connect(args.server, token=read_token(None, args.token_file, env=True))
+    with client:
+        s, t = read_pairs(pairs, client.label_kind)
+        answers, stats = client.query(s, t)
+    if out:
+        write_answers(answers, out, s, t)
+    summary = stats.as_dict()
+    summary.update(index=client.info.get("index"), server=client.url, pairs=os.path.abspath(pairs),
+                   answers=None if out is None else ("-" if out == "-" else os.path.abspath(out)))
+    human = stats.summary() + f"\nserver       {client.url} ({client.info.get('index')})"
+    if out is None:
+        human += "\nanswers      not written (give -o FILE, or -o - for stdout)"
+    text = json.dumps(summary, indent=2, sort_keys=True) if args.json else human
+    if out == "-":  # stdout holds the answers: the summary goes to stderr
+        if not args.quiet:
+            print(text, file=sys.stderr)
+    elif args.json or not args.quiet:
+        print(text)
+    return 0

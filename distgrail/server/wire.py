@@ -1,0 +1,158 @@
+"""What travels between ``distgrail serve`` and its clients (HTTP bodies; no server library here).
+
+``POST /query`` takes the pairs as
+
+* a NumPy ``.npy`` array of shape (k, 2) (``Content-Type: application/x-npy``; a pairs ``.npy``
+  file as ``distgrail query`` reads it can be sent as it is): vertex ids, or the graph's node
+  labels (int64, or a unicode string array) where the index has them; with ``?layout=columns``
+  an array of shape (2, k), sources then targets (what the client sends: each column goes out
+  as it lies in memory and is read as it came, without interleaving); or
+* a JSON object ``{"sources": [...], "targets": [...]}`` (``Content-Type: application/json``).
+
+and answers with a ``.npy`` bool array of shape (k,) and the batch's :class:`QueryStats` as JSON
+in the ``X-Distgrail-Stats`` header, or with JSON ``{"answers": [...], "stats": {...}}`` when the
+request was JSON or asks for it (``Accept: application/json``). Errors are JSON
+``{"error": MESSAGE}`` with a 4xx/5xx status; a bad batch gets the message
+:meth:`distgrail.Index.query` gives for it.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+
+import numpy as np
+
+from ..errors import QueryError
+
+__all__ = ["NPY", "JSON", "STATS_HEADER", "BODY_NAME", "decode_pairs", "encode_columns", "encode_answers",
+           "decode_answers", "stats_from_dict", "npy_array"]
+
+NPY = "application/x-npy"
+JSON = "application/json"
+STATS_HEADER = "X-Distgrail-Stats"
+#: how messages about a request's body name it (where ``distgrail query`` names the pairs file)
+BODY_NAME = "request body"
+_MAGIC = b"\x93NUMPY"
+
+
+def npy_array(body: bytes, what: str = BODY_NAME) -> np.ndarray:
+    """The array in a ``.npy`` byte string, without copying its data (read-only) where the header
+    is of version 1 or 2; QueryError naming ``what`` when it is not a whole .npy array."""
+    f = io.BytesIO(body)
+    try:
+        version = np.lib.format.read_magic(f)
+        if version not in ((1, 0), (2, 0)):  # 3.0: utf-8 field names; np.load copes (with a copy)
+            return np.load(io.BytesIO(body), allow_pickle=False)
+        read = np.lib.format.read_array_header_1_0 if version == (1, 0) else np.lib.format.read_array_header_2_0
+        shape, fortran, dtype = read(f)
+        if dtype.hasobject:
+            raise ValueError("Object arrays cannot be loaded when allow_pickle=False")
+        count = int(np.prod(shape, dtype=np.int64))
+        have = len(body) - f.tell()
+        if have != count * dtype.itemsize:
+            raise ValueError(f"the header promises {count * dtype.itemsize:,} bytes of data, the body holds {have:,}")
+        arr = np.frombuffer(body, dtype=dtype, count=count, offset=f.tell())
+        return arr.reshape(shape[::-1]).T if fortran else arr.reshape(shape)
+    except (ValueError, OSError, EOFError, SyntaxError) as e:
+        raise QueryError(f"{what}: not a readable .npy array ({e})") from None
+
+
+def decode_pairs(body: bytes, content_type: str, labels: str | None, columns: bool = False):
+    """``(sources, targets, as_json)`` of a query request; QueryError with the reason otherwise.
+
+    ``labels``: the index's node-label kind ("int"/"str") or None (vertex ids). ``columns``: a
+    .npy body is (2, k), not (k, 2). The values are not checked here: :meth:`distgrail.Index.query`
+    checks them, with its own messages."""
+    ctype = (content_type or "").split(";")[0].strip().lower()
+    head = body[:64].lstrip()
+    if ctype == JSON or (ctype != NPY and head[:1] == b"{"):
+        return (*_json_pairs(body), True)
+    if ctype == NPY or body[:6] == _MAGIC:
+        arr = npy_array(body)
+        if arr.ndim != 2 or arr.shape[1 - columns] != 2:
+            kind = "integer" if labels != "str" else "node-label"
+            want = "(2, k) (?layout=columns)" if columns else "(k, 2)"
+            raise QueryError(f"{BODY_NAME}: expected an {kind} array of shape {want}, got {arr.dtype} {arr.shape}")
+        return (arr[0], arr[1], False) if columns else (arr[:, 0], arr[:, 1], False)
+    raise QueryError(f"{BODY_NAME}: neither a .npy array of shape (k, 2) nor a JSON object "
+                     f'{{"sources": [...], "targets": [...]}} (Content-Type {ctype or "none"!r}, '
+                     f"starts with {bytes(body[:16])!r})")
+
+
+def _json_pairs(body: bytes):
+    try:
+        doc = json.loads(body)
+    except (ValueError, UnicodeDecodeError) as e:
+        raise QueryError(f"{BODY_NAME}: not valid JSON ({e})") from None
+    if not isinstance(doc, dict) or "sources" not in doc or "targets" not in doc:
+        raise QueryError(f'{BODY_NAME}: expected a JSON object {{"sources": [...], "targets": [...]}}, got '
+                         f"{_short(doc)}")
+    out = []
+    for what in ("sources", "targets"):
+        v = doc[what]
+        if not isinstance(v, list):
+            raise QueryError(f"{BODY_NAME}: {what} must be a JSON list, got {_short(v)}")
+        try:
+            out.append(np.array(v) if v else np.zeros(0, dtype=np.int64))
+        except (ValueError, OverflowError) as e:  # ragged nesting, ints past 64 bits
+            raise QueryError(f"{BODY_NAME}: {what} is not a flat list of ids or labels ({e})") from None
+    return out[0], out[1]
+
+
+def _short(value) -> str:
+    text = json.dumps(value)
+    return text if len(text) <= 60 else text[:57] + "..."
+
+
+def encode_columns(sources, targets) -> tuple[list, int]:
+    """The ``?layout=columns`` body of a batch, a .npy (2, k) array, as ``(pieces, bytes)``: the
+    header, then the sources and the targets as they lie in memory (no copy when they are
+    contiguous of one dtype). int64 ids or labels, unicode labels; other dtypes go as they are
+    (the server answers with :meth:`Index.query`'s message about them)."""
+    s, t = np.asarray(sources), np.asarray(targets)
+    if s.shape != t.shape or s.ndim != 1:
+        raise QueryError(f"sources and targets must be 1-D of equal length, got shapes {s.shape} and {t.shape}")
+    if s.dtype.kind == "O" or t.dtype.kind == "O":  # e.g. Python strings in an object array
+        s, t = s.astype(str), t.astype(str)
+    if s.dtype.kind in "iub" and t.dtype.kind in "iub" and "b" not in s.dtype.kind + t.dtype.kind:
+        dtype = np.dtype(np.int64)
+    else:
+        dtype = np.result_type(s.dtype, t.dtype)
+    s = np.ascontiguousarray(s, dtype=dtype.newbyteorder("="))
+    t = np.ascontiguousarray(t, dtype=s.dtype)
+    buf = io.BytesIO()
+    header = np.lib.format.header_data_from_array_1_0(s)
+    header["shape"] = (2, s.size)
+    np.lib.format.write_array_header_1_0(buf, header)
+    head = buf.getvalue()
+    return [head, memoryview(s.view(np.uint8)), memoryview(t.view(np.uint8))], len(head) + s.nbytes + t.nbytes
+
+
+def encode_answers(answers: np.ndarray) -> bytes:
+    return _npy_bytes(np.asarray(answers, dtype=bool))
+
+
+def _npy_bytes(arr: np.ndarray) -> bytes:
+    buf = io.BytesIO()
+    np.lib.format.write_array(buf, np.ascontiguousarray(arr), allow_pickle=False)
+    return buf.getvalue()
+
+
+def decode_answers(body: bytes) -> np.ndarray:
+    arr = npy_array(body, "the server's answer")
+    if arr.dtype != np.bool_ or arr.ndim != 1:
+        raise QueryError(f"the server's answer: expected a bool array (k,), got {arr.dtype} {arr.shape}")
+    return arr
+
+
+def stats_from_dict(d: dict):
+    """The :class:`~distgrail.query.stats.QueryStats` that :meth:`QueryStats.as_dict` described."""
+    from ..query.stats import QueryStats
+
+    st = QueryStats(backend=d.get("backend", "cpu"), ranks=int(d.get("ranks", 1)))
+    st.queries, st.reachable = int(d.get("queries", 0)), int(d.get("reachable", 0))
+    st.steps.update({k: int(v) for k, v in d.get("steps", {}).items() if k in st.steps})
+    st.search_rounds, st.grid_searched = int(d.get("search_rounds", 0)), int(d.get("grid_searched", 0))
+    st.seconds = float(d.get("seconds", 0.0))
+    return st

@@ -1,0 +1,450 @@
+"""``distgrail serve`` and its client end to end, on the CPU backend and loopback only: the real
+server as a subprocess (``python -m distgrail serve ... --port 0``), answers through the client,
+raw HTTP and ``distgrail query --server`` compared with :meth:`Index.query` and BFS, bad
+requests (4xx with Index.query's message, the server serving after), the token, the limits, 8
+concurrent clients, and a clean stop on SIGTERM."""
+
+from __future__ import annotations
+
+import io
+import json
+import os
+import queue
+import re
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+import urllib.error
+import urllib.request
+
+import numpy as np
+import pytest
+
+import distgrail
+from distgrail.bfs import bfs_reachable, csr_of
+from distgrail.server.client import ServerError
+from conftest import EXPECTED, ROOT, graph_path
+
+pytest.importorskip("aiohttp", reason="distgrail serve needs the serve extra (launch/setup.sh installs it)")
+
+TOKEN = "s3cret-token"
+READY = re.compile(r"distgrail: serving (.+) on (http://\S+) \(backend (\w+)")
+MAX_PAIRS = 300_000
+
+
+def _env(**kw):
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("PMI_", "OMPI_", "HYDRA_", "MPI_", "SLURM_"))}
+    env["PYTHONPATH"] = ROOT + os.pathsep + os.environ.get("PYTHONPATH", "")
+    env.pop("DISTGRAIL_TOKEN", None)
+    env.update(kw)
+    return env
+
+
+class Server:
+    """A ``distgrail serve`` subprocess; its stderr read by a thread, the ready line awaited."""
+
+    def __init__(self, index, *args, wait=60):
+        self.proc = subprocess.Popen([sys.executable, "-m", "distgrail", "serve", str(index), "--port", "0",
+                                      "--backend", "cpu", *args], stdout=subprocess.PIPE,
+                                     stderr=subprocess.PIPE, text=True, env=_env())
+        self.lines: list[str] = []
+        self._q: queue.Queue = queue.Queue()
+        threading.Thread(target=self._read, daemon=True).start()
+        deadline = time.monotonic() + wait
+        while True:
+            try:
+                line = self._q.get(timeout=max(0.01, deadline - time.monotonic()))
+            except queue.Empty:
+                self.stop()
+                raise AssertionError(f"no ready line in {wait} s: {self.lines}") from None
+            if line is None:
+                raise AssertionError(f"the server ended before it was ready: {self.lines}")
+            m = READY.search(line)
+            if m:
+                self.index, self.url, self.backend = m.groups()
+                return
+
+    def _read(self):
+        for line in self.proc.stderr:
+            self.lines.append(line)
+            self._q.put(line)
+        self._q.put(None)
+
+    def stop(self, sig=signal.SIGTERM, timeout=20) -> int:
+        if self.proc.poll() is None:
+            self.proc.send_signal(sig)
+        try:
+            return self.proc.wait(timeout)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait()
+            raise
+
+
+def _post(url, body, ctype="application/x-npy", headers=None, token=TOKEN):
+    h = {"Content-Type": ctype, **(headers or {})}
+    if token:
+        h["Authorization"] = f"Bearer {token}"
+    req = urllib.request.Request(url + "/query", data=body, headers=h, method="POST")
+    try:
+        with urllib.request.urlopen(req, timeout=60) as r:
+            return r.status, dict(r.headers), r.read()
+    except urllib.error.HTTPError as e:
+        return e.code, dict(e.headers), e.read()
+
+
+def _npy(arr) -> bytes:
+    buf = io.BytesIO()
+    np.save(buf, arr)
+    return buf.getvalue()
+
+
+def _error(body) -> str:
+    return json.loads(body)["error"]
+
+
+@pytest.fixture(scope="module")
+def kegg(tmp_path_factory):
+    """(index path, Index, sources, targets) of kegg with its 100,000 pairs."""
+    from distgrail.io.pairs import read_pairs
+
+    path = tmp_path_factory.mktemp("serve") / "kegg.h5"
+    idx = distgrail.build_index(graph_path("kegg_dag_uniq"), dims=3, backend="cpu")
+    idx.save(path)
+    s, t = read_pairs(graph_path("kegg_dag_uniq") + ".q100k.pairs.gz")
+    return str(path), distgrail.open_index(path), s, t
+
+
+@pytest.fixture(scope="module")
+def server(kegg, tmp_path_factory):
+    tok = tmp_path_factory.mktemp("token") / "token"
+    tok.write_text(TOKEN + "\n")
+    srv = Server(kegg[0], "--token-file", str(tok), "--max-pairs", str(MAX_PAIRS), "--timeout", "30")
+    yield srv
+    assert srv.stop() == 0, srv.lines
+
+
+def test_ready_line_names_a_localhost_port(server, kegg):
+    assert server.url.startswith("http://127.0.0.1:") and int(server.url.rsplit(":", 1)[1]) > 0
+    assert server.index == kegg[0] and server.backend == "cpu"
+    assert any("warm-up:" in line for line in server.lines)
+
+
+def test_client_answers_as_index_query_and_bfs(server, kegg):
+    path, idx, s, t = kegg
+    c = distgrail.connect(server.url, token=TOKEN)
+    assert c.n == idx.n == 3617 and c.info["index"] == path and c.info["backend"] == "cpu"
+    answers, stats = c.query(s, t)
+    local, local_stats = idx.query(s, t, backend="cpu")
+    assert answers.dtype == bool and np.array_equal(answers, local)
+    assert int(answers.sum()) == EXPECTED["kegg_dag_uniq"] == stats.reachable
+    assert stats.steps == local_stats.steps and stats.queries == 100_000 and stats.backend == "cpu"
+    indptr, indices = csr_of(distgrail.read_graph(graph_path("kegg_dag_uniq")))  # plain BFS on the input graph
+    assert np.array_equal(answers[:5000], bfs_reachable(indptr, indices, s[:5000], t[:5000]))
+    u, v = int(s[np.flatnonzero(answers)[0]]), int(t[np.flatnonzero(answers)[0]])
+    assert c.reachable(u, v) is True and c.reachable(v, u) is idx.reachable(v, u, backend="cpu")
+    assert np.array_equal(c.reachable(s[:50], t[:50]), local[:50])
+    e, st = c.query(np.zeros(0, np.int64), np.zeros(0, np.int64))
+    assert e.shape == (0,) and st.queries == 0
+
+
+def test_client_splits_a_batch_over_the_server_limit(server, kegg):
+    _, idx, s, t = kegg
+    s4, t4 = np.tile(s, 4), np.tile(t, 4)  # 400,000 pairs, the limit is 300,000 a request
+    c = distgrail.connect(server.url, token=TOKEN)
+    before = c.health()["batches"]
+    answers, stats = c.query(s4, t4)
+    assert np.array_equal(answers, np.tile(idx.query(s, t, backend="cpu")[0], 4))
+    assert stats.queries == 400_000 and c.health()["batches"] - before == 2
+
+
+def test_raw_http_npy_and_json(server, kegg):
+    _, idx, s, t = kegg
+    local = idx.query(s, t, backend="cpu")[0]
+    status, headers, body = _post(server.url, _npy(np.stack([s, t], axis=1)))
+    assert status == 200 and headers["Content-Type"] == "application/x-npy"
+    assert np.array_equal(np.load(io.BytesIO(body)), local)
+    assert json.loads(headers["X-Distgrail-Stats"])["reachable"] == int(local.sum())
+    doc = json.dumps({"sources": s[:100].tolist(), "targets": t[:100].tolist()}).encode()
+    status, headers, body = _post(server.url, doc, ctype="application/json")
+    assert status == 200 and json.loads(body)["answers"] == local[:100].tolist()
+    status, _, body = _post(server.url, _npy(np.stack([s[:9], t[:9]], axis=1).astype(np.int32)),
+                            headers={"Accept": "application/json"})  # any integer type; JSON asked for
+    assert status == 200 and json.loads(body)["answers"] == local[:9].tolist()
+
+
+def _still_serving(server, kegg):
+    _, idx, s, t = kegg
+    status, _, body = _post(server.url, _npy(np.stack([s[:500], t[:500]], axis=1)))
+    assert status == 200 and np.array_equal(np.load(io.BytesIO(body)), idx.query(s[:500], t[:500], backend="cpu")[0])
+
+
+def _message_of_index_query(idx, s, t) -> str:
+    with pytest.raises(distgrail.QueryError) as e:
+        idx.query(s, t, backend="cpu")
+    return str(e.value)
+
+
+def test_bad_requests_get_4xx_with_index_query_message_and_the_server_goes_on(server, kegg):
+    _, idx, s, t = kegg
+    bad_t = t[:10].copy()
+    bad_t[7] = 5000
+    status, _, body = _post(server.url, _npy(np.stack([s[:10], bad_t], axis=1)))
+    assert status == 400 and _error(body) == _message_of_index_query(idx, s[:10], bad_t)
+    assert _error(body) == "targets[7] out of range 0..3616, got 5000"
+    neg = s[:4].copy()
+    neg[2] = -1
+    status, _, body = _post(server.url, json.dumps({"sources": neg.tolist(), "targets": [1, 2, 3, 4]}).encode(),
+                            ctype="application/json")
+    assert status == 400 and _error(body) == _message_of_index_query(idx, neg, t[:4])
+    floats = np.stack([s[:5], t[:5]], axis=1).astype(np.float64)  # a body of the wrong dtype
+    status, _, body = _post(server.url, _npy(floats))
+    assert status == 400 and _error(body) == _message_of_index_query(idx, floats[:, 0], floats[:, 1])
+    assert "must be integer vertex ids, got dtype float64" in _error(body)
+    req = urllib.request.Request(server.url + "/query?layout=rows", data=_npy(np.zeros((3, 2), np.int64)),
+                                 headers={"Authorization": f"Bearer {TOKEN}"}, method="POST")
+    with pytest.raises(urllib.error.HTTPError) as e:
+        urllib.request.urlopen(req, timeout=30)
+    assert e.value.code == 400 and "layout must be 'pairs'" in _error(e.value.read())
+    req = urllib.request.Request(server.url + "/query?layout=columns", data=_npy(np.zeros((3, 2), np.int64)),
+                                 headers={"Authorization": f"Bearer {TOKEN}"}, method="POST")
+    with pytest.raises(urllib.error.HTTPError) as e:
+        urllib.request.urlopen(req, timeout=30)
+    assert e.value.code == 400 and "expected an integer array of shape (2, k)" in _error(e.value.read())
+    with pytest.raises(distgrail.QueryError, match=r"^sources\[0\] out of range 0..3616, got 9999$"):
+        distgrail.connect(server.url, token=TOKEN).query([9999], [0])
+    _still_serving(server, kegg)
+    for body_sent, ctype, expect in [
+            (b"hello there", "application/octet-stream", "neither a .npy array of shape (k, 2) nor a JSON object"),
+            (b"{not json", "application/json", "request body: not valid JSON"),
+            (b'{"sources": [1]}', "application/json", 'expected a JSON object {"sources": [...], "targets": [...]}'),
+            (_npy(np.stack([s[:10], t[:10]], axis=1))[:-8], "application/x-npy", "not a readable .npy array"),
+            (_npy(s[:10]), "application/x-npy", "expected an integer array of shape (k, 2), got int64 (10,)")]:
+        status, _, body = _post(server.url, body_sent, ctype=ctype)
+        assert status == 400 and expect in _error(body), (body_sent[:20], body)
+        _still_serving(server, kegg)
+
+
+def test_limits_413_with_the_limit_in_the_message(server, kegg):
+    _, idx, s, t = kegg
+    k = MAX_PAIRS + 1
+    status, _, body = _post(server.url, _npy(np.zeros((k, 2), np.int64)))
+    assert status == 413 and f"{k:,} pairs is over this server's limit of {MAX_PAIRS:,} pairs" in _error(body)
+    limit = distgrail.connect(server.url, token=TOKEN).info["max_body_bytes"]
+    req = urllib.request.Request(server.url + "/query", data=b"x" * 16, method="POST",
+                                 headers={"Authorization": f"Bearer {TOKEN}", "Content-Length": str(limit + 1)})
+    with pytest.raises(urllib.error.HTTPError) as e:  # refused from the header, before the body is read
+        urllib.request.urlopen(req, timeout=30)
+    assert e.value.code == 413 and f"limit of {limit:,} bytes" in _error(e.value.read())
+    _still_serving(server, kegg)
+
+
+def test_token_missing_401_wrong_403(server, kegg):
+    _, _, s, t = kegg
+    body = _npy(np.stack([s[:3], t[:3]], axis=1))
+    status, headers, reply = _post(server.url, body, token=None)
+    assert status == 401 and headers.get("WWW-Authenticate", "").startswith("Bearer") and "bearer token" in \
+        _error(reply)
+    status, _, reply = _post(server.url, body, token="wrong")
+    assert status == 403 and "not this server's" in _error(reply)
+    with pytest.raises(ServerError) as e:
+        distgrail.connect(server.url, token="wrong")
+    assert e.value.status == 403
+    with pytest.raises(urllib.error.HTTPError) as e:
+        urllib.request.urlopen(server.url + "/health", timeout=30)
+    assert e.value.code == 401
+    _still_serving(server, kegg)
+
+
+def test_eight_concurrent_clients_get_right_answers(server, kegg):
+    _, idx, s, t = kegg
+    c = distgrail.connect(server.url, token=TOKEN)  # one client shared by the threads: a connection each
+    before = c.health()
+    local = idx.query(s, t, backend="cpu")[0]
+    wrong, done, errors = [], [], []
+    stop_at = time.monotonic() + 8
+
+    def client(k):
+        rng = np.random.default_rng(k)
+        for _ in range(12):  # bounded: 12 batches or 8 s, whichever ends first
+            if time.monotonic() > stop_at:
+                break
+            pick = rng.integers(0, s.size, int(rng.integers(1, 5000)))
+            try:
+                ans, _ = c.query(s[pick], t[pick])
+            except Exception as e:  # noqa: BLE001 - reported below
+                errors.append(repr(e))
+                return
+            done.append(pick.size)
+            if not np.array_equal(ans, local[pick]):
+                wrong.append(k)
+
+    threads = [threading.Thread(target=client, args=(k,)) for k in range(8)]
+    for th in threads:
+        th.start()
+    for th in threads:
+        th.join(30)
+    assert not any(th.is_alive() for th in threads)
+    assert not errors and not wrong and len(done) >= 8
+    after = c.health()
+    assert after["batches"] - before["batches"] == len(done) + 0 and after["queries"] - before["queries"] == sum(done)
+    assert after["latency_ms"]["p50"] > 0 and after["latency_ms"]["p99"] >= after["latency_ms"]["p50"]
+    assert after["in_flight"] == 0 and after["rss_bytes"] > 0
+
+
+def test_cli_query_server_writes_what_the_local_query_writes(server, kegg, tmp_path):
+    path = kegg[0]
+    pairs = graph_path("kegg_dag_uniq") + ".q100k.pairs.gz"
+    r = subprocess.run([sys.executable, "-m", "distgrail", "query", "--server", server.url, pairs, "-o",
+                        str(tmp_path / "a.txt"), "--json"], capture_output=True, text=True,
+                       env=_env(DISTGRAIL_TOKEN=TOKEN), timeout=60)
+    assert r.returncode == 0, r.stderr
+    summary = json.loads(r.stdout)
+    assert summary["reachable"] == EXPECTED["kegg_dag_uniq"] and summary["server"] == server.url
+    r2 = subprocess.run([sys.executable, "-m", "distgrail", "query", path, pairs, "-o", str(tmp_path / "b.txt"),
+                         "--backend", "cpu", "--quiet"], capture_output=True, text=True, env=_env(), timeout=60)
+    assert r2.returncode == 0, r2.stderr
+    assert (tmp_path / "a.txt").read_bytes() == (tmp_path / "b.txt").read_bytes()
+    bad = tmp_path / "bad.txt"
+    bad.write_text("0 1\n2 5000\n")
+    out = [subprocess.run([sys.executable, "-m", "distgrail", "query", *where, str(bad), "-o", str(tmp_path / o),
+                           "--backend", "cpu"], capture_output=True, text=True, env=_env(DISTGRAIL_TOKEN=TOKEN),
+                          timeout=60)
+           for where, o in ((("--server", server.url), "c.txt"), ((path,), "d.txt"))]
+    assert [o.returncode for o in out] == [2, 2]
+    assert out[0].stderr == out[1].stderr == "distgrail: error: targets[1] out of range 0..3616, got 5000\n"
+    assert not (tmp_path / "c.txt").exists()
+    r = subprocess.run([sys.executable, "-m", "distgrail", "query", "--server", server.url, pairs],
+                       capture_output=True, text=True, env=_env(), timeout=60)  # no token
+    assert r.returncode == 2 and "401" in r.stderr and "bearer token" in r.stderr
+
+
+@pytest.fixture(scope="module")
+def labelled(tmp_path_factory):
+    rng = np.random.default_rng(3)
+    names = [f"gene-{i}" for i in range(300)]
+    succ = {names[i]: [names[j] for j in rng.integers(i + 1, 300, 3) if j < 300] for i in range(299)}
+    idx = distgrail.build_index(succ, dims=2, backend="cpu")
+    path = tmp_path_factory.mktemp("labels") / "genes.h5"
+    idx.save(path)
+    return str(path), distgrail.open_index(path)
+
+
+def test_node_labels_through_the_server_then_sigterm_ends_it_cleanly(labelled, tmp_path):
+    path, idx = labelled
+    assert idx.node_labels is not None and idx.node_labels.kind == "str"
+    files = sorted(os.listdir(os.path.dirname(path)))
+    srv = Server(path, "--timeout", "30")
+    try:
+        c = distgrail.connect(srv.url)
+        assert c.label_kind == "str"
+        rng = np.random.default_rng(0)
+        names = idx.node_labels.values
+        s, t = names[rng.integers(0, names.size, 2000)], names[rng.integers(0, names.size, 2000)]
+        answers, stats = c.query(s, t)
+        assert np.array_equal(answers, idx.query(s, t, backend="cpu")[0]) and stats.queries == 2000
+        assert c.reachable("gene-0", "gene-0") is True
+        assert c.reachable(list(s[:5]), list(t[:5])).tolist() == idx.reachable(s[:5], t[:5], backend="cpu").tolist()
+        with pytest.raises(distgrail.QueryError) as e:
+            c.query(["gene-1", "nope"], ["gene-2", "gene-3"])
+        assert str(e.value) == _message_of_index_query(idx, np.array(["gene-1", "nope"]), np.array(["gene-2", "x"]))
+        with pytest.raises(distgrail.QueryError, match="takes the graph's string node labels"):
+            c.query([1], [2])
+        pairs = tmp_path / "p.txt"
+        pairs.write_text("gene-0 gene-5\ngene-7 gene-2\n")
+        r = subprocess.run([sys.executable, "-m", "distgrail", "query", "--server", srv.url, str(pairs), "-o",
+                            str(tmp_path / "a.tsv"), "--quiet"], capture_output=True, text=True, env=_env(), timeout=60)
+        assert r.returncode == 0, r.stderr
+        rows = (tmp_path / "a.tsv").read_text().splitlines()
+        want = idx.query(np.array(["gene-0", "gene-7"]), np.array(["gene-5", "gene-2"]), backend="cpu")[0]
+        assert rows[1:] == [f"gene-0\tgene-5\t{int(want[0])}", f"gene-7\tgene-2\t{int(want[1])}"]
+        host, port = srv.url[len("http://"):].rsplit(":", 1)
+    finally:
+        t0 = time.monotonic()
+        code = srv.stop(signal.SIGTERM)
+    assert code == 0 and time.monotonic() - t0 < 10, srv.lines
+    assert any("stopping (SIGTERM)" in line for line in srv.lines)
+    with pytest.raises(OSError):  # the socket is closed
+        socket.create_connection((host, int(port)), timeout=5).close()
+    assert sorted(os.listdir(os.path.dirname(path))) == files  # nothing left beside the index
+
+
+def test_request_time_limit_504_then_sigint_ends_it(kegg):
+    path, _, s, t = kegg
+    srv = Server(path, "--timeout", "0.001", "--workers", "1")
+    try:
+        big = np.stack([np.tile(s, 10), np.tile(t, 10)], axis=1)  # 1 M pairs: far over a millisecond
+        status, _, body = _post(srv.url, _npy(big), token=None)
+        assert status == 504 and "limit of 0.001 s a request (distgrail serve --timeout)" in _error(body)
+        h = json.loads(urllib.request.urlopen(srv.url + "/health", timeout=30).read())
+        assert h["errors"] == {"504": 1} and h["token"] is False
+    finally:
+        code = srv.stop(signal.SIGINT)
+    assert code == 0, srv.lines
+
+
+def test_port_in_use_is_a_clear_error(kegg):
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        r = subprocess.run([sys.executable, "-m", "distgrail", "serve", kegg[0], "--port", str(port)],
+                           capture_output=True, text=True, env=_env(), timeout=60)
+    assert r.returncode == 2 and r.stderr.startswith(f"distgrail: error: cannot listen on 127.0.0.1:{port} (")
+    assert "opening" not in r.stderr  # refused before the index is read
+
+
+MPIEXEC = os.path.join(os.path.dirname(sys.executable), "mpiexec")
+
+
+@pytest.mark.skipif(not os.access(MPIEXEC, os.X_OK), reason=f"no {MPIEXEC} (PyPI mpich)")
+def test_serve_under_mpiexec_refuses_once_on_every_rank(kegg):
+    r = subprocess.run([MPIEXEC, "-n", "2", sys.executable, "-m", "mpi4py", "-m", "distgrail", "serve", kegg[0],
+                        "--port", "0"], capture_output=True, text=True, env=_env(MPIEXEC_TIMEOUT="60"), timeout=90)
+    assert r.returncode == 2, r.stderr
+    assert r.stderr.count("does not shard over MPI ranks") == 1 and "one server per GPU" in r.stderr
+
+
+@pytest.mark.gpu
+def test_gpu_server_answers_as_the_cpu_with_concurrent_clients(kegg):
+    """On a GPU: the server's batches (2 at once, each in its own stream) give Index.query's CPU answers."""
+    path, idx, s, t = kegg
+    proc = subprocess.Popen([sys.executable, "-m", "distgrail", "serve", path, "--port", "0", "--backend", "gpu"],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, env=_env())
+    try:
+        deadline, url = time.monotonic() + 120, None
+        while url is None and time.monotonic() < deadline:
+            line = proc.stderr.readline()
+            assert line, "the GPU server ended before it was ready"
+            m = READY.search(line)
+            url = m.group(2) if m else None
+        assert url is not None and m.group(3) == "gpu"
+        threading.Thread(target=lambda: [None for _ in proc.stderr], daemon=True).start()
+        c = distgrail.connect(url)
+        assert c.info["backend"] == "gpu" and c.info["workers"] == 2
+        local = idx.query(s, t, backend="cpu")[0]
+        answers, stats = c.query(s, t)
+        assert np.array_equal(answers, local) and stats.backend == "gpu"
+        big_s, big_t = np.tile(s, 30), np.tile(t, 30)  # 3 M pairs
+        results, errors = {}, []
+
+        def run(k):
+            try:
+                results[k] = c.query(big_s if k % 2 else s, big_t if k % 2 else t)[0]
+            except Exception as e:  # noqa: BLE001
+                errors.append(repr(e))
+
+        threads = [threading.Thread(target=run, args=(k,)) for k in range(8)]
+        for th in threads:
+            th.start()
+        for th in threads:
+            th.join(120)
+        assert not errors and len(results) == 8
+        for k, ans in results.items():
+            assert np.array_equal(ans, np.tile(local, 30) if k % 2 else local), k
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(60) == 0
