@@ -15,7 +15,7 @@ from .gpu.backend import get_backend
 from .indexfile import read_index_file, write_index_file
 from .io.digest import split_digest
 from .nodelabels import NodeLabels
-from .query.answer import ScratchPool, answer_batch_cuda, answer_batch_numpy, records
+from .query.answer import ScratchPool, answer_batch_cuda, answer_batch_numpy, records_on_device
 from .query.stats import Labels, Once, QueryStats, SearchOptions
 
 __all__ = ["Index", "assemble", "open_index"]
@@ -114,18 +114,18 @@ class Index:
         C, d = self.C, self.dims
         iv = a["labels/intervals"]
         post0 = a["labels/dt_post0"]
-        start0 = (post0.astype(np.int64) - a["forest/subtree_size"].astype(np.int64) + 1).astype(post0.dtype)
         K = self.supports
         out = a["supports/out"] if K else np.zeros((C, 0), np.uint64)
         inn = a["supports/in"] if K else np.zeros((C, 0), np.uint64)
         W = int(out.shape[1])
-        if be.is_gpu:
-            rec = records(a["dag/level"], start0, post0, iv[:, :, 0], iv[:, :, 1], out, inn)
+        if be.is_gpu:  # uploaded as stored, widened and packed on the device
+            rec = records_on_device(be, a["dag/level"], post0, a["forest/subtree_size"], iv, out, inn)
             ix = a["dag/indices"]
-            return Labels(comp=be.asarray(a["vertex/component"], dtype=np.int32),
-                          indptr=be.asarray(a["dag/indptr"], dtype=np.int64),
-                          indices=be.asarray(ix if ix.size else np.zeros(1, np.int32), dtype=np.int32),
-                          C=C, d=d, W=W, rec=be.asarray(rec))
+            return Labels(comp=_on_device(be, a["vertex/component"], np.int32),
+                          indptr=_on_device(be, a["dag/indptr"], np.int64),
+                          indices=_on_device(be, ix if ix.size else np.zeros(1, np.int32), np.int32),
+                          C=C, d=d, W=W, rec=rec)
+        start0 = (post0.astype(np.int64) - a["forest/subtree_size"].astype(np.int64) + 1).astype(post0.dtype)
         return Labels(comp=a["vertex/component"], indptr=a["dag/indptr"].astype(np.int64, copy=False),
                       indices=a["dag/indices"], C=C, d=d, W=W, level=a["dag/level"],
                       lo=np.ascontiguousarray(iv[:, :, 0]), hi=np.ascontiguousarray(iv[:, :, 1]),
@@ -190,6 +190,12 @@ class Index:
             return bool(ans[0])
         ans, _ = self.query(np.atleast_1d(u), np.atleast_1d(v), backend=backend, search=search)
         return ans
+
+
+def _on_device(be, a: np.ndarray, dtype):
+    """``a`` on ``be``'s device in ``dtype``: uploaded as stored (its smallest type), widened there."""
+    dev = be.asarray(a)
+    return dev if dev.dtype == dtype else dev.astype(dtype)
 
 
 def assemble(graph, dag, forest, post0, intervals, dims, seed, parent_rule, supports=None) -> Index:

@@ -250,3 +250,42 @@ def test_stale_temp_files_of_dead_processes_are_removed(work):
     assert cli("index", "g.gra", "-o", "x.h5", "--quiet", "--backend", "cpu", cwd=work).returncode == 0
     assert not stale.exists() and alive.exists() and other.exists()
     assert distgrail.open_index(work / "x.h5").n == 3617
+
+
+def test_replaced_output_is_set_aside_and_removed_in_the_background(tmp_path, monkeypatch):
+    """Replacing a large output: the rename only swaps names (the old file is hard-linked aside
+    first), a detached rm removes the old link; the output holds the new bytes at once and no
+    .old- link stays; an .old- link of a dead process is removed by the next write."""
+    import time
+
+    from distgrail.io import atomic
+
+    monkeypatch.setattr(atomic, "ASIDE_MIN_BYTES", 10)
+    out = tmp_path / "x.h5"
+    out.write_bytes(b"the old index, long enough")
+    old_inode = os.stat(out).st_ino
+    links = []
+    real_link = os.link
+    monkeypatch.setattr(os, "link", lambda a, b: (links.append((a, b)), real_link(a, b))[1])
+    with atomic.atomic_path(out) as tmp:
+        with open(tmp, "wb") as f:
+            f.write(b"the new index")
+    assert out.read_bytes() == b"the new index"
+    assert links and links[0][1].endswith(f".x.h5.old-{os.getpid()}")  # it was set aside, not freed by the rename
+    deadline = time.time() + 10
+    while any(".old-" in n for n in os.listdir(tmp_path)) and time.time() < deadline:
+        time.sleep(0.05)
+    assert os.listdir(tmp_path) == ["x.h5"] and os.stat(out).st_ino != old_inode
+    # a small output is replaced directly (nothing set aside)
+    monkeypatch.setattr(atomic, "ASIDE_MIN_BYTES", 1 << 30)
+    links.clear()
+    with atomic.atomic_path(out) as tmp:
+        with open(tmp, "wb") as f:
+            f.write(b"newer")
+    assert not links and out.read_bytes() == b"newer"
+    # an .old- link left by a process that no longer runs goes with the next write
+    dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True,
+                          text=True).stdout.strip()
+    stale = tmp_path / f".x.h5.old-{dead}"
+    stale.write_bytes(b"an old index whose rm never ran")
+    assert atomic.remove_stale(out) == [stale.name] and not stale.exists()

@@ -8,7 +8,7 @@ from distgrail.bfs import bfs_reachable, csr_of
 from distgrail.gpu.backend import get_backend
 from distgrail.index import Index, assemble
 from distgrail.io.generate import generate
-from distgrail.query.answer import answer_batch_numpy, record_width, records
+from distgrail.query.answer import answer_batch_numpy, record_width, records, records_on_device
 from distgrail.query.prefilter import prefilter
 from distgrail.query.search import guided_search_numpy
 from distgrail.query.stats import (LEVEL, POSITIVE, SAME, SEARCH_NEG, SEARCH_POS, STEPS, SUPPORT_NEG,
@@ -163,6 +163,56 @@ def test_gpu_records_layout():
     np.testing.assert_array_equal(rec[:, B:B + 10:2], L.lo.T)
     np.testing.assert_array_equal(rec[:, B + 1:B + 10:2], L.hi.T)
     assert record_width(5, 0) == 16 and record_width(5, 1) == 20
+
+
+class _HostBackend:
+    """The parts of a Backend that records_on_device uses, on NumPy: the packing code is
+    array-module generic, so its CPU run checks the block arithmetic."""
+
+    xp = np
+
+    @staticmethod
+    def asarray(a):
+        return np.asarray(a)
+
+    @staticmethod
+    def on_device():
+        import contextlib
+
+        return contextlib.nullcontext()
+
+
+def _records_inputs(idx):
+    a = idx.arrays
+    K = idx.supports
+    out = a["supports/out"] if K else np.zeros((idx.C, 0), np.uint64)
+    inn = a["supports/in"] if K else np.zeros((idx.C, 0), np.uint64)
+    return a["dag/level"], a["labels/dt_post0"], a["forest/subtree_size"], a["labels/intervals"], out, inn
+
+
+@pytest.mark.parametrize("K", [0, 130])
+@pytest.mark.parametrize("block", [1, 7, 1 << 23])
+def test_records_packed_by_blocks_are_the_host_records(K, block):
+    """records_on_device (blocks of components, start0 derived from the subtree sizes) gives the
+    bytes of records(), its NumPy twin, for blocks that divide C, do not, and exceed it."""
+    idx = indexed(GRAPHS["paper"], K, dims=5)
+    L = idx.labels("cpu")
+    want = records(L.level, L.start0, L.post0, L.lo, L.hi, L.out.T, L.inn.T)
+    got = records_on_device(_HostBackend, *_records_inputs(idx), block=block)
+    assert got.dtype == np.int32 and got.shape == want.shape
+    np.testing.assert_array_equal(got, want)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("block", [5, 1 << 23])
+def test_gpu_records_packed_on_the_device_bit_for_bit(block):
+    be = get_backend("gpu")
+    idx = indexed(GRAPHS["paper"], 130, dims=5)
+    L = idx.labels("cpu")
+    want = records(L.level, L.start0, L.post0, L.lo, L.hi, L.out.T, L.inn.T)
+    got = be.to_host(records_on_device(be, *_records_inputs(idx), block=block))
+    np.testing.assert_array_equal(got, want)
+    np.testing.assert_array_equal(be.to_host(idx.labels("gpu").rec), want)
 
 
 def test_answer_batch_stats():

@@ -6,6 +6,13 @@ been killed outright (SIGKILL), by the next write of the same output: temporary 
 output whose process no longer runs on this host are removed first. A write that fails (missing
 or read-only directory, full disk, a directory in the way) raises :class:`OutputError` naming the
 user's path, never the temporary name.
+
+Replacing an existing output of at least :data:`ASIDE_MIN_BYTES` frees the old file's blocks
+after the command, not inside it: the old file is first hard-linked to ``.NAME.old-PID``, so the
+rename only swaps names, and a detached ``rm`` removes that link in the background (on the lent
+GPU machines' ext4, mounted with ``discard``, the rename that freed a 1.1 GB index took ~0.55 s
+and one that freed a 7.8 GB index ~4.5 s of the write). An ``.old-PID`` link left by a process
+that no longer runs is removed by the next write of the same output.
 """
 
 from __future__ import annotations
@@ -14,6 +21,7 @@ import errno
 import os
 import re
 import signal
+import subprocess
 import threading
 import time
 
@@ -23,6 +31,8 @@ __all__ = ["atomic_path", "output_error", "check_output", "same_file", "remove_s
 
 _LIVE: set = set()  # temporary paths being written by this process
 _PREVIOUS: dict = {}  # signal -> handler before ours
+#: an existing output at least this large is set aside and removed in the background (see above)
+ASIDE_MIN_BYTES = 64 << 20
 _REASONS = {errno.ENOENT: "its directory does not exist", errno.EISDIR: "it is a directory"}  # else strerror
 
 
@@ -70,9 +80,10 @@ def _alive(pid: int) -> bool:
 
 
 def remove_stale(path) -> list:
-    """Remove ``.NAME.tmp-PID`` files of ``path`` left by processes that no longer run; return them."""
+    """Remove ``.NAME.tmp-PID`` and ``.NAME.old-PID`` files of ``path`` left by processes that no
+    longer run; return them."""
     d, base = os.path.split(os.path.abspath(os.fspath(path)))
-    pat = re.compile(r"\." + re.escape(base) + r"\.tmp-(\d+)$")
+    pat = re.compile(r"\." + re.escape(base) + r"\.(?:tmp|old)-(\d+)$")
     gone = []
     try:
         names = os.listdir(d)
@@ -129,6 +140,43 @@ def _install_handlers():
                 pass
 
 
+def _set_aside(path) -> str | None:
+    """Hard-link an existing regular output of at least :data:`ASIDE_MIN_BYTES` (one link) to
+    ``.NAME.old-PID`` beside it; that path, or None when there is nothing to set aside or the
+    link cannot be made (the rename then frees the old file itself)."""
+    try:
+        st = os.lstat(path)
+    except OSError:
+        return None
+    import stat
+
+    if not stat.S_ISREG(st.st_mode) or st.st_nlink != 1 or st.st_size < ASIDE_MIN_BYTES:
+        return None
+    d, base = os.path.split(os.path.abspath(path))
+    aside = os.path.join(d, f".{base}.old-{os.getpid()}")
+    try:
+        if os.path.lexists(aside):
+            os.remove(aside)
+        os.link(path, aside)
+    except OSError:
+        return None
+    return aside
+
+
+def _remove_later(aside) -> None:
+    """Remove ``aside`` in a detached process (its blocks are freed after this command ends); in
+    this process when none can be started."""
+    try:
+        rm = subprocess.Popen(["rm", "-f", "--", aside], stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                              stderr=subprocess.DEVNULL, start_new_session=True, close_fds=True)
+        threading.Thread(target=rm.wait, name="distgrail-rm", daemon=True).start()  # no zombie in a long run
+    except OSError:
+        try:
+            os.remove(aside)
+        except OSError:
+            pass
+
+
 class atomic_path:
     """Context manager: yields a temporary path; renames it to ``path`` on success, removes it on
     error or on SIGTERM/SIGINT. OSErrors inside become :class:`OutputError` naming ``path``."""
@@ -157,10 +205,15 @@ class atomic_path:
             if exc_type is None:
                 if os.environ.get("DISTGRAIL_TEST_WRITE_PAUSE"):  # tests: a window to interrupt a write in
                     time.sleep(float(os.environ["DISTGRAIL_TEST_WRITE_PAUSE"]))
+                aside = _set_aside(self.path)
                 try:
                     os.replace(self.tmp, self.path)
                 except OSError as e:
+                    if aside:
+                        os.remove(aside)
                     raise output_error(self.path, e) from None
+                if aside:
+                    _remove_later(aside)
                 return False
             if os.path.exists(self.tmp):
                 os.remove(self.tmp)
