@@ -1,0 +1,177 @@
+"""The partitioned build (issue 24): the sweeps of distgrail/stages/partitioned_scc.py over K
+simulated ranks (threads exchanging through a fake allreduce) against SciPy's SCCs and
+``condense``; under MPI, ``build_index(partition="on")`` against a one-process build, byte for
+byte, and against BFS."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import threading
+
+import numpy as np
+import pytest
+import scipy.sparse as sp
+from scipy.sparse.csgraph import connected_components
+
+from distgrail.io.graph import EdgeGraph
+from distgrail.stages.condense import condense
+from distgrail.stages.partitioned_scc import Counted, condense_partitioned, partitioned_reps
+
+ARRAYS = ("comp", "indptr", "indices", "rindptr", "rindices", "level", "level_ptr")
+OPS = {"max": np.maximum, "min": np.minimum, "sum": np.add}
+
+
+class Threads:
+    """K simulated ranks in one process: each a thread, exchanging through shared slots."""
+
+    def __init__(self, K):
+        self.K = K
+        self.bar = threading.Barrier(K)
+        self.slots = [None] * K
+        self.calls = 0
+
+    def _share(self, r, a):
+        self.slots[r] = a
+        self.bar.wait()
+        got = list(self.slots)
+        self.bar.wait()
+        return got
+
+    def rank(self, r):
+        T = self
+
+        class Ex:
+            root = r == 0
+
+            def allreduce(self, a, op):
+                T.calls += r == 0
+                got = T._share(r, np.array(a))
+                out = got[0].copy()
+                for b in got[1:]:
+                    out = OPS[op](out, b)
+                return out
+
+            def gather(self, a):
+                got = T._share(r, np.array(a))
+                return np.concatenate(got) if r == 0 else None
+
+            def bcast(self, a):
+                return np.array(T._share(r, a)[0])
+
+        return Ex()
+
+    def run(self, fn, src, dst):
+        """``fn(rank, ex, src_part, dst_part)`` on every rank, edges split K ways (contiguous)."""
+        bounds = np.linspace(0, src.size, self.K + 1).astype(int)
+        out, errors = [None] * self.K, []
+
+        def one(r):
+            try:
+                out[r] = fn(r, self.rank(r), src[bounds[r]:bounds[r + 1]], dst[bounds[r]:bounds[r + 1]])
+            except BaseException as e:  # noqa: BLE001 - reported by the test
+                errors.append(e)
+                self.bar.abort()
+
+        ts = [threading.Thread(target=one, args=(r,)) for r in range(self.K)]
+        for t in ts:
+            t.start()
+        for t in ts:
+            t.join()
+        if errors:
+            raise errors[0]
+        return out
+
+
+def _arr(x):
+    return np.asarray(x, dtype=np.int64)
+
+
+def graphs():
+    rng = np.random.default_rng(5)
+    out = {"empty": (0, _arr([]), _arr([])), "one vertex": (1, _arr([]), _arr([])),
+           "self loops": (3, _arr([0, 1, 1, 2]), _arr([0, 1, 2, 2])),
+           "duplicates": (4, _arr([0, 0, 1, 1, 2, 2]), _arr([1, 1, 0, 0, 3, 3])),
+           "isolated": (10, _arr([2, 3]), _arr([3, 2])),
+           "cycle": (7, _arr(range(7)), _arr([(i + 1) % 7 for i in range(7)]))}
+    n = 300
+    out["deep chain"] = (n, _arr(range(n - 1))[::-1], _arr(range(1, n))[::-1])
+    out["reverse chain"] = (n, _arr(range(1, n)), _arr(range(n - 1)))
+    s, d = [], []
+    for c in range(60):  # chain of 3-cycles, linked forward
+        a = 3 * c
+        s += [a, a + 1, a + 2]
+        d += [a + 1, a + 2, a]
+        if c:
+            s.append(a - 1)
+            d.append(a)
+    out["chain of cycles"] = (180, _arr(s), _arr(d))
+    back = [(b, a) if b == a + 1 and b % 3 == 0 else (a, b) for a, b in zip(s, d)]  # links toward smaller ids
+    out["chain of cycles backward"] = (180, _arr([a for a, _ in back]), _arr([b for _, b in back]))
+    u, v = np.triu_indices(40, 1)
+    out["dense dag"] = (40, _arr(v), _arr(u))
+    out["giant"] = (200, _arr(rng.integers(0, 200, 2000)), _arr(rng.integers(0, 200, 2000)))
+    for seed in range(4):
+        r = np.random.default_rng(seed)
+        nn = int(r.integers(20, 400))
+        m = int(r.integers(0, 3 * nn))
+        out[f"random {seed}"] = (nn, _arr(r.integers(0, nn, m)), _arr(r.integers(0, nn, m)))
+    return out
+
+
+GRAPHS = graphs()
+
+
+def _scipy_reps(n, src, dst):
+    """Smallest vertex of each vertex's SCC, by SciPy."""
+    if n == 0:
+        return np.zeros(0, np.int64)
+    a = sp.csr_matrix((np.ones(src.size, bool), (src, dst)), shape=(n, n))
+    _, lab = connected_components(a, directed=True, connection="strong")
+    first = np.full(lab.max() + 1, n)
+    np.minimum.at(first, lab, np.arange(n))
+    return first[lab]
+
+
+@pytest.mark.parametrize("K", [1, 2, 3, 5])
+@pytest.mark.parametrize("gather", [0, 10**12, 7])
+@pytest.mark.parametrize("name", sorted(GRAPHS))
+def test_partitioned_reps_equal_scipy_sccs(name, gather, K):
+    n, src, dst = GRAPHS[name]
+    got = Threads(K).run(lambda r, ex, s, d: partitioned_reps(np, s, d, n, ex, gather), src, dst)
+    want = _scipy_reps(n, src, dst)
+    for r in range(K):
+        np.testing.assert_array_equal(got[r], want, err_msg=f"{name} rank {r}")
+
+
+@pytest.mark.parametrize("K", [2, 3])
+@pytest.mark.parametrize("gather", [0, 10**12])
+@pytest.mark.parametrize("name", sorted(GRAPHS))
+def test_partitioned_condensation_equals_condense(name, gather, K):
+    n, src, dst = GRAPHS[name]
+    got = Threads(K).run(lambda r, ex, s, d: condense_partitioned(np, s, d, n, ex, gather), src, dst)
+    assert all(g is None for g in got[1:])
+    want = condense(EdgeGraph(n=n, src=src.astype(np.int32), dst=dst.astype(np.int32)))
+    assert got[0].n == want.n
+    for k in ARRAYS:
+        a, b = getattr(got[0], k), getattr(want, k)
+        assert a.dtype == b.dtype, (name, k)
+        np.testing.assert_array_equal(a, b, err_msg=f"{name} {k}")
+
+
+def test_gather_threshold_decides_sweeps_and_bytes():
+    """Forced to 0 the chain of cycles is peeled by sweeps (one allreduce each); forced huge one
+    gather settles it: fewer sweeps, the edges' bytes gathered instead."""
+    n, src, dst = GRAPHS["chain of cycles backward"]
+    counts = {}
+    for gather in (0, 10**12):
+        got = Threads(2).run(lambda r, ex, s, d: (lambda c: (partitioned_reps(np, s, d, n, c, gather), c.stats()))(
+            Counted(ex)), src, dst)
+        counts[gather] = got[0][1]
+        np.testing.assert_array_equal(got[0][0], _scipy_reps(n, src, dst))
+    assert counts[0]["sweeps"] > 10 * counts[10**12]["sweeps"], counts
+    assert counts[10**12]["gathered bytes"] > counts[0]["gathered bytes"], counts
+    assert counts[0]["allreduce bytes"] >= counts[0]["sweeps"] * 8
