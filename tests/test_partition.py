@@ -175,3 +175,142 @@ def test_gather_threshold_decides_sweeps_and_bytes():
     assert counts[0]["sweeps"] > 10 * counts[10**12]["sweeps"], counts
     assert counts[10**12]["gathered bytes"] > counts[0]["gathered bytes"], counts
     assert counts[0]["allreduce bytes"] >= counts[0]["sweeps"] * 8
+
+
+# ---------------------------------------------------------------- under MPI: build_index(partition="on")
+
+def _text(n, src, dst, with_n=True):
+    return "".join(f"{a} {b}\n" for a, b in zip(src.tolist(), dst.tolist()))
+
+
+def mpi_graphs():
+    """(name, text, num_vertices): generated graphs as edge-list files."""
+    g = graphs()
+    out = []
+    for name in ("cycle", "giant", "deep chain", "chain of cycles backward", "dense dag", "random 1", "random 3",
+                 "isolated", "duplicates"):
+        n, s, d = g[name]
+        out.append((name.replace(" ", "_") + ".txt", _text(n, s, d), n))
+    out.append(("fewer_edges_than_ranks.txt", "0 1\n", 5))  # empty ranks
+    return out
+
+
+@pytest.fixture
+def shared_dir():
+    """A directory every rank sees (made by rank 0, removed once every rank is done)."""
+    from mpi4py import MPI
+
+    comm = MPI.COMM_WORLD
+    d = comm.bcast(tempfile.mkdtemp(prefix="distgrail-mpi-partition-") if comm.rank == 0 else None, root=0)
+    yield d
+    comm.Barrier()
+    if comm.rank == 0:
+        shutil.rmtree(d, ignore_errors=True)
+
+
+SKIP_ATTRS = ("backend", "transport", "dims_split", "partition")
+
+
+def assert_same_index_file(a, b):
+    """Every dataset equal (values and dtype) and every attribute but the placement's own."""
+    import h5py
+
+    with h5py.File(a, "r") as fa, h5py.File(b, "r") as fb:
+        names, other = [], []
+        fa.visititems(lambda k, v: names.append(k) if isinstance(v, h5py.Dataset) else None)
+        fb.visititems(lambda k, v: other.append(k) if isinstance(v, h5py.Dataset) else None)
+        assert sorted(names) == sorted(other)
+        for k in names:
+            assert fa[k].dtype == fb[k].dtype, k
+            np.testing.assert_array_equal(fa[k][...], fb[k][...], err_msg=k)
+        ka = {k for k in fa.attrs if k not in SKIP_ATTRS}
+        assert ka == {k for k in fb.attrs if k not in SKIP_ATTRS}
+        for k in ka:
+            assert str(fa.attrs[k]) == str(fb.attrs[k]), k
+
+
+@pytest.mark.mpi(min_size=2)
+@pytest.mark.parametrize("gather", ["0", "1000000000"])
+def test_partitioned_index_is_byte_identical_and_exact(shared_dir, gather, monkeypatch):
+    from mpi4py import MPI
+
+    import distgrail
+    from distgrail.bfs import bfs_reachable, csr_of
+    from distgrail.io.read import read_graph
+
+    comm = MPI.COMM_WORLD
+    monkeypatch.setenv("DISTGRAIL_PARTITION_GATHER", gather)
+    items = mpi_graphs()
+    if comm.rank == 0:
+        for name, text, _ in items:
+            with open(os.path.join(shared_dir, name), "w") as f:
+                f.write(text)
+    comm.Barrier()
+    for name, _, nv in items:
+        path = os.path.join(shared_dir, name)
+        out = os.path.join(shared_dir, f"{name}.{gather}.part.h5")
+        idx = distgrail.build_index(path, dims=3, comm=comm, partition="on", backend="cpu", output=out,
+                                    num_vertices=nv)
+        rep = idx.meta["partition"]
+        assert len(rep) == comm.size
+        g = read_graph(path, num_vertices=nv)
+        assert sum(r["edges held"] for r in rep) == g.m, name
+        assert all(r["edges read"] == r["edges held"] for r in rep), name  # parsed in ranges, not scattered
+        if g.m >= 4 * comm.size:
+            assert max(r["edges read"] for r in rep) < g.m, name  # no rank read every edge
+        if gather == "0" and g.m:
+            assert all(r["sweeps"] >= 2 for r in rep), (name, rep)
+        if comm.rank == 0:
+            one = os.path.join(shared_dir, f"{name}.{gather}.one.h5")
+            distgrail.build_index(path, dims=3, backend="cpu", output=one, num_vertices=nv)
+            assert_same_index_file(out, one)
+            rng = np.random.default_rng(3)
+            u, v = rng.integers(0, g.n, 300), rng.integers(0, g.n, 300)
+            ans, _ = idx.query(u, v)
+            np.testing.assert_array_equal(ans, bfs_reachable(*csr_of(g), u, v), err_msg=name)
+        comm.Barrier()
+
+
+@pytest.mark.mpi(min_size=2)
+def test_partitioned_gra_and_h5_inputs_equal_one_process(shared_dir):
+    """A .gra benchmark file (byte ranges, vertex lines summed) and its binary .h5 conversion
+    without a stored condensation (CSR row blocks per rank)."""
+    from mpi4py import MPI
+
+    import distgrail
+    from distgrail.io.binary import write_binary_graph
+    from distgrail.io.read import read_graph
+    from conftest import DATA_DIR
+
+    comm = MPI.COMM_WORLD
+    gra = os.path.join(DATA_DIR, "kegg_dag_uniq.gra")
+    h5 = os.path.join(shared_dir, "kegg.h5")
+    if comm.rank == 0:
+        write_binary_graph(read_graph(gra), h5)
+    comm.Barrier()
+    for path in (gra, h5):
+        out = os.path.join(shared_dir, os.path.basename(path) + ".part.h5")
+        idx = distgrail.build_index(path, dims=2, comm=comm, partition="on", backend="cpu", output=out)
+        rep = idx.meta["partition"]
+        m = read_graph(path).m  # the .h5 CSR holds the distinct edges
+        assert sum(r["edges held"] for r in rep) == m and max(r["edges read"] for r in rep) < m, rep
+        if comm.rank == 0:
+            one = os.path.join(shared_dir, os.path.basename(path) + ".one.h5")
+            distgrail.build_index(path, dims=2, backend="cpu", output=one)
+            assert_same_index_file(out, one)
+        comm.Barrier()
+
+
+@pytest.mark.mpi(min_size=2)
+def test_partition_off_and_auto_on_cpu_read_on_rank_0(shared_dir):
+    """off, and auto on the CPU backend, are AcrossRanks' build: no per-rank partition report."""
+    from mpi4py import MPI
+
+    import distgrail
+
+    comm = MPI.COMM_WORLD
+    for mode in ("off", "auto"):
+        idx = distgrail.build_index(distgrail.bundled_graph(), dims=2, comm=comm, partition=mode, backend="cpu")
+        assert "partition" not in idx.meta, mode
+    with pytest.raises(distgrail.DistGrailError, match="partition must be one of"):
+        distgrail.build_index(distgrail.bundled_graph(), dims=2, comm=comm, partition="yes", backend="cpu")
