@@ -314,3 +314,110 @@ def test_partition_off_and_auto_on_cpu_read_on_rank_0(shared_dir):
         assert "partition" not in idx.meta, mode
     with pytest.raises(distgrail.DistGrailError, match="partition must be one of"):
         distgrail.build_index(distgrail.bundled_graph(), dims=2, comm=comm, partition="yes", backend="cpu")
+
+
+# ---------------------------------------------------------------- the CLI under mpiexec (serial tests)
+
+MPIEXEC = os.path.join(os.path.dirname(sys.executable), "mpiexec")
+needs_mpiexec = pytest.mark.skipif(not os.access(MPIEXEC, os.X_OK), reason=f"no {MPIEXEC} (PyPI mpich)")
+
+
+def mpirun(n, *args, timeout=120, env_extra=None):
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("PMI_", "OMPI_", "HYDRA_", "MPI_", "SLURM_"))}
+    env["MPIEXEC_TIMEOUT"] = str(timeout)
+    env.update(env_extra or {})
+    return subprocess.run([MPIEXEC, "-n", str(n), sys.executable, "-m", "mpi4py", "-m", "distgrail", *args],
+                          env=env, capture_output=True, text=True, timeout=timeout + 30)
+
+
+@needs_mpiexec
+@pytest.mark.parametrize("ranks", [2, 3])
+def test_cli_partition_on_under_mpiexec(tmp_path, ranks):
+    import json
+
+    import distgrail
+
+    n, s, d = GRAPHS["giant"]
+    p = tmp_path / "g.txt"
+    p.write_text(_text(n, s, d))
+    out, one = tmp_path / "p.h5", tmp_path / "one.h5"
+    r = mpirun(ranks, "index", str(p), "-o", str(out), "--backend", "cpu", "--partition", "on", "--dims", "3",
+               "--json")
+    assert r.returncode == 0, r.stderr
+    summary = json.loads(r.stdout)
+    assert summary["ranks"] == ranks and "rank1 partition sweeps" in summary["seconds"]
+    distgrail.build_index(str(p), dims=3, backend="cpu", output=one)
+    assert_same_index_file(out, one)
+
+
+@needs_mpiexec
+@pytest.mark.parametrize("ranks", [2, 3])
+def test_cli_bad_line_in_the_last_ranks_slice_ends_every_rank_with_status_2(tmp_path, ranks):
+    lines = [f"{i} {i + 1}\n" for i in range(300)] + ["7 x9\n"]
+    p = tmp_path / "bad.txt"
+    p.write_text("".join(lines))
+    out = tmp_path / "p.h5"
+    r = mpirun(ranks, "index", str(p), "-o", str(out), "--backend", "cpu", "--partition", "on")
+    assert r.returncode == 2, (r.returncode, r.stderr)
+    assert r.stderr.count("distgrail: error:") == 1, r.stderr
+    assert str(p) in r.stderr and "301" in r.stderr and "x9" in r.stderr, r.stderr
+    assert "Traceback" not in r.stderr and "MPI_Abort" not in r.stderr
+    assert not out.exists() and os.listdir(tmp_path) == ["bad.txt"]
+
+
+def test_partition_flag_in_help_and_bad_value_is_exit_2(capsys):
+    from distgrail.cli import build_parser
+
+    text = " ".join(build_parser()._subparsers._group_actions[0].choices["index"].format_help().split())
+    assert "--partition {auto,on,off}" in text and "one process: off" in text
+    with pytest.raises(SystemExit) as e:
+        build_parser().parse_args(["index", "g.txt", "-o", "x.h5", "--partition", "maybe"])
+    assert e.value.code == 2
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("gather", [0, 10**12])
+@pytest.mark.parametrize("name", ["giant", "chain of cycles backward", "random 2", "dense dag", "empty"])
+def test_partitioned_condensation_on_cupy_equals_condense(name, gather):
+    """The same sweeps with xp = CuPy (cupyx.scatter_max / scatter_min, the root's CudaSteps), the
+    exchange through host memory as MpiExchange does, over 3 simulated ranks."""
+    cp = pytest.importorskip("cupy")
+    from distgrail.stages.partitioned_scc import partitioned_condensed_edges
+
+    n, src, dst = GRAPHS[name]
+    T = Threads(3)
+
+    def on_gpu(r, ex, s, d):
+        class Dev:
+            root = ex.root
+
+            def allreduce(self, a, op):
+                return cp.asarray(ex.allreduce(cp.asnumpy(a), op))
+
+            def gather(self, a):
+                got = ex.gather(cp.asnumpy(a))
+                return None if got is None else cp.asarray(got)
+
+            def bcast(self, a):
+                return cp.asarray(ex.bcast(None if a is None else cp.asnumpy(a)))
+
+        with cp.cuda.Device(0):
+            compact, C, cu, cv = partitioned_condensed_edges(cp, cp.asarray(s), cp.asarray(d), n, Dev(), gather)
+            return cp.asnumpy(compact), C, None if cu is None else (cp.asnumpy(cu), cp.asnumpy(cv))
+
+    got = T.run(on_gpu, src, dst)
+    want = Threads(3).run(lambda r, ex, s, d: condense_partitioned(np, s, d, n, ex, gather), src, dst)[0]
+    compact, C, (cu, cv) = got[0]
+    assert C == want.C
+    np.testing.assert_array_equal(want.comp, condense(EdgeGraph(n=C, src=cu, dst=cv)).comp[compact])
+
+
+def test_gpu_memory_limit_parses_units_and_refuses_nonsense(monkeypatch):
+    import distgrail
+    from distgrail.gpu.memory import gpu_memory_limit
+
+    monkeypatch.setenv("DISTGRAIL_GPU_MEMORY_LIMIT", "512M")
+    assert gpu_memory_limit() == 512 << 20
+    for bad in ("lots", "-3G", "0"):
+        with pytest.raises(distgrail.DistGrailError, match="DISTGRAIL_GPU_MEMORY_LIMIT must be a number of bytes"):
+            gpu_memory_limit(bad)
