@@ -25,7 +25,7 @@ __all__ = ["build_index", "walk"]
 def build_index(graph, dims: int = 5, seed: int = 0, parent_rule: str = "max-level", backend="auto",
                 fmt: str = "auto", num_vertices: int | None = None, output=None, comm=None,
                 progress: bool = False, supports: int = DEFAULT_SUPPORTS, full_index_on: str = "all",
-                root_share: float | None = None) -> Index | None:
+                root_share: float | None = None, partition: str = "auto") -> Index | None:
     """Build a GRAIL index of ``graph``.
 
     Parameters
@@ -58,6 +58,11 @@ def build_index(graph, dims: int = 5, seed: int = 0, parent_rule: str = "max-lev
     root_share : float, optional
         Under MPI: rank 0's share of the dimensions against an even split
         (:func:`distgrail.mpi.collectives.dims_split`; None: ``DISTGRAIL_ROOT_SHARE`` or the default).
+    partition : {"auto", "on", "off"}
+        Under MPI with several ranks: ``"on"`` partitions the edges over the ranks
+        (:class:`distgrail.mpi.partition.Partitioned`: no rank holds all of them; same index),
+        ``"off"`` reads and condenses on rank 0, ``"auto"`` partitions on a GPU backend when the
+        graph does not fit one GPU but 1/N of it fits each. One process: the same as ``"off"``.
 
     ``index.timings`` holds seconds per step: ``read``, ``condense``, ``phases 1-2``, ``phases
     3-4``, ``phase 5``, ``write`` and the sub-steps each placement reports (under MPI also
@@ -71,7 +76,16 @@ def build_index(graph, dims: int = 5, seed: int = 0, parent_rule: str = "max-lev
     >>> idx.C
     3617
     """
-    if comm is not None and comm.Get_size() > 1:
+    if partition not in ("auto", "on", "off"):
+        from .errors import DistGrailError
+
+        raise DistGrailError(f"partition must be one of auto, on, off, got {partition!r}")
+    if comm is not None and comm.Get_size() > 1 and partition != "off":
+        from .mpi.partition import Partitioned
+
+        place = Partitioned.open(comm, backend, dims, seed, parent_rule, supports, output, full_index_on,
+                                 root_share, partition)
+    elif comm is not None and comm.Get_size() > 1:
         from .mpi.placement import AcrossRanks
 
         place = AcrossRanks.open(comm, backend, dims, seed, parent_rule, supports, output, full_index_on,

@@ -142,7 +142,7 @@ def _index(args):
                                 parent_rule=args.parent_rule, backend=args.backend, fmt=args.format,
                                 num_vertices=args.num_vertices, output=args.output, comm=comm,
                                 supports=args.supports, progress=not args.quiet and _rank(comm) == 0,
-                                full_index_on="root")
+                                full_index_on="root", partition=args.partition)
     if idx is None:  # ranks > 0 under MPI
         return 0
     total = time.perf_counter() - t
@@ -313,6 +313,8 @@ def build_parser() -> argparse.ArgumentParser:
                          "sparse graphs, up to 1024 on dense ones, 10 x the mean degree; 0 = plain GRAIL)")
     sp.add_argument("--format", choices=FORMATS, default="auto", help="graph file format (default auto)")
     sp.add_argument("--num-vertices", type=int, default=None, help="edge lists: number of vertices")
+    sp.add_argument("--partition", choices=("auto", "on", "off"), default="auto", help="under MPI: edges split over "
+                    "the ranks, none holds all (auto: when one GPU cannot hold the graph; one process: off)")
     common(sp)
     sp.set_defaults(func=cmd_index)
 

@@ -130,7 +130,7 @@ def test_gpu_bytes_needed_by_parts():
 def test_refusal_names_need_have_and_the_ways_out():
     why = gpu_fit_problem(80 << 30, 40 << 30, "indexing r.txt on the GPU")
     assert "80.0 GiB" in why and "40.0 GiB" in why and "--backend cpu" in why
-    assert "partitioned build across GPUs (not available yet)" in why
+    assert "partitioned build across GPUs (MPI ranks, index --partition on)" in why
     assert gpu_fit_problem(1, 1, "x") is None
 
 
@@ -177,7 +177,7 @@ def test_preflight_refuses_what_the_free_gpu_memory_cannot_hold(tmp_path):
     with pytest.raises(GpuMemoryError) as e:
         preflight_index(str(p), dims=5, gpu_have=need - 1)
     msg = str(e.value)
-    assert "e.txt" in msg and "--backend cpu" in msg and "GiB" in msg and "not available yet" in msg
+    assert "e.txt" in msg and "--backend cpu" in msg and "GiB" in msg and "--partition on" in msg
     # --backend cpu chosen: no GPU check at all
     assert preflight_index(str(p), dims=5, backend="cpu")["gpu_need"] is None
 

@@ -152,5 +152,11 @@ def get_backend(name: str = "auto", device: int | None = None) -> Backend:
         # device is not changed here (an MPI rank's binding, distgrail.mpi.binding, sets it once)
         dev = int(device) if device is not None else cupy.cuda.Device().id
         be = Backend("gpu", cupy, device=dev)
+        from .memory import gpu_memory_limit
+
+        cap = gpu_memory_limit()  # DISTGRAIL_GPU_MEMORY_LIMIT: every CuPy allocation of this process
+        if cap is not None:
+            with cupy.cuda.Device(dev):
+                cupy.get_default_memory_pool().set_limit(size=cap)
     _CACHE[key] = be
     return be

@@ -11,7 +11,7 @@ import numpy as np
 from ..errors import BackendError
 from .sweep import cupy
 
-__all__ = ["GpuMemoryError", "ensure_fits", "launcher", "oom_guard", "check_ids", "offset_dtype", "pieces", "condense_gpu_problem",
+__all__ = ["gpu_memory_limit", "GpuMemoryError", "ensure_fits", "launcher", "oom_guard", "check_ids", "offset_dtype", "pieces", "condense_gpu_problem",
            "gpu_bytes_needed", "available_gpu_bytes", "gpu_fit_problem"]
 
 
@@ -21,13 +21,43 @@ class GpuMemoryError(BackendError):
     for ``--backend cpu`` to choose."""
 
 
+def gpu_memory_limit(value=None) -> int | None:
+    """``DISTGRAIL_GPU_MEMORY_LIMIT``: bytes this process may use on its GPU (``20e9``, ``20G``,
+    ``512M``; unset or empty: no cap). Honoured by the free-memory checks and by CuPy's pool
+    (:func:`distgrail.gpu.backend.get_backend` sets its limit), so N ranks can share one GPU.
+
+    >>> gpu_memory_limit("20G"), gpu_memory_limit("1.5e9"), gpu_memory_limit("")
+    (21474836480, 1500000000, None)
+    """
+    import os
+
+    from ..errors import DistGrailError
+
+    v = (os.environ.get("DISTGRAIL_GPU_MEMORY_LIMIT", "") if value is None else str(value)).strip()
+    if not v:
+        return None
+    mult = {"K": 1 << 10, "M": 1 << 20, "G": 1 << 30, "T": 1 << 40}.get(v[-1].upper(), 1)
+    try:
+        got = int(float(v[:-1] if mult > 1 else v) * mult)
+    except ValueError:
+        got = -1
+    if got <= 0:
+        raise DistGrailError(f"DISTGRAIL_GPU_MEMORY_LIMIT must be a number of bytes (e.g. 20e9 or 20G), got {v!r}")
+    return got
+
+
+def _capped(avail: int, cp) -> int:
+    cap = gpu_memory_limit()
+    return avail if cap is None else min(avail, max(cap - int(cp.get_default_memory_pool().used_bytes()), 0))
+
+
 def ensure_fits(nbytes: int, what: str) -> None:
     """Raise :class:`GpuMemoryError` (a :class:`BackendError`) with the estimate if ``nbytes`` cannot be allocated now on the
     current device (free device memory plus what CuPy's pool holds unused)."""
     cp = cupy()
     dev = cp.cuda.Device()
     free, total = dev.mem_info
-    avail = free + cp.get_default_memory_pool().free_bytes()
+    avail = _capped(free + cp.get_default_memory_pool().free_bytes(), cp)
     if nbytes > avail:
         raise GpuMemoryError(f"{what} needs about {nbytes / 2**30:.2f} GiB of GPU memory, but only "
                            f"{avail / 2**30:.2f} GiB of {total / 2**30:.2f} GiB are free on GPU "
@@ -167,7 +197,7 @@ def available_gpu_bytes() -> tuple[int, int, int]:
     cp = cupy()
     dev = cp.cuda.Device()
     free, total = dev.mem_info
-    return int(free + cp.get_default_memory_pool().free_bytes()), int(total), int(dev.id)
+    return _capped(int(free + cp.get_default_memory_pool().free_bytes()), cp), int(total), int(dev.id)
 
 
 def gpu_fit_problem(need: int, have: int, what: str, where: str = "the GPU") -> str | None:
@@ -183,7 +213,7 @@ def gpu_fit_problem(need: int, have: int, what: str, where: str = "the GPU") -> 
         return None
     return (f"{what} needs about {need / 2**30:,.1f} GiB of GPU memory, {where} has {have / 2**30:,.1f} GiB "
             f"available; use --backend cpu (host memory, slower), a GPU with more memory, fewer "
-            f"--dims / --supports, or a partitioned build across GPUs (not available yet)")
+            f"--dims / --supports, or a partitioned build across GPUs (MPI ranks, index --partition on)")
 
 
 # -- library calls in pieces: CuPy's scan and reductions index with 32 bits (cupy/cupy#9841: a

@@ -1,0 +1,248 @@
+"""The partitioned build (``index --partition on``): :class:`Partitioned`, a placement whose
+ranks never hold all edges.
+
+Read: each rank keeps the edges it read (:func:`distgrail.mpi.partition_read.read_parts`: its
+byte range of a text file, its CSR rows of a ``.h5`` file, or its block scattered by rank 0 for
+other inputs). Condense: SCCs by trimming and colouring sweeps over the partitioned edges and
+replicated O(n) vertex state, one allreduce per sweep, the last few edges gathered to rank 0
+(:mod:`distgrail.stages.partitioned_scc`); the condensed edges (distinct, compact ids) are
+gathered to rank 0, which condenses that small graph with the one-process code, so the DAG, and
+the index file, are byte for byte those of a one-process build. Refused (exit 2, need against
+have) when that condensed DAG does not fit rank 0's GPU within its cap. From there on the build
+is :class:`~distgrail.mpi.placement.AcrossRanks`'s (the DAG shared from rank 0, dimensions split).
+
+Each rank's report goes to ``index.meta["partition"]`` (a list, one dict per rank): ``edges
+read`` (the most edges it held while reading: all of them on rank 0 when rank 0 read and
+scattered), ``edges held`` (after the read), ``sweeps`` (allreduce rounds), ``allreduce bytes``,
+``gathered bytes`` (its blocks sent to rank 0, and the broadcasts received), and on a GPU ``gpu
+pool peak`` (CuPy's pool, high-water over the step's exchanges).
+
+``--partition auto`` (:func:`wants_partition`): on when the backend is a GPU's, the whole graph
+does not fit one GPU by :func:`~distgrail.gpu.memory.gpu_bytes_needed` and 1/N of its edges plus
+the O(n) terms fit each rank; else the build is AcrossRanks' own (every method below hands over).
+``DISTGRAIL_PARTITION_GATHER``: alive edges up to which the SCC search finishes on rank 0
+(default :data:`~distgrail.stages.partitioned_scc.DEFAULT_GATHER_EDGES`).
+"""
+
+from __future__ import annotations
+
+import os
+import time
+
+import numpy as np
+
+from ..errors import DistGrailError
+from ..placement import condense_on, light_graph
+from .errors import mpi, run_shared
+from .placement import AcrossRanks
+
+__all__ = ["Partitioned", "MpiExchange", "wants_partition", "PARTITION_MODES", "sweep_bytes"]
+
+PARTITION_MODES = ("auto", "on", "off")
+
+
+def _host(a):
+    return a if isinstance(a, np.ndarray) else a.get()
+
+
+def _pool_bytes(xp) -> int:
+    return int(xp.get_default_memory_pool().total_bytes()) if getattr(xp, "__name__", "") == "cupy" else 0
+
+
+class MpiExchange:
+    """The exchange of :mod:`distgrail.stages.partitioned_scc` over host MPI: device arrays go
+    through host memory (the lead may replace it with NCCL); calls of at most 1 GiB each."""
+
+    PIECE = 1 << 30
+
+    def __init__(self, comm, xp):
+        self.comm, self.xp = comm, xp
+        self.root = comm.Get_rank() == 0
+        self.peak = _pool_bytes(xp)
+
+    def _seen(self):
+        self.peak = max(self.peak, _pool_bytes(self.xp))
+
+    def allreduce(self, a, op):
+        MPI = mpi()
+        self._seen()
+        h = np.ascontiguousarray(_host(a))
+        out = np.empty_like(h)
+        flat, res = h.reshape(-1), out.reshape(-1)
+        step = max(1, self.PIECE // max(h.itemsize, 1))
+        mop = {"max": MPI.MAX, "min": MPI.MIN, "sum": MPI.SUM}[op]
+        for lo in range(0, max(flat.size, 1), step):
+            self.comm.Allreduce(flat[lo:lo + step], res[lo:lo + step], op=mop)
+        return out if self.xp is np else self.xp.asarray(out)
+
+    def gather(self, a):
+        from .collectives import gather_rows
+
+        self._seen()
+        h = np.ascontiguousarray(_host(a))
+        counts = self.comm.allgather(int(h.shape[0]))
+        out = np.empty((sum(counts),) + h.shape[1:], h.dtype) if self.root else None
+        gather_rows(self.comm, h, counts, out, root=0)
+        return None if out is None else (out if self.xp is np else self.xp.asarray(out))
+
+    def bcast(self, a):
+        from .collectives import bcast_array
+
+        self._seen()
+        out = bcast_array(self.comm, _host(a) if self.root else None, 0)
+        return out if self.xp is np else self.xp.asarray(out)
+
+
+def sweep_bytes(n: int, m_local: int) -> int:
+    """Device bytes of the sweeps on one rank beyond its edges: the working copy of its alive
+    edges (ids as int32: 8 per edge, and their masks) and about ten int32 arrays of n (ids, rep,
+    colour and its next copy, the presence bytes, the minimum members)."""
+    return 10 * int(m_local) + 40 * int(n) + (64 << 20)
+
+
+def _gather_edges() -> int:
+    from ..stages.partitioned_scc import DEFAULT_GATHER_EDGES
+
+    v = os.environ.get("DISTGRAIL_PARTITION_GATHER", "").strip()
+    if not v:
+        return DEFAULT_GATHER_EDGES
+    try:
+        return max(int(float(v)), 0)
+    except ValueError:
+        raise DistGrailError(f"DISTGRAIL_PARTITION_GATHER must be a number of edges, got {v!r}") from None
+
+
+def wants_partition(mode, be, graph, fmt, num_vertices, dims, supports, ranks) -> bool:
+    """Rank 0's choice for ``--partition mode`` (see the module doc); a GPU backend is needed
+    for auto to say yes."""
+    if mode == "on":
+        return True
+    if mode == "off" or not be.is_gpu or not isinstance(graph, (str, os.PathLike)):
+        return False
+    from ..gpu.memory import available_gpu_bytes, gpu_bytes_needed
+    from ..preflight import _min_supports, preflight_index
+
+    est = preflight_index(graph, fmt, num_vertices, dims, supports, "cpu")
+    n, m = int(est["n"]), int(est["m"])
+    with be.on_device():
+        have = available_gpu_bytes()[0]
+    K = _min_supports(supports)
+    whole = gpu_bytes_needed(n, m, dims, K, m_dag=0)
+    part = (576 << 20) + 8 * (-(-m // ranks)) + sweep_bytes(n, -(-m // ranks))
+    return whole > have and part <= have
+
+
+class Partitioned(AcrossRanks):
+    """AcrossRanks with the read and condense steps partitioned (module doc)."""
+
+    @classmethod
+    def open(cls, comm, backend, dims, seed, parent_rule, supports, output, full_index_on, root_share,
+             partition="on"):
+        if partition not in PARTITION_MODES:
+            raise DistGrailError(f"partition must be one of {', '.join(PARTITION_MODES)}, got {partition!r}")
+        place = super().open(comm, backend, dims, seed, parent_rule, supports, output, full_index_on, root_share)
+        place.mode, place.dims, place.supports = partition, dims, supports
+        place.active = False
+        place.report = {}
+        try:
+            place.gather_edges = place.comm.bcast(run_shared(place.comm, "reading DISTGRAIL_PARTITION_GATHER",
+                                                             _gather_edges if place.here else None), root=0)
+        except BaseException:
+            place.__exit__(None, None, None)
+            raise
+        return place
+
+    def read(self, graph, num_vertices, fmt):
+        from .partition_read import read_parts
+
+        comm = self.comm
+        on = run_shared(comm, "choosing whether to partition", wants_partition if self.here else None, self.mode,
+                        self.be, graph, fmt, num_vertices, self.dims, self.supports, comm.Get_size())
+        self.active = bool(comm.bcast(on, root=0))
+        if not self.active:
+            return super().read(graph, num_vertices, fmt)
+        t0 = time.perf_counter()
+        g = read_parts(comm, self.be, graph, num_vertices, fmt)
+        self._timed("partition read", t0)
+        self.report.update({"edges read": int(g.meta.get("edges_read", g.m)), "edges held": int(g.m)})
+        return g
+
+    def _timed(self, step, t0):
+        """This rank's own step (rank 0's among the build's timings, the others' as ``rank<r> <step>``)."""
+        self.own_timings[step] = time.perf_counter() - t0
+        if self.here:
+            self.stage_timings[step] = self.own_timings[step]
+
+    def _stored(self, g):
+        stored = self.here and g.meta.get("condensation") is not None
+        return bool(self.comm.bcast(stored, root=0))
+
+    def condense(self, g):
+        if not self.active:
+            return super().condense(g)
+        comm, be, here = self.comm, self.be, self.here
+        if self._stored(g):  # a .h5 file's stored condensation: rank 0 reads it, as one process does
+            return run_shared(comm, "reading the stored condensation", condense_on if here else None, be, g)
+        from ..stages.partitioned_scc import Counted, partitioned_condensed_edges
+
+        xp = be.xp
+        n = int(g.n)
+        if be.is_gpu:
+            run_shared(comm, "checking the GPU memory of the sweeps", _fits, be, sweep_bytes(n, g.m),
+                       f"the partitioned condensation's sweeps ({n:,} vertices, {g.m:,} edges on this rank)")
+        ex = Counted(MpiExchange(comm, xp))
+        t0 = time.perf_counter()
+        with be.on_device():
+            compact, C, cu, cv = partitioned_condensed_edges(xp, g.src, g.dst, n, ex, self.gather_edges)
+        g.src = g.dst = None  # this rank's edges are not needed any more
+        self._timed("partition sweeps", t0)
+        self.report.update(ex.stats())
+        if be.is_gpu:
+            self.report["gpu pool peak"] = ex.ex.peak
+        return run_shared(comm, "condensing the condensed graph", self._root_condense if here else None, g, compact,
+                          C, cu, cv)
+
+    def _root_condense(self, g, compact, C, cu, cv):
+        """Rank 0: the condensed graph (singleton SCCs) condensed by the one-process code, then
+        every vertex's component (:func:`~distgrail.stages.partitioned_scc.expand_dag`)."""
+        from ..io.graph import EdgeGraph
+        from ..stages.partitioned_scc import expand_dag
+
+        be = self.be
+        if be.is_gpu:
+            from ..preflight import check_gpu_fit
+            from ..gpu.memory import available_gpu_bytes
+
+            with be.on_device():
+                have = available_gpu_bytes()[0]
+            check_gpu_fit(C, int(cu.shape[0]), self.dims, self.supports, have,
+                          f"the condensed DAG of {g.name} ({C:,} components, {int(cu.shape[0]):,} edges) on rank 0")
+        dag = condense_on(be, EdgeGraph(n=C, src=cu, dst=cv, name=g.name))
+        comp_on_host = isinstance(dag.comp, np.ndarray)
+        with be.on_device():
+            dag = expand_dag(dag, _host(compact) if comp_on_host else be.asarray(compact), g.n)
+        return dag
+
+    def without_edges(self, g):
+        if not self.active:
+            return super().without_edges(g)
+        return light_graph(g) if self.here else None
+
+    def finish(self, idx, steps):
+        idx = super().finish(idx, steps)
+        reports = self.comm.gather(self.report if self.active else None, root=self.root)
+        if self.everywhere:
+            reports = self.comm.bcast(reports, root=self.root)
+        if idx is not None and self.active:
+            idx.meta["partition"] = reports
+        return idx
+
+
+def _fits(be, nbytes, what):
+    from ..gpu.memory import available_gpu_bytes, gpu_fit_problem, GpuMemoryError
+
+    with be.on_device():
+        have = available_gpu_bytes()[0]
+    why = gpu_fit_problem(nbytes, have, what)
+    if why:
+        raise GpuMemoryError(why)

@@ -1,0 +1,214 @@
+"""The partitioned build's read step: every rank keeps the edges it read, about 1/N of them, and
+no rank gathers them (:func:`read_parts`, collective).
+
+- **Text graphs** (``.gra``, edge lists, Matrix Market, uncompressed): rank 0 plans the read
+  and splits the body into N byte ranges at line starts (:func:`distgrail.mpi.parse._plan`);
+  each rank parses its range (:func:`distgrail.io.parse.read_text_range`: the CUDA kernels on a
+  GPU backend, their NumPy twin on the CPU) and keeps the edges. The counts one parse checks
+  over the whole file are combined: ``.gra`` vertex lines summed and the per-vertex line counts
+  summed (allreduce, every vertex exactly once), Matrix Market entries summed (each rank mirrors
+  its own symmetric entries), an edge list's n = the largest id + 1 over all ranks (allreduce
+  MAX; ``--num-vertices`` or a header otherwise), as :func:`distgrail.io.parse.finish_edges`
+  does for one rank. Rank 0 hashes the whole file in the background
+  (:class:`~distgrail.io.digest.FileDigest`, joined when the index is assembled) and checks it
+  did not change under the parse.
+- **Binary ``.h5`` graphs**: each rank reads its block of CSR rows (balanced by edges) with
+  h5py slices, after checking the row pointers (O(n), every rank); a stored condensation is
+  read by rank 0 (the condense step then reads it, as a one-rank build does).
+- **Anything else** (compressed or CSV files, node names, in-memory graphs), and a text file
+  some rank's kernels flagged: rank 0 reads it with the one-rank reader (which reports bad input
+  with file, line and value) and SCATTERS contiguous edge blocks; rank 0 holds every edge while
+  it reads (its ``edges read`` says so in the per-rank report).
+
+The result on every rank: an :class:`~distgrail.io.graph.EdgeGraph` of the whole graph's ``n``
+and this rank's edges (device arrays on a GPU backend), with ``meta["m_total"]`` and
+``meta["edges_read"]``; rank 0's also carries the name, digest and meta a one-rank read gives.
+Errors are every rank's (:func:`~distgrail.mpi.errors.run_shared`).
+"""
+
+from __future__ import annotations
+
+import os
+
+import numpy as np
+
+from .errors import mpi, run_shared
+
+__all__ = ["read_parts"]
+
+
+def _host(a):
+    return a if isinstance(a, np.ndarray) else a.get()
+
+
+def _scatter(comm, be, g):
+    """Rank 0's graph ``g`` (None elsewhere) split into contiguous edge blocks, one per rank."""
+    from ..io.graph import EdgeGraph
+    from .collectives import scatter_rows, split_counts
+
+    me = comm.Get_rank()
+    head = (int(g.n), int(g.m), np.dtype(g.src.dtype).str if isinstance(g.src, np.ndarray) else "<i4") \
+        if me == 0 else None
+    n, m, dt = comm.bcast(head, root=0)
+    counts = split_counts(m, comm.Get_size())
+    src = _host(g.src) if me == 0 else None
+    dst = _host(g.dst) if me == 0 else None
+    s = scatter_rows(comm, src, counts, (), dt)
+    d = scatter_rows(comm, dst, counts, (), dt)
+    del src, dst
+    out = g if me == 0 else EdgeGraph(n=n, src=s, dst=d, name="", digest="")
+    out.src, out.dst = be.asarray(s), be.asarray(d)
+    out.meta["m_total"] = m
+    out.meta["edges_read"] = m if me == 0 else int(counts[me])
+    return out
+
+
+def _rank0_reads(comm, be, graph, num_vertices, fmt, plan=None, why=None):
+    from .parse import _one_rank
+    from ..placement import read_on
+
+    name = os.fspath(graph) if isinstance(graph, (str, os.PathLike)) else type(graph).__name__
+    if plan is not None:
+        g = run_shared(comm, f"reading {name}", _one_rank if comm.Get_rank() == 0 else None, be, graph, fmt,
+                       num_vertices, plan, why)
+    else:
+        g = run_shared(comm, f"reading the graph {name}", read_on if comm.Get_rank() == 0 else None, be, graph,
+                       num_vertices, fmt)
+    return _scatter(comm, be, g)
+
+
+def _binary_file(path, fmt) -> bool:
+    from ..io.read import detect_format
+
+    try:
+        return fmt == "h5" or (fmt == "auto" and detect_format(path) == "h5")
+    except OSError:
+        return False  # rank 0 reads alone and reports it
+
+
+def _h5_block(path, me, size):
+    """This rank's block of CSR rows of a binary graph file: (n, m, src, dst, name, digest, stored)."""
+    from ..errors import GraphFormatError
+    from ..io.binary import _open, _source_digest
+    from ..io.graph import id_dtype
+
+    with _open(path) as f:
+        n = int(f.attrs["n"])
+        if "csr/indptr" not in f or "csr/indices" not in f:
+            raise GraphFormatError("corrupt graph file: dataset 'csr/indptr' or 'csr/indices' missing", path=path)
+        indptr = f["csr/indptr"][...].astype(np.int64)
+        m = int(f["csr/indices"].shape[0])
+        if indptr.shape != (n + 1,) or int(indptr[-1]) != m or (n and (np.diff(indptr) < 0).any()):
+            raise GraphFormatError("corrupt graph file: CSR arrays disagree with n and m", path=path)
+        lo_e, hi_e = m * me // size, m * (me + 1) // size
+        lo = int(np.searchsorted(indptr, lo_e, side="left")) if me else 0
+        hi = int(np.searchsorted(indptr, hi_e, side="left")) if me + 1 < size else n
+        e0, e1 = int(indptr[lo]), int(indptr[hi])
+        dt = id_dtype(n)
+        dst = f["csr/indices"][e0:e1].astype(dt, copy=False)
+        if dst.size and (int(dst.min()) < 0 or int(dst.max()) >= n):
+            raise GraphFormatError(f"corrupt graph file: successor ids outside 0..{n - 1}", path=path)
+        src = np.repeat(np.arange(lo, hi, dtype=dt), np.diff(indptr[lo:hi + 1]))
+        name = f.attrs.get("source_name", os.path.basename(path))
+        return n, m, src, dst, str(name.decode() if isinstance(name, bytes) else name), _source_digest(f), \
+            "condensation" in f
+
+
+def _read_h5(comm, be, path):
+    from ..io.binary import read_condensation
+    from ..io.graph import EdgeGraph
+
+    me = comm.Get_rank()
+    n, m, src, dst, name, digest, stored = run_shared(comm, f"reading {path}", _h5_block, path, me, comm.Get_size())
+    g = EdgeGraph(n=n, src=be.asarray(src), dst=be.asarray(dst), name=name if me == 0 else "",
+                  digest=digest if me == 0 else "")
+    g.meta.update(m_total=m, edges_read=int(src.size))
+    if me == 0:
+        g.meta.update(format="h5", path=os.path.abspath(path))
+        if stored:
+            g.meta["condensation"] = lambda: read_condensation(path)
+    return g
+
+
+def _combine(comm, plan, xp, part):
+    """(n, src, dst) of this rank's part, with the whole-file checks of one parse; raises
+    :class:`~distgrail.io.parse._Anomaly` on every rank alike when the one-rank reader must judge."""
+    from ..dtypes import size_problem
+    from ..io.parse import _Anomaly
+
+    MPI = mpi()
+    src, dst = part.src, part.dst
+    n = plan.n
+    m = comm.allreduce(int(src.shape[0]), op=MPI.SUM)
+    if plan.fmt == "gra":
+        lines = comm.allreduce(int(part.vertex_lines), op=MPI.SUM)
+        seen = np.ascontiguousarray(_host(part.seen), dtype=np.int32) if n else np.zeros(0, np.int32)
+        total = np.empty_like(seen)
+        comm.Allreduce([seen, MPI.INT32_T], [total, MPI.INT32_T], op=MPI.SUM)
+        if lines != n or np.count_nonzero(total != 1):
+            raise _Anomaly("vertex lines")
+    elif plan.fmt == "mtx":
+        if m != plan.nnz:
+            raise _Anomaly("entries")
+        if plan.symmetric:
+            off = src != dst
+            src, dst = xp.concatenate((src, dst[off])), xp.concatenate((dst, src[off]))
+    elif n is None:
+        top = max(int(src.max()), int(dst.max())) if src.shape[0] else -1
+        n = comm.allreduce(top, op=MPI.MAX) + 1
+        if m == 0:
+            raise _Anomaly("no edge: the CPU reader says what an empty edge list needs")
+    if size_problem(int(n)):
+        raise _Anomaly(f"{int(n):,} vertices: {size_problem(int(n))}")
+    return int(n), src, dst, comm.allreduce(int(src.shape[0]), op=MPI.SUM)  # mirrored entries counted
+
+
+def read_parts(comm, be, graph, num_vertices, fmt):
+    """Collective: this rank's part of ``graph`` (module doc)."""
+    from ..io.digest import FileDigest
+    from ..io.graph import EdgeGraph
+    from ..io.parse import _Anomaly, read_text_range
+    from .parse import _device, _plan
+    from .placement import _text_file
+
+    me, size = comm.Get_rank(), comm.Get_size()
+    path = os.fspath(graph) if isinstance(graph, (str, os.PathLike)) else None
+    kind = None
+    if me == 0 and path is not None and os.path.isfile(path):
+        kind = "text" if _text_file(path, fmt) else "h5" if _binary_file(path, fmt) else None
+    kind = comm.bcast(kind, root=0)
+    if kind == "h5":
+        return _read_h5(comm, be, path)
+    if kind != "text":
+        return _rank0_reads(comm, be, graph, num_vertices, fmt)
+    name = os.path.basename(path)
+    plan, bounds = comm.bcast(run_shared(comm, f"planning the read of {name}", _plan if me == 0 else None,
+                                         path, fmt, num_vertices, size), root=0)
+    if plan.kind != "text":
+        return _rank0_reads(comm, be, graph, num_vertices, fmt)
+    digest = run_shared(comm, f"hashing {name}", FileDigest if me == 0 else None, path)
+    try:
+        dev = run_shared(comm, "setting up the parser", _device, be)
+        part = run_shared(comm, f"parsing bytes {bounds[me]}:{bounds[me + 1]} of {name}", read_text_range, path,
+                          plan, bounds[me], bounds[me + 1], dev)
+        why = [w for w in comm.allgather(part.anomaly) if w]
+        if not why:
+            try:
+                n, src, dst, m = _combine(comm, plan, dev.xp, part)
+            except _Anomaly as e:
+                why = [f"the GPU parser did not accept it ({e})"]
+        if why:  # the one-rank reader judges the whole file (its error, or the rare file the kernels refuse)
+            del part
+            if digest is not None:
+                digest.cancel()
+            return _rank0_reads(comm, be, path, num_vertices, fmt, plan, why[0])
+        run_shared(comm, f"reading {name}", digest.check if me == 0 else None)
+    except BaseException:
+        if digest is not None:
+            digest.cancel()
+        raise
+    g = EdgeGraph(n=n, src=src, dst=dst, name=name if me == 0 else "", digest=digest if me == 0 else "")
+    g.meta.update(m_total=m, edges_read=int(src.shape[0]))
+    if me == 0:
+        g.meta.update(path=os.path.abspath(path), format=plan.fmt, parser=dev.name)
+    return g

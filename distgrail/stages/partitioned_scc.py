@@ -1,0 +1,253 @@
+"""Condensation of a graph whose edges are partitioned over ranks: trimming and colouring sweeps
+over replicated vertex state (Orzan's colouring; Slota et al., "BFS and coloring-based parallel
+algorithms for strongly connected components"), written once against an array module ``xp``
+(NumPy on the CPU backend, CuPy on a GPU backend) and an exchange object, with no MPI here.
+
+Each rank holds ITS edges (``src, dst``, about 1/N of them, where they were parsed) and arrays
+of length n that are the same on every rank (``alive``, ``rep``, ``color``, ``reached``). A
+*sweep* applies the rank's edges to its copy, then ONE ``allreduce`` combines the copies; every
+copy then equals the combination, so every rank takes the same decisions without another message.
+
+- **trim**: an alive vertex with no alive in-edge or no alive out-edge (presence bitmaps,
+  ``allreduce`` MAX over 2n bytes) is a singleton SCC; repeated while a round removes at least
+  1/64 of the alive vertices.
+- **colour**: ``color[v]`` = largest alive id reaching v (scatter-max along alive edges, MAX over
+  the ranks, until nothing changes); each root (``color[r] == r``) claims, by a backward sweep
+  along edges inside its colour (MAX), the vertices of its colour that reach it: r's SCC.
+- **gather**: when the alive edges left (SUM over the ranks) are at most ``gather_edges``, they go
+  to the root, which finishes with the one-process SCC steps (:func:`distgrail.stages.scc.scc_reps`
+  on :class:`~distgrail.stages.scc.NumpySteps` or ``CudaSteps``) and broadcasts the result: deep
+  chains of cycles cost one gather, not one sweep per link.
+
+Then every SCC's representative is its smallest vertex (a scatter-min on the replicated arrays,
+no message), SCCs get compact ids in that order, each rank maps ITS edges to compact ids, drops
+the ones inside an SCC and duplicates, and the condensed edges (int64 keys) are gathered to the
+root, which condenses that small graph of singleton SCCs with the existing
+:func:`~distgrail.stages.condense.condense` / ``condense_cuda``: the canonical numbering by
+(level, smallest vertex) of the whole graph is the numbering by (level, compact id) of the small
+one, so :func:`expand_dag` gives exactly the DAG that condensing the whole graph gives.
+
+The exchange (``ex``): ``allreduce(a, op)`` (op "max", "min" or "sum"; returns the combination),
+``gather(a)`` (the concatenation in rank order on the root, None elsewhere), ``bcast(a)`` (the
+root's array everywhere) and ``root`` (True on the root). :class:`Counted` wraps one and counts
+the bytes each rank sends. Only these calls communicate; a rank's failure inside this module
+(out of memory) is not shared, so the placement checks sizes before it starts.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+__all__ = ["DEFAULT_GATHER_EDGES", "Counted", "partitioned_reps", "condensed_keys", "partitioned_condensed_edges",
+           "expand_dag", "condense_partitioned", "scatter_max", "scatter_min"]
+
+#: alive edges (over all ranks) up to which the rest of the SCC search runs on the root
+DEFAULT_GATHER_EDGES = 4 << 20
+#: trimming goes on while a round removes at least this share of the alive vertices
+TRIM_SHARE = 1 / 64
+
+
+def _is_cupy(xp) -> bool:
+    return getattr(xp, "__name__", "") == "cupy"
+
+
+def scatter_max(xp, a, idx, vals) -> None:
+    """``a[idx[i]] = max(a[idx[i]], vals[i])`` for every i, repeated indices included."""
+    if _is_cupy(xp):
+        import cupyx
+
+        cupyx.scatter_max(a, idx, vals)
+    else:
+        np.maximum.at(a, idx, vals)
+
+
+def scatter_min(xp, a, idx, vals) -> None:
+    """``a[idx[i]] = min(a[idx[i]], vals[i])`` for every i, repeated indices included."""
+    if _is_cupy(xp):
+        import cupyx
+
+        cupyx.scatter_min(a, idx, vals)
+    else:
+        np.minimum.at(a, idx, vals)
+
+
+class Counted:
+    """An exchange that counts what this rank sends: ``sweeps`` (allreduce calls),
+    ``allreduce_bytes`` and ``gathered_bytes`` (its blocks sent to the root, and the broadcasts)."""
+
+    def __init__(self, ex):
+        self.ex = ex
+        self.root = ex.root
+        self.sweeps = 0
+        self.allreduce_bytes = 0
+        self.gathered_bytes = 0
+
+    def allreduce(self, a, op):
+        self.sweeps += 1
+        self.allreduce_bytes += int(a.nbytes)
+        return self.ex.allreduce(a, op)
+
+    def gather(self, a):
+        self.gathered_bytes += int(a.nbytes)
+        return self.ex.gather(a)
+
+    def bcast(self, a):
+        out = self.ex.bcast(a)
+        self.gathered_bytes += int(out.nbytes)
+        return out
+
+    def stats(self) -> dict:
+        return {"sweeps": self.sweeps, "allreduce bytes": self.allreduce_bytes, "gathered bytes": self.gathered_bytes}
+
+
+def _root_reps(xp, s, d, k):
+    """The one-process SCC steps on a graph of ``k`` vertices: each vertex's smallest member."""
+    from .scc import CudaSteps, NumpySteps, scc_reps
+
+    steps = CudaSteps() if _is_cupy(xp) else NumpySteps()
+    ptr, idx = steps.edge_csr(s.astype(xp.int32), d.astype(xp.int32), k)
+    rep, _, _ = scc_reps(steps, ptr, idx, k)
+    return xp.arange(k, dtype=xp.int64) if rep is None else rep.astype(xp.int64)
+
+
+def _finish_on_root(xp, ex, s, d, alive, rep, ids):
+    """The alive subgraph's edges to the root, its SCCs there (over the vertices they touch, at
+    most twice the edges), the members' representatives back; the other alive vertices touch no
+    alive edge: each its own SCC."""
+    rep[alive] = ids[alive]
+    s_all, d_all = ex.gather(s), ex.gather(d)
+    got = None
+    if ex.root:
+        touched = xp.unique(xp.concatenate((s_all, d_all)))
+        k = int(touched.size)
+        local = _root_reps(xp, xp.searchsorted(touched, s_all), xp.searchsorted(touched, d_all), k)
+        got = xp.stack((touched, touched[local])).astype(ids.dtype)
+    got = ex.bcast(got)
+    rep[got[0]] = got[1]
+
+
+def partitioned_reps(xp, src, dst, n: int, ex, gather_edges: int = DEFAULT_GATHER_EDGES, root_reps=None):
+    """SCCs of the graph on ``n`` vertices whose edges ``src[i] -> dst[i]`` are this rank's part:
+    ``rep`` (length n, the same on every rank), ``rep[v]`` the smallest vertex of v's SCC.
+    ``gather_edges``: see the module doc (0: never gather while an edge is alive)."""
+    n = int(n)
+    idt = xp.int32 if n < 2**31 - 1 else xp.int64
+    ids = xp.arange(n, dtype=idt)
+    alive = xp.ones(n, dtype=xp.bool_)
+    rep = xp.full(n, -1, dtype=idt)
+    keep = src != dst  # a self-loop never joins two vertices
+    s, d = src[keep].astype(idt), dst[keep].astype(idt)
+    del keep
+    while True:
+        live = alive[s] & alive[d]
+        if not bool(live.all()):
+            s, d = s[live], d[live]
+        del live
+        if not bool(alive.any()):
+            break
+        left = int(ex.allreduce(xp.asarray([s.size], dtype=xp.int64), "sum")[0])
+        if left == 0:  # no alive edge on any rank: every alive vertex is its own SCC
+            rep[alive] = ids[alive]
+            break
+        if left <= gather_edges:
+            _finish_on_root(xp, ex, s, d, alive, rep, ids)
+            break
+        # trimming
+        removed_any = False
+        while True:
+            has = xp.zeros(2 * n, dtype=xp.uint8)
+            has[d] = 1  # an alive in-edge
+            has[n + s] = 1  # an alive out-edge
+            has = ex.allreduce(has, "max")
+            dead = alive & ((has[:n] == 0) | (has[n:] == 0))
+            gone = int(xp.count_nonzero(dead))
+            if gone:
+                rep[dead] = ids[dead]
+                alive[dead] = False
+                live = alive[s] & alive[d]
+                s, d = s[live], d[live]
+                removed_any = True
+            if gone < TRIM_SHARE * int(xp.count_nonzero(alive)) or gone == 0:
+                break
+        if removed_any:
+            continue  # the threshold is looked at again
+        # colouring: colour = largest alive id reaching each vertex
+        color = xp.where(alive, ids, -1).astype(idt)
+        while True:
+            nxt = color.copy()
+            scatter_max(xp, nxt, d, color[s])
+            nxt = ex.allreduce(nxt, "max")
+            if bool((nxt == color).all()):
+                break
+            color = nxt
+        # each root claims the vertices of its colour that reach it (backward along same-colour edges)
+        reached = (alive & (color == ids)).astype(xp.uint8)
+        inside = color[s] == color[d]
+        bs, bd = s[inside], d[inside]
+        del inside
+        while True:
+            nxt = reached.copy()
+            nxt[bs[reached[bd] > 0]] = 1
+            nxt = ex.allreduce(nxt, "max")
+            if bool((nxt == reached).all()):
+                break
+            reached = nxt
+        got = reached > 0
+        rep[got] = color[got]
+        alive[got] = False
+        del color, reached, bs, bd, got
+    minv = xp.full(n, n, dtype=idt)
+    scatter_min(xp, minv, rep, ids)
+    return minv[rep]
+
+
+def condensed_keys(xp, src, dst, rep):
+    """``(compact, C, keys)``: each vertex's compact SCC id (ordered by smallest member), the
+    number of SCCs, and this rank's condensed edges as sorted distinct int64 keys ``cu * C + cv``."""
+    n = int(rep.shape[0])
+    idt = rep.dtype
+    heads = xp.flatnonzero(rep == xp.arange(n, dtype=idt))
+    C = int(heads.size)
+    compact = xp.empty(n, dtype=idt)
+    compact[heads] = xp.arange(C, dtype=idt)
+    compact = compact[rep]
+    cu, cv = compact[src], compact[dst]
+    keep = cu != cv
+    keys = xp.unique(cu[keep].astype(xp.int64) * C + cv[keep].astype(xp.int64))
+    return compact, C, keys
+
+
+def partitioned_condensed_edges(xp, src, dst, n: int, ex, gather_edges: int = DEFAULT_GATHER_EDGES):
+    """Collective: ``(compact, C, cu, cv)``: compact SCC ids of every vertex and C on every rank;
+    the condensed graph's distinct edges (compact ids, sorted) on the root, None elsewhere."""
+    rep = partitioned_reps(xp, src, dst, n, ex, gather_edges)
+    compact, C, keys = condensed_keys(xp, src, dst, rep)
+    del rep
+    allk = ex.gather(keys)
+    if not ex.root:
+        return compact, C, None, None
+    allk = xp.unique(allk)
+    if C == 0:
+        return compact, C, allk, allk
+    dt = xp.int32 if C < 2**31 - 1 else xp.int64
+    return compact, C, (allk // C).astype(dt), (allk % C).astype(dt)
+
+
+def expand_dag(dag, compact, n: int):
+    """The DAG of the whole graph from the DAG of its condensed graph (singleton SCCs numbered by
+    smallest member): every vertex takes its SCC's component."""
+    dag.comp = dag.comp[compact]
+    dag.n = int(n)
+    return dag
+
+
+def condense_partitioned(xp, src, dst, n: int, ex, gather_edges: int = DEFAULT_GATHER_EDGES):
+    """Collective, NumPy: the :class:`~distgrail.stages.condense.DAG` of the whole graph on the
+    root (what :func:`~distgrail.stages.condense.condense` gives it), None elsewhere."""
+    from ..io.graph import EdgeGraph
+    from .condense import condense
+
+    compact, C, cu, cv = partitioned_condensed_edges(xp, src, dst, n, ex, gather_edges)
+    if not ex.root:
+        return None
+    return expand_dag(condense(EdgeGraph(n=C, src=cu, dst=cv)), compact, n)
