@@ -403,3 +403,20 @@ def test_which_inputs_count_as_text_files(tmp_path):
     assert not distributed._text_file(str(tmp_path / "g.h5"), "auto")
     assert not distributed._text_file(str(tmp_path / "b.bin"), "auto")  # HDF5 signature
     assert not distributed._text_file(str(tmp_path / "missing.txt"), "auto")  # rank 0 reads and says why
+
+
+def test_ranks_sharing_a_gpu_take_the_host_path(comm, wire, monkeypatch, capsys):
+    """NCCL refuses two ranks on one GPU (--share-gpus): every rank takes the MPI transport
+    before any NCCL set-up, and rank 0 says why in one notice."""
+    monkeypatch.delenv("DISTGRAIL_NCCL", raising=False)
+    nccl = fake_nccl(wire)
+    cp = fake_cupy(nccl)
+    install(monkeypatch, cp, nccl)
+    shared = comm.Get_rank() in (0, comm.Get_size() - 1)  # the first and the last rank share one GPU
+    monkeypatch.setattr(transport, "_device_identity",
+                        lambda be: ("node", "0000:01:00.0" if shared else f"0000:0{comm.Get_rank() + 2}:00.0"))
+    tp = transport.transport_for(comm, fake_gpu_backend(cp))
+    err = capsys.readouterr().err
+    everywhere(comm, tp.name == "mpi" and not inits(nccl), f"{tp.name}, {nccl.log}")
+    ok = ("share GPU 0000:01:00.0" in err and "distgrail: notice:" in err) if comm.Get_rank() == 0 else "NCCL" not in err
+    everywhere(comm, ok, err)

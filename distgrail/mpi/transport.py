@@ -342,6 +342,19 @@ def nccl_transport(comm, be, nccl=None, background: bool = False):
     return tp, None
 
 
+def _device_identity(be):
+    """(host name, PCI bus id) of ``be``'s GPU: the same on two ranks only when they share it
+    (None when CuPy cannot say)."""
+    import socket
+
+    try:
+        import cupy
+
+        return socket.gethostname(), str(cupy.cuda.Device(be.device).pci_bus_id)
+    except Exception:  # noqa: BLE001 - no answer: NCCL is not tried
+        return None
+
+
 def transport_for(comm, be) -> Transport:
     """Collective: the transport every rank of ``comm`` uses with backend ``be`` (module doc)."""
     ok, why = False, None
@@ -351,7 +364,20 @@ def transport_for(comm, be) -> Transport:
             ok = True
         except Exception as e:  # noqa: BLE001 - any reason means: no NCCL
             why = str(e) or type(e).__name__
-    got = comm.allgather((ok, why))  # one collective whichever way each rank went
+    where = _device_identity(be) if ok else None
+    got = comm.allgather((ok, why, where))  # one collective whichever way each rank went
+    if all(o for o, _, _ in got):
+        seen = {}
+        for r, (_, _, w) in enumerate(got):
+            if w is None:  # not known: taken as its own GPU
+                continue
+            if w in seen:  # NCCL refuses two ranks on one GPU (ncclCommInitRank: invalid usage)
+                if comm.Get_rank() == 0:
+                    _notice(f"ranks {seen[w]} and {r} share GPU {w[1]} on {w[0]}; NCCL needs one GPU per rank, "
+                            "so GPU arrays move through host memory and MPI")
+                return MpiTransport(comm, be)
+            seen[w] = r
+    got = [(o, w) for o, w, _ in got]
     if not all(o for o, _ in got):
         bad = next((r for r, (_, w) in enumerate(got) if w is not None), None)
         if bad is not None and comm.Get_rank() == 0:
