@@ -208,8 +208,11 @@ def serve_ranks(comm, index_path: str, *, host: str, port: int, backend: str, sh
         say(f"{idx.n:,} vertices, {idx.C:,} components, d={idx.dims}, K={idx.supports} "
             f"(opened in {time.perf_counter() - t0:.2f} s); loading the labels on {be.name} on every rank")
         run_shared(comm, "loading the labels", idx.labels, be)
-        service = Service(idx, be, max_pairs=max_pairs, timeout=timeout, token=token, workers=workers,
-                          shard_min_pairs=shard_min_pairs)
+        if root and mpi_thread_level() < 1:  # MPI_THREAD_FUNNELED: rank 0 has threads (HTTP, small batches)
+            say("warning: this MPI library gives MPI_THREAD_SINGLE; rank 0 calls MPI from its main thread only, "
+                "but runs the HTTP server and small batches in other threads")
+        service = Service(idx, be, max_pairs=max_pairs, timeout=timeout, token=token, shard_min_pairs=shard_min_pairs,
+                          workers=workers if root else 1)  # other ranks answer in their main thread
         try:
             warm = run_shared(comm, "warming up", warm_up, service, say if root else (lambda text: None))
             if idx.n:  # the sharded path once on every rank
@@ -234,6 +237,16 @@ def serve_ranks(comm, index_path: str, *, host: str, port: int, backend: str, sh
         for sig, handler in before.items():
             signal.signal(sig, handler)
     return 0
+
+
+def mpi_thread_level() -> int:
+    """MPI's thread support in this process: 0 SINGLE, 1 FUNNELED, 2 SERIALIZED, 3 MULTIPLE.
+    Serving needs FUNNELED: after the start only the main thread of each rank calls MPI."""
+    from ..mpi.errors import mpi
+
+    MPI = mpi()
+    return [MPI.THREAD_SINGLE, MPI.THREAD_FUNNELED, MPI.THREAD_SERIALIZED, MPI.THREAD_MULTIPLE].index(
+        MPI.Query_thread())
 
 
 def _web_and_options(max_pairs, timeout, workers, shard_min_pairs):
