@@ -494,9 +494,20 @@ def test_under_mpiexec_sigterm_on_rank_1_alone_waits_then_sigterm_to_mpiexec_end
     answers, stats = c.query(s[:2 * SHARD], t[:2 * SHARD])
     assert stats.ranks == 2 and np.array_equal(answers, idx.query(s[:2 * SHARD], t[:2 * SHARD], backend="cpu")[0])
     assert all(_alive(p) for p in pids)
+    big_s, big_t, got = np.tile(s, 40), np.tile(t, 40), {}  # 4 M pairs: a second or more over both ranks
+    th = threading.Thread(target=lambda: got.update(a=c.query(big_s, big_t)))
+    th.start()
+    deadline = time.monotonic() + 20
+    while c.health()["in_flight"] == 0 and time.monotonic() < deadline:
+        time.sleep(0.02)
+    time.sleep(0.2)  # the batch is in the collective: the stop waits for its end
+    assert th.is_alive(), "the batch ended before the stop: make it larger"
     t0 = time.monotonic()
     code = ranks_server.stop(signal.SIGTERM, timeout=30)
-    assert code == 0 and time.monotonic() - t0 < 10, ranks_server.lines
+    th.join(30)
+    assert code == 0 and time.monotonic() - t0 < 15, ranks_server.lines
+    answers, stats = got["a"]
+    assert stats.ranks == 2 and np.array_equal(answers, np.tile(idx.query(s, t, backend="cpu")[0], 40))
     assert sum("stopping (SIGTERM)" in x for x in ranks_server.lines) == 1, ranks_server.lines
     assert not any("error" in x.lower() for x in ranks_server.lines), ranks_server.lines
     deadline = time.monotonic() + 5
