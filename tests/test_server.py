@@ -567,3 +567,25 @@ def test_gpu_server_answers_as_the_cpu_with_concurrent_clients(kegg):
     finally:
         proc.send_signal(signal.SIGTERM)
         assert proc.wait(60) == 0
+
+
+@pytest.mark.gpu
+@needs_mpiexec
+def test_gpu_server_under_mpiexec_shards_over_two_ranks_as_the_cpu_answers(kegg):
+    """On a GPU machine (one GPU shared, or two): 2 ranks, each on its GPU, answer as Index.query on the CPU."""
+    _, idx, s, t = kegg
+    srv = Server(kegg[0], "--backend", "gpu", "--share-gpus", "--shard-min-pairs", str(SHARD),
+                 launcher=(MPIEXEC, "-n", "2"), env=_env(MPIEXEC_TIMEOUT="300"), wait=300)
+    try:
+        c = distgrail.connect(srv.url)
+        h = c.health()
+        assert srv.backend == "gpu" and h["ranks"] == 2 and all("device" in d for d in h["rank_devices"]), h
+        local = idx.query(s, t, backend="cpu")[0]
+        for k, ranks in ((SHARD - 1, 1), (s.size, 2)):
+            answers, stats = c.query(s[:k], t[:k])
+            assert np.array_equal(answers, local[:k]) and stats.ranks == ranks and stats.backend == "gpu"
+        answers, stats = c.query(np.tile(s, 30), np.tile(t, 30))  # 3 M pairs over both GPUs
+        assert np.array_equal(answers, np.tile(local, 30)) and stats.ranks == 2
+    finally:
+        code = srv.stop(signal.SIGTERM, timeout=60)
+    assert code == 0, srv.lines
