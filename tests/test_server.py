@@ -46,10 +46,10 @@ def _env(**kw):
 class Server:
     """A ``distgrail serve`` subprocess; its stderr read by a thread, the ready line awaited."""
 
-    def __init__(self, index, *args, wait=60):
-        self.proc = subprocess.Popen([sys.executable, "-m", "distgrail", "serve", str(index), "--port", "0",
-                                      "--backend", "cpu", *args], stdout=subprocess.PIPE,
-                                     stderr=subprocess.PIPE, text=True, env=_env())
+    def __init__(self, index, *args, wait=60, launcher=(), env=None):
+        run = (*launcher, sys.executable, "-m", *(("mpi4py", "-m") if launcher else ()), "distgrail")
+        self.proc = subprocess.Popen([*run, "serve", str(index), "--port", "0", "--backend", "cpu", *args],
+                                     stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env or _env())
         self.lines: list[str] = []
         self._q: queue.Queue = queue.Queue()
         threading.Thread(target=self._read, daemon=True).start()
@@ -398,14 +398,133 @@ def test_port_in_use_is_a_clear_error(kegg):
 
 
 MPIEXEC = os.path.join(os.path.dirname(sys.executable), "mpiexec")
+needs_mpiexec = pytest.mark.skipif(not os.access(MPIEXEC, os.X_OK), reason=f"no {MPIEXEC} (PyPI mpich)")
+#: the --shard-min-pairs of the server under mpiexec: batches from here on go over both ranks
+SHARD = 5000
 
 
-@pytest.mark.skipif(not os.access(MPIEXEC, os.X_OK), reason=f"no {MPIEXEC} (PyPI mpich)")
-def test_serve_under_mpiexec_refuses_once_on_every_rank(kegg):
-    r = subprocess.run([MPIEXEC, "-n", "2", sys.executable, "-m", "mpi4py", "-m", "distgrail", "serve", kegg[0],
-                        "--port", "0"], capture_output=True, text=True, env=_env(MPIEXEC_TIMEOUT="60"), timeout=90)
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    return True
+
+
+@pytest.fixture(scope="module")
+def ranks_server(kegg):
+    """``mpiexec -n 2 python -m mpi4py -m distgrail serve`` (one subprocess of this one test process)."""
+    srv = Server(kegg[0], "--shard-min-pairs", str(SHARD), "--timeout", "30", launcher=(MPIEXEC, "-n", "2"),
+                 env=_env(MPIEXEC_TIMEOUT="300"), wait=120)
+    yield srv
+    if srv.proc.poll() is None:
+        srv.stop()
+
+
+@needs_mpiexec
+def test_under_mpiexec_every_rank_serves_and_health_names_them(ranks_server, kegg):
+    line = next(x for x in ranks_server.lines if x.startswith("distgrail: serving"))
+    assert "backend cpu on 2 ranks" in line and f"batches of {SHARD:,}+ pairs sharded" in line
+    h = distgrail.connect(ranks_server.url).health()
+    assert h["ranks"] == 2 and len(h["rank_devices"]) == 2 and h["shard_min_pairs"] == SHARD
+    assert [r["rank"] for r in h["rank_processes"]] == [0, 1] and h["rank_processes"][0]["pid"] == h["pid"]
+    assert len({r["pid"] for r in h["rank_processes"]}) == 2 and all(_alive(r["pid"]) for r in h["rank_processes"])
+
+
+@needs_mpiexec
+def test_under_mpiexec_batches_above_and_below_the_threshold_answer_as_index_query(ranks_server, kegg):
+    _, idx, s, t = kegg
+    c = distgrail.connect(ranks_server.url)
+    local = idx.query(s, t, backend="cpu")[0]
+    before = c.health()["sharded_batches"]
+    for k, ranks in ((1, 1), (SHARD - 1, 1), (SHARD, 2), (s.size, 2)):
+        answers, stats = c.query(s[:k], t[:k])
+        assert np.array_equal(answers, local[:k]) and stats.queries == k and stats.ranks == ranks, k
+    assert int(answers.sum()) == EXPECTED["kegg_dag_uniq"] == stats.reachable
+    indptr, indices = csr_of(distgrail.read_graph(graph_path("kegg_dag_uniq")))  # plain BFS on the input graph
+    assert np.array_equal(answers[-3000:], bfs_reachable(indptr, indices, s[-3000:], t[-3000:]))
+    assert c.health()["sharded_batches"] - before == 2
+
+
+@needs_mpiexec
+def test_under_mpiexec_four_concurrent_clients_and_bad_requests(ranks_server, kegg):
+    _, idx, s, t = kegg
+    c = distgrail.connect(ranks_server.url)
+    local = idx.query(s, t, backend="cpu")[0]
+    before = c.health()
+    results, errors = {}, []
+
+    def client(k):
+        rng = np.random.default_rng(k)
+        for j in range(4):  # two sharded batches and two small ones each
+            pick = rng.integers(0, s.size, int(rng.integers(SHARD, 3 * SHARD) if j % 2 == 0 else rng.integers(1, SHARD)))
+            try:
+                results[(k, j)] = np.array_equal(c.query(s[pick], t[pick])[0], local[pick])
+            except Exception as e:  # noqa: BLE001 - reported below
+                errors.append(repr(e))
+
+    threads = [threading.Thread(target=client, args=(k,)) for k in range(4)]
+    for th in threads:
+        th.start()
+    for th in threads:
+        th.join(60)
+    assert not errors and len(results) == 16 and all(results.values()), (errors, results)
+    after = c.health()
+    assert after["sharded_batches"] - before["sharded_batches"] == 8 and after["batches"] - before["batches"] == 16
+    for n in (SHARD - 1, SHARD + 10):  # a bad id below and above the threshold: 400 before any collective
+        bad = t[:n].copy()
+        bad[n - 3] = 5000
+        status, _, body = _post(ranks_server.url, _npy(np.stack([s[:n], bad], axis=1)), token=None)
+        assert status == 400 and _error(body) == f"targets[{n - 3}] out of range 0..3616, got 5000"
+    floats = np.stack([s[:SHARD], t[:SHARD]], axis=1).astype(np.float64)
+    status, _, body = _post(ranks_server.url, _npy(floats), token=None)
+    assert status == 400 and _error(body) == _message_of_index_query(idx, floats[:, 0], floats[:, 1])
+    answers, stats = c.query(s[:SHARD], t[:SHARD])  # still serving, over both ranks
+    assert np.array_equal(answers, local[:SHARD]) and stats.ranks == 2
+    assert c.health()["sharded_failed"] == 0 and c.health()["errors"] == {"400": 3}
+
+
+@needs_mpiexec
+def test_under_mpiexec_sigterm_on_rank_1_alone_waits_then_sigterm_to_mpiexec_ends_every_rank(ranks_server, kegg):
+    _, idx, s, t = kegg
+    c = distgrail.connect(ranks_server.url)
+    pids = [r["pid"] for r in c.health()["rank_processes"]]
+    os.kill(pids[1], signal.SIGTERM)  # a non-root rank waits for rank 0's stop, and serves meanwhile
+    time.sleep(0.5)
+    answers, stats = c.query(s[:2 * SHARD], t[:2 * SHARD])
+    assert stats.ranks == 2 and np.array_equal(answers, idx.query(s[:2 * SHARD], t[:2 * SHARD], backend="cpu")[0])
+    assert all(_alive(p) for p in pids)
+    big_s, big_t, got = np.tile(s, 40), np.tile(t, 40), {}  # 4 M pairs: a second or more over both ranks
+    th = threading.Thread(target=lambda: got.update(a=c.query(big_s, big_t)))
+    th.start()
+    deadline = time.monotonic() + 20
+    while c.health()["in_flight"] == 0 and time.monotonic() < deadline:
+        time.sleep(0.02)
+    time.sleep(0.2)  # the batch is in the collective: the stop waits for its end
+    assert th.is_alive(), "the batch ended before the stop: make it larger"
+    t0 = time.monotonic()
+    code = ranks_server.stop(signal.SIGTERM, timeout=30)
+    th.join(30)
+    assert code == 0 and time.monotonic() - t0 < 15, ranks_server.lines
+    answers, stats = got["a"]
+    assert stats.ranks == 2 and np.array_equal(answers, np.tile(idx.query(s, t, backend="cpu")[0], 40))
+    assert sum("stopping (SIGTERM)" in x for x in ranks_server.lines) == 1, ranks_server.lines
+    assert not any("error" in x.lower() for x in ranks_server.lines), ranks_server.lines
+    deadline = time.monotonic() + 5
+    while any(_alive(p) for p in pids) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert not any(_alive(p) for p in pids), "a rank outlived mpiexec"
+    with pytest.raises(ServerError):
+        distgrail.connect(ranks_server.url, timeout=5)
+
+
+@needs_mpiexec
+def test_under_mpiexec_a_start_error_is_printed_once_and_every_rank_ends_with_2(tmp_path):
+    r = subprocess.run([MPIEXEC, "-n", "2", sys.executable, "-m", "mpi4py", "-m", "distgrail", "serve",
+                        str(tmp_path / "none.h5"), "--port", "0", "--backend", "cpu"], capture_output=True, text=True,
+                       env=_env(MPIEXEC_TIMEOUT="60"), timeout=90)
     assert r.returncode == 2, r.stderr
-    assert r.stderr.count("does not shard over MPI ranks") == 1 and "one server per GPU" in r.stderr
+    assert r.stderr.count("distgrail: error: rank 0 (and on rank 1), opening the index") == 1, r.stderr
 
 
 @pytest.mark.gpu
@@ -448,3 +567,25 @@ def test_gpu_server_answers_as_the_cpu_with_concurrent_clients(kegg):
     finally:
         proc.send_signal(signal.SIGTERM)
         assert proc.wait(60) == 0
+
+
+@pytest.mark.gpu
+@needs_mpiexec
+def test_gpu_server_under_mpiexec_shards_over_two_ranks_as_the_cpu_answers(kegg):
+    """On a GPU machine (one GPU shared, or two): 2 ranks, each on its GPU, answer as Index.query on the CPU."""
+    _, idx, s, t = kegg
+    srv = Server(kegg[0], "--backend", "gpu", "--share-gpus", "--shard-min-pairs", str(SHARD),
+                 launcher=(MPIEXEC, "-n", "2"), env=_env(MPIEXEC_TIMEOUT="300"), wait=300)
+    try:
+        c = distgrail.connect(srv.url)
+        h = c.health()
+        assert srv.backend == "gpu" and h["ranks"] == 2 and all("device" in d for d in h["rank_devices"]), h
+        local = idx.query(s, t, backend="cpu")[0]
+        for k, ranks in ((SHARD - 1, 1), (s.size, 2)):
+            answers, stats = c.query(s[:k], t[:k])
+            assert np.array_equal(answers, local[:k]) and stats.ranks == ranks and stats.backend == "gpu"
+        answers, stats = c.query(np.tile(s, 30), np.tile(t, 30))  # 3 M pairs over both GPUs
+        assert np.array_equal(answers, np.tile(local, 30)) and stats.ranks == 2
+    finally:
+        code = srv.stop(signal.SIGTERM, timeout=60)
+    assert code == 0, srv.lines

@@ -11,6 +11,11 @@ CUDA stream on the backend's device.
 Limits: ``max_pairs`` per request (413; the body may not be larger than that many pairs can
 take), ``timeout`` seconds per request (504; a batch still waiting for a thread is dropped, one
 already on the GPU runs to its end), ``max_waiting`` requests in flight (503).
+
+Under MPI (``dispatcher``: a :class:`distgrail.mpi.serve.Dispatcher`) a batch of at least
+``shard_min_pairs`` pairs is checked here (a bad one is a 400 before any collective), then
+queued to the dispatcher, which shards it over every rank, one batch at a time; smaller
+batches are answered by rank 0 alone in the pool, beside the sharded one.
 """
 
 from __future__ import annotations
@@ -32,12 +37,15 @@ from .._version import __version__
 from ..errors import DistGrailError, GraphFormatError, QueryError
 from .wire import JSON, NPY, STATS_HEADER, decode_pairs, encode_answers
 
-__all__ = ["Service", "GPU_BATCHES_AT_ONCE", "LATENCY_WINDOW"]
+__all__ = ["Service", "GPU_BATCHES_AT_ONCE", "LATENCY_WINDOW", "SHARD_MIN_PAIRS"]
 
 #: batches one GPU answers at once (each with its own stream and scratch)
 GPU_BATCHES_AT_ONCE = 2
 #: the last requests whose latency the health endpoint's p50/p99 are taken over
 LATENCY_WINDOW = 10_000
+#: under MPI, batches of fewer pairs are answered by rank 0 alone (a collective costs more than
+#: they do); not measured yet: a guess to be set from GPU timings (distgrail serve --shard-min-pairs)
+SHARD_MIN_PAIRS = 1 << 16
 
 
 class _Refused(Exception):
@@ -60,8 +68,12 @@ class Service:
     """One opened index answering over HTTP on one backend, with the counters ``/health`` shows."""
 
     def __init__(self, index, backend, *, max_pairs: int, timeout: float, token: str | None = None,
-                 workers: int | None = None, max_waiting: int | None = None):
+                 workers: int | None = None, max_waiting: int | None = None, dispatcher=None,
+                 shard_min_pairs: int = SHARD_MIN_PAIRS, ranks: list | None = None):
         self.index, self.be = index, backend
+        #: under MPI: rank 0's Dispatcher, the batch size from which it is used, every rank's
+        #: ``{"rank", "host", "pid", "device"}``
+        self.dispatcher, self.shard_min_pairs, self.ranks = dispatcher, int(shard_min_pairs), ranks
         self.max_pairs, self.timeout, self.token = int(max_pairs), float(timeout), token
         labels = index.node_labels
         self.label_kind = None if labels is None else labels.kind
@@ -94,6 +106,24 @@ class Service:
             s = self._streams.stream = self.be.xp.cuda.Stream(non_blocking=True)
         return s
 
+    def _sharded(self, sources, targets):
+        """Over every rank (the dispatcher's collective); the pairs checked here first."""
+        from concurrent.futures import TimeoutError as FutureTimeout
+
+        from ..mpi.serve import Stopping
+
+        s, t = self.index._check_pairs(sources, targets)  # QueryError: a 400, no collective
+        try:
+            return self.dispatcher.answer(s, t, self.timeout)
+        except FutureTimeout:
+            raise _Refused(504, self._late()) from None
+        except Stopping as e:
+            raise _Refused(503, str(e)) from None
+
+    def _late(self) -> str:
+        return (f"the batch took longer than this server's limit of {self.timeout:g} s "
+                "a request (distgrail serve --timeout): send smaller batches")
+
     def _work(self, body: bytes, content_type: str, accept: str, columns: bool):
         """Decode, answer, encode: ``(content type, body, headers, pairs)``."""
         s, t, as_json = decode_pairs(body, content_type, self.label_kind, columns)
@@ -101,7 +131,10 @@ class Service:
         if k > self.max_pairs:
             raise _Refused(413, f"{k:,} pairs is over this server's limit of {self.max_pairs:,} pairs a request "
                                 "(distgrail serve --max-pairs): send smaller batches")
-        answers, stats = self.answer(s, t)
+        if self.dispatcher is not None and k >= self.shard_min_pairs:
+            answers, stats = self._sharded(s, t)
+        else:
+            answers, stats = self.answer(s, t)
         st = stats.as_dict()
         if not np.isfinite(st["queries_per_second"]):
             st["queries_per_second"] = None
@@ -148,8 +181,7 @@ class Service:
                 try:
                     ctype, out, headers, k = await asyncio.wait_for(fut, self.timeout)
                 except asyncio.TimeoutError:
-                    raise _Refused(504, f"the batch took longer than this server's limit of {self.timeout:g} s "
-                                        "a request (distgrail serve --timeout): send smaller batches") from None
+                    raise _Refused(504, self._late()) from None
             finally:
                 self.in_flight -= 1
         except _Refused as e:
@@ -221,7 +253,16 @@ class Service:
                 "errors": {str(k): v for k, v in sorted(self.errors.items())},
                 "latency_ms": {"p50": pct(50), "p99": pct(99), "max": pct(100), "over_requests": int(lat.size)},
                 "rss_bytes": rss_bytes(), "max_pairs": self.max_pairs, "max_body_bytes": self.max_body,
-                "timeout_seconds": self.timeout, "token": self.token is not None}
+                "timeout_seconds": self.timeout, "token": self.token is not None, **self._ranks()}
+
+    def _ranks(self) -> dict:
+        """``ranks`` (how many), ``rank_devices`` (each rank's), and under MPI the sharding counters."""
+        if self.ranks is None:
+            return {"ranks": 1, "rank_devices": [self.device_name]}
+        d = self.dispatcher
+        return {"ranks": len(self.ranks), "rank_devices": [r["device"] for r in self.ranks],
+                "rank_processes": self.ranks, "shard_min_pairs": self.shard_min_pairs,
+                "sharded_batches": d.batches, "sharded_pairs": d.pairs, "sharded_failed": d.failed}
 
     def close(self):
         self.pool.shutdown(wait=True, cancel_futures=True)

@@ -133,18 +133,21 @@ class Client:
         if self.token:
             headers["Authorization"] = f"Bearer {self.token}"
         for attempt in (0, 1):  # a kept-alive connection the server has closed: once more, on a new one
-            conn = self._connection(fresh=attempt == 1)
-            try:
+            conn = None
+            try:  # connecting too: a refused connection is a ServerError, not a bare OSError
+                conn = self._connection(fresh=attempt == 1)
                 conn.request(method, self._base + path, body=body, headers=headers)
                 r = conn.getresponse()
                 data = r.read()
                 break
             except (ConnectionResetError, BrokenPipeError, http.client.RemoteDisconnected) as e:
-                conn.close()
+                if conn is not None:
+                    conn.close()
                 if attempt:
                     raise ServerError(f"{self.url}: the server closed the connection ({e})") from None
             except OSError as e:  # refused, unreachable, timed out
-                conn.close()
+                if conn is not None:
+                    conn.close()
                 self._local.conn = None
                 raise ServerError(f"cannot reach the distgrail server at {self.url} ({e})") from None
         if r.status == 200:

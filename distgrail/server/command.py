@@ -1,9 +1,10 @@
 """The command line of the server: ``distgrail serve INDEX`` and ``distgrail query --server URL PAIRS``.
 
 Kept apart from :mod:`distgrail.cli` for size; nothing here imports it (its helpers arrive as
-arguments). ``serve`` is one process on one device: under an MPI launcher with several ranks it
-refuses, once, with every rank ending cleanly (start one server per GPU instead, each on its
-own port). ``query --server`` runs on rank 0 alone, like ``query --pair``.
+arguments). ``serve`` under an MPI launcher with several ranks serves from every rank, each on
+its own GPU (bound by node-local rank, as ``query``), rank 0 listening and sharding the batches
+of ``--shard-min-pairs`` pairs or more over the ranks (:func:`distgrail.server.run.serve_ranks`).
+``query --server`` runs on rank 0 alone, like ``query --pair``.
 """
 
 from __future__ import annotations
@@ -16,11 +17,6 @@ import sys
 from ..errors import DistGrailError, QueryError
 
 __all__ = ["add_serve_command", "add_server_args", "with_server", "cmd_serve", "query_through_server", "read_token"]
-
-SERVE_UNDER_MPI = ("distgrail serve is one process on one device and does not shard over MPI ranks: start it "
-                   "without mpirun/srun (for several GPUs, one server per GPU: CUDA_VISIBLE_DEVICES=i distgrail "
-                   "serve INDEX --port P+i)")
-
 
 class _OneProcess(argparse.Action):
     """Stores the value and marks the run as one rank's work (see :func:`distgrail.cli.main`)."""
@@ -73,6 +69,9 @@ def add_serve_command(sub, common, comm_of) -> None:
                     help=f"seconds a request may take (default {DEFAULT_TIMEOUT:g}; more: 504)")
     sp.add_argument("--workers", type=int, default=None,
                     help="batches answered at once (default: the CPU's cores; 2 on a GPU)")
+    sp.add_argument("--shard-min-pairs", type=int, default=None,
+                    help="under mpirun/srun: batches of at least this many pairs are sharded over every rank, "
+                         "smaller ones answered by rank 0 alone (default 65,536)")
     common(sp)
     sp.set_defaults(func=lambda args: cmd_serve(args, comm_of))
 
@@ -82,9 +81,16 @@ def cmd_serve(args, comm_of) -> int:
 
     comm = comm_of(args)
     if comm is not None:
-        err = DistGrailError(SERVE_UNDER_MPI)
-        err.comm_rank = comm.Get_rank()  # every rank has it: printed once, every rank ends with status 2
-        raise err
+        from ..mpi.errors import run_shared
+        from .run import serve_ranks
+
+        token = run_shared(comm, "reading the token", read_token, args.token, args.token_file)
+        return serve_ranks(comm, args.index, host=args.host, port=args.port, backend=args.backend,
+                           share_gpus=args.share_gpus, token=token, max_pairs=args.max_pairs, timeout=args.timeout,
+                           workers=args.workers, shard_min_pairs=args.shard_min_pairs, quiet=args.quiet,
+                           as_json=args.json)
+    if args.shard_min_pairs is not None:
+        raise DistGrailError("--shard-min-pairs is for a server under mpirun/srun (several ranks)")
     token = read_token(args.token, args.token_file)
     return serve(args.index, host=args.host, port=args.port, backend=args.backend, token=token,
                  max_pairs=args.max_pairs, timeout=args.timeout, workers=args.workers, quiet=args.quiet,

@@ -2,22 +2,30 @@
 
 The port is bound first (a port in use fails at once, not after the index is read) but listened
 on only when the server is ready: until the ready line, a client is refused, not kept waiting.
+
+Under MPI (:func:`serve_ranks`) every rank opens the index on its own device and warms up; rank 0
+listens, its HTTP event loop in a thread, while its main thread is the one that calls MPI (the
+:class:`~distgrail.mpi.serve.Dispatcher`); the other ranks follow rank 0's batches
+(:func:`distgrail.mpi.serve.follow`). SIGTERM/SIGINT on rank 0 stop every rank; on another rank
+they are noted only (mpirun sends them to every rank): it leaves when rank 0 says stop.
 """
 
 from __future__ import annotations
 
 import asyncio
 import ipaddress
+import os
 import signal
 import socket
 import sys
+import threading
 import time
 
 import numpy as np
 
 from ..errors import DistGrailError
 
-__all__ = ["serve", "bind", "warm_up", "url_of", "DEFAULT_PORT", "DEFAULT_MAX_PAIRS", "DEFAULT_TIMEOUT"]
+__all__ = ["serve", "serve_ranks", "bind", "warm_up", "url_of", "DEFAULT_PORT", "DEFAULT_MAX_PAIRS", "DEFAULT_TIMEOUT"]
 
 DEFAULT_PORT = 7850
 #: pairs a request may hold: 512 MiB of int64 pairs
@@ -107,6 +115,17 @@ def warm_up(service, say) -> dict:
     return out
 
 
+def check_options(max_pairs: int, timeout: float, workers: int | None, shard_min_pairs: int = 1) -> None:
+    if max_pairs < 1:
+        raise DistGrailError(f"--max-pairs must be at least 1, got {max_pairs}")
+    if not timeout > 0:
+        raise DistGrailError(f"--timeout must be a positive number of seconds, got {timeout}")
+    if workers is not None and workers < 1:
+        raise DistGrailError(f"--workers must be at least 1, got {workers}")
+    if shard_min_pairs < 1:
+        raise DistGrailError(f"--shard-min-pairs must be at least 1, got {shard_min_pairs}")
+
+
 def serve(index_path: str, *, host: str, port: int, backend: str, token: str | None, max_pairs: int,
           timeout: float, workers: int | None, quiet: bool, as_json: bool) -> int:
     """Run the server until SIGTERM or SIGINT; returns 0 (the exit status)."""
@@ -122,12 +141,7 @@ def serve(index_path: str, *, host: str, port: int, backend: str, token: str | N
         if not quiet:
             print(f"distgrail: {text}", file=sys.stderr, flush=True)
 
-    if max_pairs < 1:
-        raise DistGrailError(f"--max-pairs must be at least 1, got {max_pairs}")
-    if not timeout > 0:
-        raise DistGrailError(f"--timeout must be a positive number of seconds, got {timeout}")
-    if workers is not None and workers < 1:
-        raise DistGrailError(f"--workers must be at least 1, got {workers}")
+    check_options(max_pairs, timeout, workers)
     t0 = time.perf_counter()
     sock = bind(host, port)
     try:
@@ -150,7 +164,149 @@ def serve(index_path: str, *, host: str, port: int, backend: str, token: str | N
     return 0
 
 
-async def _run(web, service, sock, t0, warm, index_path, say, as_json):
+def serve_ranks(comm, index_path: str, *, host: str, port: int, backend: str, share_gpus: bool,
+                token: str | None, max_pairs: int, timeout: float, workers: int | None, shard_min_pairs: int,
+                quiet: bool, as_json: bool) -> int:
+    """Collective: the server over every rank of ``comm`` until SIGTERM/SIGINT on rank 0; 0 on every
+    rank. Start-up failures on any rank are the same RankError on every rank."""
+    import distgrail
+    from ..gpu.backend import get_backend
+    from ..mpi.binding import bind_gpu
+    from ..mpi.errors import run_shared
+    from ..mpi.query import _same_index_everywhere as same_index_everywhere
+    from ..mpi.serve import Dispatcher, follow, warm_batch
+    from .app import SHARD_MIN_PAIRS, Service
+
+    me = comm.Get_rank()
+    root = me == 0
+    shard_min_pairs = SHARD_MIN_PAIRS if shard_min_pairs is None else shard_min_pairs
+
+    def say(text):
+        if root and not quiet:
+            print(f"distgrail: {text}", file=sys.stderr, flush=True)
+
+    caught, box = [], {}
+
+    def on_signal(sig, frame):  # main thread, between bytecodes: note it; rank 0 stops its dispatcher
+        caught.append(sig)
+        if "dispatcher" in box:
+            box["dispatcher"].stop()  # a SimpleQueue put: safe here
+
+    before = {sig: signal.signal(sig, on_signal) for sig in (signal.SIGTERM, signal.SIGINT)}
+    sock = None
+    try:
+        web = run_shared(comm, "checking the options", _web_and_options, max_pairs, timeout, workers, shard_min_pairs)
+        t0 = time.perf_counter()
+        sock = run_shared(comm, f"listening on {host}:{port}", bind if root else None, host, port)
+        if root and not is_loopback(host) and token is None:
+            say(f"warning: serving on {host} without --token/--token-file: anyone who reaches this port can query")
+        say(f"opening {index_path} on {comm.Get_size()} ranks")
+        dev = bind_gpu(comm, backend, share=share_gpus)
+        be = run_shared(comm, "selecting the backend", get_backend, backend, dev)
+        idx = run_shared(comm, f"opening the index {index_path}", distgrail.open_index, index_path)
+        run_shared(comm, "comparing the index of every rank", same_index_everywhere, comm, idx)
+        say(f"{idx.n:,} vertices, {idx.C:,} components, d={idx.dims}, K={idx.supports} "
+            f"(opened in {time.perf_counter() - t0:.2f} s); loading the labels on {be.name} on every rank")
+        run_shared(comm, "loading the labels", idx.labels, be)
+        if root and mpi_thread_level() < 1:  # MPI_THREAD_FUNNELED: rank 0 has threads (HTTP, small batches)
+            say("warning: this MPI library gives MPI_THREAD_SINGLE; rank 0 calls MPI from its main thread only, "
+                "but runs the HTTP server and small batches in other threads")
+        service = Service(idx, be, max_pairs=max_pairs, timeout=timeout, token=token, shard_min_pairs=shard_min_pairs,
+                          workers=workers if root else 1)  # other ranks answer in their main thread
+        try:
+            warm = run_shared(comm, "warming up", warm_up, service, say if root else (lambda text: None))
+            if idx.n:  # the sharded path once on every rank
+                rng = np.random.default_rng(1)
+                pair = (rng.integers(0, idx.n, WARM_PAIRS), rng.integers(0, idx.n, WARM_PAIRS)) if root else ()
+                warm_batch(comm, idx, be, *pair)
+            ranks = comm.gather({"rank": me, "host": socket.gethostname(), "pid": os.getpid(),
+                                 "device": service.device_name})
+            if not root:
+                follow(comm, idx, be)
+                return 0
+            service.ranks = ranks
+            service.dispatcher = box["dispatcher"] = Dispatcher(comm, idx, be)
+            if caught:  # a signal during the start: stop at once
+                service.dispatcher.stop()
+            _serve_root(web, service, sock, t0, warm, index_path, say, as_json, caught)
+        finally:
+            service.close()
+    finally:
+        if sock is not None:
+            sock.close()
+        for sig, handler in before.items():
+            signal.signal(sig, handler)
+    return 0
+
+
+def mpi_thread_level() -> int:
+    """MPI's thread support in this process: 0 SINGLE, 1 FUNNELED, 2 SERIALIZED, 3 MULTIPLE.
+    Serving needs FUNNELED: after the start only the main thread of each rank calls MPI."""
+    from ..mpi.errors import mpi
+
+    MPI = mpi()
+    return [MPI.THREAD_SINGLE, MPI.THREAD_FUNNELED, MPI.THREAD_SERIALIZED, MPI.THREAD_MULTIPLE].index(
+        MPI.Query_thread())
+
+
+def _web_and_options(max_pairs, timeout, workers, shard_min_pairs):
+    check_options(max_pairs, timeout, workers, shard_min_pairs)
+    try:
+        from aiohttp import web
+    except ImportError:
+        raise DistGrailError("distgrail serve needs aiohttp: pip install 'distgrail[serve]'") from None
+    return web
+
+
+def _serve_root(web, service, sock, t0, warm, index_path, say, as_json, caught):
+    """Rank 0: HTTP in a thread, the dispatcher here until stopped; then HTTP ends and every rank
+    has been told to stop. A failure of the HTTP thread stops the ranks, then is raised."""
+    d = service.dispatcher
+    started, box = threading.Event(), {}
+
+    def on_start(loop, stop):
+        box["stop"] = lambda: loop.call_soon_threadsafe(stop.set)
+        started.set()
+
+    def http():
+        try:
+            asyncio.run(_run(web, service, sock, t0, warm, index_path, say, as_json, on_start))
+        except BaseException as e:  # noqa: BLE001 - handed to the main thread
+            box["error"] = e
+        finally:
+            started.set()
+            d.stop()  # the HTTP side ended: so do the ranks
+
+    th = threading.Thread(target=http, name="distgrail-http", daemon=True)
+    th.start()
+    try:
+        d.run()  # until a signal (or the HTTP thread's end) stops it; then every rank is told
+    finally:
+        started.wait()
+        if "stop" in box:
+            box["stop"]()
+        th.join()
+    if caught:
+        say(f"stopping ({signal.Signals(caught[0]).name}): {service.batches:,} batches ({d.batches:,} over "
+            f"{len(service.ranks)} ranks), {service.pairs:,} pairs answered, {sum(service.errors.values()):,} refused")
+    if "error" in box:
+        raise box["error"]
+
+
+def ready_text(service, index_path: str, url: str, ready: float) -> str:
+    be, idx = service.be, service.index
+    if service.ranks is None:
+        where = f"backend {be.name}, {service.device_name}"
+    else:
+        devices = sorted(set(r["device"] for r in service.ranks))
+        where = (f"backend {be.name} on {len(service.ranks)} ranks, {'; '.join(devices)}; batches of "
+                 f"{service.shard_min_pairs:,}+ pairs sharded")
+    return f"distgrail: serving {index_path} on {url} ({where}, n={idx.n:,}, ready in {ready:.2f} s)"
+
+
+async def _run(web, service, sock, t0, warm, index_path, say, as_json, on_start=None):
+    """The HTTP server until stopped: by SIGTERM/SIGINT (one process), or by the ``stop`` event
+    that ``on_start(loop, stop)`` is handed once listening (under MPI, from another thread)."""
     import json
 
     app = web.Application(client_max_size=service.max_body)
@@ -162,7 +318,8 @@ async def _run(web, service, sock, t0, warm, index_path, say, as_json):
     stop = asyncio.Event()
     caught = []
     loop = asyncio.get_running_loop()
-    for sig in (signal.SIGTERM, signal.SIGINT):
+    signals = (signal.SIGTERM, signal.SIGINT) if on_start is None else ()
+    for sig in signals:
         loop.add_signal_handler(sig, lambda s=sig: (caught.append(s), stop.set()))
     try:
         await site.start()
@@ -170,14 +327,18 @@ async def _run(web, service, sock, t0, warm, index_path, say, as_json):
         ready = time.perf_counter() - t0
         be = service.be
         if as_json:
+            ranks = service.describe()["rank_devices"]
             print(json.dumps({"url": url, "index": index_path, "backend": be.name, "device": service.device_name,
-                              "n": service.index.n, "ready_seconds": round(ready, 3), "warm_up": warm}), flush=True)
-        print(f"distgrail: serving {index_path} on {url} (backend {be.name}, {service.device_name}, "
-              f"n={service.index.n:,}, ready in {ready:.2f} s)", file=sys.stderr, flush=True)
+                              "ranks": len(ranks), "rank_devices": ranks, "n": service.index.n,
+                              "ready_seconds": round(ready, 3), "warm_up": warm}), flush=True)
+        print(ready_text(service, index_path, url, ready), file=sys.stderr, flush=True)
+        if on_start is not None:
+            on_start(loop, stop)
         await stop.wait()
-        say(f"stopping ({signal.Signals(caught[0]).name}): {service.batches:,} batches, {service.pairs:,} pairs "
-            f"answered, {sum(service.errors.values()):,} refused")
+        if caught:
+            say(f"stopping ({signal.Signals(caught[0]).name}): {service.batches:,} batches, {service.pairs:,} "
+                f"pairs answered, {sum(service.errors.values()):,} refused")
     finally:
-        for sig in (signal.SIGTERM, signal.SIGINT):
+        for sig in signals:
             loop.remove_signal_handler(sig)
         await runner.cleanup()

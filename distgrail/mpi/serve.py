@@ -1,0 +1,203 @@
+"""``distgrail serve`` under MPI: rank 0 serves HTTP, every rank answers a share of each big batch.
+
+Every collective runs in the same order on every rank, so one thread per rank calls MPI after
+start-up: on rank 0 the :class:`Dispatcher` (the main thread; the HTTP event loop and the
+threads that answer small batches never touch MPI, so MPI's ``THREAD_FUNNELED`` is enough), on
+the other ranks :func:`follow`. Per batch rank 0 broadcasts a header ``[kind, pairs]``; for a
+query the pairs are scattered in contiguous shards, each rank answers its own (the step runs
+through :func:`~distgrail.mpi.errors.run_shared`), and the answers and stats are gathered on
+rank 0. A ``STOP`` header ends every rank's loop.
+
+Failures: an error while a rank answers its shard (a GPU out of memory, say) is shared by every
+rank as the same :class:`~distgrail.mpi.errors.RankError`: every rank leaves that batch at the
+same step, the ranks stay in step, the client gets it as a 500, and the server goes on. Any
+other failure in a collective (an MPI error, a bug) leaves the ranks out of step: the job ends
+(``MPI_Abort``) with that error printed.
+"""
+
+from __future__ import annotations
+
+import os
+import queue
+import sys
+import threading
+import time
+import traceback
+from concurrent.futures import Future
+from concurrent.futures import TimeoutError as FutureTimeout
+
+import numpy as np
+
+from ..errors import DistGrailError
+from ..query.stats import QueryStats
+from .collectives import gather_rows, offsets, scatter_rows, split_counts
+from .errors import RankError, run_shared
+
+__all__ = ["Dispatcher", "follow", "answer_shard", "warm_batch", "Stopping", "STOP", "QUERY"]
+
+#: header kinds (int64 ``[kind, pairs]``, broadcast from rank 0)
+STOP, QUERY = 0, 1
+#: seconds the dispatcher waits on its queue before it looks again (signal handlers run between)
+POLL = 0.5
+#: seconds an idle rank sleeps between looks at the next header (a blocking broadcast would spin
+#: a core per rank while the server waits for clients; this adds at most a millisecond a batch)
+HEADER_NAP = 0.001
+
+
+class Stopping(DistGrailError):
+    """The server is stopping: the batch was not answered (the client gets a 503)."""
+
+
+def _header(comm, kind: int = STOP, k: int = 0) -> tuple[int, int]:
+    """Collective: rank 0's ``(kind, pairs)`` on every rank. A non-blocking broadcast, waited for
+    with naps: an idle rank sleeps instead of spinning, and its signal handlers run."""
+    from .errors import mpi
+
+    h = np.array([kind, k], dtype=np.int64)
+    req = comm.Ibcast([h, mpi().INT64_T], root=0)
+    while not req.Test():
+        time.sleep(HEADER_NAP)
+    return int(h[0]), int(h[1])
+
+
+def warm_batch(comm, index, be, sources=None, targets=None):
+    """Collective, before serving: one batch of rank 0's pairs through the sharded path on every
+    rank (a failure is the same :class:`RankError` on every rank, which then ends the start)."""
+    kind, k = _header(comm, QUERY, int(sources.size) if comm.Get_rank() == 0 else 0)
+    return answer_shard(comm, index, be, k, sources, targets)
+
+
+def answer_shard(comm, index, be, k: int, sources=None, targets=None, search=None):
+    """Collective, after a ``QUERY`` header of ``k`` pairs: rank 0's checked int64 ids cut into
+    contiguous shards, each rank answers its own on ``be``. Returns ``(answers, stats)`` on rank 0
+    (stats summed over the ranks, ``ranks`` = the communicator's size, ``seconds`` = the wall time
+    of the call on rank 0), ``(None, None)`` elsewhere. A failure on any rank while answering is
+    the same :class:`RankError` on every rank."""
+    me, size = comm.Get_rank(), comm.Get_size()
+    t0 = time.perf_counter()
+    counts = split_counts(k, size)
+    s = scatter_rows(comm, sources, counts, (), np.int64)
+    t = scatter_rows(comm, targets, counts, (), np.int64)
+    lo, hi = int(offsets(counts)[me]), int(offsets(counts)[me + 1])
+    what = f"answering queries {lo}..{hi - 1} of a served batch" if hi > lo else "answering (none on this rank)"
+    ans, stats = run_shared(comm, what, index._query_local, s, t, be, search)
+    out = np.empty(k, dtype=bool) if me == 0 else None
+    gather_rows(comm, np.ascontiguousarray(ans, dtype=bool), counts, out)
+    every = comm.gather(stats)
+    if me != 0:
+        return None, None
+    merged = QueryStats(backend=be.name, ranks=size)
+    for st in every:
+        merged = merged.merge(st)
+    merged.backend, merged.ranks = be.name, size
+    merged.seconds = time.perf_counter() - t0
+    return out, merged
+
+
+class Dispatcher:
+    """Rank 0's one caller of MPI while serving: batches arrive from any thread through
+    :meth:`answer` (a queue; the caller waits on a future) and go through the collective one
+    after another in :meth:`run`. :meth:`stop` may be called from a signal handler."""
+
+    def __init__(self, comm, index, be):
+        self.comm, self.index, self.be = comm, index, be
+        self._q: queue.SimpleQueue = queue.SimpleQueue()  # put() is reentrant: safe in a signal handler
+        self._lock = threading.Lock()
+        self._closed = False
+        self.batches = self.pairs = self.failed = 0
+
+    def submit(self, sources, targets) -> Future:
+        """Queue rank 0's checked int64 ids; the future gives ``(answers, stats)``, or the
+        :class:`RankError` of a failed batch, or :class:`Stopping`."""
+        fut: Future = Future()
+        with self._lock:
+            if self._closed:
+                fut.set_exception(Stopping("the server is stopping: the batch was not answered"))
+            else:
+                self._q.put((fut, sources, targets))
+        return fut
+
+    def answer(self, sources, targets, timeout: float | None = None):
+        """:meth:`submit` and wait (``TimeoutError`` after ``timeout`` s; a batch not begun then is dropped)."""
+        fut = self.submit(sources, targets)
+        try:
+            return fut.result(timeout)
+        except FutureTimeout:
+            fut.cancel()  # only a batch still queued: one in the collective runs to its end
+            raise
+
+    def stop(self) -> None:
+        self._q.put(None)
+
+    def run_batch(self, fut: Future | None, sources, targets, search=None):
+        """Collective (rank 0's side): one batch through header, scatter, answer, gather.
+        A :class:`RankError` (every rank has it, the ranks are in step) goes to ``fut`` or is
+        raised; anything else ends the job (MPI_Abort)."""
+        if fut is not None and not fut.set_running_or_notify_cancel():
+            return None  # cancelled while queued (its request timed out): no collective
+        k = int(sources.size)
+        try:
+            _header(self.comm, QUERY, k)
+            out = answer_shard(self.comm, self.index, self.be, k, sources, targets, search)
+        except RankError as e:
+            self.failed += 1
+            if fut is None:
+                raise
+            fut.set_exception(e)
+            return None
+        except BaseException:
+            abort(self.comm, "rank 0, serving a batch")
+        self.batches += 1
+        self.pairs += k
+        if fut is not None:
+            fut.set_result(out)
+        return out
+
+    def run(self) -> None:
+        """Serve queued batches until :meth:`stop`; then refuse what is queued (:class:`Stopping`)
+        and broadcast ``STOP``: every rank's :func:`follow` returns."""
+        while True:
+            try:
+                item = self._q.get(timeout=POLL)
+            except queue.Empty:
+                continue
+            if item is None:
+                break
+            self.run_batch(*item)
+        with self._lock:
+            self._closed = True
+        while True:
+            try:
+                item = self._q.get_nowait()
+            except queue.Empty:
+                break
+            if item is not None and item[0].set_running_or_notify_cancel():
+                item[0].set_exception(Stopping("the server is stopping: the batch was not answered"))
+        _header(self.comm, STOP)
+
+
+def follow(comm, index, be, search=None) -> int:
+    """Ranks > 0: answer rank 0's batches until its ``STOP`` header; returns the batches taken
+    part in. A batch that failed on some rank (:class:`RankError`, on every rank) is skipped here
+    as on rank 0; anything else ends the job (MPI_Abort)."""
+    done = 0
+    while True:
+        try:
+            kind, k = _header(comm)
+            if kind == STOP:
+                return done
+            answer_shard(comm, index, be, k, search=search)
+            done += 1
+        except RankError:
+            continue
+        except BaseException:
+            abort(comm, f"rank {comm.Get_rank()}, serving a batch")
+
+
+def abort(comm, where: str) -> None:
+    """The ranks are out of step (a failure outside a shared step): print it and end the job."""
+    print(f"distgrail: error: {where}: the ranks can no longer keep in step; ending the job", file=sys.stderr)
+    traceback.print_exc(file=sys.stderr)
+    sys.stderr.flush()
+    comm.Abort(1)
+    os._exit(1)  # pragma: no cover - Abort does not return

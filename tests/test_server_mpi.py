@@ -1,0 +1,79 @@
+"""The collective side of ``distgrail serve`` under MPI (:mod:`distgrail.mpi.serve`), without HTTP:
+rank 0's Dispatcher fed from threads, the other ranks following; answers equal to Index.query, a
+failure on one rank while answering is the same RankError on rank 0's batch (the client's 500)
+with the ranks still in step, and STOP ends every rank. Run with
+``mpiexec -n 2 python -m pytest --only-mpi tests/test_server_mpi.py``."""
+
+from __future__ import annotations
+
+import threading
+
+import numpy as np
+import pytest
+
+import distgrail
+from distgrail.gpu.backend import get_backend
+
+
+@pytest.mark.mpi(min_size=2)
+def test_dispatcher_shards_batches_and_a_failure_on_one_rank_is_that_batch_error_only(monkeypatch):
+    from mpi4py import MPI
+
+    from distgrail.mpi.errors import RankError
+    from distgrail.mpi.serve import Dispatcher, Stopping, follow
+
+    comm = MPI.COMM_WORLD.Clone()
+    me, size = comm.Get_rank(), comm.Get_size()
+    idx = distgrail.build_index(distgrail.bundled_graph(), dims=3, backend="cpu")
+    be = get_backend("cpu")
+    failing = size - 1  # the last rank fails its shard of the second batch, once
+    calls = {"n": 0}
+    query_local = idx._query_local
+
+    def flaky(s, t, be_, search=None):
+        calls["n"] += 1
+        if me == failing and calls["n"] == 2:
+            raise MemoryError("out of device memory (planted)")
+        return query_local(s, t, be_, search)
+
+    monkeypatch.setattr(idx, "_query_local", flaky)
+    if me != 0:
+        taken = follow(comm, idx, be)
+        assert comm.allgather(taken)[me] == 3 and calls["n"] == 4  # the failed batch is not counted
+        comm.Free()
+        return
+    rng = np.random.default_rng(7)
+    batches = [(rng.integers(0, idx.n, k), rng.integers(0, idx.n, k)) for k in (1000, 777, 2, 5000)]
+    d = Dispatcher(comm, idx, be)
+    got, errors = [], []
+
+    def clients():  # HTTP handlers' threads: one batch at a time here, to know which one fails
+        try:
+            for s, t in batches:
+                try:
+                    got.append(d.answer(s, t, timeout=60))
+                except RankError as e:
+                    got.append(e)
+        except Exception as e:  # noqa: BLE001 - reported below
+            errors.append(repr(e))
+        finally:
+            d.stop()
+
+    th = threading.Thread(target=clients)
+    th.start()
+    d.run()  # this (main) thread is the only one that calls MPI
+    th.join(60)
+    every = comm.allgather(None)
+    assert not errors and len(got) == 4, errors
+    for (s, t), out in zip([batches[0], batches[2], batches[3]], [got[0], got[2], got[3]]):
+        answers, stats = out
+        assert np.array_equal(answers, idx.query(s, t, backend="cpu")[0]) and stats.ranks == size
+        assert stats.queries == s.size
+    e = got[1]
+    assert isinstance(e, RankError) and e.rank == failing and "out of device memory (planted)" in str(e)
+    assert str(e).startswith(f"rank {failing}, answering queries ")
+    assert (d.batches, d.pairs, d.failed) == (3, 6002, 1) and len(every) == size
+    late = d.submit(batches[0][0], batches[0][1])
+    with pytest.raises(Stopping):
+        late.result(1)
+    comm.Free()
