@@ -287,8 +287,9 @@ def build_parser() -> argparse.ArgumentParser:
     from .io.read import FORMATS
     from .cli_pairs import INFO_QUIET_HELP, add_pairs_command, add_query_args, with_pair
     from .server.command import add_serve_command, add_server_args, with_server
+    from .cli_parser import ContractParser
 
-    p = argparse.ArgumentParser(prog="distgrail", description="GRAIL reachability index on GPUs across MPI ranks.")
+    p = ContractParser(prog="distgrail", description="GRAIL reachability index on GPUs across MPI ranks.")
     p.add_argument("--version", action="version", version=f"distgrail {__version__}")
     sub = p.add_subparsers(dest="command", required=True)
 

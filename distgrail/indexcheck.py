@@ -14,11 +14,11 @@ import numpy as np
 
 from .errors import IndexFormatError
 
-__all__ = ["check_index", "EDGE_CHECK_MAX"]
+__all__ = ["check_index", "EDGE_CHECK_MAX", "REQUIRED"]
 
 EDGE_CHECK_MAX = 1 << 22
 
-_REQUIRED = ("vertex/component", "dag/indptr", "dag/indices", "dag/level", "forest/parent",
+REQUIRED = ("vertex/component", "dag/indptr", "dag/indices", "dag/level", "forest/parent",
              "forest/subtree_size", "labels/dt_post0", "labels/intervals")
 
 
@@ -46,7 +46,7 @@ def check_index(path, meta: dict, arrays: dict) -> None:
     shapes = {"vertex/component": (n,), "dag/indptr": (C + 1,), "dag/indices": (m,), "dag/level": (C,),
               "forest/parent": (C,), "forest/subtree_size": (C,), "labels/dt_post0": (C,),
               "labels/intervals": (dims, C, 2)}
-    for name in _REQUIRED:
+    for name in REQUIRED:
         if name not in arrays:
             raise IndexFormatError(f"{path}: incomplete index: dataset /{name} is missing")
     for name, a in arrays.items():

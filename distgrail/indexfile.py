@@ -30,14 +30,27 @@ little-endian contents in the dataset attribute ``crc32`` (uint32 array; ``crc32
 block size), computed by a thread pool while the datasets are written and checked the same way
 when read. Files of earlier distgrail releases keep HDF5's fletcher32 filter on chunks of at most
 256 KiB instead; they are read and checked as before (HDF5 verifies each chunk). A non-empty
-dataset with neither is damaged. The file is written to a temporary name beside the target and
-renamed when complete, so a failed run leaves nothing. :func:`read_index_file` checks the
-checksums, shapes, dtypes and value ranges (:mod:`distgrail.indexcheck`): a damaged or incomplete
-index raises :class:`IndexFormatError` naming the dataset, it never gives answers.
+dataset with neither is damaged, whatever ``format_version`` says; the one exception is a file as
+the first releases wrote it (version 1: no checksum on any dataset, ``source_sha256``, the eight
+core datasets only), read with its values checked but without checksums.
+
+The root attribute ``crc32_of_datasets`` (since this release) seals the set: ``"blake3:<hex>"``
+over every dataset's name, type, shape, ``crc32_block`` and ``crc32`` list, sorted by name
+(:func:`datasets_seal`), so a dataset whose checksum attributes were deleted, or a dataset
+removed, added or replaced, is seen. A file that carries it must match it; files written before
+it carry none and get the per-dataset checks above only.
+
+The file is written to a temporary name beside the target and renamed when complete, so a failed
+run leaves nothing. :func:`read_index_file` checks the checksums, shapes, dtypes and value ranges
+(:mod:`distgrail.indexcheck`): a damaged or incomplete index raises :class:`IndexFormatError`
+naming the dataset, it never gives answers. Any error of HDF5 while the file is opened or read
+(a damaged header, attribute or object message) is such an error too, naming the attribute or
+dataset being read; a FIFO or device is refused before it is opened.
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
 import zlib
 from concurrent.futures import ThreadPoolExecutor
@@ -49,7 +62,7 @@ from .errors import IndexFormatError
 from .io.atomic import atomic_path
 
 __all__ = ["FORMAT", "FORMAT_VERSION", "READ_VERSIONS", "CHUNK_BYTES", "CRC_BLOCK", "write_index_file",
-           "read_index_file", "block_crcs"]
+           "read_index_file", "block_crcs", "datasets_seal", "SEAL"]
 
 FORMAT = "distgrail-index"
 FORMAT_VERSION = 2
@@ -62,6 +75,8 @@ _MAX_CRCS = 8192  # keeps the attribute far below HDF5's 64 KiB limit of compact
 _ATTRS = ("seed", "dims", "parent_rule", "source_name", "source_digest", "source_digest_algorithm", "n_vertices",
           "n_components", "n_dag_edges", "n_levels", "distgrail_version")
 _OLD_DIGEST = "source_sha256"  # the source digest in indexes of earlier releases (SHA-256)
+#: root attribute: BLAKE3 over every dataset's name, type, shape and checksums (:func:`datasets_seal`)
+SEAL = "crc32_of_datasets"
 
 
 def _block_size(nbytes: int) -> int:
@@ -123,13 +138,13 @@ def write_index_file(path, meta: dict, arrays: dict) -> None:
     with atomic_path(path, size) as tmp, _pool() as pool:
         crcs = {}
         with h5py.File(tmp, "w", libver=("earliest", "v110"), track_order=False) as f:
-            f.attrs["format"] = FORMAT
+            _put_attr(f, "format", FORMAT)
             f.attrs["format_version"] = FORMAT_VERSION
             for k in _ATTRS + (("supports",) if "supports" in meta else ()):
                 v = meta[k]
                 if k == "distgrail_version":
                     v = str(v)
-                f.attrs[k] = v if not isinstance(v, (np.integer,)) else int(v)
+                _put_attr(f, k, v if not isinstance(v, (np.integer,)) else int(v))
             for name in names:  # contiguous, unfiltered: written while the pool checksums
                 data = np.ascontiguousarray(arrays[name])
                 data = _as_type(data, types[name]) if name in types else data  # one cast copy at a time
@@ -141,83 +156,185 @@ def write_index_file(path, meta: dict, arrays: dict) -> None:
                 ds = f[name]
                 ds.attrs["crc32_block"] = block
                 ds.attrs["crc32"] = np.array([x.result() for x in futs], dtype=np.uint32)
+            _put_attr(f, SEAL, datasets_seal({name: _entry(f[name])[0] for name in names}))
 
 
-def _attr(f, path, key):
-    if key not in f.attrs:
+def _put_attr(f, key, value) -> None:
+    """A root attribute; strings as fixed-length UTF-8 (read back as bytes): h5py's default,
+    variable-length strings, live in a global heap whose damage crashes or hangs HDF5's reader."""
+    import h5py
+
+    if isinstance(value, str):
+        data = value.encode()
+        f.attrs.create(key, np.array(data, dtype=f"S{max(1, len(data))}"),
+                       dtype=h5py.string_dtype("utf-8", max(1, len(data))))
+    else:
+        f.attrs[key] = value
+
+
+#: what h5py raises on a damaged file (HDF5's errors arrive as OSError, RuntimeError, KeyError,
+#: ValueError or TypeError, depending on the message it hits; a bad string: UnicodeDecodeError)
+_H5_ERRORS = (OSError, RuntimeError, KeyError, ValueError, TypeError, IndexError, OverflowError)
+
+
+def _attr(attrs, path, key, where):
+    where[0] = f"attribute {key!r}"
+    if key not in attrs:
         raise IndexFormatError(f"{path}: incomplete index: attribute {key!r} is missing")
-    v = f.attrs[key]
+    v = attrs[key]
     return v.decode() if isinstance(v, bytes) else (v.item() if hasattr(v, "item") else v)
 
 
 def read_index_file(path) -> tuple[dict, dict]:
     """Read and check an index. Raises :class:`IndexFormatError` for anything that is not a
-    complete, undamaged index of a version this distgrail reads."""
+    complete, undamaged index of a version this distgrail reads (any HDF5 error included: it
+    names the attribute or dataset being read)."""
     import h5py
 
     from .indexcheck import check_index
+    from .io.regular import check_regular
 
     path = os.fspath(path)
     if not os.path.exists(path):
         raise IndexFormatError(f"{path}: no such index file")
     if os.path.isdir(path):
         raise IndexFormatError(f"{path}: is a directory, not an index file")
+    check_regular(path, "indexes", IndexFormatError)  # a FIFO is never opened: it could block forever
+    where = ["the file"]  # what is being read when HDF5 fails
     try:
         f = h5py.File(path, "r")
     except OSError as e:
         raise IndexFormatError(f"{path}: not an HDF5 file, so not a distgrail index ({e})") from None
-    with f:
-        fmt = f.attrs.get("format")
-        if isinstance(fmt, bytes):
-            fmt = fmt.decode()
-        if fmt != FORMAT:
-            raise IndexFormatError(f"{path}: not a distgrail index (attribute format={fmt!r}, expected {FORMAT!r})")
-        raw = _attr(f, path, "format_version")
-        if isinstance(raw, (bool, np.bool_)) or not isinstance(raw, (int, np.integer)):
-            raise IndexFormatError(f"{path}: damaged index: attribute 'format_version' must be an integer, "
-                                   f"got {raw!r}")
-        ver = int(raw)
-        if ver not in READ_VERSIONS:
-            raise IndexFormatError(f"{path}: index schema version {ver}, this distgrail reads versions "
-                                   f"{', '.join(map(str, READ_VERSIONS))}; rebuild the index with this version")
-        meta = {"format": FORMAT, "format_version": ver}
-        old = "source_digest" not in f.attrs and _OLD_DIGEST in f.attrs
-        for k in _ATTRS + (("supports",) if "supports" in f.attrs else ()):
-            if old and k == "source_digest_algorithm":
-                meta[k] = "sha256"
-            else:
-                meta[k] = _attr(f, path, _OLD_DIGEST if old and k == "source_digest" else k)
-        arrays, crcs, problems = {}, {}, []
-
-        def visit(name, obj):
-            if isinstance(obj, h5py.Dataset):
-                try:
-                    arrays[name] = obj[()]
-                    if "crc32" in obj.attrs:
-                        crcs[name] = (obj.attrs["crc32"], obj.attrs.get("crc32_block"))
-                    elif ver >= 2 and obj.size and not obj.fletcher32:
-                        problems.append(f"{path}: damaged index: dataset /{name} cannot be read (checksum "
-                                        f"error: it carries no checksum)")
-                except (OSError, ValueError, TypeError) as e:
-                    problems.append(f"{path}: damaged index: dataset /{name} cannot be read (checksum or "
-                                    f"storage error: {e})")
-
-        try:
-            f.visititems(visit)
-        except (OSError, RuntimeError) as e:
-            raise IndexFormatError(f"{path}: damaged index: {e}") from None
-        if problems:
-            raise IndexFormatError(problems[0])
+    except _H5_ERRORS as e:
+        raise IndexFormatError(f"{path}: damaged index: the file cannot be opened (HDF5: {e})") from None
+    try:
+        with f:
+            meta, arrays, crcs, seal = _read_open_file(h5py, f, path, where)
+    except IndexFormatError:
+        raise
+    except _H5_ERRORS as e:
+        raise IndexFormatError(f"{path}: damaged index: {where[0]} cannot be read (HDF5: {e})") from None
     _verify_crcs(path, arrays, crcs)
     check_index(path, meta, arrays)
+    _check_seal(path, seal)
     return meta, arrays
+
+
+def _read_open_file(h5py, f, path, where):
+    """(meta, arrays, crcs, seal) of an open index; ``where[0]`` names what is being read."""
+    where[0] = "attribute 'format'"
+    attrs = f.attrs
+    fmt = attrs.get("format")
+    if isinstance(fmt, bytes):
+        fmt = fmt.decode()
+    if not isinstance(fmt, str) or fmt != FORMAT:
+        raise IndexFormatError(f"{path}: not a distgrail index (attribute format={fmt!r}, expected {FORMAT!r})")
+    raw = _attr(attrs, path, "format_version", where)
+    if isinstance(raw, (bool, np.bool_)) or not isinstance(raw, (int, np.integer)):
+        raise IndexFormatError(f"{path}: damaged index: attribute 'format_version' must be an integer, "
+                               f"got {raw!r}")
+    ver = int(raw)
+    if ver not in READ_VERSIONS:
+        raise IndexFormatError(f"{path}: index schema version {ver}, this distgrail reads versions "
+                               f"{', '.join(map(str, READ_VERSIONS))}; rebuild the index with this version")
+    meta = {"format": FORMAT, "format_version": ver}
+    where[0] = "the root attributes"
+    old = "source_digest" not in attrs and _OLD_DIGEST in attrs
+    for k in _ATTRS + (("supports",) if "supports" in attrs else ()):
+        if old and k == "source_digest_algorithm":
+            meta[k] = "sha256"
+        else:
+            meta[k] = _attr(attrs, path, _OLD_DIGEST if old and k == "source_digest" else k, where)
+    where[0] = f"attribute {SEAL!r}"
+    stored = attrs[SEAL] if SEAL in attrs else None
+    arrays, crcs, entries, unchecked, fletcher = {}, {}, {}, [], []
+
+    def walk(group, prefix):  # by link names: an object that HDF5 cannot open is named
+        where[0] = f"group /{prefix}" if prefix else "the root group"
+        for key in list(group.keys()):
+            name = prefix + key
+            where[0] = f"object /{name}"
+            obj = group[key]
+            if isinstance(obj, h5py.Group):
+                walk(obj, name + "/")
+                continue
+            if not isinstance(obj, h5py.Dataset):
+                continue
+            where[0] = f"dataset /{name}"
+            try:
+                arrays[name] = obj[()]
+                where[0] = f"the checksum attributes of dataset /{name}"
+                entries[name], crc = _entry(obj)
+                if crc is not None:
+                    crcs[name] = crc
+                elif obj.size:
+                    (fletcher if obj.fletcher32 else unchecked).append(name)
+            except (OSError, ValueError, TypeError) as e:
+                raise IndexFormatError(f"{path}: damaged index: dataset /{name} cannot be read (checksum or "
+                                       f"storage error: {e})") from None
+
+    walk(f, "")
+    if unchecked and not _legacy_v1(f, ver, stored, crcs, fletcher, arrays):
+        raise IndexFormatError(f"{path}: damaged index: dataset /{unchecked[0]} cannot be read (checksum "
+                               f"error: it carries no checksum)")
+    return meta, arrays, crcs, (stored, entries)
+
+
+def _legacy_v1(f, ver, stored, crcs, fletcher, arrays) -> bool:
+    """True for a file as distgrail's first releases wrote it (version 1): no checksum on any
+    dataset, no seal, the source's SHA-256 in ``source_sha256``, only the eight core datasets.
+    Such a file is read without checksums (its values are still checked); any other file whose
+    non-empty datasets lack a checksum is damaged, whatever its format_version says."""
+    from .indexcheck import REQUIRED
+
+    return (ver == 1 and stored is None and not crcs and not fletcher and _OLD_DIGEST in f.attrs
+            and "source_digest" not in f.attrs and set(arrays) <= set(REQUIRED))
+
+
+def _entry(ds) -> tuple:
+    """``((dtype, shape, crc32_block, crc32), (crc32, crc32_block) or None)`` of dataset ``ds``:
+    its part of the seal, and its stored checksums (None: no ``crc32`` attribute)."""
+    attrs = ds.attrs
+    if "crc32" not in attrs:
+        return (ds.dtype.str, ds.shape, None, None), None
+    crc = (attrs["crc32"], attrs.get("crc32_block"))
+    return (ds.dtype.str, ds.shape, crc[1], crc[0]), crc
+
+
+def datasets_seal(entries: dict) -> str:
+    """``"blake3:<hex>"`` over the sorted ``{name: (dtype, shape, crc32_block, crc32)}`` of every
+    dataset (see :func:`_entry`): the root attribute ``crc32_of_datasets``."""
+    import blake3
+
+    h = blake3.blake3()
+    for name in sorted(entries):
+        dt, shape, block, crc = entries[name]
+        a = np.asarray(crc) if crc is not None else None
+        values = "-" if a is None else f"{a.dtype.str}{a.shape}:" + (
+            ",".join(map(str, a.reshape(-1).tolist())) if a.dtype.kind in "iu" else repr(a))
+        block = block.item() if hasattr(block, "item") else block
+        h.update(f"{name}\0{dt}\0{tuple(shape)}\0{block!r}\0{values}\n".encode())
+    return "blake3:" + h.hexdigest()
+
+
+def _check_seal(path, seal) -> None:
+    """A file that carries ``crc32_of_datasets`` must match it (files of earlier releases carry none)."""
+    stored, entries = seal
+    if stored is None:
+        return
+    stored = stored.decode(errors="replace") if isinstance(stored, bytes) else stored
+    if not isinstance(stored, str) or stored != datasets_seal(entries):
+        raise IndexFormatError(f"{path}: damaged index: its datasets or their checksums differ from the ones it was "
+                               f"written with (root attribute {SEAL!r}): a dataset or its crc32 attributes were "
+                               f"removed, added or replaced")
 
 
 def _verify_crcs(path, arrays, crcs):
     """Compare every dataset's stored block CRC-32s with its contents (blocks in parallel)."""
     if not crcs:
         return
-    with _pool() as pool:
+    big = sum(int(arrays[name].nbytes) for name in crcs) > 4 * CRC_BLOCK  # else threads cost more than they save
+    with _pool() if big else contextlib.nullcontext() as pool:
         got = {}
         for name, (want, block) in crcs.items():
             if isinstance(block, (bool, np.bool_)) or not isinstance(block, (int, np.integer)) or block < 1:
@@ -227,7 +344,7 @@ def _verify_crcs(path, arrays, crcs):
             got[name] = block_crcs(arrays[name], int(block), pool)
         for name, futs in got.items():
             want = np.asarray(crcs[name][0])
-            have = np.array([x.result() for x in futs], dtype=np.uint32)
+            have = np.array([x.result() if pool is not None else x for x in futs], dtype=np.uint32)
             if want.dtype.kind not in "iu" or want.shape != have.shape or (want.astype(np.int64) != have).any():
                 bad = int(np.flatnonzero(want.astype(np.int64) != have)[0]) if want.shape == have.shape and \
                     want.dtype.kind in "iu" else -1

@@ -74,7 +74,8 @@ def _legacy_copy(src, dst):
     """The same index as an earlier release wrote it: fletcher32 on chunks of <= 256 KiB, no crc32."""
     with h5py.File(src, "r") as f, h5py.File(dst, "w", libver=("earliest", "v110")) as g:
         for k, v in f.attrs.items():
-            g.attrs[k] = v
+            if k != "crc32_of_datasets":  # the seal came after the fletcher32 releases
+                g.attrs[k] = v
 
         def copy(name, obj):
             if isinstance(obj, h5py.Dataset):
@@ -192,13 +193,23 @@ def _rewrite(path, name, fn):
 
 
 def _put(f, name, data):
-    """Dataset ``name`` = ``data`` with its checksums, as the writer stores it."""
+    """Dataset ``name`` = ``data`` with its checksums, as the writer stores it (the root's seal too)."""
     from distgrail.indexfile import CRC_BLOCK, block_crcs
 
     ds = f.create_dataset(name, data=data)
     if data.size:
         ds.attrs["crc32_block"] = CRC_BLOCK
         ds.attrs["crc32"] = np.array(block_crcs(np.ascontiguousarray(data), CRC_BLOCK), np.uint32)
+    _reseal(f)
+
+
+def _reseal(f):
+    """The root's crc32_of_datasets for the datasets ``f`` holds now, as the writer computes it."""
+    from distgrail.indexfile import SEAL, _entry, datasets_seal
+
+    names = []
+    f.visititems(lambda n, o: names.append(n) if isinstance(o, h5py.Dataset) else None)
+    f.attrs[SEAL] = datasets_seal({n: _entry(f[n])[0] for n in names})
 
 
 @pytest.mark.parametrize("name, fn, msg", [
@@ -268,6 +279,7 @@ def test_supports_datasets_optional_and_checked(built, tmp_path):
         for k in ("ids", "in", "out"):
             del f[f"supports/{k}"]
         f.attrs["supports"] = 0
+        _reseal(f)
     distgrail.open_index(q)
 
 

@@ -19,9 +19,10 @@ def built(tmp_path_factory):
 def test_schema_readable_with_plain_h5py(built):
     p, idx = built
     with h5py.File(p, "r") as f:
-        assert f.attrs["format"] == "distgrail-index" and f.attrs["format_version"] == 2
-        assert f.attrs["dims"] == 4 and f.attrs["seed"] == 3 and f.attrs["parent_rule"] == "max-level"
-        assert len(f.attrs["source_digest"]) == 64 and f.attrs["source_digest_algorithm"] == "blake3"
+        # strings are fixed-length UTF-8 (no global heap to damage): plain h5py reads them as bytes
+        assert f.attrs["format"] == b"distgrail-index" and f.attrs["format_version"] == 2
+        assert f.attrs["dims"] == 4 and f.attrs["seed"] == 3 and f.attrs["parent_rule"] == b"max-level"
+        assert len(f.attrs["source_digest"]) == 64 and f.attrs["source_digest_algorithm"] == b"blake3"
         assert f["labels/intervals"].shape == (4, idx.C, 2)
         assert f["labels/intervals"].dtype == np.uint16  # 3,617 components fit 16 bits
         assert f["vertex/component"].shape == (idx.n,)

@@ -17,6 +17,7 @@ import numpy as np
 from ..errors import GraphFormatError
 from .read import FORMATS, HOST_FORMATS, detect_format, edgelist_dialect
 from .excerpt import looks_binary
+from .regular import special_kind
 from .text import Text, parse_n
 
 __all__ = ["Plan", "plan_read", "ChunkReader", "LineTooLong", "memory_estimate", "estimate_edges", "FMT_CODES",
@@ -140,6 +141,8 @@ def plan_read(path, fmt: str = "auto", num_vertices: int | None = None) -> Plan:
     path = os.fspath(path)
     if fmt not in FORMATS or not os.path.exists(path):
         return Plan("cpu", path, reason="bad arguments")
+    if special_kind(path):  # a FIFO, device or socket: the CPU reader refuses it (never opened here)
+        return Plan("cpu", path, reason="not a regular file")
     fmt = detect_format(path) if fmt == "auto" else fmt
     if fmt == "h5":
         return Plan("h5", path, fmt)

@@ -8,6 +8,7 @@ import numpy as np
 
 from ..errors import GraphFormatError
 from .edgelist import read_columns
+from .regular import check_regular
 from .text import Text, shown
 
 
@@ -22,6 +23,7 @@ def read_pairs(path, labels: str | None = None) -> tuple[np.ndarray, np.ndarray]
         raise GraphFormatError("no such pairs file", path=path)
     if os.path.isdir(path):
         raise GraphFormatError("is a directory, not a pairs file", path=path)
+    check_regular(path, "query pairs", GraphFormatError)  # a FIFO is never opened: it could block forever
     if path.endswith(".npy"):
         try:
             arr = np.load(path, allow_pickle=False)
@@ -30,6 +32,7 @@ def read_pairs(path, labels: str | None = None) -> tuple[np.ndarray, np.ndarray]
         if arr.ndim != 2 or arr.shape[1] != 2 or not np.issubdtype(arr.dtype, np.integer):
             raise GraphFormatError(f"expected an integer array of shape (k, 2), got {arr.dtype} {arr.shape}",
                                    path=path)
+        _check_fits_int64(path, arr)
         return arr[:, 0].astype(np.int64), arr[:, 1].astype(np.int64)
     data = None
     if path.endswith(".gz"):
@@ -49,6 +52,16 @@ def read_pairs(path, labels: str | None = None) -> tuple[np.ndarray, np.ndarray]
     finally:
         text.close()
     return u.astype(np.int64), v.astype(np.int64)
+
+
+def _check_fits_int64(path, arr) -> None:
+    """Unsigned ids above 2^63 - 1 would wrap to negative ones: refuse them with the value as given."""
+    if arr.dtype.kind == "u" and arr.dtype.itemsize == 8 and arr.size:
+        big = np.flatnonzero(arr.reshape(-1) > np.uint64(2**63 - 1))
+        if big.size:
+            row, col = divmod(int(big[0]), 2)
+            raise GraphFormatError(f"{('sources', 'targets')[col]}[{row}] out of range (vertex ids are below "
+                                   f"2^63), got {int(arr[row, col])}", path=path)
 
 
 def _label_pairs(path, data, kind):

@@ -14,6 +14,7 @@ from .gra import read_gra
 from .compressed import CODECS, StreamText, codec_of, peek
 from .dialect import COMMA_TABLE, SNIFF_BYTES, Dialect, read_labelled, sniff
 from .tables import TABLE_FORMATS, read_table_graph, table_format_of
+from .regular import check_regular
 from .text import Text, looks_binary, shown
 
 
@@ -32,6 +33,7 @@ def _raw_head(path: str, count: int = 4096) -> bytes:
 def detect_format(path: str) -> str:
     """Guess a file's format from its name, then from its first line (of the decompressed text
     for a ``.gz``/``.bz2``/``.zst`` file: ``g.gra.gz`` is a ``.gra`` file)."""
+    check_regular(path, "graphs", GraphFormatError)  # a FIFO is never opened: it could block forever
     low = str(path).lower()
     head = _raw_head(path)
     codec = codec_of(head)
@@ -72,6 +74,8 @@ def hash_early(path, fmt: str = "auto") -> None:
     (:func:`distgrail.io.digest.start_early`); nothing for a binary ``.h5`` graph or a missing file."""
     from .digest import start_early
 
+    if not os.path.isfile(path):  # missing, or a FIFO (never opened here): the reader says so
+        return
     try:
         if (fmt if fmt != "auto" else detect_format(path)) != "h5":
             start_early(path)
@@ -114,6 +118,7 @@ def read_graph(path, fmt: str = "auto", num_vertices: int | None = None) -> Edge
         raise GraphFormatError("no such file", path=path)
     if os.path.isdir(path):
         raise GraphFormatError("is a directory, not a graph file", path=path)
+    check_regular(path, "graphs", GraphFormatError)
     try:
         head = _raw_head(path)
     except OSError as e:
