@@ -50,7 +50,6 @@ dataset being read; a FIFO or device is refused before it is opened.
 
 from __future__ import annotations
 
-import contextlib
 import os
 import zlib
 from concurrent.futures import ThreadPoolExecutor
@@ -59,6 +58,7 @@ import numpy as np
 
 from .dtypes import smallest_int, smallest_uint
 from .errors import IndexFormatError
+from .indexblocks import can_read_in_blocks, check_block_reads, parallel_read
 from .io.atomic import atomic_path
 
 __all__ = ["FORMAT", "FORMAT_VERSION", "READ_VERSIONS", "CHUNK_BYTES", "CRC_BLOCK", "write_index_file",
@@ -207,21 +207,28 @@ def read_index_file(path) -> tuple[dict, dict]:
         raise IndexFormatError(f"{path}: not an HDF5 file, so not a distgrail index ({e})") from None
     except _H5_ERRORS as e:
         raise IndexFormatError(f"{path}: damaged index: the file cannot be opened (HDF5: {e})") from None
+    fd = os.open(path, os.O_RDONLY)  # large datasets: read in parallel blocks (distgrail.indexblocks)
+    pool = _pool()
     try:
-        with f:
-            meta, arrays, crcs, seal = _read_open_file(h5py, f, path, where)
-    except IndexFormatError:
-        raise
-    except _H5_ERRORS as e:
-        raise IndexFormatError(f"{path}: damaged index: {where[0]} cannot be read (HDF5: {e})") from None
-    _verify_crcs(path, arrays, crcs)
+        try:
+            with f:
+                meta, arrays, crcs, seal, landed = _read_open_file(h5py, f, path, where, fd, pool)
+        except IndexFormatError:
+            raise
+        except _H5_ERRORS as e:
+            raise IndexFormatError(f"{path}: damaged index: {where[0]} cannot be read (HDF5: {e})") from None
+        _verify_crcs(path, arrays, crcs, landed, pool)
+    finally:
+        pool.shutdown(wait=True)  # no block read may outlive the descriptor
+        os.close(fd)
     check_index(path, meta, arrays)
     _check_seal(path, seal)
     return meta, arrays
 
 
-def _read_open_file(h5py, f, path, where):
-    """(meta, arrays, crcs, seal) of an open index; ``where[0]`` names what is being read."""
+def _read_open_file(h5py, f, path, where, fd, pool):
+    """(meta, arrays, crcs, seal, landed) of an open index; ``where[0]`` names what is being read;
+    ``landed``: {dataset: CRC futures} of the datasets read in parallel blocks from ``fd``."""
     where[0] = "attribute 'format'"
     attrs = f.attrs
     fmt = attrs.get("format")
@@ -247,7 +254,7 @@ def _read_open_file(h5py, f, path, where):
             meta[k] = _attr(attrs, path, _OLD_DIGEST if old and k == "source_digest" else k, where)
     where[0] = f"attribute {SEAL!r}"
     stored = attrs[SEAL] if SEAL in attrs else None
-    arrays, crcs, entries, unchecked, fletcher = {}, {}, {}, [], []
+    arrays, crcs, entries, unchecked, fletcher, landed = {}, {}, {}, [], [], {}
 
     def walk(group, prefix):  # by link names: an object that HDF5 cannot open is named
         where[0] = f"group /{prefix}" if prefix else "the root group"
@@ -262,9 +269,13 @@ def _read_open_file(h5py, f, path, where):
                 continue
             where[0] = f"dataset /{name}"
             try:
-                arrays[name] = obj[()]
                 where[0] = f"the checksum attributes of dataset /{name}"
                 entries[name], crc = _entry(obj)
+                where[0] = f"dataset /{name}"
+                if crc is not None and can_read_in_blocks(obj, crc[1]):
+                    arrays[name], landed[name] = parallel_read(path, fd, obj, name, int(crc[1]), pool)
+                else:
+                    arrays[name] = obj[()]
                 if crc is not None:
                     crcs[name] = crc
                 elif obj.size:
@@ -277,7 +288,7 @@ def _read_open_file(h5py, f, path, where):
     if unchecked and not _legacy_v1(f, ver, stored, crcs, fletcher, arrays):
         raise IndexFormatError(f"{path}: damaged index: dataset /{unchecked[0]} cannot be read (checksum "
                                f"error: it carries no checksum)")
-    return meta, arrays, crcs, (stored, entries)
+    return meta, arrays, crcs, (stored, entries), landed
 
 
 def _legacy_v1(f, ver, stored, crcs, fletcher, arrays) -> bool:
@@ -329,25 +340,31 @@ def _check_seal(path, seal) -> None:
                                f"removed, added or replaced")
 
 
-def _verify_crcs(path, arrays, crcs):
-    """Compare every dataset's stored block CRC-32s with its contents (blocks in parallel)."""
+def _verify_crcs(path, arrays, crcs, landed, pool):
+    """Compare every dataset's stored block CRC-32s with its contents (blocks in parallel;
+    ``landed``: the CRC futures of the datasets read in blocks, taken as they were read)."""
     if not crcs:
         return
-    big = sum(int(arrays[name].nbytes) for name in crcs) > 4 * CRC_BLOCK  # else threads cost more than they save
-    with _pool() if big else contextlib.nullcontext() as pool:
-        got = {}
-        for name, (want, block) in crcs.items():
-            if isinstance(block, (bool, np.bool_)) or not isinstance(block, (int, np.integer)) or block < 1:
-                shown = block.item() if hasattr(block, "item") else block
-                raise IndexFormatError(f"{path}: damaged index: dataset /{name} cannot be read (checksum error: "
-                                       f"attribute crc32_block is {shown!r})")
-            got[name] = block_crcs(arrays[name], int(block), pool)
-        for name, futs in got.items():
-            want = np.asarray(crcs[name][0])
-            have = np.array([x.result() if pool is not None else x for x in futs], dtype=np.uint32)
-            if want.dtype.kind not in "iu" or want.shape != have.shape or (want.astype(np.int64) != have).any():
-                bad = int(np.flatnonzero(want.astype(np.int64) != have)[0]) if want.shape == have.shape and \
-                    want.dtype.kind in "iu" else -1
-                where = f"block {bad} of {have.size}" if bad >= 0 else f"{want.size} stored checksums for {have.size} blocks"
-                raise IndexFormatError(f"{path}: damaged index: dataset /{name} cannot be read (checksum error: "
-                                       f"CRC-32 mismatch, {where})")
+    rest = sum(int(arrays[name].nbytes) for name in crcs if name not in landed)
+    pool = pool if rest > 4 * CRC_BLOCK else None  # else threads cost more than they save
+    got = {}
+    for name, (want, block) in crcs.items():
+        if name in landed:
+            values = [x.result() for x in landed[name]]
+            check_block_reads(path, name, values)
+            got[name] = values
+            continue
+        if isinstance(block, (bool, np.bool_)) or not isinstance(block, (int, np.integer)) or block < 1:
+            shown = block.item() if hasattr(block, "item") else block
+            raise IndexFormatError(f"{path}: damaged index: dataset /{name} cannot be read (checksum error: "
+                                   f"attribute crc32_block is {shown!r})")
+        got[name] = block_crcs(arrays[name], int(block), pool)
+    for name, futs in got.items():
+        want = np.asarray(crcs[name][0])
+        have = np.array([x if isinstance(x, int) else x.result() for x in futs], dtype=np.uint32)
+        if want.dtype.kind not in "iu" or want.shape != have.shape or (want.astype(np.int64) != have).any():
+            bad = int(np.flatnonzero(want.astype(np.int64) != have)[0]) if want.shape == have.shape and \
+                want.dtype.kind in "iu" else -1
+            where = f"block {bad} of {have.size}" if bad >= 0 else f"{want.size} stored checksums for {have.size} blocks"
+            raise IndexFormatError(f"{path}: damaged index: dataset /{name} cannot be read (checksum error: "
+                                   f"CRC-32 mismatch, {where})")

@@ -1,0 +1,129 @@
+"""Large index datasets read in parallel blocks (distgrail/indexblocks.py): the same arrays as
+HDF5 reads, every block's CRC-32 checked, a truncated file or a damaged block refused."""
+
+from __future__ import annotations
+
+import os
+
+import h5py
+import numpy as np
+import pytest
+
+import distgrail
+from distgrail import indexblocks, indexfile
+from distgrail.errors import IndexFormatError
+from distgrail.io.generate import generate
+
+
+@pytest.fixture
+def index_file(tmp_path):
+    g = generate("scale-free", 3000, 4, seed=2)
+    path = str(tmp_path / "g.h5")
+    distgrail.build_index((g.src, g.dst), dims=4, backend="cpu", output=path)
+    return path
+
+
+def _by_hdf5(path):
+    out = {}
+    with h5py.File(path, "r") as f:
+        f.visititems(lambda k, v: out.__setitem__(k, v[()]) if isinstance(v, h5py.Dataset) else None)
+    return out
+
+
+def test_every_dataset_read_in_blocks_equals_hdf5(index_file, monkeypatch):
+    monkeypatch.setattr(indexblocks, "PARALLEL_MIN_BYTES", 1)
+    monkeypatch.setattr(indexfile, "CRC_BLOCK", 64)  # unused when reading; blocks come from the file
+    calls = []
+    real = indexblocks.parallel_read
+    monkeypatch.setattr(indexfile, "parallel_read", lambda *a: (calls.append(a[3]), real(*a))[1])
+    _, arrays = indexfile.read_index_file(index_file)
+    want = _by_hdf5(index_file)
+    assert set(arrays) == set(want)
+    assert set(calls) == {k for k, v in want.items() if v.size}  # every non-empty dataset went in blocks
+    for k, v in want.items():
+        assert arrays[k].dtype == v.dtype and arrays[k].shape == v.shape
+        np.testing.assert_array_equal(arrays[k], v)
+
+
+def _data_range(path, name):
+    with h5py.File(path, "r") as f:
+        ds = f[name]
+        return int(ds.id.get_offset()), int(ds.nbytes)
+
+
+def test_a_damaged_block_is_a_checksum_error(index_file, monkeypatch):
+    monkeypatch.setattr(indexblocks, "PARALLEL_MIN_BYTES", 1)
+    off, size = _data_range(index_file, "labels/intervals")
+    with open(index_file, "r+b") as f:
+        f.seek(off + size // 2)
+        b = f.read(1)
+        f.seek(off + size // 2)
+        f.write(bytes([b[0] ^ 0x01]))
+    with pytest.raises(IndexFormatError, match=r"dataset /labels/intervals .*CRC-32 mismatch"):
+        indexfile.read_index_file(index_file)
+
+
+def test_a_block_past_the_end_of_the_file_is_refused(index_file, tmp_path):
+    """HDF5 refuses a file shorter than its superblock says; should a dataset's data still end
+    early (its offset damaged), the block read comes up short and the dataset is named."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    off, size = _data_range(index_file, "labels/intervals")
+    cut = str(tmp_path / "cut.bin")
+    with open(index_file, "rb") as src, open(cut, "wb") as dst:
+        dst.write(src.read(off + size // 2))
+    fd = os.open(cut, os.O_RDONLY)
+    try:
+        with h5py.File(index_file, "r") as f, ThreadPoolExecutor(4) as pool:
+            arr, futs = indexblocks.parallel_read(index_file, fd, f["labels/intervals"], "labels/intervals",
+                                                  max(1, size // 7), pool)
+            values = [x.result() for x in futs]
+    finally:
+        os.close(fd)
+    assert len(values) >= 7 and values[0] >= 0 and values[-1] == -1
+    with pytest.raises(IndexFormatError, match=r"dataset /labels/intervals cannot be read \(the file ends"):
+        indexblocks.check_block_reads(index_file, "labels/intervals", values)
+    indexblocks.check_block_reads(index_file, "labels/intervals", values[:1])  # a full read passes
+
+
+def test_which_datasets_go_in_blocks(index_file, monkeypatch):
+    monkeypatch.setattr(indexblocks, "PARALLEL_MIN_BYTES", 1)
+    with h5py.File(index_file, "r") as f:
+        ds = f["labels/intervals"]
+        block = ds.attrs["crc32_block"]
+        assert indexblocks.can_read_in_blocks(ds, block)
+        assert not indexblocks.can_read_in_blocks(ds, 0) and not indexblocks.can_read_in_blocks(ds, True)
+    monkeypatch.setattr(indexblocks, "PARALLEL_MIN_BYTES", 1 << 40)
+    with h5py.File(index_file, "r") as f:
+        assert not indexblocks.can_read_in_blocks(f["labels/intervals"], block)
+    # a chunked (fletcher32) dataset, as earlier releases wrote, is HDF5's to read
+    other = os.path.join(os.path.dirname(index_file), "chunked.h5")
+    with h5py.File(other, "w") as f:
+        f.create_dataset("x", data=np.arange(1000, dtype=np.int32), chunks=(100,), fletcher32=True)
+    monkeypatch.setattr(indexblocks, "PARALLEL_MIN_BYTES", 1)
+    with h5py.File(other, "r") as f:
+        assert not indexblocks.can_read_in_blocks(f["x"], 64)
+
+
+@pytest.mark.parametrize("where", ["vertex/component", "dag/indptr", "dag/level", "labels/intervals"])
+def test_value_checks_in_pieces_find_what_one_pass_finds(index_file, monkeypatch, where):
+    """The range and order checks over pieces (a thread pool) catch a bad value in a later piece."""
+    from distgrail import indexcheck
+
+    monkeypatch.setattr(indexcheck, "PIECE", 7)
+    meta, arrays = indexfile.read_index_file(index_file)  # passes in pieces
+    a = {k: v.copy() for k, v in arrays.items()}
+    flat = a[where].reshape(-1)
+    k = flat.size - 2
+    if where == "dag/indptr":
+        flat[k] = flat[k + 1] + 1  # not non-decreasing, late in the array
+    elif where == "dag/level":
+        flat[k] = flat[k + 1] + 1
+    elif where == "labels/intervals":
+        pairs = flat.reshape(-1, 2)
+        p = int(np.flatnonzero(pairs[:, 0] < pairs[:, 1])[-1])  # the last pair with min < max
+        pairs[p] = pairs[p][::-1].copy()  # min > max, in a late piece (values still in range)
+    else:
+        flat[k] = meta["n_components"]  # component id out of range
+    with pytest.raises(IndexFormatError, match=f"dataset /{where}"):
+        indexcheck.check_index(index_file, meta, a)
