@@ -52,23 +52,23 @@ def _is_cupy(xp) -> bool:
 
 
 def scatter_max(xp, a, idx, vals) -> None:
-    """``a[idx[i]] = max(a[idx[i]], vals[i])`` for every i, repeated indices included."""
-    if _is_cupy(xp):
-        import cupyx
-
-        cupyx.scatter_max(a, idx, vals)
-    else:
-        np.maximum.at(a, idx, vals)
+    """``a[idx[i]] = max(a[idx[i]], vals[i])`` for every i, repeated indices included
+    (``maximum.at``: NumPy's, and CuPy's since CuPy 13; cupyx.scatter_max warns as deprecated)."""
+    _at(xp, "maximum", a, idx, vals)
 
 
 def scatter_min(xp, a, idx, vals) -> None:
     """``a[idx[i]] = min(a[idx[i]], vals[i])`` for every i, repeated indices included."""
-    if _is_cupy(xp):
+    _at(xp, "minimum", a, idx, vals)
+
+
+def _at(xp, op, a, idx, vals) -> None:
+    ufunc = getattr(xp, op)
+    if _is_cupy(xp) and not hasattr(ufunc, "at"):  # pragma: no cover - CuPy before 13
         import cupyx
 
-        cupyx.scatter_min(a, idx, vals)
-    else:
-        np.minimum.at(a, idx, vals)
+        return getattr(cupyx, f"scatter_{op[:3]}")(a, idx, vals)
+    ufunc.at(a, idx, vals)
 
 
 class Counted:
