@@ -6,10 +6,8 @@ byte, and against BFS."""
 from __future__ import annotations
 
 import os
-import shutil
 import subprocess
 import sys
-import tempfile
 import threading
 
 import numpy as np
@@ -195,17 +193,7 @@ def mpi_graphs():
     return out
 
 
-@pytest.fixture
-def shared_dir():
-    """A directory every rank sees (made by rank 0, removed once every rank is done)."""
-    from mpi4py import MPI
-
-    comm = MPI.COMM_WORLD
-    d = comm.bcast(tempfile.mkdtemp(prefix="distgrail-mpi-partition-") if comm.rank == 0 else None, root=0)
-    yield d
-    comm.Barrier()
-    if comm.rank == 0:
-        shutil.rmtree(d, ignore_errors=True)
+from test_mpi_parse import shared_dir  # noqa: E402,F401 - the fixture: a directory every rank sees
 
 
 SKIP_ATTRS = ("backend", "transport", "dims_split", "partition")
