@@ -28,8 +28,10 @@ smallest type that holds their values. Checksums: datasets are stored contiguous
 h5py reads them, at random too) with the CRC-32 of every ``CRC_BLOCK`` bytes of their raw
 little-endian contents in the dataset attribute ``crc32`` (uint32 array; ``crc32_block`` = the
 block size), computed by a thread pool while the datasets are written and checked the same way
-when read. Files of earlier distgrail releases keep HDF5's fletcher32 filter on chunks of at most
-256 KiB instead; they are read and checked as before (HDF5 verifies each chunk). A non-empty
+when read; large datasets are cast, written and checksummed in parallel blocks
+(:mod:`distgrail.indexwrite`) and read likewise (:mod:`distgrail.indexblocks`). Files of earlier
+distgrail releases keep HDF5's fletcher32 filter on chunks of at most 256 KiB instead; they are
+read and checked as before (HDF5 verifies each chunk). A non-empty
 dataset with neither is damaged, whatever ``format_version`` says; the one exception is a file as
 the first releases wrote it (version 1: no checksum on any dataset, ``source_sha256``, the eight
 core datasets only), read with its values checked but without checksums.
@@ -59,6 +61,8 @@ import numpy as np
 from .dtypes import smallest_int, smallest_uint
 from .errors import IndexFormatError
 from .indexblocks import can_read_in_blocks, check_block_reads, parallel_read
+from .indexwrite import BlockWrites, can_write_in_blocks
+from .indexwrite import as_type as _as_type
 from .io.atomic import atomic_path
 
 __all__ = ["FORMAT", "FORMAT_VERSION", "READ_VERSIONS", "CHUNK_BYTES", "CRC_BLOCK", "write_index_file",
@@ -99,17 +103,6 @@ def _pool():
     return ThreadPoolExecutor(max_workers=max(1, min(16, os.cpu_count() or 1)), thread_name_prefix="distgrail-crc")
 
 
-def _as_type(data: np.ndarray, t) -> np.ndarray:
-    """``data.astype(t)``; between integer types of one size a view (the same bits: astype wraps
-    modulo 2^bits too), so the big CSR is not copied."""
-    t = np.dtype(t)
-    if data.dtype == t:
-        return data
-    if data.dtype.kind in "iu" and t.kind in "iu" and data.dtype.itemsize == t.itemsize:
-        return data.view(t)
-    return data.astype(t)
-
-
 def write_index_file(path, meta: dict, arrays: dict) -> None:
     """Write an index atomically. ``arrays`` holds the datasets named in the module docstring."""
     import h5py
@@ -137,7 +130,8 @@ def write_index_file(path, meta: dict, arrays: dict) -> None:
                for k, a in arrays.items()) + (64 << 10)
     with atomic_path(path, size) as tmp, _pool() as pool:
         crcs = {}
-        with h5py.File(tmp, "w", libver=("earliest", "v110"), track_order=False) as f:
+        with h5py.File(tmp, "w", libver=("earliest", "v110"), track_order=False) as f, \
+                BlockWrites(tmp, pool) as blocks:  # left before the file closes: every block has landed
             _put_attr(f, "format", FORMAT)
             f.attrs["format_version"] = FORMAT_VERSION
             for k in _ATTRS + (("supports",) if "supports" in meta else ()):
@@ -147,7 +141,12 @@ def write_index_file(path, meta: dict, arrays: dict) -> None:
                 _put_attr(f, k, v if not isinstance(v, (np.integer,)) else int(v))
             for name in names:  # contiguous, unfiltered: written while the pool checksums
                 data = np.ascontiguousarray(arrays[name])
-                data = _as_type(data, types[name]) if name in types else data  # one cast copy at a time
+                t = np.dtype(types.get(name, data.dtype))
+                if data.size and can_write_in_blocks(data, t):  # cast, written, checksummed by the pool
+                    block = _block_size(data.size * t.itemsize)
+                    crcs[name] = (block, blocks.write(f, name, data, t, block))
+                    continue
+                data = _as_type(data, t)  # one cast copy at a time
                 if data.size:
                     crcs[name] = (_block_size(data.nbytes), block_crcs(data, _block_size(data.nbytes), pool))
                 f.create_dataset(name, data=data, track_times=False)

@@ -1,0 +1,145 @@
+"""Writing an index's large datasets in parallel blocks, each block's CRC-32 taken as it leaves.
+
+The mirror of :mod:`distgrail.indexblocks`. Through HDF5 a dataset is written by one thread's
+copy, after a cast of the whole array to its stored type (a second copy) and with its checksums
+a third pass over memory. Here HDF5 creates the dataset exactly as ``create_dataset(data=...)``
+does (contiguous, no filter, storage allocated at the first write, no fill value written) and
+writes its first bytes, which allocates the storage; :meth:`BlockWrites.write` then hands every
+``crc32_block`` bytes of it to a thread pool: cast that block of the source array to the stored
+type (a view between integer types of one size), ``os.pwritev`` it at the dataset's offset in the
+file (``Dataset.id.get_offset()``) through a descriptor of its own, and ``zlib.crc32`` of the cast
+bytes (all three release the GIL). The file is byte for byte the one HDF5 alone writes
+(tests/test_indexwrite.py): the same header, the same blocks, the same checksums.
+
+HDF5 never writes these bytes again: its first write is larger than its sieve buffer (so it goes
+straight to the file, leaving nothing cached to flush later), and the default fill value is
+never written. The pool's writes end before the file is closed (their CRCs are needed for the
+attributes); a failed write (``ENOSPC``, ``EIO``) raises its OSError from the CRC's future, which
+:class:`distgrail.io.atomic.atomic_path` turns into the usual ``OutputError``, the temporary file
+removed, after :meth:`BlockWrites.__exit__` cancelled the blocks not yet started and waited for
+the running ones.
+
+Datasets below :data:`distgrail.indexblocks.PARALLEL_MIN_BYTES`, and any of a stored type other
+than little-endian integers, are written by HDF5.
+"""
+
+from __future__ import annotations
+
+import errno
+import os
+import zlib
+
+import numpy as np
+
+from . import indexblocks
+
+__all__ = ["BlockWrites", "can_write_in_blocks", "as_type"]
+
+#: at least this many first bytes of a dataset are written by HDF5 (and again, the same, by the pool)
+PREFIX_BYTES = 1 << 20
+
+
+def as_type(data: np.ndarray, t) -> np.ndarray:
+    """``data.astype(t)``; between integer types of one size a view (the same bits: astype wraps
+    modulo 2^bits too), so the big CSR is not copied."""
+    t = np.dtype(t)
+    if data.dtype == t:
+        return data
+    if data.dtype.kind in "iu" and t.kind in "iu" and data.dtype.itemsize == t.itemsize:
+        return data.view(t)
+    return data.astype(t)
+
+
+def can_write_in_blocks(data: np.ndarray, t) -> bool:
+    """Whether ``data``, stored as type ``t``, is large enough to be written in parallel blocks
+    and its stored bytes are its little-endian integer values (what the reader reads in blocks)."""
+    t = np.dtype(t)
+    if t.kind not in "iu" or t.byteorder == ">" or (t.byteorder == "=" and not np.little_endian):
+        return False
+    if data.dtype.kind not in "biuf":
+        return False
+    return int(data.size) * t.itemsize >= indexblocks.PARALLEL_MIN_BYTES
+
+
+def _prefix(shape, itemsize: int, want: int):
+    """(selection, elements): the first whole rows of the innermost axis whose rows together hold
+    at least ``want`` bytes (one run of bytes at the dataset's start, at most 2 ``want`` long)."""
+    shape = tuple(int(x) for x in shape)
+    row = itemsize
+    for j in range(len(shape) - 1, -1, -1):
+        if shape[j] * row >= want or j == 0:
+            k = min(shape[j], -(-want // row))
+            sel = (0,) * j + (slice(0, k),)
+            return sel, k * (row // itemsize)
+        row *= shape[j]
+    return (), 1  # a scalar
+
+
+def _write_block(fd, flat: np.ndarray, t: np.dtype, at: int, start: int, stop: int) -> int:
+    """Cast the elements of ``flat`` that hold stored bytes [start, stop) to ``t``, write those
+    bytes at ``at + start`` of ``fd``; their CRC-32."""
+    s = t.itemsize
+    e0 = start // s
+    cast = as_type(flat[e0:-(-stop // s)], t)
+    view = memoryview(np.ascontiguousarray(cast).view(np.uint8))[start - e0 * s:stop - e0 * s]
+    done = 0
+    while done < len(view):
+        k = os.pwritev(fd, [view[done:]], at + start + done)
+        if k <= 0:
+            raise OSError(errno.EIO, "write wrote nothing")
+        done += k
+    return zlib.crc32(view)
+
+
+class BlockWrites:
+    """Context manager over an HDF5 file being written at ``tmp``: :meth:`write` creates a dataset
+    and queues its blocks on ``pool``. Leaving it waits for every block (cancelling those not
+    started when an error is leaving) and closes the descriptor; leave it before the file closes."""
+
+    def __init__(self, tmp, pool):
+        self.tmp, self.pool = tmp, pool
+        self.fd = None
+        self.futures = []
+
+    def __enter__(self):
+        return self
+
+    def write(self, f, name, data: np.ndarray, t, block: int) -> list:
+        """Create dataset ``name`` of file ``f`` for ``data`` stored as ``t`` and queue its writes;
+        the futures of the CRC-32 of every ``block`` stored bytes (their write's error, if any)."""
+        t = np.dtype(t)
+        flat = np.ascontiguousarray(data).reshape(-1)
+        ds = f.create_dataset(name, shape=data.shape, dtype=t, track_times=False)
+        sieve = f.id.get_access_plist().get_sieve_buf_size()
+        sel, n = _prefix(data.shape, t.itemsize, max(PREFIX_BYTES, 2 * sieve + 1))
+        ds[sel] = as_type(flat[:n], t).reshape(_sel_shape(data.shape, sel))  # allocates the storage
+        at = ds.id.get_offset()
+        if at is None:  # pragma: no cover - HDF5 allocates contiguous storage at the first write
+            raise OSError(errno.EIO, f"HDF5 gave dataset /{name} no storage")
+        if self.fd is None:
+            self.fd = os.open(self.tmp, os.O_WRONLY | getattr(os, "O_CLOEXEC", 0))
+        nbytes = int(flat.size) * t.itemsize
+        futs = [self.pool.submit(_write_block, self.fd, flat, t, int(at), i, min(i + block, nbytes))
+                for i in range(0, nbytes, block)]
+        self.futures += futs
+        return futs
+
+    def __exit__(self, exc_type, exc, tb):
+        try:
+            if exc_type is not None:
+                for x in self.futures:
+                    x.cancel()
+            for x in self.futures:
+                if not x.cancelled():
+                    x.exception()  # waits; the error itself is raised by whoever takes the CRC
+        finally:
+            if self.fd is not None:
+                os.close(self.fd)
+                self.fd = None
+        return False
+
+
+def _sel_shape(shape, sel) -> tuple:
+    """The shape of ``array[sel]`` for a prefix selection of :func:`_prefix`."""
+    j = len(sel) - 1
+    return (sel[j].stop,) + tuple(int(x) for x in shape[j + 1:]) if sel else ()
