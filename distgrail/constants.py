@@ -12,7 +12,7 @@ from __future__ import annotations
 
 __all__ = ["GOLDEN", "MIX1", "MIX2", "S2", "CAP", "STEPS", "UNDECIDED", "SAME", "LEVEL", "SUPPORT_POS",
            "SUPPORT_NEG", "INTERVAL", "TREE", "SEARCH_POS", "SEARCH_NEG", "MAX_ROUNDS", "SMALL_LEVEL", "HUB", "BATCH_THREADS", "GRID_THREADS", "HUB_THREADS",
-           "ITEMS_PER_THREAD", "MAX_DIMS_PER_SWEEP", "FMT_GRA", "FMT_EDGELIST", "FMT_MTX", "C_TOK", "C_NL", "C_A",
+           "ITEMS_PER_THREAD", "MAX_DIMS_PER_SWEEP", "FMT_GRA", "FMT_EDGELIST", "FMT_MTX", "FMT_CSV", "C_TOK", "C_NL", "C_A",
            "C_B", "C_BAD", "F_BAD_BYTE", "F_LINE", "F_VALUE", "F_CAPACITY", "TILE", "NO_COMMENT", "SIDE_RUN",
            "SIDE_OUT", "SIDE_IN", "PUSH_IN", "PUSH_OUT", "SCHED_FIELDS", "DESC_FIELDS", "CTR_TICKET", "CTR_ERR",
            "CTR_WORDS", "DONE_STRIDE", "SWEEP_THREADS", "CHOOSE_THREADS", "CUDA_MACROS", "U64_MACROS", "KERNEL_MACROS",
@@ -52,8 +52,9 @@ ITEMS_PER_THREAD = 8
 MAX_DIMS_PER_SWEEP = 8
 
 # -- GPU text parsing (kernels/parse.cu; twin distgrail/io/parse_twin.py, codes in distgrail/io/chunks.py)
-#: format codes: .gra, whitespace edge list, Matrix Market (chunks.FMT_CODES)
-FMT_GRA, FMT_EDGELIST, FMT_MTX = 0, 1, 2
+#: format codes: .gra, whitespace edge list, Matrix Market, comma-separated edge list (commas are
+#: blanks too, as the CPU reader's translation makes them) (chunks.FMT_CODES)
+FMT_GRA, FMT_EDGELIST, FMT_MTX, FMT_CSV = 0, 1, 2, 3
 #: byte class bits: token byte, newline, marker A (':' in .gra, a comment character elsewhere),
 #: marker B ('#' in .gra), a byte no format allows
 C_TOK, C_NL, C_A, C_B, C_BAD = 1, 2, 4, 8, 16
@@ -109,7 +110,7 @@ CUDA_MACROS = {
 U64_MACROS = frozenset({"DG_GOLDEN", "DG_MIX1", "DG_MIX2", "DG_S2", "DG_CAP"})
 #: kernel module (kernels/<name>.cu) -> macros only that module gets (macro name = constant name)
 KERNEL_MACROS = {
-    "parse": ("FMT_GRA", "FMT_EDGELIST", "FMT_MTX", "C_TOK", "C_NL", "C_A", "C_B", "C_BAD", "F_BAD_BYTE",
+    "parse": ("FMT_GRA", "FMT_EDGELIST", "FMT_MTX", "FMT_CSV", "C_TOK", "C_NL", "C_A", "C_B", "C_BAD", "F_BAD_BYTE",
               "F_LINE", "F_VALUE", "F_CAPACITY", "TILE", "NO_COMMENT"),
     "supports": ("SIDE_RUN", "SIDE_OUT", "SIDE_IN", "PUSH_IN", "PUSH_OUT", "SCHED_FIELDS", "DESC_FIELDS",
                  "CTR_TICKET", "CTR_ERR", "CTR_WORDS", "DONE_STRIDE", "SWEEP_THREADS", "CHOOSE_THREADS"),

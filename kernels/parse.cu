@@ -11,8 +11,9 @@
 //   gra_edges / pair_edges: edges straight into the output arrays at ebase + offset
 //   advance ebase += edges of this chunk (the running edge count stays on the device)
 // Formats: 0 .gra (tokens are digit runs; A = ':', B = '#'; bytes other than digits, blanks,
-// ':', '#' are bad); 1 edge list and 2 Matrix Market (tokens are runs of non-blank bytes;
-// A = comment character: '#' or '%' in edge lists, '%' in Matrix Market; no B).
+// ':', '#' are bad); 1 edge list, 3 comma-separated edge list and 2 Matrix Market (tokens are runs
+// of non-blank bytes; in 3 a comma is a blank, as the CPU reader turns commas into spaces; A =
+// comment character: '#' or '%' in edge lists, '%' in Matrix Market; no B).
 // Anything unusual sets a bit of *flags; the host then reads the file with the CPU reader, which
 // reports the error (file:line: message, got 'value') exactly as without a GPU.
 #include "common.cuh"
@@ -24,14 +25,14 @@
 
 __device__ __forceinline__ int dg_class(unsigned c, int fmt) {
     if (c == '\n') return C_NL;
-    if (c == ' ' || c == '\t' || c == '\r') return 0;
+    if (c == ' ' || c == '\t' || c == '\r' || (fmt == FMT_CSV && c == ',')) return 0;
     if (fmt == FMT_GRA) {
         if (c >= '0' && c <= '9') return C_TOK;
         if (c == ':') return C_A;
         if (c == '#') return C_B;
         return C_BAD;
     }
-    if (c == '%' || (fmt == FMT_EDGELIST && c == '#')) return C_TOK | C_A;
+    if (c == '%' || ((fmt == FMT_EDGELIST || fmt == FMT_CSV) && c == '#')) return C_TOK | C_A;
     return C_TOK;
 }
 

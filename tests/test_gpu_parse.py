@@ -36,10 +36,11 @@ def _chunks():
            ("gra", "0: 1 2 #\r\n\r\n1:\t0#\n2: 2 2 #", 2),
            ("edgelist", edgelist_text(rng, 5000, 20000), None),
            ("edgelist", "0 1\n1 2", None),
+           ("csv", "0,1\n1 , 2,7\n# a,b\n3,,4\r\n5,6 % c", None),
            ("mtx", mtx_text(rng, 300, 3000, field="real").split("\n", 4)[4], 300)]
     # bad chunks: the arrays must still agree, flags included
     out += [("gra", "0: 1 #\n1: 7 #\n2 #\n3: 1.5 #\n", 3), ("edgelist", "0 1\n2\n3 x\n-1 2\n", None),
-            ("mtx", "0 1\n1 9\n", 5)]
+            ("mtx", "0 1\n1 9\n", 5), ("csv", "0,1\n1;2\n3,x\n", None)]
     return out
 
 
@@ -119,3 +120,16 @@ def test_too_big_falls_back_with_one_line(tmp_path):
     notes = []
     assert read_text_graph(p, dev=Small(), notify=notes.append) is None
     assert len(notes) == 1 and "reading on the CPU" in notes[0]
+
+
+@pytest.mark.parametrize("chunk", [256, None])
+def test_csv_and_compressed_files_parse_on_the_gpu(tmp_path, chunk):
+    """CSV with a header and gzip/bzip2 edge lists (decompressed by a host thread while the kernels
+    parse): the CPU reader's graph and digest, parsed by the kernels (parser "gpu")."""
+    from test_inputs import _inputs, graph
+
+    src, dst = graph()
+    for name in _inputs(tmp_path, src, dst):
+        got = read_graph_cuda(tmp_path / name, chunk_bytes=chunk)
+        assert got.meta["parser"] == "gpu", name
+        _check_graph(got, read_graph(tmp_path / name))

@@ -15,7 +15,7 @@ import distgrail
 import distgrail.io.writers
 from distgrail.bfs import bfs_reachable, csr_of
 from distgrail.errors import GraphFormatError
-from distgrail.io import compressed
+from distgrail.io import compressed, decompress
 from distgrail.io.dialect import sniff
 from distgrail.io.graph import EdgeGraph
 from distgrail.io.read import read_graph
@@ -243,23 +243,93 @@ def test_edge_table_without_pyarrow_says_what_to_install(tmp_path, monkeypatch):
         read_graph(tmp_path / "g.parquet")
 
 
-def test_gpu_plan_sends_host_formats_to_the_host_reader(tmp_path):
-    """The GPU path (its NumPy twin here): compressed, CSV and named inputs are read on the host and
-    uploaded; a header line of an integer edge list is skipped by the plan (the kernels parse the rest)."""
+def _inputs(tmp_path, src, dst):
+    """Files of one graph in the forms the GPU path parses: plain, header, CSV, compressed."""
+    import zlib
+
+    text, csv = edge_text(src, dst, " ", "src dst"), edge_text(src, dst, ",", "src,dst")
+    files = {"h.txt": text, "g.csv": csv, "g.txt.gz": gzip.compress(edge_text(src, dst)),
+             "g.csv.gz": gzip.compress(csv, 1), "g.txt.bz2": bz2.compress(text),
+             # two gzip members and zero padding (as concatenated and block-padded files have)
+             "two.txt.gz": gzip.compress(text[:len(text) // 2]) + gzip.compress(text[len(text) // 2:]) + b"\0" * 7,
+             "raw.txt.gz": zlib.compress(text, 6, 31)}
+    for name, data in files.items():
+        (tmp_path / name).write_bytes(data)
+    return list(files)
+
+
+@pytest.mark.parametrize("chunk", [256, 4096, None])
+def test_gpu_path_parses_csv_and_compressed_text(tmp_path, chunk):
+    """The GPU path (its NumPy twin here, the kernels in test_gpu_parse) parses CSV with a header
+    and gzip/bzip2 edge lists itself (decompressed by a host thread while the kernels parse): the
+    same edges, n and digest as the CPU reader, in chunks far smaller than the file."""
     from distgrail.io.chunks import plan_read
     from distgrail.io.parse import read_graph_numpy
 
     src, dst = graph()
-    (tmp_path / "h.txt").write_bytes(edge_text(src, dst, " ", "src dst"))
-    (tmp_path / "g.csv").write_bytes(edge_text(src, dst, ",", "src,dst"))
-    (tmp_path / "g.txt.gz").write_bytes(gzip.compress(edge_text(src, dst)))
-    plan = plan_read(tmp_path / "h.txt")
-    assert plan.kind == "text" and plan.body == len("src dst\n")
-    assert plan_read(tmp_path / "g.txt.gz").kind == "cpu" and "gzip" in plan_read(tmp_path / "g.txt.gz").reason
-    said = []
-    for name, parser in (("h.txt", "numpy"), ("g.csv", "cpu"), ("g.txt.gz", "cpu")):
-        g = read_graph_numpy(tmp_path / name, notify=said.append)
-        assert g.meta["parser"] == parser
+    names = _inputs(tmp_path, src, dst)
+    assert plan_read(tmp_path / "g.csv").kind == "text" and plan_read(tmp_path / "g.csv").comma
+    plan = plan_read(tmp_path / "g.csv.gz")
+    assert (plan.kind, plan.codec, plan.comma, plan.body) == ("stream", "gz", True, len("src,dst\n"))
+    for name in names:
+        said = []
+        g = read_graph_numpy(tmp_path / name, chunk_bytes=chunk, notify=said.append)
+        want = read_graph(tmp_path / name)
+        assert g.meta["parser"] == "numpy" and not said, (name, said)
+        assert g.n == want.n and g.digest == want.digest, name
         np.testing.assert_array_equal(g.src, src)
         np.testing.assert_array_equal(g.dst, dst)
-    assert len(said) == 2 and "gzip-compressed text is decompressed and parsed on the host" in said[1]
+
+
+def test_gpu_path_leaves_names_and_compressed_gra_to_the_host(tmp_path):
+    from distgrail.io.chunks import plan_read
+    from distgrail.io.parse import read_graph_numpy
+
+    (tmp_path / "n.txt").write_bytes(b"a b\nb c\n")
+    (tmp_path / "g.gra.gz").write_bytes(gzip.compress(b"2\n0: 1 #\n1: #\n"))
+    assert "node names" in plan_read(tmp_path / "n.txt").reason
+    assert plan_read(tmp_path / "g.gra.gz").reason == "gzip-compressed gra text is decompressed and parsed on the host"
+    said = []
+    g = read_graph_numpy(tmp_path / "g.gra.gz", notify=said.append)
+    assert g.meta["parser"] == "cpu" and g.n == 2 and list(g.src) == [0] and list(g.dst) == [1]
+    assert len(said) == 1 and "parsed on the host" in said[0]
+
+
+@pytest.mark.parametrize("name,data", [
+    ("bad.txt.gz", gzip.compress(b"0 1\n1 2\n2 x\n")),
+    ("bad.csv.gz", gzip.compress(b"src,dst\n0,1\n1,-2\n")),
+    ("cut.txt.gz", gzip.compress(b"0 1\n" * 5000)[:-20]),
+    ("tail.txt.gz", gzip.compress(b"0 1\n") + b"junk"),
+    ("bad.csv", b"src,dst\n0,1\n1;2\n"),
+])
+def test_gpu_path_bad_input_gets_the_cpu_readers_error(tmp_path, name, data):
+    """Anything unusual in CSV or compressed input (a bad token, a truncated or trailing-junk gzip
+    stream) sends the file to the CPU reader, whose error names file, line and value."""
+    from distgrail.io.parse import read_graph_numpy
+
+    (tmp_path / name).write_bytes(data)
+    with pytest.raises(GraphFormatError) as cpu:
+        read_graph(tmp_path / name)
+    with pytest.raises(GraphFormatError) as twin:
+        read_graph_numpy(tmp_path / name, notify=lambda s: None)
+    assert str(twin.value) == str(cpu.value)
+
+
+def test_gzip_blocks_match_gzip(tmp_path):
+    """The zlib reader behind the GPU path gives gzip's bytes for members of any size, padding
+    between members, and output blocks of any size; data after a member is not its to judge."""
+    import io
+
+    rng = np.random.default_rng(5)
+    for trial in range(12):
+        parts = [rng.integers(48, 58, int(rng.integers(0, 300_000)), dtype=np.uint8).tobytes()
+                 for _ in range(int(rng.integers(1, 4)))]
+        raw = b"".join(gzip.compress(p, int(rng.integers(1, 10))) + b"\0" * int(rng.integers(0, 3)) for p in parts)
+        block = int(rng.choice([97, 4096, 1 << 20]))
+        out = list(decompress._gzip_blocks(io.BytesIO(raw), block))
+        assert b"".join(out) == gzip.GzipFile(fileobj=io.BytesIO(raw)).read() == b"".join(parts)
+        assert all(0 < len(o) <= block for o in out)
+    with pytest.raises(decompress.StreamError, match="data after a gzip member"):
+        list(decompress._gzip_blocks(io.BytesIO(gzip.compress(b"1 2\n") + b"xy"), 4096))
+    with pytest.raises(decompress.StreamError, match="ends inside a member"):
+        list(decompress._gzip_blocks(io.BytesIO(gzip.compress(b"1 2\n" * 1000)[:-30]), 4096))

@@ -42,6 +42,8 @@ def cases(rng):
         ("two.txt", "# c\n0 1\n\n", None),
         ("line.txt", "3 4", None),
         ("iso.txt", "0 1\n", 10),
+        ("c.csv", "src,dst\n" + edgelist_text(rng, 300, 900).replace(" ", ","), None),
+        ("c2.csv", "0,1\n" + edgelist_text(rng, 100, 400).replace(" ", ", "), None),
     ]
 
 
@@ -58,6 +60,7 @@ def bad_cases(rng):
     dup = "\n".join(lines[:-1] + [lines[3]]) + "\n"  # vertex 1's line again at the end
     return [
         ("badtok.gra", at60(gra, "7: 1 x2 #"), None),
+        ("badtok.csv", at60("src,dst\n" + "\n".join(f"{i},{i + 1}" for i in range(300)), "7;8"), None),
         ("badtok.txt", at60(edgelist_text(rng, 300, 3000, comments=False), "5 -3"), None),
         ("badid.mtx", at60(mtx_text(rng, 100, 900), "7 400"), None),
         ("dup.gra", dup, None),

@@ -23,8 +23,11 @@ from .text import Text, parse_n
 __all__ = ["Plan", "plan_read", "ChunkReader", "LineTooLong", "memory_estimate", "estimate_edges", "FMT_CODES",
            "MAX_ID32"]
 
-#: format codes of kernels/parse.cu
-FMT_CODES = {"gra": 0, "edgelist": 1, "mtx": 2}
+#: format codes of kernels/parse.cu ("csv": an edge list whose fields commas separate)
+FMT_CODES = {"gra": 0, "edgelist": 1, "mtx": 2, "csv": 3}
+#: decompressed text bytes assumed per stored byte of a compressed edge list before it is read
+#: (sizes the first output buffers and the memory check; the parse grows them as it learns)
+TEXT_PER_STORED = 4
 #: largest id an int32 result can hold as the CPU reader makes it (it widens from 2^31 - 2 on)
 MAX_ID32 = 2**31 - 3
 
@@ -52,8 +55,10 @@ def _line_end(fd: int, pos: int, size: int) -> int:
 
 @dataclass
 class Plan:
-    """What to parse: ``kind`` is "text" (parse on the device), "cpu" (header or arguments the
-    CPU reader must judge) or "h5" (binary file, nothing to parse)."""
+    """What to parse: ``kind`` is "text" (parse on the device), "stream" (a compressed edge list,
+    decompressed on the host while the device parses; ``body`` and ``size`` are offsets in the
+    decompressed text, ``size`` an estimate; never split between ranks), "cpu" (header or
+    arguments the CPU reader must judge) or "h5" (binary file, nothing to parse)."""
 
     kind: str
     path: str
@@ -66,6 +71,13 @@ class Plan:
     nnz: int | None = None  # Matrix Market entries
     symmetric: bool = False
     reason: str = ""
+    comma: bool = False  # an edge list whose fields commas separate (CSV)
+    codec: str | None = None  # "gz", "bz2", "zst" (kind "stream")
+
+    @property
+    def code(self) -> int:
+        """The format code of kernels/parse.cu."""
+        return FMT_CODES["csv" if self.comma else self.fmt]
 
 
 def _gra_header(text: Text):
@@ -114,30 +126,26 @@ def _mtx_header(text: Text):
     return None
 
 
-def host_only(path: str, fmt: str) -> str:
-    """Why the GPU parser does not take ``path`` ("" when it does): compressed text is decompressed
-    by the host reader (:mod:`distgrail.io.compressed`) and its edges uploaded, as are edge
-    tables, node names and comma-separated edge lists (the kernels split at blanks only)."""
-    from .compressed import CODECS, codec_of
+def host_only(fmt: str, codec: str | None, dialect) -> str:
+    """Why the GPU parser does not take a file ("" when it does): edge tables and node names are
+    read on the host, as are compressed ``.gra`` and Matrix Market files (compressed edge lists,
+    SNAP's form, are decompressed on the host while the kernels parse)."""
+    from .compressed import CODECS
 
-    with open(path, "rb") as f:
-        codec = codec_of(f.read(8))
-    if codec:
-        return f"{CODECS[codec][1]}-compressed text is decompressed and parsed on the host"
     if fmt in HOST_FORMATS:
         return f"{fmt} input is read on the host"
-    if fmt == "edgelist":
-        d = edgelist_dialect(path, None)
-        if d.labelled:
-            return "node names are read on the host"
-        if d.comma:
-            return "comma-separated edge lists are parsed on the host"
+    if codec and fmt != "edgelist":
+        return f"{CODECS[codec][1]}-compressed {fmt} text is decompressed and parsed on the host"
+    if dialect is not None and dialect.labelled:
+        return "node names are read on the host"
     return ""
 
 
 def plan_read(path, fmt: str = "auto", num_vertices: int | None = None) -> Plan:
     """Decide how to read ``path``: the checks of :func:`~distgrail.io.read.read_graph` in its
     order, then the header. Never raises for bad input: such files get kind "cpu"."""
+    from .compressed import codec_of, peek
+
     path = os.fspath(path)
     if fmt not in FORMATS or not os.path.exists(path):
         return Plan("cpu", path, reason="bad arguments")
@@ -146,21 +154,34 @@ def plan_read(path, fmt: str = "auto", num_vertices: int | None = None) -> Plan:
     fmt = detect_format(path) if fmt == "auto" else fmt
     if fmt == "h5":
         return Plan("h5", path, fmt)
-    host = host_only(path, fmt)  # compressed, tables, node names, CSV: the host readers
-    if host:
-        return Plan("cpu", path, fmt, reason=host)
-    if num_vertices is not None and (fmt != "edgelist" or int(num_vertices) < 0):
-        return Plan("cpu", path, fmt, reason="bad arguments")
     with open(path, "rb") as f:
-        if looks_binary(f.read(4096)):  # the CPU reader's check, so its error text
-            return Plan("cpu", path, fmt, reason="binary data")
+        codec = codec_of(f.read(8))
+    try:
+        dialect = edgelist_dialect(path, codec) if fmt == "edgelist" else None
+        host = host_only(fmt, codec, dialect)  # tables, node names, compressed .gra/.mtx: the host readers
+        if host:
+            return Plan("cpu", path, fmt, reason=host)
+        if num_vertices is not None and (fmt != "edgelist" or int(num_vertices) < 0):
+            return Plan("cpu", path, fmt, reason="bad arguments")
+        if codec:
+            head = peek(path, codec, 4096)
+        else:
+            with open(path, "rb") as f:
+                head = f.read(4096)
+    except GraphFormatError:  # damaged compressed data: the CPU reader says so
+        return Plan("cpu", path, fmt, reason="damaged compressed data")
+    if looks_binary(head):  # the CPU reader's check, so its error text
+        return Plan("cpu", path, fmt, reason="binary data")
     size = os.path.getsize(path)
     if fmt == "edgelist":
         n = None if num_vertices is None else int(num_vertices)
         if n is not None and n >= 2**31 - 1:
             return Plan("cpu", path, fmt, reason=f"{n} vertices need 64-bit ids")
-        body = edgelist_dialect(path, None).body  # after a header line
-        return Plan("text", path, fmt, body, size, 0, MAX_ID32 if n is None else n - 1, n)
+        hi = MAX_ID32 if n is None else n - 1
+        if codec:  # offsets in the decompressed text; its size is an estimate
+            return Plan("stream", path, fmt, dialect.body, max(size * TEXT_PER_STORED, dialect.body), 0, hi, n,
+                        comma=dialect.comma, codec=codec)
+        return Plan("text", path, fmt, dialect.body, size, 0, hi, n, comma=dialect.comma)
     text = Text(path)
     try:
         got = _gra_header(text) if fmt == "gra" else _mtx_header(text)
@@ -222,16 +243,35 @@ class ChunkReader:
     at a line end (the last one at the end of the file); the partial last line moves to the front
     of the next buffer. Iterating yields ``(k, slot, length)``: chunk ``k`` is
     ``buffers[slot][:length]``. A buffer is refilled only once ``before_refill(slot)`` (if given)
-    returns, i.e. once the consumer is done with it."""
+    returns, i.e. once the consumer is done with it. With ``stream`` (a
+    :class:`~distgrail.io.compressed.Blocks`, already past ``start``) the bytes come from it until
+    it ends, and ``fd`` and ``size`` are not used."""
 
-    def __init__(self, fd: int, start: int, size: int, buffers, before_refill=None):
+    def __init__(self, fd: int, start: int, size: int, buffers, before_refill=None, stream=None):
         self.fd, self.start, self.size, self.buffers = fd, start, size, buffers
         self.before_refill = before_refill
+        self.stream = stream
         self.bytes_done = 0  # body bytes handed out so far
+
+    def _fill(self, out: np.ndarray, pos: int) -> tuple[int, bool]:
+        """(bytes read into ``out``, whether the input ended)."""
+        if self.stream is not None:
+            got = self.stream.readinto(out) if out.size else 0
+            return got, got < out.size
+        want = min(out.size, self.size - pos)
+        got = _read_full(self.fd, out[:want], pos) if want > 0 else 0
+        return got, pos + got >= self.size
+
+    def _too_long(self, pos: int, filled: int, size: int):
+        if self.stream is not None:
+            need = filled + self.stream.skip_to_newline()
+        else:
+            need = _line_end(self.fd, pos, self.size) - (pos - filled)
+        return LineTooLong(f"a line of {need} bytes is longer than the {size}-byte chunk buffer", need)
 
     def __iter__(self):
         bufs = self.buffers
-        pos = min(self.start, self.size)
+        pos = self.start if self.stream is not None else min(self.start, self.size)
         carry, prev, prev_valid, k = 0, 0, 0, 0
         while True:
             slot = k % len(bufs)
@@ -240,20 +280,17 @@ class ChunkReader:
                 self.before_refill(slot)
             if carry:
                 buf[:carry] = bufs[prev][prev_valid : prev_valid + carry]
-            want = min(buf.size - carry, self.size - pos)
-            got = _read_full(self.fd, buf[carry : carry + want], pos) if want > 0 else 0
+            got, ended = self._fill(buf[carry:], pos)
             pos += got
             filled = carry + got
             if filled == 0:
                 return
-            if pos >= self.size:
+            if ended:
                 valid = filled
             else:
                 nl = _last_newline(buf, filled)
                 if nl < 0:
-                    need = _line_end(self.fd, pos, self.size) - (pos - filled)
-                    raise LineTooLong(f"a line of {need} bytes is longer than the {buf.size}-byte chunk buffer",
-                                      need)
+                    raise self._too_long(pos, filled, buf.size)
                 valid = nl + 1
             self.bytes_done += valid
             yield k, slot, valid

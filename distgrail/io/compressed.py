@@ -8,8 +8,8 @@ zstandard release the GIL), and only the chunk being parsed, the one before it a
 ahead are kept (errors in them name the exact line). The graph's ``digest`` is the hash of the file
 as stored (compressed), computed in the background like a plain file's.
 
-The GPU path does not parse compressed files: :func:`distgrail.io.chunks.plan_read` sends them to
-this host reader and the edges are then uploaded (``meta["parser"] == "cpu"``).
+The GPU path parses compressed edge lists itself: :class:`distgrail.io.decompress.Blocks`
+decompresses on the host in a thread while the kernels parse.
 """
 
 from __future__ import annotations

@@ -1,6 +1,8 @@
 """Text parsing on the GPU (kernels/parse.cu) and its NumPy twin, kernel by kernel.
 
-:func:`read_graph_cuda` reads a ``.gra`` file, a whitespace edge list or a Matrix Market
+:func:`read_graph_cuda` reads a ``.gra`` file, an edge list (whitespace- or comma-separated, a
+header line skipped; also gzip/bzip2/Zstandard-compressed: a host thread decompresses it
+(:class:`~distgrail.io.compressed.Blocks`) while the kernels parse) or a Matrix Market
 coordinate file into device arrays (int32 src/dst, the same edges in the same order as the CPU
 reader, same ``n``). The file is read in chunks that end at line ends into pinned buffers (a ring
 of three; the partial last line moves to the next buffer), each chunk is uploaded on a stream and
@@ -35,6 +37,7 @@ from ..dtypes import size_problem
 from ..errors import BackendError
 from ..gpu.memory import max_in_pieces, select_in_pieces
 
+from .decompress import Blocks, StreamError
 from .chunks import FMT_CODES, ChunkReader, LineTooLong, memory_estimate, plan_read
 from .digest import take
 from .graph import EdgeGraph
@@ -125,7 +128,7 @@ def chunk_fits(chunk_bytes: int, limit: int = 2**31 - 1) -> bool:
 def _parse_body(plan, dev, chunk_bytes: int):
     """The pipeline over bytes ``plan.body:plan.size``; returns (src, dst, vertex_lines, seen)
     or raises _Anomaly (a kernel flagged something) / LineTooLong."""
-    xp, fmt = dev.xp, FMT_CODES[plan.fmt]
+    xp, fmt = dev.xp, plan.code
     cap = -(-chunk_bytes // TILE) * TILE
     hosts = [dev.pinned(cap) for _ in range(NBUF)]
     status = dev.pinned(NBUF * 8 * 4).view(np.int32).reshape(NBUF, 8)
@@ -134,7 +137,13 @@ def _parse_body(plan, dev, chunk_bytes: int):
     out = Edges(xp)
     body = max(plan.size - plan.body, 1)
     vertex_lines = 0
-    fd = os.open(plan.path, os.O_RDONLY)
+    stream = fd = None
+    if plan.codec:  # decompressed on the host by a thread while the kernels parse
+        stream = Blocks(plan.path, plan.codec)
+        if stream.readinto(np.empty(plan.body, np.uint8)) != plan.body:
+            raise _Anomaly("the decompressed text ends inside its header")
+    else:
+        fd = os.open(plan.path, os.O_RDONLY)
     try:
         def finish(c):
             nonlocal vertex_lines
@@ -143,10 +152,11 @@ def _parse_body(plan, dev, chunk_bytes: int):
             if totals[4]:
                 raise _Anomaly(f"flags {int(totals[4])}")
             vertex_lines += int(totals[2])
-            st.rest(c["d"], c["L"], c["ntiles"], c["counts"], c["incl"], totals, out, c["done"], body)
+            total = stream.total() if stream is not None else body  # (grows the output buffers)
+            st.rest(c["d"], c["L"], c["ntiles"], c["counts"], c["incl"], totals, out, c["done"], total)
 
         pending = None
-        reader = ChunkReader(fd, plan.body, plan.size, hosts)
+        reader = ChunkReader(fd, plan.body, plan.size, hosts, stream=stream)
         for k, slot, L in reader:
             d = dbufs[k % 2]
             dev.h2d(d, hosts[slot], L)
@@ -165,8 +175,13 @@ def _parse_body(plan, dev, chunk_bytes: int):
             raise _Anomaly(f"flags {flags}")
         m = dev.scalar(st.ebase[0])
         return out.src[:m], out.dst[:m], vertex_lines, st.seen[: plan.n or 0]
+    except StreamError as e:  # damaged or unusual compressed data: the CPU reader reports it
+        raise _Anomaly(str(e)) from None
     finally:
-        os.close(fd)
+        if stream is not None:
+            stream.close()
+        else:
+            os.close(fd)
         dev.wait(dev.record())  # nothing in flight reads the buffers once they are freed
 
 
@@ -268,7 +283,7 @@ def read_text_graph(path, fmt: str = "auto", num_vertices: int | None = None, de
     dev = NumpyDevice() if dev is None else dev
     chunk_bytes = int(chunk_bytes or CHUNK_BYTES)
     plan = plan_read(path, fmt, num_vertices)
-    if plan.kind != "text":
+    if plan.kind not in ("text", "stream"):
         if plan.kind == "h5":
             return None
         return _fallback(plan, fmt, num_vertices, dev, notify, plan.reason)

@@ -9,7 +9,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..constants import (C_A, C_B, C_BAD, C_NL, C_TOK, F_BAD_BYTE, F_CAPACITY, F_LINE, F_VALUE,  # noqa: F401
-                         FMT_EDGELIST, FMT_GRA, FMT_MTX, NO_COMMENT, TILE)
+                         FMT_CSV, FMT_EDGELIST, FMT_GRA, FMT_MTX, NO_COMMENT, TILE)
 from ..errors import BackendError
 
 __all__ = ["SIGNATURES", "KERNELS_NUMPY", "NumpyDevice", "check_args", "classes", "values_numpy", "TILE"]
@@ -52,14 +52,16 @@ def _table(fmt: int) -> np.ndarray:
         t[ord("#")] = C_B
     else:
         t[ord("%")] = C_TOK | C_A
-        if fmt == FMT_EDGELIST:
+        if fmt in (FMT_EDGELIST, FMT_CSV):
             t[ord("#")] = C_TOK | C_A
     t[[9, 13, 32]] = 0
+    if fmt == FMT_CSV:  # commas separate fields: blanks, as the CPU reader's translation makes them
+        t[ord(",")] = 0
     t[10] = C_NL
     return t
 
 
-_TABLES = [_table(f) for f in (FMT_GRA, FMT_EDGELIST, FMT_MTX)]
+_TABLES = [_table(f) for f in range(max(FMT_GRA, FMT_EDGELIST, FMT_MTX, FMT_CSV) + 1)]
 
 
 def classes(data: np.ndarray, fmt: int) -> np.ndarray:

@@ -1,7 +1,7 @@
 """The partitioned build's read step: every rank keeps the edges it read, about 1/N of them, and
 no rank gathers them (:func:`read_parts`, collective).
 
-- **Text graphs** (``.gra``, edge lists, Matrix Market, uncompressed): rank 0 plans the read
+- **Text graphs** (``.gra``, edge lists also comma-separated, Matrix Market, uncompressed): rank 0 plans the read
   and splits the body into N byte ranges at line starts (:func:`distgrail.mpi.parse._plan`);
   each rank parses its range (:func:`distgrail.io.parse.read_text_range`: the CUDA kernels on a
   GPU backend, their NumPy twin on the CPU) and keeps the edges. The counts one parse checks
@@ -15,7 +15,7 @@ no rank gathers them (:func:`read_parts`, collective).
 - **Binary ``.h5`` graphs**: each rank reads its block of CSR rows (balanced by edges) with
   h5py slices, after checking the row pointers (O(n), every rank); a stored condensation is
   read by rank 0 (the condense step then reads it, as a one-rank build does).
-- **Anything else** (compressed or CSV files, node names, in-memory graphs), and a text file
+- **Anything else** (compressed files: a stream has no byte ranges; node names, in-memory graphs), and a text file
   some rank's kernels flagged: rank 0 reads it with the one-rank reader (which reports bad input
   with file, line and value) and SCATTERS contiguous edge blocks; rank 0 holds every edge while
   it reads (its ``edges read`` says so in the per-rank report).
