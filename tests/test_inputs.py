@@ -315,10 +315,16 @@ def test_gpu_path_bad_input_gets_the_cpu_readers_error(tmp_path, name, data):
     assert str(twin.value) == str(cpu.value)
 
 
-def test_gzip_blocks_match_gzip(tmp_path):
-    """The zlib reader behind the GPU path gives gzip's bytes for members of any size, padding
-    between members, and output blocks of any size; data after a member is not its to judge."""
+@pytest.mark.parametrize("lib", ["zlib", "isal"])
+def test_gzip_blocks_match_gzip(tmp_path, lib):
+    """The gzip reader behind the GPU path (zlib's or ISA-L's inflate) gives gzip's bytes for
+    members of any size, padding between members, and output blocks of any size; data after a
+    member, a member cut short or a wrong CRC-32 is not its to judge (the CPU reader then is)."""
     import io
+    import zlib
+
+    new = zlib.decompressobj if lib == "zlib" else pytest.importorskip(
+        "isal.isal_zlib", reason="isal (extra distgrail[gzip]) is not installed").decompressobj
 
     rng = np.random.default_rng(5)
     for trial in range(12):
@@ -326,10 +332,15 @@ def test_gzip_blocks_match_gzip(tmp_path):
                  for _ in range(int(rng.integers(1, 4)))]
         raw = b"".join(gzip.compress(p, int(rng.integers(1, 10))) + b"\0" * int(rng.integers(0, 3)) for p in parts)
         block = int(rng.choice([97, 4096, 1 << 20]))
-        out = list(decompress._gzip_blocks(io.BytesIO(raw), block))
+        out = list(decompress._gzip_blocks(io.BytesIO(raw), block, new))
         assert b"".join(out) == gzip.GzipFile(fileobj=io.BytesIO(raw)).read() == b"".join(parts)
         assert all(0 < len(o) <= block for o in out)
     with pytest.raises(decompress.StreamError, match="data after a gzip member"):
-        list(decompress._gzip_blocks(io.BytesIO(gzip.compress(b"1 2\n") + b"xy"), 4096))
+        list(decompress._gzip_blocks(io.BytesIO(gzip.compress(b"1 2\n") + b"xy"), 4096, new))
     with pytest.raises(decompress.StreamError, match="ends inside a member"):
-        list(decompress._gzip_blocks(io.BytesIO(gzip.compress(b"1 2\n" * 1000)[:-30]), 4096))
+        list(decompress._gzip_blocks(io.BytesIO(gzip.compress(b"1 2\n" * 1000)[:-30]), 4096, new))
+    bad = bytearray(gzip.compress(b"1 2\n" * 1000))
+    bad[-6] ^= 0xFF  # the member's CRC-32
+    with pytest.raises(Exception) as e:
+        list(decompress._gzip_blocks(io.BytesIO(bytes(bad)), 4096, new))
+    assert "check" in str(e.value) or "checksum" in str(e.value)

@@ -19,7 +19,7 @@ import numpy as np
 
 from .compressed import CODECS
 
-__all__ = ["Blocks", "StreamError", "BLOCK"]
+__all__ = ["Blocks", "StreamError", "BLOCK", "inflater"]
 
 #: decompressed bytes per block handed from the thread to the parser
 BLOCK = 4 << 20
@@ -30,14 +30,27 @@ class StreamError(Exception):
     unusual): the GPU path then lets the CPU reader read the file and report it."""
 
 
-def _gzip_blocks(raw, block: int):
-    """Decompressed pieces (at most ``block`` bytes) of the gzip members in ``raw``, by zlib itself
-    (faster than :mod:`gzip` in one thread). Anything :mod:`gzip` might judge otherwise (data
+def inflater():
+    """The ``decompressobj`` that inflates gzip members: ISA-L's (the ``isal`` package, extra
+    ``distgrail[gzip]``: 0.64 GB/s of text against zlib's 0.27 GB/s on dag11's ``gzip -1`` file, one
+    core of the H200 machine) when installed, else zlib's. Both check each member's CRC-32 and size."""
+    try:
+        from isal import isal_zlib
+
+        return isal_zlib.decompressobj
+    except ImportError:
+        import zlib
+
+        return zlib.decompressobj
+
+
+def _gzip_blocks(raw, block: int, decompressobj=None):
+    """Decompressed pieces (at most ``block`` bytes) of the gzip members in ``raw``, by
+    ``decompressobj`` (:func:`inflater`'s) itself. Anything :mod:`gzip` might judge otherwise (data
     after a member that is neither zero padding nor another member; a member cut short) raises
     :class:`StreamError`: the CPU reader, which reads with :mod:`gzip`, then decides."""
-    import zlib
-
-    d, data = zlib.decompressobj(31), b""
+    new = decompressobj or inflater()
+    d, data = new(31), b""
     while True:
         if not data:
             data = raw.read(1 << 20)
@@ -57,7 +70,7 @@ def _gzip_blocks(raw, block: int):
                 continue
             if not data.startswith(b"\x1f\x8b"):
                 raise StreamError("data after a gzip member")
-            d = zlib.decompressobj(31)
+            d = new(31)
         out = d.decompress(data, block)
         while True:
             if out:
