@@ -125,6 +125,7 @@ def cmd_index(args):
 
 def _index(args):
     import distgrail.preflight
+    from .gpu.memory import PoolPeak
     comm = _comm(args)
     _outputs_ok_everywhere(args, comm, _resolve_bundled(args.graph, "graph"))
     distgrail.preflight.preflight_cli(args, comm, _resolve_bundled(args.graph, "graph"))  # before any parsing
@@ -138,11 +139,12 @@ def _index(args):
         bind_gpu(comm, args.backend, share=args.share_gpus)
     t = time.perf_counter()
     # under MPI the full Index on rank 0 only: the other ranks label and are done
-    idx = distgrail.build_index(_resolve_bundled(args.graph, "graph"), dims=args.dims, seed=args.seed,
-                                parent_rule=args.parent_rule, backend=args.backend, fmt=args.format,
-                                num_vertices=args.num_vertices, output=args.output, comm=comm,
-                                supports=args.supports, progress=not args.quiet and _rank(comm) == 0,
-                                full_index_on="root", partition=args.partition)
+    with PoolPeak(args.json and args.backend != "cpu") as peak:
+        idx = distgrail.build_index(_resolve_bundled(args.graph, "graph"), dims=args.dims, seed=args.seed,
+                                    parent_rule=args.parent_rule, backend=args.backend, fmt=args.format,
+                                    num_vertices=args.num_vertices, output=args.output, comm=comm,
+                                    supports=args.supports, progress=not args.quiet and _rank(comm) == 0,
+                                    full_index_on="root", partition=args.partition)
     if idx is None:  # ranks > 0 under MPI
         return 0
     total = time.perf_counter() - t
@@ -151,7 +153,8 @@ def _index(args):
                "n_components": m["n_components"], "n_dag_edges": m["n_dag_edges"], "n_levels": m["n_levels"],
                "dims": m["dims"], "seed": m["seed"], "parent_rule": m["parent_rule"], "backend": m.get("backend"),
                "ranks": comm.Get_size() if comm is not None else 1,
-               "seconds": {k: round(v, 6) for k, v in idx.timings.items()}, "total_seconds": round(total, 6)}
+               "seconds": {k: round(v, 6) for k, v in idx.timings.items()}, "total_seconds": round(total, 6),
+               "gpu_pool_peak_bytes": peak.report()}
     lines = [f"index        {args.output}",
              f"graph        {m['source_name']}: {m['n_vertices']:,} vertices, {m['n_components']:,} components, "
              f"{m['n_dag_edges']:,} DAG edges, {m['n_levels']:,} levels",

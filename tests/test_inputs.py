@@ -344,3 +344,29 @@ def test_gzip_blocks_match_gzip(tmp_path, lib):
     with pytest.raises(Exception) as e:
         list(decompress._gzip_blocks(io.BytesIO(bytes(bad)), 4096, new))
     assert "check" in str(e.value) or "checksum" in str(e.value)
+
+
+def test_chunk_reads_in_parallel_pieces_equal_one_read(tmp_path, monkeypatch):
+    """A chunk read by several threads (pieces of READ_PIECE bytes) holds the file's bytes, and the
+    parse over such chunks equals the one-thread parse."""
+    from distgrail.io import chunks
+    from distgrail.io.parse import read_graph_numpy
+
+    src, dst = graph(n=5000, m=60000)
+    p = tmp_path / "g.txt"
+    p.write_bytes(edge_text(src, dst))
+    data = p.read_bytes()
+    monkeypatch.setattr(chunks, "READ_PIECE", 1000)
+    monkeypatch.setenv("DISTGRAIL_READ_THREADS", "3")
+    fd = os.open(p, os.O_RDONLY)
+    try:
+        for pos, size in ((0, len(data)), (17, 5001), (len(data) - 2500, 4000)):
+            out = np.zeros(size, np.uint8)
+            got = chunks._read_parallel(fd, out, pos)
+            assert got == min(size, len(data) - pos)
+            assert out[:got].tobytes() == data[pos:pos + got]
+    finally:
+        os.close(fd)
+    g = read_graph_numpy(p, chunk_bytes=4096)
+    np.testing.assert_array_equal(g.src, src)
+    np.testing.assert_array_equal(g.dst, dst)

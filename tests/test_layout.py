@@ -145,6 +145,7 @@ MODULE_STATE = {
     ("distgrail.gpu.kernels", "compile_times"): "seconds each module took to compile (the cache's record)",
     ("distgrail.gpu.sweep", "_SM_COUNT"): "each device's SM count",
     ("distgrail.io.digest", "_EARLY"): "digests started before the slow imports, by path, until taken",
+    ("distgrail.io.chunks", "_POOL"): "the threads that read a chunk of a plain file in pieces, made once",
     ("distgrail.io.atomic", "_PREVIOUS"): "the signal handlers installed before ours",
     ("distgrail.io.atomic", "_LIVE"): "temporary files being written, removed if a signal ends the process",
     ("distgrail.mpi.transport", "_KEYVAL"): "the MPI attribute key of the NCCL communicator cache",

@@ -12,7 +12,7 @@ from ..errors import BackendError
 from .sweep import cupy
 
 __all__ = ["gpu_memory_limit", "GpuMemoryError", "ensure_fits", "launcher", "oom_guard", "check_ids", "offset_dtype", "pieces", "condense_gpu_problem",
-           "gpu_bytes_needed", "available_gpu_bytes", "gpu_fit_problem"]
+           "gpu_bytes_needed", "available_gpu_bytes", "gpu_fit_problem", "PoolPeak"]
 
 
 class GpuMemoryError(BackendError):
@@ -198,6 +198,46 @@ def available_gpu_bytes() -> tuple[int, int, int]:
     dev = cp.cuda.Device()
     free, total = dev.mem_info
     return _capped(int(free + cp.get_default_memory_pool().free_bytes()), cp), int(total), int(dev.id)
+
+
+class PoolPeak:
+    """Context: the high-water marks of CuPy's default memory pool while it is active -- ``used``
+    (bytes in live arrays: what :func:`gpu_bytes_needed` estimates) and ``held`` (taken from the
+    device, cached blocks included) -- by wrapping the allocator (one Python call per allocation).
+    Nothing is tracked when ``active`` is false or CuPy cannot be imported (no GPU stack)."""
+
+    def __init__(self, active: bool = True):
+        self.active = bool(active)
+
+    def report(self) -> dict | None:
+        """``{"used": bytes, "held": bytes}``, or None when nothing was tracked."""
+        return {"used": self.used, "held": self.held} if self._cp is not None else None
+
+    def __enter__(self):
+        self.used = self.held = 0
+        self._cp = None
+        if not self.active:
+            return self
+        try:
+            import cupy as cp
+        except ImportError:
+            return self
+        pool, before = cp.get_default_memory_pool(), cp.cuda.get_allocator()
+
+        def malloc(size):
+            mem = before(size)
+            self.used = max(self.used, int(pool.used_bytes()))
+            self.held = max(self.held, int(pool.total_bytes()))
+            return mem
+
+        self._cp, self._before = cp, before
+        cp.cuda.set_allocator(malloc)
+        return self
+
+    def __exit__(self, *exc):
+        if self._cp is not None:
+            self._cp.cuda.set_allocator(self._before)
+        return False
 
 
 def gpu_fit_problem(need: int, have: int, what: str, where: str = "the GPU") -> str | None:
