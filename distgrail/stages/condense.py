@@ -339,13 +339,16 @@ def condense_bytes(n: int, m: int, limit: int = 2**31 - 1) -> int:
     sixteen int32 / int64 arrays per vertex, plus 64 MiB for the sort's own scratch
     (:func:`distgrail.gpu.memory.gpu_bytes_needed` counts the same).
 
-    >>> condense_bytes(0, 2**31 + 5) - condense_bytes(0, 2**31 + 5, limit=2**32) == 4 * (2**31 + 5)
+    Past ``limit`` edges also :data:`distgrail.gpu.memory.WIDE_EXTRA` (2 GiB: the row buckets'
+    sort scratch, measured).
+
+    >>> condense_bytes(0, 2**31 + 5) - condense_bytes(0, 2**31 + 5, limit=2**32) == 4 * (2**31 + 5) + 2**31
     True
     """
-    from ..gpu.memory import offset_dtype
+    from ..gpu.memory import WIDE_EXTRA, offset_dtype
 
-    per_edge = 24 if offset_dtype(m, limit) == np.int64 else 20
-    return per_edge * int(m) + 64 * (int(n) + 1) + (64 << 20)
+    wide = offset_dtype(m, limit) == np.int64
+    return (24 if wide else 20) * int(m) + 64 * (int(n) + 1) + (64 << 20) + (WIDE_EXTRA if wide else 0)
 
 
 def condense_cuda(src, dst, n: int, be=None, limit: int = 2**31 - 1) -> DAG:
