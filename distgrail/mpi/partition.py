@@ -15,7 +15,9 @@ Each rank's report goes to ``index.meta["partition"]`` (a list, one dict per ran
 read`` (the most edges it held while reading: all of them on rank 0 when rank 0 read and
 scattered), ``edges held`` (after the read), ``sweeps`` (allreduce rounds), ``allreduce bytes``,
 ``gathered bytes`` (its blocks sent to rank 0, and the broadcasts received), and on a GPU ``gpu
-pool peak`` (CuPy's pool, high-water over the step's exchanges).
+pool peak used`` / ``gpu pool peak held`` (CuPy's pool from the read to the end of the build:
+bytes in live arrays, and taken from the device with the pool's cached blocks;
+:class:`~distgrail.gpu.memory.PoolPeak`).
 
 ``--partition auto`` (:func:`wants_partition`): on when the backend is a GPU's, the whole graph
 does not fit one GPU by :func:`~distgrail.gpu.memory.gpu_bytes_needed` and 1/N of its edges plus
@@ -45,10 +47,6 @@ def _host(a):
     return a if isinstance(a, np.ndarray) else a.get()
 
 
-def _pool_bytes(xp) -> int:
-    return int(xp.get_default_memory_pool().total_bytes()) if getattr(xp, "__name__", "") == "cupy" else 0
-
-
 class MpiExchange:
     """The exchange of :mod:`distgrail.stages.partitioned_scc` over host MPI: device arrays go
     through host memory (the lead may replace it with NCCL); calls of at most 1 GiB each."""
@@ -58,14 +56,9 @@ class MpiExchange:
     def __init__(self, comm, xp):
         self.comm, self.xp = comm, xp
         self.root = comm.Get_rank() == 0
-        self.peak = _pool_bytes(xp)
-
-    def _seen(self):
-        self.peak = max(self.peak, _pool_bytes(self.xp))
 
     def allreduce(self, a, op):
         MPI = mpi()
-        self._seen()
         h = np.ascontiguousarray(_host(a))
         out = np.empty_like(h)
         flat, res = h.reshape(-1), out.reshape(-1)
@@ -78,7 +71,6 @@ class MpiExchange:
     def gather(self, a):
         from .collectives import gather_rows
 
-        self._seen()
         h = np.ascontiguousarray(_host(a))
         counts = self.comm.allgather(int(h.shape[0]))
         out = np.empty((sum(counts),) + h.shape[1:], h.dtype) if self.root else None
@@ -88,7 +80,6 @@ class MpiExchange:
     def bcast(self, a):
         from .collectives import bcast_array
 
-        self._seen()
         out = bcast_array(self.comm, _host(a) if self.root else None, 0)
         return out if self.xp is np else self.xp.asarray(out)
 
@@ -161,6 +152,10 @@ class Partitioned(AcrossRanks):
         self.active = bool(comm.bcast(on, root=0))
         if not self.active:
             return super().read(graph, num_vertices, fmt)
+        if self.be.is_gpu:
+            from ..gpu.memory import PoolPeak
+
+            self.peak = PoolPeak().__enter__()
         t0 = time.perf_counter()
         g = read_parts(comm, self.be, graph, num_vertices, fmt)
         self._timed("partition read", t0)
@@ -197,8 +192,6 @@ class Partitioned(AcrossRanks):
         g.src = g.dst = None  # this rank's edges are not needed any more
         self._timed("partition sweeps", t0)
         self.report.update(ex.stats())
-        if be.is_gpu:
-            self.report["gpu pool peak"] = ex.ex.peak
         return run_shared(comm, "condensing the condensed graph", self._root_condense if here else None, g, compact,
                           C, cu, cv)
 
@@ -228,7 +221,18 @@ class Partitioned(AcrossRanks):
             return super().without_edges(g)
         return light_graph(g) if self.here else None
 
+    def _stop_peak(self):
+        peak, self.peak = getattr(self, "peak", None), None
+        if peak is not None:
+            peak.__exit__(None, None, None)
+            self.report.update({"gpu pool peak used": peak.used, "gpu pool peak held": peak.held})
+
+    def __exit__(self, *exc):
+        self._stop_peak()  # (the allocator restored also when the build fails)
+        return super().__exit__(*exc)
+
     def finish(self, idx, steps):
+        self._stop_peak()
         idx = super().finish(idx, steps)
         reports = self.comm.gather(self.report if self.active else None, root=self.root)
         if self.everywhere:
