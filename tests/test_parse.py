@@ -457,3 +457,26 @@ def test_benchmark_entry_point_runs_the_twin(tmp_path, capsys):
     row = json.loads(capsys.readouterr().out)
     assert row["equal"] is True and row["parser"] == "numpy" and row["m"] == read_graph(p).m
     assert row["cpu_MBps"] > 0 and row["gpu_MBps"] > 0
+
+
+def test_memory_estimate_of_a_large_body_follows_its_density(tmp_path, monkeypatch):
+    """A body of at least SAMPLE_MIN bytes is sized by twice its sampled edges, not the worst case
+    (every line 4 bytes), and still holds all its edges; a range of it is sized by its own sample."""
+    from dataclasses import replace
+
+    from distgrail.io import chunks
+
+    rng = np.random.default_rng(2)
+    u, v = rng.integers(10**8, 10**9, (2, 20000))  # 19-20 bytes a line
+    p = tmp_path / "e.txt"
+    p.write_text("".join(f"{a} {b}\n" for a, b in zip(u, v)))
+    plan = plan_read(p)
+    body = plan.size - plan.body
+    worst = memory_estimate(plan, 1 << 16)
+    monkeypatch.setattr(chunks, "SAMPLE_MIN", 1 << 16)
+    est = memory_estimate(plan, 1 << 16)
+    sampled = chunks.estimate_edges(plan)[0]
+    assert 0.5 * 20000 < sampled <= 20000 < 2 * sampled + 1024  # low rather than high; twice holds them all
+    assert worst - est == 12 * (body // 4 - (2 * sampled + 1024))  # 8 bytes an edge, x 1.5 for growth
+    half = replace(plan, size=plan.body + body // 2)
+    assert memory_estimate(half, 1 << 16) < est

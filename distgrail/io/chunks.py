@@ -200,14 +200,24 @@ def plan_read(path, fmt: str = "auto", num_vertices: int | None = None) -> Plan:
     return plan
 
 
+#: text bodies at least this large are sized by their sampled density (:func:`estimate_edges`)
+SAMPLE_MIN = 64 << 20
+
+
 def memory_estimate(plan: Plan, chunk_bytes: int) -> int:
     """Device bytes the parse may need at its peak: the output edges at the most the text can
     hold (every .gra successor takes >= 2 bytes, every edge-list line >= 4; a symmetric Matrix
-    Market file doubles), two chunk buffers, one chunk's token and line arrays (a token takes
-    >= 2 bytes: 8 bytes of arrays per token, 36 per line, lines rarely shorter than 4 bytes),
-    the vertex counts of a .gra file, and growth of the output by copying (x 1.5)."""
+    Market file doubles) -- for a plain body of at least :data:`SAMPLE_MIN` bytes at most twice
+    what :func:`estimate_edges` samples (R-MAT text has ~17 bytes a line, so the worst case
+    refused a rank's 2.2 GB range under a 6 GB cap that 1.1 GB of edges fit; a parse that still
+    runs out of memory is read on the CPU) -- two chunk buffers, one chunk's token and line
+    arrays (a token takes >= 2 bytes: 8 bytes of arrays per token, 36 per line, lines rarely
+    shorter than 4 bytes), the vertex counts of a .gra file, and growth of the output by copying
+    (x 1.5)."""
     body = max(plan.size - plan.body, 0)
     edges = body // 2 if plan.fmt == "gra" else body // 4
+    if plan.kind == "text" and body >= SAMPLE_MIN:
+        edges = min(edges, 2 * estimate_edges(plan)[0] + 1024)
     if plan.symmetric:
         edges *= 2
     out = 8 * edges * 3 // 2
