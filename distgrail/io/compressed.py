@@ -31,6 +31,17 @@ BLOCK = 4 << 20
 AHEAD = 2
 
 
+def put_unless_stopped(q: queue.Queue, stop: threading.Event, item) -> None:
+    """Put ``item`` on the bounded queue ``q`` (a decompressing thread's hand-over), waiting while
+    it is full, unless ``stop`` is set (the reader closed)."""
+    while not stop.is_set():
+        try:
+            q.put(item, timeout=0.1)
+            return
+        except queue.Full:
+            continue
+
+
 def codec_of(head: bytes) -> str | None:
     """"gz", "bz2" or "zst" when ``head`` (a file's first bytes) starts like that codec's data."""
     for codec, (magic, _) in CODECS.items():
@@ -127,12 +138,7 @@ class StreamText(Text):
             self._put(e)
 
     def _put(self, item):
-        while not self._stop.is_set():
-            try:
-                self._q.put(item, timeout=0.1)
-                return
-            except queue.Full:
-                continue
+        put_unless_stopped(self._q, self._stop, item)
 
     def _more(self) -> bool:
         """Append the next decompressed block; False at the end of the data."""

@@ -17,7 +17,7 @@ import threading
 
 import numpy as np
 
-from .compressed import CODECS
+from .compressed import CODECS, put_unless_stopped
 
 __all__ = ["Blocks", "StreamError", "BLOCK", "inflater"]
 
@@ -127,12 +127,7 @@ class Blocks:
             self._put(e)
 
     def _put(self, item):
-        while not self._stop.is_set():
-            try:
-                self._q.put(item, timeout=0.1)
-                return
-            except queue.Full:
-                continue
+        put_unless_stopped(self._q, self._stop, item)
 
     def _next(self) -> bool:
         if self._eof:
