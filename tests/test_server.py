@@ -497,11 +497,11 @@ def test_under_mpiexec_sigterm_on_rank_1_alone_waits_then_sigterm_to_mpiexec_end
     big_s, big_t, got = np.tile(s, 40), np.tile(t, 40), {}  # 4 M pairs: a second or more over both ranks
     th = threading.Thread(target=lambda: got.update(a=c.query(big_s, big_t)))
     th.start()
-    deadline = time.monotonic() + 20
-    while c.health()["in_flight"] == 0 and time.monotonic() < deadline:
-        time.sleep(0.02)
-    time.sleep(0.2)  # the batch is in the collective: the stop waits for its end
+    deadline = time.monotonic() + 30
+    while not c.health()["sharded_running"] and th.is_alive() and time.monotonic() < deadline:
+        time.sleep(0.01)  # (in_flight counts a request still reading its body: under load 0.2 s was not enough)
     assert th.is_alive(), "the batch ended before the stop: make it larger"
+    assert c.health()["sharded_running"], "the batch never reached the collective"  # the stop waits for its end
     t0 = time.monotonic()
     code = ranks_server.stop(signal.SIGTERM, timeout=30)
     th.join(30)

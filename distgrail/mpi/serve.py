@@ -105,6 +105,7 @@ class Dispatcher:
         self._lock = threading.Lock()
         self._closed = False
         self.batches = self.pairs = self.failed = 0
+        self.running = 0  # 1 while a batch is in the collective (health: sharded_running)
 
     def submit(self, sources, targets) -> Future:
         """Queue rank 0's checked int64 ids; the future gives ``(answers, stats)``, or the
@@ -136,6 +137,7 @@ class Dispatcher:
         if fut is not None and not fut.set_running_or_notify_cancel():
             return None  # cancelled while queued (its request timed out): no collective
         k = int(sources.size)
+        self.running = 1
         try:
             _header(self.comm, QUERY, k)
             out = answer_shard(self.comm, self.index, self.be, k, sources, targets, search)
@@ -147,6 +149,8 @@ class Dispatcher:
             return None
         except BaseException:
             abort(self.comm, "rank 0, serving a batch")
+        finally:
+            self.running = 0
         self.batches += 1
         self.pairs += k
         if fut is not None:

@@ -262,7 +262,8 @@ class Service:
         d = self.dispatcher
         return {"ranks": len(self.ranks), "rank_devices": [r["device"] for r in self.ranks],
                 "rank_processes": self.ranks, "shard_min_pairs": self.shard_min_pairs,
-                "sharded_batches": d.batches, "sharded_pairs": d.pairs, "sharded_failed": d.failed}
+                "sharded_batches": d.batches, "sharded_pairs": d.pairs, "sharded_failed": d.failed,
+                "sharded_running": d.running}
 
     def close(self):
         self.pool.shutdown(wait=True, cancel_futures=True)
