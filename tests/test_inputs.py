@@ -295,12 +295,20 @@ def test_gpu_path_leaves_names_and_compressed_gra_to_the_host(tmp_path):
     assert len(said) == 1 and "parsed on the host" in said[0]
 
 
+def _bad_crc(text: bytes) -> bytes:
+    """``text`` gzip'd with a wrong CRC-32 in its trailer (the first 64 KiB read fine)."""
+    raw = bytearray(gzip.compress(text))
+    raw[-6] ^= 0xFF
+    return bytes(raw)
+
+
 @pytest.mark.parametrize("name,data", [
     ("bad.txt.gz", gzip.compress(b"0 1\n1 2\n2 x\n")),
     ("bad.csv.gz", gzip.compress(b"src,dst\n0,1\n1,-2\n")),
     ("cut.txt.gz", gzip.compress(b"0 1\n" * 5000)[:-20]),
     ("tail.txt.gz", gzip.compress(b"0 1\n") + b"junk"),
     ("bad.csv", b"src,dst\n0,1\n1;2\n"),
+    ("crc.csv.gz", _bad_crc(b"src,dst\n" + b"".join(b"%d,%d\n" % (i, i + 1) for i in range(30000)))),
 ])
 def test_gpu_path_bad_input_gets_the_cpu_readers_error(tmp_path, name, data):
     """Anything unusual in CSV or compressed input (a bad token, a truncated or trailing-junk gzip
@@ -370,3 +378,21 @@ def test_chunk_reads_in_parallel_pieces_equal_one_read(tmp_path, monkeypatch):
     g = read_graph_numpy(p, chunk_bytes=4096)
     np.testing.assert_array_equal(g.src, src)
     np.testing.assert_array_equal(g.dst, dst)
+
+
+def test_estimates_count_csv_edges_and_bad_thread_counts_fall_back(tmp_path, monkeypatch):
+    """The sampled edge count of a CSV file is that of the same graph with blanks (it was 0), the
+    densest window's estimate is at least the sparsest's, and a DISTGRAIL_READ_THREADS that is
+    not a number reads with the default."""
+    from distgrail.io.chunks import estimate_edges, plan_read
+    from distgrail.io.parse import read_graph_numpy
+
+    src, dst = graph(n=5000, m=40000)
+    (tmp_path / "g.csv").write_bytes(edge_text(src, dst, ",", "src,dst"))
+    (tmp_path / "g.txt").write_bytes(edge_text(src, dst, " ", "src dst"))
+    csv, txt = plan_read(tmp_path / "g.csv"), plan_read(tmp_path / "g.txt")
+    assert estimate_edges(csv) == estimate_edges(txt) and estimate_edges(csv)[0] > 0.8 * 40000
+    assert estimate_edges(csv, densest=True)[0] >= estimate_edges(csv)[0]
+    monkeypatch.setenv("DISTGRAIL_READ_THREADS", "four")
+    g = read_graph_numpy(tmp_path / "g.txt", chunk_bytes=4096)
+    np.testing.assert_array_equal(g.src, src)

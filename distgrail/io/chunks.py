@@ -10,6 +10,7 @@ reader, which reports the error exactly as without a GPU.
 from __future__ import annotations
 
 import os
+from concurrent.futures import ThreadPoolExecutor, wait
 from dataclasses import dataclass
 
 import numpy as np
@@ -208,7 +209,7 @@ def memory_estimate(plan: Plan, chunk_bytes: int) -> int:
     """Device bytes the parse may need at its peak: the output edges at the most the text can
     hold (every .gra successor takes >= 2 bytes, every edge-list line >= 4; a symmetric Matrix
     Market file doubles) -- for a plain body of at least :data:`SAMPLE_MIN` bytes at most twice
-    what :func:`estimate_edges` samples (R-MAT text has ~17 bytes a line, so the worst case
+    what :func:`estimate_edges` samples in its densest window (R-MAT text has ~17 bytes a line, so the worst case
     refused a rank's 2.2 GB range under a 6 GB cap that 1.1 GB of edges fit; a parse that still
     runs out of memory is read on the CPU) -- two chunk buffers, one chunk's token and line
     arrays (a token takes >= 2 bytes: 8 bytes of arrays per token, 36 per line, lines rarely
@@ -217,7 +218,7 @@ def memory_estimate(plan: Plan, chunk_bytes: int) -> int:
     body = max(plan.size - plan.body, 0)
     edges = body // 2 if plan.fmt == "gra" else body // 4
     if plan.kind == "text" and body >= SAMPLE_MIN:
-        edges = min(edges, 2 * estimate_edges(plan)[0] + 1024)
+        edges = min(edges, 2 * estimate_edges(plan, densest=True)[0] + 1024)
     if plan.symmetric:
         edges *= 2
     out = 8 * edges * 3 // 2
@@ -258,23 +259,22 @@ _POOL: list = []
 def _read_parallel(fd: int, out: np.ndarray, pos: int) -> int:
     """:func:`_read_full` of ``out`` split into up to :data:`READ_THREADS` pieces read at once;
     returns the bytes read from the front (a short piece ends it)."""
-    threads = max(1, int(os.environ.get("DISTGRAIL_READ_THREADS") or READ_THREADS))
+    wanted = os.environ.get("DISTGRAIL_READ_THREADS", "").strip()
+    threads = max(1, int(wanted)) if wanted.isdigit() else READ_THREADS  # (anything else: the default)
     k = min(threads, out.size // READ_PIECE)
     if k <= 1:
         return _read_full(fd, out, pos)
     if not _POOL:
-        from concurrent.futures import ThreadPoolExecutor
-
         _POOL.append(ThreadPoolExecutor(16, thread_name_prefix="distgrail-read"))
     cuts = [out.size * i // k for i in range(k + 1)]
     futs = [_POOL[0].submit(_read_full, fd, out[a:b], pos + a) for a, b in zip(cuts, cuts[1:])]
+    wait(futs)  # every piece, also after one failed: none writes into the buffer later
     got = 0
-    short = False
     for (a, b), f in zip(zip(cuts, cuts[1:]), futs):
-        g = f.result()  # (every piece is waited for: none writes into the buffer later)
-        if not short:
-            got += g
-            short = g < b - a
+        g = f.result()  # (raises a piece's error)
+        got += g
+        if g < b - a:
+            break
     return got
 
 
@@ -337,13 +337,14 @@ class ChunkReader:
             carry, prev, prev_valid, k = filled - valid, slot, valid, k + 1
 
 
-def estimate_edges(plan: Plan, windows: int = 4, window: int = 1 << 18) -> tuple[int, int]:
+def estimate_edges(plan: Plan, windows: int = 4, window: int = 1 << 18, densest: bool = False) -> tuple[int, int]:
     """``(m, n)``: an estimate of the edges of a text graph before parsing it, low rather than
     high (a build is refused on it before parsing: it must not refuse a graph that fits), and a
     lower bound of its vertices. A Matrix Market header gives both (``nnz``, mirrored when
     symmetric: counted once here); a ``.gra`` header gives ``n``. Otherwise ``windows`` evenly
     spaced windows of ``window`` bytes of the body are read, whole lines only, and the edges per
-    byte of the sparsest window (ids get longer further into a sorted file) times the body's
+    byte of the sparsest window (``densest``: of the densest, an estimate high rather than low,
+    for sizing buffers) (ids get longer further into a sorted file) times the body's
     bytes is ``m``; ``n`` is at least the largest id seen + 1. The exact sizes are checked again
     after parsing."""
     if plan.kind != "text":
@@ -367,10 +368,10 @@ def estimate_edges(plan: Plan, windows: int = 4, window: int = 1 << 18) -> tuple
                 buf = buf[:end + 1]
             if not buf:
                 continue
-            edges, big = _count_edges(buf, plan.fmt)
+            edges, big = _count_edges(buf.replace(b",", b" ") if plan.comma else buf, plan.fmt)
             top = max(top, big)
             d = edges / len(buf)
-            density = d if density is None else min(density, d)
+            density = d if density is None else max(density, d) if densest else min(density, d)
     m = int((density or 0.0) * body)
     n = int(plan.n) if plan.n is not None else top + 1 - int(plan.lo)
     return m, max(n, 0)

@@ -140,11 +140,12 @@ def _parse_body(plan, dev, chunk_bytes: int):
     stream = fd = None
     if plan.codec:  # decompressed on the host by a thread while the kernels parse
         stream = Blocks(plan.path, plan.codec)
-        if stream.readinto(np.empty(plan.body, np.uint8)) != plan.body:
-            raise _Anomaly("the decompressed text ends inside its header")
     else:
         fd = os.open(plan.path, os.O_RDONLY)
     try:
+        if stream is not None and stream.readinto(np.empty(plan.body, np.uint8)) != plan.body:
+            raise _Anomaly("the decompressed text ends inside its header")  # (closed below, as any error)
+
         def finish(c):
             nonlocal vertex_lines
             dev.wait(c["event"])
