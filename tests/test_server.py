@@ -35,6 +35,17 @@ READY = re.compile(r"distgrail: serving (.+) on (http://\S+) \(backend (\w+)")
 MAX_PAIRS = 300_000
 
 
+
+def _in_threads(fn, count: int, timeout: float) -> list:
+    """``fn(k)`` for k in 0..count-1, each in its own thread, all at once; waits up to ``timeout`` s
+    each; the threads (a test may check that none is still alive)."""
+    threads = [threading.Thread(target=fn, args=(k,)) for k in range(count)]
+    for th in threads:
+        th.start()
+    for th in threads:
+        th.join(timeout)
+    return threads
+
 def _env(**kw):
     env = {k: v for k, v in os.environ.items() if not k.startswith(("PMI_", "OMPI_", "HYDRA_", "MPI_", "SLURM_"))}
     env["PYTHONPATH"] = ROOT + os.pathsep + os.environ.get("PYTHONPATH", "")
@@ -282,11 +293,7 @@ def test_eight_concurrent_clients_get_right_answers(server, kegg):
             if not np.array_equal(ans, local[pick]):
                 wrong.append(k)
 
-    threads = [threading.Thread(target=client, args=(k,)) for k in range(8)]
-    for th in threads:
-        th.start()
-    for th in threads:
-        th.join(30)
+    threads = _in_threads(client, 8, 30)
     assert not any(th.is_alive() for th in threads)
     assert not errors and not wrong and len(done) >= 8
     after = c.health()
@@ -463,11 +470,7 @@ def test_under_mpiexec_four_concurrent_clients_and_bad_requests(ranks_server, ke
             except Exception as e:  # noqa: BLE001 - reported below
                 errors.append(repr(e))
 
-    threads = [threading.Thread(target=client, args=(k,)) for k in range(4)]
-    for th in threads:
-        th.start()
-    for th in threads:
-        th.join(60)
+    _in_threads(client, 4, 60)
     assert not errors and len(results) == 16 and all(results.values()), (errors, results)
     after = c.health()
     assert after["sharded_batches"] - before["sharded_batches"] == 8 and after["batches"] - before["batches"] == 16
@@ -556,11 +559,7 @@ def test_gpu_server_answers_as_the_cpu_with_concurrent_clients(kegg):
             except Exception as e:  # noqa: BLE001
                 errors.append(repr(e))
 
-        threads = [threading.Thread(target=run, args=(k,)) for k in range(8)]
-        for th in threads:
-            th.start()
-        for th in threads:
-            th.join(120)
+        _in_threads(run, 8, 120)
         assert not errors and len(results) == 8
         for k, ans in results.items():
             assert np.array_equal(ans, np.tile(local, 30) if k % 2 else local), k

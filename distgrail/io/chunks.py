@@ -16,7 +16,8 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..errors import GraphFormatError
-from .read import FORMATS, HOST_FORMATS, detect_format, edgelist_dialect
+from .dialect import SNIFF_BYTES, sniff
+from .read import FORMATS, HOST_FORMATS, _raw_head, detect_format
 from .excerpt import looks_binary
 from .regular import special_kind
 from .text import Text, parse_n
@@ -155,23 +156,18 @@ def plan_read(path, fmt: str = "auto", num_vertices: int | None = None) -> Plan:
     fmt = detect_format(path) if fmt == "auto" else fmt
     if fmt == "h5":
         return Plan("h5", path, fmt)
-    with open(path, "rb") as f:
-        codec = codec_of(f.read(8))
-    try:
-        dialect = edgelist_dialect(path, codec) if fmt == "edgelist" else None
-        host = host_only(fmt, codec, dialect)  # tables, node names, compressed .gra/.mtx: the host readers
-        if host:
-            return Plan("cpu", path, fmt, reason=host)
-        if num_vertices is not None and (fmt != "edgelist" or int(num_vertices) < 0):
-            return Plan("cpu", path, fmt, reason="bad arguments")
-        if codec:
-            head = peek(path, codec, 4096)
-        else:
-            with open(path, "rb") as f:
-                head = f.read(4096)
+    codec = codec_of(_raw_head(path, 8))
+    try:  # the (decompressed) head read once: the edge-list dialect and the binary check
+        head = peek(path, codec, SNIFF_BYTES) if codec else _raw_head(path, SNIFF_BYTES)
     except GraphFormatError:  # damaged compressed data: the CPU reader says so
         return Plan("cpu", path, fmt, reason="damaged compressed data")
-    if looks_binary(head):  # the CPU reader's check, so its error text
+    dialect = sniff(head, complete=len(head) < SNIFF_BYTES) if fmt == "edgelist" else None
+    host = host_only(fmt, codec, dialect)  # tables, node names, compressed .gra/.mtx: the host readers
+    if host:
+        return Plan("cpu", path, fmt, reason=host)
+    if num_vertices is not None and (fmt != "edgelist" or int(num_vertices) < 0):
+        return Plan("cpu", path, fmt, reason="bad arguments")
+    if looks_binary(head[:4096]):  # the CPU reader's check, so its error text
         return Plan("cpu", path, fmt, reason="binary data")
     size = os.path.getsize(path)
     if fmt == "edgelist":
