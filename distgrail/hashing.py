@@ -16,7 +16,7 @@ import numpy as np
 
 from .constants import GOLDEN, MIX1, MIX2, S2
 
-__all__ = ["hash3", "hash_base", "STREAM_PARENT", "STREAM_DIM0"]
+__all__ = ["hash3", "hash3_xp", "hash_base", "STREAM_PARENT", "STREAM_DIM0"]
 
 #: stream used by phase 1 tie breaks (shared by all dimensions)
 STREAM_PARENT = 0xFFFFFFFF
@@ -58,4 +58,13 @@ def hash3(seed: int, stream: int, keys) -> np.ndarray:
     base = np.uint64(hash_base(seed, stream))
     with np.errstate(over="ignore"):
         z = (keys + np.uint64(1)) * _GOLDEN
+    return _mix(z ^ base)
+
+
+def hash3_xp(xp, seed: int, stream: int, keys):
+    """:func:`hash3` on the device of ``keys`` (``xp``: NumPy or CuPy): the same words."""
+    if xp is np:
+        return hash3(seed, stream, keys)
+    base = np.uint64(hash_base(seed, stream))
+    z = (keys.astype(xp.uint64) + np.uint64(1)) * _GOLDEN
     return _mix(z ^ base)

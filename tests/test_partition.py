@@ -20,7 +20,7 @@ from distgrail.stages.condense import condense
 from distgrail.stages.partitioned_scc import Counted, condense_partitioned, partitioned_reps
 
 ARRAYS = ("comp", "indptr", "indices", "rindptr", "rindices", "level", "level_ptr")
-OPS = {"max": np.maximum, "min": np.minimum, "sum": np.add}
+OPS = {"max": np.maximum, "min": np.minimum, "sum": np.add, "bor": np.bitwise_or}
 
 
 class Threads:
@@ -44,6 +44,7 @@ class Threads:
 
         class Ex:
             root = r == 0
+            rank, size = r, T.K
 
             def allreduce(self, a, op):
                 T.calls += r == 0
@@ -59,6 +60,13 @@ class Threads:
 
             def bcast(self, a):
                 return np.array(T._share(r, a)[0])
+
+            def allgather(self, a):
+                return np.concatenate(T._share(r, np.array(a)))
+
+            def alltoall(self, parts):
+                got = T._share(r, [np.array(p) for p in parts])
+                return np.concatenate([got[j][r] for j in range(T.K)])
 
         return Ex()
 

@@ -249,9 +249,17 @@ class PoolPeak:
         return False
 
 
-def gpu_fit_problem(need: int, have: int, what: str, where: str = "the GPU") -> str | None:
+#: the ways out of a refusal on one GPU
+WAYS_OUT = ("use --backend cpu (host memory, slower), a GPU with more memory, fewer --dims / --supports, or a "
+            "partitioned build across GPUs (MPI ranks, index --partition on)")
+#: the ways out of a refusal inside a partitioned build
+WAYS_OUT_PARTITIONED = ("use more MPI ranks (each holds about 1/N of the edges), GPUs with more memory, fewer --dims / "
+                        "--supports, or --backend cpu (host memory, slower)")
+
+
+def gpu_fit_problem(need: int, have: int, what: str, where: str = "the GPU", ways: str = WAYS_OUT) -> str | None:
     """None when ``need`` bytes fit in ``have``, else the refusal: need against have, and the
-    ways out.
+    ways out (``ways``).
 
     >>> gpu_fit_problem(10, 20, "x") is None
     True
@@ -260,9 +268,7 @@ def gpu_fit_problem(need: int, have: int, what: str, where: str = "the GPU") -> 
     """
     if int(need) <= int(have):
         return None
-    return (f"{what} needs about {need / 2**30:,.1f} GiB of GPU memory, {where} has {have / 2**30:,.1f} GiB "
-            f"available; use --backend cpu (host memory, slower), a GPU with more memory, fewer "
-            f"--dims / --supports, or a partitioned build across GPUs (MPI ranks, index --partition on)")
+    return f"{what} needs about {need / 2**30:,.1f} GiB of GPU memory, {where} has {have / 2**30:,.1f} GiB available; {ways}"
 
 
 # -- library calls in pieces: CuPy's scan and reductions index with 32 bits (cupy/cupy#9841: a

@@ -5,16 +5,27 @@ Read: each rank keeps the edges it read (:func:`distgrail.mpi.partition_read.rea
 byte range of a text file, its CSR rows of a ``.h5`` file, or its block scattered by rank 0 for
 other inputs). Condense: SCCs by trimming and colouring sweeps over the partitioned edges and
 replicated O(n) vertex state, one allreduce per sweep, the last few edges gathered to rank 0
-(:mod:`distgrail.stages.partitioned_scc`); the condensed edges (distinct, compact ids) are
-gathered to rank 0, which condenses that small graph with the one-process code, so the DAG, and
-the index file, are byte for byte those of a one-process build. Refused (exit 2, need against
-have) when that condensed DAG does not fit rank 0's GPU within its cap. From there on the build
-is :class:`~distgrail.mpi.placement.AcrossRanks`'s (the DAG shared from rank 0, dimensions split).
+(:mod:`distgrail.stages.partitioned_scc`). Then rank 0 chooses where the condensed DAG goes
+(:func:`~distgrail.mpi.partition_dag.spread_choice`, ``DISTGRAIL_PARTITION_DAG``):
+
+- **root**: its edges (distinct, compact ids) are gathered to rank 0, which condenses that small
+  graph with the one-process code; from there on the build is
+  :class:`~distgrail.mpi.placement.AcrossRanks`'s (the DAG shared from rank 0, dimensions split).
+  What web graphs take: R-MAT scale 26 condenses 1.07 B edges to 11.5 M.
+- **ranks** (auto: when the condensed DAG would not fit rank 0's GPU): the DAG stays spread, each
+  rank its block of rows, and phases 1, 4 and 5 run as level sweeps over the blocks
+  (:mod:`distgrail.mpi.partition_dag`, :mod:`distgrail.stages.partitioned_dag`).
+
+Either way the DAG, and the index file, are byte for byte those of a one-process build. A rank
+whose part does not fit its GPU within its cap is refused (exit 2, need against have) before the
+step starts.
 
 Each rank's report goes to ``index.meta["partition"]`` (a list, one dict per rank): ``edges
 read`` (the most edges it held while reading: all of them on rank 0 when rank 0 read and
-scattered), ``edges held`` (after the read), ``sweeps`` (allreduce rounds), ``allreduce bytes``,
-``gathered bytes`` (its blocks sent to rank 0, and the broadcasts received), and on a GPU ``gpu
+scattered), ``edges held`` (after the read), ``dag`` (root or ranks), with a spread DAG ``dag
+edges held`` and ``dag rows`` (its block), ``sweeps`` (allreduce rounds), ``allreduce bytes``,
+``gathered bytes`` (its blocks sent to rank 0, and the broadcasts received), ``exchanged bytes``
+(sent to the other ranks by allgather and alltoall), and on a GPU ``gpu
 pool peak used`` / ``gpu pool peak held`` (CuPy's pool from the read to the end of the build:
 bytes in live arrays, and taken from the device with the pool's cached blocks;
 :class:`~distgrail.gpu.memory.PoolPeak`).
@@ -36,6 +47,7 @@ import numpy as np
 from ..errors import DistGrailError
 from ..placement import condense_on, light_graph
 from .errors import mpi, run_shared
+from .partition_dag import SpreadSteps, check_rank_fits, check_spread_fits, dag_mode, spread_choice
 from .placement import AcrossRanks
 
 __all__ = ["Partitioned", "MpiExchange", "wants_partition", "PARTITION_MODES", "sweep_bytes"]
@@ -55,7 +67,11 @@ class MpiExchange:
 
     def __init__(self, comm, xp):
         self.comm, self.xp = comm, xp
-        self.root = comm.Get_rank() == 0
+        self.rank, self.size = comm.Get_rank(), comm.Get_size()
+        self.root = self.rank == 0
+
+    def _dev(self, h):
+        return h if self.xp is np else self.xp.asarray(h)
 
     def allreduce(self, a, op):
         MPI = mpi()
@@ -63,10 +79,10 @@ class MpiExchange:
         out = np.empty_like(h)
         flat, res = h.reshape(-1), out.reshape(-1)
         step = max(1, self.PIECE // max(h.itemsize, 1))
-        mop = {"max": MPI.MAX, "min": MPI.MIN, "sum": MPI.SUM}[op]
+        mop = {"max": MPI.MAX, "min": MPI.MIN, "sum": MPI.SUM, "bor": MPI.BOR}[op]
         for lo in range(0, max(flat.size, 1), step):
             self.comm.Allreduce(flat[lo:lo + step], res[lo:lo + step], op=mop)
-        return out if self.xp is np else self.xp.asarray(out)
+        return self._dev(out)
 
     def gather(self, a):
         from .collectives import gather_rows
@@ -82,6 +98,35 @@ class MpiExchange:
 
         out = bcast_array(self.comm, _host(a) if self.root else None, 0)
         return out if self.xp is np else self.xp.asarray(out)
+
+    def allgather(self, a):
+        """Every rank's 1-D ``a`` concatenated in rank order, on every rank (gathered to rank 0
+        and broadcast, both in calls of bounded size)."""
+        from .collectives import bcast_array, gather_rows
+
+        h = np.ascontiguousarray(_host(a))
+        counts = self.comm.allgather(int(h.shape[0]))
+        out = np.empty(sum(counts), h.dtype) if self.root else None
+        gather_rows(self.comm, h, counts, out, root=0)
+        return self._dev(bcast_array(self.comm, out, 0))
+
+    def alltoall(self, parts):
+        """``parts[j]`` (1-D, one dtype) to rank j; what this rank got, in rank order: each pair
+        of ranks in nonblocking messages of at most :attr:`PIECE` bytes."""
+        MPI = mpi()
+        hs = [np.ascontiguousarray(_host(p)) for p in parts]
+        sizes = self.comm.alltoall([int(h.shape[0]) for h in hs])
+        dt = hs[self.rank].dtype
+        step = max(1, self.PIECE // max(dt.itemsize, 1))
+        got = [np.empty(c, dt) for c in sizes]
+        got[self.rank][...] = hs[self.rank]
+        for s in range(1, self.size):
+            to, frm = (self.rank + s) % self.size, (self.rank - s) % self.size
+            reqs = [self.comm.Isend(hs[to][lo:lo + step], dest=to, tag=24) for lo in range(0, hs[to].shape[0], step)]
+            reqs += [self.comm.Irecv(got[frm][lo:lo + step], source=frm, tag=24)
+                     for lo in range(0, got[frm].shape[0], step)]
+            MPI.Request.Waitall(reqs)
+        return self._dev(np.concatenate(got))
 
 
 def sweep_bytes(n: int, m_local: int) -> int:
@@ -127,7 +172,7 @@ def wants_partition(mode, be, graph, fmt, num_vertices, dims, supports, ranks) -
     return whole > have and part <= have
 
 
-class Partitioned(AcrossRanks):
+class Partitioned(SpreadSteps, AcrossRanks):
     """AcrossRanks with the read and condense steps partitioned (module doc)."""
 
     @classmethod
@@ -136,12 +181,13 @@ class Partitioned(AcrossRanks):
         if partition not in PARTITION_MODES:
             raise DistGrailError(f"partition must be one of {', '.join(PARTITION_MODES)}, got {partition!r}")
         place = super().open(comm, backend, dims, seed, parent_rule, supports, output, full_index_on, root_share)
-        place.mode, place.dims, place.supports = partition, dims, supports
+        place.mode, place.dims, place.supports, place.parent_rule = partition, dims, supports, parent_rule
         place.active = False
         place.report = {}
         try:
-            place.gather_edges = place.comm.bcast(run_shared(place.comm, "reading DISTGRAIL_PARTITION_GATHER",
-                                                             _gather_edges if place.here else None), root=0)
+            place.gather_edges, place.dag_mode = place.comm.bcast(run_shared(
+                place.comm, "reading DISTGRAIL_PARTITION_GATHER and DISTGRAIL_PARTITION_DAG",
+                (lambda: (_gather_edges(), dag_mode())) if place.here else None), root=0)
         except BaseException:
             place.__exit__(None, None, None)
             raise
@@ -182,22 +228,34 @@ class Partitioned(AcrossRanks):
         comm, be, here = self.comm, self.be, self.here
         if self._stored(g):  # a .h5 file's stored condensation: rank 0 reads it, as one process does
             return run_shared(comm, "reading the stored condensation", condense_on if here else None, be, g)
-        from ..stages.partitioned_scc import Counted, partitioned_condensed_edges
+        from ..stages.partitioned_scc import Counted, gather_condensed, partitioned_keys
 
         xp = be.xp
         n = int(g.n)
         if be.is_gpu:
-            run_shared(comm, "checking the GPU memory of the sweeps", _fits, be, sweep_bytes(n, g.m),
+            run_shared(comm, "checking the GPU memory of the sweeps", check_rank_fits, be, sweep_bytes(n, g.m),
                        f"the partitioned condensation's sweeps ({n:,} vertices, {g.m:,} edges on this rank)")
         ex = Counted(MpiExchange(comm, xp))
         t0 = time.perf_counter()
         with be.on_device():
-            compact, C, cu, cv = partitioned_condensed_edges(xp, g.src, g.dst, n, ex, self.gather_edges)
+            compact, C, keys = partitioned_keys(xp, g.src, g.dst, n, ex, self.gather_edges)
+            m_up = int(comm.allreduce(int(keys.shape[0])))  # the condensed edges, duplicates across ranks counted
         g.src = g.dst = None  # this rank's edges are not needed any more
         self._timed("partition sweeps", t0)
+        spread = run_shared(comm, "choosing where the condensed DAG goes", spread_choice if here else None,
+                            self.dag_mode, be, C, m_up, self.dims, self.supports, self.parent_rule)
+        self.spread = bool(comm.bcast(spread, root=0))
+        if self.spread:
+            check_spread_fits(comm, be, n, C, int(keys.shape[0]), self.dims, self.supports, m_up)
+            dag = self.spread_dag(g, compact, C, keys, ex)
+        else:
+            with be.on_device():
+                cu, cv = gather_condensed(xp, ex, C, keys)
+            del keys
+            dag = run_shared(comm, "condensing the condensed graph", self._root_condense if here else None, g,
+                             compact, C, cu, cv)
         self.report.update(ex.stats())
-        return run_shared(comm, "condensing the condensed graph", self._root_condense if here else None, g, compact,
-                          C, cu, cv)
+        return dag
 
     def _root_condense(self, g, compact, C, cu, cv):
         """Rank 0: the condensed graph (singleton SCCs) condensed by the one-process code, then
@@ -237,6 +295,10 @@ class Partitioned(AcrossRanks):
 
     def finish(self, idx, steps):
         self._stop_peak()
+        if self.active:
+            self.report["dag"] = "ranks" if self.spread else "root"
+            if self.spread:
+                self.report.update(self.ex.stats())  # the spread phases' exchanges too
         idx = super().finish(idx, steps)
         reports = self.comm.gather(self.report if self.active else None, root=self.root)
         if self.everywhere:
@@ -245,12 +307,3 @@ class Partitioned(AcrossRanks):
             idx.meta["partition"] = reports
         return idx
 
-
-def _fits(be, nbytes, what):
-    from ..gpu.memory import available_gpu_bytes, gpu_fit_problem, GpuMemoryError
-
-    with be.on_device():
-        have = available_gpu_bytes()[0]
-    why = gpu_fit_problem(nbytes, have, what)
-    if why:
-        raise GpuMemoryError(why)

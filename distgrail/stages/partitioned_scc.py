@@ -21,13 +21,15 @@ copy then equals the combination, so every rank takes the same decisions without
 
 Then every SCC's representative is its smallest vertex (a scatter-min on the replicated arrays,
 no message), SCCs get compact ids in that order, each rank maps ITS edges to compact ids, drops
-the ones inside an SCC and duplicates, and the condensed edges (int64 keys) are gathered to the
-root, which condenses that small graph of singleton SCCs with the existing
+the ones inside an SCC and duplicates (:func:`partitioned_keys`). Either the condensed edges
+(int64 keys) stay where they are (a DAG too large for the root: :mod:`.partitioned_dag`), or they
+are gathered to the root (:func:`gather_condensed`), which condenses that small graph of
+singleton SCCs with the existing
 :func:`~distgrail.stages.condense.condense` / ``condense_cuda``: the canonical numbering by
 (level, smallest vertex) of the whole graph is the numbering by (level, compact id) of the small
 one, so :func:`expand_dag` gives exactly the DAG that condensing the whole graph gives.
 
-The exchange (``ex``): ``allreduce(a, op)`` (op "max", "min" or "sum"; returns the combination),
+The exchange (``ex``): ``allreduce(a, op)`` (op "max", "min", "sum" or "bor"; returns the combination),
 ``gather(a)`` (the concatenation in rank order on the root, None elsewhere), ``bcast(a)`` (the
 root's array everywhere) and ``root`` (True on the root). :class:`Counted` wraps one and counts
 the bytes each rank sends. Only these calls communicate; a rank's failure inside this module
@@ -38,7 +40,8 @@ from __future__ import annotations
 
 import numpy as np
 
-__all__ = ["DEFAULT_GATHER_EDGES", "Counted", "partitioned_reps", "condensed_keys", "partitioned_condensed_edges",
+__all__ = ["DEFAULT_GATHER_EDGES", "Counted", "partitioned_reps", "condensed_keys", "partitioned_keys",
+           "gather_condensed", "partitioned_condensed_edges",
            "expand_dag", "condense_partitioned", "scatter_max", "scatter_min"]
 
 #: alive edges (over all ranks) up to which the rest of the SCC search runs on the root
@@ -73,11 +76,14 @@ def _at(xp, op, a, idx, vals) -> None:
 
 class Counted:
     """An exchange that counts what this rank sends: ``sweeps`` (allreduce calls),
-    ``allreduce_bytes`` and ``gathered_bytes`` (its blocks sent to the root, and the broadcasts)."""
+    ``allreduce_bytes``, ``gathered_bytes`` (its blocks sent to the root, and the broadcasts) and
+    ``exchanged_bytes`` (allgather and alltoall: what it sent to the other ranks)."""
 
     def __init__(self, ex):
         self.ex = ex
         self.root = ex.root
+        self.rank, self.size = getattr(ex, "rank", 0), getattr(ex, "size", 1)
+        self.exchanged_bytes = 0
         self.sweeps = 0
         self.allreduce_bytes = 0
         self.gathered_bytes = 0
@@ -96,8 +102,17 @@ class Counted:
         self.gathered_bytes += int(out.nbytes)
         return out
 
+    def allgather(self, a):
+        self.exchanged_bytes += int(a.nbytes)
+        return self.ex.allgather(a)
+
+    def alltoall(self, parts):
+        self.exchanged_bytes += sum(int(p.nbytes) for j, p in enumerate(parts) if j != self.rank)
+        return self.ex.alltoall(parts)
+
     def stats(self) -> dict:
-        return {"sweeps": self.sweeps, "allreduce bytes": self.allreduce_bytes, "gathered bytes": self.gathered_bytes}
+        return {"sweeps": self.sweeps, "allreduce bytes": self.allreduce_bytes, "gathered bytes": self.gathered_bytes,
+                "exchanged bytes": self.exchanged_bytes}
 
 
 def _root_reps(xp, s, d, k):
@@ -217,20 +232,32 @@ def condensed_keys(xp, src, dst, rep):
     return compact, C, keys
 
 
+def partitioned_keys(xp, src, dst, n: int, ex, gather_edges: int = DEFAULT_GATHER_EDGES):
+    """Collective: ``(compact, C, keys)`` of :func:`condensed_keys` for the SCCs of
+    :func:`partitioned_reps` (the keys: this rank's condensed edges)."""
+    rep = partitioned_reps(xp, src, dst, n, ex, gather_edges)
+    return condensed_keys(xp, src, dst, rep)
+
+
+def gather_condensed(xp, ex, C: int, keys):
+    """Collective: ``(cu, cv)``, the condensed graph's distinct edges (compact ids, sorted) on the
+    root, gathered from every rank's ``keys``; ``(None, None)`` elsewhere."""
+    allk = ex.gather(keys)
+    if not ex.root:
+        return None, None
+    allk = xp.unique(allk)
+    if C == 0:
+        return allk, allk
+    dt = xp.int32 if C < 2**31 - 1 else xp.int64
+    return (allk // C).astype(dt), (allk % C).astype(dt)
+
+
 def partitioned_condensed_edges(xp, src, dst, n: int, ex, gather_edges: int = DEFAULT_GATHER_EDGES):
     """Collective: ``(compact, C, cu, cv)``: compact SCC ids of every vertex and C on every rank;
     the condensed graph's distinct edges (compact ids, sorted) on the root, None elsewhere."""
-    rep = partitioned_reps(xp, src, dst, n, ex, gather_edges)
-    compact, C, keys = condensed_keys(xp, src, dst, rep)
-    del rep
-    allk = ex.gather(keys)
-    if not ex.root:
-        return compact, C, None, None
-    allk = xp.unique(allk)
-    if C == 0:
-        return compact, C, allk, allk
-    dt = xp.int32 if C < 2**31 - 1 else xp.int64
-    return compact, C, (allk // C).astype(dt), (allk % C).astype(dt)
+    compact, C, keys = partitioned_keys(xp, src, dst, n, ex, gather_edges)
+    cu, cv = gather_condensed(xp, ex, C, keys)
+    return compact, C, cu, cv
 
 
 def expand_dag(dag, compact, n: int):

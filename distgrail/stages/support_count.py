@@ -54,4 +54,5 @@ def resolve_supports(K, dag) -> int:
     if K != "auto":
         return int(K)
     C = int(dag.C) if hasattr(dag, "C") else int(dag.indptr.shape[0]) - 1
-    return auto_supports(C, int(dag.indices.shape[0]))
+    m = int(dag.m) if hasattr(dag, "m") else int(dag.indices.shape[0])  # a spread DAG holds only its rows
+    return auto_supports(C, m)

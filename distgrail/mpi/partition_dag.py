@@ -1,0 +1,226 @@
+"""The partitioned build's steps after the condensation when the condensed DAG stays spread over
+the ranks (:mod:`distgrail.stages.partitioned_dag`): :class:`SpreadSteps`, mixed into
+:class:`~distgrail.mpi.partition.Partitioned` before :class:`~distgrail.mpi.placement.AcrossRanks`.
+
+Where the condensed DAG goes is rank 0's choice (:func:`spread_choice`, ``DISTGRAIL_PARTITION_DAG``):
+``root`` gathers its edges to rank 0, which runs the one-process condensation and AcrossRanks'
+steps (the DAG shared, dimensions split); ``ranks`` keeps them spread: every rank holds its block
+of rows, and phases 1, 4 and 5 are level sweeps over the blocks (phases 2–3 on every rank's copy
+of the forest); ``auto`` (default) spreads when the condensed DAG would not fit rank 0's GPU.
+The dfs parent rule walks the whole DAG on one rank: it always takes ``root``.
+
+Spread, every rank holds the O(C) arrays (levels, forest, post-order ranks, intervals, masks) on
+its device, and rank 0 receives the DAG's rows only as host arrays, for the index file (with
+``full_index_on="all"`` every rank does). The index is byte-identical to a one-process build.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from types import SimpleNamespace
+
+import numpy as np
+
+from ..errors import DistGrailError
+from ..placement import Done
+from ..stages.condense import DAG
+from ..stages.labeling import Forest, _labels_on_device
+from .collectives import bcast_array
+from .errors import run_shared
+from .placement import _Later
+
+__all__ = ["SpreadSteps", "spread_choice", "DAG_MODES", "dag_mode", "check_rank_fits", "check_spread_fits"]
+
+DAG_MODES = ("auto", "root", "ranks")
+
+
+def dag_mode() -> str:
+    """``DISTGRAIL_PARTITION_DAG`` (read when a build starts; rank 0's value decides)."""
+    v = os.environ.get("DISTGRAIL_PARTITION_DAG", "").strip().lower() or "auto"
+    if v not in DAG_MODES:
+        raise DistGrailError(f"DISTGRAIL_PARTITION_DAG must be one of {', '.join(DAG_MODES)}, got {v!r}")
+    return v
+
+
+def spread_choice(mode, be, C, m_up, dims, supports, parent_rule) -> bool:
+    """Rank 0: True when the condensed DAG (``C`` components, at most ``m_up`` edges: the ranks'
+    condensed edges before duplicates across ranks are dropped) stays spread. Gathering it to rank
+    0's GPU when it does not fit there is refused (need against have) before any edge moves: the
+    gather and the condensation on rank 0 are not where a failure could be shared."""
+    if parent_rule != "max-level" and mode == "ranks":
+        raise DistGrailError("DISTGRAIL_PARTITION_DAG=ranks needs the max-level parent rule: the dfs rule walks "
+                             "the whole DAG on one rank")
+    if mode == "ranks":
+        return True
+    if not be.is_gpu:
+        return False
+    from ..gpu.memory import GpuMemoryError, available_gpu_bytes, gpu_bytes_needed, gpu_fit_problem
+    from ..preflight import _min_supports
+
+    with be.on_device():
+        have = available_gpu_bytes()[0]
+    need = gpu_bytes_needed(C, m_up, dims, _min_supports(supports))
+    why = gpu_fit_problem(need, have, f"the condensed DAG ({C:,} components, up to {m_up:,} edges) on rank 0",
+                          "rank 0's GPU", "DISTGRAIL_PARTITION_DAG=ranks (or auto, with the max-level parent rule) "
+                          "keeps it spread over the ranks")
+    if why is None:
+        return False
+    if mode == "auto" and parent_rule == "max-level":
+        return True
+    raise GpuMemoryError(why)
+
+
+def _host(a):
+    return a if isinstance(a, np.ndarray) else a.get()
+
+
+class SpreadSteps:
+    """The steps from ``share_dag`` to ``dag_to_host`` for a spread DAG (:attr:`spread`); each
+    hands over to the next class's step otherwise."""
+
+    spread = False
+
+    def spread_dag(self, g, compact, C, keys, ex):
+        """Collective: the :class:`~distgrail.stages.partitioned_dag.PartDAG` (levels, numbering,
+        rows routed to their owners)."""
+        from ..stages.partitioned_dag import spread_dag
+
+        self.ex = ex
+        t0 = time.perf_counter()
+        with self.be.on_device():
+            pd = spread_dag(self.be.xp, ex, int(g.n), compact, C, keys)
+        self._timed("spread dag", t0)
+        self.report.update({"dag edges held": int(pd.indices.shape[0]), "dag rows": [pd.r0, pd.r1]})
+        return pd
+
+    def share_dag(self, dag, g):
+        if not self.spread:
+            return super().share_dag(dag, g)
+        head = (g.name, getattr(g, "meta", {}).get("node_labels")) if self.here else None
+        name, labels = self.comm.bcast(head, root=self.root)
+        if not self.here:
+            g = SimpleNamespace(name=name, digest=None, meta={} if labels is None else {"node_labels": labels})
+        return dag, g
+
+    def forest(self, dag, seed, parent_rule):
+        if not self.spread:
+            return super().forest(dag, seed, parent_rule)
+        from ..stages.partitioned_dag import spread_parents
+        from ..stages.subtree import subtree_sizes
+
+        be, t = self.be, {}
+        t0 = time.perf_counter()
+        with be.on_device():
+            parent = spread_parents(be.xp, self.ex, dag, seed)
+            be.synchronize()
+            t["phase1_forest"] = time.perf_counter() - t0
+            t0 = time.perf_counter()
+            size = subtree_sizes(be, parent, dag.level_ptr)
+            be.synchronize()
+        t["phase2_subtree_sizes"] = time.perf_counter() - t0
+        return Forest.on_device(be, parent, size, t) if be.is_gpu else Forest(parent=parent, size=size, timings=t)
+
+    def share_forest(self, forest):
+        if not self.spread:
+            return super().share_forest(forest)
+        self.stage_timings.update(forest.timings)
+        return forest
+
+    def start_masks(self, dag, K, seed):
+        if not self.spread:
+            return super().start_masks(dag, K, seed)
+        return _Later(self._masks, dag, K, seed) if K else Done(None)
+
+    def _masks(self, dag, K, seed):
+        """Phase 5 spread: the supports chosen from the degrees over all ranks (the rule of
+        :func:`~distgrail.stages.supports.choose_supports`), then the masks' level sweeps."""
+        from ..dtypes import smallest_int
+        from ..hashing import hash3_xp
+        from ..stages.partitioned_dag import spread_degrees, spread_masks
+        from ..stages.supports import STREAM_SUPPORT, pick_per_slice
+
+        be, C = self.be, dag.C
+        xp = be.xp
+        K = min(int(K), C)
+        with be.on_device():
+            inn, out = spread_degrees(xp, self.ex, dag)
+            ids = np.zeros(0, np.int64)
+            if K:
+                score = (inn.astype(xp.uint64) + np.uint64(1)) * (out.astype(xp.uint64) + np.uint64(1))
+                tie = hash3_xp(xp, seed, STREAM_SUPPORT, xp.arange(C, dtype=xp.uint64))
+                ids = pick_per_slice(_host(score), _host(tie), K)
+            ids = ids.astype(smallest_int(max(C, 1)))
+            o, i = spread_masks(xp, self.ex, dag, ids)
+            if not (self.everywhere or self.here):
+                return None
+            return ids, _host(o), _host(i)
+
+    def label(self, dag, forest, dims, seed):
+        if not self.spread:
+            return super().label(dag, forest, dims, seed)
+        from ..dtypes import smallest_uint
+        from ..stages.partitioned_dag import spread_intervals
+        from ..stages.ranks import post_order_ranks
+
+        be, t = self.be, self.own_timings
+        with self.steps.stage("phases 3-4"):
+            parent, size = forest.arrays(be)
+            t0 = time.perf_counter()
+            post = post_order_ranks(be, parent, size, dag.level_ptr, seed, range(dims))
+            be.synchronize()
+            t["phase3_ranks"] = time.perf_counter() - t0
+            t0 = time.perf_counter()
+            with be.on_device():
+                lo, hi = spread_intervals(be.xp, self.ex, dag, post)
+                post0, iv = _labels_on_device(be, post, lo, hi, smallest_uint(max(dag.C - 1, 0)))
+            t["phase4_intervals"] = time.perf_counter() - t0
+        self.stage_timings.update({k: t[k] for k in ("phase3_ranks", "phase4_intervals")})
+        return (_host(iv) if self.everywhere or self.here else None), post0
+
+    def for_queries(self, post0, dag):
+        if not self.spread:
+            return super().for_queries(post0, dag)
+        return post0, dag  # every rank holds post0, comp and level already
+
+    def dag_to_host(self, dag):
+        """Spread: the rows' blocks gathered, as host arrays, where the index is assembled."""
+        if not self.spread:
+            return super().dag_to_host(dag)
+        from ..stages.partitioned_dag import gather_csr
+
+        with self.be.on_device():
+            indptr, indices = gather_csr(self.be.xp, self.ex, dag)
+            comp, level = _host(dag.comp), _host(dag.level)
+        if self.everywhere:
+            indptr = bcast_array(self.comm, indptr, self.root)
+            indices = bcast_array(self.comm, indices, self.root)
+        if not (self.everywhere or self.here):
+            return None
+        return DAG(n=dag.n, comp=comp, indptr=indptr, indices=indices, rindptr=None, rindices=None,
+                   level=level.astype(np.int32, copy=False), level_ptr=dag.level_ptr)
+
+
+def check_spread_fits(comm, be, n, C, m_local, dims, supports, m_up):
+    """Collective: every rank's spread phases fit its GPU (refused with need vs have otherwise)."""
+    if not be.is_gpu:
+        return
+    from ..stages.partitioned_dag import spread_bytes
+    from ..stages.support_count import auto_supports
+
+    K = auto_supports(C, m_up) if supports == "auto" else int(supports)
+    run_shared(comm, "checking the GPU memory of the spread DAG", check_rank_fits, be,
+               spread_bytes(n, C, m_local, dims, (K + 63) // 64),
+               f"the spread condensed DAG ({C:,} components; {m_local:,} of its edges on this rank)")
+
+
+def check_rank_fits(be, nbytes, what):
+    """This rank's GPU has ``nbytes`` for ``what``, else the refusal (need against have, and the
+    ways out of a partitioned build)."""
+    from ..gpu.memory import WAYS_OUT_PARTITIONED, available_gpu_bytes, gpu_fit_problem, GpuMemoryError
+
+    with be.on_device():
+        have = available_gpu_bytes()[0]
+    why = gpu_fit_problem(nbytes, have, what, "this rank's GPU", WAYS_OUT_PARTITIONED)
+    if why:
+        raise GpuMemoryError(why)

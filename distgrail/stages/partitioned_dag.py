@@ -1,0 +1,279 @@
+"""Phases 1–5 on a condensed DAG whose edges stay partitioned over the ranks (issue 24: a DAG
+too large for one GPU). Written once against an array module ``xp`` (NumPy, or CuPy on a GPU
+backend) and an exchange ``ex``, like :mod:`distgrail.stages.partitioned_scc`; no MPI here.
+
+Every rank holds arrays of O(C) that are the same on every rank (levels, the forest, labels,
+masks) and ITS block of DAG rows: after :func:`spread_dag` rank r holds the out-edges of the
+components ``bounds[r] .. bounds[r+1]-1`` (blocks balanced by edges), distinct and sorted, as a
+local CSR. No rank holds another rank's edges.
+
+- **levels** (:func:`kahn_levels`): Kahn's longest-path levels over the condensed edges where
+  they were condensed (each rank its own, duplicates across ranks counted on both sides), one
+  frontier per level, its decrements exchanged as an id list (``allgather``) or as a count per
+  component (``allreduce``), whichever is smaller for that level.
+- **numbering** (:func:`spread_dag`): components ordered by (level, compact id) = (level,
+  smallest vertex): the canonical numbering of :mod:`distgrail.stages.condense`; each rank routes
+  its renumbered edges to the owner of their source row (``alltoall``), which drops duplicates.
+- **phase 1** (:func:`spread_parents`, max-level rule): the best hash over each component's
+  candidate in-edges (``allreduce`` MAX), then the smallest parent holding it (MIN): two rounds
+  of C words, the rule of :func:`distgrail.stages.forest.parents_max_level`.
+- **phase 4** (:func:`spread_intervals`) and **phase 5** (:func:`spread_masks`): the level sweeps
+  of :mod:`~distgrail.stages.intervals` and :mod:`~distgrail.stages.supports`, each rank over its
+  rows, one ``allreduce`` of the level's slice after each level that has an edge anywhere (a
+  value not computed on a rank is still its start value, which MIN/MAX/OR absorb).
+- phases 2–3 need only the forest (O(C)): every rank runs the one-process stages on its copy.
+
+The exchange (``ex``) adds to that of :mod:`~distgrail.stages.partitioned_scc`: ``rank`` and
+``size``, op ``"bor"`` for ``allreduce``, ``allgather(a)`` (the concatenation in rank order on
+every rank) and ``alltoall(parts)`` (``parts[j]`` goes to rank j; returns what this rank got,
+concatenated in rank order).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ..hashing import STREAM_PARENT, hash3_xp
+from .partitioned_scc import _at, scatter_max, scatter_min
+
+__all__ = ["PartDAG", "kahn_levels", "spread_dag", "spread_parents", "spread_intervals", "spread_masks",
+           "spread_degrees", "gather_csr", "spread_bytes"]
+
+
+def _host(a):
+    return a if isinstance(a, np.ndarray) else a.get()
+
+
+def _scalar_sum(xp, ex, v) -> int:
+    return int(_host(ex.allreduce(xp.asarray([int(v)], dtype=xp.int64), "sum"))[0])
+
+
+def _positions(xp, ptr, rows):
+    """Positions in a CSR of the edges of ``rows`` (row by row)."""
+    start, deg = ptr[rows], ptr[rows + 1] - ptr[rows]
+    cs = xp.cumsum(deg)
+    total = int(cs[-1]) if cs.size else 0
+    if total == 0:
+        return xp.zeros(0, dtype=xp.int64)
+    e = xp.arange(total, dtype=xp.int64)
+    r = xp.searchsorted(cs, e, side="right")
+    return start[r] + e - (cs[r] - deg[r])
+
+
+class PartDAG:
+    """The condensed DAG of a partitioned build (module doc). ``n``, ``C``, ``m`` (distinct DAG
+    edges over all ranks), ``comp`` (n) and ``level`` (C, int32) on every rank's device;
+    ``level_ptr``, ``bounds`` (row blocks), ``level_edges`` / ``level_in`` (DAG edges leaving /
+    entering each level, over all ranks) on the host; this rank's rows ``r0 .. r1-1`` as
+    ``indptr`` (local offsets from 0) and ``indices`` (component ids), and ``erow`` (each local
+    edge's row)."""
+
+    def __init__(self, n, C, m, comp, level, level_ptr, bounds, rank, indptr, indices, erow, level_edges, level_in):
+        self.n, self.C, self.m = int(n), int(C), int(m)
+        self.comp, self.level, self.level_ptr, self.bounds = comp, level, level_ptr, bounds
+        self.r0, self.r1 = int(bounds[rank]), int(bounds[rank + 1])
+        self.indptr, self.indices, self.erow = indptr, indices, erow
+        self.level_edges, self.level_in = level_edges, level_in
+        self.meta, self.timings = {}, {}
+
+    @property
+    def n_levels(self) -> int:
+        return int(self.level_ptr.shape[0] - 1)
+
+    def local_edges(self, a: int, b: int):
+        """``(rows, children)`` of this rank's edges leaving components ``a .. b-1``."""
+        lo, hi = min(max(a, self.r0), self.r1), min(max(b, self.r0), self.r1)
+        e0, e1 = int(self.indptr[lo - self.r0]), int(self.indptr[hi - self.r0])
+        return self.erow[e0:e1], self.indices[e0:e1]
+
+
+def spread_bytes(n: int, C: int, m_local: int, k: int, W: int) -> int:
+    """Device bytes of the spread phases on one rank: its condensed edges as keys and their sort
+    (about 40 bytes each, sent and received), the O(C) arrays (levels, counts, numbering, forest,
+    ranks: about 80 bytes each), post-order ranks and intervals (24 bytes per dimension) and the
+    two mask arrays (16 bytes per word), and ``comp`` (n)."""
+    return int(40 * m_local + (80 + 24 * k + 16 * W) * C + 8 * n + (64 << 20))
+
+
+def kahn_levels(xp, ex, C: int, cu, cv):
+    """Collective: the longest-path level of every component (int32, the same on every rank) of
+    the DAG whose edges ``cu -> cv`` are spread over the ranks; and the number of levels."""
+    level = xp.full(C, -1, dtype=xp.int32)
+    if C == 0:
+        return level, 0
+    indeg = xp.bincount(cv, minlength=C).astype(xp.int64)
+    indeg = ex.allreduce(indeg, "sum")
+    order = xp.argsort(cu)
+    s_cu, s_cv = cu[order], cv[order]
+    del order
+    ptr = xp.searchsorted(s_cu, xp.arange(C + 1, dtype=s_cu.dtype)).astype(xp.int64)
+    del s_cu
+    frontier = xp.flatnonzero(indeg == 0)
+    lev = 0
+    while frontier.size:
+        level[frontier] = lev
+        t = s_cv[_positions(xp, ptr, frontier)]
+        total = _scalar_sum(xp, ex, t.size)
+        if total == 0:
+            break
+        if total < 2 * C:  # the id lists are smaller than a count per component
+            got = ex.allgather(t.astype(xp.int64))
+            _at(xp, "add", indeg, got, xp.full(got.size, -1, dtype=xp.int64))
+            cand = xp.unique(got)
+            frontier = cand[indeg[cand] == 0]
+        else:
+            dec = xp.zeros(C, dtype=xp.int64)
+            _at(xp, "add", dec, t, xp.ones(t.size, dtype=xp.int64))
+            dec = ex.allreduce(dec, "sum")
+            indeg -= dec
+            frontier = xp.flatnonzero((dec > 0) & (indeg == 0))
+        lev += 1
+    if bool((level < 0).any()):  # pragma: no cover - the condensation leaves a DAG
+        raise RuntimeError("the condensed graph has a cycle")
+    return level, lev + 1
+
+
+def _bounds(xp, ex, C, nu, size):
+    """Row blocks balanced by edges: ``bounds`` (size + 1 host ints) from the per-row counts."""
+    cnt = ex.allreduce(xp.bincount(nu, minlength=C).astype(xp.int64), "sum") if C else xp.zeros(0, xp.int64)
+    cum = xp.cumsum(cnt)
+    total = int(cum[-1]) if C else 0
+    targets = xp.asarray([(j * total) // size for j in range(1, size)], dtype=xp.int64)
+    mid = _host(xp.searchsorted(cum, targets, side="right")).astype(np.int64) if size > 1 else np.zeros(0, np.int64)
+    return np.concatenate(([0], np.minimum(mid, C), [C])).astype(np.int64)
+
+
+def spread_dag(xp, ex, n: int, compact, C: int, keys) -> PartDAG:
+    """Collective: the :class:`PartDAG` of the graph whose vertices have compact SCC ids
+    ``compact`` (the same on every rank) and whose condensed edges on this rank are ``keys``
+    (distinct int64 ``cu * C + cv``, :func:`~distgrail.stages.partitioned_scc.condensed_keys`)."""
+    idt = compact.dtype
+    if C:
+        cu, cv = (keys // C).astype(idt), (keys % C).astype(idt)
+    else:
+        cu = cv = keys.astype(idt)
+    lev0, L = kahn_levels(xp, ex, C, cu, cv)
+    order = xp.argsort(lev0.astype(xp.int64) * C + xp.arange(C, dtype=xp.int64))  # (level, compact id)
+    new_of_old = xp.empty(C, dtype=idt)
+    new_of_old[order] = xp.arange(C, dtype=idt)
+    level = lev0[order]
+    del lev0, order
+    level_ptr = _host(xp.searchsorted(level, xp.arange(L + 1, dtype=xp.int32))).astype(np.int64) if C else \
+        np.zeros(1, np.int64)
+    nu, nv = new_of_old[cu], new_of_old[cv]
+    del cu, cv
+    bounds = _bounds(xp, ex, C, nu, ex.size)
+    mine = xp.sort(nu.astype(xp.int64) * C + nv.astype(xp.int64))
+    del nu, nv
+    cut = _host(xp.searchsorted(mine, xp.asarray(bounds * C, dtype=xp.int64))).tolist()
+    got = ex.alltoall([mine[cut[j]:cut[j + 1]] for j in range(ex.size)])
+    del mine
+    got = xp.unique(got)
+    r0, r1 = int(bounds[ex.rank]), int(bounds[ex.rank + 1])
+    rows = got // C if C else got
+    indptr = xp.searchsorted(rows, xp.arange(r0, r1 + 1, dtype=xp.int64)).astype(xp.int64)
+    indices = (got % C).astype(xp.int32) if C else got.astype(xp.int32)
+    erow = rows.astype(xp.int32)
+    del got, rows
+    m = _scalar_sum(xp, ex, indices.size)
+    lp = np.clip(level_ptr, r0, r1) - r0
+    out_local = np.diff(_host(indptr)[lp]).astype(np.int64)
+    level_edges = _host(ex.allreduce(xp.asarray(out_local), "sum"))
+    in_local = xp.bincount(level[indices], minlength=max(L, 1))[:L].astype(xp.int64) if L else xp.zeros(0, xp.int64)
+    level_in = _host(ex.allreduce(in_local, "sum"))
+    comp = new_of_old[compact]
+    return PartDAG(n, C, m, comp, level, level_ptr, bounds, ex.rank, indptr, indices, erow, level_edges, level_in)
+
+
+def spread_parents(xp, ex, pd: PartDAG, seed: int):
+    """Collective phase 1, max-level rule: the parent of every component (int64, -1 for sources),
+    the same on every rank and as :func:`~distgrail.stages.forest.parents_max_level`."""
+    C = pd.C
+    u, c = pd.erow.astype(xp.int64), pd.indices.astype(xp.int64)
+    cand = pd.level[u] == pd.level[c] - 1
+    u, c = u[cand], c[cand]
+    h = hash3_xp(xp, seed, STREAM_PARENT, u * C + c)
+    best = xp.zeros(C, dtype=xp.uint64)
+    scatter_max(xp, best, c, h)
+    best = ex.allreduce(best, "max")
+    win = h == best[c]
+    minp = xp.full(C, C, dtype=xp.int64)
+    scatter_min(xp, minp, c[win], u[win])
+    minp = ex.allreduce(minp, "min")
+    return xp.where(minp == C, -1, minp)
+
+
+def spread_intervals(xp, ex, pd: PartDAG, post):
+    """Collective phase 4: ``(lo, hi)`` (each shaped like ``post``, (k, C)), the same on every
+    rank and as :func:`~distgrail.stages.intervals.descendant_intervals_numpy`. Both go in one
+    MAX per level (``C - 1 - lo`` and ``hi``)."""
+    lo, hi = post.copy(), post.copy()
+    k, C = post.shape
+    lp = pd.level_ptr.tolist()
+    for lev in range(len(lp) - 3, -1, -1):
+        if not pd.level_edges[lev]:
+            continue
+        a, b = lp[lev], lp[lev + 1]
+        rows, ch = pd.local_edges(a, b)
+        for j in range(k if rows.size else 0):
+            scatter_min(xp, lo[j], rows, lo[j][ch])
+            scatter_max(xp, hi[j], rows, hi[j][ch])
+        both = ex.allreduce(xp.concatenate((C - 1 - lo[:, a:b], hi[:, a:b])), "max")
+        lo[:, a:b] = C - 1 - both[:k]
+        hi[:, a:b] = both[k:]
+    return lo, hi
+
+
+def spread_masks(xp, ex, pd: PartDAG, ids):
+    """Collective phase 5: ``(out, in)``, (C, W) uint64 (W = ceil(K / 64)), the same on every rank
+    and as :func:`~distgrail.stages.supports.support_masks_numpy` for supports ``ids``."""
+    C, K = pd.C, int(ids.shape[0])
+    W = (K + 63) // 64
+    out = xp.zeros((W, C), dtype=xp.uint64)  # word-major while sweeping: each word a contiguous row
+    if W and C:
+        j = np.arange(K)
+        bits = np.left_shift(np.uint64(1), (j & 63).astype(np.uint64))
+        out[xp.asarray(j >> 6), xp.asarray(ids.astype(np.int64))] = xp.asarray(bits)  # distinct ids
+    inn = out.copy()
+    lp = pd.level_ptr.tolist()
+    nl = len(lp) - 1
+    for lev in range(nl - 2, -1, -1):  # out: bottom-up, pulled from the children
+        if not W or not pd.level_edges[lev]:
+            continue
+        a, b = lp[lev], lp[lev + 1]
+        rows, ch = pd.local_edges(a, b)
+        for w in range(W if rows.size else 0):
+            _at(xp, "bitwise_or", out[w], rows, out[w][ch])
+        out[:, a:b] = ex.allreduce(xp.ascontiguousarray(out[:, a:b]), "bor")
+    for lev in range(nl):  # in: top-down, pushed to the children
+        if not W:
+            break
+        a, b = lp[lev], lp[lev + 1]
+        if lev and pd.level_in[lev]:
+            inn[:, a:b] = ex.allreduce(xp.ascontiguousarray(inn[:, a:b]), "bor")
+        if pd.level_edges[lev]:
+            rows, ch = pd.local_edges(a, b)
+            for w in range(W if rows.size else 0):
+                _at(xp, "bitwise_or", inn[w], ch, inn[w][rows])
+    return xp.ascontiguousarray(out.T), xp.ascontiguousarray(inn.T)
+
+
+def spread_degrees(xp, ex, pd: PartDAG):
+    """Collective: (in-degree, out-degree) of every component in the DAG, int64, on every rank."""
+    out = xp.zeros(pd.C, dtype=xp.int64)
+    out[pd.r0:pd.r1] = xp.diff(pd.indptr)
+    out = ex.allreduce(out, "sum")
+    inn = ex.allreduce(xp.bincount(pd.indices, minlength=pd.C).astype(xp.int64), "sum")
+    return inn, out
+
+
+def gather_csr(xp, ex, pd: PartDAG):
+    """Collective: ``(indptr, indices)`` of the whole DAG as host arrays (int64, int32) on the
+    root, None elsewhere: the rows' blocks in rank order are the rows in order."""
+    deg = ex.gather(xp.diff(pd.indptr))
+    ind = ex.gather(pd.indices)
+    if not ex.root:
+        return None, None
+    indptr = np.zeros(pd.C + 1, dtype=np.int64)
+    np.cumsum(_host(deg), out=indptr[1:])
+    return indptr, _host(ind).astype(np.int32, copy=False)

@@ -1,0 +1,258 @@
+"""The spread condensed DAG (issue 24: DAGs that stay large): distgrail/stages/partitioned_dag.py
+over K simulated ranks against the one-process condensation and phases 1, 4 and 5, stage by
+stage; under MPI, ``DISTGRAIL_PARTITION_DAG=ranks`` builds against one process, byte for byte,
+and against BFS; on a GPU the same stages with CuPy against NumPy."""
+
+from __future__ import annotations
+
+import os
+
+import numpy as np
+import pytest
+
+from distgrail.io.graph import EdgeGraph
+from distgrail.stages.condense import condense
+from distgrail.stages.forest import parents_max_level
+from distgrail.stages.intervals import descendant_intervals_numpy
+from distgrail.stages.partitioned_dag import (gather_csr, spread_dag, spread_degrees, spread_intervals, spread_masks,
+                                              spread_parents)
+from distgrail.stages.partitioned_scc import Counted, partitioned_keys
+from distgrail.stages.ranks import post_order_ranks_numpy
+from distgrail.stages.subtree import subtree_sizes_numpy
+from distgrail.stages.supports import choose_supports_numpy, support_masks_numpy
+from test_partition import GRAPHS, Threads, assert_same_index_file, mpi_graphs
+
+SEED = 7
+
+
+def random_dags():
+    """Random DAGs (edges from a smaller to a larger position of a random order) with duplicates."""
+    rng = np.random.default_rng(1)
+    out = {}
+    for t in range(5):
+        n = int(rng.integers(50, 400))
+        m = int(rng.integers(0, 6 * n))
+        a, b, p = rng.integers(0, n, m), rng.integers(0, n, m), rng.permutation(n)
+        s, d = p[np.minimum(a, b)], p[np.maximum(a, b)]
+        out[f"dag {t}"] = (n, np.concatenate((s, s[: m // 3])), np.concatenate((d, d[: m // 3])))
+    return out
+
+
+CASES = {**GRAPHS, **random_dags()}
+
+
+def spread_all(xp, ex, src, dst, n, ids_of):
+    """Every spread stage on one rank: (PartDAG, parent, lo, hi, ids, out, in, indptr, indices)."""
+    compact, C, keys = partitioned_keys(xp, src, dst, n, ex, 0)
+    pd = spread_dag(xp, ex, n, compact, C, keys)
+    parent = spread_parents(xp, ex, pd, SEED)
+    host = parent if xp is np else parent.get()
+    size = subtree_sizes_numpy(host, pd.level_ptr)
+    post = post_order_ranks_numpy(host, size, pd.level_ptr, SEED, range(3))
+    lo, hi = spread_intervals(xp, ex, pd, xp.asarray(post))
+    ids = ids_of(pd.C)
+    out, inn = spread_masks(xp, ex, pd, ids)
+    indeg, outdeg = spread_degrees(xp, ex, pd)
+    ip, ix = gather_csr(xp, ex, pd)
+    return pd, host, lo, hi, ids, out, inn, ip, ix, (indeg, outdeg)
+
+
+def some_ids(C):
+    return np.arange(0, C, max(1, C // 70))[:70].astype(np.int64)
+
+
+@pytest.mark.parametrize("K", [1, 2, 3])
+@pytest.mark.parametrize("name", sorted(CASES))
+def test_spread_stages_equal_one_process(name, K):
+    n, src, dst = CASES[name]
+    got = Threads(K).run(lambda r, ex, s, d: spread_all(np, Counted(ex), s, d, n, some_ids), src, dst)
+    dag = condense(EdgeGraph(n=n, src=src, dst=dst))
+    pd, parent, lo, hi, ids, out, inn, ip, ix, (indeg, outdeg) = got[0]
+    assert (pd.C, pd.m, pd.n_levels) == (dag.C, dag.m, dag.n_levels)
+    for a, b in ((pd.comp, dag.comp), (pd.level, dag.level), (pd.level_ptr, dag.level_ptr), (ip, dag.indptr),
+                 (ix, dag.indices), (parent, parents_max_level(dag, SEED)), (indeg, np.diff(dag.rindptr)),
+                 (outdeg, np.diff(dag.indptr))):
+        np.testing.assert_array_equal(a, b)
+    size = subtree_sizes_numpy(parent, dag.level_ptr)
+    post = post_order_ranks_numpy(parent, size, dag.level_ptr, SEED, range(3))
+    want = descendant_intervals_numpy(dag.indptr, dag.indices, dag.level_ptr, post)
+    np.testing.assert_array_equal(lo, want[0])
+    np.testing.assert_array_equal(hi, want[1])
+    w_out, w_in = support_masks_numpy(dag, ids)
+    np.testing.assert_array_equal(out, w_out)
+    np.testing.assert_array_equal(inn, w_in)
+    blocks = [(g[0].r0, g[0].r1) for g in got]  # the row blocks tile 0..C, each rank its own rows only
+    assert blocks[0][0] == 0 and blocks[-1][1] == dag.C and all(a[1] == b[0] for a, b in zip(blocks, blocks[1:]))
+    assert sum(int(g[0].indices.size) for g in got) == dag.m
+    for g in got[1:]:  # the replicated arrays are the same on every rank
+        np.testing.assert_array_equal(g[2], lo)
+        np.testing.assert_array_equal(g[5], out)
+        assert g[7] is None
+
+
+def test_support_choice_from_spread_degrees_matches_choose_supports():
+    """The spread phase 5 picks its supports from the degrees over all ranks: the same ids."""
+    from distgrail.stages.supports import pick_per_slice, STREAM_SUPPORT
+    from distgrail.hashing import hash3
+
+    n, src, dst = CASES["dag 2"]
+    dag = condense(EdgeGraph(n=n, src=src, dst=dst))
+    got = Threads(3).run(lambda r, ex, s, d: spread_all(np, ex, s, d, n, some_ids), src, dst)
+    indeg, outdeg = got[1][-1]
+    score = (indeg.astype(np.uint64) + np.uint64(1)) * (outdeg.astype(np.uint64) + np.uint64(1))
+    for K in (1, 5, 64, dag.C):
+        ids = pick_per_slice(score, hash3(SEED, STREAM_SUPPORT, np.arange(dag.C)), K)
+        np.testing.assert_array_equal(ids, choose_supports_numpy(dag, K, SEED))
+
+
+def test_levels_exchange_ids_or_counts_by_size():
+    """A level whose decrements are many (the dense DAG's first levels) goes as counts, a sparse
+    one (the deep chain) as id lists: both give the one-process levels."""
+    for name in ("dense dag", "deep chain"):
+        n, src, dst = CASES[name]
+        T = Threads(2)
+        got = T.run(lambda r, ex, s, d: spread_all(np, Counted(ex), s, d, n, some_ids), src, dst)
+        np.testing.assert_array_equal(got[0][0].level, condense(EdgeGraph(n=n, src=src, dst=dst)).level)
+
+
+def test_dag_mode_is_read_when_a_build_starts_and_checked(monkeypatch):
+    from distgrail.errors import DistGrailError
+    from distgrail.mpi.partition_dag import dag_mode, spread_choice
+
+    monkeypatch.delenv("DISTGRAIL_PARTITION_DAG", raising=False)
+    assert dag_mode() == "auto"
+    monkeypatch.setenv("DISTGRAIL_PARTITION_DAG", "Ranks")
+    assert dag_mode() == "ranks"
+    monkeypatch.setenv("DISTGRAIL_PARTITION_DAG", "everywhere")
+    with pytest.raises(DistGrailError, match="DISTGRAIL_PARTITION_DAG must be one of auto, root, ranks"):
+        dag_mode()
+
+    class CPU:
+        is_gpu = False
+
+    assert spread_choice("ranks", CPU(), 10, 20, 2, 0, "max-level") is True
+    assert spread_choice("auto", CPU(), 10, 20, 2, 0, "max-level") is False  # the CPU: rank 0 holds it
+    assert spread_choice("auto", CPU(), 10, 20, 2, 0, "dfs") is False
+    with pytest.raises(DistGrailError, match="dfs rule"):
+        spread_choice("ranks", CPU(), 10, 20, 2, 0, "dfs")
+
+
+from test_mpi_parse import shared_dir  # noqa: E402,F401 - the fixture: a directory every rank sees
+
+
+@pytest.mark.mpi(min_size=2)
+@pytest.mark.parametrize("supports", [0, "auto", 130])
+def test_spread_index_is_byte_identical_and_exact(shared_dir, supports, monkeypatch):
+    from mpi4py import MPI
+
+    import distgrail
+    from distgrail.bfs import bfs_reachable, csr_of
+    from distgrail.io.read import read_graph
+
+    comm = MPI.COMM_WORLD
+    monkeypatch.setenv("DISTGRAIL_PARTITION_DAG", "ranks")
+    monkeypatch.setenv("DISTGRAIL_PARTITION_GATHER", "0")
+    items = mpi_graphs()
+    if comm.rank == 0:
+        for name, text, _ in items:
+            with open(os.path.join(shared_dir, name), "w") as f:
+                f.write(text)
+    comm.Barrier()
+    for name, _, nv in items:
+        path = os.path.join(shared_dir, name)
+        out = os.path.join(shared_dir, f"{name}.{supports}.spread.h5")
+        idx = distgrail.build_index(path, dims=3, comm=comm, partition="on", backend="cpu", output=out,
+                                    num_vertices=nv, supports=supports)
+        rep = idx.meta["partition"]
+        assert [r["dag"] for r in rep] == ["ranks"] * comm.size
+        assert sum(r["dag edges held"] for r in rep) == idx.meta["n_dag_edges"], name
+        if idx.meta["n_dag_edges"] >= 8 * comm.size:
+            assert max(r["dag edges held"] for r in rep) < idx.meta["n_dag_edges"], name
+        if comm.rank == 0:
+            g = read_graph(path, num_vertices=nv)
+            one = os.path.join(shared_dir, f"{name}.{supports}.one.h5")
+            distgrail.build_index(path, dims=3, backend="cpu", output=one, num_vertices=nv, supports=supports)
+            assert_same_index_file(out, one)
+            rng = np.random.default_rng(3)
+            u, v = rng.integers(0, g.n, 300), rng.integers(0, g.n, 300)
+            ans, _ = idx.query(u, v)
+            np.testing.assert_array_equal(ans, bfs_reachable(*csr_of(g), u, v), err_msg=name)
+        comm.Barrier()
+
+
+@pytest.mark.mpi(min_size=2)
+def test_spread_with_dfs_rule_is_refused_on_every_rank(shared_dir, monkeypatch):
+    from mpi4py import MPI
+
+    import distgrail
+
+    monkeypatch.setenv("DISTGRAIL_PARTITION_DAG", "ranks")
+    with pytest.raises(distgrail.DistGrailError, match="dfs rule"):
+        distgrail.build_index(distgrail.bundled_graph(), dims=2, comm=MPI.COMM_WORLD, partition="on", backend="cpu",
+                              parent_rule="dfs")
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("name", ["dense dag", "deep chain", "random 2", "dag 3", "chain of cycles backward",
+                                  "empty", "one vertex"])
+def test_spread_stages_on_cupy_equal_numpy(name):
+    """The same stages with xp = CuPy (scatter through ufunc.at, the hash on the device), the
+    exchange through host memory as MpiExchange does, over 3 simulated ranks: bit for bit."""
+    cp = pytest.importorskip("cupy")
+
+    n, src, dst = CASES[name]
+
+    def on_gpu(r, ex, s, d):
+        class Dev:
+            root, rank, size = ex.root, ex.rank, ex.size
+
+            def allreduce(self, a, op):
+                return cp.asarray(ex.allreduce(cp.asnumpy(a), op))
+
+            def gather(self, a):
+                got = ex.gather(cp.asnumpy(a))
+                return None if got is None else cp.asarray(got)
+
+            def bcast(self, a):
+                return cp.asarray(ex.bcast(None if a is None else cp.asnumpy(a)))
+
+            def allgather(self, a):
+                return cp.asarray(ex.allgather(cp.asnumpy(a)))
+
+            def alltoall(self, parts):
+                return cp.asarray(ex.alltoall([cp.asnumpy(p) for p in parts]))
+
+        with cp.cuda.Device(0):
+            got = spread_all(cp, Dev(), cp.asarray(s), cp.asarray(d), n, some_ids)
+            pd = got[0]
+            return (cp.asnumpy(pd.comp), cp.asnumpy(pd.level), pd.level_ptr, got[1], cp.asnumpy(got[2]),
+                    cp.asnumpy(got[3]), cp.asnumpy(got[5]), cp.asnumpy(got[6]), got[7], got[8])
+
+    gpu = Threads(3).run(on_gpu, src, dst)[0]
+    cpu = Threads(3).run(lambda r, ex, s, d: spread_all(np, ex, s, d, n, some_ids), src, dst)[0]
+    pd = cpu[0]
+    want = (pd.comp, pd.level, pd.level_ptr, cpu[1], cpu[2], cpu[3], cpu[5], cpu[6], cpu[7], cpu[8])
+    for a, b in zip(gpu, want):
+        np.testing.assert_array_equal(a, b)
+
+
+@pytest.mark.mpi(min_size=2)
+def test_mpi_exchange_alltoall_and_allgather_in_small_pieces(monkeypatch):
+    """Pieces of 24 bytes (3 int64): every pair's message in several nonblocking pieces, pairs of
+    unequal sizes (a rank sends more to one peer than it gets back), empty parts included."""
+    from mpi4py import MPI
+
+    from distgrail.mpi.partition import MpiExchange
+
+    comm = MPI.COMM_WORLD
+    monkeypatch.setattr(MpiExchange, "PIECE", 24)
+    ex = MpiExchange(comm, np)
+    me, N = comm.rank, comm.size
+    parts = [np.arange(7 * me + 3 * j, dtype=np.int64) + 1000 * me + 100 * j for j in range(N)]
+    got = ex.alltoall(parts)
+    want = np.concatenate([np.arange(7 * r + 3 * me, dtype=np.int64) + 1000 * r + 100 * me for r in range(N)])
+    np.testing.assert_array_equal(got, want)
+    every = ex.allgather(np.full(me + 1, me, dtype=np.int32))
+    np.testing.assert_array_equal(every, np.repeat(np.arange(N), np.arange(1, N + 1)))
+    ors = ex.allreduce(np.array([1 << me, 1 << 40], dtype=np.uint64), "bor")
+    assert ors.tolist() == [(1 << N) - 1, 1 << 40]
