@@ -44,7 +44,7 @@ CASES = {**GRAPHS, **random_dags()}
 def spread_all(xp, ex, src, dst, n, ids_of):
     """Every spread stage on one rank: (PartDAG, parent, lo, hi, ids, out, in, indptr, indices)."""
     compact, C, keys = partitioned_keys(xp, src, dst, n, ex, 0)
-    pd = spread_dag(xp, ex, n, compact, C, keys)
+    pd = spread_dag(xp, ex, n, compact, C, [keys])
     parent = spread_parents(xp, ex, pd, SEED)
     host = parent if xp is np else parent.get()
     size = subtree_sizes_numpy(host, pd.level_ptr)

@@ -112,9 +112,11 @@ class MpiExchange:
 
     def alltoall(self, parts):
         """``parts[j]`` (1-D, one dtype) to rank j; what this rank got, in rank order: each pair
-        of ranks in nonblocking messages of at most :attr:`PIECE` bytes."""
+        of ranks in nonblocking messages of at most :attr:`PIECE` bytes. ``parts`` is emptied
+        once copied to the host."""
         MPI = mpi()
         hs = [np.ascontiguousarray(_host(p)) for p in parts]
+        parts.clear()  # the device copies go back before what comes in is uploaded
         sizes = self.comm.alltoall([int(h.shape[0]) for h in hs])
         dt = hs[self.rank].dtype
         step = max(1, self.PIECE // max(dt.itemsize, 1))
@@ -247,7 +249,9 @@ class Partitioned(SpreadSteps, AcrossRanks):
         self.spread = bool(comm.bcast(spread, root=0))
         if self.spread:
             check_spread_fits(comm, be, n, C, int(keys.shape[0]), self.dims, self.supports, m_up)
-            dag = self.spread_dag(g, compact, C, keys, ex)
+            box = [keys]
+            del keys  # spread_dag takes them out of the box: their memory goes back when read
+            dag = self.spread_dag(g, compact, C, box, ex)
         else:
             with be.on_device():
                 cu, cv = gather_condensed(xp, ex, C, keys)

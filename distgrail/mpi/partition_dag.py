@@ -81,7 +81,7 @@ class SpreadSteps:
 
     spread = False
 
-    def spread_dag(self, g, compact, C, keys, ex):
+    def spread_dag(self, g, compact, C, box, ex):
         """Collective: the :class:`~distgrail.stages.partitioned_dag.PartDAG` (levels, numbering,
         rows routed to their owners)."""
         from ..stages.partitioned_dag import spread_dag
@@ -89,7 +89,7 @@ class SpreadSteps:
         self.ex = ex
         t0 = time.perf_counter()
         with self.be.on_device():
-            pd = spread_dag(self.be.xp, ex, int(g.n), compact, C, keys)
+            pd = spread_dag(self.be.xp, ex, int(g.n), compact, C, box)
         self._timed("spread dag", t0)
         self.report.update({"dag edges held": int(pd.indices.shape[0]), "dag rows": [pd.r0, pd.r1]})
         return pd

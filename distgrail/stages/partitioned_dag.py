@@ -26,7 +26,7 @@ local CSR. No rank holds another rank's edges.
 The exchange (``ex``) adds to that of :mod:`~distgrail.stages.partitioned_scc`: ``rank`` and
 ``size``, op ``"bor"`` for ``allreduce``, ``allgather(a)`` (the concatenation in rank order on
 every rank) and ``alltoall(parts)`` (``parts[j]`` goes to rank j; returns what this rank got,
-concatenated in rank order).
+concatenated in rank order; it may empty the list ``parts`` once it has copied them).
 """
 
 from __future__ import annotations
@@ -34,7 +34,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..hashing import STREAM_PARENT, hash3_xp
-from .partitioned_scc import _at, scatter_max, scatter_min
+from .partitioned_scc import _at, scatter_max, scatter_min, sorted_distinct
 
 __all__ = ["PartDAG", "kahn_levels", "spread_dag", "spread_parents", "spread_intervals", "spread_masks",
            "spread_degrees", "gather_csr", "spread_bytes"]
@@ -97,17 +97,15 @@ def spread_bytes(n: int, C: int, m_local: int, k: int, W: int) -> int:
 
 def kahn_levels(xp, ex, C: int, cu, cv):
     """Collective: the longest-path level of every component (int32, the same on every rank) of
-    the DAG whose edges ``cu -> cv`` are spread over the ranks; and the number of levels."""
+    the DAG whose edges ``cu -> cv`` (this rank's, sorted by ``cu``) are spread over the ranks;
+    and the number of levels."""
     level = xp.full(C, -1, dtype=xp.int32)
     if C == 0:
         return level, 0
     indeg = xp.bincount(cv, minlength=C).astype(xp.int64)
     indeg = ex.allreduce(indeg, "sum")
-    order = xp.argsort(cu)
-    s_cu, s_cv = cu[order], cv[order]
-    del order
-    ptr = xp.searchsorted(s_cu, xp.arange(C + 1, dtype=s_cu.dtype)).astype(xp.int64)
-    del s_cu
+    s_cv = cv  # the edges come sorted by cu (keys): cu's CSR is a search away
+    ptr = xp.searchsorted(cu, xp.arange(C + 1, dtype=cu.dtype)).astype(xp.int64)
     frontier = xp.flatnonzero(indeg == 0)
     lev = 0
     while frontier.size:
@@ -143,15 +141,19 @@ def _bounds(xp, ex, C, nu, size):
     return np.concatenate(([0], np.minimum(mid, C), [C])).astype(np.int64)
 
 
-def spread_dag(xp, ex, n: int, compact, C: int, keys) -> PartDAG:
+def spread_dag(xp, ex, n: int, compact, C: int, box) -> PartDAG:
     """Collective: the :class:`PartDAG` of the graph whose vertices have compact SCC ids
-    ``compact`` (the same on every rank) and whose condensed edges on this rank are ``keys``
-    (distinct int64 ``cu * C + cv``, :func:`~distgrail.stages.partitioned_scc.condensed_keys`)."""
+    ``compact`` (the same on every rank) and whose condensed edges on this rank are the keys in
+    the one-element list ``box`` (sorted distinct int64 ``cu * C + cv``,
+    :func:`~distgrail.stages.partitioned_scc.condensed_keys`; taken out of the list, so that
+    their memory goes back once they are read)."""
     idt = compact.dtype
+    keys = box.pop()
     if C:
         cu, cv = (keys // C).astype(idt), (keys % C).astype(idt)
     else:
         cu = cv = keys.astype(idt)
+    del keys
     lev0, L = kahn_levels(xp, ex, C, cu, cv)
     order = xp.argsort(lev0.astype(xp.int64) * C + xp.arange(C, dtype=xp.int64))  # (level, compact id)
     new_of_old = xp.empty(C, dtype=idt)
@@ -163,12 +165,17 @@ def spread_dag(xp, ex, n: int, compact, C: int, keys) -> PartDAG:
     nu, nv = new_of_old[cu], new_of_old[cv]
     del cu, cv
     bounds = _bounds(xp, ex, C, nu, ex.size)
-    mine = xp.sort(nu.astype(xp.int64) * C + nv.astype(xp.int64))
-    del nu, nv
+    mine = nu.astype(xp.int64)
+    del nu
+    mine *= C
+    mine += nv
+    del nv
+    mine.sort()
     cut = _host(xp.searchsorted(mine, xp.asarray(bounds * C, dtype=xp.int64))).tolist()
-    got = ex.alltoall([mine[cut[j]:cut[j + 1]] for j in range(ex.size)])
+    parts = [mine[cut[j]:cut[j + 1]] for j in range(ex.size)]
     del mine
-    got = xp.unique(got)
+    got = sorted_distinct(xp, ex.alltoall(parts))  # (the exchange may empty parts once it has copied them)
+    del parts
     r0, r1 = int(bounds[ex.rank]), int(bounds[ex.rank + 1])
     rows = got // C if C else got
     indptr = xp.searchsorted(rows, xp.arange(r0, r1 + 1, dtype=xp.int64)).astype(xp.int64)

@@ -226,10 +226,22 @@ def condensed_keys(xp, src, dst, rep):
     compact = xp.empty(n, dtype=idt)
     compact[heads] = xp.arange(C, dtype=idt)
     compact = compact[rep]
-    cu, cv = compact[src], compact[dst]
-    keep = cu != cv
-    keys = xp.unique(cu[keep].astype(xp.int64) * C + cv[keep].astype(xp.int64))
-    return compact, C, keys
+    keys = compact[src].astype(xp.int64)  # built in place: 8 bytes per edge, then the sort's copy
+    keys *= C
+    keys += compact[dst]
+    keys = keys[keys % (C + 1) != 0] if C else keys[:0]  # cu == cv: (cu * C + cu) is a multiple of C + 1
+    return compact, C, sorted_distinct(xp, keys)
+
+
+def sorted_distinct(xp, a):
+    """``a`` sorted in place and without repeats (``xp.unique`` without its extra copies)."""
+    a.sort()
+    if a.shape[0] < 2:
+        return a
+    keep = xp.empty(a.shape[0], dtype=xp.bool_)
+    keep[0] = True
+    xp.not_equal(a[1:], a[:-1], out=keep[1:])
+    return a[keep]
 
 
 def partitioned_keys(xp, src, dst, n: int, ex, gather_edges: int = DEFAULT_GATHER_EDGES):
