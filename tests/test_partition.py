@@ -225,25 +225,44 @@ def assert_same_index_file(a, b):
             assert str(fa.attrs[k]) == str(fb.attrs[k]), k
 
 
-@pytest.mark.mpi(min_size=2)
-@pytest.mark.parametrize("gather", ["0", "1000000000"])
-def test_partitioned_index_is_byte_identical_and_exact(shared_dir, gather, monkeypatch):
-    from mpi4py import MPI
-
-    import distgrail
-    from distgrail.bfs import bfs_reachable, csr_of
-    from distgrail.io.read import read_graph
-
-    comm = MPI.COMM_WORLD
-    monkeypatch.setenv("DISTGRAIL_PARTITION_GATHER", gather)
+def written_mpi_graphs(comm, shared_dir):
+    """Collective: rank 0 writes :func:`mpi_graphs` into ``shared_dir``; ``(name, path, num_vertices)``."""
     items = mpi_graphs()
     if comm.rank == 0:
         for name, text, _ in items:
             with open(os.path.join(shared_dir, name), "w") as f:
                 f.write(text)
     comm.Barrier()
-    for name, _, nv in items:
-        path = os.path.join(shared_dir, name)
+    return [(name, os.path.join(shared_dir, name), nv) for name, _, nv in items]
+
+
+def same_as_one_process_and_bfs(idx, path, nv, out, one, **kw):
+    """The index file ``out`` equals a one-process build's (written to ``one``, same ``kw``) and
+    ``idx`` answers 300 random pairs as BFS does."""
+    import distgrail
+    from distgrail.bfs import bfs_reachable, csr_of
+    from distgrail.io.read import read_graph
+
+    g = read_graph(path, num_vertices=nv)
+    distgrail.build_index(path, dims=3, backend="cpu", output=one, num_vertices=nv, **kw)
+    assert_same_index_file(out, one)
+    rng = np.random.default_rng(3)
+    u, v = rng.integers(0, g.n, 300), rng.integers(0, g.n, 300)
+    ans, _ = idx.query(u, v)
+    np.testing.assert_array_equal(ans, bfs_reachable(*csr_of(g), u, v), err_msg=path)
+
+
+@pytest.mark.mpi(min_size=2)
+@pytest.mark.parametrize("gather", ["0", "1000000000"])
+def test_partitioned_index_is_byte_identical_and_exact(shared_dir, gather, monkeypatch):
+    from mpi4py import MPI
+
+    import distgrail
+    from distgrail.io.read import read_graph
+
+    comm = MPI.COMM_WORLD
+    monkeypatch.setenv("DISTGRAIL_PARTITION_GATHER", gather)
+    for name, path, nv in written_mpi_graphs(comm, shared_dir):
         out = os.path.join(shared_dir, f"{name}.{gather}.part.h5")
         idx = distgrail.build_index(path, dims=3, comm=comm, partition="on", backend="cpu", output=out,
                                     num_vertices=nv)
@@ -257,13 +276,7 @@ def test_partitioned_index_is_byte_identical_and_exact(shared_dir, gather, monke
         if gather == "0" and g.m:
             assert all(r["sweeps"] >= 2 for r in rep), (name, rep)
         if comm.rank == 0:
-            one = os.path.join(shared_dir, f"{name}.{gather}.one.h5")
-            distgrail.build_index(path, dims=3, backend="cpu", output=one, num_vertices=nv)
-            assert_same_index_file(out, one)
-            rng = np.random.default_rng(3)
-            u, v = rng.integers(0, g.n, 300), rng.integers(0, g.n, 300)
-            ans, _ = idx.query(u, v)
-            np.testing.assert_array_equal(ans, bfs_reachable(*csr_of(g), u, v), err_msg=name)
+            same_as_one_process_and_bfs(idx, path, nv, out, os.path.join(shared_dir, f"{name}.{gather}.one.h5"))
         comm.Barrier()
 
 
@@ -371,6 +384,30 @@ def test_partition_flag_in_help_and_bad_value_is_exit_2(capsys):
     assert e.value.code == 2
 
 
+class OnDevice:
+    """A simulated rank's exchange for CuPy arrays: through host memory, as MpiExchange does."""
+
+    def __init__(self, cp, ex):
+        self.cp, self.ex = cp, ex
+        self.root, self.rank, self.size = ex.root, ex.rank, ex.size
+
+    def allreduce(self, a, op):
+        return self.cp.asarray(self.ex.allreduce(self.cp.asnumpy(a), op))
+
+    def gather(self, a):
+        got = self.ex.gather(self.cp.asnumpy(a))
+        return None if got is None else self.cp.asarray(got)
+
+    def bcast(self, a):
+        return self.cp.asarray(self.ex.bcast(None if a is None else self.cp.asnumpy(a)))
+
+    def allgather(self, a):
+        return self.cp.asarray(self.ex.allgather(self.cp.asnumpy(a)))
+
+    def alltoall(self, parts):
+        return self.cp.asarray(self.ex.alltoall([self.cp.asnumpy(p) for p in parts]))
+
+
 @pytest.mark.gpu
 @pytest.mark.parametrize("gather", [0, 10**12])
 @pytest.mark.parametrize("name", ["giant", "chain of cycles backward", "random 2", "dense dag", "empty"])
@@ -384,21 +421,9 @@ def test_partitioned_condensation_on_cupy_equals_condense(name, gather):
     T = Threads(3)
 
     def on_gpu(r, ex, s, d):
-        class Dev:
-            root = ex.root
-
-            def allreduce(self, a, op):
-                return cp.asarray(ex.allreduce(cp.asnumpy(a), op))
-
-            def gather(self, a):
-                got = ex.gather(cp.asnumpy(a))
-                return None if got is None else cp.asarray(got)
-
-            def bcast(self, a):
-                return cp.asarray(ex.bcast(None if a is None else cp.asnumpy(a)))
-
         with cp.cuda.Device(0):
-            compact, C, cu, cv = partitioned_condensed_edges(cp, cp.asarray(s), cp.asarray(d), n, Dev(), gather)
+            compact, C, cu, cv = partitioned_condensed_edges(cp, cp.asarray(s), cp.asarray(d), n, OnDevice(cp, ex),
+                                                             gather)
             return cp.asnumpy(compact), C, None if cu is None else (cp.asnumpy(cu), cp.asnumpy(cv))
 
     got = T.run(on_gpu, src, dst)

@@ -20,7 +20,7 @@ from distgrail.stages.partitioned_scc import Counted, partitioned_keys
 from distgrail.stages.ranks import post_order_ranks_numpy
 from distgrail.stages.subtree import subtree_sizes_numpy
 from distgrail.stages.supports import choose_supports_numpy, support_masks_numpy
-from test_partition import GRAPHS, Threads, assert_same_index_file, mpi_graphs
+from test_partition import GRAPHS, OnDevice, Threads, same_as_one_process_and_bfs, written_mpi_graphs
 
 SEED = 7
 
@@ -146,20 +146,11 @@ def test_spread_index_is_byte_identical_and_exact(shared_dir, supports, monkeypa
     from mpi4py import MPI
 
     import distgrail
-    from distgrail.bfs import bfs_reachable, csr_of
-    from distgrail.io.read import read_graph
 
     comm = MPI.COMM_WORLD
     monkeypatch.setenv("DISTGRAIL_PARTITION_DAG", "ranks")
     monkeypatch.setenv("DISTGRAIL_PARTITION_GATHER", "0")
-    items = mpi_graphs()
-    if comm.rank == 0:
-        for name, text, _ in items:
-            with open(os.path.join(shared_dir, name), "w") as f:
-                f.write(text)
-    comm.Barrier()
-    for name, _, nv in items:
-        path = os.path.join(shared_dir, name)
+    for name, path, nv in written_mpi_graphs(comm, shared_dir):
         out = os.path.join(shared_dir, f"{name}.{supports}.spread.h5")
         idx = distgrail.build_index(path, dims=3, comm=comm, partition="on", backend="cpu", output=out,
                                     num_vertices=nv, supports=supports)
@@ -169,14 +160,8 @@ def test_spread_index_is_byte_identical_and_exact(shared_dir, supports, monkeypa
         if idx.meta["n_dag_edges"] >= 8 * comm.size:
             assert max(r["dag edges held"] for r in rep) < idx.meta["n_dag_edges"], name
         if comm.rank == 0:
-            g = read_graph(path, num_vertices=nv)
-            one = os.path.join(shared_dir, f"{name}.{supports}.one.h5")
-            distgrail.build_index(path, dims=3, backend="cpu", output=one, num_vertices=nv, supports=supports)
-            assert_same_index_file(out, one)
-            rng = np.random.default_rng(3)
-            u, v = rng.integers(0, g.n, 300), rng.integers(0, g.n, 300)
-            ans, _ = idx.query(u, v)
-            np.testing.assert_array_equal(ans, bfs_reachable(*csr_of(g), u, v), err_msg=name)
+            same_as_one_process_and_bfs(idx, path, nv, out, os.path.join(shared_dir, f"{name}.{supports}.one.h5"),
+                                        supports=supports)
         comm.Barrier()
 
 
@@ -203,27 +188,8 @@ def test_spread_stages_on_cupy_equal_numpy(name):
     n, src, dst = CASES[name]
 
     def on_gpu(r, ex, s, d):
-        class Dev:
-            root, rank, size = ex.root, ex.rank, ex.size
-
-            def allreduce(self, a, op):
-                return cp.asarray(ex.allreduce(cp.asnumpy(a), op))
-
-            def gather(self, a):
-                got = ex.gather(cp.asnumpy(a))
-                return None if got is None else cp.asarray(got)
-
-            def bcast(self, a):
-                return cp.asarray(ex.bcast(None if a is None else cp.asnumpy(a)))
-
-            def allgather(self, a):
-                return cp.asarray(ex.allgather(cp.asnumpy(a)))
-
-            def alltoall(self, parts):
-                return cp.asarray(ex.alltoall([cp.asnumpy(p) for p in parts]))
-
         with cp.cuda.Device(0):
-            got = spread_all(cp, Dev(), cp.asarray(s), cp.asarray(d), n, some_ids)
+            got = spread_all(cp, OnDevice(cp, ex), cp.asarray(s), cp.asarray(d), n, some_ids)
             pd = got[0]
             return (cp.asnumpy(pd.comp), cp.asnumpy(pd.level), pd.level_ptr, got[1], cp.asnumpy(got[2]),
                     cp.asnumpy(got[3]), cp.asnumpy(got[5]), cp.asnumpy(got[6]), got[7], got[8])
