@@ -17,7 +17,7 @@ from scipy.sparse.csgraph import connected_components
 
 from distgrail.io.graph import EdgeGraph
 from distgrail.stages.condense import condense
-from distgrail.stages.partitioned_scc import Counted, condense_partitioned, partitioned_reps
+from distgrail.stages.partitioned_scc import Counted, combine_max, combine_or, condense_partitioned, partitioned_reps
 
 ARRAYS = ("comp", "indptr", "indices", "rindptr", "rindices", "level", "level_ptr")
 OPS = {"max": np.maximum, "min": np.minimum, "sum": np.add, "bor": np.bitwise_or}
@@ -181,6 +181,59 @@ def test_gather_threshold_decides_sweeps_and_bytes():
     assert counts[0]["sweeps"] > 10 * counts[10**12]["sweeps"], counts
     assert counts[10**12]["gathered bytes"] > counts[0]["gathered bytes"], counts
     assert counts[0]["allreduce bytes"] >= counts[0]["sweeps"] * 8
+
+
+@pytest.mark.parametrize("changes", [1, 5, 400])
+@pytest.mark.parametrize("K", [1, 2, 3])
+def test_combine_sends_the_frontier_or_the_array_whichever_is_smaller(K, changes):
+    """combine_max / combine_or give the elementwise MAX / OR of the ranks' arrays; a few changes
+    go as ids (allgather: no n-sized allreduce), many as the array or the packed bitmap."""
+    n = 1000
+    old = np.arange(n, dtype=np.int32)
+
+    def one(r, ex, s, d):
+        rng = np.random.default_rng(r)
+        at = rng.choice(n, changes, replace=False)
+        nxt = old.copy()
+        nxt[at] += rng.integers(1, 50, changes, dtype=np.int32)
+        flags = np.zeros(n, bool)
+        nflags = flags.copy()
+        nflags[at] = True
+        c = Counted(ex)
+        mx = combine_max(np, c, old, nxt.copy())
+        orr = combine_or(np, c, flags, nflags.copy())
+        return mx, orr, nxt, nflags, c.stats()
+
+    got = Threads(K).run(one, np.zeros(K, np.int64), np.zeros(K, np.int64))
+    want_max = np.maximum.reduce([g[2] for g in got])
+    want_or = np.logical_or.reduce([g[3] for g in got])
+    total = changes * K  # distinct positions on one rank; the count sums over ranks
+    for mx, orr, _, _, st in got:
+        np.testing.assert_array_equal(mx, want_max)
+        np.testing.assert_array_equal(orr, want_or)
+        assert orr.dtype == np.bool_
+        max_list, or_list = 2 * total < n, total * 8 * 8 < n  # pairs of int32 / int64 ids against n
+        want = {"allreduce bytes": 16 + (0 if max_list else 4 * n) + (0 if or_list else -(-n // 8)),
+                "exchanged bytes": (8 * changes if max_list else 0) + (8 * changes if or_list else 0)}
+        assert {k: st[k] for k in want} == want, (st, max_list, or_list)
+    same = Threads(K).run(lambda r, ex, s, d: (combine_max(np, ex, old, old.copy()),
+                                               combine_or(np, ex, old > n, old > n)), np.zeros(K), np.zeros(K))
+    assert all(a is None and b is None for a, b in same)  # nothing changed anywhere: the sweeps end
+
+
+def test_colour_sweeps_send_frontiers_not_whole_arrays():
+    """A long chain peeled by sweeps (no gather): each sweep's frontier is a few vertices, so
+    the bytes sent are far below one n-sized array per sweep (what the sweeps sent before)."""
+    n = 3000
+    src, dst = _arr(range(n - 1)), _arr(range(1, n))
+    src, dst = np.concatenate((src, [n - 1])), np.concatenate((dst, [0]))  # one giant cycle
+    got = Threads(2).run(lambda r, ex, s, d: (lambda c: (partitioned_reps(np, s, d, n, c, 0), c.stats()))(
+        Counted(ex)), src, dst)
+    np.testing.assert_array_equal(got[0][0], np.zeros(n, np.int64))
+    st = got[0][1]
+    sent = st["allreduce bytes"] + st["exchanged bytes"]
+    assert st["sweeps"] > 100, st  # the colour takes n sweeps round the cycle
+    assert sent < st["sweeps"] * n / 8, st
 
 
 # ---------------------------------------------------------------- under MPI: build_index(partition="on")

@@ -66,6 +66,26 @@ def some_ids(C):
 def test_spread_stages_equal_one_process(name, K):
     n, src, dst = CASES[name]
     got = Threads(K).run(lambda r, ex, s, d: spread_all(np, Counted(ex), s, d, n, some_ids), src, dst)
+    assert all(g[0].indices.dtype == np.int32 for g in got)
+    _equal_one_process(n, src, dst, got)
+
+
+@pytest.mark.parametrize("K", [2, 3])
+@pytest.mark.parametrize("name", ["dag 1", "giant", "deep chain", "dense dag", "empty", "isolated"])
+def test_spread_stages_with_int64_ids_equal_one_process(name, K, monkeypatch):
+    """From 2^31 components the rows' ids are int64 (not cast to int32): forced here on small
+    graphs, the same numbers."""
+    import distgrail.stages.partitioned_dag as pdag
+
+    monkeypatch.setattr(pdag, "INT64_IDS_FROM", 0)
+    n, src, dst = CASES[name]
+    got = Threads(K).run(lambda r, ex, s, d: spread_all(np, Counted(ex), s, d, n, some_ids), src, dst)
+    assert all(g[0].indices.dtype == np.int64 and g[0].erow.dtype == np.int64 for g in got)
+    assert got[0][8].dtype == np.int64
+    _equal_one_process(n, src, dst, got)
+
+
+def _equal_one_process(n, src, dst, got):
     dag = condense(EdgeGraph(n=n, src=src, dst=dst))
     pd, parent, lo, hi, ids, out, inn, ip, ix, (indeg, outdeg) = got[0]
     assert (pd.C, pd.m, pd.n_levels) == (dag.C, dag.m, dag.n_levels)

@@ -37,11 +37,21 @@ from ..hashing import STREAM_PARENT, hash3_xp
 from .partitioned_scc import _at, scatter_max, scatter_min, sorted_distinct
 
 __all__ = ["PartDAG", "kahn_levels", "spread_dag", "spread_parents", "spread_intervals", "spread_masks",
-           "spread_degrees", "gather_csr", "spread_bytes"]
+           "spread_degrees", "gather_csr", "spread_bytes", "id_type"]
 
 
 def _host(a):
     return a if isinstance(a, np.ndarray) else a.get()
+
+
+#: component counts from which this module's ids are int64 (int32 below)
+INT64_IDS_FROM = 2**31
+
+
+def id_type(xp, C: int):
+    """The type of component ids in this module's arrays: int32 while C < 2^31, int64 above (a
+    partitioned build is where C can pass 2^31: the one-GPU DAG path refuses it)."""
+    return xp.int32 if int(C) < INT64_IDS_FROM else xp.int64
 
 
 def _scalar_sum(xp, ex, v) -> int:
@@ -66,24 +76,26 @@ class PartDAG:
     ``level_ptr``, ``bounds`` (row blocks), ``level_edges`` / ``level_in`` (DAG edges leaving /
     entering each level, over all ranks) on the host; this rank's rows ``r0 .. r1-1`` as
     ``indptr`` (local offsets from 0) and ``indices`` (component ids), and ``erow`` (each local
-    edge's row)."""
+    edge's row); ids are int32 below 2^31 components, int64 from there. ``level_off`` (host): where
+    each level's rows start in this rank's edges, so that a level's edges are found without
+    reading the device."""
 
-    def __init__(self, n, C, m, comp, level, level_ptr, bounds, rank, indptr, indices, erow, level_edges, level_in):
+    def __init__(self, n, C, m, comp, level, level_ptr, bounds, rank, indptr, indices, erow, level_edges, level_in,
+                 level_off):
         self.n, self.C, self.m = int(n), int(C), int(m)
         self.comp, self.level, self.level_ptr, self.bounds = comp, level, level_ptr, bounds
         self.r0, self.r1 = int(bounds[rank]), int(bounds[rank + 1])
         self.indptr, self.indices, self.erow = indptr, indices, erow
-        self.level_edges, self.level_in = level_edges, level_in
+        self.level_edges, self.level_in, self.level_off = level_edges, level_in, level_off.tolist()
         self.meta, self.timings = {}, {}
 
     @property
     def n_levels(self) -> int:
         return int(self.level_ptr.shape[0] - 1)
 
-    def local_edges(self, a: int, b: int):
-        """``(rows, children)`` of this rank's edges leaving components ``a .. b-1``."""
-        lo, hi = min(max(a, self.r0), self.r1), min(max(b, self.r0), self.r1)
-        e0, e1 = int(self.indptr[lo - self.r0]), int(self.indptr[hi - self.r0])
+    def level_edges_here(self, lev: int):
+        """``(rows, children)`` of this rank's edges leaving level ``lev``'s components."""
+        e0, e1 = self.level_off[lev], self.level_off[lev + 1]
         return self.erow[e0:e1], self.indices[e0:e1]
 
 
@@ -179,17 +191,19 @@ def spread_dag(xp, ex, n: int, compact, C: int, box) -> PartDAG:
     r0, r1 = int(bounds[ex.rank]), int(bounds[ex.rank + 1])
     rows = got // C if C else got
     indptr = xp.searchsorted(rows, xp.arange(r0, r1 + 1, dtype=xp.int64)).astype(xp.int64)
-    indices = (got % C).astype(xp.int32) if C else got.astype(xp.int32)
-    erow = rows.astype(xp.int32)
+    cdt = id_type(xp, C)
+    indices = (got % C).astype(cdt) if C else got.astype(cdt)
+    erow = rows.astype(cdt)
     del got, rows
     m = _scalar_sum(xp, ex, indices.size)
-    lp = np.clip(level_ptr, r0, r1) - r0
-    out_local = np.diff(_host(indptr)[lp]).astype(np.int64)
+    level_off = _host(indptr[xp.asarray(np.clip(level_ptr, r0, r1) - r0)]).astype(np.int64)
+    out_local = np.diff(level_off)
     level_edges = _host(ex.allreduce(xp.asarray(out_local), "sum"))
     in_local = xp.bincount(level[indices], minlength=max(L, 1))[:L].astype(xp.int64) if L else xp.zeros(0, xp.int64)
     level_in = _host(ex.allreduce(in_local, "sum"))
     comp = new_of_old[compact]
-    return PartDAG(n, C, m, comp, level, level_ptr, bounds, ex.rank, indptr, indices, erow, level_edges, level_in)
+    return PartDAG(n, C, m, comp, level, level_ptr, bounds, ex.rank, indptr, indices, erow, level_edges, level_in,
+                   level_off)
 
 
 def spread_parents(xp, ex, pd: PartDAG, seed: int):
@@ -221,7 +235,7 @@ def spread_intervals(xp, ex, pd: PartDAG, post):
         if not pd.level_edges[lev]:
             continue
         a, b = lp[lev], lp[lev + 1]
-        rows, ch = pd.local_edges(a, b)
+        rows, ch = pd.level_edges_here(lev)
         for j in range(k if rows.size else 0):
             scatter_min(xp, lo[j], rows, lo[j][ch])
             scatter_max(xp, hi[j], rows, hi[j][ch])
@@ -248,7 +262,7 @@ def spread_masks(xp, ex, pd: PartDAG, ids):
         if not W or not pd.level_edges[lev]:
             continue
         a, b = lp[lev], lp[lev + 1]
-        rows, ch = pd.local_edges(a, b)
+        rows, ch = pd.level_edges_here(lev)
         for w in range(W if rows.size else 0):
             _at(xp, "bitwise_or", out[w], rows, out[w][ch])
         out[:, a:b] = ex.allreduce(xp.ascontiguousarray(out[:, a:b]), "bor")
@@ -259,7 +273,7 @@ def spread_masks(xp, ex, pd: PartDAG, ids):
         if lev and pd.level_in[lev]:
             inn[:, a:b] = ex.allreduce(xp.ascontiguousarray(inn[:, a:b]), "bor")
         if pd.level_edges[lev]:
-            rows, ch = pd.local_edges(a, b)
+            rows, ch = pd.level_edges_here(lev)
             for w in range(W if rows.size else 0):
                 _at(xp, "bitwise_or", inn[w], ch, inn[w][rows])
     return xp.ascontiguousarray(out.T), xp.ascontiguousarray(inn.T)
@@ -275,12 +289,12 @@ def spread_degrees(xp, ex, pd: PartDAG):
 
 
 def gather_csr(xp, ex, pd: PartDAG):
-    """Collective: ``(indptr, indices)`` of the whole DAG as host arrays (int64, int32) on the
-    root, None elsewhere: the rows' blocks in rank order are the rows in order."""
+    """Collective: ``(indptr, indices)`` of the whole DAG as host arrays (int64, the ids' type) on
+    the root, None elsewhere: the rows' blocks in rank order are the rows in order."""
     deg = ex.gather(xp.diff(pd.indptr))
     ind = ex.gather(pd.indices)
     if not ex.root:
         return None, None
     indptr = np.zeros(pd.C + 1, dtype=np.int64)
     np.cumsum(_host(deg), out=indptr[1:])
-    return indptr, _host(ind).astype(np.int32, copy=False)
+    return indptr, _host(ind).astype(id_type(np, pd.C), copy=False)

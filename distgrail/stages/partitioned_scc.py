@@ -5,15 +5,20 @@ algorithms for strongly connected components"), written once against an array mo
 
 Each rank holds ITS edges (``src, dst``, about 1/N of them, where they were parsed) and arrays
 of length n that are the same on every rank (``alive``, ``rep``, ``color``, ``reached``). A
-*sweep* applies the rank's edges to its copy, then ONE ``allreduce`` combines the copies; every
-copy then equals the combination, so every rank takes the same decisions without another message.
+*sweep* applies the rank's edges to its copy, then the copies are combined (an ``allreduce``, or
+an ``allgather`` of the frontier); every copy then equals the combination, so every rank takes the
+same decisions without another message.
 
-- **trim**: an alive vertex with no alive in-edge or no alive out-edge (presence bitmaps,
-  ``allreduce`` MAX over 2n bytes) is a singleton SCC; repeated while a round removes at least
+- **trim**: an alive vertex with no alive in-edge or no alive out-edge (presence bitmaps, packed:
+  ``allreduce`` OR over n/4 bytes) is a singleton SCC; repeated while a round removes at least
   1/64 of the alive vertices.
-- **colour**: ``color[v]`` = largest alive id reaching v (scatter-max along alive edges, MAX over
-  the ranks, until nothing changes); each root (``color[r] == r``) claims, by a backward sweep
-  along edges inside its colour (MAX), the vertices of its colour that reach it: r's SCC.
+- **colour**: ``color[v]`` = largest alive id reaching v (scatter-max along the alive edges out of
+  the last sweep's frontier, until nothing changes); each root (``color[r] == r``) claims, by a
+  backward sweep along edges inside its colour, the vertices of its colour that reach it: r's SCC.
+  Each sweep sends its frontier (:func:`combine_max`, :func:`combine_or`): the changed ids (and
+  colours) of every rank when they are the smaller, else the whole array (MAX) or bitmap (OR),
+  after one 8-byte allreduce of the frontier's size; the fixpoint, and so every colour, is the
+  same either way.
 - **gather**: when the alive edges left (SUM over the ranks) are at most ``gather_edges``, they go
   to the root, which finishes with the one-process SCC steps (:func:`distgrail.stages.scc.scc_reps`
   on :class:`~distgrail.stages.scc.NumpySteps` or ``CudaSteps``) and broadcasts the result: deep
@@ -42,7 +47,7 @@ import numpy as np
 
 __all__ = ["DEFAULT_GATHER_EDGES", "Counted", "partitioned_reps", "condensed_keys", "partitioned_keys",
            "gather_condensed", "partitioned_condensed_edges",
-           "expand_dag", "condense_partitioned", "scatter_max", "scatter_min"]
+           "expand_dag", "condense_partitioned", "scatter_max", "scatter_min", "combine_max", "combine_or"]
 
 #: alive edges (over all ranks) up to which the rest of the SCC search runs on the root
 DEFAULT_GATHER_EDGES = 4 << 20
@@ -115,6 +120,42 @@ class Counted:
                 "exchanged bytes": self.exchanged_bytes}
 
 
+def _changed(xp, ex, old, nxt):
+    """(this rank's changed positions, their count over all ranks): one allreduce of 8 bytes."""
+    mine = xp.flatnonzero(nxt != old)
+    return mine, int(ex.allreduce(xp.asarray([mine.size], dtype=xp.int64), "sum")[0])
+
+
+def combine_max(xp, ex, old, nxt):
+    """Collective: the elementwise maximum of every rank's ``nxt`` (each ``>= old``, ``old`` the
+    same on every rank), or None when no rank changed anything. What crosses is the frontier:
+    the changed (position, value) pairs of every rank (allgather) while they are fewer than
+    half of n, else the whole array (allreduce MAX), whichever is smaller; the result is the
+    same. ``nxt`` is updated in place."""
+    mine, k = _changed(xp, ex, old, nxt)
+    if k == 0:
+        return None
+    if 2 * k >= int(old.shape[0]):
+        return ex.allreduce(nxt, "max")
+    pairs = ex.allgather(xp.stack((mine.astype(old.dtype), nxt[mine]), axis=1).reshape(-1)).reshape(-1, 2)
+    scatter_max(xp, nxt, pairs[:, 0], pairs[:, 1])
+    return nxt
+
+
+def combine_or(xp, ex, old, nxt):
+    """Collective: the OR of every rank's boolean ``nxt`` (each a superset of ``old``), or None
+    when no rank set anything: the newly set positions of every rank (allgather) while their
+    ids take fewer bytes than a bitmap of n, else the packed bitmaps (allreduce OR)."""
+    mine, k = _changed(xp, ex, old, nxt)
+    if k == 0:
+        return None
+    n = int(old.shape[0])
+    if k * mine.dtype.itemsize * 8 >= n:
+        return xp.unpackbits(ex.allreduce(xp.packbits(nxt), "bor"))[:n].astype(xp.bool_)
+    nxt[ex.allgather(mine)] = True
+    return nxt
+
+
 def _root_reps(xp, s, d, k):
     """The one-process SCC steps on a graph of ``k`` vertices: each vertex's smallest member."""
     from .scc import CudaSteps, NumpySteps, scc_reps
@@ -170,10 +211,10 @@ def partitioned_reps(xp, src, dst, n: int, ex, gather_edges: int = DEFAULT_GATHE
         # trimming
         removed_any = False
         while True:
-            has = xp.zeros(2 * n, dtype=xp.uint8)
-            has[d] = 1  # an alive in-edge
-            has[n + s] = 1  # an alive out-edge
-            has = ex.allreduce(has, "max")
+            has = xp.zeros(2 * n, dtype=xp.bool_)
+            has[d] = True  # an alive in-edge
+            has[n + s] = True  # an alive out-edge
+            has = xp.unpackbits(ex.allreduce(xp.packbits(has), "bor"))[:2 * n]  # n/4 bytes, not 2n
             dead = alive & ((has[:n] == 0) | (has[n:] == 0))
             gone = int(xp.count_nonzero(dead))
             if gone:
@@ -188,26 +229,30 @@ def partitioned_reps(xp, src, dst, n: int, ex, gather_edges: int = DEFAULT_GATHE
             continue  # the threshold is looked at again
         # colouring: colour = largest alive id reaching each vertex
         color = xp.where(alive, ids, -1).astype(idt)
+        fresh = alive  # the frontier: vertices whose colour changed in the last sweep
         while True:
+            sel = fresh[s]
             nxt = color.copy()
-            scatter_max(xp, nxt, d, color[s])
-            nxt = ex.allreduce(nxt, "max")
-            if bool((nxt == color).all()):
+            scatter_max(xp, nxt, d[sel], color[s[sel]])
+            del sel
+            nxt = combine_max(xp, ex, color, nxt)
+            if nxt is None:
                 break
-            color = nxt
+            fresh, color = nxt != color, nxt
         # each root claims the vertices of its colour that reach it (backward along same-colour edges)
-        reached = (alive & (color == ids)).astype(xp.uint8)
+        reached = alive & (color == ids)
         inside = color[s] == color[d]
         bs, bd = s[inside], d[inside]
         del inside
+        fresh = reached
         while True:
             nxt = reached.copy()
-            nxt[bs[reached[bd] > 0]] = 1
-            nxt = ex.allreduce(nxt, "max")
-            if bool((nxt == reached).all()):
+            nxt[bs[fresh[bd]]] = True
+            nxt = combine_or(xp, ex, reached, nxt)
+            if nxt is None:
                 break
-            reached = nxt
-        got = reached > 0
+            fresh, reached = nxt & ~reached, nxt
+        got = reached
         rep[got] = color[got]
         alive[got] = False
         del color, reached, bs, bd, got
