@@ -61,7 +61,7 @@ import numpy as np
 from .dtypes import smallest_int, smallest_uint
 from .errors import IndexFormatError
 from .indexblocks import can_read_in_blocks, check_block_reads, parallel_read
-from .indexwrite import BlockWrites, can_write_in_blocks
+from .indexwrite import BlockWrites, StreamedArray, can_write_in_blocks, write_streamed
 from .indexwrite import as_type as _as_type
 from .io.atomic import atomic_path
 
@@ -104,9 +104,8 @@ def _pool():
 
 
 def write_index_file(path, meta: dict, arrays: dict) -> None:
-    """Write an index atomically. ``arrays`` holds the datasets named in the module docstring."""
-    import h5py
-
+    """Write an index atomically. ``arrays`` holds the datasets named in the module docstring
+    (``dag/indices`` may be a :class:`~distgrail.indexwrite.StreamedArray`)."""
     C = int(meta["n_components"])
     uC = smallest_uint(max(C - 1, 0))
     types = {
@@ -126,7 +125,21 @@ def write_index_file(path, meta: dict, arrays: dict) -> None:
         "supports/in": np.uint64,
     }
     names = list(types)[:8] + sorted(k for k in arrays if k not in list(types)[:8])
-    size = sum(int(np.asarray(a).size) * np.dtype(types.get(k, np.asarray(a).dtype)).itemsize
+    streamed = [a for a in arrays.values() if isinstance(a, StreamedArray)]
+    try:
+        _write_file(path, meta, arrays, types, names)
+    except BaseException:
+        for a in streamed:
+            a.close(True)
+        raise
+    for a in streamed:
+        a.close(False)
+
+
+def _write_file(path, meta, arrays, types, names) -> None:
+    import h5py
+
+    size = sum(int(np.prod(np.shape(a), dtype=np.int64)) * np.dtype(types.get(k, _dtype(a))).itemsize
                for k, a in arrays.items()) + (64 << 10)
     with atomic_path(path, size) as tmp, _pool() as pool:
         crcs = {}
@@ -140,7 +153,12 @@ def write_index_file(path, meta: dict, arrays: dict) -> None:
                     v = str(v)
                 _put_attr(f, k, v if not isinstance(v, (np.integer,)) else int(v))
             for name in names:  # contiguous, unfiltered: written while the pool checksums
-                data = np.ascontiguousarray(arrays[name])
+                if isinstance(arrays[name], StreamedArray) and arrays[name].size:  # pieces as they come
+                    t = np.dtype(types.get(name, arrays[name].dtype))
+                    block = _block_size(arrays[name].size * t.itemsize)
+                    crcs[name] = (block, write_streamed(f, name, arrays[name], t, block))
+                    continue
+                data = np.ascontiguousarray(_whole(arrays[name]))
                 t = np.dtype(types.get(name, data.dtype))
                 if data.size and can_write_in_blocks(data, t):  # cast, written, checksummed by the pool
                     block = _block_size(data.size * t.itemsize)
@@ -154,7 +172,7 @@ def write_index_file(path, meta: dict, arrays: dict) -> None:
             for name, (block, futs) in crcs.items():
                 ds = f[name]
                 ds.attrs["crc32_block"] = block
-                ds.attrs["crc32"] = np.array([x.result() for x in futs], dtype=np.uint32)
+                ds.attrs["crc32"] = np.array([x if isinstance(x, int) else x.result() for x in futs], dtype=np.uint32)
             _put_attr(f, SEAL, datasets_seal({name: _entry(f[name])[0] for name in names}))
 
 
@@ -182,6 +200,15 @@ def _attr(attrs, path, key, where):
         raise IndexFormatError(f"{path}: incomplete index: attribute {key!r} is missing")
     v = attrs[key]
     return v.decode() if isinstance(v, bytes) else (v.item() if hasattr(v, "item") else v)
+
+
+def _dtype(a):
+    return a.dtype if isinstance(a, (np.ndarray, StreamedArray)) else np.asarray(a).dtype
+
+
+def _whole(a):
+    """An array, or a streamed one of no values as an empty array."""
+    return np.zeros(0, a.dtype) if isinstance(a, StreamedArray) else a
 
 
 def read_index_file(path) -> tuple[dict, dict]:

@@ -22,6 +22,11 @@ the running ones.
 
 Datasets below :data:`distgrail.indexblocks.PARALLEL_MIN_BYTES`, and any of a stored type other
 than little-endian integers, are written by HDF5.
+
+A :class:`StreamedArray` (a partitioned build's DAG rows, held by the ranks that built them) is
+never whole in this process: :func:`write_streamed` writes its pieces as they arrive, in order,
+each through HDF5 at its place, and takes the CRC-32 of every ``crc32_block`` bytes across the
+pieces' edges (``zlib.crc32`` carried on); the file is the same, byte for byte.
 """
 
 from __future__ import annotations
@@ -34,7 +39,7 @@ import numpy as np
 
 from . import indexblocks
 
-__all__ = ["BlockWrites", "can_write_in_blocks", "as_type"]
+__all__ = ["BlockWrites", "can_write_in_blocks", "as_type", "StreamedArray", "write_streamed"]
 
 #: at least this many first bytes of a dataset are written by HDF5 (and again, the same, by the pool)
 PREFIX_BYTES = 1 << 20
@@ -154,6 +159,57 @@ class BlockWrites:
                 os.close(self.fd)
                 self.fd = None
         return False
+
+
+class StreamedArray:
+    """A 1-D dataset of ``size`` values of ``dtype`` that arrive as pieces (1-D arrays, in order,
+    from ``pieces()``) while it is written: :func:`write_streamed`. ``close(failed)`` is called
+    once the write is over, whether it ended well or not (the senders are released)."""
+
+    def __init__(self, size: int, dtype, pieces, close=None):
+        self.size = int(size)
+        self.shape = (self.size,)
+        self.dtype = np.dtype(dtype)
+        self._pieces, self._close = pieces, close
+
+    def pieces(self):
+        return self._pieces()
+
+    def close(self, failed: bool) -> None:
+        if self._close is not None:
+            close, self._close = self._close, None
+            close(failed)
+
+
+def write_streamed(f, name, src: StreamedArray, t, block: int) -> list:
+    """Create dataset ``name`` (``src.shape``, stored as ``t``) of file ``f`` and write ``src``'s
+    pieces into it as they come; the CRC-32 of every ``block`` stored bytes. A source that gives
+    more or fewer values than its size is an error (nothing is taken for granted)."""
+    t = np.dtype(t)
+    ds = f.create_dataset(name, shape=src.shape, dtype=t, track_times=False)
+    crcs, crc, filled, at = [], 0, 0, 0
+    for piece in src.pieces():
+        p = np.ascontiguousarray(as_type(np.asarray(piece).reshape(-1), t))
+        if at + p.size > src.size:
+            raise ValueError(f"/{name}: more than its {src.size:,} values arrived")
+        if not p.size:
+            continue
+        ds[at:at + p.size] = p
+        at += p.size
+        mv = memoryview(p.view(np.uint8))
+        while len(mv):
+            take = min(block - filled, len(mv))
+            crc = zlib.crc32(mv[:take], crc)
+            filled += take
+            mv = mv[take:]
+            if filled == block:
+                crcs.append(crc)
+                crc = filled = 0
+    if at != src.size:
+        raise ValueError(f"/{name}: {at:,} of its {src.size:,} values arrived")
+    if filled:
+        crcs.append(crc)
+    return crcs
 
 
 def _sel_shape(shape, sel) -> tuple:

@@ -224,3 +224,40 @@ def test_the_write_benchmark_compares_both_writers(tmp_path, monkeypatch, capsys
     assert "files byte-identical: yes" in out and "parallel blocks" in out and "rename over the old file" in out
     assert blocks_spy and os.listdir(tmp_path) == []
     assert indexblocks.PARALLEL_MIN_BYTES == 1 << 20 and atomic._exchange.__name__ == "_exchange"  # restored
+
+
+def _streamed(a, cuts, closed):
+    """``a`` as a StreamedArray in pieces cut at ``cuts``; ``closed`` collects close's argument."""
+    bounds = [0, *cuts, a.size]
+    return indexwrite.StreamedArray(a.size, a.dtype, lambda: (a[x:y] for x, y in zip(bounds, bounds[1:])),
+                                    closed.append)
+
+
+@pytest.mark.parametrize("in_blocks", [True, False])
+def test_a_streamed_dataset_is_written_byte_identical(tmp_path, monkeypatch, in_blocks):
+    """The DAG rows of a partitioned build arrive in pieces (odd sizes, an empty one, CRC
+    blocks split across pieces): the file is the one written from the whole array."""
+    monkeypatch.setattr(indexfile, "CRC_BLOCK", 40_001)
+    meta, arrays = _synthetic()
+    _write(tmp_path / "whole.h5", meta, arrays, monkeypatch, in_blocks)
+    closed = []
+    ind = arrays["dag/indices"]
+    _write(tmp_path / "pieces.h5", meta, {**arrays, "dag/indices": _streamed(ind, [7, 7, 300_001, 999_999], closed)},
+           monkeypatch, in_blocks)
+    assert closed == [False]
+    assert (tmp_path / "pieces.h5").read_bytes() == (tmp_path / "whole.h5").read_bytes()
+    with h5py.File(tmp_path / "pieces.h5", "r") as f:
+        np.testing.assert_array_equal(f["dag/indices"][()], ind)
+
+
+@pytest.mark.parametrize("cuts, size_off, what", [([10], -1, "more than its"), ([10], +1, "of its")])
+def test_a_streamed_dataset_of_the_wrong_size_fails_and_leaves_no_file(tmp_path, monkeypatch, cuts, size_off, what):
+    meta, arrays = _synthetic()
+    ind = arrays["dag/indices"]
+    closed = []
+    src = _streamed(ind, cuts, closed)
+    src.size += size_off
+    src.shape = (src.size,)
+    with pytest.raises(ValueError, match=what):
+        _write(tmp_path / "x.h5", meta, {**arrays, "dag/indices": src}, monkeypatch, True)
+    assert closed == [True] and os.listdir(tmp_path) == []

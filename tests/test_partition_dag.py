@@ -186,6 +186,100 @@ def test_spread_index_is_byte_identical_and_exact(shared_dir, supports, monkeypa
 
 
 @pytest.mark.mpi(min_size=2)
+def test_spread_rows_stream_into_rank_0s_file(shared_dir, monkeypatch):
+    """Only rank 0 assembling (as the command line does), the rows reach the file from the ranks
+    in pieces of 12 bytes, never gathered whole: the same file, exact answers, and rank 0's
+    index maps its rows from the file."""
+    from mpi4py import MPI
+
+    import distgrail
+    from distgrail.mpi import rowstream
+
+    comm = MPI.COMM_WORLD
+    monkeypatch.setenv("DISTGRAIL_PARTITION_DAG", "ranks")
+    monkeypatch.setattr(rowstream, "PIECE_BYTES", 12)
+    sent = []
+    monkeypatch.setattr(rowstream, "serve_rows", _spy_serve(sent))
+    graphs = written_mpi_graphs(comm, shared_dir)
+    for name, path, nv in graphs:
+        out = os.path.join(shared_dir, f"{name}.stream.h5")
+        idx = distgrail.build_index(path, dims=3, comm=comm, partition="on", backend="cpu", output=out,
+                                    num_vertices=nv, supports="auto", full_index_on="root")
+        assert (idx is None) == (comm.rank != 0)
+        if comm.rank == 0:
+            ind = idx.arrays["dag/indices"]
+            assert isinstance(ind, np.memmap) or ind.size == 0, type(ind)
+            same_as_one_process_and_bfs(idx, path, nv, out, os.path.join(shared_dir, f"{name}.stream.one.h5"),
+                                        supports="auto")
+        comm.Barrier()
+    if comm.rank:  # every rank answered once per build; the dense DAG's rows took several pieces
+        assert len(sent) == len(graphs) and max(sent) > 1, sent
+
+
+def _spy_serve(sent):
+    from distgrail.mpi import rowstream
+
+    real = rowstream.serve_rows
+
+    def serve(comm, be, own, dtype):
+        sent.append(-(-int(own.shape[0]) * np.dtype(dtype).itemsize // rowstream.PIECE_BYTES))
+        return real(comm, be, own, dtype)
+
+    return serve
+
+
+@pytest.mark.mpi(min_size=2)
+@pytest.mark.parametrize("fail", ["write before any row", "write on the last piece", "rank 1's device copy"])
+def test_a_failed_streamed_write_fails_every_rank_and_leaves_no_file(shared_dir, monkeypatch, fail):
+    """Rank 0's write failing before it reads a row (the ranks told to stop), or on the last
+    piece (the sending rank drained), or rank 1 failing to copy its rows: every rank raises the
+    same error, none hangs, no output or temporary file is left."""
+    from mpi4py import MPI
+
+    import distgrail
+    from distgrail import indexfile
+    from distgrail.mpi import rowstream
+
+    comm = MPI.COMM_WORLD
+    monkeypatch.setenv("DISTGRAIL_PARTITION_DAG", "ranks")
+    monkeypatch.setattr(rowstream, "PIECE_BYTES", 16)
+    path = [p for name, p, _ in written_mpi_graphs(comm, shared_dir) if name.startswith("dense_dag")][0]
+    folder = os.path.join(shared_dir, f"fail-{fail.replace(' ', '_')}".replace("'", ""))
+    if comm.rank == 0:
+        os.makedirs(folder, exist_ok=True)
+    comm.Barrier()
+    out = os.path.join(folder, "x.h5")
+    if fail.startswith("write"):
+        def broken(f, name, src, t, block):
+            if fail.endswith("last piece"):
+                pieces = src.pieces()
+                for _ in range(sum(1 for _ in _count_pieces(src)) - 1):
+                    next(pieces)
+            raise OSError(28, "No space left on device")
+
+        monkeypatch.setattr(indexfile, "write_streamed", broken)
+        want = "No space left"
+    else:
+        if comm.rank == 1:
+            monkeypatch.setattr(rowstream, "_host", lambda a: (_ for _ in ()).throw(RuntimeError("copy failed")))
+        want = "rank 1 could not send its DAG rows: RuntimeError: copy failed"
+    with pytest.raises(distgrail.DistGrailError, match=want):
+        distgrail.build_index(path, dims=3, comm=comm, partition="on", backend="cpu", output=out,
+                              full_index_on="root")
+    comm.Barrier()
+    assert os.listdir(folder) == []
+
+
+def _count_pieces(src):
+    """The pieces a StreamedArray of a spread DAG will give (its size, 16-byte pieces per rank): an
+    upper bound is enough to stop one short of the end."""
+    from distgrail.mpi import rowstream
+
+    step = rowstream.PIECE_BYTES // src.dtype.itemsize
+    return range(max(1, -(-src.size // step)))
+
+
+@pytest.mark.mpi(min_size=2)
 def test_spread_with_dfs_rule_is_refused_on_every_rank(shared_dir, monkeypatch):
     from mpi4py import MPI
 

@@ -4,7 +4,7 @@ ranks never hold all edges.
 Read: each rank keeps the edges it read (:func:`distgrail.mpi.partition_read.read_parts`: its
 byte range of a text file, its CSR rows of a ``.h5`` file, or its block scattered by rank 0 for
 other inputs). Condense: SCCs by trimming and colouring sweeps over the partitioned edges and
-replicated O(n) vertex state, one allreduce per sweep, the last few edges gathered to rank 0
+replicated O(n) vertex state, each sweep exchanging its frontier, the last few edges gathered to rank 0
 (:mod:`distgrail.stages.partitioned_scc`). Then rank 0 chooses where the condensed DAG goes
 (:func:`~distgrail.mpi.partition_dag.spread_choice`, ``DISTGRAIL_PARTITION_DAG``):
 

@@ -10,8 +10,10 @@ of the forest); ``auto`` (default) spreads when the condensed DAG would not fit 
 The dfs parent rule walks the whole DAG on one rank: it always takes ``root``.
 
 Spread, every rank holds the O(C) arrays (levels, forest, post-order ranks, intervals, masks) on
-its device, and rank 0 receives the DAG's rows only as host arrays, for the index file (with
-``full_index_on="all"`` every rank does). The index is byte-identical to a one-process build.
+its device. When rank 0 alone assembles the index and writes it, the rows stream from the ranks
+into the file (:mod:`distgrail.mpi.rowstream`: no rank, no host holds them all); with
+``full_index_on="all"``, or no output, they are gathered as host arrays where the index is
+assembled. The index is byte-identical to a one-process build.
 """
 
 from __future__ import annotations
@@ -178,19 +180,41 @@ class SpreadSteps:
         self.stage_timings.update({k: t[k] for k in ("phase3_ranks", "phase4_intervals")})
         return (_host(iv) if self.everywhere or self.here else None), post0
 
+    def write(self, idx, output):
+        rows, self.rows = getattr(self, "rows", None), None
+        if rows is None:
+            return super().write(idx, output)
+        from .rowstream import serve_rows
+
+        fn, args = (_write_streamed, (idx, output)) if self.here else (serve_rows, (self.comm, self.be, rows,
+                                                                                    rows.dtype))
+        run_shared(self.comm, f"writing the index {os.fspath(output) if self.here else ''}", fn, *args)
+
     def for_queries(self, post0, dag):
         if not self.spread:
             return super().for_queries(post0, dag)
         return post0, dag  # every rank holds post0, comp and level already
 
     def dag_to_host(self, dag):
-        """Spread: the rows' blocks gathered, as host arrays, where the index is assembled."""
+        """Spread: where the index is assembled, ``indptr`` (from every rank's row degrees) and
+        ``indices``: when rank 0 writes a file and only rank 0 assembles, a stream of the ranks'
+        rows read while the file is written (:mod:`distgrail.mpi.rowstream`); else the rows
+        gathered as host arrays."""
         if not self.spread:
             return super().dag_to_host(dag)
-        from ..stages.partitioned_dag import gather_csr
+        from ..stages.partitioned_dag import gather_csr, gather_degrees
 
         with self.be.on_device():
-            indptr, indices = gather_csr(self.be.xp, self.ex, dag)
+            if self.writes and not self.everywhere:
+                from .rowstream import rows_stream
+
+                indptr = gather_degrees(self.be.xp, self.ex, dag)
+                counts = self.comm.gather(int(dag.indices.shape[0]), root=self.root)
+                self.rows = dag.indices  # on this rank's device until the write
+                indices = rows_stream(self.comm, self.be, dag.indices, counts, dag.indices.dtype) if self.here \
+                    else None
+            else:
+                indptr, indices = gather_csr(self.be.xp, self.ex, dag)
             comp, level = _host(dag.comp), _host(dag.level)
         if self.everywhere:
             indptr = bcast_array(self.comm, indptr, self.root)
@@ -199,6 +223,18 @@ class SpreadSteps:
             return None
         return DAG(n=dag.n, comp=comp, indptr=indptr, indices=indices, rindptr=None, rindices=None,
                    level=level.astype(np.int32, copy=False), level_ptr=dag.level_ptr)
+
+
+def _write_streamed(idx, output):
+    """Rank 0: the index written with its DAG rows streamed from the ranks (every rank released
+    whatever happens), then those rows mapped from the file for the index returned."""
+    from .rowstream import rows_on_file
+
+    try:
+        idx.save(output)
+    finally:
+        idx.arrays["dag/indices"].close(True)  # (a no-op once the write has closed it)
+    idx.arrays["dag/indices"] = rows_on_file(output)
 
 
 def check_spread_fits(comm, be, n, C, m_local, dims, supports, m_up):

@@ -37,7 +37,7 @@ from ..hashing import STREAM_PARENT, hash3_xp
 from .partitioned_scc import _at, scatter_max, scatter_min, sorted_distinct
 
 __all__ = ["PartDAG", "kahn_levels", "spread_dag", "spread_parents", "spread_intervals", "spread_masks",
-           "spread_degrees", "gather_csr", "spread_bytes", "id_type"]
+           "spread_degrees", "gather_csr", "gather_degrees", "spread_bytes", "id_type"]
 
 
 def _host(a):
@@ -288,13 +288,22 @@ def spread_degrees(xp, ex, pd: PartDAG):
     return inn, out
 
 
+def gather_degrees(xp, ex, pd: PartDAG):
+    """Collective: the whole DAG's ``indptr`` (int64, host) on the root, None elsewhere: the
+    rows' blocks in rank order are the rows in order."""
+    deg = ex.gather(xp.diff(pd.indptr))
+    if not ex.root:
+        return None
+    indptr = np.zeros(pd.C + 1, dtype=np.int64)
+    np.cumsum(_host(deg), out=indptr[1:])
+    return indptr
+
+
 def gather_csr(xp, ex, pd: PartDAG):
     """Collective: ``(indptr, indices)`` of the whole DAG as host arrays (int64, the ids' type) on
-    the root, None elsewhere: the rows' blocks in rank order are the rows in order."""
-    deg = ex.gather(xp.diff(pd.indptr))
+    the root, None elsewhere."""
+    indptr = gather_degrees(xp, ex, pd)
     ind = ex.gather(pd.indices)
     if not ex.root:
         return None, None
-    indptr = np.zeros(pd.C + 1, dtype=np.int64)
-    np.cumsum(_host(deg), out=indptr[1:])
     return indptr, _host(ind).astype(id_type(np, pd.C), copy=False)
