@@ -25,7 +25,9 @@ read`` (the most edges it held while reading: all of them on rank 0 when rank 0 
 scattered), ``edges held`` (after the read), ``dag`` (root or ranks), with a spread DAG ``dag
 edges held`` and ``dag rows`` (its block), ``sweeps`` (allreduce rounds), ``allreduce bytes``,
 ``gathered bytes`` (its blocks sent to rank 0, and the broadcasts received), ``exchanged bytes``
-(sent to the other ranks by allgather and alltoall), and on a GPU ``gpu
+(sent to the other ranks by allgather and alltoall), ``exchange`` (``nccl``: GPU to GPU,
+:class:`~distgrail.mpi.exchange.NcclExchange`, when the ranks' transport is NCCL and
+``DISTGRAIL_PARTITION_NCCL`` is not 0; else ``mpi``, through host memory), and on a GPU ``gpu
 pool peak used`` / ``gpu pool peak held`` (CuPy's pool from the read to the end of the build:
 bytes in live arrays, and taken from the device with the pool's cached blocks;
 :class:`~distgrail.gpu.memory.PoolPeak`).
@@ -46,7 +48,8 @@ import numpy as np
 
 from ..errors import DistGrailError
 from ..placement import condense_on, light_graph
-from .errors import mpi, run_shared
+from .errors import run_shared
+from .exchange import MpiExchange, exchange_for, partition_nccl_wanted
 from .partition_dag import SpreadSteps, check_rank_fits, check_spread_fits, dag_mode, spread_choice
 from .placement import AcrossRanks
 
@@ -57,78 +60,6 @@ PARTITION_MODES = ("auto", "on", "off")
 
 def _host(a):
     return a if isinstance(a, np.ndarray) else a.get()
-
-
-class MpiExchange:
-    """The exchange of :mod:`distgrail.stages.partitioned_scc` over host MPI: device arrays go
-    through host memory (the lead may replace it with NCCL); calls of at most 1 GiB each."""
-
-    PIECE = 1 << 30
-
-    def __init__(self, comm, xp):
-        self.comm, self.xp = comm, xp
-        self.rank, self.size = comm.Get_rank(), comm.Get_size()
-        self.root = self.rank == 0
-
-    def _dev(self, h):
-        return h if self.xp is np else self.xp.asarray(h)
-
-    def allreduce(self, a, op):
-        MPI = mpi()
-        h = np.ascontiguousarray(_host(a))
-        out = np.empty_like(h)
-        flat, res = h.reshape(-1), out.reshape(-1)
-        step = max(1, self.PIECE // max(h.itemsize, 1))
-        mop = {"max": MPI.MAX, "min": MPI.MIN, "sum": MPI.SUM, "bor": MPI.BOR}[op]
-        for lo in range(0, max(flat.size, 1), step):
-            self.comm.Allreduce(flat[lo:lo + step], res[lo:lo + step], op=mop)
-        return self._dev(out)
-
-    def gather(self, a):
-        from .collectives import gather_rows
-
-        h = np.ascontiguousarray(_host(a))
-        counts = self.comm.allgather(int(h.shape[0]))
-        out = np.empty((sum(counts),) + h.shape[1:], h.dtype) if self.root else None
-        gather_rows(self.comm, h, counts, out, root=0)
-        return None if out is None else (out if self.xp is np else self.xp.asarray(out))
-
-    def bcast(self, a):
-        from .collectives import bcast_array
-
-        out = bcast_array(self.comm, _host(a) if self.root else None, 0)
-        return out if self.xp is np else self.xp.asarray(out)
-
-    def allgather(self, a):
-        """Every rank's 1-D ``a`` concatenated in rank order, on every rank (gathered to rank 0
-        and broadcast, both in calls of bounded size)."""
-        from .collectives import bcast_array, gather_rows
-
-        h = np.ascontiguousarray(_host(a))
-        counts = self.comm.allgather(int(h.shape[0]))
-        out = np.empty(sum(counts), h.dtype) if self.root else None
-        gather_rows(self.comm, h, counts, out, root=0)
-        return self._dev(bcast_array(self.comm, out, 0))
-
-    def alltoall(self, parts):
-        """``parts[j]`` (1-D, one dtype) to rank j; what this rank got, in rank order: each pair
-        of ranks in nonblocking messages of at most :attr:`PIECE` bytes. ``parts`` is emptied
-        once copied to the host."""
-        MPI = mpi()
-        hs = [np.ascontiguousarray(_host(p)) for p in parts]
-        parts.clear()  # the device copies go back before what comes in is uploaded
-        sizes = self.comm.alltoall([int(h.shape[0]) for h in hs])
-        dt = hs[self.rank].dtype
-        step = max(1, self.PIECE // max(dt.itemsize, 1))
-        got = [np.empty(c, dt) for c in sizes]
-        got[self.rank][...] = hs[self.rank]
-        for s in range(1, self.size):
-            to, frm = (self.rank + s) % self.size, (self.rank - s) % self.size
-            reqs = [self.comm.Isend(hs[to][lo:lo + step], dest=to, tag=24) for lo in range(0, hs[to].shape[0], step)]
-            reqs += [self.comm.Irecv(got[frm][lo:lo + step], source=frm, tag=24)
-                     for lo in range(0, got[frm].shape[0], step)]
-            MPI.Request.Waitall(reqs)
-        return self._dev(np.concatenate(got))
 
 
 def sweep_bytes(n: int, m_local: int) -> int:
@@ -187,9 +118,9 @@ class Partitioned(SpreadSteps, AcrossRanks):
         place.active = False
         place.report = {}
         try:
-            place.gather_edges, place.dag_mode = place.comm.bcast(run_shared(
-                place.comm, "reading DISTGRAIL_PARTITION_GATHER and DISTGRAIL_PARTITION_DAG",
-                (lambda: (_gather_edges(), dag_mode())) if place.here else None), root=0)
+            place.gather_edges, place.dag_mode, place.nccl_ok = place.comm.bcast(run_shared(
+                place.comm, "reading DISTGRAIL_PARTITION_GATHER, DISTGRAIL_PARTITION_DAG and DISTGRAIL_PARTITION_NCCL",
+                (lambda: (_gather_edges(), dag_mode(), partition_nccl_wanted())) if place.here else None), root=0)
         except BaseException:
             place.__exit__(None, None, None)
             raise
@@ -237,7 +168,9 @@ class Partitioned(SpreadSteps, AcrossRanks):
         if be.is_gpu:
             run_shared(comm, "checking the GPU memory of the sweeps", check_rank_fits, be, sweep_bytes(n, g.m),
                        f"the partitioned condensation's sweeps ({n:,} vertices, {g.m:,} edges on this rank)")
-        ex = Counted(MpiExchange(comm, xp))
+        inner = exchange_for(comm, xp, self.tp, self.nccl_ok)
+        ex = Counted(inner)
+        self.report["exchange"] = inner.name
         t0 = time.perf_counter()
         with be.on_device():
             compact, C, keys = partitioned_keys(xp, g.src, g.dst, n, ex, self.gather_edges)

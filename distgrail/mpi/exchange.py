@@ -1,0 +1,207 @@
+"""The partitioned build's exchanges: :class:`MpiExchange` through host memory, and GPU to GPU
+:class:`NcclExchange`, the exchange of
+:mod:`distgrail.stages.partitioned_scc` and :mod:`distgrail.stages.partitioned_dag` over the
+build's NCCL communicator (:class:`~distgrail.mpi.transport.NcclTransport`), chosen by
+:func:`exchange_for` when the ranks' transport is NCCL (one GPU per rank) and
+``DISTGRAIL_PARTITION_NCCL`` is not ``0``.
+
+- ``allreduce`` (sum, max, min): ``ncclAllReduce`` on the device arrays, in calls of at most
+  :data:`~distgrail.mpi.collectives.CHUNK_BYTES`; booleans travel as bytes. NCCL has no bitwise
+  OR, so op ``"bor"`` (the packed reach bitmaps, phase 5's mask words) goes through host memory
+  as in :class:`MpiExchange`.
+- ``alltoall`` (the DAG's rows routed to their owners): the sizes by MPI, then one NCCL group of
+  sends and receives with every other rank, in pieces of at most ``CHUNK_BYTES``; the own part
+  copied on the device.
+- ``gather``, ``bcast``, ``allgather``: the transport's NCCL ``gatherv`` and ``bcast`` (an
+  allgather is a gather to rank 0 and a broadcast).
+
+Headers (sizes, dtypes) go by MPI pickles; nothing comes back to the host but them.
+"""
+
+from __future__ import annotations
+
+import os
+
+import numpy as np
+
+from ..errors import DistGrailError
+from .collectives import CHUNK_BYTES
+from .errors import mpi
+from .ncclinit import pointer
+
+__all__ = ["MpiExchange", "NcclExchange", "exchange_for", "partition_nccl_wanted"]
+
+_OPS = {"sum": "NCCL_SUM", "max": "NCCL_MAX", "min": "NCCL_MIN"}
+_TYPES = {"int8": "NCCL_INT8", "uint8": "NCCL_UINT8", "bool": "NCCL_UINT8", "int32": "NCCL_INT32",
+          "uint32": "NCCL_UINT32", "int64": "NCCL_INT64", "uint64": "NCCL_UINT64", "float16": "NCCL_FLOAT16",
+          "float32": "NCCL_FLOAT32", "float64": "NCCL_FLOAT64"}
+
+
+def _host(a):
+    return a if isinstance(a, np.ndarray) else a.get()
+
+
+class MpiExchange:
+    """The exchange of :mod:`distgrail.stages.partitioned_scc` over host MPI: device arrays go
+    through host memory; calls of at most 1 GiB each."""
+
+    PIECE = 1 << 30
+    name = "mpi"
+
+    def __init__(self, comm, xp):
+        self.comm, self.xp = comm, xp
+        self.rank, self.size = comm.Get_rank(), comm.Get_size()
+        self.root = self.rank == 0
+
+    def _dev(self, h):
+        return h if self.xp is np else self.xp.asarray(h)
+
+    def allreduce(self, a, op):
+        MPI = mpi()
+        h = np.ascontiguousarray(_host(a))
+        out = np.empty_like(h)
+        flat, res = h.reshape(-1), out.reshape(-1)
+        step = max(1, self.PIECE // max(h.itemsize, 1))
+        mop = {"max": MPI.MAX, "min": MPI.MIN, "sum": MPI.SUM, "bor": MPI.BOR}[op]
+        for lo in range(0, max(flat.size, 1), step):
+            self.comm.Allreduce(flat[lo:lo + step], res[lo:lo + step], op=mop)
+        return self._dev(out)
+
+    def gather(self, a):
+        from .collectives import gather_rows
+
+        h = np.ascontiguousarray(_host(a))
+        counts = self.comm.allgather(int(h.shape[0]))
+        out = np.empty((sum(counts),) + h.shape[1:], h.dtype) if self.root else None
+        gather_rows(self.comm, h, counts, out, root=0)
+        return None if out is None else (out if self.xp is np else self.xp.asarray(out))
+
+    def bcast(self, a):
+        from .collectives import bcast_array
+
+        out = bcast_array(self.comm, _host(a) if self.root else None, 0)
+        return out if self.xp is np else self.xp.asarray(out)
+
+    def allgather(self, a):
+        """Every rank's 1-D ``a`` concatenated in rank order, on every rank (gathered to rank 0
+        and broadcast, both in calls of bounded size)."""
+        from .collectives import bcast_array, gather_rows
+
+        h = np.ascontiguousarray(_host(a))
+        counts = self.comm.allgather(int(h.shape[0]))
+        out = np.empty(sum(counts), h.dtype) if self.root else None
+        gather_rows(self.comm, h, counts, out, root=0)
+        return self._dev(bcast_array(self.comm, out, 0))
+
+    def alltoall(self, parts):
+        """``parts[j]`` (1-D, one dtype) to rank j; what this rank got, in rank order: each pair
+        of ranks in nonblocking messages of at most :attr:`PIECE` bytes. ``parts`` is emptied
+        once copied to the host."""
+        MPI = mpi()
+        hs = [np.ascontiguousarray(_host(p)) for p in parts]
+        parts.clear()  # the device copies go back before what comes in is uploaded
+        sizes = self.comm.alltoall([int(h.shape[0]) for h in hs])
+        dt = hs[self.rank].dtype
+        step = max(1, self.PIECE // max(dt.itemsize, 1))
+        got = [np.empty(c, dt) for c in sizes]
+        got[self.rank][...] = hs[self.rank]
+        for s in range(1, self.size):
+            to, frm = (self.rank + s) % self.size, (self.rank - s) % self.size
+            reqs = [self.comm.Isend(hs[to][lo:lo + step], dest=to, tag=24) for lo in range(0, hs[to].shape[0], step)]
+            reqs += [self.comm.Irecv(got[frm][lo:lo + step], source=frm, tag=24)
+                     for lo in range(0, got[frm].shape[0], step)]
+            MPI.Request.Waitall(reqs)
+        return self._dev(np.concatenate(got))
+
+
+def partition_nccl_wanted() -> bool:
+    """False when ``DISTGRAIL_PARTITION_NCCL`` turns the partitioned exchanges' NCCL off."""
+    return os.environ.get("DISTGRAIL_PARTITION_NCCL", "1").strip().lower() not in ("0", "no", "off", "false")
+
+
+def exchange_for(comm, xp, tp, nccl_ok: bool):
+    """The partitioned build's exchange: :class:`NcclExchange` over ``tp`` when it is an NCCL
+    transport and ``nccl_ok`` (rank 0's :func:`partition_nccl_wanted`, the same on every rank),
+    else :class:`MpiExchange`."""
+    if nccl_ok and getattr(tp, "name", "") == "nccl" and tp.usable:
+        return NcclExchange(comm, xp, tp)
+    return MpiExchange(comm, xp)
+
+
+class NcclExchange(MpiExchange):
+    """MpiExchange's calls GPU to GPU through the NCCL transport ``tp`` (module doc)."""
+
+    name = "nccl"
+
+    def __init__(self, comm, xp, tp):
+        super().__init__(comm, xp)
+        self.tp = tp
+
+    def _go(self) -> bool:
+        """Collective: this call goes by NCCL (the transport's set-up joined, or still running
+        and the call taking the host path meanwhile)."""
+        return self.tp._by_nccl()
+
+    def _sync(self):
+        self.tp.be.synchronize()
+
+    def allreduce(self, a, op):
+        if op not in _OPS or not self._go():
+            return super().allreduce(a, op)
+        nccl, nc, xp = self.tp.nccl, self.tp.nc, self.xp
+        src = xp.ascontiguousarray(a)
+        if src.dtype.name not in _TYPES:
+            raise DistGrailError(f"NCCL allreduce of {src.dtype} is not supported")
+        out = xp.empty_like(src)
+        dt, isz = getattr(nccl, _TYPES[src.dtype.name]), src.dtype.itemsize
+        step = max(1, CHUNK_BYTES // isz)
+        stream = self.tp._stream()
+        with self.tp.be.on_device():
+            s0, r0 = (pointer(src), pointer(out)) if src.size else (0, 0)
+            for lo in range(0, int(src.size), step):
+                nc.allReduce(s0 + lo * isz, r0 + lo * isz, min(step, int(src.size) - lo), dt,
+                             getattr(nccl, _OPS[op]), stream)
+        self._sync()
+        return out
+
+    def gather(self, a):
+        return self.tp.gatherv(self.xp.ascontiguousarray(a), 0)
+
+    def bcast(self, a):
+        return self.tp.bcast(a if self.root else None, 0)
+
+    def allgather(self, a):
+        out = self.tp.gatherv(self.xp.ascontiguousarray(a), 0)
+        return self.tp.bcast(out if self.root else None, 0)
+
+    def alltoall(self, parts):
+        if not self._go():
+            return super().alltoall(parts)
+        xp, nccl, nc = self.xp, self.tp.nccl, self.tp.nc
+        sizes = self.comm.alltoall([int(p.shape[0]) for p in parts])
+        dt = np.dtype(parts[self.rank].dtype)
+        with self.tp.be.on_device():
+            send = [xp.ascontiguousarray(p) for p in parts]
+            got = [xp.empty(int(c), dtype=dt) for c in sizes]
+            u8, stream = nccl.NCCL_UINT8, self.tp._stream()
+            nccl.groupStart()
+            try:
+                for s in range(1, self.size):
+                    to, frm = (self.rank + s) % self.size, (self.rank - s) % self.size
+                    _pieces(lambda p, k: nc.send(p, k, u8, to, stream), send[to])
+                    _pieces(lambda p, k: nc.recv(p, k, u8, frm, stream), got[frm])
+            finally:
+                nccl.groupEnd()
+            got[self.rank][...] = send[self.rank]
+        self._sync()
+        parts.clear()
+        del send
+        return xp.concatenate(got) if got else xp.zeros(0, dtype=dt)
+
+
+def _pieces(call, a) -> None:
+    """``call(address, nbytes)`` over ``a``'s bytes in pieces of at most CHUNK_BYTES."""
+    nbytes = int(a.size) * a.dtype.itemsize
+    base = pointer(a) if nbytes else 0
+    for lo in range(0, nbytes, CHUNK_BYTES):
+        call(base + lo, min(CHUNK_BYTES, nbytes - lo))
