@@ -495,3 +495,21 @@ def test_gpu_memory_limit_parses_units_and_refuses_nonsense(monkeypatch):
     for bad in ("lots", "-3G", "0"):
         with pytest.raises(distgrail.DistGrailError, match="DISTGRAIL_GPU_MEMORY_LIMIT must be a number of bytes"):
             gpu_memory_limit(bad)
+
+
+def test_more_components_than_int64_keys_hold_are_refused():
+    from distgrail.errors import DistGrailError
+    from distgrail.stages.partitioned_scc import MAX_KEYED_COMPONENTS, condensed_keys
+
+    assert MAX_KEYED_COMPONENTS ** 2 <= 2**63 - 1 < (MAX_KEYED_COMPONENTS + 1) ** 2
+
+    import distgrail.stages.partitioned_scc as ps
+
+    real = ps.MAX_KEYED_COMPONENTS
+    try:
+        ps.MAX_KEYED_COMPONENTS = 5
+        with pytest.raises(DistGrailError, match="6 strongly connected components.*at most 5 components"):
+            condensed_keys(np, _arr([0, 1]), _arr([1, 2]), np.arange(6, dtype=np.int32))  # 6 singletons
+        assert condensed_keys(np, _arr([0, 1]), _arr([1, 2]), np.array([0, 0, 2, 3, 4, 5], np.int32))[1] == 5
+    finally:
+        ps.MAX_KEYED_COMPONENTS = real

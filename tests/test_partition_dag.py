@@ -229,10 +229,12 @@ def _spy_serve(sent):
 
 
 @pytest.mark.mpi(min_size=2)
-@pytest.mark.parametrize("fail", ["write before any row", "write on the last piece", "rank 1's device copy"])
+@pytest.mark.parametrize("fail", ["write before any row", "write on the last piece", "rank 1's device copy",
+                                  "rank 1's pieces too large"])
 def test_a_failed_streamed_write_fails_every_rank_and_leaves_no_file(shared_dir, monkeypatch, fail):
     """Rank 0's write failing before it reads a row (the ranks told to stop), or on the last
-    piece (the sending rank drained), or rank 1 failing to copy its rows: every rank raises the
+    piece (the sending rank drained), rank 1 failing to copy its rows, or sending a piece larger
+    than rank 0's buffer (dropped, the rest drained to its end marker): every rank raises the
     same error, none hangs, no output or temporary file is left."""
     from mpi4py import MPI
 
@@ -259,6 +261,10 @@ def test_a_failed_streamed_write_fails_every_rank_and_leaves_no_file(shared_dir,
 
         monkeypatch.setattr(indexfile, "write_streamed", broken)
         want = "No space left"
+    elif fail.endswith("too large"):  # rank 0's buffer holds 4 values: the piece is dropped, the rest drained
+        if comm.rank == 1:
+            monkeypatch.setattr(rowstream, "PIECE_BYTES", 1 << 20)
+        want = "rank 1 sent a piece of"
     else:
         if comm.rank == 1:
             monkeypatch.setattr(rowstream, "_host", lambda a: (_ for _ in ()).throw(RuntimeError("copy failed")))
@@ -336,3 +342,28 @@ def test_mpi_exchange_alltoall_and_allgather_in_small_pieces(monkeypatch):
     np.testing.assert_array_equal(every, np.repeat(np.arange(N), np.arange(1, N + 1)))
     ors = ex.allreduce(np.array([1 << me, 1 << 40], dtype=np.uint64), "bor")
     assert ors.tolist() == [(1 << N) - 1, 1 << 40]
+
+
+def test_rows_on_file_maps_the_dataset_or_reads_it(tmp_path, monkeypatch):
+    """Rank 0's rows after a streamed write: a read-only map of the file's bytes; where the file
+    system cannot map, the values read (the build does not fail after its file is in place)."""
+    import h5py
+
+    from distgrail.mpi import rowstream
+
+    a = np.arange(100_000, dtype=np.uint32)
+    with h5py.File(tmp_path / "x.h5", "w") as f:
+        f.create_dataset("dag/indices", data=a)
+        f.create_dataset("dag/empty", data=a[:0])
+    got = rowstream.rows_on_file(tmp_path / "x.h5")
+    assert isinstance(got, np.memmap) and not got.flags.writeable
+    np.testing.assert_array_equal(got, a)
+    assert rowstream.rows_on_file(tmp_path / "x.h5", "dag/empty").size == 0
+
+    def cannot(*args, **kw):
+        raise OSError(19, "No such device")
+
+    monkeypatch.setattr(rowstream.np, "memmap", cannot)
+    got = rowstream.rows_on_file(tmp_path / "x.h5")
+    assert type(got) is np.ndarray
+    np.testing.assert_array_equal(got, a)

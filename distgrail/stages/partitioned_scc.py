@@ -51,6 +51,8 @@ __all__ = ["DEFAULT_GATHER_EDGES", "Counted", "partitioned_reps", "condensed_key
 
 #: alive edges (over all ranks) up to which the rest of the SCC search runs on the root
 DEFAULT_GATHER_EDGES = 4 << 20
+#: the most components whose condensed edges fit int64 keys ``cu * C + cv`` (C^2 <= 2^63)
+MAX_KEYED_COMPONENTS = 3_037_000_499
 #: trimming goes on while a round removes at least this share of the alive vertices
 TRIM_SHARE = 1 / 64
 
@@ -213,7 +215,7 @@ def partitioned_reps(xp, src, dst, n: int, ex, gather_edges: int = DEFAULT_GATHE
         while True:
             has = xp.zeros(2 * n, dtype=xp.bool_)
             has[d] = True  # an alive in-edge
-            has[n + s] = True  # an alive out-edge
+            has[n:][s] = True  # an alive out-edge (a view: n + s would wrap in int32 from n = 2^30)
             has = xp.unpackbits(ex.allreduce(xp.packbits(has), "bor"))[:2 * n]  # n/4 bytes, not 2n
             dead = alive & ((has[:n] == 0) | (has[n:] == 0))
             gone = int(xp.count_nonzero(dead))
@@ -271,6 +273,11 @@ def condensed_keys(xp, src, dst, rep):
     compact = xp.empty(n, dtype=idt)
     compact[heads] = xp.arange(C, dtype=idt)
     compact = compact[rep]
+    if C > MAX_KEYED_COMPONENTS:
+        from ..errors import DistGrailError
+
+        raise DistGrailError(f"{C:,} strongly connected components: the partitioned build keys condensed edges "
+                             f"as cu * C + cv in 64 bits, which holds at most {MAX_KEYED_COMPONENTS:,} components")
     keys = compact[src].astype(xp.int64)  # built in place: 8 bytes per edge, then the sort's copy
     keys *= C
     keys += compact[dst]
