@@ -83,12 +83,20 @@ class MpiExchange:
         return out if self.xp is np else self.xp.asarray(out)
 
     def allgather(self, a):
-        """Every rank's 1-D ``a`` concatenated in rank order, on every rank (gathered to rank 0
-        and broadcast, both in calls of bounded size)."""
+        """Every rank's 1-D ``a`` concatenated in rank order, on every rank: one Allgatherv after
+        the sizes when the result is at most :attr:`PIECE` bytes, else gathered to rank 0 and
+        broadcast (both in calls of bounded size)."""
         from .collectives import bcast_array, gather_rows
 
         h = np.ascontiguousarray(_host(a))
         counts = self.comm.allgather(int(h.shape[0]))
+        nbytes = [c * h.dtype.itemsize for c in counts]
+        if sum(nbytes) <= self.PIECE:
+            MPI = mpi()
+            out = np.empty(sum(counts), h.dtype)
+            displ = np.concatenate(([0], np.cumsum(nbytes)[:-1])).tolist()
+            self.comm.Allgatherv([h.view(np.uint8).reshape(-1), MPI.BYTE], [out.view(np.uint8), nbytes, displ, MPI.BYTE])
+            return self._dev(out)
         out = np.empty(sum(counts), h.dtype) if self.root else None
         gather_rows(self.comm, h, counts, out, root=0)
         return self._dev(bcast_array(self.comm, out, 0))

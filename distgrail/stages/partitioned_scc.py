@@ -17,8 +17,8 @@ same decisions without another message.
   backward sweep along edges inside its colour, the vertices of its colour that reach it: r's SCC.
   Each sweep sends its frontier (:func:`combine_max`, :func:`combine_or`): the changed ids (and
   colours) of every rank when they are the smaller, else the whole array (MAX) or bitmap (OR),
-  after one 8-byte allreduce of the frontier's size; the fixpoint, and so every colour, is the
-  same either way.
+  judged by the last sweep's frontier (known on every rank: no message to choose); the
+  fixpoint, and so every colour, is the same either way.
 - **gather**: when the alive edges left (SUM over the ranks) are at most ``gather_edges``, they go
   to the root, which finishes with the one-process SCC steps (:func:`distgrail.stages.scc.scc_reps`
   on :class:`~distgrail.stages.scc.NumpySteps` or ``CudaSteps``) and broadcasts the result: deep
@@ -122,39 +122,37 @@ class Counted:
                 "exchanged bytes": self.exchanged_bytes}
 
 
-def _changed(xp, ex, old, nxt):
-    """(this rank's changed positions, their count over all ranks): one allreduce of 8 bytes."""
-    mine = xp.flatnonzero(nxt != old)
-    return mine, int(ex.allreduce(xp.asarray([mine.size], dtype=xp.int64), "sum")[0])
-
-
-def combine_max(xp, ex, old, nxt):
+def combine_max(xp, ex, old, nxt, hint: int):
     """Collective: the elementwise maximum of every rank's ``nxt`` (each ``>= old``, ``old`` the
-    same on every rank), or None when no rank changed anything. What crosses is the frontier:
-    the changed (position, value) pairs of every rank (allgather) while they are fewer than
-    half of n, else the whole array (allreduce MAX), whichever is smaller; the result is the
-    same. ``nxt`` is updated in place."""
-    mine, k = _changed(xp, ex, old, nxt)
-    if k == 0:
-        return None
-    if 2 * k >= int(old.shape[0]):
-        return ex.allreduce(nxt, "max")
+    same on every rank), or None when no rank changed anything; ``nxt`` may be updated in place.
+    What crosses is the smaller of the frontier — every rank's changed (position, value) pairs,
+    by allgather — and the whole array (allreduce MAX), judged by ``hint``: the size of the last
+    frontier, the same on every rank (so the choice costs no message). The result is the same."""
+    n = int(old.shape[0])
+    if 2 * int(hint) * ex.size >= n:
+        out = ex.allreduce(nxt, "max")
+        return out if bool((out != old).any()) else None
+    mine = xp.flatnonzero(nxt != old)
     pairs = ex.allgather(xp.stack((mine.astype(old.dtype), nxt[mine]), axis=1).reshape(-1)).reshape(-1, 2)
+    if not pairs.shape[0]:
+        return None
     scatter_max(xp, nxt, pairs[:, 0], pairs[:, 1])
     return nxt
 
 
-def combine_or(xp, ex, old, nxt):
+def combine_or(xp, ex, old, nxt, hint: int):
     """Collective: the OR of every rank's boolean ``nxt`` (each a superset of ``old``), or None
-    when no rank set anything: the newly set positions of every rank (allgather) while their
-    ids take fewer bytes than a bitmap of n, else the packed bitmaps (allreduce OR)."""
-    mine, k = _changed(xp, ex, old, nxt)
-    if k == 0:
-        return None
+    when no rank set anything: the newly set ids of every rank (allgather) when ``hint`` (the
+    last frontier's size, the same on every rank) says their 8 bytes each would be fewer than a
+    bitmap of n bits, else the packed bitmaps (allreduce OR)."""
     n = int(old.shape[0])
-    if k * mine.dtype.itemsize * 8 >= n:
-        return xp.unpackbits(ex.allreduce(xp.packbits(nxt), "bor"))[:n].astype(xp.bool_)
-    nxt[ex.allgather(mine)] = True
+    if 64 * int(hint) * ex.size >= n:
+        out = xp.unpackbits(ex.allreduce(xp.packbits(nxt), "bor"))[:n].astype(xp.bool_)
+        return out if bool((out != old).any()) else None
+    got = ex.allgather(xp.flatnonzero(nxt != old))
+    if not got.shape[0]:
+        return None
+    nxt[got] = True
     return nxt
 
 
@@ -232,28 +230,32 @@ def partitioned_reps(xp, src, dst, n: int, ex, gather_edges: int = DEFAULT_GATHE
         # colouring: colour = largest alive id reaching each vertex
         color = xp.where(alive, ids, -1).astype(idt)
         fresh = alive  # the frontier: vertices whose colour changed in the last sweep
+        hint = int(xp.count_nonzero(alive))
         while True:
             sel = fresh[s]
             nxt = color.copy()
             scatter_max(xp, nxt, d[sel], color[s[sel]])
             del sel
-            nxt = combine_max(xp, ex, color, nxt)
+            nxt = combine_max(xp, ex, color, nxt, hint)
             if nxt is None:
                 break
             fresh, color = nxt != color, nxt
+            hint = int(xp.count_nonzero(fresh))
         # each root claims the vertices of its colour that reach it (backward along same-colour edges)
         reached = alive & (color == ids)
         inside = color[s] == color[d]
         bs, bd = s[inside], d[inside]
         del inside
         fresh = reached
+        hint = int(xp.count_nonzero(reached))
         while True:
             nxt = reached.copy()
             nxt[bs[fresh[bd]]] = True
-            nxt = combine_or(xp, ex, reached, nxt)
+            nxt = combine_or(xp, ex, reached, nxt, hint)
             if nxt is None:
                 break
             fresh, reached = nxt & ~reached, nxt
+            hint = int(xp.count_nonzero(fresh))
         got = reached
         rep[got] = color[got]
         alive[got] = False
