@@ -221,9 +221,9 @@ def _spy_serve(sent):
 
     real = rowstream.serve_rows
 
-    def serve(comm, be, own, dtype):
-        sent.append(-(-int(own.shape[0]) * np.dtype(dtype).itemsize // rowstream.PIECE_BYTES))
-        return real(comm, be, own, dtype)
+    def serve(comm, be, own):
+        sent.append(-(-int(own.shape[0]) * own.dtype.itemsize // rowstream.PIECE_BYTES))
+        return real(comm, be, own)
 
     return serve
 

@@ -20,14 +20,12 @@ Headers (sizes, dtypes) go by MPI pickles; nothing comes back to the host but th
 
 from __future__ import annotations
 
-import os
-
 import numpy as np
 
 from ..errors import DistGrailError
 from .collectives import CHUNK_BYTES
 from .errors import mpi
-from .ncclinit import pointer
+from .ncclinit import nccl_switch, pointer
 
 __all__ = ["MpiExchange", "NcclExchange", "exchange_for", "partition_nccl_wanted"]
 
@@ -124,7 +122,7 @@ class MpiExchange:
 
 def partition_nccl_wanted() -> bool:
     """False when ``DISTGRAIL_PARTITION_NCCL`` turns the partitioned exchanges' NCCL off."""
-    return os.environ.get("DISTGRAIL_PARTITION_NCCL", "1").strip().lower() not in ("0", "no", "off", "false")
+    return nccl_switch("DISTGRAIL_PARTITION_NCCL")
 
 
 def exchange_for(comm, xp, tp, nccl_ok: bool):

@@ -16,7 +16,12 @@ import time
 
 import numpy as np
 
-__all__ = ["BackgroundInit", "warm_up", "pointer", "wait_everywhere", "nccl_early", "POLL_S"]
+__all__ = ["BackgroundInit", "warm_up", "pointer", "wait_everywhere", "nccl_early", "nccl_switch", "POLL_S"]
+
+
+def nccl_switch(name: str) -> bool:
+    """An NCCL switch in the environment: on unless ``name`` is ``0``, ``no``, ``off`` or ``false``."""
+    return os.environ.get(name, "1").strip().lower() not in ("0", "no", "off", "false")
 
 
 def nccl_early() -> str:

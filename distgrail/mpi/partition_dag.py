@@ -186,8 +186,7 @@ class SpreadSteps:
             return super().write(idx, output)
         from .rowstream import serve_rows
 
-        fn, args = (_write_streamed, (idx, output)) if self.here else (serve_rows, (self.comm, self.be, rows,
-                                                                                    rows.dtype))
+        fn, args = (_write_streamed, (idx, output)) if self.here else (serve_rows, (self.comm, self.be, rows))
         run_shared(self.comm, f"writing the index {os.fspath(output) if self.here else ''}", fn, *args)
 
     def for_queries(self, post0, dag):
@@ -209,9 +208,8 @@ class SpreadSteps:
                 from .rowstream import rows_stream
 
                 indptr = gather_degrees(self.be.xp, self.ex, dag)
-                counts = self.comm.gather(int(dag.indices.shape[0]), root=self.root)
                 self.rows = dag.indices  # on this rank's device until the write
-                indices = rows_stream(self.comm, self.be, dag.indices, counts, dag.indices.dtype) if self.here \
+                indices = rows_stream(self.comm, self.be, dag.indices, np.diff(indptr[dag.bounds])) if self.here \
                     else None
             else:
                 indptr, indices = gather_csr(self.be.xp, self.ex, dag)

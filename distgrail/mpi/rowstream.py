@@ -47,13 +47,13 @@ def _step(dt) -> int:
     return max(1, PIECE_BYTES // np.dtype(dt).itemsize)
 
 
-def rows_stream(comm, be, own, counts, dtype) -> StreamedArray:
+def rows_stream(comm, be, own, counts) -> StreamedArray:
     """Rank 0: every rank's rows in rank order (``counts[r]`` values on rank r; ``own`` this
-    rank's, on its device) as a StreamedArray of ``dtype``; every other rank is in
+    rank's, on its device, of the type every rank's are) as a StreamedArray; every other rank is in
     :func:`serve_rows` meanwhile. Each sender's messages: per piece a header ``("ok", k)`` and
     its k values (tag of their own), then ``("end",)``; or ``("error", text)`` and nothing more.
     The pieces are received into one buffer of a piece, allocated before any rank is asked."""
-    dt = np.dtype(dtype)
+    dt = np.dtype(own.dtype)
     counts = [int(c) for c in counts]
     size = comm.Get_size()
     step = _step(dt)
@@ -121,12 +121,12 @@ def rows_stream(comm, be, own, counts, dtype) -> StreamedArray:
     return StreamedArray(sum(counts), dt, pieces, close)
 
 
-def serve_rows(comm, be, own, dtype) -> None:
+def serve_rows(comm, be, own) -> None:
     """Every rank but 0, while rank 0 writes: wait for rank 0's request, then send ``own`` (this
     rank's rows, on its device) in pieces and the end; a failure is sent to rank 0, then raised."""
     if comm.recv(source=0, tag=_CMD) != "send":
         return
-    dt = np.dtype(dtype)
+    dt = np.dtype(own.dtype)
     step = _step(dt)
     for lo in range(0, int(own.shape[0]), step):
         try:

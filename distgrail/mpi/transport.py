@@ -51,7 +51,7 @@ import numpy as np
 from ..errors import DistGrailError
 from .collectives import CHUNK_BYTES, bcast_array, gather_rows, offsets, receive_buffer
 from .errors import mpi, run_shared
-from .ncclinit import BackgroundInit, nccl_early, pointer as _ptr, wait_everywhere as _wait_everywhere
+from .ncclinit import BackgroundInit, nccl_early, nccl_switch, pointer as _ptr, wait_everywhere as _wait_everywhere
 
 __all__ = ["Transport", "MpiTransport", "NcclTransport", "transport_for", "nccl_transport", "nccl_wanted",
            "nccl_early"]
@@ -63,7 +63,7 @@ def _notice(text: str) -> None:
 
 def nccl_wanted() -> bool:
     """False when ``DISTGRAIL_NCCL`` turns NCCL off (``0``, ``no``, ``off``, ``false``)."""
-    return os.environ.get("DISTGRAIL_NCCL", "1").strip().lower() not in ("0", "no", "off", "false")
+    return nccl_switch("DISTGRAIL_NCCL")
 
 
 def _nccl_module():

@@ -124,35 +124,28 @@ class Counted:
 
 def combine_max(xp, ex, old, nxt, hint: int):
     """Collective: the elementwise maximum of every rank's ``nxt`` (each ``>= old``, ``old`` the
-    same on every rank), or None when no rank changed anything; ``nxt`` may be updated in place.
+    same on every rank; ``nxt`` may be updated in place).
     What crosses is the smaller of the frontier — every rank's changed (position, value) pairs,
     by allgather — and the whole array (allreduce MAX), judged by ``hint``: the size of the last
     frontier, the same on every rank (so the choice costs no message). The result is the same."""
     n = int(old.shape[0])
     if 2 * int(hint) * ex.size >= n:
-        out = ex.allreduce(nxt, "max")
-        return out if bool((out != old).any()) else None
+        return ex.allreduce(nxt, "max")
     mine = xp.flatnonzero(nxt != old)
     pairs = ex.allgather(xp.stack((mine.astype(old.dtype), nxt[mine]), axis=1).reshape(-1)).reshape(-1, 2)
-    if not pairs.shape[0]:
-        return None
     scatter_max(xp, nxt, pairs[:, 0], pairs[:, 1])
     return nxt
 
 
 def combine_or(xp, ex, old, nxt, hint: int):
-    """Collective: the OR of every rank's boolean ``nxt`` (each a superset of ``old``), or None
-    when no rank set anything: the newly set ids of every rank (allgather) when ``hint`` (the
+    """Collective: the OR of every rank's boolean ``nxt`` (each a superset of ``old``): the newly
+    set ids of every rank (allgather) when ``hint`` (the
     last frontier's size, the same on every rank) says their 8 bytes each would be fewer than a
     bitmap of n bits, else the packed bitmaps (allreduce OR)."""
     n = int(old.shape[0])
     if 64 * int(hint) * ex.size >= n:
-        out = xp.unpackbits(ex.allreduce(xp.packbits(nxt), "bor"))[:n].astype(xp.bool_)
-        return out if bool((out != old).any()) else None
-    got = ex.allgather(xp.flatnonzero(nxt != old))
-    if not got.shape[0]:
-        return None
-    nxt[got] = True
+        return xp.unpackbits(ex.allreduce(xp.packbits(nxt), "bor"))[:n].astype(xp.bool_)
+    nxt[ex.allgather(xp.flatnonzero(nxt != old))] = True
     return nxt
 
 
@@ -231,16 +224,14 @@ def partitioned_reps(xp, src, dst, n: int, ex, gather_edges: int = DEFAULT_GATHE
         color = xp.where(alive, ids, -1).astype(idt)
         fresh = alive  # the frontier: vertices whose colour changed in the last sweep
         hint = int(xp.count_nonzero(alive))
-        while True:
+        while hint:
             sel = fresh[s]
             nxt = color.copy()
             scatter_max(xp, nxt, d[sel], color[s[sel]])
             del sel
             nxt = combine_max(xp, ex, color, nxt, hint)
-            if nxt is None:
-                break
             fresh, color = nxt != color, nxt
-            hint = int(xp.count_nonzero(fresh))
+            hint = int(xp.count_nonzero(fresh))  # the same on every rank: 0 ends the sweeps
         # each root claims the vertices of its colour that reach it (backward along same-colour edges)
         reached = alive & (color == ids)
         inside = color[s] == color[d]
@@ -248,12 +239,10 @@ def partitioned_reps(xp, src, dst, n: int, ex, gather_edges: int = DEFAULT_GATHE
         del inside
         fresh = reached
         hint = int(xp.count_nonzero(reached))
-        while True:
+        while hint:
             nxt = reached.copy()
             nxt[bs[fresh[bd]]] = True
             nxt = combine_or(xp, ex, reached, nxt, hint)
-            if nxt is None:
-                break
             fresh, reached = nxt & ~reached, nxt
             hint = int(xp.count_nonzero(fresh))
         got = reached
