@@ -174,19 +174,10 @@ def cmd_query(args):
     pairs = _resolve_bundled(args.pairs, "pairs")
     comm = _comm(args)
     _outputs_ok_everywhere(args, comm, args.index, pairs)
-    if comm is not None:
-        from .mpi.binding import bind_gpu
-
-        bind_gpu(comm, args.backend, share=args.share_gpus)
     if comm is not None:  # every rank opens the index; rank 0 reads the pairs and writes the answers
-        from .mpi.errors import run_shared
+        from .cli_pairs import query_under_mpi
 
-        idx = run_shared(comm, f"opening the index {args.index}", distgrail.open_index, args.index)
-        s, t = run_shared(comm, f"reading the pairs {pairs}", read_pairs if _rank(comm) == 0 else None, pairs,
-                          _label_kind(idx)) or (None, None)
-        answers, stats = idx.query(s, t, backend=args.backend, comm=comm)
-        run_shared(comm, f"writing the answers {args.output}",
-                   write_answers if args.output and _rank(comm) == 0 else None, answers, args.output, s, t)
+        answers, stats = query_under_mpi(args, comm, pairs, _label_kind)
     else:
         idx = distgrail.open_index(args.index)
         s, t = read_pairs(pairs, _label_kind(idx))
@@ -195,7 +186,7 @@ def cmd_query(args):
             write_answers(answers, args.output, s, t)
     summary = stats.as_dict()
     if getattr(stats, "mpi_seconds", None):
-        summary["mpi_seconds"] = stats.mpi_seconds
+        summary["mpi_seconds"], summary["partition"] = stats.mpi_seconds, stats.partition
     summary["index"] = os.path.abspath(args.index)
     summary["pairs"] = os.path.abspath(pairs)
     human = stats.summary()

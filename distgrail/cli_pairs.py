@@ -38,6 +38,10 @@ def add_query_args(sp, common) -> None:
                     help="one question instead of a pairs file: prints 'U V reachable' or 'U V unreachable' "
                          "(node labels when the index has them)")
     sp.add_argument("-o", "--output", help=ANSWERS_HELP)
+    sp.add_argument("--partition", choices=("auto", "on", "off"), default="auto",
+                    help="under MPI: each rank holds only its block of the DAG's edges and undecided pairs are "
+                         "searched across the ranks (auto: on a GPU, when one GPU cannot hold the index; one "
+                         "process: off)")
     common(sp)
 
 
@@ -127,3 +131,31 @@ def add_pairs_command(sub, common) -> None:
                     help="pairs file: 'u v' lines (node labels when the index has them; .gz ok) or .npy (k, 2)")
     common(sp, backend=False)
     sp.set_defaults(func=cmd_pairs, kind="random", one_process=True)
+
+
+def query_under_mpi(args, comm, pairs, label_kind):
+    """``query`` under MPI: every rank opens the index (whole, or with ``--partition`` only its DAG
+    rows: :mod:`distgrail.mpi.partition_query`), rank 0 reads the pairs and writes the answers.
+    Returns ``(answers, stats)`` on every rank."""
+    import distgrail
+
+    from .io.pairs import read_pairs
+    from .io.writers import write_answers
+    from .mpi.binding import bind_gpu
+    from .mpi.errors import run_shared
+    from .mpi.partition_query import open_spread_index, spread_wanted
+
+    dev = bind_gpu(comm, args.backend, share=args.share_gpus)
+    rank0 = comm.Get_rank() == 0
+    spread = spread_wanted(comm, args.partition, args.index, args.backend, dev)
+    if spread:
+        idx = open_spread_index(args.index, comm)
+    else:
+        idx = run_shared(comm, f"opening the index {args.index}", distgrail.open_index, args.index)
+    s, t = run_shared(comm, f"reading the pairs {pairs}", read_pairs if rank0 else None, pairs,
+                      label_kind(idx)) or (None, None)
+    answers, stats = idx.query(s, t, backend=args.backend, comm=comm)
+    run_shared(comm, f"writing the answers {args.output}", write_answers if args.output and rank0 else None,
+               answers, args.output, s, t)
+    stats.partition = "spread" if spread else "whole"
+    return answers, stats

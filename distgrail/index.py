@@ -125,11 +125,7 @@ class Index:
                           indptr=_on_device(be, a["dag/indptr"], np.int64),
                           indices=_on_device(be, ix if ix.size else np.zeros(1, np.int32), np.int32),
                           C=C, d=d, W=W, rec=rec)
-        start0 = (post0.astype(np.int64) - a["forest/subtree_size"].astype(np.int64) + 1).astype(post0.dtype)
-        return Labels(comp=a["vertex/component"], indptr=a["dag/indptr"].astype(np.int64, copy=False),
-                      indices=a["dag/indices"], C=C, d=d, W=W, level=a["dag/level"],
-                      lo=np.ascontiguousarray(iv[:, :, 0]), hi=np.ascontiguousarray(iv[:, :, 1]),
-                      start0=start0, post0=post0, out=np.ascontiguousarray(out.T), inn=np.ascontiguousarray(inn.T))
+        return field_labels(a, C, d, K)
 
     def _check_pairs(self, sources, targets):
         s = np.asarray(sources)
@@ -190,6 +186,22 @@ class Index:
             return bool(ans[0])
         ans, _ = self.query(np.atleast_1d(u), np.atleast_1d(v), backend=backend, search=search)
         return ans
+
+
+def field_labels(a: dict, C: int, d: int, K: int, put=None, csr: bool = True) -> Labels:
+    """The CPU :class:`Labels` (one array per field, in the stored small types) of the index arrays
+    ``a``; ``put`` (e.g. a backend's ``asarray``) moves each field to a device (the spread search's
+    labels on a GPU); ``csr=False`` leaves the DAG out (it is spread over ranks)."""
+    put = put or (lambda x: x)
+    iv, post0 = a["labels/intervals"], a["labels/dt_post0"]
+    out = a["supports/out"] if K else np.zeros((C, 0), np.uint64)
+    inn = a["supports/in"] if K else np.zeros((C, 0), np.uint64)
+    start0 = (post0.astype(np.int64) - a["forest/subtree_size"].astype(np.int64) + 1).astype(post0.dtype)
+    return Labels(comp=put(a["vertex/component"]), indptr=a["dag/indptr"].astype(np.int64, copy=False) if csr else None,
+                  indices=a["dag/indices"] if csr else None, C=C, d=d, W=int(out.shape[1]), level=put(a["dag/level"]),
+                  lo=put(np.ascontiguousarray(iv[:, :, 0])), hi=put(np.ascontiguousarray(iv[:, :, 1])),
+                  start0=put(start0), post0=put(post0), out=put(np.ascontiguousarray(out.T)),
+                  inn=put(np.ascontiguousarray(inn.T)))
 
 
 def _on_device(be, a: np.ndarray, dtype):

@@ -16,12 +16,13 @@ from __future__ import annotations
 
 import os
 import zlib
+from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 
 from .errors import IndexFormatError
 
-__all__ = ["PARALLEL_MIN_BYTES", "parallel_read", "can_read_in_blocks"]
+__all__ = ["PARALLEL_MIN_BYTES", "parallel_read", "can_read_in_blocks", "Deferred"]
 
 #: datasets at least this large are read in parallel blocks (smaller ones by HDF5)
 PARALLEL_MIN_BYTES = 16 << 20
@@ -71,3 +72,48 @@ def check_block_reads(path, name, values) -> None:
     if any(v < 0 for v in values):
         raise IndexFormatError(f"{path}: damaged index: dataset /{name} cannot be read (the file ends before "
                                f"its data: truncated?)")
+
+
+class Deferred:
+    """A large dataset left in the file when the index was read (``read_index_file(defer=...)``):
+    its ``shape`` and ``dtype`` (what the shape and type checks see), where its bytes start, and
+    its stored CRC-32s, so that a slice is read later with :meth:`read` and checked block by block
+    (the spread queries read only their rows of ``/dag/indices``)."""
+
+    def __init__(self, path, name, ds, crc):
+        self.path, self.name = path, name
+        self.shape, self.dtype = tuple(ds.shape), ds.dtype.newbyteorder("<")
+        self.offset = int(ds.id.get_offset())
+        self.crc, self.block = np.asarray(crc[0]), int(crc[1])
+        self.size = int(np.prod(self.shape)) if self.shape else 1
+
+    def read(self, lo: int, hi: int) -> np.ndarray:
+        """Elements ``lo .. hi-1`` (of the flat dataset): the CRC blocks that hold them are read and
+        checked against the stored checksums, so a damaged block is an IndexFormatError, as when
+        the whole index is read."""
+        lo, hi = max(0, int(lo)), min(self.size, int(hi))
+        isz = self.dtype.itemsize
+        nbytes = self.size * isz
+        if hi <= lo:
+            return np.zeros(0, self.dtype)
+        b0, b1 = lo * isz // self.block, -(-hi * isz // self.block)
+        if self.crc.dtype.kind not in "iu" or self.crc.shape != (-(-nbytes // self.block),):
+            raise IndexFormatError(f"{self.path}: damaged index: dataset /{self.name} cannot be read (checksum "
+                                   f"error: {self.crc.size} stored checksums for {-(-nbytes // self.block)} blocks)")
+        start, stop = b0 * self.block, min(nbytes, b1 * self.block)
+        raw = np.empty(stop - start, np.uint8)
+        view = memoryview(raw)
+        fd = os.open(self.path, os.O_RDONLY)
+        try:
+            with ThreadPoolExecutor(max_workers=max(1, min(16, os.cpu_count() or 1, b1 - b0))) as pool:
+                got = list(pool.map(lambda i: _read_block(fd, view[i * self.block:(i + 1) * self.block],
+                                                          self.offset + start + i * self.block), range(b1 - b0)))
+        finally:
+            os.close(fd)
+        check_block_reads(self.path, self.name, got)
+        bad = [b0 + i for i, x in enumerate(got) if x != int(self.crc[b0 + i])]
+        if bad:
+            raise IndexFormatError(f"{self.path}: damaged index: dataset /{self.name} cannot be read (checksum "
+                                   f"error: CRC-32 mismatch, block {bad[0]} of {self.crc.size})")
+        first = lo * isz - start
+        return raw[first:first + (hi - lo) * isz].view(self.dtype)

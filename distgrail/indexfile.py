@@ -60,7 +60,7 @@ import numpy as np
 
 from .dtypes import smallest_int, smallest_uint
 from .errors import IndexFormatError
-from .indexblocks import can_read_in_blocks, check_block_reads, parallel_read
+from .indexblocks import Deferred, can_read_in_blocks, check_block_reads, parallel_read
 from .indexwrite import BlockWrites, StreamedArray, can_write_in_blocks, write_streamed
 from .indexwrite import as_type as _as_type
 from .io.atomic import atomic_path
@@ -211,10 +211,11 @@ def _whole(a):
     return np.zeros(0, a.dtype) if isinstance(a, StreamedArray) else a
 
 
-def read_index_file(path) -> tuple[dict, dict]:
+def read_index_file(path, defer=()) -> tuple[dict, dict]:
     """Read and check an index. Raises :class:`IndexFormatError` for anything that is not a
     complete, undamaged index of a version this distgrail reads (any HDF5 error included: it
-    names the attribute or dataset being read)."""
+    names the attribute or dataset being read). ``defer``: datasets left in the file if large: a
+    :class:`~distgrail.indexblocks.Deferred` stands for each (values checked as slices are read)."""
     import h5py
 
     from .indexcheck import check_index
@@ -238,7 +239,7 @@ def read_index_file(path) -> tuple[dict, dict]:
     try:
         try:
             with f:
-                meta, arrays, crcs, seal, landed = _read_open_file(h5py, f, path, where, fd, pool)
+                meta, arrays, crcs, seal, landed = _read_open_file(h5py, f, path, where, fd, pool, defer)
         except IndexFormatError:
             raise
         except _H5_ERRORS as e:
@@ -252,7 +253,7 @@ def read_index_file(path) -> tuple[dict, dict]:
     return meta, arrays
 
 
-def _read_open_file(h5py, f, path, where, fd, pool):
+def _read_open_file(h5py, f, path, where, fd, pool, defer=()):
     """(meta, arrays, crcs, seal, landed) of an open index; ``where[0]`` names what is being read;
     ``landed``: {dataset: CRC futures} of the datasets read in parallel blocks from ``fd``."""
     where[0] = "attribute 'format'"
@@ -298,6 +299,9 @@ def _read_open_file(h5py, f, path, where, fd, pool):
                 where[0] = f"the checksum attributes of dataset /{name}"
                 entries[name], crc = _entry(obj)
                 where[0] = f"dataset /{name}"
+                if crc is not None and can_read_in_blocks(obj, crc[1]) and name in defer:
+                    arrays[name] = Deferred(path, name, obj, crc)
+                    continue
                 if crc is not None and can_read_in_blocks(obj, crc[1]):
                     arrays[name], landed[name] = parallel_read(path, fd, obj, name, int(crc[1]), pool)
                 else:

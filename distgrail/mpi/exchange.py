@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..arrays import to_host as _host
 from ..errors import DistGrailError
 from .collectives import CHUNK_BYTES
 from .errors import mpi
@@ -33,10 +34,6 @@ _OPS = {"sum": "NCCL_SUM", "max": "NCCL_MAX", "min": "NCCL_MIN"}
 _TYPES = {"int8": "NCCL_INT8", "uint8": "NCCL_UINT8", "bool": "NCCL_UINT8", "int32": "NCCL_INT32",
           "uint32": "NCCL_UINT32", "int64": "NCCL_INT64", "uint64": "NCCL_UINT64", "float16": "NCCL_FLOAT16",
           "float32": "NCCL_FLOAT32", "float64": "NCCL_FLOAT64"}
-
-
-def _host(a):
-    return a if isinstance(a, np.ndarray) else a.get()
 
 
 class MpiExchange:

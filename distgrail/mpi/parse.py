@@ -34,6 +34,7 @@ import time
 
 import numpy as np
 
+from ..arrays import to_host as _host
 from .errors import mpi, run_shared
 
 __all__ = ["read_graph_ranks", "split_body"]
@@ -90,10 +91,6 @@ def _one_rank(be, path, fmt, num_vertices, plan=None, why=None):
 
     g = _fallback(plan, fmt, num_vertices, _device(be), _notice, why)
     return g if g is not None else read_graph(path, fmt=fmt, num_vertices=num_vertices)
-
-
-def _host(a):
-    return a if isinstance(a, np.ndarray) else a.get()
 
 
 def _gather(comm, a, transport, be):

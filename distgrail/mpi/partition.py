@@ -46,6 +46,7 @@ import time
 
 import numpy as np
 
+from ..arrays import to_host as _host
 from ..errors import DistGrailError
 from ..placement import condense_on, light_graph
 from .errors import run_shared
@@ -56,10 +57,6 @@ from .placement import AcrossRanks
 __all__ = ["Partitioned", "MpiExchange", "wants_partition", "PARTITION_MODES", "sweep_bytes"]
 
 PARTITION_MODES = ("auto", "on", "off")
-
-
-def _host(a):
-    return a if isinstance(a, np.ndarray) else a.get()
 
 
 def sweep_bytes(n: int, m_local: int) -> int:

@@ -24,6 +24,7 @@ from types import SimpleNamespace
 
 import numpy as np
 
+from ..arrays import to_host as _host
 from ..errors import DistGrailError
 from ..placement import Done
 from ..stages.condense import DAG
@@ -71,10 +72,6 @@ def spread_choice(mode, be, C, m_up, dims, supports, parent_rule) -> bool:
     if mode == "auto" and parent_rule == "max-level":
         return True
     raise GpuMemoryError(why)
-
-
-def _host(a):
-    return a if isinstance(a, np.ndarray) else a.get()
 
 
 class SpreadSteps:

@@ -32,13 +32,10 @@ import os
 
 import numpy as np
 
+from ..arrays import to_host as _host
 from .errors import mpi, run_shared
 
 __all__ = ["read_parts"]
-
-
-def _host(a):
-    return a if isinstance(a, np.ndarray) else a.get()
 
 
 def _scatter(comm, be, g):

@@ -21,10 +21,10 @@ from .binding import ensure_bound
 from .collectives import bcast_array, gather_rows, offsets, scatter_rows, split_counts
 from .errors import own_comm, run_shared
 
-__all__ = ["query_sharded"]
+__all__ = ["query_sharded", "same_index_everywhere", "merge_over_ranks", "answer_in_shards"]
 
 
-def _same_index_everywhere(comm, index):
+def same_index_everywhere(comm, index):
     """Collective: every rank must hold the same index (e.g. each opened its own copy of the file)."""
     m = index.meta
     mine = tuple(m.get(k) for k in ("source_digest", "n_vertices", "n_components", "n_dag_edges", "dims", "seed",
@@ -35,6 +35,46 @@ def _same_index_everywhere(comm, index):
         raise DistGrailError(f"every rank must query the same index, but ranks {bad} hold another one than rank 0 "
                              f"(source digest, n, C, m, dims, seed, parent rule: rank 0 {every[0]}, "
                              f"rank {bad[0]} {every[bad[0]]})")
+
+
+def merge_over_ranks(comm, be, stats, times) -> QueryStats:
+    """Collective: every rank's ``stats`` merged (counts summed, the most rounds), with
+    ``seconds`` the slowest rank's whole call and ``mpi_seconds`` its slowest ``scatter``,
+    ``answer`` and ``gather``, from each rank's ``times`` = (start, scattered, answered, gathered)."""
+    t0, t1, t2, t3 = times
+    every = comm.allgather((stats, t3 - t0, t1 - t0, t2 - t1, t3 - t2))
+    merged = QueryStats(backend=be.name, ranks=comm.Get_size())
+    for st, *_ in every:
+        merged = merged.merge(st)
+    merged.backend, merged.ranks = be.name, comm.Get_size()
+    merged.seconds = max(e[1] for e in every)
+    merged.mpi_seconds = {"scatter": max(e[2] for e in every), "answer": max(e[3] for e in every),
+                          "gather": max(e[4] for e in every)}
+    return merged
+
+
+def answer_in_shards(comm, index, be, sources, targets, answer, root: int = 0):
+    """Collective: root's pairs checked, cut into contiguous shards (Scatterv), each answered by
+    ``answer(s, t, what)`` -> ``(answers, stats)`` on its rank (``what`` names the shard for
+    errors; a failure must be shared by ``answer``), gathered in input order and broadcast.
+    Returns ``(answers, merged stats)`` on every rank (:func:`merge_over_ranks`)."""
+    me, size = comm.Get_rank(), comm.Get_size()
+    here = me == root
+    pairs = run_shared(comm, "checking the query pairs", index._check_pairs if here else None, sources, targets)
+    t0 = time.perf_counter()
+    k = comm.bcast(int(pairs[0].size) if here else None, root=root)
+    counts = split_counts(k, size)
+    s, t = pairs if here else (None, None)
+    s = scatter_rows(comm, s, counts, (), np.int64, root)
+    t = scatter_rows(comm, t, counts, (), np.int64, root)
+    t1 = time.perf_counter()
+    lo, hi = int(offsets(counts)[me]), int(offsets(counts)[me + 1])
+    ans, stats = answer(s, t, f"answering queries {lo}..{hi - 1}" if hi > lo else "answering queries (none on this rank)")
+    t2 = time.perf_counter()
+    out = run_shared(comm, "allocating the answers", (lambda: np.empty(k, dtype=bool)) if here else None)
+    gather_rows(comm, np.ascontiguousarray(ans, dtype=bool), counts, out, root)
+    answers = bcast_array(comm, out, root)
+    return answers, merge_over_ranks(comm, be, stats, (t0, t1, t2, time.perf_counter()))
 
 
 def query_sharded(index, sources, targets, backend="auto", comm=None, root: int = 0, search=None):
@@ -51,34 +91,11 @@ def query_sharded(index, sources, targets, backend="auto", comm=None, root: int 
     try:
         me, size = comm.Get_rank(), comm.Get_size()
         here = me == root
-        _same_index_everywhere(comm, index)
+        same_index_everywhere(comm, index)
         dev = ensure_bound(comm, backend)  # one GPU per node-local rank, unless bound already
         be = run_shared(comm, "selecting the backend", get_backend, backend, dev)
-        pairs = run_shared(comm, "checking the query pairs", index._check_pairs if here else None, sources, targets)
-        t0 = time.perf_counter()
-        k = comm.bcast(int(pairs[0].size) if here else None, root=root)
-        counts = split_counts(k, size)
-        s, t = pairs if here else (None, None)
-        s = scatter_rows(comm, s, counts, (), np.int64, root)
-        t = scatter_rows(comm, t, counts, (), np.int64, root)
-        t1 = time.perf_counter()
-        lo, hi = int(offsets(counts)[me]), int(offsets(counts)[me + 1])
-        what = f"answering queries {lo}..{hi - 1}" if hi > lo else "answering queries (none on this rank)"
-        ans, stats = run_shared(comm, what, index._query_local, s, t, be, search)
-        t2 = time.perf_counter()
-        out = run_shared(comm, "allocating the answers", (lambda: np.empty(k, dtype=bool)) if here else None)
-        gather_rows(comm, np.ascontiguousarray(ans, dtype=bool), counts, out, root)
-        answers = bcast_array(comm, out, root)
-        t3 = time.perf_counter()
-        every = comm.allgather((stats, t3 - t0, t1 - t0, t2 - t1, t3 - t2))
-        merged = QueryStats(backend=be.name, ranks=size)
-        for st, *_ in every:
-            merged = merged.merge(st)
-        merged.backend, merged.ranks = be.name, size
-        merged.seconds = max(e[1] for e in every)
-        merged.mpi_seconds = {"scatter": max(e[2] for e in every), "answer": max(e[3] for e in every),
-                              "gather": max(e[4] for e in every)}
-        return answers, merged
+        return answer_in_shards(comm, index, be, sources, targets,
+                                lambda s, t, what: run_shared(comm, what, index._query_local, s, t, be, search), root)
     finally:
         if owned:
             comm.Free()

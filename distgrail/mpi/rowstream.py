@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..arrays import to_host as _host
 from ..errors import DistGrailError
 from ..indexwrite import StreamedArray
 from .errors import mpi
@@ -37,10 +38,6 @@ __all__ = ["PIECE_BYTES", "rows_stream", "serve_rows", "rows_on_file"]
 #: the most bytes of rows in one message (and on one host at a time)
 PIECE_BYTES = 256 << 20
 _CMD, _HEAD, _DATA = 2424, 2425, 2426  # rank 0's request; a piece's header; its values
-
-
-def _host(a):
-    return a if isinstance(a, np.ndarray) else a.get()
 
 
 def _step(dt) -> int:

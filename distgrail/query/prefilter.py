@@ -15,8 +15,7 @@ without them (K = 0) skips them and they count 0. The CUDA twin is ``dg_prefilte
 
 from __future__ import annotations
 
-import numpy as np
-
+from ..arrays import array_module
 from .stats import INTERVAL, LEVEL, SAME, SUPPORT_NEG, SUPPORT_POS, TREE, Labels
 
 __all__ = ["prefilter", "support_verdict", "inside", "in_subtree"]
@@ -25,8 +24,9 @@ __all__ = ["prefilter", "support_verdict", "inside", "in_subtree"]
 def support_verdict(L: Labels, cu, cv, mask_v=None):
     """(positive, negative) of steps 3–4 for component pairs (cu, cv); ``mask_v`` optionally
     gives (out, in) of cv already gathered, each (W, k)."""
-    pos = np.zeros(np.shape(cu), dtype=bool)
-    neg = np.zeros(np.shape(cu), dtype=bool)
+    xp = array_module(cu)
+    pos = xp.zeros(cu.shape, dtype=bool)
+    neg = xp.zeros(cu.shape, dtype=bool)
     for w in range(L.W):
         ou, iu = L.out[w][cu], L.inn[w][cu]
         ov, iv = (L.out[w][cv], L.inn[w][cv]) if mask_v is None else (mask_v[0][w], mask_v[1][w])
@@ -38,7 +38,7 @@ def support_verdict(L: Labels, cu, cv, mask_v=None):
 def inside(L: Labels, outer, lo_in, hi_in):
     """L_inner ⊆ L_outer in every dimension: ``outer`` component ids, ``lo_in``/``hi_in`` (d, k)
     the inner components' intervals."""
-    ok = np.ones(np.shape(outer), dtype=bool)
+    ok = array_module(outer).ones(outer.shape, dtype=bool)
     for k in range(L.d):
         ok &= (L.lo[k][outer] <= lo_in[k]) & (hi_in[k] <= L.hi[k][outer])
     return ok
@@ -50,13 +50,15 @@ def in_subtree(L: Labels, outer, post_in):
 
 
 def prefilter(L: Labels, cu, cv):
-    """The steps before the search. Returns (answer, code) with code 0 for pairs left to the search."""
-    code = np.zeros(cu.shape, dtype=np.int8)
-    ans = np.zeros(cu.shape, dtype=bool)
+    """The steps before the search. Returns (answer, code) with code 0 for pairs left to the search.
+    The arrays may be NumPy's or, all of them, CuPy's (the spread search's prefilter on a GPU)."""
+    xp = array_module(cu)
+    code = xp.zeros(cu.shape, dtype=xp.int8)
+    ans = xp.zeros(cu.shape, dtype=bool)
     same = cu == cv
     code[same] = SAME
     ans[same] = True
-    op = np.flatnonzero(~same)
+    op = xp.flatnonzero(~same)
     lvl = L.level[cu[op]] >= L.level[cv[op]]
     code[op[lvl]] = LEVEL
     op = op[~lvl]

@@ -33,15 +33,13 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..arrays import csr_positions
+from ..arrays import to_host as _host
 from ..hashing import STREAM_PARENT, hash3_xp
 from .partitioned_scc import _at, scatter_max, scatter_min, sorted_distinct
 
 __all__ = ["PartDAG", "kahn_levels", "spread_dag", "spread_parents", "spread_intervals", "spread_masks",
            "spread_degrees", "gather_csr", "gather_degrees", "spread_bytes", "id_type"]
-
-
-def _host(a):
-    return a if isinstance(a, np.ndarray) else a.get()
 
 
 #: component counts from which this module's ids are int64 (int32 below)
@@ -56,18 +54,6 @@ def id_type(xp, C: int):
 
 def _scalar_sum(xp, ex, v) -> int:
     return int(_host(ex.allreduce(xp.asarray([int(v)], dtype=xp.int64), "sum"))[0])
-
-
-def _positions(xp, ptr, rows):
-    """Positions in a CSR of the edges of ``rows`` (row by row)."""
-    start, deg = ptr[rows], ptr[rows + 1] - ptr[rows]
-    cs = xp.cumsum(deg)
-    total = int(cs[-1]) if cs.size else 0
-    if total == 0:
-        return xp.zeros(0, dtype=xp.int64)
-    e = xp.arange(total, dtype=xp.int64)
-    r = xp.searchsorted(cs, e, side="right")
-    return start[r] + e - (cs[r] - deg[r])
 
 
 class PartDAG:
@@ -122,7 +108,7 @@ def kahn_levels(xp, ex, C: int, cu, cv):
     lev = 0
     while frontier.size:
         level[frontier] = lev
-        t = s_cv[_positions(xp, ptr, frontier)]
+        t = s_cv[csr_positions(xp, ptr, frontier)]
         total = _scalar_sum(xp, ex, t.size)
         if total == 0:
             break

@@ -1,0 +1,39 @@
+"""NumPy or CuPy: which array module holds an array, and an array on the host.
+
+The partitioned stages and searches are written once against an array module ``xp`` (NumPy on
+the CPU backend, CuPy on a GPU backend); these two helpers are what they share. CuPy is imported
+only when a CuPy array is met."""
+
+from __future__ import annotations
+
+import numpy as np
+
+__all__ = ["to_host", "array_module", "csr_positions"]
+
+
+def to_host(a) -> np.ndarray:
+    """``a`` as a NumPy array: itself when it is one, else copied from its device (``a.get()``)."""
+    return a if isinstance(a, np.ndarray) else a.get()
+
+
+def array_module(a):
+    """``numpy`` for NumPy arrays and scalars, ``cupy`` for CuPy arrays."""
+    if isinstance(a, (np.ndarray, np.generic, int, float, bool)):
+        return np
+    if type(a).__module__.startswith("cupy"):
+        import cupy
+
+        return cupy
+    return np
+
+
+def csr_positions(xp, ptr, rows):
+    """Positions in a CSR (offsets ``ptr``) of the entries of ``rows``, row by row (int64)."""
+    start, deg = ptr[rows], ptr[rows + 1] - ptr[rows]
+    cs = xp.cumsum(deg)
+    total = int(cs[-1]) if cs.size else 0
+    if total == 0:
+        return xp.zeros(0, dtype=xp.int64)
+    e = xp.arange(total, dtype=xp.int64)
+    r = xp.searchsorted(cs, e, side="right")
+    return start[r] + e - (cs[r] - deg[r])

@@ -1,0 +1,221 @@
+"""Queries over a DAG spread over ranks: the prefilter on replicated labels, then a distributed
+frontier search for the pairs it leaves open (issue 24). Written once against an array module
+``xp`` (NumPy on the CPU backend, CuPy on a GPU backend) and an exchange object (the one of
+:mod:`distgrail.stages.partitioned_scc`: ``allreduce``, ``allgather``, ``alltoall``), with no MPI
+here; :mod:`distgrail.mpi.partition_query` opens the index and drives it.
+
+What each rank holds: the labels (levels, intervals, DT ranks, support masks, ``comp``: O(n + C
+(d + W)), the same on every rank) and only its **row block** of the DAG (:class:`RowBlock`: rows
+``r0 .. r1-1``, blocks balanced by edges, :func:`row_bounds`), so no rank holds the DAG's edges.
+
+The search is :func:`~distgrail.query.search.guided_search_numpy`'s, level-synchronous over all
+ranks: a frontier entry is a key ``q * C + v`` (query q of the chunk at component v) held by v's
+owner. Each round, every rank expands the entries it holds along its rows, applies the same tests
+to each child (hit, level, intervals, support masks, DT-subtree cut), marks the queries answered,
+and sends the children left to their owners (``alltoall``); each owner drops the keys it has seen
+(a per-rank visited set: the key's owner alone ever sees it), and the newly answered queries are
+made known to every rank (``allgather``), which drop their entries. The frontiers after every round
+are exactly the forward search's, so the answers and the round count are too.
+
+Queries are taken in chunks of :data:`CHUNK_QUERIES` over all ranks (keys, done flags and visited
+sets are per chunk). A rank that fails inside a round (out of memory) still takes part in the
+round's exchanges with nothing to send and reports its failure at the next round's count, so
+every rank leaves the search at the same round: :func:`spread_search` returns the error, and the
+caller shares it (:func:`~distgrail.mpi.errors.share_outcome`) instead of any rank waiting.
+"""
+
+from __future__ import annotations
+
+import time
+
+import numpy as np
+
+from ..arrays import csr_positions, to_host
+from ..segments import gather_rows
+from .prefilter import in_subtree, inside, prefilter, support_verdict
+from .stats import SEARCH_NEG, SEARCH_POS, UNDECIDED, Labels, QueryStats
+
+__all__ = ["CHUNK_QUERIES", "RowBlock", "row_bounds", "spread_search", "answer_spread"]
+
+#: queries (over all ranks) per search chunk
+CHUNK_QUERIES = 1 << 16
+
+
+def row_bounds(indptr: np.ndarray, size: int) -> np.ndarray:
+    """Row blocks balanced by edges: ``size + 1`` host ints, block j = rows bounds[j] .. bounds[j+1]-1
+    (the rows whose edges start before the j-th equal share of the edges)."""
+    indptr = np.asarray(indptr, dtype=np.int64)
+    C, m = int(indptr.size - 1), int(indptr[-1]) if indptr.size else 0
+    share = np.array([(j * m) // size for j in range(1, size)], dtype=np.int64)
+    mid = np.searchsorted(indptr[:C], share, side="left") if size > 1 else np.zeros(0, np.int64)
+    return np.concatenate(([0], np.minimum(mid, C), [C])).astype(np.int64)
+
+
+class RowBlock:
+    """This rank's rows ``r0 .. r1-1`` of the DAG CSR: ``indptr`` (local offsets from 0, int64) and
+    ``indices`` (children, component ids) on the device of ``xp``; ``bounds`` (host, every
+    rank's block)."""
+
+    def __init__(self, xp, indptr, indices, bounds, rank: int):
+        self.xp = xp
+        self.bounds = np.asarray(bounds, dtype=np.int64)
+        self.rank, self.size = int(rank), int(self.bounds.size - 1)
+        self.r0, self.r1 = int(self.bounds[rank]), int(self.bounds[rank + 1])
+        self.indptr = xp.asarray(indptr, dtype=xp.int64)
+        self.indices = xp.asarray(indices)
+        self._inner = xp.asarray(self.bounds[1:-1])
+
+    def owner(self, v):
+        """The rank holding row ``v`` of each component id in ``v``."""
+        return self.xp.searchsorted(self._inner, v, side="right")
+
+    def children(self, v):
+        """``(children, counts)`` of components ``v`` (all in this block), row by row."""
+        rows = v - self.r0
+        if self.xp is np:  # by repeats: faster on the CPU than the searches of csr_positions
+            ch, cnt = gather_rows(self.indptr, self.indices, rows)
+            return ch.astype(np.int64), cnt
+        cnt = self.indptr[rows + 1] - self.indptr[rows]
+        return self.indices[csr_positions(self.xp, self.indptr, rows)].astype(self.xp.int64), cnt
+
+
+class _Guard:
+    """The first exception of this rank's local steps; later steps are skipped (they return
+    their empty value) so that the rank still takes part in every exchange."""
+
+    def __init__(self):
+        self.error = None
+
+    def __call__(self, fn, empty, *args):
+        if self.error is None:
+            try:
+                return fn(*args)
+            except Exception as e:  # reported at the next count, then shared by the caller
+                self.error = e
+        return empty
+
+
+def _route(xp, rows: RowBlock, keys, C: int):
+    """``keys`` cut into one part per rank: the owners of their components."""
+    owner = rows.owner(keys % C)
+    order = xp.argsort(owner)
+    keys, owner = keys[order], owner[order]
+    ends = to_host(xp.searchsorted(owner, xp.arange(1, rows.size + 1), side="left")).tolist()
+    return [keys[a:b] for a, b in zip([0] + ends[:-1], ends)]
+
+
+def _unseen(xp, keys, visited, done, C: int):
+    """The distinct ``keys`` not in ``visited`` (sorted) whose query is not done; and the new visited."""
+    keys = xp.unique(keys)
+    if visited.size and keys.size:
+        pos = xp.minimum(xp.searchsorted(visited, keys), visited.size - 1)
+        keys = keys[visited[pos] != keys]
+    visited = xp.sort(xp.concatenate((visited, keys))) if keys.size else visited
+    return keys[~done[keys // C]], visited
+
+
+def _expand(xp, L: Labels, rows: RowBlock, keys, t, done):
+    """One round on this rank's entries: marks ``done`` and returns (children keys left, newly done)."""
+    C = L.C
+    was = done.copy()
+    q, v = keys // C, keys % C
+    ch, cnt = rows.children(v)
+    q = xp.repeat(q, cnt)
+    tq = t[q]
+    done[q[ch == tq]] = True
+    keep = ~done[q] & (L.level[ch] < L.level[tq])
+    q, ch, tq = q[keep], ch[keep], tq[keep]
+    keep = inside(L, ch, L.lo[:, tq], L.hi[:, tq])
+    q, ch, tq = q[keep], ch[keep], tq[keep]
+    cut = in_subtree(L, ch, L.post0[tq])
+    if L.W:
+        pos, neg = support_verdict(L, ch, tq)
+        cut |= pos & ~neg
+        q, ch, cut = q[~neg], ch[~neg], cut[~neg]
+    done[q[cut]] = True
+    keep = ~done[q]
+    return q[keep] * C + ch[keep], xp.flatnonzero(done & ~was)
+
+
+def _search_chunk(xp, ex, L: Labels, rows: RowBlock, keys, t, sizes, guard: _Guard):
+    """(done flags of the chunk's queries, rounds, whether a rank failed) of the frontier that
+    starts at ``keys``."""
+    C, i64 = L.C, xp.int64
+    done = xp.zeros(t.size, dtype=bool)
+    visited = xp.zeros(0, dtype=i64)
+    none = xp.zeros(0, dtype=i64)
+    keys = ex.alltoall(guard(_route, [none] * rows.size, xp, rows, keys, C))
+    r = 0
+    while True:
+        keys, visited = guard(_unseen, (none, visited), xp, keys, visited, done, C)
+        total, failed = (int(x) for x in to_host(ex.allreduce(xp.asarray([keys.size, guard.error is not None],
+                                                                           dtype=i64), "sum")))
+        if failed:
+            return done, r, True
+        if r and sizes is not None:
+            sizes.extend([0] * (r - len(sizes)))
+            sizes[r - 1] += total
+        if total == 0:
+            return done, r, False
+        r += 1
+        nxt, newly = guard(_expand, (none, none), xp, L, rows, keys, t, done)
+        keys = ex.alltoall(guard(_route, [none] * rows.size, xp, rows, nxt, C))
+        got = ex.allgather(newly.astype(i64))
+        done[got] = True
+
+
+def spread_search(xp, ex, L: Labels, rows: RowBlock, cu, cv, chunk: int = CHUNK_QUERIES, sizes=None, guard=None):
+    """Collective: the search for this rank's undecided component pairs ``(cu, cv)``. Returns
+    ``(found, rounds, error)``: ``found`` (bool, on ``xp``) and ``rounds`` as the forward search
+    gives them, ``error`` this rank's exception (None when it did not fail; when any rank failed,
+    every rank returns at the same round with ``found`` incomplete: the caller raises).
+    ``sizes``: a list that receives the frontier size (over all ranks) after each round; ``guard``:
+    the caller's :class:`_Guard` when a step before this one may have failed."""
+    i64 = xp.int64
+    k = int(cu.size)
+    off = np.concatenate(([0], np.cumsum(to_host(ex.allgather(xp.asarray([k], dtype=i64)))))).astype(np.int64)
+    me, Q, C = rows.rank, int(off[-1]), int(L.C)
+    chunk = max(1, min(int(chunk), (2**62) // max(C, 1)))  # keys q * C + v stay int64
+    found = xp.zeros(k, dtype=bool)
+    guard = guard or _Guard()
+    rounds = 0
+    for g0 in range(0, Q, chunk):
+        g1 = min(Q, g0 + chunk)
+        a, b = (int(min(k, max(0, g - off[me]))) for g in (g0, g1))
+        t = ex.allgather(cv[a:b].astype(i64))  # the chunk's targets in global order
+        q = xp.arange(a, b, dtype=i64) + int(off[me] - g0)
+        done, r, failed = _search_chunk(xp, ex, L, rows, q * C + cu[a:b].astype(i64), t, sizes, guard)
+        if failed:  # every rank leaves here, at the same round
+            break
+        found[a:b] = done[q]
+        rounds = max(rounds, r)
+    return found, rounds, guard.error
+
+
+def answer_spread(xp, ex, L: Labels, rows: RowBlock, sources, targets, stats: QueryStats | None = None,
+                  chunk: int = CHUNK_QUERIES, sizes=None):
+    """Collective: ``(answers, error)`` for this rank's pairs of vertex ids: host bool answers, or
+    None and this rank's exception when a rank failed (every rank returns; the caller shares it).
+    ``sizes``: as :func:`spread_search`'s."""
+    t0 = time.perf_counter()
+    guard, none = _Guard(), xp.zeros(0, dtype=xp.int64)
+
+    def pre():
+        cu, cv = L.comp[xp.asarray(sources)], L.comp[xp.asarray(targets)]
+        ans, code = prefilter(L, cu, cv)
+        return cu, cv, ans, code, xp.flatnonzero(code == UNDECIDED)
+
+    cu, cv, ans, code, und = guard(pre, (none, none, None, None, none))
+    found, rounds, error = spread_search(xp, ex, L, rows, cu[und], cv[und], chunk, sizes, guard)
+    if error is not None:
+        return None, error
+    ans[und] = found
+    code[und] = xp.where(found, SEARCH_POS, SEARCH_NEG).astype(code.dtype)
+    if stats is not None:
+        host = to_host(code)
+        stats.queries += int(host.size)
+        stats.reachable += int(to_host(ans).sum())
+        stats.add_codes(host)
+        stats.search_rounds = max(stats.search_rounds, rounds)
+        stats.seconds += time.perf_counter() - t0
+    return to_host(ans).astype(bool, copy=False), error

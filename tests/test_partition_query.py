@@ -1,0 +1,276 @@
+"""Queries on a DAG spread over ranks (issue 24): distgrail/query/partitioned_search.py over K
+simulated ranks against the one-process forward search (answers, rounds, frontier sizes) and
+BFS; a rank failing inside the search ends it on every rank; rows of /dag/indices read by CRC
+blocks; under MPI, ``open_spread_index`` + ``query`` and ``distgrail query --partition on`` against
+one process and BFS; on a GPU, the CuPy search against the NumPy one."""
+
+from __future__ import annotations
+
+import os
+
+import numpy as np
+import pytest
+
+import distgrail
+from distgrail.bfs import bfs_reachable, csr_of
+from distgrail.errors import IndexFormatError
+from distgrail.index import field_labels
+from distgrail.io.graph import EdgeGraph
+from distgrail.query import partitioned_search as ps
+from distgrail.query.prefilter import prefilter
+from distgrail.query.search import guided_search_numpy
+from distgrail.query.stats import UNDECIDED, QueryStats
+from test_mpi_parse import shared_dir  # noqa: F401 - the fixture: a directory every rank sees
+from test_partition import GRAPHS, OnDevice, Threads, written_mpi_graphs
+
+SEED = 3
+
+
+def _index(name, supports, dims=3):
+    n, s, d = GRAPHS[name]
+    g = EdgeGraph(n, s, d, name=name)
+    return g, distgrail.build_index(g, dims=dims, backend="cpu", supports=supports, seed=SEED)
+
+
+def _pairs(n, k=400, seed=1):
+    rng = np.random.default_rng(seed)
+    return rng.integers(0, n, k).astype(np.int64), rng.integers(0, n, k).astype(np.int64)
+
+
+def _spread(idx, K, s, t, chunk, xp=np, fail_on=None, sizes=None):
+    """Every simulated rank's (answers, stats, error) for the pairs cut in K contiguous shards."""
+    a = idx.arrays
+    L = field_labels(a, idx.C, idx.dims, idx.supports, put=xp.asarray, csr=False)
+    ip = a["dag/indptr"].astype(np.int64)
+    bounds = ps.row_bounds(ip, K)
+    cut = np.linspace(0, s.size, K + 1).astype(int)
+
+    def one(r, ex, *_):
+        if xp is not np:
+            ex = OnDevice(xp, ex)
+        e0, e1 = ip[bounds[r]], ip[bounds[r + 1]]
+        rows = ps.RowBlock(xp, ip[bounds[r]:bounds[r + 1] + 1] - e0, a["dag/indices"][e0:e1], bounds, r)
+        st = QueryStats()
+        ans, err = ps.answer_spread(xp, ex, L, rows, s[cut[r]:cut[r + 1]], t[cut[r]:cut[r + 1]], st, chunk=chunk,
+                                    sizes=sizes if r == 0 else None)
+        return ans, st, err
+
+    if fail_on is not None:
+        fail_on(ps)
+    return Threads(K).run(one, np.zeros(K, np.int64), np.zeros(K, np.int64))
+
+
+def _forward(idx, s, t):
+    """(answers, undecided count, rounds, frontier sizes) of the one-process forward search."""
+    L = idx.labels("cpu")
+    cu, cv = L.comp[s], L.comp[t]
+    ans, code = prefilter(L, cu, cv)
+    und = np.flatnonzero(code == UNDECIDED)
+    sizes = []
+    found, rounds = guided_search_numpy(L, cu[und], cv[und], sizes)
+    ans[und] = found
+    return ans, und.size, rounds, sizes
+
+
+@pytest.mark.parametrize("K", [1, 2, 3, 4])
+@pytest.mark.parametrize("name", ["deep chain", "dense dag", "chain of cycles", "giant", "random 0", "random 2",
+                                  "isolated", "one vertex", "self loops"])
+@pytest.mark.parametrize("supports,dims", [(0, 1), (0, 3), (3, 1), (3, 3)])
+def test_spread_search_equals_forward_search_and_bfs(name, K, supports, dims):
+    g, idx = _index(name, supports, dims)
+    s, t = _pairs(g.n)
+    want, und, rounds, sizes = _forward(idx, s, t)
+    np.testing.assert_array_equal(want, bfs_reachable(*csr_of(g), s, t))
+    got_sizes = []
+    out = _spread(idx, K, s, t, chunk=37, sizes=got_sizes)
+    assert all(err is None for _, _, err in out)
+    np.testing.assert_array_equal(np.concatenate([a for a, _, _ in out]), want, err_msg=name)
+    merged = QueryStats()
+    for _, st, _ in out:
+        merged = merged.merge(st)
+    assert merged.queries == s.size and merged.reachable == int(want.sum())
+    assert merged.searched == und
+    assert merged.search_rounds == rounds
+    assert got_sizes == sizes  # the same frontiers, round by round
+
+
+def test_row_bounds_balance_edges_and_cover_every_row():
+    ip = np.concatenate(([0], np.cumsum(np.random.default_rng(0).integers(0, 50, 1000))))
+    for K in (1, 2, 3, 7, 64):
+        b = ps.row_bounds(ip, K)
+        assert b[0] == 0 and b[-1] == 1000 and (np.diff(b) >= 0).all() and b.size == K + 1
+        per = ip[b[1:]] - ip[b[:-1]]
+        assert per.sum() == ip[-1] and per.max() <= ip[-1] / K + 50  # at most one row's edges over a share
+    assert ps.row_bounds(np.zeros(5, np.int64), 3).tolist() == [0, 0, 0, 4]  # no edges: the rows go last
+
+
+def test_one_rank_failing_in_a_round_stops_every_rank():
+    g, idx = _index("random 0", 0)
+    s, t = _pairs(g.n)
+    assert _forward(idx, s, t)[2] >= 2  # searches of several rounds
+    real = ps._expand
+    calls = {"n": 0}
+
+    def patch(mod):
+        def expand(xp, L, rows, keys, tv, done):
+            if rows.rank == 1 and keys.size:
+                calls["n"] += 1
+                if calls["n"] == 2:
+                    raise MemoryError("out of memory on rank 1")
+            return real(xp, L, rows, keys, tv, done)
+
+        mod._expand = expand
+
+    try:
+        out = _spread(idx, 3, s, t, chunk=1 << 16, fail_on=patch)
+    finally:
+        ps._expand = real
+    errs = [e for _, _, e in out]
+    assert isinstance(errs[1], MemoryError) and errs[0] is None and errs[2] is None
+    assert calls["n"] == 2 and out[1][0] is None  # failed in its second round, no answers
+
+
+def test_rows_of_indices_read_by_crc_blocks_and_damage_is_named(tmp_path, monkeypatch):
+    from distgrail import indexblocks, indexfile
+    from distgrail.indexfile import read_index_file
+
+    monkeypatch.setattr(indexfile, "CRC_BLOCK", 64)  # blocks of 64 bytes
+    monkeypatch.setattr(indexblocks, "PARALLEL_MIN_BYTES", 1)
+    g, idx = _index("dense dag", 0)
+    path = str(tmp_path / "d.h5")
+    idx.save(path)
+    meta, arrays = read_index_file(path, defer=("dag/indices",))
+    ix = arrays["dag/indices"]
+    assert isinstance(ix, indexblocks.Deferred) and ix.shape == idx.arrays["dag/indices"].shape
+    whole = idx.arrays["dag/indices"]
+    for lo, hi in ((0, whole.size), (5, 6), (15, 17), (100, 300), (whole.size - 3, whole.size), (7, 7)):
+        np.testing.assert_array_equal(ix.read(lo, hi), whole[lo:hi])
+    import h5py
+
+    with h5py.File(path, "r") as f:
+        at = int(f["dag/indices"].id.get_offset())
+    with open(path, "r+b") as f:  # one byte of block 3
+        f.seek(at + 3 * 64 + 5)
+        b = f.read(1)
+        f.seek(at + 3 * 64 + 5)
+        f.write(bytes([b[0] ^ 0xFF]))
+    per = 64 // ix.dtype.itemsize  # ids per block (the file holds the smallest type)
+    meta, arrays = read_index_file(path, defer=("dag/indices",))  # the damage is not read yet
+    np.testing.assert_array_equal(arrays["dag/indices"].read(0, 3 * per), whole[:3 * per])
+    with pytest.raises(IndexFormatError, match=r"dag/indices.*CRC-32 mismatch, block 3 of"):
+        arrays["dag/indices"].read(3 * per - 1, 3 * per + 1)
+    with pytest.raises(IndexFormatError, match="dag/indices"):
+        read_index_file(path)  # the whole read sees it too
+
+
+# ---------------------------------------------------------------- under MPI
+
+@pytest.mark.mpi(min_size=2)
+def test_spread_query_equals_one_process_and_bfs(shared_dir, monkeypatch):
+    from mpi4py import MPI
+
+    from distgrail import indexblocks, indexfile
+    from distgrail.io.read import read_graph
+    from distgrail.mpi.partition_query import open_spread_index
+
+    comm = MPI.COMM_WORLD
+    monkeypatch.setattr(indexfile, "CRC_BLOCK", 64)  # rows read by 64-byte CRC blocks, left in the file
+    monkeypatch.setattr(indexblocks, "PARALLEL_MIN_BYTES", 1)
+    for name, path, nv in written_mpi_graphs(comm, shared_dir):
+        out = os.path.join(shared_dir, f"{name}.spreadq.h5")
+        if comm.rank == 0:
+            distgrail.build_index(path, dims=3, backend="cpu", output=out, num_vertices=nv, supports=2)
+        comm.Barrier()
+        idx = open_spread_index(out, comm)
+        m = int(idx.meta["n_dag_edges"])
+        lo, hi = idx.bounds[comm.rank], idx.bounds[comm.rank + 1]
+        assert idx._rows[1].size == int(idx.arrays["dag/indptr"][hi]) - int(idx.arrays["dag/indptr"][lo])
+        assert m == 0 or isinstance(idx.arrays["dag/indices"], indexblocks.Deferred)
+        if m >= 4 * comm.size:
+            assert idx._rows[1].size < m, name  # no rank holds every edge
+        g = read_graph(path, num_vertices=nv)
+        s, t = _pairs(g.n, 300, seed=comm.size) if comm.rank == 0 else (None, None)
+        ans, st = idx.query(s, t, backend="cpu")
+        one = distgrail.open_index(out)
+        s, t = _pairs(g.n, 300, seed=comm.size)
+        want, wst = one.query(s, t, backend="cpu")
+        np.testing.assert_array_equal(ans, want, err_msg=name)
+        np.testing.assert_array_equal(ans, bfs_reachable(*csr_of(g), s, t), err_msg=name)
+        assert st.ranks == comm.size and st.queries == 300 and st.reachable == int(want.sum())
+        comm.Barrier()
+
+
+@pytest.mark.mpi(min_size=2)
+def test_cli_query_partition_on_writes_the_one_process_answers(shared_dir, capsys):
+    from mpi4py import MPI
+
+    from distgrail.cli import main
+
+    comm = MPI.COMM_WORLD
+    items = written_mpi_graphs(comm, shared_dir)
+    name, path, nv = [x for x in items if x[0].startswith("giant")][0]
+    out = os.path.join(shared_dir, "cli.spread.h5")
+    pairs = os.path.join(shared_dir, "cli.pairs")
+    if comm.rank == 0:
+        distgrail.build_index(path, dims=2, backend="cpu", output=out, num_vertices=nv)
+        s, t = _pairs(nv, 200)
+        with open(pairs, "w") as f:
+            f.writelines(f"{a} {b}\n" for a, b in zip(s.tolist(), t.tolist()))
+    comm.Barrier()
+    got = os.path.join(shared_dir, "cli.spread.ans")
+    one = os.path.join(shared_dir, "cli.one.ans")
+    capsys.readouterr()
+    assert main(["query", out, pairs, "-o", got, "--backend", "cpu", "--partition", "on", "--json"]) == 0
+    if comm.rank == 0:
+        import json
+
+        summary = json.loads(capsys.readouterr().out)
+        assert summary["partition"] == "spread" and summary["ranks"] == comm.size and summary["queries"] == 200
+        assert main(["query", out, pairs, "-o", one, "--backend", "cpu", "--no-mpi", "--quiet"]) == 0
+        assert open(got).read() == open(one).read()
+    comm.Barrier()
+
+
+@pytest.mark.mpi(min_size=2)
+def test_damaged_rows_fail_every_rank_with_the_block_named(shared_dir, monkeypatch):
+    from mpi4py import MPI
+
+    from distgrail import indexblocks, indexfile
+    from distgrail.mpi.errors import RankError
+    from distgrail.mpi.partition_query import open_spread_index
+
+    comm = MPI.COMM_WORLD
+    monkeypatch.setattr(indexfile, "CRC_BLOCK", 64)
+    monkeypatch.setattr(indexblocks, "PARALLEL_MIN_BYTES", 1)
+    out = os.path.join(shared_dir, "damaged.spread.h5")
+    if comm.rank == 0:
+        _, idx = _index("dense dag", 0)
+        idx.save(out)
+        import h5py
+
+        with h5py.File(out, "r") as f:
+            at, nbytes = int(f["dag/indices"].id.get_offset()), int(f["dag/indices"].nbytes)
+        with open(out, "r+b") as f:  # the last block: the last rank's rows
+            f.seek(at + nbytes - 1)
+            b = f.read(1)
+            f.seek(at + nbytes - 1)
+            f.write(bytes([b[0] ^ 0xFF]))
+    comm.Barrier()
+    with pytest.raises(RankError, match=rf"rank {comm.size - 1}, reading DAG rows .*CRC-32 mismatch"):
+        open_spread_index(out, comm)
+    comm.Barrier()
+
+
+# ---------------------------------------------------------------- GPU
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("name", ["dense dag", "giant", "deep chain", "random 2"])
+def test_spread_search_on_cupy_equals_numpy(name):
+    cp = pytest.importorskip("cupy")
+    g, idx = _index(name, 3)
+    s, t = _pairs(g.n)
+    want, _, rounds, sizes = _forward(idx, s, t)
+    got_sizes = []
+    out = _spread(idx, 3, s, t, chunk=53, xp=cp, sizes=got_sizes)
+    np.testing.assert_array_equal(np.concatenate([a for a, _, _ in out]), want)
+    assert max(st.search_rounds for _, st, _ in out) == rounds and got_sizes == sizes
