@@ -173,7 +173,7 @@ def serve_ranks(comm, index_path: str, *, host: str, port: int, backend: str, sh
     from ..gpu.backend import get_backend
     from ..mpi.binding import bind_gpu
     from ..mpi.errors import run_shared
-    from ..mpi.query import _same_index_everywhere as same_index_everywhere
+    from ..mpi.query import same_index_everywhere
     from ..mpi.serve import Dispatcher, follow, warm_batch
     from .app import SHARD_MIN_PAIRS, Service
 
