@@ -244,3 +244,62 @@ def test_the_state_checks_see_planted_switches():
     assert _module_state("m", planted) == {("m", "last_run"), ("m", "MODE")}
     assert _probes(planted) == ["MODE = os.environ.get('X')"]
     assert len(_device_uses(ast.parse("cupy.cuda.Device(1).use()\nmatplotlib.use('Agg')"))) == 1
+
+
+def _missing_names(name: str, path: str, mods: dict) -> list:
+    """``from <package module> import X`` anywhere in the module (lazy imports too) where X is
+    neither a top-level name the module defines or imports nor a submodule: an import that fails
+    only when its branch runs."""
+    tree = ast.parse(open(path).read(), path)
+    pkg = name if path.endswith("__init__.py") else name.rpartition(".")[0]
+    bad = []
+    for node in ast.walk(tree):
+        if not isinstance(node, ast.ImportFrom) or not (node.level or (node.module or "").startswith("distgrail")):
+            continue
+        base = pkg
+        for _ in range(node.level - 1):
+            base = base.rpartition(".")[0]
+        mod = (f"{base}.{node.module}" if node.module else base) if node.level else node.module
+        if mod not in mods:
+            bad.append(f"{name}:{node.lineno}: no module {mod}")
+            continue
+        defined = _top_names(mods[mod])
+        bad += [f"{name}:{node.lineno}: {mod} has no {a.name}" for a in node.names
+                if a.name != "*" and a.name not in defined and f"{mod}.{a.name}" not in mods]
+    return bad
+
+
+def _top_names(path: str) -> set:
+    """Names bound at the top level of a module (defs, classes, assignments, imports, and inside
+    top-level if/try blocks)."""
+    out = set()
+    body = list(ast.parse(open(path).read(), path).body)
+    while body:
+        node = body.pop()
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            out.add(node.name)
+        elif isinstance(node, (ast.Import, ast.ImportFrom)):
+            out |= {(a.asname or a.name).split(".")[0] for a in node.names}
+        elif isinstance(node, (ast.Assign, ast.AnnAssign, ast.AugAssign)):
+            for t in node.targets if isinstance(node, ast.Assign) else [node.target]:
+                out |= {n.id for n in ast.walk(t) if isinstance(n, ast.Name)}
+        elif isinstance(node, (ast.If, ast.Try)):
+            body += node.body + node.orelse + getattr(node, "finalbody", [])
+            body += [s for h in getattr(node, "handlers", []) for s in h.body]
+    return out
+
+
+def test_every_package_import_names_something_that_exists():
+    """Lazy imports inside functions are not run by importing the module: a renamed function left
+    ``server/run.py`` importing ``_same_index_everywhere`` (gone), which broke the MPI server."""
+    mods = _modules()
+    bad = [b for m, p in mods.items() for b in _missing_names(m, p, mods)]
+    assert not bad, "\n".join(bad)
+
+
+def test_the_import_check_sees_a_missing_name(tmp_path):
+    p = tmp_path / "m.py"
+    p.write_text("def f():\n    from .errors import NoSuchError, BackendError\n    from .nowhere import x\n")
+    mods = {"distgrail.m": str(p), "distgrail.errors": os.path.join(PKG, "errors.py")}
+    assert _missing_names("distgrail.m", str(p), mods) == [
+        "distgrail.m:2: distgrail.errors has no NoSuchError", "distgrail.m:3: no module distgrail.nowhere"]

@@ -37,7 +37,7 @@ def _median(fn, repeat, sync):
 def run_phase5(args, graphs, label):
     import cupy
 
-    from distgrail.build import condense_on
+    from distgrail.placement import condense_on
     from distgrail.gpu.backend import get_backend
     from distgrail.stages import supports as sup
 

@@ -75,7 +75,7 @@ def kernel_dir() -> str:
     for d in (os.path.join(_HERE, "_kernels"), os.path.join(os.path.dirname(_HERE), "kernels")):
         if os.path.isdir(d) and glob.glob(os.path.join(d, "*.cu")):
             return d
-    from ..errors import BackendError
+    from ...errors import BackendError
 
     raise BackendError(f"CUDA kernel sources not found next to {_HERE} (expected _kernels/ or ../kernels/)")
 
