@@ -27,13 +27,17 @@ def array_module(a):
     return np
 
 
-def csr_positions(xp, ptr, rows):
-    """Positions in a CSR (offsets ``ptr``) of the entries of ``rows``, row by row (int64)."""
+def csr_positions(xp, ptr, rows, which: bool = False):
+    """Positions in a CSR (offsets ``ptr``) of the entries of ``rows``, row by row (int64); with
+    ``which``, also the index in ``rows`` of each entry's row (what ``repeat(arange(rows.size),
+    degrees)`` gives, without CuPy's ``repeat``, which takes its counts through the host)."""
     start, deg = ptr[rows], ptr[rows + 1] - ptr[rows]
     cs = xp.cumsum(deg)
     total = int(cs[-1]) if cs.size else 0
     if total == 0:
-        return xp.zeros(0, dtype=xp.int64)
+        none = xp.zeros(0, dtype=xp.int64)
+        return (none, none) if which else none
     e = xp.arange(total, dtype=xp.int64)
     r = xp.searchsorted(cs, e, side="right")
-    return start[r] + e - (cs[r] - deg[r])
+    pos = start[r] + e - (cs[r] - deg[r])
+    return (pos, r) if which else pos

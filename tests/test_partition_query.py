@@ -94,6 +94,70 @@ def test_spread_search_equals_forward_search_and_bfs(name, K, supports, dims):
     assert got_sizes == sizes  # the same frontiers, round by round
 
 
+@pytest.mark.parametrize("limit", [1, 5])
+@pytest.mark.parametrize("K", [1, 3])
+@pytest.mark.parametrize("name", ["dense dag", "random 2", "giant", "deep chain"])
+def test_frontiers_expanded_in_slices_give_the_same_rounds(name, K, limit, monkeypatch):
+    """A round's frontier cut into slices of at most ``limit`` children (EXPAND_EDGES) leaves the
+    answers, the rounds and every frontier as one pass over it."""
+    g, idx = _index(name, 3, 3)
+    s, t = _pairs(g.n)
+    want, und, rounds, sizes = _forward(idx, s, t)
+    calls = []
+    real = ps._slices
+    monkeypatch.setattr(ps, "EXPAND_EDGES", limit)
+    monkeypatch.setattr(ps, "_slices", lambda *a: calls.append(len(real(*a))) or real(*a))
+    got_sizes = []
+    out = _spread(idx, K, s, t, chunk=1 << 16, sizes=got_sizes)
+    assert all(err is None for _, _, err in out)
+    np.testing.assert_array_equal(np.concatenate([a for a, _, _ in out]), want, err_msg=name)
+    assert max(st.search_rounds for _, st, _ in out) == rounds and got_sizes == sizes
+    assert und == 0 or max(calls) > 1  # some round was cut
+
+
+def test_slices_hold_at_most_the_limit_or_one_row():
+    deg = np.array([3, 0, 9, 2, 2, 2, 0, 1, 12, 1], np.int64)
+    for limit in (1, 4, 5, 12, 100):
+        cuts = ps._slices(np, deg, limit)
+        assert cuts[0][0] == 0 and cuts[-1][1] == deg.size
+        assert all(a < b for a, b in cuts) and all(b == c for (_, b), (c, _) in zip(cuts, cuts[1:]))
+        assert all(deg[a:b].sum() <= limit or b - a == 1 for a, b in cuts)
+        # the greedy cut: the next entry would not have fitted
+        assert all(deg[a:b + 1].sum() > limit for a, b in cuts[:-1])
+    assert ps._slices(np, deg, 100) == [(0, 10)] and ps._slices(np, deg[:0], 4) == [(0, 0)]
+
+
+def test_expand_limit_is_a_quarter_of_free_memory_at_64_bytes_a_child_for_5_dims():
+    assert ps.expand_limit(4 * 64 * (1 << 24), 5) == 1 << 24
+    assert ps.expand_limit(4 * 32 * (1 << 24), 1) == 1 << 24
+    assert ps.expand_limit(0, 5) == 1 << 20  # never below 2^20 children
+
+
+def test_the_expand_argument_reaches_every_round():
+    g, idx = _index("random 0", 0)
+    s, t = _pairs(g.n)
+    want, und, rounds, sizes = _forward(idx, s, t)
+    a = idx.arrays
+    L = field_labels(a, idx.C, idx.dims, idx.supports, csr=False)
+    ip = a["dag/indptr"].astype(np.int64)
+    rows = ps.RowBlock(np, ip, a["dag/indices"], ps.row_bounds(ip, 1), 0)
+    seen = []
+    real = ps._slices
+
+    def spy(xp, deg, limit):
+        seen.append(limit)
+        return real(xp, deg, limit)
+
+    ps._slices = spy
+    try:
+        got, err = Threads(1).run(lambda r, ex, *_: ps.answer_spread(np, ex, L, rows, s, t, expand=3),
+                                  np.zeros(1, np.int64), np.zeros(1, np.int64))[0]
+    finally:
+        ps._slices = real
+    assert err is None and und > 0 and set(seen) == {3} and len(seen) == rounds
+    np.testing.assert_array_equal(got, want)
+
+
 def test_row_bounds_balance_edges_and_cover_every_row():
     ip = np.concatenate(([0], np.cumsum(np.random.default_rng(0).integers(0, 50, 1000))))
     for K in (1, 2, 3, 7, 64):
@@ -112,7 +176,7 @@ def test_one_rank_failing_in_a_round_stops_every_rank():
     calls = {"n": 0}
 
     def patch(mod):
-        def expand(xp, L, rows, keys, tv, done):
+        def expand(xp, L, rows, keys, tv, done, limit=None):
             if rows.rank == 1 and keys.size:
                 calls["n"] += 1
                 if calls["n"] == 2:

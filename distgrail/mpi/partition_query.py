@@ -27,7 +27,7 @@ from ..index import Index, field_labels
 from ..indexcheck import EDGE_CHECK_MAX
 from ..indexfile import read_index_file
 from ..nodelabels import NodeLabels
-from ..query.partitioned_search import RowBlock, answer_spread, row_bounds
+from ..query.partitioned_search import RowBlock, answer_spread, expand_limit, row_bounds
 from ..query.stats import Once, QueryStats
 from .binding import ensure_bound
 from .errors import run_shared, share_outcome
@@ -133,11 +133,18 @@ def query_spread(index: SpreadIndex, sources, targets, backend="auto", root: int
     dev = ensure_bound(comm, backend)
     be = run_shared(comm, "selecting the backend", get_backend, backend, dev)
     state = run_shared(comm, "putting the labels and DAG rows on the device", index.spread_state, be)
+    expand = None  # the CPU: EXPAND_EDGES
+    if be.is_gpu:  # a round's children in slices that fit this device's free memory
+        from ..gpu.memory import available_gpu_bytes
+
+        with be.on_device():
+            expand = expand_limit(available_gpu_bytes()[0], index.dims)
 
     def answer(s, t, what):
         stats = QueryStats(backend=be.name)
         with be.on_device():
-            ans, error = answer_spread(be.xp, MpiExchange(comm, be.xp), state[0], state[1], s, t, stats)
+            ans, error = answer_spread(be.xp, MpiExchange(comm, be.xp), state[0], state[1], s, t, stats,
+                                       expand=expand)
         share_outcome(comm, what + " (spread search)", error)
         return ans, stats
 

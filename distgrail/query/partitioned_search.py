@@ -35,10 +35,25 @@ from ..segments import gather_rows
 from .prefilter import in_subtree, inside, prefilter, support_verdict
 from .stats import SEARCH_NEG, SEARCH_POS, UNDECIDED, Labels, QueryStats
 
-__all__ = ["CHUNK_QUERIES", "RowBlock", "row_bounds", "spread_search", "answer_spread"]
+__all__ = ["CHUNK_QUERIES", "EXPAND_EDGES", "expand_limit", "RowBlock", "row_bounds", "spread_search", "answer_spread"]
 
 #: queries (over all ranks) per search chunk
 CHUNK_QUERIES = 1 << 16
+#: children a rank tests at once in a round (default; on a GPU the driver passes
+#: :func:`expand_limit` of its free memory): a larger frontier is expanded in slices of about this
+#: many edges (at least one row each), so the search's working memory is bounded whatever the
+#: frontier's degree sum. Each slice costs a few dozen kernel launches: on dag11 (4 ranks sharing
+#: an H100) slices of 2^21 children made the search 4.3x slower than one pass, 2^23 1.7x
+EXPAND_EDGES = 1 << 23
+#: working bytes of a child in a round: its component, query and target (int64) and the target's
+#: d interval bounds (lo, hi: int32)
+CHILD_BYTES, CHILD_BYTES_PER_DIM = 24, 8
+
+
+def expand_limit(free_bytes: int, dims: int) -> int:
+    """Children per slice for ``free_bytes`` of device memory: a quarter of it (the rest for the
+    routed keys, the visited set and their sorts), at least 2^20."""
+    return max(1 << 20, int(free_bytes) // (4 * (CHILD_BYTES + CHILD_BYTES_PER_DIM * int(dims))))
 
 
 def row_bounds(indptr: np.ndarray, size: int) -> np.ndarray:
@@ -69,14 +84,19 @@ class RowBlock:
         """The rank holding row ``v`` of each component id in ``v``."""
         return self.xp.searchsorted(self._inner, v, side="right")
 
+    def degrees(self, v):
+        """Out-degrees of components ``v`` (all in this block)."""
+        return self.indptr[v - self.r0 + 1] - self.indptr[v - self.r0]
+
     def children(self, v):
-        """``(children, counts)`` of components ``v`` (all in this block), row by row."""
+        """``(children, which)`` of components ``v`` (all in this block), row by row: ``which``
+        is the index in ``v`` of each child's parent."""
         rows = v - self.r0
         if self.xp is np:  # by repeats: faster on the CPU than the searches of csr_positions
             ch, cnt = gather_rows(self.indptr, self.indices, rows)
-            return ch.astype(np.int64), cnt
-        cnt = self.indptr[rows + 1] - self.indptr[rows]
-        return self.indices[csr_positions(self.xp, self.indptr, rows)].astype(self.xp.int64), cnt
+            return ch.astype(np.int64), np.repeat(np.arange(rows.size), cnt)
+        pos, which = csr_positions(self.xp, self.indptr, rows, which=True)
+        return self.indices[pos].astype(self.xp.int64), which
 
 
 class _Guard:
@@ -114,13 +134,39 @@ def _unseen(xp, keys, visited, done, C: int):
     return keys[~done[keys // C]], visited
 
 
-def _expand(xp, L: Labels, rows: RowBlock, keys, t, done):
-    """One round on this rank's entries: marks ``done`` and returns (children keys left, newly done)."""
-    C = L.C
+def _slices(xp, deg, limit: int) -> list:
+    """``[(a, b), ...]``: consecutive runs of entries whose degrees sum to at most ``limit`` each
+    (a run holds at least one entry)."""
+    ends = to_host(xp.cumsum(deg)) if deg.size else np.zeros(0, np.int64)
+    if not ends.size or ends[-1] <= limit:
+        return [(0, int(deg.size))]
+    cuts, a = [], 0
+    while a < ends.size:
+        before = ends[a - 1] if a else 0
+        b = max(a + 1, int(np.searchsorted(ends, before + limit, side="right")))
+        cuts.append((a, b))
+        a = b
+    return cuts
+
+
+def _expand(xp, L: Labels, rows: RowBlock, keys, t, done, limit: int | None = None):
+    """One round on this rank's entries: marks ``done`` and returns (children keys left, newly
+    done). Entries are expanded in slices of at most ``limit`` children (default
+    :data:`EXPAND_EDGES`, read at the call; :func:`_slices`); the
+    children kept are filtered by the done flags after the last slice, as in one pass."""
+    C, limit = L.C, EXPAND_EDGES if limit is None else limit
     was = done.copy()
+    parts = [_expand_part(xp, L, rows, keys[a:b], t, done) for a, b in _slices(xp, rows.degrees(keys % C), limit)]
+    nxt = parts[0] if len(parts) == 1 else xp.concatenate(parts)
+    return nxt[~done[nxt // C]], xp.flatnonzero(done & ~was)
+
+
+def _expand_part(xp, L: Labels, rows: RowBlock, keys, t, done):
+    """The children keys of ``keys`` that pass every test; marks the queries it answers in ``done``."""
+    C = L.C
     q, v = keys // C, keys % C
-    ch, cnt = rows.children(v)
-    q = xp.repeat(q, cnt)
+    ch, which = rows.children(v)
+    q = q[which]
     tq = t[q]
     done[q[ch == tq]] = True
     keep = ~done[q] & (L.level[ch] < L.level[tq])
@@ -134,10 +180,10 @@ def _expand(xp, L: Labels, rows: RowBlock, keys, t, done):
         q, ch, cut = q[~neg], ch[~neg], cut[~neg]
     done[q[cut]] = True
     keep = ~done[q]
-    return q[keep] * C + ch[keep], xp.flatnonzero(done & ~was)
+    return q[keep] * C + ch[keep]
 
 
-def _search_chunk(xp, ex, L: Labels, rows: RowBlock, keys, t, sizes, guard: _Guard):
+def _search_chunk(xp, ex, L: Labels, rows: RowBlock, keys, t, sizes, guard: _Guard, expand=None):
     """(done flags of the chunk's queries, rounds, whether a rank failed) of the frontier that
     starts at ``keys``."""
     C, i64 = L.C, xp.int64
@@ -158,19 +204,21 @@ def _search_chunk(xp, ex, L: Labels, rows: RowBlock, keys, t, sizes, guard: _Gua
         if total == 0:
             return done, r, False
         r += 1
-        nxt, newly = guard(_expand, (none, none), xp, L, rows, keys, t, done)
+        nxt, newly = guard(_expand, (none, none), xp, L, rows, keys, t, done, expand)
         keys = ex.alltoall(guard(_route, [none] * rows.size, xp, rows, nxt, C))
         got = ex.allgather(newly.astype(i64))
         done[got] = True
 
 
-def spread_search(xp, ex, L: Labels, rows: RowBlock, cu, cv, chunk: int = CHUNK_QUERIES, sizes=None, guard=None):
+def spread_search(xp, ex, L: Labels, rows: RowBlock, cu, cv, chunk: int = CHUNK_QUERIES, sizes=None, guard=None,
+                  expand=None):
     """Collective: the search for this rank's undecided component pairs ``(cu, cv)``. Returns
     ``(found, rounds, error)``: ``found`` (bool, on ``xp``) and ``rounds`` as the forward search
     gives them, ``error`` this rank's exception (None when it did not fail; when any rank failed,
     every rank returns at the same round with ``found`` incomplete: the caller raises).
     ``sizes``: a list that receives the frontier size (over all ranks) after each round; ``guard``:
-    the caller's :class:`_Guard` when a step before this one may have failed."""
+    the caller's :class:`_Guard` when a step before this one may have failed; ``expand``: children
+    per slice of a round (default :data:`EXPAND_EDGES`)."""
     i64 = xp.int64
     k = int(cu.size)
     off = np.concatenate(([0], np.cumsum(to_host(ex.allgather(xp.asarray([k], dtype=i64)))))).astype(np.int64)
@@ -184,7 +232,7 @@ def spread_search(xp, ex, L: Labels, rows: RowBlock, cu, cv, chunk: int = CHUNK_
         a, b = (int(min(k, max(0, g - off[me]))) for g in (g0, g1))
         t = ex.allgather(cv[a:b].astype(i64))  # the chunk's targets in global order
         q = xp.arange(a, b, dtype=i64) + int(off[me] - g0)
-        done, r, failed = _search_chunk(xp, ex, L, rows, q * C + cu[a:b].astype(i64), t, sizes, guard)
+        done, r, failed = _search_chunk(xp, ex, L, rows, q * C + cu[a:b].astype(i64), t, sizes, guard, expand)
         if failed:  # every rank leaves here, at the same round
             break
         found[a:b] = done[q]
@@ -193,10 +241,10 @@ def spread_search(xp, ex, L: Labels, rows: RowBlock, cu, cv, chunk: int = CHUNK_
 
 
 def answer_spread(xp, ex, L: Labels, rows: RowBlock, sources, targets, stats: QueryStats | None = None,
-                  chunk: int = CHUNK_QUERIES, sizes=None):
+                  chunk: int = CHUNK_QUERIES, sizes=None, expand=None):
     """Collective: ``(answers, error)`` for this rank's pairs of vertex ids: host bool answers, or
     None and this rank's exception when a rank failed (every rank returns; the caller shares it).
-    ``sizes``: as :func:`spread_search`'s."""
+    ``sizes``, ``expand``: as :func:`spread_search`'s."""
     t0 = time.perf_counter()
     guard, none = _Guard(), xp.zeros(0, dtype=xp.int64)
 
@@ -206,7 +254,7 @@ def answer_spread(xp, ex, L: Labels, rows: RowBlock, sources, targets, stats: Qu
         return cu, cv, ans, code, xp.flatnonzero(code == UNDECIDED)
 
     cu, cv, ans, code, und = guard(pre, (none, none, None, None, none))
-    found, rounds, error = spread_search(xp, ex, L, rows, cu[und], cv[und], chunk, sizes, guard)
+    found, rounds, error = spread_search(xp, ex, L, rows, cu[und], cv[und], chunk, sizes, guard, expand)
     if error is not None:
         return None, error
     ans[und] = found
