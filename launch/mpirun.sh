@@ -72,6 +72,14 @@ if "$launcher" --version 2>&1 | grep -qiE 'open mpi|open-mpi|openrte'; then
     export OMPI_MCA_btl=${OMPI_MCA_btl:-^ofi}
     cores=$(nproc 2>/dev/null || echo 1)
     [ "$np_" -gt "$cores" ] && extra+=(--oversubscribe)
+    # Open MPI binds each rank to one core when there are 2 ranks or fewer (to a socket above):
+    # a rank's read threads, its BLAKE3 digest threads and CUDA's would share that core (R-MAT 27
+    # on 2 H200s, --partition on: the read took 11.9 s, 4.5 s in one unbound process). Unbound
+    # unless MPIRUN_ARGS binds or maps itself
+    case " ${MPIRUN_ARGS:-} " in
+        *" --bind-to "* | *" --map-by "* | *" --cpu-set "* | *" --rankfile "*) ;;
+        *) extra+=(--bind-to none) ;;
+    esac
 fi
 
 # shellcheck disable=SC2206  # MPIRUN_ARGS is a list of words on purpose
