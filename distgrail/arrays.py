@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import numpy as np
 
-__all__ = ["to_host", "array_module", "csr_positions"]
+__all__ = ["to_host", "array_module", "csr_positions", "unique"]
 
 
 def to_host(a) -> np.ndarray:
@@ -41,3 +41,19 @@ def csr_positions(xp, ptr, rows, which: bool = False):
     r = xp.searchsorted(cs, e, side="right")
     pos = start[r] + e - (cs[r] - deg[r])
     return (pos, r) if which else pos
+
+
+def unique(xp, a):
+    """The sorted distinct values of ``a`` (what ``xp.unique(a)`` gives). On NumPy by a sort and
+    a neighbour comparison: NumPy 2.3+ answers a plain ``np.unique(a)`` of integers by hashing,
+    which measured 30-60x slower on the 2-core CI machine (NumPy 2.4.6, 4 M ids: 2.8-5.4 s
+    against 0.07-0.09 s); CuPy's ``unique`` sorts already."""
+    if xp is not np:
+        return xp.unique(a)
+    s = np.sort(np.asarray(a).ravel())
+    if s.size < 2:
+        return s
+    keep = np.empty(s.size, dtype=bool)
+    keep[0] = True
+    np.not_equal(s[1:], s[:-1], out=keep[1:])
+    return s[keep]

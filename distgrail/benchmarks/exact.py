@@ -21,6 +21,7 @@ import time
 import numpy as np
 
 import distgrail
+from distgrail.arrays import unique
 from distgrail.gpu.backend import get_backend
 from distgrail.placement import read_on
 
@@ -75,7 +76,7 @@ def bfs_reached(xp, indptr, dst, source: int, block: int = 1 << 27):
             new = nbr[~reached[nbr]]
             reached[new] = True
             found.append(new)
-        frontier = xp.unique(xp.concatenate(found)).astype(xp.int64) if found else xp.zeros(0, xp.int64)
+        frontier = unique(xp, xp.concatenate(found)).astype(xp.int64) if found else xp.zeros(0, xp.int64)
     return reached, levels
 
 

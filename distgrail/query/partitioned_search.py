@@ -30,7 +30,7 @@ import time
 
 import numpy as np
 
-from ..arrays import csr_positions, to_host
+from ..arrays import csr_positions, to_host, unique
 from ..segments import gather_rows
 from .prefilter import in_subtree, inside, prefilter, support_verdict
 from .stats import SEARCH_NEG, SEARCH_POS, UNDECIDED, Labels, QueryStats
@@ -126,7 +126,7 @@ def _route(xp, rows: RowBlock, keys, C: int):
 
 def _unseen(xp, keys, visited, done, C: int):
     """The distinct ``keys`` not in ``visited`` (sorted) whose query is not done; and the new visited."""
-    keys = xp.unique(keys)
+    keys = unique(xp, keys)
     if visited.size and keys.size:
         pos = xp.minimum(xp.searchsorted(visited, keys), visited.size - 1)
         keys = keys[visited[pos] != keys]

@@ -33,7 +33,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..arrays import csr_positions
+from ..arrays import csr_positions, unique
 from ..arrays import to_host as _host
 from ..hashing import STREAM_PARENT, hash3_xp
 from .partitioned_scc import _at, scatter_max, scatter_min, sorted_distinct
@@ -115,7 +115,7 @@ def kahn_levels(xp, ex, C: int, cu, cv):
         if total < 2 * C:  # the id lists are smaller than a count per component
             got = ex.allgather(t.astype(xp.int64))
             _at(xp, "add", indeg, got, xp.full(got.size, -1, dtype=xp.int64))
-            cand = xp.unique(got)
+            cand = unique(xp, got)
             frontier = cand[indeg[cand] == 0]
         else:
             dec = xp.zeros(C, dtype=xp.int64)

@@ -45,6 +45,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..arrays import unique
+
 __all__ = ["DEFAULT_GATHER_EDGES", "Counted", "partitioned_reps", "condensed_keys", "partitioned_keys",
            "gather_condensed", "partitioned_condensed_edges",
            "expand_dag", "condense_partitioned", "scatter_max", "scatter_min", "combine_max", "combine_or"]
@@ -167,7 +169,7 @@ def _finish_on_root(xp, ex, s, d, alive, rep, ids):
     s_all, d_all = ex.gather(s), ex.gather(d)
     got = None
     if ex.root:
-        touched = xp.unique(xp.concatenate((s_all, d_all)))
+        touched = unique(xp, xp.concatenate((s_all, d_all)))
         k = int(touched.size)
         local = _root_reps(xp, xp.searchsorted(touched, s_all), xp.searchsorted(touched, d_all), k)
         got = xp.stack((touched, touched[local])).astype(ids.dtype)
@@ -300,7 +302,7 @@ def gather_condensed(xp, ex, C: int, keys):
     allk = ex.gather(keys)
     if not ex.root:
         return None, None
-    allk = xp.unique(allk)
+    allk = unique(xp, allk)
     if C == 0:
         return allk, allk
     dt = xp.int32 if C < 2**31 - 1 else xp.int64

@@ -1,0 +1,64 @@
+"""distgrail/arrays.py, the helpers the NumPy/CuPy stages share: ``unique`` (sorted distinct values
+by a sort, not NumPy 2.3+'s hashing), ``csr_positions`` (the entries of CSR rows, and each
+entry's row), ``to_host`` and ``array_module``; on a GPU, the CuPy results equal NumPy's."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from distgrail.arrays import array_module, csr_positions, to_host, unique
+from distgrail.segments import gather_rows
+
+
+@pytest.mark.parametrize("dtype", [np.int32, np.int64, np.uint64, np.int8])
+@pytest.mark.parametrize("size,high", [(0, 5), (1, 5), (2, 1), (1000, 7), (100_000, 1 << 30)])
+def test_unique_equals_numpy_unique(dtype, size, high):
+    rng = np.random.default_rng(size)
+    a = rng.integers(0, min(high, np.iinfo(dtype).max), size).astype(dtype)
+    got = unique(np, a)
+    want = np.unique(a)
+    assert got.dtype == want.dtype
+    np.testing.assert_array_equal(got, want)
+
+
+def test_unique_of_a_2d_array_is_flat_and_leaves_the_input_alone():
+    a = np.array([[3, 1, 3], [2, 2, 9]], dtype=np.int64)
+    before = a.copy()
+    assert unique(np, a).tolist() == [1, 2, 3, 9]
+    np.testing.assert_array_equal(a, before)
+
+
+def test_csr_positions_and_rows_equal_the_repeats():
+    rng = np.random.default_rng(0)
+    deg = rng.integers(0, 6, 200)
+    ptr = np.concatenate(([0], np.cumsum(deg))).astype(np.int64)
+    idx = rng.integers(0, 1000, int(ptr[-1]))
+    rows = rng.integers(0, 200, 150)
+    pos, which = csr_positions(np, ptr, rows, which=True)
+    vals, cnt = gather_rows(ptr, idx, rows)
+    np.testing.assert_array_equal(idx[pos], vals)
+    np.testing.assert_array_equal(which, np.repeat(np.arange(rows.size), cnt))
+    np.testing.assert_array_equal(csr_positions(np, ptr, rows), pos)
+    empty = csr_positions(np, ptr, rows[:0], which=True)
+    assert empty[0].size == 0 and empty[1].size == 0
+
+
+def test_to_host_and_array_module_on_numpy():
+    a = np.arange(3)
+    assert to_host(a) is a and array_module(a) is np and array_module(np.int64(1)) is np and array_module(2) is np
+
+
+@pytest.mark.gpu
+def test_cupy_unique_and_csr_positions_equal_numpy():
+    cp = pytest.importorskip("cupy")
+    rng = np.random.default_rng(1)
+    a = rng.integers(0, 1 << 40, 50_000)
+    assert array_module(cp.asarray(a)) is cp
+    np.testing.assert_array_equal(to_host(unique(cp, cp.asarray(a))), unique(np, a))
+    ptr = np.concatenate(([0], np.cumsum(rng.integers(0, 5, 300)))).astype(np.int64)
+    rows = rng.integers(0, 300, 100)
+    p, w = csr_positions(cp, cp.asarray(ptr), cp.asarray(rows), which=True)
+    p0, w0 = csr_positions(np, ptr, rows, which=True)
+    np.testing.assert_array_equal(to_host(p), p0)
+    np.testing.assert_array_equal(to_host(w), w0)
