@@ -303,3 +303,27 @@ def test_the_import_check_sees_a_missing_name(tmp_path):
     mods = {"distgrail.m": str(p), "distgrail.errors": os.path.join(PKG, "errors.py")}
     assert _missing_names("distgrail.m", str(p), mods) == [
         "distgrail.m:2: distgrail.errors has no NoSuchError", "distgrail.m:3: no module distgrail.nowhere"]
+
+
+#: modules whose plain ``unique(a)`` calls are fine: arrays (CuPy's, which sorts), csr_keys (a
+#: handful of bucket bounds)
+PLAIN_UNIQUE_OK = {"distgrail.arrays", "distgrail.stages.csr_keys"}
+
+
+def _plain_unique_calls(name: str, path: str) -> list:
+    """``np.unique(a)`` / ``xp.unique(a)`` calls without ``return_*`` keywords (NumPy 2.3+ hashes
+    those: 30-60x slower than the sort of ``distgrail.arrays.unique`` on integer ids)."""
+    out = []
+    for node in ast.walk(ast.parse(open(path).read(), path)):
+        if (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "unique"
+                and isinstance(node.func.value, ast.Name) and node.func.value.id in ("np", "numpy", "xp")
+                and not any((k.arg or "").startswith("return_") for k in node.keywords)):
+            out.append((name, node.lineno))
+    return out
+
+
+def test_integer_ids_are_made_unique_by_sorting():
+    found = [c for m, p in _modules().items() if m not in PLAIN_UNIQUE_OK for c in _plain_unique_calls(m, p)]
+    assert not found, f"use distgrail.arrays.unique: {found}"
+    assert _plain_unique_calls("x", os.path.join(PKG, "arrays.py"))  # the check sees a call
+    assert _plain_unique_calls("m", __file__) == []  # (this file's own mentions are strings)

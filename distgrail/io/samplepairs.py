@@ -108,7 +108,7 @@ def sample_pairs(idx, count: int, kind: str = "random", seed: int = 0):
     x = rng.random(count)
     s = np.asarray(sources, np.int64)[pick] if count else np.zeros(0, np.int64)
     t = np.empty(count, np.int64)
-    for i in np.unique(pick).tolist():  # the pairs of source i, at once
+    for i in unique(np, pick).tolist():  # the pairs of source i, at once
         at = np.flatnonzero(pick == i)
         r = reach[i]
         cum = np.cumsum(size[r])
