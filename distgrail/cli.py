@@ -187,6 +187,8 @@ def cmd_query(args):
     summary = stats.as_dict()
     if getattr(stats, "mpi_seconds", None):
         summary["mpi_seconds"], summary["partition"] = stats.mpi_seconds, stats.partition
+        if getattr(stats, "spread", None):  # per rank: DAG edges held, state bytes, what it exchanged
+            summary["spread_ranks"] = stats.spread
     summary["index"] = os.path.abspath(args.index)
     summary["pairs"] = os.path.abspath(pairs)
     human = stats.summary()

@@ -285,14 +285,34 @@ def test_cli_query_partition_on_writes_the_one_process_answers(shared_dir, capsy
     one = os.path.join(shared_dir, "cli.one.ans")
     capsys.readouterr()
     assert main(["query", out, pairs, "-o", got, "--backend", "cpu", "--partition", "on", "--json"]) == 0
-    if comm.rank == 0:
-        import json
-
-        summary = json.loads(capsys.readouterr().out)
-        assert summary["partition"] == "spread" and summary["ranks"] == comm.size and summary["queries"] == 200
-        assert main(["query", out, pairs, "-o", one, "--backend", "cpu", "--no-mpi", "--quiet"]) == 0
-        assert open(got).read() == open(one).read()
+    failed = None
+    if comm.rank == 0:  # checked on rank 0; a failure is raised after the barrier, so no rank waits
+        try:
+            _check_cli_summary(capsys.readouterr().out, comm.size, out, pairs, got, one)
+        except Exception as e:  # noqa: BLE001 - raised after the barrier
+            failed = e
     comm.Barrier()
+    if failed is not None:
+        raise failed
+
+
+def _check_cli_summary(stdout, size, out, pairs, got, one):
+    import json
+
+    from distgrail.cli import main
+
+    summary = json.loads(stdout)
+    assert summary["partition"] == "spread" and summary["ranks"] == size and summary["queries"] == 200
+    per = summary["spread_ranks"]
+    m = distgrail.open_index(out).meta["n_dag_edges"]
+    assert [r["rank"] for r in per] == list(range(size))
+    assert sum(r["dag edges held"] for r in per) == m and all(r["dag edges held"] < m for r in per if m)
+    assert all(r["query state bytes"] > 0 for r in per)
+    # one count allreduce per round (and one more to end it) on every rank, whenever pairs were searched
+    searched = summary["steps"]["search_positive"] + summary["steps"]["search_negative"]
+    assert len({r["sweeps"] for r in per}) == 1 and (per[0]["sweeps"] > summary["search_rounds"]) == (searched > 0)
+    assert main(["query", out, pairs, "-o", one, "--backend", "cpu", "--no-mpi", "--quiet"]) == 0
+    assert open(got).read() == open(one).read()
 
 
 @pytest.mark.mpi(min_size=2)

@@ -29,6 +29,7 @@ from ..indexfile import read_index_file
 from ..nodelabels import NodeLabels
 from ..query.partitioned_search import RowBlock, answer_spread, expand_limit, row_bounds
 from ..query.stats import Once, QueryStats
+from ..stages.partitioned_scc import Counted
 from .binding import ensure_bound
 from .errors import run_shared, share_outcome
 from .exchange import MpiExchange
@@ -128,7 +129,11 @@ def open_spread_index(path, comm) -> SpreadIndex:
 def query_spread(index: SpreadIndex, sources, targets, backend="auto", root: int = 0):
     """Collective: root's pairs answered on the spread index (other ranks may pass None).
     Returns ``(answers, stats)`` on every rank, as :func:`~distgrail.mpi.query.query_sharded`
-    (``stats.mpi_seconds``: ``scatter``, ``answer``, ``gather``; ``stats.ranks``: the ranks)."""
+    (``stats.mpi_seconds``: ``scatter``, ``answer``, ``gather``; ``stats.ranks``: the ranks);
+    ``stats.spread``: one dict per rank, its ``dag edges held``, ``query state bytes`` (labels and
+    rows on its device) and what its exchanges carried (``sweeps``: allreduce calls, one per
+    search round and chunk; ``allreduce bytes``, ``gathered bytes``, ``exchanged bytes``: sent to
+    the other ranks by alltoall and allgather)."""
     comm = index.comm
     dev = ensure_bound(comm, backend)
     be = run_shared(comm, "selecting the backend", get_backend, backend, dev)
@@ -140,15 +145,21 @@ def query_spread(index: SpreadIndex, sources, targets, backend="auto", root: int
         with be.on_device():
             expand = expand_limit(available_gpu_bytes()[0], index.dims)
 
+    mine = {"rank": comm.Get_rank(), "dag edges held": int(state[1].indices.size),
+            "query state bytes": sum(int(getattr(a, "nbytes", 0)) for o in state for a in vars(o).values())}
+
     def answer(s, t, what):
         stats = QueryStats(backend=be.name)
+        ex = Counted(MpiExchange(comm, be.xp))
         with be.on_device():
-            ans, error = answer_spread(be.xp, MpiExchange(comm, be.xp), state[0], state[1], s, t, stats,
-                                       expand=expand)
+            ans, error = answer_spread(be.xp, ex, state[0], state[1], s, t, stats, expand=expand)
+        mine.update(ex.stats())
         share_outcome(comm, what + " (spread search)", error)
         return ans, stats
 
-    return answer_in_shards(comm, index, be, sources, targets, answer, root)
+    answers, stats = answer_in_shards(comm, index, be, sources, targets, answer, root)
+    stats.spread = comm.allgather(mine)
+    return answers, stats
 
 
 def spread_wanted(comm, mode: str, index_path, backend, dev) -> bool:
