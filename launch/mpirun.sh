@@ -75,10 +75,11 @@ if "$launcher" --version 2>&1 | grep -qiE 'open mpi|open-mpi|openrte'; then
     # Open MPI binds each rank to one core when there are 2 ranks or fewer (to a socket above):
     # a rank's read threads, its BLAKE3 digest threads and CUDA's would share that core (R-MAT 27
     # on 2 H200s, --partition on: the read took 11.9 s, 4.5 s in one unbound process). Unbound
-    # unless MPIRUN_ARGS binds or maps itself
+    # unless MPIRUN_ARGS or the MCA environment binds or maps the ranks itself
     case " ${MPIRUN_ARGS:-} " in
-        *" --bind-to "* | *" --map-by "* | *" --cpu-set "* | *" --rankfile "*) ;;
-        *) extra+=(--bind-to none) ;;
+        *bind-to* | *map-by* | *cpu-set* | *cpus-per-* | *rankfile*) ;;
+        *) [ -n "${OMPI_MCA_hwloc_base_binding_policy:-}${OMPI_MCA_rmaps_base_mapping_policy:-}" ] ||
+               extra+=(--bind-to none) ;;
     esac
 fi
 

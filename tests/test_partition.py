@@ -28,7 +28,7 @@ class Threads:
 
     def __init__(self, K):
         self.K = K
-        self.bar = threading.Barrier(K)
+        self.bar = threading.Barrier(K, timeout=120)  # ranks out of step fail instead of hanging
         self.slots = [None] * K
         self.calls = 0
 

@@ -37,8 +37,9 @@ def _pairs(n, k=400, seed=1):
     return rng.integers(0, n, k).astype(np.int64), rng.integers(0, n, k).astype(np.int64)
 
 
-def _spread(idx, K, s, t, chunk, xp=np, fail_on=None, sizes=None):
-    """Every simulated rank's (answers, stats, error) for the pairs cut in K contiguous shards."""
+def _spread(idx, K, s, t, chunk, xp=np, fail_on=None, sizes=None, wrap=None):
+    """Every simulated rank's (answers, stats, error) for the pairs cut in K contiguous shards;
+    ``wrap(rank, ex)``: each rank's exchange as the search sees it."""
     a = idx.arrays
     L = field_labels(a, idx.C, idx.dims, idx.supports, put=xp.asarray, csr=False)
     ip = a["dag/indptr"].astype(np.int64)
@@ -48,6 +49,8 @@ def _spread(idx, K, s, t, chunk, xp=np, fail_on=None, sizes=None):
     def one(r, ex, *_):
         if xp is not np:
             ex = OnDevice(xp, ex)
+        if wrap is not None:
+            ex = wrap(r, ex)
         e0, e1 = ip[bounds[r]], ip[bounds[r + 1]]
         rows = ps.RowBlock(xp, ip[bounds[r]:bounds[r + 1] + 1] - e0, a["dag/indices"][e0:e1], bounds, r)
         st = QueryStats()
@@ -158,6 +161,51 @@ def test_the_expand_argument_reaches_every_round():
     np.testing.assert_array_equal(got, want)
 
 
+class _FakeGpu:
+    is_gpu = True
+
+    def on_device(self):
+        import contextlib
+
+        return contextlib.nullcontext()
+
+
+def test_partition_auto_spreads_only_a_gpu_index_one_gpu_cannot_hold(tmp_path, monkeypatch):
+    from distgrail.gpu import memory
+    from distgrail.mpi.partition_query import wants_spread_query
+
+    _, idx = _index("dense dag", 3)
+    path = str(tmp_path / "i.h5")
+    idx.save(path)
+    gpu = _FakeGpu()
+    monkeypatch.setattr(memory, "available_gpu_bytes", lambda: (1 << 40, 1 << 40, 0))
+    assert not wants_spread_query("auto", path, gpu, 2)  # fits
+    monkeypatch.setattr(memory, "available_gpu_bytes", lambda: (1 << 29, 1 << 40, 0))
+    assert wants_spread_query("auto", path, gpu, 2)  # the state and its 1 GiB of scratch do not fit
+    assert not wants_spread_query("auto", path, gpu, 1)  # one rank: nothing to spread over
+    assert not wants_spread_query("auto", path, type("Cpu", (), {"is_gpu": False})(), 4)
+    assert wants_spread_query("on", path, None, 1) and not wants_spread_query("off", path, gpu, 4)
+
+
+def test_partition_auto_names_a_bad_index_file(tmp_path):
+    import h5py
+
+    from distgrail.mpi.partition_query import wants_spread_query
+
+    plain = tmp_path / "plain.h5"
+    with h5py.File(plain, "w") as f:
+        f["x"] = np.arange(3)
+    fifo = tmp_path / "fifo.h5"
+    os.mkfifo(fifo)
+    text = tmp_path / "text.h5"
+    text.write_text("not hdf5\n")
+    for path, what in [(tmp_path / "none.h5", "no such index file"), (tmp_path, "is a directory"),
+                       (fifo, "FIFO"), (plain, "not a distgrail index"), (text, "not a distgrail index")]:
+        with pytest.raises(IndexFormatError, match=what) as e:
+            wants_spread_query("auto", str(path), _FakeGpu(), 2)
+        assert str(path) in str(e.value)
+
+
 def test_row_bounds_balance_edges_and_cover_every_row():
     ip = np.concatenate(([0], np.cumsum(np.random.default_rng(0).integers(0, 50, 1000))))
     for K in (1, 2, 3, 7, 64):
@@ -191,7 +239,70 @@ def test_one_rank_failing_in_a_round_stops_every_rank():
         ps._expand = real
     errs = [e for _, _, e in out]
     assert isinstance(errs[1], MemoryError) and errs[0] is None and errs[2] is None
-    assert calls["n"] == 2 and out[1][0] is None  # failed in its second round, no answers
+    assert calls["n"] == 2  # failed in its second round
+    assert all(a is None for a, _, _ in out)  # no rank returns answers when one failed
+
+
+class _FailsAfter:
+    """An exchange whose ``which`` call number ``at`` raises on its rank after the messages went
+    through (as a device upload running out of memory would)."""
+
+    def __init__(self, ex, which, at):
+        self.ex, self.which, self.at, self.n = ex, which, at, 0
+        self.root, self.rank, self.size = ex.root, ex.rank, ex.size
+
+    def __getattr__(self, name):
+        return getattr(self.ex, name)
+
+    def _call(self, name, *a):
+        out = getattr(self.ex, name)(*a)
+        if name == self.which:
+            self.n += 1
+            if self.n == self.at:
+                raise MemoryError(f"out of memory after {name} {self.n}")
+        return out
+
+    def alltoall(self, parts):
+        return self._call("alltoall", parts)
+
+    def allgather(self, a):
+        return self._call("allgather", a)
+
+    def allreduce(self, a, op):
+        return self._call("allreduce", a, op)
+
+
+@pytest.mark.parametrize("which,at", [("alltoall", 1), ("alltoall", 3), ("allgather", 2), ("allgather", 3),
+                                      ("allgather", 4)])
+def test_a_rank_failing_after_an_exchange_stops_every_rank(which, at):
+    """A failure once an exchange's messages have gone through (the received data put on the
+    device) is that rank's failure: every rank leaves at the same round, none returns answers,
+    and no rank waits (the simulated ranks' barrier times out rather than hang). (allgather 1 is
+    the query counts, and the allreduces are the round counts: a few bytes, not guarded.)"""
+    g, idx = _index("random 2", 0)
+    s, t = _pairs(g.n)
+    assert _forward(idx, s, t)[2] >= 3  # searches of several rounds
+    out = _spread(idx, 3, s, t, chunk=1 << 16, wrap=lambda r, ex: _FailsAfter(ex, which, at) if r == 2 else ex)
+    errs = [e for _, _, e in out]
+    assert isinstance(errs[2], MemoryError) and str(errs[2]) == f"out of memory after {which} {at}"
+    assert errs[0] is None and errs[1] is None
+    assert all(a is None for a, _, _ in out)
+
+
+def test_a_rank_failing_before_the_search_stops_every_rank(monkeypatch):
+    g, idx = _index("random 0", 0)
+    s, t = _pairs(g.n)
+    real = ps.prefilter
+
+    def pre(L, cu, cv):
+        if cu.size and int(cu[0]) == int(idx.labels("cpu").comp[s[0]]):  # rank 0's first pair
+            raise MemoryError("out of memory in the prefilter")
+        return real(L, cu, cv)
+
+    monkeypatch.setattr(ps, "prefilter", pre)
+    out = _spread(idx, 2, s, t, chunk=1 << 16)
+    assert isinstance(out[0][2], MemoryError) and out[1][2] is None
+    assert out[0][0] is None and out[1][0] is None
 
 
 def test_rows_of_indices_read_by_crc_blocks_and_damage_is_named(tmp_path, monkeypatch):
@@ -308,9 +419,11 @@ def _check_cli_summary(stdout, size, out, pairs, got, one):
     assert [r["rank"] for r in per] == list(range(size))
     assert sum(r["dag edges held"] for r in per) == m and all(r["dag edges held"] < m for r in per if m)
     assert all(r["query state bytes"] > 0 for r in per)
-    # one count allreduce per round (and one more to end it) on every rank, whenever pairs were searched
+    # on every rank one count allreduce per round and one to end each chunk, whenever pairs were
+    # searched, and the closing one
     searched = summary["steps"]["search_positive"] + summary["steps"]["search_negative"]
-    assert len({r["sweeps"] for r in per}) == 1 and (per[0]["sweeps"] > summary["search_rounds"]) == (searched > 0)
+    assert len({r["sweeps"] for r in per}) == 1
+    assert (per[0]["sweeps"] >= summary["search_rounds"] + 2) == (searched > 0) and per[0]["sweeps"] >= 1
     assert main(["query", out, pairs, "-o", one, "--backend", "cpu", "--no-mpi", "--quiet"]) == 0
     assert open(got).read() == open(one).read()
 
@@ -340,7 +453,13 @@ def test_damaged_rows_fail_every_rank_with_the_block_named(shared_dir, monkeypat
             f.seek(at + nbytes - 1)
             f.write(bytes([b[0] ^ 0xFF]))
     comm.Barrier()
-    with pytest.raises(RankError, match=rf"rank {comm.size - 1}, reading DAG rows .*CRC-32 mismatch"):
+    import h5py
+
+    with h5py.File(out, "r") as f:
+        b = ps.row_bounds(f["dag/indptr"][()], comm.size)
+    # every rank names the failing rank's own rows (not its own: each words the step with its rows)
+    with pytest.raises(RankError, match=rf"rank {comm.size - 1}, reading DAG rows {b[-2]}\.\.{b[-1] - 1} of "
+                                        r".*CRC-32 mismatch"):
         open_spread_index(out, comm)
     comm.Barrier()
 

@@ -157,8 +157,11 @@ def test_mpirun_wrapper_runs_a_command_on_the_given_ranks(tmp_path):
     assert "-m mpi4py -m distgrail index" in r.stderr  # the command line it ran
 
 
-@pytest.mark.parametrize("user,bound", [("", False), ("--bind-to core", True), ("-x A --map-by ppr:1:socket", True)])
-def test_mpirun_wrapper_leaves_open_mpi_ranks_unbound_unless_told(tmp_path, user, bound):
+@pytest.mark.parametrize("user,env,bound", [("", {}, False), ("--bind-to core", {}, True),
+                                            ("-x A --map-by ppr:1:socket", {}, True), ("--bind-to=core", {}, True),
+                                            ("-bind-to socket", {}, True), ("--cpus-per-proc 4", {}, True),
+                                            ("", {"OMPI_MCA_hwloc_base_binding_policy": "core"}, True)])
+def test_mpirun_wrapper_leaves_open_mpi_ranks_unbound_unless_told(tmp_path, user, env, bound):
     """Open MPI binds 2 ranks to one core each by default: the wrapper passes --bind-to none,
     unless MPIRUN_ARGS binds or maps the ranks itself (then only the user's option is there)."""
     fake = tmp_path / "mpirun"
@@ -166,12 +169,15 @@ def test_mpirun_wrapper_leaves_open_mpi_ranks_unbound_unless_told(tmp_path, user
                     'echo "ARGS: $*"\n')
     fake.chmod(0o755)
     r = subprocess.run(["bash", os.path.join(ROOT, "launch", "mpirun.sh"), "-n", "2", "info", "x.h5"],
-                       env=_env(PATH=os.environ["PATH"], PYTHON=sys.executable, MPIEXEC=str(fake), MPIRUN_ARGS=user),
+                       env=_env(PATH=os.environ["PATH"], PYTHON=sys.executable, MPIEXEC=str(fake), MPIRUN_ARGS=user,
+                                **env),
                        capture_output=True, text=True, timeout=60)
     assert r.returncode == 0, r.stderr
     args = r.stdout.split("ARGS: ", 1)[1].split()
-    assert ("--bind-to" in args and args[args.index("--bind-to") + 1] == "none") is not bound
-    assert args.count("--bind-to") + args.count("--map-by") == 1  # never two bindings
+    ours = "--bind-to" in args and args[args.index("--bind-to") + 1] == "none"
+    assert ours is not bound
+    assert (" ".join(args).count("bind-to") + " ".join(args).count("map-by") + " ".join(args).count("cpus-per")
+            == (0 if env else 1))  # never two bindings: the user's, or ours
     assert args[:2] == ["-n", "2"] and args[-4:] == ["-m", "distgrail", "info", "x.h5"]
 
 

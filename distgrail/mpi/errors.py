@@ -62,7 +62,9 @@ def _describe(exc: BaseException) -> str:
 def share_outcome(comm, step: str, error: BaseException | None) -> None:
     """Collective: raise :class:`RankError` on every rank if ``error`` is set on any rank.
 
-    The lowest failing rank broadcasts its message; the others learn which ranks failed.
+    The lowest failing rank broadcasts its message and its own ``step`` (ranks may word the same
+    step differently: "reading DAG rows 12..39", "answering queries 134..266"); the others learn
+    which ranks failed.
     """
     size = comm.Get_size()
     me = comm.Get_rank()
@@ -71,8 +73,8 @@ def share_outcome(comm, step: str, error: BaseException | None) -> None:
         return
     ranks = [r for r in range(size) if failed[r]]
     root = ranks[0]
-    info = comm.bcast((_describe(error), type(error).__name__) if me == root else None, root=root)
-    msg, typ = info
+    info = comm.bcast((_describe(error), type(error).__name__, step) if me == root else None, root=root)
+    msg, typ, step = info
     others = f" (and on rank{'s' if len(ranks) > 2 else ''} {', '.join(map(str, ranks[1:]))})" \
         if len(ranks) > 1 else ""
     err = RankError(f"rank {root}{others}, {step}: {msg}", root, step, ranks, typ, me)

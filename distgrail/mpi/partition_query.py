@@ -170,6 +170,28 @@ def spread_wanted(comm, mode: str, index_path, backend, dev) -> bool:
                                  mode, index_path, be, comm.Get_size()), root=0)
 
 
+def _sizes(path: str):
+    """``(n, C, m, d, K)`` from the index file's attributes, the file checked first as opening an
+    index checks it (no such file, a directory, a FIFO: never opened), and anything HDF5 cannot
+    read named as not a distgrail index."""
+    import h5py
+
+    from ..io.regular import check_regular
+
+    if not os.path.isfile(path) and not os.path.exists(path):
+        raise IndexFormatError(f"{path}: no such index file")
+    if os.path.isdir(path):
+        raise IndexFormatError(f"{path}: is a directory, not an index file")
+    check_regular(path, "indexes", IndexFormatError)
+    try:
+        with h5py.File(path, "r") as f:
+            a = f.attrs
+            return (int(a["n_vertices"]), int(a["n_components"]), int(a["n_dag_edges"]), int(a["dims"]),
+                    int(a.get("supports", 0)))
+    except (OSError, KeyError, ValueError, TypeError) as e:
+        raise IndexFormatError(f"{path}: not a distgrail index (HDF5: {e})") from None
+
+
 def wants_spread_query(mode: str, index_path, be, size: int) -> bool:
     """Rank 0's choice for ``query --partition mode``: ``on``/``off`` as said; ``auto`` spreads
     the DAG when there are several ranks, the backend is a GPU, and one device cannot hold the
@@ -178,13 +200,9 @@ def wants_spread_query(mode: str, index_path, be, size: int) -> bool:
         return mode == "on"
     if size < 2 or not be.is_gpu:
         return False
-    import h5py
-
     from ..gpu.memory import available_gpu_bytes
 
-    with h5py.File(index_path, "r") as f:
-        n, C, m = (int(f.attrs[k]) for k in ("n_vertices", "n_components", "n_dag_edges"))
-        d, K = int(f.attrs["dims"]), int(f.attrs.get("supports", 0))
+    n, C, m, d, K = _sizes(os.fspath(index_path))
     need = 4 * n + 8 * C + 4 * m + 4 * C * (4 + 4 * ((K + 63) // 64) + 2 * d) + (1 << 30)
     with be.on_device():
         return need > available_gpu_bytes()[0]

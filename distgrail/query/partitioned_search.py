@@ -18,10 +18,13 @@ made known to every rank (``allgather``), which drop their entries. The frontier
 are exactly the forward search's, so the answers and the round count are too.
 
 Queries are taken in chunks of :data:`CHUNK_QUERIES` over all ranks (keys, done flags and visited
-sets are per chunk). A rank that fails inside a round (out of memory) still takes part in the
-round's exchanges with nothing to send and reports its failure at the next round's count, so
-every rank leaves the search at the same round: :func:`spread_search` returns the error, and the
-caller shares it (:func:`~distgrail.mpi.errors.share_outcome`) instead of any rank waiting.
+sets are per chunk). A rank that fails inside a round (out of memory, also when the data it
+received goes onto its device) still takes part in the round's exchanges with nothing to send
+and reports its failure at the next round's count, so every rank leaves the search at the same
+round with no answers: :func:`spread_search` returns the error, and the caller shares it
+(:func:`~distgrail.mpi.errors.share_outcome`) instead of any rank waiting. Only the counts' own
+exchanges (a few bytes each) are outside this: under ``python -m mpi4py`` a failure there aborts
+the job.
 """
 
 from __future__ import annotations
@@ -114,6 +117,17 @@ class _Guard:
                 self.error = e
         return empty
 
+    def exchange(self, fn, empty, *args):
+        """An exchange every rank enters, failed or not. An exception out of it (the received
+        data put on this rank's device, after the messages) becomes this rank's failure and
+        ``empty`` its result, so the rank stays in step with the others."""
+        try:
+            return fn(*args)
+        except Exception as e:
+            if self.error is None:
+                self.error = e
+            return empty
+
 
 def _route(xp, rows: RowBlock, keys, C: int):
     """``keys`` cut into one part per rank: the owners of their components."""
@@ -187,10 +201,10 @@ def _search_chunk(xp, ex, L: Labels, rows: RowBlock, keys, t, sizes, guard: _Gua
     """(done flags of the chunk's queries, rounds, whether a rank failed) of the frontier that
     starts at ``keys``."""
     C, i64 = L.C, xp.int64
-    done = xp.zeros(t.size, dtype=bool)
-    visited = xp.zeros(0, dtype=i64)
     none = xp.zeros(0, dtype=i64)
-    keys = ex.alltoall(guard(_route, [none] * rows.size, xp, rows, keys, C))
+    done = guard(xp.zeros, xp.zeros(0, dtype=bool), t.size, bool)
+    visited = none
+    keys = guard.exchange(ex.alltoall, none, guard(_route, [none] * rows.size, xp, rows, keys, C))
     r = 0
     while True:
         keys, visited = guard(_unseen, (none, visited), xp, keys, visited, done, C)
@@ -205,45 +219,57 @@ def _search_chunk(xp, ex, L: Labels, rows: RowBlock, keys, t, sizes, guard: _Gua
             return done, r, False
         r += 1
         nxt, newly = guard(_expand, (none, none), xp, L, rows, keys, t, done, expand)
-        keys = ex.alltoall(guard(_route, [none] * rows.size, xp, rows, nxt, C))
-        got = ex.allgather(newly.astype(i64))
-        done[got] = True
+        keys = guard.exchange(ex.alltoall, none, guard(_route, [none] * rows.size, xp, rows, nxt, C))
+        got = guard.exchange(ex.allgather, none, guard(newly.astype, none, i64))
+        guard(done.__setitem__, None, got, True)
+
+
+def _put(found, a: int, b: int, done, q):
+    found[a:b] = done[q]
 
 
 def spread_search(xp, ex, L: Labels, rows: RowBlock, cu, cv, chunk: int = CHUNK_QUERIES, sizes=None, guard=None,
                   expand=None):
     """Collective: the search for this rank's undecided component pairs ``(cu, cv)``. Returns
     ``(found, rounds, error)``: ``found`` (bool, on ``xp``) and ``rounds`` as the forward search
-    gives them, ``error`` this rank's exception (None when it did not fail; when any rank failed,
-    every rank returns at the same round with ``found`` incomplete: the caller raises).
-    ``sizes``: a list that receives the frontier size (over all ranks) after each round; ``guard``:
-    the caller's :class:`_Guard` when a step before this one may have failed; ``expand``: children
-    per slice of a round (default :data:`EXPAND_EDGES`)."""
+    gives them, ``error`` this rank's exception (None when it did not fail). When any rank failed,
+    every rank leaves at the same round and ``found`` is None on every rank (the caller shares
+    the error). ``sizes``: a list that receives the frontier size (over all ranks) after each
+    round; ``guard``: the caller's :class:`_Guard` when a step before this one may have failed;
+    ``expand``: children per slice of a round (default :data:`EXPAND_EDGES`)."""
     i64 = xp.int64
     k = int(cu.size)
+    guard = guard or _Guard()
+    none = xp.zeros(0, dtype=i64)
     off = np.concatenate(([0], np.cumsum(to_host(ex.allgather(xp.asarray([k], dtype=i64)))))).astype(np.int64)
     me, Q, C = rows.rank, int(off[-1]), int(L.C)
     chunk = max(1, min(int(chunk), (2**62) // max(C, 1)))  # keys q * C + v stay int64
-    found = xp.zeros(k, dtype=bool)
-    guard = guard or _Guard()
+    found = guard(xp.zeros, None, k, bool)
     rounds = 0
     for g0 in range(0, Q, chunk):
         g1 = min(Q, g0 + chunk)
         a, b = (int(min(k, max(0, g - off[me]))) for g in (g0, g1))
-        t = ex.allgather(cv[a:b].astype(i64))  # the chunk's targets in global order
-        q = xp.arange(a, b, dtype=i64) + int(off[me] - g0)
-        done, r, failed = _search_chunk(xp, ex, L, rows, q * C + cu[a:b].astype(i64), t, sizes, guard, expand)
+        # the chunk's targets in global order (a failed rank sends b - a zeros from the host: the
+        # others' targets stay where they expect them until the next count stops every rank)
+        mine = guard(lambda: cv[a:b].astype(i64), np.zeros(b - a, np.int64))
+        t = guard.exchange(ex.allgather, none, mine)
+        q = guard(lambda: xp.arange(a, b, dtype=i64) + int(off[me] - g0), none)
+        keys = guard(lambda: q * C + cu[a:b].astype(i64), none)
+        done, r, failed = _search_chunk(xp, ex, L, rows, keys, t, sizes, guard, expand)
         if failed:  # every rank leaves here, at the same round
             break
-        found[a:b] = done[q]
+        guard(_put, None, found, a, b, done, q)
         rounds = max(rounds, r)
-    return found, rounds, guard.error
+    # the last step may have failed after the last count: one more, so that every rank knows
+    failed = int(to_host(ex.allreduce(xp.asarray([guard.error is not None], dtype=i64), "sum"))[0])
+    return (None if failed else found), rounds, guard.error
 
 
 def answer_spread(xp, ex, L: Labels, rows: RowBlock, sources, targets, stats: QueryStats | None = None,
                   chunk: int = CHUNK_QUERIES, sizes=None, expand=None):
-    """Collective: ``(answers, error)`` for this rank's pairs of vertex ids: host bool answers, or
-    None and this rank's exception when a rank failed (every rank returns; the caller shares it).
+    """Collective: ``(answers, error)`` for this rank's pairs of vertex ids: host bool answers and
+    None; or, when any rank failed, None and this rank's exception (None on the ranks that did not
+    fail) on every rank: every rank returns, and the caller shares the error.
     ``sizes``, ``expand``: as :func:`spread_search`'s."""
     t0 = time.perf_counter()
     guard, none = _Guard(), xp.zeros(0, dtype=xp.int64)
@@ -255,7 +281,7 @@ def answer_spread(xp, ex, L: Labels, rows: RowBlock, sources, targets, stats: Qu
 
     cu, cv, ans, code, und = guard(pre, (none, none, None, None, none))
     found, rounds, error = spread_search(xp, ex, L, rows, cu[und], cv[und], chunk, sizes, guard, expand)
-    if error is not None:
+    if found is None:  # this rank or another failed: no answers anywhere
         return None, error
     ans[und] = found
     code[und] = xp.where(found, SEARCH_POS, SEARCH_NEG).astype(code.dtype)
