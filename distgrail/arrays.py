@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import numpy as np
 
-__all__ = ["to_host", "array_module", "csr_positions", "unique"]
+__all__ = ["to_host", "array_module", "csr_positions", "sorted_distinct", "unique"]
 
 
 def to_host(a) -> np.ndarray:
@@ -43,17 +43,20 @@ def csr_positions(xp, ptr, rows, which: bool = False):
     return (pos, r) if which else pos
 
 
-def unique(xp, a):
-    """The sorted distinct values of ``a`` (what ``xp.unique(a)`` gives). On NumPy by a sort and
-    a neighbour comparison: NumPy 2.3+ answers a plain ``np.unique(a)`` of integers by hashing,
-    which measured 30-60x slower on the 2-core CI machine (NumPy 2.4.6, 4 M ids: 2.8-5.4 s
-    against 0.07-0.09 s); CuPy's ``unique`` sorts already."""
-    if xp is not np:
-        return xp.unique(a)
-    s = np.sort(np.asarray(a).ravel())
-    if s.size < 2:
-        return s
-    keep = np.empty(s.size, dtype=bool)
+def sorted_distinct(xp, a):
+    """``a`` (1-D) sorted in place and without repeats: a sort and a neighbour comparison. Not
+    ``xp.unique``: it copies, and NumPy 2.3+ answers a plain ``np.unique`` of integers by hashing,
+    30-60x slower on the 2-core CI machine (NumPy 2.4.6, 4 M ids: 2.8-5.4 s against 0.07-0.09 s)."""
+    a.sort()
+    if a.shape[0] < 2:
+        return a
+    keep = xp.empty(a.shape[0], dtype=xp.bool_)
     keep[0] = True
-    np.not_equal(s[1:], s[:-1], out=keep[1:])
-    return s[keep]
+    xp.not_equal(a[1:], a[:-1], out=keep[1:])
+    return a[keep]
+
+
+def unique(xp, a):
+    """The sorted distinct values of ``a`` (what ``xp.unique(a)`` gives; ``a`` is left alone):
+    :func:`sorted_distinct` of a flat copy."""
+    return sorted_distinct(xp, xp.array(a, copy=True).ravel())

@@ -7,7 +7,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from distgrail.arrays import array_module, csr_positions, to_host, unique
+from distgrail.arrays import array_module, csr_positions, sorted_distinct, to_host, unique
 from distgrail.segments import gather_rows
 
 
@@ -20,6 +20,14 @@ def test_unique_equals_numpy_unique(dtype, size, high):
     want = np.unique(a)
     assert got.dtype == want.dtype
     np.testing.assert_array_equal(got, want)
+
+
+def test_sorted_distinct_sorts_in_place_and_drops_repeats():
+    a = np.array([5, 1, 5, 3, 1, 9], dtype=np.int32)
+    got = sorted_distinct(np, a)
+    assert got.tolist() == [1, 3, 5, 9] and got.dtype == np.int32
+    assert a.tolist() == [1, 1, 3, 5, 5, 9]  # sorted in place (no copy made)
+    assert sorted_distinct(np, np.zeros(0, np.int64)).size == 0 and sorted_distinct(np, np.array([7])).tolist() == [7]
 
 
 def test_unique_of_a_2d_array_is_flat_and_leaves_the_input_alone():

@@ -21,7 +21,7 @@ import time
 import numpy as np
 
 import distgrail
-from distgrail.arrays import unique
+from distgrail.arrays import sorted_distinct
 from distgrail.gpu.backend import get_backend
 from distgrail.placement import read_on
 
@@ -76,7 +76,7 @@ def bfs_reached(xp, indptr, dst, source: int, block: int = 1 << 27):
             new = nbr[~reached[nbr]]
             reached[new] = True
             found.append(new)
-        frontier = unique(xp, xp.concatenate(found)).astype(xp.int64) if found else xp.zeros(0, xp.int64)
+        frontier = sorted_distinct(xp, xp.concatenate(found)).astype(xp.int64) if found else xp.zeros(0, xp.int64)
     return reached, levels
 
 

@@ -21,7 +21,7 @@ import os
 
 import numpy as np
 
-from ..arrays import unique
+from ..arrays import sorted_distinct, unique
 from ..errors import DistGrailError, QueryError
 from .atomic import atomic_path
 
@@ -48,7 +48,7 @@ def _bfs(indptr, indices, c: int, limit: int) -> np.ndarray:
     while frontier.size and total < limit:
         lo, hi = indptr[frontier], indptr[frontier + 1]
         nxt = indices[_ranges(lo, hi)]
-        nxt = unique(np, nxt[~seen[nxt]])[: limit - total]
+        nxt = sorted_distinct(np, nxt[~seen[nxt]])[: limit - total]
         seen[nxt] = True
         out.append(nxt)
         total += nxt.size

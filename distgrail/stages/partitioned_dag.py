@@ -33,10 +33,10 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..arrays import csr_positions, unique
+from ..arrays import csr_positions, sorted_distinct, unique
 from ..arrays import to_host as _host
 from ..hashing import STREAM_PARENT, hash3_xp
-from .partitioned_scc import _at, scatter_max, scatter_min, sorted_distinct
+from .partitioned_scc import _at, scatter_max, scatter_min
 
 __all__ = ["PartDAG", "kahn_levels", "spread_dag", "spread_parents", "spread_intervals", "spread_masks",
            "spread_degrees", "gather_csr", "gather_degrees", "spread_bytes", "id_type"]

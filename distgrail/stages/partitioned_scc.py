@@ -45,7 +45,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..arrays import unique
+from ..arrays import sorted_distinct, unique
 
 __all__ = ["DEFAULT_GATHER_EDGES", "Counted", "partitioned_reps", "condensed_keys", "partitioned_keys",
            "gather_condensed", "partitioned_condensed_edges",
@@ -169,7 +169,7 @@ def _finish_on_root(xp, ex, s, d, alive, rep, ids):
     s_all, d_all = ex.gather(s), ex.gather(d)
     got = None
     if ex.root:
-        touched = unique(xp, xp.concatenate((s_all, d_all)))
+        touched = sorted_distinct(xp, xp.concatenate((s_all, d_all)))
         k = int(touched.size)
         local = _root_reps(xp, xp.searchsorted(touched, s_all), xp.searchsorted(touched, d_all), k)
         got = xp.stack((touched, touched[local])).astype(ids.dtype)
@@ -276,17 +276,6 @@ def condensed_keys(xp, src, dst, rep):
     keys += compact[dst]
     keys = keys[keys % (C + 1) != 0] if C else keys[:0]  # cu == cv: (cu * C + cu) is a multiple of C + 1
     return compact, C, sorted_distinct(xp, keys)
-
-
-def sorted_distinct(xp, a):
-    """``a`` sorted in place and without repeats (``xp.unique`` without its extra copies)."""
-    a.sort()
-    if a.shape[0] < 2:
-        return a
-    keep = xp.empty(a.shape[0], dtype=xp.bool_)
-    keep[0] = True
-    xp.not_equal(a[1:], a[:-1], out=keep[1:])
-    return a[keep]
 
 
 def partitioned_keys(xp, src, dst, n: int, ex, gather_edges: int = DEFAULT_GATHER_EDGES):

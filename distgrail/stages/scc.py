@@ -25,7 +25,7 @@ import time
 
 import numpy as np
 
-from ..arrays import unique
+from ..arrays import sorted_distinct
 from ..segments import gather_rows
 from .csr_keys import key_buckets, keys_csr_numpy, sort_keys_in_buckets
 
@@ -130,16 +130,16 @@ class NumpySteps(_Steps):
                 if level is not None:
                     level[nxt] = rounds + 1
             elif mode == REACH:
-                nxt = unique(np, v[live & ((mark[v] & bit) == 0)])
+                nxt = sorted_distinct(np, v[live & ((mark[v] & bit) == 0)])
                 mark[nxt] |= bit
             elif mode == COLOR:
                 v, u = v[live], u[live]
                 old = color[v]
                 np.maximum.at(color, v, color[u])
-                nxt = unique(np, v[color[v] > old])
+                nxt = sorted_distinct(np, v[color[v] > old])
             else:  # COLOR_BACK
                 sel = live & (color[v] == color[u])
-                nxt = unique(np, v[sel])
+                nxt = sorted_distinct(np, v[sel])
                 rep[nxt] = color[nxt]
             front = nxt.astype(np.int32)
             rounds += 1
