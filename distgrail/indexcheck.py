@@ -19,7 +19,7 @@ import numpy as np
 
 from .errors import IndexFormatError
 
-__all__ = ["check_index", "EDGE_CHECK_MAX", "REQUIRED"]
+__all__ = ["check_index", "check_index_path", "EDGE_CHECK_MAX", "REQUIRED"]
 
 EDGE_CHECK_MAX = 1 << 22
 #: values per piece of a check run in parallel
@@ -52,6 +52,18 @@ class _Pieces:
 REQUIRED = ("vertex/component", "dag/indptr", "dag/indices", "dag/level", "forest/parent",
              "forest/subtree_size", "labels/dt_post0", "labels/intervals")
 
+
+
+def check_index_path(path: str) -> None:
+    """Refuse, as :class:`IndexFormatError` naming ``path``, what is not a file an index could be
+    in: no such file, a directory, a FIFO, device or socket (never opened: it could block)."""
+    from .io.regular import check_regular
+
+    if not os.path.exists(path):
+        raise IndexFormatError(f"{path}: no such index file")
+    if os.path.isdir(path):
+        raise IndexFormatError(f"{path}: is a directory, not an index file")
+    check_regular(path, "indexes", IndexFormatError)
 
 def _int_attr(path, meta, key, lo=0):
     v = meta[key]

@@ -218,15 +218,10 @@ def read_index_file(path, defer=()) -> tuple[dict, dict]:
     :class:`~distgrail.indexblocks.Deferred` stands for each (values checked as slices are read)."""
     import h5py
 
-    from .indexcheck import check_index
-    from .io.regular import check_regular
+    from .indexcheck import check_index, check_index_path
 
     path = os.fspath(path)
-    if not os.path.exists(path):
-        raise IndexFormatError(f"{path}: no such index file")
-    if os.path.isdir(path):
-        raise IndexFormatError(f"{path}: is a directory, not an index file")
-    check_regular(path, "indexes", IndexFormatError)  # a FIFO is never opened: it could block forever
+    check_index_path(path)
     where = ["the file"]  # what is being read when HDF5 fails
     try:
         f = h5py.File(path, "r")

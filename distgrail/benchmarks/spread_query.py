@@ -79,7 +79,7 @@ def main(argv=None) -> int:
             out[way] = f"{type(e).__name__}: {str(e)[:300]}"
             comm.Barrier()
         idx = L = rows = None  # the whole index's device arrays go before the spread one starts
-        if be.name == "gpu":
+        if be.is_gpu:
             be.xp.get_default_memory_pool().free_all_blocks()
     if me == 0:
         for way, r in out.items():

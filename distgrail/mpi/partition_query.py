@@ -24,7 +24,7 @@ import numpy as np
 from ..errors import DistGrailError, GraphFormatError, IndexFormatError
 from ..gpu.backend import get_backend
 from ..index import Index, field_labels
-from ..indexcheck import EDGE_CHECK_MAX
+from ..indexcheck import EDGE_CHECK_MAX, check_index_path
 from ..indexfile import read_index_file
 from ..nodelabels import NodeLabels
 from ..query.partitioned_search import RowBlock, answer_spread, expand_limit, row_bounds
@@ -176,13 +176,7 @@ def _sizes(path: str):
     read named as not a distgrail index."""
     import h5py
 
-    from ..io.regular import check_regular
-
-    if not os.path.isfile(path) and not os.path.exists(path):
-        raise IndexFormatError(f"{path}: no such index file")
-    if os.path.isdir(path):
-        raise IndexFormatError(f"{path}: is a directory, not an index file")
-    check_regular(path, "indexes", IndexFormatError)
+    check_index_path(path)
     try:
         with h5py.File(path, "r") as f:
             a = f.attrs
