@@ -23,17 +23,13 @@ import time
 import numpy as np
 
 
-def _bytes(obj) -> int:
-    return sum(int(getattr(v, "nbytes", 0)) for v in vars(obj).values())
-
-
 def main(argv=None) -> int:
     from mpi4py import MPI
 
     import distgrail
     from distgrail.gpu.backend import get_backend
     from distgrail.mpi.binding import bind_gpu
-    from distgrail.mpi.partition_query import open_spread_index
+    from distgrail.mpi.partition_query import open_spread_index, state_bytes
 
     p = argparse.ArgumentParser(prog="python -m distgrail.benchmarks.spread_query", description=__doc__.split("\n")[0])
     p.add_argument("index")
@@ -70,10 +66,10 @@ def main(argv=None) -> int:
                 times.append(time.perf_counter() - t0)
             if way == "spread":
                 L, rows = spread.spread_state(be)
-                held, state = int(rows.indices.size), _bytes(L) + _bytes(rows)
+                held, state = int(rows.indices.size), state_bytes((L, rows))
             else:
                 L = idx.labels(be)
-                held, state = int(idx.meta["n_dag_edges"]), _bytes(L)
+                held, state = int(idx.meta["n_dag_edges"]), state_bytes((L,))
             out[way] = (statistics.median(times[1:]), times[0], ans, st, comm.gather((held, state), root=0))
         except Exception as e:  # noqa: BLE001 - reported in the table: the other way still runs
             out[way] = f"{type(e).__name__}: {str(e)[:300]}"

@@ -35,7 +35,7 @@ from .errors import run_shared, share_outcome
 from .exchange import MpiExchange
 from .query import answer_in_shards, same_index_everywhere
 
-__all__ = ["SpreadIndex", "open_spread_index", "query_spread", "spread_wanted", "wants_spread_query"]
+__all__ = ["SpreadIndex", "open_spread_index", "query_spread", "spread_wanted", "state_bytes", "wants_spread_query"]
 
 
 def _rows_of(path, arrays, bounds, rank):
@@ -126,6 +126,11 @@ def open_spread_index(path, comm) -> SpreadIndex:
     return idx
 
 
+def state_bytes(parts) -> int:
+    """Bytes of the arrays held as attributes of ``parts`` (labels, row blocks)."""
+    return sum(int(getattr(a, "nbytes", 0)) for o in parts for a in vars(o).values())
+
+
 def query_spread(index: SpreadIndex, sources, targets, backend="auto", root: int = 0):
     """Collective: root's pairs answered on the spread index (other ranks may pass None).
     Returns ``(answers, stats)`` on every rank, as :func:`~distgrail.mpi.query.query_sharded`
@@ -145,8 +150,7 @@ def query_spread(index: SpreadIndex, sources, targets, backend="auto", root: int
         with be.on_device():
             expand = expand_limit(available_gpu_bytes()[0], index.dims)
 
-    mine = {"rank": comm.Get_rank(), "dag edges held": int(state[1].indices.size),
-            "query state bytes": sum(int(getattr(a, "nbytes", 0)) for o in state for a in vars(o).values())}
+    mine = {"rank": comm.Get_rank(), "dag edges held": int(state[1].indices.size), "query state bytes": state_bytes(state)}
 
     def answer(s, t, what):
         stats = QueryStats(backend=be.name)
