@@ -117,7 +117,7 @@ def walk(place, graph, dims, seed, parent_rule, fmt, num_vertices, output, progr
             forest = place.share_forest(forest)
         masks = Done(None)  # K = 0: plain GRAIL, no phase 5
         if K:
-            with steps.stage("phase 5 start"):  # one process, GPU: on its own stream beside phases 3-4
+            with steps.stage("phase 5 start"):  # on a GPU: on a stream of its own beside phases 3-4
                 masks = place.start_masks(dag, K, seed)
         labels, post0 = place.label(dag, forest, dims, seed)  # times "phases 3-4" and the gather itself
         place.release_forest(forest)

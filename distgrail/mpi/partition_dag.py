@@ -31,7 +31,6 @@ from ..stages.condense import DAG
 from ..stages.labeling import Forest, _labels_on_device
 from .collectives import bcast_array
 from .errors import run_shared
-from .placement import _Later
 
 __all__ = ["SpreadSteps", "spread_choice", "DAG_MODES", "dag_mode", "check_rank_fits", "check_spread_fits"]
 
@@ -72,6 +71,17 @@ def spread_choice(mode, be, C, m_up, dims, supports, parent_rule) -> bool:
     if mode == "auto" and parent_rule == "max-level":
         return True
     raise GpuMemoryError(why)
+
+
+class _Later:
+    """A collective step run when its result is asked for (the spread phase 5 runs after phases
+    3–4 and the labels' gather, on every rank at the same point of the pipeline)."""
+
+    def __init__(self, fn, *args):
+        self.fn, self.args = fn, args
+
+    def result(self):
+        return self.fn(*self.args)
 
 
 class SpreadSteps:

@@ -1,60 +1,101 @@
 """Phase 5 (support vertices and their reach masks) split over MPI ranks.
 
 Rank 0 chooses the K supports; the ceil(K / 64) mask words are split over the ranks in
-contiguous blocks, like the dimensions of phases 3–4; each rank sweeps its words, and the blocks
-meet on rank 0: through host memory (``Gatherv``) with the MPI transport, device to device with
-an NCCL transport (:mod:`distgrail.mpi.devicepath`).
+contiguous blocks, like the dimensions of phases 3–4. Each rank starts its words when phase 5
+starts (:func:`start_distributed`, after phases 1–2): on a GPU on a non-blocking stream of its
+own beside its phases 3–4, as one process does (:func:`distgrail.stages.supports.start_supports`);
+on the CPU at once. ``result()`` waits for the rank's sweep, then the blocks meet on rank 0:
+through host memory (``Gatherv``) with the MPI transport, device to device with an NCCL transport
+(:mod:`distgrail.mpi.devicepath`).
+
+Before the sweep went beside phases 3–4, rank 0 (which holds the one word of K = 64) ran it after
+them: R-MAT scale 27 on 2 × H200, phase 5 took 1.34 s after phases 3–4's 0.35 s
+(docs/benchmarks.md, "Two GPUs, and queries over a spread DAG").
 """
 
 from __future__ import annotations
 
 import numpy as np
 
-from ..stages.supports import choose_supports, support_masks, words
+from ..stages.supports import BESIDE_SHARE, PendingMasks, choose_supports, support_masks, words
 from . import devicepath
 from .collectives import bcast_array, gather_rows, offsets, split_counts
 from .errors import run_shared
 
-__all__ = ["supports_distributed"]
+__all__ = ["supports_distributed", "start_distributed"]
 
 
 def supports_distributed(comm, dag, K, seed, be, everywhere, root=0, tp=None):
-    """Collective phase 5: root chooses the K supports; the mask words are split over the ranks in
-    contiguous blocks (like the dimensions), each rank sweeps its block, and the blocks are
-    gathered to root (and broadcast when every rank assembles): through host memory, or device
-    to device with an NCCL transport ``tp``. Byte-identical to one process: a mask word depends
-    only on the supports it holds."""
+    """Collective phase 5 (:func:`start_distributed`, then its result): ``(ids, out, in)`` host
+    arrays on root (every rank when ``everywhere``), None elsewhere. Byte-identical to one
+    process: a mask word depends only on the supports it holds."""
+    return start_distributed(comm, dag, K, seed, be, everywhere, root, tp).result()
+
+
+def start_distributed(comm, dag, K, seed, be, everywhere, root=0, tp=None):
+    """Collective: root chooses the K supports (broadcast); each rank starts the sweep of its
+    block of mask words (module doc). The DAG's device arrays must stay until ``result()``."""
     me, size = comm.Get_rank(), comm.Get_size()
-    here = me == root
-    ids = run_shared(comm, "choosing the support vertices", choose_supports if here else None, dag, K, seed)
+    ids = run_shared(comm, "choosing the support vertices", choose_supports if me == root else None, dag, K, seed)
     ids = bcast_array(comm, ids, root)
-    K, C = int(ids.shape[0]), int(dag.C)
-    wc = split_counts(words(K), size)
+    wc = split_counts(words(int(ids.shape[0])), size)
     w0, w1 = int(offsets(wc)[me]), int(offsets(wc)[me + 1])
-
-    def block():
-        if w1 == w0:  # no mask word on this rank
-            none = np.zeros((0, C), np.uint64)
-            return (be.asarray(none), be.asarray(none)) if tp is not None else (none, none)
-        out, inn = support_masks(be, dag, ids, (64 * w0, min(64 * w1, K)))
-        if tp is not None:  # (words, C) blocks stay on the device
-            with be.on_device():
-                return be.xp.ascontiguousarray(out.T), be.xp.ascontiguousarray(inn.T)
-        return np.ascontiguousarray(be.to_host(out).T), np.ascontiguousarray(be.to_host(inn).T)
-
     what = f"support masks, words {w0}..{w1 - 1}" if w1 > w0 else "support masks (no word on this rank)"
-    mine = run_shared(comm, what, block)
-    masks = []
-    if tp is not None:
-        for part in mine:
-            full = devicepath.gather_blocks(tp, part, everywhere, "masks", root)
+    block = (64 * w0, min(64 * w1, int(ids.shape[0])))
+    started = run_shared(comm, what, _start_block if w1 > w0 else None, be, dag, ids, block)
+    return _Distributed(comm, be, ids, wc, started, what, everywhere, root, tp, int(dag.C))
+
+
+def _start_block(be, dag, ids, block):
+    """This rank's words: a :class:`PendingMasks` on a stream of its own (GPU), or (out, in)."""
+    if not be.is_gpu:
+        return support_masks(be, dag, ids, block)
+    from ..stages.supports import support_masks_cuda
+
+    with be.on_device():
+        stream = be.xp.cuda.Stream(non_blocking=True)
+        with stream:
+            pending = support_masks_cuda(be, dag, ids, block, wait=False, share=BESIDE_SHARE)
+        pending.stream = stream
+        return pending
+
+
+class _Distributed:
+    """Phase 5 under way on every rank; :meth:`result` (collective) waits and gathers."""
+
+    def __init__(self, comm, be, ids, wc, started, what, everywhere, root, tp, C):
+        self.comm, self.be, self.ids, self.wc, self.started = comm, be, ids, wc, started
+        self.what, self.everywhere, self.root, self.tp, self.C = what, everywhere, root, tp, C
+
+    def _block(self):
+        """This rank's (words, C) blocks: on the device with NCCL, else on the host."""
+        be, m, tp = self.be, self.started, self.tp
+        if m is None:  # no mask word on this rank
+            none = np.zeros((0, self.C), np.uint64)
+            return (be.asarray(none), be.asarray(none)) if tp is not None else (none, none)
+        with be.on_device():
+            out, inn = m.result() if isinstance(m, PendingMasks) else m  # the sweep's stream is done
+            if tp is not None:  # (words, C) blocks stay on the device
+                return be.xp.ascontiguousarray(out.T), be.xp.ascontiguousarray(inn.T)
+            return np.ascontiguousarray(be.to_host(out).T), np.ascontiguousarray(be.to_host(inn).T)
+
+    def result(self):
+        comm, ids, wc, root, tp = self.comm, self.ids, self.wc, self.root, self.tp
+        here = comm.Get_rank() == root
+        mine = run_shared(comm, self.what, self._block)
+        self.started = None
+        masks = []
+        if tp is not None:
+            for part in mine:
+                full = devicepath.gather_blocks(tp, part, self.everywhere, "masks", root)
+                masks.append(np.ascontiguousarray(full.T) if full is not None else None)
+            return (ids, masks[0], masks[1]) if self.everywhere or here else None
+        W, C = int(wc.sum()), self.C
+        for part in mine:  # (words, C) blocks stacked in rank order, then back to (C, W)
+            full = run_shared(comm, "allocating the support masks",
+                              (lambda: np.empty((W, C), np.uint64)) if here else None)
+            full = gather_rows(comm, part, wc, full, root)
+            if self.everywhere:
+                full = bcast_array(comm, full, root)
             masks.append(np.ascontiguousarray(full.T) if full is not None else None)
-        return (ids, masks[0], masks[1]) if everywhere or here else None
-    for part in mine:  # (words, C) blocks stacked in rank order, then back to (C, W)
-        full = run_shared(comm, "allocating the support masks",
-                          (lambda: np.empty((words(K), C), np.uint64)) if here else None)
-        full = gather_rows(comm, part, wc, full, root)
-        if everywhere:
-            full = bcast_array(comm, full, root)
-        masks.append(np.ascontiguousarray(full.T) if full is not None else None)
-    return (ids, masks[0], masks[1]) if everywhere or here else None
+        return (ids, masks[0], masks[1]) if self.everywhere or here else None

@@ -19,7 +19,8 @@ it is broadcast). Rank 0 computes phases 1–2 (the spanning forest and its subt
 and broadcasts them. The d dimensions are split into contiguous blocks, one per rank, rank 0's
 smaller (:func:`~distgrail.mpi.collectives.dims_split`: it also runs phases 1–2 and the write;
 ranks beyond d get none and wait). Phases 3–4 run on every rank for its block; phase 5's mask
-words are split the same way (:func:`distgrail.mpi.phase5.supports_distributed`).
+words are split the same way, each rank's started beside its phases 3–4
+(:func:`distgrail.mpi.phase5.start_distributed`).
 
 With the ``"mpi"`` transport rank 0 keeps its DAG on its device for its own steps and sends a
 host copy (which it also keeps for the index file: no device → host → device round trip), each
@@ -76,7 +77,7 @@ from .binding import ensure_bound
 from .collectives import bcast_array, bcast_dataclass, dims_split, offsets, root_share as env_root_share
 from .errors import mpi, own_comm, run_shared
 from .hostpath import labels_by_host, slowest
-from .phase5 import supports_distributed
+from .phase5 import start_distributed
 from .transport import transport_for
 
 __all__ = ["AcrossRanks", "ROOT_ONLY_DAG", "FULL_INDEX_ON"]
@@ -111,17 +112,6 @@ def _stored_condensation(g, dag):
     """The path of the ``.h5`` graph file ``dag`` was read from, or None when it was computed."""
     meta = getattr(g, "meta", None)
     return meta.get("path") if isinstance(meta, dict) and dag.meta.get("stored") else None
-
-
-class _Later:
-    """A collective step run when its result is asked for (phase 5 across ranks runs after
-    phases 3–4 and the labels' gather, on every rank at the same point of the pipeline)."""
-
-    def __init__(self, fn, *args):
-        self.fn, self.args = fn, args
-
-    def result(self):
-        return self.fn(*self.args)
 
 
 class AcrossRanks:
@@ -272,11 +262,12 @@ class AcrossRanks:
         return forest
 
     def start_masks(self, dag, K, seed):
-        """Phase 5 across ranks, run when its result is asked for (after the labels' gather)."""
+        """Phase 5 across ranks, started (each rank's mask words on a GPU beside its phases 3–4);
+        its ``result()`` (collective) gathers the words after the labels' gather."""
         if not K:
             return Done(None)
-        return _Later(supports_distributed, self.comm, dag, K, seed, self.be, self.everywhere, self.root,
-                      self.tp if self.nccl else None)
+        return start_distributed(self.comm, dag, K, seed, self.be, self.everywhere, self.root,
+                                 self.tp if self.nccl else None)
 
     def _what(self):
         lo, hi = self.lo, self.hi
