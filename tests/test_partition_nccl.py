@@ -2,8 +2,8 @@
 
 CI has no GPU: under MPI (-n 2, -n 3) a stand-in for ``cupy.cuda.nccl`` moves the bytes at the
 addresses it is given by MPI (sends and receives of a group matched in order per peer, as NCCL
-matches them), so the exchange's own logic — pieces, pairing, dtypes, the host path for OR — is
-checked against MpiExchange, and a spread build through it is byte-identical to one process's.
+matches them), so the exchange's own logic — pieces, pairing, dtypes — is
+checked against MpiExchange (OR: a ring of sends with the ORs on the device), and a spread build through it is byte-identical to one process's.
 On a GPU the same calls go through a real one-rank NCCL communicator on CuPy arrays (ranks
 sharing one GPU cannot form an NCCL communicator; no machine with two GPUs was lent)."""
 
@@ -100,7 +100,7 @@ def test_nccl_exchange_equals_the_host_exchange_in_small_pieces(monkeypatch):
             out = nx.allreduce(a, op)
             assert out.dtype == a.dtype and out.shape == a.shape, (name, op)
             np.testing.assert_array_equal(out, want, err_msg=f"{name} {op}")
-    assert fake.calls["allReduce"] > 100  # 24-byte pieces; bor went by the host (no NCCL OR)
+    assert fake.calls["allReduce"] > 100  # 24-byte pieces
     rng = np.random.default_rng(comm.rank)
     sizes = [int(rng.integers(1, 40)) for j in range(comm.size)]
     if comm.size > 2:
@@ -121,6 +121,32 @@ def test_nccl_exchange_equals_the_host_exchange_in_small_pieces(monkeypatch):
         else:
             hx.gather(a)
         np.testing.assert_array_equal(nx.bcast(a if comm.rank == 0 else None), hx.bcast(a))
+
+
+@pytest.mark.mpi(min_size=2)
+def test_ring_or_equals_the_host_or(monkeypatch):
+    """OR has no NCCL op: a ring of sends and receives (reduce-scatter, then allgather) with the
+    ORs on the device, equal to MPI's BOR for bytes, words, booleans, arrays shorter than the ranks
+    (empty pieces) and empty ones; no allReduce, 2 (N - 1) grouped steps."""
+    from mpi4py import MPI
+
+    comm = MPI.COMM_WORLD
+    monkeypatch.setattr(exchange, "CHUNK_BYTES", 5)  # every piece in several sends
+    nx, fake = _fake_exchange(comm)
+    hx = exchange.MpiExchange(comm, np)
+    rng = np.random.default_rng(5 + comm.rank)
+    cases = [rng.integers(0, 256, 77).astype(np.uint8), rng.integers(0, 2**63, (5, 3)).astype(np.uint64),
+             rng.random(333) < 0.05, np.array([1 << comm.rank], np.uint8), np.zeros(0, np.uint64)]
+    for a in cases:
+        before = Counter(fake.calls)
+        out = nx.allreduce(a, "bor")
+        want = hx.allreduce(a.view(np.uint8) if a.dtype == bool else a, "bor").view(a.dtype)
+        assert out.dtype == a.dtype and out.shape == a.shape
+        np.testing.assert_array_equal(out, want)
+        assert fake.calls["allReduce"] == before["allReduce"]
+        if a.nbytes >= 5 * comm.size * comm.size:
+            assert fake.calls["send"] - before["send"] >= 2 * (comm.size - 1)
+    assert int(nx.allreduce(np.array([1 << comm.rank], np.uint8), "bor")[0]) == (1 << comm.size) - 1
 
 
 @pytest.mark.mpi(min_size=2)
