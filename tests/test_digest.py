@@ -105,6 +105,59 @@ def test_cancel_stops_the_thread(tmp_path, no_leaks):
         assert d.result() == sha(p)
 
 
+def test_a_paused_digest_reads_nothing_until_resumed(tmp_path, no_leaks, monkeypatch):
+    """Started paused (or paused), the thread reads no byte; resume() lets it finish with the
+    file's hash; result() of a paused digest resumes it; cancel() of a paused one returns."""
+    from distgrail.io import digest as dg
+
+    p = tmp_path / "big.bin"
+    p.write_bytes(bytes(range(256)) * 4096)
+    reads = []
+    real = dg.FileDigest._fill
+    monkeypatch.setattr(dg.FileDigest, "_fill", lambda self, view, pos: reads.append(pos) or real(self, view, pos))
+    d = FileDigest(p, block_bytes=4096, paused=True)
+    d._thread.join(0.3)
+    assert not d.done() and reads == []
+    d.resume()
+    assert d.result() == sha(p) and len(reads) >= 256
+    reads.clear()
+    d = FileDigest(p, block_bytes=4096, paused=True)
+    assert d.result() == sha(p)  # asking for the value never waits on a pause
+    d = FileDigest(p, block_bytes=4096, paused=True)
+    d.cancel()
+    assert d.done()
+    with pytest.raises(GraphFormatError, match="cancelled"):
+        d.result()
+
+
+def test_the_gpu_path_reader_pauses_the_hash_during_the_parse(tmp_path, no_leaks, monkeypatch):
+    """read_text_graph holds the digest while the kernels (here their NumPy twin) parse, and
+    resumes it after: the value is the file's, and the parse ran with the hash paused."""
+    from distgrail.io import digest as dg
+
+    path = gra(tmp_path)
+    states = []
+    real = gparse._parse_with_retries
+
+    def parse(plan, *a, **k):
+        states.append([d._go.is_set() for d in made])
+        return real(plan, *a, **k)
+
+    monkeypatch.setattr(gparse, "_parse_with_retries", parse)
+    made = []
+    real_init = dg.FileDigest.__init__
+
+    def init(self, *a, **k):
+        real_init(self, *a, **k)
+        made.append(self)
+
+    monkeypatch.setattr(dg.FileDigest, "__init__", init)
+    g = read_text_graph(path)
+    assert states == [[False]]  # paused while the kernels parsed
+    assert len(made) == 1 and made[0]._go.is_set()  # resumed after the parse
+    assert str(g.digest) == sha(path)
+
+
 def test_file_changed_after_the_digest_started(tmp_path, no_leaks):
     p = gra(tmp_path)
     d = FileDigest(p)

@@ -246,8 +246,9 @@ def _read_full(fd: int, out: np.ndarray, pos: int) -> int:
 
 
 #: threads that read one chunk of a plain file (``os.preadv`` releases the GIL), each a piece of at
-#: least :data:`READ_PIECE` bytes; the environment's ``DISTGRAIL_READ_THREADS`` overrides it (1: one thread)
-READ_THREADS = 4
+#: least :data:`READ_PIECE` bytes; the environment's ``DISTGRAIL_READ_THREADS`` overrides it (1: one thread).
+#: 8, not 4: R-MAT scale 27 on 2 × H200 (2 ranks, 32 cores) read in 2.02 s against 2.30 s
+READ_THREADS = 8
 READ_PIECE = 4 << 20
 _POOL: list = []
 

@@ -289,11 +289,14 @@ def read_text_graph(path, fmt: str = "auto", num_vertices: int | None = None, de
             return None
         return _fallback(plan, fmt, num_vertices, dev, notify, plan.reason)
     digest = take(plan.path) if digest else None
+    if digest is not None:
+        digest.pause()  # the hash goes on after the parse, not beside it (io/digest.py)
     try:
         g, why = _parse_with_retries(plan, dev, chunk_bytes, notify)
         if g is not None:
             if digest is not None:
                 digest.check()  # the file must not have changed under the parse
+                digest.resume()
             g.digest = digest or ""
             return g
     except BaseException:

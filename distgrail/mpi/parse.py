@@ -6,7 +6,7 @@ backend, and the edge arrays meet on the root.
 1. The root plans the read (:func:`distgrail.io.chunks.plan_read`: format, header, id range;
    the header is parsed once) and splits the body into N byte ranges that start at line starts;
    plan and ranges are broadcast. The root starts the file's digest in the background
-   (:class:`~distgrail.io.digest.FileDigest`) over the whole file.
+   (:class:`~distgrail.io.digest.FileDigest`) over the whole file, paused until the edges are read.
 2. Every rank parses its range with the chunk parser of :mod:`distgrail.io.parse`
    (:func:`~distgrail.io.parse.read_text_range`: the CUDA kernels on a GPU backend, their NumPy
    twin on the CPU backend).
@@ -128,7 +128,8 @@ def read_graph_ranks(comm, path, fmt: str, num_vertices: int | None, be, transpo
     if plan.kind != "text":
         g = run_shared(comm, f"reading {name}", _one_rank if me == 0 else None, be, path, fmt, num_vertices)
         return g if me == 0 else None
-    digest = run_shared(comm, f"hashing {name}", FileDigest if me == 0 else None, path)
+    # started paused: the hash reads the file after the parse, not beside it (io/digest.py)
+    digest = run_shared(comm, f"hashing {name}", FileDigest if me == 0 else None, path, paused=True)
     try:
         dev = run_shared(comm, "setting up the parser", _device, be)
         t0 = time.perf_counter()
@@ -156,6 +157,8 @@ def read_graph_ranks(comm, path, fmt: str, num_vertices: int | None, be, transpo
         dst = _gather(comm, part.dst, transport, be)
         del part
         t2 = time.perf_counter()
+        if digest is not None:
+            digest.resume()
         # per-rank steps for the build's timings: the slowest rank's parse share, rank 0's, the exchange
         shares = comm.gather(t1 - t0, root=0)
 

@@ -9,7 +9,7 @@ no rank gathers them (:func:`read_parts`, collective).
   summed (allreduce, every vertex exactly once), Matrix Market entries summed (each rank mirrors
   its own symmetric entries), an edge list's n = the largest id + 1 over all ranks (allreduce
   MAX; ``--num-vertices`` or a header otherwise), as :func:`distgrail.io.parse.finish_edges`
-  does for one rank. Rank 0 hashes the whole file in the background
+  does for one rank. Rank 0 hashes the whole file in the background once the ranks have parsed it
   (:class:`~distgrail.io.digest.FileDigest`, joined when the index is assembled) and checks it
   did not change under the parse.
 - **Binary ``.h5`` graphs**: each rank reads its block of CSR rows (balanced by edges) with
@@ -183,7 +183,8 @@ def read_parts(comm, be, graph, num_vertices, fmt):
                                          path, fmt, num_vertices, size), root=0)
     if plan.kind != "text":
         return _rank0_reads(comm, be, graph, num_vertices, fmt)
-    digest = run_shared(comm, f"hashing {name}", FileDigest if me == 0 else None, path)
+    # paused until the parse is done: the two readers of one file slowed each other (io/digest.py)
+    digest = run_shared(comm, f"hashing {name}", FileDigest if me == 0 else None, path, paused=True)
     try:
         dev = run_shared(comm, "setting up the parser", _device, be)
         part = run_shared(comm, f"parsing bytes {bounds[me]}:{bounds[me + 1]} of {name}", read_text_range, path,
@@ -200,6 +201,8 @@ def read_parts(comm, be, graph, num_vertices, fmt):
                 digest.cancel()
             return _rank0_reads(comm, be, path, num_vertices, fmt, plan, why[0])
         run_shared(comm, f"reading {name}", digest.check if me == 0 else None)
+        if digest is not None:
+            digest.resume()
     except BaseException:
         if digest is not None:
             digest.cancel()
