@@ -82,6 +82,15 @@ DONE_STRIDE = 8
 SWEEP_THREADS = BATCH_THREADS // 2
 CHOOSE_THREADS = GRID_THREADS
 
+#: the partitioned condensation's edge filter (kernels/partitioned_sweeps.cu): threads per block,
+#: and rounds per tile (a tile of PSW_THREADS * PSW_ROUNDS edges is counted, then written in order)
+PSW_THREADS = 256
+PSW_ROUNDS = 16
+#: the filter's predicates: no self-loop, both ends alive, both ends of one colour
+PSW_NO_LOOP = 0
+PSW_ALIVE = 1
+PSW_SAME = 2
+
 #: macro name in every kernel source -> name of the constant here (unsigned 64-bit where
 #: :data:`U64_MACROS` says so)
 CUDA_MACROS = {
@@ -114,6 +123,7 @@ KERNEL_MACROS = {
               "F_LINE", "F_VALUE", "F_CAPACITY", "TILE", "NO_COMMENT"),
     "supports": ("SIDE_RUN", "SIDE_OUT", "SIDE_IN", "PUSH_IN", "PUSH_OUT", "SCHED_FIELDS", "DESC_FIELDS",
                  "CTR_TICKET", "CTR_ERR", "CTR_WORDS", "DONE_STRIDE", "SWEEP_THREADS", "CHOOSE_THREADS"),
+    "partitioned_sweeps": ("PSW_THREADS", "PSW_ROUNDS", "PSW_NO_LOOP", "PSW_ALIVE", "PSW_SAME"),
 }
 
 

@@ -7,7 +7,9 @@ Each rank holds ITS edges (``src, dst``, about 1/N of them, where they were pars
 of length n that are the same on every rank (``alive``, ``rep``, ``color``, ``reached``). A
 *sweep* applies the rank's edges to its copy, then the copies are combined (an ``allreduce``, or
 an ``allgather`` of the frontier); every copy then equals the combination, so every rank takes the
-same decisions without another message.
+same decisions without another message. The passes over a rank's edges (filters, presence
+bits, colour and backward steps) are :mod:`distgrail.stages.partitioned_sweeps`': fused CUDA
+kernels on a GPU, their array-code twin on the CPU.
 
 - **trim**: an alive vertex with no alive in-edge or no alive out-edge (presence bitmaps, packed:
   ``allreduce`` OR over n/4 bytes) is a singleton SCC; repeated while a round removes at least
@@ -181,19 +183,17 @@ def partitioned_reps(xp, src, dst, n: int, ex, gather_edges: int = DEFAULT_GATHE
     """SCCs of the graph on ``n`` vertices whose edges ``src[i] -> dst[i]`` are this rank's part:
     ``rep`` (length n, the same on every rank), ``rep[v]`` the smallest vertex of v's SCC.
     ``gather_edges``: see the module doc (0: never gather while an edge is alive)."""
+    from .partitioned_sweeps import ALIVE, NO_LOOP, SAME, sweeps_for
+
+    ops = sweeps_for(xp)  # the passes over this rank's edges: CUDA kernels on a GPU, array code on the CPU
     n = int(n)
     idt = xp.int32 if n < 2**31 - 1 else xp.int64
     ids = xp.arange(n, dtype=idt)
     alive = xp.ones(n, dtype=xp.bool_)
     rep = xp.full(n, -1, dtype=idt)
-    keep = src != dst  # a self-loop never joins two vertices
-    s, d = src[keep].astype(idt), dst[keep].astype(idt)
-    del keep
+    s, d = ops.filter(NO_LOOP, src.astype(idt, copy=False), dst.astype(idt, copy=False))  # a self-loop joins nothing
     while True:
-        live = alive[s] & alive[d]
-        if not bool(live.all()):
-            s, d = s[live], d[live]
-        del live
+        s, d = ops.filter(ALIVE, s, d, alive=alive)
         if not bool(alive.any()):
             break
         left = int(ex.allreduce(xp.asarray([s.size], dtype=xp.int64), "sum")[0])
@@ -206,17 +206,14 @@ def partitioned_reps(xp, src, dst, n: int, ex, gather_edges: int = DEFAULT_GATHE
         # trimming
         removed_any = False
         while True:
-            has = xp.zeros(2 * n, dtype=xp.bool_)
-            has[d] = True  # an alive in-edge
-            has[n:][s] = True  # an alive out-edge (a view: n + s would wrap in int32 from n = 2^30)
-            has = xp.unpackbits(ex.allreduce(xp.packbits(has), "bor"))[:2 * n]  # n/4 bytes, not 2n
+            # bit v: an alive in-edge, bit n + u: an alive out-edge; packed: n/4 bytes, not 2n
+            has = xp.unpackbits(ex.allreduce(ops.presence(s, d, n), "bor"))[:2 * n]
             dead = alive & ((has[:n] == 0) | (has[n:] == 0))
             gone = int(xp.count_nonzero(dead))
             if gone:
                 rep[dead] = ids[dead]
                 alive[dead] = False
-                live = alive[s] & alive[d]
-                s, d = s[live], d[live]
+                s, d = ops.filter(ALIVE, s, d, alive=alive)
                 removed_any = True
             if gone < TRIM_SHARE * int(xp.count_nonzero(alive)) or gone == 0:
                 break
@@ -227,23 +224,19 @@ def partitioned_reps(xp, src, dst, n: int, ex, gather_edges: int = DEFAULT_GATHE
         fresh = alive  # the frontier: vertices whose colour changed in the last sweep
         hint = int(xp.count_nonzero(alive))
         while hint:
-            sel = fresh[s]
             nxt = color.copy()
-            scatter_max(xp, nxt, d[sel], color[s[sel]])
-            del sel
+            ops.colour(s, d, fresh, color, nxt)
             nxt = combine_max(xp, ex, color, nxt, hint)
             fresh, color = nxt != color, nxt
             hint = int(xp.count_nonzero(fresh))  # the same on every rank: 0 ends the sweeps
         # each root claims the vertices of its colour that reach it (backward along same-colour edges)
         reached = alive & (color == ids)
-        inside = color[s] == color[d]
-        bs, bd = s[inside], d[inside]
-        del inside
+        bs, bd = ops.filter(SAME, s, d, color=color)
         fresh = reached
         hint = int(xp.count_nonzero(reached))
         while hint:
             nxt = reached.copy()
-            nxt[bs[fresh[bd]]] = True
+            ops.back(bs, bd, fresh, nxt)
             nxt = combine_or(xp, ex, reached, nxt, hint)
             fresh, reached = nxt & ~reached, nxt
             hint = int(xp.count_nonzero(fresh))

@@ -35,6 +35,9 @@ NVRTC_OPTIONS = ("-std=c++17", "-DDG_KERNELS=1")
 TEMPLATES = {
     "intervals": tuple(f"{name}<{k}>" for name in ("dg_sweep_iv", "dg_small_iv")
                        for k in range(1, constants.MAX_DIMS_PER_SWEEP + 1)),
+    # <0>: int32 vertex ids, <1>: int64
+    "partitioned_sweeps": tuple(f"{name}<{w}>" for name in ("dg_psw_presence", "dg_psw_colour", "dg_psw_back",
+                                                            "dg_psw_count", "dg_psw_compact") for w in (0, 1)),
 }
 _CACHE: dict = {}
 #: first-call compile time of each module, seconds (reported by benchmarks)

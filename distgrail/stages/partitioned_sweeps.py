@@ -1,0 +1,152 @@
+"""The passes of the partitioned condensation (:mod:`distgrail.stages.partitioned_scc`) over one
+rank's edge list ``s[i] -> d[i]``: the array code (:class:`ArraySweeps`, NumPy or CuPy array
+operations: the twin) and the fused CUDA kernels of ``kernels/partitioned_sweeps.cu``
+(:class:`CudaSweeps`, the launcher), which compute the same arrays, bit for bit.
+
+- :meth:`~ArraySweeps.filter`: the edges that pass a predicate (:data:`NO_LOOP`: no self-loop;
+  :data:`ALIVE`: both ends alive; :data:`SAME`: both ends of one colour), in their order; the
+  input arrays themselves when every edge passes.
+- :meth:`~ArraySweeps.presence`: the 2n-bit bitmap, packed as ``numpy.packbits`` packs it, of
+  "v has an edge in" (bit v) and "u has an edge out" (bit n + u).
+- :meth:`~ArraySweeps.colour`: ``nxt[d] = max(nxt[d], color[s])`` over the edges whose source is
+  in the frontier ``fresh``.
+- :meth:`~ArraySweeps.back`: ``nxt[s] = True`` over the edges whose head is in ``fresh``.
+
+Why kernels: with CuPy's array operations each pass is several launches over the edges with
+temporaries of their size (a gather per end, a mask, a scan and a gather per array kept). R-MAT
+scale 27 on 2 × H200 (1.07 B edges a rank): the sweeps' own work took 0.95 s in 4 trimming
+rounds, 0.64 s in 8 colour sweeps and 0.39 s in 8 backward ones (docs/benchmarks.md).
+The kernels read each edge once; the filter counts each tile of ``PSW_THREADS * PSW_ROUNDS`` edges,
+then writes the tile's passing edges in order at the exclusive sum of the counts (one int32 per
+tile, not one per edge).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ..constants import PSW_ALIVE, PSW_NO_LOOP, PSW_ROUNDS, PSW_SAME, PSW_THREADS
+
+__all__ = ["NO_LOOP", "ALIVE", "SAME", "ArraySweeps", "CudaSweeps", "sweeps_for", "plan_tiles", "grid_blocks"]
+
+NO_LOOP, ALIVE, SAME = PSW_NO_LOOP, PSW_ALIVE, PSW_SAME
+#: edges of one tile of the filter
+TILE = PSW_THREADS * PSW_ROUNDS
+
+
+def plan_tiles(m: int, sms: int) -> tuple:
+    """``(tiles, blocks)`` of the filter over ``m`` edges: one block a tile, grid-stride, at most
+    8 blocks per SM.
+
+    >>> plan_tiles(0, 132), plan_tiles(1, 132), plan_tiles(10 * TILE + 1, 132), plan_tiles(2**31, 132)
+    ((0, 0), (1, 1), (11, 11), (524288, 1056))
+    """
+    tiles = -(-int(m) // TILE)
+    return tiles, min(tiles, 8 * int(sms))
+
+
+def grid_blocks(m: int, sms: int) -> int:
+    """Blocks of ``PSW_THREADS`` for a grid-stride pass over ``m`` edges (at most 32 per SM).
+
+    >>> grid_blocks(1, 132), grid_blocks(2**31, 132)
+    (1, 4224)
+    """
+    return max(1, min(-(-int(m) // PSW_THREADS), 32 * int(sms)))
+
+
+class ArraySweeps:
+    """The twin: the passes as array operations of ``xp`` (NumPy, or CuPy)."""
+
+    def __init__(self, xp):
+        self.xp = xp
+
+    def filter(self, mode, s, d, alive=None, color=None):
+        if mode == NO_LOOP:
+            keep = s != d
+        elif mode == ALIVE:
+            keep = alive[s] & alive[d]
+        else:
+            keep = color[s] == color[d]
+        if bool(keep.all()):
+            return s, d
+        return s[keep], d[keep]
+
+    def presence(self, s, d, n: int):
+        xp = self.xp
+        has = xp.zeros(2 * int(n), dtype=xp.bool_)
+        has[d] = True
+        has[int(n):][s] = True  # a view: n + s would wrap in int32 from n = 2^30
+        return xp.packbits(has)
+
+    def colour(self, s, d, fresh, color, nxt) -> None:
+        from .partitioned_scc import scatter_max
+
+        sel = fresh[s]
+        scatter_max(self.xp, nxt, d[sel], color[s[sel]])
+
+    def back(self, bs, bd, fresh, nxt) -> None:
+        nxt[bs[fresh[bd]]] = True
+
+
+class CudaSweeps(ArraySweeps):
+    """The launcher: each pass one or two kernels of ``kernels/partitioned_sweeps.cu`` on the
+    current device (the caller's ``be.on_device()``); ids int32 or int64, ``s`` and ``d`` alike."""
+
+    def _k(self, name, ids):
+        from ..gpu.sweep import kernel
+
+        return kernel("partitioned_sweeps", f"{name}<{int(ids.dtype.itemsize == 8)}>")
+
+    @staticmethod
+    def _sms():
+        from ..gpu.sweep import sm_count
+
+        return sm_count()
+
+    def filter(self, mode, s, d, alive=None, color=None):
+        cp = self.xp
+        m = int(s.shape[0])
+        tiles, blocks = plan_tiles(m, self._sms())
+        if not tiles:
+            return s, d
+        a = alive if alive is not None else cp.zeros(1, cp.bool_)
+        c = color if color is not None else cp.zeros(1, s.dtype)
+        head = (np.int32(mode), s, d, np.int64(m), a, c, np.int64(tiles))
+        counts = cp.empty(tiles, cp.int32)
+        self._k("dg_psw_count", s)((blocks,), (PSW_THREADS,), head + (counts,))
+        start = cp.empty(tiles + 1, cp.int64)
+        start[0] = 0
+        cp.cumsum(counts, dtype=cp.int64, out=start[1:])
+        del counts
+        kept = int(start[-1])  # (a host wait: the size of what comes out)
+        if kept == m:
+            return s, d
+        out_s, out_d = cp.empty(kept, s.dtype), cp.empty(kept, d.dtype)
+        self._k("dg_psw_compact", s)((blocks,), (PSW_THREADS,), head + (start, out_s, out_d))
+        return out_s, out_d
+
+    def presence(self, s, d, n: int):
+        cp = self.xp
+        n, m = int(n), int(s.shape[0])
+        words = cp.zeros(-(-2 * n // 32), cp.uint32)
+        if m:
+            self._k("dg_psw_presence", s)((grid_blocks(m, self._sms()),), (PSW_THREADS,),
+                                          (s, d, np.int64(m), np.int64(n), words))
+        return words.view(cp.uint8)[: -(-2 * n // 8)]
+
+    def colour(self, s, d, fresh, color, nxt) -> None:
+        m = int(s.shape[0])
+        if m:
+            self._k("dg_psw_colour", s)((grid_blocks(m, self._sms()),), (PSW_THREADS,),
+                                        (s, d, np.int64(m), fresh, color, nxt))
+
+    def back(self, bs, bd, fresh, nxt) -> None:
+        m = int(bs.shape[0])
+        if m:
+            self._k("dg_psw_back", bs)((grid_blocks(m, self._sms()),), (PSW_THREADS,),
+                                       (bs, bd, np.int64(m), fresh, nxt))
+
+
+def sweeps_for(xp):
+    """The passes for array module ``xp``: the kernels for CuPy, the array code for NumPy."""
+    return CudaSweeps(xp) if getattr(xp, "__name__", "") == "cupy" else ArraySweeps(xp)

@@ -1,0 +1,130 @@
+// The partitioned condensation's passes over one rank's edge list (s[i] -> d[i]), each fused into
+// one pass over the edges. Twins: distgrail.stages.partitioned_sweeps (array code, NumPy or CuPy).
+// Vertex ids are int32 (<0>) or int64 (<1>); edge positions and counts are int64.
+#include "common.cuh"
+
+template <int WIDE> struct dg_psw_id { typedef int t; };
+template <> struct dg_psw_id<1> { typedef long long t; };
+
+#define DG_PSW_TILE ((i64)PSW_THREADS * PSW_ROUNDS)
+
+// bit j of a bitmap packed as numpy.packbits packs it (byte j >> 3, bit 7 - (j & 7)), the bytes
+// read as little-endian 32-bit words; the word is read first, so a bit set already costs no atomic
+__device__ __forceinline__ void dg_psw_set(unsigned* __restrict__ words, i64 j) {
+    const unsigned bit = 1u << (((unsigned)(j >> 3) & 3u) * 8u + (7u - (unsigned)(j & 7)));
+    unsigned* w = words + (j >> 5);
+    if (!(*w & bit)) atomicOr(w, bit);
+}
+
+// presence: bit d[i] (v has an in-edge) and bit n + s[i] (u has an out-edge) of a 2n-bit bitmap
+template <int WIDE>
+__global__ void dg_psw_presence(const typename dg_psw_id<WIDE>::t* __restrict__ s,
+                                const typename dg_psw_id<WIDE>::t* __restrict__ d, i64 m, i64 n,
+                                unsigned* __restrict__ words) {
+    const i64 stride = (i64)gridDim.x * blockDim.x;
+    for (i64 i = (i64)blockIdx.x * blockDim.x + threadIdx.x; i < m; i += stride) {
+        dg_psw_set(words, (i64)d[i]);
+        dg_psw_set(words, n + (i64)s[i]);
+    }
+}
+
+// colour push: nxt[d[i]] = max(nxt[d[i]], color[s[i]]) for every edge whose source is fresh
+template <int WIDE>
+__global__ void dg_psw_colour(const typename dg_psw_id<WIDE>::t* __restrict__ s,
+                              const typename dg_psw_id<WIDE>::t* __restrict__ d, i64 m,
+                              const unsigned char* __restrict__ fresh,
+                              const typename dg_psw_id<WIDE>::t* __restrict__ color,
+                              typename dg_psw_id<WIDE>::t* __restrict__ nxt) {
+    typedef typename dg_psw_id<WIDE>::t T;
+    const i64 stride = (i64)gridDim.x * blockDim.x;
+    for (i64 i = (i64)blockIdx.x * blockDim.x + threadIdx.x; i < m; i += stride) {
+        const T u = s[i];
+        if (!fresh[u]) continue;
+        const T c = color[u];
+        T* p = nxt + d[i];
+        if (*p < c) atomicMax(p, c);
+    }
+}
+
+// backward step: nxt[bs[i]] = 1 for every edge whose head is fresh
+template <int WIDE>
+__global__ void dg_psw_back(const typename dg_psw_id<WIDE>::t* __restrict__ bs,
+                            const typename dg_psw_id<WIDE>::t* __restrict__ bd, i64 m,
+                            const unsigned char* __restrict__ fresh, unsigned char* __restrict__ nxt) {
+    const i64 stride = (i64)gridDim.x * blockDim.x;
+    for (i64 i = (i64)blockIdx.x * blockDim.x + threadIdx.x; i < m; i += stride)
+        if (fresh[bd[i]]) nxt[bs[i]] = 1;
+}
+
+template <int WIDE>
+__device__ __forceinline__ bool dg_psw_keep(int mode, i64 i, i64 m, const typename dg_psw_id<WIDE>::t* __restrict__ s,
+                                            const typename dg_psw_id<WIDE>::t* __restrict__ d,
+                                            const unsigned char* __restrict__ alive,
+                                            const typename dg_psw_id<WIDE>::t* __restrict__ color) {
+    if (i >= m) return false;
+    const auto u = s[i], v = d[i];
+    if (mode == PSW_NO_LOOP) return u != v;
+    if (mode == PSW_ALIVE) return alive[u] && alive[v];
+    return color[u] == color[v];
+}
+
+// the filter, pass 1: how many edges of each tile of DG_PSW_TILE edges pass (one block a tile)
+template <int WIDE>
+__global__ void dg_psw_count(int mode, const typename dg_psw_id<WIDE>::t* __restrict__ s,
+                             const typename dg_psw_id<WIDE>::t* __restrict__ d, i64 m,
+                             const unsigned char* __restrict__ alive,
+                             const typename dg_psw_id<WIDE>::t* __restrict__ color, i64 ntiles,
+                             int* __restrict__ counts) {
+    __shared__ int warp_sum[PSW_THREADS / 32];
+    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+    for (i64 t = blockIdx.x; t < ntiles; t += gridDim.x) {
+        int c = 0;
+        for (int r = 0; r < PSW_ROUNDS; ++r)
+            c += dg_psw_keep<WIDE>(mode, t * DG_PSW_TILE + (i64)r * PSW_THREADS + threadIdx.x, m, s, d, alive, color);
+        for (int k = 16; k; k >>= 1) c += __shfl_down_sync(0xFFFFFFFFu, c, k);
+        if (lane == 0) warp_sum[warp] = c;
+        __syncthreads();
+        if (threadIdx.x == 0) {
+            int total = 0;
+            for (int w = 0; w < PSW_THREADS / 32; ++w) total += warp_sum[w];
+            counts[t] = total;
+        }
+        __syncthreads();
+    }
+}
+
+// the filter, pass 2: each tile's passing edges written in order from start[t] (the exclusive sum
+// of the counts): out_s, out_d hold the passing edges in their input order
+template <int WIDE>
+__global__ void dg_psw_compact(int mode, const typename dg_psw_id<WIDE>::t* __restrict__ s,
+                               const typename dg_psw_id<WIDE>::t* __restrict__ d, i64 m,
+                               const unsigned char* __restrict__ alive,
+                               const typename dg_psw_id<WIDE>::t* __restrict__ color, i64 ntiles,
+                               const i64* __restrict__ start, typename dg_psw_id<WIDE>::t* __restrict__ out_s,
+                               typename dg_psw_id<WIDE>::t* __restrict__ out_d) {
+    __shared__ int warp_sum[PSW_THREADS / 32];
+    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+    const unsigned below = (1u << lane) - 1u;
+    for (i64 t = blockIdx.x; t < ntiles; t += gridDim.x) {
+        i64 at = start[t];
+        for (int r = 0; r < PSW_ROUNDS; ++r) {
+            const i64 i = t * DG_PSW_TILE + (i64)r * PSW_THREADS + threadIdx.x;
+            const bool k = dg_psw_keep<WIDE>(mode, i, m, s, d, alive, color);
+            const unsigned ballot = __ballot_sync(0xFFFFFFFFu, k);
+            if (lane == 0) warp_sum[warp] = __popc(ballot);
+            __syncthreads();
+            int before = 0, total = 0;
+            for (int w = 0; w < PSW_THREADS / 32; ++w) {
+                before += w < warp ? warp_sum[w] : 0;
+                total += warp_sum[w];
+            }
+            if (k) {
+                const i64 o = at + before + __popc(ballot & below);
+                out_s[o] = s[i];
+                out_d[o] = d[i];
+            }
+            at += total;
+            __syncthreads();
+        }
+    }
+}

@@ -1,0 +1,119 @@
+"""The partitioned condensation's passes (distgrail/stages/partitioned_sweeps.py): the array code
+against plain loops on the CPU, and on a GPU the kernels of kernels/partitioned_sweeps.cu against
+that array code run on CuPy, bit for bit (int32 and int64 ids, empty inputs, several tiles per
+block, every edge kept, none kept)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from distgrail.constants import PSW_ROUNDS, PSW_THREADS
+from distgrail.gpu.kernels import TEMPLATES, kernel_source
+from distgrail.stages import partitioned_sweeps as psw
+from distgrail.stages.partitioned_sweeps import ALIVE, NO_LOOP, SAME, ArraySweeps, plan_tiles, sweeps_for
+
+
+def graph(n, m, seed, dtype=np.int32):
+    rng = np.random.default_rng(seed)
+    s, d = rng.integers(0, n, m).astype(dtype), rng.integers(0, n, m).astype(dtype)
+    d[: m // 10] = s[: m // 10]  # self-loops
+    alive = rng.random(n) < 0.7
+    color = rng.integers(0, max(n // 8, 1), n).astype(dtype)
+    fresh = rng.random(n) < 0.3
+    return s, d, alive, color, fresh
+
+
+def loops(n, s, d, alive, color, fresh):
+    keep = {NO_LOOP: [i for i in range(s.size) if s[i] != d[i]],
+            ALIVE: [i for i in range(s.size) if alive[s[i]] and alive[d[i]]],
+            SAME: [i for i in range(s.size) if color[s[i]] == color[d[i]]]}
+    has = np.zeros(2 * n, bool)
+    nxt = color.copy()
+    back = fresh.copy()
+    for u, v in zip(s.tolist(), d.tolist()):
+        has[v] = has[n + u] = True
+        if fresh[u]:
+            nxt[v] = max(nxt[v], color[u])
+        if fresh[v]:
+            back[u] = True
+    return keep, np.packbits(has), nxt, back
+
+
+@pytest.mark.parametrize("n,m,seed", [(1, 0, 0), (1, 3, 1), (40, 200, 2), (500, 3000, 3)])
+@pytest.mark.parametrize("dtype", [np.int32, np.int64])
+def test_array_passes_equal_plain_loops(n, m, seed, dtype):
+    s, d, alive, color, fresh = graph(n, m, seed, dtype)
+    keep, packed, nxt, back = loops(n, s, d, alive, color, fresh)
+    ops = sweeps_for(np)
+    assert type(ops) is ArraySweeps
+    for mode in (NO_LOOP, ALIVE, SAME):
+        gs, gd = ops.filter(mode, s, d, alive=alive, color=color)
+        np.testing.assert_array_equal(gs, s[keep[mode]])
+        np.testing.assert_array_equal(gd, d[keep[mode]])
+        assert gs.dtype == dtype
+    np.testing.assert_array_equal(ops.presence(s, d, n), packed)
+    got = color.copy()
+    ops.colour(s, d, fresh, color, got)
+    np.testing.assert_array_equal(got, nxt)
+    got = fresh.copy()
+    ops.back(s, d, fresh, got)
+    np.testing.assert_array_equal(got, back)
+
+
+def test_a_filter_that_keeps_every_edge_returns_its_inputs():
+    s, d = np.array([0, 1, 2], np.int32), np.array([1, 2, 0], np.int32)
+    gs, gd = ArraySweeps(np).filter(NO_LOOP, s, d)
+    assert gs is s and gd is d
+
+
+def test_every_kernel_is_instantiated_and_the_tile_is_the_constants():
+    src = kernel_source("partitioned_sweeps")
+    names = {e.split("<")[0] for e in TEMPLATES["partitioned_sweeps"]}
+    assert names == {"dg_psw_presence", "dg_psw_colour", "dg_psw_back", "dg_psw_count", "dg_psw_compact"}
+    for name in names:
+        assert f"__global__ void {name}(" in src
+    assert psw.TILE == PSW_THREADS * PSW_ROUNDS and "PSW_THREADS * PSW_ROUNDS" in src
+    assert plan_tiles(3 * psw.TILE, 1) == (3, 3) and plan_tiles(100 * psw.TILE, 2) == (100, 16)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("n,m,seed", [(1, 0, 0), (7, 5, 1), (1000, 50_000, 2), (300_000, 2_000_000, 3)])
+@pytest.mark.parametrize("dtype", [np.int32, np.int64])
+@pytest.mark.parametrize("sms", [None, 1])
+def test_kernels_equal_the_array_code_bit_for_bit(n, m, seed, dtype, sms, monkeypatch):
+    """CudaSweeps against ArraySweeps on CuPy arrays; ``sms=1`` makes at most 8 blocks, so each
+    block walks many tiles (the grid-stride loops)."""
+    cp = pytest.importorskip("cupy")
+    if sms is not None:
+        monkeypatch.setattr(psw.CudaSweeps, "_sms", staticmethod(lambda: sms))
+    s, d, alive, color, fresh = (cp.asarray(a) for a in graph(n, m, seed, dtype))
+    ker, arr = psw.CudaSweeps(cp), ArraySweeps(cp)
+    assert type(sweeps_for(cp)) is psw.CudaSweeps
+    for mode in (NO_LOOP, ALIVE, SAME):
+        a = ker.filter(mode, s, d, alive=alive, color=color)
+        b = arr.filter(mode, s, d, alive=alive, color=color)
+        for x, y in zip(a, b):
+            assert x.dtype == y.dtype
+            np.testing.assert_array_equal(cp.asnumpy(x), cp.asnumpy(y))
+    np.testing.assert_array_equal(cp.asnumpy(ker.presence(s, d, n)), cp.asnumpy(arr.presence(s, d, n)))
+    x, y = color.copy(), color.copy()
+    ker.colour(s, d, fresh, color, x)
+    arr.colour(s, d, fresh, color, y)
+    np.testing.assert_array_equal(cp.asnumpy(x), cp.asnumpy(y))
+    x, y = fresh.copy(), fresh.copy()
+    ker.back(s, d, fresh, x)
+    arr.back(s, d, fresh, y)
+    np.testing.assert_array_equal(cp.asnumpy(x), cp.asnumpy(y))
+
+
+@pytest.mark.gpu
+def test_kernel_filter_keeping_all_or_none():
+    cp = pytest.importorskip("cupy")
+    s = cp.arange(10_000, dtype=cp.int32)
+    d = (s + 1) % 10_000
+    ker = psw.CudaSweeps(cp)
+    gs, gd = ker.filter(NO_LOOP, s, d)
+    assert gs is s and gd is d
+    gs, gd = ker.filter(ALIVE, s, d, alive=cp.zeros(10_000, cp.bool_))
+    assert gs.shape == (0,) and gd.shape == (0,) and gs.dtype == cp.int32
