@@ -8,7 +8,8 @@ from __future__ import annotations
 
 import numpy as np
 
-__all__ = ["to_host", "array_module", "csr_positions", "sorted_distinct", "unique"]
+__all__ = ["to_host", "array_module", "csr_positions", "sorted_distinct", "unique", "scatter_max", "scatter_min",
+           "scatter_at"]
 
 
 def to_host(a) -> np.ndarray:
@@ -60,3 +61,25 @@ def unique(xp, a):
     """The sorted distinct values of ``a`` (what ``xp.unique(a)`` gives; ``a`` is left alone):
     :func:`sorted_distinct` of a flat copy."""
     return sorted_distinct(xp, xp.array(a, copy=True).ravel())
+
+
+def scatter_max(xp, a, idx, vals) -> None:
+    """``a[idx[i]] = max(a[idx[i]], vals[i])`` for every i, repeated indices included
+    (``maximum.at``: NumPy's, and CuPy's since CuPy 13; cupyx.scatter_max warns as deprecated)."""
+    scatter_at(xp, "maximum", a, idx, vals)
+
+
+def scatter_min(xp, a, idx, vals) -> None:
+    """``a[idx[i]] = min(a[idx[i]], vals[i])`` for every i, repeated indices included."""
+    scatter_at(xp, "minimum", a, idx, vals)
+
+
+def scatter_at(xp, op, a, idx, vals) -> None:
+    """``xp.<op>.at(a, idx, vals)``: the ufunc ``op`` ("maximum", "minimum", "add", "bitwise_or")
+    applied in place at ``idx``, repeated indices included."""
+    ufunc = getattr(xp, op)
+    if getattr(xp, "__name__", "") == "cupy" and not hasattr(ufunc, "at"):  # pragma: no cover - CuPy before 13
+        import cupyx
+
+        return getattr(cupyx, f"scatter_{op[:3]}")(a, idx, vals)
+    ufunc.at(a, idx, vals)

@@ -65,7 +65,7 @@ __device__ __forceinline__ bool dg_psw_keep(int mode, i64 i, i64 m, const typena
     const auto u = s[i], v = d[i];
     if (mode == PSW_NO_LOOP) return u != v;
     if (mode == PSW_ALIVE) return alive[u] && alive[v];
-    return color[u] == color[v];
+    return mode == PSW_SAME && color[u] == color[v];
 }
 
 // the filter, pass 1: how many edges of each tile of DG_PSW_TILE edges pass (one block a tile)

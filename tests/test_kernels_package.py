@@ -14,7 +14,7 @@ from conftest import ROOT
 
 #: one .cu per stage plus shared headers
 STAGE_SOURCES = {"parse.cu", "condense.cu", "forest.cu", "subtree.cu", "ranks.cu", "intervals.cu", "supports.cu",
-                 "prefilter.cu", "search.cu"}
+                 "prefilter.cu", "search.cu", "partitioned_sweeps.cu"}
 HEADERS = {"common.cuh", "sweep.cuh", "query.cuh"}
 BOUNDS = r"(?:__launch_bounds__\(\w+\)\s+)?"
 
@@ -62,7 +62,7 @@ def test_every_launched_kernel_exists_in_its_stage_source():
         src = kernel_source(stage)
         if "<" in name:  # a template instantiation: "dg_sweep_iv<{K}>"
             base = name.split("<")[0]
-            assert re.search(r"template <int K>\s*__global__ void\s+" + BOUNDS + base + r"\(", src), (stage, name, path)
+            assert re.search(r"template <int \w+>\s*__global__ void\s+" + BOUNDS + base + r"\(", src), (stage, name, path)
             assert any(e.startswith(base + "<") for e in TEMPLATES[stage]), (stage, name)
         elif name == "dg_csr_rows":  # from the shared sweep header
             assert '#include "sweep.cuh"' in src, (stage, path)

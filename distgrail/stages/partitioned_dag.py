@@ -36,7 +36,7 @@ import numpy as np
 from ..arrays import csr_positions, sorted_distinct, unique
 from ..arrays import to_host as _host
 from ..hashing import STREAM_PARENT, hash3_xp
-from .partitioned_scc import _at, scatter_max, scatter_min
+from ..arrays import scatter_at, scatter_max, scatter_min
 
 __all__ = ["PartDAG", "kahn_levels", "spread_dag", "spread_parents", "spread_intervals", "spread_masks",
            "spread_degrees", "gather_csr", "gather_degrees", "spread_bytes", "id_type"]
@@ -114,12 +114,12 @@ def kahn_levels(xp, ex, C: int, cu, cv):
             break
         if total < 2 * C:  # the id lists are smaller than a count per component
             got = ex.allgather(t.astype(xp.int64))
-            _at(xp, "add", indeg, got, xp.full(got.size, -1, dtype=xp.int64))
+            scatter_at(xp, "add", indeg, got, xp.full(got.size, -1, dtype=xp.int64))
             cand = unique(xp, got)
             frontier = cand[indeg[cand] == 0]
         else:
             dec = xp.zeros(C, dtype=xp.int64)
-            _at(xp, "add", dec, t, xp.ones(t.size, dtype=xp.int64))
+            scatter_at(xp, "add", dec, t, xp.ones(t.size, dtype=xp.int64))
             dec = ex.allreduce(dec, "sum")
             indeg -= dec
             frontier = xp.flatnonzero((dec > 0) & (indeg == 0))
@@ -250,7 +250,7 @@ def spread_masks(xp, ex, pd: PartDAG, ids):
         a, b = lp[lev], lp[lev + 1]
         rows, ch = pd.level_edges_here(lev)
         for w in range(W if rows.size else 0):
-            _at(xp, "bitwise_or", out[w], rows, out[w][ch])
+            scatter_at(xp, "bitwise_or", out[w], rows, out[w][ch])
         out[:, a:b] = ex.allreduce(xp.ascontiguousarray(out[:, a:b]), "bor")
     for lev in range(nl):  # in: top-down, pushed to the children
         if not W:
@@ -261,7 +261,7 @@ def spread_masks(xp, ex, pd: PartDAG, ids):
         if pd.level_edges[lev]:
             rows, ch = pd.level_edges_here(lev)
             for w in range(W if rows.size else 0):
-                _at(xp, "bitwise_or", inn[w], ch, inn[w][rows])
+                scatter_at(xp, "bitwise_or", inn[w], ch, inn[w][rows])
     return xp.ascontiguousarray(out.T), xp.ascontiguousarray(inn.T)
 
 

@@ -47,7 +47,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..arrays import sorted_distinct, unique
+from ..arrays import scatter_max, scatter_min, sorted_distinct, unique  # noqa: F401 - scatter_*: re-exported
 
 __all__ = ["DEFAULT_GATHER_EDGES", "Counted", "partitioned_reps", "condensed_keys", "partitioned_keys",
            "gather_condensed", "partitioned_condensed_edges",
@@ -63,26 +63,6 @@ TRIM_SHARE = 1 / 64
 
 def _is_cupy(xp) -> bool:
     return getattr(xp, "__name__", "") == "cupy"
-
-
-def scatter_max(xp, a, idx, vals) -> None:
-    """``a[idx[i]] = max(a[idx[i]], vals[i])`` for every i, repeated indices included
-    (``maximum.at``: NumPy's, and CuPy's since CuPy 13; cupyx.scatter_max warns as deprecated)."""
-    _at(xp, "maximum", a, idx, vals)
-
-
-def scatter_min(xp, a, idx, vals) -> None:
-    """``a[idx[i]] = min(a[idx[i]], vals[i])`` for every i, repeated indices included."""
-    _at(xp, "minimum", a, idx, vals)
-
-
-def _at(xp, op, a, idx, vals) -> None:
-    ufunc = getattr(xp, op)
-    if _is_cupy(xp) and not hasattr(ufunc, "at"):  # pragma: no cover - CuPy before 13
-        import cupyx
-
-        return getattr(cupyx, f"scatter_{op[:3]}")(a, idx, vals)
-    ufunc.at(a, idx, vals)
 
 
 class Counted:

@@ -25,7 +25,9 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..arrays import scatter_max
 from ..constants import PSW_ALIVE, PSW_NO_LOOP, PSW_ROUNDS, PSW_SAME, PSW_THREADS
+from ..gpu.sweep import kernel
 
 __all__ = ["NO_LOOP", "ALIVE", "SAME", "ArraySweeps", "CudaSweeps", "sweeps_for", "plan_tiles", "grid_blocks"]
 
@@ -79,8 +81,6 @@ class ArraySweeps:
         return xp.packbits(has)
 
     def colour(self, s, d, fresh, color, nxt) -> None:
-        from .partitioned_scc import scatter_max
-
         sel = fresh[s]
         scatter_max(self.xp, nxt, d[sel], color[s[sel]])
 
@@ -92,10 +92,10 @@ class CudaSweeps(ArraySweeps):
     """The launcher: each pass one or two kernels of ``kernels/partitioned_sweeps.cu`` on the
     current device (the caller's ``be.on_device()``); ids int32 or int64, ``s`` and ``d`` alike."""
 
-    def _k(self, name, ids):
-        from ..gpu.sweep import kernel
-
-        return kernel("partitioned_sweeps", f"{name}<{int(ids.dtype.itemsize == 8)}>")
+    @staticmethod
+    def _w(ids) -> int:
+        """The kernels' template argument: 1 for int64 ids, 0 for int32."""
+        return int(ids.dtype.itemsize == 8)
 
     @staticmethod
     def _sms():
@@ -113,7 +113,7 @@ class CudaSweeps(ArraySweeps):
         c = color if color is not None else cp.zeros(1, s.dtype)
         head = (np.int32(mode), s, d, np.int64(m), a, c, np.int64(tiles))
         counts = cp.empty(tiles, cp.int32)
-        self._k("dg_psw_count", s)((blocks,), (PSW_THREADS,), head + (counts,))
+        kernel("partitioned_sweeps", f"dg_psw_count<{self._w(s)}>")((blocks,), (PSW_THREADS,), head + (counts,))
         start = cp.empty(tiles + 1, cp.int64)
         start[0] = 0
         cp.cumsum(counts, dtype=cp.int64, out=start[1:])
@@ -122,7 +122,8 @@ class CudaSweeps(ArraySweeps):
         if kept == m:
             return s, d
         out_s, out_d = cp.empty(kept, s.dtype), cp.empty(kept, d.dtype)
-        self._k("dg_psw_compact", s)((blocks,), (PSW_THREADS,), head + (start, out_s, out_d))
+        kernel("partitioned_sweeps", f"dg_psw_compact<{self._w(s)}>")((blocks,), (PSW_THREADS,),
+                                                                     head + (start, out_s, out_d))
         return out_s, out_d
 
     def presence(self, s, d, n: int):
@@ -130,20 +131,20 @@ class CudaSweeps(ArraySweeps):
         n, m = int(n), int(s.shape[0])
         words = cp.zeros(-(-2 * n // 32), cp.uint32)
         if m:
-            self._k("dg_psw_presence", s)((grid_blocks(m, self._sms()),), (PSW_THREADS,),
-                                          (s, d, np.int64(m), np.int64(n), words))
+            kernel("partitioned_sweeps", f"dg_psw_presence<{self._w(s)}>")(
+                (grid_blocks(m, self._sms()),), (PSW_THREADS,), (s, d, np.int64(m), np.int64(n), words))
         return words.view(cp.uint8)[: -(-2 * n // 8)]
 
     def colour(self, s, d, fresh, color, nxt) -> None:
         m = int(s.shape[0])
         if m:
-            self._k("dg_psw_colour", s)((grid_blocks(m, self._sms()),), (PSW_THREADS,),
+            kernel("partitioned_sweeps", f"dg_psw_colour<{self._w(s)}>")((grid_blocks(m, self._sms()),), (PSW_THREADS,),
                                         (s, d, np.int64(m), fresh, color, nxt))
 
     def back(self, bs, bd, fresh, nxt) -> None:
         m = int(bs.shape[0])
         if m:
-            self._k("dg_psw_back", bs)((grid_blocks(m, self._sms()),), (PSW_THREADS,),
+            kernel("partitioned_sweeps", f"dg_psw_back<{self._w(bs)}>")((grid_blocks(m, self._sms()),), (PSW_THREADS,),
                                        (bs, bd, np.int64(m), fresh, nxt))
 
 
