@@ -2,7 +2,8 @@
 
 read → condense → share the DAG → phases 1–2 (forest, subtree sizes) → share the forest →
 phase 5 started → phases 3–4 (each rank its block of dimensions) → gather the labels → phase 5
-→ what queries need → assemble → write.
+→ what queries need → assemble → write. Across ranks phase 5 starts before phases 1–2: the mask
+words go to the last ranks, which would otherwise wait for rank 0's forest.
 
 Every step is a direct call on a *placement*, the object that knows where the step's data lives
 and how it moves: :class:`distgrail.placement.OneProcess` (one process, one device: the moves
@@ -111,12 +112,15 @@ def walk(place, graph, dims, seed, parent_rule, fmt, num_vertices, output, progr
         with steps.stage("bcast_dag"):
             dag, g = place.share_dag(dag, g)
         K = resolve_supports(supports, dag)  # from the shared DAG's C and m: the same on every rank
+        masks = Done(None)  # K = 0: plain GRAIL, no phase 5
+        if K and place.masks_before_forest:  # ranks: the last ones' words beside rank 0's phases 1-2
+            with steps.stage("phase 5 start"):
+                masks = place.start_masks(dag, K, seed)
         with steps.stage("phases 1-2"):
             forest = place.forest(dag, seed, parent_rule)
         with steps.stage("bcast_forest"):
             forest = place.share_forest(forest)
-        masks = Done(None)  # K = 0: plain GRAIL, no phase 5
-        if K:
+        if K and not place.masks_before_forest:
             with steps.stage("phase 5 start"):  # on a GPU: on a stream of its own beside phases 3-4
                 masks = place.start_masks(dag, K, seed)
         labels, post0 = place.label(dag, forest, dims, seed)  # times "phases 3-4" and the gather itself

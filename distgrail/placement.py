@@ -111,11 +111,15 @@ class OneProcess:
 
     Attributes the pipeline reads: ``be`` (the backend), ``here`` (this process assembles the
     index), ``writes`` (an output was given), ``idle_steps`` (step names that do nothing here and
-    are not timed), ``steps`` (set by the pipeline: sub-steps are timed into it).
+    are not timed), ``steps`` (set by the pipeline: sub-steps are timed into it),
+    ``masks_before_forest`` (phase 5 starts before phases 1–2, not after them).
     """
 
     idle_steps = ("transport_setup", "bcast_dag", "bcast_forest", "bcast_index")
     here = True
+    #: phase 5 starts after phases 1–2: started before them, phase 1's first launches waited for
+    #: the whole sweep (the one GPU does both)
+    masks_before_forest = False
 
     def __init__(self, be, output):
         self.be = be

@@ -1,16 +1,18 @@
 """Phase 5 (support vertices and their reach masks) split over MPI ranks.
 
 Rank 0 chooses the K supports; the ceil(K / 64) mask words are split over the ranks in
-contiguous blocks, like the dimensions of phases 3–4. Each rank starts its words when phase 5
-starts (:func:`start_distributed`, after phases 1–2): on a GPU on a non-blocking stream of its
-own beside its phases 3–4, as one process does (:func:`distgrail.stages.supports.start_supports`);
-on the CPU at once. ``result()`` waits for the rank's sweep, then the blocks meet on rank 0:
-through host memory (``Gatherv``) with the MPI transport, device to device with an NCCL transport
+contiguous blocks, the later ranks taking the larger ones (:func:`word_split`: with K = 64 the one
+word is the last rank's). Each rank starts its words when phase 5 starts (:func:`start_distributed`,
+before phases 1–2 in a build across ranks): on a GPU on a non-blocking stream of its own, beside
+rank 0's phases 1–2 and every rank's phases 3–4 (as one process runs it beside its phases 3–4,
+:func:`distgrail.stages.supports.start_supports`); on the CPU at once. ``result()`` waits for the
+rank's sweep, then the blocks meet on rank 0: through host memory (``Gatherv``) with the MPI transport, device to device with an NCCL transport
 (:mod:`distgrail.mpi.devicepath`).
 
-Before the sweep went beside phases 3–4, rank 0 (which holds the one word of K = 64) ran it after
-them: R-MAT scale 27 on 2 × H200, phase 5 took 1.34 s after phases 3–4's 0.35 s
-(docs/benchmarks.md, "Two GPUs, and queries over a spread DAG").
+R-MAT scale 27 on 2 × H200 (93.5 M components, K = 64, d = 5): rank 0 swept the one word after
+its phases 3–4 (0.35 s), then 1.34 s more; beside them, on rank 0, its phases 3–4 took 1.33 s and
+phase 5 0.35 s more, the sweep holding the GPU as much as before; on the last rank, started before
+phases 1–2, it overlaps rank 0's phases 1–4 (docs/benchmarks.md).
 """
 
 from __future__ import annotations
@@ -22,7 +24,7 @@ from . import devicepath
 from .collectives import bcast_array, gather_rows, offsets, split_counts
 from .errors import run_shared
 
-__all__ = ["supports_distributed", "start_distributed"]
+__all__ = ["supports_distributed", "start_distributed", "word_split"]
 
 
 def supports_distributed(comm, dag, K, seed, be, everywhere, root=0, tp=None):
@@ -32,13 +34,23 @@ def supports_distributed(comm, dag, K, seed, be, everywhere, root=0, tp=None):
     return start_distributed(comm, dag, K, seed, be, everywhere, root, tp).result()
 
 
+def word_split(W: int, ranks: int) -> np.ndarray:
+    """Mask words per rank, in rank order: contiguous blocks, the later ranks the larger (rank 0
+    also computes phases 1–2 and writes the index).
+
+    >>> word_split(1, 2).tolist(), word_split(3, 2).tolist(), word_split(16, 3).tolist()
+    ([0, 1], [1, 2], [5, 5, 6])
+    """
+    return split_counts(W, ranks)[::-1].copy()
+
+
 def start_distributed(comm, dag, K, seed, be, everywhere, root=0, tp=None):
     """Collective: root chooses the K supports (broadcast); each rank starts the sweep of its
     block of mask words (module doc). The DAG's device arrays must stay until ``result()``."""
     me, size = comm.Get_rank(), comm.Get_size()
     ids = run_shared(comm, "choosing the support vertices", choose_supports if me == root else None, dag, K, seed)
     ids = bcast_array(comm, ids, root)
-    wc = split_counts(words(int(ids.shape[0])), size)
+    wc = word_split(words(int(ids.shape[0])), size)
     w0, w1 = int(offsets(wc)[me]), int(offsets(wc)[me + 1])
     what = f"support masks, words {w0}..{w1 - 1}" if w1 > w0 else "support masks (no word on this rank)"
     block = (64 * w0, min(64 * w1, int(ids.shape[0])))

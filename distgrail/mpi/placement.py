@@ -19,8 +19,8 @@ it is broadcast). Rank 0 computes phases 1–2 (the spanning forest and its subt
 and broadcasts them. The d dimensions are split into contiguous blocks, one per rank, rank 0's
 smaller (:func:`~distgrail.mpi.collectives.dims_split`: it also runs phases 1–2 and the write;
 ranks beyond d get none and wait). Phases 3–4 run on every rank for its block; phase 5's mask
-words are split the same way, each rank's started beside its phases 3–4
-(:func:`distgrail.mpi.phase5.start_distributed`).
+words are split over the ranks too, the last ranks first, and each rank's words start before
+phases 1–2 (:func:`distgrail.mpi.phase5.start_distributed`).
 
 With the ``"mpi"`` transport rank 0 keeps its DAG on its device for its own steps and sends a
 host copy (which it also keeps for the index file: no device → host → device round trip), each
@@ -118,6 +118,9 @@ class AcrossRanks:
     """The build's steps, collective over ``comm``'s ranks (see the module doc)."""
 
     idle_steps = ("phase 5 start",)
+    #: phase 5's words are the last ranks' (:func:`~distgrail.mpi.phase5.word_split`): they sweep
+    #: while rank 0 computes phases 1–2
+    masks_before_forest = True
 
     def __init__(self, comm, owned, be, everywhere, writes, counts):
         self.comm, self.owned, self.be = comm, owned, be
@@ -262,8 +265,9 @@ class AcrossRanks:
         return forest
 
     def start_masks(self, dag, K, seed):
-        """Phase 5 across ranks, started (each rank's mask words on a GPU beside its phases 3–4);
-        its ``result()`` (collective) gathers the words after the labels' gather."""
+        """Phase 5 across ranks, started before phases 1–2 (each rank's mask words on a GPU on a
+        stream of its own, beside rank 0's phases 1–2 and every rank's phases 3–4); its
+        ``result()`` (collective) gathers the words after the labels' gather."""
         if not K:
             return Done(None)
         return start_distributed(self.comm, dag, K, seed, self.be, self.everywhere, self.root,
