@@ -18,7 +18,8 @@ scale 27 on 2 × H200 (1.07 B edges a rank): the sweeps' own work took 0.95 s in
 rounds, 0.64 s in 8 colour sweeps and 0.39 s in 8 backward ones (docs/benchmarks.md).
 The kernels read each edge once; the filter counts each tile of ``PSW_THREADS * PSW_ROUNDS`` edges,
 then writes the tile's passing edges in order at the exclusive sum of the counts (one int32 per
-tile, not one per edge).
+tile, not one per edge). The flags looked up at random (alive, fresh) go to the kernels packed
+(``packbits``: n/8 bytes, which stay in the GPU's L2 cache).
 """
 
 from __future__ import annotations
@@ -109,7 +110,7 @@ class CudaSweeps(ArraySweeps):
         tiles, blocks = plan_tiles(m, self._sms())
         if not tiles:
             return s, d
-        a = alive if alive is not None else cp.zeros(1, cp.bool_)
+        a = cp.packbits(alive) if alive is not None else cp.zeros(1, cp.uint8)
         c = color if color is not None else cp.zeros(1, s.dtype)
         head = (np.int32(mode), s, d, np.int64(m), a, c, np.int64(tiles))
         counts = cp.empty(tiles, cp.int32)
@@ -139,13 +140,13 @@ class CudaSweeps(ArraySweeps):
         m = int(s.shape[0])
         if m:
             kernel("partitioned_sweeps", f"dg_psw_colour<{self._w(s)}>")((grid_blocks(m, self._sms()),), (PSW_THREADS,),
-                                        (s, d, np.int64(m), fresh, color, nxt))
+                                        (s, d, np.int64(m), self.xp.packbits(fresh), color, nxt))
 
     def back(self, bs, bd, fresh, nxt) -> None:
         m = int(bs.shape[0])
         if m:
             kernel("partitioned_sweeps", f"dg_psw_back<{self._w(bs)}>")((grid_blocks(m, self._sms()),), (PSW_THREADS,),
-                                       (bs, bd, np.int64(m), fresh, nxt))
+                                       (bs, bd, np.int64(m), self.xp.packbits(fresh), nxt))
 
 
 def sweeps_for(xp):
