@@ -111,6 +111,7 @@ def walk(place, graph, dims, seed, parent_rule, fmt, num_vertices, output, progr
         g = place.without_edges(g)  # the edges are not needed any more (on a GPU: memory back)
         with steps.stage("bcast_dag"):
             dag, g = place.share_dag(dag, g)
+        place.land_dag(dag)  # host pages for what the index keeps of the DAG, touched meanwhile
         K = resolve_supports(supports, dag)  # from the shared DAG's C and m: the same on every rank
         masks = Done(None)  # K = 0: plain GRAIL, no phase 5
         if K and place.masks_before_forest:  # ranks: the last ones' words beside rank 0's phases 1-2

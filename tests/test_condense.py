@@ -492,3 +492,19 @@ def test_cuda_launchers_with_emulated_kernels(fake_gpu, monkeypatch, name, small
         dst = np.asarray(g.dst, dtype=np.int32)[perm].view(_Arr)
         d = _condense_steps(CudaSteps(), src, dst, g.n)
         assert_same_dag(dag_to_host(DAG(n=d.n, **{k: np.asarray(getattr(d, k)) for k in ARRAYS})), condense(g))
+
+
+def test_the_index_fields_of_a_host_dag_stay_as_they_are():
+    """index_dag_to_host (what the build brings home for the index): host fields are the DAG's
+    own arrays, the reverse CSR (phases 1 and 5 only) is left out; on the CPU nothing lands."""
+    from distgrail.gpu.backend import get_backend
+    from distgrail.placement import host_landing, index_dag_to_host
+
+    dag = condense(GRAPHS["many-small-sccs"])
+    cpu = get_backend("cpu")
+    assert host_landing(dag, cpu) == {}
+    out = index_dag_to_host(dag, cpu)
+    for k in ("comp", "indptr", "indices", "level"):
+        assert getattr(out, k) is getattr(dag, k)
+    assert out.rindptr is None and out.rindices is None and dag.rindptr is not None
+    np.testing.assert_array_equal(out.level_ptr, dag.level_ptr)

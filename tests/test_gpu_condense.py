@@ -167,3 +167,29 @@ def test_dag_to_host_returns_numpy_arrays():
     h = dag_to_host(condense_cuda(*_up(g), g.n))
     assert all(isinstance(getattr(h, k), np.ndarray) for k in ("comp", "indptr", "indices", "rindptr", "rindices",
                                                                 "level", "level_ptr"))
+
+
+def test_index_fields_come_home_into_the_landing_pages():
+    """host_landing: host arrays for the device fields an index keeps (not the reverse CSR),
+    pre-faulted; index_dag_to_host copies into exactly those arrays and leaves the reverse CSR out.
+    On the CPU there is nothing to land: the DAG's own arrays are returned."""
+    from distgrail.gpu.backend import get_backend
+    from distgrail.placement import INDEX_FIELDS, host_landing, index_dag_to_host
+
+    g = GRAPHS["many-small-sccs"]
+    cpu = get_backend("cpu")
+    host = condense(g)
+    assert host_landing(host, cpu) == {}
+    out = index_dag_to_host(host, cpu)
+    assert out.comp is host.comp and out.rindptr is None and out.rindices is None
+    be = get_backend("gpu")
+    with be.on_device():
+        dev = condense_cuda(*_up(g), g.n)
+        landing = host_landing(dev, be)
+        assert set(landing) == {k for k in INDEX_FIELDS if getattr(dev, k) is not None}
+        got = index_dag_to_host(dev, be, landing)
+    for k in landing:
+        assert getattr(got, k) is landing[k][0]
+        np.testing.assert_array_equal(getattr(got, k), getattr(host, k))
+    assert got.rindptr is None and got.rindices is None
+    np.testing.assert_array_equal(got.level_ptr, host.level_ptr)

@@ -29,7 +29,7 @@ from .collectives import bcast_array
 from .errors import run_shared
 
 __all__ = ["share_dag", "bcast_forest", "gather_blocks", "landing", "copy_own_block", "OwnBlockCopy",
-           "bcast_comp_level", "host_dag"]
+           "bcast_comp_level"]
 
 
 def share_dag(tp, dag, root: int = 0):
@@ -169,14 +169,3 @@ def bcast_comp_level(tp, dag, root: int = 0):
         a = tp.bcast(a, root)
         out.append(run_shared(comm, f"copying the DAG's {name} to the host", be.to_host, a))
     return tuple(out)
-
-
-def host_dag(dag, be):
-    """The DAG fields an :class:`~distgrail.index.Index` holds, as host arrays (the reverse CSR,
-    which the index does not keep, is left out: None)."""
-    def host(a):
-        return a if a is None or isinstance(a, np.ndarray) else be.to_host(a)
-
-    return DAG(n=dag.n, comp=host(dag.comp), indptr=host(dag.indptr), indices=host(dag.indices), rindptr=None,
-               rindices=None, level=host(dag.level), level_ptr=np.asarray(dag.level_ptr), meta=dict(dag.meta),
-               timings=dict(dag.timings))

@@ -201,6 +201,11 @@ class SpreadSteps:
             return super().for_queries(post0, dag)
         return post0, dag  # every rank holds post0, comp and level already
 
+    def land_dag(self, dag):
+        if not self.spread:
+            return super().land_dag(dag)
+        self.landing = {}  # (the spread DAG comes to rank 0 by rows, in dag_to_host)
+
     def dag_to_host(self, dag):
         """Spread: where the index is assembled, ``indptr`` (from every rank's row degrees) and
         ``indices``: when rank 0 writes a file and only rank 0 assembles, a stream of the ranks'
