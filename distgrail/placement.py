@@ -143,7 +143,7 @@ def index_dag_to_host(dag: DAG, be, landing=None) -> DAG:
         return be.to_host(a)
 
     return DAG(n=dag.n, comp=host("comp"), indptr=host("indptr"), indices=host("indices"), rindptr=None,
-               rindices=None, level=host("level"), level_ptr=np.asarray(dag.level_ptr),
+               rindices=None, level=host("level"), level_ptr=host("level_ptr"),
                meta=dict(dag.meta), timings=dict(dag.timings))
 
 
