@@ -77,9 +77,4 @@ def scatter_min(xp, a, idx, vals) -> None:
 def scatter_at(xp, op, a, idx, vals) -> None:
     """``xp.<op>.at(a, idx, vals)``: the ufunc ``op`` ("maximum", "minimum", "add", "bitwise_or")
     applied in place at ``idx``, repeated indices included."""
-    ufunc = getattr(xp, op)
-    if getattr(xp, "__name__", "") == "cupy" and not hasattr(ufunc, "at"):  # pragma: no cover - CuPy before 13
-        import cupyx
-
-        return getattr(cupyx, f"scatter_{op[:3]}")(a, idx, vals)
-    ufunc.at(a, idx, vals)
+    getattr(xp, op).at(a, idx, vals)  # (CuPy has ufunc.at since 13; the GPU extras need 13 or later)

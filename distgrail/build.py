@@ -113,7 +113,24 @@ def walk(place, graph, dims, seed, parent_rule, fmt, num_vertices, output, progr
             dag, g = place.share_dag(dag, g)
         place.land_dag(dag)  # host pages for what the index keeps of the DAG, touched meanwhile
         K = resolve_supports(supports, dag)  # from the shared DAG's C and m: the same on every rank
-        masks = Done(None)  # K = 0: plain GRAIL, no phase 5
+        forest, labels, post0, sup = _phases(place, steps, dag, K, dims, seed, parent_rule)
+        with steps.stage("bcast_index"):
+            post0, dag = place.for_queries(post0, dag)
+        with steps.stage("dag_to_host"):
+            dag = place.dag_to_host(dag)  # only what the index file stores comes back to the host
+        place.join_digest(g)  # the background hash of the input file is joined only now
+        idx = place.assemble(g, dag, forest, post0, labels, dims, seed, parent_rule, sup)
+        if place.writes:
+            with steps.stage("write"):
+                place.write(idx, output)
+    return place.finish(idx, steps)
+
+
+def _phases(place, steps, dag, K, dims, seed, parent_rule):
+    """Phases 1–5 on ``place``: ``(forest, labels, post0, supports)``. A phase 5 started is waited
+    for when a later step fails (its sweep reads the DAG's device arrays, which the failure frees)."""
+    masks = Done(None)  # K = 0: plain GRAIL, no phase 5
+    try:
         if K and place.masks_before_forest:  # ranks: the last ones' words beside rank 0's phases 1-2
             with steps.stage("phase 5 start"):
                 masks = place.start_masks(dag, K, seed)
@@ -130,13 +147,8 @@ def walk(place, graph, dims, seed, parent_rule, fmt, num_vertices, output, progr
         if K:
             with steps.stage("phase 5"):
                 sup = masks.result()
-        with steps.stage("bcast_index"):
-            post0, dag = place.for_queries(post0, dag)
-        with steps.stage("dag_to_host"):
-            dag = place.dag_to_host(dag)  # only what the index file stores comes back to the host
-        place.join_digest(g)  # the background hash of the input file is joined only now
-        idx = place.assemble(g, dag, forest, post0, labels, dims, seed, parent_rule, sup)
-        if place.writes:
-            with steps.stage("write"):
-                place.write(idx, output)
-    return place.finish(idx, steps)
+    except BaseException:
+        if hasattr(masks, "settle"):
+            masks.settle()
+        raise
+    return forest, labels, post0, sup

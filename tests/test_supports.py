@@ -506,3 +506,28 @@ def test_block_sizes_are_derived_like_the_kernels():
     assert "__launch_bounds__(SWEEP_THREADS)" in src and "__launch_bounds__(CHOOSE_THREADS)" in src
     assert sup.SWEEP_THREADS == constants.BATCH_THREADS // 2 and sup.CHOOSE_THREADS == constants.GRID_THREADS
     assert sup.SWEEP_THREADS % 32 == 0 and sup.CHOOSE_THREADS & (sup.CHOOSE_THREADS - 1) == 0
+
+
+def test_a_failure_after_phase_5_started_waits_for_its_sweep(monkeypatch):
+    """A step that fails while phase 5 runs beside it: the pipeline settles the started masks
+    (waits for the sweep, which reads the DAG's device arrays) before the error goes on."""
+    import distgrail
+    from distgrail.placement import OneProcess
+
+    settled = []
+
+    class Started:
+        def settle(self):
+            settled.append(True)
+
+        def result(self):
+            raise AssertionError("phase 5's result is not asked for after a failure")
+
+    def fail(self, *a):
+        raise RuntimeError("labeling failed")
+
+    monkeypatch.setattr(OneProcess, "start_masks", lambda self, dag, K, seed: Started())
+    monkeypatch.setattr(OneProcess, "label", fail)
+    with pytest.raises(RuntimeError, match="labeling failed"):
+        distgrail.build_index(distgrail.bundled_graph(), dims=2, backend="cpu", supports=64)
+    assert settled == [True]

@@ -133,6 +133,8 @@ class FileDigest:
             pool = ThreadPoolExecutor(self._readers, thread_name_prefix=THREAD_NAME + "-read")
             pos, i = 0, 0
             self._go.wait()
+            if self._stop.is_set():  # cancelled while paused: nothing read
+                return
             pending = self._read_block(pool, views[0][: min(block, size)], 0) if size else []
             while pos < size:
                 want = min(block, size - pos)

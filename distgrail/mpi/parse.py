@@ -157,8 +157,6 @@ def read_graph_ranks(comm, path, fmt: str, num_vertices: int | None, be, transpo
         dst = _gather(comm, part.dst, transport, be)
         del part
         t2 = time.perf_counter()
-        if digest is not None:
-            digest.resume()
         # per-rank steps for the build's timings: the slowest rank's parse share, rank 0's, the exchange
         shares = comm.gather(t1 - t0, root=0)
 
@@ -169,6 +167,7 @@ def read_graph_ranks(comm, path, fmt: str, num_vertices: int | None, be, transpo
             except _Anomaly as e:
                 return _one_rank(be, path, fmt, num_vertices, plan, f"the GPU parser did not accept it ({e})")
             digest.check()  # the file must not have changed under the parse
+            digest.resume()  # (paused since it started: io/digest.py)
             g = EdgeGraph(n=n, src=s, dst=d, name=name, digest=digest)
             g.meta.update(path=os.path.abspath(path), format=plan.fmt, parser=dev.name)
             g.meta["timings"] = {"parse share": max(shares), "parse share rank0": shares[0],

@@ -59,12 +59,21 @@ def start_distributed(comm, dag, K, seed, be, everywhere, root=0, tp=None):
 
 
 def _start_block(be, dag, ids, block):
-    """This rank's words: a :class:`PendingMasks` on a stream of its own (GPU), or (out, in)."""
+    """This rank's words: a :class:`PendingMasks` on a stream of its own (GPU), or (out, in). A
+    host DAG (the MPI transport) goes up once, as the CSR the labeling keeps (``device_csr``), not
+    once more for the sweep beside phases 1–4."""
     if not be.is_gpu:
         return support_masks(be, dag, ids, block)
+    from types import SimpleNamespace
+
+    from ..stages.labeling import device_csr
     from ..stages.supports import support_masks_cuda
 
     with be.on_device():
+        if isinstance(dag.indptr, np.ndarray):
+            ip, ix = device_csr(be, dag)
+            dag = SimpleNamespace(C=int(dag.C), indptr=ip, indices=ix, level_ptr=dag.level_ptr)
+        be.synchronize()  # the DAG's device arrays are complete before another stream reads them
         stream = be.xp.cuda.Stream(non_blocking=True)
         with stream:
             pending = support_masks_cuda(be, dag, ids, block, wait=False, share=BESIDE_SHARE)
@@ -90,6 +99,16 @@ class _Distributed:
             if tp is not None:  # (words, C) blocks stay on the device
                 return be.xp.ascontiguousarray(out.T), be.xp.ascontiguousarray(inn.T)
             return np.ascontiguousarray(be.to_host(out).T), np.ascontiguousarray(be.to_host(inn).T)
+
+    def settle(self):
+        """On a failure elsewhere: wait for this rank's sweep (it reads the DAG's device arrays,
+        which the unwinding frees), swallowing its own error."""
+        m, self.started = self.started, None
+        if isinstance(m, PendingMasks) and m.stream is not None:
+            try:
+                m.stream.synchronize()
+            except Exception:  # noqa: BLE001 - the failure being raised is the one to report
+                pass
 
     def result(self):
         comm, ids, wc, root, tp = self.comm, self.ids, self.wc, self.root, self.tp

@@ -118,7 +118,7 @@ def _stored_condensation(g, dag):
 class AcrossRanks:
     """The build's steps, collective over ``comm``'s ranks (see the module doc)."""
 
-    idle_steps = ("phase 5 start",)
+    idle_steps = ()
     #: phase 5's words are the last ranks' (:func:`~distgrail.mpi.phase5.word_split`): they sweep
     #: while rank 0 computes phases 1–2
     masks_before_forest = True

@@ -8,7 +8,7 @@ of length n that are the same on every rank (``alive``, ``rep``, ``color``, ``re
 *sweep* applies the rank's edges to its copy, then the copies are combined (an ``allreduce``, or
 an ``allgather`` of the frontier); every copy then equals the combination, so every rank takes the
 same decisions without another message. The passes over a rank's edges (filters, presence
-bits, colour and backward steps) are :mod:`distgrail.stages.partitioned_sweeps`': fused CUDA
+bits, colour and backward steps) are :mod:`distgrail.stages.partitioned_sweeps`: fused CUDA
 kernels on a GPU, their array-code twin on the CPU.
 
 - **trim**: an alive vertex with no alive in-edge or no alive out-edge (presence bitmaps, packed:

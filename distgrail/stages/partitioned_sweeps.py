@@ -104,8 +104,19 @@ class CudaSweeps(ArraySweeps):
 
         return sm_count()
 
+    @staticmethod
+    def _check(*ids):
+        """The kernels read raw pointers: one id dtype (int32 or int64), contiguous."""
+        t = ids[0].dtype
+        if t.kind != "i" or t.itemsize not in (4, 8) or any(a.dtype != t or not a.flags.c_contiguous for a in ids):
+            from ..errors import BackendError
+
+            raise BackendError(f"partitioned sweeps: need contiguous id arrays of one dtype, int32 or int64; got "
+                               f"{[(str(a.dtype), a.flags.c_contiguous) for a in ids]}")
+
     def filter(self, mode, s, d, alive=None, color=None):
         cp = self.xp
+        self._check(s, d, *(() if color is None else (color,)))
         m = int(s.shape[0])
         tiles, blocks = plan_tiles(m, self._sms())
         if not tiles:
@@ -129,6 +140,7 @@ class CudaSweeps(ArraySweeps):
 
     def presence(self, s, d, n: int):
         cp = self.xp
+        self._check(s, d)
         n, m = int(n), int(s.shape[0])
         words = cp.zeros(-(-2 * n // 32), cp.uint32)
         if m:
@@ -137,12 +149,14 @@ class CudaSweeps(ArraySweeps):
         return words.view(cp.uint8)[: -(-2 * n // 8)]
 
     def colour(self, s, d, fresh, color, nxt) -> None:
+        self._check(s, d, color, nxt)
         m = int(s.shape[0])
         if m:
             kernel("partitioned_sweeps", f"dg_psw_colour<{self._w(s)}>")((grid_blocks(m, self._sms()),), (PSW_THREADS,),
                                         (s, d, np.int64(m), self.xp.packbits(fresh), color, nxt))
 
     def back(self, bs, bd, fresh, nxt) -> None:
+        self._check(bs, bd)
         m = int(bs.shape[0])
         if m:
             kernel("partitioned_sweeps", f"dg_psw_back<{self._w(bs)}>")((grid_blocks(m, self._sms()),), (PSW_THREADS,),

@@ -227,6 +227,15 @@ class _Started:
     def __init__(self, be, ids, masks):
         self.be, self.ids, self.masks = be, ids, masks
 
+    def settle(self):
+        """On a failure elsewhere: wait for the sweep (it reads the DAG's device arrays)."""
+        m, self.masks = self.masks, None
+        if isinstance(m, PendingMasks) and m.stream is not None:
+            try:
+                m.stream.synchronize()
+            except Exception:  # noqa: BLE001 - the failure being raised is the one to report
+                pass
+
     def result(self):
         be = self.be
         with be.on_device():
@@ -282,9 +291,9 @@ class PendingMasks:
         self.run = {} if run is None else run
 
     def result(self):
+        if self.stream is not None:
+            self.stream.synchronize()  # (also when no counter was made: the seed kernels ran on it)
         if self.ctr is not None:
-            if self.stream is not None:
-                self.stream.synchronize()
             with self.stream if self.stream is not None else contextlib.nullcontext():
                 flag = int(self.ctr[CTR_ERR:CTR_ERR + 1].get()[0])
             self.ctr = None
