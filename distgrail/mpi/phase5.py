@@ -101,14 +101,10 @@ class _Distributed:
             return np.ascontiguousarray(be.to_host(out).T), np.ascontiguousarray(be.to_host(inn).T)
 
     def settle(self):
-        """On a failure elsewhere: wait for this rank's sweep (it reads the DAG's device arrays,
-        which the unwinding frees), swallowing its own error."""
+        """On a failure elsewhere: wait for this rank's sweep (:meth:`PendingMasks.settle`)."""
         m, self.started = self.started, None
-        if isinstance(m, PendingMasks) and m.stream is not None:
-            try:
-                m.stream.synchronize()
-            except Exception:  # noqa: BLE001 - the failure being raised is the one to report
-                pass
+        if isinstance(m, PendingMasks):
+            m.settle()
 
     def result(self):
         comm, ids, wc, root, tp = self.comm, self.ids, self.wc, self.root, self.tp

@@ -228,13 +228,10 @@ class _Started:
         self.be, self.ids, self.masks = be, ids, masks
 
     def settle(self):
-        """On a failure elsewhere: wait for the sweep (it reads the DAG's device arrays)."""
+        """On a failure elsewhere: wait for the sweep (:meth:`PendingMasks.settle`)."""
         m, self.masks = self.masks, None
-        if isinstance(m, PendingMasks) and m.stream is not None:
-            try:
-                m.stream.synchronize()
-            except Exception:  # noqa: BLE001 - the failure being raised is the one to report
-                pass
+        if isinstance(m, PendingMasks):
+            m.settle()
 
     def result(self):
         be = self.be
@@ -289,6 +286,15 @@ class PendingMasks:
     def __init__(self, out, inn, ctr=None, stream=None, run=None):
         self.out, self.inn, self.ctr, self.stream = out, inn, ctr, stream
         self.run = {} if run is None else run
+
+    def settle(self) -> None:
+        """On a failure elsewhere: wait for the sweep, which reads the DAG's device arrays that
+        the unwinding frees; its own error is dropped (the failure being raised is the one to report)."""
+        if self.stream is not None:
+            try:
+                self.stream.synchronize()
+            except Exception:  # noqa: BLE001
+                pass
 
     def result(self):
         if self.stream is not None:
