@@ -6,8 +6,9 @@ word is the last rank's). Each rank starts its words when phase 5 starts (:func:
 before phases 1–2 in a build across ranks): on a GPU on a non-blocking stream of its own, beside
 rank 0's phases 1–2 and every rank's phases 3–4 (as one process runs it beside its phases 3–4,
 :func:`distgrail.stages.supports.start_supports`); on the CPU at once. ``result()`` waits for the
-rank's sweep, then the blocks meet on rank 0: through host memory (``Gatherv``) with the MPI transport, device to device with an NCCL transport
-(:mod:`distgrail.mpi.devicepath`).
+rank's sweep, then the blocks meet on rank 0: through host memory (``Gatherv``) with the MPI
+transport, device to device with an NCCL transport (:mod:`distgrail.mpi.devicepath`). The words
+are byte-identical to one process's: a mask word depends only on the supports it holds.
 
 R-MAT scale 27 on 2 × H200 (93.5 M components, K = 64, d = 5): rank 0 swept the one word after
 its phases 3–4 (0.35 s), then 1.34 s more; beside them, on rank 0, its phases 3–4 took 1.33 s and
@@ -24,14 +25,7 @@ from . import devicepath
 from .collectives import bcast_array, gather_rows, offsets, split_counts
 from .errors import run_shared
 
-__all__ = ["supports_distributed", "start_distributed", "word_split"]
-
-
-def supports_distributed(comm, dag, K, seed, be, everywhere, root=0, tp=None):
-    """Collective phase 5 (:func:`start_distributed`, then its result): ``(ids, out, in)`` host
-    arrays on root (every rank when ``everywhere``), None elsewhere. Byte-identical to one
-    process: a mask word depends only on the supports it holds."""
-    return start_distributed(comm, dag, K, seed, be, everywhere, root, tp).result()
+__all__ = ["start_distributed", "word_split"]
 
 
 def word_split(W: int, ranks: int) -> np.ndarray:

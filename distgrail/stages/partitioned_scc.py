@@ -47,11 +47,11 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..arrays import scatter_max, scatter_min, sorted_distinct, unique  # noqa: F401 - scatter_*: re-exported
+from ..arrays import scatter_max, scatter_min, sorted_distinct, unique
 
 __all__ = ["DEFAULT_GATHER_EDGES", "Counted", "partitioned_reps", "condensed_keys", "partitioned_keys",
            "gather_condensed", "partitioned_condensed_edges",
-           "expand_dag", "condense_partitioned", "scatter_max", "scatter_min", "combine_max", "combine_or"]
+           "expand_dag", "condense_partitioned", "combine_max", "combine_or"]
 
 #: alive edges (over all ranks) up to which the rest of the SCC search runs on the root
 DEFAULT_GATHER_EDGES = 4 << 20

@@ -288,12 +288,11 @@ class PendingMasks:
         self.run = {} if run is None else run
 
     def settle(self) -> None:
-        """On a failure elsewhere: wait for the sweep, which reads the DAG's device arrays that
-        the unwinding frees; its own error is dropped (the failure being raised is the one to report)."""
+        """On a failure elsewhere: wait for the sweep (it reads device arrays the failure frees)."""
         if self.stream is not None:
             try:
                 self.stream.synchronize()
-            except Exception:  # noqa: BLE001
+            except Exception:  # noqa: BLE001 - the failure being raised is the one to report
                 pass
 
     def result(self):
