@@ -13,7 +13,8 @@
 // dg_support_sweep runs BOTH sweeps in one pass of steps (step s: out of level L-2-s, or L-1-s when
 // out pushes; in of level s+shift; a pushing side handles the level whose masks became final) as
 // the units of distgrail/stages/support_schedule.py: a run of small steps walked by one block
-// with __syncthreads() between steps, or one side's rows of one step. With `tickets` the
+// with __syncthreads() between steps, one side's rows of one step, or one chunk of SWEEP_HUB_EDGES
+// edges of a hub row (a row with more edges than that; the row units skip it). With `tickets` the
 // launch is persistent: blocks take units in order by an atomic ticket (ctr[CTR_TICKET]); the
 // units of one first step form a group, and a unit of group k starts once the done counter of
 // group k-1 reaches that group's unit count gcount[k-1] (each group waited for the one before it,
@@ -27,13 +28,14 @@
 #include "common.cuh"
 
 #define FULL 0xffffffffu
-// SIDE_*, PUSH_IN / PUSH_OUT (the `push` bits: the in side pushes along the forward CSR, else pulls
+// SIDE_*, SWEEP_HUB_EDGES, PUSH_IN / PUSH_OUT (the `push` bits: the in side pushes along the forward CSR, else pulls
 // over the reverse one; the out side pushes along the reverse CSR, else pulls over the forward
 // one), SCHED_FIELDS / DESC_FIELDS (support_schedule.FIELDS / DESC_FIELDS), CTR_TICKET / CTR_ERR /
 // CTR_WORDS (u64 words of ctr: the ticket and the error flag in different 128-byte lines),
 // DONE_STRIDE (one u32 done counter per group, a 32-byte sector each), SWEEP_THREADS and
 // CHOOSE_THREADS come from distgrail/constants.py (KERNEL_MACROS["supports"]), in the #define
 // block distgrail.gpu.kernels prepends
+static_assert(SWEEP_THREADS % 32 == 0 && SWEEP_THREADS <= 1024, "hub_chunk reduces over the block's warps");
 static_assert(CTR_TICKET < CTR_WORDS && CTR_ERR < CTR_WORDS && (CTR_ERR - CTR_TICKET) * 8 >= 128,
               "ctr: the ticket and the error flag in different 128-byte lines of CTR_WORDS words");
 
@@ -66,6 +68,7 @@ __device__ __forceinline__ void prefetch_row(const Side& sd, bool push, i64 u, b
     p.own = (!push && act && lane == 0) ? __ldcg(&sd.mask[u * W]) : 0ULL;
     p.e0 = act ? sd.ptr[u] : 0;
     p.e1 = act ? sd.ptr[u + 1] : 0;
+    if (p.e1 - p.e0 > SWEEP_HUB_EDGES) p.e1 = p.e0;  // a hub row: its chunk units sweep it (hub_chunk)
 #pragma unroll
     for (int k = 0; k < PF; ++k) {
         const i64 j = p.e0 + lane + (i64)k * G;
@@ -125,6 +128,37 @@ __device__ __forceinline__ void side_rows(const Side& sd, bool push, i64 a, i64 
     }
 }
 
+// Chunk su[3] (SWEEP_HUB_EDGES edges) of hub row su[5], the whole block on it: a push ORs the row's
+// (final) mask into the chunk's neighbours; a pull ORs the chunk's neighbours' masks, reduces them
+// over the block and ORs the result into the row's mask atomically (the row's other chunks do too;
+// no row unit writes a hub row). `red`: SWEEP_THREADS / 32 words of shared memory.
+__device__ __forceinline__ void hub_chunk(const Side& sd, bool push, i64 u, i64 k, int W, int t, int nt,
+                                          u64* red) {
+    const i64 end = sd.ptr[u + 1];
+    const i64 e0 = sd.ptr[u] + k * SWEEP_HUB_EDGES, e1 = min(e0 + (i64)SWEEP_HUB_EDGES, end);
+    for (int w = 0; w < W; ++w) {
+        if (push) {
+            const u64 x = __ldcg(&sd.mask[u * W + w]);  // the same word for every thread: no divergence
+            if (!x) continue;
+            for (i64 j = e0 + t; j < e1; j += nt) {
+                u64* q = &sd.mask[(i64)sd.ind[j] * W + w];
+                if ((__ldcg(q) & x) != x) atomicOr((unsigned long long*)q, (unsigned long long)x);
+            }
+        } else {
+            u64 acc = 0;
+            for (i64 j = e0 + t; j < e1; j += nt) acc |= __ldcg(&sd.mask[(i64)sd.ind[j] * W + w]);
+            acc = group_or(acc, 32);
+            if ((t & 31) == 0) red[t >> 5] = acc;
+            __syncthreads();
+            if (t == 0) {
+                for (int k2 = 1; k2 < nt / 32; ++k2) acc |= red[k2];
+                if (acc) atomicOr((unsigned long long*)&sd.mask[u * W + w], (unsigned long long)acc);
+            }
+            __syncthreads();
+        }
+    }
+}
+
 __device__ __forceinline__ void run_unit(const int* __restrict__ su, const i64* __restrict__ lp, int L, int shift,
                                          int push, int W, const Side& out, const Side& in, const Pre& pre) {
     const bool pin = push & PUSH_IN, pout = push & PUSH_OUT;
@@ -139,8 +173,12 @@ __device__ __forceinline__ void run_unit(const int* __restrict__ su, const i64* 
         }
     } else if (side == SIDE_OUT) {
         side_rows(out, pout, su[3], su[4], g, W, t, nt, true, pre);
-    } else {
+    } else if (side == SIDE_IN) {
         side_rows(in, pin, su[3], su[4], g, W, t, nt, true, pre);
+    } else {
+        __shared__ u64 red[SWEEP_THREADS / 32];
+        const bool so = side == SIDE_OUT_HUB;
+        hub_chunk(so ? out : in, so ? pout : pin, (i64)g, (i64)su[3], W, t, nt, red);
     }
 }
 
@@ -186,7 +224,7 @@ dg_support_sweep(const int* __restrict__ sched, long long U, long long u_base, i
         // the count to wait for, loaded before the structure's dependent loads stall the thread
         const unsigned int want = (tk && t == 0 && grp > 0) ? (unsigned int)gcount[grp - 1] : 0u;
         Pre p{0, 0, 0, {0}};
-        if (side != SIDE_RUN) {  // structure first, then wait
+        if (side == SIDE_OUT || side == SIDE_IN) {  // structure first, then wait
             const i64 r = su[3] + t / G;
             const bool so = side == SIDE_OUT;
             prefetch_row(so ? out : in, (push & (so ? PUSH_OUT : PUSH_IN)) != 0, r, r < su[4], t & (G - 1), G, W, p);
@@ -231,6 +269,25 @@ extern "C" __global__ void dg_support_expand(const long long* __restrict__ desc,
         o[5] = (int)d[6];
         o[6] = (int)d[7];
         o[7] = (int)d[8];
+    }
+}
+
+// The hub rows of a CSR (rows with more than SWEEP_HUB_EDGES edges), appended in any order: hubs[0]
+// counts them (past cap the host knows its bound was wrong), hubs[1 + i] a row, hubs[1 + cap + i]
+// its edge count (twin: support_schedule.hub_rows_numpy; the host sorts them by row). A CSR of m
+// edges has at most m / SWEEP_HUB_EDGES hubs: cap = that + 1 holds them all.
+extern "C" __global__ void dg_support_hubs(const i64* __restrict__ ptr, i64 C, long long* __restrict__ hubs,
+                                           long long cap) {
+    const i64 stride = (i64)gridDim.x * blockDim.x;
+    for (i64 u = (i64)blockIdx.x * blockDim.x + threadIdx.x; u < C; u += stride) {
+        const i64 deg = ptr[u + 1] - ptr[u];
+        if (deg > SWEEP_HUB_EDGES) {
+            const long long at = (long long)atomicAdd((unsigned long long*)hubs, 1ULL);
+            if (at < cap) {
+                hubs[1 + at] = u;
+                hubs[1 + cap + at] = deg;
+            }
+        }
     }
 }
 

@@ -10,6 +10,7 @@ from distgrail.io.generate import generate
 from distgrail.stages.condense import condense
 from distgrail.stages.labeling import DeviceDAG
 from distgrail.stages import supports as sup
+from distgrail.stages.support_schedule import hub_rows_numpy
 from distgrail.query.stats import SearchOptions
 from distgrail.stages.supports import (choose_supports, choose_supports_cuda, choose_supports_numpy,
                                        support_masks_cuda, support_masks_numpy)
@@ -41,7 +42,7 @@ def big_graphs():
     }
 
 
-@pytest.mark.parametrize("name", sorted(GRAPHS) + ["paper-dense-20k", "layered-deep", "chain"])
+@pytest.mark.parametrize("name", sorted(GRAPHS) + ["paper-dense-20k", "layered-deep", "chain", "hubs"])
 @pytest.mark.parametrize("K", [1, 64, 200])
 def test_mask_sweeps_bit_for_bit(name, K):
     import cupy as cp
@@ -97,11 +98,13 @@ def test_every_mode_and_schedule_bit_for_bit(name, mode, out_mode, schedule):
         assert run["pull"] == (mode == "pull" and many) and run["schedule"] == schedule
         assert run["push_out"] == (out_mode == "push" and many)
         if many and run["units"]:
-            assert run["launches"] == (3 if schedule == "tickets" else 2 + np.unique(
-                support_schedule(dag.level_ptr, (dag.rindptr if out_mode == "push" else dag.indptr)[dag.level_ptr],
-                                 (dag.indptr if mode == "push" else dag.rindptr)[dag.level_ptr],
-                                 mode == "push", push_out=out_mode == "push",
-                                 max_group=sup.SWEEP_MAX_GROUP)[:, 0]).size)
+            optr = dag.rindptr if out_mode == "push" else dag.indptr
+            iptr = dag.indptr if mode == "push" else dag.rindptr
+            nh = 1 if (mode == "push") != (out_mode == "push") else 2  # dg_support_hubs once per CSR read
+            assert run["launches"] == nh + (3 if schedule == "tickets" else 2 + np.unique(
+                support_schedule(dag.level_ptr, optr[dag.level_ptr], iptr[dag.level_ptr],
+                                 mode == "push", push_out=out_mode == "push", max_group=sup.SWEEP_MAX_GROUP,
+                                 out_hubs=hub_rows_numpy(optr), in_hubs=hub_rows_numpy(iptr))[:, 0]).size)
             assert run["syncs"] == (2 if schedule == "tickets" else 1)
 
 
@@ -115,9 +118,12 @@ def test_expand_kernel_equals_twin(name):
 
     dag = condense(graph(name))
     lp = dag.level_ptr
-    for push, small, mg in ((True, 4096, 16), (False, 0, 32), (True, 50, 8)):
-        desc = schedule_descriptors(lp, dag.indptr[lp], (dag.indptr if push else dag.rindptr)[lp], push,
-                                    small=small, max_group=mg)
+    for push, small, mg, he in ((True, 4096, 16, 10**9), (False, 0, 32, 10**9), (True, 50, 8, 10**9), (True, 0, 16, 2),
+                                (False, 50, 8, 5)):  # he: hub rows above he edges (chunks of he)
+        iptr = dag.indptr if push else dag.rindptr
+        desc = schedule_descriptors(lp, dag.indptr[lp], iptr[lp], push, small=small, max_group=mg,
+                                    out_hubs=hub_rows_numpy(dag.indptr, he), in_hubs=hub_rows_numpy(iptr, he),
+                                    hub_edges=he)
         want = expand_schedule(desc)
         if want.shape[0] == 0:
             continue
@@ -126,6 +132,31 @@ def test_expand_kernel_equals_twin(name):
         kernel("supports", "dg_support_expand")((3,), (64,), (cp.asarray(desc), cp.asarray(np.cumsum(n) - n),
                                                              np.int32(desc.shape[0]), np.int64(want.shape[0]), got))
         np.testing.assert_array_equal(cp.asnumpy(got), want)
+
+
+@pytest.mark.parametrize("name", ALL)
+def test_hub_kernel_equals_twin(name):
+    """dg_support_hubs (through plan_reads, the launcher's one wait) finds the rows of more than
+    SWEEP_HUB_EDGES edges of each CSR, with their edge counts, as hub_rows_numpy does."""
+    import cupy as cp
+
+    from distgrail.gpu.sweep import kernel
+    from distgrail.stages.support_schedule import plan_reads
+
+    dag = condense(graph(name))
+    lp = dag.level_ptr
+    f = (cp.asarray(dag.indptr), cp.asarray(dag.indices))
+    r = (cp.asarray(dag.rindptr), cp.asarray(dag.rindices))
+    for o, i, nh in ((f, f, 1), (f, r, 2), (r, f, 2)):
+        ends, hubs, launches = plan_reads(cp, kernel, cp.asarray(lp), o, i, dag.C, 7)
+        assert launches == (nh if dag.C else 0)
+        np.testing.assert_array_equal(ends, np.stack((cp.asnumpy(o[0])[lp], cp.asnumpy(i[0])[lp])))
+        for got, side in zip(hubs, (o, i)):
+            want = hub_rows_numpy(cp.asnumpy(side[0]))
+            for a, b in zip(got, want):
+                np.testing.assert_array_equal(a, b)
+    if name == "hubs":  # 0 has 20,000 children, 20,001 as many parents: one hub on each CSR
+        assert hub_rows_numpy(dag.indptr)[0].size == 1 and hub_rows_numpy(dag.rindptr)[0].size == 1
 
 
 @pytest.mark.parametrize("name", ALL)

@@ -11,7 +11,9 @@ from distgrail.errors import DistGrailError
 from distgrail.hashing import hash3
 from distgrail.io.generate import generate
 from distgrail.stages.condense import condense
-from distgrail.stages.support_schedule import (DESC_FIELDS, FIELDS, IN, OUT, RUN, expand_schedule, group_size,
+from distgrail.constants import SWEEP_HUB_EDGES
+from distgrail.stages.support_schedule import (DESC_FIELDS, FIELDS, IN, IN_HUB, OUT, OUT_HUB, RUN, expand_schedule,
+                                              group_size, hub_capacity, hub_rows_numpy, hubs_from_buffer,
                                               schedule_descriptors, step_groups, support_schedule)
 from distgrail.stages.supports import (STREAM_SUPPORT, build_supports, choose_supports, choose_supports_numpy,
                                        pick_per_slice, support_masks, support_masks_numpy, words)
@@ -47,6 +49,16 @@ def graphs():
 
 
 GRAPHS = graphs()
+
+
+def hub_graph(k: int = SWEEP_HUB_EDGES + 104):
+    """A DAG with hub rows on both CSRs: vertex 0 has k + 1 children (1..k and k + 3), vertex
+    k + 1 has k parents (1..k), then a short chain k + 1 -> k + 2 -> k + 3, and a few more edges."""
+    rng = np.random.default_rng(11)
+    mid = np.arange(1, k + 1)
+    src = np.concatenate([np.zeros(k + 1, np.int64), mid, [k + 1, k + 2], rng.integers(1, k // 2, 300)])
+    dst = np.concatenate([mid, [k + 3], np.full(k, k + 1), [k + 2, k + 3], rng.integers(k // 2, k + 1, 300)])
+    return distgrail.as_graph((src, dst), num_vertices=k + 6)
 
 
 @pytest.mark.parametrize("name", sorted(GRAPHS))
@@ -192,9 +204,10 @@ def test_pick_per_slice_ties_by_hash_then_id():
 
 # -- the GPU sweep's schedule, run by a NumPy model of dg_support_sweep ----------------------
 
-def run_model(dag, ids, sched, push, order=None):
-    """Execute ``sched`` as dg_support_sweep does (units in ``order``, default ticket order),
-    checking each unit's dependencies; returns (out, in)."""
+def run_model(dag, ids, sched, push, order=None, hub_edges=SWEEP_HUB_EDGES):
+    """Execute ``sched`` as dg_support_sweep does (units in ``order``, default ticket order; rows
+    of more than ``hub_edges`` edges only through their chunk units), checking each unit's
+    dependencies; returns (out, in)."""
     C, L = dag.C, dag.n_levels
     W = words(ids.size)
     out = np.zeros((C, W), np.uint64)
@@ -205,59 +218,128 @@ def run_model(dag, ids, sched, push, order=None):
     ip, ix, rip, rix = dag.indptr, dag.indices, dag.rindptr, dag.rindices
     lp = dag.level_ptr
 
-    def pull(mask, ptr, ind, a, b):
+    def pull(mask, ptr, ind, a, b, chunk=None):
         for u in range(a, b):
-            for c in ind[ptr[u]:ptr[u + 1]]:
+            e0, e1 = ptr[u], ptr[u + 1]
+            if chunk is not None:
+                e0, e1 = e0 + chunk * hub_edges, min(e0 + (chunk + 1) * hub_edges, e1)
+            elif e1 - e0 > hub_edges:
+                continue  # a hub row: its chunk units
+            for c in ind[e0:e1]:
                 mask[u] |= mask[c]
 
-    def push_rows(mask, a, b):
+    def push_rows(mask, a, b, chunk=None):
         for u in range(a, b):
-            for c in ix[ip[u]:ip[u + 1]]:
+            e0, e1 = ip[u], ip[u + 1]
+            if chunk is not None:
+                e0, e1 = e0 + chunk * hub_edges, min(e0 + (chunk + 1) * hub_edges, e1)
+            elif e1 - e0 > hub_edges:
+                continue
+            for c in ix[e0:e1]:
                 mask[c] |= mask[u]
 
-    def side(sd, a, b):
+    def side(sd, a, b, chunk=None):
         if sd == OUT:
-            pull(out, ip, ix, a, b)
+            pull(out, ip, ix, a, b, chunk)
         elif push:
-            push_rows(inn, a, b)
+            push_rows(inn, a, b, chunk)
         else:
-            pull(inn, rip, rix, a, b)
+            pull(inn, rip, rix, a, b, chunk)
 
-    done = set()
+    U = sched.shape[0]
+    done, first_missing = np.zeros(U, bool), 0
+    gcount = np.bincount(sched[:, 7], minlength=1) if U else np.zeros(1, np.int64)
+    gdone = np.zeros_like(gcount)
     shift = 0 if push else 1
-    for u in (range(sched.shape[0]) if order is None else order):
+    for u in (range(U) if order is None else order):
         s0, s1, sd, r0, r1, g, need, grp = sched[u].tolist()
         # the kernel waits for the units of the group before only; they waited for theirs
-        assert set(np.flatnonzero(sched[:, 7] == grp - 1).tolist()) <= done, f"unit {u} started early"
-        assert set(range(need)) <= done, f"unit {u} started before the units it needs"
+        assert grp == 0 or gdone[grp - 1] == gcount[grp - 1], f"unit {u} started early"
+        while first_missing < U and done[first_missing]:
+            first_missing += 1
+        assert need <= first_missing, f"unit {u} started before the units it needs"
         if sd == RUN:
             for s in range(s0, s1):
                 side(OUT, lp[L - 2 - s], lp[L - 1 - s])
                 side(IN, lp[s + shift], lp[s + shift + 1])
+        elif sd in (OUT_HUB, IN_HUB):
+            assert r1 == r0 + 1 and s1 == s0 + 1
+            side(OUT if sd == OUT_HUB else IN, g, g + 1, chunk=r0)  # chunk r0 of hub row g
         else:
             side(sd, r0, r1)
-        done.add(u)
+        done[u] = True
+        gdone[grp] += 1
     return out, inn
 
 
-@pytest.mark.parametrize("name", sorted(GRAPHS) + ["wide"])
+@pytest.mark.parametrize("name", sorted(GRAPHS) + ["wide", "hubs"])
 @pytest.mark.parametrize("push", [False, True])
 def test_schedule_model_equals_twin(name, push):
-    dag = condense(GRAPHS[name] if name != "wide" else generate("paper", 1500, 30, seed=7))
+    dag = condense(GRAPHS[name] if name not in ("wide", "hubs") else
+                   generate("paper", 1500, 30, seed=7) if name == "wide" else hub_graph(40))
     ids = choose_supports(dag, 70, seed=1)
     want = support_masks_numpy(dag, ids)
     in_ptr = dag.indptr if push else dag.rindptr
     lp = dag.level_ptr
-    for small in (4096, 0, 50):  # 0: every step with edges is large (one-side units only)
-        sched = support_schedule(lp, dag.indptr[lp], in_ptr[lp], push, small=small)
+    # hub_edges 1 or 2: most rows with edges are hubs (several chunks each); 10**9: none
+    for small, hub_edges in ((4096, 10**9), (0, 10**9), (50, 10**9), (4096, 1), (0, 2), (50, 1)):
+        hubs = dict(out_hubs=hub_rows_numpy(dag.indptr, hub_edges), in_hubs=hub_rows_numpy(in_ptr, hub_edges),
+                    hub_edges=hub_edges)
+        sched = support_schedule(lp, dag.indptr[lp], in_ptr[lp], push, small=small, **hubs)
         assert sched.dtype == np.int32 and sched.shape[1] == len(FIELDS)
-        got = run_model(dag, ids, sched, push)
+        n_hubs = hubs["out_hubs"][0].size + hubs["in_hubs"][0].size
+        assert (n_hubs > 0) == np.isin(sched[:, 2], (OUT_HUB, IN_HUB)).any()
+        assert n_hubs > 0 or hub_edges > 2 or name in ("deep-chain", "one-scc")
+        got = run_model(dag, ids, sched, push, hub_edges=hub_edges)
         for w, g in zip(want, got):
             np.testing.assert_array_equal(g, w)
         # any order that respects `need` gives the same masks (here: units of a step reversed)
         rev = [u for u0, n in step_groups(sched) for u in range(u0 + n - 1, u0 - 1, -1)]
-        for w, g in zip(want, run_model(dag, ids, sched, push, rev)):
+        for w, g in zip(want, run_model(dag, ids, sched, push, rev, hub_edges=hub_edges)):
             np.testing.assert_array_equal(g, w)
+
+
+def test_hub_rows_and_their_units():
+    dag = condense(hub_graph())
+    hr, hd = hub_rows_numpy(dag.indptr)
+    rr, rd = hub_rows_numpy(dag.rindptr)
+    assert hr.size == 1 and hd[0] == SWEEP_HUB_EDGES + 105 and rr.size == 1 and rd[0] == SWEEP_HUB_EDGES + 104
+    lp = dag.level_ptr
+    for push in (True, False):
+        in_ptr = dag.indptr if push else dag.rindptr
+        sched = support_schedule(lp, dag.indptr[lp], in_ptr[lp], push, out_hubs=(hr, hd),
+                                 in_hubs=hub_rows_numpy(in_ptr))
+        for code, rows, degs in ((OUT_HUB, hr, hd), (IN_HUB,) + hub_rows_numpy(in_ptr)):
+            mine = sched[sched[:, 2] == code]
+            # each hub row: ceil(edges / SWEEP_HUB_EDGES) chunks 0, 1, ... in one step
+            assert sorted(mine[:, 5].tolist()) == sorted(np.repeat(rows, -(-degs // SWEEP_HUB_EDGES)).tolist())
+            assert sorted(mine[:, 3].tolist()) == sorted(np.concatenate([np.arange(-(-d // SWEEP_HUB_EDGES))
+                                                                         for d in degs]).tolist())
+            assert (mine[:, 4] == mine[:, 3] + 1).all() and (mine[:, 1] == mine[:, 0] + 1).all()
+        # a step with a hub is never small: no run of small steps covers it
+        runs = sched[sched[:, 2] == RUN]
+        for hs in sched[np.isin(sched[:, 2], (OUT_HUB, IN_HUB)), 0]:
+            assert not ((runs[:, 0] <= hs) & (hs < runs[:, 1])).any()
+        ids = choose_supports(dag, 64, seed=2)
+        for w, g in zip(support_masks_numpy(dag, ids), run_model(dag, ids, sched, push)):
+            np.testing.assert_array_equal(g, w)
+    # without the hub lists the same rows are skipped by the row units: the masks would be wrong
+    sched = support_schedule(lp, dag.indptr[lp], dag.indptr[lp], True)
+    ids = choose_supports(dag, 64, seed=2)
+    assert not all(np.array_equal(g, w) for w, g in zip(support_masks_numpy(dag, ids),
+                                                        run_model(dag, ids, sched, True)))
+
+
+def test_hubs_from_buffer():
+    cap = hub_capacity(10 * SWEEP_HUB_EDGES)
+    assert cap == 11 and hub_capacity(SWEEP_HUB_EDGES - 1) == 1
+    buf = np.zeros(1 + 2 * cap, np.int64)
+    buf[0], buf[1:4], buf[1 + cap:4 + cap] = 3, [9, 2, 5], [5000, 6000, 7000]  # appended in any order
+    rows, degs = hubs_from_buffer(buf, cap)
+    assert rows.tolist() == [2, 5, 9] and degs.tolist() == [6000, 7000, 5000]
+    buf[0] = cap + 1
+    with pytest.raises(ValueError, match="room for 11"):
+        hubs_from_buffer(buf, cap)
 
 
 def test_schedule_shape():
@@ -331,7 +413,7 @@ def fake_cupy():
         return lambda *a, **k: np.asarray(f(*[np.asarray(x) if isinstance(x, FakeArray) else x for x in a], **k)).view(FakeArray)
 
     cp = types.SimpleNamespace(ndarray=FakeArray, int32=np.int32, int64=np.int64, uint64=np.uint64, uint32=np.uint32)
-    for name in ("zeros", "empty", "asarray", "stack", "diff", "bincount"):
+    for name in ("zeros", "empty", "asarray", "stack", "diff", "bincount", "concatenate"):
         setattr(cp, name, wrap(getattr(np, name)))
     cp.cuda = types.SimpleNamespace(memory=types.SimpleNamespace(OutOfMemoryError=MemoryError),
                                     Device=lambda dev=None: contextlib.nullcontext())
@@ -377,9 +459,14 @@ def fake_kernel(launches):
         assert done.size == 8 * gcount.size and gcount.sum() == int(U) and (np.diff(sched[:, 7]) >= 0).all()
         units = range(int(U)) if int(tickets) else range(int(u_base), int(u_base) + grid[0])
 
-        def rows(ptr, ind, mask, a, b, pushing):
+        def rows(ptr, ind, mask, a, b, pushing, chunk=None):
             for u in range(int(a), int(b)):
-                for c in ind[ptr[u]:ptr[u + 1]]:
+                e0, e1 = int(ptr[u]), int(ptr[u + 1])
+                if chunk is not None:  # chunk of a hub row
+                    e0, e1 = e0 + chunk * SWEEP_HUB_EDGES, min(e0 + (chunk + 1) * SWEEP_HUB_EDGES, e1)
+                elif e1 - e0 > SWEEP_HUB_EDGES:
+                    continue  # a hub row: the row units skip it
+                for c in ind[e0:e1]:
                     if pushing:
                         mask[c] |= mask[u]
                     else:
@@ -394,8 +481,21 @@ def fake_kernel(launches):
                     rows(iptr, iind, imask, lp[li], lp[li + 1], bool(push))
             elif sd == OUT:
                 rows(optr, oind, omask, r0, r1, False)
-            else:
+            elif sd == IN:
                 rows(iptr, iind, imask, r0, r1, bool(push))
+            else:
+                g = int(sched[u, 5])
+                if sd == OUT_HUB:
+                    rows(optr, oind, omask, g, g + 1, False, chunk=r0)
+                else:
+                    rows(iptr, iind, imask, g, g + 1, bool(push), chunk=r0)
+
+    def hubs(grid, block, args):
+        ptr, C, buf, cap = args
+        rows, degs = hub_rows_numpy(np.asarray(ptr)[:int(C) + 1])
+        buf[0] = rows.size
+        k = min(rows.size, int(cap))
+        buf[1:1 + k], buf[1 + int(cap):1 + int(cap) + k] = rows[::-1][:k], degs[::-1][:k]  # any order
 
     def expand(grid, block, args):  # the kernel's loop: each unit finds its descriptor by bisection
         desc, dstart, D, U, sched = args
@@ -407,7 +507,7 @@ def fake_kernel(launches):
             sched[u] = (d[0], d[1], d[2], r0, min(r0 + d[5], d[4]), d[6], d[7], d[8])
 
     fns = {"dg_support_seed": seed, "dg_support_choose": choose, "dg_support_sweep": sweep,
-           "dg_support_expand": expand}
+           "dg_support_expand": expand, "dg_support_hubs": hubs}
 
     def kernel(stage, name):
         assert stage == "supports"
@@ -432,7 +532,7 @@ def fake_gpu(monkeypatch):
     return sup, launches
 
 
-@pytest.mark.parametrize("name", ["paper-dense", "layered", "cycles-loops-isolated", "one-scc"])
+@pytest.mark.parametrize("name", ["paper-dense", "layered", "cycles-loops-isolated", "one-scc", "hubs"])
 def test_launchers_on_a_fake_gpu(fake_gpu, name):
     """support_masks_cuda / choose_supports_cuda hand the kernels the right arguments: with the
     kernels replaced by NumPy models, they give the twin's masks and ids in every mode."""
@@ -440,7 +540,7 @@ def test_launchers_on_a_fake_gpu(fake_gpu, name):
 
     sup, launches = fake_gpu
     cp = fake_cupy()
-    dag = condense(GRAPHS[name])
+    dag = condense(GRAPHS[name] if name != "hubs" else hub_graph())
     dd = dataclasses.replace(dag, **{k: getattr(dag, k).view(FakeArray) for k in
                                      ("indptr", "indices", "rindptr", "rindices")})
     for K in (1, 70):
@@ -462,15 +562,17 @@ def test_launchers_on_a_fake_gpu(fake_gpu, name):
                 assert run["pull"] == (pull and dag.n_levels > 1)
                 assert run["launches"] == len(launches)
                 if dag.n_levels > 1:
-                    assert launches[0] == "dg_support_seed"
+                    hubs = ["dg_support_hubs"] * (2 if run["pull"] else 1)  # one CSR read by both sides: once
+                    assert launches[:1 + len(hubs)] == ["dg_support_seed"] + hubs
                     if schedule == "tickets":
-                        assert launches == ["dg_support_seed", "dg_support_expand", "dg_support_sweep"]
+                        assert launches == ["dg_support_seed"] + hubs + ["dg_support_expand", "dg_support_sweep"]
                         assert run["syncs"] == 2
                     else:
-                        assert launches[1] == "dg_support_expand"
-                        assert len(launches) == 2 + len(step_groups(support_schedule(
-                            dag.level_ptr, dag.indptr[dag.level_ptr],
-                            (dag.rindptr if run["pull"] else dag.indptr)[dag.level_ptr], not run["pull"], threads=512)))
+                        in_ptr = dag.rindptr if run["pull"] else dag.indptr
+                        assert launches[1 + len(hubs)] == "dg_support_expand"
+                        assert len(launches) == 2 + len(hubs) + len(step_groups(support_schedule(
+                            dag.level_ptr, dag.indptr[dag.level_ptr], in_ptr[dag.level_ptr], not run["pull"],
+                            threads=512, out_hubs=hub_rows_numpy(dag.indptr), in_hubs=hub_rows_numpy(in_ptr))))
         pending = sup.support_masks_cuda(FAKE_GPU, dd, ids, wait=False)  # launched, not waited for
         assert isinstance(pending, sup.PendingMasks)
         if dag.n_levels > 1:

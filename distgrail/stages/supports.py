@@ -37,7 +37,7 @@ from ..gpu.sweep import U64_MAX, cupy, kernel, sm_count
 from ..hashing import hash3, hash_base
 from .support_count import (AUTO_SUPPORTS, DEFAULT_SUPPORTS, auto_supports, check_supports_arg,  # noqa: F401
                             resolve_supports, supports_arg)
-from .support_schedule import FIELDS, schedule_descriptors
+from .support_schedule import FIELDS, plan_reads, schedule_descriptors
 
 __all__ = ["DEFAULT_SUPPORTS", "AUTO_SUPPORTS", "auto_supports", "resolve_supports", "supports_arg", "STREAM_SUPPORT", "choose_supports", "choose_supports_numpy", "choose_supports_cuda",
            "pick_per_slice", "support_masks", "build_supports", "words", "support_masks_numpy", "support_masks_cuda",
@@ -325,7 +325,7 @@ def support_masks_cuda(be, dag, ids, block=None, mode="push", schedule="tickets"
     pulled.
     ``share``: the fraction of the SMs the persistent sweep holds (one block of 512 threads per
     SM fills its registers; less leaves SMs to phases 1-4 running beside it). ``schedule``: :data:`SCHEDULES`.
-    Host work: one sync for the level sizes, one for the error flag, the schedule's descriptors
+    Host work: one sync for the level sizes and the hub rows (:func:`~distgrail.stages.support_schedule.plan_reads`), one for the error flag, the schedule's descriptors
     (O(levels)); 3 launches (seed, expand, sweep: "tickets") or 2 + one per step ("levels"),
     recorded in :attr:`PendingMasks.run`.
     """
@@ -364,9 +364,9 @@ def support_masks_cuda(be, dag, ids, block=None, mode="push", schedule="tickets"
         return _done(out, inn, wait, run)
     run.update(pull=not push, push_out=push_out)
     lp_dev = cp.asarray(lp)
-    ends = cp.stack((out_ptr[lp_dev], in_ptr[lp_dev])).get()  # sync 1: the levels' edge ranges
+    ends, hubs, nh = plan_reads(cp, kernel, lp_dev, (out_ptr, out_idx), (in_ptr, in_idx), C, 8 * sm_count())  # sync 1
     desc = schedule_descriptors(lp, ends[0], ends[1], push, threads=SWEEP_THREADS, max_group=SWEEP_MAX_GROUP,
-                                push_out=push_out)  # O(levels) on the host; the units are made on the GPU
+                                push_out=push_out, out_hubs=hubs[0], in_hubs=hubs[-1])  # O(levels + hubs) on the host
     n = desc[:, 9]
     U = int(n.sum())
     run.update(syncs=1, units=U)
@@ -395,6 +395,6 @@ def support_masks_cuda(be, dag, ids, block=None, mode="push", schedule="tickets"
         for u0, cnt in zip(g_start.tolist(), g_count.tolist()):  # the units of one step (or run) per launch
             sweep((cnt,), (SWEEP_THREADS,), (sd, np.int64(U), np.int64(u0), i32(0), *tail))
         nl = g_start.size
-    run.update(launches=2 + nl)
+    run.update(launches=2 + nh + nl)
     pending = PendingMasks(out, inn, ctr if schedule == "tickets" else None, run=run)
     return pending.result() if wait else pending  # sync 2: the error flag
