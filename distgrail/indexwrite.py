@@ -4,43 +4,21 @@ The mirror of :mod:`distgrail.indexblocks`. Through HDF5 a dataset is written by
 copy, after a cast of the whole array to its stored type (a second copy) and with its checksums
 a third pass over memory. Here HDF5 creates the dataset exactly as ``create_dataset(data=...)``
 does (contiguous, no filter, storage allocated at the first write, no fill value written) and
-writes its first bytes, which allocates the storage; :meth:`BlockWrites.write` finds the
-dataset's offset in the file (``Dataset.id.get_offset()``), allocates its range at once
-(:func:`_reserve`), maps that range into memory (one shared, writable ``mmap`` of the file per
-dataset, through a descriptor of its own) and hands every ``crc32_block`` bytes of it to a thread
-pool: cast that block of the source array to the stored type (a view between integer types of
-one size), copy its bytes into the mapping (a NumPy copy between two uint8 arrays) and take
-``zlib.crc32`` of them. The file is byte for byte the one HDF5 alone writes
-(tests/test_indexwrite.py): the same header, the same blocks, the same checksums.
-
-Why a mapping: on the GPU host (ext4, 32 cores) a probe writing 7.8 GB into a fresh,
-allocated file got 4.0-4.35 GB/s from ``os.pwritev``, whether from 1 thread or 16 (ext4 takes the
-inode's lock for every buffered write, so the writes run one at a time), and 8.1-9.0 GB/s from
-copies into one shared mapping of the file from 8-16 threads (2.7 GB/s from 1 thread). The
-copies run at once only because NumPy releases the GIL while it copies: slice assignment on
-the ``mmap`` object itself copies with the GIL held, and an earlier mapping writer that (most
-likely) did so was slower than ``pwritev`` (3.6 s against 1.9 s for 7.6 GB). So every copy here
-is ``np.copyto`` between contiguous uint8 arrays (:func:`_copy`), run by the pool's threads.
-
-The mapping is used only where ``posix_fallocate`` really allocated the range: stores into a
-mapped page of a file whose blocks are not allocated would meet a full disk as SIGBUS, which
-kills the process; allocated first, a full disk is an ``ENOSPC`` from the allocation, before any
-byte is written. Where the file system cannot allocate ahead (``posix_fallocate`` missing, or
-failing with ``EOPNOTSUPP``, ``EINVAL``) or the ``mmap`` fails, that dataset's blocks are
-``os.pwritev``'d at their offset instead (as all were before; :data:`USE_MMAP` False, or
-``BlockWrites(..., use_mmap=False)``, forces it for tests and the write benchmark). No ``msync``:
-the mapped pages are the page cache's, the same that HDF5's own writes through its descriptor
-land in, and HDF5 closes the file afterwards as before.
+writes its first bytes, which allocates the storage; :meth:`BlockWrites.write` then hands every
+``crc32_block`` bytes of it to a thread pool: cast that block of the source array to the stored
+type (a view between integer types of one size), ``os.pwritev`` it at the dataset's offset in the
+file (``Dataset.id.get_offset()``) through a descriptor of its own, and ``zlib.crc32`` of the cast
+bytes (all three release the GIL); the dataset's range is allocated at once first
+(:func:`_reserve`). The file is byte for byte the one HDF5 alone writes (tests/test_indexwrite.py):
+the same header, the same blocks, the same checksums.
 
 HDF5 never writes these bytes again: its first write is larger than its sieve buffer (so it goes
 straight to the file, leaving nothing cached to flush later), and the default fill value is
 never written. The pool's writes end before the file is closed (their CRCs are needed for the
 attributes); a failed write (``ENOSPC``, ``EIO``) raises its OSError from the CRC's future, which
 :class:`distgrail.io.atomic.atomic_path` turns into the usual ``OutputError``, the temporary file
-removed, after :meth:`BlockWrites.__exit__` cancelled the blocks not yet started, waited for the
-running ones and only then unmapped the mappings (a running copy holds a view of its mapping,
-and ``mmap.close`` refuses while one is held; the raw ``munmap`` under a copy would crash the
-process) and closed the descriptor.
+removed, after :meth:`BlockWrites.__exit__` cancelled the blocks not yet started and waited for
+the running ones.
 
 Datasets below :data:`distgrail.indexblocks.PARALLEL_MIN_BYTES`, and any of a stored type other
 than little-endian integers, are written by HDF5.
@@ -54,7 +32,6 @@ pieces' edges (``zlib.crc32`` carried on); the file is the same, byte for byte.
 from __future__ import annotations
 
 import errno
-import mmap
 import os
 import zlib
 
@@ -66,10 +43,6 @@ __all__ = ["BlockWrites", "can_write_in_blocks", "as_type", "StreamedArray", "wr
 
 #: at least this many first bytes of a dataset are written by HDF5 (and again, the same, by the pool)
 PREFIX_BYTES = 1 << 20
-
-#: copy the blocks into a shared mapping of the file where its range was allocated ahead; False:
-#: ``os.pwritev`` them always (read when a :class:`BlockWrites` is made; tests and the benchmark)
-USE_MMAP = True
 
 
 def as_type(data: np.ndarray, t) -> np.ndarray:
@@ -108,91 +81,46 @@ def _prefix(shape, itemsize: int, want: int):
     return (), 1  # a scalar
 
 
-def _block_bytes(flat: np.ndarray, t: np.dtype, start: int, stop: int) -> np.ndarray:
-    """The stored bytes [start, stop) of ``flat`` stored as ``t``: its elements that hold them
-    cast to ``t``, as a contiguous uint8 array."""
+def _write_block(fd, flat: np.ndarray, t: np.dtype, at: int, start: int, stop: int) -> int:
+    """Cast the elements of ``flat`` that hold stored bytes [start, stop) to ``t``, write those
+    bytes at ``at + start`` of ``fd``; their CRC-32."""
     s = t.itemsize
     e0 = start // s
     cast = as_type(flat[e0:-(-stop // s)], t)
-    return np.ascontiguousarray(cast).view(np.uint8)[start - e0 * s:stop - e0 * s]
-
-
-def _copy(dst: np.ndarray, src: np.ndarray) -> None:
-    """Copy ``src`` into ``dst`` (uint8, contiguous, one length): NumPy releases the GIL while it
-    copies, so the pool's copies into a mapping run at once."""
-    np.copyto(dst, src)
-
-
-class _Mapping:
-    """A shared, writable mapping of ``nbytes`` of the file open as ``fd`` from offset ``at``
-    (mapped from the page below it); ``dst`` those bytes, a uint8 array."""
-
-    def __init__(self, fd, at: int, nbytes: int):
-        base = at - at % mmap.ALLOCATIONGRANULARITY
-        self.mm = mmap.mmap(fd, at + nbytes - base, mmap.MAP_SHARED, mmap.PROT_READ | mmap.PROT_WRITE,
-                            offset=base)
-        self.dst = np.frombuffer(self.mm, np.uint8)[at - base:]
-
-    def close(self) -> None:
-        """Unmap (the views dropped first: an exported buffer makes ``mmap.close`` refuse)."""
-        self.dst = None
-        try:
-            self.mm.close()
-        except BufferError:  # pragma: no cover - a view still held elsewhere: unmapped when it goes
-            pass
-
-
-def _write_block(dst, flat: np.ndarray, t: np.dtype, at: int, start: int, stop: int) -> int:
-    """Cast the elements of ``flat`` that hold stored bytes [start, stop) to ``t`` and write those
-    bytes at ``at + start`` of the file: copied into the dataset's :class:`_Mapping` ``dst``, or
-    ``os.pwritev``'d through descriptor ``dst``; their CRC-32."""
-    src = _block_bytes(flat, t, start, stop)
-    if isinstance(dst, _Mapping):
-        try:
-            _copy(dst.dst[start:stop], src)
-        except BaseException as e:  # its traceback's frames would hold views of the mapping, and
-            raise e.with_traceback(None)  # keep it from being unmapped while the error lives
-        return zlib.crc32(src)
-    view = memoryview(src)
+    view = memoryview(np.ascontiguousarray(cast).view(np.uint8))[start - e0 * s:stop - e0 * s]
     done = 0
     while done < len(view):
-        k = os.pwritev(dst, [view[done:]], at + start + done)
+        k = os.pwritev(fd, [view[done:]], at + start + done)
         if k <= 0:
             raise OSError(errno.EIO, "write wrote nothing")
         done += k
     return zlib.crc32(view)
 
 
-def _reserve(fd, at: int, nbytes: int) -> bool:
+def _reserve(fd, at: int, nbytes: int) -> None:
     """Allocate the dataset's blocks in the file at once (``posix_fallocate``, within the space
-    HDF5 allocated); whether that was done. The block writes then neither extend the file nor
-    reserve delayed blocks one page at a time (ext4: 1.5 GB written in 4 MiB blocks took 0.44 s
-    instead of 0.54-1.4 s on this machine), a full disk is seen before any byte is written (it
-    raises), and the range may be written through a mapping. Where the file system cannot
-    allocate ahead, nothing is done (False)."""
+    HDF5 allocated): the block writes then neither extend the file nor reserve delayed blocks one
+    page at a time (ext4: 1.5 GB written in 4 MiB blocks took 0.44 s instead of 0.54-1.4 s on this
+    machine), and a full disk is seen before any byte is written. Where the file system cannot
+    allocate ahead, nothing is done."""
     if not hasattr(os, "posix_fallocate"):
-        return False
+        return
     try:
         os.posix_fallocate(fd, at, nbytes)
     except OSError as e:
         if e.errno in (errno.ENOSPC, errno.EDQUOT, errno.EFBIG):
             raise
-        return False
-    return True
 
 
 class BlockWrites:
     """Context manager over an HDF5 file being written at ``tmp``: :meth:`write` creates a dataset
-    and queues its blocks on ``pool``, copied into a mapping of the file or, where the file
-    cannot be mapped safely or ``use_mmap`` is False (default: :data:`USE_MMAP`), ``os.pwritev``'d.
-    Leaving it waits for every block (cancelling those not started when an error is leaving),
-    then unmaps the mappings and closes the descriptor; leave it before the file closes."""
+    and queues its blocks on ``pool``. Leaving it waits for every block (cancelling those not
+    started when an error is leaving) and closes the descriptor; leave it before the file closes."""
 
-    def __init__(self, tmp, pool, use_mmap: bool | None = None):
+    def __init__(self, tmp, pool):
         self.tmp, self.pool = tmp, pool
-        self.use_mmap = USE_MMAP if use_mmap is None else bool(use_mmap)
         self.fd = None
-        self.futures, self.maps = [], []
+        self.futures = []
 
     def __enter__(self):
         return self
@@ -209,21 +137,13 @@ class BlockWrites:
         at = ds.id.get_offset()
         if at is None:  # pragma: no cover - HDF5 allocates contiguous storage at the first write
             raise OSError(errno.EIO, f"HDF5 gave dataset /{name} no storage")
-        if self.fd is None:  # read and write: a shared writable mapping needs both
-            self.fd = os.open(self.tmp, os.O_RDWR | getattr(os, "O_CLOEXEC", 0))
-        at, nbytes = int(at), int(flat.size) * t.itemsize
-        dst = self.fd
-        if _reserve(self.fd, at, nbytes) and self.use_mmap:
-            try:
-                dst = _Mapping(self.fd, at, nbytes)
-            except (OSError, ValueError, OverflowError):
-                pass  # not mappable here: written by os.pwritev
-            else:
-                self.maps.append(dst)
-        futs = []
-        for i in range(0, nbytes, block):  # each kept at once: __exit__ waits for all that started
-            futs.append(self.pool.submit(_write_block, dst, flat, t, at, i, min(i + block, nbytes)))
-            self.futures.append(futs[-1])
+        if self.fd is None:
+            self.fd = os.open(self.tmp, os.O_WRONLY | getattr(os, "O_CLOEXEC", 0))
+        nbytes = int(flat.size) * t.itemsize
+        _reserve(self.fd, int(at), nbytes)
+        futs = [self.pool.submit(_write_block, self.fd, flat, t, int(at), i, min(i + block, nbytes))
+                for i in range(0, nbytes, block)]
+        self.futures += futs
         return futs
 
     def __exit__(self, exc_type, exc, tb):
@@ -235,16 +155,9 @@ class BlockWrites:
                 if not x.cancelled():
                     x.exception()  # waits; the error itself is raised by whoever takes the CRC
         finally:
-            # only once no block runs (not so when interrupted while waiting: then the mappings
-            # and the descriptor stay open: a mapping goes with the last view of it, and the
-            # descriptor's number must not be reused under a running os.pwritev)
-            if all(x.done() for x in self.futures):
-                maps, self.maps = self.maps, []
-                for m in maps:
-                    m.close()
-                if self.fd is not None:
-                    os.close(self.fd)
-                    self.fd = None
+            if self.fd is not None:
+                os.close(self.fd)
+                self.fd = None
         return False
 
 

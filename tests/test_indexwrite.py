@@ -7,13 +7,10 @@ rename)."""
 from __future__ import annotations
 
 import errno
-import mmap
 import os
 import subprocess
 import sys
 import time
-import zlib
-from concurrent.futures import ThreadPoolExecutor
 
 import h5py
 import numpy as np
@@ -57,171 +54,41 @@ def _write(path, meta, arrays, monkeypatch, in_blocks: bool):
 
 @pytest.fixture
 def blocks_spy(monkeypatch):
-    """The blocks written: (how, start, stop), how "mmap" (copied into a mapping) or "pwritev"."""
     calls = []
     real = indexwrite._write_block
-
-    def spy(*a):
-        calls.append(("mmap" if isinstance(a[0], indexwrite._Mapping) else "pwritev",) + a[4:])
-        return real(*a)
-
-    monkeypatch.setattr(indexwrite, "_write_block", spy)
+    monkeypatch.setattr(indexwrite, "_write_block", lambda *a: (calls.append(a[4:]), real(*a))[1])
     return calls
 
 
-def _held(d) -> list:
-    """This process's mappings of and descriptors on files under ``d`` (Linux's /proc)."""
-    if not os.path.exists("/proc/self/maps"):
-        pytest.skip("no /proc/self/maps here")
-    d = str(d)
-    with open("/proc/self/maps") as f:
-        held = [line.strip() for line in f if d in line]
-    for x in os.listdir("/proc/self/fd"):
-        try:
-            target = os.readlink(f"/proc/self/fd/{x}")
-        except OSError:
-            continue
-        held += [target] if target.startswith(d) else []
-    return held
-
-
-WRITERS = ["mmap", "pwritev"]
-
-
-@pytest.mark.parametrize("how", WRITERS)
-def test_written_in_blocks_the_file_is_byte_identical(tmp_path, monkeypatch, blocks_spy, how):
-    monkeypatch.setattr(indexwrite, "USE_MMAP", how == "mmap")
+def test_written_in_blocks_the_file_is_byte_identical(tmp_path, monkeypatch, blocks_spy):
     monkeypatch.setattr(indexfile, "CRC_BLOCK", 40_001)  # odd: block edges split elements
     meta, arrays = _synthetic()
     _write(tmp_path / "hdf5.h5", meta, arrays, monkeypatch, in_blocks=False)
     assert not blocks_spy
     _write(tmp_path / "blocks.h5", meta, arrays, monkeypatch, in_blocks=True)
     with h5py.File(tmp_path / "blocks.h5", "r") as f:  # every dataset of >= 1 MiB went in blocks
-        big = [k for k in arrays if f[k].nbytes >= 1 << 20]
-        assert sum(-(-f[k].nbytes // 40_001) for k in big) > 300
-        assert len(blocks_spy) == sum(-(-f[k].nbytes // 40_001) for k in big)
-        assert {c[0] for c in blocks_spy} == {how}
+        big = sum(-(-f[k].nbytes // 40_001) for k in arrays if f[k].nbytes >= 1 << 20)
+        assert big > 300 and len(blocks_spy) == big
         assert f["labels/intervals"].dtype == np.uint32 and not f["labels/intervals"].chunks
-        # mapped from the page below the dataset, to a length that is no multiple of a page or block
-        assert any(f[k].id.get_offset() % 4096 for k in big) and any(f[k].nbytes % 4096 for k in big)
     assert (tmp_path / "blocks.h5").read_bytes() == (tmp_path / "hdf5.h5").read_bytes()
-    assert sorted(os.listdir(tmp_path)) == ["blocks.h5", "hdf5.h5"] and not _held(tmp_path)
+    assert sorted(os.listdir(tmp_path)) == ["blocks.h5", "hdf5.h5"]
 
 
-def _raw_arrays():
-    """(name, array, stored type): casts by astype (float, bool, narrowing) and by view, 1-3 axes,
-    lengths no multiple of a page; after a 3-byte dataset, so no offset is page-aligned by chance."""
-    rng = np.random.default_rng(11)
-    return [("tiny", np.arange(3, dtype=np.uint8), np.uint8),
-            ("f64", rng.integers(-2**40, 2**40, 400_003).astype(np.float64), np.int64),
-            ("bool", rng.integers(0, 2, (1_500_001,)).astype(bool), np.uint8),
-            ("i16", rng.integers(-2**15, 2**15, 1_000_001, dtype=np.int16), np.uint16),
-            ("i64_2d", rng.integers(0, 2**31, (250_001, 3)), np.int32),
-            ("u64_3d", rng.integers(0, 2**63, (2, 70_001, 3), dtype=np.uint64), "<u8")]
-
-
-def _write_raw(path, use_mmap=None, block=65_537) -> dict:
-    """``_raw_arrays`` in a file, by HDF5 alone (``use_mmap`` None) or in blocks (their CRCs
-    checked); the datasets' offsets in the file."""
-    with ThreadPoolExecutor(4) as pool, h5py.File(path, "w", libver=("earliest", "v110"), track_order=False) as f:
-        if use_mmap is None:
-            for name, a, t in _raw_arrays():
-                f.create_dataset(name, data=indexwrite.as_type(a, t), track_times=False)
-        else:
-            crcs = {}
-            with indexwrite.BlockWrites(path, pool, use_mmap=use_mmap) as bw:
-                for name, a, t in _raw_arrays():
-                    if a.nbytes < 100:
-                        f.create_dataset(name, data=a, track_times=False)
-                    else:
-                        crcs[name] = bw.write(f, name, a, t, block)
-            for name, a, t in _raw_arrays():
-                if name in crcs:
-                    assert [x.result() for x in crcs[name]] == indexfile.block_crcs(indexwrite.as_type(a, t), block)
-        return {name: f[name].id.get_offset() for name, _, _ in _raw_arrays()}
-
-
-@pytest.mark.parametrize("use_mmap", [True, False])
-def test_block_writes_of_several_shapes_and_types_are_byte_identical(tmp_path, blocks_spy, use_mmap):
-    _write_raw(tmp_path / "hdf5.h5")
-    assert not blocks_spy
-    offsets = _write_raw(tmp_path / "blocks.h5", use_mmap)
-    assert {c[0] for c in blocks_spy} == {"mmap" if use_mmap else "pwritev"}
-    assert all(offsets[name] % 4096 for name, a, _ in _raw_arrays()[1:]), offsets
-    assert all(np.dtype(t).itemsize * a.size % 4096 and np.dtype(t).itemsize * a.size % 65_537
-               for _, a, t in _raw_arrays())
-    assert (tmp_path / "blocks.h5").read_bytes() == (tmp_path / "hdf5.h5").read_bytes()
-    with h5py.File(tmp_path / "blocks.h5", "r") as f:
-        for name, a, t in _raw_arrays():
-            np.testing.assert_array_equal(f[name][()], indexwrite.as_type(a, t))
-    assert not _held(tmp_path)
-
-
-@pytest.mark.parametrize("how", ["EOPNOTSUPP", "EINVAL", "no posix_fallocate", "mmap fails"])
-def test_where_the_file_cannot_be_allocated_or_mapped_blocks_are_pwritev_d(tmp_path, monkeypatch, blocks_spy, how):
-    _write_raw(tmp_path / "hdf5.h5")
-    tried = []
-
-    def refuse(code):
-        def refused(*a, **k):
-            tried.append(a)
-            raise OSError(code, os.strerror(code))
-        return refused
-
-    mapped = []
-    real_mmap = mmap.mmap
-    monkeypatch.setattr(indexwrite.mmap, "mmap", lambda *a, **k: (mapped.append(a), real_mmap(*a, **k))[1])
-    if how == "no posix_fallocate":
-        monkeypatch.delattr(indexwrite.os, "posix_fallocate")
-    elif how == "mmap fails":
-        monkeypatch.setattr(indexwrite.mmap, "mmap", refuse(errno.ENODEV))
-    else:
-        monkeypatch.setattr(indexwrite.os, "posix_fallocate", refuse(getattr(errno, how)))
-    _write_raw(tmp_path / "blocks.h5", use_mmap=True)
-    assert blocks_spy and {c[0] for c in blocks_spy} == {"pwritev"}
-    assert len(tried) == (0 if how == "no posix_fallocate" else 5)  # once per dataset in blocks
-    assert not mapped  # a range not allocated ahead is never mapped
-    assert (tmp_path / "blocks.h5").read_bytes() == (tmp_path / "hdf5.h5").read_bytes()
-    assert not _held(tmp_path)
-
-
-@pytest.mark.parametrize("code", [errno.ENOSPC, errno.EDQUOT, errno.EFBIG])
-def test_a_full_disk_at_the_allocation_is_an_output_error_and_leaves_no_file(tmp_path, monkeypatch, blocks_spy, code):
-    meta, arrays = _synthetic()
-    out = tmp_path / "x.h5"
-    out.write_bytes(b"the old output")
-
-    def full(*a):
-        raise OSError(code, os.strerror(code))
-
-    monkeypatch.setattr(indexwrite.os, "posix_fallocate", full)
-    with pytest.raises(OutputError) as e:
-        _write(out, meta, arrays, monkeypatch, in_blocks=True)
-    assert str(e.value) == f"{out}: cannot write the output: {os.strerror(code)}"
-    assert not blocks_spy  # nothing written
-    assert os.listdir(tmp_path) == ["x.h5"] and out.read_bytes() == b"the old output" and not _held(tmp_path)
-
-
-@pytest.mark.parametrize("how", WRITERS)
-def test_the_pool_writes_the_data_not_hdf5(tmp_path, monkeypatch, how):
+def test_the_pool_writes_the_data_not_hdf5(tmp_path, monkeypatch):
     """Blocks that compute their CRC but write nothing leave zeros after HDF5's first MiB: the
     bytes in the file are the pool's, and HDF5 does not write over them afterwards."""
     meta, arrays = _synthetic()
-    monkeypatch.setattr(indexwrite, "USE_MMAP", how == "mmap")
-    skipped = []
-    monkeypatch.setattr(indexwrite.os, "pwritev", lambda fd, bufs, off: skipped.append(off) or len(bufs[0]))
-    monkeypatch.setattr(indexwrite, "_copy", lambda dst, src: skipped.append(len(src)))
+    monkeypatch.setattr(indexwrite.os, "pwritev", lambda fd, bufs, off: sum(len(b) for b in bufs))
     _write(tmp_path / "x.h5", meta, arrays, monkeypatch, in_blocks=True)
     with h5py.File(tmp_path / "x.h5", "r") as f:
         got = f["dag/indices"][()]
     want = arrays["dag/indices"].astype(np.uint32)
     head = indexwrite.PREFIX_BYTES // 4
-    assert (got[:head] == want[:head]).all() and not got[2 * head:].any() and skipped
+    assert (got[:head] == want[:head]).all() and not got[2 * head:].any()
 
 
 def test_partial_writes_are_completed(tmp_path, monkeypatch):
     meta, arrays = _synthetic()
-    monkeypatch.setattr(indexwrite, "USE_MMAP", False)
     real = os.pwritev
     monkeypatch.setattr(indexwrite.os, "pwritev", lambda fd, bufs, off: real(fd, [bufs[0][:300_001]], off))
     _write(tmp_path / "a.h5", meta, arrays, monkeypatch, in_blocks=True)
@@ -230,63 +97,25 @@ def test_partial_writes_are_completed(tmp_path, monkeypatch):
     assert (tmp_path / "a.h5").read_bytes() == (tmp_path / "b.h5").read_bytes()
 
 
-@pytest.mark.parametrize("how", WRITERS)
 @pytest.mark.parametrize("code, reason", [(errno.ENOSPC, "No space left on device"), (errno.EIO, "Input/output error")])
-def test_a_failed_block_write_is_an_output_error_and_leaves_no_file(tmp_path, monkeypatch, code, reason, how):
+def test_a_failed_block_write_is_an_output_error_and_leaves_no_file(tmp_path, monkeypatch, code, reason):
     meta, arrays = _synthetic()
-    monkeypatch.setattr(indexwrite, "USE_MMAP", how == "mmap")
     out = tmp_path / "x.h5"
     out.write_bytes(b"the old output")
     calls = []
-    real_pwritev, real_copy = os.pwritev, indexwrite._copy
+    real = os.pwritev
 
-    def fail_third(real):
-        def failing(*a):
-            calls.append(1)
-            if len(calls) == 3:
-                raise OSError(code, os.strerror(code))
-            return real(*a)
-        return failing
+    def failing(fd, bufs, off):
+        calls.append(off)
+        if len(calls) == 3:
+            raise OSError(code, os.strerror(code))
+        return real(fd, bufs, off)
 
-    monkeypatch.setattr(indexwrite.os, "pwritev", fail_third(real_pwritev))
-    monkeypatch.setattr(indexwrite, "_copy", fail_third(real_copy))
+    monkeypatch.setattr(indexwrite.os, "pwritev", failing)
     with pytest.raises(OutputError) as e:
         _write(out, meta, arrays, monkeypatch, in_blocks=True)
     assert str(e.value) == f"{out}: cannot write the output: {reason}"
-    assert len(calls) >= 3
     assert os.listdir(tmp_path) == ["x.h5"] and out.read_bytes() == b"the old output"
-    assert not _held(tmp_path)  # no mapping of the removed file, no descriptor left
-
-
-def test_a_failed_copy_unmaps_only_after_the_running_copies_ended(tmp_path, monkeypatch):
-    """The first block fails while others copy (slowly): leaving BlockWrites cancels the blocks
-    not started, waits for the running ones, then unmaps (under a copy that would crash)."""
-    events = []
-    real = indexwrite._copy
-
-    def copy(dst, src):
-        events.append("start")
-        if len(events) == 1:
-            raise OSError(errno.EIO, "the first copy fails")
-        time.sleep(0.05)
-        real(dst, src)
-        events.append("end")
-
-    monkeypatch.setattr(indexwrite, "_copy", copy)
-    a = np.arange(3_000_000, dtype=np.int64)
-    path = tmp_path / "x.h5"
-    with ThreadPoolExecutor(4) as pool:
-        with pytest.raises(OSError, match="the first copy fails"):
-            with h5py.File(path, "w") as f, indexwrite.BlockWrites(path, pool) as bw:
-                futs = bw.write(f, "a", a, np.uint32, 100_000)
-                maps = list(bw.maps)
-                [x.result() for x in futs]
-        assert len(maps) == 1 and maps[0].mm.closed and maps[0].dst is None
-        assert bw.fd is None and bw.maps == []
-        started = events.count("start")
-        assert 1 < started < len(futs) and events.count("end") == started - 1
-        assert sum(x.cancelled() for x in futs) == len(futs) - started
-    assert not _held(tmp_path)
 
 
 def test_an_index_written_in_blocks_reads_back_and_answers_like_bfs(tmp_path, monkeypatch, blocks_spy):
@@ -392,11 +221,9 @@ def test_the_write_benchmark_compares_both_writers(tmp_path, monkeypatch, capsys
     monkeypatch.setattr(indexblocks, "PARALLEL_MIN_BYTES", 1 << 20)
     assert write.main(["--mb", "20", "--repeat", "1", "--dir", str(tmp_path)]) == 0
     out = capsys.readouterr().out
-    assert "files byte-identical: yes" in out and "rename over the old file" in out
-    assert "parallel blocks, mmap" in out and "parallel blocks, pwritev" in out
-    assert {c[0] for c in blocks_spy} == {"mmap", "pwritev"} and os.listdir(tmp_path) == []
+    assert "files byte-identical: yes" in out and "parallel blocks" in out and "rename over the old file" in out
+    assert blocks_spy and os.listdir(tmp_path) == []
     assert indexblocks.PARALLEL_MIN_BYTES == 1 << 20 and atomic._exchange.__name__ == "_exchange"  # restored
-    assert indexwrite.USE_MMAP is True
 
 
 def _streamed(a, cuts, closed):

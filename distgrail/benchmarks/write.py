@@ -2,14 +2,12 @@
 
     python -m distgrail.benchmarks.write [--mb 1500 | --index FILE.h5] [--dir DIR] [--repeat 3]
 
-Writes the same arrays with ``write_index_file`` three times per round: "hdf5" (every dataset
-through ``h5py.create_dataset(data=...)`` after a whole-array cast, as before issue 23: the
-parallel path switched off), "blocks" (datasets of at least ``PARALLEL_MIN_BYTES`` cast, written
-and checksummed in parallel blocks, :mod:`distgrail.indexwrite`, copied into a shared mapping of
-the file) and "pwritev" (the same blocks ``os.pwritev``'d instead: ``indexwrite.USE_MMAP``
-False); prints seconds and GB/s of each side by side, with the page-cache floor of the machine
-(one ``write`` of the same number of bytes from memory to a new file, one thread) and checks that
-the three files are byte-identical.
+Writes the same arrays with ``write_index_file`` twice per round: "hdf5" (every dataset through
+``h5py.create_dataset(data=...)`` after a whole-array cast, as before issue 23: the parallel
+path switched off) and "blocks" (datasets of at least ``PARALLEL_MIN_BYTES`` cast, written and
+checksummed in parallel blocks, :mod:`distgrail.indexwrite`); prints seconds and GB/s of each
+side by side, with the page-cache floor of the machine (one ``write`` of the same number of
+bytes from memory to a new file, one thread) and checks that both files are byte-identical.
 Then rewrites an existing output both ways ``distgrail.io.atomic`` can replace it: names
 exchanged (``renameat2``) and, as before, a rename over the old file (hard-linked aside first),
 which ext4 makes write back the whole new file.
@@ -76,13 +74,12 @@ def _sync():
         os.sync()
 
 
-def _timed_write(path, meta, arrays, in_blocks: bool, exchange: bool = True, use_mmap: bool = True) -> float:
-    from distgrail import indexblocks, indexfile, indexwrite
+def _timed_write(path, meta, arrays, in_blocks: bool, exchange: bool = True) -> float:
+    from distgrail import indexblocks, indexfile
     from distgrail.io import atomic
 
-    saved = indexblocks.PARALLEL_MIN_BYTES, atomic._exchange, indexwrite.USE_MMAP
+    saved = indexblocks.PARALLEL_MIN_BYTES, atomic._exchange
     indexblocks.PARALLEL_MIN_BYTES = saved[0] if in_blocks else 1 << 62
-    indexwrite.USE_MMAP = use_mmap
     if not exchange:
         atomic._exchange = lambda tmp, target: False
     try:
@@ -92,7 +89,7 @@ def _timed_write(path, meta, arrays, in_blocks: bool, exchange: bool = True, use
         indexfile.write_index_file(path, meta, arrays)
         return time.perf_counter() - t
     finally:
-        indexblocks.PARALLEL_MIN_BYTES, atomic._exchange, indexwrite.USE_MMAP = saved
+        indexblocks.PARALLEL_MIN_BYTES, atomic._exchange = saved
 
 
 def floor_write(path, nbytes: int) -> float:
@@ -120,19 +117,18 @@ def _same_bytes(a, b, chunk=64 << 20) -> bool:
 
 
 def run(meta, arrays, d, repeat: int) -> dict:
-    times = {"hdf5": [], "blocks": [], "pwritev": []}
+    times = {"hdf5": [], "blocks": []}
     for r in range(repeat):
-        for name, blocks, use_mmap in (("hdf5", False, True), ("blocks", True, True), ("pwritev", True, False)):
+        for name, blocks in (("hdf5", False), ("blocks", True)):
             path = os.path.join(d, f"{name}.h5")
-            times[name].append(_timed_write(path, meta, arrays, blocks, use_mmap=use_mmap))
+            times[name].append(_timed_write(path, meta, arrays, blocks))
             if r < repeat - 1:
                 os.remove(path)
-    old, new, pw = (os.path.join(d, f"{name}.h5") for name in ("hdf5", "blocks", "pwritev"))
+    old, new = os.path.join(d, "hdf5.h5"), os.path.join(d, "blocks.h5")
     size = os.path.getsize(new)
-    out = {"bytes": size, "identical": _same_bytes(old, new) and _same_bytes(old, pw), "times": times,
+    out = {"bytes": size, "identical": _same_bytes(old, new), "times": times,
            "floor_s": min(floor_write(os.path.join(d, "floor.bin"), size) for r in range(repeat))}
     os.remove(old)
-    os.remove(pw)
     # rewriting an existing output (the new writer both times): names exchanged, or renamed over
     out["rewrite_exchange_s"] = min(_timed_write(new, meta, arrays, True) for _ in range(repeat))
     out["rewrite_rename_over_s"] = min(_timed_write(new, meta, arrays, True, exchange=False)
@@ -144,14 +140,12 @@ def report(r: dict) -> str:
     gb = r["bytes"] / 1e9
     rows = [f"index file: {gb:.3f} GB, files byte-identical: {'yes' if r['identical'] else 'NO'}",
             f"{'writer':<28}{'best s':>9}{'median s':>10}{'GB/s':>8}"]
-    for name, label in (("hdf5", "hdf5 (before)"), ("blocks", "parallel blocks, mmap"),
-                        ("pwritev", "parallel blocks, pwritev")):
+    for name, label in (("hdf5", "hdf5 (before)"), ("blocks", "parallel blocks")):
         t = sorted(r["times"][name])
         rows.append(f"{label:<28}{t[0]:>9.3f}{t[len(t) // 2]:>10.3f}{gb / t[0]:>8.2f}")
     rows.append(f"{'page-cache floor (1 write)':<28}{r['floor_s']:>9.3f}{'':>10}{gb / r['floor_s']:>8.2f}")
     best = min(r["times"]["hdf5"]) / min(r["times"]["blocks"])
-    rows.append(f"blocks vs hdf5: {best:.2f}x faster; blocks / floor: {min(r['times']['blocks']) / r['floor_s']:.2f}; "
-                f"mmap vs pwritev: {min(r['times']['pwritev']) / min(r['times']['blocks']):.2f}x faster")
+    rows.append(f"blocks vs hdf5: {best:.2f}x faster; blocks / floor: {min(r['times']['blocks']) / r['floor_s']:.2f}")
     rows.append(f"rewrite over an existing output: exchange {r['rewrite_exchange_s']:.3f} s, "
                 f"rename over the old file {r['rewrite_rename_over_s']:.3f} s")
     return "\n".join(rows)
