@@ -53,7 +53,7 @@ __device__ __forceinline__ u64 group_or(u64 x, int G) {
 
 // A row's structure: its edge range and the first PF neighbour ids of this lane (lane, lane + G,
 // ...), and for a pulling row its own first mask word (only its own unit writes it, so it holds
-// the seed bit all sweep long). It does not depend on the sweep, so a unit loads it BEFORE waiting
+// the seed bit all sweep long; a hub row's mask only its chunks write, by atomicOr). It does not depend on the sweep, so a unit loads it BEFORE waiting
 // for the units it needs, and after the wait only the neighbours' masks are loaded (one L2 round
 // trip per level on the critical path).
 #define PF 8
@@ -274,8 +274,8 @@ extern "C" __global__ void dg_support_expand(const long long* __restrict__ desc,
 
 // The hub rows of a CSR (rows with more than SWEEP_HUB_EDGES edges), appended in any order: hubs[0]
 // counts them (past cap the host knows its bound was wrong), hubs[1 + i] a row, hubs[1 + cap + i]
-// its edge count (twin: support_schedule.hub_rows_numpy; the host sorts them by row). A CSR of m
-// edges has at most m / SWEEP_HUB_EDGES hubs: cap = that + 1 holds them all.
+// its edge count (twin: support_schedule.hub_rows_numpy; the host sorts them by row). A CSR of C
+// rows and m edges has at most min(C, m / (SWEEP_HUB_EDGES + 1)) hubs: cap holds them all.
 extern "C" __global__ void dg_support_hubs(const i64* __restrict__ ptr, i64 C, long long* __restrict__ hubs,
                                            long long cap) {
     const i64 stride = (i64)gridDim.x * blockDim.x;

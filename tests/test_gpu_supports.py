@@ -39,10 +39,25 @@ def big_graphs():
                                     np.concatenate([np.arange(1, 20001), np.full(20000, 20001),
                                                     np.r_[np.arange(20003, 20102), 20002]])), num_vertices=20200),
         "one-scc": distgrail.as_graph((np.arange(100), (np.arange(100) + 1) % 100)),
+        "hubs-mixed": hubs_mixed(),
     }
 
 
-@pytest.mark.parametrize("name", sorted(GRAPHS) + ["paper-dense-20k", "layered-deep", "chain", "hubs"])
+def hubs_mixed(seed=0):
+    """Hub rows on levels that also hold ordinary rows with edges (the row units cover the hubs and
+    must skip them): 0 -> 8,000 children beside 99 small sources, a middle hub 5000 -> 4,999
+    children, a sink with 9,400 parents, random forward edges and a cycle."""
+    r = np.random.default_rng(seed)
+    a = r.integers(100, 9000, 20000)
+    src = [np.zeros(8000, np.int64), r.integers(1, 100, 600), a, np.full(4999, 5000), np.arange(100, 9500),
+           r.integers(100, 10000, 300), np.arange(10100, 10200)]
+    dst = [np.arange(100, 8100), r.integers(100, 10000, 600), np.minimum(a + r.integers(1, 1000, 20000), 9999),
+           np.arange(5001, 10000), np.full(9400, 10000), r.integers(10001, 10100, 300),
+           np.r_[np.arange(10101, 10200), 10100]]
+    return distgrail.as_graph((np.concatenate(src), np.concatenate(dst)), num_vertices=10300)
+
+
+@pytest.mark.parametrize("name", sorted(GRAPHS) + ["paper-dense-20k", "layered-deep", "chain", "hubs", "hubs-mixed"])
 @pytest.mark.parametrize("K", [1, 64, 200])
 def test_mask_sweeps_bit_for_bit(name, K):
     import cupy as cp
@@ -72,7 +87,7 @@ def device_dag(dag):
                                        ("comp", "indptr", "indices", "rindptr", "rindices", "level")})
 
 
-ALL = sorted(GRAPHS) + ["paper-dense-20k", "layered-deep", "chain", "hubs", "one-scc"]
+ALL = sorted(GRAPHS) + ["paper-dense-20k", "layered-deep", "chain", "hubs", "hubs-mixed", "one-scc"]
 
 
 def graph(name):

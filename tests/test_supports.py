@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 import distgrail
-from distgrail.errors import DistGrailError
+from distgrail.errors import BackendError, DistGrailError
 from distgrail.hashing import hash3
 from distgrail.io.generate import generate
 from distgrail.stages.condense import condense
@@ -53,11 +53,14 @@ GRAPHS = graphs()
 
 def hub_graph(k: int = SWEEP_HUB_EDGES + 104):
     """A DAG with hub rows on both CSRs: vertex 0 has k + 1 children (1..k and k + 3), vertex
-    k + 1 has k parents (1..k), then a short chain k + 1 -> k + 2 -> k + 3, and a few more edges."""
+    k + 1 has k parents (1..k), then a short chain k + 1 -> k + 2 -> k + 3, and a few more edges;
+    k + 4 and k + 5 are sources with children too, so the row units of the hub's level cover it
+    (and must skip it)."""
     rng = np.random.default_rng(11)
     mid = np.arange(1, k + 1)
-    src = np.concatenate([np.zeros(k + 1, np.int64), mid, [k + 1, k + 2], rng.integers(1, k // 2, 300)])
-    dst = np.concatenate([mid, [k + 3], np.full(k, k + 1), [k + 2, k + 3], rng.integers(k // 2, k + 1, 300)])
+    src = np.concatenate([np.zeros(k + 1, np.int64), mid, [k + 1, k + 2, k + 4, k + 4, k + 5],
+                          rng.integers(1, k // 2, 300)])
+    dst = np.concatenate([mid, [k + 3], np.full(k, k + 1), [k + 2, k + 3, 5, 9, 7], rng.integers(k // 2, k + 1, 300)])
     return distgrail.as_graph((src, dst), num_vertices=k + 6)
 
 
@@ -316,6 +319,9 @@ def test_hub_rows_and_their_units():
             assert sorted(mine[:, 3].tolist()) == sorted(np.concatenate([np.arange(-(-d // SWEEP_HUB_EDGES))
                                                                          for d in degs]).tolist())
             assert (mine[:, 4] == mine[:, 3] + 1).all() and (mine[:, 1] == mine[:, 0] + 1).all()
+        # the forward hub's level has other rows with edges: a row unit covers the hub (and skips it)
+        rows_out = sched[sched[:, 2] == OUT]  # the out side reads the forward CSR
+        assert ((rows_out[:, 3] <= hr[0]) & (hr[0] < rows_out[:, 4])).any()
         # a step with a hub is never small: no run of small steps covers it
         runs = sched[sched[:, 2] == RUN]
         for hs in sched[np.isin(sched[:, 2], (OUT_HUB, IN_HUB)), 0]:
@@ -331,14 +337,14 @@ def test_hub_rows_and_their_units():
 
 
 def test_hubs_from_buffer():
-    cap = hub_capacity(10 * SWEEP_HUB_EDGES)
-    assert cap == 11 and hub_capacity(SWEEP_HUB_EDGES - 1) == 1
+    cap = hub_capacity(10 * SWEEP_HUB_EDGES + 10, 10**6)
+    assert cap == 10 and hub_capacity(SWEEP_HUB_EDGES - 1, 5) == 1 and hub_capacity(10**9, 3) == 3
     buf = np.zeros(1 + 2 * cap, np.int64)
     buf[0], buf[1:4], buf[1 + cap:4 + cap] = 3, [9, 2, 5], [5000, 6000, 7000]  # appended in any order
     rows, degs = hubs_from_buffer(buf, cap)
     assert rows.tolist() == [2, 5, 9] and degs.tolist() == [6000, 7000, 5000]
     buf[0] = cap + 1
-    with pytest.raises(ValueError, match="room for 11"):
+    with pytest.raises(BackendError, match="room for 10"):
         hubs_from_buffer(buf, cap)
 
 
@@ -576,7 +582,7 @@ def test_launchers_on_a_fake_gpu(fake_gpu, name):
         pending = sup.support_masks_cuda(FAKE_GPU, dd, ids, wait=False)  # launched, not waited for
         assert isinstance(pending, sup.PendingMasks)
         if dag.n_levels > 1:
-            assert pending.run["syncs"] == 1  # the level edge ranges only: the error flag is read later
+            assert pending.run["syncs"] == 1  # the level edge ranges and hub rows only: the error flag is read later
         for w, g in zip(want, pending.result()):
             np.testing.assert_array_equal(np.asarray(g), w)
         assert pending.run["syncs"] == (2 if dag.n_levels > 1 else 0)

@@ -27,7 +27,10 @@ done (the units of one first step form a ``group``; the kernel waits for the gro
 waited for the one before it); the kernel hands units out by an atomic ticket and waits on the
 done counter of the group before (one launch for the whole phase), or the host launches the units
 of one step per launch (``schedule="levels"``).
-The schedule is a pure function of the level sizes, so it is planned and tested on the CPU.
+The schedule is a pure function of the level sizes and the hub rows, so it is planned and
+tested on the CPU; :func:`plan_reads` reads both from the GPU in one wait. The hub lists must be
+complete (the kernel skips every row of more than ``SWEEP_HUB_EDGES`` edges in the row units):
+without them, as for a DAG without hubs, pass None.
 """
 
 from __future__ import annotations
@@ -35,6 +38,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..constants import BATCH_THREADS, SMALL_LEVEL, SWEEP_HUB_EDGES
+from ..errors import BackendError
 
 __all__ = ["RUN", "OUT", "IN", "OUT_HUB", "IN_HUB", "FIELDS", "DESC_FIELDS", "group_size", "support_schedule",
            "schedule_descriptors", "expand_schedule", "step_groups", "hub_rows_numpy", "hub_capacity",
@@ -46,6 +50,9 @@ RUN, OUT, IN, OUT_HUB, IN_HUB = -1, 0, 1, 2, 3
 #: int32 fields of a unit (one row of the schedule); ``g``: G of a one-side unit, or
 #: ``G_out | G_in << 8`` of a run, or the row of a hub chunk (``r0``: the chunk, ``r1 = r0 + 1``)
 FIELDS = ("s0", "s1", "side", "r0", "r1", "g", "need", "group")
+#: int64 fields of a descriptor (:func:`schedule_descriptors`): first step, end step, side, rows
+#: a..b, rows per unit, g, need, group, units (DESC_FIELDS in kernels/supports.cu)
+DESC_FIELDS = ("s0", "s1", "side", "a", "b", "rpu", "g", "need", "group", "n")
 _NO_HUBS = (np.zeros(0, np.int64), np.zeros(0, np.int64))
 
 
@@ -57,9 +64,10 @@ def hub_rows_numpy(ptr, hub_edges: int = SWEEP_HUB_EDGES):
     return rows, deg[rows]
 
 
-def hub_capacity(m: int, hub_edges: int = SWEEP_HUB_EDGES) -> int:
-    """Room for the hub rows of a CSR of ``m`` edges (each has more than ``hub_edges``)."""
-    return int(m) // int(hub_edges) + 1
+def hub_capacity(m: int, C: int, hub_edges: int = SWEEP_HUB_EDGES) -> int:
+    """Room for the hub rows of a CSR of ``C`` rows and ``m`` edges (each has more than
+    ``hub_edges``)."""
+    return max(1, min(int(C), int(m) // (int(hub_edges) + 1)))
 
 
 def plan_reads(cp, kernel, lp_dev, out_csr, in_csr, C: int, max_blocks: int):
@@ -70,7 +78,7 @@ def plan_reads(cp, kernel, lp_dev, out_csr, in_csr, C: int, max_blocks: int):
     csrs = [out_csr] + ([in_csr] if in_csr[0] is not out_csr[0] else [])
     parts, caps = [cp.stack((out_csr[0][lp_dev], in_csr[0][lp_dev])).ravel()], []
     for ptr, ind in csrs:
-        caps.append(hub_capacity(int(ind.shape[0])))
+        caps.append(hub_capacity(int(ind.shape[0]), C))
         parts.append(cp.zeros(1 + 2 * caps[-1], dtype=cp.int64))
         if C:
             kernel("supports", "dg_support_hubs")((max(1, min(-(-C // 256), max_blocks)),), (256,),
@@ -89,13 +97,10 @@ def hubs_from_buffer(buf, cap: int):
     buf = np.asarray(buf, dtype=np.int64)
     n = int(buf[0])
     if n > cap:
-        raise ValueError(f"dg_support_hubs found {n} hub rows, room for {cap}")
+        raise BackendError(f"phase 5: dg_support_hubs found {n} hub rows, room for {cap} (a damaged CSR?)")
     rows, deg = buf[1:1 + n], buf[1 + cap:1 + cap + n]
     o = np.argsort(rows, kind="stable")
     return rows[o], deg[o]
-#: int64 fields of a descriptor (:func:`schedule_descriptors`): first step, end step, side, rows
-#: a..b, rows per unit, g, need, group, units (DESC_FIELDS in kernels/supports.cu)
-DESC_FIELDS = ("s0", "s1", "side", "a", "b", "rpu", "g", "need", "group", "n")
 
 
 def group_size(edges, rows, max_group: int = 32):

@@ -15,11 +15,9 @@ expands them into units): ``out`` pulls over the forward CSR and ``in`` pushes a
 own beside phases 3–4 (:func:`start_supports`). The choice of the supports is O(C) and runs where
 the CSR is.
 
-Blocks: :func:`support_masks` computes the words of supports ``lo .. hi-1`` only, so ranks can
-split K like the dimensions. Blocks must start on a word boundary (``lo % 64 == 0``); the masks of
-the whole index are the blocks' masks side by side in support order,
-``np.concatenate([out_block0, out_block1, ...], axis=1)`` (same for ``in``), byte-identical to one
-call with ``block=(0, K)`` whatever the split.
+Blocks: :func:`support_masks` computes the words of supports ``lo .. hi-1`` only (``lo % 64 ==
+0``), so ranks split K like the dimensions; the blocks side by side in support order
+(``np.concatenate(..., axis=1)``) are byte-identical to one call with ``block=(0, K)``.
 """
 
 from __future__ import annotations
@@ -325,9 +323,10 @@ def support_masks_cuda(be, dag, ids, block=None, mode="push", schedule="tickets"
     pulled.
     ``share``: the fraction of the SMs the persistent sweep holds (one block of 512 threads per
     SM fills its registers; less leaves SMs to phases 1-4 running beside it). ``schedule``: :data:`SCHEDULES`.
-    Host work: one sync for the level sizes and the hub rows (:func:`~distgrail.stages.support_schedule.plan_reads`), one for the error flag, the schedule's descriptors
-    (O(levels)); 3 launches (seed, expand, sweep: "tickets") or 2 + one per step ("levels"),
-    recorded in :attr:`PendingMasks.run`.
+    Host work: one sync for the level sizes and the hub rows (``plan_reads``), one for the error
+    flag, the schedule's descriptors (O(levels + hub rows)); seed, ``dg_support_hubs`` once per
+    CSR the sides read (1 or 2), expand, then one sweep ("tickets") or one per step ("levels"),
+    counted in :attr:`PendingMasks.run`.
     """
     cp = cupy()
     if mode not in ("auto", "pull", "push") or out_mode not in ("auto", "pull", "push") or schedule not in SCHEDULES:
@@ -369,7 +368,7 @@ def support_masks_cuda(be, dag, ids, block=None, mode="push", schedule="tickets"
                                 push_out=push_out, out_hubs=hubs[0], in_hubs=hubs[-1])  # O(levels + hubs) on the host
     n = desc[:, 9]
     U = int(n.sum())
-    run.update(syncs=1, units=U)
+    run.update(syncs=1, units=U, launches=1 + nh)
     if U == 0:
         return _done(out, inn, wait, run)
     dstart = np.cumsum(n) - n
