@@ -137,10 +137,7 @@ def index_dag_to_host(dag: DAG, be, landing=None) -> DAG:
         a = getattr(dag, k)
         if a is None or isinstance(a, np.ndarray):
             return a
-        if k in landing and tuple(landing[k][0].shape) == tuple(a.shape) and landing[k][0].dtype == a.dtype:
-            landing[k][1].join()
-            return be.to_host(a, out=landing[k][0])
-        return be.to_host(a)
+        return be.land(a, landing.get(k))
 
     return DAG(n=dag.n, comp=host("comp"), indptr=host("indptr"), indices=host("indices"), rindptr=None,
                rindices=None, level=host("level"), level_ptr=host("level_ptr"),
@@ -214,9 +211,13 @@ class OneProcess:
         gives ``(ids, out, in)`` host arrays, or None when ``K`` is 0."""
         if not K:
             return Done(None)
-        from .stages.supports import start_supports
+        from .stages.supports import start_supports, words
 
-        return start_supports(dag, K, seed, self.be)
+        landing = (None, None)
+        if self.be.is_gpu:  # the masks' host pages (out, in), touched while the GPU works, as the DAG's
+            shape = (int(dag.C), words(min(int(K), int(dag.C))))
+            landing = [(h, self.be.prefault(h)) for h in (np.empty(shape, np.uint64), np.empty(shape, np.uint64))]
+        return start_supports(dag, K, seed, self.be, landing)
 
     def label(self, dag, forest, dims, seed):
         """Phases 3–4 for every dimension: ``(labels, post0)``, host arrays."""

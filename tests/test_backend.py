@@ -16,6 +16,24 @@ def test_cpu_to_host_into_out():
         be.to_host(np.arange(3), out=np.zeros(4, np.int64))
 
 
+def test_land_into_a_landing_array_only_when_it_fits():
+    be = get_backend("cpu")
+    joined = []
+
+    class Touch:
+        def join(self):
+            joined.append(1)
+
+    host = np.zeros((3, 2), np.uint64)
+    a = np.arange(6, dtype=np.uint64).reshape(3, 2)
+    got = be.land(a, (host, Touch()))
+    assert got is host and host.tolist() == a.tolist() and joined == [1]  # waited for the pages first
+    for other in (np.zeros((2, 3), np.uint64), np.zeros((3, 2), np.int64)):  # shape or type differ
+        got = be.land(a, (other, Touch()))
+        assert got is not other and not other.any() and got.tolist() == a.tolist() and joined == [1]
+    assert be.land(a).tolist() == a.tolist()
+
+
 def test_unknown_backend_names_the_choices(monkeypatch):
     with pytest.raises(BackendError, match="backend must be one of auto, cpu, gpu, got 'tpu'"):
         get_backend("tpu")

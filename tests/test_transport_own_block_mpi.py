@@ -106,3 +106,40 @@ def test_no_early_copy_where_every_rank_assembles(comm, wire, monkeypatch):
     idx = distgrail.build_index(g, dims=4, seed=2, backend="cpu", comm=comm, supports=0)
     everywhere(comm, not same_index(ref, idx) and "labels_own_wait" not in idx.timings,
                same_index(ref, idx) or sorted(idx.timings))
+
+
+def test_support_masks_land_in_arrays_allocated_when_phase_5_started(comm, wire, monkeypatch):
+    """NCCL path: the gathered mask words land on root in host arrays allocated (pages touched)
+    when phase 5 started, not in fresh ones; the index is the one-process index."""
+    from distgrail.mpi import phase5
+
+    nccl_build(monkeypatch, wire)
+    made, used = [], []
+    plain_landing, plain_gather = devicepath.landing, devicepath.gather_blocks
+
+    def landing(be, shape, dtype, wanted):
+        got = plain_landing(be, shape, dtype, wanted)
+        made.append(got)
+        return got
+
+    def gather(tp, block, everywhere, what, root=0, timings=None, landing=None, own=None):
+        full = plain_gather(tp, block, everywhere, what, root, timings, landing, own)
+        if what == "masks":
+            used.append((landing, full))
+        return full
+
+    monkeypatch.setattr(phase5.devicepath, "landing", landing)
+    monkeypatch.setattr(phase5.devicepath, "gather_blocks", gather)
+    g = distgrail.bundled_graph()  # 3,617 components: 130 supports in 3 mask words, split over the ranks
+    ref = distgrail.build_index(g, dims=2, seed=3, backend="cpu", supports=130)
+    idx = distgrail.build_index(g, dims=2, seed=3, backend="cpu", comm=comm, supports=130, full_index_on="root")
+    me = comm.Get_rank()
+    masks = [m for m in made if m is None or m[0].dtype == np.uint64]
+    if me == 0:
+        C, W = ref.meta["n_components"], (min(130, ref.meta["n_components"]) + 63) // 64
+        why = (same_index(ref, idx) or (len(used) != 2 and f"{len(used)} mask gathers")
+               or next((f"landing {lnd and lnd[0].shape}" for lnd, full in used
+                        if lnd is None or lnd[0].shape != (W, C) or full is not lnd[0]), ""))
+    else:
+        why = (idx is not None and "an index on rank > 0") or (masks[-2:] != [None, None] and "landing off root")
+    everywhere(comm, not why, why)

@@ -86,6 +86,14 @@ class Backend:
         np.copyto(out, a)
         return out
 
+    def land(self, a, landing=None) -> np.ndarray:
+        """``to_host(a)``, into ``landing``'s array (``(host array, thread touching its pages)``,
+        as :meth:`prefault` starts it) once that thread is done, where shape and dtype match."""
+        if landing is None or tuple(landing[0].shape) != tuple(a.shape) or landing[0].dtype != a.dtype:
+            return self.to_host(a)
+        landing[1].join()
+        return self.to_host(a, out=landing[0])
+
     def prefault(self, a: np.ndarray):
         """Start touching every page of host array ``a`` in a background thread, so that a later
         ``to_host(..., out=a)`` does not pay the page faults of fresh memory (they cost as much

@@ -144,10 +144,7 @@ def gather_blocks(tp, block, everywhere: bool, what: str, root: int = 0, timings
             if own.rows < landing[0].shape[0]:
                 be.to_host(a, out=landing[0][own.rows:])
             return landing[0]
-        if landing is None or tuple(landing[0].shape) != tuple(a.shape) or landing[0].dtype != a.dtype:
-            return be.to_host(a)
-        landing[1].join()
-        return be.to_host(a, out=landing[0])
+        return be.land(a, landing)
 
     host = run_shared(comm, f"copying the {what} to the host", to_host if everywhere or here else None, full)
     if timings is not None:

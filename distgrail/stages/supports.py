@@ -220,10 +220,11 @@ def build_supports(dag, K: int, seed: int, be):
 
 
 class _Started:
-    """Phase 5 of a one-process build under way: :meth:`result` gives (ids, out, in) on the host."""
+    """Phase 5 of a one-process build under way: :meth:`result` gives (ids, out, in) on the host
+    (into ``landing``'s two arrays where given: :meth:`~distgrail.gpu.backend.Backend.land`)."""
 
-    def __init__(self, be, ids, masks):
-        self.be, self.ids, self.masks = be, ids, masks
+    def __init__(self, be, ids, masks, landing=(None, None)):
+        self.be, self.ids, self.masks, self.landing = be, ids, masks, landing
 
     def settle(self):
         """On a failure elsewhere: wait for the sweep (:meth:`PendingMasks.settle`)."""
@@ -236,10 +237,10 @@ class _Started:
         with be.on_device():
             m = self.masks
             out, inn = m.result() if isinstance(m, PendingMasks) else m  # the sweep's stream is done
-            return self.ids, be.to_host(out), be.to_host(inn)
+            return self.ids, be.land(out, self.landing[0]), be.land(inn, self.landing[1])
 
 
-def start_supports(dag, K: int, seed: int, be):
+def start_supports(dag, K: int, seed: int, be, landing=(None, None)):
     """Start phase 5 of a one-process build; ``.result()`` returns (ids, out, in) host arrays.
 
     Phase 5 needs the condensed DAG only, so on a GPU it runs beside other work (the build starts
@@ -257,7 +258,7 @@ def start_supports(dag, K: int, seed: int, be):
             ids = choose_supports(dag, K, seed)
             pending = support_masks_cuda(be, dag, ids, wait=False, share=BESIDE_SHARE)
         pending.stream = stream
-        return _Started(be, ids, pending)
+        return _Started(be, ids, pending, landing)
 
 
 # -- CUDA launcher ------------------------------------------------------------------------
