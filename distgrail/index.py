@@ -12,7 +12,8 @@ import numpy as np
 from ._version import __version__
 from .errors import DistGrailError, GraphFormatError, IndexFormatError, QueryError
 from .gpu.backend import get_backend
-from .indexfile import read_index_file, write_index_file
+from .indexfile import read_index_file
+from .indexsave import write_index_file
 from .io.digest import split_digest
 from .nodelabels import NodeLabels
 from .query.answer import ScratchPool, answer_batch_cuda, answer_batch_numpy, records_on_device

@@ -42,8 +42,8 @@ over every dataset's name, type, shape, ``crc32_block`` and ``crc32`` list, sort
 removed, added or replaced, is seen. A file that carries it must match it; files written before
 it carry none and get the per-dataset checks above only.
 
-The file is written to a temporary name beside the target and renamed when complete, so a failed
-run leaves nothing. :func:`read_index_file` checks the checksums, shapes, dtypes and value ranges
+The file is written (:mod:`distgrail.indexsave`) to a temporary name beside the target and renamed
+when complete, so a failed run leaves nothing. :func:`read_index_file` checks the checksums, shapes, dtypes and value ranges
 (:mod:`distgrail.indexcheck`): a damaged or incomplete index raises :class:`IndexFormatError`
 naming the dataset, it never gives answers. Any error of HDF5 while the file is opened or read
 (a damaged header, attribute or object message) is such an error too, naming the attribute or
@@ -58,15 +58,11 @@ from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 
-from .dtypes import smallest_int, smallest_uint
 from .errors import IndexFormatError
 from .indexblocks import Deferred, can_read_in_blocks, check_block_reads, parallel_read
-from .indexwrite import BlockWrites, StreamedArray, can_write_in_blocks, write_streamed
-from .indexwrite import as_type as _as_type
-from .io.atomic import atomic_path
 
-__all__ = ["FORMAT", "FORMAT_VERSION", "READ_VERSIONS", "CHUNK_BYTES", "CRC_BLOCK", "write_index_file",
-           "read_index_file", "block_crcs", "datasets_seal", "SEAL"]
+__all__ = ["FORMAT", "FORMAT_VERSION", "READ_VERSIONS", "CHUNK_BYTES", "CRC_BLOCK", "LIBVER", "ATTRS",
+           "read_index_file", "block_crcs", "block_size", "datasets_seal", "SEAL", "entry", "crc_pool"]
 
 FORMAT = "distgrail-index"
 FORMAT_VERSION = 2
@@ -76,14 +72,17 @@ CHUNK_BYTES = 256 << 10
 #: bytes per CRC-32 of a dataset (at least: a dataset gets at most _MAX_CRCS of them)
 CRC_BLOCK = 4 << 20
 _MAX_CRCS = 8192  # keeps the attribute far below HDF5's 64 KiB limit of compact attributes
-_ATTRS = ("seed", "dims", "parent_rule", "source_name", "source_digest", "source_digest_algorithm", "n_vertices",
+#: HDF5 file format bounds the index is written with
+LIBVER = ("earliest", "v110")
+ATTRS = _ATTRS = ("seed", "dims", "parent_rule", "source_name", "source_digest", "source_digest_algorithm", "n_vertices",
           "n_components", "n_dag_edges", "n_levels", "distgrail_version")
 _OLD_DIGEST = "source_sha256"  # the source digest in indexes of earlier releases (SHA-256)
 #: root attribute: BLAKE3 over every dataset's name, type, shape and checksums (:func:`datasets_seal`)
 SEAL = "crc32_of_datasets"
 
 
-def _block_size(nbytes: int) -> int:
+def block_size(nbytes: int) -> int:
+    """Bytes per CRC-32 of a dataset of ``nbytes`` (at least :data:`CRC_BLOCK`)."""
     return max(CRC_BLOCK, -(-int(nbytes) // _MAX_CRCS))
 
 
@@ -99,94 +98,8 @@ def block_crcs(a: np.ndarray, block: int, pool=None) -> list:
     return [pool.submit(zlib.crc32, p) for p in parts] if pool is not None else [zlib.crc32(p) for p in parts]
 
 
-def _pool():
+def crc_pool():
     return ThreadPoolExecutor(max_workers=max(1, min(16, os.cpu_count() or 1)), thread_name_prefix="distgrail-crc")
-
-
-def write_index_file(path, meta: dict, arrays: dict) -> None:
-    """Write an index atomically. ``arrays`` holds the datasets named in the module docstring
-    (``dag/indices`` may be a :class:`~distgrail.indexwrite.StreamedArray`)."""
-    C = int(meta["n_components"])
-    uC = smallest_uint(max(C - 1, 0))
-    types = {
-        "vertex/component": uC,
-        "dag/indptr": np.int64,
-        "dag/indices": uC,
-        "dag/level": smallest_uint(max(int(meta["n_levels"]) - 1, 0)),
-        "forest/parent": smallest_int(C),
-        "forest/subtree_size": smallest_uint(C),
-        "labels/dt_post0": uC,
-        "labels/intervals": uC,
-        "vertex/label": np.int64,
-        "vertex/label_utf8": np.uint8,
-        "vertex/label_offsets": np.int64,
-        "supports/ids": uC,
-        "supports/out": np.uint64,
-        "supports/in": np.uint64,
-    }
-    names = list(types)[:8] + sorted(k for k in arrays if k not in list(types)[:8])
-    streamed = [a for a in arrays.values() if isinstance(a, StreamedArray)]
-    try:
-        _write_file(path, meta, arrays, types, names)
-    except BaseException:
-        for a in streamed:
-            a.close(True)
-        raise
-    for a in streamed:
-        a.close(False)
-
-
-def _write_file(path, meta, arrays, types, names) -> None:
-    import h5py
-
-    size = sum(int(np.prod(np.shape(a), dtype=np.int64)) * np.dtype(types.get(k, _dtype(a))).itemsize
-               for k, a in arrays.items()) + (64 << 10)
-    with atomic_path(path, size) as tmp, _pool() as pool:
-        crcs = {}
-        with h5py.File(tmp, "w", libver=("earliest", "v110"), track_order=False) as f, \
-                BlockWrites(tmp, pool) as blocks:  # left before the file closes: every block has landed
-            _put_attr(f, "format", FORMAT)
-            f.attrs["format_version"] = FORMAT_VERSION
-            for k in _ATTRS + (("supports",) if "supports" in meta else ()):
-                v = meta[k]
-                if k == "distgrail_version":
-                    v = str(v)
-                _put_attr(f, k, v if not isinstance(v, (np.integer,)) else int(v))
-            for name in names:  # contiguous, unfiltered: written while the pool checksums
-                if isinstance(arrays[name], StreamedArray) and arrays[name].size:  # pieces as they come
-                    t = np.dtype(types.get(name, arrays[name].dtype))
-                    block = _block_size(arrays[name].size * t.itemsize)
-                    crcs[name] = (block, write_streamed(f, name, arrays[name], t, block))
-                    continue
-                data = np.ascontiguousarray(_whole(arrays[name]))
-                t = np.dtype(types.get(name, data.dtype))
-                if data.size and can_write_in_blocks(data, t):  # cast, written, checksummed by the pool
-                    block = _block_size(data.size * t.itemsize)
-                    crcs[name] = (block, blocks.write(f, name, data, t, block))
-                    continue
-                data = _as_type(data, t)  # one cast copy at a time
-                if data.size:
-                    crcs[name] = (_block_size(data.nbytes), block_crcs(data, _block_size(data.nbytes), pool))
-                f.create_dataset(name, data=data, track_times=False)
-                del data
-            for name, (block, futs) in crcs.items():
-                ds = f[name]
-                ds.attrs["crc32_block"] = block
-                ds.attrs["crc32"] = np.array([x if isinstance(x, int) else x.result() for x in futs], dtype=np.uint32)
-            _put_attr(f, SEAL, datasets_seal({name: _entry(f[name])[0] for name in names}))
-
-
-def _put_attr(f, key, value) -> None:
-    """A root attribute; strings as fixed-length UTF-8 (read back as bytes): h5py's default,
-    variable-length strings, live in a global heap whose damage crashes or hangs HDF5's reader."""
-    import h5py
-
-    if isinstance(value, str):
-        data = value.encode()
-        f.attrs.create(key, np.array(data, dtype=f"S{max(1, len(data))}"),
-                       dtype=h5py.string_dtype("utf-8", max(1, len(data))))
-    else:
-        f.attrs[key] = value
 
 
 #: what h5py raises on a damaged file (HDF5's errors arrive as OSError, RuntimeError, KeyError,
@@ -200,15 +113,6 @@ def _attr(attrs, path, key, where):
         raise IndexFormatError(f"{path}: incomplete index: attribute {key!r} is missing")
     v = attrs[key]
     return v.decode() if isinstance(v, bytes) else (v.item() if hasattr(v, "item") else v)
-
-
-def _dtype(a):
-    return a.dtype if isinstance(a, (np.ndarray, StreamedArray)) else np.asarray(a).dtype
-
-
-def _whole(a):
-    """An array, or a streamed one of no values as an empty array."""
-    return np.zeros(0, a.dtype) if isinstance(a, StreamedArray) else a
 
 
 def read_index_file(path, defer=()) -> tuple[dict, dict]:
@@ -230,7 +134,7 @@ def read_index_file(path, defer=()) -> tuple[dict, dict]:
     except _H5_ERRORS as e:
         raise IndexFormatError(f"{path}: damaged index: the file cannot be opened (HDF5: {e})") from None
     fd = os.open(path, os.O_RDONLY)  # large datasets: read in parallel blocks (distgrail.indexblocks)
-    pool = _pool()
+    pool = crc_pool()
     try:
         try:
             with f:
@@ -292,7 +196,7 @@ def _read_open_file(h5py, f, path, where, fd, pool, defer=()):
             where[0] = f"dataset /{name}"
             try:
                 where[0] = f"the checksum attributes of dataset /{name}"
-                entries[name], crc = _entry(obj)
+                entries[name], crc = entry(obj)
                 where[0] = f"dataset /{name}"
                 if crc is not None and can_read_in_blocks(obj, crc[1]) and name in defer:
                     arrays[name] = Deferred(path, name, obj, crc)
@@ -327,7 +231,7 @@ def _legacy_v1(f, ver, stored, crcs, fletcher, arrays) -> bool:
             and "source_digest" not in f.attrs and set(arrays) <= set(REQUIRED))
 
 
-def _entry(ds) -> tuple:
+def entry(ds) -> tuple:
     """``((dtype, shape, crc32_block, crc32), (crc32, crc32_block) or None)`` of dataset ``ds``:
     its part of the seal, and its stored checksums (None: no ``crc32`` attribute)."""
     attrs = ds.attrs
@@ -339,7 +243,7 @@ def _entry(ds) -> tuple:
 
 def datasets_seal(entries: dict) -> str:
     """``"blake3:<hex>"`` over the sorted ``{name: (dtype, shape, crc32_block, crc32)}`` of every
-    dataset (see :func:`_entry`): the root attribute ``crc32_of_datasets``."""
+    dataset (see :func:`entry`): the root attribute ``crc32_of_datasets``."""
     import blake3
 
     h = blake3.blake3()

@@ -128,20 +128,35 @@ class BlockWrites:
     def write(self, f, name, data: np.ndarray, t, block: int) -> list:
         """Create dataset ``name`` of file ``f`` for ``data`` stored as ``t`` and queue its writes;
         the futures of the CRC-32 of every ``block`` stored bytes (their write's error, if any)."""
+        at = self.allocate(f, name, data.shape, t, data)
+        return self.queue(data, t, at, block)
+
+    def allocate(self, f, name, shape, t, data=None) -> int:
+        """Create dataset ``name`` (``shape``, stored as ``t``) and write its first bytes, from
+        ``data`` or zeros (:meth:`queue` writes them again), so that HDF5 allocates its storage now;
+        its file offset, the range allocated in the file too (:func:`_reserve`)."""
         t = np.dtype(t)
-        flat = np.ascontiguousarray(data).reshape(-1)
-        ds = f.create_dataset(name, shape=data.shape, dtype=t, track_times=False)
+        shape = tuple(int(x) for x in shape)
+        ds = f.create_dataset(name, shape=shape, dtype=t, track_times=False)
         sieve = f.id.get_access_plist().get_sieve_buf_size()
-        sel, n = _prefix(data.shape, t.itemsize, max(PREFIX_BYTES, 2 * sieve + 1))
-        ds[sel] = as_type(flat[:n], t).reshape(_sel_shape(data.shape, sel))  # allocates the storage
+        sel, n = _prefix(shape, t.itemsize, max(PREFIX_BYTES, 2 * sieve + 1))
+        first = np.zeros(n, t) if data is None else as_type(np.ascontiguousarray(data).reshape(-1)[:n], t)
+        ds[sel] = first.reshape(_sel_shape(shape, sel))  # allocates the storage
         at = ds.id.get_offset()
         if at is None:  # pragma: no cover - HDF5 allocates contiguous storage at the first write
             raise OSError(errno.EIO, f"HDF5 gave dataset /{name} no storage")
         if self.fd is None:
             self.fd = os.open(self.tmp, os.O_WRONLY | getattr(os, "O_CLOEXEC", 0))
+        _reserve(self.fd, int(at), int(np.prod(shape, dtype=np.int64)) * t.itemsize)
+        return int(at)
+
+    def queue(self, data: np.ndarray, t, at: int, block: int) -> list:
+        """Queue the block writes of ``data`` (stored as ``t``) at file offset ``at`` (from
+        :meth:`allocate`); the futures of the CRC-32 of every ``block`` stored bytes."""
+        t = np.dtype(t)
+        flat = np.ascontiguousarray(data).reshape(-1)
         nbytes = int(flat.size) * t.itemsize
-        _reserve(self.fd, int(at), nbytes)
-        futs = [self.pool.submit(_write_block, self.fd, flat, t, int(at), i, min(i + block, nbytes))
+        futs = [self.pool.submit(_write_block, self.fd, flat, t, at, i, min(i + block, nbytes))
                 for i in range(0, nbytes, block)]
         self.futures += futs
         return futs

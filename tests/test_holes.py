@@ -109,15 +109,15 @@ def test_every_checksum_deleted_under_version_1_is_still_refused(small, tmp_path
 
 
 def test_the_written_seal_covers_every_dataset(small):
-    from distgrail.indexfile import _entry, datasets_seal
+    from distgrail.indexfile import datasets_seal, entry
 
     with h5py.File(small[0], "r") as f:
         names = []
         f.visititems(lambda n, o: names.append(n) if isinstance(o, h5py.Dataset) else None)
         assert len(names) >= 8
         stored = f.attrs[SEAL]
-        assert stored == datasets_seal({n: _entry(f[n])[0] for n in names}).encode()
-        assert stored != datasets_seal({n: _entry(f[n])[0] for n in names[1:]}).encode()
+        assert stored == datasets_seal({n: entry(f[n])[0] for n in names}).encode()
+        assert stored != datasets_seal({n: entry(f[n])[0] for n in names[1:]}).encode()
 
 
 def test_deleting_one_datasets_checksum_attributes_is_refused(small, tmp_path):

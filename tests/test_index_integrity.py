@@ -205,11 +205,11 @@ def _put(f, name, data):
 
 def _reseal(f):
     """The root's crc32_of_datasets for the datasets ``f`` holds now, as the writer computes it."""
-    from distgrail.indexfile import SEAL, _entry, datasets_seal
+    from distgrail.indexfile import SEAL, datasets_seal, entry
 
     names = []
     f.visititems(lambda n, o: names.append(n) if isinstance(o, h5py.Dataset) else None)
-    f.attrs[SEAL] = datasets_seal({n: _entry(f[n])[0] for n in names})
+    f.attrs[SEAL] = datasets_seal({n: entry(f[n])[0] for n in names})
 
 
 @pytest.mark.parametrize("name, fn, msg", [

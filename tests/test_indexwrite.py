@@ -17,7 +17,7 @@ import numpy as np
 import pytest
 
 import distgrail
-from distgrail import indexblocks, indexfile, indexwrite
+from distgrail import indexblocks, indexfile, indexsave, indexwrite
 from distgrail.bfs import bfs_reachable, csr_of
 from distgrail.errors import OutputError
 from distgrail.io import atomic
@@ -49,7 +49,7 @@ def _synthetic():
 
 def _write(path, meta, arrays, monkeypatch, in_blocks: bool):
     monkeypatch.setattr(indexblocks, "PARALLEL_MIN_BYTES", 1 << 20 if in_blocks else 1 << 50)
-    indexfile.write_index_file(path, meta, arrays)
+    indexsave.write_index_file(path, meta, arrays)
 
 
 @pytest.fixture

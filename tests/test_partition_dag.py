@@ -239,7 +239,7 @@ def test_a_failed_streamed_write_fails_every_rank_and_leaves_no_file(shared_dir,
     from mpi4py import MPI
 
     import distgrail
-    from distgrail import indexfile
+    from distgrail import indexsave
     from distgrail.mpi import rowstream
 
     comm = MPI.COMM_WORLD
@@ -259,7 +259,7 @@ def test_a_failed_streamed_write_fails_every_rank_and_leaves_no_file(shared_dir,
                     next(pieces)
             raise OSError(28, "No space left on device")
 
-        monkeypatch.setattr(indexfile, "write_streamed", broken)
+        monkeypatch.setattr(indexsave, "write_streamed", broken)
         want = "No space left"
     elif fail.endswith("too large"):  # rank 0's buffer holds 4 values: the piece is dropped, the rest drained
         if comm.rank == 1:

@@ -75,7 +75,7 @@ def _sync():
 
 
 def _timed_write(path, meta, arrays, in_blocks: bool, exchange: bool = True) -> float:
-    from distgrail import indexblocks, indexfile
+    from distgrail import indexblocks, indexsave
     from distgrail.io import atomic
 
     saved = indexblocks.PARALLEL_MIN_BYTES, atomic._exchange
@@ -86,7 +86,7 @@ def _timed_write(path, meta, arrays, in_blocks: bool, exchange: bool = True) -> 
         _sync()
         time.sleep(1)  # ext4 with discard: the blocks of a file just removed are discarded after the sync
         t = time.perf_counter()
-        indexfile.write_index_file(path, meta, arrays)
+        indexsave.write_index_file(path, meta, arrays)
         return time.perf_counter() - t
     finally:
         indexblocks.PARALLEL_MIN_BYTES, atomic._exchange = saved

@@ -1,0 +1,118 @@
+"""The index file written while the build runs (distgrail/indexsave.py EarlyIndexFile): opened
+with every dataset's shape and a placeholder digest, the arrays put in any order, finished with
+the assembled index: byte for byte the file write_index_file writes; anything else leaves no file."""
+
+from __future__ import annotations
+
+import os
+
+import numpy as np
+import pytest
+
+import distgrail
+from distgrail import indexblocks, indexfile, indexsave
+from distgrail.errors import DistGrailError
+from distgrail.indexsave import PENDING_DIGEST, EarlyIndexFile
+from test_indexwrite import _synthetic
+
+
+def _index(graph=None, **kw):
+    return distgrail.build_index(distgrail.bundled_graph() if graph is None else graph, backend="cpu", **kw)
+
+
+def _open(path, meta, arrays, pending=True):
+    m = dict(meta)
+    if pending and len(m["source_digest"]) == len(PENDING_DIGEST):  # an in-memory graph's digest is ""
+        m["source_digest"] = PENDING_DIGEST
+    return EarlyIndexFile(path, m, {k: np.shape(a) for k, a in arrays.items()})
+
+
+def _leftovers(d):
+    return sorted(x for x in os.listdir(d) if x.startswith("."))
+
+
+@pytest.mark.parametrize("order", ["file", "reversed", "shuffled"])
+@pytest.mark.parametrize("in_blocks", [True, False])
+def test_early_file_is_the_file_written_at_once(tmp_path, monkeypatch, order, in_blocks):
+    monkeypatch.setattr(indexblocks, "PARALLEL_MIN_BYTES", 1 << 10 if in_blocks else 1 << 50)
+    monkeypatch.setattr(indexfile, "CRC_BLOCK", 997)  # many checksum blocks, edges inside elements
+    idx = _index(dims=3, supports=130)
+    idx.save(tmp_path / "once.h5")
+    early = _open(tmp_path / "early.h5", idx.meta, idx.arrays)
+    assert not (tmp_path / "early.h5").exists()  # in place only once finished
+    names = list(idx.arrays)
+    if order == "reversed":
+        names.reverse()
+    elif order == "shuffled":
+        names = list(np.random.default_rng(3).permutation(names))
+    for name in names:
+        early.put(name, idx.arrays[name])
+    assert early.finish(idx.meta, idx.arrays) == ""
+    assert (tmp_path / "early.h5").read_bytes() == (tmp_path / "once.h5").read_bytes()
+    assert _leftovers(tmp_path) == []
+    back = distgrail.open_index(tmp_path / "early.h5")
+    assert back.meta["source_digest"] == idx.meta["source_digest"] and back.meta["supports"] == 130
+
+
+def test_synthetic_casts_and_a_known_digest(tmp_path, monkeypatch):
+    """Narrowing casts, views and three-axis datasets through the pool; a digest known at the
+    start is written at once."""
+    monkeypatch.setattr(indexblocks, "PARALLEL_MIN_BYTES", 1 << 20)
+    meta, arrays = _synthetic()
+    indexsave.write_index_file(tmp_path / "once.h5", meta, arrays)
+    early = _open(tmp_path / "early.h5", meta, arrays, pending=False)
+    for name in reversed(list(arrays)):
+        early.put(name, arrays[name])
+    assert early.finish(meta, arrays) == ""
+    assert (tmp_path / "early.h5").read_bytes() == (tmp_path / "once.h5").read_bytes()
+
+
+def test_empty_datasets_and_node_labels(tmp_path):
+    g = distgrail.as_graph((np.zeros(0, np.int64), np.zeros(0, np.int64)), num_vertices=5)
+    for graph, kw in ((g, dict(supports=0)), (str(tmp_path / "named.txt"), dict(supports=64))):
+        if kw["supports"]:
+            (tmp_path / "named.txt").write_text("a b\nb c\nc a\nc d\n")
+        idx = _index(graph, dims=2, **kw)
+        idx.save(tmp_path / "once.h5")
+        early = _open(tmp_path / "early.h5", idx.meta, idx.arrays)
+        for name in idx.arrays:
+            early.put(name, idx.arrays[name])
+        assert early.finish(idx.meta, idx.arrays) == ""
+        assert (tmp_path / "early.h5").read_bytes() == (tmp_path / "once.h5").read_bytes(), graph
+
+
+@pytest.mark.parametrize("change", ["array", "attribute", "digest length", "missing", "extra"])
+def test_another_index_leaves_no_file(tmp_path, change):
+    idx = _index(dims=2)
+    early = _open(tmp_path / "x.h5", idx.meta, idx.arrays)
+    for name in idx.arrays:
+        if change != "missing" or name != "forest/parent":
+            early.put(name, idx.arrays[name])
+    meta, arrays = dict(idx.meta), dict(idx.arrays)
+    if change == "array":
+        arrays["labels/dt_post0"] = arrays["labels/dt_post0"][::-1].copy()
+    elif change == "attribute":
+        meta["seed"] = 5
+    elif change == "digest length":
+        meta["source_digest"] = "ab" * 40
+    elif change == "extra":
+        arrays["vertex/label"] = np.arange(idx.meta["n_vertices"])
+    why = early.finish(meta, arrays)
+    want = {"array": "labels/dt_post0 is not the array put", "attribute": "attribute seed",
+            "digest length": "a digest of 80", "missing": "forest/parent never put", "extra": "datasets"}[change]
+    assert want in why
+    assert not (tmp_path / "x.h5").exists() and _leftovers(tmp_path) == []
+
+
+def test_put_checks_and_abort(tmp_path):
+    idx = _index(dims=2)
+    early = _open(tmp_path / "x.h5", idx.meta, idx.arrays)
+    with pytest.raises(DistGrailError, match="has shape"):
+        early.put("dag/level", idx.arrays["dag/level"][:-1])
+    early.put("dag/level", idx.arrays["dag/level"])
+    with pytest.raises(DistGrailError, match="unknown or put twice"):
+        early.put("dag/level", idx.arrays["dag/level"])
+    with pytest.raises(DistGrailError, match="unknown or put twice"):
+        early.put("no/such", idx.arrays["dag/level"])
+    early.abort()
+    assert not (tmp_path / "x.h5").exists() and _leftovers(tmp_path) == []
