@@ -20,7 +20,7 @@ from .placement import Done, OneProcess
 from .progress import Steps
 from .stages.support_count import DEFAULT_SUPPORTS, resolve_supports
 
-__all__ = ["build_index", "walk"]
+__all__ = ["build_index", "walk", "EarlyWrite"]
 
 
 def build_index(graph, dims: int = 5, seed: int = 0, parent_rule: str = "max-level", backend="auto",
@@ -113,22 +113,105 @@ def walk(place, graph, dims, seed, parent_rule, fmt, num_vertices, output, progr
             dag, g = place.share_dag(dag, g)
         place.land_dag(dag)  # host pages for what the index keeps of the DAG, touched meanwhile
         K = resolve_supports(supports, dag)  # from the shared DAG's C and m: the same on every rank
-        forest, labels, post0, sup = _phases(place, steps, dag, K, dims, seed, parent_rule)
-        with steps.stage("bcast_index"):
-            post0, dag = place.for_queries(post0, dag)
-        with steps.stage("dag_to_host"):
-            dag = place.dag_to_host(dag)  # only what the index file stores comes back to the host
-        place.join_digest(g)  # the background hash of the input file is joined only now
-        idx = place.assemble(g, dag, forest, post0, labels, dims, seed, parent_rule, sup)
-        if place.writes:
-            with steps.stage("write"):
-                place.write(idx, output)
+        early = EarlyWrite(place, output, steps.timings)
+        try:
+            forest, labels, post0, sup = _phases(place, steps, dag, K, dims, seed, parent_rule,
+                                                 lambda forest: early.open(g, dag, forest, dims, seed, parent_rule, K))
+            early.put_phases(labels, post0, sup)
+            with steps.stage("bcast_index"):
+                post0, dag = place.for_queries(post0, dag)
+            with steps.stage("dag_to_host"):
+                dag = early.dag if early.dag is not None else place.dag_to_host(dag)  # what the file stores
+            place.join_digest(g)  # the background hash of the input file is joined only now
+            idx = place.assemble(g, dag, forest, post0, labels, dims, seed, parent_rule, sup)
+            if place.writes:
+                with steps.stage("write"):
+                    place.write(idx, output, early)
+        except BaseException:
+            early.abort()
+            raise
     return place.finish(idx, steps)
 
 
-def _phases(place, steps, dag, K, dims, seed, parent_rule):
-    """Phases 1–5 on ``place``: ``(forest, labels, post0, supports)``. A phase 5 started is waited
-    for when a later step fails (its sweep reads the DAG's device arrays, which the failure frees)."""
+class EarlyWrite:
+    """The index file written while phases 3–5 run (:class:`~distgrail.indexsave.EarlyIndexFile`)
+    where this process writes it and holds the whole DAG: opened after phases 1–2 with the DAG (to
+    the host now, not after phase 5) and the forest, the labels put after phases 3–4, the masks
+    after phase 5; the placement's ``write`` calls :meth:`finish` with the assembled index. A
+    surprise on the way (a shape, another array in the index) drops the file: the index is then
+    written after the build, as without it. Timings: ``write_open`` (the file laid out, the DAG
+    and the forest to the host and queued)."""
+
+    def __init__(self, place, output, timings):
+        self.place, self.output, self.timings = place, output, timings
+        self.file, self.dag, self.why = None, None, ""
+        self.on = bool(place.here and place.writes and output is not None and not getattr(place, "spread", False))
+
+    def open(self, g, dag, forest, dims, seed, parent_rule, K) -> None:
+        if not self.on:
+            return
+        import time
+
+        from .index import index_meta
+        from .indexsave import PENDING_DIGEST, EarlyIndexFile
+        from .io.digest import split_digest
+
+        t = time.perf_counter()
+        d = g.digest
+        digest = split_digest(d) if d is None or isinstance(d, str) else (getattr(d, "algorithm", ""), PENDING_DIGEST)
+        C, k = int(dag.C), min(int(K), int(dag.C))
+        meta = {**index_meta(g, dag, dims, seed, parent_rule, digest), "supports": k}
+        shapes = {"vertex/component": (int(dag.n),), "dag/indptr": (C + 1,), "dag/indices": (int(dag.m),),
+                  "dag/level": (C,), "forest/parent": (C,), "forest/subtree_size": (C,), "labels/dt_post0": (C,),
+                  "labels/intervals": (int(dims), C, 2)}
+        if k:
+            shapes.update({"supports/ids": (k,), "supports/out": (C, (k + 63) // 64), "supports/in": (C, (k + 63) // 64)})
+        named = getattr(g, "meta", {}).get("node_labels")
+        named = named.arrays() if named is not None else {}
+        self.file = EarlyIndexFile(self.output, meta, {**shapes, **{n: a.shape for n, a in named.items()}})
+        self.dag = h = self.place.dag_to_host(dag)
+        for name, a in (("vertex/component", h.comp), ("dag/indptr", h.indptr), ("dag/indices", h.indices),
+                        ("dag/level", h.level), ("forest/parent", forest.parent),
+                        ("forest/subtree_size", forest.size), *named.items()):
+            self.put(name, a)
+        self.timings["write_open"] = time.perf_counter() - t
+
+    def put(self, name, a) -> None:
+        if self.file is None:
+            return
+        from .errors import DistGrailError
+
+        try:
+            self.file.put(name, a)
+        except DistGrailError as e:  # not the index this file was laid out for: written after the build
+            self.why = str(e)
+            self.abort()
+
+    def put_phases(self, labels, post0, sup) -> None:
+        self.put("labels/dt_post0", post0)
+        self.put("labels/intervals", labels)
+        if sup is not None and int(sup[0].shape[0]):
+            for name, a in zip(("supports/ids", "supports/out", "supports/in"), sup):
+                self.put(name, a)
+
+    def finish(self, idx) -> bool:
+        """Whether the file for ``idx`` is in place (False: the caller writes it)."""
+        if self.file is None:
+            return False
+        f, self.file = self.file, None
+        self.why = f.finish(idx.meta, idx.arrays)
+        return not self.why
+
+    def abort(self) -> None:
+        f, self.file = self.file, None
+        if f is not None:
+            f.abort()
+
+
+def _phases(place, steps, dag, K, dims, seed, parent_rule, forest_done=None):
+    """Phases 1–5 on ``place``: ``(forest, labels, post0, supports)``; ``forest_done(forest)`` is
+    called once the forest is shared. A phase 5 started is waited for when a later step fails (its
+    sweep reads the DAG's device arrays, which the failure frees)."""
     masks = Done(None)  # K = 0: plain GRAIL, no phase 5
     try:
         if K and place.masks_before_forest:  # ranks: the last ones' words beside rank 0's phases 1-2
@@ -138,6 +221,8 @@ def _phases(place, steps, dag, K, dims, seed, parent_rule):
             forest = place.forest(dag, seed, parent_rule)
         with steps.stage("bcast_forest"):
             forest = place.share_forest(forest)
+        if forest_done is not None:
+            forest_done(forest)
         if K and not place.masks_before_forest:
             with steps.stage("phase 5 start"):  # on a GPU: on a stream of its own beside phases 3-4
                 masks = place.start_masks(dag, K, seed)

@@ -211,26 +211,30 @@ def _on_device(be, a: np.ndarray, dtype):
     return dev if dev.dtype == dtype else dev.astype(dtype)
 
 
-def assemble(graph, dag, forest, post0, intervals, dims, seed, parent_rule, supports=None) -> Index:
-    """Put the outputs of all stages into an :class:`Index`.
-
-    ``supports``: phase 5's ``(ids, out, in)`` (:func:`distgrail.stages.supports.build_supports`),
-    or None for an index without support masks (meta ``supports`` = 0).
-    """
-    algorithm, digest = split_digest(graph.digest)  # the background hash is joined here
-    meta = {
+def index_meta(graph, dag, dims, seed, parent_rule, digest) -> dict:
+    """An index's root attributes but ``supports``; ``digest``: ``(algorithm, hex)``."""
+    return {
         "seed": int(seed),
         "dims": int(dims),
         "parent_rule": parent_rule,
         "source_name": graph.name,
-        "source_digest": digest,
-        "source_digest_algorithm": algorithm,
+        "source_digest": digest[1],
+        "source_digest_algorithm": digest[0],
         "n_vertices": int(dag.n),
         "n_components": int(dag.C),
         "n_dag_edges": int(dag.m),
         "n_levels": int(dag.n_levels),
         "distgrail_version": __version__,
     }
+
+
+def assemble(graph, dag, forest, post0, intervals, dims, seed, parent_rule, supports=None) -> Index:
+    """Put the outputs of all stages into an :class:`Index`.
+
+    ``supports``: phase 5's ``(ids, out, in)`` (:func:`distgrail.stages.supports.build_supports`),
+    or None for an index without support masks (meta ``supports`` = 0).
+    """
+    meta = index_meta(graph, dag, dims, seed, parent_rule, split_digest(graph.digest))  # the hash joined here
     arrays = {
         "vertex/component": dag.comp,
         "dag/indptr": dag.indptr,

@@ -37,6 +37,9 @@ __all__ = ["write_index_file", "stored_types", "dataset_order", "EarlyIndexFile"
 
 #: the hex digits of a digest not known yet when the file opens (BLAKE3 and SHA-256: 64)
 PENDING_DIGEST = "0" * 64
+#: a dataset of at most this many bytes may be another array of the same values (the support ids
+#: the index keeps in its own type); a larger one must be the very array put
+SAME_BY_VALUE = 64 << 20
 
 
 def stored_types(meta: dict) -> dict:
@@ -228,7 +231,8 @@ class EarlyIndexFile:
             a, b = arrays[k], self.put_arrays.get(k)
             if b is None:
                 return f"dataset {k} never put"
-            if a is not b and not (np.shape(a) == np.shape(b) and np.array_equal(a, b)):
+            if a is not b and not (np.shape(a) == np.shape(b) and np.asarray(b).nbytes <= SAME_BY_VALUE
+                                   and np.array_equal(a, b)):
                 return f"dataset {k} is not the array put"
         return ""
 

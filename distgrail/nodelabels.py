@@ -55,13 +55,20 @@ class NodeLabels:
 
     # -- in the index file ----------------------------------------------------------------
     def arrays(self) -> dict:
+        """The index datasets of the labels, made once (the same arrays on every call: an index
+        file written while the build runs puts them early, and the assembled index holds them)."""
+        made = self.__dict__.get("_arrays")
+        if made is not None:
+            return dict(made)
         if self.kind == "int":
-            return {"vertex/label": self.values.astype(np.int64)}
-        enc = [s.encode("utf-8") for s in self.values.tolist()]
-        off = np.zeros(len(enc) + 1, dtype=np.int64)
-        np.cumsum([len(b) for b in enc], out=off[1:])
-        return {"vertex/label_utf8": np.frombuffer(b"".join(enc), dtype=np.uint8),
-                "vertex/label_offsets": off}
+            made = {"vertex/label": self.values.astype(np.int64)}
+        else:
+            enc = [s.encode("utf-8") for s in self.values.tolist()]
+            off = np.zeros(len(enc) + 1, dtype=np.int64)
+            np.cumsum([len(b) for b in enc], out=off[1:])
+            made = {"vertex/label_utf8": np.frombuffer(b"".join(enc), dtype=np.uint8), "vertex/label_offsets": off}
+        self.__dict__["_arrays"] = made
+        return dict(made)
 
     @classmethod
     def from_arrays(cls, arrays: dict, path: str = "") -> "NodeLabels | None":

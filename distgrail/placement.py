@@ -241,8 +241,11 @@ class OneProcess:
     def assemble(self, g, dag, forest, post0, labels, dims, seed, parent_rule, supports):
         return assemble(g, dag, forest, post0, labels, dims, seed, parent_rule, supports=supports)
 
-    def write(self, idx, output):
-        idx.save(output)
+    def write(self, idx, output, early=None):
+        """Finish the file written while the build ran (:class:`~distgrail.build.EarlyWrite`), or
+        write the index now."""
+        if early is None or not early.finish(idx):
+            idx.save(output)
 
     def finish(self, idx, steps):
         """The index with its timings (the pipeline's steps, then the stages' own) and backend."""

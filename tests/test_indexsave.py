@@ -116,3 +116,55 @@ def test_put_checks_and_abort(tmp_path):
         early.put("no/such", idx.arrays["dag/level"])
     early.abort()
     assert not (tmp_path / "x.h5").exists() and _leftovers(tmp_path) == []
+
+
+def test_a_build_writes_its_index_while_it_runs(tmp_path, monkeypatch):
+    """build_index(output=...) in one process: the file laid out after phases 1-2 is the one in
+    place (write_index_file never runs), byte for byte the index saved afterwards."""
+    from distgrail import index as index_mod
+
+    monkeypatch.setattr(indexblocks, "PARALLEL_MIN_BYTES", 1 << 10)  # blocks through the pool
+    monkeypatch.setattr(index_mod, "write_index_file", lambda *a: pytest.fail("written after the build"))
+    idx = _index(dims=3, supports=70, output=tmp_path / "a.h5")
+    assert "write_open" in idx.timings
+    monkeypatch.undo()
+    idx.save(tmp_path / "b.h5")
+    assert (tmp_path / "a.h5").read_bytes() == (tmp_path / "b.h5").read_bytes()
+    assert _leftovers(tmp_path) == []
+
+
+def test_a_build_falls_back_to_writing_after_it(tmp_path, monkeypatch):
+    """An early file that is not the assembled index is dropped, the index written after the build."""
+    from distgrail import index as index_mod
+
+    real, calls = index_mod.write_index_file, []
+    monkeypatch.setattr(index_mod, "write_index_file", lambda *a: (calls.append(a[0]), real(*a))[1])
+    monkeypatch.setattr(EarlyIndexFile, "matches", lambda self, meta, arrays: "another index")
+    idx = _index(dims=2, output=tmp_path / "a.h5")
+    assert calls == [tmp_path / "a.h5"] and "write_open" in idx.timings
+    idx.save(tmp_path / "b.h5")
+    assert (tmp_path / "a.h5").read_bytes() == (tmp_path / "b.h5").read_bytes()
+    assert _leftovers(tmp_path) == []
+
+
+def test_a_build_failing_after_the_file_opened_leaves_nothing(tmp_path, monkeypatch):
+    from distgrail import placement
+
+    def broken(*a, **k):
+        raise RuntimeError("assembly failed")
+
+    monkeypatch.setattr(placement, "assemble", broken)
+    with pytest.raises(RuntimeError, match="assembly failed"):
+        _index(dims=2, output=tmp_path / "a.h5")
+    assert os.listdir(tmp_path) == []
+
+
+def test_large_datasets_must_be_the_arrays_put(tmp_path, monkeypatch):
+    monkeypatch.setattr(indexsave, "SAME_BY_VALUE", 0)
+    idx = _index(dims=2)
+    early = _open(tmp_path / "x.h5", idx.meta, idx.arrays)
+    for name in idx.arrays:
+        early.put(name, idx.arrays[name])
+    arrays = {**idx.arrays, "dag/level": idx.arrays["dag/level"].copy()}  # same values, another array
+    assert "dag/level is not the array put" in early.finish(idx.meta, arrays)
+    assert _leftovers(tmp_path) == []

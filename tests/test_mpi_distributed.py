@@ -384,8 +384,13 @@ def test_unreadable_graph_on_rank_0_fails_every_rank_with_file_and_line(comm, tm
                       "rank 0", comm.bcast(str(missing)))
 
 
-def test_failed_write_leaves_no_file(comm, tmp_path, monkeypatch):
+@pytest.mark.parametrize("early", [True, False])
+def test_failed_write_leaves_no_file(comm, tmp_path, monkeypatch, early):
+    """A full disk while rank 0 writes: the file written while the build ran (its block writes
+    fail), or the one written after it (early=False: no file opened early)."""
+    import distgrail.build as build_mod
     import distgrail.index as index_mod
+    from distgrail import indexwrite
     from distgrail.io.atomic import atomic_path
 
     def half_write(path, meta, arrays):
@@ -394,7 +399,18 @@ def test_failed_write_leaves_no_file(comm, tmp_path, monkeypatch):
                 f.write(b"partial")
             raise OSError(28, "No space left on device")
 
-    monkeypatch.setattr(index_mod, "write_index_file", half_write)
+    def full_disk(*a):
+        raise OSError(28, "No space left on device")
+
+    if early:
+        from distgrail import indexblocks
+
+        monkeypatch.setattr(indexblocks, "PARALLEL_MIN_BYTES", 1 << 10)  # the bundled graph's datasets by blocks
+        monkeypatch.setattr(indexwrite, "_write_block", full_disk)
+        monkeypatch.setattr(index_mod, "write_index_file", lambda *a: pytest.fail("written after the build"))
+    else:
+        monkeypatch.setattr(build_mod.EarlyWrite, "open", lambda self, *a: None)
+        monkeypatch.setattr(index_mod, "write_index_file", half_write)
     out = tmp_path / "idx.h5"
     expect_rank_error(comm, lambda: distgrail.build_index(distgrail.bundled_graph(), dims=2, backend="cpu",
                                                           output=out, comm=comm),

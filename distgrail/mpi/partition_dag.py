@@ -187,10 +187,10 @@ class SpreadSteps:
         self.stage_timings.update({k: t[k] for k in ("phase3_ranks", "phase4_intervals")})
         return (_host(iv) if self.everywhere or self.here else None), post0
 
-    def write(self, idx, output):
+    def write(self, idx, output, early=None):
         rows, self.rows = getattr(self, "rows", None), None
         if rows is None:
-            return super().write(idx, output)
+            return super().write(idx, output, early)
         from .rowstream import serve_rows
 
         fn, args = (_write_streamed, (idx, output)) if self.here else (serve_rows, (self.comm, self.be, rows))

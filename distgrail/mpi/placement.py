@@ -357,10 +357,15 @@ class AcrossRanks:
         return run_shared(self.comm, "assembling the index", assemble if self.everywhere or self.here else None,
                           g, dag, forest, post0, labels, dims, seed, parent_rule, supports=supports)
 
-    def write(self, idx, output):
-        """Rank 0 writes; every rank takes part in the step, whatever it passed as output."""
+    def write(self, idx, output, early=None):
+        """Rank 0 writes (finishes the file written while the build ran, or writes the index now);
+        every rank takes part in the step, whatever it passed as output."""
+        def save(out):
+            if early is None or not early.finish(idx):
+                idx.save(out)
+
         run_shared(self.comm, f"writing the index {os.fspath(output) if self.here else ''}",
-                   idx.save if self.here else None, output)
+                   save if self.here else None, output)
 
     def finish(self, idx, steps):
         """Timings (rank 0's steps, then every other rank's own as ``rank<r> <step>``) and meta."""
