@@ -221,11 +221,11 @@ def _phases(place, steps, dag, K, dims, seed, parent_rule, forest_done=None):
             forest = place.forest(dag, seed, parent_rule)
         with steps.stage("bcast_forest"):
             forest = place.share_forest(forest)
-        if forest_done is not None:
-            forest_done(forest)
         if K and not place.masks_before_forest:
             with steps.stage("phase 5 start"):  # on a GPU: on a stream of its own beside phases 3-4
                 masks = place.start_masks(dag, K, seed)
+        if forest_done is not None:  # (after phase 5 started: its sweep runs meanwhile)
+            forest_done(forest)
         labels, post0 = place.label(dag, forest, dims, seed)  # times "phases 3-4" and the gather itself
         place.release_forest(forest)
         sup = None
