@@ -157,7 +157,7 @@ class EarlyWrite:
         from .io.digest import split_digest
 
         t = time.perf_counter()
-        d = g.digest
+        d = _digest_now(g)
         digest = split_digest(d) if d is None or isinstance(d, str) else (getattr(d, "algorithm", ""), PENDING_DIGEST)
         C, k = int(dag.C), min(int(K), int(dag.C))
         meta = {**index_meta(g, dag, dims, seed, parent_rule, digest), "supports": k}
@@ -206,6 +206,14 @@ class EarlyWrite:
         f, self.file = self.file, None
         if f is not None:
             f.abort()
+
+
+def _digest_now(g):
+    """The input's digest as it stands: a string, or the background hash still running (not
+    waited for: ``EdgeGraph.digest`` would join it, which the build does only at its end)."""
+    if isinstance(getattr(type(g), "digest", None), property):
+        return g.__dict__.get("_digest", "")
+    return getattr(g, "digest", "")
 
 
 def _phases(place, steps, dag, K, dims, seed, parent_rule, forest_done=None):

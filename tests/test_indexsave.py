@@ -168,3 +168,31 @@ def test_large_datasets_must_be_the_arrays_put(tmp_path, monkeypatch):
     arrays = {**idx.arrays, "dag/level": idx.arrays["dag/level"].copy()}  # same values, another array
     assert "dag/level is not the array put" in early.finish(idx.meta, arrays)
     assert _leftovers(tmp_path) == []
+
+
+def test_the_early_file_does_not_wait_for_the_input_hash(tmp_path, monkeypatch):
+    """The file opens while the background hash of the input still runs: the digest is a
+    placeholder then, the hash joined only at the end (as without the early file)."""
+    import threading
+
+    from distgrail.io import digest as digest_mod
+
+    (tmp_path / "g.txt").write_text("".join(f"{i} {i + 1}\n" for i in range(2000)))
+    gate, joined_before_open = threading.Event(), []
+    plain = digest_mod.FileDigest.result
+    plain_open = EarlyIndexFile.__init__
+
+    def result(self, *a, **k):
+        gate.wait(30)  # the hash "runs" until the early file has opened
+        return plain(self, *a, **k)
+
+    def opened(self, path, meta, shapes):
+        joined_before_open.append(meta["source_digest"])
+        plain_open(self, path, meta, shapes)
+        gate.set()
+
+    monkeypatch.setattr(digest_mod.FileDigest, "result", result)
+    monkeypatch.setattr(EarlyIndexFile, "__init__", opened)
+    idx = _index(str(tmp_path / "g.txt"), dims=2, output=tmp_path / "a.h5")
+    assert joined_before_open == [PENDING_DIGEST] and len(idx.meta["source_digest"]) == 64
+    assert distgrail.open_index(tmp_path / "a.h5").meta["source_digest"] == idx.meta["source_digest"]
