@@ -66,7 +66,9 @@ def build_index(graph, dims: int = 5, seed: int = 0, parent_rule: str = "max-lev
         graph does not fit one GPU but 1/N of it fits each. One process: the same as ``"off"``.
 
     ``index.timings`` holds seconds per step: ``read``, ``condense``, ``phases 1-2``, ``phases
-    3-4``, ``phase 5``, ``write`` and the sub-steps each placement reports (under MPI also
+    3-4``, ``phase 5``, ``write_open`` (the file laid out while the build runs:
+    :class:`EarlyWrite`; ``index.index_write`` says whether it was the one kept), ``write`` and
+    the sub-steps each placement reports (under MPI also
     ``transport_setup``, ``bcast_dag``, ``bcast_forest``, ``gather_labels``, ``bcast_index``,
     ``dag_to_host`` and every other rank's own steps as ``rank<r> <step>``).
 
@@ -113,11 +115,10 @@ def walk(place, graph, dims, seed, parent_rule, fmt, num_vertices, output, progr
             dag, g = place.share_dag(dag, g)
         place.land_dag(dag)  # host pages for what the index keeps of the DAG, touched meanwhile
         K = resolve_supports(supports, dag)  # from the shared DAG's C and m: the same on every rank
-        early = EarlyWrite(place, output, steps.timings)
+        early = EarlyWrite(place, output, steps.timings, (g, dag, dims, seed, parent_rule, K))
         try:
-            forest, labels, post0, sup = _phases(place, steps, dag, K, dims, seed, parent_rule,
-                                                 lambda forest: early.open(g, dag, forest, dims, seed, parent_rule, K))
-            early.put_phases(labels, post0, sup)
+            forest, labels, post0, sup = _phases(place, steps, dag, K, dims, seed, parent_rule, early)
+            early.put_masks(sup)
             with steps.stage("bcast_index"):
                 post0, dag = place.for_queries(post0, dag)
             with steps.stage("dag_to_host"):
@@ -128,35 +129,77 @@ def walk(place, graph, dims, seed, parent_rule, fmt, num_vertices, output, progr
                 with steps.stage("write"):
                     place.write(idx, output, early)
         except BaseException:
-            early.abort()
+            early.abort(quiet=True)  # (the error being raised is the one to report)
             raise
+    if idx is not None:  # (None on the ranks that do not assemble the index)
+        idx.index_write = early.outcome
     return place.finish(idx, steps)
 
 
 class EarlyWrite:
-    """The index file written while phases 3–5 run (:class:`~distgrail.indexsave.EarlyIndexFile`)
-    where this process writes it and holds the whole DAG: opened after phases 1–2 with the DAG (to
-    the host now, not after phase 5) and the forest, the labels put after phases 3–4, the masks
-    after phase 5; the placement's ``write`` calls :meth:`finish` with the assembled index. A
-    surprise on the way (a shape, another array in the index) drops the file: the index is then
-    written after the build, as without it. Timings: ``write_open`` (the file laid out, the DAG
-    and the forest to the host and queued)."""
+    """The index file written while the build runs (:class:`~distgrail.indexsave.EarlyIndexFile`)
+    where this process writes it and holds the whole DAG. It opens, with the DAG (to the host then,
+    not at the end) and the forest queued, where this process would otherwise wait: in one process
+    right after phases 1–2 (phase 5 started, its sweep runs meanwhile; phases 3–4 wait for it);
+    across ranks (``place.early_after_labels``) on rank 0 once its own labels are done, while the
+    others label theirs (earlier, a busy rank 0 would hold every rank at the labeling's first
+    collective). The labels go once gathered, before the wait for phase 5, the masks after it; the placement's ``write`` calls :meth:`finish` with the assembled
+    index. Anything unexpected (an error opening or filling it, a shape, another array in the
+    index) drops the file, and the index is written after the build as without it (an output
+    error then reaches every rank as before). ``outcome`` (``Index.index_write``, not in the file):
+    ``"early"``, ``"after the build"`` or ``"after the build (<why>)"``. Timing ``write_open``."""
 
-    def __init__(self, place, output, timings):
-        self.place, self.output, self.timings = place, output, timings
-        self.file, self.dag, self.why = None, None, ""
+    def __init__(self, place, output, timings, layout):
+        self.place, self.output, self.timings, self.layout = place, output, timings, layout
+        self.file, self.dag, self.why, self.forest = None, None, "", None
         self.on = bool(place.here and place.writes and output is not None and not getattr(place, "spread", False))
+        self.after_labels = bool(getattr(place, "early_after_labels", False))
 
-    def open(self, g, dag, forest, dims, seed, parent_rule, K) -> None:
-        if not self.on:
+    @property
+    def outcome(self) -> str:
+        if not self.place.writes:
+            return "no file"
+        return "early" if self.on and not self.why and self.dag is not None else (
+            f"after the build ({self.why})" if self.why else "after the build")
+
+    def forest_done(self, forest) -> None:
+        self.forest = forest
+        if not self.after_labels:
+            self._open()
+
+    def own_labels_done(self) -> None:
+        """Across ranks, rank 0's own labels are done (the others label theirs): open now."""
+        if self.after_labels:
+            self._open()
+
+    def labels_done(self, labels, post0) -> None:
+        if self.after_labels and self.file is None and self.dag is None and not self.why:
+            self._open()  # (a placement that did not call own_labels_done)
+        self.put("labels/dt_post0", post0)
+        self.put("labels/intervals", labels)
+
+    def put_masks(self, sup) -> None:
+        if sup is not None and int(sup[0].shape[0]):
+            for name, a in zip(("supports/ids", "supports/out", "supports/in"), sup):
+                self.put(name, a)
+
+    def _open(self) -> None:
+        if not self.on or self.forest is None:
             return
         import time
 
+        t = time.perf_counter()
+        try:
+            self._lay_out(*self.layout)
+        except Exception as e:  # noqa: BLE001 - here alone: the write after the build reports it on every rank
+            self._drop(f"{type(e).__name__}: {e}")
+        self.timings["write_open"] = time.perf_counter() - t
+
+    def _lay_out(self, g, dag, dims, seed, parent_rule, K) -> None:
         from .index import index_meta
         from .indexsave import PENDING_DIGEST, EarlyIndexFile
         from .io.digest import split_digest
 
-        t = time.perf_counter()
         d = _digest_now(g)
         digest = split_digest(d) if d is None or isinstance(d, str) else (getattr(d, "algorithm", ""), PENDING_DIGEST)
         C, k = int(dag.C), min(int(K), int(dag.C))
@@ -165,34 +208,29 @@ class EarlyWrite:
                   "dag/level": (C,), "forest/parent": (C,), "forest/subtree_size": (C,), "labels/dt_post0": (C,),
                   "labels/intervals": (int(dims), C, 2)}
         if k:
-            shapes.update({"supports/ids": (k,), "supports/out": (C, (k + 63) // 64), "supports/in": (C, (k + 63) // 64)})
+            W = (k + 63) // 64
+            shapes.update({"supports/ids": (k,), "supports/out": (C, W), "supports/in": (C, W)})
         named = getattr(g, "meta", {}).get("node_labels")
         named = named.arrays() if named is not None else {}
         self.file = EarlyIndexFile(self.output, meta, {**shapes, **{n: a.shape for n, a in named.items()}})
         self.dag = h = self.place.dag_to_host(dag)
+        f = self.forest
         for name, a in (("vertex/component", h.comp), ("dag/indptr", h.indptr), ("dag/indices", h.indices),
-                        ("dag/level", h.level), ("forest/parent", forest.parent),
-                        ("forest/subtree_size", forest.size), *named.items()):
+                        ("dag/level", h.level), ("forest/parent", f.parent), ("forest/subtree_size", f.size),
+                        *named.items()):
             self.put(name, a)
-        self.timings["write_open"] = time.perf_counter() - t
 
     def put(self, name, a) -> None:
         if self.file is None:
             return
-        from .errors import DistGrailError
-
         try:
             self.file.put(name, a)
-        except DistGrailError as e:  # not the index this file was laid out for: written after the build
-            self.why = str(e)
-            self.abort()
+        except Exception as e:  # noqa: BLE001 - not the index laid out, or a failing file: written after the build
+            self._drop(f"{type(e).__name__}: {e}")
 
-    def put_phases(self, labels, post0, sup) -> None:
-        self.put("labels/dt_post0", post0)
-        self.put("labels/intervals", labels)
-        if sup is not None and int(sup[0].shape[0]):
-            for name, a in zip(("supports/ids", "supports/out", "supports/in"), sup):
-                self.put(name, a)
+    def _drop(self, why) -> None:
+        self.why = why
+        self.abort(quiet=True)
 
     def finish(self, idx) -> bool:
         """Whether the file for ``idx`` is in place (False: the caller writes it)."""
@@ -202,10 +240,16 @@ class EarlyWrite:
         self.why = f.finish(idx.meta, idx.arrays)
         return not self.why
 
-    def abort(self) -> None:
+    def abort(self, quiet: bool = False) -> None:
+        """Drop the file; ``quiet``: an error while dropping it is not raised (one being raised, or
+        the write after the build, is the one to report)."""
         f, self.file = self.file, None
         if f is not None:
-            f.abort()
+            try:
+                f.abort()
+            except Exception:  # noqa: BLE001
+                if not quiet:
+                    raise
 
 
 def _digest_now(g):
@@ -216,9 +260,10 @@ def _digest_now(g):
     return getattr(g, "digest", "")
 
 
-def _phases(place, steps, dag, K, dims, seed, parent_rule, forest_done=None):
-    """Phases 1–5 on ``place``: ``(forest, labels, post0, supports)``; ``forest_done(forest)`` is
-    called once the forest is shared. A phase 5 started is waited for when a later step fails (its
+def _phases(place, steps, dag, K, dims, seed, parent_rule, early=None):
+    """Phases 1–5 on ``place``: ``(forest, labels, post0, supports)``; ``early`` (an
+    :class:`EarlyWrite`) hears of the forest once it is shared (and phase 5 started) and of the
+    labels before the wait for phase 5. A phase 5 started is waited for when a later step fails (its
     sweep reads the DAG's device arrays, which the failure frees)."""
     masks = Done(None)  # K = 0: plain GRAIL, no phase 5
     try:
@@ -232,9 +277,12 @@ def _phases(place, steps, dag, K, dims, seed, parent_rule, forest_done=None):
         if K and not place.masks_before_forest:
             with steps.stage("phase 5 start"):  # on a GPU: on a stream of its own beside phases 3-4
                 masks = place.start_masks(dag, K, seed)
-        if forest_done is not None:  # (after phase 5 started: its sweep runs meanwhile)
-            forest_done(forest)
-        labels, post0 = place.label(dag, forest, dims, seed)  # times "phases 3-4" and the gather itself
+        if early is not None:  # (after phase 5 started: its sweep runs meanwhile)
+            early.forest_done(forest)
+        # times "phases 3-4" and the gather itself; across ranks rank 0 opens the early file meanwhile
+        labels, post0 = place.label(dag, forest, dims, seed, early.own_labels_done if early is not None else None)
+        if early is not None:
+            early.labels_done(labels, post0)
         place.release_forest(forest)
         sup = None
         if K:

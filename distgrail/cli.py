@@ -152,6 +152,7 @@ def _index(args):
     summary = {"index": os.path.abspath(args.output), "n_vertices": m["n_vertices"],
                "n_components": m["n_components"], "n_dag_edges": m["n_dag_edges"], "n_levels": m["n_levels"],
                "dims": m["dims"], "seed": m["seed"], "parent_rule": m["parent_rule"], "backend": m.get("backend"),
+               "index_write": getattr(idx, "index_write", None),
                "ranks": comm.Get_size() if comm is not None else 1,
                "seconds": {k: round(v, 6) for k, v in idx.timings.items()}, "total_seconds": round(total, 6),
                "gpu_pool_peak_bytes": peak.report()}

@@ -239,11 +239,11 @@ class EarlyIndexFile:
     def finish(self, meta: dict, arrays: dict) -> str:
         """Finish the file for the index ``(meta, arrays)`` and put it in place; "" when done, else
         why not (the file is then removed, nothing is in place)."""
-        why = self.matches(meta, arrays)
-        if why:
-            self.abort()
-            return why
         try:
+            why = self.matches(meta, arrays)
+            if why:
+                self.abort()
+                return why
             if self.meta.get("source_digest") == PENDING_DIGEST:
                 _rewrite_attr(self.f, "source_digest", str(meta["source_digest"]))
             # checksums in the datasets' order (their header space is allocated in that order)

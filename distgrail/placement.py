@@ -113,9 +113,10 @@ INDEX_FIELDS = ("comp", "indptr", "indices", "level")
 
 def host_landing(dag: DAG, be) -> dict:
     """Host arrays for the device fields of ``dag`` that an index holds, each ``(array, thread)``
-    whose pages a thread touches now, while the GPU works on phases 1–5: fresh pages cost as much
-    as the copy itself (R-MAT scale 27, one H200: ``dag_to_host`` of 1.7 GB took 0.65 s). Empty
-    on the CPU or for host fields."""
+    whose pages a thread touches now, while the GPU works (phases 1–2, or more where the index
+    file is written after the build): fresh pages cost as much as the copy itself (R-MAT scale
+    27, one H200: ``dag_to_host`` of 1.7 GB took 0.65 s). Empty on the CPU or for host
+    fields."""
     if not be.is_gpu:
         return {}
     out = {}
@@ -158,6 +159,8 @@ class OneProcess:
     #: phase 5 starts after phases 1–2: started before them, phase 1's first launches waited for
     #: the whole sweep (the one GPU does both)
     masks_before_forest = False
+    #: the index file opens right after phases 1–2 (:class:`~distgrail.build.EarlyWrite`)
+    early_after_labels = False
 
     def __init__(self, be, output):
         self.be = be
@@ -219,8 +222,9 @@ class OneProcess:
             landing = [(h, self.be.prefault(h)) for h in (np.empty(shape, np.uint64), np.empty(shape, np.uint64))]
         return start_supports(dag, K, seed, self.be, landing)
 
-    def label(self, dag, forest, dims, seed):
-        """Phases 3–4 for every dimension: ``(labels, post0)``, host arrays."""
+    def label(self, dag, forest, dims, seed, own_done=None):
+        """Phases 3–4 for every dimension: ``(labels, post0)``, host arrays (``own_done``: for the
+        ranks' placement; one process has nothing to wait for)."""
         with self.steps.stage("phases 3-4"):
             post0, labels = label_dimensions(dag, forest, range(dims), seed, self.be, self.stage_timings)
         return labels, post0

@@ -147,7 +147,7 @@ def test_sigint_during_the_index_write(tmp_path, ignored):
     while not any(n.startswith(".i.h5.tmp-") for n in os.listdir(tmp_path)):
         assert p.poll() is None and time.time() < deadline, p.communicate()
         time.sleep(0.05)
-    time.sleep(0.2)  # the file is complete; the write waits before its rename
+    time.sleep(0.2)  # the file (laid out after phases 1-2) is written or held before its rename
     p.send_signal(signal.SIGINT)
     _, err = p.communicate(timeout=60)
     assert p.returncode == 2, err

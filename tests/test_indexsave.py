@@ -126,7 +126,7 @@ def test_a_build_writes_its_index_while_it_runs(tmp_path, monkeypatch):
     monkeypatch.setattr(indexblocks, "PARALLEL_MIN_BYTES", 1 << 10)  # blocks through the pool
     monkeypatch.setattr(index_mod, "write_index_file", lambda *a: pytest.fail("written after the build"))
     idx = _index(dims=3, supports=70, output=tmp_path / "a.h5")
-    assert "write_open" in idx.timings
+    assert "write_open" in idx.timings and idx.index_write == "early"
     monkeypatch.undo()
     idx.save(tmp_path / "b.h5")
     assert (tmp_path / "a.h5").read_bytes() == (tmp_path / "b.h5").read_bytes()
@@ -142,6 +142,7 @@ def test_a_build_falls_back_to_writing_after_it(tmp_path, monkeypatch):
     monkeypatch.setattr(EarlyIndexFile, "matches", lambda self, meta, arrays: "another index")
     idx = _index(dims=2, output=tmp_path / "a.h5")
     assert calls == [tmp_path / "a.h5"] and "write_open" in idx.timings
+    assert idx.index_write == "after the build (another index)"
     idx.save(tmp_path / "b.h5")
     assert (tmp_path / "a.h5").read_bytes() == (tmp_path / "b.h5").read_bytes()
     assert _leftovers(tmp_path) == []
@@ -196,3 +197,26 @@ def test_the_early_file_does_not_wait_for_the_input_hash(tmp_path, monkeypatch):
     idx = _index(str(tmp_path / "g.txt"), dims=2, output=tmp_path / "a.h5")
     assert joined_before_open == [PENDING_DIGEST] and len(idx.meta["source_digest"]) == 64
     assert distgrail.open_index(tmp_path / "a.h5").meta["source_digest"] == idx.meta["source_digest"]
+
+
+def test_the_labels_go_before_the_wait_for_phase_5(tmp_path, monkeypatch):
+    from distgrail.stages import supports
+
+    seen = []
+    plain_put, plain_result = EarlyIndexFile.put, supports._Started.result
+    monkeypatch.setattr(EarlyIndexFile, "put", lambda self, name, a: (seen.append(name), plain_put(self, name, a))[1])
+    monkeypatch.setattr(supports._Started, "result", lambda self: (seen.append("phase 5 wait"), plain_result(self))[1])
+    _index(dims=2, supports=64, output=tmp_path / "a.h5")
+    assert seen.index("labels/intervals") < seen.index("phase 5 wait") < seen.index("supports/out")
+    assert seen.index("dag/indptr") < seen.index("labels/dt_post0")
+
+
+def test_an_early_file_that_fails_to_open_leaves_the_write_after_the_build(tmp_path, monkeypatch):
+    def cannot(self, *a, **k):
+        raise OSError(37, "No locks available")  # e.g. HDF5's file lock on a network file system
+
+    monkeypatch.setattr(EarlyIndexFile, "__init__", cannot)
+    idx = _index(dims=2, output=tmp_path / "a.h5")
+    assert idx.index_write == "after the build (OSError: [Errno 37] No locks available)"
+    assert distgrail.open_index(tmp_path / "a.h5").meta["n_components"] == idx.meta["n_components"]
+    assert _leftovers(tmp_path) == []

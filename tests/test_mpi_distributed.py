@@ -384,6 +384,49 @@ def test_unreadable_graph_on_rank_0_fails_every_rank_with_file_and_line(comm, tm
                       "rank 0", comm.bcast(str(missing)))
 
 
+@pytest.mark.parametrize("nccl", [False, True])
+def test_rank_0_writes_the_index_while_the_build_runs(comm, wire, tmp_path, monkeypatch, nccl):
+    """Across ranks rank 0's index file is laid out once the labels are gathered and is the one in
+    place: byte for byte the one-process index, written after the build by nobody."""
+    import distgrail.index as index_mod
+    from distgrail import indexblocks
+    from test_transport_mpi import nccl_build
+
+    if nccl:
+        nccl_build(monkeypatch, wire)
+    monkeypatch.setattr(indexblocks, "PARALLEL_MIN_BYTES", 1 << 10)  # the pool writes the blocks
+    ref = distgrail.build_index(distgrail.bundled_graph(), dims=3, seed=2, backend="cpu", supports=130)
+    monkeypatch.setattr(index_mod, "write_index_file", lambda *a: pytest.fail("written after the build"))
+    out = comm.bcast(str(tmp_path / "idx.h5"))
+    idx = distgrail.build_index(distgrail.bundled_graph(), dims=3, seed=2, backend="cpu", supports=130,
+                                output=out, comm=comm, full_index_on="root")
+    if comm.Get_rank() == 0:
+        monkeypatch.undo()
+        ref.save(tmp_path / "ref.h5")
+        why = (idx.index_write != "early" and idx.index_write) or (
+            (tmp_path / "ref.h5").read_bytes() != open(out, "rb").read() and "file bytes differ")
+    else:
+        why = idx is not None and "an index on rank > 0"
+    everywhere(comm, not why, why)
+
+
+def test_an_early_file_failing_on_rank_0_hangs_no_rank(comm, tmp_path, monkeypatch):
+    """Rank 0's early file fails to open alone (no collective there): it is dropped, and the write
+    after the build reports the output error on every rank."""
+    from distgrail.errors import OutputError
+    from distgrail.io import atomic
+
+    def full(self):
+        raise OutputError(f"{self.path}: cannot write the output: No space left on device")
+
+    monkeypatch.setattr(atomic.atomic_path, "__enter__", full)
+    out = comm.bcast(str(tmp_path / "idx.h5"))
+    expect_rank_error(comm, lambda: distgrail.build_index(distgrail.bundled_graph(), dims=2, backend="cpu",
+                                                          output=out, comm=comm),
+                      "rank 0", "writing the index", "No space left on device")
+    everywhere(comm, os.listdir(tmp_path) == [], f"left behind: {os.listdir(tmp_path)}")
+
+
 @pytest.mark.parametrize("early", [True, False])
 def test_failed_write_leaves_no_file(comm, tmp_path, monkeypatch, early):
     """A full disk while rank 0 writes: the file written while the build ran (its block writes
@@ -409,7 +452,7 @@ def test_failed_write_leaves_no_file(comm, tmp_path, monkeypatch, early):
         monkeypatch.setattr(indexwrite, "_write_block", full_disk)
         monkeypatch.setattr(index_mod, "write_index_file", lambda *a: pytest.fail("written after the build"))
     else:
-        monkeypatch.setattr(build_mod.EarlyWrite, "open", lambda self, *a: None)
+        monkeypatch.setattr(build_mod.EarlyWrite, "_open", lambda self: None)
         monkeypatch.setattr(index_mod, "write_index_file", half_write)
     out = tmp_path / "idx.h5"
     expect_rank_error(comm, lambda: distgrail.build_index(distgrail.bundled_graph(), dims=2, backend="cpu",

@@ -47,8 +47,10 @@ the steps it reports, e.g. ``parse share`` and ``exchange``), ``condense``, ``bc
 ``phases 1-2``, ``bcast_forest``, ``phases 3-4``, the labels' way to rank 0 (host path:
 ``alloc_labels``, ``gather_labels``, ``copy_labels``/``bcast_labels``; NCCL path:
 ``gather_labels`` and ``labels_to_host``, with ``full_index_on="root"`` also
-``labels_own_to_host`` and ``labels_own_wait``), ``phase 5``, ``bcast_index``, ``dag_to_host``,
-``write``. ``phases 3-4``, ``phase34_setup``, ``phase3_ranks``, ``phase4_intervals`` and
+``labels_own_to_host`` and ``labels_own_wait``), ``write_open`` (rank 0's index file laid out, the
+DAG to the host: :class:`~distgrail.build.EarlyWrite`), ``phase 5``, ``bcast_index``,
+``dag_to_host`` (0 where ``write_open`` did it), ``write``. ``phases 3-4``, ``phase34_setup``,
+``phase3_ranks``, ``phase4_intervals`` and
 ``phase34_to_host`` (``phase34_cast`` on the NCCL path) are those of the slowest rank, ``phases
 3-4 rank0`` is rank 0's, and ``phases 3-4 own slowest`` / ``fastest`` the most and least time a
 rank spent on its own phases 3–4 work. Every other rank's own steps follow as ``rank<r> <step>``.
@@ -122,6 +124,9 @@ class AcrossRanks:
     #: phase 5's words are the last ranks' (:func:`~distgrail.mpi.phase5.word_split`): they sweep
     #: while rank 0 computes phases 1–2
     masks_before_forest = True
+    #: rank 0 opens the index file once the labels are gathered: before, the other ranks would wait
+    #: for it at the labeling's first collective (:class:`~distgrail.build.EarlyWrite`)
+    early_after_labels = True
 
     def __init__(self, comm, owned, be, everywhere, writes, counts):
         self.comm, self.owned, self.be = comm, owned, be
@@ -279,22 +284,33 @@ class AcrossRanks:
         return (f"labeling dimensions {lo}..{hi - 1}" if hi - lo > 1 else f"labeling dimension {lo}"
                 if hi > lo else "labeling (no dimension on this rank)")
 
-    def label(self, dag, forest, dims, seed):
+    def label(self, dag, forest, dims, seed, own_done=None):
         """Phases 3–4 for this rank's block of dimensions, and the blocks' way to rank 0 (and every
         rank with ``full_index_on="all"``): ``(labels, post0)``, labels a host array where the
-        index is assembled (None elsewhere)."""
+        index is assembled (None elsewhere). ``own_done()`` runs on rank 0 once its own block is
+        done, while the other ranks label theirs (NCCL path, inside the shared step: the others wait
+        for it only where it outlasts their labeling; host path: after the gather)."""
         comm, be, steps, local_t = self.comm, self.be, self.steps, self.own_timings
         lo, hi, root, here, everywhere = self.lo, self.hi, self.root, self.here, self.everywhere
         if not self.nccl:
-            return labels_by_host(steps, comm, dag, forest, self.counts, lo, hi, self._what(), seed, be, local_t,
-                                  self.stage_timings, everywhere, root)
+            out = labels_by_host(steps, comm, dag, forest, self.counts, lo, hi, self._what(), seed, be, local_t,
+                                 self.stage_timings, everywhere, root)
+            if own_done is not None and here:
+                own_done()
+            return out
         # labels stay on each rank's GPU and meet on rank 0's; the host pages of the gathered
         # labels get ready while the GPUs label
         landing = run_shared(comm, "allocating host memory for the labels", devicepath.landing, be,
                              (dims, dag.C, 2), smallest_uint(max(dag.C - 1, 0)), everywhere or here)
+        def mine(*args, **kw):  # rank 0's own_done inside the shared step: it overlaps the others' labeling
+            out = label_dimensions(*args, **kw)
+            if own_done is not None and here:
+                own_done()
+            return out
+
         with steps.stage("phases 3-4"):
-            post0, iv = run_shared(comm, self._what(), label_dimensions, dag, forest, range(lo, hi), seed, be,
-                                   local_t, None, on_device=True)
+            post0, iv = run_shared(comm, self._what(), mine, dag, forest, range(lo, hi), seed, be, local_t, None,
+                                   on_device=True)
         local_t["phases 3-4"] = steps.timings["phases 3-4"]
         own = devicepath.copy_own_block(be, iv, landing, here, everywhere, root)  # while the others label
         self.stage_timings.update(slowest(comm, local_t))
