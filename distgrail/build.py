@@ -143,10 +143,11 @@ class EarlyWrite:
     right after phases 1–2 (phase 5 started, its sweep runs meanwhile; phases 3–4 wait for it);
     across ranks (``place.early_after_labels``) on rank 0 once its own labels are done, while the
     others label theirs (earlier, a busy rank 0 would hold every rank at the labeling's first
-    collective). The labels go once gathered, before the wait for phase 5, the masks after it; the placement's ``write`` calls :meth:`finish` with the assembled
-    index. Anything unexpected (an error opening or filling it, a shape, another array in the
-    index) drops the file, and the index is written after the build as without it (an output
-    error then reaches every rank as before). ``outcome`` (``Index.index_write``, not in the file):
+    collective). The labels go once gathered, before the wait for phase 5, the masks after it;
+    the placement's ``write`` calls :meth:`finish` with the assembled index. Anything unexpected
+    (an error opening or filling it, a shape, another array in the index) drops the file, and the
+    index is written after the build as without it (an output error then reaches every rank as
+    before). ``outcome`` (``Index.index_write``, not in the file):
     ``"early"``, ``"after the build"`` or ``"after the build (<why>)"``. Timing ``write_open``."""
 
     def __init__(self, place, output, timings, layout):

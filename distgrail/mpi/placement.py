@@ -287,9 +287,8 @@ class AcrossRanks:
     def label(self, dag, forest, dims, seed, own_done=None):
         """Phases 3–4 for this rank's block of dimensions, and the blocks' way to rank 0 (and every
         rank with ``full_index_on="all"``): ``(labels, post0)``, labels a host array where the
-        index is assembled (None elsewhere). ``own_done()`` runs on rank 0 once its own block is
-        done, while the other ranks label theirs (NCCL path, inside the shared step: the others wait
-        for it only where it outlasts their labeling; host path: after the gather)."""
+        index is assembled (None elsewhere). ``own_done()``: run on rank 0 once its own block is
+        done, inside the shared step (NCCL path; host path: after the gather)."""
         comm, be, steps, local_t = self.comm, self.be, self.steps, self.own_timings
         lo, hi, root, here, everywhere = self.lo, self.hi, self.root, self.here, self.everywhere
         if not self.nccl:
@@ -302,11 +301,9 @@ class AcrossRanks:
         # labels get ready while the GPUs label
         landing = run_shared(comm, "allocating host memory for the labels", devicepath.landing, be,
                              (dims, dag.C, 2), smallest_uint(max(dag.C - 1, 0)), everywhere or here)
-        def mine(*args, **kw):  # rank 0's own_done inside the shared step: it overlaps the others' labeling
+        def mine(*args, **kw):  # rank 0's own_done overlaps the others' labeling
             out = label_dimensions(*args, **kw)
-            if own_done is not None and here:
-                own_done()
-            return out
+            return (own_done() if own_done is not None and here else None, out)[1]
 
         with steps.stage("phases 3-4"):
             post0, iv = run_shared(comm, self._what(), mine, dag, forest, range(lo, hi), seed, be, local_t, None,
