@@ -200,6 +200,7 @@ class EarlyWrite:
         from .index import index_meta
         from .indexsave import PENDING_DIGEST, EarlyIndexFile
         from .io.digest import split_digest
+        from .stages.supports import words
 
         d = _digest_now(g)
         digest = split_digest(d) if d is None or isinstance(d, str) else (getattr(d, "algorithm", ""), PENDING_DIGEST)
@@ -209,8 +210,7 @@ class EarlyWrite:
                   "dag/level": (C,), "forest/parent": (C,), "forest/subtree_size": (C,), "labels/dt_post0": (C,),
                   "labels/intervals": (int(dims), C, 2)}
         if k:
-            W = (k + 63) // 64
-            shapes.update({"supports/ids": (k,), "supports/out": (C, W), "supports/in": (C, W)})
+            shapes.update({"supports/ids": (k,), "supports/out": (C, words(k)), "supports/in": (C, words(k))})
         named = getattr(g, "meta", {}).get("node_labels")
         named = named.arrays() if named is not None else {}
         self.file = EarlyIndexFile(self.output, meta, {**shapes, **{n: a.shape for n, a in named.items()}})

@@ -74,7 +74,7 @@ CRC_BLOCK = 4 << 20
 _MAX_CRCS = 8192  # keeps the attribute far below HDF5's 64 KiB limit of compact attributes
 #: HDF5 file format bounds the index is written with
 LIBVER = ("earliest", "v110")
-ATTRS = _ATTRS = ("seed", "dims", "parent_rule", "source_name", "source_digest", "source_digest_algorithm", "n_vertices",
+ATTRS = ("seed", "dims", "parent_rule", "source_name", "source_digest", "source_digest_algorithm", "n_vertices",
           "n_components", "n_dag_edges", "n_levels", "distgrail_version")
 _OLD_DIGEST = "source_sha256"  # the source digest in indexes of earlier releases (SHA-256)
 #: root attribute: BLAKE3 over every dataset's name, type, shape and checksums (:func:`datasets_seal`)
@@ -173,7 +173,7 @@ def _read_open_file(h5py, f, path, where, fd, pool, defer=()):
     meta = {"format": FORMAT, "format_version": ver}
     where[0] = "the root attributes"
     old = "source_digest" not in attrs and _OLD_DIGEST in attrs
-    for k in _ATTRS + (("supports",) if "supports" in attrs else ()):
+    for k in ATTRS + (("supports",) if "supports" in attrs else ()):
         if old and k == "source_digest_algorithm":
             meta[k] = "sha256"
         else:

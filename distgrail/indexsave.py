@@ -129,8 +129,10 @@ def root_attrs(f, meta: dict) -> None:
 
 def seal_datasets(f, crcs: dict, names) -> None:
     """Each dataset's ``crc32_block`` and ``crc32`` (``crcs``: name -> (block, CRCs or their
-    futures)), then the root seal over them all."""
-    for name, (block, futs) in crcs.items():
+    futures)), in the order of ``names`` (their header space is allocated in that order, so the
+    file's bytes depend on it), then the root seal over them all."""
+    for name in (n for n in names if n in crcs):
+        block, futs = crcs[name]
         ds = f[name]
         ds.attrs["crc32_block"] = block
         ds.attrs["crc32"] = np.array([x if isinstance(x, int) else x.result() for x in futs], dtype=np.uint32)
@@ -246,8 +248,7 @@ class EarlyIndexFile:
                 return why
             if self.meta.get("source_digest") == PENDING_DIGEST:
                 _rewrite_attr(self.f, "source_digest", str(meta["source_digest"]))
-            # checksums in the datasets' order (their header space is allocated in that order)
-            seal_datasets(self.f, {n: self.crcs[n] for n in self.names if n in self.crcs}, self.names)
+            seal_datasets(self.f, self.crcs, self.names)
         except BaseException:
             self._stack.__exit__(*sys.exc_info())
             raise
