@@ -138,23 +138,23 @@ def walk(place, graph, dims, seed, parent_rule, fmt, num_vertices, output, progr
 
 class EarlyWrite:
     """The index file written while the build runs (:class:`~distgrail.indexsave.EarlyIndexFile`)
-    where this process writes it and holds the whole DAG. It opens, with the DAG (to the host then,
-    not at the end) and the forest queued, where this process would otherwise wait: in one process
-    right after phases 1–2 (phase 5 started, its sweep runs meanwhile; phases 3–4 wait for it);
-    across ranks (``place.early_after_labels``) on rank 0 once its own labels are done, while the
-    others label theirs (earlier, a busy rank 0 would hold every rank at the labeling's first
-    collective). The labels go once gathered, before the wait for phase 5, the masks after it;
-    the placement's ``write`` calls :meth:`finish` with the assembled index. Anything unexpected
-    (an error opening or filling it, a shape, another array in the index) drops the file, and the
-    index is written after the build as without it (an output error then reaches every rank as
-    before). ``outcome`` (``Index.index_write``, not in the file):
-    ``"early"``, ``"after the build"`` or ``"after the build (<why>)"``. Timing ``write_open``."""
+    where this process writes it and holds the whole DAG. It opens once the forest is shared (phase
+    5 started, its sweep runs meanwhile), in a thread of its own while phases 3–4 go on: the file
+    laid out, the DAG brought to the host (on a stream of its own, into the pages touched since the
+    condensation) and queued with the forest. (Opened on the build's own thread, the DAG's copies
+    and the wait for those pages held R-MAT 27's phases 3–4 by 0.5 s on one H200, and across ranks
+    every rank at the labeling's gather.) Every other call waits for that thread first. The labels
+    go once gathered, before the wait for phase 5, the masks after it; the placement's ``write``
+    calls :meth:`finish` with the assembled index. Anything unexpected (an error opening or filling
+    it, a shape, another array in the index) drops the file, and the index is written after the
+    build as without it (an output error then reaches every rank as before). ``outcome``
+    (``Index.index_write``, not in the file): ``"early"``, ``"after the build"`` or ``"after the
+    build (<why>)"``. Timing ``write_open`` (on that thread, beside the build's steps)."""
 
     def __init__(self, place, output, timings, layout):
         self.place, self.output, self.timings, self.layout = place, output, timings, layout
-        self.file, self.dag, self.why, self.forest = None, None, "", None
+        self.file, self._dag, self.why, self.forest, self._opening = None, None, "", None, None
         self.on = bool(place.here and place.writes and output is not None and not getattr(place, "spread", False))
-        self.after_labels = bool(getattr(place, "early_after_labels", False))
 
     @property
     def outcome(self) -> str:
@@ -163,19 +163,31 @@ class EarlyWrite:
         return "early" if self.on and not self.why and self.dag is not None else (
             f"after the build ({self.why})" if self.why else "after the build")
 
+    @property
+    def dag(self):
+        """The DAG's host arrays the file holds (None where it did not open)."""
+        self._opened()
+        return self._dag
+
     def forest_done(self, forest) -> None:
         self.forest = forest
-        if not self.after_labels:
-            self._open()
+        if not self.on or self._opening is not None:
+            return
+        import threading
 
-    def own_labels_done(self) -> None:
-        """Across ranks, rank 0's own labels are done (the others label theirs): open now."""
-        if self.after_labels:
-            self._open()
+        side = self.place.be.side_stream()  # after everything queued so far: the DAG is final
+        self._opening = threading.Thread(target=self._open, args=(side,), name="distgrail-early-write",
+                                         daemon=True)
+        self._opening.start()
+
+    def _opened(self) -> None:
+        """Wait for the thread opening the file (cleared only once it has ended: an interrupt
+        while waiting leaves it to the abort that follows)."""
+        if self._opening is not None:
+            self._opening.join()
+            self._opening = None
 
     def labels_done(self, labels, post0) -> None:
-        if self.after_labels and self.file is None and self.dag is None and not self.why:
-            self._open()  # (a placement that did not call own_labels_done)
         self.put("labels/dt_post0", post0)
         self.put("labels/intervals", labels)
 
@@ -184,14 +196,13 @@ class EarlyWrite:
             for name, a in zip(("supports/ids", "supports/out", "supports/in"), sup):
                 self.put(name, a)
 
-    def _open(self) -> None:
-        if not self.on or self.forest is None:
-            return
+    def _open(self, side) -> None:
         import time
 
         t = time.perf_counter()
         try:
-            self._lay_out(*self.layout)
+            with side:
+                self._lay_out(*self.layout)
         except Exception as e:  # noqa: BLE001 - here alone: the write after the build reports it on every rank
             self._drop(f"{type(e).__name__}: {e}")
         self.timings["write_open"] = time.perf_counter() - t
@@ -214,14 +225,18 @@ class EarlyWrite:
         named = getattr(g, "meta", {}).get("node_labels")
         named = named.arrays() if named is not None else {}
         self.file = EarlyIndexFile(self.output, meta, {**shapes, **{n: a.shape for n, a in named.items()}})
-        self.dag = h = self.place.dag_to_host(dag)
+        self._dag = h = self.place.dag_to_host(dag)
         f = self.forest
         for name, a in (("vertex/component", h.comp), ("dag/indptr", h.indptr), ("dag/indices", h.indices),
                         ("dag/level", h.level), ("forest/parent", f.parent), ("forest/subtree_size", f.size),
                         *named.items()):
-            self.put(name, a)
+            self._put(name, a)
 
     def put(self, name, a) -> None:
+        self._opened()
+        self._put(name, a)
+
+    def _put(self, name, a) -> None:
         if self.file is None:
             return
         try:
@@ -231,10 +246,11 @@ class EarlyWrite:
 
     def _drop(self, why) -> None:
         self.why = why
-        self.abort(quiet=True)
+        self._abort(quiet=True)
 
     def finish(self, idx) -> bool:
         """Whether the file for ``idx`` is in place (False: the caller writes it)."""
+        self._opened()
         if self.file is None:
             return False
         f, self.file = self.file, None
@@ -244,6 +260,10 @@ class EarlyWrite:
     def abort(self, quiet: bool = False) -> None:
         """Drop the file; ``quiet``: an error while dropping it is not raised (one being raised, or
         the write after the build, is the one to report)."""
+        self._opened()
+        self._abort(quiet)
+
+    def _abort(self, quiet: bool) -> None:
         f, self.file = self.file, None
         if f is not None:
             try:
@@ -280,8 +300,8 @@ def _phases(place, steps, dag, K, dims, seed, parent_rule, early=None):
                 masks = place.start_masks(dag, K, seed)
         if early is not None:  # (after phase 5 started: its sweep runs meanwhile)
             early.forest_done(forest)
-        # times "phases 3-4" and the gather itself; across ranks rank 0 opens the early file meanwhile
-        labels, post0 = place.label(dag, forest, dims, seed, early.own_labels_done if early is not None else None)
+        # times "phases 3-4" and the gather itself; the early file opens meanwhile on its own thread
+        labels, post0 = place.label(dag, forest, dims, seed)
         if early is not None:
             early.labels_done(labels, post0)
         place.release_forest(forest)

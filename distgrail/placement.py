@@ -159,8 +159,6 @@ class OneProcess:
     #: phase 5 starts after phases 1–2: started before them, phase 1's first launches waited for
     #: the whole sweep (the one GPU does both)
     masks_before_forest = False
-    #: the index file opens right after phases 1–2 (:class:`~distgrail.build.EarlyWrite`)
-    early_after_labels = False
 
     def __init__(self, be, output):
         self.be = be
@@ -222,9 +220,8 @@ class OneProcess:
             landing = [(h, self.be.prefault(h)) for h in (np.empty(shape, np.uint64), np.empty(shape, np.uint64))]
         return start_supports(dag, K, seed, self.be, landing)
 
-    def label(self, dag, forest, dims, seed, own_done=None):
-        """Phases 3–4 for every dimension: ``(labels, post0)``, host arrays (``own_done``: for the
-        ranks' placement; one process has nothing to wait for)."""
+    def label(self, dag, forest, dims, seed):
+        """Phases 3–4 for every dimension: ``(labels, post0)``, host arrays."""
         with self.steps.stage("phases 3-4"):
             post0, labels = label_dimensions(dag, forest, range(dims), seed, self.be, self.stage_timings)
         return labels, post0

@@ -65,3 +65,9 @@ def test_copies_run_on_the_backends_device():
     assert seen == [("up", 2), ("down", 2)] and cp.state.current == 0
     with get_backend("cpu").on_device():  # nothing to switch on the CPU
         pass
+
+
+def test_side_stream_on_the_cpu_is_nothing():
+    be = get_backend("cpu")
+    with be.side_stream():
+        assert be.to_host(np.arange(3)).tolist() == [0, 1, 2]

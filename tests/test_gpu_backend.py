@@ -83,3 +83,30 @@ def test_prefault_then_download_into_the_landing_array(gpu):
     t.join()
     assert not t.is_alive()
     np.testing.assert_array_equal(gpu.to_host(d, out=out), a)
+
+
+def test_side_stream_copies_after_the_work_queued_before_it(gpu):
+    """A copy on another thread's side stream sees every value the calling thread's stream wrote
+    before the stream was made, and runs on a stream other than that one."""
+    import threading
+
+    cp = gpu.xp
+    with gpu.on_device():
+        a = cp.zeros(48 << 20, dtype=cp.uint32)  # 192 MB: a DMA copy
+        for k in range(1, 9):  # queued, not waited for
+            a += cp.uint32(k)
+        side = gpu.side_stream()
+    got, streams = {}, []
+
+    def copy():
+        with side:
+            streams.append(cp.cuda.get_current_stream().ptr)
+            got["a"] = gpu.to_host(a)
+
+    t = threading.Thread(target=copy)
+    t.start()
+    t.join()
+    with gpu.on_device():
+        main = cp.cuda.get_current_stream().ptr
+    assert streams and streams[0] != main
+    assert got["a"].shape == (48 << 20,) and int(got["a"].min()) == int(got["a"].max()) == 36

@@ -220,3 +220,28 @@ def test_an_early_file_that_fails_to_open_leaves_the_write_after_the_build(tmp_p
     assert idx.index_write == "after the build (OSError: [Errno 37] No locks available)"
     assert distgrail.open_index(tmp_path / "a.h5").meta["n_components"] == idx.meta["n_components"]
     assert _leftovers(tmp_path) == []
+
+
+def test_the_early_file_opens_beside_phases_3_4(tmp_path, monkeypatch):
+    """The file is laid out on a thread of its own: its opening can wait for phases 3-4 to start
+    (on the build's thread it would hold them, and this build would never end)."""
+    import threading
+
+    from distgrail import placement
+
+    started, waited = threading.Event(), []
+    plain_open, plain_label = EarlyIndexFile.__init__, placement.OneProcess.label
+
+    def opened(self, *a, **k):
+        waited.append(started.wait(30))
+        plain_open(self, *a, **k)
+
+    def label(self, *a, **k):
+        started.set()
+        return plain_label(self, *a, **k)
+
+    monkeypatch.setattr(EarlyIndexFile, "__init__", opened)
+    monkeypatch.setattr(placement.OneProcess, "label", label)
+    idx = _index(dims=2, supports=64, output=tmp_path / "a.h5")
+    assert waited == [True] and idx.index_write == "early" and idx.timings["write_open"] > 0
+    assert distgrail.open_index(tmp_path / "a.h5").C == idx.C

@@ -115,10 +115,27 @@ class Backend:
         chooses between its twin and its kernels."""
         return functools.partial(cuda_launcher, self) if self.is_gpu else numpy_twin
 
+    def side_stream(self):
+        """A context manager for another thread, made here and entered there: this backend's device
+        current and, on a GPU, a stream of its own that starts after the work this thread has
+        queued so far (its copies then run beside this thread's later kernels, not between them)."""
+        if not self.is_gpu:
+            return contextlib.nullcontext()
+        with self.on_device():
+            stream = self.xp.cuda.Stream(non_blocking=True)
+            stream.wait_event(self.xp.cuda.get_current_stream().record())
+        return _on_stream(self, stream)
+
     def synchronize(self):
         if self.is_gpu:
             with self.on_device():
                 self.xp.cuda.get_current_stream().synchronize()
+
+
+@contextlib.contextmanager
+def _on_stream(be, stream):
+    with be.on_device(), stream:
+        yield
 
 
 _CACHE: dict = {}

@@ -165,9 +165,9 @@ class SpreadSteps:
                 return None
             return ids, _host(o), _host(i)
 
-    def label(self, dag, forest, dims, seed, own_done=None):
+    def label(self, dag, forest, dims, seed):
         if not self.spread:
-            return super().label(dag, forest, dims, seed, own_done)
+            return super().label(dag, forest, dims, seed)
         from ..dtypes import smallest_uint
         from ..stages.partitioned_dag import spread_intervals
         from ..stages.ranks import post_order_ranks

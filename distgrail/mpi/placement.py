@@ -124,9 +124,6 @@ class AcrossRanks:
     #: phase 5's words are the last ranks' (:func:`~distgrail.mpi.phase5.word_split`): they sweep
     #: while rank 0 computes phases 1–2
     masks_before_forest = True
-    #: rank 0 opens the index file once the labels are gathered: before, the other ranks would wait
-    #: for it at the labeling's first collective (:class:`~distgrail.build.EarlyWrite`)
-    early_after_labels = True
 
     def __init__(self, comm, owned, be, everywhere, writes, counts):
         self.comm, self.owned, self.be = comm, owned, be
@@ -284,29 +281,21 @@ class AcrossRanks:
         return (f"labeling dimensions {lo}..{hi - 1}" if hi - lo > 1 else f"labeling dimension {lo}"
                 if hi > lo else "labeling (no dimension on this rank)")
 
-    def label(self, dag, forest, dims, seed, own_done=None):
+    def label(self, dag, forest, dims, seed):
         """Phases 3–4 for this rank's block of dimensions, and the blocks' way to rank 0 (and every
         rank with ``full_index_on="all"``): ``(labels, post0)``, labels a host array where the
-        index is assembled (None elsewhere). ``own_done()``: run on rank 0 once its own block is
-        done, inside the shared step (NCCL path; host path: after the gather)."""
+        index is assembled (None elsewhere)."""
         comm, be, steps, local_t = self.comm, self.be, self.steps, self.own_timings
         lo, hi, root, here, everywhere = self.lo, self.hi, self.root, self.here, self.everywhere
         if not self.nccl:
-            out = labels_by_host(steps, comm, dag, forest, self.counts, lo, hi, self._what(), seed, be, local_t,
-                                 self.stage_timings, everywhere, root)
-            if own_done is not None and here:
-                own_done()
-            return out
+            return labels_by_host(steps, comm, dag, forest, self.counts, lo, hi, self._what(), seed, be, local_t,
+                                  self.stage_timings, everywhere, root)
         # labels stay on each rank's GPU and meet on rank 0's; the host pages of the gathered
         # labels get ready while the GPUs label
         landing = run_shared(comm, "allocating host memory for the labels", devicepath.landing, be,
                              (dims, dag.C, 2), smallest_uint(max(dag.C - 1, 0)), everywhere or here)
-        def mine(*args, **kw):  # rank 0's own_done overlaps the others' labeling
-            out = label_dimensions(*args, **kw)
-            return (own_done() if own_done is not None and here else None, out)[1]
-
         with steps.stage("phases 3-4"):
-            post0, iv = run_shared(comm, self._what(), mine, dag, forest, range(lo, hi), seed, be, local_t, None,
+            post0, iv = run_shared(comm, self._what(), label_dimensions, dag, forest, range(lo, hi), seed, be, local_t, None,
                                    on_device=True)
         local_t["phases 3-4"] = steps.timings["phases 3-4"]
         own = devicepath.copy_own_block(be, iv, landing, here, everywhere, root)  # while the others label
