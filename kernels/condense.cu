@@ -20,6 +20,26 @@
     const i64 nwarps = ((i64)gridDim.x * blockDim.x) >> 5;                    \
     for (i64 r = ((i64)blockIdx.x * blockDim.x + threadIdx.x) >> 5; r < (nrows); r += nwarps)
 
+// A hub row (more than `hub` entries: R-MAT 27's condensed DAG has one of 11.1 M) would hold one
+// warp for the whole launch; the warp-per-row kernels skip it and append it to `hubs` (hubs[0]
+// counts them, hubs[1 + i] a row; the host sizes it for every row that can be one), and their
+// *_hubs companions sweep the hub rows' entries with the whole grid.
+__device__ __forceinline__ bool dg_hub_row(i64 deg, i64 hub, long long* hubs, i64 r, int lane) {
+    if (deg <= hub) return false;
+    if (lane == 0) hubs[1 + (i64)atomicAdd((unsigned long long*)hubs, 1ULL)] = r;
+    return true;
+}
+
+// grid-stride over the entries of every hub row, warp by warp (a warp's lanes step together:
+// entry b + lane, while b < end); u the row
+#define DG_HUB_ENTRIES(hubs)                                                                    \
+    const int lane = threadIdx.x & 31;                                                          \
+    const i64 wid = ((i64)blockIdx.x * blockDim.x + threadIdx.x) >> 5;                          \
+    const i64 nw = ((i64)gridDim.x * blockDim.x) >> 5;                                          \
+    const i64 nh = (hubs)[0];                                                                   \
+    for (i64 h = 0; h < nh; ++h)                                                                \
+        for (i64 u = (hubs)[1 + h], b = ptr[u] + wid * 32, end = ptr[u + 1]; b < end; b += nw * 32)
+
 // bit 0: some pair (src[i-1], dst[i-1]) >= (src[i], dst[i]) (unsorted or repeated); bit 1: a self-loop
 extern "C" __global__ void dg_cond_check(const int* __restrict__ src, const int* __restrict__ dst, i64 m,
                                          int* __restrict__ flags) {
@@ -48,11 +68,25 @@ extern "C" __global__ void dg_cond_pack(const int* __restrict__ src, const int* 
 // keys (f[u] << 32 | f[v]) of every CSR entry u -> v, or (f[v] << 32 | f[u]) if swap;
 // f[u] == f[v] -> sentinel
 extern "C" __global__ void dg_cond_csr_keys(const i64* __restrict__ ptr, const int* __restrict__ idx,
-                                            const int* __restrict__ f, u64* __restrict__ keys, i64 n, int swap) {
+                                            const int* __restrict__ f, u64* __restrict__ keys, i64 n, int swap,
+                                            i64 hub, long long* hubs) {
     DG_WARP_ROWS(n) {
+        if (dg_hub_row(ptr[r + 1] - ptr[r], hub, hubs, r, lane)) continue;
         const int fu = f[r];
         for (i64 e = ptr[r] + lane; e < ptr[r + 1]; e += 32) {
             const int fv = f[idx[e]];
+            keys[e] = swap ? dg_key(fv, fu) : dg_key(fu, fv);
+        }
+    }
+}
+
+extern "C" __global__ void dg_cond_csr_keys_hubs(const i64* __restrict__ ptr, const int* __restrict__ idx,
+                                                 const int* __restrict__ f, u64* __restrict__ keys, int swap,
+                                                 const long long* __restrict__ hubs) {
+    DG_HUB_ENTRIES(hubs) {
+        const i64 e = b + lane;
+        if (e < end) {
+            const int fu = f[u], fv = f[idx[e]];
             keys[e] = swap ? dg_key(fv, fu) : dg_key(fu, fv);
         }
     }
@@ -166,10 +200,23 @@ extern "C" __global__ void dg_cond_src_ptr(const int* __restrict__ src, i64 m, i
 
 // cnt[v] += 1 for every entry u -> v with u and v both remaining (rep < 0)
 extern "C" __global__ void dg_cond_count(const i64* __restrict__ ptr, const int* __restrict__ idx,
-                                         const int* __restrict__ rep, int* __restrict__ cnt, i64 n) {
+                                         const int* __restrict__ rep, int* __restrict__ cnt, i64 n, i64 hub,
+                                         long long* hubs) {
     DG_WARP_ROWS(n) {
-        if (rep[r] >= 0) continue;
+        if (rep[r] >= 0 || dg_hub_row(ptr[r + 1] - ptr[r], hub, hubs, r, lane)) continue;
         for (i64 e = ptr[r] + lane; e < ptr[r + 1]; e += 32) {
+            const int v = idx[e];
+            if (rep[v] < 0) atomicAdd(&cnt[v], 1);
+        }
+    }
+}
+
+extern "C" __global__ void dg_cond_count_hubs(const i64* __restrict__ ptr, const int* __restrict__ idx,
+                                              const int* __restrict__ rep, int* __restrict__ cnt,
+                                              const long long* __restrict__ hubs) {
+    DG_HUB_ENTRIES(hubs) {
+        const i64 e = b + lane;
+        if (e < end) {
             const int v = idx[e];
             if (rep[v] < 0) atomicAdd(&cnt[v], 1);
         }
@@ -178,12 +225,23 @@ extern "C" __global__ void dg_cond_count(const i64* __restrict__ ptr, const int*
 
 // reverse CSR rows (unordered within a row: used for searches only); cursor starts at rptr[:-1]
 extern "C" __global__ void dg_cond_transpose(const i64* __restrict__ ptr, const int* __restrict__ idx,
-                                             i64* __restrict__ cursor, int* __restrict__ ridx, i64 n) {
+                                             i64* __restrict__ cursor, int* __restrict__ ridx, i64 n, i64 hub,
+                                             long long* hubs) {
     DG_WARP_ROWS(n) {
+        if (dg_hub_row(ptr[r + 1] - ptr[r], hub, hubs, r, lane)) continue;
         for (i64 e = ptr[r] + lane; e < ptr[r + 1]; e += 32) {
             const i64 p = (i64)atomicAdd((unsigned long long*)&cursor[idx[e]], 1ULL);
             ridx[p] = (int)r;
         }
+    }
+}
+
+extern "C" __global__ void dg_cond_transpose_hubs(const i64* __restrict__ ptr, const int* __restrict__ idx,
+                                                  i64* __restrict__ cursor, int* __restrict__ ridx,
+                                                  const long long* __restrict__ hubs) {
+    DG_HUB_ENTRIES(hubs) {
+        const i64 e = b + lane;
+        if (e < end) ridx[(i64)atomicAdd((unsigned long long*)&cursor[idx[e]], 1ULL)] = (int)u;
     }
 }
 
@@ -229,10 +287,11 @@ __device__ __forceinline__ bool dg_visit(int mode, int u, int v, const SweepStat
 extern "C" __global__ void dg_cond_sweep(int mode, const i64* __restrict__ ptr, const int* __restrict__ idx,
                                          int* rep, int* cnt, int* color, int* mark, int* level, int want_level, int bit,
                                          const int* __restrict__ fin, i64 nin, int* __restrict__ fout,
-                                         unsigned long long* status, int round) {
+                                         unsigned long long* status, int round, i64 hub, long long* hubs) {
     const SweepState s{rep, cnt, color, mark, level, want_level, bit};
     DG_WARP_ROWS(nin) {
         const int u = fin[r];
+        if (dg_hub_row(ptr[u + 1] - ptr[u], hub, hubs, u, lane)) continue;
         for (i64 e = ptr[u] + lane; e < ptr[u + 1]; e += 32) {
             const int v = idx[e];
             if (dg_visit(mode, u, v, s, round)) {
@@ -240,6 +299,35 @@ extern "C" __global__ void dg_cond_sweep(int mode, const i64* __restrict__ ptr, 
                 atomicAdd(&status[1], (unsigned long long)(ptr[v + 1] - ptr[v]));
             }
         }
+    }
+}
+
+// the same round over the hub rows dg_cond_sweep skipped; a warp's hits take their places in
+// fout with one atomic (its entries' count in status[1] summed across the warp first)
+extern "C" __global__ void dg_cond_sweep_hubs(int mode, const i64* __restrict__ ptr, const int* __restrict__ idx,
+                                              int* rep, int* cnt, int* color, int* mark, int* level, int want_level,
+                                              int bit, const long long* __restrict__ hubs, int* __restrict__ fout,
+                                              unsigned long long* status, int round) {
+    const SweepState s{rep, cnt, color, mark, level, want_level, bit};
+    DG_HUB_ENTRIES(hubs) {
+        const i64 e = b + lane;
+        int v = 0;
+        bool hit = false;
+        if (e < end) {
+            v = idx[e];
+            hit = dg_visit(mode, (int)u, v, s, round);
+        }
+        const unsigned hits = __ballot_sync(0xffffffffu, hit);
+        if (!hits) continue;
+        unsigned long long w = hit ? (unsigned long long)(ptr[v + 1] - ptr[v]) : 0ULL;
+        for (int o = 16; o > 0; o >>= 1) w += __shfl_down_sync(0xffffffffu, w, o);
+        unsigned long long at = 0;
+        if (lane == 0) {
+            at = atomicAdd(&status[0], (unsigned long long)__popc(hits));
+            atomicAdd(&status[1], w);
+        }
+        at = __shfl_sync(0xffffffffu, at, 0);
+        if (hit) fout[at + __popc(hits & ((1u << lane) - 1u))] = v;
     }
 }
 

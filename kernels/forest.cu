@@ -11,7 +11,8 @@
 #include "sweep.cuh"
 
 // f(u, v, hash) for every candidate edge u -> v (level[v] == level[u] + 1): one warp per row,
-// its lanes over the row's edges, grid-stride over rows.
+// its lanes over the row's edges, grid-stride over rows; a row of more than DG_HUB edges is left
+// to for_hub_candidate_edges (one warp on R-MAT 27's row of 11.1 M edges held the whole launch).
 template <class F>
 __device__ __forceinline__ void for_candidate_edges(const i64* __restrict__ indptr, const int* __restrict__ indices,
                                                     const int* __restrict__ level, i64 C, u64 base, F f) {
@@ -19,8 +20,27 @@ __device__ __forceinline__ void for_candidate_edges(const i64* __restrict__ indp
     const i64 nwarps = ((i64)gridDim.x * blockDim.x) >> 5;
     for (i64 u = ((i64)blockIdx.x * blockDim.x + threadIdx.x) >> 5; u < C; u += nwarps) {
         const int want = level[u] + 1;
+        const i64 e0 = indptr[u], e1 = indptr[u + 1];
+        if (e1 - e0 > DG_HUB) continue;
+        for (i64 e = e0 + lane; e < e1; e += 32) {
+            const int v = indices[e];
+            if (level[v] == want) f(u, v, dg_hash(base, (u64)u * (u64)C + (u64)v));
+        }
+    }
+}
+
+// the same over the rows hubs[0..nhubs) (every row of more than DG_HUB edges), the whole grid on
+// each row's edges in turn
+template <class F>
+__device__ __forceinline__ void for_hub_candidate_edges(const i64* __restrict__ indptr, const int* __restrict__ indices,
+                                                        const int* __restrict__ level, i64 C, u64 base,
+                                                        const i64* __restrict__ hubs, i64 nhubs, F f) {
+    const i64 t = (i64)blockIdx.x * blockDim.x + threadIdx.x, nt = (i64)gridDim.x * blockDim.x;
+    for (i64 h = 0; h < nhubs; ++h) {
+        const i64 u = hubs[h];
+        const int want = level[u] + 1;
         const i64 e1 = indptr[u + 1];
-        for (i64 e = indptr[u] + lane; e < e1; e += 32) {
+        for (i64 e = indptr[u] + t; e < e1; e += nt) {
             const int v = indices[e];
             if (level[v] == want) f(u, v, dg_hash(base, (u64)u * (u64)C + (u64)v));
         }
@@ -37,6 +57,22 @@ extern "C" __global__ void dg_parent_pick(const i64* __restrict__ indptr, const 
                                           const int* __restrict__ level, const u64* __restrict__ best,
                                           u64* __restrict__ parent, i64 C, u64 base) {
     for_candidate_edges(indptr, indices, level, C, base, [&](i64 u, int v, u64 h) {
+        if (h == best[v]) atomicMin(&parent[v], (u64)u);
+    });
+}
+
+extern "C" __global__ void dg_parent_best_hash_hubs(const i64* __restrict__ indptr, const int* __restrict__ indices,
+                                                    const int* __restrict__ level, u64* __restrict__ best, i64 C,
+                                                    u64 base, const i64* __restrict__ hubs, i64 nhubs) {
+    for_hub_candidate_edges(indptr, indices, level, C, base, hubs, nhubs,
+                            [&](i64, int v, u64 h) { atomicMax(&best[v], h); });
+}
+
+extern "C" __global__ void dg_parent_pick_hubs(const i64* __restrict__ indptr, const int* __restrict__ indices,
+                                               const int* __restrict__ level, const u64* __restrict__ best,
+                                               u64* __restrict__ parent, i64 C, u64 base,
+                                               const i64* __restrict__ hubs, i64 nhubs) {
+    for_hub_candidate_edges(indptr, indices, level, C, base, hubs, nhubs, [&](i64 u, int v, u64 h) {
         if (h == best[v]) atomicMin(&parent[v], (u64)u);
     });
 }

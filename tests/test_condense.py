@@ -249,9 +249,11 @@ def test_every_launched_kernel_exists_with_the_argument_count_used():
     used = set(re.findall(r'_k\("(\w+)"\)', src))
     assert used and used <= set(sigs), used - set(sigs)
     # argument counts of the launches (the sweeps pass a shared 10-argument head)
-    assert len(sigs["dg_cond_sweep"]) == 10 + 5 and len(sigs["dg_cond_sweep_small"]) == 10 + 4
+    assert len(sigs["dg_cond_sweep"]) == 10 + 7 and len(sigs["dg_cond_sweep_small"]) == 10 + 4
+    assert len(sigs["dg_cond_sweep_hubs"]) == 10 + 4
     assert len(sigs["dg_cond_compact"]) == 5 and len(sigs["dg_cond_row_ptr"]) == 6
-    assert len(sigs["dg_cond_csr_keys"]) == 6 and len(sigs["dg_cond_count"]) == 5
+    assert len(sigs["dg_cond_csr_keys"]) == 8 and len(sigs["dg_cond_count"]) == 7
+    assert len(sigs["dg_cond_csr_keys_hubs"]) == 6 and len(sigs["dg_cond_count_hubs"]) == 5
     assert scc.SMALL_WORK >= 1024
 
 
@@ -295,7 +297,8 @@ class _FakeCupy:
         return wrapped
 
 
-_CTYPE = {"int": np.int32, "i64": np.int64, "u64": np.uint64, "unsigned long long": np.uint64, "unsigned char": np.uint8}
+_CTYPE = {"int": np.int32, "i64": np.int64, "long long": np.int64, "u64": np.uint64, "unsigned long long": np.uint64,
+          "unsigned char": np.uint8}
 
 
 def _emulate(name, sig):
@@ -311,8 +314,7 @@ def _emulate(name, sig):
     return run
 
 
-def _sweep_round(mode, ptr, idx, rep, cnt, color, mark, level, want, bit, fin, nin, fout, rnd):
-    out = work = 0
+def _sweep_round(mode, ptr, idx, rep, cnt, color, mark, level, want, bit, fin, nin, fout, rnd, out=0, work=0):
     for u in fin[:nin]:
         for v in idx[ptr[u]:ptr[u + 1]]:
             push = False
@@ -340,8 +342,36 @@ def _sweep_round(mode, ptr, idx, rep, cnt, color, mark, level, want, bit, fin, n
     return out, work
 
 
-def _k_sweep(mode, ptr, idx, rep, cnt, color, mark, level, want, bit, fin, nin, fout, status, rnd):
-    status[:] = _sweep_round(mode, ptr, idx, rep, cnt, color, mark, level, want, bit, fin, int(nin), fout, int(rnd))
+def _listed(hubs):
+    return hubs[1:1 + int(hubs[0])].astype(np.int64)
+
+
+def _not_hubs(ptr, rows, hub, hubs):
+    """The row kernels' part of a hub row: ``rows`` of more than ``hub`` entries appended to the
+    hub list (its count first; overflow is an error, as past the GPU's bound), the others returned."""
+    rows = np.asarray(rows, dtype=np.int64)
+    deg = ptr[rows + 1] - ptr[rows]
+    big, k = rows[deg > hub], int(hubs[0])
+    assert k + big.size <= hubs.size - 1, f"hub list of {hubs.size - 1} overflows"
+    hubs[1 + k:1 + k + big.size] = big
+    hubs[0] = k + big.size
+    return rows[deg <= hub]
+
+
+def _entries(ptr, rows):
+    """The CSR positions of ``rows``' entries."""
+    return np.concatenate([np.arange(ptr[r], ptr[r + 1]) for r in rows] + [np.zeros(0, np.int64)]).astype(np.int64)
+
+
+def _k_sweep(mode, ptr, idx, rep, cnt, color, mark, level, want, bit, fin, nin, fout, status, rnd, hub, hubs):
+    rows = _not_hubs(ptr, fin[:int(nin)], hub, hubs)
+    status[:] = _sweep_round(mode, ptr, idx, rep, cnt, color, mark, level, want, bit, rows, rows.size, fout, int(rnd))
+
+
+def _k_sweep_hubs(mode, ptr, idx, rep, cnt, color, mark, level, want, bit, hubs, fout, status, rnd):
+    rows = _listed(hubs)
+    status[:] = _sweep_round(mode, ptr, idx, rep, cnt, color, mark, level, want, bit, rows, rows.size, fout, int(rnd),
+                             int(status[0]), int(status[1]))
 
 
 def _k_sweep_small(mode, ptr, idx, rep, cnt, color, mark, level, want, bit, fa, fb, state, small):
@@ -362,10 +392,16 @@ def _rows(ptr):
     return np.repeat(np.arange(ptr.size - 1), np.diff(ptr))
 
 
-def _k_transpose(ptr, idx, cursor, ridx, n):
-    for u, v in zip(_rows(ptr), idx):
-        ridx[cursor[v]] = u
-        cursor[v] += 1
+def _k_transpose(ptr, idx, cursor, ridx, n, hub, hubs):
+    rows = _not_hubs(ptr, np.arange(int(n)), hub, hubs)
+    _transpose_rows(ptr, idx, cursor, ridx, rows)
+
+
+def _transpose_rows(ptr, idx, cursor, ridx, rows):
+    for u in rows:
+        for v in idx[ptr[u]:ptr[u + 1]]:
+            ridx[cursor[v]] = u
+            cursor[v] += 1
 
 
 def _k_compact(keys, pos, has, m, out):
@@ -394,18 +430,34 @@ def _k_bucket(keys, m, n, bounds, nb, cursor, out):
         cursor[j] += 1
 
 
-def _k_count(ptr, idx, rep, cnt, n):
-    r = _rows(ptr)
-    live = (rep[r] < 0) & (rep[idx] < 0)
-    np.add.at(cnt, idx[live], 1)
+def _k_count(ptr, idx, rep, cnt, n, hub, hubs):
+    _count_rows(ptr, idx, rep, cnt, _not_hubs(ptr, np.flatnonzero(rep < 0), hub, hubs))
+
+
+def _count_rows(ptr, idx, rep, cnt, rows):
+    v = idx[_entries(ptr, rows)]
+    np.add.at(cnt, v[rep[v] < 0], 1)
+
+
+def _k_csr_keys(p, i, f, k, n, sw, hub, hubs):
+    _csr_keys_rows(p, i, f, k, sw, _not_hubs(p, np.arange(int(n)), hub, hubs))
+
+
+def _csr_keys_rows(p, i, f, k, sw, rows):
+    e = _entries(p, rows)
+    u = f[np.repeat(rows, p[rows + 1] - p[rows])]
+    k[e] = _key(f[i[e]], u) if sw else _key(u, f[i[e]])
 
 
 _KERNELS = {
     "dg_cond_check": lambda s, d, m, f: f.__setitem__(0, (2 if (s == d).any() else 0) | (
         1 if m > 1 and not (((s[1:] > s[:-1]) | ((s[1:] == s[:-1]) & (d[1:] > d[:-1]))).all()) else 0)),
     "dg_cond_pack": lambda s, d, k, m: k.__setitem__(slice(None), _key(s, d)),
-    "dg_cond_csr_keys": lambda p, i, f, k, n, sw: k.__setitem__(slice(None), _key(f[i], f[_rows(p)]) if sw
-                                                                else _key(f[_rows(p)], f[i])),
+    "dg_cond_csr_keys": _k_csr_keys,
+    "dg_cond_csr_keys_hubs": lambda p, i, f, k, sw, hubs: _csr_keys_rows(p, i, f, k, sw, _listed(hubs)),
+    "dg_cond_count_hubs": lambda p, i, rep, cnt, hubs: _count_rows(p, i, rep, cnt, _listed(hubs)),
+    "dg_cond_transpose_hubs": lambda p, i, cur, ridx, hubs: _transpose_rows(p, i, cur, ridx, _listed(hubs)),
+    "dg_cond_sweep_hubs": _k_sweep_hubs,
     "dg_cond_swap": lambda k, m: k.__setitem__(slice(None), (k << np.uint64(32)) | (k >> np.uint64(32))),
     "dg_cond_keep": lambda k, m, keep: keep.__setitem__(slice(None), (k != np.uint64(2**64 - 1)) & np.concatenate(
         ([True], k[1:] != k[:-1]))),
@@ -481,11 +533,16 @@ def test_cuda_launchers_wide_path_with_emulated_kernels(fake_gpu, name):
 @pytest.mark.parametrize("small_work", [0, 64, 1 << 40])
 @pytest.mark.parametrize("name", ["empty-n0", "no-edges", "one-self-loop", "self-loops-and-duplicates", "many-small-sccs",
                                   "giant-scc-with-tails", "deep-chain", "paper-dag", "scale-free-back-edges"])
-def test_cuda_launchers_with_emulated_kernels(fake_gpu, monkeypatch, name, small_work):
+@pytest.mark.parametrize("hub", [None, 0, 2])
+def test_cuda_launchers_with_emulated_kernels(fake_gpu, monkeypatch, name, small_work, hub):
+    """hub: rows of more entries are hub rows (listed by the row kernels, swept by the *_hubs
+    launches: None, the shipped 4096, leaves none in these graphs)."""
     from distgrail.stages.condense import _condense_steps
     from distgrail.stages.scc import CudaSteps
 
     monkeypatch.setattr(scc, "SMALL_WORK", small_work)
+    if hub is not None:
+        monkeypatch.setattr(CudaSteps, "hub_edges", hub)
     g = GRAPHS[name]
     for perm in (np.arange(g.m), np.random.default_rng(0).permutation(g.m)):  # fast path, key sort
         src = np.asarray(g.src, dtype=np.int32)[perm].view(_Arr)
@@ -508,3 +565,16 @@ def test_the_index_fields_of_a_host_dag_stay_as_they_are():
         assert getattr(out, k) is getattr(dag, k)
     assert out.rindptr is None and out.rindices is None and dag.rindptr is not None
     np.testing.assert_array_equal(out.level_ptr, dag.level_ptr)
+
+
+@pytest.mark.parametrize("hub", [0, 1, 7, 4096])
+def test_hub_capacity_holds_every_hub_row(hub):
+    """The GPU row kernels list rows of more than ``hub`` entries in hub_capacity(m, n, hub) - 1
+    slots (a count first): the bound holds for skewed and flat degree sequences."""
+    from distgrail.stages.scc import hub_capacity
+
+    rng = np.random.default_rng(hub)
+    for deg in (rng.zipf(1.5, 5000) % 20000, np.full(3000, hub + 1), np.zeros(10, np.int64), rng.integers(0, 9, 4000)):
+        deg = deg.astype(np.int64)
+        assert int((deg > hub).sum()) <= hub_capacity(int(deg.sum()), deg.size, hub) - 1
+    assert hub_capacity(0, 5, hub) == 1

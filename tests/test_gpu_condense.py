@@ -32,8 +32,17 @@ def _up(g):
     return cp.asarray(g.src, dtype=cp.int32), cp.asarray(g.dst, dtype=cp.int32)
 
 
+@pytest.fixture(params=[None, 0, 2], ids=["hub-default", "hub-0", "hub-2"])
+def hub_edges(request, monkeypatch):
+    """CudaSteps.hub_edges as shipped, or small: rows of more entries are hub rows (row kernels
+    skip and list them, the *_hubs launches sweep them with the whole grid)."""
+    if request.param is not None:
+        monkeypatch.setattr(CudaSteps, "hub_edges", request.param)
+    return request.param
+
+
 @pytest.mark.parametrize("name", sorted(GRAPHS))
-def test_condense_cuda_equals_cpu(name):
+def test_condense_cuda_equals_cpu(name, hub_edges):
     g = GRAPHS[name]
     d = condense_cuda(*_up(g), g.n)
     assert_same_dag(dag_to_host(d), condense(g))
@@ -43,7 +52,7 @@ def test_condense_cuda_equals_cpu(name):
 
 @pytest.mark.parametrize("small_work", [0, 1 << 40])
 @pytest.mark.parametrize("name", ["deep-chain", "giant-ring", "many-small-sccs", "scale-free-back-edges", "paper-dag"])
-def test_grid_and_single_block_sweeps_agree(monkeypatch, name, small_work):
+def test_grid_and_single_block_sweeps_agree(monkeypatch, name, small_work, hub_edges):
     """SMALL_WORK 0: every round a grid launch; huge: every round inside one block."""
     monkeypatch.setattr(scc, "SMALL_WORK", small_work)
     g = GRAPHS[name]
@@ -52,7 +61,7 @@ def test_grid_and_single_block_sweeps_agree(monkeypatch, name, small_work):
 
 @pytest.mark.parametrize("name", ["self-loops-and-duplicates", "many-small-sccs", "giant-scc-with-tails", "dense-random",
                                   "scale-free-back-edges", "paper-dag", "giant-ring", "no-edges"])
-def test_steps_match_numpy_twins(name):
+def test_steps_match_numpy_twins(name, hub_edges):
     import cupy as cp
 
     g = GRAPHS[name]
@@ -194,3 +203,35 @@ def test_index_fields_come_home_into_the_landing_pages():
         np.testing.assert_array_equal(getattr(got, k), getattr(host, k))
     assert got.rindptr is None and got.rindices is None
     np.testing.assert_array_equal(got.level_ptr, host.level_ptr)
+
+
+def test_a_hub_row_is_swept_by_the_grid(monkeypatch):
+    """One row of 300,000 entries (a hub past the shipped 4096) plus a chain: the hub kernels run
+    (the row kernels alone would also be right, only slow): count, peel levels, transpose and the
+    condensed keys equal the twins'."""
+    import cupy as cp
+
+    from distgrail.io.read import as_graph
+
+    n = 300_002
+    src = np.concatenate([np.zeros(n - 2, np.int64), np.arange(1, n - 1)])
+    dst = np.concatenate([np.arange(1, n - 1), np.arange(2, n)])  # 0 -> everyone, and a chain 1 -> 2 -> ...
+    g = as_graph((src, dst))
+    launched = []
+    plain = CudaSteps._k
+
+    def k(self, name):
+        launched.append(name)
+        return plain(self, name)
+
+    monkeypatch.setattr(CudaSteps, "_k", k)
+    assert_same_dag(dag_to_host(condense_cuda(*_up(g), g.n)), condense(g))
+    assert {"dg_cond_count_hubs", "dg_cond_sweep_hubs", "dg_cond_csr_keys_hubs"} <= set(launched)
+    gs, ns = CudaSteps(), NumpySteps()
+    ptr, idx = ns.edge_csr(g.src, g.dst, n)
+    gptr, gidx = gs.edge_csr(*_up(g), n)
+    _same("in-degree", gs.count(gptr, gidx, cp.full(n, -1, cp.int32)), ns.count(ptr, idx, np.full(n, -1, np.int32)))
+    rptr, ridx = ns.transpose(ptr, idx, n)
+    gp, gi = _sorted_rows(*gs.transpose(gptr, gidx, n))
+    _same("transpose ptr", cp.asarray(gp), rptr)
+    _same("transpose idx", cp.asarray(gi), ridx)

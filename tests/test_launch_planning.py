@@ -191,20 +191,29 @@ class Kernels:
             assert nlev == 1 and block == (GRID,)
         return [int(l0) + k * int(step) for k in range(int(nlev))]
 
-    def dg_parent_best_hash(self, name, grid, block, indptr, indices, level, best, C, base):
-        u, v, h = self._candidates(indptr, indices, level, C, base)
+    # the warp kernels skip rows of more than HUB edges (forest.HUB: a test may lower it), the
+    # *_hubs kernels take exactly the rows listed
+    def dg_parent_best_hash(self, name, grid, block, indptr, indices, level, best, C, base, rows=None):
+        u, v, h = self._candidates(indptr, indices, level, C, base, rows)
         np.maximum.at(best, v, h)
 
-    def dg_parent_pick(self, name, grid, block, indptr, indices, level, best, parent, C, base):
-        u, v, h = self._candidates(indptr, indices, level, C, base)
+    def dg_parent_pick(self, name, grid, block, indptr, indices, level, best, parent, C, base, rows=None):
+        u, v, h = self._candidates(indptr, indices, level, C, base, rows)
         hit = h == best[v]
         np.minimum.at(parent, v[hit], u[hit].astype(np.uint64))
 
+    def dg_parent_best_hash_hubs(self, name, grid, block, indptr, indices, level, best, C, base, hubs, nhubs):
+        self.dg_parent_best_hash(name, grid, block, indptr, indices, level, best, C, base, hubs[:int(nhubs)])
+
+    def dg_parent_pick_hubs(self, name, grid, block, indptr, indices, level, best, parent, C, base, hubs, nhubs):
+        self.dg_parent_pick(name, grid, block, indptr, indices, level, best, parent, C, base, hubs[:int(nhubs)])
+
     @staticmethod
-    def _candidates(indptr, indices, level, C, base):
+    def _candidates(indptr, indices, level, C, base, rows=None):
         u = np.repeat(np.arange(int(C), dtype=np.int64), np.diff(indptr))
         v = indices.astype(np.int64)
-        keep = level[v] == level[u] + 1
+        mine = np.diff(indptr) <= forest.HUB if rows is None else np.isin(np.arange(int(C)), np.asarray(rows))
+        keep = (level[v] == level[u] + 1) & mine[u]
         u, v = u[keep], v[keep]
         key = u.astype(np.uint64) * np.uint64(C) + v.astype(np.uint64)
         return u, v, _mix(((key + np.uint64(1)) * np.uint64(constants.GOLDEN)) ^ base)
@@ -298,7 +307,11 @@ def test_sibling_key_kernel_rendering_matches_hash3():
     np.testing.assert_array_equal(key, hash3(9, STREAM_DIM0 + 2, np.arange(1000)))
 
 
-def test_one_process_pipeline_keeps_the_forest_on_the_device(cp, monkeypatch):
+@pytest.mark.parametrize("hub", [None, 3])
+def test_one_process_pipeline_keeps_the_forest_on_the_device(cp, monkeypatch, hub):
+    """hub 3: rows of more than 3 edges are hub rows (phase 1's *_hubs launches)."""
+    if hub is not None:
+        monkeypatch.setattr(forest, "HUB", hub)
     dag = _dag("paper", 4000, 5)
     fake = Kernels(cp, device=1)
     for mod in (gs, forest, subtree, ranks, intervals):
@@ -334,3 +347,5 @@ def test_one_process_pipeline_keeps_the_forest_on_the_device(cp, monkeypatch):
     assert not f.on_gpu and f.arrays(be)[0] is not dev_parent
     np.testing.assert_array_equal(f.parent, cpu.parent)
     assert {name for _, name, _, _ in fake.log} >= {"dg_parent_best_hash", "dg_parent_pick", "dg_size_levels"}
+    hub_launches = {"dg_parent_best_hash_hubs", "dg_parent_pick_hubs"} & {name for _, name, _, _ in fake.log}
+    assert hub_launches == (set() if hub is None else {"dg_parent_best_hash_hubs", "dg_parent_pick_hubs"})

@@ -167,7 +167,8 @@ def _select_parents_dfs(dag, base, zex, dist):
 @launcher
 def parents_max_level_cuda(be, dag, seed):
     """GPU twin of :func:`parents_max_level`, from the forward CSR (``dg_parent_best_hash``,
-    ``dg_parent_pick``): the reverse CSR never has to reach the GPU for this rule."""
+    ``dg_parent_pick``, a warp a row; rows of more than ``HUB`` edges by their ``*_hubs`` launches,
+    the whole grid on each): the reverse CSR never has to reach the GPU for this rule."""
     cp = cupy()
     check_ids(dag.indices, "the CSR")
     C = dag.indptr.size - 1
@@ -179,9 +180,17 @@ def parents_max_level_cuda(be, dag, seed):
     blocks = warp_grid(C, sm_count())
     best = cp.zeros(C, dtype=cp.uint64)
     csr = (dag.indptr, dag.indices, level)
+    hubs = cp.flatnonzero(cp.diff(dag.indptr) > HUB)  # rows the warp kernels skip: the grid's, in turn
+    hub_grid = ((sm_count() * 8,), (GRID_THREADS,))
     kernel("forest", "dg_parent_best_hash")((blocks,), (GRID_THREADS,), csr + (best, np.int64(C), base))
+    if hubs.size:
+        kernel("forest", "dg_parent_best_hash_hubs")(*hub_grid, csr + (best, np.int64(C), base, hubs,
+                                                                       np.int64(hubs.size)))
     parent = cp.full(C, C, dtype=cp.uint64)  # C: no candidate (a source)
     kernel("forest", "dg_parent_pick")((blocks,), (GRID_THREADS,), csr + (best, parent, np.int64(C), base))
+    if hubs.size:
+        kernel("forest", "dg_parent_pick_hubs")(*hub_grid, csr + (best, parent, np.int64(C), base, hubs,
+                                                                  np.int64(hubs.size)))
     del best
     out = parent.view(cp.int64)
     out[out == C] = -1
