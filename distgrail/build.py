@@ -225,11 +225,12 @@ class EarlyWrite:
         named = getattr(g, "meta", {}).get("node_labels")
         named = named.arrays() if named is not None else {}
         self.file = EarlyIndexFile(self.output, meta, {**shapes, **{n: a.shape for n, a in named.items()}})
-        for name, a in (("forest/parent", self.forest.parent), ("forest/subtree_size", self.forest.size),
-                        *named.items()):  # on the host already: the pool writes them while the DAG comes
+        self._dag = h = self.place.dag_to_host(dag)
+        f = self.forest
+        for name, a in (("vertex/component", h.comp), ("dag/indptr", h.indptr), ("dag/indices", h.indices),
+                        ("dag/level", h.level), ("forest/parent", f.parent), ("forest/subtree_size", f.size),
+                        *named.items()):
             self._put(name, a)
-        fields = {"comp": "vertex/component", "indptr": "dag/indptr", "indices": "dag/indices", "level": "dag/level"}
-        self._dag = self.place.dag_to_host(dag, lambda k, a: self._put(fields[k], a) if k in fields else None)
 
     def put(self, name, a) -> None:
         self._opened()

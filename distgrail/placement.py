@@ -128,19 +128,17 @@ def host_landing(dag: DAG, be) -> dict:
     return out
 
 
-def index_dag_to_host(dag: DAG, be, landing=None, each=None) -> DAG:
+def index_dag_to_host(dag: DAG, be, landing=None) -> DAG:
     """The DAG fields an :class:`~distgrail.index.Index` holds, as host arrays (into ``landing``'s
     arrays from :func:`host_landing` where given); the reverse CSR, which the index does not keep,
-    is left out (None). ``each(field, array)``: called as each one is on the host."""
+    is left out (None)."""
     landing = landing or {}
 
     def host(k):
         a = getattr(dag, k)
-        if a is not None and not isinstance(a, np.ndarray):
-            a = be.land(a, landing.get(k))
-        if each is not None:
-            each(k, a)
-        return a
+        if a is None or isinstance(a, np.ndarray):
+            return a
+        return be.land(a, landing.get(k))
 
     return DAG(n=dag.n, comp=host("comp"), indptr=host("indptr"), indices=host("indices"), rindptr=None,
                rindices=None, level=host("level"), level_ptr=host("level_ptr"),
@@ -234,9 +232,9 @@ class OneProcess:
     def for_queries(self, post0, dag):
         return post0, dag
 
-    def dag_to_host(self, dag, each=None):
+    def dag_to_host(self, dag):
         landing, self.landing = getattr(self, "landing", None), None
-        return index_dag_to_host(dag, self.be, landing, each)
+        return index_dag_to_host(dag, self.be, landing)
 
     def join_digest(self, g):
         """Nothing: :func:`~distgrail.index.assemble` joins the input file's background digest."""

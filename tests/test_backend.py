@@ -71,15 +71,3 @@ def test_side_stream_on_the_cpu_is_nothing():
     be = get_backend("cpu")
     with be.side_stream():
         assert be.to_host(np.arange(3)).tolist() == [0, 1, 2]
-
-
-@pytest.mark.parametrize("pages", [1, 5, 37, 64])
-def test_touching_splits_an_array_over_threads_and_touches_every_page(monkeypatch, pages):
-    from distgrail.gpu import dma
-
-    monkeypatch.setattr(dma, "TOUCH_PIECE", 4 * 4096)
-    a = np.ones(pages * 4096 + 100, np.uint8)
-    t = dma.Touching(a)
-    t.join()
-    assert 1 <= len(t.threads) <= min(dma.TOUCH_THREADS, max(1, a.size // dma.TOUCH_PIECE))
-    assert not a[::4096].any() and int(a.sum()) == a.size - a[::4096].size  # one byte a page, no other

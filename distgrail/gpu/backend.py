@@ -17,7 +17,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..errors import BackendError
-from .dma import STAGE_MIN_BYTES, NoThread, Touching, download_large, upload_large
+from .dma import STAGE_MIN_BYTES, NoThread, download_large, touch_pages, upload_large
 
 __all__ = ["Backend", "get_backend", "gpu_available", "BACKENDS"]
 
@@ -95,13 +95,18 @@ class Backend:
         return self.to_host(a, out=landing[0])
 
     def prefault(self, a: np.ndarray):
-        """Start touching every page of host array ``a`` in background threads (:class:`Touching`), so that a later
+        """Start touching every page of host array ``a`` in a background thread, so that a later
         ``to_host(..., out=a)`` does not pay the page faults of fresh memory (they cost as much
         as the copy itself). Returns an object with ``join()``. On the CPU it does nothing: the
         CPU is busy with the work itself there."""
         if not (self.is_gpu and a.nbytes >= STAGE_MIN_BYTES):
             return NoThread()
-        return Touching(a.reshape(-1).view(np.uint8))
+        import threading
+
+        flat = a.reshape(-1).view(np.uint8)
+        t = threading.Thread(target=touch_pages, args=(flat,), name="distgrail-prefault", daemon=True)
+        t.start()
+        return t
 
     def pick(self, numpy_twin, cuda_launcher):
         """The implementation of a stage for this backend, ready to call with the stage's arguments:

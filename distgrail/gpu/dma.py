@@ -9,33 +9,12 @@ from __future__ import annotations
 
 import numpy as np
 
-__all__ = ["STAGE_MIN_BYTES", "upload_large", "download_large", "touch_pages", "NoThread", "Touching"]
+__all__ = ["STAGE_MIN_BYTES", "upload_large", "download_large", "touch_pages", "NoThread"]
 
 
 class NoThread:
     def join(self):
         pass
-
-
-class Touching:
-    """Threads touching every page of a host array (:func:`touch_pages`), a piece of at least
-    ``TOUCH_PIECE`` bytes each, at most ``TOUCH_THREADS``: one thread faulted fresh pages at about
-    1-2 GB/s on the lent H200 hosts, while a build lands several GB at once (DAG, labels, masks).
-    ``join()`` waits for all of them."""
-
-    def __init__(self, flat: np.ndarray):
-        import threading
-
-        k = max(1, min(TOUCH_THREADS, flat.size // TOUCH_PIECE))
-        cuts = [flat.size * i // k // _PAGE * _PAGE for i in range(k)] + [flat.size]
-        self.threads = [threading.Thread(target=touch_pages, args=(flat[a:b],), name="distgrail-prefault", daemon=True)
-                        for a, b in zip(cuts, cuts[1:]) if b > a]
-        for t in self.threads:
-            t.start()
-
-    def join(self):
-        for t in self.threads:
-            t.join()
 
 
 def touch_pages(flat: np.ndarray) -> None:
@@ -46,9 +25,6 @@ def touch_pages(flat: np.ndarray) -> None:
 STAGE_MIN_BYTES = 32 << 20
 _STAGE_CHUNK = 64 << 20
 _PAGE = 4096
-#: a prefault thread's least piece, and the most threads for one array (:class:`Touching`)
-TOUCH_PIECE = 128 << 20
-TOUCH_THREADS = 8
 
 
 class _Locked:

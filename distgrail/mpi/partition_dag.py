@@ -206,13 +206,13 @@ class SpreadSteps:
             return super().land_dag(dag)
         self.landing = {}  # (the spread DAG comes to rank 0 by rows, in dag_to_host)
 
-    def dag_to_host(self, dag, each=None):
+    def dag_to_host(self, dag):
         """Spread: where the index is assembled, ``indptr`` (from every rank's row degrees) and
         ``indices``: when rank 0 writes a file and only rank 0 assembles, a stream of the ranks'
         rows read while the file is written (:mod:`distgrail.mpi.rowstream`); else the rows
         gathered as host arrays."""
         if not self.spread:
-            return super().dag_to_host(dag, each)
+            return super().dag_to_host(dag)
         from ..stages.partitioned_dag import gather_csr, gather_degrees
 
         with self.be.on_device():

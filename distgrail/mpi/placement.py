@@ -71,8 +71,8 @@ from ..gpu.backend import BACKENDS, get_backend
 from ..index import assemble
 from ..io.binary import read_condensation
 from ..io.read import detect_format
-from ..placement import (INDEX_FIELDS, Done, check_build_args, check_output, condense_on, host_landing,
-                         index_dag_to_host, light_graph, read_on)
+from ..placement import (Done, check_build_args, check_output, condense_on, host_landing, index_dag_to_host,
+                         light_graph, read_on)
 from ..stages.condense import DAG, dag_to_host
 from ..stages.labeling import Forest, build_forest, label_dimensions, prefetch_csr
 from . import devicepath
@@ -333,17 +333,14 @@ class AcrossRanks:
         want = (self.everywhere or self.here) and self.dag_host is None
         self.landing = host_landing(dag, self.be) if want else {}
 
-    def dag_to_host(self, dag, each=None):
-        """What the index holds, as host arrays, where it is assembled (``each``: as
-        :func:`~distgrail.placement.index_dag_to_host`'s)."""
+    def dag_to_host(self, dag):
+        """What the index holds, as host arrays, where it is assembled."""
         landing, self.landing = getattr(self, "landing", None), None
         if not (self.everywhere or self.here):
             return dag
         if self.dag_host is not None:
-            for k in INDEX_FIELDS if each is not None else ():
-                each(k, getattr(self.dag_host, k))
             return self.dag_host
-        return index_dag_to_host(dag, self.be, landing, each)
+        return index_dag_to_host(dag, self.be, landing)
 
     def join_digest(self, g):
         """Rank 0 joins its background hash (a failure there is every rank's error) and sends the
