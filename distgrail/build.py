@@ -175,6 +175,9 @@ class EarlyWrite:
             return
         import threading
 
+        from .io.atomic import install_handlers
+
+        install_handlers()  # (signals reach the main thread only: a SIGINT now drops the file, exit 2)
         side = self.place.be.side_stream()  # after everything queued so far: the DAG is final
         self._opening = threading.Thread(target=self._open, args=(side,), name="distgrail-early-write",
                                          daemon=True)

@@ -34,7 +34,7 @@ import time
 
 from ..errors import DistGrailError, OutputError
 
-__all__ = ["atomic_path", "output_error", "check_output", "same_file", "remove_stale"]
+__all__ = ["atomic_path", "output_error", "check_output", "same_file", "remove_stale", "install_handlers"]
 
 _LIVE: set = set()  # temporary paths being written by this process
 _PREVIOUS: dict = {}  # signal -> handler before ours
@@ -132,6 +132,12 @@ def _on_signal(sig, frame):
     signal.signal(sig, signal.SIG_DFL)  # die of the signal as if we had not caught it (exit 128 + sig)
     os.kill(os.getpid(), sig)
     return None
+
+
+def install_handlers() -> None:
+    """Clean up on SIGTERM / SIGINT from now on (what :class:`atomic_path` does on entering it; a
+    write opened on another thread needs them installed on the main thread first)."""
+    _install_handlers()
 
 
 def _install_handlers():
