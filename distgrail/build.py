@@ -154,6 +154,7 @@ class EarlyWrite:
     def __init__(self, place, output, timings, layout):
         self.place, self.output, self.timings, self.layout = place, output, timings, layout
         self.file, self._dag, self.why, self.forest, self._opening = None, None, "", None, None
+        self._opened_event = None  # set by the open's thread when it ends, whatever happened
         self.on = bool(place.here and place.writes and output is not None and not getattr(place, "spread", False))
 
     @property
@@ -179,16 +180,33 @@ class EarlyWrite:
 
         install_handlers()  # (signals reach the main thread only: a SIGINT now drops the file, exit 2)
         side = self.place.be.side_stream()  # after everything queued so far: the DAG is final
+        self._opened_event = threading.Event()
         self._opening = threading.Thread(target=self._open, args=(side,), name="distgrail-early-write",
                                          daemon=True)
-        self._opening.start()
+        try:
+            self._opening.start()
+        except RuntimeError as e:  # (no thread to be had: the index is written after the build)
+            self._opening = None
+            self._drop(f"RuntimeError: {e}")
 
-    def _opened(self) -> None:
-        """Wait for the thread opening the file (cleared only once it has ended: an interrupt
-        while waiting leaves it to the abort that follows)."""
-        if self._opening is not None:
+    def _opened(self, through_interrupts: bool = False):
+        """Wait for the thread opening the file to end. An interrupt while waiting is raised
+        (the thread still runs: the abort that follows waits for it), or with
+        ``through_interrupts`` kept waiting through and returned. (An Event, not ``join``: on
+        Python 3.9-3.12 an interrupted ``join`` can mark the thread ended while it runs.)"""
+        interrupted = None
+        while self._opening is not None:
+            try:
+                while not self._opened_event.wait(1.0) and self._opening.is_alive():
+                    pass  # (a thread that ended without setting it is not waited for forever)
+            except KeyboardInterrupt as e:
+                if not through_interrupts:
+                    raise
+                interrupted = e
+                continue
             self._opening.join()
             self._opening = None
+        return interrupted
 
     def labels_done(self, labels, post0) -> None:
         self.put("labels/dt_post0", post0)
@@ -208,7 +226,9 @@ class EarlyWrite:
                 self._lay_out(*self.layout)
         except Exception as e:  # noqa: BLE001 - here alone: the write after the build reports it on every rank
             self._drop(f"{type(e).__name__}: {e}")
-        self.timings["write_open"] = time.perf_counter() - t
+        finally:
+            self.timings["write_open"] = time.perf_counter() - t
+            self._opened_event.set()
 
     def _lay_out(self, g, dag, dims, seed, parent_rule, K) -> None:
         from .index import index_meta
@@ -262,9 +282,12 @@ class EarlyWrite:
 
     def abort(self, quiet: bool = False) -> None:
         """Drop the file; ``quiet``: an error while dropping it is not raised (one being raised, or
-        the write after the build, is the one to report)."""
-        self._opened()
+        the write after the build, is the one to report). Waits for the open's thread even
+        through interrupts (the file must not close under it); one that came is raised after."""
+        interrupted = self._opened(through_interrupts=True)
         self._abort(quiet)
+        if interrupted is not None:
+            raise interrupted
 
     def _abort(self, quiet: bool) -> None:
         f, self.file = self.file, None

@@ -87,14 +87,22 @@ def test_prefault_then_download_into_the_landing_array(gpu):
 
 def test_side_stream_copies_after_the_work_queued_before_it(gpu):
     """A copy on another thread's side stream sees every value the calling thread's stream wrote
-    before the stream was made, and runs on a stream other than that one."""
+    before the stream was made (here a kernel that spins ~0.2 s before writing: a copy that did not
+    wait for it would see zeros), and runs on a stream other than that one."""
     import threading
 
     cp = gpu.xp
+    spin_fill = cp.RawKernel(r"""
+    extern "C" __global__ void spin_fill(unsigned int* a, long long n, long long cycles, unsigned int v) {
+        const long long t0 = clock64();
+        while (clock64() - t0 < cycles) {}
+        for (long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += (long long)gridDim.x * blockDim.x)
+            a[i] = v;
+    }""", "spin_fill")
+    n = 48 << 20  # 192 MB: a DMA copy
     with gpu.on_device():
-        a = cp.zeros(48 << 20, dtype=cp.uint32)  # 192 MB: a DMA copy
-        for k in range(1, 9):  # queued, not waited for
-            a += cp.uint32(k)
+        a = cp.zeros(n, dtype=cp.uint32)
+        spin_fill((256,), (256,), (a, np.int64(n), np.int64(400_000_000), np.uint32(36)))  # queued, not waited for
         side = gpu.side_stream()
     got, streams = {}, []
 
@@ -109,4 +117,4 @@ def test_side_stream_copies_after_the_work_queued_before_it(gpu):
     with gpu.on_device():
         main = cp.cuda.get_current_stream().ptr
     assert streams and streams[0] != main
-    assert got["a"].shape == (48 << 20,) and int(got["a"].min()) == int(got["a"].max()) == 36
+    assert got["a"].shape == (n,) and int(got["a"].min()) == int(got["a"].max()) == 36

@@ -245,3 +245,42 @@ def test_the_early_file_opens_beside_phases_3_4(tmp_path, monkeypatch):
     idx = _index(dims=2, supports=64, output=tmp_path / "a.h5")
     assert waited == [True] and idx.index_write == "early" and idx.timings["write_open"] > 0
     assert distgrail.open_index(tmp_path / "a.h5").C == idx.C
+
+
+def test_an_interrupt_while_waiting_for_the_open_leaves_the_abort_waiting_for_it():
+    """Ctrl-C while the build waits for the open's thread: the wait raises at once, and the abort
+    that follows still waits for the thread to end (the file must not close under it) and then
+    raises the interrupt it got meanwhile."""
+    import signal
+    import threading
+    import time
+
+    from distgrail.build import EarlyWrite
+
+    def sigint():
+        os.kill(os.getpid(), signal.SIGINT)  # a real signal: it wakes the main thread's wait
+
+    gate, events = threading.Event(), []
+
+    def opening():
+        gate.wait(30)
+        events.append("open ended")
+        early._opened_event.set()
+
+    def later(seconds, f):
+        time.sleep(seconds)
+        f()
+
+    early = EarlyWrite.__new__(EarlyWrite)
+    early.file, early._opened_event = None, threading.Event()
+    early._opening = threading.Thread(target=opening, daemon=True)
+    early._opening.start()
+    threading.Thread(target=later, args=(0.1, sigint), daemon=True).start()
+    with pytest.raises(KeyboardInterrupt):
+        early._opened()
+    assert early._opening is not None and early._opening.is_alive()  # still running: not marked ended
+    threading.Thread(target=later, args=(0.1, sigint), daemon=True).start()
+    threading.Thread(target=later, args=(0.4, gate.set), daemon=True).start()
+    with pytest.raises(KeyboardInterrupt):
+        early.abort(quiet=True)
+    assert events == ["open ended"] and early._opening is None

@@ -452,7 +452,7 @@ def test_failed_write_leaves_no_file(comm, tmp_path, monkeypatch, early):
         monkeypatch.setattr(indexwrite, "_write_block", full_disk)
         monkeypatch.setattr(index_mod, "write_index_file", lambda *a: pytest.fail("written after the build"))
     else:
-        monkeypatch.setattr(build_mod.EarlyWrite, "_open", lambda self, side: None)
+        monkeypatch.setattr(build_mod.EarlyWrite, "_lay_out", lambda self, *a: None)
         monkeypatch.setattr(index_mod, "write_index_file", half_write)
     out = tmp_path / "idx.h5"
     expect_rank_error(comm, lambda: distgrail.build_index(distgrail.bundled_graph(), dims=2, backend="cpu",

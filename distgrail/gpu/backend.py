@@ -122,9 +122,10 @@ class Backend:
         if not self.is_gpu:
             return contextlib.nullcontext()
         with self.on_device():
+            device = self.xp.cuda.Device().id
             stream = self.xp.cuda.Stream(non_blocking=True)
             stream.wait_event(self.xp.cuda.get_current_stream().record())
-        return _on_stream(self, stream)
+        return _on_stream(self.xp, device, stream)
 
     def synchronize(self):
         if self.is_gpu:
@@ -133,8 +134,12 @@ class Backend:
 
 
 @contextlib.contextmanager
-def _on_stream(be, stream):
-    with be.on_device(), stream:
+def _on_stream(cupy, device: int, stream):
+    """On the thread entering it: ``device`` made current for good (leaving a ``Device`` context
+    there would make device 0 current, creating a context on a GPU another rank may own), then
+    ``stream``."""
+    cupy.cuda.Device(device).use()
+    with stream:
         yield
 
 

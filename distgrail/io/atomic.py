@@ -117,7 +117,8 @@ def _cleanup():
 
 
 def _on_signal(sig, frame):
-    written = [os.path.join(os.path.dirname(t), os.path.basename(t)[1:].rsplit(".tmp-", 1)[0]) for t in _LIVE]
+    live = tuple(_LIVE)  # one snapshot: another thread may be opening or closing an output meanwhile
+    written = [os.path.join(os.path.dirname(t), os.path.basename(t)[1:].rsplit(".tmp-", 1)[0]) for t in live]
     _cleanup()
     prev = _PREVIOUS.get(sig)
     if sig == signal.SIGINT and written and prev in (signal.default_int_handler, signal.SIG_IGN, signal.SIG_DFL):
