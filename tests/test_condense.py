@@ -246,7 +246,7 @@ def kernel_signatures():
 def test_every_launched_kernel_exists_with_the_argument_count_used():
     sigs = kernel_signatures()
     src = open(scc.__file__).read()
-    used = set(re.findall(r'_k\("(\w+)"\)', src))
+    used = set(re.findall(r'"(dg_cond_\w+)"', src))  # every kernel named (launched by _k or _over_rows)
     assert used and used <= set(sigs), used - set(sigs)
     # argument counts of the launches (the sweeps pass a shared 10-argument head)
     assert len(sigs["dg_cond_sweep"]) == 10 + 7 and len(sigs["dg_cond_sweep_small"]) == 10 + 4

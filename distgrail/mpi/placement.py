@@ -295,8 +295,8 @@ class AcrossRanks:
         landing = run_shared(comm, "allocating host memory for the labels", devicepath.landing, be,
                              (dims, dag.C, 2), smallest_uint(max(dag.C - 1, 0)), everywhere or here)
         with steps.stage("phases 3-4"):
-            post0, iv = run_shared(comm, self._what(), label_dimensions, dag, forest, range(lo, hi), seed, be, local_t, None,
-                                   on_device=True)
+            post0, iv = run_shared(comm, self._what(), label_dimensions, dag, forest, range(lo, hi), seed, be,
+                                   local_t, None, on_device=True)
         local_t["phases 3-4"] = steps.timings["phases 3-4"]
         own = devicepath.copy_own_block(be, iv, landing, here, everywhere, root)  # while the others label
         self.stage_timings.update(slowest(comm, local_t))

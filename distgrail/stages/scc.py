@@ -179,6 +179,16 @@ class CudaSteps(_Steps):
             return np.int64(m), cp.zeros(1, dtype=cp.int64), False
         return np.int64(self.hub_edges), cp.zeros(hub_capacity(m, ptr.size - 1, self.hub_edges), dtype=cp.int64), True
 
+    def _over_rows(self, rows, hubs_of, ptr, m, head, tail=()):
+        """Kernel ``rows`` a warp a row over the rows of ``ptr`` (``m`` entries; arguments ``head``,
+        n, ``tail``, hub, hubs), then kernel ``hubs_of`` over the hub rows it listed (``head``,
+        ``tail``, hubs)."""
+        n = ptr.size - 1
+        hub, hubs, any_hub = self._hub_args(ptr, m)
+        self._k(rows)(*self._grid(n * 32), (*head, np.int64(n), *tail, hub, hubs))
+        if any_hub:
+            self._k(hubs_of)(*self._grid(m), (*head, *tail, hubs))
+
     def _k(self, name):
         from ..gpu.sweep import kernel
 
@@ -261,11 +271,8 @@ class CudaSteps(_Steps):
 
     def _csr_keys(self, ptr, idx, f, swap):
         keys = self.xp.empty(idx.size, dtype=self.xp.uint64)
-        n = ptr.size - 1
-        hub, hubs, any_hub = self._hub_args(ptr, idx.size)
-        self._k("dg_cond_csr_keys")(*self._grid(n * 32), (ptr, idx, f, keys, np.int64(n), np.int32(swap), hub, hubs))
-        if any_hub:
-            self._k("dg_cond_csr_keys_hubs")(*self._grid(idx.size), (ptr, idx, f, keys, np.int32(swap), hubs))
+        self._over_rows("dg_cond_csr_keys", "dg_cond_csr_keys_hubs", ptr, idx.size, (ptr, idx, f, keys),
+                        (np.int32(swap),))
         return keys
 
     def mapped_csr(self, ptr, idx, f, C, swap=False):
@@ -286,10 +293,7 @@ class CudaSteps(_Steps):
     def count(self, ptr, idx, rep):
         n = rep.size
         cnt = self.xp.zeros(n, dtype=self.xp.int32)
-        hub, hubs, any_hub = self._hub_args(ptr, idx.size)
-        self._k("dg_cond_count")(*self._grid(n * 32), (ptr, idx, rep, cnt, np.int64(n), hub, hubs))
-        if any_hub:
-            self._k("dg_cond_count_hubs")(*self._grid(idx.size), (ptr, idx, rep, cnt, hubs))
+        self._over_rows("dg_cond_count", "dg_cond_count_hubs", ptr, idx.size, (ptr, idx, rep, cnt))
         return cnt
 
     def transpose(self, ptr, idx, n):
@@ -302,10 +306,7 @@ class CudaSteps(_Steps):
             cp.cumsum(self.count(ptr, idx, cp.full(n, -1, dtype=cp.int32)), out=rptr[1:])
         cursor = rptr[:-1].copy()
         ridx = cp.empty(idx.size, dtype=cp.int32)
-        hub, hubs, any_hub = self._hub_args(ptr, idx.size)
-        self._k("dg_cond_transpose")(*self._grid(n * 32), (ptr, idx, cursor, ridx, np.int64(n), hub, hubs))
-        if any_hub:
-            self._k("dg_cond_transpose_hubs")(*self._grid(idx.size), (ptr, idx, cursor, ridx, hubs))
+        self._over_rows("dg_cond_transpose", "dg_cond_transpose_hubs", ptr, idx.size, (ptr, idx, cursor, ridx))
         return rptr, ridx
 
     def min_member(self, rep, n):
