@@ -46,6 +46,9 @@ BATCH_THREADS = 1024
 GRID_THREADS = 256
 #: threads per block of the hub parent selection
 HUB_THREADS = 256
+#: warps of a team that sweeps one hub row in the condensation's and phase 1's *_hubs kernels
+#: (dg_hub_team in kernels/common.cuh; distgrail.gpu.sweep.hub_team)
+HUB_TEAM_WARPS = 32
 #: rows + edges per thread that size a grid launch of one level
 ITEMS_PER_THREAD = 8
 #: dimensions that one phase-4 sweep carries (template instantiations dg_*_iv<1..this>)
@@ -118,6 +121,7 @@ CUDA_MACROS = {
     "DG_BATCH_THREADS": "BATCH_THREADS",
     "DG_GRID_THREADS": "GRID_THREADS",
     "DG_HUB_THREADS": "HUB_THREADS",
+    "DG_HUB_TEAM": "HUB_TEAM_WARPS",
     "DG_MAX_DIMS_PER_SWEEP": "MAX_DIMS_PER_SWEEP",
 }
 #: macros that are unsigned 64-bit (written 0x...ULL)

@@ -18,3 +18,19 @@ __device__ __forceinline__ u64 dg_mix(u64 z) {
 __device__ __forceinline__ u64 dg_hash(u64 base, u64 key) {
     return dg_mix(((key + 1ULL) * DG_GOLDEN) ^ base);
 }
+
+// Hub rows (kernels/condense.cu, kernels/forest.cu) are swept by teams of DG_HUB_TEAM warps: the
+// listed rows go round-robin over the teams, and fewer rows than teams split the grid's warps
+// evenly between them (one row: the whole grid). Every warp walking every listed row cost each
+// warp the whole list (R-MAT 27's whole graph lists 39,067 rows of more than 4096 entries).
+// Warps past teams * size take no row. Twin: distgrail.gpu.sweep.hub_team.
+struct DgHubTeam {
+    i64 teams, size, team, warp;  // teams, warps per team, this warp's team and its place in it
+};
+__device__ __forceinline__ DgHubTeam dg_hub_team(i64 nhubs, i64 wid, i64 nwarps) {
+    const i64 most = nwarps / DG_HUB_TEAM > 1 ? nwarps / DG_HUB_TEAM : 1;
+    const i64 teams = nhubs < 1 ? 1 : (nhubs < most ? nhubs : most);
+    const i64 size = nwarps / teams;
+    const i64 team = wid / size;
+    return {teams, size, team, wid - team * size};
+}

@@ -23,22 +23,23 @@
 // A hub row (more than `hub` entries: R-MAT 27's condensed DAG has one of 11.1 M) would hold one
 // warp for the whole launch; the warp-per-row kernels skip it and append it to `hubs` (hubs[0]
 // counts them, hubs[1 + i] a row; the host sizes it for every row that can be one), and their
-// *_hubs companions sweep the hub rows' entries with the whole grid.
+// *_hubs companions sweep the hub rows' entries with the whole grid, a team of warps a row
+// (dg_hub_team, kernels/common.cuh).
 __device__ __forceinline__ bool dg_hub_row(i64 deg, i64 hub, long long* hubs, i64 r, int lane) {
     if (deg <= hub) return false;
     if (lane == 0) hubs[1 + (i64)atomicAdd((unsigned long long*)hubs, 1ULL)] = r;
     return true;
 }
 
-// grid-stride over the entries of every hub row, warp by warp (a warp's lanes step together:
-// entry b + lane, while b < end); u the row
+// the entries of every hub row, warp by warp (a warp's lanes step together: entry b + lane, while
+// b < end), a team of warps on each row (dg_hub_team); u the row
 #define DG_HUB_ENTRIES(hubs)                                                                    \
     const int lane = threadIdx.x & 31;                                                          \
-    const i64 wid = ((i64)blockIdx.x * blockDim.x + threadIdx.x) >> 5;                          \
-    const i64 nw = ((i64)gridDim.x * blockDim.x) >> 5;                                          \
     const i64 nh = (hubs)[0];                                                                   \
-    for (i64 h = 0; h < nh; ++h)                                                                \
-        for (i64 u = (hubs)[1 + h], b = ptr[u] + wid * 32, end = ptr[u + 1]; b < end; b += nw * 32)
+    const DgHubTeam tm = dg_hub_team(nh, ((i64)blockIdx.x * blockDim.x + threadIdx.x) >> 5,     \
+                                     ((i64)gridDim.x * blockDim.x) >> 5);                       \
+    for (i64 h = tm.team < tm.teams ? tm.team : nh; h < nh; h += tm.teams)                      \
+        for (i64 u = (hubs)[1 + h], b = ptr[u] + tm.warp * 32, end = ptr[u + 1]; b < end; b += tm.size * 32)
 
 // bit 0: some pair (src[i-1], dst[i-1]) >= (src[i], dst[i]) (unsorted or repeated); bit 1: a self-loop
 extern "C" __global__ void dg_cond_check(const int* __restrict__ src, const int* __restrict__ dst, i64 m,

@@ -29,18 +29,20 @@ __device__ __forceinline__ void for_candidate_edges(const i64* __restrict__ indp
     }
 }
 
-// the same over the rows hubs[0..nhubs) (every row of more than DG_HUB edges), the whole grid on
-// each row's edges in turn
+// the same over the rows hubs[0..nhubs) (every row of more than DG_HUB edges), a team of warps on
+// each row (dg_hub_team)
 template <class F>
 __device__ __forceinline__ void for_hub_candidate_edges(const i64* __restrict__ indptr, const int* __restrict__ indices,
                                                         const int* __restrict__ level, i64 C, u64 base,
                                                         const i64* __restrict__ hubs, i64 nhubs, F f) {
-    const i64 t = (i64)blockIdx.x * blockDim.x + threadIdx.x, nt = (i64)gridDim.x * blockDim.x;
-    for (i64 h = 0; h < nhubs; ++h) {
+    const int lane = threadIdx.x & 31;
+    const DgHubTeam tm = dg_hub_team(nhubs, ((i64)blockIdx.x * blockDim.x + threadIdx.x) >> 5,
+                                     ((i64)gridDim.x * blockDim.x) >> 5);
+    for (i64 h = tm.team < tm.teams ? tm.team : nhubs; h < nhubs; h += tm.teams) {
         const i64 u = hubs[h];
         const int want = level[u] + 1;
         const i64 e1 = indptr[u + 1];
-        for (i64 e = indptr[u] + t; e < e1; e += nt) {
+        for (i64 e = indptr[u] + tm.warp * 32 + lane; e < e1; e += tm.size * 32) {
             const int v = indices[e];
             if (level[v] == want) f(u, v, dg_hash(base, (u64)u * (u64)C + (u64)v));
         }

@@ -42,6 +42,7 @@ def test_header_holds_exactly_the_constants():
         **{f"DG_STEP_{s.upper()}": i + 1 for i, s in enumerate(constants.STEPS)},
         "DG_MAX_ROUNDS": 9, "DG_HUB": constants.HUB, "DG_BATCH_THREADS": 1024, "DG_GRID_THREADS": 256,
         "DG_HUB_THREADS": 256, "DG_MAX_DIMS_PER_SWEEP": constants.MAX_DIMS_PER_SWEEP,
+        "DG_HUB_TEAM": constants.HUB_TEAM_WARPS,
     }
     assert got == want  # literal values the kernels relied on before they moved to constants.py
     assert got["DG_CAP"] == satmath.CAP and got["DG_GOLDEN"] == constants.GOLDEN

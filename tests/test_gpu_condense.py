@@ -35,7 +35,7 @@ def _up(g):
 @pytest.fixture(params=[None, 0, 2], ids=["hub-default", "hub-0", "hub-2"])
 def hub_edges(request, monkeypatch):
     """CudaSteps.hub_edges as shipped, or small: rows of more entries are hub rows (row kernels
-    skip and list them, the *_hubs launches sweep them with the whole grid)."""
+    skip and list them, the *_hubs launches sweep them, a team of warps a row)."""
     if request.param is not None:
         monkeypatch.setattr(CudaSteps, "hub_edges", request.param)
     return request.param
@@ -235,3 +235,31 @@ def test_a_hub_row_is_swept_by_the_grid(monkeypatch):
     gp, gi = _sorted_rows(*gs.transpose(gptr, gidx, n))
     _same("transpose ptr", cp.asarray(gp), rptr)
     _same("transpose idx", cp.asarray(gi), ridx)
+
+
+@pytest.mark.parametrize("hubs, lo, hi, hub_edges", [(3, 4097, 60_000, None), (2000, 17, 400, 16)],
+                         ids=["few-hubs-split-the-grid", "many-hubs-round-robin"])
+def test_hub_rows_by_teams_of_warps(monkeypatch, hubs, lo, hi, hub_edges):
+    """Hub rows of varied lengths, fewer than the grid's teams of warps (each row gets a share of
+    the grid) or many more (rows round-robin over the teams): every entry swept once, so the
+    condensation equals the CPU's, with cycles through the hubs (reach, colour sweeps)."""
+    import cupy as cp
+
+    from distgrail.io.read import as_graph
+
+    if hub_edges is not None:
+        monkeypatch.setattr(CudaSteps, "hub_edges", hub_edges)
+    rng = np.random.default_rng(hubs)
+    n = 50_000
+    deg = rng.integers(lo, hi, hubs)
+    src = np.repeat(rng.choice(n, hubs, replace=False), deg)
+    dst = rng.integers(0, n, src.size)
+    back = rng.integers(0, n, 20_000)  # cycles back into the hubs' rows
+    g = as_graph((np.concatenate([src, back]), np.concatenate([dst, rng.choice(np.unique(src), back.size)])), n)
+    assert_same_dag(dag_to_host(condense_cuda(*_up(g), g.n)), condense(g))
+    gs, ns = CudaSteps(), NumpySteps()
+    ptr, idx = ns.edge_csr(g.src, g.dst, n)
+    gptr, gidx = gs.edge_csr(*_up(g), n)
+    assert int((np.diff(ptr) > gs.hub_edges).sum()) >= hubs  # the rows are hubs
+    _same("in-degree", gs.count(gptr, gidx, cp.full(n, -1, cp.int32)),
+          ns.count(ptr, idx, np.full(n, -1, np.int32)))

@@ -118,6 +118,19 @@ def test_special_graphs(name, rule):
     check_phases(dag, rule, seed=5, dims=range(2))
 
 
+@pytest.mark.parametrize("hub", [2, 8])
+def test_phase1_hub_rows_by_teams_of_warps(monkeypatch, hub):
+    """Phase 1's max-level rule with many hub rows (every row of more than ``hub`` edges; the
+    kernels' own cut stays DG_HUB, and a row both launches see gives the same max and min): the
+    rows round-robin over the teams of warps, the parents equal the twin's."""
+    from distgrail.stages import forest as forest_mod
+
+    monkeypatch.setattr(forest_mod, "HUB", hub)
+    dag = condense(generate("scale-free", 30000, 12, 4))
+    assert int((np.diff(dag.indptr) > hub).sum()) > 100
+    check_phases(dag, "max-level", seed=3, dims=range(2))
+
+
 def test_many_dims_in_groups_of_eight():
     dag = condense(generate("paper", 3000, 8, 3))
     check_phases(dag, "max-level", seed=1, dims=range(19))

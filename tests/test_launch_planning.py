@@ -64,6 +64,51 @@ def test_sweep_launches_fake_kernels_with_the_plan():
     assert all(isinstance(a[i], np.int32) for _, _, _, a in calls for i in (1, 2, 3))
 
 
+def _hub_team_visits(deg, n_warps, team_warps):
+    """How often the hub kernels' loop (DG_HUB_ENTRIES, for_hub_candidate_edges) visits each
+    entry of hub rows of ``deg`` entries on a grid of ``n_warps`` warps, as dg_hub_team splits it."""
+    seen = [np.zeros(d, np.int64) for d in deg]
+    rows_of_warp = []
+    for w in range(n_warps):
+        teams, size, team, place = gs.hub_team(len(deg), w, n_warps, team_warps)
+        assert teams * size <= n_warps and 0 <= place < size
+        rows = range(team if team < teams else len(deg), len(deg), teams)
+        rows_of_warp.append(len(rows))
+        for h in rows:
+            for b in range(place * 32, deg[h], size * 32):
+                seen[h][b:b + 32] += 1
+    return seen, rows_of_warp
+
+
+@pytest.mark.parametrize("n_hubs, n_warps, team_warps", [
+    (0, 64, 32), (1, 64, 32), (1, 7, 32), (3, 100, 32), (10, 100, 32), (5, 100, 4), (200, 64, 4), (31, 97, 8),
+])
+def test_hub_teams_visit_every_entry_once_and_share_the_rows(n_hubs, n_warps, team_warps):
+    rng = np.random.default_rng(n_hubs * 1000 + n_warps)
+    deg = [int(x) for x in rng.integers(1, 3000, n_hubs)]
+    seen, rows_of_warp = _hub_team_visits(deg, n_warps, team_warps)
+    assert all((s == 1).all() for s in seen)  # no entry missed, none twice
+    most = max(1, n_warps // team_warps)
+    # each warp walks at most its share of the list, not the whole list (the old loop: n_hubs each)
+    assert max(rows_of_warp, default=0) <= -(-n_hubs // min(max(n_hubs, 1), most))
+    if n_hubs and n_hubs <= most:  # fewer rows than teams: the grid split over the rows
+        assert gs.hub_team(n_hubs, 0, n_warps, team_warps)[1] == n_warps // n_hubs
+
+
+def test_hub_team_is_the_kernels_formula():
+    import os
+
+    from distgrail.gpu.kernels import kernel_dir
+
+    with open(os.path.join(kernel_dir(), "common.cuh")) as f:
+        src = f.read()
+    # the twin's three lines, as the kernel writes them
+    assert "most = nwarps / DG_HUB_TEAM > 1 ? nwarps / DG_HUB_TEAM : 1" in src
+    assert "teams = nhubs < 1 ? 1 : (nhubs < most ? nhubs : most)" in src
+    assert "size = nwarps / teams" in src and "team = wid / size" in src
+    assert gs.hub_team(60000, 5, 4224 * 8) == (1056, 32, 0, 5)
+
+
 def test_rows_needed_only_for_small_levels_with_edges():
     lp = np.array([0, 2, 4, 6])
     # work = rows + edges: level 0 has 5 edges, level 1 none, level 2 is big

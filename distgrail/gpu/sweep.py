@@ -12,12 +12,13 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..constants import BATCH_THREADS, GRID_THREADS, HUB, ITEMS_PER_THREAD, MAX_DIMS_PER_SWEEP, SMALL_LEVEL
+from ..constants import (BATCH_THREADS, GRID_THREADS, HUB, HUB_TEAM_WARPS, ITEMS_PER_THREAD, MAX_DIMS_PER_SWEEP,
+                         SMALL_LEVEL)
 from .kernels import load_module
 
 __all__ = ["SMALL_LEVEL", "HUB", "BATCH_THREADS", "GRID_THREADS", "ITEMS_PER_THREAD", "MAX_DIMS_PER_SWEEP",
            "U64_MAX", "cupy", "kernel", "sm_count", "level_work", "plan_sweep", "sweep", "warp_grid",
-           "rows_if_needed"]
+           "rows_if_needed", "hub_team"]
 
 U64_MAX = np.uint64(np.iinfo(np.uint64).max)
 
@@ -49,6 +50,17 @@ def warp_grid(rows: int, sms: int) -> int:
     """Blocks of ``GRID_THREADS`` for a warp-per-row kernel over ``rows`` rows (grid-stride,
     at most 32 blocks per SM)."""
     return max(1, min(-(-int(rows) // (GRID_THREADS // 32)), sms * 32))
+
+
+def hub_team(n_hubs: int, warp: int, n_warps: int, team_warps: int = HUB_TEAM_WARPS):
+    """``(teams, size, team, place)`` of grid warp ``warp`` of ``n_warps`` in a ``*_hubs`` kernel
+    over ``n_hubs`` listed rows: twin of ``dg_hub_team`` (kernels/common.cuh). Team ``t`` (of
+    ``size`` warps) sweeps rows t, t + teams, ...; a warp of team >= teams sweeps none."""
+    most = max(1, n_warps // team_warps)
+    teams = 1 if n_hubs < 1 else min(n_hubs, most)
+    size = n_warps // teams
+    team = warp // size
+    return teams, size, team, warp - team * size
 
 
 def level_work(ptr, lp_dev, level_ptr):

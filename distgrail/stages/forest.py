@@ -168,7 +168,7 @@ def _select_parents_dfs(dag, base, zex, dist):
 def parents_max_level_cuda(be, dag, seed):
     """GPU twin of :func:`parents_max_level`, from the forward CSR (``dg_parent_best_hash``,
     ``dg_parent_pick``, a warp a row; rows of more than ``HUB`` edges by their ``*_hubs`` launches,
-    the whole grid on each): the reverse CSR never has to reach the GPU for this rule."""
+    teams of the grid's warps on them): the reverse CSR never has to reach the GPU for this rule."""
     cp = cupy()
     check_ids(dag.indices, "the CSR")
     C = dag.indptr.size - 1

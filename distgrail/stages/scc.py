@@ -19,8 +19,8 @@ round). The sweep of a frontier that is small (length + edges <= ``SMALL_WORK``)
 in one single-block launch; larger frontiers get a grid launch per round.
 
 On the GPU a row goes to a warp, except *hub* rows (more than ``CudaSteps.hub_edges`` =
-:data:`~distgrail.constants.HUB` entries): skipped and listed, then swept by the whole grid (R-MAT
-27's condensed DAG has a row of 11.1 M; on one warp its level peel took 0.72 s). Same numbers.
+:data:`~distgrail.constants.HUB` entries): skipped and listed, then swept by teams of warps, a
+team a row (R-MAT 27's condensed DAG has a row of 11.1 M: one warp's level peel took 0.72 s). Same numbers.
 """
 
 from __future__ import annotations
@@ -162,7 +162,7 @@ class CudaSteps(_Steps):
     most items one CuPy sort, scan or search takes, and the largest edge count whose positions
     stay int32 (default 2^31 - 1; GPU tests force small ones to run the wide path)."""
 
-    #: rows with more entries are swept by the whole grid (module doc); GPU tests set small ones
+    #: rows with more entries are swept by teams of warps (module doc); GPU tests set small ones
     hub_edges = HUB
 
     def __init__(self, limit: int = 2**31 - 1):
