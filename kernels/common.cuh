@@ -23,7 +23,9 @@ __device__ __forceinline__ u64 dg_hash(u64 base, u64 key) {
 // listed rows go round-robin over the teams, and fewer rows than teams split the grid's warps
 // evenly between them (one row: the whole grid). Every warp walking every listed row cost each
 // warp the whole list (R-MAT 27's whole graph lists 39,067 rows of more than 4096 entries).
-// Warps past teams * size take no row. Twin: distgrail.gpu.sweep.hub_team.
+// Warps past teams * size take no row. Twin: distgrail.gpu.sweep.hub_team. A team's size does not
+// follow its row's length: one giant row among more rows than teams is one team's alone
+// (docs/design.md, the paragraph on hub rows of phase 5 and the condensation).
 struct DgHubTeam {
     i64 teams, size, team, warp;  // teams, warps per team, this warp's team and its place in it
 };

@@ -23,8 +23,8 @@
 // A hub row (more than `hub` entries: R-MAT 27's condensed DAG has one of 11.1 M) would hold one
 // warp for the whole launch; the warp-per-row kernels skip it and append it to `hubs` (hubs[0]
 // counts them, hubs[1 + i] a row; the host sizes it for every row that can be one), and their
-// *_hubs companions sweep the hub rows' entries with the whole grid, a team of warps a row
-// (dg_hub_team, kernels/common.cuh).
+// *_hubs companions sweep the hub rows' entries, a team of the grid's warps a row (dg_hub_team,
+// kernels/common.cuh).
 __device__ __forceinline__ bool dg_hub_row(i64 deg, i64 hub, long long* hubs, i64 r, int lane) {
     if (deg <= hub) return false;
     if (lane == 0) hubs[1 + (i64)atomicAdd((unsigned long long*)hubs, 1ULL)] = r;

@@ -119,16 +119,36 @@ def test_special_graphs(name, rule):
 
 
 @pytest.mark.parametrize("hub", [2, 8])
-def test_phase1_hub_rows_by_teams_of_warps(monkeypatch, hub):
-    """Phase 1's max-level rule with many hub rows (every row of more than ``hub`` edges; the
-    kernels' own cut stays DG_HUB, and a row both launches see gives the same max and min): the
-    rows round-robin over the teams of warps, the parents equal the twin's."""
+def test_phase1_hub_launches_beside_the_row_kernels(monkeypatch, hub):
+    """Phase 1's max-level rule with the host listing every row of more than ``hub`` edges while
+    the kernels' own cut stays DG_HUB: the hub launches sweep rows the row kernels also sweep
+    (the same max and min again), so the parents equal the twin's unless a hub launch writes a
+    wrong candidate; many rows, round-robin over the teams of warps."""
     from distgrail.stages import forest as forest_mod
 
     monkeypatch.setattr(forest_mod, "HUB", hub)
     dag = condense(generate("scale-free", 30000, 12, 4))
     assert int((np.diff(dag.indptr) > hub).sum()) > 100
     check_phases(dag, "max-level", seed=3, dims=range(2))
+
+
+@pytest.mark.parametrize("rule", ["max-level", "dfs"])
+def test_phase1_hub_rows_only_by_the_hub_launches(monkeypatch, rule):
+    """The kernels compiled with DG_HUB = 4 (a fresh module cache): every row of more than 4 edges
+    is skipped by the row kernels and swept only by the hub launches (max-level: thousands of rows
+    round-robin over the teams of warps; dfs: a block per hub), so an entry they miss changes a
+    parent."""
+    from distgrail import constants
+    from distgrail.gpu import kernels as gk
+    from distgrail.stages import forest as forest_mod
+
+    monkeypatch.setattr(constants, "HUB", 4)
+    monkeypatch.setattr(forest_mod, "HUB", 4)
+    monkeypatch.setattr(gk, "_CACHE", {})
+    assert "#define DG_HUB (4)" in gk.defines_header()
+    dag = condense(generate("scale-free", 30000, 12, 4))
+    assert int((np.diff(dag.indptr) > 4).sum()) > 1000 and int((np.diff(dag.rindptr) > 4).sum()) > 100
+    check_phases(dag, rule, seed=3, dims=range(2))
 
 
 def test_many_dims_in_groups_of_eight():

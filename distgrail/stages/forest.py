@@ -180,7 +180,7 @@ def parents_max_level_cuda(be, dag, seed):
     blocks = warp_grid(C, sm_count())
     best = cp.zeros(C, dtype=cp.uint64)
     csr = (dag.indptr, dag.indices, level)
-    hubs = cp.flatnonzero(cp.diff(dag.indptr) > HUB)  # rows the warp kernels skip: the grid's, in turn
+    hubs = cp.flatnonzero(cp.diff(dag.indptr) > HUB)  # rows the warp kernels skip: teams of warps sweep them
     hub_grid = ((sm_count() * 8,), (GRID_THREADS,))
     kernel("forest", "dg_parent_best_hash")((blocks,), (GRID_THREADS,), csr + (best, np.int64(C), base))
     if hubs.size:
