@@ -137,11 +137,8 @@ def _on_signal(sig, frame):
 
 def install_handlers() -> None:
     """Clean up on SIGTERM / SIGINT from now on (what :class:`atomic_path` does on entering it; a
-    write opened on another thread needs them installed on the main thread first)."""
-    _install_handlers()
-
-
-def _install_handlers():
+    write opened on another thread needs them installed on the main thread first). Off the main
+    thread it does nothing (signals reach the main thread only)."""
     if threading.current_thread() is not threading.main_thread():
         return
     for sig in (signal.SIGTERM, signal.SIGINT):
@@ -254,7 +251,7 @@ class atomic_path:
             if self.size > free:  # HDF5 does not always survive a failed write: refuse before
                 raise OutputError(f"{self.path}: cannot write the output: No space left on device "
                                   f"(needs about {self.size / 2**20:,.1f} MiB, {free / 2**20:,.1f} MiB free)")
-        _install_handlers()
+        install_handlers()
         _LIVE.add(self.tmp)
         return self.tmp
 
