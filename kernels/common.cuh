@@ -36,3 +36,10 @@ __device__ __forceinline__ DgHubTeam dg_hub_team(i64 nhubs, i64 wid, i64 nwarps)
     const i64 team = wid / size;
     return {teams, size, team, wid - team * size};
 }
+
+// the hub rows h (of hubs 0..nhubs) that this warp's team sweeps; declares `tm` (its team: a row's
+// entries then go b = first + tm.warp * 32 .. by tm.size * 32, one warp's lanes on 32 of them)
+#define DG_TEAM_HUB_ROWS(nhubs, h)                                                                \
+    const DgHubTeam tm = dg_hub_team((nhubs), ((i64)blockIdx.x * blockDim.x + threadIdx.x) >> 5,  \
+                                     ((i64)gridDim.x * blockDim.x) >> 5);                         \
+    for (i64 h = tm.team < tm.teams ? tm.team : (nhubs); h < (nhubs); h += tm.teams)

@@ -36,9 +36,7 @@ __device__ __forceinline__ bool dg_hub_row(i64 deg, i64 hub, long long* hubs, i6
 #define DG_HUB_ENTRIES(hubs)                                                                    \
     const int lane = threadIdx.x & 31;                                                          \
     const i64 nh = (hubs)[0];                                                                   \
-    const DgHubTeam tm = dg_hub_team(nh, ((i64)blockIdx.x * blockDim.x + threadIdx.x) >> 5,     \
-                                     ((i64)gridDim.x * blockDim.x) >> 5);                       \
-    for (i64 h = tm.team < tm.teams ? tm.team : nh; h < nh; h += tm.teams)                      \
+    DG_TEAM_HUB_ROWS(nh, h)                                                                     \
         for (i64 u = (hubs)[1 + h], b = ptr[u] + tm.warp * 32, end = ptr[u + 1]; b < end; b += tm.size * 32)
 
 // bit 0: some pair (src[i-1], dst[i-1]) >= (src[i], dst[i]) (unsorted or repeated); bit 1: a self-loop

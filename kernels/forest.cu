@@ -36,9 +36,7 @@ __device__ __forceinline__ void for_hub_candidate_edges(const i64* __restrict__ 
                                                         const int* __restrict__ level, i64 C, u64 base,
                                                         const i64* __restrict__ hubs, i64 nhubs, F f) {
     const int lane = threadIdx.x & 31;
-    const DgHubTeam tm = dg_hub_team(nhubs, ((i64)blockIdx.x * blockDim.x + threadIdx.x) >> 5,
-                                     ((i64)gridDim.x * blockDim.x) >> 5);
-    for (i64 h = tm.team < tm.teams ? tm.team : nhubs; h < nhubs; h += tm.teams) {
+    DG_TEAM_HUB_ROWS(nhubs, h) {
         const i64 u = hubs[h];
         const int want = level[u] + 1;
         const i64 e1 = indptr[u + 1];

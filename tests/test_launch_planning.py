@@ -106,6 +106,13 @@ def test_hub_team_is_the_kernels_formula():
     assert "most = nwarps / DG_HUB_TEAM > 1 ? nwarps / DG_HUB_TEAM : 1" in src
     assert "teams = nhubs < 1 ? 1 : (nhubs < most ? nhubs : most)" in src
     assert "size = nwarps / teams" in src and "team = wid / size" in src
+    # the rows a team takes, one loop for both kernels' files, and their strides over a row
+    assert "for (i64 h = tm.team < tm.teams ? tm.team : (nhubs); h < (nhubs); h += tm.teams)" in src
+    for name, stride in (("condense", "b = ptr[u] + tm.warp * 32, end = ptr[u + 1]; b < end; b += tm.size * 32"),
+                         ("forest", "e = indptr[u] + tm.warp * 32 + lane; e < e1; e += tm.size * 32")):
+        with open(os.path.join(kernel_dir(), f"{name}.cu")) as f:
+            cu = f.read()
+        assert "DG_TEAM_HUB_ROWS(" in cu and stride in cu and "dg_hub_team(" not in cu
     assert gs.hub_team(60000, 5, 4224 * 8) == (1056, 32, 0, 5)
 
 
