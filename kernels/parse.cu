@@ -3,7 +3,8 @@
 // dg_parse_ prefix that computes the same arrays (count_numpy, write_numpy, lines_numpy, ...).
 //
 // One chunk of text (complete lines, the last one possibly without '\n' at the end of the file):
-//   count   one warp per 1024-byte tile: tokens, newlines, A and B markers per tile; bad bytes -> flag
+//   count   one warp per 1024-byte tile: tokens, newlines, A and B markers per tile; bad bytes and a
+//           '\r' not followed by '\n' -> flag
 //   (host)  inclusive scan of the tile counts (cupy.cumsum), totals come back (one sync per chunk)
 //   write   the same walk again: token starts and lines, marker positions, per-line prefix counts
 //   lines   one thread per line: the line's structure, its vertex id (.gra) or its pair (edge lists)
@@ -73,6 +74,20 @@ __device__ __forceinline__ int dg_prev_class(const unsigned char* __restrict__ d
     return prev;
 }
 
+// 1 when a lane's bytes hold a '\r' that is not followed by '\n' (lines end with '\n' or "\r\n"; a
+// lone '\r' would split nothing, so "0 1\r1 2" would read as one edge); a '\r' as the text's last
+// byte ends the file's last line (chunks and rank ranges end at a '\n' or at the end of the file)
+__device__ __forceinline__ int dg_stray_cr(const unsigned char* __restrict__ data, i64 L, const unsigned char* b,
+                                           i64 p0) {
+    int bad = 0;
+#pragma unroll
+    for (int k = 0; k < 32; ++k) {
+        const i64 p = p0 + k;
+        if (b[k] == '\r' && p + 1 < L) bad |= ((k < 31) ? b[k + 1] : data[p + 1]) != '\n';
+    }
+    return bad;
+}
+
 // counts: ntiles x 4 int32 (tokens, newlines, A, B)
 extern "C" __global__ void dg_parse_count(const unsigned char* __restrict__ data, i64 L, int fmt, i64 ntiles,
                                           int* __restrict__ counts, int* __restrict__ flags) {
@@ -86,6 +101,7 @@ extern "C" __global__ void dg_parse_count(const unsigned char* __restrict__ data
         const int prev = dg_prev_class(data, L, fmt, b, p0, lane);
         int cnt[5] = {0, 0, 0, 0, 0};
         dg_lane_counts(b, p0, L, fmt, prev, cnt);
+        cnt[4] += dg_stray_cr(data, L, b, p0);
 #pragma unroll
         for (int k = 0; k < 5; ++k)
             for (int o = 16; o > 0; o >>= 1) cnt[k] += __shfl_xor_sync(FULLMASK, cnt[k], o);

@@ -67,6 +67,9 @@ def bad_cases(rng):
         ("missing.gra", "\n".join(lines[:-30]) + "\n", None),
         ("few.mtx", "%%MatrixMarket matrix coordinate pattern general\n5 5 4\n1 2\n2 3\n", None),
         ("empty.txt", "# only a comment\n\n", None),
+        # issue 40: a lone '\r' in rank 1's range (the kernels' twin flags it), a signed first line
+        ("cr.txt", at60(edgelist_text(rng, 300, 3000, comments=False), "5 6\r7 8"), None),
+        ("plus.txt", "+0 +1\n" + edgelist_text(rng, 300, 3000, comments=False), None),
     ]
 
 

@@ -133,6 +133,12 @@ def bad_cases():
         ("mtxsq.mtx", "%%MatrixMarket matrix coordinate pattern general\n3 4 0\n", None),
         ("mtxsize.mtx", "%%MatrixMarket matrix coordinate pattern general\n3 3\n", None),
         ("mtxtok.mtx", "%%MatrixMarket matrix coordinate pattern general\n3 3 1\n1 #2\n", None),
+        # issue 40: old-Mac line ends and signed ids (the first line of '+0 +1' is no header)
+        ("cr.txt", "0 1\r1 2\r2 3\r", None),
+        ("crmid.txt", "0 1\n1 2\r\n2 3\r4 5\n", None),
+        ("cr.gra", "2\n0: 1 #\r1: #\n", None),
+        ("cr.mtx", "%%MatrixMarket matrix coordinate pattern general\n3 3 2\n1 2\r2 3\n", None),
+        ("plus.txt", "+0 +1\n1 2\n", None),
     ]
 
 

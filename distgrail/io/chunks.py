@@ -153,7 +153,10 @@ def plan_read(path, fmt: str = "auto", num_vertices: int | None = None) -> Plan:
         return Plan("cpu", path, reason="bad arguments")
     if special_kind(path):  # a FIFO, device or socket: the CPU reader refuses it (never opened here)
         return Plan("cpu", path, reason="not a regular file")
-    fmt = detect_format(path) if fmt == "auto" else fmt
+    try:
+        fmt = detect_format(path) if fmt == "auto" else fmt
+    except GraphFormatError:  # a compressed head that does not inflate: the CPU reader says so
+        return Plan("cpu", path, reason="damaged compressed data")
     if fmt == "h5":
         return Plan("h5", path, fmt)
     codec = codec_of(_raw_head(path, 8))

@@ -19,6 +19,7 @@ import queue
 import threading
 
 from ..errors import GraphFormatError
+from .guards import STRAY_CR, stray_cr
 from .text import CHUNK_BYTES, Text
 
 __all__ = ["CODECS", "codec_of", "open_codec", "peek", "StreamText"]
@@ -67,12 +68,72 @@ def open_codec(path: str, codec: str):
 
         return bz2.open(path, "rb")
     try:
-        import zstandard
+        import zstandard  # noqa: F401 (installed?)
     except ImportError:
         raise GraphFormatError("Zstandard-compressed file, but the 'zstandard' package is not installed "
                                "(pip install zstandard)", path=path) from None
-    raw = open(path, "rb")
-    return zstandard.ZstdDecompressor().stream_reader(raw, read_across_frames=True, closefd=True)
+    return ZstdFrames(open(path, "rb"))
+
+
+class ZstdTruncated(EOFError):
+    """The Zstandard data ended inside a frame."""
+
+
+def zstd_pieces(raw, block: int):
+    """Decompressed pieces (about ``block`` bytes or fewer) of the Zstandard frames in the binary
+    file ``raw``, one after the other, checking that the data ends where a frame ends:
+    python-zstandard's ``stream_reader`` and ``read_to_iter`` end quietly at a frame cut short (a
+    file truncated after its first block read as 1,001 of its 2,000 edges), so each frame goes
+    through a ``decompressobj`` of its own, and ``eof`` must be set when the input ends
+    (:class:`ZstdTruncated` otherwise). Skippable frames give no bytes; data after the last frame
+    that is not a frame is a ``ZstdError``. The compressed bytes fed per call follow the ratio seen
+    so far, so one call inflates about ``block`` bytes even from a bomb (ratios of 10,000:1)."""
+    import zstandard
+
+    dctx = zstandard.ZstdDecompressor()
+    d, fed, step = dctx.decompressobj(), False, 1 << 12
+    while True:
+        data = raw.read(step)
+        if not data:
+            if fed and not d.eof:
+                raise ZstdTruncated("the data ends inside a frame")
+            return
+        while data:
+            if d.eof:  # a frame ended: the next one starts in what it did not use
+                d, fed = dctx.decompressobj(), False
+            out = d.decompress(data)
+            fed = True
+            data = d.unused_data if d.eof else b""
+            if out:
+                yield out
+                step = max(1 << 10, min(1 << 20, block * (step or 1) // max(len(out), 1)))
+
+
+class ZstdFrames:
+    """A binary file object over :func:`zstd_pieces` of ``raw`` (``read(count)``, ``close``)."""
+
+    def __init__(self, raw, block: int = 4 << 20):
+        self._raw, self._pieces, self._buf = raw, zstd_pieces(raw, block), b""
+
+    def read(self, count: int = -1) -> bytes:
+        while count < 0 or len(self._buf) < count:
+            piece = next(self._pieces, b"")
+            if not piece:
+                break
+            self._buf += piece
+        if count < 0:
+            count = len(self._buf)
+        out, self._buf = self._buf[:count], self._buf[count:]
+        return out
+
+    def close(self):
+        self._raw.close()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
 
 
 def _damaged(path: str, codec: str, e: BaseException) -> GraphFormatError:
@@ -182,6 +243,13 @@ class StreamText(Text):
         seen = self._base + len(self._data)
         return seen if self._eof else max(seen, self._hint)
 
+    def read_so_far(self) -> str:
+        def size(b: int) -> str:
+            return f"{b / 1e9:,.1f} GB" if b >= 1e9 else f"{b / 1e6:,.1f} MB"
+
+        return (f"its {CODECS[self.codec][1]} data ({size(os.path.getsize(self.path))}) inflate to at least "
+                f"{size(self._base + len(self._data))} of text holding at least ")
+
     # -- the Text interface -----------------------------------------------------------------
     def _line_bounds(self, pos: int):
         if pos < self._base:
@@ -261,6 +329,9 @@ class StreamText(Text):
                     nl = self._data.find(b"\n", grown)
                 end = self._base + nl + 1
             data = bytes(self._data[pos - self._base:end - self._base])
+            cr = stray_cr(data, self._eof and end == self._base + len(self._data))
+            if cr >= 0:
+                self.fail(pos + cr, STRAY_CR + self.excerpt(pos + cr))
             if self.translate is not None:
                 data = data.translate(self.translate)
             yield pos, data

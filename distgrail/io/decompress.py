@@ -17,7 +17,7 @@ import threading
 
 import numpy as np
 
-from .compressed import CODECS, put_unless_stopped
+from .compressed import CODECS, put_unless_stopped, zstd_pieces
 
 __all__ = ["Blocks", "StreamError", "BLOCK", "inflater"]
 
@@ -110,11 +110,8 @@ class Blocks:
             import bz2
 
             stream = bz2.BZ2File(self._raw, "rb")
-        else:
-            import zstandard
-
-            stream = zstandard.ZstdDecompressor().stream_reader(self._raw, read_across_frames=True, closefd=False)
-        return iter(lambda: stream.read(self.block), b"")
+            return iter(lambda: stream.read(self.block), b"")
+        return zstd_pieces(self._raw, self.block)  # (checks that the data ends where a frame does)
 
     def _work(self):
         try:

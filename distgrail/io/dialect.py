@@ -6,20 +6,28 @@ comments; :func:`sniff`):
 
 * **Separator**: a comma in the first edge line makes commas separators (CSV); tabs and spaces
   always are.
-* **Header**: the first edge line is a header, and skipped, when its first two fields are both
-  column names people use (``src,dst``, ``source target``, ``from to``, ``node1 node2``, ...), or
-  when they are not both integers while the next edge line's are.
+* **Header**: only the first edge line may be a header, and only when none of its fields is a
+  number (``+0``, ``-1``, ``2.5`` and ``1e3`` are numbers): it is skipped when its first two fields
+  are both column names people use (``src,dst``, ``source target``, ``from to``, ``node1 node2``,
+  ...), or when the next edge line's first two fields are integers. ``+0 +1`` is an edge line (and
+  an error: ids are non-negative integers without a sign), never a header.
 * **Node names**: when the first two fields of the first edge line (after a header) are both not
-  integers, the file is read as a labelled graph: every field is a node name (no blanks or commas inside),
-  vertices are numbered in order of first appearance, and the names are stored in the index
-  (:mod:`distgrail.nodelabels`), so queries take names. ``--format labelled`` reads any edge list
-  so (names that are integers but not ids 0..n-1, e.g. 64-bit hashes, or a first edge line such as
-  ``1 a``). Any other file is an integer edge list: a field that is not a non-negative integer is
-  an error naming file, line and value (``0 x`` on line 1 included).
+  numbers, the file is read as a labelled graph, but only if the whole file has the shape of an
+  edge list: every edge line has as many fields as that first one (a Python script whose first
+  line has two words is refused at its first line of another shape, with file and line). Every
+  field is a node name (no blanks or commas inside), vertices are numbered in order of first
+  appearance, and the names are stored in the index (:mod:`distgrail.nodelabels`), so queries
+  take names. ``--format labelled`` reads any edge list so, lines of any length (the first two
+  fields are the edge; names that are integers but not ids 0..n-1, e.g. 64-bit hashes, or a first
+  edge line such as ``1 a``). Any other file is an integer edge list: a field that is not a
+  non-negative integer is an error naming file, line and value (``0 x`` on line 1 included).
+* **Line ends**: ``\\n`` or ``\\r\\n``; a ``\\r`` anywhere else is an error
+  (:func:`distgrail.io.text.stray_cr`).
 """
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 
 import numpy as np
@@ -27,6 +35,7 @@ import numpy as np
 from ..dtypes import size_problem
 from ..errors import GraphFormatError
 from .graph import EdgeGraph
+from .guards import stray_cr
 from .text import Chunk
 
 __all__ = ["HEADER_NAMES", "Dialect", "sniff", "read_labelled", "COMMA_TABLE", "SNIFF_BYTES"]
@@ -47,10 +56,24 @@ class Dialect:
     body: int = 0  # offset of the first line after the header (0: no header)
     header: str = ""  # the header line, if any
     labelled: bool = False  # the first edge line names nodes
+    fields: int = 0  # fields of the first edge line after the header (a labelled file's every line has as many)
 
 
 def _is_int(tok: bytes) -> bool:
     return tok.lstrip(b"-").isdigit()
+
+
+_NUMBER = re.compile(rb"[+-]?(?:\d+\.?\d*|\.\d+)(?:[eE][+-]?\d+)?")
+
+
+def is_number(tok: bytes) -> bool:
+    """Whether ``tok`` is written as a number (sign, decimals and exponent allowed): such a field
+    makes a line an edge line, never a header, and is never taken for a node name by ``auto``.
+
+    >>> [is_number(t) for t in (b"+0", b"-1", b"2.5", b"1e3", b".5", b"src", b"v1", b"1a")]
+    [True, True, True, True, True, False, False, False]
+    """
+    return _NUMBER.fullmatch(tok) is not None
 
 
 def _edge_lines(head: bytes, complete: bool):
@@ -77,23 +100,29 @@ def sniff(head: bytes, complete: bool = False) -> Dialect:
     if not lines:
         return Dialect()
     d = Dialect(comma=lines[0][3])
-    first = lines[0][2][:2]
-    named = len(first) == 2 and all(f.lower().decode("utf-8", "replace") in HEADER_NAMES for f in first)
+    first = lines[0][2]
+    numbers = any(is_number(f) for f in first)
+    named = len(first) >= 2 and all(f.lower().decode("utf-8", "replace") in HEADER_NAMES for f in first[:2])
     ints = [all(_is_int(f) for f in ln[2][:2]) for ln in lines]
-    names = [len(ln[2]) >= 2 and not any(_is_int(f) for f in ln[2][:2]) for ln in lines]
-    if named or (names[0] and len(lines) > 1 and ints[1]):
+    names = [len(ln[2]) >= 2 and not any(is_number(f) for f in ln[2][:2]) for ln in lines]
+    header = not numbers and (named or (len(first) >= 2 and len(lines) > 1 and ints[1]))
+    if header and stray_cr(head[:lines[0][1] + 1], complete and lines[0][1] >= len(head) - 1) >= 0:
+        header = False  # (read as an edge line then, the reader reports the '\r' with its line)
+    if header:
         d.body = min(lines[0][1] + 1, len(head))
         d.header = head[lines[0][0]:lines[0][1]].decode("utf-8", "replace").strip()
         lines, names = lines[1:], names[1:]
         if len(lines) > 0 and not d.comma:
             d.comma = lines[0][3]
     d.labelled = bool(lines) and names[0]
+    d.fields = len(lines[0][2]) if lines else 0
     return d
 
-
-def read_labelled(text, start: int = 0, num_vertices: int | None = None) -> EdgeGraph:
+def read_labelled(text, start: int = 0, num_vertices: int | None = None, fields: int | None = None) -> EdgeGraph:
     """A labelled graph from the edge list ``text`` (a :class:`~distgrail.io.text.Text`) from byte
-    ``start``: two node names per line (extra columns ignored), ``#``/``%`` comments."""
+    ``start``: two node names per line (extra columns ignored), ``#``/``%`` comments. ``fields``
+    (names recognised by ``auto``, not asked for): every edge line must have that many fields,
+    the shape of an edge list, else the file is refused at its first line of another shape."""
     from ..nodelabels import NodeLabels
 
     if num_vertices is not None:
@@ -113,6 +142,13 @@ def read_labelled(text, start: int = 0, num_vertices: int | None = None) -> Edge
         if short.any():
             pos = ch.abs(ch.line_start[int(np.flatnonzero(short)[0])])
             text.fail(pos, f"expected two node names 'u v' (edge), got {text.excerpt(pos)}")
+        other = (ch.tokens_per_line > 0) & (ch.tokens_per_line != (fields or 0))
+        if fields and other.any():
+            pos = ch.abs(ch.line_start[int(np.flatnonzero(other)[0])])
+            text.fail(pos, f"not an edge list of node names: its first edge line has {fields} fields, this "
+                           f"one {int(ch.tokens_per_line[int(np.flatnonzero(other)[0])])} "
+                           f"(--format labelled reads the first two fields of every line as names), "
+                           f"got {text.excerpt(pos)}")
         ch.keep_columns(2)
         toks = ch.arr.tobytes().split()
         if len(toks) != int(ch.cum[-1]):  # bytes.split() also splits at \v and \f
@@ -120,6 +156,7 @@ def read_labelled(text, start: int = 0, num_vertices: int | None = None) -> Edge
             text.fail(pos, f"control character in a node name, got {text.excerpt(pos)}")
         parts.append(np.fromiter((get(t, len(ids)) for t in toks), dtype=np.int64, count=len(toks)))
         del toks, ch
+        text.check_room(sum(p.size for p in parts) // 2)
     if not ids:
         raise GraphFormatError("empty edge list: no 'u v' line found", path=text.path)
     n = len(ids)

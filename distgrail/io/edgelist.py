@@ -103,6 +103,7 @@ def read_columns(text: Text, start: int, columns: int, comments: bytes, base: in
         us.append(vals[0::2])
         vs.append(vals[1::2])
         del vals
+        text.check_room(us.size)
     return us.result(), vs.result(), us.size
 
 

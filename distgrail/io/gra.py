@@ -111,6 +111,7 @@ def read_gra(text: Text) -> EdgeGraph:
         deg_parts.append(deg.astype(np.int32))
         succ.append(chunk_succ)
         del got, chunk_succ
+        text.check_room(succ.size)
         if last is not None:
             last_line_pos = offset + last
     ids = concat(ids_parts, dt)

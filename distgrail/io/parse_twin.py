@@ -79,11 +79,13 @@ def _scan(data, L, fmt):
 
 
 def count_numpy(data, L, fmt, ntiles, counts, flags):
-    _, cls, start = _scan(data, int(L), int(fmt))
+    a, cls, start = _scan(data, int(L), int(fmt))
+    cr = np.flatnonzero(a == 13)
+    cr = cr[cr + 1 < a.size]  # (dg_stray_cr: a '\r' as the text's last byte ends its last line)
     c = counts.reshape(int(ntiles), 4)
     for k, mask in enumerate((start, cls & C_NL, cls & C_A, cls & C_B)):
         c[:, k] = np.bincount(np.flatnonzero(mask) // TILE, minlength=int(ntiles))
-    if (cls & C_BAD).any():
+    if (cls & C_BAD).any() or (a[cr + 1] != 10).any():
         flags[0] |= F_BAD_BYTE
 
 

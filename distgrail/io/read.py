@@ -152,8 +152,8 @@ def read_graph(path, fmt: str = "auto", num_vertices: int | None = None) -> Edge
             g = read_gra(text)
         elif fmt == "mtx":
             g = read_mtx(text)
-        elif fmt == "labelled" or dialect.labelled:
-            g = read_labelled(text, dialect.body, num_vertices)
+        elif fmt == "labelled" or dialect.labelled:  # names not asked for: the whole file must be shaped so
+            g = read_labelled(text, dialect.body, num_vertices, None if fmt == "labelled" else dialect.fields)
         else:
             g = read_edgelist(text, num_vertices, dialect.body)
         if digest is not None:

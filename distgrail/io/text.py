@@ -17,6 +17,7 @@ import numpy as np
 
 from ..errors import GraphFormatError
 from .excerpt import looks_binary, shown  # noqa: F401 (looks_binary: re-exported)
+from .guards import STRAY_CR, room_problem, stray_cr
 
 __all__ = ["shown", "Text", "Chunk", "Sink", "TokenCounter", "CHUNK_BYTES", "concat", "parse_n", "fast_numbers", "token_starts"]
 
@@ -105,6 +106,17 @@ class Text:
             e += 1
         return bytes(buf[s:e]).decode("utf-8", "replace")
 
+    def check_room(self, edges: int) -> None:
+        """Refuse the file, with need against have, once the ``edges`` read so far cannot fit
+        (:func:`distgrail.io.guards.room_problem`: a gzip bomb ends here, not killed by the kernel)."""
+        why = room_problem(edges)
+        if why:
+            raise GraphFormatError(self.read_so_far() + why, path=self.path)
+
+    def read_so_far(self) -> str:
+        """The start of :meth:`check_room`'s message."""
+        return "the file holds at least "
+
     def fail(self, pos: int, message: str):
         line, _ = self.line_at(pos)
         raise GraphFormatError(message, path=self.path, line=line)
@@ -151,6 +163,9 @@ class Text:
                     data = self.read(pos, end - pos)
                 else:
                     data = data[: nl + 1]
+            cr = stray_cr(data, pos + len(data) >= size)
+            if cr >= 0:
+                self.fail(pos + cr, STRAY_CR + self.excerpt(pos + cr))
             if self._h is not None and pos >= self._hashed:
                 self._feed(pos)
                 self._h.update(data)

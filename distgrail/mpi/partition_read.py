@@ -75,11 +75,12 @@ def _rank0_reads(comm, be, graph, num_vertices, fmt, plan=None, why=None):
 
 
 def _binary_file(path, fmt) -> bool:
+    from ..errors import GraphFormatError
     from ..io.read import detect_format
 
     try:
         return fmt == "h5" or (fmt == "auto" and detect_format(path) == "h5")
-    except OSError:
+    except (OSError, GraphFormatError):
         return False  # rank 0 reads alone and reports it
 
 

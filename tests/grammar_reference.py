@@ -1,0 +1,80 @@
+"""A small reference reader of the documented edge-list grammar (README "Input and output formats",
+distgrail/io/dialect.py), written line by line in plain Python, for the fuzz test of the fast
+readers (tests/test_misreads.py). ASCII text only; ``auto`` format of a ``.txt`` file.
+
+1. A ``\\r`` is allowed only right before ``\\n`` or as the file's last byte; lines end at ``\\n``
+   (a ``\\r`` before it belongs to the line end).
+2. A line's content ends at its first ``#`` or ``%``; an edge line has at least one field.
+3. The first edge line is a header only when none of its fields is a number (sign, decimals,
+   exponent) and it has two fields or more, and either its first two fields are column names
+   (HEADER_NAMES) or the next edge line's first two fields are integers (a sign ``-`` allowed there).
+4. Commas separate fields when the first edge line (after a header: the one after it) has one.
+5. After the header, a first edge line whose first two fields are not numbers makes the file a
+   graph of node names: every edge line must have as many fields as that one; the first two name
+   the edge's ends; vertices are numbered by first appearance.
+6. Otherwise every edge line has at least two fields, the first two non-negative integers
+   (``[0-9]+``) below ``cap``; further fields are ignored; n = largest id + 1; no edge line is an error.
+
+The result: None (the file must be refused) or ``(n, edges, names)``: ``edges`` the (u, v) pairs
+in file order, as names (str) when ``names`` else ints.
+"""
+
+from __future__ import annotations
+
+import re
+
+from distgrail.io.dialect import HEADER_NAMES  # the documented list of column names (data, not logic)
+
+NUMBER = re.compile(r"[+-]?(?:\d+\.?\d*|\.\d+)(?:[eE][+-]?\d+)?\Z")
+SIGNED_INT = re.compile(r"-?\d+\Z")
+ID = re.compile(r"\d+\Z")
+
+
+def _content(line: str) -> str:
+    return re.split(r"[#%]", line, maxsplit=1)[0]
+
+
+def reference(data: bytes, cap: int):
+    for i, c in enumerate(data):  # 1.
+        if c == 13 and i != len(data) - 1 and data[i + 1] != 10:
+            return None
+    text = data.decode("ascii")
+    lines = text.split("\n")
+    if lines and lines[-1] == "":
+        lines.pop()
+    lines = [ln[:-1] if ln.endswith("\r") else ln for ln in lines]
+    sniffed = [(k, _content(ln).replace(",", " ").split()) for k, ln in enumerate(lines)]
+    edge_lines = [(k, f) for k, f in sniffed if f][:2]  # 2.
+    body, comma, fields, names = 0, False, 0, False
+    if edge_lines:
+        k0, f0 = edge_lines[0]
+        comma = "," in _content(lines[k0])
+        named = len(f0) >= 2 and all(f.lower() in HEADER_NAMES for f in f0[:2])
+        ints1 = len(edge_lines) > 1 and all(SIGNED_INT.match(f) for f in edge_lines[1][1][:2])
+        if not any(NUMBER.match(f) for f in f0) and len(f0) >= 2 and (named or ints1):  # 3.
+            body = k0 + 1
+            edge_lines = edge_lines[1:]
+            if edge_lines and not comma:
+                comma = "," in _content(lines[edge_lines[0][0]])  # 4.
+        if edge_lines:
+            f0 = edge_lines[0][1]
+            names = len(f0) >= 2 and not any(NUMBER.match(f) for f in f0[:2])  # 5.
+            fields = len(f0)
+    edges = []
+    for ln in lines[body:]:
+        c = _content(ln)
+        toks = (c.replace(",", " ") if comma else c).split()
+        if not toks:
+            continue
+        if len(toks) < 2 or (names and len(toks) != fields):
+            return None
+        if not names:
+            if not (ID.match(toks[0]) and ID.match(toks[1])) or max(int(toks[0]), int(toks[1])) >= cap:  # 6.
+                return None
+            toks = [int(toks[0]), int(toks[1])]
+        edges.append((toks[0], toks[1]))
+    if not edges:
+        return None
+    if names:
+        return len({x for e in edges for x in e}), edges, True
+    return max(max(e) for e in edges) + 1, edges, False
