@@ -502,7 +502,7 @@ def test_under_mpiexec_sigterm_on_rank_1_alone_waits_then_sigterm_to_mpiexec_end
     th.start()
     deadline = time.monotonic() + 30
     while not c.health()["sharded_running"] and th.is_alive() and time.monotonic() < deadline:
-        time.sleep(0.01)  # (in_flight counts a request still reading its body: under load 0.2 s was not enough)
+        time.sleep(0.01)  # (the body of 4 M pairs takes a while to arrive: under load 0.2 s was not enough)
     assert th.is_alive(), "the batch ended before the stop: make it larger"
     assert c.health()["sharded_running"], "the batch never reached the collective"  # the stop waits for its end
     t0 = time.monotonic()

@@ -10,7 +10,14 @@ CUDA stream on the backend's device.
 
 Limits: ``max_pairs`` per request (413; the body may not be larger than that many pairs can
 take), ``timeout`` seconds per request (504; a batch still waiting for a thread is dropped, one
-already on the GPU runs to its end), ``max_waiting`` requests in flight (503).
+already on the GPU runs to its end), ``max_waiting`` requests in flight (503; 16 per worker),
+counted only once a request's body is in, so that slow uploads hold no slot the others need; a
+body may take ``body_timeout`` seconds to arrive, plus a second for each MiB that has arrived
+(408, and the connection closed at once; :class:`~distgrail.server.limits.BodyClock`); one client
+address may hold ``max_client_connections`` connections open (429;
+:class:`~distgrail.server.limits.Gate`). A client gone mid-body is one line in the log
+(``clients_gone`` in ``/health``), not an error. Every refusal is a 4xx/5xx with a one-line JSON
+message; a traceback in the log is a bug.
 
 Under MPI (``dispatcher``: a :class:`distgrail.mpi.serve.Dispatcher`) a batch of at least
 ``shard_min_pairs`` pairs is checked here (a bad one is a 400 before any collective), then
@@ -35,6 +42,7 @@ import numpy as np
 
 from .._version import __version__
 from ..errors import DistGrailError, GraphFormatError, QueryError
+from .limits import DEFAULT_BODY_TIMEOUT, DEFAULT_CLIENT_CONNECTIONS, BodyClock, Late
 from .wire import JSON, NPY, STATS_HEADER, decode_pairs, encode_answers
 
 __all__ = ["Service", "GPU_BATCHES_AT_ONCE", "LATENCY_WINDOW", "SHARD_MIN_PAIRS"]
@@ -51,9 +59,13 @@ SHARD_MIN_PAIRS = 1 << 16
 class _Refused(Exception):
     """A request the server will not answer: HTTP ``status`` and the message."""
 
-    def __init__(self, status: int, message: str, headers: dict | None = None):
+    def __init__(self, status: int, message: str, headers: dict | None = None, close: bool = False):
         super().__init__(message)
-        self.status, self.headers = status, headers or {}
+        self.status, self.headers, self.close = status, headers or {}, close
+
+
+class _Gone(Exception):
+    """The client closed its connection before its request's body was in."""
 
 
 def body_limit(max_pairs: int, label_chars: int) -> int:
@@ -69,12 +81,19 @@ class Service:
 
     def __init__(self, index, backend, *, max_pairs: int, timeout: float, token: str | None = None,
                  workers: int | None = None, max_waiting: int | None = None, dispatcher=None,
-                 shard_min_pairs: int = SHARD_MIN_PAIRS, ranks: list | None = None):
+                 shard_min_pairs: int = SHARD_MIN_PAIRS, ranks: list | None = None,
+                 body_timeout: float = DEFAULT_BODY_TIMEOUT, max_client_connections: int = DEFAULT_CLIENT_CONNECTIONS,
+                 log=None):
         self.index, self.be = index, backend
         #: under MPI: rank 0's Dispatcher, the batch size from which it is used, every rank's
         #: ``{"rank", "host", "pid", "device"}``
         self.dispatcher, self.shard_min_pairs, self.ranks = dispatcher, int(shard_min_pairs), ranks
         self.max_pairs, self.timeout, self.token = int(max_pairs), float(timeout), token
+        self.body_timeout, self.max_client_connections = float(body_timeout), int(max_client_connections)
+        #: one line of the log (a client gone); the server's ``say``
+        self.log = log or (lambda text: print(f"distgrail: {text}", file=sys.stderr, flush=True))
+        #: the :class:`~distgrail.server.limits.Gate` of the listening socket, once listening
+        self.gate = None
         labels = index.node_labels
         self.label_kind = None if labels is None else labels.kind
         chars = int(labels.values.dtype.itemsize // 4) if self.label_kind == "str" else 0
@@ -87,7 +106,7 @@ class Service:
         self._streams = threading.local()
         self.device_name = _device_name(backend)
         self.started = time.time()
-        self.requests = self.batches = self.pairs = self.in_flight = 0
+        self.requests = self.batches = self.pairs = self.in_flight = self.receiving = self.gone = 0
         self.errors: collections.Counter = collections.Counter()
         self.latency = collections.deque(maxlen=LATENCY_WINDOW)
 
@@ -153,7 +172,11 @@ class Service:
                                 "(distgrail.connect(url, token=...); distgrail query --server reads "
                                 "DISTGRAIL_TOKEN or --token-file)", {"WWW-Authenticate": 'Bearer realm="distgrail"'})
         scheme, _, value = got.partition(" ")
-        if scheme.lower() != "bearer" or not hmac.compare_digest(value.strip().encode(), self.token.encode()):
+        value = value.strip()
+        if not (value.isascii() and value.isprintable()):  # undecodable bytes come as surrogates: not ASCII
+            raise _Refused(401, "the bearer token is not printable ASCII (RFC 6750), so it is not this server's",
+                           {"WWW-Authenticate": 'Bearer realm="distgrail", error="invalid_token"'})
+        if scheme.lower() != "bearer" or not hmac.compare_digest(value.encode(), self.token.encode()):
             raise _Refused(403, "the bearer token is not this server's")
 
     async def query(self, request):
@@ -163,15 +186,15 @@ class Service:
         self.requests += 1
         try:
             self._authorize(request)
-            if self.in_flight >= self.max_waiting:
-                raise _Refused(503, f"busy: {self.in_flight} requests in flight (this server's limit); retry later",
-                               {"Retry-After": "1"})
             size = request.content_length
             if size is not None and size > self.max_body:
                 raise _Refused(413, self._too_big(f"{size:,} bytes"))
+            body = await self._read(request, size)
+            if self.in_flight >= self.max_waiting:  # counted once its body is in: slow uploads take no slot
+                raise _Refused(503, f"busy: {self.in_flight} requests in flight (this server's limit); retry later",
+                               {"Retry-After": "1"})
             self.in_flight += 1
             try:
-                body = await self._read(request, size)
                 columns = request.query.get("layout", "pairs")
                 if columns not in ("pairs", "columns"):
                     raise QueryError(f"layout must be 'pairs' (a (k, 2) body) or 'columns' ((2, k)), got {columns!r}")
@@ -184,7 +207,13 @@ class Service:
                     raise _Refused(504, self._late()) from None
             finally:
                 self.in_flight -= 1
+        except _Gone as e:  # not an error of this server's: one line, no answer (nobody to read it)
+            self.gone += 1
+            self.log(f"client {request.remote} gone: {e}")
+            return web.Response(status=400)
         except _Refused as e:
+            if e.close:
+                return await self._closing(request, self._error(e.status, str(e), e.headers))
             return self._error(e.status, str(e), e.headers)
         except (QueryError, GraphFormatError) as e:  # the batch: the message Index.query gives
             return self._error(400, str(e))
@@ -199,25 +228,49 @@ class Service:
         return web.Response(body=out, content_type=ctype, headers=headers)
 
     async def _read(self, request, size: int | None):
-        """The body: with a Content-Length, into one buffer of that size as it arrives (one copy;
-        ``request.read()`` makes two); else (chunked) by aiohttp, within ``client_max_size``."""
-        from aiohttp import web
-
-        if size is None:
-            try:
-                return await request.read()
-            except web.HTTPRequestEntityTooLarge:  # over the limit
-                raise _Refused(413, self._too_big("more bytes")) from None
-        body = bytearray(size)
-        view, at = memoryview(body), 0
-        async for chunk in request.content.iter_any():
-            if at + len(chunk) > size:
-                raise _Refused(400, f"request body: longer than its Content-Length of {size:,} bytes")
-            view[at:at + len(chunk)] = chunk
-            at += len(chunk)
-        if at != size:
+        """The body, into one buffer that grows as it arrives (one copy; ``request.read()`` makes
+        two), so that its memory is what has come, not what the Content-Length announced (a slow
+        upload holds no slot, so nothing else bounds how many are arriving); within ``max_body``
+        (chunked) or the Content-Length. Within its :class:`BodyClock` (else 408, the connection to
+        be closed); ``_Gone`` when the client closes the connection first."""
+        body, at = bytearray(), 0
+        most = self.max_body if size is None else size
+        clock = BodyClock(request.content, self.body_timeout)
+        self.receiving += 1
+        try:
+            async for chunk in request.content.iter_any():
+                at = clock.got = at + len(chunk)
+                if at > most:
+                    if size is None:
+                        raise _Refused(413, self._too_big("more bytes"))
+                    raise _Refused(400, f"request body: longer than its Content-Length of {size:,} bytes")
+                body += chunk
+        except Late:
+            of = "" if size is None else f" of {size:,}"
+            raise _Refused(408, f"request body: {at:,}{of} bytes arrived in {clock.seconds():.1f} s; this server "
+                                f"waits {self.body_timeout:g} s for a body, plus a second for each MiB that arrives "
+                                "(distgrail serve --body-timeout): send it faster", close=True) from None
+        except ConnectionError:
+            had = f"{at:,} bytes of its chunked body" if size is None else f"{at:,} of its {size:,} bytes"
+            raise _Gone(f"closed its connection mid-body, {had} in (not counted as an error)") from None
+        finally:
+            clock.stop()
+            self.receiving -= 1
+        if size is not None and at != size:
             raise _Refused(400, f"request body: {at:,} bytes, not the {size:,} its Content-Length announced")
         return body
+
+    @staticmethod
+    async def _closing(request, response):
+        """``response`` sent, then its connection closed at once (the rest of the body not read)."""
+        response.force_close()
+        try:
+            await response.prepare(request)
+            await response.write_eof()
+        except ConnectionError:
+            pass
+        request.protocol.force_close()  # after the answer's bytes: the transport sends them, then closes
+        return response
 
     def _too_big(self, size: str) -> str:
         return (f"request body of {size} is over this server's limit of {self.max_body:,} bytes "
@@ -252,8 +305,16 @@ class Service:
                 "batches": self.batches, "queries": self.pairs, "in_flight": self.in_flight,
                 "errors": {str(k): v for k, v in sorted(self.errors.items())},
                 "latency_ms": {"p50": pct(50), "p99": pct(99), "max": pct(100), "over_requests": int(lat.size)},
+                "receiving": self.receiving, "clients_gone": self.gone,
+                "connections": None if self.gate is None else self.gate.connections,
                 "rss_bytes": rss_bytes(), "max_pairs": self.max_pairs, "max_body_bytes": self.max_body,
-                "timeout_seconds": self.timeout, "token": self.token is not None, **self._ranks()}
+                "timeout_seconds": self.timeout, "body_timeout_seconds": self.body_timeout,
+                "max_client_connections": self.max_client_connections, "max_waiting": self.max_waiting,
+                "token": self.token is not None, **self._ranks()}
+
+    def refused(self):
+        """A connection over the bound on its address's connections (the gate's 429)."""
+        self.errors[429] += 1
 
     def _ranks(self) -> dict:
         """``ranks`` (how many), ``rank_devices`` (each rank's), and under MPI the sharding counters."""

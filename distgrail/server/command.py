@@ -28,11 +28,13 @@ class _OneProcess(argparse.Action):
 
 def read_token(token: str | None, token_file: str | None, env: bool = False) -> str | None:
     """The bearer token from ``--token``, ``--token-file`` (its first line) or, with ``env``, the
-    DISTGRAIL_TOKEN variable; None when there is none. An empty token is an error."""
+    DISTGRAIL_TOKEN variable; None when there is none. An empty token, or one not printable
+    ASCII (RFC 6750's tokens are), is an error."""
     from .client import TOKEN_ENV
 
     if token is not None and token_file is not None:
         raise DistGrailError("give --token or --token-file, not both")
+    where = token_file or "--token"
     if token_file is not None:
         try:
             with open(token_file, encoding="utf-8") as f:
@@ -44,14 +46,17 @@ def read_token(token: str | None, token_file: str | None, env: bool = False) -> 
     elif token is not None and not token.strip():
         raise DistGrailError("--token is empty")
     elif token is None and env:
-        token = os.environ.get(TOKEN_ENV) or None
-    return token.strip() if token else None
+        token, where = os.environ.get(TOKEN_ENV) or None, TOKEN_ENV
+    token = token.strip() if token else None
+    if token is not None and not (token.isascii() and token.isprintable()):  # the server answers such a one 401
+        raise DistGrailError(f"{where}: the bearer token must be printable ASCII (it travels in an HTTP header)")
+    return token
 
 
 # -- distgrail serve -------------------------------------------------------------------------
 def add_serve_command(sub, common, comm_of) -> None:
     """The ``serve`` subcommand; ``comm_of(args)``: the CLI's MPI communicator (None: one process)."""
-    from .run import DEFAULT_MAX_PAIRS, DEFAULT_PORT, DEFAULT_TIMEOUT
+    from .run import DEFAULT_BODY_TIMEOUT, DEFAULT_CLIENT_CONNECTIONS, DEFAULT_MAX_PAIRS, DEFAULT_PORT, DEFAULT_TIMEOUT
 
     sp = sub.add_parser("serve", help="answer queries over HTTP from an index opened once (distgrail.connect, "
                                       "query --server)")
@@ -68,7 +73,14 @@ def add_serve_command(sub, common, comm_of) -> None:
     sp.add_argument("--timeout", type=float, default=DEFAULT_TIMEOUT,
                     help=f"seconds a request may take (default {DEFAULT_TIMEOUT:g}; more: 504)")
     sp.add_argument("--workers", type=int, default=None,
-                    help="batches answered at once (default: the CPU's cores; 2 on a GPU)")
+                    help="batches answered at once (default: the CPU's cores; 2 on a GPU); 16 requests per "
+                         "worker may be in flight, counted once their body is in (more: 503)")
+    sp.add_argument("--body-timeout", type=float, default=DEFAULT_BODY_TIMEOUT,
+                    help=f"seconds a request's body may take to arrive, plus one for each MiB that has arrived "
+                         f"(default {DEFAULT_BODY_TIMEOUT:g}; slower: 408 and the connection closed)")
+    sp.add_argument("--max-client-connections", type=int, default=DEFAULT_CLIENT_CONNECTIONS,
+                    help=f"connections one client address may hold open, idle kept-alive ones included "
+                         f"(default {DEFAULT_CLIENT_CONNECTIONS}; more: 429; distgrail.connect keeps one per thread)")
     sp.add_argument("--shard-min-pairs", type=int, default=None,
                     help="under mpirun/srun: batches of at least this many pairs are sharded over every rank, "
                          "smaller ones answered by rank 0 alone (default 65,536)")
@@ -88,13 +100,14 @@ def cmd_serve(args, comm_of) -> int:
         return serve_ranks(comm, args.index, host=args.host, port=args.port, backend=args.backend,
                            share_gpus=args.share_gpus, token=token, max_pairs=args.max_pairs, timeout=args.timeout,
                            workers=args.workers, shard_min_pairs=args.shard_min_pairs, quiet=args.quiet,
-                           as_json=args.json)
+                           as_json=args.json, body_timeout=args.body_timeout,
+                           max_client_connections=args.max_client_connections)
     if args.shard_min_pairs is not None:
         raise DistGrailError("--shard-min-pairs is for a server under mpirun/srun (several ranks)")
     token = read_token(args.token, args.token_file)
     return serve(args.index, host=args.host, port=args.port, backend=args.backend, token=token,
                  max_pairs=args.max_pairs, timeout=args.timeout, workers=args.workers, quiet=args.quiet,
-                 as_json=args.json)
+                 as_json=args.json, body_timeout=args.body_timeout, max_client_connections=args.max_client_connections)
 
 
 # -- distgrail query --server URL PAIRS ------------------------------------------------------

@@ -8,6 +8,12 @@ listens, its HTTP event loop in a thread, while its main thread is the one that 
 :class:`~distgrail.mpi.serve.Dispatcher`); the other ranks follow rank 0's batches
 (:func:`distgrail.mpi.serve.follow`). SIGTERM/SIGINT on rank 0 stop every rank; on another rank
 they are noted only (mpirun sends them to every rank): it leaves when rank 0 says stop.
+
+Against slow and greedy clients (:mod:`distgrail.server.limits`): a request's body may take
+``--body-timeout`` seconds (default 30) plus a second per MiB that has arrived (408, connection
+closed), and only then counts against the requests in flight (16 per worker, 503); one client
+address may hold ``--max-client-connections`` connections open (default 16; 429); a kept-alive
+connection idle for :data:`IDLE_TIMEOUT` seconds is closed.
 """
 
 from __future__ import annotations
@@ -24,8 +30,10 @@ import time
 import numpy as np
 
 from ..errors import DistGrailError
+from .limits import DEFAULT_BODY_TIMEOUT, DEFAULT_CLIENT_CONNECTIONS
 
-__all__ = ["serve", "serve_ranks", "bind", "warm_up", "url_of", "DEFAULT_PORT", "DEFAULT_MAX_PAIRS", "DEFAULT_TIMEOUT"]
+__all__ = ["serve", "serve_ranks", "bind", "warm_up", "url_of", "DEFAULT_PORT", "DEFAULT_MAX_PAIRS", "DEFAULT_TIMEOUT",
+           "DEFAULT_BODY_TIMEOUT", "DEFAULT_CLIENT_CONNECTIONS"]
 
 DEFAULT_PORT = 7850
 #: pairs a request may hold: 512 MiB of int64 pairs
@@ -37,6 +45,9 @@ WARM_PAIRS = 1 << 16
 WARM_GPU_PAIRS = 1 << 20
 #: seconds the server waits for the requests in flight when told to stop
 SHUTDOWN_GRACE = 5.0
+#: seconds a kept-alive connection may stay idle (aiohttp 3.14's own default is an hour; each
+#: open connection counts against its address's --max-client-connections)
+IDLE_TIMEOUT = 75.0
 
 
 def bind(host: str, port: int) -> socket.socket:
@@ -115,7 +126,9 @@ def warm_up(service, say) -> dict:
     return out
 
 
-def check_options(max_pairs: int, timeout: float, workers: int | None, shard_min_pairs: int = 1) -> None:
+def check_options(max_pairs: int, timeout: float, workers: int | None, shard_min_pairs: int = 1,
+                  body_timeout: float = DEFAULT_BODY_TIMEOUT,
+                  max_client_connections: int = DEFAULT_CLIENT_CONNECTIONS) -> None:
     if max_pairs < 1:
         raise DistGrailError(f"--max-pairs must be at least 1, got {max_pairs}")
     if not timeout > 0:
@@ -124,10 +137,15 @@ def check_options(max_pairs: int, timeout: float, workers: int | None, shard_min
         raise DistGrailError(f"--workers must be at least 1, got {workers}")
     if shard_min_pairs < 1:
         raise DistGrailError(f"--shard-min-pairs must be at least 1, got {shard_min_pairs}")
+    if not body_timeout > 0:
+        raise DistGrailError(f"--body-timeout must be a positive number of seconds, got {body_timeout}")
+    if max_client_connections < 1:
+        raise DistGrailError(f"--max-client-connections must be at least 1, got {max_client_connections}")
 
 
 def serve(index_path: str, *, host: str, port: int, backend: str, token: str | None, max_pairs: int,
-          timeout: float, workers: int | None, quiet: bool, as_json: bool) -> int:
+          timeout: float, workers: int | None, quiet: bool, as_json: bool,
+          body_timeout: float = DEFAULT_BODY_TIMEOUT, max_client_connections: int = DEFAULT_CLIENT_CONNECTIONS) -> int:
     """Run the server until SIGTERM or SIGINT; returns 0 (the exit status)."""
     try:
         from aiohttp import web
@@ -141,7 +159,7 @@ def serve(index_path: str, *, host: str, port: int, backend: str, token: str | N
         if not quiet:
             print(f"distgrail: {text}", file=sys.stderr, flush=True)
 
-    check_options(max_pairs, timeout, workers)
+    check_options(max_pairs, timeout, workers, body_timeout=body_timeout, max_client_connections=max_client_connections)
     t0 = time.perf_counter()
     sock = bind(host, port)
     try:
@@ -153,7 +171,8 @@ def serve(index_path: str, *, host: str, port: int, backend: str, token: str | N
         say(f"{idx.n:,} vertices, {idx.C:,} components, d={idx.dims}, K={idx.supports} "
             f"(opened in {time.perf_counter() - t0:.2f} s); loading the labels on {be.name}")
         idx.labels(be)
-        service = Service(idx, be, max_pairs=max_pairs, timeout=timeout, token=token, workers=workers)
+        service = Service(idx, be, max_pairs=max_pairs, timeout=timeout, token=token, workers=workers,
+                          body_timeout=body_timeout, max_client_connections=max_client_connections, log=say)
         try:
             warm = warm_up(service, say)
             asyncio.run(_run(web, service, sock, t0, warm, index_path, say, as_json))
@@ -166,7 +185,8 @@ def serve(index_path: str, *, host: str, port: int, backend: str, token: str | N
 
 def serve_ranks(comm, index_path: str, *, host: str, port: int, backend: str, share_gpus: bool,
                 token: str | None, max_pairs: int, timeout: float, workers: int | None, shard_min_pairs: int,
-                quiet: bool, as_json: bool) -> int:
+                quiet: bool, as_json: bool, body_timeout: float = DEFAULT_BODY_TIMEOUT,
+                max_client_connections: int = DEFAULT_CLIENT_CONNECTIONS) -> int:
     """Collective: the server over every rank of ``comm`` until SIGTERM/SIGINT on rank 0; 0 on every
     rank. Start-up failures on any rank are the same RankError on every rank."""
     import distgrail
@@ -195,7 +215,8 @@ def serve_ranks(comm, index_path: str, *, host: str, port: int, backend: str, sh
     before = {sig: signal.signal(sig, on_signal) for sig in (signal.SIGTERM, signal.SIGINT)}
     sock = None
     try:
-        web = run_shared(comm, "checking the options", _web_and_options, max_pairs, timeout, workers, shard_min_pairs)
+        web = run_shared(comm, "checking the options", _web_and_options, max_pairs, timeout, workers, shard_min_pairs,
+                         body_timeout, max_client_connections)
         t0 = time.perf_counter()
         sock = run_shared(comm, f"listening on {host}:{port}", bind if root else None, host, port)
         if root and not is_loopback(host) and token is None:
@@ -212,7 +233,8 @@ def serve_ranks(comm, index_path: str, *, host: str, port: int, backend: str, sh
             say("warning: this MPI library gives MPI_THREAD_SINGLE; rank 0 calls MPI from its main thread only, "
                 "but runs the HTTP server and small batches in other threads")
         service = Service(idx, be, max_pairs=max_pairs, timeout=timeout, token=token, shard_min_pairs=shard_min_pairs,
-                          workers=workers if root else 1)  # other ranks answer in their main thread
+                          workers=workers if root else 1,  # other ranks answer in their main thread
+                          body_timeout=body_timeout, max_client_connections=max_client_connections, log=say)
         try:
             warm = run_shared(comm, "warming up", warm_up, service, say if root else (lambda text: None))
             if idx.n:  # the sharded path once on every rank
@@ -249,8 +271,8 @@ def mpi_thread_level() -> int:
         MPI.Query_thread())
 
 
-def _web_and_options(max_pairs, timeout, workers, shard_min_pairs):
-    check_options(max_pairs, timeout, workers, shard_min_pairs)
+def _web_and_options(max_pairs, timeout, workers, shard_min_pairs, body_timeout, max_client_connections):
+    check_options(max_pairs, timeout, workers, shard_min_pairs, body_timeout, max_client_connections)
     try:
         from aiohttp import web
     except ImportError:
@@ -306,15 +328,21 @@ def ready_text(service, index_path: str, url: str, ready: float) -> str:
 
 async def _run(web, service, sock, t0, warm, index_path, say, as_json, on_start=None):
     """The HTTP server until stopped: by SIGTERM/SIGINT (one process), or by the ``stop`` event
-    that ``on_start(loop, stop)`` is handed once listening (under MPI, from another thread)."""
+    that ``on_start(loop, stop)`` is handed once listening (under MPI, from another thread).
+    The socket's connections go through the service's :class:`~distgrail.server.limits.Gate`
+    (the bound on one address's connections), then to aiohttp."""
     import json
+
+    from .limits import Gate
 
     app = web.Application(client_max_size=service.max_body)
     app.router.add_post("/query", service.query)
     app.router.add_get("/health", service.health)
-    runner = web.AppRunner(app, access_log=None, handle_signals=False)
+    runner = web.AppRunner(app, access_log=None, handle_signals=False, keepalive_timeout=IDLE_TIMEOUT,
+                           shutdown_timeout=SHUTDOWN_GRACE)
     await runner.setup()
-    site = web.SockSite(runner, sock, shutdown_timeout=SHUTDOWN_GRACE)
+    service.gate = Gate(runner.server, service.max_client_connections, service.refused)
+    listening = None
     stop = asyncio.Event()
     caught = []
     loop = asyncio.get_running_loop()
@@ -322,7 +350,7 @@ async def _run(web, service, sock, t0, warm, index_path, say, as_json, on_start=
     for sig in signals:
         loop.add_signal_handler(sig, lambda s=sig: (caught.append(s), stop.set()))
     try:
-        await site.start()
+        listening = await loop.create_server(service.gate, sock=sock, backlog=128)
         url = url_of(sock)
         ready = time.perf_counter() - t0
         be = service.be
@@ -341,4 +369,7 @@ async def _run(web, service, sock, t0, warm, index_path, say, as_json, on_start=
     finally:
         for sig in signals:
             loop.remove_signal_handler(sig)
+        if listening is not None:
+            listening.close()  # no new connections; those open end in runner.cleanup (SHUTDOWN_GRACE)
+        service.gate.close()
         await runner.cleanup()

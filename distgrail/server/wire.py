@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import io
 import json
+import math
 
 import numpy as np
 
@@ -48,14 +49,17 @@ def npy_array(body: bytes, what: str = BODY_NAME) -> np.ndarray:
         shape, fortran, dtype = read(f)
         if dtype.hasobject:
             raise ValueError("Object arrays cannot be loaded when allow_pickle=False")
-        count = int(np.prod(shape, dtype=np.int64))
+        if any(d < 0 for d in shape):
+            raise ValueError(f"the header's shape {shape} has a negative length")
+        count = math.prod(shape)  # Python ints: a shape past 64 bits is only a wrong size
         have = len(body) - f.tell()
         if have != count * dtype.itemsize:
             raise ValueError(f"the header promises {count * dtype.itemsize:,} bytes of data, the body holds {have:,}")
         arr = np.frombuffer(body, dtype=dtype, count=count, offset=f.tell())
         return arr.reshape(shape[::-1]).T if fortran else arr.reshape(shape)
-    except (ValueError, OSError, EOFError, SyntaxError) as e:
-        raise QueryError(f"{what}: not a readable .npy array ({e})") from None
+    except (ValueError, OSError, EOFError, SyntaxError, OverflowError, MemoryError) as e:
+        # np.load (version 3.0): OverflowError for a shape past 64 bits, MemoryError for one past memory
+        raise QueryError(f"{what}: not a readable .npy array ({_clip(e)})") from None
 
 
 def decode_pairs(body: bytes, content_type: str, labels: str | None, columns: bool = False):
@@ -85,6 +89,9 @@ def _json_pairs(body: bytes):
         doc = json.loads(body)
     except (ValueError, UnicodeDecodeError) as e:
         raise QueryError(f"{BODY_NAME}: not valid JSON ({e})") from None
+    except RecursionError:  # [[[[... past Python's recursion limit
+        raise QueryError(f"{BODY_NAME}: JSON nested too deep (expected a JSON object "
+                         '{"sources": [...], "targets": [...]} of flat lists)') from None
     if not isinstance(doc, dict) or "sources" not in doc or "targets" not in doc:
         raise QueryError(f'{BODY_NAME}: expected a JSON object {{"sources": [...], "targets": [...]}}, got '
                          f"{_short(doc)}")
@@ -95,14 +102,23 @@ def _json_pairs(body: bytes):
             raise QueryError(f"{BODY_NAME}: {what} must be a JSON list, got {_short(v)}")
         try:
             out.append(np.array(v) if v else np.zeros(0, dtype=np.int64))
-        except (ValueError, OverflowError) as e:  # ragged nesting, ints past 64 bits
-            raise QueryError(f"{BODY_NAME}: {what} is not a flat list of ids or labels ({e})") from None
+        except (ValueError, OverflowError, RecursionError) as e:  # ragged or deep nesting, ints past 64 bits
+            raise QueryError(f"{BODY_NAME}: {what} is not a flat list of ids or labels ({_clip(e)})") from None
     return out[0], out[1]
 
 
 def _short(value) -> str:
-    text = json.dumps(value)
+    try:
+        text = json.dumps(value)
+    except RecursionError:
+        return f"a {type(value).__name__} nested too deep"
     return text if len(text) <= 60 else text[:57] + "..."
+
+
+def _clip(error: Exception) -> str:
+    """An exception's message on one line, of 200 characters at most (an error answer is one line)."""
+    text = " ".join(str(error).split())
+    return text if len(text) <= 200 else text[:197] + "..."
 
 
 def encode_columns(sources, targets) -> tuple[list, int]:
