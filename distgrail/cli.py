@@ -29,6 +29,9 @@ def _comm(args):
 
     comm = None
     if under_launcher():
+        from .mpi.shmclean import at_job_start
+
+        at_job_start()  # MPICH segments killed jobs left in /dev/shm: removed before MPI makes its own
         from mpi4py import MPI
 
         comm = MPI.COMM_WORLD.Clone() if MPI.COMM_WORLD.Get_size() > 1 else None
