@@ -47,6 +47,18 @@ def refused(p, *more):
     return lines[0]
 
 
+def stream_fails(p, codec):
+    """The GPU path's decompressing thread (:class:`Blocks`) fails on ``p`` before its end."""
+    blocks = Blocks(str(p), codec)
+    try:
+        with pytest.raises(StreamError):
+            buf = np.empty(1 << 20, np.uint8)
+            while blocks.readinto(buf) == buf.size:
+                pass
+    finally:
+        blocks.close()
+
+
 # -- 1. a compressed stream must end where its format says it ends ----------------------------------
 
 def zst(data: bytes, **kw) -> bytes:
@@ -67,14 +79,7 @@ def test_truncated_zstd_is_refused_by_every_reader(tmp_path, where):
     p.write_bytes(c[:cut])
     with pytest.raises(GraphFormatError, match="truncated or damaged .the data ends inside a frame"):
         read_graph(p)
-    blocks = Blocks(str(p), "zst")  # the GPU path's decompressing thread
-    try:
-        with pytest.raises(StreamError):
-            buf = np.empty(1 << 20, np.uint8)
-            while blocks.readinto(buf) == buf.size:
-                pass
-    finally:
-        blocks.close()
+    stream_fails(p, "zst")
     with pytest.raises(GraphFormatError, match="ends inside a frame"):
         read_graph_numpy(p)  # the twin's path: the stream fails, the CPU reader says why
 
@@ -325,14 +330,7 @@ def test_compressed_files_cut_anywhere_are_refused(tmp_path, codec):
             read_graph(p)
         assert "\n" not in str(e.value) and str(e.value).startswith(str(p)), str(e.value)
         if cut >= 4:  # (the codec's magic bytes whole: the GPU path's stream takes it)
-            blocks = Blocks(str(p), codec)
-            try:
-                with pytest.raises(StreamError):
-                    buf = np.empty(1 << 20, np.uint8)
-                    while blocks.readinto(buf) == buf.size:
-                        pass
-            finally:
-                blocks.close()
+            stream_fails(p, codec)
         os.remove(p)
     p = tmp_path / f"whole.txt.{codec}"
     p.write_bytes(data)
