@@ -6,6 +6,8 @@ import os
 
 import numpy as np
 
+from . import settings
+
 __all__ = ["smallest_uint", "smallest_int", "physical_memory", "max_vertices", "size_problem",
            "BYTES_PER_VERTEX", "BYTES_PER_EDGE"]
 
@@ -29,8 +31,8 @@ BYTES_PER_EDGE = 16
 
 def physical_memory() -> int:
     """Bytes of physical memory of this machine (DISTGRAIL_MEMORY overrides it, for tests)."""
-    if os.environ.get("DISTGRAIL_MEMORY"):
-        return int(float(os.environ["DISTGRAIL_MEMORY"]))
+    if (given := settings.get("DISTGRAIL_MEMORY")) is not None:
+        return given
     try:
         return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
     except (ValueError, OSError, AttributeError):  # pragma: no cover - not POSIX

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import os
 
+from . import settings
 from .errors import DistGrailError
 
 __all__ = ["dims_problem", "host_label_bytes", "check_gpu_fit", "preflight_index", "preflight_cli"]
@@ -65,7 +66,7 @@ def check_gpu_fit(n: int, m: int, dims: int, K, have: int, what: str, m_dag: int
 def _gpu_likely(backend: str) -> bool:
     if backend == "cpu":
         return False
-    if backend == "auto" and os.environ.get("DISTGRAIL_BACKEND", "auto") == "cpu":
+    if backend == "auto" and settings.get("DISTGRAIL_BACKEND") == "cpu":
         return False
     return os.path.exists("/dev/nvidiactl") or backend == "gpu"
 

@@ -20,10 +20,12 @@ import tempfile
 import numpy as np
 import pytest
 
+from distgrail import settings
+
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 #: the 11 GRAIL benchmark graphs and their query pairs ship with the tests (tests/data/README.md);
 #: DISTGRAIL_DATA points elsewhere (e.g. a copy with more graphs)
-DATA_DIR = os.environ.get("DISTGRAIL_DATA") or os.path.join(ROOT, "tests", "data")
+DATA_DIR = settings.get("DISTGRAIL_DATA") or os.path.join(ROOT, "tests", "data")
 
 #: reachable pairs among each graph's 100,000 pairs (tests/data/README.md)
 EXPECTED = {

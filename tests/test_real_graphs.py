@@ -5,6 +5,7 @@ import pytest
 
 import distgrail
 import distgrail.io.pairs
+import distgrail.settings
 from distgrail.bfs import bfs_reachable, csr_of
 from conftest import EXPECTED, graph_path, load_pairs
 
@@ -49,5 +50,5 @@ def test_benchmark_graphs_ship_with_the_tests():
         for f in (f"{name}.gra", f"{name}.gra.q100k.pairs.gz"):
             with open(os.path.join(here, f), "rb") as fh:
                 assert hashlib.sha256(fh.read()).hexdigest() == sums[f], f
-    if not os.environ.get("DISTGRAIL_DATA"):
+    if not distgrail.settings.get("DISTGRAIL_DATA"):
         assert os.path.samefile(graph_path("kegg_dag_uniq"), os.path.join(here, "kegg_dag_uniq.gra"))

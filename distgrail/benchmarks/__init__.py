@@ -2,10 +2,12 @@
 
 import os
 
+from distgrail import settings
+
 
 def default_data_dir() -> str:
     """The GRAIL benchmark graphs: $DISTGRAIL_DATA, else the copy shipped in the repository's
     ``tests/data`` (the 11 graphs with their query pairs)."""
     here = os.path.dirname(os.path.abspath(__file__))
     repo = os.path.dirname(os.path.dirname(here))
-    return os.environ.get("DISTGRAIL_DATA", os.path.join(repo, "tests", "data"))
+    return settings.get("DISTGRAIL_DATA") or os.path.join(repo, "tests", "data")

@@ -11,11 +11,11 @@ from __future__ import annotations
 
 import contextlib
 import functools
-import os
 from dataclasses import dataclass
 
 import numpy as np
 
+from .. import settings
 from ..errors import BackendError
 from .dma import STAGE_MIN_BYTES, NoThread, download_large, touch_pages, upload_large
 
@@ -162,9 +162,7 @@ def get_backend(name: str = "auto", device: int | None = None) -> Backend:
     if name not in BACKENDS:
         raise BackendError(f"backend must be one of {', '.join(BACKENDS)}, got {name!r}")
     if name == "auto":
-        name = os.environ.get("DISTGRAIL_BACKEND", "auto")
-        if name not in BACKENDS:
-            raise BackendError(f"DISTGRAIL_BACKEND must be one of {', '.join(BACKENDS)}, got {name!r}")
+        name = settings.get("DISTGRAIL_BACKEND")  # (a BackendError naming it when it is not one of BACKENDS)
         if name == "auto":
             name = "gpu" if gpu_available() else "cpu"
     key = (name, device)

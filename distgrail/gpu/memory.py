@@ -8,6 +8,7 @@ import functools
 
 import numpy as np
 
+from .. import settings
 from ..errors import BackendError
 from .sweep import cupy
 
@@ -29,21 +30,8 @@ def gpu_memory_limit(value=None) -> int | None:
     >>> gpu_memory_limit("20G"), gpu_memory_limit("1.5e9"), gpu_memory_limit("")
     (21474836480, 1500000000, None)
     """
-    import os
-
-    from ..errors import DistGrailError
-
-    v = (os.environ.get("DISTGRAIL_GPU_MEMORY_LIMIT", "") if value is None else str(value)).strip()
-    if not v:
-        return None
-    mult = {"K": 1 << 10, "M": 1 << 20, "G": 1 << 30, "T": 1 << 40}.get(v[-1].upper(), 1)
-    try:
-        got = int(float(v[:-1] if mult > 1 else v) * mult)
-    except ValueError:
-        got = -1
-    if got <= 0:
-        raise DistGrailError(f"DISTGRAIL_GPU_MEMORY_LIMIT must be a number of bytes (e.g. 20e9 or 20G), got {v!r}")
-    return got
+    name = "DISTGRAIL_GPU_MEMORY_LIMIT"
+    return settings.get(name) if value is None else settings.parse(name, str(value))
 
 
 def _capped(avail: int, cp) -> int:

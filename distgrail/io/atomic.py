@@ -32,6 +32,7 @@ import subprocess
 import threading
 import time
 
+from .. import settings
 from ..errors import DistGrailError, OutputError
 
 __all__ = ["atomic_path", "output_error", "check_output", "same_file", "remove_stale", "install_handlers"]
@@ -258,8 +259,8 @@ class atomic_path:
     def __exit__(self, exc_type, exc, tb):
         try:
             if exc_type is None:
-                if os.environ.get("DISTGRAIL_TEST_WRITE_PAUSE"):  # tests: a window to interrupt a write in
-                    time.sleep(float(os.environ["DISTGRAIL_TEST_WRITE_PAUSE"]))
+                if (pause := settings.get("DISTGRAIL_TEST_WRITE_PAUSE")) is not None:
+                    time.sleep(pause)  # tests: a window to interrupt a write in
                 if _exchange(self.tmp, self.path):  # the new output is in place, the old one at self.tmp
                     _LIVE.discard(self.tmp)
                     _discard_old(self.tmp, self.path)

@@ -259,8 +259,8 @@ _POOL: list = []
 def _read_parallel(fd: int, out: np.ndarray, pos: int) -> int:
     """:func:`_read_full` of ``out`` split into up to :data:`READ_THREADS` pieces read at once;
     returns the bytes read from the front (a short piece ends it)."""
-    wanted = os.environ.get("DISTGRAIL_READ_THREADS", "").strip()
-    threads = max(1, int(wanted)) if wanted.isdigit() else READ_THREADS  # (anything else: the default)
+    from ..settings import get as setting
+    threads = setting("DISTGRAIL_READ_THREADS")  # (READ_THREADS unless it is a whole number)
     k = min(threads, out.size // READ_PIECE)
     if k <= 1:
         return _read_full(fd, out, pos)

@@ -9,6 +9,7 @@ from __future__ import annotations
 import os
 import socket
 
+from .. import settings
 from ..errors import BackendError
 from ..gpu.backend import BACKENDS, gpu_available
 from .errors import mpi, own_comm, run_shared
@@ -19,18 +20,6 @@ __all__ = ["bind_gpu", "choose_device", "ensure_bound"]
 _BOUND: int | None = None
 
 
-def _env_device(value: str, local_rank: int) -> int:
-    """``DISTGRAIL_GPU``: one device index, or a comma list indexed by node-local rank."""
-    items = [x.strip() for x in value.split(",") if x.strip()]
-    try:
-        ids = [int(x) for x in items]
-    except ValueError:
-        ids = []
-    if not ids or min(ids) < 0:
-        raise BackendError(f"DISTGRAIL_GPU must be a device index or a comma list of them, got {value!r}")
-    return ids[local_rank % len(ids)]
-
-
 def choose_device(local_rank: int, n_visible: int, env=None) -> int:
     """The device (index among the visible ones) for a node-local rank.
 
@@ -39,11 +28,11 @@ def choose_device(local_rank: int, n_visible: int, env=None) -> int:
     >>> choose_device(3, 2, {}), choose_device(1, 4, {"DISTGRAIL_GPU": "2,0"})
     (1, 0)
     """
-    env = os.environ if env is None else env
     if n_visible < 1:
         raise BackendError("no CUDA device is visible to this rank (check CUDA_VISIBLE_DEVICES)")
-    if env.get("DISTGRAIL_GPU", "").strip():
-        dev = _env_device(env["DISTGRAIL_GPU"], local_rank)
+    ids = settings.get("DISTGRAIL_GPU", env)  # one index, or a list indexed by node-local rank
+    if ids is not None:
+        dev = ids[local_rank % len(ids)]
         if dev >= n_visible:
             raise BackendError(f"DISTGRAIL_GPU selects device {dev}, but only {n_visible} visible "
                                f"(0..{n_visible - 1})")
@@ -95,7 +84,7 @@ def bind_gpu(comm=None, backend="auto", share: bool = False):
     try:
         name = getattr(backend, "name", backend)
         if name == "auto":
-            name = os.environ.get("DISTGRAIL_BACKEND", "auto")
+            name = settings.get("DISTGRAIL_BACKEND")
         # every rank must agree whether to bind; "auto" binds where any rank sees a GPU
         want = name != "cpu" and (name == "gpu" or gpu_available())
         want = comm.allreduce(bool(want), op=mpi().LOR)

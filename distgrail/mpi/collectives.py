@@ -7,11 +7,11 @@ Big arrays travel as raw bytes (``Bcast``, ``Scatterv``, ``Gatherv``), in rounds
 from __future__ import annotations
 
 import math
-import os
 from dataclasses import fields
 
 import numpy as np
 
+from .. import settings
 from ..errors import DistGrailError
 from .errors import mpi, run_shared
 
@@ -62,17 +62,7 @@ def dims_split(d: int, ranks: int, share: float = ROOT_SHARE) -> np.ndarray:
 
 def root_share() -> float:
     """``DISTGRAIL_ROOT_SHARE`` (a number >= 0), or :data:`ROOT_SHARE` when it is not set."""
-    v = os.environ.get("DISTGRAIL_ROOT_SHARE", "").strip()
-    if not v:
-        return ROOT_SHARE
-    try:
-        share = float(v)
-    except ValueError:
-        share = float("nan")
-    if not (math.isfinite(share) and share >= 0):
-        raise DistGrailError(f"DISTGRAIL_ROOT_SHARE must be a number >= 0 (rank 0's share of the dimensions "
-                             f"against an even split, e.g. 0.8), got {v!r}")
-    return share
+    return settings.get("DISTGRAIL_ROOT_SHARE")
 
 
 def offsets(counts) -> np.ndarray:

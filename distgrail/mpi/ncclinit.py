@@ -10,24 +10,25 @@ outcome on the main thread (:func:`wait_everywhere`). CuPy releases the GIL insi
 
 from __future__ import annotations
 
-import os
 import threading
 import time
 
 import numpy as np
 
+from .. import settings
+
 __all__ = ["BackgroundInit", "warm_up", "pointer", "wait_everywhere", "nccl_early", "nccl_switch", "POLL_S"]
 
 
 def nccl_switch(name: str) -> bool:
-    """An NCCL switch in the environment: on unless ``name`` is ``0``, ``no``, ``off`` or ``false``."""
-    return os.environ.get(name, "1").strip().lower() not in ("0", "no", "off", "false")
+    """An NCCL switch of :mod:`distgrail.settings`: off with ``0``, ``no``, ``off``, ``false``."""
+    return settings.get(name)
 
 
 def nccl_early() -> str:
     """``DISTGRAIL_NCCL_EARLY``: ``wait`` makes the first transfer wait for the background NCCL
     set-up; anything else (default) moves transfers before it is over through host memory."""
-    return "wait" if os.environ.get("DISTGRAIL_NCCL_EARLY", "").strip().lower() == "wait" else "host"
+    return settings.get("DISTGRAIL_NCCL_EARLY")
 
 
 #: seconds between the ranks' looks at each other's background NCCL set-up while they wait for it

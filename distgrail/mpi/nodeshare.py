@@ -19,6 +19,8 @@ import os
 
 import numpy as np
 
+from .. import settings
+
 __all__ = ["NodeGroups", "room_for", "shm_enabled"]
 
 #: /dev/shm must keep this much free beyond the array
@@ -26,7 +28,7 @@ _SHM_MARGIN = 64 << 20
 
 
 def shm_enabled() -> bool:
-    return os.environ.get("DISTGRAIL_SHM", "1").strip().lower() not in ("0", "no", "off", "false")
+    return settings.get("DISTGRAIL_SHM")
 
 
 def room_for(nbytes: int, path: str = "/dev/shm") -> bool:
@@ -55,9 +57,9 @@ class NodeGroups:
         self._MPI = MPI
         me = comm.Get_rank()
         node = comm.Split_type(MPI.COMM_TYPE_SHARED, key=me)
-        per = os.environ.get("DISTGRAIL_RANKS_PER_NODE", "").strip()
-        if per:
-            sub = node.Split(node.Get_rank() // max(1, int(per)), key=me)
+        per = settings.get("DISTGRAIL_RANKS_PER_NODE")
+        if per is not None:
+            sub = node.Split(node.Get_rank() // per, key=me)
             node.Free()
             node = sub
         self.node = node

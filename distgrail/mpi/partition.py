@@ -46,6 +46,7 @@ import time
 
 import numpy as np
 
+from .. import settings
 from ..arrays import to_host as _host
 from ..errors import DistGrailError
 from ..placement import condense_on, light_graph
@@ -71,15 +72,8 @@ def sweep_bytes(n: int, m_local: int) -> int:
 
 
 def _gather_edges() -> int:
-    from ..stages.partitioned_scc import DEFAULT_GATHER_EDGES
-
-    v = os.environ.get("DISTGRAIL_PARTITION_GATHER", "").strip()
-    if not v:
-        return DEFAULT_GATHER_EDGES
-    try:
-        return max(int(float(v)), 0)
-    except ValueError:
-        raise DistGrailError(f"DISTGRAIL_PARTITION_GATHER must be a number of edges, got {v!r}") from None
+    """``DISTGRAIL_PARTITION_GATHER`` (default :data:`~distgrail.stages.partitioned_scc.DEFAULT_GATHER_EDGES`)."""
+    return settings.get("DISTGRAIL_PARTITION_GATHER")
 
 
 def wants_partition(mode, be, graph, fmt, num_vertices, dims, supports, ranks) -> bool:

@@ -24,6 +24,7 @@ from types import SimpleNamespace
 
 import numpy as np
 
+from .. import settings
 from ..arrays import to_host as _host
 from ..errors import DistGrailError
 from ..placement import Done
@@ -39,10 +40,7 @@ DAG_MODES = ("auto", "root", "ranks")
 
 def dag_mode() -> str:
     """``DISTGRAIL_PARTITION_DAG`` (read when a build starts; rank 0's value decides)."""
-    v = os.environ.get("DISTGRAIL_PARTITION_DAG", "").strip().lower() or "auto"
-    if v not in DAG_MODES:
-        raise DistGrailError(f"DISTGRAIL_PARTITION_DAG must be one of {', '.join(DAG_MODES)}, got {v!r}")
-    return v
+    return settings.get("DISTGRAIL_PARTITION_DAG")  # one of DAG_MODES
 
 
 def spread_choice(mode, be, C, m_up, dims, supports, parent_rule) -> bool:

@@ -35,6 +35,8 @@ import signal
 import stat
 import sys
 
+from .. import settings
+
 __all__ = ["SHM_DIR", "is_segment_name", "stale_segments", "remove_stale", "at_job_start"]
 
 SHM_DIR = "/dev/shm"
@@ -195,7 +197,7 @@ def at_job_start(env=None, shm_dir=SHM_DIR):
     before it initialises MPI (``cli._comm``); an API user who starts MPI may call it first."""
     try:
         env = os.environ if env is None else env
-        if env.get("DISTGRAIL_SHM_CLEANUP", "1").strip().lower() in ("0", "no", "off", "false"):
+        if not settings.get("DISTGRAIL_SHM_CLEANUP", env):
             return []
         if _node_rank(env) != 0:
             return []  # another rank of this node does it (or no launcher said which rank this is)

@@ -15,13 +15,13 @@ from __future__ import annotations
 
 import http.client
 import json
-import os
 import socket
 import threading
 import urllib.parse
 
 import numpy as np
 
+from .. import settings
 from ..errors import DistGrailError, QueryError
 from .wire import JSON, NPY, STATS_HEADER, decode_answers, encode_columns, stats_from_dict
 
@@ -57,7 +57,7 @@ class Client:
         self.url = url.rstrip("/")
         self._scheme, self._host, self._port = parts.scheme, parts.hostname, parts.port
         self._base = parts.path.rstrip("/")
-        self.token = token if token is not None else (os.environ.get(TOKEN_ENV) or None)
+        self.token = token if token is not None else settings.get(TOKEN_ENV)
         self.timeout = timeout
         self._local = threading.local()
         #: the server's ``/health`` when connected (index, n, backend, limits...)

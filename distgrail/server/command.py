@@ -14,6 +14,7 @@ import json
 import os
 import sys
 
+from .. import settings
 from ..errors import DistGrailError, QueryError
 
 __all__ = ["add_serve_command", "add_server_args", "with_server", "cmd_serve", "query_through_server", "read_token"]
@@ -46,7 +47,7 @@ def read_token(token: str | None, token_file: str | None, env: bool = False) -> 
     elif token is not None and not token.strip():
         raise DistGrailError("--token is empty")
     elif token is None and env:
-        token, where = os.environ.get(TOKEN_ENV) or None, TOKEN_ENV
+        token, where = settings.get(TOKEN_ENV), TOKEN_ENV
     token = token.strip() if token else None
     if token is not None and not (token.isascii() and token.isprintable()):  # the server answers such a one 401
         raise DistGrailError(f"{where}: the bearer token must be printable ASCII (it travels in an HTTP header)")
