@@ -53,7 +53,13 @@ if [ ! -f "$stamp" ] || [ pyproject.toml -nt "$stamp" ] || [ "$(cat "$stamp")" !
         .venv/bin/python -m pip uninstall -q -y mpich >/dev/null 2>&1 || true
         .venv/bin/python -m pip install -q --no-cache-dir --no-binary=mpi4py --force-reinstall "mpi4py>=3.1"
     fi
-    echo "launch/setup.sh: installing distgrail[$extras] into .venv (MPI: $MPI)" >&2
+    echo "launch/setup.sh: installing distgrail[$extras] into .venv (MPI: $MPI; with nvcc, the CUDA kernels are compiled too)" >&2
     .venv/bin/python -m pip install -q -e ".[$extras]" hatchling
     echo "$want" >"$stamp"
+    # the install's build hook (hatch_build.py) compiled the kernels into fatbins if nvcc was found
+    if .venv/bin/python -m distgrail.gpu.kernels --status >/dev/null 2>&1; then
+        echo "launch/setup.sh: CUDA kernels compiled (distgrail/gpu/kernels/fatbin): no compile on a GPU's first run" >&2
+    else
+        echo "launch/setup.sh: no compiled CUDA kernels (no nvcc?): CuPy compiles them on a GPU's first run" >&2
+    fi
 fi

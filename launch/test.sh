@@ -1,5 +1,7 @@
 #!/usr/bin/env bash
-# All tests: kernel compile check (nvcc, if installed), the serial suite, then the MPI tests
+# All tests: kernel compile check (nvcc, if installed: every kernel into the fatbin the package ships,
+# built by launch/setup.sh's install or here when stale; tests/test_fatbins.py checks that they come
+# from today's sources and constants), the serial suite, then the MPI tests
 # under mpiexec -n 2 and -n 3 (PyPI's MPICH), then the slurm/ templates under a real one-node
 # Slurm (tests/slurm/run_slurm_test.sh: needs root and apt-get, else it says why and skips;
 # DISTGRAIL_SLURM_TEST=0 skips it). Tests marked gpu skip, with the reason, without a GPU; pytest runs
@@ -11,7 +13,7 @@ PY=.venv/bin/python
 export PYTHONUNBUFFERED=1 OMP_NUM_THREADS=${OMP_NUM_THREADS:-1}
 
 if command -v nvcc >/dev/null 2>&1; then
-    echo "== nvcc: compile every kernels/*.cu (sm_90, the options CuPy gets)"
+    echo "== nvcc: every kernels/*.cu compiled into its fatbin (the text and options CuPy gets; stale ones rebuilt)"
     $PY -m distgrail.gpu.kernels --check
 else
     echo "== nvcc not installed: kernel compile check skipped"

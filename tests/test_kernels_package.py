@@ -1,4 +1,4 @@
-"""kernels/ ships inside the wheel and the loader finds it."""
+"""kernels/ ships inside the wheel, compiled too (fatbins, when nvcc is there), and the loader finds it."""
 
 import os
 import re
@@ -9,6 +9,7 @@ import zipfile
 import pytest
 
 from distgrail.gpu.kernels import TEMPLATES, kernel_dir, kernel_source
+from distgrail.gpu.kernels.fatbins import find_nvcc
 from conftest import ROOT
 
 
@@ -89,11 +90,19 @@ def test_wheel_contains_kernels(tmp_path):
     repo = sorted(f for f in os.listdir(os.path.join(ROOT, "kernels")) if f.endswith(".cu"))
     assert sorted(os.path.basename(n) for n in cu) == repo
     assert "distgrail/_kernels/common.cuh" in names
+    # the compiled kernels (tests/test_fatbins.py): one fatbin per .cu and the manifest, when nvcc is there
+    fat = sorted(n for n in names if n.startswith("distgrail/gpu/kernels/fatbin/"))
+    if find_nvcc():
+        assert fat == sorted([f"distgrail/gpu/kernels/fatbin/{f[:-3]}.fatbin" for f in repo]
+                             + ["distgrail/gpu/kernels/fatbin/manifest.json"]), fat
     # the installed layout resolves: unpack and load from it
     z = tmp_path / "unpacked"
     zipfile.ZipFile(wheel).extractall(z)
     code = ("import distgrail.gpu.kernels as k; d = k.kernel_dir(); "
-            "assert d.endswith('_kernels'), d; print(d)")
+            "assert d.endswith('_kernels'), d; print(d); raise SystemExit(k.main(['--status']))")
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=z,
                        env=dict(os.environ, PYTHONPATH=str(z)))
-    assert r.returncode == 0, r.stderr
+    if fat:  # built from the wheel's own _kernels/ text: every one up to date there
+        assert r.returncode == 0 and r.stdout.count(": up to date") == len(repo), r.stdout + r.stderr
+    else:
+        assert "no fatbins" in r.stdout, r.stdout + r.stderr

@@ -53,7 +53,9 @@ def test_sbatch_template_parameters(name, params, command):
     assert "--kill-on-bad-exit" in text
     assert f'"$PY" -m mpi4py -m distgrail {command}' in text and "PY=$VENV/bin/python" in text
     assert "export SRUN_CPUS_PER_TASK=$SLURM_CPUS_PER_TASK" in text
-    assert re.search(r"CUPY_CACHE_DIR=.*TMPDIR:-/tmp/\$SLURM_JOB_ID", text)
+    # CuPy's kernel cache outlives the job (issue 44): the user's, else one in the home directory
+    assert "export CUPY_CACHE_DIR=${CUPY_CACHE_DIR:-${HOME:-/tmp}/.cache/distgrail/cupy}" in text
+    assert not re.search(r"CUPY_CACHE_DIR=.*TMPDIR", text)
 
 
 def _fake_srun(tmp_path):
@@ -62,6 +64,7 @@ def _fake_srun(tmp_path):
     bindir.mkdir()
     srun = bindir / "srun"
     srun.write_text('#!/bin/bash\necho "srun $* SRUN_CPUS_PER_TASK=${SRUN_CPUS_PER_TASK:-unset}" >>"$TMPDIR/srun.log"\n'
+                    'echo "${CUPY_CACHE_DIR:-unset}" >>"$TMPDIR/cupy-cache.log"\n'
                     'while [[ "$1" == -* ]]; do shift; done\n'
                     f'exec "{MPIEXEC}" -n "$SLURM_NTASKS_PER_NODE" "$@"\n')
     srun.chmod(srun.stat().st_mode | stat.S_IEXEC)
@@ -74,10 +77,11 @@ def test_sbatch_templates_run_with_a_stand_in_srun(tmp_path):
 
     bindir = _fake_srun(tmp_path)
     env = _env(PATH=bindir + os.pathsep + os.environ["PATH"], SLURM_JOB_ID="4242", SLURM_NNODES="1",
-               SLURM_NTASKS_PER_NODE="2", SLURM_CPUS_PER_TASK="3", TMPDIR=str(tmp_path),
+               SLURM_NTASKS_PER_NODE="2", SLURM_CPUS_PER_TASK="3", TMPDIR=str(tmp_path), HOME=str(tmp_path / "home"),
                VENV=os.path.dirname(os.path.dirname(sys.executable)),
                GRAPH="bundled", INDEX=str(tmp_path / "kegg.h5"), DIMS="3", BACKEND="cpu",
                PAIRS="bundled", ANSWERS=str(tmp_path / "answers.txt"))
+    env.pop("CUPY_CACHE_DIR", None)  # the templates' default
     r = subprocess.run(["bash", os.path.join(ROOT, "slurm", "index.sbatch")], env=env, cwd=tmp_path,
                        capture_output=True, text=True, timeout=120)
     assert r.returncode == 0, r.stdout + r.stderr
@@ -93,6 +97,8 @@ def test_sbatch_templates_run_with_a_stand_in_srun(tmp_path):
     log = (tmp_path / "srun.log").read_text().splitlines()
     assert len(log) == 2 and all(x.startswith("srun --mpi=pmi2 ") and x.endswith("SRUN_CPUS_PER_TASK=3")
                                  for x in log), log  # PyPI's MPICH in VENV: pmi2
+    cache = (tmp_path / "cupy-cache.log").read_text().split()
+    assert cache == [str(tmp_path / "home" / ".cache" / "distgrail" / "cupy")] * 2, cache  # not the job's $TMPDIR
 
 
 @pytest.mark.parametrize("name", ["index.sbatch", "query.sbatch"])
