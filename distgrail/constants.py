@@ -54,9 +54,9 @@ ITEMS_PER_THREAD = 8
 #: dimensions that one phase-4 sweep carries (template instantiations dg_*_iv<1..this>)
 MAX_DIMS_PER_SWEEP = 8
 
-# -- GPU text parsing (kernels/parse.cu; twin distgrail/io/parse_twin.py, codes in distgrail/io/chunks.py)
+# -- GPU text parsing (kernels/parse.cu; twin distgrail/io/parse_twin.py; formats in distgrail/io/formats)
 #: format codes: .gra, whitespace edge list, Matrix Market, comma-separated edge list (commas are
-#: blanks too, as the CPU reader's translation makes them) (chunks.FMT_CODES)
+#: blanks too, as the CPU reader's translation makes them) (the registry's gpu_code/comma_code: formats.FMT_CODES)
 FMT_GRA, FMT_EDGELIST, FMT_MTX, FMT_CSV = 0, 1, 2, 3
 #: byte class bits: token byte, newline, marker A (':' in .gra, a comment character elsewhere),
 #: marker B ('#' in .gra), a byte no format allows

@@ -38,9 +38,11 @@ def _digest(path):
 
 
 def main(argv=None) -> int:
+    from distgrail.io.formats import GPU_FORMATS
+
     p = argparse.ArgumentParser(prog="python -m distgrail.benchmarks.parse", description=__doc__.split("\n\n")[0])
     p.add_argument("graph")
-    p.add_argument("--format", default="auto", choices=["auto", "gra", "edgelist", "mtx"])
+    p.add_argument("--format", default="auto", choices=("auto",) + GPU_FORMATS)
     p.add_argument("--num-vertices", type=int, default=None)
     p.add_argument("--chunk-mb", type=float, default=None, help="GPU chunk size in MiB (default: the module's)")
     p.add_argument("--repeat", type=int, default=3)

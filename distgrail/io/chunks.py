@@ -11,13 +11,13 @@ from __future__ import annotations
 
 import os
 from concurrent.futures import ThreadPoolExecutor, wait
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 
 from ..errors import GraphFormatError
-from .dialect import SNIFF_BYTES, sniff
-from .read import FORMATS, HOST_FORMATS, _raw_head, detect_format
+from .dialect import SNIFF_BYTES
+from .formats import FMT_CODES, FORMATS, Source, host_only
 from .excerpt import looks_binary
 from .regular import special_kind
 from .text import Text, parse_n
@@ -25,8 +25,6 @@ from .text import Text, parse_n
 __all__ = ["Plan", "plan_read", "ChunkReader", "LineTooLong", "memory_estimate", "estimate_edges", "FMT_CODES",
            "MAX_ID32"]
 
-#: format codes of kernels/parse.cu ("csv": an edge list whose fields commas separate)
-FMT_CODES = {"gra": 0, "edgelist": 1, "mtx": 2, "csv": 3}
 #: decompressed text bytes assumed per stored byte of a compressed edge list before it is read
 #: (sizes the first output buffers and the memory check; the parse grows them as it learns)
 TEXT_PER_STORED = 4
@@ -75,6 +73,7 @@ class Plan:
     reason: str = ""
     comma: bool = False  # an edge list whose fields commas separate (CSV)
     codec: str | None = None  # "gz", "bz2", "zst" (kind "stream")
+    source: Source | None = field(default=None, repr=False, compare=False)  # the file as looked at here
 
     @property
     def code(self) -> int:
@@ -128,52 +127,44 @@ def _mtx_header(text: Text):
     return None
 
 
-def host_only(fmt: str, codec: str | None, dialect) -> str:
-    """Why the GPU parser does not take a file ("" when it does): edge tables and node names are
-    read on the host, as are compressed ``.gra`` and Matrix Market files (compressed edge lists,
-    SNAP's form, are decompressed on the host while the kernels parse)."""
-    from .compressed import CODECS
-
-    if fmt in HOST_FORMATS:
-        return f"{fmt} input is read on the host"
-    if codec and fmt != "edgelist":
-        return f"{CODECS[codec][1]}-compressed {fmt} text is decompressed and parsed on the host"
-    if dialect is not None and dialect.labelled:
-        return "node names are read on the host"
-    return ""
-
-
 def plan_read(path, fmt: str = "auto", num_vertices: int | None = None) -> Plan:
     """Decide how to read ``path``: the checks of :func:`~distgrail.io.read.read_graph` in its
-    order, then the header. Never raises for bad input: such files get kind "cpu"."""
-    from .compressed import codec_of, peek
-
+    order, then the header. Never raises for bad input: such files get kind "cpu". The plan's
+    ``source`` is the file as looked at here (``read_graph(..., source=plan.source)`` does not look again)."""
     path = os.fspath(path)
     if fmt not in FORMATS or not os.path.exists(path):
         return Plan("cpu", path, reason="bad arguments")
     if special_kind(path):  # a FIFO, device or socket: the CPU reader refuses it (never opened here)
         return Plan("cpu", path, reason="not a regular file")
+    source = Source(path, fmt)
+    return replace(_plan(source, num_vertices), source=source)
+
+
+def _plan(source: Source, num_vertices: int | None) -> Plan:
+    """:func:`plan_read` of a file that exists and is not a FIFO, device or socket."""
+    path = source.path
     try:
-        fmt = detect_format(path) if fmt == "auto" else fmt
+        spec = source.format
     except GraphFormatError:  # a compressed head that does not inflate: the CPU reader says so
         return Plan("cpu", path, reason="damaged compressed data")
-    if fmt == "h5":
+    fmt = spec.name
+    if spec.storage == "binary":
         return Plan("h5", path, fmt)
-    codec = codec_of(_raw_head(path, 8))
+    codec = source.codec
     try:  # the (decompressed) head read once: the edge-list dialect and the binary check
-        head = peek(path, codec, SNIFF_BYTES) if codec else _raw_head(path, SNIFF_BYTES)
+        head = source.head(SNIFF_BYTES)
     except GraphFormatError:  # damaged compressed data: the CPU reader says so
         return Plan("cpu", path, fmt, reason="damaged compressed data")
-    dialect = sniff(head, complete=len(head) < SNIFF_BYTES) if fmt == "edgelist" else None
+    dialect = source.dialect if spec.dialect else None
     host = host_only(fmt, codec, dialect)  # tables, node names, compressed .gra/.mtx: the host readers
     if host:
         return Plan("cpu", path, fmt, reason=host)
-    if num_vertices is not None and (fmt != "edgelist" or int(num_vertices) < 0):
+    if num_vertices is not None and (not spec.num_vertices or int(num_vertices) < 0):
         return Plan("cpu", path, fmt, reason="bad arguments")
     if looks_binary(head[:4096]):  # the CPU reader's check, so its error text
         return Plan("cpu", path, fmt, reason="binary data")
     size = os.path.getsize(path)
-    if fmt == "edgelist":
+    if spec.dialect:  # an edge list: the body starts after the dialect's header
         n = None if num_vertices is None else int(num_vertices)
         if n is not None and n >= 2**31 - 1:
             return Plan("cpu", path, fmt, reason=f"{n} vertices need 64-bit ids")

@@ -261,10 +261,10 @@ def read_text_range(path, plan, start: int, stop: int, dev=None, *, chunk_bytes:
     return RangeParse(anomaly="a line longer than the largest chunk buffer")
 
 
-def _cpu_read(path, fmt, num_vertices):
+def _cpu_read(path, fmt, num_vertices, source=None):
     from .read import read_graph
 
-    return read_graph(path, fmt=fmt, num_vertices=num_vertices)
+    return read_graph(path, fmt=fmt, num_vertices=num_vertices, source=source)
 
 
 def _say(notify, message: str):
@@ -344,7 +344,7 @@ def _parse_with_retries(plan, dev, chunk_bytes: int, notify):
 def _fallback(plan, fmt, num_vertices, dev, notify, why):
     """The CPU reader's graph, its arrays moved to ``dev`` (None if its ids need int64)."""
     name = os.path.basename(plan.path)
-    g = _cpu_read(plan.path, fmt, num_vertices)  # raises the CPU reader's error on bad input
+    g = _cpu_read(plan.path, fmt, num_vertices, plan.source)  # raises the CPU reader's error on bad input
     if g.src.dtype != np.int32 or g.dst.dtype != np.int32:
         _say(notify, f"distgrail: {name}: vertex ids beyond int32; the graph stays on the CPU")
         return None

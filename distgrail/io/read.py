@@ -11,62 +11,23 @@ from ..nodelabels import NodeLabels, labelled_graph
 from .graph import EdgeGraph, from_arrays
 from .edgelist import read_edgelist, read_mtx
 from .gra import read_gra
-from .compressed import CODECS, StreamText, codec_of, peek
-from .dialect import COMMA_TABLE, SNIFF_BYTES, Dialect, read_labelled, sniff
-from .tables import TABLE_FORMATS, read_table_graph, table_format_of
+from .compressed import CODECS, StreamText
+from .dialect import COMMA_TABLE, Dialect, read_labelled
+from .formats import FORMATS, Source
+from .tables import read_table_graph
 from .regular import check_regular
 from .text import Text, looks_binary, shown
 
 
 __all__ = ["FORMATS", "detect_format", "read_graph", "as_graph"]
 
-FORMATS = ("auto", "gra", "edgelist", "mtx", "h5", "labelled", "parquet", "arrow")
-#: formats read by the host readers only (never by the GPU text parser)
-HOST_FORMATS = ("labelled", "parquet", "arrow")
-
-
-def _raw_head(path: str, count: int = 4096) -> bytes:
-    with open(path, "rb") as f:
-        return f.read(count)
-
 
 def detect_format(path: str) -> str:
     """Guess a file's format from its name, then from its first line (of the decompressed text
-    for a ``.gz``/``.bz2``/``.zst`` file: ``g.gra.gz`` is a ``.gra`` file)."""
+    for a ``.gz``/``.bz2``/``.zst`` file: ``g.gra.gz`` is a ``.gra`` file): the rules of
+    :func:`distgrail.io.formats.detect`."""
     check_regular(path, "graphs", GraphFormatError)  # a FIFO is never opened: it could block forever
-    low = str(path).lower()
-    head = _raw_head(path)
-    codec = codec_of(head)
-    if codec is not None:
-        for ext in (".gz", ".gzip", ".bz2", ".zst", ".zstd"):
-            if low.endswith(ext):
-                low = low[: -len(ext)]
-                break
-    table = table_format_of(low, b"" if codec else head)
-    if table:
-        return table
-    if low.endswith((".h5", ".hdf5")):
-        return "h5"
-    if low.endswith(".gra"):
-        return "gra"
-    if low.endswith(".mtx"):
-        return "mtx"
-    if codec is not None:
-        head = peek(path, codec)
-    first = head.split(b"\n", 1)[0].strip()
-    if first.startswith(b"graph_for_greach"):
-        return "gra"
-    if first.lower().startswith(b"%%matrixmarket"):
-        return "mtx"
-    if head.startswith(b"\x89HDF"):
-        return "h5"
-    return "edgelist"
-
-
-def edgelist_dialect(path: str, codec: str | None) -> Dialect:
-    """:func:`~distgrail.io.dialect.sniff` of the first bytes of an edge list (decompressed)."""
-    head = peek(path, codec, SNIFF_BYTES) if codec else _raw_head(path, SNIFF_BYTES)
-    return sniff(head, complete=len(head) < SNIFF_BYTES)
+    return Source(path).fmt
 
 
 def hash_early(path, fmt: str = "auto") -> None:
@@ -83,7 +44,7 @@ def hash_early(path, fmt: str = "auto") -> None:
         pass
 
 
-def read_graph(path, fmt: str = "auto", num_vertices: int | None = None) -> EdgeGraph:
+def read_graph(path, fmt: str = "auto", num_vertices: int | None = None, *, source: Source | None = None) -> EdgeGraph:
     """Read a graph file.
 
     Parameters
@@ -98,6 +59,9 @@ def read_graph(path, fmt: str = "auto", num_vertices: int | None = None) -> Edge
     num_vertices : int, optional
         Edge lists and tables of integer ids only: the number of vertices (ids must be below it).
         Default: largest id + 1.
+    source : distgrail.io.formats.Source, optional
+        What is already known of the file at ``path`` (its format, first bytes, dialect:
+        :func:`~distgrail.io.chunks.plan_read`'s plan carries one), not looked at again.
 
     Raises
     ------
@@ -119,31 +83,31 @@ def read_graph(path, fmt: str = "auto", num_vertices: int | None = None) -> Edge
     if os.path.isdir(path):
         raise GraphFormatError("is a directory, not a graph file", path=path)
     check_regular(path, "graphs", GraphFormatError)
+    if source is None or source.path != path or source.asked != fmt:
+        source = Source(path, fmt)
     try:
-        head = _raw_head(path)
+        codec = source.codec
     except OSError as e:
         raise GraphFormatError(f"cannot read the file: {e.strerror}", path=path) from None
-    if fmt == "auto":
-        fmt = detect_format(path)
-    if fmt in TABLE_FORMATS:
+    spec = source.format
+    fmt = spec.name
+    if spec.storage == "table":
         return _finish(read_table_graph(path, fmt, num_vertices), path, fmt, hash_file=True)
-    codec = codec_of(head)
-    if codec is not None:
-        if fmt == "h5":
+    if spec.storage == "binary":
+        if codec is not None:
             raise GraphFormatError(f"a {CODECS[codec][1]}-compressed .h5 file: decompress it first", path=path)
-        head = peek(path, codec)
-    if fmt != "h5" and looks_binary(head):
-        raise GraphFormatError(f"binary data, not a text graph file ({fmt}): it starts with {shown(head)}",
-                               path=path)
-    if fmt == "h5":
         from .binary import read_binary_graph
 
         return read_binary_graph(path)
-    if num_vertices is not None and fmt not in ("edgelist", "labelled"):
+    head = source.head()
+    if looks_binary(head):
+        raise GraphFormatError(f"binary data, not a text graph file ({fmt}): it starts with {shown(head)}",
+                               path=path)
+    if num_vertices is not None and not spec.num_vertices:
         raise GraphFormatError(f"--num-vertices applies to edge lists only, not {fmt!r} files", path=path)
     if num_vertices is not None and int(num_vertices) < 0:
         raise GraphFormatError(f"number of vertices must be >= 0, got {num_vertices!r}", path=path)
-    dialect = edgelist_dialect(path, codec) if fmt in ("edgelist", "labelled") else Dialect()
+    dialect = source.dialect if spec.dialect else Dialect()
     table = COMMA_TABLE if dialect.comma else None
     text = StreamText(path, codec, table) if codec else Text(path, translate=table)
     digest = text.digest()  # hashed beside the parse; joined when the index is assembled

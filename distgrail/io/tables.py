@@ -1,5 +1,6 @@
 """Edge tables: Parquet (``.parquet``) and Arrow IPC / Feather v2 (``.arrow``, ``.feather``) files,
-read with pyarrow (``pip install 'distgrail[parquet]'``), record batch by record batch.
+read with pyarrow (``pip install 'distgrail[parquet]'``), record batch by record batch. (How they
+are told apart from other files: :mod:`distgrail.io.formats`.)
 
 Columns: the first pair of columns whose names are edge-column names (``src``/``dst``,
 ``source``/``target``, ``from``/``to``, ... see :data:`distgrail.io.dialect.HEADER_NAMES`), else the
@@ -18,22 +19,7 @@ from ..errors import GraphFormatError
 from .dialect import HEADER_NAMES
 from .graph import EdgeGraph, from_arrays
 
-__all__ = ["TABLE_FORMATS", "read_table_graph", "table_format_of"]
-
-TABLE_FORMATS = ("parquet", "arrow")
-_SUFFIXES = {".parquet": "parquet", ".pq": "parquet", ".arrow": "arrow", ".feather": "arrow", ".ipc": "arrow"}
-
-
-def table_format_of(path: str, head: bytes) -> str | None:
-    """"parquet" or "arrow" from the file name or its first bytes, else None."""
-    fmt = _SUFFIXES.get(os.path.splitext(str(path).lower())[1])
-    if fmt:
-        return fmt
-    if head.startswith(b"PAR1"):
-        return "parquet"
-    if head.startswith(b"ARROW1"):
-        return "arrow"
-    return None
+__all__ = ["read_table_graph"]
 
 
 def _pyarrow(path):

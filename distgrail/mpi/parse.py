@@ -71,9 +71,11 @@ def _device(be):
 
 def _plan(path, fmt, num_vertices, parts):
     from ..io.chunks import plan_read
+    from ..io.formats import BY_NAME
 
     plan = plan_read(path, fmt, num_vertices)
-    bounds = split_body(plan.path, plan.body, plan.size, parts) if plan.kind == "text" else None
+    split = plan.kind == "text" and BY_NAME[plan.fmt].split  # (plain text only: a stream is never split)
+    bounds = split_body(plan.path, plan.body, plan.size, parts) if split else None
     return plan, bounds
 
 
@@ -86,7 +88,7 @@ def _one_rank(be, path, fmt, num_vertices, plan=None, why=None):
     if plan is None or plan.kind != "text":
         return read_on(be, path, num_vertices, fmt)
     if not be.is_gpu:  # the CPU backend's one-rank reader
-        return read_graph(path, fmt=fmt, num_vertices=num_vertices)
+        return read_graph(path, fmt=fmt, num_vertices=num_vertices, source=plan.source)
     from ..io.parse import _fallback
 
     g = _fallback(plan, fmt, num_vertices, _device(be), _notice, why)
@@ -125,7 +127,7 @@ def read_graph_ranks(comm, path, fmt: str, num_vertices: int | None, be, transpo
     name = os.path.basename(path)
     plan, bounds = comm.bcast(run_shared(comm, f"planning the read of {name}", _plan if me == 0 else None,
                                          path, fmt, num_vertices, size), root=0)
-    if plan.kind != "text":
+    if bounds is None:  # not split: rank 0 reads
         g = run_shared(comm, f"reading {name}", _one_rank if me == 0 else None, be, path, fmt, num_vertices)
         return g if me == 0 else None
     # started paused: the hash reads the file after the parse, not beside it (io/digest.py)

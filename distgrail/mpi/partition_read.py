@@ -182,7 +182,7 @@ def read_parts(comm, be, graph, num_vertices, fmt):
     name = os.path.basename(path)
     plan, bounds = comm.bcast(run_shared(comm, f"planning the read of {name}", _plan if me == 0 else None,
                                          path, fmt, num_vertices, size), root=0)
-    if plan.kind != "text":
+    if bounds is None:  # not split: rank 0 reads
         return _rank0_reads(comm, be, graph, num_vertices, fmt)
     # paused until the parse is done: the two readers of one file slowed each other (io/digest.py)
     digest = run_shared(comm, f"hashing {name}", FileDigest if me == 0 else None, path, paused=True)
