@@ -99,10 +99,15 @@ def build_index(graph, dims: int = 5, seed: int = 0, parent_rule: str = "max-lev
         return walk(place, graph, dims, seed, parent_rule, fmt, num_vertices, output, progress, supports)
 
 
+#: the build's steps, in order (progress counts those that run: not a placement's idle moves)
+STEPS = ("transport_setup", "read", "condense", "bcast_dag", "phase 5 start", "phases 1-2", "bcast_forest",
+         "phases 3-4", "phase 5", "bcast_index", "dag_to_host", "write")
+
+
 def walk(place, graph, dims, seed, parent_rule, fmt, num_vertices, output, progress, supports):
     """The pipeline's steps, in order, on the placement ``place`` (:class:`OneProcess` or
     :class:`~distgrail.mpi.placement.AcrossRanks`, opened by :func:`build_index`)."""
-    with Steps(progress and place.here, total=12, silent=place.idle_steps) as steps:
+    with Steps(progress and place.here, total=STEPS, silent=place.idle_steps) as steps:
         place.steps = steps
         with steps.stage("transport_setup"):
             place.connect()
@@ -115,6 +120,7 @@ def walk(place, graph, dims, seed, parent_rule, fmt, num_vertices, output, progr
             dag, g = place.share_dag(dag, g)
         place.land_dag(dag)  # host pages for what the index keeps of the DAG, touched meanwhile
         K = resolve_supports(supports, dag)  # from the shared DAG's C and m: the same on every rank
+        steps.skip(*(() if K else ("phase 5 start", "phase 5")), *(() if place.writes else ("write",)))
         early = EarlyWrite(place, output, steps.timings, (g, dag, dims, seed, parent_rule, K))
         try:
             forest, labels, post0, sup = _phases(place, steps, dag, K, dims, seed, parent_rule, early)

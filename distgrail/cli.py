@@ -105,6 +105,10 @@ def _outputs_ok(args, *inputs):
     for i in inputs:
         if i is not None and (os.path.abspath(out) == os.path.abspath(i) or same_file(out, i)):
             raise OutputError(f"{out}: the output would overwrite the input {i}; choose another output path")
+    if args.command in ("query", "index", "convert"):  # (generate checks its own: the name picks the format)
+        from .io.writers import check_extension
+
+        check_extension(out, {"query": "answers", "index": "index", "convert": "graph"}[args.command])
     check_output(out)
 
 
@@ -172,7 +176,8 @@ def _index(args):
 
 def cmd_query(args):
     import distgrail
-    from .io.pairs import read_pairs
+    from .cli_output import check_expected
+    from .io.pairs import read_pairs_for
     from .io.writers import write_answers
 
     pairs = _resolve_bundled(args.pairs, "pairs")
@@ -181,13 +186,13 @@ def cmd_query(args):
     if comm is not None:  # every rank opens the index; rank 0 reads the pairs and writes the answers
         from .cli_pairs import query_under_mpi
 
-        answers, stats = query_under_mpi(args, comm, pairs, _label_kind)
+        answers, stats, q = query_under_mpi(args, comm, pairs)
     else:
         idx = distgrail.open_index(args.index)
-        s, t = read_pairs(pairs, _label_kind(idx))
-        answers, stats = idx.query(s, t, backend=args.backend)
+        q = read_pairs_for(pairs, idx)
+        answers, stats = idx.query(q.sources, q.targets, backend=args.backend)
         if args.output:
-            write_answers(answers, args.output, s, t)
+            write_answers(answers, args.output, q.sources, q.targets)
     summary = stats.as_dict()
     if getattr(stats, "mpi_seconds", None):
         summary["mpi_seconds"], summary["partition"] = stats.mpi_seconds, stats.partition
@@ -195,45 +200,21 @@ def cmd_query(args):
             summary["spread_ranks"] = stats.spread
     summary["index"] = os.path.abspath(args.index)
     summary["pairs"] = os.path.abspath(pairs)
-    human = stats.summary()
+    human, status = check_expected(q, answers, summary, stats.summary(), _rank(comm) == 0)
+    if comm is not None:
+        status = comm.bcast(status, root=0)  # every rank ends with rank 0's status
     if args.output == "-":
         summary["answers"] = "-"
         if _rank(comm) == 0 and not args.quiet:  # stdout holds the answers: the summary goes to stderr
             print(json.dumps(summary, indent=2, sort_keys=True) if args.json else human, file=sys.stderr)
-        return 0
+        return status
     if args.output:
         summary["answers"] = os.path.abspath(args.output)
     else:
         summary["answers"] = None
         human += "\nanswers      not written (give -o FILE, or -o - for stdout)"
     _emit(args, comm, summary, human)
-    return 0
-
-
-def _label_kind(idx):
-    """"int"/"str" when the index maps the graph's own node labels (pairs are labels), else None."""
-    return None if idx.node_labels is None else idx.node_labels.kind
-
-
-def cmd_info(args):
-    import distgrail
-
-    if _not_rank0(args):
-        return 0
-
-    idx = distgrail.open_index(args.index)
-    info = {k: v for k, v in idx.meta.items()}
-    info["datasets"] = {k: [list(v.shape), str(v.dtype)] for k, v in sorted(idx.arrays.items())}
-    info["size_bytes"] = os.path.getsize(args.index)
-    if args.json:
-        print(json.dumps(info, indent=2, sort_keys=True, default=str))
-    elif not args.quiet:  # --quiet: nothing; the exit status says whether the index opened
-        for k, v in info.items():
-            if k != "datasets":
-                print(f"{k:<20}{v}")
-        for k, (shape, dt) in info["datasets"].items():
-            print(f"  /{k:<22}{str(tuple(shape)):<20}{dt}")
-    return 0
+    return status
 
 
 def cmd_generate(args):
@@ -284,10 +265,11 @@ def build_parser() -> argparse.ArgumentParser:
     from .stages.forest import PARENT_RULES
     from .stages.supports import supports_arg
     from .io.generate import KINDS
-    from .io.read import FORMATS
+    from .io.formats import FORMATS, OUTPUT_FORMATS
     from .cli_pairs import INFO_QUIET_HELP, add_pairs_command, add_query_args, with_pair
     from .server.command import add_serve_command, add_server_args, with_server
     from .cli_parser import ContractParser
+    from .cli_output import cmd_info
 
     p = ContractParser(prog="distgrail", description="GRAIL reachability index on GPUs across MPI ranks.")
     p.add_argument("--version", action="version", version=f"distgrail {__version__}")
@@ -321,7 +303,9 @@ def build_parser() -> argparse.ArgumentParser:
 
     sp = sub.add_parser("query", help="answer query pairs with an index")
     sp.add_argument("index", help="index file")
-    sp.add_argument("pairs", nargs="?", help="pairs file: 'u v' per line (.gz ok) or .npy (k, 2); or 'bundled'")
+    sp.add_argument("pairs", nargs="?", help="pairs file: 'u v' per line (.gz ok) or .npy (k, 2); or 'bundled'; a "
+                    "third column 0/1 ('u v answer', .npy (k, 3)) is the expected answer: the pairs whose answer "
+                    "differs are counted and the first listed, and the exit status is 3 when any differ")
     add_query_args(sp, common)  # --pair U V, -o (answers by extension), the common options
     add_server_args(sp)  # --server URL: a running `distgrail serve` answers (distgrail/server/)
     sp.set_defaults(func=with_server(with_pair(cmd_query)))
@@ -331,7 +315,7 @@ def build_parser() -> argparse.ArgumentParser:
     sp = sub.add_parser("info", help="describe an index file")
     sp.add_argument("index")
     common(sp, backend=False, quiet=INFO_QUIET_HELP)
-    sp.set_defaults(func=cmd_info)
+    sp.set_defaults(func=cmd_info, one_process=True)
 
     sp = sub.add_parser("generate", help="write a generated test graph")
     sp.add_argument("kind", choices=KINDS + ("rmat",))
@@ -346,7 +330,7 @@ def build_parser() -> argparse.ArgumentParser:
     sp.add_argument("--threads", type=int, default=None, help="rmat: threads (default all cores; same graph)")
     sp.add_argument("-o", "--output", required=True,
                     help=".gra, .mtx (Matrix Market), .h5, or an edge list (.txt, .el, .edges, .edgelist, .tsv)")
-    sp.add_argument("--format", choices=("auto", "gra", "edgelist", "mtx", "h5"), default="auto")
+    sp.add_argument("--format", choices=OUTPUT_FORMATS, default="auto")
     common(sp, backend=False)
     sp.set_defaults(func=cmd_generate)
 
@@ -369,12 +353,20 @@ def main(argv=None) -> int:
     is printed once (rank 0), MPI is finalized and every rank returns 2."""
     args = build_parser().parse_args(argv)
     try:
-        if (args.func in (cmd_info, cmd_generate, cmd_convert) or getattr(args, "one_process", 0)) and _comm(args) is not None:
+        if (args.func in (cmd_generate, cmd_convert) or getattr(args, "one_process", 0)) and _comm(args) is not None:
             from .mpi.errors import run_shared  # one-process commands: rank 0 works, all share the outcome
 
             return run_shared(args.mpi_comm, f"running {args.command}",
                               args.func if args.mpi_comm.Get_rank() == 0 else None, args) or 0
-        return args.func(args)
+        status = args.func(args)
+        sys.stdout.flush()  # a reader of stdout gone (| head) shows here, not as a traceback at exit
+        return status
+    except BrokenPipeError:
+        from .cli_output import stdout_gone, stdout_is_gone
+
+        if not stdout_is_gone():
+            raise
+        return stdout_gone()
     except DistGrailError as e:
         comm = getattr(args, "mpi_comm", None)
         shared = comm is not None and getattr(e, "comm_rank", None) is not None

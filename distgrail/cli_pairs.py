@@ -18,10 +18,11 @@ __all__ = ["add_query_args", "add_pairs_command", "with_pair", "answer_pair", "c
 
 INFO_QUIET_HELP = ("print nothing: the exit status says whether the index opens and passes its checks (0), "
                    "or not (2, with the error)")
-ANSWERS_HELP = ("answers, by extension: .tsv/.csv (.gz ok) rows 'u v reachable' after that header line, the pair "
-                "as the pairs file names it (node labels where the index has them) and 1 (reachable) or 0; "
-                ".parquet (columns u, v, reachable: bool; needs pyarrow); .npy (bool); else one 0/1 per line; "
-                "'-' for stdout (default: not written, only the summary)")
+ANSWERS_HELP = ("answers, by extension: .txt or .answers one 0/1 per line (.txt.gz compressed); .npy (bool); "
+                ".tsv/.csv (.gz ok) rows 'u v reachable' after that header line, the pair as the pairs file names "
+                "it (node labels where the index has them) and 1 (reachable) or 0; .parquet (columns u, v, "
+                "reachable: bool; needs pyarrow); any other extension is refused; '-' for stdout (default: not "
+                "written, only the summary)")
 
 
 class _OneProcess(argparse.Action):
@@ -70,6 +71,20 @@ def _vertex(idx, what: str, tok: str):
                          f"got {tok!r}") from None
 
 
+def _in_graph(idx, given, uv) -> None:
+    """QueryError naming ``--pair U V`` as given when U or V is not a vertex of ``idx``."""
+    import numpy as np
+
+    from .errors import QueryError
+
+    for x, tok in zip(uv, given):
+        if idx.node_labels is not None:
+            if not np.isin(np.asarray([x]), idx.node_labels.values).all():
+                raise QueryError(f"--pair {given[0]} {given[1]}: node {x!r} is not in the graph")
+        elif not 0 <= x < idx.n:
+            raise QueryError(f"--pair {given[0]} {given[1]}: vertex id out of range 0..{idx.n - 1}, got {tok!r}")
+
+
 def answer_pair(args) -> int:
     """``query INDEX --pair U V``: ``U V reachable`` or ``U V unreachable`` on stdout."""
     import distgrail
@@ -83,6 +98,7 @@ def answer_pair(args) -> int:
         raise QueryError("--pair prints its answer on stdout; -o is for the answers of a pairs file")
     idx = distgrail.open_index(args.index)
     u, v = (_vertex(idx, w, tok) for w, tok in zip(("--pair U", "--pair V"), args.pair))
+    _in_graph(idx, args.pair, (u, v))
     answers, _ = idx.query([u], [v], backend=args.backend)
     ok = bool(answers[0])
     if args.json:
@@ -133,13 +149,14 @@ def add_pairs_command(sub, common) -> None:
     sp.set_defaults(func=cmd_pairs, kind="random", one_process=True)
 
 
-def query_under_mpi(args, comm, pairs, label_kind):
+def query_under_mpi(args, comm, pairs):
     """``query`` under MPI: every rank opens the index (whole, or with ``--partition`` only its DAG
     rows: :mod:`distgrail.mpi.partition_query`), rank 0 reads the pairs and writes the answers.
-    Returns ``(answers, stats)`` on every rank."""
+    Returns ``(answers, stats, pairs read)`` on every rank (the pairs: a
+    :class:`~distgrail.io.pairs.QueryPairs` on rank 0, None on the others)."""
     import distgrail
 
-    from .io.pairs import read_pairs
+    from .io.pairs import read_pairs_for
     from .io.writers import write_answers
     from .mpi.binding import bind_gpu
     from .mpi.errors import run_shared
@@ -152,10 +169,10 @@ def query_under_mpi(args, comm, pairs, label_kind):
         idx = open_spread_index(args.index, comm)
     else:
         idx = run_shared(comm, f"opening the index {args.index}", distgrail.open_index, args.index)
-    s, t = run_shared(comm, f"reading the pairs {pairs}", read_pairs if rank0 else None, pairs,
-                      label_kind(idx)) or (None, None)
+    q = run_shared(comm, f"reading the pairs {pairs}", read_pairs_for if rank0 else None, pairs, idx)
+    s, t = (q.sources, q.targets) if rank0 else (None, None)
     answers, stats = idx.query(s, t, backend=args.backend, comm=comm)
     run_shared(comm, f"writing the answers {args.output}", write_answers if args.output and rank0 else None,
                answers, args.output, s, t)
     stats.partition = "spread" if spread else "whole"
-    return answers, stats
+    return answers, stats, q

@@ -76,7 +76,7 @@ def test_query_errors(tmp_path):
     pairs = tmp_path / "p.txt"
     pairs.write_text("0 1\n5 99999\n")
     r = run("query", str(idx), str(pairs))
-    assert r.returncode == 2 and "targets[1] out of range 0..3616, got 99999" in r.stderr
+    assert r.returncode == 2 and f"{pairs}:2: vertex id out of range 0..3616, got '99999'" in r.stderr
     pairs.write_text("0 1\n5\n")
     r = run("query", str(idx), str(pairs))
     assert r.returncode == 2 and f"{pairs}:2: expected 'u v' (query pair), got '5'" in r.stderr

@@ -398,7 +398,8 @@ def test_version_1_index_with_a_sha256_opens_and_reports_it(capsys):
     assert idx.reachable(0, 0)
     assert cli.main(["info", KEGG_V1]) == 0
     out = capsys.readouterr().out
-    assert f"source_digest       {want}" in out and "source_digest_algorithm" in out and "sha256" in out
+    assert f"\nsource_digest            {want}\n" in out  # the key column as wide as its longest key
+    assert "\nsource_digest_algorithm  sha256\n" in out
 
 
 def hashlib_sha256(data):

@@ -3,6 +3,7 @@ Python example and its shell example run as pasted (on the CPU), every ``distgra
 README names exists, and every docs/ file the code or the README cites is there."""
 
 import doctest
+import json
 import glob
 import importlib
 import os
@@ -158,3 +159,85 @@ def test_readme_is_a_guide_not_a_log():
                     "## Errors and exit codes", "## Index file", "## Running under MPI", "## Running under Slurm",
                     "## Performance"):
         assert section in text, section
+
+
+def _free_port() -> int:
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def test_readme_server_block_runs_as_pasted(tmp_path):
+    """The server block, as pasted into bash (``distgrail`` on PATH, a free port for 7850): it makes
+    its token file, starts the server in the background, asks it through ``query --server`` and
+    ``curl`` (with the token: the server checks it on /health too), and stops it (status 0)."""
+    pytest.importorskip("aiohttp", reason="distgrail serve needs the serve extra")
+    import shutil
+    import signal
+
+    if not shutil.which("curl"):
+        pytest.skip("the README's server block calls curl, which this machine lacks")
+    block = _tested_block("server")
+    assert "7850" in block and "--token-file tok" in block and "Authorization: Bearer" in block
+    port = _free_port()
+    bindir = tmp_path / "bin"
+    bindir.mkdir()
+    shim = bindir / "distgrail"  # what `pip install` puts on PATH, for this checkout
+    shim.write_text(f'#!/bin/sh\nexec "{sys.executable}" -m distgrail "$@"\n')
+    shim.chmod(0o755)
+    env = dict(os.environ, PYTHONPATH=ROOT + os.pathsep + os.environ.get("PYTHONPATH", ""),
+               PATH=str(bindir) + os.pathsep + os.environ["PATH"])
+    env.pop("DISTGRAIL_TOKEN", None)
+    p = subprocess.Popen(["bash", "-euo", "pipefail", "-c", block.replace("7850", str(port))], cwd=tmp_path, env=env,
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
+    try:
+        out, err = p.communicate(timeout=300)
+    finally:  # the block's own session: its background server goes too, whatever happened
+        try:
+            os.killpg(p.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+    log = (tmp_path / "serve.log").read_text() if (tmp_path / "serve.log").exists() else ""
+    assert p.returncode == 0, (out, err, log)
+    health = json.loads(out[out.index("{"):])  # the query's summary, then curl's /health
+    assert health["index"].endswith("kegg.h5") and health["n"] == 3617 and health["batches"] >= 1, health
+    rows = (tmp_path / "answers.tsv").read_text().splitlines()
+    assert rows[0] == "u\tv\treachable" and len(rows) == 100_001
+    assert sum(r.endswith("\t1") for r in rows[1:]) == 20072
+    assert "stopping (SIGTERM)" in log and "error" not in log.lower(), log
+
+
+def _synopsis():
+    """The fenced block of the README's "Command line" section."""
+    section = _readme().split("## Command line", 1)[1]
+    return re.search(r"```bash\n(.*?)```", section, re.S).group(1)
+
+
+def test_readme_synopsis_shows_every_command_form_and_format():
+    from distgrail.cli import build_parser
+
+    syn = _synopsis()
+    commands = build_parser()._subparsers._group_actions[0].choices
+    for name in commands:
+        assert re.search(rf"^distgrail {name} ", syn, re.M), f"the synopsis lacks 'distgrail {name}'"
+    assert re.search(r"^distgrail query --server URL PAIRS", syn, re.M) and "--pair U V" in syn
+    fmt = next(a for a in commands["index"]._actions if "--format" in a.option_strings)
+    shown = re.search(r"--format ([\w|]+)\]", syn).group(1).split("|")
+    assert shown == list(fmt.choices), f"synopsis --format {shown}, index --format {list(fmt.choices)}"
+
+
+def test_readme_index_table_lists_the_attributes_a_new_index_holds(tmp_path):
+    import h5py
+
+    import distgrail
+
+    distgrail.build_index(distgrail.bundled_graph(), dims=2, backend="cpu", output=str(tmp_path / "k.h5"))
+    with h5py.File(tmp_path / "k.h5") as f:
+        attrs = set(f.attrs)
+    row = next(ln for ln in _readme().splitlines() if ln.startswith("| `/` attrs"))
+    listed = {m.split("=")[0] for m in re.findall(r"`([a-z_0-9]+)(?:=[^`]*)?`", row)}
+    older = set(re.findall(r"files of earlier releases: `([a-z_0-9]+)`", row))
+    assert attrs <= listed, f"the README's index table lacks {sorted(attrs - listed)}"
+    assert listed - older - {"blake3"} <= attrs, f"the table lists {sorted(listed - older - attrs)}, which new files lack"

@@ -87,9 +87,10 @@ def test_output_into_read_only_directory(work, cmd, monkeypatch, capsys):
     args = {"index": ("index", str(work / "g.gra"), "--backend", "cpu"),
             "query": ("query", str(work / "i.h5"), str(work / "p.txt"), "--backend", "cpu"),
             "generate": ("generate", "paper", "-n", "50"), "convert": ("convert", str(work / "g.gra"))}[cmd]
-    assert main([*args, "-o", str(ro / "out.h5"), "--quiet"]) == 2
+    out = ro / ("out.txt" if cmd == "query" else "out.h5")  # (answers in an .h5: an unknown extension, issue 44)
+    assert main([*args, "-o", str(out), "--quiet"]) == 2
     err = capsys.readouterr().err
-    assert f"{ro / 'out.h5'}: cannot write the output: directory {ro} is not writable" in err
+    assert f"{out}: cannot write the output: directory {ro} is not writable" in err
     assert os.listdir(ro) == []
 
 

@@ -85,7 +85,7 @@ def test_cli_query_takes_labels(tmp_path):
     (tmp_path / "q.txt").write_text("alpha omega\n")
     r = subprocess.run([sys.executable, "-m", "distgrail", "query", "l.h5", "q.txt", "-o", "b.txt", "--backend",
                         "cpu"], cwd=tmp_path, env=env, capture_output=True, text=True)
-    assert r.returncode == 2 and "targets[0]: node 'omega' is not in the graph" in r.stderr
+    assert r.returncode == 2 and "q.txt:1: node 'omega' is not in the graph" in r.stderr
     assert not (tmp_path / "b.txt").exists()
 
 

@@ -392,8 +392,8 @@ def test_cli_query_partition_on_writes_the_one_process_answers(shared_dir, capsy
         with open(pairs, "w") as f:
             f.writelines(f"{a} {b}\n" for a, b in zip(s.tolist(), t.tolist()))
     comm.Barrier()
-    got = os.path.join(shared_dir, "cli.spread.ans")
-    one = os.path.join(shared_dir, "cli.one.ans")
+    got = os.path.join(shared_dir, "cli.spread.txt")
+    one = os.path.join(shared_dir, "cli.one.txt")
     capsys.readouterr()
     assert main(["query", out, pairs, "-o", got, "--backend", "cpu", "--partition", "on", "--json"]) == 0
     failed = None

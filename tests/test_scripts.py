@@ -207,3 +207,29 @@ def test_readme_mpi_section_names_existing_scripts():
     for path in ("launch/mpirun.sh", "slurm/index.sbatch", "slurm/query.sbatch"):
         assert path in section and os.path.exists(os.path.join(ROOT, path)), path
     assert "python -m mpi4py -m distgrail" in section and "--share-gpus" in section
+
+
+def test_quickstart_ends_by_saying_how_to_put_distgrail_on_path(tmp_path):
+    """After the quickstart, `distgrail` is in .venv/bin, not on PATH: its last lines say to
+    `source .venv/bin/activate` (issue 44, item 2). Run on a copy of the script beside a stand-in
+    set-up (no pip) and this checkout's .venv."""
+    venv = os.path.dirname(os.path.dirname(sys.executable))
+    if not os.access(os.path.join(venv, "bin", "distgrail"), os.X_OK):
+        pytest.skip(f"no {venv}/bin/distgrail (distgrail not installed in this environment)")
+    launch = tmp_path / "launch"
+    launch.mkdir()
+    (launch / "quickstart.sh").write_text(open(os.path.join(ROOT, "launch", "quickstart.sh")).read())
+    (launch / "setup.sh").write_text("#!/usr/bin/env bash\nexit 0\n")  # the environment exists already
+    os.symlink(venv, tmp_path / ".venv")
+    env = _env(OUT_DIR=str(tmp_path / "out"))
+    env.pop("VIRTUAL_ENV", None)
+    r = subprocess.run(["bash", str(launch / "quickstart.sh")], cwd=tmp_path, env=env, capture_output=True,
+                       text=True, timeout=300)
+    assert r.returncode == 0, r.stdout + r.stderr
+    last = r.stdout.strip().splitlines()[-2:]
+    assert "quickstart: OK: 20072 of 100,000 pairs reachable" in r.stdout
+    assert "not on PATH" in last[0] and last[1].strip() == f"source {tmp_path}/.venv/bin/activate", last
+    # and what it says works: after that line, `distgrail` is a command
+    r = subprocess.run(["bash", "-c", f"{last[1].strip()} && distgrail --version"], env=env, capture_output=True,
+                       text=True, timeout=60)
+    assert r.returncode == 0 and r.stdout.startswith("distgrail "), r.stdout + r.stderr

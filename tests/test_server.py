@@ -321,9 +321,20 @@ def test_cli_query_server_writes_what_the_local_query_writes(server, kegg, tmp_p
                            "--backend", "cpu"], capture_output=True, text=True, env=_env(DISTGRAIL_TOKEN=TOKEN),
                           timeout=60)
            for where, o in ((("--server", server.url), "c.txt"), ((path,), "d.txt"))]
-    assert [o.returncode for o in out] == [2, 2]
-    assert out[0].stderr == out[1].stderr == "distgrail: error: targets[1] out of range 0..3616, got 5000\n"
+    assert [o.returncode for o in out] == [2, 2]  # the file and line named, as the local query does (issue 44)
+    assert out[0].stderr == out[1].stderr == f"distgrail: error: {bad}:2: vertex id out of range 0..3616, got '5000'\n"
     assert not (tmp_path / "c.txt").exists()
+    three = tmp_path / "expected.txt"  # a third column of expected answers, one of them wrong: exit status 3
+    answers = np.array((tmp_path / "b.txt").read_text().split()[:50]) == "1"
+    s, t = kegg[2][:50], kegg[3][:50]
+    three.write_text("".join(f"{u} {v} {int(a) ^ (k == 7)}\n" for k, (u, v, a) in enumerate(zip(s, t, answers))))
+    out = [subprocess.run([sys.executable, "-m", "distgrail", "query", *where, str(three), "--backend", "cpu", "--json"],
+                          capture_output=True, text=True, env=_env(DISTGRAIL_TOKEN=TOKEN), timeout=60)
+           for where in (("--server", server.url), (path,))]
+    assert [o.returncode for o in out] == [3, 3], [o.stderr for o in out]
+    for o in out:
+        assert json.loads(o.stdout)["expected"]["first"] == [{"where": f"{three}:8", "u": int(s[7]), "v": int(t[7]),
+                                                              "answer": bool(answers[7]), "expected": not answers[7]}]
     r = subprocess.run([sys.executable, "-m", "distgrail", "query", "--server", server.url, pairs],
                        capture_output=True, text=True, env=_env(), timeout=60)  # no token
     assert r.returncode == 2 and "401" in r.stderr and "bearer token" in r.stderr
@@ -519,6 +530,38 @@ def test_under_mpiexec_sigterm_on_rank_1_alone_waits_then_sigterm_to_mpiexec_end
     assert not any(_alive(p) for p in pids), "a rank outlived mpiexec"
     with pytest.raises(ServerError):
         distgrail.connect(ranks_server.url, timeout=5)
+
+
+@needs_mpiexec
+@pytest.mark.parametrize("target, sig", [("launcher", signal.SIGINT), ("rank 0", signal.SIGTERM),
+                                         ("rank 0", signal.SIGINT)])
+def test_under_mpiexec_a_signal_to_the_launcher_or_rank_0_ends_all_with_0_as_the_readme_says(kegg, target, sig):
+    """What the README says each launcher returns (issue 44, item 9), for PyPI's MPICH ``mpiexec``:
+    SIGTERM/SIGINT to it or to rank 0 (pid from /health's ``rank_processes``) end every rank with 0,
+    and ``mpiexec`` returns 0 too (SIGTERM to the launcher: the test above). CI has no Open MPI."""
+    text = open(os.path.join(ROOT, "README.md")).read()
+    section = text[text.index("## A resident server"):text.index("## Running under MPI")]
+    said = " ".join(section.split())
+    assert "to the launcher or rank 0 (`/health`'s `rank_processes`)" in said and "every rank ends with status 0" in said
+    assert "PyPI's MPICH `mpiexec` exits 0 too (tested)" in said and "Open MPI's `mpirun` exits 1" in said
+    srv = Server(kegg[0], launcher=(MPIEXEC, "-n", "2"), env=_env(MPIEXEC_TIMEOUT="120"), wait=120)
+    try:
+        pids = [r["pid"] for r in distgrail.connect(srv.url).health()["rank_processes"]]
+        assert len(pids) == 2 and srv.proc.pid not in pids
+        if target == "rank 0":
+            os.kill(pids[0], sig)
+            code = srv.proc.wait(30)
+        else:
+            code = srv.stop(sig, timeout=30)
+    finally:
+        if srv.proc.poll() is None:
+            srv.stop(signal.SIGKILL)
+    assert code == 0, srv.lines
+    assert sum(f"stopping ({signal.Signals(sig).name})" in x for x in srv.lines) == 1, srv.lines
+    deadline = time.monotonic() + 5
+    while any(_alive(p) for p in pids) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert not any(_alive(p) for p in pids), "a rank outlived mpiexec"
 
 
 @needs_mpiexec

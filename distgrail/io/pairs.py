@@ -1,23 +1,58 @@
-"""Query pairs files: text ``u v`` per line (``.gz`` allowed) or a ``.npy`` (k, 2) array."""
+"""Query pairs files: text ``u v`` per line (``.gz`` allowed) or a ``.npy`` (k, 2) array; a third
+column of 0/1 (``u v answer``, the GRAIL benchmark's query files; ``.npy`` (k, 3)) is the
+expected answer of each pair (:func:`read_query_pairs`)."""
 
 from __future__ import annotations
 
 import os
+from dataclasses import dataclass
 
 import numpy as np
 
 from ..errors import GraphFormatError
 from .edgelist import read_columns
 from .regular import check_regular
-from .text import Text, shown
+from .text import Chunk, Text, shown
+
+__all__ = ["read_pairs", "read_query_pairs", "read_pairs_for", "QueryPairs"]
+
+#: ids in a pairs file read without the index's vertex count are below this (checked later)
+_CAP = 2**40
 
 
-def read_pairs(path, labels: str | None = None) -> tuple[np.ndarray, np.ndarray]:
+@dataclass
+class QueryPairs:
+    """A pairs file read: ``sources``, ``targets``; ``expected`` (bool, or None: no third column);
+    ``lines`` (1-based line of each pair in a text file with expected answers, else None)."""
+
+    path: str
+    sources: np.ndarray
+    targets: np.ndarray
+    expected: np.ndarray | None = None
+    lines: np.ndarray | None = None
+
+    def where(self, k: int) -> str:
+        """``file:line`` of pair ``k`` (``file[k]`` for a .npy array)."""
+        return f"{self.path}:{int(self.lines[k])}" if self.lines is not None else f"{self.path}[{k}]"
+
+
+def read_pairs(path, labels: str | None = None, n: int | None = None, known=None) -> tuple[np.ndarray, np.ndarray]:
     """Read query pairs: text ``u v`` per line (``#``/``%`` comments, ``.gz`` allowed) or a ``.npy``
-    array of shape (k, 2). Ids are checked against the index later, by :meth:`Index.query`.
+    array of shape (k, 2); a third column of expected answers is checked and left out (see
+    :func:`read_query_pairs`).
 
     ``labels`` ("int" or "str"): the index maps node labels (see :mod:`distgrail.nodelabels`); the
-    two tokens of a line are then labels (integers, negative ones too, or strings without blanks)."""
+    two tokens of a line are then labels (integers, negative ones too, or strings without blanks).
+    ``n`` (vertex ids) or ``known`` (the index's :class:`~distgrail.nodelabels.NodeLabels`): an id
+    out of range 0..n-1, or a label not in the graph, is refused here with its file and line;
+    without them ids are checked against the index later, by :meth:`Index.query`."""
+    q = read_query_pairs(path, labels, n, known)
+    return q.sources, q.targets
+
+
+def read_query_pairs(path, labels: str | None = None, n: int | None = None, known=None) -> QueryPairs:
+    """:func:`read_pairs`, with the expected answers of a file of three columns ``u v answer``
+    (answer 0 or 1; every pair line then has three columns) and the line of each such pair."""
     path = os.fspath(path)
     if not os.path.exists(path):
         raise GraphFormatError("no such pairs file", path=path)
@@ -25,15 +60,7 @@ def read_pairs(path, labels: str | None = None) -> tuple[np.ndarray, np.ndarray]
         raise GraphFormatError("is a directory, not a pairs file", path=path)
     check_regular(path, "query pairs", GraphFormatError)  # a FIFO is never opened: it could block forever
     if path.endswith(".npy"):
-        try:
-            arr = np.load(path, allow_pickle=False)
-        except (ValueError, OSError, EOFError) as e:
-            raise GraphFormatError(f"not a readable .npy array ({e})", path=path) from None
-        if arr.ndim != 2 or arr.shape[1] != 2 or not np.issubdtype(arr.dtype, np.integer):
-            raise GraphFormatError(f"expected an integer array of shape (k, 2), got {arr.dtype} {arr.shape}",
-                                   path=path)
-        _check_fits_int64(path, arr)
-        return arr[:, 0].astype(np.int64), arr[:, 1].astype(np.int64)
+        return _npy_pairs(path, None if labels else n)
     data = None
     if path.endswith(".gz"):
         import gzip
@@ -45,13 +72,94 @@ def read_pairs(path, labels: str | None = None) -> tuple[np.ndarray, np.ndarray]
         except (OSError, EOFError, zlib.error) as e:
             raise GraphFormatError(f"not a readable gzip file, truncated or damaged ({e})", path=path) from None
     if labels is not None:
-        return _label_pairs(path, data, labels)
+        return _label_pairs(path, data, labels, known)
     text = Text(path, data)
     try:
-        u, v, _ = read_columns(text, 0, 2, b"#%", 0, None, what="query pair", exact=True, cap=2**40)
+        if _first_line_columns(text) == 3:
+            return _three_columns(text, n)
+        u, v, _ = read_columns(text, 0, 2, b"#%", 0, n, what="query pair", exact=True, cap=_CAP)
     finally:
         text.close()
-    return u.astype(np.int64), v.astype(np.int64)
+    return QueryPairs(path, u.astype(np.int64), v.astype(np.int64))
+
+
+def read_pairs_for(path, index) -> QueryPairs:
+    """:func:`read_query_pairs` for ``index``: its labels, or ids checked against its vertex count,
+    so that a pair it cannot answer is refused with the file and line (the command line's way)."""
+    labels = index.node_labels
+    if labels is None:
+        return read_query_pairs(path, None, n=index.n)
+    return read_query_pairs(path, labels.kind, known=labels)
+
+
+def _npy_pairs(path, n) -> QueryPairs:
+    try:
+        arr = np.load(path, allow_pickle=False)
+    except (ValueError, OSError, EOFError) as e:
+        raise GraphFormatError(f"not a readable .npy array ({e})", path=path) from None
+    if arr.ndim != 2 or arr.shape[1] not in (2, 3) or not np.issubdtype(arr.dtype, np.integer):
+        raise GraphFormatError(f"expected an integer array of shape (k, 2), or (k, 3) with the expected answers, "
+                               f"got {arr.dtype} {arr.shape}", path=path)
+    _check_fits_int64(path, arr[:, :2])
+    expected = None
+    if arr.shape[1] == 3:
+        bad = np.flatnonzero((arr[:, 2] != 0) & (arr[:, 2] != 1))
+        if bad.size:
+            raise GraphFormatError(f"expected answer 0 or 1, got {int(arr[bad[0], 2])}", path=f"{path}[{bad[0]}, 2]")
+        expected = arr[:, 2].astype(bool)
+    if n is not None and arr.size:
+        ids = arr[:, :2].astype(np.int64)
+        bad = np.flatnonzero(((ids < 0) | (ids >= n)).reshape(-1))
+        if bad.size:
+            row, col = divmod(int(bad[0]), 2)
+            raise GraphFormatError(f"vertex id out of range 0..{n - 1}, got {int(arr[row, col])}",
+                                   path=f"{path}[{row}, {col}]")
+    return QueryPairs(path, arr[:, 0].astype(np.int64), arr[:, 1].astype(np.int64), expected)
+
+
+def _first_line_columns(text: Text) -> int:
+    """Tokens on the first line that holds any (comments ``#``/``%`` left out); 0 when none does."""
+    pos, size = 0, len(text)
+    while pos < size:
+        end = text.buf.find(b"\n", pos)
+        end = size if end < 0 else end
+        line = bytes(text.buf[pos:min(end, pos + 4096)]).split(b"#")[0].split(b"%")[0].split()
+        if line:
+            return len(line)
+        pos = end + 1
+    return 0
+
+
+def _three_columns(text: Text, n: int | None) -> QueryPairs:
+    """``u v answer`` lines: pairs, expected answers (0/1) and the line of each pair."""
+    us, vs, es, lines = [], [], [], []
+    before = 0  # lines before the chunk
+    for offset, data in text.chunks(0):
+        ch = Chunk(text, offset, data)
+        ch.blank_comments(b"#%")
+        odd = (ch.tokens_per_line != 0) & (ch.tokens_per_line != 3)
+        if odd.any():
+            pos = ch.abs(ch.line_start[int(np.flatnonzero(odd)[0])])
+            text.fail(pos, f"expected three columns 'u v answer' (query pair and expected answer, as on the first "
+                           f"pair line), got {text.excerpt(pos)}")
+        ch.check_numeric()
+        vals = ch.numbers()
+        answer = vals[2::3]
+        bad = np.flatnonzero((answer != 0) & (answer != 1))
+        if bad.size:
+            pos = ch.token_pos(3 * int(bad[0]) + 2)
+            text.fail(pos, f"expected answer 0 or 1 in the third column, got {shown(text.token_at(pos).encode())}")
+        ids = vals.copy()
+        ids[2::3] = 0
+        ch.check_range(ids, _CAP if n is None else n)
+        us.append(vals[0::3])
+        vs.append(vals[1::3])
+        es.append(answer.astype(bool))
+        lines.append(before + 1 + np.flatnonzero(ch.tokens_per_line == 3))
+        before += data.count(b"\n")
+        text.check_room(sum(u.size for u in us))
+    cat = (lambda parts, dt: np.concatenate(parts).astype(dt) if parts else np.zeros(0, dt))
+    return QueryPairs(text.path, cat(us, np.int64), cat(vs, np.int64), cat(es, bool), cat(lines, np.int64))
 
 
 def _check_fits_int64(path, arr) -> None:
@@ -64,12 +172,14 @@ def _check_fits_int64(path, arr) -> None:
                                    f"2^63), got {int(arr[row, col])}", path=path)
 
 
-def _label_pairs(path, data, kind):
-    """Pairs of node labels, one pair per line (a Python loop: label maps are for in-memory graphs)."""
+def _label_pairs(path, data, kind, known) -> QueryPairs:
+    """Pairs of node labels, one pair per line, a third column of 0/1 on every line or none (a
+    Python loop: label maps are for in-memory graphs); ``known``: every label must be in it."""
     if data is None:
         with open(path, "rb") as f:
             data = f.read()
-    us, vs = [], []
+    us, vs, es, lines = [], [], [], []
+    width = None
     for no, raw in enumerate(data.split(b"\n"), 1):
         line = raw.split(b"#")[0].split(b"%")[0].strip()
         if not line:
@@ -78,16 +188,29 @@ def _label_pairs(path, data, kind):
             tok = line.decode("utf-8").split()
         except UnicodeDecodeError:
             raise GraphFormatError(f"expected two node labels, got {shown(raw)}", path=path, line=no) from None
-        if len(tok) != 2:
-            raise GraphFormatError(f"expected two node labels 'u v', got {shown(raw)}", path=path, line=no)
+        width = len(tok) if width is None and len(tok) in (2, 3) else width
+        if len(tok) != (width or 2):
+            want = "two node labels 'u v'" if width != 3 else "two node labels and the expected answer 'u v answer'"
+            raise GraphFormatError(f"expected {want}, got {shown(raw)}", path=path, line=no)
+        if width == 3:
+            if tok[2] not in ("0", "1"):
+                raise GraphFormatError(f"expected answer 0 or 1 in the third column, got {tok[2]!r}", path=path, line=no)
+            es.append(tok[2] == "1")
         if kind == "int":
             try:
-                tok = [int(x) for x in tok]
+                tok = [int(x) for x in tok[:2]]
             except ValueError:
                 raise GraphFormatError(f"this index takes integer node labels, got {shown(raw)}",
                                        path=path, line=no) from None
         us.append(tok[0])
         vs.append(tok[1])
-    if kind == "int":
-        return np.array(us, dtype=np.int64), np.array(vs, dtype=np.int64)
-    return np.array(us, dtype=str), np.array(vs, dtype=str)
+        lines.append(no)
+    dt = np.int64 if kind == "int" else str
+    u, v = np.array(us, dtype=dt), np.array(vs, dtype=dt)
+    if known is not None and u.size:
+        missing = ~np.isin(np.stack([u, v], axis=1), known.values)
+        if missing.any():
+            k, col = divmod(int(np.flatnonzero(missing.reshape(-1))[0]), 2)
+            raise GraphFormatError(f"node {(u, v)[col][k].item()!r} is not in the graph", path=path, line=lines[k])
+    expected = np.array(es, dtype=bool) if width == 3 else None
+    return QueryPairs(path, u, v, expected, np.array(lines, dtype=np.int64) if width == 3 else None)

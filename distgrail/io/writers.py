@@ -13,7 +13,8 @@ from ..errors import DistGrailError
 from .graph import edge_graph_csr
 from .atomic import atomic_path
 
-__all__ = ["format_ints", "write_graph", "write_csr", "write_answers", "TEXT_FORMATS"]
+__all__ = ["format_ints", "write_graph", "write_csr", "write_answers", "TEXT_FORMATS", "OUTPUT_EXTENSIONS",
+           "check_extension"]
 
 TEXT_FORMATS = ("gra", "edgelist", "mtx")
 #: numbers formatted per call (small enough to stay in cache)
@@ -171,6 +172,29 @@ def write_graph(graph, path, fmt: str | None = None, dag=None) -> None:
 
 #: answer files with one ``u v reachable`` row per pair (the pairs as the user named them)
 TABLE_ANSWERS = (".tsv", ".csv", ".tsv.gz", ".csv.gz", ".parquet")
+#: answer files with one 0/1 per line (``.txt.gz``: gzip-compressed)
+LINE_ANSWERS = (".txt", ".answers", ".txt.gz")
+#: the names the command line writes, by what it writes (any other extension is refused)
+OUTPUT_EXTENSIONS = {"answers": LINE_ANSWERS + (".npy",) + TABLE_ANSWERS, "index": (".h5", ".hdf5"),
+                     "graph": (".h5", ".hdf5")}
+_KNOWN = {"answers": ".txt or .answers (one 0/1 per line; .txt.gz compressed), .npy (bool), .tsv or .csv "
+                     "(u v reachable rows; .gz ok), .parquet, or - for stdout",
+          "index": ".h5 or .hdf5 (an index is an HDF5 file)",
+          "graph": ".h5 or .hdf5 (the binary graph is an HDF5 file)"}
+
+
+def check_extension(path, what: str) -> None:
+    """Refuse an output named with an extension that ``what`` ("answers", "index", "graph") is
+    never written as (DistGrailError, one line naming the known ones), rather than write, e.g.,
+    0/1 lines into ``answers.xlsx`` or HDF5 into ``out.txt``. ``-`` is stdout (answers only)."""
+    path = os.fspath(path)
+    if what == "answers" and path == "-":
+        return
+    if path.lower().endswith(OUTPUT_EXTENSIONS[what]):
+        return
+    ext = os.path.splitext(os.path.basename(path))[1]
+    found = f"unknown extension {ext!r}" if ext else "no extension"
+    raise DistGrailError(f"{path}: {found} for the {what} file: name it {_KNOWN[what]}")
 
 
 def write_answers(answers: np.ndarray, path, sources=None, targets=None) -> None:
@@ -181,7 +205,8 @@ def write_answers(answers: np.ndarray, path, sources=None, targets=None) -> None
       index has them) and 1 (reachable) or 0;
     * ``.parquet``: columns ``u``, ``v`` (int64 or string) and ``reachable`` (bool), via pyarrow;
     * ``.npy``: a bool array;
-    * anything else: one 0/1 per line; ``-``: that text on stdout.
+    * anything else: one 0/1 per line (``.gz``: gzip-compressed); ``-``: that text on stdout
+      (the command line writes only the names :func:`check_extension` takes).
 
     The row formats need ``sources`` and ``targets`` (the pairs)."""
     path = os.fspath(path)
@@ -203,6 +228,11 @@ def write_answers(answers: np.ndarray, path, sources=None, targets=None) -> None
         if path.endswith(".npy"):
             with open(tmp, "wb") as f:
                 np.save(f, np.asarray(answers, dtype=bool))
+        elif low.endswith(".gz"):
+            import gzip
+
+            with gzip.open(tmp, "wb", compresslevel=6) as f:
+                f.write(_zero_one_lines(answers))
         else:
             with open(tmp, "wb") as f:
                 f.write(_zero_one_lines(answers))

@@ -145,8 +145,9 @@ def query_through_server(args, pairs: str) -> int:
     written here, the summary as ``distgrail query`` prints it (plus the server's address)."""
     import distgrail
     from ..io.atomic import check_output, same_file
-    from ..io.pairs import read_pairs
-    from ..io.writers import write_answers
+    from ..cli_output import check_expected
+    from ..io.pairs import read_query_pairs
+    from ..io.writers import check_extension, write_answers
     from ..errors import OutputError
     from .client import connect
 
@@ -156,17 +157,20 @@ def query_through_server(args, pairs: str) -> int:
     if out not in (None, "-"):
         if os.path.abspath(out) == os.path.abspath(pairs) or same_file(out, pairs):
             raise OutputError(f"{out}: the output would overwrite the input {pairs}; choose another output path")
+        check_extension(out, "answers")
         check_output(out)
     client = connect(args.server, token=read_token(None, args.token_file, env=True))
     with client:
-        s, t = read_pairs(pairs, client.label_kind)
-        answers, stats = client.query(s, t)
+        kind = client.label_kind  # ids checked here against the server's n (file:line); labels by the server
+        q = read_query_pairs(pairs, kind, n=client.n if kind is None else None)
+        answers, stats = client.query(q.sources, q.targets)
     if out:
-        write_answers(answers, out, s, t)
+        write_answers(answers, out, q.sources, q.targets)
     summary = stats.as_dict()
     summary.update(index=client.info.get("index"), server=client.url, pairs=os.path.abspath(pairs),
                    answers=None if out is None else ("-" if out == "-" else os.path.abspath(out)))
-    human = stats.summary() + f"\nserver       {client.url} ({client.info.get('index')})"
+    human, status = check_expected(q, answers, summary, stats.summary())
+    human += f"\nserver       {client.url} ({client.info.get('index')})"
     if out is None:
         human += "\nanswers      not written (give -o FILE, or -o - for stdout)"
     text = json.dumps(summary, indent=2, sort_keys=True) if args.json else human
@@ -175,4 +179,4 @@ def query_through_server(args, pairs: str) -> int:
             print(text, file=sys.stderr)
     elif args.json or not args.quiet:
         print(text)
-    return 0
+    return status
