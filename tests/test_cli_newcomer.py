@@ -171,12 +171,13 @@ def test_output_with_an_unknown_extension_is_refused_before_any_work(kegg, tmp_p
 def test_answers_by_every_known_extension(kegg, tmp_path):
     _, s, t, answers = kegg
     want = "".join(f"{int(a)}\n" for a in answers)
-    for out in ("a.txt", "a.answers", "a.TXT", "a.txt.gz", "a.npy", "a.tsv.gz"):
+    for out in ("a.txt", "a.answers", "a.TXT", "a.txt.gz", "a.npy", "b.NPY", "a.tsv.gz"):
         r = run("query", kegg[0], "bundled", "-o", out, "--backend", "cpu", "--quiet", cwd=tmp_path)
         assert r.returncode == 0, (out, r.stderr)
     assert (tmp_path / "a.txt").read_text() == (tmp_path / "a.answers").read_text() == want
     assert gzip.decompress((tmp_path / "a.txt.gz").read_bytes()).decode() == want
     assert np.array_equal(np.load(tmp_path / "a.npy"), answers)
+    assert np.array_equal(np.load(tmp_path / "b.NPY"), answers)  # (the extension in any case, as accepted)
     assert run("index", "bundled", "-o", "k.hdf5", "--quiet", "--backend", "cpu", cwd=tmp_path).returncode == 0
 
 

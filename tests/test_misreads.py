@@ -365,3 +365,24 @@ def test_truncated_zstd_in_a_partitioned_read_ends_every_rank():
         comm.Barrier()
         if comm.rank == 0:
             shutil.rmtree(d, ignore_errors=True)
+
+
+def test_header_decided_past_the_first_64_kib(tmp_path):
+    """The header rule looks at the line after the first edge line, wherever it is: behind 64 KiB
+    of comments, ``caller callee`` is still a header (it was read as two node names: a labelled
+    graph of 5 vertices, found by review)."""
+    p = tmp_path / "late.txt"
+    p.write_bytes(b"caller callee\n" + b"#c\n" * 30_000 + b"0 1\n1 2\n")
+    g = read_graph(p)
+    assert g.n == 3 and g.src.tolist() == [0, 1] and "node_labels" not in g.meta
+    t = read_graph_numpy(p, chunk_bytes=4096)
+    assert t.n == 3 and t.src.tolist() == [0, 1]
+
+
+def test_two_minus_signs_are_no_integer(tmp_path):
+    """``a b`` then ``--1 2``: no integer follows, so ``a b`` is no header and the file is a graph
+    of names (the reference reader's rule; ``--1`` passed for an integer and the file was refused)."""
+    p = tmp_path / "names.txt"
+    p.write_bytes(b"a b\n--1 2\n")
+    g = read_graph(p)
+    assert g.m == 2 and g.meta["node_labels"].values.tolist() == ["a", "b", "--1", "2"]

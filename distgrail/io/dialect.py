@@ -38,7 +38,7 @@ from .graph import EdgeGraph
 from .guards import stray_cr
 from .text import Chunk
 
-__all__ = ["HEADER_NAMES", "Dialect", "sniff", "read_labelled", "COMMA_TABLE", "SNIFF_BYTES"]
+__all__ = ["HEADER_NAMES", "Dialect", "sniff", "undecided", "read_labelled", "COMMA_TABLE", "SNIFF_BYTES", "SNIFF_MAX"]
 
 #: column names that make a first line a header (case-insensitive)
 HEADER_NAMES = frozenset(
@@ -46,8 +46,10 @@ HEADER_NAMES = frozenset(
     "fromnodeid tonodeid source_node target_node from_node to_node u v start end".split())
 #: ``bytes.translate`` table turning commas into spaces (CSV)
 COMMA_TABLE = bytes.maketrans(b",", b" ")
-#: bytes of the file's start that :func:`sniff` looks at
+#: bytes of the file's start that :func:`sniff` looks at first; more (x8 at a time, up to
+#: :data:`SNIFF_MAX`) while the first two edge lines are not in them (:func:`undecided`)
 SNIFF_BYTES = 1 << 16
+SNIFF_MAX = 1 << 28
 
 
 @dataclass
@@ -59,8 +61,13 @@ class Dialect:
     fields: int = 0  # fields of the first edge line after the header (a labelled file's every line has as many)
 
 
+_INT = re.compile(rb"-?\d+")
+
+
 def _is_int(tok: bytes) -> bool:
-    return tok.lstrip(b"-").isdigit()
+    """An integer, one minus sign allowed (``--1`` is no integer: a header look-ahead must not
+    take it for one)."""
+    return _INT.fullmatch(tok) is not None
 
 
 _NUMBER = re.compile(rb"[+-]?(?:\d+\.?\d*|\.\d+)(?:[eE][+-]?\d+)?")
@@ -92,6 +99,12 @@ def _edge_lines(head: bytes, complete: bool):
             out.append((pos, end, fields, b"," in body))
         pos = end + 1
     return out
+
+
+def undecided(head: bytes, complete: bool) -> bool:
+    """Whether :func:`sniff` needs more of the text than ``head``: fewer than two edge lines in it
+    and more text after it (the header rule looks at the line after the first edge line)."""
+    return not complete and len(_edge_lines(head, complete)) < 2
 
 
 def sniff(head: bytes, complete: bool = False) -> Dialect:

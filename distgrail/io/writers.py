@@ -225,7 +225,7 @@ def write_answers(answers: np.ndarray, path, sources=None, targets=None) -> None
         sys.stdout.buffer.flush()
         return
     with atomic_path(path) as tmp:
-        if path.endswith(".npy"):
+        if low.endswith(".npy"):  # (as check_extension: ANS.NPY is an .npy file too)
             with open(tmp, "wb") as f:
                 np.save(f, np.asarray(answers, dtype=bool))
         elif low.endswith(".gz"):

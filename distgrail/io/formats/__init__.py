@@ -24,7 +24,7 @@ from functools import cached_property
 
 from ... import constants
 from ..compressed import CODECS, codec_of, peek
-from ..dialect import SNIFF_BYTES, Dialect, sniff
+from ..dialect import SNIFF_BYTES, SNIFF_MAX, Dialect, sniff, undecided
 
 __all__ = ["Format", "Sniff", "Source", "REGISTRY", "BY_NAME", "AUTO", "FALLBACK", "FORMATS", "GPU_FORMATS",
            "HOST_FORMATS", "OUTPUT_FORMATS", "FMT_CODES", "COMPRESSED_SUFFIXES", "HEAD_BYTES", "detect", "host_only",
@@ -215,9 +215,13 @@ class Source:
     @cached_property
     def dialect(self) -> Dialect:
         """:func:`~distgrail.io.dialect.sniff` of the first :data:`~distgrail.io.dialect.SNIFF_BYTES`
-        of the text."""
-        head = self.head(SNIFF_BYTES)
-        return sniff(head, complete=len(head) < SNIFF_BYTES)
+        of the text, or more while its first two edge lines are not in them (up to ``SNIFF_MAX``)."""
+        size = SNIFF_BYTES
+        head = self.head(size)
+        while undecided(head, len(head) < size) and size < SNIFF_MAX:  # (64 KiB of comments, then a header)
+            size *= 8
+            head = self.head(size)
+        return sniff(head, complete=len(head) < size)
 
     def __getstate__(self):  # (to another MPI rank: the path and format, not the bytes read here)
         keep = {k: v for k, v in self.__dict__.items() if k in ("path", "asked", "fmt", "codec")}
