@@ -128,7 +128,17 @@ class Index:
                           C=C, d=d, W=W, rec=rec)
         return field_labels(a, C, d, K)
 
-    def _check_pairs(self, sources, targets):
+    def check_pairs(self, sources, targets):
+        """``(sources, targets)`` as int64 vertex ids, checked: node labels mapped to ids (an
+        unknown one is a QueryError naming it), equal 1-D shapes, integer ids in 0..n-1 (a
+        QueryError naming the first bad one). What :meth:`query` does first; the server and the
+        sharded query call it before any work or collective, so a bad batch is refused early.
+
+        >>> import distgrail
+        >>> idx = distgrail.build_index({"a": ["b"]})
+        >>> idx.check_pairs(["a"], ["b"])
+        (array([0]), array([1]))
+        """
         s = np.asarray(sources)
         t = np.asarray(targets)
         if self.node_labels is not None and s.ndim == 1 and s.shape == t.shape:
@@ -162,7 +172,7 @@ class Index:
             from .mpi.query import query_sharded
 
             return query_sharded(self, sources, targets, backend, comm, search=search)
-        s, t = self._check_pairs(sources, targets)
+        s, t = self.check_pairs(sources, targets)
         be = get_backend(backend)
         return self._query_local(s, t, be, search)
 

@@ -60,7 +60,7 @@ def answer_in_shards(comm, index, be, sources, targets, answer, root: int = 0):
     Returns ``(answers, merged stats)`` on every rank (:func:`merge_over_ranks`)."""
     me, size = comm.Get_rank(), comm.Get_size()
     here = me == root
-    pairs = run_shared(comm, "checking the query pairs", index._check_pairs if here else None, sources, targets)
+    pairs = run_shared(comm, "checking the query pairs", index.check_pairs if here else None, sources, targets)
     t0 = time.perf_counter()
     k = comm.bcast(int(pairs[0].size) if here else None, root=root)
     counts = split_counts(k, size)

@@ -131,7 +131,7 @@ class Service:
 
         from ..mpi.serve import Stopping
 
-        s, t = self.index._check_pairs(sources, targets)  # QueryError: a 400, no collective
+        s, t = self.index.check_pairs(sources, targets)  # QueryError: a 400, no collective
         try:
             return self.dispatcher.answer(s, t, self.timeout)
         except FutureTimeout:
