@@ -320,3 +320,28 @@ def test_the_readers_use_the_registry(monkeypatch):
     monkeypatch.setenv("DISTGRAIL_NCCL", "nope")
     with pytest.raises(DistGrailError, match="DISTGRAIL_NCCL must be"):
         nccl_wanted()
+
+
+@pytest.mark.mpi(min_size=2)
+def test_a_bad_switch_on_one_rank_ends_every_rank(monkeypatch):
+    """DISTGRAIL_SHM and DISTGRAIL_NCCL are read by every rank before a collective: a malformed
+    value on rank 1 alone is every rank's RankError, not rank 1's error while the others wait."""
+    from mpi4py import MPI
+
+    from distgrail.gpu.backend import get_backend
+    from distgrail.mpi.errors import RankError
+    from distgrail.mpi.hostpath import shared_labels
+    from distgrail.mpi.transport import transport_for
+
+    comm = MPI.COMM_WORLD.Dup()
+    try:
+        for name, call in (("DISTGRAIL_SHM", lambda: shared_labels(comm, (4, 2), "int64")),
+                           ("DISTGRAIL_NCCL", lambda: transport_for(comm, get_backend("cpu")))):
+            if comm.rank == 1:
+                monkeypatch.setenv(name, "2")
+            with pytest.raises(RankError, match=name):
+                call()
+            monkeypatch.delenv(name, raising=False)
+            comm.Barrier()
+    finally:
+        comm.Free()

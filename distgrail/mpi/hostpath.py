@@ -71,7 +71,9 @@ def shared_labels(comm, shape, dtype):
     """Collective: ``(nodes, array)``, the label array shared by the ranks of each node, or
     ``(None, None)`` when shared memory is turned off or /dev/shm lacks room on some rank."""
     nbytes = int(np.prod(shape, dtype=np.int64)) * np.dtype(dtype).itemsize
-    ok = comm.allreduce(bool(shm_enabled() and room_for(nbytes)), op=mpi().LAND)
+    # (DISTGRAIL_SHM is read inside run_shared: a malformed value on some ranks only ends every rank)
+    wanted = run_shared(comm, "reading DISTGRAIL_SHM", shm_enabled)
+    ok = comm.allreduce(bool(wanted and room_for(nbytes)), op=mpi().LAND)
     if not ok:
         return None, None
     nodes = run_shared(comm, "grouping the ranks by node", NodeGroups, comm)

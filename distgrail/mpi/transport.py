@@ -357,8 +357,8 @@ def _device_identity(be):
 
 def transport_for(comm, be) -> Transport:
     """Collective: the transport every rank of ``comm`` uses with backend ``be`` (module doc)."""
-    ok, why = False, None
-    if comm.Get_size() > 1 and getattr(be, "is_gpu", False) and nccl_wanted():
+    ok, why = False, None  # (DISTGRAIL_NCCL read inside run_shared: a bad value on one rank ends every rank)
+    if comm.Get_size() > 1 and run_shared(comm, "reading DISTGRAIL_NCCL", nccl_wanted) and getattr(be, "is_gpu", False):
         try:
             _nccl_module()
             ok = True
