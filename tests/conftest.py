@@ -9,6 +9,11 @@ folders (``distgrail-pytest-PID-rN`` in the temp dir) are removed when the sessi
 
 Without the pytest-mpi plugin (e.g. a GPU machine set up without the ``test`` extra), tests
 marked ``mpi`` are skipped with the reason instead of running on one rank.
+
+Test files are named concept first, variant last (tests/test_naming.py checks it): a file is
+``test_<concept>_mpi.py`` when at least half of its test functions carry the ``mpi`` marker (run under
+``mpiexec`` with pytest-mpi), else ``test_<concept>_gpu.py`` when at least half carry the ``gpu``
+marker, else ``test_<concept>.py``; tests are selected by marker (``-m gpu``, ``--only-mpi``), not by name.
 """
 
 from __future__ import annotations

@@ -176,7 +176,7 @@ def test_matching_fatbin_is_loaded_and_templates_fetched_by_name(fake_gpu):
 
 
 def test_other_constants_compile_with_nvrtc(fake_gpu, monkeypatch):
-    monkeypatch.setattr(constants, "HUB", 4)  # as tests/test_gpu_labeling.py compiles the kernels
+    monkeypatch.setattr(constants, "HUB", 4)  # as tests/test_labeling_gpu.py compiles the kernels
     mod, raw = _load()
     assert gk.origin(mod) == "nvrtc" and raw.path is None and "#define DG_HUB (4)" in raw.code
     assert raw.exprs == gk.TEMPLATES["intervals"] and raw.options == gk.compile_options()

@@ -260,7 +260,7 @@ def _inputs(tmp_path, src, dst):
 
 @pytest.mark.parametrize("chunk", [256, 4096, None])
 def test_gpu_path_parses_csv_and_compressed_text(tmp_path, chunk):
-    """The GPU path (its NumPy twin here, the kernels in test_gpu_parse) parses CSV with a header
+    """The GPU path (its NumPy twin here, the kernels in test_parse_gpu) parses CSV with a header
     and gzip/bzip2 edge lists itself (decompressed by a host thread while the kernels parse): the
     same edges, n and digest as the CPU reader, in chunks far smaller than the file."""
     from distgrail.io.chunks import plan_read

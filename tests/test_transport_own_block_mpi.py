@@ -12,7 +12,7 @@ import distgrail
 from distgrail.gpu.backend import get_backend
 from distgrail.mpi import placement as distributed
 from distgrail.mpi import devicepath, transport
-from test_mpi_distributed import cyclic_graph, everywhere, same_index
+from test_distributed_mpi import cyclic_graph, everywhere, same_index
 from test_transport import fake_nccl
 from test_transport_mpi import nccl_build
 from test_transport_setup_mpi import held_init

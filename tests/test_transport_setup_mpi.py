@@ -17,7 +17,7 @@ import distgrail
 from distgrail.mpi import placement as distributed
 from distgrail.mpi import transport
 from distgrail.mpi.errors import RankError
-from test_mpi_distributed import cyclic_graph, everywhere, same_index
+from test_distributed_mpi import cyclic_graph, everywhere, same_index
 from test_transport import fake_cupy, fake_gpu_backend, fake_nccl, install
 from test_transport_mpi import nccl_build
 

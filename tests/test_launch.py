@@ -173,8 +173,10 @@ def test_distributed_code_path_with_one_rank():
     from distgrail.mpi.placement import AcrossRanks
 
     ref = distgrail.build_index(distgrail.bundled_graph(), dims=3, seed=9, backend="cpu")
-    with AcrossRanks.open(MPI.COMM_SELF, "cpu", 3, 9, "max-level", "auto", None, "all", None) as place:
-        idx = walk(place, distgrail.bundled_graph(), 3, 9, "max-level", "auto", None, None, False, "auto")
+    from distgrail.config import BuildConfig
+
+    with AcrossRanks.open(MPI.COMM_SELF, BuildConfig(dims=3, seed=9, backend="cpu")) as place:
+        idx = walk(place, distgrail.bundled_graph())
     assert idx.meta["transport"] == "mpi"
     for k in ref.arrays:
         assert ref.arrays[k].dtype == idx.arrays[k].dtype and ref.arrays[k].tobytes() == idx.arrays[k].tobytes(), k

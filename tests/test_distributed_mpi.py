@@ -119,7 +119,10 @@ def test_labeling_ranks_receive_only_what_phases_3_4_read(comm):
     from distgrail.gpu.backend import get_backend
     from distgrail.mpi.transport import MpiTransport
 
-    place = distributed.AcrossRanks(comm, False, get_backend("cpu"), True, False, np.ones(comm.Get_size(), np.int64))
+    from distgrail.config import BuildConfig
+
+    place = distributed.AcrossRanks(comm, False, get_backend("cpu"), BuildConfig(dims=comm.Get_size()), False,
+                                    np.ones(comm.Get_size(), np.int64))
     place.tp = MpiTransport(comm, place.be)
     got, _ = place.share_dag(dag, g if here else None)
     complete = place.complete
@@ -364,7 +367,9 @@ def test_one_rank_failing_while_labeling_fails_every_rank(comm, tmp_path, monkey
         def boom(*a, **k):
             raise RuntimeError("injected labeling failure")
 
-        monkeypatch.setattr(hostpath, "label_dimensions", boom)  # the host path's labeling
+        from distgrail.stages import phases
+
+        monkeypatch.setattr(phases, "label_dimensions", boom)  # the labels entry's whole-DAG labeling
     out = tmp_path / "idx.h5"
     expect_rank_error(comm, lambda: distgrail.build_index(distgrail.bundled_graph(), dims=4, backend="cpu",
                                                           output=out, comm=comm),
@@ -389,12 +394,12 @@ def test_rank_0_writes_the_index_while_the_build_runs(comm, wire, tmp_path, monk
     """Across ranks rank 0's index file is laid out once the labels are gathered and is the one in
     place: byte for byte the one-process index, written after the build by nobody."""
     import distgrail.index as index_mod
-    from distgrail import indexblocks
+    from distgrail.indexfile import layout
     from test_transport_mpi import nccl_build
 
     if nccl:
         nccl_build(monkeypatch, wire)
-    monkeypatch.setattr(indexblocks, "PARALLEL_MIN_BYTES", 1 << 10)  # the pool writes the blocks
+    monkeypatch.setattr(layout, "PARALLEL_MIN_BYTES", 1 << 10)  # the pool writes the blocks
     ref = distgrail.build_index(distgrail.bundled_graph(), dims=3, seed=2, backend="cpu", supports=130)
     monkeypatch.setattr(index_mod, "write_index_file", lambda *a: pytest.fail("written after the build"))
     out = comm.bcast(str(tmp_path / "idx.h5"))
@@ -433,7 +438,7 @@ def test_failed_write_leaves_no_file(comm, tmp_path, monkeypatch, early):
     fail), or the one written after it (early=False: no file opened early)."""
     import distgrail.build as build_mod
     import distgrail.index as index_mod
-    from distgrail import indexwrite
+    import distgrail.indexfile.write as ixwrite
     from distgrail.io.atomic import atomic_path
 
     def half_write(path, meta, arrays):
@@ -446,10 +451,10 @@ def test_failed_write_leaves_no_file(comm, tmp_path, monkeypatch, early):
         raise OSError(28, "No space left on device")
 
     if early:
-        from distgrail import indexblocks
+        from distgrail.indexfile import layout
 
-        monkeypatch.setattr(indexblocks, "PARALLEL_MIN_BYTES", 1 << 10)  # the bundled graph's datasets by blocks
-        monkeypatch.setattr(indexwrite, "_write_block", full_disk)
+        monkeypatch.setattr(layout, "PARALLEL_MIN_BYTES", 1 << 10)  # the bundled graph's datasets by blocks
+        monkeypatch.setattr(ixwrite, "_write_block", full_disk)
         monkeypatch.setattr(index_mod, "write_index_file", lambda *a: pytest.fail("written after the build"))
     else:
         monkeypatch.setattr(build_mod.EarlyWrite, "_lay_out", lambda self, *a: None)
@@ -463,7 +468,9 @@ def test_failed_write_leaves_no_file(comm, tmp_path, monkeypatch, early):
 
 def test_missing_output_directory_is_reported_before_any_work(comm, tmp_path, monkeypatch):
     calls = []
-    monkeypatch.setattr(distributed, "read_on", lambda *a: calls.append(a))
+    from distgrail.stages import phases
+
+    monkeypatch.setattr(phases, "read_on", lambda *a: calls.append(a))
     out = tmp_path / "nowhere" / "idx.h5"
     expect_rank_error(comm, lambda: distgrail.build_index(distgrail.bundled_graph(), dims=2, backend="cpu",
                                                           output=out, comm=comm),

@@ -18,7 +18,7 @@ import pytest
 
 from distgrail.mpi import exchange
 from test_partition import same_as_one_process_and_bfs, written_mpi_graphs
-from test_mpi_parse import shared_dir  # noqa: F401 - the fixture: a directory every rank sees
+from test_parse_mpi import shared_dir  # noqa: F401 - the fixture: a directory every rank sees
 
 _TYPES = {"NCCL_INT8": "i1", "NCCL_UINT8": "u1", "NCCL_INT32": "i4", "NCCL_UINT32": "u4", "NCCL_INT64": "i8",
           "NCCL_UINT64": "u8", "NCCL_FLOAT16": "f2", "NCCL_FLOAT32": "f4", "NCCL_FLOAT64": "f8"}

@@ -77,7 +77,7 @@ def test_root_share_from_the_environment(monkeypatch):
 @pytest.mark.parametrize("share", [0.0, 0.5, 1.0, 2.5])
 @pytest.mark.parametrize("full_index_on", ["all", "root"])
 def test_uneven_splits_give_the_one_process_index(comm, wire, tmp_path, monkeypatch, way, share, full_index_on):
-    from test_mpi_distributed import cyclic_graph, everywhere, same_index
+    from test_distributed_mpi import cyclic_graph, everywhere, same_index
 
     if way == "nccl":
         from test_transport_mpi import nccl_build
@@ -109,7 +109,7 @@ def test_uneven_splits_give_the_one_process_index(comm, wire, tmp_path, monkeypa
 def test_the_split_follows_rank_0s_environment(comm, monkeypatch):
     """DISTGRAIL_ROOT_SHARE is read on rank 0 (the others' value does not matter); a bad value
     there fails every rank naming it."""
-    from test_mpi_distributed import everywhere
+    from test_distributed_mpi import everywhere
 
     from distgrail.mpi.errors import RankError
 
