@@ -119,9 +119,9 @@ def test_tampered_checksums(built, tmp_path, tamper, msg):
 
 
 def test_multi_block_datasets_detect_a_flip_in_any_block(tmp_path, monkeypatch):
-    import distgrail.indexfile as ixf
+    from distgrail.indexfile import layout
 
-    monkeypatch.setattr(ixf, "CRC_BLOCK", 1000)  # many blocks per dataset
+    monkeypatch.setattr(layout, "CRC_BLOCK", 1000)  # many blocks per dataset
     p = tmp_path / "m.h5"
     distgrail.build_index(distgrail.bundled_graph(), dims=2, backend="cpu", output=p, supports=64)
     with h5py.File(p, "r") as f:

@@ -1,4 +1,4 @@
-"""Large index datasets read in parallel blocks (distgrail/indexblocks.py): the same arrays as
+"""Large index datasets read in parallel blocks (distgrail/indexfile/read.py): the same arrays as
 HDF5 reads, every block's CRC-32 checked, a truncated file or a damaged block refused."""
 
 from __future__ import annotations
@@ -10,8 +10,9 @@ import numpy as np
 import pytest
 
 import distgrail
-from distgrail import indexblocks, indexfile
+import distgrail.indexfile.read as ixread
 from distgrail.errors import IndexFormatError
+from distgrail.indexfile import layout
 from distgrail.io.generate import generate
 
 
@@ -31,12 +32,12 @@ def _by_hdf5(path):
 
 
 def test_every_dataset_read_in_blocks_equals_hdf5(index_file, monkeypatch):
-    monkeypatch.setattr(indexblocks, "PARALLEL_MIN_BYTES", 1)
-    monkeypatch.setattr(indexfile, "CRC_BLOCK", 64)  # unused when reading; blocks come from the file
+    monkeypatch.setattr(layout, "PARALLEL_MIN_BYTES", 1)
+    monkeypatch.setattr(layout, "CRC_BLOCK", 64)  # unused when reading; blocks come from the file
     calls = []
-    real = indexblocks.parallel_read
-    monkeypatch.setattr(indexfile, "parallel_read", lambda *a: (calls.append(a[3]), real(*a))[1])
-    _, arrays = indexfile.read_index_file(index_file)
+    real = ixread.parallel_read
+    monkeypatch.setattr(ixread, "parallel_read", lambda *a: (calls.append(a[3]), real(*a))[1])
+    _, arrays = ixread.read_index_file(index_file)
     want = _by_hdf5(index_file)
     assert set(arrays) == set(want)
     assert set(calls) == {k for k, v in want.items() if v.size}  # every non-empty dataset went in blocks
@@ -52,7 +53,7 @@ def _data_range(path, name):
 
 
 def test_a_damaged_block_is_a_checksum_error(index_file, monkeypatch):
-    monkeypatch.setattr(indexblocks, "PARALLEL_MIN_BYTES", 1)
+    monkeypatch.setattr(layout, "PARALLEL_MIN_BYTES", 1)
     off, size = _data_range(index_file, "labels/intervals")
     with open(index_file, "r+b") as f:
         f.seek(off + size // 2)
@@ -60,7 +61,7 @@ def test_a_damaged_block_is_a_checksum_error(index_file, monkeypatch):
         f.seek(off + size // 2)
         f.write(bytes([b[0] ^ 0x01]))
     with pytest.raises(IndexFormatError, match=r"dataset /labels/intervals .*CRC-32 mismatch"):
-        indexfile.read_index_file(index_file)
+        ixread.read_index_file(index_file)
 
 
 def test_a_block_past_the_end_of_the_file_is_refused(index_file, tmp_path):
@@ -75,43 +76,41 @@ def test_a_block_past_the_end_of_the_file_is_refused(index_file, tmp_path):
     fd = os.open(cut, os.O_RDONLY)
     try:
         with h5py.File(index_file, "r") as f, ThreadPoolExecutor(4) as pool:
-            arr, futs = indexblocks.parallel_read(index_file, fd, f["labels/intervals"], "labels/intervals",
+            arr, futs = ixread.parallel_read(index_file, fd, f["labels/intervals"], "labels/intervals",
                                                   max(1, size // 7), pool)
             values = [x.result() for x in futs]
     finally:
         os.close(fd)
     assert len(values) >= 7 and values[0] >= 0 and values[-1] == -1
     with pytest.raises(IndexFormatError, match=r"dataset /labels/intervals cannot be read \(the file ends"):
-        indexblocks.check_block_reads(index_file, "labels/intervals", values)
-    indexblocks.check_block_reads(index_file, "labels/intervals", values[:1])  # a full read passes
+        ixread.check_block_reads(index_file, "labels/intervals", values)
+    ixread.check_block_reads(index_file, "labels/intervals", values[:1])  # a full read passes
 
 
 def test_which_datasets_go_in_blocks(index_file, monkeypatch):
-    monkeypatch.setattr(indexblocks, "PARALLEL_MIN_BYTES", 1)
+    monkeypatch.setattr(layout, "PARALLEL_MIN_BYTES", 1)
     with h5py.File(index_file, "r") as f:
         ds = f["labels/intervals"]
         block = ds.attrs["crc32_block"]
-        assert indexblocks.can_read_in_blocks(ds, block)
-        assert not indexblocks.can_read_in_blocks(ds, 0) and not indexblocks.can_read_in_blocks(ds, True)
-    monkeypatch.setattr(indexblocks, "PARALLEL_MIN_BYTES", 1 << 40)
+        assert layout.can_read_in_blocks(ds, block)
+        assert not layout.can_read_in_blocks(ds, 0) and not layout.can_read_in_blocks(ds, True)
+    monkeypatch.setattr(layout, "PARALLEL_MIN_BYTES", 1 << 40)
     with h5py.File(index_file, "r") as f:
-        assert not indexblocks.can_read_in_blocks(f["labels/intervals"], block)
+        assert not layout.can_read_in_blocks(f["labels/intervals"], block)
     # a chunked (fletcher32) dataset, as earlier releases wrote, is HDF5's to read
     other = os.path.join(os.path.dirname(index_file), "chunked.h5")
     with h5py.File(other, "w") as f:
         f.create_dataset("x", data=np.arange(1000, dtype=np.int32), chunks=(100,), fletcher32=True)
-    monkeypatch.setattr(indexblocks, "PARALLEL_MIN_BYTES", 1)
+    monkeypatch.setattr(layout, "PARALLEL_MIN_BYTES", 1)
     with h5py.File(other, "r") as f:
-        assert not indexblocks.can_read_in_blocks(f["x"], 64)
+        assert not layout.can_read_in_blocks(f["x"], 64)
 
 
 @pytest.mark.parametrize("where", ["vertex/component", "dag/indptr", "dag/level", "labels/intervals"])
 def test_value_checks_in_pieces_find_what_one_pass_finds(index_file, monkeypatch, where):
     """The range and order checks over pieces (a thread pool) catch a bad value in a later piece."""
-    from distgrail import indexcheck
-
-    monkeypatch.setattr(indexcheck, "PIECE", 7)
-    meta, arrays = indexfile.read_index_file(index_file)  # passes in pieces
+    monkeypatch.setattr(ixread, "PIECE", 7)
+    meta, arrays = ixread.read_index_file(index_file)  # passes in pieces
     a = {k: v.copy() for k, v in arrays.items()}
     flat = a[where].reshape(-1)
     k = flat.size - 2
@@ -126,4 +125,4 @@ def test_value_checks_in_pieces_find_what_one_pass_finds(index_file, monkeypatch
     else:
         flat[k] = meta["n_components"]  # component id out of range
     with pytest.raises(IndexFormatError, match=f"dataset /{where}"):
-        indexcheck.check_index(index_file, meta, a)
+        ixread.check_index(index_file, meta, a)

@@ -1,4 +1,4 @@
-"""The index file written while the build runs (distgrail/indexsave.py EarlyIndexFile): opened
+"""The index file written while the build runs (distgrail/indexfile/write.py EarlyIndexFile): opened
 with every dataset's shape and a placeholder digest, the arrays put in any order, finished with
 the assembled index: byte for byte the file write_index_file writes; anything else leaves no file."""
 
@@ -10,9 +10,9 @@ import numpy as np
 import pytest
 
 import distgrail
-from distgrail import indexblocks, indexfile, indexsave
+import distgrail.indexfile.write as ixwrite
 from distgrail.errors import DistGrailError
-from distgrail.indexsave import PENDING_DIGEST, EarlyIndexFile
+from distgrail.indexfile import PENDING_DIGEST, EarlyIndexFile, layout
 from test_indexwrite import _synthetic
 
 
@@ -34,8 +34,8 @@ def _leftovers(d):
 @pytest.mark.parametrize("order", ["file", "reversed", "shuffled"])
 @pytest.mark.parametrize("in_blocks", [True, False])
 def test_early_file_is_the_file_written_at_once(tmp_path, monkeypatch, order, in_blocks):
-    monkeypatch.setattr(indexblocks, "PARALLEL_MIN_BYTES", 1 << 10 if in_blocks else 1 << 50)
-    monkeypatch.setattr(indexfile, "CRC_BLOCK", 997)  # many checksum blocks, edges inside elements
+    monkeypatch.setattr(layout, "PARALLEL_MIN_BYTES", 1 << 10 if in_blocks else 1 << 50)
+    monkeypatch.setattr(layout, "CRC_BLOCK", 997)  # many checksum blocks, edges inside elements
     idx = _index(dims=3, supports=130)
     idx.save(tmp_path / "once.h5")
     early = _open(tmp_path / "early.h5", idx.meta, idx.arrays)
@@ -57,9 +57,9 @@ def test_early_file_is_the_file_written_at_once(tmp_path, monkeypatch, order, in
 def test_synthetic_casts_and_a_known_digest(tmp_path, monkeypatch):
     """Narrowing casts, views and three-axis datasets through the pool; a digest known at the
     start is written at once."""
-    monkeypatch.setattr(indexblocks, "PARALLEL_MIN_BYTES", 1 << 20)
+    monkeypatch.setattr(layout, "PARALLEL_MIN_BYTES", 1 << 20)
     meta, arrays = _synthetic()
-    indexsave.write_index_file(tmp_path / "once.h5", meta, arrays)
+    ixwrite.write_index_file(tmp_path / "once.h5", meta, arrays)
     early = _open(tmp_path / "early.h5", meta, arrays, pending=False)
     for name in reversed(list(arrays)):
         early.put(name, arrays[name])
@@ -123,7 +123,7 @@ def test_a_build_writes_its_index_while_it_runs(tmp_path, monkeypatch):
     place (write_index_file never runs), byte for byte the index saved afterwards."""
     from distgrail import index as index_mod
 
-    monkeypatch.setattr(indexblocks, "PARALLEL_MIN_BYTES", 1 << 10)  # blocks through the pool
+    monkeypatch.setattr(layout, "PARALLEL_MIN_BYTES", 1 << 10)  # blocks through the pool
     monkeypatch.setattr(index_mod, "write_index_file", lambda *a: pytest.fail("written after the build"))
     idx = _index(dims=3, supports=70, output=tmp_path / "a.h5")
     assert "write_open" in idx.timings and idx.index_write == "early"
@@ -161,7 +161,7 @@ def test_a_build_failing_after_the_file_opened_leaves_nothing(tmp_path, monkeypa
 
 
 def test_large_datasets_must_be_the_arrays_put(tmp_path, monkeypatch):
-    monkeypatch.setattr(indexsave, "SAME_BY_VALUE", 0)
+    monkeypatch.setattr(ixwrite, "SAME_BY_VALUE", 0)
     idx = _index(dims=2)
     early = _open(tmp_path / "x.h5", idx.meta, idx.arrays)
     for name in idx.arrays:
@@ -187,9 +187,9 @@ def test_the_early_file_does_not_wait_for_the_input_hash(tmp_path, monkeypatch):
         gate.wait(30)  # the hash "runs" until the early file has opened
         return plain(self, *a, **k)
 
-    def opened(self, path, meta, shapes):
+    def opened(self, path, meta, shapes, *types):
         joined_before_open.append(meta["source_digest"])
-        plain_open(self, path, meta, shapes)
+        plain_open(self, path, meta, shapes, *types)
         gate.set()
 
     monkeypatch.setattr(digest_mod.FileDigest, "result", result)
@@ -230,7 +230,7 @@ def test_the_early_file_opens_beside_phases_3_4(tmp_path, monkeypatch):
     from distgrail import placement
 
     started, waited = threading.Event(), []
-    plain_open, plain_label = EarlyIndexFile.__init__, placement.OneProcess.label
+    plain_open, plain_label = EarlyIndexFile.__init__, placement.OneProcess.split_dims
 
     def opened(self, *a, **k):
         waited.append(started.wait(30))
@@ -241,7 +241,7 @@ def test_the_early_file_opens_beside_phases_3_4(tmp_path, monkeypatch):
         return plain_label(self, *a, **k)
 
     monkeypatch.setattr(EarlyIndexFile, "__init__", opened)
-    monkeypatch.setattr(placement.OneProcess, "label", label)
+    monkeypatch.setattr(placement.OneProcess, "split_dims", label)
     idx = _index(dims=2, supports=64, output=tmp_path / "a.h5")
     assert waited == [True] and idx.index_write == "early" and idx.timings["write_open"] > 0
     assert distgrail.open_index(tmp_path / "a.h5").C == idx.C

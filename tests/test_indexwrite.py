@@ -1,4 +1,4 @@
-"""Large index datasets written in parallel blocks (distgrail/indexwrite.py): the file is byte for
+"""Large index datasets written in parallel blocks (distgrail/indexfile/write.py): the file is byte for
 byte the one HDF5 alone writes, it reads back and answers like BFS, a failed block write is the
 usual OutputError with no file left; and an existing output is replaced by exchanging names
 (distgrail/io/atomic.py), never by a rename over it (ext4 writes the new file back inside such a
@@ -17,9 +17,10 @@ import numpy as np
 import pytest
 
 import distgrail
-from distgrail import indexblocks, indexfile, indexsave, indexwrite
+import distgrail.indexfile.write as ixwrite
 from distgrail.bfs import bfs_reachable, csr_of
 from distgrail.errors import OutputError
+from distgrail.indexfile import layout
 from distgrail.io import atomic
 from distgrail.io.generate import generate
 
@@ -48,20 +49,20 @@ def _synthetic():
 
 
 def _write(path, meta, arrays, monkeypatch, in_blocks: bool):
-    monkeypatch.setattr(indexblocks, "PARALLEL_MIN_BYTES", 1 << 20 if in_blocks else 1 << 50)
-    indexsave.write_index_file(path, meta, arrays)
+    monkeypatch.setattr(layout, "PARALLEL_MIN_BYTES", 1 << 20 if in_blocks else 1 << 50)
+    ixwrite.write_index_file(path, meta, arrays)
 
 
 @pytest.fixture
 def blocks_spy(monkeypatch):
     calls = []
-    real = indexwrite._write_block
-    monkeypatch.setattr(indexwrite, "_write_block", lambda *a: (calls.append(a[4:]), real(*a))[1])
+    real = ixwrite._write_block
+    monkeypatch.setattr(ixwrite, "_write_block", lambda *a: (calls.append(a[4:]), real(*a))[1])
     return calls
 
 
 def test_written_in_blocks_the_file_is_byte_identical(tmp_path, monkeypatch, blocks_spy):
-    monkeypatch.setattr(indexfile, "CRC_BLOCK", 40_001)  # odd: block edges split elements
+    monkeypatch.setattr(layout, "CRC_BLOCK", 40_001)  # odd: block edges split elements
     meta, arrays = _synthetic()
     _write(tmp_path / "hdf5.h5", meta, arrays, monkeypatch, in_blocks=False)
     assert not blocks_spy
@@ -78,21 +79,21 @@ def test_the_pool_writes_the_data_not_hdf5(tmp_path, monkeypatch):
     """Blocks that compute their CRC but write nothing leave zeros after HDF5's first MiB: the
     bytes in the file are the pool's, and HDF5 does not write over them afterwards."""
     meta, arrays = _synthetic()
-    monkeypatch.setattr(indexwrite.os, "pwritev", lambda fd, bufs, off: sum(len(b) for b in bufs))
+    monkeypatch.setattr(ixwrite.os, "pwritev", lambda fd, bufs, off: sum(len(b) for b in bufs))
     _write(tmp_path / "x.h5", meta, arrays, monkeypatch, in_blocks=True)
     with h5py.File(tmp_path / "x.h5", "r") as f:
         got = f["dag/indices"][()]
     want = arrays["dag/indices"].astype(np.uint32)
-    head = indexwrite.PREFIX_BYTES // 4
+    head = ixwrite.PREFIX_BYTES // 4
     assert (got[:head] == want[:head]).all() and not got[2 * head:].any()
 
 
 def test_partial_writes_are_completed(tmp_path, monkeypatch):
     meta, arrays = _synthetic()
     real = os.pwritev
-    monkeypatch.setattr(indexwrite.os, "pwritev", lambda fd, bufs, off: real(fd, [bufs[0][:300_001]], off))
+    monkeypatch.setattr(ixwrite.os, "pwritev", lambda fd, bufs, off: real(fd, [bufs[0][:300_001]], off))
     _write(tmp_path / "a.h5", meta, arrays, monkeypatch, in_blocks=True)
-    monkeypatch.setattr(indexwrite.os, "pwritev", real)
+    monkeypatch.setattr(ixwrite.os, "pwritev", real)
     _write(tmp_path / "b.h5", meta, arrays, monkeypatch, in_blocks=False)
     assert (tmp_path / "a.h5").read_bytes() == (tmp_path / "b.h5").read_bytes()
 
@@ -111,7 +112,7 @@ def test_a_failed_block_write_is_an_output_error_and_leaves_no_file(tmp_path, mo
             raise OSError(code, os.strerror(code))
         return real(fd, bufs, off)
 
-    monkeypatch.setattr(indexwrite.os, "pwritev", failing)
+    monkeypatch.setattr(ixwrite.os, "pwritev", failing)
     with pytest.raises(OutputError) as e:
         _write(out, meta, arrays, monkeypatch, in_blocks=True)
     assert str(e.value) == f"{out}: cannot write the output: {reason}"
@@ -121,12 +122,12 @@ def test_a_failed_block_write_is_an_output_error_and_leaves_no_file(tmp_path, mo
 def test_an_index_written_in_blocks_reads_back_and_answers_like_bfs(tmp_path, monkeypatch, blocks_spy):
     g = generate("scale-free", 3000, 4, seed=2)
     built = distgrail.build_index((g.src, g.dst), dims=4, backend="cpu")
-    monkeypatch.setattr(indexfile, "CRC_BLOCK", 997)
-    monkeypatch.setattr(indexwrite, "PREFIX_BYTES", 1)  # datasets this small: HDF5 writes them whole, the pool again
-    monkeypatch.setattr(indexblocks, "PARALLEL_MIN_BYTES", 1)
+    monkeypatch.setattr(layout, "CRC_BLOCK", 997)
+    monkeypatch.setattr(ixwrite, "PREFIX_BYTES", 1)  # datasets this small: HDF5 writes them whole, the pool again
+    monkeypatch.setattr(layout, "PARALLEL_MIN_BYTES", 1)
     built.save(tmp_path / "blocks.h5")
     assert blocks_spy
-    monkeypatch.setattr(indexblocks, "PARALLEL_MIN_BYTES", 1 << 50)
+    monkeypatch.setattr(layout, "PARALLEL_MIN_BYTES", 1 << 50)
     built.save(tmp_path / "hdf5.h5")
     assert (tmp_path / "blocks.h5").read_bytes() == (tmp_path / "hdf5.h5").read_bytes()
     idx = distgrail.open_index(tmp_path / "blocks.h5")
@@ -140,11 +141,11 @@ def test_an_index_written_in_blocks_reads_back_and_answers_like_bfs(tmp_path, mo
 
 
 def test_prefix_is_one_run_of_whole_rows():
-    assert indexwrite._prefix((10,), 8, 20) == ((slice(0, 3),), 3)
-    assert indexwrite._prefix((3, 100, 2), 4, 100) == ((0, slice(0, 13)), 26)  # rows of 2 x 4 bytes
-    assert indexwrite._prefix((3, 10, 2), 4, 100) == ((slice(0, 2),), 40)  # a plane is 80 bytes
-    assert indexwrite._prefix((3, 10, 2), 4, 10_000) == ((slice(0, 3),), 60)  # all of it
-    assert indexwrite._sel_shape((3, 100, 2), (0, slice(0, 13))) == (13, 2)
+    assert ixwrite._prefix((10,), 8, 20) == ((slice(0, 3),), 3)
+    assert ixwrite._prefix((3, 100, 2), 4, 100) == ((0, slice(0, 13)), 26)  # rows of 2 x 4 bytes
+    assert ixwrite._prefix((3, 10, 2), 4, 100) == ((slice(0, 2),), 40)  # a plane is 80 bytes
+    assert ixwrite._prefix((3, 10, 2), 4, 10_000) == ((slice(0, 3),), 60)  # all of it
+    assert ixwrite._sel_shape((3, 100, 2), (0, slice(0, 13))) == (13, 2)
 
 
 # -- replacing an existing output (distgrail/io/atomic.py) -------------------------------------
@@ -218,18 +219,18 @@ def test_rewriting_an_index_by_the_command_line_exchanges_names(tmp_path, monkey
 def test_the_write_benchmark_compares_both_writers(tmp_path, monkeypatch, capsys, blocks_spy):
     from distgrail.benchmarks import write
 
-    monkeypatch.setattr(indexblocks, "PARALLEL_MIN_BYTES", 1 << 20)
+    monkeypatch.setattr(layout, "PARALLEL_MIN_BYTES", 1 << 20)
     assert write.main(["--mb", "20", "--repeat", "1", "--dir", str(tmp_path)]) == 0
     out = capsys.readouterr().out
     assert "files byte-identical: yes" in out and "parallel blocks" in out and "rename over the old file" in out
     assert blocks_spy and os.listdir(tmp_path) == []
-    assert indexblocks.PARALLEL_MIN_BYTES == 1 << 20 and atomic._exchange.__name__ == "_exchange"  # restored
+    assert layout.PARALLEL_MIN_BYTES == 1 << 20 and atomic._exchange.__name__ == "_exchange"  # restored
 
 
 def _streamed(a, cuts, closed):
     """``a`` as a StreamedArray in pieces cut at ``cuts``; ``closed`` collects close's argument."""
     bounds = [0, *cuts, a.size]
-    return indexwrite.StreamedArray(a.size, a.dtype, lambda: (a[x:y] for x, y in zip(bounds, bounds[1:])),
+    return ixwrite.StreamedArray(a.size, a.dtype, lambda: (a[x:y] for x, y in zip(bounds, bounds[1:])),
                                     closed.append)
 
 
@@ -237,7 +238,7 @@ def _streamed(a, cuts, closed):
 def test_a_streamed_dataset_is_written_byte_identical(tmp_path, monkeypatch, in_blocks):
     """The DAG rows of a partitioned build arrive in pieces (odd sizes, an empty one, CRC
     blocks split across pieces): the file is the one written from the whole array."""
-    monkeypatch.setattr(indexfile, "CRC_BLOCK", 40_001)
+    monkeypatch.setattr(layout, "CRC_BLOCK", 40_001)
     meta, arrays = _synthetic()
     _write(tmp_path / "whole.h5", meta, arrays, monkeypatch, in_blocks)
     closed = []

@@ -20,7 +20,7 @@ from distgrail.query import partitioned_search as ps
 from distgrail.query.prefilter import prefilter
 from distgrail.query.search import guided_search_numpy
 from distgrail.query.stats import UNDECIDED, QueryStats
-from test_mpi_parse import shared_dir  # noqa: F401 - the fixture: a directory every rank sees
+from test_parse_mpi import shared_dir  # noqa: F401 - the fixture: a directory every rank sees
 from test_partition import GRAPHS, OnDevice, Threads, written_mpi_graphs
 
 SEED = 3
@@ -306,17 +306,16 @@ def test_a_rank_failing_before_the_search_stops_every_rank(monkeypatch):
 
 
 def test_rows_of_indices_read_by_crc_blocks_and_damage_is_named(tmp_path, monkeypatch):
-    from distgrail import indexblocks, indexfile
-    from distgrail.indexfile import read_index_file
+    from distgrail.indexfile import Deferred, layout, read_index_file
 
-    monkeypatch.setattr(indexfile, "CRC_BLOCK", 64)  # blocks of 64 bytes
-    monkeypatch.setattr(indexblocks, "PARALLEL_MIN_BYTES", 1)
+    monkeypatch.setattr(layout, "CRC_BLOCK", 64)  # blocks of 64 bytes
+    monkeypatch.setattr(layout, "PARALLEL_MIN_BYTES", 1)
     g, idx = _index("dense dag", 0)
     path = str(tmp_path / "d.h5")
     idx.save(path)
     meta, arrays = read_index_file(path, defer=("dag/indices",))
     ix = arrays["dag/indices"]
-    assert isinstance(ix, indexblocks.Deferred) and ix.shape == idx.arrays["dag/indices"].shape
+    assert isinstance(ix, Deferred) and ix.shape == idx.arrays["dag/indices"].shape
     whole = idx.arrays["dag/indices"]
     for lo, hi in ((0, whole.size), (5, 6), (15, 17), (100, 300), (whole.size - 3, whole.size), (7, 7)):
         np.testing.assert_array_equal(ix.read(lo, hi), whole[lo:hi])
@@ -344,13 +343,13 @@ def test_rows_of_indices_read_by_crc_blocks_and_damage_is_named(tmp_path, monkey
 def test_spread_query_equals_one_process_and_bfs(shared_dir, monkeypatch):
     from mpi4py import MPI
 
-    from distgrail import indexblocks, indexfile
+    from distgrail.indexfile import Deferred, layout
     from distgrail.io.read import read_graph
     from distgrail.mpi.partition_query import open_spread_index
 
     comm = MPI.COMM_WORLD
-    monkeypatch.setattr(indexfile, "CRC_BLOCK", 64)  # rows read by 64-byte CRC blocks, left in the file
-    monkeypatch.setattr(indexblocks, "PARALLEL_MIN_BYTES", 1)
+    monkeypatch.setattr(layout, "CRC_BLOCK", 64)  # rows read by 64-byte CRC blocks, left in the file
+    monkeypatch.setattr(layout, "PARALLEL_MIN_BYTES", 1)
     for name, path, nv in written_mpi_graphs(comm, shared_dir):
         out = os.path.join(shared_dir, f"{name}.spreadq.h5")
         if comm.rank == 0:
@@ -360,7 +359,7 @@ def test_spread_query_equals_one_process_and_bfs(shared_dir, monkeypatch):
         m = int(idx.meta["n_dag_edges"])
         lo, hi = idx.bounds[comm.rank], idx.bounds[comm.rank + 1]
         assert idx._rows[1].size == int(idx.arrays["dag/indptr"][hi]) - int(idx.arrays["dag/indptr"][lo])
-        assert m == 0 or isinstance(idx.arrays["dag/indices"], indexblocks.Deferred)
+        assert m == 0 or isinstance(idx.arrays["dag/indices"], Deferred)
         if m >= 4 * comm.size:
             assert idx._rows[1].size < m, name  # no rank holds every edge
         g = read_graph(path, num_vertices=nv)
@@ -432,13 +431,13 @@ def _check_cli_summary(stdout, size, out, pairs, got, one):
 def test_damaged_rows_fail_every_rank_with_the_block_named(shared_dir, monkeypatch):
     from mpi4py import MPI
 
-    from distgrail import indexblocks, indexfile
+    from distgrail.indexfile import layout
     from distgrail.mpi.errors import RankError
     from distgrail.mpi.partition_query import open_spread_index
 
     comm = MPI.COMM_WORLD
-    monkeypatch.setattr(indexfile, "CRC_BLOCK", 64)
-    monkeypatch.setattr(indexblocks, "PARALLEL_MIN_BYTES", 1)
+    monkeypatch.setattr(layout, "CRC_BLOCK", 64)
+    monkeypatch.setattr(layout, "PARALLEL_MIN_BYTES", 1)
     out = os.path.join(shared_dir, "damaged.spread.h5")
     if comm.rank == 0:
         _, idx = _index("dense dag", 0)

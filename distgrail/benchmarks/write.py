@@ -5,7 +5,7 @@
 Writes the same arrays with ``write_index_file`` twice per round: "hdf5" (every dataset through
 ``h5py.create_dataset(data=...)`` after a whole-array cast, as before issue 23: the parallel
 path switched off) and "blocks" (datasets of at least ``PARALLEL_MIN_BYTES`` cast, written and
-checksummed in parallel blocks, :mod:`distgrail.indexwrite`); prints seconds and GB/s of each
+checksummed in parallel blocks, :mod:`distgrail.indexfile.write`); prints seconds and GB/s of each
 side by side, with the page-cache floor of the machine (one ``write`` of the same number of
 bytes from memory to a new file, one thread) and checks that both files are byte-identical.
 Then rewrites an existing output both ways ``distgrail.io.atomic`` can replace it: names
@@ -75,21 +75,21 @@ def _sync():
 
 
 def _timed_write(path, meta, arrays, in_blocks: bool, exchange: bool = True) -> float:
-    from distgrail import indexblocks, indexsave
+    from distgrail.indexfile import layout, write_index_file
     from distgrail.io import atomic
 
-    saved = indexblocks.PARALLEL_MIN_BYTES, atomic._exchange
-    indexblocks.PARALLEL_MIN_BYTES = saved[0] if in_blocks else 1 << 62
+    saved = layout.PARALLEL_MIN_BYTES, atomic._exchange
+    layout.PARALLEL_MIN_BYTES = saved[0] if in_blocks else 1 << 62
     if not exchange:
         atomic._exchange = lambda tmp, target: False
     try:
         _sync()
         time.sleep(1)  # ext4 with discard: the blocks of a file just removed are discarded after the sync
         t = time.perf_counter()
-        indexsave.write_index_file(path, meta, arrays)
+        write_index_file(path, meta, arrays)
         return time.perf_counter() - t
     finally:
-        indexblocks.PARALLEL_MIN_BYTES, atomic._exchange = saved
+        layout.PARALLEL_MIN_BYTES, atomic._exchange = saved
 
 
 def floor_write(path, nbytes: int) -> float:

@@ -24,8 +24,7 @@ import numpy as np
 from ..errors import DistGrailError, GraphFormatError, IndexFormatError
 from ..gpu.backend import get_backend
 from ..index import Index, field_labels
-from ..indexcheck import EDGE_CHECK_MAX, check_index_path
-from ..indexfile import read_index_file
+from ..indexfile import EDGE_CHECK_MAX, check_index_path, read_index_file
 from ..nodelabels import NodeLabels
 from ..query.partitioned_search import RowBlock, answer_spread, expand_limit, row_bounds
 from ..query.stats import Once, QueryStats

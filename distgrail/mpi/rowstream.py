@@ -1,14 +1,14 @@
 """A spread DAG's rows streamed into rank 0's index file: no rank, and no host, holds all edges.
 
 When the condensed DAG stays spread over the ranks (:mod:`distgrail.mpi.partition_dag`) and rank
-0 writes the index, ``/dag/indices`` is a :class:`~distgrail.indexwrite.StreamedArray` on rank 0
+0 writes the index, ``/dag/indices`` is a :class:`~distgrail.indexfile.write.StreamedArray` on rank 0
 (:func:`rows_stream`): while the file is written, rank 0 takes its own rows from its device in
 pieces of at most :data:`PIECE_BYTES`, then asks rank 1, 2, … in turn for theirs; each rank
 (:func:`serve_rows`) waits for that one request and answers with its rows from its device, a
 header (``("ok", values)``) before each piece and ``("end",)`` after the last, or ``("error",
 text)``. At any time one piece is on rank 0's host (in one buffer, allocated before any rank is
 asked) and one on the sender's. Rank 0 writes each piece at its place
-(:func:`~distgrail.indexwrite.write_streamed`) and the file is byte for byte that of a
+(:func:`~distgrail.indexfile.write.write_streamed`) and the file is byte for byte that of a
 one-process build.
 
 Never a hang: when rank 0's write fails (a full disk, a bad piece), ``close(True)`` receives and
@@ -30,7 +30,7 @@ import numpy as np
 
 from ..arrays import to_host as _host
 from ..errors import DistGrailError
-from ..indexwrite import StreamedArray
+from ..indexfile import StreamedArray
 from .errors import mpi
 
 __all__ = ["PIECE_BYTES", "rows_stream", "serve_rows", "rows_on_file"]

@@ -1,0 +1,453 @@
+"""The index file read and checked: :func:`read_index_file` (the layout is
+:mod:`distgrail.indexfile`'s), its large datasets read in parallel blocks, and the checks of
+what was read.
+
+**Checksums.** Every dataset's stored block CRC-32s are compared with its contents, the seal
+(``crc32_of_datasets``) with every dataset's checksum attributes; a file of an earlier release
+has HDF5 verify its fletcher32 chunks instead.
+
+**Large datasets in parallel blocks**, each block's CRC-32 taken as it lands. A dataset the index
+writer stored (contiguous, no filter, little-endian integers) is one run of bytes at a known
+offset of the file (``Dataset.id.get_offset()``). Read through HDF5 it is one thread's copy, and
+its checksum is a second pass over memory; here every ``crc32_block`` bytes of it are one task of
+a thread pool: ``os.preadv`` straight into the array, then ``zlib.crc32`` of the block while it
+is in the cache (both release the GIL). The CRCs are then compared as those of a dataset read by
+HDF5, so a block read from a wrong offset (a damaged header) is a checksum error like any other.
+Datasets below :data:`~distgrail.indexfile.layout.PARALLEL_MIN_BYTES`, with a filter or chunks
+(files of earlier releases), or of any other type are read by HDF5. A large dataset named in
+``defer`` is left in the file: a :class:`Deferred` reads and checks its slices later.
+
+**Values.** Every dataset present, of the right shape and integer type, and its values in range
+(component ids < C, CSR offsets monotone, DAG edges go down the levels, intervals inside 0..C-1
+and nested along DAG edges, ...). A file that fails is damaged or incomplete:
+:class:`IndexFormatError` names the file and the dataset, never an answer from it. Ranges cost
+O(n + m + d·C) vector passes; on large indexes they run over pieces of ``PIECE`` values in a
+thread pool (NumPy's reductions and comparisons release the GIL), as the reading does. The checks
+along DAG edges (random gathers: edges go down the levels, O(m); intervals nest, O(d·m)) run while
+their count is at most ``EDGE_CHECK_MAX``; for larger indexes the checksums stand in for them.
+"""
+
+from __future__ import annotations
+
+import os
+import zlib
+from concurrent.futures import ThreadPoolExecutor
+
+import numpy as np
+
+from ..errors import IndexFormatError
+from .layout import ATTRS, CRC_BLOCK, FORMAT, READ_VERSIONS, REQUIRED, SEAL, block_crcs, can_read_in_blocks, \
+    crc_pool, datasets_seal, entry
+
+__all__ = ["read_index_file", "check_index", "check_index_path", "EDGE_CHECK_MAX", "REQUIRED", "Deferred",
+           "parallel_read", "check_block_reads"]
+
+_OLD_DIGEST = "source_sha256"  # the source digest in indexes of earlier releases (SHA-256)
+#: the checks along DAG edges run while the edges (times dims) are at most this many
+EDGE_CHECK_MAX = 1 << 22
+#: values per piece of a check run in parallel
+PIECE = 1 << 22
+
+
+#: what h5py raises on a damaged file (HDF5's errors arrive as OSError, RuntimeError, KeyError,
+#: ValueError or TypeError, depending on the message it hits; a bad string: UnicodeDecodeError)
+_H5_ERRORS = (OSError, RuntimeError, KeyError, ValueError, TypeError, IndexError, OverflowError)
+
+
+def _attr(attrs, path, key, where):
+    where[0] = f"attribute {key!r}"
+    if key not in attrs:
+        raise IndexFormatError(f"{path}: incomplete index: attribute {key!r} is missing")
+    v = attrs[key]
+    return v.decode() if isinstance(v, bytes) else (v.item() if hasattr(v, "item") else v)
+
+
+def read_index_file(path, defer=()) -> tuple[dict, dict]:
+    """Read and check an index. Raises :class:`IndexFormatError` for anything that is not a
+    complete, undamaged index of a version this distgrail reads (any HDF5 error included: it
+    names the attribute or dataset being read). ``defer``: datasets left in the file if large: a
+    :class:`Deferred` stands for each (values checked as slices are read)."""
+    import h5py
+
+    path = os.fspath(path)
+    check_index_path(path)
+    where = ["the file"]  # what is being read when HDF5 fails
+    try:
+        f = h5py.File(path, "r")
+    except OSError as e:
+        raise IndexFormatError(f"{path}: not an HDF5 file, so not a distgrail index ({e})") from None
+    except _H5_ERRORS as e:
+        raise IndexFormatError(f"{path}: damaged index: the file cannot be opened (HDF5: {e})") from None
+    fd = os.open(path, os.O_RDONLY)  # large datasets: read in parallel blocks
+    pool = crc_pool()
+    try:
+        try:
+            with f:
+                meta, arrays, crcs, seal, landed = _read_open_file(h5py, f, path, where, fd, pool, defer)
+        except IndexFormatError:
+            raise
+        except _H5_ERRORS as e:
+            raise IndexFormatError(f"{path}: damaged index: {where[0]} cannot be read (HDF5: {e})") from None
+        _verify_crcs(path, arrays, crcs, landed, pool)
+    finally:
+        pool.shutdown(wait=True)  # no block read may outlive the descriptor
+        os.close(fd)
+    check_index(path, meta, arrays)
+    _check_seal(path, seal)
+    return meta, arrays
+
+
+def _read_open_file(h5py, f, path, where, fd, pool, defer=()):
+    """(meta, arrays, crcs, seal, landed) of an open index; ``where[0]`` names what is being read;
+    ``landed``: {dataset: CRC futures} of the datasets read in parallel blocks from ``fd``."""
+    where[0] = "attribute 'format'"
+    attrs = f.attrs
+    fmt = attrs.get("format")
+    if isinstance(fmt, bytes):
+        fmt = fmt.decode()
+    if not isinstance(fmt, str) or fmt != FORMAT:
+        raise IndexFormatError(f"{path}: not a distgrail index (attribute format={fmt!r}, expected {FORMAT!r})")
+    raw = _attr(attrs, path, "format_version", where)
+    if isinstance(raw, (bool, np.bool_)) or not isinstance(raw, (int, np.integer)):
+        raise IndexFormatError(f"{path}: damaged index: attribute 'format_version' must be an integer, "
+                               f"got {raw!r}")
+    ver = int(raw)
+    if ver not in READ_VERSIONS:
+        raise IndexFormatError(f"{path}: index schema version {ver}, this distgrail reads versions "
+                               f"{', '.join(map(str, READ_VERSIONS))}; rebuild the index with this version")
+    meta = {"format": FORMAT, "format_version": ver}
+    where[0] = "the root attributes"
+    old = "source_digest" not in attrs and _OLD_DIGEST in attrs
+    for k in ATTRS + (("supports",) if "supports" in attrs else ()):
+        if old and k == "source_digest_algorithm":
+            meta[k] = "sha256"
+        else:
+            meta[k] = _attr(attrs, path, _OLD_DIGEST if old and k == "source_digest" else k, where)
+    where[0] = f"attribute {SEAL!r}"
+    stored = attrs[SEAL] if SEAL in attrs else None
+    arrays, crcs, entries, unchecked, fletcher, landed = {}, {}, {}, [], [], {}
+
+    def walk(group, prefix):  # by link names: an object that HDF5 cannot open is named
+        where[0] = f"group /{prefix}" if prefix else "the root group"
+        for key in list(group.keys()):
+            name = prefix + key
+            where[0] = f"object /{name}"
+            obj = group[key]
+            if isinstance(obj, h5py.Group):
+                walk(obj, name + "/")
+                continue
+            if not isinstance(obj, h5py.Dataset):
+                continue
+            where[0] = f"dataset /{name}"
+            try:
+                where[0] = f"the checksum attributes of dataset /{name}"
+                entries[name], crc = entry(obj)
+                where[0] = f"dataset /{name}"
+                if crc is not None and can_read_in_blocks(obj, crc[1]) and name in defer:
+                    arrays[name] = Deferred(path, name, obj, crc)
+                    continue
+                if crc is not None and can_read_in_blocks(obj, crc[1]):
+                    arrays[name], landed[name] = parallel_read(path, fd, obj, name, int(crc[1]), pool)
+                else:
+                    arrays[name] = obj[()]
+                if crc is not None:
+                    crcs[name] = crc
+                elif obj.size:
+                    (fletcher if obj.fletcher32 else unchecked).append(name)
+            except (OSError, ValueError, TypeError) as e:
+                raise IndexFormatError(f"{path}: damaged index: dataset /{name} cannot be read (checksum or "
+                                       f"storage error: {e})") from None
+
+    walk(f, "")
+    if unchecked and not _legacy_v1(f, ver, stored, crcs, fletcher, arrays):
+        raise IndexFormatError(f"{path}: damaged index: dataset /{unchecked[0]} cannot be read (checksum "
+                               f"error: it carries no checksum)")
+    return meta, arrays, crcs, (stored, entries), landed
+
+
+def _legacy_v1(f, ver, stored, crcs, fletcher, arrays) -> bool:
+    """True for a file as distgrail's first releases wrote it (version 1): no checksum on any
+    dataset, no seal, the source's SHA-256 in ``source_sha256``, only the eight core datasets.
+    Such a file is read without checksums (its values are still checked); any other file whose
+    non-empty datasets lack a checksum is damaged, whatever its format_version says."""
+    return (ver == 1 and stored is None and not crcs and not fletcher and _OLD_DIGEST in f.attrs
+            and "source_digest" not in f.attrs and set(arrays) <= set(REQUIRED))
+
+
+def _check_seal(path, seal) -> None:
+    """A file that carries ``crc32_of_datasets`` must match it (files of earlier releases carry none)."""
+    stored, entries = seal
+    if stored is None:
+        return
+    stored = stored.decode(errors="replace") if isinstance(stored, bytes) else stored
+    if not isinstance(stored, str) or stored != datasets_seal(entries):
+        raise IndexFormatError(f"{path}: damaged index: its datasets or their checksums differ from the ones it was "
+                               f"written with (root attribute {SEAL!r}): a dataset or its crc32 attributes were "
+                               f"removed, added or replaced")
+
+
+def _verify_crcs(path, arrays, crcs, landed, pool):
+    """Compare every dataset's stored block CRC-32s with its contents (blocks in parallel;
+    ``landed``: the CRC futures of the datasets read in blocks, taken as they were read)."""
+    if not crcs:
+        return
+    rest = sum(int(arrays[name].nbytes) for name in crcs if name not in landed)
+    pool = pool if rest > 4 * CRC_BLOCK else None  # else threads cost more than they save
+    got = {}
+    for name, (want, block) in crcs.items():
+        if name in landed:
+            values = [x.result() for x in landed[name]]
+            check_block_reads(path, name, values)
+            got[name] = values
+            continue
+        if isinstance(block, (bool, np.bool_)) or not isinstance(block, (int, np.integer)) or block < 1:
+            shown = block.item() if hasattr(block, "item") else block
+            raise IndexFormatError(f"{path}: damaged index: dataset /{name} cannot be read (checksum error: "
+                                   f"attribute crc32_block is {shown!r})")
+        got[name] = block_crcs(arrays[name], int(block), pool)
+    for name, futs in got.items():
+        want = np.asarray(crcs[name][0])
+        have = np.array([x if isinstance(x, int) else x.result() for x in futs], dtype=np.uint32)
+        if want.dtype.kind not in "iu" or want.shape != have.shape or (want.astype(np.int64) != have).any():
+            bad = int(np.flatnonzero(want.astype(np.int64) != have)[0]) if want.shape == have.shape and \
+                want.dtype.kind in "iu" else -1
+            where = f"block {bad} of {have.size}" if bad >= 0 else f"{want.size} stored checksums for {have.size} blocks"
+            raise IndexFormatError(f"{path}: damaged index: dataset /{name} cannot be read (checksum error: "
+                                   f"CRC-32 mismatch, {where})")
+
+
+# -- large datasets in parallel blocks -------------------------------------------------------
+
+def _read_block(fd, view: memoryview, offset: int) -> int:
+    """Read ``len(view)`` bytes at ``offset`` into ``view``; returns the CRC-32 of the block, or
+    -1 when the file ends first."""
+    got = 0
+    while got < len(view):
+        k = os.preadv(fd, [view[got:]], offset + got)
+        if k <= 0:
+            return -1
+        got += k
+    return zlib.crc32(view)
+
+
+def parallel_read(path, fd, ds, name, block: int, pool):
+    """(array, futures of the CRC-32 of every ``block`` bytes) of dataset ``ds`` read from the
+    open file descriptor ``fd`` by ``pool``'s threads; a future's value -1 means the file ended
+    before the block (reported by :func:`check_block_reads`)."""
+    out = np.empty(ds.shape, dtype=ds.dtype.newbyteorder("<"))
+    raw = memoryview(out.reshape(-1).view(np.uint8))
+    start = int(ds.id.get_offset())
+    block = int(block)
+    futs = [pool.submit(_read_block, fd, raw[i:i + block], start + i) for i in range(0, len(raw), block)]
+    return out, futs
+
+
+def check_block_reads(path, name, values) -> None:
+    """Raise when a block of dataset ``name`` could not be read in full (the file is too short)."""
+    if any(v < 0 for v in values):
+        raise IndexFormatError(f"{path}: damaged index: dataset /{name} cannot be read (the file ends before "
+                               f"its data: truncated?)")
+
+
+class Deferred:
+    """A large dataset left in the file when the index was read (``read_index_file(defer=...)``):
+    its ``shape`` and ``dtype`` (what the shape and type checks see), where its bytes start, and
+    its stored CRC-32s, so that a slice is read later with :meth:`read` and checked block by block
+    (the spread queries read only their rows of ``/dag/indices``)."""
+
+    def __init__(self, path, name, ds, crc):
+        self.path, self.name = path, name
+        self.shape, self.dtype = tuple(ds.shape), ds.dtype.newbyteorder("<")
+        self.offset = int(ds.id.get_offset())
+        self.crc, self.block = np.asarray(crc[0]), int(crc[1])
+        self.size = int(np.prod(self.shape)) if self.shape else 1
+
+    def read(self, lo: int, hi: int) -> np.ndarray:
+        """Elements ``lo .. hi-1`` (of the flat dataset): the CRC blocks that hold them are read and
+        checked against the stored checksums, so a damaged block is an IndexFormatError, as when
+        the whole index is read."""
+        lo, hi = max(0, int(lo)), min(self.size, int(hi))
+        isz = self.dtype.itemsize
+        nbytes = self.size * isz
+        if hi <= lo:
+            return np.zeros(0, self.dtype)
+        b0, b1 = lo * isz // self.block, -(-hi * isz // self.block)
+        if self.crc.dtype.kind not in "iu" or self.crc.shape != (-(-nbytes // self.block),):
+            raise IndexFormatError(f"{self.path}: damaged index: dataset /{self.name} cannot be read (checksum "
+                                   f"error: {self.crc.size} stored checksums for {-(-nbytes // self.block)} blocks)")
+        start, stop = b0 * self.block, min(nbytes, b1 * self.block)
+        raw = np.empty(stop - start, np.uint8)
+        view = memoryview(raw)
+        fd = os.open(self.path, os.O_RDONLY)
+        try:
+            with ThreadPoolExecutor(max_workers=max(1, min(16, os.cpu_count() or 1, b1 - b0))) as pool:
+                got = list(pool.map(lambda i: _read_block(fd, view[i * self.block:(i + 1) * self.block],
+                                                          self.offset + start + i * self.block), range(b1 - b0)))
+        finally:
+            os.close(fd)
+        check_block_reads(self.path, self.name, got)
+        bad = [b0 + i for i, x in enumerate(got) if x != int(self.crc[b0 + i])]
+        if bad:
+            raise IndexFormatError(f"{self.path}: damaged index: dataset /{self.name} cannot be read (checksum "
+                                   f"error: CRC-32 mismatch, block {bad[0]} of {self.crc.size})")
+        first = lo * isz - start
+        return raw[first:first + (hi - lo) * isz].view(self.dtype)
+
+
+# -- the checks of the values read ----------------------------------------------------------
+
+class _Pieces:
+    """``any(test, size)``: whether ``test(i, j)`` holds for some piece [i, j) of range(size),
+    the pieces tested by a thread pool when there are several."""
+
+    def __init__(self):
+        self.pool = None
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        if self.pool is not None:
+            self.pool.shutdown(wait=True)
+
+    def any(self, test, size: int) -> bool:
+        if size <= PIECE:
+            return bool(test(0, size))
+        if self.pool is None:
+            self.pool = ThreadPoolExecutor(max_workers=max(1, min(16, os.cpu_count() or 1)),
+                                           thread_name_prefix="distgrail-check")
+        futs = [self.pool.submit(test, i, min(size, i + PIECE)) for i in range(0, size, PIECE)]
+        return any(bool(f.result()) for f in futs)
+
+
+def check_index_path(path: str) -> None:
+    """Refuse, as :class:`IndexFormatError` naming ``path``, what is not a file an index could be
+    in: no such file, a directory, a FIFO, device or socket (never opened: it could block)."""
+    from ..io.regular import check_regular
+
+    if not os.path.exists(path):
+        raise IndexFormatError(f"{path}: no such index file")
+    if os.path.isdir(path):
+        raise IndexFormatError(f"{path}: is a directory, not an index file")
+    check_regular(path, "indexes", IndexFormatError)
+
+
+def _int_attr(path, meta, key, lo=0):
+    v = meta[key]
+    if isinstance(v, (bool, np.bool_)) or not isinstance(v, (int, np.integer)) or v < lo:
+        raise IndexFormatError(f"{path}: damaged index: attribute {key!r} must be an integer >= {lo}, got {v!r}")
+    return int(v)
+
+
+def check_index(path, meta: dict, arrays: dict) -> None:
+    """Raise :class:`IndexFormatError` unless ``arrays`` and ``meta`` form a consistent index."""
+    n = _int_attr(path, meta, "n_vertices")
+    C = _int_attr(path, meta, "n_components")
+    m = _int_attr(path, meta, "n_dag_edges")
+    L = _int_attr(path, meta, "n_levels")
+    dims = _int_attr(path, meta, "dims", 1)
+    _int_attr(path, meta, "seed")
+    if C > n or (n > 0) != (C > 0):
+        raise IndexFormatError(f"{path}: damaged index: {C} components for {n} vertices")
+
+    def bad(name, what):
+        raise IndexFormatError(f"{path}: damaged index: dataset /{name} {what}")
+
+    shapes = {"vertex/component": (n,), "dag/indptr": (C + 1,), "dag/indices": (m,), "dag/level": (C,),
+              "forest/parent": (C,), "forest/subtree_size": (C,), "labels/dt_post0": (C,),
+              "labels/intervals": (dims, C, 2)}
+    for name in REQUIRED:
+        if name not in arrays:
+            raise IndexFormatError(f"{path}: incomplete index: dataset /{name} is missing")
+    for name, a in arrays.items():
+        if name in shapes and a.shape != shapes[name]:
+            bad(name, f"has shape {a.shape}, expected {shapes[name]}")
+        if not np.issubdtype(a.dtype, np.integer):
+            bad(name, f"has type {a.dtype}, expected integers")
+
+    with _Pieces() as pieces:
+        _check_values(path, meta, arrays, n, C, m, L, dims, bad, pieces)
+
+
+def _check_values(path, meta, a, n, C, m, L, dims, bad, pieces):
+    """The value checks of :func:`check_index`, piece by piece (``pieces``: a :class:`_Pieces`)."""
+
+    def within(name, arr, lo, hi):
+        flat = arr.reshape(-1)
+        if flat.size and pieces.any(lambda i, j: int(flat[i:j].min()) < lo or int(flat[i:j].max()) > hi, flat.size):
+            k = int(np.flatnonzero((flat < lo) | (flat > hi))[0])
+            bad(name, f"holds {int(flat[k])} at flat position {k}, outside {lo}..{hi}")
+
+    def non_decreasing(v) -> bool:
+        return not pieces.any(lambda i, j: (v[i + 1:j + 1] < v[i:j]).any(), max(int(v.size) - 1, 0))
+
+    comp = a["vertex/component"]
+    within("vertex/component", comp, 0, C - 1)
+    ip = a["dag/indptr"]
+    if int(ip[0]) != 0 or int(ip[-1]) != m or not non_decreasing(ip):
+        bad("dag/indptr", f"is not a CSR offset array 0..{m} (non-decreasing)")
+    ix = a["dag/indices"]
+    deferred = not isinstance(ix, np.ndarray)  # left in the file: its reader checks the rows it reads
+    if not deferred:
+        within("dag/indices", ix, 0, C - 1)
+    level = a["dag/level"]
+    within("dag/level", level, 0, max(L - 1, 0))
+    if C and (not non_decreasing(level) or int(level[-1]) != L - 1):
+        bad("dag/level", f"is not sorted up to n_levels - 1 = {L - 1}")
+    if 0 < m <= EDGE_CHECK_MAX and not deferred:
+        src = np.repeat(np.arange(C, dtype=np.int64), np.diff(ip.astype(np.int64)))
+        ix = ix.astype(np.int64)
+        level = level.astype(np.int64)
+        if (level[src] >= level[ix]).any():
+            bad("dag/indices", "holds an edge that does not go down the levels")
+    within("forest/parent", a["forest/parent"], -1, C - 1)
+    within("forest/subtree_size", a["forest/subtree_size"], 1, C)
+    post0 = a["labels/dt_post0"]
+    within("labels/dt_post0", post0, 0, C - 1)
+    iv = a["labels/intervals"]
+    within("labels/intervals", iv, 0, C - 1)
+    lo, hi = iv[..., 0], iv[..., 1]
+    pairs = iv.reshape(-1, 2)
+    if pieces.any(lambda i, j: (pairs[i:j, 0] > pairs[i:j, 1]).any(), pairs.shape[0]) or (
+            C and pieces.any(lambda i, j: ((lo[0, i:j] > post0[i:j]) | (hi[0, i:j] < post0[i:j])).any(), C)):
+        bad("labels/intervals", "holds an interval [min, max] with min > max or without its own rank")
+    if 0 < dims * m <= EDGE_CHECK_MAX and not deferred:
+        for d in range(dims):
+            lo_d, hi_d = np.ascontiguousarray(lo[d]), np.ascontiguousarray(hi[d])
+            if (lo_d[src] > lo_d[ix]).any() or (hi_d[src] < hi_d[ix]).any():
+                bad("labels/intervals", f"holds a DAG edge whose target's interval is not inside its source's "
+                                        f"(dimension {d})")
+    _check_labels(path, n, a, bad, within)
+    _check_supports(path, C, meta, a, bad, within)
+
+
+def _check_labels(path, n, arrays, bad, within):
+    if "vertex/label" in arrays and arrays["vertex/label"].shape != (n,):
+        bad("vertex/label", f"has shape {arrays['vertex/label'].shape}, expected ({n},)")
+    has_utf8 = ("vertex/label_utf8" in arrays, "vertex/label_offsets" in arrays)
+    if any(has_utf8) and not all(has_utf8):
+        raise IndexFormatError(f"{path}: incomplete index: /vertex/label_utf8 and /vertex/label_offsets come together")
+    if all(has_utf8):
+        off = arrays["vertex/label_offsets"].astype(np.int64)
+        size = arrays["vertex/label_utf8"].size
+        if off.shape != (n + 1,) or int(off[0]) != 0 or int(off[-1]) != size or (off[1:] < off[:-1]).any():
+            bad("vertex/label_offsets", f"is not an offset array of {n} labels into {size} bytes")
+
+
+def _check_supports(path, C, meta, arrays, bad, within):
+    names = ("supports/ids", "supports/out", "supports/in")
+    present = [k in arrays for k in names]
+    K = meta.get("supports")
+    K = (int(arrays["supports/ids"].shape[0]) if present[0] else 0) if K is None else _int_attr(path, meta, "supports")
+    if K == 0 and not any(present):
+        return
+    if not all(present):
+        missing = [k for k, p in zip(names, present) if not p]
+        raise IndexFormatError(f"{path}: incomplete index: dataset /{missing[0]} is missing (supports = {K})")
+    W = -(-K // 64)
+    if arrays["supports/ids"].shape != (K,):
+        bad("supports/ids", f"has shape {arrays['supports/ids'].shape}, expected ({K},)")
+    within("supports/ids", arrays["supports/ids"], 0, C - 1)
+    for k in names[1:]:
+        if arrays[k].shape != (C, W) or arrays[k].dtype != np.uint64:
+            bad(k, f"has shape {arrays[k].shape} {arrays[k].dtype}, expected ({C}, {W}) uint64")

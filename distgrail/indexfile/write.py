@@ -1,0 +1,458 @@
+"""The index file written: at once (:func:`write_index_file`) or while the build runs
+(:class:`EarlyIndexFile`), its large datasets in parallel blocks (:class:`BlockWrites`), a
+partitioned build's DAG rows as they arrive (:func:`write_streamed`); the layout is
+:mod:`distgrail.indexfile`'s, the stored types and checksums :mod:`~distgrail.indexfile.layout`'s.
+
+**Written while the build runs.** Written at the end, the file would wait for every phase,
+although most datasets are final long before: the DAG and the component map when the
+condensation ends, the forest after phases 1–2, the labels after phases 3–4, only the masks last.
+:class:`EarlyIndexFile` opens the
+file once the layout is known (every dataset's shape, every root attribute but the input's digest,
+which the background hash gives last: a placeholder of its length, rewritten in place at the end)
+and creates every dataset in the order :func:`write_index_file` does, each with a first write of
+zeros, so HDF5 allocates the storage in the same order (the header and every offset are the
+same); :meth:`~EarlyIndexFile.put` queues a dataset's blocks as soon as its array is final (the
+pool casts, writes and checksums them while the build goes on); :meth:`~EarlyIndexFile.finish`
+takes the index the build assembled and, only when every dataset put is the very array it holds
+and every attribute is the one written, sets the digest, the checksums and the seal and renames
+the file into place: byte for byte the file :func:`write_index_file` writes of that index
+(tests/test_indexsave.py). Otherwise it drops the file and says so (the caller writes the index
+the usual way). A build that fails removes it (:meth:`~EarlyIndexFile.abort`).
+
+**Large datasets in parallel blocks**, each block's CRC-32 taken as it leaves (the mirror of the
+block reads of :mod:`~distgrail.indexfile.read`). Through HDF5 a dataset is written by one thread's
+copy, after a cast of the whole array to its stored type (a second copy) and with its checksums
+a third pass over memory. Here HDF5 creates the dataset exactly as ``create_dataset(data=...)``
+does (contiguous, no filter, storage allocated at the first write, no fill value written) and
+writes its first bytes, which allocates the storage; :meth:`BlockWrites.write` then hands every
+``crc32_block`` bytes of it to a thread pool: cast that block of the source array to the stored
+type (a view between integer types of one size), ``os.pwritev`` it at the dataset's offset in the
+file (``Dataset.id.get_offset()``) through a descriptor of its own, and ``zlib.crc32`` of the cast
+bytes (all three release the GIL); the dataset's range is allocated at once first
+(:func:`_reserve`). The file is byte for byte the one HDF5 alone writes (tests/test_indexwrite.py):
+the same header, the same blocks, the same checksums.
+
+HDF5 never writes these bytes again: its first write is larger than its sieve buffer (so it goes
+straight to the file, leaving nothing cached to flush later), and the default fill value is
+never written. The pool's writes end before the file is closed (their CRCs are needed for the
+attributes); a failed write (``ENOSPC``, ``EIO``) raises its OSError from the CRC's future, which
+:class:`distgrail.io.atomic.atomic_path` turns into the usual ``OutputError``, the temporary file
+removed, after :meth:`BlockWrites.__exit__` cancelled the blocks not yet started and waited for
+the running ones.
+
+Datasets below :data:`distgrail.indexfile.layout.PARALLEL_MIN_BYTES`, and any of a stored type
+other than little-endian integers, are written by HDF5.
+
+**Streamed.** A :class:`StreamedArray` (a partitioned build's DAG rows, held by the ranks that
+built them) is never whole in this process: :func:`write_streamed` writes its pieces as they
+arrive, in order, each through HDF5 at its place, and takes the CRC-32 of every ``crc32_block``
+bytes across the pieces' edges (``zlib.crc32`` carried on); the file is the same, byte for byte.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import os
+import sys
+import zlib
+
+import numpy as np
+
+from ..errors import DistGrailError
+from ..io.atomic import atomic_path
+from .layout import (ATTRS, FORMAT, FORMAT_VERSION, LIBVER, SEAL, block_crcs, block_size, can_write_in_blocks,
+                     crc_pool, dataset_order, datasets_seal, entry, stored_types)
+
+__all__ = ["write_index_file", "EarlyIndexFile", "PENDING_DIGEST", "BlockWrites", "as_type", "StreamedArray",
+           "write_streamed"]
+
+#: the hex digits of a digest not known yet when the file opens (BLAKE3 and SHA-256: 64)
+PENDING_DIGEST = "0" * 64
+#: a dataset of at most this many bytes may be another array of the same values (the support ids
+#: the index keeps in its own type); a larger one must be the very array put
+SAME_BY_VALUE = 64 << 20
+#: at least this many first bytes of a dataset are written by HDF5 (and again, the same, by the pool)
+PREFIX_BYTES = 1 << 20
+
+
+def write_index_file(path, meta: dict, arrays: dict) -> None:
+    """Write an index atomically. ``arrays`` holds the datasets named in the module docstring
+    (``dag/indices`` may be a :class:`StreamedArray`)."""
+    types = stored_types(meta)
+    names = dataset_order(arrays)
+    streamed = [a for a in arrays.values() if isinstance(a, StreamedArray)]
+    try:
+        _write_file(path, meta, arrays, types, names)
+    except BaseException:
+        for a in streamed:
+            a.close(True)
+        raise
+    for a in streamed:
+        a.close(False)
+
+
+def _write_file(path, meta, arrays, types, names) -> None:
+    import h5py
+
+    size = sum(int(np.prod(np.shape(a), dtype=np.int64)) * np.dtype(types.get(k, _dtype(a))).itemsize
+               for k, a in arrays.items()) + (64 << 10)
+    with atomic_path(path, size) as tmp, crc_pool() as pool:
+        crcs = {}
+        with h5py.File(tmp, "w", libver=LIBVER, track_order=False) as f, \
+                BlockWrites(tmp, pool) as blocks:  # left before the file closes: every block has landed
+            root_attrs(f, meta)
+            for name in names:  # contiguous, unfiltered: written while the pool checksums
+                if isinstance(arrays[name], StreamedArray) and arrays[name].size:  # pieces as they come
+                    t = np.dtype(types.get(name, arrays[name].dtype))
+                    block = block_size(arrays[name].size * t.itemsize)
+                    crcs[name] = (block, write_streamed(f, name, arrays[name], t, block))
+                    continue
+                data = np.ascontiguousarray(_whole(arrays[name]))
+                t = np.dtype(types.get(name, data.dtype))
+                if data.size and can_write_in_blocks(data, t):  # cast, written, checksummed by the pool
+                    block = block_size(data.size * t.itemsize)
+                    crcs[name] = (block, blocks.write(f, name, data, t, block))
+                    continue
+                data = as_type(data, t)  # one cast copy at a time
+                if data.size:
+                    crcs[name] = (block_size(data.nbytes), block_crcs(data, block_size(data.nbytes), pool))
+                f.create_dataset(name, data=data, track_times=False)
+                del data
+            seal_datasets(f, crcs, names)
+
+
+def root_attrs(f, meta: dict) -> None:
+    """The root attributes, in their order (before any dataset)."""
+    _put_attr(f, "format", FORMAT)
+    f.attrs["format_version"] = FORMAT_VERSION
+    for k in ATTRS + (("supports",) if "supports" in meta else ()):
+        v = meta[k]
+        if k == "distgrail_version":
+            v = str(v)
+        _put_attr(f, k, v if not isinstance(v, (np.integer,)) else int(v))
+
+
+def seal_datasets(f, crcs: dict, names) -> None:
+    """Each dataset's ``crc32_block`` and ``crc32`` (``crcs``: name -> (block, CRCs or their
+    futures)), in the order of ``names`` (their header space is allocated in that order, so the
+    file's bytes depend on it), then the root seal over them all."""
+    for name in (n for n in names if n in crcs):
+        block, futs = crcs[name]
+        ds = f[name]
+        ds.attrs["crc32_block"] = block
+        ds.attrs["crc32"] = np.array([x if isinstance(x, int) else x.result() for x in futs], dtype=np.uint32)
+    _put_attr(f, SEAL, datasets_seal({name: entry(f[name])[0] for name in names}))
+
+
+def _put_attr(f, key, value) -> None:
+    """A root attribute; strings as fixed-length UTF-8 (read back as bytes): h5py's default,
+    variable-length strings, live in a global heap whose damage crashes or hangs HDF5's reader."""
+    import h5py
+
+    if isinstance(value, str):
+        data = value.encode()
+        f.attrs.create(key, np.array(data, dtype=f"S{max(1, len(data))}"),
+                       dtype=h5py.string_dtype("utf-8", max(1, len(data))))
+    else:
+        f.attrs[key] = value
+
+
+def _dtype(a):
+    return a.dtype if isinstance(a, (np.ndarray, StreamedArray)) else np.asarray(a).dtype
+
+
+def _whole(a):
+    """An array, or a streamed one of no values as an empty array."""
+    return np.zeros(0, a.dtype) if isinstance(a, StreamedArray) else a
+
+
+class EarlyIndexFile:
+    """An index file written while the build runs (module docstring). ``meta``: the root
+    attributes as :func:`~distgrail.index.assemble` makes them, ``source_digest`` possibly
+    :data:`PENDING_DIGEST`; ``shapes``: ``{dataset: shape}`` of every dataset the index will hold;
+    ``types``: the dtypes of datasets without a stored type (an extra stage's, its own)."""
+
+    def __init__(self, path, meta: dict, shapes: dict, types: dict | None = None):
+        import h5py
+
+        types = {**(types or {}), **stored_types(meta)}
+        self.names = dataset_order(shapes)
+        self.meta, self.shapes = dict(meta), {k: tuple(int(x) for x in v) for k, v in shapes.items()}
+        missing = [k for k in self.names if k not in types]
+        if missing:
+            raise DistGrailError(f"early index write: no stored type for {missing}")
+        self.types = {k: np.dtype(types[k]) for k in self.names}
+        size = sum(int(np.prod(self.shapes[k], dtype=np.int64)) * self.types[k].itemsize for k in self.names)
+        self.put_arrays, self.crcs, self.at = {}, {}, {}
+        self._stack = contextlib.ExitStack()
+        try:
+            tmp = self._stack.enter_context(atomic_path(path, size + (64 << 10)))
+            self.pool = self._stack.enter_context(crc_pool())
+            self.f = self._stack.enter_context(h5py.File(tmp, "w", libver=LIBVER, track_order=False))
+            self.blocks = self._stack.enter_context(BlockWrites(tmp, self.pool))  # left before the file closes
+            root_attrs(self.f, meta)
+            for name in self.names:  # every dataset's storage allocated now, in write_index_file's order
+                shape, t = self.shapes[name], self.types[name]
+                if not int(np.prod(shape, dtype=np.int64)):
+                    self.f.create_dataset(name, shape=shape, dtype=t, track_times=False)
+                else:
+                    self.at[name] = self.blocks.allocate(self.f, name, shape, t)
+        except BaseException:
+            self._stack.__exit__(*sys.exc_info())
+            raise
+
+    def put(self, name, data) -> None:
+        """Dataset ``name``'s final array: its blocks queued (cast, written and checksummed by the
+        pool; ``data`` must not change until :meth:`finish`), or written now through HDF5 (a small
+        or non-integer one)."""
+        if name not in self.shapes or name in self.put_arrays:
+            raise DistGrailError(f"early index write: dataset {name!r} unknown or put twice")
+        if tuple(np.shape(data)) != self.shapes[name]:
+            raise DistGrailError(f"early index write: {name} has shape {np.shape(data)}, the file {self.shapes[name]}")
+        self.put_arrays[name] = data
+        t = self.types[name]
+        data = np.ascontiguousarray(data)
+        if not data.size:
+            return
+        if can_write_in_blocks(data, t):
+            block = block_size(data.size * t.itemsize)
+            self.crcs[name] = (block, self.blocks.queue(data, t, self.at[name], block))
+            return
+        data = as_type(data, t)
+        self.crcs[name] = (block_size(data.nbytes), block_crcs(data, block_size(data.nbytes), self.pool))
+        self.f[name][...] = data
+
+    def matches(self, meta: dict, arrays: dict) -> str:
+        """Why the file is not the one ``write_index_file(meta, arrays)`` writes ("" when it is)."""
+        if sorted(arrays) != sorted(self.names):
+            return f"datasets {sorted(arrays)} against {sorted(self.names)}"
+        for k in ATTRS + (("supports",) if "supports" in meta else ()):
+            want, had = meta.get(k), self.meta.get(k)
+            if k == "source_digest" and had == PENDING_DIGEST:
+                if len(str(want).encode()) != len(PENDING_DIGEST):
+                    return f"a digest of {len(str(want))} characters"
+            elif str(want) != str(had):
+                return f"attribute {k} {want!r} against {had!r}"
+        if ("supports" in meta) != ("supports" in self.meta):
+            return "attribute supports"
+        for k in self.names:
+            a, b = arrays[k], self.put_arrays.get(k)
+            if b is None:
+                return f"dataset {k} never put"
+            if a is not b and not (np.shape(a) == np.shape(b) and np.asarray(b).nbytes <= SAME_BY_VALUE
+                                   and np.array_equal(a, b)):
+                return f"dataset {k} is not the array put"
+        return ""
+
+    def finish(self, meta: dict, arrays: dict) -> str:
+        """Finish the file for the index ``(meta, arrays)`` and put it in place; "" when done, else
+        why not (the file is then removed, nothing is in place)."""
+        try:
+            why = self.matches(meta, arrays)
+            if why:
+                self.abort()
+                return why
+            if self.meta.get("source_digest") == PENDING_DIGEST:
+                _rewrite_attr(self.f, "source_digest", str(meta["source_digest"]))
+            seal_datasets(self.f, self.crcs, self.names)
+        except BaseException:
+            self._stack.__exit__(*sys.exc_info())
+            raise
+        self._stack.close()
+        return ""
+
+    def abort(self) -> None:
+        """Drop the file (a failed build, or an index that is not the one opened for)."""
+        try:
+            raise DistGrailError("the early index write was dropped")
+        except DistGrailError:
+            self._stack.__exit__(*sys.exc_info())
+
+
+def _rewrite_attr(f, key, value: str) -> None:
+    """A fixed-length string attribute rewritten in place (same length): its header message stays."""
+    import h5py
+
+    attr = h5py.h5a.open(f.id, key.encode())
+    data = value.encode()
+    if attr.get_type().get_size() != len(data):
+        raise DistGrailError(f"early index write: attribute {key} holds {attr.get_type().get_size()} bytes, "
+                             f"not {len(data)}")
+    attr.write(np.array(data, dtype=f"S{len(data)}"), mtype=attr.get_type())
+
+
+def as_type(data: np.ndarray, t) -> np.ndarray:
+    """``data.astype(t)``; between integer types of one size a view (the same bits: astype wraps
+    modulo 2^bits too), so the big CSR is not copied."""
+    t = np.dtype(t)
+    if data.dtype == t:
+        return data
+    if data.dtype.kind in "iu" and t.kind in "iu" and data.dtype.itemsize == t.itemsize:
+        return data.view(t)
+    return data.astype(t)
+
+
+def _prefix(shape, itemsize: int, want: int):
+    """(selection, elements): the first whole rows of the innermost axis whose rows together hold
+    at least ``want`` bytes (one run of bytes at the dataset's start, at most 2 ``want`` long)."""
+    shape = tuple(int(x) for x in shape)
+    row = itemsize
+    for j in range(len(shape) - 1, -1, -1):
+        if shape[j] * row >= want or j == 0:
+            k = min(shape[j], -(-want // row))
+            sel = (0,) * j + (slice(0, k),)
+            return sel, k * (row // itemsize)
+        row *= shape[j]
+    return (), 1  # a scalar
+
+
+def _write_block(fd, flat: np.ndarray, t: np.dtype, at: int, start: int, stop: int) -> int:
+    """Cast the elements of ``flat`` that hold stored bytes [start, stop) to ``t``, write those
+    bytes at ``at + start`` of ``fd``; their CRC-32."""
+    s = t.itemsize
+    e0 = start // s
+    cast = as_type(flat[e0:-(-stop // s)], t)
+    view = memoryview(np.ascontiguousarray(cast).view(np.uint8))[start - e0 * s:stop - e0 * s]
+    done = 0
+    while done < len(view):
+        k = os.pwritev(fd, [view[done:]], at + start + done)
+        if k <= 0:
+            raise OSError(errno.EIO, "write wrote nothing")
+        done += k
+    return zlib.crc32(view)
+
+
+def _reserve(fd, at: int, nbytes: int) -> None:
+    """Allocate the dataset's blocks in the file at once (``posix_fallocate``, within the space
+    HDF5 allocated): the block writes then neither extend the file nor reserve delayed blocks one
+    page at a time, and a full disk is seen before any byte is written. Where the file system
+    cannot allocate ahead, nothing is done."""
+    if not hasattr(os, "posix_fallocate"):
+        return
+    try:
+        os.posix_fallocate(fd, at, nbytes)
+    except OSError as e:
+        if e.errno in (errno.ENOSPC, errno.EDQUOT, errno.EFBIG):
+            raise
+
+
+class BlockWrites:
+    """Context manager over an HDF5 file being written at ``tmp``: :meth:`write` creates a dataset
+    and queues its blocks on ``pool``. Leaving it waits for every block (cancelling those not
+    started when an error is leaving) and closes the descriptor; leave it before the file closes."""
+
+    def __init__(self, tmp, pool):
+        self.tmp, self.pool = tmp, pool
+        self.fd = None
+        self.futures = []
+
+    def __enter__(self):
+        return self
+
+    def write(self, f, name, data: np.ndarray, t, block: int) -> list:
+        """Create dataset ``name`` of file ``f`` for ``data`` stored as ``t`` and queue its writes;
+        the futures of the CRC-32 of every ``block`` stored bytes (their write's error, if any)."""
+        at = self.allocate(f, name, data.shape, t, data)
+        return self.queue(data, t, at, block)
+
+    def allocate(self, f, name, shape, t, data=None) -> int:
+        """Create dataset ``name`` (``shape``, stored as ``t``) and write its first bytes, from
+        ``data`` or zeros (:meth:`queue` writes them again), so that HDF5 allocates its storage now;
+        its file offset, the range allocated in the file too (:func:`_reserve`)."""
+        t = np.dtype(t)
+        shape = tuple(int(x) for x in shape)
+        ds = f.create_dataset(name, shape=shape, dtype=t, track_times=False)
+        sieve = f.id.get_access_plist().get_sieve_buf_size()
+        sel, n = _prefix(shape, t.itemsize, max(PREFIX_BYTES, 2 * sieve + 1))
+        first = np.zeros(n, t) if data is None else as_type(np.ascontiguousarray(data).reshape(-1)[:n], t)
+        ds[sel] = first.reshape(_sel_shape(shape, sel))  # allocates the storage
+        at = ds.id.get_offset()
+        if at is None:  # pragma: no cover - HDF5 allocates contiguous storage at the first write
+            raise OSError(errno.EIO, f"HDF5 gave dataset /{name} no storage")
+        if self.fd is None:
+            self.fd = os.open(self.tmp, os.O_WRONLY | getattr(os, "O_CLOEXEC", 0))
+        _reserve(self.fd, int(at), int(np.prod(shape, dtype=np.int64)) * t.itemsize)
+        return int(at)
+
+    def queue(self, data: np.ndarray, t, at: int, block: int) -> list:
+        """Queue the block writes of ``data`` (stored as ``t``) at file offset ``at`` (from
+        :meth:`allocate`); the futures of the CRC-32 of every ``block`` stored bytes."""
+        t = np.dtype(t)
+        flat = np.ascontiguousarray(data).reshape(-1)
+        nbytes = int(flat.size) * t.itemsize
+        futs = [self.pool.submit(_write_block, self.fd, flat, t, at, i, min(i + block, nbytes))
+                for i in range(0, nbytes, block)]
+        self.futures += futs
+        return futs
+
+    def __exit__(self, exc_type, exc, tb):
+        try:
+            if exc_type is not None:
+                for x in self.futures:
+                    x.cancel()
+            for x in self.futures:
+                if not x.cancelled():
+                    x.exception()  # waits; the error itself is raised by whoever takes the CRC
+        finally:
+            if self.fd is not None:
+                os.close(self.fd)
+                self.fd = None
+        return False
+
+
+class StreamedArray:
+    """A 1-D dataset of ``size`` values of ``dtype`` that arrive as pieces (1-D arrays, in order,
+    from ``pieces()``) while it is written: :func:`write_streamed`. ``close(failed)`` is called
+    once the write is over, whether it ended well or not (the senders are released)."""
+
+    def __init__(self, size: int, dtype, pieces, close=None):
+        self.size = int(size)
+        self.shape = (self.size,)
+        self.dtype = np.dtype(dtype)
+        self._pieces, self._close = pieces, close
+
+    def pieces(self):
+        return self._pieces()
+
+    def close(self, failed: bool) -> None:
+        if self._close is not None:
+            close, self._close = self._close, None
+            close(failed)
+
+
+def write_streamed(f, name, src: StreamedArray, t, block: int) -> list:
+    """Create dataset ``name`` (``src.shape``, stored as ``t``) of file ``f`` and write ``src``'s
+    pieces into it as they come; the CRC-32 of every ``block`` stored bytes. A source that gives
+    more or fewer values than its size is an error (nothing is taken for granted)."""
+    t = np.dtype(t)
+    ds = f.create_dataset(name, shape=src.shape, dtype=t, track_times=False)
+    crcs, crc, filled, at = [], 0, 0, 0
+    for piece in src.pieces():
+        p = np.ascontiguousarray(as_type(np.asarray(piece).reshape(-1), t))
+        if at + p.size > src.size:
+            raise ValueError(f"/{name}: more than its {src.size:,} values arrived")
+        if not p.size:
+            continue
+        ds[at:at + p.size] = p
+        at += p.size
+        mv = memoryview(p.view(np.uint8))
+        while len(mv):
+            take = min(block - filled, len(mv))
+            crc = zlib.crc32(mv[:take], crc)
+            filled += take
+            mv = mv[take:]
+            if filled == block:
+                crcs.append(crc)
+                crc = filled = 0
+    if at != src.size:
+        raise ValueError(f"/{name}: {at:,} of its {src.size:,} values arrived")
+    if filled:
+        crcs.append(crc)
+    return crcs
+
+
+def _sel_shape(shape, sel) -> tuple:
+    """The shape of ``array[sel]`` for a prefix selection of :func:`_prefix`."""
+    j = len(sel) - 1
+    return (sel[j].stop,) + tuple(int(x) for x in shape[j + 1:]) if sel else ()
