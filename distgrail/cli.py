@@ -14,43 +14,15 @@ import sys
 import time
 
 from ._version import __version__
+from .cli_common import comm_of, common_options, input_digest, outputs_ok, outputs_ok_everywhere, resolve_bundled
 from .errors import DistGrailError
 
 __all__ = ["main"]
 
 
-def _comm(args):
-    """COMM_WORLD (a clone, made once per run) when an MPI launcher started several ranks, else None."""
-    if getattr(args, "no_mpi", False):
-        return None
-    if "mpi_comm" in vars(args):
-        return args.mpi_comm
-    from .mpi.launcher import detect, under_launcher
-
-    comm = None
-    if under_launcher():
-        from .mpi.shmclean import at_job_start
-
-        at_job_start()  # MPICH segments killed jobs left in /dev/shm: removed before MPI makes its own
-        from mpi4py import MPI
-
-        comm = MPI.COMM_WORLD.Clone() if MPI.COMM_WORLD.Get_size() > 1 else None
-        launch = detect()
-        if comm is None and launch.size:  # e.g. srun --mpi=none: N worlds of one rank, each would work alone
-            args.mpi_comm = MPI.COMM_WORLD.Clone()
-            err = DistGrailError(
-                f"{launch.name} started {launch.size} tasks, but MPI sees a world of 1 rank: the launcher and "
-                "the MPI library do not talk (with PyPI's MPICH use srun --mpi=pmi2; with a site MPI, the "
-                "--mpi= plugin it was built for, often pmix)")
-            err.comm_rank = 0  # every task is alone in its world: end each cleanly
-            raise err
-    args.mpi_comm = comm
-    return comm
-
-
 def _not_rank0(args) -> bool:
     """True on ranks > 0 under MPI: the one-process commands (info, generate, convert) run on rank 0."""
-    comm = _comm(args)
+    comm = comm_of(args)
     return comm is not None and comm.Get_rank() != 0
 
 
@@ -72,14 +44,6 @@ def _rank(comm) -> int:
     return comm.Get_rank() if comm is not None else 0
 
 
-def _resolve_bundled(value: str, kind: str) -> str:
-    if value == "bundled":
-        import distgrail
-
-        return distgrail.bundled_graph() if kind == "graph" else distgrail.bundled_pairs()
-    return value
-
-
 def _say(args, comm, text):
     if not args.quiet and _rank(comm) == 0:
         print(text, file=sys.stderr, flush=True)
@@ -94,64 +58,28 @@ def _emit(args, comm, summary: dict, human: str):
         print(human)
 
 
-def _outputs_ok(args, *inputs):
-    """Refuse an output that is one of the inputs (same path or same inode); check its directory."""
-    from .errors import OutputError
-    from .io.atomic import check_output, same_file
-
-    out = args.output
-    if out is None or out == "-":
-        return
-    for i in inputs:
-        if i is not None and (os.path.abspath(out) == os.path.abspath(i) or same_file(out, i)):
-            raise OutputError(f"{out}: the output would overwrite the input {i}; choose another output path")
-    if args.command in ("query", "index", "convert"):  # (generate checks its own: the name picks the format)
-        from .io.writers import check_extension
-
-        check_extension(out, {"query": "answers", "index": "index", "convert": "graph"}[args.command])
-    check_output(out)
-
-
-def _outputs_ok_everywhere(args, comm, *inputs):
-    """:func:`_outputs_ok` on rank 0, its outcome shared by every rank (one message, exit 2 on all)."""
-    if comm is None:
-        return _outputs_ok(args, *inputs)
-    from .mpi.errors import run_shared
-
-    run_shared(comm, "checking the output path", _outputs_ok if comm.Get_rank() == 0 else None, args, *inputs)
-
-
 def cmd_index(args):
-    from .io.digest import discard_early
-
-    try:
-        return _index(args)
-    finally:
-        discard_early()  # a hash nobody took (the CPU reader hashes the file itself)
-
-
-def _index(args):
     import distgrail.preflight
     from .gpu.memory import PoolPeak
-    comm = _comm(args)
-    _outputs_ok_everywhere(args, comm, _resolve_bundled(args.graph, "graph"))
-    distgrail.preflight.preflight_cli(args, comm, _resolve_bundled(args.graph, "graph"))  # before any parsing
-    if comm is None and args.backend != "cpu" and os.path.exists("/dev/nvidiactl"):  # a GPU is likely
-        from .io.read import hash_early
+    comm = comm_of(args)
+    path = resolve_bundled(args.graph, "graph")
+    outputs_ok_everywhere(args, comm, path)
+    # the file's hash starts here, beside the slow start-up (the preflight imports CuPy); the reader
+    # takes it over (digest=), else the block's end cancels it
+    with input_digest(args, comm, path) as digest:
+        distgrail.preflight.preflight_cli(args, comm, path)  # before any parsing
+        if comm is not None:
+            from .mpi.binding import bind_gpu
 
-        hash_early(_resolve_bundled(args.graph, "graph"), args.format)
-    if comm is not None:
-        from .mpi.binding import bind_gpu
-
-        bind_gpu(comm, args.backend, share=args.share_gpus)
-    t = time.perf_counter()
-    # under MPI the full Index on rank 0 only: the other ranks label and are done
-    with PoolPeak(args.json and args.backend != "cpu") as peak:
-        idx = distgrail.build_index(_resolve_bundled(args.graph, "graph"), dims=args.dims, seed=args.seed,
-                                    parent_rule=args.parent_rule, backend=args.backend, fmt=args.format,
-                                    num_vertices=args.num_vertices, output=args.output, comm=comm,
-                                    supports=args.supports, progress=not args.quiet and _rank(comm) == 0,
-                                    full_index_on="root", partition=args.partition)
+            bind_gpu(comm, args.backend, share=args.share_gpus)
+        t = time.perf_counter()
+        # under MPI the full Index on rank 0 only: the other ranks label and are done
+        with PoolPeak(args.json and args.backend != "cpu") as peak:
+            idx = distgrail.build_index(path, dims=args.dims, seed=args.seed, parent_rule=args.parent_rule,
+                                        backend=args.backend, fmt=args.format, num_vertices=args.num_vertices,
+                                        output=args.output, comm=comm, supports=args.supports,
+                                        progress=not args.quiet and _rank(comm) == 0, full_index_on="root",
+                                        partition=args.partition, digest=digest)
     if idx is None:  # ranks > 0 under MPI
         return 0
     total = time.perf_counter() - t
@@ -180,9 +108,9 @@ def cmd_query(args):
     from .io.pairs import read_pairs_for
     from .io.writers import write_answers
 
-    pairs = _resolve_bundled(args.pairs, "pairs")
-    comm = _comm(args)
-    _outputs_ok_everywhere(args, comm, args.index, pairs)
+    pairs = resolve_bundled(args.pairs, "pairs")
+    comm = comm_of(args)
+    outputs_ok_everywhere(args, comm, args.index, pairs)
     if comm is not None:  # every rank opens the index; rank 0 reads the pairs and writes the answers
         from .cli_pairs import query_under_mpi
 
@@ -218,24 +146,26 @@ def cmd_query(args):
 
 
 def cmd_generate(args):
-    from .io.generate import generate_command
+    from .io.generate import generate_command, output_format
 
     if not _not_rank0(args):
-        _emit(args, None, *generate_command(args, lambda: _outputs_ok(args)))
+        output_format(args.output, args.format)  # a name that picks no format is refused first
+        outputs_ok(args)
+        _emit(args, None, *generate_command(args))
     return 0
 
 
 def cmd_convert(args):
     """Read, condense and write a binary graph file; on the GPU when there is one (the arrays stay
     on the device until written), else on the CPU: the same file, byte for byte."""
-    from .placement import _notice, condense_on, read_on
+    from .stages.phases import condense_on, notice as _notice, read_on
     from .gpu.backend import get_backend
     from .io.binary import write_binary_graph
 
     if _not_rank0(args):
         return 0
-    path = _resolve_bundled(args.graph, "graph")
-    _outputs_ok(args, path)
+    path = resolve_bundled(args.graph, "graph")
+    outputs_ok(args, path)
     be = get_backend(args.backend)
     t = time.perf_counter()
     g = read_on(be, path, args.num_vertices, args.format)
@@ -275,16 +205,6 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--version", action="version", version=f"distgrail {__version__}")
     sub = p.add_subparsers(dest="command", required=True)
 
-    def common(sp, backend=True, quiet="no progress or summary on the terminal"):
-        sp.add_argument("--quiet", action="store_true", help=quiet)
-        sp.add_argument("--json", action="store_true", help="print the summary as JSON on stdout")
-        if backend:
-            sp.add_argument("--backend", choices=BACKENDS, default="auto",
-                            help="auto: GPU when CuPy sees one, else CPU (default auto)")
-            sp.add_argument("--share-gpus", action="store_true",
-                            help="under MPI, let several ranks share a GPU when ranks outnumber GPUs")
-            sp.add_argument("--no-mpi", action="store_true", help="ignore an MPI launcher; run one process")
-
     sp = sub.add_parser("index", help="build an index from a graph file")
     sp.add_argument("graph", help="graph file (.gra, edge list, .mtx, .h5), or 'bundled'")
     sp.add_argument("-o", "--output", required=True, help="index file to write (HDF5)")
@@ -298,7 +218,7 @@ def build_parser() -> argparse.ArgumentParser:
     sp.add_argument("--num-vertices", type=int, default=None, help="edge lists: number of vertices")
     sp.add_argument("--partition", choices=("auto", "on", "off"), default="auto", help="under MPI: edges split over "
                     "the ranks, none holds all (auto: when one GPU cannot hold the graph; one process: off)")
-    common(sp)
+    common_options(sp)
     sp.set_defaults(func=cmd_index)
 
     sp = sub.add_parser("query", help="answer query pairs with an index")
@@ -306,15 +226,15 @@ def build_parser() -> argparse.ArgumentParser:
     sp.add_argument("pairs", nargs="?", help="pairs file: 'u v' per line (.gz ok) or .npy (k, 2); or 'bundled'; a "
                     "third column 0/1 ('u v answer', .npy (k, 3)) is the expected answer: the pairs whose answer "
                     "differs are counted and the first listed, and the exit status is 3 when any differ")
-    add_query_args(sp, common)  # --pair U V, -o (answers by extension), the common options
+    add_query_args(sp)  # --pair U V, -o (answers by extension), the common options
     add_server_args(sp)  # --server URL: a running `distgrail serve` answers (distgrail/server/)
     sp.set_defaults(func=with_server(with_pair(cmd_query)))
-    add_pairs_command(sub, common)
-    add_serve_command(sub, common, _comm)
+    add_pairs_command(sub)
+    add_serve_command(sub)
 
     sp = sub.add_parser("info", help="describe an index file")
     sp.add_argument("index")
-    common(sp, backend=False, quiet=INFO_QUIET_HELP)
+    common_options(sp, backend=False, quiet=INFO_QUIET_HELP)
     sp.set_defaults(func=cmd_info, one_process=True)
 
     sp = sub.add_parser("generate", help="write a generated test graph")
@@ -331,7 +251,7 @@ def build_parser() -> argparse.ArgumentParser:
     sp.add_argument("-o", "--output", required=True,
                     help=".gra, .mtx (Matrix Market), .h5, or an edge list (.txt, .el, .edges, .edgelist, .tsv)")
     sp.add_argument("--format", choices=OUTPUT_FORMATS, default="auto")
-    common(sp, backend=False)
+    common_options(sp, backend=False)
     sp.set_defaults(func=cmd_generate)
 
     sp = sub.add_parser("convert", help="convert a graph to the binary .h5 graph file (CSR + condensation)")
@@ -343,7 +263,7 @@ def build_parser() -> argparse.ArgumentParser:
                     help="store the CSR only; 'distgrail index' then condenses on every run")
     sp.add_argument("--backend", choices=BACKENDS, default="auto",
                     help="auto: parse and condense on the GPU when CuPy sees one, else the CPU (same file)")
-    common(sp, backend=False)
+    common_options(sp, backend=False)
     sp.set_defaults(func=cmd_convert)
     return p
 
@@ -353,7 +273,7 @@ def main(argv=None) -> int:
     is printed once (rank 0), MPI is finalized and every rank returns 2."""
     args = build_parser().parse_args(argv)
     try:
-        if (args.func in (cmd_generate, cmd_convert) or getattr(args, "one_process", 0)) and _comm(args) is not None:
+        if (args.func in (cmd_generate, cmd_convert) or getattr(args, "one_process", 0)) and comm_of(args) is not None:
             from .mpi.errors import run_shared  # one-process commands: rank 0 works, all share the outcome
 
             return run_shared(args.mpi_comm, f"running {args.command}",

@@ -2,17 +2,19 @@
 one line on stdout) and ``distgrail pairs INDEX -n N [--random|--reachable] [--seed S] -o P``
 (seeded pairs in the format ``distgrail query`` reads); the help of the answer formats.
 
-Kept apart from :mod:`distgrail.cli` for size; nothing here imports it (its helpers arrive as
-arguments). Under MPI both run on rank 0 alone (``one_process``; see :func:`distgrail.cli.main`).
+Kept apart from :mod:`distgrail.cli` for size; nothing here imports it (what the two share is in
+:mod:`distgrail.cli_common`). Under MPI both run on rank 0 alone (``one_process``; see
+:func:`distgrail.cli.main`).
 """
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import sys
 import time
+
+from .cli_common import OneProcess, common_options
 
 __all__ = ["add_query_args", "add_pairs_command", "with_pair", "answer_pair", "cmd_pairs", "INFO_QUIET_HELP"]
 
@@ -25,17 +27,9 @@ ANSWERS_HELP = ("answers, by extension: .txt or .answers one 0/1 per line (.txt.
                 "written, only the summary)")
 
 
-class _OneProcess(argparse.Action):
-    """Stores the value and marks the run as one rank's work."""
-
-    def __call__(self, parser, namespace, values, option_string=None):
-        setattr(namespace, self.dest, values)
-        namespace.one_process = True
-
-
-def add_query_args(sp, common) -> None:
-    """``query``'s ``--pair`` and ``-o``, then the common options (``common(sp)``)."""
-    sp.add_argument("--pair", nargs=2, metavar=("U", "V"), action=_OneProcess,
+def add_query_args(sp) -> None:
+    """``query``'s ``--pair`` and ``-o``, then the common options (:func:`~distgrail.cli_common.common_options`)."""
+    sp.add_argument("--pair", nargs=2, metavar=("U", "V"), action=OneProcess,
                     help="one question instead of a pairs file: prints 'U V reachable' or 'U V unreachable' "
                          "(node labels when the index has them)")
     sp.add_argument("-o", "--output", help=ANSWERS_HELP)
@@ -43,7 +37,7 @@ def add_query_args(sp, common) -> None:
                     help="under MPI: each rank holds only its block of the DAG's edges and undecided pairs are "
                          "searched across the ranks (auto: on a GPU, when one GPU cannot hold the index; one "
                          "process: off)")
-    common(sp)
+    common_options(sp)
 
 
 def with_pair(cmd_query):
@@ -132,7 +126,7 @@ def cmd_pairs(args) -> int:
     return 0
 
 
-def add_pairs_command(sub, common) -> None:
+def add_pairs_command(sub) -> None:
     sp = sub.add_parser("pairs", help="write seeded query pairs for an index")
     sp.add_argument("index", help="index file")
     sp.add_argument("-n", type=int, required=True, help="number of pairs")
@@ -145,7 +139,7 @@ def add_pairs_command(sub, common) -> None:
     sp.add_argument("--seed", type=int, default=0, help="seed (default 0): same index and seed, same pairs")
     sp.add_argument("-o", "--output", required=True,
                     help="pairs file: 'u v' lines (node labels when the index has them; .gz ok) or .npy (k, 2)")
-    common(sp, backend=False)
+    common_options(sp, backend=False)
     sp.set_defaults(func=cmd_pairs, kind="random", one_process=True)
 
 

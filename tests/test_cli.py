@@ -58,7 +58,7 @@ def test_bad_graph_clear_error_no_partial_file(tmp_path):
 
 
 def test_failure_while_writing_leaves_no_file(tmp_path, monkeypatch):
-    import distgrail.indexfile as f
+    import distgrail.indexfile.write as f
 
     def boom(*a, **k):
         raise RuntimeError("disk full")

@@ -17,8 +17,23 @@ from distgrail.errors import GraphFormatError
 from distgrail.io import parse as gparse
 from distgrail.io.digest import THREAD_NAME, FileDigest, resolve
 from distgrail.io.parse import read_graph_numpy, read_text_graph
-from distgrail.io.read import hash_early, read_graph
+from distgrail.io.read import as_graph, read_graph, start_digest
 
+
+
+def digests_made(monkeypatch) -> list:
+    """Every :class:`~distgrail.io.digest.FileDigest` made from now on, in order."""
+    from distgrail.io import digest as dg
+
+    made = []
+    real_init = dg.FileDigest.__init__
+
+    def init(self, *a, **k):
+        real_init(self, *a, **k)
+        made.append(self)
+
+    monkeypatch.setattr(dg.FileDigest, "__init__", init)
+    return made
 
 def sha(path):
     """The digest distgrail must record: BLAKE3 of the file's bytes, as "blake3:<hex>"."""
@@ -81,7 +96,7 @@ def test_gpu_path_graph_hash_is_the_cpu_readers(tmp_path, no_leaks):
 
 def test_digest_false_starts_no_thread(tmp_path, no_leaks, monkeypatch):
     started = []
-    monkeypatch.setattr(gparse, "take", lambda *a, **k: started.append(a))
+    monkeypatch.setattr(gparse, "adopt", lambda *a, **k: started.append(a))
     g = read_text_graph(gra(tmp_path), digest=False)
     assert g.digest == "" and started == []
 
@@ -133,7 +148,6 @@ def test_a_paused_digest_reads_nothing_until_resumed(tmp_path, no_leaks, monkeyp
 def test_the_gpu_path_reader_pauses_the_hash_during_the_parse(tmp_path, no_leaks, monkeypatch):
     """read_text_graph holds the digest while the kernels (here their NumPy twin) parse, and
     resumes it after: the value is the file's, and the parse ran with the hash paused."""
-    from distgrail.io import digest as dg
 
     path = gra(tmp_path)
     states = []
@@ -144,14 +158,7 @@ def test_the_gpu_path_reader_pauses_the_hash_during_the_parse(tmp_path, no_leaks
         return real(plan, *a, **k)
 
     monkeypatch.setattr(gparse, "_parse_with_retries", parse)
-    made = []
-    real_init = dg.FileDigest.__init__
-
-    def init(self, *a, **k):
-        real_init(self, *a, **k)
-        made.append(self)
-
-    monkeypatch.setattr(dg.FileDigest, "__init__", init)
+    made = digests_made(monkeypatch)
     g = read_text_graph(path)
     assert states == [[False]]  # paused while the kernels parsed
     assert len(made) == 1 and made[0]._go.is_set()  # resumed after the parse
@@ -205,7 +212,7 @@ def test_file_replaced_during_the_parse_is_an_error(tmp_path, no_leaks, monkeypa
 def test_errors_in_the_parse_cancel_the_hash(tmp_path, no_leaks, monkeypatch):
     p = gra(tmp_path, n=3000)
     seen = []
-    real = gparse.take
+    real = gparse.adopt
 
     def spy(*a, **k):
         seen.append(real(*a, **k))
@@ -214,7 +221,7 @@ def test_errors_in_the_parse_cancel_the_hash(tmp_path, no_leaks, monkeypatch):
     def boom(plan, dev, chunk_bytes):
         raise RuntimeError("boom")
 
-    monkeypatch.setattr(gparse, "take", spy)
+    monkeypatch.setattr(gparse, "adopt", spy)
     monkeypatch.setattr(gparse, "_parse_file", boom)
     with pytest.raises(RuntimeError, match="boom"):
         read_graph_numpy(p)
@@ -253,60 +260,192 @@ def test_wait_is_measured(tmp_path, no_leaks):
     assert d.wait_seconds - before < 0.05  # a finished thread: nothing to wait for
 
 
-def test_early_digest_is_taken_by_the_reader(tmp_path, no_leaks):
-    """cli starts the hash before CuPy's import; the GPU-path reader takes that same digest."""
-    from distgrail.io import digest as dg
+# -- the digest handed down by whoever opens the input (issue 41: explicit handles) ------------
+
+def test_the_openers_digest_is_the_one_the_readers_use(tmp_path, no_leaks, monkeypatch):
+    """``distgrail index`` starts the hash where it opens the input; the GPU path's reader (its
+    NumPy twin), the CPU reader (on one core too, where it would hash its own chunks) and
+    ``as_graph`` take that same object, and the value is the file's."""
+    p = gra(tmp_path)
+    for read in (lambda d: read_graph_numpy(p, chunk_bytes=4096, digest=d), lambda d: read_graph(p, digest=d),
+                 lambda d: as_graph(p, digest=d)):
+        with start_digest(p) as d:
+            g = read(d)
+            assert g.__dict__["_digest"] is d and d.taken
+        assert g.digest == sha(p)
+    monkeypatch.setattr(os, "sched_getaffinity", lambda pid: {0})
+    with start_digest(p) as d:
+        assert read_graph(p, digest=d).__dict__["_digest"] is d
+    assert read_graph(p).__dict__["_digest"] == sha(p)  # one core, no handle: its own chunks hashed
+
+
+def test_compressed_and_table_readers_take_the_handle_too(tmp_path, no_leaks):
+    import gzip
 
     p = gra(tmp_path)
-    dg.start_early(p)
-    early = dg._EARLY[os.path.realpath(p)]
-    g = read_graph_numpy(p, chunk_bytes=4096)
-    assert g.__dict__["_digest"] is early and not dg._EARLY
+    z = tmp_path / "g.gra.gz"
+    z.write_bytes(gzip.compress(open(p, "rb").read()))
+    with start_digest(str(z)) as d:
+        g = read_graph(str(z), digest=d)
+        assert g.__dict__["_digest"] is d
+    assert g.digest == sha(z)  # the file as stored
+    pq = pytest.importorskip("pyarrow.parquet")
+    import pyarrow as pa
+
+    t = tmp_path / "e.parquet"
+    pq.write_table(pa.table({"src": [0, 1], "dst": [1, 2]}), t)
+    with start_digest(str(t)) as d:
+        g = read_graph(str(t), digest=d)
+        assert g.__dict__["_digest"] is d
+    assert g.digest == sha(t)
+
+
+def test_a_handle_refused_by_the_gpu_parser_reaches_the_cpu_reader(tmp_path, no_leaks, monkeypatch):
+    """A file the kernels do not take (node names: left to the host; a line they refuse) is read
+    by the CPU reader, which hashes with the same handle: no second hash, running after the parse."""
+    names = tmp_path / "n.txt"
+    names.write_bytes(b"a b\nb c\n")
+    with start_digest(str(names)) as d:
+        g = read_graph_numpy(str(names), digest=d, notify=lambda s: None)
+        assert g.meta["parser"] == "cpu" and g.__dict__["_digest"] is d
+    assert g.digest == sha(names)
+    p = gra(tmp_path)
+    monkeypatch.setattr(gparse, "_parse_with_retries", lambda *a, **k: (None, "a line it refused"))
+    with start_digest(p) as d:
+        g = read_graph_numpy(p, digest=d, notify=lambda s: None)
+        assert g.meta["parser"] == "cpu" and g.__dict__["_digest"] is d and d._go.is_set()
     assert g.digest == sha(p)
+    made = []
+    real = gparse.adopt
+    monkeypatch.setattr(gparse, "adopt", lambda *a, **k: made.append(real(*a, **k)) or made[-1])
+    g = read_graph_numpy(p, notify=lambda s: None)  # no handle: the one the GPU reader started goes on
+    assert g.__dict__["_digest"] is made[0] and g.digest == sha(p)
 
 
-def test_early_digest_of_a_changed_file_is_dropped(tmp_path, no_leaks):
-    from distgrail.io import digest as dg
-
+def test_a_handle_handed_back_by_the_gpu_reader_goes_to_the_next_reader(tmp_path, no_leaks, monkeypatch):
+    """The GPU reader returns None (the file does not fit the device): the handle goes back to its
+    owner untaken, and the CPU reader its caller runs next takes it."""
     p = gra(tmp_path)
-    dg.start_early(p)
-    early = dg._EARLY[os.path.realpath(p)]
-    early._thread.join()
-    gra(tmp_path, n=300)  # rewritten: other size and bytes
-    g = read_graph_numpy(p, chunk_bytes=4096)
-    assert g.__dict__["_digest"] is not early
+    monkeypatch.setattr(gparse, "_parse_with_retries", lambda *a, **k: (None, None))
+    with start_digest(p) as d:
+        assert read_graph_numpy(p, digest=d) is None and not d.taken
+        g = as_graph(p, digest=d)
+        assert g.__dict__["_digest"] is d and d.taken
     assert g.digest == sha(p)
+    with start_digest(p) as d:
+        assert read_graph_numpy(p, digest=d) is None
+    assert d.done()  # nobody took it: cancelled at the end of the block
+    made = []
+    monkeypatch.setattr(gparse, "adopt", lambda *a, **k: made.append(FileDigest(a[1], paused=True)) or made[-1])
+    assert read_graph_numpy(p) is None and made[0].done()  # one the reader started: cancelled
 
 
-def test_discard_early_stops_what_nobody_took(tmp_path, no_leaks):
-    from distgrail.io import digest as dg
-
+def test_a_handle_of_a_changed_or_other_file_is_not_used(tmp_path, no_leaks):
     p = gra(tmp_path)
-    dg.start_early(p)
-    dg.start_early(str(tmp_path / "missing.gra"))  # cannot open: nothing started, no error
-    assert len(dg._EARLY) == 1
-    dg.discard_early()
-    assert not dg._EARLY
+    with start_digest(p) as d:
+        d._thread.join()
+        gra(tmp_path, n=300)  # rewritten: other size and bytes
+        g = read_graph_numpy(p, chunk_bytes=4096, digest=d)
+        assert g.__dict__["_digest"] is not d and not d.taken
+    assert g.digest == sha(p)
+    other = gra(tmp_path, name="other.gra")
+    with start_digest(other) as d:
+        g = read_graph(p, digest=d)
+        assert g.__dict__["_digest"] is not d and not d.taken
+    assert d.done() and g.digest == sha(p)
 
 
-def test_cli_index_cpu_backend_leaves_no_early_hash(tmp_path, no_leaks):
-    from distgrail import cli
+def test_an_unused_handle_is_cancelled_by_its_owner(tmp_path, no_leaks, monkeypatch):
+    """No thread is left running: a handle nobody took ends with its ``with`` block (the hash held
+    back so that it would still run); one taken ends there too when the block fails."""
+    p = tmp_path / "big.bin"
+    p.write_bytes(b"x" * (8 << 20))
+    with FileDigest(p, block_bytes=4096, paused=True) as d:
+        assert not d.done()
+    assert d.done()
+    with pytest.raises(GraphFormatError, match="cancelled"):
+        d.result()
+    q = gra(tmp_path)
+    with pytest.raises(RuntimeError, match="later"):
+        with start_digest(q) as d:
+            g = read_graph_numpy(q, digest=d)
+            d.pause()
+            raise RuntimeError("a later step failed")
+    assert d.done() and g.digest_source is d
+
+
+def test_no_module_level_digest_registry():
+    """Digests travel as arguments: no module keeps them (the registry of started digests and its
+    functions are gone, and nothing at the top level of digest.py is a container)."""
+    import ast
+
     from distgrail.io import digest as dg
+    from distgrail.io import read as rd
 
-    p = gra(tmp_path)
-    assert cli.main(["index", p, "-o", str(tmp_path / "i.h5"), "--backend", "cpu", "--quiet"]) == 0
-    assert not dg._EARLY
+    for name in ("_EARLY", "start_early", "take", "discard_early"):
+        assert not hasattr(dg, name), name
+    assert not hasattr(rd, "hash_early")
+    tree = ast.parse(open(dg.__file__).read())
+    containers = [ast.unparse(n) for n in tree.body if isinstance(n, (ast.Assign, ast.AnnAssign))
+                  and isinstance(n.value, (ast.Dict, ast.List, ast.Set, ast.Call))
+                  and getattr(n.targets[0] if isinstance(n, ast.Assign) else n.target, "id", "") != "__all__"]
+    assert containers == []
 
 
-def test_no_early_digest_for_binary_graphs(tmp_path, no_leaks):
-    from distgrail.io import digest as dg
-
+def test_start_digest_skips_binary_missing_and_special_files(tmp_path, no_leaks):
     p = tmp_path / "g.h5"
     p.write_bytes(b"\x89HDF\r\n\x1a\n" + b"\0" * 100)
-    hash_early(str(p))
-    hash_early(gra(tmp_path), fmt="h5")
-    hash_early(str(tmp_path / "missing.gra"))
-    assert not dg._EARLY
+    fifo = tmp_path / "pipe.gra"
+    os.mkfifo(fifo)
+    assert start_digest(str(p)) is None and start_digest(gra(tmp_path), fmt="h5") is None
+    assert start_digest(str(tmp_path / "missing.gra")) is None and start_digest(str(fifo)) is None
+    with start_digest(gra(tmp_path)) as d:
+        assert isinstance(d, FileDigest)
+
+
+def test_cli_index_hands_its_digest_to_the_build(tmp_path, no_leaks, monkeypatch):
+    """``distgrail index`` makes the handle where it opens the input and passes it down as
+    ``digest=`` (one process, a backend other than cpu); with ``--backend cpu`` it passes None."""
+    import distgrail
+    from distgrail import cli
+
+    p = gra(tmp_path)
+    seen = []
+
+    def build(graph, *a, digest=None, **k):
+        g = as_graph(graph, digest=digest)
+        seen.append((digest, g.__dict__["_digest"], g.digest))
+
+    monkeypatch.setattr(distgrail, "build_index", build)
+    for backend in ("auto", "cpu"):
+        assert cli.main(["index", p, "-o", str(tmp_path / "i.h5"), "--backend", backend, "--quiet"]) == 0
+    (given, used, value), (none, _, cpu_value) = seen
+    assert isinstance(given, FileDigest) and used is given and given.taken and value == sha(p)
+    assert none is None and cpu_value == sha(p)
+
+
+def test_cli_index_leaves_no_hashing_thread(tmp_path, no_leaks, monkeypatch):
+    """The whole command, backend auto on this machine (the CPU reader then takes the CLI's
+    handle: one digest in all) and cpu."""
+    from distgrail import cli
+
+    p = gra(tmp_path)
+    made = digests_made(monkeypatch)
+    monkeypatch.setattr(os, "sched_getaffinity", lambda pid: {0, 1})
+    for backend in ("auto", "cpu"):
+        made.clear()
+        assert cli.main(["index", p, "-o", str(tmp_path / "i.h5"), "--backend", backend, "--quiet"]) == 0
+        assert len(made) == 1 and made[0].done() and made[0].taken == (backend == "auto")  # auto: the CLI's
+    assert distgrail_index_digest(tmp_path / "i.h5") == sha(p).split(":")[1]
+    made.clear()  # refused by the preflight, after the hash started: cancelled
+    assert cli.main(["index", p, "-o", str(tmp_path / "j.h5"), "--dims", "0", "--quiet"]) == 2
+    assert len(made) == 1 and made[0].done() and not made[0].taken
+
+
+def distgrail_index_digest(path):
+    import distgrail
+
+    return distgrail.open_index(path).meta["source_digest"]
 
 
 def test_a_failure_in_the_hashing_thread_is_an_error_not_an_empty_hash(tmp_path, no_leaks, monkeypatch):
@@ -483,9 +622,10 @@ def test_the_build_does_not_wait_for_the_hash_before_assembly(tmp_path, monkeypa
 
     monkeypatch.setattr(b, "assemble", assemble)
     if reader == "numpy-twin":  # the GPU path's reader, with its NumPy twin device
+        import distgrail.stages.phases as ph
         from distgrail.io.parse import read_graph_numpy
 
-        monkeypatch.setattr(b, "read_on", lambda be, graph, nv, fmt: read_graph_numpy(graph))
+        monkeypatch.setattr(ph, "read_on", lambda be, graph, nv, fmt, digest=None: read_graph_numpy(graph))
     else:
         monkeypatch.setattr(os, "sched_getaffinity", lambda pid: {0, 1})
     idx = distgrail.build_index(KEGG, dims=2, backend="cpu")

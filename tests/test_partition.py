@@ -255,7 +255,7 @@ def mpi_graphs():
     return out
 
 
-from test_mpi_parse import shared_dir  # noqa: E402,F401 - the fixture: a directory every rank sees
+from test_parse_mpi import shared_dir  # noqa: E402,F401 - the fixture: a directory every rank sees
 
 
 SKIP_ATTRS = ("backend", "transport", "dims_split", "partition")

@@ -337,8 +337,10 @@ class StreamText(Text):
             yield pos, data
             prev, pos = pos, end
 
-    def digest(self):
-        """The digest of the compressed file as stored (a running FileDigest: never None here)."""
-        from .digest import take
+    def digest(self, given=None):
+        """The digest of the compressed file as stored (a running FileDigest: never None here):
+        ``given``, the one the file's opener started, if it is of this file, unchanged
+        (:func:`~distgrail.io.digest.adopt`)."""
+        from .digest import adopt
 
-        return take(self.path)
+        return adopt(given, self.path)

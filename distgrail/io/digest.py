@@ -4,16 +4,15 @@
 the page cache) and hashes them with BLAKE3 on every core (the ``blake3`` package, ``max_threads =
 AUTO``: its Rust thread pool splits each block). Reading is pipelined: a few reader threads fill
 the next block with ``preadv`` (which releases the GIL) while the current one is hashed, so the
-digest runs at memory speed, not at one core's SHA-256 speed (~0.7 GB/s: 14 s of a 19 GB file
-that the build used to wait for). Plain reads, not ``mmap``: a file truncated under the hash is an
-error message, never a SIGBUS.
+digest runs at memory speed, not at one core's hashing speed, and the build does not wait for it
+(docs/benchmarks.md). Plain reads, not ``mmap``: a file truncated under the hash is an error
+message, never a SIGBUS.
 
 The hash waits while the graph is parsed: a GPU parse reads the same file from the page cache
-at memory speed, and the two readers slowed each other (R-MAT scale 27, 39.4 GB of text, 2 ranks
-on 2 × H200 with 8 read threads each: the parse took 2.75 s beside the hash, 2.02 s alone).
-Readers :meth:`~FileDigest.pause` it before the parse (or start it paused) and
-:meth:`~FileDigest.resume` it after; it then runs beside the condensation, which is the GPU's
-work, and is done long before the index is assembled.
+at memory speed, and two readers of one file slow each other down (docs/benchmarks.md). Readers
+:meth:`~FileDigest.pause` it before the parse (or start it paused) and :meth:`~FileDigest.resume`
+it after; it then runs beside the condensation, which is the GPU's work, and is done long before
+the index is assembled.
 
 Nothing waits for the value until it is needed: :meth:`FileDigest.result` (also ``str(digest)``)
 joins the thread, which happens when the index is assembled, or when
@@ -28,6 +27,12 @@ the parse): a file changed between the parse and the hash raises
 :class:`~distgrail.errors.GraphFormatError` naming the file, rather than storing a hash of other
 bytes. :meth:`FileDigest.cancel` stops the thread early (errors in the parse); the thread always
 closes its descriptor.
+
+Whoever opens the input may start the digest before any reader runs (``distgrail index`` does, so
+that the hash overlaps the slow import of CuPy) and hand it down explicitly: the readers take a
+``digest=`` keyword, and :func:`adopt` uses the one given when it is of the same, unchanged file
+(else starts one). The starter owns it as a context manager: ``with FileDigest(path) as d:`` cancels
+it at the end unless a reader took it over; no module keeps digests between calls.
 """
 
 from __future__ import annotations
@@ -40,7 +45,7 @@ from concurrent.futures import ThreadPoolExecutor
 from ..errors import GraphFormatError
 
 __all__ = ["FileDigest", "ALGORITHM", "BLOCK_BYTES", "THREAD_NAME", "new_hasher", "labelled", "split_digest",
-           "resolve", "start_early", "take", "discard_early"]
+           "resolve", "adopt"]
 
 #: the algorithm of the digests distgrail computes (older indexes and graph files: "sha256")
 ALGORITHM = "blake3"
@@ -102,6 +107,8 @@ class FileDigest:
         self.wait_seconds = 0.0
         #: seconds the thread took to read and hash the file (None until it is done)
         self.hash_seconds = None
+        #: a reader took it over (:func:`adopt`): the ``with`` block of whoever started it does not cancel it
+        self.taken = False
         self._thread = threading.Thread(target=self._run, name=THREAD_NAME, daemon=True)
         self._thread.start()
 
@@ -230,6 +237,21 @@ class FileDigest:
         self._go.set()
         self._thread.join()
 
+    def matches(self, path) -> bool:
+        """True if this digest is of the file at ``path`` (same real path) as it is now (size,
+        modification time, inode as when it started) and was not cancelled."""
+        return (not self._stop.is_set() and os.path.realpath(os.fspath(path)) == os.path.realpath(self.path)
+                and self._stamp_now() == self._stamp)
+
+    def __enter__(self) -> FileDigest:
+        return self
+
+    def __exit__(self, kind, value, tb) -> None:
+        """The end of its starter's ``with`` block: cancelled unless a reader took it over
+        (:func:`adopt`) and the block ended without an error (the graph holding it then owns it)."""
+        if kind is not None or not self.taken:
+            self.cancel()
+
     def __str__(self) -> str:
         return self.result()
 
@@ -248,39 +270,19 @@ def resolve(value) -> str:
     return value.result() if hasattr(value, "result") else str(value)
 
 
-# -- a digest started before the slow imports ------------------------------------------------
-
-#: digests started by :func:`start_early`, by real path, until a reader takes them
-_EARLY: dict = {}
-
-
-def start_early(path) -> None:
-    """Start hashing the text graph file ``path`` now, before the slow start-up work (importing
-    CuPy takes ~1.3 s on the GPU machine), so the hash is done when the index is assembled
-    (``distgrail index`` does this for one-process GPU builds). The next :func:`take` of the
-    same, unchanged file takes it over; :func:`discard_early` stops what nobody took. Does
-    nothing if the file cannot be opened (the reader reports that). Callers skip binary graphs
-    (:func:`distgrail.io.read.hash_early`)."""
-    key = os.path.realpath(os.fspath(path))
-    try:
-        if key not in _EARLY:
-            _EARLY[key] = FileDigest(key)
-    except OSError:
-        pass
-
-
-def take(path) -> FileDigest:
-    """The digest of ``path``: the one :func:`start_early` started if the file is unchanged since,
-    else a new one."""
-    d = _EARLY.pop(os.path.realpath(os.fspath(path)), None)
-    if d is not None:
-        if d._stamp_now() == d._stamp and not d._stop.is_set():
-            return d
-        d.cancel()
-    return FileDigest(path)
-
-
-def discard_early() -> None:
-    """Cancel the early digests no reader took (e.g. the CPU reader hashed the file itself)."""
-    while _EARLY:
-        _EARLY.popitem()[1].cancel()
+def adopt(given, path, paused: bool = False) -> FileDigest:
+    """The digest a reader of ``path`` uses: ``given`` -- a :class:`FileDigest` handed down by
+    whoever opened the input (the ``digest=`` of the readers; ``distgrail index`` starts it before
+    its slow imports) -- when it is of that file, unchanged since it started and not cancelled
+    (:meth:`FileDigest.matches`); else a new one started here. A ``given`` used is marked
+    ``taken``: the reader cancels it if its read fails, its owner's ``with`` block only if the
+    block ends in an error. One not used is left to its owner. ``paused``: as for
+    :class:`FileDigest` (a parse of the same file comes first)."""
+    if given is not None and given.matches(path):
+        given.taken = True
+        if paused:
+            given.pause()
+        else:
+            given.resume()
+        return given
+    return FileDigest(path, paused=paused)

@@ -300,15 +300,15 @@ def output_format(path, fmt: str = "auto") -> str:
                          f"({', '.join(EXTENSIONS)})")
 
 
-def generate_command(args, check_output):
-    """``distgrail generate KIND``: check the output's format (``check_output()`` then checks its
-    path), generate, write; returns (JSON summary, the line for humans)."""
+def generate_command(args):
+    """``distgrail generate KIND``: generate, write in the output's format; returns (JSON summary,
+    the line for humans). The command line has checked the output path
+    (:func:`distgrail.cli_common.outputs_ok`, after :func:`output_format`)."""
     import time
 
     from .writers import write_graph
 
     fmt = output_format(args.output, args.format)
-    check_output()
     if args.kind == "rmat":
         from .rmat import run_generate
 

@@ -20,7 +20,7 @@ again by the CPU reader, so the error message -- file, line number, offending to
 reader's by construction (and the rare valid file the kernels refuse still reads correctly).
 
 The twin: every kernel ``dg_parse_<x>`` has ``<x>_numpy`` with the same arguments in
-:mod:`distgrail.io.parse_twin` (kept apart for size), run by its :class:`NumpyDevice` through the
+:mod:`distgrail.io.parse_twin`, run by its :class:`NumpyDevice` through the
 same host code as the kernels (:class:`Stages`, :func:`read_text_graph`), so the end-to-end twin
 (:func:`read_graph_numpy`) and the GPU path share everything but the kernels.
 """
@@ -39,10 +39,9 @@ from ..gpu.memory import max_in_pieces, select_in_pieces
 
 from .decompress import Blocks, StreamError
 from .chunks import FMT_CODES, ChunkReader, LineTooLong, memory_estimate, plan_read
-from .digest import take
+from .digest import adopt
 from .graph import EdgeGraph
-from .parse_stages import THREADS, CudaDevice, Edges, Stages
-from .parse_twin import TILE, NumpyDevice
+from .parse_twin import THREADS, TILE, CudaDevice, Edges, NumpyDevice, Stages
 
 __all__ = ["read_graph_cuda", "read_graph_numpy", "read_text_graph", "read_text_range", "RangeParse", "finish_edges", "tokenize_numpy", "parse_chunk_numpy",
            "parse_chunk_cuda", "NumpyDevice", "CudaDevice", "Stages", "CHUNK_BYTES", "THREADS", "chunk_fits"]
@@ -261,10 +260,10 @@ def read_text_range(path, plan, start: int, stop: int, dev=None, *, chunk_bytes:
     return RangeParse(anomaly="a line longer than the largest chunk buffer")
 
 
-def _cpu_read(path, fmt, num_vertices, source=None):
+def _cpu_read(path, fmt, num_vertices, source=None, digest=None):
     from .read import read_graph
 
-    return read_graph(path, fmt=fmt, num_vertices=num_vertices, source=source)
+    return read_graph(path, fmt=fmt, num_vertices=num_vertices, source=source, digest=digest)
 
 
 def _say(notify, message: str):
@@ -272,40 +271,57 @@ def _say(notify, message: str):
 
 
 def read_text_graph(path, fmt: str = "auto", num_vertices: int | None = None, dev=None, *,
-                    chunk_bytes: int | None = None, notify=None, digest: bool = True):
+                    chunk_bytes: int | None = None, notify=None, digest=None):
     """Read a text graph file with the parse kernels on ``dev`` (a :class:`CudaDevice` or the
     twin's :class:`NumpyDevice`). Returns an :class:`EdgeGraph` whose ``src``/``dst`` are int32
     arrays of ``dev`` (``meta["parser"]`` says which path made them), or None when the file
     should be read by the CPU reader instead: a binary ``.h5`` file (silently), or a file whose
     parse does not fit the device, or ids beyond int32 (``notify`` gets a one-line reason).
     Bad input raises the CPU reader's :class:`~distgrail.errors.GraphFormatError`.
-    ``digest=False`` skips the file's hash (benchmarks: the parse alone); else the graph's
-    ``digest`` is a :class:`~distgrail.io.digest.FileDigest` started here, joined when read."""
+    The graph's ``digest`` is a :class:`~distgrail.io.digest.FileDigest`, joined when read:
+    ``digest``, the one the file's opener started, if it is of this file, unchanged
+    (:func:`~distgrail.io.digest.adopt`), else one started here (None or True); ``digest=False``
+    skips the hash (benchmarks: the parse alone). Returning None, the reader hands ``digest``
+    back untaken (for the CPU reader the caller runs next) and cancels one it started."""
     dev = NumpyDevice() if dev is None else dev
     chunk_bytes = int(chunk_bytes or CHUNK_BYTES)
     plan = plan_read(path, fmt, num_vertices)
+    given = None if digest is None or isinstance(digest, bool) else digest
     if plan.kind not in ("text", "stream"):
         if plan.kind == "h5":
             return None
-        return _fallback(plan, fmt, num_vertices, dev, notify, plan.reason)
-    digest = take(plan.path) if digest else None
-    if digest is not None:
-        digest.pause()  # the hash goes on after the parse, not beside it (io/digest.py)
+        g = _fallback(plan, fmt, num_vertices, dev, notify, plan.reason, given)
+        _let_go(given if g is None else None, given)
+        return g
+    # paused: the hash goes on after the parse, not beside it (io/digest.py)
+    d = None if digest is False else adopt(given, plan.path, paused=True)
     try:
         g, why = _parse_with_retries(plan, dev, chunk_bytes, notify)
         if g is not None:
-            if digest is not None:
-                digest.check()  # the file must not have changed under the parse
-                digest.resume()
-            g.digest = digest or ""
+            if d is not None:
+                d.check()  # the file must not have changed under the parse
+                d.resume()
+            g.digest = d or ""
             return g
+        if why is not None:  # the CPU reader reads it, hashed by the same digest
+            g = _fallback(plan, fmt, num_vertices, dev, notify, why, d)
+            if g is not None:
+                return g
     except BaseException:
-        if digest is not None:
-            digest.cancel()
+        if d is not None:
+            d.cancel()
         raise
-    if digest is not None:
-        digest.cancel()  # the CPU reader hashes the file itself
-    return None if why is None else _fallback(plan, fmt, num_vertices, dev, notify, why)
+    _let_go(d, given)
+    return None
+
+
+def _let_go(d, given) -> None:
+    """A digest this reader does not use: the one handed down goes back to its owner (untaken),
+    one started here is cancelled."""
+    if d is not None and d is given:
+        d.taken = False
+    elif d is not None:
+        d.cancel()
 
 
 def _parse_with_retries(plan, dev, chunk_bytes: int, notify):
@@ -341,12 +357,16 @@ def _parse_with_retries(plan, dev, chunk_bytes: int, notify):
     return None, why
 
 
-def _fallback(plan, fmt, num_vertices, dev, notify, why):
-    """The CPU reader's graph, its arrays moved to ``dev`` (None if its ids need int64)."""
+def _fallback(plan, fmt, num_vertices, dev, notify, why, digest=None):
+    """The CPU reader's graph, its arrays moved to ``dev`` (None if its ids need int64).
+    ``digest``: the file's digest, handed to the CPU reader (kept by the caller when None is
+    returned; one the CPU reader started instead is cancelled with its graph)."""
     name = os.path.basename(plan.path)
-    g = _cpu_read(plan.path, fmt, num_vertices, plan.source)  # raises the CPU reader's error on bad input
+    g = _cpu_read(plan.path, fmt, num_vertices, plan.source, digest)  # raises the CPU reader's error on bad input
     if g.src.dtype != np.int32 or g.dst.dtype != np.int32:
         _say(notify, f"distgrail: {name}: vertex ids beyond int32; the graph stays on the CPU")
+        if g.digest_source is not digest:
+            g.cancel_digest()
         return None
     if why:  # a valid file the GPU path could not take
         _say(notify, f"distgrail: {name}: {why}; read on the CPU")
@@ -356,19 +376,22 @@ def _fallback(plan, fmt, num_vertices, dev, notify, why):
 
 
 def read_graph_cuda(path, fmt: str = "auto", num_vertices: int | None = None, be=None, *,
-                    chunk_bytes: int | None = None, notify=None):
+                    chunk_bytes: int | None = None, notify=None, digest=None):
     """Read a ``.gra`` file, an edge list or a Matrix Market file on the GPU; see
-    :func:`read_text_graph`. ``be`` (a GPU :class:`~distgrail.gpu.backend.Backend`) picks the
-    device; the current one otherwise."""
+    :func:`read_text_graph` (``digest``: the file's :class:`~distgrail.io.digest.FileDigest`
+    started by whoever opened it). ``be`` (a GPU :class:`~distgrail.gpu.backend.Backend`) picks
+    the device; the current one otherwise."""
     import contextlib
 
     cp = be.xp if be is not None else None
     on = cp.cuda.Device(be.device) if be is not None and be.device is not None else contextlib.nullcontext()
     with on:
-        return read_text_graph(path, fmt, num_vertices, CudaDevice(cp), chunk_bytes=chunk_bytes, notify=notify)
+        return read_text_graph(path, fmt, num_vertices, CudaDevice(cp), chunk_bytes=chunk_bytes, notify=notify,
+                               digest=digest)
 
 
 def read_graph_numpy(path, fmt: str = "auto", num_vertices: int | None = None, *, chunk_bytes: int | None = None,
-                     notify=None):
+                     notify=None, digest=None):
     """The NumPy twin of :func:`read_graph_cuda`, end to end (same chunks, same arrays)."""
-    return read_text_graph(path, fmt, num_vertices, NumpyDevice(), chunk_bytes=chunk_bytes, notify=notify)
+    return read_text_graph(path, fmt, num_vertices, NumpyDevice(), chunk_bytes=chunk_bytes, notify=notify,
+                           digest=digest)

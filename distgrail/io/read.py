@@ -19,7 +19,7 @@ from .regular import check_regular
 from .text import Text, looks_binary, shown
 
 
-__all__ = ["FORMATS", "detect_format", "read_graph", "as_graph"]
+__all__ = ["FORMATS", "detect_format", "read_graph", "as_graph", "start_digest"]
 
 
 def detect_format(path: str) -> str:
@@ -30,21 +30,25 @@ def detect_format(path: str) -> str:
     return Source(path).fmt
 
 
-def hash_early(path, fmt: str = "auto") -> None:
-    """Start the digest of a text graph file in the background now
-    (:func:`distgrail.io.digest.start_early`); nothing for a binary ``.h5`` graph or a missing file."""
-    from .digest import start_early
+def start_digest(path, fmt: str = "auto"):
+    """The digest of the graph file at ``path``, started now by whoever opens the input, to be
+    handed to the reader (``digest=``) and owned as a context manager
+    (:class:`~distgrail.io.digest.FileDigest`); None for a binary ``.h5`` graph (it stores its
+    digest) or a file that is missing, not a regular file or cannot be read (the reader says so)."""
+    from .digest import FileDigest
 
-    if not os.path.isfile(path):  # missing, or a FIFO (never opened here): the reader says so
-        return
+    if not os.path.isfile(path):  # missing, or a FIFO (never opened here)
+        return None
     try:
-        if (fmt if fmt != "auto" else detect_format(path)) != "h5":
-            start_early(path)
-    except OSError:
-        pass
+        if (fmt if fmt != "auto" else detect_format(path)) == "h5":
+            return None
+        return FileDigest(path)
+    except (OSError, GraphFormatError):
+        return None
 
 
-def read_graph(path, fmt: str = "auto", num_vertices: int | None = None, *, source: Source | None = None) -> EdgeGraph:
+def read_graph(path, fmt: str = "auto", num_vertices: int | None = None, *, source: Source | None = None,
+               digest=None) -> EdgeGraph:
     """Read a graph file.
 
     Parameters
@@ -62,6 +66,10 @@ def read_graph(path, fmt: str = "auto", num_vertices: int | None = None, *, sour
     source : distgrail.io.formats.Source, optional
         What is already known of the file at ``path`` (its format, first bytes, dialect:
         :func:`~distgrail.io.chunks.plan_read`'s plan carries one), not looked at again.
+    digest : distgrail.io.digest.FileDigest, optional
+        The file's digest, started by whoever opened it (:func:`start_digest`): the graph's digest
+        if it is of this file, unchanged (:func:`~distgrail.io.digest.adopt`); else one is
+        started here. A binary ``.h5`` graph keeps the digest it stores.
 
     Raises
     ------
@@ -92,7 +100,7 @@ def read_graph(path, fmt: str = "auto", num_vertices: int | None = None, *, sour
     spec = source.format
     fmt = spec.name
     if spec.storage == "table":
-        return _finish(read_table_graph(path, fmt, num_vertices), path, fmt, hash_file=True)
+        return _finish(read_table_graph(path, fmt, num_vertices), path, fmt, hash_file=True, digest=digest)
     if spec.storage == "binary":
         if codec is not None:
             raise GraphFormatError(f"a {CODECS[codec][1]}-compressed .h5 file: decompress it first", path=path)
@@ -110,8 +118,9 @@ def read_graph(path, fmt: str = "auto", num_vertices: int | None = None, *, sour
     dialect = source.dialect if spec.dialect else Dialect()
     table = COMMA_TABLE if dialect.comma else None
     text = StreamText(path, codec, table) if codec else Text(path, translate=table)
-    digest = text.digest()  # hashed beside the parse; joined when the index is assembled
+    given, digest = digest, None
     try:
+        digest = text.digest(given)  # hashed beside the parse; joined when the index is assembled
         if fmt == "gra":
             g = read_gra(text)
         elif fmt == "mtx":
@@ -132,18 +141,18 @@ def read_graph(path, fmt: str = "auto", num_vertices: int | None = None, *, sour
     return _finish(g, path, fmt)
 
 
-def _finish(g: EdgeGraph, path: str, fmt: str, hash_file: bool = False) -> EdgeGraph:
+def _finish(g: EdgeGraph, path: str, fmt: str, hash_file: bool = False, digest=None) -> EdgeGraph:
     if hash_file:  # the digest of the file as stored, in the background
-        from .digest import take
+        from .digest import adopt
 
-        g.digest = take(path)
+        g.digest = adopt(digest, path)
     g.name = os.path.basename(path)
     g.meta["path"] = os.path.abspath(path)
     g.meta["format"] = fmt
     return g
 
 
-def as_graph(graph, num_vertices: int | None = None, fmt: str = "auto") -> EdgeGraph:
+def as_graph(graph, num_vertices: int | None = None, fmt: str = "auto", *, digest=None) -> EdgeGraph:
     """Turn ``graph`` into an :class:`EdgeGraph`.
 
     Parameters
@@ -162,6 +171,8 @@ def as_graph(graph, num_vertices: int | None = None, fmt: str = "auto") -> EdgeG
         Number of vertices for edge arrays and edge-list files (isolated vertices at the end).
     fmt : {"auto", "gra", "edgelist", "mtx", "h5", "labelled", "parquet", "arrow"}
         File format, for paths only (see :func:`read_graph`).
+    digest : distgrail.io.digest.FileDigest, optional
+        For paths only: the file's digest started by whoever opened it (see :func:`read_graph`).
 
     Examples
     --------
@@ -175,7 +186,7 @@ def as_graph(graph, num_vertices: int | None = None, fmt: str = "auto") -> EdgeG
     if isinstance(graph, EdgeGraph):
         return graph
     if isinstance(graph, (str, os.PathLike)):
-        return read_graph(graph, fmt=fmt, num_vertices=num_vertices)
+        return read_graph(graph, fmt=fmt, num_vertices=num_vertices, digest=digest)
     try:
         import scipy.sparse as sp
 

@@ -179,21 +179,22 @@ class Text:
             self._h.update(data)
             self._hashed += len(data)
 
-    def digest(self):
-        """Start the file's digest (BLAKE3, :mod:`distgrail.io.digest`).
+    def digest(self, given=None):
+        """Start the file's digest (BLAKE3, :mod:`distgrail.io.digest`), or take over ``given``, the
+        one the file's opener started, if it is of this file, unchanged (:func:`~distgrail.io.digest.adopt`).
 
-        With two or more usable cores: a running :class:`~distgrail.io.digest.FileDigest` (its
-        own descriptor and threads; the graph keeps it pending, the index joins it when assembled).
-        On one core None: the parser's own chunks are hashed as they come (no second read, no
-        thread switching) and :meth:`chunk_digest` gives the value once the parse is done."""
-        from .digest import new_hasher, take
+        With ``given`` or two or more usable cores: a running :class:`~distgrail.io.digest.FileDigest`
+        (its own descriptor and threads; the graph keeps it pending, the index joins it when assembled).
+        Else None: the parser's own chunks are hashed as they come (no second read, no thread
+        switching) and :meth:`chunk_digest` gives the value once the parse is done."""
+        from .digest import adopt, new_hasher
 
         try:
             cores = len(os.sched_getaffinity(0))
         except (AttributeError, OSError):  # pragma: no cover - not Linux
             cores = os.cpu_count() or 1
-        if cores >= 2:
-            return take(self.path)
+        if cores >= 2 or given is not None:
+            return adopt(given, self.path)
         self._h = new_hasher(threads=False)
         return None
 

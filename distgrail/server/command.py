@@ -1,30 +1,24 @@
 """The command line of the server: ``distgrail serve INDEX`` and ``distgrail query --server URL PAIRS``.
 
-Kept apart from :mod:`distgrail.cli` for size; nothing here imports it (its helpers arrive as
-arguments). ``serve`` under an MPI launcher with several ranks serves from every rank, each on
-its own GPU (bound by node-local rank, as ``query``), rank 0 listening and sharding the batches
-of ``--shard-min-pairs`` pairs or more over the ranks (:func:`distgrail.server.run.serve_ranks`).
+Kept apart from :mod:`distgrail.cli` for size; nothing here imports it (the helpers both use are in
+:mod:`distgrail.cli_common`). ``serve`` under an MPI launcher with several ranks serves from every
+rank, each on its own GPU (bound by node-local rank, as ``query``), rank 0 listening and sharding
+the batches of ``--shard-min-pairs`` pairs or more over the ranks
+(:func:`distgrail.server.run.serve_ranks`).
 ``query --server`` runs on rank 0 alone, like ``query --pair``.
 """
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import sys
 
 from .. import settings
+from ..cli_common import OneProcess, comm_of, common_options, outputs_ok, resolve_bundled
 from ..errors import DistGrailError, QueryError
 
 __all__ = ["add_serve_command", "add_server_args", "with_server", "cmd_serve", "query_through_server", "read_token"]
-
-class _OneProcess(argparse.Action):
-    """Stores the value and marks the run as one rank's work (see :func:`distgrail.cli.main`)."""
-
-    def __call__(self, parser, namespace, values, option_string=None):
-        setattr(namespace, self.dest, values)
-        namespace.one_process = True
 
 
 def read_token(token: str | None, token_file: str | None, env: bool = False) -> str | None:
@@ -55,8 +49,8 @@ def read_token(token: str | None, token_file: str | None, env: bool = False) -> 
 
 
 # -- distgrail serve -------------------------------------------------------------------------
-def add_serve_command(sub, common, comm_of) -> None:
-    """The ``serve`` subcommand; ``comm_of(args)``: the CLI's MPI communicator (None: one process)."""
+def add_serve_command(sub) -> None:
+    """The ``serve`` subcommand."""
     from .run import DEFAULT_BODY_TIMEOUT, DEFAULT_CLIENT_CONNECTIONS, DEFAULT_MAX_PAIRS, DEFAULT_PORT, DEFAULT_TIMEOUT
 
     sp = sub.add_parser("serve", help="answer queries over HTTP from an index opened once (distgrail.connect, "
@@ -85,11 +79,11 @@ def add_serve_command(sub, common, comm_of) -> None:
     sp.add_argument("--shard-min-pairs", type=int, default=None,
                     help="under mpirun/srun: batches of at least this many pairs are sharded over every rank, "
                          "smaller ones answered by rank 0 alone (default 65,536)")
-    common(sp)
-    sp.set_defaults(func=lambda args: cmd_serve(args, comm_of))
+    common_options(sp)
+    sp.set_defaults(func=cmd_serve)
 
 
-def cmd_serve(args, comm_of) -> int:
+def cmd_serve(args) -> int:
     from .run import serve
 
     comm = comm_of(args)
@@ -114,7 +108,7 @@ def cmd_serve(args, comm_of) -> int:
 # -- distgrail query --server URL PAIRS ------------------------------------------------------
 def add_server_args(sp) -> None:
     """``query``'s ``--server URL`` and ``--token-file F``."""
-    sp.add_argument("--server", metavar="URL", action=_OneProcess,
+    sp.add_argument("--server", metavar="URL", action=OneProcess,
                     help="ask a running 'distgrail serve' at URL instead of opening an index: "
                          "distgrail query --server URL PAIRS (token: DISTGRAIL_TOKEN or --token-file)")
     sp.add_argument("--token-file", help="with --server: file whose first line is the server's bearer token")
@@ -143,22 +137,14 @@ def with_server(cmd_query):
 def query_through_server(args, pairs: str) -> int:
     """``query --server URL PAIRS [-o A]``: the pairs read here, answered by the server, the answers
     written here, the summary as ``distgrail query`` prints it (plus the server's address)."""
-    import distgrail
-    from ..io.atomic import check_output, same_file
     from ..cli_output import check_expected
     from ..io.pairs import read_query_pairs
-    from ..io.writers import check_extension, write_answers
-    from ..errors import OutputError
+    from ..io.writers import write_answers
     from .client import connect
 
-    if pairs == "bundled":
-        pairs = distgrail.bundled_pairs()
+    pairs = resolve_bundled(pairs, "pairs")
     out = args.output
-    if out not in (None, "-"):
-        if os.path.abspath(out) == os.path.abspath(pairs) or same_file(out, pairs):
-            raise OutputError(f"{out}: the output would overwrite the input {pairs}; choose another output path")
-        check_extension(out, "answers")
-        check_output(out)
+    outputs_ok(args, pairs)  # (args.command is "query": an answers file's extension is checked too)
     client = connect(args.server, token=read_token(None, args.token_file, env=True))
     with client:
         kind = client.label_kind  # ids checked here against the server's n (file:line); labels by the server
