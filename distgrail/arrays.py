@@ -47,7 +47,7 @@ def csr_positions(xp, ptr, rows, which: bool = False):
 def sorted_distinct(xp, a):
     """``a`` (1-D) sorted in place and without repeats: a sort and a neighbour comparison. Not
     ``xp.unique``: it copies, and NumPy 2.3+ answers a plain ``np.unique`` of integers by hashing,
-    30-60x slower on the 2-core CI machine (NumPy 2.4.6, 4 M ids: 2.8-5.4 s against 0.07-0.09 s)."""
+    far slower than this sort (docs/benchmarks.md)."""
     a.sort()
     if a.shape[0] < 2:
         return a

@@ -73,8 +73,8 @@ NO_COMMENT = 0x7FFFFFFF
 #: one side's rows of one step, one chunk of a hub row's edges on one side
 SIDE_RUN, SIDE_OUT, SIDE_IN, SIDE_OUT_HUB, SIDE_IN_HUB = -1, 0, 1, 2, 3
 #: a row of the sweep with more edges than this is a *hub*: the row units skip it and units of this
-#: many of its edges each (the whole block, one OR per chunk) sweep it (R-MAT scale 27's condensed
-#: DAG has one component with 11.1 M children: as one row of a unit it took 0.49 s per side)
+#: many of its edges each (the whole block, one OR per chunk) sweep it (a component with millions
+#: of children, as one row of a unit, held the whole sweep; docs/benchmarks.md)
 SWEEP_HUB_EDGES = 4096
 #: the sweep's ``push`` bits: the in side pushes along the forward CSR, the out side along the reverse one
 PUSH_IN, PUSH_OUT = 1, 2

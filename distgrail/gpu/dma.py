@@ -1,7 +1,7 @@
 """Large host↔device copies by direct DMA from the host array's own page-locked pages.
 
-Pages are locked with ``cudaHostRegister`` for the copy (~0.04 ms/MB, against ~0.5 ms/MB for a
-fresh pinned allocation); when they cannot be locked, the copy goes through pinned staging
+Pages are locked with ``cudaHostRegister`` for the copy (far cheaper than a fresh pinned
+allocation: docs/benchmarks.md); when they cannot be locked, the copy goes through pinned staging
 buffers. :func:`touch_pages` pre-faults fresh host memory while the GPU works.
 """
 
@@ -21,7 +21,7 @@ def touch_pages(flat: np.ndarray) -> None:
     flat[::_PAGE] = 0  # one write per page faults it in (NumPy drops the GIL for this loop)
 
 #: host arrays at least this big move by direct DMA from/to the page-locked array itself
-#: (pageable copies of large arrays ran at ~1.5-9 GB/s on the lent H200s, DMA at ~55 GB/s)
+#: (pageable copies of large arrays run several times slower than DMA: docs/benchmarks.md)
 STAGE_MIN_BYTES = 32 << 20
 _STAGE_CHUNK = 64 << 20
 _PAGE = 4096
@@ -30,8 +30,8 @@ _PAGE = 4096
 class _Locked:
     """Page-lock the host pages under ``a`` (``cudaHostRegister``) for the ``with`` block.
 
-    Registering the pages an array already has costs ~0.04 ms/MB (measured on an H200 host,
-    600 MB in ~24 ms with the unregister), against ~0.5 ms/MB for a fresh pinned allocation.
+    Registering the pages an array already has costs a fraction of a fresh pinned allocation
+    (docs/benchmarks.md).
     Raises if the pages cannot be locked (e.g. some of them are registered already).
     """
 

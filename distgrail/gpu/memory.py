@@ -133,8 +133,8 @@ def condense_gpu_problem(n: int, m: int, id_limit: int = 2**31 - 1) -> str | Non
 
 
 #: device bytes the wide condensation (past 2^31 - 1 edges: row buckets) takes beyond 24 per edge:
-#: CuPy's pool peaked at 78.64 GB on R-MAT scale 27 (2^31 edges, one H200) against 77.91 GB
-#: counted without it, so one bucket's sort scratch (about 2 GiB) is counted apart
+#: one bucket's sort scratch (about 2 GiB), counted apart since CuPy's pool peaked above the
+#: count without it (docs/benchmarks.md)
 WIDE_EXTRA = 2 << 30
 
 
@@ -165,13 +165,11 @@ def gpu_bytes_needed(n: int, m: int, dims: int, K: int, wide_limit: int = 2**31 
     So: need = 576 MiB + 8 m + max(20 m (24 m + 2 GiB past 2^31 - 1 edges) + 64 n,
     12 m_dag + (101 + 8 dims + max(16 dims + 80, 32 dims + 8 min(dims, 8)) + 16 ceil(K / 64)) C).
     Examples: dims 5, K 64: 28 bytes per edge and 64 per vertex, or 20 per edge and 357 per
-    vertex (of the DAG), whichever is larger, plus 576 MiB. R-MAT scale 26 (1.07 B edges, 67 M
-    vertices): condensation 35.0 GB; scale 27
-    (2^31 edges, past the int32 limit: 32 bytes per edge and 2 GiB of bucket scratch,
-    ``WIDE_EXTRA``): 80.1 GB; scale 28 (2^32 edges): 157 GB, more than an H200 holds. Checked
-    against CuPy's pool peak (``distgrail index --json``: ``gpu_pool_peak_bytes``): scale 26 used
-    31.9 GB (formula 35.0 GB), scale 27 78.6 GB (80.1 GB); the pool held 40.3 / 87.0 GB with its
-    cached blocks, which it frees and retries with when an allocation fails.
+    vertex (of the DAG), whichever is larger, plus 576 MiB; past 2^31 - 1 edges 32 bytes per edge
+    and 2 GiB of bucket scratch (``WIDE_EXTRA``). The formula worked out for the R-MAT graphs and
+    checked against CuPy's pool peak (``distgrail index --json``: ``gpu_pool_peak_bytes``):
+    docs/benchmarks.md. The pool also holds cached blocks, which it frees and retries with when
+    an allocation fails.
 
     >>> gpu_bytes_needed(0, 0, 5, 64) == 576 << 20
     True

@@ -10,12 +10,12 @@ user's path, never the temporary name.
 Replacing an existing output swaps the two names atomically (``renameat2`` with
 ``RENAME_EXCHANGE``: the output's name holds the old file or the new one, never neither), then the
 old file, now under the temporary name, is removed: one of at least :data:`ASIDE_MIN_BYTES` is
-renamed to ``.NAME.old-PID`` and removed by a detached ``rm`` after the command (on the lent GPU
-machines' ext4, mounted with ``discard``, freeing a 1.1 GB index took ~0.55 s and a 7.8 GB index
-~4.5 s). A plain ``rename`` over the existing output is avoided because ext4 (``auto_da_alloc``,
-its default) then starts the write-back of the whole new file inside the rename, to allocate its
-delayed blocks: ~0.44 s per GB on this machine, ~1.1 s for the 3.7 GB index of R-MAT scale 26 on
-the GPU machine, whether or not the old file was set aside. Where the exchange is not supported
+renamed to ``.NAME.old-PID`` and removed by a detached ``rm`` after the command (on ext4 mounted
+with ``discard``, freeing a large index takes seconds: docs/benchmarks.md). A plain ``rename``
+over the existing output is avoided because ext4 (``auto_da_alloc``, its default) then starts
+the write-back of the whole new file inside the rename, to allocate its delayed blocks (a time
+that grows with the file: docs/benchmarks.md), whether or not the old file was set aside. Where
+the exchange is not supported
 (another file system, an old kernel or C library) the old output is hard-linked to
 ``.NAME.old-PID`` and the new one renamed over it, as before. An ``.old-PID`` file left by a
 process that no longer runs is removed by the next write of the same output.

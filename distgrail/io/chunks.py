@@ -200,7 +200,7 @@ def memory_estimate(plan: Plan, chunk_bytes: int) -> int:
     hold (every .gra successor takes >= 2 bytes, every edge-list line >= 4; a symmetric Matrix
     Market file doubles) -- for a plain body of at least :data:`SAMPLE_MIN` bytes at most twice
     what :func:`estimate_edges` samples in its densest window (R-MAT text has ~17 bytes a line, so the worst case
-    refused a rank's 2.2 GB range under a 6 GB cap that 1.1 GB of edges fit; a parse that still
+    refused ranges whose edges fit the cap: docs/benchmarks.md; a parse that still
     runs out of memory is read on the CPU) -- two chunk buffers, one chunk's token and line
     arrays (a token takes >= 2 bytes: 8 bytes of arrays per token, 36 per line, lines rarely
     shorter than 4 bytes), the vertex counts of a .gra file, and growth of the output by copying
@@ -241,7 +241,7 @@ def _read_full(fd: int, out: np.ndarray, pos: int) -> int:
 
 #: threads that read one chunk of a plain file (``os.preadv`` releases the GIL), each a piece of at
 #: least :data:`READ_PIECE` bytes; the environment's ``DISTGRAIL_READ_THREADS`` overrides it (1: one thread).
-#: 8, not 4: R-MAT scale 27 on 2 × H200 (2 ranks, 32 cores) read in 2.02 s against 2.30 s
+#: 8, not 4: eight read a rank's range faster on the GPU hosts (docs/benchmarks.md)
 READ_THREADS = 8
 READ_PIECE = 4 << 20
 _POOL: list = []

@@ -32,8 +32,8 @@ class StreamError(Exception):
 
 def inflater():
     """The ``decompressobj`` that inflates gzip members: ISA-L's (the ``isal`` package, extra
-    ``distgrail[gzip]``: 0.64 GB/s of text against zlib's 0.27 GB/s on dag11's ``gzip -1`` file, one
-    core of the H200 machine) when installed, else zlib's. Both check each member's CRC-32 and size."""
+    ``distgrail[gzip]``: over twice zlib's speed on one core, docs/benchmarks.md) when installed,
+    else zlib's. Both check each member's CRC-32 and size."""
     try:
         from isal import isal_zlib
 

@@ -1,7 +1,7 @@
 """The R-MAT generator's compiled kernels (numba, ``nogil``): the same numbers and bytes as the
-NumPy code in :mod:`distgrail.io.rmat` (tests/test_rmat.py checks both), about 10x faster, so
-chunks run on a thread pool at full speed. Imported only when a graph is generated; without numba
-the NumPy code runs."""
+NumPy code in :mod:`distgrail.io.rmat` (tests/test_rmat.py checks both), faster
+(docs/benchmarks.md) and free of the GIL, so chunks run on a thread pool at full speed. Imported
+only when a graph is generated; without numba the NumPy code runs."""
 
 from __future__ import annotations
 

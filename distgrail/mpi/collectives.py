@@ -33,7 +33,7 @@ def split_counts(total: int, parts: int) -> np.ndarray:
 
 
 #: rank 0's share of the label dimensions against an even split (:func:`dims_split`; 1 = even:
-#: a smaller share measured slower, docs/benchmarks.md "MPI: rank 0's share of the dimensions");
+#: a smaller share ran slower, docs/benchmarks.md "MPI: rank 0's share of the dimensions");
 #: ``DISTGRAIL_ROOT_SHARE`` overrides it for other machines.
 ROOT_SHARE = 1.0
 

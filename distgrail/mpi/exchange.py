@@ -10,7 +10,7 @@ build's NCCL communicator (:class:`~distgrail.mpi.transport.NcclTransport`), cho
   OR, so op ``"bor"`` (the packed presence and reach bitmaps, phase 5's mask words) is a ring of
   NCCL sends and receives (:meth:`NcclExchange._ring_or`): a reduce-scatter whose ORs run on the
   device, then an allgather; each rank sends 2 (N - 1) / N of the bytes, as an allreduce does.
-  Through host memory (R-MAT scale 27 on 2 × H200, trimming's 33.5 MB bitmaps) it took 70 ms a call.
+  Through host memory each call was slower (trimming's bitmaps: docs/benchmarks.md).
 - ``alltoall`` (the DAG's rows routed to their owners): the sizes by MPI, then one NCCL group of
   sends and receives with every other rank, in pieces of at most ``CHUNK_BYTES``; the own part
   copied on the device.

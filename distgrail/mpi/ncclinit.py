@@ -1,7 +1,7 @@
 """Setting an NCCL communicator up on a background thread (:mod:`distgrail.mpi.transport`).
 
-:class:`BackgroundInit` runs ``NcclCommunicator(size, uid, rank)`` (``ncclCommInitRank``, ~0.8 s
-on the lent 2 x H200) and :func:`warm_up` (the first NCCL calls, ~160 ms there) on a thread of
+:class:`BackgroundInit` runs ``NcclCommunicator(size, uid, rank)`` (``ncclCommInitRank``, the
+slow part: docs/benchmarks.md) and :func:`warm_up` (the first NCCL calls) on a thread of
 its own, on the rank's GPU, while the main thread goes on. The thread calls no MPI (mpi4py may run without
 ``MPI_THREAD_MULTIPLE``): the unique id was broadcast before, and the ranks share their
 outcome on the main thread (:func:`wait_everywhere`). CuPy releases the GIL inside
@@ -124,7 +124,7 @@ def warm_up(mod, nc, be, size, rank):
     """The first NCCL calls (slow: connections are made on first use), without MPI: a 4-byte
     broadcast from rank 0, a grouped gather of 4 bytes per rank to rank 0, and 4 bytes to the
     next rank of the ring (from the previous one: the ring of :class:`~distgrail.mpi.exchange.NcclExchange`'s
-    OR; its first call took 335 ms, the next ones 0.7-3.4 ms, on 2 × H200), on a stream of their
+    OR, whose first call is many times slower than the next ones: docs/benchmarks.md), on a stream of their
     own, waited for."""
     u8 = mod.NCCL_UINT8
     stream = be.xp.cuda.Stream(non_blocking=True) if be.is_gpu else None

@@ -3,8 +3,8 @@
 The distributed build gathers the labels through these: every rank writes (downloads from its
 GPU) its block of dimensions straight into its node's shared copy of the label array, the node
 leaders then exchange the blocks made on other nodes, and every rank finds all labels in its
-node's copy. On one node no label byte goes through MPI messages (on the lent 2 x H200 host,
-Open MPI moved 48 MB of labels in 28 ms that way, longer than computing them).
+node's copy. On one node no label byte goes through MPI messages (moving the labels that way
+took longer than computing them: docs/benchmarks.md).
 
 Ranks are grouped by ``Split_type(COMM_TYPE_SHARED)``. ``DISTGRAIL_RANKS_PER_NODE=k`` splits
 each node further into groups of k ranks, so that the exchange between "nodes" can be tested

@@ -6,9 +6,9 @@ backend, the same on every rank:
 * ``"nccl"`` when the backend is a GPU backend, the communicator has more than one rank,
   ``cupy.cuda.nccl`` imports and is ``available`` on every rank, and ``DISTGRAIL_NCCL`` is not
   ``0``. The NCCL communicator is built from the MPI one: rank 0's unique id goes by MPI
-  broadcast on the main thread, then ``NcclCommunicator(size, uid, rank)`` (~0.8 s on the lent
-  2 x H200) runs on a background thread on the rank's bound GPU, followed by a warm-up of one
-  small broadcast and one small grouped gather (the first NCCL calls cost ~160 ms there), while
+  broadcast on the main thread, then ``NcclCommunicator(size, uid, rank)`` (slow:
+  docs/benchmarks.md) runs on a background thread on the rank's bound GPU, followed by a warm-up
+  of one small broadcast and one small grouped gather (the first NCCL calls are slow too), while
   the main thread goes on (reading, condensing). Transfers that come before the set-up is over
   on every rank go through host memory as on the ``"mpi"`` transport (the ranks decide
   together, per transfer); the first one after it joins the thread (:meth:`NcclTransport.ready`);

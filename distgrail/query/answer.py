@@ -140,7 +140,7 @@ def records_on_device(be, level, post0, subtree_size, intervals, out, inn, block
     ``post0`` (C,), ``subtree_size`` (C,) (``start0 = post0 - subtree_size + 1``), ``intervals``
     (d, C, 2) and the (C, W) masks ``out``/``inn``; the same int32 bytes as :func:`records` (its
     NumPy twin). Host-side packing writes each of the R columns across the whole (C, R) array
-    (a 3.7 GB array at R-MAT scale 26 took ~4.5 s on the host); here each block of ``block``
+    (seconds for a large index: docs/benchmarks.md); here each block of ``block``
     components is uploaded as stored (contiguous slices: large ones by DMA) and packed by the GPU,
     so the host only reads what it has."""
     C = int(level.shape[0])

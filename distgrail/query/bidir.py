@@ -1,10 +1,10 @@
 """The CPU backend's search: bidirectional, from u forward and from v backward, vectorised over a
 chunk of queries (the pairs the prefilters left open).
 
-Measured on the 1 M / 20 M paper DAG (K = 64, 2 cores): the forward-only search of
-:func:`distgrail.query.search.guided_search_numpy` scans ~44,000 edges per positive pair and
-~6,500 per negative one, at ~130 ns an edge in NumPy. Searching from both ends and always
-growing the side with the fewer frontier edges meets in the middle and scans far fewer edges.
+On dense DAGs the forward-only search of :func:`distgrail.query.search.guided_search_numpy`
+scans many thousands of edges per pair, each costly in NumPy (docs/benchmarks.md). Searching
+from both ends and always growing the side with the fewer frontier edges meets in the middle
+and scans far fewer edges.
 
 Each round, every live query expands the side whose frontier has the fewer edges (out-degrees
 forward, in-degrees backward; ties forward):
@@ -33,8 +33,8 @@ from .stats import Labels, read_only
 
 __all__ = ["bidirectional_search_numpy", "reverse_csr", "CHUNK_QUERIES"]
 
-#: queries per chunk (two bitmaps of chunk * C bits; on the 1 M / 20 M paper DAG 256 ran faster
-#: than 1024 and 4096: the bitmap probes stay closer to the caches)
+#: queries per chunk (two bitmaps of chunk * C bits; 256 ran faster than 1024 and 4096: the
+#: bitmap probes stay closer to the caches; docs/benchmarks.md)
 CHUNK_QUERIES = 256
 
 

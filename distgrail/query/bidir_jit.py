@@ -8,11 +8,10 @@ a side running empty answers "not reachable". The vectorised search's rounds are
 (its queries never interact), so the round count of a batch is the largest round at which one
 of its queries ended, whichever way the queries are grouped; this module returns that maximum.
 
-Why numba: the NumPy search pays ~130 ns an edge in temporary arrays (gathers, sorts, bitmap
+Why numba: the NumPy search pays for temporary arrays on every edge (gathers, sorts, bitmap
 probes), and this is the whole CPU query cost on dense DAGs; the compiled loop is left with the
-cache misses (1 M / 20 M paper DAG, K = 64: ~3,600 edges scanned and ~1,300 records read per
-searched pair). A hand-written C extension would need a compiler at install time; numba is one
-well-kept wheel.
+cache misses (docs/benchmarks.md). A hand-written C extension would need a compiler at install
+time; numba is one well-kept wheel.
 
 Memory layout, what made it fast (the search is bound by cache misses on random components):
 one packed record per component (:func:`_layout`: DT ranks, intervals and masks in one 64-byte
@@ -29,10 +28,10 @@ run on (``os.sched_getaffinity``), divided among the MPI ranks of this node when
 says how many there are (``OMPI_COMM_WORLD_LOCAL_SIZE``, ``MPI_LOCALNRANKS``, ``PMI_LOCAL_SIZE``, ``SLURM_NTASKS_PER_NODE``)
 and the ranks were not already bound to their own cores (see :func:`search_threads`).
 
-First call (2-core machine, 1 M / 20 M paper DAG index, 2,000 pairs): 2.8 s with a cold cache
-(numba import ~0.3 s + compile ~2.4 s for one set of array dtypes), 0.64 s with the cache warm
-(``cache=True``: ``__pycache__`` beside this file, or numba's user cache directory when that is
-not writable; import + cache load + the packed records); the next call 0.06 s.
+First call: numba's import and a compile for one set of array dtypes with a cold cache; import,
+cache load and the packed records with the cache warm (``cache=True``: ``__pycache__`` beside
+this file, or numba's user cache directory when that is not writable); the next call only
+searches (figures: docs/benchmarks.md).
 :attr:`SearchOptions.compiled_min_pairs <distgrail.query.stats.SearchOptions>`: smaller batches
 run the NumPy search (same answers and rounds), so a handful of pairs never pays the import or
 the compile.

@@ -36,7 +36,8 @@ __all__ = ["plan_grid", "run_groups", "GridSearch", "GRID_BYTES", "GRID_MAX_BYTE
 #: least bytes of the grid-wide search's scratch (bitmaps + frontier lists; at least what one query needs)
 GRID_BYTES = 1 << 30
 #: the scratch grows to a quarter of the free GPU memory, up to this many bytes: bigger groups,
-#: fewer rounds of launches (10 M random dag11 pairs hand ~750 k queries to this search)
+#: fewer rounds of launches (a large random batch on a dense DAG hands hundreds of thousands of
+#: queries to this search: docs/benchmarks.md)
 GRID_MAX_BYTES = 16 << 30
 #: rounds launched between two looks at the frontier size (launches after the end change nothing)
 ROUND_BATCH = 8

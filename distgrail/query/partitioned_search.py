@@ -45,8 +45,8 @@ CHUNK_QUERIES = 1 << 16
 #: children a rank tests at once in a round (default; on a GPU the driver passes
 #: :func:`expand_limit` of its free memory): a larger frontier is expanded in slices of about this
 #: many edges (at least one row each), so the search's working memory is bounded whatever the
-#: frontier's degree sum. Each slice costs a few dozen kernel launches: on dag11 (4 ranks sharing
-#: an H100) slices of 2^21 children made the search 4.3x slower than one pass, 2^23 1.7x
+#: frontier's degree sum. Each slice costs a few dozen kernel launches, so smaller slices slowed
+#: the search several times over (docs/benchmarks.md)
 EXPAND_EDGES = 1 << 23
 #: working bytes of a child in a round: its component, query and target (int64) and the target's
 #: d interval bounds (lo, hi: int32)

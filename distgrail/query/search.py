@@ -25,7 +25,7 @@ __all__ = ["guided_search_numpy", "VISITED_BYTES", "CHUNK_QUERIES"]
 
 #: upper bound on the visited bitmap of one search chunk (bytes, one bit per (query, component))
 VISITED_BYTES = 1 << 27
-#: at most this many queries per chunk (measured: larger chunks leave the caches and run slower)
+#: at most this many queries per chunk (larger chunks leave the caches and run slower)
 CHUNK_QUERIES = 2048
 
 

@@ -42,7 +42,7 @@ class SearchOptions:
     one query before handing it to the grid-wide search (-1 hands on every searched pair).
     ``compiled_min_pairs``: the compiled CPU search runs the NumPy search for fewer undecided
     pairs than this (same answers and rounds): a handful of pairs never waits for numba's import
-    (~0.3 s) or a compile (~3 s, once per cache).
+    or a compile (once per cache; docs/benchmarks.md).
     """
 
     cpu_search: str = "auto"
@@ -183,7 +183,7 @@ class Labels:
     (the GPU's scratch pool is the :class:`~distgrail.index.Index`'s).
 
     CPU (NumPy), one 1-D array per field (column gathers are faster in NumPy than gathers of
-    packed rows: measured 2.5x on the search): ``level`` (C,) as stored; ``lo``/``hi`` (d, C)
+    packed rows, docs/benchmarks.md): ``level`` (C,) as stored; ``lo``/``hi`` (d, C)
     and ``start0``/``post0`` (C,) in the intervals' small unsigned type; ``out``/``inn`` (W, C)
     uint64 support masks (W = 0 without supports); ``comp`` and the CSR as stored (``indptr``
     int64, ``indices`` in the smallest type).

@@ -62,7 +62,7 @@ class DAG:
 
 
 def _sparse():
-    """scipy.sparse with csgraph, imported on first use (the GPU path never needs it: 0.3 s of start-up)."""
+    """scipy.sparse with csgraph, imported on first use (the GPU path never needs it, and its import is slow)."""
     import scipy.sparse
     import scipy.sparse.csgraph  # noqa: F401 - makes scipy.sparse.csgraph an attribute
 
@@ -340,7 +340,7 @@ def condense_bytes(n: int, m: int, limit: int = 2**31 - 1) -> int:
     (:func:`distgrail.gpu.memory.gpu_bytes_needed` counts the same).
 
     Past ``limit`` edges also :data:`distgrail.gpu.memory.WIDE_EXTRA` (2 GiB: the row buckets'
-    sort scratch, measured).
+    sort scratch, as CuPy's pool showed: docs/benchmarks.md).
 
     >>> condense_bytes(0, 2**31 + 5) - condense_bytes(0, 2**31 + 5, limit=2**32) == 4 * (2**31 + 5) + 2**31
     True

@@ -13,9 +13,8 @@ operations: the twin) and the fused CUDA kernels of ``kernels/partitioned_sweeps
 - :meth:`~ArraySweeps.back`: ``nxt[s] = True`` over the edges whose head is in ``fresh``.
 
 Why kernels: with CuPy's array operations each pass is several launches over the edges with
-temporaries of their size (a gather per end, a mask, a scan and a gather per array kept). R-MAT
-scale 27 on 2 × H200 (1.07 B edges a rank): the sweeps' own work took 0.95 s in 4 trimming
-rounds, 0.64 s in 8 colour sweeps and 0.39 s in 8 backward ones (docs/benchmarks.md).
+temporaries of their size (a gather per end, a mask, a scan and a gather per array kept; what
+that cost: docs/benchmarks.md).
 The kernels read each edge once; the filter counts each tile of ``PSW_THREADS * PSW_ROUNDS`` edges,
 then writes the tile's passing edges in order at the exclusive sum of the counts (one int32 per
 tile, not one per edge). The flags looked up at random (alive, fresh) go to the kernels packed

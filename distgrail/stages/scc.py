@@ -20,7 +20,7 @@ in one single-block launch; larger frontiers get a grid launch per round.
 
 On the GPU a row goes to a warp, except *hub* rows (more than ``CudaSteps.hub_edges`` =
 :data:`~distgrail.constants.HUB` entries): skipped and listed, then swept by teams of warps, a
-team a row (R-MAT 27's condensed DAG has a row of 11.1 M: one warp's level peel took 0.72 s). Same numbers.
+team a row (a row of millions of entries held one warp's level peel too long: docs/benchmarks.md). Same numbers.
 """
 
 from __future__ import annotations

@@ -17,8 +17,8 @@ keeps a row's structure in registers) each:
 * a *hub* row (more than ``hub_edges`` = :data:`~distgrail.constants.SWEEP_HUB_EDGES` edges on
   the CSR its side reads) is skipped by the row units and swept by units of ``hub_edges`` of its
   edges each, the whole block on one chunk (a pull ORs the chunk's result into the row
-  atomically). R-MAT scale 27 condenses to a DAG whose giant component has 11.1 M children: as a
-  row of one unit (16 lanes) it took 0.49 s on each side, the whole sweep 1.0 s on an H200.
+  atomically). A giant component with millions of children, as a row of one unit, held the whole
+  sweep (docs/benchmarks.md).
   The hub rows are found on the GPU (``dg_support_hubs``, twin :func:`hub_rows_numpy`, at most
   m / ``hub_edges`` of them); a step with a hub is never small.
 
