@@ -157,7 +157,7 @@ def test_dag_mode_is_read_when_a_build_starts_and_checked(monkeypatch):
         spread_choice("ranks", CPU(), 10, 20, 2, 0, "dfs")
 
 
-from test_mpi_parse import shared_dir  # noqa: E402,F401 - the fixture: a directory every rank sees
+from test_parse_mpi import shared_dir  # noqa: E402,F401 - the fixture: a directory every rank sees
 
 
 @pytest.mark.mpi(min_size=2)
@@ -239,7 +239,7 @@ def test_a_failed_streamed_write_fails_every_rank_and_leaves_no_file(shared_dir,
     from mpi4py import MPI
 
     import distgrail
-    from distgrail import indexsave
+    import distgrail.indexfile.write as ixwrite
     from distgrail.mpi import rowstream
 
     comm = MPI.COMM_WORLD
@@ -259,7 +259,7 @@ def test_a_failed_streamed_write_fails_every_rank_and_leaves_no_file(shared_dir,
                     next(pieces)
             raise OSError(28, "No space left on device")
 
-        monkeypatch.setattr(indexsave, "write_streamed", broken)
+        monkeypatch.setattr(ixwrite, "write_streamed", broken)
         want = "No space left"
     elif fail.endswith("too large"):  # rank 0's buffer holds 4 values: the piece is dropped, the rest drained
         if comm.rank == 1:
