@@ -5,34 +5,38 @@ phase 5 started → phases 3–4 (each rank its block of dimensions) → gather 
 → what queries need → assemble → write. Across ranks phase 5 starts before phases 1–2: the mask
 words go to the last ranks, which would otherwise wait for rank 0's forest.
 
-Every step is a direct call on a *placement*, the object that knows where the step's data lives
-and how it moves: :class:`distgrail.placement.OneProcess` (one process, one device: the moves
-are nothing) or :class:`distgrail.mpi.placement.AcrossRanks` (the DAG and forest shared from
-rank 0, the d dimensions and the support mask words split over the ranks, labels gathered to
-rank 0 through NCCL or host memory). A build that partitions the graph over the ranks adds a
-placement with its own per-step methods, not another pipeline. See docs/design.md.
+:func:`walk` alternates *stages* and *moves*: each stage is one entry of
+:mod:`distgrail.stages.phases` (it computes, on a whole DAG or on one spread over the ranks), and
+a *placement* (:class:`distgrail.placement.Placement`) runs it where its data is and moves what
+it made: :class:`~distgrail.placement.OneProcess` (one process, one device: the moves are
+nothing), :class:`~distgrail.mpi.placement.AcrossRanks` (the DAG and forest shared from rank 0,
+the d dimensions and the support mask words split over the ranks, blocks gathered to rank 0
+through NCCL or host memory) or :class:`~distgrail.mpi.partition.Partitioned` (the edges read
+and condensed in parts; the condensed DAG gathered to rank 0 or kept spread). What to build is
+one :class:`~distgrail.config.BuildConfig`, made and checked once. See docs/design.md.
 """
 
 from __future__ import annotations
 
+from .config import BuildConfig
 from .index import Index
-from .placement import Done, OneProcess
+from .placement import OneProcess, Placement
 from .progress import Steps
-from .stages.support_count import DEFAULT_SUPPORTS, resolve_supports
+from .stages import phases
+from .stages.support_count import resolve_supports
 
-__all__ = ["build_index", "walk", "EarlyWrite"]
+__all__ = ["build_index", "walk", "steps", "EarlyWrite", "BuildConfig"]
 
 
-def build_index(graph, dims: int = 5, seed: int = 0, parent_rule: str = "max-level", backend="auto",
-                fmt: str = "auto", num_vertices: int | None = None, output=None, comm=None,
-                progress: bool = False, supports: int = DEFAULT_SUPPORTS, full_index_on: str = "all",
-                root_share: float | None = None, partition: str = "auto") -> Index | None:
+def build_index(graph, config: BuildConfig | None = None, *, comm=None, digest=None, **options) -> Index | None:
     """Build a GRAIL index of ``graph``.
 
     Parameters
     ----------
     graph : path or in-memory graph
         Anything :func:`distgrail.io.read.as_graph` accepts (under MPI: used on rank 0).
+    config : BuildConfig, optional
+        What to build; or give its fields as keyword ``options`` (they replace the config's):
     dims : int
         Number of interval labels per vertex (d >= 1).
     seed : int
@@ -40,13 +44,11 @@ def build_index(graph, dims: int = 5, seed: int = 0, parent_rule: str = "max-lev
     parent_rule : {"max-level", "dfs"}
         Phase-1 parent rule (docs/design.md).
     backend : {"auto", "cpu", "gpu"} or a :class:`~distgrail.gpu.backend.Backend`
-        Resolved once, here; every step receives the chosen backend.
+        Resolved once, by the placement; every step receives the chosen backend.
+    fmt, num_vertices
+        The input's format (``auto``: detected) and vertex count (None: from the edges).
     output : path, optional
         Write the index there (HDF5, atomically; under MPI rank 0's ``output`` decides).
-    comm : MPI communicator, optional
-        With several ranks the build is collective (:class:`distgrail.mpi.placement.AcrossRanks`):
-        ``dims``, ``seed``, ``parent_rule``, ``backend`` and ``full_index_on`` must be equal on
-        every rank.
     progress : bool
         Progress bar on stderr for runs longer than a second (rank 0 only).
     supports : int or "auto"
@@ -64,6 +66,12 @@ def build_index(graph, dims: int = 5, seed: int = 0, parent_rule: str = "max-lev
         (:class:`distgrail.mpi.partition.Partitioned`: no rank holds all of them; same index),
         ``"off"`` reads and condenses on rank 0, ``"auto"`` partitions on a GPU backend when the
         graph does not fit one GPU but 1/N of it fits each. One process: the same as ``"off"``.
+    comm : MPI communicator, optional
+        With several ranks the build is collective (:class:`distgrail.mpi.placement.AcrossRanks`):
+        the config's :meth:`~distgrail.config.BuildConfig.agreed` fields must be equal on every rank.
+    digest : optional
+        The input file's digest handle, started where the input was opened (``distgrail index``
+        starts it before the slow imports); None: the reader makes its own.
 
     ``index.timings`` holds seconds per step: ``read``, ``condense``, ``phases 1-2``, ``phases
     3-4``, ``phase 5``, ``write_open`` (the file laid out while the build runs:
@@ -79,77 +87,93 @@ def build_index(graph, dims: int = 5, seed: int = 0, parent_rule: str = "max-lev
     >>> idx.C
     3617
     """
-    if partition not in ("auto", "on", "off"):
-        from .errors import DistGrailError
+    ranks = comm is not None and comm.Get_size() > 1
+    if ranks:  # a bad argument on some rank only is every rank's error, not a hang
+        from .mpi.errors import run_shared
 
-        raise DistGrailError(f"partition must be one of auto, on, off, got {partition!r}")
-    if comm is not None and comm.Get_size() > 1 and partition != "off":
-        from .mpi.partition import Partitioned
-
-        place = Partitioned.open(comm, backend, dims, seed, parent_rule, supports, output, full_index_on,
-                                 root_share, partition)
-    elif comm is not None and comm.Get_size() > 1:
-        from .mpi.placement import AcrossRanks
-
-        place = AcrossRanks.open(comm, backend, dims, seed, parent_rule, supports, output, full_index_on,
-                                 root_share)
+        config = run_shared(comm, "checking the arguments", _config, config, options)
     else:
-        place = OneProcess.open(backend, dims, seed, parent_rule, supports, output)
+        config = _config(config, options)
+    if ranks and config.partition != "off":
+        from .mpi.partition import Partitioned as placement
+    elif ranks:
+        from .mpi.placement import AcrossRanks as placement
+    else:
+        placement = None
+    place = placement.open(comm, config) if placement is not None else OneProcess.open(config)
     with place:
-        return walk(place, graph, dims, seed, parent_rule, fmt, num_vertices, output, progress, supports)
+        return walk(place, graph, digest)
 
 
-#: the build's steps, in order (progress counts those that run: not a placement's idle moves)
+def _config(config, options) -> BuildConfig:
+    """The build's configuration: ``config`` with ``options`` replacing its fields, checked."""
+    unknown = sorted(set(options) - set(BuildConfig.fields()))
+    if unknown:
+        raise TypeError(f"build_index() got unexpected keyword arguments: {', '.join(unknown)}")
+    if config is None:
+        return BuildConfig(**options)
+    return config.replace(**options) if options else config
+
+
+#: the build's steps, in order (progress counts those that run: not a placement's idle moves);
+#: the extra stages' steps go after ``bcast_forest`` (:func:`steps`)
 STEPS = ("transport_setup", "read", "condense", "bcast_dag", "phase 5 start", "phases 1-2", "bcast_forest",
          "phases 3-4", "phase 5", "bcast_index", "dag_to_host", "write")
 
 
-def walk(place, graph, dims, seed, parent_rule, fmt, num_vertices, output, progress, supports):
-    """The pipeline's steps, in order, on the placement ``place`` (:class:`OneProcess` or
-    :class:`~distgrail.mpi.placement.AcrossRanks`, opened by :func:`build_index`)."""
-    with Steps(progress and place.here, total=STEPS, silent=place.idle_steps) as steps:
-        place.steps = steps
-        with steps.stage("transport_setup"):
+def steps() -> tuple:
+    """:data:`STEPS` with the extra stages (:data:`~distgrail.stages.phases.EXTRA_STAGES`) in place."""
+    at = STEPS.index("bcast_forest") + 1
+    return (*STEPS[:at], *(f"stage {s.name}" for s in phases.EXTRA_STAGES), *STEPS[at:])
+
+
+def walk(place: Placement, graph, digest=None):
+    """The pipeline on the placement ``place`` (opened by :func:`build_index`): stages
+    (:mod:`distgrail.stages.phases`) and the moves between them, in order."""
+    cfg = place.config
+    with Steps(cfg.progress and place.here, total=steps(), silent=place.idle_steps) as st:
+        place.steps = st
+        with st.stage("transport_setup"):
             place.connect()
-        with steps.stage("read"):
-            g = place.read(graph, num_vertices, fmt)
-        with steps.stage("condense"):
-            dag = place.condense(g)
+        with st.stage("read"):
+            g = place.read(graph, digest)
+        with st.stage("condense"):
+            dag = place.condense(phases.condense, g)
         g = place.without_edges(g)  # the edges are not needed any more (on a GPU: memory back)
-        with steps.stage("bcast_dag"):
+        with st.stage("bcast_dag"):
             dag, g = place.share_dag(dag, g)
         place.land_dag(dag)  # host pages for what the index keeps of the DAG, touched meanwhile
-        K = resolve_supports(supports, dag)  # from the shared DAG's C and m: the same on every rank
-        steps.skip(*(() if K else ("phase 5 start", "phase 5")), *(() if place.writes else ("write",)))
-        early = EarlyWrite(place, output, steps.timings, (g, dag, dims, seed, parent_rule, K))
+        K = resolve_supports(cfg.supports, dag)  # from the shared DAG's C and m: the same on every rank
+        st.skip(*(() if K else ("phase 5 start", "phase 5")), *(() if place.writes else ("write",)))
+        early = EarlyWrite(place, cfg.output, st.timings, (g, dag, cfg, K))
         try:
-            forest, labels, post0, sup = _phases(place, steps, dag, K, dims, seed, parent_rule, early)
+            forest, labels, post0, sup, extra = _phases(place, st, dag, K, early)
             early.put_masks(sup)
-            with steps.stage("bcast_index"):
+            with st.stage("bcast_index"):
                 post0, dag = place.for_queries(post0, dag)
-            with steps.stage("dag_to_host"):
+            with st.stage("dag_to_host"):
                 dag = early.dag if early.dag is not None else place.dag_to_host(dag)  # what the file stores
             place.join_digest(g)  # the background hash of the input file is joined only now
-            idx = place.assemble(g, dag, forest, post0, labels, dims, seed, parent_rule, sup)
+            idx = place.assemble(g, dag, forest, post0, labels, sup, extra)
             if place.writes:
-                with steps.stage("write"):
-                    place.write(idx, output, early)
+                with st.stage("write"):
+                    place.write(idx, early)
         except BaseException:
             early.abort(quiet=True)  # (the error being raised is the one to report)
             raise
     if idx is not None:  # (None on the ranks that do not assemble the index)
         idx.index_write = early.outcome
-    return place.finish(idx, steps)
+    return place.finish(idx, st)
 
 
 class EarlyWrite:
-    """The index file written while the build runs (:class:`~distgrail.indexsave.EarlyIndexFile`)
+    """The index file written while the build runs (:class:`~distgrail.indexfile.EarlyIndexFile`)
     where this process writes it and holds the whole DAG. It opens once the forest is shared (phase
     5 started, its sweep runs meanwhile), in a thread of its own while phases 3–4 go on: the file
     laid out, the DAG brought to the host (on a stream of its own, into the pages touched since the
     condensation) and queued with the forest. (Opened on the build's own thread, the DAG's copies
-    and the wait for those pages held R-MAT 27's phases 3–4 by 0.5 s on one H200, and across ranks
-    every rank at the labeling's gather.) Every other call waits for that thread first. The labels
+    and the wait for those pages held up phases 3–4, and across ranks every rank at the labeling's
+    gather: docs/benchmarks.md.) Every other call waits for that thread first. The labels
     go once gathered, before the wait for phase 5, the masks after it; the placement's ``write``
     calls :meth:`finish` with the assembled index. Anything unexpected (an error opening or filling
     it, a shape, another array in the index) drops the file, and the index is written after the
@@ -161,7 +185,7 @@ class EarlyWrite:
         self.place, self.output, self.timings, self.layout = place, output, timings, layout
         self.file, self._dag, self.why, self.forest, self._opening = None, None, "", None, None
         self._opened_event = None  # set by the open's thread when it ends, whatever happened
-        self.on = bool(place.here and place.writes and output is not None and not getattr(place, "spread", False))
+        self.on = bool(place.here and place.writes and output is not None and not phases.spread(layout[1]))
 
     @property
     def outcome(self) -> str:
@@ -236,24 +260,27 @@ class EarlyWrite:
             self.timings["write_open"] = time.perf_counter() - t
             self._opened_event.set()
 
-    def _lay_out(self, g, dag, dims, seed, parent_rule, K) -> None:
+    def _lay_out(self, g, dag, cfg, K) -> None:
         from .index import index_meta
-        from .indexsave import PENDING_DIGEST, EarlyIndexFile
+        from .indexfile import PENDING_DIGEST, EarlyIndexFile
         from .io.digest import split_digest
         from .stages.supports import words
 
         d = _digest_now(g)
         digest = split_digest(d) if d is None or isinstance(d, str) else (getattr(d, "algorithm", ""), PENDING_DIGEST)
         C, k = int(dag.C), min(int(K), int(dag.C))
-        meta = {**index_meta(g, dag, dims, seed, parent_rule, digest), "supports": k}
+        meta = {**index_meta(g, dag, cfg.dims, cfg.seed, cfg.parent_rule, digest), "supports": k}
         shapes = {"vertex/component": (int(dag.n),), "dag/indptr": (C + 1,), "dag/indices": (int(dag.m),),
                   "dag/level": (C,), "forest/parent": (C,), "forest/subtree_size": (C,), "labels/dt_post0": (C,),
-                  "labels/intervals": (int(dims), C, 2)}
+                  "labels/intervals": (cfg.dims, C, 2)}
+        extra = phases.extra_datasets(C)
+        shapes.update({name: s for name, (_, s) in extra.items()})
         if k:
             shapes.update({"supports/ids": (k,), "supports/out": (C, words(k)), "supports/in": (C, words(k))})
         named = getattr(g, "meta", {}).get("node_labels")
         named = named.arrays() if named is not None else {}
-        self.file = EarlyIndexFile(self.output, meta, {**shapes, **{n: a.shape for n, a in named.items()}})
+        self.file = EarlyIndexFile(self.output, meta, {**shapes, **{n: a.shape for n, a in named.items()}},
+                                   {name: dt for name, (dt, _) in extra.items()})
         self._dag = h = self.place.dag_to_host(dag)
         f = self.forest
         for name, a in (("vertex/component", h.comp), ("dag/indptr", h.indptr), ("dag/indices", h.indices),
@@ -313,36 +340,57 @@ def _digest_now(g):
     return getattr(g, "digest", "")
 
 
-def _phases(place, steps, dag, K, dims, seed, parent_rule, early=None):
-    """Phases 1–5 on ``place``: ``(forest, labels, post0, supports)``; ``early`` (an
-    :class:`EarlyWrite`) hears of the forest once it is shared (and phase 5 started) and of the
-    labels before the wait for phase 5. A phase 5 started is waited for when a later step fails (its
-    sweep reads the DAG's device arrays, which the failure frees)."""
-    masks = Done(None)  # K = 0: plain GRAIL, no phase 5
+def _phases(place, st, dag, K, early=None):
+    """Phases 1–5 and the extra stages on ``place``: ``(forest, labels, post0, supports, extra)``;
+    ``early`` (an :class:`EarlyWrite`) hears of the forest once it is shared (and phase 5 started),
+    of the extra stages' arrays and of the labels before the wait for phase 5. A phase 5 started is
+    waited for when a later step fails (its sweep reads the DAG's device arrays, which the failure
+    frees)."""
+    masks = phases.Done(None)  # K = 0: plain GRAIL, no phase 5
     try:
         if K and place.masks_before_forest:  # ranks: the last ones' words beside rank 0's phases 1-2
-            with steps.stage("phase 5 start"):
-                masks = place.start_masks(dag, K, seed)
-        with steps.stage("phases 1-2"):
-            forest = place.forest(dag, seed, parent_rule)
-        with steps.stage("bcast_forest"):
+            with st.stage("phase 5 start"):
+                masks = place.start_masks(phases.masks, dag, K)
+        with st.stage("phases 1-2"):
+            forest = place.once("computing phases 1-2 (forest, subtree sizes)", phases.forest, dag)
+        with st.stage("bcast_forest"):
             forest = place.share_forest(forest)
         if K and not place.masks_before_forest:
-            with steps.stage("phase 5 start"):  # on a GPU: on a stream of its own beside phases 3-4
-                masks = place.start_masks(dag, K, seed)
+            with st.stage("phase 5 start"):  # on a GPU: on a stream of its own beside phases 3-4
+                masks = place.start_masks(phases.masks, dag, K)
         if early is not None:  # (after phase 5 started: its sweep runs meanwhile)
             early.forest_done(forest)
+        extra = {}
+        for stage in phases.EXTRA_STAGES:
+            with st.stage(f"stage {stage.name}"):
+                extra.update(place.share_arrays(place.once(f"running the stage {stage.name}", _extra(stage), dag,
+                                                           forest)))
+        if early is not None:
+            for name, a in extra.items():
+                early.put(name, a)
         # times "phases 3-4" and the gather itself; the early file opens meanwhile on its own thread
-        labels, post0 = place.label(dag, forest, dims, seed)
+        labels, post0 = place.split_dims(phases.labels, dag, forest)
         if early is not None:
             early.labels_done(labels, post0)
         place.release_forest(forest)
         sup = None
         if K:
-            with steps.stage("phase 5"):
+            with st.stage("phase 5"):
                 sup = masks.result()
     except BaseException:
-        if hasattr(masks, "settle"):
-            masks.settle()
+        masks.settle()  # every started phase 5 can be settled (waited for, on a failure)
         raise
-    return forest, labels, post0, sup
+    return forest, labels, post0, sup, extra
+
+
+def _extra(stage):
+    """The entry of an extra stage, its result checked against its datasets."""
+    def entry(run, dag, forest):
+        if phases.spread(dag) and not stage.spread:
+            from .errors import DistGrailError
+
+            raise DistGrailError(f"the stage {stage.name} does not run on a DAG spread over the ranks "
+                                 "(DISTGRAIL_PARTITION_DAG=root gathers it to rank 0)")
+        return phases.check_extra(stage, stage.run(run, dag, forest), int(dag.C))
+
+    return entry

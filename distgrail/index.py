@@ -12,8 +12,7 @@ import numpy as np
 from ._version import __version__
 from .errors import DistGrailError, GraphFormatError, IndexFormatError, QueryError
 from .gpu.backend import get_backend
-from .indexfile import read_index_file
-from .indexsave import write_index_file
+from .indexfile import read_index_file, write_index_file
 from .io.digest import split_digest
 from .nodelabels import NodeLabels
 from .query.answer import ScratchPool, answer_batch_cuda, answer_batch_numpy, records_on_device
@@ -238,11 +237,12 @@ def index_meta(graph, dag, dims, seed, parent_rule, digest) -> dict:
     }
 
 
-def assemble(graph, dag, forest, post0, intervals, dims, seed, parent_rule, supports=None) -> Index:
+def assemble(graph, dag, forest, post0, intervals, dims, seed, parent_rule, supports=None, extra=None) -> Index:
     """Put the outputs of all stages into an :class:`Index`.
 
     ``supports``: phase 5's ``(ids, out, in)`` (:func:`distgrail.stages.supports.build_supports`),
-    or None for an index without support masks (meta ``supports`` = 0).
+    or None for an index without support masks (meta ``supports`` = 0). ``extra``: the extra
+    stages' datasets (:data:`distgrail.stages.phases.EXTRA_STAGES`), host arrays by name.
     """
     meta = index_meta(graph, dag, dims, seed, parent_rule, split_digest(graph.digest))  # the hash joined here
     arrays = {
@@ -271,6 +271,7 @@ def assemble(graph, dag, forest, post0, intervals, dims, seed, parent_rule, supp
             arrays["supports/ids"] = np.asarray(ids).astype(smallest_int(max(int(dag.C), 1)), copy=False)
             arrays["supports/out"] = np.ascontiguousarray(out)
             arrays["supports/in"] = np.ascontiguousarray(inn)
+    arrays.update(extra or {})
     labels = getattr(graph, "meta", {}).get("node_labels")
     if labels is not None:
         arrays.update(labels.arrays())

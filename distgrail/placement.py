@@ -1,75 +1,109 @@
-"""Where the build's data lives and how it moves: the one-process placement.
+"""Where the build's data lives and how it moves: the placements.
 
-:func:`distgrail.build.build_index` walks one pipeline of steps, each a method of a placement.
-:class:`OneProcess` runs every step in this process on one backend (NumPy on the CPU, one GPU
-with CuPy), and its moves (sharing the DAG and the forest, gathering labels) are nothing.
-:class:`distgrail.mpi.placement.AcrossRanks` has the same methods, collective over MPI ranks.
+:func:`distgrail.build.walk` alternates stages and moves. The stages compute
+(:mod:`distgrail.stages.phases`: one entry each, for a whole DAG or a spread one); a placement
+(:class:`Placement`) only decides which process runs an entry and moves what the entries made:
 
-The first two steps are shared by both: :func:`read_on` (a text graph file is parsed on the GPU
-when the backend is a GPU backend) and :func:`condense_on` (the condensation on the GPU when it
-fits, else on the CPU with a one-line notice why; a stored condensation of a ``.h5`` graph is read).
+- :class:`OneProcess`: every entry in this process on one backend (NumPy on the CPU, one GPU with
+  CuPy); its moves are nothing.
+- :class:`distgrail.mpi.placement.AcrossRanks`: the DAG and the forest made on rank 0 and shared,
+  the d dimensions and the support mask words split over the ranks, their blocks gathered.
+- :class:`distgrail.mpi.partition.Partitioned`: the edges read and condensed in parts on every
+  rank; the condensed DAG gathered to rank 0 (then as AcrossRanks) or kept spread over the ranks
+  (every entry then collective over them).
 """
 
 from __future__ import annotations
 
 import os
-import sys
 from types import SimpleNamespace
+from typing import Protocol
 
 import numpy as np
 
-from .errors import BackendError, DistGrailError
+from .errors import DistGrailError
 from .gpu.backend import get_backend
-from .gpu.memory import GpuMemoryError
 from .index import assemble
-from .io.read import as_graph
-from .stages.condense import DAG, condense, condense_cuda
-from .stages.labeling import build_forest, check_label_args, label_dimensions
-from .stages.support_count import check_supports_arg
+from .stages import phases
+from .stages.condense import DAG
 
-__all__ = ["OneProcess", "read_on", "condense_on", "check_output", "check_build_args", "light_graph", "Done",
-           "INDEX_FIELDS", "host_landing", "index_dag_to_host"]
+__all__ = ["Placement", "OneProcess", "check_output", "light_graph", "INDEX_FIELDS", "host_landing",
+           "index_dag_to_host"]
 
 
-def _notice(text: str) -> None:
-    print(f"distgrail: notice: {text}", file=sys.stderr, flush=True)
+class Placement(Protocol):
+    """What :func:`distgrail.build.walk` asks of a placement, in pipeline order. Entries are the
+    functions of :mod:`distgrail.stages.phases`, passed in; a placement runs them where their data
+    is and moves their results.
 
+    Attributes: ``be`` (the backend, chosen once), ``config`` (the
+    :class:`~distgrail.config.BuildConfig`), ``here`` (this process assembles the index),
+    ``writes`` (an output was given), ``idle_steps`` (step names that do nothing here and are not
+    timed), ``masks_before_forest`` (phase 5 starts before phases 1–2), ``steps`` (set by the
+    walk: sub-steps are timed into it).
+    """
 
-def read_on(be, graph, num_vertices=None, fmt="auto"):
-    """Read step: a text graph file is parsed on the GPU (:func:`distgrail.io.parse.read_graph_cuda`)
-    when ``be`` is a GPU backend; anything else, or a file the GPU parser hands back (too big for
-    the GPU, 64-bit ids), is read by the CPU readers."""
-    if be.is_gpu and isinstance(graph, (str, os.PathLike)):
-        from .io.parse import read_graph_cuda
+    be: object
+    config: object
+    here: bool
+    writes: bool
+    idle_steps: tuple
+    masks_before_forest: bool
 
-        g = read_graph_cuda(graph, fmt, num_vertices, be, notify=_notice)
-        if g is not None:
-            return g
-    return as_graph(graph, num_vertices, fmt)
+    def connect(self) -> None:
+        """Set up the way data moves between ranks."""
 
+    def read(self, graph, digest=None):
+        """The graph, read where it is used (``digest``: the input's digest handle)."""
 
-def condense_on(be, g):
-    """Condense step: a stored condensation (a ``.h5`` graph written by ``distgrail convert``) is
-    read; else on the GPU (the DAG stays there, ``level_ptr`` on the host for the sweeps) when
-    ``be`` is a GPU backend, else the CPU path; a graph whose vertex ids need 64 bits goes to the
-    CPU path with a one-line notice why, one too big for the GPU's memory is refused
-    (:class:`~distgrail.gpu.memory.GpuMemoryError`: ``--backend cpu`` is the user's choice)."""
-    if isinstance(getattr(g, "meta", None), dict) and g.meta.get("condensation") is not None:
-        return condense(g)
-    if be.is_gpu:
-        try:
-            with be.on_device():
-                src, dst = be.asarray(g.src, np.int32), be.asarray(g.dst, np.int32)
-                dag = condense_cuda(src, dst, g.n, be)
-            dag.level_ptr = be.to_host(dag.level_ptr) if not isinstance(dag.level_ptr, np.ndarray) else dag.level_ptr
-            return dag
-        except GpuMemoryError:
-            raise  # too big for this GPU: refused with need vs have and the ways out, no silent switch
-        except BackendError as e:
-            _notice(f"condensing on the CPU: {e}")
-    if not isinstance(g.src, np.ndarray):  # edges parsed on the GPU, condensed on the CPU
-        g.src, g.dst = be.to_host(g.src), be.to_host(g.dst)
-    return condense(g)
+    def condense(self, entry, g):
+        """``entry(run, g)``: the condensed DAG, where it goes."""
+
+    def without_edges(self, g):
+        """What the index keeps of the graph once its edges are not needed."""
+
+    def share_dag(self, dag, g):
+        """``(dag, graph)`` where the labeling needs them."""
+
+    def land_dag(self, dag) -> None:
+        """Host pages for what the index keeps of the DAG, touched while the devices work."""
+
+    def once(self, what: str, entry, dag, *args):
+        """``entry(run, dag, *args)`` once, where the whole DAG is (every rank on a spread one)."""
+
+    def share_forest(self, forest):
+        """The forest on every process that labels."""
+
+    def share_arrays(self, arrays: dict) -> dict:
+        """Host arrays made once, where the index is assembled."""
+
+    def start_masks(self, entry, dag, K: int):
+        """Phase 5 started by ``entry`` on this process's share of the mask words; ``result()``
+        gathers ``(ids, out, in)`` where the index is assembled."""
+
+    def split_dims(self, entry, dag, forest):
+        """``entry`` on this process's block of dimensions; the blocks gathered: ``(labels, post0)``."""
+
+    def release_forest(self, forest) -> None:
+        """Device memory of the forest back (the index keeps host copies)."""
+
+    def for_queries(self, post0, dag):
+        """What queries need, wherever the full index is returned."""
+
+    def dag_to_host(self, dag):
+        """What the index holds of the DAG, as host arrays, where it is assembled."""
+
+    def join_digest(self, g) -> None:
+        """The input's digest, joined and sent where the index is assembled."""
+
+    def assemble(self, g, dag, forest, post0, labels, masks, extra):
+        """The :class:`~distgrail.index.Index`, where it is assembled (None elsewhere)."""
+
+    def write(self, idx, early=None) -> None:
+        """The index file written (by the process that writes)."""
+
+    def finish(self, idx, steps):
+        """The index returned, with its timings and meta."""
 
 
 def check_output(output) -> None:
@@ -86,21 +120,6 @@ def check_output(output) -> None:
         raise DistGrailError(f"{os.fspath(output)}: cannot write the index: directory {d} is not writable")
 
 
-def check_build_args(dims, seed, parent_rule, supports) -> None:
-    check_label_args(dims, seed, parent_rule)
-    check_supports_arg(supports)
-
-
-class Done:
-    """A step's result that is ready now (``result()`` returns it)."""
-
-    def __init__(self, value=None):
-        self.value = value
-
-    def result(self):
-        return self.value
-
-
 def light_graph(g):
     """The graph without its edges: what the index keeps of it (name, digest, node labels)."""
     digest = g.digest_source if hasattr(g, "digest_source") else g.digest  # a running hash stays one
@@ -114,8 +133,8 @@ INDEX_FIELDS = ("comp", "indptr", "indices", "level")
 def host_landing(dag: DAG, be) -> dict:
     """Host arrays for the device fields of ``dag`` that an index holds, each ``(array, thread)``
     whose pages a thread touches now, while the GPU works (phases 1–2, or more where the index
-    file is written after the build): fresh pages cost as much as the copy itself (R-MAT scale
-    27, one H200: ``dag_to_host`` of 1.7 GB took 0.65 s). Empty on the CPU or for host
+    file is written after the build): fresh pages cost as much as the copy itself
+    (docs/benchmarks.md). Empty on the CPU or for host
     fields."""
     if not be.is_gpu:
         return {}
@@ -146,13 +165,8 @@ def index_dag_to_host(dag: DAG, be, landing=None) -> DAG:
 
 
 class OneProcess:
-    """Every step in this process, on one backend; the moves between ranks are nothing.
-
-    Attributes the pipeline reads: ``be`` (the backend), ``here`` (this process assembles the
-    index), ``writes`` (an output was given), ``idle_steps`` (step names that do nothing here and
-    are not timed), ``steps`` (set by the pipeline: sub-steps are timed into it),
-    ``masks_before_forest`` (phase 5 starts before phases 1–2, not after them).
-    """
+    """Every entry in this process, on one backend; the moves between ranks are nothing
+    (a :class:`Placement`)."""
 
     idle_steps = ("transport_setup", "bcast_dag", "bcast_forest", "bcast_index")
     here = True
@@ -160,18 +174,18 @@ class OneProcess:
     #: the whole sweep (the one GPU does both)
     masks_before_forest = False
 
-    def __init__(self, be, output):
-        self.be = be
-        self.writes = output is not None
+    def __init__(self, be, config):
+        self.be, self.config = be, config
+        self.run = phases.StageRun(be, config)
+        self.writes = config.output is not None
         self.steps = None
         self.stage_timings = {}  # the stages' own sub-steps (phase1_forest, phase3_ranks, ...)
 
     @classmethod
-    def open(cls, backend, dims, seed, parent_rule, supports, output) -> "OneProcess":
-        """Check the arguments and the output path, and choose the backend (once, here)."""
-        check_build_args(dims, seed, parent_rule, supports)
-        check_output(output)
-        return cls(get_backend(backend), output)
+    def open(cls, config) -> "OneProcess":
+        """Check the output path and choose the backend (once, here)."""
+        check_output(config.output)
+        return cls(get_backend(config.backend), config)
 
     def __enter__(self):
         return self
@@ -179,15 +193,14 @@ class OneProcess:
     def __exit__(self, *exc):
         return False
 
-    # -- steps, in pipeline order ----------------------------------------------------------
     def connect(self):
         """Nothing to connect in one process."""
 
-    def read(self, graph, num_vertices, fmt):
-        return read_on(self.be, graph, num_vertices, fmt)
+    def read(self, graph, digest=None):
+        return phases.read(self.run, graph, digest)
 
-    def condense(self, g):
-        return condense_on(self.be, g)
+    def condense(self, entry, g):
+        return entry(self.run, g)
 
     def without_edges(self, g):
         return light_graph(g)
@@ -196,38 +209,38 @@ class OneProcess:
         return dag, g
 
     def land_dag(self, dag):
-        """Host pages for what the index keeps of the DAG, touched while the GPU works."""
         self.landing = host_landing(dag, self.be)
 
-    def forest(self, dag, seed, parent_rule):
-        forest = build_forest(dag, seed, parent_rule, self.be)
-        self.stage_timings.update(forest.timings)
-        return forest
+    def once(self, what, entry, dag, *args):
+        out = entry(self.run, dag, *args)
+        self.stage_timings.update(getattr(out, "timings", {}))
+        return out
 
     def share_forest(self, forest):
         return forest
 
-    def start_masks(self, dag, K, seed):
-        """Phase 5 started (on a GPU on a stream of its own, beside phases 3–4); ``result()``
-        gives ``(ids, out, in)`` host arrays, or None when ``K`` is 0."""
-        if not K:
-            return Done(None)
-        from .stages.supports import start_supports, words
+    def share_arrays(self, arrays):
+        return {k: self.be.to_host(a) for k, a in arrays.items()}
+
+    def start_masks(self, entry, dag, K):
+        """Phase 5 started (on a GPU on a stream of its own, beside phases 3–4), into host pages
+        touched while the GPU works."""
+        from .stages.supports import words
 
         landing = (None, None)
-        if self.be.is_gpu:  # the masks' host pages (out, in), touched while the GPU works, as the DAG's
+        if self.be.is_gpu:
             shape = (int(dag.C), words(min(int(K), int(dag.C))))
             landing = [(h, self.be.prefault(h)) for h in (np.empty(shape, np.uint64), np.empty(shape, np.uint64))]
-        return start_supports(dag, K, seed, self.be, landing)
+        return entry(self.run, dag, K, landing=landing)
 
-    def label(self, dag, forest, dims, seed):
-        """Phases 3–4 for every dimension: ``(labels, post0)``, host arrays."""
+    def split_dims(self, entry, dag, forest):
+        """Every dimension here: ``(labels, post0)``, host arrays."""
         with self.steps.stage("phases 3-4"):
-            post0, labels = label_dimensions(dag, forest, range(dims), seed, self.be, self.stage_timings)
+            post0, labels = entry(self.run, dag, forest, range(self.config.dims), self.stage_timings)
         return labels, post0
 
     def release_forest(self, forest):
-        forest.release_device()  # the index keeps host copies; the forest's GPU memory goes back
+        forest.release_device()
 
     def for_queries(self, post0, dag):
         return post0, dag
@@ -239,14 +252,15 @@ class OneProcess:
     def join_digest(self, g):
         """Nothing: :func:`~distgrail.index.assemble` joins the input file's background digest."""
 
-    def assemble(self, g, dag, forest, post0, labels, dims, seed, parent_rule, supports):
-        return assemble(g, dag, forest, post0, labels, dims, seed, parent_rule, supports=supports)
+    def assemble(self, g, dag, forest, post0, labels, masks, extra):
+        c = self.config
+        return assemble(g, dag, forest, post0, labels, c.dims, c.seed, c.parent_rule, supports=masks, extra=extra)
 
-    def write(self, idx, output, early=None):
+    def write(self, idx, early=None):
         """Finish the file written while the build ran (:class:`~distgrail.build.EarlyWrite`), or
         write the index now."""
         if early is None or not early.finish(idx):
-            idx.save(output)
+            idx.save(self.config.output)
 
     def finish(self, idx, steps):
         """The index with its timings (the pipeline's steps, then the stages' own) and backend."""

@@ -634,8 +634,8 @@ def test_a_failure_after_phase_5_started_waits_for_its_sweep(monkeypatch):
     def fail(self, *a):
         raise RuntimeError("labeling failed")
 
-    monkeypatch.setattr(OneProcess, "start_masks", lambda self, dag, K, seed: Started())
-    monkeypatch.setattr(OneProcess, "label", fail)
+    monkeypatch.setattr(OneProcess, "start_masks", lambda self, entry, dag, K: Started())
+    monkeypatch.setattr(OneProcess, "split_dims", fail)
     with pytest.raises(RuntimeError, match="labeling failed"):
         distgrail.build_index(distgrail.bundled_graph(), dims=2, backend="cpu", supports=64)
     assert settled == [True]

@@ -17,7 +17,7 @@ from distgrail.mpi import placement as distributed
 from distgrail.mpi import transport
 from distgrail.mpi.errors import RankError
 from distgrail.errors import DistGrailError
-from test_mpi_distributed import cyclic_graph, everywhere, same_index, stored_graph
+from test_distributed_mpi import cyclic_graph, everywhere, same_index, stored_graph
 from test_transport import fake_cupy, fake_gpu_backend, fake_nccl, install
 
 pytestmark = [pytest.mark.mpi(min_size=2), pytest.mark.timeout(120)]
@@ -370,13 +370,15 @@ def test_text_files_on_a_gpu_backend_are_parsed_by_every_rank(comm, wire, monkey
     be = fake_gpu_backend(cp)
     tp = transport.MpiTransport(comm, be)
     me = comm.Get_rank()
-    g = reader(comm, be, tp).read(path if me == 0 else None, 300 if me == 0 else None, "gra" if me == 0 else None)
+    g = reader(comm, be, tp, num_vertices=300, fmt="gra").read(path if me == 0 else None)
     everywhere(comm, calls == [(path, "gra", 300, "gpu", "mpi")] and (g is not None) == (me == 0), f"{calls}, {g!r}")
 
 
-def reader(comm, be, tp):
+def reader(comm, be, tp, **config):
     """The placement across ranks on ``comm`` with transport ``tp``, for its read step alone."""
-    place = distributed.AcrossRanks(comm, False, be, True, False, np.ones(comm.Get_size(), np.int64))
+    from distgrail.config import BuildConfig
+
+    place = distributed.AcrossRanks(comm, False, be, BuildConfig(**config), False, np.ones(comm.Get_size(), np.int64))
     place.tp = tp
     return place
 
@@ -386,10 +388,12 @@ def test_without_the_parse_module_rank_0_reads_alone(comm, monkeypatch):
 
     monkeypatch.setitem(sys.modules, "distgrail.mpi.parse", None)  # import fails
     read = []
-    monkeypatch.setattr(distributed, "read_on", lambda be, graph, nv, fmt: read.append(graph) or "graph")
+    from distgrail.stages import phases
+
+    monkeypatch.setattr(phases, "read_on", lambda be, graph, nv, fmt, digest=None: read.append(graph) or "graph")
     be = fake_gpu_backend(fake_cupy())
     me = comm.Get_rank()
-    g = reader(comm, be, transport.MpiTransport(comm, be)).read("x.gra" if me == 0 else None, None, "gra")
+    g = reader(comm, be, transport.MpiTransport(comm, be), fmt="gra").read("x.gra" if me == 0 else None)
     everywhere(comm, read == (["x.gra"] if me == 0 else []) and g == ("graph" if me == 0 else None), f"{read} {g}")
 
 

@@ -197,7 +197,7 @@ def test_preflight_checks_dims_and_host_memory_first(tmp_path):
 def test_condense_stage_refuses_instead_of_switching_to_the_cpu(monkeypatch, capsys):
     """After parsing, a graph too big for the GPU is an error (GpuMemoryError); vertex ids past
     int32 still go to the CPU path with a notice."""
-    import distgrail.placement as placement
+    import distgrail.stages.phases as phases
     from distgrail.io.graph import EdgeGraph
 
     class Be:
@@ -228,15 +228,15 @@ def test_condense_stage_refuses_instead_of_switching_to_the_cpu(monkeypatch, cap
     def too_big(*a):
         raise GpuMemoryError("condensation needs about 9.00 GiB of GPU memory, but only 1.00 GiB ...")
 
-    monkeypatch.setattr(placement, "condense_cuda", too_big)
+    monkeypatch.setattr(phases, "condense_cuda", too_big)
     with pytest.raises(GpuMemoryError, match="needs about 9.00 GiB"):
-        placement.condense_on(Be, g)
+        phases.condense_on(Be, g)
 
     def wide_ids(*a):
         raise BackendError(condense_gpu_problem(2**31, 1))
 
-    monkeypatch.setattr(placement, "condense_cuda", wide_ids)
-    assert placement.condense_on(Be, g).C == 3
+    monkeypatch.setattr(phases, "condense_cuda", wide_ids)
+    assert phases.condense_on(Be, g).C == 3
     assert "condensing on the CPU" in capsys.readouterr().err
 
 
@@ -284,7 +284,7 @@ def test_finish_edges_in_pieces_equals_the_whole(tmp_path):
 @pytest.mark.gpu
 def test_gpu_preflight_reads_the_free_memory(tmp_path):
     """On a GPU: the preflight compares with the real free memory (a small file fits), and the
-    condensation's forced small limit is exercised by tests/test_gpu_condense.py."""
+    condensation's forced small limit is exercised by tests/test_condense_gpu.py."""
     p = tmp_path / "e.txt"
     _edge_list(p, 1000, 5000)
     got = preflight_index(str(p), dims=5, backend="gpu")

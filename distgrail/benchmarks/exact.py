@@ -23,7 +23,7 @@ import numpy as np
 import distgrail
 from distgrail.arrays import sorted_distinct
 from distgrail.gpu.backend import get_backend
-from distgrail.placement import read_on
+from distgrail.stages.phases import read_on
 
 
 def graph_csr(be, g):

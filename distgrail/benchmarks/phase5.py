@@ -1,7 +1,7 @@
 """Phase 5 beside phases 1–4 on the GPU: ``python -m distgrail.benchmarks.labeling --phase5``.
 
 For every graph (default set ``paper``; ``--names`` filters): the DAG is condensed on the GPU
-(``distgrail.build.condense_on``, so the reverse CSR is on the device as in ``distgrail index``),
+(``distgrail.stages.phases.condense_on``, so the reverse CSR is on the device as in ``distgrail index``),
 phases 1–4 (d = 5) are timed, then for K = 0 / 64 / 256 / 1024 phase 5: the support choice
 (``choose``) and the masks with their copy to the host under three variants: ``fused``
 (one persistent launch, ``in`` pushed along the forward CSR: what the build runs), ``levels``
@@ -37,7 +37,7 @@ def _median(fn, repeat, sync):
 def run_phase5(args, graphs, label):
     import cupy
 
-    from distgrail.placement import condense_on
+    from distgrail.stages.phases import condense_on
     from distgrail.gpu.backend import get_backend
     from distgrail.stages import supports as sup
 

@@ -66,8 +66,7 @@ def bcast_forest(tp, forest, root: int = 0):
 
 def landing(be, shape, dtype, wanted: bool):
     """``(host array, prefault thread)`` for :func:`gather_blocks` to copy into, its pages touched
-    in the background meanwhile (fresh pages cost as much as the copy: 0.045 s against 0.016 s for
-    d = 16 dag11 labels on an H200); None where the gathered array is not wanted."""
+    in the background meanwhile (fresh pages cost as much as the copy: docs/benchmarks.md); None where the gathered array is not wanted."""
     if not wanted:
         return None
     out = np.empty(shape, dtype)

@@ -10,7 +10,6 @@ from __future__ import annotations
 import numpy as np
 
 from ..dtypes import smallest_uint
-from ..stages.labeling import label_dimensions
 from .collectives import CHUNK_BYTES, bcast_array, gather_rows, receive_buffer
 from .errors import mpi, run_shared
 from .nodeshare import NodeGroups, room_for, shm_enabled
@@ -18,8 +17,9 @@ from .nodeshare import NodeGroups, room_for, shm_enabled
 __all__ = ["labels_by_host", "slowest", "shared_labels", "gather_labels"]
 
 
-def labels_by_host(st, comm, dag, forest, counts, lo, hi, what, seed, be, local_t, timings, everywhere, root):
-    """Phases 3-4 and the labels' way to rank 0 (and every rank) through host memory: each rank
+def labels_by_host(st, comm, run, entry, dag, forest, counts, lo, hi, what, local_t, timings, everywhere, root):
+    """``entry`` (phases 3–4, :func:`distgrail.stages.phases.labels`) on this rank's dimensions
+    ``lo..hi-1`` and the labels' way to rank 0 (and every rank) through host memory: each rank
     writes its block into its node's shared array, or ``Gatherv`` without shared memory. ``st``:
     the pipeline's :class:`~distgrail.progress.Steps` (the sub-steps are timed into it)."""
     here = comm.Get_rank() == root
@@ -29,7 +29,7 @@ def labels_by_host(st, comm, dag, forest, counts, lo, hi, what, seed, be, local_
         nodes, buf = shared_labels(comm, (dims, dag.C, 2), ut)
     try:
         with st.stage("phases 3-4"):
-            post0, iv = run_shared(comm, what, label_dimensions, dag, forest, range(lo, hi), seed, be, local_t,
+            post0, iv = run_shared(comm, what, entry, run, dag, forest, range(lo, hi), local_t,
                                    None if buf is None else buf[lo:hi])
         local_t["phases 3-4"] = st.timings["phases 3-4"]
         timings.update(slowest(comm, local_t))

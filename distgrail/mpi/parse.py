@@ -18,7 +18,7 @@ backend, and the edge arrays meet on the root.
 4. The edges go to the root in rank order (= file order): through ``transport.gatherv`` when a
    transport is given (e.g. GPU to GPU), else through host MPI (:mod:`distgrail.mpi.collectives`).
 
-The result equals the one-rank read (:func:`distgrail.build.read_on`) exactly: same edges in the
+The result equals the one-rank read (:func:`distgrail.stages.phases.read_on`) exactly: same edges in the
 same order, same ``n``, same digest. Errors: when any rank's kernels flag anything (a bad token,
 a malformed line, an id out of range, a vertex line missing or repeated across ranks), the root
 reads the file with the one-rank reader, which reports the error text for text as a one-rank run
@@ -80,9 +80,9 @@ def _plan(path, fmt, num_vertices, parts):
 
 
 def _one_rank(be, path, fmt, num_vertices, plan=None, why=None):
-    """The one-rank reader on the root: what :func:`distgrail.build.read_on` gives (its errors too).
+    """The one-rank reader on the root: what :func:`distgrail.stages.phases.read_on` gives (its errors too).
     With a plan the kernels refused (``why``), the CPU reader reads it, as after a one-rank parse."""
-    from ..placement import _notice, read_on
+    from ..stages.phases import notice as _notice, read_on
     from ..io.read import read_graph
 
     if plan is None or plan.kind != "text":

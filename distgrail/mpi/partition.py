@@ -11,7 +11,7 @@ replicated O(n) vertex state, each sweep exchanging its frontier, the last few e
 - **root**: its edges (distinct, compact ids) are gathered to rank 0, which condenses that small
   graph with the one-process code; from there on the build is
   :class:`~distgrail.mpi.placement.AcrossRanks`'s (the DAG shared from rank 0, dimensions split).
-  What web graphs take: R-MAT scale 26 condenses 1.07 B edges to 11.5 M.
+  Web-like graphs condense to a small fraction of their edges (docs/benchmarks.md).
 - **ranks** (auto: when the condensed DAG would not fit rank 0's GPU): the DAG stays spread, each
   rank its block of rows, and phases 1, 4 and 5 run as level sweeps over the blocks
   (:mod:`distgrail.mpi.partition_dag`, :mod:`distgrail.stages.partitioned_dag`).
@@ -48,8 +48,9 @@ import numpy as np
 
 from .. import settings
 from ..arrays import to_host as _host
-from ..errors import DistGrailError
-from ..placement import condense_on, light_graph
+from ..config import PARTITION_MODES
+from ..placement import light_graph
+from ..stages.phases import condense_on
 from .errors import run_shared
 from .exchange import MpiExchange, exchange_for, partition_nccl_wanted
 from .partition_dag import SpreadSteps, check_rank_fits, check_spread_fits, dag_mode, spread_choice
@@ -57,17 +58,14 @@ from .placement import AcrossRanks
 
 __all__ = ["Partitioned", "MpiExchange", "wants_partition", "PARTITION_MODES", "sweep_bytes"]
 
-PARTITION_MODES = ("auto", "on", "off")
-
 
 def sweep_bytes(n: int, m_local: int) -> int:
     """Device bytes of the sweeps on one rank beyond its edges: the working copy of its alive
     edges (ids as int32: 8 per edge), their masks, and the selections' index arrays (CuPy's
     boolean indexing scans the mask): 25 bytes per edge, and about ten int32 arrays of n (ids,
-    rep, colour and its next copy, the presence bytes, the minimum members). Measured (CuPy's
-    pool, R-MAT 24 on one H200): a rank's used peak 4.70 GB with 134 M edges, 2.50 GB with 67 M
-    (16.8 M vertices); 10 bytes per edge, as counted before, let a rank under a 4 GB cap run
-    out of memory in the sweeps instead of being refused."""
+    rep, colour and its next copy, the presence bytes, the minimum members). CuPy's pool peak
+    agrees with this count (docs/benchmarks.md); the 10 bytes per edge counted before let a rank
+    under a cap run out of memory in the sweeps instead of being refused."""
     return 25 * int(m_local) + 40 * int(n) + (64 << 20)
 
 
@@ -100,12 +98,8 @@ class Partitioned(SpreadSteps, AcrossRanks):
     """AcrossRanks with the read and condense steps partitioned (module doc)."""
 
     @classmethod
-    def open(cls, comm, backend, dims, seed, parent_rule, supports, output, full_index_on, root_share,
-             partition="on"):
-        if partition not in PARTITION_MODES:
-            raise DistGrailError(f"partition must be one of {', '.join(PARTITION_MODES)}, got {partition!r}")
-        place = super().open(comm, backend, dims, seed, parent_rule, supports, output, full_index_on, root_share)
-        place.mode, place.dims, place.supports, place.parent_rule = partition, dims, supports, parent_rule
+    def open(cls, comm, config):
+        place = super().open(comm, config)
         place.active = False
         place.report = {}
         try:
@@ -117,15 +111,16 @@ class Partitioned(SpreadSteps, AcrossRanks):
             raise
         return place
 
-    def read(self, graph, num_vertices, fmt):
+    def read(self, graph, digest=None):
         from .partition_read import read_parts
 
-        comm = self.comm
-        on = run_shared(comm, "choosing whether to partition", wants_partition if self.here else None, self.mode,
-                        self.be, graph, fmt, num_vertices, self.dims, self.supports, comm.Get_size())
+        comm, c = self.comm, self.config
+        fmt, num_vertices = c.fmt, c.num_vertices
+        on = run_shared(comm, "choosing whether to partition", wants_partition if self.here else None, c.partition,
+                        self.be, graph, fmt, num_vertices, c.dims, c.supports, comm.Get_size())
         self.active = bool(comm.bcast(on, root=0))
         if not self.active:
-            return super().read(graph, num_vertices, fmt)
+            return super().read(graph, digest)
         if self.be.is_gpu:
             from ..gpu.memory import PoolPeak
 
@@ -146,12 +141,12 @@ class Partitioned(SpreadSteps, AcrossRanks):
         stored = self.here and g.meta.get("condensation") is not None
         return bool(self.comm.bcast(stored, root=0))
 
-    def condense(self, g):
+    def condense(self, entry, g):
         if not self.active:
-            return super().condense(g)
+            return super().condense(entry, g)
         comm, be, here = self.comm, self.be, self.here
         if self._stored(g):  # a .h5 file's stored condensation: rank 0 reads it, as one process does
-            return run_shared(comm, "reading the stored condensation", condense_on if here else None, be, g)
+            return run_shared(comm, "reading the stored condensation", entry if here else None, self.run, g)
         from ..stages.partitioned_scc import Counted, gather_condensed, partitioned_keys
 
         xp = be.xp
@@ -169,10 +164,11 @@ class Partitioned(SpreadSteps, AcrossRanks):
         g.src = g.dst = None  # this rank's edges are not needed any more
         self._timed("partition sweeps", t0)
         spread = run_shared(comm, "choosing where the condensed DAG goes", spread_choice if here else None,
-                            self.dag_mode, be, C, m_up, self.dims, self.supports, self.parent_rule)
+                            self.dag_mode, be, C, m_up, self.config.dims, self.config.supports,
+                            self.config.parent_rule)
         self.spread = bool(comm.bcast(spread, root=0))
         if self.spread:
-            check_spread_fits(comm, be, n, C, int(keys.shape[0]), self.dims, self.supports, m_up)
+            check_spread_fits(comm, be, n, C, int(keys.shape[0]), self.config.dims, self.config.supports, m_up)
             box = [keys]
             del keys  # spread_dag takes them out of the box: their memory goes back when read
             dag = self.spread_dag(g, compact, C, box, ex)
@@ -198,7 +194,7 @@ class Partitioned(SpreadSteps, AcrossRanks):
 
             with be.on_device():
                 have = available_gpu_bytes()[0]
-            check_gpu_fit(C, int(cu.shape[0]), self.dims, self.supports, have,
+            check_gpu_fit(C, int(cu.shape[0]), self.config.dims, self.config.supports, have,
                           f"the condensed DAG of {g.name} ({C:,} components, {int(cu.shape[0]):,} edges) on rank 0")
         dag = condense_on(be, EdgeGraph(n=C, src=cu, dst=cv, name=g.name))
         comp_on_host = isinstance(dag.comp, np.ndarray)

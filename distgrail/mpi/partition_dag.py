@@ -27,9 +27,8 @@ import numpy as np
 from .. import settings
 from ..arrays import to_host as _host
 from ..errors import DistGrailError
-from ..placement import Done
 from ..stages.condense import DAG
-from ..stages.labeling import Forest, _labels_on_device
+from ..stages.phases import StageRun
 from .collectives import bcast_array
 from .errors import run_shared
 
@@ -71,17 +70,6 @@ def spread_choice(mode, be, C, m_up, dims, supports, parent_rule) -> bool:
     raise GpuMemoryError(why)
 
 
-class _Later:
-    """A collective step run when its result is asked for (the spread phase 5 runs after phases
-    3–4 and the labels' gather, on every rank at the same point of the pipeline)."""
-
-    def __init__(self, fn, *args):
-        self.fn, self.args = fn, args
-
-    def result(self):
-        return self.fn(*self.args)
-
-
 class SpreadSteps:
     """The steps from ``share_dag`` to ``dag_to_host`` for a spread DAG (:attr:`spread`); each
     hands over to the next class's step otherwise."""
@@ -94,6 +82,7 @@ class SpreadSteps:
         from ..stages.partitioned_dag import spread_dag
 
         self.ex = ex
+        self.run = StageRun(self.be, self.config, ex)  # the entries on a spread DAG exchange through it
         t0 = time.perf_counter()
         with self.be.on_device():
             pd = spread_dag(self.be.xp, ex, int(g.n), compact, C, box)
@@ -110,85 +99,49 @@ class SpreadSteps:
             g = SimpleNamespace(name=name, digest=None, meta={} if labels is None else {"node_labels": labels})
         return dag, g
 
-    def forest(self, dag, seed, parent_rule):
+    def once(self, what, entry, dag, *args):
+        """Spread: ``entry`` on every rank, collective over them (its data is every rank's)."""
         if not self.spread:
-            return super().forest(dag, seed, parent_rule)
-        from ..stages.partitioned_dag import spread_parents
-        from ..stages.subtree import subtree_sizes
-
-        be, t = self.be, {}
-        t0 = time.perf_counter()
-        with be.on_device():
-            parent = spread_parents(be.xp, self.ex, dag, seed)
-            be.synchronize()
-            t["phase1_forest"] = time.perf_counter() - t0
-            t0 = time.perf_counter()
-            size = subtree_sizes(be, parent, dag.level_ptr)
-            be.synchronize()
-        t["phase2_subtree_sizes"] = time.perf_counter() - t0
-        return Forest.on_device(be, parent, size, t) if be.is_gpu else Forest(parent=parent, size=size, timings=t)
+            return super().once(what, entry, dag, *args)
+        return run_shared(self.comm, what, entry, self.run, dag, *args)
 
     def share_forest(self, forest):
         if not self.spread:
             return super().share_forest(forest)
         self.stage_timings.update(forest.timings)
-        return forest
+        return forest  # every rank made the same one
 
-    def start_masks(self, dag, K, seed):
+    def share_arrays(self, arrays):
         if not self.spread:
-            return super().start_masks(dag, K, seed)
-        return _Later(self._masks, dag, K, seed) if K else Done(None)
+            return super().share_arrays(arrays)
+        return {k: _host(a) for k, a in arrays.items()} if self.everywhere or self.here else {}
 
-    def _masks(self, dag, K, seed):
-        """Phase 5 spread: the supports chosen from the degrees over all ranks (the rule of
-        :func:`~distgrail.stages.supports.choose_supports`), then the masks' level sweeps."""
-        from ..dtypes import smallest_int
-        from ..hashing import hash3_xp
-        from ..stages.partitioned_dag import spread_degrees, spread_masks
-        from ..stages.supports import STREAM_SUPPORT, pick_per_slice
-
-        be, C = self.be, dag.C
-        xp = be.xp
-        K = min(int(K), C)
-        with be.on_device():
-            inn, out = spread_degrees(xp, self.ex, dag)
-            ids = np.zeros(0, np.int64)
-            if K:
-                score = (inn.astype(xp.uint64) + np.uint64(1)) * (out.astype(xp.uint64) + np.uint64(1))
-                tie = hash3_xp(xp, seed, STREAM_SUPPORT, xp.arange(C, dtype=xp.uint64))
-                ids = pick_per_slice(_host(score), _host(tie), K)
-            ids = ids.astype(smallest_int(max(C, 1)))
-            o, i = spread_masks(xp, self.ex, dag, ids)
-            if not (self.everywhere or self.here):
-                return None
-            return ids, _host(o), _host(i)
-
-    def label(self, dag, forest, dims, seed):
+    def start_masks(self, entry, dag, K):
+        """Spread: phase 5 runs, collective, when its result is asked for; its masks to the host
+        where the index is assembled."""
         if not self.spread:
-            return super().label(dag, forest, dims, seed)
-        from ..dtypes import smallest_uint
-        from ..stages.partitioned_dag import spread_intervals
-        from ..stages.ranks import post_order_ranks
+            return super().start_masks(entry, dag, K)
+        later = entry(self.run, dag, K)
+        keep = self.everywhere or self.here
+        return _Hosted(later, keep)
 
-        be, t = self.be, self.own_timings
+    def split_dims(self, entry, dag, forest):
+        """Spread: every rank labels every dimension (phase 4 sweeps the ranks' rows together);
+        the labels to the host where the index is assembled."""
+        if not self.spread:
+            return super().split_dims(entry, dag, forest)
+        t = self.own_timings
         with self.steps.stage("phases 3-4"):
-            parent, size = forest.arrays(be)
-            t0 = time.perf_counter()
-            post = post_order_ranks(be, parent, size, dag.level_ptr, seed, range(dims))
-            be.synchronize()
-            t["phase3_ranks"] = time.perf_counter() - t0
-            t0 = time.perf_counter()
-            with be.on_device():
-                lo, hi = spread_intervals(be.xp, self.ex, dag, post)
-                post0, iv = _labels_on_device(be, post, lo, hi, smallest_uint(max(dag.C - 1, 0)))
-            t["phase4_intervals"] = time.perf_counter() - t0
+            with self.be.on_device():
+                post0, iv = entry(self.run, dag, forest, range(self.config.dims), t)
         self.stage_timings.update({k: t[k] for k in ("phase3_ranks", "phase4_intervals")})
         return (_host(iv) if self.everywhere or self.here else None), post0
 
-    def write(self, idx, output, early=None):
+    def write(self, idx, early=None):
         rows, self.rows = getattr(self, "rows", None), None
         if rows is None:
-            return super().write(idx, output, early)
+            return super().write(idx, early)
+        output = self.config.output
         from .rowstream import serve_rows
 
         fn, args = (_write_streamed, (idx, output)) if self.here else (serve_rows, (self.comm, self.be, rows))
@@ -231,6 +184,21 @@ class SpreadSteps:
             return None
         return DAG(n=dag.n, comp=comp, indptr=indptr, indices=indices, rindptr=None, rindices=None,
                    level=level.astype(np.int32, copy=False), level_ptr=dag.level_ptr)
+
+
+class _Hosted:
+    """A spread phase 5: its collective run when ``result()`` is asked for, the masks then to the
+    host (``keep``: where the index is assembled; None elsewhere)."""
+
+    def __init__(self, later, keep):
+        self.later, self.keep = later, keep
+
+    def result(self):
+        ids, out, inn = self.later.result()
+        return (ids, _host(out), _host(inn)) if self.keep else None
+
+    def settle(self):
+        """Nothing runs before ``result()``."""
 
 
 def _write_streamed(idx, output):

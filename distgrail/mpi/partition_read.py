@@ -62,7 +62,7 @@ def _scatter(comm, be, g):
 
 def _rank0_reads(comm, be, graph, num_vertices, fmt, plan=None, why=None):
     from .parse import _one_rank
-    from ..placement import read_on
+    from ..stages.phases import read_on
 
     name = os.fspath(graph) if isinstance(graph, (str, os.PathLike)) else type(graph).__name__
     if plan is not None:

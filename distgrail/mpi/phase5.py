@@ -9,20 +9,18 @@ rank 0's phases 1–2 and every rank's phases 3–4 (as one process runs it besi
 rank's sweep, then the blocks meet on rank 0: through host memory (``Gatherv``) with the MPI
 transport, device to device with an NCCL transport (:mod:`distgrail.mpi.devicepath`), copied to
 host arrays whose pages a thread touches from the start on (fresh pages cost as much as the
-copy: ``dag_to_host`` of 1.7 GB took 0.65 s, 0.12 s into touched pages). The words
+copy: docs/benchmarks.md). The words
 are byte-identical to one process's: a mask word depends only on the supports it holds.
 
-R-MAT scale 27 on 2 × H200 (93.5 M components, K = 64, d = 5): rank 0 swept the one word after
-its phases 3–4 (0.35 s), then 1.34 s more; beside them, on rank 0, its phases 3–4 took 1.33 s and
-phase 5 0.35 s more, the sweep holding the GPU as much as before; on the last rank, started before
-phases 1–2, it overlaps rank 0's phases 1–4 (docs/benchmarks.md).
+With the word on the last rank, started before phases 1–2, its sweep overlaps rank 0's phases
+1–4 instead of following them on rank 0 (figures: docs/benchmarks.md).
 """
 
 from __future__ import annotations
 
 import numpy as np
 
-from ..stages.supports import BESIDE_SHARE, PendingMasks, choose_supports, support_masks, words
+from ..stages.supports import choose_supports, words
 from . import devicepath
 from .collectives import bcast_array, gather_rows, offsets, split_counts
 from .errors import run_shared
@@ -40,17 +38,20 @@ def word_split(W: int, ranks: int) -> np.ndarray:
     return split_counts(W, ranks)[::-1].copy()
 
 
-def start_distributed(comm, dag, K, seed, be, everywhere, root=0, tp=None):
-    """Collective: root chooses the K supports (broadcast); each rank starts the sweep of its
-    block of mask words (module doc). The DAG's device arrays must stay until ``result()``."""
+def start_distributed(comm, run, entry, dag, K, everywhere, root=0, tp=None):
+    """Collective: root chooses the K supports (broadcast); each rank starts ``entry``
+    (:func:`distgrail.stages.phases.masks`) on its block of mask words (module doc). The DAG's
+    device arrays must stay until ``result()``."""
     me, size = comm.Get_rank(), comm.Get_size()
-    ids = run_shared(comm, "choosing the support vertices", choose_supports if me == root else None, dag, K, seed)
+    be = run.be
+    ids = run_shared(comm, "choosing the support vertices", choose_supports if me == root else None, dag, K,
+                     run.config.seed)
     ids = bcast_array(comm, ids, root)
     wc = word_split(words(int(ids.shape[0])), size)
     w0, w1 = int(offsets(wc)[me]), int(offsets(wc)[me + 1])
     what = f"support masks, words {w0}..{w1 - 1}" if w1 > w0 else "support masks (no word on this rank)"
     block = (64 * w0, min(64 * w1, int(ids.shape[0])))
-    started = run_shared(comm, what, _start_block if w1 > w0 else None, be, dag, ids, block)
+    started = run_shared(comm, what, _start_block if w1 > w0 else None, run, entry, dag, ids, block)
     # the gathered (words, C) blocks' host pages, touched meanwhile where they land (NCCL path)
     wanted = tp is not None and (everywhere or me == root)
     landing = run_shared(comm, "allocating host memory for the support masks",
@@ -59,27 +60,19 @@ def start_distributed(comm, dag, K, seed, be, everywhere, root=0, tp=None):
     return _Distributed(comm, be, ids, wc, started, what, everywhere, root, tp, int(dag.C), landing)
 
 
-def _start_block(be, dag, ids, block):
-    """This rank's words: a :class:`PendingMasks` on a stream of its own (GPU), or (out, in). A
-    host DAG (the MPI transport) goes up once, as the CSR the labeling keeps (``device_csr``), not
-    once more for the sweep beside phases 1–4."""
-    if not be.is_gpu:
-        return support_masks(be, dag, ids, block)
-    from types import SimpleNamespace
+def _start_block(run, entry, dag, ids, block):
+    """This rank's words started by ``entry``. A host DAG (the MPI transport) goes up once, as the
+    CSR the labeling keeps (``device_csr``), not once more for the sweep beside phases 1–4."""
+    be = run.be
+    if be.is_gpu and isinstance(dag.indptr, np.ndarray):
+        from types import SimpleNamespace
 
-    from ..stages.labeling import device_csr
-    from ..stages.supports import support_masks_cuda
+        from ..stages.labeling import device_csr
 
-    with be.on_device():
-        if isinstance(dag.indptr, np.ndarray):
+        with be.on_device():
             ip, ix = device_csr(be, dag)
-            dag = SimpleNamespace(C=int(dag.C), indptr=ip, indices=ix, level_ptr=dag.level_ptr)
-        be.synchronize()  # the DAG's device arrays are complete before another stream reads them
-        stream = be.xp.cuda.Stream(non_blocking=True)
-        with stream:
-            pending = support_masks_cuda(be, dag, ids, block, wait=False, share=BESIDE_SHARE)
-        pending.stream = stream
-        return pending
+        dag = SimpleNamespace(C=int(dag.C), indptr=ip, indices=ix, level_ptr=dag.level_ptr)
+    return entry(run, dag, int(ids.shape[0]), ids=ids, block=block)
 
 
 class _Distributed:
@@ -97,7 +90,7 @@ class _Distributed:
             none = np.zeros((0, self.C), np.uint64)
             return (be.asarray(none), be.asarray(none)) if tp is not None else (none, none)
         with be.on_device():
-            out, inn = m.result() if isinstance(m, PendingMasks) else m  # the sweep's stream is done
+            _, out, inn = m.result()  # the sweep's stream is done
             if tp is not None:  # (words, C) blocks stay on the device
                 return be.xp.ascontiguousarray(out.T), be.xp.ascontiguousarray(inn.T)
             return np.ascontiguousarray(be.to_host(out).T), np.ascontiguousarray(be.to_host(inn).T)
@@ -105,7 +98,7 @@ class _Distributed:
     def settle(self):
         """On a failure elsewhere: wait for this rank's sweep (:meth:`PendingMasks.settle`)."""
         m, self.started = self.started, None
-        if isinstance(m, PendingMasks):
+        if hasattr(m, "settle"):
             m.settle()
 
     def result(self):

@@ -8,7 +8,7 @@ Every method is collective over the communicator: a failure on one rank is every
 The ranks first agree on a transport (:func:`distgrail.mpi.transport.transport_for`):
 ``"nccl"`` (GPU to GPU) on a GPU backend where NCCL works on every rank, else ``"mpi"`` (host
 memory; ``DISTGRAIL_NCCL=0`` forces it). Rank 0 reads the graph and condenses it on its device
-(:func:`distgrail.placement.read_on` / :func:`~distgrail.placement.condense_on`; a text file on a
+(:func:`distgrail.stages.phases.read_on` / :func:`~distgrail.stages.phases.condense_on`; a text file on a
 GPU backend with several ranks is parsed by all ranks instead,
 :func:`distgrail.mpi.parse.read_graph_ranks`). The other ranks receive only what phases 3–4
 read: the DAG's CSR (``indptr``, ``indices``) and ``level_ptr`` (:data:`ROOT_ONLY_DAG` stay on
@@ -66,15 +66,15 @@ from types import SimpleNamespace
 import numpy as np
 
 from ..dtypes import smallest_uint
-from ..errors import BackendError, DistGrailError, GraphFormatError
-from ..gpu.backend import BACKENDS, get_backend
+from ..errors import DistGrailError, GraphFormatError
+from ..gpu.backend import get_backend
 from ..index import assemble
 from ..io.binary import read_condensation
 from ..io.read import detect_format
-from ..placement import (Done, check_build_args, check_output, condense_on, host_landing, index_dag_to_host,
-                         light_graph, read_on)
+from ..placement import check_output, host_landing, index_dag_to_host, light_graph
+from ..stages import phases
 from ..stages.condense import DAG, dag_to_host
-from ..stages.labeling import Forest, build_forest, label_dimensions, prefetch_csr
+from ..stages.labeling import Forest, prefetch_csr
 from . import devicepath
 from .binding import ensure_bound
 from .collectives import bcast_array, bcast_dataclass, dims_split, offsets, root_share as env_root_share
@@ -83,19 +83,11 @@ from .hostpath import labels_by_host, slowest
 from .phase5 import start_distributed
 from .transport import transport_for
 
-__all__ = ["AcrossRanks", "ROOT_ONLY_DAG", "FULL_INDEX_ON"]
+__all__ = ["AcrossRanks", "ROOT_ONLY_DAG"]
 
 #: DAG arrays a rank that only labels does not receive: the reverse CSR (phase 1, on rank 0)
 #: and the vertex -> component map and levels (only the assembled index holds them)
 ROOT_ONLY_DAG = ("comp", "level", "rindptr", "rindices")
-#: where the complete Index is assembled: on every rank (the API), or on rank 0 only (the CLI)
-FULL_INDEX_ON = ("all", "root")
-
-
-def _check_args(dims, seed, parent_rule, supports, full_index_on):
-    check_build_args(dims, seed, parent_rule, supports)
-    if full_index_on not in FULL_INDEX_ON:
-        raise DistGrailError(f"full_index_on must be one of {', '.join(FULL_INDEX_ON)}, got {full_index_on!r}")
 
 
 def _text_file(path, fmt) -> bool:
@@ -118,19 +110,21 @@ def _stored_condensation(g, dag):
 
 
 class AcrossRanks:
-    """The build's steps, collective over ``comm``'s ranks (see the module doc)."""
+    """The build's moves, collective over ``comm``'s ranks (a
+    :class:`~distgrail.placement.Placement`; see the module doc)."""
 
     idle_steps = ()
     #: phase 5's words are the last ranks' (:func:`~distgrail.mpi.phase5.word_split`): they sweep
     #: while rank 0 computes phases 1–2
     masks_before_forest = True
 
-    def __init__(self, comm, owned, be, everywhere, writes, counts):
-        self.comm, self.owned, self.be = comm, owned, be
+    def __init__(self, comm, owned, be, config, writes, counts):
+        self.comm, self.owned, self.be, self.config = comm, owned, be, config
+        self.run = phases.StageRun(be, config)
         self.root = 0
         self.me = comm.Get_rank()
         self.here = self.me == self.root
-        self.everywhere = everywhere
+        self.everywhere = config.full_index_on == "all"
         self.writes = writes
         self.counts = counts  # dimensions per rank
         self.lo, self.hi = int(offsets(counts)[self.me]), int(offsets(counts)[self.me + 1])
@@ -143,35 +137,31 @@ class AcrossRanks:
         self.own_timings = {}  # this rank's own phases 3-4 sub-steps
 
     @classmethod
-    def open(cls, comm, backend, dims, seed, parent_rule, supports, output, full_index_on, root_share):
-        """Collective: check the arguments on every rank (equal everywhere), bind each rank to
-        its GPU, choose the backend (once, here), check rank 0's output path, split the dimensions."""
-        if not (backend in BACKENDS or hasattr(backend, "xp")):
-            raise BackendError(f"backend must be one of {', '.join(BACKENDS)}, got {backend!r}")
+    def open(cls, comm, config):
+        """Collective: the configuration equal on every rank, each rank bound to its GPU, the
+        backend chosen (once, here), rank 0's output path checked, the dimensions split."""
         comm, owned = own_comm(comm)
         try:
             here = comm.Get_rank() == 0
-            run_shared(comm, "checking the arguments", _check_args, dims, seed, parent_rule, supports, full_index_on)
-            mine = (int(dims), int(seed), str(parent_rule), str(getattr(backend, "name", backend)), full_index_on)
-            every = comm.allgather(mine)
+            every = comm.allgather(config.agreed())
             if any(a != every[0] for a in every):
                 bad = next(r for r, a in enumerate(every) if a != every[0])
                 raise DistGrailError("dims, seed, parent_rule, backend and full_index_on must be the same on every "
                                      f"rank; rank 0 has {every[0]}, rank {bad} has {every[bad]}")
-            writes = comm.bcast(output is not None if here else None, root=0)  # rank 0's output decides
-            dev = ensure_bound(comm, backend)
-            be = run_shared(comm, "selecting the backend", get_backend, backend, dev)
-            run_shared(comm, "checking the output path", check_output if here else None, output)
-            share = root_share
+            writes = comm.bcast(config.output is not None if here else None, root=0)  # rank 0's output decides
+            dev = ensure_bound(comm, config.backend)
+            be = run_shared(comm, "selecting the backend", get_backend, config.backend, dev)
+            run_shared(comm, "checking the output path", check_output if here else None, config.output)
+            share = config.root_share
             if share is None:
                 share = run_shared(comm, "reading DISTGRAIL_ROOT_SHARE", env_root_share if here else None)
-            counts = run_shared(comm, "splitting the dimensions", dims_split, dims, comm.Get_size(),
+            counts = run_shared(comm, "splitting the dimensions", dims_split, config.dims, comm.Get_size(),
                                 comm.bcast(share, root=0))
         except BaseException:
             if owned:
                 comm.Free()
             raise
-        return cls(comm, owned, be, full_index_on == "all", writes, counts)
+        return cls(comm, owned, be, config, writes, counts)
 
     def __enter__(self):
         return self
@@ -187,10 +177,11 @@ class AcrossRanks:
         self.tp = transport_for(self.comm, self.be)
         self.nccl = self.tp.name == "nccl"
 
-    def read(self, graph, num_vertices, fmt):
+    def read(self, graph, digest=None):
         """A text file on a GPU backend is parsed by all ranks (:func:`distgrail.mpi.parse.read_graph_ranks`);
         anything else is read by rank 0 alone. The graph on rank 0, None elsewhere."""
         comm, be, root = self.comm, self.be, self.root
+        fmt, num_vertices = self.config.fmt, self.config.num_vertices
         name = os.fspath(graph) if isinstance(graph, (str, os.PathLike)) else type(graph).__name__
         par = None
         if self.here and be.is_gpu and isinstance(graph, (str, os.PathLike)):
@@ -207,16 +198,16 @@ class AcrossRanks:
         if par is not None:
             g = read_graph_ranks(comm, par[0], par[1], par[2], be=be, transport=self.tp)
         else:
-            g = run_shared(comm, f"reading the graph {name}", read_on if self.here else None, be, graph,
-                           num_vertices, fmt)
+            g = run_shared(comm, f"reading the graph {name}", phases.read if self.here else None, self.run, graph,
+                           digest)
         meta = getattr(g, "meta", None) if self.here else None
         if isinstance(meta, dict) and isinstance(meta.get("timings"), dict):  # rank-parallel parsing's own steps
             self.stage_timings.update(meta["timings"])
         return g
 
-    def condense(self, g):
+    def condense(self, entry, g):
         """On rank 0's device (a stored condensation is read); None elsewhere."""
-        return run_shared(self.comm, "condensing cycles", condense_on if self.here else None, self.be, g)
+        return run_shared(self.comm, "condensing cycles", entry if self.here else None, self.run, g)
 
     def without_edges(self, g):
         return light_graph(g) if self.here else g
@@ -253,11 +244,22 @@ class AcrossRanks:
         got = bcast_dataclass(comm, self.dag_host, DAG, root, skip=ROOT_ONLY_DAG)
         return (dag if here else got), g
 
-    def forest(self, dag, seed, parent_rule):
-        """Phases 1–2 on rank 0; the other ranks upload the CSR meanwhile (host transport)."""
-        work = build_forest if self.here else prefetch_csr if isinstance(dag.indptr, np.ndarray) else None
-        return run_shared(self.comm, "computing phases 1-2 (forest, subtree sizes)", work, dag, seed, parent_rule,
-                          self.be)
+    def once(self, what, entry, dag, *args):
+        """``entry`` on rank 0 (None elsewhere); the other ranks upload the CSR meanwhile (host
+        transport): phases 3–4 read it next."""
+        if self.here:
+            return run_shared(self.comm, what, entry, self.run, dag, *args)
+        upload = (lambda: prefetch_csr(dag, None, None, self.be)) if isinstance(dag.indptr, np.ndarray) else None
+        return run_shared(self.comm, what, upload)
+
+    def share_arrays(self, arrays):
+        """Rank 0's arrays (host) where the index is assembled; {} elsewhere."""
+        if self.here:
+            arrays = {k: self.be.to_host(a) for k, a in arrays.items()}
+        if self.everywhere:
+            names = self.comm.bcast(sorted(arrays) if self.here else None, root=self.root)
+            return {k: bcast_array(self.comm, arrays[k] if self.here else None, self.root) for k in names}
+        return arrays if self.here else {}
 
     def share_forest(self, forest):
         if self.nccl:
@@ -267,13 +269,11 @@ class AcrossRanks:
         self.stage_timings.update(forest.timings)
         return forest
 
-    def start_masks(self, dag, K, seed):
+    def start_masks(self, entry, dag, K):
         """Phase 5 across ranks, started before phases 1–2 (each rank's mask words on a GPU on a
         stream of its own, beside rank 0's phases 1–2 and every rank's phases 3–4); its
         ``result()`` (collective) gathers the words after the labels' gather."""
-        if not K:
-            return Done(None)
-        return start_distributed(self.comm, dag, K, seed, self.be, self.everywhere, self.root,
+        return start_distributed(self.comm, self.run, entry, dag, K, self.everywhere, self.root,
                                  self.tp if self.nccl else None)
 
     def _what(self):
@@ -281,22 +281,22 @@ class AcrossRanks:
         return (f"labeling dimensions {lo}..{hi - 1}" if hi - lo > 1 else f"labeling dimension {lo}"
                 if hi > lo else "labeling (no dimension on this rank)")
 
-    def label(self, dag, forest, dims, seed):
-        """Phases 3–4 for this rank's block of dimensions, and the blocks' way to rank 0 (and every
-        rank with ``full_index_on="all"``): ``(labels, post0)``, labels a host array where the
-        index is assembled (None elsewhere)."""
+    def split_dims(self, entry, dag, forest):
+        """``entry`` (phases 3–4) for this rank's block of dimensions, and the blocks' way to rank
+        0 (and every rank with ``full_index_on="all"``): ``(labels, post0)``, labels a host array
+        where the index is assembled (None elsewhere)."""
         comm, be, steps, local_t = self.comm, self.be, self.steps, self.own_timings
         lo, hi, root, here, everywhere = self.lo, self.hi, self.root, self.here, self.everywhere
         if not self.nccl:
-            return labels_by_host(steps, comm, dag, forest, self.counts, lo, hi, self._what(), seed, be, local_t,
-                                  self.stage_timings, everywhere, root)
+            return labels_by_host(steps, comm, self.run, entry, dag, forest, self.counts, lo, hi, self._what(),
+                                  local_t, self.stage_timings, everywhere, root)
         # labels stay on each rank's GPU and meet on rank 0's; the host pages of the gathered
         # labels get ready while the GPUs label
         landing = run_shared(comm, "allocating host memory for the labels", devicepath.landing, be,
-                             (dims, dag.C, 2), smallest_uint(max(dag.C - 1, 0)), everywhere or here)
+                             (self.config.dims, dag.C, 2), smallest_uint(max(dag.C - 1, 0)), everywhere or here)
         with steps.stage("phases 3-4"):
-            post0, iv = run_shared(comm, self._what(), label_dimensions, dag, forest, range(lo, hi), seed, be,
-                                   local_t, None, on_device=True)
+            post0, iv = run_shared(comm, self._what(), entry, self.run, dag, forest, range(lo, hi), local_t,
+                                   None, on_device=True)
         local_t["phases 3-4"] = steps.timings["phases 3-4"]
         own = devicepath.copy_own_block(be, iv, landing, here, everywhere, root)  # while the others label
         self.stage_timings.update(slowest(comm, local_t))
@@ -353,19 +353,21 @@ class AcrossRanks:
         if self.everywhere or here:
             g.digest = digest
 
-    def assemble(self, g, dag, forest, post0, labels, dims, seed, parent_rule, supports):
+    def assemble(self, g, dag, forest, post0, labels, masks, extra):
         self.tp.ready()  # a background NCCL set-up that failed fails the build, even if nothing waited for it
+        c = self.config
         # the last collective before the write: the index is whole where it is wanted
         return run_shared(self.comm, "assembling the index", assemble if self.everywhere or self.here else None,
-                          g, dag, forest, post0, labels, dims, seed, parent_rule, supports=supports)
+                          g, dag, forest, post0, labels, c.dims, c.seed, c.parent_rule, supports=masks, extra=extra)
 
-    def write(self, idx, output, early=None):
+    def write(self, idx, early=None):
         """Rank 0 writes (finishes the file written while the build ran, or writes the index now);
         every rank takes part in the step, whatever it passed as output."""
         def save(out):
             if early is None or not early.finish(idx):
                 idx.save(out)
 
+        output = self.config.output
         run_shared(self.comm, f"writing the index {os.fspath(output) if self.here else ''}",
                    save if self.here else None, output)
 

@@ -293,3 +293,71 @@ def gather_csr(xp, ex, pd: PartDAG):
     if not ex.root:
         return None, None
     return indptr, _host(ind).astype(id_type(np, pd.C), copy=False)
+
+
+# -- the phases' spread forms (entries: distgrail.stages.phases) ----------------------------
+
+def spread_forest(be, ex, pd: PartDAG, seed: int):
+    """Collective phases 1–2 on a spread DAG: the :class:`~distgrail.stages.labeling.Forest`, the
+    same on every rank (phase 1 by :func:`spread_parents`, phase 2 on every rank's copy)."""
+    import time
+
+    from .labeling import Forest
+    from .subtree import subtree_sizes
+
+    t = {}
+    t0 = time.perf_counter()
+    with be.on_device():
+        parent = spread_parents(be.xp, ex, pd, seed)
+        be.synchronize()
+        t["phase1_forest"] = time.perf_counter() - t0
+        t0 = time.perf_counter()
+        size = subtree_sizes(be, parent, pd.level_ptr)
+        be.synchronize()
+    t["phase2_subtree_sizes"] = time.perf_counter() - t0
+    return Forest.on_device(be, parent, size, t) if be.is_gpu else Forest(parent=parent, size=size, timings=t)
+
+
+def spread_labels(be, ex, pd: PartDAG, forest, dims, seed: int, timings: dict):
+    """Collective phases 3–4 on a spread DAG for the dimensions ``dims``: ``(post0, intervals)``,
+    the intervals on ``be``'s device (phase 3 on every rank's copy of the forest, phase 4 by
+    :func:`spread_intervals`)."""
+    import time
+
+    from ..dtypes import smallest_uint
+    from .labeling import _labels_on_device
+    from .ranks import post_order_ranks
+
+    parent, size = forest.arrays(be)
+    t0 = time.perf_counter()
+    post = post_order_ranks(be, parent, size, pd.level_ptr, seed, dims)
+    be.synchronize()
+    timings["phase3_ranks"] = time.perf_counter() - t0
+    t0 = time.perf_counter()
+    with be.on_device():
+        lo, hi = spread_intervals(be.xp, ex, pd, post)
+        post0, iv = _labels_on_device(be, post, lo, hi, smallest_uint(max(pd.C - 1, 0)))
+    timings["phase4_intervals"] = time.perf_counter() - t0
+    return post0, iv
+
+
+def spread_supports(be, ex, pd: PartDAG, K: int, seed: int):
+    """Collective phase 5 on a spread DAG: ``(ids, out, in)``, the masks on ``be``'s device; the
+    supports chosen from the degrees over all ranks by the rule of
+    :func:`~distgrail.stages.supports.choose_supports`."""
+    from ..dtypes import smallest_int
+    from .supports import STREAM_SUPPORT, pick_per_slice
+
+    C = pd.C
+    xp = be.xp
+    K = min(int(K), C)
+    with be.on_device():
+        inn, out = spread_degrees(xp, ex, pd)
+        ids = np.zeros(0, np.int64)
+        if K:
+            score = (inn.astype(xp.uint64) + np.uint64(1)) * (out.astype(xp.uint64) + np.uint64(1))
+            tie = hash3_xp(xp, seed, STREAM_SUPPORT, xp.arange(C, dtype=xp.uint64))
+            ids = pick_per_slice(_host(score), _host(tie), K)
+        ids = ids.astype(smallest_int(max(C, 1)))
+        o, i = spread_masks(xp, ex, pd, ids)
+    return ids, o, i

@@ -1,0 +1,228 @@
+"""The pipeline's stages, one entry each, for a whole DAG or a spread one.
+
+A placement (:mod:`distgrail.placement`) moves data and decides which rank runs what; the
+computing is here. Each entry takes a :class:`StageRun` (the backend, the build's
+:class:`~distgrail.config.BuildConfig` and, for a DAG spread over ranks, the exchange between
+them) and the stage's data. On a whole DAG (:class:`~distgrail.stages.condense.DAG`) an entry
+calls the stage module's NumPy twin or CUDA launcher through the backend; on a spread one
+(:class:`~distgrail.stages.partitioned_dag.PartDAG`) it is collective over the ranks of
+``run.ex``.
+
+Entries, in pipeline order: :func:`read`, :func:`condense`, :func:`forest` (phases 1–2),
+:func:`masks` (phase 5, started), :func:`labels` (phases 3–4 for some dimensions), and the
+extra stages of :data:`EXTRA_STAGES` (docs/design.md, "Adding a stage").
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from ..errors import BackendError, DistGrailError
+from ..gpu.memory import GpuMemoryError
+from .condense import condense as _condense, condense_cuda
+from .labeling import Forest, build_forest, label_dimensions
+from .partitioned_dag import PartDAG, spread_forest, spread_labels, spread_supports
+
+__all__ = ["StageRun", "Stage", "Done", "EXTRA_STAGES", "read", "condense", "forest", "labels", "masks", "spread",
+           "extra_datasets", "read_on", "condense_on", "notice"]
+
+
+@dataclass(frozen=True)
+class StageRun:
+    """What every stage entry is given besides its data: ``be`` (the backend), ``config`` (the
+    build's :class:`~distgrail.config.BuildConfig`), ``ex`` (the exchange between the ranks when
+    the DAG is spread over them; None otherwise)."""
+
+    be: object
+    config: object
+    ex: object = None
+
+
+@dataclass(frozen=True)
+class Stage:
+    """An extra stage (docs/design.md, "Adding a stage"): ``name`` (its progress step),
+    ``datasets`` ({index dataset: (dtype, shape from the number of components C)}), ``run`` (the
+    entry: ``run(stage_run, dag, forest) -> {dataset: array}``, host or device arrays of those
+    dtypes and shapes, computed once where the whole DAG is, or by every rank on a spread one)."""
+
+    name: str
+    datasets: dict
+    run: object
+    spread: bool = False  # whether ``run`` takes a spread DAG (else such a build is refused)
+    doc: str = field(default="", compare=False)
+
+
+#: the extra stages every build runs after phases 1–2, in order (none today: the recipe's test
+#: adds one)
+EXTRA_STAGES: tuple = ()
+
+
+def spread(dag) -> bool:
+    """Whether ``dag`` is spread over the ranks (a :class:`PartDAG`)."""
+    return isinstance(dag, PartDAG)
+
+
+def notice(text: str) -> None:
+    """A one-line notice on stderr (a choice the build made for the user, and why)."""
+    print(f"distgrail: notice: {text}", file=sys.stderr, flush=True)
+
+
+def read(run, graph, digest=None):
+    """Read (:func:`read_on` with the build's format and vertex count)."""
+    return read_on(run.be, graph, run.config.num_vertices, run.config.fmt, digest)
+
+
+def read_on(be, graph, num_vertices=None, fmt="auto", digest=None):
+    """A text graph file is parsed on the GPU (:func:`distgrail.io.parse.read_graph_cuda`) when
+    ``be`` is a GPU backend; anything else, or a file the GPU parser hands back (too big for the
+    GPU, 64-bit ids), is read by the CPU readers. ``digest``: the input's digest handle, started
+    where the input was opened (None: the reader starts its own)."""
+    from ..io.read import as_graph
+
+    kw = {} if digest is None else {"digest": digest}
+    if be.is_gpu and isinstance(graph, (str, os.PathLike)):
+        from ..io.parse import read_graph_cuda
+
+        g = read_graph_cuda(graph, fmt, num_vertices, be, notify=notice, **kw)
+        if g is not None:
+            return g
+    return as_graph(graph, num_vertices, fmt, **kw)
+
+
+def condense(run, g):
+    """Condense (:func:`condense_on`)."""
+    return condense_on(run.be, g)
+
+
+def condense_on(be, g):
+    """A stored condensation (a ``.h5`` graph written by ``distgrail convert``) is read; else on
+    the GPU (the DAG stays there, ``level_ptr`` on the host for the sweeps) when ``be`` is a GPU
+    backend, else the CPU path; a graph whose vertex ids need 64 bits goes to the CPU path with a
+    one-line notice why, one too big for the GPU's memory is refused
+    (:class:`~distgrail.gpu.memory.GpuMemoryError`: ``--backend cpu`` is the user's choice)."""
+    if isinstance(getattr(g, "meta", None), dict) and g.meta.get("condensation") is not None:
+        return _condense(g)
+    if be.is_gpu:
+        try:
+            with be.on_device():
+                src, dst = be.asarray(g.src, np.int32), be.asarray(g.dst, np.int32)
+                dag = condense_cuda(src, dst, g.n, be)
+            dag.level_ptr = be.to_host(dag.level_ptr) if not isinstance(dag.level_ptr, np.ndarray) else dag.level_ptr
+            return dag
+        except GpuMemoryError:
+            raise  # too big for this GPU: refused with need vs have and the ways out, no silent switch
+        except BackendError as e:
+            notice(f"condensing on the CPU: {e}")
+    if not isinstance(g.src, np.ndarray):  # edges parsed on the GPU, condensed on the CPU
+        g.src, g.dst = be.to_host(g.src), be.to_host(g.dst)
+    return _condense(g)
+
+
+def forest(run, dag) -> Forest:
+    """Phases 1–2: the spanning forest and its subtree sizes (on a GPU it stays there)."""
+    cfg = run.config
+    if spread(dag):
+        return spread_forest(run.be, run.ex, dag, cfg.seed)
+    return build_forest(dag, cfg.seed, cfg.parent_rule, run.be)
+
+
+def labels(run, dag, forest, dims, timings=None, out=None, on_device=False):
+    """Phases 3–4 for the dimensions ``dims``: ``(post0, intervals)``
+    (:func:`~distgrail.stages.labeling.label_dimensions`; ``out`` a host array the intervals are
+    written into, ``on_device`` keeps them on the device). On a spread DAG the intervals stay on
+    the device."""
+    timings = {} if timings is None else timings
+    if spread(dag):
+        return spread_labels(run.be, run.ex, dag, forest, dims, run.config.seed, timings)
+    return label_dimensions(dag, forest, dims, run.config.seed, run.be, timings, out, on_device=on_device)
+
+
+def masks(run, dag, K, ids=None, block=None, landing=(None, None)):
+    """Phase 5, started: an object whose ``result()`` gives ``(ids, out, in)``.
+
+    Whole DAG, ``ids`` None: the K supports chosen and their masks swept, on a GPU on a stream of
+    its own (:func:`~distgrail.stages.supports.start_supports`; ``landing``: host arrays the masks
+    land in). With ``ids`` (chosen by one rank) and ``block`` ``(lo, hi)`` of them: only that
+    block's words (an MPI rank's share), ``result()`` giving ``(ids, out, in)`` on the device.
+    Spread DAG: collective, run when ``result()`` is asked for (the same point on every rank),
+    the masks on the device."""
+    from . import supports as s
+
+    be, seed = run.be, run.config.seed
+    if spread(dag):
+        return _Later(spread_supports, be, run.ex, dag, K, seed)
+    if ids is None:
+        return s.start_supports(dag, K, seed, be, landing)
+    with be.on_device():
+        if not be.is_gpu:
+            return Done((ids, *s.support_masks(be, dag, ids, block)))
+        be.synchronize()  # the DAG's device arrays are complete before another stream reads them
+        stream = be.xp.cuda.Stream(non_blocking=True)
+        with stream:
+            pending = s.support_masks_cuda(be, dag, ids, block, wait=False, share=s.BESIDE_SHARE)
+        pending.stream = stream
+        return _Block(be, ids, pending)
+
+
+def extra_datasets(C: int, stages=None) -> dict:
+    """{dataset: (dtype, shape)} of the extra stages' index datasets for ``C`` components."""
+    return {name: (np.dtype(dt), tuple(shape(C))) for st in (EXTRA_STAGES if stages is None else stages)
+            for name, (dt, shape) in st.datasets.items()}
+
+
+def check_extra(stage, out: dict, C: int) -> dict:
+    """An extra stage's result: exactly its datasets, of their dtypes and shapes."""
+    want = {name: (str(dt), s) for name, (dt, s) in extra_datasets(C, (stage,)).items()}
+    got = {name: (str(np.dtype(a.dtype)), tuple(np.shape(a))) for name, a in out.items()}
+    if got != want:
+        raise DistGrailError(f"stage {stage.name}: returned {got}, its datasets are {want}")
+    return out
+
+
+class Done:
+    """A step's result that is ready now (``result()`` returns it; nothing to ``settle``)."""
+
+    def __init__(self, value=None):
+        self.value = value
+
+    def result(self):
+        return self.value
+
+    def settle(self):
+        """Nothing runs."""
+
+
+class _Later:
+    """A collective step run when its result is asked for (a spread phase 5 runs after phases 3–4
+    and the labels' gather, at the same point of the pipeline on every rank)."""
+
+    def __init__(self, fn, *args):
+        self.fn, self.args = fn, args
+
+    def result(self):
+        return self.fn(*self.args)
+
+    def settle(self):
+        """Nothing runs before ``result()``."""
+
+
+class _Block:
+    """An MPI rank's block of mask words under way on a stream of its own."""
+
+    def __init__(self, be, ids, pending):
+        self.be, self.ids, self.pending = be, ids, pending
+
+    def settle(self):
+        """On a failure elsewhere: wait for the sweep."""
+        p, self.pending = self.pending, None
+        if p is not None:
+            p.settle()
+
+    def result(self):
+        with self.be.on_device():
+            out, inn = self.pending.result()  # the sweep's stream is done
+        return self.ids, out, inn
