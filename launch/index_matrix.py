@@ -10,7 +10,7 @@ Each build is ``python -m distgrail index ...`` run from ``--out`` with ``PYTHON
 checkout without this script is measured alike), for R > 1 ranks under ``$MPIEXEC -n R $MPIRUN_ARGS
 python -m mpi4py -m distgrail`` (MPIEXEC default: ``mpiexec`` beside the Python, else on PATH), in
 the caller's environment less ``DISTGRAIL_*`` and launcher variables (``PMI_*``, ``HYDRA_*``,
-``OMPI_*``, ``PMIX_*``, ``MPI_*``, ``SLURM_*``); a case sets the ``DISTGRAIL_*`` it needs.
+``OMPI_*`` but the site's ``OMPI_MCA_*``, ``PMIX_*``, ``MPI_*``, ``SLURM_*``); a case sets the ``DISTGRAIL_*`` it needs.
 
 **Cases** (``--list``; named like ``rmat/d3-kauto-s7-dfs/r2-part-root``). Graphs (``GRAPHS``): the
 bundled one; files written here (pure Python, BLAKE2b: the same bytes anywhere) with cycles,
@@ -297,7 +297,8 @@ def matrix(args) -> int:
     shutil.rmtree(os.path.join(args.out, "logs"), ignore_errors=True)  # no failure of an earlier run
     for sub in ("graphs", "indexes", "logs"):
         os.makedirs(os.path.join(args.out, sub), exist_ok=True)
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("DISTGRAIL_", "PMI_", "HYDRA_", "OMPI_", "PMIX_", "MPI_", "SLURM_"))}
+    env = {k: v for k, v in os.environ.items() if k.startswith(("OMPI_MCA_", "PRTE_MCA_"))  # site launcher settings
+           or not k.startswith(("DISTGRAIL_", "PMI_", "HYDRA_", "OMPI_", "PMIX_", "MPI_", "SLURM_"))}
     extra = [os.path.abspath(p) for p in env.get("PYTHONPATH", "").split(os.pathsep) if p]  # e.g. wheels' --target
     env.update(PYTHONPATH=os.pathsep.join([os.path.abspath(args.tree), *extra]),
                MPIEXEC_TIMEOUT=env.get("MPIEXEC_TIMEOUT", "900"))
