@@ -87,6 +87,12 @@ def build_index(graph, config: BuildConfig | None = None, *, comm=None, digest=N
     >>> idx.C
     3617
     """
+    if config is not None and not isinstance(config, BuildConfig):
+        raise TypeError(f"build_index(graph, config=None, **options): config must be a BuildConfig, got "
+                        f"{config!r} (give the options by name, e.g. dims=3)")
+    unknown = sorted(set(options) - set(BuildConfig.fields()))
+    if unknown:
+        raise TypeError(f"build_index() got unexpected keyword arguments: {', '.join(unknown)}")
     ranks = comm is not None and comm.Get_size() > 1
     if ranks:  # a bad argument on some rank only is every rank's error, not a hang
         from .mpi.errors import run_shared
@@ -107,9 +113,6 @@ def build_index(graph, config: BuildConfig | None = None, *, comm=None, digest=N
 
 def _config(config, options) -> BuildConfig:
     """The build's configuration: ``config`` with ``options`` replacing its fields, checked."""
-    unknown = sorted(set(options) - set(BuildConfig.fields()))
-    if unknown:
-        raise TypeError(f"build_index() got unexpected keyword arguments: {', '.join(unknown)}")
     if config is None:
         return BuildConfig(**options)
     return config.replace(**options) if options else config
@@ -365,13 +368,12 @@ def _phases(place, st, dag, K, early=None):
             with st.stage(f"stage {stage.name}"):
                 extra.update(place.share_arrays(place.once(f"running the stage {stage.name}", _extra(stage), dag,
                                                            forest)))
-        if early is not None:
-            for name, a in extra.items():
-                early.put(name, a)
         # times "phases 3-4" and the gather itself; the early file opens meanwhile on its own thread
         labels, post0 = place.split_dims(phases.labels, dag, forest)
-        if early is not None:
+        if early is not None:  # (after phases 3-4: a put waits for the open's thread)
             early.labels_done(labels, post0)
+            for name, a in extra.items():
+                early.put(name, a)
         place.release_forest(forest)
         sup = None
         if K:

@@ -70,9 +70,10 @@ class BuildConfig:
         object.__setattr__(self, "seed", int(self.seed))
 
     def agreed(self) -> tuple:
-        """What every rank of a build across ranks must have equal (rank 0's ``output`` decides)."""
+        """What every rank of a build across ranks must have equal (rank 0's ``output`` decides):
+        a rank that differed would compute other labels, or skip a collective the others run."""
         return (self.dims, self.seed, self.parent_rule, str(getattr(self.backend, "name", self.backend)),
-                self.full_index_on)
+                self.full_index_on, str(self.supports), self.partition)
 
     def replace(self, **changes) -> "BuildConfig":
         """A checked copy with ``changes``."""

@@ -42,7 +42,8 @@ def test_a_bad_backend_is_a_backend_error():
 
 def test_frozen_and_normal():
     c = BuildConfig(dims=np.int64(3), seed=np.uint64(7))
-    assert type(c.dims) is int and type(c.seed) is int and c.agreed() == (3, 7, "max-level", "auto", "all")
+    assert type(c.dims) is int and type(c.seed) is int
+    assert c.agreed() == (3, 7, "max-level", "auto", "all", "auto", "auto")
     with pytest.raises(dataclasses.FrozenInstanceError):
         c.dims = 4
     assert c.replace(dims=4).dims == 4 and c.dims == 3
@@ -58,6 +59,8 @@ def test_build_index_takes_a_config_or_its_fields(tmp_path):
         assert a.arrays[k].tobytes() == b.arrays[k].tobytes() == c.arrays[k].tobytes(), k
     with pytest.raises(TypeError, match="unexpected keyword arguments: dimz"):
         distgrail.build_index(distgrail.bundled_graph(), dimz=2)
+    with pytest.raises(TypeError, match="config must be a BuildConfig, got 3 .give the options by name, e.g. dims=3"):
+        distgrail.build_index(distgrail.bundled_graph(), 3)
     with pytest.raises(DistGrailError, match="dims must be"):
         distgrail.build_index(distgrail.bundled_graph(), dims=0, output=tmp_path / "x.h5")
     assert os.listdir(tmp_path) == []

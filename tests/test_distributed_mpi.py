@@ -478,10 +478,13 @@ def test_missing_output_directory_is_reported_before_any_work(comm, tmp_path, mo
     everywhere(comm, not calls, "the graph was read although the output cannot be written")
 
 
-def test_arguments_differing_between_ranks_are_an_error(comm):
-    dims = 3 if comm.Get_rank() == 0 else 4
+@pytest.mark.parametrize("field, mine, theirs", [("dims", 3, 4), ("supports", 4, 0), ("partition", "off", "on")])
+def test_arguments_differing_between_ranks_are_an_error(comm, field, mine, theirs):
+    """Not a hang: a rank with other supports would skip phase 5's collectives, one with another
+    partition mode would run another placement."""
+    value = mine if comm.Get_rank() == 0 else theirs
     with pytest.raises(DistGrailError, match="same on every rank"):
-        distgrail.build_index(distgrail.bundled_graph(), dims=dims, backend="cpu", comm=comm)
+        distgrail.build_index(distgrail.bundled_graph(), backend="cpu", comm=comm, **{field: value})
 
 
 def test_invalid_arguments_raise_on_every_rank_without_communication(comm):

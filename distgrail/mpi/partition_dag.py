@@ -114,7 +114,9 @@ class SpreadSteps:
     def share_arrays(self, arrays):
         if not self.spread:
             return super().share_arrays(arrays)
-        return {k: _host(a) for k, a in arrays.items()} if self.everywhere or self.here else {}
+        keep = self.everywhere or self.here
+        return run_shared(self.comm, "copying the stage's arrays to the host",
+                          lambda: {k: _host(a) for k, a in arrays.items()} if keep else {})
 
     def start_masks(self, entry, dag, K):
         """Spread: phase 5 runs, collective, when its result is asked for; its masks to the host

@@ -146,8 +146,8 @@ class AcrossRanks:
             every = comm.allgather(config.agreed())
             if any(a != every[0] for a in every):
                 bad = next(r for r, a in enumerate(every) if a != every[0])
-                raise DistGrailError("dims, seed, parent_rule, backend and full_index_on must be the same on every "
-                                     f"rank; rank 0 has {every[0]}, rank {bad} has {every[bad]}")
+                raise DistGrailError("dims, seed, parent_rule, backend, full_index_on, supports and partition must be "
+                                     f"the same on every rank; rank 0 has {every[0]}, rank {bad} has {every[bad]}")
             writes = comm.bcast(config.output is not None if here else None, root=0)  # rank 0's output decides
             dev = ensure_bound(comm, config.backend)
             be = run_shared(comm, "selecting the backend", get_backend, config.backend, dev)
@@ -254,8 +254,8 @@ class AcrossRanks:
 
     def share_arrays(self, arrays):
         """Rank 0's arrays (host) where the index is assembled; {} elsewhere."""
-        if self.here:
-            arrays = {k: self.be.to_host(a) for k, a in arrays.items()}
+        arrays = run_shared(self.comm, "copying the stage's arrays to the host",
+                            (lambda: {k: self.be.to_host(a) for k, a in arrays.items()}) if self.here else None)
         if self.everywhere:
             names = self.comm.bcast(sorted(arrays) if self.here else None, root=self.root)
             return {k: bcast_array(self.comm, arrays[k] if self.here else None, self.root) for k in names}
