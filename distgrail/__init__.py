@@ -17,12 +17,14 @@ from ._version import __version__
 from .errors import BackendError, DistGrailError, GraphFormatError, IndexFormatError, QueryError
 from .gpu.backend import get_backend, gpu_available
 from .build import build_index
+from .config import BuildConfig
 from .index import Index, open_index
 from .io.graph import EdgeGraph
 from .io.read import as_graph, read_graph
 from .server.client import ServerError, connect
 
 __all__ = [
+    "BuildConfig",
     "__version__",
     "build_index",
     "open_index",
