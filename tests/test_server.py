@@ -379,6 +379,14 @@ def test_node_labels_through_the_server_then_sigterm_ends_it_cleanly(labelled, t
         rows = (tmp_path / "a.tsv").read_text().splitlines()
         want = idx.query(np.array(["gene-0", "gene-7"]), np.array(["gene-5", "gene-2"]), backend="cpu")[0]
         assert rows[1:] == [f"gene-0\tgene-5\t{int(want[0])}", f"gene-7\tgene-2\t{int(want[1])}"]
+        # a label the server's graph lacks: refused with the pairs file's line, as without --server
+        bad = tmp_path / "bad.txt"
+        bad.write_text("# pairs\ngene-0 gene-5\n\ngene-7 no-such-gene\n")
+        r = subprocess.run([sys.executable, "-m", "distgrail", "query", "--server", srv.url, str(bad), "-o",
+                            str(tmp_path / "b.tsv")], capture_output=True, text=True, env=_env(), timeout=60)
+        assert r.returncode == 2 and f"{bad}:4:" in r.stderr and "'no-such-gene' is not in the graph" in r.stderr, \
+            r.stderr
+        assert not (tmp_path / "b.tsv").exists()
         host, port = srv.url[len("http://"):].rsplit(":", 1)
     finally:
         t0 = time.monotonic()

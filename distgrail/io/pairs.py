@@ -23,7 +23,8 @@ _CAP = 2**40
 @dataclass
 class QueryPairs:
     """A pairs file read: ``sources``, ``targets``; ``expected`` (bool, or None: no third column);
-    ``lines`` (1-based line of each pair in a text file with expected answers, else None)."""
+    ``lines`` (1-based line of each pair in a text file with expected answers or node labels, else
+    None)."""
 
     path: str
     sources: np.ndarray
@@ -213,4 +214,4 @@ def _label_pairs(path, data, kind, known) -> QueryPairs:
             k, col = divmod(int(np.flatnonzero(missing.reshape(-1))[0]), 2)
             raise GraphFormatError(f"node {(u, v)[col][k].item()!r} is not in the graph", path=path, line=lines[k])
     expected = np.array(es, dtype=bool) if width == 3 else None
-    return QueryPairs(path, u, v, expected, np.array(lines, dtype=np.int64) if width == 3 else None)
+    return QueryPairs(path, u, v, expected, np.array(lines, dtype=np.int64))

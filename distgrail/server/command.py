@@ -134,6 +134,19 @@ def with_server(cmd_query):
     return query
 
 
+def _at_line(e, q):
+    """The server's ``sources[k]: ...`` refusal as the pairs file's ``file:line`` error (exit 2);
+    any other refusal as it is."""
+    import re
+
+    from ..errors import GraphFormatError
+
+    m = re.match(r"(sources|targets)\[(\d+)\]: (.*)", str(e), re.S)
+    if m is None or q.lines is None or int(m.group(2)) >= len(q.lines):
+        return e
+    return GraphFormatError(m.group(3), path=q.path, line=int(q.lines[int(m.group(2))]))
+
+
 def query_through_server(args, pairs: str) -> int:
     """``query --server URL PAIRS [-o A]``: the pairs read here, answered by the server, the answers
     written here, the summary as ``distgrail query`` prints it (plus the server's address)."""
@@ -149,7 +162,10 @@ def query_through_server(args, pairs: str) -> int:
     with client:
         kind = client.label_kind  # ids checked here against the server's n (file:line); labels by the server
         q = read_query_pairs(pairs, kind, n=client.n if kind is None else None)
-        answers, stats = client.query(q.sources, q.targets)
+        try:
+            answers, stats = client.query(q.sources, q.targets)
+        except QueryError as e:  # a label the server's graph lacks: named with its file and line, as here
+            raise _at_line(e, q) from None
     if out:
         write_answers(answers, out, q.sources, q.targets)
     summary = stats.as_dict()
