@@ -58,8 +58,24 @@ def _emit(args, comm, summary: dict, human: str):
         print(human)
 
 
+def _preflight(args, comm, graph) -> None:
+    """``distgrail index``'s preflight (:func:`~distgrail.preflight.preflight_index` of its
+    arguments). Under MPI (``comm``) every rank checks the dims and the host memory alike, the
+    outcome shared (one message); the GPU check needs one process (the ranks' GPUs are bound later)."""
+    from .preflight import preflight_index
+
+    if comm is None:
+        preflight_index(graph, args.format, args.num_vertices, args.dims, args.supports, args.backend)
+        return
+    from .mpi.errors import run_shared
+
+    run_shared(comm, "checking the arguments", preflight_index, graph, args.format, args.num_vertices, args.dims,
+               args.supports, "cpu")
+
+
 def cmd_index(args):
-    import distgrail.preflight
+    import distgrail
+
     from .gpu.memory import PoolPeak
     comm = comm_of(args)
     path = resolve_bundled(args.graph, "graph")
@@ -67,7 +83,7 @@ def cmd_index(args):
     # the file's hash starts here, beside the slow start-up (the preflight imports CuPy); the reader
     # takes it over (digest=), else the block's end cancels it
     with input_digest(args, comm, path) as digest:
-        distgrail.preflight.preflight_cli(args, comm, path)  # before any parsing
+        _preflight(args, comm, path)  # before any parsing
         if comm is not None:
             from .mpi.binding import bind_gpu
 

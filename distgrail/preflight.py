@@ -23,7 +23,7 @@ import os
 from . import settings
 from .errors import DistGrailError
 
-__all__ = ["dims_problem", "host_label_bytes", "check_gpu_fit", "preflight_index", "preflight_cli"]
+__all__ = ["dims_problem", "host_label_bytes", "check_gpu_fit", "preflight_index"]
 
 
 def dims_problem(dims, limit: int = 1024) -> str | None:
@@ -121,15 +121,3 @@ def preflight_index(graph, fmt: str = "auto", num_vertices=None, dims: int = 5, 
                   f"indexing {name} on the GPU (about {m:,} edges and at least {n:,} vertices, --dims {dims})", m_dag=0)
     return out
 
-
-def preflight_cli(args, comm, graph) -> None:
-    """``distgrail index``'s preflight (:func:`preflight_index` of its arguments). Under MPI
-    (``comm``) every rank checks the dims and the host memory alike; the GPU check needs one
-    process (the ranks' GPUs are bound later)."""
-    if comm is None:
-        preflight_index(graph, args.format, args.num_vertices, args.dims, args.supports, args.backend)
-        return
-    from .mpi.errors import run_shared  # every rank checks; the outcome is shared (one message, on rank 0)
-
-    run_shared(comm, "checking the arguments", preflight_index, graph, args.format, args.num_vertices, args.dims,
-               args.supports, "cpu")

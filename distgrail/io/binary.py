@@ -86,9 +86,11 @@ def write_binary_graph(graph: EdgeGraph, path, dag=None, notify=None) -> None:
     else:
         indptr, indices = _device_csr(graph, notify)
     if dag is not None and not all(isinstance(getattr(dag, k), np.ndarray) for k in _DAG_ARRAYS):
-        from ..stages.condense import dag_to_host
+        import dataclasses
 
-        dag = dag_to_host(dag)
+        from ..arrays import to_host
+
+        dag = dataclasses.replace(dag, **{k: to_host(getattr(dag, k)) for k in _DAG_ARRAYS})  # what the file holds
     write_binary_csr(path, graph.n, indptr, indices, name=graph.name, digest=graph.digest, dag=dag)
 
 
