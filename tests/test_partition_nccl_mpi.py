@@ -96,9 +96,12 @@ def test_nccl_exchange_equals_the_host_exchange_in_small_pieces(monkeypatch):
     got = _inputs(comm.rank)
     for name, a in got.items():
         for op in (("sum",) if a.dtype != bool else ()) + ("max", "min") + (("bor",) if a.dtype.kind == "u" else ()):
-            want = hx.allreduce(a.view(np.uint8) if a.dtype == bool else a, op).view(a.dtype)  # (MPI: no bool MAX)
-            out = nx.allreduce(a, op)
-            assert out.dtype == a.dtype and out.shape == a.shape, (name, op)
+            # a uint8 sum that overflows is the MPI library's own (Open MPI saturates, MPICH and NCCL
+            # wrap): summed, the values are quartered, so up to 4 ranks stay below 256
+            x = a >> 2 if op == "sum" and a.dtype == np.uint8 else a
+            want = hx.allreduce(x.view(np.uint8) if x.dtype == bool else x, op).view(x.dtype)  # (MPI: no bool MAX)
+            out = nx.allreduce(x, op)
+            assert out.dtype == x.dtype and out.shape == x.shape, (name, op)
             np.testing.assert_array_equal(out, want, err_msg=f"{name} {op}")
     assert fake.calls["allReduce"] > 100  # 24-byte pieces
     rng = np.random.default_rng(comm.rank)
