@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import os
 import sys
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -53,7 +53,6 @@ class Stage:
     datasets: dict
     run: object
     spread: bool = False  # whether ``run`` takes a spread DAG (else such a build is refused)
-    doc: str = field(default="", compare=False)
 
 
 #: the extra stages every build runs after phases 1–2, in order (none today: the recipe's test
