@@ -66,6 +66,12 @@ def build_index(graph, config: BuildConfig | None = None, *, comm=None, digest=N
         (:class:`distgrail.mpi.partition.Partitioned`: no rank holds all of them; same index),
         ``"off"`` reads and condenses on rank 0, ``"auto"`` partitions on a GPU backend when the
         graph does not fit one GPU but 1/N of it fits each. One process: the same as ``"off"``.
+    layout : {"single", "split"}
+        The index file: one file (default), or a main file and a part file per rank that each rank
+        writes itself, tied by HDF5 virtual datasets (:mod:`distgrail.indexfile.split`; same
+        content, opened the same way). Under MPI with ``full_index_on="root"`` and ``"split"`` the
+        labels never go to rank 0: its returned Index holds its own block only (open the file to
+        query it).
     comm : MPI communicator, optional
         With several ranks the build is collective (:class:`distgrail.mpi.placement.AcrossRanks`):
         the config's :meth:`~distgrail.config.BuildConfig.agreed` fields must be equal on every rank.
@@ -188,7 +194,8 @@ class EarlyWrite:
         self.place, self.output, self.timings, self.layout = place, output, timings, layout
         self.file, self._dag, self.why, self.forest, self._opening = None, None, "", None, None
         self._opened_event = None  # set by the open's thread when it ends, whatever happened
-        self.on = bool(place.here and place.writes and output is not None and not phases.spread(layout[1]))
+        self.on = bool(place.here and place.writes and output is not None and not phases.spread(layout[1])
+                       and layout[2].layout == "single")  # the split layout: every rank writes its part
 
     @property
     def outcome(self) -> str:

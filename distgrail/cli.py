@@ -95,7 +95,7 @@ def cmd_index(args):
                                         backend=args.backend, fmt=args.format, num_vertices=args.num_vertices,
                                         output=args.output, comm=comm, supports=args.supports,
                                         progress=not args.quiet and _rank(comm) == 0, full_index_on="root",
-                                        partition=args.partition, digest=digest)
+                                        partition=args.partition, layout=args.layout, digest=digest)
     if idx is None:  # ranks > 0 under MPI
         return 0
     total = time.perf_counter() - t
@@ -182,6 +182,8 @@ def cmd_convert(args):
         return 0
     path = resolve_bundled(args.graph, "graph")
     outputs_ok(args, path)
+    if _is_index(path) or args.layout is not None:
+        return _convert_index(args, path)
     be = get_backend(args.backend)
     t = time.perf_counter()
     g = read_on(be, path, args.num_vertices, args.format)
@@ -201,6 +203,51 @@ def cmd_convert(args):
     return 0
 
 
+def _is_index(path) -> bool:
+    """Whether ``path`` is a distgrail index file (its root attribute ``format``)."""
+    from .indexfile import FORMAT
+
+    try:
+        import h5py
+
+        with open(path, "rb") as f:
+            if f.read(8) != b"\x89HDF\r\n\x1a\n":
+                return False
+        with h5py.File(path, "r") as f:
+            fmt = f.attrs.get("format")
+        return (fmt.decode() if isinstance(fmt, bytes) else fmt) == FORMAT
+    except (OSError, ValueError, KeyError, RuntimeError):
+        return False
+
+
+def _convert_index(args, path):
+    """``convert INDEX --layout single|split [--parts N] -o OUT``: the index read and checked,
+    written in the other layout (the same arrays and checksums)."""
+    import distgrail
+    from .indexfile.split import write_split_index
+
+    if not _is_index(path):
+        raise DistGrailError(f"{path}: --layout converts index files, and this is not a distgrail index (a graph is "
+                             f"converted without --layout)")
+    if args.layout is None:
+        raise DistGrailError(f"{path}: an index file: give --layout single (one file) or --layout split")
+    if args.parts < 1:
+        raise DistGrailError(f"--parts must be >= 1, got {args.parts}")
+    t = time.perf_counter()
+    idx = distgrail.open_index(path)
+    tr = time.perf_counter() - t
+    if args.layout == "single":
+        idx.save(args.output)
+    else:
+        write_split_index(args.output, idx.meta, idx.arrays, parts=args.parts)
+    tw = time.perf_counter() - t - tr
+    summary = {"output": os.path.abspath(args.output), "layout": args.layout, "read_seconds": round(tr, 6),
+               "write_seconds": round(tw, 6), "parts": args.parts if args.layout == "split" else 0}
+    _emit(args, None, summary, f"{args.output}: the index {path} in the {args.layout} layout (read {tr:.2f} s, "
+                               f"write {tw:.2f} s)")
+    return 0
+
+
 def _sync(be):
     if be.is_gpu:
         be.xp.cuda.Device(be.device).synchronize()
@@ -208,6 +255,7 @@ def _sync(be):
 
 def build_parser() -> argparse.ArgumentParser:
     from .gpu.backend import BACKENDS
+    from .config import LAYOUTS
     from .stages.forest import PARENT_RULES
     from .stages.supports import supports_arg
     from .io.generate import KINDS
@@ -234,6 +282,9 @@ def build_parser() -> argparse.ArgumentParser:
     sp.add_argument("--num-vertices", type=int, default=None, help="edge lists: number of vertices")
     sp.add_argument("--partition", choices=("auto", "on", "off"), default="auto", help="under MPI: edges split over "
                     "the ranks, none holds all (auto: when one GPU cannot hold the graph; one process: off)")
+    sp.add_argument("--layout", choices=LAYOUTS, default="single", help="single: one index file (default); split: "
+                    "a main file and a part file per rank (INDEX.partR, beside it) that each rank writes in parallel, "
+                    "opened as one index ('distgrail convert INDEX --layout single' merges them)")
     common_options(sp)
     sp.set_defaults(func=cmd_index)
 
@@ -270,9 +321,14 @@ def build_parser() -> argparse.ArgumentParser:
     common_options(sp, backend=False)
     sp.set_defaults(func=cmd_generate)
 
-    sp = sub.add_parser("convert", help="convert a graph to the binary .h5 graph file (CSR + condensation)")
-    sp.add_argument("graph", help="graph file (.gra, edge list, .mtx, .h5), or 'bundled'")
-    sp.add_argument("-o", "--output", required=True, help="binary graph file to write (.h5)")
+    sp = sub.add_parser("convert", help="convert a graph to the binary .h5 graph file (CSR + condensation), or an "
+                        "index to another layout")
+    sp.add_argument("graph", help="graph file (.gra, edge list, .mtx, .h5), or 'bundled'; or an index file (with "
+                    "--layout)")
+    sp.add_argument("-o", "--output", required=True, help="binary graph file to write (.h5), or the index")
+    sp.add_argument("--layout", choices=LAYOUTS, default=None, help="an index file: write it as one file (single: "
+                    "merges a split index's parts) or split into --parts part files")
+    sp.add_argument("--parts", type=int, default=2, help="--layout split: part files (default 2)")
     sp.add_argument("--format", choices=FORMATS, default="auto", help="input format (default auto)")
     sp.add_argument("--num-vertices", type=int, default=None, help="edge lists: number of vertices")
     sp.add_argument("--no-condense", action="store_true",

@@ -13,11 +13,14 @@ from dataclasses import dataclass
 
 from .errors import BackendError, DistGrailError
 
-__all__ = ["BuildConfig", "PARTITION_MODES", "FULL_INDEX_ON"]
+__all__ = ["BuildConfig", "PARTITION_MODES", "FULL_INDEX_ON", "LAYOUTS"]
 
 #: ``--partition``: auto (partition on a GPU when the graph does not fit one GPU but 1/N fits each
 #: rank), on, off
 PARTITION_MODES = ("auto", "on", "off")
+#: ``--layout``: the index in one file, or a main file and a part file per rank
+#: (:mod:`distgrail.indexfile.split`)
+LAYOUTS = ("single", "split")
 #: where the complete Index is assembled under MPI: on every rank (the API), or on rank 0 only (the CLI)
 FULL_INDEX_ON = ("all", "root")
 
@@ -44,6 +47,7 @@ class BuildConfig:
     parent_rule: str = "max-level"
     supports: object = "auto"
     partition: str = "auto"
+    layout: str = "single"
     full_index_on: str = "all"
     root_share: float | None = None
     backend: object = "auto"
@@ -61,6 +65,7 @@ class BuildConfig:
         check_supports_arg(self.supports)
         _one_of("partition", self.partition, PARTITION_MODES)
         _one_of("full_index_on", self.full_index_on, FULL_INDEX_ON)
+        _one_of("layout", self.layout, LAYOUTS)
         if not (self.backend in BACKENDS or hasattr(self.backend, "xp")):
             raise BackendError(f"backend must be one of {', '.join(BACKENDS)}, got {self.backend!r}")
         if self.output is not None and not isinstance(self.output, (str, os.PathLike)):
@@ -73,7 +78,7 @@ class BuildConfig:
         """What every rank of a build across ranks must have equal (rank 0's ``output`` decides):
         a rank that differed would compute other labels, or skip a collective the others run."""
         return (self.dims, self.seed, self.parent_rule, str(getattr(self.backend, "name", self.backend)),
-                self.full_index_on, str(self.supports), self.partition)
+                self.full_index_on, str(self.supports), self.partition, self.layout)
 
     def replace(self, **changes) -> "BuildConfig":
         """A checked copy with ``changes``."""

@@ -111,6 +111,10 @@ class Index:
 
     def _make_labels(self, be) -> Labels:
         a = self.arrays
+        part = [k for k, v in a.items() if type(v).__name__ == "Rows"]
+        if part:  # (distgrail.indexfile.split.Rows: a split build's rank holds some rows only)
+            raise DistGrailError(f"this Index holds some rows of /{part[0]} only (its other rows are in other ranks' "
+                                 f"parts of the split index file): open_index(path) reads the whole index to query")
         C, d = self.C, self.dims
         iv = a["labels/intervals"]
         post0 = a["labels/dt_post0"]

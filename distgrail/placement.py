@@ -259,7 +259,11 @@ class OneProcess:
     def write(self, idx, early=None):
         """Finish the file written while the build ran (:class:`~distgrail.build.EarlyWrite`), or
         write the index now."""
-        if early is None or not early.finish(idx):
+        if self.config.layout == "split":
+            from .indexfile.split import write_split_index
+
+            write_split_index(self.config.output, idx.meta, idx.arrays, parts=1)
+        elif early is None or not early.finish(idx):
             idx.save(self.config.output)
 
     def finish(self, idx, steps):

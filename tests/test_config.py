@@ -43,7 +43,7 @@ def test_a_bad_backend_is_a_backend_error():
 def test_frozen_and_normal():
     c = BuildConfig(dims=np.int64(3), seed=np.uint64(7))
     assert type(c.dims) is int and type(c.seed) is int
-    assert c.agreed() == (3, 7, "max-level", "auto", "all", "auto", "auto")
+    assert c.agreed() == (3, 7, "max-level", "auto", "all", "auto", "auto", "single")
     with pytest.raises(dataclasses.FrozenInstanceError):
         c.dims = 4
     assert c.replace(dims=4).dims == 4 and c.dims == 3

@@ -16,7 +16,8 @@ from ..dtypes import smallest_int, smallest_uint
 
 __all__ = ["FORMAT", "FORMAT_VERSION", "READ_VERSIONS", "CHUNK_BYTES", "CRC_BLOCK", "LIBVER", "ATTRS", "SEAL",
            "PARALLEL_MIN_BYTES", "block_size", "block_crcs", "crc_pool", "entry", "datasets_seal", "stored_types",
-           "dataset_order", "can_read_in_blocks", "can_write_in_blocks", "REQUIRED"]
+           "dataset_order", "can_read_in_blocks", "can_write_in_blocks", "REQUIRED", "PART_FORMAT", "BUILD_ATTR", "part_name",
+           "crc32_combine", "pieces", "join_pieces"]
 
 FORMAT = "distgrail-index"
 FORMAT_VERSION = 2
@@ -138,3 +139,84 @@ def can_read_in_blocks(ds, block) -> bool:
     if ds.external:
         return False
     return int(ds.size) * dt.itemsize >= PARALLEL_MIN_BYTES and ds.id.get_offset() is not None
+
+
+# -- a split index (distgrail.indexfile.split): its parts, and the CRC-32 of pieces ----------------
+
+#: root attribute ``format`` of a split index's part file
+PART_FORMAT = "distgrail-index-part"
+#: root attribute of the main file and of every part: the build that wrote them
+BUILD_ATTR = "build_id"
+
+
+def part_name(path, r: int) -> str:
+    """The path of part ``r`` of the index at ``path``: beside it, ``<path>.part<r>``."""
+    return f"{os.fspath(path)}.part{int(r)}"
+
+
+def _gf2_times(mat, vec: int) -> int:
+    s, i = 0, 0
+    while vec:
+        if vec & 1:
+            s ^= mat[i]
+        vec >>= 1
+        i += 1
+    return s
+
+
+def _gf2_square(mat) -> list:
+    return [_gf2_times(mat, mat[n]) for n in range(32)]
+
+
+def crc32_combine(crc1: int, crc2: int, len2: int) -> int:
+    """The CRC-32 of ``A + B`` from ``crc1 = crc32(A)``, ``crc2 = crc32(B)`` and ``len(B)``
+    (zlib's ``crc32_combine``: ``len2`` zero bytes applied to ``crc1`` by squaring the operator)."""
+    if len2 <= 0:
+        return int(crc1)
+    odd = [0xEDB88320] + [1 << n for n in range(31)]  # one zero bit
+    even = _gf2_square(odd)  # two zero bits
+    odd = _gf2_square(even)  # four
+    crc1 = int(crc1)
+    while True:
+        even = _gf2_square(odd)  # one zero byte, then two, four, ...
+        if len2 & 1:
+            crc1 = _gf2_times(even, crc1)
+        len2 >>= 1
+        if not len2:
+            break
+        odd = _gf2_square(even)
+        if len2 & 1:
+            crc1 = _gf2_times(odd, crc1)
+        len2 >>= 1
+        if not len2:
+            break
+    return crc1 ^ int(crc2)
+
+
+def pieces(first: int, nbytes: int, block: int) -> list:
+    """``[(block index, start, stop), ...]``: bytes ``first .. first+nbytes-1`` of a dataset cut at
+    its CRC block boundaries (multiples of ``block``); start and stop count from ``first``."""
+    out, at = [], 0
+    while at < nbytes:
+        k = (first + at) // block
+        stop = min(nbytes, (k + 1) * block - first)
+        out.append((k, at, stop))
+        at = stop
+    return out
+
+
+def join_pieces(total: int, block: int, got) -> list:
+    """The CRC-32 of every ``block`` bytes of a dataset of ``total`` bytes from its pieces
+    ``got``: ``(first byte, block index, crc, length)`` from every part. The pieces must tile the
+    dataset (no gap, no overlap): ValueError otherwise."""
+    want = -(-int(total) // block)
+    crcs = [None] * want
+    at = 0
+    for first, k, crc, n in sorted(got, key=lambda p: p[0]):
+        if first != at or not 0 <= k < want or k != first // block:
+            raise ValueError(f"pieces do not tile the dataset: byte {first} (block {k}) where byte {at} was due")
+        crcs[k] = int(crc) if first % block == 0 else crc32_combine(crcs[k], crc, n)
+        at += int(n)
+    if at != total:
+        raise ValueError(f"pieces cover {at} of {total} bytes")
+    return crcs

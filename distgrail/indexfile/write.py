@@ -62,10 +62,10 @@ import numpy as np
 from ..errors import DistGrailError
 from ..io.atomic import atomic_path
 from .layout import (ATTRS, FORMAT, FORMAT_VERSION, LIBVER, SEAL, block_crcs, block_size, can_write_in_blocks,
-                     crc_pool, dataset_order, datasets_seal, entry, stored_types)
+                     crc_pool, dataset_order, datasets_seal, entry, pieces, stored_types)
 
 __all__ = ["write_index_file", "EarlyIndexFile", "PENDING_DIGEST", "BlockWrites", "as_type", "StreamedArray",
-           "write_streamed"]
+           "write_streamed", "root_attrs_of"]
 
 #: the hex digits of a digest not known yet when the file opens (BLAKE3 and SHA-256: 64)
 PENDING_DIGEST = "0" * 64
@@ -76,14 +76,18 @@ SAME_BY_VALUE = 64 << 20
 PREFIX_BYTES = 1 << 20
 
 
-def write_index_file(path, meta: dict, arrays: dict) -> None:
+def write_index_file(path, meta: dict, arrays: dict, virtual=None, split_attrs=()) -> None:
     """Write an index atomically. ``arrays`` holds the datasets named in the module docstring
-    (``dag/indices`` may be a :class:`StreamedArray`)."""
+    (``dag/indices`` may be a :class:`StreamedArray`). A split index's main file
+    (:mod:`distgrail.indexfile.split`): ``virtual`` maps the datasets its parts hold to their
+    :class:`~distgrail.indexfile.split.VirtualSpec`, ``split_attrs`` are its extra root attributes
+    (``(key, value)``: layout, build id)."""
     types = stored_types(meta)
-    names = dataset_order(arrays)
+    virtual = virtual or {}
+    names = dataset_order([*arrays, *virtual])
     streamed = [a for a in arrays.values() if isinstance(a, StreamedArray)]
     try:
-        _write_file(path, meta, arrays, types, names)
+        _write_file(path, meta, arrays, types, names, virtual, split_attrs)
     except BaseException:
         for a in streamed:
             a.close(True)
@@ -92,9 +96,10 @@ def write_index_file(path, meta: dict, arrays: dict) -> None:
         a.close(False)
 
 
-def _write_file(path, meta, arrays, types, names) -> None:
+def _write_file(path, meta, arrays, types, names, virtual=None, split_attrs=()) -> None:
     import h5py
 
+    virtual = virtual or {}
     size = sum(int(np.prod(np.shape(a), dtype=np.int64)) * np.dtype(types.get(k, _dtype(a))).itemsize
                for k, a in arrays.items()) + (64 << 10)
     with atomic_path(path, size) as tmp, crc_pool() as pool:
@@ -102,7 +107,12 @@ def _write_file(path, meta, arrays, types, names) -> None:
         with h5py.File(tmp, "w", libver=LIBVER, track_order=False) as f, \
                 BlockWrites(tmp, pool) as blocks:  # left before the file closes: every block has landed
             root_attrs(f, meta)
+            root_attrs_of(f, split_attrs)
             for name in names:  # contiguous, unfiltered: written while the pool checksums
+                if name in virtual:  # rows in the part files
+                    virtual[name].create(f, name)
+                    crcs[name] = (virtual[name].block, virtual[name].crcs)
+                    continue
                 if isinstance(arrays[name], StreamedArray) and arrays[name].size:  # pieces as they come
                     t = np.dtype(types.get(name, arrays[name].dtype))
                     block = block_size(arrays[name].size * t.itemsize)
@@ -131,6 +141,12 @@ def root_attrs(f, meta: dict) -> None:
         if k == "distgrail_version":
             v = str(v)
         _put_attr(f, k, v if not isinstance(v, (np.integer,)) else int(v))
+
+
+def root_attrs_of(f, pairs) -> None:
+    """Root attributes ``(key, value)`` in order (strings as :func:`root_attrs` stores them)."""
+    for k, v in pairs:
+        _put_attr(f, k, v)
 
 
 def seal_datasets(f, crcs: dict, names) -> None:
@@ -375,14 +391,16 @@ class BlockWrites:
         _reserve(self.fd, int(at), int(np.prod(shape, dtype=np.int64)) * t.itemsize)
         return int(at)
 
-    def queue(self, data: np.ndarray, t, at: int, block: int) -> list:
+    def queue(self, data: np.ndarray, t, at: int, block: int, first: int = 0) -> list:
         """Queue the block writes of ``data`` (stored as ``t``) at file offset ``at`` (from
-        :meth:`allocate`); the futures of the CRC-32 of every ``block`` stored bytes."""
+        :meth:`allocate`); the futures of the CRC-32 of every ``block`` stored bytes. ``first``:
+        the byte of the whole dataset that ``data`` starts at (a split index's part): the pieces
+        are then cut at the whole dataset's block boundaries
+        (:func:`distgrail.indexfile.layout.pieces`)."""
         t = np.dtype(t)
         flat = np.ascontiguousarray(data).reshape(-1)
         nbytes = int(flat.size) * t.itemsize
-        futs = [self.pool.submit(_write_block, self.fd, flat, t, at, i, min(i + block, nbytes))
-                for i in range(0, nbytes, block)]
+        futs = [self.pool.submit(_write_block, self.fd, flat, t, at, a, b) for _, a, b in pieces(first, nbytes, block)]
         self.futures += futs
         return futs
 

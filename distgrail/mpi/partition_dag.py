@@ -169,7 +169,19 @@ class SpreadSteps:
         from ..stages.partitioned_dag import gather_csr, gather_degrees
 
         with self.be.on_device():
-            if self.writes and not self.everywhere:
+            if self.writes and self.config.layout == "split":  # every rank writes its own rows (splitwrite)
+                from ..indexfile.split import Rows
+                from ..stages.partitioned_dag import id_type
+
+                indptr = gather_degrees(self.be.xp, self.ex, dag)
+                own = _host(dag.indices).astype(id_type(np, dag.C), copy=False)
+                first = self.comm.exscan(int(own.size))  # (None on rank 0)
+                self.held_rows = {"dag/indices": (int(first or 0), own)}
+                m = self.comm.allreduce(int(own.size))
+                indices = Rows((m,), own.dtype, 0, own) if self.here else None
+                if self.everywhere:  # every rank needs the whole DAG anyway
+                    indptr, indices = gather_csr(self.be.xp, self.ex, dag)
+            elif self.writes and not self.everywhere:
                 from .rowstream import rows_stream
 
                 indptr = gather_degrees(self.be.xp, self.ex, dag)

@@ -135,6 +135,7 @@ class AcrossRanks:
         self.dag_host = None  # rank 0, host transport: the host copy of its device DAG it sent
         self.stage_timings = {}  # the stages' own sub-steps (phase1_forest, slowest phases 3-4, ...)
         self.own_timings = {}  # this rank's own phases 3-4 sub-steps
+        self.own_labels = None  # split layout: (first dimension, this rank's label block) it writes itself
 
     @classmethod
     def open(cls, comm, config):
@@ -146,7 +147,7 @@ class AcrossRanks:
             every = comm.allgather(config.agreed())
             if any(a != every[0] for a in every):
                 bad = next(r for r, a in enumerate(every) if a != every[0])
-                raise DistGrailError("dims, seed, parent_rule, backend, full_index_on, supports and partition must be "
+                raise DistGrailError("dims, seed, parent_rule, backend, full_index_on, supports, partition and layout must be "
                                      f"the same on every rank; rank 0 has {every[0]}, rank {bad} has {every[bad]}")
             writes = comm.bcast(config.output is not None if here else None, root=0)  # rank 0's output decides
             dev = ensure_bound(comm, config.backend)
@@ -287,9 +288,14 @@ class AcrossRanks:
         where the index is assembled (None elsewhere)."""
         comm, be, steps, local_t = self.comm, self.be, self.steps, self.own_timings
         lo, hi, root, here, everywhere = self.lo, self.hi, self.root, self.here, self.everywhere
+        split = self.writes and self.config.layout == "split"
+        if split and not everywhere:
+            return self._labels_kept(entry, dag, forest)
         if not self.nccl:
-            return labels_by_host(steps, comm, self.run, entry, dag, forest, self.counts, lo, hi, self._what(),
-                                  local_t, self.stage_timings, everywhere, root)
+            labels, post0 = labels_by_host(steps, comm, self.run, entry, dag, forest, self.counts, lo, hi,
+                                           self._what(), local_t, self.stage_timings, everywhere, root)
+            self._keep_own(split, labels)
+            return labels, post0
         # labels stay on each rank's GPU and meet on rank 0's; the host pages of the gathered
         # labels get ready while the GPUs label
         landing = run_shared(comm, "allocating host memory for the labels", devicepath.landing, be,
@@ -301,7 +307,28 @@ class AcrossRanks:
         own = devicepath.copy_own_block(be, iv, landing, here, everywhere, root)  # while the others label
         self.stage_timings.update(slowest(comm, local_t))
         labels = devicepath.gather_blocks(self.tp, iv, everywhere, "labels", root, steps.timings, landing, own)
+        self._keep_own(split, labels)
         return labels, post0
+
+    def _keep_own(self, split, labels):
+        if split and labels is not None:  # every rank writes its own block of the gathered labels
+            self.own_labels = (self.lo, labels[self.lo:self.hi])
+
+    def _labels_kept(self, entry, dag, forest):
+        """Split layout, the index assembled on rank 0 only: phases 3–4 for this rank's block of
+        dimensions, which stays here (the host copy this rank writes into its part); rank 0's
+        labels are a :class:`~distgrail.indexfile.split.Rows` of its own block."""
+        from ..indexfile.split import Rows
+
+        comm, steps, local_t, lo, hi = self.comm, self.steps, self.own_timings, self.lo, self.hi
+        with steps.stage("phases 3-4"):
+            post0, iv = run_shared(comm, self._what(), entry, self.run, dag, forest, range(lo, hi), local_t, None)
+        local_t["phases 3-4"] = steps.timings["phases 3-4"]
+        self.stage_timings.update(slowest(comm, local_t))
+        iv = np.ascontiguousarray(self.be.to_host(iv)).reshape(hi - lo, dag.C, 2)
+        self.own_labels = (lo, iv)
+        ut = smallest_uint(max(dag.C - 1, 0))
+        return (Rows((self.config.dims, dag.C, 2), ut, lo, iv) if self.here else None), post0
 
     def release_forest(self, forest):
         if self.everywhere or self.here:
@@ -367,6 +394,10 @@ class AcrossRanks:
             if early is None or not early.finish(idx):
                 idx.save(out)
 
+        if self.config.layout == "split":  # every rank writes its part (distgrail.mpi.splitwrite)
+            from .splitwrite import write_split
+
+            return write_split(self, idx)
         output = self.config.output
         run_shared(self.comm, f"writing the index {os.fspath(output) if self.here else ''}",
                    save if self.here else None, output)

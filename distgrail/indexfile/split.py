@@ -1,0 +1,268 @@
+"""The split layout: one index in a main file and part files that its ranks write side by side.
+
+One file takes its writes through one inode: on ext4 several writers of one file gain nothing,
+while separate files take them in parallel (docs/benchmarks.md). In the split layout
+(``distgrail index --layout split``) each rank writes the rows it holds into a part file of its
+own, ``<index>.part<r>``, and rank 0 writes the main file: the root attributes, the small
+datasets, and every large one as an HDF5 *virtual dataset* whose rows map to the part files.
+Users open the main file as before (``open_index``, ``query``, ``serve``, ``info``); plain h5py
+reads it too while the parts are beside it.
+
+**Content identical to the single file.** A dataset's values, type and shape are the single
+file's, and so are its checksum attributes: the CRC-32 of every ``crc32_block`` bytes of the
+whole dataset's little-endian bytes, kept on the virtual dataset in the main file. A part's rows
+start anywhere in those bytes, so each rank takes the CRC-32 of *pieces*: its bytes cut at the
+whole dataset's block boundaries (:func:`~distgrail.indexfile.layout.pieces`); rank 0 joins the pieces of a block that
+crosses parts with :func:`~distgrail.indexfile.layout.crc32_combine` (zlib's, which Python does not expose). The root seal
+(``crc32_of_datasets``) is over the same entries, so it is the single file's too;
+``distgrail convert --layout single`` writes the very file a single-layout build writes.
+
+**Parts checked, never guessed.** HDF5 reads a virtual dataset whose part file is missing as
+zeros. The reader (:func:`distgrail.indexfile.read.read_virtual`) therefore opens each part itself, beside the main file:
+missing, moved, of another build (the root attribute ``build_id``, a random id the main file and
+every part carry), of another shape or type, or damaged, it is an
+:class:`~distgrail.errors.IndexFormatError` naming the part; the rows are read in parallel
+blocks, as a plain dataset's, and checked against the main file's checksums.
+
+**Atomic, across ranks.** Each part is written under a temporary name (:class:`PartFile`); the
+parts are renamed into place only once every rank has written its own, then rank 0 writes the
+main file (atomically, last). A failure anywhere removes every part.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import sys
+import uuid
+
+import numpy as np
+
+from ..errors import IndexFormatError
+from ..io.atomic import atomic_path
+from .layout import BUILD_ATTR, LIBVER, PART_FORMAT, block_size, crc_pool, join_pieces, part_name, pieces
+
+__all__ = ["SPLIT", "new_build_id", "PartFile", "VirtualSpec", "split_rows", "remove_parts", "split_attrs",
+           "virtual_specs", "write_split_index", "Rows"]
+
+def new_build_id() -> str:
+    return uuid.uuid4().hex
+
+
+def split_rows(rows: int, parts: int) -> list:
+    """``parts + 1`` row bounds splitting ``rows`` into even blocks (the first ones one larger)."""
+    q, r = divmod(int(rows), int(parts))
+    return [i * q + min(i, r) for i in range(parts + 1)]
+
+
+# -- writing -------------------------------------------------------------------------------------
+
+class VirtualSpec:
+    """A large dataset of the main file: ``shape``, stored type ``dtype``, ``sources`` as
+    ``[(part file's base name, first row, end row), ...]`` in row order, its ``block`` and the
+    CRC-32 of each (:func:`join_pieces`)."""
+
+    def __init__(self, shape, dtype, sources, block: int, crcs):
+        self.shape, self.dtype = tuple(int(x) for x in shape), np.dtype(dtype)
+        self.sources, self.block, self.crcs = list(sources), int(block), list(crcs)
+
+    def create(self, f, name) -> None:
+        """The virtual dataset ``name`` in the main file ``f``."""
+        import h5py
+
+        lay = h5py.VirtualLayout(shape=self.shape, dtype=self.dtype)
+        for base, lo, hi in self.sources:
+            if hi > lo:
+                lay[lo:hi] = h5py.VirtualSource(base, name, shape=(hi - lo,) + self.shape[1:], dtype=self.dtype)
+        parent = os.path.dirname(name)
+        if parent and parent not in f:
+            f.create_group(parent, track_order=False)
+        f.create_virtual_dataset(name, lay)
+
+
+class PartFile:
+    """Part ``r`` of ``parts`` of the index at ``path`` (module doc), written under a temporary
+    name: :meth:`put` the rows this rank holds (in parallel blocks, the CRC-32 of every piece
+    taken as it leaves), :meth:`pieces` once all are put, then :meth:`close` (``ok``: renamed into
+    place) and, should the index fail after that, :meth:`remove`."""
+
+    def __init__(self, path, r: int, parts: int, build_id: str, nbytes: int):
+        import h5py
+
+        from .write import BlockWrites, root_attrs_of
+
+        self.path = part_name(path, r)
+        self.put_rows = {}
+        self._stack = contextlib.ExitStack()
+        try:
+            tmp = self._stack.enter_context(atomic_path(self.path, int(nbytes) + (64 << 10)))
+            self.pool = self._stack.enter_context(crc_pool())
+            self.f = self._stack.enter_context(h5py.File(tmp, "w", libver=LIBVER, track_order=False))
+            self.blocks = self._stack.enter_context(BlockWrites(tmp, self.pool))  # left before the file closes
+            root_attrs_of(self.f, (("format", PART_FORMAT), (BUILD_ATTR, build_id), ("part", int(r)),
+                                   ("parts", int(parts)), ("index", os.path.basename(os.fspath(path)))))
+        except BaseException:
+            self._stack.__exit__(*sys.exc_info())
+            raise
+        self.closed = False
+
+    def put(self, name, shape, t, lo: int, data) -> None:
+        """Rows ``lo .. lo+len(data)-1`` of dataset ``name`` (whole ``shape``, stored as ``t``)."""
+        from .layout import can_write_in_blocks
+        from .write import as_type
+
+        t = np.dtype(t)
+        data = np.ascontiguousarray(data)
+        shape = tuple(int(x) for x in shape)
+        row = int(np.prod(shape[1:], dtype=np.int64)) * t.itemsize
+        first, total = int(lo) * row, int(np.prod(shape, dtype=np.int64)) * t.itemsize
+        block = block_size(total)
+        if not data.size:
+            return
+        if can_write_in_blocks(data, t):
+            at = self.blocks.allocate(self.f, name, data.shape, t, data)
+            futs = self.blocks.queue(data, t, at, block, first=first)
+        else:
+            cast = np.ascontiguousarray(as_type(data, t))
+            self.f.create_dataset(name, data=cast, track_times=False)
+            raw = memoryview(cast.reshape(-1).view(np.uint8))
+            import zlib
+
+            futs = [zlib.crc32(raw[a:b]) for _, a, b in pieces(first, len(raw), block)]
+        self.f[name].attrs["first_row"] = int(lo)
+        self.put_rows[name] = (int(lo), int(lo) + int(data.shape[0]), first, block, int(data.size) * t.itemsize, futs)
+
+    def pieces(self) -> dict:
+        """``{name: (first row, end row, [(first byte, block index, crc, length), ...])}``: what the
+        main file needs of this part (waits for the block writes: their errors are raised here)."""
+        out = {}
+        for name, (lo, hi, first, block, nbytes, futs) in self.put_rows.items():
+            got = [(first + a, k, x if isinstance(x, int) else x.result(), b - a)
+                   for (k, a, b), x in zip(pieces(first, nbytes, block), futs)]
+            out[name] = (lo, hi, got)
+        return out
+
+    def close(self, ok: bool) -> None:
+        """Close the file: renamed into place when ``ok``, else removed."""
+        if self.closed:
+            return
+        self.closed = True
+        if ok:
+            self._stack.close()
+            return
+        try:
+            raise IndexFormatError("the part was dropped")
+        except IndexFormatError:
+            self._stack.__exit__(*sys.exc_info())
+
+    def remove(self) -> None:
+        """Remove the part put in place (the index it belongs to failed after it)."""
+        self.close(False)
+        with contextlib.suppress(FileNotFoundError):
+            os.remove(self.path)
+
+
+#: the datasets a split index keeps in its parts, when not empty (the others stay in the main file)
+SPLIT = ("vertex/component", "dag/indptr", "dag/indices", "dag/level", "forest/parent", "forest/subtree_size",
+         "labels/dt_post0", "labels/intervals", "supports/out", "supports/in")
+
+
+class Rows:
+    """Rows ``lo .. lo+len(data)-1`` of a dataset of ``shape`` held here, standing in the index
+    of a build across ranks for a dataset whose other rows other ranks hold and write into their
+    own parts (the labels, when only rank 0 assembles the index and it is written split)."""
+
+    def __init__(self, shape, dtype, lo: int, data):
+        self.shape, self.dtype, self.lo, self.data = tuple(int(x) for x in shape), np.dtype(dtype), int(lo), data
+        self.size = int(np.prod(self.shape, dtype=np.int64))
+
+    def __repr__(self):
+        return f"<rows {self.lo}..{self.lo + len(self.data) - 1} of a {self.shape} dataset; the rest in other parts>"
+
+
+def split_attrs(build_id: str, parts: int) -> tuple:
+    """The main file's extra root attributes."""
+    return (("layout", "split"), (BUILD_ATTR, build_id), ("parts", int(parts)))
+
+
+def virtual_specs(path, shapes: dict, got) -> dict:
+    """``{name: VirtualSpec}`` of the main file from ``shapes`` (``{name: (shape, stored type)}``
+    of the datasets in parts) and ``got``: every part's :meth:`PartFile.pieces`, in part order."""
+    out = {}
+    for name, (shape, t) in shapes.items():
+        sources, pcs = [], []
+        for r, held in enumerate(got):
+            if name in held:
+                lo, hi, p = held[name]
+                sources.append((os.path.basename(part_name(path, r)), lo, hi))
+                pcs += p
+        total = int(np.prod(shape, dtype=np.int64)) * np.dtype(t).itemsize
+        block = block_size(total)
+        out[name] = VirtualSpec(shape, t, sources, block, join_pieces(total, block, pcs))
+    return out
+
+
+def write_split_index(path, meta: dict, arrays: dict, parts: int = 1) -> None:
+    """Write the index ``(meta, arrays)`` in the split layout from one process: ``parts`` part
+    files, the rows of each large dataset split evenly over them, then the main file."""
+    from .layout import stored_types
+    from .write import StreamedArray, write_index_file
+
+    types = stored_types(meta)
+    if any(isinstance(a, Rows) for a in arrays.values()):
+        raise IndexFormatError(f"{os.fspath(path)}: this index holds some rows only (the other ranks' parts): it is "
+                               f"written by the ranks that built it, or read back with open_index")
+    inparts = {k: (tuple(np.shape(a)), np.dtype(types.get(k, a.dtype))) for k, a in arrays.items()
+               if k in SPLIT and not isinstance(a, StreamedArray) and np.size(a)}
+    build = new_build_id()
+    files = []
+    try:
+        for r in range(parts):
+            mine = {k: split_rows(shape[0], parts)[r:r + 2] for k, (shape, _) in inparts.items()}
+            nbytes = sum((hi - lo) * int(np.prod(inparts[k][0][1:], dtype=np.int64)) * inparts[k][1].itemsize
+                         for k, (lo, hi) in mine.items())
+            pf = PartFile(path, r, parts, build, nbytes)
+            files.append(pf)
+            for k, (lo, hi) in mine.items():
+                pf.put(k, inparts[k][0], inparts[k][1], lo, arrays[k][lo:hi])
+        virtual = virtual_specs(path, inparts, [pf.pieces() for pf in files])
+        for pf in files:
+            pf.close(True)
+        write_index_file(path, meta, {k: a for k, a in arrays.items() if k not in inparts}, virtual,
+                         split_attrs(build, parts))
+    except BaseException:
+        for pf in files:
+            pf.remove()
+        raise
+    remove_parts(path, keep=parts)
+
+
+def remove_parts(path, keep: int = 0) -> list:
+    """Remove the part files ``<path>.part<r>`` for r >= ``keep`` that an earlier split index at
+    ``path`` left (only distgrail parts: their root attribute ``format``); the paths removed."""
+    import h5py
+
+    d, base = os.path.split(os.path.abspath(os.fspath(path)))
+    gone = []
+    try:
+        names = os.listdir(d)
+    except OSError:
+        return gone
+    for n in names:
+        tail = n[len(base) + 5:] if n.startswith(base + ".part") else ""
+        if not (tail.isdigit() and tail.isascii() and int(tail) >= keep):
+            continue
+        p = os.path.join(d, n)
+        try:
+            with h5py.File(p, "r") as f:
+                fmt = f.attrs.get("format")
+            is_part = (fmt.decode(errors="replace") if isinstance(fmt, bytes) else fmt) == PART_FORMAT
+        except (OSError, ValueError, KeyError, RuntimeError):
+            is_part = False
+        if is_part:
+            with contextlib.suppress(OSError):
+                os.remove(p)
+                gone.append(part_name(path, int(tail)))
+    return gone
+
+

@@ -1,0 +1,90 @@
+"""The split layout written across ranks: every rank writes the rows it holds into its own part
+file, rank 0 the main file (:mod:`distgrail.indexfile.split` has the layout).
+
+What each rank holds: rank 0 the datasets it assembled whole (the DAG, the forest, the masks);
+every rank its own block of label dimensions (:attr:`AcrossRanks.own_labels`), which then never
+goes to rank 0 when only rank 0 assembles the index; on a spread DAG every rank its own DAG rows
+(``held_rows``). Rank 0 tells every rank the whole shape and stored type of each dataset in parts;
+each rank writes its part (its blocks in parallel, the CRC-32 of every piece taken as they leave),
+the pieces go to rank 0, and only when every rank has written its part are the parts renamed into
+place and the main file written. A failure on any rank removes every part: nothing is left.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+
+import numpy as np
+
+from .errors import run_shared
+
+__all__ = ["write_split"]
+
+
+def _shapes(idx) -> dict:
+    """``{name: (shape, stored type)}`` of the datasets the index keeps in parts (rank 0)."""
+    from ..indexfile.layout import stored_types
+    from ..indexfile.split import SPLIT
+
+    types = stored_types(idx.meta)
+    return {k: (tuple(int(x) for x in np.shape(a)), np.dtype(types.get(k, a.dtype)).str)
+            for k, a in idx.arrays.items() if k in SPLIT and int(np.prod(np.shape(a), dtype=np.int64))}
+
+
+def _held(place, idx, shapes) -> dict:
+    """``{name: (first row, rows)}`` this rank writes into its part."""
+    held = {}
+    if place.here:
+        held = {k: (0, a) for k, a in idx.arrays.items() if k in shapes and isinstance(a, np.ndarray)}
+    own = getattr(place, "own_labels", None)
+    if own is not None and "labels/intervals" in shapes:
+        held["labels/intervals"] = own
+    held.update(getattr(place, "held_rows", None) or {})
+    return {k: v for k, v in held.items() if k in shapes and len(v[1])}
+
+
+def write_split(place, idx) -> None:
+    """Collective over ``place.comm``: the index in the split layout at rank 0's output."""
+    from ..indexfile.split import PartFile, Rows, new_build_id, remove_parts, split_attrs, virtual_specs
+    from ..indexfile.write import write_index_file
+
+    comm, here = place.comm, place.here
+    t = time.perf_counter()
+    head = (os.fspath(place.config.output), new_build_id(), _shapes(idx)) if here else None
+    output, build, shapes = comm.bcast(head, root=0)
+    R, me = comm.Get_size(), comm.Get_rank()
+    held = _held(place, idx, shapes)
+    part = [None]
+
+    def write_part():
+        if not held:
+            return {}
+        nbytes = sum(int(np.size(a)) * np.dtype(shapes[k][1]).itemsize for k, (_, a) in held.items())
+        part[0] = pf = PartFile(output, me, R, build, nbytes)
+        for k, (lo, a) in held.items():
+            pf.put(k, shapes[k][0], shapes[k][1], lo, a)
+        return pf.pieces()
+
+    def close():
+        if part[0] is not None:
+            part[0].close(True)
+
+    try:
+        got = run_shared(comm, f"writing part {me} of the index {output}", write_part)
+        got = comm.gather(got, root=0)
+        run_shared(comm, "putting the index's parts in place", close)
+
+        def main():
+            virtual = virtual_specs(output, {k: (s, np.dtype(d)) for k, (s, d) in shapes.items()}, got)
+            rest = {k: (np.zeros(a.shape, a.dtype) if isinstance(a, Rows) else a)  # (Rows of no row: empty)
+                    for k, a in idx.arrays.items() if k not in shapes}
+            write_index_file(output, idx.meta, rest, virtual, split_attrs(build, R))
+            remove_parts(output, keep=R)
+
+        run_shared(comm, f"writing the index {output}", main if here else None)
+    except BaseException:
+        if part[0] is not None:
+            part[0].remove()
+        raise
+    place.own_timings["write_part"] = time.perf_counter() - t

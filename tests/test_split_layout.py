@@ -1,0 +1,243 @@
+"""The split index layout (issue 42): a main file and part files tied by HDF5 virtual datasets.
+
+What is checked: the CRC-32 of pieces joins to the whole dataset's (zlib's own for every cut);
+a split index holds the single file's arrays and checksums (so its seal), answers as the single
+file does (and as BFS), and ``convert --layout single`` gives the single file byte for byte;
+plain h5py reads the main file; a part missing, moved, from another build, cut short, damaged or
+of another shape is an IndexFormatError naming the part (``query``: exit 2), never zeros;
+earlier parts are removed when an index is written again with fewer."""
+
+from __future__ import annotations
+
+import os
+import random
+import shutil
+import zlib
+
+import h5py
+import numpy as np
+import pytest
+
+import distgrail
+from distgrail.bfs import bfs_reachable, csr_of
+from distgrail.cli import main
+from distgrail.errors import IndexFormatError
+from distgrail.indexfile import layout
+from distgrail.indexfile.layout import block_crcs, crc32_combine, join_pieces, part_name, pieces
+from distgrail.indexfile.split import SPLIT, remove_parts, write_split_index
+
+
+def test_crc32_combine_is_zlibs():
+    rng = random.Random(5)
+    for _ in range(200):
+        a, b = os.urandom(rng.randrange(0, 300)), os.urandom(rng.randrange(0, 300))
+        assert crc32_combine(zlib.crc32(a), zlib.crc32(b), len(b)) == zlib.crc32(a + b)
+
+
+@pytest.mark.parametrize("block", [1, 7, 64, 1000])
+def test_pieces_cut_anywhere_join_to_the_block_crcs(block):
+    rng = np.random.default_rng(block)
+    data = rng.integers(0, 255, 3001, dtype=np.uint8)
+    want = block_crcs(data, block)
+    for _ in range(20):
+        cuts = sorted({0, data.size, *rng.integers(0, data.size, rng.integers(0, 6)).tolist()})
+        got = []
+        for a, b in zip(cuts, cuts[1:]):
+            for k, s, e in pieces(a, b - a, block):
+                got.append((a + s, k, zlib.crc32(data[a + s:a + e].tobytes()), e - s))
+        assert join_pieces(data.size, block, got) == want
+    with pytest.raises(ValueError, match="tile"):
+        join_pieces(data.size, block, [p for p in got if p[0] != 0] if len(got) > 1 else [])
+    if len(got) > 1:
+        with pytest.raises(ValueError):
+            join_pieces(data.size, block, got + [got[-1]])
+
+
+def _graphs():
+    """A real graph and generated ones: cycles, self-loops, duplicate edges, isolated vertices,
+    one vertex, a deep chain, a dense DAG, one giant SCC."""
+    n = 400
+    chain = (np.arange(n - 1), np.arange(1, n))
+    rng = np.random.default_rng(3)
+    src, dst = rng.integers(0, 300, 3000), rng.integers(0, 300, 3000)
+    mixed = (np.r_[src, 5, 5, 7, 7], np.r_[dst, 5, 6, 8, 8])  # self-loop, duplicate edges, cycles
+    dense = np.triu_indices(60, 1)
+    ring = (np.arange(200), (np.arange(200) + 1) % 200)  # one giant SCC
+    return {"bundled": distgrail.bundled_graph(), "chain": chain, "mixed": mixed,
+            "dense": (dense[0], dense[1]), "ring": ring, "one": (np.zeros(0, int), np.zeros(0, int), 1)}
+
+
+def _as_graph(g):
+    from distgrail.io.read import as_graph
+
+    if isinstance(g, tuple) and len(g) == 3:
+        return as_graph((g[0], g[1]), num_vertices=g[2])
+    return as_graph(g)
+
+
+@pytest.fixture
+def small_blocks(monkeypatch):
+    """CRC blocks of 64 bytes and block writes from 1 KiB: blocks cross the parts' edges."""
+    monkeypatch.setattr(layout, "CRC_BLOCK", 64)
+    monkeypatch.setattr(layout, "PARALLEL_MIN_BYTES", 1024)
+
+
+def _attrs(path):
+    with h5py.File(path, "r") as f:
+        out = {}
+        f.visititems(lambda k, o: out.__setitem__(k, (o.dtype.str, o.shape, o.attrs.get("crc32_block"),
+                                                      o.attrs.get("crc32", np.zeros(0)).tolist()))
+                     if isinstance(o, h5py.Dataset) else None)
+        return out, f.attrs[layout.SEAL]
+
+
+@pytest.mark.parametrize("name", list(_graphs()))
+@pytest.mark.parametrize("parts", [1, 3])
+def test_split_index_is_the_single_index(tmp_path, small_blocks, name, parts):
+    g = _as_graph(_graphs()[name])
+    idx = distgrail.build_index(g, dims=3, seed=1, backend="cpu")
+    single, split, back = (str(tmp_path / x) for x in ("single.h5", "split.h5", "back.h5"))
+    idx.save(single)
+    write_split_index(split, idx.meta, idx.arrays, parts=parts)
+    s_sets, s_seal = _attrs(single)
+    p_sets, p_seal = _attrs(split)
+    assert p_sets == s_sets and p_seal == s_seal  # same arrays' types, shapes and checksums: the same seal
+    with h5py.File(split, "r") as f:  # the large datasets are virtual, their rows in the parts
+        virtual = {k for k in SPLIT if k in f and f[k].is_virtual}
+        assert virtual == {k for k in SPLIT if k in idx.arrays and np.size(idx.arrays[k])}
+        for k in virtual:  # plain h5py reads the values
+            assert np.array_equal(f[k][()], idx.arrays[k])
+    assert sorted(os.listdir(tmp_path)) == sorted(["single.h5", "split.h5", "back.h5"][:2]
+                                                  + [f"split.h5.part{r}" for r in range(parts)])
+    got = distgrail.open_index(split)
+    assert got.meta["layout"] == "split" and got.meta["parts"] == parts
+    for k, a in idx.arrays.items():
+        assert np.array_equal(got.arrays[k], a), k
+    got.save(back)
+    with open(back, "rb") as a, open(single, "rb") as b:
+        assert a.read() == b.read()
+    n = got.n
+    if n:
+        rng = np.random.default_rng(0)
+        s, t = rng.integers(0, n, 500), rng.integers(0, n, 500)
+        indptr, indices = csr_of(g)
+        assert np.array_equal(got.reachable(s, t), bfs_reachable(indptr, indices, s, t))
+
+
+@pytest.fixture
+def split_index(tmp_path, small_blocks):
+    idx = distgrail.build_index(distgrail.bundled_graph(), dims=2, backend="cpu")
+    path = str(tmp_path / "idx.h5")
+    write_split_index(path, idx.meta, idx.arrays, parts=3)
+    return path
+
+
+def _refused(path, *words):
+    with pytest.raises(IndexFormatError) as e:
+        distgrail.open_index(path)
+    for w in words:
+        assert w in str(e.value), str(e.value)
+    return str(e.value)
+
+
+def test_a_missing_part_is_named(split_index):
+    os.remove(part_name(split_index, 1))
+    _refused(split_index, "idx.h5.part1", "missing", "convert")
+
+
+def test_a_main_file_moved_without_its_parts_is_refused(split_index, tmp_path):
+    (tmp_path / "elsewhere").mkdir()
+    moved = str(tmp_path / "elsewhere" / "idx.h5")
+    shutil.copy(split_index, moved)
+    _refused(moved, "missing", "elsewhere")
+    for r in range(3):  # moved with its parts: it opens
+        shutil.copy(part_name(split_index, r), part_name(moved, r))
+    assert distgrail.open_index(moved).meta["parts"] == 3
+
+
+def test_a_part_of_another_build_is_refused(split_index, tmp_path):
+    idx = distgrail.open_index(split_index)
+    other = str(tmp_path / "other.h5")
+    write_split_index(other, idx.meta, idx.arrays, parts=3)
+    shutil.copy(part_name(other, 2), part_name(split_index, 2))
+    _refused(split_index, "idx.h5.part2", "another build")
+
+
+def test_a_damaged_or_short_part_is_refused(split_index):
+    p = part_name(split_index, 0)
+    size = os.path.getsize(p)
+    with open(p, "r+b") as f:  # the last bytes are the end of the last dataset's rows
+        f.seek(size - 8)
+        f.write(b"\xff" * 8)
+    _refused(split_index, "CRC-32 mismatch")
+    with open(p, "r+b") as f:
+        f.truncate(size - 64)
+    msg = _refused(split_index, "idx.h5")
+    assert "part0" in msg or "damaged" in msg
+
+
+def test_a_part_of_another_shape_is_refused(split_index):
+    p = part_name(split_index, 1)
+    with h5py.File(p, "r+") as f:
+        a = f["labels/intervals"][()]
+        del f["labels/intervals"]
+        f.create_dataset("labels/intervals", data=a[:, :-1])
+    _refused(split_index, "idx.h5.part1", "labels/intervals")
+
+
+def test_a_part_that_is_not_a_part_is_refused(split_index):
+    p = part_name(split_index, 2)
+    with h5py.File(p, "r+") as f:
+        f.attrs["format"] = np.bytes_(b"something")
+    _refused(split_index, "idx.h5.part2", "not a part")
+
+
+def test_fewer_parts_written_again_remove_the_earlier_ones(split_index, tmp_path):
+    idx = distgrail.open_index(split_index)
+    (tmp_path / "idx.h5.part9x").write_text("not a part")  # not ours by name: left alone
+    (tmp_path / "idx.h5.part7").write_text("not HDF5")  # ours by name, not a part: left alone
+    write_split_index(split_index, idx.meta, idx.arrays, parts=2)
+    assert sorted(os.listdir(tmp_path)) == ["idx.h5", "idx.h5.part0", "idx.h5.part1", "idx.h5.part7",
+                                            "idx.h5.part9x"]
+    assert remove_parts(split_index, keep=2) == []
+    assert sorted(remove_parts(split_index, keep=1)) == [part_name(split_index, 1)]
+
+
+def test_cli_index_split_convert_and_errors(tmp_path, capsys):
+    single, split, merged = (str(tmp_path / x) for x in ("s.h5", "p.h5", "m.h5"))
+    assert main(["index", "bundled", "-o", single, "--quiet", "--backend", "cpu"]) == 0
+    assert main(["index", "bundled", "-o", split, "--quiet", "--backend", "cpu", "--layout", "split"]) == 0
+    assert os.path.isfile(part_name(split, 0))
+    assert main(["convert", split, "--layout", "single", "-o", merged, "--quiet"]) == 0
+    with open(merged, "rb") as a, open(single, "rb") as b:
+        assert a.read() == b.read()
+    assert main(["info", split, "--json"]) == 0
+    assert '"layout": "split"' in capsys.readouterr().out
+    a1, a2 = str(tmp_path / "a1.txt"), str(tmp_path / "a2.txt")
+    assert main(["query", single, "bundled", "-o", a1, "--quiet", "--backend", "cpu"]) == 0
+    assert main(["query", split, "bundled", "-o", a2, "--quiet", "--backend", "cpu"]) == 0
+    assert open(a1).read() == open(a2).read()
+    capsys.readouterr()
+    assert main(["convert", single, "-o", str(tmp_path / "x.h5")]) == 2  # an index needs --layout
+    assert "--layout" in capsys.readouterr().err
+    assert main(["convert", "bundled", "--layout", "single", "-o", str(tmp_path / "y.h5")]) == 2
+    assert "not a distgrail index" in capsys.readouterr().err
+    os.remove(part_name(split, 0))
+    assert main(["query", split, "bundled", "--quiet", "--backend", "cpu"]) == 2
+    err = capsys.readouterr().err
+    assert "p.h5.part0" in err and "missing" in err
+    assert not os.path.exists(tmp_path / "x.h5") and not os.path.exists(tmp_path / "y.h5")
+
+
+def test_rows_held_by_other_ranks_are_not_an_index_to_write_or_query(tmp_path):
+    from distgrail.indexfile.split import Rows
+
+    idx = distgrail.build_index(distgrail.bundled_graph(), dims=2, backend="cpu")
+    iv = idx.arrays["labels/intervals"]
+    arrays = {**idx.arrays, "labels/intervals": Rows(iv.shape, iv.dtype, 0, iv[:1])}
+    with pytest.raises(IndexFormatError, match="some rows only"):
+        write_split_index(str(tmp_path / "x.h5"), idx.meta, arrays)
+    part = distgrail.Index(idx.meta, arrays)
+    with pytest.raises(distgrail.errors.DistGrailError, match="open_index"):
+        part.reachable(0, 1)
+    assert os.listdir(tmp_path) == []

@@ -1,0 +1,110 @@
+"""The split layout across MPI ranks (issue 42): every rank writes its part, rank 0 the main
+file; the index is the one-process single file once merged (``convert --layout single``), byte
+for byte, whether the DAG was shared, gathered from parts or spread over the ranks, and whether
+the labels were gathered or stayed on the ranks that made them; a rank that fails writing its part
+is every rank's error, and nothing is left. Run under ``mpiexec -n 2`` and ``-n 3``."""
+
+from __future__ import annotations
+
+import os
+
+import numpy as np
+import pytest
+
+import distgrail
+from distgrail.errors import DistGrailError
+from distgrail.indexfile.layout import part_name
+
+pytestmark = pytest.mark.mpi
+
+
+def _graph(kind="dag"):
+    if kind == "one SCC":  # one component, no DAG edge: empty datasets in parts
+        return np.arange(300), (np.arange(300) + 1) % 300
+    rng = np.random.default_rng(11)
+    src, dst = rng.integers(0, 500, 700), rng.integers(0, 500, 700)
+    return np.r_[src, np.arange(0, 400, 2)], np.r_[dst, np.arange(1, 401, 2)]  # cycles, a DAG around them
+
+
+def _shared_dir(comm, tmp_path):
+    return comm.bcast(str(tmp_path) if comm.Get_rank() == 0 else None, root=0)
+
+
+@pytest.mark.parametrize("partition,spread", [("off", None), ("on", "root"), ("on", "ranks")])
+@pytest.mark.parametrize("full_index_on", ["root", "all"])
+def test_split_across_ranks_is_the_single_file(comm, tmp_path, monkeypatch, partition, spread, full_index_on):
+    if spread:
+        monkeypatch.setenv("DISTGRAIL_PARTITION_DAG", spread)
+    here = comm.Get_rank() == 0
+    d = _shared_dir(comm, tmp_path)
+    out = os.path.join(d, "split.h5")
+    g = _graph()
+    C = distgrail.build_index(g, dims=1, backend="cpu", supports=0).C
+    assert 50 < C < 500  # cycles and a DAG of many components
+    idx = distgrail.build_index(g, dims=5, seed=2, backend="cpu", comm=comm, output=out, layout="split",
+                                partition=partition, full_index_on=full_index_on, supports=8)
+    comm.Barrier()
+    ok = True
+    if here:
+        single = os.path.join(d, "single.h5")
+        ref = distgrail.build_index(g, dims=5, seed=2, backend="cpu", output=single, supports=8)
+        merged = distgrail.open_index(out)
+        merged.save(os.path.join(d, "merged.h5"))
+        with open(single, "rb") as a, open(os.path.join(d, "merged.h5"), "rb") as b:
+            ok = a.read() == b.read()
+        parts = sorted(x for x in os.listdir(d) if x.startswith("split.h5.part"))
+        ok = ok and merged.meta["parts"] == comm.Get_size() and len(parts) >= 2
+        ok = ok and not [x for x in os.listdir(d) if x.startswith(".")]  # no temporary file left
+        s, t = np.arange(500), np.arange(499, -1, -1)
+        ok = ok and np.array_equal(merged.reachable(s, t), ref.reachable(s, t))
+    if full_index_on == "all":  # every rank's Index is whole and queries
+        s = np.arange(0, 500, 7)
+        ok = ok and np.array_equal(idx.reachable(s, s[::-1]), distgrail.build_index(g, dims=5, seed=2, backend="cpu",
+                                                                                    supports=8).reachable(s, s[::-1]))
+    elif here:  # rank 0 holds its own block of labels only: a clear error, not a wrong answer
+        try:
+            idx.reachable(0, 1)
+            ok = ok and partition == "on" and spread == "ranks"  # (spread: every rank labels every dimension)
+        except DistGrailError as e:
+            ok = ok and "open_index" in str(e)
+    assert all(comm.allgather(bool(ok)))
+
+
+def test_a_rank_failing_its_part_fails_every_rank_and_leaves_nothing(comm, tmp_path, monkeypatch):
+    from distgrail.indexfile import split
+
+    d = _shared_dir(comm, tmp_path)
+    out = os.path.join(d, "bad.h5")
+    last = comm.Get_size() - 1
+    if comm.Get_rank() == last:
+        real = split.PartFile.put
+
+        def put(self, *args):
+            real(self, *args)
+            raise OSError(28, "No space left on device")
+
+        monkeypatch.setattr(split.PartFile, "put", put)
+    with pytest.raises(DistGrailError) as e:
+        distgrail.build_index(_graph(), dims=4, backend="cpu", comm=comm, output=out, layout="split",
+                              partition="off", full_index_on="root")
+    comm.Barrier()
+    assert "part" in str(e.value)
+    left = os.listdir(d) if comm.Get_rank() == 0 else []
+    assert comm.bcast(left, root=0) == []
+    assert not os.path.exists(part_name(out, 0))
+
+
+@pytest.mark.parametrize("partition,spread", [("off", None), ("on", "ranks")])
+def test_split_of_one_giant_scc(comm, tmp_path, monkeypatch, partition, spread):
+    if spread:
+        monkeypatch.setenv("DISTGRAIL_PARTITION_DAG", spread)
+    d = _shared_dir(comm, tmp_path)
+    out = os.path.join(d, "one.h5")
+    g = _graph("one SCC")
+    distgrail.build_index(g, dims=3, backend="cpu", comm=comm, output=out, layout="split", partition=partition,
+                          full_index_on="root")
+    ok = True
+    if comm.Get_rank() == 0:
+        got = distgrail.open_index(out)
+        ok = got.C == 1 and bool(got.reachable(np.arange(300), np.arange(299, -1, -1)).all())
+    assert all(comm.allgather(ok))
