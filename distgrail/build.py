@@ -66,10 +66,11 @@ def build_index(graph, config: BuildConfig | None = None, *, comm=None, digest=N
         (:class:`distgrail.mpi.partition.Partitioned`: no rank holds all of them; same index),
         ``"off"`` reads and condenses on rank 0, ``"auto"`` partitions on a GPU backend when the
         graph does not fit one GPU but 1/N of it fits each. One process: the same as ``"off"``.
-    layout : {"single", "split"}
+    layout : {"single", "split", "auto"}
         The index file: one file (default), or a main file and a part file per rank that each rank
         writes itself, tied by HDF5 virtual datasets (:mod:`distgrail.indexfile.split`; same
-        content, opened the same way). Under MPI with ``full_index_on="root"`` and ``"split"`` the
+        content, opened the same way); ``"auto"`` (the CLI's default): split when several ranks
+        build, else single. Under MPI with ``full_index_on="root"`` and ``"split"`` the
         labels never go to rank 0: its returned Index holds its own block only (open the file to
         query it).
     comm : MPI communicator, optional
@@ -106,6 +107,8 @@ def build_index(graph, config: BuildConfig | None = None, *, comm=None, digest=N
         config = run_shared(comm, "checking the arguments", _config, config, options)
     else:
         config = _config(config, options)
+    if config.layout == "auto":  # split when several ranks write (docs/benchmarks.md), else one file
+        config = config.replace(layout="split" if ranks else "single")
     if ranks and config.partition != "off":
         from .mpi.partition import Partitioned as placement
     elif ranks:

@@ -282,9 +282,10 @@ def build_parser() -> argparse.ArgumentParser:
     sp.add_argument("--num-vertices", type=int, default=None, help="edge lists: number of vertices")
     sp.add_argument("--partition", choices=("auto", "on", "off"), default="auto", help="under MPI: edges split over "
                     "the ranks, none holds all (auto: when one GPU cannot hold the graph; one process: off)")
-    sp.add_argument("--layout", choices=LAYOUTS, default="single", help="single: one index file (default); split: "
-                    "a main file and a part file per rank (INDEX.partR, beside it) that each rank writes in parallel, "
-                    "opened as one index ('distgrail convert INDEX --layout single' merges them)")
+    sp.add_argument("--layout", choices=LAYOUTS, default="auto", help="single: one index file; split: a main file "
+                    "and a part file per rank (INDEX.partR, beside it) that each rank writes in parallel, opened as one "
+                    "index ('distgrail convert INDEX --layout single' merges them); auto (default): split when several "
+                    "MPI ranks build, else single")
     common_options(sp)
     sp.set_defaults(func=cmd_index)
 
@@ -326,7 +327,7 @@ def build_parser() -> argparse.ArgumentParser:
     sp.add_argument("graph", help="graph file (.gra, edge list, .mtx, .h5), or 'bundled'; or an index file (with "
                     "--layout)")
     sp.add_argument("-o", "--output", required=True, help="binary graph file to write (.h5), or the index")
-    sp.add_argument("--layout", choices=LAYOUTS, default=None, help="an index file: write it as one file (single: "
+    sp.add_argument("--layout", choices=("single", "split"), default=None, help="an index file: write it as one file (single: "
                     "merges a split index's parts) or split into --parts part files")
     sp.add_argument("--parts", type=int, default=2, help="--layout split: part files (default 2)")
     sp.add_argument("--format", choices=FORMATS, default="auto", help="input format (default auto)")

@@ -19,8 +19,8 @@ __all__ = ["BuildConfig", "PARTITION_MODES", "FULL_INDEX_ON", "LAYOUTS"]
 #: rank), on, off
 PARTITION_MODES = ("auto", "on", "off")
 #: ``--layout``: the index in one file, or a main file and a part file per rank
-#: (:mod:`distgrail.indexfile.split`)
-LAYOUTS = ("single", "split")
+#: (:mod:`distgrail.indexfile.split`), or auto: split when built by several ranks, else single
+LAYOUTS = ("single", "split", "auto")
 #: where the complete Index is assembled under MPI: on every rank (the API), or on rank 0 only (the CLI)
 FULL_INDEX_ON = ("all", "root")
 

@@ -268,13 +268,14 @@ def assemble(graph, dag, forest, post0, intervals, dims, seed, parent_rule, supp
             from .dtypes import smallest_int
 
             W = (K + 63) // 64
+            held = type(out).__name__ == "Rows"  # a split build's rank 0: the rows another rank writes
             for what, m in (("out", out), ("in", inn)):
-                if np.shape(m) != (int(dag.C), W) or np.asarray(m).dtype != np.uint64:
+                if np.shape(m) != (int(dag.C), W) or (m.dtype if hasattr(m, "dtype") else np.asarray(m).dtype) != np.uint64:
                     raise DistGrailError(f"supports: {what} masks must be uint64 of shape {(int(dag.C), W)}, "
                                      f"got {np.asarray(m).dtype} {np.shape(m)}")
             arrays["supports/ids"] = np.asarray(ids).astype(smallest_int(max(int(dag.C), 1)), copy=False)
-            arrays["supports/out"] = np.ascontiguousarray(out)
-            arrays["supports/in"] = np.ascontiguousarray(inn)
+            arrays["supports/out"] = out if held else np.ascontiguousarray(out)
+            arrays["supports/in"] = inn if held else np.ascontiguousarray(inn)
     arrays.update(extra or {})
     labels = getattr(graph, "meta", {}).get("node_labels")
     if labels is not None:

@@ -119,6 +119,24 @@ def load_pairs(name: str):
     return read_pairs(os.path.join(DATA_DIR, f"{name}.gra.q100k.pairs.gz"))
 
 
+def index_bytes(path) -> bytes:
+    """The bytes of the one-file index holding the index at ``path``: the file itself, or a split
+    index (``<path>.part0`` beside it) merged as ``distgrail convert --layout single`` merges it."""
+    import tempfile
+
+    import distgrail
+
+    path = os.fspath(path)
+    if not os.path.exists(path + ".part0"):
+        with open(path, "rb") as f:
+            return f.read()
+    with tempfile.TemporaryDirectory() as d:
+        out = os.path.join(d, "merged.h5")
+        distgrail.open_index(path).save(out)
+        with open(out, "rb") as f:
+            return f.read()
+
+
 def closure(n, src, dst):
     """All-pairs reachability (n x n bool) by BFS from every vertex: the ground truth."""
     from distgrail.bfs import reachable_set

@@ -16,6 +16,7 @@ import pytest
 
 import distgrail
 import distgrail.io.pairs
+from conftest import index_bytes
 
 MPIEXEC = os.path.join(os.path.dirname(sys.executable), "mpiexec")
 pytestmark = pytest.mark.skipif(not os.access(MPIEXEC, os.X_OK), reason=f"no {MPIEXEC} (PyPI mpich)")
@@ -131,7 +132,8 @@ def test_uncaught_error_on_one_rank_aborts_the_job_instead_of_hanging(tmp_path, 
         "    def crash(*a, **k):\n"
         "        raise ZeroDivisionError('bug on rank 1')\n"
         f"    setattr(distgrail.mpi.{'binding' if where == 'bind_gpu' else 'hostpath'}, {where!r}, crash)\n"
-        f"sys.exit(main(['index', 'bundled', '-o', {str(tmp_path / 'out.h5')!r}, '--backend', 'cpu', '--quiet']))\n")
+        f"sys.exit(main(['index', 'bundled', '-o', {str(tmp_path / 'out.h5')!r}, '--backend', 'cpu', '--quiet', "
+        "'--layout', 'single']))\n")  # (the labels meet on rank 0 in shared memory: the one-file layout)
     r = mpirun(2, str(script), timeout=60)
     assert r.returncode != 0
     assert "ZeroDivisionError: bug on rank 1" in r.stderr
@@ -146,7 +148,8 @@ def test_four_ranks_give_the_one_process_index_and_answers(tmp_path):
     r = mpirun(4, "-m", "distgrail", "index", "bundled", "-o", str(four), "--dims", "5", "--seed", "3",
                "--backend", "cpu", "--quiet")
     assert r.returncode == 0, r.stderr
-    assert one.read_bytes() == four.read_bytes()
+    assert sorted(os.listdir(tmp_path)) == ["four.h5"] + [f"four.h5.part{i}" for i in range(4)] + ["one.h5"]
+    assert one.read_bytes() == index_bytes(four)  # the default layout under MPI is split: merged, the same bytes
     ans = tmp_path / "answers.npy"
     r = mpirun(4, "-m", "distgrail", "query", str(four), "bundled", "-o", str(ans), "--backend", "cpu", "--json")
     assert r.returncode == 0, r.stderr

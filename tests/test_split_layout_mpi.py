@@ -30,9 +30,10 @@ def _shared_dir(comm, tmp_path):
     return comm.bcast(str(tmp_path) if comm.Get_rank() == 0 else None, root=0)
 
 
-@pytest.mark.parametrize("partition,spread", [("off", None), ("on", "root"), ("on", "ranks")])
+@pytest.mark.parametrize("partition,spread,K", [("off", None, 8), ("off", None, 130), ("on", "root", 8),
+                                                 ("on", "ranks", 8)])
 @pytest.mark.parametrize("full_index_on", ["root", "all"])
-def test_split_across_ranks_is_the_single_file(comm, tmp_path, monkeypatch, partition, spread, full_index_on):
+def test_split_across_ranks_is_the_single_file(comm, tmp_path, monkeypatch, partition, spread, K, full_index_on):
     if spread:
         monkeypatch.setenv("DISTGRAIL_PARTITION_DAG", spread)
     here = comm.Get_rank() == 0
@@ -42,12 +43,12 @@ def test_split_across_ranks_is_the_single_file(comm, tmp_path, monkeypatch, part
     C = distgrail.build_index(g, dims=1, backend="cpu", supports=0).C
     assert 50 < C < 500  # cycles and a DAG of many components
     idx = distgrail.build_index(g, dims=5, seed=2, backend="cpu", comm=comm, output=out, layout="split",
-                                partition=partition, full_index_on=full_index_on, supports=8)
+                                partition=partition, full_index_on=full_index_on, supports=K)
     comm.Barrier()
     ok = True
     if here:
         single = os.path.join(d, "single.h5")
-        ref = distgrail.build_index(g, dims=5, seed=2, backend="cpu", output=single, supports=8)
+        ref = distgrail.build_index(g, dims=5, seed=2, backend="cpu", output=single, supports=K)
         merged = distgrail.open_index(out)
         merged.save(os.path.join(d, "merged.h5"))
         with open(single, "rb") as a, open(os.path.join(d, "merged.h5"), "rb") as b:
@@ -55,12 +56,19 @@ def test_split_across_ranks_is_the_single_file(comm, tmp_path, monkeypatch, part
         parts = sorted(x for x in os.listdir(d) if x.startswith("split.h5.part"))
         ok = ok and merged.meta["parts"] == comm.Get_size() and len(parts) >= 2
         ok = ok and not [x for x in os.listdir(d) if x.startswith(".")]  # no temporary file left
+        if full_index_on == "root" and spread is None and K <= 64:  # the one mask word's rank writes the masks
+            import h5py
+
+            with h5py.File(part_name(out, comm.Get_size() - 1), "r") as f:
+                ok = ok and "supports/out" in f and "labels/intervals" in f
+            with h5py.File(part_name(out, 0), "r") as f:
+                ok = ok and "supports/out" not in f and "vertex/component" in f
         s, t = np.arange(500), np.arange(499, -1, -1)
         ok = ok and np.array_equal(merged.reachable(s, t), ref.reachable(s, t))
     if full_index_on == "all":  # every rank's Index is whole and queries
         s = np.arange(0, 500, 7)
         ok = ok and np.array_equal(idx.reachable(s, s[::-1]), distgrail.build_index(g, dims=5, seed=2, backend="cpu",
-                                                                                    supports=8).reachable(s, s[::-1]))
+                                                                                    supports=K).reachable(s, s[::-1]))
     elif here:  # rank 0 holds its own block of labels only: a clear error, not a wrong answer
         try:
             idx.reachable(0, 1)

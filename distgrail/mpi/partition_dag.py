@@ -176,7 +176,7 @@ class SpreadSteps:
                 indptr = gather_degrees(self.be.xp, self.ex, dag)
                 own = _host(dag.indices).astype(id_type(np, dag.C), copy=False)
                 first = self.comm.exscan(int(own.size))  # (None on rank 0)
-                self.held_rows = {"dag/indices": (int(first or 0), own)}
+                self.held_rows["dag/indices"] = (int(first or 0), own)
                 m = self.comm.allreduce(int(own.size))
                 indices = Rows((m,), own.dtype, 0, own) if self.here else None
                 if self.everywhere:  # every rank needs the whole DAG anyway

@@ -38,10 +38,13 @@ def word_split(W: int, ranks: int) -> np.ndarray:
     return split_counts(W, ranks)[::-1].copy()
 
 
-def start_distributed(comm, run, entry, dag, K, everywhere, root=0, tp=None):
+def start_distributed(comm, run, entry, dag, K, everywhere, root=0, tp=None, keep=None):
     """Collective: root chooses the K supports (broadcast); each rank starts ``entry``
     (:func:`distgrail.stages.phases.masks`) on its block of mask words (module doc). The DAG's
-    device arrays must stay until ``result()``."""
+    device arrays must stay until ``result()``. ``keep`` (a dict; the split index layout, the
+    index assembled on root only): when one rank holds every word, its masks stay there, put in
+    ``keep`` for that rank to write into its part, and root's are
+    :class:`~distgrail.indexfile.split.Rows` of no row."""
     me, size = comm.Get_rank(), comm.Get_size()
     be = run.be
     ids = run_shared(comm, "choosing the support vertices", choose_supports if me == root else None, dag, K,
@@ -57,7 +60,9 @@ def start_distributed(comm, run, entry, dag, K, everywhere, root=0, tp=None):
     landing = run_shared(comm, "allocating host memory for the support masks",
                          lambda: [devicepath.landing(be, (int(wc.sum()), int(dag.C)), np.uint64, wanted)
                                   for _ in range(2)])
-    return _Distributed(comm, be, ids, wc, started, what, everywhere, root, tp, int(dag.C), landing)
+    out = _Distributed(comm, be, ids, wc, started, what, everywhere, root, tp, int(dag.C), landing)
+    out.keep = keep
+    return out
 
 
 def _start_block(run, entry, dag, ids, block):
@@ -101,9 +106,34 @@ class _Distributed:
         if hasattr(m, "settle"):
             m.settle()
 
+    def _kept(self):
+        """The split layout: the one rank with every word keeps its masks (``keep``); root gets
+        Rows of no row standing for them (module doc of :mod:`distgrail.mpi.splitwrite`)."""
+        from ..arrays import to_host
+        from ..indexfile.split import Rows
+
+        comm, wc, m = self.comm, self.wc, self.started
+        me, W, C = comm.Get_rank(), int(self.wc.sum()), self.C
+
+        def host():
+            with self.be.on_device():
+                _, out, inn = m.result()
+                return np.ascontiguousarray(to_host(out)), np.ascontiguousarray(to_host(inn))
+
+        got = run_shared(comm, self.what, host if wc[me] else None)
+        self.started = None
+        if got is not None:
+            self.keep.update({"supports/out": (0, got[0]), "supports/in": (0, got[1])})
+        if me != self.root:
+            return None
+        none = np.zeros((0, W), np.uint64)
+        return self.ids, Rows((C, W), np.uint64, 0, none), Rows((C, W), np.uint64, 0, none)
+
     def result(self):
         comm, ids, wc, root, tp = self.comm, self.ids, self.wc, self.root, self.tp
         here = comm.Get_rank() == root
+        if self.keep is not None and int(np.count_nonzero(wc)) == 1:
+            return self._kept()
         mine = run_shared(comm, self.what, self._block)
         self.started = None
         masks = []

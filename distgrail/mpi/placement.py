@@ -65,6 +65,7 @@ from types import SimpleNamespace
 
 import numpy as np
 
+from ..arrays import to_host
 from ..dtypes import smallest_uint
 from ..errors import DistGrailError, GraphFormatError
 from ..gpu.backend import get_backend
@@ -136,6 +137,7 @@ class AcrossRanks:
         self.stage_timings = {}  # the stages' own sub-steps (phase1_forest, slowest phases 3-4, ...)
         self.own_timings = {}  # this rank's own phases 3-4 sub-steps
         self.own_labels = None  # split layout: (first dimension, this rank's label block) it writes itself
+        self.held_rows = {}  # split layout: other {dataset: (first row, rows)} this rank writes (phase 5's masks)
 
     @classmethod
     def open(cls, comm, config):
@@ -274,8 +276,9 @@ class AcrossRanks:
         """Phase 5 across ranks, started before phases 1–2 (each rank's mask words on a GPU on a
         stream of its own, beside rank 0's phases 1–2 and every rank's phases 3–4); its
         ``result()`` (collective) gathers the words after the labels' gather."""
+        keep = self.held_rows if self.writes and self.config.layout == "split" and not self.everywhere else None
         return start_distributed(self.comm, self.run, entry, dag, K, self.everywhere, self.root,
-                                 self.tp if self.nccl else None)
+                                 self.tp if self.nccl else None, keep)
 
     def _what(self):
         lo, hi = self.lo, self.hi
@@ -321,11 +324,14 @@ class AcrossRanks:
         from ..indexfile.split import Rows
 
         comm, steps, local_t, lo, hi = self.comm, self.steps, self.own_timings, self.lo, self.hi
+        def label():
+            post0, iv = entry(self.run, dag, forest, range(lo, hi), local_t, None)
+            return post0, np.ascontiguousarray(to_host(iv)).reshape(hi - lo, dag.C, 2)
+
         with steps.stage("phases 3-4"):
-            post0, iv = run_shared(comm, self._what(), entry, self.run, dag, forest, range(lo, hi), local_t, None)
+            post0, iv = run_shared(comm, self._what(), label)
         local_t["phases 3-4"] = steps.timings["phases 3-4"]
         self.stage_timings.update(slowest(comm, local_t))
-        iv = np.ascontiguousarray(self.be.to_host(iv)).reshape(hi - lo, dag.C, 2)
         self.own_labels = (lo, iv)
         ut = smallest_uint(max(dag.C - 1, 0))
         return (Rows((self.config.dims, dag.C, 2), ut, lo, iv) if self.here else None), post0
