@@ -241,3 +241,15 @@ def test_rows_held_by_other_ranks_are_not_an_index_to_write_or_query(tmp_path):
     with pytest.raises(distgrail.errors.DistGrailError, match="open_index"):
         part.reachable(0, 1)
     assert os.listdir(tmp_path) == []
+
+
+@pytest.mark.gpu
+def test_split_index_built_on_a_gpu_is_the_single_file(tmp_path):
+    g = _as_graph(_graphs()["mixed"])
+    single, split = str(tmp_path / "s.h5"), str(tmp_path / "p.h5")
+    distgrail.build_index(g, dims=4, backend="cpu", output=single)
+    distgrail.build_index(g, dims=4, backend="gpu", output=split, layout="split")
+    assert os.path.isfile(part_name(split, 0))
+    distgrail.open_index(split).save(str(tmp_path / "m.h5"))
+    with open(single, "rb") as a, open(tmp_path / "m.h5", "rb") as b:
+        assert a.read() == b.read()

@@ -116,3 +116,31 @@ def test_split_of_one_giant_scc(comm, tmp_path, monkeypatch, partition, spread):
         got = distgrail.open_index(out)
         ok = got.C == 1 and bool(got.reachable(np.arange(300), np.arange(299, -1, -1)).all())
     assert all(comm.allgather(ok))
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("partition", ["off", "on"])
+@pytest.mark.parametrize("nccl", ["1", "0"])
+def test_split_on_gpus_is_the_cpu_single_file(comm, tmp_path, monkeypatch, partition, nccl):
+    """On GPUs (NCCL or the host path; the labels kept on the ranks, the masks on the last one):
+    the split index merged is the CPU one-process file byte for byte."""
+    from distgrail.gpu.backend import get_backend
+    from distgrail.mpi.binding import bind_gpu
+
+    monkeypatch.setenv("DISTGRAIL_NCCL", nccl)
+    be = get_backend("gpu", bind_gpu(comm, "gpu", share=True))
+    d = _shared_dir(comm, tmp_path)
+    out = os.path.join(d, "gpu.h5")
+    g = _graph()
+    idx = distgrail.build_index(g, dims=5, seed=4, backend=be, comm=comm, output=out, layout="split",
+                                partition=partition, full_index_on="root", supports=32)
+    comm.Barrier()
+    ok = True
+    if comm.Get_rank() == 0:
+        single = os.path.join(d, "cpu.h5")
+        distgrail.build_index(g, dims=5, seed=4, backend="cpu", output=single, supports=32)
+        merged = os.path.join(d, "merged.h5")
+        distgrail.open_index(out).save(merged)
+        with open(single, "rb") as a, open(merged, "rb") as b:
+            ok = a.read() == b.read() and idx.meta["transport"] == ("nccl" if nccl == "1" else "mpi")
+    assert all(comm.allgather(ok))
