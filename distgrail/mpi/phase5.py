@@ -42,9 +42,10 @@ def start_distributed(comm, run, entry, dag, K, everywhere, root=0, tp=None, kee
     """Collective: root chooses the K supports (broadcast); each rank starts ``entry``
     (:func:`distgrail.stages.phases.masks`) on its block of mask words (module doc). The DAG's
     device arrays must stay until ``result()``. ``keep`` (a dict; the split index layout, the
-    index assembled on root only): when one rank holds every word, its masks stay there, put in
-    ``keep`` for that rank to write into its part, and root's are
-    :class:`~distgrail.indexfile.split.Rows` of no row."""
+    index assembled on root only): the masks meet on the last rank holding words instead of root
+    (when it holds every word, they stay there), put in ``keep`` for that rank to write into its
+    part, and root's are :class:`~distgrail.indexfile.split.Rows` of no row: root, which also
+    computes phases 1–2 and writes the DAG, neither receives nor writes them."""
     me, size = comm.Get_rank(), comm.Get_size()
     be = run.be
     ids = run_shared(comm, "choosing the support vertices", choose_supports if me == root else None, dag, K,
@@ -56,12 +57,13 @@ def start_distributed(comm, run, entry, dag, K, everywhere, root=0, tp=None, kee
     block = (64 * w0, min(64 * w1, int(ids.shape[0])))
     started = run_shared(comm, what, _start_block if w1 > w0 else None, run, entry, dag, ids, block)
     # the gathered (words, C) blocks' host pages, touched meanwhile where they land (NCCL path)
-    wanted = tp is not None and (everywhere or me == root)
+    to = int(np.flatnonzero(wc)[-1]) if keep is not None and int(wc.sum()) else root
+    wanted = tp is not None and (everywhere or me == to)
     landing = run_shared(comm, "allocating host memory for the support masks",
                          lambda: [devicepath.landing(be, (int(wc.sum()), int(dag.C)), np.uint64, wanted)
                                   for _ in range(2)])
     out = _Distributed(comm, be, ids, wc, started, what, everywhere, root, tp, int(dag.C), landing)
-    out.keep = keep
+    out.keep, out.to = keep, to
     return out
 
 
@@ -110,30 +112,25 @@ class _Distributed:
         """The split layout: the one rank with every word keeps its masks (``keep``); root gets
         Rows of no row standing for them (module doc of :mod:`distgrail.mpi.splitwrite`)."""
         from ..arrays import to_host
-        from ..indexfile.split import Rows
 
         comm, wc, m = self.comm, self.wc, self.started
-        me, W, C = comm.Get_rank(), int(self.wc.sum()), self.C
 
         def host():
             with self.be.on_device():
                 _, out, inn = m.result()
                 return np.ascontiguousarray(to_host(out)), np.ascontiguousarray(to_host(inn))
 
-        got = run_shared(comm, self.what, host if wc[me] else None)
+        got = run_shared(comm, self.what, host if wc[comm.Get_rank()] else None)
         self.started = None
-        if got is not None:
-            self.keep.update({"supports/out": (0, got[0]), "supports/in": (0, got[1])})
-        if me != self.root:
-            return None
-        none = np.zeros((0, W), np.uint64)
-        return self.ids, Rows((C, W), np.uint64, 0, none), Rows((C, W), np.uint64, 0, none)
+        return self._met(self.ids, list(got) if got is not None else [None, None], got is not None)
 
     def result(self):
         comm, ids, wc, root, tp = self.comm, self.ids, self.wc, self.root, self.tp
-        here = comm.Get_rank() == root
         if self.keep is not None and int(np.count_nonzero(wc)) == 1:
             return self._kept()
+        if self.keep is not None:  # the split layout: the masks meet on the last rank with words
+            root = self.to
+        here = comm.Get_rank() == root
         mine = run_shared(comm, self.what, self._block)
         self.started = None
         masks = []
@@ -141,7 +138,7 @@ class _Distributed:
             for part, landing in zip(mine, self.landing):
                 full = devicepath.gather_blocks(tp, part, self.everywhere, "masks", root, landing=landing)
                 masks.append(np.ascontiguousarray(full.T) if full is not None else None)
-            return (ids, masks[0], masks[1]) if self.everywhere or here else None
+            return self._met(ids, masks, here)
         W, C = int(wc.sum()), self.C
         for part in mine:  # (words, C) blocks stacked in rank order, then back to (C, W)
             full = run_shared(comm, "allocating the support masks",
@@ -150,4 +147,19 @@ class _Distributed:
             if self.everywhere:
                 full = bcast_array(comm, full, root)
             masks.append(np.ascontiguousarray(full.T) if full is not None else None)
-        return (ids, masks[0], masks[1]) if self.everywhere or here else None
+        return self._met(ids, masks, here)
+
+    def _met(self, ids, masks, here):
+        """``(ids, out, in)`` where the index is assembled; with ``keep`` the masks are put there
+        on the rank they met on, and root gets Rows of no row."""
+        if self.keep is None:
+            return (ids, masks[0], masks[1]) if self.everywhere or here else None
+        from ..indexfile.split import Rows
+
+        if here:
+            self.keep.update({"supports/out": (0, masks[0]), "supports/in": (0, masks[1])})
+        if self.comm.Get_rank() != self.root:
+            return None
+        W = int(self.wc.sum())
+        none = np.zeros((0, W), np.uint64)
+        return ids, Rows((self.C, W), np.uint64, 0, none), Rows((self.C, W), np.uint64, 0, none)
