@@ -63,6 +63,9 @@ def test_split_across_ranks_is_the_single_file(comm, tmp_path, monkeypatch, part
                 ok = ok and "supports/out" in f and "labels/intervals" in f
             with h5py.File(part_name(out, 0), "r") as f:
                 ok = ok and "supports/out" not in f and "vertex/component" in f
+            for r in range(comm.Get_size()):  # the DAG's edges written by every rank, a block each
+                with h5py.File(part_name(out, r), "r") as f:
+                    ok = ok and "dag/indices" in f and f["dag/indices"].attrs["first_row"] >= 0
         s, t = np.arange(500), np.arange(499, -1, -1)
         ok = ok and np.array_equal(merged.reachable(s, t), ref.reachable(s, t))
     if full_index_on == "all":  # every rank's Index is whole and queries

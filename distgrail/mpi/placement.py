@@ -367,13 +367,34 @@ class AcrossRanks:
         self.landing = host_landing(dag, self.be) if want else {}
 
     def dag_to_host(self, dag):
-        """What the index holds, as host arrays, where it is assembled."""
+        """What the index holds, as host arrays, where it is assembled. The split layout: every
+        rank also keeps its share of the DAG's edges (``held_rows``), which it writes."""
         landing, self.landing = getattr(self, "landing", None), None
+        if self.writes and self.config.layout == "split":
+            self._share_edges(dag)
         if not (self.everywhere or self.here):
             return dag
         if self.dag_host is not None:
             return self.dag_host
         return index_dag_to_host(dag, self.be, landing)
+
+    def _share_edges(self, dag):
+        """The split layout: the DAG's edges (every rank holds the CSR it labelled with) cut into
+        even blocks, each rank's block to its host to be written into its part: rank 0 no longer
+        writes them all."""
+        from ..indexfile.split import split_rows
+
+        have = getattr(dag, "indices", None) is not None
+        if not self.comm.allreduce(have, op=mpi().LAND):  # (every rank takes the same way)
+            return
+        lo, hi = split_rows(int(dag.m), self.comm.Get_size())[self.me:self.me + 2]
+
+        def share():
+            with self.be.on_device():
+                return np.ascontiguousarray(to_host(dag.indices[lo:hi]))
+
+        rows = run_shared(self.comm, "copying this rank's share of the DAG's edges to the host", share)
+        self.held_rows["dag/indices"] = (lo, rows)
 
     def join_digest(self, g):
         """Rank 0 joins its background hash (a failure there is every rank's error) and sends the
