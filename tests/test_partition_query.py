@@ -340,7 +340,8 @@ def test_rows_of_indices_read_by_crc_blocks_and_damage_is_named(tmp_path, monkey
 # ---------------------------------------------------------------- under MPI
 
 @pytest.mark.mpi(min_size=2)
-def test_spread_query_equals_one_process_and_bfs(shared_dir, monkeypatch):
+@pytest.mark.parametrize("index_layout", ["single", "split"])
+def test_spread_query_equals_one_process_and_bfs(shared_dir, monkeypatch, index_layout):
     from mpi4py import MPI
 
     from distgrail.indexfile import Deferred, layout
@@ -351,9 +352,15 @@ def test_spread_query_equals_one_process_and_bfs(shared_dir, monkeypatch):
     monkeypatch.setattr(layout, "CRC_BLOCK", 64)  # rows read by 64-byte CRC blocks, left in the file
     monkeypatch.setattr(layout, "PARALLEL_MIN_BYTES", 1)
     for name, path, nv in written_mpi_graphs(comm, shared_dir):
-        out = os.path.join(shared_dir, f"{name}.spreadq.h5")
-        if comm.rank == 0:
-            distgrail.build_index(path, dims=3, backend="cpu", output=out, num_vertices=nv, supports=2)
+        out = os.path.join(shared_dir, f"{name}.spreadq-{index_layout}.h5")
+        if comm.rank == 0:  # the split layout: rows read across 3 part files (distgrail.indexfile.read_split)
+            built = distgrail.build_index(path, dims=3, backend="cpu", num_vertices=nv, supports=2)
+            if index_layout == "split":
+                from distgrail.indexfile.split import write_split_index
+
+                write_split_index(out, built.meta, built.arrays, parts=3)
+            else:
+                built.save(out)
         comm.Barrier()
         idx = open_spread_index(out, comm)
         m = int(idx.meta["n_dag_edges"])

@@ -253,3 +253,30 @@ def test_split_index_built_on_a_gpu_is_the_single_file(tmp_path):
     distgrail.open_index(split).save(str(tmp_path / "m.h5"))
     with open(single, "rb") as a, open(tmp_path / "m.h5", "rb") as b:
         assert a.read() == b.read()
+
+
+def test_a_deferred_dataset_of_a_split_index_reads_slices_across_parts(split_index):
+    """``read_index_file(defer=...)`` (the spread queries' rows) on a split index: slices across
+    the parts' edges and CRC blocks equal the values; a damaged part is found at the slice read."""
+    from distgrail.indexfile.read import Deferred, read_index_file
+
+    want = distgrail.open_index(split_index).arrays["dag/indices"]
+    meta, arrays = read_index_file(split_index, defer=("dag/indices",))
+    d = arrays["dag/indices"]
+    assert isinstance(d, Deferred) and len(d.spans) == 3 and d.shape == want.shape
+    rng = np.random.default_rng(1)
+    for lo, hi in [(0, want.size), (0, 1), (want.size - 1, want.size)] + [
+            tuple(sorted(rng.integers(0, want.size, 2))) for _ in range(30)]:
+        assert np.array_equal(d.read(lo, hi), want[lo:hi]), (lo, hi)
+    first, n, part, off = d.spans[1]
+    with open(part, "r+b") as f:  # the middle part's first byte of /dag/indices
+        f.seek(off)
+        b = f.read(1)
+        f.seek(off)
+        f.write(bytes([b[0] ^ 0xFF]))
+    lo = first // want.itemsize
+    with pytest.raises(IndexFormatError, match="CRC-32 mismatch"):
+        d.read(lo, lo + 1)
+    os.remove(part_name(split_index, 2))
+    with pytest.raises(IndexFormatError, match="missing"):
+        read_index_file(split_index, defer=("dag/indices",))

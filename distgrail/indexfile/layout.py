@@ -17,7 +17,7 @@ from ..dtypes import smallest_int, smallest_uint
 __all__ = ["FORMAT", "FORMAT_VERSION", "READ_VERSIONS", "CHUNK_BYTES", "CRC_BLOCK", "LIBVER", "ATTRS", "SEAL",
            "PARALLEL_MIN_BYTES", "block_size", "block_crcs", "crc_pool", "entry", "datasets_seal", "stored_types",
            "dataset_order", "can_read_in_blocks", "can_write_in_blocks", "REQUIRED", "PART_FORMAT", "BUILD_ATTR", "part_name",
-           "crc32_combine", "pieces", "join_pieces"]
+           "crc32_combine", "pieces", "join_pieces", "read_block"]
 
 FORMAT = "distgrail-index"
 FORMAT_VERSION = 2
@@ -220,3 +220,15 @@ def join_pieces(total: int, block: int, got) -> list:
     if at != total:
         raise ValueError(f"pieces cover {at} of {total} bytes")
     return crcs
+
+
+def read_block(fd, view: memoryview, offset: int) -> int:
+    """Read ``len(view)`` bytes at ``offset`` into ``view``; returns the CRC-32 of the block, or
+    -1 when the file ends first."""
+    got = 0
+    while got < len(view):
+        k = os.preadv(fd, [view[got:]], offset + got)
+        if k <= 0:
+            return -1
+        got += k
+    return zlib.crc32(view)

@@ -36,11 +36,12 @@ from concurrent.futures import ThreadPoolExecutor
 import numpy as np
 
 from ..errors import IndexFormatError
-from .layout import ATTRS, BUILD_ATTR, CRC_BLOCK, FORMAT, PART_FORMAT, READ_VERSIONS, REQUIRED, SEAL, block_crcs, \
-    can_read_in_blocks, crc_pool, datasets_seal, entry, join_pieces, pieces
+from .layout import ATTRS, BUILD_ATTR, CRC_BLOCK, FORMAT, READ_VERSIONS, REQUIRED, SEAL, block_crcs, can_read_in_blocks, \
+    crc_pool, datasets_seal, entry, pieces, read_block
+from .read_split import deferred_spans, read_virtual
 
 __all__ = ["read_index_file", "check_index", "check_index_path", "EDGE_CHECK_MAX", "REQUIRED", "Deferred",
-           "parallel_read", "check_block_reads", "read_virtual"]
+           "parallel_read", "check_block_reads"]
 
 _OLD_DIGEST = "source_sha256"  # the source digest in indexes of earlier releases (SHA-256)
 #: the checks along DAG edges run while the edges (times dims) are at most this many
@@ -149,8 +150,12 @@ def _read_open_file(h5py, f, path, where, fd, pool, defer=()):
                 where[0] = f"dataset /{name}"
                 if obj.is_virtual:  # a split index: its rows in the part files, each checked
                     bid = attrs.get(BUILD_ATTR)
-                    arrays[name], landed[name] = read_virtual(path, bid.decode() if isinstance(bid, bytes) else bid,
-                                                              obj, name, crc, pool)
+                    bid = bid.decode() if isinstance(bid, bytes) else bid
+                    at = deferred_spans(path, bid, obj, name, crc) if name in defer else None
+                    if at is not None:  # left in the parts, read by slices later
+                        arrays[name] = Deferred(path, name, obj, crc, at[1])
+                        continue
+                    arrays[name], landed[name] = read_virtual(path, bid, obj, name, crc, pool)
                     crcs[name] = crc
                     continue
                 if crc is not None and can_read_in_blocks(obj, crc[1]) and name in defer:
@@ -230,18 +235,6 @@ def _verify_crcs(path, arrays, crcs, landed, pool):
 
 # -- large datasets in parallel blocks -------------------------------------------------------
 
-def _read_block(fd, view: memoryview, offset: int) -> int:
-    """Read ``len(view)`` bytes at ``offset`` into ``view``; returns the CRC-32 of the block, or
-    -1 when the file ends first."""
-    got = 0
-    while got < len(view):
-        k = os.preadv(fd, [view[got:]], offset + got)
-        if k <= 0:
-            return -1
-        got += k
-    return zlib.crc32(view)
-
-
 def parallel_read(path, fd, ds, name, block: int, pool):
     """(array, futures of the CRC-32 of every ``block`` bytes) of dataset ``ds`` read from the
     open file descriptor ``fd`` by ``pool``'s threads; a future's value -1 means the file ended
@@ -250,7 +243,7 @@ def parallel_read(path, fd, ds, name, block: int, pool):
     raw = memoryview(out.reshape(-1).view(np.uint8))
     start = int(ds.id.get_offset())
     block = int(block)
-    futs = [pool.submit(_read_block, fd, raw[i:i + block], start + i) for i in range(0, len(raw), block)]
+    futs = [pool.submit(read_block, fd, raw[i:i + block], start + i) for i in range(0, len(raw), block)]
     return out, futs
 
 
@@ -265,14 +258,16 @@ class Deferred:
     """A large dataset left in the file when the index was read (``read_index_file(defer=...)``):
     its ``shape`` and ``dtype`` (what the shape and type checks see), where its bytes start, and
     its stored CRC-32s, so that a slice is read later with :meth:`read` and checked block by block
-    (the spread queries read only their rows of ``/dag/indices``)."""
+    (the spread queries read only their rows of ``/dag/indices``). ``spans``: a split index's
+    dataset, ``[(first byte, bytes, part path, file offset), ...]``
+    (:func:`~distgrail.indexfile.read_split.deferred_spans`); else one run of the file at ``path``."""
 
-    def __init__(self, path, name, ds, crc):
+    def __init__(self, path, name, ds, crc, spans=None):
         self.path, self.name = path, name
         self.shape, self.dtype = tuple(ds.shape), ds.dtype.newbyteorder("<")
-        self.offset = int(ds.id.get_offset())
         self.crc, self.block = np.asarray(crc[0]), int(crc[1])
         self.size = int(np.prod(self.shape)) if self.shape else 1
+        self.spans = spans or [(0, self.size * self.dtype.itemsize, path, int(ds.id.get_offset()))]
 
     def read(self, lo: int, hi: int) -> np.ndarray:
         """Elements ``lo .. hi-1`` (of the flat dataset): the CRC blocks that hold them are read and
@@ -290,134 +285,30 @@ class Deferred:
         start, stop = b0 * self.block, min(nbytes, b1 * self.block)
         raw = np.empty(stop - start, np.uint8)
         view = memoryview(raw)
-        fd = os.open(self.path, os.O_RDONLY)
+        jobs = []  # (file, offset, view): the bytes start..stop-1 from the spans, cut at block boundaries
+        for g0, n, fpath, off in self.spans:
+            a, b = max(start, g0), min(stop, g0 + n)
+            jobs += [(fpath, off + a - g0 + s0, view[a - start + s0:a - start + s1])
+                     for _, s0, s1 in pieces(a, max(0, b - a), self.block)]
+        fds = {}
         try:
-            with ThreadPoolExecutor(max_workers=max(1, min(16, os.cpu_count() or 1, b1 - b0))) as pool:
-                got = list(pool.map(lambda i: _read_block(fd, view[i * self.block:(i + 1) * self.block],
-                                                          self.offset + start + i * self.block), range(b1 - b0)))
+            for fpath, _, _ in jobs:
+                fds.setdefault(fpath, os.open(fpath, os.O_RDONLY))
+            with ThreadPoolExecutor(max_workers=max(1, min(16, os.cpu_count() or 1, len(jobs)))) as pool:
+                got = list(pool.map(lambda j: read_block(fds[j[0]], j[2], j[1]), jobs))
+                check_block_reads(self.path, self.name, got)
+                if len(jobs) != b1 - b0:  # a block across two parts: its CRC-32 over its bytes
+                    got = list(pool.map(lambda i: zlib.crc32(view[i * self.block:(i + 1) * self.block]),
+                                        range(b1 - b0)))
         finally:
-            os.close(fd)
-        check_block_reads(self.path, self.name, got)
+            for fd in fds.values():
+                os.close(fd)
         bad = [b0 + i for i, x in enumerate(got) if x != int(self.crc[b0 + i])]
         if bad:
             raise IndexFormatError(f"{self.path}: damaged index: dataset /{self.name} cannot be read (checksum "
                                    f"error: CRC-32 mismatch, block {bad[0]} of {self.crc.size})")
         first = lo * isz - start
         return raw[first:first + (hi - lo) * isz].view(self.dtype)
-
-
-# -- a split index's virtual datasets (distgrail.indexfile.split) -------------------------------
-
-def _text(v):
-    return v.decode(errors="replace") if isinstance(v, bytes) else v
-
-
-def read_virtual(path, build_id, ds, name, crc, pool):
-    """``(array, [CRC-32 of every block])`` of the virtual dataset ``ds`` (named ``name``) of the
-    split index at ``path`` whose ``build_id`` is the main file's: each part opened beside the main
-    file and checked (module doc), its rows read in parallel blocks into the array."""
-    import h5py
-
-    where = os.path.dirname(os.path.abspath(os.fspath(path)))
-    shape, dt = tuple(ds.shape), ds.dtype.newbyteorder("<")
-    if build_id is None:
-        raise IndexFormatError(f"{path}: damaged index: dataset /{name} is a virtual dataset, but the file carries no "
-                               f"{BUILD_ATTR} attribute of a split index")
-    if crc is None:
-        raise IndexFormatError(f"{path}: damaged index: dataset /{name} cannot be read (checksum error: it carries "
-                               f"no checksum)")
-    block = crc[1]
-    if isinstance(block, (bool, np.bool_)) or not isinstance(block, (int, np.integer)) or block < 1:
-        raise IndexFormatError(f"{path}: damaged index: dataset /{name} cannot be read (checksum error: attribute "
-                               f"crc32_block is {block!r})")
-    block = int(block)
-    out = np.empty(shape, dt)
-    raw = memoryview(out.reshape(-1).view(np.uint8))
-    row = int(np.prod(shape[1:], dtype=np.int64)) * dt.itemsize
-    spans = []
-    for s in ds.virtual_sources():
-        (lo, *rest0), (hi, *rest1) = s.vspace.get_select_bounds()
-        hi += 1
-        if list(rest0) != [0] * len(rest0) or [x + 1 for x in rest1] != list(shape[1:]):
-            raise IndexFormatError(f"{path}: damaged index: dataset /{name} maps a part to a selection that is not "
-                                   f"whole rows")
-        base = s.file_name
-        if base != os.path.basename(base) or base in ("", ".", ".."):
-            raise IndexFormatError(f"{path}: damaged index: dataset /{name} maps rows to {base!r}, which is not a "
-                                   f"part file beside the index")
-        spans.append((int(lo), int(hi), base, s.dset_name))
-    spans.sort()
-    at = 0
-    for lo, hi, base, _ in spans:
-        if lo != at:
-            raise IndexFormatError(f"{path}: damaged index: dataset /{name}: its parts do not cover rows {at}.."
-                                   f"{lo - 1}" if lo > at else f"{path}: damaged index: dataset /{name}: two parts "
-                                   f"hold row {lo}")
-        at = hi
-    if at != (shape[0] if shape else 0):
-        raise IndexFormatError(f"{path}: damaged index: dataset /{name}: its parts cover rows 0..{at - 1} of "
-                               f"{shape[0]}")
-    got = []
-    for lo, hi, base, dset in spans:
-        part = os.path.join(where, base)
-        got += _read_part(path, part, build_id, name, dset, (hi - lo,) + shape[1:], dt, lo * row,
-                          raw[lo * row:hi * row], block, pool, h5py)
-    try:
-        return out, join_pieces(len(raw), block, got)
-    except ValueError as e:  # pragma: no cover - the spans were checked to tile the rows
-        raise IndexFormatError(f"{path}: damaged index: dataset /{name}: {e}") from None
-
-
-def _read_part(path, part, build_id, name, dset, shape, dt, first, view, block, pool, h5py) -> list:
-    """Pieces ``(first byte, block index, crc, length)`` of rows of dataset ``name`` read from
-    the part file ``part`` into ``view``; every check of the part (module doc)."""
-    shown = os.path.basename(part)
-    if not os.path.exists(part):
-        raise IndexFormatError(f"{path}: the part {shown} of this split index is missing (looked in "
-                               f"{os.path.dirname(part)}): a split index is its main file and its part files, kept "
-                               f"in one directory; 'distgrail convert {os.path.basename(os.fspath(path))} --layout "
-                               f"single -o ONE.h5' merges them")
-    try:
-        f = h5py.File(part, "r")
-    except (OSError, ValueError, RuntimeError) as e:
-        raise IndexFormatError(f"{path}: the part {shown} of this split index cannot be opened (HDF5: {e})") from None
-    try:
-        with f:
-            fmt, bid = _text(f.attrs.get("format")), _text(f.attrs.get(BUILD_ATTR))
-            if fmt != PART_FORMAT:
-                raise IndexFormatError(f"{path}: {shown} is not a part of a distgrail index (attribute "
-                                       f"format={fmt!r})")
-            if bid != build_id:
-                raise IndexFormatError(f"{path}: the part {shown} belongs to another build (build id {bid}, this "
-                                       f"index's is {build_id}): the index and its parts must come from one "
-                                       f"'distgrail index --layout split' run")
-            if dset not in f or not isinstance(f[dset], h5py.Dataset):
-                raise IndexFormatError(f"{path}: the part {shown} holds no dataset /{dset}")
-            d = f[dset]
-            if tuple(d.shape) != tuple(shape) or d.dtype.newbyteorder("<") != dt:
-                raise IndexFormatError(f"{path}: damaged index: the part {shown} holds /{dset} as {d.dtype} "
-                                       f"{tuple(d.shape)}, the index maps {dt} {tuple(shape)} to it")
-            plain = d.chunks is None and d.compression is None and not d.external and dt.kind in "iu"
-            off = d.id.get_offset() if plain else None
-            if off is None:
-                np.asarray(view).view(dt).reshape(-1)[:] = d[()].reshape(-1)
-                import zlib
-
-                return [(first + a, k, zlib.crc32(view[a:b]), b - a) for k, a, b in pieces(first, len(view), block)]
-    except IndexFormatError:
-        raise
-    except (OSError, ValueError, RuntimeError, KeyError, TypeError) as e:
-        raise IndexFormatError(f"{path}: damaged index: the part {shown} cannot be read (HDF5: {e})") from None
-    fd = os.open(part, os.O_RDONLY)
-    try:
-        cuts = pieces(first, len(view), block)
-        futs = [pool.submit(_read_block, fd, view[a:b], int(off) + a) for _, a, b in cuts]
-        crcs = [x.result() for x in futs]
-    finally:
-        os.close(fd)
-    if any(c < 0 for c in crcs):
-        raise IndexFormatError(f"{path}: damaged index: the part {shown} ends before its data (truncated?)")
-    return [(first + a, k, c, b - a) for (k, a, b), c in zip(cuts, crcs)]
 
 
 # -- the checks of the values read ----------------------------------------------------------

@@ -1,0 +1,174 @@
+"""A split index's virtual datasets read and checked (the layout: :mod:`distgrail.indexfile.split`).
+
+HDF5 reads a virtual dataset whose source file is missing as zeros, so nothing here trusts its
+mapping alone: each part is opened beside the main file and checked (a distgrail part, of this
+build, the dataset of the shape and type the main file maps), its rows read in parallel blocks
+(:func:`read_virtual`) or, for a dataset left in the files (``read_index_file(defer=...)``), its
+byte spans listed for :class:`~distgrail.indexfile.read.Deferred` (:func:`deferred_spans`). Any
+problem is an :class:`~distgrail.errors.IndexFormatError` naming the part.
+"""
+
+from __future__ import annotations
+
+import os
+import zlib
+
+import numpy as np
+
+from ..errors import IndexFormatError
+from .layout import BUILD_ATTR, PART_FORMAT, join_pieces, pieces, read_block
+
+__all__ = ["read_virtual", "deferred_spans"]
+
+
+def _text(v):
+    return v.decode(errors="replace") if isinstance(v, bytes) else v
+
+
+def _spans(path, build_id, ds, name) -> list:
+    """``[(first row, end row, part file name, dataset), ...]`` of the virtual dataset ``ds``, in
+    row order, checked to be whole rows of plain part names that tile the dataset."""
+    shape = tuple(ds.shape)
+    if build_id is None:
+        raise IndexFormatError(f"{path}: damaged index: dataset /{name} is a virtual dataset, but the file carries no "
+                               f"{BUILD_ATTR} attribute of a split index")
+    spans = []
+    for s in ds.virtual_sources():
+        (lo, *rest0), (hi, *rest1) = s.vspace.get_select_bounds()
+        hi += 1
+        if list(rest0) != [0] * len(rest0) or [x + 1 for x in rest1] != list(shape[1:]):
+            raise IndexFormatError(f"{path}: damaged index: dataset /{name} maps a part to a selection that is not "
+                                   f"whole rows")
+        base = s.file_name
+        if base != os.path.basename(base) or base in ("", ".", ".."):
+            raise IndexFormatError(f"{path}: damaged index: dataset /{name} maps rows to {base!r}, which is not a "
+                                   f"part file beside the index")
+        spans.append((int(lo), int(hi), base, s.dset_name))
+    spans.sort()
+    at = 0
+    for lo, hi, base, _ in spans:
+        if lo != at:
+            raise IndexFormatError(f"{path}: damaged index: dataset /{name}: its parts do not cover rows {at}.."
+                                   f"{lo - 1}" if lo > at else f"{path}: damaged index: dataset /{name}: two parts "
+                                   f"hold row {lo}")
+        at = hi
+    if at != (shape[0] if shape else 0):
+        raise IndexFormatError(f"{path}: damaged index: dataset /{name}: its parts cover rows 0..{at - 1} of "
+                               f"{shape[0]}")
+    return spans
+
+
+def _block_of(path, name, crc) -> int:
+    if crc is None:
+        raise IndexFormatError(f"{path}: damaged index: dataset /{name} cannot be read (checksum error: it carries "
+                               f"no checksum)")
+    block = crc[1]
+    if isinstance(block, (bool, np.bool_)) or not isinstance(block, (int, np.integer)) or block < 1:
+        raise IndexFormatError(f"{path}: damaged index: dataset /{name} cannot be read (checksum error: attribute "
+                               f"crc32_block is {block!r})")
+    return int(block)
+
+
+def read_virtual(path, build_id, ds, name, crc, pool):
+    """``(array, [CRC-32 of every block])`` of the virtual dataset ``ds`` (named ``name``) of the
+    split index at ``path`` whose ``build_id`` is the main file's: each part opened beside the main
+    file and checked (module doc), its rows read in parallel blocks into the array."""
+    import h5py
+
+    where = os.path.dirname(os.path.abspath(os.fspath(path)))
+    shape, dt = tuple(ds.shape), ds.dtype.newbyteorder("<")
+    spans = _spans(path, build_id, ds, name)
+    block = _block_of(path, name, crc)
+    out = np.empty(shape, dt)
+    raw = memoryview(out.reshape(-1).view(np.uint8))
+    row = int(np.prod(shape[1:], dtype=np.int64)) * dt.itemsize
+    got = []
+    for lo, hi, base, dset in spans:
+        part = os.path.join(where, base)
+        view = raw[lo * row:hi * row]
+        off = _check_part(path, part, build_id, dset, (hi - lo,) + shape[1:], dt, h5py, view)
+        got += _read_part(path, part, off, lo * row, view, block, pool)
+    try:
+        return out, join_pieces(len(raw), block, got)
+    except ValueError as e:  # pragma: no cover - the spans were checked to tile the rows
+        raise IndexFormatError(f"{path}: damaged index: dataset /{name}: {e}") from None
+
+
+def deferred_spans(path, build_id, ds, name, crc):
+    """``(block, [(first byte, bytes, part path, file offset), ...])`` of the virtual dataset
+    ``ds`` left in its parts (every part checked now), or None where a part's dataset is not one
+    plain run of bytes (it is then read whole)."""
+    import h5py
+
+    where = os.path.dirname(os.path.abspath(os.fspath(path)))
+    shape, dt = tuple(ds.shape), ds.dtype.newbyteorder("<")
+    spans = _spans(path, build_id, ds, name)
+    block = _block_of(path, name, crc)
+    row = int(np.prod(shape[1:], dtype=np.int64)) * dt.itemsize
+    out = []
+    for lo, hi, base, dset in spans:
+        part = os.path.join(where, base)
+        off = _check_part(path, part, build_id, dset, (hi - lo,) + shape[1:], dt, h5py, None)
+        if off is None:
+            return None
+        out.append((lo * row, (hi - lo) * row, part, off))
+    return block, out
+
+
+def _check_part(path, part, build_id, dset, shape, dt, h5py, view):
+    """The file offset of dataset ``dset`` in the part file ``part`` after every check of the
+    part (module doc); None when it is not one plain run of bytes (its values are then copied
+    into ``view`` when given)."""
+    shown = os.path.basename(part)
+    if not os.path.exists(part):
+        raise IndexFormatError(f"{path}: the part {shown} of this split index is missing (looked in "
+                               f"{os.path.dirname(part)}): a split index is its main file and its part files, kept "
+                               f"in one directory; 'distgrail convert {os.path.basename(os.fspath(path))} --layout "
+                               f"single -o ONE.h5' merges them")
+    try:
+        f = h5py.File(part, "r")
+    except (OSError, ValueError, RuntimeError) as e:
+        raise IndexFormatError(f"{path}: the part {shown} of this split index cannot be opened (HDF5: {e})") from None
+    try:
+        with f:
+            fmt, bid = _text(f.attrs.get("format")), _text(f.attrs.get(BUILD_ATTR))
+            if fmt != PART_FORMAT:
+                raise IndexFormatError(f"{path}: {shown} is not a part of a distgrail index (attribute "
+                                       f"format={fmt!r})")
+            if bid != build_id:
+                raise IndexFormatError(f"{path}: the part {shown} belongs to another build (build id {bid}, this "
+                                       f"index's is {build_id}): the index and its parts must come from one "
+                                       f"'distgrail index --layout split' run")
+            if dset not in f or not isinstance(f[dset], h5py.Dataset):
+                raise IndexFormatError(f"{path}: the part {shown} holds no dataset /{dset}")
+            d = f[dset]
+            if tuple(d.shape) != tuple(shape) or d.dtype.newbyteorder("<") != dt:
+                raise IndexFormatError(f"{path}: damaged index: the part {shown} holds /{dset} as {d.dtype} "
+                                       f"{tuple(d.shape)}, the index maps {dt} {tuple(shape)} to it")
+            plain = d.chunks is None and d.compression is None and not d.external and dt.kind in "iu"
+            off = d.id.get_offset() if plain else None
+            if off is None and view is not None:
+                np.asarray(view).view(dt).reshape(-1)[:] = d[()].reshape(-1)
+            return None if off is None else int(off)
+    except IndexFormatError:
+        raise
+    except (OSError, ValueError, RuntimeError, KeyError, TypeError) as e:
+        raise IndexFormatError(f"{path}: damaged index: the part {shown} cannot be read (HDF5: {e})") from None
+
+
+def _read_part(path, part, off, first, view, block, pool) -> list:
+    """Pieces ``(first byte, block index, crc, length)`` of the rows in ``view`` (the dataset's
+    bytes from ``first``): read from ``part`` at ``off`` by ``pool`` (None: already in ``view``)."""
+    cuts = pieces(first, len(view), block)
+    if off is None:
+        return [(first + a, k, zlib.crc32(view[a:b]), b - a) for k, a, b in cuts]
+    fd = os.open(part, os.O_RDONLY)
+    try:
+        futs = [pool.submit(read_block, fd, view[a:b], off + a) for _, a, b in cuts]
+        crcs = [x.result() for x in futs]
+    finally:
+        os.close(fd)
+    if any(c < 0 for c in crcs):
+        raise IndexFormatError(f"{path}: damaged index: the part {os.path.basename(part)} ends before its data "
+                               f"(truncated?)")
+    return [(first + a, k, c, b - a) for (k, a, b), c in zip(cuts, crcs)]
