@@ -283,7 +283,7 @@ def build_parser() -> argparse.ArgumentParser:
     sp.add_argument("--partition", choices=("auto", "on", "off"), default="auto", help="under MPI: edges split over "
                     "the ranks, none holds all (auto: when one GPU cannot hold the graph; one process: off)")
     sp.add_argument("--layout", choices=LAYOUTS, default="auto", help="single: one index file; split: a main file "
-                    "and a part file per rank (INDEX.partR, beside it) that each rank writes in parallel, opened as one "
+                    "and a part file per rank (INDEX.<build>.partR, beside it) that each rank writes in parallel, opened as one "
                     "index ('distgrail convert INDEX --layout single' merges them); auto (default): split when several "
                     "MPI ranks build, else single")
     common_options(sp)

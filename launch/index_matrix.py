@@ -251,7 +251,7 @@ def build(args, mpi, env, paths, case):
         return "FAILED(no input)", 0.0
     flat = name.replace("/", "~")
     index, log = (os.path.join(args.out, sub, flat + ext) for sub, ext in (("indexes", ".h5"), ("logs", ".log")))
-    for old in [index, index[:-3] + ".single.h5", *glob.glob(glob.escape(index) + ".part*")]:
+    for old in [index, index[:-3] + ".single.h5", *glob.glob(glob.escape(index) + ".*.part*")]:
         if os.path.exists(old):
             os.remove(old)
     sub = ["index", paths[graph], "-o", index, "--quiet", "--backend", args.backend] + GRAPHS[graph][2]
@@ -267,7 +267,7 @@ def build(args, mpi, env, paths, case):
         sub.append("--share-gpus")  # more ranks than GPUs allowed; the index is the same
     rc, took = run(args, command(args, mpi, ranks, sub), env, log)
     rc = rc or (0 if os.path.exists(index) else -1)  # exit status 0 but no index: -1
-    if not rc and os.path.exists(index + ".part0"):  # a split index (several ranks): its content, merged
+    if not rc and glob.glob(glob.escape(index) + ".*.part0"):  # a split index (several ranks): its content, merged
         merged = index[:-3] + ".single.h5"
         rc = run(args, command(args, mpi, 1, ["convert", index, "--layout", "single", "-o", merged, "--quiet"]),
                  env, log + ".convert")[0]

@@ -121,13 +121,15 @@ def load_pairs(name: str):
 
 def index_bytes(path) -> bytes:
     """The bytes of the one-file index holding the index at ``path``: the file itself, or a split
-    index (``<path>.part0`` beside it) merged as ``distgrail convert --layout single`` merges it."""
+    index (part files beside it) merged as ``distgrail convert --layout single`` merges it."""
     import tempfile
 
     import distgrail
 
     path = os.fspath(path)
-    if not os.path.exists(path + ".part0"):
+    from distgrail.indexfile.layout import index_parts
+
+    if not index_parts(path):
         with open(path, "rb") as f:
             return f.read()
     with tempfile.TemporaryDirectory() as d:

@@ -23,8 +23,8 @@ from distgrail.bfs import bfs_reachable, csr_of
 from distgrail.cli import main
 from distgrail.errors import IndexFormatError
 from distgrail.indexfile import layout
-from distgrail.indexfile.layout import block_crcs, crc32_combine, join_pieces, part_name, pieces
-from distgrail.indexfile.split import SPLIT, remove_parts, write_split_index
+from distgrail.indexfile.layout import block_crcs, crc32_combine, index_parts, join_pieces, pieces, remove_parts
+from distgrail.indexfile.split import SPLIT, write_split_index
 
 
 def test_crc32_combine_is_zlibs():
@@ -107,8 +107,9 @@ def test_split_index_is_the_single_index(tmp_path, small_blocks, name, parts):
         assert virtual == {k for k in SPLIT if k in idx.arrays and np.size(idx.arrays[k])}
         for k in virtual:  # plain h5py reads the values
             assert np.array_equal(f[k][()], idx.arrays[k])
-    assert sorted(os.listdir(tmp_path)) == sorted(["single.h5", "split.h5", "back.h5"][:2]
-                                                  + [f"split.h5.part{r}" for r in range(parts)])
+    assert sorted(os.listdir(tmp_path)) == sorted(["single.h5", "split.h5"] + [os.path.basename(p) for p in
+                                                                               index_parts(split)])
+    assert len(index_parts(split)) == parts
     got = distgrail.open_index(split)
     assert got.meta["layout"] == "split" and got.meta["parts"] == parts
     for k, a in idx.arrays.items():
@@ -141,8 +142,9 @@ def _refused(path, *words):
 
 
 def test_a_missing_part_is_named(split_index):
-    os.remove(part_name(split_index, 1))
-    _refused(split_index, "idx.h5.part1", "missing", "convert")
+    p = index_parts(split_index)[1]
+    os.remove(p)
+    _refused(split_index, os.path.basename(p), "missing", "convert")
 
 
 def test_a_main_file_moved_without_its_parts_is_refused(split_index, tmp_path):
@@ -150,8 +152,8 @@ def test_a_main_file_moved_without_its_parts_is_refused(split_index, tmp_path):
     moved = str(tmp_path / "elsewhere" / "idx.h5")
     shutil.copy(split_index, moved)
     _refused(moved, "missing", "elsewhere")
-    for r in range(3):  # moved with its parts: it opens
-        shutil.copy(part_name(split_index, r), part_name(moved, r))
+    for p in index_parts(split_index):  # moved with its parts: it opens
+        shutil.copy(p, os.path.join(tmp_path, "elsewhere", os.path.basename(p)))
     assert distgrail.open_index(moved).meta["parts"] == 3
 
 
@@ -159,12 +161,13 @@ def test_a_part_of_another_build_is_refused(split_index, tmp_path):
     idx = distgrail.open_index(split_index)
     other = str(tmp_path / "other.h5")
     write_split_index(other, idx.meta, idx.arrays, parts=3)
-    shutil.copy(part_name(other, 2), part_name(split_index, 2))
-    _refused(split_index, "idx.h5.part2", "another build")
+    mine = index_parts(split_index)[2]
+    shutil.copy(index_parts(other)[2], mine)
+    _refused(split_index, os.path.basename(mine), "another build")
 
 
 def test_a_damaged_or_short_part_is_refused(split_index):
-    p = part_name(split_index, 0)
+    p = index_parts(split_index)[0]
     size = os.path.getsize(p)
     with open(p, "r+b") as f:  # the last bytes are the end of the last dataset's rows
         f.seek(size - 8)
@@ -173,41 +176,73 @@ def test_a_damaged_or_short_part_is_refused(split_index):
     with open(p, "r+b") as f:
         f.truncate(size - 64)
     msg = _refused(split_index, "idx.h5")
-    assert "part0" in msg or "damaged" in msg
+    assert os.path.basename(p) in msg or "damaged" in msg
 
 
 def test_a_part_of_another_shape_is_refused(split_index):
-    p = part_name(split_index, 1)
+    p = index_parts(split_index)[1]
     with h5py.File(p, "r+") as f:
         a = f["labels/intervals"][()]
         del f["labels/intervals"]
         f.create_dataset("labels/intervals", data=a[:, :-1])
-    _refused(split_index, "idx.h5.part1", "labels/intervals")
+    _refused(split_index, os.path.basename(p), "labels/intervals")
 
 
 def test_a_part_that_is_not_a_part_is_refused(split_index):
-    p = part_name(split_index, 2)
+    p = index_parts(split_index)[2]
     with h5py.File(p, "r+") as f:
         f.attrs["format"] = np.bytes_(b"something")
-    _refused(split_index, "idx.h5.part2", "not a part")
+    _refused(split_index, os.path.basename(p), "not a part")
 
 
-def test_fewer_parts_written_again_remove_the_earlier_ones(split_index, tmp_path):
+def test_written_again_the_earlier_parts_go_once_the_new_index_is_in_place(split_index, tmp_path):
     idx = distgrail.open_index(split_index)
-    (tmp_path / "idx.h5.part9x").write_text("not a part")  # not ours by name: left alone
-    (tmp_path / "idx.h5.part7").write_text("not HDF5")  # ours by name, not a part: left alone
+    old = index_parts(split_index)
+    (tmp_path / "idx.h5.part9x").write_text("not a part")  # not a part's name: left alone
+    (tmp_path / "idx.h5.0123abcd.part7").write_text("not HDF5")  # a part's name, not a part: left alone
     write_split_index(split_index, idx.meta, idx.arrays, parts=2)
-    assert sorted(os.listdir(tmp_path)) == ["idx.h5", "idx.h5.part0", "idx.h5.part1", "idx.h5.part7",
-                                            "idx.h5.part9x"]
-    assert remove_parts(split_index, keep=2) == []
-    assert sorted(remove_parts(split_index, keep=1)) == [part_name(split_index, 1)]
+    new = index_parts(split_index)
+    assert len(new) == 2 and not set(new) & set(old) and not any(os.path.exists(p) for p in old)
+    assert sorted(os.listdir(tmp_path)) == sorted(["idx.h5", "idx.h5.part9x", "idx.h5.0123abcd.part7"]
+                                                  + [os.path.basename(p) for p in new])
+    idx.save(split_index)  # a one-file index over a split one: its parts go too
+    assert index_parts(split_index) == [] and not any(os.path.exists(p) for p in new)
+    assert remove_parts(split_index) == []
+
+
+def test_a_failed_write_leaves_the_earlier_split_index_whole(split_index, tmp_path, monkeypatch):
+    from distgrail.indexfile import write as w
+
+    idx = distgrail.open_index(split_index)
+    before = sorted(os.listdir(tmp_path))
+
+    def full(*a, **k):
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(w, "_write_file", full)  # the main file's write fails, after the new parts
+    with pytest.raises(OSError, match="No space"):
+        write_split_index(split_index, idx.meta, idx.arrays, parts=3)
+    assert sorted(os.listdir(tmp_path)) == before
+    assert distgrail.open_index(split_index).C == idx.C
+
+
+@pytest.mark.parametrize("name", ["a%b.h5", "a%%s.h5", "ä b.h5"])
+def test_odd_file_names(tmp_path, name):
+    idx = distgrail.build_index(distgrail.bundled_graph(), dims=2, backend="cpu")
+    path = str(tmp_path / name)
+    write_split_index(path, idx.meta, idx.arrays, parts=2)
+    assert len(index_parts(path)) == 2
+    got = distgrail.open_index(path)
+    assert np.array_equal(got.arrays["labels/intervals"], idx.arrays["labels/intervals"])
+    with h5py.File(path, "r") as f:  # plain h5py finds the parts too
+        assert np.array_equal(f["labels/intervals"][()], idx.arrays["labels/intervals"])
 
 
 def test_cli_index_split_convert_and_errors(tmp_path, capsys):
     single, split, merged = (str(tmp_path / x) for x in ("s.h5", "p.h5", "m.h5"))
     assert main(["index", "bundled", "-o", single, "--quiet", "--backend", "cpu"]) == 0
     assert main(["index", "bundled", "-o", split, "--quiet", "--backend", "cpu", "--layout", "split"]) == 0
-    assert os.path.isfile(part_name(split, 0))
+    assert os.path.isfile(index_parts(split)[0])
     assert main(["convert", split, "--layout", "single", "-o", merged, "--quiet"]) == 0
     with open(merged, "rb") as a, open(single, "rb") as b:
         assert a.read() == b.read()
@@ -222,10 +257,11 @@ def test_cli_index_split_convert_and_errors(tmp_path, capsys):
     assert "--layout" in capsys.readouterr().err
     assert main(["convert", "bundled", "--layout", "single", "-o", str(tmp_path / "y.h5")]) == 2
     assert "not a distgrail index" in capsys.readouterr().err
-    os.remove(part_name(split, 0))
+    gone = index_parts(split)[0]
+    os.remove(gone)
     assert main(["query", split, "bundled", "--quiet", "--backend", "cpu"]) == 2
     err = capsys.readouterr().err
-    assert "p.h5.part0" in err and "missing" in err
+    assert os.path.basename(gone) in err and "missing" in err
     assert not os.path.exists(tmp_path / "x.h5") and not os.path.exists(tmp_path / "y.h5")
 
 
@@ -249,7 +285,7 @@ def test_split_index_built_on_a_gpu_is_the_single_file(tmp_path):
     single, split = str(tmp_path / "s.h5"), str(tmp_path / "p.h5")
     distgrail.build_index(g, dims=4, backend="cpu", output=single)
     distgrail.build_index(g, dims=4, backend="gpu", output=split, layout="split")
-    assert os.path.isfile(part_name(split, 0))
+    assert os.path.isfile(index_parts(split)[0])
     distgrail.open_index(split).save(str(tmp_path / "m.h5"))
     with open(single, "rb") as a, open(tmp_path / "m.h5", "rb") as b:
         assert a.read() == b.read()
@@ -277,6 +313,6 @@ def test_a_deferred_dataset_of_a_split_index_reads_slices_across_parts(split_ind
     lo = first // want.itemsize
     with pytest.raises(IndexFormatError, match="CRC-32 mismatch"):
         d.read(lo, lo + 1)
-    os.remove(part_name(split_index, 2))
+    os.remove(index_parts(split_index)[2])
     with pytest.raises(IndexFormatError, match="missing"):
         read_index_file(split_index, defer=("dag/indices",))

@@ -13,7 +13,7 @@ import pytest
 
 import distgrail
 from distgrail.errors import DistGrailError
-from distgrail.indexfile.layout import part_name
+from distgrail.indexfile.layout import index_parts
 
 pytestmark = pytest.mark.mpi
 
@@ -53,18 +53,18 @@ def test_split_across_ranks_is_the_single_file(comm, tmp_path, monkeypatch, part
         merged.save(os.path.join(d, "merged.h5"))
         with open(single, "rb") as a, open(os.path.join(d, "merged.h5"), "rb") as b:
             ok = a.read() == b.read()
-        parts = sorted(x for x in os.listdir(d) if x.startswith("split.h5.part"))
+        parts = index_parts(out)
         ok = ok and merged.meta["parts"] == comm.Get_size() and len(parts) >= 2
         ok = ok and not [x for x in os.listdir(d) if x.startswith(".")]  # no temporary file left
         if full_index_on == "root" and spread is None:  # the last rank with mask words writes the masks
             import h5py
 
-            with h5py.File(part_name(out, comm.Get_size() - 1), "r") as f:
+            with h5py.File(index_parts(out)[-1], "r") as f:
                 ok = ok and "supports/out" in f and "labels/intervals" in f
-            with h5py.File(part_name(out, 0), "r") as f:
+            with h5py.File(index_parts(out)[0], "r") as f:
                 ok = ok and "supports/out" not in f and "vertex/component" in f
-            for r in range(comm.Get_size()):  # the DAG's edges written by every rank, a block each
-                with h5py.File(part_name(out, r), "r") as f:
+            for p in index_parts(out):  # the DAG's edges written by every rank, a block each
+                with h5py.File(p, "r") as f:
                     ok = ok and "dag/indices" in f and f["dag/indices"].attrs["first_row"] >= 0
         s, t = np.arange(500), np.arange(499, -1, -1)
         ok = ok and np.array_equal(merged.reachable(s, t), ref.reachable(s, t))
@@ -102,7 +102,6 @@ def test_a_rank_failing_its_part_fails_every_rank_and_leaves_nothing(comm, tmp_p
     assert "part" in str(e.value)
     left = os.listdir(d) if comm.Get_rank() == 0 else []
     assert comm.bcast(left, root=0) == []
-    assert not os.path.exists(part_name(out, 0))
 
 
 @pytest.mark.parametrize("partition,spread", [("off", None), ("on", "ranks")])
@@ -147,3 +146,27 @@ def test_split_on_gpus_is_the_cpu_single_file(comm, tmp_path, monkeypatch, parti
         with open(single, "rb") as a, open(merged, "rb") as b:
             ok = a.read() == b.read() and idx.meta["transport"] == ("nccl" if nccl == "1" else "mpi")
     assert all(comm.allgather(ok))
+
+
+def test_a_part_rank_0_cannot_see_is_every_ranks_error(comm, tmp_path, monkeypatch):
+    """A rank whose part lands where rank 0 does not look (node-local storage, another working
+    directory): a clear error on every rank, nothing left, not an index that cannot be opened."""
+    from distgrail.indexfile import split
+
+    d = _shared_dir(comm, tmp_path)
+    out = os.path.join(d, "far.h5")
+    last = comm.Get_size() - 1
+    elsewhere = os.path.join(d, "elsewhere")
+    if comm.Get_rank() == 0:
+        os.mkdir(elsewhere)
+    comm.Barrier()
+    if comm.Get_rank() == last:
+        real = split.part_name
+        monkeypatch.setattr(split, "part_name", lambda p, r, b: os.path.join(elsewhere, os.path.basename(real(p, r, b))))
+    with pytest.raises(DistGrailError) as e:
+        distgrail.build_index(_graph(), dims=4, backend="cpu", comm=comm, output=out, layout="split",
+                              partition="off", full_index_on="root")
+    comm.Barrier()
+    assert "does not see it" in str(e.value)
+    left = (os.listdir(d), os.listdir(elsewhere)) if comm.Get_rank() == 0 else None
+    assert comm.bcast(left, root=0) == (["elsewhere"], [])

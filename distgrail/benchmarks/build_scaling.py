@@ -97,7 +97,7 @@ def merged_path(output: str) -> str:
 
 def remove_index(output: str) -> None:
     """An index left by an earlier run: the file, its ``.part*`` files and its merged form."""
-    for path in [output, merged_path(output), *glob.glob(glob.escape(output) + ".part*")]:
+    for path in [output, merged_path(output), *glob.glob(glob.escape(output) + ".*.part*")]:
         if os.path.lexists(path):
             os.remove(path)
 
@@ -154,7 +154,7 @@ def same_index(args, row: dict, baseline: dict):
     if row["failed"] or baseline["failed"]:
         return None
     path = row["output"]
-    if os.path.exists(path + ".part0"):
+    if glob.glob(glob.escape(path) + ".*.part0"):
         argv = [args.python, "-m", "distgrail", "convert", path, "--layout", "single", "-o", merged_path(path),
                 "--quiet"]
         if run_once(argv, args.timeout)["status"] != 0:

@@ -17,7 +17,8 @@ from ..dtypes import smallest_int, smallest_uint
 __all__ = ["FORMAT", "FORMAT_VERSION", "READ_VERSIONS", "CHUNK_BYTES", "CRC_BLOCK", "LIBVER", "ATTRS", "SEAL",
            "PARALLEL_MIN_BYTES", "block_size", "block_crcs", "crc_pool", "entry", "datasets_seal", "stored_types",
            "dataset_order", "can_read_in_blocks", "can_write_in_blocks", "REQUIRED", "PART_FORMAT", "BUILD_ATTR", "part_name",
-           "crc32_combine", "pieces", "join_pieces", "read_block"]
+           "crc32_combine", "pieces", "join_pieces", "read_block", "index_parts", "remove_parts", "vds_name",
+           "from_vds_name"]
 
 FORMAT = "distgrail-index"
 FORMAT_VERSION = 2
@@ -149,9 +150,74 @@ PART_FORMAT = "distgrail-index-part"
 BUILD_ATTR = "build_id"
 
 
-def part_name(path, r: int) -> str:
-    """The path of part ``r`` of the index at ``path``: beside it, ``<path>.part<r>``."""
-    return f"{os.fspath(path)}.part{int(r)}"
+def part_name(path, r: int, build_id: str) -> str:
+    """The path of part ``r`` of the index at ``path`` written by build ``build_id``: beside it,
+    ``<path>.<first 8 hex digits of the build id>.part<r>``. The build's tag keeps an earlier
+    index's parts in place until the new main file replaces it (atomically): a build that fails
+    leaves the earlier index whole."""
+    return f"{os.fspath(path)}.{build_id[:8]}.part{int(r)}"
+
+
+def _part_files(path) -> list:
+    """``[(r, path), ...]`` of the files beside ``path`` named as parts of an index there (any build)."""
+    d, base = os.path.split(os.path.abspath(os.fspath(path)))
+    try:
+        names = os.listdir(d)
+    except OSError:
+        return []
+    out = []
+    for n in names:
+        if not n.startswith(base + "."):
+            continue
+        tag, sep, r = n[len(base) + 1:].rpartition(".part")
+        if sep and len(tag) == 8 and all(c in "0123456789abcdef" for c in tag) and r.isascii() and r.isdigit():
+            out.append((int(r), os.path.join(d, n)))
+    return sorted(out)
+
+
+def index_parts(path) -> list:
+    """The part files of the split index at ``path``, in part order ([] for a one-file index)."""
+    import h5py
+
+    with h5py.File(os.fspath(path), "r") as f:
+        bid = f.attrs.get(BUILD_ATTR)
+    if bid is None:
+        return []
+    bid = bid.decode() if isinstance(bid, bytes) else str(bid)
+    return [p for r, p in _part_files(path) if os.path.basename(p) == os.path.basename(part_name(path, r, bid))]
+
+
+def remove_parts(path, keep_build: str | None = None) -> list:
+    """Remove the part files beside ``path`` that earlier split indexes there left (distgrail
+    parts, by their root attribute ``format``, of another build than ``keep_build``); the paths
+    removed. Called once the index at ``path`` is in place."""
+    import h5py
+
+    gone = []
+    for _, p in _part_files(path):
+        try:
+            with h5py.File(p, "r") as f:
+                fmt, bid = f.attrs.get("format"), f.attrs.get(BUILD_ATTR)
+            fmt = fmt.decode(errors="replace") if isinstance(fmt, bytes) else fmt
+            bid = bid.decode(errors="replace") if isinstance(bid, bytes) else bid
+        except (OSError, ValueError, KeyError, RuntimeError):
+            continue
+        if fmt == PART_FORMAT and bid != keep_build:
+            try:
+                os.remove(p)
+                gone.append(p)
+            except OSError:
+                pass
+    return gone
+
+
+def vds_name(base: str) -> str:
+    """A part's file name as an HDF5 virtual dataset source stores it (``%`` is its format escape)."""
+    return base.replace("%", "%%")
+
+
+def from_vds_name(name: str) -> str:
+    return name.replace("%%", "%")
 
 
 def _gf2_times(mat, vec: int) -> int:

@@ -16,7 +16,7 @@ import zlib
 import numpy as np
 
 from ..errors import IndexFormatError
-from .layout import BUILD_ATTR, PART_FORMAT, join_pieces, pieces, read_block
+from .layout import BUILD_ATTR, PART_FORMAT, from_vds_name, join_pieces, pieces, read_block
 
 __all__ = ["read_virtual", "deferred_spans"]
 
@@ -39,7 +39,7 @@ def _spans(path, build_id, ds, name) -> list:
         if list(rest0) != [0] * len(rest0) or [x + 1 for x in rest1] != list(shape[1:]):
             raise IndexFormatError(f"{path}: damaged index: dataset /{name} maps a part to a selection that is not "
                                    f"whole rows")
-        base = s.file_name
+        base = from_vds_name(s.file_name)
         if base != os.path.basename(base) or base in ("", ".", ".."):
             raise IndexFormatError(f"{path}: damaged index: dataset /{name} maps rows to {base!r}, which is not a "
                                    f"part file beside the index")
@@ -147,8 +147,8 @@ def _check_part(path, part, build_id, dset, shape, dt, h5py, view):
                                        f"{tuple(d.shape)}, the index maps {dt} {tuple(shape)} to it")
             plain = d.chunks is None and d.compression is None and not d.external and dt.kind in "iu"
             off = d.id.get_offset() if plain else None
-            if off is None and view is not None:
-                np.asarray(view).view(dt).reshape(-1)[:] = d[()].reshape(-1)
+            if off is None and view is not None:  # (HDF5 reads it straight into the index's array)
+                d.read_direct(np.asarray(view).view(dt).reshape(d.shape))
             return None if off is None else int(off)
     except IndexFormatError:
         raise

@@ -3,8 +3,9 @@
 One file takes its writes through one inode: on ext4 several writers of one file gain nothing,
 while separate files take them in parallel (docs/benchmarks.md). In the split layout
 (``distgrail index --layout split``) each rank writes the rows it holds into a part file of its
-own, ``<index>.part<r>``, and rank 0 writes the main file: the root attributes, the small
-datasets, and every large one as an HDF5 *virtual dataset* whose rows map to the part files.
+own, ``<index>.<build>.part<r>`` (:func:`~distgrail.indexfile.layout.part_name`), and rank 0
+writes the main file: the root attributes, the small datasets, and every large one as an HDF5
+*virtual dataset* whose rows map to the part files.
 Users open the main file as before (``open_index``, ``query``, ``serve``, ``info``); plain h5py
 reads it too while the parts are beside it.
 
@@ -26,7 +27,8 @@ blocks, as a plain dataset's, and checked against the main file's checksums.
 
 **Atomic, across ranks.** Each part is written under a temporary name (:class:`PartFile`); the
 parts are renamed into place only once every rank has written its own, then rank 0 writes the
-main file (atomically, last). A failure anywhere removes every part.
+main file (atomically, last) and removes earlier builds' parts. A failure anywhere removes every
+new part; an earlier index at the same path stays whole (its parts carry its own build's tag).
 """
 
 from __future__ import annotations
@@ -40,10 +42,10 @@ import numpy as np
 
 from ..errors import IndexFormatError
 from ..io.atomic import atomic_path
-from .layout import BUILD_ATTR, LIBVER, PART_FORMAT, block_size, crc_pool, join_pieces, part_name, pieces
+from .layout import BUILD_ATTR, LIBVER, PART_FORMAT, block_size, crc_pool, join_pieces, part_name, pieces, vds_name
 
-__all__ = ["SPLIT", "new_build_id", "PartFile", "VirtualSpec", "split_rows", "remove_parts", "split_attrs",
-           "virtual_specs", "write_split_index", "Rows"]
+__all__ = ["SPLIT", "new_build_id", "PartFile", "VirtualSpec", "split_rows", "split_attrs", "virtual_specs",
+           "write_split_index", "Rows"]
 
 def new_build_id() -> str:
     return uuid.uuid4().hex
@@ -73,7 +75,8 @@ class VirtualSpec:
         lay = h5py.VirtualLayout(shape=self.shape, dtype=self.dtype)
         for base, lo, hi in self.sources:
             if hi > lo:
-                lay[lo:hi] = h5py.VirtualSource(base, name, shape=(hi - lo,) + self.shape[1:], dtype=self.dtype)
+                lay[lo:hi] = h5py.VirtualSource(vds_name(base), name, shape=(hi - lo,) + self.shape[1:],
+                                                dtype=self.dtype)
         parent = os.path.dirname(name)
         if parent and parent not in f:
             f.create_group(parent, track_order=False)
@@ -91,7 +94,7 @@ class PartFile:
 
         from .write import BlockWrites, root_attrs_of
 
-        self.path = part_name(path, r)
+        self.path = part_name(path, r, build_id)
         self.put_rows = {}
         self._stack = contextlib.ExitStack()
         try:
@@ -185,7 +188,7 @@ def split_attrs(build_id: str, parts: int) -> tuple:
     return (("layout", "split"), (BUILD_ATTR, build_id), ("parts", int(parts)))
 
 
-def virtual_specs(path, shapes: dict, got) -> dict:
+def virtual_specs(path, shapes: dict, got, build_id: str) -> dict:
     """``{name: VirtualSpec}`` of the main file from ``shapes`` (``{name: (shape, stored type)}``
     of the datasets in parts) and ``got``: every part's :meth:`PartFile.pieces`, in part order."""
     out = {}
@@ -194,7 +197,7 @@ def virtual_specs(path, shapes: dict, got) -> dict:
         for r, held in enumerate(got):
             if name in held:
                 lo, hi, p = held[name]
-                sources.append((os.path.basename(part_name(path, r)), lo, hi))
+                sources.append((os.path.basename(part_name(path, r, build_id)), lo, hi))
                 pcs += p
         total = int(np.prod(shape, dtype=np.int64)) * np.dtype(t).itemsize
         block = block_size(total)
@@ -225,7 +228,7 @@ def write_split_index(path, meta: dict, arrays: dict, parts: int = 1) -> None:
             files.append(pf)
             for k, (lo, hi) in mine.items():
                 pf.put(k, inparts[k][0], inparts[k][1], lo, arrays[k][lo:hi])
-        virtual = virtual_specs(path, inparts, [pf.pieces() for pf in files])
+        virtual = virtual_specs(path, inparts, [pf.pieces() for pf in files], build)
         for pf in files:
             pf.close(True)
         write_index_file(path, meta, {k: a for k, a in arrays.items() if k not in inparts}, virtual,
@@ -234,35 +237,3 @@ def write_split_index(path, meta: dict, arrays: dict, parts: int = 1) -> None:
         for pf in files:
             pf.remove()
         raise
-    remove_parts(path, keep=parts)
-
-
-def remove_parts(path, keep: int = 0) -> list:
-    """Remove the part files ``<path>.part<r>`` for r >= ``keep`` that an earlier split index at
-    ``path`` left (only distgrail parts: their root attribute ``format``); the paths removed."""
-    import h5py
-
-    d, base = os.path.split(os.path.abspath(os.fspath(path)))
-    gone = []
-    try:
-        names = os.listdir(d)
-    except OSError:
-        return gone
-    for n in names:
-        tail = n[len(base) + 5:] if n.startswith(base + ".part") else ""
-        if not (tail.isdigit() and tail.isascii() and int(tail) >= keep):
-            continue
-        p = os.path.join(d, n)
-        try:
-            with h5py.File(p, "r") as f:
-                fmt = f.attrs.get("format")
-            is_part = (fmt.decode(errors="replace") if isinstance(fmt, bytes) else fmt) == PART_FORMAT
-        except (OSError, ValueError, KeyError, RuntimeError):
-            is_part = False
-        if is_part:
-            with contextlib.suppress(OSError):
-                os.remove(p)
-                gone.append(part_name(path, int(tail)))
-    return gone
-
-

@@ -61,8 +61,9 @@ import numpy as np
 
 from ..errors import DistGrailError
 from ..io.atomic import atomic_path
-from .layout import (ATTRS, FORMAT, FORMAT_VERSION, LIBVER, SEAL, block_crcs, block_size, can_write_in_blocks,
-                     crc_pool, dataset_order, datasets_seal, entry, pieces, stored_types)
+from .layout import (ATTRS, BUILD_ATTR, FORMAT, FORMAT_VERSION, LIBVER, SEAL, block_crcs, block_size,
+                     can_write_in_blocks, crc_pool, dataset_order, datasets_seal, entry, pieces, remove_parts,
+                     stored_types)
 
 __all__ = ["write_index_file", "EarlyIndexFile", "PENDING_DIGEST", "BlockWrites", "as_type", "StreamedArray",
            "write_streamed", "root_attrs_of"]
@@ -82,6 +83,11 @@ def write_index_file(path, meta: dict, arrays: dict, virtual=None, split_attrs=(
     (:mod:`distgrail.indexfile.split`): ``virtual`` maps the datasets its parts hold to their
     :class:`~distgrail.indexfile.split.VirtualSpec`, ``split_attrs`` are its extra root attributes
     (``(key, value)``: layout, build id)."""
+    held = [k for k, a in arrays.items() if type(a).__name__ == "Rows"]  # (distgrail.indexfile.split.Rows)
+    if held:
+        raise DistGrailError(f"{os.fspath(path)}: this index holds some rows of /{held[0]} only (the other ranks of "
+                             f"a split build wrote the rest into their parts): write it where it was built, or read "
+                             f"it with open_index and save that")
     types = stored_types(meta)
     virtual = virtual or {}
     names = dataset_order([*arrays, *virtual])
@@ -94,6 +100,7 @@ def write_index_file(path, meta: dict, arrays: dict, virtual=None, split_attrs=(
         raise
     for a in streamed:
         a.close(False)
+    remove_parts(path, dict(split_attrs).get(BUILD_ATTR))  # an earlier split index's parts, now unused
 
 
 def _write_file(path, meta, arrays, types, names, virtual=None, split_attrs=()) -> None:
@@ -193,6 +200,7 @@ class EarlyIndexFile:
         import h5py
 
         types = {**(types or {}), **stored_types(meta)}
+        self.path = os.fspath(path)
         self.names = dataset_order(shapes)
         self.meta, self.shapes = dict(meta), {k: tuple(int(x) for x in v) for k, v in shapes.items()}
         missing = [k for k in self.names if k not in types]
@@ -276,6 +284,7 @@ class EarlyIndexFile:
             self._stack.__exit__(*sys.exc_info())
             raise
         self._stack.close()
+        remove_parts(self.path)  # an earlier split index's parts, now unused
         return ""
 
     def abort(self) -> None:

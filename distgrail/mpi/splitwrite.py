@@ -17,6 +17,7 @@ import time
 
 import numpy as np
 
+from ..indexfile.split import Rows
 from .errors import run_shared
 
 __all__ = ["write_split"]
@@ -46,12 +47,13 @@ def _held(place, idx, shapes) -> dict:
 
 def write_split(place, idx) -> None:
     """Collective over ``place.comm``: the index in the split layout at rank 0's output."""
-    from ..indexfile.split import PartFile, Rows, new_build_id, remove_parts, split_attrs, virtual_specs
+    from ..indexfile.split import PartFile, new_build_id, split_attrs, virtual_specs
     from ..indexfile.write import write_index_file
 
     comm, here = place.comm, place.here
     t = time.perf_counter()
-    head = (os.fspath(place.config.output), new_build_id(), _shapes(idx)) if here else None
+    head = run_shared(comm, "laying out the index's parts",
+                      (lambda: (os.fspath(place.config.output), new_build_id(), _shapes(idx))) if here else None)
     output, build, shapes = comm.bcast(head, root=0)
     R, me = comm.Get_size(), comm.Get_rank()
     held = _held(place, idx, shapes)
@@ -76,11 +78,11 @@ def write_split(place, idx) -> None:
         run_shared(comm, "putting the index's parts in place", close)
 
         def main():
-            virtual = virtual_specs(output, {k: (s, np.dtype(d)) for k, (s, d) in shapes.items()}, got)
+            _visible(output, build, got)
+            virtual = virtual_specs(output, {k: (s, np.dtype(d)) for k, (s, d) in shapes.items()}, got, build)
             rest = {k: (np.zeros(a.shape, a.dtype) if isinstance(a, Rows) else a)  # (Rows of no row: empty)
                     for k, a in idx.arrays.items() if k not in shapes}
             write_index_file(output, idx.meta, rest, virtual, split_attrs(build, R))
-            remove_parts(output, keep=R)
 
         run_shared(comm, f"writing the index {output}", main if here else None)
     except BaseException:
@@ -88,3 +90,26 @@ def write_split(place, idx) -> None:
             part[0].remove()
         raise
     place.own_timings["write_part"] = time.perf_counter() - t
+
+
+def _visible(output, build, got) -> None:
+    """Rank 0 sees every part the ranks wrote (a directory every rank shares), else the error."""
+    import h5py
+
+    from ..errors import OutputError
+    from ..indexfile.layout import BUILD_ATTR, part_name
+
+    for r, held in enumerate(got):
+        p = part_name(output, r, build)
+        ok = not held
+        if held and os.path.isfile(p):
+            try:
+                with h5py.File(p, "r") as f:
+                    bid = f.attrs.get(BUILD_ATTR)
+                ok = (bid.decode() if isinstance(bid, bytes) else bid) == build
+            except OSError:
+                ok = False
+        if not ok:
+            raise OutputError(f"{output}: rank {r} wrote its part {os.path.basename(p)}, but rank 0 does not see it "
+                              f"beside the index: under MPI the output must be in a directory every rank shares "
+                              f"(the same path on every node), or use --layout single")
