@@ -130,7 +130,7 @@ def light_graph(g):
 INDEX_FIELDS = ("comp", "indptr", "indices", "level")
 
 
-def host_landing(dag: DAG, be) -> dict:
+def host_landing(dag: DAG, be, skip=()) -> dict:
     """Host arrays for the device fields of ``dag`` that an index holds, each ``(array, thread)``
     whose pages a thread touches now, while the GPU works (phases 1–2, or more where the index
     file is written after the build): fresh pages cost as much as the copy itself
@@ -141,7 +141,7 @@ def host_landing(dag: DAG, be) -> dict:
     out = {}
     for k in INDEX_FIELDS:
         a = getattr(dag, k)
-        if a is not None and not isinstance(a, np.ndarray):
+        if k not in skip and a is not None and not isinstance(a, np.ndarray):
             h = np.empty(a.shape, a.dtype)
             out[k] = (h, be.prefault(h))
     return out

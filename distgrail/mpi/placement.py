@@ -364,7 +364,7 @@ class AcrossRanks:
         """Where the index is assembled and the DAG is on the device: host pages for what the
         index keeps of it, touched while the GPUs work (:func:`~distgrail.placement.host_landing`)."""
         want = (self.everywhere or self.here) and self.dag_host is None
-        self.landing = host_landing(dag, self.be) if want else {}
+        self.landing = host_landing(dag, self.be, ("indices",) if self._edges_split() else ()) if want else {}
 
     def dag_to_host(self, dag):
         """What the index holds, as host arrays, where it is assembled. The split layout: every
@@ -374,9 +374,24 @@ class AcrossRanks:
             self._share_edges(dag)
         if not (self.everywhere or self.here):
             return dag
+        if self._edges_split() and "dag/indices" in self.held_rows:  # rank 0 keeps its block of edges only
+            from dataclasses import replace
+
+            from ..indexfile.split import Rows
+
+            lo, rows = self.held_rows["dag/indices"]
+            src = self.dag_host if self.dag_host is not None else dag
+            host = index_dag_to_host(replace(src, indices=None), self.be, landing)
+            host.indices = Rows((int(dag.m),), rows.dtype, lo, rows)
+            return host
         if self.dag_host is not None:
             return self.dag_host
         return index_dag_to_host(dag, self.be, landing)
+
+    def _edges_split(self) -> bool:
+        """The split layout with the index assembled on rank 0 only: the DAG's edges are written by
+        every rank, a block each, so rank 0 copies its own block to the host, not every edge."""
+        return self.writes and self.config.layout == "split" and not self.everywhere
 
     def _share_edges(self, dag):
         """The split layout: the DAG's edges (every rank holds the CSR it labelled with) cut into
