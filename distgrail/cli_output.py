@@ -60,6 +60,11 @@ def cmd_info(args) -> int:
     info = dict(idx.meta)
     info["datasets"] = {k: [list(v.shape), str(v.dtype)] for k, v in sorted(idx.arrays.items())}
     info["size_bytes"] = os.path.getsize(args.index)
+    if info.get("layout") == "split":  # the part files beside it: their names, and the bytes of all
+        from .indexfile.layout import index_parts
+
+        info["part_files"] = [os.path.basename(p) for p in index_parts(args.index)]
+        info["size_bytes"] += sum(os.path.getsize(p) for p in index_parts(args.index))
     if args.json:
         print(json.dumps(info, indent=2, sort_keys=True, default=str))
     elif not args.quiet:  # --quiet: nothing; the exit status says whether the index opened

@@ -9,6 +9,7 @@ earlier parts are removed when an index is written again with fewer."""
 
 from __future__ import annotations
 
+import json
 import os
 import random
 import shutil
@@ -247,7 +248,9 @@ def test_cli_index_split_convert_and_errors(tmp_path, capsys):
     with open(merged, "rb") as a, open(single, "rb") as b:
         assert a.read() == b.read()
     assert main(["info", split, "--json"]) == 0
-    assert '"layout": "split"' in capsys.readouterr().out
+    info = json.loads(capsys.readouterr().out)
+    assert info["layout"] == "split" and info["part_files"] == [os.path.basename(p) for p in index_parts(split)]
+    assert info["size_bytes"] == os.path.getsize(split) + sum(os.path.getsize(p) for p in index_parts(split))
     a1, a2 = str(tmp_path / "a1.txt"), str(tmp_path / "a2.txt")
     assert main(["query", single, "bundled", "-o", a1, "--quiet", "--backend", "cpu"]) == 0
     assert main(["query", split, "bundled", "-o", a2, "--quiet", "--backend", "cpu"]) == 0
