@@ -169,7 +169,7 @@ class SpreadSteps:
         from ..stages.partitioned_dag import gather_csr, gather_degrees
 
         with self.be.on_device():
-            if self.writes and self.config.layout == "split":  # every rank writes its own rows (splitwrite)
+            if self.split:  # every rank writes its own rows (splitwrite)
                 from ..indexfile.split import Rows
                 from ..stages.partitioned_dag import id_type
 

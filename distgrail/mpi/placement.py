@@ -138,6 +138,7 @@ class AcrossRanks:
         self.own_timings = {}  # this rank's own phases 3-4 sub-steps
         self.own_labels = None  # split layout: (first dimension, this rank's label block) it writes itself
         self.held_rows = {}  # split layout: other {dataset: (first row, rows)} this rank writes (phase 5's masks)
+        self.split = writes and config.layout == "split"  # every rank writes its part (mpi.splitwrite)
 
     @classmethod
     def open(cls, comm, config):
@@ -276,7 +277,7 @@ class AcrossRanks:
         """Phase 5 across ranks, started before phases 1–2 (each rank's mask words on a GPU on a
         stream of its own, beside rank 0's phases 1–2 and every rank's phases 3–4); its
         ``result()`` (collective) gathers the words after the labels' gather."""
-        keep = self.held_rows if self.writes and self.config.layout == "split" and not self.everywhere else None
+        keep = self.held_rows if self._edges_split() else None
         return start_distributed(self.comm, self.run, entry, dag, K, self.everywhere, self.root,
                                  self.tp if self.nccl else None, keep)
 
@@ -291,7 +292,7 @@ class AcrossRanks:
         where the index is assembled (None elsewhere)."""
         comm, be, steps, local_t = self.comm, self.be, self.steps, self.own_timings
         lo, hi, root, here, everywhere = self.lo, self.hi, self.root, self.here, self.everywhere
-        split = self.writes and self.config.layout == "split"
+        split = self.split
         if split and not everywhere:
             return self._labels_kept(entry, dag, forest)
         if not self.nccl:
@@ -370,7 +371,7 @@ class AcrossRanks:
         """What the index holds, as host arrays, where it is assembled. The split layout: every
         rank also keeps its share of the DAG's edges (``held_rows``), which it writes."""
         landing, self.landing = getattr(self, "landing", None), None
-        if self.writes and self.config.layout == "split":
+        if self.split:
             self._share_edges(dag)
         if not (self.everywhere or self.here):
             return dag
@@ -389,9 +390,10 @@ class AcrossRanks:
         return index_dag_to_host(dag, self.be, landing)
 
     def _edges_split(self) -> bool:
-        """The split layout with the index assembled on rank 0 only: the DAG's edges are written by
-        every rank, a block each, so rank 0 copies its own block to the host, not every edge."""
-        return self.writes and self.config.layout == "split" and not self.everywhere
+        """The split layout with the index assembled on rank 0 only: what a rank writes stays there
+        (the DAG's edges by block, its label block, the masks where they meet), so rank 0 copies
+        its own share to the host, not everything."""
+        return self.split and not self.everywhere
 
     def _share_edges(self, dag):
         """The split layout: the DAG's edges (every rank holds the CSR it labelled with) cut into
@@ -436,7 +438,7 @@ class AcrossRanks:
             if early is None or not early.finish(idx):
                 idx.save(out)
 
-        if self.config.layout == "split":  # every rank writes its part (distgrail.mpi.splitwrite)
+        if self.split:  # every rank writes its part (distgrail.mpi.splitwrite)
             from .splitwrite import write_split
 
             return write_split(self, idx)
