@@ -206,9 +206,16 @@ def test_written_again_the_earlier_parts_go_once_the_new_index_is_in_place(split
     assert len(new) == 2 and not set(new) & set(old) and not any(os.path.exists(p) for p in old)
     assert sorted(os.listdir(tmp_path)) == sorted(["idx.h5", "idx.h5.part9x", "idx.h5.0123abcd.part7"]
                                                   + [os.path.basename(p) for p in new])
-    idx.save(split_index)  # a one-file index over a split one: its parts go too
+    renamed = str(tmp_path / "renamed.h5")  # an index renamed away keeps its parts, named after idx.h5
+    write_split_index(renamed, idx.meta, idx.arrays, parts=1)
+    kept = index_parts(renamed)
+    os.rename(renamed, str(tmp_path / "moved.h5"))
+    for p in kept:
+        os.rename(p, p.replace("renamed.h5", "idx.h5"))
+    idx.save(split_index)  # a one-file index over a split one: its parts go too, not another index's
     assert index_parts(split_index) == [] and not any(os.path.exists(p) for p in new)
-    assert remove_parts(split_index) == []
+    assert all(os.path.exists(p.replace("renamed.h5", "idx.h5")) for p in kept)
+    assert remove_parts(split_index, None) == []
 
 
 def test_a_failed_write_leaves_the_earlier_split_index_whole(split_index, tmp_path, monkeypatch):

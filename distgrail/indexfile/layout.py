@@ -17,7 +17,7 @@ from ..dtypes import smallest_int, smallest_uint
 __all__ = ["FORMAT", "FORMAT_VERSION", "READ_VERSIONS", "CHUNK_BYTES", "CRC_BLOCK", "LIBVER", "ATTRS", "SEAL",
            "PARALLEL_MIN_BYTES", "block_size", "block_crcs", "crc_pool", "entry", "datasets_seal", "stored_types",
            "dataset_order", "can_read_in_blocks", "can_write_in_blocks", "REQUIRED", "PART_FORMAT", "BUILD_ATTR", "part_name",
-           "crc32_combine", "pieces", "join_pieces", "read_block", "index_parts", "remove_parts", "vds_name",
+           "crc32_combine", "pieces", "join_pieces", "read_block", "index_parts", "remove_parts", "split_build", "vds_name",
            "from_vds_name"]
 
 FORMAT = "distgrail-index"
@@ -187,14 +187,26 @@ def index_parts(path) -> list:
     return [p for r, p in _part_files(path) if os.path.basename(p) == os.path.basename(part_name(path, r, bid))]
 
 
-def remove_parts(path, keep_build: str | None = None) -> list:
-    """Remove the part files beside ``path`` that earlier split indexes there left (distgrail
-    parts, by their root attribute ``format``, of another build than ``keep_build``); the paths
-    removed. Called once the index at ``path`` is in place."""
+def split_build(path) -> str | None:
+    """The build id of the split index at ``path`` (None: no such file, or not a split index)."""
+    import h5py
+
+    try:
+        with h5py.File(os.fspath(path), "r") as f:
+            bid = f.attrs.get(BUILD_ATTR)
+    except (OSError, ValueError, KeyError, RuntimeError):
+        return None
+    return None if bid is None else (bid.decode(errors="replace") if isinstance(bid, bytes) else str(bid))
+
+
+def remove_parts(path, build: str | None) -> list:
+    """Remove the part files of build ``build`` beside ``path`` (distgrail parts, by their root
+    attributes): those of the split index a new index at ``path`` replaced, once the new one is in
+    place. Parts of other builds (another index renamed away from this name) are left alone."""
     import h5py
 
     gone = []
-    for _, p in _part_files(path):
+    for _, p in _part_files(path) if build else ():
         try:
             with h5py.File(p, "r") as f:
                 fmt, bid = f.attrs.get("format"), f.attrs.get(BUILD_ATTR)
@@ -202,7 +214,7 @@ def remove_parts(path, keep_build: str | None = None) -> list:
             bid = bid.decode(errors="replace") if isinstance(bid, bytes) else bid
         except (OSError, ValueError, KeyError, RuntimeError):
             continue
-        if fmt == PART_FORMAT and bid != keep_build:
+        if fmt == PART_FORMAT and bid == build:
             try:
                 os.remove(p)
                 gone.append(p)

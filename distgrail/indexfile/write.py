@@ -63,7 +63,7 @@ from ..errors import DistGrailError
 from ..io.atomic import atomic_path
 from .layout import (ATTRS, BUILD_ATTR, FORMAT, FORMAT_VERSION, LIBVER, SEAL, block_crcs, block_size,
                      can_write_in_blocks, crc_pool, dataset_order, datasets_seal, entry, pieces, remove_parts,
-                     stored_types)
+                     split_build, stored_types)
 
 __all__ = ["write_index_file", "EarlyIndexFile", "PENDING_DIGEST", "BlockWrites", "as_type", "StreamedArray",
            "write_streamed", "root_attrs_of"]
@@ -92,6 +92,7 @@ def write_index_file(path, meta: dict, arrays: dict, virtual=None, split_attrs=(
     virtual = virtual or {}
     names = dataset_order([*arrays, *virtual])
     streamed = [a for a in arrays.values() if isinstance(a, StreamedArray)]
+    replaced = split_build(path)  # a split index there: its parts go once this one is in place
     try:
         _write_file(path, meta, arrays, types, names, virtual, split_attrs)
     except BaseException:
@@ -100,7 +101,8 @@ def write_index_file(path, meta: dict, arrays: dict, virtual=None, split_attrs=(
         raise
     for a in streamed:
         a.close(False)
-    remove_parts(path, dict(split_attrs).get(BUILD_ATTR))  # an earlier split index's parts, now unused
+    if replaced != dict(split_attrs).get(BUILD_ATTR):
+        remove_parts(path, replaced)
 
 
 def _write_file(path, meta, arrays, types, names, virtual=None, split_attrs=()) -> None:
@@ -201,6 +203,7 @@ class EarlyIndexFile:
 
         types = {**(types or {}), **stored_types(meta)}
         self.path = os.fspath(path)
+        self.replaced = split_build(self.path)  # a split index there: its parts go once this one is in place
         self.names = dataset_order(shapes)
         self.meta, self.shapes = dict(meta), {k: tuple(int(x) for x in v) for k, v in shapes.items()}
         missing = [k for k in self.names if k not in types]
@@ -284,7 +287,7 @@ class EarlyIndexFile:
             self._stack.__exit__(*sys.exc_info())
             raise
         self._stack.close()
-        remove_parts(self.path)  # an earlier split index's parts, now unused
+        remove_parts(self.path, self.replaced)
         return ""
 
     def abort(self) -> None:
