@@ -27,7 +27,7 @@ blocks, as a plain dataset's, and checked against the main file's checksums.
 
 **Atomic, across ranks.** Each part is written under a temporary name (:class:`PartFile`); the
 parts are renamed into place only once every rank has written its own, then rank 0 writes the
-main file (atomically, last) and removes earlier builds' parts. A failure anywhere removes every
+main file (atomically, last) and removes the replaced index's parts. A failure anywhere removes every
 new part; an earlier index at the same path stays whole (its parts carry its own build's tag).
 """
 
