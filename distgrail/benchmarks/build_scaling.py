@@ -9,7 +9,8 @@ start-up, imports, MPI and GPU set-up, read and write all count: what a user wai
 ``distgrail.benchmarks.scaling`` (one warm process) leaves out. The 1-rank run (layout single,
 partition off) runs once per graph, the baseline of every variant. The table gives the median
 wall seconds and the median ``total_seconds`` the command reports, each with its speedup over 1
-rank; every sample is in ``--json``. Every index built must be the 1-rank one byte for byte (a
+rank, and rank 0's GPU memory peak (CuPy pool used, ``GPU GB``; ``-`` without a GPU); every
+sample is in ``--json``. Every index built must be the 1-rank one byte for byte (a
 split one merged by ``distgrail convert INDEX --layout single`` first): a speedup never hides a
 wrong answer. Exit status 1 if a run failed or an index differs. ``--plot`` draws build time
 against ranks beside ideal scaling (needs matplotlib).
@@ -125,7 +126,9 @@ def run_once(argv: list, timeout) -> dict:
     if status != 0:
         report_failure(argv, status, stderr)
     got = summary_of(stdout) if status == 0 else {}
-    return {"wall": wall, "total": got.get("total_seconds"), "seconds": got.get("seconds", {}), "status": status}
+    peak = got.get("gpu_pool_peak_bytes") or {}  # rank 0's CuPy pool, used at its peak (None: no GPU)
+    return {"wall": wall, "total": got.get("total_seconds"), "seconds": got.get("seconds", {}), "status": status,
+            "gpu_used": peak.get("used") if isinstance(peak, dict) else None}
 
 
 def _median(values):
@@ -146,6 +149,7 @@ def measure(args, graph: str, ranks: int, variant, output: str) -> dict:
     return {"graph": graph_name(graph), "graph_path": graph, "variant": name, "ranks": ranks,
             "command": shlex.join(argv), "argv": argv, "output": output, "samples": samples,
             "wall": _median(s["wall"] for s in good), "total": _median(s["total"] for s in good),
+            "gpu_used": max((s["gpu_used"] for s in good if s.get("gpu_used") is not None), default=None),
             "failed": len(good) < len(samples), "baseline": ranks == 1}
 
 
@@ -201,11 +205,12 @@ def format_table(rows: list) -> str:
     def num(v, fmt):
         return "-" if v is None else format(v, fmt)
 
-    head = ("graph", "variant", "ranks", "wall s", "total s", "wall x", "total x", "index")
+    head = ("graph", "variant", "ranks", "wall s", "total s", "wall x", "total x", "GPU GB", "index")
     body = [(r["graph"], r["variant"], str(r["ranks"]), num(r["wall"], ".3f"), num(r["total"], ".3f"),
-             num(r["speedup_wall"], ".2f"), num(r["speedup_total"], ".2f"), verdict(r)) for r in rows]
+             num(r["speedup_wall"], ".2f"), num(r["speedup_total"], ".2f"),
+             num(None if r.get("gpu_used") is None else r["gpu_used"] / 1e9, ".1f"), verdict(r)) for r in rows]
     widths = [max(len(line[i]) for line in [head, *body]) for i in range(len(head))]
-    cells = [[c.ljust(w) if i in (0, 1, 7) else c.rjust(w) for i, (c, w) in enumerate(zip(line, widths))]
+    cells = [[c.ljust(w) if i in (0, 1, 8) else c.rjust(w) for i, (c, w) in enumerate(zip(line, widths))]
              for line in [head, *body]]
     return "\n".join("  ".join(line).rstrip() for line in cells)
 
