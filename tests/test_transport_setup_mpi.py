@@ -67,6 +67,38 @@ def test_transport_for_returns_while_ncclcomminitrank_still_runs(comm, wire, mon
     everywhere(comm, warm[:2] == ["init", "bcast"] and warm[-1] == "group" and kinds.count("bcast") == 2, kinds)
 
 
+def test_a_large_transfer_waits_for_the_set_up(comm, wire, monkeypatch):
+    """While ncclCommInitRank still runs, a transfer of at most EARLY_HOST_BYTES (every rank's
+    bytes together) goes through host memory, a larger one waits for the set-up and goes by
+    NCCL: the host path is slower for a graph's edges than the rest of the set-up (issue 42)."""
+    nccl = fake_nccl(wire)
+    cp = fake_cupy(nccl)
+    install(monkeypatch, cp, nccl)
+    monkeypatch.delenv("DISTGRAIL_NCCL", raising=False)
+    monkeypatch.delenv("DISTGRAIL_NCCL_EARLY", raising=False)
+    monkeypatch.setattr(transport, "EARLY_HOST_BYTES", 24)
+    gate, seen = held_init(nccl)
+    tp = transport.transport_for(comm, fake_gpu_backend(cp))
+    me, size = comm.Get_rank(), comm.Get_size()
+    small = tp.bcast(np.arange(6, dtype=np.int32) if me == 0 else None)  # 24 bytes: host memory
+    tiny = tp.gatherv(np.full(1, me, np.int64))  # 8 bytes a rank, 24 at most: host memory
+    before = [e[0] for e in nccl.log]
+    timer = threading.Timer(0.3, gate.set)
+    timer.start()
+    try:
+        big = tp.gatherv(np.full((2, 2), me, np.int64))  # 32 bytes a rank: waits for the set-up
+    finally:
+        timer.join()
+    t = tp.take_timings()
+    everywhere(comm, before == [] and seen == [True] and t.get("nccl_before_ready") == 2.0, f"{before} {t}")
+    # the big gather went by NCCL: rank 0 received each other rank's 32 bytes
+    everywhere(comm, me != 0 or sum(e[:2] == ("recv", 32) for e in nccl.log) == size - 1, nccl.log)
+    everywhere(comm, small.tolist() == list(range(6)), small)
+    everywhere(comm, me != 0 or (tiny.tolist() == list(range(size))
+                                 and big.reshape(-1).tolist() == [r for r in range(size) for _ in range(4)]),
+               f"{tiny} {big}")
+
+
 def test_with_early_wait_the_first_transfer_waits(comm, wire, monkeypatch):
     """DISTGRAIL_NCCL_EARLY=wait (rank 0's setting decides): no transfer through host memory."""
     nccl = fake_nccl(wire)

@@ -142,18 +142,19 @@ class NcclExchange(MpiExchange):
         super().__init__(comm, xp)
         self.tp = tp
 
-    def _go(self) -> bool:
+    def _go(self, nbytes: int = 0, mine: int | None = None) -> bool:
         """Collective: this call goes by NCCL (the transport's set-up joined, or still running
-        and the call taking the host path meanwhile)."""
-        return self.tp._by_nccl()
+        and a call of few bytes taking the host path meanwhile: ``NcclTransport._by_nccl``)."""
+        return self.tp._by_nccl(nbytes, mine)
 
     def _sync(self):
         self.tp.be.synchronize()
 
     def allreduce(self, a, op):
-        if op == "bor" and self._go():
+        nbytes = int(a.size) * np.dtype(a.dtype).itemsize * self.size  # (the same shape on every rank)
+        if op == "bor" and self._go(nbytes):
             return self._ring_or(a)
-        if op not in _OPS or not self._go():
+        if op not in _OPS or not self._go(nbytes):
             return super().allreduce(a, op)
         nccl, nc, xp = self.tp.nccl, self.tp.nc, self.xp
         src = xp.ascontiguousarray(a)
@@ -217,7 +218,7 @@ class NcclExchange(MpiExchange):
         return self.tp.bcast(out if self.root else None, 0)
 
     def alltoall(self, parts):
-        if not self._go():
+        if not self._go(mine=sum(int(p.size) * np.dtype(p.dtype).itemsize for p in parts)):
             return super().alltoall(parts)
         xp, nccl, nc = self.xp, self.tp.nccl, self.tp.nc
         sizes = self.comm.alltoall([int(p.shape[0]) for p in parts])

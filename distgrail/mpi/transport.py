@@ -9,9 +9,10 @@ backend, the same on every rank:
   broadcast on the main thread, then ``NcclCommunicator(size, uid, rank)`` (slow:
   docs/benchmarks.md) runs on a background thread on the rank's bound GPU, followed by a warm-up
   of one small broadcast and one small grouped gather (the first NCCL calls are slow too), while
-  the main thread goes on (reading, condensing). Transfers that come before the set-up is over
-  on every rank go through host memory as on the ``"mpi"`` transport (the ranks decide
-  together, per transfer); the first one after it joins the thread (:meth:`NcclTransport.ready`);
+  the main thread goes on (reading, condensing). Transfers of at most :data:`EARLY_HOST_BYTES`
+  that come before the set-up is over on every rank go through host memory as on the ``"mpi"``
+  transport (the ranks decide together, per transfer); a larger one, or the first one after the
+  set-up, joins the thread (:meth:`NcclTransport.ready`);
   ``DISTGRAIL_NCCL_EARLY=wait`` (rank 0's) makes the first transfer wait for the set-up
   instead. Every MPI call stays on the main thread. The
   communicator is cached on the MPI communicator (an MPI attribute) and destroyed when that
@@ -87,6 +88,12 @@ def _check_rows(heads):
                              + ", ".join(f"rank {r}: {dt} {s}" for r, (s, dt) in enumerate(heads)))
     (rest, dt), = trail
     return np.array([s[0] for s, _ in heads], np.int64), rest, dt
+
+
+#: while NCCL's set-up still runs in the background, a transfer of at most this many bytes (every
+#: rank's together) goes through host memory; a larger one waits for the set-up, which ends
+#: sooner than the host path would move it (R-MAT 27's edges on 4 ranks: docs/benchmarks.md)
+EARLY_HOST_BYTES = 1 << 28
 
 
 class Transport:
@@ -187,17 +194,22 @@ class NcclTransport(Transport):
             s.abandon()
             raise
 
-    def _by_nccl(self) -> bool:
+    def _by_nccl(self, nbytes: int = 0, mine: int | None = None) -> bool:
         """Collective: True where this transfer goes by NCCL. While the background set-up still
         runs on some rank (and none failed), with ``early="host"`` (``DISTGRAIL_NCCL_EARLY``,
-        rank 0's) it goes through host memory instead (``nccl_before_ready`` counts those);
-        otherwise the set-up is joined (:meth:`ready`)."""
+        rank 0's) a transfer of at most :data:`EARLY_HOST_BYTES` goes through host memory instead
+        (``nccl_before_ready`` counts those); a larger one, or any with ``early="wait"``, joins the
+        set-up (:meth:`ready`). ``nbytes``: the transfer's bytes over every rank, the same on each;
+        or ``mine``: this rank's, summed here (only while the set-up runs)."""
         s = self._setup
         if s is not None and self.early == "host":
-            states = self.comm.allgather(s.state)
-            if "failed" not in states and "running" in states:
-                self._timings["nccl_before_ready"] = self._timings.get("nccl_before_ready", 0.0) + 1.0
-                return False
+            if mine is not None:
+                nbytes = self.comm.allreduce(int(mine))
+            if nbytes <= EARLY_HOST_BYTES:
+                states = self.comm.allgather(s.state)
+                if "failed" not in states and "running" in states:
+                    self._timings["nccl_before_ready"] = self._timings.get("nccl_before_ready", 0.0) + 1.0
+                    return False
         self.ready()
         return True
 
@@ -205,11 +217,11 @@ class NcclTransport(Transport):
         return self.be.xp.cuda.get_current_stream().ptr if self.be.is_gpu else 0
 
     def bcast(self, a, root: int = 0):
-        if not self._by_nccl():
-            return MpiTransport.bcast(self, a, root)
         comm, be = self.comm, self.be
         here = comm.Get_rank() == root
         shape, dt = comm.bcast(_header(a) if here else None, root=root)
+        if not self._by_nccl(int(np.prod(shape, dtype=np.int64)) * np.dtype(dt).itemsize):
+            return MpiTransport.bcast(self, a, root)
 
         def prepare():  # root: its array, contiguous; the others: a buffer to receive into
             if here:
@@ -229,12 +241,12 @@ class NcclTransport(Transport):
     def gatherv(self, a, root: int = 0, keep_own: bool = True):
         """As :meth:`Transport.gatherv`; ``keep_own=False`` (root): root's result leaves its own
         block out (it has it already)."""
-        if not self._by_nccl():
-            return MpiTransport.gatherv(self, a, root, keep_own)
         comm, be = self.comm, self.be
         me, size = comm.Get_rank(), comm.Get_size()
         here = me == root
         counts, rest, dt = _check_rows(comm.allgather(_header(a)))
+        if not self._by_nccl(int(counts.sum()) * np.dtype(dt).itemsize * int(np.prod(rest, dtype=np.int64))):
+            return MpiTransport.gatherv(self, a, root, keep_own)
         if not keep_own and here:
             counts[root] = 0  # nothing to receive from itself, no row of its own in the result
         row = np.dtype(dt).itemsize * int(np.prod(rest, dtype=np.int64))
