@@ -63,9 +63,12 @@ def test_split_across_ranks_is_the_single_file(comm, tmp_path, monkeypatch, part
                 ok = ok and "supports/out" in f and "labels/intervals" in f
             with h5py.File(index_parts(out)[0], "r") as f:
                 ok = ok and "supports/out" not in f and "vertex/component" in f
-            for p in index_parts(out):  # the DAG's edges written by every rank, a block each
+            for p in index_parts(out):  # the DAG's edges and rows and the forest: every rank writes a block
                 with h5py.File(p, "r") as f:
-                    ok = ok and "dag/indices" in f and f["dag/indices"].attrs["first_row"] >= 0
+                    for name, rows in (("dag/indices", None), ("dag/indptr", C + 1), ("forest/parent", C),
+                                       ("forest/subtree_size", C)):
+                        ok = ok and name in f and f[name].attrs["first_row"] >= 0
+                        ok = ok and (rows is None or 0 < f[name].shape[0] < rows)
         s, t = np.arange(500), np.arange(499, -1, -1)
         ok = ok and np.array_equal(merged.reachable(s, t), ref.reachable(s, t))
     if full_index_on == "all":  # every rank's Index is whole and queries

@@ -365,7 +365,7 @@ class AcrossRanks:
         """Where the index is assembled and the DAG is on the device: host pages for what the
         index keeps of it, touched while the GPUs work (:func:`~distgrail.placement.host_landing`)."""
         want = (self.everywhere or self.here) and self.dag_host is None
-        self.landing = host_landing(dag, self.be, ("indices",) if self._edges_split() else ()) if want else {}
+        self.landing = host_landing(dag, self.be, ("indices", "indptr") if self._edges_split() else ()) if want else {}
 
     def dag_to_host(self, dag):
         """What the index holds, as host arrays, where it is assembled. The split layout: every
@@ -378,12 +378,11 @@ class AcrossRanks:
         if self._edges_split() and "dag/indices" in self.held_rows:  # rank 0 keeps its block of edges only
             from dataclasses import replace
 
-            from ..indexfile.split import Rows
-
-            lo, rows = self.held_rows["dag/indices"]
             src = self.dag_host if self.dag_host is not None else dag
-            host = index_dag_to_host(replace(src, indices=None), self.be, landing)
-            host.indices = Rows((int(dag.m),), rows.dtype, lo, rows)
+            shared = {k: None for k in ("indices", "indptr") if f"dag/{k}" in self.held_rows}
+            host = index_dag_to_host(replace(src, **shared), self.be, landing)
+            for k in shared:
+                setattr(host, k, self._held(f"dag/{k}", getattr(dag, k)))
             return host
         if self.dag_host is not None:
             return self.dag_host
@@ -396,22 +395,54 @@ class AcrossRanks:
         return self.split and not self.everywhere
 
     def _share_edges(self, dag):
-        """The split layout: the DAG's edges (every rank holds the CSR it labelled with) cut into
-        even blocks, each rank's block to its host to be written into its part: rank 0 no longer
-        writes them all."""
+        """The split layout: the DAG's edges and row pointers (every rank holds the CSR it
+        labelled with) cut into even blocks, each rank's block to its host to be written into its
+        part: rank 0 no longer writes them all."""
+        self._share_rows("dag/indices", getattr(dag, "indices", None))
+        self._share_rows("dag/indptr", getattr(dag, "indptr", None))
+
+    def _share_rows(self, name, a):
+        """Rows ``lo..hi`` of ``a`` (this rank's copy of a dataset every rank holds whole, on its
+        device or host), this rank's even share, to its host for its part (``held_rows``) when
+        every rank holds ``a`` and none holds rows of it already (a spread DAG's own rows)."""
         from ..indexfile.split import split_rows
 
-        have = getattr(dag, "indices", None) is not None
+        have = a is not None and name not in self.held_rows
         if not self.comm.allreduce(have, op=mpi().LAND):  # (every rank takes the same way)
             return
-        lo, hi = split_rows(int(dag.m), self.comm.Get_size())[self.me:self.me + 2]
+        lo, hi = split_rows(int(a.shape[0]), self.comm.Get_size())[self.me:self.me + 2]
 
         def share():
             with self.be.on_device():
-                return np.ascontiguousarray(to_host(dag.indices[lo:hi]))
+                return np.ascontiguousarray(to_host(a[lo:hi]))
 
-        rows = run_shared(self.comm, "copying this rank's share of the DAG's edges to the host", share)
-        self.held_rows["dag/indices"] = (lo, rows)
+        rows = run_shared(self.comm, f"copying this rank's share of {name} to the host", share)
+        self.held_rows[name] = (lo, rows)
+
+    def _held(self, name, a):
+        """Rank 0's stand-in for ``a`` when every rank writes its share of it (``held_rows``): a
+        :class:`~distgrail.indexfile.split.Rows` of rank 0's rows; else ``a``."""
+        from ..indexfile.split import Rows
+
+        if name not in self.held_rows:
+            return a
+        lo, rows = self.held_rows[name]
+        return Rows(tuple(int(x) for x in a.shape), rows.dtype, lo, rows)
+
+    def _share_forest(self, forest):
+        """The split layout, the index assembled on rank 0 only: the forest (every rank holds it
+        for phases 3–4) cut into even blocks like the DAG's edges; rank 0's forest for the index
+        is then its own rows (:meth:`_held`)."""
+        if not self._edges_split():
+            return forest
+        parent = size = None
+        if forest is not None:
+            parent, size = forest.arrays(self.be) if forest.on_gpu else (forest.parent, forest.size)
+        self._share_rows("forest/parent", parent)
+        self._share_rows("forest/subtree_size", size)
+        if not self.here or "forest/parent" not in self.held_rows:
+            return forest
+        return SimpleNamespace(parent=self._held("forest/parent", parent), size=self._held("forest/subtree_size", size))
 
     def join_digest(self, g):
         """Rank 0 joins its background hash (a failure there is every rank's error) and sends the
@@ -426,6 +457,7 @@ class AcrossRanks:
 
     def assemble(self, g, dag, forest, post0, labels, masks, extra):
         self.tp.ready()  # a background NCCL set-up that failed fails the build, even if nothing waited for it
+        forest = self._share_forest(forest)
         c = self.config
         # the last collective before the write: the index is whole where it is wanted
         return run_shared(self.comm, "assembling the index", assemble if self.everywhere or self.here else None,

@@ -92,7 +92,7 @@ def _check_rows(heads):
 
 #: while NCCL's set-up still runs in the background, a transfer of at most this many bytes (every
 #: rank's together) goes through host memory; a larger one waits for the set-up, which ends
-#: sooner than the host path would move it (R-MAT 27's edges on 4 ranks: docs/benchmarks.md)
+#: sooner than the host path would move a graph's edges (docs/benchmarks.md)
 EARLY_HOST_BYTES = 1 << 28
 
 
