@@ -73,3 +73,26 @@ def test_a_failed_run_is_reported_and_sets_the_exit_status(tmp_path):
     assert "no such interpreter today" in r.stderr
     (row,) = json.loads((tmp_path / "scal.json").read_text())["rows"]
     assert row["failed"] and row["samples"][0]["status"] == 3 and row["wall"] is None
+
+
+def test_replot_draws_the_rows_of_earlier_runs(tmp_path):
+    """--replot runs nothing: the rows of several --json files, each graph named with its d, in one
+    table (and one plot where matplotlib is installed); no graph and no --replot is an error."""
+    def saved(name, dims, walls):
+        rows = [{"graph": name, "variant": "split:on", "ranks": n, "wall": w, "total": w - 1, "gpu_used": None,
+                 "failed": False, "same": True, "baseline": n == 1, "command": "x",
+                 "speedup_wall": walls[1] / w, "speedup_total": (walls[1] - 1) / (w - 1)} for n, w in walls.items()]
+        path = tmp_path / f"{name}.json"
+        path.write_text(json.dumps({"dims": dims, "backend": "gpu", "repeat": 2, "rows": rows}))
+        return str(path)
+
+    a = saved("rmat27", 5, {1: 12.0, 4: 8.0})
+    b = saved("paper", 16, {1: 9.0, 2: 12.0})
+    png = tmp_path / "both.png"
+    r = _benchmark("--replot", a, b, *(["--plot", str(png)] if _has_matplotlib() else []), timeout=60)
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert "rmat27 d=5" in r.stdout and "paper d=16" in r.stdout and "1.50" in r.stdout and "0.75" in r.stdout, r.stdout
+    if _has_matplotlib():
+        assert png.read_bytes()[:8] == PNG_SIGNATURE
+    r = _benchmark(timeout=60)
+    assert r.returncode == 2 and "--replot" in r.stderr, r.stderr

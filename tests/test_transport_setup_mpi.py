@@ -76,12 +76,12 @@ def test_a_large_transfer_waits_for_the_set_up(comm, wire, monkeypatch):
     install(monkeypatch, cp, nccl)
     monkeypatch.delenv("DISTGRAIL_NCCL", raising=False)
     monkeypatch.delenv("DISTGRAIL_NCCL_EARLY", raising=False)
-    monkeypatch.setattr(transport, "EARLY_HOST_BYTES", 24)
+    me, size = comm.Get_rank(), comm.Get_size()
+    monkeypatch.setattr(transport, "EARLY_HOST_BYTES", 8 * size)
     gate, seen = held_init(nccl)
     tp = transport.transport_for(comm, fake_gpu_backend(cp))
-    me, size = comm.Get_rank(), comm.Get_size()
-    small = tp.bcast(np.arange(6, dtype=np.int32) if me == 0 else None)  # 24 bytes: host memory
-    tiny = tp.gatherv(np.full(1, me, np.int64))  # 8 bytes a rank, 24 at most: host memory
+    small = tp.bcast(np.arange(4, dtype=np.int32) if me == 0 else None)  # 16 bytes: host memory
+    tiny = tp.gatherv(np.full(1, me, np.int64))  # 8 bytes a rank: host memory
     before = [e[0] for e in nccl.log]
     timer = threading.Timer(0.3, gate.set)
     timer.start()
@@ -93,7 +93,7 @@ def test_a_large_transfer_waits_for_the_set_up(comm, wire, monkeypatch):
     everywhere(comm, before == [] and seen == [True] and t.get("nccl_before_ready") == 2.0, f"{before} {t}")
     # the big gather went by NCCL: rank 0 received each other rank's 32 bytes
     everywhere(comm, me != 0 or sum(e[:2] == ("recv", 32) for e in nccl.log) == size - 1, nccl.log)
-    everywhere(comm, small.tolist() == list(range(6)), small)
+    everywhere(comm, small.tolist() == list(range(4)), small)
     everywhere(comm, me != 0 or (tiny.tolist() == list(range(size))
                                  and big.reshape(-1).tolist() == [r for r in range(size) for _ in range(4)]),
                f"{tiny} {big}")

@@ -13,7 +13,8 @@ rank, and rank 0's GPU memory peak (CuPy pool used, ``GPU GB``; ``-`` without a 
 sample is in ``--json``. Every index built must be the 1-rank one byte for byte (a
 split one merged by ``distgrail convert INDEX --layout single`` first): a speedup never hides a
 wrong answer. Exit status 1 if a run failed or an index differs. ``--plot`` draws build time
-against ranks beside ideal scaling (needs matplotlib).
+against ranks beside ideal scaling (needs matplotlib). ``--replot A.json B.json --plot P.png`` runs
+nothing: it draws the rows of earlier ``--json`` files into one plot (graphs of several runs).
 """
 
 from __future__ import annotations
@@ -260,7 +261,9 @@ def plot(rows: list, path: str, args) -> bool:
 
 def parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("graphs", nargs="+", help="graph files (distinct base names)")
+    p.add_argument("graphs", nargs="*", help="graph files (distinct base names)")
+    p.add_argument("--replot", nargs="+", metavar="JSON", help="no run: the table and --plot from the rows of "
+                   "earlier --json files (several graphs, machines' runs or dims in one plot)")
     p.add_argument("--ranks", type=parse_ranks, default=[1, 2], help="rank counts (default 1,2; 1 always runs)")
     p.add_argument("--variants", type=parse_variants, default=[("auto", "auto")], help="LAYOUT:PARTITION,...")
     p.add_argument("--dims", type=int, default=5)
@@ -277,9 +280,32 @@ def parser() -> argparse.ArgumentParser:
     return p
 
 
+def replot(paths: list, out) -> list:
+    """The rows of earlier ``--json`` files, each graph's name given its ``d``; drawn into ``out``
+    (a PNG) when given. Every file's rows keep their own baseline and ratios."""
+    from types import SimpleNamespace
+
+    rows, ranks, runs = [], set(), set()
+    for path in paths:
+        with open(path) as f:
+            saved = json.load(f)
+        rows += [dict(r, graph=f"{r['graph']} d={saved['dims']}") for r in saved["rows"]]
+        ranks.update(r["ranks"] for r in saved["rows"])
+        runs.add(str(saved["repeat"]))
+    args = SimpleNamespace(ranks=sorted(ranks), dims="as named", backend="as run", repeat="/".join(sorted(runs)))
+    if out and plot(rows, out, args):
+        print(out)
+    return rows
+
+
 def main(argv=None) -> int:
     p = parser()
     args = p.parse_args(argv)
+    if args.replot:
+        print(format_table(replot(args.replot, args.plot)))
+        return 0
+    if not args.graphs:
+        p.error("give graph files, or --replot JSON files")
     args.mpiexec = args.mpiexec or default_mpiexec()
     if len({graph_name(g) for g in args.graphs}) < len(args.graphs):
         p.error("graphs need distinct base names (they name the index files)")

@@ -137,7 +137,7 @@ class AcrossRanks:
         self.stage_timings = {}  # the stages' own sub-steps (phase1_forest, slowest phases 3-4, ...)
         self.own_timings = {}  # this rank's own phases 3-4 sub-steps
         self.own_labels = None  # split layout: (first dimension, this rank's label block) it writes itself
-        self.held_rows = {}  # split layout: other {dataset: (first row, rows)} this rank writes (phase 5's masks)
+        self.held_rows = {}  # split layout: other {dataset: (first row, rows)} this rank writes (DAG, forest, masks)
         self.split = writes and config.layout == "split"  # every rank writes its part (mpi.splitwrite)
 
     @classmethod
@@ -369,7 +369,8 @@ class AcrossRanks:
 
     def dag_to_host(self, dag):
         """What the index holds, as host arrays, where it is assembled. The split layout: every
-        rank also keeps its share of the DAG's edges (``held_rows``), which it writes."""
+        rank also keeps its share of the DAG's edges and row pointers (``held_rows``), which it
+        writes."""
         landing, self.landing = getattr(self, "landing", None), None
         if self.split:
             self._share_edges(dag)

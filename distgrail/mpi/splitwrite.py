@@ -1,8 +1,10 @@
 """The split layout written across ranks: every rank writes the rows it holds into its own part
 file, rank 0 the main file (:mod:`distgrail.indexfile.split` has the layout).
 
-What each rank holds: rank 0 the datasets it assembled whole (the DAG, the forest, the masks);
-every rank its own block of label dimensions (:attr:`AcrossRanks.own_labels`), which then never
+What each rank holds: rank 0 the datasets it assembled whole (the vertex map, the levels, the
+post-order ranks; the masks when they meet there); every rank an even block of rows of the DAG's
+edges and row pointers and of the forest (:meth:`AcrossRanks.dag_to_host`, ``assemble``), and its
+own block of label dimensions (:attr:`AcrossRanks.own_labels`), which then never
 goes to rank 0 when only rank 0 assembles the index; on a spread DAG every rank its own DAG rows
 (``held_rows``). Rank 0 tells every rank the whole shape and stored type of each dataset in parts;
 each rank writes its part (its blocks in parallel, the CRC-32 of every piece taken as they leave),
