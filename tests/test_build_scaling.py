@@ -81,7 +81,9 @@ def test_replot_draws_the_rows_of_earlier_runs(tmp_path):
     def saved(name, dims, walls):
         rows = [{"graph": name, "variant": "split:on", "ranks": n, "wall": w, "total": w - 1, "gpu_used": None,
                  "failed": False, "same": True, "baseline": n == 1, "command": "x",
-                 "speedup_wall": walls[1] / w, "speedup_total": (walls[1] - 1) / (w - 1)} for n, w in walls.items()]
+                 "speedup_wall": walls[1] / w, "speedup_total": (walls[1] - 1) / (w - 1),
+                 "samples": [{"status": 0, "wall": w, "total": w - 1}, {"status": 0, "wall": w - 1, "total": w - 2},
+                             {"status": 1, "wall": 0.5, "total": None}]} for n, w in walls.items()]
         path = tmp_path / f"{name}.json"
         path.write_text(json.dumps({"dims": dims, "backend": "gpu", "repeat": 2, "rows": rows}))
         return str(path)
@@ -94,5 +96,7 @@ def test_replot_draws_the_rows_of_earlier_runs(tmp_path):
     assert "rmat27 d=5" in r.stdout and "paper d=16" in r.stdout and "1.50" in r.stdout and "0.75" in r.stdout, r.stdout
     if _has_matplotlib():
         assert png.read_bytes()[:8] == PNG_SIGNATURE
+    r = _benchmark("--replot", a, "--best", timeout=60)  # fastest samples: 11 and 7 s, so 1.57x
+    assert r.returncode == 0 and "11.000" in r.stdout and "1.57" in r.stdout, r.stdout
     r = _benchmark(timeout=60)
     assert r.returncode == 2 and "--replot" in r.stderr, r.stderr
