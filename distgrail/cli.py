@@ -14,7 +14,8 @@ import sys
 import time
 
 from ._version import __version__
-from .cli_common import comm_of, common_options, input_digest, outputs_ok, outputs_ok_everywhere, resolve_bundled
+from .cli_common import (comm_of, common_options, input_digest, outputs_ok, outputs_ok_everywhere, process_age,
+                         resolve_bundled)
 from .errors import DistGrailError
 
 __all__ = ["main"]
@@ -88,7 +89,7 @@ def cmd_index(args):
             from .mpi.binding import bind_gpu
 
             bind_gpu(comm, args.backend, share=args.share_gpus)
-        t = time.perf_counter()
+        t, age = time.perf_counter(), process_age()
         # under MPI the full Index on rank 0 only: the other ranks label and are done
         with PoolPeak(args.json and args.backend != "cpu") as peak:
             idx = distgrail.build_index(path, dims=args.dims, seed=args.seed, parent_rule=args.parent_rule,
@@ -96,9 +97,11 @@ def cmd_index(args):
                                         output=args.output, comm=comm, supports=args.supports,
                                         progress=not args.quiet and _rank(comm) == 0, full_index_on="root",
                                         partition=args.partition, layout=args.layout, digest=digest)
+    total = time.perf_counter() - t
+    ages = comm.gather(age, root=0) if comm is not None else [age]  # (every rank is here: the build ended)
     if idx is None:  # ranks > 0 under MPI
         return 0
-    total = time.perf_counter() - t
+    known = [a for a in ages if a is not None]
     m = idx.meta
     summary = {"index": os.path.abspath(args.output), "n_vertices": m["n_vertices"],
                "n_components": m["n_components"], "n_dag_edges": m["n_dag_edges"], "n_levels": m["n_levels"],
@@ -106,7 +109,10 @@ def cmd_index(args):
                "index_write": getattr(idx, "index_write", None),
                "ranks": comm.Get_size() if comm is not None else 1,
                "seconds": {k: round(v, 6) for k, v in idx.timings.items()}, "total_seconds": round(total, 6),
-               "gpu_pool_peak_bytes": peak.report()}
+               "gpu_pool_peak_bytes": peak.report(),
+               # process start to the build's clock: rank 0's and the slowest rank's (None: no /proc)
+               "startup_seconds": {"rank0": None if ages[0] is None else round(ages[0], 3),
+                                   "slowest": round(max(known), 3) if known else None}}
     lines = [f"index        {args.output}",
              f"graph        {m['source_name']}: {m['n_vertices']:,} vertices, {m['n_components']:,} components, "
              f"{m['n_dag_edges']:,} DAG edges, {m['n_levels']:,} levels",

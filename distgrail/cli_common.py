@@ -122,3 +122,18 @@ def input_digest(args, comm, path):
         if d is not None:
             return d
     return contextlib.nullcontext()
+
+
+def process_age() -> float | None:
+    """Seconds since this process started (Linux: ``/proc/self/stat``'s start time against the
+    boot clock, to the kernel's clock tick), None where that cannot be read. ``index --json``
+    reports it at the build's start: the interpreter, the imports, MPI's and the GPU's set-up."""
+    import time
+
+    try:
+        with open("/proc/self/stat") as f:
+            fields = f.read().rsplit(")", 1)[1].split()
+        return max(0.0, time.clock_gettime(time.CLOCK_BOOTTIME) - int(fields[19]) / os.sysconf("SC_CLK_TCK"))
+    except (OSError, ValueError, IndexError, AttributeError):
+        return None
+

@@ -55,6 +55,7 @@ def test_one_and_two_ranks_build_the_same_index(tmp_path):
         assert row["wall"] > 0 and row["same"] is True and not row["failed"], row
         assert row["gpu_used"] is None  # (the CPU backend: no GPU pool peak to report)
         assert [s["status"] for s in row["samples"]] == [0] and row["samples"][0]["total"] > 0, row
+        assert 0 < row["samples"][0]["startup"] < row["samples"][0]["wall"], row  # (start-up inside the wall)
     assert [p.name.split(".")[0] for p in out.glob("*.part0")] == ["g-2-split-on"]
     if plot:
         assert png.read_bytes()[:8] == PNG_SIGNATURE

@@ -192,3 +192,16 @@ def test_convert_gpu_parses_on_the_device(tmp_path, capsys):
     assert main(["convert", graph_path("kegg_dag_uniq"), "-o", str(out), "--backend", "gpu", "--json"]) == 0
     summary = json.loads(capsys.readouterr().out)
     assert summary["backend"] == "gpu" and summary["parser"] == "gpu"
+
+
+def test_index_json_reports_the_start_up(tmp_path, capsys):
+    """index --json: the seconds from the process's start to the build's clock (interpreter,
+    imports, set-up), rank 0's and the slowest rank's; with one process both the same."""
+    assert main(["index", "bundled", "-o", str(tmp_path / "b.h5"), "--backend", "cpu", "--json", "--quiet"]) == 0
+    summary = json.loads(capsys.readouterr().out)
+    up = summary["startup_seconds"]
+    assert set(up) == {"rank0", "slowest"} and 0 < up["rank0"] == up["slowest"] < 600, up
+    from distgrail.cli_common import process_age
+
+    age = process_age()
+    assert age is not None and age >= up["rank0"], (age, up)  # (this process started before that build)

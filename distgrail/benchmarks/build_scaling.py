@@ -128,8 +128,9 @@ def run_once(argv: list, timeout) -> dict:
         report_failure(argv, status, stderr)
     got = summary_of(stdout) if status == 0 else {}
     peak = got.get("gpu_pool_peak_bytes") or {}  # rank 0's CuPy pool, used at its peak (None: no GPU)
+    up = got.get("startup_seconds") or {}  # process start to the build's clock, the slowest rank's
     return {"wall": wall, "total": got.get("total_seconds"), "seconds": got.get("seconds", {}), "status": status,
-            "gpu_used": peak.get("used") if isinstance(peak, dict) else None}
+            "gpu_used": peak.get("used") if isinstance(peak, dict) else None, "startup": up.get("slowest")}
 
 
 def _median(values):
