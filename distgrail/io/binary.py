@@ -23,6 +23,7 @@ import numpy as np
 
 from .._version import __version__
 from ..errors import GraphFormatError
+from ..gpu.memory import max_in_pieces, scan_in_pieces
 from .graph import EdgeGraph, id_dtype
 from .atomic import atomic_path
 from .digest import split_digest
@@ -177,9 +178,12 @@ def _source_digest(f) -> str:
     return f"sha256:{sha}" if sha else ""
 
 
-def read_binary_graph(path) -> EdgeGraph:
+def read_binary_graph(path, be=None) -> EdgeGraph:
     """Read a graph file. If it holds a condensation, ``graph.meta["condensation"]`` is a function
-    that reads it (``condense`` calls it instead of recomputing)."""
+    that reads it (``condense`` calls it instead of recomputing). ``be``: a GPU
+    :class:`~distgrail.gpu.backend.Backend` makes the edges device arrays, checked and expanded
+    there (:func:`entry_rows`) when they fit its memory (a file with a condensation, or one too big,
+    is read on the host)."""
     path = os.fspath(path)
     with _open(path) as f:
         n = int(f.attrs["n"])
@@ -188,16 +192,69 @@ def read_binary_graph(path) -> EdgeGraph:
         name = f.attrs.get("source_name", os.path.basename(path))
         digest = _source_digest(f)
         has_dag = "condensation" in f
-    if indptr.shape != (n + 1,) or int(indptr[-1]) != indices.size or (indptr.size > 1 and
-                                                                       (np.diff(indptr) < 0).any()):
-        raise GraphFormatError("corrupt graph file: CSR arrays disagree with n and m", path=path)
     dt = id_dtype(n)
-    if indices.size and (int(indices.min()) < 0 or int(indices.max()) >= n):
-        raise GraphFormatError(f"corrupt graph file: successor ids outside 0..{n - 1}", path=path)
-    src = np.repeat(np.arange(n, dtype=dt), np.diff(indptr))
-    g = EdgeGraph(n=n, src=src, dst=indices.astype(dt, copy=False), name=str(name), digest=digest)
+    if indptr.shape != (n + 1,) or int(indptr[-1]) != indices.size:
+        raise GraphFormatError("corrupt graph file: CSR arrays disagree with n and m", path=path)
+    # (64-bit ids stay on the host: the GPU condensation takes 32-bit ones)
+    up = (be is not None and be.is_gpu and not has_dag and indices.size and dt == np.int32
+          and _fits(be, indptr, indices, dt))
+    xp = be.xp if up else np
+    with be.on_device() if up else _nothing():
+        ptr, ix = (be.asarray(indptr), be.asarray(indices)) if up else (indptr, indices)
+        if indptr.size > 1 and bool((ptr[1:] < ptr[:-1]).any()):
+            raise GraphFormatError("corrupt graph file: CSR arrays disagree with n and m", path=path)
+        if indices.size and (_lowest(xp, ix) < 0 or max_in_pieces(xp, ix) >= n):
+            raise GraphFormatError(f"corrupt graph file: successor ids outside 0..{n - 1}", path=path)
+        src = entry_rows(xp, ptr, dt) if up else np.repeat(np.arange(n, dtype=dt), np.diff(indptr))
+        dst = ix.astype(dt, copy=False)
+    g = EdgeGraph(n=n, src=src, dst=dst, name=str(name), digest=digest)
     g.meta["format"] = "h5"
     g.meta["path"] = os.path.abspath(path)
     if has_dag:
         g.meta["condensation"] = lambda: read_condensation(path)
     return g
+
+
+def entry_rows(xp, indptr, dtype):
+    """The row of every entry of a CSR with offsets ``indptr`` (non-decreasing, from 0): what
+    ``repeat(arange(n), diff(indptr))`` gives, as ``dtype``, without CuPy's ``repeat`` (which
+    takes its counts through the host) or atomics. At the first entry of each non-empty row, the
+    step from the previous non-empty row's id (distinct places: a plain assignment), then an
+    inclusive prefix sum (in pieces: :func:`~distgrail.gpu.memory.scan_in_pieces`). NumPy runs
+    the same steps (the twin; the host reader uses ``np.repeat``)."""
+    m = int(indptr[-1]) if indptr.shape[0] else 0
+    marks = xp.zeros(m, dtype=dtype)
+    if m:
+        rows = xp.flatnonzero(indptr[1:] > indptr[:-1])  # the non-empty rows, in order
+        step = xp.empty(rows.shape[0], dtype=dtype)
+        step[0] = rows[0]
+        step[1:] = rows[1:] - rows[:-1]
+        marks[indptr[rows]] = step
+    return scan_in_pieces(xp, marks, dtype)
+
+
+def _lowest(xp, a) -> int:
+    """Smallest value of the non-empty ``a``, one reduction per piece (:func:`max_in_pieces`)."""
+    from ..gpu.memory import pieces
+
+    return min(int(a[lo:hi].min()) for lo, hi in pieces(a.shape[0]))
+
+
+def _fits(be, indptr, indices, dt) -> bool:
+    """The file's CSR, the rows and the ids as ``dt`` fit the GPU's free memory now (else the host
+    reads it; the condensation then judges what fits)."""
+    from ..gpu.memory import GpuMemoryError, ensure_fits
+
+    need = indptr.nbytes * 2 + indices.nbytes + 3 * int(indices.size) * np.dtype(dt).itemsize
+    try:
+        with be.on_device():
+            ensure_fits(need, "reading the graph file onto the GPU")
+    except GpuMemoryError:
+        return False
+    return True
+
+
+def _nothing():
+    import contextlib
+
+    return contextlib.nullcontext()

@@ -48,7 +48,7 @@ def start_digest(path, fmt: str = "auto"):
 
 
 def read_graph(path, fmt: str = "auto", num_vertices: int | None = None, *, source: Source | None = None,
-               digest=None) -> EdgeGraph:
+               digest=None, device=None) -> EdgeGraph:
     """Read a graph file.
 
     Parameters
@@ -70,6 +70,9 @@ def read_graph(path, fmt: str = "auto", num_vertices: int | None = None, *, sour
         The file's digest, started by whoever opened it (:func:`start_digest`): the graph's digest
         if it is of this file, unchanged (:func:`~distgrail.io.digest.adopt`); else one is
         started here. A binary ``.h5`` graph keeps the digest it stores.
+    device : distgrail.gpu.backend.Backend, optional
+        A GPU backend: a binary ``.h5`` graph's edges are read onto its device
+        (:func:`~distgrail.io.binary.read_binary_graph`); other formats ignore it.
 
     Raises
     ------
@@ -106,7 +109,7 @@ def read_graph(path, fmt: str = "auto", num_vertices: int | None = None, *, sour
             raise GraphFormatError(f"a {CODECS[codec][1]}-compressed .h5 file: decompress it first", path=path)
         from .binary import read_binary_graph
 
-        return read_binary_graph(path)
+        return read_binary_graph(path, be=device)
     head = source.head()
     if looks_binary(head):
         raise GraphFormatError(f"binary data, not a text graph file ({fmt}): it starts with {shown(head)}",
@@ -152,7 +155,7 @@ def _finish(g: EdgeGraph, path: str, fmt: str, hash_file: bool = False, digest=N
     return g
 
 
-def as_graph(graph, num_vertices: int | None = None, fmt: str = "auto", *, digest=None) -> EdgeGraph:
+def as_graph(graph, num_vertices: int | None = None, fmt: str = "auto", *, digest=None, device=None) -> EdgeGraph:
     """Turn ``graph`` into an :class:`EdgeGraph`.
 
     Parameters
@@ -173,6 +176,8 @@ def as_graph(graph, num_vertices: int | None = None, fmt: str = "auto", *, diges
         File format, for paths only (see :func:`read_graph`).
     digest : distgrail.io.digest.FileDigest, optional
         For paths only: the file's digest started by whoever opened it (see :func:`read_graph`).
+    device : distgrail.gpu.backend.Backend, optional
+        For paths only (see :func:`read_graph`).
 
     Examples
     --------
@@ -186,7 +191,7 @@ def as_graph(graph, num_vertices: int | None = None, fmt: str = "auto", *, diges
     if isinstance(graph, EdgeGraph):
         return graph
     if isinstance(graph, (str, os.PathLike)):
-        return read_graph(graph, fmt=fmt, num_vertices=num_vertices, digest=digest)
+        return read_graph(graph, fmt=fmt, num_vertices=num_vertices, digest=digest, device=device)
     try:
         import scipy.sparse as sp
 

@@ -78,8 +78,9 @@ def read(run, graph, digest=None):
 def read_on(be, graph, num_vertices=None, fmt="auto", digest=None):
     """A text graph file is parsed on the GPU (:func:`distgrail.io.parse.read_graph_cuda`) when
     ``be`` is a GPU backend; anything else, or a file the GPU parser hands back (too big for the
-    GPU, 64-bit ids), is read by the CPU readers. ``digest``: the input's digest handle, started
-    where the input was opened (None: the reader starts its own)."""
+    GPU, 64-bit ids), is read by the CPU readers (a ``.h5`` graph's edges then checked and
+    expanded on the GPU: :func:`distgrail.io.binary.read_binary_graph`). ``digest``: the input's
+    digest handle, started where the input was opened (None: the reader starts its own)."""
     from ..io.read import as_graph
 
     kw = {} if digest is None else {"digest": digest}
@@ -89,7 +90,7 @@ def read_on(be, graph, num_vertices=None, fmt="auto", digest=None):
         g = read_graph_cuda(graph, fmt, num_vertices, be, notify=notice, **kw)
         if g is not None:
             return g
-    return as_graph(graph, num_vertices, fmt, **kw)
+    return as_graph(graph, num_vertices, fmt, device=be if be.is_gpu else None, **kw)  # (.h5 edges onto the GPU)
 
 
 def condense(run, g):

@@ -1,0 +1,101 @@
+"""Reading a ``.h5`` graph (distgrail.io.binary): the edges expanded from the CSR by
+``entry_rows`` (the scatter-and-scan the GPU runs, here in NumPy, the twin) equal ``np.repeat``'s,
+and the device branch of ``read_binary_graph`` (run here through a stand-in backend whose array
+module is NumPy) gives the host read's graph and the host read's errors. The GPU runs it in
+tests/test_binary_read_gpu.py."""
+
+from __future__ import annotations
+
+import contextlib
+from types import SimpleNamespace
+
+import h5py
+import numpy as np
+import pytest
+
+from distgrail.errors import GraphFormatError
+from distgrail.io import binary
+from distgrail.io.binary import entry_rows, read_binary_graph, write_binary_csr
+from distgrail.io.graph import EdgeGraph
+
+
+def csr_cases():
+    """(name, indptr) of CSRs with empty rows first, last and between, one vertex, no vertex."""
+    rng = np.random.default_rng(5)
+    out = [("no vertex", [0]), ("one vertex, no edge", [0, 0]), ("one vertex, a self-loop", [0, 1]),
+           ("empty first and last rows", [0, 0, 3, 3, 5, 5, 5]), ("one full row", [0, 0, 0, 4, 4])]
+    for n in (10, 1000):
+        deg = rng.integers(0, 5, n) * (rng.random(n) < 0.5)
+        out.append((f"random {n}", np.r_[0, np.cumsum(deg)].tolist()))
+    return out
+
+
+@pytest.mark.parametrize("name,indptr", csr_cases(), ids=[c[0] for c in csr_cases()])
+@pytest.mark.parametrize("dtype", [np.int32, np.int64])
+def test_entry_rows_is_repeat(name, indptr, dtype):
+    ip = np.asarray(indptr, np.int64)
+    want = np.repeat(np.arange(ip.size - 1, dtype=dtype), np.diff(ip))
+    got = entry_rows(np, ip, dtype)
+    assert got.dtype == want.dtype and np.array_equal(got, want), (name, got, want)
+
+
+def host_backend():
+    """A stand-in GPU backend whose arrays are NumPy's: the device branch's steps, on the CPU."""
+    return SimpleNamespace(is_gpu=True, xp=np, asarray=np.asarray, on_device=contextlib.nullcontext)
+
+
+def write_csr(path, indptr, indices, n=None):
+    ip = np.asarray(indptr, np.int64)
+    write_binary_csr(path, ip.size - 1 if n is None else n, ip, np.asarray(indices, np.int32), name="g")
+
+
+@pytest.mark.parametrize("name,indptr", csr_cases(), ids=[c[0] for c in csr_cases()])
+def test_device_branch_reads_what_the_host_reads(tmp_path, monkeypatch, name, indptr):
+    monkeypatch.setattr(binary, "_fits", lambda *a: True)
+    ip = np.asarray(indptr, np.int64)
+    n = ip.size - 1
+    rng = np.random.default_rng(len(indptr))
+    indices = np.concatenate([np.sort(rng.choice(n, int(k), replace=False)) for k in np.diff(ip)]) if n else []
+    path = str(tmp_path / "g.h5")
+    write_csr(path, ip, indices)
+    host, dev = read_binary_graph(path), read_binary_graph(path, be=host_backend())
+    assert isinstance(host, EdgeGraph) and dev.n == host.n == n and dev.digest == host.digest
+    for k in ("src", "dst"):
+        a, b = getattr(dev, k), getattr(host, k)
+        assert a.dtype == b.dtype and np.array_equal(a, b), (k, a, b)
+    assert dev.meta["format"] == "h5" and dev.meta["path"] == host.meta["path"]
+
+
+def _damage(path, name, change):
+    with h5py.File(path, "r+") as f:
+        a = f[name][...]
+        change(a)
+        f[name][...] = a
+
+
+@pytest.mark.parametrize("damage,message", [
+    (("csr/indptr", lambda a: a.__setitem__(2, 0)), "CSR arrays disagree with n and m"),
+    (("csr/indices", lambda a: a.__setitem__(1, 9)), "successor ids outside 0..4"),
+    (("csr/indices", lambda a: a.__setitem__(0, -1)), "successor ids outside 0..4"),
+])
+@pytest.mark.parametrize("device", [False, True])
+def test_a_damaged_file_is_the_same_error_on_either_branch(tmp_path, monkeypatch, damage, message, device):
+    monkeypatch.setattr(binary, "_fits", lambda *a: True)
+    path = str(tmp_path / "g.h5")
+    write_csr(path, [0, 2, 3, 3, 4, 5], [1, 2, 3, 4, 0])
+    _damage(path, *damage)
+    with pytest.raises(GraphFormatError, match=message) as e:
+        read_binary_graph(path, be=host_backend() if device else None)
+    assert path in str(e.value)
+
+
+def test_a_graph_that_does_not_fit_is_read_on_the_host(tmp_path, monkeypatch):
+    """_fits says no (the GPU's free memory): the host read, NumPy arrays, whatever the backend."""
+    monkeypatch.setattr(binary, "_fits", lambda *a: False)
+    path = str(tmp_path / "g.h5")
+    write_csr(path, [0, 2, 3], [0, 1, 0])
+    calls = []
+    be = host_backend()
+    be.asarray = lambda a: calls.append(a) or a
+    g = read_binary_graph(path, be=be)
+    assert calls == [] and g.src.tolist() == [0, 0, 1] and g.dst.tolist() == [0, 1, 0]
