@@ -6,6 +6,7 @@ from __future__ import annotations
 import re
 
 import numpy as np
+import pytest
 
 import distgrail
 from distgrail.benchmarks import exact
@@ -21,19 +22,35 @@ def _graph(tmp_path):
     return g, path
 
 
-def test_pull_bfs_is_bfs(tmp_path):
+@pytest.mark.parametrize("block", [5, 1 << 27])
+def test_reach_masks_are_bfs(tmp_path, block):
+    """Every source's bit where BFS reaches, through two pieces of edges and small blocks (so
+    several edges of a block share a target), 64 sources at once, duplicates among them."""
     g, _ = _graph(tmp_path)
-    from distgrail.gpu.backend import get_backend
-    import copy
-
-    indptr, dst = exact.graph_csr(get_backend("cpu"), copy.copy(g))
     ip, ix = csr_of(g)
+    half = g.m // 2
+    pieces = [(g.src[:half], g.dst[:half]), (g.src[half:], g.dst[half:])]
+    sources = np.r_[np.arange(0, 600, 10), 0, 17, 599, 17]
+    mask, passes = exact.reach_masks(np, g.n, pieces, sources, block=block)
     every = np.arange(g.n)
-    for s in (0, 17, 599):
-        reached, sweeps = exact.bfs_reached(np, indptr, dst, s, block=5)
+    assert mask.dtype == np.uint64 and passes >= 2
+    for j, s in enumerate(sources):
         want = bfs_reachable(ip, ix, np.full(g.n, s), every)
-        np.testing.assert_array_equal(reached, want)
-        assert sweeps >= 1
+        np.testing.assert_array_equal((mask >> np.uint64(j)) & np.uint64(1) != 0, want)
+
+
+def test_an_edge_list_is_read_in_ranges(tmp_path):
+    """Byte ranges of a few hundred bytes: many pieces, together the file's edges in file order,
+    and the same vertex count as one read."""
+    from distgrail.gpu.backend import get_backend
+
+    g, path = _graph(tmp_path)
+    n, pieces = exact.read_edges(get_backend("cpu"), path, 300)
+    assert len(pieces) > 10 and n == g.n
+    src = np.concatenate([p[0] for p in pieces])
+    dst = np.concatenate([p[1] for p in pieces])
+    np.testing.assert_array_equal(src, g.src)
+    np.testing.assert_array_equal(dst, g.dst)
 
 
 def test_exact_benchmark_finds_no_wrong_answer_and_sees_one(tmp_path, capsys, monkeypatch):
@@ -42,7 +59,11 @@ def test_exact_benchmark_finds_no_wrong_answer_and_sees_one(tmp_path, capsys, mo
     distgrail.build_index(path, dims=3, backend="cpu", output=out)
     assert exact.main([path, out, "--sources", "5", "--targets", "200", "--backend", "cpu"]) == 0
     text = capsys.readouterr().out
-    assert re.search(r"1,000 pairs .* wrong answers: 0", text), text
+    assert re.search(r"1,000 pairs .* wrong answers: 0", text) and "(1 piece(s))" in text, text
+    # in byte ranges (many pieces), 70 sources: two groups of masks
+    assert exact.main([path, out, "--sources", "70", "--targets", "50", "--backend", "cpu", "--range-gb", "1e-6"]) == 0
+    text = capsys.readouterr().out
+    assert re.search(r"3,500 pairs .* wrong answers: 0", text) and "(1 piece(s))" not in text, text
     # an index that answers one pair wrongly is caught
     real = distgrail.Index.query
 
