@@ -35,8 +35,9 @@ def csr_cases():
 def test_entry_rows_is_repeat(name, indptr, dtype):
     ip = np.asarray(indptr, np.int64)
     want = np.repeat(np.arange(ip.size - 1, dtype=dtype), np.diff(ip))
-    got = entry_rows(np, ip, dtype)
-    assert got.dtype == want.dtype and np.array_equal(got, want), (name, got, want)
+    for limit in (2**31 - 1, 3):  # (scans in pieces of 3: what more than 2^31 edges take)
+        got = entry_rows(np, ip, dtype, limit)
+        assert got.dtype == want.dtype and np.array_equal(got, want), (name, limit, got, want)
 
 
 def host_backend():
@@ -75,6 +76,8 @@ def _damage(path, name, change):
 
 @pytest.mark.parametrize("damage,message", [
     (("csr/indptr", lambda a: a.__setitem__(2, 0)), "CSR arrays disagree with n and m"),
+    (("csr/indptr", lambda a: a.__setitem__(0, 1)), "CSR arrays disagree with n and m"),
+    (("csr/indptr", lambda a: a.__setitem__(0, -1)), "CSR arrays disagree with n and m"),
     (("csr/indices", lambda a: a.__setitem__(1, 9)), "successor ids outside 0..4"),
     (("csr/indices", lambda a: a.__setitem__(0, -1)), "successor ids outside 0..4"),
 ])
@@ -89,6 +92,22 @@ def test_a_damaged_file_is_the_same_error_on_either_branch(tmp_path, monkeypatch
     assert path in str(e.value)
 
 
+def test_out_of_memory_on_the_device_falls_back_to_the_host_read(tmp_path, monkeypatch):
+    """The memory estimate fell short (the backend's out-of-memory error in the device branch):
+    the host read, the same graph."""
+    monkeypatch.setattr(binary, "_fits", lambda *a: True)
+    path = str(tmp_path / "g.h5")
+    write_csr(path, [0, 2, 3], [0, 1, 0])
+    be = host_backend()
+
+    def full(a):
+        raise MemoryError("out of memory (a stand-in for CuPy's)")
+
+    be.asarray = full
+    g = read_binary_graph(path, be=be)
+    assert isinstance(g.src, np.ndarray) and g.src.tolist() == [0, 0, 1] and g.dst.tolist() == [0, 1, 0]
+
+
 def test_a_graph_that_does_not_fit_is_read_on_the_host(tmp_path, monkeypatch):
     """_fits says no (the GPU's free memory): the host read, NumPy arrays, whatever the backend."""
     monkeypatch.setattr(binary, "_fits", lambda *a: False)
@@ -99,3 +118,17 @@ def test_a_graph_that_does_not_fit_is_read_on_the_host(tmp_path, monkeypatch):
     be.asarray = lambda a: calls.append(a) or a
     g = read_binary_graph(path, be=be)
     assert calls == [] and g.src.tolist() == [0, 0, 1] and g.dst.tolist() == [0, 1, 0]
+
+
+@pytest.mark.parametrize("first", [1, -1])
+def test_a_partitioned_read_refuses_a_csr_not_starting_at_0(tmp_path, first):
+    """A rank's block of a ``.h5`` graph (``--partition on``): the same check as the whole read."""
+    from distgrail.mpi.partition_read import _h5_block
+
+    path = str(tmp_path / "g.h5")
+    write_csr(path, [0, 2, 3, 3, 4, 5], [1, 2, 3, 4, 0])
+    assert _h5_block(path, 1, 2)[0] == 5  # (whole: rank 1 of 2 reads its block)
+    _damage(path, "csr/indptr", lambda a: a.__setitem__(0, first))
+    for me in (0, 1):
+        with pytest.raises(GraphFormatError, match="CSR arrays disagree with n and m"):
+            _h5_block(path, me, 2)

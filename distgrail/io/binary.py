@@ -193,20 +193,19 @@ def read_binary_graph(path, be=None) -> EdgeGraph:
         digest = _source_digest(f)
         has_dag = "condensation" in f
     dt = id_dtype(n)
-    if indptr.shape != (n + 1,) or int(indptr[-1]) != indices.size:
+    if indptr.shape != (n + 1,) or int(indptr[0]) != 0 or int(indptr[-1]) != indices.size:
         raise GraphFormatError("corrupt graph file: CSR arrays disagree with n and m", path=path)
     # (64-bit ids stay on the host: the GPU condensation takes 32-bit ones)
     up = (be is not None and be.is_gpu and not has_dag and indices.size and dt == np.int32
           and _fits(be, indptr, indices, dt))
-    xp = be.xp if up else np
-    with be.on_device() if up else _nothing():
-        ptr, ix = (be.asarray(indptr), be.asarray(indices)) if up else (indptr, indices)
-        if indptr.size > 1 and bool((ptr[1:] < ptr[:-1]).any()):
-            raise GraphFormatError("corrupt graph file: CSR arrays disagree with n and m", path=path)
-        if indices.size and (_lowest(xp, ix) < 0 or max_in_pieces(xp, ix) >= n):
-            raise GraphFormatError(f"corrupt graph file: successor ids outside 0..{n - 1}", path=path)
-        src = entry_rows(xp, ptr, dt) if up else np.repeat(np.arange(n, dtype=dt), np.diff(indptr))
-        dst = ix.astype(dt, copy=False)
+    edges = None
+    if up:
+        try:
+            with be.on_device():
+                edges = _edges(be.xp, be.asarray(indptr), be.asarray(indices), n, dt, path)
+        except _oom_error(be):
+            edges = None  # (the estimate fell short: the host read; the condensation judges what fits)
+    src, dst = edges if edges is not None else _edges(np, indptr, indices, n, dt, path)
     g = EdgeGraph(n=n, src=src, dst=dst, name=str(name), digest=digest)
     g.meta["format"] = "h5"
     g.meta["path"] = os.path.abspath(path)
@@ -215,13 +214,24 @@ def read_binary_graph(path, be=None) -> EdgeGraph:
     return g
 
 
-def entry_rows(xp, indptr, dtype):
+def _edges(xp, ptr, ix, n: int, dt, path):
+    """``(src, dst)`` of the checked CSR ``(ptr, ix)`` on ``xp``'s arrays (NumPy: ``np.repeat``)."""
+    if ptr.shape[0] > 1 and bool((ptr[1:] < ptr[:-1]).any()):
+        raise GraphFormatError("corrupt graph file: CSR arrays disagree with n and m", path=path)
+    if ix.shape[0] and (_lowest(xp, ix) < 0 or max_in_pieces(xp, ix) >= n):
+        raise GraphFormatError(f"corrupt graph file: successor ids outside 0..{n - 1}", path=path)
+    src = np.repeat(np.arange(n, dtype=dt), np.diff(ptr)) if xp is np else entry_rows(xp, ptr, dt)
+    return src, ix.astype(dt, copy=False)
+
+
+def entry_rows(xp, indptr, dtype, limit: int = 2**31 - 1):
     """The row of every entry of a CSR with offsets ``indptr`` (non-decreasing, from 0): what
     ``repeat(arange(n), diff(indptr))`` gives, as ``dtype``, without CuPy's ``repeat`` (which
     takes its counts through the host) or atomics. At the first entry of each non-empty row, the
     step from the previous non-empty row's id (distinct places: a plain assignment), then an
-    inclusive prefix sum (in pieces: :func:`~distgrail.gpu.memory.scan_in_pieces`). NumPy runs
-    the same steps (the twin; the host reader uses ``np.repeat``)."""
+    inclusive prefix sum (in pieces of at most ``limit``: :func:`~distgrail.gpu.memory.scan_in_pieces`;
+    GPU tests pass a small one). NumPy runs the same steps (the twin; the host reader uses
+    ``np.repeat``)."""
     m = int(indptr[-1]) if indptr.shape[0] else 0
     marks = xp.zeros(m, dtype=dtype)
     if m:
@@ -230,7 +240,14 @@ def entry_rows(xp, indptr, dtype):
         step[0] = rows[0]
         step[1:] = rows[1:] - rows[:-1]
         marks[indptr[rows]] = step
-    return scan_in_pieces(xp, marks, dtype)
+        del rows, step
+    return scan_in_pieces(xp, marks, dtype, limit)
+
+
+def _oom_error(be):
+    """The backend's out-of-memory exception (CuPy's; MemoryError for anything else)."""
+    memory = getattr(getattr(be.xp, "cuda", None), "memory", None)
+    return getattr(memory, "OutOfMemoryError", MemoryError)
 
 
 def _lowest(xp, a) -> int:
@@ -245,16 +262,13 @@ def _fits(be, indptr, indices, dt) -> bool:
     reads it; the condensation then judges what fits)."""
     from ..gpu.memory import GpuMemoryError, ensure_fits
 
-    need = indptr.nbytes * 2 + indices.nbytes + 3 * int(indices.size) * np.dtype(dt).itemsize
+    n, m = int(indptr.shape[0]), int(indices.size)
+    # the CSR as stored, the rows' marks and their scan, the cast ids; per vertex the comparisons
+    # and the non-empty rows' ids, steps and starts
+    need = indptr.nbytes + indices.nbytes + 3 * m * np.dtype(dt).itemsize + 40 * n
     try:
         with be.on_device():
             ensure_fits(need, "reading the graph file onto the GPU")
     except GpuMemoryError:
         return False
     return True
-
-
-def _nothing():
-    import contextlib
-
-    return contextlib.nullcontext()

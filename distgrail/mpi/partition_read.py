@@ -96,7 +96,8 @@ def _h5_block(path, me, size):
             raise GraphFormatError("corrupt graph file: dataset 'csr/indptr' or 'csr/indices' missing", path=path)
         indptr = f["csr/indptr"][...].astype(np.int64)
         m = int(f["csr/indices"].shape[0])
-        if indptr.shape != (n + 1,) or int(indptr[-1]) != m or (n and (np.diff(indptr) < 0).any()):
+        if (indptr.shape != (n + 1,) or int(indptr[0]) != 0 or int(indptr[-1]) != m
+                or (n and (np.diff(indptr) < 0).any())):
             raise GraphFormatError("corrupt graph file: CSR arrays disagree with n and m", path=path)
         lo_e, hi_e = m * me // size, m * (me + 1) // size
         lo = int(np.searchsorted(indptr, lo_e, side="left")) if me else 0
