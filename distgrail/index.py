@@ -93,14 +93,23 @@ class Index:
         """
         return self._state(get_backend(backend))[0]
 
-    def _state(self, be):
-        """(Labels, ScratchPool or None) of backend ``be``, made by the first caller."""
+    def _state(self, be, spent: list | None = None):
+        """(Labels, ScratchPool or None) of backend ``be``, made by the first caller (which appends
+        the seconds it took to ``spent``)."""
         key = (be.name, be.device)
         with self._lock:
             once = self._query_state.get(key)
             if once is None:
                 once = self._query_state[key] = Once()
-        return once.get(lambda: self._make_state(be))
+
+        def make():
+            t = time.perf_counter()
+            state = self._make_state(be)
+            if spent is not None:
+                spent.append(time.perf_counter() - t)
+            return state
+
+        return once.get(make)
 
     def _make_state(self, be):
         L = self._make_labels(be)
@@ -181,7 +190,9 @@ class Index:
 
     def _query_local(self, s, t, be, search: SearchOptions | None = None):
         stats = QueryStats(backend=be.name)
-        L, pool = self._state(be)
+        spent = []
+        L, pool = self._state(be, spent)
+        stats.prepare_seconds = sum(spent)  # (0: made by an earlier call)
         ans = be.pick(answer_batch_numpy, answer_batch_cuda)(L, s, t, stats, search=search, pool=pool)
         return np.asarray(ans, dtype=bool), stats
 

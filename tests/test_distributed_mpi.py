@@ -323,7 +323,20 @@ def test_sharded_answers_in_input_order(comm, kegg_index, k):
     ok = (stats.queries == k and stats.reachable == ref.reachable == int(want.sum()) and stats.steps == ref.steps
           and stats.ranks == size and stats.backend == "cpu" and stats.seconds > 0)
     everywhere(comm, ok, f"stats {stats} vs one-process {ref}")
-    everywhere(comm, set(stats.mpi_seconds) == {"scatter", "answer", "gather"}, stats.mpi_seconds)
+    everywhere(comm, set(stats.mpi_seconds) == {"prepare", "scatter", "answer", "gather"}, stats.mpi_seconds)
+
+
+def test_the_index_upload_is_timed_apart(comm):
+    """The first sharded batch on a fresh index puts each rank's query state on its device before
+    the clock (``prepare_seconds``, ``mpi_seconds["prepare"]``), the second finds it there (0)."""
+    idx = distgrail.build_index(distgrail.bundled_graph(), dims=2, seed=3, backend="cpu")
+    s, t = distgrail.io.pairs.read_pairs(distgrail.bundled_pairs())
+    mine = (s, t) if comm.Get_rank() == 0 else (None, None)
+    _, first = idx.query(*mine, backend="cpu", comm=comm)
+    _, again = idx.query(*mine, backend="cpu", comm=comm)
+    ok = (first.prepare_seconds > 0 and first.mpi_seconds["prepare"] == first.prepare_seconds
+          and again.prepare_seconds == 0 == again.mpi_seconds["prepare"] and again.seconds > 0)
+    everywhere(comm, ok, f"{first.prepare_seconds} {first.mpi_seconds} / {again.prepare_seconds} {again.mpi_seconds}")
 
 
 def test_all_pairs_of_the_bundled_batch(comm, kegg_index):

@@ -222,3 +222,16 @@ def test_answer_batch_stats():
     st = QueryStats()
     a = answer_batch_numpy(idx.labels("cpu"), s, t, st)
     assert st.queries == s.size and st.reachable == int(a.sum()) and st.search_rounds >= 1
+
+
+def test_the_first_query_times_the_index_upload_apart():
+    """One process: the first batch on an index makes its query state (``prepare_seconds`` > 0,
+    left out of ``seconds``), the next finds it made (0); the JSON and the summary say so."""
+    import distgrail
+
+    idx = distgrail.build_index(distgrail.bundled_graph(), dims=2, seed=5, backend="cpu")
+    _, first = idx.query([0, 1], [1, 0], backend="cpu")
+    _, again = idx.query([0, 1], [1, 0], backend="cpu")
+    assert first.prepare_seconds > 0 and again.prepare_seconds == 0 and again.seconds > 0
+    assert first.as_dict()["prepare_seconds"] == first.prepare_seconds and "prepare" in first.summary()
+    assert "prepare" not in again.summary()

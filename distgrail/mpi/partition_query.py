@@ -133,7 +133,7 @@ def state_bytes(parts) -> int:
 def query_spread(index: SpreadIndex, sources, targets, backend="auto", root: int = 0):
     """Collective: root's pairs answered on the spread index (other ranks may pass None).
     Returns ``(answers, stats)`` on every rank, as :func:`~distgrail.mpi.query.query_sharded`
-    (``stats.mpi_seconds``: ``scatter``, ``answer``, ``gather``; ``stats.ranks``: the ranks);
+    (``stats.mpi_seconds``: ``prepare`` (0 here), ``scatter``, ``answer``, ``gather``; ``stats.ranks``: the ranks);
     ``stats.spread``: one dict per rank, its ``dag edges held``, ``query state bytes`` (labels and
     rows on its device) and what its exchanges carried (``sweeps``: allreduce calls, one per
     search round and chunk; ``allreduce bytes``, ``gathered bytes``, ``exchanged bytes``: sent to

@@ -4,7 +4,8 @@ Rank 0 holds the pairs (other ranks may pass ``None``). The batch is cut into co
 shards in input order (Scatterv), each rank answers its shard locally, and the answers are
 gathered in input order (Gatherv) and broadcast: **every rank returns the same answers and
 the same merged** :class:`~distgrail.query.stats.QueryStats` (counts summed over ranks, ``ranks``
-= communicator size, ``seconds`` = wall time of the whole sharded call on the slowest rank).
+= communicator size, ``seconds`` = wall time of the whole sharded call on the slowest rank, but
+the index's upload to each rank's device, ``prepare_seconds``).
 With a GPU backend each rank is bound to a GPU by node-local rank unless it is bound already.
 """
 
@@ -37,30 +38,38 @@ def same_index_everywhere(comm, index):
                              f"rank {bad[0]} {every[bad[0]]})")
 
 
-def merge_over_ranks(comm, be, stats, times) -> QueryStats:
+def merge_over_ranks(comm, be, stats, times, prepared: float = 0.0) -> QueryStats:
     """Collective: every rank's ``stats`` merged (counts summed, the most rounds), with
-    ``seconds`` the slowest rank's whole call and ``mpi_seconds`` its slowest ``scatter``,
-    ``answer`` and ``gather``, from each rank's ``times`` = (start, scattered, answered, gathered)."""
+    ``seconds`` the slowest rank's whole call but the index's preparation, ``prepare_seconds``
+    the slowest rank's ``prepared`` (its query state put on its device, before the clock), and
+    ``mpi_seconds`` the slowest ``prepare``, ``scatter``, ``answer`` and ``gather``, from each
+    rank's ``times`` = (start, scattered, answered, gathered)."""
     t0, t1, t2, t3 = times
+    stats.prepare_seconds = max(stats.prepare_seconds, prepared)
     every = comm.allgather((stats, t3 - t0, t1 - t0, t2 - t1, t3 - t2))
     merged = QueryStats(backend=be.name, ranks=comm.Get_size())
     for st, *_ in every:
         merged = merged.merge(st)
     merged.backend, merged.ranks = be.name, comm.Get_size()
     merged.seconds = max(e[1] for e in every)
-    merged.mpi_seconds = {"scatter": max(e[2] for e in every), "answer": max(e[3] for e in every),
-                          "gather": max(e[4] for e in every)}
+    merged.mpi_seconds = {"prepare": merged.prepare_seconds, "scatter": max(e[2] for e in every),
+                          "answer": max(e[3] for e in every), "gather": max(e[4] for e in every)}
     return merged
 
 
-def answer_in_shards(comm, index, be, sources, targets, answer, root: int = 0):
+def answer_in_shards(comm, index, be, sources, targets, answer, root: int = 0, prepare=None):
     """Collective: root's pairs checked, cut into contiguous shards (Scatterv), each answered by
     ``answer(s, t, what)`` -> ``(answers, stats)`` on its rank (``what`` names the shard for
     errors; a failure must be shared by ``answer``), gathered in input order and broadcast.
-    Returns ``(answers, merged stats)`` on every rank (:func:`merge_over_ranks`)."""
+    ``prepare()``: each rank's query state put on its device first, timed apart (the first batch
+    of a ``query`` command pays it; a server's, once). Returns ``(answers, merged stats)`` on
+    every rank (:func:`merge_over_ranks`)."""
     me, size = comm.Get_rank(), comm.Get_size()
     here = me == root
     pairs = run_shared(comm, "checking the query pairs", index.check_pairs if here else None, sources, targets)
+    spent = []
+    if prepare is not None:
+        run_shared(comm, "putting the index on this rank's device", prepare, spent)
     t0 = time.perf_counter()
     k = comm.bcast(int(pairs[0].size) if here else None, root=root)
     counts = split_counts(k, size)
@@ -74,7 +83,7 @@ def answer_in_shards(comm, index, be, sources, targets, answer, root: int = 0):
     out = run_shared(comm, "allocating the answers", (lambda: np.empty(k, dtype=bool)) if here else None)
     gather_rows(comm, np.ascontiguousarray(ans, dtype=bool), counts, out, root)
     answers = bcast_array(comm, out, root)
-    return answers, merge_over_ranks(comm, be, stats, (t0, t1, t2, time.perf_counter()))
+    return answers, merge_over_ranks(comm, be, stats, (t0, t1, t2, time.perf_counter()), sum(spent))
 
 
 def query_sharded(index, sources, targets, backend="auto", comm=None, root: int = 0, search=None):
@@ -83,19 +92,19 @@ def query_sharded(index, sources, targets, backend="auto", comm=None, root: int 
     ``sources``/``targets`` are read on ``root`` only (other ranks may pass None). Returns
     ``(answers, stats)`` on every rank: answers in input order, identical to a one-process
     run; stats summed over ranks (``search_rounds`` is the most any rank needed, ``seconds``
-    the wall time of the whole call on the slowest rank). ``stats.mpi_seconds`` holds
-    ``scatter``, ``answer`` (slowest rank) and ``gather`` times. ``search``: the
+    the wall time of the whole call on the slowest rank, but the index's upload to each rank's
+    device, ``prepare_seconds``). ``stats.mpi_seconds`` holds ``prepare``, ``scatter``,
+    ``answer`` (slowest rank) and ``gather`` times. ``search``: the
     :class:`~distgrail.query.stats.SearchOptions` every rank searches with (None: the defaults).
     """
     comm, owned = own_comm(comm)
     try:
-        me, size = comm.Get_rank(), comm.Get_size()
-        here = me == root
         same_index_everywhere(comm, index)
         dev = ensure_bound(comm, backend)  # one GPU per node-local rank, unless bound already
         be = run_shared(comm, "selecting the backend", get_backend, backend, dev)
         return answer_in_shards(comm, index, be, sources, targets,
-                                lambda s, t, what: run_shared(comm, what, index._query_local, s, t, be, search), root)
+                                lambda s, t, what: run_shared(comm, what, index._query_local, s, t, be, search), root,
+                                prepare=lambda spent: index._state(be, spent))
     finally:
         if owned:
             comm.Free()

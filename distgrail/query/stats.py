@@ -78,6 +78,9 @@ class QueryStats:
     #: GPU: searched pairs the one-warp search handed to the grid-wide bidirectional search (its
     #: rounds count as the bidirectional search's; the others' as the forward search's)
     grid_searched: int = 0
+    #: seconds this call spent putting the index's query state on the backend's device before it
+    #: answered (0 where an earlier call had: ``seconds`` leaves it out, so batches compare)
+    prepare_seconds: float = 0.0
 
     def add_codes(self, codes: np.ndarray):
         counts = np.bincount(codes, minlength=len(STEPS) + 1)
@@ -97,6 +100,7 @@ class QueryStats:
         out.search_rounds = max(self.search_rounds, other.search_rounds)
         out.grid_searched = self.grid_searched + other.grid_searched
         out.seconds = max(self.seconds, other.seconds)
+        out.prepare_seconds = max(self.prepare_seconds, other.prepare_seconds)
         return out
 
     @property
@@ -116,6 +120,7 @@ class QueryStats:
             "search_rounds": self.search_rounds,
             "grid_searched": self.grid_searched,
             "seconds": self.seconds,
+            "prepare_seconds": self.prepare_seconds,
             "queries_per_second": self.queries_per_second,
             "backend": self.backend,
             "ranks": self.ranks,
@@ -133,6 +138,8 @@ class QueryStats:
         lines.append(f"search rounds      {self.search_rounds}")
         lines.append(f"time               {self.seconds * 1e3:.2f} ms ({self.queries_per_second:,.0f} queries/s, "
                      f"{self.backend}, {self.ranks} rank{'s' if self.ranks != 1 else ''})")
+        if self.prepare_seconds:
+            lines.append(f"prepare            {self.prepare_seconds * 1e3:.2f} ms (the index to the device, once)")
         return "\n".join(lines)
 
 

@@ -171,4 +171,5 @@ def stats_from_dict(d: dict):
     st.steps.update({k: int(v) for k, v in d.get("steps", {}).items() if k in st.steps})
     st.search_rounds, st.grid_searched = int(d.get("search_rounds", 0)), int(d.get("grid_searched", 0))
     st.seconds = float(d.get("seconds", 0.0))
+    st.prepare_seconds = float(d.get("prepare_seconds", 0.0))
     return st
