@@ -391,7 +391,13 @@ def _check_values(path, meta, a, n, C, m, L, dims, bad, pieces):
 
     def within(name, arr, lo, hi):
         flat = arr.reshape(-1)
-        if flat.size and pieces.any(lambda i, j: int(flat[i:j].min()) < lo or int(flat[i:j].max()) > hi, flat.size):
+        info = np.iinfo(flat.dtype)
+        low, high = info.min < lo, info.max > hi  # (a bound the stored type cannot pass is not looked at)
+
+        def outside(i, j):
+            return (low and int(flat[i:j].min()) < lo) or (high and int(flat[i:j].max()) > hi)
+
+        if flat.size and (low or high) and pieces.any(outside, flat.size):
             k = int(np.flatnonzero((flat < lo) | (flat > hi))[0])
             bad(name, f"holds {int(flat[k])} at flat position {k}, outside {lo}..{hi}")
 
