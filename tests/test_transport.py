@@ -239,3 +239,11 @@ def test_one_rank_never_sets_up_nccl(monkeypatch):
     install(monkeypatch, cp, nccl)
     tp = transport.transport_for(MPI.COMM_SELF, fake_gpu_backend(cp))
     assert tp.name == "mpi" and not [e for e in nccl.log if e[0] == "init"]
+
+
+def test_the_early_host_limit_is_the_one_the_settings_name():
+    """DISTGRAIL_NCCL_EARLY's description (docs/settings.md is made from it) states the limit."""
+    from distgrail import settings
+
+    text = " ".join(str(x) for x in vars(settings.SETTINGS["DISTGRAIL_NCCL_EARLY"]).values())
+    assert transport.EARLY_HOST_BYTES == 256 << 20 and "256 MiB" in text, text

@@ -167,8 +167,8 @@ SETTINGS: dict = {s.name: s for s in (
     Setting("DISTGRAIL_NCCL", "switch", True, _SWITCH,
             "NCCL between the GPUs of MPI ranks; off: transfers go through host memory (the MPI path)", _switch),
     Setting("DISTGRAIL_NCCL_EARLY", "choice", "host", "host or wait",
-            "`wait`: the first transfer waits for the background NCCL set-up; `host`: earlier transfers go "
-            "through host memory (rank 0's value decides)", _choice("host", "wait"),
+            "`wait`: the first transfer waits for the background NCCL set-up; `host`: earlier transfers of at "
+            "most 256 MiB go through host memory, larger ones wait (rank 0's value decides)", _choice("host", "wait"),
             lenient="anything but wait means host, as before: rank 0 reads it inside a broadcast, where an "
                     "error would leave the other ranks waiting"),
     Setting("DISTGRAIL_ROOT_SHARE", "number", 1.0,
