@@ -173,3 +173,42 @@ def test_a_part_rank_0_cannot_see_is_every_ranks_error(comm, tmp_path, monkeypat
     assert "does not see it" in str(e.value)
     left = (os.listdir(d), os.listdir(elsewhere)) if comm.Get_rank() == 0 else None
     assert comm.bcast(left, root=0) == (["elsewhere"], [])
+
+
+@pytest.mark.parametrize("K", [8, 130])
+def test_split_through_nccl_masks_land_where_they_were_swept(comm, wire, tmp_path, monkeypatch, K):
+    """The NCCL transport (fake, on the CPU backend), the split layout, the index on rank 0 only:
+    with every mask word on the last rank (K = 8; K = 130's words meet there) the masks go to the host
+    there into the pages allocated when phase 5 started, shaped (C, words) as swept, and the
+    merged index is the one-process file byte for byte."""
+    from distgrail.gpu.backend import Backend
+    from test_transport_mpi import nccl_build
+
+    nccl_build(monkeypatch, wire)
+    landed, real = [], Backend.land
+
+    def land(self, a, landing=None):
+        landed.append(None if landing is None else tuple(landing[0].shape))
+        return real(self, a, landing)
+
+    monkeypatch.setattr(Backend, "land", land)
+    d = _shared_dir(comm, tmp_path)
+    out = os.path.join(d, "nccl.h5")
+    g = _graph()
+    idx = distgrail.build_index(g, dims=3, seed=4, backend="cpu", comm=comm, output=out, layout="split",
+                                full_index_on="root", supports=K)
+    me, size = comm.Get_rank(), comm.Get_size()
+    C = distgrail.build_index(g, dims=1, backend="cpu", supports=0).C
+    one_rank = K <= 64  # every word on the last rank (130 supports: 3 words over 2 or 3 ranks, gathered)
+    if me == size - 1 and one_rank:
+        ok = landed.count((C, -(-K // 64))) == 2
+    else:
+        ok = (C, -(-K // 64)) not in landed
+    comm.Barrier()
+    if me == 0:
+        ref = os.path.join(d, "single.h5")
+        distgrail.build_index(g, dims=3, seed=4, backend="cpu", output=ref, supports=K)
+        distgrail.open_index(out).save(os.path.join(d, "merged.h5"))
+        with open(ref, "rb") as a, open(os.path.join(d, "merged.h5"), "rb") as b:
+            ok = ok and a.read() == b.read() and idx.meta["transport"] == "nccl"
+    assert comm.allreduce(ok, op=__import__("mpi4py").MPI.LAND), f"rank {me}: landed {landed}"

@@ -56,12 +56,14 @@ def start_distributed(comm, run, entry, dag, K, everywhere, root=0, tp=None, kee
     what = f"support masks, words {w0}..{w1 - 1}" if w1 > w0 else "support masks (no word on this rank)"
     block = (64 * w0, min(64 * w1, int(ids.shape[0])))
     started = run_shared(comm, what, _start_block if w1 > w0 else None, run, entry, dag, ids, block)
-    # the gathered (words, C) blocks' host pages, touched meanwhile where they land (NCCL path)
+    # the gathered (words, C) blocks' host pages, touched meanwhile where they land (NCCL path);
+    # kept where they were swept (the split layout, every word on one rank): (C, words), as made
     to = int(np.flatnonzero(wc)[-1]) if keep is not None and int(wc.sum()) else root
+    kept = keep is not None and int(np.count_nonzero(wc)) == 1
     wanted = tp is not None and (everywhere or me == to)
+    shape = (int(dag.C), int(wc.sum())) if kept else (int(wc.sum()), int(dag.C))
     landing = run_shared(comm, "allocating host memory for the support masks",
-                         lambda: [devicepath.landing(be, (int(wc.sum()), int(dag.C)), np.uint64, wanted)
-                                  for _ in range(2)])
+                         lambda: [devicepath.landing(be, shape, np.uint64, wanted) for _ in range(2)])
     out = _Distributed(comm, be, ids, wc, started, what, everywhere, root, tp, int(dag.C), landing)
     out.keep, out.to = keep, to
     return out
@@ -115,10 +117,12 @@ class _Distributed:
 
         comm, wc, m = self.comm, self.wc, self.started
 
-        def host():
-            with self.be.on_device():
+        def host():  # into the pages touched since phase 5 started (NCCL path), else fresh ones
+            be = self.be
+            with be.on_device():
                 _, out, inn = m.result()
-                return np.ascontiguousarray(to_host(out)), np.ascontiguousarray(to_host(inn))
+                return tuple(np.ascontiguousarray(be.land(be.xp.ascontiguousarray(a), landing) if landing
+                                                  else to_host(a)) for a, landing in zip((out, inn), self.landing))
 
         got = run_shared(comm, self.what, host if wc[comm.Get_rank()] else None)
         self.started = None
