@@ -62,4 +62,8 @@ if [ ! -f "$stamp" ] || [ pyproject.toml -nt "$stamp" ] || [ "$(cat "$stamp")" !
     else
         echo "launch/setup.sh: no compiled CUDA kernels (no nvcc?): CuPy compiles them on a GPU's first run" >&2
     fi
+    if [ "$gpu" != none ]; then  # CuPy's own kernels compiled now, not on the first run (docs/kernels.md)
+        .venv/bin/python -m distgrail.gpu.warm >&2 \
+            || echo "launch/setup.sh: warming CuPy's kernel cache failed: the first GPU run compiles its kernels" >&2
+    fi
 fi
