@@ -138,6 +138,7 @@ class AcrossRanks:
         self.own_timings = {}  # this rank's own phases 3-4 sub-steps
         self.own_labels = None  # split layout: (first dimension, this rank's label block) it writes itself
         self.held_rows = {}  # split layout: other {dataset: (first row, rows)} this rank writes (DAG, forest, masks)
+        self.share_landing = {}  # split layout: {dataset: (host array, prefault thread)} for this rank's share
         self.split = writes and config.layout == "split"  # every rank writes its part (mpi.splitwrite)
 
     @classmethod
@@ -271,6 +272,9 @@ class AcrossRanks:
         else:
             forest = bcast_dataclass(self.comm, forest, Forest, self.root)
         self.stage_timings.update(forest.timings)
+        if self._edges_split() and not self.here and forest.on_gpu:  # its share, written by this rank
+            parent, size = forest.arrays(self.be)
+            self._land_shares({"forest/parent": parent, "forest/subtree_size": size})
         return forest
 
     def start_masks(self, entry, dag, K):
@@ -366,6 +370,19 @@ class AcrossRanks:
         index keeps of it, touched while the GPUs work (:func:`~distgrail.placement.host_landing`)."""
         want = (self.everywhere or self.here) and self.dag_host is None
         self.landing = host_landing(dag, self.be, ("indices", "indptr") if self._edges_split() else ()) if want else {}
+        if self.split:  # this rank's share of the DAG's edges and row pointers (_share_edges), likewise
+            self._land_shares({f"dag/{k}": getattr(dag, k, None) for k in ("indices", "indptr")})
+
+    def _land_shares(self, arrays):
+        """Host pages for this rank's share (:meth:`_share_rows`) of each device array, touched
+        from now on (fresh pages cost as much as the copy); nothing on the CPU."""
+        from ..indexfile.split import split_rows
+
+        for name, a in arrays.items():
+            if self.be.is_gpu and a is not None and not isinstance(a, np.ndarray):
+                lo, hi = split_rows(int(a.shape[0]), self.comm.Get_size())[self.me:self.me + 2]
+                h = np.empty((hi - lo,) + tuple(a.shape[1:]), a.dtype)
+                self.share_landing[name] = (h, self.be.prefault(h))
 
     def dag_to_host(self, dag):
         """What the index holds, as host arrays, where it is assembled. The split layout: every
@@ -413,9 +430,11 @@ class AcrossRanks:
             return
         lo, hi = split_rows(int(a.shape[0]), self.comm.Get_size())[self.me:self.me + 2]
 
-        def share():
+        landing = self.share_landing.pop(name, None)
+
+        def share():  # (into the pages touched since the array was shared, where they were: Backend.land)
             with self.be.on_device():
-                return np.ascontiguousarray(to_host(a[lo:hi]))
+                return np.ascontiguousarray(self.be.land(a[lo:hi], landing) if landing else to_host(a[lo:hi]))
 
         rows = run_shared(self.comm, f"copying this rank's share of {name} to the host", share)
         self.held_rows[name] = (lo, rows)
