@@ -62,8 +62,18 @@ if [ ! -f "$stamp" ] || [ pyproject.toml -nt "$stamp" ] || [ "$(cat "$stamp")" !
     else
         echo "launch/setup.sh: no compiled CUDA kernels (no nvcc?): CuPy compiles them on a GPU's first run" >&2
     fi
-    if [ "$gpu" != none ]; then  # CuPy's own kernels compiled now, not on the first run (docs/kernels.md)
-        .venv/bin/python -m distgrail.gpu.warm >&2 \
-            || echo "launch/setup.sh: warming CuPy's kernel cache failed: the first GPU run compiles its kernels" >&2
+fi
+# CuPy's own kernels compiled now, not on the first run (docs/kernels.md): once per kernel cache
+# folder (CUPY_CACHE_DIR, else CuPy's default), on a machine with the GPU extra and a GPU
+warmed=.venv/.distgrail-warmed
+if [ "$gpu" != none ] && [ "$(cat "$warmed" 2>/dev/null)" != "${CUPY_CACHE_DIR:-default}" ]; then
+    limit=""
+    command -v timeout >/dev/null 2>&1 && limit="timeout 900"
+    if out=$($limit .venv/bin/python -m distgrail.gpu.warm 2>&1); then
+        printf '%s\n' "$out" >&2
+        case "$out" in *"kernels added"*) echo "${CUPY_CACHE_DIR:-default}" >"$warmed" ;; esac  # (no GPU: next time)
+    else
+        printf '%s\n' "$out" >&2
+        echo "launch/setup.sh: warming CuPy's kernel cache failed or timed out: the first GPU run compiles its kernels" >&2
     fi
 fi

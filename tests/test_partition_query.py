@@ -378,6 +378,10 @@ def test_spread_query_equals_one_process_and_bfs(shared_dir, monkeypatch, index_
         np.testing.assert_array_equal(ans, want, err_msg=name)
         np.testing.assert_array_equal(ans, bfs_reachable(*csr_of(g), s, t), err_msg=name)
         assert st.ranks == comm.size and st.queries == 300 and st.reachable == int(want.sum())
+        # the rows and labels went to the device in the first call, timed apart; the next finds them
+        assert st.prepare_seconds > 0 and st.mpi_seconds["prepare"] == st.prepare_seconds, st.mpi_seconds
+        _, again = idx.query(s if comm.rank == 0 else None, t if comm.rank == 0 else None, backend="cpu")
+        assert again.prepare_seconds == 0 == again.mpi_seconds["prepare"], again.mpi_seconds
         comm.Barrier()
 
 

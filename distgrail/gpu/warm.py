@@ -5,8 +5,9 @@ JIT-compiles its own kernels for the array operations the stages use (dtype cast
 comparisons, scans, searches, selections: docs/kernels.md) the first time each runs, and keeps
 them in its cache (``CUPY_CACHE_DIR``, else ``~/.cupy/kernel_cache``). :func:`warm` runs the
 pipeline once on small graphs that take the paths a real run takes (a text edge list parsed on
-the GPU, a ``.h5`` graph, cycles, self-loops and duplicate edges, a DAG, support masks, queries,
-the index written and opened again), so those kernels land in the cache. ``launch/setup.sh``
+the GPU, a ``.h5`` graph, cycles, self-loops and duplicate edges, a DAG wide and deep enough for
+the index's 32-bit and 16-bit stored types, support masks, queries, the index written and opened
+again), so those kernels land in the cache. ``launch/setup.sh``
 calls it (``python -m distgrail.gpu.warm``: exit 0 without a GPU, saying so; 1 if the warm-up
 fails) when it installs the GPU extra; the Slurm templates keep the same cache across jobs. Paths only very large graphs take (scans in pieces past
 2^31 items) and the partitioned build across ranks still compile on their first use.
@@ -49,9 +50,11 @@ def _graph(n: int, seed: int):
     return src, dst
 
 
-def warm(backend: str = "gpu", n: int = 20000, say=None) -> dict:
+def warm(backend: str = "gpu", n: int = 20000, say=None, wide: int = 100000) -> dict:
     """Build and query small indexes on ``backend`` (module doc); returns what it did: seconds,
-    CuPy's cache folder and the files it gained. ``say``: a function given a line per step."""
+    CuPy's cache folder and the files it gained. ``say``: a function given a line per step.
+    ``wide``: vertices of a layered DAG of more than 2^16 components and 2^8 levels, so the
+    index's wider stored types (and CuPy's kernels for them) come too (0: none)."""
     import distgrail
     from ..io.binary import write_binary_graph
     from ..io.graph import EdgeGraph
@@ -67,8 +70,12 @@ def warm(backend: str = "gpu", n: int = 20000, say=None) -> dict:
         text, h5, out = os.path.join(d, "g.txt"), os.path.join(d, "g.h5"), os.path.join(d, "i.h5")
         write_graph(g, text)
         write_binary_graph(g, h5)
-        for what, graph in (("a text edge list", text), ("a .h5 graph", h5),
-                            ("the bundled graph", distgrail.bundled_graph())):
+        graphs = [("a text edge list", text), ("a .h5 graph", h5), ("the bundled graph", distgrail.bundled_graph())]
+        if wide:
+            from ..io.generate import generate
+
+            graphs.append(("a layered DAG", generate("layered", wide, 3, seed=5, levels=300)))
+        for what, graph in graphs:
             t1 = time.perf_counter()
             built = distgrail.build_index(graph, dims=5, backend=backend, output=out, supports=64)
             distgrail.open_index(out).query(sources % built.n, targets % built.n, backend=backend)

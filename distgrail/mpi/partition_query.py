@@ -79,15 +79,20 @@ class SpreadIndex(Index):
     def _make_labels(self, be):
         raise DistGrailError("a spread index (open_spread_index) answers collectively: call its query() on every rank")
 
-    def spread_state(self, be):
-        """(Labels without the CSR, RowBlock) on ``be``'s device, made once per device."""
+    def spread_state(self, be, spent: list | None = None):
+        """(Labels without the CSR, RowBlock) on ``be``'s device, made once per device (the maker
+        appends its seconds to ``spent``)."""
         key = (be.name, be.device)
         once = self._spread.setdefault(key, Once())
 
         def make():
+            t = time.perf_counter()
             with be.on_device():
                 L = field_labels(self.arrays, self.C, self.dims, self.supports, put=be.asarray, csr=False)
-                return L, RowBlock(be.xp, self._rows[0], self._rows[1], self.bounds, self.rank)
+                state = L, RowBlock(be.xp, self._rows[0], self._rows[1], self.bounds, self.rank)
+            if spent is not None:
+                spent.append(time.perf_counter() - t)
+            return state
 
         return once.get(make)
 
@@ -133,7 +138,7 @@ def state_bytes(parts) -> int:
 def query_spread(index: SpreadIndex, sources, targets, backend="auto", root: int = 0):
     """Collective: root's pairs answered on the spread index (other ranks may pass None).
     Returns ``(answers, stats)`` on every rank, as :func:`~distgrail.mpi.query.query_sharded`
-    (``stats.mpi_seconds``: ``prepare`` (0 here), ``scatter``, ``answer``, ``gather``; ``stats.ranks``: the ranks);
+    (``stats.mpi_seconds``: ``prepare``, ``scatter``, ``answer``, ``gather``; ``stats.ranks``: the ranks);
     ``stats.spread``: one dict per rank, its ``dag edges held``, ``query state bytes`` (labels and
     rows on its device) and what its exchanges carried (``sweeps``: allreduce calls, one per
     search round and chunk; ``allreduce bytes``, ``gathered bytes``, ``exchanged bytes``: sent to
@@ -141,27 +146,31 @@ def query_spread(index: SpreadIndex, sources, targets, backend="auto", root: int
     comm = index.comm
     dev = ensure_bound(comm, backend)
     be = run_shared(comm, "selecting the backend", get_backend, backend, dev)
-    state = run_shared(comm, "putting the labels and DAG rows on the device", index.spread_state, be)
-    expand = None  # the CPU: EXPAND_EDGES
-    if be.is_gpu:  # a round's children in slices that fit this device's free memory
-        from ..gpu.memory import available_gpu_bytes
+    held = {}
 
-        with be.on_device():
-            expand = expand_limit(available_gpu_bytes()[0], index.dims)
+    def prepare(spent):  # (after root's pairs are checked: a bad batch uploads nothing)
+        held["state"] = state = index.spread_state(be, spent)
+        held["expand"] = None  # the CPU: EXPAND_EDGES
+        if be.is_gpu:  # a round's children in slices that fit this device's free memory
+            from ..gpu.memory import available_gpu_bytes
 
-    mine = {"rank": comm.Get_rank(), "dag edges held": int(state[1].indices.size), "query state bytes": state_bytes(state)}
+            with be.on_device():
+                held["expand"] = expand_limit(available_gpu_bytes()[0], index.dims)
+        held["mine"] = {"rank": comm.Get_rank(), "dag edges held": int(state[1].indices.size),
+                        "query state bytes": state_bytes(state)}
 
     def answer(s, t, what):
         stats = QueryStats(backend=be.name)
         ex = Counted(MpiExchange(comm, be.xp))
+        state = held["state"]
         with be.on_device():
-            ans, error = answer_spread(be.xp, ex, state[0], state[1], s, t, stats, expand=expand)
-        mine.update(ex.stats())
+            ans, error = answer_spread(be.xp, ex, state[0], state[1], s, t, stats, expand=held["expand"])
+        held["mine"].update(ex.stats())
         share_outcome(comm, what + " (spread search)", error)
         return ans, stats
 
-    answers, stats = answer_in_shards(comm, index, be, sources, targets, answer, root)
-    stats.spread = comm.allgather(mine)
+    answers, stats = answer_in_shards(comm, index, be, sources, targets, answer, root, prepare=prepare)
+    stats.spread = comm.allgather(held["mine"])
     return answers, stats
 
 
