@@ -196,6 +196,8 @@ def test_slow_uploads_do_not_take_the_slots_of_other_clients(kegg):
         for s in slow:
             s.close()
         _wait_for(lambda: _health(srv)["clients_gone"] == 40, what="40 clients gone")
+        # (the counter moves before the server's log lines reach the test's reader: wait for them too)
+        _wait_for(lambda: sum("gone" in x for x in srv.lines[before:]) >= 40, what="40 'gone' log lines")
         assert sum("gone" in x for x in srv.lines[before:]) == 40
         _no_server_error(srv)
     finally:
