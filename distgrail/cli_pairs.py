@@ -146,8 +146,8 @@ def add_pairs_command(sub) -> None:
 def query_under_mpi(args, comm, pairs):
     """``query`` under MPI: every rank opens the index (whole, or with ``--partition`` only its DAG
     rows: :mod:`distgrail.mpi.partition_query`), rank 0 reads the pairs and writes the answers.
-    Returns ``(answers, stats, pairs read)`` on every rank (the pairs: a
-    :class:`~distgrail.io.pairs.QueryPairs` on rank 0, None on the others)."""
+    Returns ``(answers, stats, pairs read)``: the answers and the pairs (a
+    :class:`~distgrail.io.pairs.QueryPairs`) on rank 0, None on the others; the stats everywhere."""
     import distgrail
 
     from .io.pairs import read_pairs_for
@@ -165,7 +165,14 @@ def query_under_mpi(args, comm, pairs):
         idx = run_shared(comm, f"opening the index {args.index}", distgrail.open_index, args.index)
     q = run_shared(comm, f"reading the pairs {pairs}", read_pairs_for if rank0 else None, pairs, idx)
     s, t = (q.sources, q.targets) if rank0 else (None, None)
-    answers, stats = idx.query(s, t, backend=args.backend, comm=comm)
+    if spread:  # (answers on rank 0 only, which writes them: no broadcast to every rank)
+        from .mpi.partition_query import query_spread
+
+        answers, stats = query_spread(idx, s, t, args.backend, everywhere=False)
+    else:
+        from .mpi.query import query_sharded
+
+        answers, stats = query_sharded(idx, s, t, args.backend, comm, everywhere=False)
     run_shared(comm, f"writing the answers {args.output}", write_answers if args.output and rank0 else None,
                answers, args.output, s, t)
     stats.partition = "spread" if spread else "whole"

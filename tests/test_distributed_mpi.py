@@ -326,6 +326,19 @@ def test_sharded_answers_in_input_order(comm, kegg_index, k):
     everywhere(comm, set(stats.mpi_seconds) == {"prepare", "scatter", "answer", "gather"}, stats.mpi_seconds)
 
 
+def test_answers_on_root_only_when_asked(comm, kegg_index):
+    """everywhere=False (the command line, which writes the answers on rank 0): root's answers
+    are the one-process ones, the other ranks get None, and the stats are everywhere alike."""
+    from distgrail.mpi.query import query_sharded
+
+    s, t = distgrail.io.pairs.read_pairs(distgrail.bundled_pairs())
+    want, ref = kegg_index.query(s, t, backend="cpu")
+    mine = (s, t) if comm.Get_rank() == 0 else (None, None)
+    got, stats = query_sharded(kegg_index, *mine, backend="cpu", comm=comm, everywhere=False)
+    ok = np.array_equal(got, want) if comm.Get_rank() == 0 else got is None
+    everywhere(comm, ok and stats.reachable == ref.reachable and stats.queries == s.size, f"{got} {stats}")
+
+
 def test_the_index_upload_is_timed_apart(comm):
     """The first sharded batch on a fresh index puts each rank's query state on its device before
     the clock (``prepare_seconds``, ``mpi_seconds["prepare"]``), the second finds it there (0)."""

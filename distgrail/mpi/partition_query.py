@@ -135,9 +135,10 @@ def state_bytes(parts) -> int:
     return sum(int(getattr(a, "nbytes", 0)) for o in parts for a in vars(o).values())
 
 
-def query_spread(index: SpreadIndex, sources, targets, backend="auto", root: int = 0):
+def query_spread(index: SpreadIndex, sources, targets, backend="auto", root: int = 0, everywhere: bool = True):
     """Collective: root's pairs answered on the spread index (other ranks may pass None).
-    Returns ``(answers, stats)`` on every rank, as :func:`~distgrail.mpi.query.query_sharded`
+    Returns ``(answers, stats)`` on every rank (``everywhere=False``: answers on root only), as
+    :func:`~distgrail.mpi.query.query_sharded`
     (``stats.mpi_seconds``: ``prepare``, ``scatter``, ``answer``, ``gather``; ``stats.ranks``: the ranks);
     ``stats.spread``: one dict per rank, its ``dag edges held``, ``query state bytes`` (labels and
     rows on its device) and what its exchanges carried (``sweeps``: allreduce calls, one per
@@ -169,7 +170,8 @@ def query_spread(index: SpreadIndex, sources, targets, backend="auto", root: int
         share_outcome(comm, what + " (spread search)", error)
         return ans, stats
 
-    answers, stats = answer_in_shards(comm, index, be, sources, targets, answer, root, prepare=prepare)
+    answers, stats = answer_in_shards(comm, index, be, sources, targets, answer, root, prepare=prepare,
+                                      everywhere=everywhere)
     stats.spread = comm.allgather(held["mine"])
     return answers, stats
 

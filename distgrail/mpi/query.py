@@ -57,13 +57,15 @@ def merge_over_ranks(comm, be, stats, times, prepared: float = 0.0) -> QueryStat
     return merged
 
 
-def answer_in_shards(comm, index, be, sources, targets, answer, root: int = 0, prepare=None):
+def answer_in_shards(comm, index, be, sources, targets, answer, root: int = 0, prepare=None,
+                     everywhere: bool = True):
     """Collective: root's pairs checked, cut into contiguous shards (Scatterv), each answered by
     ``answer(s, t, what)`` -> ``(answers, stats)`` on its rank (``what`` names the shard for
     errors; a failure must be shared by ``answer``), gathered in input order and broadcast.
     ``prepare()``: each rank's query state put on its device first, timed apart (the first batch
     of a ``query`` command pays it; a server's, once). Returns ``(answers, merged stats)`` on
-    every rank (:func:`merge_over_ranks`)."""
+    every rank (:func:`merge_over_ranks`); ``everywhere=False``: the answers on root only (None
+    elsewhere: no broadcast of them), the stats still on every rank."""
     me, size = comm.Get_rank(), comm.Get_size()
     here = me == root
     pairs = run_shared(comm, "checking the query pairs", index.check_pairs if here else None, sources, targets)
@@ -82,11 +84,12 @@ def answer_in_shards(comm, index, be, sources, targets, answer, root: int = 0, p
     t2 = time.perf_counter()
     out = run_shared(comm, "allocating the answers", (lambda: np.empty(k, dtype=bool)) if here else None)
     gather_rows(comm, np.ascontiguousarray(ans, dtype=bool), counts, out, root)
-    answers = bcast_array(comm, out, root)
+    answers = bcast_array(comm, out, root) if everywhere else out
     return answers, merge_over_ranks(comm, be, stats, (t0, t1, t2, time.perf_counter()), sum(spent))
 
 
-def query_sharded(index, sources, targets, backend="auto", comm=None, root: int = 0, search=None):
+def query_sharded(index, sources, targets, backend="auto", comm=None, root: int = 0, search=None,
+                  everywhere: bool = True):
     """Collective: answer root's pairs with the batch cut into contiguous shards, one per rank.
 
     ``sources``/``targets`` are read on ``root`` only (other ranks may pass None). Returns
@@ -96,6 +99,8 @@ def query_sharded(index, sources, targets, backend="auto", comm=None, root: int 
     device, ``prepare_seconds``). ``stats.mpi_seconds`` holds ``prepare``, ``scatter``,
     ``answer`` (slowest rank) and ``gather`` times. ``search``: the
     :class:`~distgrail.query.stats.SearchOptions` every rank searches with (None: the defaults).
+    ``everywhere=False``: the answers on root only, None elsewhere (the command line writes them
+    on rank 0: no broadcast of every answer to every rank).
     """
     comm, owned = own_comm(comm)
     try:
@@ -104,7 +109,7 @@ def query_sharded(index, sources, targets, backend="auto", comm=None, root: int 
         be = run_shared(comm, "selecting the backend", get_backend, backend, dev)
         return answer_in_shards(comm, index, be, sources, targets,
                                 lambda s, t, what: run_shared(comm, what, index._query_local, s, t, be, search), root,
-                                prepare=lambda spent: index._state(be, spent))
+                                prepare=lambda spent: index._state(be, spent), everywhere=everywhere)
     finally:
         if owned:
             comm.Free()
