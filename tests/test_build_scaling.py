@@ -46,7 +46,7 @@ def test_one_and_two_ranks_build_the_same_index(tmp_path):
                    "--dims", "3", "--repeat", "1", "--out", str(out), "--json", str(report), "--timeout", "20", *plot)
     assert r.returncode == 0, r.stdout + r.stderr
     assert "same" in r.stdout and "DIFFER" not in r.stdout and "FAILED" not in r.stdout, r.stdout
-    assert "GPU GB" in r.stdout
+    assert "GPU GB" in r.stdout and "start s" in r.stdout and "rest s" in r.stdout
     assert "mpiexec -n 2" in r.stdout and "--layout split --partition on" in r.stdout, r.stdout
     rows = json.loads(report.read_text())["rows"]
     assert {(row["ranks"], row["variant"]) for row in rows} == {
@@ -56,6 +56,7 @@ def test_one_and_two_ranks_build_the_same_index(tmp_path):
         assert row["gpu_used"] is None  # (the CPU backend: no GPU pool peak to report)
         assert [s["status"] for s in row["samples"]] == [0] and row["samples"][0]["total"] > 0, row
         assert 0 < row["samples"][0]["startup"] < row["samples"][0]["wall"], row  # (start-up inside the wall)
+        assert row["startup"] == row["samples"][0]["startup"], row  # (the median of one sample)
     assert [p.name.split(".")[0] for p in out.glob("*.part0")] == ["g-2-split-on"]
     if plot:
         assert png.read_bytes()[:8] == PNG_SIGNATURE

@@ -9,8 +9,9 @@ start-up, imports, MPI and GPU set-up, read and write all count: what a user wai
 ``distgrail.benchmarks.scaling`` (one warm process) leaves out. The 1-rank run (layout single,
 partition off) runs once per graph, the baseline of every variant. The table gives the median
 wall seconds and the median ``total_seconds`` the command reports, each with its speedup over 1
-rank, and rank 0's GPU memory peak (CuPy pool used, ``GPU GB``; ``-`` without a GPU); every
-sample is in ``--json``. Every index built must be the 1-rank one byte for byte (a
+rank, the slowest rank's start-up (process start to the build's clock, ``start s``) and the
+rest of the wall (``rest s``: the launcher, the exit), and rank 0's GPU memory peak (CuPy pool
+used, ``GPU GB``; ``-`` without a GPU); every sample is in ``--json``. Every index built must be the 1-rank one byte for byte (a
 split one merged by ``distgrail convert INDEX --layout single`` first): a speedup never hides a
 wrong answer. Exit status 1 if a run failed or an index differs. ``--plot`` draws build time
 against ranks beside ideal scaling (needs matplotlib). ``--replot A.json B.json --plot P.png`` runs
@@ -151,6 +152,7 @@ def measure(args, graph: str, ranks: int, variant, output: str) -> dict:
     return {"graph": graph_name(graph), "graph_path": graph, "variant": name, "ranks": ranks,
             "command": shlex.join(argv), "argv": argv, "output": output, "samples": samples,
             "wall": _median(s["wall"] for s in good), "total": _median(s["total"] for s in good),
+            "startup": _median(s.get("startup") for s in good),
             "gpu_used": max((s["gpu_used"] for s in good if s.get("gpu_used") is not None), default=None),
             "failed": len(good) < len(samples), "baseline": ranks == 1}
 
@@ -207,12 +209,18 @@ def format_table(rows: list) -> str:
     def num(v, fmt):
         return "-" if v is None else format(v, fmt)
 
-    head = ("graph", "variant", "ranks", "wall s", "total s", "wall x", "total x", "GPU GB", "index")
+    def rest(r):  # wall outside the build and its start-up: the launcher, the exit
+        parts = (r.get("wall"), r.get("total"), r.get("startup"))
+        return None if None in parts else parts[0] - parts[1] - parts[2]
+
+    head = ("graph", "variant", "ranks", "wall s", "total s", "wall x", "total x", "start s", "rest s", "GPU GB",
+            "index")
     body = [(r["graph"], r["variant"], str(r["ranks"]), num(r["wall"], ".3f"), num(r["total"], ".3f"),
-             num(r["speedup_wall"], ".2f"), num(r["speedup_total"], ".2f"),
-             num(None if r.get("gpu_used") is None else r["gpu_used"] / 1e9, ".1f"), verdict(r)) for r in rows]
+             num(r["speedup_wall"], ".2f"), num(r["speedup_total"], ".2f"), num(r.get("startup"), ".2f"),
+             num(rest(r), ".2f"), num(None if r.get("gpu_used") is None else r["gpu_used"] / 1e9, ".1f"), verdict(r))
+            for r in rows]
     widths = [max(len(line[i]) for line in [head, *body]) for i in range(len(head))]
-    cells = [[c.ljust(w) if i in (0, 1, 8) else c.rjust(w) for i, (c, w) in enumerate(zip(line, widths))]
+    cells = [[c.ljust(w) if i in (0, 1, 10) else c.rjust(w) for i, (c, w) in enumerate(zip(line, widths))]
              for line in [head, *body]]
     return "\n".join("  ".join(line).rstrip() for line in cells)
 
