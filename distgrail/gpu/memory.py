@@ -285,6 +285,15 @@ def max_in_pieces(xp, a, limit: int = 2**31 - 1) -> int:
     return max(int(a[lo:hi].max()) for lo, hi in pieces(a.shape[0], limit))
 
 
+def min_in_pieces(xp, a, limit: int = 2**31 - 1) -> int:
+    """Smallest value of the non-empty ``a``, one library reduction per piece.
+
+    >>> min_in_pieces(np, np.array([3, 9, 2, 7]), limit=3)
+    2
+    """
+    return min(int(a[lo:hi].min()) for lo, hi in pieces(a.shape[0], limit))
+
+
 def select_in_pieces(xp, a, mask, limit: int = 2**31 - 1):
     """``a[mask]`` (boolean mask), one library selection per piece.
 

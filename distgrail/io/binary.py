@@ -23,7 +23,7 @@ import numpy as np
 
 from .._version import __version__
 from ..errors import GraphFormatError
-from ..gpu.memory import max_in_pieces, scan_in_pieces
+from ..gpu.memory import max_in_pieces, min_in_pieces, scan_in_pieces
 from .graph import EdgeGraph, id_dtype
 from .atomic import atomic_path
 from .digest import split_digest
@@ -193,8 +193,7 @@ def read_binary_graph(path, be=None) -> EdgeGraph:
         digest = _source_digest(f)
         has_dag = "condensation" in f
     dt = id_dtype(n)
-    if indptr.shape != (n + 1,) or int(indptr[0]) != 0 or int(indptr[-1]) != indices.size:
-        raise GraphFormatError("corrupt graph file: CSR arrays disagree with n and m", path=path)
+    check_offsets(np, indptr, n, indices.size, path, order=False)  # (the order: on the device, where it goes)
     # (64-bit ids stay on the host: the GPU condensation takes 32-bit ones)
     up = (be is not None and be.is_gpu and not has_dag and indices.size and dt == np.int32
           and _fits(be, indptr, indices, dt))
@@ -214,12 +213,24 @@ def read_binary_graph(path, be=None) -> EdgeGraph:
     return g
 
 
+def check_offsets(xp, ptr, n: int, m: int, path, order: bool = True) -> None:
+    """GraphFormatError unless ``ptr`` (on ``xp``) is a CSR offset array of ``n`` rows and ``m``
+    entries: shape (n+1,), from 0 to m, non-decreasing (``order``)."""
+    if (ptr.shape != (n + 1,) or int(ptr[0]) != 0 or int(ptr[-1]) != m
+            or (order and ptr.shape[0] > 1 and bool((ptr[1:] < ptr[:-1]).any()))):
+        raise GraphFormatError("corrupt graph file: CSR arrays disagree with n and m", path=path)
+
+
+def check_ids(xp, ix, n: int, path) -> None:
+    """GraphFormatError unless every id in ``ix`` (on ``xp``) is in 0..n-1."""
+    if ix.shape[0] and (min_in_pieces(xp, ix) < 0 or max_in_pieces(xp, ix) >= n):
+        raise GraphFormatError(f"corrupt graph file: successor ids outside 0..{n - 1}", path=path)
+
+
 def _edges(xp, ptr, ix, n: int, dt, path):
     """``(src, dst)`` of the checked CSR ``(ptr, ix)`` on ``xp``'s arrays (NumPy: ``np.repeat``)."""
-    if ptr.shape[0] > 1 and bool((ptr[1:] < ptr[:-1]).any()):
-        raise GraphFormatError("corrupt graph file: CSR arrays disagree with n and m", path=path)
-    if ix.shape[0] and (_lowest(xp, ix) < 0 or max_in_pieces(xp, ix) >= n):
-        raise GraphFormatError(f"corrupt graph file: successor ids outside 0..{n - 1}", path=path)
+    check_offsets(xp, ptr, n, int(ix.shape[0]), path)
+    check_ids(xp, ix, n, path)
     src = np.repeat(np.arange(n, dtype=dt), np.diff(ptr)) if xp is np else entry_rows(xp, ptr, dt)
     return src, ix.astype(dt, copy=False)
 
@@ -248,13 +259,6 @@ def _oom_error(be):
     """The backend's out-of-memory exception (CuPy's; MemoryError for anything else)."""
     memory = getattr(getattr(be.xp, "cuda", None), "memory", None)
     return getattr(memory, "OutOfMemoryError", MemoryError)
-
-
-def _lowest(xp, a) -> int:
-    """Smallest value of the non-empty ``a``, one reduction per piece (:func:`max_in_pieces`)."""
-    from ..gpu.memory import pieces
-
-    return min(int(a[lo:hi].min()) for lo, hi in pieces(a.shape[0]))
 
 
 def _fits(be, indptr, indices, dt) -> bool:

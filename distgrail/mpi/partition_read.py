@@ -87,7 +87,7 @@ def _binary_file(path, fmt) -> bool:
 def _h5_block(path, me, size):
     """This rank's block of CSR rows of a binary graph file: (n, m, src, dst, name, digest, stored)."""
     from ..errors import GraphFormatError
-    from ..io.binary import _open, _source_digest
+    from ..io.binary import _open, _source_digest, check_ids, check_offsets
     from ..io.graph import id_dtype
 
     with _open(path) as f:
@@ -96,17 +96,14 @@ def _h5_block(path, me, size):
             raise GraphFormatError("corrupt graph file: dataset 'csr/indptr' or 'csr/indices' missing", path=path)
         indptr = f["csr/indptr"][...].astype(np.int64)
         m = int(f["csr/indices"].shape[0])
-        if (indptr.shape != (n + 1,) or int(indptr[0]) != 0 or int(indptr[-1]) != m
-                or (n and (np.diff(indptr) < 0).any())):
-            raise GraphFormatError("corrupt graph file: CSR arrays disagree with n and m", path=path)
+        check_offsets(np, indptr, n, m, path)
         lo_e, hi_e = m * me // size, m * (me + 1) // size
         lo = int(np.searchsorted(indptr, lo_e, side="left")) if me else 0
         hi = int(np.searchsorted(indptr, hi_e, side="left")) if me + 1 < size else n
         e0, e1 = int(indptr[lo]), int(indptr[hi])
         dt = id_dtype(n)
         dst = f["csr/indices"][e0:e1].astype(dt, copy=False)
-        if dst.size and (int(dst.min()) < 0 or int(dst.max()) >= n):
-            raise GraphFormatError(f"corrupt graph file: successor ids outside 0..{n - 1}", path=path)
+        check_ids(np, dst, n, path)
         src = np.repeat(np.arange(lo, hi, dtype=dt), np.diff(indptr[lo:hi + 1]))
         name = f.attrs.get("source_name", os.path.basename(path))
         return n, m, src, dst, str(name.decode() if isinstance(name, bytes) else name), _source_digest(f), \
