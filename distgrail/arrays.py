@@ -1,15 +1,70 @@
-"""NumPy or CuPy: which array module holds an array, and an array on the host.
+"""NumPy or CuPy: which array module holds an array, and an array on the host; large host
+copies and reductions spread over threads.
 
 The partitioned stages and searches are written once against an array module ``xp`` (NumPy on
 the CPU backend, CuPy on a GPU backend); these two helpers are what they share. CuPy is imported
-only when a CuPy array is met."""
+only when a CuPy array is met.
+
+:func:`copy_parallel` and :func:`max_parallel` cut a large host array into pieces for a shared
+pool of threads (NumPy drops the GIL inside a copy or a reduction of a numeric array): one
+thread copies host memory at a few GB/s, well below what the memory or a GPU's upload takes, so a
+query batch's pinned staging and its id check went at one core's speed (docs/benchmarks.md)."""
 
 from __future__ import annotations
+
+import os
+import threading
 
 import numpy as np
 
 __all__ = ["to_host", "array_module", "csr_positions", "sorted_distinct", "unique", "scatter_max", "scatter_min",
-           "scatter_at"]
+           "scatter_at", "copy_parallel", "max_parallel", "HOST_PIECE_BYTES"]
+
+#: a piece of a parallel host copy or reduction: smaller arrays stay on the calling thread
+HOST_PIECE_BYTES = 8 << 20
+#: threads of the shared host pool (at most; fewer on smaller machines)
+HOST_THREADS = 8
+_pool = None
+_pool_lock = threading.Lock()
+
+
+def _host_pool():
+    global _pool
+    with _pool_lock:
+        if _pool is None:
+            from concurrent.futures import ThreadPoolExecutor
+
+            _pool = ThreadPoolExecutor(max(1, min(HOST_THREADS, os.cpu_count() or 1)), thread_name_prefix="distgrail-host")
+        return _pool
+
+
+def _pieces(n: int, itemsize: int):
+    """``[(lo, hi), ...]`` covering ``0..n``: one piece per thread, none under HOST_PIECE_BYTES."""
+    k = max(1, min(HOST_THREADS, os.cpu_count() or 1, (n * itemsize) // HOST_PIECE_BYTES))
+    cuts = [n * i // k for i in range(k + 1)]
+    return list(zip(cuts[:-1], cuts[1:]))
+
+
+def copy_parallel(dst: np.ndarray, src: np.ndarray) -> None:
+    """``dst[...] = src`` for 1-D host arrays of equal length (cast as NumPy casts), in pieces over
+    the shared host threads when the copy is large."""
+    if dst.shape != src.shape or dst.ndim != 1:
+        raise ValueError(f"copy_parallel: 1-D arrays of one length, got {dst.shape} and {src.shape}")
+    parts = _pieces(int(dst.size), max(dst.itemsize, src.itemsize))
+    if len(parts) == 1:
+        dst[...] = src
+        return
+    for f in [_host_pool().submit(np.copyto, dst[a:b], src[a:b], "unsafe") for a, b in parts]:
+        f.result()
+
+
+def max_parallel(a: np.ndarray):
+    """``a.max()`` of a non-empty 1-D host array, in pieces over the shared host threads when it
+    is large."""
+    parts = _pieces(int(a.size), a.itemsize)
+    if len(parts) == 1:
+        return a.max()
+    return max(f.result() for f in [_host_pool().submit(np.max, a[lo:hi]) for lo, hi in parts])
 
 
 def to_host(a) -> np.ndarray:

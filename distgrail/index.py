@@ -10,6 +10,7 @@ import time
 import numpy as np
 
 from ._version import __version__
+from .arrays import max_parallel
 from .errors import DistGrailError, GraphFormatError, IndexFormatError, QueryError
 from .gpu.backend import get_backend
 from .indexfile import read_index_file, write_index_file
@@ -161,7 +162,7 @@ class Index:
             if arr.size and not np.issubdtype(arr.dtype, np.integer):
                 raise QueryError(f"{what} must be integer vertex ids, got dtype {arr.dtype}")
             # one pass: as unsigned, a negative id is huge, so a single comparison catches both ends
-            if arr.size and int(arr.astype(np.int64, copy=False).view(np.uint64).max()) >= self.n:
+            if arr.size and int(max_parallel(arr.astype(np.int64, copy=False).view(np.uint64))) >= self.n:
                 i = int(np.flatnonzero((arr < 0) | (arr >= self.n))[0])
                 raise QueryError(f"{what}[{i}] out of range 0..{self.n - 1}, got {int(arr[i])!r}")
         return s.astype(np.int64, copy=False), t.astype(np.int64, copy=False)

@@ -70,3 +70,38 @@ def test_cupy_unique_and_csr_positions_equal_numpy():
     p0, w0 = csr_positions(np, ptr, rows, which=True)
     np.testing.assert_array_equal(to_host(p), p0)
     np.testing.assert_array_equal(to_host(w), w0)
+
+
+@pytest.mark.parametrize("n", [0, 1, 1000, (3 << 20) + 7])
+def test_copy_parallel_matches_numpy(monkeypatch, n):
+    from distgrail import arrays
+
+    monkeypatch.setattr(arrays, "HOST_PIECE_BYTES", 1 << 16)  # several pieces from 64 KiB on
+    rng = np.random.default_rng(n)
+    src = rng.integers(-(1 << 40), 1 << 40, n)
+    dst = np.zeros(n, np.int64)
+    arrays.copy_parallel(dst, src)
+    assert np.array_equal(dst, src)
+    flags = np.zeros(n, np.uint8)
+    arrays.copy_parallel(flags, src > 0)  # a cast, as in the answers' copy out of the pinned slot
+    assert np.array_equal(flags.view(bool), src > 0)
+    if n:
+        assert arrays.max_parallel(src.view(np.uint64)) == src.view(np.uint64).max()
+        assert arrays.max_parallel(src) == src.max()
+
+
+def test_copy_parallel_refuses_other_shapes():
+    from distgrail.arrays import copy_parallel
+
+    with pytest.raises(ValueError, match="1-D arrays of one length"):
+        copy_parallel(np.zeros(3), np.zeros(4))
+
+
+def test_parallel_pieces_cover_the_array(monkeypatch):
+    from distgrail import arrays
+
+    monkeypatch.setattr(arrays, "HOST_PIECE_BYTES", 8)
+    monkeypatch.setattr(arrays.os, "cpu_count", lambda: 3)
+    assert arrays._pieces(10, 8) == [(0, 3), (3, 6), (6, 10)]
+    assert arrays._pieces(1, 8) == [(0, 1)]
+    assert arrays._pieces(0, 8) == [(0, 0)]

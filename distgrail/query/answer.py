@@ -25,7 +25,9 @@ the same); with none handed on the round count equals the forward search's, with
   reverse CSR built on the GPU), one round per launch pair, the frontiers of
   :func:`distgrail.query.bidir.bidirectional_search_numpy`.
 * Batches stream through the GPU in chunks of ``CHUNK_PAIRS`` pairs (pinned double buffers on
-  the host), so GPU memory stays bounded whatever the batch size; answers keep input order.
+  the host, filled by several threads, the next chunk's while the GPU answers this one; pairs
+  already in page-locked memory are uploaded in place), so GPU memory stays bounded whatever the
+  batch size; answers keep input order.
 * Concurrent batches: :class:`Labels` is read-only; each GPU batch borrows a
   :class:`QueryScratch` of its own from a :class:`ScratchPool` (the index keeps one per device)
   and runs on ``be.device`` in the calling thread's current stream.
@@ -41,6 +43,7 @@ import warnings
 
 import numpy as np
 
+from ..arrays import copy_parallel
 from ..errors import BackendError
 from ..gpu.kernels import load_module
 from ..gpu.memory import launcher
@@ -55,6 +58,9 @@ __all__ = ["answer_batch_numpy", "answer_batch_cuda", "records", "records_on_dev
 
 #: pairs per GPU chunk (inputs 16 B + work list 32 B + answer 1 B per pair on the device)
 CHUNK_PAIRS = 1 << 23
+#: batches of at most this many pairs are copied from their own (pageable) memory; larger ones
+#: are staged in pinned slots by the host threads (:func:`_stream_chunks`)
+DIRECT_PAIRS = 1 << 20
 #: queue entries per warp of the one-warp search; longer searches go to the grid-wide search
 QUEUE_CAP = 1 << 14
 #: upper bound on the one-warp search's scratch (visited bitmaps + queues), bytes
@@ -236,6 +242,12 @@ class QueryScratch:
         synchronised once to read how many queries go to the grid-wide search, if any can).
         ``budget``: the visit budget. ``trace``: a list that receives the grid-wide search's
         per-round frontier sizes. Returns the number of queries handed to the grid-wide search."""
+        self.queue_steps(ds, dt, answers, nq, stream, budget)
+        return self.finish_steps(answers, stream, budget, trace)
+
+    def queue_steps(self, ds, dt, answers, nq: int, stream, budget: int) -> None:
+        """The prefilter and the one-warp search of :meth:`launch`, queued in ``stream`` (no wait:
+        the host may stage the next chunk meanwhile)."""
         i32, i64 = np.int32, np.int64
         w = self.work_counters
         w.data.memset_async(0, w.nbytes, stream)
@@ -248,9 +260,13 @@ class QueryScratch:
                           (self.work, w[0:], w[1:], self.indptr, self.indices, self.rec, i32(self.R), i32(self.d),
                            i32(self.W), self.visited, i64(self.vwords), self.queue, i64(self.queue_cap),
                            i64(budget), answers, self.handed_on, w[2:], self.counters), shared_mem=self.smem)
+
+    def finish_steps(self, answers, stream, budget: int, trace=None) -> int:
+        """The rest of :meth:`launch` after :meth:`queue_steps`: the grid-wide search for the
+        queries handed on (a wait for the stream to read their count), if any can be."""
         if not self.hands_on(budget):
             return 0
-        nhard = int(w[2:3].get(stream=stream)[0])  # the grid-wide search for the queries handed on
+        nhard = int(self.work_counters[2:3].get(stream=stream)[0])
         sizes = self.grid.run(self.handed_on, nhard, answers, stream, trace=trace is not None)
         if trace is not None:
             trace.extend(sizes)
@@ -315,7 +331,7 @@ def answer_batch_cuda(be, L: Labels, sources, targets, stats: QueryStats | None 
             stream = cp.cuda.get_current_stream()
             scratch.counters.data.memset_async(0, scratch.counters.nbytes, stream)
             chunk = max(1, int(CHUNK_PAIRS))
-            if nq <= chunk:
+            if nq <= min(chunk, DIRECT_PAIRS):  # small: the driver stages the copies itself
                 scratch.buffers(nq)
                 ds, dt, answers = scratch.ds[:nq], scratch.dt[:nq], scratch.answers[:nq]
                 _h2d(ds, sources, stream)
@@ -323,7 +339,7 @@ def answer_batch_cuda(be, L: Labels, sources, targets, stats: QueryStats | None 
                 handed = scratch.launch(ds, dt, answers, nq, stream, budget)
                 _d2h(out, answers, stream)
             else:
-                handed = _stream_chunks(scratch, sources, targets, out, chunk, stream, budget)
+                handed = _stream_chunks(scratch, sources, targets, out, min(chunk, nq), stream, budget)
             counts = scratch.counters.get(stream=stream)
             stream.synchronize()
     if stats is not None:
@@ -350,42 +366,74 @@ def _d2h(host, dev, stream):
     runtime.memcpyAsync(host.ctypes.data, dev.data.ptr, host.nbytes, 2, stream.ptr)
 
 
+def _page_locked(a: np.ndarray) -> bool:
+    """Whether ``a``'s memory is page-locked host memory CUDA knows (``cupyx.empty_pinned``, a
+    registered range): a copy from it needs no staging."""
+    from cupy.cuda import runtime
+
+    try:
+        return int(runtime.pointerGetAttributes(a.ctypes.data).type) == getattr(runtime, "memoryTypeHost", 1)
+    except Exception:  # pageable memory that the runtime does not know: an error on some versions
+        return False
+
+
 def _stream_chunks(scratch, sources, targets, out, chunk, stream, budget) -> int:
-    """Double-buffered chunks: the host fills one pinned slot while the GPU works on the other.
-    Returns the number of queries handed to the grid-wide search."""
+    """Chunks through the GPU in one stream. Pairs in pageable memory are staged into two pinned
+    slots by the host threads (:func:`~distgrail.arrays.copy_parallel`), the next chunk's while
+    the GPU uploads and answers this one; page-locked pairs are uploaded in place. Answers land
+    in the slot's pinned buffer and are copied out once that chunk's event fired. Returns the
+    number of queries handed to the grid-wide search."""
     import cupy as cp
     import cupyx
 
     nq = sources.size
     scratch.buffers(chunk)
-    slots = [(cupyx.empty_pinned(chunk, np.int64), cupyx.empty_pinned(chunk, np.int64),
+    direct = _page_locked(sources) and _page_locked(targets)
+    slots = [(None if direct else cupyx.empty_pinned(chunk, np.int64),
+              None if direct else cupyx.empty_pinned(chunk, np.int64),
               cupyx.empty_pinned(chunk, np.uint8)) for _ in range(2)]
+    uploaded = [None, None]  # event after a slot's inputs were uploaded: then they may be refilled
     pending = [None, None]  # (event, a, b) of the chunk whose answers land in that slot
+    starts = list(range(0, nq, chunk))
     handed = 0
+
+    def event():
+        ev = cp.cuda.Event(block=False, disable_timing=True)
+        ev.record(stream)
+        return ev
+
+    def stage(i):
+        """Chunk ``i``'s pairs into slot ``i & 1`` (nothing to do when uploaded in place)."""
+        if direct or i >= len(starts):
+            return
+        k, a = i & 1, starts[i]
+        b = min(nq, a + chunk)
+        if uploaded[k] is not None:
+            uploaded[k].synchronize()
+        copy_parallel(slots[k][0][:b - a], sources[a:b])
+        copy_parallel(slots[k][1][:b - a], targets[a:b])
 
     def drain(k):
         ev, a, b = pending[k]
         ev.synchronize()
-        out[a:b] = slots[k][2][:b - a].view(bool)
+        copy_parallel(out[a:b], slots[k][2][:b - a].view(bool))
         pending[k] = None
 
-    for i, a in enumerate(range(0, nq, chunk)):
+    stage(0)
+    for i, a in enumerate(starts):
         b = min(nq, a + chunk)
-        k = i & 1
-        if pending[k] is not None:
-            drain(k)
-        m = b - a
-        ps, pt, pa = slots[k]
-        ps[:m] = sources[a:b]
-        pt[:m] = targets[a:b]
+        k, m = i & 1, b - a
         ds, dt, answers = scratch.ds[:m], scratch.dt[:m], scratch.answers[:m]
-        _h2d(ds, ps[:m], stream)
-        _h2d(dt, pt[:m], stream)
-        handed += scratch.launch(ds, dt, answers, m, stream, budget)
-        _d2h(pa[:m], answers, stream)
-        ev = cp.cuda.Event(block=False, disable_timing=True)
-        ev.record(stream)
-        pending[k] = (ev, a, b)
+        _h2d(ds, sources[a:b] if direct else slots[k][0][:m], stream)
+        _h2d(dt, targets[a:b] if direct else slots[k][1][:m], stream)
+        uploaded[k] = event()
+        scratch.queue_steps(ds, dt, answers, m, stream, budget)
+        stage(i + 1)  # the next chunk staged while the GPU works on this one
+        handed += scratch.finish_steps(answers, stream, budget)
+        if pending[k] is not None:  # the answers of chunk i - 2 leave this slot first
+            drain(k)
+        _d2h(slots[k][2][:m], answers, stream)
+        pending[k] = (event(), a, b)
     for k in (0, 1):
         if pending[k] is not None:
             drain(k)
