@@ -326,6 +326,31 @@ def test_sharded_answers_in_input_order(comm, kegg_index, k):
     everywhere(comm, set(stats.mpi_seconds) == {"prepare", "scatter", "answer", "gather"}, stats.mpi_seconds)
 
 
+@pytest.mark.parametrize("way", ["node-shared", "messages", "nodes of one rank"])
+@pytest.mark.parametrize("on_every_rank", [True, False])
+def test_sharded_batch_through_shared_memory_or_messages(comm, kegg_index, monkeypatch, way, on_every_rank):
+    """Every rank on one node: the batch and its answers go through node-shared memory (from
+    SHARED_MIN_PAIRS pairs on); with DISTGRAIL_SHM=0, or ranks on several (pretended) nodes, by
+    Scatterv/Gatherv. Each way gives one process's answers and stats, on root only or everywhere."""
+    import distgrail.mpi.query as mq
+
+    used, real = [], mq._answer_shared
+    monkeypatch.setattr(mq, "_answer_shared", lambda *a, **k: used.append(1) or real(*a, **k))
+    monkeypatch.setattr(mq, "SHARED_MIN_PAIRS", 1)
+    if way == "messages":
+        monkeypatch.setenv("DISTGRAIL_SHM", "0")
+    elif way == "nodes of one rank":
+        monkeypatch.setenv("DISTGRAIL_RANKS_PER_NODE", "1")
+    s, t = distgrail.io.pairs.read_pairs(distgrail.bundled_pairs())
+    s, t = s[:3001], t[:3001]
+    want, ref = kegg_index.query(s, t, backend="cpu")
+    mine = (s, t) if comm.Get_rank() == 0 else (None, None)
+    got, stats = mq.query_sharded(kegg_index, *mine, backend="cpu", comm=comm, everywhere=on_every_rank)
+    ok = np.array_equal(got, want) if on_every_rank or comm.Get_rank() == 0 else got is None
+    everywhere(comm, ok and stats.steps == ref.steps and stats.queries == 3001, f"{way}: {stats}")
+    everywhere(comm, bool(used) == (way == "node-shared"), f"{way}: node-shared path taken {bool(used)}")
+
+
 def test_answers_on_root_only_when_asked(comm, kegg_index):
     """everywhere=False (the command line, which writes the answers on rank 0): root's answers
     are the one-process ones, the other ranks get None, and the stats are everywhere alike."""

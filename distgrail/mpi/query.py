@@ -1,8 +1,10 @@
 """Query batches sharded over MPI ranks.
 
 Rank 0 holds the pairs (other ranks may pass ``None``). The batch is cut into contiguous
-shards in input order (Scatterv), each rank answers its shard locally, and the answers are
-gathered in input order (Gatherv) and broadcast: **every rank returns the same answers and
+shards in input order, each rank answers its shard locally, and the answers are gathered in
+input order: when every rank is on one node, through node-shared memory (rank 0 copies the pairs
+in, each rank answers its shard from there and writes its answers beside them); else by
+Scatterv, Gatherv and a broadcast: **every rank returns the same answers and
 the same merged** :class:`~distgrail.query.stats.QueryStats` (counts summed over ranks, ``ranks``
 = communicator size, ``seconds`` = wall time of the whole sharded call on the slowest rank, but
 the index's upload to each rank's device, ``prepare_seconds``).
@@ -15,12 +17,14 @@ import time
 
 import numpy as np
 
+from ..arrays import copy_parallel
 from ..errors import DistGrailError
 from ..gpu.backend import get_backend
 from ..query.stats import QueryStats
 from .binding import ensure_bound
 from .collectives import bcast_array, gather_rows, offsets, scatter_rows, split_counts
 from .errors import own_comm, run_shared
+from .nodeshare import NodeGroups, room_for, shm_enabled
 
 __all__ = ["query_sharded", "same_index_everywhere", "merge_over_ranks", "answer_in_shards"]
 
@@ -75,16 +79,73 @@ def answer_in_shards(comm, index, be, sources, targets, answer, root: int = 0, p
     t0 = time.perf_counter()
     k = comm.bcast(int(pairs[0].size) if here else None, root=root)
     counts = split_counts(k, size)
+    lo, hi = int(offsets(counts)[me]), int(offsets(counts)[me + 1])
+    what = f"answering queries {lo}..{hi - 1}" if hi > lo else "answering queries (none on this rank)"
+    groups = _one_node(comm, k, root)
+    if groups is not None:  # every rank on one node: the pairs and the answers in node-shared memory
+        try:
+            return _answer_shared(comm, groups, be, pairs, k, (lo, hi), what, answer, root, everywhere, t0, spent)
+        finally:
+            groups.free()
     s, t = pairs if here else (None, None)
     s = scatter_rows(comm, s, counts, (), np.int64, root)
     t = scatter_rows(comm, t, counts, (), np.int64, root)
     t1 = time.perf_counter()
-    lo, hi = int(offsets(counts)[me]), int(offsets(counts)[me + 1])
-    ans, stats = answer(s, t, f"answering queries {lo}..{hi - 1}" if hi > lo else "answering queries (none on this rank)")
+    ans, stats = answer(s, t, what)
     t2 = time.perf_counter()
     out = run_shared(comm, "allocating the answers", (lambda: np.empty(k, dtype=bool)) if here else None)
     gather_rows(comm, np.ascontiguousarray(ans, dtype=bool), counts, out, root)
     answers = bcast_array(comm, out, root) if everywhere else out
+    return answers, merge_over_ranks(comm, be, stats, (t0, t1, t2, time.perf_counter()), sum(spent))
+
+
+#: batches of fewer pairs go by Scatterv/Gatherv (a shared window's set-up costs more than them)
+SHARED_MIN_PAIRS = 1 << 16
+
+
+def _one_node(comm, k: int, root: int):
+    """Collective: the ranks' :class:`~distgrail.mpi.nodeshare.NodeGroups` when they all share one
+    node and its shared memory can hold the batch (``17 k`` bytes: two int64 ids and an answer
+    byte per pair; ``DISTGRAIL_SHM`` on), else None."""
+    if k < SHARED_MIN_PAIRS or not shm_enabled():
+        return None
+    if not comm.bcast(room_for(17 * k) if comm.Get_rank() == root else None, root=root):
+        return None
+    groups = NodeGroups(comm)
+    if comm.allreduce(groups.node.Get_size()) == comm.Get_size() ** 2:  # one group holds every rank
+        return groups
+    groups.free()
+    return None
+
+
+def _answer_shared(comm, groups, be, pairs, k, span, what, answer, root, everywhere, t0, spent):
+    """:func:`answer_in_shards` on one node: root copies its pairs into node-shared arrays (host
+    threads), each rank answers its shard straight from them and writes its answers beside them,
+    and root (every rank with ``everywhere``) copies the answers out. No pair or answer goes
+    through an MPI message: rank 0's Scatterv of 100 M pairs to 4 ranks took 0.46 s and the
+    Gatherv 0.13 s, against 0.21 s of answering (docs/benchmarks.md)."""
+    here = comm.Get_rank() == root
+    lo, hi = span
+    S, T = groups.array((k,), np.int64), groups.array((k,), np.int64)
+    A = groups.array((k,), np.uint8)
+
+    def put():
+        copy_parallel(S, pairs[0])
+        copy_parallel(T, pairs[1])
+
+    run_shared(comm, "copying the query pairs to node-shared memory", put if here else None)  # (a barrier too)
+    t1 = time.perf_counter()
+    ans, stats = answer(S[lo:hi], T[lo:hi], what)
+    t2 = time.perf_counter()
+    run_shared(comm, "writing the answers to node-shared memory", copy_parallel, A[lo:hi],
+               np.asarray(ans, dtype=bool))
+
+    def take():
+        out = np.empty(k, dtype=bool)
+        copy_parallel(out.view(np.uint8), A)
+        return out
+
+    answers = run_shared(comm, "reading the answers from node-shared memory", take if here or everywhere else None)
     return answers, merge_over_ranks(comm, be, stats, (t0, t1, t2, time.perf_counter()), sum(spent))
 
 
