@@ -9,6 +9,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from ..arrays import copy_parallel, max_parallel
 from ..errors import GraphFormatError
 from .edgelist import read_columns
 from .regular import check_regular
@@ -94,28 +95,55 @@ def read_pairs_for(path, index) -> QueryPairs:
 
 
 def _npy_pairs(path, n) -> QueryPairs:
+    """An integer ``.npy`` of shape (k, 2), or (k, 3) with the expected answers. The file is mapped,
+    not loaded: each id column is checked by one threaded maximum (as unsigned, a negative id is
+    huge) and copied out by the host threads (:mod:`distgrail.arrays`); only a file that fails
+    the check is searched for its first bad id, in row order, for the message."""
     try:
-        arr = np.load(path, allow_pickle=False)
+        arr = np.load(path, allow_pickle=False, mmap_mode="r")
     except (ValueError, OSError, EOFError) as e:
         raise GraphFormatError(f"not a readable .npy array ({e})", path=path) from None
     if arr.ndim != 2 or arr.shape[1] not in (2, 3) or not np.issubdtype(arr.dtype, np.integer):
         raise GraphFormatError(f"expected an integer array of shape (k, 2), or (k, 3) with the expected answers, "
                                f"got {arr.dtype} {arr.shape}", path=path)
-    _check_fits_int64(path, arr[:, :2])
     expected = None
     if arr.shape[1] == 3:
         bad = np.flatnonzero((arr[:, 2] != 0) & (arr[:, 2] != 1))
         if bad.size:
             raise GraphFormatError(f"expected answer 0 or 1, got {int(arr[bad[0], 2])}", path=f"{path}[{bad[0]}, 2]")
-        expected = arr[:, 2].astype(bool)
+        expected = np.asarray(arr[:, 2]).astype(bool)
+    # without n, only unsigned ids past 2^63 - 1 are refused (they would wrap); signed ones pass
+    limit = (2**63 - 1) if n is None else int(n) - 1  # the largest id allowed
+    checked = n is not None or (arr.dtype.kind == "u" and arr.dtype.itemsize == 8)
+    if checked and arr.shape[0] and any(int(max_parallel(_as_unsigned(arr[:, c]))) > limit for c in (0, 1)):
+        _first_bad_id(path, np.asarray(arr[:, :2]), n)  # raises, naming the first bad id in row order
+    ids = []
+    for c in (0, 1):
+        col = np.empty(arr.shape[0], np.int64)
+        copy_parallel(col, arr[:, c])
+        ids.append(col)
+    return QueryPairs(path, ids[0], ids[1], expected)
+
+
+def _as_unsigned(col: np.ndarray) -> np.ndarray:
+    """An id column as uint64 values, a negative id as a huge one (a view where the width is 8)."""
+    if col.dtype.kind == "i":
+        return (col if col.dtype.itemsize == 8 else col.astype(np.int64)).view(np.uint64)
+    return col.astype(np.uint64, copy=False)
+
+
+def _first_bad_id(path, arr, n) -> None:
+    """Raise the error for the first id, in row order, that is not a vertex id: above 2^63 - 1
+    (unsigned ids would wrap) or, with ``n``, outside 0..n-1."""
+    _check_fits_int64(path, arr)
     if n is not None and arr.size:
-        ids = arr[:, :2].astype(np.int64)
+        ids = arr.astype(np.int64)
         bad = np.flatnonzero(((ids < 0) | (ids >= n)).reshape(-1))
         if bad.size:
             row, col = divmod(int(bad[0]), 2)
             raise GraphFormatError(f"vertex id out of range 0..{n - 1}, got {int(arr[row, col])}",
                                    path=f"{path}[{row}, {col}]")
-    return QueryPairs(path, arr[:, 0].astype(np.int64), arr[:, 1].astype(np.int64), expected)
+    raise AssertionError("_first_bad_id: no bad id found")  # pragma: no cover - the caller's check found one
 
 
 def _first_line_columns(text: Text) -> int:

@@ -1,0 +1,80 @@
+"""Query pairs from ``.npy`` files (distgrail/io/pairs.py ``_npy_pairs``): the file is mapped,
+each id column checked by one threaded maximum and copied out by threads; the pairs, the
+expected answers and every refusal (first bad id in row order, with its row and column) are
+those of reading the whole array."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from distgrail.errors import GraphFormatError
+from distgrail.io.pairs import read_query_pairs
+
+
+@pytest.fixture(autouse=True)
+def _small_pieces(monkeypatch):
+    from distgrail import arrays
+
+    monkeypatch.setattr(arrays, "HOST_PIECE_BYTES", 64)  # the threaded copies and maxima in several pieces
+
+
+@pytest.mark.parametrize("dtype", [np.int64, np.int32, np.uint64, np.uint32, np.int16])
+@pytest.mark.parametrize("order", ["C", "F"])
+def test_pairs_read_as_stored(tmp_path, dtype, order):
+    rng = np.random.default_rng(3)
+    a = np.asarray(rng.integers(0, 100, (1001, 2)), dtype=dtype, order=order)
+    path = tmp_path / "p.npy"
+    np.save(path, a)
+    q = read_query_pairs(path, n=100)
+    assert q.sources.dtype == q.targets.dtype == np.int64 and q.expected is None
+    assert np.array_equal(q.sources, a[:, 0]) and np.array_equal(q.targets, a[:, 1])
+    assert q.sources.flags.c_contiguous and q.targets.flags.c_contiguous
+
+
+def test_three_columns_carry_the_expected_answers(tmp_path):
+    a = np.array([[0, 1, 1], [1, 0, 0], [2, 2, 1]], dtype=np.int64)
+    np.save(tmp_path / "p.npy", a)
+    q = read_query_pairs(tmp_path / "p.npy", n=3)
+    assert q.expected.tolist() == [True, False, True] and q.sources.tolist() == [0, 1, 2]
+    a[1, 2] = 7
+    np.save(tmp_path / "p.npy", a)
+    with pytest.raises(GraphFormatError, match=r"p\.npy\[1, 2\].*expected answer 0 or 1, got 7"):
+        read_query_pairs(tmp_path / "p.npy", n=3)
+
+
+@pytest.mark.parametrize("bad,where,shown", [((500, 1), "[500, 1]", "got 100"), ((7, 0), "[7, 0]", "got -1"),
+                                             ((999, 0), "[999, 0]", "got 100")])
+def test_the_first_bad_id_in_row_order_is_named(tmp_path, bad, where, shown):
+    a = np.zeros((1000, 2), np.int64)
+    a[bad] = -1 if shown == "got -1" else 100
+    a[999, 1] = 100  # a later bad id: not the one named unless it is first
+    np.save(tmp_path / "p.npy", a)
+    with pytest.raises(GraphFormatError) as e:
+        read_query_pairs(tmp_path / "p.npy", n=100)
+    assert where in str(e.value) and "vertex id out of range 0..99" in str(e.value) and shown in str(e.value)
+
+
+def test_without_a_vertex_count_only_wrapping_ids_are_refused(tmp_path):
+    np.save(tmp_path / "p.npy", np.array([[-5, 3]], np.int64))  # signed: passed on (the index checks it)
+    assert read_query_pairs(tmp_path / "p.npy").sources.tolist() == [-5]
+    np.save(tmp_path / "p.npy", np.array([[0, 1], [2**64 - 1, 2]], np.uint64))
+    with pytest.raises(GraphFormatError, match=r"sources\[1\] out of range .*got 18446744073709551615$"):
+        read_query_pairs(tmp_path / "p.npy")
+
+
+def test_empty_and_malformed_files(tmp_path):
+    path = tmp_path / "p.npy"
+    np.save(path, np.zeros((0, 2), np.int64))
+    q = read_query_pairs(path, n=0)
+    assert q.sources.size == q.targets.size == 0
+    np.save(path, np.zeros((3, 4), np.int64))
+    with pytest.raises(GraphFormatError, match=r"shape \(k, 2\).*got int64 \(3, 4\)"):
+        read_query_pairs(path, n=5)
+    np.save(path, np.zeros((3, 2), np.float64))
+    with pytest.raises(GraphFormatError, match="got float64"):
+        read_query_pairs(path, n=5)
+    np.save(path, np.arange(2000, dtype=np.int64).reshape(1000, 2))
+    path.write_bytes(path.read_bytes()[:4000])  # cut short: refused, never fewer pairs
+    with pytest.raises(GraphFormatError, match="not a readable .npy array"):
+        read_query_pairs(path, n=5000)
