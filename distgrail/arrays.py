@@ -38,6 +38,26 @@ def _host_pool():
         return _pool
 
 
+def _forget_pool():
+    """In a forked child: the parent's pool threads do not exist there; a fresh pool is made."""
+    global _pool, _pool_lock
+    _pool, _pool_lock = None, threading.Lock()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_forget_pool)
+
+
+def _run_pieces(fn, pieces) -> list:
+    """``[fn(*args) for args in pieces]`` on the shared host threads; every piece is waited for
+    before a failure is raised (no thread still writes into the caller's arrays then)."""
+    from concurrent.futures import wait
+
+    futures = [_host_pool().submit(fn, *args) for args in pieces]
+    wait(futures)
+    return [f.result() for f in futures]
+
+
 def _pieces(n: int, itemsize: int):
     """``[(lo, hi), ...]`` covering ``0..n``: one piece per thread, none under HOST_PIECE_BYTES."""
     k = max(1, min(HOST_THREADS, os.cpu_count() or 1, (n * itemsize) // HOST_PIECE_BYTES))
@@ -54,8 +74,7 @@ def copy_parallel(dst: np.ndarray, src: np.ndarray) -> None:
     if len(parts) == 1:
         dst[...] = src
         return
-    for f in [_host_pool().submit(np.copyto, dst[a:b], src[a:b], "unsafe") for a, b in parts]:
-        f.result()
+    _run_pieces(np.copyto, [(dst[a:b], src[a:b], "unsafe") for a, b in parts])
 
 
 def max_parallel(a: np.ndarray):
@@ -64,7 +83,7 @@ def max_parallel(a: np.ndarray):
     parts = _pieces(int(a.size), a.itemsize)
     if len(parts) == 1:
         return a.max()
-    return max(f.result() for f in [_host_pool().submit(np.max, a[lo:hi]) for lo, hi in parts])
+    return max(_run_pieces(np.max, [(a[lo:hi],) for lo, hi in parts]))
 
 
 def to_host(a) -> np.ndarray:

@@ -105,3 +105,43 @@ def test_parallel_pieces_cover_the_array(monkeypatch):
     assert arrays._pieces(10, 8) == [(0, 3), (3, 6), (6, 10)]
     assert arrays._pieces(1, 8) == [(0, 1)]
     assert arrays._pieces(0, 8) == [(0, 0)]
+
+
+def test_host_threads_work_in_a_forked_child(monkeypatch):
+    """A child forked after the pool ran gets a pool of its own (the parent's threads are not in it)."""
+    import os
+
+    from distgrail import arrays
+
+    if not hasattr(os, "fork"):
+        pytest.skip("no fork on this platform")
+    monkeypatch.setattr(arrays, "HOST_PIECE_BYTES", 64)
+    a = np.arange(10_000, dtype=np.int64)
+    assert arrays.max_parallel(a) == 9999  # the pool exists in the parent
+    pid = os.fork()
+    if pid == 0:  # child: exit 0 only if the threaded copy works
+        try:
+            d = np.empty_like(a)
+            arrays.copy_parallel(d, a)
+            os._exit(0 if np.array_equal(d, a) else 1)
+        except BaseException:
+            os._exit(1)
+    _, status = os.waitpid(pid, 0)
+    assert os.waitstatus_to_exitcode(status) == 0
+
+
+def test_a_failing_piece_is_raised_after_every_piece_ended(monkeypatch):
+    from distgrail import arrays
+
+    monkeypatch.setattr(arrays, "HOST_PIECE_BYTES", 8)
+    seen = []
+
+    def piece(i):
+        seen.append(i)
+        if i == 0:
+            raise ValueError("piece 0")
+        return i
+
+    with pytest.raises(ValueError, match="piece 0"):
+        arrays._run_pieces(piece, [(i,) for i in range(6)])
+    assert sorted(seen) == list(range(6))

@@ -78,3 +78,13 @@ def test_empty_and_malformed_files(tmp_path):
     path.write_bytes(path.read_bytes()[:4000])  # cut short: refused, never fewer pairs
     with pytest.raises(GraphFormatError, match="not a readable .npy array"):
         read_query_pairs(path, n=5000)
+
+
+@pytest.mark.parametrize("dtype", [">i8", ">i4", ">u8"])
+def test_big_endian_files(tmp_path, dtype):
+    a = np.array([[1, 2], [3, 4], [0, 9]], dtype=dtype)
+    np.save(tmp_path / "p.npy", a)
+    q = read_query_pairs(tmp_path / "p.npy", n=10)
+    assert q.sources.tolist() == [1, 3, 0] and q.targets.tolist() == [2, 4, 9]
+    with pytest.raises(GraphFormatError, match=r"p\.npy\[2, 1\].*got 9"):
+        read_query_pairs(tmp_path / "p.npy", n=9)

@@ -127,8 +127,8 @@ def _npy_pairs(path, n) -> QueryPairs:
 
 def _as_unsigned(col: np.ndarray) -> np.ndarray:
     """An id column as uint64 values, a negative id as a huge one (a view where the width is 8)."""
-    if col.dtype.kind == "i":
-        return (col if col.dtype.itemsize == 8 else col.astype(np.int64)).view(np.uint64)
+    if col.dtype.kind == "i":  # (astype: a no-op only for native int64; big-endian ones are converted)
+        return col.astype(np.int64, copy=False).view(np.uint64)
     return col.astype(np.uint64, copy=False)
 
 

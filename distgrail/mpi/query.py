@@ -107,9 +107,10 @@ def _one_node(comm, k: int, root: int):
     """Collective: the ranks' :class:`~distgrail.mpi.nodeshare.NodeGroups` when they all share one
     node and its shared memory can hold the batch (``17 k`` bytes: two int64 ids and an answer
     byte per pair; ``DISTGRAIL_SHM`` on), else None."""
-    if k < SHARED_MIN_PAIRS or not shm_enabled():
+    if k < SHARED_MIN_PAIRS:
         return None
-    if not comm.bcast(room_for(17 * k) if comm.Get_rank() == root else None, root=root):
+    # root decides for every rank (a setting read on each rank could differ, and the ranks part)
+    if not comm.bcast(shm_enabled() and room_for(17 * k) if comm.Get_rank() == root else None, root=root):
         return None
     groups = NodeGroups(comm)
     if comm.allreduce(groups.node.Get_size()) == comm.Get_size() ** 2:  # one group holds every rank

@@ -395,7 +395,6 @@ def _stream_chunks(scratch, sources, targets, out, chunk, stream, budget) -> int
     uploaded = [None, None]  # event after a slot's inputs were uploaded: then they may be refilled
     pending = [None, None]  # (event, a, b) of the chunk whose answers land in that slot
     starts = list(range(0, nq, chunk))
-    handed = 0
 
     def event():
         ev = cp.cuda.Event(block=False, disable_timing=True)
@@ -419,8 +418,7 @@ def _stream_chunks(scratch, sources, targets, out, chunk, stream, budget) -> int
         copy_parallel(out[a:b], slots[k][2][:b - a].view(bool))
         pending[k] = None
 
-    stage(0)
-    for i, a in enumerate(starts):
+    def one_chunk(i, a) -> int:
         b = min(nq, a + chunk)
         k, m = i & 1, b - a
         ds, dt, answers = scratch.ds[:m], scratch.dt[:m], scratch.answers[:m]
@@ -429,12 +427,21 @@ def _stream_chunks(scratch, sources, targets, out, chunk, stream, budget) -> int
         uploaded[k] = event()
         scratch.queue_steps(ds, dt, answers, m, stream, budget)
         stage(i + 1)  # the next chunk staged while the GPU works on this one
-        handed += scratch.finish_steps(answers, stream, budget)
+        got = scratch.finish_steps(answers, stream, budget)
         if pending[k] is not None:  # the answers of chunk i - 2 leave this slot first
             drain(k)
         _d2h(slots[k][2][:m], answers, stream)
         pending[k] = (event(), a, b)
-    for k in (0, 1):
-        if pending[k] is not None:
-            drain(k)
+        return got
+
+    handed = 0
+    try:
+        stage(0)
+        for i, a in enumerate(starts):
+            handed += one_chunk(i, a)
+        for k in (0, 1):
+            if pending[k] is not None:
+                drain(k)
+    finally:  # on a failure too: no copy still runs from or into a pinned slot given back
+        stream.synchronize()
     return handed
