@@ -166,6 +166,8 @@ MODULE_STATE = {
     ("distgrail.gpu.kernels", "compile_times"): "seconds each module took to compile (the cache's record)",
     ("distgrail.gpu.sweep", "_SM_COUNT"): "each device's SM count",
     ("distgrail.io.chunks", "_POOL"): "the threads that read a chunk of a plain file in pieces, made once",
+    ("distgrail.arrays", "_pool"): "the host threads of large copies and maxima, made once (anew in a forked child)",
+    ("distgrail.arrays", "_pool_lock"): "the lock making that pool once (anew in a forked child)",
     ("distgrail.io.atomic", "_PREVIOUS"): "the signal handlers installed before ours",
     ("distgrail.io.atomic", "_LIVE"): "temporary files being written, removed if a signal ends the process",
     ("distgrail.mpi.transport", "_KEYVAL"): "the MPI attribute key of the NCCL communicator cache",

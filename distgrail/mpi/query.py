@@ -123,8 +123,8 @@ def _answer_shared(comm, groups, be, pairs, k, span, what, answer, root, everywh
     """:func:`answer_in_shards` on one node: root copies its pairs into node-shared arrays (host
     threads), each rank answers its shard straight from them and writes its answers beside them,
     and root (every rank with ``everywhere``) copies the answers out. No pair or answer goes
-    through an MPI message: rank 0's Scatterv of 100 M pairs to 4 ranks took 0.46 s and the
-    Gatherv 0.13 s, against 0.21 s of answering (docs/benchmarks.md)."""
+    through an MPI message: rank 0's Scatterv and Gatherv of a large batch took longer than
+    answering it (docs/benchmarks.md, session 22)."""
     here = comm.Get_rank() == root
     lo, hi = span
     S, T = groups.array((k,), np.int64), groups.array((k,), np.int64)
