@@ -268,6 +268,7 @@ def build_parser() -> argparse.ArgumentParser:
     from .io.formats import FORMATS, OUTPUT_FORMATS
     from .cli_pairs import INFO_QUIET_HELP, add_pairs_command, add_query_args, with_pair
     from .server.command import add_serve_command, add_server_args, with_server
+    from .cli_update import add_update_command
     from .cli_parser import ContractParser
     from .cli_output import cmd_info
 
@@ -305,6 +306,7 @@ def build_parser() -> argparse.ArgumentParser:
     sp.set_defaults(func=with_server(with_pair(cmd_query)))
     add_pairs_command(sub)
     add_serve_command(sub)
+    add_update_command(sub)
 
     sp = sub.add_parser("info", help="describe an index file")
     sp.add_argument("index")

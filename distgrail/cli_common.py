@@ -68,10 +68,10 @@ def outputs_ok(args, *inputs):
     for i in inputs:
         if i is not None and (os.path.abspath(out) == os.path.abspath(i) or same_file(out, i)):
             raise OutputError(f"{out}: the output would overwrite the input {i}; choose another output path")
-    if args.command in ("query", "index", "convert"):  # (generate checks its own: the name picks the format)
+    if args.command in ("query", "index", "convert", "update"):  # (generate checks its own: the name picks the format)
         from .io.writers import check_extension
 
-        check_extension(out, {"query": "answers", "index": "index", "convert": "graph"}[args.command])
+        check_extension(out, {"query": "answers", "index": "index", "convert": "graph", "update": "index"}[args.command])
     check_output(out)
 
 

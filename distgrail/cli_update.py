@@ -1,0 +1,65 @@
+"""``distgrail update INDEX --add EDGES -o NEW``: edges inserted into an index, exact, without
+reading the original graph again (:mod:`distgrail.update`). Kept apart from :mod:`distgrail.cli`
+for size; under MPI rank 0 alone works (``one_process``)."""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import time
+
+from .cli_common import common_options
+
+__all__ = ["add_update_command", "cmd_update"]
+
+
+def add_update_command(sub) -> None:
+    from .gpu.backend import BACKENDS
+    from .io.formats import FORMATS
+
+    sp = sub.add_parser("update", help="insert edges into an index (exact; no rebuild from the graph)")
+    sp.add_argument("index", help="the index file (.h5)")
+    sp.add_argument("--add", required=True, metavar="EDGES",
+                    help="the new edges, a graph file in any format 'index' reads, vertex ids of the index")
+    sp.add_argument("--remove", metavar="EDGES", default=None,
+                    help="refused: deletions are not supported (rebuild with 'distgrail index')")
+    sp.add_argument("-o", "--output", required=True, help="the updated index to write (.h5)")
+    sp.add_argument("--format", choices=FORMATS, default="auto", help="format of the EDGES file (default auto)")
+    sp.add_argument("--backend", choices=BACKENDS, default="auto",
+                    help="where the reachability check and the labelling run (default auto)")
+    common_options(sp, backend=False)
+    sp.set_defaults(func=cmd_update, one_process=True)
+
+
+def cmd_update(args) -> int:
+    import distgrail
+    from .cli_common import outputs_ok
+    from .errors import DistGrailError
+    from .io.read import read_graph
+    from .update import UPDATES, insert_edges
+
+    if args.remove is not None:
+        raise DistGrailError(f"{args.remove}: deletions are not supported; rebuild the index from the graph "
+                             "without those edges (distgrail index)")
+    outputs_ok(args, args.index, args.add)
+    t0 = time.perf_counter()
+    idx = distgrail.open_index(args.index)
+    if not os.path.exists(args.add):
+        raise DistGrailError(f"{args.add}: no such edges file")
+    g = read_graph(args.add, args.format)
+    if g.meta.get("node_labels") is not None:
+        raise DistGrailError(f"{args.add}: edges by node name; 'update' takes the index's vertex ids")
+    new, report = insert_edges(idx, g.src, g.dst, backend=args.backend, progress=not args.quiet)
+    new.save(args.output)
+    total = time.perf_counter() - t0
+    summary = {"index": os.path.abspath(args.output), "base": os.path.abspath(args.index),
+               "edges_recorded": int(new.arrays[UPDATES].shape[0]), **report.as_dict(), "total_seconds": round(total, 6)}
+    if args.json:
+        print(json.dumps(summary, indent=2, sort_keys=True))
+    elif not args.quiet:
+        print(f"index        {args.output} (from {args.index})\n"
+              f"update       {report.summary()}\n"
+              f"recorded     {summary['edges_recorded']:,} inserted edge(s) since the build\n"
+              f"total        {total * 1e3:.1f} ms", file=sys.stdout)
+    return 0

@@ -1,0 +1,178 @@
+"""Edge insertions (distgrail/update.py, ``distgrail update``): the updated index answers as
+BFS over the original graph plus the inserted edges, for random, cycle-closing and
+chain-extending insertions, self-loops, repeated and already-implied edges; edges that add no
+reachability leave the labels as they are; bad input is refused; the command writes an index
+that opens and records what was added."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+import distgrail
+from distgrail.bfs import bfs_reachable, csr_of
+from distgrail.cli import main
+from distgrail.errors import DistGrailError
+from distgrail.io.generate import generate
+from distgrail.io.graph import EdgeGraph
+from distgrail.update import UPDATES, insert_edges
+
+
+def _build(src, dst, n, **kw):
+    kw.setdefault("dims", 3)
+    return distgrail.build_index((np.asarray(src), np.asarray(dst)), num_vertices=n, backend="cpu", **kw)
+
+
+def _check(idx, src, dst, n, add_s, add_t, pairs=None):
+    """Every pair (or ``pairs``) against BFS over the graph plus the added edges."""
+    g = EdgeGraph(n, np.concatenate([src, add_s]).astype(np.int64), np.concatenate([dst, add_t]).astype(np.int64))
+    ip, ix = csr_of(g)
+    if pairs is None:
+        qs, qt = np.repeat(np.arange(n), n), np.tile(np.arange(n), n)
+    else:
+        qs, qt = pairs
+    want = bfs_reachable(ip, ix, qs, qt)
+    got, _ = idx.query(qs, qt, backend="cpu")
+    assert np.array_equal(got, want), f"{int((got != want).sum())} wrong of {qs.size}"
+    return want
+
+
+@pytest.mark.parametrize("kind,n,deg,k", [("scale-free", 120, 2, 30), ("paper", 150, 3, 60), ("layered", 200, 3, 10),
+                                          ("scale-free", 80, 1, 200)])
+@pytest.mark.parametrize("supports", [0, "auto"])
+def test_random_insertions_match_bfs(kind, n, deg, k, supports):
+    g = generate(kind, n, deg, seed=3)
+    idx = _build(g.src, g.dst, g.n, supports=supports)
+    rng = np.random.default_rng(k)
+    s, t = rng.integers(0, g.n, k), rng.integers(0, g.n, k)
+    new, rep = insert_edges(idx, s, t, backend="cpu")
+    assert rep.given == k == rep.same_component + rep.already_reachable + rep.added
+    _check(new, g.src, g.dst, g.n, s, t)
+    assert new.arrays[UPDATES].tolist() == np.stack([s, t], 1).tolist()
+    assert new.n == idx.n and new.C == rep.components_after <= idx.C
+
+
+def test_cycle_closing_edges_merge_components():
+    """A chain 0 -> 1 -> ... -> 49 and the edge 49 -> 0: one component of 50 vertices."""
+    src, dst = np.arange(49), np.arange(1, 50)
+    idx = _build(src, dst, 60)
+    new, rep = insert_edges(idx, [49], [0], backend="cpu")
+    assert rep.added == 1 and rep.relabelled and idx.C == 60 and new.C == 11  # the cycle, and 10 isolated
+    comp = new.arrays["vertex/component"]
+    assert len(set(comp[:50].tolist())) == 1 and len(set(comp[50:].tolist())) == 10
+    _check(new, src, dst, 60, [49], [0])
+
+
+def test_chain_extending_edges_and_a_second_update():
+    src, dst = np.arange(29), np.arange(1, 30)  # 0 -> ... -> 29; 30 .. 59 a second chain
+    src, dst = np.r_[src, np.arange(30, 59)], np.r_[dst, np.arange(31, 60)]
+    idx = _build(src, dst, 60)
+    once, r1 = insert_edges(idx, [29], [30], backend="cpu")  # the first chain runs into the second
+    assert r1.added == 1 and once.reachable(0, 59) and not idx.reachable(0, 59)
+    _check(once, src, dst, 60, [29], [30])
+    twice, r2 = insert_edges(once, [59, 5], [0, 40], backend="cpu")  # closes one long cycle; 5 -> 40 implied
+    _check(twice, src, dst, 60, [29, 59, 5], [30, 0, 40])
+    assert twice.C == 1 and r2.components_before == 60 and r2.components_after == 1
+    assert twice.arrays[UPDATES].tolist() == [[29, 30], [59, 0], [5, 40]]
+
+
+def test_edges_that_add_no_reachability_keep_the_labels():
+    """Self-loops, edges inside one component, repeats and edges the index already implies:
+    the arrays are the index's own, only the record grows."""
+    src, dst = np.array([0, 1, 2, 3, 4]), np.array([1, 2, 0, 4, 5])  # cycle 0-1-2, chain 3-4-5
+    idx = _build(src, dst, 7)
+    new, rep = insert_edges(idx, [3, 1, 0, 3, 3], [3, 0, 2, 5, 5], backend="cpu")
+    assert (rep.same_component, rep.already_reachable, rep.added, rep.relabelled) == (3, 2, 0, False)
+    assert all(new.arrays[k] is a for k, a in idx.arrays.items())
+    assert new.arrays[UPDATES].shape == (5, 2) and UPDATES not in idx.arrays
+    _check(new, src, dst, 7, [3], [3])
+
+
+def test_one_vertex_and_no_edges():
+    idx = _build(np.zeros(0, np.int64), np.zeros(0, np.int64), 1)
+    new, rep = insert_edges(idx, [0], [0], backend="cpu")
+    assert rep.same_component == 1 and new.reachable(0, 0)
+    new, rep = insert_edges(idx, np.zeros(0, np.int64), np.zeros(0, np.int64), backend="cpu")
+    assert rep.given == 0 and new.arrays[UPDATES].shape == (0, 2)
+
+
+@pytest.mark.parametrize("s,t,msg", [([0, 9], [1, 2], r"targets\[1\] = 2|sources\[1\] = 9 is not a vertex"),
+                                     ([-1], [2], r"sources\[0\] = -1 is not a vertex of the index \(0\.\.5\)"),
+                                     ([0, 1], [2], "1-D of equal length"), ([0.5], [1], "integer vertex ids")])
+def test_bad_edges_are_refused(s, t, msg):
+    idx = _build([0, 1], [1, 2], 6)
+    with pytest.raises(DistGrailError, match=msg):
+        insert_edges(idx, np.array(s), np.array(t), backend="cpu")
+
+
+def test_an_index_of_node_labels_is_refused():
+    idx = distgrail.build_index({"a": ["b"], "b": []}, dims=1, backend="cpu")
+    with pytest.raises(DistGrailError, match="built from node labels"):
+        insert_edges(idx, [0], [1], backend="cpu")
+
+
+def test_the_command_writes_an_updated_index(tmp_path, capsys):
+    g = generate("scale-free", 200, 2, seed=5)
+    base = str(tmp_path / "base.h5")
+    _build(g.src, g.dst, g.n).save(base)
+    edges = tmp_path / "new.txt"
+    rng = np.random.default_rng(1)
+    s, t = rng.integers(0, g.n, 25), rng.integers(0, g.n, 25)
+    edges.write_text("".join(f"{a} {b}\n" for a, b in zip(s, t)))
+    out = str(tmp_path / "new.h5")
+    assert main(["update", base, "--add", str(edges), "-o", out, "--json", "--backend", "cpu"]) == 0
+    got = json.loads(capsys.readouterr().out)
+    assert got["given"] == 25 == got["edges_recorded"] and got["added"] + got["already_reachable"] + \
+        got["same_component"] == 25
+    new = distgrail.open_index(out)
+    rng2 = np.random.default_rng(2)
+    _check(new, g.src, g.dst, g.n, s, t, (rng2.integers(0, g.n, 5000), rng2.integers(0, g.n, 5000)))
+    # refusals: exit 2, a message naming the cause, no file written
+    bad = tmp_path / "bad.txt"
+    bad.write_text(f"0 {g.n + 3}\n")
+    assert main(["update", base, "--add", str(bad), "-o", str(tmp_path / "x.h5"), "--backend", "cpu"]) == 2
+    assert f"targets[0] = {g.n + 3} is not a vertex" in capsys.readouterr().err
+    assert main(["update", base, "--add", str(edges), "--remove", str(edges), "-o", str(tmp_path / "x.h5")]) == 2
+    assert "deletions are not supported" in capsys.readouterr().err
+    assert main(["update", base, "--add", str(edges), "-o", base]) == 2
+    assert "would overwrite the input" in capsys.readouterr().err
+    assert main(["update", base, "--add", str(tmp_path / "none.txt"), "-o", str(tmp_path / "x.h5")]) == 2
+    assert "no such" in capsys.readouterr().err
+    assert not os.path.exists(tmp_path / "x.h5") and sorted(os.listdir(tmp_path)) == [
+        "bad.txt", "base.h5", "new.h5", "new.txt"]
+
+
+MPIEXEC = os.path.join(os.path.dirname(sys.executable), "mpiexec")
+
+
+@pytest.mark.skipif(not os.access(MPIEXEC, os.X_OK), reason=f"no {MPIEXEC} (PyPI mpich)")
+@pytest.mark.parametrize("ranks", [2, 3])
+def test_the_command_under_mpi(tmp_path, ranks):
+    """``mpiexec -n 2|3 ... update``: rank 0 updates, every rank exits with its status; the index
+    answers as BFS over the graph plus the edges; a bad edge: status 2, one message, no file."""
+    from conftest import ROOT
+
+    g = generate("paper", 300, 3, seed=7)
+    base, edges, out = str(tmp_path / "base.h5"), tmp_path / "new.txt", str(tmp_path / "new.h5")
+    _build(g.src, g.dst, g.n, dims=2).save(base)
+    rng = np.random.default_rng(ranks)
+    s, t = rng.integers(0, g.n, 40), rng.integers(0, g.n, 40)
+    edges.write_text("".join(f"{a} {b}\n" for a, b in zip(s, t)))
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("PMI_", "OMPI_", "HYDRA_", "MPI_", "SLURM_"))}
+    env.update(PYTHONPATH=ROOT + os.pathsep + os.environ.get("PYTHONPATH", ""), MPIEXEC_TIMEOUT="90")
+    run = [MPIEXEC, "-n", str(ranks), sys.executable, "-m", "mpi4py", "-m", "distgrail", "update", base, "--add"]
+    r = subprocess.run(run + [str(edges), "-o", out, "--backend", "cpu", "--quiet"], capture_output=True, text=True,
+                       env=env, timeout=120)
+    assert r.returncode == 0, r.stderr
+    _check(distgrail.open_index(out), g.src, g.dst, g.n, s, t,
+           (rng.integers(0, g.n, 3000), rng.integers(0, g.n, 3000)))
+    (tmp_path / "bad.txt").write_text(f"1 {g.n}\n")
+    r = subprocess.run(run + [str(tmp_path / "bad.txt"), "-o", str(tmp_path / "x.h5"), "--backend", "cpu"],
+                       capture_output=True, text=True, env=env, timeout=120)
+    assert r.returncode == 2 and r.stderr.count("is not a vertex of the index") == 1, r.stderr
+    assert not os.path.exists(tmp_path / "x.h5")
