@@ -1,0 +1,119 @@
+"""Edge insertions against a rebuild, in one run: ``python -m distgrail.benchmarks.update``.
+
+    python -m distgrail.benchmarks.update [--graph paper:200000:10 | GRAPH_FILE] [--adds 10,1000,100000]
+        [--kind random|chain] [--pairs 1000000] [--check 20000] [--backend auto] [--dims 5] [--seed 0]
+        [--json OUT]
+
+The base index is built once from the graph (``paper:N:DEG``, ``scale-free:N:DEG`` and
+``layered:N:DEG`` are generated; anything else is read as a graph file). For every count of
+``--adds``, that many new edges (``random``: uniform vertex pairs; ``chain``: ``i -> i + 1`` over
+random vertices, long paths that extend each other) are inserted with
+:func:`distgrail.update.insert_edges` and, beside it, the index of the graph plus those edges is
+built from scratch; the row gives both times and their ratio, how many edges changed nothing,
+the components before and after, the throughput of ``--pairs`` random queries on the base and on
+the updated index (and their ratio), and ``--check`` random pairs compared with the rebuilt
+index's answers (``wrong`` must be 0).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+
+import numpy as np
+
+
+def load_graph(spec: str):
+    """An :class:`~distgrail.io.graph.EdgeGraph` from ``kind:N:DEG`` (generated) or a file."""
+    from distgrail.io.generate import KINDS, generate
+    from distgrail.io.read import read_graph
+
+    parts = spec.split(":")
+    if parts[0] in KINDS and len(parts) == 3:
+        return generate(parts[0], int(parts[1]), float(parts[2]), seed=0)
+    return read_graph(spec)
+
+
+def new_edges(n: int, k: int, kind: str, rng):
+    """``k`` new edges: uniform random pairs, or ``v_i -> v_{i+1}`` along a random vertex order."""
+    if kind == "random":
+        return rng.integers(0, n, k, dtype=np.int64), rng.integers(0, n, k, dtype=np.int64)
+    order = rng.permutation(n)[:k + 1].astype(np.int64)
+    return order[:-1], order[1:]
+
+
+def run(args) -> list:
+    import distgrail
+    from distgrail.update import insert_edges
+
+    g = load_graph(args.graph)
+    opts = dict(dims=args.dims, seed=args.seed, backend=args.backend, num_vertices=g.n)
+    t = time.perf_counter()
+    base = distgrail.build_index((g.src, g.dst), **opts)
+    build0 = time.perf_counter() - t
+    rng = np.random.default_rng(args.seed)
+    qs, qt = rng.integers(0, g.n, args.pairs), rng.integers(0, g.n, args.pairs)
+    base.query(qs[:1000], qt[:1000], backend=args.backend)  # query state on the device
+    t = time.perf_counter()
+    base.query(qs, qt, backend=args.backend)
+    q0 = time.perf_counter() - t
+    rows = []
+    for k in args.adds:
+        s, d = new_edges(g.n, k, args.kind, rng)
+        t = time.perf_counter()
+        upd, rep = insert_edges(base, s, d, backend=args.backend)
+        tu = time.perf_counter() - t
+        t = time.perf_counter()
+        full = distgrail.build_index((np.r_[g.src, s], np.r_[g.dst, d]), **opts)
+        tb = time.perf_counter() - t
+        upd.query(qs[:1000], qt[:1000], backend=args.backend)
+        t = time.perf_counter()
+        upd.query(qs, qt, backend=args.backend)
+        q1 = time.perf_counter() - t
+        cs, ct = qs[:args.check], qt[:args.check]
+        wrong = int(np.count_nonzero(upd.query(cs, ct, backend=args.backend)[0]
+                                     != full.query(cs, ct, backend=args.backend)[0]))
+        rows.append({"adds": k, "kind": args.kind, "update_s": tu, "rebuild_s": tb, "unchanged": rep.given - rep.added,
+                     "C_before": rep.components_before, "C_after": rep.components_after, "query_base_s": q0,
+                     "query_updated_s": q1, "checked": int(cs.size), "wrong": wrong})
+    print(f"graph {args.graph}: n={g.n:,} m={g.m:,}; base index {build0:.3f} s, C={base.C:,}; "
+          f"{args.pairs:,} random pairs {q0 * 1e3:.1f} ms; backend {args.backend}")
+    print(f"{'adds':>9} {'kind':<7}{'update s':>10}{'rebuild s':>11}{'x':>7}{'unchanged':>11}{'C after':>12}"
+          f"{'query base/upd ms':>20}{'q ratio':>9}{'wrong':>7}")
+    for r in rows:
+        print(f"{r['adds']:>9,} {r['kind']:<7}{r['update_s']:>10.3f}{r['rebuild_s']:>11.3f}"
+              f"{r['rebuild_s'] / r['update_s']:>7.2f}{r['unchanged']:>11,}{r['C_after']:>12,}"
+              f"{r['query_base_s'] * 1e3:>10.1f}/{r['query_updated_s'] * 1e3:<9.1f}"
+              f"{r['query_base_s'] / r['query_updated_s']:>9.2f}{r['wrong']:>7}")
+    return rows
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(prog="python -m distgrail.benchmarks.update", description=__doc__.split("\n")[0])
+    ap.add_argument("--graph", default="paper:200000:10")
+    ap.add_argument("--adds", default="10,1000,100000")
+    ap.add_argument("--kind", choices=("random", "chain"), default="random")
+    ap.add_argument("--pairs", type=int, default=1_000_000)
+    ap.add_argument("--check", type=int, default=20_000)
+    ap.add_argument("--backend", default="auto")
+    ap.add_argument("--dims", type=int, default=5)
+    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--json")
+    args = ap.parse_args(argv)
+    try:
+        args.adds = [int(float(a)) for a in args.adds.split(",")]
+    except ValueError:
+        ap.error(f"--adds: whole numbers separated by commas, got {args.adds!r}")
+    if any(a < 1 for a in args.adds) or args.pairs < 1 or args.check < 0:
+        ap.error("--adds and --pairs need at least 1, --check at least 0")
+    rows = run(args)
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump({"graph": args.graph, "backend": args.backend, "rows": rows}, f, indent=1)
+    return 1 if any(r["wrong"] for r in rows) else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
