@@ -28,7 +28,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from .errors import DistGrailError
+from .errors import QueryError
 
 __all__ = ["insert_edges", "UpdateReport", "UPDATES"]
 
@@ -68,18 +68,18 @@ def _checked_edges(index, sources, targets):
     """``(src, dst)`` int64 vertex ids of the new edges, each in 0..n-1 (else a DistGrailError
     naming the first one outside)."""
     if index.node_labels is not None:
-        raise DistGrailError("insert_edges: this index was built from node labels; updates take vertex ids "
+        raise QueryError("insert_edges: this index was built from node labels; updates take vertex ids "
                              "only (rebuild with distgrail index)")
     s, t = np.asarray(sources), np.asarray(targets)
     if s.shape != t.shape or s.ndim != 1:
-        raise DistGrailError(f"insert_edges: sources and targets must be 1-D of equal length, got shapes "
+        raise QueryError(f"insert_edges: sources and targets must be 1-D of equal length, got shapes "
                              f"{s.shape} and {t.shape}")
     for a, what in ((s, "sources"), (t, "targets")):
         if a.size and not np.issubdtype(a.dtype, np.integer):
-            raise DistGrailError(f"insert_edges: {what} must be integer vertex ids, got dtype {a.dtype}")
+            raise QueryError(f"insert_edges: {what} must be integer vertex ids, got dtype {a.dtype}")
         bad = np.flatnonzero((a < 0) | (a >= index.n)) if a.size else ()
         if len(bad):
-            raise DistGrailError(f"insert_edges: {what}[{int(bad[0])}] = {int(a[bad[0]])} is not a vertex of the "
+            raise QueryError(f"insert_edges: {what}[{int(bad[0])}] = {int(a[bad[0]])} is not a vertex of the "
                                  f"index (0..{index.n - 1}); new vertices need a rebuild (distgrail index)")
     return s.astype(np.int64), t.astype(np.int64)
 

@@ -1,4 +1,4 @@
-"""The HTTP side of ``distgrail serve`` (aiohttp): ``POST /query`` and ``GET /health``.
+"""The HTTP side of ``distgrail serve`` (aiohttp): ``POST /query``, ``POST /edges`` and ``GET /health``.
 
 The event loop only reads requests and writes answers; decoding a body, answering it
 (:meth:`distgrail.Index.query`) and encoding the answers run in a thread pool, so a long batch
@@ -18,6 +18,13 @@ address may hold ``max_client_connections`` connections open (429;
 :class:`~distgrail.server.limits.Gate`). A client gone mid-body is one line in the log
 (``clients_gone`` in ``/health``), not an error. Every refusal is a 4xx/5xx with a one-line JSON
 message; a traceback in the log is a bug.
+
+``POST /edges`` (a body of pairs as for ``/query``: the new edges ``u -> v``) inserts edges into
+the served index (:func:`distgrail.update.insert_edges`), one update at a time on a thread of its
+own, while queries go on: the updated index replaces the served one once it is made, and every
+batch is answered by the one it started with (never half of each). It needs a token (without
+``--token-file`` it is refused: an update changes every client's answers) and one process (under
+MPI it is refused with 501); the file on disk is not changed (``distgrail update`` writes one).
 
 Under MPI (``dispatcher``: a :class:`distgrail.mpi.serve.Dispatcher`) a batch of at least
 ``shard_min_pairs`` pairs is checked here (a bad one is a 400 before any collective), then
@@ -109,15 +116,40 @@ class Service:
         self.requests = self.batches = self.pairs = self.in_flight = self.receiving = self.gone = 0
         self.errors: collections.Counter = collections.Counter()
         self.latency = collections.deque(maxlen=LATENCY_WINDOW)
+        #: one update at a time (POST /edges); the updates applied and the edges they inserted
+        self.updater = ThreadPoolExecutor(1, thread_name_prefix="distgrail-update")
+        self.updates = self.edges_inserted = 0
 
     # -- the work, in the pool's threads ---------------------------------------------------
     def answer(self, sources, targets, search=None):
         """:meth:`Index.query` on this service's backend, from any thread (a GPU thread works in
-        its own stream on the backend's device)."""
+        its own stream on the backend's device), on the index served when the batch starts."""
+        index = self.index  # (one read: an update replacing it meanwhile does not split the batch)
         if not self.be.is_gpu:
-            return self.index.query(sources, targets, backend=self.be, search=search)
+            return index.query(sources, targets, backend=self.be, search=search)
         with self.be.on_device(), self._stream():
-            return self.index.query(sources, targets, backend=self.be, search=search)
+            return index.query(sources, targets, backend=self.be, search=search)
+
+    def _update(self, body: bytes, content_type: str, columns: bool) -> dict:
+        """Decode the new edges, insert them (on the updater's thread), serve the result."""
+        from ..update import insert_edges
+
+        s, t, _ = decode_pairs(body, content_type, self.label_kind, columns)
+        k = int(np.shape(s)[0]) if np.ndim(s) else 0
+        if k > self.max_pairs:
+            raise _Refused(413, f"{k:,} edges is over this server's limit of {self.max_pairs:,} pairs a request "
+                                "(distgrail serve --max-pairs): send smaller batches")
+        t0 = time.perf_counter()
+        if self.be.is_gpu:
+            with self.be.on_device():
+                new, report = insert_edges(self.index, s, t, backend=self.be)
+        else:
+            new, report = insert_edges(self.index, s, t, backend=self.be)
+        self.index = new
+        self.updates += 1
+        self.edges_inserted += k
+        return {"update": self.updates, "edges_inserted": self.edges_inserted, "n": new.n, "C": new.C,
+                "seconds": round(time.perf_counter() - t0, 6), **report.as_dict()}
 
     def _stream(self):
         s = getattr(self._streams, "stream", None)
@@ -227,6 +259,45 @@ class Service:
         self.latency.append(time.perf_counter() - t0)
         return web.Response(body=out, content_type=ctype, headers=headers)
 
+    async def edges(self, request):
+        """``POST /edges``: the module doc's update, answered with its report (JSON)."""
+        from aiohttp import web
+
+        self.requests += 1
+        try:
+            self._authorize(request)
+            if self.token is None:
+                raise _Refused(403, "updates need a token: start distgrail serve with --token-file (POST /edges "
+                                    "changes the answers of every client)")
+            if self.dispatcher is not None:
+                raise _Refused(501, "updates are not taken by a server under MPI yet: run distgrail update on the "
+                                    "index file and start the server again")
+            size = request.content_length
+            if size is not None and size > self.max_body:
+                raise _Refused(413, self._too_big(f"{size:,} bytes"))
+            body = await self._read(request, size)
+            columns = request.query.get("layout", "pairs")
+            if columns not in ("pairs", "columns"):
+                raise QueryError(f"layout must be 'pairs' (a (k, 2) body) or 'columns' ((2, k)), got {columns!r}")
+            doc = await asyncio.get_running_loop().run_in_executor(
+                self.updater, self._update, body, request.headers.get("Content-Type", ""), columns == "columns")
+        except _Gone as e:
+            self.gone += 1
+            self.log(f"client {request.remote} gone: {e}")
+            return web.Response(status=400)
+        except _Refused as e:
+            if e.close:
+                return await self._closing(request, self._error(e.status, str(e), e.headers))
+            return self._error(e.status, str(e), e.headers)
+        except (QueryError, GraphFormatError) as e:  # the edges: the message insert_edges gives
+            return self._error(400, str(e))
+        except DistGrailError as e:
+            return self._error(500, str(e))
+        except Exception as e:  # a bug: say so, keep serving
+            traceback.print_exc(file=sys.stderr)
+            return self._error(500, f"internal error: {type(e).__name__}: {e}")
+        return web.json_response(doc)
+
     async def _read(self, request, size: int | None):
         """The body, into one buffer that grows as it arrives (one copy; ``request.read()`` makes
         two), so that its memory is what has come, not what the Content-Length announced (a slow
@@ -310,7 +381,8 @@ class Service:
                 "rss_bytes": rss_bytes(), "max_pairs": self.max_pairs, "max_body_bytes": self.max_body,
                 "timeout_seconds": self.timeout, "body_timeout_seconds": self.body_timeout,
                 "max_client_connections": self.max_client_connections, "max_waiting": self.max_waiting,
-                "token": self.token is not None, **self._ranks()}
+                "token": self.token is not None, "updates": self.updates, "edges_inserted": self.edges_inserted,
+                **self._ranks()}
 
     def refused(self):
         """A connection over the bound on its address's connections (the gate's 429)."""
@@ -328,6 +400,7 @@ class Service:
 
     def close(self):
         self.pool.shutdown(wait=True, cancel_futures=True)
+        self.updater.shutdown(wait=True, cancel_futures=True)
 
 
 def _device_name(be) -> str:

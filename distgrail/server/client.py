@@ -107,6 +107,18 @@ class Client:
         ans, _ = self.query(np.atleast_1d(u), np.atleast_1d(v))
         return ans
 
+    def add_edges(self, sources, targets) -> dict:
+        """Insert the edges ``sources[i] -> targets[i]`` into the served index (``POST /edges``;
+        the server needs a token): its report as a dict (``given``, ``added``, ``C``, ...). The
+        server's later batches answer for the graph plus these edges."""
+        s, t = np.asarray(sources), np.asarray(targets)
+        if s.shape != t.shape or s.ndim != 1:
+            raise QueryError(f"sources and targets must be 1-D of equal length, got shapes {s.shape} and {t.shape}")
+        pieces, size = encode_columns(s, t)
+        _, _, body = self._request("POST", "/edges?layout=columns", pieces,
+                                   {"Content-Type": NPY, "Accept": JSON, "Content-Length": str(size)})
+        return json.loads(body)
+
     def _batch(self, s, t):
         pieces, size = encode_columns(s, t)  # sent piece by piece: the columns are not copied
         status, headers, body = self._request("POST", "/query?layout=columns", pieces,

@@ -337,6 +337,7 @@ async def _run(web, service, sock, t0, warm, index_path, say, as_json, on_start=
 
     app = web.Application(client_max_size=service.max_body)
     app.router.add_post("/query", service.query)
+    app.router.add_post("/edges", service.edges)
     app.router.add_get("/health", service.health)
     runner = web.AppRunner(app, access_log=None, handle_signals=False, keepalive_timeout=IDLE_TIMEOUT,
                            shutdown_timeout=SHUTDOWN_GRACE)

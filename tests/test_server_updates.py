@@ -1,0 +1,107 @@
+"""``POST /edges`` of ``distgrail serve`` (distgrail/server/app.py), with real HTTP clients: edges
+inserted while clients query; every batch answered wholly by the index before or wholly by the
+one after (checked against BFS over each graph); then every answer is the updated graph's; the
+token required; bad edges a 400 that the server survives; /health counts the updates."""
+
+from __future__ import annotations
+
+import io
+import json
+import threading
+import urllib.error
+import urllib.request
+
+import numpy as np
+import pytest
+
+import distgrail
+from distgrail.bfs import bfs_reachable, csr_of
+from distgrail.errors import QueryError
+from distgrail.io.generate import generate
+from distgrail.io.graph import EdgeGraph
+from test_server import TOKEN, Server, _npy
+
+
+def _send(url, path, body, token=TOKEN):
+    h = {"Content-Type": "application/x-npy"}
+    if token:
+        h["Authorization"] = f"Bearer {token}"
+    req = urllib.request.Request(url + path, data=body, headers=h, method="POST")
+    try:
+        with urllib.request.urlopen(req, timeout=60) as r:
+            return r.status, r.read()
+    except urllib.error.HTTPError as e:
+        return e.code, e.read()
+
+
+@pytest.fixture(scope="module")
+def graph(tmp_path_factory):
+    """A paper DAG, its index file, the new edges (cycle-closing ones among them), query pairs and
+    the BFS answers before and after the edges."""
+    g = generate("paper", 400, 3, seed=2)
+    path = tmp_path_factory.mktemp("upd") / "g.h5"
+    distgrail.build_index((g.src, g.dst), num_vertices=g.n, dims=2, backend="cpu").save(path)
+    rng = np.random.default_rng(9)
+    add = np.stack([rng.integers(0, g.n, 30), rng.integers(0, g.n, 30)], 1)
+    qs, qt = rng.integers(0, g.n, 4000), rng.integers(0, g.n, 4000)
+    before = bfs_reachable(*csr_of(g), qs, qt)
+    after = bfs_reachable(*csr_of(EdgeGraph(g.n, np.r_[g.src, add[:, 0]], np.r_[g.dst, add[:, 1]])), qs, qt)
+    assert (before != after).any()  # the edges change answers: the test can tell the versions apart
+    return str(path), add, np.stack([qs, qt], 1), before, after
+
+
+def test_updates_while_clients_query(graph, tmp_path):
+    path, add, pairs, before, after = graph
+    tok = tmp_path / "token"
+    tok.write_text(TOKEN + "\n")
+    srv = Server(path, "--token-file", str(tok))
+    try:
+        seen, stop = [], threading.Event()
+
+        def client():
+            while not stop.is_set():
+                status, body = _send(srv.url, "/query", _npy(pairs))
+                seen.append((status, np.load(io.BytesIO(body)) if status == 200 else body))
+
+        threads = [threading.Thread(target=client) for _ in range(3)]
+        for th in threads:
+            th.start()
+        status, body = _send(srv.url, "/edges", _npy(add))
+        doc = json.loads(body)
+        assert status == 200 and doc["given"] == 30 == doc["edges_inserted"] and doc["update"] == 1, doc
+        stop.set()
+        for th in threads:
+            th.join(60)
+        assert seen and all(s == 200 for s, _ in seen), [b for s, b in seen if s != 200][:2]
+        for _, got in seen:  # one version per batch
+            assert np.array_equal(got, before) or np.array_equal(got, after)
+        status, body = _send(srv.url, "/query", _npy(pairs))
+        assert status == 200 and np.array_equal(np.load(io.BytesIO(body)), after)
+        health = json.loads(urllib.request.urlopen(urllib.request.Request(
+            srv.url + "/health", headers={"Authorization": f"Bearer {TOKEN}"}), timeout=30).read())
+        assert health["updates"] == 1 and health["edges_inserted"] == 30 and health["C"] == doc["C"]
+        # bad edges: a 400 naming the vertex; the server goes on, its index unchanged
+        status, body = _send(srv.url, "/edges", _npy(np.array([[0, 10_000]], np.int64)))
+        assert status == 400 and "is not a vertex of the index" in json.loads(body)["error"]
+        status, body = _send(srv.url, "/edges", _npy(add), token="wrong")
+        assert status == 403
+        status, body = _send(srv.url, "/query", _npy(pairs))
+        assert status == 200 and np.array_equal(np.load(io.BytesIO(body)), after)
+        # the Python client: an edge already implied changes nothing; a new one does
+        c = distgrail.connect(srv.url, token=TOKEN)
+        rep = c.add_edges(add[:1, 0], add[:1, 1])
+        assert rep["given"] == 1 and rep["added"] == 0 and rep["update"] == 2 and rep["edges_inserted"] == 31
+        with pytest.raises(QueryError, match="is not a vertex"):  # a 400: the message insert_edges gives
+            c.add_edges([0], [10_000])
+    finally:
+        assert srv.stop() == 0, srv.lines
+
+
+def test_updates_need_a_token(graph):
+    path, add, *_ = graph
+    srv = Server(path)
+    try:
+        status, body = _send(srv.url, "/edges", _npy(add), token=None)
+        assert status == 403 and "updates need a token" in json.loads(body)["error"]
+    finally:
+        assert srv.stop() == 0, srv.lines
