@@ -44,10 +44,10 @@ def cmd_update(args) -> int:
                              "without those edges (distgrail index)")
     outputs_ok(args, args.index, args.add)
     t0 = time.perf_counter()
-    idx = distgrail.open_index(args.index)
-    if not os.path.exists(args.add):
+    if not os.path.exists(args.add):  # (the edges first: a typo costs no read of a large index)
         raise DistGrailError(f"{args.add}: no such edges file")
     g = read_graph(args.add, args.format)
+    idx = distgrail.open_index(args.index)
     if g.meta.get("node_labels") is not None:
         raise DistGrailError(f"{args.add}: edges by node name; 'update' takes the index's vertex ids")
     new, report = insert_edges(idx, g.src, g.dst, backend=args.backend, progress=not args.quiet)

@@ -28,6 +28,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from ._version import __version__
 from .errors import QueryError
 
 __all__ = ["insert_edges", "UpdateReport", "UPDATES"]
@@ -111,7 +112,9 @@ def insert_edges(index, sources, targets, *, backend: str = "auto", progress: bo
         arrays = dict(index.arrays)
         arrays[UPDATES] = done
         report.components_after = index.C
+        report.seconds["total"] = time.perf_counter() - t0
         out = Index(index.meta, arrays)
+        out._lock, out._query_state = index._lock, index._query_state  # same labels: the same query state
         return out, report
     t1 = time.perf_counter()
     ip = np.asarray(index.arrays["dag/indptr"], dtype=np.int64)
@@ -119,7 +122,7 @@ def insert_edges(index, sources, targets, *, backend: str = "auto", progress: bo
     head = np.asarray(index.arrays["dag/indices"], dtype=np.int64)
     graph = (np.concatenate([tail, cs[new]]), np.concatenate([head, ct[new]]))
     m = index.meta
-    K = int(m.get("supports", 0) or 0)
+    K = index.supports
     over = build_index(graph, num_vertices=index.C, dims=index.dims, seed=int(m["seed"]),
                        parent_rule=m["parent_rule"], supports=K, backend=backend, progress=progress)
     report.seconds["relabel"] = time.perf_counter() - t1
@@ -127,7 +130,8 @@ def insert_edges(index, sources, targets, *, backend: str = "auto", progress: bo
     inner = np.asarray(over.arrays["vertex/component"])
     arrays["vertex/component"] = inner[np.asarray(comp)].astype(inner.dtype, copy=False)
     arrays[UPDATES] = done
-    meta = dict(m)
+    meta = {k: v for k, v in m.items() if k not in ("path", "layout", "parts")}  # (of the file it came from)
+    meta["distgrail_version"] = __version__
     for k in ("n_components", "n_dag_edges", "n_levels", "supports", "backend"):
         if k in over.meta:
             meta[k] = over.meta[k]

@@ -176,3 +176,20 @@ def test_the_command_under_mpi(tmp_path, ranks):
                        capture_output=True, text=True, env=env, timeout=120)
     assert r.returncode == 2 and r.stderr.count("is not a vertex of the index") == 1, r.stderr
     assert not os.path.exists(tmp_path / "x.h5")
+
+
+def test_an_updated_index_drops_its_files_meta_and_keeps_the_query_state(tmp_path):
+    """A relabelled index is not the file it came from (no path, layout, parts; this version);
+    an update that changes nothing shares the base's query state (no new upload)."""
+    g = generate("paper", 100, 2, seed=1)
+    path = str(tmp_path / "b.h5")
+    _build(g.src, g.dst, g.n).save(path)
+    base = distgrail.open_index(path)
+    base.labels("cpu")
+    same, rep = insert_edges(base, [0], [0], backend="cpu")
+    assert not rep.relabelled and same._query_state is base._query_state and "total" in rep.seconds
+    new, rep = insert_edges(base, [99], [0], backend="cpu")
+    assert rep.relabelled and "path" not in new.meta and new.meta["distgrail_version"] == distgrail.__version__
+    new.save(str(tmp_path / "n.h5"))
+    again, _ = insert_edges(distgrail.open_index(str(tmp_path / "n.h5")), [50], [1], backend="cpu")
+    _check(again, g.src, g.dst, g.n, [99, 50], [0, 1])

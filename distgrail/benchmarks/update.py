@@ -40,6 +40,8 @@ def new_edges(n: int, k: int, kind: str, rng):
     """``k`` new edges: uniform random pairs, or ``v_i -> v_{i+1}`` along a random vertex order."""
     if kind == "random":
         return rng.integers(0, n, k, dtype=np.int64), rng.integers(0, n, k, dtype=np.int64)
+    if k >= n:
+        raise SystemExit(f"benchmarks.update: --kind chain takes at most n - 1 = {n - 1:,} edges, got {k:,}")
     order = rng.permutation(n)[:k + 1].astype(np.int64)
     return order[:-1], order[1:]
 

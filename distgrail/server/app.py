@@ -143,8 +143,10 @@ class Service:
         if self.be.is_gpu:
             with self.be.on_device():
                 new, report = insert_edges(self.index, s, t, backend=self.be)
+                new._state(self.be)  # its query state made here, not by the next batch
         else:
             new, report = insert_edges(self.index, s, t, backend=self.be)
+            new._state(self.be)
         self.index = new
         self.updates += 1
         self.edges_inserted += k
@@ -276,11 +278,18 @@ class Service:
             if size is not None and size > self.max_body:
                 raise _Refused(413, self._too_big(f"{size:,} bytes"))
             body = await self._read(request, size)
+            if self.in_flight >= self.max_waiting:  # updates queue behind one thread: they count too
+                raise _Refused(503, f"busy: {self.in_flight} requests in flight (this server's limit); retry later",
+                               {"Retry-After": "1"})
             columns = request.query.get("layout", "pairs")
             if columns not in ("pairs", "columns"):
                 raise QueryError(f"layout must be 'pairs' (a (k, 2) body) or 'columns' ((2, k)), got {columns!r}")
-            doc = await asyncio.get_running_loop().run_in_executor(
-                self.updater, self._update, body, request.headers.get("Content-Type", ""), columns == "columns")
+            self.in_flight += 1
+            try:  # (no timeout: an update once started is applied, whatever the client does)
+                doc = await asyncio.get_running_loop().run_in_executor(
+                    self.updater, self._update, body, request.headers.get("Content-Type", ""), columns == "columns")
+            finally:
+                self.in_flight -= 1
         except _Gone as e:
             self.gone += 1
             self.log(f"client {request.remote} gone: {e}")

@@ -173,6 +173,7 @@ def serve(index_path: str, *, host: str, port: int, backend: str, token: str | N
         idx.labels(be)
         service = Service(idx, be, max_pairs=max_pairs, timeout=timeout, token=token, workers=workers,
                           body_timeout=body_timeout, max_client_connections=max_client_connections, log=say)
+        del idx  # the service holds the index: one replaced by an update (POST /edges) is freed
         try:
             warm = warm_up(service, say)
             asyncio.run(_run(web, service, sock, t0, warm, index_path, say, as_json))
