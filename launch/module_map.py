@@ -67,9 +67,10 @@ LAYERS = [
     (3, "the index: file and handle", ["index", "indexfile"]),
     (4, "the build's configuration and one-process pipeline", ["config", "placement", "preflight"]),
     (5, "across MPI ranks", ["mpi"]),
-    (6, "the public build", ["build"]),
+    (6, "the public build, and edge insertions into a built index", ["build", "update"]),
     (7, "entry points: command line, server, benchmarks", ["cli", "cli_common", "cli_output", "cli_pairs",
-                                                            "cli_parser", "server", "benchmarks", "*.__main__"]),
+                                                            "cli_parser", "cli_update", "server", "benchmarks",
+                                                            "*.__main__"]),
 ]
 TOP = max(row[0] for row in LAYERS)
 
