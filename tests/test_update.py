@@ -193,3 +193,19 @@ def test_an_updated_index_drops_its_files_meta_and_keeps_the_query_state(tmp_pat
     new.save(str(tmp_path / "n.h5"))
     again, _ = insert_edges(distgrail.open_index(str(tmp_path / "n.h5")), [50], [1], backend="cpu")
     _check(again, g.src, g.dst, g.n, [99, 50], [0, 1])
+
+
+@pytest.mark.parametrize("bad,msg", [(np.array([[0, 1], [2, 99]]), r"updates/edges.*holds 99 .*outside 0\.\.59"),
+                                     (np.zeros((3, 3), np.int64), r"updates/edges.*expected \(k, 2\)")])
+def test_a_damaged_record_of_updates_is_refused(tmp_path, bad, msg):
+    from distgrail.errors import IndexFormatError
+
+    src, dst = np.arange(29), np.arange(1, 30)
+    new, _ = insert_edges(_build(src, dst, 60), [29], [30], backend="cpu")
+    path = str(tmp_path / "u.h5")
+    new.save(path)
+    arrays = dict(distgrail.open_index(path).arrays)
+    arrays[UPDATES] = bad
+    distgrail.index.Index(new.meta, arrays).save(path)  # checksums made anew: only the values are wrong
+    with pytest.raises(IndexFormatError, match=msg):
+        distgrail.open_index(path)

@@ -442,6 +442,12 @@ def _check_values(path, meta, a, n, C, m, L, dims, bad, pieces):
                                         f"(dimension {d})")
     _check_labels(path, n, a, bad, within)
     _check_supports(path, C, meta, a, bad, within)
+    if "updates/edges" in a:  # the edges inserted since the build (distgrail.update): vertex ids
+        up = a["updates/edges"]
+        if up.ndim != 2 or up.shape[1] != 2 or up.dtype.kind not in "iu":
+            bad("updates/edges", f"has shape {up.shape} and type {up.dtype}, expected (k, 2) integer vertex ids")
+        else:
+            within("updates/edges", up, 0, n - 1)
 
 
 def _check_labels(path, n, arrays, bad, within):

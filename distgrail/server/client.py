@@ -115,8 +115,9 @@ class Client:
         if s.shape != t.shape or s.ndim != 1:
             raise QueryError(f"sources and targets must be 1-D of equal length, got shapes {s.shape} and {t.shape}")
         pieces, size = encode_columns(s, t)
+        # not sent twice: a connection reset after the server took an update would apply it twice
         _, _, body = self._request("POST", "/edges?layout=columns", pieces,
-                                   {"Content-Type": NPY, "Accept": JSON, "Content-Length": str(size)})
+                                   {"Content-Type": NPY, "Accept": JSON, "Content-Length": str(size)}, retry=False)
         return json.loads(body)
 
     def _batch(self, s, t):
@@ -140,11 +141,11 @@ class Client:
             conn.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         return conn
 
-    def _request(self, method, path, body, headers):
+    def _request(self, method, path, body, headers, retry: bool = True):
         headers = dict(headers)
         if self.token:
             headers["Authorization"] = f"Bearer {self.token}"
-        for attempt in (0, 1):  # a kept-alive connection the server has closed: once more, on a new one
+        for attempt in (0, 1) if retry else (0,):  # a kept-alive connection the server closed: once more, on a new one
             conn = None
             try:  # connecting too: a refused connection is a ServerError, not a bare OSError
                 conn = self._connection(fresh=attempt == 1)
@@ -155,7 +156,7 @@ class Client:
             except (ConnectionResetError, BrokenPipeError, http.client.RemoteDisconnected) as e:
                 if conn is not None:
                     conn.close()
-                if attempt:
+                if attempt or not retry:
                     raise ServerError(f"{self.url}: the server closed the connection ({e})") from None
             except OSError as e:  # refused, unreachable, timed out
                 if conn is not None:
