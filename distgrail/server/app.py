@@ -241,21 +241,8 @@ class Service:
                     raise _Refused(504, self._late()) from None
             finally:
                 self.in_flight -= 1
-        except _Gone as e:  # not an error of this server's: one line, no answer (nobody to read it)
-            self.gone += 1
-            self.log(f"client {request.remote} gone: {e}")
-            return web.Response(status=400)
-        except _Refused as e:
-            if e.close:
-                return await self._closing(request, self._error(e.status, str(e), e.headers))
-            return self._error(e.status, str(e), e.headers)
-        except (QueryError, GraphFormatError) as e:  # the batch: the message Index.query gives
-            return self._error(400, str(e))
-        except DistGrailError as e:  # e.g. the GPU out of memory: the server goes on
-            return self._error(500, str(e))
-        except Exception as e:  # a bug: say so, keep serving
-            traceback.print_exc(file=sys.stderr)
-            return self._error(500, f"internal error: {type(e).__name__}: {e}")
+        except Exception as e:
+            return await self._failed(request, e)
         self.batches += 1
         self.pairs += k
         self.latency.append(time.perf_counter() - t0)
@@ -290,22 +277,28 @@ class Service:
                     self.updater, self._update, body, request.headers.get("Content-Type", ""), columns == "columns")
             finally:
                 self.in_flight -= 1
-        except _Gone as e:
+        except Exception as e:
+            return await self._failed(request, e)
+        return web.json_response(doc)
+
+    async def _failed(self, request, e):
+        """The answer to a request (``/query``, ``/edges``) that raised ``e``, in its ``except``."""
+        from aiohttp import web
+
+        if isinstance(e, _Gone):  # not an error of this server's: one line, no answer (nobody to read it)
             self.gone += 1
             self.log(f"client {request.remote} gone: {e}")
             return web.Response(status=400)
-        except _Refused as e:
+        if isinstance(e, _Refused):
             if e.close:
                 return await self._closing(request, self._error(e.status, str(e), e.headers))
             return self._error(e.status, str(e), e.headers)
-        except (QueryError, GraphFormatError) as e:  # the edges: the message insert_edges gives
+        if isinstance(e, (QueryError, GraphFormatError)):  # the pairs or edges: the message Index.query gives
             return self._error(400, str(e))
-        except DistGrailError as e:
+        if isinstance(e, DistGrailError):  # e.g. the GPU out of memory: the server goes on
             return self._error(500, str(e))
-        except Exception as e:  # a bug: say so, keep serving
-            traceback.print_exc(file=sys.stderr)
-            return self._error(500, f"internal error: {type(e).__name__}: {e}")
-        return web.json_response(doc)
+        traceback.print_exc(file=sys.stderr)  # a bug: say so, keep serving
+        return self._error(500, f"internal error: {type(e).__name__}: {e}")
 
     async def _read(self, request, size: int | None):
         """The body, into one buffer that grows as it arrives (one copy; ``request.read()`` makes
