@@ -6,18 +6,22 @@ its vertices and returns an index that answers for the graph plus those edges:
 1. The edges are mapped to the index's components. An edge inside one component, or one whose
    tail the index already answers as reaching its head, adds no reachability: it changes nothing
    (every filter and every label stays as it is; the edge is only recorded).
-2. The other edges are added to the index's condensed DAG, and the labels are made again over that
-   graph of components (:func:`distgrail.build_index` on ``C`` vertices, same dims, seed, parent
-   rule and K): its condensation merges the components a new edge puts on a cycle, and the
-   vertices' components are composed through it. The original graph is neither read nor
-   condensed again; the labelling runs over the components, not the vertices.
+2. The other edges (distinct component pairs) are swept into the labels
+   (:mod:`distgrail.stages.insertion`): components the edges put on a cycle are merged, the DAG's
+   rows of the tails and merged components are written again, levels and ``in`` masks are pushed
+   down from the heads, intervals and ``out`` masks up from the tails, only as far as they change,
+   and the components are numbered by level again. The forest and its ranks stay. On the GPU
+   backend this runs on the device. With more new DAG edges than ``rebuild_above``, the labels are
+   made again over the components instead (:func:`distgrail.build_index` on the condensed DAG plus
+   the edges, same dims, seed, parent rule and K; its condensation merges the new cycles). Either
+   way the original graph is neither read nor condensed again.
 3. Every edge given is appended to the dataset ``updates/edges`` (original vertex ids, in the
    order given), so an index says what was added since it was built (``info`` shows the count;
    an index that holds it still opens in any earlier reader: a dataset it does not use).
 
 Answers are those of an index built from the original graph plus the edges (the tests compare
 with BFS over both); the labels themselves may differ from that build's (other component
-numbers). Edges naming a vertex the index does not have are refused (new vertices need a
+numbers, widened intervals). Edges naming a vertex the index does not have are refused (new vertices need a
 rebuild: ``distgrail index``); so is an index built from node labels (ids only, for now).
 """
 
@@ -29,6 +33,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from ._version import __version__
+from .arrays import unique
 from .errors import QueryError
 
 __all__ = ["insert_edges", "UpdateReport", "UPDATES"]
@@ -50,19 +55,26 @@ class UpdateReport:
     components_before: int = 0
     components_after: int = 0
     relabelled: bool = False
+    #: "unchanged" (no edge adds reachability), "swept" (the labels swept from the new edges) or
+    #: "relabelled" (more new DAG edges than ``rebuild_above``: the components labelled again)
+    method: str = "unchanged"
+    #: what the sweep did (:func:`distgrail.stages.insertion.sweep_insertions`'s ``info``)
+    sweep: dict = field(default_factory=dict)
     seconds: dict = field(default_factory=dict)
 
     def as_dict(self) -> dict:
         return {"given": self.given, "same_component": self.same_component,
                 "already_reachable": self.already_reachable, "added": self.added,
                 "components_before": self.components_before, "components_after": self.components_after,
-                "relabelled": self.relabelled, "seconds": {k: round(v, 6) for k, v in self.seconds.items()}}
+                "relabelled": self.relabelled, "method": self.method, "sweep": dict(self.sweep), "seconds": {k: round(v, 6) for k, v in self.seconds.items()}}
 
     def summary(self) -> str:
         return (f"{self.given:,} edge(s): {self.same_component:,} inside one component, "
                 f"{self.already_reachable:,} already reachable, {self.added:,} added to the DAG; components "
                 f"{self.components_before:,} -> {self.components_after:,}"
-                + ("; labels made again over the components" if self.relabelled else "; labels unchanged"))
+                + {"unchanged": "; labels unchanged", "relabelled": "; labels made again over the components "
+                   "(more new DAG edges than --rebuild-above)",
+                   "swept": "; labels swept from the new edges"}[self.method])
 
 
 def _checked_edges(index, sources, targets):
@@ -85,11 +97,13 @@ def _checked_edges(index, sources, targets):
     return s.astype(np.int64), t.astype(np.int64)
 
 
-def insert_edges(index, sources, targets, *, backend: str = "auto", progress: bool = False):
+def insert_edges(index, sources, targets, *, backend: str = "auto", progress: bool = False,
+                 rebuild_above: int | None = None):
     """``(new index, UpdateReport)``: ``index`` answering for its graph plus the edges
     ``sources[i] -> targets[i]`` (module doc). ``index`` itself is not changed; when no edge
-    adds reachability the new index shares its arrays."""
-    from .build import build_index
+    adds reachability the new index shares its arrays. ``rebuild_above``: with more new DAG
+    edges than this the labels are made again over the components instead of swept
+    (default :func:`default_rebuild_above`)."""
     from .index import Index
 
     report = UpdateReport(components_before=index.C)
@@ -108,6 +122,7 @@ def insert_edges(index, sources, targets, *, backend: str = "auto", progress: bo
     done = np.stack([s, t], axis=1)
     if UPDATES in index.arrays:
         done = np.concatenate([np.asarray(index.arrays[UPDATES], dtype=np.int64).reshape(-1, 2), done])
+    m = index.meta
     if not new.size:  # nothing reaches further: the index answers already
         arrays = dict(index.arrays)
         arrays[UPDATES] = done
@@ -117,25 +132,90 @@ def insert_edges(index, sources, targets, *, backend: str = "auto", progress: bo
         out._lock, out._query_state = index._lock, index._query_state  # same labels: the same query state
         return out, report
     t1 = time.perf_counter()
-    ip = np.asarray(index.arrays["dag/indptr"], dtype=np.int64)
-    tail = np.repeat(np.arange(index.C, dtype=np.int64), np.diff(ip))
-    head = np.asarray(index.arrays["dag/indices"], dtype=np.int64)
-    graph = (np.concatenate([tail, cs[new]]), np.concatenate([head, ct[new]]))
-    m = index.meta
-    K = index.supports
-    over = build_index(graph, num_vertices=index.C, dims=index.dims, seed=int(m["seed"]),
-                       parent_rule=m["parent_rule"], supports=K, backend=backend, progress=progress)
-    report.seconds["relabel"] = time.perf_counter() - t1
-    arrays = dict(over.arrays)
-    inner = np.asarray(over.arrays["vertex/component"])
-    arrays["vertex/component"] = inner[np.asarray(comp)].astype(inner.dtype, copy=False)
+    key = unique(np, cs[new] * index.C + ct[new])  # distinct component edges, sorted
+    pairs = np.stack([key // index.C, key % index.C], axis=1)
+    limit = rebuild_above if rebuild_above is not None else default_rebuild_above(index)
+    if pairs.shape[0] > limit:
+        arrays, over_meta = _relabel(index, pairs, backend, progress)
+        report.method = "relabelled"
+    else:
+        arrays, over_meta, report.sweep = _swept(index, pairs, backend)
+        report.method = "swept"
+    report.seconds[report.method] = time.perf_counter() - t1
     arrays[UPDATES] = done
     meta = {k: v for k, v in m.items() if k not in ("path", "layout", "parts")}  # (of the file it came from)
     meta["distgrail_version"] = __version__
-    for k in ("n_components", "n_dag_edges", "n_levels", "supports", "backend"):
-        if k in over.meta:
-            meta[k] = over.meta[k]
+    meta.update(over_meta)
     report.components_after = int(meta["n_components"])
-    report.relabelled = True
+    report.relabelled = report.method == "relabelled"
     report.seconds["total"] = time.perf_counter() - t0
     return Index(meta, arrays), report
+
+
+def default_rebuild_above(index) -> int:
+    """New DAG edges past which :func:`insert_edges` labels the components again rather than
+    sweeping: a quarter of the DAG's edges, at least 1,000,000 (docs/benchmarks.md, session 23)."""
+    return max(1_000_000, int(index.meta.get("n_dag_edges", 0)) // 4)
+
+
+def _relabel(index, pairs, backend, progress):
+    """The components labelled again: :func:`distgrail.build_index` over the DAG plus ``pairs``."""
+    from .build import build_index
+
+    m = index.meta
+    ip = np.asarray(index.arrays["dag/indptr"], dtype=np.int64)
+    tail = np.repeat(np.arange(index.C, dtype=np.int64), np.diff(ip))
+    head = np.asarray(index.arrays["dag/indices"], dtype=np.int64)
+    graph = (np.concatenate([tail, pairs[:, 0]]), np.concatenate([head, pairs[:, 1]]))
+    over = build_index(graph, num_vertices=index.C, dims=index.dims, seed=int(m["seed"]),
+                       parent_rule=m["parent_rule"], supports=index.supports, backend=backend, progress=progress)
+    arrays = dict(over.arrays)
+    inner = np.asarray(over.arrays["vertex/component"])
+    arrays["vertex/component"] = inner[np.asarray(index.arrays["vertex/component"])].astype(inner.dtype, copy=False)
+    return arrays, {k: over.meta[k] for k in ("n_components", "n_dag_edges", "n_levels", "supports", "backend")
+                    if k in over.meta}
+
+
+def _swept(index, pairs, backend):
+    """The labels swept from the new edges (:func:`distgrail.stages.insertion.sweep_insertions`)
+    on ``backend``'s device; the arrays come back to the host for the returned index."""
+    from .dtypes import smallest_uint
+    from .gpu.backend import get_backend
+    from .stages.insertion import sweep_insertions
+
+    be = get_backend(backend)
+    a = index.arrays
+    K = index.supports
+    C = index.C
+    put = be.asarray
+    with be.on_device():
+        xp = be.xp
+        iv = put(a["labels/intervals"])
+        out = put(a["supports/out"]) if K else xp.zeros((C, 0), xp.uint64)
+        inn = put(a["supports/in"]) if K else xp.zeros((C, 0), xp.uint64)
+        arr = {"comp": put(a["vertex/component"]), "indptr": put(a["dag/indptr"]).astype(xp.int64),
+               "indices": put(a["dag/indices"]), "level": put(a["dag/level"]).astype(xp.int64, copy=True),
+               "post0": put(a["labels/dt_post0"]), "size": put(a["forest/subtree_size"]),
+               "parent": put(a["forest/parent"]), "lo": iv[:, :, 0].copy(),
+               "hi": iv[:, :, 1].copy(), "out": out.T.copy(), "inn": inn.T.copy(),  # (swept in place: copies)
+               "ids": put(a["supports/ids"]) if K else xp.zeros(0, xp.int64)}
+        del iv, out, inn
+        got, info = sweep_insertions(xp, arr, xp.asarray(pairs[:, 0]), xp.asarray(pairs[:, 1]))
+        host = be.to_host
+        lv = host(got["level"])
+        L = int(lv.max()) + 1 if lv.size else 1
+        arrays = {"vertex/component": host(got["comp"]), "dag/indptr": host(got["indptr"]),
+                  "dag/indices": host(got["indices"]), "dag/level": lv.astype(smallest_uint(max(L - 1, 0))),
+                  "forest/parent": host(got["parent"]), "forest/subtree_size": host(got["size"]),
+                  "labels/dt_post0": host(got["post0"]),
+                  "labels/intervals": np.stack([host(got["lo"]), host(got["hi"])], axis=-1)}
+        if K:
+            arrays["supports/ids"] = host(got["ids"]).astype(np.asarray(a["supports/ids"]).dtype)
+            arrays["supports/out"] = np.ascontiguousarray(host(got["out"]).T)
+            arrays["supports/in"] = np.ascontiguousarray(host(got["inn"]).T)
+    for k, v in a.items():  # node labels and any other dataset the sweep does not touch
+        if k not in arrays and not k.startswith(("vertex/component", "dag/", "forest/", "labels/", "supports/")):
+            arrays[k] = v
+    meta = {"n_components": int(lv.size), "n_dag_edges": int(arrays["dag/indices"].size), "n_levels": L,
+            "backend": be.name}
+    return arrays, meta, info

@@ -62,7 +62,7 @@ def test_cycle_closing_edges_merge_components():
     src, dst = np.arange(49), np.arange(1, 50)
     idx = _build(src, dst, 60)
     new, rep = insert_edges(idx, [49], [0], backend="cpu")
-    assert rep.added == 1 and rep.relabelled and idx.C == 60 and new.C == 11  # the cycle, and 10 isolated
+    assert rep.added == 1 and rep.method == "swept" and idx.C == 60 and new.C == 11  # the cycle, and 10 isolated
     comp = new.arrays["vertex/component"]
     assert len(set(comp[:50].tolist())) == 1 and len(set(comp[50:].tolist())) == 10
     _check(new, src, dst, 60, [49], [0])
@@ -87,7 +87,7 @@ def test_edges_that_add_no_reachability_keep_the_labels():
     src, dst = np.array([0, 1, 2, 3, 4]), np.array([1, 2, 0, 4, 5])  # cycle 0-1-2, chain 3-4-5
     idx = _build(src, dst, 7)
     new, rep = insert_edges(idx, [3, 1, 0, 3, 3], [3, 0, 2, 5, 5], backend="cpu")
-    assert (rep.same_component, rep.already_reachable, rep.added, rep.relabelled) == (3, 2, 0, False)
+    assert (rep.same_component, rep.already_reachable, rep.added, rep.method) == (3, 2, 0, "unchanged")
     assert all(new.arrays[k] is a for k, a in idx.arrays.items())
     assert new.arrays[UPDATES].shape == (5, 2) and UPDATES not in idx.arrays
     _check(new, src, dst, 7, [3], [3])
@@ -179,7 +179,7 @@ def test_the_command_under_mpi(tmp_path, ranks):
 
 
 def test_an_updated_index_drops_its_files_meta_and_keeps_the_query_state(tmp_path):
-    """A relabelled index is not the file it came from (no path, layout, parts; this version);
+    """An updated index is not the file it came from (no path, layout, parts; this version);
     an update that changes nothing shares the base's query state (no new upload)."""
     g = generate("paper", 100, 2, seed=1)
     path = str(tmp_path / "b.h5")
@@ -187,9 +187,9 @@ def test_an_updated_index_drops_its_files_meta_and_keeps_the_query_state(tmp_pat
     base = distgrail.open_index(path)
     base.labels("cpu")
     same, rep = insert_edges(base, [0], [0], backend="cpu")
-    assert not rep.relabelled and same._query_state is base._query_state and "total" in rep.seconds
+    assert rep.method == "unchanged" and same._query_state is base._query_state and "total" in rep.seconds
     new, rep = insert_edges(base, [99], [0], backend="cpu")
-    assert rep.relabelled and "path" not in new.meta and new.meta["distgrail_version"] == distgrail.__version__
+    assert rep.method == "swept" and "path" not in new.meta and new.meta["distgrail_version"] == distgrail.__version__
     new.save(str(tmp_path / "n.h5"))
     again, _ = insert_edges(distgrail.open_index(str(tmp_path / "n.h5")), [50], [1], backend="cpu")
     _check(again, g.src, g.dst, g.n, [99, 50], [0, 1])

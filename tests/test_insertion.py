@@ -1,0 +1,139 @@
+"""The insertion sweep (distgrail/stages/insertion.py): an index updated by sweeping answers as
+BFS over the graph plus the inserted edges, on every kind of graph (cycles, self-loops, repeated
+edges, isolated vertices, one vertex, no edges, deep chains, dense DAGs, one giant SCC), through
+several updates in a row, with every CPU search; it opens from a file (every check of the reader
+passes); it answers as the relabelled index does; and the sweep's steps do what they say."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import distgrail
+from distgrail.bfs import bfs_reachable, csr_of
+from distgrail.io.graph import EdgeGraph
+from distgrail.query.stats import SearchOptions
+from distgrail.update import insert_edges
+
+SWEEP = 10 ** 9  # rebuild_above: always sweep
+
+
+def _all_pairs(n):
+    return np.repeat(np.arange(n), n), np.tile(np.arange(n), n)
+
+
+def _bfs(n, S, T, qs, qt):
+    ip, ix = csr_of(EdgeGraph(n, np.asarray(S, np.int64), np.asarray(T, np.int64)))
+    return bfs_reachable(ip, ix, qs, qt)
+
+
+def _zoo():
+    """(name, n, src, dst): the graphs the guide names."""
+    r = np.random.default_rng(0)
+    chain = np.arange(199)
+    dense_s, dense_t = np.triu_indices(40, 1)
+    ring = np.arange(60)
+    yield "empty", 5, np.zeros(0, int), np.zeros(0, int)
+    yield "one vertex", 1, np.zeros(0, int), np.zeros(0, int)
+    yield "self-loops and repeats", 30, np.r_[r.integers(0, 30, 40), np.arange(10), [3, 3, 3]], \
+        np.r_[r.integers(0, 30, 40), np.arange(10), [4, 4, 4]]
+    yield "isolated vertices", 80, r.integers(0, 20, 30), r.integers(0, 20, 30)
+    yield "deep chain", 200, chain, chain + 1
+    yield "dense DAG", 40, dense_s, dense_t
+    yield "one giant SCC", 60, np.r_[ring, r.integers(0, 60, 30)], np.r_[(ring + 1) % 60, r.integers(0, 60, 30)]
+    yield "random with cycles", 70, r.integers(0, 70, 150), r.integers(0, 70, 150)
+
+
+@pytest.mark.parametrize("case", list(_zoo()), ids=lambda c: c[0])
+@pytest.mark.parametrize("supports", [0, "auto", 70])
+def test_sweeps_match_bfs_on_every_kind_of_graph(case, supports, tmp_path):
+    name, n, src, dst = case
+    idx = distgrail.build_index((src, dst), num_vertices=n, dims=2, supports=supports, backend="cpu")
+    rng = np.random.default_rng(n)
+    S, T = np.asarray(src), np.asarray(dst)
+    for step, k in enumerate((3, 12, 40)):
+        a, b = rng.integers(0, n, k), rng.integers(0, n, k)
+        idx, rep = insert_edges(idx, a, b, backend="cpu", rebuild_above=SWEEP)
+        assert rep.method in ("swept", "unchanged")
+        S, T = np.r_[S, a], np.r_[T, b]
+        if step == 1:  # through a file: every check of the reader holds for the swept arrays
+            path = str(tmp_path / f"{step}.h5")
+            idx.save(path)
+            idx = distgrail.open_index(path)
+        qs, qt = _all_pairs(n)
+        want = _bfs(n, S, T, qs, qt)
+        for how in ("forward", "bidirectional", "compiled"):
+            got, _ = idx.query(qs, qt, backend="cpu", search=SearchOptions(cpu_search=how, compiled_min_pairs=0))
+            assert np.array_equal(got, want), (name, step, how, int((got != want).sum()))
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_random_graphs_and_updates_match_bfs_and_the_relabelled_index(seed):
+    rng = np.random.default_rng(seed)
+    n = int(rng.integers(20, 120))
+    m = int(rng.integers(0, 3 * n))
+    src, dst = rng.integers(0, n, m), rng.integers(0, n, m)
+    if seed % 2:
+        src, dst = src[src < dst], dst[src < dst]  # a DAG: the new edges close its first cycles
+    idx = distgrail.build_index((src, dst), num_vertices=n, dims=1 + seed % 3, supports="auto", backend="cpu",
+                                seed=seed)
+    a, b = rng.integers(0, n, 25), rng.integers(0, n, 25)
+    swept, r1 = insert_edges(idx, a, b, backend="cpu", rebuild_above=SWEEP)
+    again, r2 = insert_edges(idx, a, b, backend="cpu", rebuild_above=0)
+    assert r2.method == "relabelled" and r1.method == "swept" and r1.added == r2.added > 0
+    assert r1.components_after == r2.components_after  # the same merges
+    qs, qt = _all_pairs(n)
+    want = _bfs(n, np.r_[src, a], np.r_[dst, b], qs, qt)
+    assert np.array_equal(swept.query(qs, qt, backend="cpu")[0], want)
+    assert np.array_equal(again.query(qs, qt, backend="cpu")[0], want)
+
+
+def test_a_long_cycle_through_several_new_edges_is_merged():
+    """Four chains joined into one ring by four new edges, none of which closes a cycle alone."""
+    src = np.concatenate([np.arange(i * 10, i * 10 + 9) for i in range(4)])
+    idx = distgrail.build_index((src, src + 1), num_vertices=45, dims=2, backend="cpu")
+    a, b = np.array([9, 19, 29, 39]), np.array([10, 20, 30, 0])
+    new, rep = insert_edges(idx, a, b, backend="cpu", rebuild_above=SWEEP)
+    assert rep.sweep["merged_groups"] == 1 and rep.sweep["components_merged"] == 39
+    assert new.C == rep.components_after == 6  # the ring and 5 isolated vertices
+    comp = new.arrays["vertex/component"]
+    assert len(set(comp[:40].tolist())) == 1
+    qs, qt = _all_pairs(45)
+    assert np.array_equal(new.query(qs, qt, backend="cpu")[0],
+                          _bfs(45, np.r_[src, a], np.r_[src + 1, b], qs, qt))
+
+
+def test_levels_are_raised_and_the_components_numbered_by_them_again():
+    """0 -> 1 -> 2 and 3 -> 4: the edge 2 -> 3 raises 3 and 4 above 2; levels sorted by id."""
+    idx = distgrail.build_index((np.array([0, 1, 3]), np.array([1, 2, 4])), num_vertices=5, dims=1, backend="cpu")
+    new, rep = insert_edges(idx, [2], [3], backend="cpu", rebuild_above=SWEEP)
+    assert rep.sweep["renumbered"] and rep.sweep["components_merged"] == 0
+    level = new.arrays["dag/level"].astype(int)
+    comp = new.arrays["vertex/component"]
+    assert (np.diff(level) >= 0).all() and level[comp].tolist() == [0, 1, 2, 3, 4]
+    assert new.meta["n_levels"] == 5 and new.reachable(0, 4) and not new.reachable(4, 0)
+
+
+def test_an_edge_that_keeps_the_levels_sorted_renumbers_nothing():
+    idx = distgrail.build_index((np.array([0, 2]), np.array([1, 3])), num_vertices=4, dims=1, backend="cpu")
+    new, rep = insert_edges(idx, [0], [3], backend="cpu", rebuild_above=SWEEP)
+    assert rep.method == "swept" and not rep.sweep["renumbered"]
+    assert new.arrays["vertex/component"].tolist() == idx.arrays["vertex/component"].tolist()
+    assert new.reachable(0, 3) and not new.reachable(2, 1)
+
+
+def test_the_sweep_stops_where_nothing_changes():
+    """A new edge into a long chain's head whose labels the tail already holds touches no row
+    beyond the tail: the work follows what changes, not the graph."""
+    n = 2000
+    idx = distgrail.build_index((np.arange(n - 2), np.arange(1, n - 1)), num_vertices=n, dims=2, backend="cpu")
+    new, rep = insert_edges(idx, [n - 1], [n - 2], backend="cpu", rebuild_above=SWEEP)  # a new source
+    assert rep.sweep["up_rows"] <= 1 and rep.sweep["down_rows"] <= 1
+    assert new.reachable(n - 1, n - 2) and not new.reachable(n - 1, 0)
+
+
+def test_rebuild_above_chooses_the_relabelling_and_says_so():
+    idx = distgrail.build_index((np.array([0]), np.array([1])), num_vertices=4, dims=1, backend="cpu")
+    new, rep = insert_edges(idx, [1, 2], [2, 3], backend="cpu", rebuild_above=1)
+    assert rep.method == "relabelled" and "more new DAG edges than --rebuild-above" in rep.summary()
+    assert new.reachable(0, 3)
