@@ -113,8 +113,12 @@ def csr_positions(xp, ptr, rows, which: bool = False):
         none = xp.zeros(0, dtype=xp.int64)
         return (none, none) if which else none
     e = xp.arange(total, dtype=xp.int64)
-    r = xp.searchsorted(cs, e, side="right")
-    pos = start[r] + e - (cs[r] - deg[r])
+    if xp is np:  # (NumPy's repeat is O(total); the search below is O(total log rows))
+        r = np.repeat(np.arange(rows.size, dtype=np.int64), deg)
+        pos = np.repeat(start - (cs - deg), deg) + e
+    else:
+        r = xp.searchsorted(cs, e, side="right")
+        pos = start[r] + e - (cs[r] - deg[r])
     return (pos, r) if which else pos
 
 

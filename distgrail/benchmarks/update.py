@@ -2,7 +2,7 @@
 
     python -m distgrail.benchmarks.update [--graph paper:200000:10 | GRAPH_FILE] [--adds 10,1000,100000]
         [--kind random|chain] [--pairs 1000000] [--check 20000] [--backend auto] [--dims 5] [--seed 0]
-        [--json OUT]
+        [--rebuild-above N] [--json OUT]
 
 The base index is built once from the graph (``paper:N:DEG``, ``scale-free:N:DEG`` and
 ``layered:N:DEG`` are generated; anything else is read as a graph file). For every count of
@@ -65,8 +65,12 @@ def run(args) -> list:
     for k in args.adds:
         s, d = new_edges(g.n, k, args.kind, rng)
         t = time.perf_counter()
-        upd, rep = insert_edges(base, s, d, backend=args.backend)
+        upd, rep = insert_edges(base, s, d, backend=args.backend, rebuild_above=args.rebuild_above)
         tu = time.perf_counter() - t
+        t = time.perf_counter()
+        relabelled, _ = insert_edges(base, s, d, backend=args.backend, rebuild_above=0)
+        tr = time.perf_counter() - t
+        del relabelled
         t = time.perf_counter()
         full = distgrail.build_index((np.r_[g.src, s], np.r_[g.dst, d]), **opts)
         tb = time.perf_counter() - t
@@ -77,15 +81,18 @@ def run(args) -> list:
         cs, ct = qs[:args.check], qt[:args.check]
         wrong = int(np.count_nonzero(upd.query(cs, ct, backend=args.backend)[0]
                                      != full.query(cs, ct, backend=args.backend)[0]))
-        rows.append({"adds": k, "kind": args.kind, "update_s": tu, "rebuild_s": tb, "unchanged": rep.given - rep.added,
+        rows.append({"adds": k, "kind": args.kind, "update_s": tu, "method": rep.method, "relabel_s": tr,
+                     "sweep": rep.sweep, "rebuild_s": tb, "unchanged": rep.given - rep.added,
                      "C_before": rep.components_before, "C_after": rep.components_after, "query_base_s": q0,
                      "query_updated_s": q1, "checked": int(cs.size), "wrong": wrong})
     print(f"graph {args.graph}: n={g.n:,} m={g.m:,}; base index {build0:.3f} s, C={base.C:,}; "
           f"{args.pairs:,} random pairs {q0 * 1e3:.1f} ms; backend {args.backend}")
-    print(f"{'adds':>9} {'kind':<7}{'update s':>10}{'rebuild s':>11}{'x':>7}{'unchanged':>11}{'C after':>12}"
+    print(f"{'adds':>9} {'kind':<7}{'update s':>10} {'method':<11}{'relabel s':>10}{'rebuild s':>11}{'x':>7}"
+          f"{'unchanged':>11}{'C after':>12}"
           f"{'query base/upd ms':>20}{'q ratio':>9}{'wrong':>7}")
     for r in rows:
-        print(f"{r['adds']:>9,} {r['kind']:<7}{r['update_s']:>10.3f}{r['rebuild_s']:>11.3f}"
+        print(f"{r['adds']:>9,} {r['kind']:<7}{r['update_s']:>10.3f} {r['method']:<11}{r['relabel_s']:>10.3f}"
+              f"{r['rebuild_s']:>11.3f}"
               f"{r['rebuild_s'] / r['update_s']:>7.2f}{r['unchanged']:>11,}{r['C_after']:>12,}"
               f"{r['query_base_s'] * 1e3:>10.1f}/{r['query_updated_s'] * 1e3:<9.1f}"
               f"{r['query_base_s'] / r['query_updated_s']:>9.2f}{r['wrong']:>7}")
@@ -102,6 +109,8 @@ def main(argv=None) -> int:
     ap.add_argument("--backend", default="auto")
     ap.add_argument("--dims", type=int, default=5)
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--rebuild-above", type=int, default=None,
+                    help="insert_edges' rebuild_above for the 'update' column (default its own)")
     ap.add_argument("--json")
     args = ap.parse_args(argv)
     try:

@@ -56,6 +56,9 @@ def _spans(xp, start, count):
         none = xp.zeros(0, dtype=xp.int64)
         return none, none
     e = xp.arange(total, dtype=xp.int64)
+    if xp is np:
+        w = np.repeat(np.arange(start.size, dtype=np.int64), count)
+        return np.repeat(start - (cs - count), count) + e, w
     w = xp.searchsorted(cs, e, side="right")
     return start[w] + e - (cs[w] - count[w]), w
 

@@ -1,0 +1,35 @@
+"""The insertion sweep on a GPU (CuPy arrays, ``ufunc.at`` scatters) against its NumPy twin: every
+array of the updated index byte-identical, through several updates in a row, and the GPU's answers
+equal to BFS over the graph plus the edges. Skipped without a usable GPU (conftest says why)."""
+
+import numpy as np
+import pytest
+
+import distgrail
+from distgrail.io.generate import generate
+from distgrail.update import insert_edges
+from test_insertion import _bfs
+
+pytestmark = pytest.mark.gpu
+
+
+@pytest.mark.parametrize("kind,n,deg", [("paper", 3000, 4), ("scale-free", 3000, 3), ("layered", 2000, 3)])
+@pytest.mark.parametrize("supports", [0, "auto"])
+def test_the_gpu_sweep_gives_the_cpu_sweeps_arrays(kind, n, deg, supports):
+    g = generate(kind, n, deg, seed=2)
+    base = distgrail.build_index((g.src, g.dst), num_vertices=g.n, dims=3, supports=supports, backend="cpu")
+    rng = np.random.default_rng(n)
+    cpu = gpu = base
+    S, T = g.src, g.dst
+    for k in (5, 200, 2000):
+        a, b = rng.integers(0, g.n, k), rng.integers(0, g.n, k)
+        cpu, rc = insert_edges(cpu, a, b, backend="cpu", rebuild_above=10 ** 9)
+        gpu, rg = insert_edges(gpu, a, b, backend="gpu", rebuild_above=10 ** 9)
+        assert rc.method == rg.method and rc.sweep == rg.sweep
+        assert sorted(cpu.arrays) == sorted(gpu.arrays)
+        for name, want in cpu.arrays.items():
+            got = gpu.arrays[name]
+            assert got.dtype == want.dtype and np.array_equal(got, want), (k, name)
+        S, T = np.r_[S, a], np.r_[T, b]
+        qs, qt = rng.integers(0, g.n, 20000), rng.integers(0, g.n, 20000)
+        assert np.array_equal(gpu.query(qs, qt, backend="gpu")[0], _bfs(g.n, S, T, qs, qt))
