@@ -26,6 +26,9 @@ def add_update_command(sub) -> None:
                     help="refused: deletions are not supported (rebuild with 'distgrail index')")
     sp.add_argument("-o", "--output", required=True, help="the updated index to write (.h5)")
     sp.add_argument("--format", choices=FORMATS, default="auto", help="format of the EDGES file (default auto)")
+    sp.add_argument("--rebuild-above", type=int, default=None, metavar="EDGES",
+                    help="with more new DAG edges than this, label the components again instead of sweeping "
+                         "the labels (default: a quarter of the DAG's edges, at least 1,000,000)")
     sp.add_argument("--backend", choices=BACKENDS, default="auto",
                     help="where the reachability check and the labelling run (default auto)")
     common_options(sp, backend=False)
@@ -50,7 +53,10 @@ def cmd_update(args) -> int:
     idx = distgrail.open_index(args.index)
     if g.meta.get("node_labels") is not None:
         raise DistGrailError(f"{args.add}: edges by node name; 'update' takes the index's vertex ids")
-    new, report = insert_edges(idx, g.src, g.dst, backend=args.backend, progress=not args.quiet)
+    if args.rebuild_above is not None and args.rebuild_above < 0:
+        raise DistGrailError(f"--rebuild-above must be 0 or more, got {args.rebuild_above}")
+    new, report = insert_edges(idx, g.src, g.dst, backend=args.backend, progress=not args.quiet,
+                               rebuild_above=args.rebuild_above)
     new.save(args.output)
     total = time.perf_counter() - t0
     summary = {"index": os.path.abspath(args.output), "base": os.path.abspath(args.index),

@@ -209,3 +209,25 @@ def test_a_damaged_record_of_updates_is_refused(tmp_path, bad, msg):
     distgrail.index.Index(new.meta, arrays).save(path)  # checksums made anew: only the values are wrong
     with pytest.raises(IndexFormatError, match=msg):
         distgrail.open_index(path)
+
+
+def test_the_command_sweeps_or_relabels_as_rebuild_above_says(tmp_path, capsys):
+    g = generate("paper", 300, 3, seed=4)
+    base = str(tmp_path / "base.h5")
+    _build(g.src, g.dst, g.n).save(base)
+    rng = np.random.default_rng(3)
+    s, t = rng.integers(0, g.n, 30), rng.integers(0, g.n, 30)
+    (tmp_path / "e.txt").write_text("".join(f"{a} {b}\n" for a, b in zip(s, t)))
+    got = {}
+    for above in ("0", "1000"):
+        out = str(tmp_path / f"n{above}.h5")
+        assert main(["update", base, "--add", str(tmp_path / "e.txt"), "-o", out, "--json", "--backend", "cpu",
+                     "--rebuild-above", above]) == 0
+        got[above] = json.loads(capsys.readouterr().out)
+        _check(distgrail.open_index(out), g.src, g.dst, g.n, s, t)
+    assert got["0"]["method"] == "relabelled" and got["1000"]["method"] == "swept"
+    assert got["0"]["components_after"] == got["1000"]["components_after"]
+    assert main(["update", base, "--add", str(tmp_path / "e.txt"), "-o", str(tmp_path / "x.h5"),
+                 "--rebuild-above", "-1"]) == 2
+    assert "--rebuild-above must be 0 or more, got -1" in capsys.readouterr().err
+    assert not os.path.exists(tmp_path / "x.h5")
