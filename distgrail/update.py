@@ -106,23 +106,36 @@ def insert_edges(index, sources, targets, *, backend: str = "auto", progress: bo
     (default :func:`default_rebuild_above`)."""
     from .index import Index
 
+    from .gpu.backend import get_backend
+
+    be = get_backend(backend)
     report = UpdateReport(components_before=index.C)
     t0 = time.perf_counter()
     s, t = _checked_edges(index, sources, targets)
     report.given = int(s.size)
     comp = index.arrays["vertex/component"]
     cs, ct = comp[s].astype(np.int64), comp[t].astype(np.int64)
-    other = cs != ct
-    report.same_component = int(np.count_nonzero(~other))
-    reach = index.query(s[other], t[other], backend=backend)[0] if other.any() else np.zeros(0, bool)
-    new = np.flatnonzero(other)[~reach]
-    report.already_reachable = int(np.count_nonzero(reach))
-    report.added = int(new.size)
-    report.seconds["check"] = time.perf_counter() - t0
+    cand = np.flatnonzero(cs != ct)
+    report.same_component = int(s.size - cand.size)
     done = np.stack([s, t], axis=1)
     if UPDATES in index.arrays:
         done = np.concatenate([np.asarray(index.arrays[UPDATES], dtype=np.int64).reshape(-1, 2), done])
     m = index.meta
+    limit = rebuild_above if rebuild_above is not None else default_rebuild_above(index)
+    state = index._query_state.get((be.name, be.device))
+    dev = None
+    if cand.size and cand.size <= limit and not (state is not None and state.built):
+        # no query state on this device yet: the index goes up once, for the sweep, and the
+        # prefilter there tells which edges the index already answers (undecided ones are swept:
+        # an implied edge changes no label)
+        dev = _Device(index, be)
+        reach = dev.known_reachable(cs[cand], ct[cand])
+    else:  # the index's own exact answers (its query state is there, or the batch is relabelled)
+        reach = index.query(s[cand], t[cand], backend=be)[0] if cand.size else np.zeros(0, bool)
+    new = cand[~reach]
+    report.already_reachable = int(np.count_nonzero(reach))
+    report.added = int(new.size)
+    report.seconds["check"] = time.perf_counter() - t0
     if not new.size:  # nothing reaches further: the index answers already
         arrays = dict(index.arrays)
         arrays[UPDATES] = done
@@ -134,13 +147,14 @@ def insert_edges(index, sources, targets, *, backend: str = "auto", progress: bo
     t1 = time.perf_counter()
     key = unique(np, cs[new] * index.C + ct[new])  # distinct component edges, sorted
     pairs = np.stack([key // index.C, key % index.C], axis=1)
-    limit = rebuild_above if rebuild_above is not None else default_rebuild_above(index)
     if pairs.shape[0] > limit:
-        arrays, over_meta = _relabel(index, pairs, backend, progress)
+        arrays, over_meta = _relabel(index, pairs, be, progress)
         report.method = "relabelled"
     else:
-        arrays, over_meta, report.sweep = _swept(index, pairs, backend)
+        dev = dev or _Device(index, be)
+        arrays, over_meta, report.sweep = dev.sweep(pairs)
         report.method = "swept"
+        report.seconds.update({f"sweep_{k}": v for k, v in report.sweep.pop("seconds").items()})
     report.seconds[report.method] = time.perf_counter() - t1
     arrays[UPDATES] = done
     meta = {k: v for k, v in m.items() if k not in ("path", "layout", "parts")}  # (of the file it came from)
@@ -158,7 +172,7 @@ def default_rebuild_above(index) -> int:
     return max(1_000_000, int(index.meta.get("n_dag_edges", 0)) // 4)
 
 
-def _relabel(index, pairs, backend, progress):
+def _relabel(index, pairs, be, progress):
     """The components labelled again: :func:`distgrail.build_index` over the DAG plus ``pairs``."""
     from .build import build_index
 
@@ -168,7 +182,7 @@ def _relabel(index, pairs, backend, progress):
     head = np.asarray(index.arrays["dag/indices"], dtype=np.int64)
     graph = (np.concatenate([tail, pairs[:, 0]]), np.concatenate([head, pairs[:, 1]]))
     over = build_index(graph, num_vertices=index.C, dims=index.dims, seed=int(m["seed"]),
-                       parent_rule=m["parent_rule"], supports=index.supports, backend=backend, progress=progress)
+                       parent_rule=m["parent_rule"], supports=index.supports, backend=be.name, progress=progress)
     arrays = dict(over.arrays)
     inner = np.asarray(over.arrays["vertex/component"])
     arrays["vertex/component"] = inner[np.asarray(index.arrays["vertex/component"])].astype(inner.dtype, copy=False)
@@ -176,46 +190,77 @@ def _relabel(index, pairs, backend, progress):
                     if k in over.meta}
 
 
-def _swept(index, pairs, backend):
-    """The labels swept from the new edges (:func:`distgrail.stages.insertion.sweep_insertions`)
-    on ``backend``'s device; the arrays come back to the host for the returned index."""
-    from .dtypes import smallest_uint
-    from .gpu.backend import get_backend
-    from .stages.insertion import sweep_insertions
+class _Device:
+    """The arrays the sweep reads, on ``be``'s device (uploaded once, in their stored types; the
+    fields the sweep writes as copies): what :meth:`known_reachable` (the prefilter over them) and
+    :meth:`sweep` use."""
 
-    be = get_backend(backend)
-    a = index.arrays
-    K = index.supports
-    C = index.C
-    put = be.asarray
-    with be.on_device():
-        xp = be.xp
-        iv = put(a["labels/intervals"])
-        out = put(a["supports/out"]) if K else xp.zeros((C, 0), xp.uint64)
-        inn = put(a["supports/in"]) if K else xp.zeros((C, 0), xp.uint64)
-        arr = {"comp": put(a["vertex/component"]), "indptr": put(a["dag/indptr"]).astype(xp.int64),
-               "indices": put(a["dag/indices"]), "level": put(a["dag/level"]).astype(xp.int64, copy=True),
-               "post0": put(a["labels/dt_post0"]), "size": put(a["forest/subtree_size"]),
-               "parent": put(a["forest/parent"]), "lo": iv[:, :, 0].copy(),
-               "hi": iv[:, :, 1].copy(), "out": out.T.copy(), "inn": inn.T.copy(),  # (swept in place: copies)
-               "ids": put(a["supports/ids"]) if K else xp.zeros(0, xp.int64)}
-        del iv, out, inn
-        got, info = sweep_insertions(xp, arr, xp.asarray(pairs[:, 0]), xp.asarray(pairs[:, 1]))
-        host = be.to_host
-        lv = host(got["level"])
-        L = int(lv.max()) + 1 if lv.size else 1
-        arrays = {"vertex/component": host(got["comp"]), "dag/indptr": host(got["indptr"]),
-                  "dag/indices": host(got["indices"]), "dag/level": lv.astype(smallest_uint(max(L - 1, 0))),
-                  "forest/parent": host(got["parent"]), "forest/subtree_size": host(got["size"]),
-                  "labels/dt_post0": host(got["post0"]),
-                  "labels/intervals": np.stack([host(got["lo"]), host(got["hi"])], axis=-1)}
-        if K:
-            arrays["supports/ids"] = host(got["ids"]).astype(np.asarray(a["supports/ids"]).dtype)
-            arrays["supports/out"] = np.ascontiguousarray(host(got["out"]).T)
-            arrays["supports/in"] = np.ascontiguousarray(host(got["inn"]).T)
-    for k, v in a.items():  # node labels and any other dataset the sweep does not touch
-        if k not in arrays and not k.startswith(("vertex/component", "dag/", "forest/", "labels/", "supports/")):
-            arrays[k] = v
-    meta = {"n_components": int(lv.size), "n_dag_edges": int(arrays["dag/indices"].size), "n_levels": L,
-            "backend": be.name}
-    return arrays, meta, info
+    def __init__(self, index, be):
+        t = time.perf_counter()
+        self.index, self.be = index, be
+        a = index.arrays
+        K, C = index.supports, index.C
+        put = be.asarray
+        with be.on_device():
+            xp = self.xp = be.xp
+            iv = put(a["labels/intervals"])
+            out = put(a["supports/out"]) if K else xp.zeros((C, 0), xp.uint64)
+            inn = put(a["supports/in"]) if K else xp.zeros((C, 0), xp.uint64)
+            self.arr = {"comp": put(a["vertex/component"]), "indptr": put(a["dag/indptr"]).astype(xp.int64),
+                        "indices": put(a["dag/indices"]), "level": put(a["dag/level"]).astype(xp.int64, copy=True),
+                        "post0": put(a["labels/dt_post0"]), "size": put(a["forest/subtree_size"]),
+                        "parent": put(a["forest/parent"]),
+                        "lo": iv[:, :, 0].astype(xp.int64),  # (64-bit: every type has GPU atomics)
+                        "hi": iv[:, :, 1].astype(xp.int64), "out": out.T.copy(), "inn": inn.T.copy(),
+                        "ids": put(a["supports/ids"]) if K else xp.zeros(0, xp.int64)}
+            be.synchronize()
+        self.iv_dtype = np.dtype(a["labels/intervals"].dtype)
+        self.upload_s = time.perf_counter() - t
+
+    def known_reachable(self, cu, cv):
+        """Component pairs the prefilter answers reachable (same component, support positive, tree
+        cut) on the uploaded arrays; the others are not known to be."""
+        from .query.prefilter import prefilter
+        from .query.stats import Labels
+
+        xp, a, be = self.xp, self.arr, self.be
+        with be.on_device():
+            start0 = a["post0"].astype(xp.int64) - a["size"].astype(xp.int64) + 1
+            L = Labels(comp=a["comp"], indptr=a["indptr"], indices=a["indices"], C=int(a["level"].size),
+                       d=int(a["lo"].shape[0]), W=int(a["out"].shape[0]), level=a["level"], lo=a["lo"], hi=a["hi"],
+                       start0=start0, post0=a["post0"].astype(xp.int64), out=a["out"], inn=a["inn"])
+            ans, _ = prefilter(L, xp.asarray(cu), xp.asarray(cv))
+            return be.to_host(ans).astype(bool)
+
+    def sweep(self, pairs):
+        """(host arrays, meta, info) of the index swept for the component edges ``pairs``."""
+        from .dtypes import smallest_uint
+        from .stages.insertion import sweep_insertions
+
+        xp, be, a = self.xp, self.be, self.index.arrays
+        K = self.index.supports
+        with be.on_device():
+            got, info = sweep_insertions(xp, self.arr, xp.asarray(pairs[:, 0]), xp.asarray(pairs[:, 1]))
+            self.arr = None  # (swept in place)
+            t = time.perf_counter()
+            L = int(got["level"].max()) + 1 if got["level"].size else 1
+            host = be.to_host  # cast and stacked on the device: each array comes back once, as stored
+            arrays = {"vertex/component": host(got["comp"]), "dag/indptr": host(got["indptr"]),
+                      "dag/indices": host(got["indices"]),
+                      "dag/level": host(got["level"].astype(smallest_uint(max(L - 1, 0)))),
+                      "forest/parent": host(got["parent"]), "forest/subtree_size": host(got["size"]),
+                      "labels/dt_post0": host(got["post0"]),
+                      "labels/intervals": host(xp.stack([got["lo"], got["hi"]], axis=-1).astype(self.iv_dtype))}
+            if K:
+                arrays["supports/ids"] = host(got["ids"].astype(np.asarray(a["supports/ids"]).dtype))
+                arrays["supports/out"] = host(xp.ascontiguousarray(got["out"].T))
+                arrays["supports/in"] = host(xp.ascontiguousarray(got["inn"].T))
+            del got
+        info["seconds"]["upload"] = self.upload_s
+        info["seconds"]["download"] = time.perf_counter() - t
+        for k, v in a.items():  # node labels and any other dataset the sweep does not touch
+            if k not in arrays and not k.startswith(("vertex/component", "dag/", "forest/", "labels/", "supports/")):
+                arrays[k] = v
+        meta = {"n_components": int(arrays["dag/level"].size), "n_dag_edges": int(arrays["dag/indices"].size),
+                "n_levels": L, "backend": be.name}
+        return arrays, meta, info

@@ -36,6 +36,8 @@ same numbers on the CPU and on a GPU, the GPU's scatters being CuPy's ``ufunc.at
 
 from __future__ import annotations
 
+import time
+
 import numpy as np
 
 from ..arrays import csr_positions, scatter_at, scatter_max, scatter_min, to_host, unique
@@ -227,6 +229,21 @@ def _sweep(xp, vals, ops, front, neighbours, C):
     return rounds, touched
 
 
+class _Clock:
+    """Seconds per step, the device synchronised at each mark (CuPy runs asynchronously)."""
+
+    def __init__(self, xp):
+        self.xp, self.seconds = xp, {}
+        self.t = time.perf_counter()
+
+    def mark(self, step: str):
+        if self.xp is not np:
+            self.xp.cuda.get_current_stream().synchronize()
+        now = time.perf_counter()
+        self.seconds[step] = now - self.t
+        self.t = now
+
+
 def sweep_insertions(xp, a: dict, ea, eb, rev=None):
     """``(arrays, info)``: the arrays ``a`` (module doc) updated for the new component edges
     ``ea[i] -> eb[i]`` (int64 on ``xp``, distinct, ``ea`` not reaching ``eb``).
@@ -237,13 +254,17 @@ def sweep_insertions(xp, a: dict, ea, eb, rev=None):
     ``ids`` (K,) support components. ``level``, ``lo``, ``hi``, ``out``, ``inn`` are updated in
     place (pass copies). ``rev``: the DAG's parents as a CSR ``(indptr, indices)``
     (:func:`reverse_csr`, made here when None).
-    ``info``: merged groups, components dropped, rounds and rows of each sweep, renumbered.
+    ``info``: merged groups, components dropped, rounds and rows of each sweep, renumbered,
+    seconds per step.
     """
+    clock = _Clock(xp)
     C = int(a["level"].size)
     rev = reverse_csr(xp, a["indptr"], a["indices"]) if rev is None else rev
+    clock.mark("reverse")
     E = _Edges(xp, ea, eb)
     info = {"merged_groups": 0, "components_merged": 0}
     members, rep = _cycles(xp, a, rev, E, ea, eb)
+    clock.mark("cycles")
     m = None
     dead = xp.zeros(0, dtype=xp.int64)
     if members.size:
@@ -272,6 +293,7 @@ def sweep_insertions(xp, a: dict, ea, eb, rev=None):
     key = unique(xp, (p * C + c)[p != c])
     p, c = key // C, key % C
     nip, nix = _rewrite_rows(xp, ip, ix, m, src, p, c)
+    clock.mark("rows")
     # 3.-4. the sweeps
     pa, pb = mp(ea), mp(eb)
     reps = xp.asarray(unique(np, rep))
@@ -283,6 +305,7 @@ def sweep_insertions(xp, a: dict, ea, eb, rev=None):
         return nix[pos].astype(xp.int64), front[r]
 
     info["down_rounds"], info["down_rows"] = _sweep(xp, down_vals, down_ops, front, children, C)
+    clock.mark("down")
     up_vals, up_ops = [a["lo"], a["hi"], a["out"]], ["minimum", "maximum", "bitwise_or"]
     front = unique(xp, xp.concatenate([_push(xp, up_vals, up_ops, pa, pb), reps]))
     rip, rix = rev
@@ -302,8 +325,11 @@ def sweep_insertions(xp, a: dict, ea, eb, rev=None):
         return mp(par), xp.concatenate([own[r], own[ew]])
 
     info["up_rounds"], info["up_rows"] = _sweep(xp, up_vals, up_ops, front, parents, C)
+    clock.mark("up")
     out = _renumber(xp, a, m, dead, nip, nix)
     info["renumbered"] = out.pop("_renumbered")
+    clock.mark("renumber")
+    info["seconds"] = clock.seconds
     info["components_after"] = int(out["level"].size)
     return out, info
 
