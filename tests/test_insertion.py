@@ -137,3 +137,31 @@ def test_rebuild_above_chooses_the_relabelling_and_says_so():
     new, rep = insert_edges(idx, [1, 2], [2, 3], backend="cpu", rebuild_above=1)
     assert rep.method == "relabelled" and "more new DAG edges than --rebuild-above" in rep.summary()
     assert new.reachable(0, 3)
+
+
+def test_every_push_has_its_cuda_twin():
+    """The GPU's pushes (kernels/insertion.cu) are named by the ufunc they stand for; each exists
+    with the operand types the launcher passes (int64 levels and intervals, uint64 masks)."""
+    import re
+
+    from distgrail.gpu.kernels import kernel_source
+    from distgrail.stages.insertion import PUSH_KERNELS
+
+    src = kernel_source("insertion")
+    assert set(PUSH_KERNELS) == {"maximum", "minimum", "bitwise_or"}
+    for op, name in PUSH_KERNELS.items():
+        t = "u64" if op == "bitwise_or" else "i64"
+        assert re.search(rf'extern "C" __global__ void {name}\({t}\* a, const i64\* to, const {t}\* val, i64 n\)',
+                         src), name
+
+
+def test_the_numpy_pushes_keep_the_best_of_repeated_targets():
+    from distgrail.stages.insertion import _scatter
+
+    a = np.array([5, 5, 5], np.int64)
+    _scatter(np, "maximum", a, np.array([0, 0, 2, 2]), np.array([7, 9, 1, 3]))
+    _scatter(np, "minimum", a, np.array([1, 1]), np.array([4, 2]))
+    assert a.tolist() == [9, 2, 5]
+    m = np.zeros(2, np.uint64)
+    _scatter(np, "bitwise_or", m, np.array([1, 1, 1]), np.array([1, 4, 1 << 63], np.uint64))
+    assert m.tolist() == [0, 5 + (1 << 63)]

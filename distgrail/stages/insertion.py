@@ -31,7 +31,8 @@ the components they touch, so the work follows what changes, not the graph's siz
    DT subtree survive any monotone map, so every filter keeps its proof.
 
 Every step is array code on ``xp`` (NumPy or CuPy, :func:`~distgrail.arrays.array_module`): the
-same numbers on the CPU and on a GPU, the GPU's scatters being CuPy's ``ufunc.at`` (atomics).
+same numbers on the CPU and on a GPU. The pushes are NumPy's ``ufunc.at`` on the CPU and their
+twins in kernels/insertion.cu (64-bit atomics) on a GPU.
 """
 
 from __future__ import annotations
@@ -40,7 +41,7 @@ import time
 
 import numpy as np
 
-from ..arrays import csr_positions, scatter_at, scatter_max, scatter_min, to_host, unique
+from ..arrays import csr_positions, scatter_at, to_host, unique
 from ..errors import DistGrailError
 
 __all__ = ["sweep_insertions", "reverse_csr", "SWEEP_FIELDS"]
@@ -196,6 +197,33 @@ def _changed(xp, before, after):
     return xp.any(before != after, axis=0)
 
 
+#: the CUDA twin of each push (kernels/insertion.cu), by the NumPy ufunc it stands for
+PUSH_KERNELS = {"maximum": "dg_push_max", "minimum": "dg_push_min", "bitwise_or": "dg_push_or"}
+#: threads per block of the push kernels, and the most blocks (a grid-stride loop does the rest)
+PUSH_THREADS, PUSH_BLOCKS = 256, 1 << 16
+
+
+def _scatter(xp, op, row, to, val):
+    """``row[to[i]] = op(row[to[i]], val[i])`` for every i, repeated ``to`` included: NumPy's
+    ``ufunc.at``, or on a GPU its twin in kernels/insertion.cu (atomics on 64-bit words; ``row``
+    contiguous int64, or uint64 for ``bitwise_or``)."""
+    if xp is np:
+        scatter_at(np, op, row, to, val)
+        return
+    from ..gpu.kernels import load_module
+
+    n = int(to.size)
+    if not n:
+        return
+    want = xp.uint64 if op == "bitwise_or" else xp.int64
+    if row.dtype != want or not row.flags.c_contiguous:
+        raise DistGrailError(f"insertions: the push needs a contiguous {xp.dtype(want)} row, got {row.dtype}")
+    fn = load_module("insertion", xp.cuda.Device().id).get_function(PUSH_KERNELS[op])
+    blocks = min(PUSH_BLOCKS, -(-n // PUSH_THREADS))
+    fn((blocks,), (PUSH_THREADS,), (row, xp.ascontiguousarray(to, dtype=xp.int64),
+                                    xp.ascontiguousarray(val, dtype=want), np.int64(n)))
+
+
 def _push(xp, vals, ops, to, frm):
     """``to[i]`` takes ``frm[i]``'s values, by each field's operation (``level``: at least one
     above; else the scatter ufunc); returns the distinct ``to`` whose values changed."""
@@ -209,7 +237,7 @@ def _push(xp, vals, ops, to, frm):
         rows = v if v.ndim == 2 else v[None]
         for row in rows:
             src = row[frm] + 1 if op == "level" else row[frm]
-            scatter_at(xp, "maximum" if op == "level" else op, row, to, src)
+            _scatter(xp, "maximum" if op == "level" else op, row, to, src)
     moved = xp.zeros(tgt.size, dtype=bool)
     for b, v in zip(before, vals):
         after = v[..., tgt]
@@ -275,14 +303,10 @@ def sweep_insertions(xp, a: dict, ea, eb, rev=None):
         dead = xp.asarray(members[dead_h])
         info["merged_groups"] = int(np.count_nonzero(~dead_h))
         info["components_merged"] = int(np.count_nonzero(dead_h))
-        for f in ("level", "hi"):
+        for f, op in (("level", "maximum"), ("hi", "maximum"), ("lo", "minimum"), ("out", "bitwise_or"),
+                      ("inn", "bitwise_or")):
             for row in (a[f] if a[f].ndim == 2 else a[f][None]):
-                scatter_max(xp, row, rp, row[mem])
-        for row in a["lo"]:
-            scatter_min(xp, row, rp, row[mem])
-        for f in ("out", "inn"):
-            for row in a[f]:
-                scatter_at(xp, "bitwise_or", row, rp, row[mem])
+                _scatter(xp, op, row, rp, row[mem])
     mp = (lambda v: v) if m is None else (lambda v: m[v])
     # 2. the DAG: rows of the tails and of merged members written again
     ip, ix = a["indptr"], a["indices"]
