@@ -60,6 +60,10 @@ def cmd_info(args) -> int:
     info = dict(idx.meta)
     info["datasets"] = {k: [list(v.shape), str(v.dtype)] for k, v in sorted(idx.arrays.items())}
     info["size_bytes"] = os.path.getsize(args.index)
+    from .update import update_summary
+
+    if (ups := update_summary(idx.arrays)) is not None:  # edges inserted since the build
+        info["updates"] = ups
     if info.get("layout") == "split":  # the part files beside it: their names, and the bytes of all
         from .indexfile.layout import index_parts
 

@@ -36,10 +36,16 @@ from ._version import __version__
 from .arrays import unique
 from .errors import QueryError
 
-__all__ = ["insert_edges", "UpdateReport", "UPDATES"]
+__all__ = ["insert_edges", "UpdateReport", "UPDATES", "LOG", "LOG_COLUMNS", "METHODS", "update_summary"]
 
 #: the dataset that records the inserted edges, (k, 2) int64 original vertex ids
 UPDATES = "updates/edges"
+#: one row per update, int64: the columns of :data:`LOG_COLUMNS` (``info`` sums them)
+LOG = "updates/log"
+LOG_COLUMNS = ("given", "same_component", "already_reachable", "added", "components_before", "components_after",
+               "method")
+#: the ``method`` column's codes
+METHODS = ("unchanged", "swept", "relabelled")
 
 
 @dataclass
@@ -140,6 +146,7 @@ def insert_edges(index, sources, targets, *, backend: str = "auto", progress: bo
         arrays = dict(index.arrays)
         arrays[UPDATES] = done
         report.components_after = index.C
+        arrays[LOG] = _log(index, report)
         report.seconds["total"] = time.perf_counter() - t0
         out = Index(index.meta, arrays)
         out._lock, out._query_state = index._lock, index._query_state  # same labels: the same query state
@@ -162,6 +169,7 @@ def insert_edges(index, sources, targets, *, backend: str = "auto", progress: bo
     meta.update(over_meta)
     report.components_after = int(meta["n_components"])
     report.relabelled = report.method == "relabelled"
+    arrays[LOG] = _log(index, report)
     report.seconds["total"] = time.perf_counter() - t0
     return Index(meta, arrays), report
 
@@ -264,3 +272,25 @@ class _Device:
         meta = {"n_components": int(arrays["dag/level"].size), "n_dag_edges": int(arrays["dag/indices"].size),
                 "n_levels": L, "backend": be.name}
         return arrays, meta, info
+
+
+def _log(index, report) -> np.ndarray:
+    """``updates/log`` of ``index`` with ``report``'s row appended."""
+    row = np.array([[report.given, report.same_component, report.already_reachable, report.added,
+                     report.components_before, report.components_after, METHODS.index(report.method)]], np.int64)
+    if LOG in index.arrays:
+        return np.concatenate([np.asarray(index.arrays[LOG], dtype=np.int64).reshape(-1, len(LOG_COLUMNS)), row])
+    return row
+
+
+def update_summary(arrays) -> dict | None:
+    """What the updates of an index cost, from ``updates/log`` (None without updates): how many,
+    the edges given and added to the DAG, components merged away, how each was made."""
+    if LOG not in arrays:
+        return None
+    log = np.asarray(arrays[LOG], dtype=np.int64).reshape(-1, len(LOG_COLUMNS))
+    col = {c: log[:, i] for i, c in enumerate(LOG_COLUMNS)}
+    return {"updates": int(log.shape[0]), "edges_given": int(col["given"].sum()),
+            "edges_added": int(col["added"].sum()),
+            "components_merged": int((col["components_before"] - col["components_after"]).sum()),
+            "methods": {m: int(np.count_nonzero(col["method"] == i)) for i, m in enumerate(METHODS)}}

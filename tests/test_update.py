@@ -231,3 +231,30 @@ def test_the_command_sweeps_or_relabels_as_rebuild_above_says(tmp_path, capsys):
                  "--rebuild-above", "-1"]) == 2
     assert "--rebuild-above must be 0 or more, got -1" in capsys.readouterr().err
     assert not os.path.exists(tmp_path / "x.h5")
+
+
+def test_info_shows_what_the_updates_cost(tmp_path, capsys):
+    """``updates/log``: one row per update; ``info`` sums them (edges given and added, components
+    merged, how each update was made); a damaged log is refused when the index is opened."""
+    from distgrail.errors import IndexFormatError
+    from distgrail.update import LOG
+
+    src, dst = np.arange(29), np.arange(1, 30)
+    idx = _build(src, dst, 60)
+    one, _ = insert_edges(idx, [29, 3], [0, 3], backend="cpu", rebuild_above=10)  # a cycle; a self-loop
+    two, _ = insert_edges(one, [40], [41], backend="cpu", rebuild_above=0)  # relabelled
+    three, _ = insert_edges(two, [5], [6], backend="cpu")  # unchanged
+    assert three.arrays[LOG].tolist() == [[2, 1, 0, 1, 60, 31, 1], [1, 0, 0, 1, 31, 31, 2],
+                                          [1, 1, 0, 0, 31, 31, 0]]
+    path = str(tmp_path / "u.h5")
+    three.save(path)
+    assert main(["info", path, "--json"]) == 0
+    got = json.loads(capsys.readouterr().out)["updates"]
+    assert got == {"updates": 3, "edges_given": 4, "edges_added": 2, "components_merged": 29,
+                   "methods": {"unchanged": 1, "swept": 1, "relabelled": 1}}
+    assert main(["info", path]) == 0 and "edges_added" in capsys.readouterr().out
+    arrays = dict(distgrail.open_index(path).arrays)
+    arrays[LOG] = np.array([[1, 0, 0, 1, 60, 59, 7]])
+    distgrail.index.Index(three.meta, arrays).save(path)
+    with pytest.raises(IndexFormatError, match=r"updates/log.*method code"):
+        distgrail.open_index(path)
