@@ -8,10 +8,13 @@ The base index is built once from the graph (``paper:N:DEG``, ``scale-free:N:DEG
 ``layered:N:DEG`` are generated; anything else is read as a graph file). For every count of
 ``--adds``, that many new edges (``random``: uniform vertex pairs; ``chain``: ``i -> i + 1`` over
 random vertices, long paths that extend each other) are inserted with
-:func:`distgrail.update.insert_edges` and, beside it, the index of the graph plus those edges is
-built from scratch; the row gives both times and their ratio, how many edges changed nothing,
+:func:`distgrail.update.insert_edges` (``update``: swept or relabelled, as it chooses; ``relabel``:
+the components labelled again) and, beside them, the index of the graph plus those edges is built
+from scratch; the row gives the three times, the rebuild's over the update's, how many edges
+changed nothing,
 the components before and after, the throughput of ``--pairs`` random queries on the base and on
-the updated index (and their ratio), and ``--check`` random pairs compared with the rebuilt
+the updated index (and their ratio), the share of them the filters left to the search on each
+(what the updates cost the filters), and ``--check`` random pairs compared with the rebuilt
 index's answers (``wrong`` must be 0).
 """
 
@@ -59,7 +62,7 @@ def run(args) -> list:
     qs, qt = rng.integers(0, g.n, args.pairs), rng.integers(0, g.n, args.pairs)
     base.query(qs[:1000], qt[:1000], backend=args.backend)  # query state on the device
     t = time.perf_counter()
-    base.query(qs, qt, backend=args.backend)
+    st0 = base.query(qs, qt, backend=args.backend)[1]
     q0 = time.perf_counter() - t
     rows = []
     for k in args.adds:
@@ -76,7 +79,7 @@ def run(args) -> list:
         tb = time.perf_counter() - t
         upd.query(qs[:1000], qt[:1000], backend=args.backend)
         t = time.perf_counter()
-        upd.query(qs, qt, backend=args.backend)
+        st1 = upd.query(qs, qt, backend=args.backend)[1]
         q1 = time.perf_counter() - t
         cs, ct = qs[:args.check], qt[:args.check]
         wrong = int(np.count_nonzero(upd.query(cs, ct, backend=args.backend)[0]
@@ -84,18 +87,20 @@ def run(args) -> list:
         rows.append({"adds": k, "kind": args.kind, "update_s": tu, "method": rep.method, "relabel_s": tr,
                      "sweep": rep.sweep, "rebuild_s": tb, "unchanged": rep.given - rep.added,
                      "C_before": rep.components_before, "C_after": rep.components_after, "query_base_s": q0,
-                     "query_updated_s": q1, "checked": int(cs.size), "wrong": wrong})
+                     "query_updated_s": q1, "searched_base": st0.searched / max(st0.queries, 1),
+                     "searched_updated": st1.searched / max(st1.queries, 1), "checked": int(cs.size), "wrong": wrong})
     print(f"graph {args.graph}: n={g.n:,} m={g.m:,}; base index {build0:.3f} s, C={base.C:,}; "
           f"{args.pairs:,} random pairs {q0 * 1e3:.1f} ms; backend {args.backend}")
     print(f"{'adds':>9} {'kind':<7}{'update s':>10} {'method':<11}{'relabel s':>10}{'rebuild s':>11}{'x':>7}"
           f"{'unchanged':>11}{'C after':>12}"
-          f"{'query base/upd ms':>20}{'q ratio':>9}{'wrong':>7}")
+          f"{'query base/upd ms':>20}{'q ratio':>9}{'searched % base/upd':>21}{'wrong':>7}")
     for r in rows:
         print(f"{r['adds']:>9,} {r['kind']:<7}{r['update_s']:>10.3f} {r['method']:<11}{r['relabel_s']:>10.3f}"
               f"{r['rebuild_s']:>11.3f}"
               f"{r['rebuild_s'] / r['update_s']:>7.2f}{r['unchanged']:>11,}{r['C_after']:>12,}"
               f"{r['query_base_s'] * 1e3:>10.1f}/{r['query_updated_s'] * 1e3:<9.1f}"
-              f"{r['query_base_s'] / r['query_updated_s']:>9.2f}{r['wrong']:>7}")
+              f"{r['query_base_s'] / r['query_updated_s']:>9.2f}"
+              f"{100 * r['searched_base']:>11.3f}/{100 * r['searched_updated']:<9.3f}{r['wrong']:>7}")
     return rows
 
 
