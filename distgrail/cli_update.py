@@ -56,7 +56,7 @@ def cmd_update(args) -> int:
     if args.rebuild_above is not None and args.rebuild_above < 0:
         raise DistGrailError(f"--rebuild-above must be 0 or more, got {args.rebuild_above}")
     new, report = insert_edges(idx, g.src, g.dst, backend=args.backend, progress=not args.quiet,
-                               rebuild_above=args.rebuild_above)
+                               rebuild_above=args.rebuild_above, consume=True)  # (idx is not used after)
     new.save(args.output)
     total = time.perf_counter() - t0
     summary = {"index": os.path.abspath(args.output), "base": os.path.abspath(args.index),

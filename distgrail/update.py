@@ -104,12 +104,14 @@ def _checked_edges(index, sources, targets):
 
 
 def insert_edges(index, sources, targets, *, backend: str = "auto", progress: bool = False,
-                 rebuild_above: int | None = None):
+                 rebuild_above: int | None = None, consume: bool = False):
     """``(new index, UpdateReport)``: ``index`` answering for its graph plus the edges
     ``sources[i] -> targets[i]`` (module doc). ``index`` itself is not changed; when no edge
     adds reachability the new index shares its arrays. ``rebuild_above``: with more new DAG
     edges than this the labels are made again over the components instead of swept
-    (default :func:`default_rebuild_above`)."""
+    (default :func:`default_rebuild_above`). ``consume``: the swept arrays come back into the
+    memory of ``index``'s own host arrays, which are then spent (``index`` must not be used after;
+    what ``distgrail update`` does: its input is read for this alone)."""
     from .index import Index
 
     from .gpu.backend import get_backend
@@ -159,7 +161,7 @@ def insert_edges(index, sources, targets, *, backend: str = "auto", progress: bo
         report.method = "relabelled"
     else:
         dev = dev or _Device(index, be)
-        arrays, over_meta, report.sweep = dev.sweep(pairs)
+        arrays, over_meta, report.sweep = dev.sweep(pairs, consume=consume)
         report.method = "swept"
         report.seconds.update({f"sweep_{k}": v for k, v in report.sweep.pop("seconds").items()})
     report.seconds[report.method] = time.perf_counter() - t1
@@ -240,8 +242,10 @@ class _Device:
             ans, _ = prefilter(L, xp.asarray(cu), xp.asarray(cv))
             return be.to_host(ans).astype(bool)
 
-    def sweep(self, pairs):
-        """(host arrays, meta, info) of the index swept for the component edges ``pairs``."""
+    def sweep(self, pairs, consume: bool = False):
+        """(host arrays, meta, info) of the index swept for the component edges ``pairs``;
+        ``consume``: each array lands in the memory of the input's array of that name where it
+        fits (pages already there: fresh pages cost as much as the copy; the input is spent)."""
         from .dtypes import smallest_uint
         from .stages.insertion import sweep_insertions
 
@@ -252,18 +256,17 @@ class _Device:
             self.arr = None  # (swept in place)
             t = time.perf_counter()
             L = int(got["level"].max()) + 1 if got["level"].size else 1
-            host = be.to_host  # cast and stacked on the device: each array comes back once, as stored
-            arrays = {"vertex/component": host(got["comp"]), "dag/indptr": host(got["indptr"]),
-                      "dag/indices": host(got["indices"]),
-                      "dag/level": host(got["level"].astype(smallest_uint(max(L - 1, 0)))),
-                      "forest/parent": host(got["parent"]), "forest/subtree_size": host(got["size"]),
-                      "labels/dt_post0": host(got["post0"]),
-                      "labels/intervals": host(xp.stack([got["lo"], got["hi"]], axis=-1).astype(self.iv_dtype))}
-            if K:
-                arrays["supports/ids"] = host(got["ids"].astype(np.asarray(a["supports/ids"]).dtype))
-                arrays["supports/out"] = host(xp.ascontiguousarray(got["out"].T))
-                arrays["supports/in"] = host(xp.ascontiguousarray(got["inn"].T))
+            out = {"vertex/component": got["comp"], "dag/indptr": got["indptr"], "dag/indices": got["indices"],
+                   "dag/level": got["level"].astype(smallest_uint(max(L - 1, 0))), "forest/parent": got["parent"],
+                   "forest/subtree_size": got["size"], "labels/dt_post0": got["post0"],
+                   "labels/intervals": xp.stack([got["lo"], got["hi"]], axis=-1).astype(self.iv_dtype)}
+            if K:  # cast and stacked on the device: each array comes back once, as stored
+                out["supports/ids"] = got["ids"].astype(np.asarray(a["supports/ids"]).dtype)
+                out["supports/out"] = xp.ascontiguousarray(got["out"].T)
+                out["supports/in"] = xp.ascontiguousarray(got["inn"].T)
             del got
+            arrays = {k: be.to_host(v, out=_landing(a.get(k), v) if consume else None) for k, v in out.items()}
+            del out
         info["seconds"]["upload"] = self.upload_s
         info["seconds"]["download"] = time.perf_counter() - t
         for k, v in a.items():  # node labels and any other dataset the sweep does not touch
@@ -272,6 +275,15 @@ class _Device:
         meta = {"n_components": int(arrays["dag/level"].size), "n_dag_edges": int(arrays["dag/indices"].size),
                 "n_levels": L, "backend": be.name}
         return arrays, meta, info
+
+
+def _landing(old, new):
+    """A host array for device array ``new`` in the memory of host array ``old`` (a view of its
+    first bytes: same dtype, contiguous, writable, large enough), or None."""
+    if not (isinstance(old, np.ndarray) and old.dtype == new.dtype and old.flags.c_contiguous
+            and old.flags.writeable and old.size >= new.size):
+        return None
+    return old.reshape(-1)[:new.size].reshape(new.shape)
 
 
 def _log(index, report) -> np.ndarray:

@@ -165,3 +165,25 @@ def test_the_numpy_pushes_keep_the_best_of_repeated_targets():
     m = np.zeros(2, np.uint64)
     _scatter(np, "bitwise_or", m, np.array([1, 1, 1]), np.array([1, 4, 1 << 63], np.uint64))
     assert m.tolist() == [0, 5 + (1 << 63)]
+
+
+def test_consume_lands_the_arrays_in_the_inputs_memory_and_answers_the_same(tmp_path):
+    """``consume=True`` (what ``distgrail update`` passes): the swept arrays come back into the
+    input index's own arrays where they fit, with the same values as without it."""
+    from distgrail.io.generate import generate
+
+    g = generate("scale-free", 400, 2, seed=9)
+    path = str(tmp_path / "b.h5")
+    distgrail.build_index((g.src, g.dst), num_vertices=g.n, dims=2, supports="auto", backend="cpu").save(path)
+    rng = np.random.default_rng(4)
+    a, b = rng.integers(0, g.n, 60), rng.integers(0, g.n, 60)
+    want, r1 = insert_edges(distgrail.open_index(path), a, b, backend="cpu", rebuild_above=SWEEP)
+    spent = distgrail.open_index(path)
+    mem = {k: v.ctypes.data for k, v in spent.arrays.items()}
+    got, r2 = insert_edges(spent, a, b, backend="cpu", rebuild_above=SWEEP, consume=True)
+    assert r1.sweep == r2.sweep and r1.method == "swept"
+    for k, v in want.arrays.items():
+        assert got.arrays[k].dtype == v.dtype and np.array_equal(got.arrays[k], v), k
+    assert got.arrays["labels/intervals"].ctypes.data == mem["labels/intervals"]  # landed in place
+    qs, qt = _all_pairs(g.n)
+    assert np.array_equal(got.query(qs, qt, backend="cpu")[0], _bfs(g.n, np.r_[g.src, a], np.r_[g.dst, b], qs, qt))
