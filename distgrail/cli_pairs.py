@@ -145,9 +145,11 @@ def add_pairs_command(sub) -> None:
 
 def query_under_mpi(args, comm, pairs):
     """``query`` under MPI: every rank opens the index (whole, or with ``--partition`` only its DAG
-    rows: :mod:`distgrail.mpi.partition_query`), rank 0 reads the pairs and writes the answers.
-    Returns ``(answers, stats, pairs read)``: the answers and the pairs (a
+    rows: :mod:`distgrail.mpi.partition_query`), rank 0 reads the pairs and writes the answers;
+    a (k, 2) ``.npy`` of ids is read by every rank, its own rows only (:func:`_own_rows`). Returns ``(answers, stats, pairs read)``: the answers and the pairs (a
     :class:`~distgrail.io.pairs.QueryPairs`) on rank 0, None on the others; the stats everywhere."""
+    import numpy as np
+
     import distgrail
 
     from .io.pairs import read_pairs_for
@@ -163,6 +165,18 @@ def query_under_mpi(args, comm, pairs):
         idx = open_spread_index(args.index, comm)
     else:
         idx = run_shared(comm, f"opening the index {args.index}", distgrail.open_index, args.index)
+    rows = _own_rows(comm, args, idx, pairs, spread)
+    if rows is not None:  # each rank reads and answers its own rows; rank 0 writes the answers
+        from .io.pairs import QueryPairs, read_npy_rows
+        from .mpi.query import query_rows_read_by_ranks
+
+        answers, stats = query_rows_read_by_ranks(idx, rows, lambda lo, hi: read_npy_rows(pairs, idx.n, lo, hi),
+                                                  args.backend, comm, what=pairs)
+        run_shared(comm, f"writing the answers {args.output}", write_answers if args.output and rank0 else None,
+                   answers, args.output)
+        stats.partition = "whole, rows read by each rank"
+        none = np.zeros(0, np.int64)
+        return answers, stats, QueryPairs(pairs, none, none) if rank0 else None
     q = run_shared(comm, f"reading the pairs {pairs}", read_pairs_for if rank0 else None, pairs, idx)
     s, t = (q.sources, q.targets) if rank0 else (None, None)
     if spread:  # (answers on rank 0 only, which writes them: no broadcast to every rank)
@@ -177,3 +191,21 @@ def query_under_mpi(args, comm, pairs):
                answers, args.output, s, t)
     stats.partition = "spread" if spread else "whole"
     return answers, stats, q
+
+
+def _own_rows(comm, args, idx, pairs, spread):
+    """Collective: the pair count when each rank can read its own rows of the pairs file (a (k, 2)
+    ``.npy`` of vertex ids, an index without node labels held whole by every rank, answers written
+    without the pairs), else None (rank 0 reads them all)."""
+    from .io.writers import TABLE_ANSWERS
+    from .io.pairs import npy_pairs_array
+    from .mpi.errors import run_shared
+
+    ok = (not spread and idx.node_labels is None and str(pairs).lower().endswith(".npy")
+          and not (args.output and str(args.output).lower().endswith(TABLE_ANSWERS)))
+    if not comm.bcast(ok if comm.Get_rank() == 0 else None, root=0):
+        return None
+    shape = run_shared(comm, f"reading the pairs {pairs}", (lambda: npy_pairs_array(pairs).shape)
+                       if comm.Get_rank() == 0 else None)
+    shape = comm.bcast(shape, root=0)
+    return int(shape[0]) if shape[1] == 2 else None  # (k, 3): rank 0 reads the expected answers too

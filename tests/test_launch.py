@@ -247,3 +247,34 @@ def test_launcher_detection():
     r = subprocess.run([sys.executable, "-m", "distgrail.mpi.launcher", "--rank"], capture_output=True, text=True,
                        env={**os.environ, "OMPI_COMM_WORLD_RANK": "2", "OMPI_COMM_WORLD_SIZE": "3"}, timeout=60)
     assert r.stdout.strip() == "2"
+
+
+@pytest.mark.parametrize("n", [2, 3])
+def test_npy_pairs_are_read_by_every_rank_its_own_rows(tmp_path, n):
+    """``query`` of a (k, 2) ``.npy`` under MPI: each rank reads and answers its own rows (no pair
+    goes through rank 0), the answers equal one process's; a bad id in the last rank's rows ends
+    every rank with status 2, the message naming that rank and the row in the whole file, and no
+    answers file; a table output (it needs the pairs) takes rank 0's read as before."""
+    idx = tmp_path / "kegg.h5"
+    ref = distgrail.build_index(distgrail.bundled_graph(), dims=3, backend="cpu", output=idx)
+    rng = np.random.default_rng(n)
+    pairs = rng.integers(0, ref.n, (1001, 2))
+    np.save(tmp_path / "p.npy", pairs)
+    want, _ = ref.query(pairs[:, 0], pairs[:, 1], backend="cpu")
+    ans = tmp_path / "a.npy"
+    r = mpirun(n, "-m", "distgrail", "query", str(idx), str(tmp_path / "p.npy"), "-o", str(ans), "--backend", "cpu",
+               "--json")
+    assert r.returncode == 0, r.stderr
+    assert np.array_equal(np.load(ans), want) and '"partition": "whole, rows read by each rank"' in r.stdout
+    r = mpirun(n, "-m", "distgrail", "query", str(idx), str(tmp_path / "p.npy"), "-o", str(tmp_path / "a.tsv"),
+               "--backend", "cpu", "--json")
+    assert r.returncode == 0 and '"partition": "whole"' in r.stdout, r.stderr
+    pairs[1000, 1] = ref.n + 7  # the last row: the last rank's
+    np.save(tmp_path / "bad.npy", pairs)
+    before = shm_segments()
+    r = mpirun(n, "-m", "distgrail", "query", str(idx), str(tmp_path / "bad.npy"), "-o", str(tmp_path / "b.npy"),
+               "--backend", "cpu")
+    lo = 1001 - 1001 // n
+    assert_clean_exit_2(r, f"rank {n - 1}, reading rows {lo}..1000 of {tmp_path / 'bad.npy'}: ", before)
+    assert f"bad.npy[1000, 1]: vertex id out of range 0..{ref.n - 1}, got {ref.n + 7}" in r.stderr
+    assert not os.path.exists(tmp_path / "b.npy")

@@ -15,7 +15,7 @@ from .edgelist import read_columns
 from .regular import check_regular
 from .text import Chunk, Text, shown
 
-__all__ = ["read_pairs", "read_query_pairs", "read_pairs_for", "QueryPairs"]
+__all__ = ["read_pairs", "read_query_pairs", "read_pairs_for", "QueryPairs", "npy_pairs_array", "read_npy_rows"]
 
 #: ids in a pairs file read without the index's vertex count are below this (checked later)
 _CAP = 2**40
@@ -99,6 +99,20 @@ def _npy_pairs(path, n) -> QueryPairs:
     not loaded: each id column is checked by one threaded maximum (as unsigned, a negative id is
     huge) and copied out by the host threads (:mod:`distgrail.arrays`); only a file that fails
     the check is searched for its first bad id, in row order, for the message."""
+    arr = npy_pairs_array(path)
+    expected = None
+    if arr.shape[1] == 3:
+        bad = np.flatnonzero((arr[:, 2] != 0) & (arr[:, 2] != 1))
+        if bad.size:
+            raise GraphFormatError(f"expected answer 0 or 1, got {int(arr[bad[0], 2])}", path=f"{path}[{bad[0]}, 2]")
+        expected = np.asarray(arr[:, 2]).astype(bool)
+    s, t = _npy_ids(path, arr, n)
+    return QueryPairs(path, s, t, expected)
+
+
+def npy_pairs_array(path) -> np.ndarray:
+    """The ``.npy`` pairs file mapped (not read), its shape and type checked: integer, (k, 2) or
+    (k, 3)."""
     try:
         arr = np.load(path, allow_pickle=False, mmap_mode="r")
     except (ValueError, OSError, EOFError) as e:
@@ -106,23 +120,30 @@ def _npy_pairs(path, n) -> QueryPairs:
     if arr.ndim != 2 or arr.shape[1] not in (2, 3) or not np.issubdtype(arr.dtype, np.integer):
         raise GraphFormatError(f"expected an integer array of shape (k, 2), or (k, 3) with the expected answers, "
                                f"got {arr.dtype} {arr.shape}", path=path)
-    expected = None
-    if arr.shape[1] == 3:
-        bad = np.flatnonzero((arr[:, 2] != 0) & (arr[:, 2] != 1))
-        if bad.size:
-            raise GraphFormatError(f"expected answer 0 or 1, got {int(arr[bad[0], 2])}", path=f"{path}[{bad[0]}, 2]")
-        expected = np.asarray(arr[:, 2]).astype(bool)
+    return arr
+
+
+def read_npy_rows(path, n: int, lo: int, hi: int) -> tuple[np.ndarray, np.ndarray]:
+    """``(sources, targets)`` of rows ``lo..hi-1`` of a (k, 2) ``.npy`` pairs file, ids checked
+    against ``n`` (a bad one named by its row in the whole file): what each MPI rank of
+    ``query`` reads for its own shard, so that no rank reads or sends another's pairs."""
+    return _npy_ids(path, npy_pairs_array(path)[lo:hi], n, lo)
+
+
+def _npy_ids(path, arr, n, first: int = 0) -> tuple[np.ndarray, np.ndarray]:
+    """The two id columns of the mapped rows ``arr`` (row ``first`` of the file onwards), checked
+    and copied out by the host threads."""
     # without n, only unsigned ids past 2^63 - 1 are refused (they would wrap); signed ones pass
     limit = (2**63 - 1) if n is None else int(n) - 1  # the largest id allowed
     checked = n is not None or (arr.dtype.kind == "u" and arr.dtype.itemsize == 8)
     if checked and arr.shape[0] and any(int(max_parallel(_as_unsigned(arr[:, c]))) > limit for c in (0, 1)):
-        _first_bad_id(path, np.asarray(arr[:, :2]), n)  # raises, naming the first bad id in row order
+        _first_bad_id(path, np.asarray(arr[:, :2]), n, first)  # raises, naming the first bad id in row order
     ids = []
     for c in (0, 1):
         col = np.empty(arr.shape[0], np.int64)
         copy_parallel(col, arr[:, c])
         ids.append(col)
-    return QueryPairs(path, ids[0], ids[1], expected)
+    return ids[0], ids[1]
 
 
 def _as_unsigned(col: np.ndarray) -> np.ndarray:
@@ -132,17 +153,17 @@ def _as_unsigned(col: np.ndarray) -> np.ndarray:
     return col.astype(np.uint64, copy=False)
 
 
-def _first_bad_id(path, arr, n) -> None:
+def _first_bad_id(path, arr, n, first: int = 0) -> None:
     """Raise the error for the first id, in row order, that is not a vertex id: above 2^63 - 1
-    (unsigned ids would wrap) or, with ``n``, outside 0..n-1."""
-    _check_fits_int64(path, arr)
+    (unsigned ids would wrap) or, with ``n``, outside 0..n-1 (``arr`` starting at row ``first``)."""
+    _check_fits_int64(path, arr, first)
     if n is not None and arr.size:
         ids = arr.astype(np.int64)
         bad = np.flatnonzero(((ids < 0) | (ids >= n)).reshape(-1))
         if bad.size:
             row, col = divmod(int(bad[0]), 2)
             raise GraphFormatError(f"vertex id out of range 0..{n - 1}, got {int(arr[row, col])}",
-                                   path=f"{path}[{row}, {col}]")
+                                   path=f"{path}[{first + row}, {col}]")
     raise AssertionError("_first_bad_id: no bad id found")  # pragma: no cover - the caller's check found one
 
 
@@ -191,13 +212,14 @@ def _three_columns(text: Text, n: int | None) -> QueryPairs:
     return QueryPairs(text.path, cat(us, np.int64), cat(vs, np.int64), cat(es, bool), cat(lines, np.int64))
 
 
-def _check_fits_int64(path, arr) -> None:
-    """Unsigned ids above 2^63 - 1 would wrap to negative ones: refuse them with the value as given."""
+def _check_fits_int64(path, arr, first: int = 0) -> None:
+    """Unsigned ids above 2^63 - 1 would wrap to negative ones: refuse them with the value as given
+    (``arr`` starting at row ``first``)."""
     if arr.dtype.kind == "u" and arr.dtype.itemsize == 8 and arr.size:
         big = np.flatnonzero(arr.reshape(-1) > np.uint64(2**63 - 1))
         if big.size:
             row, col = divmod(int(big[0]), 2)
-            raise GraphFormatError(f"{('sources', 'targets')[col]}[{row}] out of range (vertex ids are below "
+            raise GraphFormatError(f"{('sources', 'targets')[col]}[{first + row}] out of range (vertex ids are below "
                                    f"2^63), got {int(arr[row, col])}", path=path)
 
 

@@ -9,6 +9,10 @@ the same merged** :class:`~distgrail.query.stats.QueryStats` (counts summed over
 = communicator size, ``seconds`` = wall time of the whole sharded call on the slowest rank, but
 the index's upload to each rank's device, ``prepare_seconds``).
 With a GPU backend each rank is bound to a GPU by node-local rank unless it is bound already.
+
+:func:`query_rows_read_by_ranks` is the same cut with no pair passing through rank 0: each rank
+reads its own rows of a pairs file (``distgrail query`` with a ``.npy`` file), only the answers
+are gathered.
 """
 
 from __future__ import annotations
@@ -26,7 +30,7 @@ from .collectives import bcast_array, gather_rows, offsets, scatter_rows, split_
 from .errors import own_comm, run_shared
 from .nodeshare import NodeGroups, room_for, shm_enabled
 
-__all__ = ["query_sharded", "same_index_everywhere", "merge_over_ranks", "answer_in_shards"]
+__all__ = ["query_sharded", "same_index_everywhere", "merge_over_ranks", "answer_in_shards", "query_rows_read_by_ranks"]
 
 
 def same_index_everywhere(comm, index):
@@ -172,6 +176,37 @@ def query_sharded(index, sources, targets, backend="auto", comm=None, root: int 
         return answer_in_shards(comm, index, be, sources, targets,
                                 lambda s, t, what: run_shared(comm, what, index._query_local, s, t, be, search), root,
                                 prepare=lambda spent: index._state(be, spent), everywhere=everywhere)
+    finally:
+        if owned:
+            comm.Free()
+
+
+def query_rows_read_by_ranks(index, k: int, read_rows, backend="auto", comm=None, what: str = "the pairs"):
+    """Collective: ``k`` pairs answered in contiguous shards, each rank reading its own rows with
+    ``read_rows(lo, hi)`` -> ``(sources, targets)`` (checked; an error names the row in the whole
+    file) and answering them; the answers are gathered on rank 0 in input order (None elsewhere).
+    Returns ``(answers, stats)``; ``stats.mpi_seconds``' ``scatter`` is here the slowest rank's
+    read of its rows. Rank 0 reading and sending every pair cost more than one GPU's whole answer
+    (docs/benchmarks.md, sessions 22-23)."""
+    comm, owned = own_comm(comm)
+    try:
+        same_index_everywhere(comm, index)
+        dev = ensure_bound(comm, backend)
+        be = run_shared(comm, "selecting the backend", get_backend, backend, dev)
+        me, size = comm.Get_rank(), comm.Get_size()
+        spent = []
+        run_shared(comm, "putting the index on this rank's device", index._state, be, spent)
+        t0 = time.perf_counter()
+        counts = split_counts(int(k), size)
+        lo, hi = int(offsets(counts)[me]), int(offsets(counts)[me + 1])
+        rows = f"rows {lo}..{hi - 1}" if hi > lo else "no rows"
+        pairs = run_shared(comm, f"reading {rows} of {what}", read_rows, lo, hi)
+        t1 = time.perf_counter()
+        ans, stats = run_shared(comm, f"answering queries of {rows}", index._query_local, pairs[0], pairs[1], be)
+        t2 = time.perf_counter()
+        out = np.empty(int(k), dtype=bool) if me == 0 else None
+        gather_rows(comm, np.ascontiguousarray(ans, dtype=bool), counts, out, 0)
+        return out, merge_over_ranks(comm, be, stats, (t0, t1, t2, time.perf_counter()), sum(spent))
     finally:
         if owned:
             comm.Free()
