@@ -5,7 +5,11 @@ its vertices and returns an index that answers for the graph plus those edges:
 
 1. The edges are mapped to the index's components. An edge inside one component, or one whose
    tail the index already answers as reaching its head, adds no reachability: it changes nothing
-   (every filter and every label stays as it is; the edge is only recorded).
+   (every filter and every label stays as it is; the edge is only recorded). Which edges are
+   known to be implied depends on the check: with the index's query state on the device (after
+   a query, or in ``serve``), its exact answers; without one (``distgrail update``), the
+   prefilter over the arrays the sweep uploads anyway, whose undecided edges are swept in as DAG
+   edges (an implied edge changes no label; the report counts it as added).
 2. The other edges (distinct component pairs) are swept into the labels
    (:mod:`distgrail.stages.insertion`): components the edges put on a cycle are merged, the DAG's
    rows of the tails and merged components are written again, levels and ``in`` masks are pushed
@@ -192,7 +196,7 @@ def _relabel(index, pairs, be, progress):
     head = np.asarray(index.arrays["dag/indices"], dtype=np.int64)
     graph = (np.concatenate([tail, pairs[:, 0]]), np.concatenate([head, pairs[:, 1]]))
     over = build_index(graph, num_vertices=index.C, dims=index.dims, seed=int(m["seed"]),
-                       parent_rule=m["parent_rule"], supports=index.supports, backend=be.name, progress=progress)
+                       parent_rule=m["parent_rule"], supports=index.supports, backend=be, progress=progress)
     arrays = dict(over.arrays)
     inner = np.asarray(over.arrays["vertex/component"])
     arrays["vertex/component"] = inner[np.asarray(index.arrays["vertex/component"])].astype(inner.dtype, copy=False)

@@ -187,3 +187,20 @@ def test_consume_lands_the_arrays_in_the_inputs_memory_and_answers_the_same(tmp_
     assert got.arrays["labels/intervals"].ctypes.data == mem["labels/intervals"]  # landed in place
     qs, qt = _all_pairs(g.n)
     assert np.array_equal(got.query(qs, qt, backend="cpu")[0], _bfs(g.n, np.r_[g.src, a], np.r_[g.dst, b], qs, qt))
+
+
+def test_repeated_dag_entries_after_a_merge_stay_exact():
+    """0 -> 1..300; the insertions close 1..300 into one cycle, so 0's row holds its
+    representative 300 times (rows not rewritten keep one entry per merged member); a second
+    update closes 0 into it too, through those 300 repeats (more than an int8 count holds)."""
+    n = 302
+    src, dst = np.zeros(300, np.int64), np.arange(1, 301)
+    idx = distgrail.build_index((src, dst), num_vertices=n, dims=2, backend="cpu")
+    ring_a, ring_b = np.arange(1, 301), np.r_[np.arange(2, 301), 1]
+    one, r1 = insert_edges(idx, ring_a, ring_b, backend="cpu", rebuild_above=SWEEP)
+    assert r1.sweep["components_merged"] == 299 and one.arrays["dag/indices"].size == 300
+    two, r2 = insert_edges(one, [150], [0], backend="cpu", rebuild_above=SWEEP)
+    assert r2.sweep["merged_groups"] == 1 and two.C == 2  # {0..300} and the isolated 301
+    qs, qt = _all_pairs(n)
+    S, T = np.r_[src, ring_a, 150], np.r_[dst, ring_b, 0]
+    assert np.array_equal(two.query(qs, qt, backend="cpu")[0], _bfs(n, S, T, qs, qt))

@@ -143,7 +143,7 @@ def _cycles(xp, a, rev, E: _Edges, ea, eb):
     src = to_host(xp.concatenate([r[ch >= 0], loc[ea[both]]]))
     dst = to_host(xp.concatenate([ch[ch >= 0], loc[eb[both]]]))
     k = int(cand.size)
-    g = csr_matrix((np.ones(src.size, np.int8), (src, dst)), shape=(k, k))
+    g = csr_matrix((np.ones(src.size, bool), (src, dst)), shape=(k, k))  # (repeats sum to True, never 0)
     _, lab = connected_components(g, directed=True, connection="strong")
     cnt = np.bincount(lab, minlength=1)
     big = cnt[lab] > 1
