@@ -40,7 +40,7 @@ from ._version import __version__
 from .arrays import unique
 from .errors import QueryError
 
-__all__ = ["insert_edges", "UpdateReport", "UPDATES", "LOG", "LOG_COLUMNS", "METHODS", "update_summary"]
+__all__ = ["insert_edges", "UpdateReport", "UPDATES", "LOG", "LOG_COLUMNS", "METHODS", "update_summary", "checked_edges"]
 
 #: the dataset that records the inserted edges, (k, 2) int64 original vertex ids
 UPDATES = "updates/edges"
@@ -87,7 +87,7 @@ class UpdateReport:
                    "swept": "; labels swept from the new edges"}[self.method])
 
 
-def _checked_edges(index, sources, targets):
+def checked_edges(index, sources, targets):
     """``(src, dst)`` int64 vertex ids of the new edges, each in 0..n-1 (else a DistGrailError
     naming the first one outside)."""
     if index.node_labels is not None:
@@ -123,7 +123,7 @@ def insert_edges(index, sources, targets, *, backend: str = "auto", progress: bo
     be = get_backend(backend)
     report = UpdateReport(components_before=index.C)
     t0 = time.perf_counter()
-    s, t = _checked_edges(index, sources, targets)
+    s, t = checked_edges(index, sources, targets)
     report.given = int(s.size)
     comp = index.arrays["vertex/component"]
     cs, ct = comp[s].astype(np.int64), comp[t].astype(np.int64)

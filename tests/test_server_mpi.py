@@ -77,3 +77,73 @@ def test_dispatcher_shards_batches_and_a_failure_on_one_rank_is_that_batch_error
     with pytest.raises(Stopping):
         late.result(1)
     comm.Free()
+
+
+@pytest.mark.mpi(min_size=2)
+def test_an_update_moves_every_rank_and_a_failed_one_moves_none():
+    """The dispatcher's UPDATE between batches: every rank inserts the edges and answers with the
+    new version after; an update failing on one rank is the same RankError on rank 0 and every
+    rank keeps the version it had."""
+    from mpi4py import MPI
+
+    from distgrail.bfs import bfs_reachable, csr_of
+    from distgrail.io.generate import generate
+    from distgrail.io.graph import EdgeGraph
+    from distgrail.mpi.errors import RankError
+    from distgrail.mpi.serve import Dispatcher, follow
+    import distgrail.update as update
+
+    comm = MPI.COMM_WORLD.Clone()
+    me, size = comm.Get_rank(), comm.Get_size()
+    g = generate("paper", 300, 3, seed=5)
+    idx = distgrail.build_index((g.src, g.dst), num_vertices=g.n, dims=2, backend="cpu")
+    be = get_backend("cpu")
+    real = update.insert_edges
+    calls = {"n": 0}
+
+    def flaky(index, s, t, **kw):  # the last rank fails the second update, once
+        calls["n"] += 1
+        if me == size - 1 and calls["n"] == 2:
+            raise MemoryError("out of device memory (planted)")
+        return real(index, s, t, **kw)
+
+    update.insert_edges = flaky
+    try:
+        if me != 0:
+            follow(comm, idx, be)
+            comm.Free()
+            return
+        rng = np.random.default_rng(3)
+        a, b = rng.integers(0, g.n, 40), rng.integers(0, g.n, 40)
+        qs, qt = rng.integers(0, g.n, 3000), rng.integers(0, g.n, 3000)
+        after = bfs_reachable(*csr_of(EdgeGraph(g.n, np.r_[g.src, a], np.r_[g.dst, b])), qs, qt)
+        d = Dispatcher(comm, idx, be)
+        out, errors = {}, []
+
+        def client():
+            try:
+                new, rep = d.update(a, b)
+                out["given"] = rep.given
+                out["one"] = d.answer(qs, qt, timeout=60)[0]
+                try:
+                    d.update(a[:3], b[:3])
+                except RankError as e:
+                    out["error"] = str(e)
+                out["two"] = d.answer(qs, qt, timeout=60)[0]
+                out["version"] = d.index is new
+            except Exception as e:  # noqa: BLE001 - reported below
+                errors.append(repr(e))
+            finally:
+                d.stop()
+
+        th = threading.Thread(target=client)
+        th.start()
+        d.run()
+        th.join()
+        comm.Free()
+        assert not errors, errors
+        assert out["given"] == 40 and np.array_equal(out["one"], after) and np.array_equal(out["two"], after)
+        assert f"rank {size - 1}" in out["error"] and "out of device memory (planted)" in out["error"]
+        assert out["version"]
+    finally:
+        update.insert_edges = real

@@ -19,7 +19,7 @@ from distgrail.bfs import bfs_reachable, csr_of
 from distgrail.errors import QueryError
 from distgrail.io.generate import generate
 from distgrail.io.graph import EdgeGraph
-from test_server import TOKEN, Server, _npy
+from test_server import MPIEXEC, TOKEN, Server, _env, _npy, needs_mpiexec
 
 
 def _send(url, path, body, token=TOKEN):
@@ -105,3 +105,32 @@ def test_updates_need_a_token(graph):
         assert status == 403 and "updates need a token" in json.loads(body)["error"]
     finally:
         assert srv.stop() == 0, srv.lines
+
+
+@needs_mpiexec
+@pytest.mark.parametrize("ranks", [2, 3])
+def test_updates_under_mpiexec_move_every_rank_together(graph, tmp_path, ranks):
+    """``mpiexec -n 2|3 ... serve --token-file``: ``POST /edges`` is inserted by every rank, between
+    two sharded batches; afterwards the sharded batches (every rank) and the small ones (rank 0
+    alone) both answer as BFS over the graph plus the edges; bad edges are a 400 that changes no
+    rank's version."""
+    path, add, pairs, before, after = graph
+    tok = tmp_path / "token"
+    tok.write_text(TOKEN + "\n")
+    srv = Server(path, "--token-file", str(tok), "--shard-min-pairs", "1000", launcher=(MPIEXEC, "-n", str(ranks)),
+                 env=_env(MPIEXEC_TIMEOUT="300"), wait=120)
+    try:
+        c = distgrail.connect(srv.url, token=TOKEN)
+        got, st = c.query(pairs[:, 0], pairs[:, 1])
+        assert st.ranks == ranks and np.array_equal(got, before)
+        status, body = _send(srv.url, "/edges", _npy(np.array([[0, 10 ** 9]])))
+        assert status == 400 and b"not a vertex of the index" in body
+        doc = c.add_edges(add[:, 0], add[:, 1])
+        assert doc["update"] == 1 and doc["given"] == len(add)
+        big, st = c.query(pairs[:, 0], pairs[:, 1])
+        small, st1 = c.query(pairs[:500, 0], pairs[:500, 1])
+        assert st.ranks == ranks and st1.ranks == 1
+        assert np.array_equal(big, after) and np.array_equal(small, after[:500])
+        assert c.health()["updates"] == 1
+    finally:
+        srv.stop()

@@ -6,7 +6,10 @@ threads that answer small batches never touch MPI, so MPI's ``THREAD_FUNNELED`` 
 the other ranks :func:`follow`. Per batch rank 0 broadcasts a header ``[kind, pairs]``; for a
 query the pairs are scattered in contiguous shards, each rank answers its own (the step runs
 through :func:`~distgrail.mpi.errors.run_shared`), and the answers and stats are gathered on
-rank 0. A ``STOP`` header ends every rank's loop.
+rank 0. An ``UPDATE`` header (``POST /edges``) broadcasts rank 0's checked edges and every rank
+inserts them into its own copy of the index (:func:`apply_update`, deterministic: every rank gets
+the same arrays); only when every rank has succeeded does every rank move to the new version, between
+two batches. A ``STOP`` header ends every rank's loop.
 
 Failures: an error while a rank answers its shard (a GPU out of memory, say) is shared by every
 rank as the same :class:`~distgrail.mpi.errors.RankError`: every rank leaves that batch at the
@@ -30,13 +33,14 @@ import numpy as np
 
 from ..errors import DistGrailError
 from ..query.stats import QueryStats
-from .collectives import gather_rows, offsets, scatter_rows, split_counts
+from .collectives import bcast_array, gather_rows, offsets, scatter_rows, split_counts
 from .errors import RankError, run_shared
 
-__all__ = ["Dispatcher", "follow", "answer_shard", "warm_batch", "Stopping", "STOP", "QUERY"]
+__all__ = ["Dispatcher", "follow", "answer_shard", "apply_update", "warm_batch", "Stopping", "STOP", "QUERY",
+           "UPDATE"]
 
 #: header kinds (int64 ``[kind, pairs]``, broadcast from rank 0)
-STOP, QUERY = 0, 1
+STOP, QUERY, UPDATE = 0, 1, 2
 #: seconds the dispatcher waits on its queue before it looks again (signal handlers run between)
 POLL = 0.5
 #: seconds an idle rank sleeps between looks at the next header (a blocking broadcast would spin
@@ -94,6 +98,25 @@ def answer_shard(comm, index, be, k: int, sources=None, targets=None, search=Non
     return out, merged
 
 
+def apply_update(comm, index, be, sources=None, targets=None):
+    """Collective, after an ``UPDATE`` header: rank 0's checked int64 edges broadcast, inserted by
+    every rank into its own ``index`` (:func:`distgrail.update.insert_edges` on ``be``, the new
+    query state made there too). Returns ``(new index, report)`` on every rank; a failure on any
+    rank is the same :class:`RankError` on every rank, and every rank keeps ``index``."""
+    from ..update import insert_edges
+
+    s = bcast_array(comm, sources if comm.Get_rank() == 0 else None)
+    t = bcast_array(comm, targets if comm.Get_rank() == 0 else None)
+
+    def insert():
+        with be.on_device():
+            new, report = insert_edges(index, s, t, backend=be)
+            new._state(be)  # its query state made here, not by the next batch
+        return new, report
+
+    return run_shared(comm, f"inserting {s.size:,} edges of an update", insert)
+
+
 class Dispatcher:
     """Rank 0's one caller of MPI while serving: batches arrive from any thread through
     :meth:`answer` (a queue; the caller waits on a future) and go through the collective one
@@ -107,16 +130,22 @@ class Dispatcher:
         self.batches = self.pairs = self.failed = 0
         self.running = 0  # 1 while a batch is in the collective (health: sharded_running)
 
-    def submit(self, sources, targets) -> Future:
-        """Queue rank 0's checked int64 ids; the future gives ``(answers, stats)``, or the
+    def submit(self, sources, targets, kind: int = QUERY) -> Future:
+        """Queue rank 0's checked int64 ids; the future gives ``(answers, stats)`` (``kind``
+        ``UPDATE``: ``(new index, report)``, the edges ``sources -> targets``), or the
         :class:`RankError` of a failed batch, or :class:`Stopping`."""
         fut: Future = Future()
         with self._lock:
             if self._closed:
                 fut.set_exception(Stopping("the server is stopping: the batch was not answered"))
             else:
-                self._q.put((fut, sources, targets))
+                self._q.put((fut, sources, targets, kind))
         return fut
+
+    def update(self, sources, targets):
+        """Insert edges on every rank (:func:`apply_update`) between two batches and wait; returns
+        ``(new index, report)`` (rank 0's dispatcher answers with the new index from then on)."""
+        return self.submit(sources, targets, UPDATE).result()
 
     def answer(self, sources, targets, timeout: float | None = None):
         """:meth:`submit` and wait (``TimeoutError`` after ``timeout`` s; a batch not begun then is dropped)."""
@@ -130,17 +159,22 @@ class Dispatcher:
     def stop(self) -> None:
         self._q.put(None)
 
-    def run_batch(self, fut: Future | None, sources, targets, search=None):
-        """Collective (rank 0's side): one batch through header, scatter, answer, gather.
-        A :class:`RankError` (every rank has it, the ranks are in step) goes to ``fut`` or is
+    def run_batch(self, fut: Future | None, sources, targets, kind: int = QUERY, search=None):
+        """Collective (rank 0's side): one batch through header, scatter, answer, gather (or an
+        update: header, broadcast, insert; the new index served from then on). A
+        :class:`RankError` (every rank has it, the ranks are in step) goes to ``fut`` or is
         raised; anything else ends the job (MPI_Abort)."""
         if fut is not None and not fut.set_running_or_notify_cancel():
             return None  # cancelled while queued (its request timed out): no collective
         k = int(sources.size)
         self.running = 1
         try:
-            _header(self.comm, QUERY, k)
-            out = answer_shard(self.comm, self.index, self.be, k, sources, targets, search)
+            _header(self.comm, kind, k)
+            if kind == UPDATE:
+                out = apply_update(self.comm, self.index, self.be, sources, targets)
+                self.index = out[0]
+            else:
+                out = answer_shard(self.comm, self.index, self.be, k, sources, targets, search)
         except RankError as e:
             self.failed += 1
             if fut is None:
@@ -151,8 +185,9 @@ class Dispatcher:
             abort(self.comm, "rank 0, serving a batch")
         finally:
             self.running = 0
-        self.batches += 1
-        self.pairs += k
+        if kind != UPDATE:
+            self.batches += 1
+            self.pairs += k
         if fut is not None:
             fut.set_result(out)
         return out
@@ -181,15 +216,19 @@ class Dispatcher:
 
 
 def follow(comm, index, be, search=None) -> int:
-    """Ranks > 0: answer rank 0's batches until its ``STOP`` header; returns the batches taken
-    part in. A batch that failed on some rank (:class:`RankError`, on every rank) is skipped here
-    as on rank 0; anything else ends the job (MPI_Abort)."""
+    """Ranks > 0: answer rank 0's batches until its ``STOP`` header, moving to each new version
+    of the index its ``UPDATE`` headers make; returns the batches taken part in. A batch or
+    update that failed on some rank (:class:`RankError`, on every rank) is skipped here as on
+    rank 0 (a failed update leaves the version as it was); anything else ends the job (MPI_Abort)."""
     done = 0
     while True:
         try:
             kind, k = _header(comm)
             if kind == STOP:
                 return done
+            if kind == UPDATE:
+                index, _ = apply_update(comm, index, be)
+                continue
             answer_shard(comm, index, be, k, search=search)
             done += 1
         except RankError:

@@ -23,8 +23,10 @@ message; a traceback in the log is a bug.
 the served index (:func:`distgrail.update.insert_edges`), one update at a time on a thread of its
 own, while queries go on: the updated index replaces the served one once it is made, and every
 batch is answered by the one it started with (never half of each). It needs a token (without
-``--token-file`` it is refused: an update changes every client's answers) and one process (under
-MPI it is refused with 501); the file on disk is not changed (``distgrail update`` writes one).
+``--token-file`` it is refused: an update changes every client's answers). Under MPI every rank
+inserts them together, between two sharded batches (:func:`distgrail.mpi.serve.apply_update`),
+and moves to the new version only when every rank has it. The file on disk is not changed
+(``distgrail update`` writes one).
 
 Under MPI (``dispatcher``: a :class:`distgrail.mpi.serve.Dispatcher`) a batch of at least
 ``shard_min_pairs`` pairs is checked here (a bad one is a 400 before any collective), then
@@ -140,13 +142,19 @@ class Service:
             raise _Refused(413, f"{k:,} edges is over this server's limit of {self.max_pairs:,} pairs a request "
                                 "(distgrail serve --max-pairs): send smaller batches")
         t0 = time.perf_counter()
-        if self.be.is_gpu:
+        if self.dispatcher is not None:  # every rank inserts them, between two batches
+            from ..mpi.serve import Stopping
+            from ..update import checked_edges
+
+            s, t = checked_edges(self.index, s, t)  # a QueryError: a 400, no collective
+            try:
+                new, report = self.dispatcher.update(s, t)
+            except Stopping as e:
+                raise _Refused(503, str(e)) from None
+        else:
             with self.be.on_device():
                 new, report = insert_edges(self.index, s, t, backend=self.be)
                 new._state(self.be)  # its query state made here, not by the next batch
-        else:
-            new, report = insert_edges(self.index, s, t, backend=self.be)
-            new._state(self.be)
         self.index = new
         self.updates += 1
         self.edges_inserted += k
@@ -258,9 +266,6 @@ class Service:
             if self.token is None:
                 raise _Refused(403, "updates need a token: start distgrail serve with --token-file (POST /edges "
                                     "changes the answers of every client)")
-            if self.dispatcher is not None:
-                raise _Refused(501, "updates are not taken by a server under MPI yet: run distgrail update on the "
-                                    "index file and start the server again")
             size = request.content_length
             if size is not None and size > self.max_body:
                 raise _Refused(413, self._too_big(f"{size:,} bytes"))
