@@ -124,6 +124,35 @@ def cmd_index(args):
     return 0
 
 
+def _prepare_beside(idx, backend):
+    """Start putting ``idx``'s query state on ``backend``'s device on a thread of its own; returns
+    a function that waits for it and gives its seconds (0 when it failed: the query then makes it
+    again and raises the error where it belongs). The upload (0.8-1.5 s for an R-MAT 27 index on
+    a GPU) then overlaps the read of the pairs."""
+    import threading
+
+    from .gpu.backend import get_backend
+
+    be = get_backend(backend)
+    spent: list = []
+
+    def run():
+        try:
+            with be.on_device():
+                idx._state(be, spent)
+        except Exception:  # noqa: BLE001 - made again, and raised, by the query itself
+            spent.clear()
+
+    th = threading.Thread(target=run, name="distgrail-prepare", daemon=True)
+    th.start()
+
+    def wait() -> float:
+        th.join()
+        return sum(spent)
+
+    return wait
+
+
 def cmd_query(args):
     import distgrail
     from .cli_output import check_expected
@@ -139,8 +168,13 @@ def cmd_query(args):
         answers, stats, q = query_under_mpi(args, comm, pairs)
     else:
         idx = distgrail.open_index(args.index)
-        q = read_pairs_for(pairs, idx)
+        prepared = _prepare_beside(idx, args.backend)  # the index to the device while the pairs are read
+        try:
+            q = read_pairs_for(pairs, idx)
+        finally:
+            spent = prepared()
         answers, stats = idx.query(q.sources, q.targets, backend=args.backend)
+        stats.prepare_seconds = stats.prepare_seconds or spent
         if args.output:
             write_answers(answers, args.output, q.sources, q.targets)
     summary = stats.as_dict()

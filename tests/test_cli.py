@@ -205,3 +205,28 @@ def test_index_json_reports_the_start_up(tmp_path, capsys):
 
     age = process_age()
     assert age is not None and age >= up["rank0"], (age, up)  # (this process started before that build)
+
+
+def test_query_puts_the_index_on_the_device_while_the_pairs_are_read(tmp_path, capsys):
+    """``query``'s prepare runs on a thread beside the pairs' read: the state is built once
+    (the query reuses it), its seconds are reported, and a failing prepare leaves the error to
+    the query itself."""
+    import json as _json
+
+    import distgrail
+    from distgrail.cli import _prepare_beside, main as cli_main
+
+    idx = distgrail.build_index(distgrail.bundled_graph(), dims=2, backend="cpu")
+    wait = _prepare_beside(idx, "cpu")
+    assert wait() > 0 and all(o.built for o in idx._query_state.values())
+
+    class Broken:
+        def _state(self, be, spent):
+            raise MemoryError("no room (planted)")
+
+    assert _prepare_beside(Broken(), "cpu")() == 0  # no exception here
+    path = tmp_path / "k.h5"
+    idx.save(str(path))
+    assert cli_main(["query", str(path), "bundled", "--backend", "cpu", "--json"]) == 0
+    got = _json.loads(capsys.readouterr().out)
+    assert got["prepare_seconds"] > 0 and got["reachable"] == distgrail.BUNDLED_REACHABLE
