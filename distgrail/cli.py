@@ -127,8 +127,8 @@ def cmd_index(args):
 def _prepare_beside(idx, backend):
     """Start putting ``idx``'s query state on ``backend``'s device on a thread of its own; returns
     a function that waits for it and gives its seconds (0 when it failed: the query then makes it
-    again and raises the error where it belongs). The upload (0.8-1.5 s for an R-MAT 27 index on
-    a GPU) then overlaps the read of the pairs."""
+    again and raises the error where it belongs). The upload to a GPU then overlaps the read of
+    the pairs (docs/benchmarks.md, session 23)."""
     import threading
 
     from .gpu.backend import get_backend

@@ -198,10 +198,10 @@ def _own_rows(comm, args, idx, pairs, spread):
     ``.npy`` of vertex ids, an index without node labels held whole by every rank, answers written
     without the pairs), else None (rank 0 reads them all)."""
     from .io.writers import TABLE_ANSWERS
-    from .io.pairs import npy_pairs_array
+    from .io.pairs import is_npy, npy_pairs_array
     from .mpi.errors import run_shared
 
-    ok = (not spread and idx.node_labels is None and str(pairs).lower().endswith(".npy")
+    ok = (not spread and idx.node_labels is None and is_npy(pairs)
           and not (args.output and str(args.output).lower().endswith(TABLE_ANSWERS)))
     if not comm.bcast(ok if comm.Get_rank() == 0 else None, root=0):
         return None

@@ -278,3 +278,19 @@ def test_npy_pairs_are_read_by_every_rank_its_own_rows(tmp_path, n):
     assert_clean_exit_2(r, f"rank {n - 1}, reading rows {lo}..1000 of {tmp_path / 'bad.npy'}: ", before)
     assert f"bad.npy[1000, 1]: vertex id out of range 0..{ref.n - 1}, got {ref.n + 7}" in r.stderr
     assert not os.path.exists(tmp_path / "b.npy")
+
+
+def test_a_fifo_named_npy_is_refused_under_mpi_not_waited_on(tmp_path):
+    """A FIFO is never opened (it could block every rank forever): refused on rank 0 with status 2,
+    as one process refuses it; likewise a missing .npy."""
+    idx = tmp_path / "kegg.h5"
+    distgrail.build_index(distgrail.bundled_graph(), dims=2, backend="cpu", output=idx)
+    fifo = tmp_path / "p.npy"
+    os.mkfifo(fifo)
+    r = mpirun(2, "-m", "distgrail", "query", str(idx), str(fifo), "-o", str(tmp_path / "a.npy"), "--backend", "cpu",
+               timeout=60)
+    assert_clean_exit_2(r, f"rank 0, reading the pairs {fifo}: ", None)
+    assert "FIFO" in r.stderr and not os.path.exists(tmp_path / "a.npy")
+    r = mpirun(2, "-m", "distgrail", "query", str(idx), str(tmp_path / "none.npy"), "--backend", "cpu", timeout=60)
+    assert_clean_exit_2(r, f"rank 0, reading the pairs {tmp_path / 'none.npy'}: ", None)
+    assert "no such pairs file" in r.stderr

@@ -15,7 +15,7 @@ from .edgelist import read_columns
 from .regular import check_regular
 from .text import Chunk, Text, shown
 
-__all__ = ["read_pairs", "read_query_pairs", "read_pairs_for", "QueryPairs", "npy_pairs_array", "read_npy_rows"]
+__all__ = ["read_pairs", "read_query_pairs", "read_pairs_for", "QueryPairs", "npy_pairs_array", "read_npy_rows", "is_npy"]
 
 #: ids in a pairs file read without the index's vertex count are below this (checked later)
 _CAP = 2**40
@@ -52,16 +52,28 @@ def read_pairs(path, labels: str | None = None, n: int | None = None, known=None
     return q.sources, q.targets
 
 
-def read_query_pairs(path, labels: str | None = None, n: int | None = None, known=None) -> QueryPairs:
-    """:func:`read_pairs`, with the expected answers of a file of three columns ``u v answer``
-    (answer 0 or 1; every pair line then has three columns) and the line of each such pair."""
+def _pairs_file(path) -> str:
+    """``path`` as a str, refused unless it names an existing regular file (a FIFO is never
+    opened: it could block forever)."""
     path = os.fspath(path)
     if not os.path.exists(path):
         raise GraphFormatError("no such pairs file", path=path)
     if os.path.isdir(path):
         raise GraphFormatError("is a directory, not a pairs file", path=path)
-    check_regular(path, "query pairs", GraphFormatError)  # a FIFO is never opened: it could block forever
-    if path.endswith(".npy"):
+    check_regular(path, "query pairs", GraphFormatError)
+    return path
+
+
+def is_npy(path) -> bool:
+    """Whether a pairs file is read as ``.npy`` (by its name, as given: ``.npy``)."""
+    return os.fspath(path).endswith(".npy")
+
+
+def read_query_pairs(path, labels: str | None = None, n: int | None = None, known=None) -> QueryPairs:
+    """:func:`read_pairs`, with the expected answers of a file of three columns ``u v answer``
+    (answer 0 or 1; every pair line then has three columns) and the line of each such pair."""
+    path = _pairs_file(path)
+    if is_npy(path):
         return _npy_pairs(path, None if labels else n)
     data = None
     if path.endswith(".gz"):
@@ -113,6 +125,7 @@ def _npy_pairs(path, n) -> QueryPairs:
 def npy_pairs_array(path) -> np.ndarray:
     """The ``.npy`` pairs file mapped (not read), its shape and type checked: integer, (k, 2) or
     (k, 3)."""
+    path = _pairs_file(path)
     try:
         arr = np.load(path, allow_pickle=False, mmap_mode="r")
     except (ValueError, OSError, EOFError) as e:
