@@ -47,9 +47,12 @@ UPDATES = "updates/edges"
 #: one row per update, int64: the columns of :data:`LOG_COLUMNS` (``info`` sums them)
 LOG = "updates/log"
 LOG_COLUMNS = ("given", "same_component", "already_reachable", "added", "components_before", "components_after",
-               "method")
+               "method", "decided_before_ppm", "decided_after_ppm")
 #: the ``method`` column's codes
 METHODS = ("unchanged", "swept", "relabelled")
+#: random vertex pairs (seed :data:`SAMPLE_SEED`) whose share decided by the filters a swept
+#: update records before and after (``decided_*_ppm``; -1 where not measured)
+SAMPLE_PAIRS, SAMPLE_SEED = 100_000, 45
 
 
 @dataclass
@@ -235,16 +238,26 @@ class _Device:
         """Component pairs the prefilter answers reachable (same component, support positive, tree
         cut) on the uploaded arrays; the others are not known to be."""
         from .query.prefilter import prefilter
-        from .query.stats import Labels
 
-        xp, a, be = self.xp, self.arr, self.be
+        xp, be = self.xp, self.be
         with be.on_device():
-            start0 = a["post0"].astype(xp.int64) - a["size"].astype(xp.int64) + 1
-            L = Labels(comp=a["comp"], indptr=a["indptr"], indices=a["indices"], C=int(a["level"].size),
-                       d=int(a["lo"].shape[0]), W=int(a["out"].shape[0]), level=a["level"], lo=a["lo"], hi=a["hi"],
-                       start0=start0, post0=a["post0"].astype(xp.int64), out=a["out"], inn=a["inn"])
-            ans, _ = prefilter(L, xp.asarray(cu), xp.asarray(cv))
+            ans, _ = prefilter(_labels(xp, self.arr), xp.asarray(cu), xp.asarray(cv))
             return be.to_host(ans).astype(bool)
+
+    def decided(self, a) -> int:
+        """Parts per million of :data:`SAMPLE_PAIRS` random vertex pairs (a fixed seed) that the
+        filters decide on the arrays ``a`` (the rest would go to the search): what an update
+        costs the filters, before and after (``updates/log``)."""
+        from .query.prefilter import prefilter
+
+        xp, be, n = self.xp, self.be, self.index.n
+        rng = np.random.default_rng(SAMPLE_SEED)
+        u, v = rng.integers(0, n, SAMPLE_PAIRS), rng.integers(0, n, SAMPLE_PAIRS)
+        with be.on_device():
+            comp = a["comp"]
+            _, code = prefilter(_labels(xp, a), comp[xp.asarray(u)].astype(xp.int64),
+                                comp[xp.asarray(v)].astype(xp.int64))
+            return int(xp.count_nonzero(code)) * 1_000_000 // SAMPLE_PAIRS
 
     def sweep(self, pairs, consume: bool = False):
         """(host arrays, meta, info) of the index swept for the component edges ``pairs``;
@@ -256,8 +269,10 @@ class _Device:
         xp, be, a = self.xp, self.be, self.index.arrays
         K = self.index.supports
         with be.on_device():
+            before = self.decided(self.arr)
             got, info = sweep_insertions(xp, self.arr, xp.asarray(pairs[:, 0]), xp.asarray(pairs[:, 1]))
             self.arr = None  # (swept in place)
+            info["decided_ppm"] = (before, self.decided(got))
             t = time.perf_counter()
             L = int(got["level"].max()) + 1 if got["level"].size else 1
             out = {"vertex/component": got["comp"], "dag/indptr": got["indptr"], "dag/indices": got["indices"],
@@ -281,6 +296,16 @@ class _Device:
         return arrays, meta, info
 
 
+def _labels(xp, a):
+    """The prefilter's :class:`~distgrail.query.stats.Labels` over the sweep's arrays ``a``."""
+    from .query.stats import Labels
+
+    start0 = a["post0"].astype(xp.int64) - a["size"].astype(xp.int64) + 1
+    return Labels(comp=a["comp"], indptr=a["indptr"], indices=a["indices"], C=int(a["level"].size),
+                  d=int(a["lo"].shape[0]), W=int(a["out"].shape[0]), level=a["level"], lo=a["lo"], hi=a["hi"],
+                  start0=start0, post0=a["post0"].astype(xp.int64), out=a["out"], inn=a["inn"])
+
+
 def _landing(old, new):
     """A host array for device array ``new`` in the memory of host array ``old`` (a view of its
     first bytes: same dtype, contiguous, writable, large enough), or None."""
@@ -292,8 +317,10 @@ def _landing(old, new):
 
 def _log(index, report) -> np.ndarray:
     """``updates/log`` of ``index`` with ``report``'s row appended."""
+    before, after = report.sweep.get("decided_ppm", (-1, -1))
     row = np.array([[report.given, report.same_component, report.already_reachable, report.added,
-                     report.components_before, report.components_after, METHODS.index(report.method)]], np.int64)
+                     report.components_before, report.components_after, METHODS.index(report.method), before, after]],
+                   np.int64)
     if LOG in index.arrays:
         return np.concatenate([np.asarray(index.arrays[LOG], dtype=np.int64).reshape(-1, len(LOG_COLUMNS)), row])
     return row
@@ -301,7 +328,8 @@ def _log(index, report) -> np.ndarray:
 
 def update_summary(arrays) -> dict | None:
     """What the updates of an index cost, from ``updates/log`` (None without updates): how many,
-    the edges given and added to the DAG, components merged away, how each was made."""
+    the edges given and added to the DAG, components merged away, how each was made, and the
+    share of random pairs the filters decide before the first swept update and after the last."""
     if LOG not in arrays:
         return None
     log = np.asarray(arrays[LOG], dtype=np.int64).reshape(-1, len(LOG_COLUMNS))
@@ -309,4 +337,13 @@ def update_summary(arrays) -> dict | None:
     return {"updates": int(log.shape[0]), "edges_given": int(col["given"].sum()),
             "edges_added": int(col["added"].sum()),
             "components_merged": int((col["components_before"] - col["components_after"]).sum()),
-            "methods": {m: int(np.count_nonzero(col["method"] == i)) for i, m in enumerate(METHODS)}}
+            "methods": {m: int(np.count_nonzero(col["method"] == i)) for i, m in enumerate(METHODS)},
+            # the filters' share of random pairs decided: before the first swept update, after the last
+            "decided_share_before": _share(col["decided_before_ppm"], 0),
+            "decided_share_after": _share(col["decided_after_ppm"], -1)}
+
+
+def _share(ppm, at: int):
+    """The measured ppm (not -1) at the first (``at`` 0) or last (-1) update, as a share; None."""
+    got = ppm[ppm >= 0]
+    return round(float(got[at]) / 1e6, 6) if got.size else None

@@ -204,3 +204,27 @@ def test_repeated_dag_entries_after_a_merge_stay_exact():
     qs, qt = _all_pairs(n)
     S, T = np.r_[src, ring_a, 150], np.r_[dst, ring_b, 0]
     assert np.array_equal(two.query(qs, qt, backend="cpu")[0], _bfs(n, S, T, qs, qt))
+
+
+def test_the_log_records_the_filters_decided_share_before_and_after():
+    """A swept update measures, on 100,000 random pairs, the share the filters decide before and
+    after: equal to what the prefilter of each index decides on those pairs."""
+    from distgrail.io.generate import generate
+    from distgrail.query.prefilter import prefilter
+    from distgrail.update import LOG, SAMPLE_PAIRS, SAMPLE_SEED
+
+    g = generate("scale-free", 3000, 3, seed=1)
+    idx = distgrail.build_index((g.src, g.dst), num_vertices=g.n, dims=2, supports="auto", backend="cpu")
+    rng = np.random.default_rng(2)
+    new, rep = insert_edges(idx, rng.integers(0, g.n, 300), rng.integers(0, g.n, 300), backend="cpu",
+                            rebuild_above=SWEEP)
+    sample = np.random.default_rng(SAMPLE_SEED)
+    u, v = sample.integers(0, g.n, SAMPLE_PAIRS), sample.integers(0, g.n, SAMPLE_PAIRS)
+
+    def ppm(index):
+        L = index.labels("cpu")
+        _, code = prefilter(L, L.comp[u].astype(np.int64), L.comp[v].astype(np.int64))
+        return int(np.count_nonzero(code)) * 1_000_000 // SAMPLE_PAIRS
+
+    assert new.arrays[LOG][0, 7:].tolist() == [ppm(idx), ppm(new)] == list(rep.sweep["decided_ppm"])
+    assert ppm(idx) > ppm(new) > 0  # wider labels decide fewer pairs

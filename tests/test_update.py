@@ -244,17 +244,19 @@ def test_info_shows_what_the_updates_cost(tmp_path, capsys):
     one, _ = insert_edges(idx, [29, 3], [0, 3], backend="cpu", rebuild_above=10)  # a cycle; a self-loop
     two, _ = insert_edges(one, [40], [41], backend="cpu", rebuild_above=0)  # relabelled
     three, _ = insert_edges(two, [5], [6], backend="cpu")  # unchanged
-    assert three.arrays[LOG].tolist() == [[2, 1, 0, 1, 60, 31, 1], [1, 0, 0, 1, 31, 31, 2],
-                                          [1, 1, 0, 0, 31, 31, 0]]
+    log = three.arrays[LOG]
+    assert log[:, :7].tolist() == [[2, 1, 0, 1, 60, 31, 1], [1, 0, 0, 1, 31, 31, 2], [1, 1, 0, 0, 31, 31, 0]]
+    assert log[0, 7:].tolist() == [1_000_000, 1_000_000] and log[1:, 7:].tolist() == [[-1, -1], [-1, -1]]
     path = str(tmp_path / "u.h5")
     three.save(path)
     assert main(["info", path, "--json"]) == 0
     got = json.loads(capsys.readouterr().out)["updates"]
     assert got == {"updates": 3, "edges_given": 4, "edges_added": 2, "components_merged": 29,
-                   "methods": {"unchanged": 1, "swept": 1, "relabelled": 1}}
+                   "methods": {"unchanged": 1, "swept": 1, "relabelled": 1}, "decided_share_before": 1.0,
+                   "decided_share_after": 1.0}
     assert main(["info", path]) == 0 and "edges_added" in capsys.readouterr().out
     arrays = dict(distgrail.open_index(path).arrays)
-    arrays[LOG] = np.array([[1, 0, 0, 1, 60, 59, 7]])
+    arrays[LOG] = np.array([[1, 0, 0, 1, 60, 59, 7, -1, -1]])
     distgrail.index.Index(three.meta, arrays).save(path)
     with pytest.raises(IndexFormatError, match=r"updates/log.*method code"):
         distgrail.open_index(path)

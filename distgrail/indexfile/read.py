@@ -450,10 +450,11 @@ def _check_values(path, meta, a, n, C, m, L, dims, bad, pieces):
             within("updates/edges", up, 0, n - 1)
     if "updates/log" in a:  # one row per update (distgrail.update.LOG_COLUMNS)
         log = a["updates/log"]
-        if log.ndim != 2 or log.shape[1] != 7 or log.dtype.kind not in "iu":
-            bad("updates/log", f"has shape {log.shape} and type {log.dtype}, expected (updates, 7) integers")
+        if log.ndim != 2 or log.shape[1] != 9 or log.dtype.kind not in "iu":
+            bad("updates/log", f"has shape {log.shape} and type {log.dtype}, expected (updates, 9) integers")
         else:
-            within("updates/log", log, 0, np.iinfo(np.int64).max)  # counts: none negative
+            within("updates/log", log[:, :7], 0, np.iinfo(np.int64).max)  # counts: none negative
+            within("updates/log", log[:, 7:], -1, 1_000_000)  # decided shares, ppm (-1: not measured)
             if log.shape[0] and int(np.asarray(log[:, 6]).max()) > 2:
                 bad("updates/log", "holds a method code other than 0, 1, 2 in column 6")
 
