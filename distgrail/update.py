@@ -51,7 +51,7 @@ LOG_COLUMNS = ("given", "same_component", "already_reachable", "added", "compone
 #: the ``method`` column's codes
 METHODS = ("unchanged", "swept", "relabelled")
 #: random vertex pairs (seed :data:`SAMPLE_SEED`) whose share decided by the filters a swept
-#: update records before and after (``decided_*_ppm``; -1 where not measured)
+#: update records before and after (``decided_*_ppm``; -1 where none was taken)
 SAMPLE_PAIRS, SAMPLE_SEED = 100_000, 45
 
 
@@ -344,6 +344,6 @@ def update_summary(arrays) -> dict | None:
 
 
 def _share(ppm, at: int):
-    """The measured ppm (not -1) at the first (``at`` 0) or last (-1) update, as a share; None."""
+    """The ppm taken (not -1) at the first (``at`` 0) or last (-1) update, as a share; None."""
     got = ppm[ppm >= 0]
     return round(float(got[at]) / 1e6, 6) if got.size else None

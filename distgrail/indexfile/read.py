@@ -454,7 +454,7 @@ def _check_values(path, meta, a, n, C, m, L, dims, bad, pieces):
             bad("updates/log", f"has shape {log.shape} and type {log.dtype}, expected (updates, 9) integers")
         else:
             within("updates/log", log[:, :7], 0, np.iinfo(np.int64).max)  # counts: none negative
-            within("updates/log", log[:, 7:], -1, 1_000_000)  # decided shares, ppm (-1: not measured)
+            within("updates/log", log[:, 7:], -1, 1_000_000)  # decided shares, ppm (-1: none taken)
             if log.shape[0] and int(np.asarray(log[:, 6]).max()) > 2:
                 bad("updates/log", "holds a method code other than 0, 1, 2 in column 6")
 
