@@ -39,6 +39,7 @@ import numpy as np
 from ._version import __version__
 from .arrays import unique
 from .errors import QueryError
+from .progress import Steps
 
 __all__ = ["insert_edges", "UpdateReport", "UPDATES", "LOG", "LOG_COLUMNS", "METHODS", "update_summary", "checked_edges"]
 
@@ -138,39 +139,43 @@ def insert_edges(index, sources, targets, *, backend: str = "auto", progress: bo
     m = index.meta
     limit = rebuild_above if rebuild_above is not None else default_rebuild_above(index)
     state = index._query_state.get((be.name, be.device))
-    dev = None
-    if cand.size and cand.size <= limit and not (state is not None and state.built):
-        # no query state on this device yet: the index goes up once, for the sweep, and the
-        # prefilter there tells which edges the index already answers (undecided ones are swept:
-        # an implied edge changes no label)
-        dev = _Device(index, be)
-        reach = dev.known_reachable(cs[cand], ct[cand])
-    else:  # the index's own exact answers (its query state is there, or the batch is relabelled)
-        reach = index.query(s[cand], t[cand], backend=be)[0] if cand.size else np.zeros(0, bool)
-    new = cand[~reach]
-    report.already_reachable = int(np.count_nonzero(reach))
-    report.added = int(new.size)
-    report.seconds["check"] = time.perf_counter() - t0
-    if not new.size:  # nothing reaches further: the index answers already
-        arrays = dict(index.arrays)
-        arrays[UPDATES] = done
-        report.components_after = index.C
-        arrays[LOG] = _log(index, report)
-        report.seconds["total"] = time.perf_counter() - t0
-        out = Index(index.meta, arrays)
-        out._lock, out._query_state = index._lock, index._query_state  # same labels: the same query state
-        return out, report
-    t1 = time.perf_counter()
-    key = unique(np, cs[new] * index.C + ct[new])  # distinct component edges, sorted
-    pairs = np.stack([key // index.C, key % index.C], axis=1)
-    if pairs.shape[0] > limit:
-        arrays, over_meta = _relabel(index, pairs, be, progress)
-        report.method = "relabelled"
-    else:
-        dev = dev or _Device(index, be)
-        arrays, over_meta, report.sweep = dev.sweep(pairs, consume=consume)
-        report.method = "swept"
-        report.seconds.update({f"sweep_{k}": v for k, v in report.sweep.pop("seconds").items()})
+    with Steps(progress, total=["checking the edges", "sweeping the labels"], desc="distgrail update") as steps:
+        dev = None
+        with steps.stage("checking the edges"):
+            if cand.size and cand.size <= limit and not (state is not None and state.built):
+                # no query state on this device yet: the index goes up once, for the sweep, and the
+                # prefilter there tells which edges the index already answers (undecided ones are
+                # swept: an implied edge changes no label)
+                dev = _Device(index, be)
+                reach = dev.known_reachable(cs[cand], ct[cand])
+            else:  # the index's own exact answers (its query state is there, or the batch is relabelled)
+                reach = index.query(s[cand], t[cand], backend=be)[0] if cand.size else np.zeros(0, bool)
+        new = cand[~reach]
+        report.already_reachable = int(np.count_nonzero(reach))
+        report.added = int(new.size)
+        report.seconds["check"] = time.perf_counter() - t0
+        if not new.size:  # nothing reaches further: the index answers already
+            arrays = dict(index.arrays)
+            arrays[UPDATES] = done
+            report.components_after = index.C
+            arrays[LOG] = _log(index, report)
+            report.seconds["total"] = time.perf_counter() - t0
+            out = Index(index.meta, arrays)
+            out._lock, out._query_state = index._lock, index._query_state  # same labels: the same query state
+            return out, report
+        t1 = time.perf_counter()
+        key = unique(np, cs[new] * index.C + ct[new])  # distinct component edges, sorted
+        pairs = np.stack([key // index.C, key % index.C], axis=1)
+        if pairs.shape[0] > limit:
+            steps.skip("sweeping the labels")  # (the relabelling shows its own steps)
+            arrays, over_meta = _relabel(index, pairs, be, progress)
+            report.method = "relabelled"
+        else:
+            with steps.stage("sweeping the labels"):
+                dev = dev or _Device(index, be)
+                arrays, over_meta, report.sweep = dev.sweep(pairs, consume=consume)
+            report.method = "swept"
+            report.seconds.update({f"sweep_{k}": v for k, v in report.sweep.pop("seconds").items()})
     report.seconds[report.method] = time.perf_counter() - t1
     arrays[UPDATES] = done
     meta = {k: v for k, v in m.items() if k not in ("path", "layout", "parts")}  # (of the file it came from)

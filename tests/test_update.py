@@ -260,3 +260,15 @@ def test_info_shows_what_the_updates_cost(tmp_path, capsys):
     distgrail.index.Index(three.meta, arrays).save(path)
     with pytest.raises(IndexFormatError, match=r"updates/log.*method code"):
         distgrail.open_index(path)
+
+
+def test_progress_names_the_update_steps(monkeypatch, capsys):
+    """``progress=True`` (``distgrail update`` without --quiet): one line per step on stderr
+    when it is not a terminal (here with no delay)."""
+    from distgrail.progress import Steps
+
+    monkeypatch.setattr(Steps, "DELAY", 0.0)
+    idx = _build(np.arange(9), np.arange(1, 10), 12)
+    insert_edges(idx, [9, 10], [0, 11], backend="cpu", progress=True, rebuild_above=10)
+    err = capsys.readouterr().err
+    assert "distgrail update: step 1/2 checking the edges" in err and "step 2/2 sweeping the labels" in err
