@@ -6,6 +6,8 @@ passes); it answers as the relabelled index does; and the sweep's steps do what 
 
 from __future__ import annotations
 
+import types
+
 import numpy as np
 import pytest
 
@@ -228,3 +230,69 @@ def test_the_log_records_the_filters_decided_share_before_and_after():
 
     assert new.arrays[LOG][0, 7:].tolist() == [ppm(idx), ppm(new)] == list(rep.sweep["decided_ppm"])
     assert ppm(idx) > ppm(new) > 0  # wider labels decide fewer pairs
+
+
+class _FakeCupy:
+    """NumPy under another name, with what the push launcher asks of CuPy: the launcher's GPU
+    branch runs on the CPU, its kernels replaced by fakes doing what kernels/insertion.cu does."""
+
+    class cuda:
+        class Device:
+            id = 0
+
+        @staticmethod
+        def get_current_stream():
+            return types.SimpleNamespace(synchronize=lambda: None)
+
+    def __getattr__(self, name):
+        return getattr(np, name)
+
+
+def test_the_push_launcher_plans_its_grid_and_computes_as_the_numpy_sweep(monkeypatch):
+    """Every push the GPU branch launches: 256 threads a block, at most 2^16 blocks, int64 targets,
+    int64 values (uint64 for the masks) on a contiguous row; with the fake kernels doing the
+    kernels' arithmetic, the whole sweep gives the NumPy sweep's arrays."""
+    import distgrail.gpu.kernels as kernels
+    from distgrail.io.generate import generate
+    from distgrail.stages import insertion
+
+    launches = []
+    ops = {"dg_push_max": np.maximum, "dg_push_min": np.minimum, "dg_push_or": np.bitwise_or}
+
+    def get_function(name):
+        def launch(grid, block, args):
+            a, to, val, n = args
+            launches.append((name, grid, block, a.dtype, to.dtype, val.dtype, int(n)))
+            assert a.flags.c_contiguous and to.size == val.size == int(n)
+            ops[name].at(a, to, val)
+        return launch
+
+    monkeypatch.setattr(kernels, "load_module", lambda name, dev: types.SimpleNamespace(get_function=get_function))
+    g = generate("scale-free", 2000, 3, seed=4)
+    idx = distgrail.build_index((g.src, g.dst), num_vertices=g.n, dims=2, supports="auto", backend="cpu")
+    rng = np.random.default_rng(8)
+    ea, eb = rng.integers(0, g.n, 400), rng.integers(0, g.n, 400)
+    comp = idx.arrays["vertex/component"].astype(np.int64)
+    key = np.unique(comp[ea] * idx.C + comp[eb])
+    key = key[key // idx.C != key % idx.C]
+    pa, pb = key // idx.C, key % idx.C
+
+    def arrays():
+        a = idx.arrays
+        iv = a["labels/intervals"]
+        return {"comp": a["vertex/component"], "indptr": a["dag/indptr"].astype(np.int64), "indices": a["dag/indices"],
+                "level": a["dag/level"].astype(np.int64), "post0": a["labels/dt_post0"],
+                "size": a["forest/subtree_size"], "parent": a["forest/parent"], "lo": iv[:, :, 0].astype(np.int64),
+                "hi": iv[:, :, 1].astype(np.int64), "out": a["supports/out"].T.copy(), "inn": a["supports/in"].T.copy(),
+                "ids": a["supports/ids"]}
+
+    want, info_np = insertion.sweep_insertions(np, arrays(), pa, pb)
+    got, info_gpu = insertion.sweep_insertions(_FakeCupy(), arrays(), pa, pb)
+    assert launches and {name for name, *_ in launches} == {"dg_push_max", "dg_push_min", "dg_push_or"}
+    for name, grid, block, a, to, val, n in launches:
+        assert block == (insertion.PUSH_THREADS,) and grid == (min(insertion.PUSH_BLOCKS, -(-n // 256)),)
+        assert to == np.int64 and a == val == (np.uint64 if name == "dg_push_or" else np.int64)
+    for k, v in want.items():
+        assert np.array_equal(got[k], v) and got[k].dtype == v.dtype, k
+    info_np.pop("seconds"), info_gpu.pop("seconds")
+    assert info_np == info_gpu
