@@ -22,6 +22,7 @@ import time
 import numpy as np
 
 from ..arrays import copy_parallel
+from ..gpu.dma import touch_pages
 from ..errors import DistGrailError
 from ..gpu.backend import get_backend
 from ..query.stats import QueryStats
@@ -133,6 +134,12 @@ def _answer_shared(comm, groups, be, pairs, k, span, what, answer, root, everywh
     lo, hi = span
     S, T = groups.array((k,), np.int64), groups.array((k,), np.int64)
     A = groups.array((k,), np.uint8)
+
+    def touch():  # each rank faults in the fresh pages of its own shard, all ranks at once
+        for a in (S, T, A):
+            touch_pages(a[lo:hi].view(np.uint8))
+
+    run_shared(comm, "preparing node-shared memory", touch)  # (done on every rank before root copies)
 
     def put():
         copy_parallel(S, pairs[0])
