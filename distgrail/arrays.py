@@ -17,7 +17,7 @@ import threading
 
 import numpy as np
 
-__all__ = ["to_host", "array_module", "csr_positions", "sorted_distinct", "unique", "scatter_max", "scatter_min",
+__all__ = ["to_host", "array_module", "csr_positions", "spans", "sorted_distinct", "unique", "scatter_max", "scatter_min",
            "scatter_at", "copy_parallel", "max_parallel", "HOST_PIECE_BYTES"]
 
 #: a piece of a parallel host copy or reduction: smaller arrays stay on the calling thread
@@ -106,20 +106,26 @@ def csr_positions(xp, ptr, rows, which: bool = False):
     """Positions in a CSR (offsets ``ptr``) of the entries of ``rows``, row by row (int64); with
     ``which``, also the index in ``rows`` of each entry's row (what ``repeat(arange(rows.size),
     degrees)`` gives, without CuPy's ``repeat``, which takes its counts through the host)."""
-    start, deg = ptr[rows], ptr[rows + 1] - ptr[rows]
-    cs = xp.cumsum(deg)
+    start = ptr[rows]
+    pos, r = spans(xp, start, ptr[rows + 1] - start)
+    return (pos, r) if which else pos
+
+
+def spans(xp, start, count):
+    """Positions ``start[i] .. start[i] + count[i] - 1`` for every i, in order (int64), and the i
+    of each: on NumPy by ``repeat`` (O(total)), on CuPy by a search of the running counts (no
+    counts through the host)."""
+    cs = xp.cumsum(count)
     total = int(cs[-1]) if cs.size else 0
     if total == 0:
         none = xp.zeros(0, dtype=xp.int64)
-        return (none, none) if which else none
+        return none, none
     e = xp.arange(total, dtype=xp.int64)
-    if xp is np:  # (NumPy's repeat is O(total); the search below is O(total log rows))
-        r = np.repeat(np.arange(rows.size, dtype=np.int64), deg)
-        pos = np.repeat(start - (cs - deg), deg) + e
-    else:
-        r = xp.searchsorted(cs, e, side="right")
-        pos = start[r] + e - (cs[r] - deg[r])
-    return (pos, r) if which else pos
+    if xp is np:
+        r = np.repeat(np.arange(start.size, dtype=np.int64), count)
+        return np.repeat(start - (cs - count), count) + e, r
+    r = xp.searchsorted(cs, e, side="right")
+    return start[r] + e - (cs[r] - count[r]), r
 
 
 def sorted_distinct(xp, a):

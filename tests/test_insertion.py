@@ -296,3 +296,12 @@ def test_the_push_launcher_plans_its_grid_and_computes_as_the_numpy_sweep(monkey
         assert np.array_equal(got[k], v) and got[k].dtype == v.dtype, k
     info_np.pop("seconds"), info_gpu.pop("seconds")
     assert info_np == info_gpu
+
+
+def test_the_sweep_names_the_arrays_it_lacks():
+    from distgrail.errors import DistGrailError
+    from distgrail.stages.insertion import sweep_insertions
+
+    with pytest.raises(DistGrailError, match="the arrays lack indices, level"):
+        sweep_insertions(np, {"comp": np.zeros(1, np.int64), "indptr": np.zeros(2, np.int64)},
+                         np.zeros(0, np.int64), np.zeros(0, np.int64))

@@ -41,7 +41,7 @@ import time
 
 import numpy as np
 
-from ..arrays import csr_positions, scatter_at, to_host, unique
+from ..arrays import csr_positions, scatter_at, spans, to_host, unique
 from ..errors import DistGrailError
 
 __all__ = ["sweep_insertions", "reverse_csr", "SWEEP_FIELDS"]
@@ -50,27 +50,11 @@ __all__ = ["sweep_insertions", "reverse_csr", "SWEEP_FIELDS"]
 SWEEP_FIELDS = ("comp", "indptr", "indices", "level", "post0", "size", "parent", "lo", "hi", "out", "inn", "ids")
 
 
-def _spans(xp, start, count):
-    """Positions ``start[i] .. start[i] + count[i] - 1`` for every i, in order (int64), and the i
-    of each (what :func:`~distgrail.arrays.csr_positions` does for CSR rows)."""
-    cs = xp.cumsum(count)
-    total = int(cs[-1]) if cs.size else 0
-    if total == 0:
-        none = xp.zeros(0, dtype=xp.int64)
-        return none, none
-    e = xp.arange(total, dtype=xp.int64)
-    if xp is np:
-        w = np.repeat(np.arange(start.size, dtype=np.int64), count)
-        return np.repeat(start - (cs - count), count) + e, w
-    w = xp.searchsorted(cs, e, side="right")
-    return start[w] + e - (cs[w] - count[w]), w
-
-
 def _by_key(xp, keys, nodes):
     """For ``keys`` sorted: (positions in ``keys`` of the values equal to one of ``nodes``, the
     index in ``nodes`` of each)."""
     lo = xp.searchsorted(keys, nodes, side="left")
-    return _spans(xp, lo, xp.searchsorted(keys, nodes, side="right") - lo)
+    return spans(xp, lo, xp.searchsorted(keys, nodes, side="right") - lo)
 
 
 def reverse_csr(xp, ip, ix):
@@ -285,6 +269,9 @@ def sweep_insertions(xp, a: dict, ea, eb, rev=None):
     ``info``: merged groups, components dropped, rounds and rows of each sweep, renumbered,
     seconds per step.
     """
+    missing = [f for f in SWEEP_FIELDS if f not in a]
+    if missing:
+        raise DistGrailError(f"sweep_insertions: the arrays lack {', '.join(missing)} (SWEEP_FIELDS names them)")
     clock = _Clock(xp)
     C = int(a["level"].size)
     rev = reverse_csr(xp, a["indptr"], a["indices"]) if rev is None else rev
