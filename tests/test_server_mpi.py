@@ -15,6 +15,27 @@ import distgrail
 from distgrail.gpu.backend import get_backend
 
 
+def _drive(d, client) -> list:
+    """Run ``client()`` (an HTTP handler's thread: it calls the dispatcher) beside ``d.run()`` on
+    this (main) thread, the only one that calls MPI; ``d.stop()`` once the client is done.
+    Returns what the client raised, as text."""
+    errors = []
+
+    def run():
+        try:
+            client()
+        except Exception as e:  # noqa: BLE001 - returned to the test
+            errors.append(repr(e))
+        finally:
+            d.stop()
+
+    th = threading.Thread(target=run)
+    th.start()
+    d.run()
+    th.join(60)
+    return errors
+
+
 @pytest.mark.mpi(min_size=2)
 def test_dispatcher_shards_batches_and_a_failure_on_one_rank_is_that_batch_error_only(monkeypatch):
     from mpi4py import MPI
@@ -45,24 +66,16 @@ def test_dispatcher_shards_batches_and_a_failure_on_one_rank_is_that_batch_error
     rng = np.random.default_rng(7)
     batches = [(rng.integers(0, idx.n, k), rng.integers(0, idx.n, k)) for k in (1000, 777, 2, 5000)]
     d = Dispatcher(comm, idx, be)
-    got, errors = [], []
+    got = []
 
     def clients():  # HTTP handlers' threads: one batch at a time here, to know which one fails
-        try:
-            for s, t in batches:
-                try:
-                    got.append(d.answer(s, t, timeout=60))
-                except RankError as e:
-                    got.append(e)
-        except Exception as e:  # noqa: BLE001 - reported below
-            errors.append(repr(e))
-        finally:
-            d.stop()
+        for s, t in batches:
+            try:
+                got.append(d.answer(s, t, timeout=60))
+            except RankError as e:
+                got.append(e)
 
-    th = threading.Thread(target=clients)
-    th.start()
-    d.run()  # this (main) thread is the only one that calls MPI
-    th.join(60)
+    errors = _drive(d, clients)
     every = comm.allgather(None)
     assert not errors and len(got) == 4, errors
     for (s, t), out in zip([batches[0], batches[2], batches[3]], [got[0], got[2], got[3]]):
@@ -118,28 +131,20 @@ def test_an_update_moves_every_rank_and_a_failed_one_moves_none():
         qs, qt = rng.integers(0, g.n, 3000), rng.integers(0, g.n, 3000)
         after = bfs_reachable(*csr_of(EdgeGraph(g.n, np.r_[g.src, a], np.r_[g.dst, b])), qs, qt)
         d = Dispatcher(comm, idx, be)
-        out, errors = {}, []
+        out = {}
 
         def client():
+            new, rep = d.update(a, b)
+            out["given"] = rep.given
+            out["one"] = d.answer(qs, qt, timeout=60)[0]
             try:
-                new, rep = d.update(a, b)
-                out["given"] = rep.given
-                out["one"] = d.answer(qs, qt, timeout=60)[0]
-                try:
-                    d.update(a[:3], b[:3])
-                except RankError as e:
-                    out["error"] = str(e)
-                out["two"] = d.answer(qs, qt, timeout=60)[0]
-                out["version"] = d.index is new
-            except Exception as e:  # noqa: BLE001 - reported below
-                errors.append(repr(e))
-            finally:
-                d.stop()
+                d.update(a[:3], b[:3])
+            except RankError as e:
+                out["error"] = str(e)
+            out["two"] = d.answer(qs, qt, timeout=60)[0]
+            out["version"] = d.index is new
 
-        th = threading.Thread(target=client)
-        th.start()
-        d.run()
-        th.join()
+        errors = _drive(d, client)
         comm.Free()
         assert not errors, errors
         assert out["given"] == 40 and np.array_equal(out["one"], after) and np.array_equal(out["two"], after)
