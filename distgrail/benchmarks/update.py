@@ -15,12 +15,15 @@ changed nothing,
 the components before and after, the throughput of ``--pairs`` random queries on the base and on
 the updated index (and their ratio), the share of them the filters left to the search on each
 (what the updates cost the filters), and ``--check`` random pairs compared with the rebuilt
-index's answers (``wrong`` must be 0).
+index's answers (``wrong`` must be 0). On a GPU the last column is the bytes in live arrays of
+CuPy's pool before the update (the base index's query state) and at the update's peak. Each row
+is printed when it is done.
 """
 
 from __future__ import annotations
 
 import argparse
+import gc
 import json
 import sys
 import time
@@ -51,6 +54,7 @@ def new_edges(n: int, k: int, kind: str, rng):
 
 def run(args) -> list:
     import distgrail
+    from distgrail.gpu.memory import PoolPeak
     from distgrail.update import insert_edges
 
     g = load_graph(args.graph)
@@ -64,12 +68,21 @@ def run(args) -> list:
     t = time.perf_counter()
     st0 = base.query(qs, qt, backend=args.backend)[1]
     q0 = time.perf_counter() - t
+    print(f"graph {args.graph}: n={g.n:,} m={g.m:,}; base index {build0:.3f} s, C={base.C:,}; "
+          f"{args.pairs:,} random pairs {q0 * 1e3:.1f} ms; backend {args.backend}")
+    print(f"{'adds':>9} {'kind':<7}{'update s':>10} {'method':<11}{'relabel s':>10}{'rebuild s':>11}{'x':>7}"
+          f"{'unchanged':>11}{'C after':>12}"
+          f"{'query base/upd ms':>20}{'q ratio':>9}{'searched % base/upd':>21}{'wrong':>7}{'GPU GB before/peak':>20}",
+          flush=True)
     rows = []
     for k in args.adds:
         s, d = new_edges(g.n, k, args.kind, rng)
-        t = time.perf_counter()
-        upd, rep = insert_edges(base, s, d, backend=args.backend, rebuild_above=args.rebuild_above)
-        tu = time.perf_counter() - t
+        before = _pool_used() if args.backend != "cpu" else None
+        with PoolPeak(before is not None) as peak:
+            t = time.perf_counter()
+            upd, rep = insert_edges(base, s, d, backend=args.backend, rebuild_above=args.rebuild_above)
+            tu = time.perf_counter() - t
+        gpu = peak.report()
         t = time.perf_counter()
         relabelled, _ = insert_edges(base, s, d, backend=args.backend, rebuild_above=0)
         tr = time.perf_counter() - t
@@ -88,20 +101,33 @@ def run(args) -> list:
                      "sweep": rep.sweep, "rebuild_s": tb, "unchanged": rep.given - rep.added,
                      "C_before": rep.components_before, "C_after": rep.components_after, "query_base_s": q0,
                      "query_updated_s": q1, "searched_base": st0.searched / max(st0.queries, 1),
-                     "searched_updated": st1.searched / max(st1.queries, 1), "checked": int(cs.size), "wrong": wrong})
-    print(f"graph {args.graph}: n={g.n:,} m={g.m:,}; base index {build0:.3f} s, C={base.C:,}; "
-          f"{args.pairs:,} random pairs {q0 * 1e3:.1f} ms; backend {args.backend}")
-    print(f"{'adds':>9} {'kind':<7}{'update s':>10} {'method':<11}{'relabel s':>10}{'rebuild s':>11}{'x':>7}"
-          f"{'unchanged':>11}{'C after':>12}"
-          f"{'query base/upd ms':>20}{'q ratio':>9}{'searched % base/upd':>21}{'wrong':>7}")
-    for r in rows:
-        print(f"{r['adds']:>9,} {r['kind']:<7}{r['update_s']:>10.3f} {r['method']:<11}{r['relabel_s']:>10.3f}"
-              f"{r['rebuild_s']:>11.3f}"
-              f"{r['rebuild_s'] / r['update_s']:>7.2f}{r['unchanged']:>11,}{r['C_after']:>12,}"
-              f"{r['query_base_s'] * 1e3:>10.1f}/{r['query_updated_s'] * 1e3:<9.1f}"
-              f"{r['query_base_s'] / r['query_updated_s']:>9.2f}"
-              f"{100 * r['searched_base']:>11.3f}/{100 * r['searched_updated']:<9.3f}{r['wrong']:>7}")
+                     "searched_updated": st1.searched / max(st1.queries, 1), "checked": int(cs.size), "wrong": wrong,
+                     "gpu_used_before": before, "gpu_used_peak": gpu and gpu["used"]})
+        print(_row_line(rows[-1]), flush=True)  # each row as it is done: a long curve shows its first points
+        del upd, full, st1
+        gc.collect()  # the updated and rebuilt indexes' device state leave before the next update
     return rows
+
+
+def _row_line(r: dict) -> str:
+    gpu = (f"{r['gpu_used_before'] / 1e9:>10.2f}/{r['gpu_used_peak'] / 1e9:<9.2f}" if r["gpu_used_peak"] is not None
+           else f"{'-':>20}")
+    return (f"{r['adds']:>9,} {r['kind']:<7}{r['update_s']:>10.3f} {r['method']:<11}{r['relabel_s']:>10.3f}"
+            f"{r['rebuild_s']:>11.3f}{r['rebuild_s'] / r['update_s']:>7.2f}{r['unchanged']:>11,}{r['C_after']:>12,}"
+            f"{r['query_base_s'] * 1e3:>10.1f}/{r['query_updated_s'] * 1e3:<9.1f}"
+            f"{r['query_base_s'] / r['query_updated_s']:>9.2f}"
+            f"{100 * r['searched_base']:>11.3f}/{100 * r['searched_updated']:<9.3f}{r['wrong']:>7}" + gpu)
+
+
+def _pool_used():
+    """Bytes in live arrays of CuPy's default pool now; None without a GPU stack."""
+    try:
+        import cupy as cp
+        if not cp.cuda.is_available():
+            return None
+    except ImportError:
+        return None
+    return int(cp.get_default_memory_pool().used_bytes())
 
 
 def main(argv=None) -> int:
