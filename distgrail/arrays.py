@@ -58,19 +58,21 @@ def _run_pieces(fn, pieces) -> list:
     return [f.result() for f in futures]
 
 
-def _pieces(n: int, itemsize: int):
-    """``[(lo, hi), ...]`` covering ``0..n``: one piece per thread, none under HOST_PIECE_BYTES."""
-    k = max(1, min(HOST_THREADS, os.cpu_count() or 1, (n * itemsize) // HOST_PIECE_BYTES))
+def _pieces(n: int, itemsize: int, piece_bytes: int | None = None):
+    """``[(lo, hi), ...]`` covering ``0..n``: one piece per thread, none under ``piece_bytes``
+    (default HOST_PIECE_BYTES)."""
+    k = max(1, min(HOST_THREADS, os.cpu_count() or 1, (n * itemsize) // (piece_bytes or HOST_PIECE_BYTES)))
     cuts = [n * i // k for i in range(k + 1)]
     return list(zip(cuts[:-1], cuts[1:]))
 
 
-def copy_parallel(dst: np.ndarray, src: np.ndarray) -> None:
-    """``dst[...] = src`` for 1-D host arrays of equal length (cast as NumPy casts), in pieces over
-    the shared host threads when the copy is large."""
+def copy_parallel(dst: np.ndarray, src: np.ndarray, piece_bytes: int | None = None) -> None:
+    """``dst[...] = src`` for 1-D host arrays of equal length (cast as NumPy casts; ``src`` may be
+    strided), in pieces of at least ``piece_bytes`` (default HOST_PIECE_BYTES) over the shared
+    host threads when the copy is large."""
     if dst.shape != src.shape or dst.ndim != 1:
         raise ValueError(f"copy_parallel: 1-D arrays of one length, got {dst.shape} and {src.shape}")
-    parts = _pieces(int(dst.size), max(dst.itemsize, src.itemsize))
+    parts = _pieces(int(dst.size), max(dst.itemsize, src.itemsize), piece_bytes)
     if len(parts) == 1:
         dst[...] = src
         return

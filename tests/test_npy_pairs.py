@@ -88,3 +88,25 @@ def test_big_endian_files(tmp_path, dtype):
     assert q.sources.tolist() == [1, 3, 0] and q.targets.tolist() == [2, 4, 9]
     with pytest.raises(GraphFormatError, match=r"p\.npy\[2, 1\].*got 9"):
         read_query_pairs(tmp_path / "p.npy", n=9)
+
+
+@pytest.mark.parametrize("dtype", ["<i8", "<u8", "<i4", ">i8"])
+def test_rows_of_a_shard_equal_the_stored_ones(tmp_path, dtype):
+    """``read_npy_rows`` (each MPI rank's shard): native 64-bit columns come back as views of the
+    mapped file (no copy), other widths and byte orders as int64 copies; the values equal the
+    stored rows either way, and a bad id in the shard is named by its row in the whole file."""
+    from distgrail.io.pairs import read_npy_rows
+
+    rng = np.random.default_rng(3)
+    pairs = rng.integers(0, 1000, (5000, 2)).astype(dtype)
+    np.save(tmp_path / "p.npy", pairs)
+    s, t = read_npy_rows(tmp_path / "p.npy", 1000, 1200, 3400)
+    assert s.dtype == np.int64 and t.dtype == np.int64
+    np.testing.assert_array_equal(s, pairs[1200:3400, 0].astype(np.int64))
+    np.testing.assert_array_equal(t, pairs[1200:3400, 1].astype(np.int64))
+    native64 = dtype in ("<i8", "<u8")
+    assert (s.base is not None and not s.flags.c_contiguous) == native64  # a strided view of the rows
+    pairs[3000, 1] = 1000
+    np.save(tmp_path / "bad.npy", pairs)
+    with pytest.raises(GraphFormatError, match=r"bad.npy\[3000, 1\]: vertex id out of range 0..999, got 1000"):
+        read_npy_rows(tmp_path / "bad.npy", 1000, 1200, 3400)

@@ -129,6 +129,31 @@ def test_streaming_keeps_input_order(monkeypatch, data_dir):
     np.testing.assert_array_equal(rev, whole[::-1])
 
 
+@pytest.mark.parametrize("piece,slots", [(1000, 2), (2500, 4), (1 << 20, 4)])
+def test_staging_ring_strided_and_pinned(monkeypatch, data_dir, piece, slots):
+    """Columns of a (k, 2) array (strided) through a ring of small slots, pieces not dividing the
+    chunk; pinned contiguous pairs uploaded in place, pinned strided ones staged: the answers of
+    every way equal the whole batch's."""
+    import cupyx
+
+    s, t = load_pairs("kegg_dag_uniq")
+    idx = distgrail.build_index(graph_path("kegg_dag_uniq"), dims=3, backend="cpu")
+    whole, st_whole = idx.query(s, t, backend="gpu")
+    monkeypatch.setattr(gpu_query, "CHUNK_PAIRS", 7001)
+    monkeypatch.setattr(gpu_query, "STAGE_PAIRS", piece)
+    monkeypatch.setattr(gpu_query, "STAGE_SLOTS", slots)
+    pairs = np.stack([s, t], axis=1)
+    a, st = idx.query(pairs[:, 0], pairs[:, 1], backend="gpu")
+    np.testing.assert_array_equal(a, whole)
+    assert st.steps == st_whole.steps
+    pinned = cupyx.empty_pinned(pairs.shape, np.int64)
+    pinned[...] = pairs
+    np.testing.assert_array_equal(idx.query(pinned[:, 0], pinned[:, 1], backend="gpu")[0], whole)
+    ps, pt = cupyx.empty_pinned(s.size, np.int64), cupyx.empty_pinned(t.size, np.int64)
+    ps[...], pt[...] = s, t
+    np.testing.assert_array_equal(idx.query(ps, pt, backend="gpu")[0], whole)
+
+
 def test_queue_overflow_grid_search(monkeypatch, data_dir):
     monkeypatch.setattr(gpu_query, "QUEUE_CAP", 3)  # most searches overflow into the grid-wide search
     for name in ("kegg_dag_uniq", "nasa_dag_uniq"):

@@ -139,18 +139,23 @@ def npy_pairs_array(path) -> np.ndarray:
 def read_npy_rows(path, n: int, lo: int, hi: int) -> tuple[np.ndarray, np.ndarray]:
     """``(sources, targets)`` of rows ``lo..hi-1`` of a (k, 2) ``.npy`` pairs file, ids checked
     against ``n`` (a bad one named by its row in the whole file): what each MPI rank of
-    ``query`` reads for its own shard, so that no rank reads or sends another's pairs."""
-    return _npy_ids(path, npy_pairs_array(path)[lo:hi], n, lo)
+    ``query`` reads for its own shard, so that no rank reads or sends another's pairs. Ids
+    stored as native 64-bit integers come back as the two (strided) columns of the mapped rows,
+    not copied: the GPU query stages them into its pinned slots itself, one host pass fewer."""
+    return _npy_ids(path, npy_pairs_array(path)[lo:hi], n, lo, copy=False)
 
 
-def _npy_ids(path, arr, n, first: int = 0) -> tuple[np.ndarray, np.ndarray]:
+def _npy_ids(path, arr, n, first: int = 0, copy: bool = True) -> tuple[np.ndarray, np.ndarray]:
     """The two id columns of the mapped rows ``arr`` (row ``first`` of the file onwards), checked
-    and copied out by the host threads."""
+    and copied out by the host threads; with ``copy=False``, native 64-bit columns are returned
+    as views of ``arr`` (uint64 ones, checked below 2^63, viewed as int64)."""
     # without n, only unsigned ids past 2^63 - 1 are refused (they would wrap); signed ones pass
     limit = (2**63 - 1) if n is None else int(n) - 1  # the largest id allowed
     checked = n is not None or (arr.dtype.kind == "u" and arr.dtype.itemsize == 8)
     if checked and arr.shape[0] and any(int(max_parallel(_as_unsigned(arr[:, c]))) > limit for c in (0, 1)):
         _first_bad_id(path, np.asarray(arr[:, :2]), n, first)  # raises, naming the first bad id in row order
+    if not copy and arr.dtype.itemsize == 8 and arr.dtype.isnative and checked:
+        return arr[:, 0].view(np.int64), arr[:, 1].view(np.int64)
     ids = []
     for c in (0, 1):
         col = np.empty(arr.shape[0], np.int64)

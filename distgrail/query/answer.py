@@ -24,10 +24,11 @@ the same); with none handed on the round count equals the forward search's, with
   frontiers of all such queries at once, bidirectionally (forward from u, backward from v over a
   reverse CSR built on the GPU), one round per launch pair, the frontiers of
   :func:`distgrail.query.bidir.bidirectional_search_numpy`.
-* Batches stream through the GPU in chunks of ``CHUNK_PAIRS`` pairs (pinned double buffers on
-  the host, filled by several threads, the next chunk's while the GPU answers this one; pairs
-  already in page-locked memory are uploaded in place), so GPU memory stays bounded whatever the
-  batch size; answers keep input order.
+* Batches stream through the GPU in chunks of ``CHUNK_PAIRS`` pairs, so GPU memory stays bounded
+  whatever the batch size; answers keep input order. Host pairs go up through a small ring of
+  pinned slots (:class:`_Stager`) that several threads fill from any strides (the columns of a
+  mapped (k, 2) file need no copy of their own), the next chunk's while the GPU answers this one;
+  pairs already in contiguous page-locked memory are uploaded in place.
 * Concurrent batches: :class:`Labels` is read-only; each GPU batch borrows a
   :class:`QueryScratch` of its own from a :class:`ScratchPool` (the index keeps one per device)
   and runs on ``be.device`` in the calling thread's current stream.
@@ -61,6 +62,11 @@ CHUNK_PAIRS = 1 << 23
 #: batches of at most this many pairs are copied from their own (pageable) memory; larger ones
 #: are staged in pinned slots by the host threads (:func:`_stream_chunks`)
 DIRECT_PAIRS = 1 << 20
+#: pairs per pinned staging slot of a larger batch, and the slots in the ring (:class:`_Stager`)
+STAGE_PAIRS = 1 << 20
+STAGE_SLOTS = 4
+#: the least bytes one host thread copies into a staging slot
+STAGE_COPY_BYTES = 1 << 20
 #: queue entries per warp of the one-warp search; longer searches go to the grid-wide search
 QUEUE_CAP = 1 << 14
 #: upper bound on the one-warp search's scratch (visited bitmaps + queues), bytes
@@ -316,8 +322,10 @@ def answer_batch_cuda(be, L: Labels, sources, targets, stats: QueryStats | None 
 
     t0 = time.perf_counter()
     budget = (search or SearchOptions()).visit_budget
-    sources = np.ascontiguousarray(sources, dtype=np.int64)
-    targets = np.ascontiguousarray(targets, dtype=np.int64)
+    sources = np.asarray(sources).astype(np.int64, copy=False)  # strided columns stay views (staged)
+    targets = np.asarray(targets).astype(np.int64, copy=False)
+    if sources.shape != targets.shape or sources.ndim != 1:
+        raise BackendError(f"answer_batch_cuda: sources and targets of one length, got {sources.shape} and {targets.shape}")
     nq = int(sources.size)
     out = np.empty(nq, dtype=bool)
     counts = np.zeros(MAX_ROUNDS + 1, dtype=np.uint64)
@@ -332,6 +340,7 @@ def answer_batch_cuda(be, L: Labels, sources, targets, stats: QueryStats | None 
             scratch.counters.data.memset_async(0, scratch.counters.nbytes, stream)
             chunk = max(1, int(CHUNK_PAIRS))
             if nq <= min(chunk, DIRECT_PAIRS):  # small: the driver stages the copies itself
+                sources, targets = np.ascontiguousarray(sources), np.ascontiguousarray(targets)
                 scratch.buffers(nq)
                 ds, dt, answers = scratch.ds[:nq], scratch.dt[:nq], scratch.answers[:nq]
                 _h2d(ds, sources, stream)
@@ -378,66 +387,48 @@ def _page_locked(a: np.ndarray) -> bool:
 
 
 def _stream_chunks(scratch, sources, targets, out, chunk, stream, budget) -> int:
-    """Chunks through the GPU in one stream. Pairs in pageable memory are staged into two pinned
-    slots by the host threads (:func:`~distgrail.arrays.copy_parallel`), the next chunk's while
-    the GPU uploads and answers this one; page-locked pairs are uploaded in place. Answers land
-    in the slot's pinned buffer and are copied out once that chunk's event fired. Returns the
-    number of queries handed to the grid-wide search."""
-    import cupy as cp
+    """Chunks through the GPU in one stream. Pairs in pageable (or strided) memory go up through
+    a :class:`_Stager`'s small pinned slots, the next chunk's first pieces staged while the GPU
+    answers this one; contiguous page-locked pairs are uploaded in place. Answers land in one of
+    two pinned answer slots and are copied out once that chunk's event fired. Returns the number
+    of queries handed to the grid-wide search."""
     import cupyx
 
     nq = sources.size
     scratch.buffers(chunk)
-    direct = _page_locked(sources) and _page_locked(targets)
-    slots = [(None if direct else cupyx.empty_pinned(chunk, np.int64),
-              None if direct else cupyx.empty_pinned(chunk, np.int64),
-              cupyx.empty_pinned(chunk, np.uint8)) for _ in range(2)]
-    uploaded = [None, None]  # event after a slot's inputs were uploaded: then they may be refilled
+    direct = all(a.flags.c_contiguous and _page_locked(a) for a in (sources, targets))
+    stager = None if direct else _Stager(sources, targets, chunk, stream)
+    answer_slots = [cupyx.empty_pinned(chunk, np.uint8) for _ in range(2)]
     pending = [None, None]  # (event, a, b) of the chunk whose answers land in that slot
-    starts = list(range(0, nq, chunk))
-
-    def event():
-        ev = cp.cuda.Event(block=False, disable_timing=True)
-        ev.record(stream)
-        return ev
-
-    def stage(i):
-        """Chunk ``i``'s pairs into slot ``i & 1`` (nothing to do when uploaded in place)."""
-        if direct or i >= len(starts):
-            return
-        k, a = i & 1, starts[i]
-        b = min(nq, a + chunk)
-        if uploaded[k] is not None:
-            uploaded[k].synchronize()
-        copy_parallel(slots[k][0][:b - a], sources[a:b])
-        copy_parallel(slots[k][1][:b - a], targets[a:b])
 
     def drain(k):
         ev, a, b = pending[k]
         ev.synchronize()
-        copy_parallel(out[a:b], slots[k][2][:b - a].view(bool))
+        copy_parallel(out[a:b], answer_slots[k][:b - a].view(bool))
         pending[k] = None
 
     def one_chunk(i, a) -> int:
         b = min(nq, a + chunk)
         k, m = i & 1, b - a
         ds, dt, answers = scratch.ds[:m], scratch.dt[:m], scratch.answers[:m]
-        _h2d(ds, sources[a:b] if direct else slots[k][0][:m], stream)
-        _h2d(dt, targets[a:b] if direct else slots[k][1][:m], stream)
-        uploaded[k] = event()
+        if direct:
+            _h2d(ds, sources[a:b], stream)
+            _h2d(dt, targets[a:b], stream)
+        else:
+            stager.upload(a, b, ds, dt)
         scratch.queue_steps(ds, dt, answers, m, stream, budget)
-        stage(i + 1)  # the next chunk staged while the GPU works on this one
+        if stager is not None:
+            stager.ahead()  # the next chunk's first pieces staged while the GPU works on this one
         got = scratch.finish_steps(answers, stream, budget)
         if pending[k] is not None:  # the answers of chunk i - 2 leave this slot first
             drain(k)
-        _d2h(slots[k][2][:m], answers, stream)
-        pending[k] = (event(), a, b)
+        _d2h(answer_slots[k][:m], answers, stream)
+        pending[k] = (_event(stream), a, b)
         return got
 
     handed = 0
     try:
-        stage(0)
-        for i, a in enumerate(starts):
+        for i, a in enumerate(range(0, nq, chunk)):
             handed += one_chunk(i, a)
         for k in (0, 1):
             if pending[k] is not None:
@@ -445,3 +436,75 @@ def _stream_chunks(scratch, sources, targets, out, chunk, stream, budget) -> int
     finally:  # on a failure too: no copy still runs from or into a pinned slot given back
         stream.synchronize()
     return handed
+
+
+def _event(stream):
+    """An event recorded now in ``stream`` (no timing, polled or waited on by the host)."""
+    import cupy as cp
+
+    ev = cp.cuda.Event(block=False, disable_timing=True)
+    ev.record(stream)
+    return ev
+
+
+class _Stager:
+    """Host pairs on their way to the GPU through a ring of :data:`STAGE_SLOTS` small pinned
+    slots of :data:`STAGE_PAIRS` pairs: the host threads fill one slot (in pieces of
+    :data:`STAGE_COPY_BYTES`, from any strides) while the copy engine uploads another. Small slots
+    because page-locking host memory is the dearest part of a one-off batch: the ring's size does
+    not grow with the chunk. A piece never spans two chunks (chunks start at multiples of
+    ``chunk``); pieces are staged and uploaded in order. ``pinned``, ``h2d`` and ``event`` are
+    CuPy's unless given (a test's host stand-ins)."""
+
+    def __init__(self, sources, targets, chunk: int, stream, pinned=None, h2d=None, event=None):
+        if pinned is None:
+            import cupyx
+
+            pinned = cupyx.empty_pinned
+        self.h2d, self.event = h2d or _h2d, event or _event
+        self.s, self.t, self.nq, self.chunk, self.stream = sources, targets, int(sources.size), int(chunk), stream
+        self.piece = max(1, min(int(STAGE_PAIRS), self.chunk))
+        self.slots = [(pinned(self.piece, np.int64), pinned(self.piece, np.int64))
+                      for _ in range(max(2, int(STAGE_SLOTS)))]
+        self.uploaded = [None] * len(self.slots)  # event after a slot's last upload: then it may be refilled
+        self.staged = []  # (slot, lo, hi) filled and not yet uploaded, in order
+        self.next = 0  # the first pair not yet staged
+        self.slot = 0  # the slot the next piece goes into
+
+    def _stage(self, wait: bool) -> bool:
+        """Fill the next slot with the next piece; False when all is staged, or when the slot's
+        upload is still running and ``wait`` is false."""
+        j, ev = self.slot, self.uploaded[self.slot]
+        if self.next >= self.nq or (ev is not None and not wait and not ev.done):
+            return False
+        if ev is not None:
+            ev.synchronize()
+        lo = self.next
+        hi = min(self.nq, lo + self.piece, (lo // self.chunk + 1) * self.chunk)
+        copy_parallel(self.slots[j][0][:hi - lo], self.s[lo:hi], STAGE_COPY_BYTES)
+        copy_parallel(self.slots[j][1][:hi - lo], self.t[lo:hi], STAGE_COPY_BYTES)
+        self.staged.append((j, lo, hi))
+        self.next, self.slot = hi, (j + 1) % len(self.slots)
+        return True
+
+    def ahead(self) -> None:
+        """Stage what fits in the slots already free, without waiting."""
+        while len(self.staged) < len(self.slots) and self._stage(wait=False):
+            pass
+
+    def upload(self, a: int, b: int, ds, dt) -> None:
+        """Pairs ``a..b-1`` (one chunk) into the device buffers ``ds``/``dt``, piece by piece,
+        the next piece staged while this one is copied up."""
+        done = a
+        while done < b:
+            if not self.staged:
+                self._stage(wait=True)
+            j, lo, hi = self.staged.pop(0)
+            if lo != done or hi > b:  # pragma: no cover - pieces follow the chunks by construction
+                raise AssertionError(f"_Stager: piece {lo}..{hi} does not continue chunk {a}..{b} at {done}")
+            self.h2d(ds[lo - a:hi - a], self.slots[j][0][:hi - lo], self.stream)
+            self.h2d(dt[lo - a:hi - a], self.slots[j][1][:hi - lo], self.stream)
+            self.uploaded[j] = self.event(self.stream)
+            done = hi
+            if done < b and len(self.staged) < len(self.slots) - 1:
+                self._stage(wait=True)  # the next piece on the host while this one goes up

@@ -1,0 +1,78 @@
+"""The GPU query's staging ring (:class:`distgrail.query.answer._Stager`) with host stand-ins for
+CuPy's pinned memory, copies and events: every chunk reaches its device buffer whole and in
+order, from strided columns too, no piece spans two chunks, and no slot is refilled before its
+last upload finished. The same ring on a GPU: tests/test_query_gpu.py."""
+
+import numpy as np
+import pytest
+
+from distgrail.query import answer
+
+
+class FakeEvent:
+    """An upload that finishes when waited for, or on every other poll."""
+
+    polls = 0
+
+    def __init__(self):
+        self.finished = False
+
+    @property
+    def done(self):
+        FakeEvent.polls += 1
+        self.finished = self.finished or FakeEvent.polls % 2 == 0
+        return self.finished
+
+    def synchronize(self):
+        self.finished = True
+
+
+@pytest.mark.parametrize("nq,chunk,piece,slots", [(10_000, 3001, 1000, 2), (10_000, 3001, 700, 4), (5, 5, 2, 3),
+                                                  (4096, 1024, 256, 4), (1000, 1000, 5000, 2)])
+def test_stager_uploads_every_chunk_in_order(monkeypatch, nq, chunk, piece, slots):
+    monkeypatch.setattr(answer, "STAGE_PAIRS", piece)
+    monkeypatch.setattr(answer, "STAGE_SLOTS", slots)
+    rng = np.random.default_rng(nq + chunk)
+    pairs = rng.integers(0, 1 << 40, (nq, 2))  # the columns of a (k, 2) file: strided views
+    sources, targets = pairs[:, 0], pairs[:, 1]
+    uploads = []
+    stager = None
+
+    def h2d(dev, host, stream):
+        uploads.append(host.size)
+        dev[...] = host
+
+    real_copy = answer.copy_parallel
+
+    def copy_checked(dst, src, piece_bytes=None):
+        j = next(j for j, pair in enumerate(stager.slots) if any(np.shares_memory(dst, x) for x in pair))
+        ev = stager.uploaded[j]
+        assert ev is None or ev.finished, f"slot {j} refilled while its upload runs"
+        real_copy(dst, src, piece_bytes)
+
+    monkeypatch.setattr(answer, "copy_parallel", copy_checked)
+    stager = answer._Stager(sources, targets, chunk, stream=None, pinned=np.empty, h2d=h2d,
+                            event=lambda stream: FakeEvent())
+    assert len(stager.slots) == slots and stager.piece == min(piece, chunk)
+    for a in range(0, nq, chunk):
+        b = min(nq, a + chunk)
+        ds, dt = np.full(b - a, -1), np.full(b - a, -1)
+        stager.upload(a, b, ds, dt)
+        np.testing.assert_array_equal(ds, sources[a:b])
+        np.testing.assert_array_equal(dt, targets[a:b])
+        assert all(lo >= b for _, lo, _ in stager.staged)  # what is staged ahead belongs to later chunks
+        stager.ahead()
+        assert len(stager.staged) <= slots
+    assert stager.next == nq and not stager.staged
+    assert sum(uploads) == 2 * nq and max(uploads) <= min(piece, chunk)
+
+
+def test_stager_pieces_follow_the_chunks(monkeypatch):
+    monkeypatch.setattr(answer, "STAGE_PAIRS", 400)
+    s = np.arange(1000)
+    stager = answer._Stager(s, s, 300, None, pinned=np.empty, h2d=lambda d, h, st: None,
+                            event=lambda st: FakeEvent())
+    cuts = []
+    while stager._stage(wait=True):
+        cuts.append(stager.staged.pop(0)[1:])
+    assert cuts == [(0, 300), (300, 600), (600, 900), (900, 1000)]
