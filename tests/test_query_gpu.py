@@ -131,9 +131,10 @@ def test_streaming_keeps_input_order(monkeypatch, data_dir):
 
 @pytest.mark.parametrize("piece,slots", [(1000, 2), (2500, 4), (1 << 20, 4)])
 def test_staging_ring_strided_and_pinned(monkeypatch, data_dir, piece, slots):
-    """Columns of a (k, 2) array (strided) through a ring of small slots, pieces not dividing the
-    chunk; pinned contiguous pairs uploaded in place, pinned strided ones staged: the answers of
-    every way equal the whole batch's."""
+    """Columns of a (k, 2) array (copied up as rows, split on the GPU) and two arrays of their
+    own (copied column by column) through a ring of small slots, pieces not dividing the chunk;
+    pinned contiguous pairs uploaded in place, pinned rows staged: the answers of every way equal
+    the whole batch's."""
     import cupyx
 
     s, t = load_pairs("kegg_dag_uniq")
@@ -146,6 +147,7 @@ def test_staging_ring_strided_and_pinned(monkeypatch, data_dir, piece, slots):
     a, st = idx.query(pairs[:, 0], pairs[:, 1], backend="gpu")
     np.testing.assert_array_equal(a, whole)
     assert st.steps == st_whole.steps
+    np.testing.assert_array_equal(idx.query(s.copy(), t[::-1].copy()[::-1], backend="gpu")[0], whole)
     pinned = cupyx.empty_pinned(pairs.shape, np.int64)
     pinned[...] = pairs
     np.testing.assert_array_equal(idx.query(pinned[:, 0], pinned[:, 1], backend="gpu")[0], whole)

@@ -1,6 +1,7 @@
 """The GPU query's staging ring (:class:`distgrail.query.answer._Stager`) with host stand-ins for
 CuPy's pinned memory, copies and events: every chunk reaches its device buffer whole and in
-order, from strided columns too, no piece spans two chunks, and no slot is refilled before its
+order, from the two columns of one (k, 2) array (copied up as rows) and from two arrays of their
+own, no piece spans two chunks, and no slot is refilled before its
 last upload finished. The same ring on a GPU: tests/test_query_gpu.py."""
 
 import numpy as np
@@ -27,14 +28,21 @@ class FakeEvent:
         self.finished = True
 
 
+def host_split(ds, dt, rows, stream):
+    ds[...], dt[...] = rows[:, 0], rows[:, 1]
+
+
+@pytest.mark.parametrize("layout", ["rows", "columns"])
 @pytest.mark.parametrize("nq,chunk,piece,slots", [(10_000, 3001, 1000, 2), (10_000, 3001, 700, 4), (5, 5, 2, 3),
                                                   (4096, 1024, 256, 4), (1000, 1000, 5000, 2)])
-def test_stager_uploads_every_chunk_in_order(monkeypatch, nq, chunk, piece, slots):
+def test_stager_uploads_every_chunk_in_order(monkeypatch, nq, chunk, piece, slots, layout):
     monkeypatch.setattr(answer, "STAGE_PAIRS", piece)
     monkeypatch.setattr(answer, "STAGE_SLOTS", slots)
     rng = np.random.default_rng(nq + chunk)
     pairs = rng.integers(0, 1 << 40, (nq, 2))  # the columns of a (k, 2) file: strided views
     sources, targets = pairs[:, 0], pairs[:, 1]
+    if layout == "columns":  # two arrays of their own (one strided, one reversed): staged column by column
+        sources, targets = np.ascontiguousarray(pairs[:, 0]), pairs[::-1, 1][::-1]
     uploads = []
     stager = None
 
@@ -45,15 +53,17 @@ def test_stager_uploads_every_chunk_in_order(monkeypatch, nq, chunk, piece, slot
     real_copy = answer.copy_parallel
 
     def copy_checked(dst, src, piece_bytes=None):
-        j = next(j for j, pair in enumerate(stager.slots) if any(np.shares_memory(dst, x) for x in pair))
+        j = next(j for j, pair in enumerate(stager.slots) if any(x is not None and np.shares_memory(dst, x)
+                                                                  for x in pair))
         ev = stager.uploaded[j]
         assert ev is None or ev.finished, f"slot {j} refilled while its upload runs"
         real_copy(dst, src, piece_bytes)
 
     monkeypatch.setattr(answer, "copy_parallel", copy_checked)
     stager = answer._Stager(sources, targets, chunk, stream=None, pinned=np.empty, h2d=h2d,
-                            event=lambda stream: FakeEvent())
+                            event=lambda stream: FakeEvent(), device=np.empty, split=host_split)
     assert len(stager.slots) == slots and stager.piece == min(piece, chunk)
+    assert (stager.rows is not None) == (layout == "rows")
     for a in range(0, nq, chunk):
         b = min(nq, a + chunk)
         ds, dt = np.full(b - a, -1), np.full(b - a, -1)
@@ -64,15 +74,27 @@ def test_stager_uploads_every_chunk_in_order(monkeypatch, nq, chunk, piece, slot
         stager.ahead()
         assert len(stager.staged) <= slots
     assert stager.next == nq and not stager.staged
-    assert sum(uploads) == 2 * nq and max(uploads) <= min(piece, chunk)
+    assert sum(uploads) == 2 * nq and max(uploads) <= 2 * min(piece, chunk)
 
 
 def test_stager_pieces_follow_the_chunks(monkeypatch):
     monkeypatch.setattr(answer, "STAGE_PAIRS", 400)
     s = np.arange(1000)
     stager = answer._Stager(s, s, 300, None, pinned=np.empty, h2d=lambda d, h, st: None,
-                            event=lambda st: FakeEvent())
+                            event=lambda st: FakeEvent(), device=np.empty, split=host_split)
     cuts = []
     while stager._stage(wait=True):
         cuts.append(stager.staged.pop(0)[1:])
     assert cuts == [(0, 300), (300, 600), (600, 900), (900, 1000)]
+
+
+def test_interleaved_only_for_the_two_columns_of_one_array():
+    pairs = np.arange(20, dtype=np.int64).reshape(10, 2)
+    rows = answer._interleaved(pairs[:, 0], pairs[:, 1])
+    assert rows is not None and np.array_equal(rows, pairs) and not rows.flags.writeable
+    assert answer._interleaved(pairs[:, 1], pairs[:, 0]) is None  # swapped: not rows of (s, t)
+    assert answer._interleaved(pairs[:, 0].copy(), pairs[:, 1].copy()) is None
+    assert answer._interleaved(pairs[:5, 0], pairs[:5, 1]) is not None
+    assert answer._interleaved(pairs[:, 0].astype(np.int32), pairs[:, 1].astype(np.int32)) is None
+    three = np.arange(30, dtype=np.int64).reshape(10, 3)
+    assert answer._interleaved(three[:, 0], three[:, 1]) is None  # rows of 3: strides 24

@@ -447,25 +447,50 @@ def _event(stream):
     return ev
 
 
+def _interleaved(sources, targets):
+    """The (k, 2) int64 rows whose two columns ``sources`` and ``targets`` are (views of one
+    C-ordered array, as a mapped (k, 2) ``.npy`` gives), or None."""
+    if (sources.dtype == targets.dtype == np.int64 and sources.size == targets.size and sources.size
+            and sources.strides == targets.strides == (16,) and targets.ctypes.data == sources.ctypes.data + 8):
+        return np.lib.stride_tricks.as_strided(sources, shape=(sources.size, 2), strides=(16, 8), writeable=False)
+    return None
+
+
+def _split_columns(ds, dt, rows, stream):
+    """The two columns of the device ``rows`` into ``ds`` and ``dt``, queued in ``stream``."""
+    with stream:
+        ds[...] = rows[:, 0]
+        dt[...] = rows[:, 1]
+
+
 class _Stager:
     """Host pairs on their way to the GPU through a ring of :data:`STAGE_SLOTS` small pinned
     slots of :data:`STAGE_PAIRS` pairs: the host threads fill one slot (in pieces of
-    :data:`STAGE_COPY_BYTES`, from any strides) while the copy engine uploads another. Small slots
+    :data:`STAGE_COPY_BYTES`, from any strides) while the copy engine uploads another; the two
+    columns of one (k, 2) array go up as its rows, one contiguous copy, and are split on the
+    GPU. Small slots
     because page-locking host memory is the dearest part of a one-off batch: the ring's size does
     not grow with the chunk. A piece never spans two chunks (chunks start at multiples of
-    ``chunk``); pieces are staged and uploaded in order. ``pinned``, ``h2d`` and ``event`` are
-    CuPy's unless given (a test's host stand-ins)."""
+    ``chunk``); pieces are staged and uploaded in order. ``pinned``, ``h2d``, ``event``,
+    ``device`` and ``split`` are CuPy's unless given (a test's host stand-ins)."""
 
-    def __init__(self, sources, targets, chunk: int, stream, pinned=None, h2d=None, event=None):
+    def __init__(self, sources, targets, chunk: int, stream, pinned=None, h2d=None, event=None, device=None,
+                 split=None):
         if pinned is None:
+            import cupy as cp
             import cupyx
 
-            pinned = cupyx.empty_pinned
-        self.h2d, self.event = h2d or _h2d, event or _event
+            pinned, device = cupyx.empty_pinned, cp.empty
+        self.h2d, self.event, self.split = h2d or _h2d, event or _event, split or _split_columns
         self.s, self.t, self.nq, self.chunk, self.stream = sources, targets, int(sources.size), int(chunk), stream
         self.piece = max(1, min(int(STAGE_PAIRS), self.chunk))
-        self.slots = [(pinned(self.piece, np.int64), pinned(self.piece, np.int64))
-                      for _ in range(max(2, int(STAGE_SLOTS)))]
+        self.rows = _interleaved(sources, targets)  # the columns of one (k, 2) array: copied up as rows
+        if self.rows is not None:
+            self.slots = [(pinned((self.piece, 2), np.int64), None) for _ in range(max(2, int(STAGE_SLOTS)))]
+            self.device_rows = device((self.piece, 2), np.int64)  # split into the two columns on the GPU
+        else:
+            self.slots = [(pinned(self.piece, np.int64), pinned(self.piece, np.int64))
+                          for _ in range(max(2, int(STAGE_SLOTS)))]
         self.uploaded = [None] * len(self.slots)  # event after a slot's last upload: then it may be refilled
         self.staged = []  # (slot, lo, hi) filled and not yet uploaded, in order
         self.next = 0  # the first pair not yet staged
@@ -481,8 +506,11 @@ class _Stager:
             ev.synchronize()
         lo = self.next
         hi = min(self.nq, lo + self.piece, (lo // self.chunk + 1) * self.chunk)
-        copy_parallel(self.slots[j][0][:hi - lo], self.s[lo:hi], STAGE_COPY_BYTES)
-        copy_parallel(self.slots[j][1][:hi - lo], self.t[lo:hi], STAGE_COPY_BYTES)
+        if self.rows is not None:  # one contiguous copy of the rows
+            copy_parallel(self.slots[j][0][:hi - lo].reshape(-1), self.rows[lo:hi].reshape(-1), STAGE_COPY_BYTES)
+        else:
+            copy_parallel(self.slots[j][0][:hi - lo], self.s[lo:hi], STAGE_COPY_BYTES)
+            copy_parallel(self.slots[j][1][:hi - lo], self.t[lo:hi], STAGE_COPY_BYTES)
         self.staged.append((j, lo, hi))
         self.next, self.slot = hi, (j + 1) % len(self.slots)
         return True
@@ -502,9 +530,15 @@ class _Stager:
             j, lo, hi = self.staged.pop(0)
             if lo != done or hi > b:  # pragma: no cover - pieces follow the chunks by construction
                 raise AssertionError(f"_Stager: piece {lo}..{hi} does not continue chunk {a}..{b} at {done}")
-            self.h2d(ds[lo - a:hi - a], self.slots[j][0][:hi - lo], self.stream)
-            self.h2d(dt[lo - a:hi - a], self.slots[j][1][:hi - lo], self.stream)
-            self.uploaded[j] = self.event(self.stream)
+            if self.rows is not None:
+                rows = self.device_rows[:hi - lo]
+                self.h2d(rows, self.slots[j][0][:hi - lo], self.stream)
+                self.uploaded[j] = self.event(self.stream)
+                self.split(ds[lo - a:hi - a], dt[lo - a:hi - a], rows, self.stream)
+            else:
+                self.h2d(ds[lo - a:hi - a], self.slots[j][0][:hi - lo], self.stream)
+                self.h2d(dt[lo - a:hi - a], self.slots[j][1][:hi - lo], self.stream)
+                self.uploaded[j] = self.event(self.stream)
             done = hi
             if done < b and len(self.staged) < len(self.slots) - 1:
                 self._stage(wait=True)  # the next piece on the host while this one goes up
