@@ -18,7 +18,7 @@ import threading
 import numpy as np
 
 __all__ = ["to_host", "array_module", "csr_positions", "spans", "sorted_distinct", "unique", "scatter_max", "scatter_min",
-           "scatter_at", "copy_parallel", "max_parallel", "HOST_PIECE_BYTES"]
+           "scatter_at", "copy_parallel", "copy_many_parallel", "max_parallel", "HOST_PIECE_BYTES"]
 
 #: a piece of a parallel host copy or reduction: smaller arrays stay on the calling thread
 HOST_PIECE_BYTES = 8 << 20
@@ -70,13 +70,23 @@ def copy_parallel(dst: np.ndarray, src: np.ndarray, piece_bytes: int | None = No
     """``dst[...] = src`` for 1-D host arrays of equal length (cast as NumPy casts; ``src`` may be
     strided), in pieces of at least ``piece_bytes`` (default HOST_PIECE_BYTES) over the shared
     host threads when the copy is large."""
-    if dst.shape != src.shape or dst.ndim != 1:
-        raise ValueError(f"copy_parallel: 1-D arrays of one length, got {dst.shape} and {src.shape}")
-    parts = _pieces(int(dst.size), max(dst.itemsize, src.itemsize), piece_bytes)
-    if len(parts) == 1:
-        dst[...] = src
-        return
-    _run_pieces(np.copyto, [(dst[a:b], src[a:b], "unsafe") for a, b in parts])
+    copy_many_parallel([(dst, src)], piece_bytes)
+
+
+def copy_many_parallel(copies, piece_bytes: int | None = None) -> None:
+    """:func:`copy_parallel` of several ``(dst, src)`` pairs at once: the pieces of all of them
+    go to the host threads together (two columns of a few pieces each keep every thread busy,
+    where one copy after the other would leave half of them idle)."""
+    tasks = []
+    for dst, src in copies:
+        if dst.shape != src.shape or dst.ndim != 1:
+            raise ValueError(f"copy_parallel: 1-D arrays of one length, got {dst.shape} and {src.shape}")
+        tasks += [(dst[a:b], src[a:b], "unsafe")
+                  for a, b in _pieces(int(dst.size), max(dst.itemsize, src.itemsize), piece_bytes)]
+    if len(tasks) == 1:
+        np.copyto(*tasks[0])
+    elif tasks:
+        _run_pieces(np.copyto, tasks)
 
 
 def max_parallel(a: np.ndarray):

@@ -90,6 +90,23 @@ def test_copy_parallel_matches_numpy(monkeypatch, n):
         assert arrays.max_parallel(src) == src.max()
 
 
+def test_copy_many_parallel_sends_every_piece_at_once(monkeypatch):
+    """Two strided columns of a few pieces each: one submission to the host threads, every value
+    copied; a zero-length copy beside them is fine."""
+    from distgrail import arrays
+
+    calls = []
+    real = arrays._run_pieces
+    monkeypatch.setattr(arrays, "_run_pieces", lambda fn, pieces: calls.append(len(pieces)) or real(fn, pieces))
+    monkeypatch.setattr(arrays, "HOST_THREADS", 8)
+    monkeypatch.setattr(arrays.os, "cpu_count", lambda: 8)
+    pairs = np.random.default_rng(1).integers(0, 1 << 50, (1 << 16, 2))
+    a, b = np.zeros(1 << 16, np.int64), np.zeros(1 << 16, np.int64)
+    arrays.copy_many_parallel([(a, pairs[:, 0]), (b, pairs[:, 1]), (a[:0], pairs[:0, 0])], piece_bytes=1 << 17)
+    assert np.array_equal(a, pairs[:, 0]) and np.array_equal(b, pairs[:, 1])
+    assert calls == [4 + 4 + 1]  # 512 KiB per column in pieces of 128 KiB, and the empty copy
+
+
 def test_copy_parallel_refuses_other_shapes():
     from distgrail.arrays import copy_parallel
 

@@ -50,16 +50,25 @@ def test_stager_uploads_every_chunk_in_order(monkeypatch, nq, chunk, piece, slot
         uploads.append(host.size)
         dev[...] = host
 
-    real_copy = answer.copy_parallel
+    real_copy, real_many = answer.copy_parallel, answer.copy_many_parallel
 
-    def copy_checked(dst, src, piece_bytes=None):
+    def slot_free(dst):
         j = next(j for j, pair in enumerate(stager.slots) if any(x is not None and np.shares_memory(dst, x)
                                                                   for x in pair))
         ev = stager.uploaded[j]
         assert ev is None or ev.finished, f"slot {j} refilled while its upload runs"
+
+    def copy_checked(dst, src, piece_bytes=None):
+        slot_free(dst)
         real_copy(dst, src, piece_bytes)
 
+    def many_checked(copies, piece_bytes=None):
+        for dst, _ in copies:
+            slot_free(dst)
+        real_many(copies, piece_bytes)
+
     monkeypatch.setattr(answer, "copy_parallel", copy_checked)
+    monkeypatch.setattr(answer, "copy_many_parallel", many_checked)
     stager = answer._Stager(sources, targets, chunk, stream=None, pinned=np.empty, h2d=h2d,
                             event=lambda stream: FakeEvent(), device=np.empty, split=host_split)
     assert len(stager.slots) == slots and stager.piece == min(piece, chunk)

@@ -44,7 +44,7 @@ import warnings
 
 import numpy as np
 
-from ..arrays import copy_parallel
+from ..arrays import copy_many_parallel, copy_parallel
 from ..errors import BackendError
 from ..gpu.kernels import load_module
 from ..gpu.memory import launcher
@@ -63,10 +63,10 @@ CHUNK_PAIRS = 1 << 23
 #: are staged in pinned slots by the host threads (:func:`_stream_chunks`)
 DIRECT_PAIRS = 1 << 20
 #: pairs per pinned staging slot of a larger batch, and the slots in the ring (:class:`_Stager`)
-STAGE_PAIRS = 1 << 20
-STAGE_SLOTS = 4
+STAGE_PAIRS = 1 << 21
+STAGE_SLOTS = 2
 #: the least bytes one host thread copies into a staging slot
-STAGE_COPY_BYTES = 1 << 20
+STAGE_COPY_BYTES = 4 << 20
 #: queue entries per warp of the one-warp search; longer searches go to the grid-wide search
 QUEUE_CAP = 1 << 14
 #: upper bound on the one-warp search's scratch (visited bitmaps + queues), bytes
@@ -509,8 +509,8 @@ class _Stager:
         if self.rows is not None:  # one contiguous copy of the rows
             copy_parallel(self.slots[j][0][:hi - lo].reshape(-1), self.rows[lo:hi].reshape(-1), STAGE_COPY_BYTES)
         else:
-            copy_parallel(self.slots[j][0][:hi - lo], self.s[lo:hi], STAGE_COPY_BYTES)
-            copy_parallel(self.slots[j][1][:hi - lo], self.t[lo:hi], STAGE_COPY_BYTES)
+            copy_many_parallel([(self.slots[j][0][:hi - lo], self.s[lo:hi]),
+                                (self.slots[j][1][:hi - lo], self.t[lo:hi])], STAGE_COPY_BYTES)
         self.staged.append((j, lo, hi))
         self.next, self.slot = hi, (j + 1) % len(self.slots)
         return True
