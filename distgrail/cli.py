@@ -170,7 +170,7 @@ def cmd_query(args):
         idx = distgrail.open_index(args.index)
         prepared = _prepare_beside(idx, args.backend)  # the index to the device while the pairs are read
         try:
-            q = read_pairs_for(pairs, idx)
+            q = read_pairs_for(pairs, idx, mapped=True)  # a .npy's columns go up from the mapped file
         finally:
             spent = prepared()
         answers, stats = idx.query(q.sources, q.targets, backend=args.backend)

@@ -110,3 +110,21 @@ def test_rows_of_a_shard_equal_the_stored_ones(tmp_path, dtype):
     np.save(tmp_path / "bad.npy", pairs)
     with pytest.raises(GraphFormatError, match=r"bad.npy\[3000, 1\]: vertex id out of range 0..999, got 1000"):
         read_npy_rows(tmp_path / "bad.npy", 1000, 1200, 3400)
+
+
+def test_mapped_pairs_are_the_files_columns(tmp_path):
+    """``mapped=True`` (one-process ``query``): int64 ids checked against n stay read-only views
+    of the mapped file; without n (nothing checked) or for other widths they are copied; the
+    expected answers of a (k, 3) file come out the same either way; a bad id is still refused."""
+    rng = np.random.default_rng(4)
+    a = np.c_[rng.integers(0, 50, (300, 2)), rng.integers(0, 2, 300)].astype(np.int64)
+    np.save(tmp_path / "p.npy", a)
+    q = read_query_pairs(tmp_path / "p.npy", n=50, mapped=True)
+    assert not q.sources.flags.writeable and not q.sources.flags.c_contiguous
+    assert np.array_equal(q.sources, a[:, 0]) and np.array_equal(q.targets, a[:, 1])
+    assert np.array_equal(q.expected, a[:, 2].astype(bool))
+    assert read_query_pairs(tmp_path / "p.npy", mapped=True).sources.flags.c_contiguous  # no n: copied
+    np.save(tmp_path / "p32.npy", a.astype(np.int32))
+    assert read_query_pairs(tmp_path / "p32.npy", n=50, mapped=True).sources.flags.c_contiguous
+    with pytest.raises(GraphFormatError, match=r"p.npy\[\d+, \d\]: vertex id out of range 0..9, got"):
+        read_query_pairs(tmp_path / "p.npy", n=10, mapped=True)

@@ -69,12 +69,15 @@ def is_npy(path) -> bool:
     return os.fspath(path).endswith(".npy")
 
 
-def read_query_pairs(path, labels: str | None = None, n: int | None = None, known=None) -> QueryPairs:
+def read_query_pairs(path, labels: str | None = None, n: int | None = None, known=None,
+                     mapped: bool = False) -> QueryPairs:
     """:func:`read_pairs`, with the expected answers of a file of three columns ``u v answer``
-    (answer 0 or 1; every pair line then has three columns) and the line of each such pair."""
+    (answer 0 or 1; every pair line then has three columns) and the line of each such pair.
+    ``mapped``: the id columns of a ``.npy`` of native 64-bit ids, checked against ``n``, are the
+    mapped file's own (read-only views, no copy; :func:`read_npy_rows`)."""
     path = _pairs_file(path)
     if is_npy(path):
-        return _npy_pairs(path, None if labels else n)
+        return _npy_pairs(path, None if labels else n, copy=not (mapped and n is not None))
     data = None
     if path.endswith(".gz"):
         import gzip
@@ -97,20 +100,21 @@ def read_query_pairs(path, labels: str | None = None, n: int | None = None, know
     return QueryPairs(path, u.astype(np.int64), v.astype(np.int64))
 
 
-def read_pairs_for(path, index) -> QueryPairs:
+def read_pairs_for(path, index, mapped: bool = False) -> QueryPairs:
     """:func:`read_query_pairs` for ``index``: its labels, or ids checked against its vertex count,
     so that a pair it cannot answer is refused with the file and line (the command line's way)."""
     labels = index.node_labels
     if labels is None:
-        return read_query_pairs(path, None, n=index.n)
+        return read_query_pairs(path, None, n=index.n, mapped=mapped)
     return read_query_pairs(path, labels.kind, known=labels)
 
 
-def _npy_pairs(path, n) -> QueryPairs:
+def _npy_pairs(path, n, copy: bool = True) -> QueryPairs:
     """An integer ``.npy`` of shape (k, 2), or (k, 3) with the expected answers. The file is mapped,
     not loaded: each id column is checked by one threaded maximum (as unsigned, a negative id is
     huge) and copied out by the host threads (:mod:`distgrail.arrays`); only a file that fails
-    the check is searched for its first bad id, in row order, for the message."""
+    the check is searched for its first bad id, in row order, for the message. ``copy=False``:
+    native 64-bit id columns stay views of the mapped file (:func:`_npy_ids`)."""
     arr = npy_pairs_array(path)
     expected = None
     if arr.shape[1] == 3:
@@ -118,7 +122,7 @@ def _npy_pairs(path, n) -> QueryPairs:
         if bad.size:
             raise GraphFormatError(f"expected answer 0 or 1, got {int(arr[bad[0], 2])}", path=f"{path}[{bad[0]}, 2]")
         expected = np.asarray(arr[:, 2]).astype(bool)
-    s, t = _npy_ids(path, arr, n)
+    s, t = _npy_ids(path, arr, n, copy=copy)
     return QueryPairs(path, s, t, expected)
 
 
