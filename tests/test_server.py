@@ -470,6 +470,11 @@ def test_under_mpiexec_batches_above_and_below_the_threshold_answer_as_index_que
     indptr, indices = csr_of(distgrail.read_graph(graph_path("kegg_dag_uniq")))  # plain BFS on the input graph
     assert np.array_equal(answers[-3000:], bfs_reachable(indptr, indices, s[-3000:], t[-3000:]))
     assert c.health()["sharded_batches"] - before == 2
+    rng = np.random.default_rng(5)  # past SHARED_MIN_PAIRS: through the node-shared arrays kept by the server
+    for k in (150_000, 70_000, 150_000):
+        bs, bt = rng.integers(0, idx.n, k), rng.integers(0, idx.n, k)
+        answers, stats = c.query(bs, bt)
+        assert np.array_equal(answers, idx.query(bs, bt, backend="cpu")[0]) and stats.ranks == 2, k
 
 
 @needs_mpiexec

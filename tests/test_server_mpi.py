@@ -152,3 +152,77 @@ def test_an_update_moves_every_rank_and_a_failed_one_moves_none():
         assert out["version"]
     finally:
         update.insert_edges = real
+
+
+@pytest.mark.mpi(min_size=2)
+def test_batches_through_node_shared_arrays_kept_from_batch_to_batch(monkeypatch):
+    """With a :class:`SharedBatches` (``serve`` on one node) batches of SHARED_MIN_PAIRS pairs or
+    more go through node-shared arrays made once and grown only for a larger batch (in steps of
+    GROW_PAIRS), smaller ones by Scatterv; answers equal Index.query, the stats part the steps;
+    a rank failing its shard of a windowed batch is that batch's RankError and the next batch is
+    right; with DISTGRAIL_SHM=0 nothing is shared."""
+    from mpi4py import MPI
+
+    import distgrail.mpi.query as mq
+    from distgrail.mpi.errors import RankError
+    from distgrail.mpi.query import SharedBatches
+    from distgrail.mpi.serve import Dispatcher, follow
+
+    monkeypatch.setattr(mq, "SHARED_MIN_PAIRS", 500)
+    monkeypatch.setattr(mq, "GROW_PAIRS", 1000)
+    comm = MPI.COMM_WORLD.Clone()
+    me, size = comm.Get_rank(), comm.Get_size()
+    idx = distgrail.build_index(distgrail.bundled_graph(), dims=3, backend="cpu")
+    be = get_backend("cpu")
+    shared = SharedBatches(comm)
+    assert shared.groups is not None  # every rank on this one machine
+    caps = []
+    query_local = idx._query_local
+    calls = {"n": 0}
+
+    def watched(s, t, be_, search=None):  # the capacity each batch saw; the last rank fails batch 4 once
+        caps.append(shared.cap)
+        calls["n"] += 1
+        if me == size - 1 and calls["n"] == 4:
+            raise MemoryError("out of device memory (planted)")
+        return query_local(s, t, be_, search)
+
+    monkeypatch.setattr(idx, "_query_local", watched)
+    sizes = (600, 2500, 700, 2100, 3000, 100, 999)
+    if me != 0:
+        follow(comm, idx, be, shared=shared)
+    else:
+        rng = np.random.default_rng(11)
+        batches = [(rng.integers(0, idx.n, k), rng.integers(0, idx.n, k)) for k in sizes]
+        d = Dispatcher(comm, idx, be, shared)
+        got = []
+
+        def clients():
+            for s, t in batches:
+                try:
+                    got.append(d.answer(s, t, timeout=60))
+                except RankError as e:
+                    got.append(e)
+
+        errors = _drive(d, clients)
+    seen = comm.allgather(caps)[me]  # (every collective before any assert: a failing rank would leave the rest waiting)
+    windows = len(shared.groups._windows)
+    shared.close()
+    monkeypatch.setenv("DISTGRAIL_SHM", "0")
+    off = SharedBatches(comm)
+    comm.Free()
+    if me == 0:
+        assert not errors, errors
+        for i, ((s, t), out) in enumerate(zip(batches, got)):
+            if i == 3:
+                assert isinstance(out, RankError) and "out of device memory (planted)" in str(out)
+                continue
+            answers, stats = out
+            assert np.array_equal(answers, idx.query(s, t, backend="cpu")[0]) and stats.queries == s.size, i
+            if s.size >= 500:
+                assert set(stats.mpi_seconds) == {"prepare", "scatter", "answer", "gather"}, i
+    # 600 -> one step; 2500 -> three; 700, 2100 reuse; 3000 -> three still; 100 by Scatterv; 999 reuse
+    assert seen == [1000, 3000, 3000, 3000, 3000, 3000, 3000], seen
+    assert windows == 3  # one set of arrays, the old ones freed
+    assert shared.groups is None and shared.arrays(5000) is None
+    assert off.groups is None and off.arrays(5000) is None

@@ -129,10 +129,15 @@ class NodeGroups:
                         self.leaders.Recv(piece, source=leader, tag=tag)
         self.node.Barrier()
 
-    def free(self) -> None:
-        """Collective: free the shared arrays (views of them must not be used afterwards)."""
+    def free_arrays(self) -> None:
+        """Collective: free the shared arrays made so far, keep the groups (views of the arrays
+        must not be used afterwards)."""
         while self._windows:
             self._windows.pop().Free()
+
+    def free(self) -> None:
+        """Collective: free the shared arrays (views of them must not be used afterwards)."""
+        self.free_arrays()
         if self.leaders is not None:
             self.leaders.Free()
             self.leaders = None

@@ -21,7 +21,7 @@ import time
 
 import numpy as np
 
-from ..arrays import copy_parallel
+from ..arrays import copy_many_parallel, copy_parallel
 from ..gpu.dma import touch_pages
 from ..errors import DistGrailError
 from ..gpu.backend import get_backend
@@ -31,7 +31,8 @@ from .collectives import bcast_array, gather_rows, offsets, scatter_rows, split_
 from .errors import own_comm, run_shared
 from .nodeshare import NodeGroups, room_for, shm_enabled
 
-__all__ = ["query_sharded", "same_index_everywhere", "merge_over_ranks", "answer_in_shards", "query_rows_read_by_ranks"]
+__all__ = ["query_sharded", "same_index_everywhere", "merge_over_ranks", "answer_in_shards", "query_rows_read_by_ranks",
+           "SharedBatches", "answer_in_windows"]
 
 
 def same_index_everywhere(comm, index):
@@ -108,14 +109,15 @@ def answer_in_shards(comm, index, be, sources, targets, answer, root: int = 0, p
 SHARED_MIN_PAIRS = 1 << 16
 
 
-def _one_node(comm, k: int, root: int):
+def _one_node(comm, k: int, root: int, room: bool = True):
     """Collective: the ranks' :class:`~distgrail.mpi.nodeshare.NodeGroups` when they all share one
-    node and its shared memory can hold the batch (``17 k`` bytes: two int64 ids and an answer
-    byte per pair; ``DISTGRAIL_SHM`` on), else None."""
+    node and (``room``) its shared memory can hold the batch (``17 k`` bytes: two int64 ids and
+    an answer byte per pair; ``DISTGRAIL_SHM`` on), else None."""
     if k < SHARED_MIN_PAIRS:
         return None
     # root decides for every rank (a setting read on each rank could differ, and the ranks part)
-    if not comm.bcast(shm_enabled() and room_for(17 * k) if comm.Get_rank() == root else None, root=root):
+    if not comm.bcast(shm_enabled() and (not room or room_for(17 * k)) if comm.Get_rank() == root else None,
+                      root=root):
         return None
     groups = NodeGroups(comm)
     if comm.allreduce(groups.node.Get_size()) == comm.Get_size() ** 2:  # one group holds every rank
@@ -125,25 +127,33 @@ def _one_node(comm, k: int, root: int):
 
 
 def _answer_shared(comm, groups, be, pairs, k, span, what, answer, root, everywhere, t0, spent):
-    """:func:`answer_in_shards` on one node: root copies its pairs into node-shared arrays (host
-    threads), each rank answers its shard straight from them and writes its answers beside them,
-    and root (every rank with ``everywhere``) copies the answers out. No pair or answer goes
-    through an MPI message: rank 0's Scatterv and Gatherv of a large batch took longer than
-    answering it (docs/benchmarks.md, session 22)."""
+    """:func:`answer_in_shards` on one node: node-shared arrays made for this batch, each rank
+    faulting in the fresh pages of its own shard (all ranks at once, before root copies), then
+    :func:`answer_in_windows`."""
+    lo, hi = span
+    windows = groups.array((k,), np.int64), groups.array((k,), np.int64), groups.array((k,), np.uint8)
+    run_shared(comm, "preparing node-shared memory", _touch, [w[lo:hi] for w in windows])
+    return answer_in_windows(comm, windows, be, pairs, k, span, what, answer, root, everywhere, t0, spent)
+
+
+def _touch(parts) -> None:
+    for a in parts:
+        touch_pages(a.view(np.uint8))
+
+
+def answer_in_windows(comm, windows, be, pairs, k, span, what, answer, root, everywhere, t0, spent):
+    """Root copies its pairs into the node-shared arrays ``windows`` = (sources, targets, answer
+    bytes) of at least ``k`` pairs (host threads), each rank answers its shard straight from them
+    and writes its answers beside them, and root (every rank with ``everywhere``) copies the
+    answers out. No pair or answer goes through an MPI message: rank 0's Scatterv and Gatherv of
+    a large batch took longer than answering it (docs/benchmarks.md, session 22). Returns
+    ``(answers or None, merged stats)``."""
     here = comm.Get_rank() == root
     lo, hi = span
-    S, T = groups.array((k,), np.int64), groups.array((k,), np.int64)
-    A = groups.array((k,), np.uint8)
-
-    def touch():  # each rank faults in the fresh pages of its own shard, all ranks at once
-        for a in (S, T, A):
-            touch_pages(a[lo:hi].view(np.uint8))
-
-    run_shared(comm, "preparing node-shared memory", touch)  # (done on every rank before root copies)
+    S, T, A = (w[:k] for w in windows)
 
     def put():
-        copy_parallel(S, pairs[0])
-        copy_parallel(T, pairs[1])
+        copy_many_parallel([(S, pairs[0]), (T, pairs[1])])
 
     run_shared(comm, "copying the query pairs to node-shared memory", put if here else None)  # (a barrier too)
     t1 = time.perf_counter()
@@ -159,6 +169,49 @@ def _answer_shared(comm, groups, be, pairs, k, span, what, answer, root, everywh
 
     answers = run_shared(comm, "reading the answers from node-shared memory", take if here or everywhere else None)
     return answers, merge_over_ranks(comm, be, stats, (t0, t1, t2, time.perf_counter()), sum(spent))
+
+
+#: node-shared batch arrays of :class:`SharedBatches` grow in steps of this many pairs
+GROW_PAIRS = 1 << 20
+
+
+class SharedBatches:
+    """Node-shared pair and answer arrays kept from batch to batch (``serve`` under MPI: a batch
+    then costs no window set-up, no page faults and no MPI message for its pairs or answers).
+    Made (collectively) when every rank is on one node and ``DISTGRAIL_SHM`` is on; grown,
+    collectively and in steps of :data:`GROW_PAIRS`, when a batch is larger than any before, each
+    rank faulting in its equal part of the fresh pages once. :meth:`close` frees them
+    (collective)."""
+
+    def __init__(self, comm, root: int = 0):
+        self.comm, self.root, self.cap, self._windows = comm, root, 0, None
+        self.groups = _one_node(comm, SHARED_MIN_PAIRS, root, room=False)
+
+    def arrays(self, k: int):
+        """Collective (every rank with the same ``k``): ``(sources, targets, answer bytes)`` of
+        at least ``k`` pairs, or None when the batch goes by MPI messages (not one node, a small
+        batch, or no room for it in ``/dev/shm``)."""
+        if self.groups is None or k < SHARED_MIN_PAIRS:
+            return None
+        if k > self.cap:
+            comm, me, size = self.comm, self.comm.Get_rank(), self.comm.Get_size()
+            cap = -(-int(k) // GROW_PAIRS) * GROW_PAIRS
+            if not comm.bcast(room_for(17 * (cap - self.cap)) if me == self.root else None, root=self.root):
+                return None
+            self.groups.free_arrays()
+            self.cap, self._windows = 0, None
+            windows = (self.groups.array((cap,), np.int64), self.groups.array((cap,), np.int64),
+                       self.groups.array((cap,), np.uint8))
+            a, b = cap * me // size, cap * (me + 1) // size
+            run_shared(comm, "preparing node-shared memory", _touch, [w[a:b] for w in windows])
+            self.cap, self._windows = cap, windows
+        return self._windows
+
+    def close(self) -> None:
+        """Collective: the arrays and the node groups freed."""
+        if self.groups is not None:
+            self.groups.free()
+            self.groups, self._windows, self.cap = None, None, 0
 
 
 def query_sharded(index, sources, targets, backend="auto", comm=None, root: int = 0, search=None,

@@ -4,9 +4,10 @@ Every collective runs in the same order on every rank, so one thread per rank ca
 start-up: on rank 0 the :class:`Dispatcher` (the main thread; the HTTP event loop and the
 threads that answer small batches never touch MPI, so MPI's ``THREAD_FUNNELED`` is enough), on
 the other ranks :func:`follow`. Per batch rank 0 broadcasts a header ``[kind, pairs]``; for a
-query the pairs are scattered in contiguous shards, each rank answers its own (the step runs
-through :func:`~distgrail.mpi.errors.run_shared`), and the answers and stats are gathered on
-rank 0. An ``UPDATE`` header (``POST /edges``) broadcasts rank 0's checked edges and every rank
+query the pairs are cut in contiguous shards, each rank answers its own (the step runs through
+:func:`~distgrail.mpi.errors.run_shared`), and the answers and stats are gathered on rank 0:
+through node-shared arrays kept from batch to batch when every rank is on one node
+(:class:`~distgrail.mpi.query.SharedBatches`), else by Scatterv and Gatherv. An ``UPDATE`` header (``POST /edges``) broadcasts rank 0's checked edges and every rank
 inserts them into its own copy of the index (:func:`apply_update`, deterministic: every rank gets
 the same arrays); only when every rank has succeeded does every rank move to the new version, between
 two batches. A ``STOP`` header ends every rank's loop.
@@ -35,6 +36,7 @@ from ..errors import DistGrailError
 from ..query.stats import QueryStats
 from .collectives import bcast_array, gather_rows, offsets, scatter_rows, split_counts
 from .errors import RankError, run_shared
+from .query import answer_in_windows
 
 __all__ = ["Dispatcher", "follow", "answer_shard", "apply_update", "warm_batch", "Stopping", "STOP", "QUERY",
            "UPDATE"]
@@ -64,26 +66,35 @@ def _header(comm, kind: int = STOP, k: int = 0) -> tuple[int, int]:
     return int(h[0]), int(h[1])
 
 
-def warm_batch(comm, index, be, sources=None, targets=None):
+def warm_batch(comm, index, be, sources=None, targets=None, shared=None):
     """Collective, before serving: one batch of rank 0's pairs through the sharded path on every
     rank (a failure is the same :class:`RankError` on every rank, which then ends the start)."""
     kind, k = _header(comm, QUERY, int(sources.size) if comm.Get_rank() == 0 else 0)
-    return answer_shard(comm, index, be, k, sources, targets)
+    return answer_shard(comm, index, be, k, sources, targets, shared=shared)
 
 
-def answer_shard(comm, index, be, k: int, sources=None, targets=None, search=None):
+def answer_shard(comm, index, be, k: int, sources=None, targets=None, search=None, shared=None):
     """Collective, after a ``QUERY`` header of ``k`` pairs: rank 0's checked int64 ids cut into
     contiguous shards, each rank answers its own on ``be``. Returns ``(answers, stats)`` on rank 0
     (stats summed over the ranks, ``ranks`` = the communicator's size, ``seconds`` = the wall time
-    of the call on rank 0), ``(None, None)`` elsewhere. A failure on any rank while answering is
-    the same :class:`RankError` on every rank."""
+    of the call on rank 0, or with ``shared`` on the slowest rank, whose ``mpi_seconds`` then
+    part it), ``(None, None)`` elsewhere. ``shared``: the serve's
+    :class:`~distgrail.mpi.query.SharedBatches`: a batch it takes goes through its node-shared
+    arrays, not MPI messages. A failure on any rank while answering is the same
+    :class:`RankError` on every rank."""
     me, size = comm.Get_rank(), comm.Get_size()
     t0 = time.perf_counter()
     counts = split_counts(k, size)
-    s = scatter_rows(comm, sources, counts, (), np.int64)
-    t = scatter_rows(comm, targets, counts, (), np.int64)
     lo, hi = int(offsets(counts)[me]), int(offsets(counts)[me + 1])
     what = f"answering queries {lo}..{hi - 1} of a served batch" if hi > lo else "answering (none on this rank)"
+    windows = shared.arrays(k) if shared is not None else None
+    if windows is not None:
+        answers, merged = answer_in_windows(
+            comm, windows, be, (sources, targets), k, (lo, hi), what,
+            lambda s, t, what: run_shared(comm, what, index._query_local, s, t, be, search), 0, False, t0, [])
+        return (answers, merged) if me == 0 else (None, None)
+    s = scatter_rows(comm, sources, counts, (), np.int64)
+    t = scatter_rows(comm, targets, counts, (), np.int64)
     ans, stats = run_shared(comm, what, index._query_local, s, t, be, search)
     out = np.empty(k, dtype=bool) if me == 0 else None
     gather_rows(comm, np.ascontiguousarray(ans, dtype=bool), counts, out)
@@ -122,8 +133,8 @@ class Dispatcher:
     :meth:`answer` (a queue; the caller waits on a future) and go through the collective one
     after another in :meth:`run`. :meth:`stop` may be called from a signal handler."""
 
-    def __init__(self, comm, index, be):
-        self.comm, self.index, self.be = comm, index, be
+    def __init__(self, comm, index, be, shared=None):
+        self.comm, self.index, self.be, self.shared = comm, index, be, shared
         self._q: queue.SimpleQueue = queue.SimpleQueue()  # put() is reentrant: safe in a signal handler
         self._lock = threading.Lock()
         self._closed = False
@@ -174,7 +185,7 @@ class Dispatcher:
                 out = apply_update(self.comm, self.index, self.be, sources, targets)
                 self.index = out[0]
             else:
-                out = answer_shard(self.comm, self.index, self.be, k, sources, targets, search)
+                out = answer_shard(self.comm, self.index, self.be, k, sources, targets, search, self.shared)
         except RankError as e:
             self.failed += 1
             if fut is None:
@@ -215,9 +226,10 @@ class Dispatcher:
         _header(self.comm, STOP)
 
 
-def follow(comm, index, be, search=None) -> int:
+def follow(comm, index, be, search=None, shared=None) -> int:
     """Ranks > 0: answer rank 0's batches until its ``STOP`` header, moving to each new version
-    of the index its ``UPDATE`` headers make; returns the batches taken part in. A batch or
+    of the index its ``UPDATE`` headers make; returns the batches taken part in. ``shared``: the
+    same :class:`~distgrail.mpi.query.SharedBatches` as rank 0's :class:`Dispatcher`. A batch or
     update that failed on some rank (:class:`RankError`, on every rank) is skipped here as on
     rank 0 (a failed update leaves the version as it was); anything else ends the job (MPI_Abort)."""
     done = 0
@@ -229,7 +241,7 @@ def follow(comm, index, be, search=None) -> int:
             if kind == UPDATE:
                 index, _ = apply_update(comm, index, be)
                 continue
-            answer_shard(comm, index, be, k, search=search)
+            answer_shard(comm, index, be, k, search=search, shared=shared)
             done += 1
         except RankError:
             continue

@@ -194,7 +194,7 @@ def serve_ranks(comm, index_path: str, *, host: str, port: int, backend: str, sh
     from ..gpu.backend import get_backend
     from ..mpi.binding import bind_gpu
     from ..mpi.errors import run_shared
-    from ..mpi.query import same_index_everywhere
+    from ..mpi.query import SharedBatches, same_index_everywhere
     from ..mpi.serve import Dispatcher, follow, warm_batch
     from .app import SHARD_MIN_PAIRS, Service
 
@@ -236,24 +236,26 @@ def serve_ranks(comm, index_path: str, *, host: str, port: int, backend: str, sh
         service = Service(idx, be, max_pairs=max_pairs, timeout=timeout, token=token, shard_min_pairs=shard_min_pairs,
                           workers=workers if root else 1,  # other ranks answer in their main thread
                           body_timeout=body_timeout, max_client_connections=max_client_connections, log=say)
+        shared = SharedBatches(comm)  # node-shared batch arrays, kept while serving (one node only)
         try:
             warm = run_shared(comm, "warming up", warm_up, service, say if root else (lambda text: None))
             if idx.n:  # the sharded path once on every rank
                 rng = np.random.default_rng(1)
                 pair = (rng.integers(0, idx.n, WARM_PAIRS), rng.integers(0, idx.n, WARM_PAIRS)) if root else ()
-                warm_batch(comm, idx, be, *pair)
+                warm_batch(comm, idx, be, *pair, shared=shared)
             ranks = comm.gather({"rank": me, "host": socket.gethostname(), "pid": os.getpid(),
                                  "device": service.device_name})
             if not root:
-                follow(comm, idx, be)
+                follow(comm, idx, be, shared=shared)
                 return 0
             service.ranks = ranks
-            service.dispatcher = box["dispatcher"] = Dispatcher(comm, idx, be)
+            service.dispatcher = box["dispatcher"] = Dispatcher(comm, idx, be, shared)
             if caught:  # a signal during the start: stop at once
                 service.dispatcher.stop()
             _serve_root(web, service, sock, t0, warm, index_path, say, as_json, caught)
         finally:
             service.close()
+            shared.close()  # (collective: every rank gets here after the STOP header, or the start failed alike)
     finally:
         if sock is not None:
             sock.close()
