@@ -18,7 +18,7 @@ import threading
 import numpy as np
 
 __all__ = ["to_host", "array_module", "csr_positions", "spans", "sorted_distinct", "unique", "scatter_max", "scatter_min",
-           "scatter_at", "copy_parallel", "copy_many_parallel", "max_parallel", "HOST_PIECE_BYTES"]
+           "scatter_at", "copy_parallel", "copy_many_parallel", "interleaved_rows", "max_parallel", "HOST_PIECE_BYTES"]
 
 #: a piece of a parallel host copy or reduction: smaller arrays stay on the calling thread
 HOST_PIECE_BYTES = 8 << 20
@@ -50,12 +50,28 @@ if hasattr(os, "register_at_fork"):
 
 def _run_pieces(fn, pieces) -> list:
     """``[fn(*args) for args in pieces]`` on the shared host threads; every piece is waited for
-    before a failure is raised (no thread still writes into the caller's arrays then)."""
+    before a failure is raised (no thread still writes into the caller's arrays then), an
+    interrupt too: pieces not begun are cancelled, those running finish first."""
     from concurrent.futures import wait
 
     futures = [_host_pool().submit(fn, *args) for args in pieces]
-    wait(futures)
+    try:
+        wait(futures)
+    except BaseException:
+        for f in futures:
+            f.cancel()
+        wait(futures)
+        raise
     return [f.result() for f in futures]
+
+
+def interleaved_rows(a: np.ndarray, b: np.ndarray):
+    """The (k, 2) int64 rows whose two columns ``a`` and ``b`` are (views of one C-ordered array,
+    as a mapped (k, 2) ``.npy`` gives: one pass over the rows reads both), or None."""
+    if (a.dtype == b.dtype == np.int64 and a.ndim == b.ndim == 1 and a.size == b.size and a.size
+            and a.strides == b.strides == (16,) and b.ctypes.data == a.ctypes.data + 8):
+        return np.lib.stride_tricks.as_strided(a, shape=(a.size, 2), strides=(16, 8), writeable=False)
+    return None
 
 
 def _pieces(n: int, itemsize: int, piece_bytes: int | None = None):

@@ -10,7 +10,7 @@ import time
 import numpy as np
 
 from ._version import __version__
-from .arrays import max_parallel
+from .arrays import interleaved_rows, max_parallel
 from .errors import DistGrailError, GraphFormatError, IndexFormatError, QueryError
 from .gpu.backend import get_backend
 from .indexfile import read_index_file, write_index_file
@@ -158,6 +158,9 @@ class Index:
             s, t = self.node_labels.to_ids(s, "sources"), self.node_labels.to_ids(t, "targets")
         if s.shape != t.shape or s.ndim != 1:
             raise QueryError(f"sources and targets must be 1-D of equal length, got shapes {s.shape} and {t.shape}")
+        rows = interleaved_rows(s, t)  # the columns of one (k, 2) array: one pass over its rows checks both
+        if rows is not None and int(max_parallel(rows.reshape(-1).view(np.uint64))) < self.n:
+            return s, t
         for arr, what in ((s, "sources"), (t, "targets")):
             if arr.size and not np.issubdtype(arr.dtype, np.integer):
                 raise QueryError(f"{what} must be integer vertex ids, got dtype {arr.dtype}")

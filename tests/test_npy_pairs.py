@@ -128,3 +128,21 @@ def test_mapped_pairs_are_the_files_columns(tmp_path):
     assert read_query_pairs(tmp_path / "p32.npy", n=50, mapped=True).sources.flags.c_contiguous
     with pytest.raises(GraphFormatError, match=r"p.npy\[\d+, \d\]: vertex id out of range 0..9, got"):
         read_query_pairs(tmp_path / "p.npy", n=10, mapped=True)
+
+
+def test_query_of_mapped_columns_checks_both_in_one_pass(tmp_path):
+    """``Index.query`` of the two columns of one (k, 2) array: answers as from copies, and a bad
+    id in either column still refused with its array and position."""
+    import distgrail
+    from distgrail.errors import QueryError
+
+    idx = distgrail.build_index(distgrail.bundled_graph(), dims=2, backend="cpu")
+    rng = np.random.default_rng(9)
+    pairs = rng.integers(0, idx.n, (4000, 2))
+    want = idx.query(pairs[:, 0].copy(), pairs[:, 1].copy(), backend="cpu")[0]
+    assert np.array_equal(idx.query(pairs[:, 0], pairs[:, 1], backend="cpu")[0], want)
+    for col, what in ((0, "sources"), (1, "targets")):
+        bad = pairs.copy()
+        bad[1234, col] = -3 if col else idx.n
+        with pytest.raises(QueryError, match=rf"{what}\[1234\] out of range"):
+            idx.query(bad[:, 0], bad[:, 1], backend="cpu")

@@ -143,6 +143,7 @@ def test_staging_ring_strided_and_pinned(monkeypatch, data_dir, piece, slots):
     monkeypatch.setattr(gpu_query, "CHUNK_PAIRS", 7001)
     monkeypatch.setattr(gpu_query, "STAGE_PAIRS", piece)
     monkeypatch.setattr(gpu_query, "STAGE_SLOTS", slots)
+    monkeypatch.setattr(gpu_query, "STAGE_COPY_BYTES", 1024)  # several host threads fill each slot
     pairs = np.stack([s, t], axis=1)
     a, st = idx.query(pairs[:, 0], pairs[:, 1], backend="gpu")
     np.testing.assert_array_equal(a, whole)

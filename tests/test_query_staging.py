@@ -7,6 +7,7 @@ last upload finished. The same ring on a GPU: tests/test_query_gpu.py."""
 import numpy as np
 import pytest
 
+from distgrail.arrays import interleaved_rows
 from distgrail.query import answer
 
 
@@ -71,7 +72,8 @@ def test_stager_uploads_every_chunk_in_order(monkeypatch, nq, chunk, piece, slot
     monkeypatch.setattr(answer, "copy_many_parallel", many_checked)
     stager = answer._Stager(sources, targets, chunk, stream=None, pinned=np.empty, h2d=h2d,
                             event=lambda stream: FakeEvent(), device=np.empty, split=host_split)
-    assert len(stager.slots) == slots and stager.piece == min(piece, chunk)
+    assert len(stager.slots) == slots and stager.piece == min(piece, -(-chunk // 2))
+    assert all(x is None or x.shape[0] == piece for pair in stager.slots for x in pair)  # one size, any batch
     assert (stager.rows is not None) == (layout == "rows")
     for a in range(0, nq, chunk):
         b = min(nq, a + chunk)
@@ -83,27 +85,31 @@ def test_stager_uploads_every_chunk_in_order(monkeypatch, nq, chunk, piece, slot
         stager.ahead()
         assert len(stager.staged) <= slots
     assert stager.next == nq and not stager.staged
-    assert sum(uploads) == 2 * nq and max(uploads) <= 2 * min(piece, chunk)
+    assert sum(uploads) == 2 * nq and max(uploads) <= 2 * min(piece, -(-chunk // 2))
 
 
 def test_stager_pieces_follow_the_chunks(monkeypatch):
-    monkeypatch.setattr(answer, "STAGE_PAIRS", 400)
+    monkeypatch.setattr(answer, "STAGE_PAIRS", 120)
     s = np.arange(1000)
     stager = answer._Stager(s, s, 300, None, pinned=np.empty, h2d=lambda d, h, st: None,
                             event=lambda st: FakeEvent(), device=np.empty, split=host_split)
     cuts = []
     while stager._stage(wait=True):
         cuts.append(stager.staged.pop(0)[1:])
-    assert cuts == [(0, 300), (300, 600), (600, 900), (900, 1000)]
+    assert cuts == [(0, 120), (120, 240), (240, 300), (300, 420), (420, 540), (540, 600), (600, 720), (720, 840),
+                    (840, 900), (900, 1000)]
+    monkeypatch.setattr(answer, "STAGE_PAIRS", 1000)  # a batch of one chunk: two pieces, copies beside uploads
+    assert answer._Stager(s, s, 1000, None, pinned=np.empty, h2d=None, event=None, device=np.empty,
+                          split=host_split).piece == 500
 
 
 def test_interleaved_only_for_the_two_columns_of_one_array():
     pairs = np.arange(20, dtype=np.int64).reshape(10, 2)
-    rows = answer._interleaved(pairs[:, 0], pairs[:, 1])
+    rows = interleaved_rows(pairs[:, 0], pairs[:, 1])
     assert rows is not None and np.array_equal(rows, pairs) and not rows.flags.writeable
-    assert answer._interleaved(pairs[:, 1], pairs[:, 0]) is None  # swapped: not rows of (s, t)
-    assert answer._interleaved(pairs[:, 0].copy(), pairs[:, 1].copy()) is None
-    assert answer._interleaved(pairs[:5, 0], pairs[:5, 1]) is not None
-    assert answer._interleaved(pairs[:, 0].astype(np.int32), pairs[:, 1].astype(np.int32)) is None
+    assert interleaved_rows(pairs[:, 1], pairs[:, 0]) is None  # swapped: not rows of (s, t)
+    assert interleaved_rows(pairs[:, 0].copy(), pairs[:, 1].copy()) is None
+    assert interleaved_rows(pairs[:5, 0], pairs[:5, 1]) is not None
+    assert interleaved_rows(pairs[:, 0].astype(np.int32), pairs[:, 1].astype(np.int32)) is None
     three = np.arange(30, dtype=np.int64).reshape(10, 3)
-    assert answer._interleaved(three[:, 0], three[:, 1]) is None  # rows of 3: strides 24
+    assert interleaved_rows(three[:, 0], three[:, 1]) is None  # rows of 3: strides 24

@@ -102,8 +102,11 @@ def run(args) -> list:
                      "C_before": rep.components_before, "C_after": rep.components_after, "query_base_s": q0,
                      "query_updated_s": q1, "searched_base": st0.searched / max(st0.queries, 1),
                      "searched_updated": st1.searched / max(st1.queries, 1), "checked": int(cs.size), "wrong": wrong,
-                     "gpu_used_before": before, "gpu_used_peak": gpu and gpu["used"]})
+                     "gpu_used_before": before, "gpu_used_peak": gpu and max(before, gpu["used"])})
         print(_row_line(rows[-1]), flush=True)  # each row as it is done: a long curve shows its first points
+        if getattr(args, "json", None):  # (and is written: a run cut short keeps them)
+            with open(args.json, "w") as f:
+                json.dump({"graph": args.graph, "backend": args.backend, "rows": rows}, f, indent=1)
         del upd, full, st1
         gc.collect()  # the updated and rebuilt indexes' device state leave before the next update
     return rows
@@ -151,9 +154,6 @@ def main(argv=None) -> int:
     if any(a < 1 for a in args.adds) or args.pairs < 1 or args.check < 0:
         ap.error("--adds and --pairs need at least 1, --check at least 0")
     rows = run(args)
-    if args.json:
-        with open(args.json, "w") as f:
-            json.dump({"graph": args.graph, "backend": args.backend, "rows": rows}, f, indent=1)
     return 1 if any(r["wrong"] for r in rows) else 0
 
 

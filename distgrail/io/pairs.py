@@ -74,7 +74,9 @@ def read_query_pairs(path, labels: str | None = None, n: int | None = None, know
     """:func:`read_pairs`, with the expected answers of a file of three columns ``u v answer``
     (answer 0 or 1; every pair line then has three columns) and the line of each such pair.
     ``mapped``: the id columns of a ``.npy`` of native 64-bit ids, checked against ``n``, are the
-    mapped file's own (read-only views, no copy; :func:`read_npy_rows`)."""
+    mapped file's own (read-only views, no copy; :func:`read_npy_rows`): the file is then read
+    until the answers are made, and must not be truncated or rewritten meanwhile (the process
+    would end with SIGBUS)."""
     path = _pairs_file(path)
     if is_npy(path):
         return _npy_pairs(path, None if labels else n, copy=not (mapped and n is not None))
@@ -156,7 +158,9 @@ def _npy_ids(path, arr, n, first: int = 0, copy: bool = True) -> tuple[np.ndarra
     # without n, only unsigned ids past 2^63 - 1 are refused (they would wrap); signed ones pass
     limit = (2**63 - 1) if n is None else int(n) - 1  # the largest id allowed
     checked = n is not None or (arr.dtype.kind == "u" and arr.dtype.itemsize == 8)
-    if checked and arr.shape[0] and any(int(max_parallel(_as_unsigned(arr[:, c]))) > limit for c in (0, 1)):
+    flat = arr.reshape(-1) if arr.shape[1] == 2 and arr.flags.c_contiguous else None  # both columns in one pass
+    if checked and arr.shape[0] and any(int(max_parallel(_as_unsigned(col))) > limit
+                                        for col in ((flat,) if flat is not None else (arr[:, 0], arr[:, 1]))):
         _first_bad_id(path, np.asarray(arr[:, :2]), n, first)  # raises, naming the first bad id in row order
     if not copy and arr.dtype.itemsize == 8 and arr.dtype.isnative and checked:
         return arr[:, 0].view(np.int64), arr[:, 1].view(np.int64)

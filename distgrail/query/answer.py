@@ -44,7 +44,7 @@ import warnings
 
 import numpy as np
 
-from ..arrays import copy_many_parallel, copy_parallel
+from ..arrays import copy_many_parallel, copy_parallel, interleaved_rows
 from ..errors import BackendError
 from ..gpu.kernels import load_module
 from ..gpu.memory import launcher
@@ -398,7 +398,7 @@ def _stream_chunks(scratch, sources, targets, out, chunk, stream, budget) -> int
     scratch.buffers(chunk)
     direct = all(a.flags.c_contiguous and _page_locked(a) for a in (sources, targets))
     stager = None if direct else _Stager(sources, targets, chunk, stream)
-    answer_slots = [cupyx.empty_pinned(chunk, np.uint8) for _ in range(2)]
+    answer_slots = [cupyx.empty_pinned(max(chunk, int(CHUNK_PAIRS)), np.uint8) for _ in range(2)]  # one size
     pending = [None, None]  # (event, a, b) of the chunk whose answers land in that slot
 
     def drain(k):
@@ -447,15 +447,6 @@ def _event(stream):
     return ev
 
 
-def _interleaved(sources, targets):
-    """The (k, 2) int64 rows whose two columns ``sources`` and ``targets`` are (views of one
-    C-ordered array, as a mapped (k, 2) ``.npy`` gives), or None."""
-    if (sources.dtype == targets.dtype == np.int64 and sources.size == targets.size and sources.size
-            and sources.strides == targets.strides == (16,) and targets.ctypes.data == sources.ctypes.data + 8):
-        return np.lib.stride_tricks.as_strided(sources, shape=(sources.size, 2), strides=(16, 8), writeable=False)
-    return None
-
-
 def _split_columns(ds, dt, rows, stream):
     """The two columns of the device ``rows`` into ``ds`` and ``dt``, queued in ``stream``."""
     with stream:
@@ -483,14 +474,17 @@ class _Stager:
             pinned, device = cupyx.empty_pinned, cp.empty
         self.h2d, self.event, self.split = h2d or _h2d, event or _event, split or _split_columns
         self.s, self.t, self.nq, self.chunk, self.stream = sources, targets, int(sources.size), int(chunk), stream
-        self.piece = max(1, min(int(STAGE_PAIRS), self.chunk))
-        self.rows = _interleaved(sources, targets)  # the columns of one (k, 2) array: copied up as rows
+        # slots of one size whatever the batch (CuPy's pinned pool reuses a block of the same
+        # size: a server's batches of many sizes page-lock no new ones); pieces of at most half
+        # a chunk, so that a batch of one chunk still overlaps its copies with its uploads
+        size = max(1, int(STAGE_PAIRS))
+        self.piece = max(1, min(size, -(-self.chunk // 2)))
+        self.rows = interleaved_rows(sources, targets)  # the columns of one (k, 2) array: copied up as rows
         if self.rows is not None:
-            self.slots = [(pinned((self.piece, 2), np.int64), None) for _ in range(max(2, int(STAGE_SLOTS)))]
+            self.slots = [(pinned((size, 2), np.int64), None) for _ in range(max(2, int(STAGE_SLOTS)))]
             self.device_rows = device((self.piece, 2), np.int64)  # split into the two columns on the GPU
         else:
-            self.slots = [(pinned(self.piece, np.int64), pinned(self.piece, np.int64))
-                          for _ in range(max(2, int(STAGE_SLOTS)))]
+            self.slots = [(pinned(size, np.int64), pinned(size, np.int64)) for _ in range(max(2, int(STAGE_SLOTS)))]
         self.uploaded = [None] * len(self.slots)  # event after a slot's last upload: then it may be refilled
         self.staged = []  # (slot, lo, hi) filled and not yet uploaded, in order
         self.next = 0  # the first pair not yet staged
