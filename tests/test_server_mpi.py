@@ -36,6 +36,23 @@ def _drive(d, client) -> list:
     return errors
 
 
+def _answer_each(d, batches):
+    """Each batch through ``d`` from a client thread (an HTTP handler's), one at a time, so that a
+    failing one is known; returns (each batch's result or RankError, what the client raised)."""
+    from distgrail.mpi.errors import RankError
+
+    got = []
+
+    def clients():
+        for s, t in batches:
+            try:
+                got.append(d.answer(s, t, timeout=60))
+            except RankError as e:
+                got.append(e)
+
+    return got, _drive(d, clients)
+
+
 @pytest.mark.mpi(min_size=2)
 def test_dispatcher_shards_batches_and_a_failure_on_one_rank_is_that_batch_error_only(monkeypatch):
     from mpi4py import MPI
@@ -66,16 +83,7 @@ def test_dispatcher_shards_batches_and_a_failure_on_one_rank_is_that_batch_error
     rng = np.random.default_rng(7)
     batches = [(rng.integers(0, idx.n, k), rng.integers(0, idx.n, k)) for k in (1000, 777, 2, 5000)]
     d = Dispatcher(comm, idx, be)
-    got = []
-
-    def clients():  # HTTP handlers' threads: one batch at a time here, to know which one fails
-        for s, t in batches:
-            try:
-                got.append(d.answer(s, t, timeout=60))
-            except RankError as e:
-                got.append(e)
-
-    errors = _drive(d, clients)
+    got, errors = _answer_each(d, batches)
     every = comm.allgather(None)
     assert not errors and len(got) == 4, errors
     for (s, t), out in zip([batches[0], batches[2], batches[3]], [got[0], got[2], got[3]]):
@@ -194,17 +202,7 @@ def test_batches_through_node_shared_arrays_kept_from_batch_to_batch(monkeypatch
     else:
         rng = np.random.default_rng(11)
         batches = [(rng.integers(0, idx.n, k), rng.integers(0, idx.n, k)) for k in sizes]
-        d = Dispatcher(comm, idx, be, shared)
-        got = []
-
-        def clients():
-            for s, t in batches:
-                try:
-                    got.append(d.answer(s, t, timeout=60))
-                except RankError as e:
-                    got.append(e)
-
-        errors = _drive(d, clients)
+        got, errors = _answer_each(Dispatcher(comm, idx, be, shared), batches)
     seen = comm.allgather(caps)[me]  # (every collective before any assert: a failing rank would leave the rest waiting)
     windows = len(shared.groups._windows)
     shared.close()
