@@ -113,3 +113,62 @@ def test_interleaved_only_for_the_two_columns_of_one_array():
     assert interleaved_rows(pairs[:, 0].astype(np.int32), pairs[:, 1].astype(np.int32)) is None
     three = np.arange(30, dtype=np.int64).reshape(10, 3)
     assert interleaved_rows(three[:, 0], three[:, 1]) is None  # rows of 3: strides 24
+
+
+class FakeStream:
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        return False
+
+    def synchronize(self):
+        pass
+
+
+class FakeScratch:
+    """The device side of a chunk, on the host: its 'kernels' answer (7 s + t) % 3 == 0."""
+
+    def __init__(self):
+        self.size, self.launched = 0, []
+
+    def buffers(self, k):
+        if k > self.size:
+            self.ds, self.dt, self.answers = np.empty(k, np.int64), np.empty(k, np.int64), np.empty(k, np.uint8)
+            self.size = k
+
+    def queue_steps(self, ds, dt, answers, m, stream, budget):
+        self.launched.append(m)
+        answers[...] = (7 * ds + dt) % 3 == 0
+
+    def finish_steps(self, answers, stream, budget):
+        return 1
+
+
+@pytest.mark.parametrize("layout", ["rows", "columns", "pinned"])
+@pytest.mark.parametrize("nq,chunk,piece", [(10_000, 3001, 700), (5000, 5000, 4096), (64, 10, 3)])
+def test_stream_chunks_answers_in_input_order(monkeypatch, layout, nq, chunk, piece):
+    """The whole pipeline of a batch (:func:`_stream_chunks`) with host stand-ins for CuPy: the
+    chunks' answers come back in input order through the two answer slots, from rows, columns of
+    their own, or page-locked pairs uploaded in place; every chunk is launched once."""
+    import sys
+    import types
+
+    monkeypatch.setitem(sys.modules, "cupyx", types.SimpleNamespace(empty_pinned=np.empty))
+    monkeypatch.setitem(sys.modules, "cupy", types.SimpleNamespace(empty=np.empty))
+    monkeypatch.setattr(answer, "_h2d", lambda dev, host, stream: dev.__setitem__(Ellipsis, host))
+    monkeypatch.setattr(answer, "_d2h", lambda host, dev, stream: host.__setitem__(Ellipsis, dev))
+    monkeypatch.setattr(answer, "_event", lambda stream: FakeEvent())
+    monkeypatch.setattr(answer, "_split_columns", host_split)
+    monkeypatch.setattr(answer, "_page_locked", lambda a: layout == "pinned")
+    monkeypatch.setattr(answer, "STAGE_PAIRS", piece)
+    pairs = np.random.default_rng(nq).integers(0, 1 << 40, (nq, 2))
+    if layout == "rows":
+        s, t = pairs[:, 0], pairs[:, 1]
+    else:
+        s, t = np.ascontiguousarray(pairs[:, 0]), np.ascontiguousarray(pairs[:, 1])
+    out = np.zeros(nq, bool)
+    scratch = FakeScratch()
+    handed = answer._stream_chunks(scratch, s, t, out, chunk, FakeStream(), budget=0)
+    np.testing.assert_array_equal(out, (7 * pairs[:, 0] + pairs[:, 1]) % 3 == 0)
+    assert scratch.launched == [min(chunk, nq - a) for a in range(0, nq, chunk)] and handed == len(scratch.launched)
