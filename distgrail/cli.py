@@ -124,11 +124,13 @@ def cmd_index(args):
     return 0
 
 
-def _prepare_beside(idx, backend):
-    """Start putting ``idx``'s query state on ``backend``'s device on a thread of its own; returns
-    a function that waits for it and gives its seconds (0 when it failed: the query then makes it
-    again and raises the error where it belongs). The upload to a GPU then overlaps the read of
-    the pairs (docs/benchmarks.md, session 23)."""
+def _prepare_beside(idx, backend, pin: bool = False, rows: bool = True):
+    """Start putting ``idx``'s query state on ``backend``'s device on a thread of its own, and on a
+    GPU with ``pin`` page-lock the staging of a large batch (:func:`~distgrail.query.answer.pin_staging`,
+    ``rows`` of a (k, 2) ``.npy`` or two columns);
+    returns a function that waits for it and gives its seconds (0 when it failed: the query then
+    makes it again and raises the error where it belongs). The upload to a GPU then overlaps the
+    read of the pairs (docs/benchmarks.md, session 23)."""
     import threading
 
     from .gpu.backend import get_backend
@@ -140,6 +142,10 @@ def _prepare_beside(idx, backend):
         try:
             with be.on_device():
                 idx._state(be, spent)
+                if pin and be.name == "gpu":
+                    from .query.answer import pin_staging
+
+                    pin_staging(rows=rows)
         except Exception:  # noqa: BLE001 - made again, and raised, by the query itself
             spent.clear()
 
@@ -168,7 +174,12 @@ def cmd_query(args):
         answers, stats, q = query_under_mpi(args, comm, pairs)
     else:
         idx = distgrail.open_index(args.index)
-        prepared = _prepare_beside(idx, args.backend)  # the index to the device while the pairs are read
+        from .io.pairs import is_npy
+        from .query.answer import DIRECT_PAIRS
+
+        big = os.path.isfile(pairs) and os.path.getsize(pairs) > 16 * DIRECT_PAIRS  # (at least 16 bytes a pair)
+        # the index to the device, and a large batch's staging page-locked, while the pairs are read
+        prepared = _prepare_beside(idx, args.backend, pin=big, rows=is_npy(pairs))
         try:
             q = read_pairs_for(pairs, idx, mapped=True)  # a .npy's columns go up from the mapped file
         finally:

@@ -172,3 +172,35 @@ def test_stream_chunks_answers_in_input_order(monkeypatch, layout, nq, chunk, pi
     handed = answer._stream_chunks(scratch, s, t, out, chunk, FakeStream(), budget=0)
     np.testing.assert_array_equal(out, (7 * pairs[:, 0] + pairs[:, 1]) % 3 == 0)
     assert scratch.launched == [min(chunk, nq - a) for a in range(0, nq, chunk)] and handed == len(scratch.launched)
+
+
+@pytest.mark.parametrize("layout", ["rows", "columns"])
+def test_pin_staging_pins_the_blocks_the_batch_takes(monkeypatch, layout):
+    """``pin_staging`` page-locks exactly the pinned blocks (shapes and types) a large batch then
+    asks CuPy's pinned pool for, whatever its size: so the pool gives them back to it."""
+    import sys
+    import types
+
+    asked = []
+
+    def pinned(shape, dtype):
+        asked.append((tuple(np.atleast_1d(shape)), np.dtype(dtype).str))
+        return np.empty(shape, dtype)
+
+    monkeypatch.setitem(sys.modules, "cupyx", types.SimpleNamespace(empty_pinned=pinned))
+    monkeypatch.setitem(sys.modules, "cupy", types.SimpleNamespace(empty=np.empty))
+    monkeypatch.setattr(answer, "_h2d", lambda dev, host, stream: dev.__setitem__(Ellipsis, host))
+    monkeypatch.setattr(answer, "_d2h", lambda host, dev, stream: host.__setitem__(Ellipsis, dev))
+    monkeypatch.setattr(answer, "_event", lambda stream: FakeEvent())
+    monkeypatch.setattr(answer, "_split_columns", host_split)
+    monkeypatch.setattr(answer, "_page_locked", lambda a: False)
+    monkeypatch.setattr(answer, "STAGE_PAIRS", 100)
+    monkeypatch.setattr(answer, "CHUNK_PAIRS", 1000)
+    answer.pin_staging(rows=layout == "rows")
+    pinned_first = sorted(asked)
+    for nq, chunk in ((5000, 1000), (150, 150)):  # a batch of several chunks, and a small one
+        asked.clear()
+        pairs = np.arange(2 * nq).reshape(nq, 2)
+        s, t = (pairs[:, 0], pairs[:, 1]) if layout == "rows" else (pairs[:, 0].copy(), pairs[:, 1].copy())
+        answer._stream_chunks(FakeScratch(), s, t, np.zeros(nq, bool), chunk, FakeStream(), 0)
+        assert sorted(asked) == pinned_first, nq

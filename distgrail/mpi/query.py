@@ -17,6 +17,7 @@ are gathered.
 
 from __future__ import annotations
 
+import threading
 import time
 
 import numpy as np
@@ -214,6 +215,27 @@ class SharedBatches:
             self.groups, self._windows, self.cap = None, None, 0
 
 
+def _pin_beside(be, k: int):
+    """On a GPU and for a batch of more than DIRECT_PAIRS pairs: :func:`~distgrail.query.answer.pin_staging`
+    (rows) on a thread of its own; returns the wait for it (a failure there is left to the answer,
+    which pins again and raises where it belongs)."""
+    from ..query.answer import DIRECT_PAIRS, pin_staging
+
+    if be.name != "gpu" or k <= DIRECT_PAIRS:
+        return lambda: None
+
+    def run():
+        try:
+            with be.on_device():
+                pin_staging(rows=True)
+        except Exception:  # noqa: BLE001 - the answer pins again and raises it
+            pass
+
+    th = threading.Thread(target=run, name="distgrail-pin", daemon=True)
+    th.start()
+    return th.join
+
+
 def query_sharded(index, sources, targets, backend="auto", comm=None, root: int = 0, search=None,
                   everywhere: bool = True):
     """Collective: answer root's pairs with the batch cut into contiguous shards, one per rank.
@@ -260,7 +282,11 @@ def query_rows_read_by_ranks(index, k: int, read_rows, backend="auto", comm=None
         counts = split_counts(int(k), size)
         lo, hi = int(offsets(counts)[me]), int(offsets(counts)[me + 1])
         rows = f"rows {lo}..{hi - 1}" if hi > lo else "no rows"
-        pairs = run_shared(comm, f"reading {rows} of {what}", read_rows, lo, hi)
+        pinning = _pin_beside(be, hi - lo)  # the staging page-locked while the rows are read
+        try:
+            pairs = run_shared(comm, f"reading {rows} of {what}", read_rows, lo, hi)
+        finally:
+            pinning()
         t1 = time.perf_counter()
         ans, stats = run_shared(comm, f"answering queries of {rows}", index._query_local, pairs[0], pairs[1], be)
         t2 = time.perf_counter()

@@ -55,7 +55,7 @@ from .search import guided_search_numpy
 from .stats import MAX_ROUNDS, POSITIVE, SEARCH_NEG, SEARCH_POS, UNDECIDED, Labels, QueryStats, SearchOptions
 
 __all__ = ["answer_batch_numpy", "answer_batch_cuda", "records", "records_on_device", "record_width", "QueryScratch",
-           "ScratchPool", "CHUNK_PAIRS", "QUEUE_CAP", "SCRATCH_BYTES"]
+           "ScratchPool", "pin_staging", "CHUNK_PAIRS", "QUEUE_CAP", "SCRATCH_BYTES"]
 
 #: pairs per GPU chunk (inputs 16 B + work list 32 B + answer 1 B per pair on the device)
 CHUNK_PAIRS = 1 << 23
@@ -384,6 +384,21 @@ def _page_locked(a: np.ndarray) -> bool:
         return int(runtime.pointerGetAttributes(a.ctypes.data).type) == getattr(runtime, "memoryTypeHost", 1)
     except Exception:  # pageable memory that the runtime does not know: an error on some versions
         return False
+
+
+def pin_staging(rows: bool = True) -> None:
+    """Page-lock now the pinned slots a large batch streams through (:class:`_Stager`'s ring, for
+    ``rows`` of one (k, 2) array or for two columns, and the two answer slots) and give them back
+    to CuPy's pinned pool, where :func:`_stream_chunks` then finds them: called on a thread
+    beside the read of the pairs, the page-locking of a process's first batch is hidden behind
+    the read. Runs on the current device; needs CuPy."""
+    import cupyx
+
+    size, slots = max(1, int(STAGE_PAIRS)), max(2, int(STAGE_SLOTS))
+    held = ([cupyx.empty_pinned((size, 2), np.int64) for _ in range(slots)] if rows
+            else [cupyx.empty_pinned(size, np.int64) for _ in range(2 * slots)])
+    held += [cupyx.empty_pinned(int(CHUNK_PAIRS), np.uint8) for _ in range(2)]
+    del held  # (back to the pool)
 
 
 def _stream_chunks(scratch, sources, targets, out, chunk, stream, budget) -> int:
