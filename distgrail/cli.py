@@ -142,12 +142,17 @@ def _prepare_beside(idx, backend, pin: bool = False, rows: bool = True):
         try:
             with be.on_device():
                 idx._state(be, spent)
-                if pin and be.name == "gpu":
-                    from .query.answer import pin_staging
-
-                    pin_staging(rows=rows)
         except Exception:  # noqa: BLE001 - made again, and raised, by the query itself
             spent.clear()
+            return
+        if pin and be.name == "gpu":
+            from .query.answer import pin_staging
+
+            try:
+                with be.on_device():
+                    pin_staging(rows=rows)
+            except Exception:  # noqa: BLE001 - the batch pins its staging itself, and raises there
+                pass
 
     th = threading.Thread(target=run, name="distgrail-prepare", daemon=True)
     th.start()

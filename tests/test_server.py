@@ -578,6 +578,33 @@ def test_under_mpiexec_a_signal_to_the_launcher_or_rank_0_ends_all_with_0_as_the
 
 
 @needs_mpiexec
+def test_under_mpiexec_rank_0_failing_alone_after_the_start_ends_the_job_not_hangs(tmp_path):
+    """Rank 0 failing on its own after the ranks share node memory (its HTTP side cannot start,
+    planted): the job ends through MPI_Abort with the error, and no rank waits in the collective
+    that frees the shared arrays (that wait hung the job)."""
+    script = tmp_path / "boom.py"
+    script.write_text(f"""
+from mpi4py import MPI
+import distgrail
+import distgrail.server.run as run
+comm = MPI.COMM_WORLD
+if comm.Get_rank() == 0:
+    distgrail.build_index(distgrail.bundled_graph(), dims=2, backend="cpu", output={str(tmp_path / "g.h5")!r})
+comm.Barrier()
+def boom(*a, **k):
+    raise RuntimeError("planted: rank 0 fails before its dispatcher runs")
+run._serve_root = boom
+run.serve_ranks(comm, {str(tmp_path / "g.h5")!r}, host="127.0.0.1", port=0, backend="cpu", share_gpus=False,
+                token=None, max_pairs=1 << 20, timeout=10, workers=1, shard_min_pairs=None, quiet=True, as_json=False)
+""")
+    t = time.monotonic()
+    r = subprocess.run([MPIEXEC, "-n", "2", sys.executable, "-m", "mpi4py", str(script)], capture_output=True,
+                       text=True, timeout=150, env=_env(MPIEXEC_TIMEOUT="100"))
+    assert r.returncode != 0 and "planted: rank 0 fails before its dispatcher runs" in r.stderr, r.stderr[-2000:]
+    assert time.monotonic() - t < 60, r.stderr[-2000:]  # ended by the abort, not by MPIEXEC_TIMEOUT
+
+
+@needs_mpiexec
 def test_under_mpiexec_a_start_error_is_printed_once_and_every_rank_ends_with_2(tmp_path):
     r = subprocess.run([MPIEXEC, "-n", "2", sys.executable, "-m", "mpi4py", "-m", "distgrail", "serve",
                         str(tmp_path / "none.h5"), "--port", "0", "--backend", "cpu"], capture_output=True, text=True,

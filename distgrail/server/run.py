@@ -193,7 +193,7 @@ def serve_ranks(comm, index_path: str, *, host: str, port: int, backend: str, sh
     import distgrail
     from ..gpu.backend import get_backend
     from ..mpi.binding import bind_gpu
-    from ..mpi.errors import run_shared
+    from ..mpi.errors import RankError, run_shared
     from ..mpi.query import SharedBatches, same_index_everywhere
     from ..mpi.serve import Dispatcher, follow, warm_batch
     from .app import SHARD_MIN_PAIRS, Service
@@ -236,8 +236,9 @@ def serve_ranks(comm, index_path: str, *, host: str, port: int, backend: str, sh
         service = Service(idx, be, max_pairs=max_pairs, timeout=timeout, token=token, shard_min_pairs=shard_min_pairs,
                           workers=workers if root else 1,  # other ranks answer in their main thread
                           body_timeout=body_timeout, max_client_connections=max_client_connections, log=say)
-        shared = SharedBatches(comm)  # node-shared batch arrays, kept while serving (one node only)
+        shared, in_step = None, False  # close the shared arrays (a collective) only with every rank in step
         try:
+            shared = SharedBatches(comm)  # node-shared batch arrays, kept while serving (one node only)
             warm = run_shared(comm, "warming up", warm_up, service, say if root else (lambda text: None))
             if idx.n:  # the sharded path once on every rank
                 rng = np.random.default_rng(1)
@@ -247,15 +248,23 @@ def serve_ranks(comm, index_path: str, *, host: str, port: int, backend: str, sh
                                  "device": service.device_name})
             if not root:
                 follow(comm, idx, be, shared=shared)
+                in_step = True  # (rank 0's STOP header)
                 return 0
             service.ranks = ranks
             service.dispatcher = box["dispatcher"] = Dispatcher(comm, idx, be, shared)
             if caught:  # a signal during the start: stop at once
                 service.dispatcher.stop()
             _serve_root(web, service, sock, t0, warm, index_path, say, as_json, caught)
+            in_step = True
+        except RankError:  # every rank has it, at the same step
+            in_step = True
+            raise
         finally:
             service.close()
-            shared.close()  # (collective: every rank gets here after the STOP header, or the start failed alike)
+            if shared is not None and in_step:
+                shared.close()
+            # else some rank failed alone: the error ends the job (MPI_Abort), which frees the arrays;
+            # a collective here would wait for ranks that never come
     finally:
         if sock is not None:
             sock.close()
