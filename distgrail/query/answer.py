@@ -474,9 +474,8 @@ class _Stager:
     slots of :data:`STAGE_PAIRS` pairs: the host threads fill one slot (in pieces of
     :data:`STAGE_COPY_BYTES`, from any strides) while the copy engine uploads another; the two
     columns of one (k, 2) array go up as its rows, one contiguous copy, and are split on the
-    GPU. Small slots
-    because page-locking host memory is the dearest part of a one-off batch: the ring's size does
-    not grow with the chunk. A piece never spans two chunks (chunks start at multiples of
+    GPU. Small slots because page-locking host memory is the dearest part of a one-off batch:
+    the ring's size does not grow with the chunk. A piece never spans two chunks (chunks start at multiples of
     ``chunk``); pieces are staged and uploaded in order. ``pinned``, ``h2d``, ``event``,
     ``device`` and ``split`` are CuPy's unless given (a test's host stand-ins)."""
 
