@@ -306,23 +306,38 @@ class Service:
         return self._error(500, f"internal error: {type(e).__name__}: {e}")
 
     async def _read(self, request, size: int | None):
-        """The body, into one buffer that grows as it arrives (one copy; ``request.read()`` makes
-        two), so that its memory is what has come, not what the Content-Length announced (a slow
-        upload holds no slot, so nothing else bounds how many are arriving); within ``max_body``
-        (chunked) or the Content-Length. Within its :class:`BodyClock` (else 408, the connection to
-        be closed); ``_Gone`` when the client closes the connection first."""
-        body, at = bytearray(), 0
-        most = self.max_body if size is None else size
+        """The body, copied once as it arrives (``request.read()`` makes two), its memory what
+        has come, not what the Content-Length announced (a slow upload holds no slot, so nothing
+        else bounds how many are arriving): with a Content-Length, into a buffer of that size
+        whose pages are untouched until bytes land in them (``np.empty``: the kernel gives pages
+        on first write; a bytearray would zero them all at once, and one grown as bytes come
+        copies itself at each growth); chunked, into a bytearray that grows, within
+        ``max_body``. Within its :class:`BodyClock` (else 408, the connection to be closed);
+        ``_Gone`` when the client closes the connection first. A buffer of bytes (a memoryview
+        or a bytearray)."""
+        body, at, most = None, 0, self.max_body if size is None else size
+        if size is not None:
+            try:
+                body = memoryview(np.empty(size, dtype=np.uint8))
+            except MemoryError:  # a strict overcommit policy: grown as it comes instead
+                body = None
+        grown = body is None
+        if grown:
+            body = bytearray()
         clock = BodyClock(request.content, self.body_timeout)
         self.receiving += 1
         try:
             async for chunk in request.content.iter_any():
-                at = clock.got = at + len(chunk)
+                start, at = at, at + len(chunk)
+                clock.got = at
                 if at > most:
                     if size is None:
                         raise _Refused(413, self._too_big("more bytes"))
                     raise _Refused(400, f"request body: longer than its Content-Length of {size:,} bytes")
-                body += chunk
+                if grown:
+                    body += chunk
+                else:
+                    body[start:at] = chunk
         except Late:
             of = "" if size is None else f" of {size:,}"
             raise _Refused(408, f"request body: {at:,}{of} bytes arrived in {clock.seconds():.1f} s; this server "

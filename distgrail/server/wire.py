@@ -37,14 +37,17 @@ BODY_NAME = "request body"
 _MAGIC = b"\x93NUMPY"
 
 
-def npy_array(body: bytes, what: str = BODY_NAME) -> np.ndarray:
-    """The array in a ``.npy`` byte string, without copying its data (read-only) where the header
-    is of version 1 or 2; QueryError naming ``what`` when it is not a whole .npy array."""
-    f = io.BytesIO(body)
+def npy_array(body, what: str = BODY_NAME) -> np.ndarray:
+    """The array in a ``.npy`` body (bytes, bytearray or any buffer of bytes), without copying its
+    data (read-only) where the header is of version 1 or 2; QueryError naming ``what`` when it is
+    not a whole .npy array. Only the header is read through a file object: wrapping the whole
+    body in one (``io.BytesIO``) would copy it."""
+    mv = memoryview(body).cast("B")
+    f = io.BytesIO(bytes(mv[:_header_end(mv)]))
     try:
         version = np.lib.format.read_magic(f)
         if version not in ((1, 0), (2, 0)):  # 3.0: utf-8 field names; np.load copes (with a copy)
-            return np.load(io.BytesIO(body), allow_pickle=False)
+            return np.load(io.BytesIO(bytes(mv)), allow_pickle=False)
         read = np.lib.format.read_array_header_1_0 if version == (1, 0) else np.lib.format.read_array_header_2_0
         shape, fortran, dtype = read(f)
         if dtype.hasobject:
@@ -52,27 +55,37 @@ def npy_array(body: bytes, what: str = BODY_NAME) -> np.ndarray:
         if any(d < 0 for d in shape):
             raise ValueError(f"the header's shape {shape} has a negative length")
         count = math.prod(shape)  # Python ints: a shape past 64 bits is only a wrong size
-        have = len(body) - f.tell()
+        have = mv.nbytes - f.tell()
         if have != count * dtype.itemsize:
             raise ValueError(f"the header promises {count * dtype.itemsize:,} bytes of data, the body holds {have:,}")
-        arr = np.frombuffer(body, dtype=dtype, count=count, offset=f.tell())
+        arr = np.frombuffer(mv, dtype=dtype, count=count, offset=f.tell())
         return arr.reshape(shape[::-1]).T if fortran else arr.reshape(shape)
     except (ValueError, OSError, EOFError, SyntaxError, OverflowError, MemoryError) as e:
         # np.load (version 3.0): OverflowError for a shape past 64 bits, MemoryError for one past memory
         raise QueryError(f"{what}: not a readable .npy array ({_clip(e)})") from None
 
 
-def decode_pairs(body: bytes, content_type: str, labels: str | None, columns: bool = False):
+def _header_end(mv: memoryview) -> int:
+    """Where a .npy header ends by its length field (versions 1-3), else the whole body (whose
+    reading then fails with numpy's message)."""
+    if mv.nbytes < 12 or bytes(mv[:6]) != _MAGIC:
+        return mv.nbytes
+    width = 2 if mv[6] == 1 else 4  # version 1: a 2-byte length; 2 and 3: 4 bytes
+    return min(mv.nbytes, 8 + width + int.from_bytes(bytes(mv[8:8 + width]), "little"))
+
+
+def decode_pairs(body, content_type: str, labels: str | None, columns: bool = False):
     """``(sources, targets, as_json)`` of a query request; QueryError with the reason otherwise.
 
-    ``labels``: the index's node-label kind ("int"/"str") or None (vertex ids). ``columns``: a
-    .npy body is (2, k), not (k, 2). The values are not checked here: :meth:`distgrail.Index.query`
-    checks them, with its own messages."""
+    ``body``: bytes or any buffer of bytes (the server's body buffer). ``labels``: the index's
+    node-label kind ("int"/"str") or None (vertex ids). ``columns``: a .npy body is (2, k), not
+    (k, 2). The values are not checked here: :meth:`distgrail.Index.query` checks them, with its
+    own messages."""
     ctype = (content_type or "").split(";")[0].strip().lower()
-    head = body[:64].lstrip()
+    head = bytes(body[:64]).lstrip()
     if ctype == JSON or (ctype != NPY and head[:1] == b"{"):
-        return (*_json_pairs(body), True)
-    if ctype == NPY or body[:6] == _MAGIC:
+        return (*_json_pairs(bytes(body)), True)
+    if ctype == NPY or bytes(body[:6]) == _MAGIC:
         arr = npy_array(body)
         if arr.ndim != 2 or arr.shape[1 - columns] != 2:
             kind = "integer" if labels != "str" else "node-label"
@@ -146,13 +159,11 @@ def encode_columns(sources, targets) -> tuple[list, int]:
 
 
 def encode_answers(answers: np.ndarray) -> bytes:
-    return _npy_bytes(np.asarray(answers, dtype=bool))
-
-
-def _npy_bytes(arr: np.ndarray) -> bytes:
+    """The .npy bytes of a bool answer array: its header, then its bytes (one copy)."""
+    arr = np.ascontiguousarray(answers, dtype=bool)
     buf = io.BytesIO()
-    np.lib.format.write_array(buf, np.ascontiguousarray(arr), allow_pickle=False)
-    return buf.getvalue()
+    np.lib.format.write_array_header_1_0(buf, np.lib.format.header_data_from_array_1_0(arr))
+    return b"".join((buf.getvalue(), memoryview(arr.view(np.uint8))))
 
 
 def decode_answers(body: bytes) -> np.ndarray:

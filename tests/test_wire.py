@@ -1,0 +1,82 @@
+"""The bytes between ``distgrail serve`` and its clients (``distgrail/server/wire.py``), without a
+server: a .npy body is read in place (its header alone goes through a file object; the pairs are
+views of the body, whatever buffer holds it), a body cut in or after its header is a QueryError
+naming the request body, and the answers' bytes are what ``np.save`` writes."""
+
+from __future__ import annotations
+
+import io
+
+import numpy as np
+import pytest
+
+from distgrail.errors import QueryError
+from distgrail.server.wire import decode_answers, decode_pairs, encode_answers, encode_columns, npy_array
+
+
+def _npy(arr, version=None) -> bytes:
+    buf = io.BytesIO()
+    if version is None:
+        np.save(buf, arr)
+    else:
+        np.lib.format.write_array(buf, arr, version=version)
+    return buf.getvalue()
+
+
+def _columns_body(s, t) -> bytes:
+    pieces, size = encode_columns(s, t)
+    body = b"".join(bytes(p) for p in pieces)
+    assert len(body) == size
+    return body
+
+
+@pytest.mark.parametrize("holder", ["bytes", "bytearray", "memoryview", "ndarray"])
+def test_pairs_are_views_of_the_body_in_any_buffer(holder, monkeypatch):
+    import distgrail.server.wire as wire
+
+    seen = []  # what went through a file object: the header alone, not the body's 16 kB of pairs
+
+    class Recording(io.BytesIO):
+        def __init__(self, initial=b""):
+            seen.append(len(initial))
+            super().__init__(initial)
+
+    monkeypatch.setattr(wire.io, "BytesIO", Recording)
+    rng = np.random.default_rng(3)
+    s, t = rng.integers(0, 1 << 40, 1000), rng.integers(0, 1 << 40, 1000)
+    raw = _columns_body(s, t)
+    buf = np.frombuffer(raw, np.uint8).copy()  # one writable buffer: views of it share its memory
+    body = {"bytes": raw, "bytearray": bytearray(raw), "memoryview": memoryview(buf), "ndarray": buf}[holder]
+    gs, gt, as_json = decode_pairs(body, "application/x-npy", None, columns=True)
+    assert not as_json and np.array_equal(gs, s) and np.array_equal(gt, t)
+    assert seen and max(seen) <= 256, seen
+    if holder in ("memoryview", "ndarray"):
+        assert np.shares_memory(gs, buf) and np.shares_memory(gt, buf)  # not copied
+
+
+def test_rows_layout_and_versions_2_and_3_read_the_same():
+    pairs = np.arange(40, dtype=np.int64).reshape(20, 2)
+    for version in (None, (2, 0), (3, 0)):
+        s, t, _ = decode_pairs(memoryview(_npy(pairs, version)), "application/x-npy", None)
+        assert np.array_equal(s, pairs[:, 0]) and np.array_equal(t, pairs[:, 1]), version
+
+
+def test_a_body_cut_in_or_after_its_header_is_refused_naming_the_body():
+    whole = _npy(np.arange(20, dtype=np.int64).reshape(10, 2))
+    header = whole.index(b"\n") + 1
+    for cut in (7, 9, 11, header - 5, header, len(whole) - 1):
+        with pytest.raises(QueryError, match="request body: not a readable .npy array"):
+            npy_array(memoryview(whole[:cut]))
+    # a header length field past the end of the body
+    lying = whole[:8] + (60000).to_bytes(2, "little") + whole[10:]
+    with pytest.raises(QueryError, match="request body: not a readable .npy array"):
+        npy_array(lying)
+    with pytest.raises(QueryError, match="request body: not a readable .npy array"):
+        npy_array(whole + b"\0" * 8)  # more data than the header promises
+
+
+def test_answers_are_the_bytes_np_save_writes_and_read_back():
+    for ans in (np.zeros(0, bool), np.array([True, False, True]), np.random.default_rng(1).random(100_001) < 0.3):
+        body = encode_answers(ans)
+        assert body == _npy(ans)
+        assert np.array_equal(decode_answers(body), ans)
