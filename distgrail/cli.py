@@ -124,16 +124,18 @@ def cmd_index(args):
     return 0
 
 
-def _prepare_beside(idx, backend, pin: bool = False, rows: bool = True):
-    """Start putting ``idx``'s query state on ``backend``'s device on a thread of its own, and on a
-    GPU with ``pin`` page-lock the staging of a large batch (:func:`~distgrail.query.answer.pin_staging`,
-    ``rows`` of a (k, 2) ``.npy`` or two columns);
-    returns a function that waits for it and gives its seconds (0 when it failed: the query then
-    makes it again and raises the error where it belongs). The upload to a GPU then overlaps the
-    read of the pairs (docs/benchmarks.md, session 23)."""
+def _prepare_beside(idx, backend, pin_rows: bool | None = None):
+    """Start putting ``idx``'s query state on ``backend``'s device on a thread of its own, then
+    (``pin_rows`` not None) page-lock the staging of a large batch for that layout
+    (:func:`~distgrail.query.answer.pin_staging_quietly`: ``True`` for the rows of one (k, 2)
+    array, ``False`` for two columns); returns a function that waits for it and gives its
+    seconds (0 when it failed: the query then makes it again and raises the error where it
+    belongs). The upload to a GPU then overlaps the read of the pairs (docs/benchmarks.md,
+    session 23)."""
     import threading
 
     from .gpu.backend import get_backend
+    from .query.answer import pin_staging_quietly
 
     be = get_backend(backend)
     spent: list = []
@@ -145,14 +147,8 @@ def _prepare_beside(idx, backend, pin: bool = False, rows: bool = True):
         except Exception:  # noqa: BLE001 - made again, and raised, by the query itself
             spent.clear()
             return
-        if pin and be.name == "gpu":
-            from .query.answer import pin_staging
-
-            try:
-                with be.on_device():
-                    pin_staging(rows=rows)
-            except Exception:  # noqa: BLE001 - the batch pins its staging itself, and raises there
-                pass
+        if pin_rows is not None:
+            pin_staging_quietly(be, pin_rows)
 
     th = threading.Thread(target=run, name="distgrail-prepare", daemon=True)
     th.start()
@@ -179,12 +175,13 @@ def cmd_query(args):
         answers, stats, q = query_under_mpi(args, comm, pairs)
     else:
         idx = distgrail.open_index(args.index)
-        from .io.pairs import is_npy
+        from .io.pairs import mapped_as_rows
         from .query.answer import DIRECT_PAIRS
 
         big = os.path.isfile(pairs) and os.path.getsize(pairs) > 16 * DIRECT_PAIRS  # (at least 16 bytes a pair)
-        # the index to the device, and a large batch's staging page-locked, while the pairs are read
-        prepared = _prepare_beside(idx, args.backend, pin=big, rows=is_npy(pairs))
+        # the index to the device, and a large batch's staging page-locked for the layout the read
+        # gives, while the pairs are read
+        prepared = _prepare_beside(idx, args.backend, mapped_as_rows(pairs) if big else None)
         try:
             q = read_pairs_for(pairs, idx, mapped=True)  # a .npy's columns go up from the mapped file
         finally:

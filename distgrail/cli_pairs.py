@@ -167,11 +167,11 @@ def query_under_mpi(args, comm, pairs):
         idx = run_shared(comm, f"opening the index {args.index}", distgrail.open_index, args.index)
     rows = _own_rows(comm, args, idx, pairs, spread)
     if rows is not None:  # each rank reads and answers its own rows; rank 0 writes the answers
-        from .io.pairs import QueryPairs, read_npy_rows
+        from .io.pairs import QueryPairs, mapped_as_rows, read_npy_rows
         from .mpi.query import query_rows_read_by_ranks
 
         answers, stats = query_rows_read_by_ranks(idx, rows, lambda lo, hi: read_npy_rows(pairs, idx.n, lo, hi),
-                                                  args.backend, comm, what=pairs)
+                                                  args.backend, comm, what=pairs, as_rows=mapped_as_rows(pairs))
         run_shared(comm, f"writing the answers {args.output}", write_answers if args.output and rank0 else None,
                    answers, args.output)
         stats.partition = "whole, rows read by each rank"

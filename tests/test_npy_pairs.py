@@ -146,3 +146,32 @@ def test_query_of_mapped_columns_checks_both_in_one_pass(tmp_path):
         bad[1234, col] = -3 if col else idx.n
         with pytest.raises(QueryError, match=rf"{what}\[1234\] out of range"):
             idx.query(bad[:, 0], bad[:, 1], backend="cpu")
+
+
+@pytest.mark.parametrize("kind", ["int64", "int32", "uint64", "three", "fortran", "big-endian", "text", "broken"])
+def test_staging_layout_is_the_one_the_mapped_read_gives(tmp_path, kind):
+    """``mapped_as_rows`` (the layout the GPU staging is page-locked for before the pairs are read)
+    says rows exactly when the mapped read gives the two columns of one (k, 2) array, which is
+    what the staging then finds (``arrays.interleaved_rows``)."""
+    from distgrail.arrays import interleaved_rows
+    from distgrail.io.pairs import mapped_as_rows
+
+    a = np.random.default_rng(2).integers(0, 50, (200, 2))
+    path = tmp_path / ("p.txt" if kind == "text" else "p.npy")
+    if kind == "text":
+        np.savetxt(path, a, fmt="%d")
+    elif kind == "broken":
+        path.write_bytes(b"\x93NUMPY not really")
+    else:
+        arr = {"int64": a, "int32": a.astype(np.int32), "uint64": a.astype(np.uint64),
+               "three": np.c_[a, a[:, :1] % 2], "fortran": np.asfortranarray(a),
+               "big-endian": a.astype(">i8")}[kind]
+        np.save(path, arr)
+    rows = mapped_as_rows(path)
+    assert rows == (kind in ("int64", "uint64"))
+    if kind == "broken":
+        with pytest.raises(GraphFormatError):
+            read_query_pairs(path, n=50, mapped=True)
+        return
+    q = read_query_pairs(path, n=50, mapped=True)
+    assert (interleaved_rows(q.sources, q.targets) is not None) == rows

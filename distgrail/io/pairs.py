@@ -142,6 +142,21 @@ def npy_pairs_array(path) -> np.ndarray:
     return arr
 
 
+def mapped_as_rows(path) -> bool:
+    """Whether the id columns a mapped read of this pairs file gives (:func:`read_npy_rows`,
+    ``read_query_pairs(mapped=True)``) are the two columns of one (k, 2) array: a ``.npy`` of
+    native 64-bit ids, shape (k, 2), C order. The GPU staging then uploads them as rows, so that
+    is the layout to page-lock its slots for beforehand; False for any other file (its columns
+    are copied out), and for one that cannot be read (the read itself says why)."""
+    if not is_npy(path):
+        return False
+    try:
+        arr = npy_pairs_array(path)
+    except GraphFormatError:
+        return False
+    return arr.shape[1] == 2 and arr.dtype.itemsize == 8 and arr.dtype.isnative and arr.flags.c_contiguous
+
+
 def read_npy_rows(path, n: int, lo: int, hi: int) -> tuple[np.ndarray, np.ndarray]:
     """``(sources, targets)`` of rows ``lo..hi-1`` of a (k, 2) ``.npy`` pairs file, ids checked
     against ``n`` (a bad one named by its row in the whole file): what each MPI rank of

@@ -17,7 +17,6 @@ are gathered.
 
 from __future__ import annotations
 
-import threading
 import time
 
 import numpy as np
@@ -215,27 +214,6 @@ class SharedBatches:
             self.groups, self._windows, self.cap = None, None, 0
 
 
-def _pin_beside(be, k: int):
-    """On a GPU and for a batch of more than DIRECT_PAIRS pairs: :func:`~distgrail.query.answer.pin_staging`
-    (rows) on a thread of its own; returns the wait for it (a failure there is left to the answer,
-    which pins again and raises where it belongs)."""
-    from ..query.answer import DIRECT_PAIRS, pin_staging
-
-    if be.name != "gpu" or k <= DIRECT_PAIRS:
-        return lambda: None
-
-    def run():
-        try:
-            with be.on_device():
-                pin_staging(rows=True)
-        except Exception:  # noqa: BLE001 - the answer pins again and raises it
-            pass
-
-    th = threading.Thread(target=run, name="distgrail-pin", daemon=True)
-    th.start()
-    return th.join
-
-
 def query_sharded(index, sources, targets, backend="auto", comm=None, root: int = 0, search=None,
                   everywhere: bool = True):
     """Collective: answer root's pairs with the batch cut into contiguous shards, one per rank.
@@ -263,10 +241,13 @@ def query_sharded(index, sources, targets, backend="auto", comm=None, root: int 
             comm.Free()
 
 
-def query_rows_read_by_ranks(index, k: int, read_rows, backend="auto", comm=None, what: str = "the pairs"):
+def query_rows_read_by_ranks(index, k: int, read_rows, backend="auto", comm=None, what: str = "the pairs",
+                             as_rows: bool = True):
     """Collective: ``k`` pairs answered in contiguous shards, each rank reading its own rows with
     ``read_rows(lo, hi)`` -> ``(sources, targets)`` (checked; an error names the row in the whole
     file) and answering them; the answers are gathered on rank 0 in input order (None elsewhere).
+    ``as_rows``: the columns ``read_rows`` gives are those of one (k, 2) array (what the GPU staging
+    then uploads as rows: its slots are page-locked for that layout while the rows are read).
     Returns ``(answers, stats)``; ``stats.mpi_seconds``' ``scatter`` is here the slowest rank's
     read of its rows. Rank 0 reading and sending every pair cost more than one GPU's whole answer
     (docs/benchmarks.md, sessions 22-23)."""
@@ -282,7 +263,11 @@ def query_rows_read_by_ranks(index, k: int, read_rows, backend="auto", comm=None
         counts = split_counts(int(k), size)
         lo, hi = int(offsets(counts)[me]), int(offsets(counts)[me + 1])
         rows = f"rows {lo}..{hi - 1}" if hi > lo else "no rows"
-        pinning = _pin_beside(be, hi - lo)  # the staging page-locked while the rows are read
+        from ..query.answer import DIRECT_PAIRS, pin_staging_beside
+
+        # the staging page-locked while the rows are read (``as_rows``: the columns read_rows gives are
+        # those of one (k, 2) array, the layout the staging then uploads)
+        pinning = pin_staging_beside(be, as_rows) if hi - lo > DIRECT_PAIRS else (lambda: None)
         try:
             pairs = run_shared(comm, f"reading {rows} of {what}", read_rows, lo, hi)
         finally:

@@ -55,7 +55,7 @@ from .search import guided_search_numpy
 from .stats import MAX_ROUNDS, POSITIVE, SEARCH_NEG, SEARCH_POS, UNDECIDED, Labels, QueryStats, SearchOptions
 
 __all__ = ["answer_batch_numpy", "answer_batch_cuda", "records", "records_on_device", "record_width", "QueryScratch",
-           "ScratchPool", "pin_staging", "CHUNK_PAIRS", "QUEUE_CAP", "SCRATCH_BYTES"]
+           "ScratchPool", "pin_staging", "pin_staging_beside", "pin_staging_quietly", "CHUNK_PAIRS", "QUEUE_CAP", "SCRATCH_BYTES"]
 
 #: pairs per GPU chunk (inputs 16 B + work list 32 B + answer 1 B per pair on the device)
 CHUNK_PAIRS = 1 << 23
@@ -399,6 +399,25 @@ def pin_staging(rows: bool = True) -> None:
             else [cupyx.empty_pinned(size, np.int64) for _ in range(2 * slots)])
     held += [cupyx.empty_pinned(int(CHUNK_PAIRS), np.uint8) for _ in range(2)]
     del held  # (back to the pool)
+
+
+def pin_staging_quietly(be, rows: bool) -> None:
+    """:func:`pin_staging` on ``be``'s device (a GPU; nothing on a CPU), ahead of a batch. A
+    failure is left to the batch, which pins again and raises where it belongs."""
+    if be.name != "gpu":
+        return
+    try:
+        with be.on_device():
+            pin_staging(rows=rows)
+    except Exception:  # noqa: BLE001 - the batch pins again and raises it
+        pass
+
+
+def pin_staging_beside(be, rows: bool):
+    """:func:`pin_staging_quietly` on a thread of its own (beside a read); the wait for it."""
+    th = threading.Thread(target=pin_staging_quietly, args=(be, rows), name="distgrail-pin", daemon=True)
+    th.start()
+    return th.join
 
 
 def _stream_chunks(scratch, sources, targets, out, chunk, stream, budget) -> int:
