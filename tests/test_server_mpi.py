@@ -224,3 +224,40 @@ def test_batches_through_node_shared_arrays_kept_from_batch_to_batch(monkeypatch
     assert windows == 3  # one set of arrays, the old ones freed
     assert shared.groups is None and shared.arrays(5000) is None
     assert off.groups is None and off.arrays(5000) is None
+
+
+@pytest.mark.mpi(min_size=2)
+def test_shared_batch_arrays_shrink_after_small_batches(monkeypatch):
+    """After SHRINK_AFTER batches in a row that each fill at most a quarter of the node-shared
+    arrays, :class:`SharedBatches` makes them again at the latest batch's size (every rank
+    deciding alike); the new arrays hold what every rank writes into its shard."""
+    from mpi4py import MPI
+
+    import distgrail.mpi.query as mq
+    from distgrail.mpi.collectives import offsets, split_counts
+    from distgrail.mpi.query import SharedBatches
+
+    monkeypatch.setattr(mq, "SHARED_MIN_PAIRS", 500)
+    monkeypatch.setattr(mq, "GROW_PAIRS", 1000)
+    monkeypatch.setattr(mq, "SHRINK_AFTER", 2)
+    comm = MPI.COMM_WORLD.Clone()
+    me, size = comm.Get_rank(), comm.Get_size()
+    shared = SharedBatches(comm)
+    caps, held = [], []
+    for k in (5000, 600, 1200, 500, 500, 700, 100, 900):
+        w = shared.arrays(k)
+        caps.append(shared.cap)
+        if w is not None:
+            at = offsets(split_counts(k, size))
+            w[0][at[me]:at[me + 1]] = np.arange(at[me], at[me + 1]) + k
+            comm.Barrier()
+            held.append(bool(np.array_equal(w[0][:k], np.arange(k) + k)))
+            comm.Barrier()  # (every rank read before any writes the next batch)
+    got = comm.allgather((caps, held))
+    shared.close()
+    comm.Free()
+    # 5000 grows to 5000; 600 small (1), 1200 small (2): made again at 2000; 500 small (1), 500
+    # small (2): 1000; 700 fills more than a quarter; 100 goes by messages; 900 fits
+    assert all(c == got[0][0] for c, _ in got), got
+    assert caps == [5000, 5000, 2000, 2000, 1000, 1000, 1000, 1000], caps
+    assert all(all(h) for _, h in got) and len(held) == 7, got

@@ -173,6 +173,10 @@ def answer_in_windows(comm, windows, be, pairs, k, span, what, answer, root, eve
 
 #: node-shared batch arrays of :class:`SharedBatches` grow in steps of this many pairs
 GROW_PAIRS = 1 << 20
+#: after this many batches in a row that each fill at most a quarter of the node-shared arrays,
+#: :class:`SharedBatches` makes them again at the size of the latest batch (one large batch does
+#: not hold its memory for the server's life)
+SHRINK_AFTER = 64
 
 
 class SharedBatches:
@@ -180,11 +184,14 @@ class SharedBatches:
     then costs no window set-up, no page faults and no MPI message for its pairs or answers).
     Made (collectively) when every rank is on one node and ``DISTGRAIL_SHM`` is on; grown,
     collectively and in steps of :data:`GROW_PAIRS`, when a batch is larger than any before, each
-    rank faulting in its equal part of the fresh pages once. :meth:`close` frees them
-    (collective)."""
+    rank faulting in the fresh pages of its shard of that batch once (first touch: their NUMA
+    node is the rank's); made again at the latest batch's size
+    after :data:`SHRINK_AFTER` batches in a row that each fill at most a quarter of them.
+    :meth:`close` frees them (collective)."""
 
     def __init__(self, comm, root: int = 0):
         self.comm, self.root, self.cap, self._windows = comm, root, 0, None
+        self.small = 0  # batches in a row that filled at most a quarter of the arrays
         self.groups = _one_node(comm, SHARED_MIN_PAIRS, root, room=False)
 
     def arrays(self, k: int):
@@ -193,19 +200,29 @@ class SharedBatches:
         batch, or no room for it in ``/dev/shm``)."""
         if self.groups is None or k < SHARED_MIN_PAIRS:
             return None
-        if k > self.cap:
-            comm, me, size = self.comm, self.comm.Get_rank(), self.comm.Get_size()
+        self.small = self.small + 1 if 4 * k <= self.cap else 0
+        if k > self.cap or self.small >= SHRINK_AFTER:
+            self.small = 0
             cap = -(-int(k) // GROW_PAIRS) * GROW_PAIRS
-            if not comm.bcast(room_for(17 * (cap - self.cap)) if me == self.root else None, root=self.root):
+            me = self.comm.Get_rank()
+            more = 17 * max(0, cap - self.cap)  # bytes past those freed first
+            if not self.comm.bcast(room_for(more) if me == self.root else None, root=self.root):
                 return None
-            self.groups.free_arrays()
-            self.cap, self._windows = 0, None
-            windows = (self.groups.array((cap,), np.int64), self.groups.array((cap,), np.int64),
-                       self.groups.array((cap,), np.uint8))
-            a, b = cap * me // size, cap * (me + 1) // size
-            run_shared(comm, "preparing node-shared memory", _touch, [w[a:b] for w in windows])
-            self.cap, self._windows = cap, windows
+            self._make(cap, k)
         return self._windows
+
+    def _make(self, cap: int, k: int) -> None:
+        """Collective: the arrays freed and made again for ``cap`` pairs; each rank touches first
+        the pages of its shard of a ``k``-pair batch (the last rank those past ``k`` too)."""
+        comm, me, size = self.comm, self.comm.Get_rank(), self.comm.Get_size()
+        self.groups.free_arrays()
+        self.cap, self._windows = 0, None
+        windows = (self.groups.array((cap,), np.int64), self.groups.array((cap,), np.int64),
+                   self.groups.array((cap,), np.uint8))
+        at = offsets(split_counts(int(k), size))
+        a, b = int(at[me]), (int(at[me + 1]) if me < size - 1 else cap)
+        run_shared(comm, "preparing node-shared memory", _touch, [w[a:b] for w in windows])
+        self.cap, self._windows = cap, windows
 
     def close(self) -> None:
         """Collective: the arrays and the node groups freed."""
