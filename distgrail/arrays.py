@@ -114,6 +114,19 @@ def max_parallel(a: np.ndarray):
     return max(_run_pieces(np.max, [(a[lo:hi],) for lo, hi in parts]))
 
 
+def as_unsigned(ids: np.ndarray, below: int) -> np.ndarray:
+    """Integer host ids as unsigned values ``u`` with ``u < below`` exactly when the id is in
+    ``0..below-1`` (a negative id becomes huge): a view of native int32 (when ``below <= 2^31``),
+    int64 and unsigned ids, else widened to int64 first. One maximum then checks both ends."""
+    if ids.dtype == np.dtype(np.int32) and below <= 2**31:
+        return ids.view(np.uint32)
+    if ids.dtype == np.dtype(np.int64):
+        return ids.view(np.uint64)
+    if ids.dtype.kind == "u" and ids.dtype.isnative:
+        return ids
+    return ids.astype(np.int64).view(np.uint64)
+
+
 def to_host(a) -> np.ndarray:
     """``a`` as a NumPy array: itself when it is one, else copied from its device (``a.get()``)."""
     return a if isinstance(a, np.ndarray) else a.get()

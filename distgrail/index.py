@@ -10,7 +10,7 @@ import time
 import numpy as np
 
 from ._version import __version__
-from .arrays import interleaved_rows, max_parallel
+from .arrays import as_unsigned, interleaved_rows, max_parallel
 from .errors import DistGrailError, GraphFormatError, IndexFormatError, QueryError
 from .gpu.backend import get_backend
 from .indexfile import read_index_file, write_index_file
@@ -141,11 +141,14 @@ class Index:
                           C=C, d=d, W=W, rec=rec)
         return field_labels(a, C, d, K)
 
-    def check_pairs(self, sources, targets):
+    def check_pairs(self, sources, targets, narrow: bool = False):
         """``(sources, targets)`` as int64 vertex ids, checked: node labels mapped to ids (an
         unknown one is a QueryError naming it), equal 1-D shapes, integer ids in 0..n-1 (a
         QueryError naming the first bad one). What :meth:`query` does first; the server and the
         sharded query call it before any work or collective, so a bad batch is refused early.
+        ``narrow``: native int32 ids stay int32 (:meth:`query` in one process: the GPU staging
+        widens them on their way up, in the copy it makes anyway; a server's clients send int32
+        ids when the index has fewer than 2^31 vertices, half the bytes).
 
         >>> import distgrail
         >>> idx = distgrail.build_index({"a": ["b"]})
@@ -165,9 +168,11 @@ class Index:
             if arr.size and not np.issubdtype(arr.dtype, np.integer):
                 raise QueryError(f"{what} must be integer vertex ids, got dtype {arr.dtype}")
             # one pass: as unsigned, a negative id is huge, so a single comparison catches both ends
-            if arr.size and int(max_parallel(arr.astype(np.int64, copy=False).view(np.uint64))) >= self.n:
+            if arr.size and int(max_parallel(as_unsigned(arr, self.n))) >= self.n:
                 i = int(np.flatnonzero((arr < 0) | (arr >= self.n))[0])
                 raise QueryError(f"{what}[{i}] out of range 0..{self.n - 1}, got {int(arr[i])!r}")
+        if narrow and s.dtype == t.dtype == np.dtype(np.int32):
+            return s, t
         return s.astype(np.int64, copy=False), t.astype(np.int64, copy=False)
 
     def query(self, sources, targets, backend="auto", comm=None, search: SearchOptions | None = None):
@@ -188,7 +193,7 @@ class Index:
             from .mpi.query import query_sharded
 
             return query_sharded(self, sources, targets, backend, comm, search=search)
-        s, t = self.check_pairs(sources, targets)
+        s, t = self.check_pairs(sources, targets, narrow=True)
         be = get_backend(backend)
         return self._query_local(s, t, be, search)
 

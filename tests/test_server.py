@@ -162,6 +162,34 @@ def test_client_answers_as_index_query_and_bfs(server, kegg):
     assert e.shape == (0,) and st.queries == 0
 
 
+def test_client_sends_int32_ids_that_fit_and_int64_ones_that_do_not(server, kegg, monkeypatch):
+    """The client narrows ids to int32 for an index of fewer than 2^31 vertices (half the bytes);
+    the answers are those of Index.query; a batch with a bad id goes as int64 and gets the
+    message Index.query gives for it, naming the value as given."""
+    import distgrail.server.client as client_mod
+    from distgrail.errors import QueryError
+
+    _, idx, s, t = kegg
+    sent = []
+    encode = client_mod.encode_columns
+
+    def watched(a, b, narrow=False):
+        pieces, size = encode(a, b, narrow)
+        sent.append(size)
+        return pieces, size
+
+    monkeypatch.setattr(client_mod, "encode_columns", watched)
+    c = distgrail.connect(server.url, token=TOKEN)
+    answers, _ = c.query(s, t)
+    assert np.array_equal(answers, idx.query(s, t, backend="cpu")[0])
+    assert sent[-1] < 2 * 4 * s.size + 200  # 4 bytes an id
+    bad = s.copy()
+    bad[12] = 2**40
+    with pytest.raises(QueryError, match=rf"sources\[12\] out of range 0..{idx.n - 1}, got {2**40}"):
+        c.query(bad, t)
+    assert sent[-1] >= 2 * 8 * s.size
+
+
 def test_client_splits_a_batch_over_the_server_limit(server, kegg):
     _, idx, s, t = kegg
     s4, t4 = np.tile(s, 4), np.tile(t, 4)  # 400,000 pairs, the limit is 300,000 a request

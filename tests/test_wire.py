@@ -80,3 +80,56 @@ def test_answers_are_the_bytes_np_save_writes_and_read_back():
         body = encode_answers(ans)
         assert body == _npy(ans)
         assert np.array_equal(decode_answers(body), ans)
+
+
+def _sent(pieces) -> tuple[np.ndarray, np.ndarray]:
+    arr = npy_array(b"".join(bytes(p) for p in pieces))
+    return arr[0], arr[1]
+
+
+def test_ids_that_fit_go_as_int32_with_narrow(monkeypatch):
+    """``encode_columns(narrow=True)``: ids all in 0..2^31-1 go as int32 (int32 columns as they
+    are, not copied; wider ones narrowed by the host threads, in several pieces here); a batch
+    with a negative id or one past 2^31 - 1 goes as int64, so the server names it as given;
+    without ``narrow``, and for labels, nothing changes."""
+    from distgrail import arrays
+
+    monkeypatch.setattr(arrays, "HOST_PIECE_BYTES", 64)  # the narrowing copy in several pieces
+    rng = np.random.default_rng(7)
+    s, t = rng.integers(0, 2**31, 5000), rng.integers(0, 2**31, 5000)
+    for dtype in (np.int64, np.uint64, np.uint32, np.int16):
+        a, b = (s % 30000).astype(dtype), (t % 30000).astype(dtype)
+        gs, gt = _sent(encode_columns(a, b, narrow=True)[0])
+        assert gs.dtype == gt.dtype == np.int32 and np.array_equal(gs, a) and np.array_equal(gt, b), dtype
+    gs, gt = _sent(encode_columns(s, t, narrow=True)[0])
+    assert gs.dtype == np.int32 and np.array_equal(gs, s) and np.array_equal(gt, t)
+    s32, t32 = s.astype(np.int32), t.astype(np.int32)
+    pieces, size = encode_columns(s32, t32, narrow=True)
+    assert size == len(pieces[0]) + 2 * 4 * 5000 and np.shares_memory(np.frombuffer(pieces[1], np.int32), s32)
+    for bad in (-1, 2**31, 2**40):
+        s2 = s.copy()
+        s2[4321] = bad
+        gs, gt = _sent(encode_columns(s2, t, narrow=True)[0])
+        assert gs.dtype == np.int64 and gs[4321] == bad and np.array_equal(gt, t), bad
+    neg32 = s32.copy()
+    neg32[9] = -5
+    assert _sent(encode_columns(neg32, t32, narrow=True)[0])[0][9] == -5  # wider, not wrapped
+    assert _sent(encode_columns(s32, t32)[0])[0].dtype == np.int64  # no narrow: int64 as before
+    labels = np.array(["a", "bb"])
+    assert _sent(encode_columns(labels, labels[::-1], narrow=True)[0])[0].dtype.kind == "U"
+
+
+def test_as_unsigned_catches_both_ends_at_any_bound():
+    """``arrays.as_unsigned``: a maximum below ``below`` exactly when every id is in range, for
+    int32 views (bounds up to 2^31) and widened int32 (bounds past it, where the most negative
+    int32 viewed as uint32 would pass)."""
+    from distgrail.arrays import as_unsigned
+
+    ids = np.array([0, 5, 2**31 - 1], np.int32)
+    assert np.shares_memory(as_unsigned(ids, 2**31), ids) and int(as_unsigned(ids, 2**31).max()) < 2**31
+    low = np.array([0, -2**31], np.int32)
+    assert int(as_unsigned(low, 2**31).max()) >= 2**31
+    assert int(as_unsigned(low, 3 * 2**30).max()) >= 3 * 2**30  # widened: -2^31 is not 2^31
+    for dtype in (np.int8, np.int16, np.int64):
+        assert int(as_unsigned(np.array([3, -1], dtype), 100).max()) >= 100, dtype
+    assert int(as_unsigned(np.array([3, 99], np.uint16), 100).max()) < 100

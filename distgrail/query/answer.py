@@ -310,8 +310,8 @@ class ScratchPool:
 @launcher
 def answer_batch_cuda(be, L: Labels, sources, targets, stats: QueryStats | None = None, *,
                       search: SearchOptions | None = None, pool: ScratchPool | None = None):
-    """Every step on ``be``'s GPU for original vertex ids (host int64 arrays); returns host bool
-    answers.
+    """Every step on ``be``'s GPU for original vertex ids (host int64 arrays, or int32 ones,
+    widened by the staging's copy); returns host bool answers.
 
     The batch may be of any size: it is cut into chunks of :data:`CHUNK_PAIRS` pairs that stream
     through pinned host buffers, so GPU memory does not grow with the batch. The device scratch is
@@ -322,8 +322,7 @@ def answer_batch_cuda(be, L: Labels, sources, targets, stats: QueryStats | None 
 
     t0 = time.perf_counter()
     budget = (search or SearchOptions()).visit_budget
-    sources = np.asarray(sources).astype(np.int64, copy=False)  # strided columns stay views (staged)
-    targets = np.asarray(targets).astype(np.int64, copy=False)
+    sources, targets = _ids(sources), _ids(targets)  # strided columns stay views (staged)
     if sources.shape != targets.shape or sources.ndim != 1:
         raise BackendError(f"answer_batch_cuda: sources and targets of one length, got {sources.shape} and {targets.shape}")
     nq = int(sources.size)
@@ -340,7 +339,7 @@ def answer_batch_cuda(be, L: Labels, sources, targets, stats: QueryStats | None 
             scratch.counters.data.memset_async(0, scratch.counters.nbytes, stream)
             chunk = max(1, int(CHUNK_PAIRS))
             if nq <= min(chunk, DIRECT_PAIRS):  # small: the driver stages the copies itself
-                sources, targets = np.ascontiguousarray(sources), np.ascontiguousarray(targets)
+                sources, targets = np.ascontiguousarray(sources, np.int64), np.ascontiguousarray(targets, np.int64)
                 scratch.buffers(nq)
                 ds, dt, answers = scratch.ds[:nq], scratch.dt[:nq], scratch.answers[:nq]
                 _h2d(ds, sources, stream)
@@ -384,6 +383,13 @@ def _page_locked(a: np.ndarray) -> bool:
         return int(runtime.pointerGetAttributes(a.ctypes.data).type) == getattr(runtime, "memoryTypeHost", 1)
     except Exception:  # pageable memory that the runtime does not know: an error on some versions
         return False
+
+
+def _ids(a) -> np.ndarray:
+    """Host vertex ids as the GPU path takes them: int64, or native int32 as it is (widened to
+    int64 by the staging's copy into its pinned slots, the copy made anyway)."""
+    a = np.asarray(a)
+    return a if a.dtype == np.dtype(np.int32) else a.astype(np.int64, copy=False)
 
 
 def pin_staging(rows: bool = True) -> None:
@@ -430,7 +436,7 @@ def _stream_chunks(scratch, sources, targets, out, chunk, stream, budget) -> int
 
     nq = sources.size
     scratch.buffers(chunk)
-    direct = all(a.flags.c_contiguous and _page_locked(a) for a in (sources, targets))
+    direct = all(a.dtype == np.int64 and a.flags.c_contiguous and _page_locked(a) for a in (sources, targets))
     stager = None if direct else _Stager(sources, targets, chunk, stream)
     answer_slots = [cupyx.empty_pinned(max(chunk, int(CHUNK_PAIRS)), np.uint8) for _ in range(2)]  # one size
     pending = [None, None]  # (event, a, b) of the chunk whose answers land in that slot

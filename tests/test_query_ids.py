@@ -1,0 +1,31 @@
+"""Vertex ids of other widths through Index.query: int32 ids answer as int64 ones, stay int32
+through the checks when asked (what the GPU staging widens on its way up), and a bad one is
+named with its value."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+
+def test_int32_ids_answer_as_int64_ones_and_stay_int32_when_checked():
+    """int32 ids (what a server's clients send for an index of fewer than 2^31 vertices) answer
+    as int64 ones; ``check_pairs(narrow=True)`` keeps them as they are (views, strided columns
+    too), the default widens them; a bad int32 id is named with its value."""
+    import distgrail
+    from distgrail.errors import QueryError
+
+    idx = distgrail.build_index(distgrail.bundled_graph(), dims=3, backend="cpu")
+    rng = np.random.default_rng(3)
+    pairs = rng.integers(0, idx.n, (20000, 2))
+    want = idx.query(pairs[:, 0], pairs[:, 1], backend="cpu")[0]
+    p32 = pairs.astype(np.int32)
+    assert np.array_equal(idx.query(p32[:, 0], p32[:, 1], backend="cpu")[0], want)
+    s, t = idx.check_pairs(p32[:, 0], p32[:, 1], narrow=True)
+    assert s.dtype == np.int32 and np.shares_memory(s, p32) and np.shares_memory(t, p32)
+    assert idx.check_pairs(p32[:, 0], p32[:, 1])[0].dtype == np.int64
+    for bad in (-3, idx.n):
+        b = p32[:, 0].copy()
+        b[77] = bad
+        with pytest.raises(QueryError, match=rf"sources\[77\] out of range 0..{idx.n - 1}, got {bad}"):
+            idx.query(b, p32[:, 1], backend="cpu")
