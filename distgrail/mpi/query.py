@@ -274,18 +274,19 @@ def query_rows_read_by_ranks(index, k: int, read_rows, backend="auto", comm=None
         dev = ensure_bound(comm, backend)
         be = run_shared(comm, "selecting the backend", get_backend, backend, dev)
         me, size = comm.Get_rank(), comm.Get_size()
-        spent = []
-        run_shared(comm, "putting the index on this rank's device", index._state, be, spent)
-        t0 = time.perf_counter()
         counts = split_counts(int(k), size)
         lo, hi = int(offsets(counts)[me]), int(offsets(counts)[me + 1])
         rows = f"rows {lo}..{hi - 1}" if hi > lo else "no rows"
         from ..query.answer import DIRECT_PAIRS, pin_staging_beside
 
-        # the staging page-locked while the rows are read (``as_rows``: the columns read_rows gives are
-        # those of one (k, 2) array, the layout the staging then uploads)
+        # the staging page-locked while the index goes up and the rows are read (a process's first
+        # page-locking costs far more than reading a rank's rows of a mapped file; ``as_rows``:
+        # the columns read_rows gives are those of one (k, 2) array, the layout then staged)
         pinning = pin_staging_beside(be, as_rows) if hi - lo > DIRECT_PAIRS else (lambda: None)
+        spent = []
         try:
+            run_shared(comm, "putting the index on this rank's device", index._state, be, spent)
+            t0 = time.perf_counter()
             pairs = run_shared(comm, f"reading {rows} of {what}", read_rows, lo, hi)
         finally:
             pinning()
