@@ -181,7 +181,9 @@ def cmd_query(args):
         big = os.path.isfile(pairs) and os.path.getsize(pairs) > 16 * DIRECT_PAIRS  # (at least 16 bytes a pair)
         # the index to the device, and a large batch's staging page-locked for the layout the read
         # gives, while the pairs are read
-        prepared = _prepare_beside(idx, args.backend, mapped_as_rows(pairs) if big else None)
+        # (an index of node labels maps the pairs to ids: new columns, not the file's rows)
+        rows = idx.node_labels is None and mapped_as_rows(pairs)
+        prepared = _prepare_beside(idx, args.backend, rows if big else None)
         try:
             q = read_pairs_for(pairs, idx, mapped=True)  # a .npy's columns go up from the mapped file
         finally:

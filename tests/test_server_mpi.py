@@ -244,7 +244,10 @@ def test_shared_batch_arrays_shrink_after_small_batches(monkeypatch):
     me, size = comm.Get_rank(), comm.Get_size()
     shared = SharedBatches(comm)
     caps, held = [], []
-    for k in (5000, 600, 1200, 500, 500, 700, 100, 900):
+    remakes = []
+    make = shared._make
+    monkeypatch.setattr(shared, "_make", lambda cap, k: (remakes.append(cap), make(cap, k)))
+    for k in (5000, 600, 1000, 1500, 500, 500, 500, 100, 900):
         w = shared.arrays(k)
         caps.append(shared.cap)
         if w is not None:
@@ -256,8 +259,10 @@ def test_shared_batch_arrays_shrink_after_small_batches(monkeypatch):
     got = comm.allgather((caps, held))
     shared.close()
     comm.Free()
-    # 5000 grows to 5000; 600 small (1), 1200 small (2): made again at 2000; 500 small (1), 500
-    # small (2): 1000; 700 fills more than a quarter; 100 goes by messages; 900 fits
+    # 5000 grows to 5000; 600 small (1), 1000 small (2): made again at 1000; 1500 grows to 2000;
+    # 500 would be given 1000 afresh, not a quarter of 2000: never made again at the same size;
+    # 100 goes by messages; 900 fits
     assert all(c == got[0][0] for c, _ in got), got
-    assert caps == [5000, 5000, 2000, 2000, 1000, 1000, 1000, 1000], caps
-    assert all(all(h) for _, h in got) and len(held) == 7, got
+    assert caps == [5000, 5000, 1000, 2000, 2000, 2000, 2000, 2000, 2000], caps
+    assert remakes == [5000, 1000, 2000], remakes
+    assert all(all(h) for _, h in got) and len(held) == 8, got

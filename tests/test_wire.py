@@ -133,3 +133,46 @@ def test_as_unsigned_catches_both_ends_at_any_bound():
     for dtype in (np.int8, np.int16, np.int64):
         assert int(as_unsigned(np.array([3, -1], dtype), 100).max()) >= 100, dtype
     assert int(as_unsigned(np.array([3, 99], np.uint16), 100).max()) < 100
+
+
+def test_a_header_length_field_that_cuts_the_header_short_is_refused(tmp_path):
+    """A length field shorter than the header's text (NumPy's tokenizer then fails mid-token) is
+    the body's QueryError, and a pairs file's GraphFormatError naming it, not a traceback; one
+    claiming far more than the body holds is refused without the body going through a file."""
+    from distgrail.errors import GraphFormatError
+    from distgrail.io.pairs import mapped_as_rows, read_query_pairs
+
+    whole = _npy(np.arange(20, dtype=np.int64).reshape(10, 2))
+    for short in (20, 40, 60):
+        lying = whole[:8] + short.to_bytes(2, "little") + whole[10:]
+        with pytest.raises(QueryError, match="request body: not a readable .npy array"):
+            npy_array(memoryview(lying))
+        (tmp_path / "p.npy").write_bytes(lying)
+        with pytest.raises(GraphFormatError, match=r"p.npy"):  # (unreadable, or its bytes not ids)
+            read_query_pairs(tmp_path / "p.npy", n=50)
+        assert mapped_as_rows(tmp_path / "p.npy") in (True, False)  # an answer, not a traceback
+    v2 = _npy(np.arange(20, dtype=np.int64).reshape(10, 2), (2, 0))
+    huge = v2[:8] + (2**32 - 1).to_bytes(4, "little") + v2[12:] + bytes(1 << 20)
+    with pytest.raises(QueryError, match="request body: not a readable .npy array"):
+        npy_array(huge)
+
+
+def test_json_from_a_buffer_and_a_strided_buffer_read_as_bytes():
+    s, t, as_json = decode_pairs(memoryview(b'{"sources": [1, 2], "targets": [3, 4]}'), "application/json", None)
+    assert as_json and s.tolist() == [1, 2] and t.tolist() == [3, 4]
+    with pytest.raises(QueryError, match="request body: not valid JSON"):
+        decode_pairs(memoryview(b'{"sources": [1, \xff]}'), "application/json", None)
+    body = np.frombuffer(_npy(np.arange(8, dtype=np.int64).reshape(4, 2)) * 2, np.uint8)
+    strided = memoryview(np.repeat(body[: body.size // 2], 2)[::2])  # a non-contiguous buffer of those bytes
+    s, t, _ = decode_pairs(strided, "application/x-npy", None)
+    assert s.tolist() == [0, 2, 4, 6] and t.tolist() == [1, 3, 5, 7]
+
+
+def test_unsigned_ids_past_2_63_go_as_they_are():
+    """uint64 ids the int64 cast would wrap go as uint64, so the server names them as given."""
+    big = np.array([5, 2**63 + 5], np.uint64)
+    for narrow in (False, True):
+        gs, gt = _sent(encode_columns(big, big[::-1].copy(), narrow=narrow)[0])
+        assert gs.dtype == np.uint64 and int(gs[1]) == 2**63 + 5, narrow
+    gs, _ = _sent(encode_columns(np.array([5, 6], np.uint64), np.array([7, 8], np.uint64))[0])
+    assert gs.dtype == np.uint64 and gs.tolist() == [5, 6]

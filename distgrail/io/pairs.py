@@ -5,6 +5,7 @@ expected answer of each pair (:func:`read_query_pairs`)."""
 from __future__ import annotations
 
 import os
+import tokenize
 from dataclasses import dataclass
 
 import numpy as np
@@ -134,8 +135,9 @@ def npy_pairs_array(path) -> np.ndarray:
     path = _pairs_file(path)
     try:
         arr = np.load(path, allow_pickle=False, mmap_mode="r")
-    except (ValueError, OSError, EOFError) as e:
-        raise GraphFormatError(f"not a readable .npy array ({e})", path=path) from None
+    except (ValueError, OSError, EOFError, SyntaxError, tokenize.TokenError) as e:
+        # (TokenError, SyntaxError: a header whose length field cuts its text short)
+        raise GraphFormatError(f"not a readable .npy array ({' '.join(str(e).split())})", path=path) from None
     if arr.ndim != 2 or arr.shape[1] not in (2, 3) or not np.issubdtype(arr.dtype, np.integer):
         raise GraphFormatError(f"expected an integer array of shape (k, 2), or (k, 3) with the expected answers, "
                                f"got {arr.dtype} {arr.shape}", path=path)

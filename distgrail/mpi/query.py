@@ -173,9 +173,9 @@ def answer_in_windows(comm, windows, be, pairs, k, span, what, answer, root, eve
 
 #: node-shared batch arrays of :class:`SharedBatches` grow in steps of this many pairs
 GROW_PAIRS = 1 << 20
-#: after this many batches in a row that each fill at most a quarter of the node-shared arrays,
-#: :class:`SharedBatches` makes them again at the size of the latest batch (one large batch does
-#: not hold its memory for the server's life)
+#: after this many batches in a row that each would be given at most a quarter of the node-shared
+#: arrays' pairs afresh, :class:`SharedBatches` makes them again at the latest batch's size (one
+#: large batch does not hold its memory for the server's life)
 SHRINK_AFTER = 64
 
 
@@ -185,8 +185,9 @@ class SharedBatches:
     Made (collectively) when every rank is on one node and ``DISTGRAIL_SHM`` is on; grown,
     collectively and in steps of :data:`GROW_PAIRS`, when a batch is larger than any before, each
     rank faulting in the fresh pages of its shard of that batch once (first touch: their NUMA
-    node is the rank's); made again at the latest batch's size
-    after :data:`SHRINK_AFTER` batches in a row that each fill at most a quarter of them.
+    node is the rank's); made again at the latest batch's size after :data:`SHRINK_AFTER`
+    batches in a row that each would be given at most a quarter of them afresh (in
+    :data:`GROW_PAIRS` steps).
     :meth:`close` frees them (collective)."""
 
     def __init__(self, comm, root: int = 0):
@@ -200,14 +201,14 @@ class SharedBatches:
         batch, or no room for it in ``/dev/shm``)."""
         if self.groups is None or k < SHARED_MIN_PAIRS:
             return None
-        self.small = self.small + 1 if 4 * k <= self.cap else 0
-        if k > self.cap or self.small >= SHRINK_AFTER:
-            self.small = 0
-            cap = -(-int(k) // GROW_PAIRS) * GROW_PAIRS
+        cap = -(-int(k) // GROW_PAIRS) * GROW_PAIRS  # what this batch would be given afresh
+        self.small = self.small + 1 if 4 * cap <= self.cap else 0  # (a smaller step would be remade alike)
+        if k > self.cap:  # grown: the room past what is freed first checked by root for every rank
             me = self.comm.Get_rank()
-            more = 17 * max(0, cap - self.cap)  # bytes past those freed first
-            if not self.comm.bcast(room_for(more) if me == self.root else None, root=self.root):
+            if not self.comm.bcast(room_for(17 * (cap - self.cap)) if me == self.root else None, root=self.root):
                 return None
+            self._make(cap, k)
+        elif self.small >= SHRINK_AFTER:  # made again smaller: no room to check
             self._make(cap, k)
         return self._windows
 
@@ -215,6 +216,7 @@ class SharedBatches:
         """Collective: the arrays freed and made again for ``cap`` pairs; each rank touches first
         the pages of its shard of a ``k``-pair batch (the last rank those past ``k`` too)."""
         comm, me, size = self.comm, self.comm.Get_rank(), self.comm.Get_size()
+        self.small = 0
         self.groups.free_arrays()
         self.cap, self._windows = 0, None
         windows = (self.groups.array((cap,), np.int64), self.groups.array((cap,), np.int64),

@@ -38,6 +38,7 @@ from __future__ import annotations
 
 import asyncio
 import collections
+import functools
 import hmac
 import json
 import os
@@ -54,8 +55,11 @@ from ..errors import DistGrailError, GraphFormatError, QueryError
 from .limits import DEFAULT_BODY_TIMEOUT, DEFAULT_CLIENT_CONNECTIONS, BodyClock, Late
 from .wire import JSON, NPY, STATS_HEADER, decode_pairs, encode_answers
 
-__all__ = ["Service", "GPU_BATCHES_AT_ONCE", "LATENCY_WINDOW", "SHARD_MIN_PAIRS"]
+__all__ = ["Service", "BODY_FIRST_BYTES", "GPU_BATCHES_AT_ONCE", "LATENCY_WINDOW", "SHARD_MIN_PAIRS"]
 
+#: a request body's buffer starts at this size (or its Content-Length, if smaller) and doubles
+#: as bytes arrive
+BODY_FIRST_BYTES = 4 << 20
 #: batches one GPU answers at once (each with its own stream and scratch)
 GPU_BATCHES_AT_ONCE = 2
 #: the last requests whose latency the health endpoint's p50/p99 are taken over
@@ -306,24 +310,19 @@ class Service:
         return self._error(500, f"internal error: {type(e).__name__}: {e}")
 
     async def _read(self, request, size: int | None):
-        """The body, copied once as it arrives (``request.read()`` makes two), its memory what
-        has come, not what the Content-Length announced (a slow upload holds no slot, so nothing
-        else bounds how many are arriving): with a Content-Length, into a buffer of that size
-        whose pages are untouched until bytes land in them (``np.empty``: the kernel gives pages
-        on first write; a bytearray would zero them all at once, and one grown as bytes come
-        copies itself at each growth); chunked, into a bytearray that grows, within
-        ``max_body``. Within its :class:`BodyClock` (else 408, the connection to be closed);
-        ``_Gone`` when the client closes the connection first. A buffer of bytes (a memoryview
-        or a bytearray)."""
-        body, at, most = None, 0, self.max_body if size is None else size
-        if size is not None:
-            try:
-                body = memoryview(np.empty(size, dtype=np.uint8))
-            except MemoryError:  # a strict overcommit policy: grown as it comes instead
-                body = None
-        grown = body is None
-        if grown:
-            body = bytearray()
+        """The body, copied once as it arrives (``request.read()`` makes two copies; a bytearray
+        grown chunk by chunk copies itself at each growth), its memory what has come, not what
+        the Content-Length announced (a slow upload holds no slot, so nothing else bounds how
+        many are arriving). With a Content-Length, into a buffer of that size whose pages the
+        kernel gives only as bytes land in them (``np.empty``); chunked, or where the kernel
+        counts untouched pages against a strict commit limit (``vm.overcommit_memory`` 2), into
+        a buffer that doubles when full, up to ``max_body``. Within its :class:`BodyClock` (else
+        408, the connection to be closed); ``_Gone`` when the client closes the connection
+        first. On any failure the buffer is let go at once (the error stored on the request
+        keeps this frame until a full garbage collection). A memoryview of the bytes."""
+        at, most = 0, self.max_body if size is None else size
+        first = most if size is not None and not _strict_commit() else min(most, BODY_FIRST_BYTES)
+        buf = _buffer(first)
         clock = BodyClock(request.content, self.body_timeout)
         self.receiving += 1
         try:
@@ -334,24 +333,28 @@ class Service:
                     if size is None:
                         raise _Refused(413, self._too_big("more bytes"))
                     raise _Refused(400, f"request body: longer than its Content-Length of {size:,} bytes")
-                if grown:
-                    body += chunk
-                else:
-                    body[start:at] = chunk
+                if at > buf.size:
+                    buf = _doubled(buf, start, min(most, max(at, 2 * buf.size)))
+                buf[start:at] = np.frombuffer(chunk, dtype=np.uint8)
         except Late:
+            buf = None
             of = "" if size is None else f" of {size:,}"
             raise _Refused(408, f"request body: {at:,}{of} bytes arrived in {clock.seconds():.1f} s; this server "
                                 f"waits {self.body_timeout:g} s for a body, plus a second for each MiB that arrives "
                                 "(distgrail serve --body-timeout): send it faster", close=True) from None
         except ConnectionError:
+            buf = None
             had = f"{at:,} bytes of its chunked body" if size is None else f"{at:,} of its {size:,} bytes"
             raise _Gone(f"closed its connection mid-body, {had} in (not counted as an error)") from None
+        except BaseException:
+            buf = None
+            raise
         finally:
             clock.stop()
             self.receiving -= 1
         if size is not None and at != size:
             raise _Refused(400, f"request body: {at:,} bytes, not the {size:,} its Content-Length announced")
-        return body
+        return memoryview(buf)[:at]
 
     @staticmethod
     async def _closing(request, response):
@@ -423,6 +426,30 @@ class Service:
     def close(self):
         self.pool.shutdown(wait=True, cancel_futures=True)
         self.updater.shutdown(wait=True, cancel_futures=True)
+
+
+@functools.lru_cache(maxsize=1)
+def _strict_commit() -> bool:
+    """Whether this Linux counts every allocated page against a commit limit
+    (``vm.overcommit_memory`` 2): then a buffer of an announced size would take that much
+    from everything else at once."""
+    try:
+        with open("/proc/sys/vm/overcommit_memory") as f:
+            return f.read().strip() == "2"
+    except OSError:
+        return False
+
+
+def _doubled(buf: np.ndarray, used: int, size: int) -> np.ndarray:
+    """A buffer of ``size`` bytes holding the first ``used`` bytes of ``buf``."""
+    out = _buffer(size)
+    out[:used] = buf[:used]
+    return out
+
+
+def _buffer(size: int) -> np.ndarray:
+    """``size`` bytes for a request body (pages given by the kernel as they are written)."""
+    return np.empty(size, dtype=np.uint8)
 
 
 def _device_name(be) -> str:

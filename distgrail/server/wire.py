@@ -21,6 +21,7 @@ from __future__ import annotations
 import io
 import json
 import math
+import tokenize
 
 import numpy as np
 
@@ -35,6 +36,9 @@ STATS_HEADER = "X-Distgrail-Stats"
 #: how messages about a request's body name it (where ``distgrail query`` names the pairs file)
 BODY_NAME = "request body"
 _MAGIC = b"\x93NUMPY"
+#: a .npy header longer than this is refused as unreadable (NumPy's own limit is 10,000 bytes):
+#: a length field that lies does not make the whole body go through a file object
+_HEADER_MOST = 1 << 16
 
 
 def npy_array(body, what: str = BODY_NAME) -> np.ndarray:
@@ -42,7 +46,8 @@ def npy_array(body, what: str = BODY_NAME) -> np.ndarray:
     data (read-only) where the header is of version 1 or 2; QueryError naming ``what`` when it is
     not a whole .npy array. Only the header is read through a file object: wrapping the whole
     body in one (``io.BytesIO``) would copy it."""
-    mv = memoryview(body).cast("B")
+    mv = memoryview(body)
+    mv = mv.cast("B") if mv.c_contiguous else memoryview(bytes(mv))  # (an API caller's strided buffer: copied)
     f = io.BytesIO(bytes(mv[:_header_end(mv)]))
     try:
         version = np.lib.format.read_magic(f)
@@ -60,8 +65,9 @@ def npy_array(body, what: str = BODY_NAME) -> np.ndarray:
             raise ValueError(f"the header promises {count * dtype.itemsize:,} bytes of data, the body holds {have:,}")
         arr = np.frombuffer(mv, dtype=dtype, count=count, offset=f.tell())
         return arr.reshape(shape[::-1]).T if fortran else arr.reshape(shape)
-    except (ValueError, OSError, EOFError, SyntaxError, OverflowError, MemoryError) as e:
-        # np.load (version 3.0): OverflowError for a shape past 64 bits, MemoryError for one past memory
+    except (ValueError, OSError, EOFError, SyntaxError, OverflowError, MemoryError, tokenize.TokenError) as e:
+        # np.load (version 3.0): OverflowError for a shape past 64 bits, MemoryError for one past memory;
+        # TokenError: a header length field shorter than the header (its text cut mid-token)
         raise QueryError(f"{what}: not a readable .npy array ({_clip(e)})") from None
 
 
@@ -69,9 +75,9 @@ def _header_end(mv: memoryview) -> int:
     """Where a .npy header ends by its length field (versions 1-3), else the whole body (whose
     reading then fails with numpy's message)."""
     if mv.nbytes < 12 or bytes(mv[:6]) != _MAGIC:
-        return mv.nbytes
+        return min(mv.nbytes, 8 + 4 + _HEADER_MOST)
     width = 2 if mv[6] == 1 else 4  # version 1: a 2-byte length; 2 and 3: 4 bytes
-    return min(mv.nbytes, 8 + width + int.from_bytes(bytes(mv[8:8 + width]), "little"))
+    return min(mv.nbytes, 8 + width + min(_HEADER_MOST, int.from_bytes(bytes(mv[8:8 + width]), "little")))
 
 
 def decode_pairs(body, content_type: str, labels: str | None, columns: bool = False):
@@ -84,7 +90,7 @@ def decode_pairs(body, content_type: str, labels: str | None, columns: bool = Fa
     ctype = (content_type or "").split(";")[0].strip().lower()
     head = bytes(body[:64]).lstrip()
     if ctype == JSON or (ctype != NPY and head[:1] == b"{"):
-        return (*_json_pairs(bytes(body)), True)
+        return (*_json_pairs(body), True)
     if ctype == NPY or bytes(body[:6]) == _MAGIC:
         arr = npy_array(body)
         if arr.ndim != 2 or arr.shape[1 - columns] != 2:
@@ -97,9 +103,9 @@ def decode_pairs(body, content_type: str, labels: str | None, columns: bool = Fa
                      f"starts with {bytes(body[:16])!r})")
 
 
-def _json_pairs(body: bytes):
+def _json_pairs(body):
     try:
-        doc = json.loads(body)
+        doc = json.loads(body if isinstance(body, (bytes, bytearray, str)) else str(body, "utf-8"))
     except (ValueError, UnicodeDecodeError) as e:
         raise QueryError(f"{BODY_NAME}: not valid JSON ({e})") from None
     except RecursionError:  # [[[[... past Python's recursion limit
@@ -137,8 +143,9 @@ def _clip(error: Exception) -> str:
 def encode_columns(sources, targets, narrow: bool = False) -> tuple[list, int]:
     """The ``?layout=columns`` body of a batch, a .npy (2, k) array, as ``(pieces, bytes)``: the
     header, then the sources and the targets as they lie in memory (no copy when they are
-    contiguous of one dtype). int64 ids or labels, unicode labels; other dtypes go as they are
-    (the server answers with :meth:`Index.query`'s message about them). ``narrow`` (vertex ids,
+    contiguous of one dtype). int64 ids (uint64 when both columns are unsigned of 64 bits) or
+    labels, unicode labels; other dtypes go as they are (the server answers with
+    :meth:`Index.query`'s message about them). ``narrow`` (vertex ids,
     an index of fewer than 2^31 vertices): ids that all fit int32 go as int32, half the bytes
     (int32 ones as they are; wider ones checked by one threaded maximum, then narrowed by the
     host threads); a batch with any id outside 0..2^31-1 goes as int64, so the server names
@@ -150,6 +157,8 @@ def encode_columns(sources, targets, narrow: bool = False) -> tuple[list, int]:
         s, t = s.astype(str), t.astype(str)
     if s.dtype.kind in "iub" and t.dtype.kind in "iub" and "b" not in s.dtype.kind + t.dtype.kind:
         dtype = np.dtype(np.int32 if narrow and _fit_int32(s, t) else np.int64)
+        if dtype == np.int64 and s.dtype.kind == t.dtype.kind == "u" and max(s.itemsize, t.itemsize) == 8:
+            dtype = np.dtype(np.uint64)  # (ids past 2^63 - 1 would wrap in int64: the server names them as given)
     else:
         dtype = np.result_type(s.dtype, t.dtype)
     s, t = (_contiguous(a, dtype.newbyteorder("=")) for a in (s, t))

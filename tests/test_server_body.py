@@ -1,0 +1,110 @@
+"""How ``distgrail serve`` receives a request body (``Service._read``), without a server: a body
+with a Content-Length lands in one buffer of that size; a chunked one, or any body where the
+kernel holds a strict commit limit, in a buffer that starts at BODY_FIRST_BYTES and doubles; a
+client gone mid-body lets its buffer go at once, with no garbage collection (a stored error's
+traceback would otherwise keep it); a body longer or shorter than announced is refused."""
+
+from __future__ import annotations
+
+import asyncio
+import gc
+import weakref
+
+import numpy as np
+import pytest
+
+import distgrail
+from distgrail.gpu.backend import get_backend
+from distgrail.server import app
+
+
+class _Content:
+    """An aiohttp StreamReader's part that ``_read`` uses: ``iter_any`` and ``set_exception``."""
+
+    def __init__(self, chunks, fail=None):
+        self.chunks, self.fail = chunks, fail
+
+    async def iter_any(self):
+        for c in self.chunks:
+            yield c
+        if self.fail is not None:
+            raise self.fail
+
+    def set_exception(self, e):  # (the BodyClock's, not reached in these tests)
+        self.fail = e
+
+
+class _Request:
+    def __init__(self, chunks, fail=None):
+        self.content = _Content(chunks, fail)
+
+
+@pytest.fixture(scope="module")
+def service():
+    idx = distgrail.build_index(distgrail.bundled_graph(), dims=2, backend="cpu")
+    s = app.Service(idx, get_backend("cpu"), max_pairs=1 << 20, timeout=30, workers=1)
+    yield s
+    s.close()
+
+
+@pytest.fixture
+def allocations(monkeypatch):
+    """Every buffer ``_read`` allocates: (size, weak reference)."""
+    made = []
+    buffer = app._buffer
+
+    def watched(size):
+        a = buffer(size)
+        made.append((size, weakref.ref(a)))
+        return a
+
+    monkeypatch.setattr(app, "_buffer", watched)
+    return made
+
+
+def _read(service, chunks, size, fail=None):
+    return asyncio.run(service._read(_Request(chunks, fail), size))
+
+
+def _chunks(data: bytes, step: int):
+    return [data[i:i + step] for i in range(0, len(data), step)]
+
+
+def test_a_body_of_known_length_lands_in_one_buffer_of_that_size(service, allocations, monkeypatch):
+    monkeypatch.setattr(app, "_strict_commit", lambda: False)
+    data = np.random.default_rng(1).integers(0, 256, 100_000, dtype=np.uint8).tobytes()
+    got = _read(service, _chunks(data, 7_000), len(data))
+    assert bytes(got) == data and [n for n, _ in allocations] == [len(data)]
+
+
+@pytest.mark.parametrize("strict", [False, True])
+def test_chunked_or_strict_commit_bodies_grow_by_doubling(service, allocations, monkeypatch, strict):
+    monkeypatch.setattr(app, "_strict_commit", lambda: strict)
+    monkeypatch.setattr(app, "BODY_FIRST_BYTES", 4096)
+    data = np.random.default_rng(2).integers(0, 256, 50_000, dtype=np.uint8).tobytes()
+    got = _read(service, _chunks(data, 3_000), len(data) if strict else None)
+    assert bytes(got) == data
+    sizes = [n for n, _ in allocations]
+    assert sizes[0] == 4096 and sizes == sorted(sizes) and sizes[-1] <= 2 * len(data), sizes
+    assert all(b >= 2 * a or b == (len(data) if strict else service.max_body) or b >= len(data)
+               for a, b in zip(sizes, sizes[1:])), sizes
+
+
+def test_a_client_gone_mid_body_lets_its_buffer_go_without_a_collection(service, allocations, monkeypatch):
+    monkeypatch.setattr(app, "_strict_commit", lambda: False)
+    data = bytes(30_000)
+    gc.disable()
+    try:
+        with pytest.raises(app._Gone, match="closed its connection mid-body, 30,000 of its 1,000,000 bytes"):
+            _read(service, _chunks(data, 10_000), 1_000_000, ConnectionResetError("reset"))
+        assert allocations and all(ref() is None for _, ref in allocations)
+        with pytest.raises(app._Refused, match="longer than its Content-Length of 20,000"):
+            _read(service, _chunks(data, 10_000), 20_000)
+        assert all(ref() is None for _, ref in allocations)
+    finally:
+        gc.enable()
+
+
+def test_a_body_shorter_than_announced_is_refused(service):
+    with pytest.raises(app._Refused, match="request body: 5 bytes, not the 9 its Content-Length announced"):
+        _read(service, [b"12345"], 9)
