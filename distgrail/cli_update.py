@@ -1,6 +1,7 @@
-"""``distgrail update INDEX --add EDGES -o NEW``: edges inserted into an index, exact, without
-reading the original graph again (:mod:`distgrail.update`). Kept apart from :mod:`distgrail.cli`
-for size; under MPI rank 0 alone works (``one_process``)."""
+"""``distgrail update INDEX --add EDGES [-o NEW]``: edges inserted into an index, exact, without
+reading the original graph again (:mod:`distgrail.update`); without ``-o`` the index is updated
+in place (written beside it, then renamed over it: a failure leaves it as it was). Kept apart
+from :mod:`distgrail.cli` for size; under MPI rank 0 alone works (``one_process``)."""
 
 from __future__ import annotations
 
@@ -24,7 +25,9 @@ def add_update_command(sub) -> None:
                     help="the new edges, a graph file in any format 'index' reads, vertex ids of the index")
     sp.add_argument("--remove", metavar="EDGES", default=None,
                     help="refused: deletions are not supported (rebuild with 'distgrail index')")
-    sp.add_argument("-o", "--output", required=True, help="the updated index to write (.h5)")
+    sp.add_argument("-o", "--output", default=None,
+                    help="the updated index to write (.h5; default: INDEX itself, replaced once the update is "
+                         "written beside it)")
     sp.add_argument("--format", choices=FORMATS, default="auto", help="format of the EDGES file (default auto)")
     sp.add_argument("--rebuild-above", type=int, default=None, metavar="EDGES",
                     help="with more new DAG edges than this, label the components again instead of sweeping "
@@ -39,13 +42,23 @@ def cmd_update(args) -> int:
     import distgrail
     from .cli_common import outputs_ok
     from .errors import DistGrailError
+    from .io.atomic import same_file
     from .io.read import read_graph
     from .update import UPDATES, insert_edges
 
     if args.remove is not None:
         raise DistGrailError(f"{args.remove}: deletions are not supported; rebuild the index from the graph "
                              "without those edges (distgrail index)")
-    outputs_ok(args, args.index, args.add)
+    in_place = args.output is None
+    if in_place:  # the index replaced atomically: its directory must take the file written beside it
+        from .io.atomic import check_output
+
+        if os.path.exists(args.add) and same_file(args.add, args.index):
+            raise DistGrailError(f"{args.add}: the edges file is the index itself")
+        check_output(args.index)
+        args.output = args.index
+    else:
+        outputs_ok(args, args.index, args.add)
     t0 = time.perf_counter()
     if not os.path.exists(args.add):  # (the edges first: a typo costs no read of a large index)
         raise DistGrailError(f"{args.add}: no such edges file")
@@ -64,7 +77,8 @@ def cmd_update(args) -> int:
     if args.json:
         print(json.dumps(summary, indent=2, sort_keys=True))
     elif not args.quiet:
-        print(f"index        {args.output} (from {args.index})\n"
+        where = "updated in place" if in_place else f"from {args.index}"
+        print(f"index        {args.output} ({where})\n"
               f"update       {report.summary()}\n"
               f"recorded     {summary['edges_recorded']:,} inserted edge(s) since the build\n"
               f"total        {total * 1e3:.1f} ms", file=sys.stdout)

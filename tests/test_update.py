@@ -147,6 +147,35 @@ def test_the_command_writes_an_updated_index(tmp_path, capsys):
         "bad.txt", "base.h5", "new.h5", "new.txt"]
 
 
+def test_without_an_output_the_index_is_updated_in_place(tmp_path, capsys):
+    """``update INDEX --add EDGES`` (no ``-o``): the index itself answers for the graph plus the
+    edges afterwards; a refused update leaves its bytes as they were and no file beside it; a
+    second update in place adds to the record of the first."""
+    g = generate("scale-free", 150, 2, seed=9)
+    base = str(tmp_path / "base.h5")
+    _build(g.src, g.dst, g.n).save(base)
+    before = open(base, "rb").read()
+    bad = tmp_path / "bad.txt"
+    bad.write_text(f"0 {g.n}\n")
+    assert main(["update", base, "--add", str(bad), "--backend", "cpu"]) == 2
+    assert f"targets[0] = {g.n} is not a vertex" in capsys.readouterr().err
+    assert open(base, "rb").read() == before and sorted(os.listdir(tmp_path)) == ["bad.txt", "base.h5"]
+    assert main(["update", base, "--add", base, "--backend", "cpu"]) == 2
+    assert "the edges file is the index itself" in capsys.readouterr().err
+    rng = np.random.default_rng(4)
+    s, t = rng.integers(0, g.n, 20), rng.integers(0, g.n, 20)
+    (tmp_path / "e1.txt").write_text("".join(f"{a} {b}\n" for a, b in zip(s[:10], t[:10])))
+    (tmp_path / "e2.txt").write_text("".join(f"{a} {b}\n" for a, b in zip(s[10:], t[10:])))
+    assert main(["update", base, "--add", str(tmp_path / "e1.txt"), "--backend", "cpu"]) == 0
+    assert "(updated in place)" in capsys.readouterr().out
+    assert main(["update", base, "--add", str(tmp_path / "e2.txt"), "--backend", "cpu", "--json"]) == 0
+    got = json.loads(capsys.readouterr().out)
+    assert got["index"] == got["base"] == os.path.abspath(base) and got["edges_recorded"] == 20
+    _check(distgrail.open_index(base), g.src, g.dst, g.n, s, t,
+           (rng.integers(0, g.n, 4000), rng.integers(0, g.n, 4000)))
+    assert sorted(os.listdir(tmp_path)) == ["bad.txt", "base.h5", "e1.txt", "e2.txt"]
+
+
 MPIEXEC = os.path.join(os.path.dirname(sys.executable), "mpiexec")
 
 
