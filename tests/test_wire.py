@@ -176,3 +176,38 @@ def test_unsigned_ids_past_2_63_go_as_they_are():
         assert gs.dtype == np.uint64 and int(gs[1]) == 2**63 + 5, narrow
     gs, _ = _sent(encode_columns(np.array([5, 6], np.uint64), np.array([7, 8], np.uint64))[0])
     assert gs.dtype == np.uint64 and gs.tolist() == [5, 6]
+
+
+def _mutations():
+    from hypothesis import strategies as st
+
+    bodies = [_npy(np.arange(12, dtype=np.int64).reshape(6, 2)), _npy(np.arange(12, dtype=np.int32).reshape(2, 6)),
+              _npy(np.arange(6, dtype=np.int64).reshape(3, 2), (2, 0)), _npy(np.array([["a", "b"]])),
+              _npy(np.arange(6, dtype=np.int64).reshape(3, 2), (3, 0))]
+    edit = st.tuples(st.integers(0, 200), st.integers(0, 255))
+    return st.tuples(st.sampled_from(bodies), st.lists(edit, max_size=6), st.integers(0, 260), st.booleans())
+
+
+def test_mutated_npy_bodies_are_pairs_or_a_query_error():
+    """Any byte edits and cuts of a valid .npy body: decode_pairs gives two equal-length 1-D
+    arrays or raises QueryError naming the request body; nothing else escapes (an escaping error
+    would be a 500 from the server)."""
+    from hypothesis import HealthCheck, given, settings
+
+    @settings(max_examples=400, deadline=None, suppress_health_check=list(HealthCheck))
+    @given(_mutations())
+    def run(case):
+        body, edits, cut, columns = case
+        b = bytearray(body)
+        for at, value in edits:
+            if at < len(b):
+                b[at] = value
+        b = b[:cut] if cut < len(b) else b
+        try:
+            s, t, as_json = decode_pairs(memoryview(b), "application/x-npy", None, columns)
+        except QueryError as e:
+            assert str(e).startswith("request body"), str(e)
+            return
+        assert not as_json and s.ndim == t.ndim == 1 and s.shape == t.shape
+
+    run()
