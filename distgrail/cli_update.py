@@ -27,7 +27,7 @@ def add_update_command(sub) -> None:
                     help="refused: deletions are not supported (rebuild with 'distgrail index')")
     sp.add_argument("-o", "--output", default=None,
                     help="the updated index to write (.h5; default: INDEX itself, replaced once the update is "
-                         "written beside it)")
+                         "written beside it, as one file even if INDEX was split)")
     sp.add_argument("--format", choices=FORMATS, default="auto", help="format of the EDGES file (default auto)")
     sp.add_argument("--rebuild-above", type=int, default=None, metavar="EDGES",
                     help="with more new DAG edges than this, label the components again instead of sweeping "
@@ -50,13 +50,20 @@ def cmd_update(args) -> int:
         raise DistGrailError(f"{args.remove}: deletions are not supported; rebuild the index from the graph "
                              "without those edges (distgrail index)")
     in_place = args.output is None
+    mode = None  # the index's stat, when it is updated in place
     if in_place:  # the index replaced atomically: its directory must take the file written beside it
         from .io.atomic import check_output
 
         if os.path.exists(args.add) and same_file(args.add, args.index):
             raise DistGrailError(f"{args.add}: the edges file is the index itself")
-        check_output(args.index)
-        args.output = args.index
+        target = os.path.realpath(args.index)  # (a link's target is updated, not the link replaced)
+        if os.path.isfile(target):
+            if not os.access(target, os.W_OK):
+                raise DistGrailError(f"{args.index}: the index is not writable, so it is not updated in place; "
+                                     "write the update to another file with -o NEW.h5")
+            mode = os.stat(target)
+        check_output(target)
+        args.output = target
     else:
         outputs_ok(args, args.index, args.add)
     t0 = time.perf_counter()
@@ -71,6 +78,10 @@ def cmd_update(args) -> int:
     new, report = insert_edges(idx, g.src, g.dst, backend=args.backend, progress=not args.quiet,
                                rebuild_above=args.rebuild_above, consume=True)  # (idx is not used after)
     new.save(args.output)
+    if mode is not None:  # the file replaced keeps the index's permissions (and, for root, its owner)
+        if hasattr(os, "geteuid") and os.geteuid() == 0:
+            os.chown(args.output, mode.st_uid, mode.st_gid)
+        os.chmod(args.output, mode.st_mode & 0o7777)
     total = time.perf_counter() - t0
     summary = {"index": os.path.abspath(args.output), "base": os.path.abspath(args.index),
                "edges_recorded": int(new.arrays[UPDATES].shape[0]), **report.as_dict(), "total_seconds": round(total, 6)}

@@ -108,3 +108,35 @@ def test_a_client_gone_mid_body_lets_its_buffer_go_without_a_collection(service,
 def test_a_body_shorter_than_announced_is_refused(service):
     with pytest.raises(app._Refused, match="request body: 5 bytes, not the 9 its Content-Length announced"):
         _read(service, [b"12345"], 9)
+
+
+def test_a_body_past_what_can_be_mapped_grows_instead_and_running_out_is_a_503(service, monkeypatch):
+    """A Content-Length whose buffer cannot be allocated at once (MemoryError: past RAM and swap
+    under the default overcommit) is received into a growing buffer instead; running out while
+    it grows is a 503 naming the bytes, not a 500."""
+    monkeypatch.setattr(app, "_strict_commit", lambda: False)
+    monkeypatch.setattr(app, "BODY_FIRST_BYTES", 1024)
+    buffer = app._buffer
+    limit = {"bytes": 20_000}
+
+    def bounded(size):
+        if size > limit["bytes"]:
+            raise MemoryError(f"cannot allocate {size}")
+        return buffer(size)
+
+    monkeypatch.setattr(app, "_buffer", bounded)
+    data = bytes(range(256)) * 60  # 15,360 bytes
+    assert bytes(_read(service, _chunks(data, 1000), len(data) + 0)) == data  # within the limit: one buffer
+    big = bytes(30_000)
+    with pytest.raises(app._Refused, match="no memory on the server for .* bytes now") as e:
+        _read(service, _chunks(big, 1000), len(big))
+    assert e.value.status == 503
+
+
+def test_a_compressed_body_is_bounded_by_the_servers_limit_not_its_content_length():
+    class Req:
+        def __init__(self, enc):
+            self.headers = {} if enc is None else {"Content-Encoding": enc}
+
+    assert app._decoded_size(Req(None), 89) == 89 and app._decoded_size(Req("identity"), 89) == 89
+    assert app._decoded_size(Req("gzip"), 89) is None and app._decoded_size(Req(" GZip "), 5) is None

@@ -176,6 +176,31 @@ def test_without_an_output_the_index_is_updated_in_place(tmp_path, capsys):
     assert sorted(os.listdir(tmp_path)) == ["bad.txt", "base.h5", "e1.txt", "e2.txt"]
 
 
+def test_in_place_through_a_link_updates_the_target_and_keeps_its_mode(tmp_path, capsys, monkeypatch):
+    """An index reached through a symbolic link is updated where it lies (the link stays a link);
+    the replaced file keeps the index's permission bits; an index the user may not write is
+    refused, naming -o."""
+    g = generate("paper", 120, 2, seed=3)
+    (tmp_path / "real").mkdir()
+    real = tmp_path / "real" / "idx.h5"
+    _build(g.src, g.dst, g.n).save(str(real))
+    os.chmod(real, 0o640)
+    link = tmp_path / "link.h5"
+    link.symlink_to(real)
+    (tmp_path / "e.txt").write_text("5 0\n7 1\n")
+    assert main(["update", str(link), "--add", str(tmp_path / "e.txt"), "--backend", "cpu", "--quiet"]) == 0
+    assert link.is_symlink() and os.stat(real).st_mode & 0o777 == 0o640
+    assert int(distgrail.open_index(str(real)).arrays[UPDATES].shape[0]) == 2
+    _check(distgrail.open_index(str(link)), g.src, g.dst, g.n, [5, 7], [0, 1])
+    access = os.access  # an index this user may not write (root may write any file: asked as another user)
+    monkeypatch.setattr(os, "access", lambda p, m, **kw: False if os.fspath(p) == str(real) else access(p, m, **kw))
+    before = real.read_bytes()
+    assert main(["update", str(link), "--add", str(tmp_path / "e.txt"), "--backend", "cpu"]) == 2
+    assert "not writable, so it is not updated in place; write the update to another file with -o" in \
+        capsys.readouterr().err
+    assert real.read_bytes() == before
+
+
 MPIEXEC = os.path.join(os.path.dirname(sys.executable), "mpiexec")
 
 

@@ -211,3 +211,39 @@ def test_mutated_npy_bodies_are_pairs_or_a_query_error():
         assert not as_json and s.ndim == t.ndim == 1 and s.shape == t.shape
 
     run()
+
+
+def test_json_in_any_encoding_json_allows_and_header_reads_stay_small(monkeypatch):
+    """JSON bodies with a UTF-8 BOM, in UTF-16 or UTF-32 read as bytes do (json's detection), from
+    any buffer; a .npy header's read goes through at most 64 KiB whatever its length field says."""
+    import distgrail.server.wire as wire
+
+    text = '{"sources": [1, 2], "targets": [3, 4]}'
+    for raw in (text.encode(), b"\xef\xbb\xbf" + text.encode(), text.encode("utf-16"), text.encode("utf-32-le")):
+        for body in (raw, memoryview(raw), memoryview(np.repeat(np.frombuffer(raw, np.uint8), 2)[::2])):
+            s, t, as_json = decode_pairs(body, "application/json", None)
+            assert as_json and s.tolist() == [1, 2] and t.tolist() == [3, 4], raw[:6]
+    seen = []
+
+    class Recording(io.BytesIO):
+        def __init__(self, initial=b""):
+            seen.append(len(initial))
+            super().__init__(initial)
+
+    monkeypatch.setattr(wire.io, "BytesIO", Recording)
+    v2 = _npy(np.arange(20, dtype=np.int64).reshape(10, 2), (2, 0))
+    lying = v2[:8] + (2**32 - 1).to_bytes(4, "little") + v2[12:] + bytes(1 << 20)
+    with pytest.raises(QueryError):
+        npy_array(lying)
+    assert seen and max(seen) <= (1 << 16) + 12, seen
+
+
+def test_ids_no_one_type_holds_are_refused_by_the_client_as_the_server_would():
+    from distgrail.server.wire import refuse_wrapping_ids
+
+    refuse_wrapping_ids(np.array([2**63 + 1], np.uint64), np.array([2**63 + 2], np.uint64), 10)  # uint64 both: sent
+    refuse_wrapping_ids(np.array([5], np.uint64), np.array([3]), 10)  # fits int64: sent
+    with pytest.raises(QueryError, match=r"sources\[1\] out of range 0..9, got 9223372036854775813"):
+        refuse_wrapping_ids(np.array([1, 2**63 + 5], np.uint64), np.array([3, 4]), 10)
+    with pytest.raises(QueryError, match=r"sources\[0\] out of range 0..9, got -1"):
+        refuse_wrapping_ids(np.array([-1, 3]), np.array([2**63 + 5, 1], np.uint64), 10)  # sources named first

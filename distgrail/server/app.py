@@ -235,7 +235,7 @@ class Service:
             size = request.content_length
             if size is not None and size > self.max_body:
                 raise _Refused(413, self._too_big(f"{size:,} bytes"))
-            body = await self._read(request, size)
+            body = await self._read(request, _decoded_size(request, size))
             if self.in_flight >= self.max_waiting:  # counted once its body is in: slow uploads take no slot
                 raise _Refused(503, f"busy: {self.in_flight} requests in flight (this server's limit); retry later",
                                {"Retry-After": "1"})
@@ -273,7 +273,7 @@ class Service:
             size = request.content_length
             if size is not None and size > self.max_body:
                 raise _Refused(413, self._too_big(f"{size:,} bytes"))
-            body = await self._read(request, size)
+            body = await self._read(request, _decoded_size(request, size))
             if self.in_flight >= self.max_waiting:  # updates queue behind one thread: they count too
                 raise _Refused(503, f"busy: {self.in_flight} requests in flight (this server's limit); retry later",
                                {"Retry-After": "1"})
@@ -314,15 +314,19 @@ class Service:
         grown chunk by chunk copies itself at each growth), its memory what has come, not what
         the Content-Length announced (a slow upload holds no slot, so nothing else bounds how
         many are arriving). With a Content-Length, into a buffer of that size whose pages the
-        kernel gives only as bytes land in them (``np.empty``); chunked, or where the kernel
-        counts untouched pages against a strict commit limit (``vm.overcommit_memory`` 2), into
-        a buffer that doubles when full, up to ``max_body``. Within its :class:`BodyClock` (else
+        kernel gives only as bytes land in them (``np.empty``); chunked or compressed (``size``
+        None), where the kernel counts untouched pages against a strict commit limit
+        (``vm.overcommit_memory`` 2), or past what it can map at once, into a buffer that
+        doubles when full, up to ``max_body`` (503 when memory runs out). Within its :class:`BodyClock` (else
         408, the connection to be closed); ``_Gone`` when the client closes the connection
         first. On any failure the buffer is let go at once (the error stored on the request
         keeps this frame until a full garbage collection). A memoryview of the bytes."""
         at, most = 0, self.max_body if size is None else size
         first = most if size is not None and not _strict_commit() else min(most, BODY_FIRST_BYTES)
-        buf = _buffer(first)
+        try:
+            buf = _buffer(first)
+        except MemoryError:  # more than this machine can map at once: grown as bytes come instead
+            buf = _buffer(min(most, BODY_FIRST_BYTES))
         clock = BodyClock(request.content, self.body_timeout)
         self.receiving += 1
         try:
@@ -331,10 +335,14 @@ class Service:
                 clock.got = at
                 if at > most:
                     if size is None:
-                        raise _Refused(413, self._too_big("more bytes"))
+                        raise _Refused(413, self._too_big(f"{at:,}+ bytes (chunked or decoded)"))
                     raise _Refused(400, f"request body: longer than its Content-Length of {size:,} bytes")
                 if at > buf.size:
-                    buf = _doubled(buf, start, min(most, max(at, 2 * buf.size)))
+                    try:
+                        buf = _doubled(buf, start, min(most, max(at, 2 * buf.size)))
+                    except MemoryError:
+                        raise _Refused(503, f"request body: no memory on the server for {at:,} bytes now; retry "
+                                            "later or send smaller batches", {"Retry-After": "5"}) from None
                 buf[start:at] = np.frombuffer(chunk, dtype=np.uint8)
         except Late:
             buf = None
@@ -353,6 +361,7 @@ class Service:
             clock.stop()
             self.receiving -= 1
         if size is not None and at != size:
+            buf = None
             raise _Refused(400, f"request body: {at:,} bytes, not the {size:,} its Content-Length announced")
         return memoryview(buf)[:at]
 
@@ -426,6 +435,13 @@ class Service:
     def close(self):
         self.pool.shutdown(wait=True, cancel_futures=True)
         self.updater.shutdown(wait=True, cancel_futures=True)
+
+
+def _decoded_size(request, size: int | None) -> int | None:
+    """The size the body will have as ``_read`` receives it: its Content-Length, unless it is
+    compressed (aiohttp hands on the decoded bytes, bounded then by ``max_body`` alone)."""
+    encoding = request.headers.get("Content-Encoding", "identity").strip().lower()
+    return size if encoding in ("", "identity") else None
 
 
 @functools.lru_cache(maxsize=1)

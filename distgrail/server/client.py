@@ -23,7 +23,7 @@ import numpy as np
 
 from .. import settings
 from ..errors import DistGrailError, QueryError
-from .wire import JSON, NPY, STATS_HEADER, decode_answers, encode_columns, stats_from_dict
+from .wire import JSON, NPY, STATS_HEADER, decode_answers, encode_columns, refuse_wrapping_ids, stats_from_dict
 
 __all__ = ["connect", "Client", "ServerError", "TOKEN_ENV"]
 
@@ -124,6 +124,8 @@ class Client:
         # sent piece by piece: the columns are not copied (but narrowed to int32 where they fit
         # and the server's vertex ids do: half the bytes to send and to read)
         narrow = self.label_kind is None and int(self.info.get("n", 2**62)) <= 2**31
+        if self.label_kind is None:
+            refuse_wrapping_ids(s, t, self.n)
         pieces, size = encode_columns(s, t, narrow=narrow)
         status, headers, body = self._request("POST", "/query?layout=columns", pieces,
                                               {"Content-Type": NPY, "Accept": NPY, "Content-Length": str(size)})

@@ -28,7 +28,7 @@ import numpy as np
 from ..errors import QueryError
 
 __all__ = ["NPY", "JSON", "STATS_HEADER", "BODY_NAME", "decode_pairs", "encode_columns", "encode_answers",
-           "decode_answers", "stats_from_dict", "npy_array"]
+           "decode_answers", "stats_from_dict", "npy_array", "refuse_wrapping_ids"]
 
 NPY = "application/x-npy"
 JSON = "application/json"
@@ -105,7 +105,7 @@ def decode_pairs(body, content_type: str, labels: str | None, columns: bool = Fa
 
 def _json_pairs(body):
     try:
-        doc = json.loads(body if isinstance(body, (bytes, bytearray, str)) else str(body, "utf-8"))
+        doc = json.loads(_json_text(body))
     except (ValueError, UnicodeDecodeError) as e:
         raise QueryError(f"{BODY_NAME}: not valid JSON ({e})") from None
     except RecursionError:  # [[[[... past Python's recursion limit
@@ -124,6 +124,17 @@ def _json_pairs(body):
         except (ValueError, OverflowError, RecursionError) as e:  # ragged or deep nesting, ints past 64 bits
             raise QueryError(f"{BODY_NAME}: {what} is not a flat list of ids or labels ({_clip(e)})") from None
     return out[0], out[1]
+
+
+def _json_text(body):
+    """A JSON body as ``json.loads`` takes it: bytes as they are (it detects UTF-8, a BOM, UTF-16
+    and UTF-32 itself); another buffer decoded by the same detection, without a copy where it is
+    contiguous."""
+    if isinstance(body, (bytes, bytearray, str)):
+        return body
+    mv = memoryview(body)
+    mv = mv.cast("B") if mv.c_contiguous else memoryview(bytes(mv))
+    return str(mv, json.detect_encoding(bytes(mv[:4])), "strict")
 
 
 def _short(value) -> str:
@@ -168,6 +179,23 @@ def encode_columns(sources, targets, narrow: bool = False) -> tuple[list, int]:
     np.lib.format.write_array_header_1_0(buf, header)
     head = buf.getvalue()
     return [head, memoryview(s.view(np.uint8)), memoryview(t.view(np.uint8))], len(head) + s.nbytes + t.nbytes
+
+
+def refuse_wrapping_ids(sources, targets, n: int) -> None:
+    """Ids that no one integer type of a .npy body holds as given (a uint64 id past 2^63 - 1 beside
+    a signed column): the QueryError :meth:`Index.query` would give, raised here (the int64 body
+    would name the id wrapped)."""
+    s, t = np.asarray(sources), np.asarray(targets)
+    kinds = {(a.dtype.kind, a.dtype.itemsize) for a in (s, t)}
+    if ("u", 8) not in kinds or all(k == "u" for k, _ in kinds):
+        return
+    if not any(a.dtype == np.uint64 and a.size and int(a.max()) > 2**63 - 1 for a in (s, t)):
+        return
+    for arr, what in ((s, "sources"), (t, "targets")):
+        bad = np.flatnonzero((arr < 0) | (arr >= n)) if arr.dtype.kind == "i" else np.flatnonzero(arr >= n)
+        if bad.size:
+            i = int(bad[0])
+            raise QueryError(f"{what}[{i}] out of range 0..{n - 1}, got {int(arr[i])!r}")
 
 
 def _fit_int32(s: np.ndarray, t: np.ndarray) -> bool:
