@@ -150,8 +150,6 @@ def query_under_mpi(args, comm, pairs):
     :class:`~distgrail.io.pairs.QueryPairs`) on rank 0, None on the others; the stats everywhere."""
     import numpy as np
 
-    import distgrail
-
     from .io.pairs import read_pairs_for
     from .io.writers import write_answers
     from .mpi.binding import bind_gpu
@@ -164,7 +162,9 @@ def query_under_mpi(args, comm, pairs):
     if spread:
         idx = open_spread_index(args.index, comm)
     else:
-        idx = run_shared(comm, f"opening the index {args.index}", distgrail.open_index, args.index)
+        from .mpi.opening import open_on_ranks
+
+        idx = open_on_ranks(comm, args.index)  # (the values checked once, by rank 0)
     rows = _own_rows(comm, args, idx, pairs, spread)
     if rows is not None:  # each rank reads and answers its own rows; rank 0 writes the answers
         from .io.pairs import QueryPairs, mapped_as_rows, read_npy_rows

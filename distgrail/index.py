@@ -13,7 +13,7 @@ from ._version import __version__
 from .arrays import as_unsigned, interleaved_rows, max_parallel
 from .errors import DistGrailError, GraphFormatError, IndexFormatError, QueryError
 from .gpu.backend import get_backend
-from .indexfile import read_index_file, write_index_file
+from .indexfile import check_index, read_index_file, write_index_file
 from .io.digest import split_digest
 from .nodelabels import NodeLabels
 from .query.answer import ScratchPool, answer_batch_cuda, answer_batch_numpy, records_on_device
@@ -48,6 +48,8 @@ class Index:
         #: the graph's own node labels (:class:`~distgrail.nodelabels.NodeLabels`), or None when
         #: queries take vertex ids 0..n-1; see :func:`distgrail.io.read.as_graph`
         self.node_labels = node_labels if node_labels is not None else NodeLabels.from_arrays(arrays)
+        #: the checksum seal of the file it was opened from (:func:`open_index`), else None
+        self.seal = None
 
     # -- properties ---------------------------------------------------------------------
     @property
@@ -71,6 +73,11 @@ class Index:
         m = self.meta
         return (f"<distgrail.Index {m['source_name']!r}: {m['n_vertices']:,} vertices, "
                 f"{m['n_components']:,} components, {m['n_dag_edges']:,} DAG edges, d={m['dims']}>")
+
+    def check_values(self) -> None:
+        """The value checks :func:`open_index` makes (``values=True``): IndexFormatError naming
+        the dataset unless every value is one a built index can hold."""
+        check_index(self.meta.get("path", "the index"), self.meta, self.arrays)
 
     # -- persistence --------------------------------------------------------------------
     def save(self, path) -> None:
@@ -303,8 +310,12 @@ def assemble(graph, dag, forest, post0, intervals, dims, seed, parent_rule, supp
     return Index(meta, arrays, labels)
 
 
-def open_index(path) -> Index:
+def open_index(path, values: bool = True) -> Index:
     """Read an index written by :func:`build_index` or ``distgrail index``.
+
+    ``values=False`` skips the value checks (checksums, shapes and types are still checked):
+    for a process whose bytes another has checked (:func:`distgrail.mpi.opening.open_on_ranks`);
+    :meth:`Index.check_values` makes them later. The file's checksum seal is ``index.seal``.
 
     Raises
     ------
@@ -313,7 +324,8 @@ def open_index(path) -> Index:
         damaged or incomplete (checksum, shape, type or value range; the message names the dataset).
     """
     t = time.perf_counter()
-    meta, arrays = read_index_file(path)
+    seal: list = []
+    meta, arrays = read_index_file(path, values=values, seal_out=seal)
     try:
         labels = NodeLabels.from_arrays(arrays, os.fspath(path))
     except GraphFormatError as e:
@@ -321,4 +333,5 @@ def open_index(path) -> Index:
     idx = Index(meta, arrays, labels)
     idx.timings = {"open": time.perf_counter() - t}
     idx.meta["path"] = os.fspath(path)
+    idx.seal = seal[0]
     return idx

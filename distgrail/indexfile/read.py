@@ -63,11 +63,15 @@ def _attr(attrs, path, key, where):
     return v.decode() if isinstance(v, bytes) else (v.item() if hasattr(v, "item") else v)
 
 
-def read_index_file(path, defer=()) -> tuple[dict, dict]:
+def read_index_file(path, defer=(), values: bool = True, seal_out: list | None = None) -> tuple[dict, dict]:
     """Read and check an index. Raises :class:`IndexFormatError` for anything that is not a
     complete, undamaged index of a version this distgrail reads (any HDF5 error included: it
     names the attribute or dataset being read). ``defer``: datasets left in the file if large: a
-    :class:`Deferred` stands for each (values checked as slices are read)."""
+    :class:`Deferred` stands for each (values checked as slices are read). ``values=False``:
+    every checksum, shape and type checked, the values not (:func:`check_values` then, or
+    another process's check of the same bytes: the MPI ranks of one index). ``seal_out``: the
+    file's checksum seal (the ``crc32_of_datasets`` it was verified against, None in files of
+    earlier releases) appended to it."""
     import h5py
 
     path = os.fspath(path)
@@ -93,8 +97,10 @@ def read_index_file(path, defer=()) -> tuple[dict, dict]:
     finally:
         pool.shutdown(wait=True)  # no block read may outlive the descriptor
         os.close(fd)
-    check_index(path, meta, arrays)
+    check_index(path, meta, arrays, values)
     _check_seal(path, seal)
+    if seal_out is not None:
+        seal_out.append(None if seal[0] is None else (seal[0].decode() if isinstance(seal[0], bytes) else seal[0]))
     return meta, arrays
 
 
@@ -356,8 +362,9 @@ def _int_attr(path, meta, key, lo=0):
     return int(v)
 
 
-def check_index(path, meta: dict, arrays: dict) -> None:
-    """Raise :class:`IndexFormatError` unless ``arrays`` and ``meta`` form a consistent index."""
+def check_index(path, meta: dict, arrays: dict, values: bool = True) -> None:
+    """Raise :class:`IndexFormatError` unless ``arrays`` and ``meta`` form a consistent index
+    (``values=False``: the attributes, datasets, shapes and types only)."""
     n = _int_attr(path, meta, "n_vertices")
     C = _int_attr(path, meta, "n_components")
     m = _int_attr(path, meta, "n_dag_edges")
@@ -381,9 +388,9 @@ def check_index(path, meta: dict, arrays: dict) -> None:
             bad(name, f"has shape {a.shape}, expected {shapes[name]}")
         if not np.issubdtype(a.dtype, np.integer):
             bad(name, f"has type {a.dtype}, expected integers")
-
-    with _Pieces() as pieces:
-        _check_values(path, meta, arrays, n, C, m, L, dims, bad, pieces)
+    if values:
+        with _Pieces() as pieces:
+            _check_values(path, meta, arrays, n, C, m, L, dims, bad, pieces)
 
 
 def _check_values(path, meta, a, n, C, m, L, dims, bad, pieces):

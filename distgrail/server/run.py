@@ -190,10 +190,10 @@ def serve_ranks(comm, index_path: str, *, host: str, port: int, backend: str, sh
                 max_client_connections: int = DEFAULT_CLIENT_CONNECTIONS) -> int:
     """Collective: the server over every rank of ``comm`` until SIGTERM/SIGINT on rank 0; 0 on every
     rank. Start-up failures on any rank are the same RankError on every rank."""
-    import distgrail
     from ..gpu.backend import get_backend
     from ..mpi.binding import bind_gpu
     from ..mpi.errors import RankError, run_shared
+    from ..mpi.opening import open_on_ranks
     from ..mpi.query import SharedBatches, same_index_everywhere
     from ..mpi.serve import Dispatcher, follow, warm_batch
     from .app import SHARD_MIN_PAIRS, Service
@@ -225,7 +225,7 @@ def serve_ranks(comm, index_path: str, *, host: str, port: int, backend: str, sh
         say(f"opening {index_path} on {comm.Get_size()} ranks")
         dev = bind_gpu(comm, backend, share=share_gpus)
         be = run_shared(comm, "selecting the backend", get_backend, backend, dev)
-        idx = run_shared(comm, f"opening the index {index_path}", distgrail.open_index, index_path)
+        idx = open_on_ranks(comm, index_path)  # (the values checked once, by rank 0)
         run_shared(comm, "comparing the index of every rank", same_index_everywhere, comm, idx)
         say(f"{idx.n:,} vertices, {idx.C:,} components, d={idx.dims}, K={idx.supports} "
             f"(opened in {time.perf_counter() - t0:.2f} s); loading the labels on {be.name} on every rank")
