@@ -1,8 +1,10 @@
 """Server benchmark: a round trip through ``distgrail serve`` beside in-process ``Index.query``
-and the cold CLI, in one run, then concurrent clients.
+and the cold CLI, in one run, then concurrent clients; with ``--ranks 1,4`` the same against
+servers of 1 and 4 MPI ranks, their throughputs side by side.
 
     python -m distgrail.benchmarks.serve INDEX [--backend auto] [--sizes 1,1000,1000000,10000000]
-        [--repeat 5] [--clients 8] [--seconds 30] [--client-pairs 100000] [--json OUT]
+        [--repeat 5] [--clients 8] [--seconds 30] [--client-pairs 100000] [--ranks 1]
+        [--launcher "mpiexec"] [--json OUT]
 
 1. ``open_index`` seconds (the file in the page cache after the first open).
 2. For each batch size (seeded uniform random pairs; node labels where the index has them):
@@ -16,8 +18,11 @@ and the cold CLI, in one run, then concurrent clients.
    as the clients see it and as the server reports it, wrong answers (checked against the
    in-process answers, must be 0), the server's RSS before and after.
 
-The server is started here (``python -m distgrail serve INDEX --port 0``) and stopped with
-SIGTERM (its exit status is checked).
+The server is started here (``python -m distgrail serve INDEX --port 0``; for ``--ranks`` above
+1 under ``--launcher -n R python -m mpi4py -m distgrail serve ...``, the launcher by default
+``$MPIEXEC`` with ``$MPIRUN_ARGS``, else the ``mpiexec`` beside this Python) and stopped with
+SIGTERM, to rank 0 under MPI (the exit status is checked). With several ``--ranks`` the last
+table gives each server's load-test throughput and its ratio to the first's.
 """
 
 from __future__ import annotations
@@ -26,6 +31,7 @@ import argparse
 import json
 import os
 import re
+import shlex
 import signal
 import subprocess
 import sys
@@ -40,11 +46,13 @@ import distgrail
 READY = re.compile(r"serving .+ on (http://\S+) \(.*ready in ([0-9.]+) s\)")
 
 
-def start_server(index, backend, max_pairs, timeout=600):
-    """(Popen, url, ready seconds) of a ``distgrail serve`` on a free loopback port."""
+def start_server(index, backend, max_pairs, timeout=600, launch=()):
+    """(Popen, url, ready seconds) of a ``distgrail serve`` on a free loopback port (``launch``:
+    the MPI launcher's words before the Python, e.g. ``["mpiexec", "-n", "4"]``)."""
     t = time.perf_counter()
-    proc = subprocess.Popen([sys.executable, "-m", "distgrail", "serve", index, "--port", "0", "--backend", backend,
-                             "--max-pairs", str(max_pairs), "--timeout", "600"],
+    mpi = ["-m", "mpi4py"] if launch else []
+    proc = subprocess.Popen([*launch, sys.executable, *mpi, "-m", "distgrail", "serve", index, "--port", "0",
+                             "--backend", backend, "--max-pairs", str(max_pairs), "--timeout", "600"],
                             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
     lines = []
     while time.perf_counter() - t < timeout:
@@ -173,9 +181,13 @@ def main(argv=None):
     p.add_argument("--client-pairs", type=int, default=100_000, help="pairs per request of the load test")
     p.add_argument("--no-cli", action="store_true", help="skip the cold CLI column")
     p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--ranks", default="1", help="servers of these many MPI ranks, one after the other (1,4)")
+    p.add_argument("--launcher", default=None, help="the MPI launcher for --ranks above 1 (default: $MPIEXEC "
+                                                    "$MPIRUN_ARGS, else the mpiexec beside this Python)")
     p.add_argument("--json", help="write the figures as JSON here")
     args = p.parse_args(argv)
     args.sizes = [int(x) for x in args.sizes.split(",") if x]
+    args.ranks = [int(x) for x in args.ranks.split(",") if x]
     largest = max(args.sizes + [args.client_pairs])
     args.backend = distgrail.get_backend(args.backend).name
 
@@ -190,13 +202,33 @@ def main(argv=None):
         s_all, t_all = idx.node_labels.values[s_all], idx.node_labels.values[t_all]
     want_all, _ = idx.query(s_all, t_all, backend=args.backend)
 
-    proc, url, ready = start_server(args.index, args.backend, largest)
-    results = {"index": os.path.abspath(args.index), "backend": args.backend, "open_index_s": opened,
-               "server_ready_s": ready, "url": url}
+    results = {"index": os.path.abspath(args.index), "backend": args.backend, "open_index_s": opened}
+    every = {r: one_server(args, idx, s_all, t_all, want_all, largest, r) for r in args.ranks}
+    if len(args.ranks) == 1:
+        results.update(every[args.ranks[0]])
+    else:
+        results["servers"] = {str(r): v for r, v in every.items()}
+        print_ratios(every)
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump(results, f, indent=2)
+    bad = any(v.get("load", {}).get("wrong_answers", 0) or v["server_exit_status"] for v in every.values())
+    return 1 if bad else 0
+
+
+def one_server(args, idx, s_all, t_all, want_all, largest, ranks) -> dict:
+    """Round trips and the load test against one server of ``ranks`` ranks; its figures."""
+    launch = launcher(args.launcher) + ["-n", str(ranks)] if ranks > 1 else []
+    proc, url, ready = start_server(args.index, args.backend, largest, launch=launch)
+    results = {"ranks": ranks, "server_ready_s": ready, "url": url}
+    rank0 = None
     try:
         client = distgrail.connect(url)
         results["device"] = client.info["device"]
-        print(f"server {url} ready in {ready:.2f} s on {client.info['device']}")
+        if ranks > 1:
+            results["rank_devices"] = client.info["rank_devices"]
+            rank0 = int(client.info["rank_processes"][0]["pid"])
+        print(f"server of {ranks} rank(s) {url} ready in {ready:.2f} s on {client.info['device']}")
         print(f"{'pairs':>12} {'in-proc ms':>12} {'server ms':>12} {'(answer)':>10} {'cold CLI s':>10} "
               f"{'srv/proc':>10} {'CLI/srv':>12}")
         with tempfile.TemporaryDirectory(prefix="distgrail-serve-bench-") as tmp:
@@ -205,15 +237,37 @@ def main(argv=None):
             results["load"] = load_test(args, client, s_all, t_all, want_all)
         client.close()
     finally:
-        proc.send_signal(signal.SIGTERM)
+        if rank0 is not None:  # rank 0 signalled: every rank ends with 0, whatever the launcher
+            os.kill(rank0, signal.SIGTERM)
+        else:
+            proc.send_signal(signal.SIGTERM)
         code = proc.wait(60)
     results["server_exit_status"] = code
     print(f"server stopped by SIGTERM: exit status {code}")
-    if args.json:
-        with open(args.json, "w") as f:
-            json.dump(results, f, indent=2)
-    bad = results.get("load", {}).get("wrong_answers", 0) or code
-    return 1 if bad else 0
+    return results
+
+
+def launcher(given: str | None) -> list:
+    """The MPI launcher's words: ``given``, else ``$MPIEXEC $MPIRUN_ARGS``, else the mpiexec beside
+    this Python (PyPI's MPICH), else ``mpiexec``."""
+    if given:
+        return shlex.split(given)
+    if os.environ.get("MPIEXEC"):
+        return [os.environ["MPIEXEC"], *shlex.split(os.environ.get("MPIRUN_ARGS", ""))]
+    beside = os.path.join(os.path.dirname(sys.executable), "mpiexec")
+    return [beside if os.access(beside, os.X_OK) else "mpiexec"]
+
+
+def print_ratios(every: dict) -> None:
+    """The load test's throughput of each server and its ratio to the first one's."""
+    first = next(iter(every.values())).get("load")
+    print(f"{'ranks':>6} {'M pairs/s':>10} {'x first':>8} {'p50 ms':>8} {'p99 ms':>8}")
+    for r, v in every.items():
+        load = v.get("load")
+        if not load:
+            continue
+        ratio = load["pairs_per_second"] / first["pairs_per_second"] if first else float("nan")
+        print(f"{r:>6} {load['pairs_per_second'] / 1e6:10.2f} {ratio:8.2f} {load['p50_ms']:8.2f} {load['p99_ms']:8.2f}")
 
 
 if __name__ == "__main__":
