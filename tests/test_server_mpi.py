@@ -201,7 +201,9 @@ def test_batches_through_node_shared_arrays_kept_from_batch_to_batch(monkeypatch
         follow(comm, idx, be, shared=shared)
     else:
         rng = np.random.default_rng(11)
-        batches = [(rng.integers(0, idx.n, k), rng.integers(0, idx.n, k)) for k in sizes]
+        # batches 1 (node-shared arrays) and 5 (Scatterv) of int32 ids, as a server's clients send them
+        batches = [tuple(rng.integers(0, idx.n, k).astype(np.int32 if i in (1, 5) else np.int64) for _ in "st")
+                   for i, k in enumerate(sizes)]
         got, errors = _answer_each(Dispatcher(comm, idx, be, shared), batches)
     seen = comm.allgather(caps)[me]  # (every collective before any assert: a failing rank would leave the rest waiting)
     windows = len(shared.groups._windows)

@@ -74,7 +74,8 @@ def warm_batch(comm, index, be, sources=None, targets=None, shared=None):
 
 
 def answer_shard(comm, index, be, k: int, sources=None, targets=None, search=None, shared=None):
-    """Collective, after a ``QUERY`` header of ``k`` pairs: rank 0's checked int64 ids cut into
+    """Collective, after a ``QUERY`` header of ``k`` pairs: rank 0's checked ids (int64, or int32
+    widened on their way) cut into
     contiguous shards, each rank answers its own on ``be``. Returns ``(answers, stats)`` on rank 0
     (stats summed over the ranks, ``ranks`` = the communicator's size, ``seconds`` = the wall time
     of the call on rank 0, or with ``shared`` on the slowest rank, whose ``mpi_seconds`` then

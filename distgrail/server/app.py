@@ -177,7 +177,9 @@ class Service:
 
         from ..mpi.serve import Stopping
 
-        s, t = self.index.check_pairs(sources, targets)  # QueryError: a 400, no collective
+        # QueryError: a 400, no collective; int32 ids stay int32 (widened by the copy into the
+        # node-shared arrays, or by the conversion for the MPI messages)
+        s, t = self.index.check_pairs(sources, targets, narrow=True)
         try:
             return self.dispatcher.answer(s, t, self.timeout)
         except FutureTimeout:
