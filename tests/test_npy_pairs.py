@@ -92,20 +92,21 @@ def test_big_endian_files(tmp_path, dtype):
 
 @pytest.mark.parametrize("dtype", ["<i8", "<u8", "<i4", ">i8"])
 def test_rows_of_a_shard_equal_the_stored_ones(tmp_path, dtype):
-    """``read_npy_rows`` (each MPI rank's shard): native 64-bit columns come back as views of the
-    mapped file (no copy), other widths and byte orders as int64 copies; the values equal the
-    stored rows either way, and a bad id in the shard is named by its row in the whole file."""
+    """``read_npy_rows`` (each MPI rank's shard): native 64-bit columns come back as int64 views of
+    the mapped file (no copy), native int32 ones as int32 views (the GPU staging widens them),
+    other byte orders as int64 copies; the values equal the stored rows either way, and a bad id
+    in the shard is named by its row in the whole file."""
     from distgrail.io.pairs import read_npy_rows
 
     rng = np.random.default_rng(3)
     pairs = rng.integers(0, 1000, (5000, 2)).astype(dtype)
     np.save(tmp_path / "p.npy", pairs)
     s, t = read_npy_rows(tmp_path / "p.npy", 1000, 1200, 3400)
-    assert s.dtype == np.int64 and t.dtype == np.int64
+    assert s.dtype == t.dtype == (np.int32 if dtype == "<i4" else np.int64)
     np.testing.assert_array_equal(s, pairs[1200:3400, 0].astype(np.int64))
     np.testing.assert_array_equal(t, pairs[1200:3400, 1].astype(np.int64))
-    native64 = dtype in ("<i8", "<u8")
-    assert (s.base is not None and not s.flags.c_contiguous) == native64  # a strided view of the rows
+    native = dtype in ("<i8", "<u8", "<i4")
+    assert (s.base is not None and not s.flags.c_contiguous) == native  # a strided view of the rows
     pairs[3000, 1] = 1000
     np.save(tmp_path / "bad.npy", pairs)
     with pytest.raises(GraphFormatError, match=r"bad.npy\[3000, 1\]: vertex id out of range 0..999, got 1000"):
@@ -114,7 +115,8 @@ def test_rows_of_a_shard_equal_the_stored_ones(tmp_path, dtype):
 
 def test_mapped_pairs_are_the_files_columns(tmp_path):
     """``mapped=True`` (one-process ``query``): int64 ids checked against n stay read-only views
-    of the mapped file; without n (nothing checked) or for other widths they are copied; the
+    of the mapped file, int32 ones int32 views; without n (nothing checked) or for other widths
+    they are copied; the
     expected answers of a (k, 3) file come out the same either way; a bad id is still refused."""
     rng = np.random.default_rng(4)
     a = np.c_[rng.integers(0, 50, (300, 2)), rng.integers(0, 2, 300)].astype(np.int64)
@@ -125,7 +127,11 @@ def test_mapped_pairs_are_the_files_columns(tmp_path):
     assert np.array_equal(q.expected, a[:, 2].astype(bool))
     assert read_query_pairs(tmp_path / "p.npy", mapped=True).sources.flags.c_contiguous  # no n: copied
     np.save(tmp_path / "p32.npy", a.astype(np.int32))
-    assert read_query_pairs(tmp_path / "p32.npy", n=50, mapped=True).sources.flags.c_contiguous
+    q32 = read_query_pairs(tmp_path / "p32.npy", n=50, mapped=True)  # int32 views: widened by the GPU staging
+    assert q32.sources.dtype == np.int32 and not q32.sources.flags.c_contiguous
+    assert np.array_equal(q32.sources, a[:, 0]) and np.array_equal(q32.targets, a[:, 1])
+    np.save(tmp_path / "p16.npy", a.astype(np.int16))
+    assert read_query_pairs(tmp_path / "p16.npy", n=50, mapped=True).sources.flags.c_contiguous  # other widths: copied
     with pytest.raises(GraphFormatError, match=r"p.npy\[\d+, \d\]: vertex id out of range 0..9, got"):
         read_query_pairs(tmp_path / "p.npy", n=10, mapped=True)
 

@@ -171,7 +171,8 @@ def read_npy_rows(path, n: int, lo: int, hi: int) -> tuple[np.ndarray, np.ndarra
 def _npy_ids(path, arr, n, first: int = 0, copy: bool = True) -> tuple[np.ndarray, np.ndarray]:
     """The two id columns of the mapped rows ``arr`` (row ``first`` of the file onwards), checked
     and copied out by the host threads; with ``copy=False``, native 64-bit columns are returned
-    as views of ``arr`` (uint64 ones, checked below 2^63, viewed as int64)."""
+    as views of ``arr`` (uint64 ones, checked below 2^63, viewed as int64), and native int32
+    ones checked against ``n`` as int32 views."""
     # without n, only unsigned ids past 2^63 - 1 are refused (they would wrap); signed ones pass
     limit = (2**63 - 1) if n is None else int(n) - 1  # the largest id allowed
     checked = n is not None or (arr.dtype.kind == "u" and arr.dtype.itemsize == 8)
@@ -181,6 +182,8 @@ def _npy_ids(path, arr, n, first: int = 0, copy: bool = True) -> tuple[np.ndarra
         _first_bad_id(path, np.asarray(arr[:, :2]), n, first)  # raises, naming the first bad id in row order
     if not copy and arr.dtype.itemsize == 8 and arr.dtype.isnative and checked:
         return arr[:, 0].view(np.int64), arr[:, 1].view(np.int64)
+    if not copy and arr.dtype == np.dtype(np.int32) and n is not None:  # (checked: 0 <= id < n)
+        return arr[:, 0], arr[:, 1]  # int32 views: the GPU staging widens them in its copy
     ids = []
     for c in (0, 1):
         col = np.empty(arr.shape[0], np.int64)
