@@ -75,3 +75,27 @@ def test_wrong_values_are_one_error_on_every_rank(tmp_path_factory):
     path = _index(comm, tmp_path_factory, damage=True)
     with pytest.raises(DistGrailError, match=r"rank 0, opening the index .*i\.h5: .*damaged index: dataset /dag/level"):
         open_on_ranks(comm, path)
+
+
+@pytest.mark.mpi(min_size=2)
+def test_a_rank_whose_attributes_differ_checks_its_values_itself(tmp_path_factory):
+    """The seal covers the datasets only: a rank whose file has rank 0's datasets but another root
+    attribute (here n_levels, which a value check reads) runs the value checks itself, and their
+    error is every rank's."""
+    import shutil
+
+    from mpi4py import MPI
+
+    from distgrail.errors import DistGrailError
+    from distgrail.mpi.opening import open_on_ranks
+
+    comm = MPI.COMM_WORLD
+    good = _index(comm, tmp_path_factory)
+    path = good
+    if comm.Get_rank() == 1:
+        path = good.replace("i.h5", "edited.h5")
+        shutil.copyfile(good, path)
+        with h5py.File(path, "r+") as f:
+            f.attrs["n_levels"] = int(f.attrs["n_levels"]) + 7
+    with pytest.raises(DistGrailError, match=r"rank 1, checking the index .*edited\.h5: .*n_levels"):
+        open_on_ranks(comm, path)

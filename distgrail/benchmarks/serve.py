@@ -33,6 +33,7 @@ import os
 import re
 import shlex
 import signal
+import socket
 import subprocess
 import sys
 import tempfile
@@ -227,7 +228,9 @@ def one_server(args, idx, s_all, t_all, want_all, largest, ranks) -> dict:
         results["device"] = client.info["device"]
         if ranks > 1:
             results["rank_devices"] = client.info["rank_devices"]
-            rank0 = int(client.info["rank_processes"][0]["pid"])
+            first = client.info["rank_processes"][0]
+            if first.get("host") == socket.gethostname():  # (a pid of this machine's)
+                rank0 = int(first["pid"])
         print(f"server of {ranks} rank(s) {url} ready in {ready:.2f} s on {client.info['device']}")
         print(f"{'pairs':>12} {'in-proc ms':>12} {'server ms':>12} {'(answer)':>10} {'cold CLI s':>10} "
               f"{'srv/proc':>10} {'CLI/srv':>12}")
@@ -237,14 +240,25 @@ def one_server(args, idx, s_all, t_all, want_all, largest, ranks) -> dict:
             results["load"] = load_test(args, client, s_all, t_all, want_all)
         client.close()
     finally:
-        if rank0 is not None:  # rank 0 signalled: every rank ends with 0, whatever the launcher
-            os.kill(rank0, signal.SIGTERM)
-        else:
-            proc.send_signal(signal.SIGTERM)
+        stop_server(proc, rank0)
         code = proc.wait(60)
     results["server_exit_status"] = code
     print(f"server stopped by SIGTERM: exit status {code}")
     return results
+
+
+def stop_server(proc, rank0: int | None) -> None:
+    """SIGTERM to the server: to its rank 0 under MPI (every rank then ends with 0, whatever the
+    launcher), else (or when rank 0 is gone already) to the process started."""
+    if proc.poll() is not None:
+        return
+    if rank0 is not None:
+        try:
+            os.kill(rank0, signal.SIGTERM)
+            return
+        except ProcessLookupError:
+            pass
+    proc.send_signal(signal.SIGTERM)
 
 
 def launcher(given: str | None) -> list:

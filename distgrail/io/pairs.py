@@ -10,7 +10,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..arrays import copy_parallel, max_parallel
+from ..arrays import as_unsigned, copy_parallel, max_parallel
 from ..errors import GraphFormatError
 from .edgelist import read_columns
 from .regular import check_regular
@@ -177,7 +177,7 @@ def _npy_ids(path, arr, n, first: int = 0, copy: bool = True) -> tuple[np.ndarra
     limit = (2**63 - 1) if n is None else int(n) - 1  # the largest id allowed
     checked = n is not None or (arr.dtype.kind == "u" and arr.dtype.itemsize == 8)
     flat = arr.reshape(-1) if arr.shape[1] == 2 and arr.flags.c_contiguous else None  # both columns in one pass
-    if checked and arr.shape[0] and any(int(max_parallel(_as_unsigned(col))) > limit
+    if checked and arr.shape[0] and any(int(max_parallel(as_unsigned(col, limit + 1))) > limit
                                         for col in ((flat,) if flat is not None else (arr[:, 0], arr[:, 1]))):
         _first_bad_id(path, np.asarray(arr[:, :2]), n, first)  # raises, naming the first bad id in row order
     if not copy and arr.dtype.itemsize == 8 and arr.dtype.isnative and checked:
@@ -190,13 +190,6 @@ def _npy_ids(path, arr, n, first: int = 0, copy: bool = True) -> tuple[np.ndarra
         copy_parallel(col, arr[:, c])
         ids.append(col)
     return ids[0], ids[1]
-
-
-def _as_unsigned(col: np.ndarray) -> np.ndarray:
-    """An id column as uint64 values, a negative id as a huge one (a view where the width is 8)."""
-    if col.dtype.kind == "i":  # (astype: a no-op only for native int64; big-endian ones are converted)
-        return col.astype(np.int64, copy=False).view(np.uint64)
-    return col.astype(np.uint64, copy=False)
 
 
 def _first_bad_id(path, arr, n, first: int = 0) -> None:
