@@ -165,7 +165,7 @@ def load_test(args, client, s_all, t_all, want_all):
            "rss_after": after["rss_bytes"]}
     print(f"{args.clients} clients x {k:,} pairs for {wall:.1f} s: {out['requests']:,} requests, "
           f"{out['pairs_per_second'] / 1e6:.2f} M pairs/s, {out['requests_per_second']:.1f} req/s, "
-          f"p50 {out['p50_ms']:.2f} ms, p99 {out['p99_ms']:.2f} ms (server: p50 {out['server_p50_ms']} ms, "
+          f"p50 {_ms(out['p50_ms'])} ms, p99 {_ms(out['p99_ms'])} ms (server: p50 {out['server_p50_ms']} ms, "
           f"p99 {out['server_p99_ms']} ms), wrong answers {out['wrong_answers']}, errors {len(errors)}, "
           f"server RSS {out['rss_before'] / 2**20:.0f} -> {out['rss_after'] / 2**20:.0f} MiB", flush=True)
     return out
@@ -213,7 +213,8 @@ def main(argv=None):
     if args.json:
         with open(args.json, "w") as f:
             json.dump(results, f, indent=2)
-    bad = any(v.get("load", {}).get("wrong_answers", 0) or v["server_exit_status"] for v in every.values())
+    bad = any(v.get("load", {}).get("wrong_answers", 0) or v.get("load", {}).get("errors") or v["server_exit_status"]
+              for v in every.values())
     return 1 if bad else 0
 
 
@@ -281,7 +282,12 @@ def print_ratios(every: dict) -> None:
         if not load:
             continue
         ratio = load["pairs_per_second"] / first["pairs_per_second"] if first else float("nan")
-        print(f"{r:>6} {load['pairs_per_second'] / 1e6:10.2f} {ratio:8.2f} {load['p50_ms']:8.2f} {load['p99_ms']:8.2f}")
+        print(f"{r:>6} {load['pairs_per_second'] / 1e6:10.2f} {ratio:8.2f} {_ms(load['p50_ms']):>8} {_ms(load['p99_ms']):>8}")
+
+
+def _ms(value) -> str:
+    """A latency in ms with two decimals, or "-" when no request got through."""
+    return "-" if value is None else f"{value:.2f}"
 
 
 if __name__ == "__main__":
