@@ -46,8 +46,7 @@ def npy_array(body, what: str = BODY_NAME) -> np.ndarray:
     data (read-only) where the header is of version 1 or 2; QueryError naming ``what`` when it is
     not a whole .npy array. Only the header is read through a file object: wrapping the whole
     body in one (``io.BytesIO``) would copy it."""
-    mv = memoryview(body)
-    mv = mv.cast("B") if mv.c_contiguous else memoryview(bytes(mv))  # (an API caller's strided buffer: copied)
+    mv = _byte_view(body)
     f = io.BytesIO(bytes(mv[:_header_end(mv)]))
     try:
         version = np.lib.format.read_magic(f)
@@ -126,15 +125,18 @@ def _json_pairs(body):
     return out[0], out[1]
 
 
-def _json_text(body):
-    """A JSON body as ``json.loads`` takes it: bytes as they are (it detects UTF-8, a BOM, UTF-16
-    and UTF-32 itself); another buffer decoded by the same detection, without a copy where it is
-    contiguous."""
-    if isinstance(body, (bytes, bytearray, str)):
-        return body
-    mv = memoryview(body)
-    mv = mv.cast("B") if mv.c_contiguous else memoryview(bytes(mv))
+def _json_text(body) -> str:
+    """A JSON body's text, its encoding detected as ``json.loads`` detects it for bytes (UTF-8, a
+    BOM, UTF-16, UTF-32)."""
+    mv = _byte_view(body)
     return str(mv, json.detect_encoding(bytes(mv[:4])), "strict")
+
+
+def _byte_view(body) -> memoryview:
+    """Any buffer of bytes as one flat memoryview of them (copied only when it is strided: an
+    API caller's)."""
+    mv = memoryview(body)
+    return mv.cast("B") if mv.c_contiguous else memoryview(bytes(mv))
 
 
 def _short(value) -> str:
