@@ -234,21 +234,12 @@ class Service:
         self.requests += 1
         try:
             self._authorize(request)
-            size = request.content_length
-            if size is not None and size > self.max_body:
-                raise _Refused(413, self._too_big(f"{size:,} bytes"))
-            body = await self._read(request, _decoded_size(request, size))
-            if self.in_flight >= self.max_waiting:  # counted once its body is in: slow uploads take no slot
-                raise _Refused(503, f"busy: {self.in_flight} requests in flight (this server's limit); retry later",
-                               {"Retry-After": "1"})
+            body, columns = await self._body(request)
             self.in_flight += 1
             try:
-                columns = request.query.get("layout", "pairs")
-                if columns not in ("pairs", "columns"):
-                    raise QueryError(f"layout must be 'pairs' (a (k, 2) body) or 'columns' ((2, k)), got {columns!r}")
                 fut = asyncio.get_running_loop().run_in_executor(
                     self.pool, self._work, body, request.headers.get("Content-Type", ""),
-                    request.headers.get("Accept", ""), columns == "columns")
+                    request.headers.get("Accept", ""), columns)
                 try:
                     ctype, out, headers, k = await asyncio.wait_for(fut, self.timeout)
                 except asyncio.TimeoutError:
@@ -272,25 +263,32 @@ class Service:
             if self.token is None:
                 raise _Refused(403, "updates need a token: start distgrail serve with --token-file (POST /edges "
                                     "changes the answers of every client)")
-            size = request.content_length
-            if size is not None and size > self.max_body:
-                raise _Refused(413, self._too_big(f"{size:,} bytes"))
-            body = await self._read(request, _decoded_size(request, size))
-            if self.in_flight >= self.max_waiting:  # updates queue behind one thread: they count too
-                raise _Refused(503, f"busy: {self.in_flight} requests in flight (this server's limit); retry later",
-                               {"Retry-After": "1"})
-            columns = request.query.get("layout", "pairs")
-            if columns not in ("pairs", "columns"):
-                raise QueryError(f"layout must be 'pairs' (a (k, 2) body) or 'columns' ((2, k)), got {columns!r}")
+            body, columns = await self._body(request)  # (updates queue behind one thread: they count too)
             self.in_flight += 1
             try:  # (no timeout: an update once started is applied, whatever the client does)
                 doc = await asyncio.get_running_loop().run_in_executor(
-                    self.updater, self._update, body, request.headers.get("Content-Type", ""), columns == "columns")
+                    self.updater, self._update, body, request.headers.get("Content-Type", ""), columns)
             finally:
                 self.in_flight -= 1
         except Exception as e:
             return await self._failed(request, e)
         return web.json_response(doc)
+
+    async def _body(self, request):
+        """``(body, columns)`` of a ``/query`` or ``/edges`` request: its size within ``max_body``
+        (413), the body read (:meth:`_read`), then a slot free (503: counted once its body is in,
+        so slow uploads take no slot) and ``?layout`` pairs or columns (400)."""
+        size = request.content_length
+        if size is not None and size > self.max_body:
+            raise _Refused(413, self._too_big(f"{size:,} bytes"))
+        body = await self._read(request, _decoded_size(request, size))
+        if self.in_flight >= self.max_waiting:
+            raise _Refused(503, f"busy: {self.in_flight} requests in flight (this server's limit); retry later",
+                           {"Retry-After": "1"})
+        layout = request.query.get("layout", "pairs")
+        if layout not in ("pairs", "columns"):
+            raise QueryError(f"layout must be 'pairs' (a (k, 2) body) or 'columns' ((2, k)), got {layout!r}")
+        return body, layout == "columns"
 
     async def _failed(self, request, e):
         """The answer to a request (``/query``, ``/edges``) that raised ``e``, in its ``except``."""
