@@ -1,6 +1,9 @@
 """``distgrail update INDEX --add EDGES [-o NEW]``: edges inserted into an index, exact, without
 reading the original graph again (:mod:`distgrail.update`); without ``-o`` the index is updated
-in place (written beside it, then renamed over it: a failure leaves it as it was). Kept apart
+in place (written beside it, then renamed over it: a failure leaves it as it was). The updated
+index keeps the layout of ``INDEX`` (a split index stays split, with as many parts) unless
+``--layout``/``--parts`` say otherwise: writing several part files side by side is the faster
+write for a large index (docs/benchmarks.md). Kept apart
 from :mod:`distgrail.cli` for size; under MPI rank 0 alone works (``one_process``)."""
 
 from __future__ import annotations
@@ -27,7 +30,13 @@ def add_update_command(sub) -> None:
                     help="refused: deletions are not supported (rebuild with 'distgrail index')")
     sp.add_argument("-o", "--output", default=None,
                     help="the updated index to write (.h5; default: INDEX itself, replaced once the update is "
-                         "written beside it, as one file even if INDEX was split)")
+                         "written beside it)")
+    sp.add_argument("--layout", choices=("keep", "single", "split"), default="keep",
+                    help="the updated index's layout: keep (default: INDEX's, with as many parts), single (one "
+                         "file) or split (a main file and --parts part files written side by side, faster to "
+                         "write; see 'distgrail index --layout')")
+    sp.add_argument("--parts", type=int, default=None, metavar="N",
+                    help="--layout split: part files (default: INDEX's parts if it is split, else 4)")
     sp.add_argument("--format", choices=FORMATS, default="auto", help="format of the EDGES file (default auto)")
     sp.add_argument("--rebuild-above", type=int, default=None, metavar="EDGES",
                     help="with more new DAG edges than this, label the components again instead of sweeping "
@@ -66,31 +75,62 @@ def cmd_update(args) -> int:
         args.output = target
     else:
         outputs_ok(args, args.index, args.add)
+    if args.rebuild_above is not None and args.rebuild_above < 0:
+        raise DistGrailError(f"--rebuild-above must be 0 or more, got {args.rebuild_above}")
+    if args.parts is not None and args.parts < 1:
+        raise DistGrailError(f"--parts must be >= 1, got {args.parts}")
+    if args.parts is not None and args.layout == "single":
+        raise DistGrailError("--parts is for --layout split (or keep, of a split index); --layout single writes one file")
     t0 = time.perf_counter()
     if not os.path.exists(args.add):  # (the edges first: a typo costs no read of a large index)
         raise DistGrailError(f"{args.add}: no such edges file")
     g = read_graph(args.add, args.format)
+    steps = {"read_edges": time.perf_counter() - t0}
     idx = distgrail.open_index(args.index)
+    steps["open"] = time.perf_counter() - t0 - sum(steps.values())
+    layout, parts = _layout_of(args, idx.meta)
     if g.meta.get("node_labels") is not None:
         raise DistGrailError(f"{args.add}: edges by node name; 'update' takes the index's vertex ids")
-    if args.rebuild_above is not None and args.rebuild_above < 0:
-        raise DistGrailError(f"--rebuild-above must be 0 or more, got {args.rebuild_above}")
     new, report = insert_edges(idx, g.src, g.dst, backend=args.backend, progress=not args.quiet,
                                rebuild_above=args.rebuild_above, consume=True)  # (idx is not used after)
-    new.save(args.output)
-    if mode is not None:  # the file replaced keeps the index's permissions (and, for root, its owner)
-        if hasattr(os, "geteuid") and os.geteuid() == 0:
-            os.chown(args.output, mode.st_uid, mode.st_gid)
-        os.chmod(args.output, mode.st_mode & 0o7777)
+    steps["update"] = time.perf_counter() - t0 - sum(steps.values())
+    new.save(args.output, layout=layout, parts=parts)
+    steps["write"] = time.perf_counter() - t0 - sum(steps.values())
+    if mode is not None:  # the files replaced keep the index's permissions (and, for root, its owner)
+        from .indexfile.layout import index_parts
+
+        for p in [args.output, *(index_parts(args.output) if layout == "split" else ())]:
+            if hasattr(os, "geteuid") and os.geteuid() == 0:
+                os.chown(p, mode.st_uid, mode.st_gid)
+            os.chmod(p, mode.st_mode & 0o7777)
     total = time.perf_counter() - t0
     summary = {"index": os.path.abspath(args.output), "base": os.path.abspath(args.index),
-               "edges_recorded": int(new.arrays[UPDATES].shape[0]), **report.as_dict(), "total_seconds": round(total, 6)}
+               "edges_recorded": int(new.arrays[UPDATES].shape[0]), **report.as_dict(), "total_seconds": round(total, 6),
+               "layout": layout, "parts": parts if layout == "split" else 0,
+               "step_seconds": {k: round(v, 6) for k, v in steps.items()}}
     if args.json:
         print(json.dumps(summary, indent=2, sort_keys=True))
     elif not args.quiet:
         where = "updated in place" if in_place else f"from {args.index}"
-        print(f"index        {args.output} ({where})\n"
+        lay = f"split, {parts} parts" if layout == "split" else "one file"
+        print(f"index        {args.output} ({where}; {lay})\n"
               f"update       {report.summary()}\n"
               f"recorded     {summary['edges_recorded']:,} inserted edge(s) since the build\n"
-              f"total        {total * 1e3:.1f} ms", file=sys.stdout)
+              f"total        {total * 1e3:.1f} ms ({', '.join(f'{k} {v:.2f} s' for k, v in steps.items())})",
+              file=sys.stdout)
     return 0
+
+
+#: part files of an update written split from a one-file index, unless --parts says
+DEFAULT_PARTS = 4
+
+
+def _layout_of(args, meta) -> tuple:
+    """``(layout, parts)`` of the updated index: ``--layout`` (keep: the index's own, with as
+    many parts) and ``--parts``."""
+    split = meta.get("layout") == "split"
+    layout = args.layout if args.layout != "keep" else ("split" if split else "single")
+    if layout == "single":
+        return "single", 0
+    return "split", int(args.parts if args.parts is not None else meta.get("parts", DEFAULT_PARTS) if split
+                        else DEFAULT_PARTS)

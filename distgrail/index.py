@@ -80,9 +80,18 @@ class Index:
         check_index(self.meta.get("path", "the index"), self.meta, self.arrays)
 
     # -- persistence --------------------------------------------------------------------
-    def save(self, path) -> None:
-        """Write the index to ``path`` (HDF5, atomically)."""
-        write_index_file(path, self.meta, self.arrays)
+    def save(self, path, layout: str = "single", parts: int = 2) -> None:
+        """Write the index to ``path`` (HDF5, atomically): one file (``layout="single"``), or a
+        main file and ``parts`` part files written side by side (``"split"``,
+        :mod:`distgrail.indexfile.split`; the same arrays and checksums)."""
+        if layout == "split":
+            from .indexfile.split import write_split_index
+
+            write_split_index(path, self.meta, self.arrays, parts=int(parts))
+        elif layout == "single":
+            write_index_file(path, self.meta, self.arrays)
+        else:
+            raise ValueError(f"layout must be 'single' or 'split', got {layout!r}")
 
     # -- queries ------------------------------------------------------------------------
     @property

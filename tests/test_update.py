@@ -167,7 +167,7 @@ def test_without_an_output_the_index_is_updated_in_place(tmp_path, capsys):
     (tmp_path / "e1.txt").write_text("".join(f"{a} {b}\n" for a, b in zip(s[:10], t[:10])))
     (tmp_path / "e2.txt").write_text("".join(f"{a} {b}\n" for a, b in zip(s[10:], t[10:])))
     assert main(["update", base, "--add", str(tmp_path / "e1.txt"), "--backend", "cpu"]) == 0
-    assert "(updated in place)" in capsys.readouterr().out
+    assert "(updated in place; one file)" in capsys.readouterr().out
     assert main(["update", base, "--add", str(tmp_path / "e2.txt"), "--backend", "cpu", "--json"]) == 0
     got = json.loads(capsys.readouterr().out)
     assert got["index"] == got["base"] == os.path.abspath(base) and got["edges_recorded"] == 20
@@ -326,3 +326,47 @@ def test_progress_names_the_update_steps(monkeypatch, capsys):
     insert_edges(idx, [9, 10], [0, 11], backend="cpu", progress=True, rebuild_above=10)
     err = capsys.readouterr().err
     assert "distgrail update: step 1/2 checking the edges" in err and "step 2/2 sweeping the labels" in err
+
+
+def test_a_split_index_stays_split_and_the_layout_can_be_chosen(tmp_path, capsys):
+    """``update`` keeps a split index split (as many parts, the replaced build's parts removed, the
+    mode kept on every file), writes one file from a split index with ``--layout single`` and a
+    split one from a single with ``--layout split --parts N``; each answers as BFS over the graph
+    plus the edges; ``--parts`` with ``--layout single`` or below 1 is refused and writes nothing."""
+    from distgrail.indexfile.layout import index_parts
+
+    g = generate("scale-free", 160, 2, seed=12)
+    base = str(tmp_path / "base.h5")
+    _build(g.src, g.dst, g.n).save(base, layout="split", parts=3)
+    first = index_parts(base)
+    assert len(first) == 3
+    for p in [base, *first]:
+        os.chmod(p, 0o640)
+    rng = np.random.default_rng(6)
+    s, t = rng.integers(0, g.n, 30), rng.integers(0, g.n, 30)
+    (tmp_path / "e.txt").write_text("".join(f"{a} {b}\n" for a, b in zip(s, t)))
+    assert main(["update", base, "--add", str(tmp_path / "e.txt"), "--backend", "cpu", "--json"]) == 0
+    got = json.loads(capsys.readouterr().out)
+    assert got["layout"] == "split" and got["parts"] == 3 and set(got["step_seconds"]) == {
+        "read_edges", "open", "update", "write"}
+    now = index_parts(base)
+    assert len(now) == 3 and not set(now) & set(first) and not any(os.path.exists(p) for p in first)
+    assert all(os.stat(p).st_mode & 0o777 == 0o640 for p in [base, *now])
+    pairs = (rng.integers(0, g.n, 4000), rng.integers(0, g.n, 4000))
+    _check(distgrail.open_index(base), g.src, g.dst, g.n, s, t, pairs)
+    one = str(tmp_path / "one.h5")
+    assert main(["update", base, "--add", str(tmp_path / "e.txt"), "-o", one, "--layout", "single", "--backend", "cpu",
+                 "--quiet"]) == 0
+    assert index_parts(one) == [] and distgrail.open_index(one).meta.get("layout") is None
+    _check(distgrail.open_index(one), g.src, g.dst, g.n, s, t, pairs)
+    two = str(tmp_path / "two.h5")
+    assert main(["update", one, "--add", str(tmp_path / "e.txt"), "-o", two, "--layout", "split", "--parts", "2",
+                 "--backend", "cpu"]) == 0
+    assert "split, 2 parts" in capsys.readouterr().out and len(index_parts(two)) == 2
+    _check(distgrail.open_index(two), g.src, g.dst, g.n, s, t, pairs)
+    listed = sorted(os.listdir(tmp_path))
+    for bad, msg in ((["--layout", "single", "--parts", "2"], "--parts is for --layout split"),
+                     (["--layout", "split", "--parts", "0"], "--parts must be >= 1, got 0")):
+        assert main(["update", one, "--add", str(tmp_path / "e.txt"), "-o", str(tmp_path / "x.h5"), *bad]) == 2
+        assert msg in capsys.readouterr().err
+    assert sorted(os.listdir(tmp_path)) == listed

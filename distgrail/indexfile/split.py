@@ -211,6 +211,8 @@ def write_split_index(path, meta: dict, arrays: dict, parts: int = 1) -> None:
     from .layout import stored_types
     from .write import StreamedArray, write_index_file
 
+    if int(parts) < 1:
+        raise IndexFormatError(f"{os.fspath(path)}: a split index needs at least one part file, got parts={parts}")
     types = stored_types(meta)
     if any(isinstance(a, Rows) for a in arrays.values()):
         raise IndexFormatError(f"{os.fspath(path)}: this index holds some rows only (the other ranks' parts): it is "
