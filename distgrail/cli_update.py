@@ -131,6 +131,11 @@ def _layout_of(args, meta) -> tuple:
     split = meta.get("layout") == "split"
     layout = args.layout if args.layout != "keep" else ("split" if split else "single")
     if layout == "single":
+        if args.parts is not None:
+            from .errors import DistGrailError
+
+            raise DistGrailError(f"--parts {args.parts}: {args.index} is one file and --layout keep keeps it so; give "
+                                 f"--layout split to write it in parts")
         return "single", 0
     return "split", int(args.parts if args.parts is not None else meta.get("parts", DEFAULT_PARTS) if split
                         else DEFAULT_PARTS)

@@ -366,7 +366,8 @@ def test_a_split_index_stays_split_and_the_layout_can_be_chosen(tmp_path, capsys
     _check(distgrail.open_index(two), g.src, g.dst, g.n, s, t, pairs)
     listed = sorted(os.listdir(tmp_path))
     for bad, msg in ((["--layout", "single", "--parts", "2"], "--parts is for --layout split"),
-                     (["--layout", "split", "--parts", "0"], "--parts must be >= 1, got 0")):
+                     (["--layout", "split", "--parts", "0"], "--parts must be >= 1, got 0"),
+                     (["--parts", "2"], "is one file and --layout keep keeps it so")):
         assert main(["update", one, "--add", str(tmp_path / "e.txt"), "-o", str(tmp_path / "x.h5"), *bad]) == 2
         assert msg in capsys.readouterr().err
     assert sorted(os.listdir(tmp_path)) == listed
