@@ -375,7 +375,15 @@ def _renumber(xp, a, m, dead, ip, ix):
         f = xp.minimum(xp.cumsum(held) - held, C2 - 1)
     else:
         f = None
-    fm = (lambda v: v) if f is None else (lambda v: f[v.astype(xp.int64)].astype(v.dtype))
+    narrow = {}  # f in each type it is applied to: one gather, no widened copy of the ranks first
+
+    def fm(v):
+        if f is None:
+            return v
+        if v.dtype not in narrow:
+            narrow[v.dtype] = f.astype(v.dtype, copy=False)
+        return xp.take(narrow[v.dtype], v)
+
     p0 = fm(post0[order])
     par = a["parent"][order].astype(xp.int64)
     ok = par >= 0
@@ -384,6 +392,6 @@ def _renumber(xp, a, m, dead, ip, ix):
            "level": level[order], "post0": p0.astype(a["post0"].dtype),
            "size": (p0 - fm(start0[order]) + 1).astype(a["size"].dtype),
            "parent": xp.where(ok, inv[xp.maximum(par, 0)], -1).astype(a["parent"].dtype),
-           "lo": fm(a["lo"][:, order]), "hi": fm(a["hi"][:, order]),
-           "out": a["out"][:, order], "inn": a["inn"][:, order], "_renumbered": True}
+           "lo": fm(xp.take(a["lo"], order, axis=1)), "hi": fm(xp.take(a["hi"], order, axis=1)),
+           "out": xp.take(a["out"], order, axis=1), "inn": xp.take(a["inn"], order, axis=1), "_renumbered": True}
     return out
