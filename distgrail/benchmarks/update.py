@@ -17,7 +17,7 @@ the updated index (and their ratio), the share of them the filters left to the s
 (what the updates cost the filters), and ``--check`` random pairs compared with the rebuilt
 index's answers (``wrong`` must be 0). On a GPU the last column is the bytes in live arrays of
 CuPy's pool before the update (the base index's query state) and at the update's peak. Each row
-is printed when it is done.
+is printed when it is done, and each of its steps on stderr as it ends.
 """
 
 from __future__ import annotations
@@ -83,13 +83,16 @@ def run(args) -> list:
             upd, rep = insert_edges(base, s, d, backend=args.backend, rebuild_above=args.rebuild_above)
             tu = time.perf_counter() - t
         gpu = peak.report()
+        _step(k, f"update {tu:.3f} s ({rep.method})")
         t = time.perf_counter()
         relabelled, _ = insert_edges(base, s, d, backend=args.backend, rebuild_above=0)
         tr = time.perf_counter() - t
+        _step(k, f"relabel {tr:.3f} s")
         del relabelled
         t = time.perf_counter()
         full = distgrail.build_index((np.r_[g.src, s], np.r_[g.dst, d]), **opts)
         tb = time.perf_counter() - t
+        _step(k, f"rebuild {tb:.3f} s")
         upd.query(qs, qt, backend=args.backend)  # warm, as the base (its own query state)
         t = time.perf_counter()
         st1 = upd.query(qs, qt, backend=args.backend)[1]
@@ -110,6 +113,11 @@ def run(args) -> list:
         del upd, full, st1
         gc.collect()  # the updated and rebuilt indexes' device state leave before the next update
     return rows
+
+
+def _step(k: int, what: str) -> None:
+    """A point's step as it ends, on stderr (a long point cut short still says how far it got)."""
+    print(f"  {k:,} edges: {what}", file=sys.stderr, flush=True)
 
 
 def _row_line(r: dict) -> str:
