@@ -33,6 +33,13 @@ def test_crc32_combine_is_zlibs():
     for _ in range(200):
         a, b = os.urandom(rng.randrange(0, 300)), os.urandom(rng.randrange(0, 300))
         assert crc32_combine(zlib.crc32(a), zlib.crc32(b), len(b)) == zlib.crc32(a + b)
+    for n in (1 << 20, (5 << 20) + 3):  # lengths of real pieces, a block and more
+        a, b = os.urandom(rng.randrange(1, 100)), os.urandom(n)
+        assert crc32_combine(zlib.crc32(a), zlib.crc32(b), len(b)) == zlib.crc32(a + b)
+    for _ in range(50):  # past 2^32 bytes (no zlib.crc32 to compare): joining is associative
+        c1, c2, c3 = (rng.getrandbits(32) for _ in range(3))
+        l2, l3 = rng.randrange(1, 1 << 40), rng.randrange(1, 1 << 40)
+        assert crc32_combine(crc32_combine(c1, c2, l2), c3, l3) == crc32_combine(c1, crc32_combine(c2, c3, l3), l2 + l3)
 
 
 @pytest.mark.parametrize("block", [1, 7, 64, 1000])

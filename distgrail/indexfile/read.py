@@ -84,19 +84,21 @@ def read_index_file(path, defer=(), values: bool = True, seal_out: list | None =
     except _H5_ERRORS as e:
         raise IndexFormatError(f"{path}: damaged index: the file cannot be opened (HDF5: {e})") from None
     fd = os.open(path, os.O_RDONLY)  # large datasets: read in parallel blocks
+    fds = [fd]  # (and a split index's part files)
     pool = crc_pool()
     try:
         try:
             with f:
-                meta, arrays, crcs, seal, landed = _read_open_file(h5py, f, path, where, fd, pool, defer)
+                meta, arrays, crcs, seal, landed = _read_open_file(h5py, f, path, where, fds, pool, defer)
         except IndexFormatError:
             raise
         except _H5_ERRORS as e:
             raise IndexFormatError(f"{path}: damaged index: {where[0]} cannot be read (HDF5: {e})") from None
         _verify_crcs(path, arrays, crcs, landed, pool)
     finally:
-        pool.shutdown(wait=True)  # no block read may outlive the descriptor
-        os.close(fd)
+        pool.shutdown(wait=True)  # no block read may outlive the descriptors
+        for x in fds:
+            os.close(x)
     check_index(path, meta, arrays, values)
     _check_seal(path, seal)
     if seal_out is not None:
@@ -104,9 +106,11 @@ def read_index_file(path, defer=(), values: bool = True, seal_out: list | None =
     return meta, arrays
 
 
-def _read_open_file(h5py, f, path, where, fd, pool, defer=()):
+def _read_open_file(h5py, f, path, where, fds, pool, defer=()):
     """(meta, arrays, crcs, seal, landed) of an open index; ``where[0]`` names what is being read;
-    ``landed``: {dataset: CRC futures} of the datasets read in parallel blocks from ``fd``."""
+    ``landed``: {dataset: CRC futures} of the datasets read in parallel blocks from ``fds[0]``
+    (a split index's parts: descriptors appended to ``fds``)."""
+    fd = fds[0]
     where[0] = "attribute 'format'"
     attrs = f.attrs
     fmt = attrs.get("format")
@@ -161,7 +165,7 @@ def _read_open_file(h5py, f, path, where, fd, pool, defer=()):
                     if at is not None:  # left in the parts, read by slices later
                         arrays[name] = Deferred(path, name, obj, crc, at[1])
                         continue
-                    arrays[name], landed[name] = read_virtual(path, bid, obj, name, crc, pool)
+                    arrays[name], landed[name] = read_virtual(path, bid, obj, name, crc, pool, fds)
                     crcs[name] = crc
                     continue
                 if crc is not None and can_read_in_blocks(obj, crc[1]) and name in defer:

@@ -69,10 +69,13 @@ def _block_of(path, name, crc) -> int:
     return int(block)
 
 
-def read_virtual(path, build_id, ds, name, crc, pool):
-    """``(array, [CRC-32 of every block])`` of the virtual dataset ``ds`` (named ``name``) of the
-    split index at ``path`` whose ``build_id`` is the main file's: each part opened beside the main
-    file and checked (module doc), its rows read in parallel blocks into the array."""
+def read_virtual(path, build_id, ds, name, crc, pool, fds: list):
+    """``(array, [the CRC-32 of every block, each a future])`` of the virtual dataset ``ds``
+    (named ``name``) of the split index at ``path`` whose ``build_id`` is the main file's: each
+    part opened beside the main file and checked (module doc), the rows of every part queued on
+    ``pool`` at once, as a plain dataset's blocks are (reading part after part waited at each).
+    The descriptors opened are appended to ``fds``: the caller closes them once ``pool`` has
+    stopped. A block's ``result()`` joins the parts' pieces (and names a truncated part)."""
     import h5py
 
     where = os.path.dirname(os.path.abspath(os.fspath(path)))
@@ -82,16 +85,47 @@ def read_virtual(path, build_id, ds, name, crc, pool):
     out = np.empty(shape, dt)
     raw = memoryview(out.reshape(-1).view(np.uint8))
     row = int(np.prod(shape[1:], dtype=np.int64)) * dt.itemsize
-    got = []
+    queued = []
     for lo, hi, base, dset in spans:
         part = os.path.join(where, base)
         view = raw[lo * row:hi * row]
         off = _check_part(path, part, build_id, dset, (hi - lo,) + shape[1:], dt, h5py, view)
-        got += _read_part(path, part, off, lo * row, view, block, pool)
-    try:
-        return out, join_pieces(len(raw), block, got)
-    except ValueError as e:  # pragma: no cover - the spans were checked to tile the rows
-        raise IndexFormatError(f"{path}: damaged index: dataset /{name}: {e}") from None
+        queued.append((part, lo * row, *_read_part(part, off, lo * row, view, block, pool, fds)))
+    joined = _Joined(path, name, len(raw), block, queued)
+    return out, [_Block(joined, k) for k in range(-(-len(raw) // block))]
+
+
+class _Joined:
+    """The block CRC-32s of one virtual dataset, joined from its parts' pieces once they are read."""
+
+    def __init__(self, path, name, total: int, block: int, queued):
+        self.path, self.name, self.total, self.block, self.queued = path, name, int(total), int(block), queued
+        self.crcs = None
+
+    def result(self) -> list:
+        if self.crcs is None:
+            got = []
+            for part, first, cuts, crcs in self.queued:
+                crcs = [c if isinstance(c, int) else c.result() for c in crcs]
+                if any(c < 0 for c in crcs):
+                    raise IndexFormatError(f"{self.path}: damaged index: the part {os.path.basename(part)} ends "
+                                           f"before its data (truncated?)")
+                got += [(first + a, k, c, b - a) for (k, a, b), c in zip(cuts, crcs)]
+            try:
+                self.crcs = join_pieces(self.total, self.block, got)
+            except ValueError as e:  # pragma: no cover - the spans were checked to tile the rows
+                raise IndexFormatError(f"{self.path}: damaged index: dataset /{self.name}: {e}") from None
+        return self.crcs
+
+
+class _Block:
+    """Block ``k``'s CRC-32 of a virtual dataset, as a future's ``result()``."""
+
+    def __init__(self, joined: _Joined, k: int):
+        self.joined, self.k = joined, k
+
+    def result(self) -> int:
+        return self.joined.result()[self.k]
 
 
 def deferred_spans(path, build_id, ds, name, crc):
@@ -156,19 +190,14 @@ def _check_part(path, part, build_id, dset, shape, dt, h5py, view):
         raise IndexFormatError(f"{path}: damaged index: the part {shown} cannot be read (HDF5: {e})") from None
 
 
-def _read_part(path, part, off, first, view, block, pool) -> list:
-    """Pieces ``(first byte, block index, crc, length)`` of the rows in ``view`` (the dataset's
-    bytes from ``first``): read from ``part`` at ``off`` by ``pool`` (None: already in ``view``)."""
+def _read_part(part, off, first, view, block, pool, fds) -> tuple:
+    """``(cuts, CRC-32s or their futures)`` of the rows in ``view`` (the dataset's bytes from
+    ``first``), cut at the whole dataset's blocks: queued on ``pool`` to be read from ``part`` at
+    ``off`` (its descriptor appended to ``fds``), or taken now when HDF5 has read them (``off``
+    None). A CRC of -1: the part ended first."""
     cuts = pieces(first, len(view), block)
     if off is None:
-        return [(first + a, k, zlib.crc32(view[a:b]), b - a) for k, a, b in cuts]
+        return cuts, [zlib.crc32(view[a:b]) for _, a, b in cuts]
     fd = os.open(part, os.O_RDONLY)
-    try:
-        futs = [pool.submit(read_block, fd, view[a:b], off + a) for _, a, b in cuts]
-        crcs = [x.result() for x in futs]
-    finally:
-        os.close(fd)
-    if any(c < 0 for c in crcs):
-        raise IndexFormatError(f"{path}: damaged index: the part {os.path.basename(part)} ends before its data "
-                               f"(truncated?)")
-    return [(first + a, k, c, b - a) for (k, a, b), c in zip(cuts, crcs)]
+    fds.append(fd)
+    return cuts, [pool.submit(read_block, fd, view[a:b], off + a) for _, a, b in cuts]
