@@ -40,7 +40,7 @@ def add_update_command(sub) -> None:
     sp.add_argument("--format", choices=FORMATS, default="auto", help="format of the EDGES file (default auto)")
     sp.add_argument("--rebuild-above", type=int, default=None, metavar="EDGES",
                     help="with more new DAG edges than this, label the components again instead of sweeping "
-                         "the labels (default: a quarter of the DAG's edges, at least 1,000,000)")
+                         "the labels (default: a fifth of the DAG's edges, at least 1,000,000)")
     sp.add_argument("--backend", choices=BACKENDS, default="auto",
                     help="where the reachability check and the labelling run (default auto)")
     common_options(sp, backend=False)

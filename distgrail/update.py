@@ -190,8 +190,10 @@ def insert_edges(index, sources, targets, *, backend: str = "auto", progress: bo
 
 def default_rebuild_above(index) -> int:
     """New DAG edges past which :func:`insert_edges` labels the components again rather than
-    sweeping: a quarter of the DAG's edges, at least 1,000,000 (docs/benchmarks.md, session 23)."""
-    return max(1_000_000, int(index.meta.get("n_dag_edges", 0)) // 4)
+    sweeping: a fifth of the DAG's edges, at least 1,000,000. On R-MAT 27 (one GPU) relabelling
+    costs less than the sweep from about that many new edges on (docs/benchmarks.md, session 26),
+    and it leaves fresh labels behind."""
+    return max(1_000_000, int(index.meta.get("n_dag_edges", 0)) // 5)
 
 
 def _relabel(index, pairs, be, progress):
