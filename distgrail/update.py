@@ -190,8 +190,8 @@ def insert_edges(index, sources, targets, *, backend: str = "auto", progress: bo
 
 def default_rebuild_above(index) -> int:
     """New DAG edges past which :func:`insert_edges` labels the components again rather than
-    sweeping: a fifth of the DAG's edges, at least 1,000,000: where relabelling was measured to
-    cost less than the sweep (docs/benchmarks.md, session 26), and it leaves fresh labels behind."""
+    sweeping: a fifth of the DAG's edges, at least 1,000,000: from about there relabelling
+    costs less than the sweep (docs/benchmarks.md, session 26), and it leaves fresh labels behind."""
     return max(1_000_000, int(index.meta.get("n_dag_edges", 0)) // 5)
 
 
