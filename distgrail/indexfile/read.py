@@ -38,7 +38,7 @@ import numpy as np
 from ..errors import IndexFormatError
 from .layout import ATTRS, BUILD_ATTR, CRC_BLOCK, FORMAT, READ_VERSIONS, REQUIRED, SEAL, block_crcs, can_read_in_blocks, \
     crc_pool, datasets_seal, entry, pieces, read_block
-from .read_split import deferred_spans, read_virtual
+from .read_split import PartFiles, deferred_spans, read_virtual
 
 __all__ = ["read_index_file", "check_index", "check_index_path", "EDGE_CHECK_MAX", "REQUIRED", "Deferred",
            "parallel_read", "check_block_reads"]
@@ -84,12 +84,12 @@ def read_index_file(path, defer=(), values: bool = True, seal_out: list | None =
     except _H5_ERRORS as e:
         raise IndexFormatError(f"{path}: damaged index: the file cannot be opened (HDF5: {e})") from None
     fd = os.open(path, os.O_RDONLY)  # large datasets: read in parallel blocks
-    fds = [fd]  # (and a split index's part files)
+    parts = PartFiles()  # (a split index's part files)
     pool = crc_pool()
     try:
         try:
             with f:
-                meta, arrays, crcs, seal, landed = _read_open_file(h5py, f, path, where, fds, pool, defer)
+                meta, arrays, crcs, seal, landed = _read_open_file(h5py, f, path, where, fd, parts, pool, defer)
         except IndexFormatError:
             raise
         except _H5_ERRORS as e:
@@ -97,8 +97,8 @@ def read_index_file(path, defer=(), values: bool = True, seal_out: list | None =
         _verify_crcs(path, arrays, crcs, landed, pool)
     finally:
         pool.shutdown(wait=True)  # no block read may outlive the descriptors
-        for x in fds:
-            os.close(x)
+        os.close(fd)
+        parts.close()
     check_index(path, meta, arrays, values)
     _check_seal(path, seal)
     if seal_out is not None:
@@ -106,11 +106,10 @@ def read_index_file(path, defer=(), values: bool = True, seal_out: list | None =
     return meta, arrays
 
 
-def _read_open_file(h5py, f, path, where, fds, pool, defer=()):
+def _read_open_file(h5py, f, path, where, fd, parts, pool, defer=()):
     """(meta, arrays, crcs, seal, landed) of an open index; ``where[0]`` names what is being read;
-    ``landed``: {dataset: CRC futures} of the datasets read in parallel blocks from ``fds[0]``
-    (a split index's parts: descriptors appended to ``fds``)."""
-    fd = fds[0]
+    ``landed``: {dataset: CRC futures} of the datasets read in parallel blocks from ``fd`` (a split
+    index's: from its part files, opened through ``parts``)."""
     where[0] = "attribute 'format'"
     attrs = f.attrs
     fmt = attrs.get("format")
@@ -161,11 +160,11 @@ def _read_open_file(h5py, f, path, where, fds, pool, defer=()):
                 if obj.is_virtual:  # a split index: its rows in the part files, each checked
                     bid = attrs.get(BUILD_ATTR)
                     bid = bid.decode() if isinstance(bid, bytes) else bid
-                    at = deferred_spans(path, bid, obj, name, crc) if name in defer else None
+                    at = deferred_spans(path, bid, obj, name, crc, parts) if name in defer else None
                     if at is not None:  # left in the parts, read by slices later
                         arrays[name] = Deferred(path, name, obj, crc, at[1])
                         continue
-                    arrays[name], landed[name] = read_virtual(path, bid, obj, name, crc, pool, fds)
+                    arrays[name], landed[name] = read_virtual(path, bid, obj, name, crc, pool, parts)
                     crcs[name] = crc
                     continue
                 if crc is not None and can_read_in_blocks(obj, crc[1]) and name in defer:

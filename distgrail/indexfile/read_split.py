@@ -18,7 +18,57 @@ import numpy as np
 from ..errors import IndexFormatError
 from .layout import BUILD_ATTR, PART_FORMAT, from_vds_name, join_pieces, pieces, read_block
 
-__all__ = ["read_virtual", "deferred_spans"]
+__all__ = ["read_virtual", "deferred_spans", "PartFiles"]
+
+
+class PartFiles:
+    """The part files one read of a split index opens: each opened as HDF5 and checked (a
+    distgrail part of this build) once, however many datasets it holds, and one descriptor each
+    for the block reads. :meth:`close` once the read pool has stopped."""
+
+    def __init__(self):
+        self.files, self.fds = {}, {}
+
+    def file(self, path, part, build_id, h5py):
+        """The open part file ``part`` of the index at ``path`` (missing, unreadable, not a part or
+        of another build: IndexFormatError naming it)."""
+        if part in self.files:
+            return self.files[part]
+        shown = os.path.basename(part)
+        if not os.path.exists(part):
+            raise IndexFormatError(f"{path}: the part {shown} of this split index is missing (looked in "
+                                   f"{os.path.dirname(part)}): a split index is its main file and its part files, "
+                                   f"kept in one directory; 'distgrail convert {os.path.basename(os.fspath(path))} "
+                                   f"--layout single -o ONE.h5' merges them")
+        try:
+            f = h5py.File(part, "r")
+        except (OSError, ValueError, RuntimeError) as e:
+            raise IndexFormatError(f"{path}: the part {shown} of this split index cannot be opened (HDF5: {e})") \
+                from None
+        self.files[part] = f
+        try:
+            fmt, bid = _text(f.attrs.get("format")), _text(f.attrs.get(BUILD_ATTR))
+        except (OSError, ValueError, RuntimeError, KeyError, TypeError) as e:
+            raise IndexFormatError(f"{path}: damaged index: the part {shown} cannot be read (HDF5: {e})") from None
+        if fmt != PART_FORMAT:
+            raise IndexFormatError(f"{path}: {shown} is not a part of a distgrail index (attribute format={fmt!r})")
+        if bid != build_id:
+            raise IndexFormatError(f"{path}: the part {shown} belongs to another build (build id {bid}, this "
+                                   f"index's is {build_id}): the index and its parts must come from one "
+                                   f"'distgrail index --layout split' run")
+        return f
+
+    def fd(self, part) -> int:
+        if part not in self.fds:
+            self.fds[part] = os.open(part, os.O_RDONLY)
+        return self.fds[part]
+
+    def close(self) -> None:
+        for f in self.files.values():
+            f.close()
+        for x in self.fds.values():
+            os.close(x)
+        self.files, self.fds = {}, {}
 
 
 def _text(v):
@@ -69,12 +119,12 @@ def _block_of(path, name, crc) -> int:
     return int(block)
 
 
-def read_virtual(path, build_id, ds, name, crc, pool, fds: list):
+def read_virtual(path, build_id, ds, name, crc, pool, parts: PartFiles):
     """``(array, [the CRC-32 of every block, each a future])`` of the virtual dataset ``ds``
     (named ``name``) of the split index at ``path`` whose ``build_id`` is the main file's: each
     part opened beside the main file and checked (module doc), the rows of every part queued on
     ``pool`` at once, as a plain dataset's blocks are (reading part after part waited at each).
-    The descriptors opened are appended to ``fds``: the caller closes them once ``pool`` has
+    The part files are opened through ``parts``, which the caller closes once ``pool`` has
     stopped. A block's ``result()`` joins the parts' pieces (and names a truncated part)."""
     import h5py
 
@@ -89,8 +139,9 @@ def read_virtual(path, build_id, ds, name, crc, pool, fds: list):
     for lo, hi, base, dset in spans:
         part = os.path.join(where, base)
         view = raw[lo * row:hi * row]
-        off = _check_part(path, part, build_id, dset, (hi - lo,) + shape[1:], dt, h5py, view)
-        queued.append((part, lo * row, *_read_part(part, off, lo * row, view, block, pool, fds)))
+        off = _check_part(path, parts.file(path, part, build_id, h5py), part, dset, (hi - lo,) + shape[1:], dt,
+                          h5py, view)
+        queued.append((part, lo * row, *_read_part(parts, part, off, lo * row, view, block, pool)))
     joined = _Joined(path, name, len(raw), block, queued)
     return out, [_Block(joined, k) for k in range(-(-len(raw) // block))]
 
@@ -128,7 +179,7 @@ class _Block:
         return self.joined.result()[self.k]
 
 
-def deferred_spans(path, build_id, ds, name, crc):
+def deferred_spans(path, build_id, ds, name, crc, parts: PartFiles):
     """``(block, [(first byte, bytes, part path, file offset), ...])`` of the virtual dataset
     ``ds`` left in its parts (every part checked now), or None where a part's dataset is not one
     plain run of bytes (it is then read whole)."""
@@ -142,62 +193,44 @@ def deferred_spans(path, build_id, ds, name, crc):
     out = []
     for lo, hi, base, dset in spans:
         part = os.path.join(where, base)
-        off = _check_part(path, part, build_id, dset, (hi - lo,) + shape[1:], dt, h5py, None)
+        off = _check_part(path, parts.file(path, part, build_id, h5py), part, dset, (hi - lo,) + shape[1:], dt,
+                          h5py, None)
         if off is None:
             return None
         out.append((lo * row, (hi - lo) * row, part, off))
     return block, out
 
 
-def _check_part(path, part, build_id, dset, shape, dt, h5py, view):
-    """The file offset of dataset ``dset`` in the part file ``part`` after every check of the
-    part (module doc); None when it is not one plain run of bytes (its values are then copied
-    into ``view`` when given)."""
+def _check_part(path, f, part, dset, shape, dt, h5py, view):
+    """The file offset of dataset ``dset`` in the part file ``f`` (open, already checked to be a
+    part of this build: :meth:`PartFiles.file`), after checking its shape and type; None when it
+    is not one plain run of bytes (its values are then copied into ``view`` when given)."""
     shown = os.path.basename(part)
-    if not os.path.exists(part):
-        raise IndexFormatError(f"{path}: the part {shown} of this split index is missing (looked in "
-                               f"{os.path.dirname(part)}): a split index is its main file and its part files, kept "
-                               f"in one directory; 'distgrail convert {os.path.basename(os.fspath(path))} --layout "
-                               f"single -o ONE.h5' merges them")
     try:
-        f = h5py.File(part, "r")
-    except (OSError, ValueError, RuntimeError) as e:
-        raise IndexFormatError(f"{path}: the part {shown} of this split index cannot be opened (HDF5: {e})") from None
-    try:
-        with f:
-            fmt, bid = _text(f.attrs.get("format")), _text(f.attrs.get(BUILD_ATTR))
-            if fmt != PART_FORMAT:
-                raise IndexFormatError(f"{path}: {shown} is not a part of a distgrail index (attribute "
-                                       f"format={fmt!r})")
-            if bid != build_id:
-                raise IndexFormatError(f"{path}: the part {shown} belongs to another build (build id {bid}, this "
-                                       f"index's is {build_id}): the index and its parts must come from one "
-                                       f"'distgrail index --layout split' run")
-            if dset not in f or not isinstance(f[dset], h5py.Dataset):
-                raise IndexFormatError(f"{path}: the part {shown} holds no dataset /{dset}")
-            d = f[dset]
-            if tuple(d.shape) != tuple(shape) or d.dtype.newbyteorder("<") != dt:
-                raise IndexFormatError(f"{path}: damaged index: the part {shown} holds /{dset} as {d.dtype} "
-                                       f"{tuple(d.shape)}, the index maps {dt} {tuple(shape)} to it")
-            plain = d.chunks is None and d.compression is None and not d.external and dt.kind in "iu"
-            off = d.id.get_offset() if plain else None
-            if off is None and view is not None:  # (HDF5 reads it straight into the index's array)
-                d.read_direct(np.asarray(view).view(dt).reshape(d.shape))
-            return None if off is None else int(off)
+        if dset not in f or not isinstance(f[dset], h5py.Dataset):
+            raise IndexFormatError(f"{path}: the part {shown} holds no dataset /{dset}")
+        d = f[dset]
+        if tuple(d.shape) != tuple(shape) or d.dtype.newbyteorder("<") != dt:
+            raise IndexFormatError(f"{path}: damaged index: the part {shown} holds /{dset} as {d.dtype} "
+                                   f"{tuple(d.shape)}, the index maps {dt} {tuple(shape)} to it")
+        plain = d.chunks is None and d.compression is None and not d.external and dt.kind in "iu"
+        off = d.id.get_offset() if plain else None
+        if off is None and view is not None:  # (HDF5 reads it straight into the index's array)
+            d.read_direct(np.asarray(view).view(dt).reshape(d.shape))
+        return None if off is None else int(off)
     except IndexFormatError:
         raise
     except (OSError, ValueError, RuntimeError, KeyError, TypeError) as e:
         raise IndexFormatError(f"{path}: damaged index: the part {shown} cannot be read (HDF5: {e})") from None
 
 
-def _read_part(part, off, first, view, block, pool, fds) -> tuple:
+def _read_part(parts, part, off, first, view, block, pool) -> tuple:
     """``(cuts, CRC-32s or their futures)`` of the rows in ``view`` (the dataset's bytes from
     ``first``), cut at the whole dataset's blocks: queued on ``pool`` to be read from ``part`` at
-    ``off`` (its descriptor appended to ``fds``), or taken now when HDF5 has read them (``off``
-    None). A CRC of -1: the part ended first."""
+    ``off`` (its descriptor from ``parts``), or taken now when HDF5 has read them (``off`` None).
+    A CRC of -1: the part ended first."""
     cuts = pieces(first, len(view), block)
     if off is None:
         return cuts, [zlib.crc32(view[a:b]) for _, a, b in cuts]
-    fd = os.open(part, os.O_RDONLY)
-    fds.append(fd)
+    fd = parts.fd(part)
     return cuts, [pool.submit(read_block, fd, view[a:b], off + a) for _, a, b in cuts]
