@@ -94,7 +94,14 @@ def cmd_update(args) -> int:
     new, report = insert_edges(idx, g.src, g.dst, backend=args.backend, progress=not args.quiet,
                                rebuild_above=args.rebuild_above, consume=True)  # (idx is not used after)
     steps["update"] = time.perf_counter() - t0 - sum(steps.values())
-    new.save(args.output, layout=layout, parts=parts)
+    # in place: the new files are created with no more permission than the index has (a private
+    # index is never readable by others meanwhile); its exact mode is set once they are in place
+    mask = None if mode is None else os.umask(0o777 & ~(mode.st_mode & 0o777))
+    try:
+        new.save(args.output, layout=layout, parts=parts)
+    finally:
+        if mask is not None:
+            os.umask(mask)
     steps["write"] = time.perf_counter() - t0 - sum(steps.values())
     if mode is not None:  # the files replaced keep the index's permissions (and, for root, its owner)
         from .indexfile.layout import index_parts

@@ -170,6 +170,7 @@ MODULE_STATE = {
     ("distgrail.arrays", "_pool_lock"): "the lock making that pool once (anew in a forked child)",
     ("distgrail.io.atomic", "_PREVIOUS"): "the signal handlers installed before ours",
     ("distgrail.io.atomic", "_LIVE"): "temporary files being written, removed if a signal ends the process",
+    ("distgrail.io.atomic", "_PROVISIONAL"): "a split index's parts renamed into place before its main file, removed if a signal ends the process",
     ("distgrail.mpi.transport", "_KEYVAL"): "the MPI attribute key of the NCCL communicator cache",
     ("distgrail.mpi.binding", "_BOUND"): "the GPU this process was bound to (once per rank)",
 }

@@ -333,3 +333,63 @@ def test_a_deferred_dataset_of_a_split_index_reads_slices_across_parts(split_ind
     os.remove(index_parts(split_index)[2])
     with pytest.raises(IndexFormatError, match="missing"):
         read_index_file(split_index, defer=("dag/indices",))
+
+
+@pytest.mark.skipif(not os.path.isdir("/proc/self/fd"), reason="counts the open descriptors in /proc/self/fd")
+def test_an_index_of_many_parts_opens_within_few_descriptors(tmp_path):
+    """An index split in 150 parts (a part per rank of a large job) opens with only ~60
+    descriptors to spare: the reader keeps at most MAX_OPEN_PARTS parts open as HDF5 and opens a
+    part's descriptor for each block read alone (it once held all parts x datasets open)."""
+    import resource
+
+    from distgrail.indexfile.read_split import MAX_OPEN_PARTS
+
+    idx = distgrail.build_index(distgrail.bundled_graph(), dims=2, backend="cpu")
+    path = str(tmp_path / "many.h5")
+    write_split_index(path, idx.meta, idx.arrays, parts=150)
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    room = len(os.listdir("/proc/self/fd")) + MAX_OPEN_PARTS + 30
+    resource.setrlimit(resource.RLIMIT_NOFILE, (min(room, hard), hard))
+    try:
+        got = distgrail.open_index(path)
+    finally:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))
+    assert all(np.array_equal(got.arrays[k], idx.arrays[k]) for k in idx.arrays)
+
+
+def test_a_failing_block_read_is_a_named_index_error(split_index, monkeypatch):
+    """An I/O error while a part's blocks are read (EIO, a disk gone) is an IndexFormatError naming
+    the index (``query``: exit 2), not a bare OSError."""
+    import errno
+
+    from distgrail.indexfile import read_split
+
+    def fail(fd, view, offset):
+        raise OSError(errno.EIO, "Input/output error")
+
+    monkeypatch.setattr(read_split, "read_block", fail)
+    _refused(split_index, "idx.h5", "damaged index", "Input/output error")
+
+
+def test_sigterm_before_the_main_file_leaves_no_new_part(tmp_path):
+    """SIGTERM after the parts are renamed into place but before the main file is: the new parts
+    are removed with the temporaries (they were left behind, of no index), the index written
+    before stays whole and opens."""
+    import subprocess
+    import sys
+
+    path = str(tmp_path / "idx.h5")
+    idx = distgrail.build_index(distgrail.bundled_graph(), dims=2, backend="cpu")
+    write_split_index(path, idx.meta, idx.arrays, parts=3)
+    before = sorted(os.listdir(tmp_path))
+    script = (f"import os, signal, distgrail\nfrom distgrail.indexfile import split, write\n"
+              f"def killed(*a, **k):\n    os.kill(os.getpid(), signal.SIGTERM)\n"
+              f"write.write_index_file = killed\n"
+              f"idx = distgrail.open_index({path!r})\nsplit.write_split_index({path!r}, idx.meta, idx.arrays, parts=4)\n")
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    env = dict(os.environ, PYTHONPATH=root + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    r = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True, text=True, timeout=120,
+                       check=False)
+    assert r.returncode == -15, r.stderr
+    assert sorted(os.listdir(tmp_path)) == before
+    assert distgrail.open_index(path).C == idx.C

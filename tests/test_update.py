@@ -382,3 +382,39 @@ def test_the_default_rebuild_above_is_a_fifth_of_the_dag_edges():
 
     assert default_rebuild_above(SimpleNamespace(meta={"n_dag_edges": 22_400_000})) == 4_480_000
     assert default_rebuild_above(SimpleNamespace(meta={"n_dag_edges": 394_966})) == 1_000_000
+
+
+def test_in_place_the_new_files_are_never_more_open_than_the_index(tmp_path, monkeypatch, capsys):
+    """A private (0600) split index updated in place: its new parts, renamed into place before the
+    main file is written, are already 0600 then (they were created under the process's umask,
+    0644, and only chmodded at the end); the main file's temporary too; the umask is restored."""
+    from distgrail.indexfile import write as ixwrite
+    from distgrail.indexfile.layout import index_parts
+
+    g = generate("paper", 150, 2, seed=21)
+    base = str(tmp_path / "private.h5")
+    _build(g.src, g.dst, g.n).save(base, layout="split", parts=2)
+    old_parts = set(index_parts(base))
+    for p in [base, *old_parts]:
+        os.chmod(p, 0o600)
+    (tmp_path / "e.txt").write_text("3 0\n9 4\n")
+    seen = {}
+    real = ixwrite.write_index_file
+
+    def watched(path, *a, **k):
+        for n in os.listdir(tmp_path):
+            p = str(tmp_path / n)
+            if ".part" in n and p not in old_parts:
+                seen[n] = os.stat(p).st_mode & 0o777
+        return real(path, *a, **k)
+
+    monkeypatch.setattr(ixwrite, "write_index_file", watched)
+    prev = os.umask(0o022)
+    try:
+        assert main(["update", base, "--add", str(tmp_path / "e.txt"), "--backend", "cpu", "--quiet"]) == 0
+        assert os.umask(0o022) == 0o022  # (restored by the command)
+    finally:
+        os.umask(prev)
+    assert len(seen) == 2 and set(seen.values()) == {0o600}, seen
+    assert all(os.stat(p).st_mode & 0o777 == 0o600 for p in [base, *index_parts(base)])
+    _check(distgrail.open_index(base), g.src, g.dst, g.n, [3, 9], [0, 4])

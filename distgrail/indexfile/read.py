@@ -94,7 +94,10 @@ def read_index_file(path, defer=(), values: bool = True, seal_out: list | None =
             raise
         except _H5_ERRORS as e:
             raise IndexFormatError(f"{path}: damaged index: {where[0]} cannot be read (HDF5: {e})") from None
-        _verify_crcs(path, arrays, crcs, landed, pool)
+        try:
+            _verify_crcs(path, arrays, crcs, landed, pool)
+        except OSError as e:  # a block read failed (EIO, a part gone meanwhile): named, as HDF5's errors are
+            raise IndexFormatError(f"{path}: damaged index: a dataset cannot be read (storage error: {e})") from None
     finally:
         pool.shutdown(wait=True)  # no block read may outlive the descriptors
         os.close(fd)

@@ -21,18 +21,24 @@ from .layout import BUILD_ATTR, PART_FORMAT, from_vds_name, join_pieces, pieces,
 __all__ = ["read_virtual", "deferred_spans", "PartFiles"]
 
 
+#: the most part files one read keeps open as HDF5 at once (a split index may have a part per rank)
+MAX_OPEN_PARTS = 32
+
+
 class PartFiles:
-    """The part files one read of a split index opens: each opened as HDF5 and checked (a
-    distgrail part of this build) once, however many datasets it holds, and one descriptor each
-    for the block reads. :meth:`close` once the read pool has stopped."""
+    """The part files one read of a split index opens as HDF5, each checked (a distgrail part of
+    this build) when opened: kept open for the next dataset they hold, at most
+    :data:`MAX_OPEN_PARTS` at a time (the least recently used closed first), so that a split
+    index of hundreds of parts stays within the process's descriptors. :meth:`close` at the end."""
 
     def __init__(self):
-        self.files, self.fds = {}, {}
+        self.files = {}  # part path -> open h5py.File, least recently used first
 
     def file(self, path, part, build_id, h5py):
         """The open part file ``part`` of the index at ``path`` (missing, unreadable, not a part or
         of another build: IndexFormatError naming it)."""
         if part in self.files:
+            self.files[part] = self.files.pop(part)  # (most recently used last)
             return self.files[part]
         shown = os.path.basename(part)
         if not os.path.exists(part):
@@ -40,6 +46,8 @@ class PartFiles:
                                    f"{os.path.dirname(part)}): a split index is its main file and its part files, "
                                    f"kept in one directory; 'distgrail convert {os.path.basename(os.fspath(path))} "
                                    f"--layout single -o ONE.h5' merges them")
+        while len(self.files) >= MAX_OPEN_PARTS:
+            self.files.pop(next(iter(self.files))).close()
         try:
             f = h5py.File(part, "r")
         except (OSError, ValueError, RuntimeError) as e:
@@ -58,17 +66,10 @@ class PartFiles:
                                    f"'distgrail index --layout split' run")
         return f
 
-    def fd(self, part) -> int:
-        if part not in self.fds:
-            self.fds[part] = os.open(part, os.O_RDONLY)
-        return self.fds[part]
-
     def close(self) -> None:
         for f in self.files.values():
             f.close()
-        for x in self.fds.values():
-            os.close(x)
-        self.files, self.fds = {}, {}
+        self.files = {}
 
 
 def _text(v):
@@ -141,7 +142,7 @@ def read_virtual(path, build_id, ds, name, crc, pool, parts: PartFiles):
         view = raw[lo * row:hi * row]
         off = _check_part(path, parts.file(path, part, build_id, h5py), part, dset, (hi - lo,) + shape[1:], dt,
                           h5py, view)
-        queued.append((part, lo * row, *_read_part(parts, part, off, lo * row, view, block, pool)))
+        queued.append((part, lo * row, *_read_part(part, off, lo * row, view, block, pool)))
     joined = _Joined(path, name, len(raw), block, queued)
     return out, [_Block(joined, k) for k in range(-(-len(raw) // block))]
 
@@ -224,13 +225,21 @@ def _check_part(path, f, part, dset, shape, dt, h5py, view):
         raise IndexFormatError(f"{path}: damaged index: the part {shown} cannot be read (HDF5: {e})") from None
 
 
-def _read_part(parts, part, off, first, view, block, pool) -> tuple:
+def _read_part(part, off, first, view, block, pool) -> tuple:
     """``(cuts, CRC-32s or their futures)`` of the rows in ``view`` (the dataset's bytes from
     ``first``), cut at the whole dataset's blocks: queued on ``pool`` to be read from ``part`` at
-    ``off`` (its descriptor from ``parts``), or taken now when HDF5 has read them (``off`` None).
-    A CRC of -1: the part ended first."""
+    ``off``, or taken now when HDF5 has read them (``off`` None). A CRC of -1: the part ended first."""
     cuts = pieces(first, len(view), block)
     if off is None:
         return cuts, [zlib.crc32(view[a:b]) for _, a, b in cuts]
-    fd = parts.fd(part)
-    return cuts, [pool.submit(read_block, fd, view[a:b], off + a) for _, a, b in cuts]
+    return cuts, [pool.submit(_read_part_block, part, view[a:b], off + a) for _, a, b in cuts]
+
+
+def _read_part_block(part, view, offset) -> int:
+    """:func:`~distgrail.indexfile.layout.read_block` from the file ``part``, opened for this block
+    alone: descriptors held are the pool's running reads, whatever the number of parts."""
+    fd = os.open(part, os.O_RDONLY)
+    try:
+        return read_block(fd, view, offset)
+    finally:
+        os.close(fd)

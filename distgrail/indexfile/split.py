@@ -28,7 +28,9 @@ blocks, as a plain dataset's, and checked against the main file's checksums.
 **Atomic, across ranks.** Each part is written under a temporary name (:class:`PartFile`); the
 parts are renamed into place only once every rank has written its own, then rank 0 writes the
 main file (atomically, last) and removes the replaced index's parts. A failure anywhere removes every
-new part; an earlier index at the same path stays whole (its parts carry its own build's tag).
+new part, and so does SIGTERM or SIGINT until the main file is in place
+(:func:`~distgrail.io.atomic.provisional`); an earlier index at the same path stays whole (its
+parts carry its own build's tag).
 """
 
 from __future__ import annotations
@@ -41,7 +43,7 @@ import uuid
 import numpy as np
 
 from ..errors import IndexFormatError
-from ..io.atomic import atomic_path
+from ..io.atomic import atomic_path, provisional
 from .layout import BUILD_ATTR, LIBVER, PART_FORMAT, block_size, crc_pool, join_pieces, part_name, pieces, vds_name
 
 __all__ = ["SPLIT", "new_build_id", "PartFile", "VirtualSpec", "split_rows", "split_attrs", "virtual_specs",
@@ -152,6 +154,7 @@ class PartFile:
         self.closed = True
         if ok:
             self._stack.close()
+            provisional(self.path, True)  # (a signal before the main file is in place removes it)
             return
         try:
             raise IndexFormatError("the part was dropped")
@@ -163,6 +166,11 @@ class PartFile:
         self.close(False)
         with contextlib.suppress(FileNotFoundError):
             os.remove(self.path)
+        provisional(self.path, False)
+
+    def settle(self) -> None:
+        """The index this part belongs to is in place: the part stays, whatever comes next."""
+        provisional(self.path, False)
 
 
 #: the datasets a split index keeps in its parts, when not empty (the others stay in the main file)
@@ -239,3 +247,5 @@ def write_split_index(path, meta: dict, arrays: dict, parts: int = 1) -> None:
         for pf in files:
             pf.remove()
         raise
+    for pf in files:
+        pf.settle()

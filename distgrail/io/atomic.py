@@ -35,9 +35,12 @@ import time
 from .. import settings
 from ..errors import DistGrailError, OutputError
 
-__all__ = ["atomic_path", "output_error", "check_output", "same_file", "remove_stale", "install_handlers"]
+__all__ = ["atomic_path", "output_error", "check_output", "same_file", "remove_stale", "install_handlers", "provisional"]
 
 _LIVE: set = set()  # temporary paths being written by this process
+#: files already renamed into place that are part of a write not yet finished (a split index's
+#: parts before its main file is in place): removed with the temporaries on SIGTERM / SIGINT
+_PROVISIONAL: set = set()
 _PREVIOUS: dict = {}  # signal -> handler before ours
 #: an existing output at least this large is set aside and removed in the background (see above)
 ASIDE_MIN_BYTES = 64 << 20
@@ -109,12 +112,19 @@ def remove_stale(path) -> list:
 
 
 def _cleanup():
-    for tmp in list(_LIVE):
+    for tmp in list(_LIVE) + list(_PROVISIONAL):
         try:
             os.remove(tmp)
         except OSError:
             pass
         _LIVE.discard(tmp)
+        _PROVISIONAL.discard(tmp)
+
+
+def provisional(path, held: bool) -> None:
+    """``held``: the file at ``path``, renamed into place, belongs to a write not yet finished (a
+    signal removes it with the temporaries); False once that write is finished, or the file removed."""
+    (_PROVISIONAL.add if held else _PROVISIONAL.discard)(os.path.abspath(os.fspath(path)))
 
 
 def _on_signal(sig, frame):

@@ -91,6 +91,8 @@ def write_split(place, idx) -> None:
         if part[0] is not None:
             part[0].remove()
         raise
+    if part[0] is not None:
+        part[0].settle()
     place.own_timings["write_part"] = time.perf_counter() - t
 
 
