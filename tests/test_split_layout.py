@@ -393,3 +393,33 @@ def test_sigterm_before_the_main_file_leaves_no_new_part(tmp_path):
     assert r.returncode == -15, r.stderr
     assert sorted(os.listdir(tmp_path)) == before
     assert distgrail.open_index(path).C == idx.C
+
+
+def test_sigterm_as_the_main_file_lands_keeps_the_new_index_whole(tmp_path):
+    """SIGTERM right after the main file is renamed into place (before the writer could say its
+    parts are no longer provisional): the signal waits for that step, so the new index stays in
+    place with every part and opens; the replaced index's parts are gone or going, never the new."""
+    import subprocess
+    import sys
+
+    path = str(tmp_path / "idx.h5")
+    idx = distgrail.build_index(distgrail.bundled_graph(), dims=2, backend="cpu")
+    write_split_index(path, idx.meta, idx.arrays, parts=3)
+    script = (f"import os, signal, distgrail\nfrom distgrail.io import atomic\nfrom distgrail.indexfile import split\n"
+              f"real = atomic._exchange\n"
+              f"def exchange(tmp, path):\n"
+              f"    done = real(tmp, path)\n"
+              f"    if not done:\n        os.replace(tmp, path)\n"
+              f"    if path.endswith('idx.h5'):\n        os.kill(os.getpid(), signal.SIGTERM)\n"
+              f"    return True\n"
+              f"atomic._exchange = exchange\n"
+              f"idx = distgrail.open_index({path!r})\nsplit.write_split_index({path!r}, idx.meta, idx.arrays, parts=4)\n"
+              f"print('not reached')\n")
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    env = dict(os.environ, PYTHONPATH=root + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    r = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True, text=True, timeout=120,
+                       check=False)
+    assert r.returncode == -15 and "not reached" not in r.stdout, r.stderr
+    got = distgrail.open_index(path)
+    assert got.meta["parts"] == 4 and len(index_parts(path)) == 4
+    assert all(np.array_equal(got.arrays[k], idx.arrays[k]) for k in idx.arrays)

@@ -91,12 +91,13 @@ class PartFile:
     taken as it leaves), :meth:`pieces` once all are put, then :meth:`close` (``ok``: renamed into
     place) and, should the index fail after that, :meth:`remove`."""
 
-    def __init__(self, path, r: int, parts: int, build_id: str, nbytes: int):
+    def __init__(self, path, r: int, parts: int, build_id: str, nbytes: int, hold: bool = True):
         import h5py
 
         from .write import BlockWrites, root_attrs_of
 
         self.path = part_name(path, r, build_id)
+        self.hold = hold  # provisional once in place, until its main file is (else the writer of that says)
         self.put_rows = {}
         self._stack = contextlib.ExitStack()
         try:
@@ -154,7 +155,8 @@ class PartFile:
         self.closed = True
         if ok:
             self._stack.close()
-            provisional(self.path, True)  # (a signal before the main file is in place removes it)
+            if self.hold:  # (a signal before the main file is in place removes it)
+                provisional(self.path, True)
             return
         try:
             raise IndexFormatError("the part was dropped")
@@ -168,9 +170,7 @@ class PartFile:
             os.remove(self.path)
         provisional(self.path, False)
 
-    def settle(self) -> None:
-        """The index this part belongs to is in place: the part stays, whatever comes next."""
-        provisional(self.path, False)
+
 
 
 #: the datasets a split index keeps in its parts, when not empty (the others stay in the main file)
@@ -242,10 +242,8 @@ def write_split_index(path, meta: dict, arrays: dict, parts: int = 1) -> None:
         for pf in files:
             pf.close(True)
         write_index_file(path, meta, {k: a for k, a in arrays.items() if k not in inparts}, virtual,
-                         split_attrs(build, parts))
+                         split_attrs(build, parts), settles=[pf.path for pf in files])
     except BaseException:
         for pf in files:
             pf.remove()
         raise
-    for pf in files:
-        pf.settle()

@@ -77,12 +77,13 @@ SAME_BY_VALUE = 64 << 20
 PREFIX_BYTES = 1 << 20
 
 
-def write_index_file(path, meta: dict, arrays: dict, virtual=None, split_attrs=()) -> None:
+def write_index_file(path, meta: dict, arrays: dict, virtual=None, split_attrs=(), settles=()) -> None:
     """Write an index atomically. ``arrays`` holds the datasets named in the module docstring
     (``dag/indices`` may be a :class:`StreamedArray`). A split index's main file
     (:mod:`distgrail.indexfile.split`): ``virtual`` maps the datasets its parts hold to their
     :class:`~distgrail.indexfile.split.VirtualSpec`, ``split_attrs`` are its extra root attributes
-    (``(key, value)``: layout, build id)."""
+    (``(key, value)``: layout, build id) and ``settles`` its part files, provisional until it is in
+    place (:func:`distgrail.io.atomic.provisional`)."""
     held = [k for k, a in arrays.items() if type(a).__name__ == "Rows"]  # (distgrail.indexfile.split.Rows)
     if held:
         raise DistGrailError(f"{os.fspath(path)}: this index holds some rows of /{held[0]} only (the other ranks of "
@@ -94,7 +95,7 @@ def write_index_file(path, meta: dict, arrays: dict, virtual=None, split_attrs=(
     streamed = [a for a in arrays.values() if isinstance(a, StreamedArray)]
     replaced = split_build(path)  # a split index there: its parts go once this one is in place
     try:
-        _write_file(path, meta, arrays, types, names, virtual, split_attrs)
+        _write_file(path, meta, arrays, types, names, virtual, split_attrs, settles)
     except BaseException:
         for a in streamed:
             a.close(True)
@@ -105,13 +106,13 @@ def write_index_file(path, meta: dict, arrays: dict, virtual=None, split_attrs=(
         remove_parts(path, replaced)
 
 
-def _write_file(path, meta, arrays, types, names, virtual=None, split_attrs=()) -> None:
+def _write_file(path, meta, arrays, types, names, virtual=None, split_attrs=(), settles=()) -> None:
     import h5py
 
     virtual = virtual or {}
     size = sum(int(np.prod(np.shape(a), dtype=np.int64)) * np.dtype(types.get(k, _dtype(a))).itemsize
                for k, a in arrays.items()) + (64 << 10)
-    with atomic_path(path, size) as tmp, crc_pool() as pool:
+    with atomic_path(path, size, settles) as tmp, crc_pool() as pool:
         crcs = {}
         with h5py.File(tmp, "w", libver=LIBVER, track_order=False) as f, \
                 BlockWrites(tmp, pool) as blocks:  # left before the file closes: every block has landed

@@ -41,6 +41,9 @@ _LIVE: set = set()  # temporary paths being written by this process
 #: files already renamed into place that are part of a write not yet finished (a split index's
 #: parts before its main file is in place): removed with the temporaries on SIGTERM / SIGINT
 _PROVISIONAL: set = set()
+#: signals that arrived while an output was being put in place (replayed once it is): "depth" of
+#: :func:`_signals_deferred` sections, "signals" caught meanwhile
+_DEFERRED: dict = {"depth": 0, "signals": []}
 _PREVIOUS: dict = {}  # signal -> handler before ours
 #: an existing output at least this large is set aside and removed in the background (see above)
 ASIDE_MIN_BYTES = 64 << 20
@@ -123,11 +126,33 @@ def _cleanup():
 
 def provisional(path, held: bool) -> None:
     """``held``: the file at ``path``, renamed into place, belongs to a write not yet finished (a
-    signal removes it with the temporaries); False once that write is finished, or the file removed."""
+    signal removes it with the temporaries); False once that write is finished, or the file removed.
+    The output that finishes it names it in ``atomic_path(..., settles=)``: it then stops being
+    provisional in the same step as that output lands, no signal in between."""
     (_PROVISIONAL.add if held else _PROVISIONAL.discard)(os.path.abspath(os.fspath(path)))
 
 
+class _signals_deferred:
+    """SIGTERM / SIGINT held while an output is put in place (a signal's handler runs between two
+    Python steps of the main thread: it would otherwise find the output renamed and the files it
+    settles still provisional, and remove them); the first one caught is handled on leaving."""
+
+    def __enter__(self):
+        _DEFERRED["depth"] += 1
+
+    def __exit__(self, *exc):
+        _DEFERRED["depth"] -= 1
+        if not _DEFERRED["depth"] and _DEFERRED["signals"]:
+            sig = _DEFERRED["signals"][0]
+            _DEFERRED["signals"].clear()
+            _on_signal(sig, None)
+        return False
+
+
 def _on_signal(sig, frame):
+    if _DEFERRED["depth"]:  # an output is being put in place (with the files it makes permanent)
+        _DEFERRED["signals"].append(sig)
+        return None
     live = tuple(_LIVE)  # one snapshot: another thread may be opening or closing an output meanwhile
     written = [os.path.join(os.path.dirname(t), os.path.basename(t)[1:].rsplit(".tmp-", 1)[0]) for t in live]
     _cleanup()
@@ -247,9 +272,11 @@ class atomic_path:
     """Context manager: yields a temporary path; renames it to ``path`` on success, removes it on
     error or on SIGTERM/SIGINT. OSErrors inside become :class:`OutputError` naming ``path``."""
 
-    def __init__(self, path, size: int | None = None):
+    def __init__(self, path, size: int | None = None, settles=()):
         self.path = os.fspath(path)
         self.size = size  # bytes about to be written, when known: checked against the free space
+        # provisional files (:func:`provisional`) that this output, once in place, makes permanent
+        self.settles = [os.path.abspath(os.fspath(p)) for p in settles]
         d, base = os.path.split(os.path.abspath(self.path))
         self.tmp = os.path.join(d, f".{base}.tmp-{os.getpid()}")
 
@@ -267,12 +294,19 @@ class atomic_path:
         return self.tmp
 
     def __exit__(self, exc_type, exc, tb):
+        if exc_type is None:
+            if (pause := settings.get("DISTGRAIL_TEST_WRITE_PAUSE")) is not None:
+                time.sleep(pause)  # tests: a window to interrupt a write in (before the rename)
+            with _signals_deferred():  # the rename and the files it settles: one step for a signal
+                return self._exit(exc_type, exc)
+        return self._exit(exc_type, exc)
+
+    def _exit(self, exc_type, exc):
         try:
             if exc_type is None:
-                if (pause := settings.get("DISTGRAIL_TEST_WRITE_PAUSE")) is not None:
-                    time.sleep(pause)  # tests: a window to interrupt a write in
                 if _exchange(self.tmp, self.path):  # the new output is in place, the old one at self.tmp
                     _LIVE.discard(self.tmp)
+                    self._settle()
                     _discard_old(self.tmp, self.path)
                     return False
                 aside = _set_aside(self.path)
@@ -282,6 +316,7 @@ class atomic_path:
                     if aside:
                         os.remove(aside)
                     raise output_error(self.path, e) from None
+                self._settle()
                 if aside:
                     _remove_later(aside)
                 return False
@@ -294,3 +329,7 @@ class atomic_path:
         if isinstance(exc, OSError) and not isinstance(exc, DistGrailError):
             raise output_error(self.path, exc) from None
         return False
+
+    def _settle(self) -> None:
+        for p in self.settles:
+            _PROVISIONAL.discard(p)

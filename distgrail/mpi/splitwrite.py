@@ -49,8 +49,10 @@ def _held(place, idx, shapes) -> dict:
 
 def write_split(place, idx) -> None:
     """Collective over ``place.comm``: the index in the split layout at rank 0's output."""
+    from ..indexfile.layout import part_name
     from ..indexfile.split import PartFile, new_build_id, split_attrs, virtual_specs
     from ..indexfile.write import write_index_file
+    from ..io.atomic import provisional
 
     comm, here = place.comm, place.here
     t = time.perf_counter()
@@ -65,7 +67,7 @@ def write_split(place, idx) -> None:
         if not held:
             return {}
         nbytes = sum(int(np.size(a)) * np.dtype(shapes[k][1]).itemsize for k, (_, a) in held.items())
-        part[0] = pf = PartFile(output, me, R, build, nbytes)
+        part[0] = pf = PartFile(output, me, R, build, nbytes, hold=False)  # (rank 0 holds every part)
         for k, (lo, a) in held.items():
             pf.put(k, shapes[k][0], shapes[k][1], lo, a)
         return pf.pieces()
@@ -84,15 +86,23 @@ def write_split(place, idx) -> None:
             virtual = virtual_specs(output, {k: (s, np.dtype(d)) for k, (s, d) in shapes.items()}, got, build)
             rest = {k: (np.zeros(a.shape, a.dtype) if isinstance(a, Rows) else a)  # (Rows of no row: empty)
                     for k, a in idx.arrays.items() if k not in shapes}
-            write_index_file(output, idx.meta, rest, virtual, split_attrs(build, R))
+            # every part provisional in rank 0's process until the main file lands (a signal there
+            # removes them; a rank's own registry could not know when rank 0's rename happened)
+            parts = [part_name(output, r, build) for r, held in enumerate(got) if held]
+            for p in parts:
+                provisional(p, True)
+            try:
+                write_index_file(output, idx.meta, rest, virtual, split_attrs(build, R), settles=parts)
+            except BaseException:
+                for p in parts:
+                    provisional(p, False)
+                raise
 
         run_shared(comm, f"writing the index {output}", main if here else None)
     except BaseException:
         if part[0] is not None:
             part[0].remove()
         raise
-    if part[0] is not None:
-        part[0].settle()
     place.own_timings["write_part"] = time.perf_counter() - t
 
 
