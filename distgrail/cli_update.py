@@ -94,9 +94,13 @@ def cmd_update(args) -> int:
     new, report = insert_edges(idx, g.src, g.dst, backend=args.backend, progress=not args.quiet,
                                rebuild_above=args.rebuild_above, consume=True)  # (idx is not used after)
     steps["update"] = time.perf_counter() - t0 - sum(steps.values())
-    # in place: the new files are created with no more permission than the index has (a private
-    # index is never readable by others meanwhile); its exact mode is set once they are in place
-    mask = None if mode is None else os.umask(0o777 & ~(mode.st_mode & 0o777))
+    # in place: the new files are created with no more permission for the group and others than the
+    # index has (a private index is never readable by others meanwhile; the user's own bits stay, the
+    # file must be written); its exact mode is set once they are in place
+    mask = None
+    if mode is not None:
+        mask = os.umask(0)
+        os.umask(mask | (0o077 & ~mode.st_mode))
     try:
         new.save(args.output, layout=layout, parts=parts)
     finally:

@@ -337,9 +337,10 @@ def test_a_deferred_dataset_of_a_split_index_reads_slices_across_parts(split_ind
 
 @pytest.mark.skipif(not os.path.isdir("/proc/self/fd"), reason="counts the open descriptors in /proc/self/fd")
 def test_an_index_of_many_parts_opens_within_few_descriptors(tmp_path):
-    """An index split in 150 parts (a part per rank of a large job) opens with only ~60
-    descriptors to spare: the reader keeps at most MAX_OPEN_PARTS parts open as HDF5 and opens a
-    part's descriptor for each block read alone (it once held all parts x datasets open)."""
+    """An index split in 150 parts (a part per rank of a large job) opens under a soft limit of
+    open files below its part count: the reader keeps at most MAX_OPEN_PARTS parts open as HDF5
+    and one descriptor per part (it once held one per part and dataset), raising the soft limit
+    toward the hard one when it runs out."""
     import resource
 
     from distgrail.indexfile.read_split import MAX_OPEN_PARTS
@@ -423,3 +424,36 @@ def test_sigterm_as_the_main_file_lands_keeps_the_new_index_whole(tmp_path):
     got = distgrail.open_index(path)
     assert got.meta["parts"] == 4 and len(index_parts(path)) == 4
     assert all(np.array_equal(got.arrays[k], idx.arrays[k]) for k in idx.arrays)
+
+
+def test_each_part_is_opened_once_and_read_whole_while_replaced(split_index, monkeypatch):
+    """A read opens each part file once as HDF5 (not once per dataset it holds); a part that an
+    update in place replaces and removes while its blocks are being read is still read whole (the
+    descriptor taken when it was checked keeps its inode), as a one-file index is."""
+    from distgrail.indexfile import read_split
+
+    opened = []
+    real_file = h5py.File
+
+    def counted(name, *a, **k):
+        if ".part" in os.fspath(name):
+            opened.append(os.fspath(name))
+        return real_file(name, *a, **k)
+
+    monkeypatch.setattr(h5py, "File", counted)
+    want = distgrail.open_index(split_index)
+    assert len(opened) == len(set(opened)) == 3
+    monkeypatch.setattr(h5py, "File", real_file)
+    real_read, replaced = read_split.read_block, []
+
+    def replacing(fd, view, offset):
+        if not replaced:  # the first block read: the index is written again, its parts replaced
+            replaced.append(True)
+            write_split_index(split_index, want.meta, want.arrays, parts=2)
+        return real_read(fd, view, offset)
+
+    monkeypatch.setattr(read_split, "read_block", replacing)
+    before = set(index_parts(split_index))
+    got = distgrail.open_index(split_index)
+    assert replaced and not before & set(index_parts(split_index))
+    assert all(np.array_equal(got.arrays[k], want.arrays[k]) for k in want.arrays)

@@ -26,34 +26,47 @@ MAX_OPEN_PARTS = 32
 
 
 class PartFiles:
-    """The part files one read of a split index opens as HDF5, each checked (a distgrail part of
-    this build) when opened: kept open for the next dataset they hold, at most
-    :data:`MAX_OPEN_PARTS` at a time (the least recently used closed first), so that a split
-    index of hundreds of parts stays within the process's descriptors. :meth:`close` at the end."""
+    """The part files one read of a split index opens: as HDF5, each checked (a distgrail part of
+    this build) when first met and kept open for the next dataset it holds, at most
+    :data:`MAX_OPEN_PARTS` at a time; and one descriptor each for the block reads, opened then and
+    held to the end (a part an update in place replaces meanwhile is still read whole, as a one-file
+    index is: its inode stays). Hundreds of parts may need more descriptors than the soft limit
+    gives: it is raised toward the hard one, else the error says so. :meth:`close` at the end,
+    once the read pool has stopped."""
 
     def __init__(self):
-        self.files = {}  # part path -> open h5py.File, least recently used first
+        self.files = {}  # part path -> open h5py.File: the first MAX_OPEN_PARTS - 1 parts met
+        self.spare = None  # (part path, h5py.File): the last of the others (each dataset walks the parts in
+        # one order: closing the oldest of a full cache would close every part before it came round again)
+        self.fds = {}  # part path -> descriptor for its block reads
 
     def file(self, path, part, build_id, h5py):
         """The open part file ``part`` of the index at ``path`` (missing, unreadable, not a part or
         of another build: IndexFormatError naming it)."""
         if part in self.files:
-            self.files[part] = self.files.pop(part)  # (most recently used last)
             return self.files[part]
+        if self.spare is not None and self.spare[0] == part:
+            return self.spare[1]
         shown = os.path.basename(part)
         if not os.path.exists(part):
             raise IndexFormatError(f"{path}: the part {shown} of this split index is missing (looked in "
                                    f"{os.path.dirname(part)}): a split index is its main file and its part files, "
                                    f"kept in one directory; 'distgrail convert {os.path.basename(os.fspath(path))} "
                                    f"--layout single -o ONE.h5' merges them")
-        while len(self.files) >= MAX_OPEN_PARTS:
-            self.files.pop(next(iter(self.files))).close()
+        if len(self.files) >= MAX_OPEN_PARTS - 1 and self.spare is not None:
+            self.spare[1].close()
+            self.spare = None
+        if part not in self.fds:  # (first: it raises the soft limit of open files if need be)
+            self.fds[part] = _descriptor(path, part, len(self.fds))
         try:
             f = h5py.File(part, "r")
         except (OSError, ValueError, RuntimeError) as e:
             raise IndexFormatError(f"{path}: the part {shown} of this split index cannot be opened (HDF5: {e})") \
                 from None
-        self.files[part] = f
+        if len(self.files) < MAX_OPEN_PARTS - 1:
+            self.files[part] = f
+        else:
+            self.spare = (part, f)
         try:
             fmt, bid = _text(f.attrs.get("format")), _text(f.attrs.get(BUILD_ATTR))
         except (OSError, ValueError, RuntimeError, KeyError, TypeError) as e:
@@ -69,7 +82,55 @@ class PartFiles:
     def close(self) -> None:
         for f in self.files.values():
             f.close()
-        self.files = {}
+        if self.spare is not None:
+            self.spare[1].close()
+        for fd in self.fds.values():
+            os.close(fd)
+        self.files, self.spare, self.fds = {}, None, {}
+
+
+#: descriptors kept free beside a read's parts (HDF5's own, the pool's, the caller's)
+SPARE_DESCRIPTORS = 64
+
+
+def _open_now(held: int) -> int:
+    """Descriptors this process has open (Linux: /proc/self/fd), else ``held``."""
+    try:
+        return len(os.listdir("/proc/self/fd"))
+    except OSError:
+        return held
+
+
+def _descriptor(path, part, held: int) -> int:
+    """A read-only descriptor of ``part`` (``held`` parts already open): the soft limit of open
+    files raised toward the hard one when the parts would come near it, else an IndexFormatError
+    saying so."""
+    try:
+        import resource
+    except ImportError:  # pragma: no cover - not a POSIX system
+        resource = None
+    if resource is not None:
+        soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+        need = _open_now(held) + MAX_OPEN_PARTS + SPARE_DESCRIPTORS
+        if soft != resource.RLIM_INFINITY and need > soft:
+            want = max(need, 2 * soft) if hard == resource.RLIM_INFINITY else min(hard, max(need, 2 * soft))
+            if want > soft:
+                try:
+                    resource.setrlimit(resource.RLIMIT_NOFILE, (want, hard))
+                except (OSError, ValueError):
+                    pass
+    try:
+        return os.open(part, os.O_RDONLY)
+    except OSError as e:
+        import errno
+
+        if e.errno in (errno.EMFILE, errno.ENFILE):
+            raise IndexFormatError(f"{path}: this split index has more part files than this process may open at "
+                                   f"once ({held} open): raise the limit (ulimit -n), or merge them with "
+                                   f"'distgrail convert {os.path.basename(os.fspath(path))} --layout single -o "
+                                   f"ONE.h5'") from None
+        raise IndexFormatError(f"{path}: the part {os.path.basename(part)} of this split index cannot be opened "
+                               f"({e.strerror})") from None
 
 
 def _text(v):
@@ -142,7 +203,7 @@ def read_virtual(path, build_id, ds, name, crc, pool, parts: PartFiles):
         view = raw[lo * row:hi * row]
         off = _check_part(path, parts.file(path, part, build_id, h5py), part, dset, (hi - lo,) + shape[1:], dt,
                           h5py, view)
-        queued.append((part, lo * row, *_read_part(part, off, lo * row, view, block, pool)))
+        queued.append((part, lo * row, *_read_part(parts.fds[part], off, lo * row, view, block, pool)))
     joined = _Joined(path, name, len(raw), block, queued)
     return out, [_Block(joined, k) for k in range(-(-len(raw) // block))]
 
@@ -225,21 +286,12 @@ def _check_part(path, f, part, dset, shape, dt, h5py, view):
         raise IndexFormatError(f"{path}: damaged index: the part {shown} cannot be read (HDF5: {e})") from None
 
 
-def _read_part(part, off, first, view, block, pool) -> tuple:
+def _read_part(fd, off, first, view, block, pool) -> tuple:
     """``(cuts, CRC-32s or their futures)`` of the rows in ``view`` (the dataset's bytes from
-    ``first``), cut at the whole dataset's blocks: queued on ``pool`` to be read from ``part`` at
-    ``off``, or taken now when HDF5 has read them (``off`` None). A CRC of -1: the part ended first."""
+    ``first``), cut at the whole dataset's blocks: queued on ``pool`` to be read from the part's
+    descriptor ``fd`` at ``off``, or taken now when HDF5 has read them (``off`` None). A CRC of -1:
+    the part ended first."""
     cuts = pieces(first, len(view), block)
     if off is None:
         return cuts, [zlib.crc32(view[a:b]) for _, a, b in cuts]
-    return cuts, [pool.submit(_read_part_block, part, view[a:b], off + a) for _, a, b in cuts]
-
-
-def _read_part_block(part, view, offset) -> int:
-    """:func:`~distgrail.indexfile.layout.read_block` from the file ``part``, opened for this block
-    alone: descriptors held are the pool's running reads, whatever the number of parts."""
-    fd = os.open(part, os.O_RDONLY)
-    try:
-        return read_block(fd, view, offset)
-    finally:
-        os.close(fd)
+    return cuts, [pool.submit(read_block, fd, view[a:b], off + a) for _, a, b in cuts]

@@ -44,7 +44,8 @@ import numpy as np
 
 from ..errors import IndexFormatError
 from ..io.atomic import atomic_path, provisional
-from .layout import BUILD_ATTR, LIBVER, PART_FORMAT, block_size, crc_pool, join_pieces, part_name, pieces, vds_name
+from .layout import BUILD_ATTR, LIBVER, PART_FORMAT, block_size, crc_pool, join_pieces, part_name, pieces, \
+    split_build, vds_name
 
 __all__ = ["SPLIT", "new_build_id", "PartFile", "VirtualSpec", "split_rows", "split_attrs", "virtual_specs",
            "write_split_index", "Rows"]
@@ -154,9 +155,13 @@ class PartFile:
             return
         self.closed = True
         if ok:
-            self._stack.close()
-            if self.hold:  # (a signal before the main file is in place removes it)
-                provisional(self.path, True)
+            if self.hold:  # (a signal before the main file is in place removes it; held before the
+                provisional(self.path, True)  # rename, so that no signal finds it in place unheld)
+            try:
+                self._stack.close()
+            except BaseException:
+                provisional(self.path, False)
+                raise
             return
         try:
             raise IndexFormatError("the part was dropped")
@@ -244,6 +249,7 @@ def write_split_index(path, meta: dict, arrays: dict, parts: int = 1) -> None:
         write_index_file(path, meta, {k: a for k, a in arrays.items() if k not in inparts}, virtual,
                          split_attrs(build, parts), settles=[pf.path for pf in files])
     except BaseException:
-        for pf in files:
-            pf.remove()
+        if split_build(path) != build:  # (once the main file is in place, its parts stay, whatever came after)
+            for pf in files:
+                pf.remove()
         raise

@@ -154,18 +154,25 @@ def _on_signal(sig, frame):
         _DEFERRED["signals"].append(sig)
         return None
     live = tuple(_LIVE)  # one snapshot: another thread may be opening or closing an output meanwhile
+    held = tuple(_PROVISIONAL)
     written = [os.path.join(os.path.dirname(t), os.path.basename(t)[1:].rsplit(".tmp-", 1)[0]) for t in live]
-    _cleanup()
+    written += sorted({p.rsplit(".", 2)[0] for p in held} - set(written))  # (a part: <index>.<tag>.part<r>)
     prev = _PREVIOUS.get(sig)
+    if sig != signal.SIGINT and prev == signal.SIG_IGN:
+        return None  # an ignored SIGTERM stays ignored: nothing removed, the write goes on
+    _cleanup()
     if sig == signal.SIGINT and written and prev in (signal.default_int_handler, signal.SIG_IGN, signal.SIG_DFL):
-        # the temporary file is gone: the write cannot finish (also when SIGINT was ignored, as for a
-        # background job); the message names the output (distgrail.cli prints it, exit status 2)
+        # the temporary file (or a part already in place) is gone: the write cannot finish (also when
+        # SIGINT was ignored, as for a background job); the message names the output (distgrail.cli
+        # prints it, exit status 2)
         raise KeyboardInterrupt(f"{', '.join(written)}: interrupted (SIGINT) while writing the output; "
                                 "nothing was written")
     if callable(prev):
-        return prev(sig, frame)  # SIGINT: Python's handler raises KeyboardInterrupt
-    if prev == signal.SIG_IGN:
-        return None
+        out = prev(sig, frame)  # SIGINT: Python's handler raises KeyboardInterrupt
+        if held:  # that handler let the process go on, but the index's parts are gone: it cannot be written
+            raise OutputError(f"{', '.join(written)}: interrupted (signal {sig}) while writing the output; its "
+                              f"parts were removed, nothing was written")
+        return out
     signal.signal(sig, signal.SIG_DFL)  # die of the signal as if we had not caught it (exit 128 + sig)
     os.kill(os.getpid(), sig)
     return None

@@ -49,7 +49,7 @@ def _held(place, idx, shapes) -> dict:
 
 def write_split(place, idx) -> None:
     """Collective over ``place.comm``: the index in the split layout at rank 0's output."""
-    from ..indexfile.layout import part_name
+    from ..indexfile.layout import part_name, split_build
     from ..indexfile.split import PartFile, new_build_id, split_attrs, virtual_specs
     from ..indexfile.write import write_index_file
     from ..io.atomic import provisional
@@ -100,7 +100,7 @@ def write_split(place, idx) -> None:
 
         run_shared(comm, f"writing the index {output}", main if here else None)
     except BaseException:
-        if part[0] is not None:
+        if part[0] is not None and split_build(output) != build:  # (the main file in place keeps its parts)
             part[0].remove()
         raise
     place.own_timings["write_part"] = time.perf_counter() - t
