@@ -353,8 +353,10 @@ def test_an_index_of_many_parts_opens_within_few_descriptors(tmp_path):
     resource.setrlimit(resource.RLIMIT_NOFILE, (min(room, hard), hard))
     try:
         got = distgrail.open_index(path)
+        after = resource.getrlimit(resource.RLIMIT_NOFILE)[0]
     finally:
         resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))
+    assert after == min(room, hard)  # (raised for the read only: restored, children inherit the user's)
     assert all(np.array_equal(got.arrays[k], idx.arrays[k]) for k in idx.arrays)
 
 
@@ -425,31 +427,47 @@ def test_a_signal_as_the_main_file_lands_keeps_the_new_index_whole(tmp_path, sig
     assert r.returncode != 0 and "not reached" not in r.stdout, r.stderr
     got = distgrail.open_index(path)
     assert got.meta["parts"] == 4 and len(index_parts(path)) == 4
+    assert len(os.listdir(tmp_path)) == 5  # the replaced index's 3 parts went in the same step (none left behind)
     assert all(np.array_equal(got.arrays[k], idx.arrays[k]) for k in idx.arrays)
 
 
-def test_each_part_is_opened_once_and_read_whole_while_replaced(split_index, monkeypatch):
-    """A read opens each part file once as HDF5 (not once per dataset it holds); a part that an
-    update in place replaces and removes while its blocks are being read is still read whole (the
-    descriptor taken when it was checked keeps its inode), as a one-file index is."""
+@pytest.mark.parametrize("parts", [3, 40])
+def test_each_part_is_opened_once_and_read_whole_while_replaced(tmp_path, monkeypatch, parts):
+    """A read opens each of 3 part files once as HDF5 (not once per dataset it holds); a part that
+    an update in place replaces and removes while its blocks are being read is still read whole
+    (the descriptor taken when it was checked keeps its inode; past the 31 parts kept open, a part
+    met again is opened through that descriptor, not its name), as a one-file index is."""
     from distgrail.indexfile import read_split
 
-    opened = []
-    real_file = h5py.File
+    split_index = str(tmp_path / "idx.h5")
+    made = distgrail.build_index(distgrail.bundled_graph(), dims=2, backend="cpu")
+    write_split_index(split_index, made.meta, made.arrays, parts=parts)
 
-    def counted(name, *a, **k):
-        if ".part" in os.fspath(name):
-            opened.append(os.fspath(name))
+    by_name, as_hdf5 = [], []
+    real_file, real_open = h5py.File, os.open
+
+    def counted_file(name, *a, **k):
+        if not isinstance(name, (str, os.PathLike)):  # (a part, through its descriptor)
+            as_hdf5.append(name)
         return real_file(name, *a, **k)
 
-    monkeypatch.setattr(h5py, "File", counted)
+    def counted_open(name, *a, **k):
+        if ".part" in os.fspath(name):
+            by_name.append(os.fspath(name))
+        return real_open(name, *a, **k)
+
+    monkeypatch.setattr(h5py, "File", counted_file)
+    monkeypatch.setattr(os, "open", counted_open)
     want = distgrail.open_index(split_index)
-    assert len(opened) == len(set(opened)) == 3
     monkeypatch.setattr(h5py, "File", real_file)
-    real_read, replaced = read_split.read_block, []
+    monkeypatch.setattr(os, "open", real_open)
+    assert len(by_name) == len(set(by_name)) == parts  # each part's name opened once, its descriptor held
+    assert len(as_hdf5) == parts or parts > 31  # each opened as HDF5 once while 31 stay open
+    real_read, replaced, calls = read_split.read_block, [], []
 
     def replacing(fd, view, offset):
-        if not replaced:  # the first block read: the index is written again, its parts replaced
+        calls.append(1)
+        if not replaced and len(calls) == 3:  # a few blocks in: the index is written again, its parts replaced
             replaced.append(True)
             write_split_index(split_index, want.meta, want.arrays, parts=2)
         return real_read(fd, view, offset)
@@ -488,3 +506,23 @@ def test_sigint_ignored_before_the_main_file_ends_the_write_and_keeps_the_old_in
     assert "idx.h5: interrupted (SIGINT) while writing the output; nothing was written" in r.stderr, r.stderr
     assert sorted(os.listdir(tmp_path)) == before
     assert distgrail.open_index(path).meta["parts"] == 3
+
+
+def test_an_ignored_sigint_stays_ignored_once_a_write_is_done(tmp_path):
+    """A process that ignores SIGINT (a script's background job) and has written an output: a
+    later SIGINT, with nothing being written, is still ignored (the handler the write installed
+    once sent it on to the default action, killing the process)."""
+    import signal
+    import subprocess
+    import sys
+
+    out = str(tmp_path / "x.h5")
+    script = (f"import os, signal, time\nfrom distgrail.io.atomic import atomic_path\n"
+              f"with atomic_path({out!r}) as tmp:\n    open(tmp, 'w').write('x')\n"
+              f"os.kill(os.getpid(), signal.SIGINT)\ntime.sleep(0.2)\nprint('still here')\n")
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    env = dict(os.environ, PYTHONPATH=root + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    r = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True, text=True, timeout=60,
+                       check=False, preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_IGN))
+    assert r.returncode == 0 and "still here" in r.stdout, r.stderr
+    assert os.listdir(tmp_path) == ["x.h5"]

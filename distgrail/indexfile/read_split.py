@@ -26,47 +26,59 @@ MAX_OPEN_PARTS = 32
 
 
 class PartFiles:
-    """The part files one read of a split index opens: as HDF5, each checked (a distgrail part of
-    this build) when first met and kept open for the next dataset it holds, at most
-    :data:`MAX_OPEN_PARTS` at a time; and one descriptor each for the block reads, opened then and
-    held to the end (a part an update in place replaces meanwhile is still read whole, as a one-file
-    index is: its inode stays). Hundreds of parts may need more descriptors than the soft limit
-    gives: it is raised toward the hard one, else the error says so. :meth:`close` at the end,
-    once the read pool has stopped."""
+    """The part files one read of a split index opens. One descriptor each, taken by name before
+    any of a dataset's parts is read (:meth:`take`) and held to the end: a part that an update in
+    place replaces meanwhile is still read whole, as a one-file index is (its inode stays). Each
+    is opened as HDF5 through that descriptor and checked (a distgrail part of this build) when
+    first met, and kept open for the next dataset it holds, at most :data:`MAX_OPEN_PARTS` at a
+    time. Hundreds of parts may need more descriptors than the soft limit gives: it is raised
+    toward the hard one for the read (restored by :meth:`close`), else the error says so.
+    :meth:`close` at the end, once the read pool has stopped."""
 
     def __init__(self):
-        self.files = {}  # part path -> open h5py.File: the first MAX_OPEN_PARTS - 1 parts met
-        self.spare = None  # (part path, h5py.File): the last of the others (each dataset walks the parts in
-        # one order: closing the oldest of a full cache would close every part before it came round again)
+        self.files = {}  # part path -> (h5py.File, its file object): the first MAX_OPEN_PARTS - 1 parts met
+        self.spare = None  # (part path, h5py.File, its file object): the last of the others (each dataset
+        # walks the parts in one order: closing the oldest of a full cache would close every part before it
+        # came round again)
         self.fds = {}  # part path -> descriptor for its block reads
+        self.limit = None  # the soft limit of open files before a read of many parts raised it
+
+    def take(self, path, parts) -> None:
+        """A descriptor of each of ``parts`` (paths) not held yet, taken before any is read: from
+        then on the read sees these files whatever their names come to hold (an update in place
+        that replaces the parts meanwhile). A missing part is an IndexFormatError naming it."""
+        for part in parts:
+            if part in self.fds:
+                continue
+            if not os.path.exists(part):
+                raise IndexFormatError(f"{path}: the part {os.path.basename(part)} of this split index is missing "
+                                       f"(looked in {os.path.dirname(part)}): a split index is its main file and its "
+                                       f"part files, kept in one directory; 'distgrail convert "
+                                       f"{os.path.basename(os.fspath(path))} --layout single -o ONE.h5' merges them")
+            self.fds[part] = _descriptor(path, part, len(self.fds), self)  # (it raises the soft limit if need be)
 
     def file(self, path, part, build_id, h5py):
-        """The open part file ``part`` of the index at ``path`` (missing, unreadable, not a part or
-        of another build: IndexFormatError naming it)."""
+        """The part file ``part`` of the index at ``path``, open as HDF5 through its descriptor
+        (:meth:`take`; unreadable, not a part or of another build: IndexFormatError naming it)."""
         if part in self.files:
-            return self.files[part]
+            return self.files[part][0]
         if self.spare is not None and self.spare[0] == part:
             return self.spare[1]
         shown = os.path.basename(part)
-        if not os.path.exists(part):
-            raise IndexFormatError(f"{path}: the part {shown} of this split index is missing (looked in "
-                                   f"{os.path.dirname(part)}): a split index is its main file and its part files, "
-                                   f"kept in one directory; 'distgrail convert {os.path.basename(os.fspath(path))} "
-                                   f"--layout single -o ONE.h5' merges them")
+        self.take(path, [part])
         if len(self.files) >= MAX_OPEN_PARTS - 1 and self.spare is not None:
-            self.spare[1].close()
-            self.spare = None
-        if part not in self.fds:  # (first: it raises the soft limit of open files if need be)
-            self.fds[part] = _descriptor(path, part, len(self.fds))
+            self._close_spare()
+        fobj = os.fdopen(os.dup(self.fds[part]), "rb")
         try:
-            f = h5py.File(part, "r")
+            f = h5py.File(fobj, "r")
         except (OSError, ValueError, RuntimeError) as e:
+            fobj.close()
             raise IndexFormatError(f"{path}: the part {shown} of this split index cannot be opened (HDF5: {e})") \
                 from None
         if len(self.files) < MAX_OPEN_PARTS - 1:
-            self.files[part] = f
+            self.files[part] = (f, fobj)
         else:
-            self.spare = (part, f)
+            self.spare = (part, f, fobj)
         try:
             fmt, bid = _text(f.attrs.get("format")), _text(f.attrs.get(BUILD_ATTR))
         except (OSError, ValueError, RuntimeError, KeyError, TypeError) as e:
@@ -79,14 +91,30 @@ class PartFiles:
                                    f"'distgrail index --layout split' run")
         return f
 
+    def _close_spare(self) -> None:
+        _, f, fobj = self.spare
+        self.spare = None
+        f.close()
+        if fobj is not None:
+            fobj.close()
+
     def close(self) -> None:
-        for f in self.files.values():
+        for f, fobj in self.files.values():
             f.close()
+            fobj.close()
         if self.spare is not None:
-            self.spare[1].close()
+            self._close_spare()
         for fd in self.fds.values():
             os.close(fd)
-        self.files, self.spare, self.fds = {}, None, {}
+        self.files, self.fds = {}, {}
+        if self.limit is not None:  # the soft limit of open files as it was before this read
+            import resource
+
+            try:
+                resource.setrlimit(resource.RLIMIT_NOFILE, (self.limit, resource.getrlimit(resource.RLIMIT_NOFILE)[1]))
+            except (OSError, ValueError):
+                pass
+            self.limit = None
 
 
 #: descriptors kept free beside a read's parts (HDF5's own, the pool's, the caller's)
@@ -101,10 +129,10 @@ def _open_now(held: int) -> int:
         return held
 
 
-def _descriptor(path, part, held: int) -> int:
+def _descriptor(path, part, held: int, parts: PartFiles) -> int:
     """A read-only descriptor of ``part`` (``held`` parts already open): the soft limit of open
-    files raised toward the hard one when the parts would come near it, else an IndexFormatError
-    saying so."""
+    files raised toward the hard one when the parts would come near it (the limit before kept in
+    ``parts.limit``, restored when they close), else an IndexFormatError saying so."""
     try:
         import resource
     except ImportError:  # pragma: no cover - not a POSIX system
@@ -117,6 +145,8 @@ def _descriptor(path, part, held: int) -> int:
             if want > soft:
                 try:
                     resource.setrlimit(resource.RLIMIT_NOFILE, (want, hard))
+                    if parts.limit is None:
+                        parts.limit = soft
                 except (OSError, ValueError):
                     pass
     try:
@@ -198,6 +228,7 @@ def read_virtual(path, build_id, ds, name, crc, pool, parts: PartFiles):
     raw = memoryview(out.reshape(-1).view(np.uint8))
     row = int(np.prod(shape[1:], dtype=np.int64)) * dt.itemsize
     queued = []
+    parts.take(path, [os.path.join(where, base) for _, _, base, _ in spans])
     for lo, hi, base, dset in spans:
         part = os.path.join(where, base)
         view = raw[lo * row:hi * row]
@@ -253,6 +284,7 @@ def deferred_spans(path, build_id, ds, name, crc, parts: PartFiles):
     block = _block_of(path, name, crc)
     row = int(np.prod(shape[1:], dtype=np.int64)) * dt.itemsize
     out = []
+    parts.take(path, [os.path.join(where, base) for _, _, base, _ in spans])
     for lo, hi, base, dset in spans:
         part = os.path.join(where, base)
         off = _check_part(path, parts.file(path, part, build_id, h5py), part, dset, (hi - lo,) + shape[1:], dt,

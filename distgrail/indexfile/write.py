@@ -94,25 +94,26 @@ def write_index_file(path, meta: dict, arrays: dict, virtual=None, split_attrs=(
     names = dataset_order([*arrays, *virtual])
     streamed = [a for a in arrays.values() if isinstance(a, StreamedArray)]
     replaced = split_build(path)  # a split index there: its parts go once this one is in place
+    # the replaced index's parts go in the step the new file lands in (a signal replayed after it
+    # would otherwise leave them behind for good: no later write knows their build)
+    landed = (lambda: remove_parts(path, replaced)) if replaced != dict(split_attrs).get(BUILD_ATTR) else None
     try:
-        _write_file(path, meta, arrays, types, names, virtual, split_attrs, settles)
+        _write_file(path, meta, arrays, types, names, virtual, split_attrs, settles, landed)
     except BaseException:
         for a in streamed:
             a.close(True)
         raise
     for a in streamed:
         a.close(False)
-    if replaced != dict(split_attrs).get(BUILD_ATTR):
-        remove_parts(path, replaced)
 
 
-def _write_file(path, meta, arrays, types, names, virtual=None, split_attrs=(), settles=()) -> None:
+def _write_file(path, meta, arrays, types, names, virtual=None, split_attrs=(), settles=(), landed=None) -> None:
     import h5py
 
     virtual = virtual or {}
     size = sum(int(np.prod(np.shape(a), dtype=np.int64)) * np.dtype(types.get(k, _dtype(a))).itemsize
                for k, a in arrays.items()) + (64 << 10)
-    with atomic_path(path, size, settles) as tmp, crc_pool() as pool:
+    with atomic_path(path, size, settles, landed) as tmp, crc_pool() as pool:
         crcs = {}
         with h5py.File(tmp, "w", libver=LIBVER, track_order=False) as f, \
                 BlockWrites(tmp, pool) as blocks:  # left before the file closes: every block has landed

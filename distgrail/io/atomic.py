@@ -44,6 +44,7 @@ _PROVISIONAL: set = set()
 #: signals that arrived while an output was being put in place (replayed once it is): "depth" of
 #: :func:`_signals_deferred` sections, "signals" caught meanwhile
 _DEFERRED: dict = {"depth": 0, "signals": []}
+_DEFERRED_LOCK = threading.Lock()
 _PREVIOUS: dict = {}  # signal -> handler before ours
 #: an existing output at least this large is set aside and removed in the background (see above)
 ASIDE_MIN_BYTES = 64 << 20
@@ -138,14 +139,20 @@ class _signals_deferred:
     settles still provisional, and remove them); the first one caught is handled on leaving."""
 
     def __enter__(self):
-        _DEFERRED["depth"] += 1
+        with _DEFERRED_LOCK:
+            _DEFERRED["depth"] += 1
 
     def __exit__(self, *exc):
-        _DEFERRED["depth"] -= 1
-        if not _DEFERRED["depth"] and _DEFERRED["signals"]:
-            sig = _DEFERRED["signals"][0]
-            _DEFERRED["signals"].clear()
-            _on_signal(sig, None)
+        with _DEFERRED_LOCK:
+            _DEFERRED["depth"] -= 1
+            sig = _DEFERRED["signals"][0] if not _DEFERRED["depth"] and _DEFERRED["signals"] else None
+            if sig is not None:
+                _DEFERRED["signals"].clear()
+        if sig is not None:
+            if threading.current_thread() is threading.main_thread():
+                _on_signal(sig, None)
+            else:  # (an output put in place on another thread) handlers run on the main thread only
+                signal.pthread_kill(threading.main_thread().ident, sig)
         return False
 
 
@@ -169,10 +176,12 @@ def _on_signal(sig, frame):
                                 "nothing was written")
     if callable(prev):
         out = prev(sig, frame)  # SIGINT: Python's handler raises KeyboardInterrupt
-        if held:  # that handler let the process go on, but the index's parts are gone: it cannot be written
-            raise OutputError(f"{', '.join(written)}: interrupted (signal {sig}) while writing the output; its "
-                              f"parts were removed, nothing was written")
+        if held or live:  # that handler let the process go on, but what was being written is gone
+            raise OutputError(f"{', '.join(written)}: interrupted (signal {sig}) while writing the output; "
+                              f"nothing was written")
         return out
+    if prev == signal.SIG_IGN:  # an ignored SIGINT, nothing being written: still ignored
+        return None
     signal.signal(sig, signal.SIG_DFL)  # die of the signal as if we had not caught it (exit 128 + sig)
     os.kill(os.getpid(), sig)
     return None
@@ -279,8 +288,9 @@ class atomic_path:
     """Context manager: yields a temporary path; renames it to ``path`` on success, removes it on
     error or on SIGTERM/SIGINT. OSErrors inside become :class:`OutputError` naming ``path``."""
 
-    def __init__(self, path, size: int | None = None, settles=()):
+    def __init__(self, path, size: int | None = None, settles=(), landed=None):
         self.path = os.fspath(path)
+        self.landed = landed  # called once the output is in place, signals still held (what must follow it)
         self.size = size  # bytes about to be written, when known: checked against the free space
         # provisional files (:func:`provisional`) that this output, once in place, makes permanent
         self.settles = [os.path.abspath(os.fspath(p)) for p in settles]
@@ -340,3 +350,5 @@ class atomic_path:
     def _settle(self) -> None:
         for p in self.settles:
             _PROVISIONAL.discard(p)
+        if self.landed is not None:
+            self.landed()

@@ -62,6 +62,7 @@ def write_split(place, idx) -> None:
     R, me = comm.Get_size(), comm.Get_rank()
     held = _held(place, idx, shapes)
     part = [None]
+    held_parts = []  # rank 0: every rank's part, provisional here until the main file lands
 
     def write_part():
         if not held:
@@ -79,6 +80,13 @@ def write_split(place, idx) -> None:
     try:
         got = run_shared(comm, f"writing part {me} of the index {output}", write_part)
         got = comm.gather(got, root=0)
+        # every part provisional in rank 0's process from before the renames until the main file
+        # lands (a signal there removes them; a rank's own registry could not know when rank 0's
+        # rename happened)
+        if here:
+            held_parts.extend(part_name(output, r, build) for r, h in enumerate(got) if h)
+            for p in held_parts:
+                provisional(p, True)
         run_shared(comm, "putting the index's parts in place", close)
 
         def main():
@@ -86,22 +94,15 @@ def write_split(place, idx) -> None:
             virtual = virtual_specs(output, {k: (s, np.dtype(d)) for k, (s, d) in shapes.items()}, got, build)
             rest = {k: (np.zeros(a.shape, a.dtype) if isinstance(a, Rows) else a)  # (Rows of no row: empty)
                     for k, a in idx.arrays.items() if k not in shapes}
-            # every part provisional in rank 0's process until the main file lands (a signal there
-            # removes them; a rank's own registry could not know when rank 0's rename happened)
-            parts = [part_name(output, r, build) for r, held in enumerate(got) if held]
-            for p in parts:
-                provisional(p, True)
-            try:
-                write_index_file(output, idx.meta, rest, virtual, split_attrs(build, R), settles=parts)
-            except BaseException:
-                for p in parts:
-                    provisional(p, False)
-                raise
+            write_index_file(output, idx.meta, rest, virtual, split_attrs(build, R), settles=held_parts)
 
         run_shared(comm, f"writing the index {output}", main if here else None)
     except BaseException:
-        if part[0] is not None and split_build(output) != build:  # (the main file in place keeps its parts)
-            part[0].remove()
+        if split_build(output) != build:  # (the main file in place keeps its parts)
+            if part[0] is not None:
+                part[0].remove()
+            for p in held_parts:
+                provisional(p, False)
         raise
     place.own_timings["write_part"] = time.perf_counter() - t
 
