@@ -526,3 +526,26 @@ def test_an_ignored_sigint_stays_ignored_once_a_write_is_done(tmp_path):
                        check=False, preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_IGN))
     assert r.returncode == 0 and "still here" in r.stdout, r.stderr
     assert os.listdir(tmp_path) == ["x.h5"]
+
+
+def test_a_signal_deferred_by_another_threads_rename_reaches_the_main_thread(tmp_path):
+    """SIGTERM while a worker thread puts its output in place: held over that step, then sent on
+    to the main thread (Python runs handlers there only), which dies of it after the output
+    landed (it was once replayed on the worker: ValueError there, the SIGTERM lost, exit 0)."""
+    import subprocess
+    import sys
+
+    out = str(tmp_path / "w.txt")
+    script = (f"import os, signal, threading, time\nfrom distgrail.io import atomic\n"
+              f"atomic.install_handlers()\nreal = atomic._exchange\n"
+              f"def slow(tmp, path):\n    os.kill(os.getpid(), signal.SIGTERM)\n    time.sleep(0.3)\n"
+              f"    return real(tmp, path)\n"
+              f"atomic._exchange = slow\n"
+              f"def work():\n    with atomic.atomic_path({out!r}) as tmp:\n        open(tmp, 'w').write('x')\n"
+              f"t = threading.Thread(target=work)\nt.start()\nt.join()\ntime.sleep(2)\nprint('survived')\n")
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    env = dict(os.environ, PYTHONPATH=root + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    r = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True, text=True, timeout=60,
+                       check=False)
+    assert r.returncode == -15 and "survived" not in r.stdout, (r.returncode, r.stderr)
+    assert os.listdir(tmp_path) == ["w.txt"]
