@@ -172,6 +172,7 @@ MODULE_STATE = {
     ("distgrail.io.atomic", "_LIVE"): "temporary files being written, removed if a signal ends the process",
     ("distgrail.io.atomic", "_PROVISIONAL"): "a split index's parts renamed into place before its main file, removed if a signal ends the process",
     ("distgrail.io.atomic", "_DEFERRED"): "signals held while an output and the files it settles are put in place",
+    ("distgrail.indexfile.read_split", "_LIMIT"): "the soft limit of open files as reads of many parts raised it, restored by the last",
     ("distgrail.mpi.transport", "_KEYVAL"): "the MPI attribute key of the NCCL communicator cache",
     ("distgrail.mpi.binding", "_BOUND"): "the GPU this process was bound to (once per rank)",
 }

@@ -549,3 +549,46 @@ def test_a_signal_deferred_by_another_threads_rename_reaches_the_main_thread(tmp
                        check=False)
     assert r.returncode == -15 and "survived" not in r.stdout, (r.returncode, r.stderr)
     assert os.listdir(tmp_path) == ["w.txt"]
+
+
+def test_the_early_write_over_a_split_index_removes_its_parts_in_the_rename_step(tmp_path):
+    """The index written while the build runs (EarlyIndexFile, one file) over a split index, SIGTERM
+    arriving as it is renamed into place: the new file stays and the replaced index's parts are gone
+    (they were removed after the rename's step, so the replayed signal left them behind for good)."""
+    import subprocess
+    import sys
+
+    path = str(tmp_path / "idx.h5")
+    idx = distgrail.build_index(distgrail.bundled_graph(), dims=2, backend="cpu")
+    write_split_index(path, idx.meta, idx.arrays, parts=3)
+    script = (f"import os, signal, distgrail\nfrom distgrail.io import atomic\n"
+              f"from distgrail.indexfile import EarlyIndexFile\nreal = atomic._exchange\n"
+              f"def exchange(tmp, path):\n    done = real(tmp, path)\n"
+              f"    if path.endswith('idx.h5'):\n        os.kill(os.getpid(), signal.SIGTERM)\n    return done\n"
+              f"atomic._exchange = exchange\nidx = distgrail.open_index({path!r})\n"
+              f"meta = {{k: v for k, v in idx.meta.items() if k not in ('layout', 'parts')}}\n"
+              f"e = EarlyIndexFile({path!r}, meta, {{k: a.shape for k, a in idx.arrays.items()}}, "
+              f"{{k: a.dtype for k, a in idx.arrays.items()}})\n"
+              f"for k, a in idx.arrays.items():\n    e.put(k, a)\n"
+              f"e.finish(meta, idx.arrays)\nprint('not reached')\n")
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    env = dict(os.environ, PYTHONPATH=root + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    r = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True, text=True, timeout=120,
+                       check=False)
+    assert r.returncode == -15 and "not reached" not in r.stdout, r.stderr
+    assert os.listdir(tmp_path) == ["idx.h5"]
+    assert distgrail.open_index(path).meta.get("layout") is None
+
+
+@pytest.mark.skipif(not os.path.isdir("/proc/self/fd"), reason="counts the open descriptors in /proc/self/fd")
+def test_a_deferred_read_leaves_no_descriptor_open(split_index):
+    """Slices of a dataset left in the part files (read_index_file(defer=)) read with one descriptor
+    a file, all closed after (one was opened for every block and all but one left open)."""
+    from distgrail.indexfile import read_index_file
+
+    want = distgrail.open_index(split_index).arrays["dag/indices"]
+    _, arrays = read_index_file(split_index, defer=("dag/indices",))
+    before = len(os.listdir("/proc/self/fd"))
+    for _ in range(3):
+        got = arrays["dag/indices"].read(0, want.shape[0])
+    assert np.array_equal(got, want) and len(os.listdir("/proc/self/fd")) == before

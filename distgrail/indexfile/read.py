@@ -305,7 +305,12 @@ class Deferred:
         fds = {}
         try:
             for fpath, _, _ in jobs:
-                fds.setdefault(fpath, os.open(fpath, os.O_RDONLY))
+                if fpath not in fds:  # (one descriptor a file, not one a block)
+                    try:
+                        fds[fpath] = os.open(fpath, os.O_RDONLY)
+                    except OSError as e:
+                        raise IndexFormatError(f"{self.path}: dataset /{self.name} cannot be read: "
+                                               f"{os.path.basename(fpath)}: {e.strerror}") from None
             with ThreadPoolExecutor(max_workers=max(1, min(16, os.cpu_count() or 1, len(jobs)))) as pool:
                 got = list(pool.map(lambda j: read_block(fds[j[0]], j[2], j[1]), jobs))
                 check_block_reads(self.path, self.name, got)

@@ -11,6 +11,7 @@ problem is an :class:`~distgrail.errors.IndexFormatError` naming the part.
 from __future__ import annotations
 
 import os
+import threading
 import zlib
 
 import numpy as np
@@ -41,7 +42,7 @@ class PartFiles:
         # walks the parts in one order: closing the oldest of a full cache would close every part before it
         # came round again)
         self.fds = {}  # part path -> descriptor for its block reads
-        self.limit = None  # the soft limit of open files before a read of many parts raised it
+        self.raised = False  # this read raised the soft limit of open files (_LIMIT)
 
     def take(self, path, parts) -> None:
         """A descriptor of each of ``parts`` (paths) not held yet, taken before any is read: from
@@ -107,18 +108,47 @@ class PartFiles:
         for fd in self.fds.values():
             os.close(fd)
         self.files, self.fds = {}, {}
-        if self.limit is not None:  # the soft limit of open files as it was before this read
-            import resource
-
-            try:
-                resource.setrlimit(resource.RLIMIT_NOFILE, (self.limit, resource.getrlimit(resource.RLIMIT_NOFILE)[1]))
-            except (OSError, ValueError):
-                pass
-            self.limit = None
+        if self.raised:
+            self.raised = False
+            _limit_done()
 
 
 #: descriptors kept free beside a read's parts (HDF5's own, the pool's, the caller's)
 SPARE_DESCRIPTORS = 64
+#: the soft limit of open files as the reads of many parts raised it: "reads" under way that
+#: raised it, the "user"'s limit before the first, the value last "set" (restored by the last
+#: read to end, unless someone else changed it meanwhile)
+_LIMIT: dict = {"reads": 0, "user": None, "set": None}
+_LIMIT_LOCK = threading.Lock()
+
+
+def _limit_raise(parts: PartFiles, resource, soft: int, want: int, hard) -> None:
+    with _LIMIT_LOCK:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (want, hard))
+        if not parts.raised:
+            parts.raised = True
+            _LIMIT["reads"] += 1
+        if _LIMIT["user"] is None:
+            _LIMIT["user"] = soft
+        _LIMIT["set"] = want
+
+
+def _limit_done() -> None:
+    """A read that raised the soft limit has ended: the last one puts the user's limit back."""
+    import resource
+
+    with _LIMIT_LOCK:
+        _LIMIT["reads"] -= 1
+        if _LIMIT["reads"]:
+            return
+        user, last = _LIMIT["user"], _LIMIT["set"]
+        _LIMIT["user"] = _LIMIT["set"] = None
+        try:
+            soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+            if soft == last:  # (not if someone else has changed it since)
+                resource.setrlimit(resource.RLIMIT_NOFILE, (user, hard))
+        except (OSError, ValueError):
+            pass
 
 
 def _open_now(held: int) -> int:
@@ -144,9 +174,7 @@ def _descriptor(path, part, held: int, parts: PartFiles) -> int:
             want = max(need, 2 * soft) if hard == resource.RLIM_INFINITY else min(hard, max(need, 2 * soft))
             if want > soft:
                 try:
-                    resource.setrlimit(resource.RLIMIT_NOFILE, (want, hard))
-                    if parts.limit is None:
-                        parts.limit = soft
+                    _limit_raise(parts, resource, soft, want, hard)
                 except (OSError, ValueError):
                     pass
     try:

@@ -216,7 +216,8 @@ class EarlyIndexFile:
         self.put_arrays, self.crcs, self.at = {}, {}, {}
         self._stack = contextlib.ExitStack()
         try:
-            tmp = self._stack.enter_context(atomic_path(path, size + (64 << 10)))
+            tmp = self._stack.enter_context(atomic_path(path, size + (64 << 10), landed=lambda: remove_parts(
+                self.path, self.replaced)))  # (the replaced split index's parts go in the rename's step)
             self.pool = self._stack.enter_context(crc_pool())
             self.f = self._stack.enter_context(h5py.File(tmp, "w", libver=LIBVER, track_order=False))
             self.blocks = self._stack.enter_context(BlockWrites(tmp, self.pool))  # left before the file closes
@@ -289,7 +290,6 @@ class EarlyIndexFile:
             self._stack.__exit__(*sys.exc_info())
             raise
         self._stack.close()
-        remove_parts(self.path, self.replaced)
         return ""
 
     def abort(self) -> None:
