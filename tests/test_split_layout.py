@@ -141,6 +141,25 @@ def split_index(tmp_path, small_blocks):
     return path
 
 
+def _bundled_split(tmp_path, parts: int = 3):
+    """``(path, index)``: the bundled graph's index written split in ``parts`` at tmp_path/idx.h5."""
+    path = str(tmp_path / "idx.h5")
+    idx = distgrail.build_index(distgrail.bundled_graph(), dims=2, backend="cpu")
+    write_split_index(path, idx.meta, idx.arrays, parts=parts)
+    return path, idx
+
+
+def _python(script, timeout, preexec_fn=None):
+    """``python -c script`` with this tree importable: the CompletedProcess (text output)."""
+    import subprocess
+    import sys
+
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    env = dict(os.environ, PYTHONPATH=root + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    return subprocess.run([sys.executable, "-c", script], env=env, capture_output=True, text=True, timeout=timeout,
+                          check=False, preexec_fn=preexec_fn)
+
+
 def _refused(path, *words):
     with pytest.raises(IndexFormatError) as e:
         distgrail.open_index(path)
@@ -378,21 +397,13 @@ def test_sigterm_before_the_main_file_leaves_no_new_part(tmp_path):
     """SIGTERM after the parts are renamed into place but before the main file is: the new parts
     are removed with the temporaries (they were left behind, of no index), the index written
     before stays whole and opens."""
-    import subprocess
-    import sys
-
-    path = str(tmp_path / "idx.h5")
-    idx = distgrail.build_index(distgrail.bundled_graph(), dims=2, backend="cpu")
-    write_split_index(path, idx.meta, idx.arrays, parts=3)
+    path, idx = _bundled_split(tmp_path)
     before = sorted(os.listdir(tmp_path))
     script = (f"import os, signal, distgrail\nfrom distgrail.indexfile import split, write\n"
               f"def killed(*a, **k):\n    os.kill(os.getpid(), signal.SIGTERM)\n"
               f"write.write_index_file = killed\n"
               f"idx = distgrail.open_index({path!r})\nsplit.write_split_index({path!r}, idx.meta, idx.arrays, parts=4)\n")
-    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-    env = dict(os.environ, PYTHONPATH=root + os.pathsep + os.environ.get("PYTHONPATH", ""))
-    r = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True, text=True, timeout=120,
-                       check=False)
+    r = _python(script, 120)
     assert r.returncode == -15, r.stderr
     assert sorted(os.listdir(tmp_path)) == before
     assert distgrail.open_index(path).C == idx.C
@@ -404,12 +415,7 @@ def test_a_signal_as_the_main_file_lands_keeps_the_new_index_whole(tmp_path, sig
     say its parts are no longer provisional): the signal waits for that step, and the writer's
     error path (SIGINT's KeyboardInterrupt) leaves the parts of a main file in place, so the new
     index stays with every part and opens; the replaced index's parts are gone or going."""
-    import subprocess
-    import sys
-
-    path = str(tmp_path / "idx.h5")
-    idx = distgrail.build_index(distgrail.bundled_graph(), dims=2, backend="cpu")
-    write_split_index(path, idx.meta, idx.arrays, parts=3)
+    path, idx = _bundled_split(tmp_path)
     script = (f"import os, signal, distgrail\nfrom distgrail.io import atomic\nfrom distgrail.indexfile import split\n"
               f"real = atomic._exchange\n"
               f"def exchange(tmp, path):\n"
@@ -420,10 +426,7 @@ def test_a_signal_as_the_main_file_lands_keeps_the_new_index_whole(tmp_path, sig
               f"atomic._exchange = exchange\n"
               f"idx = distgrail.open_index({path!r})\nsplit.write_split_index({path!r}, idx.meta, idx.arrays, parts=4)\n"
               f"print('not reached')\n")
-    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-    env = dict(os.environ, PYTHONPATH=root + os.pathsep + os.environ.get("PYTHONPATH", ""))
-    r = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True, text=True, timeout=120,
-                       check=False)
+    r = _python(script, 120)
     assert r.returncode != 0 and "not reached" not in r.stdout, r.stderr
     got = distgrail.open_index(path)
     assert got.meta["parts"] == 4 and len(index_parts(path)) == 4
@@ -485,12 +488,8 @@ def test_sigint_ignored_before_the_main_file_ends_the_write_and_keeps_the_old_in
     a message naming the index (it once went on to put a main file without parts in place, exit
     0); the index written before is whole."""
     import signal
-    import subprocess
-    import sys
 
-    path = str(tmp_path / "idx.h5")
-    idx = distgrail.build_index(distgrail.bundled_graph(), dims=2, backend="cpu")
-    write_split_index(path, idx.meta, idx.arrays, parts=3)
+    path, idx = _bundled_split(tmp_path)
     before = sorted(os.listdir(tmp_path))
     script = (f"import os, signal, distgrail\nfrom distgrail.indexfile import split, write\n"
               f"real = write.write_index_file\n"
@@ -498,10 +497,7 @@ def test_sigint_ignored_before_the_main_file_ends_the_write_and_keeps_the_old_in
               f"write.write_index_file = interrupted\n"
               f"idx = distgrail.open_index({path!r})\nsplit.write_split_index({path!r}, idx.meta, idx.arrays, parts=4)\n"
               f"print('not reached')\n")
-    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-    env = dict(os.environ, PYTHONPATH=root + os.pathsep + os.environ.get("PYTHONPATH", ""))
-    r = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True, text=True, timeout=120,
-                       check=False, preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_IGN))
+    r = _python(script, 120, preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_IGN))
     assert r.returncode != 0 and "not reached" not in r.stdout
     assert "idx.h5: interrupted (SIGINT) while writing the output; nothing was written" in r.stderr, r.stderr
     assert sorted(os.listdir(tmp_path)) == before
@@ -513,17 +509,12 @@ def test_an_ignored_sigint_stays_ignored_once_a_write_is_done(tmp_path):
     later SIGINT, with nothing being written, is still ignored (the handler the write installed
     once sent it on to the default action, killing the process)."""
     import signal
-    import subprocess
-    import sys
 
     out = str(tmp_path / "x.h5")
     script = (f"import os, signal, time\nfrom distgrail.io.atomic import atomic_path\n"
               f"with atomic_path({out!r}) as tmp:\n    open(tmp, 'w').write('x')\n"
               f"os.kill(os.getpid(), signal.SIGINT)\ntime.sleep(0.2)\nprint('still here')\n")
-    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-    env = dict(os.environ, PYTHONPATH=root + os.pathsep + os.environ.get("PYTHONPATH", ""))
-    r = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True, text=True, timeout=60,
-                       check=False, preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_IGN))
+    r = _python(script, 60, preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_IGN))
     assert r.returncode == 0 and "still here" in r.stdout, r.stderr
     assert os.listdir(tmp_path) == ["x.h5"]
 
@@ -532,8 +523,6 @@ def test_a_signal_deferred_by_another_threads_rename_reaches_the_main_thread(tmp
     """SIGTERM while a worker thread puts its output in place: held over that step, then sent on
     to the main thread (Python runs handlers there only), which dies of it after the output
     landed (it was once replayed on the worker: ValueError there, the SIGTERM lost, exit 0)."""
-    import subprocess
-    import sys
 
     out = str(tmp_path / "w.txt")
     script = (f"import os, signal, threading, time\nfrom distgrail.io import atomic\n"
@@ -543,10 +532,7 @@ def test_a_signal_deferred_by_another_threads_rename_reaches_the_main_thread(tmp
               f"atomic._exchange = slow\n"
               f"def work():\n    with atomic.atomic_path({out!r}) as tmp:\n        open(tmp, 'w').write('x')\n"
               f"t = threading.Thread(target=work)\nt.start()\nt.join()\ntime.sleep(2)\nprint('survived')\n")
-    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-    env = dict(os.environ, PYTHONPATH=root + os.pathsep + os.environ.get("PYTHONPATH", ""))
-    r = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True, text=True, timeout=60,
-                       check=False)
+    r = _python(script, 60)
     assert r.returncode == -15 and "survived" not in r.stdout, (r.returncode, r.stderr)
     assert os.listdir(tmp_path) == ["w.txt"]
 
@@ -555,12 +541,7 @@ def test_the_early_write_over_a_split_index_removes_its_parts_in_the_rename_step
     """The index written while the build runs (EarlyIndexFile, one file) over a split index, SIGTERM
     arriving as it is renamed into place: the new file stays and the replaced index's parts are gone
     (they were removed after the rename's step, so the replayed signal left them behind for good)."""
-    import subprocess
-    import sys
-
-    path = str(tmp_path / "idx.h5")
-    idx = distgrail.build_index(distgrail.bundled_graph(), dims=2, backend="cpu")
-    write_split_index(path, idx.meta, idx.arrays, parts=3)
+    path, idx = _bundled_split(tmp_path)
     script = (f"import os, signal, distgrail\nfrom distgrail.io import atomic\n"
               f"from distgrail.indexfile import EarlyIndexFile\nreal = atomic._exchange\n"
               f"def exchange(tmp, path):\n    done = real(tmp, path)\n"
@@ -571,10 +552,7 @@ def test_the_early_write_over_a_split_index_removes_its_parts_in_the_rename_step
               f"{{k: a.dtype for k, a in idx.arrays.items()}})\n"
               f"for k, a in idx.arrays.items():\n    e.put(k, a)\n"
               f"e.finish(meta, idx.arrays)\nprint('not reached')\n")
-    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-    env = dict(os.environ, PYTHONPATH=root + os.pathsep + os.environ.get("PYTHONPATH", ""))
-    r = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True, text=True, timeout=120,
-                       check=False)
+    r = _python(script, 120)
     assert r.returncode == -15 and "not reached" not in r.stdout, r.stderr
     assert os.listdir(tmp_path) == ["idx.h5"]
     assert distgrail.open_index(path).meta.get("layout") is None
