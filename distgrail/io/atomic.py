@@ -126,8 +126,9 @@ def _cleanup():
 
 
 def provisional(path, held: bool) -> None:
-    """``held``: the file at ``path``, renamed into place, belongs to a write not yet finished (a
-    signal removes it with the temporaries); False once that write is finished, or the file removed.
+    """``held``: the file at ``path`` (renamed into place, or about to be) belongs to a write not yet
+    finished (a signal removes it with the temporaries); False once that write is finished, or the
+    file removed.
     The output that finishes it names it in ``atomic_path(..., settles=)``: it then stops being
     provisional in the same step as that output lands, no signal in between."""
     (_PROVISIONAL.add if held else _PROVISIONAL.discard)(os.path.abspath(os.fspath(path)))
