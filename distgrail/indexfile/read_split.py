@@ -96,8 +96,7 @@ class PartFiles:
         _, f, fobj = self.spare
         self.spare = None
         f.close()
-        if fobj is not None:
-            fobj.close()
+        fobj.close()
 
     def close(self) -> None:
         for f, fobj in self.files.values():
