@@ -23,7 +23,7 @@ __all__ = ["to_host", "array_module", "csr_positions", "spans", "sorted_distinct
 #: a piece of a parallel host copy or reduction: smaller arrays stay on the calling thread
 HOST_PIECE_BYTES = 8 << 20
 #: threads of the shared host pool (at most; fewer on smaller machines)
-HOST_THREADS = 8
+HOST_THREADS = 16
 _pool = None
 _pool_lock = threading.Lock()
 

@@ -127,7 +127,7 @@ def cmd_index(args):
 def _prepare_beside(idx, backend, pin_rows: bool | None = None):
     """Start putting ``idx``'s query state on ``backend``'s device on a thread of its own, then
     (``pin_rows`` not None) page-lock the staging of a large batch for that layout
-    (:func:`~distgrail.query.answer.pin_staging_quietly`: ``True`` for the rows of one (k, 2)
+    (:func:`~distgrail.query.staging.pin_staging_quietly`: ``True`` for the rows of one (k, 2)
     array, ``False`` for two columns); returns a function that waits for it and gives its
     seconds (0 when it failed: the query then makes it again and raises the error where it
     belongs). The upload to a GPU then overlaps the read of the pairs (docs/benchmarks.md,
@@ -135,7 +135,7 @@ def _prepare_beside(idx, backend, pin_rows: bool | None = None):
     import threading
 
     from .gpu.backend import get_backend
-    from .query.answer import pin_staging_quietly
+    from .query.staging import pin_staging_quietly
 
     be = get_backend(backend)
     spent: list = []
@@ -176,7 +176,7 @@ def cmd_query(args):
     else:
         idx = distgrail.open_index(args.index)
         from .io.pairs import mapped_as_rows
-        from .query.answer import DIRECT_PAIRS
+        from .query.staging import DIRECT_PAIRS
 
         big = os.path.isfile(pairs) and os.path.getsize(pairs) > 16 * DIRECT_PAIRS  # (at least 16 bytes a pair)
         # the index to the device, and a large batch's staging page-locked for the layout the read

@@ -4,10 +4,16 @@
 // written 0 (the search sets them). wctr[0] counts the work list.
 #include "query.cuh"
 
-extern "C" __global__ void dg_prefilter(const i64* __restrict__ src, const i64* __restrict__ dst, i64 nq,
-                                        const i32* __restrict__ comp, const i32* __restrict__ rec, int R, int d,
-                                        int W, unsigned char* __restrict__ ans, int4* __restrict__ work,
-                                        u64* __restrict__ wctr, u64* __restrict__ counters) {
+// WIDE = 0: int32 vertex ids (staged, narrowed on the host), 1: int64 (uploaded as they are)
+template <int WIDE> struct dg_query_id { typedef int t; };
+template <> struct dg_query_id<1> { typedef long long t; };
+
+template <int WIDE>
+__global__ void dg_prefilter(const typename dg_query_id<WIDE>::t* __restrict__ src,
+                             const typename dg_query_id<WIDE>::t* __restrict__ dst, i64 nq,
+                             const i32* __restrict__ comp, const i32* __restrict__ rec, int R, int d,
+                             int W, unsigned char* __restrict__ ans, int4* __restrict__ work,
+                             u64* __restrict__ wctr, u64* __restrict__ counters) {
     __shared__ unsigned int cnt[DG_PRE_LAST + 1];
     if (threadIdx.x <= DG_PRE_LAST) cnt[threadIdx.x] = 0;
     __syncthreads();

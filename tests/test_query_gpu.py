@@ -15,6 +15,7 @@ import pytest
 import distgrail
 from distgrail.gpu.backend import get_backend
 from distgrail.query import answer as gpu_query
+from distgrail.query import staging as gpu_staging
 from distgrail.query.stats import SearchOptions
 from distgrail.bfs import bfs_reachable, csr_of, positive_pairs
 from distgrail.io.generate import generate
@@ -121,7 +122,7 @@ def test_streaming_keeps_input_order(monkeypatch, data_dir):
     s, t = load_pairs("kegg_dag_uniq")
     idx = distgrail.build_index(graph_path("kegg_dag_uniq"), dims=3, backend="cpu")
     whole, st_whole = idx.query(s, t, backend="gpu")
-    monkeypatch.setattr(gpu_query, "CHUNK_PAIRS", 7001)  # 15 chunks, last one short
+    monkeypatch.setattr(gpu_staging, "CHUNK_PAIRS", 7001)  # 15 chunks, last one short
     a, st = same_as_cpu(idx, s, t)
     np.testing.assert_array_equal(a, whole)
     assert st.steps == st_whole.steps
@@ -140,10 +141,10 @@ def test_staging_ring_strided_and_pinned(monkeypatch, data_dir, piece, slots):
     s, t = load_pairs("kegg_dag_uniq")
     idx = distgrail.build_index(graph_path("kegg_dag_uniq"), dims=3, backend="cpu")
     whole, st_whole = idx.query(s, t, backend="gpu")
-    monkeypatch.setattr(gpu_query, "CHUNK_PAIRS", 7001)
-    monkeypatch.setattr(gpu_query, "STAGE_PAIRS", piece)
-    monkeypatch.setattr(gpu_query, "STAGE_SLOTS", slots)
-    monkeypatch.setattr(gpu_query, "STAGE_COPY_BYTES", 1024)  # several host threads fill each slot
+    monkeypatch.setattr(gpu_staging, "CHUNK_PAIRS", 7001)
+    monkeypatch.setattr(gpu_staging, "STAGE_PAIRS", piece)
+    monkeypatch.setattr(gpu_staging, "STAGE_SLOTS", slots)
+    monkeypatch.setattr(gpu_staging, "STAGE_COPY_BYTES", 1024)  # several host threads fill each slot
     pairs = np.stack([s, t], axis=1)
     a, st = idx.query(pairs[:, 0], pairs[:, 1], backend="gpu")
     np.testing.assert_array_equal(a, whole)

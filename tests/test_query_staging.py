@@ -1,4 +1,4 @@
-"""The GPU query's staging ring (:class:`distgrail.query.answer._Stager`) with host stand-ins for
+"""The GPU query's staging ring (:class:`distgrail.query.staging.Stager`) with host stand-ins for
 CuPy's pinned memory, copies and events: every chunk reaches its device buffer whole and in
 order, from the two columns of one (k, 2) array (copied up as rows) and from two arrays of their
 own, no piece spans two chunks, and no slot is refilled before its
@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from distgrail.arrays import interleaved_rows
-from distgrail.query import answer
+from distgrail.query import staging as answer
 
 
 class FakeEvent:
@@ -40,7 +40,7 @@ def test_stager_uploads_every_chunk_in_order(monkeypatch, nq, chunk, piece, slot
     monkeypatch.setattr(answer, "STAGE_PAIRS", piece)
     monkeypatch.setattr(answer, "STAGE_SLOTS", slots)
     rng = np.random.default_rng(nq + chunk)
-    pairs = rng.integers(0, 1 << 40, (nq, 2))  # the columns of a (k, 2) file: strided views
+    pairs = rng.integers(0, 2**31 - 1, (nq, 2))  # the columns of a (k, 2) file: strided views
     sources, targets = pairs[:, 0], pairs[:, 1]
     if layout == "columns":  # two arrays of their own (one strided, one reversed): staged column by column
         sources, targets = np.ascontiguousarray(pairs[:, 0]), pairs[::-1, 1][::-1]
@@ -70,7 +70,7 @@ def test_stager_uploads_every_chunk_in_order(monkeypatch, nq, chunk, piece, slot
 
     monkeypatch.setattr(answer, "copy_parallel", copy_checked)
     monkeypatch.setattr(answer, "copy_many_parallel", many_checked)
-    stager = answer._Stager(sources, targets, chunk, stream=None, pinned=np.empty, h2d=h2d,
+    stager = answer.Stager(sources, targets, chunk, stream=None, pinned=np.empty, h2d=h2d,
                             event=lambda stream: FakeEvent(), device=np.empty, split=host_split)
     assert len(stager.slots) == slots and stager.piece == min(piece, -(-chunk // 2))
     assert all(x is None or x.shape[0] == piece for pair in stager.slots for x in pair)  # one size, any batch
@@ -91,7 +91,7 @@ def test_stager_uploads_every_chunk_in_order(monkeypatch, nq, chunk, piece, slot
 def test_stager_pieces_follow_the_chunks(monkeypatch):
     monkeypatch.setattr(answer, "STAGE_PAIRS", 120)
     s = np.arange(1000)
-    stager = answer._Stager(s, s, 300, None, pinned=np.empty, h2d=lambda d, h, st: None,
+    stager = answer.Stager(s, s, 300, None, pinned=np.empty, h2d=lambda d, h, st: None,
                             event=lambda st: FakeEvent(), device=np.empty, split=host_split)
     cuts = []
     while stager._stage(wait=True):
@@ -99,7 +99,7 @@ def test_stager_pieces_follow_the_chunks(monkeypatch):
     assert cuts == [(0, 120), (120, 240), (240, 300), (300, 420), (420, 540), (540, 600), (600, 720), (720, 840),
                     (840, 900), (900, 1000)]
     monkeypatch.setattr(answer, "STAGE_PAIRS", 1000)  # a batch of one chunk: two pieces, copies beside uploads
-    assert answer._Stager(s, s, 1000, None, pinned=np.empty, h2d=None, event=None, device=np.empty,
+    assert answer.Stager(s, s, 1000, None, pinned=np.empty, h2d=None, event=None, device=np.empty,
                           split=host_split).piece == 500
 
 
@@ -115,63 +115,165 @@ def test_interleaved_only_for_the_two_columns_of_one_array():
     assert interleaved_rows(three[:, 0], three[:, 1]) is None  # rows of 3: strides 24
 
 
-class FakeStream:
+class Device:
+    """Streams of a simulated GPU: each queues its work (copies, kernels, events, waits) and runs
+    nothing until the host waits or polls; then queued work runs one step at a time, the stream
+    picked at random among those whose next step may run (a wait runs once its event fired).
+    Copies read their source when they run, not when queued: a pinned slot refilled, a device
+    buffer rewritten or an answer slot reused before the work that reads it ran gives wrong
+    answers here, as on a GPU."""
+
+    def __init__(self, seed):
+        self.rng = np.random.default_rng(seed)
+        self.streams = []
+
+    def stream(self):
+        st = SimStream(self)
+        self.streams.append(st)
+        return st
+
+    def step(self) -> bool:
+        ready = [st for st in self.streams if st.ops and (st.ops[0][0] != "wait" or st.ops[0][1].fired)]
+        if not ready:
+            assert not any(st.ops for st in self.streams), "streams wait on events never recorded: a deadlock"
+            return False
+        kind, arg = ready[int(self.rng.integers(len(ready)))].ops.pop(0)
+        if kind == "run":
+            arg()
+        elif kind == "record":
+            arg.fired = True
+        return True
+
+    def run_until(self, cond):
+        while not cond():
+            assert self.step(), "waiting for work that can never run"
+
+    def some(self):
+        for _ in range(int(self.rng.integers(0, 4))):
+            self.step()
+
+
+class SimStream:
+    def __init__(self, dev):
+        self.dev, self.ops = dev, []
+
     def __enter__(self):
         return self
 
     def __exit__(self, *exc):
         return False
 
+    def queue(self, fn):
+        self.ops.append(("run", fn))
+
+    def wait_event(self, ev):
+        self.ops.append(("wait", ev))
+
     def synchronize(self):
-        pass
+        self.dev.run_until(lambda: not self.ops)
 
 
-class FakeScratch:
-    """The device side of a chunk, on the host: its 'kernels' answer (7 s + t) % 3 == 0."""
+class SimEvent:
+    def __init__(self, stream):
+        self.dev, self.fired = stream.dev, False
+        stream.ops.append(("record", self))
 
-    def __init__(self):
-        self.size, self.launched = 0, []
+    @property
+    def done(self):
+        self.dev.some()
+        return self.fired
+
+    def synchronize(self):
+        self.dev.run_until(lambda: self.fired)
+
+
+class SimScratch:
+    """The device side of a chunk on the simulated GPU: its 'kernels' answer (7 s + t) % 3 == 0
+    from the ids in the device buffers when they run; ``finish_steps`` waits for them (as the
+    real one does when queries can be handed on) when ``waits``."""
+
+    def __init__(self, dev, waits=True):
+        self.dev, self.waits, self.size, self.launched, self.id_types = dev, waits, 0, [], set()
 
     def buffers(self, k):
         if k > self.size:
-            self.ds, self.dt, self.answers = np.empty(k, np.int64), np.empty(k, np.int64), np.empty(k, np.uint8)
+            self.sets = [(np.full(k, -1, np.int64), np.full(k, -1, np.int64), np.zeros(k, np.uint8)) for _ in range(2)]
             self.size = k
+        return self.sets
+
+    def side_streams(self):
+        if not hasattr(self, "streams"):
+            self.streams = (self.dev.stream(), self.dev.stream())
+        return self.streams
 
     def queue_steps(self, ds, dt, answers, m, stream, budget):
         self.launched.append(m)
-        answers[...] = (7 * ds + dt) % 3 == 0
+        self.id_types.add(ds.dtype.str)
+
+        def kernels():
+            answers[...] = (7 * ds.astype(np.int64) + dt) % 3 == 0
+        stream.queue(kernels)
 
     def finish_steps(self, answers, stream, budget):
+        if self.waits:
+            stream.synchronize()
         return 1
 
 
-@pytest.mark.parametrize("layout", ["rows", "columns", "pinned"])
-@pytest.mark.parametrize("nq,chunk,piece", [(10_000, 3001, 700), (5000, 5000, 4096), (64, 10, 3)])
-def test_stream_chunks_answers_in_input_order(monkeypatch, layout, nq, chunk, piece):
-    """The whole pipeline of a batch (:func:`_stream_chunks`) with host stand-ins for CuPy: the
-    chunks' answers come back in input order through the two answer slots, from rows, columns of
-    their own, or page-locked pairs uploaded in place; every chunk is launched once."""
+def simulate(monkeypatch, seed, layout):
+    """CuPy's copies, events and pinned memory replaced by the simulated GPU's; the GPU."""
     import sys
     import types
 
+    dev = Device(seed)
     monkeypatch.setitem(sys.modules, "cupyx", types.SimpleNamespace(empty_pinned=np.empty))
     monkeypatch.setitem(sys.modules, "cupy", types.SimpleNamespace(empty=np.empty))
-    monkeypatch.setattr(answer, "_h2d", lambda dev, host, stream: dev.__setitem__(Ellipsis, host))
-    monkeypatch.setattr(answer, "_d2h", lambda host, dev, stream: host.__setitem__(Ellipsis, dev))
-    monkeypatch.setattr(answer, "_event", lambda stream: FakeEvent())
-    monkeypatch.setattr(answer, "_split_columns", host_split)
-    monkeypatch.setattr(answer, "_page_locked", lambda a: layout == "pinned")
+
+    def up(dst, host, stream):
+        stream.queue(lambda: dst.__setitem__(Ellipsis, host))
+
+    def down(host, src, stream):
+        stream.queue(lambda: host.__setitem__(Ellipsis, src))
+
+    def split(ds, dt, rows, stream):
+        stream.queue(lambda: host_split(ds, dt, rows, stream))
+
+    monkeypatch.setattr(answer, "copy_up", up)
+    monkeypatch.setattr(answer, "copy_down", down)
+    monkeypatch.setattr(answer, "_event", SimEvent)
+    monkeypatch.setattr(answer, "_split_columns", split)
+    monkeypatch.setattr(answer, "_page_locked", lambda a: layout.startswith("pinned"))
+    return dev
+
+
+@pytest.mark.parametrize("layout", ["rows", "columns", "pinned", "pinned32", "columns32"])
+@pytest.mark.parametrize("nq,chunk,piece", [(10_000, 3001, 700), (5000, 5000, 4096), (64, 10, 3), (4000, 500, 250)])
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_stream_chunks_answers_in_input_order(monkeypatch, layout, nq, chunk, piece, seed):
+    """The whole pipeline of a batch (:func:`stream_chunks`) on a simulated GPU whose streams run
+    in a random order that only the events constrain: the chunks' answers come back in input
+    order through the two buffer sets and answer slots, from rows, columns of their own, or
+    page-locked pairs uploaded in place; staged ids reach the kernels as int32, page-locked ones
+    in their own type; every chunk is launched once and every stream is drained at the end."""
+    dev = simulate(monkeypatch, seed, layout)
     monkeypatch.setattr(answer, "STAGE_PAIRS", piece)
-    pairs = np.random.default_rng(nq).integers(0, 1 << 40, (nq, 2))
+    pairs = np.random.default_rng(nq).integers(0, 2**31 - 1, (nq, 2))
     if layout == "rows":
         s, t = pairs[:, 0], pairs[:, 1]
     else:
         s, t = np.ascontiguousarray(pairs[:, 0]), np.ascontiguousarray(pairs[:, 1])
+        if layout.endswith("32"):
+            s, t = s.astype(np.int32), t.astype(np.int32)
     out = np.zeros(nq, bool)
-    scratch = FakeScratch()
-    handed = answer._stream_chunks(scratch, s, t, out, chunk, FakeStream(), budget=0)
-    np.testing.assert_array_equal(out, (7 * pairs[:, 0] + pairs[:, 1]) % 3 == 0)
-    assert scratch.launched == [min(chunk, nq - a) for a in range(0, nq, chunk)] and handed == len(scratch.launched)
+    kernels = dev.stream()
+    for waits in (True, False):
+        scratch = SimScratch(dev, waits)
+        out[:] = False
+        handed = answer.stream_chunks(scratch, s, t, out, chunk, kernels, budget=0)
+        np.testing.assert_array_equal(out, (7 * pairs[:, 0] + pairs[:, 1]) % 3 == 0)
+        assert scratch.launched == [min(chunk, nq - a) for a in range(0, nq, chunk)] and handed == len(scratch.launched)
+        assert scratch.id_types == {np.dtype(s.dtype if layout.startswith("pinned") else np.int32).str}
+        assert not any(st.ops for st in dev.streams)
 
 
 @pytest.mark.parametrize("layout", ["rows", "columns"])
@@ -187,13 +289,8 @@ def test_pin_staging_pins_the_blocks_the_batch_takes(monkeypatch, layout):
         asked.append((tuple(np.atleast_1d(shape)), np.dtype(dtype).str))
         return np.empty(shape, dtype)
 
+    dev = simulate(monkeypatch, 0, layout)
     monkeypatch.setitem(sys.modules, "cupyx", types.SimpleNamespace(empty_pinned=pinned))
-    monkeypatch.setitem(sys.modules, "cupy", types.SimpleNamespace(empty=np.empty))
-    monkeypatch.setattr(answer, "_h2d", lambda dev, host, stream: dev.__setitem__(Ellipsis, host))
-    monkeypatch.setattr(answer, "_d2h", lambda host, dev, stream: host.__setitem__(Ellipsis, dev))
-    monkeypatch.setattr(answer, "_event", lambda stream: FakeEvent())
-    monkeypatch.setattr(answer, "_split_columns", host_split)
-    monkeypatch.setattr(answer, "_page_locked", lambda a: False)
     monkeypatch.setattr(answer, "STAGE_PAIRS", 100)
     monkeypatch.setattr(answer, "CHUNK_PAIRS", 1000)
     answer.pin_staging(rows=layout == "rows")
@@ -202,5 +299,5 @@ def test_pin_staging_pins_the_blocks_the_batch_takes(monkeypatch, layout):
         asked.clear()
         pairs = np.arange(2 * nq).reshape(nq, 2)
         s, t = (pairs[:, 0], pairs[:, 1]) if layout == "rows" else (pairs[:, 0].copy(), pairs[:, 1].copy())
-        answer._stream_chunks(FakeScratch(), s, t, np.zeros(nq, bool), chunk, FakeStream(), 0)
+        answer.stream_chunks(SimScratch(dev), s, t, np.zeros(nq, bool), chunk, dev.stream(), 0)
         assert sorted(asked) == pinned_first, nq

@@ -370,7 +370,7 @@ def main(argv=None):
         idx = distgrail.build_index(g, dims=args.dims, backend="cpu", supports=0)  # K = 0; with_supports adds K
         rng = np.random.default_rng(99)
         s, t = rng.integers(0, g.n, args.big), rng.integers(0, g.n, args.big)
-        from distgrail.query import answer as gpu_query
+        from distgrail.query import staging as gpu_staging
 
         mem0 = cp.get_default_memory_pool().total_bytes()
         t0 = time.perf_counter()
@@ -380,7 +380,7 @@ def main(argv=None):
         ac, _ = idx.query(s[-1_000_000:], t[-1_000_000:], backend="cpu")
         ok = np.array_equal(a[-1_000_000:], ac)
         print(f"streaming: {args.big:,} random pairs on {name} in {tb:.2f} s ({fmt_rate(qps(args.big, tb))} q/s, "
-              f"chunks of {gpu_query.CHUNK_PAIRS:,}; CuPy pool {mem0 / 2**20:.0f} -> {mem1 / 2**20:.0f} MiB); "
+              f"chunks of {gpu_staging.CHUNK_PAIRS:,}; CuPy pool {mem0 / 2**20:.0f} -> {mem1 / 2**20:.0f} MiB); "
               f"reachable {st.reachable:,}; last 1M equal CPU: {'yes' if ok else 'NO'}")
     return 0 if all(checks) else 1
 

@@ -9,11 +9,12 @@ For every batch size, uniformly random pairs (``--seed``) are answered by the st
 figure is the best of ``--repeat`` runs after a warm-up call (the index's query state is put on
 the device first and not timed). One process:
 
-* ``floor`` (GPU): the prefilter and the one-warp search on pairs already on the device
+* ``floor`` (GPU): the prefilter and the one-warp search on int32 pairs already on the device
   (:meth:`~distgrail.query.answer.QueryScratch.launch`): the kernels alone, the most a GPU
-  answers from this index; ``upload`` (GPU): both id arrays from pinned host memory to the
-  device, the least any path from the host pays on top of the floor;
-* ``pinned`` (GPU): :func:`~distgrail.query.answer.answer_batch_cuda` from pairs in pinned memory;
+  answers from this index; ``upload`` (GPU): both int32 id arrays from pinned host memory to the
+  device, the bus time a batch from the host pays (beside the kernels, when streamed);
+* ``pinned`` (GPU): :func:`~distgrail.query.answer.answer_batch_cuda` from int32 pairs in pinned
+  memory (uploaded as they are);
 * ``host arrays``: :meth:`Index.query <distgrail.Index.query>` from ordinary NumPy arrays, the
   ids checked first (what a user's call does; on the CPU backend the only step).
 
@@ -70,10 +71,10 @@ def gpu_steps(idx, be, s, t, repeat: int, want) -> dict:
 
     k = int(s.size)
     L, pool = idx._state(be, [])
-    ps, pt = cupyx.empty_pinned(k, np.int64), cupyx.empty_pinned(k, np.int64)
+    ps, pt = cupyx.empty_pinned(k, np.int32), cupyx.empty_pinned(k, np.int32)  # (ids below n < 2^31)
     copy_parallel(ps, s)
     copy_parallel(pt, t)
-    ds, dt = cp.empty(k, cp.int64), cp.empty(k, cp.int64)
+    ds, dt = cp.empty(k, cp.int32), cp.empty(k, cp.int32)
     out = {"upload": _best(lambda: (ds.set(ps), dt.set(pt)), repeat, sync)}
     budget = SearchOptions().visit_budget
     with pool.lend() as sc:

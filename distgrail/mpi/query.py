@@ -279,7 +279,7 @@ def query_rows_read_by_ranks(index, k: int, read_rows, backend="auto", comm=None
         counts = split_counts(int(k), size)
         lo, hi = int(offsets(counts)[me]), int(offsets(counts)[me + 1])
         rows = f"rows {lo}..{hi - 1}" if hi > lo else "no rows"
-        from ..query.answer import DIRECT_PAIRS, pin_staging_beside
+        from ..query.staging import DIRECT_PAIRS, pin_staging_beside
 
         # the staging page-locked while the index goes up and the rows are read (a process's first
         # page-locking costs far more than reading a rank's rows of a mapped file; ``as_rows``:

@@ -24,11 +24,10 @@ the same); with none handed on the round count equals the forward search's, with
   frontiers of all such queries at once, bidirectionally (forward from u, backward from v over a
   reverse CSR built on the GPU), one round per launch pair, the frontiers of
   :func:`distgrail.query.bidir.bidirectional_search_numpy`.
-* Batches stream through the GPU in chunks of ``CHUNK_PAIRS`` pairs, so GPU memory stays bounded
-  whatever the batch size; answers keep input order. Host pairs go up through a small ring of
-  pinned slots (:class:`_Stager`) that several threads fill from any strides (the columns of a
-  mapped (k, 2) file need no copy of their own), the next chunk's while the GPU answers this one;
-  pairs already in contiguous page-locked memory are uploaded in place.
+* Batches stream through the GPU in chunks (:mod:`distgrail.query.staging`), so GPU memory
+  stays bounded whatever the batch size; answers keep input order. The next chunk goes up and
+  the last one's answers come down on streams of their own while the kernels answer this one;
+  staged ids travel as int32.
 * Concurrent batches: :class:`Labels` is read-only; each GPU batch borrows a
   :class:`QueryScratch` of its own from a :class:`ScratchPool` (the index keeps one per device)
   and runs on ``be.device`` in the calling thread's current stream.
@@ -44,29 +43,19 @@ import warnings
 
 import numpy as np
 
-from ..arrays import copy_many_parallel, copy_parallel, interleaved_rows
 from ..errors import BackendError
 from ..gpu.kernels import load_module
 from ..gpu.memory import launcher
 from .grid import GridSearch
+from . import staging
 from .prefilter import prefilter
 from .bidir import bidirectional_search_numpy
 from .search import guided_search_numpy
 from .stats import MAX_ROUNDS, POSITIVE, SEARCH_NEG, SEARCH_POS, UNDECIDED, Labels, QueryStats, SearchOptions
 
 __all__ = ["answer_batch_numpy", "answer_batch_cuda", "records", "records_on_device", "record_width", "QueryScratch",
-           "ScratchPool", "pin_staging", "pin_staging_beside", "pin_staging_quietly", "CHUNK_PAIRS", "QUEUE_CAP", "SCRATCH_BYTES"]
+           "ScratchPool", "QUEUE_CAP", "SCRATCH_BYTES"]
 
-#: pairs per GPU chunk (inputs 16 B + work list 32 B + answer 1 B per pair on the device)
-CHUNK_PAIRS = 1 << 23
-#: batches of at most this many pairs are copied from their own (pageable) memory; larger ones
-#: are staged in pinned slots by the host threads (:func:`_stream_chunks`)
-DIRECT_PAIRS = 1 << 20
-#: pairs per pinned staging slot of a larger batch, and the slots in the ring (:class:`_Stager`)
-STAGE_PAIRS = 1 << 21
-STAGE_SLOTS = 2
-#: the least bytes one host thread copies into a staging slot
-STAGE_COPY_BYTES = 4 << 20
 #: queue entries per warp of the one-warp search; longer searches go to the grid-wide search
 QUEUE_CAP = 1 << 14
 #: upper bound on the one-warp search's scratch (visited bitmaps + queues), bytes
@@ -199,7 +188,10 @@ class QueryScratch:
         self.m = int(L.indices.shape[0])
         self.R = R = int(L.rec.shape[1])
         self.rec, self.comp, self.indptr, self.indices = L.rec, L.comp, L.indptr, L.indices
-        self.k_pre = load_module("prefilter", be.device).get_function("dg_prefilter")
+        pre = load_module("prefilter", be.device)
+        # by the type of the ids on the device: int32 (staged) or int64 (uploaded as they are)
+        self.k_pre = {np.dtype(np.int32): pre.get_function("dg_prefilter<0>"),
+                      np.dtype(np.int64): pre.get_function("dg_prefilter<1>")}
         self.k_search = load_module("search", be.device).get_function("dg_search")
         self.sms = int(cp.cuda.Device(be.device).attributes["MultiProcessorCount"])
         try:
@@ -227,16 +219,31 @@ class QueryScratch:
         self.counters = cp.zeros(MAX_ROUNDS + 1, dtype=cp.uint64)
         self.work_counters = cp.zeros(8, dtype=cp.uint64)
         self.size = 0
+        self.sets = []
+        self.streams = None
 
     def buffers(self, k):
+        """Room for chunks of ``k`` pairs: two sets of (sources, targets, answers), int64 ids
+        (viewed as int32 where staged ids arrive narrowed), one uploaded while the other is
+        answered, and one work list; the sets, the first of them also as ``ds``/``dt``/``answers``."""
         cp = self.cp
         if k > self.size:
-            self.ds = cp.empty(k, dtype=cp.int64)
-            self.dt = cp.empty(k, dtype=cp.int64)
-            self.answers = cp.empty(k, dtype=cp.uint8)
+            self.sets = []  # (the old ones freed first)
+            self.sets = [(cp.empty(k, dtype=cp.int64), cp.empty(k, dtype=cp.int64), cp.empty(k, dtype=cp.uint8))
+                         for _ in range(2)]
+            self.ds, self.dt, self.answers = self.sets[0]
             self.work = cp.empty((k, 4), dtype=cp.int32)
             self.handed_on = cp.empty((k, 4), dtype=cp.int32)
             self.size = k
+        return self.sets
+
+    def side_streams(self):
+        """This scratch's (upload, download) streams, made once on its device: the copies of a
+        streamed batch run on them beside the kernels (:func:`distgrail.query.staging.stream_chunks`)."""
+        if self.streams is None:
+            cp = self.cp
+            self.streams = (cp.cuda.Stream(non_blocking=True), cp.cuda.Stream(non_blocking=True))
+        return self.streams
 
     def hands_on(self, budget: int) -> bool:
         """Whether a query can be handed on: its queue (at most C vertices) or its scanned edges
@@ -244,7 +251,7 @@ class QueryScratch:
         return self.queue_cap < self.C or budget < self.m
 
     def launch(self, ds, dt, answers, nq: int, stream, budget: int, trace=None) -> int:
-        """Steps 1–5 for ``nq`` pairs already on the device, in ``stream`` (queued; the stream is
+        """Steps 1–5 for ``nq`` pairs already on the device (``ds``/``dt``: int32 or int64), in ``stream`` (queued; the stream is
         synchronised once to read how many queries go to the grid-wide search, if any can).
         ``budget``: the visit budget. ``trace``: a list that receives the grid-wide search's
         per-round frontier sizes. Returns the number of queries handed to the grid-wide search."""
@@ -259,7 +266,9 @@ class QueryScratch:
         w.data.memset_async(0, w.nbytes, stream)
         grid = max(1, min(-(-nq // _BLOCK), self.sms * 16))
         with stream:
-            self.k_pre((grid,), (_BLOCK,), (ds, dt, i64(nq), self.comp, self.rec, i32(self.R), i32(self.d),
+            if ds.dtype != dt.dtype or ds.dtype not in self.k_pre:
+                raise BackendError(f"query ids on the device: int32 or int64 of one type, got {ds.dtype} and {dt.dtype}")
+            self.k_pre[ds.dtype]((grid,), (_BLOCK,), (ds, dt, i64(nq), self.comp, self.rec, i32(self.R), i32(self.d),
                                             i32(self.W), answers, self.work, w, self.counters))
             # one warp per query: every undecided pair; w[0] undecided, [1] next, [2] handed on
             self.k_search((self.blocks,), (_BLOCK,),
@@ -310,11 +319,12 @@ class ScratchPool:
 @launcher
 def answer_batch_cuda(be, L: Labels, sources, targets, stats: QueryStats | None = None, *,
                       search: SearchOptions | None = None, pool: ScratchPool | None = None):
-    """Every step on ``be``'s GPU for original vertex ids (host int64 arrays, or int32 ones,
-    widened by the staging's copy); returns host bool answers.
+    """Every step on ``be``'s GPU for original vertex ids (host int64 or int32 arrays, every id
+    already checked to lie in ``0 .. n-1``: ``Index.check_pairs``); returns host bool answers.
 
-    The batch may be of any size: it is cut into chunks of :data:`CHUNK_PAIRS` pairs that stream
-    through pinned host buffers, so GPU memory does not grow with the batch. The device scratch is
+    The batch may be of any size: it is cut into chunks of
+    :data:`~distgrail.query.staging.CHUNK_PAIRS` pairs that stream through pinned host buffers
+    (:func:`~distgrail.query.staging.stream_chunks`), so GPU memory does not grow with the batch. The device scratch is
     borrowed from ``pool`` (one :class:`QueryScratch` per batch running at once), or made for this
     call when ``pool`` is None; the work runs in this thread's current stream on ``be.device``.
     """
@@ -337,17 +347,18 @@ def answer_batch_cuda(be, L: Labels, sources, targets, stats: QueryStats | None 
         with pool.lend() as scratch:
             stream = cp.cuda.get_current_stream()
             scratch.counters.data.memset_async(0, scratch.counters.nbytes, stream)
-            chunk = max(1, int(CHUNK_PAIRS))
-            if nq <= min(chunk, DIRECT_PAIRS):  # small: the driver stages the copies itself
-                sources, targets = np.ascontiguousarray(sources, np.int64), np.ascontiguousarray(targets, np.int64)
+            chunk = max(1, int(staging.CHUNK_PAIRS))
+            if nq <= min(chunk, staging.DIRECT_PAIRS):  # small: the driver stages the copies itself
+                ids = sources.dtype if sources.dtype == targets.dtype else np.dtype(np.int64)
+                sources, targets = np.ascontiguousarray(sources, ids), np.ascontiguousarray(targets, ids)
                 scratch.buffers(nq)
-                ds, dt, answers = scratch.ds[:nq], scratch.dt[:nq], scratch.answers[:nq]
-                _h2d(ds, sources, stream)
-                _h2d(dt, targets, stream)
+                ds, dt, answers = scratch.ds.view(ids)[:nq], scratch.dt.view(ids)[:nq], scratch.answers[:nq]
+                staging.copy_up(ds, sources, stream)
+                staging.copy_up(dt, targets, stream)
                 handed = scratch.launch(ds, dt, answers, nq, stream, budget)
-                _d2h(out, answers, stream)
+                staging.copy_down(out, answers, stream)
             else:
-                handed = _stream_chunks(scratch, sources, targets, out, min(chunk, nq), stream, budget)
+                handed = staging.stream_chunks(scratch, sources, targets, out, min(chunk, nq), stream, budget)
             counts = scratch.counters.get(stream=stream)
             stream.synchronize()
     if stats is not None:
@@ -360,218 +371,8 @@ def answer_batch_cuda(be, L: Labels, sources, targets, stats: QueryStats | None 
     return out
 
 
-def _h2d(dev, host, stream):
-    """Asynchronous copy host → device (kind 1) in ``stream`` (truly asynchronous from pinned memory)."""
-    from cupy.cuda import runtime
-
-    runtime.memcpyAsync(dev.data.ptr, host.ctypes.data, host.nbytes, 1, stream.ptr)
-
-
-def _d2h(host, dev, stream):
-    """Copy device → host (kind 2) in ``stream``; asynchronous only into pinned memory."""
-    from cupy.cuda import runtime
-
-    runtime.memcpyAsync(host.ctypes.data, dev.data.ptr, host.nbytes, 2, stream.ptr)
-
-
-def _page_locked(a: np.ndarray) -> bool:
-    """Whether ``a``'s memory is page-locked host memory CUDA knows (``cupyx.empty_pinned``, a
-    registered range): a copy from it needs no staging."""
-    from cupy.cuda import runtime
-
-    try:
-        return int(runtime.pointerGetAttributes(a.ctypes.data).type) == getattr(runtime, "memoryTypeHost", 1)
-    except Exception:  # pageable memory that the runtime does not know: an error on some versions
-        return False
-
-
 def _ids(a) -> np.ndarray:
-    """Host vertex ids as the GPU path takes them: int64, or native int32 as it is (widened to
-    int64 by the staging's copy into its pinned slots, the copy made anyway)."""
+    """Host vertex ids as the GPU path takes them: int64, or native int32 as it is (strided
+    columns stay views: the staging's copy reads them)."""
     a = np.asarray(a)
     return a if a.dtype == np.dtype(np.int32) else a.astype(np.int64, copy=False)
-
-
-def pin_staging(rows: bool = True) -> None:
-    """Page-lock now the pinned slots a large batch streams through (:class:`_Stager`'s ring, for
-    ``rows`` of one (k, 2) array or for two columns, and the two answer slots) and give them back
-    to CuPy's pinned pool, where :func:`_stream_chunks` then finds them: called on a thread
-    beside the read of the pairs, the page-locking of a process's first batch is hidden behind
-    the read. Runs on the current device; needs CuPy."""
-    import cupyx
-
-    size, slots = max(1, int(STAGE_PAIRS)), max(2, int(STAGE_SLOTS))
-    held = ([cupyx.empty_pinned((size, 2), np.int64) for _ in range(slots)] if rows
-            else [cupyx.empty_pinned(size, np.int64) for _ in range(2 * slots)])
-    held += [cupyx.empty_pinned(int(CHUNK_PAIRS), np.uint8) for _ in range(2)]
-    del held  # (back to the pool)
-
-
-def pin_staging_quietly(be, rows: bool) -> None:
-    """:func:`pin_staging` on ``be``'s device (a GPU; nothing on a CPU), ahead of a batch. A
-    failure is left to the batch, which pins again and raises where it belongs."""
-    if be.name != "gpu":
-        return
-    try:
-        with be.on_device():
-            pin_staging(rows=rows)
-    except Exception:  # noqa: BLE001 - the batch pins again and raises it
-        pass
-
-
-def pin_staging_beside(be, rows: bool):
-    """:func:`pin_staging_quietly` on a thread of its own (beside a read); the wait for it."""
-    th = threading.Thread(target=pin_staging_quietly, args=(be, rows), name="distgrail-pin", daemon=True)
-    th.start()
-    return th.join
-
-
-def _stream_chunks(scratch, sources, targets, out, chunk, stream, budget) -> int:
-    """Chunks through the GPU in one stream. Pairs in pageable (or strided) memory go up through
-    a :class:`_Stager`'s small pinned slots, the next chunk's first pieces staged while the GPU
-    answers this one; contiguous page-locked pairs are uploaded in place. Answers land in one of
-    two pinned answer slots and are copied out once that chunk's event fired. Returns the number
-    of queries handed to the grid-wide search."""
-    import cupyx
-
-    nq = sources.size
-    scratch.buffers(chunk)
-    direct = all(a.dtype == np.int64 and a.flags.c_contiguous and _page_locked(a) for a in (sources, targets))
-    stager = None if direct else _Stager(sources, targets, chunk, stream)
-    answer_slots = [cupyx.empty_pinned(max(chunk, int(CHUNK_PAIRS)), np.uint8) for _ in range(2)]  # one size
-    pending = [None, None]  # (event, a, b) of the chunk whose answers land in that slot
-
-    def drain(k):
-        ev, a, b = pending[k]
-        ev.synchronize()
-        copy_parallel(out[a:b], answer_slots[k][:b - a].view(bool))
-        pending[k] = None
-
-    def one_chunk(i, a) -> int:
-        b = min(nq, a + chunk)
-        k, m = i & 1, b - a
-        ds, dt, answers = scratch.ds[:m], scratch.dt[:m], scratch.answers[:m]
-        if direct:
-            _h2d(ds, sources[a:b], stream)
-            _h2d(dt, targets[a:b], stream)
-        else:
-            stager.upload(a, b, ds, dt)
-        scratch.queue_steps(ds, dt, answers, m, stream, budget)
-        if stager is not None:
-            stager.ahead()  # the next chunk's first pieces staged while the GPU works on this one
-        got = scratch.finish_steps(answers, stream, budget)
-        if pending[k] is not None:  # the answers of chunk i - 2 leave this slot first
-            drain(k)
-        _d2h(answer_slots[k][:m], answers, stream)
-        pending[k] = (_event(stream), a, b)
-        return got
-
-    handed = 0
-    try:
-        for i, a in enumerate(range(0, nq, chunk)):
-            handed += one_chunk(i, a)
-        for k in (0, 1):
-            if pending[k] is not None:
-                drain(k)
-    finally:  # on a failure too: no copy still runs from or into a pinned slot given back
-        stream.synchronize()
-    return handed
-
-
-def _event(stream):
-    """An event recorded now in ``stream`` (no timing, polled or waited on by the host)."""
-    import cupy as cp
-
-    ev = cp.cuda.Event(block=False, disable_timing=True)
-    ev.record(stream)
-    return ev
-
-
-def _split_columns(ds, dt, rows, stream):
-    """The two columns of the device ``rows`` into ``ds`` and ``dt``, queued in ``stream``."""
-    with stream:
-        ds[...] = rows[:, 0]
-        dt[...] = rows[:, 1]
-
-
-class _Stager:
-    """Host pairs on their way to the GPU through a ring of :data:`STAGE_SLOTS` small pinned
-    slots of :data:`STAGE_PAIRS` pairs: the host threads fill one slot (in pieces of
-    :data:`STAGE_COPY_BYTES`, from any strides) while the copy engine uploads another; the two
-    columns of one (k, 2) array go up as its rows, one contiguous copy, and are split on the
-    GPU. Small slots because page-locking host memory is the dearest part of a one-off batch:
-    the ring's size does not grow with the chunk. A piece never spans two chunks (chunks start at multiples of
-    ``chunk``); pieces are staged and uploaded in order. ``pinned``, ``h2d``, ``event``,
-    ``device`` and ``split`` are CuPy's unless given (a test's host stand-ins)."""
-
-    def __init__(self, sources, targets, chunk: int, stream, pinned=None, h2d=None, event=None, device=None,
-                 split=None):
-        if pinned is None:
-            import cupy as cp
-            import cupyx
-
-            pinned, device = cupyx.empty_pinned, cp.empty
-        self.h2d, self.event, self.split = h2d or _h2d, event or _event, split or _split_columns
-        self.s, self.t, self.nq, self.chunk, self.stream = sources, targets, int(sources.size), int(chunk), stream
-        # slots of one size whatever the batch (CuPy's pinned pool reuses a block of the same
-        # size: a server's batches of many sizes page-lock no new ones); pieces of at most half
-        # a chunk, so that a batch of one chunk still overlaps its copies with its uploads
-        size = max(1, int(STAGE_PAIRS))
-        self.piece = max(1, min(size, -(-self.chunk // 2)))
-        self.rows = interleaved_rows(sources, targets)  # the columns of one (k, 2) array: copied up as rows
-        if self.rows is not None:
-            self.slots = [(pinned((size, 2), np.int64), None) for _ in range(max(2, int(STAGE_SLOTS)))]
-            self.device_rows = device((self.piece, 2), np.int64)  # split into the two columns on the GPU
-        else:
-            self.slots = [(pinned(size, np.int64), pinned(size, np.int64)) for _ in range(max(2, int(STAGE_SLOTS)))]
-        self.uploaded = [None] * len(self.slots)  # event after a slot's last upload: then it may be refilled
-        self.staged = []  # (slot, lo, hi) filled and not yet uploaded, in order
-        self.next = 0  # the first pair not yet staged
-        self.slot = 0  # the slot the next piece goes into
-
-    def _stage(self, wait: bool) -> bool:
-        """Fill the next slot with the next piece; False when all is staged, or when the slot's
-        upload is still running and ``wait`` is false."""
-        j, ev = self.slot, self.uploaded[self.slot]
-        if self.next >= self.nq or (ev is not None and not wait and not ev.done):
-            return False
-        if ev is not None:
-            ev.synchronize()
-        lo = self.next
-        hi = min(self.nq, lo + self.piece, (lo // self.chunk + 1) * self.chunk)
-        if self.rows is not None:  # one contiguous copy of the rows
-            copy_parallel(self.slots[j][0][:hi - lo].reshape(-1), self.rows[lo:hi].reshape(-1), STAGE_COPY_BYTES)
-        else:
-            copy_many_parallel([(self.slots[j][0][:hi - lo], self.s[lo:hi]),
-                                (self.slots[j][1][:hi - lo], self.t[lo:hi])], STAGE_COPY_BYTES)
-        self.staged.append((j, lo, hi))
-        self.next, self.slot = hi, (j + 1) % len(self.slots)
-        return True
-
-    def ahead(self) -> None:
-        """Stage what fits in the slots already free, without waiting."""
-        while len(self.staged) < len(self.slots) and self._stage(wait=False):
-            pass
-
-    def upload(self, a: int, b: int, ds, dt) -> None:
-        """Pairs ``a..b-1`` (one chunk) into the device buffers ``ds``/``dt``, piece by piece,
-        the next piece staged while this one is copied up."""
-        done = a
-        while done < b:
-            if not self.staged:
-                self._stage(wait=True)
-            j, lo, hi = self.staged.pop(0)
-            if lo != done or hi > b:  # pragma: no cover - pieces follow the chunks by construction
-                raise AssertionError(f"_Stager: piece {lo}..{hi} does not continue chunk {a}..{b} at {done}")
-            if self.rows is not None:
-                rows = self.device_rows[:hi - lo]
-                self.h2d(rows, self.slots[j][0][:hi - lo], self.stream)
-                self.uploaded[j] = self.event(self.stream)
-                self.split(ds[lo - a:hi - a], dt[lo - a:hi - a], rows, self.stream)
-            else:
-                self.h2d(ds[lo - a:hi - a], self.slots[j][0][:hi - lo], self.stream)
-                self.h2d(dt[lo - a:hi - a], self.slots[j][1][:hi - lo], self.stream)
-                self.uploaded[j] = self.event(self.stream)
-            done = hi
-            if done < b and len(self.staged) < len(self.slots) - 1:
-                self._stage(wait=True)  # the next piece on the host while this one goes up
