@@ -164,6 +164,50 @@ def test_staging_ring_strided_and_pinned(monkeypatch, data_dir, piece, slots):
     np.testing.assert_array_equal(idx.query(q32, t.astype(np.int32), backend="gpu")[0], whole)
 
 
+@pytest.mark.parametrize("way", ["small", "columns", "rows", "int32", "pinned"])
+@pytest.mark.parametrize("bad", [-1, "n", 2**32 + 5])
+def test_bad_ids_refused_on_every_path(monkeypatch, data_dir, way, bad):
+    """Ids out of range reach no kernel on any GPU path (small batches, staged columns and rows,
+    int32, page-locked pairs uploaded as they are; staged ids are narrowed to int32, where
+    2^32 + 5 would pass as 5): the same QueryError as the CPU backend's, naming the first bad id,
+    and the index answers right afterwards."""
+    import cupyx
+
+    s, t = load_pairs("kegg_dag_uniq")
+    idx = distgrail.build_index(graph_path("kegg_dag_uniq"), dims=3, backend="cpu")
+    whole, _ = idx.query(s, t, backend="gpu")
+    if way != "small":
+        monkeypatch.setattr(gpu_staging, "DIRECT_PAIRS", 1000)
+        monkeypatch.setattr(gpu_staging, "CHUNK_PAIRS", 7001)
+        monkeypatch.setattr(gpu_staging, "STAGE_PAIRS", 2500)
+    pairs = np.stack([s, t], axis=1)
+    value = idx.n if bad == "n" else bad
+    if way == "int32" and not -2**31 <= value < 2**31:
+        pytest.skip("not an int32 value")
+    pairs[40_001, 1] = value
+    pairs[50_000, 0] = value
+    if way == "small":
+        qs, qt = pairs[39_000:41_000, 0].copy(), pairs[39_000:41_000, 1].copy()
+        first = "targets[1001]"
+    elif way == "rows":
+        qs, qt = pairs[:, 0], pairs[:, 1]
+        first = "sources[50000]"  # (one pass over the rows: sources are named first)
+    elif way == "pinned":
+        qs, qt = cupyx.empty_pinned(s.size, np.int64), cupyx.empty_pinned(t.size, np.int64)
+        qs[...], qt[...] = pairs[:, 0], pairs[:, 1]
+        first = "sources[50000]"
+    else:
+        dt = np.int32 if way == "int32" else np.int64
+        qs, qt = pairs[:, 0].astype(dt), pairs[:, 1].astype(dt)
+        first = "sources[50000]"
+    with pytest.raises(distgrail.QueryError) as cpu_err:
+        idx.query(qs, qt, backend="cpu")
+    with pytest.raises(distgrail.QueryError) as gpu_err:
+        idx.query(qs, qt, backend="gpu")
+    assert str(gpu_err.value) == str(cpu_err.value) and first in str(gpu_err.value)
+    np.testing.assert_array_equal(idx.query(s, t, backend="gpu")[0], whole)
+
+
 def test_queue_overflow_grid_search(monkeypatch, data_dir):
     monkeypatch.setattr(gpu_query, "QUEUE_CAP", 3)  # most searches overflow into the grid-wide search
     for name in ("kegg_dag_uniq", "nasa_dag_uniq"):
