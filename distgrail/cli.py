@@ -162,6 +162,7 @@ def _prepare_beside(idx, backend, pin_rows: bool | None = None):
 
 def cmd_query(args):
     import distgrail
+    from .gpu.backend import get_backend
     from .cli_output import check_expected
     from .io.pairs import read_pairs_for
     from .io.writers import write_answers
@@ -188,7 +189,12 @@ def cmd_query(args):
             q = read_pairs_for(pairs, idx, mapped=True)  # a .npy's columns go up from the mapped file
         finally:
             spent = prepared()
-        answers, stats = idx.query(q.sources, q.targets, backend=args.backend)
+        if idx.node_labels is None:
+            # the read checked every id against the index (a bad one named by file and line): the
+            # batch goes to the answer without check_pairs' second pass over its ids
+            answers, stats = idx._query_local(q.sources, q.targets, get_backend(args.backend))
+        else:  # labels: the index maps them to ids
+            answers, stats = idx.query(q.sources, q.targets, backend=args.backend)
         stats.prepare_seconds = stats.prepare_seconds or spent
         if args.output:
             write_answers(answers, args.output, q.sources, q.targets)
