@@ -31,14 +31,15 @@ from ..arrays import copy_many_parallel, copy_parallel, interleaved_rows
 __all__ = ["CHUNK_PAIRS", "DIRECT_PAIRS", "STAGE_PAIRS", "STAGE_SLOTS", "STAGE_COPY_BYTES", "DRAIN_COPY_BYTES",
            "STAGED_IDS", "stream_chunks", "copy_up", "copy_down", "pin_staging", "pin_staging_quietly", "pin_staging_beside", "Stager"]
 
-#: pairs per GPU chunk (device, per buffer set: ids 16 B, answers 1 B; two sets; the work lists 32 B)
-CHUNK_PAIRS = 1 << 23
+#: pairs per GPU chunk (device, per buffer set: ids 16 B, answers 1 B; two sets; the work lists
+#: 32 B: 66 B a pair of a chunk per scratch; fewer, larger chunks leave the host fewer waits)
+CHUNK_PAIRS = 1 << 24
 #: batches of at most this many pairs are copied from their own (pageable) memory; larger ones
 #: are staged in pinned slots by the host threads (:func:`stream_chunks`)
 DIRECT_PAIRS = 1 << 20
-#: pairs per pinned staging slot of a larger batch (int32 ids: 32 MiB a slot), and the slots in
-#: the ring (:class:`Stager`)
-STAGE_PAIRS = 1 << 22
+#: pairs per pinned staging slot of a larger batch (int32 ids: 64 MiB a slot), and the slots in
+#: the ring (:class:`Stager`); larger slots are fewer rounds of the host threads per batch
+STAGE_PAIRS = 1 << 23
 STAGE_SLOTS = 2
 #: the least bytes one host thread copies into a staging slot
 STAGE_COPY_BYTES = 4 << 20
