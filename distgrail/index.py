@@ -163,8 +163,8 @@ class Index:
         QueryError naming the first bad one). What :meth:`query` does first; the server and the
         sharded query call it before any work or collective, so a bad batch is refused early.
         ``narrow``: native int32 ids stay int32 (:meth:`query` in one process: the GPU staging
-        widens them on their way up, in the copy it makes anyway; a server's clients send int32
-        ids when the index has fewer than 2^31 vertices, half the bytes).
+        sends int32 ids up anyway, narrowing int64 ones in its copy; a server's clients send
+        int32 ids when the index has fewer than 2^31 vertices, half the bytes).
 
         >>> import distgrail
         >>> idx = distgrail.build_index({"a": ["b"]})

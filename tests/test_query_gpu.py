@@ -156,7 +156,7 @@ def test_staging_ring_strided_and_pinned(monkeypatch, data_dir, piece, slots):
     ps, pt = cupyx.empty_pinned(s.size, np.int64), cupyx.empty_pinned(t.size, np.int64)
     ps[...], pt[...] = s, t
     np.testing.assert_array_equal(idx.query(ps, pt, backend="gpu")[0], whole)
-    p32 = pairs.astype(np.int32)  # int32 ids (a server's narrowed body): widened by the staging's copy
+    p32 = pairs.astype(np.int32)  # int32 ids (a server's narrowed body): staged as they are
     np.testing.assert_array_equal(idx.query(p32[:, 0], p32[:, 1], backend="gpu")[0], whole)
     np.testing.assert_array_equal(idx.query(p32[:50, 0].copy(), p32[:50, 1].copy(), backend="gpu")[0], whole[:50])
     q32 = cupyx.empty_pinned(s.size, np.int32)  # page-locked int32: staged too, not uploaded in place

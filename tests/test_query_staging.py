@@ -301,3 +301,22 @@ def test_pin_staging_pins_the_blocks_the_batch_takes(monkeypatch, layout):
         s, t = (pairs[:, 0], pairs[:, 1]) if layout == "rows" else (pairs[:, 0].copy(), pairs[:, 1].copy())
         answer.stream_chunks(SimScratch(dev), s, t, np.zeros(nq, bool), chunk, dev.stream(), 0)
         assert sorted(asked) == pinned_first, nq
+
+
+@pytest.mark.parametrize("seed", range(8))
+def test_side_streams_start_after_the_callers_work(monkeypatch, seed):
+    """Work the caller queued on its stream before the batch (here: what fills the pairs, as an
+    asynchronous download into page-locked memory would) is done before any upload reads them:
+    the side streams wait for the caller's stream first."""
+    dev = simulate(monkeypatch, seed, "pinned")  # (uploaded as they are: read by the copy engine)
+    nq, chunk = 4000, 500
+    pairs = np.random.default_rng(seed).integers(0, 2**31 - 1, (nq, 2))
+    s, t = np.zeros(nq, np.int64), np.zeros(nq, np.int64)  # not filled yet
+    kernels = dev.stream()
+
+    def fill():
+        s[:], t[:] = pairs[:, 0], pairs[:, 1]
+    kernels.queue(fill)
+    out = np.zeros(nq, bool)
+    answer.stream_chunks(SimScratch(dev, waits=False), s, t, out, chunk, kernels, budget=0)
+    np.testing.assert_array_equal(out, (7 * pairs[:, 0] + pairs[:, 1]) % 3 == 0)

@@ -183,7 +183,7 @@ def _npy_ids(path, arr, n, first: int = 0, copy: bool = True) -> tuple[np.ndarra
     if not copy and arr.dtype.itemsize == 8 and arr.dtype.isnative and checked:
         return arr[:, 0].view(np.int64), arr[:, 1].view(np.int64)
     if not copy and arr.dtype == np.dtype(np.int32) and n is not None:  # (checked: 0 <= id < n)
-        return arr[:, 0], arr[:, 1]  # int32 views: the GPU staging widens them in its copy
+        return arr[:, 0], arr[:, 1]  # int32 views: the GPU staging copies them up as they are
     ids = []
     for c in (0, 1):
         col = np.empty(arr.shape[0], np.int64)

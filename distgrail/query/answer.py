@@ -30,7 +30,8 @@ the same); with none handed on the round count equals the forward search's, with
   staged ids travel as int32.
 * Concurrent batches: :class:`Labels` is read-only; each GPU batch borrows a
   :class:`QueryScratch` of its own from a :class:`ScratchPool` (the index keeps one per device)
-  and runs on ``be.device`` in the calling thread's current stream.
+  and runs on ``be.device``: its kernels in the calling thread's current stream, the copies of a
+  streamed batch on the scratch's own two streams, which start after what the caller queued.
 """
 
 from __future__ import annotations

@@ -180,6 +180,9 @@ def stream_chunks(scratch, sources, targets, out, chunk, stream, budget) -> int:
     chunks = -(-nq // chunk)
     handed = 0
     try:
+        # the side streams start after what the caller queued before: memory this batch took from
+        # CuPy's pool (its stream-ordered reuse) and page-locked pairs that work still fills
+        up.wait_event(_event(stream))
         ready = upload(0)
         for i in range(chunks):
             a, b = span(i)
@@ -202,8 +205,14 @@ def stream_chunks(scratch, sources, targets, out, chunk, stream, budget) -> int:
             if pending[k] is not None:
                 drain(k)
     finally:
-        for s in (up, stream, down):
-            s.synchronize()
+        failed = None
+        for s in (up, stream, down):  # each one, even after a failure of another
+            try:
+                s.synchronize()
+            except BaseException as e:  # noqa: BLE001 - raised once all are synchronised
+                failed = failed or e
+        if failed is not None:
+            raise failed
     return handed
 
 
