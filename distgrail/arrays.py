@@ -13,12 +13,13 @@ query batch's pinned staging and its id check went at one core's speed (docs/ben
 from __future__ import annotations
 
 import os
+import sys
 import threading
 
 import numpy as np
 
 __all__ = ["to_host", "array_module", "csr_positions", "spans", "sorted_distinct", "unique", "scatter_max", "scatter_min",
-           "scatter_at", "copy_parallel", "copy_many_parallel", "interleaved_rows", "max_parallel", "HOST_PIECE_BYTES"]
+           "scatter_at", "copy_parallel", "copy_many_parallel", "prefault_beside", "interleaved_rows", "max_parallel", "HOST_PIECE_BYTES"]
 
 #: a piece of a parallel host copy or reduction: smaller arrays stay on the calling thread
 HOST_PIECE_BYTES = 8 << 20
@@ -103,6 +104,36 @@ def copy_many_parallel(copies, piece_bytes: int | None = None) -> None:
         np.copyto(*tasks[0])
     elif tasks:
         _run_pieces(np.copyto, tasks)
+
+
+#: madvise advice that faults a range's pages in, writable, without touching them (Linux 5.14)
+_MADV_POPULATE_WRITE = 23
+
+
+def prefault_beside(a: np.ndarray):
+    """Fault in the pages of a fresh host array ``a`` on a thread of its own (one
+    ``madvise(MADV_POPULATE_WRITE)``: the kernel maps and zeroes them in one call, not one trap a
+    page as the first writes would), so that whoever fills ``a`` later writes into mapped pages.
+    Its contents are not touched. Returns the wait for it; where the call is not there (another
+    OS, an older kernel) nothing is done."""
+    page = os.sysconf("SC_PAGE_SIZE") if hasattr(os, "sysconf") else 4096
+    lo = -(-a.ctypes.data // page) * page
+    hi = (a.ctypes.data + a.nbytes) // page * page
+    if hi <= lo or not sys.platform.startswith("linux"):
+        return lambda: None
+
+    def run():
+        try:
+            import ctypes
+
+            libc = ctypes.CDLL(None, use_errno=True)
+            libc.madvise(ctypes.c_void_p(lo), ctypes.c_size_t(hi - lo), _MADV_POPULATE_WRITE)  # (-1: not there)
+        except Exception:  # noqa: BLE001 - an optimisation only: the writes fault the pages in instead
+            pass
+
+    th = threading.Thread(target=run, name="distgrail-prefault", daemon=True)
+    th.start()
+    return th.join
 
 
 def max_parallel(a: np.ndarray):

@@ -162,3 +162,20 @@ def test_a_failing_piece_is_raised_after_every_piece_ended(monkeypatch):
     with pytest.raises(ValueError, match="piece 0"):
         arrays._run_pieces(piece, [(i,) for i in range(6)])
     assert sorted(seen) == list(range(6))
+
+
+def test_prefault_beside_leaves_the_contents():
+    """Faulting an array's pages in changes none of its values (it is an optimisation of the
+    writes that follow), whatever its size and alignment."""
+    from distgrail.arrays import prefault_beside
+
+    for n in (0, 1, 4095, 1 << 20, (3 << 20) + 17):
+        a = np.arange(n, dtype=np.int64)[1:] if n else np.empty(0)
+        before = a.copy()
+        prefault_beside(a)()
+        np.testing.assert_array_equal(a, before)
+    b = np.empty(1 << 22, bool)
+    wait = prefault_beside(b)
+    b[:] = True  # written while the pages are faulted in beside
+    wait()
+    assert b.all()

@@ -26,7 +26,7 @@ import threading
 
 import numpy as np
 
-from ..arrays import copy_many_parallel, copy_parallel, interleaved_rows
+from ..arrays import copy_many_parallel, copy_parallel, interleaved_rows, prefault_beside
 
 __all__ = ["CHUNK_PAIRS", "DIRECT_PAIRS", "STAGE_PAIRS", "STAGE_SLOTS", "STAGE_COPY_BYTES", "DRAIN_COPY_BYTES",
            "STAGED_IDS", "stream_chunks", "copy_up", "copy_down", "pin_staging", "pin_staging_quietly", "pin_staging_beside", "Stager"]
@@ -179,6 +179,7 @@ def stream_chunks(scratch, sources, targets, out, chunk, stream, budget) -> int:
 
     chunks = -(-nq // chunk)
     handed = 0
+    faulted = prefault_beside(out)  # the answers land in mapped pages, not one fault a page
     try:
         # the side streams start after what the caller queued before: memory this batch took from
         # CuPy's pool (its stream-ordered reuse) and page-locked pairs that work still fills
@@ -211,6 +212,7 @@ def stream_chunks(scratch, sources, targets, out, chunk, stream, budget) -> int:
                 s.synchronize()
             except BaseException as e:  # noqa: BLE001 - raised once all are synchronised
                 failed = failed or e
+        faulted()
         if failed is not None:
             raise failed
     return handed
