@@ -9,7 +9,6 @@ subcommand follows it; ``--help`` still prints the full usage.
 from __future__ import annotations
 
 import argparse
-import sys
 
 __all__ = ["ContractParser"]
 

@@ -43,7 +43,6 @@ leaving the others waiting in a transfer. Big NCCL transfers go in calls of at m
 from __future__ import annotations
 
 import importlib
-import os
 import sys
 import time
 

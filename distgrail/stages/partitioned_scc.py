@@ -45,7 +45,6 @@ the bytes each rank sends. Only these calls communicate; a rank's failure inside
 
 from __future__ import annotations
 
-import numpy as np
 
 from ..arrays import scatter_max, scatter_min, sorted_distinct, unique
 
