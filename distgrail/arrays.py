@@ -110,29 +110,41 @@ def copy_many_parallel(copies, piece_bytes: int | None = None) -> None:
 _MADV_POPULATE_WRITE = 23
 
 
+def _madvise_populate(lo: int, length: int) -> None:
+    """``madvise(lo, length, MADV_POPULATE_WRITE)``; its failure (an older kernel: EINVAL) ignored."""
+    import ctypes
+
+    libc = ctypes.CDLL(None, use_errno=True)
+    libc.madvise(ctypes.c_void_p(lo), ctypes.c_size_t(length), _MADV_POPULATE_WRITE)
+
+
 def prefault_beside(a: np.ndarray):
-    """Fault in the pages of a fresh host array ``a`` on a thread of its own (one
-    ``madvise(MADV_POPULATE_WRITE)``: the kernel maps and zeroes them in one call, not one trap a
-    page as the first writes would), so that whoever fills ``a`` later writes into mapped pages.
-    Its contents are not touched. Returns the wait for it; where the call is not there (another
-    OS, an older kernel) nothing is done."""
+    """Fault in the pages of a fresh host array ``a`` (one that owns its memory, C-contiguous and
+    writeable, not a file's mapping) on a thread of its own: one ``madvise(MADV_POPULATE_WRITE)``
+    over the whole pages inside it, the kernel mapping and zeroing them in one call, not one trap
+    a page as the first writes would; whoever fills ``a`` then writes into mapped pages. Its
+    contents are not touched. Returns the wait for it, which the caller must make before ``a``
+    may go. Any other array (a view, a mapping, read-only), another OS or an older kernel: nothing
+    is done."""
     page = os.sysconf("SC_PAGE_SIZE") if hasattr(os, "sysconf") else 4096
+    fresh = (a.flags.owndata and a.flags.c_contiguous and a.flags.writeable and not isinstance(a, np.memmap)
+             and sys.platform.startswith("linux"))
     lo = -(-a.ctypes.data // page) * page
     hi = (a.ctypes.data + a.nbytes) // page * page
-    if hi <= lo or not sys.platform.startswith("linux"):
+    if not fresh or hi <= lo:
         return lambda: None
 
-    def run():
+    def run(held=a):  # (holds the array until the call is done)
         try:
-            import ctypes
-
-            libc = ctypes.CDLL(None, use_errno=True)
-            libc.madvise(ctypes.c_void_p(lo), ctypes.c_size_t(hi - lo), _MADV_POPULATE_WRITE)  # (-1: not there)
+            _madvise_populate(lo, hi - lo)
         except Exception:  # noqa: BLE001 - an optimisation only: the writes fault the pages in instead
             pass
 
     th = threading.Thread(target=run, name="distgrail-prefault", daemon=True)
-    th.start()
+    try:
+        th.start()
+    except RuntimeError:  # no thread to be had: the writes fault the pages in
+        return lambda: None
     return th.join
 
 

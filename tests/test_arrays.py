@@ -4,6 +4,7 @@ entry's row), ``to_host`` and ``array_module``; on a GPU, the CuPy results equal
 
 from __future__ import annotations
 
+import os
 import numpy as np
 import pytest
 
@@ -164,18 +165,37 @@ def test_a_failing_piece_is_raised_after_every_piece_ended(monkeypatch):
     assert sorted(seen) == list(range(6))
 
 
-def test_prefault_beside_leaves_the_contents():
-    """Faulting an array's pages in changes none of its values (it is an optimisation of the
-    writes that follow), whatever its size and alignment."""
-    from distgrail.arrays import prefault_beside
+def test_prefault_beside_faults_the_pages_inside_a_fresh_array_only(monkeypatch, tmp_path):
+    """One madvise per fresh array, over exactly the whole pages inside it (none outside), on a
+    thread whose wait the caller holds; views, mappings and read-only arrays are left alone;
+    the real call changes no value."""
+    from distgrail import arrays
 
-    for n in (0, 1, 4095, 1 << 20, (3 << 20) + 17):
-        a = np.arange(n, dtype=np.int64)[1:] if n else np.empty(0)
+    page = os.sysconf("SC_PAGE_SIZE")
+    calls = []
+    monkeypatch.setattr(arrays, "_madvise_populate", lambda lo, length: calls.append((lo, length)))
+    for n in (1 << 20, (3 << 20) + 17, 10 * page + 1):
+        a = np.empty(n, np.uint8)
+        calls.clear()
+        arrays.prefault_beside(a)()
+        assert len(calls) == 1
+        lo, length = calls[0]
+        start, end = a.ctypes.data, a.ctypes.data + a.nbytes
+        assert lo % page == 0 and length % page == 0 and length > 0
+        assert start <= lo and lo + length <= end  # inside the array
+        assert lo - start < page and end - (lo + length) < page  # every whole page inside it
+    big = np.empty(1 << 22, np.uint8)
+    mapped = np.lib.format.open_memmap(tmp_path / "m.npy", mode="w+", dtype=np.uint8, shape=(1 << 22,))
+    ro = np.empty(1 << 22, np.uint8)
+    ro.flags.writeable = False
+    calls.clear()
+    for other in (big[::-1], big[page:], np.broadcast_to(np.zeros(1, np.int64), (1 << 20,)), mapped, ro,
+                  np.empty(page // 2, np.uint8), np.empty(0)):
+        arrays.prefault_beside(other)()
+    assert calls == []
+    monkeypatch.undo()
+    for n in (1, 4095, 1 << 20, (3 << 20) + 17):
+        a = np.arange(n, dtype=np.int64)
         before = a.copy()
-        prefault_beside(a)()
+        arrays.prefault_beside(a)()
         np.testing.assert_array_equal(a, before)
-    b = np.empty(1 << 22, bool)
-    wait = prefault_beside(b)
-    b[:] = True  # written while the pages are faulted in beside
-    wait()
-    assert b.all()
