@@ -158,12 +158,75 @@ def test_answer_batch_uses_compiled_by_default(monkeypatch):
         idx.query(s, t, backend="cpu", search={"cpu_search": "forward"})
 
 
+@pytest.mark.parametrize("name", sorted(ALL))
+@pytest.mark.parametrize("K", [0, 1, 64, 200])
+def test_compiled_prefilter_equals_numpy(name, K, monkeypatch):
+    """The compiled prefilter (component lookup fused in) gives the NumPy twin's answers, codes
+    and component ids for every pair, int64 or int32 ids, one thread or several on small blocks;
+    every step of the twin is met on some graph."""
+    prefilter_jit = pytest.importorskip("distgrail.query.prefilter_jit")
+    g = ALL[name]
+    L = labels(name, K).labels("cpu")
+    if g.n == 0:
+        s = t = np.zeros(0, np.int64)
+    else:
+        s, t = pairs(g, 1500, seed=K + 3) if g.m else np.random.default_rng(K).integers(0, g.n, (2, 500))
+    cu, cv = L.comp[s], L.comp[t]
+    want_ans, want_code = prefilter(L, cu, cv)
+    monkeypatch.setattr(prefilter_jit, "BLOCK_PAIRS", 97)
+    for ids, threads in ((np.int64, 1), (np.int32, 3), (np.int64, 8)):
+        ans, code, gu, gv = prefilter_jit.compiled_prefilter(L, s.astype(ids), t.astype(ids), threads=threads)
+        np.testing.assert_array_equal(ans, want_ans)
+        np.testing.assert_array_equal(code, want_code)
+        np.testing.assert_array_equal(gu, cu)
+        np.testing.assert_array_equal(gv, cv)
+
+
+def test_compiled_prefilter_inputs_meet_every_step():
+    """The graphs and pairs of the test above take every prefilter step and leave some pairs to
+    the search, so that its equality covers each step's code."""
+    from distgrail.query.stats import INTERVAL, LEVEL, SAME, SUPPORT_NEG, SUPPORT_POS, TREE
+
+    seen = set()
+    for name in sorted(ALL):
+        g = ALL[name]
+        for K in (0, 1, 64, 200):
+            if g.n and g.m:
+                L = labels(name, K).labels("cpu")
+                s, t = pairs(g, 1500, seed=K + 3)
+                seen.update(np.unique(prefilter(L, L.comp[s], L.comp[t])[1]).tolist())
+    assert {SAME, LEVEL, SUPPORT_POS, SUPPORT_NEG, INTERVAL, TREE, UNDECIDED} <= seen
+
+
+def test_answer_batch_uses_the_compiled_prefilter(monkeypatch):
+    """The CPU batch runs the compiled prefilter where the compiled search runs and the batch has
+    at least ``compiled_min_pairs`` pairs; the NumPy one otherwise; the same answers and stats."""
+    prefilter_jit = pytest.importorskip("distgrail.query.prefilter_jit")
+    calls = []
+    real = prefilter_jit.compiled_prefilter
+    monkeypatch.setattr(prefilter_jit, "compiled_prefilter", lambda L, s, t: calls.append(s.size) or real(L, s, t))
+    idx = labels("scale-free", 64)
+    s, t = pairs(ALL["scale-free"], 2000, seed=5)
+    runs = {}
+    for key, opts in (("auto", SearchOptions()), ("compiled", SearchOptions(cpu_search="compiled")),
+                      ("numpy", SearchOptions(cpu_search="bidirectional")),
+                      ("few", SearchOptions(compiled_min_pairs=10 ** 9))):
+        st = QueryStats()
+        a = answer.answer_batch_numpy(idx.labels("cpu"), s, t, st, search=opts)
+        runs[key] = (a, st.steps, st.reachable)
+    assert calls == [s.size, s.size]  # auto and compiled; not the NumPy search's run, nor the too-small batch
+    for key in ("compiled", "numpy", "few"):
+        np.testing.assert_array_equal(runs[key][0], runs["auto"][0])
+        assert runs[key][1:] == runs["auto"][1:]
+
+
 def test_without_numba_falls_back_to_numpy(monkeypatch):
     idx = labels("paper-dense", 64)
     s, t = pairs(ALL["paper-dense"], 1500, seed=9)
     want, st = idx.query(s, t, backend="cpu")
     monkeypatch.setitem(sys.modules, "numba", None)  # import numba raises ImportError
     monkeypatch.delitem(sys.modules, "distgrail.query.bidir_jit")
+    monkeypatch.delitem(sys.modules, "distgrail.query.prefilter_jit", raising=False)
     assert not answer.have_numba()
     with warnings.catch_warnings(record=True) as w:
         warnings.simplefilter("always")
@@ -171,6 +234,8 @@ def test_without_numba_falls_back_to_numpy(monkeypatch):
         asked, st3 = idx.query(s, t, backend="cpu", search=SearchOptions(cpu_search="compiled"))
     assert [str(x.message) for x in w if "NumPy search" in str(x.message)] == [
         "compiled CPU search unavailable (import of numba halted; None in sys.modules); using the NumPy search"]
+    assert [str(x.message) for x in w if "NumPy prefilter" in str(x.message)] == [  # ("compiled" asked for)
+        "compiled CPU prefilter unavailable (import of numba halted; None in sys.modules); using the NumPy prefilter"]
     for a, x in ((got, st2), (asked, st3)):
         np.testing.assert_array_equal(a, want)
         assert x.steps == st.steps and x.search_rounds == st.search_rounds

@@ -90,16 +90,38 @@ def _cpu_search(k: int, search: SearchOptions):
     return compiled_search
 
 
+def _cpu_prefilter(k: int, search: SearchOptions):
+    """:func:`~distgrail.query.prefilter_jit.compiled_prefilter` where the compiled CPU search
+    runs (``cpu_search`` "auto" with numba, or "compiled") and the batch has at least
+    ``compiled_min_pairs`` pairs; else None (the NumPy prefilter: the same answers and codes)."""
+    if k < search.compiled_min_pairs or search.cpu_method(have_numba()) != "compiled":
+        return None
+    try:
+        from .prefilter_jit import compiled_prefilter
+    except ImportError as e:  # numba missing or broken: the NumPy prefilter gives the same codes
+        warnings.warn(f"compiled CPU prefilter unavailable ({e}); using the NumPy prefilter", RuntimeWarning,
+                      stacklevel=3)
+        return None
+    return compiled_prefilter
+
+
 def answer_batch_numpy(L: Labels, sources: np.ndarray, targets: np.ndarray, stats: QueryStats | None = None, *,
                        search: SearchOptions | None = None, pool=None):
-    """Every step on the CPU for original vertex ids; returns bool answers. Its scratch is the
-    call's own (``pool``, the GPU launcher's scratch pool, is unused here)."""
+    """Every step on the CPU for original vertex ids; returns bool answers. The component lookup
+    and the prefilter run compiled where the compiled search does (:func:`_cpu_prefilter`), else
+    in NumPy. Its scratch is the call's own (``pool``, the GPU launcher's scratch pool, is unused
+    here)."""
     t0 = time.perf_counter()
-    cu = L.comp[sources]
-    cv = L.comp[targets]
-    ans, code = prefilter(L, cu, cv)
+    search = search or SearchOptions()
+    compiled = _cpu_prefilter(int(np.size(sources)), search)
+    if compiled is not None:  # the component lookup and the prefilter in one compiled pass
+        ans, code, cu, cv = compiled(L, sources, targets)
+    else:
+        cu = L.comp[sources]
+        cv = L.comp[targets]
+        ans, code = prefilter(L, cu, cv)
     und = np.flatnonzero(code == UNDECIDED)
-    found, rounds = _cpu_search(und.size, search or SearchOptions())(L, cu[und], cv[und])
+    found, rounds = _cpu_search(und.size, search)(L, cu[und], cv[und])
     ans[und] = found
     code[und] = np.where(found, SEARCH_POS, SEARCH_NEG)
     if stats is not None:

@@ -41,8 +41,9 @@ class SearchOptions:
     ``cpu_search``: one of :data:`SEARCH_METHODS`. ``visit_budget``: GPU, edges a warp may scan for
     one query before handing it to the grid-wide search (-1 hands on every searched pair).
     ``compiled_min_pairs``: the compiled CPU search runs the NumPy search for fewer undecided
-    pairs than this (same answers and rounds): a handful of pairs never waits for numba's import
-    or a compile (once per cache; docs/benchmarks.md).
+    pairs than this, and a batch of fewer pairs runs the NumPy prefilter instead of the compiled
+    one (same answers, codes and rounds): a handful of pairs never waits for numba's import or a
+    compile (once per cache; docs/benchmarks.md).
     """
 
     cpu_search: str = "auto"

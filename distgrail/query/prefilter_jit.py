@@ -1,0 +1,123 @@
+"""The CPU backend's prefilter compiled with numba: the component lookup and steps 1–5 of
+:mod:`distgrail.query.prefilter` fused into one pass over the pairs.
+
+Same codes, same answers as :func:`distgrail.query.prefilter.prefilter` (its NumPy twin) for
+every pair, in the same order of steps: same component, level filter, support positive, support
+negative, interval filter, DT-subtree cut; code 0 leaves a pair to the search. One pair at a time
+reads its two component ids and two packed records (:func:`distgrail.query.bidir_jit._layout`:
+DT ranks, intervals and masks in one 64-byte line at d = 5, K = 64), where the NumPy twin makes a
+gather and a temporary array per column and step: on the CPU the prefilter is most of a batch
+of random pairs (docs/benchmarks.md).
+
+Threads as in :mod:`distgrail.query.bidir_jit`: plain Python threads running the compiled loop
+(it releases the GIL) on blocks of :data:`BLOCK_PAIRS` pairs from a shared counter, as many as
+:func:`~distgrail.query.bidir_jit.search_threads` says.
+"""
+
+from __future__ import annotations
+
+import itertools
+import threading
+
+import numpy as np
+from numba import njit
+
+from .bidir_jit import _layout, search_threads
+from .stats import INTERVAL, LEVEL, SAME, SUPPORT_NEG, SUPPORT_POS, TREE, UNDECIDED, Labels
+
+__all__ = ["compiled_prefilter", "BLOCK_PAIRS"]
+
+#: pairs a thread takes from the shared counter at a time
+BLOCK_PAIRS = 1 << 16
+
+
+@njit(cache=True, nogil=True)
+def _block(q0, q1, sources, targets, comp, level, rec, d, W2, ans, code, cu, cv):
+    B = 2 + 2 * d
+    for q in range(q0, q1):
+        a = comp[sources[q]]
+        b = comp[targets[q]]
+        cu[q] = a
+        cv[q] = b
+        if a == b:
+            code[q] = SAME
+            ans[q] = True
+            continue
+        ans[q] = False
+        if level[a] >= level[b]:
+            code[q] = LEVEL
+            continue
+        ra, rb = rec[a], rec[b]
+        pos = False
+        neg = False
+        for w in range(B, B + W2):  # support masks, as 32-bit halves: out at w, in at w + W2
+            oa, ia, ob, ib = ra[w], ra[w + W2], rb[w], rb[w + W2]
+            if oa & ib:
+                pos = True
+            if (ia & ~ib) | (ob & ~oa):
+                neg = True
+        if pos:
+            code[q] = SUPPORT_POS
+            ans[q] = True
+            continue
+        if neg:
+            code[q] = SUPPORT_NEG
+            continue
+        inside = True
+        for k in range(2, B, 2):  # L_b inside L_a in every dimension
+            if ra[k] > rb[k] or rb[k + 1] > ra[k + 1]:
+                inside = False
+                break
+        if not inside:
+            code[q] = INTERVAL
+        elif ra[0] <= rb[1] and rb[1] <= ra[1]:  # b's rank in a's DT subtree (dimension 0)
+            code[q] = TREE
+            ans[q] = True
+        else:
+            code[q] = UNDECIDED
+
+
+def compiled_prefilter(L: Labels, sources: np.ndarray, targets: np.ndarray, threads: int | None = None):
+    """``(answer, code, cu, cv)`` for vertex-id pairs (checked ids, int32 or int64): the same
+    answers and codes as ``prefilter(L, L.comp[sources], L.comp[targets])``, and those component
+    ids (the search's input for the pairs left undecided)."""
+    k = int(sources.size)
+    ans = np.zeros(k, dtype=np.bool_)
+    code = np.zeros(k, dtype=np.int8)
+    comp = np.asarray(L.comp)
+    cu = np.empty(k, dtype=comp.dtype)
+    cv = np.empty(k, dtype=comp.dtype)
+    if k == 0:
+        return ans, code, cu, cv
+    sources = np.ascontiguousarray(sources)
+    targets = np.ascontiguousarray(targets)
+    rec, _ = _layout(L)
+    level = np.asarray(L.level)
+    nblk = -(-k // BLOCK_PAIRS)
+    T = max(1, min(threads or search_threads(), nblk))
+    blocks = itertools.count()
+    errors = []
+
+    def worker():
+        try:
+            while True:
+                b = next(blocks)
+                if b >= nblk:
+                    return
+                q0 = b * BLOCK_PAIRS
+                _block(q0, min(k, q0 + BLOCK_PAIRS), sources, targets, comp, level, rec, L.d, 2 * L.W, ans, code,
+                       cu, cv)
+        except BaseException as e:  # pragma: no cover - re-raised in the caller
+            errors.append(e)
+
+    if T == 1:
+        worker()
+    else:
+        ts = [threading.Thread(target=worker, daemon=True) for _ in range(T)]
+        for t in ts:
+            t.start()
+        for t in ts:
+            t.join()
+    if errors:
+        raise errors[0]
+    return ans, code, cu, cv
