@@ -200,24 +200,40 @@ def test_compiled_prefilter_inputs_meet_every_step():
 
 def test_answer_batch_uses_the_compiled_prefilter(monkeypatch):
     """The CPU batch runs the compiled prefilter where the compiled search runs and the batch has
-    at least ``compiled_min_pairs`` pairs; the NumPy one otherwise; the same answers and stats."""
+    at least ``compiled_min_pairs`` pairs; with "auto", a process's first one only for a batch of
+    ``COMPILED_PREFILTER_FIRST`` pairs (its load would cost a small one-off batch more than it
+    saves), any batch once loaded; the NumPy one otherwise; the same answers and stats."""
     prefilter_jit = pytest.importorskip("distgrail.query.prefilter_jit")
     calls = []
     real = prefilter_jit.compiled_prefilter
     monkeypatch.setattr(prefilter_jit, "compiled_prefilter", lambda L, s, t: calls.append(s.size) or real(L, s, t))
     idx = labels("scale-free", 64)
     s, t = pairs(ALL["scale-free"], 2000, seed=5)
+    k = s.size
+    loaded = [False]
+    monkeypatch.setattr(answer, "_prefilter_loaded", lambda: loaded[0])
     runs = {}
-    for key, opts in (("auto", SearchOptions()), ("compiled", SearchOptions(cpu_search="compiled")),
-                      ("numpy", SearchOptions(cpu_search="bidirectional")),
-                      ("few", SearchOptions(compiled_min_pairs=10 ** 9))):
+    for key, opts, first, is_loaded, compiled in (
+            ("auto, first batch small", SearchOptions(), 10 ** 9, False, False),
+            ("auto, first batch large", SearchOptions(), k, False, True),
+            ("auto, loaded", SearchOptions(), 10 ** 9, True, True),
+            ("compiled asked for", SearchOptions(cpu_search="compiled"), 10 ** 9, False, True),
+            ("numpy search", SearchOptions(cpu_search="bidirectional"), 0, True, False),
+            ("fewer than compiled_min_pairs", SearchOptions(compiled_min_pairs=k + 1), 0, True, False)):
+        monkeypatch.setattr(answer, "COMPILED_PREFILTER_FIRST", first)
+        loaded[0] = is_loaded
+        calls.clear()
         st = QueryStats()
         a = answer.answer_batch_numpy(idx.labels("cpu"), s, t, st, search=opts)
+        assert calls == ([k] if compiled else []), key
         runs[key] = (a, st.steps, st.reachable)
-    assert calls == [s.size, s.size]  # auto and compiled; not the NumPy search's run, nor the too-small batch
-    for key in ("compiled", "numpy", "few"):
-        np.testing.assert_array_equal(runs[key][0], runs["auto"][0])
-        assert runs[key][1:] == runs["auto"][1:]
+    want = runs["numpy search"]
+    for key, got in runs.items():
+        np.testing.assert_array_equal(got[0], want[0])
+        assert got[1:] == want[1:], key
+    monkeypatch.undo()
+    real(idx.labels("cpu"), s, t)
+    assert answer._prefilter_loaded()
 
 
 def test_without_numba_falls_back_to_numpy(monkeypatch):

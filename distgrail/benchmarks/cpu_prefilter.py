@@ -7,7 +7,8 @@ For each batch of uniformly random pairs (``--seed``): the component lookup and 
 NumPy (:func:`distgrail.query.prefilter.prefilter`, the twin) and compiled
 (:func:`distgrail.query.prefilter_jit.compiled_prefilter`), then the whole CPU batch
 (``Index.query(..., backend="cpu")``) with the NumPy prefilter and the NumPy search
-(``SearchOptions(cpu_search="bidirectional")``) and with the defaults (both compiled). Each
+(``SearchOptions(cpu_search="bidirectional")``) and with the defaults (both compiled: the
+compiled prefilter has run in this process by then, so any batch size takes it). Each
 figure is the best of ``--repeat`` after a warm-up call (numba's compile is not timed); answers
 and codes must be equal, else the benchmark exits 1. Prints ms and M pairs/s per way and the
 ratio.

@@ -62,6 +62,12 @@ QUEUE_CAP = 1 << 14
 #: upper bound on the one-warp search's scratch (visited bitmaps + queues), bytes
 SCRATCH_BYTES = 1 << 30
 
+#: pairs of the first batch of a process that the compiled CPU prefilter takes (``cpu_search``
+#: "auto"): loading its compiled code (numba, from its cache) costs a one-off process about what
+#: the NumPy prefilter spends on this many pairs; once loaded, any batch of ``compiled_min_pairs``
+#: pairs takes it
+COMPILED_PREFILTER_FIRST = 1 << 22
+
 #: components per block of :func:`records_on_device` (its device scratch beyond the records:
 #: about 8 + 16 W bytes per component of a block)
 RECORD_BLOCK = 1 << 23
@@ -93,8 +99,12 @@ def _cpu_search(k: int, search: SearchOptions):
 def _cpu_prefilter(k: int, search: SearchOptions):
     """:func:`~distgrail.query.prefilter_jit.compiled_prefilter` where the compiled CPU search
     runs (``cpu_search`` "auto" with numba, or "compiled") and the batch has at least
-    ``compiled_min_pairs`` pairs; else None (the NumPy prefilter: the same answers and codes)."""
+    ``compiled_min_pairs`` pairs; with "auto", a process's first compiled prefilter also waits for
+    a batch of :data:`COMPILED_PREFILTER_FIRST` pairs. Else None (the NumPy prefilter: the same
+    answers and codes)."""
     if k < search.compiled_min_pairs or search.cpu_method(have_numba()) != "compiled":
+        return None
+    if search.cpu_search == "auto" and k < COMPILED_PREFILTER_FIRST and not _prefilter_loaded():
         return None
     try:
         from .prefilter_jit import compiled_prefilter
@@ -103,6 +113,14 @@ def _cpu_prefilter(k: int, search: SearchOptions):
                       stacklevel=3)
         return None
     return compiled_prefilter
+
+
+def _prefilter_loaded() -> bool:
+    """Whether this process has run the compiled prefilter already (its code is loaded)."""
+    import sys
+
+    mod = sys.modules.get("distgrail.query.prefilter_jit")
+    return mod is not None and bool(mod._block.signatures)
 
 
 def answer_batch_numpy(L: Labels, sources: np.ndarray, targets: np.ndarray, stats: QueryStats | None = None, *,
