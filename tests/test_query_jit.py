@@ -200,9 +200,10 @@ def test_compiled_prefilter_inputs_meet_every_step():
 
 def test_answer_batch_uses_the_compiled_prefilter(monkeypatch):
     """The CPU batch runs the compiled prefilter where the compiled search runs and the batch has
-    at least ``compiled_min_pairs`` pairs; with "auto", a process's first one only for a batch of
-    ``COMPILED_PREFILTER_FIRST`` pairs (its load would cost a small one-off batch more than it
-    saves), any batch once loaded; the NumPy one otherwise; the same answers and stats."""
+    at least ``compiled_min_pairs`` pairs; with "auto", only once the process's batches have
+    brought ``COMPILED_PREFILTER_FIRST`` pairs (its load would cost a process of a few small
+    batches more than it saves), any batch once loaded; the NumPy one otherwise; the same
+    answers and stats."""
     prefilter_jit = pytest.importorskip("distgrail.query.prefilter_jit")
     calls = []
     real = prefilter_jit.compiled_prefilter
@@ -213,19 +214,23 @@ def test_answer_batch_uses_the_compiled_prefilter(monkeypatch):
     loaded = [False]
     monkeypatch.setattr(answer, "_prefilter_loaded", lambda: loaded[0])
     runs = {}
-    for key, opts, first, is_loaded, compiled in (
-            ("auto, first batch small", SearchOptions(), 10 ** 9, False, False),
-            ("auto, first batch large", SearchOptions(), k, False, True),
-            ("auto, loaded", SearchOptions(), 10 ** 9, True, True),
-            ("compiled asked for", SearchOptions(cpu_search="compiled"), 10 ** 9, False, True),
-            ("numpy search", SearchOptions(cpu_search="bidirectional"), 0, True, False),
-            ("fewer than compiled_min_pairs", SearchOptions(compiled_min_pairs=k + 1), 0, True, False)):
+    for key, opts, first, before, is_loaded, compiled in (
+            ("auto, a small first batch", SearchOptions(), 10 ** 9, 0, False, False),
+            ("auto, a first batch of FIRST pairs", SearchOptions(), k, 0, False, True),
+            ("auto, the batch that brings FIRST pairs", SearchOptions(), 5 * k, 4 * k, False, True),
+            ("auto, one pair short of it", SearchOptions(), 5 * k + 1, 4 * k, False, False),
+            ("auto, loaded", SearchOptions(), 10 ** 9, 0, True, True),
+            ("compiled asked for", SearchOptions(cpu_search="compiled"), 10 ** 9, 0, False, True),
+            ("numpy search", SearchOptions(cpu_search="bidirectional"), 0, 0, True, False),
+            ("fewer than compiled_min_pairs", SearchOptions(compiled_min_pairs=k + 1), 0, 0, True, False)):
         monkeypatch.setattr(answer, "COMPILED_PREFILTER_FIRST", first)
+        monkeypatch.setattr(answer, "_NUMPY_PAIRS", [before])
         loaded[0] = is_loaded
         calls.clear()
         st = QueryStats()
         a = answer.answer_batch_numpy(idx.labels("cpu"), s, t, st, search=opts)
         assert calls == ([k] if compiled else []), key
+        assert answer._NUMPY_PAIRS[0] == before + (k if key.startswith("auto") and not compiled else 0), key
         runs[key] = (a, st.steps, st.reachable)
     want = runs["numpy search"]
     for key, got in runs.items():

@@ -62,11 +62,14 @@ QUEUE_CAP = 1 << 14
 #: upper bound on the one-warp search's scratch (visited bitmaps + queues), bytes
 SCRATCH_BYTES = 1 << 30
 
-#: pairs of the first batch of a process that the compiled CPU prefilter takes (``cpu_search``
-#: "auto"): loading its compiled code (numba, from its cache) costs a one-off process about what
-#: the NumPy prefilter spends on this many pairs; once loaded, any batch of ``compiled_min_pairs``
-#: pairs takes it
+#: pairs the NumPy prefilter takes in a process before the compiled CPU prefilter is loaded
+#: (``cpu_search`` "auto"): loading its compiled code (numba, from its cache) costs about what the
+#: NumPy prefilter spends on this many pairs, so a process that answers few pairs never pays it
+#: and one that answers many pays at most twice that; once loaded, any batch of
+#: ``compiled_min_pairs`` pairs takes it
 COMPILED_PREFILTER_FIRST = 1 << 22
+#: pairs the NumPy prefilter has taken in this process while the compiled one was not loaded
+_NUMPY_PAIRS = [0]
 
 #: components per block of :func:`records_on_device` (its device scratch beyond the records:
 #: about 8 + 16 W bytes per component of a block)
@@ -99,12 +102,13 @@ def _cpu_search(k: int, search: SearchOptions):
 def _cpu_prefilter(k: int, search: SearchOptions):
     """:func:`~distgrail.query.prefilter_jit.compiled_prefilter` where the compiled CPU search
     runs (``cpu_search`` "auto" with numba, or "compiled") and the batch has at least
-    ``compiled_min_pairs`` pairs; with "auto", a process's first compiled prefilter also waits for
-    a batch of :data:`COMPILED_PREFILTER_FIRST` pairs. Else None (the NumPy prefilter: the same
-    answers and codes)."""
+    ``compiled_min_pairs`` pairs; with "auto", only once this process's batches have brought
+    :data:`COMPILED_PREFILTER_FIRST` pairs (this one included) or it is loaded. Else None (the
+    NumPy prefilter: the same answers and codes)."""
     if k < search.compiled_min_pairs or search.cpu_method(have_numba()) != "compiled":
         return None
-    if search.cpu_search == "auto" and k < COMPILED_PREFILTER_FIRST and not _prefilter_loaded():
+    if search.cpu_search == "auto" and not _prefilter_loaded() and _NUMPY_PAIRS[0] + k < COMPILED_PREFILTER_FIRST:
+        _NUMPY_PAIRS[0] += k
         return None
     try:
         from .prefilter_jit import compiled_prefilter
