@@ -174,8 +174,10 @@ def test_compiled_prefilter_equals_numpy(name, K, monkeypatch):
     cu, cv = L.comp[s], L.comp[t]
     want_ans, want_code = prefilter(L, cu, cv)
     monkeypatch.setattr(prefilter_jit, "BLOCK_PAIRS", 97)
-    for ids, threads in ((np.int64, 1), (np.int32, 3), (np.int64, 8)):
-        ans, code, gu, gv = prefilter_jit.compiled_prefilter(L, s.astype(ids), t.astype(ids), threads=threads)
+    rows = np.stack([s, t], axis=1)  # strided columns, as a mapped (k, 2) file's
+    for ids, threads in ((np.int64, 1), (np.int32, 3), (np.int64, 8), ("rows", 2)):
+        qs, qt = (rows[:, 0], rows[:, 1]) if ids == "rows" else (s.astype(ids), t.astype(ids))
+        ans, code, gu, gv = prefilter_jit.compiled_prefilter(L, qs, qt, threads=threads)
         np.testing.assert_array_equal(ans, want_ans)
         np.testing.assert_array_equal(code, want_code)
         np.testing.assert_array_equal(gu, cu)
@@ -239,6 +241,17 @@ def test_answer_batch_uses_the_compiled_prefilter(monkeypatch):
     monkeypatch.undo()
     real(idx.labels("cpu"), s, t)
     assert answer._prefilter_loaded()
+
+
+def test_prefilter_loaded_while_another_thread_imports_it(monkeypatch):
+    """A module another thread is still importing (in ``sys.modules``, its kernel not yet
+    defined) is not loaded, and asking does not raise."""
+    import types
+
+    monkeypatch.setitem(sys.modules, "distgrail.query.prefilter_jit", types.ModuleType("distgrail.query.prefilter_jit"))
+    assert answer._prefilter_loaded() is False
+    monkeypatch.delitem(sys.modules, "distgrail.query.prefilter_jit")
+    assert answer._prefilter_loaded() is False
 
 
 def test_without_numba_falls_back_to_numpy(monkeypatch):

@@ -120,11 +120,13 @@ def _cpu_prefilter(k: int, search: SearchOptions):
 
 
 def _prefilter_loaded() -> bool:
-    """Whether this process has run the compiled prefilter already (its code is loaded)."""
+    """Whether this process has run the compiled prefilter already (its code is loaded). Another
+    thread may be importing it meanwhile: a module in ``sys.modules`` still without its kernel
+    is not loaded."""
     import sys
 
-    mod = sys.modules.get("distgrail.query.prefilter_jit")
-    return mod is not None and bool(mod._block.signatures)
+    block = getattr(sys.modules.get("distgrail.query.prefilter_jit"), "_block", None)
+    return bool(getattr(block, "signatures", None))
 
 
 def answer_batch_numpy(L: Labels, sources: np.ndarray, targets: np.ndarray, stats: QueryStats | None = None, *,

@@ -89,8 +89,7 @@ def compiled_prefilter(L: Labels, sources: np.ndarray, targets: np.ndarray, thre
     cv = np.empty(k, dtype=comp.dtype)
     if k == 0:
         return ans, code, cu, cv
-    sources = np.ascontiguousarray(sources)
-    targets = np.ascontiguousarray(targets)
+    # (strided ids, the columns of a mapped (k, 2) file, are read where they are: no copy)
     rec, _ = _layout(L)
     level = np.asarray(L.level)
     nblk = -(-k // BLOCK_PAIRS)
