@@ -11,3 +11,14 @@ def default_data_dir() -> str:
     here = os.path.dirname(os.path.abspath(__file__))
     repo = os.path.dirname(os.path.dirname(here))
     return settings.get("DISTGRAIL_DATA") or os.path.join(repo, "tests", "data")
+
+
+def batch_sizes(ap, text: str) -> list:
+    """``--batches`` as a list of pair counts ("1000000,1e7"), or ``ap.error`` (exit 2) naming it."""
+    try:
+        batches = [int(float(b)) for b in text.split(",")]
+    except ValueError:
+        ap.error(f"--batches: whole numbers separated by commas, got {text!r}")
+    if any(b < 1 for b in batches):
+        ap.error(f"--batches: every batch at least 1 pair, got {text!r}")
+    return batches

@@ -79,13 +79,9 @@ def main(argv=None) -> int:
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--threads", type=int, default=None, help="threads of the compiled prefilter (default: the search's)")
     args = ap.parse_args(argv)
-    try:
-        batches = [int(float(b)) for b in args.batches.split(",")]
-    except ValueError:
-        ap.error(f"--batches: whole numbers separated by commas, got {args.batches!r}")
-    if any(b < 1 for b in batches):
-        ap.error(f"--batches: every batch at least 1 pair, got {args.batches!r}")
-    print(table(run(args.index, batches, args.repeat, args.seed, args.threads)))
+    from distgrail.benchmarks import batch_sizes
+
+    print(table(run(args.index, batch_sizes(ap, args.batches), args.repeat, args.seed, args.threads)))
     return 0
 
 

@@ -182,12 +182,9 @@ def main(argv=None) -> int:
     else:
         if args.index is None:
             ap.error("INDEX is needed (or --replot)")
-        try:
-            batches = [int(float(b)) for b in args.batches.split(",")]
-        except ValueError:
-            ap.error(f"--batches: whole numbers separated by commas, got {args.batches!r}")
-        if any(b < 1 for b in batches):
-            ap.error(f"--batches: every batch at least 1 pair, got {args.batches!r}")
+        from distgrail.benchmarks import batch_sizes
+
+        batches = batch_sizes(ap, args.batches)
         from distgrail.mpi.launcher import under_launcher
 
         comm = None

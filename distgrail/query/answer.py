@@ -90,13 +90,19 @@ def _cpu_search(k: int, search: SearchOptions):
         return guided_search_numpy
     if method == "bidirectional" or k < search.compiled_min_pairs:
         return bidirectional_search_numpy
+    return _compiled("bidir_jit", "compiled_search", "search", bidirectional_search_numpy)
+
+
+def _compiled(module: str, name: str, what: str, numpy_way):
+    """``distgrail.query.<module>.<name>``, or ``numpy_way`` with a warning when numba is missing
+    or broken (the NumPy way gives the same answers)."""
+    import importlib
+
     try:
-        from .bidir_jit import compiled_search
-    except ImportError as e:  # numba missing or broken: the NumPy search gives the same answers
-        warnings.warn(f"compiled CPU search unavailable ({e}); using the NumPy search", RuntimeWarning,
-                      stacklevel=3)
-        return bidirectional_search_numpy
-    return compiled_search
+        return getattr(importlib.import_module(f"{__package__}.{module}"), name)
+    except ImportError as e:
+        warnings.warn(f"compiled CPU {what} unavailable ({e}); using the NumPy {what}", RuntimeWarning, stacklevel=4)
+        return numpy_way
 
 
 def _cpu_prefilter(k: int, search: SearchOptions):
@@ -110,13 +116,7 @@ def _cpu_prefilter(k: int, search: SearchOptions):
     if search.cpu_search == "auto" and not _prefilter_loaded() and _NUMPY_PAIRS[0] + k < COMPILED_PREFILTER_FIRST:
         _NUMPY_PAIRS[0] += k
         return None
-    try:
-        from .prefilter_jit import compiled_prefilter
-    except ImportError as e:  # numba missing or broken: the NumPy prefilter gives the same codes
-        warnings.warn(f"compiled CPU prefilter unavailable ({e}); using the NumPy prefilter", RuntimeWarning,
-                      stacklevel=3)
-        return None
-    return compiled_prefilter
+    return _compiled("prefilter_jit", "compiled_prefilter", "prefilter", None)
 
 
 def _prefilter_loaded() -> bool:

@@ -49,7 +49,7 @@ from numba import njit
 from .bidir import bidirectional_search_numpy, reverse_csr
 from .stats import Labels, read_only
 
-__all__ = ["compiled_search", "query_rounds", "search_threads", "BLOCK_QUERIES"]
+__all__ = ["compiled_search", "query_rounds", "search_threads", "run_blocks", "BLOCK_QUERIES"]
 
 #: queries a thread takes from the shared counter at a time
 BLOCK_QUERIES = 256
@@ -260,30 +260,41 @@ def query_rounds(L: Labels, cu: np.ndarray, cv: np.ndarray, threads: int | None 
     cv = np.ascontiguousarray(cv)
     rec, level_ptr = _layout(L)
     arrays = (L.d, 2 * L.W, rec, L.level, level_ptr, L.indptr, L.indices, rptr, ridx)
-    T = max(1, min(threads or search_threads(), -(-k // BLOCK_QUERIES)))
-    _run(k, cu, cv, arrays, L.C, T, found, rounds)
+    nblk = -(-k // BLOCK_QUERIES)
+    C = max(L.C, 1)
+
+    def scratch():  # one thread's: uint8 stamps, the epoch, three frontier buffers
+        return (np.zeros(C, dtype=np.uint8), np.zeros(1, dtype=np.int64),
+                *(np.empty(C, dtype=np.int32) for _ in range(3)))
+
+    def body(b, s):
+        q0 = b * BLOCK_QUERIES
+        _block(q0, min(k, q0 + BLOCK_QUERIES), cu, cv, *arrays, *s, found, rounds)
+
+    run_blocks(nblk, threads or search_threads(), body, scratch)
     return found, rounds
 
 
-def _run(k, cu, cv, arrays, C, T, found, rounds):
+def run_blocks(nblk: int, threads: int, body, scratch=lambda: None) -> None:
+    """``body(b, s)`` for every block ``b < nblk`` on up to ``threads`` plain Python threads (the
+    compiled loops release the GIL; numba's own pool is not used, so concurrent callers and
+    ``fork()`` are safe), each taking the next block from a shared counter, ``s = scratch()`` its
+    own. The first error is raised here, once every thread has ended."""
     blocks = itertools.count()
-    nblk = -(-k // BLOCK_QUERIES)
     errors = []
 
     def worker():
-        stamp = np.zeros(max(C, 1), dtype=np.uint8)
-        epoch = np.zeros(1, dtype=np.int64)
-        fa, ba, na = (np.empty(max(C, 1), dtype=np.int32) for _ in range(3))
         try:
+            s = scratch()
             while True:
                 b = next(blocks)
                 if b >= nblk:
                     return
-                q0 = b * BLOCK_QUERIES
-                _block(q0, min(k, q0 + BLOCK_QUERIES), cu, cv, *arrays, stamp, epoch, fa, ba, na, found, rounds)
+                body(b, s)
         except BaseException as e:  # pragma: no cover - re-raised in the caller
             errors.append(e)
 
+    T = max(1, min(int(threads), nblk))
     if T == 1:
         worker()
     else:

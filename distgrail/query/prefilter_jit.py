@@ -9,20 +9,18 @@ DT ranks, intervals and masks in one 64-byte line at d = 5, K = 64), where the N
 gather and a temporary array per column and step: on the CPU the prefilter is most of a batch
 of random pairs (docs/benchmarks.md).
 
-Threads as in :mod:`distgrail.query.bidir_jit`: plain Python threads running the compiled loop
-(it releases the GIL) on blocks of :data:`BLOCK_PAIRS` pairs from a shared counter, as many as
+Threads as in :mod:`distgrail.query.bidir_jit` (:func:`~distgrail.query.bidir_jit.run_blocks`):
+plain Python threads running the compiled loop (it releases the GIL) on blocks of
+:data:`BLOCK_PAIRS` pairs from a shared counter, as many as
 :func:`~distgrail.query.bidir_jit.search_threads` says.
 """
 
 from __future__ import annotations
 
-import itertools
-import threading
-
 import numpy as np
 from numba import njit
 
-from .bidir_jit import _layout, search_threads
+from .bidir_jit import _layout, run_blocks, search_threads
 from .stats import INTERVAL, LEVEL, SAME, SUPPORT_NEG, SUPPORT_POS, TREE, UNDECIDED, Labels
 
 __all__ = ["compiled_prefilter", "BLOCK_PAIRS"]
@@ -92,31 +90,10 @@ def compiled_prefilter(L: Labels, sources: np.ndarray, targets: np.ndarray, thre
     # (strided ids, the columns of a mapped (k, 2) file, are read where they are: no copy)
     rec, _ = _layout(L)
     level = np.asarray(L.level)
-    nblk = -(-k // BLOCK_PAIRS)
-    T = max(1, min(threads or search_threads(), nblk))
-    blocks = itertools.count()
-    errors = []
 
-    def worker():
-        try:
-            while True:
-                b = next(blocks)
-                if b >= nblk:
-                    return
-                q0 = b * BLOCK_PAIRS
-                _block(q0, min(k, q0 + BLOCK_PAIRS), sources, targets, comp, level, rec, L.d, 2 * L.W, ans, code,
-                       cu, cv)
-        except BaseException as e:  # pragma: no cover - re-raised in the caller
-            errors.append(e)
+    def body(b, _):
+        q0 = b * BLOCK_PAIRS
+        _block(q0, min(k, q0 + BLOCK_PAIRS), sources, targets, comp, level, rec, L.d, 2 * L.W, ans, code, cu, cv)
 
-    if T == 1:
-        worker()
-    else:
-        ts = [threading.Thread(target=worker, daemon=True) for _ in range(T)]
-        for t in ts:
-            t.start()
-        for t in ts:
-            t.join()
-    if errors:
-        raise errors[0]
+    run_blocks(-(-k // BLOCK_PAIRS), threads or search_threads(), body)
     return ans, code, cu, cv
