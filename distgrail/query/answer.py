@@ -275,7 +275,10 @@ class QueryScratch:
         answered, and one work list; the sets, the first of them also as ``ds``/``dt``/``answers``."""
         cp = self.cp
         if k > self.size:
-            self.sets = []  # (the old ones freed first)
+            # the old buffers let go first (their memory back to the pool before the new ones are
+            # made; size 0 until all are made, should one fail)
+            self.sets = self.ds = self.dt = self.answers = self.work = self.handed_on = None
+            self.size = 0
             self.sets = [(cp.empty(k, dtype=cp.int64), cp.empty(k, dtype=cp.int64), cp.empty(k, dtype=cp.uint8))
                          for _ in range(2)]
             self.ds, self.dt, self.answers = self.sets[0]
