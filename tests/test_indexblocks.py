@@ -126,3 +126,76 @@ def test_value_checks_in_pieces_find_what_one_pass_finds(index_file, monkeypatch
         flat[k] = meta["n_components"]  # component id out of range
     with pytest.raises(IndexFormatError, match=f"dataset /{where}"):
         ixread.check_index(index_file, meta, a)
+
+
+def _read_with_stats(index_file, monkeypatch):
+    """(meta, arrays, stats) of ``index_file`` read in blocks, the stats check_index was given."""
+    seen = {}
+    real = ixread.check_index
+    monkeypatch.setattr(ixread, "check_index",
+                        lambda p, m, a, values=True, stats=None: (seen.update(stats or {}), real(p, m, a, values, stats))[1])
+    meta, arrays = ixread.read_index_file(index_file)
+    return meta, arrays, seen
+
+
+def test_block_statistics_are_the_arrays_own(tmp_path, monkeypatch):
+    """Each block's least and greatest value (and, for intervals, whether a pair is out of order),
+    taken as the block is read, over the whole array equal a pass over it; blocks of 64 bytes."""
+    g = generate("scale-free", 3000, 4, seed=2)
+    path = str(tmp_path / "g.h5")
+    monkeypatch.setattr(layout, "CRC_BLOCK", 64)  # many blocks a dataset
+    distgrail.build_index((g.src, g.dst), dims=4, backend="cpu", output=path)
+    monkeypatch.setattr(layout, "PARALLEL_MIN_BYTES", 1)
+    meta, arrays, stats = _read_with_stats(path, monkeypatch)
+    assert set(stats) == {k for k in ixread.RANGED if arrays[k].size}
+    for k, got in stats.items():
+        a = arrays[k]
+        assert len(got) == -(-a.nbytes // 64) > 1 and all(g is not None for g in got)
+        lo, hi, unordered = ixread._whole(stats, arrays)[k]
+        assert (lo, hi) == (int(a.min()), int(a.max()))
+        assert unordered == (k == "labels/intervals" and bool((a[..., 0] > a[..., 1]).any()))
+
+
+@pytest.mark.parametrize("where", ["vertex/component", "labels/intervals"])
+def test_a_bad_value_is_found_from_the_block_statistics(index_file, monkeypatch, where):
+    """A value out of range (or an interval with min > max) in the file's bytes is refused by the
+    statistics its block gave as it was read; ``check_index`` trusts them instead of passing over
+    the array again (given the array without the bad value, it still refuses)."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    monkeypatch.setattr(layout, "PARALLEL_MIN_BYTES", 1)
+    meta, clean = ixread.read_index_file(index_file)
+    off, size = _data_range(index_file, where)
+    a = clean[where].copy()
+    flat = a.reshape(-1)
+    if where == "labels/intervals":
+        p = int(np.flatnonzero(flat.reshape(-1, 2)[:, 0] < flat.reshape(-1, 2)[:, 1])[-1])
+        flat.reshape(-1, 2)[p] = flat.reshape(-1, 2)[p][::-1].copy()
+    else:
+        flat[-1] = meta["n_components"]
+    with open(index_file, "r+b") as f:
+        f.seek(off)
+        f.write(a.tobytes())
+    fd = os.open(index_file, os.O_RDONLY)
+    try:
+        with h5py.File(index_file, "r") as f, ThreadPoolExecutor(4) as pool:
+            stats = {}
+            got, futs = ixread.parallel_read(index_file, fd, f[where], where, 64, pool, stats)
+            [x.result() for x in futs]
+    finally:
+        os.close(fd)
+    np.testing.assert_array_equal(got, a)
+    with pytest.raises(IndexFormatError, match=f"dataset /{where}"):
+        ixread.check_index(index_file, meta, clean, stats=stats)  # (stats name the bad bytes; the arrays do not)
+    with pytest.raises(IndexFormatError, match=f"dataset /{where}"):
+        ixread.read_index_file(index_file)  # (the CRC-32 first: the bytes changed)
+    ixread.check_index(index_file, meta, clean)  # the clean arrays pass over themselves
+
+
+def test_crc32_is_zlibs():
+    """The checksum the index files store, from ISA-L or zlib, is zlib's CRC-32 (with a start value)."""
+    import zlib
+
+    data = np.random.default_rng(3).integers(0, 256, 1 << 20, dtype=np.uint8).tobytes()
+    assert layout.crc32(data) == zlib.crc32(data)
+    assert layout.crc32(memoryview(data)[7:70001], 99) == zlib.crc32(memoryview(data)[7:70001], 99)

@@ -14,8 +14,27 @@ import numpy as np
 
 from ..dtypes import smallest_int, smallest_uint
 
+
+def _crc32_function():
+    """zlib's CRC-32 (the one every index file stores), from ISA-L (python-isal, a dependency)
+    where it imports and gives zlib's values on a probe, else from zlib. ISA-L's runs on the
+    processor's carry-less multiply; both release the GIL, so the block pools run either in
+    parallel (docs/benchmarks.md, session 28: the read of a large index is bound by it)."""
+    try:
+        from isal import isal_zlib
+    except ImportError:
+        return zlib.crc32
+    probe = bytes(range(256)) * 33
+    if isal_zlib.crc32(probe) != zlib.crc32(probe) or isal_zlib.crc32(probe, 0x1234567) != zlib.crc32(probe, 0x1234567):
+        return zlib.crc32
+    return isal_zlib.crc32
+
+
+#: ``crc32(data, value=0)``, zlib's checksum (see :func:`_crc32_function`)
+crc32 = _crc32_function()
+
 __all__ = ["FORMAT", "FORMAT_VERSION", "READ_VERSIONS", "CHUNK_BYTES", "CRC_BLOCK", "LIBVER", "ATTRS", "SEAL",
-           "PARALLEL_MIN_BYTES", "block_size", "block_crcs", "crc_pool", "entry", "datasets_seal", "stored_types",
+           "PARALLEL_MIN_BYTES", "block_size", "block_crcs", "crc32", "crc_pool", "entry", "datasets_seal", "stored_types",
            "dataset_order", "can_read_in_blocks", "can_write_in_blocks", "REQUIRED", "PART_FORMAT", "BUILD_ATTR", "part_name",
            "crc32_combine", "pieces", "join_pieces", "read_block", "index_parts", "remove_parts", "split_build", "vds_name",
            "from_vds_name"]
@@ -55,7 +74,7 @@ def block_crcs(a: np.ndarray, block: int, pool=None) -> list:
     (C order); zlib releases the GIL on large buffers, so a thread pool runs them in parallel."""
     mv = _raw(a)
     parts = [mv[i:i + block] for i in range(0, len(mv), block)]
-    return [pool.submit(zlib.crc32, p) for p in parts] if pool is not None else [zlib.crc32(p) for p in parts]
+    return [pool.submit(crc32, p) for p in parts] if pool is not None else [crc32(p) for p in parts]
 
 
 def crc_pool():
@@ -313,4 +332,4 @@ def read_block(fd, view: memoryview, offset: int) -> int:
         if k <= 0:
             return -1
         got += k
-    return zlib.crc32(view)
+    return crc32(view)

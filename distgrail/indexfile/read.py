@@ -10,7 +10,7 @@ has HDF5 verify its fletcher32 chunks instead.
 writer stored (contiguous, no filter, little-endian integers) is one run of bytes at a known
 offset of the file (``Dataset.id.get_offset()``). Read through HDF5 it is one thread's copy, and
 its checksum is a second pass over memory; here every ``crc32_block`` bytes of it are one task of
-a thread pool: ``os.preadv`` straight into the array, then ``zlib.crc32`` of the block while it
+a thread pool: ``os.preadv`` straight into the array, then the CRC-32 of the block while it
 is in the cache (both release the GIL). The CRCs are then compared as those of a dataset read by
 HDF5, so a block read from a wrong offset (a damaged header) is a checksum error like any other.
 Datasets below :data:`~distgrail.indexfile.layout.PARALLEL_MIN_BYTES`, with a filter or chunks
@@ -30,13 +30,12 @@ their count is at most ``EDGE_CHECK_MAX``; for larger indexes the checksums stan
 from __future__ import annotations
 
 import os
-import zlib
 from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 
 from ..errors import IndexFormatError
-from .layout import ATTRS, BUILD_ATTR, CRC_BLOCK, FORMAT, READ_VERSIONS, REQUIRED, SEAL, block_crcs, can_read_in_blocks, \
+from .layout import ATTRS, BUILD_ATTR, CRC_BLOCK, FORMAT, READ_VERSIONS, REQUIRED, SEAL, block_crcs, can_read_in_blocks, crc32, \
     crc_pool, datasets_seal, entry, pieces, read_block
 from .read_split import PartFiles, deferred_spans, read_virtual
 
@@ -89,7 +88,7 @@ def read_index_file(path, defer=(), values: bool = True, seal_out: list | None =
     try:
         try:
             with f:
-                meta, arrays, crcs, seal, landed = _read_open_file(h5py, f, path, where, fd, parts, pool, defer)
+                meta, arrays, crcs, seal, landed, stats = _read_open_file(h5py, f, path, where, fd, parts, pool, defer)
         except IndexFormatError:
             raise
         except _H5_ERRORS as e:
@@ -102,7 +101,7 @@ def read_index_file(path, defer=(), values: bool = True, seal_out: list | None =
         pool.shutdown(wait=True)  # no block read may outlive the descriptors
         os.close(fd)
         parts.close()
-    check_index(path, meta, arrays, values)
+    check_index(path, meta, arrays, values, stats)
     _check_seal(path, seal)
     if seal_out is not None:
         seal_out.append(None if seal[0] is None else (seal[0].decode() if isinstance(seal[0], bytes) else seal[0]))
@@ -110,9 +109,10 @@ def read_index_file(path, defer=(), values: bool = True, seal_out: list | None =
 
 
 def _read_open_file(h5py, f, path, where, fd, parts, pool, defer=()):
-    """(meta, arrays, crcs, seal, landed) of an open index; ``where[0]`` names what is being read;
-    ``landed``: {dataset: CRC futures} of the datasets read in parallel blocks from ``fd`` (a split
-    index's: from its part files, opened through ``parts``)."""
+    """(meta, arrays, crcs, seal, landed, stats) of an open index; ``where[0]`` names what is being
+    read; ``landed``: {dataset: CRC futures} of the datasets read in parallel blocks from ``fd`` (a
+    split index's: from its part files, opened through ``parts``); ``stats``: {dataset: per-block
+    statistics} of those of :data:`RANGED` (:func:`parallel_read`), filled as the blocks land."""
     where[0] = "attribute 'format'"
     attrs = f.attrs
     fmt = attrs.get("format")
@@ -142,7 +142,7 @@ def _read_open_file(h5py, f, path, where, fd, parts, pool, defer=()):
             meta[k] = _attr(attrs, path, _OLD_DIGEST if old and k == "source_digest" else k, where)
     where[0] = f"attribute {SEAL!r}"
     stored = attrs[SEAL] if SEAL in attrs else None
-    arrays, crcs, entries, unchecked, fletcher, landed = {}, {}, {}, [], [], {}
+    arrays, crcs, entries, unchecked, fletcher, landed, stats = {}, {}, {}, [], [], {}, {}
 
     def walk(group, prefix):  # by link names: an object that HDF5 cannot open is named
         where[0] = f"group /{prefix}" if prefix else "the root group"
@@ -174,7 +174,7 @@ def _read_open_file(h5py, f, path, where, fd, parts, pool, defer=()):
                     arrays[name] = Deferred(path, name, obj, crc)
                     continue
                 if crc is not None and can_read_in_blocks(obj, crc[1]):
-                    arrays[name], landed[name] = parallel_read(path, fd, obj, name, int(crc[1]), pool)
+                    arrays[name], landed[name] = parallel_read(path, fd, obj, name, int(crc[1]), pool, stats)
                 else:
                     arrays[name] = obj[()]
                 if crc is not None:
@@ -191,7 +191,7 @@ def _read_open_file(h5py, f, path, where, fd, parts, pool, defer=()):
     if unchecked and not _legacy_v1(f, ver, stored, crcs, fletcher, arrays):
         raise IndexFormatError(f"{path}: damaged index: dataset /{unchecked[0]} cannot be read (checksum "
                                f"error: it carries no checksum)")
-    return meta, arrays, crcs, (stored, entries), landed
+    return meta, arrays, crcs, (stored, entries), landed, stats
 
 
 def _legacy_v1(f, ver, stored, crcs, fletcher, arrays) -> bool:
@@ -247,16 +247,41 @@ def _verify_crcs(path, arrays, crcs, landed, pool):
 
 # -- large datasets in parallel blocks -------------------------------------------------------
 
-def parallel_read(path, fd, ds, name, block: int, pool):
+#: datasets whose range checks read each block's least and greatest value, taken by the thread
+#: that read the block while it is in the cache (no second pass over the array)
+RANGED = ("vertex/component", "dag/indices", "dag/level", "forest/parent", "forest/subtree_size",
+          "labels/dt_post0", "labels/intervals")
+#: datasets of (min, max) pairs along their last axis, whose blocks also say whether a pair has min > max
+PAIRED = ("labels/intervals",)
+
+
+def parallel_read(path, fd, ds, name, block: int, pool, stats: dict | None = None):
     """(array, futures of the CRC-32 of every ``block`` bytes) of dataset ``ds`` read from the
     open file descriptor ``fd`` by ``pool``'s threads; a future's value -1 means the file ended
-    before the block (reported by :func:`check_block_reads`)."""
+    before the block (reported by :func:`check_block_reads`). ``stats``: for a dataset of
+    :data:`RANGED` whose blocks hold whole values (whole pairs for :data:`PAIRED`),
+    ``stats[name]`` is a list filled as the blocks land, one ``(min, max, a pair with min > max)``
+    per block (None for an empty or short block), which :func:`check_index` reads instead of
+    passing over the array again."""
     out = np.empty(ds.shape, dtype=ds.dtype.newbyteorder("<"))
     raw = memoryview(out.reshape(-1).view(np.uint8))
     start = int(ds.id.get_offset())
     block = int(block)
-    futs = [pool.submit(read_block, fd, raw[i:i + block], start + i) for i in range(0, len(raw), block)]
-    return out, futs
+    paired = name in PAIRED and out.ndim and out.shape[-1] == 2
+    starts = range(0, len(raw), block)
+    if stats is None or name not in RANGED or block % (out.dtype.itemsize * (2 if paired else 1)):
+        return out, [pool.submit(read_block, fd, raw[i:i + block], start + i) for i in starts]
+    got = stats[name] = [None] * len(starts)
+
+    def read_and_look(k, i):
+        crc = read_block(fd, raw[i:i + block], start + i)
+        x = np.frombuffer(raw[i:i + block], out.dtype)
+        if crc >= 0 and x.size:
+            p = x.reshape(-1, 2) if paired else None
+            got[k] = (int(x.min()), int(x.max()), bool((p[:, 0] > p[:, 1]).any()) if paired else False)
+        return crc
+
+    return out, [pool.submit(read_and_look, k, i) for k, i in enumerate(starts)]
 
 
 def check_block_reads(path, name, values) -> None:
@@ -315,7 +340,7 @@ class Deferred:
                 got = list(pool.map(lambda j: read_block(fds[j[0]], j[2], j[1]), jobs))
                 check_block_reads(self.path, self.name, got)
                 if len(jobs) != b1 - b0:  # a block across two parts: its CRC-32 over its bytes
-                    got = list(pool.map(lambda i: zlib.crc32(view[i * self.block:(i + 1) * self.block]),
+                    got = list(pool.map(lambda i: crc32(view[i * self.block:(i + 1) * self.block]),
                                         range(b1 - b0)))
         finally:
             for fd in fds.values():
@@ -373,9 +398,11 @@ def _int_attr(path, meta, key, lo=0):
     return int(v)
 
 
-def check_index(path, meta: dict, arrays: dict, values: bool = True) -> None:
+def check_index(path, meta: dict, arrays: dict, values: bool = True, stats: dict | None = None) -> None:
     """Raise :class:`IndexFormatError` unless ``arrays`` and ``meta`` form a consistent index
-    (``values=False``: the attributes, datasets, shapes and types only)."""
+    (``values=False``: the attributes, datasets, shapes and types only). ``stats``: per-block
+    statistics of datasets as they were read (:func:`parallel_read`), used for their range
+    checks in place of a pass over the array; a dataset with a block not covered is passed over."""
     n = _int_attr(path, meta, "n_vertices")
     C = _int_attr(path, meta, "n_components")
     m = _int_attr(path, meta, "n_dag_edges")
@@ -401,11 +428,22 @@ def check_index(path, meta: dict, arrays: dict, values: bool = True) -> None:
             bad(name, f"has type {a.dtype}, expected integers")
     if values:
         with _Pieces() as pieces:
-            _check_values(path, meta, arrays, n, C, m, L, dims, bad, pieces)
+            _check_values(path, meta, arrays, n, C, m, L, dims, bad, pieces, _whole(stats or {}, arrays))
 
 
-def _check_values(path, meta, a, n, C, m, L, dims, bad, pieces):
-    """The value checks of :func:`check_index`, piece by piece (``pieces``: a :class:`_Pieces`)."""
+def _whole(stats: dict, arrays: dict) -> dict:
+    """``{name: (min, max, a pair with min > max)}`` over every block of the datasets whose every
+    block has its statistics (an empty dataset has none to give)."""
+    out = {}
+    for name, got in stats.items():
+        if name in arrays and got and all(g is not None for g in got):
+            out[name] = (min(g[0] for g in got), max(g[1] for g in got), any(g[2] for g in got))
+    return out
+
+
+def _check_values(path, meta, a, n, C, m, L, dims, bad, pieces, seen):
+    """The value checks of :func:`check_index`, piece by piece (``pieces``: a :class:`_Pieces`);
+    ``seen``: :func:`_whole`'s statistics of datasets taken as they were read."""
 
     def within(name, arr, lo, hi):
         flat = arr.reshape(-1)
@@ -415,9 +453,16 @@ def _check_values(path, meta, a, n, C, m, L, dims, bad, pieces):
         def outside(i, j):
             return (low and int(flat[i:j].min()) < lo) or (high and int(flat[i:j].max()) > hi)
 
-        if flat.size and (low or high) and pieces.any(outside, flat.size):
-            k = int(np.flatnonzero((flat < lo) | (flat > hi))[0])
-            bad(name, f"holds {int(flat[k])} at flat position {k}, outside {lo}..{hi}")
+        if name in seen and arr is a.get(name):  # the whole array's least and greatest value, from its blocks
+            found = (low and seen[name][0] < lo) or (high and seen[name][1] > hi)
+        else:
+            found = flat.size and (low or high) and pieces.any(outside, flat.size)
+        if found:
+            at = np.flatnonzero((flat < lo) | (flat > hi))
+            if at.size:
+                bad(name, f"holds {int(flat[at[0]])} at flat position {int(at[0])}, outside {lo}..{hi}")
+            value = seen[name][0] if seen[name][0] < lo else seen[name][1]
+            bad(name, f"held {value} when it was read, outside {lo}..{hi}")  # (changed in memory since)
 
     def non_decreasing(v) -> bool:
         return not pieces.any(lambda i, j: (v[i + 1:j + 1] < v[i:j]).any(), max(int(v.size) - 1, 0))
@@ -449,7 +494,9 @@ def _check_values(path, meta, a, n, C, m, L, dims, bad, pieces):
     within("labels/intervals", iv, 0, C - 1)
     lo, hi = iv[..., 0], iv[..., 1]
     pairs = iv.reshape(-1, 2)
-    if pieces.any(lambda i, j: (pairs[i:j, 0] > pairs[i:j, 1]).any(), pairs.shape[0]) or (
+    unordered = seen["labels/intervals"][2] if "labels/intervals" in seen else \
+        pieces.any(lambda i, j: (pairs[i:j, 0] > pairs[i:j, 1]).any(), pairs.shape[0])
+    if unordered or (
             C and pieces.any(lambda i, j: ((lo[0, i:j] > post0[i:j]) | (hi[0, i:j] < post0[i:j])).any(), C)):
         bad("labels/intervals", "holds an interval [min, max] with min > max or without its own rank")
     if 0 < dims * m <= EDGE_CHECK_MAX and not deferred:

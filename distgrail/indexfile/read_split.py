@@ -12,12 +12,11 @@ from __future__ import annotations
 
 import os
 import threading
-import zlib
 
 import numpy as np
 
 from ..errors import IndexFormatError
-from .layout import BUILD_ATTR, PART_FORMAT, from_vds_name, join_pieces, pieces, read_block
+from .layout import BUILD_ATTR, PART_FORMAT, crc32, from_vds_name, join_pieces, pieces, read_block
 
 __all__ = ["read_virtual", "deferred_spans", "PartFiles"]
 
@@ -352,5 +351,5 @@ def _read_part(fd, off, first, view, block, pool) -> tuple:
     the part ended first."""
     cuts = pieces(first, len(view), block)
     if off is None:
-        return cuts, [zlib.crc32(view[a:b]) for _, a, b in cuts]
+        return cuts, [crc32(view[a:b]) for _, a, b in cuts]
     return cuts, [pool.submit(read_block, fd, view[a:b], off + a) for _, a, b in cuts]

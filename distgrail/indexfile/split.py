@@ -44,7 +44,7 @@ import numpy as np
 
 from ..errors import IndexFormatError
 from ..io.atomic import atomic_path, provisional
-from .layout import BUILD_ATTR, LIBVER, PART_FORMAT, block_size, crc_pool, join_pieces, part_name, pieces, \
+from .layout import BUILD_ATTR, LIBVER, PART_FORMAT, block_size, crc32, crc_pool, join_pieces, part_name, pieces, \
     split_build, vds_name
 
 __all__ = ["SPLIT", "new_build_id", "PartFile", "VirtualSpec", "split_rows", "split_attrs", "virtual_specs",
@@ -133,9 +133,8 @@ class PartFile:
             cast = np.ascontiguousarray(as_type(data, t))
             self.f.create_dataset(name, data=cast, track_times=False)
             raw = memoryview(cast.reshape(-1).view(np.uint8))
-            import zlib
 
-            futs = [zlib.crc32(raw[a:b]) for _, a, b in pieces(first, len(raw), block)]
+            futs = [crc32(raw[a:b]) for _, a, b in pieces(first, len(raw), block)]
         self.f[name].attrs["first_row"] = int(lo)
         self.put_rows[name] = (int(lo), int(lo) + int(data.shape[0]), first, block, int(data.size) * t.itemsize, futs)
 

@@ -27,7 +27,7 @@ does (contiguous, no filter, storage allocated at the first write, no fill value
 writes its first bytes, which allocates the storage; :meth:`BlockWrites.write` then hands every
 ``crc32_block`` bytes of it to a thread pool: cast that block of the source array to the stored
 type (a view between integer types of one size), ``os.pwritev`` it at the dataset's offset in the
-file (``Dataset.id.get_offset()``) through a descriptor of its own, and ``zlib.crc32`` of the cast
+file (``Dataset.id.get_offset()``) through a descriptor of its own, and the CRC-32 of the cast
 bytes (all three release the GIL); the dataset's range is allocated at once first
 (:func:`_reserve`). The file is byte for byte the one HDF5 alone writes (tests/test_indexwrite.py):
 the same header, the same blocks, the same checksums.
@@ -46,7 +46,7 @@ other than little-endian integers, are written by HDF5.
 **Streamed.** A :class:`StreamedArray` (a partitioned build's DAG rows, held by the ranks that
 built them) is never whole in this process: :func:`write_streamed` writes its pieces as they
 arrive, in order, each through HDF5 at its place, and takes the CRC-32 of every ``crc32_block``
-bytes across the pieces' edges (``zlib.crc32`` carried on); the file is the same, byte for byte.
+bytes across the pieces' edges (the CRC-32 carried on); the file is the same, byte for byte.
 """
 
 from __future__ import annotations
@@ -55,13 +55,12 @@ import contextlib
 import errno
 import os
 import sys
-import zlib
 
 import numpy as np
 
 from ..errors import DistGrailError
 from ..io.atomic import atomic_path
-from .layout import (ATTRS, BUILD_ATTR, FORMAT, FORMAT_VERSION, LIBVER, SEAL, block_crcs, block_size,
+from .layout import (ATTRS, BUILD_ATTR, FORMAT, FORMAT_VERSION, LIBVER, SEAL, block_crcs, block_size, crc32,
                      can_write_in_blocks, crc_pool, dataset_order, datasets_seal, entry, pieces, remove_parts,
                      split_build, stored_types)
 
@@ -350,7 +349,7 @@ def _write_block(fd, flat: np.ndarray, t: np.dtype, at: int, start: int, stop: i
         if k <= 0:
             raise OSError(errno.EIO, "write wrote nothing")
         done += k
-    return zlib.crc32(view)
+    return crc32(view)
 
 
 def _reserve(fd, at: int, nbytes: int) -> None:
@@ -471,7 +470,7 @@ def write_streamed(f, name, src: StreamedArray, t, block: int) -> list:
         mv = memoryview(p.view(np.uint8))
         while len(mv):
             take = min(block - filled, len(mv))
-            crc = zlib.crc32(mv[:take], crc)
+            crc = crc32(mv[:take], crc)
             filled += take
             mv = mv[take:]
             if filled == block:
