@@ -19,7 +19,7 @@ import threading
 import numpy as np
 
 __all__ = ["to_host", "array_module", "csr_positions", "spans", "sorted_distinct", "unique", "scatter_max", "scatter_min",
-           "scatter_at", "copy_parallel", "copy_many_parallel", "prefault_beside", "interleaved_rows", "max_parallel", "HOST_PIECE_BYTES"]
+           "scatter_at", "copy_parallel", "copy_many_parallel", "prefault_beside", "populate", "interleaved_rows", "max_parallel", "HOST_PIECE_BYTES"]
 
 #: a piece of a parallel host copy or reduction: smaller arrays stay on the calling thread
 HOST_PIECE_BYTES = 8 << 20
@@ -118,6 +118,35 @@ def _madvise_populate(lo: int, length: int) -> None:
     libc.madvise(ctypes.c_void_p(lo), ctypes.c_size_t(length), _MADV_POPULATE_WRITE)
 
 
+def _fresh_pages(a: np.ndarray):
+    """``(lo, hi)``: the whole pages inside ``a`` when it is a fresh host array (owns its memory,
+    C-contiguous, writeable, not a file's mapping, on Linux), else None."""
+    page = os.sysconf("SC_PAGE_SIZE") if hasattr(os, "sysconf") else 4096
+    fresh = (a.flags.owndata and a.flags.c_contiguous and a.flags.writeable and not isinstance(a, np.memmap)
+             and sys.platform.startswith("linux"))
+    lo = -(-a.ctypes.data // page) * page
+    hi = (a.ctypes.data + a.nbytes) // page * page
+    return (lo, hi, page) if fresh and hi > lo else None
+
+
+def populate(a: np.ndarray) -> None:
+    """Fault in the pages of a fresh host array ``a`` (:func:`prefault_beside`'s rule) now, over
+    the shared host threads, each one ``madvise(MADV_POPULATE_WRITE)`` over a page-aligned piece:
+    a copy that then locks ``a``'s pages for DMA (``cudaHostRegister``, one thread in the driver)
+    finds them mapped instead of faulting each in. Contents untouched; small arrays, other arrays,
+    other OSes and older kernels: nothing is done."""
+    got = _fresh_pages(a)
+    if got is None or got[1] - got[0] < 2 * HOST_PIECE_BYTES:
+        return
+    lo, hi, page = got
+    pages = (hi - lo) // page
+    cuts = [lo + page * (pages * i // k) for k in [len(_pieces(hi - lo, 1))] for i in range(k + 1)]
+    try:
+        _run_pieces(lambda a0, a1, held=a: _madvise_populate(a0, a1 - a0), list(zip(cuts[:-1], cuts[1:])))
+    except Exception:  # noqa: BLE001 - an optimisation only: the copy faults the pages in instead
+        pass
+
+
 def prefault_beside(a: np.ndarray):
     """Fault in the pages of a fresh host array ``a`` (one that owns its memory, C-contiguous and
     writeable, not a file's mapping) on a thread of its own: one ``madvise(MADV_POPULATE_WRITE)``
@@ -126,13 +155,10 @@ def prefault_beside(a: np.ndarray):
     contents are not touched. Returns the wait for it, which the caller must make before ``a``
     may go. Any other array (a view, a mapping, read-only), another OS or an older kernel: nothing
     is done."""
-    page = os.sysconf("SC_PAGE_SIZE") if hasattr(os, "sysconf") else 4096
-    fresh = (a.flags.owndata and a.flags.c_contiguous and a.flags.writeable and not isinstance(a, np.memmap)
-             and sys.platform.startswith("linux"))
-    lo = -(-a.ctypes.data // page) * page
-    hi = (a.ctypes.data + a.nbytes) // page * page
-    if not fresh or hi <= lo:
+    got = _fresh_pages(a)
+    if got is None:
         return lambda: None
+    lo, hi, _ = got
 
     def run(held=a):  # (holds the array until the call is done)
         try:

@@ -135,8 +135,19 @@ class Index:
         be.synchronize()  # the uploads are done before other threads' streams read them
         return L, ScratchPool(be, L)
 
-    def _make_labels(self, be) -> Labels:
-        a = self.arrays
+    def _adopt_state(self, be, arrays) -> None:
+        """This index's query state on GPU backend ``be`` made from ``arrays``, its datasets by
+        name already on that device (an update's swept arrays, :func:`distgrail.update.insert_edges`):
+        packed there, not uploaded again from the host copies."""
+        L = self._make_labels(be, arrays)
+        be.synchronize()
+        once = Once()
+        once.get(lambda: (L, ScratchPool(be, L)))
+        with self._lock:
+            self._query_state[(be.name, be.device)] = once
+
+    def _make_labels(self, be, arrays=None) -> Labels:
+        a = self.arrays if arrays is None else arrays
         part = [k for k, v in a.items() if type(v).__name__ == "Rows"]
         if part:  # (distgrail.indexfile.split.Rows: a split build's rank holds some rows only)
             raise DistGrailError(f"this Index holds some rows of /{part[0]} only (its other rows are in other ranks' "

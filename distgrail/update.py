@@ -172,8 +172,10 @@ def insert_edges(index, sources, targets, *, backend: str = "auto", progress: bo
             report.method = "relabelled"
         else:
             with steps.stage("sweeping the labels"):
-                dev = dev or _Device(index, be)
-                arrays, over_meta, report.sweep = dev.sweep(pairs, consume=consume)
+                served = _served(index, be, state)
+                dev = dev or (_Device.from_state(index, be, served) if served is not None else _Device(index, be))
+                arrays, over_meta, report.sweep, on_device = dev.sweep(pairs, consume=consume,
+                                                                       keep_on_device=served is not None)
             report.method = "swept"
             report.seconds.update({f"sweep_{k}": v for k, v in report.sweep.pop("seconds").items()})
     report.seconds[report.method] = time.perf_counter() - t1
@@ -184,8 +186,28 @@ def insert_edges(index, sources, targets, *, backend: str = "auto", progress: bo
     report.components_after = int(meta["n_components"])
     report.relabelled = report.method == "relabelled"
     arrays[LOG] = _log(index, report)
+    out = Index(meta, arrays)
+    if report.method == "swept" and on_device is not None:  # a served index: the new state packed on the device
+        t2 = time.perf_counter()
+        with be.on_device():
+            out._adopt_state(be, on_device)
+        del on_device
+        report.seconds["state"] = time.perf_counter() - t2
     report.seconds["total"] = time.perf_counter() - t0
-    return Index(meta, arrays), report
+    return out, report
+
+
+def _served(index, be, state):
+    """The GPU :class:`~distgrail.query.stats.Labels` of ``index``'s built query state on ``be``
+    (an index being served), when the sweep may start from them and the new index's state be
+    packed beside them on the device (room for a second state's records); else None."""
+    if not be.is_gpu or state is None or not state.built or index.C == 0:
+        return None
+    from .gpu.memory import available_gpu_bytes
+
+    L = state.get(None)[0]
+    free, _, _ = available_gpu_bytes()
+    return L if free > 2 * int(L.rec.nbytes) else None  # (the new records and the swept arrays beside them)
 
 
 def default_rebuild_above(index) -> int:
@@ -240,6 +262,43 @@ class _Device:
         self.iv_dtype = np.dtype(a["labels/intervals"].dtype)
         self.upload_s = time.perf_counter() - t
 
+    @classmethod
+    def from_state(cls, index, be, L):
+        """The sweep's arrays from a served index's query state ``L`` on ``be``'s device (its
+        records unpacked there, in the stored types), not uploaded again; ``forest/parent`` and
+        the support ids, which queries do not read, go up."""
+        self = cls.__new__(cls)
+        t = time.perf_counter()
+        self.index, self.be = index, be
+        a = index.arrays
+        d, W = L.d, L.W
+        B = 4 + 4 * W
+        with be.on_device():
+            xp = self.xp = be.xp
+            rec = L.rec[:index.C]
+
+            def stored(name, v):  # the dataset's own type (the state holds them widened)
+                return v.astype(np.dtype(a[name].dtype), copy=False)
+
+            def words(lo):  # (W, C) uint64 masks from the records' int32 halves
+                return xp.ascontiguousarray(rec[:, lo:lo + 2 * W]).view(xp.uint64).T.copy()
+
+            ix = a["dag/indices"]
+            self.arr = {"comp": stored("vertex/component", L.comp), "indptr": L.indptr,
+                        "indices": stored("dag/indices", L.indices) if ix.size else be.asarray(ix),
+                        "level": rec[:, 0].astype(xp.int64), "post0": stored("labels/dt_post0", rec[:, 2]),
+                        "size": stored("forest/subtree_size", rec[:, 2] - rec[:, 1] + 1),
+                        "parent": be.asarray(a["forest/parent"]),
+                        "lo": xp.ascontiguousarray(rec[:, B:B + 2 * d:2].T, dtype=xp.int64),
+                        "hi": xp.ascontiguousarray(rec[:, B + 1:B + 2 * d:2].T, dtype=xp.int64),
+                        "out": words(4) if W else xp.zeros((0, index.C), xp.uint64),
+                        "inn": words(4 + 2 * W) if W else xp.zeros((0, index.C), xp.uint64),
+                        "ids": be.asarray(a["supports/ids"]) if index.supports else xp.zeros(0, xp.int64)}
+            be.synchronize()
+        self.iv_dtype = np.dtype(a["labels/intervals"].dtype)
+        self.upload_s = time.perf_counter() - t
+        return self
+
     def known_reachable(self, cu, cv):
         """Component pairs the prefilter answers reachable (same component, support positive, tree
         cut) on the uploaded arrays; the others are not known to be."""
@@ -265,10 +324,12 @@ class _Device:
                                 comp[xp.asarray(v)].astype(xp.int64))
             return int(xp.count_nonzero(code)) * 1_000_000 // SAMPLE_PAIRS
 
-    def sweep(self, pairs, consume: bool = False):
-        """(host arrays, meta, info) of the index swept for the component edges ``pairs``;
-        ``consume``: each array lands in the memory of the input's array of that name where it
-        fits (pages already there: fresh pages cost as much as the copy; the input is spent)."""
+    def sweep(self, pairs, consume: bool = False, keep_on_device: bool = False):
+        """(host arrays, meta, info, device arrays or None) of the index swept for the component
+        edges ``pairs``; ``consume``: each array lands in the memory of the input's array of that
+        name where it fits (pages already there: fresh pages cost as much as the copy; the input
+        is spent); ``keep_on_device``: the swept arrays by dataset name are also returned as they
+        are on the device (for the new index's query state), else None."""
         from .dtypes import smallest_uint
         from .stages.insertion import sweep_insertions
 
@@ -291,7 +352,8 @@ class _Device:
                 out["supports/in"] = xp.ascontiguousarray(got["inn"].T)
             del got
             arrays = {k: be.to_host(v, out=_landing(a.get(k), v) if consume else None) for k, v in out.items()}
-            del out
+            if not keep_on_device:
+                out = None
         info["seconds"]["upload"] = self.upload_s
         info["seconds"]["download"] = time.perf_counter() - t
         for k, v in a.items():  # node labels and any other dataset the sweep does not touch
@@ -299,7 +361,7 @@ class _Device:
                 arrays[k] = v
         meta = {"n_components": int(arrays["dag/level"].size), "n_dag_edges": int(arrays["dag/indices"].size),
                 "n_levels": L, "backend": be.name}
-        return arrays, meta, info
+        return arrays, meta, info, out
 
 
 def _labels(xp, a):

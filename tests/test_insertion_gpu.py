@@ -37,3 +37,42 @@ def test_the_gpu_sweep_gives_the_cpu_sweeps_arrays(kind, n, deg, supports):
         # on both (the index's exact answers; without one, the prefilter on the uploaded arrays)
         assert np.array_equal(gpu.query(qs, qt, backend="gpu")[0], want)
         assert np.array_equal(cpu.query(qs, qt, backend="cpu")[0], want)
+
+
+@pytest.mark.parametrize("supports", [0, "auto"])
+def test_a_served_index_sweeps_from_its_query_state(supports):
+    """An index with a query state on the GPU (as ``serve`` holds it): the sweep's arrays are
+    unpacked from the state's records (equal to those uploaded from the host copies), the update
+    gives the arrays an index without a state gives, and the new index's state, packed from the
+    swept arrays on the device, equals one made from its host arrays; answers equal BFS."""
+    from distgrail.gpu.backend import get_backend
+    from distgrail.index import Index
+    from distgrail.update import _Device
+
+    be = get_backend("gpu")
+    g = generate("scale-free", 4000, 3, seed=5)
+    base = distgrail.build_index((g.src, g.dst), num_vertices=g.n, dims=4, supports=supports, backend="cpu")
+    served = Index(base.meta, dict(base.arrays))
+    rng = np.random.default_rng(9)
+    qs, qt = rng.integers(0, g.n, 20000), rng.integers(0, g.n, 20000)
+    served.query(qs, qt, backend="gpu")  # its query state is made
+    L = served._state(be)[0]
+    up, st = _Device(served, be).arr, _Device.from_state(served, be, L).arr
+    assert sorted(up) == sorted(st)
+    for k in up:
+        assert up[k].dtype == st[k].dtype and up[k].shape == st[k].shape and bool((up[k] == st[k]).all()), k
+    a, b = rng.integers(0, g.n, 300), rng.integers(0, g.n, 300)
+    new, rep = insert_edges(served, a, b, backend="gpu", rebuild_above=10 ** 9)
+    plain, _ = insert_edges(Index(base.meta, dict(base.arrays)), a, b, backend="gpu", rebuild_above=10 ** 9)
+    assert rep.method == "swept" and "state" in rep.seconds
+    for name, want in plain.arrays.items():
+        assert new.arrays[name].dtype == want.dtype and np.array_equal(new.arrays[name], want), name
+    adopted = new._query_state[(be.name, be.device)]
+    assert adopted.built
+    La = adopted.get(None)[0]
+    Lf = Index(new.meta, dict(new.arrays))._state(be)[0]
+    for f in ("rec", "comp", "indptr", "indices"):
+        x, y = getattr(La, f), getattr(Lf, f)
+        assert x.dtype == y.dtype and x.shape == y.shape and bool((x == y).all()), f
+    want = _bfs(g.n, np.r_[g.src, a], np.r_[g.dst, b], qs, qt)
+    assert np.array_equal(new.query(qs, qt, backend="gpu")[0], want)

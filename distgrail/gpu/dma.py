@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..arrays import populate
+
 __all__ = ["STAGE_MIN_BYTES", "upload_large", "download_large", "touch_pages", "NoThread"]
 
 
@@ -80,7 +82,9 @@ def download_large(cupy, a, out=None) -> np.ndarray:
     """Device -> host into ``out`` (a new array when None), by DMA into its locked pages, or
     through a pinned staging buffer when they cannot be locked."""
     a = cupy.ascontiguousarray(a)
-    out = np.empty(a.shape, dtype=a.dtype) if out is None else out
+    if out is None:
+        out = np.empty(a.shape, dtype=a.dtype)
+        populate(out)  # (mapped over the host threads first: locking fresh pages maps them on one thread)
     if not _dma(cupy, out, out.ctypes.data, a.data.ptr, cupy.cuda.runtime.memcpyDeviceToHost):
         _staged_download(cupy, a, out)
     return out

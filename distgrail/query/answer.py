@@ -190,7 +190,8 @@ def records_on_device(be, level, post0, subtree_size, intervals, out, inn, block
     NumPy twin). Host-side packing writes each of the R columns across the whole (C, R) array
     (seconds for a large index: docs/benchmarks.md); here each block of ``block``
     components is uploaded as stored (contiguous slices: large ones by DMA) and packed by the GPU,
-    so the host only reads what it has."""
+    so the host only reads what it has. Arrays already on the device (an update's swept arrays)
+    are packed where they are."""
     C = int(level.shape[0])
     d, W = int(intervals.shape[0]), int(out.shape[1])
     if C >= _I32_MAX:
@@ -209,11 +210,18 @@ def records_on_device(be, level, post0, subtree_size, intervals, out, inn, block
             blk[:, 2] = post
             del post
             if W:
-                blk[:, 4:4 + 2 * W] = be.asarray(np.ascontiguousarray(out[a:b], dtype=np.uint64)).view(xp.int32)
-                blk[:, 4 + 2 * W:4 + 4 * W] = be.asarray(np.ascontiguousarray(inn[a:b], dtype=np.uint64)).view(xp.int32)
+                blk[:, 4:4 + 2 * W] = _words(be, out[a:b])
+                blk[:, 4 + 2 * W:4 + 4 * W] = _words(be, inn[a:b])
             for i in range(d):
                 blk[:, B + 2 * i:B + 2 * i + 2] = be.asarray(intervals[i, a:b])
     return rec
+
+
+def _words(be, masks):
+    """(k, W) mask words, host or device, as (k, 2 W) int32 halves on ``be``'s device."""
+    if isinstance(masks, np.ndarray):
+        masks = be.asarray(np.ascontiguousarray(masks, dtype=np.uint64))
+    return be.xp.ascontiguousarray(masks, dtype=be.xp.uint64).view(be.xp.int32)
 
 
 class QueryScratch:
