@@ -189,10 +189,14 @@ def insert_edges(index, sources, targets, *, backend: str = "auto", progress: bo
     out = Index(meta, arrays)
     if report.method == "swept" and on_device is not None:  # a served index: the new state packed on the device
         t2 = time.perf_counter()
-        with be.on_device():
-            out._adopt_state(be, on_device)
-        del on_device
-        report.seconds["state"] = time.perf_counter() - t2
+        try:
+            with be.on_device():
+                out._adopt_state(be, on_device)
+            report.seconds["state"] = time.perf_counter() - t2
+        except be.xp.cuda.memory.OutOfMemoryError:  # (left to be made from the host arrays when first used)
+            del on_device
+            be.xp.get_default_memory_pool().free_all_blocks()
+        on_device = None
     report.seconds["total"] = time.perf_counter() - t0
     return out, report
 
@@ -206,8 +210,13 @@ def _served(index, be, state):
     from .gpu.memory import available_gpu_bytes
 
     L = state.get(None)[0]
-    free, _, _ = available_gpu_bytes()
-    return L if free > 2 * int(L.rec.nbytes) else None  # (the new records and the swept arrays beside them)
+    n, C, m, d, W = index.n, index.C, int(index.arrays["dag/indices"].size), index.dims, L.W
+    csr = 4 * n + 4 * m + 8 * (C + 1)  # comp, indices, indptr (int32/int64 as the state holds them)
+    sweep = C * (8 + 16 * d + 16 * W + 16) + csr  # level, lo/hi, masks (int64/uint64), ranks, sizes, parents
+    with be.on_device():
+        free, _, _ = available_gpu_bytes()
+    # the swept arrays and the new state's records and CSR beside the old state, with room to spare
+    return L if free > 1.25 * (sweep + int(L.rec.nbytes) + csr) else None
 
 
 def default_rebuild_above(index) -> int:

@@ -461,8 +461,10 @@ def _check_values(path, meta, a, n, C, m, L, dims, bad, pieces, seen):
             at = np.flatnonzero((flat < lo) | (flat > hi))
             if at.size:
                 bad(name, f"holds {int(flat[at[0]])} at flat position {int(at[0])}, outside {lo}..{hi}")
-            value = seen[name][0] if seen[name][0] < lo else seen[name][1]
-            bad(name, f"held {value} when it was read, outside {lo}..{hi}")  # (changed in memory since)
+            if name in seen:
+                value = seen[name][0] if seen[name][0] < lo else seen[name][1]
+                bad(name, f"held {value} when it was read, outside {lo}..{hi}")  # (changed in memory since)
+            bad(name, f"holds a value outside {lo}..{hi}")
 
     def non_decreasing(v) -> bool:
         return not pieces.any(lambda i, j: (v[i + 1:j + 1] < v[i:j]).any(), max(int(v.size) - 1, 0))

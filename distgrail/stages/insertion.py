@@ -264,7 +264,8 @@ def sweep_insertions(xp, a: dict, ea, eb, rev=None):
     the DAG; ``level`` (C,) int64; ``post0``, ``size``, ``parent`` (C,) the DT ranks, subtree
     sizes and parents; ``lo``, ``hi`` (d, C) the intervals; ``out``, ``inn`` (W, C) uint64 masks;
     ``ids`` (K,) support components. ``level``, ``lo``, ``hi``, ``out``, ``inn`` are updated in
-    place (pass copies). ``rev``: the DAG's parents as a CSR ``(indptr, indices)``
+    place (pass copies); the others are only read, and may be a served query state's own arrays
+    (:meth:`distgrail.update._Device.from_state`), which other threads' queries read meanwhile. ``rev``: the DAG's parents as a CSR ``(indptr, indices)``
     (:func:`reverse_csr`, made here when None).
     ``info``: merged groups, components dropped, rounds and rows of each sweep, renumbered,
     seconds per step.
