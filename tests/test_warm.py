@@ -22,6 +22,7 @@ def test_the_warm_up_builds_and_queries_on_a_backend():
     assert set(done) == {"seconds", "cache_dir", "cache_files_added"} and done["seconds"] > 0
     assert [ln.split(":")[0] for ln in lines] == ["a text edge list", "a .h5 graph", "the bundled graph",
                                                   "a layered DAG"], lines
+    assert all("queried and updated" in ln for ln in lines), lines  # every graph's index took edges too
 
 
 def test_the_wide_graph_takes_the_wider_stored_types():

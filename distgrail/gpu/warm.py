@@ -7,7 +7,7 @@ them in its cache (``CUPY_CACHE_DIR``, else ``~/.cupy/kernel_cache``). :func:`wa
 pipeline once on small graphs that take the paths a real run takes (a text edge list parsed on
 the GPU, a ``.h5`` graph, cycles, self-loops and duplicate edges, a DAG wide and deep enough for
 the index's 32-bit and 16-bit stored types, support masks, queries, the index written and opened
-again), so those kernels land in the cache. ``launch/setup.sh``
+again, edges inserted), so those kernels land in the cache. ``launch/setup.sh``
 calls it (``python -m distgrail.gpu.warm``: exit 0 without a GPU, saying so; 1 if the warm-up
 fails) when it installs the GPU extra; the Slurm templates keep the same cache across jobs. Paths only very large graphs take (scans in pieces past
 2^31 items) and the partitioned build across ranks still compile on their first use.
@@ -59,6 +59,7 @@ def warm(backend: str = "gpu", n: int = 20000, say=None, wide: int = 100000) -> 
     from ..io.binary import write_binary_graph
     from ..io.graph import EdgeGraph
     from ..io.writers import write_graph
+    from ..update import insert_edges
 
     say = say or (lambda line: None)
     folder, before, t0 = cache_dir(), cache_files(), time.perf_counter()
@@ -78,8 +79,14 @@ def warm(backend: str = "gpu", n: int = 20000, say=None, wide: int = 100000) -> 
         for what, graph in graphs:
             t1 = time.perf_counter()
             built = distgrail.build_index(graph, dims=5, backend=backend, output=out, supports=64)
-            distgrail.open_index(out).query(sources % built.n, targets % built.n, backend=backend)
-            say(f"{what}: built, written, opened and queried in {time.perf_counter() - t1:.1f} s")
+            served = distgrail.open_index(out)
+            served.query(sources % built.n, targets % built.n, backend=backend)
+            ea, eb = rng.integers(0, built.n, 300), rng.integers(0, built.n, 300)
+            # edges swept into an index with a query state (serve's updates), then into one without
+            # (distgrail update's): the two ways the sweep's arrays reach the device
+            insert_edges(served, ea, eb, backend=backend, rebuild_above=10 ** 9)
+            insert_edges(distgrail.open_index(out), ea, eb, backend=backend, rebuild_above=10 ** 9, consume=True)
+            say(f"{what}: built, written, opened, queried and updated in {time.perf_counter() - t1:.1f} s")
     return {"seconds": time.perf_counter() - t0, "cache_dir": folder, "cache_files_added": cache_files() - before}
 
 
