@@ -257,9 +257,11 @@ def test_an_interrupt_while_waiting_for_the_open_leaves_the_abort_waiting_for_it
 
     from distgrail.io import atomic
 
-    # Python's own SIGINT handler, and no output of an earlier test being put in place (its threads
-    # may still be at it: io.atomic then holds a signal back until the rename is done), so that the
-    # interrupt reaches the wait under test as a user's Ctrl-C reaches a build
+    # Python's own SIGINT handler, and no output of an earlier test being put in place: io.atomic's
+    # handler, once an earlier test's write installed it, holds a signal back while an output is put
+    # in place and passes it to the handler it found when installed (which an earlier test may have
+    # set to ignore SIGINT), so that the interrupt reaches the wait under test as a user's Ctrl-C
+    # reaches a build
     deadline = time.monotonic() + 30
     while atomic._DEFERRED["depth"] and time.monotonic() < deadline:
         time.sleep(0.01)
