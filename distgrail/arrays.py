@@ -67,11 +67,14 @@ def _run_pieces(fn, pieces) -> list:
 
 
 def interleaved_rows(a: np.ndarray, b: np.ndarray):
-    """The (k, 2) int64 rows whose two columns ``a`` and ``b`` are (views of one C-ordered array,
-    as a mapped (k, 2) ``.npy`` gives: one pass over the rows reads both), or None."""
-    if (a.dtype == b.dtype == np.int64 and a.ndim == b.ndim == 1 and a.size == b.size and a.size
-            and a.strides == b.strides == (16,) and b.ctypes.data == a.ctypes.data + 8):
-        return np.lib.stride_tricks.as_strided(a, shape=(a.size, 2), strides=(16, 8), writeable=False)
+    """The (k, 2) rows, int64 or int32, whose two columns ``a`` and ``b`` are (views of one
+    C-ordered array, as a mapped (k, 2) ``.npy`` gives: one pass over the rows reads both), or
+    None."""
+    w = a.itemsize
+    if (a.dtype == b.dtype and a.dtype in (np.dtype(np.int64), np.dtype(np.int32)) and a.ndim == b.ndim == 1
+            and a.size == b.size and a.size and a.strides == b.strides == (2 * w,)
+            and b.ctypes.data == a.ctypes.data + w):
+        return np.lib.stride_tricks.as_strided(a, shape=(a.size, 2), strides=(2 * w, w), writeable=False)
     return None
 
 

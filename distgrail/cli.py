@@ -124,21 +124,24 @@ def cmd_index(args):
     return 0
 
 
-def _prepare_beside(idx, backend, pin_rows: bool | None = None):
+def _prepare_beside(idx, backend, pin_rows: bool | None = None, answers: int = 0):
     """Start putting ``idx``'s query state on ``backend``'s device on a thread of its own, then
     (``pin_rows`` not None) page-lock the staging of a large batch for that layout
     (:func:`~distgrail.query.staging.pin_staging_quietly`: ``True`` for the rows of one (k, 2)
-    array, ``False`` for two columns); returns a function that waits for it and gives its
-    seconds (0 when it failed: the query then makes it again and raises the error where it
-    belongs). The upload to a GPU then overlaps the read of the pairs (docs/benchmarks.md,
-    session 23)."""
+    array, ``False`` for two columns) and (``answers`` > 0) a page-locked array for that many
+    answers (:func:`~distgrail.query.staging.pinned_answers`); returns a function that waits for
+    it and gives its seconds (0 when it failed: the query then makes it again and raises the
+    error where it belongs) and the answer array (None when none was made). The upload to a GPU
+    then overlaps the read of the pairs (docs/benchmarks.md, session 23), and the page-locking
+    is done beside it too (session 29)."""
     import threading
 
     from .gpu.backend import get_backend
-    from .query.staging import pin_staging_quietly
+    from .query.staging import pin_staging_quietly, pinned_answers
 
     be = get_backend(backend)
     spent: list = []
+    out: list = []
 
     def run():
         try:
@@ -149,13 +152,19 @@ def _prepare_beside(idx, backend, pin_rows: bool | None = None):
             return
         if pin_rows is not None:
             pin_staging_quietly(be, pin_rows)
+        if answers > 0 and be.is_gpu:
+            try:
+                with be.on_device():
+                    out.append(pinned_answers(answers))
+            except Exception:  # noqa: BLE001 - an optimisation only: the answers go to a new array
+                pass
 
     th = threading.Thread(target=run, name="distgrail-prepare", daemon=True)
     th.start()
 
-    def wait() -> float:
+    def wait():
         th.join()
-        return sum(spent)
+        return sum(spent), (out[0] if out else None)
 
     return wait
 
@@ -176,7 +185,7 @@ def cmd_query(args):
         answers, stats, q = query_under_mpi(args, comm, pairs)
     else:
         idx = distgrail.open_index(args.index)
-        from .io.pairs import mapped_as_rows
+        from .io.pairs import mapped_as_rows, npy_rows
         from .query.staging import DIRECT_PAIRS
 
         big = os.path.isfile(pairs) and os.path.getsize(pairs) > 16 * DIRECT_PAIRS  # (at least 16 bytes a pair)
@@ -184,15 +193,19 @@ def cmd_query(args):
         # gives, while the pairs are read
         # (an index of node labels maps the pairs to ids: new columns, not the file's rows)
         rows = idx.node_labels is None and mapped_as_rows(pairs)
-        prepared = _prepare_beside(idx, args.backend, rows if big else None)
+        # a large .npy of ids: its answers come down into a page-locked array made beside the read
+        expect = npy_rows(pairs) if big and idx.node_labels is None else 0
+        prepared = _prepare_beside(idx, args.backend, rows if big else None, expect)
         try:
             q = read_pairs_for(pairs, idx, mapped=True)  # a .npy's columns go up from the mapped file
         finally:
-            spent = prepared()
+            spent, out = prepared()
         if idx.node_labels is None:
             # the read checked every id against the index (a bad one named by file and line): the
             # batch goes to the answer without check_pairs' second pass over its ids
-            answers, stats = idx._query_local(q.sources, q.targets, get_backend(args.backend))
+            if out is not None and out.size != q.sources.size:
+                out = None
+            answers, stats = idx._query_local(q.sources, q.targets, get_backend(args.backend), out=out)
         else:  # labels: the index maps them to ids
             answers, stats = idx.query(q.sources, q.targets, backend=args.backend)
         stats.prepare_seconds = stats.prepare_seconds or spent

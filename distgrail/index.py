@@ -189,7 +189,8 @@ class Index:
         if s.shape != t.shape or s.ndim != 1:
             raise QueryError(f"sources and targets must be 1-D of equal length, got shapes {s.shape} and {t.shape}")
         rows = interleaved_rows(s, t)  # the columns of one (k, 2) array: one pass over its rows checks both
-        if rows is not None and int(max_parallel(rows.reshape(-1).view(np.uint64))) < self.n:
+        if (rows is not None and (narrow or rows.dtype == np.int64)
+                and int(max_parallel(rows.reshape(-1).view(f"u{rows.itemsize}"))) < self.n):
             return s, t
         for arr, what in ((s, "sources"), (t, "targets")):
             if arr.size and not np.issubdtype(arr.dtype, np.integer):
@@ -224,12 +225,14 @@ class Index:
         be = get_backend(backend)
         return self._query_local(s, t, be, search)
 
-    def _query_local(self, s, t, be, search: SearchOptions | None = None):
+    def _query_local(self, s, t, be, search: SearchOptions | None = None, out=None):
+        """The answers of checked ids on ``be`` (this process's own); ``out``: a page-locked host
+        array the GPU path answers into (:func:`~distgrail.query.staging.pinned_answers`)."""
         stats = QueryStats(backend=be.name)
         spent = []
         L, pool = self._state(be, spent)
         stats.prepare_seconds = sum(spent)  # (0: made by an earlier call)
-        ans = be.pick(answer_batch_numpy, answer_batch_cuda)(L, s, t, stats, search=search, pool=pool)
+        ans = be.pick(answer_batch_numpy, answer_batch_cuda)(L, s, t, stats, search=search, pool=pool, out=out)
         return np.asarray(ans, dtype=bool), stats
 
     def reachable(self, u, v, backend="auto", search: SearchOptions | None = None):

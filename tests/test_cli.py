@@ -217,14 +217,16 @@ def test_query_puts_the_index_on_the_device_while_the_pairs_are_read(tmp_path, c
     from distgrail.cli import _prepare_beside, main as cli_main
 
     idx = distgrail.build_index(distgrail.bundled_graph(), dims=2, backend="cpu")
-    wait = _prepare_beside(idx, "cpu")
-    assert wait() > 0 and all(o.built for o in idx._query_state.values())
+    wait = _prepare_beside(idx, "cpu", answers=1000)
+    spent, out = wait()
+    assert spent > 0 and all(o.built for o in idx._query_state.values())
+    assert out is None  # page-locked answers only on a GPU
 
     class Broken:
         def _state(self, be, spent):
             raise MemoryError("no room (planted)")
 
-    assert _prepare_beside(Broken(), "cpu")() == 0  # no exception here
+    assert _prepare_beside(Broken(), "cpu")() == (0, None)  # no exception here
     path = tmp_path / "k.h5"
     idx.save(str(path))
     assert cli_main(["query", str(path), "bundled", "--backend", "cpu", "--json"]) == 0

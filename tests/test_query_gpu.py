@@ -164,6 +164,60 @@ def test_staging_ring_strided_and_pinned(monkeypatch, data_dir, piece, slots):
     np.testing.assert_array_equal(idx.query(q32, t.astype(np.int32), backend="gpu")[0], whole)
 
 
+def test_answers_straight_into_a_page_locked_array(monkeypatch, data_dir):
+    """A batch answered into a page-locked array (``staging.pinned_answers``, what the ``query``
+    command makes beside the read) has its answers copied down into it directly: the same
+    answers and counts as into a new array, from int64 rows, int32 rows and pinned columns, over
+    many chunks, with no pinned answer slot asked for."""
+    import cupyx
+
+    s, t = load_pairs("kegg_dag_uniq")
+    idx = distgrail.build_index(graph_path("kegg_dag_uniq"), dims=3, backend="cpu")
+    be = get_backend("gpu")
+    whole, st_whole = idx.query(s, t, backend="gpu")
+    monkeypatch.setattr(gpu_staging, "CHUNK_PAIRS", 7001)
+    monkeypatch.setattr(gpu_staging, "DIRECT_PAIRS", 1000)
+    pairs = np.stack([s, t], axis=1)
+    p32 = pairs.astype(np.int32)
+    ps, pt = cupyx.empty_pinned(s.size, np.int64), cupyx.empty_pinned(t.size, np.int64)
+    ps[...], pt[...] = s, t
+    asked = []
+    real = cupyx.empty_pinned
+    monkeypatch.setattr(cupyx, "empty_pinned", lambda shape, dtype=np.float64: asked.append(np.dtype(dtype)) or real(shape, dtype))
+    for src, dst in ((pairs[:, 0], pairs[:, 1]), (p32[:, 0], p32[:, 1]), (ps, pt)):
+        out = gpu_staging.pinned_answers(s.size)
+        asked.clear()
+        ans, st = idx._query_local(src, dst, be, out=out)
+        assert ans is out and np.uint8 not in asked  # no answer slots
+        np.testing.assert_array_equal(ans, whole)
+        assert st.steps == st_whole.steps and st.reachable == st_whole.reachable
+    with pytest.raises(Exception, match="out must be"):
+        idx._query_local(s, t, be, out=np.empty(s.size - 1, bool))
+
+
+def test_query_command_answers_a_large_npy_into_page_locked_answers(monkeypatch, tmp_path, data_dir):
+    """``distgrail query`` of a large ``.npy`` (int64 and int32 rows) on a GPU: the answers come
+    down into the page-locked array made beside the read, and equal the CPU backend's."""
+    from distgrail.cli import main
+
+    s, t = load_pairs("kegg_dag_uniq")
+    idx = distgrail.build_index(graph_path("kegg_dag_uniq"), dims=3, backend="cpu")
+    idx.save(tmp_path / "i.h5")
+    want = idx.query(s, t, backend="cpu")[0]
+    monkeypatch.setattr(gpu_staging, "DIRECT_PAIRS", 1000)  # "large" from 16,000 bytes of pairs
+    monkeypatch.setattr(gpu_staging, "CHUNK_PAIRS", 7001)
+    made = []
+    real = gpu_staging.pinned_answers
+    monkeypatch.setattr(gpu_staging, "pinned_answers", lambda n: made.append(real(n)) or made[-1])
+    for dt in (np.int64, np.int32):
+        np.save(tmp_path / "p.npy", np.stack([s, t], axis=1).astype(dt))
+        made.clear()
+        assert main(["query", str(tmp_path / "i.h5"), str(tmp_path / "p.npy"), "-o", str(tmp_path / "a.npy"),
+                     "--backend", "gpu", "--quiet"]) == 0
+        assert len(made) == 1 and made[0].size == s.size
+        np.testing.assert_array_equal(np.load(tmp_path / "a.npy"), want)
+
+
 @pytest.mark.parametrize("way", ["small", "columns", "rows", "int32", "pinned"])
 @pytest.mark.parametrize("bad", [-1, "n", 2**32 + 5])
 def test_bad_ids_refused_on_every_path(monkeypatch, data_dir, way, bad):

@@ -29,3 +29,23 @@ def test_int32_ids_answer_as_int64_ones_and_stay_int32_when_checked():
         b[77] = bad
         with pytest.raises(QueryError, match=rf"sources\[77\] out of range 0..{idx.n - 1}, got {bad}"):
             idx.query(b, p32[:, 1], backend="cpu")
+
+
+@pytest.mark.parametrize("dtype", [np.int64, np.int32])
+def test_a_bad_id_in_the_rows_of_one_array_is_named(dtype):
+    """The two columns of one (k, 2) array (int64 or int32 rows: one pass over the rows checks
+    both) are checked id by id: a negative or too large id in either column is named, and the
+    rows' check does not read two int32 ids as one 64-bit word."""
+    import distgrail
+    from distgrail.errors import QueryError
+
+    idx = distgrail.build_index(distgrail.bundled_graph(), dims=2, backend="cpu")
+    pairs = np.random.default_rng(5).integers(0, idx.n, (5000, 2)).astype(dtype)
+    s, t = idx.check_pairs(pairs[:, 0], pairs[:, 1], narrow=True)
+    assert s.dtype == dtype and np.shares_memory(s, pairs)
+    for col, what in ((0, "sources"), (1, "targets")):
+        for bad in (-1, idx.n, 2**31 - 1):
+            b = pairs.copy()
+            b[4321, col] = bad
+            with pytest.raises(QueryError, match=rf"{what}\[4321\] out of range 0..{idx.n - 1}, got {bad}"):
+                idx.check_pairs(b[:, 0], b[:, 1], narrow=True)

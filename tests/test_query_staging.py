@@ -113,6 +113,11 @@ def test_interleaved_only_for_the_two_columns_of_one_array():
     assert interleaved_rows(pairs[:, 0].astype(np.int32), pairs[:, 1].astype(np.int32)) is None
     three = np.arange(30, dtype=np.int64).reshape(10, 3)
     assert interleaved_rows(three[:, 0], three[:, 1]) is None  # rows of 3: strides 24
+    narrow = pairs.astype(np.int32)  # rows of int32 ids: copied up as they are
+    rows = interleaved_rows(narrow[:, 0], narrow[:, 1])
+    assert rows is not None and rows.dtype == np.int32 and np.array_equal(rows, pairs)
+    assert interleaved_rows(narrow[:, 0], pairs[:, 1]) is None  # two types
+    assert interleaved_rows(pairs[:, 0].view(np.uint64), pairs[:, 1].view(np.uint64)) is None
 
 
 class Device:
@@ -246,19 +251,33 @@ def simulate(monkeypatch, seed, layout):
     return dev
 
 
-@pytest.mark.parametrize("layout", ["rows", "columns", "pinned", "pinned32", "columns32"])
+@pytest.mark.parametrize("layout", ["rows", "rows32", "columns", "pinned", "pinned32", "columns32"])
 @pytest.mark.parametrize("nq,chunk,piece", [(10_000, 3001, 700), (5000, 5000, 4096), (64, 10, 3), (4000, 500, 250)])
 @pytest.mark.parametrize("seed", [0, 1, 2])
-def test_stream_chunks_answers_in_input_order(monkeypatch, layout, nq, chunk, piece, seed):
+@pytest.mark.parametrize("answers_pinned", [False, True])
+def test_stream_chunks_answers_in_input_order(monkeypatch, layout, nq, chunk, piece, seed, answers_pinned):
     """The whole pipeline of a batch (:func:`stream_chunks`) on a simulated GPU whose streams run
     in a random order that only the events constrain: the chunks' answers come back in input
-    order through the two buffer sets and answer slots, from rows, columns of their own, or
-    page-locked pairs uploaded in place; staged ids reach the kernels as int32, page-locked ones
-    in their own type; every chunk is launched once and every stream is drained at the end."""
+    order through the two buffer sets and answer slots (or, into a page-locked answer array,
+    straight into it), from rows, columns of their own, or page-locked pairs uploaded in place;
+    staged ids reach the kernels as int32, page-locked ones in their own type; every chunk is
+    launched once and every stream is drained at the end."""
+    import sys
+    import types
+
     dev = simulate(monkeypatch, seed, layout)
+    slots = []  # the pinned blocks the batch asked for
+    monkeypatch.setitem(sys.modules, "cupyx", types.SimpleNamespace(
+        empty_pinned=lambda shape, dtype: slots.append(np.dtype(dtype)) or np.empty(shape, dtype)))
+    monkeypatch.setattr(answer, "_page_locked",
+                        lambda a: answers_pinned if a.dtype == bool else layout.startswith("pinned"))
     monkeypatch.setattr(answer, "STAGE_PAIRS", piece)
     pairs = np.random.default_rng(nq).integers(0, 2**31 - 1, (nq, 2))
-    if layout == "rows":
+    if layout == "rows32":
+        rows32 = pairs.astype(np.int32)
+        s, t = rows32[:, 0], rows32[:, 1]
+        assert interleaved_rows(s, t) is not None
+    elif layout == "rows":
         s, t = pairs[:, 0], pairs[:, 1]
     else:
         s, t = np.ascontiguousarray(pairs[:, 0]), np.ascontiguousarray(pairs[:, 1])
@@ -274,6 +293,8 @@ def test_stream_chunks_answers_in_input_order(monkeypatch, layout, nq, chunk, pi
         assert scratch.launched == [min(chunk, nq - a) for a in range(0, nq, chunk)] and handed == len(scratch.launched)
         assert scratch.id_types == {np.dtype(s.dtype if layout.startswith("pinned") else np.int32).str}
         assert not any(st.ops for st in dev.streams)
+    # answer slots only where the answers do not come down straight into the caller's array
+    assert slots.count(np.dtype(np.uint8)) == (0 if answers_pinned else 4)
 
 
 @pytest.mark.parametrize("layout", ["rows", "columns"])

@@ -16,7 +16,7 @@ from .edgelist import read_columns
 from .regular import check_regular
 from .text import Chunk, Text, shown
 
-__all__ = ["read_pairs", "read_query_pairs", "read_pairs_for", "QueryPairs", "npy_pairs_array", "read_npy_rows", "is_npy"]
+__all__ = ["read_pairs", "read_query_pairs", "read_pairs_for", "QueryPairs", "npy_pairs_array", "read_npy_rows", "npy_rows", "is_npy"]
 
 #: ids in a pairs file read without the index's vertex count are below this (checked later)
 _CAP = 2**40
@@ -148,15 +148,28 @@ def mapped_as_rows(path) -> bool:
     """Whether the id columns a mapped read of this pairs file gives (:func:`read_npy_rows`,
     ``read_query_pairs(mapped=True)``) are the two columns of one (k, 2) array: a ``.npy`` of
     native 64-bit ids, shape (k, 2), C order. The GPU staging then uploads them as rows, so that
-    is the layout to page-lock its slots for beforehand; False for any other file (its columns
-    are copied out), and for one that cannot be read (the read itself says why)."""
+    is the layout to page-lock its slots for beforehand: a ``.npy`` of native 64-bit or int32 ids,
+    shape (k, 2), C order; False for any other file (its columns are copied out), and for one that
+    cannot be read (the read itself says why)."""
     if not is_npy(path):
         return False
     try:
         arr = npy_pairs_array(path)
     except GraphFormatError:
         return False
-    return arr.shape[1] == 2 and arr.dtype.itemsize == 8 and arr.dtype.isnative and arr.flags.c_contiguous
+    return (arr.shape[1] == 2 and arr.flags.c_contiguous
+            and ((arr.dtype.itemsize == 8 and arr.dtype.isnative) or arr.dtype == np.dtype(np.int32)))
+
+
+def npy_rows(path) -> int:
+    """The number of pairs a ``.npy`` pairs file holds, from its header (0 for any other file, and
+    for one that cannot be read: the read itself says why)."""
+    if not is_npy(path):
+        return 0
+    try:
+        return int(npy_pairs_array(path).shape[0])
+    except GraphFormatError:
+        return 0
 
 
 def read_npy_rows(path, n: int, lo: int, hi: int) -> tuple[np.ndarray, np.ndarray]:

@@ -130,11 +130,11 @@ def _prefilter_loaded() -> bool:
 
 
 def answer_batch_numpy(L: Labels, sources: np.ndarray, targets: np.ndarray, stats: QueryStats | None = None, *,
-                       search: SearchOptions | None = None, pool=None):
+                       search: SearchOptions | None = None, pool=None, out=None):
     """Every step on the CPU for original vertex ids; returns bool answers. The component lookup
     and the prefilter run compiled where the compiled search does (:func:`_cpu_prefilter`), else
     in NumPy. Its scratch is the call's own (``pool``, the GPU launcher's scratch pool, is unused
-    here)."""
+    here); ``out``, as the GPU launcher's, receives the answers (copied into it here)."""
     t0 = time.perf_counter()
     search = search or SearchOptions()
     compiled = _cpu_prefilter(int(np.size(sources)), search)
@@ -154,6 +154,9 @@ def answer_batch_numpy(L: Labels, sources: np.ndarray, targets: np.ndarray, stat
         stats.add_codes(code)
         stats.search_rounds = max(stats.search_rounds, rounds)
         stats.seconds += time.perf_counter() - t0
+    if out is not None:
+        out[...] = ans
+        return out
     return ans
 
 
@@ -376,7 +379,7 @@ class ScratchPool:
 
 @launcher
 def answer_batch_cuda(be, L: Labels, sources, targets, stats: QueryStats | None = None, *,
-                      search: SearchOptions | None = None, pool: ScratchPool | None = None):
+                      search: SearchOptions | None = None, pool: ScratchPool | None = None, out=None):
     """Every step on ``be``'s GPU for original vertex ids (host int64 or int32 arrays, every id
     already checked to lie in ``0 .. n-1``: ``Index.check_pairs``); returns host bool answers.
 
@@ -385,6 +388,9 @@ def answer_batch_cuda(be, L: Labels, sources, targets, stats: QueryStats | None 
     (:func:`~distgrail.query.staging.stream_chunks`), so GPU memory does not grow with the batch. The device scratch is
     borrowed from ``pool`` (one :class:`QueryScratch` per batch running at once), or made for this
     call when ``pool`` is None; the work runs in this thread's current stream on ``be.device``.
+    ``out``: a host bool array of the batch's length to answer into (page-locked, e.g. made ahead
+    by :func:`~distgrail.query.staging.pinned_answers`, the answers come down into it directly,
+    without the pinned answer slots and the host's copy out of them); None: a new array.
     """
     import cupy as cp
 
@@ -394,7 +400,11 @@ def answer_batch_cuda(be, L: Labels, sources, targets, stats: QueryStats | None 
     if sources.shape != targets.shape or sources.ndim != 1:
         raise BackendError(f"answer_batch_cuda: sources and targets of one length, got {sources.shape} and {targets.shape}")
     nq = int(sources.size)
-    out = np.empty(nq, dtype=bool)
+    if out is None:
+        out = np.empty(nq, dtype=bool)
+    elif out.shape != (nq,) or out.dtype != np.dtype(bool) or not out.flags.c_contiguous or not out.flags.writeable:
+        raise BackendError(f"answer_batch_cuda: out must be a writeable contiguous bool array of {nq} answers, "
+                           f"got {out.dtype} {out.shape}")
     counts = np.zeros(MAX_ROUNDS + 1, dtype=np.uint64)
     handed = 0
     if pool is None:

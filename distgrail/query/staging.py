@@ -7,7 +7,8 @@ kinds of work on three streams of one device:
 * the caller's stream: the prefilter and search kernels of the chunk before it
   (:meth:`QueryScratch.queue_steps <distgrail.query.answer.QueryScratch.queue_steps>`);
 * ``down`` (the scratch's download stream): the answers of the chunk before that, into one of two
-  pinned answer slots, then copied out by the host threads.
+  pinned answer slots, then copied out by the host threads; or, when the caller's answer array is
+  page-locked itself (:func:`pinned_answers`), straight into it.
 
 Events order them: a buffer set is refilled once the kernels that read it are done, an answer
 buffer rewritten once its download is done. The host meanwhile stages the next chunk.
@@ -29,7 +30,7 @@ import numpy as np
 from ..arrays import copy_many_parallel, copy_parallel, interleaved_rows, prefault_beside
 
 __all__ = ["CHUNK_PAIRS", "DIRECT_PAIRS", "STAGE_PAIRS", "STAGE_SLOTS", "STAGE_COPY_BYTES", "DRAIN_COPY_BYTES",
-           "STAGED_IDS", "stream_chunks", "copy_up", "copy_down", "pin_staging", "pin_staging_quietly", "pin_staging_beside", "Stager"]
+           "STAGED_IDS", "stream_chunks", "pinned_answers", "copy_up", "copy_down", "pin_staging", "pin_staging_quietly", "pin_staging_beside", "Stager"]
 
 #: pairs per GPU chunk (device, per buffer set: ids 16 B, answers 1 B; two sets; the work lists
 #: 32 B: 66 B a pair of a chunk per scratch; fewer, larger chunks leave the host fewer waits)
@@ -106,6 +107,18 @@ def pin_staging(rows: bool = True) -> None:
     del held  # (back to the pool)
 
 
+def pinned_answers(n: int) -> np.ndarray:
+    """A page-locked host bool array for the ``n`` answers of one batch (CuPy's pinned pool, on
+    the current device): a batch answered into it (``answer_batch_cuda(out=...)``) has its
+    answers copied down into it directly, with no pinned answer slots and no host copy out of
+    them, ~100 MB of host writes fewer per 100 M pairs. Page-locking is dear (the kernel maps and
+    locks every page), so it pays where it is done beside other work: the ``query`` command makes
+    it while the index goes up to the device (docs/benchmarks.md, session 29)."""
+    import cupyx
+
+    return cupyx.empty_pinned(max(0, int(n)), np.bool_)
+
+
 def pin_staging_quietly(be, rows: bool) -> None:
     """:func:`pin_staging` on ``be``'s device (a GPU; nothing on a CPU), ahead of a batch. A
     failure is left to the batch, which pins again and raises where it belongs."""
@@ -146,7 +159,8 @@ def stream_chunks(scratch, sources, targets, out, chunk, stream, budget) -> int:
     direct = _direct(sources, targets)
     ids = sources.dtype if direct else np.dtype(STAGED_IDS)
     stager = None if direct else Stager(sources, targets, chunk, up)
-    answer_slots = [cupyx.empty_pinned(max(chunk, int(CHUNK_PAIRS)), np.uint8) for _ in range(2)]  # one size
+    straight = _page_locked(out)  # the answers come down into the caller's array itself
+    answer_slots = None if straight else [cupyx.empty_pinned(max(chunk, int(CHUNK_PAIRS)), np.uint8) for _ in range(2)]
     computed = [None, None]  # per buffer set: its kernels are done (the set may be refilled)
     pending = [None, None]  # per answer slot: (event of its download, a, b)
 
@@ -173,13 +187,14 @@ def stream_chunks(scratch, sources, targets, out, chunk, stream, budget) -> int:
 
     def drain(k):
         ev, a, b = pending[k]
-        ev.synchronize()
-        copy_parallel(out[a:b], answer_slots[k][:b - a].view(bool), DRAIN_COPY_BYTES)
+        if not straight:  # (straight: the kernels that reuse the buffer wait for the download's event)
+            ev.synchronize()
+            copy_parallel(out[a:b], answer_slots[k][:b - a].view(bool), DRAIN_COPY_BYTES)
         pending[k] = None
 
     chunks = -(-nq // chunk)
     handed = 0
-    faulted = prefault_beside(out)  # the answers land in mapped pages, not one fault a page
+    faulted = (lambda: None) if straight else prefault_beside(out)  # answers land in mapped pages
     try:
         # the side streams start after what the caller queued before: memory this batch took from
         # CuPy's pool (its stream-ordered reuse) and page-locked pairs that work still fills
@@ -200,7 +215,7 @@ def stream_chunks(scratch, sources, targets, out, chunk, stream, budget) -> int:
             if pending[k] is not None:  # the answers of chunk i - 2 leave this slot first
                 drain(k)
             down.wait_event(computed[k])
-            copy_down(answer_slots[k][:b - a], answers, down)
+            copy_down(out[a:b].view(np.uint8) if straight else answer_slots[k][:b - a], answers, down)
             pending[k] = (_event(down), a, b)
         for k in (0, 1):
             if pending[k] is not None:
