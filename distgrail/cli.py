@@ -128,8 +128,9 @@ def _prepare_beside(idx, backend, pin_rows: bool | None = None, answers: int = 0
     """Start putting ``idx``'s query state on ``backend``'s device on a thread of its own, then
     (``pin_rows`` not None) page-lock the staging of a large batch for that layout
     (:func:`~distgrail.query.staging.pin_staging_quietly`: ``True`` for the rows of one (k, 2)
-    array, ``False`` for two columns) and (``answers`` > 0) a page-locked array for that many
-    answers (:func:`~distgrail.query.staging.pinned_answers`); returns a function that waits for
+    array, ``False`` for two columns) and (``answers`` > 0, on a GPU) a page-locked array for
+    that many answers (:func:`~distgrail.query.staging.pinned_answers`) and the device scratch of
+    a batch that large (:func:`~distgrail.query.answer.ready_scratch`); returns a function that waits for
     it and gives its seconds (0 when it failed: the query then makes it again and raises the
     error where it belongs) and the answer array (None when none was made). The upload to a GPU
     then overlaps the read of the pairs (docs/benchmarks.md, session 23), and the page-locking
@@ -137,7 +138,8 @@ def _prepare_beside(idx, backend, pin_rows: bool | None = None, answers: int = 0
     import threading
 
     from .gpu.backend import get_backend
-    from .query.staging import pin_staging_quietly, pinned_answers
+    from .query.answer import ready_scratch
+    from .query.staging import CHUNK_PAIRS, pin_staging_quietly, pinned_answers
 
     be = get_backend(backend)
     spent: list = []
@@ -156,7 +158,8 @@ def _prepare_beside(idx, backend, pin_rows: bool | None = None, answers: int = 0
             try:
                 with be.on_device():
                     out.append(pinned_answers(answers))
-            except Exception:  # noqa: BLE001 - an optimisation only: the answers go to a new array
+                    ready_scratch(idx._state(be)[1], min(int(CHUNK_PAIRS), answers))
+            except Exception:  # noqa: BLE001 - an optimisation only: the batch makes what is missing
                 pass
 
     th = threading.Thread(target=run, name="distgrail-prepare", daemon=True)

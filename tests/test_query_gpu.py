@@ -195,6 +195,24 @@ def test_answers_straight_into_a_page_locked_array(monkeypatch, data_dir):
         idx._query_local(s, t, be, out=np.empty(s.size - 1, bool))
 
 
+def test_a_scratch_made_ahead_is_the_one_the_batch_borrows(monkeypatch, data_dir):
+    """``answer.ready_scratch`` leaves one scratch in the pool with room for the batch's chunks
+    and its streams made; the batch then borrows that one (no second is made) and answers as
+    a fresh index does."""
+    s, t = load_pairs("kegg_dag_uniq")
+    idx = distgrail.build_index(graph_path("kegg_dag_uniq"), dims=3, backend="cpu")
+    be = get_backend("gpu")
+    monkeypatch.setattr(gpu_staging, "CHUNK_PAIRS", 7001)
+    monkeypatch.setattr(gpu_staging, "DIRECT_PAIRS", 1000)
+    _, pool = idx._state(be)
+    gpu_query.ready_scratch(pool, 7001)
+    (made,) = pool.idle()
+    assert made.size >= 7001 and made.streams is not None
+    ans, _ = idx._query_local(s, t, be)
+    assert pool.idle() == [made]
+    np.testing.assert_array_equal(ans, idx.query(s, t, backend="cpu", search=FORWARD)[0])
+
+
 def test_query_command_answers_a_large_npy_into_page_locked_answers(monkeypatch, tmp_path, data_dir):
     """``distgrail query`` of a large ``.npy`` (int64 and int32 rows) on a GPU: the answers come
     down into the page-locked array made beside the read, and equal the CPU backend's."""

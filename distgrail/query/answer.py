@@ -377,6 +377,17 @@ class ScratchPool:
             return list(self._free)
 
 
+def ready_scratch(pool: ScratchPool, k: int) -> None:
+    """One scratch of ``pool`` made now, with room for chunks of ``k`` pairs and its side
+    streams, and given back to the pool: the next batch borrows it ready. What the ``query``
+    command does beside the read of a large batch, so the batch's own time is the answer's
+    (docs/benchmarks.md, session 29)."""
+    with pool.lend() as scratch:
+        scratch.buffers(max(1, int(k)))
+        scratch.side_streams()
+        pool.be.synchronize()
+
+
 @launcher
 def answer_batch_cuda(be, L: Labels, sources, targets, stats: QueryStats | None = None, *,
                       search: SearchOptions | None = None, pool: ScratchPool | None = None, out=None):
