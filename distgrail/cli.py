@@ -125,42 +125,50 @@ def cmd_index(args):
 
 
 def _prepare_beside(idx, backend, pin_rows: bool | None = None, answers: int = 0):
-    """Start putting ``idx``'s query state on ``backend``'s device on a thread of its own, then
-    (``pin_rows`` not None) page-lock the staging of a large batch for that layout
-    (:func:`~distgrail.query.staging.pin_staging_quietly`: ``True`` for the rows of one (k, 2)
-    array, ``False`` for two columns) and (``answers`` > 0, on a GPU) a page-locked array for
-    that many answers (:func:`~distgrail.query.staging.pinned_answers`) and the device scratch of
-    a batch that large (:func:`~distgrail.query.answer.ready_scratch`); returns a function that waits for
-    it and gives its seconds (0 when it failed: the query then makes it again and raises the
-    error where it belongs) and the answer array (None when none was made). The upload to a GPU
-    then overlaps the read of the pairs (docs/benchmarks.md, session 23), and the page-locking
-    is done beside it too (session 29)."""
+    """Start putting ``idx``'s query state on ``backend``'s device on a thread of its own; on a
+    GPU, page-lock meanwhile, on a second thread, the staging of a large batch (``pin_rows`` not
+    None: :func:`~distgrail.query.staging.pin_staging`, ``True`` for the rows of one (k, 2) array,
+    ``False`` for two columns) and (``answers`` > 0) an array for that many answers
+    (:func:`~distgrail.query.staging.pinned_answers`), then make the device scratch of a batch
+    that large (:func:`~distgrail.query.answer.ready_scratch`). Returns a function that waits
+    for all of it and gives the state's seconds (0 when it failed: the query then makes it again
+    and raises the error where it belongs) and the answer array (None when none was made). The
+    upload overlaps the read of the pairs (docs/benchmarks.md, session 23); the page-locking,
+    as dear as ~0.5 ms a MB, overlaps the upload (session 29)."""
     import threading
 
     from .gpu.backend import get_backend
     from .query.answer import ready_scratch
-    from .query.staging import CHUNK_PAIRS, pin_staging_quietly, pinned_answers
+    from .query.staging import CHUNK_PAIRS, pin_staging, pinned_answers
 
     be = get_backend(backend)
     spent: list = []
     out: list = []
 
-    def run():
+    def pin():
         try:
             with be.on_device():
-                idx._state(be, spent)
+                if pin_rows is not None:
+                    pin_staging(rows=pin_rows, answer_slots=answers <= 0)
+                if answers > 0:
+                    out.append(pinned_answers(answers))
+        except Exception:  # noqa: BLE001 - an optimisation only: the batch pins what it needs, and raises
+            out.clear()
+
+    def run():
+        pins = None
+        if be.is_gpu and (pin_rows is not None or answers > 0):
+            pins = threading.Thread(target=pin, name="distgrail-pin", daemon=True)
+            pins.start()
+        try:
+            with be.on_device():
+                _, pool = idx._state(be, spent)
+                if answers > 0 and pool is not None:
+                    ready_scratch(pool, min(int(CHUNK_PAIRS), answers))
         except Exception:  # noqa: BLE001 - made again, and raised, by the query itself
             spent.clear()
-            return
-        if pin_rows is not None:
-            pin_staging_quietly(be, pin_rows)
-        if answers > 0 and be.is_gpu:
-            try:
-                with be.on_device():
-                    out.append(pinned_answers(answers))
-                    ready_scratch(idx._state(be)[1], min(int(CHUNK_PAIRS), answers))
-            except Exception:  # noqa: BLE001 - an optimisation only: the batch makes what is missing
-                pass
+        if pins is not None:
+            pins.join()
 
     th = threading.Thread(target=run, name="distgrail-prepare", daemon=True)
     th.start()
@@ -202,7 +210,9 @@ def cmd_query(args):
         try:
             q = read_pairs_for(pairs, idx, mapped=True)  # a .npy's columns go up from the mapped file
         finally:
+            t_wait = time.perf_counter()
             spent, out = prepared()
+            waited = time.perf_counter() - t_wait
         if idx.node_labels is None:
             # the read checked every id against the index (a bad one named by file and line): the
             # batch goes to the answer without check_pairs' second pass over its ids
@@ -215,6 +225,8 @@ def cmd_query(args):
         if args.output:
             write_answers(answers, args.output, q.sources, q.targets)
     summary = stats.as_dict()
+    if comm is None:  # how long the answer waited for the device after the pairs were read
+        summary["prepare_wait_seconds"] = round(waited, 6)
     if getattr(stats, "mpi_seconds", None):
         summary["mpi_seconds"], summary["partition"] = stats.mpi_seconds, stats.partition
         if getattr(stats, "spread", None):  # per rank: DAG edges held, state bytes, what it exchanged

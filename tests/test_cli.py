@@ -232,3 +232,4 @@ def test_query_puts_the_index_on_the_device_while_the_pairs_are_read(tmp_path, c
     assert cli_main(["query", str(path), "bundled", "--backend", "cpu", "--json"]) == 0
     got = _json.loads(capsys.readouterr().out)
     assert got["prepare_seconds"] > 0 and got["reachable"] == distgrail.BUNDLED_REACHABLE
+    assert 0 <= got["prepare_wait_seconds"] < 60

@@ -298,9 +298,11 @@ def test_stream_chunks_answers_in_input_order(monkeypatch, layout, nq, chunk, pi
 
 
 @pytest.mark.parametrize("layout", ["rows", "columns"])
-def test_pin_staging_pins_the_blocks_the_batch_takes(monkeypatch, layout):
+@pytest.mark.parametrize("answers_pinned", [False, True])
+def test_pin_staging_pins_the_blocks_the_batch_takes(monkeypatch, layout, answers_pinned):
     """``pin_staging`` page-locks exactly the pinned blocks (shapes and types) a large batch then
-    asks CuPy's pinned pool for, whatever its size: so the pool gives them back to it."""
+    asks CuPy's pinned pool for, whatever its size: so the pool gives them back to it (no answer
+    slots when the batch's answers come down into a page-locked array)."""
     import sys
     import types
 
@@ -314,7 +316,8 @@ def test_pin_staging_pins_the_blocks_the_batch_takes(monkeypatch, layout):
     monkeypatch.setitem(sys.modules, "cupyx", types.SimpleNamespace(empty_pinned=pinned))
     monkeypatch.setattr(answer, "STAGE_PAIRS", 100)
     monkeypatch.setattr(answer, "CHUNK_PAIRS", 1000)
-    answer.pin_staging(rows=layout == "rows")
+    answer.pin_staging(rows=layout == "rows", answer_slots=not answers_pinned)
+    monkeypatch.setattr(answer, "_page_locked", lambda a: answers_pinned if a.dtype == bool else False)
     pinned_first = sorted(asked)
     for nq, chunk in ((5000, 1000), (150, 150)):  # a batch of several chunks, and a small one
         asked.clear()

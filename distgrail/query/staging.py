@@ -92,18 +92,20 @@ def _split_columns(ds, dt, rows, stream):
         dt[...] = rows[:, 1]
 
 
-def pin_staging(rows: bool = True) -> None:
+def pin_staging(rows: bool = True, answer_slots: bool = True) -> None:
     """Page-lock now the pinned slots a large batch streams through (:class:`Stager`'s ring, for
-    ``rows`` of one (k, 2) array or for two columns, and the two answer slots) and give them back
-    to CuPy's pinned pool, where :func:`stream_chunks` then finds them: called on a thread
-    beside the read of the pairs, the page-locking of a process's first batch is hidden behind
-    the read. Runs on the current device; needs CuPy."""
+    ``rows`` of one (k, 2) array or for two columns, and, with ``answer_slots``, the two answer
+    slots: not needed when the answers come down into a page-locked array, :func:`pinned_answers`)
+    and give them back to CuPy's pinned pool, where :func:`stream_chunks` then finds them: called
+    on a thread beside the read of the pairs, the page-locking of a process's first batch is
+    hidden behind the read. Runs on the current device; needs CuPy."""
     import cupyx
 
     size, slots = max(1, int(STAGE_PAIRS)), max(2, int(STAGE_SLOTS))
     held = ([cupyx.empty_pinned((size, 2), STAGED_IDS) for _ in range(slots)] if rows
             else [cupyx.empty_pinned(size, STAGED_IDS) for _ in range(2 * slots)])
-    held += [cupyx.empty_pinned(int(CHUNK_PAIRS), np.uint8) for _ in range(2)]
+    if answer_slots:
+        held += [cupyx.empty_pinned(int(CHUNK_PAIRS), np.uint8) for _ in range(2)]
     del held  # (back to the pool)
 
 
