@@ -132,9 +132,9 @@ def _prepare_beside(idx, backend, pin_rows: bool | None = None, answers: int = 0
     (:func:`~distgrail.query.staging.pinned_answers`), then make the device scratch of a batch
     that large (:func:`~distgrail.query.answer.ready_scratch`). Returns a function that waits
     for all of it and gives the state's seconds (0 when it failed: the query then makes it again
-    and raises the error where it belongs) and the answer array (None when none was made). The
-    upload overlaps the read of the pairs (docs/benchmarks.md, session 23); the page-locking,
-    as dear as ~0.5 ms a MB, overlaps the upload (session 29)."""
+    and raises the error where it belongs) and ``(answers, release)`` (None when none was made).
+    The upload overlaps the read of the pairs (docs/benchmarks.md, session 23), the page-locking
+    the upload (session 29)."""
     import threading
 
     from .gpu.backend import get_backend
@@ -211,19 +211,22 @@ def cmd_query(args):
             q = read_pairs_for(pairs, idx, mapped=True)  # a .npy's columns go up from the mapped file
         finally:
             t_wait = time.perf_counter()
-            spent, out = prepared()
+            spent, locked = prepared()
             waited = time.perf_counter() - t_wait
-        if idx.node_labels is None:
-            # the read checked every id against the index (a bad one named by file and line): the
-            # batch goes to the answer without check_pairs' second pass over its ids
-            if out is not None and out.size != q.sources.size:
-                out = None
-            answers, stats = idx._query_local(q.sources, q.targets, get_backend(args.backend), out=out)
-        else:  # labels: the index maps them to ids
-            answers, stats = idx.query(q.sources, q.targets, backend=args.backend)
-        stats.prepare_seconds = stats.prepare_seconds or spent
-        if args.output:
-            write_answers(answers, args.output, q.sources, q.targets)
+        out, release = locked if locked is not None else (None, lambda: None)
+        try:
+            if idx.node_labels is None:
+                # the read checked every id against the index (a bad one named by file and line): the
+                # batch goes to the answer without check_pairs' second pass over its ids
+                answers, stats = idx._query_local(q.sources, q.targets, get_backend(args.backend),
+                                                  out=out if out is not None and out.size == q.sources.size else None)
+            else:  # labels: the index maps them to ids
+                answers, stats = idx.query(q.sources, q.targets, backend=args.backend)
+            stats.prepare_seconds = stats.prepare_seconds or spent
+            if args.output:
+                write_answers(answers, args.output, q.sources, q.targets)
+        finally:
+            release()  # (the answers' pages unlocked; the array itself stays for the checks below)
     summary = stats.as_dict()
     if comm is None:  # how long the answer waited for the device after the pairs were read
         summary["prepare_wait_seconds"] = round(waited, 6)

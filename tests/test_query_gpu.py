@@ -185,9 +185,14 @@ def test_answers_straight_into_a_page_locked_array(monkeypatch, data_dir):
     real = cupyx.empty_pinned
     monkeypatch.setattr(cupyx, "empty_pinned", lambda shape, dtype=np.float64: asked.append(np.dtype(dtype)) or real(shape, dtype))
     for src, dst in ((pairs[:, 0], pairs[:, 1]), (p32[:, 0], p32[:, 1]), (ps, pt)):
-        out = gpu_staging.pinned_answers(s.size)
+        out, release = gpu_staging.pinned_answers(s.size)
+        assert gpu_staging._page_locked(out)
         asked.clear()
-        ans, st = idx._query_local(src, dst, be, out=out)
+        try:
+            ans, st = idx._query_local(src, dst, be, out=out)
+        finally:
+            release()
+        assert not gpu_staging._page_locked(out)
         assert ans is out and np.uint8 not in asked  # no answer slots
         np.testing.assert_array_equal(ans, whole)
         assert st.steps == st_whole.steps and st.reachable == st_whole.reachable
@@ -232,7 +237,8 @@ def test_query_command_answers_a_large_npy_into_page_locked_answers(monkeypatch,
         made.clear()
         assert main(["query", str(tmp_path / "i.h5"), str(tmp_path / "p.npy"), "-o", str(tmp_path / "a.npy"),
                      "--backend", "gpu", "--quiet"]) == 0
-        assert len(made) == 1 and made[0].size == s.size
+        assert len(made) == 1 and made[0][0].size == s.size
+        assert not gpu_staging._page_locked(made[0][0])  # unlocked once written
         np.testing.assert_array_equal(np.load(tmp_path / "a.npy"), want)
 
 

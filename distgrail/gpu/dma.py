@@ -11,7 +11,7 @@ import numpy as np
 
 from ..arrays import populate
 
-__all__ = ["STAGE_MIN_BYTES", "upload_large", "download_large", "touch_pages", "NoThread"]
+__all__ = ["STAGE_MIN_BYTES", "upload_large", "download_large", "touch_pages", "lock_pages", "NoThread"]
 
 
 class NoThread:
@@ -49,6 +49,16 @@ class _Locked:
 
     def __exit__(self, *exc):
         self.runtime.hostUnregister(self.base)
+
+
+def lock_pages(cupy, a: np.ndarray):
+    """Page-lock the pages under the host array ``a`` (``cudaHostRegister``; populate a fresh
+    array first, :func:`~distgrail.arrays.populate`, or the driver maps its pages one at a time)
+    until the returned function is called, which must happen before ``a`` goes. Raises when they
+    cannot be locked."""
+    locked = _Locked(cupy, a)
+    locked.__enter__()
+    return locked.__exit__
 
 
 def _dma(cupy, host: np.ndarray, dst_ptr, src_ptr, kind) -> bool:

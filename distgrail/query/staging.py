@@ -27,7 +27,7 @@ import threading
 
 import numpy as np
 
-from ..arrays import copy_many_parallel, copy_parallel, interleaved_rows, prefault_beside
+from ..arrays import copy_many_parallel, copy_parallel, interleaved_rows, populate, prefault_beside
 
 __all__ = ["CHUNK_PAIRS", "DIRECT_PAIRS", "STAGE_PAIRS", "STAGE_SLOTS", "STAGE_COPY_BYTES", "DRAIN_COPY_BYTES",
            "STAGED_IDS", "stream_chunks", "pinned_answers", "copy_up", "copy_down", "pin_staging", "pin_staging_quietly", "pin_staging_beside", "Stager"]
@@ -109,16 +109,24 @@ def pin_staging(rows: bool = True, answer_slots: bool = True) -> None:
     del held  # (back to the pool)
 
 
-def pinned_answers(n: int) -> np.ndarray:
-    """A page-locked host bool array for the ``n`` answers of one batch (CuPy's pinned pool, on
-    the current device): a batch answered into it (``answer_batch_cuda(out=...)``) has its
-    answers copied down into it directly, with no pinned answer slots and no host copy out of
-    them, ~100 MB of host writes fewer per 100 M pairs. Page-locking is dear (the kernel maps and
-    locks every page), so it pays where it is done beside other work: the ``query`` command makes
-    it while the index goes up to the device (docs/benchmarks.md, session 29)."""
-    import cupyx
+def pinned_answers(n: int):
+    """``(answers, release)``: a host bool array for the ``n`` answers of one batch, its pages
+    mapped over the host threads and then page-locked (``cudaHostRegister``), and the function
+    that unlocks them, to be called once the answers are used (before the array goes). A batch
+    answered into it (``answer_batch_cuda(out=...)``) has its answers copied down into it
+    directly, with no pinned answer slots and no host copy out of them. Locking mapped pages is
+    far cheaper than a fresh pinned allocation (``cupyx.empty_pinned``: 49 ms for 100 M answers
+    on an H200's host, docs/benchmarks.md session 29). Runs on the current device; needs CuPy;
+    raises when the pages cannot be locked."""
+    import cupy
 
-    return cupyx.empty_pinned(max(0, int(n)), np.bool_)
+    from ..gpu.dma import lock_pages
+
+    out = np.empty(max(0, int(n)), np.bool_)
+    if out.size == 0:
+        return out, (lambda: None)
+    populate(out)
+    return out, lock_pages(cupy, out)
 
 
 def pin_staging_quietly(be, rows: bool) -> None:
