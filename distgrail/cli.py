@@ -153,6 +153,8 @@ def _prepare_beside(idx, backend, pin_rows: bool | None = None, answers: int = 0
                 if answers > 0:
                     out.append(pinned_answers(answers))
         except Exception:  # noqa: BLE001 - an optimisation only: the batch pins what it needs, and raises
+            for _, release in out:  # (locked, then a failure on leaving the device: unlocked again)
+                release()
             out.clear()
 
     def run():
@@ -163,10 +165,15 @@ def _prepare_beside(idx, backend, pin_rows: bool | None = None, answers: int = 0
         try:
             with be.on_device():
                 _, pool = idx._state(be, spent)
-                if answers > 0 and pool is not None:
-                    ready_scratch(pool, min(int(CHUNK_PAIRS), answers))
         except Exception:  # noqa: BLE001 - made again, and raised, by the query itself
             spent.clear()
+            pool = None
+        if answers > 0 and pool is not None:
+            try:
+                with be.on_device():
+                    ready_scratch(pool, min(int(CHUNK_PAIRS), answers))
+            except Exception:  # noqa: BLE001 - an optimisation only: the batch makes its scratch, and raises
+                pass
         if pins is not None:
             pins.join()
 
@@ -207,14 +214,15 @@ def cmd_query(args):
         # a large .npy of ids: its answers come down into a page-locked array made beside the read
         expect = npy_rows(pairs) if big and idx.node_labels is None else 0
         prepared = _prepare_beside(idx, args.backend, rows if big else None, expect)
+        locked = None
         try:
-            q = read_pairs_for(pairs, idx, mapped=True)  # a .npy's columns go up from the mapped file
-        finally:
-            t_wait = time.perf_counter()
-            spent, locked = prepared()
-            waited = time.perf_counter() - t_wait
-        out, release = locked if locked is not None else (None, lambda: None)
-        try:
+            try:
+                q = read_pairs_for(pairs, idx, mapped=True)  # a .npy's columns go up from the mapped file
+            finally:
+                t_wait = time.perf_counter()
+                spent, locked = prepared()
+                waited = time.perf_counter() - t_wait
+            out = locked[0] if locked is not None else None
             if idx.node_labels is None:
                 # the read checked every id against the index (a bad one named by file and line): the
                 # batch goes to the answer without check_pairs' second pass over its ids
@@ -225,8 +233,9 @@ def cmd_query(args):
             stats.prepare_seconds = stats.prepare_seconds or spent
             if args.output:
                 write_answers(answers, args.output, q.sources, q.targets)
-        finally:
-            release()  # (the answers' pages unlocked; the array itself stays for the checks below)
+        finally:  # (also when the read or the batch failed) the answers' pages unlocked; the array
+            if locked is not None:  # itself stays for the checks below
+                locked[1]()
     summary = stats.as_dict()
     if comm is None:  # how long the answer waited for the device after the pairs were read
         summary["prepare_wait_seconds"] = round(waited, 6)

@@ -233,3 +233,44 @@ def test_query_puts_the_index_on_the_device_while_the_pairs_are_read(tmp_path, c
     got = _json.loads(capsys.readouterr().out)
     assert got["prepare_seconds"] > 0 and got["reachable"] == distgrail.BUNDLED_REACHABLE
     assert 0 <= got["prepare_wait_seconds"] < 60
+
+
+@pytest.mark.parametrize("bad", [False, True])
+def test_query_unlocks_the_answers_made_beside_even_when_the_read_fails(tmp_path, monkeypatch, capsys, bad):
+    """``query`` of a large ``.npy``: the answer array the prepare made (page-locked on a GPU) is
+    the one the answers go into, and its unlock is called once, after the answers are written or
+    when the read refuses a bad id (exit 2), never left locked."""
+    import numpy as np
+
+    import distgrail
+    import distgrail.cli as cli
+    from distgrail.query import staging
+
+    idx = distgrail.build_index(distgrail.bundled_graph(), dims=2, backend="cpu")
+    idx.save(str(tmp_path / "k.h5"))
+    pairs = np.random.default_rng(4).integers(0, idx.n, (3000, 2))
+    if bad:
+        pairs[1234, 1] = idx.n
+    np.save(tmp_path / "p.npy", pairs)
+    monkeypatch.setattr(staging, "DIRECT_PAIRS", 100)  # "large": more than 1,600 bytes of pairs
+    made, released = [], []
+    real = cli._prepare_beside
+
+    def prepare(index, backend, rows, expect):
+        wait = real(index, backend, rows, 0)
+
+        def waited():
+            spent, _ = wait()
+            made.append(np.zeros(expect, bool))
+            return spent, (made[-1], lambda: released.append(True))
+        return waited
+
+    monkeypatch.setattr(cli, "_prepare_beside", prepare)
+    rc = cli.main(["query", str(tmp_path / "k.h5"), str(tmp_path / "p.npy"), "-o", str(tmp_path / "a.npy"),
+                   "--backend", "cpu", "--quiet"])
+    assert released == [True] and len(made) == 1 and made[0].size == 3000
+    if bad:
+        assert rc == 2 and "1234" in capsys.readouterr().err and not (tmp_path / "a.npy").exists()
+    else:
+        want = idx.query(pairs[:, 0], pairs[:, 1], backend="cpu")[0]
+        assert rc == 0 and np.array_equal(np.load(tmp_path / "a.npy"), want) and np.array_equal(made[0], want)

@@ -239,6 +239,7 @@ def test_query_command_answers_a_large_npy_into_page_locked_answers(monkeypatch,
                      "--backend", "gpu", "--quiet"]) == 0
         assert len(made) == 1 and made[0][0].size == s.size
         assert not gpu_staging._page_locked(made[0][0])  # unlocked once written
+        np.testing.assert_array_equal(made[0][0], want)  # the array the answers came down into
         np.testing.assert_array_equal(np.load(tmp_path / "a.npy"), want)
 
 

@@ -33,9 +33,9 @@ def test_int32_ids_answer_as_int64_ones_and_stay_int32_when_checked():
 
 @pytest.mark.parametrize("dtype", [np.int64, np.int32])
 def test_a_bad_id_in_the_rows_of_one_array_is_named(dtype):
-    """The two columns of one (k, 2) array (int64 or int32 rows: one pass over the rows checks
-    both) are checked id by id: a negative or too large id in either column is named, and the
-    rows' check does not read two int32 ids as one 64-bit word."""
+    """The two columns of one (k, 2) array, int64 or int32 rows (one pass over the rows checks
+    both when every id is good): with ``narrow``, good rows come back as the array's own columns
+    in their type, and a negative or too large id in either column is named with its row."""
     import distgrail
     from distgrail.errors import QueryError
 

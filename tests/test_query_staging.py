@@ -297,6 +297,27 @@ def test_stream_chunks_answers_in_input_order(monkeypatch, layout, nq, chunk, pi
     assert slots.count(np.dtype(np.uint8)) == (0 if answers_pinned else 4)
 
 
+@pytest.mark.parametrize("seed", range(40))
+def test_answers_straight_down_wait_for_their_download_before_the_buffer_is_reused(monkeypatch, seed):
+    """Answers copied straight into a page-locked array: no host wait stands between a chunk's
+    download and the kernels of the chunk two later, which reuse its device answer buffer; only
+    the kernels' wait for that download's event keeps them apart. Many small chunks in random
+    stream orders: every answer lands in order, and the host never waited for a download."""
+    dev = simulate(monkeypatch, seed, "pinned")
+    waited = []
+    real = SimEvent.synchronize
+    monkeypatch.setattr(SimEvent, "synchronize", lambda ev: waited.append(ev) or real(ev))
+    monkeypatch.setattr(answer, "_page_locked", lambda a: True)
+    nq, chunk = 96, 4
+    pairs = np.random.default_rng(seed).integers(0, 2**31 - 1, (nq, 2))
+    s, t = np.ascontiguousarray(pairs[:, 0]), np.ascontiguousarray(pairs[:, 1])
+    out = np.zeros(nq, bool)
+    scratch = SimScratch(dev, False)
+    answer.stream_chunks(scratch, s, t, out, chunk, dev.stream(), budget=0)
+    np.testing.assert_array_equal(out, (7 * pairs[:, 0] + pairs[:, 1]) % 3 == 0)
+    assert not waited  # (the streams are synchronised at the end, not the events)
+
+
 @pytest.mark.parametrize("layout", ["rows", "columns"])
 @pytest.mark.parametrize("answers_pinned", [False, True])
 def test_pin_staging_pins_the_blocks_the_batch_takes(monkeypatch, layout, answers_pinned):

@@ -74,8 +74,8 @@ def read_query_pairs(path, labels: str | None = None, n: int | None = None, know
                      mapped: bool = False) -> QueryPairs:
     """:func:`read_pairs`, with the expected answers of a file of three columns ``u v answer``
     (answer 0 or 1; every pair line then has three columns) and the line of each such pair.
-    ``mapped``: the id columns of a ``.npy`` of native 64-bit ids, checked against ``n``, are the
-    mapped file's own (read-only views, no copy; :func:`read_npy_rows`): the file is then read
+    ``mapped``: the id columns of a ``.npy`` of native 64-bit or int32 ids, checked against ``n``,
+    are the mapped file's own (read-only views, no copy; :func:`read_npy_rows`): the file is then read
     until the answers are made, and must not be truncated or rewritten meanwhile (the process
     would end with SIGBUS)."""
     path = _pairs_file(path)
@@ -117,7 +117,7 @@ def _npy_pairs(path, n, copy: bool = True) -> QueryPairs:
     not loaded: each id column is checked by one threaded maximum (as unsigned, a negative id is
     huge) and copied out by the host threads (:mod:`distgrail.arrays`); only a file that fails
     the check is searched for its first bad id, in row order, for the message. ``copy=False``:
-    native 64-bit id columns stay views of the mapped file (:func:`_npy_ids`)."""
+    native 64-bit and int32 id columns stay views of the mapped file (:func:`_npy_ids`)."""
     arr = npy_pairs_array(path)
     expected = None
     if arr.shape[1] == 3:
@@ -147,10 +147,9 @@ def npy_pairs_array(path) -> np.ndarray:
 def mapped_as_rows(path) -> bool:
     """Whether the id columns a mapped read of this pairs file gives (:func:`read_npy_rows`,
     ``read_query_pairs(mapped=True)``) are the two columns of one (k, 2) array: a ``.npy`` of
-    native 64-bit ids, shape (k, 2), C order. The GPU staging then uploads them as rows, so that
-    is the layout to page-lock its slots for beforehand: a ``.npy`` of native 64-bit or int32 ids,
-    shape (k, 2), C order; False for any other file (its columns are copied out), and for one that
-    cannot be read (the read itself says why)."""
+    native 64-bit or int32 ids, shape (k, 2), C order. The GPU staging then uploads them as rows,
+    so that is the layout to page-lock its slots for beforehand; False for any other file (its
+    columns are copied out), and for one that cannot be read (the read itself says why)."""
     if not is_npy(path):
         return False
     try:

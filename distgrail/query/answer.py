@@ -155,6 +155,8 @@ def answer_batch_numpy(L: Labels, sources: np.ndarray, targets: np.ndarray, stat
         stats.search_rounds = max(stats.search_rounds, rounds)
         stats.seconds += time.perf_counter() - t0
     if out is not None:
+        if out.shape != ans.shape:
+            raise BackendError(f"answer_batch_numpy: out must hold {ans.size} answers, got shape {out.shape}")
         out[...] = ans
         return out
     return ans

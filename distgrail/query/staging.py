@@ -112,12 +112,13 @@ def pin_staging(rows: bool = True, answer_slots: bool = True) -> None:
 def pinned_answers(n: int):
     """``(answers, release)``: a host bool array for the ``n`` answers of one batch, its pages
     mapped over the host threads and then page-locked (``cudaHostRegister``), and the function
-    that unlocks them, to be called once the answers are used (before the array goes). A batch
-    answered into it (``answer_batch_cuda(out=...)``) has its answers copied down into it
-    directly, with no pinned answer slots and no host copy out of them. Locking mapped pages is
-    far cheaper than a fresh pinned allocation (``cupyx.empty_pinned``: 49 ms for 100 M answers
-    on an H200's host, docs/benchmarks.md session 29). Runs on the current device; needs CuPy;
-    raises when the pages cannot be locked."""
+    that unlocks them (raising nothing), to be called once the answers are used and before the
+    array goes (freed while locked, its pages could come back as another array that still looks
+    page-locked to :func:`stream_chunks`). A batch answered into it
+    (``answer_batch_cuda(out=...)``) has its answers copied down into it directly, with no pinned
+    answer slots and no host copy out of them. Mapping and locking take about a third of the time
+    of a fresh pinned allocation (``cupyx.empty_pinned``; docs/benchmarks.md, session 29). Runs on
+    the current device; needs CuPy; raises when the pages cannot be locked."""
     import cupy
 
     from ..gpu.dma import lock_pages
@@ -126,7 +127,15 @@ def pinned_answers(n: int):
     if out.size == 0:
         return out, (lambda: None)
     populate(out)
-    return out, lock_pages(cupy, out)
+    unlock = lock_pages(cupy, out)
+
+    def release():
+        try:
+            unlock()
+        except Exception:  # noqa: BLE001 - (a device in a failed state) not to hide the error that led here
+            pass
+
+    return out, release
 
 
 def pin_staging_quietly(be, rows: bool) -> None:
