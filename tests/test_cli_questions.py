@@ -88,6 +88,27 @@ def test_pairs_are_seeded_and_read_back(bundled, tmp_path, kind):
     np.testing.assert_array_equal(np.loadtxt(tmp_path / "ans.txt", dtype=int), truth)
 
 
+def test_pairs_npy_is_int32_when_the_ids_fit(bundled, tmp_path):
+    """``distgrail pairs -o p.npy`` writes int32 ids (the GPU query's staging copies int32 rows
+    as they are: half the bytes of int64), read back by ``query`` to BFS's answers; values that
+    do not fit int32 (labels past 2^31 - 1, negative ones) stay int64."""
+    from distgrail.io.samplepairs import write_pairs
+
+    idx, (ip, ix) = bundled
+    out = tmp_path / "p.npy"
+    assert main(["pairs", str(idx), "-n", "2000", "--seed", "3", "-o", str(out), "--quiet"]) == 0
+    arr = np.load(out)
+    assert arr.dtype == np.int32 and arr.shape == (2000, 2)
+    r = run("query", str(idx), str(out), "-o", str(tmp_path / "a.npy"), "--backend", "cpu", "--quiet")
+    assert r.returncode == 0, r.stderr
+    np.testing.assert_array_equal(np.load(tmp_path / "a.npy"), bfs_reachable(ip, ix, arr[:, 0], arr[:, 1]))
+    for u, v, dtype in (([1, 2**31 - 1], [0, 5], np.int32), ([1, 2**31], [0, 5], np.int64),
+                        ([1, 2], [-1, 5], np.int64), ([], [], np.int32)):
+        write_pairs(np.array(u, np.int64), np.array(v, np.int64), tmp_path / "w.npy")
+        got = np.load(tmp_path / "w.npy")
+        assert got.dtype == dtype and np.array_equal(got.reshape(-1, 2), np.c_[u, v].astype(np.int64).reshape(-1, 2))
+
+
 def test_pairs_of_a_labelled_index_are_labels(named, tmp_path):
     out = tmp_path / "p.txt.gz"
     assert main(["pairs", str(named), "-n", "50", "--reachable", "-o", str(out), "--quiet"]) == 0

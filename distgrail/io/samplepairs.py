@@ -11,8 +11,9 @@
   for the same index and seed.
 
 Pairs are written as text ``u v`` lines (``.gz`` compressed when the name ends so), with the
-graph's node labels when the index has them, or as a ``.npy`` (k, 2) int64 array (ids or integer
-labels).
+graph's node labels when the index has them, or as a ``.npy`` (k, 2) array of ids or integer
+labels: int32 when every value fits (what a GPU query stages with a plain copy, not a cast: half
+the bytes to read), else int64.
 """
 
 from __future__ import annotations
@@ -129,15 +130,18 @@ def pair_tokens(idx, s: np.ndarray, t: np.ndarray):
 
 
 def write_pairs(u, v, path) -> None:
-    """Pairs ``u v`` per line (ids or labels; ``.gz``: gzip) or ``.npy`` (k, 2); atomically."""
+    """Pairs ``u v`` per line (ids or labels; ``.gz``: gzip) or ``.npy`` (k, 2), int32 when every
+    value fits, else int64; atomically."""
     path = os.fspath(path)
     u, v = np.asarray(u), np.asarray(v)
     if path.endswith(".npy"):
         if u.dtype.kind not in "iu":
             raise DistGrailError(f"{path}: a .npy pairs file holds integers; this index has string node labels "
                                  "(write a text file instead)")
+        narrow = u.size == 0 or (min(int(u.min()), int(v.min())) >= 0
+                                 and max(int(u.max()), int(v.max())) <= np.iinfo(np.int32).max)
         with atomic_path(path) as tmp, open(tmp, "wb") as f:
-            np.save(f, np.stack([u, v], axis=1).astype(np.int64))
+            np.save(f, np.stack([u, v], axis=1).astype(np.int32 if narrow else np.int64))
         return
     if u.dtype.kind in "iu" and (u.size == 0 or min(int(u.min()), int(v.min())) >= 0):
         from .writers import format_ints
