@@ -52,7 +52,6 @@ def cmd_update(args) -> int:
     from .cli_common import outputs_ok
     from .errors import DistGrailError
     from .io.atomic import same_file
-    from .io.read import read_graph
     from .update import UPDATES, insert_edges
 
     if args.remove is not None:
@@ -84,13 +83,11 @@ def cmd_update(args) -> int:
     t0 = time.perf_counter()
     if not os.path.exists(args.add):  # (the edges first: a typo costs no read of a large index)
         raise DistGrailError(f"{args.add}: no such edges file")
-    g = read_graph(args.add, args.format)
+    g = _read_edges(args.add, args.format, _vertex_count(args.index))
     steps = {"read_edges": time.perf_counter() - t0}
     idx = distgrail.open_index(args.index)
     steps["open"] = time.perf_counter() - t0 - sum(steps.values())
     layout, parts = _layout_of(args, idx.meta)
-    if g.meta.get("node_labels") is not None:
-        raise DistGrailError(f"{args.add}: edges by node name; 'update' takes the index's vertex ids")
     new, report = insert_edges(idx, g.src, g.dst, backend=args.backend, progress=not args.quiet,
                                rebuild_above=args.rebuild_above, consume=True)  # (idx is not used after)
     steps["update"] = time.perf_counter() - t0 - sum(steps.values())
@@ -130,6 +127,45 @@ def cmd_update(args) -> int:
               f"total        {total * 1e3:.1f} ms ({', '.join(f'{k} {v:.2f} s' for k, v in steps.items())})",
               file=sys.stdout)
     return 0
+
+
+def _vertex_count(index) -> int | None:
+    """The index's vertex count from its root attributes alone (no dataset read), or None when
+    they cannot be read (the index's own read then says why)."""
+    try:
+        import h5py
+
+        with h5py.File(index, "r") as f:
+            return int(f.attrs["n_vertices"])
+    except Exception:  # noqa: BLE001 - not an index this can read: open_index names the problem
+        return None
+
+
+def _read_edges(path, fmt: str, n: int | None):
+    """The edges to add, read from ``path``: an edge list or table of ids is read against the
+    index's ``n`` vertices, so an id past them is refused naming the file, line and value; edges
+    by node name and ``.npy`` arrays are refused with what ``update`` takes instead."""
+    from .errors import DistGrailError, GraphFormatError
+    from .io.formats import Source
+    from .io.pairs import is_npy
+    from .io.read import read_graph
+
+    if is_npy(path):
+        raise DistGrailError(f"{path}: a .npy array is not a graph file; 'update' reads the edges in any format "
+                             "'index' reads (an edge list 'u v' per line, .gra, .mtx, Parquet/Arrow, a .h5 graph)")
+    source = Source(path, fmt)
+    try:
+        spec = source.format
+        names = fmt == "labelled" or (spec.dialect and source.dialect.labelled)
+    except (GraphFormatError, OSError):  # read_graph says what is wrong with the file
+        spec, names = None, False
+    if names:
+        raise DistGrailError(f"{path}: edges by node name; 'update' takes the index's vertex ids")
+    takes = n is not None and spec is not None and spec.num_vertices
+    g = read_graph(path, fmt, num_vertices=n if takes else None, source=source)
+    if g.meta.get("node_labels") is not None:
+        raise DistGrailError(f"{path}: edges by node name; 'update' takes the index's vertex ids")
+    return g
 
 
 #: part files of an update written split from a one-file index, unless --parts says

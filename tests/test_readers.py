@@ -100,6 +100,13 @@ def test_edgelist_num_vertices(tmp_path):
     assert read_graph(p, num_vertices=10).n == 10
     with pytest.raises(GraphFormatError, match=r"g.txt:1: vertex id out of range 0..0, got '1'"):
         read_graph(p, num_vertices=1)
+    # a format that states its own vertex count: refused, not ignored (a binary graph too)
+    h5 = str(tmp_path / "g.h5")
+    distgrail.io.writers.write_graph(read_graph(p), h5)
+    for path, fmt in ((write(tmp_path, "g.gra", "graph_for_greach\n2\n0: 1 #\n1: #\n"), "gra"), (h5, "h5")):
+        assert read_graph(path).n == 2
+        with pytest.raises(GraphFormatError, match=rf"--num-vertices applies to edge lists only, not '{fmt}'"):
+            read_graph(path, num_vertices=10)
 
 
 @pytest.mark.parametrize("text,line,needle", [

@@ -133,10 +133,20 @@ def test_the_command_writes_an_updated_index(tmp_path, capsys):
     rng2 = np.random.default_rng(2)
     _check(new, g.src, g.dst, g.n, s, t, (rng2.integers(0, g.n, 5000), rng2.integers(0, g.n, 5000)))
     # refusals: exit 2, a message naming the cause, no file written
-    bad = tmp_path / "bad.txt"
-    bad.write_text(f"0 {g.n + 3}\n")
-    assert main(["update", base, "--add", str(bad), "-o", str(tmp_path / "x.h5"), "--backend", "cpu"]) == 2
-    assert f"targets[0] = {g.n + 3} is not a vertex" in capsys.readouterr().err
+    bad = tmp_path / "bad.txt"  # named with its line and value: read against the index's vertex count
+    for text, line, value in ((f"# new edges\n0 1\n0 {g.n + 3}\n", 3, g.n + 3), ("7 99999999999999999999999\n", 1,
+                                                                                 "99999999999999999999999")):
+        bad.write_text(text)
+        assert main(["update", base, "--add", str(bad), "-o", str(tmp_path / "x.h5"), "--backend", "cpu"]) == 2
+        assert f"bad.txt:{line}: vertex id out of range 0..{g.n - 1}, got '{value}'" in capsys.readouterr().err
+    np.save(tmp_path / "bad.npy", np.c_[s, t])  # an array of pairs is not a graph file
+    assert main(["update", base, "--add", str(tmp_path / "bad.npy"), "-o", str(tmp_path / "x.h5")]) == 2
+    assert "a .npy array is not a graph file" in capsys.readouterr().err
+    os.remove(tmp_path / "bad.npy")
+    (tmp_path / "names.txt").write_text("alice bob\nbob carol\n")
+    assert main(["update", base, "--add", str(tmp_path / "names.txt"), "-o", str(tmp_path / "x.h5")]) == 2
+    assert "edges by node name" in capsys.readouterr().err
+    os.remove(tmp_path / "names.txt")
     assert main(["update", base, "--add", str(edges), "--remove", str(edges), "-o", str(tmp_path / "x.h5")]) == 2
     assert "deletions are not supported" in capsys.readouterr().err
     assert main(["update", base, "--add", str(edges), "-o", base]) == 2
@@ -158,7 +168,7 @@ def test_without_an_output_the_index_is_updated_in_place(tmp_path, capsys):
     bad = tmp_path / "bad.txt"
     bad.write_text(f"0 {g.n}\n")
     assert main(["update", base, "--add", str(bad), "--backend", "cpu"]) == 2
-    assert f"targets[0] = {g.n} is not a vertex" in capsys.readouterr().err
+    assert f"bad.txt:1: vertex id out of range 0..{g.n - 1}, got '{g.n}'" in capsys.readouterr().err
     assert open(base, "rb").read() == before and sorted(os.listdir(tmp_path)) == ["bad.txt", "base.h5"]
     assert main(["update", base, "--add", base, "--backend", "cpu"]) == 2
     assert "the edges file is the index itself" in capsys.readouterr().err
@@ -228,7 +238,7 @@ def test_the_command_under_mpi(tmp_path, ranks):
     (tmp_path / "bad.txt").write_text(f"1 {g.n}\n")
     r = subprocess.run(run + [str(tmp_path / "bad.txt"), "-o", str(tmp_path / "x.h5"), "--backend", "cpu"],
                        capture_output=True, text=True, env=env, timeout=120)
-    assert r.returncode == 2 and r.stderr.count("is not a vertex of the index") == 1, r.stderr
+    assert r.returncode == 2 and r.stderr.count(f"bad.txt:1: vertex id out of range 0..{g.n - 1}") == 1, r.stderr
     assert not os.path.exists(tmp_path / "x.h5")
 
 

@@ -102,6 +102,8 @@ def read_graph(path, fmt: str = "auto", num_vertices: int | None = None, *, sour
         raise GraphFormatError(f"cannot read the file: {e.strerror}", path=path) from None
     spec = source.format
     fmt = spec.name
+    if num_vertices is not None and not spec.num_vertices:  # (a binary graph states its own count too)
+        raise GraphFormatError(f"--num-vertices applies to edge lists only, not {fmt!r} files", path=path)
     if spec.storage == "table":
         return _finish(read_table_graph(path, fmt, num_vertices), path, fmt, hash_file=True, digest=digest)
     if spec.storage == "binary":
@@ -114,8 +116,6 @@ def read_graph(path, fmt: str = "auto", num_vertices: int | None = None, *, sour
     if looks_binary(head):
         raise GraphFormatError(f"binary data, not a text graph file ({fmt}): it starts with {shown(head)}",
                                path=path)
-    if num_vertices is not None and not spec.num_vertices:
-        raise GraphFormatError(f"--num-vertices applies to edge lists only, not {fmt!r} files", path=path)
     if num_vertices is not None and int(num_vertices) < 0:
         raise GraphFormatError(f"number of vertices must be >= 0, got {num_vertices!r}", path=path)
     dialect = source.dialect if spec.dialect else Dialect()
