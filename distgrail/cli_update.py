@@ -73,6 +73,9 @@ def cmd_update(args) -> int:
         check_output(target)
         args.output = target
     else:
+        if os.path.exists(args.output) and same_file(args.output, args.index):
+            raise DistGrailError(f"{args.output}: the output would overwrite the input {args.index}; to update the "
+                                 "index in place, leave out -o")
         outputs_ok(args, args.index, args.add)
     if args.rebuild_above is not None and args.rebuild_above < 0:
         raise DistGrailError(f"--rebuild-above must be 0 or more, got {args.rebuild_above}")

@@ -151,6 +151,8 @@ def test_the_command_writes_an_updated_index(tmp_path, capsys):
     assert "deletions are not supported" in capsys.readouterr().err
     assert main(["update", base, "--add", str(edges), "-o", base]) == 2
     assert "would overwrite the input" in capsys.readouterr().err
+    assert main(["update", base, "--add", str(edges), "-o", os.path.join(str(tmp_path), ".", "base.h5")]) == 2
+    assert "to update the index in place, leave out -o" in capsys.readouterr().err
     assert main(["update", base, "--add", str(tmp_path / "none.txt"), "-o", str(tmp_path / "x.h5")]) == 2
     assert "no such" in capsys.readouterr().err
     assert not os.path.exists(tmp_path / "x.h5") and sorted(os.listdir(tmp_path)) == [
