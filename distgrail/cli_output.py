@@ -81,13 +81,22 @@ def info_lines(info: dict) -> list:
     line per dataset (``/path  shape  dtype``), its columns as wide as their longest entry."""
     keys = [k for k in info if k != "datasets"]
     width = max((len(str(k)) for k in keys), default=0) + 2
-    lines = [f"{k:<{width}}{info[k]}" for k in keys]
+    lines = [f"{k:<{width}}{_shown(info[k])}" for k in keys]
     sets = info.get("datasets", {})
     if sets:
         kw = max(len(k) for k in sets) + 3
         sw = max(len(str(tuple(shape))) for shape, _ in sets.values()) + 2
         lines += [f"  /{k:<{kw - 1}}{str(tuple(shape)):<{sw}}{dt}" for k, (shape, dt) in sets.items()]
     return lines
+
+
+def _shown(value, nested: bool = False) -> str:
+    """A value of ``info`` as text: a mapping as ``key value`` pairs separated by commas (one
+    inside another in parentheses), anything else as ``str`` gives it."""
+    if isinstance(value, dict):
+        text = ", ".join(f"{k} {_shown(v, True)}" for k, v in value.items())
+        return f"({text})" if nested else text
+    return str(value)
 
 
 def stdout_is_gone() -> bool:
