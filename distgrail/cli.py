@@ -325,15 +325,14 @@ def _convert_index(args, path):
     """``convert INDEX --layout single|split [--parts N] -o OUT``: the index read and checked,
     written in the other layout (the same arrays and checksums)."""
     import distgrail
-    from .indexfile.split import write_split_index
+    from .indexfile.split import check_parts, write_split_index
 
     if not _is_index(path):
         raise DistGrailError(f"{path}: --layout converts index files, and this is not a distgrail index (a graph is "
                              f"converted without --layout)")
     if args.layout is None:
         raise DistGrailError(f"{path}: an index file: give --layout single (one file) or --layout split")
-    if args.parts < 1:
-        raise DistGrailError(f"--parts must be >= 1, got {args.parts}")
+    check_parts(args.parts)
     t = time.perf_counter()
     idx = distgrail.open_index(path)
     tr = time.perf_counter() - t

@@ -50,7 +50,8 @@ def add_update_command(sub) -> None:
 def cmd_update(args) -> int:
     import distgrail
     from .cli_common import outputs_ok
-    from .errors import DistGrailError
+    from .errors import DistGrailError, OutputError
+    from .indexfile.split import check_parts
     from .io.atomic import same_file
     from .update import UPDATES, insert_edges
 
@@ -65,12 +66,17 @@ def cmd_update(args) -> int:
         if os.path.exists(args.add) and same_file(args.add, args.index):
             raise DistGrailError(f"{args.add}: the edges file is the index itself")
         target = os.path.realpath(args.index)  # (a link's target is updated, not the link replaced)
+        named = args.index if same_path(target, args.index) else f"{args.index} (a link to {target})"
         if os.path.isfile(target):
             if not os.access(target, os.W_OK):
-                raise DistGrailError(f"{args.index}: the index is not writable, so it is not updated in place; "
+                raise DistGrailError(f"{named}: the index is not writable, so it is not updated in place; "
                                      "write the update to another file with -o NEW.h5")
             mode = os.stat(target)
-        check_output(target)
+        try:
+            check_output(target)
+        except OutputError as e:  # (named as given: the user may not know where a link leads)
+            raise OutputError(f"{named}: the index is not updated in place: {e}; write the update to another "
+                              f"file with -o NEW.h5") from None
         args.output = target
     else:
         if os.path.exists(args.output) and same_file(args.output, args.index):
@@ -79,8 +85,8 @@ def cmd_update(args) -> int:
         outputs_ok(args, args.index, args.add)
     if args.rebuild_above is not None and args.rebuild_above < 0:
         raise DistGrailError(f"--rebuild-above must be 0 or more, got {args.rebuild_above}")
-    if args.parts is not None and args.parts < 1:
-        raise DistGrailError(f"--parts must be >= 1, got {args.parts}")
+    if args.parts is not None:
+        check_parts(args.parts)
     if args.parts is not None and args.layout == "single":
         raise DistGrailError("--parts is for --layout split (or keep, of a split index); --layout single writes one file")
     t0 = time.perf_counter()
@@ -103,6 +109,10 @@ def cmd_update(args) -> int:
         os.umask(mask | (0o077 & ~mode.st_mode))
     try:
         new.save(args.output, layout=layout, parts=parts)
+    except OutputError as e:  # in place through a link: the link named as given, and where it leads
+        if not in_place or same_path(args.output, args.index):
+            raise
+        raise OutputError(f"{args.index} (a link to {args.output}): {e}") from None
     finally:
         if mask is not None:
             os.umask(mask)
@@ -124,12 +134,17 @@ def cmd_update(args) -> int:
     elif not args.quiet:
         where = "updated in place" if in_place else f"from {args.index}"
         lay = f"split, {parts} parts" if layout == "split" else "one file"
-        print(f"index        {args.output} ({where}; {lay})\n"
+        print(f"index        {args.index if in_place else args.output} ({where}; {lay})\n"
               f"update       {report.summary()}\n"
               f"recorded     {summary['edges_recorded']:,} inserted edge(s) since the build\n"
               f"total        {total * 1e3:.1f} ms ({', '.join(f'{k} {v:.2f} s' for k, v in steps.items())})",
               file=sys.stdout)
     return 0
+
+
+def same_path(a, b) -> bool:
+    """Whether the paths ``a`` and ``b`` are the same name (absolute, normalised; no link followed)."""
+    return os.path.abspath(a) == os.path.abspath(b)
 
 
 def _vertex_count(index) -> int | None:

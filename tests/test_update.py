@@ -208,9 +208,18 @@ def test_in_place_through_a_link_updates_the_target_and_keeps_its_mode(tmp_path,
     monkeypatch.setattr(os, "access", lambda p, m, **kw: False if os.fspath(p) == str(real) else access(p, m, **kw))
     before = real.read_bytes()
     assert main(["update", str(link), "--add", str(tmp_path / "e.txt"), "--backend", "cpu"]) == 2
-    assert "not writable, so it is not updated in place; write the update to another file with -o" in \
-        capsys.readouterr().err
+    err = capsys.readouterr().err
+    assert "not writable, so it is not updated in place; write the update to another file with -o" in err
+    assert f"{link} (a link to {real}): " in err  # the name given, and where it leads
     assert real.read_bytes() == before
+    # the target's directory not writable (the file itself is): named through the link as well
+    monkeypatch.setattr(os, "access", lambda p, m, **kw: False if os.fspath(p) == str(real.parent)
+                        else access(p, m, **kw))
+    assert main(["update", str(link), "--add", str(tmp_path / "e.txt"), "--backend", "cpu"]) == 2
+    err = capsys.readouterr().err
+    assert f"{link} (a link to {real}): the index is not updated in place: " in err
+    assert f"directory {real.parent} is not writable" in err and "with -o NEW.h5" in err
+    assert real.read_bytes() == before and sorted(os.listdir(real.parent)) == ["idx.h5"]
 
 
 MPIEXEC = os.path.join(os.path.dirname(sys.executable), "mpiexec")
@@ -382,7 +391,9 @@ def test_a_split_index_stays_split_and_the_layout_can_be_chosen(tmp_path, capsys
     _check(distgrail.open_index(two), g.src, g.dst, g.n, s, t, pairs)
     listed = sorted(os.listdir(tmp_path))
     for bad, msg in ((["--layout", "single", "--parts", "2"], "--parts is for --layout split"),
-                     (["--layout", "split", "--parts", "0"], "--parts must be >= 1, got 0"),
+                     (["--layout", "split", "--parts", "0"], "--parts must be 1..1024 (part files of a split index), got 0"),
+                     (["--layout", "split", "--parts", "5000"], "--parts must be 1..1024 (part files of a split index), "
+                                                                "got 5000"),
                      (["--parts", "2"], "is one file and --layout keep keeps it so")):
         assert main(["update", one, "--add", str(tmp_path / "e.txt"), "-o", str(tmp_path / "x.h5"), *bad]) == 2
         assert msg in capsys.readouterr().err

@@ -42,13 +42,27 @@ import uuid
 
 import numpy as np
 
-from ..errors import IndexFormatError
+from ..errors import DistGrailError, IndexFormatError
 from ..io.atomic import atomic_path, provisional
 from .layout import BUILD_ATTR, LIBVER, PART_FORMAT, block_size, crc32, crc_pool, join_pieces, part_name, pieces, \
     split_build, vds_name
 
-__all__ = ["SPLIT", "new_build_id", "PartFile", "VirtualSpec", "split_rows", "split_attrs", "virtual_specs",
+__all__ = ["SPLIT", "MAX_PARTS", "check_parts", "new_build_id", "PartFile", "VirtualSpec", "split_rows", "split_attrs", "virtual_specs",
            "write_split_index", "Rows"]
+
+#: the most part files a split index written from one process (``convert``, ``update``,
+#: ``Index.save``) may have: a reader holds every part open at once, and parts past the rows of
+#: the datasets would be files of nothing (an MPI build writes one part per rank, unbounded here)
+MAX_PARTS = 1024
+
+
+def check_parts(parts: int, option: str = "--parts") -> int:
+    """``parts`` if it is a part count :func:`write_split_index` takes (1..:data:`MAX_PARTS`),
+    else a DistGrailError naming ``option`` and the value."""
+    if not 1 <= int(parts) <= MAX_PARTS:
+        raise DistGrailError(f"{option} must be 1..{MAX_PARTS} (part files of a split index), got {parts}")
+    return int(parts)
+
 
 def new_build_id() -> str:
     return uuid.uuid4().hex
@@ -223,8 +237,7 @@ def write_split_index(path, meta: dict, arrays: dict, parts: int = 1) -> None:
     from .layout import stored_types
     from .write import StreamedArray, write_index_file
 
-    if int(parts) < 1:
-        raise IndexFormatError(f"{os.fspath(path)}: a split index needs at least one part file, got parts={parts}")
+    check_parts(parts, f"{os.fspath(path)}: parts")
     types = stored_types(meta)
     if any(isinstance(a, Rows) for a in arrays.values()):
         raise IndexFormatError(f"{os.fspath(path)}: this index holds some rows only (the other ranks' parts): it is "
