@@ -97,26 +97,29 @@ def cmd_update(args) -> int:
     idx = distgrail.open_index(args.index)
     steps["open"] = time.perf_counter() - t0 - sum(steps.values())
     layout, parts = _layout_of(args, idx.meta)
+
+    def write(new, ready):
+        # in place: the new files are created with no more permission for the group and others than
+        # the index has (a private index is never readable by others meanwhile; the user's own bits
+        # stay, the file must be written); its exact mode is set once they are in place
+        mask = None
+        if mode is not None:
+            mask = os.umask(0)
+            os.umask(mask | (0o077 & ~mode.st_mode))
+        try:  # (written while the swept arrays come down: each dataset once its values are there)
+            new.save(args.output, layout=layout, parts=parts, ready=ready)
+        except OutputError as e:  # in place through a link: the link named as given, and where it leads
+            if not in_place or same_path(args.output, args.index):
+                raise
+            raise OutputError(f"{args.index} (a link to {args.output}): {e}") from None
+        finally:
+            if mask is not None:
+                os.umask(mask)
+
     new, report = insert_edges(idx, g.src, g.dst, backend=args.backend, progress=not args.quiet,
-                               rebuild_above=args.rebuild_above, consume=True)  # (idx is not used after)
-    steps["update"] = time.perf_counter() - t0 - sum(steps.values())
-    # in place: the new files are created with no more permission for the group and others than the
-    # index has (a private index is never readable by others meanwhile; the user's own bits stay, the
-    # file must be written); its exact mode is set once they are in place
-    mask = None
-    if mode is not None:
-        mask = os.umask(0)
-        os.umask(mask | (0o077 & ~mode.st_mode))
-    try:
-        new.save(args.output, layout=layout, parts=parts)
-    except OutputError as e:  # in place through a link: the link named as given, and where it leads
-        if not in_place or same_path(args.output, args.index):
-            raise
-        raise OutputError(f"{args.index} (a link to {args.output}): {e}") from None
-    finally:
-        if mask is not None:
-            os.umask(mask)
-    steps["write"] = time.perf_counter() - t0 - sum(steps.values())
+                               rebuild_above=args.rebuild_above, consume=True, write=write)  # (idx spent)
+    steps["update"] = time.perf_counter() - t0 - sum(steps.values()) - report.seconds["write"]
+    steps["write"] = report.seconds["write"]  # (with the swept arrays' download beside it)
     if mode is not None:  # the files replaced keep the index's permissions (and, for root, its owner)
         from .indexfile.layout import index_parts
 

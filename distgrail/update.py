@@ -112,14 +112,18 @@ def checked_edges(index, sources, targets):
 
 
 def insert_edges(index, sources, targets, *, backend: str = "auto", progress: bool = False,
-                 rebuild_above: int | None = None, consume: bool = False):
+                 rebuild_above: int | None = None, consume: bool = False, write=None):
     """``(new index, UpdateReport)``: ``index`` answering for its graph plus the edges
     ``sources[i] -> targets[i]`` (module doc). ``index`` itself is not changed; when no edge
     adds reachability the new index shares its arrays. ``rebuild_above``: with more new DAG
     edges than this the labels are made again over the components instead of swept
     (default :func:`default_rebuild_above`). ``consume``: the swept arrays come back into the
     memory of ``index``'s own host arrays, which are then spent (``index`` must not be used after;
-    what ``distgrail update`` does: its input is read for this alone)."""
+    what ``distgrail update`` does: its input is read for this alone). ``write(new, ready)``:
+    writes the new index while its swept arrays come down from the device, in the order of the
+    file (``ready(name)`` returns once dataset ``name``'s values are in ``new.arrays``; pass it to
+    :meth:`Index.save <distgrail.index.Index.save>`); called once, and this returns after it and
+    every download (``report.seconds["write"]``)."""
     from .index import Index
 
     from .gpu.backend import get_backend
@@ -159,9 +163,10 @@ def insert_edges(index, sources, targets, *, backend: str = "auto", progress: bo
             arrays[UPDATES] = done
             report.components_after = index.C
             arrays[LOG] = _log(index, report)
-            report.seconds["total"] = time.perf_counter() - t0
             out = Index(index.meta, arrays)
             out._lock, out._query_state = index._lock, index._query_state  # same labels: the same query state
+            _written(out, write, None, report)
+            report.seconds["total"] = time.perf_counter() - t0
             return out, report
         t1 = time.perf_counter()
         key = unique(np, cs[new] * index.C + ct[new])  # distinct component edges, sorted
@@ -175,18 +180,26 @@ def insert_edges(index, sources, targets, *, backend: str = "auto", progress: bo
                 served = _served(index, be, state)
                 dev = dev or (_Device.from_state(index, be, served) if served is not None else _Device(index, be))
                 arrays, over_meta, report.sweep, on_device = dev.sweep(pairs, consume=consume,
-                                                                       keep_on_device=served is not None)
+                                                                       keep_on_device=served is not None,
+                                                                       arrive=write is not None)
             report.method = "swept"
             report.seconds.update({f"sweep_{k}": v for k, v in report.sweep.pop("seconds").items()})
     report.seconds[report.method] = time.perf_counter() - t1
-    arrays[UPDATES] = done
-    meta = {k: v for k, v in m.items() if k not in ("path", "layout", "parts")}  # (of the file it came from)
-    meta["distgrail_version"] = __version__
-    meta.update(over_meta)
-    report.components_after = int(meta["n_components"])
-    report.relabelled = report.method == "relabelled"
-    arrays[LOG] = _log(index, report)
-    out = Index(meta, arrays)
+    arrivals = dev.arrivals if report.method == "swept" else None
+    try:
+        arrays[UPDATES] = done
+        meta = {k: v for k, v in m.items() if k not in ("path", "layout", "parts")}  # (of the file it came from)
+        meta["distgrail_version"] = __version__
+        meta.update(over_meta)
+        report.components_after = int(meta["n_components"])
+        report.relabelled = report.method == "relabelled"
+        arrays[LOG] = _log(index, report)
+        out = Index(meta, arrays)
+        _written(out, write, arrivals, report)
+    except BaseException:
+        if arrivals is not None:  # (no copy still lands in memory the caller may reuse)
+            arrivals.join(cancel=True)
+        raise
     if report.method == "swept" and on_device is not None:  # a served index: the new state packed on the device
         t2 = time.perf_counter()
         try:
@@ -199,6 +212,24 @@ def insert_edges(index, sources, targets, *, backend: str = "auto", progress: bo
         on_device = None
     report.seconds["total"] = time.perf_counter() - t0
     return out, report
+
+
+def _written(out, write, arrivals, report) -> None:
+    """``write(out, ready)`` while ``arrivals`` (the swept arrays' downloads, or None: all there)
+    land; returns once both are done, the write's time in ``report.seconds``."""
+    if write is None:
+        return
+    t = time.perf_counter()
+    try:
+        write(out, arrivals.wait if arrivals is not None else (lambda name: None))
+    except BaseException:
+        if arrivals is not None:
+            arrivals.join(cancel=True)
+        raise
+    if arrivals is not None:
+        arrivals.join()
+        report.seconds["sweep_download"] = arrivals.seconds  # (beside the write)
+    report.seconds["write"] = time.perf_counter() - t
 
 
 def _served(index, be, state):
@@ -248,6 +279,8 @@ class _Device:
     """The arrays the sweep reads, on ``be``'s device (uploaded once, in their stored types; the
     fields the sweep writes as copies): what :meth:`known_reachable` (the prefilter over them) and
     :meth:`sweep` use."""
+
+    arrivals = None  # the swept arrays on their way down (sweep(arrive=True))
 
     def __init__(self, index, be):
         t = time.perf_counter()
@@ -333,12 +366,15 @@ class _Device:
                                 comp[xp.asarray(v)].astype(xp.int64))
             return int(xp.count_nonzero(code)) * 1_000_000 // SAMPLE_PAIRS
 
-    def sweep(self, pairs, consume: bool = False, keep_on_device: bool = False):
+    def sweep(self, pairs, consume: bool = False, keep_on_device: bool = False, arrive: bool = False):
         """(host arrays, meta, info, device arrays or None) of the index swept for the component
         edges ``pairs``; ``consume``: each array lands in the memory of the input's array of that
         name where it fits (pages already there: fresh pages cost as much as the copy; the input
         is spent); ``keep_on_device``: the swept arrays by dataset name are also returned as they
-        are on the device (for the new index's query state), else None."""
+        are on the device (for the new index's query state), else None. ``arrive``: the host
+        arrays are returned before their values, which a thread copies down in the order the index
+        file is written (``self.arrivals``, a :class:`~distgrail.gpu.dma.Arrivals`; not with
+        ``keep_on_device``)."""
         from .dtypes import smallest_uint
         from .stages.insertion import sweep_insertions
 
@@ -360,7 +396,16 @@ class _Device:
                 out["supports/out"] = xp.ascontiguousarray(got["out"].T)
                 out["supports/in"] = xp.ascontiguousarray(got["inn"].T)
             del got
-            arrays = {k: be.to_host(v, out=_landing(a.get(k), v) if consume else None) for k, v in out.items()}
+            if arrive and not keep_on_device:
+                from .gpu.dma import Arrivals
+                from .indexfile.layout import dataset_order
+
+                be.synchronize()  # (the thread copies on its own stream)
+                arrays = {k: (_landing(a.get(k), v) if consume else None) for k, v in out.items()}
+                arrays = {k: h if h is not None else _fresh(out[k]) for k, h in arrays.items()}
+                self.arrivals = Arrivals(be.to_host, [(k, out[k], arrays[k]) for k in dataset_order(out)])
+            else:
+                arrays = {k: be.to_host(v, out=_landing(a.get(k), v) if consume else None) for k, v in out.items()}
             if not keep_on_device:
                 out = None
         info["seconds"]["upload"] = self.upload_s
@@ -390,6 +435,16 @@ def _landing(old, new):
             and old.flags.writeable and old.size >= new.size):
         return None
     return old.reshape(-1)[:new.size].reshape(new.shape)
+
+
+def _fresh(v) -> np.ndarray:
+    """A host array for device array ``v``, its pages mapped over the host threads (a download
+    into fresh pages would map them one at a time)."""
+    from .arrays import populate
+
+    h = np.empty(v.shape, dtype=v.dtype)
+    populate(h)
+    return h
 
 
 def _log(index, report) -> np.ndarray:

@@ -7,11 +7,14 @@ buffers. :func:`touch_pages` pre-faults fresh host memory while the GPU works.
 
 from __future__ import annotations
 
+import threading
+import time
+
 import numpy as np
 
 from ..arrays import populate
 
-__all__ = ["STAGE_MIN_BYTES", "upload_large", "download_large", "touch_pages", "lock_pages", "NoThread"]
+__all__ = ["STAGE_MIN_BYTES", "upload_large", "download_large", "touch_pages", "lock_pages", "NoThread", "Arrivals"]
 
 
 class NoThread:
@@ -133,3 +136,69 @@ def _staged_download(cupy, a, out) -> np.ndarray:
         src[lo:hi].get(out=buf[: hi - lo])
         np.copyto(dst[lo:hi], buf[: hi - lo])
     return out
+
+
+class Arrivals:
+    """Device arrays coming down one after another on a thread of their own, into host arrays
+    made before: ``items`` = ``[(name, device array, host array), ...]`` in the order a writer
+    reads them, copied by ``to_host(device, out=host)`` (a backend's). A writer then starts on the
+    first while the next comes down (``distgrail update``: the index's write beside the swept
+    arrays' download). :meth:`wait` returns once one has landed; :meth:`join` once the thread is
+    done. The device work that made the arrays must be finished before (the thread copies on its
+    own stream)."""
+
+    def __init__(self, to_host, items):
+        self._items = list(items)
+        self._order = {name: i for i, (name, _, _) in enumerate(self._items)}
+        self._landed = 0  # arrays landed, in order
+        self._moved = threading.Condition()
+        self._error = None
+        self._cancel = False
+        self._over = False
+        self.seconds = 0.0  #: the thread's time copying, once joined
+        self._thread = threading.Thread(target=self._run, args=(to_host,), name="distgrail-arrivals", daemon=True)
+        self._thread.start()
+
+    def _run(self, to_host) -> None:
+        t = time.perf_counter()
+        try:
+            for _, dev, host in self._items:
+                if self._cancel:
+                    break
+                to_host(dev, out=host)
+                with self._moved:
+                    self._landed += 1
+                    self._moved.notify_all()
+        except BaseException as e:  # noqa: BLE001 - raised by wait/join in the caller's thread
+            self._error = e
+        finally:
+            self.seconds = time.perf_counter() - t
+            with self._moved:
+                self._over = True
+                self._moved.notify_all()
+
+    def wait(self, name) -> None:
+        """Return once array ``name`` has landed (at once for a name not among them); raise the
+        download's error when it failed first."""
+        i = self._order.get(name)
+        if i is None:
+            return
+        with self._moved:
+            self._moved.wait_for(lambda: self._landed > i or self._over)
+            if self._landed > i:
+                return
+        if self._error is not None:
+            raise self._error
+        from ..errors import BackendError
+
+        raise BackendError(f"{name}: its download from the device was cancelled")
+
+    def join(self, cancel: bool = False) -> None:
+        """Wait for the thread (``cancel``: it copies no array after the current one); raise the
+        download's error unless cancelled. The device arrays are released."""
+        if cancel:
+            self._cancel = True
+        self._thread.join()
+        self._items = [(n, None, None) for n, _, _ in self._items]
+        if self._error is not None and not cancel:
+            raise self._error

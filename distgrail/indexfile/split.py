@@ -231,9 +231,10 @@ def virtual_specs(path, shapes: dict, got, build_id: str) -> dict:
     return out
 
 
-def write_split_index(path, meta: dict, arrays: dict, parts: int = 1) -> None:
+def write_split_index(path, meta: dict, arrays: dict, parts: int = 1, ready=None) -> None:
     """Write the index ``(meta, arrays)`` in the split layout from one process: ``parts`` part
-    files, the rows of each large dataset split evenly over them, then the main file."""
+    files, the rows of each large dataset split evenly over them, then the main file.
+    ``ready``: as :func:`~distgrail.indexfile.write.write_index_file`'s."""
     from .layout import stored_types
     from .write import StreamedArray, write_index_file
 
@@ -254,12 +255,14 @@ def write_split_index(path, meta: dict, arrays: dict, parts: int = 1) -> None:
             pf = PartFile(path, r, parts, build, nbytes)
             files.append(pf)
             for k, (lo, hi) in mine.items():
+                if ready is not None:
+                    ready(k)
                 pf.put(k, inparts[k][0], inparts[k][1], lo, arrays[k][lo:hi])
         virtual = virtual_specs(path, inparts, [pf.pieces() for pf in files], build)
         for pf in files:
             pf.close(True)
         write_index_file(path, meta, {k: a for k, a in arrays.items() if k not in inparts}, virtual,
-                         split_attrs(build, parts), settles=[pf.path for pf in files])
+                         split_attrs(build, parts), settles=[pf.path for pf in files], ready=ready)
     except BaseException:
         if split_build(path) != build:  # (once the main file is in place, its parts stay, whatever came after)
             for pf in files:

@@ -76,13 +76,15 @@ SAME_BY_VALUE = 64 << 20
 PREFIX_BYTES = 1 << 20
 
 
-def write_index_file(path, meta: dict, arrays: dict, virtual=None, split_attrs=(), settles=()) -> None:
+def write_index_file(path, meta: dict, arrays: dict, virtual=None, split_attrs=(), settles=(), ready=None) -> None:
     """Write an index atomically. ``arrays`` holds the datasets named in the module docstring
     (``dag/indices`` may be a :class:`StreamedArray`). A split index's main file
     (:mod:`distgrail.indexfile.split`): ``virtual`` maps the datasets its parts hold to their
     :class:`~distgrail.indexfile.split.VirtualSpec`, ``split_attrs`` are its extra root attributes
     (``(key, value)``: layout, build id) and ``settles`` its part files, provisional until it is in
-    place (:func:`distgrail.io.atomic.provisional`)."""
+    place (:func:`distgrail.io.atomic.provisional`). ``ready(name)``: returns once the values of
+    ``arrays[name]`` are there (arrays still coming down from a device; their shapes and types
+    are known before), called before each dataset's values are first read."""
     held = [k for k, a in arrays.items() if type(a).__name__ == "Rows"]  # (distgrail.indexfile.split.Rows)
     if held:
         raise DistGrailError(f"{os.fspath(path)}: this index holds some rows of /{held[0]} only (the other ranks of "
@@ -97,7 +99,7 @@ def write_index_file(path, meta: dict, arrays: dict, virtual=None, split_attrs=(
     # would otherwise leave them behind for good: no later write knows their build)
     landed = (lambda: remove_parts(path, replaced)) if replaced != dict(split_attrs).get(BUILD_ATTR) else None
     try:
-        _write_file(path, meta, arrays, types, names, virtual, split_attrs, settles, landed)
+        _write_file(path, meta, arrays, types, names, virtual, split_attrs, settles, landed, ready)
     except BaseException:
         for a in streamed:
             a.close(True)
@@ -106,7 +108,8 @@ def write_index_file(path, meta: dict, arrays: dict, virtual=None, split_attrs=(
         a.close(False)
 
 
-def _write_file(path, meta, arrays, types, names, virtual=None, split_attrs=(), settles=(), landed=None) -> None:
+def _write_file(path, meta, arrays, types, names, virtual=None, split_attrs=(), settles=(), landed=None,
+                ready=None) -> None:
     import h5py
 
     virtual = virtual or {}
@@ -128,6 +131,8 @@ def _write_file(path, meta, arrays, types, names, virtual=None, split_attrs=(), 
                     block = block_size(arrays[name].size * t.itemsize)
                     crcs[name] = (block, write_streamed(f, name, arrays[name], t, block))
                     continue
+                if ready is not None:
+                    ready(name)
                 data = np.ascontiguousarray(_whole(arrays[name]))
                 t = np.dtype(types.get(name, data.dtype))
                 if data.size and can_write_in_blocks(data, t):  # cast, written, checksummed by the pool
