@@ -53,7 +53,7 @@ def cmd_update(args) -> int:
     from .errors import DistGrailError, OutputError
     from .indexfile.split import check_parts
     from .io.atomic import same_file
-    from .update import UPDATES, insert_edges, sweep_uploads
+    from .update import UPDATES, insert_edges
 
     if args.remove is not None:
         raise DistGrailError(f"{args.remove}: deletions are not supported; rebuild the index from the graph "
@@ -94,13 +94,7 @@ def cmd_update(args) -> int:
         raise DistGrailError(f"{args.add}: no such edges file")
     g = _read_edges(args.add, args.format, _vertex_count(args.index))
     steps = {"read_edges": time.perf_counter() - t0}
-    uploads = sweep_uploads(args.backend)  # (GPU: the arrays a sweep reads go up as the read lands them)
-    try:
-        idx = distgrail.open_index(args.index, on_read=uploads.start if uploads is not None else None)
-    except BaseException:
-        if uploads is not None:
-            uploads.close()
-        raise
+    idx = distgrail.open_index(args.index)
     steps["open"] = time.perf_counter() - t0 - sum(steps.values())
     layout, parts = _layout_of(args, idx.meta)
 
@@ -123,8 +117,7 @@ def cmd_update(args) -> int:
                 os.umask(mask)
 
     new, report = insert_edges(idx, g.src, g.dst, backend=args.backend, progress=not args.quiet,
-                               rebuild_above=args.rebuild_above, consume=True, write=write,
-                               uploads=uploads)  # (idx spent)
+                               rebuild_above=args.rebuild_above, consume=True, write=write)  # (idx spent)
     steps["update"] = time.perf_counter() - t0 - sum(steps.values()) - report.seconds["write"]
     steps["write"] = report.seconds["write"]  # (with the swept arrays' download beside it)
     if mode is not None:  # the files replaced keep the index's permissions (and, for root, its owner)

@@ -335,13 +335,12 @@ def assemble(graph, dag, forest, post0, intervals, dims, seed, parent_rule, supp
     return Index(meta, arrays, labels)
 
 
-def open_index(path, values: bool = True, on_read=None) -> Index:
+def open_index(path, values: bool = True) -> Index:
     """Read an index written by :func:`build_index` or ``distgrail index``.
 
     ``values=False`` skips the value checks (checksums, shapes and types are still checked):
     for a process whose bytes another has checked (:func:`distgrail.mpi.opening.open_on_ranks`);
     :meth:`Index.check_values` makes them later. The file's checksum seal is ``index.seal``.
-    ``on_read``: see :func:`~distgrail.indexfile.read.read_index_file` (arrays used as they land).
 
     Raises
     ------
@@ -351,7 +350,7 @@ def open_index(path, values: bool = True, on_read=None) -> Index:
     """
     t = time.perf_counter()
     seal: list = []
-    meta, arrays = read_index_file(path, values=values, seal_out=seal, on_read=on_read)
+    meta, arrays = read_index_file(path, values=values, seal_out=seal)
     try:
         labels = NodeLabels.from_arrays(arrays, os.fspath(path))
     except GraphFormatError as e:

@@ -41,8 +41,7 @@ from .arrays import unique
 from .errors import QueryError
 from .progress import Steps
 
-__all__ = ["insert_edges", "UpdateReport", "UPDATES", "LOG", "LOG_COLUMNS", "METHODS", "update_summary", "checked_edges",
-           "sweep_uploads", "SWEPT_INPUTS"]
+__all__ = ["insert_edges", "UpdateReport", "UPDATES", "LOG", "LOG_COLUMNS", "METHODS", "update_summary", "checked_edges"]
 
 #: the dataset that records the inserted edges, (k, 2) int64 original vertex ids
 UPDATES = "updates/edges"
@@ -113,7 +112,7 @@ def checked_edges(index, sources, targets):
 
 
 def insert_edges(index, sources, targets, *, backend: str = "auto", progress: bool = False,
-                 rebuild_above: int | None = None, consume: bool = False, write=None, uploads=None):
+                 rebuild_above: int | None = None, consume: bool = False, write=None):
     """``(new index, UpdateReport)``: ``index`` answering for its graph plus the edges
     ``sources[i] -> targets[i]`` (module doc). ``index`` itself is not changed; when no edge
     adds reachability the new index shares its arrays. ``rebuild_above``: with more new DAG
@@ -124,21 +123,7 @@ def insert_edges(index, sources, targets, *, backend: str = "auto", progress: bo
     writes the new index while its swept arrays come down from the device, in the order of the
     file (``ready(name)`` returns once dataset ``name``'s values are in ``new.arrays``; pass it to
     :meth:`Index.save <distgrail.index.Index.save>`); called once, and this returns after it and
-    every download (``report.seconds["write"]``). ``uploads``: the index's arrays already going up
-    to ``backend``'s device (a :class:`~distgrail.gpu.dma.Departures` started by the read of
-    ``index``: ``distgrail update``); closed before this returns."""
-    try:
-        return _insert(index, sources, targets, backend, progress, rebuild_above, consume, write, uploads)
-    finally:
-        _close(uploads)
-
-
-def _close(uploads) -> None:
-    if uploads is not None:
-        uploads.close()
-
-
-def _insert(index, sources, targets, backend, progress, rebuild_above, consume, write, uploads):
+    every download (``report.seconds["write"]``)."""
     from .index import Index
 
     from .gpu.backend import get_backend
@@ -165,10 +150,9 @@ def _insert(index, sources, targets, backend, progress, rebuild_above, consume, 
                 # no query state on this device yet: the index goes up once, for the sweep, and the
                 # prefilter there tells which edges the index already answers (undecided ones are
                 # swept: an implied edge changes no label)
-                dev = _Device(index, be, uploads)
+                dev = _Device(index, be)
                 reach = dev.known_reachable(cs[cand], ct[cand])
             else:  # the index's own exact answers (its query state is there, or the batch is relabelled)
-                _close(uploads)  # (not swept from them: their device memory goes first)
                 reach = index.query(s[cand], t[cand], backend=be)[0] if cand.size else np.zeros(0, bool)
         new = cand[~reach]
         report.already_reachable = int(np.count_nonzero(reach))
@@ -189,15 +173,12 @@ def _insert(index, sources, targets, backend, progress, rebuild_above, consume, 
         pairs = np.stack([key // index.C, key % index.C], axis=1)
         if pairs.shape[0] > limit:
             steps.skip("sweeping the labels")  # (the relabelling shows its own steps)
-            dev = None
-            _close(uploads)
             arrays, over_meta = _relabel(index, pairs, be, progress)
             report.method = "relabelled"
         else:
             with steps.stage("sweeping the labels"):
                 served = _served(index, be, state)
-                dev = dev or (_Device.from_state(index, be, served) if served is not None else
-                              _Device(index, be, uploads))
+                dev = dev or (_Device.from_state(index, be, served) if served is not None else _Device(index, be))
                 arrays, over_meta, report.sweep, on_device = dev.sweep(pairs, consume=consume,
                                                                        keep_on_device=served is not None,
                                                                        arrive=write is not None)
@@ -269,22 +250,6 @@ def _served(index, be, state):
     return L if free > 1.25 * (sweep + int(L.rec.nbytes) + csr) else None
 
 
-#: the datasets a sweep uploads, in the order the index's read lands them (its groups by name)
-SWEPT_INPUTS = ("dag/indices", "dag/indptr", "dag/level", "forest/parent", "forest/subtree_size", "labels/dt_post0",
-                "labels/intervals", "supports/ids", "supports/in", "supports/out", "vertex/component")
-
-
-def sweep_uploads(backend: str = "auto"):
-    """A :class:`~distgrail.gpu.dma.Departures` of :data:`SWEPT_INPUTS` onto ``backend``'s device,
-    for ``open_index(path, on_read=d.start)`` and then ``insert_edges(..., uploads=d)``: the
-    arrays go up while the index is read. None on the CPU (nothing to move)."""
-    from .gpu.backend import get_backend
-    from .gpu.dma import Departures
-
-    be = get_backend(backend)
-    return Departures(be.asarray, SWEPT_INPUTS) if be.is_gpu else None
-
-
 def default_rebuild_above(index) -> int:
     """New DAG edges past which :func:`insert_edges` labels the components again rather than
     sweeping: a fifth of the DAG's edges, at least 1,000,000: from about there relabelling
@@ -317,29 +282,24 @@ class _Device:
 
     arrivals = None  # the swept arrays on their way down (sweep(arrive=True))
 
-    def __init__(self, index, be, uploads=None):
+    def __init__(self, index, be):
         t = time.perf_counter()
         self.index, self.be = index, be
         a = index.arrays
         K, C = index.supports, index.C
-
-        def put(name):  # (uploaded while the index was read, if it was)
-            got = uploads.take(name) if uploads is not None else None
-            return got if got is not None else be.asarray(a[name])
-
+        put = be.asarray
         with be.on_device():
             xp = self.xp = be.xp
-            iv = put("labels/intervals")
-            out = put("supports/out") if K else xp.zeros((C, 0), xp.uint64)
-            inn = put("supports/in") if K else xp.zeros((C, 0), xp.uint64)
-            self.arr = {"comp": put("vertex/component"), "indptr": put("dag/indptr").astype(xp.int64),
-                        "indices": put("dag/indices"), "level": put("dag/level").astype(xp.int64, copy=True),
-                        "post0": put("labels/dt_post0"), "size": put("forest/subtree_size"),
-                        "parent": put("forest/parent"),
+            iv = put(a["labels/intervals"])
+            out = put(a["supports/out"]) if K else xp.zeros((C, 0), xp.uint64)
+            inn = put(a["supports/in"]) if K else xp.zeros((C, 0), xp.uint64)
+            self.arr = {"comp": put(a["vertex/component"]), "indptr": put(a["dag/indptr"]).astype(xp.int64),
+                        "indices": put(a["dag/indices"]), "level": put(a["dag/level"]).astype(xp.int64, copy=True),
+                        "post0": put(a["labels/dt_post0"]), "size": put(a["forest/subtree_size"]),
+                        "parent": put(a["forest/parent"]),
                         "lo": iv[:, :, 0].astype(xp.int64),  # (64-bit: every type has GPU atomics)
                         "hi": iv[:, :, 1].astype(xp.int64), "out": out.T.copy(), "inn": inn.T.copy(),
-                        "ids": put("supports/ids") if K else xp.zeros(0, xp.int64)}
-            _close(uploads)  # (every host array read from now on: the sweep may land its results in them)
+                        "ids": put(a["supports/ids"]) if K else xp.zeros(0, xp.int64)}
             be.synchronize()
         self.iv_dtype = np.dtype(a["labels/intervals"].dtype)
         self.upload_s = time.perf_counter() - t

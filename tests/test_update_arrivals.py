@@ -1,10 +1,7 @@
-"""An update's arrays moved beside its file's read and write. Up (:class:`distgrail.gpu.dma.
-Departures`, ``open_index(on_read=...)``, ``insert_edges(uploads=...)``): each array goes up once
-its blocks are read, as read; one not uploaded (an error, a failed block) is uploaded by the
-sweep itself. Down (``insert_edges(write=...)``, :class:`distgrail.gpu.dma.Arrivals`): the writer
-waits for each dataset's values, in the order of the file; the file is the one written after the
-whole download; a failed download leaves no file and raises its error; a failed write stops the
-downloads before returning."""
+"""An update's index written while its swept arrays come down (``insert_edges(write=...)``,
+:class:`distgrail.gpu.dma.Arrivals`): the writer waits for each dataset's values, in the order of
+the file; the file is the one written after the whole download; a failed download leaves no file
+and raises its error; a failed write stops the downloads before returning."""
 
 from __future__ import annotations
 
@@ -18,10 +15,9 @@ import pytest
 import distgrail
 from distgrail.errors import BackendError
 from distgrail.gpu.backend import Backend
-from distgrail.gpu.dma import Arrivals, Departures
-from distgrail.indexfile import layout
+from distgrail.gpu.dma import Arrivals
 from distgrail.io.generate import generate
-from distgrail.update import SWEPT_INPUTS, UPDATES, insert_edges
+from distgrail.update import UPDATES, insert_edges
 
 
 def _copy(dev, out):
@@ -178,67 +174,16 @@ def test_a_write_failing_stops_the_downloads_before_it_returns(tmp_path, monkeyp
     assert len(copied) == n < 8  # nothing copied after the error was raised; not all were
 
 
-@pytest.mark.parametrize("split", [False, True])
-def test_departures_upload_each_array_read_in_blocks_as_read(tmp_path, monkeypatch, split):
-    monkeypatch.setattr(layout, "PARALLEL_MIN_BYTES", 1 << 10)  # this small index's datasets read in blocks
-    g, p, s, t = _base(tmp_path, "base.h5")
-    if split:
-        distgrail.open_index(p).save(p, layout="split", parts=3)
-    put = []
-    ups = Departures(lambda a: (put.append(a.shape), a.copy())[1], [*SWEPT_INPUTS, "not/there"])
-    seen = []
-    idx = distgrail.open_index(p, on_read=lambda arrays, landed: (seen.append(set(landed)), ups.start(arrays, landed)))
-    got = {k: ups.take(k) for k in SWEPT_INPUTS}
-    assert ups.take("not/there") is None and ups.take("dag/indices") is None  # (taken once)
-    ups.close()
-    read_in_blocks = [k for k in SWEPT_INPUTS if k in seen[0]]  # (the others were read whole: not uploaded)
-    assert len(read_in_blocks) >= 6 and len(put) == len(read_in_blocks)
-    assert all(got[k] is None for k in SWEPT_INPUTS if k not in seen[0])
-    for k in read_in_blocks:
-        assert np.array_equal(got[k], idx.arrays[k]) and got[k] is not idx.arrays[k], k
-
-
-def test_an_upload_that_fails_or_a_damaged_block_is_uploaded_by_the_sweep_itself(tmp_path, monkeypatch):
-    """Arrays the thread did not upload (its put raised) are uploaded by the sweep: the updated
-    index is the one without uploads. A damaged file: the read raises, the thread ends."""
-    monkeypatch.setattr(layout, "PARALLEL_MIN_BYTES", 1 << 10)
-    g, p, s, t = _base(tmp_path, "base.h5")
-    want, _ = insert_edges(distgrail.open_index(p), s, t, backend="cpu")
-
-    def flaky(a):
-        if a.dtype.itemsize == 8:
-            raise MemoryError("out of device memory")
-        return a.copy()
-
-    ups = Departures(flaky, SWEPT_INPUTS)
-    new, rep = insert_edges(distgrail.open_index(p, on_read=ups.start), s, t, backend="cpu", uploads=ups)
-    assert rep.method == "swept" and ups._thread is not None and not ups._thread.is_alive()
-    for k in want.arrays:
-        assert np.array_equal(np.asarray(want.arrays[k]), np.asarray(new.arrays[k])), k
-    raw = bytearray(open(p, "rb").read())
-    raw[len(raw) // 2] ^= 0xFF  # a flipped byte inside some dataset's blocks
-    open(p, "wb").write(bytes(raw))
-    ups = Departures(lambda a: a.copy(), SWEPT_INPUTS)
-    with pytest.raises(distgrail.errors.IndexFormatError, match="damaged index"):
-        distgrail.open_index(p, on_read=ups.start)
-    ups.close()
-    assert not ups._thread.is_alive()
-
-
 @pytest.mark.gpu
-@pytest.mark.parametrize("layout_", ["single", "split"])
-def test_gpu_update_moved_beside_its_read_and_write_equals_the_cpu_sweep(tmp_path, monkeypatch, layout_):
-    """On a GPU the arrays go up while the index is read and come down while the new one is
-    written: every dataset equals the CPU sweep's, written after it."""
-    from distgrail.gpu.backend import get_backend
-
-    monkeypatch.setattr(layout, "PARALLEL_MIN_BYTES", 1 << 10)
+@pytest.mark.parametrize("layout", ["single", "split"])
+def test_gpu_update_written_beside_its_download_equals_the_cpu_sweep(tmp_path, layout):
+    """On a GPU the swept arrays come down on the thread while the file is written: every
+    dataset equals the CPU sweep's, written after it."""
     g, p, s, t = _base(tmp_path, "base.h5")
     want, _ = insert_edges(distgrail.open_index(p), s, t, backend="cpu")
     got_path = str(tmp_path / "gpu.h5")
-    ups = Departures(get_backend("gpu").asarray, SWEPT_INPUTS)
-    _, rep = insert_edges(distgrail.open_index(p, on_read=ups.start), s, t, backend="gpu", consume=True, uploads=ups,
-                          write=lambda idx, ready: idx.save(got_path, layout=layout_, parts=2, ready=ready))
+    _, rep = insert_edges(distgrail.open_index(p), s, t, backend="gpu", consume=True,
+                          write=lambda idx, ready: idx.save(got_path, layout=layout, parts=2, ready=ready))
     assert rep.method == "swept" and rep.seconds["sweep_download"] > 0
     got = distgrail.open_index(got_path)
     for k in want.arrays:

@@ -14,7 +14,7 @@ import numpy as np
 
 from ..arrays import populate
 
-__all__ = ["STAGE_MIN_BYTES", "upload_large", "download_large", "touch_pages", "lock_pages", "NoThread", "Arrivals", "Departures"]
+__all__ = ["STAGE_MIN_BYTES", "upload_large", "download_large", "touch_pages", "lock_pages", "NoThread", "Arrivals"]
 
 
 class NoThread:
@@ -202,68 +202,3 @@ class Arrivals:
         self._items = [(n, None, None) for n, _, _ in self._items]
         if self._error is not None and not cancel:
             raise self._error
-
-
-class Departures:
-    """Host arrays going up to the device while a read lands them: :meth:`start` (``arrays``,
-    ``landed``: what :func:`~distgrail.indexfile.read.read_index_file` gives its ``on_read``)
-    starts a thread that uploads ``names`` in order with ``put`` (a backend's ``asarray``), each
-    once every block of it is read. :meth:`take` returns one's device array, or None when it was
-    not uploaded (read whole, not read, a failed block, an upload error: the caller uploads it
-    itself). The values are the file's before the read's checks: use them once the read has
-    returned. :meth:`close` stops the thread and drops what was not taken."""
-
-    def __init__(self, put, names):
-        self._put, self._names = put, list(names)
-        self._up, self._passed, self._over = {}, set(), False
-        self._moved = threading.Condition()
-        self._cancel = False
-        self._thread = None
-        self.seconds = 0.0  #: the thread's time, once closed
-
-    def start(self, arrays, landed) -> None:
-        self._thread = threading.Thread(target=self._run, args=(dict(arrays), dict(landed)),
-                                        name="distgrail-departures", daemon=True)
-        self._thread.start()
-
-    def _run(self, arrays, landed) -> None:
-        t = time.perf_counter()
-        try:
-            for name in self._names:
-                if self._cancel:
-                    break
-                got = None
-                try:
-                    a = arrays.get(name)
-                    if isinstance(a, np.ndarray) and name in landed:  # (a block's result(): its CRC, -1 short)
-                        crcs = [x if isinstance(x, int) else x.result() for x in landed[name]]
-                        if not any(c < 0 for c in crcs) and not self._cancel:
-                            got = self._put(a)
-                except Exception:  # noqa: BLE001 - not uploaded: the caller uploads it (and meets the error)
-                    got = None
-                with self._moved:
-                    if got is not None:
-                        self._up[name] = got
-                    self._passed.add(name)
-                    self._moved.notify_all()
-        finally:
-            self.seconds = time.perf_counter() - t
-            with self._moved:
-                self._over = True
-                self._moved.notify_all()
-
-    def take(self, name):
-        """Array ``name`` on the device (this thread's upload), or None; waits for the thread to pass it."""
-        if self._thread is None or name not in self._names:
-            return None
-        with self._moved:
-            self._moved.wait_for(lambda: name in self._passed or self._over)
-            return self._up.pop(name, None)
-
-    def close(self) -> None:
-        """Stop the thread (after the upload it is in) and drop the arrays not taken."""
-        self._cancel = True
-        if self._thread is not None:
-            self._thread.join()
-        with self._moved:
-            self._up.clear()

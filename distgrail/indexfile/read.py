@@ -62,8 +62,7 @@ def _attr(attrs, path, key, where):
     return v.decode() if isinstance(v, bytes) else (v.item() if hasattr(v, "item") else v)
 
 
-def read_index_file(path, defer=(), values: bool = True, seal_out: list | None = None,
-                    on_read=None) -> tuple[dict, dict]:
+def read_index_file(path, defer=(), values: bool = True, seal_out: list | None = None) -> tuple[dict, dict]:
     """Read and check an index. Raises :class:`IndexFormatError` for anything that is not a
     complete, undamaged index of a version this distgrail reads (any HDF5 error included: it
     names the attribute or dataset being read). ``defer``: datasets left in the file if large: a
@@ -71,10 +70,7 @@ def read_index_file(path, defer=(), values: bool = True, seal_out: list | None =
     every checksum, shape and type checked, the values not (:func:`check_values` then, or
     another process's check of the same bytes: the MPI ranks of one index). ``seal_out``: the
     file's checksum seal (the ``crc32_of_datasets`` it was verified against, None in files of
-    earlier releases) appended to it. ``on_read(arrays, landed)``: called once every block read is
-    queued, before they are waited for and checked: ``arrays`` by name, ``landed`` {name: futures
-    of its blocks} for those read in blocks (the others are whole); what lands is unchecked until
-    this returns (``distgrail update`` uploads each array as its blocks land)."""
+    earlier releases) appended to it."""
     import h5py
 
     path = os.fspath(path)
@@ -93,8 +89,6 @@ def read_index_file(path, defer=(), values: bool = True, seal_out: list | None =
         try:
             with f:
                 meta, arrays, crcs, seal, landed, stats = _read_open_file(h5py, f, path, where, fd, parts, pool, defer)
-            if on_read is not None:
-                on_read(arrays, landed)
         except IndexFormatError:
             raise
         except _H5_ERRORS as e:
