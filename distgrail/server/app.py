@@ -163,7 +163,7 @@ class Service:
         self.updates += 1
         self.edges_inserted += k
         return {"update": self.updates, "edges_inserted": self.edges_inserted, "n": new.n, "C": new.C,
-                "seconds": round(time.perf_counter() - t0, 6), **report.as_dict()}
+                **report.as_dict(), "wall_seconds": round(time.perf_counter() - t0, 6)}  # (seconds: the steps')
 
     def _stream(self):
         s = getattr(self._streams, "stream", None)
@@ -321,6 +321,8 @@ class Service:
         408, the connection to be closed); ``_Gone`` when the client closes the connection
         first. On any failure the buffer is let go at once (the error stored on the request
         keeps this frame until a full garbage collection). A memoryview of the bytes."""
+        from aiohttp.web import RequestPayloadError
+
         at, most = 0, self.max_body if size is None else size
         first = most if size is not None and not _strict_commit() else min(most, BODY_FIRST_BYTES)
         try:
@@ -350,6 +352,10 @@ class Service:
             raise _Refused(408, f"request body: {at:,}{of} bytes arrived in {clock.seconds():.1f} s; this server "
                                 f"waits {self.body_timeout:g} s for a body, plus a second for each MiB that arrives "
                                 "(distgrail serve --body-timeout): send it faster", close=True) from None
+        except RequestPayloadError as e:  # a body aiohttp cannot decode (a corrupt gzip or deflate stream)
+            buf = None
+            why = " ".join(str(getattr(e.__cause__, "message", None) or e).split())
+            raise _Refused(400, f"request body: {why}", close=True) from None  # (the rest is not read)
         except ConnectionError:
             buf = None
             had = f"{at:,} bytes of its chunked body" if size is None else f"{at:,} of its {size:,} bytes"

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import http.client
 import json
+import select
 import socket
 import threading
 import urllib.parse
@@ -45,6 +46,20 @@ def connect(url: str, token: str | None = None, timeout: float | None = 600.0) -
     wrong address or token fails here (:class:`ServerError`). ``token``: the bearer token (default:
     the ``DISTGRAIL_TOKEN`` environment variable, if set). ``timeout``: seconds a request may take."""
     return Client(url, token=token, timeout=timeout)
+
+
+def _closed_by_peer(conn) -> bool:
+    """Whether the kept-alive connection ``conn`` is readable while no request is out: the server
+    closed it (after its idle timeout) or sent what no request asked for; either way a request
+    sent on it would fail (a POST that is not retried, /edges, most of all)."""
+    sock = getattr(conn, "sock", None)
+    if sock is None:
+        return True
+    try:
+        readable, _, _ = select.select([sock], [], [], 0)
+    except (OSError, ValueError):  # (closed or invalid descriptor)
+        return True
+    return bool(readable)
 
 
 class Client:
@@ -114,6 +129,8 @@ class Client:
         s, t = np.asarray(sources), np.asarray(targets)
         if s.shape != t.shape or s.ndim != 1:
             raise QueryError(f"sources and targets must be 1-D of equal length, got shapes {s.shape} and {t.shape}")
+        if self.label_kind is None:  # (an id past int64 named as given, not as it would wrap)
+            refuse_wrapping_ids(s, t, self.n)
         pieces, size = encode_columns(s, t)
         # not sent twice: a connection reset after the server took an update would apply it twice
         _, _, body = self._request("POST", "/edges?layout=columns", pieces,
@@ -135,7 +152,7 @@ class Client:
     # -- HTTP ---------------------------------------------------------------------------------
     def _connection(self, fresh: bool = False):
         conn = getattr(self._local, "conn", None)
-        if conn is None or fresh:
+        if conn is None or fresh or _closed_by_peer(conn):
             if conn is not None:
                 conn.close()
             kind = http.client.HTTPSConnection if self._scheme == "https" else http.client.HTTPConnection

@@ -246,12 +246,17 @@ def serve_ranks(comm, index_path: str, *, host: str, port: int, backend: str, sh
                 warm_batch(comm, idx, be, *pair, shared=shared)
             ranks = comm.gather({"rank": me, "host": socket.gethostname(), "pid": os.getpid(),
                                  "device": service.device_name})
+            # from here the served version is held once (follow's argument, the dispatcher's and the
+            # service's): one replaced by an update (POST /edges) is freed, on every rank
+            held = [idx]
+            del idx
             if not root:
-                follow(comm, idx, be, shared=shared)
+                service.index = None  # (the service answers nothing here: rank 0's batches come to follow)
+                follow(comm, held.pop(), be, shared=shared)
                 in_step = True  # (rank 0's STOP header)
                 return 0
             service.ranks = ranks
-            service.dispatcher = box["dispatcher"] = Dispatcher(comm, idx, be, shared)
+            service.dispatcher = box["dispatcher"] = Dispatcher(comm, held.pop(), be, shared)
             if caught:  # a signal during the start: stop at once
                 service.dispatcher.stop()
             _serve_root(web, service, sock, t0, warm, index_path, say, as_json, caught)
