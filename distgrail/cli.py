@@ -41,6 +41,23 @@ def _end_mpi_cleanly(comm) -> None:
         MPI.Finalize()
 
 
+def _status_everywhere(args, status) -> int:
+    """Under MPI, a command every rank ran to its end: every rank returns the highest status any
+    had (3: answers differ from the expected ones, on rank 0; 141: its stdout gone), and a non-zero
+    one ends MPI here first (else ``python -m mpi4py`` turns it into ``MPI_Abort``, and MPICH
+    leaves a segment in /dev/shm)."""
+    comm = getattr(args, "mpi_comm", None)
+    status = int(status or 0)
+    if comm is None:
+        return status
+    from mpi4py import MPI
+
+    status = comm.allreduce(status, op=MPI.MAX)
+    if status:
+        _end_mpi_cleanly(comm)
+    return status
+
+
 def _rank(comm) -> int:
     return comm.Get_rank() if comm is not None else 0
 
@@ -453,15 +470,16 @@ def main(argv=None) -> int:
 
             return run_shared(args.mpi_comm, f"running {args.command}",
                               args.func if args.mpi_comm.Get_rank() == 0 else None, args) or 0
-        status = args.func(args)
-        sys.stdout.flush()  # a reader of stdout gone (| head) shows here, not as a traceback at exit
-        return status
-    except BrokenPipeError:
-        from .cli_output import stdout_gone, stdout_is_gone
+        try:
+            status = args.func(args)
+            sys.stdout.flush()  # a reader of stdout gone (| head) shows here, not as a traceback at exit
+        except BrokenPipeError:
+            from .cli_output import stdout_gone, stdout_is_gone
 
-        if not stdout_is_gone():
-            raise
-        return stdout_gone()
+            if not stdout_is_gone():
+                raise
+            status = stdout_gone()
+        return _status_everywhere(args, status)
     except DistGrailError as e:
         comm = getattr(args, "mpi_comm", None)
         shared = comm is not None and getattr(e, "comm_rank", None) is not None

@@ -39,12 +39,12 @@ import numpy as np
 from ._version import __version__
 from .arrays import unique
 from .errors import QueryError
+from .indexfile.layout import UPDATES
 from .progress import Steps
 
 __all__ = ["insert_edges", "UpdateReport", "UPDATES", "LOG", "LOG_COLUMNS", "METHODS", "update_summary", "checked_edges"]
 
-#: the dataset that records the inserted edges, (k, 2) int64 original vertex ids
-UPDATES = "updates/edges"
+
 #: one row per update, int64: the columns of :data:`LOG_COLUMNS` (``info`` sums them)
 LOG = "updates/log"
 LOG_COLUMNS = ("given", "same_component", "already_reachable", "added", "components_before", "components_after",
@@ -400,10 +400,11 @@ class _Device:
                 from .gpu.dma import Arrivals
                 from .indexfile.layout import dataset_order
 
-                be.synchronize()  # (the thread copies on its own stream)
                 arrays = {k: (_landing(a.get(k), v) if consume else None) for k, v in out.items()}
                 arrays = {k: h if h is not None else _fresh(out[k]) for k, h in arrays.items()}
-                self.arrivals = Arrivals(be.to_host, [(k, out[k], arrays[k]) for k in dataset_order(out)])
+                # (on a stream of the thread's own, after the sweep's work queued here)
+                self.arrivals = Arrivals(be.to_host, [(k, out[k], arrays[k]) for k in dataset_order(out)],
+                                         context=be.side_stream())
             else:
                 arrays = {k: be.to_host(v, out=_landing(a.get(k), v) if consume else None) for k, v in out.items()}
             if not keep_on_device:

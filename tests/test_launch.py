@@ -15,7 +15,9 @@ import numpy as np
 import pytest
 
 import distgrail
+import distgrail.io.generate
 import distgrail.io.pairs
+import distgrail.update
 from conftest import index_bytes
 
 MPIEXEC = os.path.join(os.path.dirname(sys.executable), "mpiexec")
@@ -294,3 +296,61 @@ def test_a_fifo_named_npy_is_refused_under_mpi_not_waited_on(tmp_path):
     r = mpirun(2, "-m", "distgrail", "query", str(idx), str(tmp_path / "none.npy"), "--backend", "cpu", timeout=60)
     assert_clean_exit_2(r, f"rank 0, reading the pairs {tmp_path / 'none.npy'}: ", None)
     assert "no such pairs file" in r.stderr
+
+
+@pytest.mark.parametrize("n", [2, 3])
+def test_answers_that_differ_end_every_rank_with_status_3_without_an_abort(tmp_path, n):
+    """``query`` with expected answers (a third column), one of them wrong: status 3 from every
+    rank, the answers still written, MPI ended cleanly (no MPI_Abort, no /dev/shm segment left);
+    the same with every answer right is status 0. (A review found 3 ending in MPI_Abort.)"""
+    g = distgrail.io.generate.generate("scale-free", 3000, 3, seed=1)
+    idx = distgrail.build_index((g.src, g.dst), num_vertices=g.n, dims=2, backend="cpu")
+    path = tmp_path / "g.h5"
+    idx.save(str(path))
+    rng = np.random.default_rng(0)
+    pairs = rng.integers(0, g.n, (100_000, 2))
+    want = idx.query(pairs[:, 0], pairs[:, 1], backend="cpu")[0].astype(np.int64)
+    np.save(tmp_path / "right.npy", np.c_[pairs, want])
+    want[50_000] ^= 1
+    np.save(tmp_path / "wrong.npy", np.c_[pairs, want])
+    for name, status in (("wrong", 3), ("right", 0)):
+        out = tmp_path / f"{name}.txt"
+        before = shm_segments()
+        r = mpirun(n, "-m", "distgrail", "query", str(path), str(tmp_path / f"{name}.npy"), "-o", str(out),
+                   "--backend", "cpu", "--quiet")
+        assert r.returncode == status, (r.returncode, r.stderr)
+        assert "MPI_Abort" not in r.stderr + r.stdout and "Traceback" not in r.stderr, r.stderr
+        assert np.loadtxt(out, dtype=np.int64).shape[0] == 100_000
+        assert (r.stderr.count("answers differ") == 1) == (status == 3), r.stderr
+        after = shm_segments()
+        if before is not None and after is not None:
+            assert not after - before, after - before
+
+
+def test_ranks_holding_two_updates_of_one_index_are_refused(tmp_path):
+    """Two updates of one base with as many components and DAG edges (``1 -> 2`` and ``2 -> 1``
+    into a DAG where neither is implied): the same counts and digest; the ranks must not shard a
+    batch over them (its answers would match neither index)."""
+    g = distgrail.io.generate.generate("layered", 400, 3, seed=2)
+    base = distgrail.build_index((g.src, g.dst), num_vertices=g.n, dims=2, backend="cpu")
+    one, _ = distgrail.update.insert_edges(base, [1], [2], backend="cpu")
+    two, _ = distgrail.update.insert_edges(base, [2], [1], backend="cpu")
+    assert (one.C, one.meta["n_dag_edges"]) == (two.C, two.meta["n_dag_edges"])
+    one.save(str(tmp_path / "one.h5"))
+    two.save(str(tmp_path / "two.h5"))
+    script = tmp_path / "q.py"
+    script.write_text(f"""
+import sys, numpy as np, distgrail
+from mpi4py import MPI
+comm = MPI.COMM_WORLD
+idx = distgrail.open_index({str(tmp_path / 'one.h5')!r} if comm.Get_rank() == 0 else {str(tmp_path / 'two.h5')!r})
+try:
+    idx.query(np.array([1, 2]), np.array([2, 1]), backend="cpu", comm=comm)
+except distgrail.errors.DistGrailError as e:
+    open(f"{str(tmp_path)}/refused{{comm.Get_rank()}}", "w").write(str(e))
+""")
+    r = mpirun(2, str(script))
+    assert r.returncode == 0, (r.stdout, r.stderr)
+    got = [(tmp_path / f"refused{k}").read_text() for k in (0, 1)]
+    assert got[0] == got[1], got
+    assert "every rank must query the same index" in got[0] and "inserted edges" in got[0], got

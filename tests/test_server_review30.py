@@ -54,12 +54,24 @@ class _Closing(BaseHTTPRequestHandler):
         pass
 
 
+class _ClosingServer(ThreadingHTTPServer):
+    """Sets ``closed`` once it has closed a connection (after its answer)."""
+
+    closed = threading.Event()
+
+    def shutdown_request(self, request):
+        super().shutdown_request(request)
+        self.closed.set()
+
+
 def test_add_edges_after_the_server_closed_the_kept_connection_opens_a_new_one():
-    srv = ThreadingHTTPServer(("127.0.0.1", 0), _Closing)
+    srv = _ClosingServer(("127.0.0.1", 0), _Closing)
     threading.Thread(target=srv.serve_forever, daemon=True).start()
     try:
         c = distgrail.connect(f"http://127.0.0.1:{srv.server_address[1]}", token=TOKEN)  # (GET /health, kept)
         for k in (1, 2):  # each time on a connection the server has closed since
+            assert srv.closed.wait(10)
+            srv.closed.clear()
             assert c.add_edges([1], [2]) == {"update": k}
         assert _Closing.edges == 2
     finally:
@@ -77,6 +89,30 @@ def test_closed_by_peer_tells_a_closed_connection_from_a_quiet_one():
     a.close()
     conn.sock = None
     assert _closed_by_peer(conn)
+
+
+def test_closed_by_peer_past_descriptor_1023():
+    """A process holding many files (a split index's parts) has sockets past 1023, which
+    ``select.select`` refuses: a quiet connection there is still kept."""
+    import resource
+
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if max(soft, hard if hard != resource.RLIM_INFINITY else 4096) < 1600:
+        pytest.skip(f"this process may open {soft} files (hard limit {hard}): no descriptor past 1500")
+    if soft < 1600:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (1600, hard))
+    a, b = socket.socketpair()
+    high = os.dup2(a.fileno(), 1500)
+    try:
+        conn = http.client.HTTPConnection("localhost")
+        conn.sock = socket.socket(fileno=high)
+        assert not _closed_by_peer(conn)
+        b.close()
+        assert _closed_by_peer(conn)
+        conn.sock.close()
+    finally:
+        a.close()
+        resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))
 
 
 def test_a_corrupt_encoded_body_is_a_400_without_a_traceback(graph, tmp_path):  # noqa: F811

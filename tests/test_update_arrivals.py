@@ -16,6 +16,7 @@ import distgrail
 from distgrail.errors import BackendError
 from distgrail.gpu.backend import Backend
 from distgrail.gpu.dma import Arrivals
+from distgrail.indexfile import layout
 from distgrail.io.generate import generate
 from distgrail.update import UPDATES, insert_edges
 
@@ -51,6 +52,24 @@ def test_arrivals_land_in_order_and_wait_blocks_until_each_has():
     gate["c"].set()
     arr.join()
     assert seen == ["a", "b", "c"] and items[2][2][0] == "c" and arr.seconds > 0
+
+
+def test_arrivals_copy_inside_the_context_given_entered_on_their_thread():
+    seen = []
+
+    class Ctx:
+        def __enter__(self):
+            seen.append(("in", threading.current_thread().name))
+
+        def __exit__(self, *exc):
+            seen.append(("out", threading.current_thread().name))
+
+    items = [(k, np.array([1]), np.zeros(1, int)) for k in "ab"]
+    arr = Arrivals(lambda dev, out: (seen.append(("copy", threading.current_thread().name)), _copy(dev, out)),
+                   items, context=Ctx())
+    arr.join()
+    assert seen == [("in", "distgrail-arrivals"), ("copy", "distgrail-arrivals"), ("copy", "distgrail-arrivals"),
+                    ("out", "distgrail-arrivals")]
 
 
 def test_a_failed_download_is_raised_to_whoever_waits_for_it_or_later():
@@ -188,3 +207,39 @@ def test_gpu_update_written_beside_its_download_equals_the_cpu_sweep(tmp_path, l
     got = distgrail.open_index(got_path)
     for k in want.arrays:
         assert np.array_equal(np.asarray(want.arrays[k]), got.arrays[k]), k
+
+
+def test_an_update_keeps_a_split_index_of_more_parts_than_parts_may_ask_for(tmp_path, monkeypatch, capsys):
+    """The bound is on what ``--parts`` asks for: an index of more parts (an MPI build's, one per
+    rank) is updated in its own layout; ``--parts`` past the bound is refused before the read."""
+    from distgrail.cli import main
+    from distgrail.indexfile import split
+    from distgrail.indexfile.layout import index_parts
+
+    g, p, s, t = _base(tmp_path, "base.h5")
+    distgrail.open_index(p).save(p, layout="split", parts=3)
+    monkeypatch.setattr(split, "MAX_PARTS", 2)
+    (tmp_path / "e.txt").write_text("".join(f"{a} {b}\n" for a, b in zip(s, t)))
+    assert main(["update", p, "--add", str(tmp_path / "e.txt"), "--backend", "cpu", "--quiet"]) == 0
+    assert len(index_parts(p)) == 3 and distgrail.open_index(p).arrays[UPDATES].shape == (40, 2)
+    assert main(["update", p, "--add", str(tmp_path / "e.txt"), "--parts", "3", "-o", str(tmp_path / "x.h5")]) == 2
+    assert "--parts must be 1..2 (part files of a split index), got 3" in capsys.readouterr().err
+
+
+def test_a_part_that_cannot_be_written_is_an_output_error_naming_it(tmp_path, monkeypatch, capsys):
+    """No space while a part's blocks are written: exit 2, the part named, nothing left behind."""
+    from distgrail.cli import main
+    from distgrail.indexfile import write as ixwrite
+
+    monkeypatch.setattr(layout, "PARALLEL_MIN_BYTES", 1 << 10)  # the parts written by the pool's blocks
+    g, p, s, t = _base(tmp_path, "base.h5")
+
+    def full(fd, bufs, at):
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(ixwrite.os, "pwritev", full)
+    out = tmp_path / "out.h5"
+    assert main(["convert", p, "--layout", "split", "--parts", "2", "-o", str(out)]) == 2
+    err = capsys.readouterr().err
+    assert f"{out}." in err and ".part" in err and "cannot write the output: No space left" in err, err
+    assert "Traceback" not in err and sorted(os.listdir(tmp_path)) == ["base.h5"]

@@ -7,6 +7,7 @@ buffers. :func:`touch_pages` pre-faults fresh host memory while the GPU works.
 
 from __future__ import annotations
 
+import contextlib
 import threading
 import time
 
@@ -144,10 +145,11 @@ class Arrivals:
     reads them, copied by ``to_host(device, out=host)`` (a backend's). A writer then starts on the
     first while the next comes down (``distgrail update``: the index's write beside the swept
     arrays' download). :meth:`wait` returns once one has landed; :meth:`join` once the thread is
-    done. The device work that made the arrays must be finished before (the thread copies on its
-    own stream)."""
+    done. ``context``: entered by the thread for its copies, made in the caller's thread (a
+    backend's ``side_stream()``: its device current for good and a stream of its own that starts
+    after the work queued there so far)."""
 
-    def __init__(self, to_host, items):
+    def __init__(self, to_host, items, context=None):
         self._items = list(items)
         self._order = {name: i for i, (name, _, _) in enumerate(self._items)}
         self._landed = 0  # arrays landed, in order
@@ -156,19 +158,21 @@ class Arrivals:
         self._cancel = False
         self._over = False
         self.seconds = 0.0  #: the thread's time copying, once joined
-        self._thread = threading.Thread(target=self._run, args=(to_host,), name="distgrail-arrivals", daemon=True)
+        self._thread = threading.Thread(target=self._run, args=(to_host, context), name="distgrail-arrivals",
+                                        daemon=True)
         self._thread.start()
 
-    def _run(self, to_host) -> None:
+    def _run(self, to_host, context) -> None:
         t = time.perf_counter()
         try:
-            for _, dev, host in self._items:
-                if self._cancel:
-                    break
-                to_host(dev, out=host)
-                with self._moved:
-                    self._landed += 1
-                    self._moved.notify_all()
+            with context if context is not None else contextlib.nullcontext():
+                for _, dev, host in self._items:
+                    if self._cancel:
+                        break
+                    to_host(dev, out=host)
+                    with self._moved:
+                        self._landed += 1
+                        self._moved.notify_all()
         except BaseException as e:  # noqa: BLE001 - raised by wait/join in the caller's thread
             self._error = e
         finally:

@@ -42,6 +42,9 @@ __all__ = ["FORMAT", "FORMAT_VERSION", "READ_VERSIONS", "CHUNK_BYTES", "CRC_BLOC
 FORMAT = "distgrail-index"
 FORMAT_VERSION = 2
 READ_VERSIONS = (1, 2)
+#: the dataset of an updated index recording its inserted edges, (k, 2) int64 original vertex ids
+#: (``distgrail update``; its writer is :mod:`distgrail.update`)
+UPDATES = "updates/edges"
 #: upper bound of a dataset chunk in files of earlier releases (fletcher32 on every chunk)
 CHUNK_BYTES = 256 << 10
 #: bytes per CRC-32 of a dataset (at least: a dataset gets at most _MAX_CRCS of them)

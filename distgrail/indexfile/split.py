@@ -50,17 +50,18 @@ from .layout import BUILD_ATTR, LIBVER, PART_FORMAT, block_size, crc32, crc_pool
 __all__ = ["SPLIT", "MAX_PARTS", "check_parts", "new_build_id", "PartFile", "VirtualSpec", "split_rows", "split_attrs", "virtual_specs",
            "write_split_index", "Rows"]
 
-#: the most part files a split index written from one process (``convert``, ``update``,
-#: ``Index.save``) may have: a reader holds every part open at once, and parts past the rows of
-#: the datasets would be files of nothing (an MPI build writes one part per rank, unbounded here)
+#: the most part files ``--parts`` asks for (``convert``, ``update``): a reader holds every part
+#: open at once, and parts past the rows of the datasets would be files of nothing. An index with
+#: more (an MPI build writes one part per rank) is read, and updated in its own layout, as it is.
 MAX_PARTS = 1024
 
 
-def check_parts(parts: int, option: str = "--parts") -> int:
-    """``parts`` if it is a part count :func:`write_split_index` takes (1..:data:`MAX_PARTS`),
-    else a DistGrailError naming ``option`` and the value."""
-    if not 1 <= int(parts) <= MAX_PARTS:
-        raise DistGrailError(f"{option} must be 1..{MAX_PARTS} (part files of a split index), got {parts}")
+def check_parts(parts: int, option: str = "--parts", most: int | None = None) -> int:
+    """``parts`` if it is 1..``most`` (default :data:`MAX_PARTS`), else a DistGrailError naming
+    ``option`` and the value."""
+    most = MAX_PARTS if most is None else most
+    if not 1 <= int(parts) <= most:
+        raise DistGrailError(f"{option} must be 1..{most} (part files of a split index), got {parts}")
     return int(parts)
 
 
@@ -128,7 +129,14 @@ class PartFile:
         self.closed = False
 
     def put(self, name, shape, t, lo: int, data) -> None:
-        """Rows ``lo .. lo+len(data)-1`` of dataset ``name`` (whole ``shape``, stored as ``t``)."""
+        """Rows ``lo .. lo+len(data)-1`` of dataset ``name`` (whole ``shape``, stored as ``t``); a
+        failed write (no space, an I/O error) is an OutputError naming this part."""
+        try:
+            self._put(name, shape, t, lo, data)
+        except OSError as e:
+            raise _named(self.path, e) from None
+
+    def _put(self, name, shape, t, lo: int, data) -> None:
         from .layout import can_write_in_blocks
         from .write import as_type
 
@@ -156,10 +164,13 @@ class PartFile:
         """``{name: (first row, end row, [(first byte, block index, crc, length), ...])}``: what the
         main file needs of this part (waits for the block writes: their errors are raised here)."""
         out = {}
-        for name, (lo, hi, first, block, nbytes, futs) in self.put_rows.items():
-            got = [(first + a, k, x if isinstance(x, int) else x.result(), b - a)
-                   for (k, a, b), x in zip(pieces(first, nbytes, block), futs)]
-            out[name] = (lo, hi, got)
+        try:
+            for name, (lo, hi, first, block, nbytes, futs) in self.put_rows.items():
+                got = [(first + a, k, x if isinstance(x, int) else x.result(), b - a)
+                       for (k, a, b), x in zip(pieces(first, nbytes, block), futs)]
+                out[name] = (lo, hi, got)
+        except OSError as e:
+            raise _named(self.path, e) from None
         return out
 
     def close(self, ok: bool) -> None:
@@ -189,6 +200,13 @@ class PartFile:
         provisional(self.path, False)
 
 
+
+
+def _named(path, e: OSError) -> OSError:
+    """``e`` as an OutputError naming the part ``path`` (a DistGrailError as it is)."""
+    from ..io.atomic import output_error
+
+    return e if isinstance(e, DistGrailError) else output_error(path, e)
 
 
 #: the datasets a split index keeps in its parts, when not empty (the others stay in the main file)
@@ -238,7 +256,8 @@ def write_split_index(path, meta: dict, arrays: dict, parts: int = 1, ready=None
     from .layout import stored_types
     from .write import StreamedArray, write_index_file
 
-    check_parts(parts, f"{os.fspath(path)}: parts")
+    if int(parts) < 1:  # (no upper bound here: an index of many parts keeps them through an update)
+        raise DistGrailError(f"{os.fspath(path)}: a split index needs at least one part file, got parts={parts}")
     types = stored_types(meta)
     if any(isinstance(a, Rows) for a in arrays.values()):
         raise IndexFormatError(f"{os.fspath(path)}: this index holds some rows only (the other ranks' parts): it is "

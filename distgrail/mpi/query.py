@@ -39,13 +39,27 @@ def same_index_everywhere(comm, index):
     """Collective: every rank must hold the same index (e.g. each opened its own copy of the file)."""
     m = index.meta
     mine = tuple(m.get(k) for k in ("source_digest", "n_vertices", "n_components", "n_dag_edges", "dims", "seed",
-                                    "parent_rule"))
+                                    "parent_rule")) + (_updates_of(index),)
     every = comm.allgather(mine)
     bad = [r for r, x in enumerate(every) if x != every[0]]
     if bad:
         raise DistGrailError(f"every rank must query the same index, but ranks {bad} hold another one than rank 0 "
-                             f"(source digest, n, C, m, dims, seed, parent rule: rank 0 {every[0]}, "
-                             f"rank {bad[0]} {every[bad[0]]})")
+                             f"(source digest, n, C, m, dims, seed, parent rule, inserted edges and their CRC-32: "
+                             f"rank 0 {every[0]}, rank {bad[0]} {every[bad[0]]})")
+
+
+def _updates_of(index):
+    """``(inserted edges, CRC-32 of them)`` of an updated index, else None: two updates of one
+    base with as many components and DAG edges differ here alone."""
+    import zlib
+
+    from ..indexfile.layout import UPDATES
+
+    u = index.arrays.get(UPDATES)
+    if u is None:
+        return None
+    a = np.ascontiguousarray(np.asarray(u), dtype=np.int64)
+    return int(a.shape[0]), zlib.crc32(a.view(np.uint8).reshape(-1))
 
 
 def merge_over_ranks(comm, be, stats, times, prepared: float = 0.0) -> QueryStats:

@@ -56,10 +56,16 @@ def _closed_by_peer(conn) -> bool:
     if sock is None:
         return True
     try:
-        readable, _, _ = select.select([sock], [], [], 0)
-    except (OSError, ValueError):  # (closed or invalid descriptor)
-        return True
-    return bool(readable)
+        fd = sock.fileno()
+        if fd < 0:  # (closed)
+            return True
+        if hasattr(select, "poll"):  # (select.select refuses descriptors past 1023)
+            p = select.poll()
+            p.register(fd, select.POLLIN)
+            return bool(p.poll(0))
+        return bool(select.select([fd], [], [], 0)[0])
+    except (OSError, ValueError):  # not known to be closed: sent on, as before this check
+        return False
 
 
 class Client:

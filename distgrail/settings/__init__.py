@@ -175,7 +175,7 @@ SETTINGS: dict = {s.name: s for s in (
             "a number >= 0 (rank 0's share of the dimensions against an even split, e.g. 0.8)",
             "rank 0's share of the label dimensions in an MPI build (rank 0's value decides)", _number),
     Setting("DISTGRAIL_SHM", "switch", True, _SWITCH,
-            "labels gathered through node-shared memory (/dev/shm) under MPI; off: by `Gatherv`", _switch),
+            "labels gathered, and query batches of rank 0's pairs (65,536 or more) shared, through node-shared memory (/dev/shm) under MPI; off: by `Gatherv` (and `Scatterv`)", _switch),
     Setting("DISTGRAIL_SHM_CLEANUP", "switch", True, _SWITCH,
             "node-local rank 0 removes stale MPICH shared-memory segments of killed ranks at job start",
             _switch, lenient="anything else means on, as before: the clean-up never fails a job"),
