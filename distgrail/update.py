@@ -159,31 +159,35 @@ def insert_edges(index, sources, targets, *, backend: str = "auto", progress: bo
         report.added = int(new.size)
         report.seconds["check"] = time.perf_counter() - t0
         if not new.size:  # nothing reaches further: the index answers already
-            arrays = dict(index.arrays)
-            arrays[UPDATES] = done
-            report.components_after = index.C
-            arrays[LOG] = _log(index, report)
-            out = Index(index.meta, arrays)
-            out._lock, out._query_state = index._lock, index._query_state  # same labels: the same query state
-            _written(out, write, None, report)
-            report.seconds["total"] = time.perf_counter() - t0
-            return out, report
-        t1 = time.perf_counter()
-        key = unique(np, cs[new] * index.C + ct[new])  # distinct component edges, sorted
-        pairs = np.stack([key // index.C, key % index.C], axis=1)
-        if pairs.shape[0] > limit:
-            steps.skip("sweeping the labels")  # (the relabelling shows its own steps)
-            arrays, over_meta = _relabel(index, pairs, be, progress)
-            report.method = "relabelled"
+            steps.skip("sweeping the labels")
+            dev = None  # (its device arrays go before the write)
         else:
-            with steps.stage("sweeping the labels"):
-                served = _served(index, be, state)
-                dev = dev or (_Device.from_state(index, be, served) if served is not None else _Device(index, be))
-                arrays, over_meta, report.sweep, on_device = dev.sweep(pairs, consume=consume,
-                                                                       keep_on_device=served is not None,
-                                                                       arrive=write is not None)
-            report.method = "swept"
-            report.seconds.update({f"sweep_{k}": v for k, v in report.sweep.pop("seconds").items()})
+            t1 = time.perf_counter()
+            key = unique(np, cs[new] * index.C + ct[new])  # distinct component edges, sorted
+            pairs = np.stack([key // index.C, key % index.C], axis=1)
+            if pairs.shape[0] > limit:
+                steps.skip("sweeping the labels")  # (the relabelling shows its own steps)
+                arrays, over_meta = _relabel(index, pairs, be, progress)
+                report.method = "relabelled"
+            else:
+                with steps.stage("sweeping the labels"):
+                    served = _served(index, be, state)
+                    dev = dev or (_Device.from_state(index, be, served) if served is not None else _Device(index, be))
+                    arrays, over_meta, report.sweep, on_device = dev.sweep(pairs, consume=consume,
+                                                                           keep_on_device=served is not None,
+                                                                           arrive=write is not None)
+                report.method = "swept"
+                report.seconds.update({f"sweep_{k}": v for k, v in report.sweep.pop("seconds").items()})
+    if not new.size:  # (written once the steps are closed, as after a sweep)
+        arrays = dict(index.arrays)
+        arrays[UPDATES] = done
+        report.components_after = index.C
+        arrays[LOG] = _log(index, report)
+        out = Index(index.meta, arrays)
+        out._lock, out._query_state = index._lock, index._query_state  # same labels: the same query state
+        _written(out, write, None, report)
+        report.seconds["total"] = time.perf_counter() - t0
+        return out, report
     report.seconds[report.method] = time.perf_counter() - t1
     arrivals = dev.arrivals if report.method == "swept" else None
     try:

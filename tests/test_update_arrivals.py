@@ -243,3 +243,24 @@ def test_a_part_that_cannot_be_written_is_an_output_error_naming_it(tmp_path, mo
     err = capsys.readouterr().err
     assert f"{out}." in err and ".part" in err and "cannot write the output: No space left" in err, err
     assert "Traceback" not in err and sorted(os.listdir(tmp_path)) == ["base.h5"]
+
+
+def test_an_update_that_changes_nothing_is_written_after_its_steps_close(monkeypatch):
+    """Edges inside one component change nothing: the steps end (and, on a GPU, the uploaded
+    arrays go) before the index is written, as after a sweep."""
+    import distgrail.update as upd
+
+    g = generate("paper", 300, 3, seed=1)
+    idx = distgrail.build_index((g.src, g.dst), num_vertices=g.n, dims=2, backend="cpu")
+    order = []
+
+    class Watched(upd.Steps):
+        def __exit__(self, *exc):
+            order.append("steps closed")
+            return super().__exit__(*exc)
+
+    monkeypatch.setattr(upd, "Steps", Watched)
+    new, rep = insert_edges(idx, [5, 7], [5, 7], backend="cpu", progress=True,
+                            write=lambda new, ready: order.append("written"))
+    assert rep.added == 0 and rep.same_component == 2 and "write" in rep.seconds
+    assert order == ["steps closed", "written"], order
