@@ -149,6 +149,9 @@ def read_labelled(text, start: int = 0, num_vertices: int | None = None, fields:
             data.decode("utf-8")
         except UnicodeDecodeError as e:
             text.fail(offset + e.start, f"node names must be UTF-8 text, got {text.excerpt(offset + e.start)}")
+        if offset == start == 0 and data.startswith(b"\xef\xbb\xbf"):  # (it would begin the first name)
+            text.fail(0, "the file starts with a UTF-8 byte order mark; save it without one (node names are "
+                         f"plain UTF-8), got {text.excerpt(0)}")
         ch = Chunk(text, offset, data)
         ch.blank_comments(b"#%")
         short = (ch.tokens_per_line > 0) & (ch.tokens_per_line < 2)
@@ -163,6 +166,11 @@ def read_labelled(text, start: int = 0, num_vertices: int | None = None, fields:
                            f"(--format labelled reads the first two fields of every line as names), "
                            f"got {text.excerpt(pos)}")
         ch.keep_columns(2)
+        quotes = np.flatnonzero(ch.arr == 34)
+        if quotes.size:  # CSV quoting is not read: a quoted name with a blank or comma would be split
+            quote = ch.abs(int(quotes[0]))
+            text.fail(quote, f"a quoted field: CSV quoting is not read (node names have no quotes, blanks or "
+                             f"commas), got {text.excerpt(quote)}")
         toks = ch.arr.tobytes().split()
         if len(toks) != int(ch.cum[-1]):  # bytes.split() also splits at \v and \f
             pos = ch.abs(int(np.flatnonzero((ch.arr == 11) | (ch.arr == 12))[0]))

@@ -33,7 +33,7 @@ def _pairs_chunk_fast(data: bytes, comments: bytes, base: int, n: int | None, ca
     ts = token_starts(b)
     if ts.size % 2:
         return None
-    if ts.size > 2:
+    if ts.size >= 2:
         # between the two tokens of a line no newline, between lines at least one
         nxt = ts[1:]
         single = b[nxt - 2] > 47  # one separator byte between the tokens
