@@ -44,3 +44,47 @@ def test_labelled_names_without_quotes_or_a_mark_still_read(tmp_path):
     g = read_graph(str(path), "auto")
     assert g.n == 3 and g.src.tolist() == [0, 1] and g.dst.tolist() == [1, 2]
     assert g.meta["node_labels"].values.tolist() == ["a", "x", "b"]
+
+
+def _h5_graph(tmp_path, name, edit):
+    import h5py
+
+    src = tmp_path / "chain.txt"
+    src.write_bytes(b"0 1\n1 2\n")
+    out = tmp_path / name
+    assert main(["convert", str(src), "-o", str(out), "--backend", "cpu", "--quiet", "--no-condense"]) == 0
+    with h5py.File(out, "r+") as f:
+        edit(f)
+    return out
+
+
+def _replace(f, key, data):
+    del f[key]
+    f.create_dataset(key, data=data)
+
+
+@pytest.mark.parametrize("name,edit,message", [
+    ("float_indices.h5", lambda f: _replace(f, "csr/indices", __import__("numpy").array([1.7, 2.9])),
+     "dataset 'csr/indices' must be a 1-D array of integers, got float64"),
+    ("bool_indices.h5", lambda f: _replace(f, "csr/indices", __import__("numpy").array([True, True])),
+     "dataset 'csr/indices' must be a 1-D array of integers, got bool"),
+    ("indices_2d.h5", lambda f: _replace(f, "csr/indices", __import__("numpy").array([[1], [2]], "i4")),
+     "dataset 'csr/indices' must be a 1-D array of integers, got int32 of shape (2, 1)"),
+    ("float_indptr.h5", lambda f: _replace(f, "csr/indptr", __import__("numpy").array([0., 1., 2., 2.])),
+     "dataset 'csr/indptr' must be a 1-D array of integers"),
+    ("n_float.h5", lambda f: f.attrs.__setitem__("n", 3.9), "attribute 'n' must be an integer, got 3.9"),
+    ("n_text.h5", lambda f: f.attrs.__setitem__("n", "three"), "attribute 'n' must be an integer, got 'three'"),
+    ("no_n.h5", lambda f: f.attrs.__delitem__("n"), "attribute 'n' (the vertex count) missing"),
+    ("m_wrong.h5", lambda f: f.attrs.__setitem__("m", 99), "attribute 'm' says 99 edges, csr/indices holds 2"),
+    ("version_float.h5", lambda f: f.attrs.__setitem__("format_version", 2.5),
+     "attribute 'format_version' must be an integer, got 2.5"),
+])
+def test_an_h5_graph_of_wrong_types_is_refused_not_cast(tmp_path, capsys, name, edit, message):
+    """The ``.h5`` graph's datasets and attributes are checked, not cast (3.9 vertices were 3,
+    float ids truncated, bool ids read as 0/1; a missing ``n`` was a traceback, exit 1)."""
+    path = _h5_graph(tmp_path, name, edit)
+    out = tmp_path / "idx.h5"
+    assert main(["index", str(path), "-o", str(out), "--backend", "cpu", "--quiet"]) == 2
+    err = capsys.readouterr().err
+    assert f"{path}: corrupt graph file: {message}" in err and "Traceback" not in err, err
+    assert not out.exists()

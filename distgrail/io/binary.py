@@ -28,7 +28,7 @@ from .graph import EdgeGraph, id_dtype
 from .atomic import atomic_path
 from .digest import split_digest
 
-__all__ = ["write_binary_graph", "write_binary_csr", "read_binary_graph", "read_condensation",
+__all__ = ["dataset_of", "vertex_count", "write_binary_graph", "write_binary_csr", "read_binary_graph", "read_condensation",
            "GRAPH_FORMAT", "GRAPH_FORMAT_VERSION"]
 
 GRAPH_FORMAT = "distgrail-graph"
@@ -126,7 +126,7 @@ def _open(path):
         f.close()
         raise GraphFormatError(f"not a distgrail graph file (format={fmt!r}, expected {GRAPH_FORMAT!r})", path=path)
     version = f.attrs.get("format_version")
-    version = None if version is None else int(version)
+    version = None if version is None else _integer(version, "format_version", path, f)
     if version not in _READABLE:
         f.close()
         raise GraphFormatError(f"graph file format_version {version} is not supported: this distgrail "
@@ -134,10 +134,42 @@ def _open(path):
     return f
 
 
-def _read(f, name, path):
+def _integer(value, key: str, path, f=None) -> int:
+    """Attribute ``key``'s ``value`` as an int, if it is one (an integer type, not bool; a float
+    such as 3.9 or a string is refused, not cast)."""
+    v = value.item() if isinstance(value, np.ndarray) and value.shape == () else value
+    if isinstance(v, (bool, np.bool_)) or not isinstance(v, (int, np.integer)):
+        if f is not None:
+            f.close()
+        shown = v.item() if isinstance(v, np.generic) else v
+        raise GraphFormatError(f"corrupt graph file: attribute {key!r} must be an integer, got {shown!r}", path=path)
+    return int(v)
+
+
+def vertex_count(f, path) -> int:
+    """The open graph file's ``n`` attribute: present, an integer, not negative."""
+    if "n" not in f.attrs:
+        raise GraphFormatError("corrupt graph file: attribute 'n' (the vertex count) missing", path=path)
+    n = _integer(f.attrs["n"], "n", path)
+    if n < 0:
+        raise GraphFormatError(f"corrupt graph file: attribute 'n' must be >= 0, got {n}", path=path)
+    return n
+
+
+def dataset_of(f, name, path):
+    """Dataset ``name`` of the open graph file ``f``: present, 1-D, of an integer type (bool,
+    float or strings are refused, never cast to ids)."""
     if name not in f:
         raise GraphFormatError(f"corrupt graph file: dataset {name!r} missing", path=path)
     d = f[name]
+    if len(d.shape) != 1 or d.dtype.kind not in "iu":
+        raise GraphFormatError(f"corrupt graph file: dataset {name!r} must be a 1-D array of integers, got "
+                               f"{d.dtype} of shape {d.shape}", path=path)
+    return d
+
+
+def _read(f, name, path):
+    d = dataset_of(f, name, path)
     out = np.empty(d.shape, dtype=d.dtype)
     if out.size:
         d.read_direct(out)
@@ -154,7 +186,7 @@ def read_condensation(path):
             return None
         g = f["condensation"]
         arrays = {k: _read(g, k, path) for k in _DAG_ARRAYS}
-        n = int(f.attrs["n"])
+        n = vertex_count(f, path)
     C = arrays["indptr"].size - 1
     if arrays["comp"].shape != (n,) or arrays["level"].shape != (C,) or int(arrays["indptr"][-1]) != \
             arrays["indices"].size or arrays["rindptr"].shape != (C + 1,):
@@ -186,9 +218,12 @@ def read_binary_graph(path, be=None) -> EdgeGraph:
     is read on the host)."""
     path = os.fspath(path)
     with _open(path) as f:
-        n = int(f.attrs["n"])
+        n = vertex_count(f, path)
         indptr = _read(f, "csr/indptr", path)
         indices = _read(f, "csr/indices", path)
+        if "m" in f.attrs and _integer(f.attrs["m"], "m", path) != indices.size:
+            raise GraphFormatError(f"corrupt graph file: attribute 'm' says {_integer(f.attrs['m'], 'm', path):,} "
+                                   f"edges, csr/indices holds {indices.size:,}", path=path)
         name = f.attrs.get("source_name", os.path.basename(path))
         digest = _source_digest(f)
         has_dag = "condensation" in f

@@ -86,16 +86,13 @@ def _binary_file(path, fmt) -> bool:
 
 def _h5_block(path, me, size):
     """This rank's block of CSR rows of a binary graph file: (n, m, src, dst, name, digest, stored)."""
-    from ..errors import GraphFormatError
-    from ..io.binary import _open, _source_digest, check_ids, check_offsets
+    from ..io.binary import _open, _source_digest, check_ids, check_offsets, dataset_of, vertex_count
     from ..io.graph import id_dtype
 
     with _open(path) as f:
-        n = int(f.attrs["n"])
-        if "csr/indptr" not in f or "csr/indices" not in f:
-            raise GraphFormatError("corrupt graph file: dataset 'csr/indptr' or 'csr/indices' missing", path=path)
-        indptr = f["csr/indptr"][...].astype(np.int64)
-        m = int(f["csr/indices"].shape[0])
+        n = vertex_count(f, path)
+        indptr = dataset_of(f, "csr/indptr", path)[...].astype(np.int64)
+        m = int(dataset_of(f, "csr/indices", path).shape[0])
         check_offsets(np, indptr, n, m, path)
         lo_e, hi_e = m * me // size, m * (me + 1) // size
         lo = int(np.searchsorted(indptr, lo_e, side="left")) if me else 0
