@@ -64,9 +64,7 @@ def open_codec(path: str, codec: str):
 
         return gzip.open(path, "rb")
     if codec == "bz2":
-        import bz2
-
-        return bz2.open(path, "rb")
+        return Bz2Streams(open(path, "rb"))
     try:
         import zstandard  # noqa: F401 (installed?)
     except ImportError:
@@ -109,11 +107,62 @@ def zstd_pieces(raw, block: int):
                 step = max(1 << 10, min(1 << 20, block * (step or 1) // max(len(out), 1)))
 
 
+class Bz2Truncated(EOFError):
+    """The bzip2 data ended inside a stream."""
+
+
+class Bz2Trailing(OSError):
+    """Data after a bzip2 stream that is not another stream."""
+
+
+def bz2_pieces(raw, block: int):
+    """Decompressed pieces (at most ``block`` bytes) of the bzip2 streams in the binary file
+    ``raw``, one after the other, checking that the data ends where a stream ends: :mod:`bz2`'s
+    ``BZ2File`` (``bz2.open``) takes any error after the first stream for trailing garbage and ends
+    quietly (two streams as pbzip2 and lbzip2 write them, the second damaged, read as the first
+    one's 1,000 of 2,000 edges; so did text or a gzip member after a stream). So each stream goes
+    through a ``BZ2Decompressor`` of its own; the data after a stream must be nothing or another
+    stream (``BZh``, :class:`Bz2Trailing` otherwise), which must decompress cleanly, and ``eof``
+    must be set when the input ends (:class:`Bz2Truncated` otherwise). Compressed bytes are read a
+    MiB at a time and each call inflates at most ``block`` bytes (``max_length``), even from a bomb."""
+    import bz2
+
+    d, data, magic = bz2.BZ2Decompressor(), b"", CODECS["bz2"][0]
+    while True:
+        if not data:
+            data = raw.read(1 << 20)
+            if not data:
+                if not d.eof:
+                    raise Bz2Truncated("the data ends inside a stream")
+                return
+        if d.eof:  # a stream ended: only another stream may follow
+            while len(data) < len(magic):  # (the magic may straddle two reads)
+                more = raw.read(1 << 20)
+                if not more:
+                    break
+                data += more
+            if not data.startswith(magic):
+                raise Bz2Trailing("data after the end of a stream that is not another stream")
+            d = bz2.BZ2Decompressor()
+        out = d.decompress(data, block)
+        while True:
+            if out:
+                yield out
+            if d.eof or d.needs_input:
+                break
+            out = d.decompress(b"", block)  # (it holds input that gives more output)
+        data = d.unused_data if d.eof else b""
+
+
 class ZstdFrames:
     """A binary file object over :func:`zstd_pieces` of ``raw`` (``read(count)``, ``close``)."""
 
     def __init__(self, raw, block: int = 4 << 20):
-        self._raw, self._pieces, self._buf = raw, zstd_pieces(raw, block), b""
+        self._raw, self._pieces, self._buf = raw, self._make(raw, block), b""
+
+    @staticmethod
+    def _make(raw, block: int):
+        return zstd_pieces(raw, block)
 
     def read(self, count: int = -1) -> bytes:
         while count < 0 or len(self._buf) < count:
@@ -134,6 +183,14 @@ class ZstdFrames:
 
     def __exit__(self, *exc):
         self.close()
+
+
+class Bz2Streams(ZstdFrames):
+    """A binary file object over :func:`bz2_pieces` of ``raw`` (``read(count)``, ``close``)."""
+
+    @staticmethod
+    def _make(raw, block: int):
+        return bz2_pieces(raw, block)
 
 
 def _damaged(path: str, codec: str, e: BaseException) -> GraphFormatError:

@@ -17,7 +17,7 @@ import threading
 
 import numpy as np
 
-from .compressed import CODECS, put_unless_stopped, zstd_pieces
+from .compressed import CODECS, bz2_pieces, put_unless_stopped, zstd_pieces
 
 __all__ = ["Blocks", "StreamError", "BLOCK", "inflater"]
 
@@ -107,10 +107,7 @@ class Blocks:
         if self.codec == "gz":
             return _gzip_blocks(self._raw, self.block)
         if self.codec == "bz2":
-            import bz2
-
-            stream = bz2.BZ2File(self._raw, "rb")
-            return iter(lambda: stream.read(self.block), b"")
+            return bz2_pieces(self._raw, self.block)  # (checks that the data ends where a stream does)
         return zstd_pieces(self._raw, self.block)  # (checks that the data ends where a frame does)
 
     def _work(self):
