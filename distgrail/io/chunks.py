@@ -20,7 +20,7 @@ from .dialect import SNIFF_BYTES
 from .formats import FMT_CODES, FORMATS, Source, host_only
 from .excerpt import looks_binary
 from .regular import special_kind
-from .text import Text, parse_n
+from .text import Text, is_digits, parse_n
 
 __all__ = ["Plan", "plan_read", "ChunkReader", "LineTooLong", "memory_estimate", "estimate_edges", "FMT_CODES",
            "MAX_ID32"]
@@ -118,7 +118,7 @@ def _mtx_header(text: Text):
         if not content or content.startswith("%"):
             continue
         parts = content.split()
-        if len(parts) != 3 or not all(p.isdigit() for p in parts):
+        if len(parts) != 3 or not all(is_digits(p) for p in parts):
             return None
         rows, cols, nnz = (int(p) for p in parts)
         if rows != cols:
@@ -379,10 +379,10 @@ def _count_edges(buf: bytes, fmt: str) -> tuple[int, int]:
                 continue
             succ = rest.partition(b"#")[0].split()
             edges += len(succ)
-            ids = [t for t in succ if t.isdigit()] + ([head.strip()] if head.strip().isdigit() else [])
+            ids = [t for t in succ if is_digits(t)] + ([head.strip()] if is_digits(head.strip()) else [])
         else:
             toks = line.split(b"#")[0].split(b"%")[0].split()
-            if len(toks) < 2 or not (toks[0].isdigit() and toks[1].isdigit()):
+            if len(toks) < 2 or not (is_digits(toks[0]) and is_digits(toks[1])):
                 continue
             edges += 1
             ids = toks[:2]

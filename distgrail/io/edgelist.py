@@ -7,7 +7,7 @@ import numpy as np
 from ..errors import GraphFormatError
 from .graph import EdgeGraph, id_dtype
 from ..dtypes import max_vertices, size_problem
-from .text import Chunk, MAX_FAST_COMMENTS, PAIRS_TABLE, Sink, Text, fast_numbers, shown, token_starts
+from .text import Chunk, MAX_FAST_COMMENTS, PAIRS_TABLE, Sink, Text, fast_numbers, is_digits, shown, token_starts
 
 
 def _pairs_chunk_fast(data: bytes, comments: bytes, base: int, n: int | None, cap: int):
@@ -151,7 +151,7 @@ def read_mtx(text: Text) -> EdgeGraph:
                                line=(header[0] + 1) if header else 1)
     sl, sc = size_line
     parts = sc.split()
-    if len(parts) != 3 or not all(p.isdigit() for p in parts):
+    if len(parts) != 3 or not all(is_digits(p) for p in parts):
         raise GraphFormatError(f"expected size line 'rows cols entries', got {sc!r}", path=text.path, line=sl)
     rows, cols, nnz = (int(p) for p in parts)
     if rows != cols:

@@ -302,8 +302,14 @@ class Chunk:
             self.text.fail(pos, f"{what} out of range {base}..{base + n - 1}, got {self.text.token_at(pos)!r}")
 
 
+def is_digits(value: str) -> bool:
+    """``value`` is ASCII digits only (``str.isdigit`` also takes '³' and '٣', which ``int`` then
+    refuses or reads)."""
+    return value.isascii() and value.isdigit()
+
+
 def parse_n(text: Text, line: int, value: str, what: str) -> int:
-    if not value.isdigit():
+    if not is_digits(value):
         raise GraphFormatError(f"{what} must be a non-negative integer, got {value!r}", path=text.path, line=line)
     return int(value)
 
