@@ -2,9 +2,17 @@
 read with pyarrow (``pip install 'distgrail[parquet]'``), record batch by record batch. (How they
 are told apart from other files: :mod:`distgrail.io.formats`.)
 
-Columns: the first pair of columns whose names are edge-column names (``src``/``dst``,
-``source``/``target``, ``from``/``to``, ... see :data:`distgrail.io.dialect.HEADER_NAMES`), else the
-first two columns. Integer columns are vertex ids (>= 0; the graph has largest id + 1 vertices, or
+Columns are chosen by their names' roles, wherever they sit: the one column named as a source
+(:data:`SOURCE_NAMES`: ``src``, ``source``, ``from``, ``tail``, ``u``, ...) and the one named as a
+target (:data:`TARGET_NAMES`: ``dst``, ``target``, ``to``, ``head``, ``v``, ...; names compared
+case-insensitively; together they are :data:`distgrail.io.dialect.HEADER_NAMES`), so ``dst,src`` is
+read target, source and ``src,weight,dst`` skips the weight. A table whose names are all none of
+these is read by position: the first two columns are source and target. A table with a source name
+but no target name (or the other way round), or with two of either, is refused, naming the file and
+its columns: the names say something, but not which two columns the edge is. An Arrow IPC stream
+(no footer) must end with its end-of-stream marker: a stream cut at a batch boundary reads as a
+shorter stream to pyarrow, so one that stops without the marker, or has bytes after it, is
+refused (the IPC file format, with its footer, is checked by pyarrow). Integer columns are vertex ids (>= 0; the graph has largest id + 1 vertices, or
 ``num_vertices``); string columns are node names (a labelled graph, as for text edge lists with
 names). Errors name the file, the 1-based row and the value.
 """
@@ -19,7 +27,15 @@ from ..errors import GraphFormatError
 from .dialect import HEADER_NAMES
 from .graph import EdgeGraph, from_arrays
 
-__all__ = ["read_table_graph"]
+__all__ = ["read_table_graph", "SOURCE_NAMES", "TARGET_NAMES"]
+
+#: column names that name an edge table's source column (case-insensitive)
+SOURCE_NAMES = frozenset(
+    "src source from tail node1 source_id src_id from_id fromnodeid source_node from_node u start".split())
+#: column names that name an edge table's target column (case-insensitive)
+TARGET_NAMES = frozenset(
+    "dst target to head node2 target_id dst_id to_id tonodeid target_node to_node v end".split())
+assert SOURCE_NAMES | TARGET_NAMES == HEADER_NAMES and not SOURCE_NAMES & TARGET_NAMES
 
 
 def _pyarrow(path):
@@ -34,7 +50,7 @@ def _pyarrow(path):
 
 
 def _batches(path: str, fmt: str):
-    """(column names, iterator of record batches of the two edge columns)."""
+    """(column names, iterator of record batches of the two edge columns, source first)."""
     pa = _pyarrow(path)
     try:
         if fmt == "parquet":
@@ -43,7 +59,14 @@ def _batches(path: str, fmt: str):
             f = pq.ParquetFile(path)
             names = f.schema_arrow.names
             cols = _columns(path, names)
-            return [names[c] for c in cols], f.iter_batches(batch_size=1 << 20, columns=[names[c] for c in cols])
+            chosen = [names[c] for c in cols]
+            for c in chosen:
+                if names.count(c) > 1:
+                    raise GraphFormatError(f"edge column name {c!r} is given to {names.count(c)} columns "
+                                           f"(columns {names})", path=path)
+            # (looked up by name in every batch: the order parquet hands the columns back in is its own)
+            return chosen, (pa.RecordBatch.from_arrays([b.column(c) for c in chosen], names=chosen)
+                            for b in f.iter_batches(batch_size=1 << 20, columns=chosen))
         import pyarrow.ipc as ipc
 
         src = pa.memory_map(path, "r")
@@ -51,8 +74,9 @@ def _batches(path: str, fmt: str):
             r = ipc.open_file(src)
             batches = (r.get_batch(i) for i in range(r.num_record_batches))
         except pa.ArrowInvalid:
+            src.seek(0)
             r = ipc.open_stream(src)
-            batches = iter(r)
+            batches = _stream_batches(path, src, r)
         names = r.schema.names
         cols = _columns(path, names)
         return [names[c] for c in cols], (b.select(cols) for b in batches)
@@ -62,14 +86,53 @@ def _batches(path: str, fmt: str):
         raise GraphFormatError(f"not a readable {fmt} file ({e})", path=path) from None
 
 
+#: an Arrow IPC stream's end-of-stream marker: continuation 0xFFFFFFFF, length 0 (before Arrow
+#: 0.15: a length 0 alone)
+_EOS = (b"\xff\xff\xff\xff\x00\x00\x00\x00", b"\x00\x00\x00\x00")
+
+
+def _stream_batches(path: str, src, reader):
+    """The record batches of the Arrow IPC stream ``reader`` reads from the mapped file ``src``;
+    after the last one, the file must hold the end-of-stream marker right there, and nothing after
+    it. (pyarrow's stream reader takes the end of the file for the end of the stream: a stream cut
+    at a batch boundary would read short.)"""
+    last = src.tell()  # where the reader stood after the schema, then after each batch
+    for b in reader:
+        yield b
+        last = src.tell()
+    end, size = src.tell(), src.size()
+    src.seek(last)
+    marker = src.read(end - last) if end - last <= 8 else b""
+    if marker not in _EOS:
+        raise GraphFormatError(f"Arrow IPC stream ends without its end-of-stream marker (after byte {last:,} "
+                               f"of {size:,}: cut short, or damaged); write the IPC file format "
+                               f"(pyarrow.feather.write_feather, pyarrow.ipc.new_file), whose footer says where "
+                               f"it ends", path=path)
+    if end != size:
+        raise GraphFormatError(f"{size - end:,} bytes after the Arrow IPC stream's end-of-stream marker "
+                               f"(at byte {last:,}): not one stream", path=path)
+
+
 def _columns(path: str, names: list) -> list:
+    """The indices of the (source, target) columns: by their names' roles (:data:`SOURCE_NAMES`,
+    :data:`TARGET_NAMES`) wherever they sit, else, when no name is either, the first two."""
     if len(names) < 2:
         raise GraphFormatError(f"an edge table needs two columns (source, target), got {names}", path=path)
     low = [str(n).lower() for n in names]
-    for i in range(len(low) - 1):
-        if low[i] in HEADER_NAMES and low[i + 1] in HEADER_NAMES:
-            return [i, i + 1]
-    return [0, 1]
+    sources = [i for i, n in enumerate(low) if n in SOURCE_NAMES]
+    targets = [i for i, n in enumerate(low) if n in TARGET_NAMES]
+    if not sources and not targets:
+        return [0, 1]  # no name says anything: the first two columns, source then target
+    if len(sources) == 1 and len(targets) == 1:
+        return [sources[0], targets[0]]
+    said = "source" if len(sources) != 1 else "target"
+    many = sources if said == "source" else targets
+    what = (f"{len(many)} columns named as the {said} ({', '.join(repr(names[i]) for i in many)})" if many
+            else f"no column named as the {said}")
+    raise GraphFormatError(f"cannot tell the edge's source and target columns: {what} among columns {names} "
+                           f"(name one source column src/source/from/u/... and one target column "
+                           f"dst/target/to/v/...; columns named none of these are read as the first two)",
+                           path=path)
 
 
 def _bad_row(path, col: str, row: int, what: str, value) -> GraphFormatError:
