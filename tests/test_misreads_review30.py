@@ -88,3 +88,45 @@ def test_an_h5_graph_of_wrong_types_is_refused_not_cast(tmp_path, capsys, name, 
     err = capsys.readouterr().err
     assert f"{path}: corrupt graph file: {message}" in err and "Traceback" not in err, err
     assert not out.exists()
+
+
+@pytest.mark.parametrize("name,data,message", [
+    ("sup.gra", "graph_for_greach\n³\n0: 1 #\n1: 2 #\n2: #\n".encode(), "must be a non-negative integer, got '³'"),
+    ("arabic.gra", "graph_for_greach\n٣\n0: 1 #\n1: 2 #\n2: #\n".encode(), "must be a non-negative integer, got '٣'"),
+    ("sup.mtx", "%%MatrixMarket matrix coordinate pattern general\n3 3 ¹\n1 2\n".encode(),
+     "expected size line 'rows cols entries', got '3 3 ¹'"),
+])
+def test_counts_are_ascii_digits(tmp_path, capsys, name, data, message):
+    """A count in non-ASCII digits: refused with its line (was a traceback, exit 1, or read as 3)."""
+    path = tmp_path / name
+    path.write_bytes(data)
+    assert main(["convert", str(path), "-o", str(tmp_path / "o.h5"), "--backend", "cpu", "--quiet"]) == 2
+    err = capsys.readouterr().err
+    assert f"{path}:2: " in err and message in err and "Traceback" not in err, err
+
+
+def test_label_pairs_are_split_and_read_as_the_graph_is(tmp_path, capsys):
+    """Integer labels are ASCII digits (``int`` took '1_0' as 10, '+10', '٣'); labels split at
+    blanks and tabs only (a no-break space or U+2028 split a name)."""
+    ints, names = tmp_path / "ints.txt", tmp_path / "names.txt"
+    ints.write_bytes(b"10 40\n40 70\n")
+    names.write_bytes(b"a d\nd b\n")
+    for g in (ints, names):
+        assert main(["index", str(g), "-o", str(g) + ".h5", "--format", "labelled", "--backend", "cpu",
+                     "--quiet"]) == 0
+    capsys.readouterr()
+    for idx, text, bad in ((ints, "1_0 4_0\n", "this index takes integer node labels"),
+                           (ints, "+10 40\n", "this index takes integer node labels"),
+                           (ints, "١٠ 40\n", "this index takes integer node labels"),
+                           (names, "a\u00a0d b\n", "a control or space character other than a blank or tab"),
+                           (names, "a\u2028d b\n", "a control or space character other than a blank or tab")):
+        p = tmp_path / "pairs.txt"
+        p.write_bytes(text.encode())
+        assert main(["query", str(idx) + ".h5", str(p), "--backend", "cpu", "--quiet"]) == 2
+        err = capsys.readouterr().err
+        assert f"{p}:1: {bad}" in err, (text, err)
+    p = tmp_path / "good.txt"
+    p.write_bytes(b"10 70\n70\t10\n")
+    out = tmp_path / "a.txt"
+    assert main(["query", str(ints) + ".h5", str(p), "-o", str(out), "--backend", "cpu", "--quiet"]) == 0
+    assert out.read_text().split() == ["1", "0"]  # (10 reaches 70, 70 does not reach 10)

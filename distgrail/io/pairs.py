@@ -5,6 +5,7 @@ expected answer of each pair (:func:`read_query_pairs`)."""
 from __future__ import annotations
 
 import os
+import re
 import tokenize
 from dataclasses import dataclass
 
@@ -138,10 +139,26 @@ def npy_pairs_array(path) -> np.ndarray:
     except (ValueError, OSError, EOFError, SyntaxError, tokenize.TokenError) as e:
         # (TokenError, SyntaxError: a header whose length field cuts its text short)
         raise GraphFormatError(f"not a readable .npy array ({' '.join(str(e).split())})", path=path) from None
-    if arr.ndim != 2 or arr.shape[1] not in (2, 3) or not np.issubdtype(arr.dtype, np.integer):
+    if arr.ndim != 2 or arr.shape[1] not in (2, 3) or arr.dtype.kind not in "iu":  # (timedelta64 is np.integer too)
         raise GraphFormatError(f"expected an integer array of shape (k, 2), or (k, 3) with the expected answers, "
                                f"got {arr.dtype} {arr.shape}", path=path)
+    _check_npy_size(path, arr)
     return arr
+
+
+def _check_npy_size(path, arr) -> None:
+    """The file must hold the header and the array, nothing more: bytes after the array (a second
+    ``np.save`` into the same file handle, an appended array) would be pairs left unread."""
+    size = os.path.getsize(path)
+    header = getattr(arr, "offset", None)  # np.load(mmap_mode=...) gives a np.memmap: its offset is the header's length
+    if header is None:  # pragma: no cover - np.load maps every .npy it is asked to map
+        with open(path, "rb") as f:
+            np.lib.format._read_array_header(f, np.lib.format.read_magic(f))
+            header = f.tell()
+    if size != header + arr.nbytes:
+        raise GraphFormatError(f"{size - header - arr.nbytes:,} bytes after the {arr.dtype} {arr.shape} array "
+                               f"({header:,}-byte header + {arr.nbytes:,} bytes of pairs, the file has {size:,}): "
+                               f"one array per .npy file (two np.save calls into one file?)", path=path)
 
 
 def mapped_as_rows(path) -> bool:
@@ -274,6 +291,10 @@ def _check_fits_int64(path, arr, first: int = 0) -> None:
                                    f"2^63), got {int(arr[row, col])}", path=path)
 
 
+#: an integer node label as the graph's file writes one: ASCII digits, a minus sign allowed
+_INT_LABEL = re.compile(r"-?[0-9]+")
+
+
 def _label_pairs(path, data, kind, known) -> QueryPairs:
     """Pairs of node labels, one pair per line, a third column of 0/1 on every line or none (a
     Python loop: label maps are for in-memory graphs); ``known``: every label must be in it."""
@@ -287,9 +308,12 @@ def _label_pairs(path, data, kind, known) -> QueryPairs:
         if not line:
             continue
         try:
-            tok = line.decode("utf-8").split()
+            tok = [t for t in re.split(r"[ \t]+", line.decode("utf-8")) if t]
         except UnicodeDecodeError:
             raise GraphFormatError(f"expected two node labels, got {shown(raw)}", path=path, line=no) from None
+        if any(any(c.isspace() or c in "\x00\x1c\x1d\x1e\x1f" for c in t) for t in tok):  # (as the graph's reader)
+            raise GraphFormatError(f"a control or space character other than a blank or tab in a label, got "
+                                   f"{shown(raw)}", path=path, line=no)
         width = len(tok) if width is None and len(tok) in (2, 3) else width
         if len(tok) != (width or 2):
             want = "two node labels 'u v'" if width != 3 else "two node labels and the expected answer 'u v answer'"
@@ -300,6 +324,8 @@ def _label_pairs(path, data, kind, known) -> QueryPairs:
             es.append(tok[2] == "1")
         if kind == "int":
             try:
+                if not all(_INT_LABEL.fullmatch(x) for x in tok[:2]):  # (int() also takes '+1', '1_0', '٣')
+                    raise ValueError
                 tok = [int(x) for x in tok[:2]]
             except ValueError:
                 raise GraphFormatError(f"this index takes integer node labels, got {shown(raw)}",
