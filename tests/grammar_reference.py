@@ -8,6 +8,8 @@ readers (tests/test_misreads.py). ASCII text only; ``auto`` format of a ``.txt``
 3. The first edge line is a header only when none of its fields is a number (sign, decimals,
    exponent) and it has two fields or more, and either its first two fields are column names
    (HEADER_NAMES) or the next edge line's first two fields are integers (a sign ``-`` allowed there).
+   A header that names a column as the source past the first column, or as the target past the
+   second (SOURCE_NAMES, TARGET_NAMES: ``dst,src``, ``src,w,dst``), is an error.
 4. Commas separate fields when the first edge line (after a header: the one after it) has one.
 5. After the header, a first edge line whose first two fields are not numbers makes the file a
    graph of node names: every edge line must have as many fields as that one; the first two name
@@ -23,7 +25,7 @@ from __future__ import annotations
 
 import re
 
-from distgrail.io.dialect import HEADER_NAMES  # the documented list of column names (data, not logic)
+from distgrail.io.dialect import HEADER_NAMES, SOURCE_NAMES, TARGET_NAMES  # the documented names (data, not logic)
 
 NUMBER = re.compile(r"[+-]?(?:\d+\.?\d*|\.\d+)(?:[eE][+-]?\d+)?\Z")
 SIGNED_INT = re.compile(r"-?\d+\Z")
@@ -52,6 +54,9 @@ def reference(data: bytes, cap: int):
         named = len(f0) >= 2 and all(f.lower() in HEADER_NAMES for f in f0[:2])
         ints1 = len(edge_lines) > 1 and all(SIGNED_INT.match(f) for f in edge_lines[1][1][:2])
         if not any(NUMBER.match(f) for f in f0) and len(f0) >= 2 and (named or ints1):  # 3.
+            if any((f.lower() in SOURCE_NAMES and i != 0) or (f.lower() in TARGET_NAMES and i != 1)
+                   for i, f in enumerate(f0)):
+                return None
             body = k0 + 1
             edge_lines = edge_lines[1:]
             if edge_lines and not comma:

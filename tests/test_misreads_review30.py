@@ -130,3 +130,29 @@ def test_label_pairs_are_split_and_read_as_the_graph_is(tmp_path, capsys):
     out = tmp_path / "a.txt"
     assert main(["query", str(ints) + ".h5", str(p), "-o", str(out), "--backend", "cpu", "--quiet"]) == 0
     assert out.read_text().split() == ["1", "0"]  # (10 reaches 70, 70 does not reach 10)
+
+
+@pytest.mark.parametrize("name,data,line,message", [
+    ("reversed.csv", b"dst,src\n1,0\n2,1\n", 1, "column 1 'dst' as the edges' target"),
+    ("weight_between.csv", b"src,weight,dst\n0,5,1\n", 1, "column 3 'dst' as the edges' target"),
+    ("reversed.txt", b"# two edges\ntarget source\n1 0\n2 1\n", 2, "column 1 'target' as the edges' target"),
+])
+def test_a_header_naming_the_columns_in_another_order_is_refused(tmp_path, capsys, name, data, line, message):
+    """Text edge lists are read by position: a header that names them otherwise (``dst,src``: every
+    edge reversed) is refused, by the CPU reader and the GPU path's twin alike."""
+    path = tmp_path / name
+    path.write_bytes(data)
+    assert main(["convert", str(path), "-o", str(tmp_path / "o.h5"), "--backend", "cpu", "--quiet"]) == 2
+    err = capsys.readouterr().err
+    assert f"{path}:{line}: the header names {message}" in err and "put the columns in that order" in err, err
+    assert sorted(os.listdir(tmp_path)) == [name]
+    with pytest.raises(GraphFormatError, match="the header names"):
+        read_graph_numpy(str(path), "auto")
+
+
+def test_headers_in_the_order_read_still_read(tmp_path):
+    for data in (b"src,dst,weight\n0,1,5\n1,2,7\n", b"From To\n0 1\n1 2\n", b"u v\n0 1\n1 2\n"):
+        path = tmp_path / "g.txt"
+        path.write_bytes(data)
+        g = read_graph(str(path), "auto")
+        assert g.src.tolist() == [0, 1] and g.dst.tolist() == [1, 2], data

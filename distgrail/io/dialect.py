@@ -10,7 +10,8 @@ comments; :func:`sniff`):
   number (``+0``, ``-1``, ``2.5`` and ``1e3`` are numbers): it is skipped when its first two fields
   are both column names people use (``src,dst``, ``source target``, ``from to``, ``node1 node2``,
   ...), or when the next edge line's first two fields are integers. ``+0 +1`` is an edge line (and
-  an error: ids are non-negative integers without a sign), never a header.
+  an error: ids are non-negative integers without a sign), never a header. Columns are read by
+  position (source, target): a header naming them otherwise (``dst,src``) is an error.
 * **Node names**: when the first two fields of the first edge line (after a header) are both not
   numbers, the file is read as a labelled graph, but only if the whole file has the shape of an
   edge list: every edge line has as many fields as that first one (a Python script whose first
@@ -38,12 +39,16 @@ from .graph import EdgeGraph
 from .guards import stray_cr
 from .text import Chunk
 
-__all__ = ["HEADER_NAMES", "Dialect", "sniff", "undecided", "read_labelled", "COMMA_TABLE", "SNIFF_BYTES", "SNIFF_MAX"]
+__all__ = ["HEADER_NAMES", "SOURCE_NAMES", "TARGET_NAMES", "Dialect", "sniff", "undecided", "read_labelled", "COMMA_TABLE", "SNIFF_BYTES", "SNIFF_MAX"]
 
+#: column names that name an edge's source column (case-insensitive)
+SOURCE_NAMES = frozenset(
+    "src source from tail node1 source_id src_id from_id fromnodeid source_node from_node u start".split())
+#: column names that name an edge's target column (case-insensitive)
+TARGET_NAMES = frozenset(
+    "dst target to head node2 target_id dst_id to_id tonodeid target_node to_node v end".split())
 #: column names that make a first line a header (case-insensitive)
-HEADER_NAMES = frozenset(
-    "src dst source target from to tail head node1 node2 source_id target_id src_id dst_id from_id to_id "
-    "fromnodeid tonodeid source_node target_node from_node to_node u v start end".split())
+HEADER_NAMES = SOURCE_NAMES | TARGET_NAMES
 #: ``bytes.translate`` table turning commas into spaces (CSV)
 COMMA_TABLE = bytes.maketrans(b",", b" ")
 #: bytes of the file's start that :func:`sniff` looks at first; more (x8 at a time, up to
@@ -59,6 +64,8 @@ class Dialect:
     header: str = ""  # the header line, if any
     labelled: bool = False  # the first edge line names nodes
     fields: int = 0  # fields of the first edge line after the header (a labelled file's every line has as many)
+    misnamed: str = ""  # why the header's names contradict the columns read as (source, target), if they do
+    header_line: int = 0  # the header's line number (1-based), if any
 
 
 _INT = re.compile(rb"-?\d+")
@@ -124,12 +131,27 @@ def sniff(head: bytes, complete: bool = False) -> Dialect:
     if header:
         d.body = min(lines[0][1] + 1, len(head))
         d.header = head[lines[0][0]:lines[0][1]].decode("utf-8", "replace").strip()
+        d.header_line = head.count(b"\n", 0, lines[0][0]) + 1
+        d.misnamed = _misnamed([f.lower().decode("utf-8", "replace") for f in first])
         lines, names = lines[1:], names[1:]
         if len(lines) > 0 and not d.comma:
             d.comma = lines[0][3]
     d.labelled = bool(lines) and names[0]
     d.fields = len(lines[0][2]) if lines else 0
     return d
+
+def _misnamed(names) -> str:
+    """Why a header's column ``names`` contradict reading its first column as the edges' sources
+    and its second as their targets ("" when they do not): a source name past the first column or
+    a target name past the second (``dst,src``: the edges would be read reversed; ``src,weight,dst``:
+    the weights taken for targets)."""
+    for i, name in enumerate(names):
+        if (name in SOURCE_NAMES and i != 0) or (name in TARGET_NAMES and i != 1):
+            role = "source" if name in SOURCE_NAMES else "target"
+            return (f"the header names column {i + 1} '{name}' as the edges' {role}, but distgrail reads the "
+                    f"first column as the source and the second as the target: put the columns in that order")
+    return ""
+
 
 def read_labelled(text, start: int = 0, num_vertices: int | None = None, fields: int | None = None) -> EdgeGraph:
     """A labelled graph from the edge list ``text`` (a :class:`~distgrail.io.text.Text`) from byte

@@ -24,18 +24,11 @@ import os
 import numpy as np
 
 from ..errors import GraphFormatError
-from .dialect import HEADER_NAMES
+from .dialect import SOURCE_NAMES, TARGET_NAMES
 from .graph import EdgeGraph, from_arrays
 
 __all__ = ["read_table_graph", "SOURCE_NAMES", "TARGET_NAMES"]
 
-#: column names that name an edge table's source column (case-insensitive)
-SOURCE_NAMES = frozenset(
-    "src source from tail node1 source_id src_id from_id fromnodeid source_node from_node u start".split())
-#: column names that name an edge table's target column (case-insensitive)
-TARGET_NAMES = frozenset(
-    "dst target to head node2 target_id dst_id to_id tonodeid target_node to_node v end".split())
-assert SOURCE_NAMES | TARGET_NAMES == HEADER_NAMES and not SOURCE_NAMES & TARGET_NAMES
 
 
 def _pyarrow(path):

@@ -23,6 +23,7 @@ from dataclasses import dataclass
 from functools import cached_property
 
 from ... import constants
+from ...errors import GraphFormatError
 from ..compressed import CODECS, codec_of, peek
 from ..dialect import SNIFF_BYTES, SNIFF_MAX, Dialect, sniff, undecided
 
@@ -221,7 +222,10 @@ class Source:
         while undecided(head, len(head) < size) and size < SNIFF_MAX:  # (64 KiB of comments, then a header)
             size *= 8
             head = self.head(size)
-        return sniff(head, complete=len(head) < size)
+        d = sniff(head, complete=len(head) < size)
+        if d.misnamed:  # (every reader of the file takes its dialect from here)
+            raise GraphFormatError(f"{d.misnamed}, got {d.header!r}", path=self.path, line=d.header_line)
+        return d
 
     def __getstate__(self):  # (to another MPI rank: the path and format, not the bytes read here)
         keep = {k: v for k, v in self.__dict__.items() if k in ("path", "asked", "fmt", "codec")}
