@@ -16,6 +16,8 @@ readers (tests/test_misreads.py). ASCII text only; ``auto`` format of a ``.txt``
    the edge's ends; vertices are numbered by first appearance.
 6. Otherwise every edge line has at least two fields, the first two non-negative integers
    (``[0-9]+``) below ``cap``; further fields are ignored; n = largest id + 1; no edge line is an error.
+7. Comma-separated (4.), no line after the header has an empty field outside its comment: a
+   comma first, last, or right after another (``2,,4``, ``,1``, ``0,1,``).
 
 The result: None (the file must be refused) or ``(n, edges, names)``: ``edges`` the (u, v) pairs
 in file order, as names (str) when ``names`` else ints.
@@ -67,6 +69,8 @@ def reference(data: bytes, cap: int):
             fields = len(f0)
     edges = []
     for ln in lines[body:]:
+        if comma and _empty_field(ln):  # 7.
+            return None
         c = _content(ln)
         toks = (c.replace(",", " ") if comma else c).split()
         if not toks:
@@ -83,3 +87,11 @@ def reference(data: bytes, cap: int):
     if names:
         return len({x for e in edges for x in e}), edges, True
     return max(max(e) for e in edges) + 1, edges, False
+
+
+def _empty_field(line: str) -> bool:
+    """7.: ``line`` (its ``\\r`` line end taken off) has an empty field before any comment."""
+    at = [0] if line.startswith(",") else []
+    at += [line.find(",,")] if ",," in line else []
+    at += [len(line) - 1] if line.endswith(",") else []
+    return any("#" not in line[:k] and "%" not in line[:k] for k in at)

@@ -156,3 +156,26 @@ def test_headers_in_the_order_read_still_read(tmp_path):
         path.write_bytes(data)
         g = read_graph(str(path), "auto")
         assert g.src.tolist() == [0, 1] and g.dst.tolist() == [1, 2], data
+
+
+@pytest.mark.parametrize("name,data,line", [
+    ("empty.csv", b"0,1,3\n2,,4\n", 2),
+    ("empty_header.csv", b"src,dst,weight\n0,1,3\n2,,4\n", 3),
+    ("leading.csv", b"0,1\n,2\n", 2),
+    ("trailing.csv", b"0,1\n1,2,\n", 2),
+])
+def test_an_empty_csv_field_is_refused(tmp_path, capsys, name, data, line):
+    """Commas are read as blanks: an empty field shifted the columns after it (``2,,4`` was the
+    edge 2 -> 4). Refused by the CPU reader, through a compressed stream, and by the GPU path."""
+    import gzip
+
+    for path, raw in ((tmp_path / name, data), (tmp_path / (name + ".gz"), gzip.compress(data))):
+        path.write_bytes(raw)
+        assert main(["convert", str(path), "-o", str(tmp_path / "o.h5"), "--backend", "cpu", "--quiet"]) == 2
+        err = capsys.readouterr().err
+        assert f"{path}:{line}: an empty field between commas" in err, err
+        with pytest.raises(GraphFormatError, match=f":{line}: an empty field between commas"):
+            read_graph_numpy(str(path), "auto", chunk_bytes=64)
+    path = tmp_path / "comment.csv"
+    path.write_bytes(b"0,1 # a,,b\n1,2\n")
+    assert read_graph(str(path), "auto").m == 2  # (in a comment: no field)

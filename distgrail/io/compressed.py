@@ -19,7 +19,7 @@ import queue
 import threading
 
 from ..errors import GraphFormatError
-from .guards import STRAY_CR, stray_cr
+from .guards import EMPTY_FIELD, STRAY_CR, empty_field, stray_cr
 from .text import CHUNK_BYTES, Text
 
 __all__ = ["CODECS", "codec_of", "open_codec", "peek", "StreamText"]
@@ -389,7 +389,10 @@ class StreamText(Text):
             cr = stray_cr(data, self._eof and end == self._base + len(self._data))
             if cr >= 0:
                 self.fail(pos + cr, STRAY_CR + self.excerpt(pos + cr))
-            if self.translate is not None:
+            if self.translate is not None:  # CSV: no empty field (its commas become blanks)
+                blank = empty_field(data)
+                if blank >= 0:
+                    self.fail(pos + blank, EMPTY_FIELD + self.excerpt(pos + blank))
                 data = data.translate(self.translate)
             yield pos, data
             prev, pos = pos, end

@@ -41,6 +41,7 @@ from .decompress import Blocks, StreamError
 from .chunks import FMT_CODES, ChunkReader, LineTooLong, memory_estimate, plan_read
 from .digest import adopt
 from .graph import EdgeGraph
+from .guards import empty_field
 from .parse_twin import THREADS, TILE, CudaDevice, Edges, NumpyDevice, Stages
 
 __all__ = ["read_graph_cuda", "read_graph_numpy", "read_text_graph", "read_text_range", "RangeParse", "finish_edges", "tokenize_numpy", "parse_chunk_numpy",
@@ -158,6 +159,8 @@ def _parse_body(plan, dev, chunk_bytes: int):
         pending = None
         reader = ChunkReader(fd, plan.body, plan.size, hosts, stream=stream)
         for k, slot, L in reader:
+            if plan.comma and empty_field(hosts[slot][:L].tobytes()) >= 0:  # (the CPU reader names it)
+                raise _Anomaly("an empty field in a comma-separated line")
             d = dbufs[k % 2]
             dev.h2d(d, hosts[slot], L)
             ntiles, counts, incl = st.count(d, L)

@@ -17,7 +17,7 @@ import numpy as np
 
 from ..errors import GraphFormatError
 from .excerpt import looks_binary, shown  # noqa: F401 (looks_binary: re-exported)
-from .guards import STRAY_CR, room_problem, stray_cr
+from .guards import EMPTY_FIELD, STRAY_CR, empty_field, room_problem, stray_cr
 
 __all__ = ["shown", "Text", "Chunk", "Sink", "TokenCounter", "CHUNK_BYTES", "concat", "parse_n", "fast_numbers", "token_starts"]
 
@@ -170,6 +170,10 @@ class Text:
                 self._feed(pos)
                 self._h.update(data)
                 self._hashed += len(data)
+            if self.translate is not None:  # CSV: no empty field (its commas become blanks)
+                blank = empty_field(data)
+                if blank >= 0:
+                    self.fail(pos + blank, EMPTY_FIELD + self.excerpt(pos + blank))
             yield pos, (data if self.translate is None else data.translate(self.translate))
             pos += len(data)
 
