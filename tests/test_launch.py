@@ -15,6 +15,7 @@ import numpy as np
 import pytest
 
 import distgrail
+import distgrail.cli
 import distgrail.io.generate
 import distgrail.io.pairs
 import distgrail.update
@@ -354,3 +355,36 @@ except distgrail.errors.DistGrailError as e:
     got = [(tmp_path / f"refused{k}").read_text() for k in (0, 1)]
     assert got[0] == got[1], got
     assert "every rank must query the same index" in got[0] and "inserted edges" in got[0], got
+
+
+@pytest.mark.parametrize("kind", ["txt", "h5"])
+def test_a_partitioned_build_reads_rank_0s_graph_whatever_the_others_pass(tmp_path, kind):
+    """``build_index(graph, comm=, partition="on")``: rank 0's file is read (the others may pass
+    None, as with ``partition="off"``, or even another file: it read each rank's own before, a
+    TypeError ending in MPI_Abort, or a silently wrong index). The index equals one process's."""
+    g = distgrail.io.generate.generate("scale-free", 3000, 3, seed=4)
+    path = tmp_path / f"g.{kind}"
+    if kind == "txt":
+        path.write_text("".join(f"{u} {v}\n" for u, v in zip(g.src.tolist(), g.dst.tolist())))
+    else:
+        assert distgrail.cli.main(["generate", "scale-free", "-n", "3000", "--degree", "3", "--seed", "4", "-o",
+                                   str(path), "--quiet"]) == 0
+    other = tmp_path / "other.txt"
+    other.write_text("".join(f"{v} {u}\n" for u, v in zip(g.src.tolist(), g.dst.tolist())))  # reversed edges
+    one = tmp_path / "one.h5"
+    distgrail.build_index(str(path), dims=3, backend="cpu", output=str(one))
+    script = tmp_path / "b.py"
+    script.write_text(f"""
+import distgrail
+from mpi4py import MPI
+comm = MPI.COMM_WORLD
+r = comm.Get_rank()
+given = {str(path)!r} if r == 0 else (None if r == 1 else {str(other)!r})
+distgrail.build_index(given, dims=3, backend="cpu", comm=comm, partition="on",
+                      output={str(tmp_path / 'ranks.h5')!r} if r == 0 else None)
+""")
+    r = mpirun(3, str(script), timeout=120)
+    assert r.returncode == 0, r.stderr
+    a, b = distgrail.open_index(str(one)), distgrail.open_index(str(tmp_path / "ranks.h5"))
+    for k in a.arrays:
+        assert np.array_equal(a.arrays[k], b.arrays[k]), k

@@ -166,6 +166,8 @@ def read_parts(comm, be, graph, num_vertices, fmt):
 
     me, size = comm.Get_rank(), comm.Get_size()
     path = os.fspath(graph) if isinstance(graph, (str, os.PathLike)) else None
+    # rank 0's file, read by every rank (the others may pass None, or another name of it)
+    path = comm.bcast(os.path.abspath(path) if me == 0 and path is not None else None, root=0)
     kind = None
     if me == 0 and path is not None and os.path.isfile(path):
         kind = "text" if _text_file(path, fmt) else "h5" if _binary_file(path, fmt) else None
