@@ -11,6 +11,7 @@ import argparse
 import json
 import os
 import sys
+import traceback
 import time
 
 from ._version import __version__
@@ -483,11 +484,14 @@ def main(argv=None) -> int:
     except DistGrailError as e:
         comm = getattr(args, "mpi_comm", None)
         shared = comm is not None and getattr(e, "comm_rank", None) is not None
+        bug = shared and getattr(e, "bug", False)  # (no error of the input's or the machine's: status 1)
+        if bug and e.__cause__ is not None:  # the failing rank's traceback, as one process shows it
+            traceback.print_exception(e.__cause__, file=sys.stderr)
         if not shared or comm.Get_rank() == 0:  # an error shared by all ranks is printed once
-            print(f"distgrail: error: {e}", file=sys.stderr, flush=True)
+            print(f"distgrail: {'internal error' if bug else 'error'}: {e}", file=sys.stderr, flush=True)
         if shared:
             _end_mpi_cleanly(comm)
-        return 2
+        return 1 if bug else 2
     except MemoryError:
         print("distgrail: error: out of memory (the graph or --dims is too large for this machine)",
               file=sys.stderr, flush=True)

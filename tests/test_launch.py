@@ -388,3 +388,35 @@ distgrail.build_index(given, dims=3, backend="cpu", comm=comm, partition="on",
     a, b = distgrail.open_index(str(one)), distgrail.open_index(str(tmp_path / "ranks.h5"))
     for k in a.arrays:
         assert np.array_equal(a.arrays[k], b.arrays[k]), k
+
+
+def test_a_bug_on_one_rank_ends_every_rank_with_status_1_and_its_traceback(tmp_path):
+    """An exception distgrail does not raise on purpose (a bug), on rank 1 only: status 1 from
+    every rank as in one process, the failing rank's traceback and one 'internal error' line, no
+    MPI_Abort (it was status 2 and a one-liner, as for bad input)."""
+    g = tmp_path / "g.txt"
+    g.write_text("".join(f"{i} {(i * 7 + 1) % 500}\n" for i in range(2000)))
+    script = tmp_path / "bug.py"
+    script.write_text("""
+import os, sys
+from mpi4py import MPI
+import distgrail.stages.phases as ph
+real = ph.labels
+def labels(*a, **k):
+    if MPI.COMM_WORLD.Get_rank() == 1:
+        raise ZeroDivisionError("planted")
+    return real(*a, **k)
+ph.labels = labels
+from distgrail.cli import main
+sys.exit(main(sys.argv[1:]))
+""")
+    out = tmp_path / "g.h5"
+    before = shm_segments()
+    r = mpirun(2, str(script), "index", str(g), "-o", str(out), "--backend", "cpu", "--dims", "4", "--quiet")
+    assert r.returncode == 1, (r.returncode, r.stderr)
+    assert r.stderr.count("distgrail: internal error: rank 1, ") == 1 and "ZeroDivisionError: planted" in r.stderr
+    assert "Traceback" in r.stderr and "MPI_Abort" not in r.stderr, r.stderr
+    assert not out.exists()
+    after = shm_segments()
+    if before is not None and after is not None:
+        assert not after - before, after - before

@@ -24,14 +24,17 @@ class RankError(DistGrailError):
     step : str         what that rank was doing
     failed_ranks : list of int   every rank that failed in that step
     original_type : str          class name of the original exception
+    bug : bool                   the original was no error distgrail raises on purpose (nor
+                                 MemoryError): the command line ends with status 1 and its traceback
     """
 
-    def __init__(self, message, rank, step, failed_ranks, original_type, comm_rank):
+    def __init__(self, message, rank, step, failed_ranks, original_type, comm_rank, bug: bool = False):
         super().__init__(message)
         self.rank = rank
         self.step = step
         self.failed_ranks = failed_ranks
         self.original_type = original_type
+        self.bug = bug
         #: the rank of the process that raised this copy (the CLI prints on rank 0 only)
         self.comm_rank = comm_rank
 
@@ -73,11 +76,12 @@ def share_outcome(comm, step: str, error: BaseException | None) -> None:
         return
     ranks = [r for r in range(size) if failed[r]]
     root = ranks[0]
-    info = comm.bcast((_describe(error), type(error).__name__, step) if me == root else None, root=root)
-    msg, typ, step = info
+    bug = error is not None and not isinstance(error, (DistGrailError, MemoryError))
+    info = comm.bcast((_describe(error), type(error).__name__, step, bug) if me == root else None, root=root)
+    msg, typ, step, bug = info
     others = f" (and on rank{'s' if len(ranks) > 2 else ''} {', '.join(map(str, ranks[1:]))})" \
         if len(ranks) > 1 else ""
-    err = RankError(f"rank {root}{others}, {step}: {msg}", root, step, ranks, typ, me)
+    err = RankError(f"rank {root}{others}, {step}: {msg}", root, step, ranks, typ, me, bug)
     if me == root:
         raise err from error
     raise err from None
