@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import os
 
+import distgrail.io.generate  # noqa: F401 - (used as distgrail.io.generate)
+
 import pytest
 
 from distgrail.cli import main
@@ -179,3 +181,44 @@ def test_an_empty_csv_field_is_refused(tmp_path, capsys, name, data, line):
     path = tmp_path / "comment.csv"
     path.write_bytes(b"0,1 # a,,b\n1,2\n")
     assert read_graph(str(path), "auto").m == 2  # (in a comment: no field)
+
+
+def test_a_damaged_block_of_a_split_index_names_its_part_file(tmp_path):
+    """A flipped byte in a part's rows: the checksum error names the part file (the README says
+    so; it named the dataset alone)."""
+    import distgrail
+    from distgrail.errors import IndexFormatError
+    from distgrail.indexfile import layout
+    from distgrail.indexfile.layout import index_parts
+
+    g = distgrail.io.generate.generate("scale-free", 20_000, 3, seed=6)
+    path = str(tmp_path / "s.h5")
+    distgrail.build_index((g.src, g.dst), num_vertices=g.n, dims=3, backend="cpu").save(path, layout="split", parts=3)
+    part = sorted(index_parts(path))[1]
+    raw = bytearray(open(part, "rb").read())
+    raw[len(raw) - 200] ^= 0xFF  # (the last dataset's rows end the file)
+    open(part, "wb").write(bytes(raw))
+    with pytest.raises(IndexFormatError, match=r"CRC-32 mismatch, block \d+ of \d+, in (the|one of the) part "
+                                               r"files? [^)]*" + os.path.basename(part).replace(".", r"\.")):
+        distgrail.open_index(path)
+    assert layout.CRC_BLOCK  # (a block of the whole dataset may span parts: then they are all named)
+
+
+def test_a_damaged_block_inside_one_part_names_that_part_alone(tmp_path, monkeypatch):
+    import distgrail
+    from distgrail.errors import IndexFormatError
+    from distgrail.indexfile import layout
+    from distgrail.indexfile.layout import index_parts
+
+    monkeypatch.setattr(layout, "CRC_BLOCK", 4096)  # (blocks far smaller than a part's rows)
+    monkeypatch.setattr(layout, "PARALLEL_MIN_BYTES", 1 << 10)
+    g = distgrail.io.generate.generate("scale-free", 20_000, 3, seed=6)
+    path = str(tmp_path / "s.h5")
+    distgrail.build_index((g.src, g.dst), num_vertices=g.n, dims=3, backend="cpu").save(path, layout="split", parts=3)
+    part = sorted(index_parts(path))[1]
+    raw = bytearray(open(part, "rb").read())
+    raw[len(raw) - 200] ^= 0xFF
+    open(part, "wb").write(bytes(raw))
+    with pytest.raises(IndexFormatError, match=r"CRC-32 mismatch, block \d+ of \d+, in the part file " +
+                       os.path.basename(part).replace(".", r"\.") + r"\)"):
+        distgrail.open_index(path)

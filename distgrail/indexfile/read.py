@@ -241,6 +241,12 @@ def _verify_crcs(path, arrays, crcs, landed, pool):
             bad = int(np.flatnonzero(want.astype(np.int64) != have)[0]) if want.shape == have.shape and \
                 want.dtype.kind in "iu" else -1
             where = f"block {bad} of {have.size}" if bad >= 0 else f"{want.size} stored checksums for {have.size} blocks"
+            first = (landed.get(name) or [None])[0]
+            joined = getattr(first, "joined", None) if bad >= 0 else None  # (a split index's rows)
+            if joined is not None:
+                held = [os.path.basename(p) for p in joined.parts_at(bad * joined.block, (bad + 1) * joined.block)]
+                where += (f", in the part file {held[0]}" if len(held) == 1 else
+                          f", in one of the part files {', '.join(held)} (the block spans them)" if held else "")
             raise IndexFormatError(f"{path}: damaged index: dataset /{name} cannot be read (checksum error: "
                                    f"CRC-32 mismatch, {where})")
 

@@ -288,6 +288,15 @@ class _Joined:
         return self.crcs
 
 
+    def parts_at(self, lo: int, hi: int) -> list:
+        """The part files holding some of the dataset's bytes ``lo .. hi - 1``."""
+        out = []
+        for part, first, cuts, _ in self.queued:
+            if any(first + a < hi and first + b > lo for _, a, b in cuts) and part not in out:
+                out.append(part)
+        return out
+
+
 class _Block:
     """Block ``k``'s CRC-32 of a virtual dataset, as a future's ``result()``."""
 
