@@ -331,14 +331,16 @@ def test_a_bad_switch_on_one_rank_ends_every_rank(monkeypatch):
     from distgrail.gpu.backend import get_backend
     from distgrail.mpi.errors import RankError
     from distgrail.mpi.hostpath import shared_labels
+    from distgrail.mpi.nodeshare import NodeGroups
     from distgrail.mpi.transport import transport_for
 
     comm = MPI.COMM_WORLD.Dup()
     try:
-        for name, call in (("DISTGRAIL_SHM", lambda: shared_labels(comm, (4, 2), "int64")),
-                           ("DISTGRAIL_NCCL", lambda: transport_for(comm, get_backend("cpu")))):
+        for name, call, bad in (("DISTGRAIL_SHM", lambda: shared_labels(comm, (4, 2), "int64"), "2"),
+                                ("DISTGRAIL_NCCL", lambda: transport_for(comm, get_backend("cpu")), "2"),
+                                ("DISTGRAIL_RANKS_PER_NODE", lambda: NodeGroups(comm), "0")):  # (it hung)
             if comm.rank == 1:
-                monkeypatch.setenv(name, "2")
+                monkeypatch.setenv(name, bad)
             with pytest.raises(RankError, match=name):
                 call()
             monkeypatch.delenv(name, raising=False)

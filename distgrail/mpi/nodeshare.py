@@ -54,10 +54,15 @@ class NodeGroups:
     def __init__(self, comm):
         from mpi4py import MPI
 
+        from .errors import run_shared
+
         self._MPI = MPI
         me = comm.Get_rank()
+        # rank 0's setting for every rank, read before any split (one rank's own value, or its
+        # error, would leave the others waiting in a split it never joins)
+        per = comm.bcast(run_shared(comm, "reading DISTGRAIL_RANKS_PER_NODE", settings.get,
+                                    "DISTGRAIL_RANKS_PER_NODE"), root=0)
         node = comm.Split_type(MPI.COMM_TYPE_SHARED, key=me)
-        per = settings.get("DISTGRAIL_RANKS_PER_NODE")
         if per is not None:
             sub = node.Split(node.Get_rank() // per, key=me)
             node.Free()
