@@ -9,6 +9,7 @@ without MPI too; the collective tests run under ``mpiexec -n 2`` and ``-n 3`` (`
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import tempfile
 
@@ -42,8 +43,10 @@ def cases(rng):
         ("two.txt", "# c\n0 1\n\n", None),
         ("line.txt", "3 4", None),
         ("iso.txt", "0 1\n", 10),
-        ("c.csv", "src,dst\n" + edgelist_text(rng, 300, 900).replace(" ", ","), None),
-        ("c2.csv", "0,1\n" + edgelist_text(rng, 100, 400).replace(" ", ", "), None),
+        ("c.csv", "src,dst\n" + "".join(re.sub(r"[ \t]+", ",", ln.strip()) + "\n"  # (no empty field)
+                                         for ln in edgelist_text(rng, 300, 900).splitlines()), None),
+        ("c2.csv", "0,1\n" + "".join(re.sub(r"[ \t]+", ", ", ln.strip()) + "\n"  # (blanks after commas)
+                                      for ln in edgelist_text(rng, 100, 400).splitlines()), None),
     ]
 
 
