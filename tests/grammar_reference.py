@@ -13,7 +13,8 @@ readers (tests/test_misreads.py). ASCII text only; ``auto`` format of a ``.txt``
 4. Commas separate fields when the first edge line (after a header: the one after it) has one.
 5. After the header, a first edge line whose first two fields are not numbers makes the file a
    graph of node names: every edge line must have as many fields as that one; the first two name
-   the edge's ends; vertices are numbered by first appearance.
+   the edge's ends, and none is an integer (``-?[0-9]+``: names and ids mixed are ambiguous);
+   vertices are numbered by first appearance.
 6. Otherwise every edge line has at least two fields, the first two non-negative integers
    (``[0-9]+``) below ``cap``; further fields are ignored; n = largest id + 1; no edge line is an error.
 7. Comma-separated (4.), no line after the header has an empty field outside its comment: a
@@ -76,6 +77,8 @@ def reference(data: bytes, cap: int):
         if not toks:
             continue
         if len(toks) < 2 or (names and len(toks) != fields):
+            return None
+        if names and any(SIGNED_INT.match(t) for t in toks[:2]):  # 5.: no integer among the names
             return None
         if not names:
             if not (ID.match(toks[0]) and ID.match(toks[1])) or max(int(toks[0]), int(toks[1])) >= cap:  # 6.

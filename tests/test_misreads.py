@@ -380,9 +380,13 @@ def test_header_decided_past_the_first_64_kib(tmp_path):
 
 
 def test_two_minus_signs_are_no_integer(tmp_path):
-    """``a b`` then ``--1 2``: no integer follows, so ``a b`` is no header and the file is a graph
-    of names (the reference reader's rule; ``--1`` passed for an integer and the file was refused)."""
+    """``a b`` then ``--1 c``: no integer follows, so ``a b`` is no header and the file is a graph
+    of names (the reference reader's rule; ``--1`` passed for an integer and the file was refused).
+    With ``--1 2`` the names would hold an integer: ambiguous, refused since session 30."""
     p = tmp_path / "names.txt"
-    p.write_bytes(b"a b\n--1 2\n")
+    p.write_bytes(b"a b\n--1 c\n")
     g = read_graph(p)
-    assert g.m == 2 and g.meta["node_labels"].values.tolist() == ["a", "b", "--1", "2"]
+    assert g.m == 2 and g.meta["node_labels"].values.tolist() == ["a", "b", "--1", "c"]
+    p.write_bytes(b"a b\n--1 2\n")
+    with pytest.raises(GraphFormatError, match=r"names.txt:2: node names and integer ids mixed \('2'\)"):
+        read_graph(p)

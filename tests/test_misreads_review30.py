@@ -222,3 +222,15 @@ def test_a_damaged_block_inside_one_part_names_that_part_alone(tmp_path, monkeyp
     with pytest.raises(IndexFormatError, match=r"CRC-32 mismatch, block \d+ of \d+, in the part file " +
                        os.path.basename(part).replace(".", r"\.") + r"\)"):
         distgrail.open_index(path)
+
+
+@pytest.mark.parametrize("data,line,got", [(b"// x\n// y\n0 1\n1 2\n", 3, "'0'"), (b"alice bob\nbob 42\n", 2, "'42'")])
+def test_names_and_integer_ids_mixed_are_refused_unless_labelled_is_asked(tmp_path, data, line, got):
+    """``auto`` takes the first edge line's words for node names: a later integer among them makes
+    the file ambiguous (``//`` comments had become names beside the ids); ``--format labelled``
+    still reads it."""
+    p = tmp_path / "g.txt"
+    p.write_bytes(data)
+    with pytest.raises(GraphFormatError, match=f"g.txt:{line}: node names and integer ids mixed \\({got}\\)"):
+        read_graph(str(p), "auto")
+    assert read_graph(str(p), "labelled").m == 4 if data.startswith(b"//") else True

@@ -15,7 +15,8 @@ comments; :func:`sniff`):
 * **Node names**: when the first two fields of the first edge line (after a header) are both not
   numbers, the file is read as a labelled graph, but only if the whole file has the shape of an
   edge list: every edge line has as many fields as that first one (a Python script whose first
-  line has two words is refused at its first line of another shape, with file and line). Every
+  line has two words is refused at its first line of another shape, with file and line), and no
+  name of the first two fields is an integer (names and ids mixed are ambiguous). Every
   field is a node name (no blanks or commas inside), vertices are numbered in order of first
   appearance, and the names are stored in the index (:mod:`distgrail.nodelabels`), so queries
   take names. ``--format labelled`` reads any edge list so, lines of any length (the first two
@@ -197,6 +198,13 @@ def read_labelled(text, start: int = 0, num_vertices: int | None = None, fields:
         if len(toks) != int(ch.cum[-1]):  # bytes.split() also splits at \v and \f
             pos = ch.abs(int(np.flatnonzero((ch.arr == 11) | (ch.arr == 12))[0]))
             text.fail(pos, f"control character in a node name, got {text.excerpt(pos)}")
+        if fields:  # names recognised, not asked for: an integer among them makes the file ambiguous
+            k = next((i for i, t in enumerate(toks) if _is_int(t)), None)
+            if k is not None:
+                pos = ch.token_pos(k)
+                text.fail(pos, f"node names and integer ids mixed ({toks[k].decode()!r}): the first edge line names "
+                               f"nodes, so the file would be read as a graph of names; give --format labelled if "
+                               f"it is one, got {text.excerpt(pos)}")
         parts.append(np.fromiter((get(t, len(ids)) for t in toks), dtype=np.int64, count=len(toks)))
         del toks, ch
         text.check_room(sum(p.size for p in parts) // 2)
