@@ -234,3 +234,16 @@ def test_names_and_integer_ids_mixed_are_refused_unless_labelled_is_asked(tmp_pa
     with pytest.raises(GraphFormatError, match=f"g.txt:{line}: node names and integer ids mixed \\({got}\\)"):
         read_graph(str(p), "auto")
     assert read_graph(str(p), "labelled").m == 4 if data.startswith(b"//") else True
+
+
+def test_a_matrix_market_banner_after_the_first_line_is_refused(tmp_path):
+    """Not named .mtx and a blank first line: it was read as an edge list (its size line an edge,
+    its 1-based ids taken as 0-based)."""
+    p = tmp_path / "m.txt"
+    p.write_bytes(b"\n%%MatrixMarket matrix coordinate pattern general\n3 3 2\n1 2\n2 3\n")
+    with pytest.raises(GraphFormatError, match="m.txt:2: a Matrix Market banner after the first line"):
+        read_graph(str(p), "auto")
+    with pytest.raises(GraphFormatError, match="m.txt:2: a Matrix Market banner after the first line"):
+        read_graph_numpy(str(p), "auto")
+    p.write_bytes(b"%%MatrixMarket matrix coordinate pattern general\n3 3 2\n1 2\n2 3\n")
+    assert read_graph(str(p), "auto").src.tolist() == [0, 1]

@@ -19,6 +19,7 @@ its source to :func:`~distgrail.io.read.read_graph` when the CPU reader must rea
 from __future__ import annotations
 
 import os
+import re
 from dataclasses import dataclass
 from functools import cached_property
 
@@ -225,6 +226,12 @@ class Source:
         d = sniff(head, complete=len(head) < size)
         if d.misnamed:  # (every reader of the file takes its dialect from here)
             raise GraphFormatError(f"{d.misnamed}, got {d.header!r}", path=self.path, line=d.header_line)
+        banner = re.search(rb"(?im)^[ \t]*%%matrixmarket", head)
+        if banner:  # (a Matrix Market file the name and first line did not tell: its 1-based entries
+            # and size line would be read as edges)
+            raise GraphFormatError("a Matrix Market banner after the first line: a Matrix Market file starts with it "
+                                   "(remove what is before it), an edge list holds none",
+                                   path=self.path, line=head.count(b"\n", 0, banner.start()) + 1)
         return d
 
     def __getstate__(self):  # (to another MPI rank: the path and format, not the bytes read here)
