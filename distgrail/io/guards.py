@@ -53,7 +53,7 @@ _EMPTY = (b",,", b",\n", b",\r", b"\n,")
 def empty_field(data: bytes) -> int:
     """The offset in ``data`` (whole lines of a comma-separated edge list) of the first empty field
     outside a ``#``/``%`` comment (``2,,4``, ``,1``, ``0,1,``), or -1. Commas read as blanks would
-    shift the columns after an empty one (``2,,4``: the edge 2 -> 4)."""
+    shift the columns after an empty one (``2,,4`` would be the edge from 2 to 4)."""
     start = 0
     while True:
         found = [start] if data.startswith(b",", start) else []
