@@ -9,7 +9,8 @@ readers (tests/test_misreads.py). ASCII text only; ``auto`` format of a ``.txt``
    exponent) and it has two fields or more, and either its first two fields are column names
    (HEADER_NAMES) or the next edge line's first two fields are integers (a sign ``-`` allowed there).
    A header that names a column as the source past the first column, or as the target past the
-   second (SOURCE_NAMES, TARGET_NAMES: ``dst,src``, ``src,w,dst``), is an error.
+   second (SOURCE_NAMES, TARGET_NAMES: ``dst,src``, ``src,w,dst``), is an error; so is a header
+   of a graph of node names whose first two fields are node names too (``u v`` then ``v w``).
 4. Commas separate fields when the first edge line (after a header: the one after it) has one.
 5. After the header, a first edge line whose first two fields are not numbers makes the file a
    graph of node names: every edge line must have as many fields as that one; the first two name
@@ -50,7 +51,7 @@ def reference(data: bytes, cap: int):
     lines = [ln[:-1] if ln.endswith("\r") else ln for ln in lines]
     sniffed = [(k, _content(ln).replace(",", " ").split()) for k, ln in enumerate(lines)]
     edge_lines = [(k, f) for k, f in sniffed if f][:2]  # 2.
-    body, comma, fields, names = 0, False, 0, False
+    body, comma, fields, names, header_fields = 0, False, 0, False, []
     if edge_lines:
         k0, f0 = edge_lines[0]
         comma = "," in _content(lines[k0])
@@ -61,6 +62,7 @@ def reference(data: bytes, cap: int):
                    for i, f in enumerate(f0)):
                 return None
             body = k0 + 1
+            header_fields = f0
             edge_lines = edge_lines[1:]
             if edge_lines and not comma:
                 comma = "," in _content(lines[edge_lines[0][0]])  # 4.
@@ -88,7 +90,10 @@ def reference(data: bytes, cap: int):
     if not edges:
         return None
     if names:
-        return len({x for e in edges for x in e}), edges, True
+        nodes = {x for e in edges for x in e}
+        if body and any(f in nodes for f in header_fields[:2]):  # 3.: a header whose names are nodes too
+            return None
+        return len(nodes), edges, True
     return max(max(e) for e in edges) + 1, edges, False
 
 

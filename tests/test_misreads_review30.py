@@ -247,3 +247,15 @@ def test_a_matrix_market_banner_after_the_first_line_is_refused(tmp_path):
         read_graph_numpy(str(p), "auto")
     p.write_bytes(b"%%MatrixMarket matrix coordinate pattern general\n3 3 2\n1 2\n2 3\n")
     assert read_graph(str(p), "auto").src.tolist() == [0, 1]
+
+
+@pytest.mark.parametrize("fmt", ["auto", "labelled"])
+def test_a_header_whose_names_are_nodes_too_is_refused(tmp_path, fmt):
+    """``u v`` then ``v w``, ``w u``: the first line looks like a header and was skipped (the
+    edge u -> v lost), also under ``--format labelled``; now refused as ambiguous."""
+    p = tmp_path / "g.txt"
+    p.write_bytes(b"u v\nv w\nw u\n")
+    with pytest.raises(GraphFormatError, match="g.txt:1: the first line 'u v' was read as a header, but 'u' is also"):
+        read_graph(str(p), fmt)
+    p.write_bytes(b"src dst\nalice bob\nbob carol\n")
+    assert read_graph(str(p), fmt).m == 2

@@ -130,6 +130,7 @@ def read_graph(path, fmt: str = "auto", num_vertices: int | None = None, *, sour
             g = read_mtx(text)
         elif fmt == "labelled" or dialect.labelled:  # names not asked for: the whole file must be shaped so
             g = read_labelled(text, dialect.body, num_vertices, None if fmt == "labelled" else dialect.fields)
+            _header_not_a_node(path, dialect, g)
         else:
             g = read_edgelist(text, num_vertices, dialect.body)
         if digest is not None:
@@ -235,3 +236,17 @@ def _labelled(nodes, edges, name) -> EdgeGraph:
     if labels is not None:
         g.meta["node_labels"] = labels
     return g
+
+
+def _header_not_a_node(path, dialect, g) -> None:
+    """A first line skipped as a header (``u v``) whose names are node names of the graph too
+    (``v w``, ``w u``): it may be an edge; refused rather than guessed."""
+    labels = g.meta.get("node_labels")
+    if not dialect.body or labels is None or labels.kind != "str":
+        return
+    names = dialect.header.replace(",", " ").split()[:2]
+    both = [x for x in names if x in set(labels.values.tolist())]
+    if both:
+        raise GraphFormatError(f"the first line {dialect.header!r} was read as a header, but {both[0]!r} is also a node "
+                               f"name: it may be an edge; remove the header line, or rename the node",
+                               path=path, line=dialect.header_line)
