@@ -18,8 +18,8 @@ readers (tests/test_misreads.py). ASCII text only; ``auto`` format of a ``.txt``
    vertices are numbered by first appearance.
 6. Otherwise every edge line has at least two fields, the first two non-negative integers
    (``[0-9]+``) below ``cap``; further fields are ignored; n = largest id + 1; no edge line is an error.
-7. Comma-separated (4.), no line after the header has an empty field outside its comment: a
-   comma first, last, or right after another (``2,,4``, ``,1``, ``0,1,``).
+7. Comma-separated (4.), no line after the header has an empty first or second field outside
+   its comment (``,1``, ``2,,4``, ``2,``); later fields may be empty.
 
 The result: None (the file must be refused) or ``(n, edges, names)``: ``edges`` the (u, v) pairs
 in file order, as names (str) when ``names`` else ints.
@@ -98,8 +98,10 @@ def reference(data: bytes, cap: int):
 
 
 def _empty_field(line: str) -> bool:
-    """7.: ``line`` (its ``\\r`` line end taken off) has an empty field before any comment."""
-    at = [0] if line.startswith(",") else []
-    at += [line.find(",,")] if ",," in line else []
-    at += [len(line) - 1] if line.endswith(",") else []
-    return any("#" not in line[:k] and "%" not in line[:k] for k in at)
+    """7.: ``line`` (its ``\\r`` line end taken off) has an empty first or second field before any
+    comment."""
+    c = re.split(r"[#%]", line, maxsplit=1)[0]
+    if "," not in c:
+        return False
+    first, rest = c.split(",", 1)
+    return not first.strip(" \t") or rest == "" or rest.startswith((",", "\r"))

@@ -9,6 +9,7 @@ import os
 
 import distgrail.io.generate  # noqa: F401 - (used as distgrail.io.generate)
 
+import numpy as np
 import pytest
 
 from distgrail.cli import main
@@ -153,7 +154,8 @@ def test_a_header_naming_the_columns_in_another_order_is_refused(tmp_path, capsy
 
 
 def test_headers_in_the_order_read_still_read(tmp_path):
-    for data in (b"src,dst,weight\n0,1,5\n1,2,7\n", b"From To\n0 1\n1 2\n", b"u v\n0 1\n1 2\n"):
+    for data in (b"src,dst,weight\n0,1,5\n1,2,7\n", b"From To\n0 1\n1 2\n", b"u v\n0 1\n1 2\n",
+                 b"source,target,start,end\n0,1,5,6\n1,2,7,8\n", b"src dst source_id target_id\n0 1 5 6\n1 2 7 8\n"):
         path = tmp_path / "g.txt"
         path.write_bytes(data)
         g = read_graph(str(path), "auto")
@@ -164,23 +166,40 @@ def test_headers_in_the_order_read_still_read(tmp_path):
     ("empty.csv", b"0,1,3\n2,,4\n", 2),
     ("empty_header.csv", b"src,dst,weight\n0,1,3\n2,,4\n", 3),
     ("leading.csv", b"0,1\n,2\n", 2),
-    ("trailing.csv", b"0,1\n1,2,\n", 2),
+    ("no_target.csv", b"0,1\n1,\n", 2),
 ])
 def test_an_empty_csv_field_is_refused(tmp_path, capsys, name, data, line):
-    """Commas are read as blanks: an empty field shifted the columns after it (``2,,4`` was the
-    edge 2 -> 4). Refused by the CPU reader, through a compressed stream, and by the GPU path."""
+    """Commas are read as blanks: an empty source or target field shifted the columns after it
+    (``2,,4`` was the edge 2 -> 4). Refused by the CPU reader, through a compressed stream, and by
+    the GPU path. Empty fields after the second are kept (Gephi's tables have them)."""
     import gzip
 
     for path, raw in ((tmp_path / name, data), (tmp_path / (name + ".gz"), gzip.compress(data))):
         path.write_bytes(raw)
         assert main(["convert", str(path), "-o", str(tmp_path / "o.h5"), "--backend", "cpu", "--quiet"]) == 2
         err = capsys.readouterr().err
-        assert f"{path}:{line}: an empty field between commas" in err, err
-        with pytest.raises(GraphFormatError, match=f":{line}: an empty field between commas"):
+        assert f"{path}:{line}: an empty source or target field" in err, err
+        with pytest.raises(GraphFormatError, match=f":{line}: an empty source or target field"):
             read_graph_numpy(str(path), "auto", chunk_bytes=64)
     path = tmp_path / "comment.csv"
     path.write_bytes(b"0,1 # a,,b\n1,2\n")
     assert read_graph(str(path), "auto").m == 2  # (in a comment: no field)
+    path = tmp_path / "gephi.csv"
+    path.write_bytes(b"Source,Target,Type,Id,Label,timeset,Weight\n0,1,Directed,0,,,1.0\n1,2,Directed,1,,,1.0\n"
+                     b"2,3,\n")
+    g = read_graph(str(path), "auto")
+    assert g.src.tolist() == [0, 1, 2] and g.dst.tolist() == [1, 2, 3]
+    assert read_graph_numpy(str(path), "auto", chunk_bytes=64).dst.tolist() == [1, 2, 3]
+
+
+def test_the_compiled_empty_field_scan_equals_its_numpy_twin():
+    from distgrail.io.guards import empty_field, empty_field_numpy
+
+    rng = np.random.default_rng(30)
+    alphabet = np.frombuffer(b",,,01 \t\n\n\r#%", np.uint8)
+    for _ in range(3000):
+        data = alphabet[rng.integers(0, alphabet.size, int(rng.integers(0, 40)))].tobytes()
+        assert empty_field(data) == empty_field_numpy(data), data
 
 
 def test_a_damaged_block_of_a_split_index_names_its_part_file(tmp_path):
@@ -259,3 +278,14 @@ def test_a_header_whose_names_are_nodes_too_is_refused(tmp_path, fmt):
         read_graph(str(p), fmt)
     p.write_bytes(b"src dst\nalice bob\nbob carol\n")
     assert read_graph(str(p), fmt).m == 2
+
+
+def test_a_header_whose_first_column_has_no_name_is_refused(tmp_path):
+    """pandas' to_csv writes its index as a first column with no name (``,src,dst``): it was
+    read as the sources (the file's 1 -> 2 read as 0 -> 1)."""
+    p = tmp_path / "pd.csv"
+    p.write_bytes(b",src,dst\n0,1,2\n1,2,3\n")
+    with pytest.raises(GraphFormatError, match="pd.csv:1: the header's first column has no name"):
+        read_graph(str(p), "auto")
+    with pytest.raises(GraphFormatError, match="pd.csv:1: the header's first column has no name"):
+        read_graph_numpy(str(p), "auto")

@@ -82,6 +82,19 @@ def test_reversed_columns_through_the_command_line(tmp_path, kind, capsys):
 
 
 @pytest.mark.parametrize("kind", ["parquet", "feather"])
+@pytest.mark.parametrize("cols", [("src", "dst", "start", "end"), ("u", "v", "end"), ("src", "dst", "source", "target"),
+                                  ("w", "source", "target", "source_id", "target_id")])
+def test_a_source_name_right_before_a_target_name_is_the_pair(tmp_path, kind, cols):
+    """Temporal edges (src,dst,start,end) and names beside ids: the first source name right
+    before a target name (a review found src,dst,start,end refused, read before)."""
+    first = cols.index(next(c for c, d in zip(cols, cols[1:]) if c in ("src", "u", "source") and d in ("dst", "v", "target")))
+    data = {c: [9, 9] for c in cols}
+    data[cols[first]], data[cols[first + 1]] = [0, 1], [1, 2]
+    g = read_graph(write(tmp_path, pa.table(data), kind), "auto")
+    assert edges(g) == [(0, 1), (1, 2)]
+
+
+@pytest.mark.parametrize("kind", ["parquet", "feather"])
 def test_unknown_names_are_read_by_position(tmp_path, kind):
     g = read_graph(write(tmp_path, pa.table({"a": [0, 1], "b": [1, 2], "w": [7, 7]}), kind), "auto")
     assert edges(g) == [(0, 1), (1, 2)]
@@ -92,8 +105,8 @@ def test_unknown_names_are_read_by_position(tmp_path, kind):
     (("src", "weight"), "no column named as the target"),
     (("weight", "dst"), "no column named as the source"),
     (("a", "to", "b"), "no column named as the source"),
-    (("src", "dst", "source", "target"), "2 columns named as the source ('src', 'source')"),
-    (("u", "v", "end"), "2 columns named as the target ('v', 'end')"),
+    (("weight", "source", "w2", "target", "src"), "2 columns named as the source ('source', 'src')"),
+    (("u", "w", "v", "end"), "2 columns named as the target ('v', 'end')"),
 ])
 def test_names_without_one_source_and_one_target_are_refused(tmp_path, kind, cols, said, capsys):
     path = write(tmp_path, pa.table({c: [0, 1] for c in cols}), kind)

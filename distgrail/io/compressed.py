@@ -122,7 +122,8 @@ def bz2_pieces(raw, block: int):
     quietly (two streams as pbzip2 and lbzip2 write them, the second damaged, read as the first
     one's 1,000 of 2,000 edges; so did text or a gzip member after a stream). So each stream goes
     through a ``BZ2Decompressor`` of its own; the data after a stream must be nothing or another
-    stream (``BZh``, :class:`Bz2Trailing` otherwise), which must decompress cleanly, and ``eof``
+    stream (``BZh``, :class:`Bz2Trailing` otherwise; zero bytes to the end are padding, as bzip2 and
+    gzip take them), which must decompress cleanly, and ``eof``
     must be set when the input ends (:class:`Bz2Truncated` otherwise). Compressed bytes are read a
     MiB at a time and each call inflates at most ``block`` bytes (``max_length``), even from a bomb."""
     import bz2
@@ -142,6 +143,13 @@ def bz2_pieces(raw, block: int):
                     break
                 data += more
             if not data.startswith(magic):
+                if not data.strip(b"\0"):  # zero padding (a blocked writer's), as bzip2 and gzip allow: the rest
+                    # must be zeros too
+                    while data:
+                        data = raw.read(1 << 20)
+                        if data.strip(b"\0"):
+                            raise Bz2Trailing("data after the end of a stream that is not another stream")
+                    return
                 raise Bz2Trailing("data after the end of a stream that is not another stream")
             d = bz2.BZ2Decompressor()
         out = d.decompress(data, block)

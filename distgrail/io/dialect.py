@@ -134,6 +134,9 @@ def sniff(head: bytes, complete: bool = False) -> Dialect:
         d.header = head[lines[0][0]:lines[0][1]].decode("utf-8", "replace").strip()
         d.header_line = head.count(b"\n", 0, lines[0][0]) + 1
         d.misnamed = _misnamed([f.lower().decode("utf-8", "replace") for f in first])
+        if d.comma and head[lines[0][0]:lines[0][1]].lstrip(b" \t").startswith(b","):
+            d.misnamed = ("the header's first column has no name (an index column, as pandas' to_csv writes "
+                          "one?): it would be read as the edges' source; write the file without it (index=False)")
         lines, names = lines[1:], names[1:]
         if len(lines) > 0 and not d.comma:
             d.comma = lines[0][3]
@@ -146,6 +149,8 @@ def _misnamed(names) -> str:
     and its second as their targets ("" when they do not): a source name past the first column or
     a target name past the second (``dst,src``: the edges would be read reversed; ``src,weight,dst``:
     the weights taken for targets)."""
+    if len(names) >= 2 and names[0] in SOURCE_NAMES and names[1] in TARGET_NAMES:
+        return ""  # (source then target: later columns may carry any names, src,dst,start,end)
     for i, name in enumerate(names):
         if (name in SOURCE_NAMES and i != 0) or (name in TARGET_NAMES and i != 1):
             role = "source" if name in SOURCE_NAMES else "target"

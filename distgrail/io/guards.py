@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import numpy as np
 
-__all__ = ["STRAY_CR", "stray_cr", "room_problem", "EMPTY_FIELD", "empty_field"]
+__all__ = ["STRAY_CR", "stray_cr", "room_problem", "EMPTY_FIELD", "empty_field", "empty_field_numpy"]
 
 #: what a carriage return that does not end a line is told
 STRAY_CR = ("carriage return inside a line (old Mac line endings?): lines end with '\\n' or '\\r\\n' "
@@ -45,28 +45,60 @@ def room_problem(edges: int) -> str | None:
 
 
 #: the message of an empty field in a comma-separated file
-EMPTY_FIELD = "an empty field between commas (every column of a CSV edge list holds a value), got "
-#: what an empty field looks like, each found by one ``bytes.find`` pass (no per-comma Python work)
-_EMPTY = (b",,", b",\n", b",\r", b"\n,")
+EMPTY_FIELD = "an empty source or target field (the first two columns of a CSV edge list hold the ids), got "
+#: what an empty field looks like, each found by one ``bytes.find`` pass
+_EMPTY = (b",,", b",\n", b",\r", b"\n,", b" ,", b"\t,")
 
 
 def empty_field(data: bytes) -> int:
-    """The offset in ``data`` (whole lines of a comma-separated edge list) of the first empty field
-    outside a ``#``/``%`` comment (``2,,4``, ``,1``, ``0,1,``), or -1. Commas read as blanks would
-    shift the columns after an empty one (``2,,4`` would be the edge from 2 to 4)."""
-    start = 0
-    while True:
-        found = [start] if data.startswith(b",", start) else []
-        found += [at + (1 if cut == b"\n," else 0) for cut in _EMPTY if (at := data.find(cut, start)) >= 0]
-        if data.endswith(b","):
-            found.append(len(data) - 1)
-        if not found:
-            return -1
-        at = min(found)
-        line = data.rfind(b"\n", 0, at) + 1
-        if data.find(b"#", line, at) < 0 and data.find(b"%", line, at) < 0:
-            return at
-        nxt = data.find(b"\n", at)  # inside a comment: the lines after it
-        if nxt < 0:
-            return -1
-        start = nxt + 1
+    """The offset in ``data`` (whole lines of a comma-separated edge list) of the comma that ends
+    an empty first field or starts an empty second field of a line, outside a ``#``/``%`` comment
+    (``,1``; ``2,,4``; ``2,``), or -1. Commas read as blanks would shift the columns after an empty
+    one (``2,,4`` would be the edge from 2 to 4). Fields after the second may be empty (Gephi's
+    edge tables: ``0,1,Directed,0,,,1.0``). One compiled pass (:mod:`distgrail.io.fields_jit`);
+    without numba, :func:`empty_field_numpy`."""
+    arr = np.frombuffer(data, np.uint8)
+    try:
+        from .fields_jit import first_empty_field
+    except ImportError:  # pragma: no cover - numba is a dependency
+        return empty_field_numpy(data)
+    return int(first_empty_field(arr))
+
+
+def empty_field_numpy(data: bytes) -> int:
+    """:func:`empty_field` with NumPy (the compiled scan's twin)."""
+    if not data.startswith(b",") and not data.endswith(b",") and not any(cut in data for cut in _EMPTY):
+        return -1  # (most files: a few passes, no per-line work)
+    arr = np.frombuffer(data, np.uint8)
+    nl = np.flatnonzero(arr == 10)
+    starts = np.concatenate(([0], nl + 1))
+    starts = starts[starts < arr.size]
+    ends = np.searchsorted(nl, starts)  # index of each line's '\n'
+    ends = np.where(ends < nl.size, nl[np.minimum(ends, max(nl.size - 1, 0))] if nl.size else arr.size, arr.size)
+    commas = np.flatnonzero(arr == 44)
+    marks = np.flatnonzero((arr == 35) | (arr == 37))
+    k = np.searchsorted(commas, starts)  # each line's first comma (if inside the line)
+    first = np.where(k < commas.size, commas[np.minimum(k, max(commas.size - 1, 0))] if commas.size else arr.size,
+                     arr.size)
+    has = first < ends
+    j = np.searchsorted(marks, starts)
+    mark = np.where(j < marks.size, marks[np.minimum(j, max(marks.size - 1, 0))] if marks.size else arr.size, arr.size)
+    live = has & ~(mark < first)  # (a comma in a comment is none)
+    lead = live & (first == starts + _blanks(arr, starts, first))  # nothing but blanks before the first comma
+    after = np.minimum(first + 1, arr.size - 1)
+    nxt = np.where(first + 1 < arr.size, arr[after], 10)
+    second = live & ((nxt == 44) | (nxt == 10) | (nxt == 13) | (first + 1 >= ends))
+    bad = np.flatnonzero(lead | second)
+    return int(first[bad[0]]) if bad.size else -1
+
+
+def _blanks(arr, starts, first):
+    """The blanks (spaces, tabs) at the start of each line, up to its first comma."""
+    out = np.zeros(starts.size, np.int64)
+    for t in range(8):  # (a few leading blanks at most; more than 8 count as a field)
+        pos = starts + out
+        ok = (pos < first) & ((arr[np.minimum(pos, arr.size - 1)] == 32) | (arr[np.minimum(pos, arr.size - 1)] == 9))
+        if not ok.any():
+            break
+        out += ok
+    return out

@@ -107,8 +107,10 @@ def _stream_batches(path: str, src, reader):
 
 
 def _columns(path: str, names: list) -> list:
-    """The indices of the (source, target) columns: by their names' roles (:data:`SOURCE_NAMES`,
-    :data:`TARGET_NAMES`) wherever they sit, else, when no name is either, the first two."""
+    """The indices of the (source, target) columns: the first source name right before a target
+    name (``src,dst,start,end``); else by their names' roles (:data:`SOURCE_NAMES`,
+    :data:`TARGET_NAMES`) wherever they sit, one of each; else, when no name is either, the first
+    two."""
     if len(names) < 2:
         raise GraphFormatError(f"an edge table needs two columns (source, target), got {names}", path=path)
     low = [str(n).lower() for n in names]
@@ -116,6 +118,9 @@ def _columns(path: str, names: list) -> list:
     targets = [i for i, n in enumerate(low) if n in TARGET_NAMES]
     if not sources and not targets:
         return [0, 1]  # no name says anything: the first two columns, source then target
+    pair = next((i for i in range(len(low) - 1) if low[i] in SOURCE_NAMES and low[i + 1] in TARGET_NAMES), None)
+    if pair is not None:  # a source name right before a target name (src,dst,start,end): that pair
+        return [pair, pair + 1]
     if len(sources) == 1 and len(targets) == 1:
         return [sources[0], targets[0]]
     said = "source" if len(sources) != 1 else "target"
