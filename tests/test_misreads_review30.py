@@ -192,14 +192,17 @@ def test_an_empty_csv_field_is_refused(tmp_path, capsys, name, data, line):
     assert read_graph_numpy(str(path), "auto", chunk_bytes=64).dst.tolist() == [1, 2, 3]
 
 
-def test_the_compiled_empty_field_scan_equals_its_numpy_twin():
-    from distgrail.io.guards import empty_field, empty_field_numpy
+def test_the_compiled_empty_field_scan_equals_its_numpy_twin(monkeypatch):
+    from distgrail.io import guards
+    from distgrail.io.fields_jit import first_empty_field
 
     rng = np.random.default_rng(30)
     alphabet = np.frombuffer(b",,,01 \t\n\n\r#%", np.uint8)
     for _ in range(3000):
         data = alphabet[rng.integers(0, alphabet.size, int(rng.integers(0, 40)))].tobytes()
-        assert empty_field(data) == empty_field_numpy(data), data
+        assert first_empty_field(np.frombuffer(data, np.uint8)) == guards.empty_field_numpy(data), data
+    monkeypatch.setattr(guards, "JIT_MIN_BYTES", 0)  # (the reader's call, compiled whatever the size)
+    assert guards.empty_field(b"0,1\n2,,4\n") == 5 and guards.empty_field(b"0,1,,\n") == -1
 
 
 def test_a_damaged_block_of_a_split_index_names_its_part_file(tmp_path):

@@ -46,6 +46,8 @@ def room_problem(edges: int) -> str | None:
 
 #: the message of an empty field in a comma-separated file
 EMPTY_FIELD = "an empty source or target field (the first two columns of a CSV edge list hold the ids), got "
+#: chunks of at least this many bytes are scanned by the compiled pass (:func:`empty_field`)
+JIT_MIN_BYTES = 8 << 20
 #: what an empty field looks like, each found by one ``bytes.find`` pass
 _EMPTY = (b",,", b",\n", b",\r", b"\n,", b" ,", b"\t,")
 
@@ -55,8 +57,11 @@ def empty_field(data: bytes) -> int:
     an empty first field or starts an empty second field of a line, outside a ``#``/``%`` comment
     (``,1``; ``2,,4``; ``2,``), or -1. Commas read as blanks would shift the columns after an empty
     one (``2,,4`` would be the edge from 2 to 4). Fields after the second may be empty (Gephi's
-    edge tables: ``0,1,Directed,0,,,1.0``). One compiled pass (:mod:`distgrail.io.fields_jit`);
-    without numba, :func:`empty_field_numpy`."""
+    edge tables: ``0,1,Directed,0,,,1.0``). A large chunk: one compiled pass
+    (:mod:`distgrail.io.fields_jit`); a small one, or without numba, :func:`empty_field_numpy`
+    (numba's import costs more than a small chunk's few passes)."""
+    if len(data) < JIT_MIN_BYTES:
+        return empty_field_numpy(data)
     arr = np.frombuffer(data, np.uint8)
     try:
         from .fields_jit import first_empty_field
