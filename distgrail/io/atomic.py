@@ -19,6 +19,15 @@ the exchange is not supported
 (another file system, an old kernel or C library) the old output is hard-linked to
 ``.NAME.old-PID`` and the new one renamed over it, as before. An ``.old-PID`` file left by a
 process that no longer runs is removed by the next write of the same output.
+
+The SIGTERM / SIGINT handlers that remove the temporaries are this module's only while an output
+is in flight (a temporary being written, a split index's part renamed into place before its main
+file, a rename with signals held): once none is, the handlers from before are put back. Left
+installed, they kept a process that then blocked inside a C call (an MPI rank in a collective
+waiting for a rank that died) alive through SIGTERM, as Python runs a handler only between two
+bytecodes of the main thread: ``srun`` and ``mpirun`` send SIGTERM, then SIGKILL only after their
+grace time. Python sets handlers on the main thread only, so a write that ends on another thread
+leaves them to the main thread's next step here (:func:`restore_handlers`).
 """
 
 from __future__ import annotations
@@ -35,7 +44,8 @@ import time
 from .. import settings
 from ..errors import DistGrailError, OutputError
 
-__all__ = ["atomic_path", "output_error", "check_output", "same_file", "remove_stale", "install_handlers", "provisional"]
+__all__ = ["atomic_path", "output_error", "check_output", "same_file", "remove_stale", "install_handlers",
+           "restore_handlers", "provisional"]
 
 _LIVE: set = set()  # temporary paths being written by this process
 #: files already renamed into place that are part of a write not yet finished (a split index's
@@ -44,7 +54,7 @@ _PROVISIONAL: set = set()
 #: signals that arrived while an output was being put in place (replayed once it is): "depth" of
 #: :func:`_signals_deferred` sections, "signals" caught meanwhile
 _DEFERRED: dict = {"depth": 0, "signals": []}
-_DEFERRED_LOCK = threading.Lock()
+_DEFERRED_LOCK = threading.Lock()  # (also: what is in flight against the handlers' restoring)
 _PREVIOUS: dict = {}  # signal -> handler before ours
 #: an existing output at least this large is set aside and removed in the background (see above)
 ASIDE_MIN_BYTES = 64 << 20
@@ -132,6 +142,8 @@ def provisional(path, held: bool) -> None:
     The output that finishes it names it in ``atomic_path(..., settles=)``: it then stops being
     provisional in the same step as that output lands, no signal in between."""
     (_PROVISIONAL.add if held else _PROVISIONAL.discard)(os.path.abspath(os.fspath(path)))
+    if not held:
+        restore_handlers()
 
 
 class _signals_deferred:
@@ -189,9 +201,11 @@ def _on_signal(sig, frame):
 
 
 def install_handlers() -> None:
-    """Clean up on SIGTERM / SIGINT from now on (what :class:`atomic_path` does on entering it; a
-    write opened on another thread needs them installed on the main thread first). Off the main
-    thread it does nothing (signals reach the main thread only)."""
+    """Clean up on SIGTERM / SIGINT from now on, until nothing is in flight (what
+    :class:`atomic_path` does on entering it; a write opened on another thread needs them
+    installed on the main thread first, and is then restored by the main thread's next look,
+    :func:`restore_handlers`). Off the main thread it does nothing (signals reach the main thread
+    only)."""
     if threading.current_thread() is not threading.main_thread():
         return
     for sig in (signal.SIGTERM, signal.SIGINT):
@@ -202,6 +216,27 @@ def install_handlers() -> None:
                 signal.signal(sig, _on_signal)
             except (ValueError, OSError):  # pragma: no cover - not the main interpreter
                 pass
+
+
+def restore_handlers() -> None:
+    """Put back the SIGTERM / SIGINT handlers from before :func:`install_handlers` when no output
+    is in flight (no temporary being written, no provisional file, no rename holding signals),
+    so that a process blocked in a C call later dies of SIGTERM at once (module doc). Called
+    where a write ends; off the main thread it does nothing (Python sets handlers there only).
+    A handler that was not set from Python (``signal.getsignal`` gives None) cannot be put back:
+    ours then stays."""
+    if threading.current_thread() is not threading.main_thread():
+        return
+    with _DEFERRED_LOCK:  # (a write entered on another thread meanwhile keeps them)
+        if _LIVE or _PROVISIONAL or _DEFERRED["depth"]:
+            return
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            prev = _PREVIOUS.get(sig)
+            if prev is not None and signal.getsignal(sig) is _on_signal:
+                try:
+                    signal.signal(sig, prev)
+                except (ValueError, OSError, TypeError):  # pragma: no cover - not the main interpreter
+                    pass
 
 
 def _set_aside(path) -> str | None:
@@ -307,17 +342,21 @@ class atomic_path:
             if self.size > free:  # HDF5 does not always survive a failed write: refuse before
                 raise OutputError(f"{self.path}: cannot write the output: No space left on device "
                                   f"(needs about {self.size / 2**20:,.1f} MiB, {free / 2**20:,.1f} MiB free)")
+        with _DEFERRED_LOCK:  # in flight before the handlers go in (a restore on the main thread sees it)
+            _LIVE.add(self.tmp)
         install_handlers()
-        _LIVE.add(self.tmp)
         return self.tmp
 
     def __exit__(self, exc_type, exc, tb):
-        if exc_type is None:
-            if (pause := settings.get("DISTGRAIL_TEST_WRITE_PAUSE")) is not None:
-                time.sleep(pause)  # tests: a window to interrupt a write in (before the rename)
-            with _signals_deferred():  # the rename and the files it settles: one step for a signal
-                return self._exit(exc_type, exc)
-        return self._exit(exc_type, exc)
+        try:
+            if exc_type is None:
+                if (pause := settings.get("DISTGRAIL_TEST_WRITE_PAUSE")) is not None:
+                    time.sleep(pause)  # tests: a window to interrupt a write in (before the rename)
+                with _signals_deferred():  # the rename and the files it settles: one step for a signal
+                    return self._exit(exc_type, exc)
+            return self._exit(exc_type, exc)
+        finally:  # (after a held signal was handled: the handlers from before, if nothing else is in flight)
+            restore_handlers()
 
     def _exit(self, exc_type, exc):
         try:
