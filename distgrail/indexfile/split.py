@@ -31,6 +31,17 @@ main file (atomically, last) and removes the replaced index's parts. A failure a
 new part, and so does SIGTERM or SIGINT until the main file is in place
 (:func:`~distgrail.io.atomic.provisional`); an earlier index at the same path stays whole (its
 parts carry its own build's tag).
+
+**A killed build's leftovers go with the next index written there.** A build killed outright
+(SIGKILL, a lost node) leaves its parts' temporaries, or its parts renamed into place with no main
+file: their build tag is new, so neither the replaced index's removal nor the temporaries' removal
+(both by name) ever found them. Once an index (of either layout) is in place at a path,
+:func:`~distgrail.indexfile.write.remove_orphans` removes, beside it, the part temporaries of that
+path whose process no longer runs, and the part files of that path (by name, and by their root
+attributes: a part of this very index name) whose build no index file in the directory carries;
+none while a live process writes an index of that name (its parts may be in place before its main
+file), and none when a file there cannot be read (it might carry them). An index renamed away in
+the same directory keeps its parts; one moved to another directory without them was unreadable.
 """
 
 from __future__ import annotations

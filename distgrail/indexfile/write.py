@@ -47,6 +47,9 @@ other than little-endian integers, are written by HDF5.
 built them) is never whole in this process: :func:`write_streamed` writes its pieces as they
 arrive, in order, each through HDF5 at its place, and takes the CRC-32 of every ``crc32_block``
 bytes across the pieces' edges (the CRC-32 carried on); the file is the same, byte for byte.
+
+Once an index is in place, what killed split builds of its path left beside it goes
+(:func:`remove_orphans`; :mod:`~distgrail.indexfile.split` says which files, and which stay).
 """
 
 from __future__ import annotations
@@ -60,12 +63,12 @@ import numpy as np
 
 from ..errors import DistGrailError
 from ..io.atomic import atomic_path
-from .layout import (ATTRS, BUILD_ATTR, FORMAT, FORMAT_VERSION, LIBVER, SEAL, block_crcs, block_size, crc32,
+from .layout import (ATTRS, BUILD_ATTR, FORMAT, FORMAT_VERSION, LIBVER, PART_FORMAT, SEAL, block_crcs, block_size, crc32,
                      can_write_in_blocks, crc_pool, dataset_order, datasets_seal, entry, pieces, remove_parts,
                      split_build, stored_types)
 
 __all__ = ["write_index_file", "EarlyIndexFile", "PENDING_DIGEST", "BlockWrites", "as_type", "StreamedArray",
-           "write_streamed", "root_attrs_of"]
+           "write_streamed", "root_attrs_of", "remove_orphans"]
 
 #: the hex digits of a digest not known yet when the file opens (BLAKE3 and SHA-256: 64)
 PENDING_DIGEST = "0" * 64
@@ -106,6 +109,7 @@ def write_index_file(path, meta: dict, arrays: dict, virtual=None, split_attrs=(
         raise
     for a in streamed:
         a.close(False)
+    remove_orphans(path, [dict(split_attrs).get(BUILD_ATTR)])  # (a killed build's parts)
 
 
 def _write_file(path, meta, arrays, types, names, virtual=None, split_attrs=(), settles=(), landed=None,
@@ -294,6 +298,7 @@ class EarlyIndexFile:
             self._stack.__exit__(*sys.exc_info())
             raise
         self._stack.close()
+        remove_orphans(self.path)  # (a killed split build's parts)
         return ""
 
     def abort(self) -> None:
@@ -302,6 +307,82 @@ class EarlyIndexFile:
             raise DistGrailError("the early index write was dropped")
         except DistGrailError:
             self._stack.__exit__(*sys.exc_info())
+
+
+def _root_attrs(p, *keys):
+    """The root attributes ``keys`` of the HDF5 file ``p`` (None where absent); None when ``p`` is
+    no HDF5 file (its signature at byte 0, or at 512, 1024, ... after a user block); OSError when
+    it cannot be read."""
+    import h5py
+
+    size, at, hdf5 = os.path.getsize(p), 0, False
+    with open(p, "rb") as f:
+        while at + 8 <= size and not hdf5:
+            f.seek(at)
+            hdf5, at = f.read(8) == b"\x89HDF\r\n\x1a\n", max(512, 2 * at)
+    if not hdf5:
+        return None
+    try:
+        with h5py.File(p, "r") as h:
+            got = [h.attrs.get(k) for k in keys]
+    except (ValueError, KeyError, RuntimeError) as e:
+        raise OSError(f"{p}: {e}") from None
+    return tuple(v.decode(errors="replace") if isinstance(v, bytes) else (None if v is None else str(v)) for v in got)
+
+
+def remove_orphans(path, keep=()) -> list:
+    """Remove what killed builds of the index at ``path`` left beside it (:mod:`~distgrail.indexfile.split`:
+    part temporaries of processes that no longer run, parts whose build no index file in the
+    directory carries); builds ``keep`` and builds whose parts a live process writes are left
+    alone. The names removed; never an error (a file that cannot be removed stays)."""
+    import re
+    import stat
+
+    from ..io.atomic import _alive
+    from .layout import _part_files
+
+    d, base = os.path.split(os.path.abspath(os.fspath(path)))
+    try:
+        names = os.listdir(d)
+    except OSError:
+        return []
+    temp = re.compile(r"\." + re.escape(base) + r"(?:\.([0-9a-f]{8})\.part\d+)?\.(tmp|old)-(\d+)$")
+    tags, keep = {str(b)[:8] for b in keep if b}, {str(b) for b in keep if b}
+    dead, busy, gone = [], False, []
+    for n, (tag, kind, pid) in ((n, m.groups()) for n in names if (m := temp.match(n))):
+        if int(pid) == os.getpid() or _alive(int(pid)):  # a build going on: its parts are no leftovers
+            tags.add(tag)
+            busy |= tag is None and kind == "tmp"  # its main file being written: which parts are its, unknown
+        elif tag is not None:
+            dead.append(n)
+    for n in dead:
+        with contextlib.suppress(OSError):
+            os.remove(os.path.join(d, n))
+            gone.append(n)
+    parts = {os.path.basename(p): p for _, p in _part_files(path) if os.path.basename(p)[len(base) + 1:][:8] not in tags}
+    carried = set()  # the builds of the index files beside it (a file not read: it might carry any)
+    for n in names if parts and not busy else ():
+        p = os.path.join(d, n)
+        try:
+            got = None if n in parts or temp.match(n) or not stat.S_ISREG(os.stat(p).st_mode) else \
+                _root_attrs(p, "format", BUILD_ATTR)
+        except OSError:
+            if os.path.isfile(p):
+                return gone
+            continue  # (gone meanwhile, or a broken link)
+        carried |= {got[1]} if got is not None and got[0] != PART_FORMAT and got[1] else set()
+    for n, p in parts.items() if not busy else ():
+        try:
+            got = _root_attrs(p, "format", BUILD_ATTR, "index")
+        except OSError:
+            continue
+        # a part of this index name (distgrail's, its tag its build's) that no index file carries
+        if got and got[0] == PART_FORMAT and got[2] == base and got[1] and got[1][:8] == n[len(base) + 1:][:8] \
+                and got[1] not in carried | keep:
+            with contextlib.suppress(OSError):
+                os.remove(p)
+                gone.append(n)
+    return gone
 
 
 def _rewrite_attr(f, key, value: str) -> None:
