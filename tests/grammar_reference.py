@@ -7,10 +7,14 @@ readers (tests/test_misreads.py). ASCII text only; ``auto`` format of a ``.txt``
 2. A line's content ends at its first ``#`` or ``%``; an edge line has at least one field.
 3. The first edge line is a header only when none of its fields is a number (sign, decimals,
    exponent) and it has two fields or more, and either its first two fields are column names
-   (HEADER_NAMES) or the next edge line's first two fields are integers (a sign ``-`` allowed there).
-   A header that names a column as the source past the first column, or as the target past the
-   second (SOURCE_NAMES, TARGET_NAMES: ``dst,src``, ``src,w,dst``), is an error; so is a header
-   of a graph of node names whose first two fields are node names too (``u v`` then ``v w``).
+   (HEADER_NAMES, or ``head``/``tail``: AMBIGUOUS_NAMES), or it holds both ``head`` and ``tail``,
+   or the next edge line's first two fields are integers (a sign ``-`` allowed there). A header
+   whose first two fields are not a source then a target name is an error when it holds ``head``
+   or ``tail`` (opposite meanings in graph theory and knowledge graphs), or when it names a column
+   as the source past the first column, or as the target past the second (SOURCE_NAMES,
+   TARGET_NAMES: ``dst,src``, ``src,w,dst``); so is a header of a graph of node names whose first
+   two fields are node names too (``u v`` then ``v w``), and a comma-separated header whose first
+   column has no name (``,src,dst``: pandas' index).
 4. Commas separate fields when the first edge line (after a header: the one after it) has one.
 5. After the header, a first edge line whose first two fields are not numbers makes the file a
    graph of node names: every edge line must have as many fields as that one; the first two name
@@ -29,7 +33,8 @@ from __future__ import annotations
 
 import re
 
-from distgrail.io.dialect import HEADER_NAMES, SOURCE_NAMES, TARGET_NAMES  # the documented names (data, not logic)
+from distgrail.io.dialect import (  # the documented names (data, not logic)
+    AMBIGUOUS_NAMES, HEADER_NAMES, SOURCE_NAMES, TARGET_NAMES)
 
 NUMBER = re.compile(r"[+-]?(?:\d+\.?\d*|\.\d+)(?:[eE][+-]?\d+)?\Z")
 SIGNED_INT = re.compile(r"-?\d+\Z")
@@ -55,11 +60,16 @@ def reference(data: bytes, cap: int):
     if edge_lines:
         k0, f0 = edge_lines[0]
         comma = "," in _content(lines[k0])
-        named = len(f0) >= 2 and all(f.lower() in HEADER_NAMES for f in f0[:2])
+        low = [f.lower() for f in f0]
+        named = len(f0) >= 2 and (all(f in HEADER_NAMES | AMBIGUOUS_NAMES for f in low[:2])
+                                  or AMBIGUOUS_NAMES <= set(low))
+        declared = len(f0) >= 2 and low[0] in SOURCE_NAMES and low[1] in TARGET_NAMES
         ints1 = len(edge_lines) > 1 and all(SIGNED_INT.match(f) for f in edge_lines[1][1][:2])
         if not any(NUMBER.match(f) for f in f0) and len(f0) >= 2 and (named or ints1):  # 3.
-            if any((f.lower() in SOURCE_NAMES and i != 0) or (f.lower() in TARGET_NAMES and i != 1)
-                   for i, f in enumerate(f0)):
+            if not declared and (AMBIGUOUS_NAMES & set(low) or any(
+                    (f in SOURCE_NAMES and i != 0) or (f in TARGET_NAMES and i != 1) for i, f in enumerate(low))):
+                return None
+            if comma and lines[k0].lstrip(" \t").startswith(","):  # a first column without a name (pandas' index)
                 return None
             body = k0 + 1
             header_fields = f0

@@ -227,7 +227,7 @@ def test_plain_text_beyond_memory_is_refused_with_need_against_have(tmp_path, mo
 # -- the fuzz test: the readers against the reference reader of the grammar -----------------------
 
 TOKENS = ["0", "1", "2", "3", "7", "10", "42", "007", "+1", "-1", "1.5", ".5", "1e3", "src", "dst", "from", "to",
-          "a", "b", "x1", "node", "w"]
+          "a", "b", "x1", "node", "w", "head", "tail", "source", "target"]
 SEPS = [" ", "\t", ",", "  ", ", "]
 ENDS = ["\n"] * 8 + ["\r\n"] * 3 + ["\r"]
 ALPHABET = b"0123456789 \t\r\n#%,+-.aex"

@@ -51,7 +51,7 @@ def convert(tmp_path, path, capsys):
 # -- 1. columns by their names' roles ---------------------------------------------------------------
 @pytest.mark.parametrize("kind", ["parquet", "feather"])
 @pytest.mark.parametrize("cols", [
-    ("dst", "src"), ("target", "source"), ("to", "from"), ("v", "u"), ("head", "tail"),  # target first
+    ("dst", "src"), ("target", "source"), ("to", "from"), ("v", "u"), ("node2", "node1"),  # target first
     ("src", "weight", "dst"), ("weight", "dst", "time", "src"), ("id", "src", "dst"),  # apart, or not first
     ("SRC", "Dst"), ("src", "to"),  # any case; names of two conventions, one role each
 ])
@@ -60,9 +60,9 @@ def test_source_and_target_columns_by_their_names(tmp_path, kind, cols):
     data = {c: [9, 9, 9, 9] for c in cols}
     low = [c.lower() for c in cols]
     for c, lc in zip(cols, low):
-        if lc in ("dst", "target", "to", "v", "head"):
+        if lc in ("dst", "target", "to", "v", "node2"):
             data[c] = dst
-        elif lc in ("src", "source", "from", "u", "tail"):
+        elif lc in ("src", "source", "from", "u", "node1"):
             data[c] = src
     g = read_graph(write(tmp_path, pa.table(data), kind), "auto")
     assert edges(g) == list(zip(src, dst))

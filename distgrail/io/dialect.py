@@ -12,6 +12,11 @@ comments; :func:`sniff`):
   ...), or when the next edge line's first two fields are integers. ``+0 +1`` is an edge line (and
   an error: ids are non-negative integers without a sign), never a header. Columns are read by
   position (source, target): a header naming them otherwise (``dst,src``) is an error.
+* **head, tail**: ambiguous column names (:data:`AMBIGUOUS_NAMES`): an arc runs tail -> head in
+  graph theory, head -> tail in knowledge-graph triples (``head,relation,tail``). A first line of
+  no number whose first two fields are column names or ``head``/``tail``, or that holds both, is
+  a header, and an error unless its first two fields are a source then a target name
+  (``src,dst,head`` reads columns 1 and 2): rename the columns (``source,target``).
 * **Node names**: when the first two fields of the first edge line (after a header) are both not
   numbers, the file is read as a labelled graph, but only if the whole file has the shape of an
   edge list: every edge line has as many fields as that first one (a Python script whose first
@@ -40,16 +45,23 @@ from .graph import EdgeGraph
 from .guards import stray_cr
 from .text import Chunk
 
-__all__ = ["HEADER_NAMES", "SOURCE_NAMES", "TARGET_NAMES", "Dialect", "sniff", "undecided", "read_labelled", "COMMA_TABLE", "SNIFF_BYTES", "SNIFF_MAX"]
+__all__ = ["HEADER_NAMES", "SOURCE_NAMES", "TARGET_NAMES", "AMBIGUOUS_NAMES", "Dialect", "sniff", "undecided", "read_labelled", "COMMA_TABLE", "SNIFF_BYTES", "SNIFF_MAX"]
 
 #: column names that name an edge's source column (case-insensitive)
 SOURCE_NAMES = frozenset(
-    "src source from tail node1 source_id src_id from_id fromnodeid source_node from_node u start".split())
+    "src source from node1 source_id src_id from_id fromnodeid source_node from_node u start".split())
 #: column names that name an edge's target column (case-insensitive)
 TARGET_NAMES = frozenset(
-    "dst target to head node2 target_id dst_id to_id tonodeid target_node to_node v end".split())
+    "dst target to node2 target_id dst_id to_id tonodeid target_node to_node v end".split())
 #: column names that make a first line a header (case-insensitive)
 HEADER_NAMES = SOURCE_NAMES | TARGET_NAMES
+#: column names of opposite meanings, refused as a header's or table's edge columns: an arc runs
+#: tail -> head in graph theory, head -> tail in knowledge graphs (``head,relation,tail``)
+AMBIGUOUS_NAMES = frozenset(("head", "tail"))
+#: why :data:`AMBIGUOUS_NAMES` are refused, and what to do
+AMBIGUOUS_WHY = ("'head' and 'tail' mean opposite ends in graph theory (an arc runs tail -> head) and in "
+                 "knowledge graphs (head,relation,tail: head -> tail), so the edges' direction cannot be told; "
+                 "rename the edge columns, e.g. to source,target")
 #: ``bytes.translate`` table turning commas into spaces (CSV)
 COMMA_TABLE = bytes.maketrans(b",", b" ")
 #: bytes of the file's start that :func:`sniff` looks at first; more (x8 at a time, up to
@@ -123,7 +135,9 @@ def sniff(head: bytes, complete: bool = False) -> Dialect:
     d = Dialect(comma=lines[0][3])
     first = lines[0][2]
     numbers = any(is_number(f) for f in first)
-    named = len(first) >= 2 and all(f.lower().decode("utf-8", "replace") in HEADER_NAMES for f in first[:2])
+    low = [f.lower().decode("utf-8", "replace") for f in first]
+    named = len(first) >= 2 and (all(f in HEADER_NAMES | AMBIGUOUS_NAMES for f in low[:2])
+                                 or AMBIGUOUS_NAMES <= set(low))  # (head,relation,tail too)
     ints = [all(_is_int(f) for f in ln[2][:2]) for ln in lines]
     names = [len(ln[2]) >= 2 and not any(is_number(f) for f in ln[2][:2]) for ln in lines]
     header = not numbers and (named or (len(first) >= 2 and len(lines) > 1 and ints[1]))
@@ -133,7 +147,7 @@ def sniff(head: bytes, complete: bool = False) -> Dialect:
         d.body = min(lines[0][1] + 1, len(head))
         d.header = head[lines[0][0]:lines[0][1]].decode("utf-8", "replace").strip()
         d.header_line = head.count(b"\n", 0, lines[0][0]) + 1
-        d.misnamed = _misnamed([f.lower().decode("utf-8", "replace") for f in first])
+        d.misnamed = _misnamed(low)
         if d.comma and head[lines[0][0]:lines[0][1]].lstrip(b" \t").startswith(b","):
             d.misnamed = ("the header's first column has no name (an index column, as pandas' to_csv writes "
                           "one?): it would be read as the edges' source; write the file without it (index=False)")
@@ -151,6 +165,8 @@ def _misnamed(names) -> str:
     the weights taken for targets)."""
     if len(names) >= 2 and names[0] in SOURCE_NAMES and names[1] in TARGET_NAMES:
         return ""  # (source then target: later columns may carry any names, src,dst,start,end)
+    if AMBIGUOUS_NAMES & set(names):
+        return f"ambiguous edge column names ({', '.join(sorted(AMBIGUOUS_NAMES & set(names)))}): {AMBIGUOUS_WHY}"
     for i, name in enumerate(names):
         if (name in SOURCE_NAMES and i != 0) or (name in TARGET_NAMES and i != 1):
             role = "source" if name in SOURCE_NAMES else "target"

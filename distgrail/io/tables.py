@@ -2,14 +2,18 @@
 read with pyarrow (``pip install 'distgrail[parquet]'``), record batch by record batch. (How they
 are told apart from other files: :mod:`distgrail.io.formats`.)
 
-Columns are chosen by their names' roles, wherever they sit: the one column named as a source
-(:data:`SOURCE_NAMES`: ``src``, ``source``, ``from``, ``tail``, ``u``, ...) and the one named as a
-target (:data:`TARGET_NAMES`: ``dst``, ``target``, ``to``, ``head``, ``v``, ...; names compared
+Columns are chosen by their names: the first source name right before a target name
+(``src,dst,start,end``); else by the names' roles, wherever they sit: the one column named as a
+source (:data:`SOURCE_NAMES`: ``src``, ``source``, ``from``, ``u``, ...) and the one named as a
+target (:data:`TARGET_NAMES`: ``dst``, ``target``, ``to``, ``v``, ...; names compared
 case-insensitively; together they are :data:`distgrail.io.dialect.HEADER_NAMES`), so ``dst,src`` is
 read target, source and ``src,weight,dst`` skips the weight. A table whose names are all none of
 these is read by position: the first two columns are source and target. A table with a source name
 but no target name (or the other way round), or with two of either, is refused, naming the file and
-its columns: the names say something, but not which two columns the edge is. An Arrow IPC stream
+its columns: the names say something, but not which two columns the edge is. So is a table without
+a source name right before a target name that has a column ``head`` or ``tail``
+(:data:`~distgrail.io.dialect.AMBIGUOUS_NAMES`: tail -> head in graph theory, head -> tail in
+knowledge graphs' ``head,relation,tail``): the edges' direction cannot be told; rename the columns. An Arrow IPC stream
 (no footer) must end with its end-of-stream marker: a stream cut at a batch boundary reads as a
 shorter stream to pyarrow, so one that stops without the marker, or has bytes after it, is
 refused (the IPC file format, with its footer, is checked by pyarrow). Integer columns are vertex ids (>= 0; the graph has largest id + 1 vertices, or
@@ -24,7 +28,7 @@ import os
 import numpy as np
 
 from ..errors import GraphFormatError
-from .dialect import SOURCE_NAMES, TARGET_NAMES
+from .dialect import AMBIGUOUS_NAMES, AMBIGUOUS_WHY, SOURCE_NAMES, TARGET_NAMES
 from .graph import EdgeGraph, from_arrays
 
 __all__ = ["read_table_graph", "SOURCE_NAMES", "TARGET_NAMES"]
@@ -108,19 +112,24 @@ def _stream_batches(path: str, src, reader):
 
 def _columns(path: str, names: list) -> list:
     """The indices of the (source, target) columns: the first source name right before a target
-    name (``src,dst,start,end``); else by their names' roles (:data:`SOURCE_NAMES`,
+    name (``src,dst,start,end``); else, when no column is named ``head`` or ``tail`` (refused:
+    :data:`~distgrail.io.dialect.AMBIGUOUS_NAMES`), by their names' roles (:data:`SOURCE_NAMES`,
     :data:`TARGET_NAMES`) wherever they sit, one of each; else, when no name is either, the first
     two."""
     if len(names) < 2:
         raise GraphFormatError(f"an edge table needs two columns (source, target), got {names}", path=path)
     low = [str(n).lower() for n in names]
+    pair = next((i for i in range(len(low) - 1) if low[i] in SOURCE_NAMES and low[i + 1] in TARGET_NAMES), None)
+    if pair is not None:  # a source name right before a target name (src,dst,start,end): that pair
+        return [pair, pair + 1]
+    ambiguous = [names[i] for i, n in enumerate(low) if n in AMBIGUOUS_NAMES]
+    if ambiguous:  # (head,relation,tail: read by roles or position, the edges could be reversed)
+        raise GraphFormatError(f"ambiguous edge column names ({', '.join(map(repr, ambiguous))}) among columns "
+                               f"{names}: {AMBIGUOUS_WHY}", path=path)
     sources = [i for i, n in enumerate(low) if n in SOURCE_NAMES]
     targets = [i for i, n in enumerate(low) if n in TARGET_NAMES]
     if not sources and not targets:
         return [0, 1]  # no name says anything: the first two columns, source then target
-    pair = next((i for i in range(len(low) - 1) if low[i] in SOURCE_NAMES and low[i + 1] in TARGET_NAMES), None)
-    if pair is not None:  # a source name right before a target name (src,dst,start,end): that pair
-        return [pair, pair + 1]
     if len(sources) == 1 and len(targets) == 1:
         return [sources[0], targets[0]]
     said = "source" if len(sources) != 1 else "target"
