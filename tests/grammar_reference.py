@@ -17,9 +17,10 @@ readers (tests/test_misreads.py). ASCII text only; ``auto`` format of a ``.txt``
    column has no name (``,src,dst``: pandas' index).
 4. Commas separate fields when the first edge line (after a header: the one after it) has one.
 5. After the header, a first edge line whose first two fields are not numbers makes the file a
-   graph of node names: every edge line must have as many fields as that one; the first two name
-   the edge's ends, and none is an integer (``-?[0-9]+``: names and ids mixed are ambiguous);
-   vertices are numbered by first appearance.
+   graph of node names when the header's first two fields are a source then a target name (it
+   declares names), else the file is an error: every edge line must have as many fields as that
+   one; the first two name the edge's ends, and none is an integer (``-?[0-9]+``: names and ids
+   mixed are ambiguous); vertices are numbered by first appearance.
 6. Otherwise every edge line has at least two fields, the first two non-negative integers
    (``[0-9]+``) below ``cap``; further fields are ignored; n = largest id + 1; no edge line is an error.
 7. Comma-separated (4.), no line after the header has an empty first or second field outside
@@ -79,6 +80,8 @@ def reference(data: bytes, cap: int):
         if edge_lines:
             f0 = edge_lines[0][1]
             names = len(f0) >= 2 and not any(NUMBER.match(f) for f in f0[:2])  # 5.
+            if names and not (body and declared):  # names no header declares
+                return None
             fields = len(f0)
     edges = []
     for ln in lines[body:]:

@@ -41,7 +41,7 @@ def kegg(tmp_path_factory):
 @pytest.fixture(scope="module")
 def named(tmp_path_factory):
     d = tmp_path_factory.mktemp("named")
-    (d / "g.txt").write_text("alice bob\nbob carol\ndave alice\nerin erin\n")
+    (d / "g.txt").write_text("source target\nalice bob\nbob carol\ndave alice\nerin erin\n")  # (a header: auto reads names)
     assert run("index", d / "g.txt", "-o", d / "n.h5", "--quiet", "--backend", "cpu").returncode == 0
     return d / "n.h5"
 

@@ -36,7 +36,7 @@ def bundled(tmp_path_factory):
 @pytest.fixture(scope="module")
 def named(tmp_path_factory):
     d = tmp_path_factory.mktemp("named")
-    (d / "g.txt").write_text("alice bob\nbob carol\ndave alice\nerin erin\n")
+    (d / "g.txt").write_text("source target\nalice bob\nbob carol\ndave alice\nerin erin\n")  # (a header: auto reads names)
     out = d / "n.h5"
     assert main(["index", str(d / "g.txt"), "-o", str(out), "--quiet", "--backend", "cpu"]) == 0
     return out

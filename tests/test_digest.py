@@ -304,7 +304,7 @@ def test_a_handle_refused_by_the_gpu_parser_reaches_the_cpu_reader(tmp_path, no_
     """A file the kernels do not take (node names: left to the host; a line they refuse) is read
     by the CPU reader, which hashes with the same handle: no second hash, running after the parse."""
     names = tmp_path / "n.txt"
-    names.write_bytes(b"a b\nb c\n")
+    names.write_bytes(b"src dst\na b\nb c\n")
     with start_digest(str(names)) as d:
         g = read_graph_numpy(str(names), digest=d, notify=lambda s: None)
         assert g.meta["parser"] == "cpu" and g.__dict__["_digest"] is d

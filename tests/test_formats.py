@@ -175,7 +175,7 @@ def test_comma_separated_edge_lists_get_the_csv_code(tmp_path):
 
 @pytest.mark.parametrize("compress", [False, True])
 def test_a_file_is_looked_at_once_from_plan_to_cpu_reader(tmp_path, monkeypatch, compress):
-    data = b"alice bob\nbob carol\n"
+    data = b"source target\nalice bob\nbob carol\n"
     p = tmp_path / ("g.txt.gz" if compress else "g.txt")
     p.write_bytes(gzip.compress(data) if compress else data)
     plan = chunks.plan_read(str(p))

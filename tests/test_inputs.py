@@ -131,19 +131,21 @@ def test_sniff_rules():
     assert sniff(b"src,dst\n0,1\n").body == 8 and sniff(b"src,dst\n0,1\n").comma
     assert sniff(b"# c\nsource\ttarget\n0\t1\n").header == "source\ttarget"
     assert not sniff(b"0 1\n1 2\n").labelled and sniff(b"0 1\n").body == 0
-    assert sniff(b"a b\nb c\n").labelled and sniff(b"a b\nb c\n").body == 0  # names, no header
+    bare = sniff(b"a b\nb c\n")  # names no header declares: not labelled, refused by auto
+    assert not bare.labelled and bare.body == 0 and bare.undeclared and bare.undeclared_line == 1
     assert sniff(b"src dst\nx y\n").labelled and sniff(b"src dst\nx y\n").body == 8
     assert not sniff(b"0 x\n").labelled  # one name beside an id: a broken integer line
 
 
-@pytest.mark.parametrize("ext,header", [(".txt", None), (".tsv", "source\ttarget"), (".csv.gz", "src,dst")])
-def test_edge_list_of_names_is_a_labelled_graph(tmp_path, ext, header):
+@pytest.mark.parametrize("ext,header,fmt", [(".txt", None, "labelled"), (".txt", "from to", "auto"),
+                                            (".tsv", "source\ttarget", "auto"), (".csv.gz", "src,dst", "auto")])
+def test_edge_list_of_names_is_a_labelled_graph(tmp_path, ext, header, fmt):
     src, dst = graph()
     sep = "," if ".csv" in ext else "\t" if ext == ".tsv" else " "
     data = edge_text(src, dst, sep, header, names=True)
     p = tmp_path / f"names{ext}"
     p.write_bytes(gzip.compress(data) if ext.endswith(".gz") else data)
-    idx = distgrail.build_index(str(p), dims=3, backend="cpu")
+    idx = distgrail.build_index(str(p), dims=3, backend="cpu", fmt=fmt)
     assert idx.node_labels is not None and idx.node_labels.kind == "str"
     check_against_bfs(idx, src, dst, 400, labels=True)
 
@@ -157,7 +159,7 @@ def test_labelled_format_reads_integer_names(tmp_path):
 
 
 @pytest.mark.parametrize("text,line,what", [
-    ("a b\nb\n", 2, "expected two node names 'u v' (edge), got 'b'"),
+    ("src dst\na b\nb\n", 3, "expected two node names 'u v' (edge), got 'b'"),
     ("0 1\n1 x\n", 2, "vertex id must be a non-negative integer, got 'x'"),
     ("0 x\n", 1, "vertex id must be a non-negative integer, got 'x'"),
     ("src,dst\n0,1\n2,-3\n", 3, "negative vertex id, got '-3'"),
@@ -184,7 +186,8 @@ def test_cli_gzip_labelled_index_then_query(tmp_path):
     p = tmp_path / "names.txt.gz"
     p.write_bytes(gzip.compress(b"# SNAP-like\nalice bob\nbob carol\ndave alice\n"))
     out = tmp_path / "i.h5"
-    assert run("index", str(p), "-o", str(out), "--backend", "cpu", "--quiet").returncode == 0
+    assert run("index", str(p), "-o", str(out), "--backend", "cpu", "--quiet").returncode == 2  # no header: asked
+    assert run("index", str(p), "-o", str(out), "--backend", "cpu", "--quiet", "--format", "labelled").returncode == 0
     (tmp_path / "q.txt").write_text("dave carol\ncarol dave\n")
     r = run("query", str(out), str(tmp_path / "q.txt"), "-o", "-", "--backend", "cpu", "--quiet")
     assert r.returncode == 0, r.stderr
@@ -285,7 +288,7 @@ def test_gpu_path_leaves_names_and_compressed_gra_to_the_host(tmp_path):
     from distgrail.io.chunks import plan_read
     from distgrail.io.parse import read_graph_numpy
 
-    (tmp_path / "n.txt").write_bytes(b"a b\nb c\n")
+    (tmp_path / "n.txt").write_bytes(b"src dst\na b\nb c\n")
     (tmp_path / "g.gra.gz").write_bytes(gzip.compress(b"2\n0: 1 #\n1: #\n"))
     assert "node names" in plan_read(tmp_path / "n.txt").reason
     assert plan_read(tmp_path / "g.gra.gz").reason == "gzip-compressed gra text is decompressed and parsed on the host"

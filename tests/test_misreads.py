@@ -177,17 +177,21 @@ def test_a_header_with_a_lone_cr_is_no_header(tmp_path):
         read_graph(p)
 
 
-# -- 4. node names only when the whole file has the shape of an edge list --------------------------
+# -- 4. node names only when a header declares them, and the whole file has the shape of an edge list
 
 def test_a_python_script_is_not_a_labelled_graph(tmp_path):
     p = tmp_path / "script.py"
     p.write_text('import os\nimport sys\n\n\ndef main(argv):\n    return os.path.join(argv[0], "x")\n')
-    with pytest.raises(GraphFormatError, match=r"script.py:6: not an edge list of node names: its first edge "
-                                               r"line has 2 fields, this one 3"):
+    with pytest.raises(GraphFormatError, match=r"script.py:1: node names, not integer ids: 'import os' \(pass "
+                                               r"--format labelled"):
         read_graph(p)
-    assert "script.py:6:" in refused(p)
+    assert "script.py:1:" in refused(p)
     g = read_graph(p, fmt="labelled")  # asked for: the first two fields of every line
     assert g.m == 4
+    p.write_text('source target\nimport os\nimport sys\n\nx = 1\n')  # declared: then shaped so
+    with pytest.raises(GraphFormatError, match=r"script.py:5: not an edge list of node names: its first edge "
+                                               r"line has 2 fields, this one 3"):
+        read_graph(p)
 
 
 def test_labelled_graphs_keep_reading(tmp_path):
@@ -381,12 +385,15 @@ def test_header_decided_past_the_first_64_kib(tmp_path):
 
 def test_two_minus_signs_are_no_integer(tmp_path):
     """``a b`` then ``--1 c``: no integer follows, so ``a b`` is no header and the file is a graph
-    of names (the reference reader's rule; ``--1`` passed for an integer and the file was refused).
-    With ``--1 2`` the names would hold an integer: ambiguous, refused since session 30."""
+    of names (the reference reader's rule; ``--1`` passed for an integer and the file was refused):
+    ``auto`` refuses it at line 1 (names no header declares), ``--format labelled`` reads both edges.
+    With ``src dst`` above and ``--1 2`` the names would hold an integer: ambiguous, refused."""
     p = tmp_path / "names.txt"
     p.write_bytes(b"a b\n--1 c\n")
-    g = read_graph(p)
+    with pytest.raises(GraphFormatError, match=r"names.txt:1: node names, not integer ids: 'a b'"):
+        read_graph(p)
+    g = read_graph(p, fmt="labelled")
     assert g.m == 2 and g.meta["node_labels"].values.tolist() == ["a", "b", "--1", "c"]
-    p.write_bytes(b"a b\n--1 2\n")
-    with pytest.raises(GraphFormatError, match=r"names.txt:2: node names and integer ids mixed \('2'\)"):
+    p.write_bytes(b"src dst\na b\n--1 2\n")
+    with pytest.raises(GraphFormatError, match=r"names.txt:3: node names and integer ids mixed \('2'\)"):
         read_graph(p)

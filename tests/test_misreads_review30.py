@@ -43,7 +43,7 @@ def test_refused_with_file_line_and_value(tmp_path, capsys, name, data, where, g
 
 def test_labelled_names_without_quotes_or_a_mark_still_read(tmp_path):
     path = tmp_path / "ok.csv"
-    path.write_bytes(b"a,x\nx,b\n")
+    path.write_bytes(b"source,target\na,x\nx,b\n")  # (names declared by the header: auto reads them)
     g = read_graph(str(path), "auto")
     assert g.n == 3 and g.src.tolist() == [0, 1] and g.dst.tolist() == [1, 2]
     assert g.meta["node_labels"].values.tolist() == ["a", "x", "b"]
@@ -246,14 +246,16 @@ def test_a_damaged_block_inside_one_part_names_that_part_alone(tmp_path, monkeyp
         distgrail.open_index(path)
 
 
-@pytest.mark.parametrize("data,line,got", [(b"// x\n// y\n0 1\n1 2\n", 3, "'0'"), (b"alice bob\nbob 42\n", 2, "'42'")])
-def test_names_and_integer_ids_mixed_are_refused_unless_labelled_is_asked(tmp_path, data, line, got):
-    """``auto`` takes the first edge line's words for node names: a later integer among them makes
-    the file ambiguous (``//`` comments had become names beside the ids); ``--format labelled``
-    still reads it."""
+@pytest.mark.parametrize("data,line,what", [
+    (b"// x\n// y\n0 1\n1 2\n", 1, "node names, not integer ids: '// x'"),
+    (b"src dst\nalice bob\nbob 42\n", 3, "node names and integer ids mixed \\('42'\\)")])
+def test_names_and_integer_ids_mixed_are_refused_unless_labelled_is_asked(tmp_path, data, line, what):
+    """``//`` comments had become names beside the ids: words on the first edge line without a header
+    declaring names are refused by ``auto``; names a header declares with a later integer among them
+    make the file ambiguous; ``--format labelled`` still reads it."""
     p = tmp_path / "g.txt"
     p.write_bytes(data)
-    with pytest.raises(GraphFormatError, match=f"g.txt:{line}: node names and integer ids mixed \\({got}\\)"):
+    with pytest.raises(GraphFormatError, match=f"g.txt:{line}: {what}"):
         read_graph(str(p), "auto")
     if data.startswith(b"//"):  # (asked for: names, the // lines among them)
         assert read_graph(str(p), "labelled").m == 4

@@ -17,17 +17,21 @@ comments; :func:`sniff`):
   no number whose first two fields are column names or ``head``/``tail``, or that holds both, is
   a header, and an error unless its first two fields are a source then a target name
   (``src,dst,head`` reads columns 1 and 2): rename the columns (``source,target``).
-* **Node names**: when the first two fields of the first edge line (after a header) are both not
-  numbers, the file is read as a labelled graph, but only if the whole file has the shape of an
-  edge list: every edge line has as many fields as that first one (a Python script whose first
-  line has two words is refused at its first line of another shape, with file and line), and no
-  name of the first two fields is an integer (names and ids mixed are ambiguous). Every
-  field is a node name (no blanks or commas inside), vertices are numbered in order of first
-  appearance, and the names are stored in the index (:mod:`distgrail.nodelabels`), so queries
-  take names. ``--format labelled`` reads any edge list so, lines of any length (the first two
-  fields are the edge; names that are integers but not ids 0..n-1, e.g. 64-bit hashes, or a first
-  edge line such as ``1 a``). Any other file is an integer edge list: a field that is not a
-  non-negative integer is an error naming file, line and value (``0 x`` on line 1 included).
+* **Node names**: ``auto`` reads node names only where the file says it is an edge list of names:
+  its first edge line is a header whose first two fields name the source and the target (``source
+  target``, ``src,dst``, ...), and the first edge line after it holds two fields or more, its first
+  two not numbers. Then every edge line must have as many fields as that one (a line of another
+  shape is refused, with file and line), and no name of the first two fields may be an integer
+  (names and ids mixed are ambiguous). A first edge line of names without such a header (``alice
+  bob``; ``import os``, a Python script; a word list) is refused at that line
+  (:attr:`Dialect.undeclared`, raised by :attr:`distgrail.io.formats.Source.dialect`): ``--format
+  labelled`` reads it. Every field is a node name (no blanks or commas inside), vertices are
+  numbered in order of first appearance, and the names are stored in the index
+  (:mod:`distgrail.nodelabels`), so queries take names. ``--format labelled`` reads any edge list
+  so, header or not, lines of any length (the first two fields are the edge; names that are
+  integers but not ids 0..n-1, e.g. 64-bit hashes, or a first edge line such as ``1 a``). Any other
+  file is an integer edge list: a field that is not a non-negative integer is an error naming file,
+  line and value (``0 x`` on line 1 included).
 * **Line ends**: ``\\n`` or ``\\r\\n``; a ``\\r`` anywhere else is an error
   (:func:`distgrail.io.text.stray_cr`).
 """
@@ -41,6 +45,7 @@ import numpy as np
 
 from ..dtypes import size_problem
 from ..errors import GraphFormatError
+from .excerpt import shown
 from .graph import EdgeGraph
 from .guards import stray_cr
 from .text import Chunk
@@ -79,6 +84,10 @@ class Dialect:
     fields: int = 0  # fields of the first edge line after the header (a labelled file's every line has as many)
     misnamed: str = ""  # why the header's names contradict the columns read as (source, target), if they do
     header_line: int = 0  # the header's line number (1-based), if any
+    # node names on the first edge line without a header naming the source and target columns:
+    # refused unless --format labelled (why, what to do); undeclared_line: that line (1-based)
+    undeclared: str = ""
+    undeclared_line: int = 0
 
 
 _INT = re.compile(rb"-?\d+")
@@ -138,6 +147,7 @@ def sniff(head: bytes, complete: bool = False) -> Dialect:
     low = [f.lower().decode("utf-8", "replace") for f in first]
     named = len(first) >= 2 and (all(f in HEADER_NAMES | AMBIGUOUS_NAMES for f in low[:2])
                                  or AMBIGUOUS_NAMES <= set(low))  # (head,relation,tail too)
+    declared = len(low) >= 2 and low[0] in SOURCE_NAMES and low[1] in TARGET_NAMES
     ints = [all(_is_int(f) for f in ln[2][:2]) for ln in lines]
     names = [len(ln[2]) >= 2 and not any(is_number(f) for f in ln[2][:2]) for ln in lines]
     header = not numbers and (named or (len(first) >= 2 and len(lines) > 1 and ints[1]))
@@ -154,9 +164,26 @@ def sniff(head: bytes, complete: bool = False) -> Dialect:
         lines, names = lines[1:], names[1:]
         if len(lines) > 0 and not d.comma:
             d.comma = lines[0][3]
-    d.labelled = bool(lines) and names[0]
+    d.labelled = bool(lines) and names[0] and header and declared
     d.fields = len(lines[0][2]) if lines else 0
+    a, b = (lines[0][0], lines[0][1]) if lines else (0, 0)
+    if lines and names[0] and not d.labelled and stray_cr(head[a:b + 1], complete and b >= len(head) - 1) < 0:
+        # names the file does not declare (words, code): refused by auto (a lone '\r': the reader says so)
+        d.undeclared_line = head.count(b"\n", 0, a) + 1
+        d.undeclared = _undeclared(head[a:b].rstrip(b"\r"), a == 0)
     return d
+
+
+def _undeclared(line: bytes, first: bool) -> str:
+    """Why ``auto`` refuses the first edge line ``line`` of names no header declares (``first``: it
+    starts the file): a byte order mark or CSV quotes that hide a header are said as such."""
+    if first and line.startswith(b"\xef\xbb\xbf"):
+        return f"the file starts with a UTF-8 byte order mark; save it without one, got {shown(line)}"
+    if b'"' in line:
+        return (f"a quoted field: CSV quoting is not read (names of nodes and columns have no quotes, blanks or "
+                f"commas), got {shown(line)}")
+    return (f"node names, not integer ids: {shown(line)} (pass --format labelled to read a graph of node names, "
+            f"or give the file a header line such as 'source target')")
 
 def _misnamed(names) -> str:
     """Why a header's column ``names`` contradict reading its first column as the edges' sources

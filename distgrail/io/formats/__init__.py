@@ -27,6 +27,7 @@ from ... import constants
 from ...errors import GraphFormatError
 from ..compressed import CODECS, codec_of, peek
 from ..dialect import SNIFF_BYTES, SNIFF_MAX, Dialect, sniff, undecided
+from ..excerpt import looks_binary
 
 __all__ = ["Format", "Sniff", "Source", "REGISTRY", "BY_NAME", "AUTO", "FALLBACK", "FORMATS", "GPU_FORMATS",
            "HOST_FORMATS", "OUTPUT_FORMATS", "FMT_CODES", "COMPRESSED_SUFFIXES", "HEAD_BYTES", "detect", "host_only",
@@ -217,7 +218,9 @@ class Source:
     @cached_property
     def dialect(self) -> Dialect:
         """:func:`~distgrail.io.dialect.sniff` of the first :data:`~distgrail.io.dialect.SNIFF_BYTES`
-        of the text, or more while its first two edge lines are not in them (up to ``SNIFF_MAX``)."""
+        of the text, or more while its first two edge lines are not in them (up to ``SNIFF_MAX``).
+        Refused here: a header naming the columns otherwise than read (``Dialect.misnamed``), and node
+        names that no header declares unless ``--format labelled`` (``Dialect.undeclared``)."""
         size = SNIFF_BYTES
         head = self.head(size)
         while undecided(head, len(head) < size) and size < SNIFF_MAX:  # (64 KiB of comments, then a header)
@@ -232,6 +235,9 @@ class Source:
             raise GraphFormatError("a Matrix Market banner after the first line: a Matrix Market file starts with it "
                                    "(remove what is before it), an edge list holds none",
                                    path=self.path, line=head.count(b"\n", 0, banner.start()) + 1)
+        if d.undeclared and self.fmt != "labelled" and not looks_binary(head[:HEAD_BYTES]):
+            # (names without a header saying so: read only when asked; binary data: the reader says so)
+            raise GraphFormatError(d.undeclared, path=self.path, line=d.undeclared_line)
         return d
 
     def __getstate__(self):  # (to another MPI rank: the path and format, not the bytes read here)
