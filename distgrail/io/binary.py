@@ -7,9 +7,15 @@ Layout (``format = "distgrail-graph"``, ``format_version = 2``)::
              source_digest_algorithm ("blake3"; files of earlier releases: source_sha256 instead)
     csr/indptr            (n+1,) int64    successors of v: indices[indptr[v]:indptr[v+1]]
     csr/indices           (m,)   int32 (int64 when n >= 2^31 - 1), sorted per row, distinct
-    condensation/         optional; attrs n_components, n_levels; the arrays of a
-                          :class:`distgrail.stages.condense.DAG`: comp, indptr, indices, rindptr,
-                          rindices, level, level_ptr
+    condensation/         optional; attrs n_components, n_levels, csr_crc32, crc32; the arrays
+                          of a :class:`distgrail.stages.condense.DAG`: comp, indptr, indices,
+                          rindptr, rindices, level, level_ptr
+
+A stored condensation is used only when it belongs to the CSR beside it: ``csr_crc32`` is the
+CRC-32 of the CSR's bytes (indptr, then indices) it was computed from and ``crc32`` that of its own
+arrays (in the order above); a reader compares both (a file edited with h5py, or one whose CSR was
+replaced, is refused rather than indexed by another graph's components), and a condensation
+without them (files of earlier releases) is not used: the graph is condensed again.
 
 Every dataset is contiguous and stored in the dtype the pipeline uses, so reading is a plain read
 at disk speed. Version 1 files (CSR only, indices as the smallest unsigned type) are still read.
@@ -35,6 +41,41 @@ GRAPH_FORMAT = "distgrail-graph"
 GRAPH_FORMAT_VERSION = 2
 _READABLE = (1, 2)
 _DAG_ARRAYS = ("comp", "indptr", "indices", "rindptr", "rindices", "level", "level_ptr")
+#: condensation attributes: the CRC-32 of the CSR it was computed from, and of its own arrays
+_TIE, _OWN = "csr_crc32", "crc32"
+_CRC_READ = 64 << 20  # bytes per read when a file's CSR is checksummed from the file
+
+
+def _crc_of(arrays) -> int:
+    """The CRC-32 of the arrays' bytes one after another (C order): 4 MiB blocks on the CRC
+    pool, joined (:func:`distgrail.indexfile.layout.crc32_combine`)."""
+    from ..indexfile.layout import CRC_BLOCK, block_crcs, crc32_combine, crc_pool
+
+    crc = 0
+    with crc_pool() as pool:
+        for a in arrays:
+            a = np.ascontiguousarray(a)
+            futures = block_crcs(a, CRC_BLOCK, pool)
+            for k, fu in enumerate(futures):
+                crc = crc32_combine(crc, fu.result(), min(CRC_BLOCK, a.nbytes - k * CRC_BLOCK))
+    return crc
+
+
+def _file_csr_crc(f, path) -> int:
+    """:func:`_crc_of` the open file's ``csr/indptr`` and ``csr/indices``, read in pieces (a
+    reader that holds a part of the CSR, or none of it, checks the stored condensation so)."""
+    from ..indexfile.layout import crc32, crc32_combine
+
+    crc = 0
+    for name in ("csr/indptr", "csr/indices"):
+        d = dataset_of(f, name, path)
+        step = max(1, _CRC_READ // d.dtype.itemsize)
+        buf = np.empty(min(step, d.shape[0]), dtype=d.dtype)
+        for i in range(0, d.shape[0], step):
+            k = min(step, d.shape[0] - i)
+            d.read_direct(buf, np.s_[i:i + k], np.s_[0:k])
+            crc = crc32_combine(crc, crc32(memoryview(buf[:k]).cast("B")), k * d.dtype.itemsize)
+    return crc
 
 
 def write_binary_csr(path, n: int, indptr, indices, name: str = "", digest: str = "", dag=None) -> None:
@@ -59,16 +100,20 @@ def write_binary_csr(path, n: int, indptr, indices, name: str = "", digest: str 
             f.attrs["m"] = m
             f.attrs["source_name"] = str(name)
             f.attrs["source_digest_algorithm"], f.attrs["source_digest"] = split_digest(digest)
-            f.create_dataset("csr/indptr", data=np.asarray(indptr, dtype=np.int64), track_times=False)
-            f.create_dataset("csr/indices", data=np.asarray(indices, dtype=id_dtype(n)), track_times=False)
+            indptr = np.asarray(indptr, dtype=np.int64)
+            indices = np.asarray(indices, dtype=id_dtype(n))
+            f.create_dataset("csr/indptr", data=indptr, track_times=False)
+            f.create_dataset("csr/indices", data=indices, track_times=False)
             if dag is not None:
-                _write_dag(f, dag)
+                _write_dag(f, dag, _crc_of((indptr, indices)))
 
 
-def _write_dag(f, dag) -> None:
+def _write_dag(f, dag, csr_crc: int) -> None:
     g = f.require_group("condensation")
     g.attrs["n_components"] = int(dag.C)
     g.attrs["n_levels"] = int(dag.n_levels)
+    g.attrs[_TIE] = np.uint32(csr_crc)
+    g.attrs[_OWN] = np.uint32(_crc_of(getattr(dag, k) for k in _DAG_ARRAYS))
     for k in _DAG_ARRAYS:
         g.create_dataset(k, data=getattr(dag, k), track_times=False)
 
@@ -176,8 +221,11 @@ def _read(f, name, path):
     return out
 
 
-def read_condensation(path):
-    """The condensation stored in a graph file, as a :class:`distgrail.stages.condense.DAG`, or None."""
+def read_condensation(path, csr_crc: int | None = None):
+    """The condensation stored in a graph file, as a :class:`distgrail.stages.condense.DAG`, or None
+    when it has none or one not tied to its CSR (files of earlier releases: condensed again).
+    ``csr_crc``: :func:`_crc_of` the file's CSR when the caller read it whole (else read from the
+    file here). A condensation of another CSR, or whose arrays changed, is a GraphFormatError."""
     from ..stages.condense import DAG
 
     path = os.fspath(path)
@@ -185,8 +233,22 @@ def read_condensation(path):
         if "condensation" not in f:
             return None
         g = f["condensation"]
+        if _TIE not in g.attrs or _OWN not in g.attrs:
+            return None
+        tie, own = (_integer(g.attrs[k], f"condensation/{k}", path) for k in (_TIE, _OWN))
+        if csr_crc is None:
+            csr_crc = _file_csr_crc(f, path)
+        if csr_crc != tie:
+            raise GraphFormatError(f"corrupt graph file: its condensation was computed from another graph than its "
+                                   f"CSR (condensation/{_TIE} {tie:#010x}, the CSR's CRC-32 {csr_crc:#010x}); "
+                                   f"write the file again with 'distgrail convert'", path=path)
         arrays = {k: _read(g, k, path) for k in _DAG_ARRAYS}
         n = vertex_count(f, path)
+    got = _crc_of(arrays[k] for k in _DAG_ARRAYS)
+    if got != own:
+        raise GraphFormatError(f"corrupt graph file: the condensation's arrays changed since they were written "
+                               f"(condensation/{_OWN} {own:#010x}, computed {got:#010x}); write the file again "
+                               f"with 'distgrail convert'", path=path)
     C = arrays["indptr"].size - 1
     if arrays["comp"].shape != (n,) or arrays["level"].shape != (C,) or int(arrays["indptr"][-1]) != \
             arrays["indices"].size or arrays["rindptr"].shape != (C + 1,):
@@ -227,6 +289,7 @@ def read_binary_graph(path, be=None) -> EdgeGraph:
         name = f.attrs.get("source_name", os.path.basename(path))
         digest = _source_digest(f)
         has_dag = "condensation" in f
+    tie = _crc_of((indptr, indices)) if has_dag else None  # (the CSR as stored, before any cast)
     dt = id_dtype(n)
     check_offsets(np, indptr, n, indices.size, path, order=False)  # (the order: on the device, where it goes)
     # (64-bit ids stay on the host: the GPU condensation takes 32-bit ones)
@@ -244,7 +307,7 @@ def read_binary_graph(path, be=None) -> EdgeGraph:
     g.meta["format"] = "h5"
     g.meta["path"] = os.path.abspath(path)
     if has_dag:
-        g.meta["condensation"] = lambda: read_condensation(path)
+        g.meta["condensation"] = lambda: read_condensation(path, tie)
     return g
 
 
