@@ -58,7 +58,7 @@ from ..io.atomic import atomic_path, provisional
 from .layout import BUILD_ATTR, LIBVER, PART_FORMAT, block_size, crc32, crc_pool, join_pieces, part_name, pieces, \
     split_build, vds_name
 
-__all__ = ["SPLIT", "MAX_PARTS", "check_parts", "new_build_id", "PartFile", "VirtualSpec", "split_rows", "split_attrs", "virtual_specs",
+__all__ = ["SPLIT", "MAX_PARTS", "check_parts", "check_part_dir", "new_build_id", "PartFile", "VirtualSpec", "split_rows", "split_attrs", "virtual_specs",
            "write_split_index", "Rows"]
 
 #: the most part files ``--parts`` asks for (``convert``, ``update``): a reader holds every part
@@ -74,6 +74,22 @@ def check_parts(parts: int, option: str = "--parts", most: int | None = None) ->
     if not 1 <= int(parts) <= most:
         raise DistGrailError(f"{option} must be 1..{most} (part files of a split index), got {parts}")
     return int(parts)
+
+
+def check_part_dir(path, r: int) -> None:
+    """Raise :class:`~distgrail.errors.OutputError` now if rank ``r`` cannot write its part of the
+    index at ``path`` (rank 0's output, relative paths taken from this rank's working directory:
+    where the part goes). Under MPI every rank checks before the build (a node-local directory
+    missing on one node, or not writable there, failed only when the parts were written)."""
+    from ..errors import OutputError
+
+    d = os.path.dirname(os.path.abspath(os.fspath(path)))
+    why = ("does not exist" if not os.path.isdir(d) else
+           "is not writable" if not os.access(d, os.W_OK | os.X_OK) else None)
+    if why:
+        raise OutputError(f"{os.fspath(path)}: cannot write part {r} of the index on rank {r}: directory {d} {why} "
+                          f"(every rank writes its part beside the index: a directory every rank shares, "
+                          f"or --layout single)")
 
 
 def new_build_id() -> str:

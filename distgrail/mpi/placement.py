@@ -144,7 +144,8 @@ class AcrossRanks:
     @classmethod
     def open(cls, comm, config):
         """Collective: the configuration equal on every rank, each rank bound to its GPU, the
-        backend chosen (once, here), rank 0's output path checked, the dimensions split."""
+        backend chosen (once, here), rank 0's output path checked (in the split layout every
+        rank's directory for its part too), the dimensions split."""
         comm, owned = own_comm(comm)
         try:
             here = comm.Get_rank() == 0
@@ -157,6 +158,11 @@ class AcrossRanks:
             dev = ensure_bound(comm, config.backend)
             be = run_shared(comm, "selecting the backend", get_backend, config.backend, dev)
             run_shared(comm, "checking the output path", check_output if here else None, config.output)
+            if writes and config.layout == "split":  # every rank writes its part beside it: each checks its own
+                from ..indexfile.split import check_part_dir
+
+                output = comm.bcast(os.fspath(config.output) if here else None, root=0)
+                run_shared(comm, "checking the output path", None if here else check_part_dir, output, comm.Get_rank())
             share = config.root_share
             if share is None:
                 share = run_shared(comm, "reading DISTGRAIL_ROOT_SHARE", env_root_share if here else None)
