@@ -67,7 +67,7 @@ def test_gra_fast_and_general_paths_agree(tmp_path, monkeypatch, text):
 
 @pytest.mark.parametrize("text", [
     "0 1\n1 2\n",
-    "# header\n0 1\n\n1\t2  % note\n  2 0\r\n3 3 0.5\n",  # comments, tabs, weights, blank lines
+    "# header\n0 1 1\n\n1\t2 2  % note\n  2 0\t1\r\n3 3 0.5\n",  # comments, tabs, weights, blank lines
     "5 6",
 ])
 def test_edgelist_fast_and_general_paths_agree(tmp_path, monkeypatch, text):

@@ -89,7 +89,7 @@ def test_gra_big_chunks_agree_with_small(tmp_path, monkeypatch):
 
 # -- edge lists --------------------------------------------------------------------------
 def test_edgelist_snap_style(tmp_path):
-    text = "# Directed graph\n# FromNodeId\tToNodeId\n0\t1\n1\t2 % trailing comment\n\n2 0\n2 0\n3 3 0.5\n"
+    text = "# Directed graph\n# FromNodeId\tToNodeId\n0\t1 1\n1\t2\t2 % trailing comment\n\n2 0 1\n2 0 1\n3 3 0.5\n"
     g = read_graph(write(tmp_path, "g.txt", text))
     assert g.n == 4
     assert edges(g) == [(0, 1), (1, 2), (2, 0), (2, 0), (3, 3)]

@@ -1,4 +1,6 @@
-"""Whitespace edge lists (SNAP style, extra columns ignored) and Matrix Market coordinate files."""
+"""Whitespace and comma-separated edge lists of integer ids (SNAP style: extra columns, weights or
+timestamps, ignored when every edge line has them: every edge line has as many fields as the first
+one, :class:`Width`) and Matrix Market coordinate files."""
 
 from __future__ import annotations
 
@@ -7,7 +9,41 @@ import numpy as np
 from ..errors import GraphFormatError
 from .graph import EdgeGraph, id_dtype
 from ..dtypes import max_vertices, size_problem
+from .guards import comma_width, first_edge_fields, width_message
 from .text import Chunk, MAX_FAST_COMMENTS, PAIRS_TABLE, Sink, Text, fast_numbers, is_digits, shown, token_starts
+
+
+class Width:
+    """The fields every edge line of an integer edge list has: as many as its first edge line
+    (:func:`~distgrail.io.guards.line_fields`: tokens before a comment; in a comma-separated file
+    commas + 1, so that an empty later field counts). Set from the first edge line read, held across
+    chunks. An adjacency list (``0 1 2 3`` then ``1 2``) read as edges would lose all but each
+    line's first successor: it is refused at its first line of another length."""
+
+    def __init__(self, comma: bool = False):
+        self.comma, self.fields, self.line = comma, 0, 0
+
+    def first(self, text: Text, pos: int, fields: int) -> None:
+        """The first edge line, at byte ``pos``, has ``fields`` fields."""
+        self.fields, self.line = int(fields), text.line_at(pos)[0]
+
+    def fail(self, text: Text, pos: int):
+        text.fail(pos, width_message(self.fields, self.line, self.comma) + text.excerpt(pos))
+
+    def commas(self, text: Text, offset: int, size: int) -> None:
+        """A comma-separated chunk: its edge lines' commas, counted in the file's bytes."""
+        bad, fields, first = comma_width(text.raw_chunk(offset, size), self.fields)
+        if not self.fields and first >= 0:
+            self.first(text, offset + first, fields)
+        if bad >= 0:
+            self.fail(text, offset + bad)
+
+    def tokens(self, text: Text, offset: int, data: bytes, fields: int) -> bool:
+        """Whether a chunk whose edge lines all have ``fields`` tokens keeps the width."""
+        if not self.fields:
+            first, got = first_edge_fields(data, False)
+            self.first(text, offset + first, got)
+        return self.fields == fields
 
 
 def _pairs_chunk_fast(data: bytes, comments: bytes, base: int, n: int | None, cap: int):
@@ -54,16 +90,24 @@ def _pairs_chunk_fast(data: bytes, comments: bytes, base: int, n: int | None, ca
 
 
 def _pairs_chunk_general(text: Text, offset: int, data: bytes, comments: bytes, base: int, n: int | None,
-                         what: str, cap: int, exact: bool):
+                         what: str, cap: int, exact: bool, width: Width | None = None):
     ch = Chunk(text, offset, data)
     if comments:
         ch.blank_comments(comments)
-    short = (ch.tokens_per_line > 0) & (ch.tokens_per_line < 2)
+    tpl = ch.tokens_per_line
+    short = (tpl > 0) & (tpl < 2)
+    if width is not None and not width.comma:  # (the first line of either kind is reported)
+        live = np.flatnonzero(tpl > 0)
+        if live.size and not width.fields:
+            width.first(text, ch.abs(ch.line_start[live[0]]), tpl[live[0]])
+        other = live[(tpl[live] != width.fields) & (tpl[live] >= 2)]
+        if other.size and not (short[:other[0]].any()):
+            width.fail(text, ch.abs(ch.line_start[other[0]]))
     if short.any():
         li = int(np.flatnonzero(short)[0])
         pos = ch.abs(ch.line_start[li])
         text.fail(pos, f"expected 'u v' ({what}), got {text.excerpt(pos)}")
-    long = ch.tokens_per_line > 2
+    long = tpl > 2
     if exact and long.any():
         pos = ch.abs(ch.line_start[int(np.flatnonzero(long)[0])])
         text.fail(pos, f"expected two columns 'u v' ({what}), got {text.excerpt(pos)}")
@@ -84,17 +128,23 @@ def _pairs_chunk_general(text: Text, offset: int, data: bytes, comments: bytes, 
 
 
 def read_columns(text: Text, start: int, columns: int, comments: bytes, base: int, n: int | None,
-                what: str = "edge", exact: bool = False, cap: int | None = None):
-    """Read lines of >= 2 integer columns (extra columns ignored; ``exact``: refused); return
-    (u, v, lines) minus base, as int32 when every id fits, else int64. Without ``n``, ids must be
-    below ``cap`` (default: the most vertices this machine can index)."""
+                what: str = "edge", exact: bool = False, cap: int | None = None, width: Width | None = None):
+    """Read lines of >= 2 integer columns (extra columns ignored; ``exact``: refused; ``width``:
+    every line must have as many as the first, :class:`Width`); return (u, v, lines) minus base, as
+    int32 when every id fits, else int64. Without ``n``, ids must be below ``cap`` (default: the
+    most vertices this machine can index)."""
     cap = max_vertices() if cap is None else cap
     room = (len(text) - start + 1) // 4  # a pair takes at least 'u v\n'
     us, vs = Sink(room, np.int32), Sink(room, np.int32)
     for offset, data in text.chunks(start):
+        if width is not None and width.comma:
+            width.commas(text, offset, len(data))
         vals = _pairs_chunk_fast(data, comments, base, n, cap)
+        if vals is not None and vals.size and width is not None and not width.comma and \
+                not width.tokens(text, offset, data, 2):
+            vals = None  # (the fast path read lines of two fields: the general one says which line differs)
         if vals is None:
-            vals = _pairs_chunk_general(text, offset, data, comments, base, n, what, cap, exact)
+            vals = _pairs_chunk_general(text, offset, data, comments, base, n, what, cap, exact, width)
         if base:
             vals -= base
         if vals.size and int(vals.max()) >= 2**31 - 2:  # ids beyond int32: keep int64
@@ -107,11 +157,14 @@ def read_columns(text: Text, start: int, columns: int, comments: bytes, base: in
     return us.result(), vs.result(), us.size
 
 
-def read_edgelist(text: Text, num_vertices: int | None, start: int = 0) -> EdgeGraph:
-    """Integer edge list from byte ``start`` (after a CSV header line)."""
+def read_edgelist(text: Text, num_vertices: int | None, start: int = 0, comma: bool | None = None) -> EdgeGraph:
+    """Integer edge list from byte ``start`` (after a CSV header line); every edge line has as
+    many fields as the first (:class:`Width`; ``comma``: counted by commas, default: when the text
+    reads commas as blanks)."""
     if num_vertices is not None and size_problem(num_vertices):
         raise GraphFormatError(f"--num-vertices {num_vertices}: {size_problem(num_vertices)}", path=text.path)
-    u, v, _ = read_columns(text, start, 2, b"#%", 0, num_vertices)
+    comma = text.translate is not None if comma is None else comma
+    u, v, _ = read_columns(text, start, 2, b"#%", 0, num_vertices, width=Width(comma))
     if num_vertices is None and u.size == 0:
         raise GraphFormatError("empty edge list: no 'u v' line found (for a graph of isolated vertices "
                                "give --num-vertices)", path=text.path)

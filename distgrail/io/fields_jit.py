@@ -1,6 +1,7 @@
-"""The empty-field scan of comma-separated edge lists, compiled (numba, ``nogil``): one pass over
-a chunk's bytes, what :func:`distgrail.io.guards.empty_field` computes with NumPy (tests check
-both on the same inputs). Imported when a CSV is read; without numba the NumPy code runs."""
+"""The scans of comma-separated edge lists, compiled (numba, ``nogil``): one pass over a chunk's
+bytes each, what :func:`distgrail.io.guards.empty_field` and :func:`~distgrail.io.guards.comma_width`
+compute with NumPy (tests check both on the same inputs). Imported when a CSV is read; without
+numba the NumPy code runs."""
 
 from __future__ import annotations
 
@@ -29,3 +30,54 @@ def first_empty_field(a):  # pragma: no cover - compiled
             j += 1
         i = j + 1
     return -1
+
+
+@njit(nogil=True, cache=True)
+def comma_width(a, fields):  # pragma: no cover - compiled
+    """``(bad, fields, first)`` of the lines of ``a`` (uint8) as
+    :func:`distgrail.io.guards.comma_width_numpy` finds them: a line is an edge line when a byte
+    other than a blank or a comma comes before its first ``#``/``%``; its fields are its commas + 1
+    outside double-quoted fields, up to the first ``#``/``%`` outside them."""
+    n = a.size
+    i = 0
+    first = -1
+    while i < n:
+        s = i
+        count = 1
+        live = False
+        mark = False  # a '#' or '%' seen (the line's fields end there for the token readers)
+        counting = True  # no '#' or '%' outside a quoted field yet
+        quoted = False
+        start = True
+        while i < n and a[i] != 10:
+            c = a[i]
+            if c == 35 or c == 37:
+                mark = True
+            if not mark and not (c == 32 or c == 9 or c == 13 or c == 44):
+                live = True
+            if counting:
+                if quoted:
+                    if c == 34:
+                        if i + 1 < n and a[i + 1] == 34:
+                            i += 1
+                        else:
+                            quoted = False
+                    start = False
+                elif c == 35 or c == 37:
+                    counting = False
+                elif c == 44:
+                    count += 1
+                    start = True
+                else:
+                    quoted = c == 34 and start
+                    start = False
+            i += 1
+        if live:
+            if first < 0:
+                first = s
+            if fields == 0:
+                fields = count
+            elif count != fields:
+                return s, fields, first
+        i += 1
+    return -1, fields, first

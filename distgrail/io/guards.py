@@ -1,12 +1,17 @@
 """What every text reader refuses, wherever it reads (the CPU readers, the GPU parser's host side,
 compressed streams): a carriage return that ends no line, and more edges than this machine can
-hold, and an empty field of a comma-separated file. A file is read whole or refused (issue 40)."""
+hold, and an empty field of a comma-separated file; and how the readers count an edge line's fields
+(every edge line of an integer edge list has as many as its first one). A file is read whole or
+refused (issue 40)."""
 
 from __future__ import annotations
 
+import re
+
 import numpy as np
 
-__all__ = ["STRAY_CR", "stray_cr", "room_problem", "EMPTY_FIELD", "empty_field", "empty_field_numpy"]
+__all__ = ["STRAY_CR", "stray_cr", "room_problem", "EMPTY_FIELD", "empty_field", "empty_field_numpy", "width_message",
+           "line_fields", "first_edge_fields", "comma_width", "comma_width_numpy"]
 
 #: what a carriage return that does not end a line is told
 STRAY_CR = ("carriage return inside a line (old Mac line endings?): lines end with '\\n' or '\\r\\n' "
@@ -107,3 +112,126 @@ def _blanks(arr, starts, first):
             break
         out += ok
     return out
+
+
+# -- the fields of an edge line --------------------------------------------------------------------
+
+_COMMENT = re.compile(rb"[#%]")
+_TOKEN = re.compile(rb"[^ \t\r]+")
+#: a chunk with more double quotes and comment marks than this is scanned by the compiled pass
+#: (:func:`comma_width`)
+SPECIAL_JIT = 4096
+
+
+def width_message(fields: int, line: int | None, comma: bool) -> str:
+    """What an edge line of another field count than the file's first edge line (``fields``
+    fields, at ``line``) is told, up to its value."""
+    where = f"the first edge line (line {line})" if line else "the first edge line"
+    what = "comma-separated fields" if comma else "fields"
+    return (f"expected {fields} {what}, as on {where}: every line of an edge list holds one edge 'u v' and the "
+            f"same further columns (an adjacency list is no edge list), got ")
+
+
+def line_fields(line: bytes, comma: bool) -> int:
+    """The fields of one ``line`` (without its ``\n``) as the readers count them: 0 when it has no
+    field before its first ``#``/``%`` (a blank or comment line); else, whitespace-separated, its
+    tokens (runs of bytes other than spaces, tabs and ``\r``) before that comment; comma-separated,
+    its commas + 1 (an empty field is a field: Gephi's ``0,1,Directed,0,,,1.0``), not counting the
+    commas inside double-quoted fields (RFC 4180: a field that starts with ``"`` runs to the next
+    lone ``"``; ``""`` inside it is a quote) nor after the first ``#``/``%`` outside them.
+
+    >>> [line_fields(x, False) for x in (b"0 1", b"0\t\t1 2 # 3 4", b"# 0 1", b" ")]
+    [2, 3, 0, 0]
+    >>> [line_fields(x, True) for x in (b"0,1,Directed,0,,,1.0", b'0,1,"a, b",2', b"0,1 # a,b")]
+    [7, 4, 2]
+    """
+    content = _COMMENT.split(line, 1)[0]
+    if not content.translate(None, b" \t\r," if comma else b" \t\r"):
+        return 0
+    if not comma:
+        return len(_TOKEN.findall(content))
+    return _csv_fields(line) if b'"' in line else content.count(b",") + 1
+
+
+def _csv_fields(line: bytes) -> int:
+    """Commas + 1 of a comma-separated ``line`` outside double-quoted fields, up to its first
+    ``#``/``%`` outside them (the compiled :func:`distgrail.io.fields_jit.comma_width` walks alike)."""
+    n, i, k, start, quoted = 1, 0, len(line), True, False
+    while i < k:
+        c = line[i]
+        if quoted:
+            if c == 34:
+                if i + 1 < k and line[i + 1] == 34:
+                    i += 1  # ("" inside a quoted field)
+                else:
+                    quoted = False
+        elif c == 35 or c == 37:
+            break
+        elif c == 44:
+            n += 1
+            start = True
+            i += 1
+            continue
+        elif c == 34 and start:
+            quoted = True
+        start = False
+        i += 1
+    return n
+
+
+def first_edge_fields(data: bytes, comma: bool) -> tuple[int, int]:
+    """(offset, fields) of the first edge line of ``data`` (whole lines; :func:`line_fields`), or
+    (-1, 0) when it has none."""
+    pos = 0
+    while pos < len(data):
+        end = data.find(b"\n", pos)
+        end = len(data) if end < 0 else end
+        f = line_fields(data[pos:end], comma)
+        if f:
+            return pos, f
+        pos = end + 1
+    return -1, 0
+
+
+def comma_width(data: bytes, fields: int) -> tuple[int, int, int]:
+    """``(bad, fields, first)`` of ``data``, whole lines of a comma-separated edge list: ``first``
+    the offset of its first edge line (-1: none); ``fields`` the count every edge line must have
+    (:func:`line_fields`): the one given, or with 0 given the first edge line's (returned);
+    ``bad`` the offset of the first edge line with another count, or -1. A large chunk, or one of
+    many comment marks or quotes (lines walked byte by byte): one compiled pass
+    (:mod:`distgrail.io.fields_jit`); else :func:`comma_width_numpy`."""
+    if len(data) < JIT_MIN_BYTES and data.count(b'"') + data.count(b"#") + data.count(b"%") <= SPECIAL_JIT:
+        return comma_width_numpy(data, fields)
+    try:
+        from .fields_jit import comma_width as compiled
+    except ImportError:  # pragma: no cover - numba is a dependency
+        return comma_width_numpy(data, fields)
+    bad, fields, first = compiled(np.frombuffer(data, np.uint8), int(fields))
+    return int(bad), int(fields), int(first)
+
+
+def comma_width_numpy(data: bytes, fields: int) -> tuple[int, int, int]:
+    """:func:`comma_width` with NumPy (the compiled pass's twin): every line's commas at once;
+    the lines whose count differs, or that hold a comment mark or a quote, then one by one
+    (:func:`line_fields`: blank and comment lines have none)."""
+    first, got = first_edge_fields(data, True)
+    if first < 0:
+        return -1, fields, -1
+    fields = fields or got
+    arr = np.frombuffer(data, np.uint8)
+    marks = np.flatnonzero((arr == 44) | (arr == 10))  # commas and line ends, in order
+    at = np.flatnonzero(arr[marks] == 10)
+    nl = marks[at]
+    count = np.diff(at, prepend=-1)  # commas + 1 of each line that ends with '\n'
+    if not data.endswith(b"\n"):  # (the last line)
+        count = np.append(count, marks.size - (int(at[-1]) if at.size else -1))
+    look = count != fields
+    for c in b'#%"':
+        if data.find(bytes((c,))) >= 0:  # (a line of a comment or a quoted field: walked)
+            look[np.searchsorted(nl, np.flatnonzero(arr == c))] = True
+    for k in np.flatnonzero(look).tolist():
+        s = int(nl[k - 1]) + 1 if k else 0
+        e = int(nl[k]) if k < nl.size else len(data)
+        if line_fields(data[s:e], True) not in (0, fields):
+            return s, fields, first
+    return -1, fields, first

@@ -132,7 +132,7 @@ def read_graph(path, fmt: str = "auto", num_vertices: int | None = None, *, sour
             g = read_labelled(text, dialect.body, num_vertices, None if fmt == "labelled" else dialect.fields)
             _header_not_a_node(path, dialect, g)
         else:
-            g = read_edgelist(text, num_vertices, dialect.body)
+            g = read_edgelist(text, num_vertices, dialect.body, dialect.comma)  # (every edge line as wide as the first)
         if digest is not None:
             digest.check()  # the file must not have changed under the parse
         g.digest = text.chunk_digest() if digest is None else digest

@@ -174,8 +174,18 @@ class Text:
                 blank = empty_field(data)
                 if blank >= 0:
                     self.fail(pos + blank, EMPTY_FIELD + self.excerpt(pos + blank))
+                self._raw = (pos, data)  # (the fields of its lines are counted by its commas: raw_chunk)
             yield pos, (data if self.translate is None else data.translate(self.translate))
             pos += len(data)
+        self._raw = None
+
+    def raw_chunk(self, pos: int, size: int) -> bytes:
+        """The bytes ``pos:pos+size`` of the chunk :meth:`chunks` yielded last, as in the file (the
+        chunk comes translated: a CSV's commas made blanks)."""
+        raw = getattr(self, "_raw", None)  # (a StreamText reads its own buffer)
+        if raw is not None and raw[0] == pos and len(raw[1]) == size:
+            return raw[1]
+        return self.read(pos, size)
 
     def _feed(self, upto: int):
         while self._hashed < upto:
