@@ -13,7 +13,7 @@ from __future__ import annotations
 __all__ = ["GOLDEN", "MIX1", "MIX2", "S2", "CAP", "STEPS", "UNDECIDED", "SAME", "LEVEL", "SUPPORT_POS",
            "SUPPORT_NEG", "INTERVAL", "TREE", "SEARCH_POS", "SEARCH_NEG", "MAX_ROUNDS", "SMALL_LEVEL", "HUB", "BATCH_THREADS", "GRID_THREADS", "HUB_THREADS",
            "ITEMS_PER_THREAD", "MAX_DIMS_PER_SWEEP", "FMT_GRA", "FMT_EDGELIST", "FMT_MTX", "FMT_CSV", "C_TOK", "C_NL", "C_A",
-           "C_B", "C_BAD", "F_BAD_BYTE", "F_LINE", "F_VALUE", "F_CAPACITY", "TILE", "NO_COMMENT", "SIDE_RUN",
+           "C_B", "C_BAD", "F_BAD_BYTE", "F_LINE", "F_VALUE", "F_CAPACITY", "F_WIDTH", "TILE", "NO_COMMENT", "SIDE_RUN",
            "SIDE_OUT", "SIDE_IN", "SIDE_OUT_HUB", "SIDE_IN_HUB", "SWEEP_HUB_EDGES", "PUSH_IN", "PUSH_OUT", "SCHED_FIELDS", "DESC_FIELDS", "CTR_TICKET", "CTR_ERR",
            "CTR_WORDS", "DONE_STRIDE", "SWEEP_THREADS", "CHOOSE_THREADS", "CUDA_MACROS", "U64_MACROS", "KERNEL_MACROS",
            "macro_values"]
@@ -61,8 +61,9 @@ FMT_GRA, FMT_EDGELIST, FMT_MTX, FMT_CSV = 0, 1, 2, 3
 #: byte class bits: token byte, newline, marker A (':' in .gra, a comment character elsewhere),
 #: marker B ('#' in .gra), a byte no format allows
 C_TOK, C_NL, C_A, C_B, C_BAD = 1, 2, 4, 8, 16
-#: bits of the kernels' flag word: a bad byte, a malformed line, a bad value, output too small
-F_BAD_BYTE, F_LINE, F_VALUE, F_CAPACITY = 1, 2, 4, 8
+#: bits of the kernels' flag word: a bad byte, a malformed line, a bad value, output too small, an
+#: edge line whose field count differs from the file's first edge line's (``width`` of dg_parse_lines)
+F_BAD_BYTE, F_LINE, F_VALUE, F_CAPACITY, F_WIDTH = 1, 2, 4, 8, 16
 #: bytes of text one warp counts (the host pads each chunk to a multiple of it)
 TILE = 1024
 #: "no comment on this line" (larger than any position in a chunk)
@@ -129,7 +130,7 @@ U64_MACROS = frozenset({"DG_GOLDEN", "DG_MIX1", "DG_MIX2", "DG_S2", "DG_CAP"})
 #: kernel module (kernels/<name>.cu) -> macros only that module gets (macro name = constant name)
 KERNEL_MACROS = {
     "parse": ("FMT_GRA", "FMT_EDGELIST", "FMT_MTX", "FMT_CSV", "C_TOK", "C_NL", "C_A", "C_B", "C_BAD", "F_BAD_BYTE",
-              "F_LINE", "F_VALUE", "F_CAPACITY", "TILE", "NO_COMMENT"),
+              "F_LINE", "F_VALUE", "F_CAPACITY", "F_WIDTH", "TILE", "NO_COMMENT"),
     "supports": ("SIDE_RUN", "SIDE_OUT", "SIDE_IN", "SIDE_OUT_HUB", "SIDE_IN_HUB", "SWEEP_HUB_EDGES", "PUSH_IN", "PUSH_OUT", "SCHED_FIELDS", "DESC_FIELDS",
                  "CTR_TICKET", "CTR_ERR", "CTR_WORDS", "DONE_STRIDE", "SWEEP_THREADS", "CHOOSE_THREADS"),
     "partitioned_sweeps": ("PSW_THREADS", "PSW_ROUNDS", "PSW_NO_LOOP", "PSW_ALIVE", "PSW_SAME"),

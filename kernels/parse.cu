@@ -191,13 +191,15 @@ __device__ __forceinline__ i64 dg_value(const unsigned char* __restrict__ data, 
 //   it, one token before ':', none after '#'. line_u = vertex id (-1: blank or bad line),
 //   line_edges = successors; seen[id] += 1.
 // edge lists: the tokens before the first comment character; none: blank line; one: bad line;
-//   two or more: line_u, line_v = first two values - lo, line_edges = 1.
+//   two or more: line_u, line_v = first two values - lo, line_edges = 1. width > 0: a line with
+//   tokens before its comment must have width of them (the file's first edge line's), else F_WIDTH
+//   (an adjacency list "0 1 2 3" read as the edge 0 -> 1 would lose edges); 0: not checked.
 extern "C" __global__ void dg_parse_lines(const unsigned char* __restrict__ data, i64 L, int fmt, int nlines,
                                           const int* __restrict__ tok_pos, const int* __restrict__ line_tok,
                                           const int* __restrict__ line_a, const int* __restrict__ line_b,
                                           const int* __restrict__ a_pos, const int* __restrict__ a_tok,
                                           const int* __restrict__ b_pos, const int* __restrict__ b_tok,
-                                          i64 lo, i64 hi, int* __restrict__ line_edges, int* __restrict__ line_u,
+                                          i64 lo, i64 hi, int width, int* __restrict__ line_edges, int* __restrict__ line_u,
                                           int* __restrict__ line_v, int* __restrict__ seen,
                                           int* __restrict__ flags) {
     const i64 stride = (i64)gridDim.x * blockDim.x;
@@ -239,6 +241,13 @@ extern "C" __global__ void dg_parse_lines(const unsigned char* __restrict__ data
             } else if (live0) {
                 bad = F_LINE;
             }
+            // tokens before the comment: a_tok counts the tokens starting at or before it
+            int live = t1 - t0;
+            if (a1 > a0) {
+                const int k = a_tok[a0];
+                live = k - t0 - ((k > t0 && tok_pos[k - 1] == cmt) ? 1 : 0);
+            }
+            if (width > 0 && live > 0 && live != width) bad |= F_WIDTH;
         }
         line_u[l] = u;
         line_v[l] = v;

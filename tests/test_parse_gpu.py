@@ -133,3 +133,88 @@ def test_csv_and_compressed_files_parse_on_the_gpu(tmp_path, chunk):
         got = read_graph_cuda(tmp_path / name, chunk_bytes=chunk)
         assert got.meta["parser"] == "gpu", name
         _check_graph(got, read_graph(tmp_path / name))
+
+
+# -- every edge line as many fields as the first (F_WIDTH; tests/test_field_count.py on the CPU) ----------
+
+def _width_chunks():
+    """(text, width): the lines kernel against its twin with the width check on, equal and unequal
+    widths, comment tails, tokens that start at the comment, tabs, CRLF."""
+    rng = np.random.default_rng(17)
+    lines = [f"{a} {b} {w}" for a, b, w in rng.integers(0, 1000, (3000, 3))]
+    wide = "\n".join(lines) + "\n"
+    mixed = list(lines)
+    for k in rng.integers(0, len(mixed), 40):
+        mixed[k] = mixed[k] + rng.choice([" 7", " #x", "#x y", " % 1 2", "\t8 9"])
+    alphabet = np.frombuffer(b"01 \t\t#%x\n\n", np.uint8)
+    noise = alphabet[rng.integers(0, alphabet.size, 5000)].tobytes().decode()
+    return [(wide, 3), (wide, 2), ("\n".join(mixed) + "\n", 3), ("0 1\n2 3 4\n", 2), ("0 1 # x y\n2 3#z\n4 5 %\n", 2),
+            ("0 1 #x\n0\t\t1\r\n3\n", 3), ("0 1 9\n1 2", 3), (noise, 1), (noise, 2), (noise, 3)]
+
+
+@pytest.mark.parametrize("k", range(len(_width_chunks())))
+def test_width_stages_bit_for_bit(k):
+    text, width = _width_chunks()[k]
+    want = parse_chunk_numpy(text.encode(), "edgelist", 0, None, width)
+    got = parse_chunk_cuda(text.encode(), "edgelist", 0, None, width)
+    assert set(want) == set(got)
+    for key in sorted(want):
+        _same(f"width chunk {k}: {key}", got[key], want[key])
+
+
+def _width_files():
+    """(name, bytes, refused): files of equal and unequal field counts."""
+    late = [b"%d %d 1" % (i, i + 1) for i in range(3000)]
+    late[2500] += b" 7"
+    late_csv = [b"%d,%d,,x" % (i, i + 1) for i in range(3000)]
+    late_csv[2000] += b",y"
+    return [
+        ("adj.txt", b"0 1 2 3\n1 2\n", True),
+        ("metis.txt", b"% METIS\n4 5\n2 3\n1 3 4\n1 2\n2\n", True),
+        ("extra.txt", b"0 1\n0 1 5\n", True),
+        ("late.txt", b"# c\n" + b"\n".join(late) + b"\n", True),
+        ("w.csv", b"src,dst,w\n0,1,2\n0,1,2,3\n", True),
+        ("late.csv", b"src,dst,a,b\n" + b"\n".join(late_csv) + b"\n", True),
+        ("weights.txt", b"0 1 0.5\n1 2 0.25\n", False),
+        ("snap.txt", b"# FromNodeId\tToNodeId\n0\t1\n1\t\t2 # tail\n", False),
+        ("gephi.csv", b"Source,Target,Type,Id,Label,timeset,Weight\n0,1,Directed,0,,,1.0\n0,2,Directed,1,e1,lbl,1.0\n"
+                      b'1,2,Directed,2,"a, b",,1.0\n', False),
+    ]
+
+
+@pytest.mark.parametrize("gz", [False, True])
+@pytest.mark.parametrize("chunk", [1024, None])
+def test_width_same_outcome_as_the_cpu_reader(tmp_path, chunk, gz):
+    """The GPU reader refuses a file of unequal field counts with the CPU reader's message (its
+    kernels or host scan flag it, the CPU reader words it), chunk after chunk, gzip'd too; files of
+    equal counts are parsed by the kernels."""
+    import gzip
+
+    for name, data, bad in _width_files():
+        p = tmp_path / (name + (".gz" if gz else ""))
+        p.write_bytes(gzip.compress(data) if gz else data)
+        if bad:
+            with pytest.raises(GraphFormatError) as cpu:
+                read_graph(p)
+            assert "fields, as on the first edge line" in str(cpu.value)
+            with pytest.raises(GraphFormatError) as gpu:
+                read_graph_cuda(p, chunk_bytes=chunk)
+            assert str(gpu.value) == str(cpu.value), name
+        else:
+            got = read_graph_cuda(p, chunk_bytes=chunk)
+            assert got.meta["parser"] == "gpu", name
+            _check_graph(got, read_graph(p))
+
+
+def test_width_of_a_rank_range_on_the_gpu(tmp_path):
+    """A range of a file parsed by the kernels takes the file's first edge line's width."""
+    from distgrail.io.chunks import plan_read
+    from distgrail.io.parse import read_text_range
+
+    data = b"src dst w\n0 1 5\n1 2 5\n2 3\n3 4\n"
+    p = tmp_path / "r.txt"
+    p.write_bytes(data)
+    plan = plan_read(str(p))
+    cut = data.index(b"2 3\n")
+    assert read_text_range(str(p), plan, plan.body, cut, CudaDevice()).anomaly is None
+    assert "did not accept" in read_text_range(str(p), plan, cut, plan.size, CudaDevice()).anomaly

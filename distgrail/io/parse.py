@@ -41,10 +41,11 @@ from .decompress import Blocks, StreamError
 from .chunks import FMT_CODES, ChunkReader, LineTooLong, memory_estimate, plan_read
 from .digest import adopt
 from .graph import EdgeGraph
-from .guards import empty_field
+from ..constants import FMT_CSV, FMT_EDGELIST
+from .guards import comma_width, empty_field, first_edge_fields
 from .parse_twin import THREADS, TILE, CudaDevice, Edges, NumpyDevice, Stages
 
-__all__ = ["read_graph_cuda", "read_graph_numpy", "read_text_graph", "read_text_range", "RangeParse", "finish_edges", "tokenize_numpy", "parse_chunk_numpy",
+__all__ = ["read_graph_cuda", "read_graph_numpy", "read_text_graph", "read_text_range", "RangeParse", "finish_edges", "tokenize_numpy", "parse_chunk_numpy", "file_width", "first_width",
            "parse_chunk_cuda", "NumpyDevice", "CudaDevice", "Stages", "CHUNK_BYTES", "THREADS", "chunk_fits"]
 
 #: bytes per chunk (rounded up to whole tiles); three pinned buffers of this size are used
@@ -52,9 +53,10 @@ CHUNK_BYTES = 32 << 20
 NBUF = 3
 
 
-def _parse_chunk(dev, chunk: bytes, fmt: str, lo: int, hi: int, n_seen: int, tables_only: bool = False) -> dict:
+def _parse_chunk(dev, chunk: bytes, fmt: str, lo: int, hi: int, n_seen: int, tables_only: bool = False,
+                 width: int = 0) -> dict:
     """Every stage of one chunk on ``dev`` (only count and write if ``tables_only``); every
-    intermediate array, on the host."""
+    intermediate array, on the host. ``width``: the fields of every edge line (0: not checked)."""
     xp = dev.xp
     L = len(chunk)
     host = np.zeros(-(-max(L, 1) // TILE) * TILE, np.uint8)
@@ -63,7 +65,7 @@ def _parse_chunk(dev, chunk: bytes, fmt: str, lo: int, hi: int, n_seen: int, tab
     with dev.activate():
         d = xp.zeros(host.size, xp.uint8)
         dev.h2d(d, host, L)
-        st = Stages(dev, FMT_CODES[fmt], lo, hi, n_seen)
+        st = Stages(dev, FMT_CODES[fmt], lo, hi, n_seen, width)
         out = Edges(xp)
         ntiles, counts, incl = st.count(d, L)
         dev.d2h(status[:4], incl[ntiles - 1])
@@ -96,17 +98,17 @@ def _hi(fmt: str, hi):
     return int(hi)
 
 
-def parse_chunk_numpy(chunk: bytes, fmt: str = "gra", lo: int = 0, hi: int | None = None) -> dict:
+def parse_chunk_numpy(chunk: bytes, fmt: str = "gra", lo: int = 0, hi: int | None = None, width: int = 0) -> dict:
     """Every intermediate array of one chunk (token and line tables, per-line results, edges);
-    ids must lie in lo..hi (.gra: 0..n-1)."""
+    ids must lie in lo..hi (.gra: 0..n-1); edge lines must have ``width`` fields (0: any)."""
     hi = _hi(fmt, hi)
-    return _parse_chunk(NumpyDevice(), chunk, fmt, lo, hi, hi + 1 if fmt == "gra" else 0)
+    return _parse_chunk(NumpyDevice(), chunk, fmt, lo, hi, hi + 1 if fmt == "gra" else 0, width=width)
 
 
-def parse_chunk_cuda(chunk: bytes, fmt: str = "gra", lo: int = 0, hi: int | None = None) -> dict:
+def parse_chunk_cuda(chunk: bytes, fmt: str = "gra", lo: int = 0, hi: int | None = None, width: int = 0) -> dict:
     """The same arrays as :func:`parse_chunk_numpy`, computed by the kernels (for parity tests)."""
     hi = _hi(fmt, hi)
-    return _parse_chunk(CudaDevice(), chunk, fmt, lo, hi, hi + 1 if fmt == "gra" else 0)
+    return _parse_chunk(CudaDevice(), chunk, fmt, lo, hi, hi + 1 if fmt == "gra" else 0, width=width)
 
 
 class _Anomaly(Exception):
@@ -125,15 +127,66 @@ def chunk_fits(chunk_bytes: int, limit: int = 2**31 - 1) -> bool:
     return -(-int(chunk_bytes) // TILE) * TILE <= int(limit)
 
 
-def _parse_body(plan, dev, chunk_bytes: int):
+def first_width(read, start: int, stop: int, comma: bool) -> int:
+    """The fields of the first edge line (:func:`~distgrail.io.guards.line_fields`) in bytes
+    ``start:stop`` of a text that ``read(pos, count)`` reads; 0 when there is none."""
+    piece, pos = 1 << 16, start
+    while pos < stop:
+        data = read(pos, min(piece, stop - pos))
+        if not data:
+            break
+        cut = data.rfind(b"\n") + 1 if pos + len(data) < stop else len(data)
+        if not cut:  # (a line longer than the piece)
+            piece *= 4
+            continue
+        first, fields = first_edge_fields(data[:cut], comma)
+        if first >= 0:
+            return fields
+        pos += cut
+    return 0
+
+
+def file_width(plan) -> int | None:
+    """The fields every edge line of ``plan``'s edge list has: its first edge line's, read from
+    its body (a rank's range starts anywhere in it); None when the parse finds it on the way (a
+    compressed stream, read from its start) or the format has no such rule (.gra, Matrix Market)."""
+    if plan.code not in (FMT_EDGELIST, FMT_CSV) or plan.kind != "text":
+        return None
+    fd = os.open(plan.path, os.O_RDONLY)
+    try:
+        return first_width(lambda pos, count: os.pread(fd, count, pos), plan.body, plan.size, plan.comma)
+    finally:
+        os.close(fd)
+
+
+def _check_width(st, plan, chunk: np.ndarray, raw: bytes | None, width: list) -> None:
+    """The field count of a chunk's edge lines against ``width[0]``, the file's first edge line's
+    (0 until met: this chunk's first edge line sets it): a comma-separated chunk's commas (``raw``:
+    its bytes) here, on the host, as the CPU reader counts them; a whitespace one's tokens by the
+    lines kernel (``st.width``)."""
+    if plan.code not in (FMT_EDGELIST, FMT_CSV):
+        return
+    if plan.comma:
+        bad, width[0], _ = comma_width(raw, width[0])
+        if bad >= 0:  # (the CPU reader names the line)
+            raise _Anomaly("a comma-separated edge line of another field count than the first")
+        return
+    if not width[0]:
+        width[0] = first_width(lambda pos, count: chunk[pos:pos + count].tobytes(), 0, chunk.size, False)
+    st.width = width[0]
+
+
+def _parse_body(plan, dev, chunk_bytes: int, width: int | None = None):
     """The pipeline over bytes ``plan.body:plan.size``; returns (src, dst, vertex_lines, seen)
-    or raises _Anomaly (a kernel flagged something) / LineTooLong."""
+    or raises _Anomaly (a kernel flagged something) / LineTooLong. ``width``: the fields of the
+    file's first edge line (:func:`file_width`); None: the body's first edge line's."""
     xp, fmt = dev.xp, plan.code
     cap = -(-chunk_bytes // TILE) * TILE
     hosts = [dev.pinned(cap) for _ in range(NBUF)]
     status = dev.pinned(NBUF * 8 * 4).view(np.int32).reshape(NBUF, 8)
     dbufs = [xp.empty(cap, xp.uint8) for _ in range(2)]
     st = Stages(dev, fmt, plan.lo, plan.hi, plan.n if plan.fmt == "gra" else 0)
+    widths = [width or 0]
     out = Edges(xp)
     body = max(plan.size - plan.body, 1)
     vertex_lines = 0
@@ -159,8 +212,11 @@ def _parse_body(plan, dev, chunk_bytes: int):
         pending = None
         reader = ChunkReader(fd, plan.body, plan.size, hosts, stream=stream)
         for k, slot, L in reader:
-            if plan.comma and empty_field(hosts[slot][:L].tobytes()) >= 0:  # (the CPU reader names it)
+            raw = hosts[slot][:L].tobytes() if plan.comma else None
+            if plan.comma and empty_field(raw) >= 0:  # (the CPU reader names it)
                 raise _Anomaly("an empty field in a comma-separated line")
+            _check_width(st, plan, hosts[slot][:L], raw, widths)
+            del raw
             d = dbufs[k % 2]
             dev.h2d(d, hosts[slot], L)
             ntiles, counts, incl = st.count(d, L)
@@ -247,8 +303,9 @@ def read_text_range(path, plan, start: int, stop: int, dev=None, *, chunk_bytes:
     for _ in range(3):  # a line longer than a chunk: again with chunks that hold it
         try:
             dev.fits(memory_estimate(sub, chunk_bytes), f"parsing bytes {start}:{stop} of {sub.path} on the GPU")
+            width = file_width(replace(plan, path=sub.path))  # (the file's first edge line, not the range's)
             with dev.activate():
-                src, dst, lines, seen = _parse_body(sub, dev, chunk_bytes)
+                src, dst, lines, seen = _parse_body(sub, dev, chunk_bytes, width)
             return RangeParse(src, dst, lines, seen)
         except _Anomaly as e:
             return RangeParse(anomaly=f"the GPU parser did not accept it ({e})")

@@ -13,7 +13,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..constants import (C_A, C_B, C_BAD, C_NL, C_TOK, F_BAD_BYTE, F_CAPACITY, F_LINE, F_VALUE,  # noqa: F401
-                         FMT_CSV, FMT_EDGELIST, FMT_GRA, FMT_MTX, NO_COMMENT, TILE)
+                         F_WIDTH, FMT_CSV, FMT_EDGELIST, FMT_GRA, FMT_MTX, NO_COMMENT, TILE)
 from ..errors import BackendError
 from .chunks import FMT_CODES
 
@@ -28,7 +28,7 @@ _P, _I, _L, _PL, _B = "int*", "int", "i64", "i64*", "u8*"
 SIGNATURES = {
     "dg_parse_count": (_B, _L, _I, _L, _P, _P),
     "dg_parse_write": (_B, _L, _I, _L, _P, _P, _I, _I, _I, _I) + (_P,) * 9,
-    "dg_parse_lines": (_B, _L, _I, _I) + (_P,) * 8 + (_L, _L) + (_P,) * 5,
+    "dg_parse_lines": (_B, _L, _I, _I) + (_P,) * 8 + (_L, _L, _I) + (_P,) * 5,
     "dg_parse_gra_edges": (_B, _L, _I) + (_P,) * 6 + (_L, _PL, _L, _P, _P, _P),
     "dg_parse_pair_edges": (_I, _P, _P, _P, _P, _PL, _L, _P, _P, _P),
     "dg_parse_advance": (_PL, _P, _I),
@@ -155,7 +155,7 @@ def _take(arr, idx, mask, fill=0):
     return out
 
 
-def lines_numpy(data, L, fmt, nlines, tok_pos, line_tok, line_a, line_b, a_pos, a_tok, b_pos, b_tok, lo, hi,
+def lines_numpy(data, L, fmt, nlines, tok_pos, line_tok, line_a, line_b, a_pos, a_tok, b_pos, b_tok, lo, hi, width,
                 line_edges, line_u, line_v, seen, flags):
     n = int(nlines)
     t0, t1 = line_tok[:n].astype(np.int64), line_tok[1 : n + 1].astype(np.int64)
@@ -192,6 +192,13 @@ def lines_numpy(data, L, fmt, nlines, tok_pos, line_tok, line_a, line_b, a_pos, 
         if not ok.all():
             bad |= F_VALUE
         u[g[ok]], v[g[ok]], ne[g[ok]] = x[ok] - lo, y[ok] - lo, 1
+        has = a1 > a0  # tokens before the comment: a_tok counts those starting at or before it
+        k = _take(a_tok, a0, has)
+        at = has & (k > t0)
+        at &= _take(tok_pos, k - 1, at, -1) == cmt
+        live = np.where(has, k - t0 - at, t1 - t0)
+        if int(width) > 0 and ((live > 0) & (live != int(width))).any():
+            bad |= F_WIDTH
     line_edges[:n], line_u[:n], line_v[:n] = ne, u, v
     flags[0] |= bad
 
@@ -365,9 +372,10 @@ class Stages:
     """The kernels of one chunk, in order, on ``dev`` (shared by the pipeline and the stage-by-stage
     helpers): ``count`` then, once the totals are on the host, ``rest``."""
 
-    def __init__(self, dev, fmt: int, lo: int, hi: int, n_seen: int):
+    def __init__(self, dev, fmt: int, lo: int, hi: int, n_seen: int, width: int = 0):
         xp = dev.xp
         self.dev, self.fmt, self.lo, self.hi = dev, fmt, lo, hi
+        self.width = width  # fields of every edge line (the file's first edge line's; 0: not checked)
         self.flags = xp.zeros(1, xp.int32)
         self.ebase = xp.zeros(1, xp.int64)
         self.seen = xp.zeros(max(n_seen, 1), xp.int32)
@@ -402,7 +410,8 @@ class Stages:
         per_line = xp.empty((3, nlines), xp.int32)
         dev.launch("dg_parse_lines", _blocks(dev, nlines), THREADS,
                    (d, i64(L), i32(self.fmt), i32(nlines), tok[0], lines[0], lines[1], lines[2], am[0], am[1],
-                    bm[0], bm[1], i64(self.lo), i64(self.hi), per_line[0], per_line[1], per_line[2], self.seen,
+                    bm[0], bm[1], i64(self.lo), i64(self.hi), i32(self.width), per_line[0], per_line[1], per_line[2],
+                    self.seen,
                     self.flags))
         eincl = xp.cumsum(per_line[0], dtype=xp.int32)
         bound = max(T - A, 0) if self.fmt == FMT_CODES["gra"] else min(nlines, T // 2)
