@@ -22,7 +22,9 @@ readers (tests/test_misreads.py). ASCII text only; ``auto`` format of a ``.txt``
    one; the first two name the edge's ends, and none is an integer (``-?[0-9]+``: names and ids
    mixed are ambiguous); vertices are numbered by first appearance.
 6. Otherwise every edge line has at least two fields, the first two non-negative integers
-   (``[0-9]+``) below ``cap``; further fields are ignored; n = largest id + 1; no edge line is an error.
+   (``[0-9]+``) below ``cap``, and as many fields as the first edge line after the header (counted
+   before the comment: blank-separated tokens; comma-separated (4.), commas + 1, outside double
+   quotes); further fields are ignored; n = largest id + 1; no edge line is an error.
 7. Comma-separated (4.), no line after the header has an empty first or second field outside
    its comment (``,1``, ``2,,4``, ``2,``); later fields may be empty.
 
@@ -83,6 +85,7 @@ def reference(data: bytes, cap: int):
             if names and not (body and declared):  # names no header declares
                 return None
             fields = len(f0)
+    width = _width(lines[edge_lines[0][0]], comma) if edge_lines else 0  # 6.
     edges = []
     for ln in lines[body:]:
         if comma and _empty_field(ln):  # 7.
@@ -97,6 +100,8 @@ def reference(data: bytes, cap: int):
             return None
         if not names:
             if not (ID.match(toks[0]) and ID.match(toks[1])) or max(int(toks[0]), int(toks[1])) >= cap:  # 6.
+                return None
+            if _width(ln, comma) != width:  # 6.: as many fields as the first edge line
                 return None
             toks = [int(toks[0]), int(toks[1])]
         edges.append((toks[0], toks[1]))
@@ -118,3 +123,29 @@ def _empty_field(line: str) -> bool:
         return False
     first, rest = c.split(",", 1)
     return not first.strip(" \t") or rest == "" or rest.startswith((",", "\r"))
+
+
+def _width(line: str, comma: bool) -> int:
+    """6.: the fields of an edge line: its tokens before the comment, or, comma-separated, its
+    commas + 1 before the first ``#``/``%`` outside a double-quoted field, those inside one not
+    counted (a field that starts with ``"`` ends at the next lone ``"``; ``""`` is a quote)."""
+    if not comma:
+        return len(_content(line).split())
+    n, quoted, start, i = 1, False, True, 0
+    while i < len(line):
+        c = line[i]
+        if quoted:
+            if c == '"' and line[i + 1:i + 2] == '"':
+                i += 1
+            elif c == '"':
+                quoted = False
+        elif c in "#%":
+            break
+        elif c == ",":
+            n, start, i = n + 1, True, i + 1
+            continue
+        elif c == '"' and start:
+            quoted = True
+        start = False
+        i += 1
+    return n

@@ -186,7 +186,7 @@ def test_an_empty_csv_field_is_refused(tmp_path, capsys, name, data, line):
     assert read_graph(str(path), "auto").m == 2  # (in a comment: no field)
     path = tmp_path / "gephi.csv"
     path.write_bytes(b"Source,Target,Type,Id,Label,timeset,Weight\n0,1,Directed,0,,,1.0\n1,2,Directed,1,,,1.0\n"
-                     b"2,3,\n")
+                     b"2,3,,,,,\n")
     g = read_graph(str(path), "auto")
     assert g.src.tolist() == [0, 1, 2] and g.dst.tolist() == [1, 2, 3]
     assert read_graph_numpy(str(path), "auto", chunk_bytes=64).dst.tolist() == [1, 2, 3]
