@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Create .venv with distgrail and everything its tests need (idempotent; ~20 s on a fresh machine).
+# Create .venv with distgrail and everything its tests need (idempotent; minutes on a fresh machine where nvcc compiles the kernels, seconds after).
 #
 #   bash launch/setup.sh                 MPI from PyPI wheels (mpich + mpi4py): no system MPI needed
 #   MPI=site bash launch/setup.sh        clusters: mpi4py built from source against the site MPI

@@ -55,10 +55,12 @@ if [ -n "$left" ]; then
     exit 1
 fi
 echo "== MPI tests left no distgrail-pytest-* folder in $tmpdir"
-if [ "${DISTGRAIL_SLURM_TEST:-1}" != 0 ]; then
+slurm_test=${DISTGRAIL_SLURM_TEST:-1}
+case "${slurm_test,,}" in 0|no|off|false) slurm_test=0 ;; esac
+if [ "$slurm_test" != 0 ]; then
     echo "== slurm/ templates under a real one-node Slurm"
     VENV=$PWD/.venv bash tests/slurm/run_slurm_test.sh
 else
-    echo "== Slurm test skipped (DISTGRAIL_SLURM_TEST=0)"
+    echo "== Slurm test skipped (DISTGRAIL_SLURM_TEST=$DISTGRAIL_SLURM_TEST)"
 fi
 echo "== all tests passed"

@@ -222,7 +222,7 @@ VALID = [
     ("DISTGRAIL_RANKS_PER_NODE", "2", 2), ("DISTGRAIL_RANKS_PER_NODE", " 1 ", 1),
     ("DISTGRAIL_TEST_WRITE_PAUSE", "60", 60.0), ("DISTGRAIL_TEST_WRITE_PAUSE", "0", 0.0),
     ("DISTGRAIL_DATA", "/data/grail", "/data/grail"),
-    ("DISTGRAIL_SLURM_TEST", "0", False), ("DISTGRAIL_SLURM_TEST", "1", True), ("DISTGRAIL_SLURM_TEST", "no", True),
+    ("DISTGRAIL_SLURM_TEST", "0", False), ("DISTGRAIL_SLURM_TEST", "1", True), ("DISTGRAIL_SLURM_TEST", "no", False), ("DISTGRAIL_SLURM_TEST", "False", False),
 ]
 
 #: (name, text): malformed, an error naming the variable, the text and what is allowed

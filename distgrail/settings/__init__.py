@@ -152,7 +152,7 @@ SETTINGS: dict = {s.name: s for s in (
     Setting("DISTGRAIL_GPU", "device list", None, "a device index or a comma list of them",
             "each MPI rank's GPU: one index, or a list indexed by node-local rank",
             _devices, shown="local rank mod visible GPUs", error=BackendError),
-    Setting("DISTGRAIL_GPU_MEMORY_LIMIT", "bytes", None, "a number of bytes (e.g. 20e9 or 20G)",
+    Setting("DISTGRAIL_GPU_MEMORY_LIMIT", "bytes", None, "a number of bytes (20e9: 20,000,000,000) or of K, M, G, T binary units (20G: 20 GiB)",
             "bytes each process may use on its GPU (free-memory checks and CuPy's pool), so ranks can share one",
             _bytes, shown="no cap"),
     Setting("DISTGRAIL_FATBINS", "switch", True, _SWITCH,
@@ -201,9 +201,10 @@ SETTINGS: dict = {s.name: s for s in (
     Setting("DISTGRAIL_DATA", "path", None, "a folder",
             "the GRAIL benchmark graphs and their query pairs for the tests and benchmarks", _text,
             audience=TEST, shown="tests/data"),
-    Setting("DISTGRAIL_SLURM_TEST", "switch", True, "0 (off); anything else (on)",
-            "launch/test.sh (.ci/run) ends with the slurm/ templates under a real Slurm; 0 skips it",
-            lambda raw: raw != "0", audience=TEST),
+    Setting("DISTGRAIL_SLURM_TEST", "switch", True, "0, no, off or false (off); anything else (on)",
+            "launch/test.sh (.ci/run) ends with the slurm/ templates under a real Slurm (as root where Slurm is "
+            "missing, installed with apt-get first); off skips it",
+            lambda raw: raw.strip().lower() not in ("0", "no", "off", "false"), audience=TEST),
 )}
 
 
