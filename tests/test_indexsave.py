@@ -71,7 +71,7 @@ def test_empty_datasets_and_node_labels(tmp_path):
     g = distgrail.as_graph((np.zeros(0, np.int64), np.zeros(0, np.int64)), num_vertices=5)
     for graph, kw in ((g, dict(supports=0)), (str(tmp_path / "named.txt"), dict(supports=64))):
         if kw["supports"]:
-            (tmp_path / "named.txt").write_text("a b\nb c\nc a\nc d\n")
+            (tmp_path / "named.txt").write_text("source target\na b\nb c\nc a\nc d\n")  # (names: declared)
         idx = _index(graph, dims=2, **kw)
         idx.save(tmp_path / "once.h5")
         early = _open(tmp_path / "early.h5", idx.meta, idx.arrays)
