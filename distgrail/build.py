@@ -336,13 +336,18 @@ class EarlyWrite:
             raise interrupted
 
     def _abort(self, quiet: bool) -> None:
+        from .io.atomic import restore_handlers
+
         f, self.file = self.file, None
-        if f is not None:
-            try:
-                f.abort()
-            except Exception:  # noqa: BLE001
-                if not quiet:
-                    raise
+        try:
+            if f is not None:
+                try:
+                    f.abort()
+                except Exception:  # noqa: BLE001
+                    if not quiet:
+                        raise
+        finally:
+            restore_handlers()  # (forest_done installed them, before the file opened, if it did)
 
 
 def _digest_now(g):

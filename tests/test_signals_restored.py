@@ -162,3 +162,36 @@ def test_a_split_index_across_its_parts_and_main_file(tmp_path, own_handlers):
         atomic.atomic_path.__exit__ = real
     assert seen == [("part0", True), ("part1", True), ("h5", False)]
     assert signal.getsignal(signal.SIGTERM) is own_handlers[signal.SIGTERM]
+
+
+def test_failed_build_puts_handlers_back(tmp_path, monkeypatch):
+    """A build whose early index file was started (the forest shared) but did not open, and that
+    then fails, leaves no handler of ours installed (``EarlyWrite.abort``; before, only the file's
+    own abort put them back)."""
+    import signal
+
+    import distgrail
+    from distgrail import build
+    from distgrail.io import atomic
+    from distgrail.stages import phases
+
+    before = signal.getsignal(signal.SIGTERM)
+
+    def broken(*a, **k):
+        raise RuntimeError("planted failure in phases 3-4")
+
+    def not_opened(self, side):  # the early file did not open (its thread failed): abort has no file
+        self.why = "planted: not opened"
+        self._opened_event.set()
+
+    monkeypatch.setattr(phases, "labels", broken)
+    monkeypatch.setattr(build.EarlyWrite, "_open", not_opened)
+    import numpy as np
+
+    rng = np.random.default_rng(1)
+    with pytest.raises(RuntimeError, match="planted"):
+        distgrail.build_index((rng.integers(0, 50, 200), rng.integers(0, 50, 200)), dims=2, backend="cpu",
+                              output=str(tmp_path / "x.h5"))
+    assert signal.getsignal(signal.SIGTERM) is not atomic._on_signal
+    assert signal.getsignal(signal.SIGTERM) is before
+    assert not list(tmp_path.iterdir())
