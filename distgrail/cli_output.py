@@ -64,11 +64,12 @@ def cmd_info(args) -> int:
 
     if (ups := update_summary(idx.arrays)) is not None:  # edges inserted since the build
         info["updates"] = ups
-    if info.get("layout") == "split":  # the part files beside it: their names, and the bytes of all
-        from .indexfile.layout import index_parts
+    if info.get("layout") == "split":  # the part files it maps (named after the name it was written
+        from .indexfile.layout import index_parts  # under, if renamed since): their names, the bytes of all
 
-        info["part_files"] = [os.path.basename(p) for p in index_parts(args.index)]
-        info["size_bytes"] += sum(os.path.getsize(p) for p in index_parts(args.index))
+        parts = index_parts(args.index)
+        info["part_files"] = [os.path.basename(p) for p in parts]
+        info["size_bytes"] += sum(os.path.getsize(p) for p in parts)
     if args.json:
         print(json.dumps(info, indent=2, sort_keys=True, default=str))
     elif not args.quiet:  # --quiet: nothing; the exit status says whether the index opened

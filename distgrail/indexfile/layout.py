@@ -7,6 +7,7 @@ layout; :mod:`~distgrail.indexfile.write` and :mod:`~distgrail.indexfile.read` u
 from __future__ import annotations
 
 import os
+import re
 import zlib
 from concurrent.futures import ThreadPoolExecutor
 
@@ -37,7 +38,7 @@ __all__ = ["FORMAT", "FORMAT_VERSION", "READ_VERSIONS", "CHUNK_BYTES", "CRC_BLOC
            "PARALLEL_MIN_BYTES", "block_size", "block_crcs", "crc32", "crc_pool", "entry", "datasets_seal", "stored_types",
            "dataset_order", "can_read_in_blocks", "can_write_in_blocks", "REQUIRED", "PART_FORMAT", "BUILD_ATTR", "part_name",
            "crc32_combine", "pieces", "join_pieces", "read_block", "index_parts", "remove_parts", "split_build", "vds_name",
-           "from_vds_name"]
+           "from_vds_name", "replaced_split", "root_attrs", "builds_carried", "TEMPORARY"]
 
 FORMAT = "distgrail-index"
 FORMAT_VERSION = 2
@@ -198,15 +199,31 @@ def _part_files(path) -> list:
 
 
 def index_parts(path) -> list:
-    """The part files of the split index at ``path``, in part order ([] for a one-file index)."""
+    """The part files the split index at ``path`` maps, beside it, in part order ([] for a one-file
+    index): the sources of its virtual datasets, as the reader opens them. Read from the main file,
+    never made from its name: a main file renamed or copied (``mv s.h5 keep.h5``) still maps the
+    parts named after the name it was written under."""
     import h5py
 
+    where = os.path.dirname(os.path.abspath(os.fspath(path)))
+    names = set()
+
+    def visit(_, obj):
+        if isinstance(obj, h5py.Dataset) and obj.is_virtual:
+            names.update(from_vds_name(s.file_name) for s in obj.virtual_sources())
+
     with h5py.File(os.fspath(path), "r") as f:
-        bid = f.attrs.get(BUILD_ATTR)
-    if bid is None:
-        return []
-    bid = bid.decode() if isinstance(bid, bytes) else str(bid)
-    return [p for r, p in _part_files(path) if os.path.basename(p) == os.path.basename(part_name(path, r, bid))]
+        if f.attrs.get(BUILD_ATTR) is None:
+            return []
+        f.visititems(visit)
+    names = [n for n in names if n == os.path.basename(n) and n not in ("", ".", "..")]  # (what the reader takes)
+    return [os.path.join(where, n) for n in sorted(names, key=_part_order)]
+
+
+def _part_order(name: str) -> tuple:
+    """Sort key of a part file's name: its part number (``....part<r>``), then the name."""
+    head, sep, r = name.rpartition(".part")
+    return (int(r), name) if sep and r.isascii() and r.isdigit() else (-1, name)
 
 
 def split_build(path) -> str | None:
@@ -221,27 +238,110 @@ def split_build(path) -> str | None:
     return None if bid is None else (bid.decode(errors="replace") if isinstance(bid, bytes) else str(bid))
 
 
-def remove_parts(path, build: str | None) -> list:
-    """Remove the part files of build ``build`` beside ``path`` (distgrail parts, by their root
-    attributes): those of the split index a new index at ``path`` replaced, once the new one is in
-    place. Parts of other builds (another index renamed away from this name) are left alone."""
+def replaced_split(path) -> tuple:
+    """``(build id, [the part files it maps])`` of the split index at ``path`` that a write is about
+    to replace; ``(None, [])`` when there is none (never an error: a file that cannot be read has
+    no parts to remove). What :func:`remove_parts` takes once the new file is in place."""
+    build = split_build(path)
+    if build is None:
+        return None, []
+    try:
+        return build, index_parts(path)
+    except (OSError, ValueError, KeyError, RuntimeError, TypeError):
+        return build, []
+
+
+def root_attrs(p, *keys):
+    """The root attributes ``keys`` of the HDF5 file ``p`` (None where absent), as text; None when
+    ``p`` is no HDF5 file (its signature at byte 0, or at 512, 1024, ... after a user block);
+    OSError when it cannot be read."""
     import h5py
 
-    gone = []
-    for _, p in _part_files(path) if build else ():
-        try:
-            with h5py.File(p, "r") as f:
-                fmt, bid = f.attrs.get("format"), f.attrs.get(BUILD_ATTR)
-            fmt = fmt.decode(errors="replace") if isinstance(fmt, bytes) else fmt
-            bid = bid.decode(errors="replace") if isinstance(bid, bytes) else bid
-        except (OSError, ValueError, KeyError, RuntimeError):
+    size, at, hdf5 = os.path.getsize(p), 0, False
+    with open(p, "rb") as f:
+        while at + 8 <= size and not hdf5:
+            f.seek(at)
+            hdf5, at = f.read(8) == b"\x89HDF\r\n\x1a\n", max(512, 2 * at)
+    if not hdf5:
+        return None
+    try:
+        with h5py.File(p, "r") as h:
+            got = [h.attrs.get(k) for k in keys]
+    except (ValueError, KeyError, RuntimeError) as e:
+        raise OSError(f"{p}: {e}") from None
+    return tuple(v.decode(errors="replace") if isinstance(v, bytes) else (None if v is None else str(v)) for v in got)
+
+
+#: a distgrail temporary (:mod:`distgrail.io.atomic`): an output being written (a new build's, if an
+#: index) or a replaced one on its way out; neither keeps a part file in use
+TEMPORARY = re.compile(r"^\..+\.(?:tmp|old)-\d+$")
+
+
+def builds_carried(directory, names, skip=lambda n: False):
+    """The build ids that the index files among ``names`` in ``directory`` carry: every regular
+    file (links followed) whose root attributes name a build and whose format is not a part's,
+    but those ``skip(name)`` says and distgrail's temporaries (:data:`TEMPORARY`). A copy of a
+    split index's main file, or a hard link to it, maps the same part files: those parts are in
+    use while any such file carries their build. None when a file cannot be read (a copy still
+    being written): it might carry any build, so nothing may be taken for unused."""
+    import stat
+
+    carried = set()
+    for n in names:
+        if skip(n) or TEMPORARY.match(n):
             continue
-        if fmt == PART_FORMAT and bid == build:
-            try:
-                os.remove(p)
-                gone.append(p)
-            except OSError:
-                pass
+        p = os.path.join(directory, n)
+        try:
+            got = root_attrs(p, "format", BUILD_ATTR) if stat.S_ISREG(os.stat(p).st_mode) else None
+        except OSError:
+            if os.path.isfile(p):
+                return None
+            continue  # (gone meanwhile, or a broken link)
+        if got is not None and got[0] != PART_FORMAT and got[1]:
+            carried.add(got[1])
+    return carried
+
+
+def remove_parts(path, build: str | None, mapped=()) -> list:
+    """Remove the part files of build ``build`` of the split index that a new index at ``path``
+    replaced, once the new one is in place: those named as its parts beside ``path`` and those
+    its main file mapped (``mapped``, from :func:`replaced_split`: a main file renamed to ``path``
+    maps parts named after its old name), each a distgrail part of that build by its root
+    attributes. None goes while an index file in the directory still carries that build (a copy
+    of the replaced main file, or a hard link to it: its inode lives on under that name), or
+    while a file there cannot be read (:func:`builds_carried`): the next index written there
+    removes them once unused (:func:`distgrail.indexfile.write.remove_orphans`). Parts of other
+    builds (another index renamed away from this name) are left alone. The paths removed."""
+    if not build:
+        return []
+    d = os.path.dirname(os.path.abspath(os.fspath(path)))
+    ours = {p for _, p in _part_files(path)}
+    ours |= {os.path.join(d, os.path.basename(p)) for p in mapped if os.path.dirname(os.path.abspath(p)) == d}
+    doomed = []
+    for p in sorted(ours):
+        try:
+            got = root_attrs(p, "format", BUILD_ATTR)
+        except OSError:
+            continue
+        if got and got[0] == PART_FORMAT and got[1] == build:
+            doomed.append(p)
+    if not doomed:
+        return []
+    try:
+        names = os.listdir(d)
+    except OSError:
+        return []
+    skip = {os.path.basename(p) for p in ours}
+    carried = builds_carried(d, names, skip.__contains__)
+    if carried is None or build in carried:
+        return []
+    gone = []
+    for p in doomed:
+        try:
+            os.remove(p)
+            gone.append(p)
+        except OSError:
+            pass
     return gone
 
 

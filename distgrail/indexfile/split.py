@@ -27,7 +27,9 @@ blocks, as a plain dataset's, and checked against the main file's checksums.
 
 **Atomic, across ranks.** Each part is written under a temporary name (:class:`PartFile`); the
 parts are renamed into place only once every rank has written its own, then rank 0 writes the
-main file (atomically, last) and removes the replaced index's parts. A failure anywhere removes every
+main file (atomically, last) and removes the replaced index's parts, unless an index file in the
+directory still carries its build (a copy of its main file, or a hard link to it, maps the same
+parts: :func:`~distgrail.indexfile.layout.remove_parts`). A failure anywhere removes every
 new part, and so does SIGTERM or SIGINT until the main file is in place
 (:func:`~distgrail.io.atomic.provisional`); an earlier index at the same path stays whole (its
 parts carry its own build's tag).

@@ -65,7 +65,7 @@ from ..errors import DistGrailError
 from ..io.atomic import atomic_path
 from .layout import (ATTRS, BUILD_ATTR, FORMAT, FORMAT_VERSION, LIBVER, PART_FORMAT, SEAL, block_crcs, block_size, crc32,
                      can_write_in_blocks, crc_pool, dataset_order, datasets_seal, entry, pieces, remove_parts,
-                     split_build, stored_types)
+                     replaced_split, stored_types)
 
 __all__ = ["write_index_file", "EarlyIndexFile", "PENDING_DIGEST", "BlockWrites", "as_type", "StreamedArray",
            "write_streamed", "root_attrs_of", "remove_orphans"]
@@ -97,10 +97,11 @@ def write_index_file(path, meta: dict, arrays: dict, virtual=None, split_attrs=(
     virtual = virtual or {}
     names = dataset_order([*arrays, *virtual])
     streamed = [a for a in arrays.values() if isinstance(a, StreamedArray)]
-    replaced = split_build(path)  # a split index there: its parts go once this one is in place
+    replaced, mapped = replaced_split(path)  # a split index there: its parts go once this one is in place
     # the replaced index's parts go in the step the new file lands in (a signal replayed after it
-    # would otherwise leave them behind for good: no later write knows their build)
-    landed = (lambda: remove_parts(path, replaced)) if replaced != dict(split_attrs).get(BUILD_ATTR) else None
+    # would otherwise leave them behind for good: no later write knows their build), unless a copy
+    # of its main file, or a hard link to it, still uses them (remove_parts)
+    landed = (lambda: remove_parts(path, replaced, mapped)) if replaced != dict(split_attrs).get(BUILD_ATTR) else None
     try:
         _write_file(path, meta, arrays, types, names, virtual, split_attrs, settles, landed, ready)
     except BaseException:
@@ -213,7 +214,7 @@ class EarlyIndexFile:
 
         types = {**(types or {}), **stored_types(meta)}
         self.path = os.fspath(path)
-        self.replaced = split_build(self.path)  # a split index there: its parts go once this one is in place
+        self.replaced = replaced_split(self.path)  # a split index there: its parts go once this one is in place
         self.names = dataset_order(shapes)
         self.meta, self.shapes = dict(meta), {k: tuple(int(x) for x in v) for k, v in shapes.items()}
         missing = [k for k in self.names if k not in types]
@@ -225,7 +226,7 @@ class EarlyIndexFile:
         self._stack = contextlib.ExitStack()
         try:
             tmp = self._stack.enter_context(atomic_path(path, size + (64 << 10), landed=lambda: remove_parts(
-                self.path, self.replaced)))  # (the replaced split index's parts go in the rename's step)
+                self.path, *self.replaced)))  # (the replaced split index's parts go in the rename's step)
             self.pool = self._stack.enter_context(crc_pool())
             self.f = self._stack.enter_context(h5py.File(tmp, "w", libver=LIBVER, track_order=False))
             self.blocks = self._stack.enter_context(BlockWrites(tmp, self.pool))  # left before the file closes
@@ -309,37 +310,15 @@ class EarlyIndexFile:
             self._stack.__exit__(*sys.exc_info())
 
 
-def _root_attrs(p, *keys):
-    """The root attributes ``keys`` of the HDF5 file ``p`` (None where absent); None when ``p`` is
-    no HDF5 file (its signature at byte 0, or at 512, 1024, ... after a user block); OSError when
-    it cannot be read."""
-    import h5py
-
-    size, at, hdf5 = os.path.getsize(p), 0, False
-    with open(p, "rb") as f:
-        while at + 8 <= size and not hdf5:
-            f.seek(at)
-            hdf5, at = f.read(8) == b"\x89HDF\r\n\x1a\n", max(512, 2 * at)
-    if not hdf5:
-        return None
-    try:
-        with h5py.File(p, "r") as h:
-            got = [h.attrs.get(k) for k in keys]
-    except (ValueError, KeyError, RuntimeError) as e:
-        raise OSError(f"{p}: {e}") from None
-    return tuple(v.decode(errors="replace") if isinstance(v, bytes) else (None if v is None else str(v)) for v in got)
-
-
 def remove_orphans(path, keep=()) -> list:
     """Remove what killed builds of the index at ``path`` left beside it (:mod:`~distgrail.indexfile.split`:
     part temporaries of processes that no longer run, parts whose build no index file in the
     directory carries); builds ``keep`` and builds whose parts a live process writes are left
     alone. The names removed; never an error (a file that cannot be removed stays)."""
     import re
-    import stat
 
     from ..io.atomic import _alive
-    from .layout import _part_files
+    from .layout import _part_files, builds_carried, root_attrs
 
     d, base = os.path.split(os.path.abspath(os.fspath(path)))
     try:
@@ -360,20 +339,13 @@ def remove_orphans(path, keep=()) -> list:
             os.remove(os.path.join(d, n))
             gone.append(n)
     parts = {os.path.basename(p): p for _, p in _part_files(path) if os.path.basename(p)[len(base) + 1:][:8] not in tags}
-    carried = set()  # the builds of the index files beside it (a file not read: it might carry any)
-    for n in names if parts and not busy else ():
-        p = os.path.join(d, n)
-        try:
-            got = None if n in parts or temp.match(n) or not stat.S_ISREG(os.stat(p).st_mode) else \
-                _root_attrs(p, "format", BUILD_ATTR)
-        except OSError:
-            if os.path.isfile(p):
-                return gone
-            continue  # (gone meanwhile, or a broken link)
-        carried |= {got[1]} if got is not None and got[0] != PART_FORMAT and got[1] else set()
+    # the builds of the index files beside it (a file not read: it might carry any)
+    carried = builds_carried(d, names if parts and not busy else (), lambda n: n in parts or temp.match(n))
+    if carried is None:
+        return gone
     for n, p in parts.items() if not busy else ():
         try:
-            got = _root_attrs(p, "format", BUILD_ATTR, "index")
+            got = root_attrs(p, "format", BUILD_ATTR, "index")
         except OSError:
             continue
         # a part of this index name (distgrail's, its tag its build's) that no index file carries
