@@ -93,7 +93,7 @@ REGISTRY = (
            "`i: succ ... #` per vertex", "distgrail.io.gra.read_gra", extensions=(".gra",),
            sniff=Sniff(b"graph_for_greach", line=True), gpu_code=constants.FMT_GRA, split=True, written=True),
     Format("edgelist", "`u v` per line (SNAP style; space, tab or comma separated; a header line; node names "
-           "make a labelled graph); any file no other rule claims", "distgrail.io.edgelist.read_edgelist",
+           "after a header such as `source target` make a labelled graph); any file no other rule claims", "distgrail.io.edgelist.read_edgelist",
            gpu_code=constants.FMT_EDGELIST, comma_code=constants.FMT_CSV, gpu_stream=True, split=True,
            num_vertices=True, dialect=True, written=True),
     Format("mtx", "Matrix Market coordinate file (1-based; `symmetric` entries mirrored)",
@@ -103,8 +103,8 @@ REGISTRY = (
     Format("h5", "distgrail's binary graph file (CSR, and the condensation unless `--no-condense`), written by "
            "`distgrail convert`; never compressed", "distgrail.io.binary.read_binary_graph", storage="binary",
            extensions=(".h5", ".hdf5"), sniff=Sniff(b"\x89HDF"), written=True),
-    Format("labelled", "an edge list read as node names, lines of any length of two fields or more (`auto` "
-           "reads names too where every edge line has as many fields)", "distgrail.io.dialect.read_labelled",
+    Format("labelled", "an edge list read as node names, header or not, lines of any length of two fields or more "
+           "(`auto` reads names only after a header such as `source target`)", "distgrail.io.dialect.read_labelled",
            num_vertices=True, dialect=True),
     Format("parquet", "Parquet edge table (the `parquet` extra: pyarrow)", "distgrail.io.tables.read_table_graph",
            storage="table", extensions=(".parquet", ".pq"), sniff=Sniff(b"PAR1", stored=True), num_vertices=True),
