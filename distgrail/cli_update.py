@@ -179,7 +179,7 @@ def _read_edges(path, fmt: str, n: int | None):
         spec = source.format
         names = fmt == "labelled" or (spec.dialect and source.dialect.labelled)
     except (GraphFormatError, OSError):  # read_graph says what is wrong with the file
-        spec, names = None, False
+        spec, names = None, fmt == "auto" and _undeclared_names(path)
     if names:
         raise DistGrailError(f"{path}: edges by node name; 'update' takes the index's vertex ids")
     takes = n is not None and spec is not None and spec.num_vertices
@@ -187,6 +187,19 @@ def _read_edges(path, fmt: str, n: int | None):
     if g.meta.get("node_labels") is not None:
         raise DistGrailError(f"{path}: edges by node name; 'update' takes the index's vertex ids")
     return g
+
+
+def _undeclared_names(path) -> bool:
+    """``path`` is an edge list of node names without a header declaring them (``auto`` refuses
+    it and says to pass ``--format labelled``, which ``update`` would refuse too: it is told as
+    edges by node name instead)."""
+    from .errors import GraphFormatError
+    from .io.formats import Source
+
+    try:
+        return bool(Source(path, "labelled").dialect.undeclared)
+    except (GraphFormatError, OSError):
+        return False
 
 
 #: part files of an update written split from a one-file index, unless --parts says

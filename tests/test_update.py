@@ -148,9 +148,9 @@ def test_the_command_writes_an_updated_index(tmp_path, capsys):
         assert main(["update", base, "--add", str(tmp_path / "names.txt"), "--format", fmt, "-o",
                      str(tmp_path / "x.h5")]) == 2
         assert "edges by node name" in capsys.readouterr().err
-    (tmp_path / "names.txt").write_text("alice bob\nbob carol\n")  # names no header declares: not read
+    (tmp_path / "names.txt").write_text("alice bob\nbob carol\n")  # names no header declares: refused as names
     assert main(["update", base, "--add", str(tmp_path / "names.txt"), "-o", str(tmp_path / "x.h5")]) == 2
-    assert "names.txt:1: node names, not integer ids: 'alice bob'" in capsys.readouterr().err
+    assert "names.txt: edges by node name" in capsys.readouterr().err
     os.remove(tmp_path / "names.txt")
     assert main(["update", base, "--add", str(edges), "--remove", str(edges), "-o", str(tmp_path / "x.h5")]) == 2
     assert "deletions are not supported" in capsys.readouterr().err
