@@ -165,6 +165,8 @@ def _plan(source: Source, num_vertices: int | None) -> Plan:
         return Plan("cpu", path, fmt, reason="binary data")
     size = os.path.getsize(path)
     if spec.dialect:  # an edge list: the body starts after the dialect's header
+        if num_vertices is None:  # (the vertex count distgrail's writer states on the first line)
+            num_vertices = dialect.vertices
         n = None if num_vertices is None else int(num_vertices)
         if n is not None and n >= 2**31 - 1:
             return Plan("cpu", path, fmt, reason=f"{n} vertices need 64-bit ids")

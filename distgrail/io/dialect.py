@@ -88,6 +88,26 @@ class Dialect:
     # refused unless --format labelled (why, what to do); undeclared_line: that line (1-based)
     undeclared: str = ""
     undeclared_line: int = 0
+    # the counts distgrail's own edge-list writer states on the first line (:data:`DECLARED`)
+    vertices: int | None = None
+    edges: int | None = None
+
+
+#: the first line distgrail writes into an edge list (``generate``, ``convert``): the vertex count
+#: (trailing isolated vertices included, which no edge line can show) and the edge lines that follow
+DECLARED = re.compile(rb"# distgrail edge list: (\d+) vertices, (\d+) edges\r?(?:\n|$)")
+
+
+def declared_counts(dialect: Dialect, num_vertices, edges_read: int | None, path) -> int | None:
+    """The vertex count to read an edge list with: ``num_vertices`` when given, else the count
+    its first line states (:data:`DECLARED`). ``edges_read`` (after the read): a file whose first
+    line states another number of edge lines is refused (cut short, or edited below its line)."""
+    if edges_read is not None and dialect.edges is not None and edges_read != dialect.edges:
+        kind = "truncated file? " if edges_read < dialect.edges else ""
+        raise GraphFormatError(f"{kind}its first line, written by distgrail, says {dialect.edges:,} edges but the file "
+                               f"holds {edges_read:,} (if you edited the file, correct or remove that line)",
+                               path=path, line=1)
+    return num_vertices if num_vertices is not None else dialect.vertices
 
 
 _INT = re.compile(rb"-?\d+")
@@ -138,10 +158,12 @@ def undecided(head: bytes, complete: bool) -> bool:
 
 def sniff(head: bytes, complete: bool = False) -> Dialect:
     """The :class:`Dialect` of an edge list starting with ``head`` (``complete``: the whole file)."""
+    stated = DECLARED.match(head)
+    counts = {"vertices": int(stated[1]), "edges": int(stated[2])} if stated else {}
     lines = _edge_lines(head, complete)
     if not lines:
-        return Dialect()
-    d = Dialect(comma=lines[0][3])
+        return Dialect(**counts)
+    d = Dialect(comma=lines[0][3], **counts)
     first = lines[0][2]
     numbers = any(is_number(f) for f in first)
     low = [f.lower().decode("utf-8", "replace") for f in first]

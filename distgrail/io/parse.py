@@ -396,6 +396,9 @@ def _parse_with_retries(plan, dev, chunk_bytes: int, notify):
             dev.fits(memory_estimate(plan, chunk_bytes), f"parsing {name} on the GPU")
             with dev.activate():
                 n, src, dst = _parse_file(plan, dev, chunk_bytes)
+            stated = _stated_edges(plan)
+            if stated is not None and int(src.shape[0]) != stated:  # (the CPU reader words it)
+                raise _Anomaly(f"its first line states {stated} edges, {int(src.shape[0])} read")
             g = EdgeGraph(n=n, src=src, dst=dst, name=name)
             g.meta.update(path=os.path.abspath(plan.path), format=plan.fmt, parser=dev.name)
             return g, None
@@ -415,6 +418,14 @@ def _parse_with_retries(plan, dev, chunk_bytes: int, notify):
             _say(notify, f"distgrail: {name}: {e}; reading on the CPU")
             return None, None
     return None, why
+
+
+def _stated_edges(plan):
+    """The edge lines an edge list's first line states (distgrail's writer: ``Dialect.edges``), or None."""
+    source = plan.source
+    if source is None or not source.format.dialect:
+        return None
+    return source.dialect.edges
 
 
 def _fallback(plan, fmt, num_vertices, dev, notify, why, digest=None):

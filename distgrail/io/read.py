@@ -12,7 +12,7 @@ from .graph import EdgeGraph, from_arrays
 from .edgelist import read_edgelist, read_mtx
 from .gra import read_gra
 from .compressed import CODECS, StreamText
-from .dialect import COMMA_TABLE, Dialect, read_labelled
+from .dialect import COMMA_TABLE, Dialect, declared_counts, read_labelled
 from .formats import FORMATS, Source
 from .tables import read_table_graph
 from .regular import check_regular
@@ -131,8 +131,9 @@ def read_graph(path, fmt: str = "auto", num_vertices: int | None = None, *, sour
         elif fmt == "labelled" or dialect.labelled:  # names not asked for: the whole file must be shaped so
             g = read_labelled(text, dialect.body, num_vertices, None if fmt == "labelled" else dialect.fields)
             _header_not_a_node(path, dialect, g)
-        else:
-            g = read_edgelist(text, num_vertices, dialect.body, dialect.comma)  # (every edge line as wide as the first)
+        else:  # (every edge line as wide as the first; the counts distgrail's writer states held to)
+            g = read_edgelist(text, declared_counts(dialect, num_vertices, None, path), dialect.body, dialect.comma)
+            declared_counts(dialect, num_vertices, g.m, path)
         if digest is not None:
             digest.check()  # the file must not have changed under the parse
         g.digest = text.chunk_digest() if digest is None else digest

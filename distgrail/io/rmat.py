@@ -275,6 +275,7 @@ def write_rmat(p: RMAT, path, fmt: str, threads=None) -> dict:
     gen = fmt_s = 0.0  # thread-seconds generating and formatting
     with atomic_path(path) as tmp, open(tmp, "wb") as f, \
             ThreadPoolExecutor(nthreads, thread_name_prefix="distgrail-rmat") as pool:
+        f.write(f"# distgrail edge list: {p.n} vertices, {p.m} edges\n".encode())  # (io.dialect.DECLARED)
         for out, tg, tf in _in_order(pool, one, p.n_chunks, 4 * nthreads):
             gen, fmt_s = gen + tg, fmt_s + tf
             f.write(memoryview(out))
