@@ -293,8 +293,11 @@ def cmd_generate(args):
 def cmd_convert(args):
     """Read, condense and write a binary graph file; on the GPU when there is one (the arrays stay
     on the device until written), else on the CPU: the same file, byte for byte."""
+    import h5py
+
     from .stages.phases import condense_on, notice as _notice, read_on
     from .gpu.backend import get_backend
+    from .indexfile.layout import remove_parts, replaced_split
     from .io.binary import write_binary_graph
 
     if _not_rank0(args):
@@ -310,14 +313,19 @@ def cmd_convert(args):
     dag = None if args.no_condense else condense_on(be, g)
     _sync(be)
     tc = time.perf_counter() - t - tr
+    replaced = replaced_split(args.output)  # a split index there: its parts go with it (unless still in use)
     write_binary_graph(g, args.output, dag=dag, notify=_notice)
+    remove_parts(args.output, *replaced)
     tw = time.perf_counter() - t - tr - tc
-    summary = {"output": os.path.abspath(args.output), "n": g.n, "m": g.m, "read_seconds": round(tr, 6),
-               "condense_seconds": round(tc, 6), "write_seconds": round(tw, 6),
+    with h5py.File(args.output, "r") as f:  # the edges the file holds: repeated ones merged
+        m = int(f.attrs["m"])
+    summary = {"output": os.path.abspath(args.output), "n": g.n, "m": m, "edges_read": int(g.m),
+               "read_seconds": round(tr, 6), "condense_seconds": round(tc, 6), "write_seconds": round(tw, 6),
                "n_components": None if dag is None else dag.C, "backend": be.name,
                "parser": g.meta.get("parser", "cpu")}
     cond = "not stored" if dag is None else f"{dag.C:,} components, condense {tc:.2f} s"
-    _emit(args, None, summary, f"{args.output}: {g.n:,} vertices, {g.m:,} edges, condensation {cond} "
+    read = f" ({g.m:,} read, repeats merged)" if g.m != m else ""
+    _emit(args, None, summary, f"{args.output}: {g.n:,} vertices, {m:,} edges{read}, condensation {cond} "
                                f"(read {tr:.2f} s, write {tw:.2f} s, {be.name})")
     return 0
 
