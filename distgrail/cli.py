@@ -304,8 +304,14 @@ def cmd_convert(args):
         return 0
     path = resolve_bundled(args.graph, "graph")
     outputs_ok(args, path)
-    if _is_index(path) or args.layout is not None:
+    if args.parts is not None and args.layout == "single":
+        raise DistGrailError(f"--parts {args.parts} with --layout single: one index file has no part files "
+                             f"(--parts is for --layout split)")
+    if args.layout is not None or _is_index(path):
         return _convert_index(args, path)
+    if args.parts is not None:
+        raise DistGrailError(f"--parts {args.parts}: {path} is converted to one graph file (--parts is for an index "
+                             f"converted with --layout split)")
     be = get_backend(args.backend)
     t = time.perf_counter()
     g = read_on(be, path, args.num_vertices, args.format)
@@ -330,21 +336,36 @@ def cmd_convert(args):
     return 0
 
 
-def _is_index(path) -> bool:
-    """Whether ``path`` is a distgrail index file (its root attribute ``format``)."""
+def _is_index(path, strict: bool = False) -> bool:
+    """Whether ``path`` is a distgrail index file (its root attribute ``format``). ``strict``
+    (``--layout`` given: an index is meant): no file an index could be in (missing, a directory, a
+    FIFO) is an IndexFormatError saying which, as ``info`` says it, and an HDF5 file that HDF5
+    cannot open (truncated) a damaged index; otherwise each of these is no index (the graph reader
+    then says what it is)."""
+    import h5py
+
+    from .errors import IndexFormatError
     from .indexfile import FORMAT
+    from .indexfile.read import check_index_path
 
+    if strict:
+        check_index_path(path)
     try:
-        import h5py
-
         with open(path, "rb") as f:
             if f.read(8) != b"\x89HDF\r\n\x1a\n":
                 return False
+    except OSError as e:
+        if strict:
+            raise IndexFormatError(f"{path}: the index file cannot be read ({e.strerror})") from None
+        return False
+    try:
         with h5py.File(path, "r") as f:
             fmt = f.attrs.get("format")
-        return (fmt.decode() if isinstance(fmt, bytes) else fmt) == FORMAT
-    except (OSError, ValueError, KeyError, RuntimeError):
+    except (OSError, ValueError, KeyError, RuntimeError) as e:
+        if strict:
+            raise IndexFormatError(f"{path}: damaged index: HDF5 cannot open the file ({e})") from None
         return False
+    return (fmt.decode(errors="replace") if isinstance(fmt, bytes) else fmt) == FORMAT
 
 
 def _convert_index(args, path):
@@ -353,25 +374,29 @@ def _convert_index(args, path):
     import distgrail
     from .indexfile.split import check_parts, write_split_index
 
-    if not _is_index(path):
+    if not _is_index(path, strict=args.layout is not None):
         raise DistGrailError(f"{path}: --layout converts index files, and this is not a distgrail index (a graph is "
                              f"converted without --layout)")
     if args.layout is None:
         raise DistGrailError(f"{path}: an index file: give --layout single (one file) or --layout split")
-    check_parts(args.parts)
+    parts = check_parts(args.parts if args.parts is not None else DEFAULT_PARTS)
     t = time.perf_counter()
     idx = distgrail.open_index(path)
     tr = time.perf_counter() - t
     if args.layout == "single":
         idx.save(args.output)
     else:
-        write_split_index(args.output, idx.meta, idx.arrays, parts=args.parts)
+        write_split_index(args.output, idx.meta, idx.arrays, parts=parts)
     tw = time.perf_counter() - t - tr
     summary = {"output": os.path.abspath(args.output), "layout": args.layout, "read_seconds": round(tr, 6),
-               "write_seconds": round(tw, 6), "parts": args.parts if args.layout == "split" else 0}
+               "write_seconds": round(tw, 6), "parts": parts if args.layout == "split" else 0}
     _emit(args, None, summary, f"{args.output}: the index {path} in the {args.layout} layout (read {tr:.2f} s, "
                                f"write {tw:.2f} s)")
     return 0
+
+
+#: part files of ``convert INDEX --layout split`` unless ``--parts`` says
+DEFAULT_PARTS = 2
 
 
 def _sync(be):
@@ -457,7 +482,8 @@ def build_parser() -> argparse.ArgumentParser:
     sp.add_argument("-o", "--output", required=True, help="binary graph file to write (.h5), or the index")
     sp.add_argument("--layout", choices=("single", "split"), default=None, help="an index file: write it as one file (single: "
                     "merges a split index's parts) or split into --parts part files")
-    sp.add_argument("--parts", type=int, default=2, help="--layout split: part files (default 2)")
+    sp.add_argument("--parts", type=int, default=None, help="--layout split: part files (default 2; refused with "
+                    "--layout single)")
     sp.add_argument("--format", choices=FORMATS, default="auto", help="input format (default auto)")
     sp.add_argument("--num-vertices", type=int, default=None, help="edge lists: number of vertices")
     sp.add_argument("--no-condense", action="store_true",
