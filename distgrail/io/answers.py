@@ -53,15 +53,40 @@ def write_answer_rows(answers: np.ndarray, u: np.ndarray, v: np.ndarray, path: s
 
 def write_text_body(path, body: bytes) -> None:
     """``body`` written atomically to ``path``, gzip-compressed when it ends in ``.gz``."""
-    with atomic_path(path) as tmp:
-        if str(path).lower().endswith(".gz"):
-            import gzip
+    write_text_chunks(path, (body,))
 
-            with gzip.open(tmp, "wb", compresslevel=6) as f:
-                f.write(body)
+
+def write_text_chunks(path, chunks) -> None:
+    """The bytes of ``chunks`` (an iterable, made as it is written) written atomically to ``path``,
+    gzip-compressed when it ends in ``.gz`` (:func:`gzip_writer`); ``-``: to stdout."""
+    path = os.fspath(path)
+    if path == "-":
+        import sys
+
+        sys.stdout.flush()
+        for c in chunks:
+            sys.stdout.buffer.write(c)
+        sys.stdout.buffer.flush()
+        return
+    with atomic_path(path) as tmp, open(tmp, "wb") as raw:
+        if path.lower().endswith(".gz"):
+            with gzip_writer(raw, path) as f:
+                for c in chunks:
+                    f.write(c)
         else:
-            with open(tmp, "wb") as f:
-                f.write(body)
+            for c in chunks:
+                raw.write(c)
+
+
+def gzip_writer(fileobj, path):
+    """A gzip stream into ``fileobj`` (the temporary file of ``path``) whose header names the
+    output, ``path``'s base name without ``.gz`` (what ``gunzip -N`` restores), never the
+    temporary file, and holds no time stamp (0: the same data, the same bytes)."""
+    import gzip
+
+    name = os.path.basename(os.fspath(path))
+    name = name[:-3] if name.lower().endswith(".gz") else name
+    return gzip.GzipFile(filename=name, mode="wb", fileobj=fileobj, compresslevel=6, mtime=0)
 
 
 def read_answer_rows(path):

@@ -229,9 +229,9 @@ def write_answers(answers: np.ndarray, path, sources=None, targets=None) -> None
             with open(tmp, "wb") as f:
                 np.save(f, np.asarray(answers, dtype=bool))
         elif low.endswith(".gz"):
-            import gzip
+            from .answers import gzip_writer
 
-            with gzip.open(tmp, "wb", compresslevel=6) as f:
+            with open(tmp, "wb") as raw, gzip_writer(raw, path) as f:
                 f.write(_zero_one_lines(answers))
         else:
             with open(tmp, "wb") as f:
