@@ -66,3 +66,25 @@ def test_gzip_outputs_name_the_output_not_the_temporary_file(bundled, tmp_path):
     assert gzip.decompress(first).count(b"\n") == 30
 
 
+# -- 7: convert of a graph with node names ---------------------------------------------------------
+
+def test_convert_refuses_a_graph_with_node_names(tmp_path):
+    g = tmp_path / "l.txt"
+    g.write_text("src dst\nalice bob\nbob carol\n")
+    out = tmp_path / "l.h5"
+    r = run("convert", str(g), "-o", str(out), "--backend", "cpu")
+    assert r.returncode == 2 and b"node labels" in r.stderr and b"Traceback" not in r.stderr, r.stderr
+    assert b"index" in r.stderr and not out.exists() and sorted(os.listdir(tmp_path)) == ["l.txt"]
+    from distgrail.io.binary import write_binary_graph
+    from distgrail.io.writers import write_graph
+
+    lab = distgrail.io.read.as_graph({"x": ["y"], "y": []})
+    for write in (write_binary_graph, write_graph):
+        with pytest.raises(DistGrailError, match="node labels"):
+            write(lab, tmp_path / "x.h5")
+    with pytest.raises(DistGrailError, match="node labels"):
+        write_graph(lab, tmp_path / "x.gra")
+    assert sorted(os.listdir(tmp_path)) == ["l.txt"]
+    plain = tmp_path / "n.txt"
+    plain.write_text("0 1\n1 2\n")
+    assert run("convert", str(plain), "-o", str(tmp_path / "n.h5"), "--backend", "cpu").returncode == 0

@@ -35,7 +35,7 @@ from .atomic import atomic_path
 from .digest import split_digest
 
 __all__ = ["dataset_of", "vertex_count", "write_binary_graph", "write_binary_csr", "read_binary_graph", "read_condensation",
-           "GRAPH_FORMAT", "GRAPH_FORMAT_VERSION"]
+           "GRAPH_FORMAT", "GRAPH_FORMAT_VERSION", "refuse_node_labels"]
 
 GRAPH_FORMAT = "distgrail-graph"
 GRAPH_FORMAT_VERSION = 2
@@ -127,6 +127,7 @@ def write_binary_graph(graph: EdgeGraph, path, dag=None, notify=None) -> None:
     a one-line reason). The file is the same, byte for byte, either way."""
     from .graph import edge_graph_csr
 
+    refuse_node_labels(graph, path)
     if isinstance(graph.src, np.ndarray):
         indptr, indices = edge_graph_csr(graph)
     else:
@@ -138,6 +139,20 @@ def write_binary_graph(graph: EdgeGraph, path, dag=None, notify=None) -> None:
 
         dag = dataclasses.replace(dag, **{k: to_host(getattr(dag, k)) for k in _DAG_ARRAYS})  # what the file holds
     write_binary_csr(path, graph.n, indptr, indices, name=graph.name, digest=graph.digest, dag=dag)
+
+
+def refuse_node_labels(graph, path, what: str = "a .h5 graph file") -> None:
+    """Refuse to write a graph that has node labels (``meta["node_labels"]``: names, or integers
+    other than 0..n-1) into a graph file, which holds vertex ids 0..n-1 only: the names would be
+    dropped without a word, and an index of that file would then take ids, not the names. A
+    GraphFormatError (exit 2) raised before anything is written."""
+    labels = (getattr(graph, "meta", None) or {}).get("node_labels")
+    if labels is None:
+        return
+    first = labels.values[0].item() if len(labels) else None
+    raise GraphFormatError(f"the graph has node labels (e.g. {first!r}) and {what} holds integer vertex ids only: "
+                           "the names would be lost; index the graph itself instead (distgrail index on its text file, "
+                           "or build_index, keeps the names), or number the nodes 0..n-1 first", path=os.fspath(path))
 
 
 def _device_csr(graph, notify):

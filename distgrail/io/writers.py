@@ -144,11 +144,16 @@ def _fmt_of(path: str) -> str:
 def write_graph(graph, path, fmt: str | None = None, dag=None) -> None:
     """Write ``graph`` (an :class:`EdgeGraph` or a generated ``CSRGraph``) as ``.gra`` (GRAIL
     format with header), an edge list, Matrix Market (``.mtx``), or binary ``.h5``. Repeated edges are merged in ``.gra``
-    and ``.h5``; an edge list from an EdgeGraph keeps every edge in input order."""
+    and ``.h5``; an edge list from an EdgeGraph keeps every edge in input order. A graph with node
+    labels is refused: these files hold vertex ids (:func:`~distgrail.io.binary.refuse_node_labels`)."""
     path = os.fspath(path)
     fmt = fmt or _fmt_of(path)
     if fmt not in TEXT_FORMATS + ("h5",):
         raise DistGrailError(f"output format must be gra, edgelist, mtx or h5, got {fmt!r}")
+    from .binary import refuse_node_labels
+
+    refuse_node_labels(graph, path, {"h5": "a .h5 graph file", "edgelist": "an edge list written here"}.get(
+        fmt, f"a .{fmt} file written here"))
     if hasattr(graph, "indptr"):
         return write_csr(graph.n, graph.indptr, graph.indices, path, fmt, name=graph.name,
                          digest=getattr(graph, "digest", ""), dag=dag)
