@@ -103,27 +103,49 @@ def answer_pair(args) -> int:
 
 
 def cmd_pairs(args) -> int:
-    """``pairs INDEX -n N [--random|--reachable] [--seed S] -o P``."""
+    """``pairs INDEX -n N [--random|--reachable] [--seed S] -o P``; ``-o -`` writes the pairs to
+    stdout and the summary to stderr (as ``query -o -``)."""
     import distgrail
-    from .errors import OutputError
-    from .io.atomic import check_output, same_file
-    from .io.samplepairs import pair_tokens, sample_pairs, write_pairs
+    from .io.samplepairs import check_pairs_output, check_seed, pair_tokens, sample_pairs, write_pairs
 
     out = args.output
-    if os.path.abspath(out) == os.path.abspath(args.index) or same_file(out, args.index):
-        raise OutputError(f"{out}: the output would overwrite the index {args.index}; choose another output path")
-    check_output(out)
+    check_pairs_output(out)
+    check_seed(args.seed)
+    if out != "-":
+        _not_the_index(out, args.index)
     idx = distgrail.open_index(args.index)
+    if out != "-":
+        _not_the_index(out, args.index, parts=True)
     t = time.perf_counter()
     s, d = sample_pairs(idx, args.n, args.kind, args.seed)
     write_pairs(*pair_tokens(idx, s, d), out)
-    summary = {"output": os.path.abspath(out), "pairs": int(args.n), "kind": args.kind, "seed": args.seed,
-               "seconds": round(time.perf_counter() - t, 6)}
+    summary = {"output": out if out == "-" else os.path.abspath(out), "pairs": int(args.n), "kind": args.kind,
+               "seed": args.seed, "seconds": round(time.perf_counter() - t, 6)}
+    to = sys.stderr if out == "-" else sys.stdout
     if args.json:
-        print(json.dumps(summary, indent=2, sort_keys=True))
+        print(json.dumps(summary, indent=2, sort_keys=True), file=to)
     elif not args.quiet:
-        print(f"{out}: {args.n:,} {args.kind} pairs (seed {args.seed})", file=sys.stdout)
+        print(f"{'stdout' if out == '-' else out}: {args.n:,} {args.kind} pairs (seed {args.seed})", file=to)
     return 0
+
+
+def _not_the_index(out, index, parts: bool = False) -> None:
+    """Refuse an output that is the index (same path or inode), or with ``parts`` one of its part
+    files (a split index's, beside it: overwritten, the index would be lost); check its directory."""
+    from .errors import OutputError
+    from .io.atomic import check_output, same_file
+
+    if not parts:
+        if os.path.abspath(out) == os.path.abspath(index) or same_file(out, index):
+            raise OutputError(f"{out}: the output would overwrite the index {index}; choose another output path")
+        check_output(out)
+        return
+    from .indexfile.layout import index_parts
+
+    for p in index_parts(index):
+        if os.path.abspath(out) == os.path.abspath(p) or same_file(out, p):
+            raise OutputError(f"{out}: the output would overwrite the index {index} (its part file "
+                              f"{os.path.basename(p)}); choose another output path")
 
 
 def add_pairs_command(sub) -> None:
@@ -136,9 +158,12 @@ def add_pairs_command(sub) -> None:
     kind.add_argument("--reachable", dest="kind", action="store_const", const="reachable",
                       help="pairs known reachable, u != v: random sources (up to 1,024), each with a random "
                            "vertex its BFS over the index's DAG reaches (up to 65,536 components)")
-    sp.add_argument("--seed", type=int, default=0, help="seed (default 0): same index and seed, same pairs")
+    sp.add_argument("--seed", type=int, default=0,
+                    help="seed, 0..2^64-1 (default 0): same index and seed, same pairs")
     sp.add_argument("-o", "--output", required=True,
-                    help="pairs file: 'u v' lines (node labels when the index has them; .gz ok) or .npy (k, 2)")
+                    help="pairs file: .txt or .pairs 'u v' lines (node labels when the index has them; .txt.gz, "
+                         ".pairs.gz compressed), .npy (k, 2) ids, or '-' for stdout (the summary then on stderr); "
+                         "any other extension is refused")
     common_options(sp, backend=False)
     sp.set_defaults(func=cmd_pairs, kind="random", one_process=True)
 

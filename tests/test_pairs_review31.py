@@ -37,6 +37,134 @@ def bundled(tmp_path_factory):
     return out
 
 
+# -- 1: the seed -------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("seed", ["-1", str(2**64), str(2**90)])
+def test_pairs_seed_out_of_range_is_refused(bundled, tmp_path, capsys, seed):
+    out = tmp_path / "p.txt"
+    assert main(["pairs", str(bundled), "-n", "10", "--seed", seed, "-o", str(out)]) == 2
+    assert f"seed must be an integer in 0..2^64-1, got {seed}" in capsys.readouterr().err
+    assert not out.exists()
+    idx = distgrail.open_index(bundled)
+    for bad in (int(seed), True, 1.5):
+        with pytest.raises(DistGrailError, match="seed must be an integer in 0..2"):
+            sample_pairs(idx, 3, "random", bad)
+
+
+def test_pairs_largest_seed_is_taken(bundled, tmp_path):
+    out = tmp_path / "p.txt"
+    assert main(["pairs", str(bundled), "-n", "10", "--seed", str(2**64 - 1), "-o", str(out), "--quiet"]) == 0
+    assert read_pairs(out)[0].size == 10
+
+
+# -- 3: labels the pairs file cannot hold --------------------------------------------------------
+
+@pytest.mark.parametrize("label", ["new york", "#x", "a#b", "50%", "tab\there", "cr\r", "lf\nx", "nbsp\u00a0x",
+                                   "", "unit\x1fsep", "vt\x0b"])
+def test_write_pairs_refuses_labels_the_reader_would_not_read(tmp_path, label):
+    out = tmp_path / "p.txt"
+    u = np.array(["ok", label, "fine"])
+    v = np.array(["fine", "ok", "ok"])
+    with pytest.raises(DistGrailError, match="node label") as e:
+        write_pairs(u, v, out)
+    assert repr(label) in str(e.value)
+    assert not out.exists() and os.listdir(tmp_path) == []
+
+
+def test_labels_that_read_back_are_written(tmp_path):
+    labels = np.array(["café", "日本", "a-b", "x.y", "1", "-3", "q'uote", 'dq"'])
+    out = tmp_path / "p.txt.gz"
+    write_pairs(labels, labels[::-1], out)
+    s, t = read_pairs(out, "str")
+    assert s.tolist() == labels.tolist() and t.tolist() == labels[::-1].tolist()
+
+
+def test_pairs_of_an_index_with_a_blank_in_a_label_exit_2(tmp_path):
+    idx = tmp_path / "lab.h5"
+    distgrail.build_index({"new york": ["#x"], "#x": []}, output=str(idx), backend="cpu")
+    out = tmp_path / "p.txt"
+    r = run("pairs", str(idx), "-n", "3", "--reachable", "-o", str(out))
+    assert r.returncode == 2, r.stderr
+    assert b"node label '#x' holds '#'" in r.stderr and b"Traceback" not in r.stderr and not out.exists()
+    with pytest.raises(DistGrailError, match="node label 'new york' holds a blank"):
+        write_pairs(np.array(["new york"]), np.array(["x"]), out)
+
+
+# -- 4: the output path --------------------------------------------------------------------------
+
+def test_pairs_to_stdout(bundled, tmp_path):
+    r = run("pairs", str(bundled), "-n", "20", "--seed", "4", "-o", "-", cwd=tmp_path)
+    assert r.returncode == 0, r.stderr
+    assert not (tmp_path / "-").exists()
+    out = tmp_path / "p.txt"
+    assert main(["pairs", str(bundled), "-n", "20", "--seed", "4", "-o", str(out), "--quiet"]) == 0
+    assert r.stdout == out.read_bytes() and b"20 random pairs" in r.stderr
+    r = run("pairs", str(bundled), "-n", "20", "--seed", "4", "-o", "-", "--json", cwd=tmp_path)
+    assert r.returncode == 0 and r.stdout == out.read_bytes() and b'"pairs": 20' in r.stderr
+
+
+@pytest.mark.parametrize("name", ["p.parquet", "p.bz2", "p.txt.zst", "p.h5", "p.csv", "p.NPY", "p.TXT.GZ", "p"])
+def test_pairs_output_names_it_cannot_write_are_refused(bundled, tmp_path, capsys, name):
+    out = tmp_path / name
+    assert main(["pairs", str(bundled), "-n", "5", "-o", str(out)]) == 2
+    err = capsys.readouterr().err
+    assert "pairs file" in err and ".npy" in err and ".txt" in err, err
+    assert os.listdir(tmp_path) == []
+    with pytest.raises(DistGrailError, match="pairs file"):
+        write_pairs(np.array([1]), np.array([2]), out)
+
+
+@pytest.mark.parametrize("name", ["p.txt", "p.TXT", "p.pairs", "p.txt.gz", "p.pairs.gz", "p.npy"])
+def test_pairs_output_names_query_reads_back(bundled, tmp_path, name):
+    out = tmp_path / name
+    assert main(["pairs", str(bundled), "-n", "50", "--seed", "2", "-o", str(out), "--quiet"]) == 0
+    r = run("query", str(bundled), str(out), "--backend", "cpu", "--json")
+    assert r.returncode == 0, r.stderr
+    assert b'"queries": 50' in r.stdout or b'"pairs": 50' in r.stdout, r.stdout
+
+
+def test_pairs_never_overwrites_the_index_or_its_part_files(tmp_path):
+    split = tmp_path / "s.h5"
+    assert main(["index", "bundled", "-o", str(split), "--quiet", "--backend", "cpu", "--layout", "split"]) == 0
+    from distgrail.indexfile.layout import index_parts
+
+    parts = index_parts(split)
+    assert parts
+    before = {p: Path(p).read_bytes() for p in parts}
+    for p in parts:
+        r = run("pairs", str(split), "-n", "5", "-o", p)  # (its name says it is no pairs file)
+        assert r.returncode == 2 and b"unknown extension '.part" in r.stderr, r.stderr
+        for name in ("hard.txt", "hard.npy"):  # the same file under a pairs file's name
+            os.link(p, tmp_path / name)
+            r = run("pairs", str(split), "-n", "5", "-o", str(tmp_path / name))
+            assert r.returncode == 2 and b"would overwrite the index" in r.stderr and b"part file" in r.stderr, r.stderr
+            os.remove(tmp_path / name)
+    os.link(split, tmp_path / "main.txt")
+    r = run("pairs", str(split), "-n", "5", "-o", str(tmp_path / "main.txt"))
+    assert r.returncode == 2 and b"would overwrite the index" in r.stderr, r.stderr
+    assert {p: Path(p).read_bytes() for p in parts} == before
+    assert run("info", str(split), "--quiet").returncode == 0
+
+
+# -- 5: a count the machine cannot hold ------------------------------------------------------------
+
+def test_pairs_count_too_large_for_the_machine(bundled, tmp_path, capsys):
+    out = tmp_path / "p.txt"
+    for kind in ("--random", "--reachable"):
+        assert main(["pairs", str(bundled), "-n", "1000000000000", kind, "-o", str(out)]) == 2
+        err = capsys.readouterr().err
+        assert "-n 1,000,000,000,000" in err and "GiB" in err and "out of memory" not in err, err
+    assert not out.exists()
+
+
+def test_pairs_count_checked_against_distgrail_memory(bundled, tmp_path, monkeypatch):
+    monkeypatch.setenv("DISTGRAIL_MEMORY", str(10 << 20))
+    idx = distgrail.open_index(bundled)
+    with pytest.raises(DistGrailError, match="-n 10,000,000"):
+        sample_pairs(idx, 10_000_000, "random", 0)
+    assert sample_pairs(idx, 10_000, "random", 0)[0].size == 10_000
+
+
 # -- 6: gzip headers ---------------------------------------------------------------------------
 
 def _gzip_name(path):

@@ -10,15 +10,17 @@
   included, without the source itself). Not uniform over all reachable pairs; exact and the same
   for the same index and seed.
 
-Pairs are written as text ``u v`` lines (``.gz`` compressed when the name ends so), with the
-graph's node labels when the index has them, or as a ``.npy`` (k, 2) array of ids or integer
-labels: int32 when every value fits (what a GPU query stages with a plain copy, not a cast: half
-the bytes to read), else int64.
+Pairs are written as text ``u v`` lines (``.txt`` or ``.pairs``; ``.gz`` compressed, ``-``
+stdout), with the graph's node labels when the index has them, or as a ``.npy`` (k, 2) array of
+ids or integer labels: int32 when every value fits (what a GPU query stages with a plain copy,
+not a cast: half the bytes to read), else int64. Only what :mod:`distgrail.io.pairs` reads back
+is written: other names, and labels it would split or cut (blanks, ``#``/``%``), are refused.
 """
 
 from __future__ import annotations
 
 import os
+import re
 
 import numpy as np
 
@@ -26,12 +28,66 @@ from ..arrays import sorted_distinct, unique
 from ..errors import DistGrailError, QueryError
 from .atomic import atomic_path
 
-__all__ = ["sample_pairs", "write_pairs", "MAX_SOURCES", "MAX_REACH", "pair_tokens"]
+__all__ = ["sample_pairs", "write_pairs", "MAX_SOURCES", "MAX_REACH", "pair_tokens", "check_seed",
+           "check_pairs_output", "PAIRS_OUTPUTS"]
 
 #: distinct sources of the reachable pairs
 MAX_SOURCES = 1024
 #: components a source's BFS visits at most
 MAX_REACH = 1 << 16
+#: bytes per pair that making and writing the pairs hold at least (the ids, the draws, the
+#: written copy); node labels add two labels' bytes
+BYTES_PER_PAIR = {"random": 32, "reachable": 56}
+#: pairs of text written per block (the text of one block is held at a time)
+TEXT_BLOCK = 1 << 20
+#: the pairs file names written, as :mod:`distgrail.io.pairs` tells them (``.gz``, ``.npy``: by
+#: those lower-case endings)
+PAIRS_OUTPUTS = (".txt or .pairs ('u v' lines; .txt.gz or .pairs.gz compressed), .npy (a (k, 2) "
+                 "integer array), or - for stdout")
+#: what the pairs reader takes as a blank, a comment or a line end inside a label (it splits lines
+#: there, cuts the line at ``#``/``%``, and refuses the rest, as ``str.isspace`` and NUL), or
+#: what UTF-8 cannot encode
+_NOT_IN_LABEL = re.compile(r"[\s\x00#%\ud800-\udfff]")
+
+
+def check_seed(seed) -> None:
+    """The seed's range, as ``index`` and ``generate`` check theirs (an integer in 0..2^64-1):
+    NumPy would refuse a negative one with a traceback and take any larger one."""
+    if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)) or not 0 <= seed < 2**64:
+        raise DistGrailError(f"seed must be an integer in 0..2^64-1, got {seed!r}")
+
+
+def check_count(idx, count, kind: str) -> None:
+    """``count`` pairs must fit this machine's memory (:data:`BYTES_PER_PAIR`; the physical memory,
+    or ``DISTGRAIL_MEMORY``): refused up front, naming ``-n``, rather than ending in a MemoryError
+    half way."""
+    from ..dtypes import physical_memory
+
+    labels = idx.node_labels
+    per = BYTES_PER_PAIR[kind] + (0 if labels is None else 2 * labels.values.dtype.itemsize)
+    have = physical_memory()
+    if count * per > have:
+        raise QueryError(f"-n {count:,}: {count:,} {kind} pairs need at least {count * per / 2**30:,.1f} GiB of "
+                         f"memory to make and write, this machine has {have / 2**30:,.1f} GiB: at most "
+                         f"{have // per:,} pairs in one file (more: several files, each with its own --seed)")
+
+
+def check_pairs_output(path) -> None:
+    """Refuse a pairs file name that :mod:`distgrail.io.pairs` would not read back as written
+    (DistGrailError naming the names it takes): it reads ``.npy`` and ``.gz`` by those lower-case
+    endings and any other name as text, so ``p.parquet``, ``p.bz2`` or ``p.h5`` would hold text
+    under a name that says otherwise, and ``p.NPY`` an array read as text."""
+    path = os.fspath(path)
+    if path == "-" or path.endswith(".npy"):
+        return
+    text = path[:-3] if path.endswith(".gz") else path
+    if text.lower().endswith((".txt", ".pairs")):
+        return
+    ext = os.path.splitext(os.path.basename(path))[1]
+    found = f"unknown extension {ext!r}" if ext else "no extension"
+    case = (" (query tells .npy and .gz by those lower-case endings)"
+            if path.lower().endswith((".npy", ".txt.gz", ".pairs.gz")) else "")
+    raise DistGrailError(f"{path}: {found} for the pairs file{case}: name it {PAIRS_OUTPUTS}")
 
 
 def _members(component: np.ndarray, C: int):
@@ -78,9 +134,16 @@ def _vertex_at(order, start, r, cum, j):
 
 
 def sample_pairs(idx, count: int, kind: str = "random", seed: int = 0):
-    """``count`` pairs (u, v) of vertex ids of the index ``idx`` (see the module doc)."""
-    if count < 0:
-        raise QueryError(f"the number of pairs must be >= 0, got {count}")
+    """``count`` pairs (u, v) of vertex ids of the index ``idx`` (see the module doc); ``seed`` an
+    integer in 0..2^64-1, as ``index``'s. Refused up front: a count this machine cannot hold
+    (:func:`check_count`); for ``reachable``, a graph where no vertex reaches another."""
+    if kind not in BYTES_PER_PAIR:
+        raise QueryError(f"pair kind must be 'random' or 'reachable', got {kind!r}")
+    if isinstance(count, bool) or not isinstance(count, (int, np.integer)) or count < 0:
+        raise QueryError(f"the number of pairs must be an integer >= 0, got {count!r}")
+    check_seed(seed)
+    count = int(count)
+    check_count(idx, count, kind)
     n = int(idx.n)
     rng = np.random.default_rng(seed)
     if n == 0:
@@ -88,8 +151,6 @@ def sample_pairs(idx, count: int, kind: str = "random", seed: int = 0):
     if kind == "random":
         uv = rng.integers(0, n, (count, 2), dtype=np.int64)
         return uv[:, 0], uv[:, 1]
-    if kind != "reachable":
-        raise QueryError(f"pair kind must be 'random' or 'reachable', got {kind!r}")
     comp = np.asarray(idx.arrays["vertex/component"], np.int64)
     indptr = np.asarray(idx.arrays["dag/indptr"], np.int64)
     indices = np.asarray(idx.arrays["dag/indices"], np.int64)
@@ -130,10 +191,16 @@ def pair_tokens(idx, s: np.ndarray, t: np.ndarray):
 
 
 def write_pairs(u, v, path) -> None:
-    """Pairs ``u v`` per line (ids or labels; ``.gz``: gzip) or ``.npy`` (k, 2), int32 when every
-    value fits, else int64; atomically."""
+    """Pairs ``u v`` per line (ids or labels; ``.gz``: gzip; ``-``: stdout) or ``.npy`` (k, 2),
+    int32 when every value fits, else int64; atomically. Only what ``distgrail query`` reads back:
+    other names are refused (:func:`check_pairs_output`), and so are labels it would not read as
+    written (:func:`_check_labels`), before anything is written."""
     path = os.fspath(path)
+    check_pairs_output(path)
     u, v = np.asarray(u), np.asarray(v)
+    if u.shape != v.shape or u.ndim != 1:
+        raise DistGrailError(f"{path}: sources and targets must be two 1-D arrays of one length, got {u.shape} "
+                             f"and {v.shape}")
     if path.endswith(".npy"):
         if u.dtype.kind not in "iu":
             raise DistGrailError(f"{path}: a .npy pairs file holds integers; this index has string node labels "
@@ -143,14 +210,48 @@ def write_pairs(u, v, path) -> None:
         with atomic_path(path) as tmp, open(tmp, "wb") as f:
             np.save(f, np.stack([u, v], axis=1).astype(np.int32 if narrow else np.int64))
         return
-    if u.dtype.kind in "iu" and (u.size == 0 or min(int(u.min()), int(v.min())) >= 0):
+    if u.dtype.kind not in "iu":
+        _check_labels(path, u, v)
+    from .answers import write_text_chunks
+
+    write_text_chunks(path, _text_blocks(u, v))
+
+
+def _text_blocks(u, v):
+    """The ``u v`` lines, :data:`TEXT_BLOCK` pairs at a time (the text of one block held at once)."""
+    ids = u.dtype.kind in "iu" and (u.size == 0 or min(int(u.min()), int(v.min())) >= 0)
+    if ids:
         from .writers import format_ints
 
-        vals = np.empty(2 * u.size, np.int64)
-        vals[0::2], vals[1::2] = u, v
-        body = format_ints(vals, np.tile(np.array([0, 1], np.int8), u.size), [b" ", b"\n"])
-    else:
-        body = "".join(f"{a} {b}\n" for a, b in zip(u.tolist(), v.tolist())).encode()
-    from .answers import write_text_body
+        codes = np.tile(np.array([0, 1], np.int8), min(u.size, TEXT_BLOCK))
+    for lo in range(0, u.size, TEXT_BLOCK):
+        a, b = u[lo:lo + TEXT_BLOCK], v[lo:lo + TEXT_BLOCK]
+        if ids:
+            vals = np.empty(2 * a.size, np.int64)
+            vals[0::2], vals[1::2] = a, b
+            yield format_ints(vals, codes[:vals.size], [b" ", b"\n"])
+        else:
+            yield "".join(f"{x} {y}\n" for x, y in zip(a.tolist(), b.tolist())).encode("utf-8")
 
-    write_text_body(path, body)
+
+def _check_labels(path, u, v) -> None:
+    """Refuse a node label that the pairs reader (:mod:`distgrail.io.pairs`) would not read back
+    as itself: one with a blank, a line end or another space character (it splits or refuses the
+    line there), a ``#`` or ``%`` (it cuts the line there: a comment), a NUL, none at all, or one
+    that UTF-8 cannot encode. No escape exists in that format: such a label is asked about with
+    :meth:`distgrail.Index.query` in Python instead."""
+    labels = np.concatenate([u.ravel(), v.ravel()])
+    if not labels.size:
+        return
+    if labels.dtype.kind == "O":
+        labels = np.array([str(x) for x in labels.tolist()])
+    for x in sorted_distinct(np, labels).tolist():
+        x = str(x)
+        if x and not _NOT_IN_LABEL.search(x):
+            continue
+        what = ("is empty" if not x else "holds a blank or another space character" if re.search(r"\s", x)
+                else "holds '#' or '%' (a comment mark)" if re.search("[#%]", x)
+                else "holds a NUL" if "\x00" in x else "is not valid Unicode text")
+        raise DistGrailError(f"{path}: node label {x!r} {what}: a pairs file's 'u v' lines would not read it back "
+                             "(labels without blanks, '#', '%' or control spaces); ask about it with "
+                             "Index.query in Python instead")
