@@ -156,8 +156,9 @@ def add_pairs_command(sub) -> None:
     kind.add_argument("--random", dest="kind", action="store_const", const="random",
                       help="u and v uniform over the vertices, independently (the default)")
     kind.add_argument("--reachable", dest="kind", action="store_const", const="reachable",
-                      help="pairs known reachable, u != v: random sources (up to 1,024), each with a random "
-                           "vertex its BFS over the index's DAG reaches (up to 65,536 components)")
+                      help="pairs known reachable, u != v: random sources (up to 1,024) among the vertices that "
+                           "reach another, each with a random vertex its BFS over the index's DAG reaches (up "
+                           "to 65,536 components)")
     sp.add_argument("--seed", type=int, default=0,
                     help="seed, 0..2^64-1 (default 0): same index and seed, same pairs")
     sp.add_argument("-o", "--output", required=True,

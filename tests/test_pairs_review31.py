@@ -57,6 +57,70 @@ def test_pairs_largest_seed_is_taken(bundled, tmp_path):
     assert read_pairs(out)[0].size == 10
 
 
+# -- 2: --reachable without one BFS per vertex ---------------------------------------------------
+
+def _hub_graph(n, hubs):
+    src = np.repeat(np.arange(hubs), n - hubs)
+    dst = np.tile(np.arange(hubs, n), hubs)
+    return src, dst
+
+
+def test_reachable_pairs_of_a_hub_graph_take_one_bfs_per_hub(monkeypatch):
+    """10 hubs -> every other vertex: only the hubs reach anything; the sources are drawn among
+    them (10 BFS), where every vertex used to be tried with a BFS of its own (~n)."""
+    n, hubs = 20_000, 10
+    src, dst = _hub_graph(n, hubs)
+    idx = distgrail.build_index((src, dst), dims=2, backend="cpu")
+    calls = []
+    real = samplepairs._bfs
+
+    def counting(*a, **k):
+        calls.append(a[2])
+        return real(*a, **k)
+
+    monkeypatch.setattr(samplepairs, "_bfs", counting)
+    s, t = sample_pairs(idx, 500, "reachable", 7)
+    assert len(calls) <= hubs, len(calls)
+    assert s.size == t.size == 500 and (s != t).all() and set(s.tolist()) <= set(range(hubs))
+    ip, ix = csr_of(distgrail.io.read.as_graph((src, dst)))
+    assert bfs_reachable(ip, ix, s, t).all()
+    s2, t2 = sample_pairs(idx, 500, "reachable", 7)
+    assert np.array_equal(s, s2) and np.array_equal(t, t2)
+    assert not np.array_equal(t, sample_pairs(idx, 500, "reachable", 8)[1])
+
+
+def test_reachable_sources_stop_at_max_sources(monkeypatch):
+    """A chain: every vertex but the last reaches another; at most MAX_SOURCES BFS, each a source."""
+    n = 3000
+    src, dst = np.arange(n - 1), np.arange(1, n)
+    idx = distgrail.build_index((src, dst), dims=2, backend="cpu")
+    monkeypatch.setattr(samplepairs, "MAX_SOURCES", 40)
+    calls = []
+    real = samplepairs._bfs
+    monkeypatch.setattr(samplepairs, "_bfs", lambda *a, **k: calls.append(1) or real(*a, **k))
+    s, t = sample_pairs(idx, 2000, "reachable", 1)
+    assert len(calls) == 40 and np.unique(s).size <= 40 and (s < t).all() and (s != n - 1).all()
+
+
+def test_reachable_pairs_inside_one_component_and_none_at_all():
+    """A 2-cycle among isolated vertices: its two vertices are the only sources, each the other's
+    target; a graph without an edge between distinct vertices has no reachable pair (exit 2)."""
+    idx = distgrail.build_index((np.array([5, 6, 3]), np.array([6, 5, 3])), num_vertices=1000, dims=2, backend="cpu")
+    s, t = sample_pairs(idx, 100, "reachable", 3)
+    assert set(zip(s.tolist(), t.tolist())) == {(5, 6), (6, 5)}
+    lone = distgrail.build_index((np.array([3]), np.array([3])), num_vertices=50, dims=2, backend="cpu")
+    with pytest.raises(DistGrailError, match="no reachable pair"):
+        sample_pairs(lone, 5, "reachable", 0)
+    assert sample_pairs(lone, 0, "reachable", 0)[0].size == 0
+
+
+def test_reachable_pairs_of_the_bundled_graph_are_reachable(bundled):
+    idx = distgrail.open_index(bundled)
+    s, t = sample_pairs(idx, 5000, "reachable", 11)
+    ip, ix = csr_of(distgrail.read_graph(distgrail.bundled_graph()))
+    assert bfs_reachable(ip, ix, s, t).all() and (s != t).all() and np.unique(s).size > 100
+
+
 # -- 3: labels the pairs file cannot hold --------------------------------------------------------
 
 @pytest.mark.parametrize("label", ["new york", "#x", "a#b", "50%", "tab\there", "cr\r", "lf\nx", "nbsp\u00a0x",

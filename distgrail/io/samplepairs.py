@@ -3,12 +3,15 @@
 
 * ``random``: ``u`` and ``v`` uniform over the vertices, independently (most such pairs are
   unreachable on large sparse graphs).
-* ``reachable``: pairs known reachable (``u != v``). Up to :data:`MAX_SOURCES` random source
-  vertices that reach another vertex are drawn; each source's reach is found by a BFS over the
-  index's condensation DAG, stopped once :data:`MAX_REACH` components are reached; each pair is a
-  random drawn source and a random vertex of the components its BFS reached (its own component
-  included, without the source itself). Not uniform over all reachable pairs; exact and the same
-  for the same index and seed.
+* ``reachable``: pairs known reachable (``u != v``). Up to :data:`MAX_SOURCES` source vertices
+  are drawn at random among those that reach another vertex: the vertices of a component that
+  holds more than one vertex or has a successor in the index's condensation DAG, found in one
+  pass over the components, so that a graph where few vertices reach anything (a few hubs) is
+  not searched vertex by vertex. Each drawn source's reach is found by a BFS over the DAG (one
+  per distinct component), stopped once :data:`MAX_REACH` components are reached; each pair is
+  a random drawn source and a random vertex of the components its BFS reached (its own
+  component included, without the source itself). Not uniform over all reachable pairs; exact
+  and the same for the same index and seed.
 
 Pairs are written as text ``u v`` lines (``.txt`` or ``.pairs``; ``.gz`` compressed, ``-``
 stdout), with the graph's node labels when the index has them, or as a ``.npy`` (k, 2) array of
@@ -24,7 +27,7 @@ import re
 
 import numpy as np
 
-from ..arrays import sorted_distinct, unique
+from ..arrays import sorted_distinct
 from ..errors import DistGrailError, QueryError
 from .atomic import atomic_path
 
@@ -97,9 +100,11 @@ def _members(component: np.ndarray, C: int):
     return order, start
 
 
-def _bfs(indptr, indices, c: int, limit: int) -> np.ndarray:
-    """Components reached from component ``c`` (itself first), at most ``limit``, level by level."""
-    seen = np.zeros(indptr.size - 1, bool)
+def _bfs(indptr, indices, c: int, limit: int, seen=None) -> np.ndarray:
+    """Components reached from component ``c`` (itself first), at most ``limit``, level by level.
+    ``seen``: a False array of the components, shared by the calls (marked and cleared again
+    here), so that each BFS costs what it reaches, not a fresh array of every component."""
+    seen = np.zeros(indptr.size - 1, bool) if seen is None else seen
     seen[c] = True
     out, frontier, total = [np.array([c])], np.array([c]), 1
     while frontier.size and total < limit:
@@ -110,7 +115,9 @@ def _bfs(indptr, indices, c: int, limit: int) -> np.ndarray:
         out.append(nxt)
         total += nxt.size
         frontier = nxt
-    return np.concatenate(out).astype(np.int64)
+    got = np.concatenate(out).astype(np.int64)
+    seen[got] = False
+    return got
 
 
 def _ranges(lo, hi):
@@ -156,22 +163,28 @@ def sample_pairs(idx, count: int, kind: str = "random", seed: int = 0):
     indices = np.asarray(idx.arrays["dag/indices"], np.int64)
     order, start = _members(comp, indptr.size - 1)
     size = np.diff(start)
-    sources, reach = [], []
-    for u in rng.permutation(n).tolist():
-        if len(sources) == MAX_SOURCES or count == 0:
-            break
-        r = _bfs(indptr, indices, int(comp[u]), MAX_REACH)
-        if int(size[r].sum()) > 1:  # u reaches a vertex besides itself
-            sources.append(u)
-            reach.append(r)
-    if count and not sources:
+    # a vertex reaches another one iff its component has another vertex or a DAG successor
+    sources = np.flatnonzero(((size > 1) | (np.diff(indptr) > 0))[comp])
+    if count and not sources.size:
         raise QueryError("the graph has no edge between distinct vertices: no reachable pair u -> v, u != v")
-    pick = rng.integers(0, max(len(sources), 1), count)
+    if not count:
+        return np.zeros(0, np.int64), np.zeros(0, np.int64)
+    sources = sources[rng.choice(sources.size, min(MAX_SOURCES, sources.size), replace=False)]
+    seen = np.zeros(indptr.size - 1, bool)
+    by_comp: dict = {}  # component -> its BFS's reach (sources of one component share it)
+    reach = []
+    for c in comp[sources].tolist():
+        if c not in by_comp:
+            by_comp[c] = _bfs(indptr, indices, c, MAX_REACH, seen)
+        reach.append(by_comp[c])
+    pick = rng.integers(0, sources.size, count)
     x = rng.random(count)
-    s = np.asarray(sources, np.int64)[pick] if count else np.zeros(0, np.int64)
+    s = sources[pick]
     t = np.empty(count, np.int64)
-    for i in unique(np, pick).tolist():  # the pairs of source i, at once
-        at = np.flatnonzero(pick == i)
+    by = np.argsort(pick, kind="stable")
+    bounds = np.concatenate(([0], np.cumsum(np.bincount(pick, minlength=sources.size))))
+    for i in np.flatnonzero(np.diff(bounds)).tolist():  # the pairs of source i, at once
+        at = by[bounds[i]:bounds[i + 1]]
         r = reach[i]
         cum = np.cumsum(size[r])
         total = int(cum[-1])  # vertices of the reached components, the source included
