@@ -222,7 +222,7 @@ def index_parts(path) -> list:
 
 def _part_order(name: str) -> tuple:
     """Sort key of a part file's name: its part number (``....part<r>``), then the name."""
-    head, sep, r = name.rpartition(".part")
+    _, sep, r = name.rpartition(".part")
     return (int(r), name) if sep and r.isascii() and r.isdigit() else (-1, name)
 
 
