@@ -35,9 +35,10 @@ GROUP = 64
 
 def read_edges(be, path, range_bytes: int):
     """``(n, pieces)``: the graph file's vertex count and its edges as ``[(src, dst), ...]`` on
-    ``be``'s device. A plain edge list (no ``num_vertices`` header) is parsed in byte ranges of at
-    most ``range_bytes`` (:func:`distgrail.mpi.parse.split_body`: cuts at line starts), one piece
-    each; any other file is read whole by :func:`~distgrail.stages.phases.read_on`, one piece."""
+    ``be``'s device. A plain edge list is parsed in byte ranges of at most ``range_bytes``
+    (:func:`distgrail.mpi.parse.split_body`: cuts at line starts), one piece each, its vertex count
+    the one its first line states (distgrail's writer) or the largest id + 1; any other file is read
+    whole by :func:`~distgrail.stages.phases.read_on`, one piece."""
     from distgrail.gpu.memory import max_in_pieces
     from distgrail.io.chunks import plan_read
     from distgrail.io.formats import BY_NAME
@@ -45,7 +46,7 @@ def read_edges(be, path, range_bytes: int):
     from distgrail.mpi.parse import split_body
 
     plan = plan_read(path)
-    if not (plan.kind == "text" and plan.fmt == "edgelist" and BY_NAME[plan.fmt].split and plan.n is None):
+    if not (plan.kind == "text" and plan.fmt == "edgelist" and BY_NAME[plan.fmt].split):
         g = read_on(be, path)
         return int(g.n), [(be.asarray(g.src), be.asarray(g.dst))]
     parts = max(1, -(-(plan.size - plan.body) // max(int(range_bytes), 1)))
@@ -61,7 +62,7 @@ def read_edges(be, path, range_bytes: int):
         if got.src.shape[0]:
             n = max(n, max_in_pieces(be.xp, got.src) + 1, max_in_pieces(be.xp, got.dst) + 1)
             pieces.append((got.src, got.dst))
-    return n, pieces
+    return (n if plan.n is None else int(plan.n)), pieces
 
 
 def reach_masks(xp, n: int, pieces, sources, block: int = 1 << 27):
