@@ -186,14 +186,31 @@ __device__ __forceinline__ i64 dg_value(const unsigned char* __restrict__ data, 
     return v;
 }
 
+// 1 when the token at p is a digit run: digits up to a blank, a line end, a comment character or the
+// end of the text ("12", "7#x"); 0 for "0.5", "{}", "7x" (the field-count check holds only lines
+// of integers)
+__device__ __forceinline__ bool dg_digits(const unsigned char* __restrict__ data, i64 L, i64 p, int fmt) {
+    const i64 p0 = p;
+    while (p < L && data[p] >= '0' && data[p] <= '9') ++p;
+    if (p == p0) return false;
+    if (p < L) {
+        const int c = dg_class(data[p], fmt);
+        if ((c & C_TOK) && !(c & C_A)) return false;
+    }
+    return true;
+}
+
 // One thread per line l < nlines (= NL + 1).
 // .gra: a line with a token, ':' or '#' must read "<id>: <successors> #": one ':', one '#' after
 //   it, one token before ':', none after '#'. line_u = vertex id (-1: blank or bad line),
 //   line_edges = successors; seen[id] += 1.
 // edge lists: the tokens before the first comment character; none: blank line; one: bad line;
-//   two or more: line_u, line_v = first two values - lo, line_edges = 1. width > 0: a line with
-//   tokens before its comment must have width of them (the file's first edge line's), else F_WIDTH
-//   (an adjacency list "0 1 2 3" read as the edge 0 -> 1 would lose edges); 0: not checked.
+//   two or more: line_u, line_v = first two values - lo, line_edges = 1. width > 0 (the file's
+//   first edge line's fields, the host passes it when they are all integers): a line with tokens
+//   before its comment, all of them digit runs, must have width of them, else F_WIDTH (an adjacency
+//   list "0 1 2 3" read as the edge 0 -> 1 would lose edges); a line with another token (a float
+//   weight, NetworkX's "{}") is not held to it; the tokens' bytes are read only on lines whose count
+//   differs. 0: not checked.
 extern "C" __global__ void dg_parse_lines(const unsigned char* __restrict__ data, i64 L, int fmt, int nlines,
                                           const int* __restrict__ tok_pos, const int* __restrict__ line_tok,
                                           const int* __restrict__ line_a, const int* __restrict__ line_b,
@@ -247,7 +264,12 @@ extern "C" __global__ void dg_parse_lines(const unsigned char* __restrict__ data
                 const int k = a_tok[a0];
                 live = k - t0 - ((k > t0 && tok_pos[k - 1] == cmt) ? 1 : 0);
             }
-            if (width > 0 && live > 0 && live != width) bad |= F_WIDTH;
+            if (width > 0 && live > 0 && live != width) {
+                bool digits = true;  // (the first two, when converted, are digit runs)
+                for (int t = t0 + (ne ? 2 : 0); t < t0 + live && digits; ++t)
+                    digits = dg_digits(data, L, tok_pos[t], fmt);
+                if (digits) bad |= F_WIDTH;
+            }
         }
         line_u[l] = u;
         line_v[l] = v;

@@ -1,10 +1,14 @@
-"""Every edge line of an integer edge list has as many fields as its first edge line (docs/inputs.md,
-rule 6). An adjacency list or a METIS file read as an edge list lost edges with exit 0: ``0 1 2 3``
-was read as the edge 0 -> 1, its other columns ignored as weights. Now such a file is refused at
-its first line of another field count, with file, line and value, by the CPU reader (plain, gzip,
-chunk after chunk), the GPU parser's twin (whose kernels flag F_WIDTH, or whose host scan counts a
-CSV's commas) and a range of a file as a rank parses it; weighted and temporal edge lists, whose
-every line has the extra columns, and Gephi's edge tables (empty later fields) keep reading.
+"""When the first edge line of an integer edge list is of integers only, every later edge line of
+integers only has as many fields (docs/inputs.md, rule 6). An adjacency list or a METIS file read
+as an edge list lost edges with exit 0: ``0 1 2 3`` was read as the edge 0 -> 1, its other columns
+ignored as weights. Such a file is refused at its first line of integers of another field count,
+with file, line and value, by the CPU reader (plain, gzip, chunk after chunk), the GPU parser's
+twin (whose kernels flag F_WIDTH only for a line of digit runs, or whose host scan counts a CSV's
+commas) and a range of a file as a rank parses it. A line with any other field (a float weight,
+NetworkX's attribute dict ``{'weight': 1.0}``, a word, an empty CSV field) is not held to the
+count, nor is any line when the first edge line has such a field: NetworkX's ``write_edgelist``
+output, Gephi tables with ``#`` or ``%`` in a later column, CSV lines of which only some end with a
+comma, weighted and temporal edge lists all read (the first rule, of any field count, refused them).
 """
 
 from __future__ import annotations
@@ -18,7 +22,7 @@ import numpy as np
 import pytest
 
 from distgrail.cli import main
-from distgrail.constants import F_LINE, F_WIDTH
+from distgrail.constants import F_LINE, F_VALUE, F_WIDTH
 from distgrail.errors import GraphFormatError
 from distgrail.io import compressed, guards, text as texts
 from distgrail.io.chunks import plan_read
@@ -37,7 +41,7 @@ def write(tmp_path, name, data: bytes, gz: bool = False):
 def refused_alike(p, line: int, fields: int, got: str, comma: bool = False, first: int = 1) -> str:
     """The CPU reader and the GPU parser's twin refuse ``p`` with the same one line, naming the
     line, the count the first edge line has, and the value."""
-    what = "comma-separated fields" if comma else "fields"
+    what = "comma-separated integer fields" if comma else "integer fields"
     with pytest.raises(GraphFormatError) as cpu:
         read_graph(p)
     msg = str(cpu.value)
@@ -85,8 +89,20 @@ def test_a_csv_line_with_another_column_count_is_refused(tmp_path):
     refused_alike(p, 3, 3, "'0,1,2,3'", comma=True, first=2)
     p = write(tmp_path, "short.csv", b"src,dst,w\n0,1,2\n1,2\n")
     refused_alike(p, 3, 3, "'1,2'", comma=True, first=2)
-    # commas separate the fields of a comma-separated file: a blank-separated line has one field
-    refused_alike(write(tmp_path, "mixed.csv", b"0,1\n2 3\n"), 2, 2, "'2 3'", comma=True)
+    # commas separate the fields of a comma-separated file: '2 3' is one field, no integer (read as before)
+    assert edges(read_graph(write(tmp_path, "mixed.csv", b"0,1\n2 3\n"))) == [(0, 1), (2, 3)]
+
+
+def test_an_optional_integer_column_is_refused(tmp_path):
+    """``0 1 5`` then ``1 2``: an adjacency list, or an integer weight some lines lack? Ambiguous:
+    refused, the message says why."""
+    msg = refused_alike(write(tmp_path, "opt.txt", b"0 1 5\n1 2\n"), 2, 3, "'1 2'")
+    assert "an edge list's lines of integers hold the same columns (an adjacency list is no edge list)" in msg
+    refused_alike(write(tmp_path, "opt.csv", b"0,1,5\n1,2\n"), 2, 3, "'1,2'", comma=True)
+    refused_alike(write(tmp_path, "opt2.csv", b"0, 1 ,5\r\n1 ,2\r\n"), 2, 3, "'1 ,2'", comma=True)
+    # after lines of other fields, the first line of integers of another count
+    refused_alike(write(tmp_path, "late.txt", b"0 1 7\n1 2 0.5\n2 3 {}\n3 4 x\n4 5\n"), 5, 3, "'4 5'")
+    refused_alike(write(tmp_path, "tail.txt", b"0 1 7\n1 2 3 # c\n2 3#x\n"), 3, 3, "'2 3#x'")
 
 
 @pytest.mark.parametrize("gz", [False, True])
@@ -98,10 +114,10 @@ def test_a_width_change_after_the_first_chunk_is_caught(tmp_path, monkeypatch, g
     lines[250] = b"250 251 1 7"
     p = write(tmp_path, "late.txt", b"# c\n" + b"\n".join(lines) + b"\n", gz)
     refused_alike(p, 252, 3, "'250 251 1 7'", first=2)
-    lines = [b"%d,%d,,x" % (i, i + 1) for i in range(300)]
-    lines[200] = b"200,201,,x,y"
-    p = write(tmp_path, "late.csv", b"src,dst,a,b\n" + b"\n".join(lines) + b"\n", gz)
-    refused_alike(p, 202, 4, "'200,201,,x,y'", comma=True, first=2)
+    lines = [b"%d,%d,%d" % (i, i + 1, i) for i in range(300)]
+    lines[200] = b"200,201,1,2"
+    p = write(tmp_path, "late.csv", b"src,dst,a\n" + b"\n".join(lines) + b"\n", gz)
+    refused_alike(p, 202, 3, "'200,201,1,2'", comma=True, first=2)
     # a whole chunk of comments before the first edge line
     p = write(tmp_path, "comments.txt", b"# x\n" * 40 + b"0 1\n" * 40 + b"1 2 3\n", gz)
     refused_alike(p, 81, 2, "'1 2 3'", first=41)
@@ -112,13 +128,14 @@ def test_the_cli_exits_2_and_leaves_no_output(tmp_path, capsys):
     out = tmp_path / "o.h5"
     assert main(["index", p, "-o", str(out), "--backend", "cpu", "--quiet"]) == 2
     err = capsys.readouterr().err.strip().splitlines()
-    assert len(err) == 1 and err[0].startswith(f"distgrail: error: {p}:2: expected 4 fields, as on the first edge "
-                                               f"line (line 1)") and err[0].endswith("got '1 2'"), err
+    assert len(err) == 1 and err[0].startswith(f"distgrail: error: {p}:2: expected 4 integer fields, as on the "
+                                               f"first edge line (line 1)") and err[0].endswith("got '1 2'"), err
     assert sorted(os.listdir(tmp_path)) == ["adj.txt"]
     env = dict(os.environ, PYTHONPATH=ROOT + os.pathsep + os.environ.get("PYTHONPATH", ""))
     r = subprocess.run([sys.executable, "-m", "distgrail", "index", p, "-o", str(out)], capture_output=True,
                        text=True, env=env)
-    assert r.returncode == 2 and r.stderr.count("\n") == 1 and f"{p}:2: expected 4 fields" in r.stderr, r.stderr
+    assert r.returncode == 2 and r.stderr.count("\n") == 1 and f"{p}:2: expected 4 integer fields" in r.stderr, \
+        r.stderr
     assert sorted(os.listdir(tmp_path)) == ["adj.txt"]
 
 
@@ -163,6 +180,111 @@ def test_csv_tables_with_empty_and_quoted_later_fields_keep_reading(tmp_path, gz
         assert edges(got) == want and got.meta["parser"] == "numpy", data
 
 
+#: what NetworkX's ``write_edgelist(G, path)`` writes by default (``data=True``: each edge's attribute
+#: dict, blanks inside it) for a graph of mixed attributes, and with ``delimiter=","``
+NX_TEXT = b"0 1 {}\n1 2 {'weight': 1.0}\n2 3 {'label': 'x y', 'w': 2}\n"
+NX_CSV = b"0,1,{}\n1,2,{'weight': 1.0}\n2,3,{'label': 'x y', 'w': 2}\n"
+NX_EDGES = [(0, 1), (1, 2), (2, 3)]
+
+
+def reads_alike(p, want, chunks=(64, None)):
+    """The CPU reader and the GPU parser's twin read ``p`` as ``want``, the twin with its kernels."""
+    assert edges(read_graph(p)) == want, p
+    for chunk in chunks:
+        got = read_graph_numpy(p, chunk_bytes=chunk)
+        assert edges(got) == want and got.meta["parser"] == "numpy", (p, chunk)
+
+
+@pytest.mark.parametrize("gz", [False, True])
+def test_networkx_write_edgelist_with_its_default_data_reads(tmp_path, gz):
+    """``write_edgelist``'s default output (attribute dicts of other token counts per line) and its
+    ``delimiter=","`` variant: refused by the first rule (line 2, ``expected 3 fields``), read now."""
+    reads_alike(write(tmp_path, "nx.txt", NX_TEXT, gz), NX_EDGES)
+    reads_alike(write(tmp_path, "nx.csv", NX_CSV, gz), NX_EDGES)
+    several = b"0 1 {}\n1 2 {'weight': 0.5, 'color': 'red', 'note': 'a b c'}\n2 0 {'weight': 2}\n"
+    reads_alike(write(tmp_path, "nx2.txt", several, gz), [(0, 1), (1, 2), (2, 0)])
+    # the first line holds integers only, the next ones are held to its count only when they do too
+    reads_alike(write(tmp_path, "nx3.txt", b"0 1 7\n1 2 {'weight': 1.0}\n2 3 {}\n", gz), NX_EDGES)
+
+
+def test_networkx_dicts_of_several_keys_on_the_first_line_read(tmp_path):
+    """A first line whose dict holds a comma makes the file comma-separated (rule 4): its fields
+    are ``0 1 {'weight': 0.5`` and `` 'color': 'red'}``, no integers, so no line is held to a count."""
+    several = b"0 1 {'weight': 0.5, 'color': 'red'}\n1 2 {}\n2 0 {'weight': 2}\n"
+    reads_alike(write(tmp_path, "nx4.txt", several), [(0, 1), (1, 2), (2, 0)])
+
+
+def test_networkx_written_files_read(tmp_path):
+    """The same, written by NetworkX itself (its text is the one the test above reads)."""
+    nx = pytest.importorskip("networkx")
+    g = nx.DiGraph()
+    g.add_edge(0, 1)
+    g.add_edge(1, 2, weight=1.0)
+    g.add_edge(2, 3, label="x y", w=2)
+    for name, kw, want in (("g.txt", {}, NX_TEXT), ("g.csv", {"delimiter": ","}, NX_CSV)):
+        p = str(tmp_path / name)
+        nx.write_edgelist(g, p, **kw)
+        with open(p, "rb") as f:
+            assert f.read() == want
+        reads_alike(p, NX_EDGES)
+    out = tmp_path / "g.h5"
+    assert main(["index", str(tmp_path / "g.txt"), "-o", str(out), "--backend", "cpu", "--quiet"]) == 0
+    assert out.exists()
+
+
+@pytest.mark.parametrize("gz", [False, True])
+def test_comment_marks_inside_later_csv_columns_read(tmp_path, gz):
+    """A ``#`` or ``%`` in a later CSV column cuts its line short (the rest is a comment): such a
+    line has a field no integer (``Directed``) and is not held to a count; its first two fields
+    are read as before. Refused by the first rule (``expected 5 comma-separated fields``)."""
+    gephi = b"Source,Target,Type,Id,Label,Weight\n0,1,Directed,0,#python,1.0\n1,2,Directed,1,foo,1.0\n"
+    reads_alike(write(tmp_path, "gephi.csv", gephi, gz), [(0, 1), (1, 2)])
+    url = b"Source,Target,Label,Weight\n0,1,New%20York,1.0\n1,2,Paris,2.0\n2,0,a%2Cb,3\n"
+    reads_alike(write(tmp_path, "url.csv", url, gz), [(0, 1), (1, 2), (2, 0)])
+    tag = b"0,1,x,#tag\n1,2,y,z\n2,3,%\n"  # (the last line: '2,3,' once cut, an empty field)
+    reads_alike(write(tmp_path, "tag.csv", tag, gz), [(0, 1), (1, 2), (2, 3)])
+
+
+@pytest.mark.parametrize("gz", [False, True])
+def test_csv_lines_of_which_only_some_end_with_a_comma_read(tmp_path, gz):
+    """``1,2,`` has an empty third field, no integer: not held to ``0,1``'s count (refused by the
+    first rule, ``expected 2 comma-separated fields``)."""
+    reads_alike(write(tmp_path, "tc.csv", b"0,1\n1,2,\n", gz), [(0, 1), (1, 2)])
+    reads_alike(write(tmp_path, "tc2.csv", b"0,1,\n1,2\n2,3,,\n", gz), [(0, 1), (1, 2), (2, 3)])
+
+
+@pytest.mark.parametrize("gz", [False, True])
+def test_integer_columns_and_float_weights_read(tmp_path, gz):
+    """KONECT's ``u v w t`` (integers, the same count on every line) reads; float weights read
+    whatever count each line has, since such a first line holds nothing to a count."""
+    reads_alike(write(tmp_path, "out.konect", b"% asym unweighted\n% 3 3 3\n0 1 1 1700000000\n1 2 1 1700000001\n"
+                                              b"2 0 3 1700000002\n", gz), [(0, 1), (1, 2), (2, 0)])
+    reads_alike(write(tmp_path, "w.txt", b"0 1 0.5\n1 2 0.25 1700000000\n2 3\n3 4 1 2 3\n", gz),
+                [(0, 1), (1, 2), (2, 3), (3, 4)])
+    reads_alike(write(tmp_path, "w.csv", b"src,dst,w\n0,1,0.5\n1,2\n2,3,1,2\n", gz), [(0, 1), (1, 2), (2, 3)])
+
+
+@pytest.mark.parametrize("gz", [False, True])
+def test_lines_of_other_fields_after_the_first_chunk_read(tmp_path, monkeypatch, gz):
+    """Chunks of 64 bytes: a first line of a float weight frees every line of the count, chunk
+    after chunk; after a first line of integers, a late line of another count with a field no
+    integer reads, one of integers only is refused (test above)."""
+    monkeypatch.setattr(texts, "CHUNK_BYTES", 64)
+    monkeypatch.setattr(compressed, "CHUNK_BYTES", 64)
+    lines = [b"%d %d 0.5" % (i, i + 1) for i in range(300)]
+    lines[250] = b"250 251 1 7"
+    lines[260] = b"260 261"
+    reads_alike(write(tmp_path, "float.txt", b"\n".join(lines) + b"\n", gz), [(i, i + 1) for i in range(300)])
+    lines = [b"%d %d 1" % (i, i + 1) for i in range(300)]
+    lines[250] = b"250 251 {'weight': 1.0}"
+    reads_alike(write(tmp_path, "int.txt", b"\n".join(lines) + b"\n", gz), [(i, i + 1) for i in range(300)])
+    lines = [b"%d,%d,,x" % (i, i + 1) for i in range(300)]
+    lines[200] = b"200,201,,x,y"
+    lines[210] = b"210,211"
+    reads_alike(write(tmp_path, "late.csv", b"src,dst,a,b\n" + b"\n".join(lines) + b"\n", gz),
+                [(i, i + 1) for i in range(300)])
+
+
 def test_other_readers_keep_their_own_rules(tmp_path):
     """Matrix Market entries are checked by the size line, pairs files by their own rule, and
     ``--format labelled`` reads lines of any length."""
@@ -185,18 +307,23 @@ def test_the_twin_flags_lines_of_another_width():
     assert flags(b"0 1 # x y\n2 3#z\n4 5 %\n\n# 1 2 3\n", 2) == 0  # comment tails and lines are no fields
     assert flags(b"0 1 #x\n", 3) == F_WIDTH and flags(b"0 1#x y\n", 2) == 0 and flags(b"0 1 %\n", 2) == 0
     assert flags(b"0\t\t1\n", 2) == 0 and flags(b"0 1\n3\n", 2) == F_LINE | F_WIDTH
+    # only a line whose tokens are all digit runs is held to the width
+    assert [flags(x, 2) for x in (b"0 1 0.5\n", b"0 1 {}\n", b"0 1 7x\n", b"0 1 {'w': 1}\n", b"0 1 7#x\n",
+                                  b"0 1 7%\n", b"0 1 7\r\n", b"0 1 -7\n")] == [0, 0, 0, 0, F_WIDTH, F_WIDTH, F_WIDTH, 0]
+    assert flags(b"x 1 2\n", 2) == F_VALUE and flags(b"0 99999999999 2\n", 2) == F_VALUE | F_WIDTH
     r = parse_chunk_numpy(b"0 1 9\n1 2\n", "edgelist", width=3)  # the line is still converted
     assert r["flags"][0] == F_WIDTH and r["line_u"].tolist()[:2] == [0, 1] and r["line_v"].tolist()[:2] == [1, 2]
 
 
 def test_the_twin_counts_fields_as_the_cpu_reader():
     """Random lines of blanks, digits, comment marks and other bytes: the twin flags F_WIDTH
-    exactly when a line has fields (:func:`guards.line_fields`) other than ``width``."""
+    exactly when a line of integers only (:func:`guards.line_integer`) has fields
+    (:func:`guards.line_fields`) other than ``width``."""
     rng = np.random.default_rng(5)
-    alphabet = np.frombuffer(b"01 \t\t#%x,\n\n", np.uint8)
-    for _ in range(400):
+    alphabet = np.frombuffer(b"0011 \t\t  #%x,.\n\n", np.uint8)
+    for _ in range(600):
         data = alphabet[rng.integers(0, alphabet.size, int(rng.integers(1, 60)))].tobytes()
-        counts = {guards.line_fields(ln, False) for ln in data.split(b"\n")} - {0}
+        counts = {guards.line_fields(ln, False) for ln in data.split(b"\n") if guards.line_integer(ln, False)} - {0}
         for width in (1, 2, 3):
             got = bool(parse_chunk_numpy(data, "edgelist", width=width)["flags"][0] & F_WIDTH)
             assert got == bool(counts - {width}), (data, width, counts)
@@ -218,8 +345,18 @@ def test_a_rank_range_takes_the_files_first_edge_line(tmp_path):
     p = write(tmp_path, "r.csv", data)
     plan = plan_read(p)
     assert file_width(plan) == 3 and "did not accept" in read_text_range(p, plan, data.index(b"2,3"), plan.size).anomaly
-    with pytest.raises(GraphFormatError, match=r"r.csv:4: expected 3 comma-separated fields"):
+    with pytest.raises(GraphFormatError, match=r"r.csv:4: expected 3 comma-separated integer fields"):
         read_graph(p)
+    # a first line with a field no integer: -1, no range is held to a count
+    for name, data in (("f.txt", b"0 1 0.5\n1 2 0.5\n2 3 4 5\n3 4\n"), ("f.csv", b"0,1,x\n1,2,y\n2,3,4,5\n3,4\n")):
+        p = write(tmp_path, name, data)
+        plan = plan_read(p)
+        assert file_width(plan) == -1
+        cut = data.index(b"\n2") + 1
+        one = read_text_range(p, plan, plan.body, cut)
+        two = read_text_range(p, plan, cut, plan.size)
+        assert one.anomaly is None and two.anomaly is None
+        assert list(zip(two.src.tolist(), two.dst.tolist())) == [(2, 3), (3, 4)]
 
 
 # -- the counts themselves ---------------------------------------------------------------------------------
@@ -230,21 +367,85 @@ def test_line_fields():
     assert [guards.line_fields(x, True) for x in (b"0,1", b"0,1,Directed,0,,,1.0", b'0,1,"a,b"', b'0,1,"a""b,c"',
                                                   b'0,1,x "y,z"', b"0,1 # ,,", b'0,1,"#,",2', b" , ")] == \
         [2, 7, 3, 3, 4, 2, 4, 0]
-    assert guards.first_edge_fields(b"# a b c\n\n  \n0 1 2\n3 4\n", False) == (12, 3)
-    assert guards.first_edge_fields(b"# a\n", True) == (-1, 0)
-    assert guards.comma_width(b"0,1,,\n# x\n1,2,3,4\n1,2\n", 0) == (18, 4, 0)
+    assert guards.first_edge_fields(b"# a b c\n\n  \n0 1 2\n3 4\n", False) == (12, 3, True)
+    assert guards.first_edge_fields(b"# a\n", True) == (-1, 0, False)
+    assert guards.first_edge_width(b"0,1,,\n", True) == (0, -1) and guards.first_edge_width(b" 0 , 1\n", True) == (0, 2)
+    assert guards.comma_width(b"0,1,4,5\n# x\n1,2,3,4\n1,2\n", 0) == (20, 4, 0)
+    assert guards.comma_width(b"0,1,,\n# x\n1,2,3,4\n1,2\n", 0) == (-1, -1, 0)  # (an empty field: no count)
+    assert guards.comma_width(b"1,2,,\n1,2,x\n1,2\n", 4) == (12, 4, 0) and guards.comma_width(b"1,2\n", -1) == (-1, -1, -1)
     assert guards.comma_width(b"1,2\n", 4) == (0, 4, 0) and guards.comma_width(b"\n# x,y\n", 0) == (-1, 0, -1)
+    assert [guards.line_integer(x, False) for x in (b"0 1 2 3", b" 0\t1 ", b"0 1 0.5", b"0 1 {}", b"0 1 7#x y", b"#")] == \
+        [True, True, False, False, True, False]
+    assert [guards.line_integer(x, True) for x in (b"0,1", b" 0 , 1 \r", b"0,1,", b"0,,1", b"0,1 2", b'0,1,"2"',
+                                                   b"0,1,Directed,0,#python,1.0", b"0,1,2#,x")] == \
+        [True, True, False, False, False, False, False, True]
 
 
 def test_the_compiled_comma_scan_equals_its_numpy_twin():
     from distgrail.io.fields_jit import comma_width
 
     rng = np.random.default_rng(6)
-    alphabet = np.frombuffer(b',,,01 \t\n\n\r#%""x', np.uint8)
-    for _ in range(3000):
+    alphabet = np.frombuffer(b',,,,0011 \t\n\n\r#%""x', np.uint8)
+    for _ in range(4000):
         data = alphabet[rng.integers(0, alphabet.size, int(rng.integers(0, 50)))].tobytes()
-        for width in (0, 2, 3):
+        for width in (-1, 0, 2, 3):
             got = tuple(int(x) for x in comma_width(np.frombuffer(data, np.uint8), width))
             assert got == guards.comma_width_numpy(data, width), (data, width)
-    many = b'0,1,"a,b"\n' * (guards.SPECIAL_JIT + 1) + b"1,2\n"  # (many quotes: the compiled pass)
+    many = b'0,1,2\n' + b'0,1,"a,b"\n' * (guards.SPECIAL_JIT + 1) + b"1,2\n"  # (many quotes: the compiled pass)
     assert guards.comma_width(many, 0) == (len(many) - 4, 3, 0) == guards.comma_width_numpy(many, 0)
+    # many lines of other counts to walk: the compiled pass, the same answer
+    walk = b"0,1\n" + b"1,2,\n" * (guards.SPECIAL_JIT + 1) + b"1,2,3\n"
+    assert guards.comma_width_numpy(walk, 0, walk=guards.SPECIAL_JIT) is None
+    assert guards.comma_width(walk, 0) == (len(walk) - 6, 2, 0) == guards.comma_width_numpy(walk, 0)
+
+
+def rule6_text(rng) -> bytes:
+    """A small file for rule 6: lines of integer ids and further columns, integers or not, of
+    mixed counts, blank- or comma-separated, with comments, a header and CRLF now and then."""
+    comma = rng.random() < 0.5
+    sep = "," if comma else rng.choice([" ", "\t", " \t"])
+    extras = ["7", "12", "0.5", "{}", "{'weight': 1.0}", "x y", "", "#c", "%20", "-3", " 8 "] + (['"a,b"'] if comma else [])
+    base = int(rng.integers(2, 5))
+    out = ["src" + sep + "dst"] if rng.random() < 0.2 else []
+    for _ in range(int(rng.integers(1, 10))):
+        if rng.random() < 0.1:
+            out.append("# note" if rng.random() < 0.5 else "")
+            continue
+        k = base if rng.random() < 0.6 else int(rng.integers(2, 6))
+        toks = [str(rng.integers(0, 9)) for _ in range(2)]
+        toks += [str(rng.integers(0, 9)) if rng.random() < 0.6 else extras[rng.integers(0, len(extras))]
+                 for _ in range(k - 2)]
+        if not comma:
+            toks = [t for t in toks if t.strip()]
+        out.append(sep.join(toks))
+    end = "\r\n" if rng.random() < 0.2 else "\n"
+    return (end.join(out) + end).encode()
+
+
+def test_rule6_readers_against_the_reference_grammar(tmp_path):
+    """400 files of mixed columns: the CPU reader and the twin (chunks of 64 bytes, so a line's
+    count is held across chunks) refuse exactly what tests/grammar_reference.py refuses, with one
+    line naming the file, and otherwise read its edges."""
+    from grammar_reference import reference
+    from distgrail.dtypes import max_vertices
+
+    rng = np.random.default_rng(66)
+    counts = {"ok": 0, "refused": 0, "width": 0}
+    for i in range(400):
+        data = rule6_text(rng)
+        p = write(tmp_path, f"r{i}.{'csv' if b',' in data else 'txt'}", data)
+        want = reference(data, max_vertices())
+        try:
+            g = read_graph(p)
+        except GraphFormatError as e:
+            assert want is None, (data, str(e))
+            counts["refused"] += 1
+            counts["width"] += "integer fields, as on the first edge line" in str(e)
+            with pytest.raises(GraphFormatError) as twin:
+                read_graph_numpy(p, chunk_bytes=64)
+            assert str(twin.value) == str(e)
+            continue
+        assert want is not None and edges(g) == want[1], (data, edges(g), want)
+        assert edges(read_graph_numpy(p, chunk_bytes=64)) == want[1], data
+        counts["ok"] += 1
+    assert counts["ok"] > 100 and counts["width"] > 50, counts

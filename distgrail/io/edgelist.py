@@ -1,6 +1,6 @@
 """Whitespace and comma-separated edge lists of integer ids (SNAP style: extra columns, weights or
-timestamps, ignored when every edge line has them: every edge line has as many fields as the first
-one, :class:`Width`) and Matrix Market coordinate files."""
+timestamps, ignored; when the first edge line is of integers only, every later line of integers only
+has as many fields, :class:`Width`) and Matrix Market coordinate files."""
 
 from __future__ import annotations
 
@@ -9,29 +9,38 @@ import numpy as np
 from ..errors import GraphFormatError
 from .graph import EdgeGraph, id_dtype
 from ..dtypes import max_vertices, size_problem
-from .guards import comma_width, first_edge_fields, width_message
-from .text import Chunk, MAX_FAST_COMMENTS, PAIRS_TABLE, Sink, Text, fast_numbers, is_digits, shown, token_starts
+from .guards import comma_width, first_edge_width, width_message
+from .text import Chunk, MAX_FAST_COMMENTS, NUMERIC_TEXT, PAIRS_TABLE, Sink, Text, fast_numbers, is_digits, shown, \
+    token_starts
 
 
 class Width:
-    """The fields every edge line of an integer edge list has: as many as its first edge line
-    (:func:`~distgrail.io.guards.line_fields`: tokens before a comment; in a comma-separated file
-    commas + 1, so that an empty later field counts). Set from the first edge line read, held across
-    chunks. An adjacency list (``0 1 2 3`` then ``1 2``) read as edges would lose all but each
-    line's first successor: it is refused at its first line of another length."""
+    """The field count of an integer edge list's lines of integers only: its first edge line's,
+    when that line is of integers only (:func:`~distgrail.io.guards.line_fields`: tokens before a
+    comment; in a comma-separated file commas + 1; :func:`~distgrail.io.guards.line_integer`). Set
+    from the first edge line read, held across chunks: ``fields`` 0 until then, -1 when that line
+    holds another field than an integer (a float weight, a word, NetworkX's ``{}``: nothing is
+    checked). An adjacency list (``0 1 2 3`` then ``1 2``) read as edges would lose all but each
+    line's first successor: it is refused at its first line of integers of another length; a line
+    with any other field (``1 2 {'weight': 1.0}``, ``1,2,Directed,1,foo,1.0``, ``1,2,``) is not
+    held to the count."""
 
     def __init__(self, comma: bool = False):
         self.comma, self.fields, self.line = comma, 0, 0
 
     def first(self, text: Text, pos: int, fields: int) -> None:
-        """The first edge line, at byte ``pos``, has ``fields`` fields."""
-        self.fields, self.line = int(fields), text.line_at(pos)[0]
+        """The first edge line, at byte ``pos``: ``fields`` its field count, -1 when not of integers only."""
+        self.fields = int(fields)
+        if self.fields > 0:
+            self.line = text.line_at(pos)[0]
 
     def fail(self, text: Text, pos: int):
         text.fail(pos, width_message(self.fields, self.line, self.comma) + text.excerpt(pos))
 
     def commas(self, text: Text, offset: int, size: int) -> None:
         """A comma-separated chunk: its edge lines' commas, counted in the file's bytes."""
+        if self.fields < 0:
+            return
         bad, fields, first = comma_width(text.raw_chunk(offset, size), self.fields)
         if not self.fields and first >= 0:
             self.first(text, offset + first, fields)
@@ -39,11 +48,29 @@ class Width:
             self.fail(text, offset + bad)
 
     def tokens(self, text: Text, offset: int, data: bytes, fields: int) -> bool:
-        """Whether a chunk whose edge lines all have ``fields`` tokens keeps the width."""
+        """Whether a chunk whose edge lines are all ``fields`` integers keeps the width."""
         if not self.fields:
-            first, got = first_edge_fields(data, False)
-            self.first(text, offset + first, got)
-        return self.fields == fields
+            first, width = first_edge_width(data, False)
+            self.first(text, offset + first, width)
+        return self.fields < 0 or self.fields == fields
+
+    def check(self, text: Text, ch: Chunk, short: np.ndarray) -> None:
+        """A whitespace-separated chunk (its comments blanked): its first line of integers only
+        whose token count differs, unless a line of one field comes first (reported as such)."""
+        tpl = ch.tokens_per_line
+        live = np.flatnonzero(tpl > 0)
+        if live.size and not self.fields:
+            k = int(live[0])
+            integer = NUMERIC_TEXT[ch.arr[ch.line_start[k]:ch.line_end[k]]].all()
+            self.first(text, ch.abs(ch.line_start[k]), tpl[k] if integer else -1)
+        if self.fields <= 0:
+            return
+        other = live[(tpl[live] != self.fields) & (tpl[live] >= 2)]
+        if other.size:  # (only lines of digits and blanks: the cost falls on lines of other counts)
+            cum = np.concatenate(([0], np.cumsum(~NUMERIC_TEXT[ch.arr], dtype=np.int64)))
+            other = other[cum[ch.line_end[other]] == cum[ch.line_start[other]]]
+        if other.size and not short[:other[0]].any():
+            self.fail(text, ch.abs(ch.line_start[other[0]]))
 
 
 def _pairs_chunk_fast(data: bytes, comments: bytes, base: int, n: int | None, cap: int):
@@ -97,12 +124,7 @@ def _pairs_chunk_general(text: Text, offset: int, data: bytes, comments: bytes, 
     tpl = ch.tokens_per_line
     short = (tpl > 0) & (tpl < 2)
     if width is not None and not width.comma:  # (the first line of either kind is reported)
-        live = np.flatnonzero(tpl > 0)
-        if live.size and not width.fields:
-            width.first(text, ch.abs(ch.line_start[live[0]]), tpl[live[0]])
-        other = live[(tpl[live] != width.fields) & (tpl[live] >= 2)]
-        if other.size and not (short[:other[0]].any()):
-            width.fail(text, ch.abs(ch.line_start[other[0]]))
+        width.check(text, ch, short)
     if short.any():
         li = int(np.flatnonzero(short)[0])
         pos = ch.abs(ch.line_start[li])
@@ -130,7 +152,7 @@ def _pairs_chunk_general(text: Text, offset: int, data: bytes, comments: bytes, 
 def read_columns(text: Text, start: int, columns: int, comments: bytes, base: int, n: int | None,
                 what: str = "edge", exact: bool = False, cap: int | None = None, width: Width | None = None):
     """Read lines of >= 2 integer columns (extra columns ignored; ``exact``: refused; ``width``:
-    every line must have as many as the first, :class:`Width`); return (u, v, lines) minus base, as
+    lines of integers only must have as many as the first, when it is one, :class:`Width`); return (u, v, lines) minus base, as
     int32 when every id fits, else int64. Without ``n``, ids must be below ``cap`` (default: the
     most vertices this machine can index)."""
     cap = max_vertices() if cap is None else cap
@@ -158,9 +180,9 @@ def read_columns(text: Text, start: int, columns: int, comments: bytes, base: in
 
 
 def read_edgelist(text: Text, num_vertices: int | None, start: int = 0, comma: bool | None = None) -> EdgeGraph:
-    """Integer edge list from byte ``start`` (after a CSV header line); every edge line has as
-    many fields as the first (:class:`Width`; ``comma``: counted by commas, default: when the text
-    reads commas as blanks)."""
+    """Integer edge list from byte ``start`` (after a CSV header line); when its first edge line
+    is of integers only, every later edge line of integers only has as many fields
+    (:class:`Width`; ``comma``: counted by commas, default: when the text reads commas as blanks)."""
     if num_vertices is not None and size_problem(num_vertices):
         raise GraphFormatError(f"--num-vertices {num_vertices}: {size_problem(num_vertices)}", path=text.path)
     comma = text.translate is not None if comma is None else comma

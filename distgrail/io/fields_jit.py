@@ -37,7 +37,12 @@ def comma_width(a, fields):  # pragma: no cover - compiled
     """``(bad, fields, first)`` of the lines of ``a`` (uint8) as
     :func:`distgrail.io.guards.comma_width_numpy` finds them: a line is an edge line when a byte
     other than a blank or a comma comes before its first ``#``/``%``; its fields are its commas + 1
-    outside double-quoted fields, up to the first ``#``/``%`` outside them."""
+    outside double-quoted fields, up to the first ``#``/``%`` outside them; it is of integers only
+    when each of those fields is digits with blanks around them (a quote, any other byte, an empty
+    field: not). ``fields``: 0, the first edge line's count when it is of integers only, else -1
+    (then, or given -1, nothing is checked); a later line of integers only of another count is bad."""
+    if fields < 0:
+        return -1, fields, -1
     n = a.size
     i = 0
     first = -1
@@ -49,6 +54,8 @@ def comma_width(a, fields):  # pragma: no cover - compiled
         counting = True  # no '#' or '%' outside a quoted field yet
         quoted = False
         start = True
+        integer = True
+        state = 0  # in the current field: 0 nothing yet, 1 digits, 2 blanks after digits
         while i < n and a[i] != 10:
             c = a[i]
             if c == 35 or c == 37:
@@ -68,16 +75,32 @@ def comma_width(a, fields):  # pragma: no cover - compiled
                 elif c == 44:
                     count += 1
                     start = True
+                    if state == 0:
+                        integer = False  # (an empty field)
+                    state = 0
                 else:
                     quoted = c == 34 and start
                     start = False
+                    if c >= 48 and c <= 57:
+                        if state == 2:
+                            integer = False  # (two numbers in one field)
+                        state = 1
+                    elif c == 32 or c == 9 or c == 13:
+                        if state == 1:
+                            state = 2
+                    else:
+                        integer = False
             i += 1
+        if state == 0:
+            integer = False  # (the last field empty)
         if live:
             if first < 0:
                 first = s
             if fields == 0:
-                fields = count
-            elif count != fields:
+                fields = count if integer else -1
+                if fields < 0:
+                    return -1, fields, first
+            elif count != fields and integer:
                 return s, fields, first
         i += 1
     return -1, fields, first

@@ -1,8 +1,8 @@
 """What every text reader refuses, wherever it reads (the CPU readers, the GPU parser's host side,
 compressed streams): a carriage return that ends no line, and more edges than this machine can
 hold, and an empty field of a comma-separated file; and how the readers count an edge line's fields
-(every edge line of an integer edge list has as many as its first one). A file is read whole or
-refused (issue 40)."""
+(when the first edge line is all integers, every later edge line of integers only has as many
+fields). A file is read whole or refused (issue 40)."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ import re
 import numpy as np
 
 __all__ = ["STRAY_CR", "stray_cr", "room_problem", "EMPTY_FIELD", "empty_field", "empty_field_numpy", "width_message",
-           "line_fields", "first_edge_fields", "comma_width", "comma_width_numpy"]
+           "line_fields", "line_integer", "first_edge_fields", "first_edge_width", "comma_width", "comma_width_numpy"]
 
 #: what a carriage return that does not end a line is told
 STRAY_CR = ("carriage return inside a line (old Mac line endings?): lines end with '\\n' or '\\r\\n' "
@@ -124,12 +124,12 @@ SPECIAL_JIT = 4096
 
 
 def width_message(fields: int, line: int | None, comma: bool) -> str:
-    """What an edge line of another field count than the file's first edge line (``fields``
-    fields, at ``line``) is told, up to its value."""
+    """What an edge line of integers only whose field count differs from the file's first edge line
+    (``fields`` integer fields, at ``line``) is told, up to its value."""
     where = f"the first edge line (line {line})" if line else "the first edge line"
-    what = "comma-separated fields" if comma else "fields"
-    return (f"expected {fields} {what}, as on {where}: every line of an edge list holds one edge 'u v' and the "
-            f"same further columns (an adjacency list is no edge list), got ")
+    what = "comma-separated integer fields" if comma else "integer fields"
+    return (f"expected {fields} {what}, as on {where}: an edge list's lines of integers hold the same "
+            f"columns (an adjacency list is no edge list), got ")
 
 
 def line_fields(line: bytes, comma: bool) -> int:
@@ -179,29 +179,66 @@ def _csv_fields(line: bytes) -> int:
     return n
 
 
-def first_edge_fields(data: bytes, comma: bool) -> tuple[int, int]:
-    """(offset, fields) of the first edge line of ``data`` (whole lines; :func:`line_fields`), or
-    (-1, 0) when it has none."""
+def line_integer(line: bytes, comma: bool) -> bool:
+    """Whether every field of ``line`` before its first ``#``/``%`` is a non-negative decimal
+    integer (``[0-9]+``): whitespace-separated, its tokens; comma-separated, the pieces between its
+    commas, blanks (spaces, tabs, ``\\r``) around them taken off (an empty field is no integer, nor
+    is a quoted one). Only lines of integers are held to the first edge line's field count: a
+    float weight, a dict of attributes (NetworkX's ``{'weight': 1.0}``), a word or an empty CSV
+    field frees a line of it.
+
+    >>> [line_integer(x, False) for x in (b"0 1 2 3", b"0 1 0.5", b"0 1 {}", b"0 1 7#x", b"0 1 7x")]
+    [True, False, False, True, False]
+    >>> [line_integer(x, True) for x in (b"0, 1 ,2\\r", b"0,1,", b"0,1,Directed", b'0,1,"2"', b"0,1,5%20,3")]
+    [True, False, False, False, True]
+    """
+    content = _COMMENT.split(line, 1)[0]
+    parts = [p.strip(b" \t\r") for p in content.split(b",")] if comma else _TOKEN.findall(content)
+    return bool(parts) and all(p.isdigit() for p in parts)
+
+
+def first_edge_fields(data: bytes, comma: bool) -> tuple[int, int, bool]:
+    """(offset, fields, integer) of the first edge line of ``data`` (whole lines;
+    :func:`line_fields`, :func:`line_integer`), or (-1, 0, False) when it has none."""
     pos = 0
     while pos < len(data):
         end = data.find(b"\n", pos)
         end = len(data) if end < 0 else end
         f = line_fields(data[pos:end], comma)
         if f:
-            return pos, f
+            return pos, f, line_integer(data[pos:end], comma)
         pos = end + 1
-    return -1, 0
+    return -1, 0, False
+
+
+def first_edge_width(data: bytes, comma: bool) -> tuple[int, int]:
+    """(offset, width) of the first edge line of ``data``: ``width`` the field count every later
+    edge line of integers only must have (its fields, when they are all integers), -1 when it
+    holds some other field (nothing is held to a count then), 0 when ``data`` has no edge line
+    (offset -1).
+
+    >>> first_edge_width(b"# c\\n0 1 2\\n", False), first_edge_width(b"0 1 0.5\\n", False), first_edge_width(b"#\\n", False)
+    ((4, 3), (0, -1), (-1, 0))
+    """
+    pos, fields, integer = first_edge_fields(data, comma)
+    return pos, (fields if integer else -1) if pos >= 0 else 0
 
 
 def comma_width(data: bytes, fields: int) -> tuple[int, int, int]:
     """``(bad, fields, first)`` of ``data``, whole lines of a comma-separated edge list: ``first``
-    the offset of its first edge line (-1: none); ``fields`` the count every edge line must have
-    (:func:`line_fields`): the one given, or with 0 given the first edge line's (returned);
-    ``bad`` the offset of the first edge line with another count, or -1. A large chunk, or one of
-    many comment marks or quotes (lines walked byte by byte): one compiled pass
+    the offset of its first edge line (-1: none, or not looked for: -1 given); ``fields`` the width
+    (:func:`first_edge_width`) every later edge line of integers only must have: the one given,
+    or with 0 given the first edge line's (returned; -1: that line holds another field than an
+    integer, so nothing is checked); ``bad`` the offset of the first edge line of integers only
+    (:func:`line_integer`) of another count (:func:`line_fields`), or -1. A large chunk, or one of
+    many comment marks, quotes or lines to walk one by one: one compiled pass
     (:mod:`distgrail.io.fields_jit`); else :func:`comma_width_numpy`."""
+    if fields < 0:
+        return -1, fields, -1
     if len(data) < JIT_MIN_BYTES and data.count(b'"') + data.count(b"#") + data.count(b"%") <= SPECIAL_JIT:
-        return comma_width_numpy(data, fields)
+        got = comma_width_numpy(data, fields, walk=SPECIAL_JIT)
+        if got is not None:
+            return got
     try:
         from .fields_jit import comma_width as compiled
     except ImportError:  # pragma: no cover - numba is a dependency
@@ -210,14 +247,24 @@ def comma_width(data: bytes, fields: int) -> tuple[int, int, int]:
     return int(bad), int(fields), int(first)
 
 
-def comma_width_numpy(data: bytes, fields: int) -> tuple[int, int, int]:
+#: the bytes a comma-separated line of integers only holds (digits, blanks, commas, line ends)
+_CSV_INTEGER = np.zeros(256, bool)
+_CSV_INTEGER[list(b"0123456789 \t\r,\n")] = True
+
+
+def comma_width_numpy(data: bytes, fields: int, walk: int | None = None):
     """:func:`comma_width` with NumPy (the compiled pass's twin): every line's commas at once;
-    the lines whose count differs, or that hold a comment mark or a quote, then one by one
-    (:func:`line_fields`: blank and comment lines have none)."""
-    first, got = first_edge_fields(data, True)
+    the lines of digits, blanks and commas only whose count differs, and those that hold a comment
+    mark or a quote, then one by one (:func:`line_fields`, :func:`line_integer`). ``walk``: None
+    when more lines than that are to be walked (the compiled pass then runs)."""
+    if fields < 0:
+        return -1, fields, -1
+    first, got = first_edge_width(data, True)
     if first < 0:
         return -1, fields, -1
     fields = fields or got
+    if fields < 0:
+        return -1, fields, first
     arr = np.frombuffer(data, np.uint8)
     marks = np.flatnonzero((arr == 44) | (arr == 10))  # commas and line ends, in order
     at = np.flatnonzero(arr[marks] == 10)
@@ -226,12 +273,18 @@ def comma_width_numpy(data: bytes, fields: int) -> tuple[int, int, int]:
     if not data.endswith(b"\n"):  # (the last line)
         count = np.append(count, marks.size - (int(at[-1]) if at.size else -1))
     look = count != fields
+    if look.any():  # (a line of another byte than digits, blanks and commas holds a field no integer)
+        other = np.bincount(np.searchsorted(nl, np.flatnonzero(~_CSV_INTEGER[arr])), minlength=look.size)
+        look &= other == 0
     for c in b'#%"':
         if data.find(bytes((c,))) >= 0:  # (a line of a comment or a quoted field: walked)
             look[np.searchsorted(nl, np.flatnonzero(arr == c))] = True
-    for k in np.flatnonzero(look).tolist():
+    lines = np.flatnonzero(look)
+    if walk is not None and lines.size > walk:
+        return None
+    for k in lines.tolist():
         s = int(nl[k - 1]) + 1 if k else 0
         e = int(nl[k]) if k < nl.size else len(data)
-        if line_fields(data[s:e], True) not in (0, fields):
+        if line_fields(data[s:e], True) not in (0, fields) and line_integer(data[s:e], True):
             return s, fields, first
     return -1, fields, first

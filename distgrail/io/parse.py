@@ -42,7 +42,7 @@ from .chunks import FMT_CODES, ChunkReader, LineTooLong, memory_estimate, plan_r
 from .digest import adopt
 from .graph import EdgeGraph
 from ..constants import FMT_CSV, FMT_EDGELIST
-from .guards import comma_width, empty_field, first_edge_fields
+from .guards import comma_width, empty_field, first_edge_width
 from .parse_twin import THREADS, TILE, CudaDevice, Edges, NumpyDevice, Stages
 
 __all__ = ["read_graph_cuda", "read_graph_numpy", "read_text_graph", "read_text_range", "RangeParse", "finish_edges", "tokenize_numpy", "parse_chunk_numpy", "file_width", "first_width",
@@ -56,7 +56,8 @@ NBUF = 3
 def _parse_chunk(dev, chunk: bytes, fmt: str, lo: int, hi: int, n_seen: int, tables_only: bool = False,
                  width: int = 0) -> dict:
     """Every stage of one chunk on ``dev`` (only count and write if ``tables_only``); every
-    intermediate array, on the host. ``width``: the fields of every edge line (0: not checked)."""
+    intermediate array, on the host. ``width``: the fields of every edge line of integers only (0:
+    not checked)."""
     xp = dev.xp
     L = len(chunk)
     host = np.zeros(-(-max(L, 1) // TILE) * TILE, np.uint8)
@@ -100,7 +101,7 @@ def _hi(fmt: str, hi):
 
 def parse_chunk_numpy(chunk: bytes, fmt: str = "gra", lo: int = 0, hi: int | None = None, width: int = 0) -> dict:
     """Every intermediate array of one chunk (token and line tables, per-line results, edges);
-    ids must lie in lo..hi (.gra: 0..n-1); edge lines must have ``width`` fields (0: any)."""
+    ids must lie in lo..hi (.gra: 0..n-1); edge lines of integers only must have ``width`` fields (0: any)."""
     hi = _hi(fmt, hi)
     return _parse_chunk(NumpyDevice(), chunk, fmt, lo, hi, hi + 1 if fmt == "gra" else 0, width=width)
 
@@ -128,8 +129,9 @@ def chunk_fits(chunk_bytes: int, limit: int = 2**31 - 1) -> bool:
 
 
 def first_width(read, start: int, stop: int, comma: bool) -> int:
-    """The fields of the first edge line (:func:`~distgrail.io.guards.line_fields`) in bytes
-    ``start:stop`` of a text that ``read(pos, count)`` reads; 0 when there is none."""
+    """The width of the first edge line (:func:`~distgrail.io.guards.first_edge_width`: its fields
+    when they are all integers, -1 when not) in bytes ``start:stop`` of a text that
+    ``read(pos, count)`` reads; 0 when there is none."""
     piece, pos = 1 << 16, start
     while pos < stop:
         data = read(pos, min(piece, stop - pos))
@@ -139,17 +141,18 @@ def first_width(read, start: int, stop: int, comma: bool) -> int:
         if not cut:  # (a line longer than the piece)
             piece *= 4
             continue
-        first, fields = first_edge_fields(data[:cut], comma)
+        first, width = first_edge_width(data[:cut], comma)
         if first >= 0:
-            return fields
+            return width
         pos += cut
     return 0
 
 
 def file_width(plan) -> int | None:
-    """The fields every edge line of ``plan``'s edge list has: its first edge line's, read from
-    its body (a rank's range starts anywhere in it); None when the parse finds it on the way (a
-    compressed stream, read from its start) or the format has no such rule (.gra, Matrix Market)."""
+    """The field count every edge line of integers only of ``plan``'s edge list has: its first edge
+    line's, read from its body (a rank's range starts anywhere in it), -1 when that line is not of
+    integers only (nothing checked); None when the parse finds it on the way (a compressed stream,
+    read from its start) or the format has no such rule (.gra, Matrix Market)."""
     if plan.code not in (FMT_EDGELIST, FMT_CSV) or plan.kind != "text":
         return None
     fd = os.open(plan.path, os.O_RDONLY)
@@ -160,25 +163,26 @@ def file_width(plan) -> int | None:
 
 
 def _check_width(st, plan, chunk: np.ndarray, raw: bytes | None, width: list) -> None:
-    """The field count of a chunk's edge lines against ``width[0]``, the file's first edge line's
-    (0 until met: this chunk's first edge line sets it): a comma-separated chunk's commas (``raw``:
-    its bytes) here, on the host, as the CPU reader counts them; a whitespace one's tokens by the
-    lines kernel (``st.width``)."""
+    """The field count of a chunk's edge lines of integers only against ``width[0]``, the file's
+    first edge line's (0 until met: this chunk's first edge line sets it; -1: that line is not of
+    integers only, nothing is checked): a comma-separated chunk's commas (``raw``: its bytes) here,
+    on the host, as the CPU reader counts them; a whitespace one's tokens by the lines kernel
+    (``st.width``, which flags a line of another count only when its tokens are digit runs)."""
     if plan.code not in (FMT_EDGELIST, FMT_CSV):
         return
     if plan.comma:
         bad, width[0], _ = comma_width(raw, width[0])
         if bad >= 0:  # (the CPU reader names the line)
-            raise _Anomaly("a comma-separated edge line of another field count than the first")
+            raise _Anomaly("a comma-separated edge line of integers of another field count than the first")
         return
     if not width[0]:
         width[0] = first_width(lambda pos, count: chunk[pos:pos + count].tobytes(), 0, chunk.size, False)
-    st.width = width[0]
+    st.width = max(width[0], 0)
 
 
 def _parse_body(plan, dev, chunk_bytes: int, width: int | None = None):
     """The pipeline over bytes ``plan.body:plan.size``; returns (src, dst, vertex_lines, seen)
-    or raises _Anomaly (a kernel flagged something) / LineTooLong. ``width``: the fields of the
+    or raises _Anomaly (a kernel flagged something) / LineTooLong. ``width``: the width of the
     file's first edge line (:func:`file_width`); None: the body's first edge line's."""
     xp, fmt = dev.xp, plan.code
     cap = -(-chunk_bytes // TILE) * TILE

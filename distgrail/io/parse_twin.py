@@ -18,7 +18,7 @@ from ..errors import BackendError
 from .chunks import FMT_CODES
 
 __all__ = ["SIGNATURES", "KERNELS_NUMPY", "NumpyDevice", "CudaDevice", "Stages", "Edges", "THREADS", "check_args",
-           "classes", "values_numpy", "TILE"]
+           "classes", "values_numpy", "digit_runs_numpy", "TILE"]
 
 #: threads per block of the parse kernels' launches
 THREADS = 256
@@ -155,6 +155,33 @@ def _take(arr, idx, mask, fill=0):
     return out
 
 
+def digit_runs_numpy(data, L, pos, fmt):
+    """dg_digits for every offset in ``pos``: whether the token there is a run of digits that ends
+    at a blank, a line end, a comment character or the end of the text."""
+    a = np.asarray(data[: int(L)])
+    pos = np.asarray(pos, dtype=np.int64)
+    nondigit = np.append(np.flatnonzero((a < 48) | (a > 57)), a.size)
+    end = nondigit[np.searchsorted(nondigit, pos)]  # first non-digit at or after p
+    ok = end > pos
+    inside = ok & (end < a.size)
+    c = classes(a[end[inside]], fmt)
+    ok[inside] = ((c & C_TOK) == 0) | ((c & C_A) != 0)
+    return ok
+
+
+def _integer_line_of_other_width(data, L, fmt, tok_pos, t0, live, width) -> bool:
+    """Whether a line with tokens before its comment (``live`` of them from token ``t0``) has
+    another count than ``width`` and only digit runs among them (dg_parse_lines' F_WIDTH)."""
+    cand = np.flatnonzero((live > 0) & (live != width))
+    if not cand.size:
+        return False
+    cnt = live[cand]
+    line = np.repeat(np.arange(cand.size), cnt)
+    tix = t0[cand][line] + np.arange(line.size) - np.repeat(np.cumsum(cnt) - cnt, cnt)
+    ok = digit_runs_numpy(data, L, np.asarray(tok_pos)[tix], fmt)
+    return bool((np.bincount(line[~ok], minlength=cand.size) == 0).any())
+
+
 def lines_numpy(data, L, fmt, nlines, tok_pos, line_tok, line_a, line_b, a_pos, a_tok, b_pos, b_tok, lo, hi, width,
                 line_edges, line_u, line_v, seen, flags):
     n = int(nlines)
@@ -197,7 +224,7 @@ def lines_numpy(data, L, fmt, nlines, tok_pos, line_tok, line_a, line_b, a_pos, 
         at = has & (k > t0)
         at &= _take(tok_pos, k - 1, at, -1) == cmt
         live = np.where(has, k - t0 - at, t1 - t0)
-        if int(width) > 0 and ((live > 0) & (live != int(width))).any():
+        if int(width) > 0 and _integer_line_of_other_width(data, L, fmt, tok_pos, t0, live, int(width)):
             bad |= F_WIDTH
     line_edges[:n], line_u[:n], line_v[:n] = ne, u, v
     flags[0] |= bad
@@ -375,7 +402,7 @@ class Stages:
     def __init__(self, dev, fmt: int, lo: int, hi: int, n_seen: int, width: int = 0):
         xp = dev.xp
         self.dev, self.fmt, self.lo, self.hi = dev, fmt, lo, hi
-        self.width = width  # fields of every edge line (the file's first edge line's; 0: not checked)
+        self.width = width  # fields of every edge line of integers only (the first edge line's; 0: not checked)
         self.flags = xp.zeros(1, xp.int32)
         self.ebase = xp.zeros(1, xp.int64)
         self.seen = xp.zeros(max(n_seen, 1), xp.int32)
