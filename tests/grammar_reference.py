@@ -5,33 +5,22 @@ readers (tests/test_misreads.py). ASCII text only; ``auto`` format of a ``.txt``
 1. A ``\\r`` is allowed only right before ``\\n`` or as the file's last byte; lines end at ``\\n``
    (a ``\\r`` before it belongs to the line end).
 2. A line's content ends at its first ``#`` or ``%``; an edge line has at least one field.
-3. The first edge line is a header only when none of its tokens (split at blanks and commas, one
-   pair of double quotes around each cut) is a number (sign, decimals, exponent) and it has two
-   column names or more, and either its first two are column names (a source or target name:
-   SOURCE_NAMES, TARGET_NAMES, or of words with a blank between them, some of SOURCE_WORDS or of
-   TARGET_WORDS but not both: ``Source Node``; or ``head``/``tail``: AMBIGUOUS_NAMES), or it
-   holds both ``head`` and ``tail``, or a source and a target name of the lists, or, comma-separated,
-   its first name is empty and the next two are column names, or the next edge line's first two
-   tokens are integers (a sign ``-`` allowed there). Its column names: split at commas (outside
-   double quotes) when it has a comma, else at tabs when it has a tab, else at blanks; the blanks
-   around each and one pair of double quotes cut; in lower case. A header whose first two names
-   are not a source then a target name is an error when it holds ``head`` or ``tail`` (opposite
-   meanings in graph theory and knowledge graphs), or when it names a column as the source past
-   the first column, or as the target past the second (the lists; the first two also by their
-   words: ``Target Node,Source Node``); so is a header of a graph of node names whose first two
-   tokens are node names too (``u v`` then ``v w``), and a comma-separated header whose first
-   column has no name (``,src,dst``: pandas' index; ``"","from","to"``: R's row names).
+3. The first edge line is a header only when none of its fields is a number (sign, decimals,
+   exponent) and it has two fields or more, and either its first two fields are column names
+   (HEADER_NAMES, or ``head``/``tail``: AMBIGUOUS_NAMES), or it holds both ``head`` and ``tail``,
+   or the next edge line's first two fields are integers (a sign ``-`` allowed there). A header
+   whose first two fields are not a source then a target name is an error when it holds ``head``
+   or ``tail`` (opposite meanings in graph theory and knowledge graphs), or when it names a column
+   as the source past the first column, or as the target past the second (SOURCE_NAMES,
+   TARGET_NAMES: ``dst,src``, ``src,w,dst``); so is a header of a graph of node names whose first
+   two fields are node names too (``u v`` then ``v w``), and a comma-separated header whose first
+   column has no name (``,src,dst``: pandas' index).
 4. Commas separate fields when the first edge line (after a header: the one after it) has one.
-5. After the header, the first edge line's fields: comma-separated (4.), split at its commas
-   (outside double quotes), the blanks around each cut; else with a tab in it, split at tabs (a
-   run of them one cut), the blanks around each cut, blank ones dropped; else at blanks (fewer
-   than two fields so: its tokens). Whose first two are not numbers makes the file a graph of
-   node names when the header's first two names are a source then a target name of the lists (it
-   declares names), else the file is an error. Every edge line is split so and must have as many
-   fields as that one (comma-separated: commas + 1, outside double quotes); the first two name
-   the edge's ends: none empty, none with a double quote or a control character (a tab inside a
-   comma-separated name), none an integer (``-?[0-9]+``: names and ids mixed are ambiguous);
-   vertices are numbered by first appearance.
+5. After the header, a first edge line whose first two fields are not numbers makes the file a
+   graph of node names when the header's first two fields are a source then a target name (it
+   declares names), else the file is an error: every edge line must have as many fields as that
+   one; the first two name the edge's ends, and none is an integer (``-?[0-9]+``: names and ids
+   mixed are ambiguous); vertices are numbered by first appearance.
 6. Otherwise every edge line has at least two fields, the first two non-negative integers
    (``[0-9]+``) below ``cap``; further fields are ignored; when every field of the first edge line
    after the header is such an integer, every later edge line whose fields are all such integers
@@ -50,7 +39,7 @@ from __future__ import annotations
 import re
 
 from distgrail.io.dialect import (  # the documented names (data, not logic)
-    AMBIGUOUS_NAMES, SOURCE_NAMES, SOURCE_WORDS, TARGET_NAMES, TARGET_WORDS)
+    AMBIGUOUS_NAMES, HEADER_NAMES, SOURCE_NAMES, TARGET_NAMES)
 
 NUMBER = re.compile(r"[+-]?(?:\d+\.?\d*|\.\d+)(?:[eE][+-]?\d+)?\Z")
 SIGNED_INT = re.compile(r"-?\d+\Z")
@@ -76,20 +65,16 @@ def reference(data: bytes, cap: int):
     if edge_lines:
         k0, f0 = edge_lines[0]
         comma = "," in _content(lines[k0])
-        low = [_unquote(f).lower() for f in _fields(lines[k0], _sep(lines[k0], comma))]
-        roles = [_role(f) for f in low]
-        lists = {_role(f, words=False) for f in low}
-        edge_name = [bool(r) or f in AMBIGUOUS_NAMES for f, r in zip(low, roles)]
-        named = len(low) >= 2 and (all(edge_name[:2]) or AMBIGUOUS_NAMES <= set(low) or {"source", "target"} <= lists
-                                   or (comma and low[0] == "" and len(low) >= 3 and all(edge_name[1:3])))
-        declared = len(low) >= 2 and low[0] in SOURCE_NAMES and low[1] in TARGET_NAMES
+        low = [f.lower() for f in f0]
+        named = len(f0) >= 2 and (all(f in HEADER_NAMES | AMBIGUOUS_NAMES for f in low[:2])
+                                  or AMBIGUOUS_NAMES <= set(low))
+        declared = len(f0) >= 2 and low[0] in SOURCE_NAMES and low[1] in TARGET_NAMES
         ints1 = len(edge_lines) > 1 and all(SIGNED_INT.match(f) for f in edge_lines[1][1][:2])
-        if not any(NUMBER.match(_unquote(f)) for f in f0) and len(low) >= 2 and (named or ints1):  # 3.
-            if roles[:2] != ["source", "target"] and (AMBIGUOUS_NAMES & set(low) or any(
-                    (r == "source" and i != 0) or (r == "target" and i != 1)
-                    for i, r in enumerate(roles[:2] + [_role(f, words=False) for f in low[2:]]))):
+        if not any(NUMBER.match(f) for f in f0) and len(f0) >= 2 and (named or ints1):  # 3.
+            if not declared and (AMBIGUOUS_NAMES & set(low) or any(
+                    (f in SOURCE_NAMES and i != 0) or (f in TARGET_NAMES and i != 1) for i, f in enumerate(low))):
                 return None
-            if comma and low[0] == "":  # a first column without a name (pandas' index, R's row names)
+            if comma and lines[k0].lstrip(" \t").startswith(","):  # a first column without a name (pandas' index)
                 return None
             body = k0 + 1
             header_fields = f0
@@ -97,14 +82,11 @@ def reference(data: bytes, cap: int):
             if edge_lines and not comma:
                 comma = "," in _content(lines[edge_lines[0][0]])  # 4.
         if edge_lines:
-            k1 = edge_lines[0][0]
-            sep = _sep(lines[k1], comma)
-            f1 = _fields(lines[k1], sep)
-            f1 = f1 if len(f1) >= 2 else edge_lines[0][1]
-            names = len(f1) >= 2 and not any(NUMBER.match(f) for f in f1[:2])  # 5.
+            f0 = edge_lines[0][1]
+            names = len(f0) >= 2 and not any(NUMBER.match(f) for f in f0[:2])  # 5.
             if names and not (body and declared):  # names no header declares
                 return None
-            fields = _width(lines[k1], True) if comma else len(f1)
+            fields = len(f0)
     width = _width(lines[edge_lines[0][0]], comma) if edge_lines and _integers(lines[edge_lines[0][0]], comma) \
         else 0  # 6.: only a first edge line of integers sets a width
     edges = []
@@ -115,13 +97,9 @@ def reference(data: bytes, cap: int):
         toks = (c.replace(",", " ") if comma else c).split()
         if not toks:
             continue
-        if names:  # 5.
-            toks = _fields(ln, sep)
-            if (_width(ln, True) if comma else len(toks)) != fields or len(toks) < 2:
-                return None
-            if any(not t or SIGNED_INT.match(t) or '"' in t or min(map(ord, t)) < 32 for t in toks[:2]):
-                return None  # (an empty name, a quote, a control character, an integer among the names)
-        if len(toks) < 2:
+        if len(toks) < 2 or (names and len(toks) != fields):
+            return None
+        if names and any(SIGNED_INT.match(t) for t in toks[:2]):  # 5.: no integer among the names
             return None
         if not names:
             if not (ID.match(toks[0]) and ID.match(toks[1])) or max(int(toks[0]), int(toks[1])) >= cap:  # 6.
@@ -138,56 +116,6 @@ def reference(data: bytes, cap: int):
             return None
         return len(nodes), edges, True
     return max(max(e) for e in edges) + 1, edges, False
-
-
-def _sep(line: str, comma: bool) -> str:
-    """3., 5.: what ``line``'s fields are split at: ``,`` in a comma-separated file, else a tab
-    when its content holds one, else blanks."""
-    return "," if comma else "\t" if "\t" in _content(line) else " "
-
-
-def _fields(line: str, sep: str) -> list:
-    """3., 5.: the fields of ``line`` split at ``sep``: ``,`` at the commas before the first ``#``/``%``
-    outside a double-quoted field (one that starts with ``"``, to the next lone ``"``), every field
-    kept; a tab: at tabs, blank fields dropped; the blanks (spaces, tabs) around a field cut;
-    blanks: its tokens."""
-    if sep == " ":
-        return _content(line).split()
-    if sep == "\t":
-        return [f.strip(" ") for f in _content(line).split("\t") if f.strip(" ")]
-    out, field, quoted, i = [], "", False, 0
-    while i < len(line):
-        c = line[i]
-        if quoted:
-            if c == '"' and line[i + 1:i + 2] == '"':
-                field, i = field + c, i + 1
-            elif c == '"':
-                quoted = False
-        elif c in "#%":
-            break
-        elif c == ",":
-            out, field, i = out + [field], "", i + 1
-            continue
-        elif c == '"' and field == "":
-            quoted = True
-        field += c
-        i += 1
-    return [f.strip(" \t") for f in out + [field]]
-
-
-def _unquote(name: str) -> str:
-    """3.: a column name without one pair of double quotes around it (``""`` inside is a quote)."""
-    return name[1:-1].replace('""', '"').strip(" \t") if len(name) >= 2 and name[0] == name[-1] == '"' else name
-
-
-def _role(name: str, words: bool = True) -> str:
-    """3.: "source", "target" or "" for a column name (lower case)."""
-    if name in SOURCE_NAMES or name in TARGET_NAMES:
-        return "source" if name in SOURCE_NAMES else "target"
-    w = set(name.split()) if words else set()
-    if len(w) < 2 or bool(w & SOURCE_WORDS) == bool(w & TARGET_WORDS):
-        return ""
-    return "source" if w & SOURCE_WORDS else "target"
 
 
 def _empty_field(line: str) -> bool:
