@@ -135,11 +135,12 @@ def test_csv_and_compressed_files_parse_on_the_gpu(tmp_path, chunk):
         _check_graph(got, read_graph(tmp_path / name))
 
 
-# -- every edge line as many fields as the first (F_WIDTH; tests/test_field_count.py on the CPU) ----------
+# -- lines of integers as many fields as the first (F_WIDTH; tests/test_field_count.py on the CPU) ---------
 
 def _width_chunks():
     """(text, width): the lines kernel against its twin with the width check on, equal and unequal
-    widths, comment tails, tokens that start at the comment, tabs, CRLF."""
+    widths, comment tails, tokens that start at the comment, tabs, CRLF; lines of other counts
+    whose tokens are not all digit runs (float weights, NetworkX's dicts, words) are not flagged."""
     rng = np.random.default_rng(17)
     lines = [f"{a} {b} {w}" for a, b, w in rng.integers(0, 1000, (3000, 3))]
     wide = "\n".join(lines) + "\n"
@@ -148,8 +149,15 @@ def _width_chunks():
         mixed[k] = mixed[k] + rng.choice([" 7", " #x", "#x y", " % 1 2", "\t8 9"])
     alphabet = np.frombuffer(b"01 \t\t#%x\n\n", np.uint8)
     noise = alphabet[rng.integers(0, alphabet.size, 5000)].tobytes().decode()
+    digits = np.frombuffer(b"0011 \t  #%x.{\n\n", np.uint8)
+    noise2 = digits[rng.integers(0, digits.size, 5000)].tobytes().decode()
+    tails = [" 0.5", " {}", " {'weight': 1.0}", " x y", " 7x", " 7#x", " 7%", " 8 9", " -3", ""]
+    weights = "\n".join(f"{a} {b}{tails[k]}" for a, b, k in rng.integers(0, 10, (3000, 3))) + "\n"
+    nx = "0 1 {}\n1 2 {'weight': 1.0}\n2 3 {'label': 'x y', 'w': 2}\n"
     return [(wide, 3), (wide, 2), ("\n".join(mixed) + "\n", 3), ("0 1\n2 3 4\n", 2), ("0 1 # x y\n2 3#z\n4 5 %\n", 2),
-            ("0 1 #x\n0\t\t1\r\n3\n", 3), ("0 1 9\n1 2", 3), (noise, 1), (noise, 2), (noise, 3)]
+            ("0 1 #x\n0\t\t1\r\n3\n", 3), ("0 1 9\n1 2", 3), (noise, 1), (noise, 2), (noise, 3),
+            (weights, 2), (weights, 3), (nx, 3), (nx, 2), ("0 1 0.5\n0 1 7x\n0 1 -3\n0 1 {}\n", 2),
+            ("0 1 7#x\n", 2), ("0 99999999999 2\n", 2), (noise2, 2), (noise2, 3)]
 
 
 @pytest.mark.parametrize("k", range(len(_width_chunks())))
@@ -166,19 +174,35 @@ def _width_files():
     """(name, bytes, refused): files of equal and unequal field counts."""
     late = [b"%d %d 1" % (i, i + 1) for i in range(3000)]
     late[2500] += b" 7"
-    late_csv = [b"%d,%d,,x" % (i, i + 1) for i in range(3000)]
-    late_csv[2000] += b",y"
+    late_csv = [b"%d,%d,%d" % (i, i + 1, i) for i in range(3000)]
+    late_csv[2000] += b",7"
+    late_words = [b"%d,%d,,x" % (i, i + 1) for i in range(3000)]
+    late_words[2000] += b",y"
     return [
         ("adj.txt", b"0 1 2 3\n1 2\n", True),
         ("metis.txt", b"% METIS\n4 5\n2 3\n1 3 4\n1 2\n2\n", True),
         ("extra.txt", b"0 1\n0 1 5\n", True),
         ("late.txt", b"# c\n" + b"\n".join(late) + b"\n", True),
         ("w.csv", b"src,dst,w\n0,1,2\n0,1,2,3\n", True),
-        ("late.csv", b"src,dst,a,b\n" + b"\n".join(late_csv) + b"\n", True),
+        ("late.csv", b"src,dst,a\n" + b"\n".join(late_csv) + b"\n", True),
+        ("late_words.csv", b"src,dst,a,b\n" + b"\n".join(late_words) + b"\n", False),
         ("weights.txt", b"0 1 0.5\n1 2 0.25\n", False),
         ("snap.txt", b"# FromNodeId\tToNodeId\n0\t1\n1\t\t2 # tail\n", False),
         ("gephi.csv", b"Source,Target,Type,Id,Label,timeset,Weight\n0,1,Directed,0,,,1.0\n0,2,Directed,1,e1,lbl,1.0\n"
                       b'1,2,Directed,2,"a, b",,1.0\n', False),
+        ("optional.txt", b"0 1 5\n1 2\n", True),
+        ("optional.csv", b"0,1,5\n1,2\n", True),
+        ("nx.txt", b"0 1 {}\n1 2 {'weight': 1.0}\n2 3 {'label': 'x y', 'w': 2}\n", False),
+        ("nx.csv", b"0,1,{}\n1,2,{'weight': 1.0}\n2,3,{'label': 'x y', 'w': 2}\n", False),
+        ("nx_int.txt", b"0 1 7\n1 2 {'weight': 1.0}\n2 3 {}\n", False),
+        ("gephi_hash.csv", b"Source,Target,Type,Id,Label,Weight\n0,1,Directed,0,#python,1.0\n1,2,Directed,1,foo,1.0\n",
+         False),
+        ("url.csv", b"Source,Target,Label,Weight\n0,1,New%20York,1.0\n1,2,Paris,2.0\n", False),
+        ("trailing.csv", b"0,1\n1,2,\n", False),
+        ("konect.txt", b"% asym\n0 1 1 1700000000\n1 2 1 1700000001\n", False),
+        ("floats.txt", b"0 1 0.5\n1 2\n2 3 1 2 3\n", False),
+        ("late_float.txt", b"\n".join(b"%d %d 0.5" % (i, i + 1) for i in range(3000)) + b"\n2 3 4 5\n", False),
+        ("late_dict.txt", b"\n".join(b"%d %d 1" % (i, i + 1) for i in range(3000)) + b"\n2 3 {'w': 1}\n", False),
     ]
 
 
@@ -196,7 +220,7 @@ def test_width_same_outcome_as_the_cpu_reader(tmp_path, chunk, gz):
         if bad:
             with pytest.raises(GraphFormatError) as cpu:
                 read_graph(p)
-            assert "fields, as on the first edge line" in str(cpu.value)
+            assert "integer fields, as on the first edge line" in str(cpu.value)
             with pytest.raises(GraphFormatError) as gpu:
                 read_graph_cuda(p, chunk_bytes=chunk)
             assert str(gpu.value) == str(cpu.value), name
@@ -218,3 +242,9 @@ def test_width_of_a_rank_range_on_the_gpu(tmp_path):
     cut = data.index(b"2 3\n")
     assert read_text_range(str(p), plan, plan.body, cut, CudaDevice()).anomaly is None
     assert "did not accept" in read_text_range(str(p), plan, cut, plan.size, CudaDevice()).anomaly
+    data = b"src dst w\n0 1 0.5\n1 2 0.5\n2 3\n3 4 5 6\n"  # (a float on the first edge line: no count held)
+    p.write_bytes(data)
+    plan = plan_read(str(p))
+    cut = data.index(b"2 3\n")
+    got = read_text_range(str(p), plan, cut, plan.size, CudaDevice())
+    assert got.anomaly is None and got.src.get().tolist() == [2, 3] and got.dst.get().tolist() == [3, 4]
