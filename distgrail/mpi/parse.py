@@ -14,7 +14,8 @@ backend, and the edge arrays meet on the root.
    ``.gra`` vertex lines is summed and the per-vertex line counts are summed on the root (every
    vertex exactly once), Matrix Market entries are summed (symmetric entries are mirrored on the
    root, after the concatenation, as one parse does), an edge list's vertex count is the largest
-   id + 1 over every rank's edges.
+   id + 1 over every rank's edges, and its edge count must be the one its first line states, if
+   it states one (distgrail's writer: ``# distgrail edge list: N vertices, M edges``).
 4. The edges go to the root in rank order (= file order): through ``transport.gatherv`` when a
    transport is given (e.g. GPU to GPU), else through host MPI (:mod:`distgrail.mpi.collectives`).
 
@@ -120,7 +121,7 @@ def read_graph_ranks(comm, path, fmt: str, num_vertices: int | None, be, transpo
     """
     from ..io.digest import FileDigest
     from ..io.graph import EdgeGraph
-    from ..io.parse import _Anomaly, finish_edges, read_text_range
+    from ..io.parse import _Anomaly, _stated_edges, finish_edges, read_text_range
 
     path = os.fspath(path)
     me, size = comm.Get_rank(), comm.Get_size()
@@ -166,6 +167,9 @@ def read_graph_ranks(comm, path, fmt: str, num_vertices: int | None, be, transpo
             try:
                 once = seen is None or not np.count_nonzero(seen != 1)
                 n, s, d = finish_edges(plan, xp, src, dst, lines, once)
+                stated = _stated_edges(plan)
+                if stated is not None and int(s.shape[0]) != stated:  # (the one-rank reader words it)
+                    raise _Anomaly(f"its first line states {stated} edges, {int(s.shape[0])} read")
             except _Anomaly as e:
                 return _one_rank(be, path, fmt, num_vertices, plan, f"the GPU parser did not accept it ({e})")
             digest.check()  # the file must not have changed under the parse

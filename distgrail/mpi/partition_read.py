@@ -9,7 +9,9 @@ no rank gathers them (:func:`read_parts`, collective).
   summed (allreduce, every vertex exactly once), Matrix Market entries summed (each rank mirrors
   its own symmetric entries), an edge list's n = the largest id + 1 over all ranks (allreduce
   MAX; ``--num-vertices`` or a header otherwise), as :func:`distgrail.io.parse.finish_edges`
-  does for one rank. Rank 0 hashes the whole file in the background once the ranks have parsed it
+  does for one rank; an edge list whose first line states its edge count (distgrail's writer,
+  ``# distgrail edge list: N vertices, M edges``) must hold M edge lines over all ranks, else
+  rank 0's one-rank reader words the error at line 1 (a file cut short), on every rank. Rank 0 hashes the whole file in the background once the ranks have parsed it
   (:class:`~distgrail.io.digest.FileDigest`, joined when the index is assembled) and checks it
   did not change under the parse.
 - **Binary ``.h5`` graphs**: each rank reads its block of CSR rows (balanced by edges) with
@@ -127,12 +129,15 @@ def _combine(comm, plan, xp, part):
     """(n, src, dst) of this rank's part, with the whole-file checks of one parse; raises
     :class:`~distgrail.io.parse._Anomaly` on every rank alike when the one-rank reader must judge."""
     from ..dtypes import size_problem
-    from ..io.parse import _Anomaly
+    from ..io.parse import _Anomaly, _stated_edges
 
     MPI = mpi()
     src, dst = part.src, part.dst
     n = plan.n
     m = comm.allreduce(int(src.shape[0]), op=MPI.SUM)
+    stated = _stated_edges(plan)  # (m is every rank's: all raise alike)
+    if stated is not None and m != stated:
+        raise _Anomaly(f"its first line states {stated} edges, {m} read")
     if plan.fmt == "gra":
         lines = comm.allreduce(int(part.vertex_lines), op=MPI.SUM)
         seen = np.ascontiguousarray(_host(part.seen), dtype=np.int32) if n else np.zeros(0, np.int32)
