@@ -5,16 +5,22 @@ readers (tests/test_misreads.py). ASCII text only; ``auto`` format of a ``.txt``
 1. A ``\\r`` is allowed only right before ``\\n`` or as the file's last byte; lines end at ``\\n``
    (a ``\\r`` before it belongs to the line end).
 2. A line's content ends at its first ``#`` or ``%``; an edge line has at least one field.
-3. The first edge line is a header only when none of its fields is a number (sign, decimals,
-   exponent) and it has two fields or more, and either its first two fields are column names
-   (HEADER_NAMES, or ``head``/``tail``: AMBIGUOUS_NAMES), or it holds both ``head`` and ``tail``,
-   or the next edge line's first two fields are integers (a sign ``-`` allowed there). A header
-   whose first two fields are not a source then a target name is an error when it holds ``head``
-   or ``tail`` (opposite meanings in graph theory and knowledge graphs), or when it names a column
-   as the source past the first column, or as the target past the second (SOURCE_NAMES,
-   TARGET_NAMES: ``dst,src``, ``src,w,dst``); so is a header of a graph of node names whose first
-   two fields are node names too (``u v`` then ``v w``), and a comma-separated header whose first
-   column has no name (``,src,dst``: pandas' index).
+3. The first edge line is a header only when none of its tokens (split at blanks and commas, one
+   pair of double quotes around each cut) is a number (sign, decimals, exponent) and it has two
+   column names or more, and either its first two are column names (a source or target name:
+   SOURCE_NAMES, TARGET_NAMES, or of words with a blank between them, some of SOURCE_WORDS or of
+   TARGET_WORDS but not both: ``Source Node``; or ``head``/``tail``: AMBIGUOUS_NAMES), or it
+   holds both ``head`` and ``tail``, or a source and a target name of the lists, or, comma-separated,
+   its first name is empty and the next two are column names, or the next edge line's first two
+   tokens are integers (a sign ``-`` allowed there). Its column names: split at commas (outside
+   double quotes) when it has a comma, else at tabs when it has a tab, else at blanks; the blanks
+   around each and one pair of double quotes cut; in lower case. A header whose first two names
+   are not a source then a target name is an error when it holds ``head`` or ``tail`` (opposite
+   meanings in graph theory and knowledge graphs), or when it names a column as the source past
+   the first column, or as the target past the second (the lists; the first two also by their
+   words: ``Target Node,Source Node``); so is a header of a graph of node names whose first two
+   tokens are node names too (``u v`` then ``v w``), and a comma-separated header whose first
+   column has no name (``,src,dst``: pandas' index; ``"","from","to"``: R's row names).
 4. Commas separate fields when the first edge line (after a header: the one after it) has one.
 5. After the header, a first edge line whose first two fields are not numbers makes the file a
    graph of node names when the header's first two fields are a source then a target name (it
@@ -39,7 +45,7 @@ from __future__ import annotations
 import re
 
 from distgrail.io.dialect import (  # the documented names (data, not logic)
-    AMBIGUOUS_NAMES, HEADER_NAMES, SOURCE_NAMES, TARGET_NAMES)
+    AMBIGUOUS_NAMES, SOURCE_NAMES, SOURCE_WORDS, TARGET_NAMES, TARGET_WORDS)
 
 NUMBER = re.compile(r"[+-]?(?:\d+\.?\d*|\.\d+)(?:[eE][+-]?\d+)?\Z")
 SIGNED_INT = re.compile(r"-?\d+\Z")
@@ -65,16 +71,20 @@ def reference(data: bytes, cap: int):
     if edge_lines:
         k0, f0 = edge_lines[0]
         comma = "," in _content(lines[k0])
-        low = [f.lower() for f in f0]
-        named = len(f0) >= 2 and (all(f in HEADER_NAMES | AMBIGUOUS_NAMES for f in low[:2])
-                                  or AMBIGUOUS_NAMES <= set(low))
-        declared = len(f0) >= 2 and low[0] in SOURCE_NAMES and low[1] in TARGET_NAMES
+        low = [_unquote(f).lower() for f in _fields(lines[k0], _sep(lines[k0], comma))]
+        roles = [_role(f) for f in low]
+        lists = {_role(f, words=False) for f in low}
+        edge_name = [bool(r) or f in AMBIGUOUS_NAMES for f, r in zip(low, roles)]
+        named = len(low) >= 2 and (all(edge_name[:2]) or AMBIGUOUS_NAMES <= set(low) or {"source", "target"} <= lists
+                                   or (comma and low[0] == "" and len(low) >= 3 and all(edge_name[1:3])))
+        declared = len(low) >= 2 and low[0] in SOURCE_NAMES and low[1] in TARGET_NAMES
         ints1 = len(edge_lines) > 1 and all(SIGNED_INT.match(f) for f in edge_lines[1][1][:2])
-        if not any(NUMBER.match(f) for f in f0) and len(f0) >= 2 and (named or ints1):  # 3.
-            if not declared and (AMBIGUOUS_NAMES & set(low) or any(
-                    (f in SOURCE_NAMES and i != 0) or (f in TARGET_NAMES and i != 1) for i, f in enumerate(low))):
+        if not any(NUMBER.match(_unquote(f)) for f in f0) and len(low) >= 2 and (named or ints1):  # 3.
+            if roles[:2] != ["source", "target"] and (AMBIGUOUS_NAMES & set(low) or any(
+                    (r == "source" and i != 0) or (r == "target" and i != 1)
+                    for i, r in enumerate(roles[:2] + [_role(f, words=False) for f in low[2:]]))):
                 return None
-            if comma and lines[k0].lstrip(" \t").startswith(","):  # a first column without a name (pandas' index)
+            if comma and low[0] == "":  # a first column without a name (pandas' index, R's row names)
                 return None
             body = k0 + 1
             header_fields = f0
@@ -116,6 +126,56 @@ def reference(data: bytes, cap: int):
             return None
         return len(nodes), edges, True
     return max(max(e) for e in edges) + 1, edges, False
+
+
+def _sep(line: str, comma: bool) -> str:
+    """3., 5.: what ``line``'s fields are split at: ``,`` in a comma-separated file, else a tab
+    when its content holds one, else blanks."""
+    return "," if comma else "\t" if "\t" in _content(line) else " "
+
+
+def _fields(line: str, sep: str) -> list:
+    """3., 5.: the fields of ``line`` split at ``sep``: ``,`` at the commas before the first ``#``/``%``
+    outside a double-quoted field (one that starts with ``"``, to the next lone ``"``), every field
+    kept; a tab: at tabs, blank fields dropped; the blanks (spaces, tabs) around a field cut;
+    blanks: its tokens."""
+    if sep == " ":
+        return _content(line).split()
+    if sep == "\t":
+        return [f.strip(" ") for f in _content(line).split("\t") if f.strip(" ")]
+    out, field, quoted, i = [], "", False, 0
+    while i < len(line):
+        c = line[i]
+        if quoted:
+            if c == '"' and line[i + 1:i + 2] == '"':
+                field, i = field + c, i + 1
+            elif c == '"':
+                quoted = False
+        elif c in "#%":
+            break
+        elif c == ",":
+            out, field, i = out + [field], "", i + 1
+            continue
+        elif c == '"' and field == "":
+            quoted = True
+        field += c
+        i += 1
+    return [f.strip(" \t") for f in out + [field]]
+
+
+def _unquote(name: str) -> str:
+    """3.: a column name without one pair of double quotes around it (``""`` inside is a quote)."""
+    return name[1:-1].replace('""', '"').strip(" \t") if len(name) >= 2 and name[0] == name[-1] == '"' else name
+
+
+def _role(name: str, words: bool = True) -> str:
+    """3.: "source", "target" or "" for a column name (lower case)."""
+    if name in SOURCE_NAMES or name in TARGET_NAMES:
+        return "source" if name in SOURCE_NAMES else "target"
+    w = set(name.split()) if words else set()
+    if len(w) < 2 or bool(w & SOURCE_WORDS) == bool(w & TARGET_WORDS):
+        return ""
+    return "source" if w & SOURCE_WORDS else "target"
 
 
 def _empty_field(line: str) -> bool:

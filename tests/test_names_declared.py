@@ -131,7 +131,12 @@ def test_sniff_says_declared_and_undeclared_names(tmp_path):
     for text in (b"0 1\n", b"src dst\n0 1\n", b"weight w\n0 1\n", b"0 x\n"):  # ids, or one bad id: no names
         assert not sniff(text, complete=True).undeclared and not sniff(text, complete=True).labelled
     assert "byte order mark" in sniff(b"\xef\xbb\xbfsource target\na b\n", complete=True).undeclared
-    assert "CSV quoting is not read" in sniff(b'"source","target"\n"a","b"\n', complete=True).undeclared
+    assert "CSV quoting is not read" in sniff(b'"a","b"\n"b","c"\n', complete=True).undeclared
+    assert sniff(b'"source","target"\n"a","b"\n', complete=True).labelled  # (quoted column names: a header;
+    quoted = tmp_path / "quoted.csv"  # the names' quotes: refused by the reader, at their line)
+    quoted.write_bytes(b'"source","target"\n"a","b"\n')
+    with pytest.raises(GraphFormatError, match=r"quoted.csv:2: a quoted field: CSV quoting is not read"):
+        read_graph(quoted)
     p = tmp_path / "blob.txt"  # binary data whose first line looks like two words: the binary check says so
     p.write_bytes(b"\x89PNG data\n\x00\x01\x02")
     with pytest.raises(GraphFormatError, match="binary data, not a text graph file"):

@@ -6,12 +6,18 @@ comments; :func:`sniff`):
 
 * **Separator**: a comma in the first edge line makes commas separators (CSV); tabs and spaces
   always are.
-* **Header**: only the first edge line may be a header, and only when none of its fields is a
-  number (``+0``, ``-1``, ``2.5`` and ``1e3`` are numbers): it is skipped when its first two fields
-  are both column names people use (``src,dst``, ``source target``, ``from to``, ``node1 node2``,
-  ...), or when the next edge line's first two fields are integers. ``+0 +1`` is an edge line (and
-  an error: ids are non-negative integers without a sign), never a header. Columns are read by
-  position (source, target): a header naming them otherwise (``dst,src``) is an error.
+* **Header**: only the first edge line may be a header, and only when none of its tokens (split
+  at blanks and commas, double quotes cut) is a number (``+0``, ``-1``, ``2.5``, ``1e3``,
+  ``"1"``): it is skipped when its first two column names (split at commas, else at tabs,
+  else at blanks; one pair of double quotes around each cut, R's ``"src","dst"``) are names
+  people use (``src,dst``, ``source target``, ``from to``, ``node1 node2``, ...; or words of
+  one role with a blank between them, ``Source Node``: :func:`column_role`), or when it holds a
+  source and a target name (``source metaedge target``), or when the next edge line's first two
+  fields are integers. ``+0 +1`` is an edge line (and an error: ids are non-negative integers
+  without a sign), never a header. Columns are read by position (source, target): a header
+  naming them otherwise (``dst,src``, ``"to","from"``, ``Target Node,Source Node``,
+  ``source,metaedge,target``) is an error, and so is a CSV header whose first column has no name
+  (``,src,dst``, ``"","from","to"``: pandas' index, R's row names).
 * **head, tail**: ambiguous column names (:data:`AMBIGUOUS_NAMES`): an arc runs tail -> head in
   graph theory, head -> tail in knowledge-graph triples (``head,relation,tail``). A first line of
   no number whose first two fields are column names or ``head``/``tail``, or that holds both, is
@@ -50,7 +56,9 @@ from .graph import EdgeGraph
 from .guards import stray_cr
 from .text import Chunk
 
-__all__ = ["HEADER_NAMES", "SOURCE_NAMES", "TARGET_NAMES", "AMBIGUOUS_NAMES", "Dialect", "sniff", "undecided", "read_labelled", "COMMA_TABLE", "SNIFF_BYTES", "SNIFF_MAX"]
+__all__ = ["HEADER_NAMES", "SOURCE_NAMES", "TARGET_NAMES", "AMBIGUOUS_NAMES", "SOURCE_WORDS", "TARGET_WORDS", "Dialect",
+           "sniff", "undecided", "split_fields", "column_role", "read_labelled", "COMMA_TABLE", "SNIFF_BYTES",
+           "SNIFF_MAX"]
 
 #: column names that name an edge's source column (case-insensitive)
 SOURCE_NAMES = frozenset(
@@ -132,8 +140,14 @@ def is_number(tok: bytes) -> bool:
     return _NUMBER.fullmatch(tok) is not None
 
 
+def _cut(line: bytes) -> bytes:
+    """A line's content: up to its first ``#`` or ``%``."""
+    return line.split(b"#")[0].split(b"%")[0]
+
+
 def _edge_lines(head: bytes, complete: bool):
-    """(offset, line end, fields) of the first two edge lines of ``head``."""
+    """(offset, line end, tokens, comma) of the first two edge lines of ``head``: tokens split at
+    blanks and commas (as the integer reader splits), comma: the line's content holds one."""
     out, pos = [], 0
     while len(out) < 2 and pos < len(head):
         end = head.find(b"\n", pos)
@@ -141,13 +155,101 @@ def _edge_lines(head: bytes, complete: bool):
             if not complete:
                 break
             end = len(head)
-        line = head[pos:end]
-        body = line.split(b"#")[0].split(b"%")[0]
+        body = _cut(head[pos:end])
         fields = body.replace(b",", b" ").split()
         if fields:
             out.append((pos, end, fields, b"," in body))
         pos = end + 1
     return out
+
+
+#: the blanks cut around a field of a comma- or tab-separated line
+BLANKS = b" \t\r"
+
+
+def split_fields(line: bytes, sep: bytes) -> list:
+    """The fields of an edge ``line`` (without its ``\\n``), as :func:`sniff` splits a header:
+    ``sep`` b"," at the commas outside double-quoted fields up to the first ``#``/``%`` outside
+    them (:func:`~distgrail.io.guards.line_fields` counts the same), every field kept, empty ones
+    too; b"\\t" at tabs (a run of them is one cut), blank fields dropped; b" " at blanks. Blanks
+    around a comma- or tab-separated field are cut: it may hold blanks inside (``John Smith``).
+
+    >>> split_fields(b'John Smith, Jane Doe,,"a, b" # c', b","), split_fields(b"a b\\t\\tc \\t# d", b"\\t")
+    ([b'John Smith', b'Jane Doe', b'', b'"a, b"'], [b'a b', b'c'])
+    """
+    if sep == b" ":
+        return _cut(line).split()
+    if sep == b"\t":
+        return [f for f in (x.strip(BLANKS) for x in _cut(line).split(b"\t")) if f]
+    if b'"' not in line:
+        return [f.strip(BLANKS) for f in _cut(line).split(b",")]
+    out, i, k, start, quoted = [], 0, len(line), 0, False  # (walked as guards.line_fields walks)
+    while i < k:
+        c = line[i]
+        if quoted:
+            if c == 34:
+                if i + 1 < k and line[i + 1] == 34:
+                    i += 1
+                else:
+                    quoted = False
+        elif c in b"#%":
+            break
+        elif c == 44:
+            out.append(line[start:i])
+            start = i + 1
+        elif c == 34 and i == start:
+            quoted = True
+        i += 1
+    out.append(line[start:i])
+    return [f.strip(BLANKS) for f in out]
+
+
+def _unquoted(field: bytes) -> bytes:
+    """A header field without one pair of double quotes around it (R's ``write.csv`` quotes every
+    column name: ``"src","dst"``)."""
+    if len(field) >= 2 and field[:1] == field[-1:] == b'"':
+        return field[1:-1].replace(b'""', b'"').strip(BLANKS)
+    return field
+
+
+#: words of a column name holding a blank that give it a role (``Source Node``, ``To Node``,
+#: ``src ip``), when its words hold those of one role only
+SOURCE_WORDS = frozenset(("source", "src", "from"))
+TARGET_WORDS = frozenset(("target", "dst", "to"))
+
+
+def column_role(name: str, words: bool = True) -> str:
+    """"source", "target" or "" for a column ``name`` (lower case): a name of :data:`SOURCE_NAMES`
+    or :data:`TARGET_NAMES`, or (``words``) a name of blank-separated words among which are words of
+    one role only (:data:`SOURCE_WORDS`, :data:`TARGET_WORDS`).
+
+    >>> [column_role(x) for x in ("src", "target node", "from node", "node", "from a to b")]
+    ['source', 'target', 'source', '', '']
+    """
+    if name in SOURCE_NAMES:
+        return "source"
+    if name in TARGET_NAMES:
+        return "target"
+    parts = set(name.split()) if words else set()
+    if len(parts) < 2 or bool(parts & SOURCE_WORDS) == bool(parts & TARGET_WORDS):
+        return ""
+    return "source" if parts & SOURCE_WORDS else "target"
+
+
+def _named(low: list, comma: bool) -> bool:
+    """Whether a first line of no number whose fields are ``low`` (lower case, quotes cut) is a
+    header by its names: its first two are column names (:func:`column_role`) or ``head``/``tail``;
+    or it holds ``head`` and ``tail`` (``head,relation,tail``), or a source and a target name
+    (``source metaedge target``); or, comma-separated, its first field is empty and the next two are
+    column names (an index column: ``,src,dst``)."""
+    def edge_name(f):
+        return bool(column_role(f)) or f in AMBIGUOUS_NAMES
+
+    if len(low) < 2:
+        return False
+    exact = {column_role(f, words=False) for f in low}
+    return (all(edge_name(f) for f in low[:2]) or AMBIGUOUS_NAMES <= set(low) or {"source", "target"} <= exact
+            or (comma and low[0] == "" and len(low) >= 3 and all(edge_name(f) for f in low[1:3])))
 
 
 def undecided(head: bytes, complete: bool) -> bool:
@@ -164,63 +266,71 @@ def sniff(head: bytes, complete: bool = False) -> Dialect:
     if not lines:
         return Dialect(**counts)
     d = Dialect(comma=lines[0][3], **counts)
-    first = lines[0][2]
-    numbers = any(is_number(f) for f in first)
-    low = [f.lower().decode("utf-8", "replace") for f in first]
-    named = len(first) >= 2 and (all(f in HEADER_NAMES | AMBIGUOUS_NAMES for f in low[:2])
-                                 or AMBIGUOUS_NAMES <= set(low))  # (head,relation,tail too)
+    line = head[lines[0][0]:lines[0][1]]
+    sep = b"," if d.comma else b"\t" if b"\t" in _cut(line) else b" "
+    low = [_unquoted(f).lower().decode("utf-8", "replace") for f in split_fields(line, sep)]
+    numbers = any(is_number(_unquoted(f)) for f in lines[0][2])  # ("1","2" is an edge line: not skipped)
     declared = len(low) >= 2 and low[0] in SOURCE_NAMES and low[1] in TARGET_NAMES
     ints = [all(_is_int(f) for f in ln[2][:2]) for ln in lines]
-    names = [len(ln[2]) >= 2 and not any(is_number(f) for f in ln[2][:2]) for ln in lines]
-    header = not numbers and (named or (len(first) >= 2 and len(lines) > 1 and ints[1]))
+    header = not numbers and len(low) >= 2 and (_named(low, d.comma) or (len(lines) > 1 and ints[1]))
     if header and stray_cr(head[:lines[0][1] + 1], complete and lines[0][1] >= len(head) - 1) >= 0:
         header = False  # (read as an edge line then, the reader reports the '\r' with its line)
     if header:
         d.body = min(lines[0][1] + 1, len(head))
-        d.header = head[lines[0][0]:lines[0][1]].decode("utf-8", "replace").strip()
+        d.header = line.decode("utf-8", "replace").strip()
         d.header_line = head.count(b"\n", 0, lines[0][0]) + 1
         d.misnamed = _misnamed(low)
-        if d.comma and head[lines[0][0]:lines[0][1]].lstrip(b" \t").startswith(b","):
-            d.misnamed = ("the header's first column has no name (an index column, as pandas' to_csv writes "
-                          "one?): it would be read as the edges' source; write the file without it (index=False)")
-        lines, names = lines[1:], names[1:]
-        if len(lines) > 0 and not d.comma:
+        if d.comma and low[0] == "":
+            d.misnamed = ("the header's first column has no name (an index column, as pandas' to_csv writes one, or "
+                          "R's row names): it would be read as the edges' source; write the file without it "
+                          "(pandas: index=False; R: row.names=FALSE)")
+        lines = lines[1:]
+        if lines and not d.comma:
             d.comma = lines[0][3]
-    d.labelled = bool(lines) and names[0] and header and declared
-    d.fields = len(lines[0][2]) if lines else 0
-    a, b = (lines[0][0], lines[0][1]) if lines else (0, 0)
-    if lines and names[0] and not d.labelled and stray_cr(head[a:b + 1], complete and b >= len(head) - 1) < 0:
-        # names the file does not declare (words, code): refused by auto (a lone '\r': the reader says so)
-        d.undeclared_line = head.count(b"\n", 0, a) + 1
-        d.undeclared = _undeclared(head[a:b].rstrip(b"\r"), a == 0)
+    if lines:
+        a, b = lines[0][0], lines[0][1]
+        names = len(lines[0][2]) >= 2 and not any(is_number(f) for f in lines[0][2][:2])
+        d.labelled = names and header and declared
+        d.fields = len(lines[0][2])
+        if names and not d.labelled and stray_cr(head[a:b + 1], complete and b >= len(head) - 1) < 0:
+            # names the file does not declare (words, code): refused by auto (a lone '\r': the reader says so)
+            d.undeclared_line = head.count(b"\n", 0, a) + 1
+            d.undeclared = _undeclared(head[a:b].rstrip(b"\r"), a == 0, d.header)
     return d
 
 
-def _undeclared(line: bytes, first: bool) -> str:
+def _undeclared(line: bytes, first: bool, header: str = "") -> str:
     """Why ``auto`` refuses the first edge line ``line`` of names no header declares (``first``: it
-    starts the file): a byte order mark or CSV quotes that hide a header are said as such."""
+    starts the file; ``header``: the header line before it, if any): a byte order mark or CSV quotes
+    that hide a header are said as such."""
     if first and line.startswith(b"\xef\xbb\xbf"):
         return f"the file starts with a UTF-8 byte order mark; save it without one, got {shown(line)}"
     if b'"' in line:
-        return (f"a quoted field: CSV quoting is not read (names of nodes and columns have no quotes, blanks or "
-                f"commas), got {shown(line)}")
+        return (f"a quoted field: CSV quoting is not read (node names have no quotes), got {shown(line)}")
+    if header:
+        return (f"node names, not integer ids: {shown(line)}, after a header ({shown(header.encode())}) whose first "
+                f"two columns are not named as the source and the target (pass --format labelled to read a graph "
+                f"of node names, or name those columns e.g. 'source,target', 'src,dst' or 'from,to')")
     return (f"node names, not integer ids: {shown(line)} (pass --format labelled to read a graph of node names, "
             f"or give the file a header line such as 'source target')")
 
+
 def _misnamed(names) -> str:
-    """Why a header's column ``names`` contradict reading its first column as the edges' sources
-    and its second as their targets ("" when they do not): a source name past the first column or
-    a target name past the second (``dst,src``: the edges would be read reversed; ``src,weight,dst``:
-    the weights taken for targets)."""
-    if len(names) >= 2 and names[0] in SOURCE_NAMES and names[1] in TARGET_NAMES:
+    """Why a header's column ``names`` (lower case, quotes cut) contradict reading its first column
+    as the edges' sources and its second as their targets ("" when they do not): a source name past
+    the first column or a target name past the second (``dst,src``: the edges would be read
+    reversed; ``src,weight,dst``: the weights taken for targets; ``Target Node,Source Node``: the
+    first two columns' words, :func:`column_role`, said too)."""
+    if len(names) >= 2 and column_role(names[0]) == "source" and column_role(names[1]) == "target":
         return ""  # (source then target: later columns may carry any names, src,dst,start,end)
     if AMBIGUOUS_NAMES & set(names):
         return f"ambiguous edge column names ({', '.join(sorted(AMBIGUOUS_NAMES & set(names)))}): {AMBIGUOUS_WHY}"
     for i, name in enumerate(names):
-        if (name in SOURCE_NAMES and i != 0) or (name in TARGET_NAMES and i != 1):
-            role = "source" if name in SOURCE_NAMES else "target"
+        role = column_role(name, words=i < 2)
+        if (role == "source" and i != 0) or (role == "target" and i != 1):
             return (f"the header names column {i + 1} '{name}' as the edges' {role}, but distgrail reads the "
-                    f"first column as the source and the second as the target: put the columns in that order")
+                    f"first column as the source and the second as the target: put the columns in that order "
+                    f"(the source and target columns first)")
     return ""
 
 
