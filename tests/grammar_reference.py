@@ -22,11 +22,16 @@ readers (tests/test_misreads.py). ASCII text only; ``auto`` format of a ``.txt``
    tokens are node names too (``u v`` then ``v w``), and a comma-separated header whose first
    column has no name (``,src,dst``: pandas' index; ``"","from","to"``: R's row names).
 4. Commas separate fields when the first edge line (after a header: the one after it) has one.
-5. After the header, a first edge line whose first two fields are not numbers makes the file a
-   graph of node names when the header's first two fields are a source then a target name (it
-   declares names), else the file is an error: every edge line must have as many fields as that
-   one; the first two name the edge's ends, and none is an integer (``-?[0-9]+``: names and ids
-   mixed are ambiguous); vertices are numbered by first appearance.
+5. After the header, the first edge line's fields: comma-separated (4.), split at its commas
+   (outside double quotes), the blanks around each cut; else with a tab in it, split at tabs (a
+   run of them one cut), the blanks around each cut, blank ones dropped; else at blanks (fewer
+   than two fields so: its tokens). Whose first two are not numbers makes the file a graph of
+   node names when the header's first two names are a source then a target name of the lists (it
+   declares names), else the file is an error. Every edge line is split so and must have as many
+   fields as that one (comma-separated: commas + 1, outside double quotes); the first two name
+   the edge's ends: none empty, none with a double quote or a control character (a tab inside a
+   comma-separated name), none an integer (``-?[0-9]+``: names and ids mixed are ambiguous);
+   vertices are numbered by first appearance.
 6. Otherwise every edge line has at least two fields, the first two non-negative integers
    (``[0-9]+``) below ``cap``; further fields are ignored; when every field of the first edge line
    after the header is such an integer, every later edge line whose fields are all such integers
@@ -92,11 +97,14 @@ def reference(data: bytes, cap: int):
             if edge_lines and not comma:
                 comma = "," in _content(lines[edge_lines[0][0]])  # 4.
         if edge_lines:
-            f0 = edge_lines[0][1]
-            names = len(f0) >= 2 and not any(NUMBER.match(f) for f in f0[:2])  # 5.
+            k1 = edge_lines[0][0]
+            sep = _sep(lines[k1], comma)
+            f1 = _fields(lines[k1], sep)
+            f1 = f1 if len(f1) >= 2 else edge_lines[0][1]
+            names = len(f1) >= 2 and not any(NUMBER.match(f) for f in f1[:2])  # 5.
             if names and not (body and declared):  # names no header declares
                 return None
-            fields = len(f0)
+            fields = _width(lines[k1], True) if comma else len(f1)
     width = _width(lines[edge_lines[0][0]], comma) if edge_lines and _integers(lines[edge_lines[0][0]], comma) \
         else 0  # 6.: only a first edge line of integers sets a width
     edges = []
@@ -107,9 +115,13 @@ def reference(data: bytes, cap: int):
         toks = (c.replace(",", " ") if comma else c).split()
         if not toks:
             continue
-        if len(toks) < 2 or (names and len(toks) != fields):
-            return None
-        if names and any(SIGNED_INT.match(t) for t in toks[:2]):  # 5.: no integer among the names
+        if names:  # 5.
+            toks = _fields(ln, sep)
+            if (_width(ln, True) if comma else len(toks)) != fields or len(toks) < 2:
+                return None
+            if any(not t or SIGNED_INT.match(t) or '"' in t or min(map(ord, t)) < 32 for t in toks[:2]):
+                return None  # (an empty name, a quote, a control character, an integer among the names)
+        if len(toks) < 2:
             return None
         if not names:
             if not (ID.match(toks[0]) and ID.match(toks[1])) or max(int(toks[0]), int(toks[1])) >= cap:  # 6.

@@ -5,11 +5,14 @@ Rules (decided from the first two edge lines, i.e. lines that are neither blank 
 comments; :func:`sniff`):
 
 * **Separator**: a comma in the first edge line makes commas separators (CSV); tabs and spaces
-  always are.
+  always are between integer ids. Node names (:func:`split_fields`): a CSV's are split at its
+  commas only (outside double quotes) and a file whose first edge line after the header holds a
+  tab at tabs only, the blanks around each name cut, so names may hold blanks (``John
+  Smith,Jane Doe``, ``alice, bob``); any other file's at blanks.
 * **Header**: only the first edge line may be a header, and only when none of its tokens (split
   at blanks and commas, double quotes cut) is a number (``+0``, ``-1``, ``2.5``, ``1e3``,
-  ``"1"``): it is skipped when its first two column names (split at commas, else at tabs,
-  else at blanks; one pair of double quotes around each cut, R's ``"src","dst"``) are names
+  ``"1"``): it is skipped when its first two column names (split as names are: commas, else
+  tabs, else blanks; one pair of double quotes around each cut, R's ``"src","dst"``) are names
   people use (``src,dst``, ``source target``, ``from to``, ``node1 node2``, ...; or words of
   one role with a blank between them, ``Source Node``: :func:`column_role`), or when it holds a
   source and a target name (``source metaedge target``), or when the next edge line's first two
@@ -26,12 +29,13 @@ comments; :func:`sniff`):
 * **Node names**: ``auto`` reads node names only where the file says it is an edge list of names:
   its first edge line is a header whose first two fields name the source and the target (``source
   target``, ``src,dst``, ...), and the first edge line after it holds two fields or more, its first
-  two not numbers. Then every edge line must have as many fields as that one (a line of another
-  shape is refused, with file and line), and no name of the first two fields may be an integer
-  (names and ids mixed are ambiguous). A first edge line of names without such a header (``alice
-  bob``; ``import os``, a Python script; a word list) is refused at that line
-  (:attr:`Dialect.undeclared`, raised by :attr:`distgrail.io.formats.Source.dialect`): ``--format
-  labelled`` reads it. Every field is a node name (no blanks or commas inside), vertices are
+  two not numbers. Then every edge line must have as many fields as that one (a CSV's: commas + 1
+  outside double quotes, an empty field counted, :func:`~distgrail.io.guards.line_fields`; a line
+  of another shape is refused, with file and line), and no name of the first two fields may be an
+  integer (names and ids mixed are ambiguous), empty, or hold a double quote or a control
+  character. A first edge line of names without such a header (``alice bob``; ``import os``, a
+  Python script; a word list) is refused at that line (:attr:`Dialect.undeclared`, raised by
+  :attr:`distgrail.io.formats.Source.dialect`): ``--format labelled`` reads it. Vertices are
   numbered in order of first appearance, and the names are stored in the index
   (:mod:`distgrail.nodelabels`), so queries take names. ``--format labelled`` reads any edge list
   so, header or not, lines of any length (the first two fields are the edge; names that are
@@ -53,7 +57,7 @@ from ..dtypes import size_problem
 from ..errors import GraphFormatError
 from .excerpt import shown
 from .graph import EdgeGraph
-from .guards import stray_cr
+from .guards import line_fields, stray_cr
 from .text import Chunk
 
 __all__ = ["HEADER_NAMES", "SOURCE_NAMES", "TARGET_NAMES", "AMBIGUOUS_NAMES", "SOURCE_WORDS", "TARGET_WORDS", "Dialect",
@@ -168,7 +172,7 @@ BLANKS = b" \t\r"
 
 
 def split_fields(line: bytes, sep: bytes) -> list:
-    """The fields of an edge ``line`` (without its ``\\n``), as :func:`sniff` splits a header:
+    """The fields of an edge ``line`` (without its ``\\n``) as :func:`read_labelled` splits them:
     ``sep`` b"," at the commas outside double-quoted fields up to the first ``#``/``%`` outside
     them (:func:`~distgrail.io.guards.line_fields` counts the same), every field kept, empty ones
     too; b"\\t" at tabs (a run of them is one cut), blank fields dropped; b" " at blanks. Blanks
@@ -287,15 +291,19 @@ def sniff(head: bytes, complete: bool = False) -> Dialect:
         lines = lines[1:]
         if lines and not d.comma:
             d.comma = lines[0][3]
-    if lines:
+    if lines:  # the first edge line after the header: split as read_labelled splits it
         a, b = lines[0][0], lines[0][1]
-        names = len(lines[0][2]) >= 2 and not any(is_number(f) for f in lines[0][2][:2])
+        line = head[a:b]
+        fields = split_fields(line, b"," if d.comma else b"\t" if b"\t" in _cut(line) else b" ")
+        if len(fields) < 2:  # (a comma-separated header over 'a b': shown as names, refused by the reader)
+            fields = lines[0][2]
+        names = len(fields) >= 2 and not any(is_number(f) for f in fields[:2])
         d.labelled = names and header and declared
-        d.fields = len(lines[0][2])
+        d.fields = line_fields(line, True) if d.comma else len(fields)
         if names and not d.labelled and stray_cr(head[a:b + 1], complete and b >= len(head) - 1) < 0:
             # names the file does not declare (words, code): refused by auto (a lone '\r': the reader says so)
             d.undeclared_line = head.count(b"\n", 0, a) + 1
-            d.undeclared = _undeclared(head[a:b].rstrip(b"\r"), a == 0, d.header)
+            d.undeclared = _undeclared(line.rstrip(b"\r"), a == 0, d.header)
     return d
 
 
@@ -338,7 +346,12 @@ def read_labelled(text, start: int = 0, num_vertices: int | None = None, fields:
     """A labelled graph from the edge list ``text`` (a :class:`~distgrail.io.text.Text`) from byte
     ``start``: two node names per line (extra columns ignored), ``#``/``%`` comments. ``fields``
     (names recognised by ``auto``, not asked for): every edge line must have that many fields,
-    the shape of an edge list, else the file is refused at its first line of another shape."""
+    the shape of an edge list, else the file is refused at its first line of another shape.
+
+    The fields (:func:`split_fields`): a comma-separated file's (``text`` translates its commas) at
+    its commas only, commas + 1 counted; a tab-separated one's (a tab in its first edge line) at
+    tabs only; the blanks around a name cut, so names may hold blanks (``John Smith``); any other
+    file's at blanks."""
     from ..nodelabels import NodeLabels
 
     if num_vertices is not None:
@@ -347,6 +360,7 @@ def read_labelled(text, start: int = 0, num_vertices: int | None = None, fields:
     ids: dict = {}
     get = ids.setdefault
     parts = []
+    sep = b"," if text.translate is not None else None  # (None: told by the first edge line)
     for offset, data in text.chunks(start):
         try:
             data.decode("utf-8")
@@ -355,38 +369,23 @@ def read_labelled(text, start: int = 0, num_vertices: int | None = None, fields:
         if offset == start == 0 and data.startswith(b"\xef\xbb\xbf"):  # (it would begin the first name)
             text.fail(0, "the file starts with a UTF-8 byte order mark; save it without one (node names are "
                          f"plain UTF-8), got {text.excerpt(0)}")
-        ch = Chunk(text, offset, data)
-        ch.blank_comments(b"#%")
-        short = (ch.tokens_per_line > 0) & (ch.tokens_per_line < 2)
-        if short.any():
-            pos = ch.abs(ch.line_start[int(np.flatnonzero(short)[0])])
-            text.fail(pos, f"expected two node names 'u v' (edge), got {text.excerpt(pos)}")
-        other = (ch.tokens_per_line > 0) & (ch.tokens_per_line != (fields or 0))
-        if fields and other.any():
-            pos = ch.abs(ch.line_start[int(np.flatnonzero(other)[0])])
-            text.fail(pos, f"not an edge list of node names: its first edge line has {fields} fields, this "
-                           f"one {int(ch.tokens_per_line[int(np.flatnonzero(other)[0])])} "
-                           f"(--format labelled reads the first two fields of every line as names), "
-                           f"got {text.excerpt(pos)}")
-        ch.keep_columns(2)
-        quotes = np.flatnonzero(ch.arr == 34)
-        if quotes.size:  # CSV quoting is not read: a quoted name with a blank or comma would be split
-            quote = ch.abs(int(quotes[0]))
-            text.fail(quote, f"a quoted field: CSV quoting is not read (node names have no quotes, blanks or "
-                             f"commas), got {text.excerpt(quote)}")
-        toks = ch.arr.tobytes().split()
-        if len(toks) != int(ch.cum[-1]):  # bytes.split() also splits at \v and \f
-            pos = ch.abs(int(np.flatnonzero((ch.arr == 11) | (ch.arr == 12))[0]))
-            text.fail(pos, f"control character in a node name, got {text.excerpt(pos)}")
+        sep = sep or _first_separator(data)
+        if sep is None:  # (comments and blank lines only, so far)
+            continue
+        if sep == b" ":
+            toks, where = _blank_names(text, offset, data, fields)
+        else:  # (a CSV's own bytes: the chunk comes with its commas made blanks)
+            raw = text.raw_chunk(offset, len(data)) if sep == b"," else data
+            toks, where = _separated_names(text, offset, raw, sep, fields)
         if fields:  # names recognised, not asked for: an integer among them makes the file ambiguous
             k = next((i for i, t in enumerate(toks) if _is_int(t)), None)
             if k is not None:
-                pos = ch.token_pos(k)
+                pos = where(k)
                 text.fail(pos, f"node names and integer ids mixed ({toks[k].decode()!r}): the first edge line names "
                                f"nodes, so the file would be read as a graph of names; give --format labelled if "
                                f"it is one, got {text.excerpt(pos)}")
         parts.append(np.fromiter((get(t, len(ids)) for t in toks), dtype=np.int64, count=len(toks)))
-        del toks, ch
+        del toks, where
         text.check_room(sum(p.size for p in parts) // 2)
     if not ids:
         raise GraphFormatError("empty edge list: no 'u v' line found", path=text.path)
@@ -407,3 +406,143 @@ def read_labelled(text, start: int = 0, num_vertices: int | None = None, fields:
     if labels is not None:
         g.meta["node_labels"] = labels
     return g
+
+
+#: what a line of another shape is told, by separator
+_SPLIT = {b",": " (the file is comma-separated: its fields are split at commas only, so names may hold blanks)",
+          b"\t": " (its first edge line holds a tab: fields are split at tabs only, so names may hold spaces)",
+          b" ": ""}
+
+
+def _first_separator(data: bytes):
+    """b"\t" when the first edge line of ``data`` (whole lines) holds a tab in its content, b" " when it
+    holds none, None when ``data`` has no edge line (as :func:`sniff` tells the first edge line)."""
+    pos = 0
+    while pos < len(data):
+        end = data.find(b"\n", pos)
+        end = len(data) if end < 0 else end
+        body = _cut(data[pos:end])
+        if body.split():
+            return b"\t" if b"\t" in body else b" "
+        pos = end + 1
+    return None
+
+
+def _short(text, pos: int, sep: bytes):
+    text.fail(pos, f"expected two node names 'u v' (edge){_SPLIT[sep]}, got {text.excerpt(pos)}")
+
+
+def _other_width(text, pos: int, fields: int, got: int, sep: bytes):
+    text.fail(pos, f"not an edge list of node names: its first edge line has {fields} fields, this one {got}"
+                   f"{_SPLIT[sep]} (--format labelled reads the first two fields of every line as names), "
+                   f"got {text.excerpt(pos)}")
+
+
+def _quoted(text, pos: int):
+    text.fail(pos, f"a quoted field: CSV quoting is not read (node names have no quotes), got {text.excerpt(pos)}")
+
+
+def _blank_names(text, offset: int, data: bytes, fields):
+    """The first two blank-separated fields of every edge line of ``data`` (whole lines from
+    ``offset``) and where the k-th starts (``where(k)``)."""
+    ch = Chunk(text, offset, data)
+    ch.blank_comments(b"#%")
+    short = (ch.tokens_per_line > 0) & (ch.tokens_per_line < 2)
+    if short.any():
+        _short(text, ch.abs(ch.line_start[int(np.flatnonzero(short)[0])]), b" ")
+    other = (ch.tokens_per_line > 0) & (ch.tokens_per_line != (fields or 0))
+    if fields and other.any():
+        k = int(np.flatnonzero(other)[0])
+        _other_width(text, ch.abs(ch.line_start[k]), fields, int(ch.tokens_per_line[k]), b" ")
+    ch.keep_columns(2)
+    quotes = np.flatnonzero(ch.arr == 34)
+    if quotes.size:  # CSV quoting is not read: a quoted name with a blank would be split
+        _quoted(text, ch.abs(int(quotes[0])))
+    toks = ch.arr.tobytes().split()
+    if len(toks) != int(ch.cum[-1]):  # bytes.split() also splits at \v and \f
+        pos = ch.abs(int(np.flatnonzero((ch.arr == 11) | (ch.arr == 12))[0]))
+        text.fail(pos, f"control character in a node name, got {text.excerpt(pos)}")
+    return toks, ch.token_pos
+
+
+def _separated_names(text, offset: int, raw: bytes, sep: bytes, fields):
+    """The first two fields of every edge line of ``raw`` (whole lines from ``offset``, as stored),
+    split at ``sep`` only (b"," or b"\t": :func:`split_fields`), and where the k-th starts
+    (``where(k)``); the file refused at the first of these in ``raw``: a line of fewer than two
+    fields, or of another count than ``fields``; an empty name; a control character or a double
+    quote in a name. No Python loop per line: every byte's segment (the bytes between two cuts,
+    a cut being ``sep`` or a line end) and field at once."""
+    comma = sep == b","
+    ch = Chunk(text, offset, raw)
+    ch.blank_comments(b"#%")  # (a comment's commas and tabs too)
+    a = ch.arr
+    nlm = a == 10
+    bound = nlm | (a == sep[0])
+    cuts = np.flatnonzero(bound)
+    seg = np.cumsum(bound) - bound  # the segment of each byte (a cut ends its segment)
+    nseg = cuts.size + 1
+    nlines = int(np.count_nonzero(nlm)) + 1
+    line_of = np.concatenate(([0], np.cumsum(nlm[cuts])))  # the line of each segment
+    line_seg = np.concatenate(([0], np.flatnonzero(nlm[cuts]) + 1))  # the first segment of each line
+    edge = np.zeros(nlines, bool)
+    edge[:ch.tokens_per_line.size] = ch.tokens_per_line > 0  # (lines of a field; comment and blank ones: none)
+    solid = ~(bound | (a == 32) | (a == 13) | (a == 9))  # (a tab is a blank of a CSV)
+    p = np.flatnonzero(solid)
+    ps = seg[p]
+    new = np.flatnonzero(np.diff(ps, prepend=-1) != 0)  # each segment's first solid byte, in p
+    has = np.zeros(nseg, bool)
+    has[ps[new]] = True
+    first = np.zeros(nseg, np.int64)
+    last = np.zeros(nseg, np.int64)
+    first[ps[new]] = p[new]
+    last[ps[new]] = p[np.append(new[1:], p.size) - 1]
+    if comma:  # every segment of an edge line is a field, empty ones too; commas + 1 counted, those in quotes not
+        count = np.bincount(line_of, minlength=nlines)
+        nl = np.flatnonzero(nlm)
+        for k in sorted(set(np.searchsorted(nl, np.flatnonzero(np.frombuffer(raw, np.uint8) == 34)).tolist())):
+            count[k] = line_fields(raw[nl[k - 1] + 1 if k else 0:nl[k] if k < nl.size else len(raw)], True)
+        rank = np.arange(nseg) - line_seg[line_of]
+        field = edge[line_of]
+    else:  # a run of tabs is one cut: the segments with a solid byte are the fields
+        count = np.bincount(line_of[has], minlength=nlines)
+        before = np.cumsum(has) - has
+        rank = before - before[line_seg][line_of]
+        field = edge[line_of] & has
+    kept = np.flatnonzero(field & (rank < 2))
+    starts = np.concatenate(([0], cuts + 1))  # each segment's first byte
+    found = []  # (offset in raw, order, what): the first refused
+    short = np.flatnonzero(edge & (count < 2))
+    if short.size:
+        found.append((int(starts[line_seg[short[0]]]), 0, "short"))
+    wide = np.flatnonzero(edge & (count != fields)) if fields else short[:0]
+    if wide.size:
+        found.append((int(starts[line_seg[wide[0]]]), 1, "width"))
+    empty = kept[~has[kept]]
+    if empty.size:  # (a CSV's ' , ': an empty first or second field is refused before, by the text)
+        found.append((int(starts[empty[0]]), 2, "empty"))
+    kept = kept[has[kept]]
+    f, e = first[kept], last[kept] + 1
+    inside = np.cumsum(np.bincount(f, minlength=a.size + 1) - np.bincount(e, minlength=a.size + 1))[:a.size] > 0
+    odd = np.flatnonzero(inside & ((a < 32) | (a == 34)))
+    if odd.size:
+        found.append((int(odd[0]), 3, "quote" if a[odd[0]] == 34 else "control"))
+    if found:
+        pos, _, what = min(found)
+        at = offset + pos
+        if what == "short":
+            _short(text, at, sep)
+        if what == "width":
+            _other_width(text, at, fields, int(count[wide[0]]), sep)
+        if what == "empty":
+            text.fail(at, f"an empty node name{_SPLIT[sep]}, got {text.excerpt(at)}")
+        if what == "quote":
+            _quoted(text, at)
+        text.fail(at, f"control character in a node name, got {text.excerpt(at)}")
+    keep = inside.copy()  # the names, each followed by one NUL (none is in a name): split at once
+    out = a.copy()
+    stop = e[e < a.size]
+    keep[stop] = True
+    out[stop] = 0
+    joined = out[keep].tobytes() + (b"\0" if e.size and e[-1] == a.size else b"")
+    toks = joined.split(b"\0")[:-1]
+    return toks, lambda k: offset + int(f[k])
