@@ -25,8 +25,9 @@ readers (tests/test_misreads.py). ASCII text only; ``auto`` format of a ``.txt``
 5. After the header, the first edge line's fields: comma-separated (4.), split at its commas
    (outside double quotes), the blanks around each cut; else with a tab in it, split at tabs (a
    run of them one cut), the blanks around each cut, blank ones dropped; else at blanks (fewer
-   than two fields so: its tokens). Whose first two are not numbers makes the file a graph of
-   node names when the header's first two names are a source then a target name of the lists (it
+   than two fields so: its tokens). Whose first two each hold a token other than a number, the
+   line's first token (split at blanks and commas) none either, makes the file a graph of node
+   names when the header's first two names are a source then a target name of the lists (it
    declares names), else the file is an error. Every edge line is split so and must have as many
    fields as that one (comma-separated: commas + 1, outside double quotes); the first two name
    the edge's ends: none empty, none with a double quote or a control character (a tab inside a
@@ -101,7 +102,8 @@ def reference(data: bytes, cap: int):
             sep = _sep(lines[k1], comma)
             f1 = _fields(lines[k1], sep)
             f1 = f1 if len(f1) >= 2 else edge_lines[0][1]
-            names = len(f1) >= 2 and not any(NUMBER.match(f) for f in f1[:2])  # 5.
+            names = len(f1) >= 2 and not NUMBER.match(edge_lines[0][1][0]) and not any(  # 5.
+                all(NUMBER.match(t) for t in f.split()) for f in f1[:2])
             if names and not (body and declared):  # names no header declares
                 return None
             fields = _width(lines[k1], True) if comma else len(f1)

@@ -142,6 +142,32 @@ def test_names_split_at_commas_across_chunks(tmp_path, monkeypatch):
     assert edges(read_graph(str(p))) == pairs
 
 
+@pytest.mark.parametrize("data", [b"0 1\n2 7 \t1.5 x -3\n", b"\t0 0\t4.5\n1 2\t3\n", b" 36 1\tx\n0 1\tx\n",
+                                  b"src,dst\n0 1,2\n"])
+def test_lines_of_ids_with_tabs_and_blanks_are_no_names(tmp_path, data):
+    """Ids separated by blanks beside a tab or a comma stay ids (the first two tab- or comma-separated
+    fields, '2 7' and '1.5 x -3', hold no name: the line's first token is a number)."""
+    d = sniff(data, complete=True)
+    assert not d.undeclared and not d.labelled
+    p = tmp_path / "g.txt"
+    p.write_bytes(data)
+    try:
+        g = read_graph(str(p))
+    except GraphFormatError as e:
+        assert "node names" not in str(e)
+        refused_by_both(p, None)
+        return
+    assert edges(read_both(p)) == edges(g)
+
+
+@pytest.mark.parametrize("data,want", [(b"source,target\nRoute 66,Main St\n", [("Route 66", "Main St")]),
+                                       (b"source\ttarget\nBlock 7\t12 Main St\n", [("Block 7", "12 Main St")])])
+def test_names_holding_a_number_word(tmp_path, data, want):
+    p = tmp_path / "g.csv"
+    p.write_bytes(data)
+    assert edges(read_both(p)) == want
+
+
 # -- 2. quoted CSV header names --------------------------------------------------------------------
 @pytest.mark.parametrize("header,what", [
     ('"to","from"', "the header names column 1 'to' as the edges' target"),

@@ -29,7 +29,8 @@ comments; :func:`sniff`):
 * **Node names**: ``auto`` reads node names only where the file says it is an edge list of names:
   its first edge line is a header whose first two fields name the source and the target (``source
   target``, ``src,dst``, ...), and the first edge line after it holds two fields or more, its first
-  two not numbers. Then every edge line must have as many fields as that one (a CSV's: commas + 1
+  two each holding a token other than a number, its first token none (``2 7<tab>1.5`` is a line of
+  ids, ``Route 66,Main St`` one of names). Then every edge line must have as many fields as that one (a CSV's: commas + 1
   outside double quotes, an empty field counted, :func:`~distgrail.io.guards.line_fields`; a line
   of another shape is refused, with file and line), and no name of the first two fields may be an
   integer (names and ids mixed are ambiguous), empty, or hold a double quote or a control
@@ -297,7 +298,10 @@ def sniff(head: bytes, complete: bool = False) -> Dialect:
         fields = split_fields(line, b"," if d.comma else b"\t" if b"\t" in _cut(line) else b" ")
         if len(fields) < 2:  # (a comma-separated header over 'a b': shown as names, refused by the reader)
             fields = lines[0][2]
-        names = len(fields) >= 2 and not any(is_number(f) for f in fields[:2])
+        # names: the first two fields hold a token other than a number, and the line's first token is none
+        # (so '2 7<tab>1.5', '0 1 {'w': 1, 'c': 2}' stay integer lines, 'Route 66,Main St' is one of names)
+        names = (len(fields) >= 2 and not is_number(lines[0][2][0])
+                 and not any(all(is_number(t) for t in f.split()) for f in fields[:2]))
         d.labelled = names and header and declared
         d.fields = line_fields(line, True) if d.comma else len(fields)
         if names and not d.labelled and stray_cr(head[a:b + 1], complete and b >= len(head) - 1) < 0:
