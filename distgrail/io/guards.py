@@ -217,8 +217,8 @@ def first_edge_width(data: bytes, comma: bool) -> tuple[int, int]:
     holds some other field (nothing is held to a count then), 0 when ``data`` has no edge line
     (offset -1).
 
-    >>> first_edge_width(b"# c\\n0 1 2\\n", False), first_edge_width(b"0 1 0.5\\n", False), first_edge_width(b"#\\n", False)
-    ((4, 3), (0, -1), (-1, 0))
+    >>> [first_edge_width(x, False) for x in (b"# c\\n0 1 2\\n", b"0 1 0.5\\n", b"#\\n")]
+    [(4, 3), (0, -1), (-1, 0)]
     """
     pos, fields, integer = first_edge_fields(data, comma)
     return pos, (fields if integer else -1) if pos >= 0 else 0

@@ -11,7 +11,8 @@ no rank gathers them (:func:`read_parts`, collective).
   MAX; ``--num-vertices`` or a header otherwise), as :func:`distgrail.io.parse.finish_edges`
   does for one rank; an edge list whose first line states its edge count (distgrail's writer,
   ``# distgrail edge list: N vertices, M edges``) must hold M edge lines over all ranks, else
-  rank 0's one-rank reader words the error at line 1 (a file cut short), on every rank. Rank 0 hashes the whole file in the background once the ranks have parsed it
+  rank 0's one-rank reader words the error at line 1 (a file cut short), on every rank. Rank 0
+  hashes the whole file in the background once the ranks have parsed it
   (:class:`~distgrail.io.digest.FileDigest`, joined when the index is assembled) and checks it
   did not change under the parse.
 - **Binary ``.h5`` graphs**: each rank reads its block of CSR rows (balanced by edges) with
