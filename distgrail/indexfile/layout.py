@@ -227,15 +227,17 @@ def _part_order(name: str) -> tuple:
 
 
 def split_build(path) -> str | None:
-    """The build id of the split index at ``path`` (None: no such file, or not a split index)."""
-    import h5py
-
-    try:
-        with h5py.File(os.fspath(path), "r") as f:
-            bid = f.attrs.get(BUILD_ATTR)
-    except (OSError, ValueError, KeyError, RuntimeError):
+    """The build id of the split index at ``path`` (None: no such file, no regular file, no HDF5
+    file, or not a split index). A file without HDF5's signature is told by its first bytes
+    (:func:`root_attrs`): every output written over another (a text graph, answers) asks."""
+    path = os.fspath(path)
+    if not os.path.isfile(path):  # (a FIFO is never opened: it could block)
         return None
-    return None if bid is None else (bid.decode(errors="replace") if isinstance(bid, bytes) else str(bid))
+    try:
+        got = root_attrs(path, BUILD_ATTR)
+    except OSError:
+        return None
+    return None if got is None else got[0]
 
 
 def replaced_split(path) -> tuple:
@@ -255,8 +257,6 @@ def root_attrs(p, *keys):
     """The root attributes ``keys`` of the HDF5 file ``p`` (None where absent), as text; None when
     ``p`` is no HDF5 file (its signature at byte 0, or at 512, 1024, ... after a user block);
     OSError when it cannot be read."""
-    import h5py
-
     size, at, hdf5 = os.path.getsize(p), 0, False
     with open(p, "rb") as f:
         while at + 8 <= size and not hdf5:
@@ -264,6 +264,8 @@ def root_attrs(p, *keys):
             hdf5, at = f.read(8) == b"\x89HDF\r\n\x1a\n", max(512, 2 * at)
     if not hdf5:
         return None
+    import h5py
+
     try:
         with h5py.File(p, "r") as h:
             got = [h.attrs.get(k) for k in keys]

@@ -18,7 +18,10 @@ that grows with the file: docs/benchmarks.md), whether or not the old file was s
 the exchange is not supported
 (another file system, an old kernel or C library) the old output is hard-linked to
 ``.NAME.old-PID`` and the new one renamed over it, as before. An ``.old-PID`` file left by a
-process that no longer runs is removed by the next write of the same output.
+process that no longer runs is removed by the next write of the same output. An output that
+replaces a split index's main file (a graph, answers or pairs written over it) removes that
+index's part files once in place, as an index written there does, unless another index file
+beside it still carries their build (:func:`_replaced_split`).
 
 The SIGTERM / SIGINT handlers that remove the temporaries are this module's only while an output
 is in flight (a temporary being written, a split index's part renamed into place before its main
@@ -320,13 +323,39 @@ def _discard_old(old, path) -> None:
             pass
 
 
+def _replaced_split(path) -> tuple:
+    """``(build id, [part files it maps])`` of the split index whose main file is at ``path``, about
+    to be replaced by an output that is no index (a graph, answers, pairs), as
+    :func:`distgrail.indexfile.layout.replaced_split` tells it; ``(None, [])`` when there is none,
+    or when ``path`` is a link (the rename replaces the link: the index it points to stays whole).
+    Its parts go once the output is in place, by the rule of an index written there
+    (:func:`~distgrail.indexfile.layout.remove_parts`: not while another index file beside it
+    carries that build, a copy or a hard link of the replaced main file)."""
+    import stat
+
+    try:
+        if not stat.S_ISREG(os.lstat(path).st_mode):
+            return None, []
+    except OSError:
+        return None, []
+    from ..indexfile.layout import replaced_split
+
+    return replaced_split(path)
+
+
 class atomic_path:
     """Context manager: yields a temporary path; renames it to ``path`` on success, removes it on
-    error or on SIGTERM/SIGINT. OSErrors inside become :class:`OutputError` naming ``path``."""
+    error or on SIGTERM/SIGINT. OSErrors inside become :class:`OutputError` naming ``path``.
+    ``landed``: called once the output is in place (signals still held); without it, an output that
+    replaces a split index's main file removes that index's parts then, unless still in use
+    (:func:`_replaced_split`)."""
 
     def __init__(self, path, size: int | None = None, settles=(), landed=None):
         self.path = os.fspath(path)
-        self.landed = landed  # called once the output is in place, signals still held (what must follow it)
+        # called once the output is in place, signals still held (what must follow it); None: the
+        # parts of a split index this output replaces go then, unless still in use (:func:`_replaced_split`)
+        self.landed = landed
+        self.replaced: tuple = (None, [])
         self.size = size  # bytes about to be written, when known: checked against the free space
         # provisional files (:func:`provisional`) that this output, once in place, makes permanent
         self.settles = [os.path.abspath(os.fspath(p)) for p in settles]
@@ -342,6 +371,8 @@ class atomic_path:
             if self.size > free:  # HDF5 does not always survive a failed write: refuse before
                 raise OutputError(f"{self.path}: cannot write the output: No space left on device "
                                   f"(needs about {self.size / 2**20:,.1f} MiB, {free / 2**20:,.1f} MiB free)")
+        if self.landed is None:  # (an index's writer passes its own: it knows which build it writes)
+            self.replaced = _replaced_split(self.path)
         with _DEFERRED_LOCK:  # in flight before the handlers go in (a restore on the main thread sees it)
             _LIVE.add(self.tmp)
         install_handlers()
@@ -392,3 +423,7 @@ class atomic_path:
             _PROVISIONAL.discard(p)
         if self.landed is not None:
             self.landed()
+        elif self.replaced[0]:
+            from ..indexfile.layout import remove_parts
+
+            remove_parts(self.path, *self.replaced)
