@@ -10,10 +10,30 @@ import numpy as np
 from ..errors import DistGrailError, GraphFormatError
 from .atomic import atomic_path
 
-__all__ = ["write_answer_rows", "read_answer_rows", "COLUMNS"]
+__all__ = ["write_answer_rows", "read_answer_rows", "COLUMNS", "COMPRESSED", "compression_of", "uncompressed_name"]
 
 #: header / column names
 COLUMNS = ("u", "v", "reachable")
+#: the compressed endings of answer and pairs files (in any case: ``.GZ``, ``.Gz``) and their codec
+COMPRESSED = {".gz": "gz"}
+
+
+def compression_of(path) -> str | None:
+    """The codec an answers or pairs file named ``path`` is written and read back in, by its
+    ending in any case (:data:`COMPRESSED`: ``"gz"`` for ``a.txt.gz``, ``A.TXT.GZ``, ``a.txt.Gz``);
+    None: plain text. The one rule of the writers (:func:`write_text_chunks`,
+    :func:`distgrail.io.writers.write_answers`) and the readers (:func:`read_answer_rows`,
+    :func:`distgrail.io.pairs.read_query_pairs`)."""
+    low = os.fspath(path).lower()
+    return next((codec for end, codec in COMPRESSED.items() if low.endswith(end)), None)
+
+
+def uncompressed_name(path) -> str:
+    """``path`` without its compressed ending (:func:`compression_of`; ``A.TXT.GZ`` -> ``A.TXT``)."""
+    path = os.fspath(path)
+    low = path.lower()
+    end = next((e for e in COMPRESSED if low.endswith(e)), "")
+    return path[:len(path) - len(end)]
 
 
 def _text_rows(answers, u, v, sep: bytes, format_ints) -> bytes:
@@ -52,13 +72,15 @@ def write_answer_rows(answers: np.ndarray, u: np.ndarray, v: np.ndarray, path: s
 
 
 def write_text_body(path, body: bytes) -> None:
-    """``body`` written atomically to ``path``, gzip-compressed when it ends in ``.gz``."""
+    """``body`` written atomically to ``path``, gzip-compressed when it ends in ``.gz`` (any case:
+    :func:`compression_of`)."""
     write_text_chunks(path, (body,))
 
 
 def write_text_chunks(path, chunks) -> None:
     """The bytes of ``chunks`` (an iterable, made as it is written) written atomically to ``path``,
-    gzip-compressed when it ends in ``.gz`` (:func:`gzip_writer`); ``-``: to stdout."""
+    gzip-compressed when it ends in ``.gz``, in any case (:func:`compression_of`, :func:`gzip_writer`);
+    ``-``: to stdout."""
     path = os.fspath(path)
     if path == "-":
         import sys
@@ -69,7 +91,7 @@ def write_text_chunks(path, chunks) -> None:
         sys.stdout.buffer.flush()
         return
     with atomic_path(path) as tmp, open(tmp, "wb") as raw:
-        if path.lower().endswith(".gz"):
+        if compression_of(path) == "gz":
             with gzip_writer(raw, path) as f:
                 for c in chunks:
                     f.write(c)
@@ -84,14 +106,13 @@ def gzip_writer(fileobj, path):
     temporary file, and holds no time stamp (0: the same data, the same bytes)."""
     import gzip
 
-    name = os.path.basename(os.fspath(path))
-    name = name[:-3] if name.lower().endswith(".gz") else name
+    name = uncompressed_name(os.path.basename(os.fspath(path)))
     return gzip.GzipFile(filename=name, mode="wb", fileobj=fileobj, compresslevel=6, mtime=0)
 
 
 def read_answer_rows(path):
     """(u, v, reachable) of an answer file written by :func:`write_answer_rows` (u, v as strings
-    from text files)."""
+    from text files); gzip-compressed by the name, as written (:func:`compression_of`)."""
     path = os.fspath(path)
     if path.lower().endswith(".parquet"):
         import pyarrow.parquet as pq
@@ -100,7 +121,7 @@ def read_answer_rows(path):
         return t.column("u").to_numpy(), t.column("v").to_numpy(), t.column("reachable").to_numpy()
     import gzip
 
-    with (gzip.open if path.endswith(".gz") else open)(path, "rt", encoding="utf-8") as f:
+    with (gzip.open if compression_of(path) == "gz" else open)(path, "rt", encoding="utf-8") as f:
         rows = f.read().splitlines()
     sep = "," if ".csv" in path.lower() else "\t"
     if not rows or rows[0].split(sep) != list(COLUMNS):

@@ -13,6 +13,7 @@ import numpy as np
 
 from ..arrays import as_unsigned, copy_parallel, max_parallel
 from ..errors import GraphFormatError
+from .answers import compression_of
 from .edgelist import read_columns
 from .regular import check_regular
 from .text import Chunk, Text, shown
@@ -41,7 +42,7 @@ class QueryPairs:
 
 
 def read_pairs(path, labels: str | None = None, n: int | None = None, known=None) -> tuple[np.ndarray, np.ndarray]:
-    """Read query pairs: text ``u v`` per line (``#``/``%`` comments, ``.gz`` allowed) or a ``.npy``
+    """Read query pairs: text ``u v`` per line (``#``/``%`` comments, ``.gz`` in any case) or a ``.npy``
     array of shape (k, 2); a third column of expected answers is checked and left out (see
     :func:`read_query_pairs`).
 
@@ -83,7 +84,7 @@ def read_query_pairs(path, labels: str | None = None, n: int | None = None, know
     if is_npy(path):
         return _npy_pairs(path, None if labels else n, copy=not (mapped and n is not None))
     data = None
-    if path.endswith(".gz"):
+    if compression_of(path) == "gz":  # (by the name in any case, as the writers tell it)
         import gzip
         import zlib
 

@@ -43,8 +43,8 @@ MAX_REACH = 1 << 16
 BYTES_PER_PAIR = {"random": 32, "reachable": 56}
 #: pairs of text written per block (the text of one block is held at a time)
 TEXT_BLOCK = 1 << 20
-#: the pairs file names written, as :mod:`distgrail.io.pairs` tells them (``.gz``, ``.npy``: by
-#: those lower-case endings)
+#: the pairs file names written, as :mod:`distgrail.io.pairs` tells them (``.npy``: by that lower-case
+#: ending; ``.gz`` in any case)
 PAIRS_OUTPUTS = (".txt or .pairs ('u v' lines; .txt.gz or .pairs.gz compressed), .npy (a (k, 2) "
                  "integer array), or - for stdout")
 #: what the pairs reader takes as a blank, a comment or a line end inside a label (it splits lines
@@ -77,19 +77,20 @@ def check_count(idx, count, kind: str) -> None:
 
 def check_pairs_output(path) -> None:
     """Refuse a pairs file name that :mod:`distgrail.io.pairs` would not read back as written
-    (DistGrailError naming the names it takes): it reads ``.npy`` and ``.gz`` by those lower-case
-    endings and any other name as text, so ``p.parquet``, ``p.bz2`` or ``p.h5`` would hold text
-    under a name that says otherwise, and ``p.NPY`` an array read as text."""
+    (DistGrailError naming the names it takes): it reads ``.npy`` by that lower-case ending, ``.gz``
+    in any case as gzip (``P.TXT.GZ`` too: :func:`~distgrail.io.answers.compression_of`, the
+    writer's rule) and any other name as text, so ``p.parquet``, ``p.bz2`` or ``p.h5`` would hold
+    text under a name that says otherwise, and ``p.NPY`` an array read as text."""
+    from .answers import uncompressed_name
+
     path = os.fspath(path)
     if path == "-" or path.endswith(".npy"):
         return
-    text = path[:-3] if path.endswith(".gz") else path
-    if text.lower().endswith((".txt", ".pairs")):
+    if uncompressed_name(path).lower().endswith((".txt", ".pairs")):
         return
     ext = os.path.splitext(os.path.basename(path))[1]
     found = f"unknown extension {ext!r}" if ext else "no extension"
-    case = (" (query tells .npy and .gz by those lower-case endings)"
-            if path.lower().endswith((".npy", ".txt.gz", ".pairs.gz")) else "")
+    case = " (query tells .npy by that lower-case ending)" if path.lower().endswith(".npy") else ""
     raise DistGrailError(f"{path}: {found} for the pairs file{case}: name it {PAIRS_OUTPUTS}")
 
 

@@ -210,7 +210,8 @@ def write_answers(answers: np.ndarray, path, sources=None, targets=None) -> None
       index has them) and 1 (reachable) or 0;
     * ``.parquet``: columns ``u``, ``v`` (int64 or string) and ``reachable`` (bool), via pyarrow;
     * ``.npy``: a bool array;
-    * anything else: one 0/1 per line (``.gz``: gzip-compressed); ``-``: that text on stdout
+    * anything else: one 0/1 per line (``.gz``, in any case: gzip-compressed,
+      :func:`~distgrail.io.answers.compression_of`); ``-``: that text on stdout
       (the command line writes only the names :func:`check_extension` takes).
 
     The row formats need ``sources`` and ``targets`` (the pairs)."""
@@ -229,13 +230,13 @@ def write_answers(answers: np.ndarray, path, sources=None, targets=None) -> None
         sys.stdout.buffer.write(_zero_one_lines(answers))
         sys.stdout.buffer.flush()
         return
+    from .answers import compression_of, gzip_writer
+
     with atomic_path(path) as tmp:
         if low.endswith(".npy"):  # (as check_extension: ANS.NPY is an .npy file too)
             with open(tmp, "wb") as f:
                 np.save(f, np.asarray(answers, dtype=bool))
-        elif low.endswith(".gz"):
-            from .answers import gzip_writer
-
+        elif compression_of(path) == "gz":  # (the readers' rule: .gz in any case)
             with open(tmp, "wb") as raw, gzip_writer(raw, path) as f:
                 f.write(_zero_one_lines(answers))
         else:
