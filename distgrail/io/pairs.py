@@ -68,8 +68,9 @@ def _pairs_file(path) -> str:
 
 
 def is_npy(path) -> bool:
-    """Whether a pairs file is read as ``.npy`` (by its name, as given: ``.npy``)."""
-    return os.fspath(path).endswith(".npy")
+    """Whether a pairs file is read as ``.npy``: by its name's ending, in any case (``P.NPY`` too,
+    as answers are: :func:`distgrail.io.writers.check_extension`)."""
+    return os.fspath(path).lower().endswith(".npy")
 
 
 def read_query_pairs(path, labels: str | None = None, n: int | None = None, known=None,

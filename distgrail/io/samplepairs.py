@@ -77,21 +77,21 @@ def check_count(idx, count, kind: str) -> None:
 
 def check_pairs_output(path) -> None:
     """Refuse a pairs file name that :mod:`distgrail.io.pairs` would not read back as written
-    (DistGrailError naming the names it takes): it reads ``.npy`` by that lower-case ending, ``.gz``
-    in any case as gzip (``P.TXT.GZ`` too: :func:`~distgrail.io.answers.compression_of`, the
-    writer's rule) and any other name as text, so ``p.parquet``, ``p.bz2`` or ``p.h5`` would hold
-    text under a name that says otherwise, and ``p.NPY`` an array read as text."""
+    (DistGrailError naming the names it takes): it reads ``.npy`` (:func:`~distgrail.io.pairs.is_npy`)
+    and ``.gz`` (:func:`~distgrail.io.answers.compression_of`, the writer's rule) by their endings in
+    any case, and any other name as text, so ``p.parquet``, ``p.bz2`` or ``p.h5`` would hold text
+    under a name that says otherwise."""
     from .answers import uncompressed_name
+    from .pairs import is_npy
 
     path = os.fspath(path)
-    if path == "-" or path.endswith(".npy"):
+    if path == "-" or is_npy(path):
         return
     if uncompressed_name(path).lower().endswith((".txt", ".pairs")):
         return
     ext = os.path.splitext(os.path.basename(path))[1]
     found = f"unknown extension {ext!r}" if ext else "no extension"
-    case = " (query tells .npy by that lower-case ending)" if path.lower().endswith(".npy") else ""
-    raise DistGrailError(f"{path}: {found} for the pairs file{case}: name it {PAIRS_OUTPUTS}")
+    raise DistGrailError(f"{path}: {found} for the pairs file: name it {PAIRS_OUTPUTS}")
 
 
 def _members(component: np.ndarray, C: int):
@@ -215,7 +215,7 @@ def write_pairs(u, v, path) -> None:
     if u.shape != v.shape or u.ndim != 1:
         raise DistGrailError(f"{path}: sources and targets must be two 1-D arrays of one length, got {u.shape} "
                              f"and {v.shape}")
-    if path.endswith(".npy"):
+    if path.lower().endswith(".npy"):
         if u.dtype.kind not in "iu":
             raise DistGrailError(f"{path}: a .npy pairs file holds integers; this index has string node labels "
                                  "(write a text file instead)")
