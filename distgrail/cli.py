@@ -297,7 +297,6 @@ def cmd_convert(args):
 
     from .stages.phases import condense_on, notice as _notice, read_on
     from .gpu.backend import get_backend
-    from .indexfile.layout import remove_parts, replaced_split
     from .io.binary import write_binary_graph
 
     if _not_rank0(args):
@@ -319,9 +318,7 @@ def cmd_convert(args):
     dag = None if args.no_condense else condense_on(be, g)
     _sync(be)
     tc = time.perf_counter() - t - tr
-    replaced = replaced_split(args.output)  # a split index there: its parts go with it (unless still in use)
-    write_binary_graph(g, args.output, dag=dag, notify=_notice)
-    remove_parts(args.output, *replaced)
+    write_binary_graph(g, args.output, dag=dag, notify=_notice)  # (over a split index: its parts go, io.atomic)
     tw = time.perf_counter() - t - tr - tc
     with h5py.File(args.output, "r") as f:  # the edges the file holds: repeated ones merged
         m = int(f.attrs["m"])
