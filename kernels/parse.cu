@@ -210,13 +210,17 @@ __device__ __forceinline__ bool dg_digits(const unsigned char* __restrict__ data
 //   before its comment, all of them digit runs, must have width of them, else F_WIDTH (an adjacency
 //   list "0 1 2 3" read as the edge 0 -> 1 would lose edges); a line with another token (a float
 //   weight, NetworkX's "{}") is not held to it; the tokens' bytes are read only on lines whose count
-//   differs. 0: not checked.
+//   differs. 0: not checked. tabs (the host passes 1 when the file's first edge line holds a tab and
+//   no comma: a tab-separated file): a line with a tab among the blanks before its first token, or
+//   two among the blanks after it (unless a comment mark ends that token), has an empty first or
+//   second field ("2\t\t4", read as blanks the edge from 2 to 4): F_LINE (guards.empty_tab_field).
 extern "C" __global__ void dg_parse_lines(const unsigned char* __restrict__ data, i64 L, int fmt, int nlines,
                                           const int* __restrict__ tok_pos, const int* __restrict__ line_tok,
                                           const int* __restrict__ line_a, const int* __restrict__ line_b,
                                           const int* __restrict__ a_pos, const int* __restrict__ a_tok,
                                           const int* __restrict__ b_pos, const int* __restrict__ b_tok,
-                                          i64 lo, i64 hi, int width, int* __restrict__ line_edges, int* __restrict__ line_u,
+                                          i64 lo, i64 hi, int width, int tabs, int* __restrict__ line_edges,
+                                          int* __restrict__ line_u,
                                           int* __restrict__ line_v, int* __restrict__ seen,
                                           int* __restrict__ flags) {
     const i64 stride = (i64)gridDim.x * blockDim.x;
@@ -257,6 +261,17 @@ extern "C" __global__ void dg_parse_lines(const unsigned char* __restrict__ data
                 }
             } else if (live0) {
                 bad = F_LINE;
+            }
+            if (tabs && live0) {  // a tab-separated file: no empty first or second field
+                int lead = 0, run = 0;
+                for (i64 p = (i64)tok_pos[t0] - 1; p >= 0 && (data[p] == ' ' || data[p] == '\t' || data[p] == '\r');
+                     --p)
+                    lead += data[p] == '\t';
+                i64 p = tok_pos[t0];
+                while (p < L && (dg_class(data[p], fmt) & C_TOK) && !(dg_class(data[p], fmt) & C_A)) ++p;
+                if (p >= L || !(dg_class(data[p], fmt) & C_A))  // (a comment glued to the first token: none after it)
+                    for (; p < L && (data[p] == ' ' || data[p] == '\t' || data[p] == '\r'); ++p) run += data[p] == '\t';
+                if (lead || run >= 2) bad |= F_LINE;
             }
             // tokens before the comment: a_tok counts the tokens starting at or before it
             int live = t1 - t0;

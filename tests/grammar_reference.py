@@ -41,6 +41,12 @@ readers (tests/test_misreads.py). ASCII text only; ``auto`` format of a ``.txt``
    field no integer); n = largest id + 1; no edge line is an error.
 7. Comma-separated (4.), no line after the header has an empty first or second field outside
    its comment (``,1``, ``2,,4``, ``2,``); later fields may be empty.
+8. Not comma-separated, with a tab in the first edge line's content after the header: the file is
+   tab-separated, each tab ends a field. Integer ids: no edge line after the header has a tab
+   among the blanks before its first token (``\\t2\\t4``) or two tabs or more among the blanks
+   between its first two tokens (``2\\t\\t4``: an empty field; read as blanks, the edge 2 -> 4);
+   ``0 1\\t\\t5`` (blanks separate ids too) reads. Node names (5.): no edge line's first or
+   second field, split at every tab, is blank.
 
 The result: None (the file must be refused) or ``(n, edges, names)``: ``edges`` the (u, v) pairs
 in file order, as names (str) when ``names`` else ints.
@@ -109,6 +115,7 @@ def reference(data: bytes, cap: int):
             fields = _width(lines[k1], True) if comma else len(f1)
     width = _width(lines[edge_lines[0][0]], comma) if edge_lines and _integers(lines[edge_lines[0][0]], comma) \
         else 0  # 6.: only a first edge line of integers sets a width
+    tabbed = bool(edge_lines) and not comma and "\t" in _content(lines[edge_lines[0][0]])  # 8.
     edges = []
     for ln in lines[body:]:
         if comma and _empty_field(ln):  # 7.
@@ -117,6 +124,8 @@ def reference(data: bytes, cap: int):
         toks = (c.replace(",", " ") if comma else c).split()
         if not toks:
             continue
+        if tabbed and _empty_tab_field(c, names):  # 8.
+            return None
         if names:  # 5.
             toks = _fields(ln, sep)
             if (_width(ln, True) if comma else len(toks)) != fields or len(toks) < 2:
@@ -200,6 +209,17 @@ def _empty_field(line: str) -> bool:
         return False
     first, rest = c.split(",", 1)
     return not first.strip(" \t") or rest == "" or rest.startswith((",", "\r"))
+
+
+def _empty_tab_field(content: str, names: bool) -> bool:
+    """8.: a tab-separated edge line's ``content`` (before its comment) has an empty first or second
+    field: of names, split at every tab; of ids, a tab before the first token or two among the
+    blanks after it."""
+    if names:
+        raw = [f.strip(" ") for f in content.split("\t")]
+        return not raw[0] or (len(raw) > 1 and not raw[1])
+    lead, _, gap = re.match(r"([ \t]*)([^ \t]+)([ \t]*)", content).groups()
+    return "\t" in lead or gap.count("\t") >= 2
 
 
 def _integers(line: str, comma: bool) -> bool:

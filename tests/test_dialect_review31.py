@@ -72,7 +72,7 @@ def refused_by_both(path, match, fmt="auto"):
     ("sp.tsv", b"source target\nJohn Smith\tJane Doe\n", [("John Smith", "Jane Doe")]),  # (the header: any blanks)
     ("around.csv", b"source, target\n alice , bob\r\nbob,\tcarol # c, d\n",  # blanks around a name are cut
      [("alice", "bob"), ("bob", "carol")]),
-    ("tabs.tsv", b"src\tdst\nalice\t\tbob\nbob \t carol\n", [("alice", "bob"), ("bob", "carol")]),
+    ("tabs.tsv", b"src\tdst\nalice\tbob\t\t1\nbob \t carol\t1\n", [("alice", "bob"), ("bob", "carol")]),
 ])
 def test_names_with_blanks_are_whole_names(tmp_path, name, data, want):
     p = tmp_path / name

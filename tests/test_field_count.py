@@ -147,7 +147,8 @@ def test_weighted_temporal_and_snap_files_keep_reading(tmp_path, gz):
         (b"0 1 0.5\n1 2 0.25\n", [(0, 1), (1, 2)]),
         (b"0 1 0.5 1700000000\n1 2 0.25 1700000001\n", [(0, 1), (1, 2)]),
         (b"# Directed graph (each unordered pair of nodes is saved once)\n# Nodes: 3 Edges: 2\n"
-         b"# FromNodeId\tToNodeId\n0\t1\n1\t\t2\n", [(0, 1), (1, 2)]),  # (tabs are blanks: 2 fields)
+         b"# FromNodeId\tToNodeId\n0\t1\n1\t2 \t\n", [(0, 1), (1, 2)]),
+        (b"0 1\n1\t\t2\n", [(0, 1), (1, 2)]),  # (a first edge line without a tab: tabs are blanks, 2 fields)
         (b"0 1 # a comment tail is no field\n1 2\n2 0 %% nor is this\n\n# 5 6 7\n", [(0, 1), (1, 2), (2, 0)]),
         (b"0 1#x y z\n1 2 %\n", [(0, 1), (1, 2)]),
         (b"0 1\r\n1 2\r\n", [(0, 1), (1, 2)]),

@@ -259,6 +259,8 @@ def fuzz_text(rng) -> bytes:
         else:
             toks = [TOKENS[rng.integers(0, len(TOKENS))] for _ in range(int(rng.integers(1, 4)))]
         line = sep.join(toks)
+        if rng.random() < 0.03:  # (a tab-separated file's empty field, or tabs as blanks: rule 4)
+            line = "\t" + line if rng.random() < 0.5 else line.replace(sep, "\t\t", 1)
         if rng.random() < 0.1:
             line += " # " + TOKENS[rng.integers(0, len(TOKENS))]
         out.append(line)

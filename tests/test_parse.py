@@ -63,7 +63,7 @@ def edgelist_text(rng, n, m, crlf=False, comments=True, extra=True, final_newlin
     extras = EXTRAS[int(rng.choice([0, 1, 3]))] if extra else [""]
     for _ in range(m):
         u, v = rng.integers(0, n, size=2)
-        line = rng.choice(["", " ", "\t"]) + f"{u}{_sep(rng)}{v}"
+        line = rng.choice(["", " ", "  "]) + f"{u}{_sep(rng)}{v}"  # (a tab before the first field: an empty one)
         more = rng.choice(extras)
         if more:
             line += _sep(rng) + more

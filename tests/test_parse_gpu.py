@@ -187,7 +187,7 @@ def _width_files():
         ("late.csv", b"src,dst,a\n" + b"\n".join(late_csv) + b"\n", True),
         ("late_words.csv", b"src,dst,a,b\n" + b"\n".join(late_words) + b"\n", False),
         ("weights.txt", b"0 1 0.5\n1 2 0.25\n", False),
-        ("snap.txt", b"# FromNodeId\tToNodeId\n0\t1\n1\t\t2 # tail\n", False),
+        ("snap.txt", b"# FromNodeId\tToNodeId\n0\t1\n1\t2 \t# tail\n", False),
         ("gephi.csv", b"Source,Target,Type,Id,Label,timeset,Weight\n0,1,Directed,0,,,1.0\n0,2,Directed,1,e1,lbl,1.0\n"
                       b'1,2,Directed,2,"a, b",,1.0\n', False),
         ("optional.txt", b"0 1 5\n1 2\n", True),

@@ -8,7 +8,9 @@ comments; :func:`sniff`):
   always are between integer ids. Node names (:func:`split_fields`): a CSV's are split at its
   commas only (outside double quotes) and a file whose first edge line after the header holds a
   tab at tabs only, the blanks around each name cut, so names may hold blanks (``John
-  Smith,Jane Doe``, ``alice, bob``); any other file's at blanks.
+  Smith,Jane Doe``, ``alice, bob``); any other file's at blanks. A tab-separated file's (a tab in
+  its first edge line, no comma) each tab ends a field: an empty first or second field (``c\\t\\td``,
+  ``\\tc\\td``) is refused, of names or of ids (:func:`~distgrail.io.guards.empty_tab_field`).
 * **Header**: only the first edge line may be a header, and only when none of its tokens (split
   at blanks and commas, double quotes cut) is a number (``+0``, ``-1``, ``2.5``, ``1e3``,
   ``"1"``): it is skipped when its first two column names (split as names are: commas, else
@@ -176,7 +178,8 @@ def split_fields(line: bytes, sep: bytes) -> list:
     """The fields of an edge ``line`` (without its ``\\n``) as :func:`read_labelled` splits them:
     ``sep`` b"," at the commas outside double-quoted fields up to the first ``#``/``%`` outside
     them (:func:`~distgrail.io.guards.line_fields` counts the same), every field kept, empty ones
-    too; b"\\t" at tabs (a run of them is one cut), blank fields dropped; b" " at blanks. Blanks
+    too; b"\\t" at tabs (a run of them is one cut), blank fields dropped (:func:`read_labelled`
+    refuses a blank first or second one); b" " at blanks. Blanks
     around a comma- or tab-separated field are cut: it may hold blanks inside (``John Smith``).
 
     >>> split_fields(b'John Smith, Jane Doe,,"a, b" # c', b","), split_fields(b"a b\\t\\tc \\t# d", b"\\t")
@@ -354,8 +357,9 @@ def read_labelled(text, start: int = 0, num_vertices: int | None = None, fields:
 
     The fields (:func:`split_fields`): a comma-separated file's (``text`` translates its commas) at
     its commas only, commas + 1 counted; a tab-separated one's (a tab in its first edge line) at
-    tabs only; the blanks around a name cut, so names may hold blanks (``John Smith``); any other
-    file's at blanks."""
+    tabs only, an empty first or second field refused (``c\\t\\td`` is no edge c -> d), a run of
+    tabs after them one cut; the blanks around a name cut, so names may hold blanks (``John
+    Smith``); any other file's at blanks."""
     from ..nodelabels import NodeLabels
 
     if num_vertices is not None:
@@ -473,7 +477,8 @@ def _separated_names(text, offset: int, raw: bytes, sep: bytes, fields):
     """The first two fields of every edge line of ``raw`` (whole lines from ``offset``, as stored),
     split at ``sep`` only (b"," or b"\t": :func:`split_fields`), and where the k-th starts
     (``where(k)``); the file refused at the first of these in ``raw``: a line of fewer than two
-    fields, or of another count than ``fields``; an empty name; a control character or a double
+    fields, or of another count than ``fields``; an empty name (tab-separated: a blank first or
+    second field, every tab a cut); a control character or a double
     quote in a name. No Python loop per line: every byte's segment (the bytes between two cuts,
     a cut being ``sep`` or a line end) and field at once."""
     comma = sep == b","
@@ -490,6 +495,7 @@ def _separated_names(text, offset: int, raw: bytes, sep: bytes, fields):
     line_seg = np.concatenate(([0], np.flatnonzero(nlm[cuts]) + 1))  # the first segment of each line
     edge = np.zeros(nlines, bool)
     edge[:ch.tokens_per_line.size] = ch.tokens_per_line > 0  # (lines of a field; comment and blank ones: none)
+    found = []  # (offset in raw, order, what): the first refused
     solid = ~(bound | (a == 32) | (a == 13) | (a == 9))  # (a tab is a blank of a CSV)
     p = np.flatnonzero(solid)
     ps = seg[p]
@@ -507,14 +513,16 @@ def _separated_names(text, offset: int, raw: bytes, sep: bytes, fields):
             count[k] = line_fields(raw[nl[k - 1] + 1 if k else 0:nl[k] if k < nl.size else len(raw)], True)
         rank = np.arange(nseg) - line_seg[line_of]
         field = edge[line_of]
-    else:  # a run of tabs is one cut: the segments with a solid byte are the fields
+    else:  # a run of tabs is one cut (the segments with a solid byte are the fields), after the second field
         count = np.bincount(line_of[has], minlength=nlines)
         before = np.cumsum(has) - has
         rank = before - before[line_seg][line_of]
         field = edge[line_of] & has
+        blank = np.flatnonzero(edge[line_of] & (np.arange(nseg) - line_seg[line_of] < 2) & ~has)
+        if blank.size:  # (an empty first or second field: '\ta\tb', 'a\t\tb' is no edge a -> b)
+            found.append((int(np.concatenate(([0], cuts + 1))[blank[0]]), 2, "empty"))
     kept = np.flatnonzero(field & (rank < 2))
     starts = np.concatenate(([0], cuts + 1))  # each segment's first byte
-    found = []  # (offset in raw, order, what): the first refused
     short = np.flatnonzero(edge & (count < 2))
     if short.size:
         found.append((int(starts[line_seg[short[0]]]), 0, "short"))

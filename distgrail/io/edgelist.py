@@ -9,7 +9,7 @@ import numpy as np
 from ..errors import GraphFormatError
 from .graph import EdgeGraph, id_dtype
 from ..dtypes import max_vertices, size_problem
-from .guards import comma_width, first_edge_width, width_message
+from .guards import EMPTY_TAB_FIELD, comma_width, empty_tab_field, first_edge_tab, first_edge_width, width_message
 from .text import Chunk, MAX_FAST_COMMENTS, NUMERIC_TEXT, PAIRS_TABLE, Sink, Text, fast_numbers, is_digits, shown, \
     token_starts
 
@@ -23,10 +23,24 @@ class Width:
     checked). An adjacency list (``0 1 2 3`` then ``1 2``) read as edges would lose all but each
     line's first successor: it is refused at its first line of integers of another length; a line
     with any other field (``1 2 {'weight': 1.0}``, ``1,2,Directed,1,foo,1.0``, ``1,2,``) is not
-    held to the count."""
+    held to the count. ``tab``: whether the first edge line of a file that is not comma-separated
+    holds a tab (None until it is met): each line is then held to the tab-separated file's
+    fields too (:meth:`tabs`)."""
 
     def __init__(self, comma: bool = False):
         self.comma, self.fields, self.line = comma, 0, 0
+        self.tab = False if comma else None
+
+    def tabs(self, text: Text, offset: int, data: bytes) -> None:
+        """A chunk of a file that is not comma-separated: once its first edge line holds a tab (a
+        tab-separated file), a line whose first or second field is empty (``2\\t\\t4``, read as
+        blanks the edge from 2 to 4) is refused (:func:`~distgrail.io.guards.empty_tab_field`)."""
+        if self.tab is None:
+            self.tab = first_edge_tab(data)
+        if self.tab:
+            bad = empty_tab_field(data)
+            if bad >= 0:
+                text.fail(offset + bad, EMPTY_TAB_FIELD + text.excerpt(offset + bad))
 
     def first(self, text: Text, pos: int, fields: int) -> None:
         """The first edge line, at byte ``pos``: ``fields`` its field count, -1 when not of integers only."""
@@ -161,6 +175,8 @@ def read_columns(text: Text, start: int, columns: int, comments: bytes, base: in
     for offset, data in text.chunks(start):
         if width is not None and width.comma:
             width.commas(text, offset, len(data))
+        elif width is not None:
+            width.tabs(text, offset, data)
         vals = _pairs_chunk_fast(data, comments, base, n, cap)
         if vals is not None and vals.size and width is not None and not width.comma and \
                 not width.tokens(text, offset, data, 2):

@@ -1,8 +1,8 @@
 """What every text reader refuses, wherever it reads (the CPU readers, the GPU parser's host side,
 compressed streams): a carriage return that ends no line, and more edges than this machine can
-hold, and an empty field of a comma-separated file; and how the readers count an edge line's fields
-(when the first edge line is all integers, every later edge line of integers only has as many
-fields). A file is read whole or refused (issue 40)."""
+hold, and an empty field of a comma-separated file or of a tab-separated one; and how the readers
+count an edge line's fields (when the first edge line is all integers, every later edge line of
+integers only has as many fields). A file is read whole or refused (issue 40)."""
 
 from __future__ import annotations
 
@@ -10,8 +10,9 @@ import re
 
 import numpy as np
 
-__all__ = ["STRAY_CR", "stray_cr", "room_problem", "EMPTY_FIELD", "empty_field", "empty_field_numpy", "width_message",
-           "line_fields", "line_integer", "first_edge_fields", "first_edge_width", "comma_width", "comma_width_numpy"]
+__all__ = ["STRAY_CR", "stray_cr", "room_problem", "EMPTY_FIELD", "empty_field", "empty_field_numpy", "EMPTY_TAB_FIELD",
+           "empty_tab_field", "first_edge_tab", "width_message", "line_fields", "line_integer", "first_edge_fields",
+           "first_edge_width", "comma_width", "comma_width_numpy"]
 
 #: what a carriage return that does not end a line is told
 STRAY_CR = ("carriage return inside a line (old Mac line endings?): lines end with '\\n' or '\\r\\n' "
@@ -112,6 +113,76 @@ def _blanks(arr, starts, first):
             break
         out += ok
     return out
+
+
+#: the message of an empty first or second field of a tab-separated edge list of integer ids
+EMPTY_TAB_FIELD = ("an empty source or target field (the first edge line holds a tab, so the file is tab-separated: "
+                   "each tab ends a field and two in a row hold an empty one; tr -s '\\t' squeezes runs of tabs), got ")
+#: what a tab that may make an empty field follows (its line's start, a blank), each found by one ``bytes.find``
+_TAB_AFTER = (b"\n\t", b"\t\t", b" \t")
+
+
+def first_edge_tab(data: bytes):
+    """Whether the first edge line of ``data`` (whole lines of an edge list that is not
+    comma-separated) holds a tab before its comment: the file is then tab-separated
+    (:func:`empty_tab_field`); None when ``data`` has no edge line.
+
+    >>> [first_edge_tab(x) for x in (b"# a\\tb\\n0\\t1\\n", b"0 1 # \\t\\n", b"\\t\\n# c\\n")]
+    [True, False, None]
+    """
+    pos = 0
+    while pos < len(data):
+        end = data.find(b"\n", pos)
+        end = len(data) if end < 0 else end
+        content = _COMMENT.split(data[pos:end], 1)[0]
+        if content.translate(None, b" \t\r"):
+            return b"\t" in content
+        pos = end + 1
+    return None
+
+
+def empty_tab_field(data: bytes) -> int:
+    """The offset in ``data`` (whole lines of a tab-separated edge list of integer ids: its first
+    edge line holds a tab, :func:`first_edge_tab`) of the tab that makes a line's first or second
+    field empty, outside a ``#``/``%`` comment, or -1: a tab before the line's first token
+    (``\\t2\\t4``) or the second of two tabs between its first two tokens with only blanks between
+    them (``2\\t\\t4``, ``2\\t \\t4``). Read as blanks, those tabs would shift the columns
+    (``2\\t\\t4``, 2 then an empty target then 4, would be the edge from 2 to 4), as a CSV's
+    ``2,,4`` would (:func:`empty_field`). Blanks are the ids' separators too, so ``0 1\\t\\t5`` (an
+    empty third field) reads. One ``find`` per pattern when no line can hold such a tab.
+
+    >>> [empty_tab_field(x) for x in (b"0\\t1\\n2\\t\\t4\\n", b"\\t0\\t1\\n", b"0\\t1\\t\\t5\\n", b"0 1\\n\\t# c\\n")]
+    [6, 0, -1, -1]
+    >>> empty_tab_field(b"0\\t1 # \\t\\t\\n"), empty_tab_field(b"0\\t\\t1\\n")
+    (-1, 2)
+    """
+    if not data.startswith(b"\t") and not any(cut in data for cut in _TAB_AFTER):
+        return -1
+    arr = np.frombuffer(data, np.uint8)
+    blank = (arr == 32) | (arr == 9) | (arr == 13)
+    solid = np.flatnonzero(~blank)  # (line ends, comment marks and tokens' bytes)
+    tabs = np.flatnonzero(arr == 9)
+    before = np.concatenate(([0], arr[:-1]))
+    cand = tabs[(tabs == 0) | (before[tabs] == 10) | (before[tabs] == 9) | (before[tabs] == 32)]
+    if not cand.size or not solid.size:
+        return -1
+    nl = np.flatnonzero(arr == 10)
+    line_start = np.concatenate(([0], nl + 1))[np.searchsorted(nl, cand)]
+    k = np.searchsorted(solid, cand)  # the first solid byte after each candidate
+    nxt = np.where(k < solid.size, arr[solid[np.minimum(k, solid.size - 1)]], 10)
+    mark = (arr == 35) | (arr == 37)
+    word = ~blank & ~mark & (arr != 10)  # the bytes of a field before a comment
+    starts = np.flatnonzero(word & ~np.concatenate(([False], word[:-1])))
+    cmarks = np.cumsum(mark)
+    marks_before = cmarks[cand] - np.where(line_start > 0, cmarks[np.maximum(line_start - 1, 0)], 0)
+    toks = np.searchsorted(starts, cand) - np.searchsorted(starts, line_start)  # fields before the candidate
+    lead = (toks == 0) & (nxt != 10) & (nxt != 35) & (nxt != 37)  # a tab before the first field
+    prev = solid[np.maximum(k - 1, 0)]  # the last solid byte before the candidate (the first field's last)
+    ctabs = np.cumsum(arr == 9)
+    run = ctabs[cand] - ctabs[np.maximum(prev, 0)]  # tabs from the end of that field to the candidate, itself too
+    second = (toks == 1) & (k > 0) & (run >= 2)
+    bad = np.flatnonzero((lead | second) & (marks_before == 0))
+    return int(cand[bad[0]]) if bad.size else -1
 
 
 # -- the fields of an edge line --------------------------------------------------------------------

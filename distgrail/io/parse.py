@@ -42,10 +42,11 @@ from .chunks import FMT_CODES, ChunkReader, LineTooLong, memory_estimate, plan_r
 from .digest import adopt
 from .graph import EdgeGraph
 from ..constants import FMT_CSV, FMT_EDGELIST
-from .guards import comma_width, empty_field, first_edge_width
+from .guards import comma_width, empty_field, first_edge_tab, first_edge_width
 from .parse_twin import THREADS, TILE, CudaDevice, Edges, NumpyDevice, Stages
 
 __all__ = ["read_graph_cuda", "read_graph_numpy", "read_text_graph", "read_text_range", "RangeParse", "finish_edges", "tokenize_numpy", "parse_chunk_numpy", "file_width", "first_width",
+           "file_edge", "first_edge",
            "parse_chunk_cuda", "NumpyDevice", "CudaDevice", "Stages", "CHUNK_BYTES", "THREADS", "chunk_fits"]
 
 #: bytes per chunk (rounded up to whole tiles); three pinned buffers of this size are used
@@ -54,10 +55,10 @@ NBUF = 3
 
 
 def _parse_chunk(dev, chunk: bytes, fmt: str, lo: int, hi: int, n_seen: int, tables_only: bool = False,
-                 width: int = 0) -> dict:
+                 width: int = 0, tabs: bool = False) -> dict:
     """Every stage of one chunk on ``dev`` (only count and write if ``tables_only``); every
     intermediate array, on the host. ``width``: the fields of every edge line of integers only (0:
-    not checked)."""
+    not checked); ``tabs``: a tab-separated edge list's (no empty first or second field)."""
     xp = dev.xp
     L = len(chunk)
     host = np.zeros(-(-max(L, 1) // TILE) * TILE, np.uint8)
@@ -66,7 +67,7 @@ def _parse_chunk(dev, chunk: bytes, fmt: str, lo: int, hi: int, n_seen: int, tab
     with dev.activate():
         d = xp.zeros(host.size, xp.uint8)
         dev.h2d(d, host, L)
-        st = Stages(dev, FMT_CODES[fmt], lo, hi, n_seen, width)
+        st = Stages(dev, FMT_CODES[fmt], lo, hi, n_seen, width, tabs)
         out = Edges(xp)
         ntiles, counts, incl = st.count(d, L)
         dev.d2h(status[:4], incl[ntiles - 1])
@@ -99,17 +100,20 @@ def _hi(fmt: str, hi):
     return int(hi)
 
 
-def parse_chunk_numpy(chunk: bytes, fmt: str = "gra", lo: int = 0, hi: int | None = None, width: int = 0) -> dict:
+def parse_chunk_numpy(chunk: bytes, fmt: str = "gra", lo: int = 0, hi: int | None = None, width: int = 0,
+                      tabs: bool = False) -> dict:
     """Every intermediate array of one chunk (token and line tables, per-line results, edges);
-    ids must lie in lo..hi (.gra: 0..n-1); edge lines of integers only must have ``width`` fields (0: any)."""
+    ids must lie in lo..hi (.gra: 0..n-1); edge lines of integers only must have ``width`` fields (0: any);
+    ``tabs``: no line may have an empty first or second tab-separated field."""
     hi = _hi(fmt, hi)
-    return _parse_chunk(NumpyDevice(), chunk, fmt, lo, hi, hi + 1 if fmt == "gra" else 0, width=width)
+    return _parse_chunk(NumpyDevice(), chunk, fmt, lo, hi, hi + 1 if fmt == "gra" else 0, width=width, tabs=tabs)
 
 
-def parse_chunk_cuda(chunk: bytes, fmt: str = "gra", lo: int = 0, hi: int | None = None, width: int = 0) -> dict:
+def parse_chunk_cuda(chunk: bytes, fmt: str = "gra", lo: int = 0, hi: int | None = None, width: int = 0,
+                     tabs: bool = False) -> dict:
     """The same arrays as :func:`parse_chunk_numpy`, computed by the kernels (for parity tests)."""
     hi = _hi(fmt, hi)
-    return _parse_chunk(CudaDevice(), chunk, fmt, lo, hi, hi + 1 if fmt == "gra" else 0, width=width)
+    return _parse_chunk(CudaDevice(), chunk, fmt, lo, hi, hi + 1 if fmt == "gra" else 0, width=width, tabs=tabs)
 
 
 class _Anomaly(Exception):
@@ -128,10 +132,12 @@ def chunk_fits(chunk_bytes: int, limit: int = 2**31 - 1) -> bool:
     return -(-int(chunk_bytes) // TILE) * TILE <= int(limit)
 
 
-def first_width(read, start: int, stop: int, comma: bool) -> int:
-    """The width of the first edge line (:func:`~distgrail.io.guards.first_edge_width`: its fields
-    when they are all integers, -1 when not) in bytes ``start:stop`` of a text that
-    ``read(pos, count)`` reads; 0 when there is none."""
+def first_edge(read, start: int, stop: int, comma: bool) -> tuple[int, bool | None]:
+    """(width, tab) of the first edge line in bytes ``start:stop`` of a text that ``read(pos,
+    count)`` reads: its width (:func:`~distgrail.io.guards.first_edge_width`: its fields when they
+    are all integers, -1 when not; 0 when there is no edge line) and whether it holds a tab, so
+    that the file is tab-separated (:func:`~distgrail.io.guards.first_edge_tab`; never when
+    ``comma``; None when there is no edge line)."""
     piece, pos = 1 << 16, start
     while pos < stop:
         data = read(pos, min(piece, stop - pos))
@@ -143,23 +149,35 @@ def first_width(read, start: int, stop: int, comma: bool) -> int:
             continue
         first, width = first_edge_width(data[:cut], comma)
         if first >= 0:
-            return width
+            return width, False if comma else bool(first_edge_tab(data[first:cut]))
         pos += cut
-    return 0
+    return 0, None
 
 
-def file_width(plan) -> int | None:
-    """The field count every edge line of integers only of ``plan``'s edge list has: its first edge
-    line's, read from its body (a rank's range starts anywhere in it), -1 when that line is not of
-    integers only (nothing checked); None when the parse finds it on the way (a compressed stream,
+def first_width(read, start: int, stop: int, comma: bool) -> int:
+    """The width of the first edge line (:func:`first_edge`) in bytes ``start:stop``; 0 when there is none."""
+    return first_edge(read, start, stop, comma)[0]
+
+
+def file_edge(plan) -> tuple[int, bool | None] | None:
+    """(width, tab) of ``plan``'s edge list (:func:`first_edge`): the field count every edge line of
+    integers only has, its first edge line's, read from its body (a rank's range starts anywhere in
+    it), -1 when that line is not of integers only (nothing checked); and whether that line holds a
+    tab (a tab-separated file). None when the parse finds them on the way (a compressed stream,
     read from its start) or the format has no such rule (.gra, Matrix Market)."""
     if plan.code not in (FMT_EDGELIST, FMT_CSV) or plan.kind != "text":
         return None
     fd = os.open(plan.path, os.O_RDONLY)
     try:
-        return first_width(lambda pos, count: os.pread(fd, count, pos), plan.body, plan.size, plan.comma)
+        return first_edge(lambda pos, count: os.pread(fd, count, pos), plan.body, plan.size, plan.comma)
     finally:
         os.close(fd)
+
+
+def file_width(plan) -> int | None:
+    """The width of ``plan``'s edge list (:func:`file_edge`), or None."""
+    edge = file_edge(plan)
+    return None if edge is None else edge[0]
 
 
 def _check_width(st, plan, chunk: np.ndarray, raw: bytes | None, width: list) -> None:
@@ -167,7 +185,9 @@ def _check_width(st, plan, chunk: np.ndarray, raw: bytes | None, width: list) ->
     first edge line's (0 until met: this chunk's first edge line sets it; -1: that line is not of
     integers only, nothing is checked): a comma-separated chunk's commas (``raw``: its bytes) here,
     on the host, as the CPU reader counts them; a whitespace one's tokens by the lines kernel
-    (``st.width``, which flags a line of another count only when its tokens are digit runs)."""
+    (``st.width``, which flags a line of another count only when its tokens are digit runs).
+    ``width[1]``: whether that line holds a tab (None until met): the lines kernel then flags an
+    empty first or second field of a tab-separated line (``st.tabs``)."""
     if plan.code not in (FMT_EDGELIST, FMT_CSV):
         return
     if plan.comma:
@@ -175,22 +195,26 @@ def _check_width(st, plan, chunk: np.ndarray, raw: bytes | None, width: list) ->
         if bad >= 0:  # (the CPU reader names the line)
             raise _Anomaly("a comma-separated edge line of integers of another field count than the first")
         return
-    if not width[0]:
-        width[0] = first_width(lambda pos, count: chunk[pos:pos + count].tobytes(), 0, chunk.size, False)
+    if not width[0] or width[1] is None:
+        got = first_edge(lambda pos, count: chunk[pos:pos + count].tobytes(), 0, chunk.size, False)
+        width[0] = width[0] or got[0]
+        width[1] = got[1] if width[1] is None else width[1]
     st.width = max(width[0], 0)
+    st.tabs = bool(width[1])
 
 
-def _parse_body(plan, dev, chunk_bytes: int, width: int | None = None):
+def _parse_body(plan, dev, chunk_bytes: int, edge: tuple | None = None):
     """The pipeline over bytes ``plan.body:plan.size``; returns (src, dst, vertex_lines, seen)
-    or raises _Anomaly (a kernel flagged something) / LineTooLong. ``width``: the width of the
-    file's first edge line (:func:`file_width`); None: the body's first edge line's."""
+    or raises _Anomaly (a kernel flagged something) / LineTooLong. ``edge``: the width of the
+    file's first edge line and whether it holds a tab (:func:`file_edge`); None: the body's first
+    edge line's."""
     xp, fmt = dev.xp, plan.code
     cap = -(-chunk_bytes // TILE) * TILE
     hosts = [dev.pinned(cap) for _ in range(NBUF)]
     status = dev.pinned(NBUF * 8 * 4).view(np.int32).reshape(NBUF, 8)
     dbufs = [xp.empty(cap, xp.uint8) for _ in range(2)]
     st = Stages(dev, fmt, plan.lo, plan.hi, plan.n if plan.fmt == "gra" else 0)
-    widths = [width or 0]
+    widths = list(edge) if edge is not None else [0, None]
     out = Edges(xp)
     body = max(plan.size - plan.body, 1)
     vertex_lines = 0
@@ -307,9 +331,9 @@ def read_text_range(path, plan, start: int, stop: int, dev=None, *, chunk_bytes:
     for _ in range(3):  # a line longer than a chunk: again with chunks that hold it
         try:
             dev.fits(memory_estimate(sub, chunk_bytes), f"parsing bytes {start}:{stop} of {sub.path} on the GPU")
-            width = file_width(replace(plan, path=sub.path))  # (the file's first edge line, not the range's)
+            edge = file_edge(replace(plan, path=sub.path))  # (the file's first edge line, not the range's)
             with dev.activate():
-                src, dst, lines, seen = _parse_body(sub, dev, chunk_bytes, width)
+                src, dst, lines, seen = _parse_body(sub, dev, chunk_bytes, edge)
             return RangeParse(src, dst, lines, seen)
         except _Anomaly as e:
             return RangeParse(anomaly=f"the GPU parser did not accept it ({e})")

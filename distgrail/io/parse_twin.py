@@ -28,7 +28,7 @@ _P, _I, _L, _PL, _B = "int*", "int", "i64", "i64*", "u8*"
 SIGNATURES = {
     "dg_parse_count": (_B, _L, _I, _L, _P, _P),
     "dg_parse_write": (_B, _L, _I, _L, _P, _P, _I, _I, _I, _I) + (_P,) * 9,
-    "dg_parse_lines": (_B, _L, _I, _I) + (_P,) * 8 + (_L, _L, _I) + (_P,) * 5,
+    "dg_parse_lines": (_B, _L, _I, _I) + (_P,) * 8 + (_L, _L, _I, _I) + (_P,) * 5,
     "dg_parse_gra_edges": (_B, _L, _I) + (_P,) * 6 + (_L, _PL, _L, _P, _P, _P),
     "dg_parse_pair_edges": (_I, _P, _P, _P, _P, _PL, _L, _P, _P, _P),
     "dg_parse_advance": (_PL, _P, _I),
@@ -182,8 +182,33 @@ def _integer_line_of_other_width(data, L, fmt, tok_pos, t0, live, width) -> bool
     return bool((np.bincount(line[~ok], minlength=cand.size) == 0).any())
 
 
+def _empty_tab_field(data, L, fmt, tok_pos, t0, lines) -> bool:
+    """Whether one of ``lines`` (each with a token before its comment, the first at token ``t0``)
+    of a tab-separated edge list has an empty first or second field (dg_parse_lines' ``tabs``): a
+    tab in the blanks before its first token, or two among the blanks after it (unless a comment
+    mark ends that token), :func:`distgrail.io.guards.empty_tab_field`."""
+    if not lines.size:
+        return False
+    a = np.asarray(data[: int(L)])
+    blank = (a == 32) | (a == 9) | (a == 13)
+    ct = np.concatenate(([0], np.cumsum(a == 9)))
+    nl = np.flatnonzero(a == 10)
+    start = np.concatenate(([0], nl + 1))[lines]  # (line l ends at the l-th '\n')
+    p0 = np.asarray(tok_pos)[t0[lines]].astype(np.int64)
+    lead = ct[p0] - ct[start]  # (only blanks lie between a line's start and its first token)
+    cls = classes(a, fmt)
+    field = ((cls & C_TOK) != 0) & ((cls & C_A) == 0)
+    stop = np.append(np.flatnonzero(~field), a.size)
+    e0 = stop[np.searchsorted(stop, p0)]  # the first token's end: a blank, a line end or a comment mark
+    solid = np.append(np.flatnonzero(~blank), a.size)
+    q = solid[np.searchsorted(solid, e0)]  # the first byte after the blanks that follow it
+    glued = (e0 < a.size) & ((classes(a[np.minimum(e0, a.size - 1)], fmt) & C_A) != 0)
+    run = np.where(glued, 0, ct[q] - ct[e0])
+    return bool(((lead > 0) | (run >= 2)).any())
+
+
 def lines_numpy(data, L, fmt, nlines, tok_pos, line_tok, line_a, line_b, a_pos, a_tok, b_pos, b_tok, lo, hi, width,
-                line_edges, line_u, line_v, seen, flags):
+                tabs, line_edges, line_u, line_v, seen, flags):
     n = int(nlines)
     t0, t1 = line_tok[:n].astype(np.int64), line_tok[1 : n + 1].astype(np.int64)
     a0, a1 = line_a[:n].astype(np.int64), line_a[1 : n + 1].astype(np.int64)
@@ -211,6 +236,8 @@ def lines_numpy(data, L, fmt, nlines, tok_pos, line_tok, line_a, line_b, a_pos, 
         live0 = (t1 > t0) & (_take(tok_pos, t0, t1 > t0) < cmt)
         live1 = (t1 > t0 + 1) & (_take(tok_pos, t0 + 1, t1 > t0 + 1) < cmt)
         if (live0 & ~live1).any():
+            bad |= F_LINE
+        if int(tabs) and _empty_tab_field(data, L, fmt, tok_pos, t0, np.flatnonzero(live0)):
             bad |= F_LINE
         g = np.flatnonzero(live1)
         x, okx = values_numpy(data, L, tok_pos[t0[g]], fmt, lo, hi)
@@ -399,10 +426,11 @@ class Stages:
     """The kernels of one chunk, in order, on ``dev`` (shared by the pipeline and the stage-by-stage
     helpers): ``count`` then, once the totals are on the host, ``rest``."""
 
-    def __init__(self, dev, fmt: int, lo: int, hi: int, n_seen: int, width: int = 0):
+    def __init__(self, dev, fmt: int, lo: int, hi: int, n_seen: int, width: int = 0, tabs: bool = False):
         xp = dev.xp
         self.dev, self.fmt, self.lo, self.hi = dev, fmt, lo, hi
         self.width = width  # fields of every edge line of integers only (the first edge line's; 0: not checked)
+        self.tabs = tabs  # a tab-separated edge list (a tab in its first edge line): no empty first or second field
         self.flags = xp.zeros(1, xp.int32)
         self.ebase = xp.zeros(1, xp.int64)
         self.seen = xp.zeros(max(n_seen, 1), xp.int32)
@@ -437,9 +465,8 @@ class Stages:
         per_line = xp.empty((3, nlines), xp.int32)
         dev.launch("dg_parse_lines", _blocks(dev, nlines), THREADS,
                    (d, i64(L), i32(self.fmt), i32(nlines), tok[0], lines[0], lines[1], lines[2], am[0], am[1],
-                    bm[0], bm[1], i64(self.lo), i64(self.hi), i32(self.width), per_line[0], per_line[1], per_line[2],
-                    self.seen,
-                    self.flags))
+                    bm[0], bm[1], i64(self.lo), i64(self.hi), i32(self.width), i32(bool(self.tabs)), per_line[0],
+                    per_line[1], per_line[2], self.seen, self.flags))
         eincl = xp.cumsum(per_line[0], dtype=xp.int32)
         bound = max(T - A, 0) if self.fmt == FMT_CODES["gra"] else min(nlines, T // 2)
         out.reserve(bound, bytes_done, bytes_total)
