@@ -165,8 +165,9 @@ extern "C" __global__ void dg_parse_write(const unsigned char* __restrict__ data
 }
 
 // The integer at offset p: its digits up to the first non-digit; -1 (and *ok = false) when it has
-// no digit, exceeds hi, is below lo, or (edge lists) ends in a byte that is neither blank nor a
-// comment character ("1.5", "-3", "7x").
+// no digit, exceeds hi, is below lo, or (edge lists, Matrix Market) ends in a byte other than a
+// blank or a line end ("1.5", "-3", "7x"; a comment mark glued to it, "5%20", "1#x": a comment
+// starts at a line's start or after a blank, guards.glued_mark).
 __device__ __forceinline__ i64 dg_value(const unsigned char* __restrict__ data, i64 L, i64 p, int fmt, i64 lo,
                                         i64 hi, bool* ok) {
     i64 v = 0;
@@ -181,7 +182,7 @@ __device__ __forceinline__ i64 dg_value(const unsigned char* __restrict__ data, 
     if (nd == 0 || v < lo) { *ok = false; return -1; }
     if (fmt != FMT_GRA && p < L) {
         const int c = dg_class(data[p], fmt);
-        if ((c & C_TOK) && !(c & C_A)) { *ok = false; return -1; }
+        if (c & C_TOK) { *ok = false; return -1; }
     }
     return v;
 }

@@ -4,7 +4,11 @@ readers (tests/test_misreads.py). ASCII text only; ``auto`` format of a ``.txt``
 
 1. A ``\\r`` is allowed only right before ``\\n`` or as the file's last byte; lines end at ``\\n``
    (a ``\\r`` before it belongs to the line end).
-2. A line's content ends at its first ``#`` or ``%``; an edge line has at least one field.
+2. A line's content ends at its first ``#`` or ``%``; an edge line has at least one field. After
+   the header, that mark must start its line or follow a blank (a space, a tab; a comma in a
+   comma-separated file (4.)), unless it follows the line's third field or a later one (split at
+   blanks, and commas when comma-separated; names (5.) at their separator): ``0,5%20``, ``1 2#x``,
+   ``alice bob%20`` are refused (the mark would cut the source or the target).
 3. The first edge line is a header only when none of its tokens (split at blanks and commas, one
    pair of double quotes around each cut) is a number (sign, decimals, exponent) and it has two
    column names or more, and either its first two are column names (a source or target name:
@@ -126,6 +130,8 @@ def reference(data: bytes, cap: int):
             continue
         if tabbed and _empty_tab_field(c, names):  # 8.
             return None
+        if _glued(ln, comma, sep if names else None):  # 2.
+            return None
         if names:  # 5.
             toks = _fields(ln, sep)
             if (_width(ln, True) if comma else len(toks)) != fields or len(toks) < 2:
@@ -209,6 +215,18 @@ def _empty_field(line: str) -> bool:
         return False
     first, rest = c.split(",", 1)
     return not first.strip(" \t") or rest == "" or rest.startswith((",", "\r"))
+
+
+def _glued(line: str, comma: bool, sep) -> bool:
+    """2.: the first ``#``/``%`` of ``line`` follows a byte of its first or second field: ids (``sep``
+    None) split at blanks, and commas when ``comma``; names at ``sep`` ("," or a tab; " ": blanks)."""
+    m = re.search(r"[#%]", line)
+    if not m or m.start() == 0 or line[m.start() - 1] in " \t" + ("," if comma else ""):
+        return False
+    before = line[:m.start()]
+    if sep in (",", "\t"):
+        return before.count(sep) < 2
+    return len((before.replace(",", " ") if comma else before).split()) <= 2
 
 
 def _empty_tab_field(content: str, names: bool) -> bool:

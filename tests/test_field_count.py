@@ -102,7 +102,7 @@ def test_an_optional_integer_column_is_refused(tmp_path):
     refused_alike(write(tmp_path, "opt2.csv", b"0, 1 ,5\r\n1 ,2\r\n"), 2, 3, "'1 ,2'", comma=True)
     # after lines of other fields, the first line of integers of another count
     refused_alike(write(tmp_path, "late.txt", b"0 1 7\n1 2 0.5\n2 3 {}\n3 4 x\n4 5\n"), 5, 3, "'4 5'")
-    refused_alike(write(tmp_path, "tail.txt", b"0 1 7\n1 2 3 # c\n2 3#x\n"), 3, 3, "'2 3#x'")
+    refused_alike(write(tmp_path, "tail.txt", b"0 1 7\n1 2 3 # c\n2 3 #x\n"), 3, 3, "'2 3 #x'")
 
 
 @pytest.mark.parametrize("gz", [False, True])
@@ -150,7 +150,7 @@ def test_weighted_temporal_and_snap_files_keep_reading(tmp_path, gz):
          b"# FromNodeId\tToNodeId\n0\t1\n1\t2 \t\n", [(0, 1), (1, 2)]),
         (b"0 1\n1\t\t2\n", [(0, 1), (1, 2)]),  # (a first edge line without a tab: tabs are blanks, 2 fields)
         (b"0 1 # a comment tail is no field\n1 2\n2 0 %% nor is this\n\n# 5 6 7\n", [(0, 1), (1, 2), (2, 0)]),
-        (b"0 1#x y z\n1 2 %\n", [(0, 1), (1, 2)]),
+        (b"0 1 #x y z\n1 2 %\n", [(0, 1), (1, 2)]),
         (b"0 1\r\n1 2\r\n", [(0, 1), (1, 2)]),
         (b"src dst\n0 1\n1 2", [(0, 1), (1, 2)]),
     ]
@@ -305,8 +305,9 @@ def test_the_twin_flags_lines_of_another_width():
 
     assert flags(b"0 1\n2 3 4\n", 2) == F_WIDTH
     assert flags(b"0 1\n2 3 4\n", 0) == 0  # (0: not checked, as for .gra and Matrix Market)
-    assert flags(b"0 1 # x y\n2 3#z\n4 5 %\n\n# 1 2 3\n", 2) == 0  # comment tails and lines are no fields
-    assert flags(b"0 1 #x\n", 3) == F_WIDTH and flags(b"0 1#x y\n", 2) == 0 and flags(b"0 1 %\n", 2) == 0
+    assert flags(b"0 1 # x y\n2 3 #z\n4 5 %\n\n# 1 2 3\n", 2) == 0  # comment tails and lines are no fields
+    assert flags(b"0 1 #x\n", 3) == F_WIDTH and flags(b"0 1 #x y\n", 2) == 0 and flags(b"0 1 %\n", 2) == 0
+    assert flags(b"0 1#x y\n", 2) == F_VALUE  # (a comment mark glued to an id: guards.glued_mark)
     assert flags(b"0\t\t1\n", 2) == 0 and flags(b"0 1\n3\n", 2) == F_LINE | F_WIDTH
     # only a line whose tokens are all digit runs is held to the width
     assert [flags(x, 2) for x in (b"0 1 0.5\n", b"0 1 {}\n", b"0 1 7x\n", b"0 1 {'w': 1}\n", b"0 1 7#x\n",

@@ -261,8 +261,8 @@ def fuzz_text(rng) -> bytes:
         line = sep.join(toks)
         if rng.random() < 0.03:  # (a tab-separated file's empty field, or tabs as blanks: rule 4)
             line = "\t" + line if rng.random() < 0.5 else line.replace(sep, "\t\t", 1)
-        if rng.random() < 0.1:
-            line += " # " + TOKENS[rng.integers(0, len(TOKENS))]
+        if rng.random() < 0.1:  # (glued to the last field: a comment after a third, else an error: rule 2)
+            line += (" # " if rng.random() < 0.8 else "#") + TOKENS[rng.integers(0, len(TOKENS))]
         out.append(line)
     b = bytearray(end.join(out).encode() + (end.encode() if out and rng.random() < 0.8 else b""))
     for _ in range(int(rng.integers(0, 3))):

@@ -68,7 +68,7 @@ def edgelist_text(rng, n, m, crlf=False, comments=True, extra=True, final_newlin
         if more:
             line += _sep(rng) + more
         if comments and rng.random() < 0.1:
-            line += rng.choice([" # tail", "#tail", " %% tail"])
+            line += rng.choice([" # tail", "#tail" if more else " #tail", " %% tail"])  # (glued to an id: refused)
         out.append(line)
         if comments and rng.random() < 0.05:
             out.append(rng.choice(["", "   ", "# c", "%c"]))
@@ -239,13 +239,14 @@ def test_parse_chunk_gra_by_hand():
 
 
 def test_parse_chunk_edgelist_by_hand():
-    r = parse_chunk_numpy(b"# c\n3 4 9.5\n\n5\t6#x\n7 8 % y\n", "edgelist")
+    r = parse_chunk_numpy(b"# c\n3 4 9.5\n\n5\t6 #x\n7 8 % y\n", "edgelist")
     np.testing.assert_array_equal(r["line_edges"], [0, 1, 0, 1, 1, 0])
     np.testing.assert_array_equal(r["src"], [3, 5, 7])
     np.testing.assert_array_equal(r["dst"], [4, 6, 8])
     assert r["flags"][0] == 0
     assert parse_chunk_numpy(b"1 2\n3\n", "edgelist")["flags"][0] == 2  # F_LINE
     assert parse_chunk_numpy(b"1 2x\n", "edgelist")["flags"][0] == 4  # F_VALUE
+    assert parse_chunk_numpy(b"1 2#x\n", "edgelist")["flags"][0] == 4  # (a comment mark glued to an id)
     assert parse_chunk_numpy(b"1: 2 #\n", "gra", 0, 1)["flags"][0] == 4  # out of range
     assert parse_chunk_numpy(b"1: 2 $\n", "gra", 0, 5)["flags"][0] & 1  # bad byte
 
@@ -254,7 +255,7 @@ def test_values():
     data = np.frombuffer(b"0007 12 99999999999 5x 3# 2147483645 7.5 x", np.uint8)
     pos = [0, 5, 8, 20, 23, 26, 37, 41]
     v, ok = values_numpy(data, data.size, pos, 1, 0, 2**31 - 3)
-    np.testing.assert_array_equal(v, [7, 12, -1, -1, 3, 2147483645, -1, -1])
+    np.testing.assert_array_equal(v, [7, 12, -1, -1, -1, 2147483645, -1, -1])  # ('3#': a comment mark glued)
     v, ok = values_numpy(data, data.size, pos[:2], 0, 8, 11)
     np.testing.assert_array_equal(v, [-1, -1])
     v, _ = values_numpy(data, data.size, [20], 0, 0, 10)  # .gra: '5' ends at any non-digit

@@ -6,6 +6,10 @@ with file, line and value, exit status 2, no output: by the CPU reader, the GPU 
    ``0\\t1`` then ``2\\t\\t4`` was the edge 2 -> 4 (tabs read as blanks), where a TSV has 2, an empty
    target, then 4; as a CSV's ``2,,4`` (``guards.empty_field``) it is refused
    (``guards.empty_tab_field``; the lines kernel's ``tabs``). Names alike: ``c\\t\\td`` was c -> d.
+2. A comment mark glued to an id or a name: ``0,5%20`` was the edge 0 -> 5 (``%`` starts a comment,
+   as in METIS and Matrix Market files). A ``#``/``%`` starts a comment at a line's start or after
+   a blank or a separator; right after a byte of the first two fields it is refused
+   (``guards.glued_mark``; the kernels' ``dg_value``: an id ends at a blank or a line end).
 """
 
 from __future__ import annotations
@@ -18,7 +22,7 @@ import sys
 import numpy as np
 import pytest
 
-from distgrail.constants import F_LINE
+from distgrail.constants import F_LINE, F_VALUE
 from distgrail.errors import GraphFormatError
 from distgrail.io import guards
 from distgrail.io.chunks import plan_read
@@ -165,6 +169,102 @@ def test_a_rank_range_is_held_to_the_file_s_first_edge_line(tmp_path):
     plan = plan_read(ok)
     assert file_edge(plan) == (2, False)
     assert read_text_range(ok, plan, 4, plan.size).anomaly is None
+
+
+# -- 2. a comment mark glued to an id or a name ----------------------------------------------------
+
+GLUED = "a comment mark inside a field: '#' and '%' start a comment at a line's start or after a blank"
+
+
+@pytest.mark.parametrize("gz", [False, True])
+@pytest.mark.parametrize("name, data, line, got", [
+    ("g.csv", b"0,5%20\n1,2\n", 1, "'0,5%20'"),  # (read as the edge 0 -> 5 before)
+    ("g.csv", b"src,dst\n0,1\n0, 5%20\n", 3, "'0, 5%20'"),
+    ("g.txt", b"0 1\n0 5%20\n", 2, "'0 5%20'"),
+    ("g.txt", b"0 1\n1 2#x\n", 2, "'1 2#x'"),
+    ("g.txt", b"0 1 7\n1 2#3 4\n", 2, "'1 2#3 4'"),  # (as many tokens as the first line, before)
+    ("g.txt", b"0\t1\n0#5\t1\n", 2, "'0#5\\t1'"),
+    ("g.txt", b"0 1%\n", 1, "'0 1%'"),
+])
+def test_a_comment_mark_glued_to_an_id_is_refused(tmp_path, name, data, line, got, gz):
+    msg = refused_alike(write(tmp_path, name, data, gz), line, GLUED)
+    assert msg.endswith(f", got {got}"), msg
+
+
+@pytest.mark.parametrize("data, line, fmt", [
+    (b"src,dst\nalice,bob%20\n", 2, "auto"),  # (read as alice -> bob before)
+    (b"source\ttarget\nNew York\tBoston#2\n", 2, "auto"),
+    (b"a b\nc d#x\n", 2, "labelled"),
+    (b"a,b\nc%x,d\n", 2, "labelled"),
+    (b"1 2\n3 4%5\n", 2, "labelled"),
+])
+def test_a_comment_mark_glued_to_a_name_is_refused(tmp_path, data, line, fmt):
+    refused_alike(write(tmp_path, "n.txt", data), line, GLUED, fmt)
+
+
+def test_a_comment_mark_glued_to_a_matrix_market_entry_is_refused(tmp_path):
+    head = b"%%MatrixMarket matrix coordinate pattern general\n% c\n3 3 2\n"
+    p = write(tmp_path, "m.mtx", head + b"1 2\n2 3%x\n")
+    refused_alike(p, 5, GLUED)
+    g = read_graph(write(tmp_path, "ok.mtx", head + b"1 2 % c\n2 3\n"))
+    assert edges(g) == [(0, 1), (1, 2)]
+
+
+@pytest.mark.parametrize("data, want", [
+    (b"0 1 # c\n1 2 %c\n2 3\t#c\n", [(0, 1), (1, 2), (2, 3)]),  # after a blank: comments
+    (b"0 1 7#x\n1 2 7%\n", [(0, 1), (1, 2)]),  # glued to a later field: a comment (a column no reader keeps)
+    (b"Source,Target,Type,Id,Label,Weight\n0,1,Directed,0,#python,1.0\n1,2,Directed,1,foo,1.0\n", [(0, 1), (1, 2)]),
+    (b"Source,Target,Label,Weight\n0,1,New%20York,1.0\n1,2,Paris,2.0\n", [(0, 1), (1, 2)]),
+    (b"0,1,#x\n1,2 ,%y\n", [(0, 1), (1, 2)]),
+    (b"# a#b\n%c%d\n0 1\n", [(0, 1)]),
+])
+def test_comments_after_a_blank_or_a_later_field_read(tmp_path, data, want):
+    p = write(tmp_path, "g.txt", data)
+    assert edges(read_graph(p)) == want
+    for chunk in (64, None):
+        got = read_graph_numpy(p, chunk_bytes=chunk)
+        assert edges(got) == want and got.meta["parser"] == "numpy"
+
+
+def test_names_with_a_comment_after_a_blank_read(tmp_path):
+    p = write(tmp_path, "n.csv", b"src,dst,label\nalice,bob ,1 #x\nbob,carol,x%20y\n")
+    assert edges(read_graph(p)) == [("alice", "bob"), ("bob", "carol")]
+
+
+def test_the_twin_flags_a_glued_mark_as_a_bad_value():
+    for fmt, data in (("edgelist", b"0 5%20\n"), ("edgelist", b"1 2#x\n"), ("csv", b"0,5%20\n"), ("mtx", b"1 2%x\n")):
+        assert parse_chunk_numpy(data, fmt, 1 if fmt == "mtx" else 0, 10)["flags"][0] & F_VALUE, (fmt, data)
+    for fmt, data in (("edgelist", b"0 5 %20\n"), ("edgelist", b"1 2 7#x\n"), ("csv", b"0,5,%20\n")):
+        assert parse_chunk_numpy(data, fmt, 0, 10)["flags"][0] == 0, (fmt, data)
+
+
+def test_glued_mark_agrees_with_a_line_by_line_reading():
+    """:func:`guards.glued_mark` (every line at once) against the rule read line by line."""
+    import re
+
+    def slow(data: bytes, sep: bytes) -> int:
+        pos = 0
+        for line in data.split(b"\n"):
+            m = re.search(rb"[#%]", line)
+            if m and m.start() and line[m.start() - 1] not in b" \t\r" + sep:
+                before = line[:m.start()]
+                if (before.count(sep) < 2) if sep != b" " else len(before.split()) <= 2:
+                    return pos + m.start()
+            pos += len(line) + 1
+        return -1
+
+    rng = np.random.default_rng(33)
+    for _ in range(3000):
+        data = bytes(rng.choice(list(b"01a   \t\t,#%\n"), size=int(rng.integers(0, 40))).tolist())
+        for sep in (b" ", b",", b"\t"):
+            assert guards.glued_mark(data, sep) == slow(data, sep), (data, sep)
+
+
+def test_a_rank_range_with_a_glued_mark_is_an_anomaly(tmp_path):
+    data = b"0 1\n1 2\n2 3%x\n"
+    p = write(tmp_path, "g.txt", data)
+    plan = plan_read(p)
+    assert "did not accept" in read_text_range(p, plan, data.index(b"1 2"), plan.size).anomaly
 
 
 # -- the kernels (GPU only; their twin above) -------------------------------------------------------

@@ -60,7 +60,7 @@ from ..dtypes import size_problem
 from ..errors import GraphFormatError
 from .excerpt import shown
 from .graph import EdgeGraph
-from .guards import line_fields, stray_cr
+from .guards import GLUED_MARK, glued_mark, line_fields, stray_cr
 from .text import Chunk
 
 __all__ = ["HEADER_NAMES", "SOURCE_NAMES", "TARGET_NAMES", "AMBIGUOUS_NAMES", "SOURCE_WORDS", "TARGET_WORDS", "Dialect",
@@ -351,7 +351,8 @@ def _misnamed(names) -> str:
 
 def read_labelled(text, start: int = 0, num_vertices: int | None = None, fields: int | None = None) -> EdgeGraph:
     """A labelled graph from the edge list ``text`` (a :class:`~distgrail.io.text.Text`) from byte
-    ``start``: two node names per line (extra columns ignored), ``#``/``%`` comments. ``fields``
+    ``start``: two node names per line (extra columns ignored), ``#``/``%`` comments (one glued to
+    either name, ``alice bob%20``, is refused: :func:`~distgrail.io.guards.glued_mark`). ``fields``
     (names recognised by ``auto``, not asked for): every edge line must have that many fields,
     the shape of an edge list, else the file is refused at its first line of another shape.
 
@@ -380,10 +381,13 @@ def read_labelled(text, start: int = 0, num_vertices: int | None = None, fields:
         sep = sep or _first_separator(data)
         if sep is None:  # (comments and blank lines only, so far)
             continue
+        raw = text.raw_chunk(offset, len(data)) if sep == b"," else data  # (a CSV's commas come as blanks)
+        glued = glued_mark(raw, sep)
+        if glued >= 0:  # ('alice bob%20' is no edge to bob)
+            text.fail(offset + glued, GLUED_MARK + text.excerpt(offset + glued))
         if sep == b" ":
             toks, where = _blank_names(text, offset, data, fields)
-        else:  # (a CSV's own bytes: the chunk comes with its commas made blanks)
-            raw = text.raw_chunk(offset, len(data)) if sep == b"," else data
+        else:
             toks, where = _separated_names(text, offset, raw, sep, fields)
         if fields:  # names recognised, not asked for: an integer among them makes the file ambiguous
             k = next((i for i, t in enumerate(toks) if _is_int(t)), None)

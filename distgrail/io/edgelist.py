@@ -9,7 +9,8 @@ import numpy as np
 from ..errors import GraphFormatError
 from .graph import EdgeGraph, id_dtype
 from ..dtypes import max_vertices, size_problem
-from .guards import EMPTY_TAB_FIELD, comma_width, empty_tab_field, first_edge_tab, first_edge_width, width_message
+from .guards import EMPTY_TAB_FIELD, GLUED_MARK, comma_width, empty_tab_field, first_edge_tab, first_edge_width, \
+    glued_mark, width_message
 from .text import Chunk, MAX_FAST_COMMENTS, NUMERIC_TEXT, PAIRS_TABLE, Sink, Text, fast_numbers, is_digits, shown, \
     token_starts
 
@@ -166,9 +167,11 @@ def _pairs_chunk_general(text: Text, offset: int, data: bytes, comments: bytes, 
 def read_columns(text: Text, start: int, columns: int, comments: bytes, base: int, n: int | None,
                 what: str = "edge", exact: bool = False, cap: int | None = None, width: Width | None = None):
     """Read lines of >= 2 integer columns (extra columns ignored; ``exact``: refused; ``width``:
-    lines of integers only must have as many as the first, when it is one, :class:`Width`); return (u, v, lines) minus base, as
-    int32 when every id fits, else int64. Without ``n``, ids must be below ``cap`` (default: the
-    most vertices this machine can index)."""
+    lines of integers only must have as many as the first, when it is one, :class:`Width`); return
+    (u, v, lines) minus base, as int32 when every id fits, else int64. Without ``n``, ids must be
+    below ``cap`` (default: the most vertices this machine can index). A comment (a byte of
+    ``comments``) starts at a line's start or after a blank: one glued to the first two columns
+    (``0 5%20``) is refused (:func:`~distgrail.io.guards.glued_mark`)."""
     cap = max_vertices() if cap is None else cap
     room = (len(text) - start + 1) // 4  # a pair takes at least 'u v\n'
     us, vs = Sink(room, np.int32), Sink(room, np.int32)
@@ -177,6 +180,9 @@ def read_columns(text: Text, start: int, columns: int, comments: bytes, base: in
             width.commas(text, offset, len(data))
         elif width is not None:
             width.tabs(text, offset, data)
+        glued = glued_mark(data, marks=comments) if comments else -1
+        if glued >= 0:  # ('0 5%20' is no edge from 0 to 5)
+            text.fail(offset + glued, GLUED_MARK + text.excerpt(offset + glued))
         vals = _pairs_chunk_fast(data, comments, base, n, cap)
         if vals is not None and vals.size and width is not None and not width.comma and \
                 not width.tokens(text, offset, data, 2):

@@ -11,7 +11,7 @@ import re
 import numpy as np
 
 __all__ = ["STRAY_CR", "stray_cr", "room_problem", "EMPTY_FIELD", "empty_field", "empty_field_numpy", "EMPTY_TAB_FIELD",
-           "empty_tab_field", "first_edge_tab", "width_message", "line_fields", "line_integer", "first_edge_fields",
+           "empty_tab_field", "first_edge_tab", "GLUED_MARK", "glued_mark", "width_message", "line_fields", "line_integer", "first_edge_fields",
            "first_edge_width", "comma_width", "comma_width_numpy"]
 
 #: what a carriage return that does not end a line is told
@@ -183,6 +183,57 @@ def empty_tab_field(data: bytes) -> int:
     second = (toks == 1) & (k > 0) & (run >= 2)
     bad = np.flatnonzero((lead | second) & (marks_before == 0))
     return int(cand[bad[0]]) if bad.size else -1
+
+
+#: the message of a comment mark glued to one of a line's first two fields
+GLUED_MARK = ("a comment mark inside a field: '#' and '%' start a comment at a line's start or after a blank or a "
+              "separator, so one right after a byte of the source or the target would cut it ('0,5%20' is no edge "
+              "from 0 to 5; write the comment apart, or give the node another name), got ")
+
+
+def glued_mark(data: bytes, sep: bytes = b" ", marks: bytes = b"#%") -> int:
+    """The offset in ``data`` (whole lines) of the first comment mark (a byte of ``marks``) that
+    starts its line's comment right after a byte of the line's first or second field, or -1: the
+    byte before it is none of a line end, a blank (space, tab, ``\\r``) or ``sep``. The fields:
+    ``sep`` b" " (an edge list of ids, a CSV's commas made blanks; names split at blanks) its
+    blank-separated tokens; b"," or b"\\t" (names of a comma- or tab-separated file) the pieces
+    between its ``sep`` bytes. Read as a comment's start it would cut the id or the name
+    (``0,5%20`` would be the edge from 0 to 5, ``alice bob#2`` the edge to bob); a mark after a
+    blank starts a comment (``0 1 # c``), and one glued to a later field too (``0 1 7#x``, Gephi's
+    ``0,1,Directed,0,#python,1.0``: columns no reader keeps). One ``find`` per mark when ``data``
+    holds none.
+
+    >>> [glued_mark(x) for x in (b"0 1\\n0 5%20\\n", b"0 1 # c\\n", b"0 1 7#x\\n", b"# 0#1\\n", b"0#x 1\\n")]
+    [7, -1, -1, -1, 1]
+    >>> glued_mark(b"John Smith,Jane Doe#x\\n", b","), glued_mark(b"a b,c d,e#x\\n", b",")
+    (19, -1)
+    >>> glued_mark(b"1 2%x", marks=b"#"), glued_mark(b"a b\\tc%x", b"\\t"), glued_mark(b"a\\tb\\tc%x", b"\\t")
+    (-1, 5, -1)
+    """
+    if not any(data.find(bytes((m,))) >= 0 for m in marks):
+        return -1
+    arr = np.frombuffer(data, np.uint8)
+    at = np.flatnonzero(np.isin(arr, np.frombuffer(marks, np.uint8)))
+    nl = np.flatnonzero(arr == 10)
+    line = np.searchsorted(nl, at)
+    first = np.ones(at.size, bool)
+    first[1:] = line[1:] != line[:-1]  # (a line's first mark starts its comment: later ones are inside it)
+    at, line = at[first], line[first]
+    prev = arr[np.maximum(at - 1, 0)]
+    glued = (at > 0) & (prev != 10) & (prev != 32) & (prev != 9) & (prev != 13) & (prev != sep[0])
+    at, line = at[glued], line[glued]
+    if not at.size:
+        return -1
+    start = np.concatenate(([0], nl + 1))[line]
+    if sep == b" ":  # (the field it is glued to is one of the tokens before it)
+        word = (arr != 32) & (arr != 9) & (arr != 13) & (arr != 10)
+        starts = np.flatnonzero(word & ~np.concatenate(([False], word[:-1])))
+        index = np.searchsorted(starts, at) - np.searchsorted(starts, start) - 1
+    else:
+        cuts = np.flatnonzero(arr == sep[0])
+        index = np.searchsorted(cuts, at) - np.searchsorted(cuts, start)
+    bad = np.flatnonzero(index < 2)
+    return int(at[bad[0]]) if bad.size else -1
 
 
 # -- the fields of an edge line --------------------------------------------------------------------

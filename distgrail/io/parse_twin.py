@@ -123,7 +123,9 @@ def write_numpy(data, L, fmt, ntiles, counts, incl, NL, T, A, B, tok_pos, tok_li
 
 
 def values_numpy(data, L, pos, fmt, lo, hi):
-    """dg_value for every offset in ``pos``: (values, -1 where bad; ok mask)."""
+    """dg_value for every offset in ``pos``: (values, -1 where bad; ok mask). In an edge list or a
+    Matrix Market file an id ends at a blank or a line end: a comment mark glued to it (``5%20``)
+    makes it bad (:func:`distgrail.io.guards.glued_mark`)."""
     a = np.asarray(data[: int(L)])
     pos = np.asarray(pos, dtype=np.int64)
     L = a.size
@@ -142,10 +144,10 @@ def values_numpy(data, L, pos, fmt, lo, hi):
         m = (j < sig) & ~big
         v[m] = v[m] * 10 + (a[first[m] + j].astype(np.int64) - 48)
     ok = (end > pos) & ~big & (v <= hi) & (v >= lo)
-    if fmt != FMT_GRA:
+    if fmt != FMT_GRA:  # (a comment mark glued to the id too: '5%20')
         inside = end < L
         c = classes(a[end[inside]], fmt)
-        ok[inside] &= ~(((c & C_TOK) != 0) & ((c & C_A) == 0))
+        ok[inside] &= (c & C_TOK) == 0
     return np.where(ok, v, -1), ok
 
 
