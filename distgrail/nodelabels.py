@@ -97,8 +97,10 @@ class NodeLabels:
             if v.dtype.kind not in "iu":
                 raise QueryError(f"{what}: this index takes the graph's integer node labels, got {v.dtype} "
                                  f"values such as {v.flat[0]!r}")
+            past = v > np.iinfo(np.int64).max if v.dtype == np.uint64 else None  # (no label: they would wrap)
             v = v.astype(np.int64)
         else:
+            past = None
             if v.dtype.kind != "U":
                 if v.dtype.kind == "O" and all(isinstance(x, str) for x in v.flat):
                     v = v.astype(str)
@@ -108,9 +110,12 @@ class NodeLabels:
         pos = np.minimum(np.searchsorted(self._sorted, v), max(self._sorted.size - 1, 0))
         found = self._sorted.size > 0 and self._sorted[pos] == v
         found = np.broadcast_to(found, v.shape)
+        if past is not None and past.any():
+            found = found & ~past
         if not found.all():
             i = int(np.flatnonzero(~found)[0])
-            raise QueryError(f"{what}[{i}]: node {v.flat[i].item()!r} is not in the graph")
+            shown = np.asarray(values).flat[i].item() if past is not None else v.flat[i].item()
+            raise QueryError(f"{what}[{i}]: node {shown!r} is not in the graph")
         return self._order[pos].astype(np.int64)
 
 

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import http.client
 import json
+import re
 import select
 import socket
 import threading
@@ -46,6 +47,15 @@ def connect(url: str, token: str | None = None, timeout: float | None = 600.0) -
     wrong address or token fails here (:class:`ServerError`). ``token``: the bearer token (default:
     the ``DISTGRAIL_TOKEN`` environment variable, if set). ``timeout``: seconds a request may take."""
     return Client(url, token=token, timeout=timeout)
+
+
+def _shifted(message: str, start: int) -> str:
+    """The server's ``sources[k]: ...`` / ``targets[k] ...`` refusal of a request that held the
+    batch's pairs from ``start`` on, naming the pair by its place in the whole batch."""
+    m = re.match(r"(sources|targets)\[(\d+)\]", message)
+    if m is None or not start:
+        return message
+    return f"{m.group(1)}[{int(m.group(2)) + start}]{message[m.end():]}"
 
 
 def _closed_by_peer(conn) -> bool:
@@ -107,10 +117,14 @@ class Client:
         s, t = np.asarray(sources), np.asarray(targets)
         if s.shape != t.shape or s.ndim != 1:
             raise QueryError(f"sources and targets must be 1-D of equal length, got shapes {s.shape} and {t.shape}")
+        self._refuse_wrapping(s, t)  # (on the whole batch: the message names the pair by its place in it)
         step = max(1, int(self.info.get("max_pairs", s.size or 1)))
         answers, total = [], None
         for a in range(0, max(s.size, 1), step):
-            ans, st = self._batch(s[a:a + step], t[a:a + step])
+            try:
+                ans, st = self._batch(s[a:a + step], t[a:a + step])
+            except QueryError as e:  # the server names the pair by its place in the request: here, in the batch
+                raise QueryError(_shifted(str(e), a)) from None
             answers.append(ans)
             if total is None:
                 total = st
@@ -135,8 +149,7 @@ class Client:
         s, t = np.asarray(sources), np.asarray(targets)
         if s.shape != t.shape or s.ndim != 1:
             raise QueryError(f"sources and targets must be 1-D of equal length, got shapes {s.shape} and {t.shape}")
-        if self.label_kind is None:  # (an id past int64 named as given, not as it would wrap)
-            refuse_wrapping_ids(s, t, self.n)
+        self._refuse_wrapping(s, t)
         pieces, size = encode_columns(s, t)
         # not sent twice: a connection reset after the server took an update would apply it twice
         _, _, body = self._request("POST", "/edges?layout=columns", pieces,
@@ -147,13 +160,24 @@ class Client:
         # sent piece by piece: the columns are not copied (but narrowed to int32 where they fit
         # and the server's vertex ids do: half the bytes to send and to read)
         narrow = self.label_kind is None and int(self.info.get("n", 2**62)) <= 2**31
-        if self.label_kind is None:
-            refuse_wrapping_ids(s, t, self.n)
         pieces, size = encode_columns(s, t, narrow=narrow)
         status, headers, body = self._request("POST", "/query?layout=columns", pieces,
                                               {"Content-Type": NPY, "Accept": NPY, "Content-Length": str(size)})
         stats = stats_from_dict(json.loads(headers.get(STATS_HEADER, "{}")))
         return decode_answers(body), stats
+
+    def _refuse_wrapping(self, s, t) -> None:
+        """A uint64 id or integer label past 2^63 - 1 that the body would send wrapped (its other
+        column signed: the two go as int64): the QueryError :meth:`Index.query` gives, raised here,
+        naming the value as given (wrapped, it could be another vertex's id or label)."""
+        if self.label_kind is None:
+            refuse_wrapping_ids(s, t, self.n)
+        elif self.label_kind == "int" and (s.dtype == np.uint64) != (t.dtype == np.uint64):
+            for arr, what in ((s, "sources"), (t, "targets")):
+                past = np.flatnonzero(arr > np.uint64(2**63 - 1)) if arr.dtype == np.uint64 else ()
+                if len(past):
+                    i = int(past[0])
+                    raise QueryError(f"{what}[{i}]: node {int(arr[i])!r} is not in the graph")
 
     # -- HTTP ---------------------------------------------------------------------------------
     def _connection(self, fresh: bool = False):

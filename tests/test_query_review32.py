@@ -1,0 +1,100 @@
+"""What a review of the query side found (session 32): a uint64 label past int64 answered for the
+label it wraps to (API and server); after the client split a batch, the server's ``sources[k]``
+named a pair of the chunk, not of the batch (and ``query --server`` the wrong line)."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+import distgrail
+from distgrail.errors import QueryError
+from test_server import Server, _env
+
+#: integer labels, one of them -5 (2^64 - 5 as uint64 wraps to it) and one past 2^32
+INT_GRAPH = {-5: [7], 7: [2**62], 2**62: [], 0: [-5], 1: [0], 2: [1], 3: [2]}
+
+
+def _cli(*args, cwd, **kw):
+    return subprocess.run([sys.executable, "-m", "distgrail", *args], capture_output=True, text=True, cwd=cwd,
+                          env=_env(), timeout=120, **kw)
+
+
+def _refused(r, *needles):
+    assert r.returncode == 2, (r.returncode, r.stdout, r.stderr)
+    assert "Traceback" not in r.stderr, r.stderr
+    for n in needles:
+        assert n in r.stderr, (n, r.stderr)
+
+
+# -- 1. a label past int64 -------------------------------------------------------------------
+def test_a_uint64_label_past_int64_is_not_in_the_graph():
+    idx = distgrail.build_index(INT_GRAPH, backend="cpu")
+    assert idx.reachable(-5, 7) is True
+    with pytest.raises(QueryError, match=r"^sources\[0\]: node 18446744073709551611 is not in the graph$"):
+        idx.reachable(2**64 - 5, 7)
+    with pytest.raises(QueryError, match=r"^targets\[1\]: node 18446744073709551611 is not in the graph$"):
+        idx.query(np.array([7, 7], np.uint64), np.array([2**62, 2**64 - 5], np.uint64))
+    got, _ = idx.query(np.array([7, 0], np.uint64), np.array([2**62, 7], np.uint64), backend="cpu")
+    assert got.tolist() == [True, True]
+
+
+@pytest.fixture(scope="module")
+def int_server(tmp_path_factory):
+    d = tmp_path_factory.mktemp("intlabels")
+    path = d / "ints.h5"
+    distgrail.build_index(INT_GRAPH, backend="cpu").save(path)
+    srv = Server(path, "--max-pairs", "2")
+    yield str(path), srv
+    assert srv.stop() == 0, srv.lines
+
+
+def test_the_server_refuses_a_uint64_label_past_int64(int_server):
+    _, srv = int_server
+    c = distgrail.connect(srv.url)
+    assert c.label_kind == "int" and c.reachable(-5, 7) is True
+    with pytest.raises(QueryError, match=r"^sources\[0\]: node 18446744073709551611 is not in the graph$"):
+        c.reachable(2**64 - 5, 7)
+    with pytest.raises(QueryError, match=r"^targets\[2\]: node 18446744073709551611 is not in the graph$"):
+        c.query(np.array([7, 0, 7]), np.array([2**62, 7, 2**64 - 5], np.uint64))
+    # both columns uint64: sent as they are, the server's Index.query names it (in the batch, not the chunk)
+    with pytest.raises(QueryError, match=r"^sources\[2\]: node 18446744073709551611 is not in the graph$"):
+        c.query(np.array([7, 0, 2**64 - 5], np.uint64), np.array([2**62, 7, 7], np.uint64))
+
+
+# -- 2. a split batch's errors name the pair in the batch ------------------------------------
+def test_a_split_batch_names_the_bad_pair_by_its_place_in_the_batch(int_server):
+    _, srv = int_server  # (--max-pairs 2: the batch goes in requests of two pairs)
+    c = distgrail.connect(srv.url)
+    with pytest.raises(QueryError, match=r"^sources\[4\]: node 99 is not in the graph$"):
+        c.query([0, 1, 2, 3, 99], [0, 0, 0, 0, 0])
+    with pytest.raises(QueryError, match=r"^targets\[3\]: node 98 is not in the graph$"):
+        c.query([0, 1, 2, 3, 1], [0, 0, 0, 98, 0])
+
+
+def test_query_server_names_the_line_of_a_pair_in_a_later_request(int_server, tmp_path):
+    _, srv = int_server
+    pairs = tmp_path / "p.txt"
+    pairs.write_text("0 -5\n1 0\n# c\n2 1\n3 99\n")
+    r = _cli("query", "--server", srv.url, str(pairs), "-o", "a.tsv", cwd=tmp_path)
+    _refused(r, f"{pairs}:5: node 99 is not in the graph")
+    assert not (tmp_path / "a.tsv").exists()
+
+
+def test_a_split_batch_of_ids_names_the_bad_id_by_its_place_in_the_batch(tmp_path):
+    path = tmp_path / "ids.h5"
+    distgrail.build_index((np.arange(9), np.arange(1, 10)), backend="cpu").save(path)
+    srv = Server(path, "--max-pairs", "3")
+    try:
+        c = distgrail.connect(srv.url)
+        with pytest.raises(QueryError, match=r"^sources\[7\] out of range 0\.\.9, got 10$"):
+            c.query(np.r_[np.zeros(7, int), 10], np.zeros(8, int))
+        # an id past int64 beside a signed column: named by the client, in the batch
+        with pytest.raises(QueryError, match=r"^targets\[4\] out of range 0\.\.9, got 18446744073709551615$"):
+            c.query(np.zeros(5, int), np.r_[np.zeros(4, np.uint64), np.uint64(2**64 - 1)])
+    finally:
+        assert srv.stop() == 0, srv.lines
