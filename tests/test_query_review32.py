@@ -12,6 +12,7 @@ import numpy as np
 import pytest
 
 import distgrail
+import distgrail.io.pairs
 from distgrail.errors import QueryError
 from test_server import Server, _env
 
@@ -98,3 +99,19 @@ def test_a_split_batch_of_ids_names_the_bad_id_by_its_place_in_the_batch(tmp_pat
             c.query(np.zeros(5, int), np.r_[np.zeros(4, np.uint64), np.uint64(2**64 - 1)])
     finally:
         assert srv.stop() == 0, srv.lines
+
+
+# -- 3. an integer label past 64 bits in a pairs file ----------------------------------------
+@pytest.mark.parametrize("line", ["0 99999999999999999999", "-99999999999999999999 7", "0 9223372036854775808",
+                                  "0 -9223372036854775809"])
+def test_a_pairs_label_past_int64_is_not_in_the_graph(int_server, tmp_path, line):
+    path, srv = int_server
+    pairs = tmp_path / "p.txt"
+    pairs.write_text(f"0 -5\n{line}\n")
+    wide = next(x for x in line.split() if not -2**63 <= int(x) < 2**63)
+    for where in ((path,), ("--server", srv.url)):
+        r = _cli("query", *where, str(pairs), "-o", "a.tsv", cwd=tmp_path)
+        _refused(r, f"{pairs}:2: node {wide} is not in the graph")
+        assert not (tmp_path / "a.tsv").exists()
+    with pytest.raises(distgrail.GraphFormatError, match=f":2: node {wide} is not in the graph"):
+        distgrail.io.pairs.read_pairs(pairs, "int")

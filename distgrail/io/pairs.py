@@ -332,6 +332,9 @@ def _label_pairs(path, data, kind, known) -> QueryPairs:
             except ValueError:
                 raise GraphFormatError(f"this index takes integer node labels, got {shown(raw)}",
                                        path=path, line=no) from None
+            wide = [x for x in tok if not -2**63 <= x < 2**63]  # (labels are int64: no such one is a node)
+            if wide:
+                raise GraphFormatError(f"node {wide[0]!r} is not in the graph", path=path, line=no)
         us.append(tok[0])
         vs.append(tok[1])
         lines.append(no)
