@@ -36,7 +36,8 @@ readers (tests/test_misreads.py). ASCII text only; ``auto`` format of a ``.txt``
    fields as that one (comma-separated: commas + 1, outside double quotes); the first two name
    the edge's ends: none empty, none with a double quote or a control character (a tab inside a
    comma-separated name), none an integer (``-?[0-9]+``: names and ids mixed are ambiguous);
-   vertices are numbered by first appearance.
+   vertices are numbered by first appearance. Split at blanks (the first edge line holds no tab and no
+   comma), a later edge line holding a tab in its content is refused (one separator a file).
 6. Otherwise every edge line has at least two fields, the first two non-negative integers
    (``[0-9]+``) below ``cap``; further fields are ignored; when every field of the first edge line
    after the header is such an integer, every later edge line whose fields are all such integers
@@ -133,6 +134,8 @@ def reference(data: bytes, cap: int):
         if _glued(ln, comma, sep if names else None):  # 2.
             return None
         if names:  # 5.
+            if sep == " " and "\t" in c:  # (one separator a file: 'c d<tab>e' may be tab-separated)
+                return None
             toks = _fields(ln, sep)
             if (_width(ln, True) if comma else len(toks)) != fields or len(toks) < 2:
                 return None

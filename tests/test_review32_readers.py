@@ -10,6 +10,10 @@ with file, line and value, exit status 2, no output: by the CPU reader, the GPU 
    as in METIS and Matrix Market files). A ``#``/``%`` starts a comment at a line's start or after
    a blank or a separator; right after a byte of the first two fields it is refused
    (``guards.glued_mark``; the kernels' ``dg_value``: an id ends at a blank or a line end).
+3. One separator for a file of names: ``--format labelled`` on ``a b`` then ``c d<tab>e`` read
+   c -> d (tabs as blanks), where the symmetric file (``a<tab>b`` then ``c d``) was refused: the
+   separator is told by the first edge line, and a line of a file split at blanks that holds a tab
+   (perhaps tab-separated, ``c d`` -> ``e``) is refused naming the line.
 """
 
 from __future__ import annotations
@@ -265,6 +269,58 @@ def test_a_rank_range_with_a_glued_mark_is_an_anomaly(tmp_path):
     p = write(tmp_path, "g.txt", data)
     plan = plan_read(p)
     assert "did not accept" in read_text_range(p, plan, data.index(b"1 2"), plan.size).anomaly
+
+
+# -- 3. one separator for a file of names ----------------------------------------------------------
+
+MIXED = "a tab in a file of node names whose first edge line holds none"
+
+
+@pytest.mark.parametrize("data, line, fmt", [
+    (b"a b\nc d\te\n", 2, "labelled"),  # (read as c -> d before)
+    (b"a b\nc\td\n", 2, "labelled"),
+    (b"# c\ta\n\na b c\nd e f\ng h\ti\n", 5, "labelled"),  # (tabs in comments are none)
+    (b"1 2\n3\t4\n", 2, "labelled"),
+    (b"a b\n\tc d\n", 2, "labelled"),
+    (b"source target\nalice bob\ncarol\tdave\n", 3, "auto"),  # (a header: the first edge line after it)
+    (b"source\ttarget\nalice bob\ncarol\tdave\n", 3, "auto"),
+])
+def test_a_tab_in_a_file_of_names_split_at_blanks_is_refused(tmp_path, data, line, fmt):
+    refused_alike(write(tmp_path, "n.txt", data), line, MIXED, fmt)
+
+
+def test_the_cli_names_the_line_of_another_separator(tmp_path):
+    p = tmp_path / "n.txt"
+    p.write_bytes(b"a b\nb c\nc d\te\n")
+    out = tmp_path / "n.h5"
+    r = run("index", str(p), "--format", "labelled", "-o", str(out), "--backend", "cpu")
+    assert r.returncode == 2, r
+    err = r.stderr.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith(f"distgrail: error: {p}:3: {MIXED}") and "'c d\\te'" in err[0], err
+    assert sorted(os.listdir(tmp_path)) == ["n.txt"]
+    tsv = tmp_path / "t.txt"  # (the other way round, as before)
+    tsv.write_bytes(b"a\tb\nc d\n")
+    r = run("index", str(tsv), "--format", "labelled", "-o", str(out), "--backend", "cpu")
+    assert r.returncode == 2 and f"{tsv}:2: expected two node names" in r.stderr and not out.exists()
+
+
+def test_a_tab_past_the_first_chunk_is_refused(tmp_path, monkeypatch):
+    from distgrail.io import text as texts
+
+    monkeypatch.setattr(texts, "CHUNK_BYTES", 64)
+    lines = [b"n%d m%d" % (i, i) for i in range(40)]
+    lines[30] = b"x y\tz"
+    refused_alike(write(tmp_path, "n.txt", b"\n".join(lines) + b"\n"), 31, MIXED, "labelled")
+
+
+@pytest.mark.parametrize("data, want", [
+    (b"a b\nc d e\n", [("a", "b"), ("c", "d")]),
+    (b"a\tb\nc d\te\n", [("a", "b"), ("c d", "e")]),  # tab-separated: names hold spaces
+    (b"a b # x\ty\n\t\n \t # c\nc d\n", [("a", "b"), ("c", "d")]),  # tabs in comments and blank lines
+    (b"a,b\nc d, e\n", [("a", "b"), ("c d", "e")]),
+])
+def test_files_of_one_separator_read(tmp_path, data, want):
+    assert edges(read_graph(write(tmp_path, "n.txt", data), fmt="labelled")) == want
 
 
 # -- the kernels (GPU only; their twin above) -------------------------------------------------------

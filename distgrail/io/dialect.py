@@ -8,7 +8,8 @@ comments; :func:`sniff`):
   always are between integer ids. Node names (:func:`split_fields`): a CSV's are split at its
   commas only (outside double quotes) and a file whose first edge line after the header holds a
   tab at tabs only, the blanks around each name cut, so names may hold blanks (``John
-  Smith,Jane Doe``, ``alice, bob``); any other file's at blanks. A tab-separated file's (a tab in
+  Smith,Jane Doe``, ``alice, bob``); any other file's at blanks, a later edge line holding a tab
+  refused (one separator a file: ``c d<tab>e`` may be tab-separated). A tab-separated file's (a tab in
   its first edge line, no comma) each tab ends a field: an empty first or second field (``c\\t\\td``,
   ``\\tc\\td``) is refused, of names or of ids (:func:`~distgrail.io.guards.empty_tab_field`).
 * **Header**: only the first edge line may be a header, and only when none of its tokens (split
@@ -360,7 +361,7 @@ def read_labelled(text, start: int = 0, num_vertices: int | None = None, fields:
     its commas only, commas + 1 counted; a tab-separated one's (a tab in its first edge line) at
     tabs only, an empty first or second field refused (``c\\t\\td`` is no edge c -> d), a run of
     tabs after them one cut; the blanks around a name cut, so names may hold blanks (``John
-    Smith``); any other file's at blanks."""
+    Smith``); any other file's at blanks, an edge line with a tab refused (one separator a file)."""
     from ..nodelabels import NodeLabels
 
     if num_vertices is not None:
@@ -456,16 +457,36 @@ def _quoted(text, pos: int):
 
 def _blank_names(text, offset: int, data: bytes, fields):
     """The first two blank-separated fields of every edge line of ``data`` (whole lines from
-    ``offset``) and where the k-th starts (``where(k)``)."""
+    ``offset``, of a file whose first edge line holds no tab) and where the k-th starts
+    (``where(k)``); the file refused at the first of these: a line of fewer than two fields, or
+    of another count than ``fields``; a tab in an edge line (one separator a file: ``c d<tab>e``
+    would be the edge c -> d here, ``c d`` -> ``e`` in a tab-separated file)."""
     ch = Chunk(text, offset, data)
     ch.blank_comments(b"#%")
-    short = (ch.tokens_per_line > 0) & (ch.tokens_per_line < 2)
-    if short.any():
-        _short(text, ch.abs(ch.line_start[int(np.flatnonzero(short)[0])]), b" ")
-    other = (ch.tokens_per_line > 0) & (ch.tokens_per_line != (fields or 0))
-    if fields and other.any():
-        k = int(np.flatnonzero(other)[0])
-        _other_width(text, ch.abs(ch.line_start[k]), fields, int(ch.tokens_per_line[k]), b" ")
+    live = ch.tokens_per_line > 0
+    found = []  # (line, order, what)
+    tabs = np.flatnonzero(ch.arr == 9)
+    if tabs.size:
+        tabbed = ch.line_of(tabs)
+        tabbed = tabbed[live[tabbed]]
+        if tabbed.size:
+            found.append((int(tabbed[0]), 0, "tab"))
+    short = np.flatnonzero(live & (ch.tokens_per_line < 2))
+    if short.size:
+        found.append((int(short[0]), 1, "short"))
+    other = np.flatnonzero(live & (ch.tokens_per_line != (fields or 0))) if fields else short[:0]
+    if other.size:
+        found.append((int(other[0]), 2, "width"))
+    if found:
+        k, _, what = min(found)
+        at = ch.abs(ch.line_start[k])
+        if what == "tab":
+            text.fail(at, "a tab in a file of node names whose first edge line holds none: its names are split at "
+                          "blanks, but this line may be tab-separated, its names holding spaces ('c d<tab>e'); use one "
+                          f"separator in the whole file, got {text.excerpt(at)}")
+        if what == "short":
+            _short(text, at, b" ")
+        _other_width(text, at, fields, int(ch.tokens_per_line[k]), b" ")
     ch.keep_columns(2)
     quotes = np.flatnonzero(ch.arr == 34)
     if quotes.size:  # CSV quoting is not read: a quoted name with a blank would be split
