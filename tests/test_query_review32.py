@@ -115,3 +115,84 @@ def test_a_pairs_label_past_int64_is_not_in_the_graph(int_server, tmp_path, line
         assert not (tmp_path / "a.tsv").exists()
     with pytest.raises(distgrail.GraphFormatError, match=f":2: node {wide} is not in the graph"):
         distgrail.io.pairs.read_pairs(pairs, "int")
+
+
+# -- 4. CSV answers quoted; TSV refuses what it cannot hold ----------------------------------
+#: string labels with a comma, a quote, a leading blank (no quoting needed) and nothing odd
+ODD = {"a,b": ["d"], "d": ['q"r'], 'q"r': [], " s": ["a,b"]}
+
+
+def test_csv_answers_quote_commas_and_quotes_and_read_back(tmp_path):
+    import csv
+
+    from distgrail.io.answers import read_answer_rows
+    from distgrail.io.writers import write_answers
+
+    idx = distgrail.build_index(ODD, backend="cpu")
+    s, t = np.array(["a,b", 'q"r', " s", "d"]), np.array(["d", "a,b", 'q"r', "d"])
+    answers, _ = idx.query(s, t, backend="cpu")
+    for name in ("a.csv", "a.CSV.gz"):
+        out = tmp_path / name
+        write_answers(answers, out, s, t)
+        u, v, r = read_answer_rows(out)
+        assert u.tolist() == s.tolist() and v.tolist() == t.tolist() and r.tolist() == answers.tolist()
+    text = (tmp_path / "a.csv").read_text()
+    assert text.splitlines()[:3] == ["u,v,reachable", '"a,b",d,1', '"q""r","a,b",0']
+    with open(tmp_path / "a.csv", newline="") as f:  # what any CSV reader reads
+        assert [row[:2] for row in csv.reader(f)][1:] == [[a, b] for a, b in zip(s.tolist(), t.tolist())]
+    # a line break in a label: quoted too, and read back
+    write_answers(np.array([True, False]), tmp_path / "b.csv", np.array(["x\ny", "p\rq"]), np.array(["z", "w"]))
+    u, v, r = read_answer_rows(tmp_path / "b.csv")
+    assert u.tolist() == ["x\ny", "p\rq"] and v.tolist() == ["z", "w"] and r.tolist() == [True, False]
+
+
+def test_query_cli_writes_a_csv_that_reads_back_with_labels_holding_commas(tmp_path):
+    from distgrail.io.answers import read_answer_rows
+
+    distgrail.build_index(ODD, backend="cpu").save(tmp_path / "odd.h5")
+    (tmp_path / "p.txt").write_text('a,b d\nq"r a,b\n')
+    r = _cli("query", "odd.h5", "p.txt", "-o", "a.csv", "--quiet", cwd=tmp_path)
+    assert r.returncode == 0, r.stderr
+    u, v, _ = read_answer_rows(tmp_path / "a.csv")
+    assert u.tolist() == ["a,b", 'q"r'] and v.tolist() == ["d", "a,b"]
+    assert all(len(row.split(",")) == 3 for row in (tmp_path / "a.csv").read_text().replace('"a,b"', "x").split("\n")[:-1])
+
+
+@pytest.mark.parametrize("label", ["a\tb", "a\nb", "a\rb"])
+def test_tsv_answers_refuse_a_label_holding_a_tab_or_a_line_break(tmp_path, label):
+    from distgrail.errors import OutputError
+    from distgrail.io.writers import write_answers
+
+    for name in ("a.tsv", "a.tsv.gz"):
+        with pytest.raises(OutputError, match=r"holds a tab or a line break.*\.csv"):
+            write_answers(np.array([True]), tmp_path / name, np.array([label]), np.array(["x"]))
+    assert os.listdir(tmp_path) == []
+
+
+def test_read_answer_rows_names_a_row_that_is_not_three_fields(tmp_path):
+    from distgrail.io.answers import read_answer_rows
+
+    (tmp_path / "a.csv").write_text('u,v,reachable\n"x\ny",b,1\nc,d\n')
+    with pytest.raises(distgrail.GraphFormatError, match=r"a\.csv:4: expected a row 'u,v,reachable'"):
+        read_answer_rows(tmp_path / "a.csv")
+
+
+# -- 5. the separator from the file's own name ------------------------------------------------
+@pytest.mark.parametrize("name, sep", [("my.csv.dir/a.tsv", "\t"), ("my.csv.dir/a.tsv.gz", "\t"),
+                                       ("my.tsv.dir/a.csv", ","), ("x.csv.d/A.CSV.GZ", ","),
+                                       ("a.csv.tsv", "\t")])
+def test_the_separator_is_told_by_the_files_own_extension(tmp_path, name, sep):
+    import gzip
+
+    from distgrail.io.answers import read_answer_rows
+
+    out = tmp_path / name
+    out.parent.mkdir(exist_ok=True)
+    distgrail.build_index(ODD, backend="cpu").save(tmp_path / "odd.h5")
+    (tmp_path / "p.txt").write_text("d q\"r\n")
+    r = _cli("query", "odd.h5", "p.txt", "-o", name, "--quiet", cwd=tmp_path)
+    assert r.returncode == 0, r.stderr
+    raw = (gzip.open if name.lower().endswith(".gz") else open)(out, "rt").read()
+    assert raw.splitlines()[0] == sep.join(("u", "v", "reachable")), raw
+    u, v, got = read_answer_rows(out)
+    assert u.tolist() == ["d"] and v.tolist() == ['q"r'] and got.tolist() == [True]

@@ -7,10 +7,11 @@ import os
 
 import numpy as np
 
-from ..errors import DistGrailError, GraphFormatError
+from ..errors import DistGrailError, GraphFormatError, OutputError
 from .atomic import atomic_path
 
-__all__ = ["write_answer_rows", "read_answer_rows", "COLUMNS", "COMPRESSED", "compression_of", "uncompressed_name"]
+__all__ = ["write_answer_rows", "read_answer_rows", "COLUMNS", "COMPRESSED", "compression_of", "uncompressed_name",
+           "is_csv"]
 
 #: header / column names
 COLUMNS = ("u", "v", "reachable")
@@ -44,7 +45,36 @@ def _text_rows(answers, u, v, sep: bytes, format_ints) -> bytes:
         return format_ints(vals, codes, [sep, b"\n"])
     a = np.where(answers, "1", "0").tolist()
     s = sep.decode()
-    return "".join(f"{x}{s}{y}{s}{z}\n" for x, y, z in zip(u.tolist(), v.tolist(), a)).encode("utf-8")
+    us, vs = ([_csv_field(str(x)) for x in c.tolist()] if s == "," else c.tolist() for c in (u, v))
+    return "".join(f"{x}{s}{y}{s}{z}\n" for x, y, z in zip(us, vs, a)).encode("utf-8")
+
+
+def _csv_field(text: str) -> str:
+    """A CSV field as RFC 4180 writes it: quoted (its quotes doubled) when it holds a comma, a
+    quote or a line break; what Python's :mod:`csv` reader (and :func:`read_answer_rows`) reads back."""
+    if any(c in text for c in ',"\r\n'):
+        return '"' + text.replace('"', '""') + '"'
+    return text
+
+
+def _check_tsv_labels(path, u, v) -> None:
+    """A TSV row is split at tabs and lines at line breaks, unquoted: a label holding either
+    could not be read back as one, so it is refused (a .csv quotes it; Parquet holds any)."""
+    for col in (u, v):
+        if col.dtype.kind in "iu" or col.size == 0:
+            continue
+        for x in col.tolist():
+            x = str(x)
+            if any(c in x for c in "\t\n\r"):
+                raise OutputError(f"{path}: node label {x!r} holds a tab or a line break, which a .tsv row "
+                                  f"cannot hold: write the answers as .csv (quoted) or .parquet")
+
+
+def is_csv(path) -> bool:
+    """Whether a table of answers named ``path`` is comma separated: by its own extension, in any
+    case, after its compressed ending (``a.csv``, ``A.CSV.GZ``; not ``my.csv.dir/a.tsv``); else
+    tab separated."""
+    return uncompressed_name(os.path.basename(os.fspath(path))).lower().endswith(".csv")
 
 
 def write_answer_rows(answers: np.ndarray, u: np.ndarray, v: np.ndarray, path: str, format_ints) -> None:
@@ -66,7 +96,9 @@ def write_answer_rows(answers: np.ndarray, u: np.ndarray, v: np.ndarray, path: s
         with atomic_path(path) as tmp:
             pq.write_table(table, tmp)
         return
-    sep = b"," if ".csv" in low else b"\t"
+    sep = b"," if is_csv(path) else b"\t"
+    if sep == b"\t":
+        _check_tsv_labels(path, u, v)
     body = sep.join(c.encode() for c in COLUMNS) + b"\n" + _text_rows(answers, u, v, sep, format_ints)
     write_text_body(path, body)
 
@@ -119,13 +151,29 @@ def read_answer_rows(path):
 
         t = pq.read_table(path)
         return t.column("u").to_numpy(), t.column("v").to_numpy(), t.column("reachable").to_numpy()
+    import csv
     import gzip
 
-    with (gzip.open if compression_of(path) == "gz" else open)(path, "rt", encoding="utf-8") as f:
-        rows = f.read().splitlines()
-    sep = "," if ".csv" in path.lower() else "\t"
-    if not rows or rows[0].split(sep) != list(COLUMNS):
+    comma = is_csv(path)
+    with (gzip.open if compression_of(path) == "gz" else open)(path, "rt", encoding="utf-8", newline="") as f:
+        # CSV: RFC 4180 quoting, as written; TSV: split at tabs, no quoting (its labels hold no tab)
+        reader = csv.reader(f, delimiter=",") if comma else csv.reader(f, delimiter="\t", quoting=csv.QUOTE_NONE)
+        sep = "," if comma else "\t"
+        rows, starts = [], []  # (the line each row starts on: a quoted CSV field may hold line breaks)
+        try:
+            ended = 0  # the last line of the row before
+            for row in reader:
+                starts.append(ended + 1)
+                rows.append(row)
+                ended = reader.line_num
+        except csv.Error as e:
+            raise GraphFormatError(f"not a readable answers table ({e})", path=path, line=reader.line_num) from None
+    if not rows or rows[0] != list(COLUMNS):
         raise GraphFormatError(f"expected the header {sep.join(COLUMNS)!r}", path=path, line=1)
-    cells = [r.split(sep) for r in rows[1:]]
+    cells = rows[1:]
+    bad = next((k for k, c in enumerate(cells) if len(c) != 3 or c[2] not in ("0", "1")), None)
+    if bad is not None:
+        raise GraphFormatError(f"expected a row 'u{sep}v{sep}reachable' (reachable 0 or 1), got "
+                               f"{sep.join(cells[bad])!r}", path=path, line=starts[bad + 1])
     return (np.array([c[0] for c in cells]), np.array([c[1] for c in cells]),
             np.array([c[2] == "1" for c in cells], bool))
