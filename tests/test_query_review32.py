@@ -196,3 +196,27 @@ def test_the_separator_is_told_by_the_files_own_extension(tmp_path, name, sep):
     assert raw.splitlines()[0] == sep.join(("u", "v", "reachable")), raw
     u, v, got = read_answer_rows(out)
     assert u.tolist() == ["d"] and v.tolist() == ['q"r'] and got.tolist() == [True]
+
+
+# -- 6. a .npy of labels refused with its file, row and column -------------------------------
+def test_an_npy_of_labels_names_the_file_row_and_column(int_server, tmp_path):
+    path, srv = int_server
+    np.save(tmp_path / "lii.npy", np.array([[0, -5], [0, 99]]))
+    np.save(tmp_path / "liu.npy", np.array([[0, 2**64 - 5]], np.uint64))
+    np.save(tmp_path / "ok.npy", np.array([[0, -5], [-5, 0]]))
+    for where in ((path,), ("--server", srv.url)):
+        _refused(_cli("query", *where, "lii.npy", "-o", "a.txt", cwd=tmp_path),
+                 "lii.npy[1, 1]: node 99 is not in the graph")
+        _refused(_cli("query", *where, "liu.npy", "-o", "a.txt", cwd=tmp_path),
+                 "liu.npy[0, 1]: node 18446744073709551611 is not in the graph")
+        r = _cli("query", *where, "ok.npy", "-o", "a.txt", "--quiet", cwd=tmp_path)
+        assert r.returncode == 0 and (tmp_path / "a.txt").read_text() == "1\n0\n", r.stderr
+        os.remove(tmp_path / "a.txt")
+    idx = distgrail.open_index(path)
+    with pytest.raises(distgrail.GraphFormatError, match=r"lii\.npy\[1, 1\]: node 99 is not in the graph"):
+        distgrail.io.pairs.read_pairs_for(tmp_path / "lii.npy", idx)
+    strs = tmp_path / "s.h5"
+    distgrail.build_index(ODD, backend="cpu").save(strs)
+    _refused(_cli("query", "s.h5", "ok.npy", "-o", "a.txt", cwd=tmp_path),
+             "ok.npy: this index takes the graph's string node labels")
+    assert sorted(os.listdir(tmp_path)) == ["lii.npy", "liu.npy", "ok.npy", "s.h5"]

@@ -83,7 +83,9 @@ def read_query_pairs(path, labels: str | None = None, n: int | None = None, know
     would end with SIGBUS)."""
     path = _pairs_file(path)
     if is_npy(path):
-        return _npy_pairs(path, None if labels else n, copy=not (mapped and n is not None))
+        if labels is not None:
+            return _npy_label_pairs(path, labels, known)
+        return _npy_pairs(path, n, copy=not (mapped and n is not None))
     data = None
     if compression_of(path) == "gz":  # (by the name in any case, as the writers tell it)
         import gzip
@@ -130,6 +132,30 @@ def _npy_pairs(path, n, copy: bool = True) -> QueryPairs:
         expected = np.asarray(arr[:, 2]).astype(bool)
     s, t = _npy_ids(path, arr, n, copy=copy)
     return QueryPairs(path, s, t, expected)
+
+
+def _npy_label_pairs(path, kind, known) -> QueryPairs:
+    """A ``.npy`` of integer node labels (shape (k, 2), or (k, 3) with the expected answers), for
+    an index of integer labels; ``known``: each must be in it. A label that is not (one past
+    2^63 - 1 among them) is named as an id is, by its row and column: ``p.npy[1, 1]: node 3 is not
+    in the graph``. An index of string labels takes them from a text pairs file."""
+    arr = npy_pairs_array(path)
+    if kind != "int":
+        raise GraphFormatError(f"this index takes the graph's string node labels, got {arr.dtype} pairs "
+                               f"(give them in a text pairs file, one 'u v' pair a line)", path=path)
+    if arr.dtype == np.uint64 and arr.size:  # a label past 2^63 - 1 is no node (as int64 it would be another)
+        big = np.flatnonzero(np.asarray(arr[:, :2]).reshape(-1) > np.uint64(2**63 - 1))
+        if big.size:
+            row, col = divmod(int(big[0]), 2)
+            raise GraphFormatError(f"node {int(arr[row, col])} is not in the graph", path=f"{path}[{row}, {col}]")
+    q = _npy_pairs(path, None)
+    if known is not None and q.sources.size:
+        missing = ~np.isin(np.stack([q.sources, q.targets], axis=1), known.values)
+        if missing.any():
+            row, col = divmod(int(np.flatnonzero(missing.reshape(-1))[0]), 2)
+            raise GraphFormatError(f"node {int((q.sources, q.targets)[col][row])} is not in the graph",
+                                   path=f"{path}[{row}, {col}]")
+    return q
 
 
 def npy_pairs_array(path) -> np.ndarray:

@@ -135,16 +135,23 @@ def with_server(cmd_query):
 
 
 def _at_line(e, q):
-    """The server's ``sources[k]: ...`` refusal as the pairs file's ``file:line`` error (exit 2);
-    any other refusal as it is."""
+    """The server's ``sources[k]: ...`` refusal as the pairs file's ``file:line`` error (exit 2;
+    ``file[k, column]`` for a .npy); any other refusal as it is."""
     import re
 
     from ..errors import GraphFormatError
 
     m = re.match(r"(sources|targets)\[(\d+)\]: (.*)", str(e), re.S)
-    if m is None or q.lines is None or int(m.group(2)) >= len(q.lines):
+    if m is None or int(m.group(2)) >= q.sources.size:
         return e
-    return GraphFormatError(m.group(3), path=q.path, line=int(q.lines[int(m.group(2))]))
+    k = int(m.group(2))
+    if q.lines is None:  # a .npy: its row and column, as a local query names them
+        from ..io.pairs import is_npy
+
+        if not is_npy(q.path):
+            return e
+        return GraphFormatError(m.group(3), path=f"{q.path}[{k}, {int(m.group(1) == 'targets')}]")
+    return GraphFormatError(m.group(3), path=q.path, line=int(q.lines[k]))
 
 
 def query_through_server(args, pairs: str) -> int:
