@@ -53,12 +53,19 @@ def with_pair(cmd_query):
 
 
 def _vertex(idx, what: str, tok: str):
+    """The vertex ``--pair`` names by ``tok``: a string label as given, else an integer written
+    as a pairs file writes one (ASCII digits, a leading minus sign; no ``+``, ``_`` or other
+    digits, which ``int()`` takes: ``1_0`` would be 10); a negative id is then out of range."""
+    import re
+
     from .errors import QueryError
 
     kind = None if idx.node_labels is None else idx.node_labels.kind
     if kind == "str":
         return tok
     try:
+        if not re.fullmatch(r"-?[0-9]+", tok):  # (ASCII digits only)
+            raise ValueError
         return int(tok)
     except ValueError:
         raise QueryError(f"{what}: this index takes {'integer node labels' if kind else 'vertex ids'}, "

@@ -220,3 +220,37 @@ def test_an_npy_of_labels_names_the_file_row_and_column(int_server, tmp_path):
     _refused(_cli("query", "s.h5", "ok.npy", "-o", "a.txt", cwd=tmp_path),
              "ok.npy: this index takes the graph's string node labels")
     assert sorted(os.listdir(tmp_path)) == ["lii.npy", "liu.npy", "ok.npy", "s.h5"]
+
+
+# -- 7. --pair takes what a pairs file takes -------------------------------------------------
+@pytest.fixture(scope="module")
+def two_indexes(tmp_path_factory):
+    d = tmp_path_factory.mktemp("pair")
+    distgrail.build_index((np.arange(11), np.arange(1, 12)), backend="cpu").save(d / "ids.h5")
+    distgrail.build_index(INT_GRAPH, backend="cpu").save(d / "ints.h5")
+    return d
+
+
+@pytest.mark.parametrize("index, u, v, message", [
+    ("ids.h5", "1_0", "2", "--pair U: this index takes vertex ids, got '1_0'"),
+    ("ids.h5", "\u0663", "2", "--pair U: this index takes vertex ids, got '\u0663'"),
+    ("ids.h5", "+7", "2", "--pair U: this index takes vertex ids, got '+7'"),
+    ("ids.h5", "-1", "2", "--pair -1 2: vertex id out of range 0..11, got '-1'"),
+    ("ints.h5", "+7", "0", "--pair U: this index takes integer node labels, got '+7'"),
+    ("ints.h5", "7", "4_611_686_018_427_387_904", "--pair V: this index takes integer node labels"),
+    ("ints.h5", "-5", "\u0667", "--pair V: this index takes integer node labels, got '\u0667'"),
+])
+def test_pair_refuses_what_a_pairs_file_refuses(two_indexes, index, u, v, message):
+    r = _cli("query", index, "--pair", u, v, cwd=two_indexes)
+    _refused(r, message)
+    (two_indexes / "p.txt").write_text(f"{u} {v}\n")
+    _refused(_cli("query", index, "p.txt", cwd=two_indexes), "p.txt:1:")
+
+
+@pytest.mark.parametrize("index, u, v, said", [("ids.h5", "07", "10", "07 10 reachable"),
+                                               ("ids.h5", "10", "2", "10 2 unreachable"),
+                                               ("ints.h5", "-5", "4611686018427387904",
+                                                "-5 4611686018427387904 reachable")])
+def test_pair_answers_what_a_pairs_file_takes(two_indexes, index, u, v, said):
+    r = _cli("query", index, "--pair", u, v, cwd=two_indexes)
+    assert r.returncode == 0 and r.stdout.strip() == said, (r.stdout, r.stderr)
