@@ -155,10 +155,16 @@ def test_empty_tab_field_agrees_with_a_line_by_line_reading():
             pos += len(line) + 1
         return -1
 
+    from distgrail.io.fields_jit import first_empty_tab_field
+
     rng = np.random.default_rng(32)
     for _ in range(3000):
-        data = bytes(rng.choice(list(b"01  \t\t\t\n#"), size=int(rng.integers(0, 40))).tolist())
-        assert guards.empty_tab_field(data) == slow(data), data
+        data = bytes(rng.choice(list(b"01  \t\t\t\n#%"), size=int(rng.integers(0, 40))).tolist())
+        want = slow(data)
+        assert guards.empty_tab_field(data) == want, data
+        assert first_empty_tab_field(np.frombuffer(data, np.uint8)) == want, data  # (the compiled pass)
+    many = b"0\t1\t\t5\n" * 5000  # (more tabs to look at than a walk takes: the compiled pass)
+    assert guards.empty_tab_field(many) == -1 and guards.empty_tab_field(many + b"7\t\t8\n") == len(many) + 2
 
 
 def test_a_rank_range_is_held_to_the_file_s_first_edge_line(tmp_path):

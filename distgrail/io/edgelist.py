@@ -32,13 +32,14 @@ class Width:
         self.comma, self.fields, self.line = comma, 0, 0
         self.tab = False if comma else None
 
-    def tabs(self, text: Text, offset: int, data: bytes) -> None:
+    def tabs(self, text: Text, offset: int, data: bytes, clean: bool = False) -> None:
         """A chunk of a file that is not comma-separated: once its first edge line holds a tab (a
         tab-separated file), a line whose first or second field is empty (``2\\t\\t4``, read as
-        blanks the edge from 2 to 4) is refused (:func:`~distgrail.io.guards.empty_tab_field`)."""
+        blanks the edge from 2 to 4) is refused (:func:`~distgrail.io.guards.empty_tab_field`);
+        ``clean``: the fast path found one separator byte before every token, so none is."""
         if self.tab is None:
             self.tab = first_edge_tab(data)
-        if self.tab:
+        if self.tab and not clean:
             bad = empty_tab_field(data)
             if bad >= 0:
                 text.fail(offset + bad, EMPTY_TAB_FIELD + text.excerpt(offset + bad))
@@ -88,8 +89,10 @@ class Width:
             self.fail(text, ch.abs(ch.line_start[other[0]]))
 
 
-def _pairs_chunk_fast(data: bytes, comments: bytes, base: int, n: int | None, cap: int):
-    """Fast path for a chunk of 'u v' lines; returns the 2k values or None (general path)."""
+def _pairs_chunk_fast(data: bytes, comments: bytes, base: int, n: int | None, cap: int, note: dict | None = None):
+    """Fast path for a chunk of 'u v' lines; returns the 2k values or None (general path).
+    ``note["clean"]`` (when given): whether every token follows one separator byte, or a line end,
+    or starts the chunk (``0\\t1``: no run of blanks where a field could be empty, :meth:`Width.tabs`)."""
     bl = data.translate(PAIRS_TABLE)
     if comments and bl.find(b"\x01") >= 0:
         hits = []
@@ -111,11 +114,13 @@ def _pairs_chunk_fast(data: bytes, comments: bytes, base: int, n: int | None, ca
     ts = token_starts(b)
     if ts.size % 2:
         return None
+    clean = not ts.size or ts[0] == 0
     if ts.size >= 2:
         # between the two tokens of a line no newline, between lines at least one
         nxt = ts[1:]
         single = b[nxt - 2] > 47  # one separator byte between the tokens
         has_nl = b[nxt - 1] == 10
+        clean = clean and bool(single.all())
         if not single.all():
             nl = np.flatnonzero(b == 10)
             odd = np.flatnonzero(~single)
@@ -128,6 +133,8 @@ def _pairs_chunk_fast(data: bytes, comments: bytes, base: int, n: int | None, ca
     lo, hi = int(vals.min()), int(vals.max())
     if lo < base or (hi >= base + n if n is not None else hi >= cap):
         return None
+    if note is not None:
+        note["clean"] = clean
     return vals
 
 
@@ -178,12 +185,13 @@ def read_columns(text: Text, start: int, columns: int, comments: bytes, base: in
     for offset, data in text.chunks(start):
         if width is not None and width.comma:
             width.commas(text, offset, len(data))
-        elif width is not None:
-            width.tabs(text, offset, data)
         glued = glued_mark(data, marks=comments) if comments else -1
         if glued >= 0:  # ('0 5%20' is no edge from 0 to 5)
             text.fail(offset + glued, GLUED_MARK + text.excerpt(offset + glued))
-        vals = _pairs_chunk_fast(data, comments, base, n, cap)
+        note: dict = {}
+        vals = _pairs_chunk_fast(data, comments, base, n, cap, note)
+        if width is not None and not width.comma:  # (a chunk of one separator byte between tokens: no empty field)
+            width.tabs(text, offset, data, note.get("clean", False))
         if vals is not None and vals.size and width is not None and not width.comma and \
                 not width.tokens(text, offset, data, 2):
             vals = None  # (the fast path read lines of two fields: the general one says which line differs)

@@ -1,7 +1,8 @@
-"""The scans of comma-separated edge lists, compiled (numba, ``nogil``): one pass over a chunk's
-bytes each, what :func:`distgrail.io.guards.empty_field` and :func:`~distgrail.io.guards.comma_width`
-compute with NumPy (tests check both on the same inputs). Imported when a CSV is read; without
-numba the NumPy code runs."""
+"""The scans of comma- and tab-separated edge lists, compiled (numba, ``nogil``): one pass over a
+chunk's bytes each, what :func:`distgrail.io.guards.empty_field`, :func:`~distgrail.io.guards.comma_width`
+and :func:`~distgrail.io.guards.empty_tab_field` compute with NumPy or line by line (tests check
+both on the same inputs). Imported when a large chunk or one of many lines to walk is read;
+without numba the NumPy code runs."""
 
 from __future__ import annotations
 
@@ -104,3 +105,37 @@ def comma_width(a, fields):  # pragma: no cover - compiled
                 return s, fields, first
         i += 1
     return -1, fields, first
+
+
+@njit(nogil=True, cache=True)
+def first_empty_tab_field(a):  # pragma: no cover - compiled
+    """The offset of the tab that makes a line's first or second field empty in ``a`` (uint8,
+    whole lines of a tab-separated edge list of ids), outside a ``#``/``%`` comment, or -1: a tab
+    among the blanks before the line's first token (when a token follows), else the second tab
+    among the blanks right after that token (:func:`distgrail.io.guards.empty_tab_field`)."""
+    n = a.size
+    i = 0
+    while i < n:
+        j = i
+        lead = -1
+        while j < n and (a[j] == 32 or a[j] == 9 or a[j] == 13):
+            if a[j] == 9 and lead < 0:
+                lead = j
+            j += 1
+        if j < n and a[j] != 10 and a[j] != 35 and a[j] != 37:  # a field
+            if lead >= 0:
+                return lead
+            while j < n and a[j] != 32 and a[j] != 9 and a[j] != 13 and a[j] != 10 and a[j] != 35 and a[j] != 37:
+                j += 1
+            if j < n and a[j] != 35 and a[j] != 37:
+                tabs = 0
+                while j < n and (a[j] == 32 or a[j] == 9 or a[j] == 13):
+                    if a[j] == 9:
+                        tabs += 1
+                        if tabs == 2:
+                            return j
+                    j += 1
+        while j < n and a[j] != 10:
+            j += 1
+        i = j + 1
+    return -1

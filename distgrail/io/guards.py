@@ -11,7 +11,7 @@ import re
 import numpy as np
 
 __all__ = ["STRAY_CR", "stray_cr", "room_problem", "EMPTY_FIELD", "empty_field", "empty_field_numpy", "EMPTY_TAB_FIELD",
-           "empty_tab_field", "first_edge_tab", "GLUED_MARK", "glued_mark", "width_message", "line_fields", "line_integer", "first_edge_fields",
+           "empty_tab_field", "empty_tab_walk", "first_edge_tab", "GLUED_MARK", "glued_mark", "width_message", "line_fields", "line_integer", "first_edge_fields",
            "first_edge_width", "comma_width", "comma_width_numpy"]
 
 #: what a carriage return that does not end a line is told
@@ -149,7 +149,9 @@ def empty_tab_field(data: bytes) -> int:
     them (``2\\t\\t4``, ``2\\t \\t4``). Read as blanks, those tabs would shift the columns
     (``2\\t\\t4``, 2 then an empty target then 4, would be the edge from 2 to 4), as a CSV's
     ``2,,4`` would (:func:`empty_field`). Blanks are the ids' separators too, so ``0 1\\t\\t5`` (an
-    empty third field) reads. One ``find`` per pattern when no line can hold such a tab.
+    empty third field) reads. One ``find`` per pattern when no line can hold such a tab; the tabs
+    that follow a line end or a blank (the only ones that may) walked one by one when they are
+    few (:func:`empty_tab_walk`), else one compiled pass (:mod:`distgrail.io.fields_jit`).
 
     >>> [empty_tab_field(x) for x in (b"0\\t1\\n2\\t\\t4\\n", b"\\t0\\t1\\n", b"0\\t1\\t\\t5\\n", b"0 1\\n\\t# c\\n")]
     [6, 0, -1, -1]
@@ -159,30 +161,39 @@ def empty_tab_field(data: bytes) -> int:
     if not data.startswith(b"\t") and not any(cut in data for cut in _TAB_AFTER):
         return -1
     arr = np.frombuffer(data, np.uint8)
-    blank = (arr == 32) | (arr == 9) | (arr == 13)
-    solid = np.flatnonzero(~blank)  # (line ends, comment marks and tokens' bytes)
     tabs = np.flatnonzero(arr == 9)
-    before = np.concatenate(([0], arr[:-1]))
-    cand = tabs[(tabs == 0) | (before[tabs] == 10) | (before[tabs] == 9) | (before[tabs] == 32)]
-    if not cand.size or not solid.size:
+    before = arr[np.maximum(tabs - 1, 0)]
+    cand = tabs[(tabs == 0) | (before == 10) | (before == 9) | (before == 32)]
+    if not cand.size:
         return -1
-    nl = np.flatnonzero(arr == 10)
-    line_start = np.concatenate(([0], nl + 1))[np.searchsorted(nl, cand)]
-    k = np.searchsorted(solid, cand)  # the first solid byte after each candidate
-    nxt = np.where(k < solid.size, arr[solid[np.minimum(k, solid.size - 1)]], 10)
-    mark = (arr == 35) | (arr == 37)
-    word = ~blank & ~mark & (arr != 10)  # the bytes of a field before a comment
-    starts = np.flatnonzero(word & ~np.concatenate(([False], word[:-1])))
-    cmarks = np.cumsum(mark)
-    marks_before = cmarks[cand] - np.where(line_start > 0, cmarks[np.maximum(line_start - 1, 0)], 0)
-    toks = np.searchsorted(starts, cand) - np.searchsorted(starts, line_start)  # fields before the candidate
-    lead = (toks == 0) & (nxt != 10) & (nxt != 35) & (nxt != 37)  # a tab before the first field
-    prev = solid[np.maximum(k - 1, 0)]  # the last solid byte before the candidate (the first field's last)
-    ctabs = np.cumsum(arr == 9)
-    run = ctabs[cand] - ctabs[np.maximum(prev, 0)]  # tabs from the end of that field to the candidate, itself too
-    second = (toks == 1) & (k > 0) & (run >= 2)
-    bad = np.flatnonzero((lead | second) & (marks_before == 0))
-    return int(cand[bad[0]]) if bad.size else -1
+    if cand.size <= SPECIAL_JIT and len(data) < JIT_MIN_BYTES:
+        return empty_tab_walk(data, cand.tolist())
+    try:
+        from .fields_jit import first_empty_tab_field
+    except ImportError:  # pragma: no cover - numba is a dependency
+        return empty_tab_walk(data, cand.tolist())
+    return int(first_empty_tab_field(arr))
+
+
+_SOLID = re.compile(rb"[^ \t\r]")
+
+
+def empty_tab_walk(data: bytes, cand) -> int:
+    """:func:`empty_tab_field` line by line at the tabs ``cand`` (ascending offsets: those that
+    follow a line end, a tab or a space; the compiled pass's twin)."""
+    for c in cand:
+        start = data.rfind(b"\n", 0, c) + 1
+        head = data[start:c]
+        if b"#" in head or b"%" in head:
+            continue  # (inside a comment)
+        toks = _TOKEN.findall(head)
+        if not toks:  # a tab before the first field, if a field follows it
+            m = _SOLID.search(data, c)
+            if m is not None and data[m.start()] not in b"\n#%":
+                return c
+        elif len(toks) == 1 and head[len(head.rstrip(b" \t\r")):].count(b"\t") >= 1:
+            return c  # (the second tab after the first field)
+    return -1
 
 
 #: the message of a comment mark glued to one of a line's first two fields
