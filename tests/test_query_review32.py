@@ -14,7 +14,7 @@ import pytest
 import distgrail
 import distgrail.io.pairs
 from distgrail.errors import QueryError
-from test_server import Server, _env
+from test_server import MPIEXEC, Server, _env, needs_mpiexec
 
 #: integer labels, one of them -5 (2^64 - 5 as uint64 wraps to it) and one past 2^32
 INT_GRAPH = {-5: [7], 7: [2**62], 2**62: [], 0: [-5], 1: [0], 2: [1], 3: [2]}
@@ -254,3 +254,77 @@ def test_pair_refuses_what_a_pairs_file_refuses(two_indexes, index, u, v, messag
 def test_pair_answers_what_a_pairs_file_takes(two_indexes, index, u, v, said):
     r = _cli("query", index, "--pair", u, v, cwd=two_indexes)
     assert r.returncode == 0 and r.stdout.strip() == said, (r.stdout, r.stderr)
+
+
+# -- 8. Index.query(comm=...) refuses a bad batch with a QueryError on every rank -------------
+@pytest.mark.mpi(min_size=2)
+def test_query_with_comm_raises_a_query_error_on_every_rank():
+    from mpi4py import MPI
+
+    from distgrail.mpi.errors import QueryRankError, RankError
+
+    comm = MPI.COMM_WORLD
+    me = comm.Get_rank()
+    idx = distgrail.build_index(distgrail.bundled_graph(), dims=2, backend="cpu")
+    lab = distgrail.build_index(INT_GRAPH, backend="cpu")
+    n = idx.n
+    cases = [(idx, [0, n], [1, 2], rf"sources\[1\] out of range 0\.\.{n - 1}, got {n}"),
+             (idx, [0], [1, 2], "sources and targets must be 1-D of equal length"),
+             (lab, [0, 99], [-5, 7], r"sources\[1\]: node 99 is not in the graph"),
+             (lab, np.array([7], np.uint64), np.array([2**64 - 5], np.uint64),
+              r"targets\[0\]: node 18446744073709551611 is not in the graph")]
+    seen = []
+    for index, s, t, message in cases:
+        try:
+            index.query(np.asarray(s) if me == 0 else None, np.asarray(t) if me == 0 else None, backend="cpu",
+                        comm=comm)
+            seen.append("no error")
+        except QueryError as e:  # as in one process
+            import re
+
+            seen.append((type(e) is QueryRankError and isinstance(e, RankError) and e.rank == 0
+                         and e.comm_rank == me and bool(re.search(message, str(e)))) or str(e))
+    every = comm.allgather(seen)
+    assert all(x is True for rank in every for x in rank), every
+    # the ranks are still in step: a good batch after the bad ones
+    got, _ = idx.query([0, 1] if me == 0 else None, [1, 2] if me == 0 else None, backend="cpu", comm=comm)
+    assert got.tolist() == idx.query([0, 1], [1, 2], backend="cpu")[0].tolist()
+
+
+@pytest.mark.mpi(min_size=2)
+def test_an_error_other_than_a_query_error_stays_a_plain_rank_error():
+    from mpi4py import MPI
+
+    from distgrail.mpi.errors import QueryRankError, RankError, run_shared
+
+    comm = MPI.COMM_WORLD
+    last = comm.Get_size() - 1
+
+    def fail():
+        if comm.Get_rank() == last:
+            raise distgrail.GraphFormatError("planted", path="x.txt", line=3)
+
+    with pytest.raises(RankError) as e:
+        run_shared(comm, "reading", fail)
+    assert not isinstance(e.value, (QueryError, QueryRankError)) and not e.value.bug
+    assert str(e.value) == f"rank {last}, reading: x.txt:3: planted"
+
+
+@needs_mpiexec
+def test_query_with_comm_under_mpiexec_is_a_query_error_on_both_ranks(tmp_path):
+    """A script under ``mpiexec -n 2`` (not pytest's): ``except QueryError`` catches the bad batch on both."""
+    pytest.importorskip("mpi4py")
+    distgrail.build_index(INT_GRAPH, backend="cpu").save(tmp_path / "ints.h5")
+    (tmp_path / "p.py").write_text(
+        "import sys, numpy as np, distgrail\nfrom mpi4py import MPI\n"
+        "from distgrail.errors import QueryError\ncomm = MPI.COMM_WORLD\n"
+        "idx = distgrail.open_index('ints.h5')\n"
+        "try:\n    idx.query([0, 99] if comm.rank == 0 else None, [0, 0] if comm.rank == 0 else None,"
+        " backend='cpu', comm=comm)\n"
+        "except QueryError as e:\n    print(comm.rank, 'QueryError', e, flush=True)\n")
+    r = subprocess.run([MPIEXEC, "-n", "2", sys.executable, "p.py"], capture_output=True, text=True, cwd=tmp_path,
+                       env=_env(), timeout=120)
+    assert r.returncode == 0, (r.stdout, r.stderr)
+    lines = sorted(r.stdout.splitlines())
+    assert lines == [f"{k} QueryError rank 0, checking the query pairs: sources[1]: node 99 is not in the graph"
+                     for k in (0, 1)], r.stdout

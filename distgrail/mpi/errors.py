@@ -10,9 +10,9 @@ calls ``MPI_Abort`` on an uncaught exception.
 
 from __future__ import annotations
 
-from ..errors import DistGrailError
+from ..errors import DistGrailError, QueryError
 
-__all__ = ["RankError", "share_outcome", "run_shared", "own_comm", "mpi"]
+__all__ = ["RankError", "QueryRankError", "share_outcome", "run_shared", "own_comm", "mpi"]
 
 
 class RankError(DistGrailError):
@@ -37,6 +37,13 @@ class RankError(DistGrailError):
         self.bug = bug
         #: the rank of the process that raised this copy (the CLI prints on rank 0 only)
         self.comm_rank = comm_rank
+
+
+class QueryRankError(RankError, QueryError):
+    """The :class:`RankError` of a step whose failing rank raised :class:`~distgrail.errors.QueryError`
+    (bad pairs: ``Index.query(..., comm=comm)``): on every rank it is a QueryError too, so that
+    ``except QueryError`` catches it as it does in one process, and a RankError, so that the
+    command line and the server treat it as every rank's error."""
 
 
 
@@ -77,11 +84,13 @@ def share_outcome(comm, step: str, error: BaseException | None) -> None:
     ranks = [r for r in range(size) if failed[r]]
     root = ranks[0]
     bug = error is not None and not isinstance(error, (DistGrailError, MemoryError))
-    info = comm.bcast((_describe(error), type(error).__name__, step, bug) if me == root else None, root=root)
-    msg, typ, step, bug = info
+    query = isinstance(error, QueryError)
+    info = comm.bcast((_describe(error), type(error).__name__, step, bug, query) if me == root else None, root=root)
+    msg, typ, step, bug, query = info
     others = f" (and on rank{'s' if len(ranks) > 2 else ''} {', '.join(map(str, ranks[1:]))})" \
         if len(ranks) > 1 else ""
-    err = RankError(f"rank {root}{others}, {step}: {msg}", root, step, ranks, typ, me, bug)
+    err = (QueryRankError if query else RankError)(f"rank {root}{others}, {step}: {msg}", root, step, ranks, typ,
+                                                     me, bug)
     if me == root:
         raise err from error
     raise err from None
@@ -91,7 +100,8 @@ def run_shared(comm, step: str, fn=None, *args, **kwargs):
     """Collective: call ``fn(*args, **kwargs)`` (when ``fn`` is not None) and share any failure.
 
     Every rank must call this, including ranks with nothing to do (``fn=None``); it returns
-    ``fn``'s result, or None. An exception on any rank becomes a :class:`RankError` on all.
+    ``fn``'s result, or None. An exception on any rank becomes a :class:`RankError` on all (a
+    :class:`QueryRankError` when the lowest failing rank's was a QueryError).
     """
     out, error = None, None
     if fn is not None:
