@@ -94,6 +94,11 @@ class NodeLabels:
         if v.size == 0:
             return np.zeros(v.shape, dtype=np.int64)
         if self.kind == "int":
+            if v.dtype.kind == "O" and all(_is_int(x) for x in v.flat):  # Python ints, some past 64 bits?
+                i = next((k for k, x in enumerate(v.flat) if not -2**63 <= x < 2**63), None)
+                if i is not None:
+                    raise QueryError(f"{what}[{i}]: node {int(v.flat[i])!r} is not in the graph")
+                v = v.astype(np.int64)
             if v.dtype.kind not in "iu":
                 raise QueryError(f"{what}: this index takes the graph's integer node labels, got {v.dtype} "
                                  f"values such as {v.flat[0]!r}")

@@ -65,6 +65,13 @@ def test_the_server_refuses_a_uint64_label_past_int64(int_server):
     # both columns uint64: sent as they are, the server's Index.query names it (in the batch, not the chunk)
     with pytest.raises(QueryError, match=r"^sources\[2\]: node 18446744073709551611 is not in the graph$"):
         c.query(np.array([7, 0, 2**64 - 5], np.uint64), np.array([2**62, 7, 7], np.uint64))
+    # Python ints past 64 bits (an object array), and ones that fit
+    with pytest.raises(QueryError, match=rf"^targets\[1\]: node {2**64} is not in the graph$"):
+        c.query([7, 7], [2**62, 2**64])
+    with pytest.raises(QueryError, match=rf"^sources\[0\]: node {-2**63 - 1} is not in the graph$"):
+        c.reachable(-2**63 - 1, 7)
+    got, _ = c.query(np.array([7, -5], dtype=object), np.array([2**62, 7], dtype=object))
+    assert got.tolist() == [True, True]
 
 
 # -- 2. a split batch's errors name the pair in the batch ------------------------------------
@@ -328,3 +335,14 @@ def test_query_with_comm_under_mpiexec_is_a_query_error_on_both_ranks(tmp_path):
     lines = sorted(r.stdout.splitlines())
     assert lines == [f"{k} QueryError rank 0, checking the query pairs: sources[1]: node 99 is not in the graph"
                      for k in (0, 1)], r.stdout
+
+
+def test_python_int_labels_past_64_bits_are_not_in_the_graph():
+    idx = distgrail.build_index(INT_GRAPH, backend="cpu")
+    for big in (2**64 + 5, -2**63 - 1, 2**70):
+        with pytest.raises(QueryError, match=rf"^sources\[0\]: node {big} is not in the graph$"):
+            idx.reachable(big, 7)
+    with pytest.raises(QueryError, match=rf"^targets\[1\]: node {2**64} is not in the graph$"):
+        idx.query([7, 7], [2**62, 2**64])
+    got, _ = idx.query(np.array([7, -5], dtype=object), np.array([2**62, 7], dtype=object), backend="cpu")
+    assert got.tolist() == [True, True]

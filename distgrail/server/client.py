@@ -117,7 +117,7 @@ class Client:
         s, t = np.asarray(sources), np.asarray(targets)
         if s.shape != t.shape or s.ndim != 1:
             raise QueryError(f"sources and targets must be 1-D of equal length, got shapes {s.shape} and {t.shape}")
-        self._refuse_wrapping(s, t)  # (on the whole batch: the message names the pair by its place in it)
+        s, t = self._refuse_wrapping(s, t)  # (on the whole batch: the message names the pair by its place in it)
         step = max(1, int(self.info.get("max_pairs", s.size or 1)))
         answers, total = [], None
         for a in range(0, max(s.size, 1), step):
@@ -149,7 +149,7 @@ class Client:
         s, t = np.asarray(sources), np.asarray(targets)
         if s.shape != t.shape or s.ndim != 1:
             raise QueryError(f"sources and targets must be 1-D of equal length, got shapes {s.shape} and {t.shape}")
-        self._refuse_wrapping(s, t)
+        s, t = self._refuse_wrapping(s, t)
         pieces, size = encode_columns(s, t)
         # not sent twice: a connection reset after the server took an update would apply it twice
         _, _, body = self._request("POST", "/edges?layout=columns", pieces,
@@ -166,18 +166,33 @@ class Client:
         stats = stats_from_dict(json.loads(headers.get(STATS_HEADER, "{}")))
         return decode_answers(body), stats
 
-    def _refuse_wrapping(self, s, t) -> None:
-        """A uint64 id or integer label past 2^63 - 1 that the body would send wrapped (its other
-        column signed: the two go as int64): the QueryError :meth:`Index.query` gives, raised here,
-        naming the value as given (wrapped, it could be another vertex's id or label)."""
+    def _refuse_wrapping(self, s, t):
+        """``(s, t)`` to send, once a uint64 id or integer label past 2^63 - 1 that the body would
+        send wrapped (its other column signed: the two go as int64), or a Python int label past
+        64 bits (an object array, sent as text), is refused: the QueryError :meth:`Index.query`
+        gives, raised here, naming the value as given (wrapped, it could be another vertex's id or
+        label). Object arrays of Python ints that fit go as int64 labels."""
         if self.label_kind is None:
             refuse_wrapping_ids(s, t, self.n)
-        elif self.label_kind == "int" and (s.dtype == np.uint64) != (t.dtype == np.uint64):
-            for arr, what in ((s, "sources"), (t, "targets")):
+            return s, t
+        if self.label_kind != "int":
+            return s, t
+        out = []
+        for arr, what in ((s, "sources"), (t, "targets")):
+            if arr.dtype.kind == "O" and all(isinstance(x, (int, np.integer)) and not isinstance(x, (bool, np.bool_))
+                                             for x in arr.flat):
+                i = next((k for k, x in enumerate(arr.flat) if not -2**63 <= x < 2**63), None)
+                if i is not None:
+                    raise QueryError(f"{what}[{i}]: node {int(arr[i])!r} is not in the graph")
+                arr = arr.astype(np.int64)
+            out.append(arr)
+        if (out[0].dtype == np.uint64) != (out[1].dtype == np.uint64):
+            for arr, what in zip(out, ("sources", "targets")):
                 past = np.flatnonzero(arr > np.uint64(2**63 - 1)) if arr.dtype == np.uint64 else ()
                 if len(past):
                     i = int(past[0])
                     raise QueryError(f"{what}[{i}]: node {int(arr[i])!r} is not in the graph")
+        return out[0], out[1]
 
     # -- HTTP ---------------------------------------------------------------------------------
     def _connection(self, fresh: bool = False):
