@@ -528,8 +528,15 @@ def main(argv=None) -> int:
               file=sys.stderr, flush=True)
         return 2
     except KeyboardInterrupt as e:  # with a message: a write was interrupted (distgrail.io.atomic), exit 2
-        print(f"distgrail: error: {e}" if e.args else "distgrail: interrupted", file=sys.stderr)
-        return 2 if e.args else 130
+        text = f"distgrail: error: {e}" if e.args else "distgrail: interrupted"
+        status = 2 if e.args else 130
+        comm = getattr(args, "mpi_comm", None)
+        if comm is not None and comm.Get_size() > 1:  # the other ranks may wait in a collective: end them all
+            from .mpi.errors import end_job
+
+            end_job(comm, text, status)
+        print(text, file=sys.stderr)
+        return status
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -3,16 +3,17 @@
 Every fallible step (choosing the backend, reading, condensing, labeling, allocating, writing,
 answering) runs through :func:`run_shared`: its outcome is reduced over the ranks, and if any
 rank failed, every rank raises :class:`RankError` naming the lowest failing rank and the original
-message. Nothing is left half-written and no rank waits forever. Errors outside these steps (a
-bug, an interrupt) should end the job: launch with ``python -m mpi4py -m distgrail ...``, which
-calls ``MPI_Abort`` on an uncaught exception.
+message. Nothing is left half-written and no rank waits forever. An interrupt ends the job
+(:func:`end_job`, from :func:`distgrail.cli.main`); other errors outside these steps (a bug)
+should too: launch with ``python -m mpi4py -m distgrail ...``, which calls ``MPI_Abort`` on an
+uncaught exception.
 """
 
 from __future__ import annotations
 
 from ..errors import DistGrailError, QueryError
 
-__all__ = ["RankError", "QueryRankError", "share_outcome", "run_shared", "own_comm", "mpi"]
+__all__ = ["RankError", "QueryRankError", "share_outcome", "run_shared", "own_comm", "mpi", "end_job"]
 
 
 class RankError(DistGrailError):
@@ -111,3 +112,35 @@ def run_shared(comm, step: str, fn=None, *args, **kwargs):
             error = e
     share_outcome(comm, step, error)
     return out
+
+
+#: seconds a rank > 0 that was interrupted waits for rank 0's abort (hydra and srun send SIGINT to
+#: every rank: the message is then printed once, by rank 0) before it ends the job itself
+END_JOB_GRACE = 1.0
+
+
+def end_job(comm, message: str | None, status: int) -> None:
+    """End the whole job at once with ``status`` (``MPI_Abort``) after a failure that the other
+    ranks cannot share (an interrupt: they may be waiting inside a collective, where Python runs
+    no signal handler). ``message`` is printed first, by rank 0 at once; a rank > 0 prints its
+    own (with ``rank r``) only when rank 0 has not ended the job within :data:`END_JOB_GRACE`.
+    What this process was writing is already removed (:mod:`distgrail.io.atomic`). Does not return."""
+    import os
+    import sys
+    import time
+
+    me = comm.Get_rank()
+    if me:
+        try:
+            time.sleep(END_JOB_GRACE)
+        except BaseException:  # noqa: BLE001 - a second interrupt: end the job now
+            pass
+    if message:
+        print(message if not me else message.replace("distgrail: ", f"distgrail: rank {me}, ", 1), file=sys.stderr)
+    for f in (sys.stdout, sys.stderr):
+        try:
+            f.flush()
+        except Exception:  # noqa: BLE001 - (stdout gone) the abort still happens
+            pass
+    comm.Abort(status)
+    os._exit(status)  # pragma: no cover - Abort does not return
