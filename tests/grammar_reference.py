@@ -52,6 +52,13 @@ readers (tests/test_misreads.py). ASCII text only; ``auto`` format of a ``.txt``
    between its first two tokens (``2\\t\\t4``: an empty field; read as blanks, the edge 2 -> 4);
    ``0 1\\t\\t5`` (blanks separate ids too) reads. Node names (5.): no edge line's first or
    second field, split at every tab, is blank.
+9. Comma-separated (4.), integer ids (6.): the source and the target are the line's first two
+   comma fields; no edge line after the header has, before its comment, a blank between two
+   tokens in its first or second comma field (``12 13,3``: read as blanks the edge 12 -> 13, the
+   target 3 lost) or no comma at all (``1 2``); blanks around a field (``0, 1``) are allowed. Not
+   when the first edge line after the header has no comma (``src,dst`` then ``0 1``), nor when its
+   first comma field holds three tokens or more (ids separated by
+   blanks, a comma in a later column only: NetworkX's dicts, ``0 1 {'a': 1, 'b': 2}``).
 
 The result: None (the file must be refused) or ``(n, edges, names)``: ``edges`` the (u, v) pairs
 in file order, as names (str) when ``names`` else ints.
@@ -120,6 +127,7 @@ def reference(data: bytes, cap: int):
             fields = _width(lines[k1], True) if comma else len(f1)
     width = _width(lines[edge_lines[0][0]], comma) if edge_lines and _integers(lines[edge_lines[0][0]], comma) \
         else 0  # 6.: only a first edge line of integers sets a width
+    by_comma = bool(edge_lines) and "," in _content(lines[edge_lines[0][0]]) and len(re.findall(r"[^ \t\r]+", _content(lines[edge_lines[0][0]]).split(",")[0])) < 3
     tabbed = bool(edge_lines) and not comma and "\t" in _content(lines[edge_lines[0][0]])  # 8.
     edges = []
     for ln in lines[body:]:
@@ -130,6 +138,8 @@ def reference(data: bytes, cap: int):
         if not toks:
             continue
         if tabbed and _empty_tab_field(c, names):  # 8.
+            return None
+        if comma and not names and by_comma and _blank_field(c):  # 9.
             return None
         if _glued(ln, comma, sep if names else None):  # 2.
             return None
@@ -208,6 +218,14 @@ def _role(name: str, words: bool = True) -> str:
     if len(w) < 2 or bool(w & SOURCE_WORDS) == bool(w & TARGET_WORDS):
         return ""
     return "source" if w & SOURCE_WORDS else "target"
+
+
+def _blank_field(content: str) -> bool:
+    """9.: an edge line's ``content`` (before its comment) has no comma, or a blank between two
+    tokens in its first or second comma field."""
+    if "," not in content:
+        return True
+    return any(len(re.findall(r"[^ \t\r]+", f)) > 1 for f in content.split(",")[:2])
 
 
 def _empty_field(line: str) -> bool:

@@ -89,8 +89,9 @@ def test_a_csv_line_with_another_column_count_is_refused(tmp_path):
     refused_alike(p, 3, 3, "'0,1,2,3'", comma=True, first=2)
     p = write(tmp_path, "short.csv", b"src,dst,w\n0,1,2\n1,2\n")
     refused_alike(p, 3, 3, "'1,2'", comma=True, first=2)
-    # commas separate the fields of a comma-separated file: '2 3' is one field, no integer (read as before)
-    assert edges(read_graph(write(tmp_path, "mixed.csv", b"0,1\n2 3\n"))) == [(0, 1), (2, 3)]
+    # commas separate the fields of a comma-separated file: '2 3' is one field, not two ids (review 32)
+    with pytest.raises(GraphFormatError, match=r"mixed.csv:2: an edge line without a comma .* got '2 3'"):
+        read_graph(write(tmp_path, "mixed.csv", b"0,1\n2 3\n"))
 
 
 def test_an_optional_integer_column_is_refused(tmp_path):

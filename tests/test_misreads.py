@@ -318,7 +318,7 @@ def test_fuzz_readers_against_the_reference_grammar(tmp_path):
             t = read_graph_numpy(p, chunk_bytes=64)
             assert t.n == n and t.src.tolist() == [u for u, _ in edges] and t.dst.tolist() == [v for _, v in edges]
         counts["ok"] += 1
-    assert counts["ok"] > 100 and counts["refused"] > 100, counts
+    assert counts["ok"] > 90 and counts["refused"] > 100, counts  # (96 ok since rule 9: '6\t\t1, 11' in a CSV)
 
 
 @pytest.mark.parametrize("codec", ["gz", "bz2", "zst"])

@@ -9,8 +9,8 @@ import numpy as np
 from ..errors import GraphFormatError
 from .graph import EdgeGraph, id_dtype
 from ..dtypes import max_vertices, size_problem
-from .guards import EMPTY_TAB_FIELD, GLUED_MARK, comma_width, empty_tab_field, first_edge_tab, first_edge_width, \
-    glued_mark, width_message
+from .guards import EMPTY_TAB_FIELD, GLUED_MARK, blank_field, comma_ids, comma_width, empty_tab_field, first_edge_tab, \
+    first_edge_width, glued_mark, width_message
 from .text import Chunk, MAX_FAST_COMMENTS, NUMERIC_TEXT, PAIRS_TABLE, Sink, Text, fast_numbers, is_digits, shown, \
     token_starts
 
@@ -31,6 +31,7 @@ class Width:
     def __init__(self, comma: bool = False):
         self.comma, self.fields, self.line = comma, 0, 0
         self.tab = False if comma else None
+        self.ids = None  # (comma-separated: whether the first edge line's ids are its first two comma fields)
 
     def tabs(self, text: Text, offset: int, data: bytes, clean: bool = False) -> None:
         """A chunk of a file that is not comma-separated: once its first edge line holds a tab (a
@@ -54,10 +55,19 @@ class Width:
         text.fail(pos, width_message(self.fields, self.line, self.comma) + text.excerpt(pos))
 
     def commas(self, text: Text, offset: int, size: int) -> None:
-        """A comma-separated chunk: its edge lines' commas, counted in the file's bytes."""
+        """A comma-separated chunk: its edge lines' commas, counted in the file's bytes; a blank
+        between two tokens of a line's first or second field, or a line without a comma, refused
+        (:func:`~distgrail.io.guards.blank_field`: ``12 13,3`` is no edge from 12 to 13), unless the
+        first edge line's ids are separated by blanks (``ids``, :func:`~distgrail.io.guards.comma_ids`)."""
+        raw = text.raw_chunk(offset, size)
+        if self.ids is None:
+            self.ids = comma_ids(raw)
+        bad, why = blank_field(raw) if self.ids else (-1, "")
+        if bad >= 0:
+            text.fail(offset + bad, why + text.excerpt(offset + bad))
         if self.fields < 0:
             return
-        bad, fields, first = comma_width(text.raw_chunk(offset, size), self.fields)
+        bad, fields, first = comma_width(raw, self.fields)
         if not self.fields and first >= 0:
             self.first(text, offset + first, fields)
         if bad >= 0:

