@@ -77,3 +77,24 @@ def test_blanks_around_csv_fields_and_blank_separated_files_still_read(tmp_path,
     assert _edges(read_graph(p)) == want
     got = read_graph_numpy(p, chunk_bytes=64)
     assert _edges(got) == want and got.meta["parser"] == "numpy"
+
+
+@pytest.mark.parametrize("kind", ["paper", "scale-free", "layered"])
+@pytest.mark.parametrize("degree", ["inf", "nan", "1e400"])
+def test_generate_refuses_a_non_finite_degree(tmp_path, kind, degree):
+    """``--degree inf`` crashed with OverflowError (exit 1): refused, exit 2, no file."""
+    out = tmp_path / "g.txt"
+    run = _cli("generate", kind, "-n", 10, "--degree", degree, "-o", out)
+    assert run.returncode == 2 and "finite" in run.stderr and not out.exists(), run.stderr
+
+
+@pytest.mark.parametrize("kind", ["paper", "scale-free", "layered"])
+def test_generate_caps_the_degree_at_n_minus_1(kind):
+    """``scale-free -n 5 --degree 1e12`` was 'out of memory' and ``-n 1000 --degree 1e5`` took 22 s:
+    each vertex has at most n - 1 targets, as paper's."""
+    from distgrail.io.generate import generate_csr
+
+    g = generate_csr(kind, 5, 1e12)
+    assert int(np.asarray(g.indptr)[-1]) <= 5 * 4
+    big = generate_csr(kind, 1000, 1e5)
+    assert int(np.asarray(big.indptr)[-1]) <= 1000 * 999

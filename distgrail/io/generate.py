@@ -20,6 +20,8 @@ from __future__ import annotations
 
 import os
 
+import math
+
 import numpy as np
 
 from ..dtypes import size_problem
@@ -165,7 +167,7 @@ def scale_free_csr(n: int, avg_degree: float, seed: int = 0, block_edges: int | 
     """Copy model: vertex v >= 1 has k = round(avg_degree) out-edges to earlier vertices; each is,
     with probability 1/2, the target of a uniformly chosen edge of an earlier vertex (copying),
     else a uniform earlier vertex. Repeated targets of a vertex are merged."""
-    k = max(1, int(round(avg_degree)))
+    k = max(1, int(round(min(float(avg_degree), max(n - 1, 1)))))  # (at most n - 1 distinct targets, as paper's)
     rpb = _rows_per_block(n, k, block_edges or EDGES_PER_BLOCK)
     bits = _bits(n)
     m = (n - 1) * k if n > 1 else 0
@@ -201,7 +203,7 @@ def layered_csr(n: int, avg_degree: float, levels: int, seed: int = 0, block_edg
     if isinstance(levels, bool) or not isinstance(levels, (int, np.integer)) or levels < 1 or levels > n:
         raise DistGrailError(f"levels must be an integer in 1..n={n}, got {levels!r}")
     levels = int(levels)
-    extra = max(0, int(round(avg_degree)) - 1)
+    extra = max(0, int(round(min(float(avg_degree), max(n - 1, 1)))) - 1)  # (at most n - 1 targets, as paper's)
     per = extra + 1
     first = -(-np.arange(levels + 1, dtype=np.int64) * n // levels)  # first vertex of each layer
     width = np.diff(first)
@@ -229,8 +231,8 @@ def layered_csr(n: int, avg_degree: float, levels: int, seed: int = 0, block_edg
 def _check(n, avg_degree):
     if isinstance(n, bool) or not isinstance(n, (int, np.integer)) or n < 1:
         raise DistGrailError(f"n must be an integer >= 1, got {n!r}")
-    if not avg_degree >= 0:
-        raise DistGrailError(f"average degree must be >= 0, got {avg_degree!r}")
+    if not avg_degree >= 0 or not math.isfinite(avg_degree):
+        raise DistGrailError(f"average degree must be a finite number >= 0, got {avg_degree!r}")
     m = int(min(float(avg_degree), float(n)) * n)
     if size_problem(int(n), m):
         raise DistGrailError(f"cannot generate -n {n} --degree {avg_degree:g}: {size_problem(int(n), m)}")
