@@ -50,6 +50,12 @@ def _min_supports(supports) -> int:
     return 64 if supports == "auto" else int(supports)
 
 
+def build_supports(supports, n: int) -> int:
+    """The K a build of ``n`` components uses for ``supports`` ("auto": 64): at most one support
+    a component (the build's ``min(K, C)``, :func:`distgrail.stages.supports.choose_supports`)."""
+    return min(_min_supports(supports), max(int(n), 1))
+
+
 def check_gpu_fit(n: int, m: int, dims: int, K, have: int, what: str, m_dag: int | None = None,
                   resident: int = 0) -> None:
     """Raise :class:`~distgrail.gpu.memory.GpuMemoryError` when the GPU build of ``n`` vertices
@@ -97,14 +103,15 @@ def preflight_index(graph, fmt: str = "auto", num_vertices=None, dims: int = 5, 
     if size_problem(n, m):  # the reader says so with the file, line and value
         return out
     host = physical_memory() if host_have is None else int(host_have)
-    labels = host_label_bytes(n, dims, _min_supports(supports))
+    K = build_supports(supports, n)  # (--supports 99999999999 on 6 vertices builds with K = 6)
+    labels = host_label_bytes(n, dims, K)
     if labels > host:
         raise DistGrailError(f"{name}: the labels of {n:,} vertices with --dims {dims} need about "
                              f"{labels / 2**30:,.1f} GiB of host memory, this machine has {host / 2**30:,.1f} GiB; "
                              "use fewer --dims or --supports")
     if gpu_have is None and not _gpu_likely(backend):
         return out
-    out["gpu_need"] = gpu_bytes_needed(n, m, dims, _min_supports(supports), m_dag=0)
+    out["gpu_need"] = gpu_bytes_needed(n, m, dims, K, m_dag=0)
     if gpu_have is None:
         try:
             from .gpu.backend import get_backend
@@ -117,7 +124,7 @@ def preflight_index(graph, fmt: str = "auto", num_vertices=None, dims: int = 5, 
                 gpu_have = available_gpu_bytes()[0]
         except (DistGrailError, ImportError):
             return out  # no usable GPU: the build says so (or runs on the CPU under auto)
-    check_gpu_fit(n, m, dims, supports, gpu_have,
+    check_gpu_fit(n, m, dims, K, gpu_have,
                   f"indexing {name} on the GPU (about {m:,} edges and at least {n:,} vertices, --dims {dims})", m_dag=0)
     return out
 

@@ -98,3 +98,17 @@ def test_generate_caps_the_degree_at_n_minus_1(kind):
     assert int(np.asarray(g.indptr)[-1]) <= 5 * 4
     big = generate_csr(kind, 1000, 1e5)
     assert int(np.asarray(big.indptr)[-1]) <= 1000 * 999
+
+
+def test_the_preflight_uses_the_supports_the_build_uses(tmp_path):
+    """``index g1.txt --supports 99999999999`` on 6 vertices was refused ('labels ... need about
+    139.7 GiB') while the same graph gzip'd built with K = 6: the build caps K at the components."""
+    from distgrail.preflight import build_supports, preflight_index
+
+    p = tmp_path / "g1.txt"
+    p.write_bytes(b"0 1\n1 2\n2 3\n3 4\n4 5\n")
+    assert build_supports(99999999999, 6) == 6 and build_supports("auto", 1000) == 64
+    preflight_index(p, supports=99999999999, host_have=1 << 30)
+    out = tmp_path / "g.h5"
+    run = _cli("index", p, "--supports", 99999999999, "-o", out)
+    assert run.returncode == 0 and out.exists(), run.stderr
