@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import dataclasses
 import os
+
+import numpy as np
 from dataclasses import dataclass
 
 from .errors import BackendError, DistGrailError
@@ -68,11 +70,16 @@ class BuildConfig:
         _one_of("layout", self.layout, LAYOUTS)
         if not (self.backend in BACKENDS or hasattr(self.backend, "xp")):
             raise BackendError(f"backend must be one of {', '.join(BACKENDS)}, got {self.backend!r}")
+        nv = self.num_vertices  # (3.5 was truncated to 3, '7' a TypeError, True taken as 1)
+        if nv is not None and (isinstance(nv, bool) or not isinstance(nv, (int, np.integer)) or nv < 0):
+            raise DistGrailError(f"num_vertices must be an integer >= 0 or None, got {nv!r}")
         if self.output is not None and not isinstance(self.output, (str, os.PathLike)):
             raise DistGrailError(f"output must be a path or None, got {self.output!r}")
         # normal forms: plain ints (a NumPy integer pickles and compares as itself)
         object.__setattr__(self, "dims", int(self.dims))
         object.__setattr__(self, "seed", int(self.seed))
+        if nv is not None:
+            object.__setattr__(self, "num_vertices", int(nv))
 
     def agreed(self) -> tuple:
         """What every rank of a build across ranks must have equal (rank 0's ``output`` decides):

@@ -112,3 +112,14 @@ def test_the_preflight_uses_the_supports_the_build_uses(tmp_path):
     out = tmp_path / "g.h5"
     run = _cli("index", p, "--supports", 99999999999, "-o", out)
     assert run.returncode == 0 and out.exists(), run.stderr
+
+
+@pytest.mark.parametrize("bad", [3.5, "7", True, -1])
+def test_build_config_refuses_a_num_vertices_not_an_integer(bad):
+    """``num_vertices=3.5`` was truncated to 3, ``'7'`` a TypeError traceback, ``True`` taken as 1."""
+    from distgrail.config import BuildConfig
+    from distgrail.errors import DistGrailError
+
+    with pytest.raises(DistGrailError, match="num_vertices must be an integer"):
+        BuildConfig(num_vertices=bad)
+    assert BuildConfig(num_vertices=np.int64(7)).num_vertices == 7
