@@ -52,10 +52,10 @@ def cases(rng):
 
 
 def _csv(line: str, sep: str) -> str:
-    """An edge-list line comma-separated before its comment (a blank before a comment would become
-    an empty field)."""
+    """An edge-list line comma-separated before its comment, a blank between them (a comment mark
+    glued to the target is refused: f26c7c4)."""
     body, tail = re.match(r"([^#%]*)(.*)", line).groups()
-    return re.sub(r"[ \t]+", sep, body.strip()) + tail
+    return re.sub(r"[ \t]+", sep, body.strip()) + (" " + tail if tail else "")
 
 
 def bad_cases(rng):
