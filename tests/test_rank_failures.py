@@ -58,3 +58,41 @@ def test_sigint_to_mpiexec_while_rank0_writes_ends_the_job(tmp_path):
     assert rc == 2, err
     assert err.count("interrupted (SIGINT) while writing the output; nothing was written") == 1, err
     assert os.listdir(tmp_path) == []
+
+
+@pytest.fixture(scope="module")
+def small_index(tmp_path_factory):
+    import distgrail
+
+    path = tmp_path_factory.mktemp("rankfail") / "i.h5"
+    distgrail.build_index(distgrail.bundled_graph(), backend="cpu", output=path)
+    return path
+
+
+@pytest.mark.parametrize("n, rank, sig", [(2, 1, signal.SIGTERM), (3, 2, signal.SIGINT)])
+def test_a_signal_to_a_rank_other_than_0_stops_the_whole_server(small_index, n, rank, sig):
+    """SIGTERM/SIGINT to rank r > 0 of ``serve`` stops every rank as one to rank 0 does (status 0,
+    'stopping (SIGTERM on rank r)' once); rank r used to note it and serve on, the job never ending."""
+    pytest.importorskip("aiohttp")
+    import distgrail
+
+    p = subprocess.Popen([MPIEXEC, "-n", str(n), sys.executable, "-m", "distgrail", "serve", str(small_index), "--port",
+                          "0", "--backend", "cpu"], env=mpi_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                         text=True)
+    lines, deadline = [], time.time() + 60
+    try:
+        while not any(x.startswith("distgrail: serving") for x in lines):
+            line = p.stderr.readline()
+            assert line and time.time() < deadline, "".join(lines)
+            lines.append(line)
+        url = lines[-1].split(" on ", 1)[1].split()[0]
+        pids = [r["pid"] for r in distgrail.connect(url).health()["rank_processes"]]
+        os.kill(pids[rank], sig)
+        rc, _, err = wait_or_kill(p, 20)
+    finally:
+        if p.poll() is None:
+            p.kill()
+            p.wait()
+    err = "".join(lines) + err
+    assert rc == 0, err
+    assert err.count(f"stopping ({signal.Signals(sig).name} on rank {rank})") == 1, err

@@ -10,7 +10,9 @@ through node-shared arrays kept from batch to batch when every rank is on one no
 (:class:`~distgrail.mpi.query.SharedBatches`), else by Scatterv and Gatherv. An ``UPDATE`` header (``POST /edges``) broadcasts rank 0's checked edges and every rank
 inserts them into its own copy of the index (:func:`apply_update`, deterministic: every rank gets
 the same arrays); only when every rank has succeeded does every rank move to the new version, between
-two batches. A ``STOP`` header ends every rank's loop.
+two batches. A ``STOP`` header ends every rank's loop. A signal caught on a rank > 0 (SIGTERM,
+SIGINT) is sent to rank 0 (:class:`SignalRelay`), whose dispatcher then stops every rank as for
+one of its own.
 
 Failures: an error while a rank answers its shard (a GPU out of memory, say) is shared by every
 rank as the same :class:`~distgrail.mpi.errors.RankError`: every rank leaves that batch at the
@@ -38,11 +40,13 @@ from .collectives import bcast_array, gather_rows, offsets, scatter_rows, split_
 from .errors import RankError, run_shared
 from .query import answer_in_windows
 
-__all__ = ["Dispatcher", "follow", "answer_shard", "apply_update", "warm_batch", "Stopping", "STOP", "QUERY",
-           "UPDATE"]
+__all__ = ["Dispatcher", "follow", "answer_shard", "apply_update", "warm_batch", "Stopping", "SignalRelay", "STOP",
+           "QUERY", "UPDATE"]
 
 #: header kinds (int64 ``[kind, pairs]``, broadcast from rank 0)
 STOP, QUERY, UPDATE = 0, 1, 2
+#: tag of the message a rank > 0 sends rank 0 when it caught a signal (one int64: the signal)
+SIGNAL_TAG = 7301
 #: seconds the dispatcher waits on its queue before it looks again (signal handlers run between)
 POLL = 0.5
 #: seconds an idle rank sleeps between looks at the next header (a blocking broadcast would spin
@@ -54,16 +58,44 @@ class Stopping(DistGrailError):
     """The server is stopping: the batch was not answered (the client gets a 503)."""
 
 
-def _header(comm, kind: int = STOP, k: int = 0) -> tuple[int, int]:
+def _header(comm, kind: int = STOP, k: int = 0, relay=None) -> tuple[int, int]:
     """Collective: rank 0's ``(kind, pairs)`` on every rank. A non-blocking broadcast, waited for
-    with naps: an idle rank sleeps instead of spinning, and its signal handlers run."""
+    with naps: an idle rank sleeps instead of spinning, and its signal handlers run (``relay``:
+    a signal caught meanwhile goes to rank 0)."""
     from .errors import mpi
 
     h = np.array([kind, k], dtype=np.int64)
     req = comm.Ibcast([h, mpi().INT64_T], root=0)
     while not req.Test():
+        if relay is not None:
+            relay.poll()
         time.sleep(HEADER_NAP)
     return int(h[0]), int(h[1])
+
+
+class SignalRelay:
+    """Ranks > 0 while serving: a signal their handler noted in ``caught`` is sent to rank 0 once
+    (a point-to-point message, from this rank's one MPI thread, between two headers); rank 0's
+    :class:`Dispatcher` then stops every rank. :meth:`finish` (collective, after ``STOP``) tells
+    rank 0 which ranks sent one, so that none is left unreceived."""
+
+    def __init__(self, comm, caught):
+        self.comm, self.caught, self.request = comm, caught, None
+        self.buf = np.zeros(1, dtype=np.int64)
+
+    def poll(self) -> None:
+        """Send the first signal caught to rank 0, once."""
+        if self.caught and self.request is None:
+            from .errors import mpi
+
+            self.buf[0] = int(self.caught[0])
+            self.request = self.comm.Isend([self.buf, mpi().INT64_T], dest=0, tag=SIGNAL_TAG)
+
+    def finish(self) -> None:
+        """Collective, after ``STOP`` (rank 0's :meth:`Dispatcher.run` gathers the same)."""
+        self.comm.gather(self.request is not None, root=0)
+        if self.request is not None:
+            self.request.Wait()
 
 
 def warm_batch(comm, index, be, sources=None, targets=None, shared=None):
@@ -141,6 +173,9 @@ class Dispatcher:
         self._closed = False
         self.batches = self.pairs = self.failed = 0
         self.running = 0  # 1 while a batch is in the collective (health: sharded_running)
+        #: ``(signal, rank)`` of a signal caught on a rank > 0 that stopped the server, else None
+        self.peer_signal = None
+        self._heard: set = set()  # ranks whose signal message was received
 
     def submit(self, sources, targets, kind: int = QUERY) -> Future:
         """Queue rank 0's checked int64 ids; the future gives ``(answers, stats)`` (``kind``
@@ -204,10 +239,29 @@ class Dispatcher:
             fut.set_result(out)
         return out
 
+    def _signal_message(self, block_from: int | None = None) -> bool:
+        """Receive a rank's signal message (:class:`SignalRelay`), waiting for the one of rank
+        ``block_from`` when given; True when one was received."""
+        from .errors import mpi
+
+        MPI = mpi()
+        st = MPI.Status()
+        if block_from is None and not self.comm.Iprobe(source=MPI.ANY_SOURCE, tag=SIGNAL_TAG, status=st):
+            return False
+        buf = np.zeros(1, dtype=np.int64)
+        src = block_from if block_from is not None else st.Get_source()
+        self.comm.Recv([buf, MPI.INT64_T], source=src, tag=SIGNAL_TAG)
+        self._heard.add(src)
+        if self.peer_signal is None:
+            self.peer_signal = (int(buf[0]), src)
+        return True
+
     def run(self) -> None:
-        """Serve queued batches until :meth:`stop`; then refuse what is queued (:class:`Stopping`)
-        and broadcast ``STOP``: every rank's :func:`follow` returns."""
+        """Serve queued batches until :meth:`stop` or a signal on another rank; then refuse what
+        is queued (:class:`Stopping`) and broadcast ``STOP``: every rank's :func:`follow` returns."""
         while True:
+            if self.comm.Get_size() > 1 and self._signal_message():
+                break
             try:
                 item = self._q.get(timeout=POLL)
             except queue.Empty:
@@ -225,19 +279,27 @@ class Dispatcher:
             if item is not None and item[0].set_running_or_notify_cancel():
                 item[0].set_exception(Stopping("the server is stopping: the batch was not answered"))
         _header(self.comm, STOP)
+        sent = self.comm.gather(False, root=0)  # (SignalRelay.finish) the signal messages not yet received
+        for r, s in enumerate(sent):
+            if s and r not in self._heard:
+                self._signal_message(block_from=r)
 
 
-def follow(comm, index, be, search=None, shared=None) -> int:
+def follow(comm, index, be, search=None, shared=None, caught=()) -> int:
     """Ranks > 0: answer rank 0's batches until its ``STOP`` header, moving to each new version
     of the index its ``UPDATE`` headers make; returns the batches taken part in. ``shared``: the
     same :class:`~distgrail.mpi.query.SharedBatches` as rank 0's :class:`Dispatcher`. A batch or
     update that failed on some rank (:class:`RankError`, on every rank) is skipped here as on
-    rank 0 (a failed update leaves the version as it was); anything else ends the job (MPI_Abort)."""
+    rank 0 (a failed update leaves the version as it was); anything else ends the job (MPI_Abort).
+    ``caught``: the signals this rank's handler noted (a list it appends to): the first goes to
+    rank 0, which stops every rank (:class:`SignalRelay`)."""
     done = 0
+    relay = SignalRelay(comm, caught)
     while True:
         try:
-            kind, k = _header(comm)
+            kind, k = _header(comm, relay=relay)
             if kind == STOP:
+                relay.finish()
                 return done
             if kind == UPDATE:
                 index, _ = apply_update(comm, index, be)

@@ -188,8 +188,8 @@ def serve_ranks(comm, index_path: str, *, host: str, port: int, backend: str, sh
                 token: str | None, max_pairs: int, timeout: float, workers: int | None, shard_min_pairs: int,
                 quiet: bool, as_json: bool, body_timeout: float = DEFAULT_BODY_TIMEOUT,
                 max_client_connections: int = DEFAULT_CLIENT_CONNECTIONS) -> int:
-    """Collective: the server over every rank of ``comm`` until SIGTERM/SIGINT on rank 0; 0 on every
-    rank. Start-up failures on any rank are the same RankError on every rank."""
+    """Collective: the server over every rank of ``comm`` until SIGTERM/SIGINT on any rank; 0 on
+    every rank. Start-up failures on any rank are the same RankError on every rank."""
     from ..gpu.backend import get_backend
     from ..mpi.binding import bind_gpu
     from ..mpi.errors import RankError, run_shared
@@ -208,7 +208,8 @@ def serve_ranks(comm, index_path: str, *, host: str, port: int, backend: str, sh
 
     caught, box = [], {}
 
-    def on_signal(sig, frame):  # main thread, between bytecodes: note it; rank 0 stops its dispatcher
+    def on_signal(sig, frame):  # main thread, between bytecodes: note it; rank 0 stops its dispatcher (another
+        # rank's follow sends it to rank 0)
         caught.append(sig)
         if "dispatcher" in box:
             box["dispatcher"].stop()  # a SimpleQueue put: safe here
@@ -252,7 +253,7 @@ def serve_ranks(comm, index_path: str, *, host: str, port: int, backend: str, sh
             del idx
             if not root:
                 service.index = None  # (the service answers nothing here: rank 0's batches come to follow)
-                follow(comm, held.pop(), be, shared=shared)
+                follow(comm, held.pop(), be, shared=shared, caught=caught)
                 in_step = True  # (rank 0's STOP header)
                 return 0
             service.ranks = ranks
@@ -325,8 +326,13 @@ def _serve_root(web, service, sock, t0, warm, index_path, say, as_json, caught):
         if "stop" in box:
             box["stop"]()
         th.join()
+    if not caught and d.peer_signal is not None:  # a signal to another rank stopped every rank
+        caught.append(d.peer_signal[0])
+        where = f" on rank {d.peer_signal[1]}"
+    else:
+        where = ""
     if caught:
-        say(f"stopping ({signal.Signals(caught[0]).name}): {service.batches:,} batches ({d.batches:,} over "
+        say(f"stopping ({signal.Signals(caught[0]).name}{where}): {service.batches:,} batches ({d.batches:,} over "
             f"{len(service.ranks)} ranks), {service.pairs:,} pairs answered, {sum(service.errors.values()):,} refused")
     if "error" in box:
         raise box["error"]
