@@ -123,3 +123,30 @@ def test_build_config_refuses_a_num_vertices_not_an_integer(bad):
     with pytest.raises(DistGrailError, match="num_vertices must be an integer"):
         BuildConfig(num_vertices=bad)
     assert BuildConfig(num_vertices=np.int64(7)).num_vertices == 7
+
+
+@pytest.mark.parametrize("name", ["x.tsv", "x.csv", "X.TSV"])
+def test_generate_refuses_a_tab_or_comma_separated_name(tmp_path, name):
+    """``generate -o x.tsv`` wrote blank-separated lines under a tab-separated name: refused, no file."""
+    out = tmp_path / name
+    run = _cli("generate", "paper", "-n", 10, "-o", out)
+    assert run.returncode == 2 and "blank between the ids" in run.stderr and not out.exists(), run.stderr
+
+
+def test_generate_rmat_h5_too_large_names_the_scale(tmp_path):
+    """``generate rmat --scale 32 -o r.h5`` said 'out of memory (... --dims is too large ...)'."""
+    out = tmp_path / "r.h5"
+    run = _cli("generate", "rmat", "--scale", 32, "-o", out)
+    assert run.returncode == 2 and "--scale 32" in run.stderr and "dims" not in run.stderr, run.stderr
+    assert not out.exists()
+
+
+def test_labelled_does_not_claim_num_vertices(tmp_path):
+    """docs/formats.md said ``labelled`` takes ``--num-vertices``; it is refused."""
+    from distgrail.io.formats import REGISTRY
+
+    assert not next(f for f in REGISTRY if f.name == "labelled").num_vertices
+    p = tmp_path / "l.txt"
+    p.write_bytes(b"a b\nb c\n")
+    run = _cli("index", p, "--format", "labelled", "--num-vertices", 5, "-o", tmp_path / "l.h5")
+    assert run.returncode == 2 and "--num-vertices" in run.stderr, run.stderr

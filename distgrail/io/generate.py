@@ -281,7 +281,9 @@ def generate(kind: str, n: int, avg_degree: float, seed: int = 0, levels: int | 
 
 #: file name endings of each output format (``--format auto``)
 EXTENSIONS = {"gra": (".gra",), "mtx": (".mtx",), "h5": (".h5", ".hdf5"),
-              "edgelist": (".txt", ".el", ".edges", ".edgelist", ".tsv")}
+              "edgelist": (".txt", ".el", ".edges", ".edgelist")}
+#: endings that name a separator the edge list writer does not write (it puts a blank between ids)
+SEPARATED = (".tsv", ".csv")
 
 
 def output_format(path, fmt: str = "auto") -> str:
@@ -292,6 +294,9 @@ def output_format(path, fmt: str = "auto") -> str:
             raise DistGrailError(f"output format must be one of {', '.join(EXTENSIONS)}, got {fmt!r}")
         return fmt
     low = str(path).lower()
+    if low.endswith(SEPARATED):  # ('-o x.tsv' wrote blank-separated lines under a tab-separated name)
+        raise DistGrailError(f"{path}: edge lists are written with a blank between the ids, not tabs or commas: "
+                             f"name the file {', '.join(EXTENSIONS['edgelist'])} (or give --format edgelist)")
     for name, ends in EXTENSIONS.items():
         if low.endswith(ends):
             return name

@@ -310,6 +310,14 @@ def run_generate(args, fmt: str):
     if fmt not in ("edgelist", "h5"):
         raise DistGrailError(f"generate rmat writes an edge list (.txt, ...) or a binary graph (.h5), not {fmt!r}")
     p = RMAT(args.scale, args.edge_factor, seed=args.seed, a=args.a, b=args.b, c=args.c)
+    if fmt == "h5":  # (built whole in memory: '--scale 32 -o r.h5' ran out of memory, '--dims too large')
+        from ..dtypes import size_problem
+
+        why = size_problem(p.n, p.m)
+        if why:
+            raise DistGrailError(f"generate rmat --scale {p.scale} --edge-factor {p.edge_factor} -o {args.output}: "
+                                 f"{why}; a .h5 graph is built whole in memory, an edge list (.txt) is written "
+                                 "as it is generated")
     t = time.perf_counter()
     r = write_rmat(p, args.output, fmt, threads=args.threads)
     wall = time.perf_counter() - t

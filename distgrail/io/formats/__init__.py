@@ -105,7 +105,7 @@ REGISTRY = (
            extensions=(".h5", ".hdf5"), sniff=Sniff(b"\x89HDF"), written=True),
     Format("labelled", "an edge list read as node names, header or not, lines of any length of two fields or more "
            "(`auto` reads names only after a header such as `source target`)", "distgrail.io.dialect.read_labelled",
-           num_vertices=True, dialect=True),
+           dialect=True),  # (--num-vertices is refused: names are numbered by first appearance)
     Format("parquet", "Parquet edge table (the `parquet` extra: pyarrow)", "distgrail.io.tables.read_table_graph",
            storage="table", extensions=(".parquet", ".pq"), sniff=Sniff(b"PAR1", stored=True), num_vertices=True),
     Format("arrow", "Arrow IPC / Feather v2 edge table (the `parquet` extra: pyarrow)",
