@@ -164,7 +164,8 @@ def _vertex_count(index) -> int | None:
 
 def _read_edges(path, fmt: str, n: int | None):
     """The edges to add, read from ``path``: an edge list or table of ids is read against the
-    index's ``n`` vertices, so an id past them is refused naming the file, line and value; edges
+    index's ``n`` vertices, so an id past them is refused naming the file, line and value (a
+    ``.gra``, ``.mtx`` or ``.h5`` graph, read with its own vertex count, is then searched for it); edges
     by node name and ``.npy`` arrays are refused with what ``update`` takes instead."""
     from .errors import DistGrailError, GraphFormatError
     from .io.formats import Source
@@ -186,7 +187,77 @@ def _read_edges(path, fmt: str, n: int | None):
     g = read_graph(path, fmt, num_vertices=n if takes else None, source=source)
     if g.meta.get("node_labels") is not None:
         raise DistGrailError(f"{path}: edges by node name; 'update' takes the index's vertex ids")
+    kind = g.meta.get("format")
+    if n is not None and not takes:  # .gra, .mtx, .h5: read against their own vertex count
+        _ids_in_range(path, kind, g, n, source)
     return g
+
+
+def _ids_in_range(path, kind: str, g, n: int, source) -> None:
+    """GraphFormatError naming the file, the line (or the .h5 dataset and row) and the id as
+    written, for the first edge of ``g`` (read from ``path``, a ``kind`` file with a vertex count
+    of its own) with an end past the index's ``n`` vertices; nothing when there is none."""
+    import numpy as np
+
+    from .errors import GraphFormatError
+
+    bad = (g.src >= n) | (g.dst >= n)
+    if not bad.any():
+        return
+    i = int(np.argmax(bad))
+    s, t = int(g.src[i]), int(g.dst[i])
+    if kind == "h5":  # (edge i is csr/indices[i], in row src[i])
+        where = (f"csr/indptr row {s} (the edges of vertex {s}, from csr/indices[{i}])" if s >= n
+                 else f"csr/indices[{i}] (an edge of vertex {s})")
+        raise GraphFormatError(f"{where}: vertex id out of range 0..{n - 1}, got '{s if s >= n else t}' (the graph "
+                               f"has {g.n:,} vertices, the index {n:,})", path=path)
+    base = 1 if kind == "mtx" else 0
+    found = _first_past(path, kind, n + base, source.codec)
+    if found is not None:
+        line, value = found
+        raise GraphFormatError(f"vertex id out of range {base}..{n - 1 + base}, got {value!r}", path=path, line=line)
+    raise GraphFormatError(f"vertex id out of range {base}..{n - 1 + base}, got '{(s if s >= n else t) + base}' "
+                           f"(edge {i + 1})", path=path)
+
+
+def _first_past(path, kind: str, limit: int, codec) -> tuple | None:
+    """``(line, token)`` of the first vertex id in the ``kind`` ("gra" or "mtx") text file
+    ``path`` that is ``limit`` or more, or None (an error path: the file read again, line by line)."""
+    from .io.compressed import open_codec
+
+    def past(tok):
+        try:
+            return int(tok) >= limit
+        except ValueError:
+            return False
+
+    header = 0  # .mtx: the size line; .gra: the vertex count (after 'graph_for_greach')
+    with (open_codec(path, codec) if codec else open(path, "rb")) as f:
+        for no, raw in enumerate(f, 1):
+            if kind == "mtx":
+                body = raw.split(b"%", 1)[0].split()
+                if not body:
+                    continue
+                if not header:
+                    header = 1
+                    continue
+                ids = body[:2]
+            else:
+                line = raw.strip()
+                if not line:
+                    continue
+                if not header:
+                    header = 0 if line.startswith(b"graph_for_greach") else 1
+                    continue
+                left, colon, rest = line.partition(b":")
+                if not colon:
+                    continue
+                succ = rest.split(b"#", 1)[0].split()
+                ids = [left, *succ] if succ else []  # (a vertex without edges adds none)
+            for tok in ids:
+                if past(tok):
+                    return no, tok.decode("ascii", "replace").strip()
+    return None
 
 
 def _undeclared_names(path) -> bool:

@@ -1,0 +1,73 @@
+"""Review 32 of ``distgrail update`` (distgrail/cli_update.py) and ``POST /edges``
+(distgrail/server/app.py): an id past the index in a ``.mtx``, ``.gra`` or ``.h5`` graph is named
+with the file, the line (the dataset and row) and the value as written; a file without edges is
+refused, the index untouched; every repeated ``--add`` is read; ``/health`` keeps naming the
+served index after an update."""
+
+from __future__ import annotations
+
+import gzip
+import json
+import os
+
+import numpy as np
+import pytest
+
+import distgrail
+from distgrail.bfs import bfs_reachable, csr_of
+from distgrail.cli import main
+from distgrail.io.generate import generate
+from distgrail.io.graph import EdgeGraph
+from distgrail.update import UPDATES
+from test_server import MPIEXEC, TOKEN, Server, _env, needs_mpiexec
+
+N = 200
+
+
+@pytest.fixture(scope="module")
+def base(tmp_path_factory):
+    """An index of a 200-vertex paper graph, and the graph."""
+    g = generate("paper", N, 3, seed=4)
+    path = tmp_path_factory.mktemp("r32") / "g.h5"
+    distgrail.build_index((g.src, g.dst), num_vertices=g.n, dims=2, backend="cpu").save(path)
+    return str(path), g
+
+
+def _update(capsys, *args):
+    rc = main(["update", *map(str, args), "--backend", "cpu"])
+    out = capsys.readouterr()
+    return rc, out.out, out.err
+
+
+def test_an_id_past_the_index_in_mtx_gra_and_h5_is_named_with_file_line_and_value(base, tmp_path, capsys):
+    path, _ = base
+    out = tmp_path / "y.h5"
+    mtx = tmp_path / "m2.mtx"  # 1-based: the value as written, not 249
+    mtx.write_text("%%MatrixMarket matrix coordinate pattern general\n300 300 2\n1 2\n250 2\n")
+    gra = tmp_path / "b.gra"  # the target of vertex 3
+    gra.write_text("graph_for_greach\n300\n" + "".join(f"{v}: {'250 ' if v == 3 else ''}#\n" for v in range(300)))
+    gz = tmp_path / "b.gra.gz"
+    gz.write_bytes(gzip.compress(gra.read_bytes()))
+    sym = tmp_path / "s.mtx"  # comments, a blank line, a leading zero
+    sym.write_text("%%MatrixMarket matrix coordinate pattern symmetric\n% c\n\n300 300 2\n1 2 % x\n3 0250\n")
+    for f, want in ((mtx, f"{mtx}:4: vertex id out of range 1..200, got '250'"),
+                    (gra, f"{gra}:6: vertex id out of range 0..199, got '250'"),
+                    (gz, f"{gz}:6: vertex id out of range 0..199, got '250'"),
+                    (sym, f"{sym}:6: vertex id out of range 1..200, got '0250'")):
+        rc, _, err = _update(capsys, path, "--add", f, "-o", out)
+        assert rc == 2 and want in err, err
+        assert not out.exists()
+    src = tmp_path / "src.gra"  # a source line past the index
+    src.write_text("300\n" + "".join(f"{v}: {'1 ' if v == 250 else ''}#\n" for v in range(300)))
+    rc, _, err = _update(capsys, path, "--add", src, "-o", out)
+    assert rc == 2 and f"{src}:252: vertex id out of range 0..199, got '250'" in err, err
+    h5 = tmp_path / "p.h5"  # a .h5 graph: the dataset and row
+    assert main(["generate", "paper", "-n", "300", "-o", str(h5)]) == 0
+    capsys.readouterr()
+    rc, _, err = _update(capsys, path, "--add", h5, "-o", out)
+    assert rc == 2 and f"{h5}: csr/" in err and "vertex id out of range 0..199, got '2" in err, err
+    assert not out.exists()
+    ok = tmp_path / "ok.mtx"  # a larger header whose entries are all vertices of the index: read
+    ok.write_text("%%MatrixMarket matrix coordinate pattern general\n300 300 1\n200 1\n")
+    rc, text, err = _update(capsys, path, "--add", ok, "-o", out, "--json")
+    assert rc == 0 and json.loads(text)["given"] == 1, err
