@@ -188,6 +188,9 @@ def _read_edges(path, fmt: str, n: int | None):
     if g.meta.get("node_labels") is not None:
         raise DistGrailError(f"{path}: edges by node name; 'update' takes the index's vertex ids")
     kind = g.meta.get("format")
+    if g.m == 0:  # (an edge list read against n would be n isolated vertices: nothing to add)
+        raise GraphFormatError("no edges to add: " + ("empty edge list: no 'u v' line found" if takes
+                                                      else f"the {kind} file holds no edges"), path=path)
     if n is not None and not takes:  # .gra, .mtx, .h5: read against their own vertex count
         _ids_in_range(path, kind, g, n, source)
     return g

@@ -71,3 +71,19 @@ def test_an_id_past_the_index_in_mtx_gra_and_h5_is_named_with_file_line_and_valu
     ok.write_text("%%MatrixMarket matrix coordinate pattern general\n300 300 1\n200 1\n")
     rc, text, err = _update(capsys, path, "--add", ok, "-o", out, "--json")
     assert rc == 0 and json.loads(text)["given"] == 1, err
+
+
+@pytest.mark.parametrize("name,data", [("empty.txt", b""), ("comments.txt", b"# a\n% b\n"), ("blank.txt", b"\n \n\n"),
+                                       ("x.txt.gz", b""), ("z.txt.gz", gzip.compress(b"# none\n")),
+                                       ("e.mtx", b"%%MatrixMarket matrix coordinate pattern general\n5 5 0\n")])
+def test_a_file_without_edges_is_refused_and_the_index_untouched(base, tmp_path, capsys, name, data):
+    path, _ = base
+    idx = tmp_path / "g.h5"
+    idx.write_bytes(open(path, "rb").read())
+    before = (idx.read_bytes(), os.stat(idx).st_mtime_ns)
+    f = tmp_path / name
+    f.write_bytes(data)
+    rc, _, err = _update(capsys, idx, "--add", f)
+    assert rc == 2 and f"{f}: no edges to add" in err, err
+    assert (idx.read_bytes(), os.stat(idx).st_mtime_ns) == before
+    assert sorted(os.listdir(tmp_path)) == sorted(["g.h5", name])
