@@ -87,3 +87,38 @@ def test_a_file_without_edges_is_refused_and_the_index_untouched(base, tmp_path,
     assert rc == 2 and f"{f}: no edges to add" in err, err
     assert (idx.read_bytes(), os.stat(idx).st_mtime_ns) == before
     assert sorted(os.listdir(tmp_path)) == sorted(["g.h5", name])
+
+
+def _health(srv):
+    import urllib.request
+
+    req = urllib.request.Request(srv.url + "/health", headers={"Authorization": f"Bearer {TOKEN}"})
+    return json.loads(urllib.request.urlopen(req, timeout=30).read())
+
+
+@pytest.mark.parametrize("ranks", [1, pytest.param(2, marks=needs_mpiexec), pytest.param(3, marks=needs_mpiexec)])
+def test_health_names_the_served_index_after_an_update(base, tmp_path, ranks):
+    """``GET /health``'s ``index`` after ``POST /edges`` that sweeps the labels, then after one that
+    merges components and relabels: the served file, as before the updates (it was null)."""
+    path, g = base
+    tok = tmp_path / "token"
+    tok.write_text(TOKEN + "\n")
+    mpi = {} if ranks == 1 else {"launcher": (MPIEXEC, "-n", str(ranks)), "env": _env(MPIEXEC_TIMEOUT="300"),
+                                 "wait": 120}
+    srv = Server(path, "--token-file", str(tok), **mpi)
+    try:
+        c = distgrail.connect(srv.url, token=TOKEN)
+        first = _health(srv)["index"]
+        assert first == os.path.abspath(path), first
+        rng = np.random.default_rng(5)
+        doc = c.add_edges(rng.integers(0, N, 10), rng.integers(0, N, 10))
+        assert doc["update"] == 1
+        h = _health(srv)
+        assert h["index"] == first and h["updates"] == 1, h
+        order = np.arange(N)  # a cycle through every vertex: one component, labelled again
+        doc = c.add_edges(order, np.roll(order, -1))
+        assert doc["update"] == 2 and doc["C"] == 1, doc
+        h = _health(srv)
+        assert h["index"] == first and h["updates"] == 2 and h["C"] == 1, h
+    finally:
+        assert srv.stop() == 0 or ranks > 1, srv.lines

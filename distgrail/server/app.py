@@ -98,6 +98,8 @@ class Service:
                  body_timeout: float = DEFAULT_BODY_TIMEOUT, max_client_connections: int = DEFAULT_CLIENT_CONNECTIONS,
                  log=None):
         self.index, self.be = index, backend
+        #: the served index file (an update's index, made in memory, has no path of its own)
+        self.path = index.meta.get("path")
         #: under MPI: rank 0's Dispatcher, the batch size from which it is used, every rank's
         #: ``{"rank", "host", "pid", "device"}``
         self.dispatcher, self.shard_min_pairs, self.ranks = dispatcher, int(shard_min_pairs), ranks
@@ -408,7 +410,7 @@ class Service:
         idx = self.index
         lat = np.array(self.latency, dtype=np.float64) * 1e3
         pct = (lambda q: round(float(np.percentile(lat, q)), 3)) if lat.size else (lambda q: None)
-        return {"status": "ok", "version": __version__, "index": idx.meta.get("path"),
+        return {"status": "ok", "version": __version__, "index": self.path,
                 "source_name": idx.meta.get("source_name"), "n": idx.n, "C": idx.C, "dims": idx.dims,
                 "supports": idx.supports, "node_labels": self.label_kind, "backend": self.be.name,
                 "device": self.device_name, "workers": self.workers, "pid": os.getpid(),
