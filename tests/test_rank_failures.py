@@ -96,3 +96,53 @@ def test_a_signal_to_a_rank_other_than_0_stops_the_whole_server(small_index, n, 
     err = "".join(lines) + err
     assert rc == 0, err
     assert err.count(f"stopping ({signal.Signals(sig).name} on rank {rank})") == 1, err
+
+
+def _graph_files(tmp_path):
+    import numpy as np
+
+    from distgrail.io.binary import write_binary_graph
+    from distgrail.io.graph import from_arrays
+
+    rng = np.random.default_rng(0)
+    src, dst = rng.integers(0, 2000, 6000), rng.integers(0, 2000, 6000)
+    txt = tmp_path / "g.txt"
+    txt.write_text("".join(f"{a} {b}\n" for a, b in zip(src, dst)))
+    h5 = tmp_path / "g.h5"
+    write_binary_graph(from_arrays(src, dst, 2000, "g"), h5)
+    return txt, h5
+
+
+@pytest.mark.parametrize("ext, fault, reason", [("txt", "missing", "no such file"), ("txt", "dir", "a directory"),
+                                                 ("h5", "missing", "no such file")])
+def test_partition_on_with_a_graph_one_rank_cannot_open_is_exit_2_naming_it(tmp_path, ext, fault, reason):
+    """``--partition on``: every rank reads the graph; one that cannot open it (here: rank 1's
+    ``os.open`` of it fails, as on a machine without that file system) is a one-line error naming
+    the file and the rank, exit 2 on every rank, nothing written. It was an internal error with a
+    traceback (FileNotFoundError, IsADirectoryError), status 1, or for .h5 'not an HDF5 file'."""
+    txt, h5 = _graph_files(tmp_path)
+    graph = txt if ext == "txt" else h5
+    out = tmp_path / "out" / "o.h5"
+    out.parent.mkdir()
+    script = tmp_path / "run.py"
+    script.write_text(
+        "import os, sys\n"
+        "from mpi4py import MPI\n"
+        "from distgrail.cli import main\n"
+        "if MPI.COMM_WORLD.Get_rank() == 1:\n"
+        "    real = os.open\n"
+        "    def fake(path, *a, **k):\n"
+        f"        if os.fspath(path) == {str(graph)!r}:\n"
+        f"            if {fault == 'dir'}:\n"
+        f"                return real({str(tmp_path)!r}, os.O_RDONLY)\n"
+        "            raise FileNotFoundError(2, 'No such file or directory', path)\n"
+        "        return real(path, *a, **k)\n"
+        "    os.open = fake\n"
+        f"sys.exit(main(['index', {str(graph)!r}, '-o', {str(out)!r}, '--backend', 'cpu', '--partition', 'on', "
+        "'--quiet']))\n")
+    r = subprocess.run([MPIEXEC, "-n", "2", sys.executable, str(script)], env=mpi_env(), capture_output=True,
+                       text=True, timeout=60)
+    assert r.returncode == 2, r.stderr
+    assert f"{graph}: {reason} on rank 1 (with --partition on every rank reads the graph)" in r.stderr, r.stderr
+    assert r.stderr.count("distgrail: error:") == 1 and "Traceback" not in r.stderr, r.stderr
+    assert os.listdir(out.parent) == []

@@ -34,7 +34,7 @@ from dataclasses import dataclass, replace
 import numpy as np
 
 from ..dtypes import size_problem
-from ..errors import BackendError
+from ..errors import BackendError, GraphFormatError
 from ..gpu.memory import max_in_pieces, select_in_pieces
 
 from .decompress import Blocks, StreamError
@@ -45,7 +45,7 @@ from ..constants import FMT_CSV, FMT_EDGELIST
 from .guards import blank_field, comma_ids, comma_width, empty_field, first_edge_tab, first_edge_width
 from .parse_twin import THREADS, TILE, CudaDevice, Edges, NumpyDevice, Stages
 
-__all__ = ["read_graph_cuda", "read_graph_numpy", "read_text_graph", "read_text_range", "RangeParse", "finish_edges", "tokenize_numpy", "parse_chunk_numpy", "file_width", "first_width",
+__all__ = ["read_graph_cuda", "read_graph_numpy", "read_text_graph", "read_text_range", "RangeParse", "finish_edges", "tokenize_numpy", "parse_chunk_numpy", "file_width", "first_width", "GraphUnreadable", "open_body",
            "file_edge", "first_edge",
            "parse_chunk_cuda", "NumpyDevice", "CudaDevice", "Stages", "CHUNK_BYTES", "THREADS", "chunk_fits"]
 
@@ -167,11 +167,38 @@ def file_edge(plan) -> tuple[int, bool | None] | None:
     read from its start) or the format has no such rule (.gra, Matrix Market)."""
     if plan.code not in (FMT_EDGELIST, FMT_CSV) or plan.kind != "text":
         return None
-    fd = os.open(plan.path, os.O_RDONLY)
+    fd = open_body(plan.path)
     try:
         return first_edge(lambda pos, count: os.pread(fd, count, pos), plan.body, plan.size, plan.comma)
     finally:
         os.close(fd)
+
+
+class GraphUnreadable(GraphFormatError):
+    """The graph file cannot be opened here for a range parse (missing on this machine, a
+    directory, no permission): ``reason`` says which, without the path (an MPI rank adds where)."""
+
+    def __init__(self, path, reason: str):
+        self.reason = reason
+        super().__init__(reason, os.fspath(path))
+
+
+def open_body(path) -> int:
+    """A read-only descriptor of the regular file ``path`` (never blocking on a FIFO), or
+    :class:`GraphUnreadable`."""
+    import stat
+
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
+    except FileNotFoundError:
+        raise GraphUnreadable(path, "no such file") from None
+    except OSError as e:
+        raise GraphUnreadable(path, f"cannot be read ({e.strerror})") from None
+    mode = os.fstat(fd).st_mode
+    if not stat.S_ISREG(mode):
+        os.close(fd)
+        raise GraphUnreadable(path, "a directory" if stat.S_ISDIR(mode) else "not a regular file")
+    return fd
 
 
 def file_width(plan) -> int | None:
@@ -223,7 +250,7 @@ def _parse_body(plan, dev, chunk_bytes: int, edge: tuple | None = None):
     if plan.codec:  # decompressed on the host by a thread while the kernels parse
         stream = Blocks(plan.path, plan.codec)
     else:
-        fd = os.open(plan.path, os.O_RDONLY)
+        fd = open_body(plan.path)
     try:
         if stream is not None and stream.readinto(np.empty(plan.body, np.uint8)) != plan.body:
             raise _Anomaly("the decompressed text ends inside its header")  # (closed below, as any error)
@@ -329,7 +356,8 @@ def read_text_range(path, plan, start: int, stop: int, dev=None, *, chunk_bytes:
     :func:`~distgrail.io.chunks.plan_read`; ``start`` and ``stop`` at line starts, or ``stop`` at
     the end) with the kernels on ``dev``. Concatenating the ranges of a split body in order, then
     :func:`finish_edges`, gives what one parse of the file gives. Never raises for bad input: the
-    result's ``anomaly`` says so (a device too small or a backend error too)."""
+    result's ``anomaly`` says so (a device too small or a backend error too); a file this process
+    cannot open (an MPI rank that does not see it) raises :class:`GraphUnreadable`."""
     dev = NumpyDevice() if dev is None else dev
     chunk_bytes = int(chunk_bytes or CHUNK_BYTES)
     sub = replace(plan, path=os.fspath(path), body=int(start), size=int(stop))

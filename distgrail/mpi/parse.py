@@ -36,6 +36,7 @@ import time
 import numpy as np
 
 from ..arrays import to_host as _host
+from ..errors import DistGrailError
 from .errors import mpi, run_shared
 
 __all__ = ["read_graph_ranks", "split_body"]
@@ -109,6 +110,20 @@ def _gather(comm, a, transport, be):
     return be.asarray(out) if me == 0 else None
 
 
+def on_this_rank(fn, me: int, why: str):
+    """``fn``, whose :class:`~distgrail.io.parse.GraphUnreadable` (the file missing on this rank's
+    machine, a directory there) names this rank and why it reads the file (``why``)."""
+    from ..io.parse import GraphUnreadable
+
+    def run(*args, **kwargs):
+        try:
+            return fn(*args, **kwargs)
+        except GraphUnreadable as e:
+            raise DistGrailError(f"{e.path}: {e.reason} on rank {me} ({why})") from None
+
+    return run
+
+
 def read_graph_ranks(comm, path, fmt: str, num_vertices: int | None, be, transport=None):
     """Collective: the graph file ``path`` parsed by every rank of ``comm`` (about 1/N of its
     body each, on ``be``'s device); returns the :class:`~distgrail.io.graph.EdgeGraph` on rank 0
@@ -136,8 +151,9 @@ def read_graph_ranks(comm, path, fmt: str, num_vertices: int | None, be, transpo
     try:
         dev = run_shared(comm, "setting up the parser", _device, be)
         t0 = time.perf_counter()
-        part = run_shared(comm, f"parsing bytes {bounds[me]}:{bounds[me + 1]} of {name}", read_text_range, path,
-                          plan, bounds[me], bounds[me + 1], dev)
+        part = run_shared(comm, f"parsing bytes {bounds[me]}:{bounds[me + 1]} of {name}",
+                          on_this_rank(read_text_range, me, "under MPI every rank parses its part of a text graph"),
+                          path, plan, bounds[me], bounds[me + 1], dev)
         why = [w for w in comm.allgather(part.anomaly) if w]
         if why:  # some rank's kernels flagged something: the one-rank reader judges the whole file
             del part

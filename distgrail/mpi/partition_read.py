@@ -87,11 +87,18 @@ def _binary_file(path, fmt) -> bool:
         return False  # rank 0 reads alone and reports it
 
 
+#: why a rank that cannot open the graph file had to (its error says)
+EVERY_RANK_READS = "with --partition on every rank reads the graph"
+
+
 def _h5_block(path, me, size):
     """This rank's block of CSR rows of a binary graph file: (n, m, src, dst, name, digest, stored)."""
     from ..io.binary import _open, _source_digest, check_ids, check_offsets, dataset_of, vertex_count
     from ..io.graph import id_dtype
+    from ..io.parse import open_body
+    from .parse import on_this_rank
 
+    on_this_rank(lambda: os.close(open_body(path)), me, EVERY_RANK_READS)()  # (missing here: said so, not "not HDF5")
     with _open(path) as f:
         n = vertex_count(f, path)
         indptr = dataset_of(f, "csr/indptr", path)[...].astype(np.int64)
@@ -167,7 +174,7 @@ def read_parts(comm, be, graph, num_vertices, fmt):
     from ..io.digest import FileDigest
     from ..io.graph import EdgeGraph
     from ..io.parse import _Anomaly, read_text_range
-    from .parse import _device, _plan
+    from .parse import _device, _plan, on_this_rank
     from .placement import _text_file
 
     me, size = comm.Get_rank(), comm.Get_size()
@@ -191,8 +198,9 @@ def read_parts(comm, be, graph, num_vertices, fmt):
     digest = run_shared(comm, f"hashing {name}", FileDigest if me == 0 else None, path, paused=True)
     try:
         dev = run_shared(comm, "setting up the parser", _device, be)
-        part = run_shared(comm, f"parsing bytes {bounds[me]}:{bounds[me + 1]} of {name}", read_text_range, path,
-                          plan, bounds[me], bounds[me + 1], dev)
+        part = run_shared(comm, f"parsing bytes {bounds[me]}:{bounds[me + 1]} of {name}",
+                          on_this_rank(read_text_range, me, EVERY_RANK_READS), path, plan, bounds[me], bounds[me + 1],
+                          dev)
         why = [w for w in comm.allgather(part.anomaly) if w]
         if not why:
             try:
