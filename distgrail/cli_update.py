@@ -24,8 +24,9 @@ def add_update_command(sub) -> None:
 
     sp = sub.add_parser("update", help="insert edges into an index (exact; no rebuild from the graph)")
     sp.add_argument("index", help="the index file (.h5)")
-    sp.add_argument("--add", required=True, metavar="EDGES",
-                    help="the new edges, a graph file in any format 'index' reads, vertex ids of the index")
+    sp.add_argument("--add", required=True, metavar="EDGES", action="append",
+                    help="the new edges, a graph file in any format 'index' reads, vertex ids of the index; "
+                         "repeated: every file's edges, in the order given")
     sp.add_argument("--remove", metavar="EDGES", default=None,
                     help="refused: deletions are not supported (rebuild with 'distgrail index')")
     sp.add_argument("-o", "--output", default=None,
@@ -63,8 +64,9 @@ def cmd_update(args) -> int:
     if in_place:  # the index replaced atomically: its directory must take the file written beside it
         from .io.atomic import check_output
 
-        if os.path.exists(args.add) and same_file(args.add, args.index):
-            raise DistGrailError(f"{args.add}: the edges file is the index itself")
+        for add in args.add:
+            if os.path.exists(add) and same_file(add, args.index):
+                raise DistGrailError(f"{add}: the edges file is the index itself")
         target = os.path.realpath(args.index)  # (a link's target is updated, not the link replaced)
         named = args.index if same_path(target, args.index) else f"{args.index} (a link to {target})"
         if os.path.isfile(target):
@@ -82,7 +84,7 @@ def cmd_update(args) -> int:
         if os.path.exists(args.output) and same_file(args.output, args.index):
             raise DistGrailError(f"{args.output}: the output would overwrite the input {args.index}; to update the "
                                  "index in place, leave out -o")
-        outputs_ok(args, args.index, args.add)
+        outputs_ok(args, args.index, *args.add)
     if args.rebuild_above is not None and args.rebuild_above < 0:
         raise DistGrailError(f"--rebuild-above must be 0 or more, got {args.rebuild_above}")
     if args.parts is not None:
@@ -90,9 +92,11 @@ def cmd_update(args) -> int:
     if args.parts is not None and args.layout == "single":
         raise DistGrailError("--parts is for --layout split (or keep, of a split index); --layout single writes one file")
     t0 = time.perf_counter()
-    if not os.path.exists(args.add):  # (the edges first: a typo costs no read of a large index)
-        raise DistGrailError(f"{args.add}: no such edges file")
-    g = _read_edges(args.add, args.format, _vertex_count(args.index))
+    for add in args.add:  # (the edges first: a typo costs no read of a large index)
+        if not os.path.exists(add):
+            raise DistGrailError(f"{add}: no such edges file")
+    n = _vertex_count(args.index)
+    src, dst = _concatenated([_read_edges(add, args.format, n) for add in args.add])
     steps = {"read_edges": time.perf_counter() - t0}
     idx = distgrail.open_index(args.index)
     steps["open"] = time.perf_counter() - t0 - sum(steps.values())
@@ -116,7 +120,7 @@ def cmd_update(args) -> int:
             if mask is not None:
                 os.umask(mask)
 
-    new, report = insert_edges(idx, g.src, g.dst, backend=args.backend, progress=not args.quiet,
+    new, report = insert_edges(idx, src, dst, backend=args.backend, progress=not args.quiet,
                                rebuild_above=args.rebuild_above, consume=True, write=write)  # (idx spent)
     steps["update"] = time.perf_counter() - t0 - sum(steps.values()) - report.seconds["write"]
     steps["write"] = report.seconds["write"]  # (with the swept arrays' download beside it)
@@ -261,6 +265,17 @@ def _first_past(path, kind: str, limit: int, codec) -> tuple | None:
                 if past(tok):
                     return no, tok.decode("ascii", "replace").strip()
     return None
+
+
+def _concatenated(graphs) -> tuple:
+    """``(src, dst)``: the edges of ``graphs`` (each file's, read and checked), in order."""
+    if len(graphs) == 1:
+        return graphs[0].src, graphs[0].dst
+    import numpy as np
+
+    dt = np.result_type(*(g.src.dtype for g in graphs))
+    return (np.concatenate([g.src.astype(dt, copy=False) for g in graphs]),
+            np.concatenate([g.dst.astype(dt, copy=False) for g in graphs]))
 
 
 def _undeclared_names(path) -> bool:

@@ -89,6 +89,37 @@ def test_a_file_without_edges_is_refused_and_the_index_untouched(base, tmp_path,
     assert sorted(os.listdir(tmp_path)) == sorted(["g.h5", name])
 
 
+def test_every_repeated_add_is_read_in_order(base, tmp_path, capsys):
+    path, g = base
+    rng = np.random.default_rng(3)
+    a = np.stack([rng.integers(0, N, 20), rng.integers(0, N, 20)], 1)
+    b = np.stack([rng.integers(0, N, 15), rng.integers(0, N, 15)], 1)
+    fa, fb = tmp_path / "e2.txt", tmp_path / "e.csv"
+    fa.write_text("".join(f"{s} {t}\n" for s, t in a))
+    fb.write_text("".join(f"{s},{t}\n" for s, t in b))
+    out = tmp_path / "y.h5"
+    rc, text, err = _update(capsys, path, "--add", fa, "--add", fb, "-o", out, "--json")
+    assert rc == 0, err
+    doc = json.loads(text)
+    assert doc["given"] == 35 == doc["edges_recorded"], doc
+    both = np.concatenate([a, b])
+    new = distgrail.open_index(out)
+    assert np.array_equal(np.asarray(new.arrays[UPDATES]).reshape(-1, 2), both)  # in the order given
+    full = EdgeGraph(g.n, np.r_[g.src, both[:, 0]].astype(np.int64), np.r_[g.dst, both[:, 1]].astype(np.int64))
+    qs, qt = np.repeat(np.arange(N), N), np.tile(np.arange(N), N)
+    got, _ = new.query(qs, qt, backend="cpu")
+    assert np.array_equal(got, bfs_reachable(*csr_of(full), qs, qt))
+    # every file checked: a bad id in the second is named with that file; nothing written
+    bad = tmp_path / "bad.txt"
+    bad.write_text("0 1\n1 250\n")
+    out2 = tmp_path / "z.h5"
+    rc, _, err = _update(capsys, path, "--add", fa, "--add", bad, "-o", out2)
+    assert rc == 2 and f"{bad}:2: vertex id out of range 0..199, got '250'" in err, err
+    rc, _, err = _update(capsys, path, "--add", fa, "--add", tmp_path / "nope.txt", "-o", out2)
+    assert rc == 2 and "nope.txt: no such edges file" in err, err
+    assert not out2.exists()
+
+
 def _health(srv):
     import urllib.request
 
