@@ -153,3 +153,19 @@ def test_health_names_the_served_index_after_an_update(base, tmp_path, ranks):
         assert h["index"] == first and h["updates"] == 2 and h["C"] == 1, h
     finally:
         assert srv.stop() == 0 or ranks > 1, srv.lines
+
+
+@pytest.mark.parametrize("name", ["z.txt.gz", "z.TXT.BZ2", "z.zst"])
+def test_index_refuses_an_empty_file_named_compressed(tmp_path, capsys, name):
+    """A 0-byte ``x.txt.gz`` is a cut copy (no codec's stream is empty), not an empty graph: it
+    was indexed as --num-vertices isolated vertices, exit 0."""
+    src = tmp_path / name
+    src.write_bytes(b"")
+    out = tmp_path / "z.h5"
+    assert main(["index", str(src), "--num-vertices", "10", "-o", str(out), "--backend", "cpu"]) == 2
+    err = capsys.readouterr().err
+    assert name in err and "truncated or damaged" in err, err
+    assert sorted(os.listdir(tmp_path)) == [name]
+    plain = tmp_path / "z.txt"  # an empty plain file with --num-vertices stays 10 isolated vertices
+    plain.write_bytes(b"")
+    assert main(["index", str(plain), "--num-vertices", "10", "-o", str(out), "--backend", "cpu", "--quiet"]) == 0

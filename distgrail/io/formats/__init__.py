@@ -189,8 +189,13 @@ class Source:
 
     @cached_property
     def codec(self) -> str | None:
-        """"gz", "bz2", "zst", or None for a plain file."""
-        return codec_of(self.stored)
+        """"gz", "bz2", "zst", or None for a plain file. A file of no bytes named as compressed
+        (``x.txt.gz``) is refused: no codec's data is empty, so it is a cut copy, not an empty graph."""
+        codec = codec_of(self.stored)
+        if codec is None and not self.stored and self.path.lower().endswith(COMPRESSED_SUFFIXES):
+            raise GraphFormatError("an empty file named as compressed data: no gzip, bzip2 or Zstandard stream "
+                                   "is empty, so it is truncated or damaged (0 bytes)", path=self.path)
+        return codec
 
     @cached_property
     def fmt(self) -> str:
