@@ -77,6 +77,13 @@ def output_error(path, exc: BaseException) -> OutputError:
     return OutputError(f"{os.fspath(path)}: cannot write the output: {reason}")
 
 
+def _h5_write_error(exc) -> bool:
+    """True for h5py's RuntimeError of a failed write (closing a file whose write failed: 'Can't
+    decrement id ref count (unable to extend file properly, errno = 27, ...)'): an OSError of the
+    machine's, hidden in the text, that :func:`output_error` reads."""
+    return isinstance(exc, RuntimeError) and re.search(r"errno = \d+", str(exc)) is not None
+
+
 def check_output(path) -> None:
     """Raise :class:`OutputError` now if ``path`` cannot be written (before any work is done)."""
     path = os.fspath(path)
@@ -414,7 +421,7 @@ class atomic_path:
             _LIVE.discard(self.tmp)
             if exc_type is None and os.path.exists(self.tmp):  # the rename failed
                 os.remove(self.tmp)
-        if isinstance(exc, OSError) and not isinstance(exc, DistGrailError):
+        if isinstance(exc, OSError) and not isinstance(exc, DistGrailError) or _h5_write_error(exc):
             raise output_error(self.path, exc) from None
         return False
 
