@@ -146,3 +146,24 @@ def test_partition_on_with_a_graph_one_rank_cannot_open_is_exit_2_naming_it(tmp_
     assert f"{graph}: {reason} on rank 1 (with --partition on every rank reads the graph)" in r.stderr, r.stderr
     assert r.stderr.count("distgrail: error:") == 1 and "Traceback" not in r.stderr, r.stderr
     assert os.listdir(out.parent) == []
+
+
+@pytest.mark.parametrize("partition", ["off", "on"])
+def test_ranks_holding_different_indexes_is_one_message_exit_2_without_abort(tmp_path, partition):
+    """``query`` where rank 1 opens another index than rank 0: the refusal goes through the shared
+    step as ``serve``'s does: printed once (with the step), exit 2 on every rank, MPI ended
+    cleanly. It was printed by each rank without a 'rank r,' and, under ``python -m mpi4py``,
+    ended in MPI_Abort (MPICH then leaves a /dev/shm segment)."""
+    import distgrail
+
+    a, b = tmp_path / "a.h5", tmp_path / "b.h5"
+    distgrail.build_index(distgrail.bundled_graph(), dims=2, seed=1, backend="cpu", output=a)
+    distgrail.build_index(distgrail.bundled_graph(), dims=3, seed=2, backend="cpu", output=b)
+    args = ["bundled", "--backend", "cpu", "--quiet", "--partition", partition]
+    r = subprocess.run([MPIEXEC, "-n", "1", sys.executable, "-m", "mpi4py", "-m", "distgrail", "query", str(a), *args,
+                        ":", "-n", "1", sys.executable, "-m", "mpi4py", "-m", "distgrail", "query", str(b), *args],
+                       env=mpi_env(), capture_output=True, text=True, timeout=60)
+    assert r.returncode == 2, r.stderr
+    assert r.stderr.count("distgrail: error:") == 1, r.stderr
+    assert "comparing the index of every rank: every rank must query the same index, but ranks [1]" in r.stderr
+    assert "MPI_Abort" not in r.stderr and "Traceback" not in r.stderr, r.stderr

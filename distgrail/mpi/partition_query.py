@@ -124,7 +124,7 @@ def open_spread_index(path, comm) -> SpreadIndex:
     indptr, indices = run_shared(comm, f"reading DAG rows {bounds[me]}..{bounds[me + 1] - 1} of {os.fspath(path)}",
                                  _rows_of, os.fspath(path), arrays, bounds, me)
     idx = SpreadIndex(meta, arrays, labels, comm, bounds, indptr, indices)
-    same_index_everywhere(comm, idx)
+    run_shared(comm, "comparing the index of every rank", same_index_everywhere, comm, idx)
     idx.timings = {"open": time.perf_counter() - t}
     idx.meta["path"] = os.fspath(path)
     return idx

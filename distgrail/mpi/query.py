@@ -263,7 +263,7 @@ def query_sharded(index, sources, targets, backend="auto", comm=None, root: int 
     """
     comm, owned = own_comm(comm)
     try:
-        same_index_everywhere(comm, index)
+        run_shared(comm, "comparing the index of every rank", same_index_everywhere, comm, index)
         dev = ensure_bound(comm, backend)  # one GPU per node-local rank, unless bound already
         be = run_shared(comm, "selecting the backend", get_backend, backend, dev)
         return answer_in_shards(comm, index, be, sources, targets,
@@ -286,7 +286,7 @@ def query_rows_read_by_ranks(index, k: int, read_rows, backend="auto", comm=None
     (docs/benchmarks.md, sessions 22-23)."""
     comm, owned = own_comm(comm)
     try:
-        same_index_everywhere(comm, index)
+        run_shared(comm, "comparing the index of every rank", same_index_everywhere, comm, index)
         dev = ensure_bound(comm, backend)
         be = run_shared(comm, "selecting the backend", get_backend, backend, dev)
         me, size = comm.Get_rank(), comm.Get_size()
