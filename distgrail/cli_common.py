@@ -63,6 +63,9 @@ def outputs_ok(args, *inputs):
     from .io.atomic import check_output, same_file
 
     out = args.output
+    if out == "-" and args.command not in ("query", "pairs"):  # (their "-" is stdout)
+        raise OutputError(f"-o -: {args.command} writes a file (an HDF5 file or a graph file), not stdout; "
+                          f"give an output path")
     if out is None or out == "-":
         return
     for i in inputs:

@@ -4,12 +4,14 @@ preflight uses the K the build uses, BuildConfig checks ``num_vertices``, and sm
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 
 import numpy as np
 import pytest
 
+from distgrail.cli import main
 from distgrail.errors import GraphFormatError
 from distgrail.io.parse import read_graph_numpy
 from distgrail.io.read import read_graph
@@ -150,3 +152,17 @@ def test_labelled_does_not_claim_num_vertices(tmp_path):
     p.write_bytes(b"a b\nb c\n")
     run = _cli("index", p, "--format", "labelled", "--num-vertices", 5, "-o", tmp_path / "l.h5")
     assert run.returncode == 2 and "--num-vertices" in run.stderr, run.stderr
+
+
+@pytest.mark.parametrize("command", [["index", "{g}"], ["convert", "{g}"]])
+def test_an_index_or_graph_to_stdout_is_refused(tmp_path, capsys, monkeypatch, command):
+    """``index -o -`` wrote an HDF5 file literally named ``-`` (and its parts under MPI), exit 0:
+    only query's answers and pairs go to stdout."""
+    g = tmp_path / "g.txt"
+    g.write_text("0 1\n1 2\n")
+    monkeypatch.chdir(tmp_path)
+    argv = [a.format(g=g) for a in command] + ["-o", "-", "--backend", "cpu"]
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert "-o -" in err and "not stdout" in err, err
+    assert sorted(os.listdir(tmp_path)) == ["g.txt"]
