@@ -518,6 +518,11 @@ def main(argv=None) -> int:
         bug = shared and getattr(e, "bug", False)  # (no error of the input's or the machine's: status 1)
         if bug and e.__cause__ is not None:  # the failing rank's traceback, as one process shows it
             traceback.print_exception(e.__cause__, file=sys.stderr)
+        if not shared and comm is None and getattr(e, "arguments_only", False):
+            from .cli_parser import launcher_rank
+
+            if launcher_rank() != 0:  # (before MPI: every rank has it; rank 0 prints it)
+                return 2
         if not shared or comm.Get_rank() == 0:  # an error shared by all ranks is printed once
             print(f"distgrail: {'internal error' if bug else 'error'}: {e}", file=sys.stderr, flush=True)
         if shared:

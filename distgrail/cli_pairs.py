@@ -91,12 +91,13 @@ def answer_pair(args) -> int:
     import distgrail
     from .errors import QueryError
 
-    if args.pair is None:
-        raise QueryError("give a pairs file, or one question with --pair U V")
-    if args.pairs is not None:
-        raise QueryError(f"give a pairs file ({args.pairs}) or --pair U V, not both")
-    if args.output:
-        raise QueryError("--pair prints its answer on stdout; -o is for the answers of a pairs file")
+    why = ("give a pairs file, or one question with --pair U V" if args.pair is None else
+           f"give a pairs file ({args.pairs}) or --pair U V, not both" if args.pairs is not None else
+           "--pair prints its answer on stdout; -o is for the answers of a pairs file" if args.output else None)
+    if why:
+        e = QueryError(why)
+        e.arguments_only = True  # every rank of an MPI launch has it: printed by rank 0 alone (cli.main)
+        raise e
     idx = distgrail.open_index(args.index)
     u, v = (_vertex(idx, w, tok) for w, tok in zip(("--pair U", "--pair V"), args.pair))
     _in_graph(idx, args.pair, (u, v))

@@ -3,14 +3,15 @@
 argparse's own ``error`` prints the whole usage and ``distgrail index: error: ...``; the CLI's
 contract (every bad input: one line ``distgrail: error: ...``, exit status 2) holds for the
 arguments too. Subcommand parsers are made by ``add_parser`` with the parent's class, so every
-subcommand follows it; ``--help`` still prints the full usage.
+subcommand follows it; ``--help`` still prints the full usage. Under an MPI launcher the line is
+printed by rank 0 alone (every rank has the same arguments, and exits 2).
 """
 
 from __future__ import annotations
 
 import argparse
 
-__all__ = ["ContractParser"]
+__all__ = ["ContractParser", "launcher_rank"]
 
 
 class ContractParser(argparse.ArgumentParser):
@@ -19,4 +20,13 @@ class ContractParser(argparse.ArgumentParser):
     def error(self, message: str):
         hint = f" (see '{self.prog} --help')" if self.prog else ""
         text = " ".join(str(message).split())  # one line, whatever argparse wrapped
-        self.exit(2, f"distgrail: error: {text}{hint}\n")
+        self.exit(2, f"distgrail: error: {text}{hint}\n" if launcher_rank() == 0 else None)
+
+
+def launcher_rank() -> int:
+    """This process's rank as the MPI launcher's variables tell it (0 without a launcher, or when
+    it hides the rank), without starting MPI: an error of the command line's arguments, which
+    every rank has alike, is printed by rank 0 alone (every rank exits 2)."""
+    from .mpi.launcher import rank_size
+
+    return rank_size()[0]
