@@ -167,3 +167,13 @@ def test_ranks_holding_different_indexes_is_one_message_exit_2_without_abort(tmp
     assert r.stderr.count("distgrail: error:") == 1, r.stderr
     assert "comparing the index of every rank: every rank must query the same index, but ranks [1]" in r.stderr
     assert "MPI_Abort" not in r.stderr and "Traceback" not in r.stderr, r.stderr
+
+
+@pytest.mark.parametrize("args, message", [
+    (["query", "x.h5"], "distgrail: error: give a pairs file, or one question with --pair U V\n"),
+    (["query", "x.h5", "p.txt", "--bogus"], "distgrail: error: unrecognized arguments: --bogus (see 'distgrail --help')\n"),
+])
+def test_an_argument_error_under_mpiexec_is_printed_once_and_every_rank_exits_2(tmp_path, args, message):
+    r = subprocess.run([MPIEXEC, "-n", "3", sys.executable, "-m", "distgrail", *args], env=mpi_env(), cwd=tmp_path,
+                       capture_output=True, text=True, timeout=60)
+    assert r.returncode == 2 and r.stderr == message, r.stderr

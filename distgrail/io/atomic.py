@@ -73,6 +73,8 @@ def output_error(path, exc: BaseException) -> OutputError:
         code = int(m.group(1)) if m else None
     if code is None and "No space left" in str(exc):
         code = errno.ENOSPC
+    if code is None and re.fullmatch(r"\d+ requested and \d+ written", str(exc)):  # NumPy's short write
+        code = _short_write_cause(path)
     reason = _REASONS.get(code) or (os.strerror(code) if code else "write failed")
     return OutputError(f"{os.fspath(path)}: cannot write the output: {reason}")
 
@@ -82,6 +84,16 @@ def _h5_write_error(exc) -> bool:
     decrement id ref count (unable to extend file properly, errno = 27, ...)'): an OSError of the
     machine's, hidden in the text, that :func:`output_error` reads."""
     return isinstance(exc, RuntimeError) and re.search(r"errno = \d+", str(exc)) is not None
+
+
+def _short_write_cause(path) -> int | None:
+    """ENOSPC when the file system of ``path`` has no space left (NumPy's ``tofile`` reports a
+    short write as 'N requested and M written', without the errno), else None."""
+    try:
+        st = os.statvfs(os.path.dirname(os.path.abspath(os.fspath(path))))
+    except OSError:
+        return None
+    return errno.ENOSPC if st.f_bavail * st.f_frsize < (1 << 20) else None
 
 
 def check_output(path) -> None:
@@ -397,6 +409,9 @@ class atomic_path:
             restore_handlers()
 
     def _exit(self, exc_type, exc):
+        mapped = None  # (made before the temporary goes: a short write's cause is read from the free space)
+        if isinstance(exc, OSError) and not isinstance(exc, DistGrailError) or _h5_write_error(exc):
+            mapped = output_error(self.path, exc)
         try:
             if exc_type is None:
                 if _exchange(self.tmp, self.path):  # the new output is in place, the old one at self.tmp
@@ -421,8 +436,8 @@ class atomic_path:
             _LIVE.discard(self.tmp)
             if exc_type is None and os.path.exists(self.tmp):  # the rename failed
                 os.remove(self.tmp)
-        if isinstance(exc, OSError) and not isinstance(exc, DistGrailError) or _h5_write_error(exc):
-            raise output_error(self.path, exc) from None
+        if mapped is not None:
+            raise mapped from None
         return False
 
     def _settle(self) -> None:
