@@ -185,9 +185,9 @@ def read_parts(comm, be, graph, num_vertices, fmt):
     if me == 0 and path is not None and os.path.isfile(path):
         kind = "text" if _text_file(path, fmt) else "h5" if _binary_file(path, fmt) else None
     kind = comm.bcast(kind, root=0)
-    if kind == "h5":
+    if kind == "h5" and num_vertices is None:
         return _read_h5(comm, be, path)
-    if kind != "text":
+    if kind != "text":  # (an .h5 with --num-vertices too: rank 0's read refuses it, as one process does)
         return _rank0_reads(comm, be, graph, num_vertices, fmt)
     name = os.path.basename(path)
     plan, bounds = comm.bcast(run_shared(comm, f"planning the read of {name}", _plan if me == 0 else None,
