@@ -215,13 +215,14 @@ def test_the_command_line_refuses_a_file_cut_short_under_partition(tmp_path, n):
 def test_partitioned_read_of_an_h5_graph_refuses_num_vertices(comm, shared_dir):
     """``--partition on`` read an ``.h5`` graph by blocks and dropped ``--num-vertices`` (400 on a
     300-vertex graph: exit 0, n = 300), which one process refuses; now rank 0's read refuses it."""
-    from distgrail.cli import main
+    from distgrail.io.binary import write_binary_graph
+    from distgrail.io.generate import generate
     from distgrail.mpi.errors import RankError
     from distgrail.mpi.partition_read import read_parts
 
     path = os.path.join(shared_dir, "p.h5")
     if comm.rank == 0:
-        assert main(["generate", "paper", "-n", "300", "-o", path, "--quiet"]) == 0
+        write_binary_graph(generate("paper", 300, 4.0, seed=1), path)
     comm.Barrier()
     read_parts(comm, CPU, path, None, "auto")  # (without it, read by blocks)
     with pytest.raises(RankError, match="--num-vertices applies to edge lists only"):
