@@ -123,6 +123,20 @@ EMPTY_TAB_FIELD = ("an empty source or target field (the first edge line holds a
 _TAB_AFTER = (b"\n\t", b"\t\t", b" \t")
 
 
+def _first_edge_content(data: bytes):
+    """The first line of ``data`` with a byte other than a blank before its comment, cut at the
+    comment (the first edge line, or a header); None when there is none."""
+    pos = 0
+    while pos < len(data):
+        end = data.find(b"\n", pos)
+        end = len(data) if end < 0 else end
+        content = _COMMENT.split(data[pos:end], 1)[0]
+        if content.translate(None, b" \t\r"):
+            return content
+        pos = end + 1
+    return None
+
+
 def first_edge_tab(data: bytes):
     """Whether the first edge line of ``data`` (whole lines of an edge list that is not
     comma-separated) holds a tab before its comment: the file is then tab-separated
@@ -131,15 +145,8 @@ def first_edge_tab(data: bytes):
     >>> [first_edge_tab(x) for x in (b"# a\\tb\\n0\\t1\\n", b"0 1 # \\t\\n", b"\\t\\n# c\\n")]
     [True, False, None]
     """
-    pos = 0
-    while pos < len(data):
-        end = data.find(b"\n", pos)
-        end = len(data) if end < 0 else end
-        content = _COMMENT.split(data[pos:end], 1)[0]
-        if content.translate(None, b" \t\r"):
-            return b"\t" in content
-        pos = end + 1
-    return None
+    content = _first_edge_content(data)
+    return None if content is None else b"\t" in content
 
 
 def empty_tab_field(data: bytes) -> int:
@@ -268,15 +275,8 @@ def comma_ids(data: bytes):
     >>> [comma_ids(x) for x in (b"# c\\n0,1\\n", b"0 1 {'a': 1, 'b': 2}\\n", b"12 13,3\\n", b"\\n# c\\n", b"0 1\\n")]
     [True, False, True, None, False]
     """
-    pos = 0
-    while pos < len(data):
-        end = data.find(b"\n", pos)
-        end = len(data) if end < 0 else end
-        content = _COMMENT.split(data[pos:end], 1)[0]
-        if content.translate(None, b" \t\r"):
-            return b"," in content and len(_TOKEN.findall(content.split(b",", 1)[0])) < 3
-        pos = end + 1
-    return None
+    content = _first_edge_content(data)
+    return None if content is None else b"," in content and len(_TOKEN.findall(content.split(b",", 1)[0])) < 3
 
 
 def blank_field(data: bytes) -> tuple[int, str]:
