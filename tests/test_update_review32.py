@@ -84,7 +84,8 @@ def test_a_file_without_edges_is_refused_and_the_index_untouched(base, tmp_path,
     f = tmp_path / name
     f.write_bytes(data)
     rc, _, err = _update(capsys, idx, "--add", f)
-    assert rc == 2 and f"{f}: no edges to add" in err, err
+    said = "truncated or damaged" if data == b"" and name.endswith(".gz") else "no edges to add"  # (0868e36)
+    assert rc == 2 and f"{f}: " in err and said in err, err
     assert (idx.read_bytes(), os.stat(idx).st_mtime_ns) == before
     assert sorted(os.listdir(tmp_path)) == sorted(["g.h5", name])
 
