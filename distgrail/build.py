@@ -65,7 +65,9 @@ def build_index(graph, config: BuildConfig | None = None, *, comm=None, digest=N
         Under MPI with several ranks: ``"on"`` partitions the edges over the ranks
         (:class:`distgrail.mpi.partition.Partitioned`: no rank holds all of them; same index),
         ``"off"`` reads and condenses on rank 0, ``"auto"`` partitions on a GPU backend when the
-        graph does not fit one GPU but 1/N of it fits each. One process: the same as ``"off"``.
+        graph does not fit one GPU but 1/N of it fits each, or when it is a plain text file the
+        ranks parse in byte ranges (faster; :func:`distgrail.mpi.partition.wants_partition`). One
+        process: the same as ``"off"``.
     layout : {"single", "split", "auto"}
         The index file: one file (default), or a main file and a part file per rank that each rank
         writes itself, tied by HDF5 virtual datasets (:mod:`distgrail.indexfile.split`; same

@@ -18,7 +18,7 @@ from .errors import BackendError, DistGrailError
 __all__ = ["BuildConfig", "PARTITION_MODES", "FULL_INDEX_ON", "LAYOUTS"]
 
 #: ``--partition``: auto (partition on a GPU when the graph does not fit one GPU but 1/N fits each
-#: rank), on, off
+#: rank, or, with 2+ ranks, when it is a plain text file they parse in byte ranges), on, off
 PARTITION_MODES = ("auto", "on", "off")
 #: ``--layout``: the index in one file, or a main file and a part file per rank
 #: (:mod:`distgrail.indexfile.split`), or auto: split when built by several ranks, else single

@@ -32,9 +32,14 @@ pool peak used`` / ``gpu pool peak held`` (CuPy's pool from the read to the end 
 bytes in live arrays, and taken from the device with the pool's cached blocks;
 :class:`~distgrail.gpu.memory.PoolPeak`).
 
-``--partition auto`` (:func:`wants_partition`): on when the backend is a GPU's, the whole graph
-does not fit one GPU by :func:`~distgrail.gpu.memory.gpu_bytes_needed` and 1/N of its edges plus
-the O(n) terms fit each rank; else the build is AcrossRanks' own (every method below hands over).
+``--partition auto`` (:func:`wants_partition`), on a GPU backend: on when the whole graph does
+not fit one GPU by :func:`~distgrail.gpu.memory.gpu_bytes_needed` and 1/N of its edges plus the
+O(n) terms fit each rank; also on, for speed, with two ranks or more when the graph fits rank 0's
+GPU and is a plain text file the ranks parse in byte ranges: each rank then keeps what it parsed
+(no gather of every edge to rank 0) and the SCC sweeps run on every GPU, with at most
+``DISTGRAIL_PARTITION_ROUNDS`` exchanges before the alive edges go to rank 0, so a deep graph
+costs that many sweeps, not one per level (figures: docs/benchmarks.md). Else
+the build is AcrossRanks' own (every method below hands over).
 ``DISTGRAIL_PARTITION_GATHER``: alive edges up to which the SCC search finishes on rank 0
 (default :data:`~distgrail.stages.partitioned_scc.DEFAULT_GATHER_EDGES`).
 """
@@ -74,13 +79,26 @@ def _gather_edges() -> int:
     return settings.get("DISTGRAIL_PARTITION_GATHER")
 
 
-def wants_partition(mode, be, graph, fmt, num_vertices, dims, supports, ranks) -> bool:
-    """Rank 0's choice for ``--partition mode`` (see the module doc); a GPU backend is needed
-    for auto to say yes."""
-    if mode == "on":
-        return True
-    if mode == "off" or not be.is_gpu or not isinstance(graph, (str, os.PathLike)):
+def _split_text(graph, fmt, num_vertices) -> bool:
+    """True when the ranks would parse ``graph`` in byte ranges (a plain text file; a stream or a
+    file of node names is read by rank 0 alone: :func:`distgrail.mpi.partition_read.read_parts`)."""
+    from .parse import _plan
+
+    try:
+        return _plan(graph, fmt, num_vertices, 2)[1] is not None
+    except Exception:  # (a file rank 0 cannot plan: its read reports it)
         return False
+
+
+def wants_partition(mode, be, graph, fmt, num_vertices, dims, supports, ranks):
+    """Rank 0's choice for ``--partition mode`` (see the module doc): ``(on, rounds)``, rounds
+    the exchanges the SCC sweeps may spend before the rest goes to rank 0 (None: no limit; set
+    only where auto partitions a graph rank 0's GPU holds). A GPU backend is needed for auto to
+    say yes."""
+    if mode == "on":
+        return True, None
+    if mode == "off" or not be.is_gpu or not isinstance(graph, (str, os.PathLike)):
+        return False, None
     from ..gpu.memory import available_gpu_bytes, gpu_bytes_needed
     from ..preflight import _min_supports, preflight_index
 
@@ -91,7 +109,11 @@ def wants_partition(mode, be, graph, fmt, num_vertices, dims, supports, ranks) -
     K = _min_supports(supports)
     whole = gpu_bytes_needed(n, m, dims, K, m_dag=0)
     part = (576 << 20) + 8 * (-(-m // ranks)) + sweep_bytes(n, -(-m // ranks))
-    return whole > have and part <= have
+    if whole > have:
+        return part <= have, None
+    if ranks > 1 and _split_text(graph, fmt, num_vertices):
+        return True, settings.get("DISTGRAIL_PARTITION_ROUNDS")
+    return False, None
 
 
 class Partitioned(SpreadSteps, AcrossRanks):
@@ -100,7 +122,7 @@ class Partitioned(SpreadSteps, AcrossRanks):
     @classmethod
     def open(cls, comm, config):
         place = super().open(comm, config)
-        place.active = False
+        place.active, place.rounds = False, None
         place.report = {}
         try:
             place.gather_edges, place.dag_mode, place.nccl_ok = place.comm.bcast(run_shared(
@@ -118,7 +140,8 @@ class Partitioned(SpreadSteps, AcrossRanks):
         fmt, num_vertices = c.fmt, c.num_vertices
         on = run_shared(comm, "choosing whether to partition", wants_partition if self.here else None, c.partition,
                         self.be, graph, fmt, num_vertices, c.dims, c.supports, comm.Get_size())
-        self.active = bool(comm.bcast(on, root=0))
+        on, self.rounds = comm.bcast(on, root=0)
+        self.active = bool(on)
         if not self.active:
             return super().read(graph, digest)
         if self.be.is_gpu:
@@ -159,7 +182,7 @@ class Partitioned(SpreadSteps, AcrossRanks):
         self.report["exchange"] = inner.name
         t0 = time.perf_counter()
         with be.on_device():
-            compact, C, keys = partitioned_keys(xp, g.src, g.dst, n, ex, self.gather_edges)
+            compact, C, keys = partitioned_keys(xp, g.src, g.dst, n, ex, self.gather_edges, self.rounds)
             m_up = int(comm.allreduce(int(keys.shape[0])))  # the condensed edges, duplicates across ranks counted
         g.src = g.dst = None  # this rank's edges are not needed any more
         self._timed("partition sweeps", t0)

@@ -186,6 +186,10 @@ SETTINGS: dict = {s.name: s for s in (
     Setting("DISTGRAIL_PARTITION_GATHER", "integer", 4 << 20, "a number of edges >= 0 (e.g. 4e6)",
             "alive edges up to which the partitioned SCC search finishes on rank 0 (rank 0's value decides)",
             _count(0, integral=False), shown="4194304 (4 Mi)"),
+    Setting("DISTGRAIL_PARTITION_ROUNDS", "integer", 64, "a whole number >= 0",
+            "exchanges the partitioned SCC sweeps may spend, where `--partition auto` partitions a graph rank "
+            "0's GPU holds (for speed), before the alive edges go to rank 0 (rank 0's value decides)",
+            _count(0)),
     Setting("DISTGRAIL_PARTITION_NCCL", "switch", True, _SWITCH,
             "NCCL for the partitioned build's exchanges (with a GPU per rank); off: through the host "
             "(rank 0's value decides)", _switch),

@@ -24,7 +24,11 @@ kernels on a GPU, their array-code twin on the CPU.
 - **gather**: when the alive edges left (SUM over the ranks) are at most ``gather_edges``, they go
   to the root, which finishes with the one-process SCC steps (:func:`distgrail.stages.scc.scc_reps`
   on :class:`~distgrail.stages.scc.NumpySteps` or ``CudaSteps``) and broadcasts the result: deep
-  chains of cycles cost one gather, not one sweep per link.
+  chains of cycles cost one gather, not one sweep per link. With ``rounds`` (a number of
+  exchanges: trim rounds and colour and claim sweeps; ``index --partition auto`` sets it when it
+  partitions a graph rank 0's GPU also holds, for speed) the alive edges go to the root once that
+  many were spent, whatever their number: a deep DAG or a long chain of cycles needs a sweep per
+  level, thousands, where a web or social graph needs a few dozen (docs/benchmarks.md).
 
 Then every SCC's representative is its smallest vertex (a scatter-min on the replicated arrays,
 no message), SCCs get compact ids in that order, each rank maps ITS edges to compact ids, drops
@@ -158,10 +162,12 @@ def _finish_on_root(xp, ex, s, d, alive, rep, ids):
     rep[got[0]] = got[1]
 
 
-def partitioned_reps(xp, src, dst, n: int, ex, gather_edges: int = DEFAULT_GATHER_EDGES, root_reps=None):
+def partitioned_reps(xp, src, dst, n: int, ex, gather_edges: int = DEFAULT_GATHER_EDGES, rounds=None):
     """SCCs of the graph on ``n`` vertices whose edges ``src[i] -> dst[i]`` are this rank's part:
     ``rep`` (length n, the same on every rank), ``rep[v]`` the smallest vertex of v's SCC.
-    ``gather_edges``: see the module doc (0: never gather while an edge is alive)."""
+    ``gather_edges``: see the module doc (0: never gather while an edge is alive); ``rounds``:
+    exchanges after which the rest goes to the root (None: no limit; module doc). Every rank
+    counts the same rounds: each is decided by values every rank holds."""
     from .partitioned_sweeps import ALIVE, NO_LOOP, SAME, sweeps_for
 
     ops = sweeps_for(xp)  # the passes over this rank's edges: CUDA kernels on a GPU, array code on the CPU
@@ -171,6 +177,12 @@ def partitioned_reps(xp, src, dst, n: int, ex, gather_edges: int = DEFAULT_GATHE
     alive = xp.ones(n, dtype=xp.bool_)
     rep = xp.full(n, -1, dtype=idt)
     s, d = ops.filter(NO_LOOP, src.astype(idt, copy=False), dst.astype(idt, copy=False))  # a self-loop joins nothing
+    spent = [0]  # exchanges so far (a list: the inner loops add to it)
+
+    def more() -> bool:  # one more exchange within ``rounds``
+        spent[0] += 1
+        return rounds is None or spent[0] <= rounds
+
     while True:
         s, d = ops.filter(ALIVE, s, d, alive=alive)
         if not bool(alive.any()):
@@ -179,12 +191,12 @@ def partitioned_reps(xp, src, dst, n: int, ex, gather_edges: int = DEFAULT_GATHE
         if left == 0:  # no alive edge on any rank: every alive vertex is its own SCC
             rep[alive] = ids[alive]
             break
-        if left <= gather_edges:
+        if left <= gather_edges or not more():
             _finish_on_root(xp, ex, s, d, alive, rep, ids)
             break
         # trimming
         removed_any = False
-        while True:
+        while more():
             # bit v: an alive in-edge, bit n + u: an alive out-edge; packed: n/4 bytes, not 2n
             has = xp.unpackbits(ex.allreduce(ops.presence(s, d, n), "bor"))[:2 * n]
             dead = alive & ((has[:n] == 0) | (has[n:] == 0))
@@ -196,29 +208,37 @@ def partitioned_reps(xp, src, dst, n: int, ex, gather_edges: int = DEFAULT_GATHE
                 removed_any = True
             if gone < TRIM_SHARE * int(xp.count_nonzero(alive)) or gone == 0:
                 break
-        if removed_any:
-            continue  # the threshold is looked at again
+        if removed_any or rounds is not None and spent[0] > rounds:
+            continue  # the threshold (or the rounds spent) is looked at again
         # colouring: colour = largest alive id reaching each vertex
         color = xp.where(alive, ids, -1).astype(idt)
         fresh = alive  # the frontier: vertices whose colour changed in the last sweep
         hint = int(xp.count_nonzero(alive))
         while hint:
+            if not more():
+                break  # unfinished colours are dropped: the root finishes from alive and rep
             nxt = color.copy()
             ops.colour(s, d, fresh, color, nxt)
             nxt = combine_max(xp, ex, color, nxt, hint)
             fresh, color = nxt != color, nxt
             hint = int(xp.count_nonzero(fresh))  # the same on every rank: 0 ends the sweeps
+        if hint:
+            continue  # out of rounds
         # each root claims the vertices of its colour that reach it (backward along same-colour edges)
         reached = alive & (color == ids)
         bs, bd = ops.filter(SAME, s, d, color=color)
         fresh = reached
         hint = int(xp.count_nonzero(reached))
         while hint:
+            if not more():
+                break
             nxt = reached.copy()
             ops.back(bs, bd, fresh, nxt)
             nxt = combine_or(xp, ex, reached, nxt, hint)
             fresh, reached = nxt & ~reached, nxt
             hint = int(xp.count_nonzero(fresh))
+        if hint:
+            continue  # out of rounds: the claims are unfinished, so none is taken
         got = reached
         rep[got] = color[got]
         alive[got] = False
@@ -250,10 +270,10 @@ def condensed_keys(xp, src, dst, rep):
     return compact, C, sorted_distinct(xp, keys)
 
 
-def partitioned_keys(xp, src, dst, n: int, ex, gather_edges: int = DEFAULT_GATHER_EDGES):
+def partitioned_keys(xp, src, dst, n: int, ex, gather_edges: int = DEFAULT_GATHER_EDGES, rounds=None):
     """Collective: ``(compact, C, keys)`` of :func:`condensed_keys` for the SCCs of
     :func:`partitioned_reps` (the keys: this rank's condensed edges)."""
-    rep = partitioned_reps(xp, src, dst, n, ex, gather_edges)
+    rep = partitioned_reps(xp, src, dst, n, ex, gather_edges, rounds)
     return condensed_keys(xp, src, dst, rep)
 
 
@@ -270,10 +290,10 @@ def gather_condensed(xp, ex, C: int, keys):
     return (allk // C).astype(dt), (allk % C).astype(dt)
 
 
-def partitioned_condensed_edges(xp, src, dst, n: int, ex, gather_edges: int = DEFAULT_GATHER_EDGES):
+def partitioned_condensed_edges(xp, src, dst, n: int, ex, gather_edges: int = DEFAULT_GATHER_EDGES, rounds=None):
     """Collective: ``(compact, C, cu, cv)``: compact SCC ids of every vertex and C on every rank;
     the condensed graph's distinct edges (compact ids, sorted) on the root, None elsewhere."""
-    compact, C, keys = partitioned_keys(xp, src, dst, n, ex, gather_edges)
+    compact, C, keys = partitioned_keys(xp, src, dst, n, ex, gather_edges, rounds)
     cu, cv = gather_condensed(xp, ex, C, keys)
     return compact, C, cu, cv
 
@@ -286,13 +306,13 @@ def expand_dag(dag, compact, n: int):
     return dag
 
 
-def condense_partitioned(xp, src, dst, n: int, ex, gather_edges: int = DEFAULT_GATHER_EDGES):
+def condense_partitioned(xp, src, dst, n: int, ex, gather_edges: int = DEFAULT_GATHER_EDGES, rounds=None):
     """Collective, NumPy: the :class:`~distgrail.stages.condense.DAG` of the whole graph on the
     root (what :func:`~distgrail.stages.condense.condense` gives it), None elsewhere."""
     from ..io.graph import EdgeGraph
     from .condense import condense
 
-    compact, C, cu, cv = partitioned_condensed_edges(xp, src, dst, n, ex, gather_edges)
+    compact, C, cu, cv = partitioned_condensed_edges(xp, src, dst, n, ex, gather_edges, rounds)
     if not ex.root:
         return None
     return expand_dag(condense(EdgeGraph(n=C, src=cu, dst=cv)), compact, n)

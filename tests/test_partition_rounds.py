@@ -1,0 +1,174 @@
+"""``--partition auto`` for speed (issue 42): with 2+ ranks a plain text graph one GPU holds is
+partitioned, and its SCC sweeps stop after ``DISTGRAIL_PARTITION_ROUNDS`` exchanges, the alive
+edges then finishing on the root. The rounds limit must never change an SCC (against SciPy, over
+simulated ranks), must bound the exchanges of a deep graph, and ``wants_partition`` must pick
+that mode only where it is meant to."""
+
+from __future__ import annotations
+
+import contextlib
+import gzip
+
+import numpy as np
+import pytest
+
+from distgrail.io.binary import write_binary_graph
+from distgrail.io.graph import EdgeGraph
+from distgrail.io.read import read_graph
+from distgrail.mpi import partition as part
+from distgrail.stages.condense import condense
+from distgrail.stages.partitioned_scc import Counted, condense_partitioned, partitioned_reps
+from test_partition import ARRAYS, GRAPHS, OnDevice, Threads, _scipy_reps
+
+
+@pytest.mark.parametrize("K", [1, 2, 3])
+@pytest.mark.parametrize("rounds", [0, 1, 2, 3, 5, 17])
+@pytest.mark.parametrize("name", sorted(GRAPHS))
+def test_reps_under_a_rounds_limit_equal_scipy_sccs(name, rounds, K):
+    """Whatever sweep the limit cuts (trim, colour, claim), the SCCs are SciPy's on every rank."""
+    n, src, dst = GRAPHS[name]
+    got = Threads(K).run(lambda r, ex, s, d: partitioned_reps(np, s, d, n, ex, 0, rounds), src, dst)
+    want = _scipy_reps(n, src, dst)
+    for r in range(K):
+        np.testing.assert_array_equal(got[r], want, err_msg=f"{name} rounds {rounds} rank {r}")
+
+
+@pytest.mark.parametrize("rounds", [0, 4])
+@pytest.mark.parametrize("name", ["chain of cycles", "deep chain", "giant", "dense dag", "random 3"])
+def test_condensation_under_a_rounds_limit_equals_condense(name, rounds):
+    n, src, dst = GRAPHS[name]
+    got = Threads(3).run(lambda r, ex, s, d: condense_partitioned(np, s, d, n, ex, 0, rounds), src, dst)
+    want = condense(EdgeGraph(n=n, src=src.astype(np.int32), dst=dst.astype(np.int32)))
+    for k in ARRAYS:
+        np.testing.assert_array_equal(getattr(got[0], k), getattr(want, k), err_msg=f"{name} {k}")
+
+
+def _layered(levels: int, width: int):
+    """A DAG of ``levels`` levels of ``width`` vertices, each vertex an edge to two of the next
+    level: one colour sweep per level, the trim removing too few vertices a round to go on."""
+    v = np.arange(levels * width - width)
+    s = np.concatenate((v, v))
+    d = np.concatenate((v + width, (v // width + 1) * width + (v + 1) % width))
+    return levels * width, s.astype(np.int64), d.astype(np.int64)
+
+
+def test_a_rounds_limit_bounds_the_exchanges_of_a_deep_dag():
+    """600 levels: unlimited, hundreds of exchanges and nothing gathered; limited to 8, at most
+    a few more than 8 (the count of alive edges, the gather, the broadcast) and the edges
+    gathered to the root instead; the same SCCs either way."""
+    n, src, dst = _layered(600, 70)
+    stats = {}
+    for rounds in (None, 8):
+        got = Threads(2).run(lambda r, ex, s, d: (lambda c: (partitioned_reps(np, s, d, n, c, 0, rounds), c.stats()))(
+            Counted(ex)), src, dst)
+        np.testing.assert_array_equal(got[0][0], _scipy_reps(n, src, dst))
+        stats[rounds] = got[0][1]
+    assert stats[None]["sweeps"] > 300, stats
+    assert stats[None]["gathered bytes"] == 0, stats
+    assert stats[8]["sweeps"] <= 8 + 2, stats
+    assert stats[8]["gathered bytes"] > 0, stats
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("rounds", [0, 3])
+@pytest.mark.parametrize("name", ["giant", "chain of cycles backward", "deep chain", "dense dag"])
+def test_rounds_limit_on_cupy_gives_the_same_sccs(name, rounds):
+    """The limited sweeps with xp = CuPy (the root's CudaSteps finishing) over 3 simulated ranks."""
+    cp = pytest.importorskip("cupy")
+    n, src, dst = GRAPHS[name]
+
+    def on_gpu(r, ex, s, d):
+        with cp.cuda.Device(0):
+            return cp.asnumpy(partitioned_reps(cp, cp.asarray(s), cp.asarray(d), n, OnDevice(cp, ex), 0, rounds))
+
+    got = Threads(3).run(on_gpu, src, dst)
+    for r in range(3):
+        np.testing.assert_array_equal(got[r], _scipy_reps(n, src, dst), err_msg=f"{name} rank {r}")
+
+
+@pytest.mark.mpi(min_size=2)
+@pytest.mark.parametrize("rounds", [None, 0, 3])
+def test_rounds_limit_over_mpi_ranks_gives_the_same_sccs(rounds):
+    """Real ranks, the host exchange: a deep DAG and a chain of cycles, each rank a block of edges."""
+    from mpi4py import MPI
+
+    from distgrail.mpi.exchange import MpiExchange
+
+    comm = MPI.COMM_WORLD
+    for n, src, dst in (_layered(40, 9), GRAPHS["chain of cycles backward"], GRAPHS["giant"]):
+        lo, hi = src.size * comm.rank // comm.size, src.size * (comm.rank + 1) // comm.size
+        c = Counted(MpiExchange(comm, np))
+        got = partitioned_reps(np, src[lo:hi], dst[lo:hi], n, c, 0, rounds)
+        np.testing.assert_array_equal(got, _scipy_reps(n, src, dst))
+        if rounds is not None:
+            assert c.sweeps <= rounds + 2, (rounds, c.stats())
+
+
+# ------------------------------------------------------------------ wants_partition's choice
+
+class FakeGpu:
+    """A GPU backend as ``wants_partition`` sees one: is_gpu and a device context."""
+
+    is_gpu = True
+
+    @contextlib.contextmanager
+    def on_device(self):
+        yield
+
+
+class FakeCpu(FakeGpu):
+    is_gpu = False
+
+
+@pytest.fixture
+def gpu_of(monkeypatch):
+    """Sets the fake GPU's free bytes and the whole build's need (the real estimate is the
+    preflight's, tested elsewhere)."""
+    import distgrail.gpu.memory as memory
+
+    def set_(have, whole):
+        monkeypatch.setattr(memory, "available_gpu_bytes", lambda: (have, have, 0))
+        monkeypatch.setattr(memory, "gpu_bytes_needed", lambda *a, **k: whole)
+    return set_
+
+
+def _edges(tmp_path, name="g.txt"):
+    p = tmp_path / name
+    p.write_text("".join(f"{i} {(i * 7 + 1) % 50}\n" for i in range(200)))
+    return str(p)
+
+
+def test_auto_partitions_a_text_graph_one_gpu_holds_with_a_rounds_limit(tmp_path, gpu_of, monkeypatch):
+    gpu_of(have=10**12, whole=10**6)
+    g = _edges(tmp_path)
+    args = ("auto", FakeGpu(), g, "auto", None, 4, "auto")
+    assert part.wants_partition(*args, 2) == (True, 64)
+    monkeypatch.setenv("DISTGRAIL_PARTITION_ROUNDS", "7")
+    assert part.wants_partition(*args, 3) == (True, 7)
+    assert part.wants_partition(*args, 1) == (False, None)  # one rank: nothing to split
+    assert part.wants_partition("auto", FakeCpu(), g, "auto", None, 4, "auto", 2) == (False, None)
+    assert part.wants_partition("off", FakeGpu(), g, "auto", None, 4, "auto", 2) == (False, None)
+    assert part.wants_partition("on", FakeGpu(), g, "auto", None, 4, "auto", 2) == (True, None)
+
+
+def test_auto_keeps_a_stream_or_an_h5_graph_on_rank_0_when_one_gpu_holds_it(tmp_path, gpu_of):
+    """A compressed file has no byte ranges and a .h5 graph is read in row blocks whose DAG
+    paths (the paper DAG: 2,501 levels) lost with partitioning: both stay off while one GPU
+    holds them; either is partitioned, without a rounds limit, when none does."""
+    gz = tmp_path / "g.txt.gz"
+    gz.write_bytes(gzip.compress(open(_edges(tmp_path), "rb").read()))
+    h5 = str(tmp_path / "g.h5")
+    write_binary_graph(read_graph(_edges(tmp_path)), h5)
+    for g in (str(gz), h5):
+        gpu_of(have=10**12, whole=10**6)
+        assert part.wants_partition("auto", FakeGpu(), g, "auto", None, 4, "auto", 2) == (False, None), g
+        gpu_of(have=10**9, whole=10**12)
+        assert part.wants_partition("auto", FakeGpu(), g, "auto", None, 4, "auto", 2) == (True, None), g
+
+
+def test_auto_partitions_without_a_limit_when_no_gpu_holds_the_graph(tmp_path, gpu_of):
+    g = _edges(tmp_path)
+    gpu_of(have=10**9, whole=10**12)
+    assert part.wants_partition("auto", FakeGpu(), g, "auto", None, 4, "auto", 2) == (True, None)
+    gpu_of(have=1000, whole=10**12)  # nor a share: refused later, not partitioned
+    assert part.wants_partition("auto", FakeGpu(), g, "auto", None, 4, "auto", 2) == (False, None)
