@@ -430,7 +430,8 @@ def build_parser() -> argparse.ArgumentParser:
     sp.add_argument("--format", choices=FORMATS, default="auto", help="graph file format (default auto)")
     sp.add_argument("--num-vertices", type=int, default=None, help="edge lists: number of vertices")
     sp.add_argument("--partition", choices=("auto", "on", "off"), default="auto", help="under MPI: edges split over "
-                    "the ranks, none holds all (auto: when one GPU cannot hold the graph; one process: off)")
+                    "the ranks, none holds all (auto, on GPUs: when one GPU cannot hold the graph, or it is plain text the "
+                    "ranks parse in byte ranges; one process: off)")
     sp.add_argument("--layout", choices=LAYOUTS, default="auto", help="single: one index file; split: a main file "
                     "and a part file per rank (INDEX.<build>.partR, beside it) that each rank writes in parallel, opened as one "
                     "index ('distgrail convert INDEX --layout single' merges them); auto (default): split when several "
