@@ -15,6 +15,7 @@ import numpy as np
 
 from ..io.graph import EdgeGraph, id_dtype
 from ..segments import gather_rows
+from . import deep
 
 __all__ = ["DAG", "condense", "dag_from_csr", "condense_numpy", "condense_cuda", "condense_bytes", "dag_to_host"]
 
@@ -70,12 +71,19 @@ def _sparse():
 
 
 def _kahn_levels(indptr, indices, C):
-    """Longest-path level of every vertex of a DAG given in CSR (any numbering)."""
+    """Longest-path level of every vertex of a DAG given in CSR (any numbering): a frontier per
+    NumPy iteration; past :data:`~distgrail.stages.deep.DEEP_LEVELS` levels the rest in one
+    compiled loop (:mod:`distgrail.stages.deep`), which sets the same levels."""
     indeg = np.bincount(indices, minlength=C).astype(np.int64)
     level = np.full(C, -1, dtype=np.int64)
     frontier = np.flatnonzero(indeg == 0)
     lev = 0
     while frontier.size:
+        if lev == deep.DEEP_LEVELS:  # asked once: a DAG of more levels than that
+            jit = deep.compiled_sweeps(lev + 1)
+            if jit is not None:
+                jit.kahn_rest(indptr, indices, indeg, level, frontier, lev)
+                break
         level[frontier] = lev
         ch, _ = gather_rows(indptr, indices, frontier)
         if ch.size == 0:

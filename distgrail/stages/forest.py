@@ -26,9 +26,10 @@ from ..constants import GRID_THREADS, HUB, HUB_THREADS
 from ..segments import row_ids, seg_first_true, seg_max, seg_min
 from ..gpu.memory import check_ids, ensure_fits, launcher
 from ..gpu.sweep import U64_MAX, cupy, kernel, level_work, rows_if_needed, sm_count, sweep, warp_grid
+from .deep import compiled_sweeps, n_levels
 
-__all__ = ["PARENT_RULES", "parents", "parents_max_level", "parents_dfs", "path_counts", "parents_max_level_cuda",
-           "parents_dfs_cuda", "parents_bytes"]
+__all__ = ["PARENT_RULES", "parents", "parents_max_level", "parents_dfs", "parents_dfs_cpu", "path_counts",
+           "parents_max_level_cuda", "parents_dfs_cuda", "parents_bytes"]
 
 PARENT_RULES = ("max-level", "dfs")
 
@@ -86,10 +87,10 @@ def path_counts(dag):
     return zeta
 
 
-def parents_dfs(dag, seed):
-    """Parent of every vertex under the paper's ζ-SSSP (``dfs``) rule."""
+def _dfs_start(dag, zeta):
+    """The ``dfs`` rule's in-edge weights (reverse-CSR order) and the distances before the sweep
+    (the roots' set, the rest 0), from the path counts ``zeta``."""
     C = dag.indptr.size - 1
-    zeta = path_counts(dag)
     src = row_ids(dag.indptr)
     rowfirst = dag.indptr[:-1][src]
     w_out = satmath.sat_add(satmath.seg_exclusive_prefix(zeta[dag.indices], rowfirst), np.uint64(1))
@@ -101,6 +102,14 @@ def parents_dfs(dag, seed):
     if roots.size:
         z = np.zeros(roots.size, dtype=np.int64)
         dist[roots] = satmath.seg_exclusive_prefix(zeta[roots], z)
+    return w_in, dist
+
+
+def parents_dfs(dag, seed):
+    """Parent of every vertex under the paper's ζ-SSSP (``dfs``) rule."""
+    C = dag.indptr.size - 1
+    w_in, dist = _dfs_start(dag, path_counts(dag))
+    lp = [int(x) for x in dag.level_ptr]
     parent = np.full(C, -1, dtype=np.int64)
     rip = dag.rindptr
     maxu = U64_MAX
@@ -120,6 +129,27 @@ def parents_dfs(dag, seed):
     return parent
 
 
+def parents_dfs_cpu(dag, seed):
+    """The CPU backend's ``dfs`` rule: :func:`parents_dfs`, or on a deep DAG
+    (:mod:`distgrail.stages.deep`) ζ and the distances in one compiled pass each, with the same
+    parents."""
+    jit = compiled_sweeps(n_levels(dag.level_ptr))
+    if jit is None:
+        return parents_dfs(dag, seed)
+    C = dag.indptr.size - 1
+    lp = np.asarray(dag.level_ptr)
+    zeta = np.ones(C, dtype=np.uint64)
+    jit.path_counts(dag.indptr, dag.indices, zeta, int(lp[-2]), np.uint64(satmath.CAP))
+    w_in, dist = _dfs_start(dag, zeta)
+    del zeta
+    rip = dag.rindptr
+    p = dag.rindices.astype(np.int64)
+    tie = _tie_hash(p, row_ids(rip), C, seed)
+    parent = np.full(C, -1, dtype=np.int64)
+    jit.dfs_parents(rip, p, w_in, dag.level, tie, dist, parent, int(lp[1]), np.uint64(satmath.CAP))
+    return parent
+
+
 def parents(be, dag, seed: int, rule: str = "max-level"):
     """Phase 1 on backend ``be``: the spanning forest DT as a parent array (sources get -1).
     ``dag`` holds host arrays on the CPU, device arrays on the GPU (``stages.labeling.DeviceDAG``)."""
@@ -127,7 +157,7 @@ def parents(be, dag, seed: int, rule: str = "max-level"):
         raise DistGrailError(f"parent rule must be one of {', '.join(PARENT_RULES)}, got {rule!r}")
     if rule == "max-level":
         return be.pick(parents_max_level, parents_max_level_cuda)(dag, seed)
-    return be.pick(parents_dfs, parents_dfs_cuda)(dag, seed)
+    return be.pick(parents_dfs_cpu, parents_dfs_cuda)(dag, seed)
 
 
 # -- CUDA launchers (kernels/forest.cu) ----------------------------------------------------------

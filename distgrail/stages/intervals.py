@@ -12,8 +12,10 @@ from ..constants import MAX_DIMS_PER_SWEEP
 from ..errors import BackendError
 from ..gpu.memory import check_ids, ensure_fits, launcher
 from ..gpu.sweep import cupy, kernel, level_work, rows_if_needed, sweep
+from .deep import compiled_sweeps, n_levels
 
-__all__ = ["descendant_intervals", "descendant_intervals_numpy", "descendant_intervals_cuda", "intervals_bytes"]
+__all__ = ["descendant_intervals", "descendant_intervals_numpy", "descendant_intervals_cpu", "descendant_intervals_cuda",
+           "intervals_bytes"]
 
 
 def descendant_intervals_numpy(indptr, indices, level_ptr, post):
@@ -36,9 +38,22 @@ def descendant_intervals_numpy(indptr, indices, level_ptr, post):
     return lo, hi
 
 
+def descendant_intervals_cpu(indptr, indices, level_ptr, post):
+    """The CPU backend's phase 4: the twin, or on a deep DAG (:mod:`distgrail.stages.deep`) one
+    compiled bottom-up pass over (C, k) copies (a component's k values in one cache line), with
+    the same intervals."""
+    jit = compiled_sweeps(n_levels(level_ptr))
+    if jit is None:
+        return descendant_intervals_numpy(indptr, indices, level_ptr, post)
+    lo = np.array(post.T, dtype=post.dtype, order="C")  # a copy: post stays as it is
+    hi = lo.copy()
+    jit.intervals_bottom_up(indptr, indices, lo, hi, int(level_ptr[-2]))
+    return np.ascontiguousarray(lo.T), np.ascontiguousarray(hi.T)
+
+
 def descendant_intervals(be, indptr, indices, level_ptr, post):
     """Phase 4 on backend ``be`` (the CSR and ``post`` on its device)."""
-    return be.pick(descendant_intervals_numpy, descendant_intervals_cuda)(indptr, indices, level_ptr, post)
+    return be.pick(descendant_intervals_cpu, descendant_intervals_cuda)(indptr, indices, level_ptr, post)
 
 
 # -- CUDA launcher (kernels/intervals.cu) --------------------------------------------------------

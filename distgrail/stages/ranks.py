@@ -17,9 +17,10 @@ from ..constants import GRID_THREADS
 from ..hashing import STREAM_DIM0, hash3, hash_base
 from ..gpu.memory import ensure_fits, launcher
 from ..gpu.sweep import cupy, kernel, sm_count
+from .deep import compiled_sweeps, n_levels
 
-__all__ = ["post_order_ranks", "post_order_ranks_numpy", "post_order_ranks_cuda", "sibling_keys",
-           "sibling_offsets", "offsets_in_key_order", "offsets_in_key_order_cuda", "ranks_bytes"]
+__all__ = ["post_order_ranks", "post_order_ranks_numpy", "post_order_ranks_cpu", "post_order_ranks_cuda",
+           "sibling_keys", "sibling_offsets", "offsets_in_key_order", "offsets_in_key_order_cuda", "ranks_bytes"]
 
 
 def sibling_keys(C: int, seed: int, dim: int) -> np.ndarray:
@@ -64,9 +65,24 @@ def post_order_ranks_numpy(parent, size, level_ptr, seed, dims):
     return out
 
 
+def post_order_ranks_cpu(parent, size, level_ptr, seed, dims):
+    """The CPU backend's phase 3: the twin, or on a deep forest (:mod:`distgrail.stages.deep`) the
+    root-path sums in one compiled pass per dimension, with the same ranks."""
+    jit = compiled_sweeps(n_levels(level_ptr))
+    if jit is None:
+        return post_order_ranks_numpy(parent, size, level_ptr, seed, dims)
+    out = np.empty((len(dims), parent.size), dtype=np.int64)
+    first = int(level_ptr[1])
+    for k, dim in enumerate(dims):
+        start = sibling_offsets(parent, size, seed, dim)
+        jit.add_parent_starts(start, parent, first)
+        out[k] = start + size - 1
+    return out
+
+
 def post_order_ranks(be, parent, size, level_ptr, seed, dims):
     """Phase 3 on backend ``be`` for the dimensions ``dims`` (``parent``, ``size`` on its device)."""
-    return be.pick(post_order_ranks_numpy, post_order_ranks_cuda)(parent, size, level_ptr, seed, dims)
+    return be.pick(post_order_ranks_cpu, post_order_ranks_cuda)(parent, size, level_ptr, seed, dims)
 
 
 # -- CUDA launcher (kernels/ranks.cu) ------------------------------------------------------------

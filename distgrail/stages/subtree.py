@@ -9,9 +9,10 @@ from __future__ import annotations
 import numpy as np
 
 from ..gpu.memory import ensure_fits, launcher
+from .deep import compiled_sweeps, n_levels
 from ..gpu.sweep import cupy, kernel, sweep
 
-__all__ = ["subtree_sizes", "subtree_sizes_numpy", "subtree_sizes_cuda", "subtree_bytes"]
+__all__ = ["subtree_sizes", "subtree_sizes_numpy", "subtree_sizes_cpu", "subtree_sizes_cuda", "subtree_bytes"]
 
 
 def subtree_sizes_numpy(parent, level_ptr):
@@ -30,9 +31,18 @@ def subtree_sizes_numpy(parent, level_ptr):
     return size
 
 
+def subtree_sizes_cpu(parent, level_ptr):
+    """The CPU backend's phase 2: the twin, or on a deep forest (:mod:`distgrail.stages.deep`) one
+    compiled pass, deepest component first, with the same sizes."""
+    jit = compiled_sweeps(n_levels(level_ptr))
+    if jit is None:
+        return subtree_sizes_numpy(parent, level_ptr)
+    return jit.subtree_sizes(parent, int(level_ptr[1]))
+
+
 def subtree_sizes(be, parent, level_ptr):
     """Phase 2 on backend ``be`` (``parent`` on its device)."""
-    return be.pick(subtree_sizes_numpy, subtree_sizes_cuda)(parent, level_ptr)
+    return be.pick(subtree_sizes_cpu, subtree_sizes_cuda)(parent, level_ptr)
 
 
 # -- CUDA launcher (kernels/subtree.cu) ----------------------------------------------------------

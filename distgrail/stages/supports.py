@@ -36,10 +36,11 @@ from ..hashing import hash3, hash_base
 from .support_count import (AUTO_SUPPORTS, DEFAULT_SUPPORTS, auto_supports, check_supports_arg,  # noqa: F401
                             resolve_supports, supports_arg)
 from .support_schedule import FIELDS, plan_reads, schedule_descriptors
+from .deep import compiled_sweeps, n_levels
 
 __all__ = ["DEFAULT_SUPPORTS", "AUTO_SUPPORTS", "auto_supports", "resolve_supports", "supports_arg", "STREAM_SUPPORT", "choose_supports", "choose_supports_numpy", "choose_supports_cuda",
            "pick_per_slice", "support_masks", "build_supports", "words", "support_masks_numpy", "support_masks_cuda",
-           "SCHEDULES", "PendingMasks", "start_supports"]
+           "support_masks_cpu", "SCHEDULES", "PendingMasks", "start_supports"]
 
 #: hash stream of the support tie break (dimensions use 0.., phase 1 uses 0xFFFFFFFF)
 STREAM_SUPPORT = 0xFFFFFFFE
@@ -180,18 +181,27 @@ def _or_rows(mask, ptr, ind, rows0, rows1):
     mask[rows] |= np.bitwise_or.reduceat(mask[ind[e0:e1]], starts, axis=0)
 
 
-def support_masks_numpy(dag, ids, block=None):
-    """NumPy twin: (out, in), each (C, W_block) uint64, for supports ``ids[lo:hi]``."""
+def _seeded(dag, ids, block):
+    """(out, in) for supports ``ids[lo:hi]`` before the sweeps: zeros but each support's own bit,
+    and whether there is anything to sweep."""
     lo, hi = _check_block(ids, block)
     C = int(dag.C)
     Wb = words(hi - lo)
     out = np.zeros((C, Wb), dtype=np.uint64)
     inn = np.zeros((C, Wb), dtype=np.uint64)
     if Wb == 0 or C == 0:
-        return out, inn
+        return out, inn, False
     sel = np.asarray(ids)[lo:hi]
     _seed(out, sel)
     _seed(inn, sel)
+    return out, inn, True
+
+
+def support_masks_numpy(dag, ids, block=None):
+    """NumPy twin: (out, in), each (C, W_block) uint64, for supports ``ids[lo:hi]``."""
+    out, inn, work = _seeded(dag, ids, block)
+    if not work:
+        return out, inn
     lp = np.asarray(dag.level_ptr).tolist()
     nl = len(lp) - 1
     ip, ix = np.asarray(dag.indptr), np.asarray(dag.indices)
@@ -203,6 +213,23 @@ def support_masks_numpy(dag, ids, block=None):
     return out, inn
 
 
+def support_masks_cpu(dag, ids, block=None):
+    """The CPU backend's phase 5: the twin, or on a deep DAG (:mod:`distgrail.stages.deep`) each
+    side in one compiled pass (``out`` deepest component first, ``in`` in id order), with the same
+    masks."""
+    jit = compiled_sweeps(n_levels(dag.level_ptr))
+    if jit is None:
+        return support_masks_numpy(dag, ids, block)
+    out, inn, work = _seeded(dag, ids, block)
+    if not work:
+        return out, inn
+    lp = np.asarray(dag.level_ptr)
+    jit.or_children_bottom_up(out, np.asarray(dag.indptr), np.asarray(dag.indices), int(lp[-2]))
+    rip, rix = _reverse_csr(dag)
+    jit.or_parents_top_down(inn, np.asarray(rip), np.asarray(rix), int(lp[1]))
+    return out, inn
+
+
 def support_masks(be, dag, ids, block=None):
     """Phase 5 on backend ``be`` for supports ``ids[lo:hi]`` (``block=(lo, hi)``, default all).
 
@@ -210,7 +237,7 @@ def support_masks(be, dag, ids, block=None):
     on a GPU any object with device ``indptr``/``indices`` and a host ``level_ptr`` (e.g. the
     labeling's ``DeviceDAG``). Returns (out, in) on ``be``'s device, (C, ceil((hi-lo)/64)) uint64.
     """
-    return be.pick(support_masks_numpy, support_masks_cuda)(dag, ids, block)
+    return be.pick(support_masks_cpu, support_masks_cuda)(dag, ids, block)
 
 
 def build_supports(dag, K: int, seed: int, be):
