@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import contextlib
 import gzip
+import os
 
 import numpy as np
 import pytest
@@ -18,7 +19,9 @@ from distgrail.io.read import read_graph
 from distgrail.mpi import partition as part
 from distgrail.stages.condense import condense
 from distgrail.stages.partitioned_scc import Counted, condense_partitioned, partitioned_reps
-from test_partition import ARRAYS, GRAPHS, OnDevice, Threads, _scipy_reps
+from test_parse_mpi import shared_dir  # noqa: F401 - the fixture: a directory every rank sees
+from test_partition import ARRAYS, GRAPHS, OnDevice, Threads, _scipy_reps, same_as_one_process_and_bfs, \
+    written_mpi_graphs
 
 
 @pytest.mark.parametrize("K", [1, 2, 3])
@@ -142,13 +145,40 @@ def test_auto_partitions_a_text_graph_one_gpu_holds_with_a_rounds_limit(tmp_path
     gpu_of(have=10**12, whole=10**6)
     g = _edges(tmp_path)
     args = ("auto", FakeGpu(), g, "auto", None, 4, "auto")
-    assert part.wants_partition(*args, 2) == (True, 64)
+    assert part.wants_partition(*args, 2, True) == (True, 64)
     monkeypatch.setenv("DISTGRAIL_PARTITION_ROUNDS", "7")
-    assert part.wants_partition(*args, 3) == (True, 7)
-    assert part.wants_partition(*args, 1) == (False, None)  # one rank: nothing to split
-    assert part.wants_partition("auto", FakeCpu(), g, "auto", None, 4, "auto", 2) == (False, None)
-    assert part.wants_partition("off", FakeGpu(), g, "auto", None, 4, "auto", 2) == (False, None)
+    assert part.wants_partition(*args, 3, True) == (True, 7)
+    assert part.wants_partition(*args, 1, True) == (False, None)  # one rank: nothing to split
+    assert part.wants_partition("auto", FakeCpu(), g, "auto", None, 4, "auto", 2, True) == (False, None)
+    assert part.wants_partition("off", FakeGpu(), g, "auto", None, 4, "auto", 2, True) == (False, None)
     assert part.wants_partition("on", FakeGpu(), g, "auto", None, 4, "auto", 2) == (True, None)
+
+
+def test_auto_for_speed_needs_own_gpus_room_on_every_rank_and_a_root_that_can_finish(tmp_path, gpu_of, monkeypatch):
+    """Ranks sharing a GPU (or exchanging through the host) gain nothing; a rank whose GPU has less
+    free memory than its share, or a rank 0 that could not take every edge when the rounds run
+    out, or more edges than one sort on rank 0 takes: partition off, as before."""
+    g = _edges(tmp_path)
+    args = ("auto", FakeGpu(), g, "auto", None, 4, "auto", 2)
+    gpu_of(have=10**12, whole=10**6)
+    assert part.wants_partition(*args, True) == (True, 64)
+    assert part.wants_partition(*args, False) == (False, None)
+    assert part.wants_partition(*args, True, 10**12) == (True, 64)
+    assert part.wants_partition(*args, True, 100 << 20) == (False, None)  # another rank's GPU nearly full
+    gpu_of(have=part.root_finish_bytes(200, 200, 2) - 1, whole=10**6)
+    assert part.wants_partition(*args, True) == (False, None)
+    gpu_of(have=part.root_finish_bytes(200, 200, 2) + (1 << 20), whole=10**6)
+    assert part.wants_partition(*args, True) == (True, 64)
+    monkeypatch.setattr(part, "SPEED_EDGES", 199)
+    assert part.wants_partition(*args, True) == (False, None)
+
+
+def test_root_finish_bytes_count_every_edge_on_rank_0():
+    n, m = 10**6, 10**8
+    base = part.root_finish_bytes(n, 0, 4)
+    assert part.root_finish_bytes(n, m, 4) - base == 48 * m + 8 * (m // 4) + part.sweep_bytes(n, m // 4) - \
+        part.sweep_bytes(n, 0)
+    assert part.root_finish_bytes(n, m, 2) > part.root_finish_bytes(n, m, 4)
 
 
 def test_auto_keeps_a_stream_or_an_h5_graph_on_rank_0_when_one_gpu_holds_it(tmp_path, gpu_of):
@@ -161,7 +191,7 @@ def test_auto_keeps_a_stream_or_an_h5_graph_on_rank_0_when_one_gpu_holds_it(tmp_
     write_binary_graph(read_graph(_edges(tmp_path)), h5)
     for g in (str(gz), h5):
         gpu_of(have=10**12, whole=10**6)
-        assert part.wants_partition("auto", FakeGpu(), g, "auto", None, 4, "auto", 2) == (False, None), g
+        assert part.wants_partition("auto", FakeGpu(), g, "auto", None, 4, "auto", 2, True) == (False, None), g
         gpu_of(have=10**9, whole=10**12)
         assert part.wants_partition("auto", FakeGpu(), g, "auto", None, 4, "auto", 2) == (True, None), g
 
@@ -172,3 +202,28 @@ def test_auto_partitions_without_a_limit_when_no_gpu_holds_the_graph(tmp_path, g
     assert part.wants_partition("auto", FakeGpu(), g, "auto", None, 4, "auto", 2) == (True, None)
     gpu_of(have=1000, whole=10**12)  # nor a share: refused later, not partitioned
     assert part.wants_partition("auto", FakeGpu(), g, "auto", None, 4, "auto", 2) == (False, None)
+
+
+@pytest.mark.gpu
+@pytest.mark.mpi(min_size=2)
+@pytest.mark.parametrize("rounds", ["64", "0"])
+def test_auto_on_own_gpus_partitions_plain_text_and_builds_the_one_process_index(shared_dir, rounds, monkeypatch):
+    """Under mpirun with a GPU per rank: auto partitions each text graph (the per-rank report is
+    there), with the rounds spent at once (0) too, and every index is one process's byte for
+    byte and answers as BFS does. Ranks sharing a GPU: auto stays off (no report)."""
+    cp = pytest.importorskip("cupy")
+    from mpi4py import MPI
+
+    import distgrail
+
+    comm = MPI.COMM_WORLD
+    own = cp.cuda.runtime.getDeviceCount() >= comm.size
+    monkeypatch.setenv("DISTGRAIL_PARTITION_ROUNDS", rounds)
+    for name, path, nv in written_mpi_graphs(comm, shared_dir):
+        out = os.path.join(shared_dir, f"{name}.auto{rounds}.h5")
+        idx = distgrail.build_index(path, dims=3, comm=comm, partition="auto", backend="gpu", output=out,
+                                    num_vertices=nv)
+        assert ("partition" in idx.meta) == own, (name, own)
+        if comm.rank == 0:
+            same_as_one_process_and_bfs(idx, path, nv, out, os.path.join(shared_dir, f"{name}.auto{rounds}.one.h5"))
+        comm.Barrier()

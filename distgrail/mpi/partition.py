@@ -34,12 +34,14 @@ bytes in live arrays, and taken from the device with the pool's cached blocks;
 
 ``--partition auto`` (:func:`wants_partition`), on a GPU backend: on when the whole graph does
 not fit one GPU by :func:`~distgrail.gpu.memory.gpu_bytes_needed` and 1/N of its edges plus the
-O(n) terms fit each rank; also on, for speed, with two ranks or more when the graph fits rank 0's
-GPU and is a plain text file the ranks parse in byte ranges: each rank then keeps what it parsed
-(no gather of every edge to rank 0) and the SCC sweeps run on every GPU, with at most
-``DISTGRAIL_PARTITION_ROUNDS`` exchanges before the alive edges go to rank 0, so a deep graph
-costs that many sweeps, not one per level (figures: docs/benchmarks.md). Else
-the build is AcrossRanks' own (every method below hands over).
+O(n) terms fit each rank; also on, for speed, with two ranks or more on GPUs of their own (the
+exchanges by NCCL) when the graph fits rank 0's GPU and is a plain text file the ranks parse in
+byte ranges: each rank then keeps what it parsed (no gather of every edge to rank 0) and the SCC
+sweeps run on every GPU, with at most ``DISTGRAIL_PARTITION_ROUNDS`` exchanges before the alive
+edges go to rank 0, so a deep graph costs that many sweeps, not one per level (figures:
+docs/benchmarks.md). That branch is taken only where rank 0 could finish with every edge
+(:func:`root_finish_bytes`, at most :data:`SPEED_EDGES`) and each rank's share fits the least free
+GPU of the ranks. Else the build is AcrossRanks' own (every method below hands over).
 ``DISTGRAIL_PARTITION_GATHER``: alive edges up to which the SCC search finishes on rank 0
 (default :data:`~distgrail.stages.partitioned_scc.DEFAULT_GATHER_EDGES`).
 """
@@ -56,7 +58,7 @@ from ..arrays import to_host as _host
 from ..config import PARTITION_MODES
 from ..placement import light_graph
 from ..stages.phases import condense_on
-from .errors import run_shared
+from .errors import mpi, run_shared
 from .exchange import MpiExchange, exchange_for, partition_nccl_wanted
 from .partition_dag import SpreadSteps, check_rank_fits, check_spread_fits, dag_mode, spread_choice
 from .placement import AcrossRanks
@@ -79,22 +81,40 @@ def _gather_edges() -> int:
     return settings.get("DISTGRAIL_PARTITION_GATHER")
 
 
+#: the most edges ``--partition auto`` partitions for speed: the rounds' fallback sends up to every
+#: edge to rank 0, whose condensed keys are then sorted in one piece (CuPy sorts index with 32 bits)
+SPEED_EDGES = 2**31
+
+
+def root_finish_bytes(n: int, m: int, ranks: int) -> int:
+    """Rank 0's GPU bytes when the rounds run out with every edge alive: its own share (the read's
+    8 bytes per edge and the sweeps' :func:`sweep_bytes`) plus all ``m`` edges gathered (8 bytes),
+    moved to local ids (8) and put in a CSR by the one-process SCC steps (keys and the sort's
+    second buffer: 32)."""
+    m0 = -(-int(m) // int(ranks))
+    return (576 << 20) + 8 * m0 + sweep_bytes(n, m0) + 48 * int(m)
+
+
 def _split_text(graph, fmt, num_vertices) -> bool:
     """True when the ranks would parse ``graph`` in byte ranges (a plain text file; a stream or a
     file of node names is read by rank 0 alone: :func:`distgrail.mpi.partition_read.read_parts`)."""
     from .parse import _plan
 
+    from ..errors import DistGrailError
+
     try:
         return _plan(graph, fmt, num_vertices, 2)[1] is not None
-    except Exception:  # (a file rank 0 cannot plan: its read reports it)
+    except (OSError, DistGrailError):  # (a file rank 0 cannot plan: its read reports it)
         return False
 
 
-def wants_partition(mode, be, graph, fmt, num_vertices, dims, supports, ranks):
+def wants_partition(mode, be, graph, fmt, num_vertices, dims, supports, ranks, own_gpus=False, low=None):
     """Rank 0's choice for ``--partition mode`` (see the module doc): ``(on, rounds)``, rounds
     the exchanges the SCC sweeps may spend before the rest goes to rank 0 (None: no limit; set
     only where auto partitions a graph rank 0's GPU holds). A GPU backend is needed for auto to
-    say yes."""
+    say yes. ``own_gpus``: every rank has a GPU of its own and the exchanges go by NCCL (else
+    the sweeps would share a GPU or cross the host, and the speed branch is not taken); ``low``:
+    the least free GPU bytes of any rank (None: rank 0's)."""
     if mode == "on":
         return True, None
     if mode == "off" or not be.is_gpu or not isinstance(graph, (str, os.PathLike)):
@@ -111,9 +131,18 @@ def wants_partition(mode, be, graph, fmt, num_vertices, dims, supports, ranks):
     part = (576 << 20) + 8 * (-(-m // ranks)) + sweep_bytes(n, -(-m // ranks))
     if whole > have:
         return part <= have, None
-    if ranks > 1 and _split_text(graph, fmt, num_vertices):
+    low = have if low is None else min(int(low), have)
+    if ranks > 1 and own_gpus and m <= SPEED_EDGES and part <= low and root_finish_bytes(n, m, ranks) <= have \
+            and _split_text(graph, fmt, num_vertices):
         return True, settings.get("DISTGRAIL_PARTITION_ROUNDS")
     return False, None
+
+
+def _free_bytes(be) -> int:
+    from ..gpu.memory import available_gpu_bytes
+
+    with be.on_device():
+        return int(available_gpu_bytes()[0])
 
 
 class Partitioned(SpreadSteps, AcrossRanks):
@@ -138,8 +167,13 @@ class Partitioned(SpreadSteps, AcrossRanks):
 
         comm, c = self.comm, self.config
         fmt, num_vertices = c.fmt, c.num_vertices
+        low = None
+        if c.partition == "auto" and self.be.is_gpu and comm.Get_size() > 1:
+            low = comm.allreduce(run_shared(comm, "reading the free GPU memory", _free_bytes, self.be),
+                                 op=mpi().MIN)
+        own = bool(self.nccl and self.nccl_ok)  # (the same on every rank)
         on = run_shared(comm, "choosing whether to partition", wants_partition if self.here else None, c.partition,
-                        self.be, graph, fmt, num_vertices, c.dims, c.supports, comm.Get_size())
+                        self.be, graph, fmt, num_vertices, c.dims, c.supports, comm.Get_size(), own, low)
         on, self.rounds = comm.bcast(on, root=0)
         self.active = bool(on)
         if not self.active:

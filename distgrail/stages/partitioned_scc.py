@@ -153,10 +153,18 @@ def _finish_on_root(xp, ex, s, d, alive, rep, ids):
     rep[alive] = ids[alive]
     s_all, d_all = ex.gather(s), ex.gather(d)
     got = None
-    if ex.root:
-        touched = sorted_distinct(xp, xp.concatenate((s_all, d_all)))
-        k = int(touched.size)
-        local = _root_reps(xp, xp.searchsorted(touched, s_all), xp.searchsorted(touched, d_all), k)
+    if ex.root:  # the touched vertices by a mark per vertex, not a sort of 2L ids (past 2^31 items)
+        mark = xp.zeros(int(ids.shape[0]), dtype=xp.bool_)
+        mark[s_all] = True
+        mark[d_all] = True
+        touched = xp.flatnonzero(mark).astype(ids.dtype)
+        pos = xp.cumsum(mark, dtype=ids.dtype)
+        pos -= 1  # a touched vertex's place among them: what searchsorted in ``touched`` gives
+        del mark
+        s_all, d_all = pos[s_all], pos[d_all]
+        del pos
+        local = _root_reps(xp, s_all, d_all, int(touched.size))
+        del s_all, d_all
         got = xp.stack((touched, touched[local])).astype(ids.dtype)
     got = ex.bcast(got)
     rep[got[0]] = got[1]
