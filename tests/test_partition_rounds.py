@@ -207,7 +207,7 @@ def test_auto_partitions_without_a_limit_when_no_gpu_holds_the_graph(tmp_path, g
 @pytest.mark.gpu
 @pytest.mark.mpi(min_size=2)
 @pytest.mark.parametrize("rounds", ["64", "0"])
-def test_auto_on_own_gpus_partitions_plain_text_and_builds_the_one_process_index(shared_dir, rounds, monkeypatch):
+def test_auto_on_own_gpus_partitions_plain_text_and_builds_the_one_process_index(shared_dir, rounds, monkeypatch):  # noqa: F811
     """Under mpirun with a GPU per rank: auto partitions each text graph (the per-rank report is
     there), with the rounds spent at once (0) too, and every index is one process's byte for
     byte and answers as BFS does. Ranks sharing a GPU: auto stays off (no report)."""
