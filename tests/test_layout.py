@@ -165,6 +165,7 @@ MODULE_STATE = {
     ("distgrail.gpu.kernels", "_CACHE"): "compiled modules by (device, source): compile once per process",
     ("distgrail.gpu.kernels", "compile_times"): "seconds each module took to compile (the cache's record)",
     ("distgrail.gpu.sweep", "_SM_COUNT"): "each device's SM count",
+    ("distgrail.jit", "_FAILED"): "compiled CPU modules that failed to load: warned once, the NumPy code after",
     ("distgrail.io.chunks", "_POOL"): "the threads that read a chunk of a plain file in pieces, made once",
     ("distgrail.arrays", "_pool"): "the host threads of large copies and maxima, made once (anew in a forked child)",
     ("distgrail.arrays", "_pool_lock"): "the lock making that pool once (anew in a forked child)",

@@ -264,6 +264,7 @@ def read_condensation(path, csr_crc: int | None = None):
         raise GraphFormatError(f"corrupt graph file: the condensation's arrays changed since they were written "
                                f"(condensation/{_OWN} {own:#010x}, computed {got:#010x}); write the file again "
                                f"with 'distgrail convert'", path=path)
+    arrays = {k: a.astype(a.dtype.newbyteorder("="), copy=False) for k, a in arrays.items()}  # (a big-endian file's)
     C = arrays["indptr"].size - 1
     if arrays["comp"].shape != (n,) or arrays["level"].shape != (C,) or int(arrays["indptr"][-1]) != \
             arrays["indices"].size or arrays["rindptr"].shape != (C + 1,):

@@ -40,7 +40,6 @@ import contextlib
 import importlib.util
 import threading
 import time
-import warnings
 
 import numpy as np
 
@@ -96,13 +95,10 @@ def _cpu_search(k: int, search: SearchOptions):
 def _compiled(module: str, name: str, what: str, numpy_way):
     """``distgrail.query.<module>.<name>``, or ``numpy_way`` with a warning when numba is missing
     or broken (the NumPy way gives the same answers)."""
-    import importlib
+    from ..jit import load
 
-    try:
-        return getattr(importlib.import_module(f"{__package__}.{module}"), name)
-    except ImportError as e:
-        warnings.warn(f"compiled CPU {what} unavailable ({e}); using the NumPy {what}", RuntimeWarning, stacklevel=4)
-        return numpy_way
+    got = load(f"{__package__}.{module}", what, stacklevel=5)
+    return numpy_way if got is None else getattr(got, name)
 
 
 def _cpu_prefilter(k: int, search: SearchOptions):

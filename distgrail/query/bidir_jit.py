@@ -44,7 +44,7 @@ import os
 import threading
 
 import numpy as np
-from numba import njit
+from ..jit import njit
 
 from .bidir import bidirectional_search_numpy, reverse_csr
 from .stats import Labels, read_only
@@ -125,7 +125,7 @@ def _pack(L: Labels):
     return read_only(rec), read_only(level_ptr)
 
 
-@njit(cache=True, nogil=True)
+@njit(nogil=True)
 def _one(u, v, fmark, bmark, d, W2, rec, level, level_ptr, indptr, indices, rptr, ridx, stamp, fa, ba, na):
     lu, lv = level[u], level[v]
     f_le, f_lt = level_ptr[lv + 1], level_ptr[lv]  # c < f_le: level(c) <= level(v); c < f_lt: <
@@ -223,7 +223,7 @@ def _one(u, v, fmark, bmark, d, W2, rec, level, level_ptr, indptr, indices, rptr
             nb, be = nn, ne
 
 
-@njit(cache=True, nogil=True)
+@njit(nogil=True)
 def _block(q0, q1, cu, cv, d, W2, rec, level, level_ptr, indptr, indices, rptr, ridx, stamp, epoch, fa, ba,
            na, found, rounds):
     for q in range(q0, q1):

@@ -18,7 +18,7 @@ plain Python threads running the compiled loop (it releases the GIL) on blocks o
 from __future__ import annotations
 
 import numpy as np
-from numba import njit
+from ..jit import njit
 
 from .bidir_jit import _layout, run_blocks, search_threads
 from .stats import INTERVAL, LEVEL, SAME, SUPPORT_NEG, SUPPORT_POS, TREE, UNDECIDED, Labels
@@ -29,7 +29,7 @@ __all__ = ["compiled_prefilter", "BLOCK_PAIRS"]
 BLOCK_PAIRS = 1 << 16
 
 
-@njit(cache=True, nogil=True)
+@njit(nogil=True)
 def _block(q0, q1, sources, targets, comp, level, rec, d, W2, ans, code, cu, cv):
     B = 2 + 2 * d
     for q in range(q0, q1):

@@ -10,13 +10,11 @@ does not import, the twins run with a warning (same numbers, the per-level cost 
 
 from __future__ import annotations
 
-import warnings
-
 __all__ = ["DEEP_LEVELS", "compiled_sweeps", "n_levels"]
 
 #: levels above which the CPU backend's sweeps run compiled: about where the per-level overhead of
 #: the twins over all stages passes numba's import and cache load (docs/benchmarks.md)
-DEEP_LEVELS = 1024
+DEEP_LEVELS = 4096
 
 
 def n_levels(level_ptr) -> int:
@@ -29,10 +27,6 @@ def compiled_sweeps(levels: int):
     else None (the caller runs its NumPy twin)."""
     if levels <= DEEP_LEVELS:
         return None
-    try:
-        from . import deep_jit
-    except ImportError as e:  # numba missing or broken: the twins give the same numbers
-        warnings.warn(f"compiled CPU level sweeps unavailable ({e}); using the per-level NumPy sweeps",
-                      RuntimeWarning, stacklevel=3)
-        return None
-    return deep_jit
+    from ..jit import load
+
+    return load(f"{__package__}.deep_jit", "level sweeps", stacklevel=4)  # None: the twins, same numbers

@@ -17,13 +17,13 @@ its level sweep beside a transpose on another thread).
 from __future__ import annotations
 
 import numpy as np
-from numba import njit
+from ..jit import njit
 
 __all__ = ["kahn_rest", "subtree_sizes", "add_parent_starts", "intervals_bottom_up", "or_children_bottom_up",
            "or_parents_top_down", "path_counts", "dfs_parents"]
 
 
-@njit(cache=True, nogil=True)
+@njit(nogil=True)
 def kahn_rest(indptr, indices, indeg, level, frontier, lev):
     """Kahn's level sweep continued from ``frontier`` (the components of level ``lev``, whose
     in-degrees ``indeg`` have reached 0): sets ``level`` of every component reached, in place.
@@ -51,7 +51,7 @@ def kahn_rest(indptr, indices, indeg, level, frontier, lev):
         lev += 1
 
 
-@njit(cache=True, nogil=True)
+@njit(nogil=True)
 def subtree_sizes(parent, first):
     """Phase 2: size[v] = 1 + the sizes of v's forest children; components ``first..C-1`` (the
     levels below the roots) add themselves into their parents, the deepest first."""
@@ -64,7 +64,7 @@ def subtree_sizes(parent, first):
     return size
 
 
-@njit(cache=True, nogil=True)
+@njit(nogil=True)
 def add_parent_starts(start, parent, first):
     """Phase 3: ``start[v] += start[parent[v]]`` for ``v`` = ``first..C-1`` in id order (a parent's
     start is final before its children read it): the sum of the offsets along the root path."""
@@ -72,7 +72,7 @@ def add_parent_starts(start, parent, first):
         start[v] += start[parent[v]]
 
 
-@njit(cache=True, nogil=True)
+@njit(nogil=True)
 def intervals_bottom_up(indptr, indices, lo, hi, rows):
     """Phase 4 on (C, k) arrays: for ``r`` = ``rows-1`` down to 0, ``lo[r]`` (``hi[r]``) becomes the
     minimum (maximum) of itself and of its children's, dimension by dimension."""
@@ -87,7 +87,7 @@ def intervals_bottom_up(indptr, indices, lo, hi, rows):
                     hi[r, j] = hi[c, j]
 
 
-@njit(cache=True, nogil=True)
+@njit(nogil=True)
 def or_children_bottom_up(mask, indptr, indices, rows):
     """Phase 5, ``out``: for ``r`` = ``rows-1`` down to 0, ``mask[r] |=`` the OR of its children's rows."""
     W = mask.shape[1]
@@ -98,7 +98,7 @@ def or_children_bottom_up(mask, indptr, indices, rows):
                 mask[r, w] |= mask[c, w]
 
 
-@njit(cache=True, nogil=True)
+@njit(nogil=True)
 def or_parents_top_down(mask, rindptr, rindices, first):
     """Phase 5, ``in``: for ``r`` = ``first..C-1`` in id order, ``mask[r] |=`` the OR of its parents' rows."""
     W = mask.shape[1]
@@ -109,7 +109,7 @@ def or_parents_top_down(mask, rindptr, rindices, first):
                 mask[r, w] |= mask[p, w]
 
 
-@njit(cache=True, nogil=True)
+@njit(nogil=True)
 def path_counts(indptr, indices, zeta, rows, cap):
     """Phase 1, ``dfs`` rule: for ``r`` = ``rows-1`` down to 0 with children, ``zeta[r]`` = the
     saturating sum of its children's ζ plus one, summed as :func:`distgrail.satmath.seg_sum` does
@@ -137,7 +137,7 @@ def path_counts(indptr, indices, zeta, rows, cap):
         zeta[r] = total if total < cap else cap
 
 
-@njit(cache=True, nogil=True)
+@njit(nogil=True)
 def dfs_parents(rindptr, rindices, w_in, level, tie, dist, parent, first, cap):
     """Phase 1, ``dfs`` rule: for ``v`` = ``first..C-1`` in id order, the in-edge with the smallest
     ``min(dist[p] + w_in, cap)``, then the parent of the largest level, then the largest ``tie``,

@@ -48,7 +48,8 @@ def descendant_intervals_cpu(indptr, indices, level_ptr, post):
     lo = np.array(post.T, dtype=post.dtype, order="C")  # a copy: post stays as it is
     hi = lo.copy()
     jit.intervals_bottom_up(indptr, indices, lo, hi, int(level_ptr[-2]))
-    return np.ascontiguousarray(lo.T), np.ascontiguousarray(hi.T)
+    lo = np.ascontiguousarray(lo.T)  # one (C, k) copy let go before the other is turned: 4 arrays of k*C at most
+    return lo, np.ascontiguousarray(hi.T)
 
 
 def descendant_intervals(be, indptr, indices, level_ptr, post):
