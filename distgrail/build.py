@@ -395,6 +395,7 @@ def _phases(place, st, dag, K, early=None):
         sup = None
         if K:
             with st.stage("phase 5"):
+                place.before_masks_wait(dag)  # (the split layout: the DAG to the host while the sweep runs)
                 sup = masks.result()
     except BaseException:
         masks.settle()  # every started phase 5 can be settled (waited for, on a failure)

@@ -87,6 +87,9 @@ class Placement(Protocol):
     def release_forest(self, forest) -> None:
         """Device memory of the forest back (the index keeps host copies)."""
 
+    def before_masks_wait(self, dag) -> None:
+        """Work that needs nothing from phase 5, done before waiting for it (its sweep still runs)."""
+
     def for_queries(self, post0, dag):
         """What queries need, wherever the full index is returned."""
 
@@ -241,6 +244,9 @@ class OneProcess:
 
     def release_forest(self, forest):
         forest.release_device()
+
+    def before_masks_wait(self, dag):
+        pass  # the DAG goes to the host beside phases 3-4 (EarlyWrite) or after the build
 
     def for_queries(self, post0, dag):
         return post0, dag

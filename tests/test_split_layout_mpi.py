@@ -212,3 +212,41 @@ def test_split_through_nccl_masks_land_where_they_were_swept(comm, wire, tmp_pat
         with open(ref, "rb") as a, open(os.path.join(d, "merged.h5"), "rb") as b:
             ok = ok and a.read() == b.read() and idx.meta["transport"] == "nccl"
     assert comm.allreduce(ok, op=__import__("mpi4py").MPI.LAND), f"rank {me}: landed {landed}"
+
+
+@pytest.mark.parametrize("partition", ["off", "on"])
+def test_the_dag_goes_to_the_host_before_the_wait_for_phase_5(comm, tmp_path, monkeypatch, partition):
+    """The split layout, the index assembled on rank 0 (the command line's way): every rank copies
+    its share of the DAG to the host before it waits for phase 5's masks (the last ranks' sweep
+    runs meanwhile), and hands that copy to the write; the index stays the single file's."""
+    from distgrail.mpi import phase5
+    from distgrail.mpi.placement import AcrossRanks
+
+    order = []
+    real_share, real_result = AcrossRanks._share_edges, phase5._Distributed.result
+
+    def share(self, dag):
+        order.append("share")
+        return real_share(self, dag)
+
+    def result(self):
+        order.append("masks")
+        return real_result(self)
+
+    monkeypatch.setattr(AcrossRanks, "_share_edges", share)
+    monkeypatch.setattr(phase5._Distributed, "result", result)
+    d = _shared_dir(comm, tmp_path)
+    out = os.path.join(d, "early.h5")
+    g = _graph()
+    distgrail.build_index(g, dims=3, seed=1, backend="cpu", comm=comm, output=out, layout="split",
+                          partition=partition, full_index_on="root", supports=8)
+    assert order == ["share", "masks"], order  # once, and before the wait (it was after, and once)
+    comm.Barrier()
+    if comm.Get_rank() == 0:
+        ref = os.path.join(d, "one.h5")
+        distgrail.build_index(g, dims=3, seed=1, backend="cpu", output=ref, supports=8)
+        merged = os.path.join(d, "merged.h5")
+        distgrail.open_index(out).save(merged)
+        with open(ref, "rb") as a, open(merged, "rb") as b:
+            assert a.read() == b.read()
+    comm.Barrier()

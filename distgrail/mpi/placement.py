@@ -134,6 +134,7 @@ class AcrossRanks:
         self.steps = None
         self.complete = True  # this rank holds every DAG field (rank 0, or read from a stored condensation)
         self.dag_host = None  # rank 0, host transport: the host copy of its device DAG it sent
+        self.host_dag = None  # (dag, its host copies) made before phase 5's wait (before_masks_wait)
         self.stage_timings = {}  # the stages' own sub-steps (phase1_forest, slowest phases 3-4, ...)
         self.own_timings = {}  # this rank's own phases 3-4 sub-steps
         self.own_labels = None  # split layout: (first dimension, this rank's label block) it writes itself
@@ -351,6 +352,15 @@ class AcrossRanks:
         if self.everywhere or self.here:
             forest.release_device()  # the index keeps host copies
 
+    def before_masks_wait(self, dag):
+        """Collective. The split layout with the index assembled on rank 0 only: the DAG's host
+        copies (each rank's share of its edges, rank 0's arrays) made now, while the last ranks'
+        mask sweep runs, instead of after phase 5 (:meth:`dag_to_host` then hands them over).
+        With ``full_index_on="all"`` (:meth:`for_queries` may still change the DAG) and for a
+        spread DAG (its rows come by stream) nothing is done here."""
+        if self.split and not self.everywhere and not getattr(self, "spread", False):
+            self.host_dag = (dag, self.dag_to_host(dag))
+
     def for_queries(self, post0, dag):
         """With ``full_index_on="all"``: rank 0's post-order ranks, and ``comp``/``level`` where
         they were not sent (device to device with NCCL), on every rank."""
@@ -394,6 +404,9 @@ class AcrossRanks:
         """What the index holds, as host arrays, where it is assembled. The split layout: every
         rank also keeps its share of the DAG's edges and row pointers (``held_rows``), which it
         writes."""
+        made, self.host_dag = getattr(self, "host_dag", None), None
+        if made is not None and made[0] is dag:  # (made before phase 5's wait)
+            return made[1]
         landing, self.landing = getattr(self, "landing", None), None
         if self.split:
             self._share_edges(dag)
