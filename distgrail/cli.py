@@ -461,15 +461,17 @@ def build_parser() -> argparse.ArgumentParser:
     sp.add_argument("-n", type=int, default=None, help="vertices (paper, scale-free, layered)")
     sp.add_argument("--degree", type=float, default=10, help="average out-degree (default 10)")
     sp.add_argument("--levels", type=int, default=None, help="layered: number of levels (default n/10)")
-    sp.add_argument("--seed", type=int, default=0)
+    sp.add_argument("--seed", type=int, default=0, help="generator seed (default 0): same seed, same graph")
     sp.add_argument("--scale", type=int, default=None, help="rmat: 2^SCALE vertices")
     sp.add_argument("--edge-factor", type=int, default=16, help="rmat: EDGE_FACTOR * 2^SCALE edges (default 16)")
     for q, v, where in (("a", .57, "top-left"), ("b", .19, "top-right"), ("c", .19, "bottom-left; d = 1 - a - b - c")):
         sp.add_argument(f"-{q}", type=float, default=v, help=f"rmat: {where} quadrant probability (default {v})")
     sp.add_argument("--threads", type=int, default=None, help="rmat: threads (default all cores; same graph)")
     sp.add_argument("-o", "--output", required=True,
-                    help=".gra, .mtx (Matrix Market), .h5, or an edge list (.txt, .el, .edges, .edgelist, .tsv)")
-    sp.add_argument("--format", choices=OUTPUT_FORMATS, default="auto")
+                    help=".gra, .mtx (Matrix Market), .h5/.hdf5, or an edge list of blank-separated ids (.txt, .el, "
+                         ".edges, .edgelist; .tsv and .csv are refused)")
+    sp.add_argument("--format", choices=OUTPUT_FORMATS, default="auto",
+                    help="output format (default auto: by the extension)")
     common_options(sp, backend=False)
     sp.set_defaults(func=cmd_generate)
 

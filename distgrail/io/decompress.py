@@ -31,8 +31,8 @@ class StreamError(Exception):
 
 
 def inflater():
-    """The ``decompressobj`` that inflates gzip members: ISA-L's (the ``isal`` package, extra
-    ``distgrail[gzip]``: over twice zlib's speed on one core, docs/benchmarks.md) when installed,
+    """The ``decompressobj`` that inflates gzip members: ISA-L's (the ``isal`` package, a dependency:
+    over twice zlib's speed on one core, docs/benchmarks.md) when it imports,
     else zlib's. Both check each member's CRC-32 and size."""
     try:
         from isal import isal_zlib
