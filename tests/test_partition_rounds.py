@@ -107,6 +107,60 @@ def test_rounds_limit_over_mpi_ranks_gives_the_same_sccs(rounds):
             assert c.sweeps <= rounds + 2, (rounds, c.stats())
 
 
+def test_the_rounds_limit_bounds_every_exchange_of_the_colour_sweeps():
+    """One cycle of 2,000 vertices: trimming removes nothing and the colour travels one vertex a
+    sweep (its exchanges mostly allgathers of the frontier, not allreduces): unlimited, thousands
+    of exchanges; limited, at most the limit and a few more (the count of alive edges, the gather,
+    the broadcast); SciPy's SCC either way."""
+    n = 2000
+    src, dst = np.arange(n), (np.arange(n) + 1) % n
+    want = _scipy_reps(n, src, dst)
+    for rounds in (None, 8, 64):
+        got = Threads(2).run(lambda r, ex, s, d: (lambda c: (partitioned_reps(np, s, d, n, c, 0, rounds), c.stats()))(
+            Counted(ex)), src, dst)
+        np.testing.assert_array_equal(got[0][0], want)
+        if rounds is None:
+            assert got[0][1]["exchanges"] > 1000, got[0][1]
+        else:
+            assert got[0][1]["exchanges"] <= rounds + 4, (rounds, got[0][1])
+
+
+@pytest.mark.mpi(min_size=2)
+def test_a_rank_0_that_could_not_finish_drops_the_rounds_limit(shared_dir, monkeypatch):  # noqa: F811
+    """The speed branch is chosen on the preflight's estimates; after the read rank 0 checks the
+    exact sizes, and where it could not take every edge the sweeps run unlimited (many sweeps, no
+    gather of every edge); the index is one process's either way."""
+    from mpi4py import MPI
+
+    import distgrail
+
+    comm = MPI.COMM_WORLD
+    monkeypatch.setenv("DISTGRAIL_PARTITION_GATHER", "0")
+    monkeypatch.setattr(part, "wants_partition", lambda *a, **k: (True, 0))
+    sweeps = {}
+    for fits in (True, False):
+        monkeypatch.setattr(part, "_root_can_finish", lambda *a, _f=fits: _f)
+        for name, path, nv in written_mpi_graphs(comm, shared_dir):
+            if name != "deep_chain.txt":
+                continue
+            out = os.path.join(shared_dir, f"{name}.{fits}.h5")
+            idx = distgrail.build_index(path, dims=3, comm=comm, partition="auto", backend="cpu", output=out,
+                                        num_vertices=nv)
+            sweeps[fits] = max(r["sweeps"] for r in idx.meta["partition"])
+            if comm.rank == 0:
+                same_as_one_process_and_bfs(idx, path, nv, out, os.path.join(shared_dir, f"{name}.{fits}.one.h5"))
+            comm.Barrier()
+    assert sweeps[True] <= 2 < sweeps[False], sweeps
+
+
+def test_root_can_finish_counts_exact_sizes(monkeypatch):
+    assert part._root_can_finish(FakeCpu(), 10, 100, 2, 50)
+    assert not part._root_can_finish(FakeCpu(), 10, part.SPEED_EDGES + 1, 2, 50)
+    monkeypatch.setattr(part, "_free_bytes", lambda be: part.root_finish_bytes(10**6, 10**7, 2) - 8 * 5 * 10**6)
+    assert part._root_can_finish(FakeGpu(), 10**6, 10**7, 2, 5 * 10**6)
+    assert not part._root_can_finish(FakeGpu(), 10**6, 10**7 + 1000, 2, 5 * 10**6)
+
+
 # ------------------------------------------------------------------ wants_partition's choice
 
 class FakeGpu:

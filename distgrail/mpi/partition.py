@@ -23,7 +23,7 @@ step starts.
 Each rank's report goes to ``index.meta["partition"]`` (a list, one dict per rank): ``edges
 read`` (the most edges it held while reading: all of them on rank 0 when rank 0 read and
 scattered), ``edges held`` (after the read), ``dag`` (root or ranks), with a spread DAG ``dag
-edges held`` and ``dag rows`` (its block), ``sweeps`` (allreduce rounds), ``allreduce bytes``,
+edges held`` and ``dag rows`` (its block), ``exchanges`` (every call), ``sweeps`` (allreduce rounds), ``allreduce bytes``,
 ``gathered bytes`` (its blocks sent to rank 0, and the broadcasts received), ``exchanged bytes``
 (sent to the other ranks by allgather and alltoall), ``exchange`` (``nccl``: GPU to GPU,
 :class:`~distgrail.mpi.exchange.NcclExchange`, when the ranks' transport is NCCL and
@@ -145,6 +145,16 @@ def _free_bytes(be) -> int:
         return int(available_gpu_bytes()[0])
 
 
+def _root_can_finish(be, n: int, m: int, ranks: int, m_here: int) -> bool:
+    """Rank 0, after the read: whether it could take every one of the ``m`` edges should the
+    rounds run out (exact sizes; the choice was made on the preflight's estimates)."""
+    if m > SPEED_EDGES:
+        return False
+    if not be.is_gpu:
+        return True
+    return root_finish_bytes(n, m, ranks) - 8 * int(m_here) <= _free_bytes(be)  # (its share is held already)
+
+
 class Partitioned(SpreadSteps, AcrossRanks):
     """AcrossRanks with the read and condense steps partitioned (module doc)."""
 
@@ -211,6 +221,12 @@ class Partitioned(SpreadSteps, AcrossRanks):
         if be.is_gpu:
             run_shared(comm, "checking the GPU memory of the sweeps", check_rank_fits, be, sweep_bytes(n, g.m),
                        f"the partitioned condensation's sweeps ({n:,} vertices, {g.m:,} edges on this rank)")
+        if self.rounds is not None:  # (chosen on estimates: rank 0 must hold every edge should the rounds run out)
+            total = int(comm.allreduce(int(g.m)))
+            fits = run_shared(comm, "checking rank 0 can finish the capped sweeps",
+                              _root_can_finish if here else None, be, n, total, comm.Get_size(), int(g.m))
+            if not comm.bcast(fits, root=0):
+                self.rounds = None  # no cap: the sweeps go on until gather_edges, as for a graph no GPU holds
         inner = exchange_for(comm, xp, self.tp, self.nccl_ok)
         ex = Counted(inner)
         self.report["exchange"] = inner.name

@@ -359,7 +359,7 @@ class AcrossRanks:
         With ``full_index_on="all"`` (:meth:`for_queries` may still change the DAG) and for a
         spread DAG (its rows come by stream) nothing is done here."""
         if self.split and not self.everywhere and not getattr(self, "spread", False):
-            self.host_dag = (dag, self.dag_to_host(dag))
+            self.host_dag = (dag, run_shared(self.comm, "copying the DAG to the host", self.dag_to_host, dag))
 
     def for_queries(self, post0, dag):
         """With ``full_index_on="all"``: rank 0's post-order ranks, and ``comp``/``level`` where

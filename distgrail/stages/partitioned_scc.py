@@ -69,7 +69,7 @@ def _is_cupy(xp) -> bool:
 
 
 class Counted:
-    """An exchange that counts what this rank sends: ``sweeps`` (allreduce calls),
+    """An exchange that counts what this rank sends: ``exchanges`` (every call), ``sweeps`` (allreduce calls),
     ``allreduce_bytes``, ``gathered_bytes`` (its blocks sent to the root, and the broadcasts) and
     ``exchanged_bytes`` (allgather and alltoall: what it sent to the other ranks)."""
 
@@ -78,34 +78,40 @@ class Counted:
         self.root = ex.root
         self.rank, self.size = getattr(ex, "rank", 0), getattr(ex, "size", 1)
         self.exchanged_bytes = 0
+        self.exchanges = 0
         self.sweeps = 0
         self.allreduce_bytes = 0
         self.gathered_bytes = 0
 
     def allreduce(self, a, op):
+        self.exchanges += 1
         self.sweeps += 1
         self.allreduce_bytes += int(a.nbytes)
         return self.ex.allreduce(a, op)
 
     def gather(self, a):
+        self.exchanges += 1
         self.gathered_bytes += int(a.nbytes)
         return self.ex.gather(a)
 
     def bcast(self, a):
+        self.exchanges += 1
         out = self.ex.bcast(a)
         self.gathered_bytes += int(out.nbytes)
         return out
 
     def allgather(self, a):
+        self.exchanges += 1
         self.exchanged_bytes += int(a.nbytes)
         return self.ex.allgather(a)
 
     def alltoall(self, parts):
+        self.exchanges += 1
         self.exchanged_bytes += sum(int(p.nbytes) for j, p in enumerate(parts) if j != self.rank)
         return self.ex.alltoall(parts)
 
     def stats(self) -> dict:
-        return {"sweeps": self.sweeps, "allreduce bytes": self.allreduce_bytes, "gathered bytes": self.gathered_bytes,
+        return {"exchanges": self.exchanges, "sweeps": self.sweeps, "allreduce bytes": self.allreduce_bytes, "gathered bytes": self.gathered_bytes,
                 "exchanged bytes": self.exchanged_bytes}
 
 
