@@ -419,16 +419,17 @@ def build_parser() -> argparse.ArgumentParser:
     sub = p.add_subparsers(dest="command", required=True)
 
     sp = sub.add_parser("index", help="build an index from a graph file")
-    sp.add_argument("graph", help="graph file (.gra, edge list, .mtx, .h5), or 'bundled'")
+    sp.add_argument("graph", help="graph file (.gra, edge list, .mtx, .h5, .parquet, .arrow), or 'bundled'")
     sp.add_argument("-o", "--output", required=True, help="index file to write (HDF5)")
     sp.add_argument("--dims", type=int, default=5, help="label dimensions d (default 5)")
     sp.add_argument("--seed", type=int, default=0, help="seed of the sibling-order hash (default 0)")
-    sp.add_argument("--parent-rule", choices=PARENT_RULES, default="max-level", help="phase-1 parent rule")
+    sp.add_argument("--parent-rule", choices=PARENT_RULES, default="max-level", help="phase-1 parent rule (default max-level; dfs: "
+                    "the paper's rule by path counts)")
     sp.add_argument("--supports", type=supports_arg, default="auto",
-                    help="support vertices K whose reach masks prove pairs without search (default auto: 64 on "
-                         "sparse graphs, up to 1024 on dense ones, 10 x the mean degree; 0 = plain GRAIL)")
+                    help="support vertices K whose reach masks prove pairs without search (default auto: 10 x the "
+                         "condensed DAG's mean out-degree, rounded up to a power of two in 64..1024; 0 = plain GRAIL)")
     sp.add_argument("--format", choices=FORMATS, default="auto", help="graph file format (default auto)")
-    sp.add_argument("--num-vertices", type=int, default=None, help="edge lists: number of vertices")
+    sp.add_argument("--num-vertices", type=int, default=None, help="edge lists and edge tables: number of vertices")
     sp.add_argument("--partition", choices=("auto", "on", "off"), default="auto", help="under MPI: edges split over "
                     "the ranks, none holds all (auto, on GPUs: when one GPU cannot hold the graph, or it is plain text the "
                     "ranks parse in byte ranges; one process: off)")
@@ -452,7 +453,7 @@ def build_parser() -> argparse.ArgumentParser:
     add_update_command(sub)
 
     sp = sub.add_parser("info", help="describe an index file")
-    sp.add_argument("index")
+    sp.add_argument("index", help="index file")
     common_options(sp, backend=False, quiet=INFO_QUIET_HELP)
     sp.set_defaults(func=cmd_info, one_process=True)
 
