@@ -16,7 +16,10 @@ here=$(cd "$(dirname "$0")/.." && pwd)
 
 np_=${NP:-}
 if [ "${1:-}" = "-n" ] || [ "${1:-}" = "-np" ]; then
-    np_=${2:?"-n needs a number"}
+    np_=${2:-}
+    case "$np_" in
+        '' | 0 | *[!0-9]*) echo "launch/mpirun.sh: -n needs a positive number, got '$np_'" >&2; exit 2 ;;
+    esac
     shift 2
 fi
 [ "${1:-}" = "--" ] && shift

@@ -14,7 +14,7 @@ if [ "$got" != "$expected" ]; then
     echo "quickstart: FAILED: $got reachable pairs, expected $expected" >&2
     exit 1
 fi
-echo "quickstart: OK: $got of 100,000 pairs reachable, as the GRAIL benchmark says (index: $out/kegg.h5)"
+echo "quickstart: OK: $got of 100,000 pairs reachable, as the GRAIL benchmark says (index: $(cd "$out" && pwd)/kegg.h5)"
 # the distgrail command lives in .venv/bin, which is not on PATH until the environment is activated
 echo "quickstart: the distgrail command is in .venv/bin, not on PATH: for the README's examples, first run"
-echo "    source $PWD/.venv/bin/activate"
+printf '    source %q\n' "$PWD/.venv/bin/activate"

@@ -10,6 +10,8 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 PY=${PYTHON:-python3}
+# (a .venv set up with MPI=site stays so when the quickstart or launch/test.sh runs the set-up again)
+MPI=${MPI:-$(sed -n 's/.* mpi=\(.*\)/\1/p' .venv/.distgrail-installed 2>/dev/null || true)}
 MPI=${MPI:-pypi}
 case "$MPI" in
     pypi | site) ;;
@@ -38,8 +40,8 @@ extras=test
 want="extras=$extras mpi=$MPI"
 if [ -n "${SETUP_DRY_RUN:-}" ]; then echo "$want"; exit 0; fi  # tests: what would be installed
 
-if [ ! -x .venv/bin/python ]; then
-    "$PY" -m venv .venv
+if [ ! -x .venv/bin/python ] || ! .venv/bin/python -m pip --version >/dev/null 2>&1; then
+    "$PY" -m venv --clear .venv  # (also a .venv left without pip: python3-venv was missing the first time)
 fi
 stamp=.venv/.distgrail-installed
 if [ ! -f "$stamp" ] || [ pyproject.toml -nt "$stamp" ] || [ "$(cat "$stamp")" != "$want" ]; then
@@ -54,7 +56,11 @@ if [ ! -f "$stamp" ] || [ pyproject.toml -nt "$stamp" ] || [ "$(cat "$stamp")" !
         .venv/bin/python -m pip install -q --no-cache-dir --no-binary=mpi4py --force-reinstall "mpi4py>=3.1"
     fi
     echo "launch/setup.sh: installing distgrail[$extras] into .venv (MPI: $MPI; with nvcc, the CUDA kernels are compiled too)" >&2
-    .venv/bin/python -m pip install -q -e ".[$extras]" hatchling
+    if ! .venv/bin/python -m pip install -q -e ".[$extras]" hatchling; then
+        echo "launch/setup.sh: pip could not install distgrail[$extras] (no package index reachable? set" \
+             "PIP_INDEX_URL, or PIP_FIND_LINKS=a folder of wheels)" >&2
+        exit 1
+    fi
     echo "$want" >"$stamp"
     # the install's build hook (hatch_build.py) compiled the kernels into fatbins if nvcc was found
     if .venv/bin/python -m distgrail.gpu.kernels --status >/dev/null 2>&1; then

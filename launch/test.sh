@@ -25,7 +25,7 @@ $PY -m pytest -q -rs -p no:cacheprovider --timeout=900 tests "$@"
 # Each rank runs pytest; ranks > 0 write their report to $TMPDIR/pytest-rank<N>.log (redirected
 # here, before pytest starts: pytest's own fd capture would undo a redirect made in conftest.py).
 # conftest.py sums the failures over ranks, so a failure on any rank fails every rank's pytest.
-logdir=${TMPDIR:-/tmp}
+logdir=$(mktemp -d)  # (its own folder: two runs on one machine do not remove each other's logs)
 # every rank's pytest has its own basetemp, distgrail-pytest-PID-rN in the temp dir (tests/conftest.py),
 # removed when its session ends: check that the MPI runs leave none behind
 tmpdir=$($PY -c 'import tempfile; print(tempfile.gettempdir())')
@@ -33,11 +33,13 @@ leftovers() { ls -d "$tmpdir"/distgrail-pytest-*-r* 2>/dev/null | sort || true; 
 before=$(leftovers)
 # The rank comes from distgrail's one list of launcher variables (distgrail/mpi/launcher.py).
 only_rank0='r=$("$1" -m distgrail.mpi.launcher --rank); [ "$r" = 0 ] || exec >"$0/pytest-rank$r.log" 2>&1; exec "$@"'
+# PyPI's MPICH in .venv, else (MPI=site) the site's mpiexec on PATH; MPIEXEC overrides both
+launcher=${MPIEXEC:-$( [ -x .venv/bin/mpiexec ] && echo .venv/bin/mpiexec || command -v mpiexec || echo mpiexec )}
 for n in 2 3; do
     echo "== MPI tests, mpiexec -n $n (rank 0's report; other ranks log to $logdir/pytest-rank*.log)"
     rm -f "$logdir"/pytest-rank*.log
     set +e
-    MPIEXEC_TIMEOUT=600 .venv/bin/mpiexec -n $n bash -c "$only_rank0" "$logdir" \
+    MPIEXEC_TIMEOUT=600 "$launcher" -n $n bash -c "$only_rank0" "$logdir" \
         $PY -m pytest -q -rs -p no:cacheprovider --only-mpi --no-header --color=no \
         --timeout=300 --timeout-method=thread tests
     rc=$?

@@ -234,3 +234,30 @@ def test_quickstart_ends_by_saying_how_to_put_distgrail_on_path(tmp_path):
     r = subprocess.run(["bash", "-c", f"{last[1].strip()} && distgrail --version"], env=env, capture_output=True,
                        text=True, timeout=60)
     assert r.returncode == 0 and r.stdout.startswith("distgrail "), r.stdout + r.stderr
+
+
+@pytest.mark.parametrize("env, want", [({}, "extras=test mpi=site"), ({"MPI": "pypi"}, "extras=test,mpi mpi=pypi")])
+def test_setup_keeps_a_site_mpi_chosen_before(tmp_path, env, want):
+    """A .venv set up with MPI=site stays so when the set-up runs again without MPI (the
+    quickstart and launch/test.sh run it): it was switched back to PyPI's MPICH."""
+    (tmp_path / "launch").mkdir()
+    script = tmp_path / "launch" / "setup.sh"
+    script.write_text(open(os.path.join(ROOT, "launch", "setup.sh")).read())
+    (tmp_path / ".venv").mkdir()
+    (tmp_path / ".venv" / ".distgrail-installed").write_text("extras=test mpi=site\n")
+    bindir = tmp_path / "bin"
+    bindir.mkdir()
+    r = subprocess.run(["bash", str(script)], capture_output=True, text=True, timeout=60,
+                       env=_env(PATH=f"{bindir}{os.pathsep}/usr/bin{os.pathsep}/bin", SETUP_DRY_RUN="1", **env))
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.strip() == want
+
+
+@pytest.mark.parametrize("count", ["abc", "0", "-1", None])
+def test_mpirun_wrapper_refuses_a_bad_rank_count(count):
+    args = ["-n"] + ([count] if count is not None else [])
+    r = subprocess.run(["bash", os.path.join(ROOT, "launch", "mpirun.sh"), *args, "info", "x.h5"],
+                       env=_env(PATH=os.environ["PATH"], PYTHON=sys.executable), capture_output=True, text=True,
+                       timeout=60)
+    assert r.returncode == 2
+    assert "-n needs a positive number" in r.stderr, r.stderr
