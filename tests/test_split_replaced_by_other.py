@@ -147,3 +147,34 @@ def test_an_output_over_a_plain_file_or_a_one_file_index_removes_nothing(built, 
     assert all(os.path.isfile(p) for p in parts)
     assert (tmp_path / "s.h5.0000abcd.part0").read_bytes() == b"not a part"
     assert main(["info", str(tmp_path / "s.h5"), "--quiet"]) == 0
+
+
+def test_a_link_in_another_directory_reads_the_index_it_names(built, tmp_path, capsys):
+    """A link to a split main file from another directory (``other/latest.h5 -> ../builds/s.h5``,
+    a review's finding, session 33): its parts lie beside the target, and info, query, convert
+    read them there (they looked beside the link: "part missing", exit 2); a graph written over
+    the link replaces the link and leaves the index and its parts whole."""
+    (tmp_path / "builds").mkdir()
+    (tmp_path / "other").mkdir()
+    main_file, parts = _split(built, tmp_path / "builds")
+    link = tmp_path / "other" / "latest.h5"
+    os.symlink(os.path.join("..", "builds", "s.h5"), link)
+    assert sorted(index_parts(link)) == sorted(parts)
+    assert main(["info", str(link), "--quiet"]) == 0
+    capsys.readouterr()
+    assert main(["query", str(link), "--pair", "2", "3", "--backend", "cpu"]) == 0
+    got = capsys.readouterr().out
+    assert main(["query", str(built / "one.h5"), "--pair", "2", "3", "--backend", "cpu"]) == 0
+    assert got and got == capsys.readouterr().out
+    merged = tmp_path / "merged.h5"
+    assert main(["convert", str(link), "--layout", "single", "-o", str(merged), "--quiet"]) == 0
+    import distgrail
+
+    a, b = distgrail.open_index(str(merged)), distgrail.open_index(str(main_file))
+    u = np.arange(0, a.n, 7)
+    v = u[::-1].copy()
+    np.testing.assert_array_equal(a.query(u, v, backend="cpu")[0], b.query(u, v, backend="cpu")[0])
+    _generate(link, *GRAPHS["h5 (io.binary)"])
+    assert not os.path.islink(link)
+    assert all(os.path.isfile(p) for p in parts)
+    assert main(["info", str(main_file), "--quiet"]) == 0

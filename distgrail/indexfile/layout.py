@@ -205,7 +205,7 @@ def index_parts(path) -> list:
     parts named after the name it was written under."""
     import h5py
 
-    where = os.path.dirname(os.path.abspath(os.fspath(path)))
+    where = os.path.dirname(os.path.realpath(os.fspath(path)))  # (a link's parts lie beside its target)
     names = set()
 
     def visit(_, obj):

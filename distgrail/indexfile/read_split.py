@@ -246,7 +246,7 @@ def read_virtual(path, build_id, ds, name, crc, pool, parts: PartFiles):
     stopped. A block's ``result()`` joins the parts' pieces (and names a truncated part)."""
     import h5py
 
-    where = os.path.dirname(os.path.abspath(os.fspath(path)))
+    where = os.path.dirname(os.path.realpath(os.fspath(path)))  # (a link's parts lie beside its target)
     shape, dt = tuple(ds.shape), ds.dtype.newbyteorder("<")
     spans = _spans(path, build_id, ds, name)
     block = _block_of(path, name, crc)
@@ -313,7 +313,7 @@ def deferred_spans(path, build_id, ds, name, crc, parts: PartFiles):
     plain run of bytes (it is then read whole)."""
     import h5py
 
-    where = os.path.dirname(os.path.abspath(os.fspath(path)))
+    where = os.path.dirname(os.path.realpath(os.fspath(path)))  # (a link's parts lie beside its target)
     shape, dt = tuple(ds.shape), ds.dtype.newbyteorder("<")
     spans = _spans(path, build_id, ds, name)
     block = _block_of(path, name, crc)
