@@ -4,7 +4,9 @@ runs skip text parsing and condensing.
 Layout (``format = "distgrail-graph"``, ``format_version = 2``)::
 
     attrs    format, format_version, distgrail_version, n, m, source_name, source_digest,
-             source_digest_algorithm ("blake3"; files of earlier releases: source_sha256 instead)
+             source_digest_algorithm ("blake3"; files of earlier releases: source_sha256 instead),
+             csr_crc32 (the CRC-32 of the CSR's bytes, indptr then indices; files of earlier
+             releases have none)
     csr/indptr            (n+1,) int64    successors of v: indices[indptr[v]:indptr[v+1]]
     csr/indices           (m,)   int32 (int64 when n >= 2^31 - 1), sorted per row, distinct
     condensation/         optional; attrs n_components, n_levels, csr_crc32, crc32; the arrays
@@ -15,7 +17,9 @@ A stored condensation is used only when it belongs to the CSR beside it: ``csr_c
 CRC-32 of the CSR's bytes (indptr, then indices) it was computed from and ``crc32`` that of its own
 arrays (in the order above); a reader compares both (a file edited with h5py, or one whose CSR was
 replaced, is refused rather than indexed by another graph's components), and a condensation
-without them (files of earlier releases) is not used: the graph is condensed again.
+without them (files of earlier releases) is not used: the graph is condensed again. The root's
+``csr_crc32`` is checked by every read of the CSR (a flipped bit in ``csr/indices`` changed an
+edge, and the index of the changed graph claimed the source's name and digest).
 
 Every dataset is contiguous and stored in the dtype the pipeline uses, so reading is a plain read
 at disk speed. Version 1 files (CSR only, indices as the smallest unsigned type) are still read.
@@ -104,8 +108,10 @@ def write_binary_csr(path, n: int, indptr, indices, name: str = "", digest: str 
             indices = np.asarray(indices, dtype=id_dtype(n))
             f.create_dataset("csr/indptr", data=indptr, track_times=False)
             f.create_dataset("csr/indices", data=indices, track_times=False)
+            csr_crc = _crc_of((indptr, indices))
+            f.attrs[_TIE] = np.uint32(csr_crc)
             if dag is not None:
-                _write_dag(f, dag, _crc_of((indptr, indices)))
+                _write_dag(f, dag, csr_crc)
 
 
 def _write_dag(f, dag, csr_crc: int) -> None:
@@ -305,7 +311,9 @@ def read_binary_graph(path, be=None) -> EdgeGraph:
         name = f.attrs.get("source_name", os.path.basename(path))
         digest = _source_digest(f)
         has_dag = "condensation" in f
-    tie = _crc_of((indptr, indices)) if has_dag else None  # (the CSR as stored, before any cast)
+        stored = _integer(f.attrs[_TIE], _TIE, path) if _TIE in f.attrs else None
+    tie = _crc_of((indptr, indices)) if has_dag or stored is not None else None  # (the CSR as stored, before any cast)
+    check_csr_crc(stored, tie, path)
     dt = id_dtype(n)
     check_offsets(np, indptr, n, indices.size, path, order=False)  # (the order: on the device, where it goes)
     # (64-bit ids stay on the host: the GPU condensation takes 32-bit ones)
@@ -325,6 +333,15 @@ def read_binary_graph(path, be=None) -> EdgeGraph:
     if has_dag:
         g.meta["condensation"] = lambda: read_condensation(path, tie)
     return g
+
+
+def check_csr_crc(stored, computed, path) -> None:
+    """Refuse a CSR whose bytes are not those written (``stored``: the root's ``csr_crc32``, None
+    in files of earlier releases)."""
+    if stored is not None and computed != stored:
+        raise GraphFormatError(f"corrupt graph file: csr/indptr and csr/indices changed since they were written "
+                               f"({_TIE} {stored:#010x}, computed {computed:#010x}); write the file again with "
+                               f"'distgrail convert'", path=path)
 
 
 def check_offsets(xp, ptr, n: int, m: int, path, order: bool = True) -> None:

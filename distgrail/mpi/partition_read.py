@@ -93,7 +93,8 @@ EVERY_RANK_READS = "with --partition on every rank reads the graph"
 
 def _h5_block(path, me, size):
     """This rank's block of CSR rows of a binary graph file: (n, m, src, dst, name, digest, stored)."""
-    from ..io.binary import _open, _source_digest, check_ids, check_offsets, dataset_of, vertex_count
+    from ..io.binary import _TIE, _crc_of, _integer, _open, _source_digest, check_ids, check_offsets, dataset_of, \
+        vertex_count
     from ..io.graph import id_dtype
     from ..io.parse import open_body
     from .parse import on_this_rank
@@ -101,7 +102,10 @@ def _h5_block(path, me, size):
     on_this_rank(lambda: os.close(open_body(path)), me, EVERY_RANK_READS)()  # (missing here: said so, not "not HDF5")
     with _open(path) as f:
         n = vertex_count(f, path)
-        indptr = dataset_of(f, "csr/indptr", path)[...].astype(np.int64)
+        indptr = dataset_of(f, "csr/indptr", path)[...]
+        stored = _integer(f.attrs[_TIE], _TIE, path) if _TIE in f.attrs else None
+        crc = {"indptr": _crc_of((indptr,))} if me == 0 and stored is not None else {}  # (the bytes as stored)
+        indptr = indptr.astype(np.int64)
         m = int(dataset_of(f, "csr/indices", path).shape[0])
         check_offsets(np, indptr, n, m, path)
         lo_e, hi_e = m * me // size, m * (me + 1) // size
@@ -109,12 +113,29 @@ def _h5_block(path, me, size):
         hi = int(np.searchsorted(indptr, hi_e, side="left")) if me + 1 < size else n
         e0, e1 = int(indptr[lo]), int(indptr[hi])
         dt = id_dtype(n)
-        dst = f["csr/indices"][e0:e1].astype(dt, copy=False)
+        dst = f["csr/indices"][e0:e1]
+        if stored is not None:  # this rank's piece of the CSR's CRC-32 (rank 0 joins them: _check_csr)
+            crc.update(piece=(_crc_of((dst,)), int(dst.nbytes)), stored=stored)
+        dst = dst.astype(dt, copy=False)
         check_ids(np, dst, n, path)
         src = np.repeat(np.arange(lo, hi, dtype=dt), np.diff(indptr[lo:hi + 1]))
         name = f.attrs.get("source_name", os.path.basename(path))
         return n, m, src, dst, str(name.decode() if isinstance(name, bytes) else name), _source_digest(f), \
-            "condensation" in f
+            "condensation" in f, crc
+
+
+def _check_csr(path, crc, pieces) -> None:
+    """Rank 0: the CSR's CRC-32 joined from the row pointers' and every rank's piece of the edges
+    (contiguous, in rank order), against the file's ``csr_crc32`` (:func:`distgrail.io.binary.check_csr_crc`)."""
+    from ..indexfile.layout import crc32_combine
+    from ..io.binary import check_csr_crc
+
+    if "stored" not in crc:  # (a file of an earlier release: no CRC to check)
+        return
+    got = crc["indptr"]
+    for c, nbytes in pieces:
+        got = crc32_combine(got, c, nbytes)
+    check_csr_crc(crc["stored"], got, path)
 
 
 def _read_h5(comm, be, path):
@@ -122,7 +143,10 @@ def _read_h5(comm, be, path):
     from ..io.graph import EdgeGraph
 
     me = comm.Get_rank()
-    n, m, src, dst, name, digest, stored = run_shared(comm, f"reading {path}", _h5_block, path, me, comm.Get_size())
+    n, m, src, dst, name, digest, stored, crc = run_shared(comm, f"reading {path}", _h5_block, path, me,
+                                                          comm.Get_size())
+    pieces = comm.gather(crc.get("piece"), root=0)
+    run_shared(comm, f"checking {path}", _check_csr if me == 0 else None, path, crc, pieces)
     g = EdgeGraph(n=n, src=be.asarray(src), dst=be.asarray(dst), name=name if me == 0 else "",
                   digest=digest if me == 0 else "")
     g.meta.update(m_total=m, edges_read=int(src.size))
