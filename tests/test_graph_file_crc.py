@@ -82,3 +82,37 @@ def test_each_ranks_block_joins_the_check(tmp_path):
     comm.Barrier()
     with pytest.raises(distgrail.DistGrailError, match="csr/indptr and csr/indices changed"):
         distgrail.build_index(g, dims=2, comm=comm, partition="on", backend="cpu")
+
+
+def test_a_truncated_graph_file_or_index_is_called_damaged(tmp_path, capsys):
+    """An HDF5 file cut short is a damaged graph file or index, not "not an HDF5 file"."""
+    g = _graph_file(str(tmp_path))
+    idx = str(tmp_path / "i.h5")
+    assert main(["index", g, "-o", idx, "--backend", "cpu", "--quiet"]) == 0
+    for path, what in ((g, "damaged graph file"), (idx, "damaged index")):
+        with open(path, "r+b") as f:
+            f.truncate(os.path.getsize(path) // 2)
+        capsys.readouterr()
+        cmd = ["index", path, "-o", str(tmp_path / "x.h5")] if path == g else ["info", path]
+        assert main([*cmd, "--quiet"]) == 2
+        err = capsys.readouterr().err
+        assert what in err and "not an HDF5 file" not in err, err
+
+
+def test_an_attribute_hdf5_cannot_read_is_a_damaged_graph_file(tmp_path, monkeypatch):
+    """A damaged variable-length attribute makes h5py raise OSError ("Can't synchronously read
+    data"): the read says the file is damaged (exit 2), no traceback."""
+    import h5py._hl.attrs as attrs
+
+    g = _graph_file(str(tmp_path))
+    real = attrs.AttributeManager.__getitem__
+
+    def broken(self, name):
+        if name == "source_name":
+            raise OSError("Can't synchronously read data (ran off end of input buffer while decoding)")
+        return real(self, name)
+
+    monkeypatch.setattr(attrs.AttributeManager, "__getitem__", broken)
+    with pytest.raises(GraphFormatError, match="damaged graph file: HDF5 cannot read it"):
+        read_binary_graph(g)
+    assert main(["index", g, "-o", str(tmp_path / "x.h5"), "--backend", "cpu", "--quiet"]) == 2

@@ -79,6 +79,10 @@ def read_index_file(path, defer=(), values: bool = True, seal_out: list | None =
     try:
         f = h5py.File(path, "r")
     except OSError as e:
+        from ..io.binary import _hdf5_signed
+
+        if _hdf5_signed(path):  # (cut short or damaged, not another kind of file)
+            raise IndexFormatError(f"{path}: damaged index: HDF5 cannot open the file ({e})") from None
         raise IndexFormatError(f"{path}: not an HDF5 file, so not a distgrail index ({e})") from None
     except _H5_ERRORS as e:
         raise IndexFormatError(f"{path}: damaged index: the file cannot be opened (HDF5: {e})") from None

@@ -179,14 +179,28 @@ def _device_csr(graph, notify):
     return edge_graph_csr(host)
 
 
+def _hdf5_signed(path) -> bool:
+    """Whether ``path`` starts with HDF5's signature (a file cut short or damaged, not another kind)."""
+    try:
+        with open(path, "rb") as fh:
+            return fh.read(8) == b"\x89HDF\r\n\x1a\n"
+    except OSError:
+        return False
+
+
 def _open(path):
     import h5py
 
     try:
         f = h5py.File(path, "r")
     except OSError as e:
-        raise GraphFormatError(f"not an HDF5 file ({e})", path=path) from None
-    fmt = f.attrs.get("format")
+        raise GraphFormatError(f"{'damaged graph file: HDF5 cannot open it' if _hdf5_signed(path) else 'not an HDF5 file'}"
+                               f" ({e})", path=path) from None
+    try:
+        fmt = f.attrs.get("format")
+    except (OSError, RuntimeError, KeyError, ValueError) as e:
+        f.close()
+        raise _damaged(path, e) from None
     fmt = fmt.decode() if isinstance(fmt, bytes) else fmt
     if fmt != GRAPH_FORMAT:
         f.close()
@@ -294,6 +308,13 @@ def _source_digest(f) -> str:
     return f"sha256:{sha}" if sha else ""
 
 
+def _damaged(path, e) -> GraphFormatError:
+    """A graph file HDF5 fails to read (a damaged attribute or dataset: h5py raises OSError,
+    RuntimeError, KeyError or ValueError), as the error it is to the user."""
+    return GraphFormatError(f"damaged graph file: HDF5 cannot read it ({type(e).__name__}: {e}); write the file "
+                            f"again with 'distgrail convert'", path=path)
+
+
 def read_binary_graph(path, be=None) -> EdgeGraph:
     """Read a graph file. If it holds a condensation, ``graph.meta["condensation"]`` is a function
     that reads it (``condense`` calls it instead of recomputing). ``be``: a GPU
@@ -301,17 +322,22 @@ def read_binary_graph(path, be=None) -> EdgeGraph:
     there (:func:`entry_rows`) when they fit its memory (a file with a condensation, or one too big,
     is read on the host)."""
     path = os.fspath(path)
-    with _open(path) as f:
-        n = vertex_count(f, path)
-        indptr = _read(f, "csr/indptr", path)
-        indices = _read(f, "csr/indices", path)
-        if "m" in f.attrs and _integer(f.attrs["m"], "m", path) != indices.size:
-            raise GraphFormatError(f"corrupt graph file: attribute 'm' says {_integer(f.attrs['m'], 'm', path):,} "
-                                   f"edges, csr/indices holds {indices.size:,}", path=path)
-        name = f.attrs.get("source_name", os.path.basename(path))
-        digest = _source_digest(f)
-        has_dag = "condensation" in f
-        stored = _integer(f.attrs[_TIE], _TIE, path) if _TIE in f.attrs else None
+    try:
+        with _open(path) as f:
+            n = vertex_count(f, path)
+            indptr = _read(f, "csr/indptr", path)
+            indices = _read(f, "csr/indices", path)
+            if "m" in f.attrs and _integer(f.attrs["m"], "m", path) != indices.size:
+                raise GraphFormatError(f"corrupt graph file: attribute 'm' says {_integer(f.attrs['m'], 'm', path):,} "
+                                       f"edges, csr/indices holds {indices.size:,}", path=path)
+            name = f.attrs.get("source_name", os.path.basename(path))
+            digest = _source_digest(f)
+            has_dag = "condensation" in f
+            stored = _integer(f.attrs[_TIE], _TIE, path) if _TIE in f.attrs else None
+    except GraphFormatError:
+        raise
+    except (OSError, RuntimeError, KeyError, ValueError) as e:
+        raise _damaged(path, e) from None
     tie = _crc_of((indptr, indices)) if has_dag or stored is not None else None  # (the CSR as stored, before any cast)
     check_csr_crc(stored, tie, path)
     dt = id_dtype(n)
