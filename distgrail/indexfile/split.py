@@ -61,7 +61,7 @@ from .layout import BUILD_ATTR, LIBVER, PART_FORMAT, block_size, crc32, crc_pool
     split_build, vds_name
 
 __all__ = ["SPLIT", "MAX_PARTS", "check_parts", "check_part_dir", "new_build_id", "PartFile", "VirtualSpec", "split_rows", "split_attrs", "virtual_specs",
-           "write_split_index", "Rows"]
+           "write_split_index", "parts_for", "Rows"]
 
 #: the most part files ``--parts`` asks for (``convert``, ``update``): a reader holds every part
 #: open at once, and parts past the rows of the datasets would be files of nothing. An index with
@@ -278,10 +278,19 @@ def virtual_specs(path, shapes: dict, got, build_id: str) -> dict:
     return out
 
 
-def write_split_index(path, meta: dict, arrays: dict, parts: int = 1, ready=None) -> None:
+def parts_for(shapes, parts: int) -> int:
+    """The part files a split write of datasets of ``shapes`` (their shapes) in ``parts`` writes:
+    ``parts``, at most the rows of the largest dataset (each part then holds at least one row
+    of it: a part past every dataset's rows would be a file of nothing); at least one."""
+    rows = max((int(s[0]) for s in shapes if len(s)), default=0)
+    return max(1, min(int(parts), rows))
+
+
+def write_split_index(path, meta: dict, arrays: dict, parts: int = 1, ready=None) -> int:
     """Write the index ``(meta, arrays)`` in the split layout from one process: ``parts`` part
-    files, the rows of each large dataset split evenly over them, then the main file.
-    ``ready``: as :func:`~distgrail.indexfile.write.write_index_file`'s."""
+    files (at most the rows of its largest dataset: :func:`parts_for`), the rows of each large
+    dataset split evenly over them, then the main file. The part files written (its ``parts``
+    attribute). ``ready``: as :func:`~distgrail.indexfile.write.write_index_file`'s."""
     from .layout import stored_types
     from .write import StreamedArray, write_index_file
 
@@ -293,6 +302,7 @@ def write_split_index(path, meta: dict, arrays: dict, parts: int = 1, ready=None
                                f"written by the ranks that built it, or read back with open_index")
     inparts = {k: (tuple(np.shape(a)), np.dtype(types.get(k, a.dtype))) for k, a in arrays.items()
                if k in SPLIT and not isinstance(a, StreamedArray) and np.size(a)}
+    parts = parts_for([shape for shape, _ in inparts.values()], parts)
     build = new_build_id()
     files = []
     try:
@@ -311,6 +321,7 @@ def write_split_index(path, meta: dict, arrays: dict, parts: int = 1, ready=None
             pf.close(True)
         write_index_file(path, meta, {k: a for k, a in arrays.items() if k not in inparts}, virtual,
                          split_attrs(build, parts), settles=[pf.path for pf in files], ready=ready)
+        return parts
     except BaseException:
         if split_build(path) != build:  # (once the main file is in place, its parts stay, whatever came after)
             for pf in files:
