@@ -180,7 +180,10 @@ def add_pairs_command(sub) -> None:
 def query_under_mpi(args, comm, pairs):
     """``query`` under MPI: every rank opens the index (whole, or with ``--partition`` only its DAG
     rows: :mod:`distgrail.mpi.partition_query`), rank 0 reads the pairs and writes the answers;
-    a (k, 2) ``.npy`` of ids is read by every rank, its own rows only (:func:`_own_rows`). Returns ``(answers, stats, pairs read)``: the answers and the pairs (a
+    a (k, 2) ``.npy`` of ids is read by every rank, its own rows only (:func:`_own_rows`), and
+    answers to a ``.npy`` or plain text file are then written by every rank, its own rows only
+    (:mod:`distgrail.mpi.answerwrite`; the answers returned are None). Returns ``(answers, stats,
+    pairs read)``: the answers and the pairs (a
     :class:`~distgrail.io.pairs.QueryPairs`) on rank 0, None on the others; the stats everywhere."""
     import numpy as np
 
@@ -200,14 +203,21 @@ def query_under_mpi(args, comm, pairs):
 
         idx = open_on_ranks(comm, args.index)  # (the values checked once, by rank 0)
     rows = _own_rows(comm, args, idx, pairs, spread)
-    if rows is not None:  # each rank reads and answers its own rows; rank 0 writes the answers
+    if rows is not None:  # each rank reads and answers its own rows (and writes them, where it can)
         from .io.pairs import QueryPairs, mapped_as_rows, read_npy_rows
         from .mpi.query import query_rows_read_by_ranks
 
+        from .mpi.answerwrite import rank_writable, write_by_ranks
+
+        # a fixed-width answer file: each rank writes its own rows (no answer goes to rank 0)
+        by_ranks = comm.bcast(rank_writable(args.output) if rank0 else None, root=0)
+        deliver = (lambda ans, counts: write_by_ranks(comm, args.output, ans, counts)) if by_ranks else None
         answers, stats = query_rows_read_by_ranks(idx, rows, lambda lo, hi: read_npy_rows(pairs, idx.n, lo, hi),
-                                                  args.backend, comm, what=pairs, as_rows=mapped_as_rows(pairs))
-        run_shared(comm, f"writing the answers {args.output}", write_answers if args.output and rank0 else None,
-                   answers, args.output)
+                                                  args.backend, comm, what=pairs, as_rows=mapped_as_rows(pairs),
+                                                  deliver=deliver)
+        if not by_ranks:
+            run_shared(comm, f"writing the answers {args.output}", write_answers if args.output and rank0 else None,
+                       answers, args.output)
         stats.partition = "whole, rows read by each rank"
         none = np.zeros(0, np.int64)
         return answers, stats, QueryPairs(pairs, none, none) if rank0 else None

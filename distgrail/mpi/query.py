@@ -275,7 +275,7 @@ def query_sharded(index, sources, targets, backend="auto", comm=None, root: int 
 
 
 def query_rows_read_by_ranks(index, k: int, read_rows, backend="auto", comm=None, what: str = "the pairs",
-                             as_rows: bool = True):
+                             as_rows: bool = True, deliver=None):
     """Collective: ``k`` pairs answered in contiguous shards, each rank reading its own rows with
     ``read_rows(lo, hi)`` -> ``(sources, targets)`` (checked; an error names the row in the whole
     file) and answering them; the answers are gathered on rank 0 in input order (None elsewhere).
@@ -283,7 +283,13 @@ def query_rows_read_by_ranks(index, k: int, read_rows, backend="auto", comm=None
     then uploads as rows: its slots are page-locked for that layout while the rows are read).
     Returns ``(answers, stats)``; ``stats.mpi_seconds``' ``scatter`` is here the slowest rank's
     read of its rows. Rank 0 reading and sending every pair cost more than one GPU's whole answer
-    (docs/benchmarks.md, sessions 22-23)."""
+    (docs/benchmarks.md, sessions 22-23).
+
+    ``deliver(answers, counts)``: collective, called on every rank with its own answers instead of
+    the gather to rank 0 (:func:`distgrail.mpi.answerwrite.write_by_ranks`: each rank writes its
+    rows of the answer file); the answers returned are then None on every rank, and
+    ``mpi_seconds``' ``gather`` is its time. On a GPU each rank's answers come down into a
+    page-locked array made beside the read (:func:`~distgrail.query.staging.pinned_answers`)."""
     comm, owned = own_comm(comm)
     try:
         run_shared(comm, "comparing the index of every rank", same_index_everywhere, comm, index)
@@ -298,19 +304,31 @@ def query_rows_read_by_ranks(index, k: int, read_rows, backend="auto", comm=None
         # the staging page-locked while the index goes up and the rows are read (a process's first
         # page-locking costs far more than reading a rank's rows of a mapped file; ``as_rows``:
         # the columns read_rows gives are those of one (k, 2) array, the layout then staged)
-        pinning = pin_staging_beside(be, as_rows) if hi - lo > DIRECT_PAIRS else (lambda: None)
+        big = hi - lo > DIRECT_PAIRS
+        pinning = pin_staging_beside(be, as_rows, answers=hi - lo if big else 0) if big else (lambda: None)
         spent = []
+        locked = None
         try:
-            run_shared(comm, "putting the index on this rank's device", index._state, be, spent)
-            t0 = time.perf_counter()
-            pairs = run_shared(comm, f"reading {rows} of {what}", read_rows, lo, hi)
+            try:
+                run_shared(comm, "putting the index on this rank's device", index._state, be, spent)
+                t0 = time.perf_counter()
+                pairs = run_shared(comm, f"reading {rows} of {what}", read_rows, lo, hi)
+            finally:
+                locked = pinning()
+            t1 = time.perf_counter()
+            into = locked[0] if locked is not None else None
+            ans, stats = run_shared(comm, f"answering queries of {rows}", index._query_local, pairs[0], pairs[1], be,
+                                    None, into)
+            t2 = time.perf_counter()
+            if deliver is not None:
+                deliver(ans, counts)
+                out = None
+            else:
+                out = np.empty(int(k), dtype=bool) if me == 0 else None
+                gather_rows(comm, np.ascontiguousarray(ans, dtype=bool), counts, out, 0)
         finally:
-            pinning()
-        t1 = time.perf_counter()
-        ans, stats = run_shared(comm, f"answering queries of {rows}", index._query_local, pairs[0], pairs[1], be)
-        t2 = time.perf_counter()
-        out = np.empty(int(k), dtype=bool) if me == 0 else None
-        gather_rows(comm, np.ascontiguousarray(ans, dtype=bool), counts, out, 0)
+            if locked is not None:
+                locked[1]()
         return out, merge_over_ranks(comm, be, stats, (t0, t1, t2, time.perf_counter()), sum(spent))
     finally:
         if owned:

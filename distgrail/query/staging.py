@@ -138,23 +138,39 @@ def pinned_answers(n: int):
     return out, release
 
 
-def pin_staging_quietly(be, rows: bool) -> None:
-    """:func:`pin_staging` on ``be``'s device (a GPU; nothing on a CPU), ahead of a batch. A
-    failure is left to the batch, which pins again and raises where it belongs."""
+def pin_staging_quietly(be, rows: bool, answers: int = 0):
+    """:func:`pin_staging` on ``be``'s device (a GPU; nothing on a CPU), ahead of a batch, and with
+    ``answers`` > 0 a page-locked array for that many answers (:func:`pinned_answers`; the answer
+    slots are then not pinned). Returns ``(answers array, release)`` or None. A failure is left to
+    the batch, which pins again and raises it where it belongs."""
     if be.name != "gpu":
-        return
+        return None
+    locked = None
     try:
         with be.on_device():
-            pin_staging(rows=rows)
+            pin_staging(rows=rows, answer_slots=answers <= 0)
+            if answers > 0:
+                locked = pinned_answers(answers)
     except Exception:  # noqa: BLE001 - the batch pins again and raises it
-        pass
+        if locked is not None:
+            locked[1]()
+        return None
+    return locked
 
 
-def pin_staging_beside(be, rows: bool):
-    """:func:`pin_staging_quietly` on a thread of its own (beside a read); the wait for it."""
-    th = threading.Thread(target=pin_staging_quietly, args=(be, rows), name="distgrail-pin", daemon=True)
+def pin_staging_beside(be, rows: bool, answers: int = 0):
+    """:func:`pin_staging_quietly` on a thread of its own (beside a read); the wait for it, which
+    returns what that returned."""
+    got = []
+    th = threading.Thread(target=lambda: got.append(pin_staging_quietly(be, rows, answers)), name="distgrail-pin",
+                          daemon=True)
     th.start()
-    return th.join
+
+    def wait():
+        th.join()
+        return got[0] if got else None
+
+    return wait
 
 
 def _direct(sources, targets) -> bool:
