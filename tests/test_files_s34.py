@@ -79,3 +79,91 @@ def test_cli_convert_and_update_with_parts_above_the_rows(tmp_path):
     assert len(index_parts(up)) == rows
     assert len([n for n in os.listdir(tmp_path) if n.startswith("up.h5.")]) == rows
     assert distgrail.open_index(up).reachable(np.array([4]), np.array([1])).tolist() == [True]
+
+
+# -- two writers of one output --------------------------------------------------------------------
+
+def _answers_match(path, idx) -> bool:
+    n = idx.n
+    s, t = np.arange(n), np.arange(n)[::-1]
+    return bool(np.array_equal(distgrail.open_index(path).reachable(s, t), idx.reachable(s, t)))
+
+
+def _racing(monkeypatch, other):
+    """Split writes whose ``other()`` runs between their parts' rename and their main file."""
+    from distgrail.indexfile import write
+
+    real = write.write_index_file
+
+    def hooked(path, *a, **k):
+        if k.get("settles"):  # the main file of a split write: every part renamed into place
+            assert all(os.path.isfile(p) for p in k["settles"])
+            other(path)
+        return real(path, *a, **k)
+
+    monkeypatch.setattr(write, "write_index_file", hooked)
+
+
+def test_orphan_removal_between_a_split_writes_parts_and_main_file_keeps_its_parts(tmp_path, monkeypatch):
+    from distgrail.indexfile.write import remove_orphans
+
+    idx = distgrail.build_index(distgrail.bundled_graph(), dims=2, backend="cpu")
+    path = str(tmp_path / "idx.h5")
+    removed = []
+    _racing(monkeypatch, lambda p: removed.extend(remove_orphans(p)))
+    assert write_split_index(path, idx.meta, idx.arrays, parts=3) == 3
+    assert removed == []
+    parts = index_parts(path)
+    assert len(parts) == 3 and all(os.path.isfile(p) for p in parts)
+    assert sorted(os.listdir(tmp_path)) == sorted(["idx.h5", *(os.path.basename(p) for p in parts)])  # no marker
+    assert _answers_match(path, idx)
+
+
+def test_another_process_writing_the_output_meanwhile_leaves_a_whole_index(tmp_path, monkeypatch):
+    """Writer B (another process) writes the same output, one file, while writer A's parts are in
+    place and its main file not begun: B's orphan removal once its index landed took A's parts,
+    then A's main file replaced B's, both said done, and the index was broken (its parts gone)."""
+    idx = distgrail.build_index(distgrail.bundled_graph(), dims=2, backend="cpu")
+    path = str(tmp_path / "idx.h5")
+
+    def other(p):
+        r = subprocess.run([sys.executable, "-m", "distgrail", "index", distgrail.bundled_graph(), "-o", p,
+                            "--backend", "cpu", "--dims", "2", "--quiet"], capture_output=True, text=True,
+                           timeout=300, env={**os.environ, "PYTHONPATH": ROOT})
+        assert r.returncode == 0, r.stderr
+
+    _racing(monkeypatch, other)
+    write_split_index(path, idx.meta, idx.arrays, parts=3)
+    parts = index_parts(path)
+    assert len(parts) == 3 and all(os.path.isfile(p) for p in parts)
+    assert sorted(os.listdir(tmp_path)) == sorted(["idx.h5", *(os.path.basename(p) for p in parts)])
+    assert _answers_match(path, idx)
+
+
+@pytest.mark.parametrize("writer", ["running", "dead"])
+def test_a_marker_keeps_its_builds_parts_while_its_process_runs(tmp_path, writer):
+    """Parts in place with no main file, and the marker of their write: kept by the next index
+    written there while that process runs; once it no longer runs, they go, and the marker too."""
+    from distgrail.indexfile.layout import pending_name, split_build
+
+    idx = _small()
+    path = str(tmp_path / "idx.h5")
+    write_split_index(path, idx.meta, idx.arrays, parts=2)
+    build, parts = split_build(path), index_parts(path)
+    os.remove(path)  # (as if its main file were not written yet)
+    proc = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(600)"])
+    try:
+        if writer == "dead":
+            proc.kill()
+            proc.wait()
+        marker = pending_name(path, build, proc.pid)
+        open(marker, "w").close()
+        idx.save(path)
+        left = sorted(os.listdir(tmp_path))
+    finally:
+        proc.kill()
+        proc.wait()
+    if writer == "running":
+        assert left == sorted(["idx.h5", os.path.basename(marker), *(os.path.basename(p) for p in parts)])
+    else:
+        assert left == ["idx.h5"]

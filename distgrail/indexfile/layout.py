@@ -38,7 +38,7 @@ __all__ = ["FORMAT", "FORMAT_VERSION", "READ_VERSIONS", "CHUNK_BYTES", "CRC_BLOC
            "PARALLEL_MIN_BYTES", "block_size", "block_crcs", "crc32", "crc_pool", "entry", "datasets_seal", "stored_types",
            "dataset_order", "can_read_in_blocks", "can_write_in_blocks", "REQUIRED", "PART_FORMAT", "BUILD_ATTR", "part_name",
            "crc32_combine", "pieces", "join_pieces", "read_block", "index_parts", "remove_parts", "split_build", "vds_name",
-           "from_vds_name", "replaced_split", "root_attrs", "builds_carried", "TEMPORARY"]
+           "from_vds_name", "replaced_split", "root_attrs", "builds_carried", "TEMPORARY", "pending_name"]
 
 FORMAT = "distgrail-index"
 FORMAT_VERSION = 2
@@ -181,11 +181,21 @@ def part_name(path, r: int, build_id: str) -> str:
     return f"{os.fspath(path)}.{build_id[:8]}.part{int(r)}"
 
 
-def _part_files(path) -> list:
-    """``[(r, path), ...]`` of the files beside ``path`` named as parts of an index there (any build)."""
+def pending_name(path, build_id: str, pid: int | None = None) -> str:
+    """The marker of a split write of ``path`` by build ``build_id`` in process ``pid`` (this one):
+    ``.<name>.<tag>.pending-<pid>`` beside it, there from before its parts are renamed into place
+    until its main file has landed (:func:`distgrail.indexfile.write.remove_orphans` leaves the
+    parts of that tag alone while the process runs)."""
+    d, base = os.path.split(os.path.abspath(os.fspath(path)))
+    return os.path.join(d, f".{base}.{build_id[:8]}.pending-{os.getpid() if pid is None else int(pid)}")
+
+
+def _part_files(path, names=None) -> list:
+    """``[(r, path), ...]`` of the files beside ``path`` named as parts of an index there (any
+    build); among ``names`` (a listing of its directory) when given."""
     d, base = os.path.split(os.path.abspath(os.fspath(path)))
     try:
-        names = os.listdir(d)
+        names = os.listdir(d) if names is None else names
     except OSError:
         return []
     out = []
@@ -275,8 +285,9 @@ def root_attrs(p, *keys):
 
 
 #: a distgrail temporary (:mod:`distgrail.io.atomic`): an output being written (a new build's, if an
-#: index) or a replaced one on its way out; neither keeps a part file in use
-TEMPORARY = re.compile(r"^\..+\.(?:tmp|old)-\d+$")
+#: index), a replaced one on its way out, or a split write's marker (:func:`pending_name`); none
+#: keeps a part file in use
+TEMPORARY = re.compile(r"^\..+\.(?:tmp|old|pending)-\d+$")
 
 
 def builds_carried(directory, names, skip=lambda n: False):

@@ -42,7 +42,9 @@ file: their build tag is new, so neither the replaced index's removal nor the te
 path whose process no longer runs, and the part files of that path (by name, and by their root
 attributes: a part of this very index name) whose build no index file in the directory carries;
 none while a live process writes an index of that name (its parts may be in place before its main
-file), and none when a file there cannot be read (it might carry them). An index renamed away in
+file: a split write's marker, ``.<index>.<build>.pending-PID``, says so from before its first part
+is renamed into place until its main file has landed, :class:`pending`), and none when a file
+there cannot be read (it might carry them). An index renamed away in
 the same directory keeps its parts; one moved to another directory without them was unreadable.
 """
 
@@ -61,7 +63,7 @@ from .layout import BUILD_ATTR, LIBVER, PART_FORMAT, block_size, crc32, crc_pool
     split_build, vds_name
 
 __all__ = ["SPLIT", "MAX_PARTS", "check_parts", "check_part_dir", "new_build_id", "PartFile", "VirtualSpec", "split_rows", "split_attrs", "virtual_specs",
-           "write_split_index", "parts_for", "Rows"]
+           "write_split_index", "parts_for", "pending", "Rows"]
 
 #: the most part files ``--parts`` asks for (``convert``, ``update``): a reader holds every part
 #: open at once, and parts past the rows of the datasets would be files of nothing. An index with
@@ -231,6 +233,46 @@ class PartFile:
 
 
 
+class pending:
+    """Context manager: the marker of a split write of ``path`` by build ``build``
+    (:func:`~distgrail.indexfile.layout.pending_name`), made on entering (before any part is
+    renamed into place) and removed on leaving (once the main file has landed, or the write
+    failed; provisional until then, so that a signal removes it with the parts: the main file's
+    writer ``settles`` it, removed in the step its file lands in): meanwhile another writer's :func:`~distgrail.indexfile.write.remove_orphans` leaves
+    this build's parts alone. Left by a process killed outright, it goes with the next index
+    written there (its process no longer runs)."""
+
+    def __init__(self, path, build: str):
+        from .layout import pending_name
+
+        self.path, self.marker = os.fspath(path), pending_name(path, build)
+        self.build = build
+
+    def __enter__(self):
+        from ..io.atomic import check_output
+
+        check_output(self.path)
+        provisional(self.marker, True)  # (a signal removes it with the parts)
+        try:
+            fd = os.open(self.marker, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | getattr(os, "O_CLOEXEC", 0), 0o644)
+            try:
+                os.write(fd, f"{self.build}\n".encode())
+            finally:
+                os.close(fd)
+        except OSError as e:
+            with contextlib.suppress(OSError):
+                os.remove(self.marker)
+            provisional(self.marker, False)
+            raise _named(self.path, e) from None
+        return self
+
+    def __exit__(self, *exc):
+        with contextlib.suppress(FileNotFoundError):
+            os.remove(self.marker)
+        provisional(self.marker, False)
+        return False
+
+
 def _named(path, e: OSError) -> OSError:
     """``e`` as an OutputError naming the part ``path`` (a DistGrailError as it is)."""
     from ..io.atomic import output_error
@@ -292,7 +334,7 @@ def write_split_index(path, meta: dict, arrays: dict, parts: int = 1, ready=None
     dataset split evenly over them, then the main file. The part files written (its ``parts``
     attribute). ``ready``: as :func:`~distgrail.indexfile.write.write_index_file`'s."""
     from .layout import stored_types
-    from .write import StreamedArray, write_index_file
+    from .write import StreamedArray
 
     if int(parts) < 1:  # (no upper bound here: an index of many parts keeps them through an update)
         raise DistGrailError(f"{os.fspath(path)}: a split index needs at least one part file, got parts={parts}")
@@ -304,6 +346,13 @@ def write_split_index(path, meta: dict, arrays: dict, parts: int = 1, ready=None
                if k in SPLIT and not isinstance(a, StreamedArray) and np.size(a)}
     parts = parts_for([shape for shape, _ in inparts.values()], parts)
     build = new_build_id()
+    with pending(path, build) as mark:  # (another writer's orphan removal: module doc)
+        return _write_split(path, meta, arrays, parts, ready, inparts, build, mark.marker)
+
+
+def _write_split(path, meta, arrays, parts, ready, inparts, build, marker) -> int:
+    from .write import write_index_file
+
     files = []
     try:
         for r in range(parts):
@@ -320,7 +369,7 @@ def write_split_index(path, meta: dict, arrays: dict, parts: int = 1, ready=None
         for pf in files:
             pf.close(True)
         write_index_file(path, meta, {k: a for k, a in arrays.items() if k not in inparts}, virtual,
-                         split_attrs(build, parts), settles=[pf.path for pf in files], ready=ready)
+                         split_attrs(build, parts), settles=[pf.path for pf in files] + [marker], ready=ready)
         return parts
     except BaseException:
         if split_build(path) != build:  # (once the main file is in place, its parts stay, whatever came after)

@@ -57,6 +57,7 @@ from __future__ import annotations
 import contextlib
 import errno
 import os
+import re
 import sys
 
 import numpy as np
@@ -314,10 +315,13 @@ def remove_orphans(path, keep=()) -> list:
     """Remove what killed builds of the index at ``path`` left beside it (:mod:`~distgrail.indexfile.split`:
     part temporaries of processes that no longer run, parts whose build no index file in the
     directory carries); builds ``keep`` and builds whose parts a live process writes are left
-    alone. The names removed; never an error (a file that cannot be removed stays)."""
-    import re
+    alone. The names removed; never an error (a file that cannot be removed stays).
 
-    from ..io.atomic import _alive
+    Another writer of the same output may be between its parts and its main file: its marker
+    (:func:`~distgrail.indexfile.layout.pending_name`) is there from before its first part is
+    renamed into place until its main file has landed. So a part seen in a first listing is
+    judged by a second one (its writer's marker, made before the part was renamed, is seen, or
+    has gone only once the main file landed) and by the index files of a third (that main file)."""
     from .layout import _part_files, builds_carried, root_attrs
 
     d, base = os.path.split(os.path.abspath(os.fspath(path)))
@@ -325,25 +329,33 @@ def remove_orphans(path, keep=()) -> list:
         names = os.listdir(d)
     except OSError:
         return []
-    temp = re.compile(r"\." + re.escape(base) + r"(?:\.([0-9a-f]{8})\.part\d+)?\.(tmp|old)-(\d+)$")
-    tags, keep = {str(b)[:8] for b in keep if b}, {str(b) for b in keep if b}
-    dead, busy, gone = [], False, []
-    for n, (tag, kind, pid) in ((n, m.groups()) for n in names if (m := temp.match(n))):
-        if int(pid) == os.getpid() or _alive(int(pid)):  # a build going on: its parts are no leftovers
-            tags.add(tag)
-            busy |= tag is None and kind == "tmp"  # its main file being written: which parts are its, unknown
-        elif tag is not None:
-            dead.append(n)
-    for n in dead:
+    temp = re.compile(r"\." + re.escape(base) + r"(?:\.([0-9a-f]{8})(?:\.part\d+)?)?\.(tmp|old|pending)-(\d+)$")
+    keep = {str(b) for b in keep if b}
+    tags, busy, dead = _in_flight(names, temp)
+    tags |= {b[:8] for b in keep}
+    gone = []
+    for n in (n for n, tag in dead if tag not in tags):  # (a live marker's: a rank's temporary on another node)
         with contextlib.suppress(OSError):
             os.remove(os.path.join(d, n))
             gone.append(n)
-    parts = {os.path.basename(p): p for _, p in _part_files(path) if os.path.basename(p)[len(base) + 1:][:8] not in tags}
+    parts = {os.path.basename(p): p for _, p in _part_files(path, names)
+             if os.path.basename(p)[len(base) + 1:][:8] not in tags}
+    if not parts or busy:
+        return gone
+    try:  # looked at again: a writer between its parts and its main file (docstring)
+        again = os.listdir(d)
+        now, busy, _ = _in_flight(again, temp)
+        parts = {n: p for n, p in parts.items() if n[len(base) + 1:][:8] not in now}
+        if busy or not parts:
+            return gone
+        names = os.listdir(d)
+    except OSError:
+        return gone
     # the builds of the index files beside it (a file not read: it might carry any)
-    carried = builds_carried(d, names if parts and not busy else (), lambda n: n in parts or temp.match(n))
+    carried = builds_carried(d, names, lambda n: n in parts or temp.match(n))
     if carried is None:
         return gone
-    for n, p in parts.items() if not busy else ():
+    for n, p in parts.items():
         try:
             got = root_attrs(p, "format", BUILD_ATTR, "index")
         except OSError:
@@ -355,6 +367,24 @@ def remove_orphans(path, keep=()) -> list:
                 os.remove(p)
                 gone.append(n)
     return gone
+
+
+def _in_flight(names, temp) -> tuple:
+    """``(tags, busy, dead)`` of a directory listing ``names``: the build tags of live writers' part
+    temporaries and split-write markers (``temp``'s names), whether a live writer's main file is
+    being written (which parts are its, unknown), and ``[(name, tag), ...]`` of dead processes'
+    temporaries and markers of a build."""
+    from ..io.atomic import _alive
+
+    tags, busy, dead = set(), False, []
+    for n, (tag, kind, pid) in ((n, m.groups()) for n in names if (m := temp.match(n))):
+        if int(pid) == os.getpid() or _alive(int(pid)):  # a build going on: its parts are no leftovers
+            tags.add(tag)
+            busy |= tag is None and kind == "tmp"
+        elif tag is not None:
+            dead.append((n, tag))
+    tags.discard(None)
+    return tags, busy, dead
 
 
 def _rewrite_attr(f, key, value: str) -> None:

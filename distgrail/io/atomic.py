@@ -61,6 +61,8 @@ _DEFERRED_LOCK = threading.Lock()  # (also: what is in flight against the handle
 _PREVIOUS: dict = {}  # signal -> handler before ours
 #: an existing output at least this large is set aside and removed in the background (see above)
 ASIDE_MIN_BYTES = 64 << 20
+#: a split write's marker (:func:`distgrail.indexfile.layout.pending_name`), provisional as its parts
+_MARKER = re.compile(r"\.pending-\d+$")
 _REASONS = {errno.ENOENT: "its directory does not exist", errno.EISDIR: "it is a directory"}  # else strerror
 
 
@@ -198,7 +200,8 @@ def _on_signal(sig, frame):
     live = tuple(_LIVE)  # one snapshot: another thread may be opening or closing an output meanwhile
     held = tuple(_PROVISIONAL)
     written = [os.path.join(os.path.dirname(t), os.path.basename(t)[1:].rsplit(".tmp-", 1)[0]) for t in live]
-    written += sorted({p.rsplit(".", 2)[0] for p in held} - set(written))  # (a part: <index>.<tag>.part<r>)
+    written += sorted({p.rsplit(".", 2)[0] for p in held if not _MARKER.search(p)} - set(written))  # (a part:
+    # <index>.<tag>.part<r>; a split write's marker, .<index>.<tag>.pending-PID, names no output)
     prev = _PREVIOUS.get(sig)
     if sig != signal.SIGINT and prev == signal.SIG_IGN:
         return None  # an ignored SIGTERM stays ignored: nothing removed, the write goes on
@@ -376,7 +379,8 @@ class atomic_path:
         self.landed = landed
         self.replaced: tuple = (None, [])
         self.size = size  # bytes about to be written, when known: checked against the free space
-        # provisional files (:func:`provisional`) that this output, once in place, makes permanent
+        # provisional files (:func:`provisional`) that this output, once in place, makes permanent (a
+        # split write's marker, .<index>.<tag>.pending-PID: removed then)
         self.settles = [os.path.abspath(os.fspath(p)) for p in settles]
         d, base = os.path.split(os.path.abspath(self.path))
         self.tmp = os.path.join(d, f".{base}.tmp-{os.getpid()}")
@@ -443,6 +447,11 @@ class atomic_path:
     def _settle(self) -> None:
         for p in self.settles:
             _PROVISIONAL.discard(p)
+            if _MARKER.search(p):  # a split write's marker: it goes as its main file lands
+                try:
+                    os.remove(p)
+                except OSError:
+                    pass
         if self.landed is not None:
             self.landed()
         elif self.replaced[0]:

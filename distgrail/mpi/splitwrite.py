@@ -49,16 +49,32 @@ def _held(place, idx, shapes) -> dict:
 
 def write_split(place, idx) -> None:
     """Collective over ``place.comm``: the index in the split layout at rank 0's output."""
-    from ..indexfile.layout import part_name, split_build
-    from ..indexfile.split import PartFile, new_build_id, split_attrs, virtual_specs
-    from ..indexfile.write import write_index_file
-    from ..io.atomic import provisional
+    from ..indexfile.split import new_build_id, pending
 
     comm, here = place.comm, place.here
     t = time.perf_counter()
-    head = run_shared(comm, "laying out the index's parts",
-                      (lambda: (os.fspath(place.config.output), new_build_id(), _shapes(idx))) if here else None)
-    output, build, shapes = comm.bcast(head, root=0)
+    marker = [None]  # rank 0: the write's marker, from before any part is in place until the main file is
+
+    def lay_out():
+        out, build = os.fspath(place.config.output), new_build_id()
+        marker[0] = pending(out, build).__enter__()
+        return out, build, _shapes(idx)
+
+    try:
+        head = run_shared(comm, "laying out the index's parts", lay_out if here else None)
+        output, build, shapes = comm.bcast(head, root=0)
+        _write(place, idx, comm, here, output, build, shapes, t, [marker[0].marker] if marker[0] else [])
+    finally:
+        if marker[0] is not None:
+            marker[0].__exit__(None, None, None)
+
+
+def _write(place, idx, comm, here, output, build, shapes, t, marker) -> None:
+    from ..indexfile.layout import part_name, split_build
+    from ..indexfile.split import PartFile, split_attrs, virtual_specs
+    from ..indexfile.write import write_index_file
+    from ..io.atomic import provisional
+
     R, me = comm.Get_size(), comm.Get_rank()
     held = _held(place, idx, shapes)
     part = [None]
@@ -94,7 +110,7 @@ def write_split(place, idx) -> None:
             virtual = virtual_specs(output, {k: (s, np.dtype(d)) for k, (s, d) in shapes.items()}, got, build)
             rest = {k: (np.zeros(a.shape, a.dtype) if isinstance(a, Rows) else a)  # (Rows of no row: empty)
                     for k, a in idx.arrays.items() if k not in shapes}
-            write_index_file(output, idx.meta, rest, virtual, split_attrs(build, R), settles=held_parts)
+            write_index_file(output, idx.meta, rest, virtual, split_attrs(build, R), settles=held_parts + marker)
 
         run_shared(comm, f"writing the index {output}", main if here else None)
     except BaseException:
