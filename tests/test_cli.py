@@ -154,7 +154,7 @@ def test_convert_cpu_output_unchanged(tmp_path):
     import h5py
 
     with h5py.File(flat) as f:
-        assert "condensation" not in f and "blake3:" + f.attrs["source_digest"] == distgrail.read_graph(path).digest
+        assert "condensation" not in f and "blake3:" + f.attrs["source_digest"].decode() == distgrail.read_graph(path).digest
 
 
 def test_convert_json_names_the_backend(tmp_path, capsys):

@@ -167,3 +167,51 @@ def test_a_marker_keeps_its_builds_parts_while_its_process_runs(tmp_path, writer
         assert left == sorted(["idx.h5", os.path.basename(marker), *(os.path.basename(p) for p in parts)])
     else:
         assert left == ["idx.h5"]
+
+
+# -- no variable-length string attribute ----------------------------------------------------------
+
+def _vlen_attrs(path) -> list:
+    """``[(object, attribute)]`` of the file's variable-length string attributes (any object)."""
+    out = []
+
+    def look(name, obj):
+        for a in obj.attrs:
+            dt = obj.attrs.get_id(a).dtype
+            info = h5py.check_string_dtype(dt)
+            if (info is not None and info.length is None) or h5py.check_vlen_dtype(dt) is not None:
+                out.append((name, a))
+
+    with h5py.File(path, "r") as f:
+        look("/", f)
+        f.visititems(look)
+    return out
+
+
+def test_graph_and_index_files_keep_no_variable_length_string(tmp_path):
+    graph, plain, split = (str(tmp_path / x) for x in ("g.h5", "i.h5", "s.h5"))
+    assert main(["convert", distgrail.bundled_graph(), "-o", graph, "--quiet", "--backend", "cpu"]) == 0
+    assert main(["index", graph, "-o", plain, "--quiet", "--backend", "cpu"]) == 0
+    idx = distgrail.open_index(plain)
+    write_split_index(split, idx.meta, idx.arrays, parts=2)
+    with h5py.File(graph, "r") as f:
+        assert "condensation" in f and f.attrs["source_name"] == os.path.basename(distgrail.bundled_graph()).encode()
+        strings = [a for a in f.attrs if h5py.check_string_dtype(f.attrs.get_id(a).dtype) is not None]
+        assert {"format", "distgrail_version", "source_name", "source_digest", "source_digest_algorithm"} <= set(strings)
+    for p in (graph, plain, split, *index_parts(split)):
+        assert _vlen_attrs(p) == [], p
+    g = distgrail.read_graph(graph)  # read back: names and digests as text
+    assert g.name == os.path.basename(distgrail.bundled_graph()) and g.digest.startswith("blake3:")
+    assert g.digest == distgrail.read_graph(distgrail.bundled_graph()).digest
+    assert idx.meta["source_name"] == g.name
+
+    # a graph file as earlier releases wrote it (h5py's default: variable-length strings) still reads
+    with h5py.File(graph, "r+") as f:
+        for a in ("format", "distgrail_version", "source_name", "source_digest", "source_digest_algorithm"):
+            v = f.attrs[a]
+            del f.attrs[a]
+            f.attrs[a] = v.decode() if isinstance(v, bytes) else v
+    assert len(_vlen_attrs(graph)) == 5
+    assert (distgrail.read_graph(graph).name, distgrail.read_graph(graph).digest) == (g.name, g.digest)
+    assert main(["index", graph, "-o", plain, "--quiet", "--backend", "cpu"]) == 0
+    assert distgrail.open_index(plain).meta["source_name"] == g.name

@@ -21,6 +21,9 @@ without them (files of earlier releases) is not used: the graph is condensed aga
 ``csr_crc32`` is checked by every read of the CSR (a flipped bit in ``csr/indices`` changed an
 edge, and the index of the changed graph claimed the source's name and digest).
 
+Its string attributes are fixed-length UTF-8, read back as bytes (those of earlier releases are
+variable-length, read as str): no HDF5 global heap, whose damage could hang the reader.
+
 Every dataset is contiguous and stored in the dtype the pipeline uses, so reading is a plain read
 at disk speed. Version 1 files (CSR only, indices as the smallest unsigned type) are still read.
 """
@@ -87,6 +90,8 @@ def write_binary_csr(path, n: int, indptr, indices, name: str = "", digest: str 
     ``digest``: the source file's, ``"algorithm:hex"`` (:mod:`distgrail.io.digest`)."""
     import h5py
 
+    from ..indexfile.write import _put_attr
+
     m = int(indices.size)
     if indptr.shape != (n + 1,) or int(indptr[-1]) != m:
         raise GraphFormatError("CSR arrays disagree with n and m", path=os.fspath(path))
@@ -97,13 +102,13 @@ def write_binary_csr(path, n: int, indptr, indices, name: str = "", digest: str 
         size += sum(getattr(v, "nbytes", 0) for v in vars(dag).values())
     with atomic_path(os.fspath(path), size) as tmp:
         with h5py.File(tmp, "w") as f:
-            f.attrs["format"] = GRAPH_FORMAT
-            f.attrs["format_version"] = GRAPH_FORMAT_VERSION
-            f.attrs["distgrail_version"] = __version__
-            f.attrs["n"] = int(n)
-            f.attrs["m"] = m
-            f.attrs["source_name"] = str(name)
-            f.attrs["source_digest_algorithm"], f.attrs["source_digest"] = split_digest(digest)
+            algorithm, hexd = split_digest(digest)
+            # strings fixed-length, as an index file's (a variable-length one lives in HDF5's global
+            # heap, whose damage can hang the reader); files of earlier releases still read
+            for k, v in (("format", GRAPH_FORMAT), ("format_version", GRAPH_FORMAT_VERSION),
+                         ("distgrail_version", str(__version__)), ("n", int(n)), ("m", m), ("source_name", str(name)),
+                         ("source_digest_algorithm", algorithm), ("source_digest", hexd)):
+                _put_attr(f, k, v)
             indptr = np.asarray(indptr, dtype=np.int64)
             indices = np.asarray(indices, dtype=id_dtype(n))
             f.create_dataset("csr/indptr", data=indptr, track_times=False)
@@ -201,7 +206,7 @@ def _open(path):
     except (OSError, RuntimeError, KeyError, ValueError) as e:
         f.close()
         raise _damaged(path, e) from None
-    fmt = fmt.decode() if isinstance(fmt, bytes) else fmt
+    fmt = fmt.decode(errors="replace") if isinstance(fmt, bytes) else fmt
     if fmt != GRAPH_FORMAT:
         f.close()
         raise GraphFormatError(f"not a distgrail graph file (format={fmt!r}, expected {GRAPH_FORMAT!r})", path=path)
@@ -299,7 +304,7 @@ def _source_digest(f) -> str:
     release's ``source_sha256``."""
     def text(key):
         v = f.attrs.get(key, "")
-        return v.decode() if isinstance(v, bytes) else str(v)
+        return v.decode(errors="replace") if isinstance(v, bytes) else str(v)
 
     if "source_digest" in f.attrs:
         hexd = text("source_digest")
@@ -331,6 +336,7 @@ def read_binary_graph(path, be=None) -> EdgeGraph:
                 raise GraphFormatError(f"corrupt graph file: attribute 'm' says {_integer(f.attrs['m'], 'm', path):,} "
                                        f"edges, csr/indices holds {indices.size:,}", path=path)
             name = f.attrs.get("source_name", os.path.basename(path))
+            name = name.decode(errors="replace") if isinstance(name, bytes) else name  # (fixed-length: bytes)
             digest = _source_digest(f)
             has_dag = "condensation" in f
             stored = _integer(f.attrs[_TIE], _TIE, path) if _TIE in f.attrs else None
