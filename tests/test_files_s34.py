@@ -215,3 +215,18 @@ def test_graph_and_index_files_keep_no_variable_length_string(tmp_path):
     assert (distgrail.read_graph(graph).name, distgrail.read_graph(graph).digest) == (g.name, g.digest)
     assert main(["index", graph, "-o", plain, "--quiet", "--backend", "cpu"]) == 0
     assert distgrail.open_index(plain).meta["source_name"] == g.name
+
+
+def test_a_source_file_name_of_undecodable_bytes_is_written(tmp_path):
+    """A graph named with bytes that are no UTF-8 (Python's surrogates): its index and graph file
+    are written (a UnicodeEncodeError traceback before), the name's bad byte as U+FFFD."""
+    src = os.path.join(os.fsencode(str(tmp_path)), b"g\xff.txt")
+    with open(src, "wb") as f:
+        f.write(b"0 1\n1 2\n")
+    name = os.fsdecode(src)
+    index, graph = str(tmp_path / "i.h5"), str(tmp_path / "g.h5")
+    assert main(["index", name, "-o", index, "--quiet", "--backend", "cpu"]) == 0
+    assert main(["convert", name, "-o", graph, "--quiet"]) == 0
+    assert distgrail.open_index(index).meta["source_name"] == "g\ufffd.txt"
+    assert distgrail.read_graph(graph).name == "g\ufffd.txt"
+    assert main(["index", graph, "-o", index, "--quiet", "--backend", "cpu"]) == 0

@@ -187,8 +187,8 @@ def _put_attr(f, key, value) -> None:
     variable-length strings, live in a global heap whose damage crashes or hangs HDF5's reader."""
     import h5py
 
-    if isinstance(value, str):
-        data = value.encode()
+    if isinstance(value, str):  # (a file name's undecodable bytes, surrogates here, as U+FFFD: valid UTF-8)
+        data = value.encode(errors="surrogateescape").decode(errors="replace").encode()
         f.attrs.create(key, np.array(data, dtype=f"S{max(1, len(data))}"),
                        dtype=h5py.string_dtype("utf-8", max(1, len(data))))
     else:
