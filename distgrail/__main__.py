@@ -1,7 +1,5 @@
 """``python -m distgrail`` (and ``python -m mpi4py -m distgrail`` under MPI)."""
 
-import sys
+from .cli import main, quick_exit
 
-from .cli import main
-
-sys.exit(main())
+quick_exit(main())

@@ -548,5 +548,37 @@ def main(argv=None) -> int:
         return status
 
 
+def quick_exit(status) -> None:
+    """End the process with ``status`` once a command has run (``python -m distgrail``): stdout and
+    stderr flushed, MPI finalized where it is initialized, then ``os._exit``. The interpreter's
+    teardown (every module and array freed, CuPy's memory pools and the CUDA context destroyed one
+    allocation at a time) is work the operating system does at once; under MPI it is paid by every
+    rank before the launcher returns. Every output is closed by then (each is written under a
+    temporary name and renamed when complete). ``DISTGRAIL_FAST_EXIT=off``: ``sys.exit``.
+    Does not return."""
+    from . import settings
+
+    status = 0 if status is None else status
+    try:
+        fast = settings.get("DISTGRAIL_FAST_EXIT")
+    except DistGrailError:
+        fast = True
+    if not fast or not isinstance(status, int):
+        sys.exit(status)
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except (OSError, ValueError):  # a reader gone or a closed stream: nothing more to say there
+            pass
+    if "mpi4py.MPI" in sys.modules:
+        MPI = sys.modules["mpi4py.MPI"]
+        try:
+            if MPI.Is_initialized() and not MPI.Is_finalized():
+                MPI.Finalize()
+        except Exception:  # noqa: BLE001 - an MPI that cannot finalize: Python's own exit then
+            sys.exit(status)
+    os._exit(status)
+
+
 if __name__ == "__main__":  # pragma: no cover
-    sys.exit(main())
+    quick_exit(main())

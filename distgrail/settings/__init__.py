@@ -176,6 +176,9 @@ SETTINGS: dict = {s.name: s for s in (
             "rank 0's share of the label dimensions in an MPI build (rank 0's value decides)", _number),
     Setting("DISTGRAIL_SHM", "switch", True, _SWITCH,
             "labels gathered, and query batches of rank 0's pairs (65,536 or more) shared, through node-shared memory (/dev/shm) under MPI; off: by `Gatherv` (and `Scatterv`)", _switch),
+    Setting("DISTGRAIL_FAST_EXIT", "switch", True, _SWITCH,
+            "a command line run ends, once its output is written and flushed, with `MPI_Finalize` (under "
+            "MPI) and `os._exit`: no interpreter or CUDA teardown; off: Python's own exit", _switch),
     Setting("DISTGRAIL_SHM_CLEANUP", "switch", True, _SWITCH,
             "node-local rank 0 removes stale MPICH shared-memory segments of killed ranks at job start",
             _switch, lenient="anything else means on, as before: the clean-up never fails a job"),
