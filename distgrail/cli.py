@@ -550,12 +550,14 @@ def main(argv=None) -> int:
 
 def quick_exit(status) -> None:
     """End the process with ``status`` once a command has run (``python -m distgrail``): stdout and
-    stderr flushed, MPI finalized where it is initialized, then ``os._exit``. The interpreter's
-    teardown (every module and array freed, CuPy's memory pools and the CUDA context destroyed one
-    allocation at a time) is work the operating system does at once; under MPI it is paid by every
-    rank before the launcher returns. Every output is closed by then (each is written under a
-    temporary name and renamed when complete). ``DISTGRAIL_FAST_EXIT=off``: ``sys.exit``.
-    Does not return."""
+    stderr flushed, MPI finalized where it is initialized, then ``os._exit``, or under MPI the C
+    library's ``exit``, whose handlers are the MPI library's too (MPICH ends its PMI session with
+    the launcher in one: a rank ending without it is taken for a crash, and the launcher kills the
+    ranks still running). The interpreter's teardown (every module and array freed, CuPy's memory
+    pools one allocation at a time) is work the operating system does at once; under MPI it is
+    paid by every rank before the launcher returns. Every output is closed by then (each is
+    written under a temporary name and renamed when complete). ``DISTGRAIL_FAST_EXIT=off``:
+    ``sys.exit``. Does not return."""
     from . import settings
 
     status = 0 if status is None else status
@@ -570,13 +572,18 @@ def quick_exit(status) -> None:
             stream.flush()
         except (OSError, ValueError):  # a reader gone or a closed stream: nothing more to say there
             pass
-    if "mpi4py.MPI" in sys.modules:
-        MPI = sys.modules["mpi4py.MPI"]
+    MPI = sys.modules.get("mpi4py.MPI")
+    if MPI is not None:
         try:
             if MPI.Is_initialized() and not MPI.Is_finalized():
                 MPI.Finalize()
+            used = MPI.Is_initialized()  # (true after MPI_Finalize too)
         except Exception:  # noqa: BLE001 - an MPI that cannot finalize: Python's own exit then
             sys.exit(status)
+        if used:
+            import ctypes
+
+            ctypes.CDLL(None).exit(status & 0xFF)
     os._exit(status)
 
 

@@ -46,9 +46,12 @@ def test_a_command_through_python_m_distgrail_writes_its_output_whole(tmp_path):
 
 @pytest.mark.skipif(shutil.which("mpiexec", path=os.path.dirname(sys.executable)) is None,
                     reason="no mpiexec beside this Python")
-def test_under_mpiexec_every_rank_finalizes_and_ends_with_the_status():
+def test_under_mpiexec_every_rank_finalizes_and_runs_the_c_exit_handlers():
     mpiexec = shutil.which("mpiexec", path=os.path.dirname(sys.executable))
-    code = ("from mpi4py import MPI\n"
+    code = ("import ctypes, os\n"
+            "from mpi4py import MPI\n"
+            "hook = ctypes.CFUNCTYPE(None, ctypes.c_int, ctypes.c_void_p)(lambda s, a: os.write(1, b'c-atexit\\n') and None)\n"
+            "ctypes.CDLL(None).on_exit(hook, None)\n"  # (MPICH ends its PMI session in such a handler)
             "real = MPI.Finalize\n"
             "MPI.Finalize = lambda: (print('finalized', flush=True), real())\n"
             "from distgrail.cli import quick_exit\n"
@@ -59,3 +62,4 @@ def test_under_mpiexec_every_rank_finalizes_and_ends_with_the_status():
                        text=True, timeout=120)
     assert r.returncode == 0, r.stderr
     assert r.stdout.count("finalized") == 2 and r.stdout.count("rank") == 2, r.stdout  # (lines may interleave)
+    assert r.stdout.count("c-atexit") == 2, r.stdout  # the C library's exit handlers ran on every rank

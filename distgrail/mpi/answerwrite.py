@@ -81,12 +81,19 @@ def _pwrite_all(fd: int, data: np.ndarray, at: int) -> None:
     _run_pieces(put, _pieces(len(view), 1, WRITE_PIECE_BYTES))
 
 
-def _write_rows(tmp: str, size: int, data: np.ndarray, at: int) -> None:
-    fd = os.open(tmp, os.O_WRONLY)
+def _write_rows(path, tmp: str, data: np.ndarray, at: int) -> None:
+    """``data`` written at byte ``at`` of rank 0's temporary ``tmp``; a failure (a full disk) is
+    the output error of the user's ``path``, as a one-process write's."""
+    from ..io.atomic import output_error
+
     try:
-        _pwrite_all(fd, data, at)
-    finally:
-        os.close(fd)
+        fd = os.open(tmp, os.O_WRONLY)
+        try:
+            _pwrite_all(fd, data, at)
+        finally:
+            os.close(fd)
+    except OSError as e:
+        raise output_error(path, e) from e
 
 
 def write_by_ranks(comm, path, answers, counts) -> None:
@@ -126,11 +133,11 @@ def write_by_ranks(comm, path, answers, counts) -> None:
         shared = comm.allreduce(int(sees() or not mine), op=_min_op()) == 1
         if shared:
             run_shared(comm, f"writing answers {lo}..{lo + len(answers) - 1} to {path}",
-                       _write_rows if mine else None, tmp, size, _encoded(answers, width), len(head) + width * lo)
+                       _write_rows if mine else None, path, tmp, _encoded(answers, width), len(head) + width * lo)
         else:  # a directory this rank does not share: every answer through rank 0
             out = np.empty(k, dtype=bool) if here else None
             gather_rows(comm, np.ascontiguousarray(answers, dtype=bool), counts, out, 0)
-            run_shared(comm, f"writing the answers {path}", _write_rows if here else None, tmp, size,
+            run_shared(comm, f"writing the answers {path}", _write_rows if here else None, path, tmp,
                        _encoded(out, width) if here else None, len(head))
         run_shared(comm, f"writing the answers {path}", (lambda: _close(ctx)) if here else None)
     except BaseException as e:
