@@ -3,7 +3,9 @@
 Every fallible step (choosing the backend, reading, condensing, labeling, allocating, writing,
 answering) runs through :func:`run_shared`: its outcome is reduced over the ranks, and if any
 rank failed, every rank raises :class:`RankError` naming the lowest failing rank and the original
-message. Nothing is left half-written and no rank waits forever. An interrupt ends the job
+message; when that rank's error was one of :mod:`distgrail.errors`' kinds (a malformed graph or
+index, bad query pairs, a backend that cannot run, an unwritable output), the RankError is of
+that kind too (:class:`GraphFormatRankError`, ...). Nothing is left half-written and no rank waits forever. An interrupt ends the job
 (:func:`end_job`, from :func:`distgrail.cli.main`); other errors outside these steps (a bug)
 should too: launch with ``python -m mpi4py -m distgrail ...``, which calls ``MPI_Abort`` on an
 uncaught exception.
@@ -11,9 +13,10 @@ uncaught exception.
 
 from __future__ import annotations
 
-from ..errors import DistGrailError, QueryError
+from ..errors import BackendError, DistGrailError, GraphFormatError, IndexFormatError, OutputError, QueryError
 
-__all__ = ["RankError", "QueryRankError", "share_outcome", "run_shared", "own_comm", "mpi", "end_job"]
+__all__ = ["RankError", "QueryRankError", "GraphFormatRankError", "IndexFormatRankError", "BackendRankError",
+           "OutputRankError", "share_outcome", "run_shared", "own_comm", "mpi", "end_job"]
 
 
 class RankError(DistGrailError):
@@ -45,6 +48,29 @@ class QueryRankError(RankError, QueryError):
     (bad pairs: ``Index.query(..., comm=comm)``): on every rank it is a QueryError too, so that
     ``except QueryError`` catches it as it does in one process, and a RankError, so that the
     command line and the server treat it as every rank's error."""
+
+
+class GraphFormatRankError(RankError, GraphFormatError):
+    """The :class:`RankError` of a failing rank's :class:`~distgrail.errors.GraphFormatError`
+    (a malformed graph), as :class:`QueryRankError` is a QueryError."""
+
+
+class IndexFormatRankError(RankError, IndexFormatError):
+    """The :class:`RankError` of a failing rank's :class:`~distgrail.errors.IndexFormatError`."""
+
+
+class BackendRankError(RankError, BackendError):
+    """The :class:`RankError` of a failing rank's :class:`~distgrail.errors.BackendError`."""
+
+
+class OutputRankError(RankError, OutputError):
+    """The :class:`RankError` of a failing rank's :class:`~distgrail.errors.OutputError`."""
+
+
+#: (the original's class, the RankError every rank raises for it), the first that the failing
+#: rank's error is an instance of
+_KINDS = ((QueryError, QueryRankError), (GraphFormatError, GraphFormatRankError),
+          (IndexFormatError, IndexFormatRankError), (BackendError, BackendRankError), (OutputError, OutputRankError))
 
 
 
@@ -85,13 +111,13 @@ def share_outcome(comm, step: str, error: BaseException | None) -> None:
     ranks = [r for r in range(size) if failed[r]]
     root = ranks[0]
     bug = error is not None and not isinstance(error, (DistGrailError, MemoryError))
-    query = isinstance(error, QueryError)
-    info = comm.bcast((_describe(error), type(error).__name__, step, bug, query) if me == root else None, root=root)
-    msg, typ, step, bug, query = info
+    kind = next((k for k, (base, _) in enumerate(_KINDS) if isinstance(error, base)), -1)
+    info = comm.bcast((_describe(error), type(error).__name__, step, bug, kind) if me == root else None, root=root)
+    msg, typ, step, bug, kind = info
     others = f" (and on rank{'s' if len(ranks) > 2 else ''} {', '.join(map(str, ranks[1:]))})" \
         if len(ranks) > 1 else ""
-    err = (QueryRankError if query else RankError)(f"rank {root}{others}, {step}: {msg}", root, step, ranks, typ,
-                                                     me, bug)
+    cls = _KINDS[kind][1] if kind >= 0 else RankError  # (except GraphFormatError etc. catch it as in one process)
+    err = cls(f"rank {root}{others}, {step}: {msg}", root, step, ranks, typ, me, bug)
     if me == root:
         raise err from error
     raise err from None
