@@ -230,3 +230,82 @@ def test_a_source_file_name_of_undecodable_bytes_is_written(tmp_path):
     assert distgrail.open_index(index).meta["source_name"] == "g\ufffd.txt"
     assert distgrail.read_graph(graph).name == "g\ufffd.txt"
     assert main(["index", graph, "-o", index, "--quiet", "--backend", "cpu"]) == 0
+
+
+# -- a split index's main file that HDF5 dies in --------------------------------------------------
+
+def _flipped_main(tmp_path, at: int, bit: int) -> str:
+    """The bundled graph's index split in 2, its main file with bit ``bit`` of the byte ``at``
+    bytes into its global heap (the virtual datasets' mappings) flipped."""
+    path = str(tmp_path / "s.h5")
+    idx = distgrail.build_index(distgrail.bundled_graph(), dims=2, backend="cpu")
+    write_split_index(path, idx.meta, idx.arrays, parts=2)
+    data = bytearray(open(path, "rb").read())
+    heap = data.find(b"GCOL")
+    assert heap > 0 and data.find(b"GCOL", heap + 1) < 0  # (one heap: the mappings, no string attribute)
+    data[heap + at] ^= 1 << bit
+    open(path, "wb").write(data)
+    return path
+
+
+def _cli(*args, seconds=None):
+    code = "import sys\nfrom distgrail.indexfile import probe\n"
+    if seconds is not None:
+        code += f"probe.PROBE_SECONDS = {seconds}\n"
+    code += "from distgrail.cli import main\nsys.exit(main(sys.argv[1:]))\n"
+    return subprocess.run([sys.executable, "-c", code, *args], capture_output=True, text=True, timeout=300,
+                          env={**os.environ, "PYTHONPATH": ROOT})
+
+
+def test_a_main_file_whose_mappings_crash_hdf5_is_a_damaged_index(tmp_path):
+    """The first mapping's entry count (heap header 16 bytes, object header 16, version 1: its
+    top byte) made 2^59 larger: HDF5 2.0 read past its buffer opening the dataset (SIGSEGV, exit
+    139 from info, query and convert); now exit 2 naming the file, nothing written."""
+    path = _flipped_main(tmp_path, 40, 3)
+    pairs = tmp_path / "p.txt"
+    pairs.write_text("0 1\n")
+    for args in (["info", path], ["query", path, str(pairs), "-o", str(tmp_path / "a.txt")],
+                 ["convert", path, "--layout", "single", "-o", str(tmp_path / "c.h5")]):
+        r = _cli(*args)
+        assert r.returncode == 2, (args, r.returncode, r.stderr[-2000:])
+        assert f"{path}: damaged index" in r.stderr, r.stderr
+    assert not os.path.exists(tmp_path / "a.txt") and not os.path.exists(tmp_path / "c.h5")
+
+
+def test_a_main_file_whose_mappings_hang_hdf5_is_a_damaged_index(tmp_path):
+    """The heap's collection size one bit larger: HDF5 2.0 loops for good opening the dataset; the
+    probe gives up after its time (made short here) and says so."""
+    path = _flipped_main(tmp_path, 9, 0)
+    r = _cli("info", path, seconds=2)
+    assert r.returncode == 2, r.stderr[-2000:]
+    assert f"{path}: damaged index: HDF5 did not finish in 2 s" in r.stderr
+
+
+def test_the_probe_tells_a_crash_a_hang_and_a_refusal(tmp_path, monkeypatch):
+    from distgrail.errors import IndexFormatError
+    from distgrail.indexfile import probe
+
+    idx = _small()
+    split, single = str(tmp_path / "s.h5"), str(tmp_path / "one.h5")
+    write_split_index(split, idx.meta, idx.arrays, parts=2)
+    idx.save(single)
+    real = probe._PROBE
+    for body, why in (("import os, signal\n    os.kill(os.getpid(), signal.SIGSEGV)", "crashed (SIGSEGV)"),
+                      ("import time\n    time.sleep(60)", "did not finish in 0.5 s")):
+        monkeypatch.setattr(probe, "_PROBE", real.replace("    import h5py", "    " + body + "\n    import h5py"))
+        monkeypatch.setattr(probe, "PROBE_SECONDS", 0.5)
+        probe._probed.cache_clear()
+        for read in (distgrail.open_index, index_parts):
+            with pytest.raises(IndexFormatError) as e:
+                read(split)
+            assert f"s.h5: damaged index: HDF5 {why} opening" in str(e.value)
+        assert distgrail.open_index(single).n == idx.n  # (one file: no probe)
+    monkeypatch.setattr(probe, "_PROBE", real.replace("    import h5py", "    raise OSError('refused')\n    import h5py"))
+    probe._probed.cache_clear()
+    assert probe.check_main_file(split) is None  # (an error HDF5 reports: the real open names it)
+    # a forked child's death alone (a lock of another thread's, say) is not taken for damage
+    monkeypatch.setattr(probe, "_PROBE", real)
+    monkeypatch.setattr(probe, "_forked_probe", lambda p: "crashed (SIGSEGV)")
+    probe._probed.cache_clear()
+    assert distgrail.open_index(split).n == idx.n
+    probe._probed.cache_clear()

@@ -50,7 +50,8 @@ beside the target and renamed when complete, so a failed run leaves nothing.
 incomplete index raises :class:`IndexFormatError` naming the dataset, it never gives answers. Any
 error of HDF5 while the file is opened or read (a damaged header, attribute or object message) is
 such an error too, naming the attribute or dataset being read; a FIFO or device is refused before
-it is opened.
+it is opened. A split index's main file that HDF5 would crash or loop in is opened first in another
+process (:mod:`~distgrail.indexfile.probe`): a damaged index too, naming the file.
 """
 
 from __future__ import annotations

@@ -14,6 +14,7 @@ from concurrent.futures import ThreadPoolExecutor
 import numpy as np
 
 from ..dtypes import smallest_int, smallest_uint
+from .probe import BUILD_ATTR, check_main_file
 
 
 def _crc32_function():
@@ -169,8 +170,6 @@ def can_read_in_blocks(ds, block) -> bool:
 
 #: root attribute ``format`` of a split index's part file
 PART_FORMAT = "distgrail-index-part"
-#: root attribute of the main file and of every part: the build that wrote them
-BUILD_ATTR = "build_id"
 
 
 def part_name(path, r: int, build_id: str) -> str:
@@ -217,6 +216,7 @@ def index_parts(path) -> list:
 
     where = os.path.dirname(os.path.realpath(os.fspath(path)))  # (a link's parts lie beside its target)
     names = set()
+    check_main_file(path)  # (HDF5 could crash reading the mappings below)
 
     def visit(_, obj):
         if isinstance(obj, h5py.Dataset) and obj.is_virtual:

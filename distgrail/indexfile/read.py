@@ -37,6 +37,7 @@ import numpy as np
 from ..errors import IndexFormatError
 from .layout import ATTRS, BUILD_ATTR, CRC_BLOCK, FORMAT, READ_VERSIONS, REQUIRED, SEAL, block_crcs, can_read_in_blocks, crc32, \
     crc_pool, datasets_seal, entry, pieces, read_block
+from .probe import check_main_file
 from .read_split import PartFiles, deferred_spans, read_virtual
 
 __all__ = ["read_index_file", "check_index", "check_index_path", "EDGE_CHECK_MAX", "REQUIRED", "Deferred",
@@ -75,6 +76,7 @@ def read_index_file(path, defer=(), values: bool = True, seal_out: list | None =
 
     path = os.fspath(path)
     check_index_path(path)
+    check_main_file(path)  # (a split index's main file that HDF5 would crash in: named)
     where = ["the file"]  # what is being read when HDF5 fails
     try:
         f = h5py.File(path, "r")
