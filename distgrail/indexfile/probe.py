@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import functools
 import os
+import warnings
 
 __all__ = ["BUILD_ATTR", "PROBE_SECONDS", "check_main_file"]
 
@@ -96,7 +97,8 @@ def _forked_probe(path) -> str:
         phil = contextlib.nullcontext()
     ns: dict = {}
     exec(_PROBE, ns)
-    with phil:
+    with phil, warnings.catch_warnings():  # (Python 3.12 warns of a fork beside threads: none is in HDF5)
+        warnings.filterwarnings("ignore", ".*multi-threaded.*fork", DeprecationWarning)
         pid = os.fork()
         if pid == 0:  # (the child: nothing of the parent's runs at its exit)
             code = 1
