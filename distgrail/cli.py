@@ -383,7 +383,7 @@ def _convert_index(args, path):
     if args.layout == "single":
         idx.save(args.output)
     else:
-        write_split_index(args.output, idx.meta, idx.arrays, parts=parts)
+        parts = write_split_index(args.output, idx.meta, idx.arrays, parts=parts)  # (at most the rows)
     tw = time.perf_counter() - t - tr
     summary = {"output": os.path.abspath(args.output), "layout": args.layout, "read_seconds": round(tr, 6),
                "write_seconds": round(tw, 6), "parts": parts if args.layout == "split" else 0}

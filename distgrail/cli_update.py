@@ -101,6 +101,7 @@ def cmd_update(args) -> int:
     idx = distgrail.open_index(args.index)
     steps["open"] = time.perf_counter() - t0 - sum(steps.values())
     layout, parts = _layout_of(args, idx.meta)
+    written = [0]  # part files written (as many as asked, at most the rows of the largest dataset)
 
     def write(new, ready):
         # in place: the new files are created with no more permission for the group and others than
@@ -111,7 +112,7 @@ def cmd_update(args) -> int:
             mask = os.umask(0)
             os.umask(mask | (0o077 & ~mode.st_mode))
         try:  # (written while the swept arrays come down: each dataset once its values are there)
-            new.save(args.output, layout=layout, parts=parts, ready=ready)
+            written[0] = new.save(args.output, layout=layout, parts=parts, ready=ready)
         except OutputError as e:  # in place through a link: the link named as given, and where it leads
             if not in_place or same_path(args.output, args.index):
                 raise
@@ -134,13 +135,13 @@ def cmd_update(args) -> int:
     total = time.perf_counter() - t0
     summary = {"index": os.path.abspath(args.output), "base": os.path.abspath(args.index),
                "edges_recorded": int(new.arrays[UPDATES].shape[0]), **report.as_dict(), "total_seconds": round(total, 6),
-               "layout": layout, "parts": parts if layout == "split" else 0,
+               "layout": layout, "parts": written[0] if layout == "split" else 0,
                "step_seconds": {k: round(v, 6) for k, v in steps.items()}}
     if args.json:
         print(json.dumps(summary, indent=2, sort_keys=True))
     elif not args.quiet:
         where = "updated in place" if in_place else f"from {args.index}"
-        lay = f"split, {parts} parts" if layout == "split" else "one file"
+        lay = f"split, {written[0]} parts" if layout == "split" else "one file"
         print(f"index        {args.index if in_place else args.output} ({where}; {lay})\n"
               f"update       {report.summary()}\n"
               f"recorded     {summary['edges_recorded']:,} inserted edge(s) since the build\n"

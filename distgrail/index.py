@@ -80,20 +80,21 @@ class Index:
         check_index(self.meta.get("path", "the index"), self.meta, self.arrays)
 
     # -- persistence --------------------------------------------------------------------
-    def save(self, path, layout: str = "single", parts: int = 2, ready=None) -> None:
+    def save(self, path, layout: str = "single", parts: int = 2, ready=None) -> int:
         """Write the index to ``path`` (HDF5, atomically): one file (``layout="single"``), or a
         main file and ``parts`` part files written side by side (``"split"``,
-        :mod:`distgrail.indexfile.split`; the same arrays and checksums). ``ready(name)``: returns
-        once dataset ``name``'s values are in its array (arrays still landing from a device, as
-        ``insert_edges(write=...)`` gives them), called before they are first read."""
+        :mod:`distgrail.indexfile.split`; the same arrays and checksums; no more parts than the
+        largest dataset has rows). ``ready(name)``: returns once dataset ``name``'s values are in
+        its array (arrays still landing from a device, as ``insert_edges(write=...)`` gives them),
+        called before they are first read. Returns the part files written (0: one file)."""
         if layout == "split":
             from .indexfile.split import write_split_index
 
-            write_split_index(path, self.meta, self.arrays, parts=int(parts), ready=ready)
-        elif layout == "single":
+            return int(write_split_index(path, self.meta, self.arrays, parts=int(parts), ready=ready))
+        if layout == "single":
             write_index_file(path, self.meta, self.arrays, **({"ready": ready} if ready is not None else {}))
-        else:
-            raise ValueError(f"layout must be 'single' or 'split', got {layout!r}")
+            return 0
+        raise ValueError(f"layout must be 'single' or 'split', got {layout!r}")
 
     # -- queries ------------------------------------------------------------------------
     @property

@@ -309,3 +309,37 @@ def test_the_probe_tells_a_crash_a_hang_and_a_refusal(tmp_path, monkeypatch):
     probe._probed.cache_clear()
     assert distgrail.open_index(split).n == idx.n
     probe._probed.cache_clear()
+
+
+def test_convert_and_update_report_the_parts_written_not_asked(tmp_path):
+    """``--parts`` above the rows is capped (no empty part file): ``convert`` and ``update`` say how
+    many were written, in their JSON and their line."""
+    import json
+    import subprocess
+    import sys
+
+    import numpy as np
+
+    import distgrail
+
+    g = tmp_path / "g.txt"
+    g.write_text("0 1\n1 2\n2 3\n3 4\n")
+    idx = tmp_path / "i.h5"
+    distgrail.build_index(str(g), dims=2, backend="cpu", output=str(idx))
+    out = tmp_path / "s.h5"
+    r = subprocess.run([sys.executable, "-m", "distgrail", "convert", str(idx), "--layout", "split", "--parts", "50",
+                        "-o", str(out), "--json"], capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r.stderr
+    written = json.loads(r.stdout)["parts"]
+    assert 1 <= written < 50 and len(distgrail.indexfile.layout.index_parts(str(out))) == written
+    add = tmp_path / "e.txt"
+    add.write_text("4 0\n")
+    new = tmp_path / "n.h5"
+    r = subprocess.run([sys.executable, "-m", "distgrail", "update", str(idx), "--add", str(add), "-o", str(new),
+                        "--layout", "split", "--parts", "50", "--backend", "cpu", "--json"], capture_output=True,
+                       text=True, timeout=120)
+    assert r.returncode == 0, r.stderr
+    got = json.loads(r.stdout)["parts"]
+    assert 1 <= got < 50 and len(distgrail.indexfile.layout.index_parts(str(new))) == got
+    ans, _ = distgrail.open_index(str(new)).query(np.array([4, 0]), np.array([0, 4]), backend="cpu")
+    assert ans.tolist() == [True, True]
