@@ -343,3 +343,82 @@ def test_convert_and_update_report_the_parts_written_not_asked(tmp_path):
     assert 1 <= got < 50 and len(distgrail.indexfile.layout.index_parts(str(new))) == got
     ans, _ = distgrail.open_index(str(new)).query(np.array([4, 0]), np.array([0, 4]), backend="cpu")
     assert ans.tolist() == [True, True]
+
+
+def test_the_probe_forks_only_alone_and_falls_back_to_a_fresh_interpreter(tmp_path, monkeypatch):
+    """Beside another thread (which could hold a lock the fork's hooks take, or be inside HDF5: a
+    deadlock found by review), with MPI or CuPy loaded, or when the fork fails (no memory for a
+    copy of a large process), the probe runs in a fresh interpreter: the open goes on."""
+    import threading
+
+    from distgrail.indexfile import probe
+
+    idx = _small()
+    split = str(tmp_path / "s.h5")
+    write_split_index(split, idx.meta, idx.arrays, parts=2)
+    forked, spawned = [], []
+    real_spawn = probe._spawned_probe
+    monkeypatch.setattr(probe, "_forked_probe", lambda p: forked.append(p) or "")
+    monkeypatch.setattr(probe, "_spawned_probe", lambda p: spawned.append(p) or real_spawn(p))
+    for mod in ("mpi4py.MPI", "cupy"):
+        monkeypatch.delitem(sys.modules, mod, raising=False)
+    assert probe._may_fork()
+    stop = threading.Event()
+    other = threading.Thread(target=stop.wait)
+    other.start()
+    try:
+        assert not probe._may_fork()
+        probe._probed.cache_clear()
+        assert distgrail.open_index(split).n == idx.n
+        assert (forked, len(spawned)) == ([], 1)
+    finally:
+        stop.set()
+        other.join()
+    monkeypatch.setitem(sys.modules, "mpi4py.MPI", object())
+    assert not probe._may_fork()
+    monkeypatch.delitem(sys.modules, "mpi4py.MPI")
+
+    def no_fork(p):
+        raise OSError(12, "Cannot allocate memory")
+
+    monkeypatch.setattr(probe, "_forked_probe", no_fork)
+    probe._probed.cache_clear()
+    assert distgrail.open_index(split).n == idx.n and len(spawned) == 2
+    probe._probed.cache_clear()
+
+
+def test_a_provisional_file_installs_the_signal_handlers_until_it_is_settled():
+    """A split write's marker is made before any temporary is opened: a SIGTERM then must find the
+    handlers that remove it (review: an MPI split build killed there left the marker)."""
+    import signal
+
+    from distgrail.io import atomic
+
+    before = signal.getsignal(signal.SIGTERM)
+    assert before is not atomic._on_signal
+    marker = "/nonexistent/.x.h5.t.pending-1"
+    atomic.provisional(marker, True)
+    try:
+        assert signal.getsignal(signal.SIGTERM) is atomic._on_signal
+        assert signal.getsignal(signal.SIGINT) is atomic._on_signal
+    finally:
+        atomic.provisional(marker, False)
+    assert signal.getsignal(signal.SIGTERM) is before
+
+
+def test_a_graph_files_name_of_bad_bytes_reads_under_partition_on(tmp_path):
+    """``source_name`` bytes that are not UTF-8 (a flipped bit): the partitioned read names the
+    graph with U+FFFD as one process does, not a UnicodeDecodeError (an internal error)."""
+    from distgrail.io.binary import write_binary_graph
+    from distgrail.io.read import read_graph
+    from distgrail.mpi.partition_read import _h5_block
+
+    g = tmp_path / "g.txt"
+    g.write_text("0 1\n1 2\n2 0\n")
+    path = str(tmp_path / "g.h5")
+    write_binary_graph(read_graph(str(g)), path)
+    with h5py.File(path, "r+") as f:
+        bad = b"\xff" + bytes(f.attrs["source_name"])[1:]
+        f.attrs.create("source_name", np.array(bad, dtype=f"S{len(bad)}"), dtype=h5py.string_dtype("utf-8", len(bad)))
+    n, m, src, dst, name, *_ = _h5_block(path, 0, 1)
+    assert (n, m) == (3, 3) and name.startswith("\ufffd") and name[1:] == bad[1:].decode()

@@ -68,10 +68,28 @@ def check_main_file(path) -> None:
 @functools.lru_cache(maxsize=64)
 def _probed(path, *version) -> str:
     """"" when another process opened the split index's main file ``path`` (of this ``version``:
-    device, inode, size, times), else how HDF5 failed there (:func:`check_main_file`)."""
-    if hasattr(os, "fork") and not _forked_probe(path):
-        return ""
+    device, inode, size, times), else how HDF5 failed there (:func:`check_main_file`). A forked
+    child only where forking is safe (:func:`_may_fork`; else, or when the fork fails, a fresh
+    interpreter)."""
+    if _may_fork():
+        try:
+            if not _forked_probe(path):
+                return ""
+        except OSError:  # (no memory or process left for a copy of this one: a fresh interpreter)
+            pass
     return _spawned_probe(path)
+
+
+def _may_fork() -> bool:
+    """Whether this process may fork a probe: one Python thread (another could hold a lock the
+    fork's own hooks take, or be inside HDF5: a deadlock), no MPI (a fork beside registered RDMA
+    memory is unsafe on older kernels) and no CuPy (nor beside page-locked CUDA memory). A fresh
+    interpreter costs more but copies nothing of this process."""
+    import sys
+    import threading
+
+    return hasattr(os, "fork") and threading.active_count() == 1 and "mpi4py.MPI" not in sys.modules \
+        and "cupy" not in sys.modules
 
 
 def _split(path) -> bool:
