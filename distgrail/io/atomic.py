@@ -165,6 +165,8 @@ def provisional(path, held: bool) -> None:
     file removed.
     The output that finishes it names it in ``atomic_path(..., settles=)``: it then stops being
     provisional in the same step as that output lands, no signal in between."""
+    if held:  # (a signal before the first temporary is opened must find the handlers: a split
+        install_handlers()  # write's marker is made before any part)
     (_PROVISIONAL.add if held else _PROVISIONAL.discard)(os.path.abspath(os.fspath(path)))
     if not held:
         restore_handlers()

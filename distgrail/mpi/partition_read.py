@@ -120,7 +120,7 @@ def _h5_block(path, me, size):
         check_ids(np, dst, n, path)
         src = np.repeat(np.arange(lo, hi, dtype=dt), np.diff(indptr[lo:hi + 1]))
         name = f.attrs.get("source_name", os.path.basename(path))
-        return n, m, src, dst, str(name.decode() if isinstance(name, bytes) else name), _source_digest(f), \
+        return n, m, src, dst, str(name.decode(errors="replace") if isinstance(name, bytes) else name), _source_digest(f), \
             "condensation" in f, crc
 
 
