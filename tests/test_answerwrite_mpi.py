@@ -95,3 +95,24 @@ def test_a_failed_rank_leaves_no_file_and_no_temporary(tmp_path_factory, monkeyp
         aw.write_by_ranks(comm, out, mine, counts)
     assert not getattr(e.value, "bug", False)
     assert comm.bcast(os.listdir(d) if comm.Get_rank() == 0 else None) == []
+
+
+@pytest.mark.mpi(min_size=2)
+def test_a_failed_creation_on_rank_0_is_the_outputs_error(tmp_path_factory, monkeypatch):
+    from mpi4py import MPI
+
+    import distgrail.mpi.answerwrite as aw
+    from distgrail.mpi.errors import RankError
+
+    comm = MPI.COMM_WORLD
+    d = _folder(comm, tmp_path_factory)
+    _, counts, mine = _mine(comm, 300, 4)
+    if comm.Get_rank() == 0:
+        real = open
+        monkeypatch.setattr("builtins.open", lambda p, *a, **kw: (_ for _ in ()).throw(OSError(28, "No space left on "
+                            "device")) if ".tmp-" in str(p) else real(p, *a, **kw))
+    out = os.path.join(d, "a.txt")
+    with pytest.raises(RankError, match=f"rank 0, creating the answers {out}: {out}: cannot write the output") as e:
+        aw.write_by_ranks(comm, out, mine, counts)
+    assert not e.value.bug
+    assert comm.bcast(os.listdir(d) if comm.Get_rank() == 0 else None) == []

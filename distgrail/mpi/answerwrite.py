@@ -111,12 +111,17 @@ def write_by_ranks(comm, path, answers, counts) -> None:
     ctx = [None]
 
     def create():
+        from ..io.atomic import output_error
+
         c = atomic_path(path)
         tmp = c.__enter__()
         ctx[0] = c
-        with open(tmp, "wb") as f:
-            f.write(head)
-            f.truncate(size)
+        try:
+            with open(tmp, "wb") as f:
+                f.write(head)
+                f.truncate(size)
+        except OSError as e:  # (the output's error, as a one-process write's: exit status 2)
+            raise output_error(path, e) from e
         return os.fspath(tmp)
 
     try:
