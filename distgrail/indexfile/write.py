@@ -64,6 +64,7 @@ import numpy as np
 
 from ..errors import DistGrailError
 from ..io.atomic import atomic_path
+from ..io.h5attrs import put_attr as _put_attr
 from .layout import (ATTRS, BUILD_ATTR, FORMAT, FORMAT_VERSION, LIBVER, PART_FORMAT, SEAL, block_crcs, block_size, crc32,
                      can_write_in_blocks, crc_pool, dataset_order, datasets_seal, entry, pieces, remove_parts,
                      replaced_split, stored_types)
@@ -180,19 +181,6 @@ def seal_datasets(f, crcs: dict, names) -> None:
         ds.attrs["crc32_block"] = block
         ds.attrs["crc32"] = np.array([x if isinstance(x, int) else x.result() for x in futs], dtype=np.uint32)
     _put_attr(f, SEAL, datasets_seal({name: entry(f[name])[0] for name in names}))
-
-
-def _put_attr(f, key, value) -> None:
-    """A root attribute; strings as fixed-length UTF-8 (read back as bytes): h5py's default,
-    variable-length strings, live in a global heap whose damage crashes or hangs HDF5's reader."""
-    import h5py
-
-    if isinstance(value, str):  # (a file name's undecodable bytes, surrogates here, as U+FFFD: valid UTF-8)
-        data = value.encode(errors="surrogateescape").decode(errors="replace").encode()
-        f.attrs.create(key, np.array(data, dtype=f"S{max(1, len(data))}"),
-                       dtype=h5py.string_dtype("utf-8", max(1, len(data))))
-    else:
-        f.attrs[key] = value
 
 
 def _dtype(a):

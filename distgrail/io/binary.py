@@ -40,6 +40,7 @@ from ..gpu.memory import max_in_pieces, min_in_pieces, scan_in_pieces
 from .graph import EdgeGraph, id_dtype
 from .atomic import atomic_path
 from .digest import split_digest
+from .h5attrs import attr_text, put_attr
 
 __all__ = ["dataset_of", "vertex_count", "write_binary_graph", "write_binary_csr", "read_binary_graph", "read_condensation",
            "GRAPH_FORMAT", "GRAPH_FORMAT_VERSION", "refuse_node_labels"]
@@ -90,8 +91,6 @@ def write_binary_csr(path, n: int, indptr, indices, name: str = "", digest: str 
     ``digest``: the source file's, ``"algorithm:hex"`` (:mod:`distgrail.io.digest`)."""
     import h5py
 
-    from ..indexfile.write import _put_attr
-
     m = int(indices.size)
     if indptr.shape != (n + 1,) or int(indptr[-1]) != m:
         raise GraphFormatError("CSR arrays disagree with n and m", path=os.fspath(path))
@@ -108,7 +107,7 @@ def write_binary_csr(path, n: int, indptr, indices, name: str = "", digest: str 
             for k, v in (("format", GRAPH_FORMAT), ("format_version", GRAPH_FORMAT_VERSION),
                          ("distgrail_version", str(__version__)), ("n", int(n)), ("m", m), ("source_name", str(name)),
                          ("source_digest_algorithm", algorithm), ("source_digest", hexd)):
-                _put_attr(f, k, v)
+                put_attr(f, k, v)
             indptr = np.asarray(indptr, dtype=np.int64)
             indices = np.asarray(indices, dtype=id_dtype(n))
             f.create_dataset("csr/indptr", data=indptr, track_times=False)
@@ -206,7 +205,7 @@ def _open(path):
     except (OSError, RuntimeError, KeyError, ValueError) as e:
         f.close()
         raise _damaged(path, e) from None
-    fmt = fmt.decode(errors="replace") if isinstance(fmt, bytes) else fmt
+    fmt = attr_text(fmt)
     if fmt != GRAPH_FORMAT:
         f.close()
         raise GraphFormatError(f"not a distgrail graph file (format={fmt!r}, expected {GRAPH_FORMAT!r})", path=path)
@@ -304,7 +303,7 @@ def _source_digest(f) -> str:
     release's ``source_sha256``."""
     def text(key):
         v = f.attrs.get(key, "")
-        return v.decode(errors="replace") if isinstance(v, bytes) else str(v)
+        return attr_text(v)
 
     if "source_digest" in f.attrs:
         hexd = text("source_digest")
@@ -336,7 +335,7 @@ def read_binary_graph(path, be=None) -> EdgeGraph:
                 raise GraphFormatError(f"corrupt graph file: attribute 'm' says {_integer(f.attrs['m'], 'm', path):,} "
                                        f"edges, csr/indices holds {indices.size:,}", path=path)
             name = f.attrs.get("source_name", os.path.basename(path))
-            name = name.decode(errors="replace") if isinstance(name, bytes) else name  # (fixed-length: bytes)
+            name = attr_text(name)  # (fixed-length: bytes)
             digest = _source_digest(f)
             has_dag = "condensation" in f
             stored = _integer(f.attrs[_TIE], _TIE, path) if _TIE in f.attrs else None

@@ -93,6 +93,7 @@ EVERY_RANK_READS = "with --partition on every rank reads the graph"
 
 def _h5_block(path, me, size):
     """This rank's block of CSR rows of a binary graph file: (n, m, src, dst, name, digest, stored)."""
+    from ..io.h5attrs import attr_text
     from ..io.binary import _TIE, _crc_of, _integer, _open, _source_digest, check_ids, check_offsets, dataset_of, \
         vertex_count
     from ..io.graph import id_dtype
@@ -120,7 +121,7 @@ def _h5_block(path, me, size):
         check_ids(np, dst, n, path)
         src = np.repeat(np.arange(lo, hi, dtype=dt), np.diff(indptr[lo:hi + 1]))
         name = f.attrs.get("source_name", os.path.basename(path))
-        return n, m, src, dst, str(name.decode(errors="replace") if isinstance(name, bytes) else name), _source_digest(f), \
+        return n, m, src, dst, attr_text(name), _source_digest(f), \
             "condensation" in f, crc
 
 
