@@ -1,6 +1,6 @@
-"""``python -m distgrail.benchmarks.serve --ranks 1,2`` on the CPU: a server of one process and
-one of 2 MPI ranks (PyPI's MPICH ``mpiexec``), round trips and a load test of sharded batches
-against each, every answer checked against ``Index.query``, both servers stopped with exit
+"""``python -m distgrail.benchmarks.serve --ranks 1,2 --fronts root,ranks`` on the CPU: a server
+of one process and two of 2 MPI ranks (PyPI's MPICH ``mpiexec``; rank 0 sharding, and every rank
+listening with each client placed on a rank), round trips and a load test against each, every answer checked against ``Index.query``, both servers stopped with exit
 status 0 (rank 0 signalled under MPI), and the throughputs side by side."""
 
 from __future__ import annotations
@@ -33,13 +33,13 @@ def test_servers_of_1_and_2_ranks_side_by_side(tmp_path, capsys, monkeypatch):
     out = tmp_path / "bench.json"
     code = serve.main([path, "--backend", "cpu", "--sizes", "1000,70000", "--repeat", "1", "--no-cli",
                        "--clients", "2", "--seconds", "1", "--client-pairs", "70000", "--ranks", "1,2",
-                       "--json", str(out)])
+                       "--fronts", "root,ranks", "--json", str(out)])
     text = capsys.readouterr().out
     assert code == 0, text
     got = json.loads(out.read_text())["servers"]
-    assert set(got) == {"1", "2"}
+    assert set(got) == {"1", "2", "2 ranks"}
     for r, v in got.items():
         assert v["server_exit_status"] == 0 and v["load"]["wrong_answers"] == 0 and v["load"]["requests"] > 0, r
         assert [row["pairs"] for row in v["round_trip"]] == [1000, 70000]
-    assert len(got["2"]["rank_devices"]) == 2
+    assert len(got["2"]["rank_devices"]) == 2 and got["2 ranks"]["front"] == "ranks"
     assert "server of 2 rank(s)" in text and " x first" in text

@@ -268,3 +268,104 @@ def test_shared_batch_arrays_shrink_after_small_batches(monkeypatch):
     assert caps == [5000, 5000, 1000, 2000, 2000, 2000, 2000, 2000, 2000], caps
     assert remakes == [5000, 1000, 2000], remakes
     assert all(all(h) for _, h in got) and len(held) == 8, got
+
+
+def _forwarding(comm, idx, be, rank0, last):
+    """Rank 0 runs a Dispatcher (``rank0(d)`` sets it up, from threads), the last rank a Forwarder
+    fed by ``last(fwd)`` in a thread, the others follow; every rank records the versions it moved
+    to. Returns ``(versions, what the last rank's client got)`` on every rank."""
+    from distgrail.mpi.serve import Dispatcher, Forwarder, follow
+
+    me, size = comm.Get_rank(), comm.Get_size()
+    versions, got = [], {}
+
+    def moved(new, k):
+        versions.append((new, k))
+
+    if me == 0:
+        d = Dispatcher(comm, idx, be, on_version=moved, poll=0.005)
+        threading.Thread(target=rank0, args=(d, versions)).start()
+        d.run()
+    elif me == size - 1:
+        fwd = Forwarder(comm)
+        th = threading.Thread(target=lambda: got.update(last(fwd)))
+        th.start()
+        follow(comm, idx, be, forward=fwd, on_version=moved)
+        th.join(60)
+    else:
+        follow(comm, idx, be, on_version=moved)
+    return versions, got
+
+
+@pytest.mark.mpi(min_size=2)
+def test_an_update_forwarded_by_a_rank_moves_every_rank_before_it_is_answered():
+    """``--front ranks``: the last rank's update goes to rank 0, which applies it on every rank;
+    every rank has moved (``on_version``) before the last rank's client has its answer, and every
+    rank's new version answers as BFS over the graph plus the edges."""
+    from mpi4py import MPI
+
+    from distgrail.bfs import bfs_reachable, csr_of
+    from distgrail.io.generate import generate
+    from distgrail.io.graph import EdgeGraph
+
+    comm = MPI.COMM_WORLD.Clone()
+    g = generate("paper", 300, 3, seed=5)
+    idx = distgrail.build_index((g.src, g.dst), num_vertices=g.n, dims=2, backend="cpu")
+    rng = np.random.default_rng(4)
+    a, b = rng.integers(0, g.n, 40), rng.integers(0, g.n, 40)
+    qs, qt = rng.integers(0, g.n, 3000), rng.integers(0, g.n, 3000)
+    after = bfs_reachable(*csr_of(EdgeGraph(g.n, np.r_[g.src, a], np.r_[g.dst, b])), qs, qt)
+
+    def rank0(d, versions):
+        for _ in range(6000):  # until the forwarded update has been applied here
+            if versions:
+                break
+            threading.Event().wait(0.01)
+        d.stop()
+
+    def last(fwd):
+        new, rep = fwd.update(a, b)
+        return {"given": rep.given, "answers": new.query(qs, qt, backend="cpu")[0]}
+
+    versions, got = _forwarding(comm, idx, get_backend("cpu"), rank0, last)
+    me = comm.Get_rank()
+    ok = len(versions) == 1 and versions[0][1] == 40 and np.array_equal(versions[0][0].query(qs, qt)[0], after)
+    if me == comm.Get_size() - 1:
+        ok = ok and got.get("given") == 40 and np.array_equal(got.get("answers"), after)
+    oks = comm.allgather(ok)
+    comm.Free()
+    assert all(oks), oks
+
+
+@pytest.mark.mpi(min_size=2)
+def test_an_update_forwarded_as_the_server_stops_is_refused_and_no_rank_hangs(monkeypatch):
+    """Rank 0 stops without taking the last rank's forwarded update (planted: its loop does not
+    look for one): the update is received and dropped after ``STOP``, the last rank's client gets
+    :class:`Stopping`, no rank moves and none waits for a message never received."""
+    from mpi4py import MPI
+
+    from distgrail.mpi.serve import Dispatcher, Stopping
+
+    real = Dispatcher._forwarded_update
+    monkeypatch.setattr(Dispatcher, "_forwarded_update",
+                        lambda self, block_from=None: None if block_from is None else real(self, block_from))
+    comm = MPI.COMM_WORLD.Clone()
+    idx = distgrail.build_index(distgrail.bundled_graph(), dims=2, backend="cpu")
+
+    def rank0(d, versions):
+        threading.Event().wait(0.3)  # the last rank's update sent meanwhile (or still queued: refused alike)
+        d.stop()
+
+    def last(fwd):
+        try:
+            fwd.update(np.array([0]), np.array([1]))
+        except Stopping as e:
+            return {"refused": str(e)}
+        return {}
+
+    versions, got = _forwarding(comm, idx, get_backend("cpu"), rank0, last)
+    me = comm.Get_rank()
+    ok = not versions and (me != comm.Get_size() - 1 or "the update was not applied" in got.get("refused", ""))
+    oks = comm.allgather(ok)
+    comm.Free()
+    assert all(oks), oks

@@ -1,10 +1,11 @@
 """Server benchmark: a round trip through ``distgrail serve`` beside in-process ``Index.query``
 and the cold CLI, in one run, then concurrent clients; with ``--ranks 1,4`` the same against
-servers of 1 and 4 MPI ranks, their throughputs side by side.
+servers of 1 and 4 MPI ranks, their throughputs side by side (``--fronts root,ranks``: each
+server of several ranks once with each ``serve --front``).
 
     python -m distgrail.benchmarks.serve INDEX [--backend auto] [--sizes 1,1000,1000000,10000000]
         [--repeat 5] [--clients 8] [--seconds 30] [--client-pairs 100000] [--ranks 1]
-        [--launcher "mpiexec"] [--json OUT]
+        [--fronts root] [--launcher "mpiexec"] [--json OUT]
 
 1. ``open_index`` seconds (the file in the page cache after the first open).
 2. For each batch size (seeded uniform random pairs; node labels where the index has them):
@@ -16,7 +17,12 @@ servers of 1 and 4 MPI ranks, their throughputs side by side.
 3. ``--clients`` threads, each with its own connection, send batches of ``--client-pairs`` pairs
    (random slices of the largest set) for ``--seconds`` s: pairs/s, requests/s, p50/p99 latency
    as the clients see it and as the server reports it, wrong answers (checked against the
-   in-process answers, must be 0), the server's RSS before and after.
+   in-process answers, must be 0), the server's RSS before and after. Against ``--front
+   ranks`` each client thread opens its own connection, placed on rank ``i mod R`` (fresh
+   connections until the kernel's pick lands there): the test measures the ranks, not how
+   evenly ``SO_REUSEPORT``'s hash spread a few connections. ``--client-processes``: each client
+   a process of its own (spawned; the pairs and answers shared through memory-mapped ``.npy``
+   files), so that the clients' own encoding and decoding do not share one interpreter's lock.
 
 The server is started here (``python -m distgrail serve INDEX --port 0``; for ``--ranks`` above
 1 under ``--launcher -n R python -m mpi4py -m distgrail serve ...``, the launcher by default
@@ -47,13 +53,15 @@ import distgrail
 READY = re.compile(r"serving .+ on (http://\S+) \(.*ready in ([0-9.]+) s\)")
 
 
-def start_server(index, backend, max_pairs, timeout=600, launch=()):
+def start_server(index, backend, max_pairs, timeout=600, launch=(), front="root"):
     """(Popen, url, ready seconds) of a ``distgrail serve`` on a free loopback port (``launch``:
-    the MPI launcher's words before the Python, e.g. ``["mpiexec", "-n", "4"]``)."""
+    the MPI launcher's words before the Python, e.g. ``["mpiexec", "-n", "4"]``; ``front``: its
+    ``--front``)."""
     t = time.perf_counter()
     mpi = ["-m", "mpi4py"] if launch else []
     proc = subprocess.Popen([*launch, sys.executable, *mpi, "-m", "distgrail", "serve", index, "--port", "0",
-                             "--backend", backend, "--max-pairs", str(max_pairs), "--timeout", "600"],
+                             "--backend", backend, "--max-pairs", str(max_pairs), "--timeout", "600",
+                             "--front", front],
                             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
     lines = []
     while time.perf_counter() - t < timeout:
@@ -121,40 +129,96 @@ def round_trips(args, idx, server, s_all, t_all, want_all, tmp):
     return rows
 
 
-def load_test(args, client, s_all, t_all, want_all):
-    """``args.clients`` threads for ``args.seconds`` s; returns the figures."""
+def placed(url: str, rank: int, tries: int = 1000):
+    """A client whose connection reached ``rank`` of a ``--front ranks`` server."""
+    for _ in range(tries):
+        c = distgrail.connect(url)
+        if c.health().get("rank") == rank:
+            return c
+        c.close()
+    raise SystemExit(f"no connection of {tries} reached rank {rank} of {url}")
+
+
+def _requests(client, s_all, t_all, want_all, k, seconds, seed, got, lock):
+    """One client's batches of ``k`` pairs (random slices) for ``seconds`` s, into ``got``
+    (``lat``, ``wrong``, ``errors`` lists and ``pairs``)."""
+    rng = np.random.default_rng(seed)
+    stop_at = time.perf_counter() + seconds
+    while time.perf_counter() < stop_at:
+        a = int(rng.integers(0, s_all.size - k + 1))
+        t0 = time.perf_counter()
+        try:
+            ans, _ = client.query(s_all[a:a + k], t_all[a:a + k])
+        except distgrail.DistGrailError as e:
+            got["errors"].append(str(e))
+            return
+        dt = time.perf_counter() - t0
+        bad = int(np.count_nonzero(ans != want_all[a:a + k]))
+        with lock:
+            got["lat"].append(dt)
+            got["pairs"] += k
+            if bad:
+                got["wrong"].append(bad)
+
+
+def _client_process(url, folder, k, seconds, seed, rank, start, out):
+    """A ``--client-processes`` client: the arrays mapped from ``folder``, a connection (placed on
+    ``rank`` unless it is None), ``start`` waited for, then :func:`_requests`; its figures put on
+    the queue ``out``."""
+    s_all, t_all, want_all = (np.load(os.path.join(folder, f"{x}.npy"), mmap_mode="r") for x in ("s", "t", "want"))
+    client = placed(url, rank) if rank is not None else distgrail.connect(url)
+    got = {"lat": [], "wrong": [], "errors": [], "pairs": 0}
+    start.wait()
+    _requests(client, s_all, t_all, want_all, k, seconds, seed, got, threading.Lock())
+    client.close()
+    out.put(got)
+
+
+def load_test(args, client, s_all, t_all, want_all, spread: int = 0):
+    """``args.clients`` threads (or processes) for ``args.seconds`` s (``spread``: the ranks of a
+    ``--front ranks`` server, client ``i`` on rank ``i mod spread``); returns the figures."""
     before = client.health()
     k = min(args.client_pairs, s_all.size)
-    lat, wrong, errors, pairs = [], [], [], [0]
-    lock = threading.Lock()
-    stop_at = time.perf_counter() + args.seconds
+    got = {"lat": [], "wrong": [], "errors": [], "pairs": 0}
+    if getattr(args, "client_processes", False):
+        import multiprocessing as mp
 
-    def run(seed):
-        rng = np.random.default_rng(seed)
-        while time.perf_counter() < stop_at:
-            a = int(rng.integers(0, s_all.size - k + 1))
+        ctx = mp.get_context("spawn")
+        with tempfile.TemporaryDirectory(prefix="distgrail-serve-load-") as folder:
+            for name, a in (("s", s_all), ("t", t_all), ("want", want_all)):
+                np.save(os.path.join(folder, f"{name}.npy"), a)
+            start, out = ctx.Barrier(args.clients + 1), ctx.Queue()
+            procs = [ctx.Process(target=_client_process, args=(client.url, folder, k, args.seconds, i,
+                                                                i % spread if spread else None, start, out))
+                     for i in range(args.clients)]
+            for pr in procs:
+                pr.start()
+            start.wait(600)
             t0 = time.perf_counter()
-            try:
-                ans, _ = client.query(s_all[a:a + k], t_all[a:a + k])
-            except distgrail.DistGrailError as e:
-                errors.append(str(e))
-                return
-            dt = time.perf_counter() - t0
-            bad = int(np.count_nonzero(ans != want_all[a:a + k]))
-            with lock:
-                lat.append(dt)
-                pairs[0] += k
-                if bad:
-                    wrong.append(bad)
-
-    t0 = time.perf_counter()
-    threads = [threading.Thread(target=run, args=(i,)) for i in range(args.clients)]
-    for th in threads:
-        th.start()
-    for th in threads:
-        th.join()
-    wall = time.perf_counter() - t0
+            for _ in procs:
+                one = out.get(timeout=args.seconds + 600)
+                for key in ("lat", "wrong", "errors"):
+                    got[key] += one[key]
+                got["pairs"] += one["pairs"]
+            wall = time.perf_counter() - t0
+            for pr in procs:
+                pr.join(60)
+    else:
+        own = [placed(client.url, i % spread) if spread else client for i in range(args.clients)]
+        lock = threading.Lock()
+        t0 = time.perf_counter()
+        threads = [threading.Thread(target=_requests, args=(own[i], s_all, t_all, want_all, k, args.seconds, i, got,
+                                                            lock)) for i in range(args.clients)]
+        for th in threads:
+            th.start()
+        for th in threads:
+            th.join()
+        wall = time.perf_counter() - t0
+        if spread:
+            for c in own:
+                c.close()
     after = client.health()
+    lat, wrong, errors, pairs = got["lat"], got["wrong"], got["errors"], [got["pairs"]]
     lat_ms = np.array(lat) * 1e3
     out = {"clients": args.clients, "pairs_per_request": k, "seconds": wall, "requests": len(lat),
            "pairs": pairs[0], "pairs_per_second": pairs[0] / wall, "requests_per_second": len(lat) / wall,
@@ -181,14 +245,19 @@ def main(argv=None):
     p.add_argument("--seconds", type=float, default=30.0)
     p.add_argument("--client-pairs", type=int, default=100_000, help="pairs per request of the load test")
     p.add_argument("--no-cli", action="store_true", help="skip the cold CLI column")
+    p.add_argument("--client-processes", action="store_true",
+                   help="each load-test client a process of its own (else a thread of this one)")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--ranks", default="1", help="servers of these many MPI ranks, one after the other (1,4)")
+    p.add_argument("--fronts", default="root", help="each server of several ranks once with each of these "
+                                                   "serve --front (root,ranks)")
     p.add_argument("--launcher", default=None, help="the MPI launcher for --ranks above 1 (default: $MPIEXEC "
                                                     "$MPIRUN_ARGS, else the mpiexec beside this Python)")
     p.add_argument("--json", help="write the figures as JSON here")
     args = p.parse_args(argv)
     args.sizes = [int(x) for x in args.sizes.split(",") if x]
     args.ranks = [int(x) for x in args.ranks.split(",") if x]
+    args.fronts = [x for x in args.fronts.split(",") if x]
     largest = max(args.sizes + [args.client_pairs])
     args.backend = distgrail.get_backend(args.backend).name
 
@@ -204,9 +273,11 @@ def main(argv=None):
     want_all, _ = idx.query(s_all, t_all, backend=args.backend)
 
     results = {"index": os.path.abspath(args.index), "backend": args.backend, "open_index_s": opened}
-    every = {r: one_server(args, idx, s_all, t_all, want_all, largest, r) for r in args.ranks}
-    if len(args.ranks) == 1:
-        results.update(every[args.ranks[0]])
+    servers = [(r, f) for r in args.ranks for f in (args.fronts if r > 1 else ["root"])]
+    every = {(str(r) if f == "root" else f"{r} {f}"): one_server(args, idx, s_all, t_all, want_all, largest, r, f)
+             for r, f in servers}
+    if len(every) == 1:
+        results.update(next(iter(every.values())))
     else:
         results["servers"] = {str(r): v for r, v in every.items()}
         print_ratios(every)
@@ -218,11 +289,12 @@ def main(argv=None):
     return 1 if bad else 0
 
 
-def one_server(args, idx, s_all, t_all, want_all, largest, ranks) -> dict:
-    """Round trips and the load test against one server of ``ranks`` ranks; its figures."""
+def one_server(args, idx, s_all, t_all, want_all, largest, ranks, front="root") -> dict:
+    """Round trips and the load test against one server of ``ranks`` ranks and ``--front
+    front``; its figures."""
     launch = launcher(args.launcher) + ["-n", str(ranks)] if ranks > 1 else []
-    proc, url, ready = start_server(args.index, args.backend, largest, launch=launch)
-    results = {"ranks": ranks, "server_ready_s": ready, "url": url}
+    proc, url, ready = start_server(args.index, args.backend, largest, launch=launch, front=front)
+    results = {"ranks": ranks, "front": front, "server_ready_s": ready, "url": url}
     rank0 = None
     try:
         client = distgrail.connect(url)
@@ -232,13 +304,15 @@ def one_server(args, idx, s_all, t_all, want_all, largest, ranks) -> dict:
             first = client.info["rank_processes"][0]
             if first.get("host") == socket.gethostname():  # (a pid of this machine's)
                 rank0 = int(first["pid"])
-        print(f"server of {ranks} rank(s) {url} ready in {ready:.2f} s on {client.info['device']}")
+        print(f"server of {ranks} rank(s){' (--front ranks)' if front == 'ranks' else ''} {url} ready in "
+              f"{ready:.2f} s on {client.info['device']}")
         print(f"{'pairs':>12} {'in-proc ms':>12} {'server ms':>12} {'(answer)':>10} {'cold CLI s':>10} "
               f"{'srv/proc':>10} {'CLI/srv':>12}")
         with tempfile.TemporaryDirectory(prefix="distgrail-serve-bench-") as tmp:
             results["round_trip"] = round_trips(args, idx, client, s_all, t_all, want_all, tmp)
         if args.clients and args.seconds > 0:
-            results["load"] = load_test(args, client, s_all, t_all, want_all)
+            results["load"] = load_test(args, client, s_all, t_all, want_all,
+                                        ranks if front == "ranks" and ranks > 1 else 0)
         client.close()
     finally:
         stop_server(proc, rank0)
@@ -276,13 +350,13 @@ def launcher(given: str | None) -> list:
 def print_ratios(every: dict) -> None:
     """The load test's throughput of each server and its ratio to the first one's."""
     first = next(iter(every.values())).get("load")
-    print(f"{'ranks':>6} {'M pairs/s':>10} {'x first':>8} {'p50 ms':>8} {'p99 ms':>8}")
+    print(f"{'ranks':>8} {'M pairs/s':>10} {'x first':>8} {'p50 ms':>8} {'p99 ms':>8}")
     for r, v in every.items():
         load = v.get("load")
         if not load:
             continue
         ratio = load["pairs_per_second"] / first["pairs_per_second"] if first else float("nan")
-        print(f"{r:>6} {load['pairs_per_second'] / 1e6:10.2f} {ratio:8.2f} {_ms(load['p50_ms']):>8} {_ms(load['p99_ms']):>8}")
+        print(f"{r:>8} {load['pairs_per_second'] / 1e6:10.2f} {ratio:8.2f} {_ms(load['p50_ms']):>8} {_ms(load['p99_ms']):>8}")
 
 
 def _ms(value) -> str:

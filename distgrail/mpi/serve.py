@@ -14,6 +14,15 @@ two batches. A ``STOP`` header ends every rank's loop. A signal caught on a rank
 SIGINT) is sent to rank 0 (:class:`SignalRelay`), whose dispatcher then stops every rank as for
 one of its own.
 
+With a front end on every rank (``serve --front ranks``) each rank listens on the same port
+(``SO_REUSEPORT``: the kernel spreads the connections) and answers its own clients' batches alone
+on its own GPU: no batch is sharded and no query passes through MPI. An update that reaches a
+rank > 0 is sent to rank 0 by that rank's :class:`Forwarder` (from :func:`follow`, its one MPI
+thread), and rank 0's dispatcher broadcasts it like one of its own, the header naming the rank
+and request it came from; after every rank has inserted it, every rank moves its front end to
+the new version (``on_version``) and meets the others at a barrier before the request is
+answered: a client told "inserted" is answered by the new version on every rank.
+
 Failures: an error while a rank answers its shard (a GPU out of memory, say) is shared by every
 rank as the same :class:`~distgrail.mpi.errors.RankError`: every rank leaves that batch at the
 same step, the ranks stay in step, the client gets it as a 500, and the server goes on. Any
@@ -40,15 +49,21 @@ from .collectives import bcast_array, gather_rows, offsets, scatter_rows, split_
 from .errors import RankError, run_shared
 from .query import answer_in_windows
 
-__all__ = ["Dispatcher", "follow", "answer_shard", "apply_update", "warm_batch", "Stopping", "SignalRelay", "STOP",
-           "QUERY", "UPDATE"]
+__all__ = ["Dispatcher", "Forwarder", "follow", "answer_shard", "apply_update", "warm_batch", "Stopping",
+           "SignalRelay", "STOP", "QUERY", "UPDATE"]
 
-#: header kinds (int64 ``[kind, pairs]``, broadcast from rank 0)
+#: header kinds (int64 ``[kind, pairs, origin rank, origin request]``, broadcast from rank 0; the
+#: origin is an update's, forwarded by a rank > 0, else ``-1, -1``)
 STOP, QUERY, UPDATE = 0, 1, 2
 #: tag of the message a rank > 0 sends rank 0 when it caught a signal (one int64: the signal)
 SIGNAL_TAG = 7301
-#: seconds the dispatcher waits on its queue before it looks again (signal handlers run between)
+#: tag of an update a rank > 0 forwards to rank 0 (pickled ``(request, sources, targets)``)
+EDGES_TAG = 7302
+#: seconds the dispatcher waits on its queue before it looks again (signal handlers run between);
+#: with a front end on every rank, :data:`POLL_FORWARDED` (a forwarded update waits no longer)
 POLL = 0.5
+POLL_FORWARDED = 0.005
+NO_ORIGIN = (-1, -1)
 #: seconds an idle rank sleeps between looks at the next header (a blocking broadcast would spin
 #: a core per rank while the server waits for clients; this adds at most a millisecond a batch)
 HEADER_NAP = 0.001
@@ -58,19 +73,22 @@ class Stopping(DistGrailError):
     """The server is stopping: the batch was not answered (the client gets a 503)."""
 
 
-def _header(comm, kind: int = STOP, k: int = 0, relay=None) -> tuple[int, int]:
-    """Collective: rank 0's ``(kind, pairs)`` on every rank. A non-blocking broadcast, waited for
-    with naps: an idle rank sleeps instead of spinning, and its signal handlers run (``relay``:
-    a signal caught meanwhile goes to rank 0)."""
+def _header(comm, kind: int = STOP, k: int = 0, relay=None, origin=NO_ORIGIN, forward=None):
+    """Collective: rank 0's ``(kind, pairs, (origin rank, origin request))`` on every rank. A
+    non-blocking broadcast, waited for with naps: an idle rank sleeps instead of spinning, and its
+    signal handlers run (``relay``: a signal caught meanwhile goes to rank 0; ``forward``: a
+    :class:`Forwarder`'s updates go to rank 0 meanwhile)."""
     from .errors import mpi
 
-    h = np.array([kind, k], dtype=np.int64)
+    h = np.array([kind, k, *origin], dtype=np.int64)
     req = comm.Ibcast([h, mpi().INT64_T], root=0)
     while not req.Test():
         if relay is not None:
             relay.poll()
+        if forward is not None:
+            forward.poll()
         time.sleep(HEADER_NAP)
-    return int(h[0]), int(h[1])
+    return int(h[0]), int(h[1]), (int(h[2]), int(h[3]))
 
 
 class SignalRelay:
@@ -91,17 +109,86 @@ class SignalRelay:
             self.buf[0] = int(self.caught[0])
             self.request = self.comm.Isend([self.buf, mpi().INT64_T], dest=0, tag=SIGNAL_TAG)
 
-    def finish(self) -> None:
-        """Collective, after ``STOP`` (rank 0's :meth:`Dispatcher.run` gathers the same)."""
-        self.comm.gather(self.request is not None, root=0)
+    def finish(self, forwarded: int = 0) -> None:
+        """Collective, after ``STOP`` (rank 0's :meth:`Dispatcher.run` gathers the same): whether
+        this rank sent a signal message, and how many updates it forwarded (``forwarded``)."""
+        self.comm.gather((self.request is not None, int(forwarded)), root=0)
         if self.request is not None:
             self.request.Wait()
+
+
+class Forwarder:
+    """A rank > 0 with a front end of its own (``serve --front ranks``): its updates (``POST
+    /edges``, from the service's update thread) go to rank 0, sent by this rank's one MPI thread
+    (:func:`follow`, through :meth:`poll`); the caller waits until the ``UPDATE`` header that names
+    this rank and request has been applied on every rank (:meth:`settle`). The service calls
+    :meth:`update` as it calls :meth:`Dispatcher.update`."""
+
+    batches = pairs = failed = running = 0  # (health: nothing is sharded from here)
+
+    def __init__(self, comm):
+        self.comm = comm
+        self._q: queue.SimpleQueue = queue.SimpleQueue()
+        self._lock = threading.Lock()
+        self._closed = False
+        self.sent = 0  # updates sent to rank 0
+        self._waiting: dict = {}  # request number -> Future, until its header has come back
+        self._requests: list = []  # the sends, waited for at the end
+
+    def update(self, sources, targets):
+        """Insert ``sources -> targets`` (checked int64 ids) on every rank; ``(new index, report)``
+        once every rank serves it, or the :class:`RankError` of a failed update, or
+        :class:`Stopping`."""
+        fut: Future = Future()
+        with self._lock:
+            if self._closed:
+                raise Stopping("the server is stopping: the update was not applied")
+            self._q.put((fut, sources, targets))
+        return fut.result()
+
+    def poll(self) -> None:
+        """(This rank's MPI thread) the updates queued meanwhile sent to rank 0."""
+        while True:
+            try:
+                fut, s, t = self._q.get_nowait()
+            except queue.Empty:
+                return
+            self._waiting[self.sent] = fut
+            self._requests.append(self.comm.isend((self.sent, s, t), dest=0, tag=EDGES_TAG))
+            self.sent += 1
+
+    def settle(self, request: int, result=None, error: BaseException | None = None) -> None:
+        """The update ``request`` of this rank was applied (``result``) or failed (``error``)."""
+        fut = self._waiting.pop(request, None)
+        if fut is None:
+            return
+        if error is not None:
+            fut.set_exception(error)
+        else:
+            fut.set_result(result)
+
+    def close(self) -> None:
+        """After ``STOP``: what was not applied is refused (:class:`Stopping`); then the sends are
+        waited for (rank 0 receives every forwarded update it had not taken, and drops it)."""
+        with self._lock:
+            self._closed = True
+        while True:
+            try:
+                fut, _, _ = self._q.get_nowait()
+            except queue.Empty:
+                break
+            fut.set_exception(Stopping("the server is stopping: the update was not applied"))
+        for fut in self._waiting.values():
+            fut.set_exception(Stopping("the server is stopping: the update was not applied"))
+        self._waiting.clear()
+        for r in self._requests:
+            r.wait()
 
 
 def warm_batch(comm, index, be, sources=None, targets=None, shared=None):
     """Collective, before serving: one batch of rank 0's pairs through the sharded path on every
     rank (a failure is the same :class:`RankError` on every rank, which then ends the start)."""
-    kind, k = _header(comm, QUERY, int(sources.size) if comm.Get_rank() == 0 else 0)
+    kind, k, _ = _header(comm, QUERY, int(sources.size) if comm.Get_rank() == 0 else 0)
     return answer_shard(comm, index, be, k, sources, targets, shared=shared)
 
 
@@ -164,10 +251,14 @@ def apply_update(comm, index, be, sources=None, targets=None):
 class Dispatcher:
     """Rank 0's one caller of MPI while serving: batches arrive from any thread through
     :meth:`answer` (a queue; the caller waits on a future) and go through the collective one
-    after another in :meth:`run`. :meth:`stop` may be called from a signal handler."""
+    after another in :meth:`run`, as do the updates other ranks' :class:`Forwarder` send.
+    ``on_version(new index, edges)``: called here on every update applied, before the barrier
+    that every rank meets once it serves the new version. :meth:`stop` may be called from a
+    signal handler."""
 
-    def __init__(self, comm, index, be, shared=None):
+    def __init__(self, comm, index, be, shared=None, on_version=None, poll: float = POLL):
         self.comm, self.index, self.be, self.shared = comm, index, be, shared
+        self.on_version, self.poll = on_version, float(poll)
         self._q: queue.SimpleQueue = queue.SimpleQueue()  # put() is reentrant: safe in a signal handler
         self._lock = threading.Lock()
         self._closed = False
@@ -176,6 +267,7 @@ class Dispatcher:
         #: ``(signal, rank)`` of a signal caught on a rank > 0 that stopped the server, else None
         self.peer_signal = None
         self._heard: set = set()  # ranks whose signal message was received
+        self._forwarded: dict = {}  # rank -> updates received from it (Forwarder)
 
     def submit(self, sources, targets, kind: int = QUERY) -> Future:
         """Queue rank 0's checked int64 ids; the future gives ``(answers, stats)`` (``kind``
@@ -186,7 +278,7 @@ class Dispatcher:
             if self._closed:
                 fut.set_exception(Stopping("the server is stopping: the batch was not answered"))
             else:
-                self._q.put((fut, sources, targets, kind))
+                self._q.put((fut, sources, targets, kind, None, NO_ORIGIN))
         return fut
 
     def update(self, sources, targets):
@@ -206,9 +298,10 @@ class Dispatcher:
     def stop(self) -> None:
         self._q.put(None)
 
-    def run_batch(self, fut: Future | None, sources, targets, kind: int = QUERY, search=None):
+    def run_batch(self, fut: Future | None, sources, targets, kind: int = QUERY, search=None, origin=NO_ORIGIN):
         """Collective (rank 0's side): one batch through header, scatter, answer, gather (or an
-        update: header, broadcast, insert; the new index served from then on). A
+        update: header, broadcast, insert, ``on_version`` and a barrier; the new index served from
+        then on; ``origin``: the rank and request of an update a :class:`Forwarder` sent). A
         :class:`RankError` (every rank has it, the ranks are in step) goes to ``fut`` or is
         raised; anything else ends the job (MPI_Abort)."""
         if fut is not None and not fut.set_running_or_notify_cancel():
@@ -216,10 +309,13 @@ class Dispatcher:
         k = int(sources.size)
         self.running = 1
         try:
-            _header(self.comm, kind, k)
+            _header(self.comm, kind, k, origin=origin)
             if kind == UPDATE:
                 out = apply_update(self.comm, self.index, self.be, sources, targets)
                 self.index = out[0]
+                if self.on_version is not None:
+                    self.on_version(self.index, k)
+                self.comm.Barrier()  # every rank serves the new version before the update is answered
             else:
                 out = answer_shard(self.comm, self.index, self.be, k, sources, targets, search, self.shared)
         except RankError as e:
@@ -256,14 +352,38 @@ class Dispatcher:
             self.peer_signal = (int(buf[0]), src)
         return True
 
+    def _forwarded_update(self, block_from: int | None = None):
+        """An update a rank's :class:`Forwarder` sent (the one of rank ``block_from`` when given,
+        waited for): ``(rank, request, sources, targets)``, or None when none has come."""
+        from .errors import mpi
+
+        MPI = mpi()
+        st = MPI.Status()
+        if block_from is None and not self.comm.Iprobe(source=MPI.ANY_SOURCE, tag=EDGES_TAG, status=st):
+            return None
+        src = block_from if block_from is not None else st.Get_source()
+        request, s, t = self.comm.recv(source=src, tag=EDGES_TAG)
+        self._forwarded[src] = self._forwarded.get(src, 0) + 1
+        return src, request, s, t
+
     def run(self) -> None:
-        """Serve queued batches until :meth:`stop` or a signal on another rank; then refuse what
-        is queued (:class:`Stopping`) and broadcast ``STOP``: every rank's :func:`follow` returns."""
+        """Serve queued batches and forwarded updates until :meth:`stop` or a signal on another
+        rank; then refuse what is queued (:class:`Stopping`) and broadcast ``STOP``: every rank's
+        :func:`follow` returns."""
         while True:
-            if self.comm.Get_size() > 1 and self._signal_message():
-                break
+            if self.comm.Get_size() > 1:
+                if self._signal_message():
+                    break
+                got = self._forwarded_update()
+                if got is not None:  # answered on its rank (its Forwarder), here only applied
+                    src, request, s, t = got
+                    try:
+                        self.run_batch(Future(), s, t, UPDATE, None, (src, request))
+                    except RankError:
+                        pass
+                    continue
             try:
-                item = self._q.get(timeout=POLL)
+                item = self._q.get(timeout=self.poll)
             except queue.Empty:
                 continue
             if item is None:
@@ -279,30 +399,51 @@ class Dispatcher:
             if item is not None and item[0].set_running_or_notify_cancel():
                 item[0].set_exception(Stopping("the server is stopping: the batch was not answered"))
         _header(self.comm, STOP)
-        sent = self.comm.gather(False, root=0)  # (SignalRelay.finish) the signal messages not yet received
-        for r, s in enumerate(sent):
-            if s and r not in self._heard:
+        # (SignalRelay.finish) the signal messages not yet received, and the updates forwarded
+        # but not taken: received, and dropped (their ranks refused them)
+        sent = self.comm.gather((False, 0), root=0)
+        for r, (signalled, forwarded) in enumerate(sent):
+            if signalled and r not in self._heard:
                 self._signal_message(block_from=r)
+            for _ in range(forwarded - self._forwarded.get(r, 0)):
+                self._forwarded_update(block_from=r)
 
 
-def follow(comm, index, be, search=None, shared=None, caught=()) -> int:
+def follow(comm, index, be, search=None, shared=None, caught=(), forward=None, on_version=None) -> int:
     """Ranks > 0: answer rank 0's batches until its ``STOP`` header, moving to each new version
     of the index its ``UPDATE`` headers make; returns the batches taken part in. ``shared``: the
     same :class:`~distgrail.mpi.query.SharedBatches` as rank 0's :class:`Dispatcher`. A batch or
     update that failed on some rank (:class:`RankError`, on every rank) is skipped here as on
     rank 0 (a failed update leaves the version as it was); anything else ends the job (MPI_Abort).
     ``caught``: the signals this rank's handler noted (a list it appends to): the first goes to
-    rank 0, which stops every rank (:class:`SignalRelay`)."""
+    rank 0, which stops every rank (:class:`SignalRelay`). With a front end on this rank:
+    ``forward``, its :class:`Forwarder` (its updates sent to rank 0 while waiting for a header,
+    answered when their header has been applied); ``on_version(new index, edges)``, called on
+    every update applied, before the barrier every rank meets."""
     done = 0
     relay = SignalRelay(comm, caught)
+    me = comm.Get_rank()
     while True:
         try:
-            kind, k = _header(comm, relay=relay)
+            kind, k, origin = _header(comm, relay=relay, forward=forward)
             if kind == STOP:
-                relay.finish()
+                relay.finish(forward.sent if forward is not None else 0)
+                if forward is not None:
+                    forward.close()
                 return done
             if kind == UPDATE:
-                index, _ = apply_update(comm, index, be)
+                mine = forward is not None and origin[0] == me
+                try:
+                    index, report = apply_update(comm, index, be)
+                except RankError as e:
+                    if mine:
+                        forward.settle(origin[1], error=e)
+                    continue
+                if on_version is not None:
+                    on_version(index, k)
+                comm.Barrier()  # every rank serves the new version before the update is answered
+                if mine:
+                    forward.settle(origin[1], (index, report))
                 continue
             answer_shard(comm, index, be, k, search=search, shared=shared)
             done += 1

@@ -31,7 +31,11 @@ and moves to the new version only when every rank has it. The file on disk is no
 Under MPI (``dispatcher``: a :class:`distgrail.mpi.serve.Dispatcher`) a batch of at least
 ``shard_min_pairs`` pairs is checked here (a bad one is a 400 before any collective), then
 queued to the dispatcher, which shards it over every rank, one batch at a time; smaller
-batches are answered by rank 0 alone in the pool, beside the sharded one.
+batches are answered by rank 0 alone in the pool, beside the sharded one. With a front end on
+every rank (``front`` "ranks"), every rank's service answers its own clients' batches alone, and
+``dispatcher`` only takes the updates (rank 0's Dispatcher, another rank's
+:class:`~distgrail.mpi.serve.Forwarder`). Under MPI the served version moves in :meth:`adopt`,
+called by the rank's MPI thread on every update applied, on every rank.
 """
 
 from __future__ import annotations
@@ -96,13 +100,18 @@ class Service:
                  workers: int | None = None, max_waiting: int | None = None, dispatcher=None,
                  shard_min_pairs: int = SHARD_MIN_PAIRS, ranks: list | None = None,
                  body_timeout: float = DEFAULT_BODY_TIMEOUT, max_client_connections: int = DEFAULT_CLIENT_CONNECTIONS,
-                 log=None):
+                 log=None, front: str = "root"):
         self.index, self.be = index, backend
         #: the served index file (an update's index, made in memory, has no path of its own)
         self.path = index.meta.get("path")
         #: under MPI: rank 0's Dispatcher, the batch size from which it is used, every rank's
         #: ``{"rank", "host", "pid", "device"}``
         self.dispatcher, self.shard_min_pairs, self.ranks = dispatcher, int(shard_min_pairs), ranks
+        #: under MPI, "root" (rank 0 listens and shards big batches) or "ranks" (every rank listens
+        #: and answers its own clients; ``rank``: this one)
+        self.front, self.rank = front, 0
+        #: the address served, once listening
+        self.url = None
         self.max_pairs, self.timeout, self.token = int(max_pairs), float(timeout), token
         self.body_timeout, self.max_client_connections = float(body_timeout), int(max_client_connections)
         #: one line of the log (a client gone); the server's ``say``
@@ -153,7 +162,7 @@ class Service:
             from ..update import checked_edges
 
             s, t = checked_edges(self.index, s, t)  # a QueryError: a 400, no collective
-            try:
+            try:  # (served from the moment every rank has it: adopt(), called by the MPI thread)
                 new, report = self.dispatcher.update(s, t)
             except Stopping as e:
                 raise _Refused(503, str(e)) from None
@@ -161,11 +170,15 @@ class Service:
             with self.be.on_device():
                 new, report = insert_edges(self.index, s, t, backend=self.be)
                 new._state(self.be)  # its query state made here, not by the next batch
-        self.index = new
-        self.updates += 1
-        self.edges_inserted += k
+            self.adopt(new, k)
         return {"update": self.updates, "edges_inserted": self.edges_inserted, "n": new.n, "C": new.C,
                 **report.as_dict(), "wall_seconds": round(time.perf_counter() - t0, 6)}  # (seconds: the steps')
+
+    def adopt(self, new, edges: int) -> None:
+        """Serve ``new`` (the index after an update of ``edges`` edges) from the next batch on."""
+        self.index = new
+        self.updates += 1
+        self.edges_inserted += int(edges)
 
     def _stream(self):
         s = getattr(self._streams, "stream", None)
@@ -200,7 +213,7 @@ class Service:
         if k > self.max_pairs:
             raise _Refused(413, f"{k:,} pairs is over this server's limit of {self.max_pairs:,} pairs a request "
                                 "(distgrail serve --max-pairs): send smaller batches")
-        if self.dispatcher is not None and k >= self.shard_min_pairs:
+        if self.dispatcher is not None and self.front == "root" and k >= self.shard_min_pairs:
             answers, stats = self._sharded(s, t)
         else:
             answers, stats = self.answer(s, t)
@@ -436,7 +449,8 @@ class Service:
             return {"ranks": 1, "rank_devices": [self.device_name]}
         d = self.dispatcher
         return {"ranks": len(self.ranks), "rank_devices": [r["device"] for r in self.ranks],
-                "rank_processes": self.ranks, "shard_min_pairs": self.shard_min_pairs,
+                "rank_processes": self.ranks, "front": self.front, "rank": self.rank,
+                "shard_min_pairs": self.shard_min_pairs,
                 "sharded_batches": d.batches, "sharded_pairs": d.pairs, "sharded_failed": d.failed,
                 "sharded_running": d.running}
 

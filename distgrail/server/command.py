@@ -3,7 +3,8 @@
 Kept apart from :mod:`distgrail.cli` for size; nothing here imports it (the helpers both use are in
 :mod:`distgrail.cli_common`). ``serve`` under an MPI launcher with several ranks serves from every
 rank, each on its own GPU (bound by node-local rank, as ``query``), rank 0 listening and sharding
-the batches of ``--shard-min-pairs`` pairs or more over the ranks
+the batches of ``--shard-min-pairs`` pairs or more over the ranks, or with ``--front ranks``
+every rank listening on the port and answering its own clients
 (:func:`distgrail.server.run.serve_ranks`).
 ``query --server`` runs on rank 0 alone, like ``query --pair``.
 """
@@ -51,7 +52,8 @@ def read_token(token: str | None, token_file: str | None, env: bool = False) -> 
 # -- distgrail serve -------------------------------------------------------------------------
 def add_serve_command(sub) -> None:
     """The ``serve`` subcommand."""
-    from .run import DEFAULT_BODY_TIMEOUT, DEFAULT_CLIENT_CONNECTIONS, DEFAULT_MAX_PAIRS, DEFAULT_PORT, DEFAULT_TIMEOUT
+    from .run import (DEFAULT_BODY_TIMEOUT, DEFAULT_CLIENT_CONNECTIONS, DEFAULT_MAX_PAIRS, DEFAULT_PORT, DEFAULT_TIMEOUT,
+                      FRONTS)
 
     sp = sub.add_parser("serve", help="answer queries over HTTP from an index opened once (distgrail.connect, "
                                       "query --server)")
@@ -79,6 +81,11 @@ def add_serve_command(sub) -> None:
     sp.add_argument("--shard-min-pairs", type=int, default=None,
                     help="under mpirun/srun: batches of at least this many pairs are sharded over every rank, "
                          "smaller ones answered by rank 0 alone (default 65,536)")
+    sp.add_argument("--front", choices=FRONTS, default="root",
+                    help="under mpirun/srun: 'root' (default): rank 0 listens and shards big batches over the "
+                         "ranks; 'ranks': every rank listens on the same port (SO_REUSEPORT: the kernel spreads "
+                         "the connections over the ranks of a node) and answers its own clients' batches alone, "
+                         "for many clients at once; one process ignores it")
     common_options(sp)
     sp.set_defaults(func=cmd_serve)
 
@@ -96,7 +103,7 @@ def cmd_serve(args) -> int:
                            share_gpus=args.share_gpus, token=token, max_pairs=args.max_pairs, timeout=args.timeout,
                            workers=args.workers, shard_min_pairs=args.shard_min_pairs, quiet=args.quiet,
                            as_json=args.json, body_timeout=args.body_timeout,
-                           max_client_connections=args.max_client_connections)
+                           max_client_connections=args.max_client_connections, front=args.front)
     if args.shard_min_pairs is not None:
         raise DistGrailError("--shard-min-pairs is for a server under mpirun/srun (several ranks)")
     token = read_token(args.token, args.token_file)

@@ -7,7 +7,11 @@ Under MPI (:func:`serve_ranks`) every rank opens the index on its own device and
 listens, its HTTP event loop in a thread, while its main thread is the one that calls MPI (the
 :class:`~distgrail.mpi.serve.Dispatcher`); the other ranks follow rank 0's batches
 (:func:`distgrail.mpi.serve.follow`). SIGTERM/SIGINT on rank 0 stop every rank; on another rank
-they are noted only (mpirun sends them to every rank): it leaves when rank 0 says stop.
+they are noted only (mpirun sends them to every rank): it leaves when rank 0 says stop. With
+``front="ranks"`` (``serve --front ranks``) every rank listens on the same port
+(``SO_REUSEPORT``; the kernel spreads the connections over the ranks of a node) and answers its
+own clients' batches alone on its own GPU; rank 0 announces the server once every rank listens;
+updates still go through rank 0's dispatcher (:class:`~distgrail.mpi.serve.Forwarder`).
 
 Against slow and greedy clients (:mod:`distgrail.server.limits`): a request's body may take
 ``--body-timeout`` seconds (default 30) plus a second per MiB that has arrived (408, connection
@@ -19,6 +23,7 @@ connection idle for :data:`IDLE_TIMEOUT` seconds is closed.
 from __future__ import annotations
 
 import asyncio
+import functools
 import ipaddress
 import os
 import signal
@@ -33,7 +38,7 @@ from ..errors import DistGrailError
 from .limits import DEFAULT_BODY_TIMEOUT, DEFAULT_CLIENT_CONNECTIONS
 
 __all__ = ["serve", "serve_ranks", "bind", "warm_up", "url_of", "DEFAULT_PORT", "DEFAULT_MAX_PAIRS", "DEFAULT_TIMEOUT",
-           "DEFAULT_BODY_TIMEOUT", "DEFAULT_CLIENT_CONNECTIONS"]
+           "DEFAULT_BODY_TIMEOUT", "DEFAULT_CLIENT_CONNECTIONS", "FRONTS"]
 
 DEFAULT_PORT = 7850
 #: pairs a request may hold: 512 MiB of int64 pairs
@@ -48,10 +53,15 @@ SHUTDOWN_GRACE = 5.0
 #: seconds a kept-alive connection may stay idle (aiohttp 3.14's own default is an hour; each
 #: open connection counts against its address's --max-client-connections)
 IDLE_TIMEOUT = 75.0
+#: ``serve --front`` under MPI: rank 0 listens and shards big batches over the ranks, or every
+#: rank listens (one port, ``SO_REUSEPORT``) and answers its own clients
+FRONTS = ("root", "ranks")
 
 
-def bind(host: str, port: int) -> socket.socket:
-    """A TCP socket bound to ``host:port`` (not yet listening); DistGrailError naming both."""
+def bind(host: str, port: int, share: bool = False) -> socket.socket:
+    """A TCP socket bound to ``host:port`` (not yet listening); DistGrailError naming both.
+    ``share``: ``SO_REUSEPORT``, the port shared with the other ranks' sockets (``--front ranks``;
+    every socket of the group sets it, and the kernel spreads new connections over them)."""
     if not 0 <= port <= 65535:
         raise DistGrailError(f"--port must be 0..65535, got {port}")
     try:
@@ -62,6 +72,11 @@ def bind(host: str, port: int) -> socket.socket:
     sock = socket.socket(family, socket.SOCK_STREAM)
     try:
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        if share:
+            if not hasattr(socket, "SO_REUSEPORT"):
+                raise DistGrailError("--front ranks needs SO_REUSEPORT (Linux, BSD), which this system lacks: "
+                                     "use --front root")
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)
         sock.bind(addr)
     except OSError as e:
         sock.close()
@@ -128,7 +143,9 @@ def warm_up(service, say) -> dict:
 
 def check_options(max_pairs: int, timeout: float, workers: int | None, shard_min_pairs: int = 1,
                   body_timeout: float = DEFAULT_BODY_TIMEOUT,
-                  max_client_connections: int = DEFAULT_CLIENT_CONNECTIONS) -> None:
+                  max_client_connections: int = DEFAULT_CLIENT_CONNECTIONS, front: str = "root") -> None:
+    if front not in FRONTS:
+        raise DistGrailError(f"--front must be one of {', '.join(FRONTS)}, got {front!r}")
     if max_pairs < 1:
         raise DistGrailError(f"--max-pairs must be at least 1, got {max_pairs}")
     if not timeout > 0:
@@ -187,19 +204,21 @@ def serve(index_path: str, *, host: str, port: int, backend: str, token: str | N
 def serve_ranks(comm, index_path: str, *, host: str, port: int, backend: str, share_gpus: bool,
                 token: str | None, max_pairs: int, timeout: float, workers: int | None, shard_min_pairs: int,
                 quiet: bool, as_json: bool, body_timeout: float = DEFAULT_BODY_TIMEOUT,
-                max_client_connections: int = DEFAULT_CLIENT_CONNECTIONS) -> int:
+                max_client_connections: int = DEFAULT_CLIENT_CONNECTIONS, front: str = "root") -> int:
     """Collective: the server over every rank of ``comm`` until SIGTERM/SIGINT on any rank; 0 on
-    every rank. Start-up failures on any rank are the same RankError on every rank."""
+    every rank. Start-up failures on any rank are the same RankError on every rank. ``front``:
+    :data:`FRONTS` (module doc)."""
     from ..gpu.backend import get_backend
     from ..mpi.binding import bind_gpu
     from ..mpi.errors import RankError, run_shared
     from ..mpi.opening import open_on_ranks
     from ..mpi.query import SharedBatches, same_index_everywhere
-    from ..mpi.serve import Dispatcher, follow, warm_batch
+    from ..mpi.serve import POLL, POLL_FORWARDED, Dispatcher, Forwarder, follow, warm_batch
     from .app import SHARD_MIN_PAIRS, Service
 
     me = comm.Get_rank()
     root = me == 0
+    every = front == "ranks"  # a front end on every rank
     shard_min_pairs = SHARD_MIN_PAIRS if shard_min_pairs is None else shard_min_pairs
 
     def say(text):
@@ -218,9 +237,14 @@ def serve_ranks(comm, index_path: str, *, host: str, port: int, backend: str, sh
     sock = None
     try:
         web = run_shared(comm, "checking the options", _web_and_options, max_pairs, timeout, workers, shard_min_pairs,
-                         body_timeout, max_client_connections)
+                         body_timeout, max_client_connections, front)
         t0 = time.perf_counter()
-        sock = run_shared(comm, f"listening on {host}:{port}", bind if root else None, host, port)
+        sock = run_shared(comm, f"listening on {host}:{port}", bind if root else None, host, port, every)
+        if every:  # the same port on every rank (rank 0's, when --port 0 let it choose)
+            port = comm.bcast(sock.getsockname()[1] if root else None, root=0)
+            mine = run_shared(comm, f"listening on {host}:{port} beside the other ranks (--front ranks)",
+                              None if root else bind, host, port, True)
+            sock = sock if root else mine
         if root and not is_loopback(host) and token is None:
             say(f"warning: serving on {host} without --token/--token-file: anyone who reaches this port can query")
         say(f"opening {index_path} on {comm.Get_size()} ranks")
@@ -235,13 +259,16 @@ def serve_ranks(comm, index_path: str, *, host: str, port: int, backend: str, sh
             say("warning: this MPI library gives MPI_THREAD_SINGLE; rank 0 calls MPI from its main thread only, "
                 "but runs the HTTP server and small batches in other threads")
         service = Service(idx, be, max_pairs=max_pairs, timeout=timeout, token=token, shard_min_pairs=shard_min_pairs,
-                          workers=workers if root else 1,  # other ranks answer in their main thread
-                          body_timeout=body_timeout, max_client_connections=max_client_connections, log=say)
+                          workers=workers if root or every else 1,  # else other ranks answer in their main thread
+                          body_timeout=body_timeout, max_client_connections=max_client_connections, log=say,
+                          front=front)
+        service.rank = me
         shared, in_step = None, False  # close the shared arrays (a collective) only with every rank in step
         try:
-            shared = SharedBatches(comm)  # node-shared batch arrays, kept while serving (one node only)
+            if not every:
+                shared = SharedBatches(comm)  # node-shared batch arrays, kept while serving (one node only)
             warm = run_shared(comm, "warming up", warm_up, service, say if root else (lambda text: None))
-            if idx.n:  # the sharded path once on every rank
+            if idx.n and not every:  # the sharded path once on every rank
                 rng = np.random.default_rng(1)
                 pair = (rng.integers(0, idx.n, WARM_PAIRS), rng.integers(0, idx.n, WARM_PAIRS)) if root else ()
                 warm_batch(comm, idx, be, *pair, shared=shared)
@@ -251,13 +278,27 @@ def serve_ranks(comm, index_path: str, *, host: str, port: int, backend: str, sh
             # service's): one replaced by an update (POST /edges) is freed, on every rank
             held = [idx]
             del idx
+            service.ranks = ranks = comm.bcast(ranks, root=0)
+            if every:
+                if root:
+                    service.dispatcher = box["dispatcher"] = Dispatcher(comm, held.pop(), be, None, service.adopt,
+                                                                        POLL_FORWARDED)
+                    main = service.dispatcher.run
+                else:
+                    service.dispatcher = Forwarder(comm)
+                    main = functools.partial(follow, comm, held.pop(), be, caught=caught, forward=service.dispatcher,
+                                             on_version=service.adopt)
+                if caught and root:  # a signal during the start: stop at once
+                    service.dispatcher.stop()
+                _serve_front(comm, web, service, sock, t0, warm, index_path, say, as_json, caught, main)
+                in_step = True
+                return 0
             if not root:
                 service.index = None  # (the service answers nothing here: rank 0's batches come to follow)
                 follow(comm, held.pop(), be, shared=shared, caught=caught)
                 in_step = True  # (rank 0's STOP header)
                 return 0
-            service.ranks = ranks
-            service.dispatcher = box["dispatcher"] = Dispatcher(comm, held.pop(), be, shared)
+            service.dispatcher = box["dispatcher"] = Dispatcher(comm, held.pop(), be, shared, service.adopt, POLL)
             if caught:  # a signal during the start: stop at once
                 service.dispatcher.stop()
             _serve_root(web, service, sock, t0, warm, index_path, say, as_json, caught)
@@ -289,8 +330,8 @@ def mpi_thread_level() -> int:
         MPI.Query_thread())
 
 
-def _web_and_options(max_pairs, timeout, workers, shard_min_pairs, body_timeout, max_client_connections):
-    check_options(max_pairs, timeout, workers, shard_min_pairs, body_timeout, max_client_connections)
+def _web_and_options(max_pairs, timeout, workers, shard_min_pairs, body_timeout, max_client_connections, front):
+    check_options(max_pairs, timeout, workers, shard_min_pairs, body_timeout, max_client_connections, front)
     try:
         from aiohttp import web
     except ImportError:
@@ -338,24 +379,92 @@ def _serve_root(web, service, sock, t0, warm, index_path, say, as_json, caught):
         raise box["error"]
 
 
+def _serve_front(comm, web, service, sock, t0, warm, index_path, say, as_json, caught, main):
+    """A front end on every rank (``--front ranks``): HTTP in a thread, ``main`` here (rank 0: the
+    dispatcher's loop; another rank: :func:`~distgrail.mpi.serve.follow`) until every rank is told
+    to stop; rank 0 announces the server once every rank listens, and at the end the batches of
+    every rank. A rank > 0 whose HTTP side ends by itself stops every rank as a signal would, then
+    raises its error."""
+    from ..mpi.errors import run_shared
+
+    root = comm.Get_rank() == 0
+    started, box = threading.Event(), {}
+
+    def on_start(loop, stop):
+        box["stop"] = lambda: loop.call_soon_threadsafe(stop.set)
+        started.set()
+
+    def http():
+        try:
+            asyncio.run(_run(web, service, sock, t0, warm, index_path, say, as_json, on_start, announce=False))
+        except BaseException as e:  # noqa: BLE001 - handed to the main thread
+            box["error"] = e
+        finally:
+            started.set()
+            if root:
+                service.dispatcher.stop()  # the HTTP side ended: so do the ranks
+            elif not box.get("stopping"):
+                caught.append(signal.SIGTERM)  # relayed to rank 0 (follow), which stops every rank
+
+    def listening():
+        if "error" in box:
+            raise box["error"]
+
+    th = threading.Thread(target=http, name="distgrail-http", daemon=True)
+    th.start()
+    try:
+        started.wait()
+        run_shared(comm, "listening on every rank", listening)
+        if root:
+            _announce(service, index_path, service.url, time.perf_counter() - t0, warm, as_json)
+        main()
+        served = comm.gather((service.batches, service.pairs, sum(service.errors.values())), root=0)
+    finally:
+        box["stopping"] = True
+        started.wait()
+        if "stop" in box:
+            box["stop"]()
+        th.join()
+    if root and (caught or service.dispatcher.peer_signal is not None):
+        d = service.dispatcher
+        sig, where = (caught[0], "") if caught else (d.peer_signal[0], f" on rank {d.peer_signal[1]}")
+        b, p, e = (sum(x) for x in zip(*served))
+        say(f"stopping ({signal.Signals(sig).name}{where}): {b:,} batches on {len(served)} ranks "
+            f"({', '.join(f'{x[0]:,}' for x in served)}), {p:,} pairs answered, {e:,} refused")
+    if not root and "error" in box:
+        raise box["error"]
+
+
+def _announce(service, index_path: str, url: str, ready: float, warm: dict, as_json: bool) -> None:
+    """The ready line on stderr (and with ``as_json`` the JSON line on stdout)."""
+    import json
+
+    if as_json:
+        ranks = service.describe()["rank_devices"]
+        print(json.dumps({"url": url, "index": index_path, "backend": service.be.name, "device": service.device_name,
+                          "ranks": len(ranks), "rank_devices": ranks, "n": service.index.n,
+                          "ready_seconds": round(ready, 3), "warm_up": warm}), flush=True)
+    print(ready_text(service, index_path, url, ready), file=sys.stderr, flush=True)
+
+
 def ready_text(service, index_path: str, url: str, ready: float) -> str:
     be, idx = service.be, service.index
     if service.ranks is None:
         where = f"backend {be.name}, {service.device_name}"
     else:
         devices = sorted(set(r["device"] for r in service.ranks))
-        where = (f"backend {be.name} on {len(service.ranks)} ranks, {'; '.join(devices)}; batches of "
-                 f"{service.shard_min_pairs:,}+ pairs sharded")
+        how = ("every rank listening, each answering its own clients" if service.front == "ranks"
+               else f"batches of {service.shard_min_pairs:,}+ pairs sharded")
+        where = f"backend {be.name} on {len(service.ranks)} ranks, {'; '.join(devices)}; {how}"
     return f"distgrail: serving {index_path} on {url} ({where}, n={idx.n:,}, ready in {ready:.2f} s)"
 
 
-async def _run(web, service, sock, t0, warm, index_path, say, as_json, on_start=None):
+async def _run(web, service, sock, t0, warm, index_path, say, as_json, on_start=None, announce=True):
     """The HTTP server until stopped: by SIGTERM/SIGINT (one process), or by the ``stop`` event
     that ``on_start(loop, stop)`` is handed once listening (under MPI, from another thread).
     The socket's connections go through the service's :class:`~distgrail.server.limits.Gate`
-    (the bound on one address's connections), then to aiohttp."""
-    import json
-
+    (the bound on one address's connections), then to aiohttp. ``announce``: print the ready
+    line once listening (else the caller does, from ``service.url``)."""
     from .limits import Gate
 
     app = web.Application(client_max_size=service.max_body)
@@ -375,15 +484,9 @@ async def _run(web, service, sock, t0, warm, index_path, say, as_json, on_start=
         loop.add_signal_handler(sig, lambda s=sig: (caught.append(s), stop.set()))
     try:
         listening = await loop.create_server(service.gate, sock=sock, backlog=128)
-        url = url_of(sock)
-        ready = time.perf_counter() - t0
-        be = service.be
-        if as_json:
-            ranks = service.describe()["rank_devices"]
-            print(json.dumps({"url": url, "index": index_path, "backend": be.name, "device": service.device_name,
-                              "ranks": len(ranks), "rank_devices": ranks, "n": service.index.n,
-                              "ready_seconds": round(ready, 3), "warm_up": warm}), flush=True)
-        print(ready_text(service, index_path, url, ready), file=sys.stderr, flush=True)
+        service.url = url = url_of(sock)
+        if announce:
+            _announce(service, index_path, url, time.perf_counter() - t0, warm, as_json)
         if on_start is not None:
             on_start(loop, stop)
         await stop.wait()

@@ -1,0 +1,127 @@
+"""``distgrail serve --front ranks`` under ``mpiexec``: every rank listens on the one port
+(SO_REUSEPORT) and answers its own clients; real HTTP clients on fresh connections reach every
+rank, each answering as BFS over the graph; updates sent to a rank > 0 go through rank 0 and
+move every rank (checked against BFS over the graph plus the edges, on every rank); a bad request
+to a rank > 0 is a 400 that it survives; SIGTERM ends every rank with 0 and rank 0 names every
+rank's batches."""
+
+from __future__ import annotations
+
+import json
+import signal
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+import distgrail
+from test_server import MPIEXEC, TOKEN, Server, _env, _npy, needs_mpiexec
+from test_server_updates import _send, graph  # noqa: F401 - the module fixture
+
+pytest.importorskip("aiohttp", reason="distgrail serve needs the serve extra (launch/setup.sh installs it)")
+
+#: fresh connections tried until one reaches a wanted rank (each a kernel's hash pick among the
+#: ranks: the chance that 200 miss one of 3 ranks is 3 (2/3)^200)
+TRIES = 200
+
+
+def _client_on(url: str, rank: int):
+    """A client whose kept-alive connection reached ``rank`` (fresh connections until one does)."""
+    for _ in range(TRIES):
+        c = distgrail.connect(url, token=TOKEN)
+        if c.health()["rank"] == rank:
+            return c
+        c.close()
+    raise AssertionError(f"no connection of {TRIES} reached rank {rank}")
+
+
+@needs_mpiexec
+@pytest.mark.parametrize("ranks", [2, 3])
+def test_every_rank_answers_its_clients_and_updates_from_any_rank_move_all(graph, tmp_path, ranks):  # noqa: F811
+    path, add, pairs, before, after = graph
+    tok = tmp_path / "token"
+    tok.write_text(TOKEN + "\n")
+    srv = Server(path, "--token-file", str(tok), "--front", "ranks", launcher=(MPIEXEC, "-n", str(ranks)),
+                 env=_env(MPIEXEC_TIMEOUT="300"), wait=120)
+    try:
+        line = next(x for x in srv.lines if x.startswith("distgrail: serving"))
+        assert f"on {ranks} ranks" in line and "every rank listening" in line, line
+        for r in range(ranks):  # each rank answers a whole batch alone, as BFS
+            c = _client_on(srv.url, r)
+            got, st = c.query(pairs[:, 0], pairs[:, 1])
+            h = c.health()
+            assert h["rank"] == r and h["front"] == "ranks" and h["ranks"] == ranks and st.ranks == 1
+            assert np.array_equal(got, before), r
+            status, body = _send(srv.url, "/edges", _npy(np.array([[0, 10 ** 9]])))  # (a fresh connection)
+            assert status == 400 and b"not a vertex of the index" in body
+            c.close()
+        # the edges in ranks - 1 updates, each sent to a rank > 0 (forwarded to rank 0), and one to rank 0
+        parts = np.array_split(add, ranks)
+        for r, part in zip([*range(1, ranks), 0], parts):
+            c = _client_on(srv.url, r)
+            doc = c.add_edges(part[:, 0], part[:, 1])
+            assert doc["given"] == len(part) and c.health()["rank"] == r
+            c.close()
+        for r in range(ranks):  # every rank serves the graph plus every edge
+            c = _client_on(srv.url, r)
+            got, _ = c.query(pairs[:, 0], pairs[:, 1])
+            h = c.health()
+            assert np.array_equal(got, after), r
+            assert h["updates"] == ranks and h["edges_inserted"] == len(add), h
+            c.close()
+    finally:
+        status = srv.stop()
+    assert status == 0, srv.lines
+    said = "".join(srv.lines)
+    assert f"batches on {ranks} ranks" in said and "(SIGTERM)" in said, said[-2000:]
+
+
+@needs_mpiexec
+def test_a_rank_whose_port_is_taken_fails_the_start_on_every_rank_with_2(tmp_path):
+    """Rank 1 cannot share rank 0's port (planted: its bind fails as for a port held by a process
+    without SO_REUSEPORT): one error, every rank ends with 2."""
+    distgrail.build_index(distgrail.bundled_graph(), dims=2, backend="cpu").save(tmp_path / "g.h5")
+    script = tmp_path / "taken.py"
+    script.write_text(f"""
+import sys
+from mpi4py import MPI
+import distgrail.server.run as run
+from distgrail.errors import DistGrailError
+bind = run.bind
+def planted(host, port, share=False):
+    if MPI.COMM_WORLD.Get_rank() == 1:
+        raise DistGrailError(f"cannot listen on {{host}}:{{port}} (planted: Address already in use)")
+    return bind(host, port, share)
+run.bind = planted
+sys.argv = ["distgrail", "serve", {str(tmp_path / "g.h5")!r}, "--port", "0", "--backend", "cpu", "--front", "ranks"]
+from distgrail.__main__ import main
+sys.exit(main())
+""")
+    r = subprocess.run([MPIEXEC, "-n", "2", sys.executable, "-m", "mpi4py", str(script)], capture_output=True,
+                       text=True, timeout=150, env=_env(MPIEXEC_TIMEOUT="100"))
+    assert r.returncode == 2, r.stderr[-2000:]
+    assert r.stderr.count("beside the other ranks (--front ranks)") == 1 and "planted" in r.stderr, r.stderr[-2000:]
+
+
+def test_front_is_checked():
+    from distgrail.errors import DistGrailError
+    from distgrail.server.run import check_options
+
+    check_options(1, 1.0, None, front="ranks")
+    with pytest.raises(DistGrailError, match="--front must be one of root, ranks, got 'all'"):
+        check_options(1, 1.0, None, front="all")
+    r = subprocess.run([sys.executable, "-m", "distgrail", "serve", "x.h5", "--front", "all"], capture_output=True,
+                       text=True, env=_env())
+    assert r.returncode == 2 and "--front" in r.stderr and "'all'" in r.stderr, r.stderr
+
+
+def test_health_json_names_the_front(graph):  # noqa: F811
+    """One process: no ``front`` key (nothing to choose), and ``--front ranks`` is accepted."""
+    srv = Server(graph[0], "--front", "ranks")
+    try:
+        h = distgrail.connect(srv.url).health()
+        assert "front" not in h and h["ranks"] == 1
+        assert json.dumps(h)
+    finally:
+        assert srv.stop(signal.SIGINT) == 0, srv.lines
