@@ -125,3 +125,32 @@ def test_health_json_names_the_front(graph):  # noqa: F811
         assert json.dumps(h)
     finally:
         assert srv.stop(signal.SIGINT) == 0, srv.lines
+
+
+@pytest.mark.gpu
+@needs_mpiexec
+def test_gpu_both_ranks_answer_as_bfs_and_an_update_sent_to_rank_1_moves_both(graph, tmp_path):  # noqa: F811
+    """On a GPU machine (one GPU shared, or two): ``--front ranks --backend gpu`` on 2 ranks; each
+    rank's answers as BFS, before and after an update sent to rank 1 (forwarded to rank 0)."""
+    path, add, pairs, before, after = graph
+    tok = tmp_path / "token"
+    tok.write_text(TOKEN + "\n")
+    srv = Server(path, "--token-file", str(tok), "--backend", "gpu", "--share-gpus", "--front", "ranks",
+                 launcher=(MPIEXEC, "-n", "2"), env=_env(MPIEXEC_TIMEOUT="300"), wait=300)
+    try:
+        assert srv.backend == "gpu", srv.lines
+        for r in (0, 1):
+            c = _client_on(srv.url, r)
+            got, st = c.query(pairs[:, 0], pairs[:, 1])
+            assert np.array_equal(got, before) and st.backend == "gpu" and st.ranks == 1, r
+            c.close()
+        c = _client_on(srv.url, 1)
+        assert c.add_edges(add[:, 0], add[:, 1])["given"] == len(add)
+        c.close()
+        for r in (0, 1):
+            c = _client_on(srv.url, r)
+            assert np.array_equal(c.query(pairs[:, 0], pairs[:, 1])[0], after), r
+            c.close()
+    finally:
+        code = srv.stop(signal.SIGTERM, timeout=60)
+    assert code == 0, srv.lines
