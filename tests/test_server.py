@@ -619,7 +619,8 @@ def boom(*a, **k):
     raise RuntimeError("planted: rank 0 fails before its dispatcher runs")
 run._serve_root = boom
 run.serve_ranks(comm, {str(tmp_path / "g.h5")!r}, host="127.0.0.1", port=0, backend="cpu", share_gpus=False,
-                token=None, max_pairs=1 << 20, timeout=10, workers=1, shard_min_pairs=None, quiet=True, as_json=False)
+                token=None, max_pairs=1 << 20, timeout=10, workers=1, shard_min_pairs=None, quiet=True, as_json=False,
+                front="root")
 """)
     t = time.monotonic()
     r = subprocess.run([MPIEXEC, "-n", "2", sys.executable, "-m", "mpi4py", str(script)], capture_output=True,

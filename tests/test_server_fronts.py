@@ -104,13 +104,21 @@ sys.exit(main())
     assert r.stderr.count("beside the other ranks (--front ranks)") == 1 and "planted" in r.stderr, r.stderr[-2000:]
 
 
-def test_front_is_checked():
+def test_front_is_checked_and_auto_picks_ranks_on_one_node_only():
     from distgrail.errors import DistGrailError
-    from distgrail.server.run import check_options
+    from distgrail.server.run import check_options, choose_front
 
     check_options(1, 1.0, None, front="ranks")
-    with pytest.raises(DistGrailError, match="--front must be one of root, ranks, got 'all'"):
+    with pytest.raises(DistGrailError, match="--front must be one of auto, root, ranks, got 'all'"):
         check_options(1, 1.0, None, front="all")
+    with pytest.raises(DistGrailError, match="--front must be one of auto, root, ranks, got 'all'"):
+        choose_front("all", None, ["a"])
+    with pytest.raises(DistGrailError, match="--shard-min-pairs is for --front root"):
+        choose_front("ranks", 1000, ["a", "a"])
+    assert choose_front("auto", None, ["a", "a", "a"]) == "ranks"
+    assert choose_front("auto", None, ["a", "b"]) == "root"  # clients reach one node's ranks only
+    assert choose_front("auto", 1000, ["a", "a"]) == "root"  # sharding asked for
+    assert choose_front("ranks", None, ["a", "b"]) == "ranks" and choose_front("root", None, ["a"]) == "root"
     r = subprocess.run([sys.executable, "-m", "distgrail", "serve", "x.h5", "--front", "all"], capture_output=True,
                        text=True, env=_env())
     assert r.returncode == 2 and "--front" in r.stderr and "'all'" in r.stderr, r.stderr

@@ -53,15 +53,15 @@ import distgrail
 READY = re.compile(r"serving .+ on (http://\S+) \(.*ready in ([0-9.]+) s\)")
 
 
-def start_server(index, backend, max_pairs, timeout=600, launch=(), front="root"):
+def start_server(index, backend, max_pairs, timeout=600, launch=(), front="root", share_gpus=False):
     """(Popen, url, ready seconds) of a ``distgrail serve`` on a free loopback port (``launch``:
     the MPI launcher's words before the Python, e.g. ``["mpiexec", "-n", "4"]``; ``front``: its
-    ``--front``)."""
+    ``--front``; ``share_gpus``: ``--share-gpus``, more ranks than GPUs)."""
     t = time.perf_counter()
     mpi = ["-m", "mpi4py"] if launch else []
     proc = subprocess.Popen([*launch, sys.executable, *mpi, "-m", "distgrail", "serve", index, "--port", "0",
                              "--backend", backend, "--max-pairs", str(max_pairs), "--timeout", "600",
-                             "--front", front],
+                             "--front", front, *(["--share-gpus"] if share_gpus and launch else [])],
                             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
     lines = []
     while time.perf_counter() - t < timeout:
@@ -249,6 +249,8 @@ def main(argv=None):
                    help="each load-test client a process of its own (else a thread of this one)")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--ranks", default="1", help="servers of these many MPI ranks, one after the other (1,4)")
+    p.add_argument("--share-gpus", action="store_true", help="servers of several ranks with --share-gpus "
+                                                             "(more ranks than GPUs)")
     p.add_argument("--fronts", default="root", help="each server of several ranks once with each of these "
                                                    "serve --front (root,ranks)")
     p.add_argument("--launcher", default=None, help="the MPI launcher for --ranks above 1 (default: $MPIEXEC "
@@ -293,7 +295,8 @@ def one_server(args, idx, s_all, t_all, want_all, largest, ranks, front="root") 
     """Round trips and the load test against one server of ``ranks`` ranks and ``--front
     front``; its figures."""
     launch = launcher(args.launcher) + ["-n", str(ranks)] if ranks > 1 else []
-    proc, url, ready = start_server(args.index, args.backend, largest, launch=launch, front=front)
+    proc, url, ready = start_server(args.index, args.backend, largest, launch=launch, front=front,
+                                    share_gpus=args.share_gpus)
     results = {"ranks": ranks, "front": front, "server_ready_s": ready, "url": url}
     rank0 = None
     try:

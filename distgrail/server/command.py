@@ -79,13 +79,14 @@ def add_serve_command(sub) -> None:
                     help=f"connections one client address may hold open, idle kept-alive ones included "
                          f"(default {DEFAULT_CLIENT_CONNECTIONS}; more: 429; distgrail.connect keeps one per thread)")
     sp.add_argument("--shard-min-pairs", type=int, default=None,
-                    help="under mpirun/srun: batches of at least this many pairs are sharded over every rank, "
-                         "smaller ones answered by rank 0 alone (default 65,536)")
-    sp.add_argument("--front", choices=FRONTS, default="root",
-                    help="under mpirun/srun: 'root' (default): rank 0 listens and shards big batches over the "
-                         "ranks; 'ranks': every rank listens on the same port (SO_REUSEPORT: the kernel spreads "
-                         "the connections over the ranks of a node) and answers its own clients' batches alone, "
-                         "for many clients at once; one process ignores it")
+                    help="under mpirun/srun with --front root (implied under auto): batches of at least this many "
+                         "pairs are sharded over every rank, smaller ones answered by rank 0 alone (default 65,536)")
+    sp.add_argument("--front", choices=FRONTS, default="auto",
+                    help="under mpirun/srun: 'ranks': every rank listens on the same port (SO_REUSEPORT: the kernel "
+                         "spreads the connections over the ranks of a node) and answers its own clients' batches "
+                         "alone; 'root': rank 0 listens and shards batches of --shard-min-pairs or more over every "
+                         "rank; 'auto' (default): ranks when every rank is on one node and --shard-min-pairs is not "
+                         "given, else root; one process ignores it")
     common_options(sp)
     sp.set_defaults(func=cmd_serve)
 

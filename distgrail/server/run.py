@@ -12,6 +12,7 @@ they are noted only (mpirun sends them to every rank): it leaves when rank 0 say
 (``SO_REUSEPORT``; the kernel spreads the connections over the ranks of a node) and answers its
 own clients' batches alone on its own GPU; rank 0 announces the server once every rank listens;
 updates still go through rank 0's dispatcher (:class:`~distgrail.mpi.serve.Forwarder`).
+``front="auto"`` (the default) picks one (:func:`choose_front`).
 
 Against slow and greedy clients (:mod:`distgrail.server.limits`): a request's body may take
 ``--body-timeout`` seconds (default 30) plus a second per MiB that has arrived (408, connection
@@ -53,9 +54,10 @@ SHUTDOWN_GRACE = 5.0
 #: seconds a kept-alive connection may stay idle (aiohttp 3.14's own default is an hour; each
 #: open connection counts against its address's --max-client-connections)
 IDLE_TIMEOUT = 75.0
-#: ``serve --front`` under MPI: rank 0 listens and shards big batches over the ranks, or every
-#: rank listens (one port, ``SO_REUSEPORT``) and answers its own clients
-FRONTS = ("root", "ranks")
+#: ``serve --front`` under MPI: rank 0 listens and shards big batches over the ranks ("root"),
+#: or every rank listens (one port, ``SO_REUSEPORT``) and answers its own clients ("ranks"), or
+#: one of them chosen (:func:`choose_front`)
+FRONTS = ("auto", "root", "ranks")
 
 
 def bind(host: str, port: int, share: bool = False) -> socket.socket:
@@ -141,6 +143,22 @@ def warm_up(service, say) -> dict:
     return out
 
 
+def choose_front(front: str, shard_min_pairs: int | None, hosts) -> str:
+    """The ``--front`` a server of ranks on ``hosts`` runs with. ``auto``: every rank listening
+    ("ranks") when they share one node and ``--shard-min-pairs`` was not given, since on one node
+    a front end per rank serves many clients faster and a sharded batch does not answer sooner
+    (docs/benchmarks.md, session 35); "root" across nodes (a client reaches the ranks of the node
+    it addresses only; rank 0 shards its big batches over every node's GPUs) or when
+    ``--shard-min-pairs`` asks for sharding."""
+    if front not in FRONTS:
+        raise DistGrailError(f"--front must be one of {', '.join(FRONTS)}, got {front!r}")
+    if front == "ranks" and shard_min_pairs is not None:
+        raise DistGrailError("--shard-min-pairs is for --front root: with --front ranks no batch is sharded")
+    if front != "auto":
+        return front
+    return "root" if shard_min_pairs is not None or len(set(hosts)) > 1 else "ranks"
+
+
 def check_options(max_pairs: int, timeout: float, workers: int | None, shard_min_pairs: int = 1,
                   body_timeout: float = DEFAULT_BODY_TIMEOUT,
                   max_client_connections: int = DEFAULT_CLIENT_CONNECTIONS, front: str = "root") -> None:
@@ -204,10 +222,11 @@ def serve(index_path: str, *, host: str, port: int, backend: str, token: str | N
 def serve_ranks(comm, index_path: str, *, host: str, port: int, backend: str, share_gpus: bool,
                 token: str | None, max_pairs: int, timeout: float, workers: int | None, shard_min_pairs: int,
                 quiet: bool, as_json: bool, body_timeout: float = DEFAULT_BODY_TIMEOUT,
-                max_client_connections: int = DEFAULT_CLIENT_CONNECTIONS, front: str = "root") -> int:
+                max_client_connections: int = DEFAULT_CLIENT_CONNECTIONS, front: str = "auto") -> int:
     """Collective: the server over every rank of ``comm`` until SIGTERM/SIGINT on any rank; 0 on
     every rank. Start-up failures on any rank are the same RankError on every rank. ``front``:
-    :data:`FRONTS` (module doc)."""
+    :data:`FRONTS` (module doc); ``shard_min_pairs`` None: not given (the default, with
+    ``front`` root)."""
     from ..gpu.backend import get_backend
     from ..mpi.binding import bind_gpu
     from ..mpi.errors import RankError, run_shared
@@ -218,8 +237,7 @@ def serve_ranks(comm, index_path: str, *, host: str, port: int, backend: str, sh
 
     me = comm.Get_rank()
     root = me == 0
-    every = front == "ranks"  # a front end on every rank
-    shard_min_pairs = SHARD_MIN_PAIRS if shard_min_pairs is None else shard_min_pairs
+    hosts = comm.allgather(socket.gethostname())
 
     def say(text):
         if root and not quiet:
@@ -236,8 +254,10 @@ def serve_ranks(comm, index_path: str, *, host: str, port: int, backend: str, sh
     before = {sig: signal.signal(sig, on_signal) for sig in (signal.SIGTERM, signal.SIGINT)}
     sock = None
     try:
-        web = run_shared(comm, "checking the options", _web_and_options, max_pairs, timeout, workers, shard_min_pairs,
-                         body_timeout, max_client_connections, front)
+        web, front = run_shared(comm, "checking the options", _web_and_options, max_pairs, timeout, workers,
+                                shard_min_pairs, body_timeout, max_client_connections, front, hosts)
+        every = front == "ranks"  # a front end on every rank
+        shard_min_pairs = SHARD_MIN_PAIRS if shard_min_pairs is None else shard_min_pairs
         t0 = time.perf_counter()
         sock = run_shared(comm, f"listening on {host}:{port}", bind if root else None, host, port, every)
         if every:  # the same port on every rank (rank 0's, when --port 0 let it choose)
@@ -330,13 +350,16 @@ def mpi_thread_level() -> int:
         MPI.Query_thread())
 
 
-def _web_and_options(max_pairs, timeout, workers, shard_min_pairs, body_timeout, max_client_connections, front):
-    check_options(max_pairs, timeout, workers, shard_min_pairs, body_timeout, max_client_connections, front)
+def _web_and_options(max_pairs, timeout, workers, shard_min_pairs, body_timeout, max_client_connections, front, hosts):
+    """``(aiohttp.web, the front chosen)``; the options checked."""
+    front = choose_front(front, shard_min_pairs, hosts)
+    check_options(max_pairs, timeout, workers, 1 if shard_min_pairs is None else shard_min_pairs, body_timeout,
+                  max_client_connections, front)
     try:
         from aiohttp import web
     except ImportError:
         raise DistGrailError("distgrail serve needs aiohttp: pip install 'distgrail[serve]'") from None
-    return web
+    return web, front
 
 
 def _serve_root(web, service, sock, t0, warm, index_path, say, as_json, caught):
