@@ -162,3 +162,54 @@ def test_gpu_both_ranks_answer_as_bfs_and_an_update_sent_to_rank_1_moves_both(gr
     finally:
         code = srv.stop(signal.SIGTERM, timeout=60)
     assert code == 0, srv.lines
+
+
+@needs_mpiexec
+def test_a_client_sends_a_big_batch_as_pieces_to_every_rank_at_once(graph, tmp_path, monkeypatch):  # noqa: F811
+    """``connect`` of a ``--front ranks`` server of 2 ranks: 2 connections, one placed on each rank;
+    a batch cut in pieces (PIECE_MIN_PAIRS lowered here) is answered in order, as BFS, each rank
+    taking a piece; a bad pair in the second piece is named by its place in the whole batch."""
+    from distgrail.errors import QueryError
+    from distgrail.server import client as cl
+
+    monkeypatch.setattr(cl, "PIECE_MIN_PAIRS", 500)
+    path, add, pairs, before, after = graph
+    srv = Server(path, "--front", "ranks", launcher=(MPIEXEC, "-n", "2"), env=_env(MPIEXEC_TIMEOUT="300"), wait=120)
+    try:
+        had = {r: _client_on(srv.url, r).health()["batches"] for r in (0, 1)}
+        with distgrail.connect(srv.url) as c:
+            assert c.connections == 2
+            got, st = c.query(pairs[:, 0], pairs[:, 1])  # 4,000 pairs: 2 pieces of 2,000
+            assert np.array_equal(got, before) and st.queries == len(pairs)  # (the pieces' stats added up)
+            now = {r: _client_on(srv.url, r).health()["batches"] for r in (0, 1)}
+            assert all(now[r] - had[r] >= 1 for r in (0, 1)), (had, now)  # each rank answered a piece
+            bad = pairs.copy()
+            bad[3100, 0] = 10 ** 9
+            with pytest.raises(QueryError, match=r"sources\[3100\]"):
+                c.query(bad[:, 0], bad[:, 1])
+    finally:
+        assert srv.stop() == 0, srv.lines
+
+
+def test_one_process_server_pieces_on_several_connections(graph, monkeypatch):  # noqa: F811
+    """``connections=3`` against one process: the pieces go at once, answered in order as BFS;
+    ``close`` closes every connection the pieces opened; ``connections=0`` is refused."""
+    from distgrail.server import client as cl
+    from distgrail.server.client import ServerError
+
+    monkeypatch.setattr(cl, "PIECE_MIN_PAIRS", 1000)
+    path, add, pairs, before, after = graph
+    srv = Server(path)
+    try:
+        c = distgrail.connect(srv.url, connections=3)
+        got, _ = c.query(pairs[:, 0], pairs[:, 1])  # 4,000 pairs: pieces of 1,334
+        assert np.array_equal(got, before) and len(c._opened) >= 2
+        opened = list(c._opened)
+        c.close()
+        assert all(conn.sock is None for conn in opened) and c._pool is None
+        assert np.array_equal(c.query(pairs[:, 0], pairs[:, 1])[0], before)  # usable again
+        c.close()
+        with pytest.raises(ServerError, match="connections must be at least 1"):
+            distgrail.connect(srv.url, connections=0)
+    finally:
+        assert srv.stop() == 0, srv.lines

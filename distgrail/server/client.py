@@ -1,7 +1,9 @@
 """The client of ``distgrail serve``: ``distgrail.connect(url).query(sources, targets)``.
 
 Standard library only (``http.client``): one kept-alive connection per thread, so one
-:class:`Client` may be shared by several threads.
+:class:`Client` may be shared by several threads. A big batch may go as pieces on several
+connections at once (``connections``; by default one per listening rank of a ``--front ranks``
+server, each connection placed on a rank of its own, so that the ranks answer it together).
 
 For example (a server started with ``distgrail serve INDEX``)::
 
@@ -14,6 +16,7 @@ For example (a server started with ``distgrail serve INDEX``)::
 from __future__ import annotations
 
 import http.client
+import itertools
 import json
 import re
 import select
@@ -31,6 +34,11 @@ __all__ = ["connect", "Client", "ServerError", "TOKEN_ENV"]
 
 #: the environment variable a client reads its bearer token from when none is given
 TOKEN_ENV = "DISTGRAIL_TOKEN"
+#: a batch is cut for several connections only into pieces of at least this many pairs (a request
+#: costs a round trip and a batch's set-up on the server)
+PIECE_MIN_PAIRS = 1 << 20
+#: fresh connections tried, per listening rank, to place a connection on a given rank
+PLACE_TRIES = 16
 
 
 class ServerError(DistGrailError):
@@ -42,11 +50,14 @@ class ServerError(DistGrailError):
         self.status = status
 
 
-def connect(url: str, token: str | None = None, timeout: float | None = 600.0) -> "Client":
+def connect(url: str, token: str | None = None, timeout: float | None = 600.0,
+            connections: int | None = None) -> "Client":
     """A :class:`Client` of the ``distgrail serve`` at ``url``; asks its ``/health`` once, so a
     wrong address or token fails here (:class:`ServerError`). ``token``: the bearer token (default:
-    the ``DISTGRAIL_TOKEN`` environment variable, if set). ``timeout``: seconds a request may take."""
-    return Client(url, token=token, timeout=timeout)
+    the ``DISTGRAIL_TOKEN`` environment variable, if set). ``timeout``: seconds a request may take.
+    ``connections``: requests one batch may have out at once (default: the listening ranks of a
+    ``--front ranks`` server, else 1)."""
+    return Client(url, token=token, timeout=timeout, connections=connections)
 
 
 def _shifted(message: str, start: int) -> str:
@@ -81,7 +92,8 @@ def _closed_by_peer(conn) -> bool:
 class Client:
     """Queries through a running ``distgrail serve``; same answers as :meth:`distgrail.Index.query`."""
 
-    def __init__(self, url: str, token: str | None = None, timeout: float | None = 600.0):
+    def __init__(self, url: str, token: str | None = None, timeout: float | None = 600.0,
+                 connections: int | None = None):
         parts = urllib.parse.urlsplit(url if "://" in url else f"http://{url}")
         if parts.scheme not in ("http", "https") or not parts.hostname:
             raise ServerError(f"{url}: not an http:// or https:// server address")
@@ -91,8 +103,19 @@ class Client:
         self.token = token if token is not None else settings.get(TOKEN_ENV)
         self.timeout = timeout
         self._local = threading.local()
+        self._lock = threading.Lock()
+        self._opened: list = []  # every connection this client opened, in any thread (close())
+        self._pool, self._slots = None, itertools.count()
         #: the server's ``/health`` when connected (index, n, backend, limits...)
         self.info = self.health()
+        if connections is not None and int(connections) < 1:
+            raise ServerError(f"connections must be at least 1, got {connections}")
+        #: requests one batch may have out at once (module doc)
+        self.connections = int(connections) if connections is not None else self._listening()
+
+    def _listening(self) -> int:
+        """The ranks that listen: those of a ``--front ranks`` server, else 1."""
+        return int(self.info.get("ranks", 1)) if self.info.get("front") == "ranks" else 1
 
     # -- what the server holds ------------------------------------------------------------
     @property
@@ -113,18 +136,28 @@ class Client:
     def query(self, sources, targets):
         """Answer a batch: ``(answers, QueryStats)`` as :meth:`distgrail.Index.query` returns them
         (bool answers in input order). Batches over the server's ``max_pairs`` go as several
-        requests; the stats then add up (``seconds``: the sum of the server's answering times)."""
+        requests, and with :attr:`connections` above 1 a batch of at least twice
+        :data:`PIECE_MIN_PAIRS` goes as up to that many pieces at once; the stats then add up
+        (``seconds``: the sum of the server's answering times)."""
         s, t = np.asarray(sources), np.asarray(targets)
         if s.shape != t.shape or s.ndim != 1:
             raise QueryError(f"sources and targets must be 1-D of equal length, got shapes {s.shape} and {t.shape}")
         s, t = self._refuse_wrapping(s, t)  # (on the whole batch: the message names the pair by its place in it)
         step = max(1, int(self.info.get("max_pairs", s.size or 1)))
-        answers, total = [], None
-        for a in range(0, max(s.size, 1), step):
+        c = self.connections
+        if c > 1 and s.size >= 2 * PIECE_MIN_PAIRS:
+            step = min(step, max(PIECE_MIN_PAIRS, -(-s.size // c)))
+        starts = range(0, max(s.size, 1), step)
+
+        def piece(a):
             try:
-                ans, st = self._batch(s[a:a + step], t[a:a + step])
+                return self._batch(s[a:a + step], t[a:a + step])
             except QueryError as e:  # the server names the pair by its place in the request: here, in the batch
                 raise QueryError(_shifted(str(e), a)) from None
+
+        done = self._pieces().map(piece, starts) if c > 1 and len(starts) > 1 else map(piece, starts)
+        answers, total = [], None
+        for ans, st in done:
             answers.append(ans)
             if total is None:
                 total = st
@@ -195,6 +228,34 @@ class Client:
         return out[0], out[1]
 
     # -- HTTP ---------------------------------------------------------------------------------
+    def _pieces(self):
+        """The threads that send a batch's pieces (:attr:`connections` of them, made once), each
+        with its own connection, placed on rank ``slot mod ranks`` of a ``--front ranks`` server."""
+        from concurrent.futures import ThreadPoolExecutor
+
+        with self._lock:
+            if self._pool is None:
+                self._pool = ThreadPoolExecutor(self.connections, thread_name_prefix="distgrail-client",
+                                                initializer=self._place)
+            return self._pool
+
+    def _place(self) -> None:
+        """(A piece thread, once) its connection opened on rank ``slot mod ranks``, where every rank
+        listens: fresh connections until the kernel's pick is that rank (:data:`PLACE_TRIES` per
+        rank; then the last one, wherever it is). Never an error: a failure here is met again by
+        the first request."""
+        ranks = self._listening()
+        if ranks < 2:
+            return
+        want = next(self._slots) % ranks
+        try:
+            for _ in range(PLACE_TRIES * ranks):
+                if self.health().get("rank") == want:
+                    return
+                self._connection(fresh=True)
+        except DistGrailError:
+            return
+
     def _connection(self, fresh: bool = False):
         conn = getattr(self._local, "conn", None)
         if conn is None or fresh or _closed_by_peer(conn):
@@ -203,6 +264,8 @@ class Client:
             kind = http.client.HTTPSConnection if self._scheme == "https" else http.client.HTTPConnection
             conn = self._local.conn = kind(self._host, self._port, timeout=self.timeout)
             conn.connect()
+            with self._lock:  # (the closed ones let go)
+                self._opened = [c for c in self._opened if c.sock is not None] + [conn]
             # the headers and the body's pieces go in separate writes: Nagle would hold the later
             # small ones until the server's (delayed) ACK, ~40 ms a request
             conn.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
@@ -241,10 +304,16 @@ class Client:
         raise ServerError(f"{self.url}: {r.status} {r.reason}: {message}", status=r.status)
 
     def close(self):
-        conn = getattr(self._local, "conn", None)
-        if conn is not None:
+        """Close every connection of this client (another thread's next request opens a new one)
+        and end the threads that send the pieces of a batch."""
+        with self._lock:
+            pool, self._pool = self._pool, None
+            opened, self._opened = self._opened, []
+        if pool is not None:
+            pool.shutdown(wait=True)
+        for conn in opened:
             conn.close()
-            self._local.conn = None
+        self._local.conn = None
 
     def __enter__(self):
         return self
