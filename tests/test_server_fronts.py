@@ -213,3 +213,99 @@ def test_one_process_server_pieces_on_several_connections(graph, monkeypatch):  
             distgrail.connect(srv.url, connections=0)
     finally:
         assert srv.stop() == 0, srv.lines
+
+
+def _free_port() -> int:
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _planted(tmp_path, body: str, *args) -> subprocess.Popen:
+    """``mpiexec -n 2`` of a script that plants ``body`` (run at import, ``rank`` and ``run`` known),
+    then runs ``distgrail serve INDEX --front ranks ARGS`` on every rank."""
+    distgrail.build_index(distgrail.bundled_graph(), dims=2, backend="cpu").save(tmp_path / "g.h5")
+    script = tmp_path / "planted.py"
+    script.write_text(f"""
+import asyncio, sys, time
+from mpi4py import MPI
+import distgrail.server.run as run
+rank = MPI.COMM_WORLD.Get_rank()
+{body}
+sys.argv = ["distgrail", "serve", {str(tmp_path / "g.h5")!r}, "--backend", "cpu", "--front", "ranks", *{list(args)!r}]
+from distgrail.__main__ import main
+sys.exit(main())
+""")
+    return subprocess.Popen([MPIEXEC, "-n", "2", sys.executable, "-m", "mpi4py", str(script)], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True, env=_env(MPIEXEC_TIMEOUT="100"))
+
+
+@needs_mpiexec
+def test_one_rank_whose_http_side_fails_while_serving_ends_every_rank_with_its_error(tmp_path):
+    """Rank 1's HTTP side fails a second after the start (planted, a bug's RuntimeError): rank 0
+    stops every rank, and every rank ends with rank 1's error, an internal error (status 1), printed
+    once (not a hang, not a signal named, not exit 0)."""
+    p = _planted(tmp_path, """
+real = run._run
+async def planted(*a, **k):
+    task = asyncio.ensure_future(real(*a, **k))
+    if rank != 1:
+        return await task
+    await asyncio.sleep(1.5)
+    raise RuntimeError("planted: rank 1's HTTP side fails")
+run._run = planted""", "--port", "0")
+    out, err = p.communicate(timeout=120)
+    assert p.returncode == 1, err[-3000:]
+    assert err.count("internal error: rank 1, serving HTTP: RuntimeError: planted: rank 1's HTTP side fails") == 1, \
+        err[-3000:]
+    assert "stopping (" not in err, err[-3000:]
+
+
+@needs_mpiexec
+def test_a_failed_start_refuses_an_update_already_sent_to_another_rank(tmp_path):
+    """Rank 0's HTTP side cannot start (planted, after 4 s: a bug's RuntimeError) while rank 1
+    listens and a client has sent it an update: the update is refused (503), every rank ends with
+    the error (an internal error, status 1), none hangs."""
+    port = _free_port()
+    tok = tmp_path / "token"
+    tok.write_text(TOKEN + "\n")
+    p = _planted(tmp_path, """
+real = run._run
+async def planted(*a, **k):
+    if rank == 0:
+        await asyncio.sleep(4)
+        raise RuntimeError("planted: rank 0's HTTP side cannot start")
+    return await real(*a, **k)
+run._run = planted""", "--port", str(port), "--token-file", str(tok))
+    url = f"http://127.0.0.1:{port}"
+    status = None
+    for _ in range(300):  # until rank 1 listens
+        try:
+            status, body = _send(url, "/edges", _npy(np.array([[0, 1]])))
+            break
+        except OSError:
+            import time
+
+            time.sleep(0.05)
+    out, err = p.communicate(timeout=120)
+    assert status == 503 and b"the update was not applied" in body, (status, err[-3000:])
+    assert p.returncode == 1 and "internal error: rank 0, listening on every rank" in err, err[-3000:]
+
+
+@needs_mpiexec
+def test_a_second_server_on_the_port_of_one_with_every_rank_listening_is_refused(graph):  # noqa: F811
+    """SO_REUSEPORT would let a second ``--front ranks`` server share the port (the kernel then
+    splitting clients between two servers): its rank 0 binds the port alone first, and fails."""
+    first = Server(graph[0], "--front", "ranks", launcher=(MPIEXEC, "-n", "2"), env=_env(MPIEXEC_TIMEOUT="300"),
+                   wait=120)
+    try:
+        port = first.url.rsplit(":", 1)[1]
+        r = subprocess.run([MPIEXEC, "-n", "2", sys.executable, "-m", "mpi4py", "-m", "distgrail", "serve", graph[0],
+                            "--port", port, "--backend", "cpu", "--front", "ranks"], capture_output=True, text=True,
+                           timeout=120, env=_env(MPIEXEC_TIMEOUT="100"))
+        assert r.returncode == 2 and f"cannot listen on 127.0.0.1:{port}" in r.stderr, r.stderr[-2000:]
+        assert len({distgrail.connect(first.url).health()["pid"] for _ in range(20)}) <= 2  # the first's ranks only
+    finally:
+        assert first.stop() == 0, first.lines

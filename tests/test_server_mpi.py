@@ -7,6 +7,7 @@ with the ranks still in step, and STOP ends every rank. Run with
 from __future__ import annotations
 
 import threading
+import time
 
 import numpy as np
 import pytest
@@ -270,17 +271,20 @@ def test_shared_batch_arrays_shrink_after_small_batches(monkeypatch):
     assert all(all(h) for _, h in got) and len(held) == 8, got
 
 
-def _forwarding(comm, idx, be, rank0, last):
+def _forwarding(comm, idx, be, rank0, last, slow_move: float = 0.0):
     """Rank 0 runs a Dispatcher (``rank0(d)`` sets it up, from threads), the last rank a Forwarder
     fed by ``last(fwd)`` in a thread, the others follow; every rank records the versions it moved
-    to. Returns ``(versions, what the last rank's client got)`` on every rank."""
+    to, ``(index, edges, time.monotonic() when moved)`` (rank 0 moving ``slow_move`` s late).
+    Returns ``(versions, what the last rank's client got)`` on every rank."""
     from distgrail.mpi.serve import Dispatcher, Forwarder, follow
 
     me, size = comm.Get_rank(), comm.Get_size()
     versions, got = [], {}
 
     def moved(new, k):
-        versions.append((new, k))
+        if me == 0:
+            time.sleep(slow_move)
+        versions.append((new, k, time.monotonic()))
 
     if me == 0:
         d = Dispatcher(comm, idx, be, on_version=moved, poll=0.005)
@@ -300,8 +304,9 @@ def _forwarding(comm, idx, be, rank0, last):
 @pytest.mark.mpi(min_size=2)
 def test_an_update_forwarded_by_a_rank_moves_every_rank_before_it_is_answered():
     """``--front ranks``: the last rank's update goes to rank 0, which applies it on every rank;
-    every rank has moved (``on_version``) before the last rank's client has its answer, and every
-    rank's new version answers as BFS over the graph plus the edges."""
+    every rank has moved (``on_version``; rank 0 made slow to) before the last rank's client has its
+    answer (the clocks are one machine's), and every rank's new version answers as BFS over the
+    graph plus the edges."""
     from mpi4py import MPI
 
     from distgrail.bfs import bfs_reachable, csr_of
@@ -325,16 +330,25 @@ def test_an_update_forwarded_by_a_rank_moves_every_rank_before_it_is_answered():
 
     def last(fwd):
         new, rep = fwd.update(a, b)
-        return {"given": rep.given, "answers": new.query(qs, qt, backend="cpu")[0]}
+        at = time.monotonic()
+        for _ in range(1000):  # the send let go once rank 0 has taken it (each holds its pickled edges)
+            if not fwd._requests:
+                break
+            time.sleep(0.005)
+        return {"given": rep.given, "at": at, "answers": new.query(qs, qt, backend="cpu")[0],
+                "sends_held": len(fwd._requests)}
 
-    versions, got = _forwarding(comm, idx, get_backend("cpu"), rank0, last)
+    versions, got = _forwarding(comm, idx, get_backend("cpu"), rank0, last, slow_move=0.3)
     me = comm.Get_rank()
     ok = len(versions) == 1 and versions[0][1] == 40 and np.array_equal(versions[0][0].query(qs, qt)[0], after)
     if me == comm.Get_size() - 1:
-        ok = ok and got.get("given") == 40 and np.array_equal(got.get("answers"), after)
+        ok = ok and got.get("given") == 40 and np.array_equal(got.get("answers"), after) and got["sends_held"] == 0
+    moved = comm.allgather(versions[0][2] if versions else float("inf"))
+    answered = comm.bcast(got.get("at") if me == comm.Get_size() - 1 else None, root=comm.Get_size() - 1)
     oks = comm.allgather(ok)
     comm.Free()
     assert all(oks), oks
+    assert answered is not None and max(moved) <= answered, (moved, answered)
 
 
 @pytest.mark.mpi(min_size=2)

@@ -36,6 +36,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import queue
 import re
 import shlex
 import signal
@@ -50,6 +51,8 @@ import numpy as np
 
 import distgrail
 
+#: seconds the load test's client processes may take to start (and to report after their run)
+START_S = 120.0
 READY = re.compile(r"serving .+ on (http://\S+) \(.*ready in ([0-9.]+) s\)")
 
 
@@ -132,7 +135,7 @@ def round_trips(args, idx, server, s_all, t_all, want_all, tmp):
 def placed(url: str, rank: int, tries: int = 1000):
     """A client whose connection reached ``rank`` of a ``--front ranks`` server."""
     for _ in range(tries):
-        c = distgrail.connect(url)
+        c = distgrail.connect(url, connections=1)  # (its batches on that rank alone)
         if c.health().get("rank") == rank:
             return c
         c.close()
@@ -191,32 +194,47 @@ def load_test(args, client, s_all, t_all, want_all, spread: int = 0):
             procs = [ctx.Process(target=_client_process, args=(client.url, folder, k, args.seconds, i,
                                                                 i % spread if spread else None, start, out))
                      for i in range(args.clients)]
-            for pr in procs:
-                pr.start()
-            start.wait(600)
-            t0 = time.perf_counter()
-            for _ in procs:
-                one = out.get(timeout=args.seconds + 600)
-                for key in ("lat", "wrong", "errors"):
-                    got[key] += one[key]
-                got["pairs"] += one["pairs"]
-            wall = time.perf_counter() - t0
-            for pr in procs:
-                pr.join(60)
+            try:
+                for pr in procs:
+                    pr.start()
+                try:
+                    start.wait(START_S)
+                except threading.BrokenBarrierError:
+                    raise SystemExit(f"the client processes did not all start in {START_S:g} s") from None
+                t0 = time.perf_counter()
+                for _ in procs:
+                    try:
+                        one = out.get(timeout=args.seconds + START_S)
+                    except queue.Empty:
+                        raise SystemExit("a client process ended without its figures") from None
+                    for key in ("lat", "wrong", "errors"):
+                        got[key] += one[key]
+                    got["pairs"] += one["pairs"]
+                wall = time.perf_counter() - t0
+            finally:
+                for pr in procs:
+                    if pr.is_alive():
+                        pr.join(5)
+                    if pr.is_alive():
+                        pr.terminate()
     else:
-        own = [placed(client.url, i % spread) if spread else client for i in range(args.clients)]
-        lock = threading.Lock()
-        t0 = time.perf_counter()
-        threads = [threading.Thread(target=_requests, args=(own[i], s_all, t_all, want_all, k, args.seconds, i, got,
-                                                            lock)) for i in range(args.clients)]
+        lock, start = threading.Lock(), threading.Barrier(args.clients + 1)
+
+        def run(i):  # placed from the thread that sends: a client's connection is its thread's
+            own = placed(client.url, i % spread) if spread else client
+            start.wait()
+            _requests(own, s_all, t_all, want_all, k, args.seconds, i, got, lock)
+            if spread:
+                own.close()
+
+        threads = [threading.Thread(target=run, args=(i,)) for i in range(args.clients)]
         for th in threads:
             th.start()
+        start.wait()
+        t0 = time.perf_counter()
         for th in threads:
             th.join()
         wall = time.perf_counter() - t0
-        if spread:
-            for c in own:
-                c.close()
     after = client.health()
     lat, wrong, errors, pairs = got["lat"], got["wrong"], got["errors"], [got["pairs"]]
     lat_ms = np.array(lat) * 1e3

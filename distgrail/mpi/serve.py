@@ -20,8 +20,10 @@ on its own GPU: no batch is sharded and no query passes through MPI. An update t
 rank > 0 is sent to rank 0 by that rank's :class:`Forwarder` (from :func:`follow`, its one MPI
 thread), and rank 0's dispatcher broadcasts it like one of its own, the header naming the rank
 and request it came from; after every rank has inserted it, every rank moves its front end to
-the new version (``on_version``) and meets the others at a barrier before the request is
-answered: a client told "inserted" is answered by the new version on every rank.
+the new version (``on_version``, between two barriers: the ranks move within one barrier's time of
+each other, and a client on another connection may meanwhile be answered by a rank not yet
+moved) before the request is answered: a client told "inserted" is answered by the new version
+on every rank.
 
 Failures: an error while a rank answers its shard (a GPU out of memory, say) is shared by every
 rank as the same :class:`~distgrail.mpi.errors.RankError`: every rank leaves that batch at the
@@ -147,7 +149,10 @@ class Forwarder:
         return fut.result()
 
     def poll(self) -> None:
-        """(This rank's MPI thread) the updates queued meanwhile sent to rank 0."""
+        """(This rank's MPI thread) the updates queued meanwhile sent to rank 0; the sends rank 0
+        has taken let go (each holds its pickled edges until then)."""
+        if self._requests:
+            self._requests = [r for r in self._requests if not r.test()[0]]
         while True:
             try:
                 fut, s, t = self._q.get_nowait()
@@ -167,9 +172,10 @@ class Forwarder:
         else:
             fut.set_result(result)
 
-    def close(self) -> None:
-        """After ``STOP``: what was not applied is refused (:class:`Stopping`); then the sends are
-        waited for (rank 0 receives every forwarded update it had not taken, and drops it)."""
+    def abandon(self) -> None:
+        """(Not collective) every update queued or sent and not yet applied is refused
+        (:class:`Stopping`), and no more are taken: after ``STOP``, or when serving ended before
+        it (a failed start), so that no update thread waits for ever."""
         with self._lock:
             self._closed = True
         while True:
@@ -179,10 +185,17 @@ class Forwarder:
                 break
             fut.set_exception(Stopping("the server is stopping: the update was not applied"))
         for fut in self._waiting.values():
-            fut.set_exception(Stopping("the server is stopping: the update was not applied"))
+            if not fut.done():
+                fut.set_exception(Stopping("the server is stopping: the update was not applied"))
         self._waiting.clear()
+
+    def close(self) -> None:
+        """After ``STOP``: :meth:`abandon`, then the sends are waited for (rank 0 receives every
+        forwarded update it had not taken, and drops it)."""
+        self.abandon()
         for r in self._requests:
             r.wait()
+        self._requests = []
 
 
 def warm_batch(comm, index, be, sources=None, targets=None, shared=None):
@@ -276,7 +289,8 @@ class Dispatcher:
         fut: Future = Future()
         with self._lock:
             if self._closed:
-                fut.set_exception(Stopping("the server is stopping: the batch was not answered"))
+                what = "the update was not applied" if kind == UPDATE else "the batch was not answered"
+                fut.set_exception(Stopping(f"the server is stopping: {what}"))
             else:
                 self._q.put((fut, sources, targets, kind, None, NO_ORIGIN))
         return fut
@@ -313,6 +327,7 @@ class Dispatcher:
             if kind == UPDATE:
                 out = apply_update(self.comm, self.index, self.be, sources, targets)
                 self.index = out[0]
+                self.comm.Barrier()  # every rank has it: the ranks move together (a window of the barrier's length)
                 if self.on_version is not None:
                     self.on_version(self.index, k)
                 self.comm.Barrier()  # every rank serves the new version before the update is answered
@@ -352,6 +367,21 @@ class Dispatcher:
             self.peer_signal = (int(buf[0]), src)
         return True
 
+    def abandon(self) -> None:
+        """(Not collective) what is queued is refused (:class:`Stopping`), and nothing more is
+        taken: at the end of :meth:`run`, or when serving ended before it ran (a failed start),
+        so that no HTTP or update thread waits for ever."""
+        with self._lock:
+            self._closed = True
+        while True:
+            try:
+                item = self._q.get_nowait()
+            except queue.Empty:
+                break
+            if item is not None and item[0].set_running_or_notify_cancel():
+                what = "the update was not applied" if item[3] == UPDATE else "the batch was not answered"
+                item[0].set_exception(Stopping(f"the server is stopping: {what}"))
+
     def _forwarded_update(self, block_from: int | None = None):
         """An update a rank's :class:`Forwarder` sent (the one of rank ``block_from`` when given,
         waited for): ``(rank, request, sources, targets)``, or None when none has come."""
@@ -389,15 +419,7 @@ class Dispatcher:
             if item is None:
                 break
             self.run_batch(*item)
-        with self._lock:
-            self._closed = True
-        while True:
-            try:
-                item = self._q.get_nowait()
-            except queue.Empty:
-                break
-            if item is not None and item[0].set_running_or_notify_cancel():
-                item[0].set_exception(Stopping("the server is stopping: the batch was not answered"))
+        self.abandon()
         _header(self.comm, STOP)
         # (SignalRelay.finish) the signal messages not yet received, and the updates forwarded
         # but not taken: received, and dropped (their ranks refused them)
@@ -439,6 +461,7 @@ def follow(comm, index, be, search=None, shared=None, caught=(), forward=None, o
                     if mine:
                         forward.settle(origin[1], error=e)
                     continue
+                comm.Barrier()  # every rank has it: the ranks move together (as rank 0's run_batch)
                 if on_version is not None:
                     on_version(index, k)
                 comm.Barrier()  # every rank serves the new version before the update is answered

@@ -136,6 +136,8 @@ class Service:
         #: one update at a time (POST /edges); the updates applied and the edges they inserted
         self.updater = ThreadPoolExecutor(1, thread_name_prefix="distgrail-update")
         self.updates = self.edges_inserted = 0
+        self._adopting = threading.Lock()
+        self._numbers: dict = {}  # id(index adopted) -> (its update's number, edges inserted then), until replied
 
     # -- the work, in the pool's threads ---------------------------------------------------
     def answer(self, sources, targets, search=None):
@@ -171,14 +173,22 @@ class Service:
                 new, report = insert_edges(self.index, s, t, backend=self.be)
                 new._state(self.be)  # its query state made here, not by the next batch
             self.adopt(new, k)
-        return {"update": self.updates, "edges_inserted": self.edges_inserted, "n": new.n, "C": new.C,
+        with self._adopting:
+            number, inserted = self._numbers.pop(id(new), (self.updates, self.edges_inserted))
+        return {"update": number, "edges_inserted": inserted, "n": new.n, "C": new.C,
                 **report.as_dict(), "wall_seconds": round(time.perf_counter() - t0, 6)}  # (seconds: the steps')
 
     def adopt(self, new, edges: int) -> None:
-        """Serve ``new`` (the index after an update of ``edges`` edges) from the next batch on."""
-        self.index = new
-        self.updates += 1
-        self.edges_inserted += int(edges)
+        """Serve ``new`` (the index after an update of ``edges`` edges) from the next batch on; its
+        update's numbers kept for its reply (another update may be adopted before the reply)."""
+        with self._adopting:
+            self.index = new
+            self.updates += 1
+            self.edges_inserted += int(edges)
+            self._numbers.pop(id(new), None)  # (the id of an index let go: this one's now)
+            self._numbers[id(new)] = (self.updates, self.edges_inserted)
+            while len(self._numbers) > 64:  # (other ranks' updates are replied to there: the oldest let go)
+                self._numbers.pop(next(iter(self._numbers)))
 
     def _stream(self):
         s = getattr(self._streams, "stream", None)

@@ -58,6 +58,8 @@ IDLE_TIMEOUT = 75.0
 #: or every rank listens (one port, ``SO_REUSEPORT``) and answers its own clients ("ranks"), or
 #: one of them chosen (:func:`choose_front`)
 FRONTS = ("auto", "root", "ranks")
+#: what a rank > 0 relays to rank 0 (in place of a signal's number) when its HTTP side failed
+HTTP_FAILED = 0
 
 
 def bind(host: str, port: int, share: bool = False) -> socket.socket:
@@ -85,6 +87,16 @@ def bind(host: str, port: int, share: bool = False) -> socket.socket:
         raise DistGrailError(f"cannot listen on {host}:{port} ({e.strerror})") from None
     sock.setblocking(False)
     return sock
+
+
+def bind_shared(host: str, port: int) -> socket.socket:
+    """Rank 0's socket of ``--front ranks``: the port first bound alone (another server's shared
+    port refuses that: it is in use), then bound again, shared (``SO_REUSEPORT``) for the other
+    ranks to join."""
+    probe = bind(host, port)
+    port = probe.getsockname()[1]
+    probe.close()
+    return bind(host, port, True)
 
 
 def url_of(sock: socket.socket) -> str:
@@ -259,7 +271,8 @@ def serve_ranks(comm, index_path: str, *, host: str, port: int, backend: str, sh
         every = front == "ranks"  # a front end on every rank
         shard_min_pairs = SHARD_MIN_PAIRS if shard_min_pairs is None else shard_min_pairs
         t0 = time.perf_counter()
-        sock = run_shared(comm, f"listening on {host}:{port}", bind if root else None, host, port, every)
+        sock = run_shared(comm, f"listening on {host}:{port}", (bind_shared if every else bind) if root else None,
+                          host, port)
         if every:  # the same port on every rank (rank 0's, when --port 0 let it choose)
             port = comm.bcast(sock.getsockname()[1] if root else None, root=0)
             mine = run_shared(comm, f"listening on {host}:{port} beside the other ranks (--front ranks)",
@@ -369,7 +382,7 @@ def _serve_root(web, service, sock, t0, warm, index_path, say, as_json, caught):
     started, box = threading.Event(), {}
 
     def on_start(loop, stop):
-        box["stop"] = lambda: loop.call_soon_threadsafe(stop.set)
+        box["stop"] = lambda: _stop_loop(loop, stop)
         started.set()
 
     def http():
@@ -406,15 +419,17 @@ def _serve_front(comm, web, service, sock, t0, warm, index_path, say, as_json, c
     """A front end on every rank (``--front ranks``): HTTP in a thread, ``main`` here (rank 0: the
     dispatcher's loop; another rank: :func:`~distgrail.mpi.serve.follow`) until every rank is told
     to stop; rank 0 announces the server once every rank listens, and at the end the batches of
-    every rank. A rank > 0 whose HTTP side ends by itself stops every rank as a signal would, then
-    raises its error."""
+    every rank. A rank whose HTTP side ends by itself stops every rank (rank 0: its dispatcher;
+    another rank: :data:`HTTP_FAILED` relayed to rank 0 as a signal would be), and its error is
+    then every rank's (a RankError: every rank ends with 2). Updates still waiting when serving
+    ends before its time (a failed start) are refused here, so that no update thread waits."""
     from ..mpi.errors import run_shared
 
     root = comm.Get_rank() == 0
     started, box = threading.Event(), {}
 
     def on_start(loop, stop):
-        box["stop"] = lambda: loop.call_soon_threadsafe(stop.set)
+        box["stop"] = lambda: _stop_loop(loop, stop)
         started.set()
 
     def http():
@@ -427,35 +442,47 @@ def _serve_front(comm, web, service, sock, t0, warm, index_path, say, as_json, c
             if root:
                 service.dispatcher.stop()  # the HTTP side ended: so do the ranks
             elif not box.get("stopping"):
-                caught.append(signal.SIGTERM)  # relayed to rank 0 (follow), which stops every rank
+                caught.append(HTTP_FAILED)  # relayed to rank 0 (follow), which stops every rank
 
-    def listening():
+    def http_ok():
         if "error" in box:
             raise box["error"]
 
     th = threading.Thread(target=http, name="distgrail-http", daemon=True)
     th.start()
+    ended = False
     try:
         started.wait()
-        run_shared(comm, "listening on every rank", listening)
+        run_shared(comm, "listening on every rank", http_ok)
         if root:
             _announce(service, index_path, service.url, time.perf_counter() - t0, warm, as_json)
         main()
-        served = comm.gather((service.batches, service.pairs, sum(service.errors.values())), root=0)
+        ended = True
     finally:
+        if not ended:
+            service.dispatcher.abandon()
         box["stopping"] = True
         started.wait()
         if "stop" in box:
             box["stop"]()
         th.join()
-    if root and (caught or service.dispatcher.peer_signal is not None):
-        d = service.dispatcher
-        sig, where = (caught[0], "") if caught else (d.peer_signal[0], f" on rank {d.peer_signal[1]}")
+    served = comm.gather((service.batches, service.pairs, sum(service.errors.values())), root=0)
+    d = service.dispatcher
+    signalled = [x for x in caught if x != HTTP_FAILED]
+    if root and (signalled or (d.peer_signal is not None and d.peer_signal[0] != HTTP_FAILED)):
+        sig, where = (signalled[0], "") if signalled else (d.peer_signal[0], f" on rank {d.peer_signal[1]}")
         b, p, e = (sum(x) for x in zip(*served))
         say(f"stopping ({signal.Signals(sig).name}{where}): {b:,} batches on {len(served)} ranks "
             f"({', '.join(f'{x[0]:,}' for x in served)}), {p:,} pairs answered, {e:,} refused")
-    if not root and "error" in box:
-        raise box["error"]
+    run_shared(comm, "serving HTTP", http_ok)  # a rank's HTTP failure: every rank's error
+
+
+def _stop_loop(loop, stop) -> None:
+    """Set ``stop`` on ``loop`` from another thread; nothing when the loop has ended already."""
+    try:
+        loop.call_soon_threadsafe(stop.set)
+    except RuntimeError:  # closed: its asyncio.run is over
+        pass
 
 
 def _announce(service, index_path: str, url: str, ready: float, warm: dict, as_json: bool) -> None:
