@@ -47,7 +47,12 @@ def _in_threads(fn, count: int, timeout: float) -> list:
     return threads
 
 def _env(**kw):
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("PMI_", "OMPI_", "HYDRA_", "MPI_", "SLURM_"))}
+    """This environment for a server subprocess, without an MPI job's variables (a test run under
+    mpiexec must not hand its own rank to the server's); Open MPI's configuration (``OMPI_MCA_*``,
+    e.g. a container's ``plm_rsh_agent``) kept when this process is no MPI job's rank."""
+    inside = any(k in os.environ for k in ("OMPI_COMM_WORLD_SIZE", "PMI_RANK", "PMI_SIZE", "PMIX_RANK"))
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("PMI_", "OMPI_", "HYDRA_", "MPI_", "SLURM_"))
+           or (not inside and k.startswith("OMPI_MCA_"))}
     env["PYTHONPATH"] = ROOT + os.pathsep + os.environ.get("PYTHONPATH", "")
     env.pop("DISTGRAIL_TOKEN", None)
     env.update(kw)
