@@ -379,30 +379,11 @@ def _serve_root(web, service, sock, t0, warm, index_path, say, as_json, caught):
     """Rank 0: HTTP in a thread, the dispatcher here until stopped; then HTTP ends and every rank
     has been told to stop. A failure of the HTTP thread stops the ranks, then is raised."""
     d = service.dispatcher
-    started, box = threading.Event(), {}
-
-    def on_start(loop, stop):
-        box["stop"] = lambda: _stop_loop(loop, stop)
-        started.set()
-
-    def http():
-        try:
-            asyncio.run(_run(web, service, sock, t0, warm, index_path, say, as_json, on_start))
-        except BaseException as e:  # noqa: BLE001 - handed to the main thread
-            box["error"] = e
-        finally:
-            started.set()
-            d.stop()  # the HTTP side ended: so do the ranks
-
-    th = threading.Thread(target=http, name="distgrail-http", daemon=True)
-    th.start()
+    h = _HttpThread((web, service, sock, t0, warm, index_path, say, as_json), d.stop)  # its end: the ranks' too
     try:
         d.run()  # until a signal (or the HTTP thread's end) stops it; then every rank is told
     finally:
-        started.wait()
-        if "stop" in box:
-            box["stop"]()
-        th.join()
+        h.end()
     if not caught and d.peer_signal is not None:  # a signal to another rank stopped every rank
         caught.append(d.peer_signal[0])
         where = f" on rank {d.peer_signal[1]}"
@@ -411,8 +392,40 @@ def _serve_root(web, service, sock, t0, warm, index_path, say, as_json, caught):
     if caught:
         say(f"stopping ({signal.Signals(caught[0]).name}{where}): {service.batches:,} batches ({d.batches:,} over "
             f"{len(service.ranks)} ranks), {service.pairs:,} pairs answered, {sum(service.errors.values()):,} refused")
-    if "error" in box:
-        raise box["error"]
+    if h.error is not None:
+        raise h.error
+
+
+class _HttpThread:
+    """The HTTP server (:func:`_run` of ``args``) on a thread of its own, started here, beside the
+    thread that calls MPI: :attr:`started` once it listens (or has ended), :attr:`error` what it
+    raised, ``on_end()`` called in the thread when it ends for any reason; :meth:`end` stops it."""
+
+    def __init__(self, args, on_end, announce: bool = True):
+        self.started, self.error, self._stop = threading.Event(), None, None
+
+        def on_start(loop, stop):
+            self._stop = lambda: _stop_loop(loop, stop)
+            self.started.set()
+
+        def http():
+            try:
+                asyncio.run(_run(*args, on_start, announce=announce))
+            except BaseException as e:  # noqa: BLE001 - handed to the main thread
+                self.error = e
+            finally:
+                self.started.set()
+                on_end()
+
+        self.thread = threading.Thread(target=http, name="distgrail-http", daemon=True)
+        self.thread.start()
+
+    def end(self) -> None:
+        """Stop the server (nothing when it has ended) and wait for its thread."""
+        self.started.wait()
+        if self._stop is not None:
+            self._stop()
+        self.thread.join()
 
 
 def _serve_front(comm, web, service, sock, t0, warm, index_path, say, as_json, caught, main):
@@ -426,33 +439,22 @@ def _serve_front(comm, web, service, sock, t0, warm, index_path, say, as_json, c
     from ..mpi.errors import run_shared
 
     root = comm.Get_rank() == 0
-    started, box = threading.Event(), {}
+    stopping = []
 
-    def on_start(loop, stop):
-        box["stop"] = lambda: _stop_loop(loop, stop)
-        started.set()
-
-    def http():
-        try:
-            asyncio.run(_run(web, service, sock, t0, warm, index_path, say, as_json, on_start, announce=False))
-        except BaseException as e:  # noqa: BLE001 - handed to the main thread
-            box["error"] = e
-        finally:
-            started.set()
-            if root:
-                service.dispatcher.stop()  # the HTTP side ended: so do the ranks
-            elif not box.get("stopping"):
-                caught.append(HTTP_FAILED)  # relayed to rank 0 (follow), which stops every rank
+    def on_end():  # (the HTTP thread)
+        if root:
+            service.dispatcher.stop()  # the HTTP side ended: so do the ranks
+        elif not stopping:
+            caught.append(HTTP_FAILED)  # relayed to rank 0 (follow), which stops every rank
 
     def http_ok():
-        if "error" in box:
-            raise box["error"]
+        if h.error is not None:
+            raise h.error
 
-    th = threading.Thread(target=http, name="distgrail-http", daemon=True)
-    th.start()
+    h = _HttpThread((web, service, sock, t0, warm, index_path, say, as_json), on_end, announce=False)
     ended = False
     try:
-        started.wait()
+        h.started.wait()
         run_shared(comm, "listening on every rank", http_ok)
         if root:
             _announce(service, index_path, service.url, time.perf_counter() - t0, warm, as_json)
@@ -461,11 +463,8 @@ def _serve_front(comm, web, service, sock, t0, warm, index_path, say, as_json, c
     finally:
         if not ended:
             service.dispatcher.abandon()
-        box["stopping"] = True
-        started.wait()
-        if "stop" in box:
-            box["stop"]()
-        th.join()
+        stopping.append(True)
+        h.end()
     served = comm.gather((service.batches, service.pairs, sum(service.errors.values())), root=0)
     d = service.dispatcher
     signalled = [x for x in caught if x != HTTP_FAILED]
