@@ -221,8 +221,16 @@ def load_test(args, client, s_all, t_all, want_all, spread: int = 0):
         lock, start = threading.Lock(), threading.Barrier(args.clients + 1)
 
         def run(i):  # placed from the thread that sends: a client's connection is its thread's
-            own = placed(client.url, i % spread) if spread else client
-            start.wait()
+            try:
+                own = placed(client.url, i % spread) if spread else client
+            except (distgrail.DistGrailError, SystemExit) as e:
+                got["errors"].append(f"client {i}: {e}")
+                start.abort()
+                return
+            try:
+                start.wait(START_S)
+            except threading.BrokenBarrierError:
+                return
             _requests(own, s_all, t_all, want_all, k, args.seconds, i, got, lock)
             if spread:
                 own.close()
@@ -230,7 +238,12 @@ def load_test(args, client, s_all, t_all, want_all, spread: int = 0):
         threads = [threading.Thread(target=run, args=(i,)) for i in range(args.clients)]
         for th in threads:
             th.start()
-        start.wait()
+        try:
+            start.wait(START_S)
+        except threading.BrokenBarrierError:
+            for th in threads:
+                th.join(START_S)
+            raise SystemExit(f"the load test's clients did not all start: {got['errors'][:3]}") from None
         t0 = time.perf_counter()
         for th in threads:
             th.join()

@@ -15,6 +15,7 @@ For example (a server started with ``distgrail serve INDEX``)::
 
 from __future__ import annotations
 
+import contextlib
 import http.client
 import itertools
 import json
@@ -103,8 +104,9 @@ class Client:
         self.token = token if token is not None else settings.get(TOKEN_ENV)
         self.timeout = timeout
         self._local = threading.local()
-        self._lock = threading.Lock()
-        self._opened: list = []  # every connection this client opened, in any thread (close())
+        self._lock = threading.Lock()  # the piece threads' lists of connections
+        self._pool_lock = threading.Lock()  # the piece threads made or ended
+        self._opened: list = []  # the connections of the piece threads (their pool's list; close())
         self._pool, self._slots = None, itertools.count()
         #: the server's ``/health`` when connected (index, n, backend, limits...)
         self.info = self.health()
@@ -151,11 +153,17 @@ class Client:
 
         def piece(a):
             try:
+                self._placed()
                 return self._batch(s[a:a + step], t[a:a + step])
             except QueryError as e:  # the server names the pair by its place in the request: here, in the batch
                 raise QueryError(_shifted(str(e), a)) from None
 
-        done = self._pieces().map(piece, starts) if c > 1 and len(starts) > 1 else map(piece, starts)
+        done = map(piece, starts)
+        if c > 1 and len(starts) > 1:
+            try:
+                done = self._pieces().map(piece, starts)
+            except RuntimeError:  # its pool shut down by close() meanwhile: a new one
+                done = self._pieces().map(piece, starts)
         answers, total = [], None
         for ans, st in done:
             answers.append(ans)
@@ -230,30 +238,44 @@ class Client:
     # -- HTTP ---------------------------------------------------------------------------------
     def _pieces(self):
         """The threads that send a batch's pieces (:attr:`connections` of them, made once), each
-        with its own connection, placed on rank ``slot mod ranks`` of a ``--front ranks`` server."""
+        with its own connection, placed on rank ``slot mod ranks`` of a ``--front ranks`` server:
+        every thread is made and placed before the first piece is handed out."""
         from concurrent.futures import ThreadPoolExecutor
 
-        with self._lock:
+        with self._pool_lock:  # (not _lock: the placement below takes it)
             if self._pool is None:
-                self._pool = ThreadPoolExecutor(self.connections, thread_name_prefix="distgrail-client",
-                                                initializer=self._place)
+                pool = ThreadPoolExecutor(self.connections, thread_name_prefix="distgrail-client")
+                meet, conns = threading.Barrier(self.connections), []
+
+                def start():  # one per thread: none is free to take another before all have met
+                    self._local.opened = conns
+                    self._local.want = next(self._slots) % self._listening()
+                    self._placed()
+                    with contextlib.suppress(threading.BrokenBarrierError):
+                        meet.wait(self.timeout)
+
+                for f in [pool.submit(start) for _ in range(self.connections)]:
+                    f.result()
+                self._pool, self._opened = pool, conns
             return self._pool
 
-    def _place(self) -> None:
-        """(A piece thread, once) its connection opened on rank ``slot mod ranks``, where every rank
-        listens: fresh connections until the kernel's pick is that rank (:data:`PLACE_TRIES` per
-        rank; then the last one, wherever it is). Never an error: a failure here is met again by
-        the first request."""
-        ranks = self._listening()
-        if ranks < 2:
+    def _placed(self) -> None:
+        """(A piece thread) its kept-alive connection on its rank (``want``) of a ``--front ranks``
+        server, again after any new connection (an idle one the server closed, a retry): fresh
+        connections until the kernel's pick is that rank (:data:`PLACE_TRIES` per rank; then the
+        last one, wherever it is). Never an error: a failure here is met again by the request."""
+        want, ranks = getattr(self._local, "want", None), self._listening()
+        conn = getattr(self._local, "conn", None)
+        if want is None or ranks < 2 or (conn is not None and conn is getattr(self._local, "placed", None)
+                                         and not _closed_by_peer(conn)):
             return
-        want = next(self._slots) % ranks
         try:
             for _ in range(PLACE_TRIES * ranks):
                 if self.health().get("rank") == want:
+                    self._local.placed = self._local.conn
                     return
                 self._connection(fresh=True)
-        except DistGrailError:
+        except (DistGrailError, OSError, ValueError, http.client.HTTPException):
             return
 
     def _connection(self, fresh: bool = False):
@@ -264,8 +286,10 @@ class Client:
             kind = http.client.HTTPSConnection if self._scheme == "https" else http.client.HTTPConnection
             conn = self._local.conn = kind(self._host, self._port, timeout=self.timeout)
             conn.connect()
-            with self._lock:  # (the closed ones let go)
-                self._opened = [c for c in self._opened if c.sock is not None] + [conn]
+            opened = getattr(self._local, "opened", None)  # a piece thread's: its pool's (close() closes them)
+            if opened is not None:
+                with self._lock:
+                    opened[:] = [c for c in opened if c.sock is not None] + [conn]
             # the headers and the body's pieces go in separate writes: Nagle would hold the later
             # small ones until the server's (delayed) ACK, ~40 ms a request
             conn.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
@@ -304,16 +328,20 @@ class Client:
         raise ServerError(f"{self.url}: {r.status} {r.reason}: {message}", status=r.status)
 
     def close(self):
-        """Close every connection of this client (another thread's next request opens a new one)
-        and end the threads that send the pieces of a batch."""
-        with self._lock:
+        """Close this thread's connection, and end the threads that send the pieces of a batch
+        (once the pieces they are sending are answered) and close theirs. Other threads'
+        connections are theirs: a request of theirs in flight goes on."""
+        with self._pool_lock:
             pool, self._pool = self._pool, None
             opened, self._opened = self._opened, []
         if pool is not None:
-            pool.shutdown(wait=True)
-        for conn in opened:
+            pool.shutdown(wait=True)  # (the pieces queued or sent are answered first)
+            for conn in list(opened):
+                conn.close()
+        conn = getattr(self._local, "conn", None)
+        if conn is not None:
             conn.close()
-        self._local.conn = None
+            self._local.conn = None
 
     def __enter__(self):
         return self

@@ -92,7 +92,8 @@ def bind(host: str, port: int, share: bool = False) -> socket.socket:
 def bind_shared(host: str, port: int) -> socket.socket:
     """Rank 0's socket of ``--front ranks``: the port first bound alone (another server's shared
     port refuses that: it is in use), then bound again, shared (``SO_REUSEPORT``) for the other
-    ranks to join."""
+    ranks to join. Another server's port is in use only once it listens: one started on the
+    same port while the first is still starting (bound, not listening) is not refused."""
     probe = bind(host, port)
     port = probe.getsockname()[1]
     probe.close()
