@@ -43,3 +43,28 @@ def test_servers_of_1_and_2_ranks_side_by_side(tmp_path, capsys, monkeypatch):
         assert [row["pairs"] for row in v["round_trip"]] == [1000, 70000]
     assert len(got["2"]["rank_devices"]) == 2 and got["2 ranks"]["front"] == "ranks"
     assert "server of 2 rank(s)" in text and " x first" in text
+
+
+def test_replot_draws_the_servers_of_saved_runs(tmp_path):
+    """``--replot RUN.json --plot PNG`` runs nothing and draws a PNG from the saved servers;
+    ``--replot`` without ``--plot`` and no INDEX without ``--replot`` are usage errors."""
+    pytest.importorskip("matplotlib")
+    from distgrail.benchmarks import serve
+
+    def server(ranks, front, mps):
+        return {"ranks": ranks, "front": front, "load": {"pairs_per_second": mps * 1e6, "clients": 4,
+                                                          "pairs_per_request": 1000}}
+
+    run = tmp_path / "run.json"
+    run.write_text(json.dumps({"servers": {"1": server(1, "root", 100), "2": server(2, "root", 99),
+                                           "2 ranks": server(2, "ranks", 190)}}))
+    png = tmp_path / "s.png"
+    assert serve.main(["--replot", str(run), "--plot", str(png)]) == 0
+    assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    fig = serve.figure([json.loads(run.read_text())])
+    labels = [line.get_label() for line in fig.axes[0].get_lines()]
+    assert "--front ranks, 4 clients x 1,000 pairs" in labels and "--front root, 4 clients x 1,000 pairs" in labels
+    for argv in (["--replot", str(run)], []):
+        with pytest.raises(SystemExit) as e:
+            serve.main(argv)
+        assert e.value.code == 2

@@ -5,7 +5,8 @@ server of several ranks once with each ``serve --front``).
 
     python -m distgrail.benchmarks.serve INDEX [--backend auto] [--sizes 1,1000,1000000,10000000]
         [--repeat 5] [--clients 8] [--seconds 30] [--client-pairs 100000] [--ranks 1]
-        [--fronts root] [--launcher "mpiexec"] [--json OUT]
+        [--fronts root] [--launcher "mpiexec"] [--json OUT] [--plot PNG]
+    python -m distgrail.benchmarks.serve --replot RUN.json [RUN.json ...] --plot PNG
 
 1. ``open_index`` seconds (the file in the page cache after the first open).
 2. For each batch size (seeded uniform random pairs; node labels where the index has them):
@@ -28,7 +29,10 @@ The server is started here (``python -m distgrail serve INDEX --port 0``; for ``
 1 under ``--launcher -n R python -m mpi4py -m distgrail serve ...``, the launcher by default
 ``$MPIEXEC`` with ``$MPIRUN_ARGS``, else the ``mpiexec`` beside this Python) and stopped with
 SIGTERM, to rank 0 under MPI (the exit status is checked). With several ``--ranks`` the last
-table gives each server's load-test throughput and its ratio to the first's.
+table gives each server's load-test throughput and its ratio to the first's, and ``--plot`` (or
+``--replot`` of saved ``--json`` files) draws it: pairs/s against ranks, one line per front and
+client count, each from its run's 1-rank server, the ranks-times-one-rank line dotted (needs
+matplotlib).
 """
 
 from __future__ import annotations
@@ -268,7 +272,7 @@ def load_test(args, client, s_all, t_all, want_all, spread: int = 0):
 
 def main(argv=None):
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("index")
+    p.add_argument("index", nargs="?")
     p.add_argument("--backend", default="auto", choices=("auto", "cpu", "gpu"))
     p.add_argument("--sizes", default="1,1000,1000000,10000000", help="batch sizes, comma separated")
     p.add_argument("--repeat", type=int, default=5)
@@ -287,7 +291,20 @@ def main(argv=None):
     p.add_argument("--launcher", default=None, help="the MPI launcher for --ranks above 1 (default: $MPIEXEC "
                                                     "$MPIRUN_ARGS, else the mpiexec beside this Python)")
     p.add_argument("--json", help="write the figures as JSON here")
+    p.add_argument("--plot", help="draw the servers' throughputs against ranks into this PNG")
+    p.add_argument("--replot", nargs="+", metavar="JSON", help="draw --plot from these --json files; run nothing")
     args = p.parse_args(argv)
+    if args.replot:
+        if not args.plot:
+            p.error("--replot needs --plot PNG")
+        docs = []
+        for path in args.replot:
+            with open(path) as f:
+                docs.append(json.load(f))
+        figure(docs).savefig(args.plot, dpi=120)
+        return 0
+    if args.index is None:
+        p.error("INDEX is needed (or --replot)")
     args.sizes = [int(x) for x in args.sizes.split(",") if x]
     args.ranks = [int(x) for x in args.ranks.split(",") if x]
     args.fronts = [x for x in args.fronts.split(",") if x]
@@ -317,6 +334,8 @@ def main(argv=None):
     if args.json:
         with open(args.json, "w") as f:
             json.dump(results, f, indent=2)
+    if args.plot and "servers" in results:
+        figure([results]).savefig(args.plot, dpi=120)
     bad = any(v.get("load", {}).get("wrong_answers", 0) or v.get("load", {}).get("errors") or v["server_exit_status"]
               for v in every.values())
     return 1 if bad else 0
@@ -391,6 +410,40 @@ def print_ratios(every: dict) -> None:
             continue
         ratio = load["pairs_per_second"] / first["pairs_per_second"] if first else float("nan")
         print(f"{r:>8} {load['pairs_per_second'] / 1e6:10.2f} {ratio:8.2f} {_ms(load['p50_ms']):>8} {_ms(load['p99_ms']):>8}")
+
+
+def figure(docs):
+    """Load-test pairs/s against ranks (``docs``: the JSON of runs with several servers): one line
+    per front and client count, each from its run's 1-rank server; dotted, that server's figure
+    times the ranks."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(7, 4.5))
+    most = 1
+    for doc in docs:
+        servers = [v for v in doc.get("servers", {}).values() if v.get("load")]
+        one = next((v for v in servers if v["ranks"] == 1), None)
+        for front in sorted({v.get("front", "root") for v in servers if v["ranks"] > 1}, reverse=True):
+            pts = sorted((v["ranks"], v["load"]["pairs_per_second"] / 1e6) for v in servers
+                         if v["ranks"] == 1 or v.get("front", "root") == front)
+            clients = servers[0]["load"]["clients"]
+            ax.plot([x for x, _ in pts], [y for _, y in pts], marker="o", linestyle="-" if front == "ranks" else "--",
+                    label=f"--front {front}, {clients} clients x {servers[0]['load']['pairs_per_request']:,} pairs")
+            most = max(most, *(x for x, _ in pts))
+        if one is not None:
+            top = max(v["ranks"] for v in servers)
+            base = one["load"]["pairs_per_second"] / 1e6
+            ax.plot([1, top], [base, base * top], color="grey", linestyle=":", linewidth=1)
+    ax.set_xticks(range(1, most + 1))
+    ax.set_xlabel("ranks (MPI processes serving)")
+    ax.set_ylabel("M pairs per second (load test)")
+    ax.grid(True, alpha=0.3)
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    return fig
 
 
 def _ms(value) -> str:
