@@ -180,7 +180,7 @@ def test_a_client_sends_a_big_batch_as_pieces_to_every_rank_at_once(graph, tmp_p
         with distgrail.connect(srv.url) as c:
             assert c.connections == 2
             got, st = c.query(pairs[:, 0], pairs[:, 1])  # 4,000 pairs: 2 pieces of 2,000
-            assert np.array_equal(got, before) and st.queries == len(pairs)  # (the pieces' stats added up)
+            assert np.array_equal(got, before) and st.queries == len(pairs) and st.ranks == 2  # (the pieces' stats)
             now = {r: _client_on(srv.url, r).health()["batches"] for r in (0, 1)}
             assert all(now[r] - had[r] >= 1 for r in (0, 1)), (had, now)  # each rank answered a piece
             bad = pairs.copy()

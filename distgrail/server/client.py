@@ -140,7 +140,8 @@ class Client:
         (bool answers in input order). Batches over the server's ``max_pairs`` go as several
         requests, and with :attr:`connections` above 1 a batch of at least twice
         :data:`PIECE_MIN_PAIRS` goes as up to that many pieces at once; the stats then add up
-        (``seconds``: the sum of the server's answering times)."""
+        (``seconds``: the sum of the server's answering times; ``ranks``: the ranks the pieces went
+        to at once)."""
         s, t = np.asarray(sources), np.asarray(targets)
         if s.shape != t.shape or s.ndim != 1:
             raise QueryError(f"sources and targets must be 1-D of equal length, got shapes {s.shape} and {t.shape}")
@@ -170,9 +171,11 @@ class Client:
             if total is None:
                 total = st
             else:
-                secs = total.seconds + st.seconds
+                secs, ranks = total.seconds + st.seconds, max(total.ranks, st.ranks)
                 total = total.merge(st)
-                total.seconds = secs
+                total.seconds, total.ranks = secs, ranks
+        if c > 1 and len(starts) > 1:  # pieces at once: on as many listening ranks (each piece's stats say 1)
+            total.ranks = max(total.ranks, min(len(starts), c, self._listening()))
         return (np.concatenate(answers) if len(answers) > 1 else answers[0]), total
 
     def reachable(self, u, v):
