@@ -93,8 +93,15 @@ class Server:
         """Signal the server (``rank0``: its rank 0's process, as the README says to stop a server
         under Open MPI, whose ``mpirun`` signalled itself exits 1), then its exit status."""
         if self.proc.poll() is None:
+            pid = None
             if rank0:
-                os.kill(distgrail.connect(self.url, token=TOKEN).health()["rank_processes"][0]["pid"], sig)
+                try:
+                    with distgrail.connect(self.url, token=TOKEN) as c:
+                        pid = c.health()["rank_processes"][0]["pid"]
+                except Exception:  # noqa: BLE001 - the launcher then, as without rank0
+                    pid = None
+            if pid is not None:
+                os.kill(pid, sig)
             else:
                 self.proc.send_signal(sig)
         try:

@@ -301,6 +301,8 @@ def main(argv=None):
         for path in args.replot:
             with open(path) as f:
                 docs.append(json.load(f))
+        if not any(d.get("servers") for d in docs):
+            p.error("--replot: these files hold no run of several servers (--ranks 1,N) to draw")
         figure(docs).savefig(args.plot, dpi=120)
         return 0
     if args.index is None:
@@ -308,6 +310,8 @@ def main(argv=None):
     args.sizes = [int(x) for x in args.sizes.split(",") if x]
     args.ranks = [int(x) for x in args.ranks.split(",") if x]
     args.fronts = [x for x in args.fronts.split(",") if x]
+    if not args.fronts or set(args.fronts) - {"root", "ranks"}:
+        p.error(f"--fronts takes root and/or ranks (what auto picks depends on the machine), got {args.fronts}")
     largest = max(args.sizes + [args.client_pairs])
     args.backend = distgrail.get_backend(args.backend).name
 
@@ -436,7 +440,8 @@ def figure(docs):
         if one is not None:
             top = max(v["ranks"] for v in servers)
             base = one["load"]["pairs_per_second"] / 1e6
-            ax.plot([1, top], [base, base * top], color="grey", linestyle=":", linewidth=1)
+            ax.plot([1, top], [base, base * top], color="grey", linestyle=":", linewidth=1,
+                    label="ranks x 1 rank" if doc is docs[0] else None)
     ax.set_xticks(range(1, most + 1))
     ax.set_xlabel("ranks (MPI processes serving)")
     ax.set_ylabel("M pairs per second (load test)")

@@ -3,7 +3,8 @@
 Every collective runs in the same order on every rank, so one thread per rank calls MPI after
 start-up: on rank 0 the :class:`Dispatcher` (the main thread; the HTTP event loop and the
 threads that answer small batches never touch MPI, so MPI's ``THREAD_FUNNELED`` is enough), on
-the other ranks :func:`follow`. Per batch rank 0 broadcasts a header ``[kind, pairs]``; for a
+the other ranks :func:`follow`. Per batch rank 0 broadcasts a header ``[kind, pairs, origin rank,
+origin request]`` (the origin: an update a :class:`Forwarder` sent, else -1, -1); for a
 query the pairs are cut in contiguous shards, each rank answers its own (the step runs through
 :func:`~distgrail.mpi.errors.run_shared`), and the answers and stats are gathered on rank 0:
 through node-shared arrays kept from batch to batch when every rank is on one node

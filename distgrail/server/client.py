@@ -116,8 +116,16 @@ class Client:
         self.connections = int(connections) if connections is not None else self._listening()
 
     def _listening(self) -> int:
-        """The ranks that listen: those of a ``--front ranks`` server, else 1."""
-        return int(self.info.get("ranks", 1)) if self.info.get("front") == "ranks" else 1
+        """The ranks this client can reach: those of a ``--front ranks`` server on the node its
+        first connection reached (each node's ranks listen there only), else 1."""
+        return len(self._reachable()) if self.info.get("front") == "ranks" else 1
+
+    def _reachable(self) -> list:
+        """The ranks of a ``--front ranks`` server on the node of the rank ``info`` came from."""
+        procs = self.info.get("rank_processes") or []
+        me = self.info.get("rank", 0)
+        host = next((p.get("host") for p in procs if p.get("rank") == me), None)
+        return [p["rank"] for p in procs if p.get("host") == host] or [me]
 
     # -- what the server holds ------------------------------------------------------------
     @property
@@ -139,7 +147,8 @@ class Client:
         """Answer a batch: ``(answers, QueryStats)`` as :meth:`distgrail.Index.query` returns them
         (bool answers in input order). Batches over the server's ``max_pairs`` go as several
         requests, and with :attr:`connections` above 1 a batch of at least twice
-        :data:`PIECE_MIN_PAIRS` goes as up to that many pieces at once; the stats then add up
+        :data:`PIECE_MIN_PAIRS` goes as up to that many pieces at once (and so do the requests a
+        batch over ``max_pairs`` is cut into); the stats then add up
         (``seconds``: the sum of the server's answering times; ``ranks``: the ranks the pieces went
         to at once)."""
         s, t = np.asarray(sources), np.asarray(targets)
@@ -252,7 +261,8 @@ class Client:
 
                 def start():  # one per thread: none is free to take another before all have met
                     self._local.opened = conns
-                    self._local.want = next(self._slots) % self._listening()
+                    near = self._reachable()
+                    self._local.want = near[next(self._slots) % len(near)]
                     self._placed()
                     with contextlib.suppress(threading.BrokenBarrierError):
                         meet.wait(self.timeout)
@@ -275,11 +285,11 @@ class Client:
         try:
             for _ in range(PLACE_TRIES * ranks):
                 if self.health().get("rank") == want:
-                    self._local.placed = self._local.conn
-                    return
+                    break
                 self._connection(fresh=True)
         except (DistGrailError, OSError, ValueError, http.client.HTTPException):
             return
+        self._local.placed = self._local.conn  # (placed, or given up on: not tried again for this connection)
 
     def _connection(self, fresh: bool = False):
         conn = getattr(self._local, "conn", None)

@@ -7,7 +7,7 @@ Under MPI (:func:`serve_ranks`) every rank opens the index on its own device and
 listens, its HTTP event loop in a thread, while its main thread is the one that calls MPI (the
 :class:`~distgrail.mpi.serve.Dispatcher`); the other ranks follow rank 0's batches
 (:func:`distgrail.mpi.serve.follow`). SIGTERM/SIGINT on rank 0 stop every rank; on another rank
-they are noted only (mpirun sends them to every rank): it leaves when rank 0 says stop. With
+they are sent on to rank 0 (:class:`~distgrail.mpi.serve.SignalRelay`), which stops every rank. With
 ``front="ranks"`` (``serve --front ranks``) every rank listens on the same port
 (``SO_REUSEPORT``; the kernel spreads the connections over the ranks of a node) and answers its
 own clients' batches alone on its own GPU; rank 0 announces the server once every rank listens;
