@@ -155,7 +155,7 @@ def comm():
 
     c = MPI.COMM_WORLD.Dup()
     yield c
-    c.Free()
+    release_comm(c)
 
 
 @pytest.fixture
@@ -165,4 +165,26 @@ def wire():
 
     c = MPI.COMM_WORLD.Dup()
     yield c
+    release_comm(c)
+
+
+def release_comm(c, rounds: int = 5):
+    """Collective: receive and drop every message still unmatched on ``c``, then free it.
+
+    MPICH gives a freed communicator's context id to the next ``Dup``, and a message nobody
+    received (the fake NCCL's warm-up send to a rank whose set-up failed: a send cannot be
+    cancelled once delivered) stays queued under that id: a later test's receive of the same
+    source and tag took it in place of its own and read 4 stray bytes as the start of the DAG
+    (tests/test_transport_setup_mpi.py failed once in a few hundred runs at -n 3)."""
+    import time
+
+    from mpi4py import MPI
+
+    c.Barrier()  # every rank's sends on c were posted (and, eager, delivered) before this
+    st = MPI.Status()
+    for _ in range(rounds):  # a few looks: a message may still be on its way into the queue
+        while c.Iprobe(source=MPI.ANY_SOURCE, tag=MPI.ANY_TAG, status=st):
+            c.Recv(bytearray(st.Get_count(MPI.BYTE)), source=st.Get_source(), tag=st.Get_tag())
+        time.sleep(0.001)
+    c.Barrier()
     c.Free()

@@ -89,7 +89,13 @@ def fake_nccl(world=None, available=True, fail_init=False, fail_uid=False):
             if callable(fail_init) and fail_init(rank) or fail_init is True:
                 raise RuntimeError(f"ncclCommInitRank failed on rank {rank} (injected)")
             self.ndev, self.uid, self.rank, self.wire = ndev, uid, rank, world
-            self.tag = 100 + 2 * (hash(uid) % 10000)  # this communicator's messages, apart from others'
+            # this communicator's messages, apart from others' (on the wire's whole tag range)
+            span = 10000
+            if world is not None:
+                from mpi4py import MPI
+
+                span = (int(world.Get_attr(MPI.TAG_UB)) - 100) // 2
+            self.tag = 100 + 2 * (hash(uid) % span)
             self.alive = True
             mod.log.append(("init", ndev, uid, rank))
             mod.init_threads.append(threading.current_thread().name)

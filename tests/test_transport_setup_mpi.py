@@ -247,3 +247,28 @@ def test_a_build_with_a_slow_init_is_byte_identical(comm, wire, tmp_path, monkey
     everywhere(comm, ok and seen == [True], f"{why}; init held: {seen}")
     if opens == "at-the-end":  # nothing went by NCCL but the warm-up
         everywhere(comm, [e[0] for e in nccl.log].count("bcast") == 1, nccl.log)
+
+
+def test_a_message_nobody_received_does_not_reach_the_next_communicator():
+    """A send left unmatched on a communicator the tests release (conftest ``release_comm``: the
+    fake NCCL's warm-up send to a rank whose set-up failed) is not received by the next
+    ``Dup``, which MPICH gives the freed context id: one test's stray 4 bytes once became the
+    first DAG index of a later one."""
+    import time
+
+    from mpi4py import MPI
+
+    from conftest import release_comm
+
+    world = MPI.COMM_WORLD
+    last = world.Get_size() - 1
+    old = world.Dup()
+    if old.Get_rank() == 0:
+        old.Isend(bytearray(b"\xec\x07\x00\x00"), dest=last, tag=777).Wait()
+    release_comm(old)
+    new = world.Dup()
+    new.Barrier()
+    time.sleep(0.01)
+    stray = new.Iprobe(source=0, tag=777)
+    new.Free()
+    everywhere(world, not stray, "a message of a released communicator reached the next one")

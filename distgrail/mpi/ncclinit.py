@@ -129,7 +129,7 @@ def warm_up(mod, nc, be, size, rank):
     u8 = mod.NCCL_UINT8
     stream = be.xp.cuda.Stream(non_blocking=True) if be.is_gpu else None
     sp = stream.ptr if stream is not None else 0
-    buf = be.xp.empty(4 * size, dtype=np.uint8)
+    buf = be.xp.zeros(4 * size, dtype=np.uint8)  # (no stray bytes on the wire)
     nc.bcast(pointer(buf), 4, u8, 0, sp)
     mod.groupStart()
     try:
