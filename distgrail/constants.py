@@ -14,7 +14,7 @@ __all__ = ["GOLDEN", "MIX1", "MIX2", "S2", "CAP", "STEPS", "UNDECIDED", "SAME", 
            "SUPPORT_NEG", "INTERVAL", "TREE", "SEARCH_POS", "SEARCH_NEG", "MAX_ROUNDS", "SMALL_LEVEL", "HUB", "BATCH_THREADS", "GRID_THREADS", "HUB_THREADS",
            "ITEMS_PER_THREAD", "MAX_DIMS_PER_SWEEP", "FMT_GRA", "FMT_EDGELIST", "FMT_MTX", "FMT_CSV", "C_TOK", "C_NL", "C_A",
            "C_B", "C_BAD", "F_BAD_BYTE", "F_LINE", "F_VALUE", "F_CAPACITY", "F_WIDTH", "TILE", "NO_COMMENT", "SIDE_RUN",
-           "SIDE_OUT", "SIDE_IN", "SIDE_OUT_HUB", "SIDE_IN_HUB", "SWEEP_HUB_EDGES", "PUSH_IN", "PUSH_OUT", "SCHED_FIELDS", "DESC_FIELDS", "CTR_TICKET", "CTR_ERR",
+           "SIDE_OUT", "SIDE_IN", "SIDE_OUT_HUB", "SIDE_IN_HUB", "SWEEP_HUB_EDGES", "PUSH_IN", "PUSH_OUT", "SKIP_OUT", "SKIP_IN", "SCHED_FIELDS", "DESC_FIELDS", "CTR_TICKET", "CTR_ERR",
            "CTR_WORDS", "DONE_STRIDE", "SWEEP_THREADS", "CHOOSE_THREADS", "CUDA_MACROS", "U64_MACROS", "KERNEL_MACROS",
            "macro_values"]
 
@@ -77,8 +77,9 @@ SIDE_RUN, SIDE_OUT, SIDE_IN, SIDE_OUT_HUB, SIDE_IN_HUB = -1, 0, 1, 2, 3
 #: many of its edges each (the whole block, one OR per chunk) sweep it (a component with millions
 #: of children, as one row of a unit, held the whole sweep; docs/benchmarks.md)
 SWEEP_HUB_EDGES = 4096
-#: the sweep's ``push`` bits: the in side pushes along the forward CSR, the out side along the reverse one
-PUSH_IN, PUSH_OUT = 1, 2
+#: the sweep's ``push`` bits: the in side pushes along the forward CSR, the out side along the reverse one;
+#: ``SKIP_OUT`` / ``SKIP_IN``: that side is not swept (a rank sweeping one side of a word: distgrail.mpi.phase5)
+PUSH_IN, PUSH_OUT, SKIP_OUT, SKIP_IN = 1, 2, 4, 8
 #: int32 fields of a schedule unit and int64 fields of a descriptor (len(support_schedule.FIELDS)
 #: and len(support_schedule.DESC_FIELDS))
 SCHED_FIELDS, DESC_FIELDS = 8, 10
@@ -131,7 +132,8 @@ U64_MACROS = frozenset({"DG_GOLDEN", "DG_MIX1", "DG_MIX2", "DG_S2", "DG_CAP"})
 KERNEL_MACROS = {
     "parse": ("FMT_GRA", "FMT_EDGELIST", "FMT_MTX", "FMT_CSV", "C_TOK", "C_NL", "C_A", "C_B", "C_BAD", "F_BAD_BYTE",
               "F_LINE", "F_VALUE", "F_CAPACITY", "F_WIDTH", "TILE", "NO_COMMENT"),
-    "supports": ("SIDE_RUN", "SIDE_OUT", "SIDE_IN", "SIDE_OUT_HUB", "SIDE_IN_HUB", "SWEEP_HUB_EDGES", "PUSH_IN", "PUSH_OUT", "SCHED_FIELDS", "DESC_FIELDS",
+    "supports": ("SIDE_RUN", "SIDE_OUT", "SIDE_IN", "SIDE_OUT_HUB", "SIDE_IN_HUB", "SWEEP_HUB_EDGES", "PUSH_IN", "PUSH_OUT", "SKIP_OUT", "SKIP_IN",
+                 "SCHED_FIELDS", "DESC_FIELDS",
                  "CTR_TICKET", "CTR_ERR", "CTR_WORDS", "DONE_STRIDE", "SWEEP_THREADS", "CHOOSE_THREADS"),
     "partitioned_sweeps": ("PSW_THREADS", "PSW_ROUNDS", "PSW_NO_LOOP", "PSW_ALIVE", "PSW_SAME"),
 }

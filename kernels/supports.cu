@@ -28,9 +28,10 @@
 #include "common.cuh"
 
 #define FULL 0xffffffffu
-// SIDE_*, SWEEP_HUB_EDGES, PUSH_IN / PUSH_OUT (the `push` bits: the in side pushes along the forward CSR, else pulls
-// over the reverse one; the out side pushes along the reverse CSR, else pulls over the forward
-// one), SCHED_FIELDS / DESC_FIELDS (support_schedule.FIELDS / DESC_FIELDS), CTR_TICKET / CTR_ERR /
+// SIDE_*, SWEEP_HUB_EDGES, PUSH_IN / PUSH_OUT (the `push` bits: the in side pushes along the forward
+// CSR, else pulls over the reverse one; the out side pushes along the reverse CSR, else pulls over
+// the forward one), SKIP_OUT / SKIP_IN (that side is not swept: its steps have no units, the runs
+// leave it), SCHED_FIELDS / DESC_FIELDS (support_schedule.FIELDS / DESC_FIELDS), CTR_TICKET / CTR_ERR /
 // CTR_WORDS (u64 words of ctr: the ticket and the error flag in different 128-byte lines),
 // DONE_STRIDE (one u32 done counter per group, a 32-byte sector each), SWEEP_THREADS and
 // CHOOSE_THREADS come from distgrail/constants.py (KERNEL_MACROS["supports"]), in the #define
@@ -167,8 +168,8 @@ __device__ __forceinline__ void run_unit(const int* __restrict__ su, const i64* 
     if (side == SIDE_RUN) {
         for (int s = s0; s < s1; ++s) {
             const int lo = L - 2 - s + (pout ? 1 : 0), li = s + shift;
-            side_rows(out, pout, lp[lo], lp[lo + 1], g & 0xff, W, t, nt, false, pre);
-            side_rows(in, pin, lp[li], lp[li + 1], g >> 8, W, t, nt, false, pre);
+            if (!(push & SKIP_OUT)) side_rows(out, pout, lp[lo], lp[lo + 1], g & 0xff, W, t, nt, false, pre);
+            if (!(push & SKIP_IN)) side_rows(in, pin, lp[li], lp[li + 1], g >> 8, W, t, nt, false, pre);
             __syncthreads();
         }
     } else if (side == SIDE_OUT) {
@@ -292,14 +293,14 @@ extern "C" __global__ void dg_support_hubs(const i64* __restrict__ ptr, i64 C, l
 }
 
 // bit (j) of word j / 64 in row ids[j] of both masks, for the nb supports of the block (ids distinct)
-extern "C" __global__ void dg_support_seed(const int* __restrict__ ids, int nb, u64* __restrict__ out,
-                                           u64* __restrict__ in, int W) {
+// (a side whose SKIP_* bit is set in `skip` is not written: its mask may be the other side's)
+extern "C" __global__ void dg_support_seed(const int* __restrict__ ids, int nb, u64* out, u64* in, int W, int skip) {
     const int j = blockIdx.x * blockDim.x + threadIdx.x;
     if (j < nb) {
         const i64 at = (i64)ids[j] * W + (j >> 6);
         const u64 bit = 1ULL << (j & 63);
-        out[at] |= bit;
-        in[at] |= bit;
+        if (!(skip & SKIP_OUT)) out[at] |= bit;
+        if (!(skip & SKIP_IN)) in[at] |= bit;
     }
 }
 

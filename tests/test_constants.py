@@ -93,7 +93,7 @@ def test_python_side_uses_the_values_the_kernels_get():
         (sup["SIDE_RUN"][0], sup["SIDE_OUT"][0], sup["SIDE_IN"][0])
     assert len(support_schedule.FIELDS) == sup["SCHED_FIELDS"][0]
     assert len(support_schedule.DESC_FIELDS) == sup["DESC_FIELDS"][0]
-    for name in ("CTR_WORDS", "CTR_ERR", "DONE_STRIDE", "PUSH_IN", "PUSH_OUT", "SWEEP_THREADS", "CHOOSE_THREADS"):
+    for name in ("CTR_WORDS", "CTR_ERR", "DONE_STRIDE", "PUSH_IN", "PUSH_OUT", "SKIP_OUT", "SKIP_IN", "SWEEP_THREADS", "CHOOSE_THREADS"):
         assert getattr(supports, name) == sup[name][0], name
     assert sup["CTR_ERR"][0] < sup["CTR_WORDS"][0] and (sup["CTR_ERR"][0] - sup["CTR_TICKET"][0]) * 8 >= 128
     # the query statistics decode the codes the kernels count with

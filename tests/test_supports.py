@@ -95,6 +95,26 @@ def test_blocks_side_by_side_equal_whole(name):
             np.testing.assert_array_equal(np.concatenate([p[i] for p in parts], axis=1), whole[i])
 
 
+@pytest.mark.parametrize("name", sorted(GRAPHS))
+def test_one_side_alone_is_that_side_of_both(name):
+    """``sides=("out",)`` / ``("in",)``: the twin and the CPU backend's sweep give that side's masks,
+    the other side none ((C, 0)), for a block too; anything else is refused."""
+    from distgrail.stages.supports import SIDES, support_masks_cpu
+
+    dag = condense(GRAPHS[name])
+    ids = choose_supports(dag, 130, seed=5)
+    for block in (None, (64, ids.size)) if ids.size > 64 else (None,):
+        whole = support_masks_numpy(dag, ids, block=block)
+        for k, side in enumerate(SIDES):
+            for fn in (support_masks_numpy, support_masks_cpu):
+                got = fn(dag, ids, block=block, sides=(side,))
+                np.testing.assert_array_equal(got[k], whole[k])
+                assert got[1 - k].shape == (dag.C, 0) and got[1 - k].dtype == np.uint64
+    for bad in ((), ("in", "out"), ("up",), "out"):
+        with pytest.raises(DistGrailError, match="support mask sides"):
+            support_masks_numpy(dag, ids, sides=bad)
+
+
 def test_without_reverse_csr_same_masks():
     """MPI ranks get the DAG without its reverse CSR; the twin rebuilds it."""
     import dataclasses
@@ -441,11 +461,14 @@ def fake_kernel(launches):
     """NumPy models of kernels/supports.cu, called with the launch's exact argument tuple."""
     from distgrail.constants import GOLDEN
 
+    from distgrail.constants import SKIP_IN, SKIP_OUT
+
     def seed(grid, block, args):
-        ids, nb, out, inn, W = args
+        ids, nb, out, inn, W, skip = args
         for j in range(int(nb)):
-            for m in (out, inn):
-                m.reshape(-1)[int(ids[j]) * int(W) + (j >> 6)] |= np.uint64(1 << (j & 63))
+            for m, bit in ((out, SKIP_OUT), (inn, SKIP_IN)):
+                if not int(skip) & bit:
+                    m.reshape(-1)[int(ids[j]) * int(W) + (j >> 6)] |= np.uint64(1 << (j & 63))
 
     def choose(grid, block, args):
         ip, indeg, C, K, base, ids = args
@@ -483,18 +506,20 @@ def fake_kernel(launches):
             if sd == RUN:
                 for s in range(s0, s1):
                     lo, li = int(L) - 2 - s, s + int(shift)
-                    rows(optr, oind, omask, lp[lo], lp[lo + 1], False)
-                    rows(iptr, iind, imask, lp[li], lp[li + 1], bool(push))
+                    if not int(push) & SKIP_OUT:
+                        rows(optr, oind, omask, lp[lo], lp[lo + 1], False)
+                    if not int(push) & SKIP_IN:
+                        rows(iptr, iind, imask, lp[li], lp[li + 1], bool(push) and bool(int(push) & 1))
             elif sd == OUT:
                 rows(optr, oind, omask, r0, r1, False)
             elif sd == IN:
-                rows(iptr, iind, imask, r0, r1, bool(push))
+                rows(iptr, iind, imask, r0, r1, bool(int(push) & 1))
             else:
                 g = int(sched[u, 5])
                 if sd == OUT_HUB:
                     rows(optr, oind, omask, g, g + 1, False, chunk=r0)
                 else:
-                    rows(iptr, iind, imask, g, g + 1, bool(push), chunk=r0)
+                    rows(iptr, iind, imask, g, g + 1, bool(int(push) & 1), chunk=r0)
 
     def hubs(grid, block, args):
         ptr, C, buf, cap = args
@@ -593,6 +618,11 @@ def test_launchers_on_a_fake_gpu(fake_gpu, name):
             got = sup.support_masks_cuda(FAKE_GPU, dd, ids, block=(64, ids.size))
             for w, g in zip(want, got):
                 np.testing.assert_array_equal(np.asarray(g), w[:, 1:])
+        for k, side in enumerate(sup.SIDES):  # one side swept alone: its masks, the other none
+            for d, mode in ((dag, "push"), (dd, "pull")):
+                got = sup.support_masks_cuda(FAKE_GPU, d, ids, mode=mode, sides=(side,))
+                np.testing.assert_array_equal(np.asarray(got[k]), want[k])
+                assert got[1 - k].shape == (dag.C, 0), got[1 - k].shape
     with pytest.raises(DistGrailError, match="bad mode"):
         sup.support_masks_cuda(FAKE_GPU, dag, ids, mode="sideways")
 

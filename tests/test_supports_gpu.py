@@ -77,6 +77,24 @@ def test_mask_sweeps_bit_for_bit(name, K):
             np.testing.assert_array_equal(cp.asnumpy(gt), w[:, 1:])
 
 
+@pytest.mark.parametrize("name", ["paper-dense-20k", "layered-deep", "chain", "hubs", "hubs-mixed", "one-scc"])
+@pytest.mark.parametrize("mode,out_mode", [("push", "pull"), ("pull", "push")])
+def test_one_side_alone_bit_for_bit(name, mode, out_mode):
+    """One side swept alone (``sides``, an MPI rank's share of a word: distgrail.mpi.phase5): that
+    side's masks bit for bit, the other (C, 0), and fewer units than both sides take."""
+    import cupy as cp
+
+    dag = condense(graph(name))
+    ids = choose_supports(dag, 64, seed=3)
+    want = support_masks_numpy(dag, ids)
+    _, both = swept(dag, ids, mode=mode, out_mode=out_mode)
+    for k, side in enumerate(sup.SIDES):
+        got, run = swept(dag, ids, mode=mode, out_mode=out_mode, sides=(side,))
+        np.testing.assert_array_equal(cp.asnumpy(got[k]), want[k])
+        assert got[1 - k].shape == (dag.C, 0)
+        assert run["units"] <= both["units"]
+
+
 def device_dag(dag):
     """The DAG with every array on the GPU (as condense_cuda leaves it; level_ptr on the host)."""
     import dataclasses

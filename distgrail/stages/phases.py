@@ -141,13 +141,14 @@ def labels(run, dag, forest, dims, timings=None, out=None, on_device=False):
     return label_dimensions(dag, forest, dims, run.config.seed, run.be, timings, out, on_device=on_device)
 
 
-def masks(run, dag, K, ids=None, block=None, landing=(None, None)):
+def masks(run, dag, K, ids=None, block=None, landing=(None, None), sides=("out", "in")):
     """Phase 5, started: an object whose ``result()`` gives ``(ids, out, in)``.
 
     Whole DAG, ``ids`` None: the K supports chosen and their masks swept, on a GPU on a stream of
     its own (:func:`~distgrail.stages.supports.start_supports`; ``landing``: host arrays the masks
     land in). With ``ids`` (chosen by one rank) and ``block`` ``(lo, hi)`` of them: only that
-    block's words (an MPI rank's share), ``result()`` giving ``(ids, out, in)`` on the device.
+    block's words (an MPI rank's share), ``result()`` giving ``(ids, out, in)`` on the device;
+    ``sides``: the sides it sweeps (one, where two ranks share a word: the other comes back (C, 0)).
     Spread DAG: collective, run when ``result()`` is asked for (the same point on every rank),
     the masks on the device."""
     from . import supports as s
@@ -159,11 +160,11 @@ def masks(run, dag, K, ids=None, block=None, landing=(None, None)):
         return s.start_supports(dag, K, seed, be, landing)
     with be.on_device():
         if not be.is_gpu:
-            return Done((ids, *s.support_masks(be, dag, ids, block)))
+            return Done((ids, *s.support_masks(be, dag, ids, block, sides)))
         be.synchronize()  # the DAG's device arrays are complete before another stream reads them
         stream = be.xp.cuda.Stream(non_blocking=True)
         with stream:
-            pending = s.support_masks_cuda(be, dag, ids, block, wait=False, share=s.BESIDE_SHARE)
+            pending = s.support_masks_cuda(be, dag, ids, block, wait=False, share=s.BESIDE_SHARE, sides=sides)
         pending.stream = stream
         return _Block(be, ids, pending)
 

@@ -18,6 +18,8 @@ the CSR is.
 Blocks: :func:`support_masks` computes the words of supports ``lo .. hi-1`` only (``lo % 64 ==
 0``), so ranks split K like the dimensions; the blocks side by side in support order
 (``np.concatenate(..., axis=1)``) are byte-identical to one call with ``block=(0, K)``.
+``sides``: ``("out",)`` or ``("in",)`` sweeps one side only (the other comes back with no word,
+``(C, 0)``), so two ranks can share one word's sweep (:mod:`distgrail.mpi.phase5`).
 """
 
 from __future__ import annotations
@@ -28,7 +30,7 @@ import numpy as np
 
 from ..dtypes import smallest_int
 # threads per block, the sweep's counters and push bits: the values kernels/supports.cu is compiled with
-from ..constants import CHOOSE_THREADS, CTR_ERR, CTR_WORDS, DONE_STRIDE, PUSH_IN, PUSH_OUT, SWEEP_THREADS
+from ..constants import CHOOSE_THREADS, CTR_ERR, CTR_WORDS, DONE_STRIDE, PUSH_IN, PUSH_OUT, SKIP_IN, SKIP_OUT, SWEEP_THREADS
 from ..errors import BackendError, DistGrailError
 from ..gpu.memory import check_ids, launcher, oom_guard
 from ..gpu.sweep import U64_MAX, cupy, kernel, sm_count
@@ -181,63 +183,81 @@ def _or_rows(mask, ptr, ind, rows0, rows1):
     mask[rows] |= np.bitwise_or.reduceat(mask[ind[e0:e1]], starts, axis=0)
 
 
-def _seeded(dag, ids, block):
-    """(out, in) for supports ``ids[lo:hi]`` before the sweeps: zeros but each support's own bit,
-    and whether there is anything to sweep."""
+#: both sides of the masks, the default of every sweep
+SIDES = ("out", "in")
+
+
+def check_sides(sides) -> tuple:
+    """``sides`` as a tuple: ``("out", "in")``, ``("out",)`` or ``("in",)``."""
+    t = tuple(sides)
+    if t not in (SIDES, ("out",), ("in",)):
+        raise DistGrailError(f"support mask sides must be ('out', 'in'), ('out',) or ('in',), got {sides!r}")
+    return t
+
+
+def _seeded(dag, ids, block, sides=SIDES):
+    """(out, in) for supports ``ids[lo:hi]`` before the sweeps: zeros but each support's own bit
+    (a side not in ``sides``: (C, 0)), and whether there is anything to sweep."""
     lo, hi = _check_block(ids, block)
+    sides = check_sides(sides)
     C = int(dag.C)
     Wb = words(hi - lo)
-    out = np.zeros((C, Wb), dtype=np.uint64)
-    inn = np.zeros((C, Wb), dtype=np.uint64)
+    out, inn = (np.zeros((C, Wb if side in sides else 0), dtype=np.uint64) for side in SIDES)
     if Wb == 0 or C == 0:
         return out, inn, False
     sel = np.asarray(ids)[lo:hi]
-    _seed(out, sel)
-    _seed(inn, sel)
+    for side, mask in zip(SIDES, (out, inn)):
+        if side in sides:
+            _seed(mask, sel)
     return out, inn, True
 
 
-def support_masks_numpy(dag, ids, block=None):
-    """NumPy twin: (out, in), each (C, W_block) uint64, for supports ``ids[lo:hi]``."""
-    out, inn, work = _seeded(dag, ids, block)
+def support_masks_numpy(dag, ids, block=None, sides=SIDES):
+    """NumPy twin: (out, in), each (C, W_block) uint64, for supports ``ids[lo:hi]`` (a side not
+    in ``sides``: (C, 0))."""
+    out, inn, work = _seeded(dag, ids, block, sides)
     if not work:
         return out, inn
     lp = np.asarray(dag.level_ptr).tolist()
     nl = len(lp) - 1
     ip, ix = np.asarray(dag.indptr), np.asarray(dag.indices)
-    for lev in range(nl - 2, -1, -1):  # children are deeper: bottom-up
+    for lev in range(nl - 2, -1, -1) if out.shape[1] else ():  # children are deeper: bottom-up
         _or_rows(out, ip, ix, lp[lev], lp[lev + 1])
-    rip, rix = _reverse_csr(dag)
-    for lev in range(1, nl):  # parents are shallower: top-down
-        _or_rows(inn, rip, rix, lp[lev], lp[lev + 1])
+    if inn.shape[1]:
+        rip, rix = _reverse_csr(dag)
+        for lev in range(1, nl):  # parents are shallower: top-down
+            _or_rows(inn, rip, rix, lp[lev], lp[lev + 1])
     return out, inn
 
 
-def support_masks_cpu(dag, ids, block=None):
+def support_masks_cpu(dag, ids, block=None, sides=SIDES):
     """The CPU backend's phase 5: the twin, or on a deep DAG (:mod:`distgrail.stages.deep`) each
     side in one compiled pass (``out`` deepest component first, ``in`` in id order), with the same
     masks."""
     jit = compiled_sweeps(n_levels(dag.level_ptr))
     if jit is None:
-        return support_masks_numpy(dag, ids, block)
-    out, inn, work = _seeded(dag, ids, block)
+        return support_masks_numpy(dag, ids, block, sides)
+    out, inn, work = _seeded(dag, ids, block, sides)
     if not work:
         return out, inn
     lp = np.asarray(dag.level_ptr)
-    jit.or_children_bottom_up(out, np.asarray(dag.indptr), np.asarray(dag.indices), int(lp[-2]))
-    rip, rix = _reverse_csr(dag)
-    jit.or_parents_top_down(inn, np.asarray(rip), np.asarray(rix), int(lp[1]))
+    if out.shape[1]:
+        jit.or_children_bottom_up(out, np.asarray(dag.indptr), np.asarray(dag.indices), int(lp[-2]))
+    if inn.shape[1]:
+        rip, rix = _reverse_csr(dag)
+        jit.or_parents_top_down(inn, np.asarray(rip), np.asarray(rix), int(lp[1]))
     return out, inn
 
 
-def support_masks(be, dag, ids, block=None):
-    """Phase 5 on backend ``be`` for supports ``ids[lo:hi]`` (``block=(lo, hi)``, default all).
+def support_masks(be, dag, ids, block=None, sides=SIDES):
+    """Phase 5 on backend ``be`` for supports ``ids[lo:hi]`` (``block=(lo, hi)``, default all),
+    the sides named in ``sides`` (default both; a side left out comes back (C, 0)).
 
     ``dag``: the host :class:`~distgrail.stages.condense.DAG` (its CSR is uploaded on a GPU), or
     on a GPU any object with device ``indptr``/``indices`` and a host ``level_ptr`` (e.g. the
     labeling's ``DeviceDAG``). Returns (out, in) on ``be``'s device, (C, ceil((hi-lo)/64)) uint64.
     """
-    return be.pick(support_masks_cpu, support_masks_cuda)(dag, ids, block)
+    return be.pick(support_masks_cpu, support_masks_cuda)(dag, ids, block, sides=sides)
 
 
 def build_supports(dag, K: int, seed: int, be):
@@ -337,7 +357,7 @@ class PendingMasks:
 
 @launcher
 def support_masks_cuda(be, dag, ids, block=None, mode="push", schedule="tickets", wait=True, out_mode="pull",
-                       share: float = 1.0):
+                       share: float = 1.0, sides=SIDES):
     """GPU twin of :func:`support_masks_numpy` on ``be.device``: (out, in) CuPy arrays, or with
     ``wait=False`` a :class:`PendingMasks` whose ``result()`` gives them (the sweep's error flag
     is read there: the host does not wait for the sweep here) and whose ``run`` says what the
@@ -351,6 +371,8 @@ def support_masks_cuda(be, dag, ids, block=None, mode="push", schedule="tickets"
     pulled.
     ``share``: the fraction of the SMs the persistent sweep holds (one block of 512 threads per
     SM fills its registers; less leaves SMs to phases 1-4 running beside it). ``schedule``: :data:`SCHEDULES`.
+    ``sides``: a side left out is not swept (its levels' edge ranges planned as empty, its hub
+    rows dropped, its bit ``SKIP_*`` set for the runs and the seed) and comes back (C, 0).
     Host work: one sync for the level sizes and the hub rows (``plan_reads``), one for the error
     flag, the schedule's descriptors (O(levels + hub rows)); seed, ``dg_support_hubs`` once per
     CSR the sides read (1 or 2), expand, then one sweep ("tickets") or one per step ("levels"),
@@ -360,10 +382,12 @@ def support_masks_cuda(be, dag, ids, block=None, mode="push", schedule="tickets"
     if mode not in ("auto", "pull", "push") or out_mode not in ("auto", "pull", "push") or schedule not in SCHEDULES:
         raise DistGrailError(f"support_masks_cuda: bad mode {mode!r}, out_mode {out_mode!r} or schedule {schedule!r}")
     lo, hi = _check_block(ids, block)
+    sides = check_sides(sides)
     C = int(dag.C) if hasattr(dag, "C") else int(dag.indptr.shape[0]) - 1
     Wb = words(hi - lo)
-    out = cp.zeros((C, Wb), dtype=cp.uint64)
-    inn = cp.zeros((C, Wb), dtype=cp.uint64)
+    out, inn = (cp.zeros((C, Wb if side in sides else 0), dtype=cp.uint64) for side in SIDES)
+    skip = (0 if "out" in sides else SKIP_OUT) | (0 if "in" in sides else SKIP_IN)
+    out_k, in_k = (out if out.shape[1] else inn), (inn if inn.shape[1] else out)  # what the kernels get
     run = dict(launches=0, syncs=0, units=0, steps=0, schedule=schedule, pull=False, push_out=False)
     if Wb == 0 or C == 0:
         return _done(out, inn, wait, run)
@@ -383,7 +407,7 @@ def support_masks_cuda(be, dag, ids, block=None, mode="push", schedule="tickets"
     i32 = np.int32
     sel = _on_device(cp, ids[lo:hi] if isinstance(ids, cp.ndarray) else np.asarray(ids)[lo:hi], cp.int32)
     nb = hi - lo
-    kernel("supports", "dg_support_seed")((-(-nb // 256),), (256,), (sel, i32(nb), out, inn, i32(Wb)))
+    kernel("supports", "dg_support_seed")((-(-nb // 256),), (256,), (sel, i32(nb), out_k, in_k, i32(Wb), i32(skip)))
     lp = np.asarray(dag.level_ptr, dtype=np.int64)
     L = lp.size - 1
     run.update(launches=1, steps=max(L - 1, 0))
@@ -392,6 +416,10 @@ def support_masks_cuda(be, dag, ids, block=None, mode="push", schedule="tickets"
     run.update(pull=not push, push_out=push_out)
     lp_dev = cp.asarray(lp)
     ends, hubs, nh = plan_reads(cp, kernel, lp_dev, (out_ptr, out_idx), (in_ptr, in_idx), C, 8 * sm_count())  # sync 1
+    for k, bit in enumerate((SKIP_OUT, SKIP_IN)):
+        if skip & bit:  # a side not swept: no edge in any level, no hub row
+            ends[k] = ends[k][0]
+            hubs[k] = (np.zeros(0, np.int64), np.zeros(0, np.int64))
     desc = schedule_descriptors(lp, ends[0], ends[1], push, threads=SWEEP_THREADS, max_group=SWEEP_MAX_GROUP,
                                 push_out=push_out, out_hubs=hubs[0], in_hubs=hubs[-1])  # O(levels + hubs) on the host
     n = desc[:, 9]
@@ -410,9 +438,9 @@ def support_masks_cuda(be, dag, ids, block=None, mode="push", schedule="tickets"
     done = cp.zeros(g_start.size * DONE_STRIDE, dtype=cp.uint32)
     gcount = cp.asarray(g_count.astype(np.int32))
     sweep = kernel("supports", "dg_support_sweep")
-    flags = (PUSH_IN if push else 0) | (PUSH_OUT if push_out else 0)
-    tail = (ctr, done, gcount, lp_dev, i32(L), i32(0 if push else 1), i32(flags), i32(Wb), out_ptr, out_idx, out,
-            in_ptr, in_idx, inn)
+    flags = (PUSH_IN if push else 0) | (PUSH_OUT if push_out else 0) | skip
+    tail = (ctr, done, gcount, lp_dev, i32(L), i32(0 if push else 1), i32(flags), i32(Wb), out_ptr, out_idx, out_k,
+            in_ptr, in_idx, in_k)
     if schedule == "tickets":
         blocks = max(1, min(U, int(round(share * sm_count()))))
         run["blocks"] = blocks
