@@ -110,7 +110,8 @@ def test_no_early_copy_where_every_rank_assembles(comm, wire, monkeypatch):
 
 def test_support_masks_land_in_arrays_allocated_when_phase_5_started(comm, wire, monkeypatch):
     """NCCL path: the gathered mask words land on root in host arrays allocated (pages touched)
-    when phase 5 started, not in fresh ones; the index is the one-process index."""
+    when phase 5 started, not in fresh ones, as (C, words): transposed on the device, not on the
+    host; the index is the one-process index."""
     from distgrail.mpi import phase5
 
     nccl_build(monkeypatch, wire)
@@ -122,10 +123,10 @@ def test_support_masks_land_in_arrays_allocated_when_phase_5_started(comm, wire,
         made.append((np.dtype(dtype), wanted, got))
         return got
 
-    def gather(tp, block, everywhere, what, root=0, timings=None, landing=None, own=None):
-        full = plain_gather(tp, block, everywhere, what, root, timings, landing, own)
+    def gather(tp, block, everywhere, what, root=0, timings=None, landing=None, own=None, transposed=False):
+        full = plain_gather(tp, block, everywhere, what, root, timings, landing, own, transposed)
         if what == "masks":
-            used.append((landing, full))
+            used.append((landing, full, transposed))
         return full
 
     monkeypatch.setattr(phase5.devicepath, "landing", landing)
@@ -138,8 +139,8 @@ def test_support_masks_land_in_arrays_allocated_when_phase_5_started(comm, wire,
     if me == 0:
         C, W = ref.meta["n_components"], (min(130, ref.meta["n_components"]) + 63) // 64
         why = (same_index(ref, idx) or (len(used) != 2 and f"{len(used)} mask gathers")
-               or next((f"landing {lnd and lnd[0].shape}" for lnd, full in used
-                        if lnd is None or lnd[0].shape != (W, C) or full is not lnd[0]), ""))
+               or next((f"landing {lnd and lnd[0].shape}" for lnd, full, tr in used
+                        if lnd is None or lnd[0].shape != (C, W) or full is not lnd[0] or not tr), ""))
     else:
         why = (idx is not None and "an index on rank > 0") or (
             (len(masks) != 2 or any(w or g is not None for w, g in masks)) and f"landing off root: {masks}")

@@ -115,9 +115,11 @@ def copy_own_block(be, block, landing, here: bool, everywhere: bool, root: int =
     return OwnBlockCopy(be, block, landing) if ok and tuple(landing[0].shape[1:]) == tuple(block.shape[1:]) else None
 
 
-def gather_blocks(tp, block, everywhere: bool, what: str, root: int = 0, timings=None, landing=None, own=None):
+def gather_blocks(tp, block, everywhere: bool, what: str, root: int = 0, timings=None, landing=None, own=None,
+                  transposed: bool = False):
     """Every rank's device ``block`` stacked in rank order, as a host array on root (and on every
-    rank when ``everywhere``); None elsewhere. ``timings`` gets ``gather_<what>``,
+    rank when ``everywhere``); None elsewhere. ``transposed``: the stacked (rows, cols) array comes
+    to the host as (cols, rows), transposed on the device (:func:`land_transposed`). ``timings`` gets ``gather_<what>``,
     ``bcast_<what>`` and ``<what>_to_host`` (with ``own``: also ``<what>_own_to_host``, the
     early copy's time, and ``<what>_own_wait``, the wait for it). ``landing``: from
     :func:`landing`, the host array to copy into; ``own``: from :func:`copy_own_block` on root,
@@ -143,7 +145,7 @@ def gather_blocks(tp, block, everywhere: bool, what: str, root: int = 0, timings
             if own.rows < landing[0].shape[0]:
                 be.to_host(a, out=landing[0][own.rows:])
             return landing[0]
-        return be.land(a, landing)
+        return land_transposed(be, a, landing) if transposed else be.land(a, landing)
 
     host = run_shared(comm, f"copying the {what} to the host", to_host if everywhere or here else None, full)
     if timings is not None:
@@ -152,6 +154,31 @@ def gather_blocks(tp, block, everywhere: bool, what: str, root: int = 0, timings
             timings[f"bcast_{what}"] = timings.get(f"bcast_{what}", 0.0) + t2 - t1
         timings[f"{what}_to_host"] = timings.get(f"{what}_to_host", 0.0) + time.perf_counter() - t2
     return host
+
+
+#: bytes of one slab :func:`land_transposed` transposes on the device at a time
+TRANSPOSE_SLAB_BYTES = 1 << 28
+
+
+def land_transposed(be, a, landing=None) -> np.ndarray:
+    """Device ``a`` (rows, cols) as a C-contiguous host (cols, rows) array, into ``landing``'s array
+    where its shape and dtype match (:meth:`~distgrail.gpu.backend.Backend.land`): slabs of at most
+    :data:`TRANSPOSE_SLAB_BYTES` of columns, each transposed on the device and copied down (the
+    host's strided transpose of the gathered phase-5 masks cost more than their gather and copy:
+    docs/benchmarks.md)."""
+    rows, cols = (int(x) for x in a.shape)
+    dt = np.dtype(a.dtype)
+    if landing is not None and tuple(landing[0].shape) == (cols, rows) and landing[0].dtype == dt:
+        landing[1].join()
+        out = landing[0]
+    else:
+        out = np.empty((cols, rows), dt)
+    step = max(1, TRANSPOSE_SLAB_BYTES // max(1, rows * dt.itemsize))
+    with be.on_device():
+        for c0 in range(0, cols, step):
+            c1 = min(cols, c0 + step)
+            be.to_host(be.xp.ascontiguousarray(a[:, c0:c1].T), out=out[c0:c1])
+    return out
 
 
 def bcast_comp_level(tp, dag, root: int = 0):

@@ -95,13 +95,13 @@ def start_distributed(comm, run, entry, dag, K, everywhere, root=0, tp=None, kee
             else "support masks (no word on this rank)")
     block = (64 * w0, min(64 * w1, int(ids.shape[0])))
     started = run_shared(comm, what, _start_block if sides else None, run, entry, dag, ids, block, sides)
-    # the gathered (words, C) blocks' host pages, touched meanwhile where they land (NCCL path);
-    # kept where they were swept (the split layout, every word on one rank): (C, words), as made
+    # the masks' (C, words) host pages, touched meanwhile where they land (NCCL path): gathered
+    # as (words, C) blocks and transposed on the device, or kept where they were swept (the split
+    # layout, every word on one rank), as made
     held = np.flatnonzero(wcs[0] + wcs[1])
     to = int(held[-1]) if keep is not None and held.size else root
-    kept = keep is not None and held.size == 1
     wanted = tp is not None and (everywhere or me == to)
-    shape = (int(dag.C), W) if kept else (W, int(dag.C))
+    shape = (int(dag.C), W)
     landing = run_shared(comm, "allocating host memory for the support masks",
                          lambda: [devicepath.landing(be, shape, np.uint64, wanted) for _ in range(2)])
     out = _Distributed(comm, be, ids, wcs, started, what, everywhere, root, tp, int(dag.C), landing)
@@ -184,9 +184,9 @@ class _Distributed:
         self.started = None
         masks = []
         if tp is not None:
-            for part, landing in zip(mine, self.landing):
-                full = devicepath.gather_blocks(tp, part, self.everywhere, "masks", root, landing=landing)
-                masks.append(np.ascontiguousarray(full.T) if full is not None else None)
+            for part, landing in zip(mine, self.landing):  # (C, W) on the host, transposed on the device
+                masks.append(devicepath.gather_blocks(tp, part, self.everywhere, "masks", root, landing=landing,
+                                                      transposed=True))
             return self._met(ids, masks, here)
         W, C = self.W, self.C
         for part, wc in zip(mine, self.wcs):  # (words, C) blocks stacked in rank order, then back to (C, W)
