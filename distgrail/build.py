@@ -375,8 +375,6 @@ def _phases(place, st, dag, K, early=None):
             forest = place.once("computing phases 1-2 (forest, subtree sizes)", phases.forest, dag)
         with st.stage("bcast_forest"):
             forest = place.share_forest(forest)
-        if K and place.masks_before_forest:  # root's own words start now (distgrail.mpi.phase5)
-            getattr(masks, "start_deferred", lambda: None)()
         if K and not place.masks_before_forest:
             with st.stage("phase 5 start"):  # on a GPU: on a stream of its own beside phases 3-4
                 masks = place.start_masks(phases.masks, dag, K)

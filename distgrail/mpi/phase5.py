@@ -13,10 +13,7 @@ copy: docs/benchmarks.md). The words
 are byte-identical to one process's: a mask word depends only on the supports it holds.
 
 With the word on the last rank, started before phases 1–2, its sweep overlaps rank 0's phases
-1–4 instead of following them on rank 0 (figures: docs/benchmarks.md). Root's own words start
-only once the forest is shared (:meth:`_Distributed.start_deferred`, as one process starts
-phase 5 after phases 1–2): beside root's phase 1, a sweep of many levels held it up as long as
-it ran, on the path every rank waits on.
+1–4 instead of following them on rank 0 (figures: docs/benchmarks.md).
 
 Sides: with fewer words than half the ranks (K = 64 on two GPUs or more), one rank sweeping a
 word's two sides was the build's slowest rank (its phases 3–4 beside the whole sweep); there each
@@ -97,9 +94,7 @@ def start_distributed(comm, run, entry, dag, K, everywhere, root=0, tp=None, kee
     what = (f"support masks{'' if len(sides) == 2 else ', ' + sides[0] + ' side'}, words {w0}..{w1 - 1}" if sides
             else "support masks (no word on this rank)")
     block = (64 * w0, min(64 * w1, int(ids.shape[0])))
-    defer = bool(sides) and me == root  # root's words: once the forest is shared (module doc)
-    started = run_shared(comm, what, _start_block if sides and not defer else None, run, entry, dag, ids, block,
-                         sides)
+    started = run_shared(comm, what, _start_block if sides else None, run, entry, dag, ids, block, sides)
     # the masks' (C, words) host pages, touched meanwhile where they land (NCCL path): gathered
     # as (words, C) blocks and transposed on the device, or kept where they were swept (the split
     # layout, every word on one rank), as made
@@ -111,8 +106,6 @@ def start_distributed(comm, run, entry, dag, K, everywhere, root=0, tp=None, kee
                          lambda: [devicepath.landing(be, shape, np.uint64, wanted) for _ in range(2)])
     out = _Distributed(comm, be, ids, wcs, started, what, everywhere, root, tp, int(dag.C), landing)
     out.keep, out.to = keep, to
-    if defer:
-        out.deferred = (run, entry, dag, ids, block, sides)
     return out
 
 
@@ -142,25 +135,11 @@ class _Distributed:
         self.landing = landing
         self.W = int(wcs[0].sum())
         self.held = np.flatnonzero(wcs[0] + wcs[1])  # the ranks sweeping some side of some word
-        self.deferred, self.error = None, None  # root's start, not made yet; what failed in it
-
-    def start_deferred(self):
-        """Root, once the forest is shared: start its own words (not collective; a failure is
-        kept and raised on every rank by :meth:`result`). Elsewhere, or once started, nothing."""
-        d, self.deferred = self.deferred, None
-        if d is None:
-            return
-        try:
-            self.started = _start_block(*d)
-        except Exception as e:  # noqa: BLE001 - raised inside result()'s run_shared, on every rank
-            self.error = e
 
     def _block(self):
         """This rank's (words, C) blocks: on the device with NCCL, else on the host (a side it
         does not sweep: (0, C))."""
         be, m, tp = self.be, self.started, self.tp
-        if self.error is not None:
-            raise self.error
         if m is None:  # no mask word on this rank
             none = np.zeros((0, self.C), np.uint64)
             return (be.asarray(none), be.asarray(none)) if tp is not None else (none, none)
@@ -171,9 +150,7 @@ class _Distributed:
             return np.ascontiguousarray(be.to_host(out).T), np.ascontiguousarray(be.to_host(inn).T)
 
     def settle(self):
-        """On a failure elsewhere: wait for this rank's sweep (:meth:`PendingMasks.settle`); a
-        deferred start is dropped."""
-        self.deferred = None
+        """On a failure elsewhere: wait for this rank's sweep (:meth:`PendingMasks.settle`)."""
         m, self.started = self.started, None
         if hasattr(m, "settle"):
             m.settle()
@@ -186,8 +163,6 @@ class _Distributed:
         comm, m = self.comm, self.started
 
         def host():  # into the pages touched since phase 5 started (NCCL path), else fresh ones
-            if self.error is not None:
-                raise self.error
             be = self.be
             with be.on_device():
                 _, out, inn = m.result()
@@ -199,7 +174,6 @@ class _Distributed:
         return self._met(self.ids, list(got) if got is not None else [None, None], got is not None)
 
     def result(self):
-        self.start_deferred()  # (where the build did not start it after the forest)
         comm, ids, root, tp = self.comm, self.ids, self.root, self.tp
         if self.keep is not None and self.held.size == 1:
             return self._kept()
