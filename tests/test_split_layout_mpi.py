@@ -185,6 +185,7 @@ def test_split_through_nccl_masks_land_where_they_were_swept(comm, wire, tmp_pat
     from test_transport_mpi import nccl_build
 
     nccl_build(monkeypatch, wire)
+    monkeypatch.setenv("DISTGRAIL_MASK_SIDES", "whole")  # (split, K = 8's two sides meet by a gather)
     landed, real = [], Backend.land
 
     def land(self, a, landing=None):

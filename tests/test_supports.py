@@ -619,10 +619,16 @@ def test_launchers_on_a_fake_gpu(fake_gpu, name):
             for w, g in zip(want, got):
                 np.testing.assert_array_equal(np.asarray(g), w[:, 1:])
         for k, side in enumerate(sup.SIDES):  # one side swept alone: its masks, the other none
-            for d, mode in ((dag, "push"), (dd, "pull")):
-                got = sup.support_masks_cuda(FAKE_GPU, d, ids, mode=mode, sides=(side,))
+            for d, mode in ((dag, "push"), (dd, "pull"), (dag, "pull")):
+                launches.clear()
+                pending = sup.support_masks_cuda(FAKE_GPU, d, ids, mode=mode, sides=(side,), wait=False)
+                got = pending.result()
                 np.testing.assert_array_equal(np.asarray(got[k]), want[k])
                 assert got[1 - k].shape == (dag.C, 0), got[1 - k].shape
+                # the side not swept reads nothing of its own: no reverse CSR, one hub launch
+                pulled = side == "in" and mode == "pull" and dag.n_levels > 1
+                assert pending.run["pull"] == pulled, (side, mode, pending.run)
+                assert launches.count("dg_support_hubs") == (0 if dag.n_levels < 2 else 2 if pulled else 1)
     with pytest.raises(DistGrailError, match="bad mode"):
         sup.support_masks_cuda(FAKE_GPU, dag, ids, mode="sideways")
 

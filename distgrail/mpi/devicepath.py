@@ -29,7 +29,7 @@ from .collectives import bcast_array
 from .errors import run_shared
 
 __all__ = ["share_dag", "bcast_forest", "gather_blocks", "landing", "copy_own_block", "OwnBlockCopy",
-           "bcast_comp_level"]
+           "bcast_comp_level", "land_transposed", "TRANSPOSE_SLAB_BYTES"]
 
 
 def share_dag(tp, dag, root: int = 0):

@@ -175,7 +175,7 @@ SETTINGS: dict = {s.name: s for s in (
             "a number >= 0 (rank 0's share of the dimensions against an even split, e.g. 0.8)",
             "rank 0's share of the label dimensions in an MPI build (rank 0's value decides)", _number),
     Setting("DISTGRAIL_MASK_SIDES", "choice", "auto", "one of auto, split, whole",
-            "how an MPI build shares phase 5 when it has fewer mask words than half its ranks: `split` sweeps "
+            "how an MPI build shares phase 5 when it has at least twice as many ranks as mask words: `split` sweeps "
             "a word's out and in sides on two ranks, `whole` both on one; `auto`: split on GPUs, whole on the "
             "CPU (rank 0's value decides)", _choice("auto", "split", "whole")),
     Setting("DISTGRAIL_SHM", "switch", True, _SWITCH,

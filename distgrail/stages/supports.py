@@ -42,7 +42,7 @@ from .deep import compiled_sweeps, n_levels
 
 __all__ = ["DEFAULT_SUPPORTS", "AUTO_SUPPORTS", "auto_supports", "resolve_supports", "supports_arg", "STREAM_SUPPORT", "choose_supports", "choose_supports_numpy", "choose_supports_cuda",
            "pick_per_slice", "support_masks", "build_supports", "words", "support_masks_numpy", "support_masks_cuda",
-           "support_masks_cpu", "SCHEDULES", "PendingMasks", "start_supports"]
+           "support_masks_cpu", "SCHEDULES", "PendingMasks", "start_supports", "SIDES", "check_sides"]
 
 #: hash stream of the support tie break (dimensions use 0.., phase 1 uses 0xFFFFFFFF)
 STREAM_SUPPORT = 0xFFFFFFFE
@@ -393,15 +393,15 @@ def support_masks_cuda(be, dag, ids, block=None, mode="push", schedule="tickets"
         return _done(out, inn, wait, run)
     ip, ix = _on_device(cp, dag.indptr, cp.int64), _on_device(cp, dag.indices)
     check_ids(ix, "the CSR")
-    wants_rev = mode == "pull" or out_mode == "push"
+    wants_rev = (mode == "pull" and "in" in sides) or (out_mode == "push" and "out" in sides)
     rev = _device_reverse(dag, cp) if wants_rev or "auto" in (mode, out_mode) else None
     if rev is None and wants_rev and isinstance(getattr(dag, "rindptr", None), np.ndarray):
         rev = dag.rindptr, dag.rindices
     if rev is not None:
         rev = _on_device(cp, rev[0], cp.int64), _on_device(cp, rev[1])
         check_ids(rev[1], "the reverse CSR")
-    push = rev is None or mode == "push"
-    push_out = rev is not None and out_mode != "pull"
+    push = rev is None or mode == "push" or "in" not in sides  # (a side not swept reads the forward CSR:
+    push_out = rev is not None and out_mode != "pull" and "out" in sides  # one CSR, one hub launch)
     in_ptr, in_idx = (ip, ix) if push else rev  # the CSR the in side reads
     out_ptr, out_idx = rev if push_out else (ip, ix)  # the CSR the out side reads
     i32 = np.int32
