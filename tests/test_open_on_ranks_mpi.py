@@ -99,3 +99,86 @@ def test_a_rank_whose_attributes_differ_checks_its_values_itself(tmp_path_factor
             f.attrs["n_levels"] = int(f.attrs["n_levels"]) + 7
     with pytest.raises(DistGrailError, match=r"rank 1, checking the index .*edited\.h5: .*n_levels"):
         open_on_ranks(comm, path)
+
+
+def _split_index(comm, tmp_path_factory, damage=False) -> str:
+    """A split index (main file and 2 parts) written by rank 0, its main file's path on every rank;
+    ``damage``: a probe of it crashes (the probe's code made to, as a flipped bit would HDF5)."""
+    from distgrail.indexfile.split import write_split_index
+
+    path = None
+    if comm.Get_rank() == 0:
+        path = str(tmp_path_factory.mktemp("probed") / "s.h5")
+        idx = distgrail.build_index(distgrail.bundled_graph(), dims=2, backend="cpu")
+        write_split_index(path, idx.meta, idx.arrays, parts=2)
+    return comm.bcast(path, root=0)
+
+
+def _probes(monkeypatch):
+    """The probes this rank ran (every file version probed anew: the caches emptied)."""
+    from distgrail.indexfile import probe
+
+    seen, real = [], probe._spawned_probe
+    probe._probed.cache_clear()
+    monkeypatch.setattr(probe, "_VOUCHED", set())
+    monkeypatch.setattr(probe, "_may_fork", lambda: False)  # (under MPI it is False anyway)
+    monkeypatch.setattr(probe, "_spawned_probe", lambda p: seen.append(p) or real(p))
+    return seen
+
+
+@pytest.mark.mpi(min_size=2)
+def test_a_split_index_is_probed_by_rank_0_alone(monkeypatch, tmp_path_factory):
+    """The main file of a split index is opened in another process once for the job (rank 0's
+    probe), not once a rank; the other ranks see the same file version and take its verdict."""
+    from mpi4py import MPI
+
+    from distgrail.mpi.opening import open_on_ranks
+
+    comm = MPI.COMM_WORLD
+    path = _split_index(comm, tmp_path_factory)
+    seen = _probes(monkeypatch)
+    idx = open_on_ranks(comm, path)
+    got = comm.allgather(len(seen))
+    assert got == [1] + [0] * (comm.Get_size() - 1), got
+    ref = distgrail.build_index(distgrail.bundled_graph(), dims=2, backend="cpu")
+    s = np.arange(0, 900, 7)
+    assert np.array_equal(idx.query(s, s[::-1], backend="cpu")[0], ref.query(s, s[::-1], backend="cpu")[0])
+
+
+@pytest.mark.mpi(min_size=2)
+def test_a_rank_seeing_another_file_version_probes_it_itself(monkeypatch, tmp_path_factory):
+    """A rank whose view of the file differs from rank 0's (another node's mount: another device
+    number) does not take rank 0's verdict: it probes the file itself."""
+    from mpi4py import MPI
+
+    from distgrail.indexfile import probe
+    from distgrail.mpi.opening import open_on_ranks
+
+    comm = MPI.COMM_WORLD
+    path = _split_index(comm, tmp_path_factory)
+    seen = _probes(monkeypatch)
+    last = comm.Get_size() - 1
+    if comm.Get_rank() == last:
+        real = probe.file_version
+        monkeypatch.setattr(probe, "file_version", lambda p: (real(p)[0], -1) + real(p)[2:])
+    open_on_ranks(comm, path)
+    got = comm.allgather(len(seen))
+    assert got == [1] + [0] * (last - 1) + [1], got
+
+
+@pytest.mark.mpi(min_size=2)
+def test_a_damaged_split_index_is_one_error_on_every_rank(monkeypatch, tmp_path_factory):
+    """Rank 0's probe of a damaged main file (it crashes HDF5) is every rank's damaged-index error."""
+    from mpi4py import MPI
+
+    from distgrail.errors import IndexFormatError
+    from distgrail.indexfile import probe
+    from distgrail.mpi.opening import open_on_ranks
+
+    comm = MPI.COMM_WORLD
+    path = _split_index(comm, tmp_path_factory)
+    _probes(monkeypatch)
+    monkeypatch.setattr(probe, "_PROBE", probe._PROBE.replace(
+        "    import h5py", "    import os, signal\n    os.kill(os.getpid(), signal.SIGSEGV)\n    import h5py"))
+    with pytest.raises(IndexFormatError, match="rank 0, opening the index .*damaged index: HDF5 crashed"):
+        open_on_ranks(comm, path)
