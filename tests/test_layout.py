@@ -175,7 +175,6 @@ MODULE_STATE = {
     ("distgrail.io.atomic", "_DEFERRED"): "signals held while an output and the files it settles are put in place",
     ("distgrail.indexfile.read_split", "_LIMIT"): "the soft limit of open files as reads of many parts raised it, restored by the last",
     ("distgrail.mpi.transport", "_KEYVAL"): "the MPI attribute key of the NCCL communicator cache",
-    ("distgrail.indexfile.probe", "_VOUCHED"): "split-index versions rank 0 probed for this rank: probe once a job",
     ("distgrail.mpi.binding", "_BOUND"): "the GPU this process was bound to (once per rank)",
     ("distgrail.query.answer", "_NUMPY_PAIRS"): "pairs the NumPy prefilter took before the compiled one was loaded",
 }

@@ -14,7 +14,7 @@ import functools
 import os
 import warnings
 
-__all__ = ["BUILD_ATTR", "PROBE_SECONDS", "check_main_file", "file_version", "vouch"]
+__all__ = ["BUILD_ATTR", "PROBE_SECONDS", "check_main_file"]
 
 #: root attribute of a split index's main file and of every part: the build that wrote them
 BUILD_ATTR = "build_id"
@@ -57,43 +57,12 @@ def check_main_file(path) -> None:
         st = os.stat(path)
     except OSError:
         return
-    if not stat.S_ISREG(st.st_mode) or _version(path, st) in _VOUCHED or not _split(path):
+    if not stat.S_ISREG(st.st_mode) or not _split(path):
         return
-    why = _probed(*_version(path, st))
+    why = _probed(os.path.realpath(path), st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns)
     if why:
         raise IndexFormatError(f"{path}: damaged index: HDF5 {why} opening the main file's virtual datasets (their "
                                f"mappings to the part files are damaged); write the index again")
-
-
-def _version(path, st) -> tuple:
-    """(real path, device, inode, size, times): one version of one file."""
-    return os.path.realpath(path), st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns
-
-
-def file_version(path):
-    """The version :func:`check_main_file` probes ``path`` at, or None when it cannot be read."""
-    try:
-        return _version(os.fspath(path), os.stat(path))
-    except OSError:
-        return None
-
-
-#: file versions another process of this job probed (:func:`vouch`): not probed again here
-_VOUCHED: set = set()
-
-
-def vouch(path, version) -> bool:
-    """Take another process's probe of ``path`` at ``version`` (:func:`file_version` there, after
-    its :func:`check_main_file` passed) as this one's, where this process sees the same version
-    (the same device, inode, size and times: the same bytes, which HDF5 opens the same way); True
-    then. Under MPI rank 0 probes for the ranks (:func:`distgrail.mpi.opening.open_on_ranks`)
-    instead of one interpreter a rank; a rank that sees another version (another node's mount)
-    probes for itself."""
-    mine = file_version(path)
-    if version is None or mine is None or tuple(version) != mine:
-        return False
-    _VOUCHED.add(mine)
-    return True
 
 
 @functools.lru_cache(maxsize=64)
