@@ -119,8 +119,8 @@ def gather_blocks(tp, block, everywhere: bool, what: str, root: int = 0, timings
                   transposed: bool = False):
     """Every rank's device ``block`` stacked in rank order, as a host array on root (and on every
     rank when ``everywhere``); None elsewhere. ``transposed``: the stacked (rows, cols) array comes
-    to the host as (cols, rows), transposed on the device (:func:`land_transposed`). ``timings`` gets ``gather_<what>``,
-    ``bcast_<what>`` and ``<what>_to_host`` (with ``own``: also ``<what>_own_to_host``, the
+    to the host as (cols, rows), transposed on the device (:func:`land_transposed`). ``timings``
+    gets ``gather_<what>``, ``bcast_<what>`` and ``<what>_to_host`` (with ``own``: also ``<what>_own_to_host``, the
     early copy's time, and ``<what>_own_wait``, the wait for it). ``landing``: from
     :func:`landing`, the host array to copy into; ``own``: from :func:`copy_own_block` on root,
     which then receives and copies only the other ranks' blocks."""

@@ -1,29 +1,31 @@
 """Phase 5 (support vertices and their reach masks) split over MPI ranks.
 
-Rank 0 chooses the K supports; the ceil(K / 64) mask words are split over the ranks in
-contiguous blocks, the later ranks taking the larger ones (:func:`word_split`: with K = 64 the one
-word is the last rank's, or its two sides the last two ranks': below). Each rank starts its words when phase 5 starts (:func:`start_distributed`,
-before phases 1–2 in a build across ranks): on a GPU on a non-blocking stream of its own, beside
-rank 0's phases 1–2 and every rank's phases 3–4 (as one process runs it beside its phases 3–4,
-:func:`distgrail.stages.supports.start_supports`); on the CPU at once. ``result()`` waits for the
-rank's sweep, then the blocks meet on rank 0 (the split layout: on the last rank holding words): through host memory (``Gatherv``) with the MPI
-transport, device to device with an NCCL transport (:mod:`distgrail.mpi.devicepath`), copied to
-host arrays whose pages a thread touches from the start on (fresh pages cost as much as the
-copy: docs/benchmarks.md), as (C, words): the stacked (words, C) blocks are transposed on the GPU
-(:func:`~distgrail.mpi.devicepath.land_transposed`; on the host that transpose cost more than
-the gather). The words
-are byte-identical to one process's: a mask word depends only on the supports it holds.
+Rank 0 chooses the K supports; the ceil(K / 64) mask words are split over the ranks in contiguous
+blocks, the later ranks taking the larger ones (:func:`word_split`: with K = 64 the one word is the
+last rank's, or its two sides the last two ranks': below). Each rank starts its words when phase 5
+starts (:func:`start_distributed`, before phases 1–2 in a build across ranks): on a GPU on a
+non-blocking stream of its own, beside rank 0's phases 1–2 and every rank's phases 3–4 (as one
+process runs it beside its phases 3–4, :func:`distgrail.stages.supports.start_supports`); on the
+CPU at once. ``result()`` waits for the rank's sweep, then the blocks meet on rank 0 (the split
+layout: on the last rank holding words): through host memory (``Gatherv``) with the MPI transport,
+device to device with an NCCL transport (:mod:`distgrail.mpi.devicepath`), copied to host arrays
+whose pages a thread touches from the start on (fresh pages cost as much as the copy:
+docs/benchmarks.md), as (C, words): the stacked (words, C) blocks are transposed on the GPU
+(:func:`~distgrail.mpi.devicepath.land_transposed`; on the host that transpose cost more than the
+gather). The words are byte-identical to one process's: a mask word depends only on the supports it
+holds.
 
-With the word on the last rank, started before phases 1–2, its sweep overlaps rank 0's phases
-1–4 instead of following them on rank 0 (figures: docs/benchmarks.md).
+With the word on the last rank, started before phases 1–2, its sweep overlaps rank 0's phases 1–4
+instead of following them on rank 0 (figures: docs/benchmarks.md).
 
 Sides: with at least twice as many ranks as words (K = 64 on two GPUs or more), one rank sweeping a
-word's two sides was the build's slowest rank (its phases 3–4 beside the whole sweep); there each
+word's two sides beside its phases 3–4 slowed them (docs/benchmarks.md, session 36); there each
 word's ``out`` side and ``in`` side go to two ranks (:func:`side_split`: ``in`` words on the
 earlier ranks, ``out`` words after them), each sweeping its side alone
-(:func:`distgrail.stages.supports.support_masks`' ``sides``), and the two sides are gathered
-apart (each with its own word counts). ``DISTGRAIL_MASK_SIDES`` (rank 0's): ``auto`` splits on GPUs only (on the CPU the sweep runs
-before phases 1–2, where rank 0's share would delay them), ``split``, ``whole``.
+(:func:`distgrail.stages.supports.support_masks`' ``sides``), and the two sides are gathered apart
+(each with its own word counts). ``DISTGRAIL_MASK_SIDES`` (rank 0's): ``auto`` splits on GPUs only
+(on the CPU the sweep runs before phases 1–2, where rank 0's share would delay them), ``split``,
+``whole``.
 """
 
 from __future__ import annotations
