@@ -461,7 +461,7 @@ def fake_kernel(launches):
     """NumPy models of kernels/supports.cu, called with the launch's exact argument tuple."""
     from distgrail.constants import GOLDEN
 
-    from distgrail.constants import SKIP_IN, SKIP_OUT
+    from distgrail.constants import PUSH_IN, PUSH_OUT, SKIP_IN, SKIP_OUT
 
     def seed(grid, block, args):
         ids, nb, out, inn, W, skip = args
@@ -501,25 +501,26 @@ def fake_kernel(launches):
                     else:
                         mask[u] |= mask[c]
 
+        pin, pout = bool(int(push) & PUSH_IN), bool(int(push) & PUSH_OUT)  # (out pushed: along the reverse CSR)
         for u in units:
             s0, s1, sd, r0, r1 = (int(x) for x in sched[u, :5])
             if sd == RUN:
                 for s in range(s0, s1):
-                    lo, li = int(L) - 2 - s, s + int(shift)
+                    lo, li = int(L) - 2 - s + int(pout), s + int(shift)
                     if not int(push) & SKIP_OUT:
-                        rows(optr, oind, omask, lp[lo], lp[lo + 1], False)
+                        rows(optr, oind, omask, lp[lo], lp[lo + 1], pout)
                     if not int(push) & SKIP_IN:
-                        rows(iptr, iind, imask, lp[li], lp[li + 1], bool(push) and bool(int(push) & 1))
+                        rows(iptr, iind, imask, lp[li], lp[li + 1], pin)
             elif sd == OUT:
-                rows(optr, oind, omask, r0, r1, False)
+                rows(optr, oind, omask, r0, r1, pout)
             elif sd == IN:
-                rows(iptr, iind, imask, r0, r1, bool(int(push) & 1))
+                rows(iptr, iind, imask, r0, r1, pin)
             else:
                 g = int(sched[u, 5])
                 if sd == OUT_HUB:
-                    rows(optr, oind, omask, g, g + 1, False, chunk=r0)
+                    rows(optr, oind, omask, g, g + 1, pout, chunk=r0)
                 else:
-                    rows(iptr, iind, imask, g, g + 1, bool(int(push) & 1), chunk=r0)
+                    rows(iptr, iind, imask, g, g + 1, pin, chunk=r0)
 
     def hubs(grid, block, args):
         ptr, C, buf, cap = args
@@ -618,6 +619,15 @@ def test_launchers_on_a_fake_gpu(fake_gpu, name):
             got = sup.support_masks_cuda(FAKE_GPU, dd, ids, block=(64, ids.size))
             for w, g in zip(want, got):
                 np.testing.assert_array_equal(np.asarray(g), w[:, 1:])
+        for mode, out_mode in (("push", "push"), ("pull", "push")):  # out pushed along the reverse CSR
+            for sides in (sup.SIDES, ("out",), ("in",)):
+                pending = sup.support_masks_cuda(FAKE_GPU, dd, ids, mode=mode, out_mode=out_mode, sides=sides,
+                                                 wait=False)
+                got = pending.result()
+                assert pending.run["push_out"] == ("out" in sides and dag.n_levels > 1), pending.run
+                for k, side in enumerate(sup.SIDES):
+                    if side in sides:
+                        np.testing.assert_array_equal(np.asarray(got[k]), want[k], err_msg=f"{mode} {out_mode} {sides}")
         for k, side in enumerate(sup.SIDES):  # one side swept alone: its masks, the other none
             for d, mode in ((dag, "push"), (dd, "pull"), (dag, "pull")):
                 launches.clear()
