@@ -153,6 +153,24 @@ def test_partitioned_reps_equal_scipy_sccs(name, gather, K):
         np.testing.assert_array_equal(got[r], want, err_msg=f"{name} rank {r}")
 
 
+@pytest.mark.parametrize("name", sorted(GRAPHS))
+def test_the_roots_finish_on_the_cpu_equals_the_array_steps(name):
+    """The root's SCCs of the gathered edges (the CPU backend: SciPy's strong components, linear)
+    are the one-process array-code steps' (NumpySteps, a NumPy pass per level): each vertex's
+    smallest member, int64."""
+    from distgrail.stages.partitioned_scc import _root_reps
+    from distgrail.stages.scc import NumpySteps, scc_reps
+
+    n, src, dst = GRAPHS[name]
+    got = _root_reps(np, src, dst, n)
+    steps = NumpySteps()
+    ptr, idx = steps.edge_csr(src.astype(np.int32), dst.astype(np.int32), n)
+    rep, _, _ = scc_reps(steps, ptr, idx, n)
+    want = np.arange(n) if rep is None else rep
+    assert got.dtype == np.int64 and got.shape == (n,)
+    np.testing.assert_array_equal(got, want)
+
+
 @pytest.mark.parametrize("K", [2, 3])
 @pytest.mark.parametrize("gather", [0, 10**12])
 @pytest.mark.parametrize("name", sorted(GRAPHS))

@@ -143,13 +143,35 @@ def combine_or(xp, ex, old, nxt, hint: int):
 
 
 def _root_reps(xp, s, d, k):
-    """The one-process SCC steps on a graph of ``k`` vertices: each vertex's smallest member."""
-    from .scc import CudaSteps, NumpySteps, scc_reps
+    """The one-process SCC steps on a graph of ``k`` vertices: each vertex's smallest member. On
+    the CPU SciPy's strong components (linear, as the one-process CPU condensation), not the
+    array-code trimming of :class:`~distgrail.stages.scc.NumpySteps`, which takes a NumPy pass per
+    level: a 200,000-vertex chain finished on the root took 7 s (docs/benchmarks.md)."""
+    if not _is_cupy(xp):
+        return _root_reps_scipy(s, d, k)
+    from .scc import CudaSteps, scc_reps
 
-    steps = CudaSteps() if _is_cupy(xp) else NumpySteps()
+    steps = CudaSteps()
     ptr, idx = steps.edge_csr(s.astype(xp.int32), d.astype(xp.int32), k)
     rep, _, _ = scc_reps(steps, ptr, idx, k)
     return xp.arange(k, dtype=xp.int64) if rep is None else rep.astype(xp.int64)
+
+
+def _root_reps_scipy(s, d, k):
+    """:func:`_root_reps` on the CPU: SciPy's strong components, each labelled by its smallest
+    vertex (a scatter-min over the labels)."""
+    import numpy as np
+    import scipy.sparse as sp
+    from scipy.sparse.csgraph import connected_components
+
+    ids = np.arange(k, dtype=np.int64)
+    if k == 0 or s.size == 0:
+        return ids
+    a = sp.csr_matrix((np.ones(s.size, dtype=np.bool_), (np.asarray(s), np.asarray(d))), shape=(k, k))
+    ncomp, labels = connected_components(a, directed=True, connection="strong")
+    smallest = np.full(ncomp, k, dtype=np.int64)
+    scatter_min(np, smallest, labels, ids)
+    return smallest[labels]
 
 
 def _finish_on_root(xp, ex, s, d, alive, rep, ids):
