@@ -22,8 +22,8 @@ kernels on a GPU, their array-code twin on the CPU.
   judged by the last sweep's frontier (known on every rank: no message to choose); the
   fixpoint, and so every colour, is the same either way.
 - **gather**: when the alive edges left (SUM over the ranks) are at most ``gather_edges``, they go
-  to the root, which finishes with the one-process SCC steps (:func:`distgrail.stages.scc.scc_reps`
-  on :class:`~distgrail.stages.scc.NumpySteps` or ``CudaSteps``) and broadcasts the result: deep
+  to the root, which finishes them (on the CPU SciPy's strong components, on a GPU the
+  one-process steps :func:`distgrail.stages.scc.scc_reps` on ``CudaSteps``) and broadcasts the result: deep
   chains of cycles cost one gather, not one sweep per link. With ``rounds`` (a number of
   exchanges: trim rounds and colour and claim sweeps; ``index --partition auto`` sets it when it
   partitions a graph rank 0's GPU also holds, for speed) the alive edges go to the root once that
