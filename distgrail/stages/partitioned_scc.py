@@ -146,7 +146,7 @@ def _root_reps(xp, s, d, k):
     """The one-process SCC steps on a graph of ``k`` vertices: each vertex's smallest member. On
     the CPU SciPy's strong components (linear, as the one-process CPU condensation), not the
     array-code trimming of :class:`~distgrail.stages.scc.NumpySteps`, which takes a NumPy pass per
-    level: a 200,000-vertex chain finished on the root took 7 s (docs/benchmarks.md)."""
+    level: a long chain finished on the root spent most of the build there (docs/benchmarks.md)."""
     if not _is_cupy(xp):
         return _root_reps_scipy(s, d, k)
     from .scc import CudaSteps, scc_reps
