@@ -55,6 +55,14 @@ def basetemp_name(pid: int, rank: int) -> str:
 
 
 def pytest_configure(config):
+    import signal
+
+    # a test run started in the background by a non-interactive shell (`bash .ci/run &`) inherits
+    # SIGINT ignored, and so would every Python the tests start: Python then installs no
+    # KeyboardInterrupt handler, and the tests of the build's signal handling (SIGINT's clean-up,
+    # handlers restored) fail; the run takes Python's own handler back, so its children get the default
+    if signal.getsignal(signal.SIGINT) == signal.SIG_IGN:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
     if UNDER_MPI:
         if not config.option.basetemp:
             config.option.basetemp = basetemp_name(os.getpid(), MPI_RANK)
