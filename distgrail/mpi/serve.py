@@ -408,10 +408,8 @@ class Dispatcher:
                 got = self._forwarded_update()
                 if got is not None:  # answered on its rank (its Forwarder), here only applied
                     src, request, s, t = got
-                    try:
-                        self.run_batch(Future(), s, t, UPDATE, None, (src, request))
-                    except RankError:
-                        pass
+                    # (a failure every rank shares goes to the Future: run_batch raises nothing then)
+                    self.run_batch(Future(), s, t, UPDATE, None, (src, request))
                     continue
             try:
                 item = self._q.get(timeout=self.poll)
