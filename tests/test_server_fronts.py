@@ -17,7 +17,7 @@ import pytest
 
 import distgrail
 from test_server import MPIEXEC, TOKEN, Server, _env, _npy, needs_mpiexec
-from test_server_updates import _send, graph  # noqa: F401 - the module fixture
+from test_server_updates import _send, graph, mpi_token_server  # noqa: F401 - the module fixture
 
 pytest.importorskip("aiohttp", reason="distgrail serve needs the serve extra (launch/setup.sh installs it)")
 
@@ -40,10 +40,7 @@ def _client_on(url: str, rank: int):
 @pytest.mark.parametrize("ranks", [2, 3])
 def test_every_rank_answers_its_clients_and_updates_from_any_rank_move_all(graph, tmp_path, ranks):  # noqa: F811
     path, add, pairs, before, after = graph
-    tok = tmp_path / "token"
-    tok.write_text(TOKEN + "\n")
-    srv = Server(path, "--token-file", str(tok), "--front", "ranks", launcher=(MPIEXEC, "-n", str(ranks)),
-                 env=_env(MPIEXEC_TIMEOUT="300"), wait=120)
+    srv = mpi_token_server(path, tmp_path, ranks, "--front", "ranks")
     try:
         line = next(x for x in srv.lines if x.startswith("distgrail: serving"))
         assert f"on {ranks} ranks" in line and "every rank listening" in line, line

@@ -107,6 +107,14 @@ def test_updates_need_a_token(graph):
         assert srv.stop() == 0, srv.lines
 
 
+def mpi_token_server(path, tmp_path, ranks, *options):
+    """``mpiexec -n RANKS ... serve PATH --token-file`` (the token :data:`TOKEN`) with ``options``."""
+    tok = tmp_path / "token"
+    tok.write_text(TOKEN + "\n")
+    return Server(path, "--token-file", str(tok), *options, launcher=(MPIEXEC, "-n", str(ranks)),
+                  env=_env(MPIEXEC_TIMEOUT="300"), wait=120)
+
+
 @needs_mpiexec
 @pytest.mark.parametrize("ranks", [2, 3])
 def test_updates_under_mpiexec_move_every_rank_together(graph, tmp_path, ranks):
@@ -115,10 +123,7 @@ def test_updates_under_mpiexec_move_every_rank_together(graph, tmp_path, ranks):
     alone) both answer as BFS over the graph plus the edges; bad edges are a 400 that changes no
     rank's version."""
     path, add, pairs, before, after = graph
-    tok = tmp_path / "token"
-    tok.write_text(TOKEN + "\n")
-    srv = Server(path, "--token-file", str(tok), "--shard-min-pairs", "1000", launcher=(MPIEXEC, "-n", str(ranks)),
-                 env=_env(MPIEXEC_TIMEOUT="300"), wait=120)
+    srv = mpi_token_server(path, tmp_path, ranks, "--shard-min-pairs", "1000")
     try:
         c = distgrail.connect(srv.url, token=TOKEN)
         got, st = c.query(pairs[:, 0], pairs[:, 1])
