@@ -260,6 +260,46 @@ def _read(f, name, path):
     return out
 
 
+def _read_checked(f, names, path) -> tuple[list, int]:
+    """The datasets ``names`` of the open file ``f`` (at ``path``), each read whole, and the CRC-32
+    of their bytes one after another (what :func:`_crc_of` gives of them). A large contiguous one
+    (what the writers store: :func:`~distgrail.indexfile.layout.can_read_in_blocks`) is read in
+    CRC blocks by the CRC pool's threads, ``os.preadv`` into the array and the block's CRC-32 while
+    it is in the cache, as the index reader does; HDF5 reads a dataset in one thread, and the
+    checksum was a second pass. Smaller ones, or another layout, are read by HDF5. A file that
+    ends before a block's bytes is a GraphFormatError naming the dataset."""
+    from ..indexfile.layout import CRC_BLOCK, block_crcs, can_read_in_blocks, crc32_combine, crc_pool, read_block
+
+    sets = [dataset_of(f, name, path) for name in names]
+    arrays, crcs = [], []
+    fd = os.open(path, os.O_RDONLY) if any(can_read_in_blocks(d, CRC_BLOCK) for d in sets) else None
+    try:
+        with crc_pool() as pool:  # (its exit waits for every block: the descriptor is closed after)
+            for name, d in zip(names, sets):
+                if fd is not None and can_read_in_blocks(d, CRC_BLOCK):
+                    a = np.empty(d.shape, dtype=d.dtype.newbyteorder("<"))
+                    raw, at = memoryview(a.reshape(-1).view(np.uint8)), int(d.id.get_offset())
+                    futures = [pool.submit(read_block, fd, raw[i:i + CRC_BLOCK], at + i)
+                               for i in range(0, len(raw), CRC_BLOCK)]
+                else:
+                    a = _read(f, name, path)
+                    futures = block_crcs(a, CRC_BLOCK, pool)
+                arrays.append(a)
+                crcs.append(futures)
+            crc = 0
+            for name, a, futures in zip(names, arrays, crcs):
+                for k, fu in enumerate(futures):
+                    value = fu.result()
+                    if value < 0:
+                        raise GraphFormatError(f"damaged graph file: dataset {name!r} ends past the end of the file "
+                                               "(truncated?)", path=path)
+                    crc = crc32_combine(crc, value, min(CRC_BLOCK, a.nbytes - k * CRC_BLOCK))
+    finally:
+        if fd is not None:
+            os.close(fd)
+    return arrays, crc
+
+
 def read_condensation(path, csr_crc: int | None = None):
     """The condensation stored in a graph file, as a :class:`distgrail.stages.condense.DAG`, or None
     when it has none or one not tied to its CSR (files of earlier releases: condensed again).
@@ -281,9 +321,9 @@ def read_condensation(path, csr_crc: int | None = None):
             raise GraphFormatError(f"corrupt graph file: its condensation was computed from another graph than its "
                                    f"CSR (condensation/{_TIE} {tie:#010x}, the CSR's CRC-32 {csr_crc:#010x}); "
                                    f"write the file again with 'distgrail convert'", path=path)
-        arrays = {k: _read(g, k, path) for k in _DAG_ARRAYS}
+        got_arrays, got = _read_checked(g, _DAG_ARRAYS, path)
+        arrays = dict(zip(_DAG_ARRAYS, got_arrays))
         n = vertex_count(f, path)
-    got = _crc_of(arrays[k] for k in _DAG_ARRAYS)
     if got != own:
         raise GraphFormatError(f"corrupt graph file: the condensation's arrays changed since they were written "
                                f"(condensation/{_OWN} {own:#010x}, computed {got:#010x}); write the file again "
@@ -329,8 +369,7 @@ def read_binary_graph(path, be=None) -> EdgeGraph:
     try:
         with _open(path) as f:
             n = vertex_count(f, path)
-            indptr = _read(f, "csr/indptr", path)
-            indices = _read(f, "csr/indices", path)
+            (indptr, indices), csr_crc = _read_checked(f, ("csr/indptr", "csr/indices"), path)
             if "m" in f.attrs and _integer(f.attrs["m"], "m", path) != indices.size:
                 raise GraphFormatError(f"corrupt graph file: attribute 'm' says {_integer(f.attrs['m'], 'm', path):,} "
                                        f"edges, csr/indices holds {indices.size:,}", path=path)
@@ -343,7 +382,7 @@ def read_binary_graph(path, be=None) -> EdgeGraph:
         raise
     except (OSError, RuntimeError, KeyError, ValueError) as e:
         raise _damaged(path, e) from None
-    tie = _crc_of((indptr, indices)) if has_dag or stored is not None else None  # (the CSR as stored, before any cast)
+    tie = csr_crc if has_dag or stored is not None else None  # (the CSR as stored, before any cast)
     check_csr_crc(stored, tie, path)
     dt = id_dtype(n)
     check_offsets(np, indptr, n, indices.size, path, order=False)  # (the order: on the device, where it goes)

@@ -1,0 +1,116 @@
+"""A ``.h5`` graph's large datasets are read in CRC blocks by a thread pool (``os.preadv`` into the
+array, each block's CRC-32 as it lands), as the index reader reads its own: HDF5 read them in one
+thread and the checksum was a second pass. The block size and the threshold are made small here so
+that a test-sized file takes that path; what it reads, the CRC-32 it computes and its errors must
+be those of the HDF5 read."""
+
+from __future__ import annotations
+
+import os
+
+import h5py
+import numpy as np
+import pytest
+
+import distgrail.indexfile.layout as layout
+from distgrail.errors import GraphFormatError
+from distgrail.io import binary
+from distgrail.io.binary import read_binary_graph, read_condensation, write_binary_graph
+from distgrail.io.graph import EdgeGraph
+from distgrail.stages.condense import condense as condense_graph
+
+
+def _graph(n=3000, m=40000, seed=7):
+    rng = np.random.default_rng(seed)
+    return EdgeGraph(n=n, src=rng.integers(0, n, m).astype(np.int32), dst=rng.integers(0, n, m).astype(np.int32))
+
+
+@pytest.fixture
+def blocks(monkeypatch):
+    """Every dataset of 1 KiB or more read in blocks of 1,000 bytes (the last one short); the count
+    of blocks read returned."""
+    monkeypatch.setattr(layout, "PARALLEL_MIN_BYTES", 1024)
+    monkeypatch.setattr(layout, "CRC_BLOCK", 1000)
+    count = [0]
+    real = layout.read_block
+
+    def counted(fd, view, offset):
+        count[0] += 1
+        return real(fd, view, offset)
+
+    monkeypatch.setattr(layout, "read_block", counted)
+    return count
+
+
+def _by_hdf5(path):
+    with h5py.File(path, "r") as f:
+        return f["csr/indptr"][()], f["csr/indices"][()]
+
+
+@pytest.mark.parametrize("condense", [False, True])
+def test_the_block_read_gives_the_hdf5_arrays_and_crc(tmp_path, blocks, condense):
+    g = _graph()
+    path = str(tmp_path / "g.h5")
+    write_binary_graph(g, path, dag=condense_graph(g) if condense else None)
+    indptr, indices = _by_hdf5(path)
+    got = read_binary_graph(path)
+    assert blocks[0] >= (indptr.nbytes + indices.nbytes) // 1000  # the blocks path was taken
+    src = np.repeat(np.arange(g.n), np.diff(indptr))
+    np.testing.assert_array_equal(got.src, src)
+    np.testing.assert_array_equal(got.dst, indices)
+    with h5py.File(path, "r") as f:
+        assert binary._read_checked(f, ("csr/indptr", "csr/indices"), path)[1] == binary._crc_of((indptr, indices)) \
+            == int(f.attrs["csr_crc32"])
+    if condense:
+        dag = read_condensation(path)
+        ref = condense_graph(g)
+        for k in ("comp", "indptr", "indices", "rindptr", "rindices", "level", "level_ptr"):
+            np.testing.assert_array_equal(getattr(dag, k), getattr(ref, k), err_msg=k)
+
+
+def test_a_flipped_bit_read_in_blocks_is_refused(tmp_path, blocks):
+    path = str(tmp_path / "g.h5")
+    write_binary_graph(_graph(), path)
+    with h5py.File(path, "r") as f:
+        off = f["csr/indices"].id.get_offset()
+    with open(path, "r+b") as f:
+        f.seek(off + 5000)
+        b = f.read(1)
+        f.seek(off + 5000)
+        f.write(bytes([b[0] ^ 4]))
+    with pytest.raises(GraphFormatError, match="csr_crc32"):
+        read_binary_graph(path)
+    assert blocks[0] > 0
+
+
+def test_a_file_cut_inside_a_dataset_is_damaged(tmp_path, blocks):
+    path = str(tmp_path / "g.h5")
+    write_binary_graph(_graph(), path)
+    os.truncate(path, os.path.getsize(path) - 3000)  # (HDF5 refuses it at the open: its end is recorded)
+    with pytest.raises(GraphFormatError, match="damaged graph file") as e:
+        read_binary_graph(path)
+    assert path in str(e.value)
+
+
+def test_a_block_the_file_ends_before_names_the_dataset(tmp_path, blocks, monkeypatch):
+    """A block ``os.preadv`` finds past the end (the file cut after HDF5 opened it) is an error
+    naming the dataset, never an array with a tail of zeros."""
+    path = str(tmp_path / "g.h5")
+    write_binary_graph(_graph(), path)
+    with h5py.File(path, "r") as f:
+        last = f["csr/indices"].id.get_offset() + f["csr/indices"].nbytes - 1  # the dataset's last byte
+    real = layout.read_block
+    monkeypatch.setattr(layout, "read_block", lambda fd, view, offset: -1 if offset + len(view) > last
+                        else real(fd, view, offset))
+    with pytest.raises(GraphFormatError, match="dataset 'csr/indices' ends past the end of the file") as e:
+        read_binary_graph(path)
+    assert path in str(e.value)
+
+
+def test_no_descriptor_is_left_open(tmp_path, blocks):
+    path = str(tmp_path / "g.h5")
+    write_binary_graph(_graph(), path)
+    fds = set(os.listdir("/proc/self/fd"))
+    for _ in range(3):
+        read_binary_graph(path)
+    assert set(os.listdir("/proc/self/fd")) <= fds | {str(max(map(int, fds)) + 1)}
