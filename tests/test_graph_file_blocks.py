@@ -114,3 +114,25 @@ def test_no_descriptor_is_left_open(tmp_path, blocks):
     for _ in range(3):
         read_binary_graph(path)
     assert set(os.listdir("/proc/self/fd")) <= fds | {str(max(map(int, fds)) + 1)}
+
+
+def test_the_files_csr_crc_from_blocks_equals_the_arrays(tmp_path, blocks):
+    """A rank that reads a stored condensation but not the CSR takes the CSR's CRC-32 from the
+    file's blocks, in parallel, nothing kept: the value the writer stored."""
+    g = _graph(seed=3)
+    path = str(tmp_path / "g.h5")
+    write_binary_graph(g, path, dag=condense_graph(g))
+    indptr, indices = _by_hdf5(path)
+    with h5py.File(path, "r") as f:
+        got = binary._file_csr_crc(f, path)
+        assert got == binary._crc_of((indptr, indices)) == int(f.attrs["csr_crc32"])
+    assert blocks[0] >= (indptr.nbytes + indices.nbytes) // 1000
+    assert read_condensation(path) is not None  # (without the CSR's CRC given: from the file)
+
+
+def test_the_files_csr_crc_names_a_dataset_the_file_ends_before(tmp_path, blocks, monkeypatch):
+    path = str(tmp_path / "g.h5")
+    write_binary_graph(_graph(), path)
+    monkeypatch.setattr(layout, "read_block", lambda fd, view, offset: -1)
+    with h5py.File(path, "r") as f, pytest.raises(GraphFormatError, match="dataset 'csr/indptr' ends past"):
+        binary._file_csr_crc(f, path)
