@@ -288,9 +288,10 @@ def _read(f, name, path):
     return out
 
 
-def _read_checked(f, names, path) -> tuple[list, int]:
-    """The datasets ``names`` of the open file ``f`` (at ``path``), each read whole, and the CRC-32
-    of their bytes one after another (what :func:`_crc_of` gives of them). A large contiguous one
+def _read_checked(f, names, path, ranges=None) -> tuple[list, int]:
+    """The datasets ``names`` of the open file ``f`` (at ``path``), each read whole (or, for a
+    1-D dataset named in ``ranges``, its values ``lo .. hi-1`` given there: a rank's block of
+    rows), and the CRC-32 of their bytes one after another (what :func:`_crc_of` gives of them). A large contiguous one
     (what the writers store: :func:`~distgrail.indexfile.layout.can_read_in_blocks`) is read in
     CRC blocks by the CRC pool's threads, ``os.preadv`` into the array and the block's CRC-32 while
     it is in the cache, as the index reader does; HDF5 reads a dataset in one thread, and the
@@ -304,13 +305,16 @@ def _read_checked(f, names, path) -> tuple[list, int]:
     try:
         with crc_pool() as pool:  # (its exit waits for every block: the descriptor is closed after)
             for name, d in zip(names, sets):
+                lo, hi = (ranges or {}).get(name, (0, None))
                 if fd is not None and can_read_in_blocks(d, CRC_BLOCK):
-                    a = np.empty(d.shape, dtype=d.dtype.newbyteorder("<"))
-                    raw, at = memoryview(a.reshape(-1).view(np.uint8)), int(d.id.get_offset())
+                    whole = hi is None
+                    a = np.empty(d.shape if whole else (hi - lo,), dtype=d.dtype.newbyteorder("<"))
+                    raw = memoryview(a.reshape(-1).view(np.uint8))
+                    at = int(d.id.get_offset()) + lo * d.dtype.itemsize
                     futures = [pool.submit(read_block, fd, raw[i:i + CRC_BLOCK], at + i)
                                for i in range(0, len(raw), CRC_BLOCK)]
                 else:
-                    a = _read(f, name, path)
+                    a = _read(f, name, path) if hi is None else d[lo:hi]
                     futures = block_crcs(a, CRC_BLOCK, pool)
                 arrays.append(a)
                 crcs.append(futures)

@@ -15,8 +15,9 @@ no rank gathers them (:func:`read_parts`, collective).
   hashes the whole file in the background once the ranks have parsed it
   (:class:`~distgrail.io.digest.FileDigest`, joined when the index is assembled) and checks it
   did not change under the parse.
-- **Binary ``.h5`` graphs**: each rank reads its block of CSR rows (balanced by edges) with
-  h5py slices, after checking the row pointers (O(n), every rank); a stored condensation is
+- **Binary ``.h5`` graphs**: each rank reads its block of CSR rows (balanced by edges), in CRC
+  blocks by a thread pool where the file allows (:func:`distgrail.io.binary._read_checked`), after
+  checking the row pointers (O(n), every rank); a stored condensation is
   read by rank 0 (the condense step then reads it, as a one-rank build does).
 - **Anything else** (compressed files: a stream has no byte ranges; node names, in-memory graphs), and a text file
   some rank's kernels flagged: rank 0 reads it with the one-rank reader (which reports bad input
@@ -94,8 +95,8 @@ EVERY_RANK_READS = "with --partition on every rank reads the graph"
 def _h5_block(path, me, size):
     """This rank's block of CSR rows of a binary graph file: (n, m, src, dst, name, digest, stored)."""
     from ..io.h5attrs import attr_text
-    from ..io.binary import _TIE, _crc_of, _integer, _open, _source_digest, check_ids, check_offsets, dataset_of, \
-        vertex_count
+    from ..io.binary import _TIE, _integer, _open, _read_checked, _source_digest, check_ids, check_offsets, \
+        dataset_of, vertex_count
     from ..io.graph import id_dtype
     from ..io.parse import open_body
     from .parse import on_this_rank
@@ -103,9 +104,9 @@ def _h5_block(path, me, size):
     on_this_rank(lambda: os.close(open_body(path)), me, EVERY_RANK_READS)()  # (missing here: said so, not "not HDF5")
     with _open(path) as f:
         n = vertex_count(f, path)
-        indptr = dataset_of(f, "csr/indptr", path)[...]
+        (indptr,), indptr_crc = _read_checked(f, ("csr/indptr",), path)
         stored = _integer(f.attrs[_TIE], _TIE, path) if _TIE in f.attrs else None
-        crc = {"indptr": _crc_of((indptr,))} if me == 0 and stored is not None else {}  # (the bytes as stored)
+        crc = {"indptr": indptr_crc} if me == 0 and stored is not None else {}  # (the bytes as stored)
         indptr = indptr.astype(np.int64)
         m = int(dataset_of(f, "csr/indices", path).shape[0])
         check_offsets(np, indptr, n, m, path)
@@ -114,9 +115,11 @@ def _h5_block(path, me, size):
         hi = int(np.searchsorted(indptr, hi_e, side="left")) if me + 1 < size else n
         e0, e1 = int(indptr[lo]), int(indptr[hi])
         dt = id_dtype(n)
-        dst = f["csr/indices"][e0:e1]
-        if stored is not None:  # this rank's piece of the CSR's CRC-32 (rank 0 joins them: _check_csr)
-            crc.update(piece=(_crc_of((dst,)), int(dst.nbytes)), stored=stored)
+        # in CRC blocks by threads where the file allows (HDF5's slice read is one thread's), with
+        # this rank's piece of the CSR's CRC-32 (rank 0 joins them: _check_csr)
+        (dst,), piece = _read_checked(f, ("csr/indices",), path, {"csr/indices": (e0, e1)})
+        if stored is not None:
+            crc.update(piece=(piece, int(dst.nbytes)), stored=stored)
         dst = dst.astype(dt, copy=False)
         check_ids(np, dst, n, path)
         src = np.repeat(np.arange(lo, hi, dtype=dt), np.diff(indptr[lo:hi + 1]))

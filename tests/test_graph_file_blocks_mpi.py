@@ -1,0 +1,74 @@
+"""``--partition on`` with a ``.h5`` graph: each rank reads its block of CSR rows in CRC blocks by
+threads (``os.preadv``, each block's CRC-32 as it lands) instead of HDF5's slice read, and rank 0
+joins the ranks' CRC-32 pieces into the CSR's. The block size and threshold are made small so that
+a test-sized file takes that path: the ranks' edges together must be the file's, each once, and a
+flipped bit in any rank's block is refused on every rank."""
+
+from __future__ import annotations
+
+import h5py
+import numpy as np
+import pytest
+
+import distgrail
+import distgrail.indexfile.layout as layout
+from distgrail.gpu.backend import get_backend
+from distgrail.io.binary import write_binary_graph
+from distgrail.io.graph import EdgeGraph
+from distgrail.mpi.partition_read import read_parts
+
+pytestmark = pytest.mark.mpi(min_size=2)
+
+
+@pytest.fixture
+def blocks(monkeypatch):
+    monkeypatch.setattr(layout, "PARALLEL_MIN_BYTES", 1024)
+    monkeypatch.setattr(layout, "CRC_BLOCK", 1000)
+    count = [0]
+    real = layout.read_block
+
+    def counted(fd, view, offset):
+        count[0] += 1
+        return real(fd, view, offset)
+
+    monkeypatch.setattr(layout, "read_block", counted)
+    return count
+
+
+def _file(comm, tmp_path):
+    path = comm.bcast(str(tmp_path / "g.h5") if comm.rank == 0 else None, root=0)
+    if comm.rank == 0:
+        rng = np.random.default_rng(11)
+        n, m = 2000, 30000
+        write_binary_graph(EdgeGraph(n=n, src=rng.integers(0, n, m).astype(np.int32),
+                                     dst=rng.integers(0, n, m).astype(np.int32)), path)
+    comm.Barrier()
+    return path
+
+
+def test_the_ranks_blocks_read_in_parallel_are_the_files_edges(comm, tmp_path, blocks):
+    path = _file(comm, tmp_path)
+    g = read_parts(comm, get_backend("cpu"), path, None, "auto")
+    pairs = np.stack((np.asarray(g.src, np.int64), np.asarray(g.dst, np.int64)), axis=1)
+    every = comm.allgather(pairs)
+    with h5py.File(path, "r") as f:
+        indptr, indices = f["csr/indptr"][()], f["csr/indices"][()]
+    want = np.stack((np.repeat(np.arange(indptr.size - 1), np.diff(indptr)), indices), axis=1)
+    np.testing.assert_array_equal(np.concatenate(every), want)  # in rank order, each edge once
+    assert all(comm.allgather(blocks[0] > 0))  # every rank took the blocks path
+
+
+def test_a_flipped_bit_in_the_last_ranks_block_is_refused_everywhere(comm, tmp_path, blocks):
+    path = _file(comm, tmp_path)
+    if comm.rank == 0:
+        with h5py.File(path, "r") as f:
+            ds = f["csr/indices"]
+            at = ds.id.get_offset() + ds.nbytes - 500  # in the last rank's rows
+        with open(path, "r+b") as fh:
+            fh.seek(at)
+            b = fh.read(1)
+            fh.seek(at)
+            fh.write(bytes([b[0] ^ 2]))
+    comm.Barrier()
+    with pytest.raises(distgrail.DistGrailError, match="csr/indptr and csr/indices changed"):
+        distgrail.build_index(path, dims=2, comm=comm, partition="on", backend="cpu")
