@@ -136,3 +136,76 @@ def test_the_files_csr_crc_names_a_dataset_the_file_ends_before(tmp_path, blocks
     monkeypatch.setattr(layout, "read_block", lambda fd, view, offset: -1)
     with h5py.File(path, "r") as f, pytest.raises(GraphFormatError, match="dataset 'csr/indptr' ends past"):
         binary._file_csr_crc(f, path)
+
+
+def _without_crc(path):
+    """As a file of an earlier release: no CSR checksum to catch wrong bytes."""
+    with h5py.File(path, "r+") as f:
+        del f.attrs["csr_crc32"]
+
+
+def test_a_dataset_behind_an_external_link_is_read_from_the_linked_file(tmp_path, blocks):
+    """A review's finding: the block reader opened the main file, while the dataset's offset is
+    one in the file an HDF5 external link names; without a CRC that read another file's bytes
+    as edges. The bytes now come from the file HDF5 has open for the dataset."""
+    path = str(tmp_path / "g.h5")
+    write_binary_graph(_graph(), path)
+    indptr, indices = _by_hdf5(path)
+    with h5py.File(tmp_path / "side.h5", "w") as s:
+        s.create_dataset("pad", data=np.arange(5000, dtype=np.int64))
+        s.create_dataset("indices", data=indices)
+    with h5py.File(path, "r+") as f:
+        del f["csr/indices"]
+        f["csr/indices"] = h5py.ExternalLink("side.h5", "indices")
+        f.create_dataset("junk", data=np.full(200000, 7, dtype=np.int32))
+    _without_crc(path)
+    got = read_binary_graph(path)
+    np.testing.assert_array_equal(got.dst, indices)
+    assert blocks[0] > 0
+    from distgrail.mpi.partition_read import _h5_block
+
+    np.testing.assert_array_equal(_h5_block(path, 0, 1)[3], indices)
+
+
+def test_a_file_replaced_while_it_is_read_gives_the_opened_files_edges(tmp_path, blocks, monkeypatch):
+    """A review's finding: the graph file replaced (an atomic rename) after HDF5 opened it, and
+    the blocks read from what the path named then: the new file's edges under the old one's n,
+    name and digest."""
+    n, m = 3000, 40000
+    files = {}
+    for seed, name in ((1, "g.h5"), (2, "new.h5")):
+        e = np.random.default_rng(seed).choice(n * n, m, replace=False)  # (both files of one size)
+        files[name] = str(tmp_path / name)
+        write_binary_graph(EdgeGraph(n=n, src=(e // n).astype(np.int32), dst=(e % n).astype(np.int32)), files[name])
+        _without_crc(files[name])
+    old = _by_hdf5(files["g.h5"])[1]
+    real = binary.vertex_count
+
+    def replaced(f, path):
+        os.replace(files["new.h5"], files["g.h5"])
+        return real(f, path)
+
+    monkeypatch.setattr(binary, "vertex_count", replaced)
+    np.testing.assert_array_equal(read_binary_graph(files["g.h5"]).dst, old)
+
+
+def test_the_first_failing_block_stops_the_rest(tmp_path, blocks, monkeypatch):
+    """An error on one block (EIO, Ctrl-C) is raised at once, the blocks still queued not read."""
+    path = str(tmp_path / "g.h5")
+    write_binary_graph(_graph(m=400000), path)
+    calls = [0]
+
+    def failing(fd, view, offset):
+        calls[0] += 1
+        if calls[0] == 1:
+            raise OSError(5, "Input/output error")
+        import time
+
+        time.sleep(0.002)
+        return 0
+
+    monkeypatch.setattr(layout, "read_block", failing)
+    with pytest.raises(OSError, match="Input/output"):
+        with h5py.File(path, "r") as f:
+            binary._read_checked(f, ("csr/indptr", "csr/indices"), path)
+    assert calls[0] < (1_600_000 // 1000) // 2  # (of ~1,600 blocks, most never read)

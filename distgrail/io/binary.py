@@ -80,8 +80,9 @@ def _file_csr_crc(f, path) -> int:
     crc = 0
     for name in ("csr/indptr", "csr/indices"):
         d = dataset_of(f, name, path)
-        if can_read_in_blocks(d, CRC_BLOCK):
-            for value, nbytes in _file_blocks_crc(path, name, int(d.id.get_offset()), int(d.nbytes), CRC_BLOCK):
+        blocks = _file_blocks_crc(d, name, path, CRC_BLOCK) if can_read_in_blocks(d, CRC_BLOCK) else None
+        if blocks is not None:
+            for value, nbytes in blocks:
                 crc = crc32_combine(crc, value, nbytes)
             continue
         step = max(1, _CRC_READ // d.dtype.itemsize)
@@ -93,25 +94,46 @@ def _file_csr_crc(f, path) -> int:
     return crc
 
 
-def _file_blocks_crc(path, name, at: int, nbytes: int, block: int) -> list:
-    """``[(CRC-32, bytes), ...]`` of the ``block``-byte blocks of the ``nbytes`` bytes at offset
-    ``at`` of the file, in order, read by the CRC pool's threads (``os.preadv``, one buffer per
-    task); a file that ends first is a GraphFormatError naming dataset ``name``."""
+def _file_blocks_crc(d, name, path, block: int) -> list | None:
+    """``[(CRC-32, bytes), ...]`` of the ``block``-byte blocks of contiguous dataset ``d``'s bytes,
+    in order, read by the CRC pool's threads from the file HDF5 has open (:func:`_descriptor`;
+    ``os.preadv``, one buffer per task); None where HDF5's driver has no descriptor. A file that
+    ends first is a GraphFormatError naming dataset ``name``; the first error stops the reads
+    still queued."""
     from ..indexfile.layout import crc_pool, read_block
+
+    fd = _descriptor(d)
+    if fd is None:
+        return None
+    at, nbytes = int(d.id.get_offset()), int(d.nbytes)
 
     def one(start):
         return read_block(fd, memoryview(bytearray(min(block, nbytes - start))), at + start)
 
-    fd = os.open(path, os.O_RDONLY)
+    pool = crc_pool()
     try:
-        with crc_pool() as pool:
-            values = list(pool.map(one, range(0, nbytes, block)))
+        values = list(pool.map(one, range(0, nbytes, block)))
+    except BaseException:
+        pool.shutdown(wait=True, cancel_futures=True)
+        raise
     finally:
+        pool.shutdown(wait=True)
         os.close(fd)
     if any(v < 0 for v in values):
         raise GraphFormatError(f"damaged graph file: dataset {name!r} ends past the end of the file (truncated?)",
                                path=path)
     return [(v, min(block, nbytes - k * block)) for k, v in enumerate(values)]
+
+
+def _descriptor(d) -> int | None:
+    """A descriptor of the file that holds dataset ``d``'s bytes, as HDF5 has it open: a copy
+    (``os.dup``) of its driver's handle, so that the bytes read are those of the file an external
+    link names and of the file HDF5 opened, even when ``path`` has been replaced since; None where
+    the driver has no such handle (then HDF5 reads the dataset)."""
+    try:
+        return os.dup(int(d.file.id.get_vfd_handle()))
+    except Exception:  # noqa: BLE001 - a driver without a POSIX descriptor (core, family, ...)
+        return None
 
 
 def write_binary_csr(path, n: int, indptr, indices, name: str = "", digest: str = "", dag=None) -> None:
@@ -294,40 +316,45 @@ def _read_checked(f, names, path, ranges=None) -> tuple[list, int]:
     rows), and the CRC-32 of their bytes one after another (what :func:`_crc_of` gives of them). A large contiguous one
     (what the writers store: :func:`~distgrail.indexfile.layout.can_read_in_blocks`) is read in
     CRC blocks by the CRC pool's threads, ``os.preadv`` into the array and the block's CRC-32 while
-    it is in the cache, as the index reader does; HDF5 reads a dataset in one thread, and the
-    checksum was a second pass. Smaller ones, or another layout, are read by HDF5. A file that
-    ends before a block's bytes is a GraphFormatError naming the dataset."""
+    it is in the cache, as the index reader does (from the file HDF5 has open: :func:`_descriptor`);
+    HDF5 reads a dataset in one thread, and the checksum was a second pass. Smaller ones, or
+    another layout, are read by HDF5. A file that ends before a block's bytes is a GraphFormatError
+    naming the dataset; the first error stops the reads still queued."""
     from ..indexfile.layout import CRC_BLOCK, block_crcs, can_read_in_blocks, crc32_combine, crc_pool, read_block
 
     sets = [dataset_of(f, name, path) for name in names]
-    arrays, crcs = [], []
-    fd = os.open(path, os.O_RDONLY) if any(can_read_in_blocks(d, CRC_BLOCK) for d in sets) else None
+    arrays, crcs, fds = [], [], []
+    pool = crc_pool()
     try:
-        with crc_pool() as pool:  # (its exit waits for every block: the descriptor is closed after)
-            for name, d in zip(names, sets):
-                lo, hi = (ranges or {}).get(name, (0, None))
-                if fd is not None and can_read_in_blocks(d, CRC_BLOCK):
-                    whole = hi is None
-                    a = np.empty(d.shape if whole else (hi - lo,), dtype=d.dtype.newbyteorder("<"))
-                    raw = memoryview(a.reshape(-1).view(np.uint8))
-                    at = int(d.id.get_offset()) + lo * d.dtype.itemsize
-                    futures = [pool.submit(read_block, fd, raw[i:i + CRC_BLOCK], at + i)
-                               for i in range(0, len(raw), CRC_BLOCK)]
-                else:
-                    a = _read(f, name, path) if hi is None else d[lo:hi]
-                    futures = block_crcs(a, CRC_BLOCK, pool)
-                arrays.append(a)
-                crcs.append(futures)
-            crc = 0
-            for name, a, futures in zip(names, arrays, crcs):
-                for k, fu in enumerate(futures):
-                    value = fu.result()
-                    if value < 0:
-                        raise GraphFormatError(f"damaged graph file: dataset {name!r} ends past the end of the file "
-                                               "(truncated?)", path=path)
-                    crc = crc32_combine(crc, value, min(CRC_BLOCK, a.nbytes - k * CRC_BLOCK))
+        for name, d in zip(names, sets):
+            lo, hi = (ranges or {}).get(name, (0, None))
+            fd = _descriptor(d) if can_read_in_blocks(d, CRC_BLOCK) else None
+            if fd is not None:
+                fds.append(fd)
+                a = np.empty(d.shape if hi is None else (hi - lo,), dtype=d.dtype.newbyteorder("<"))
+                raw = memoryview(a.reshape(-1).view(np.uint8))
+                at = int(d.id.get_offset()) + lo * d.dtype.itemsize
+                futures = [pool.submit(read_block, fd, raw[i:i + CRC_BLOCK], at + i)
+                           for i in range(0, len(raw), CRC_BLOCK)]
+            else:
+                a = _read(f, name, path) if hi is None else d[lo:hi]
+                futures = block_crcs(a, CRC_BLOCK, pool)
+            arrays.append(a)
+            crcs.append(futures)
+        crc = 0
+        for name, a, futures in zip(names, arrays, crcs):
+            for k, fu in enumerate(futures):
+                value = fu.result()
+                if value < 0:
+                    raise GraphFormatError(f"damaged graph file: dataset {name!r} ends past the end of the file "
+                                           "(truncated?)", path=path)
+                crc = crc32_combine(crc, value, min(CRC_BLOCK, a.nbytes - k * CRC_BLOCK))
+    except BaseException:
+        pool.shutdown(wait=True, cancel_futures=True)  # (the first error: the blocks still queued not read)
+        raise
     finally:
-        if fd is not None:
+        pool.shutdown(wait=True)  # (every block read or cancelled: then the descriptors closed)
+        for fd in fds:
             os.close(fd)
     return arrays, crc
 
