@@ -171,7 +171,8 @@ def add_pairs_command(sub) -> None:
                     help="seed, 0..2^64-1 (default 0): same index and seed, same pairs")
     sp.add_argument("-o", "--output", required=True,
                     help="pairs file: .txt or .pairs 'u v' lines (node labels when the index has them; .txt.gz, "
-                         ".pairs.gz compressed), .npy (k, 2) ids, or '-' for stdout (the summary then on stderr); "
+                         ".pairs.gz compressed), .tsv or .csv 'u<tab>v' or 'u,v' lines (node labels with blanks; "
+                         ".gz too), .npy (k, 2) ids, or '-' for stdout (the summary then on stderr); "
                          "any other extension is refused")
     common_options(sp, backend=False)
     sp.set_defaults(func=cmd_pairs, kind="random", one_process=True)

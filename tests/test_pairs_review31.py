@@ -167,7 +167,7 @@ def test_pairs_to_stdout(bundled, tmp_path):
     assert r.returncode == 0 and r.stdout == out.read_bytes() and b'"pairs": 20' in r.stderr
 
 
-@pytest.mark.parametrize("name", ["p.parquet", "p.bz2", "p.txt.zst", "p.h5", "p.csv", "p"])
+@pytest.mark.parametrize("name", ["p.parquet", "p.bz2", "p.txt.zst", "p.h5", "p.tsv.zst", "p"])
 def test_pairs_output_names_it_cannot_write_are_refused(bundled, tmp_path, capsys, name):
     out = tmp_path / name
     assert main(["pairs", str(bundled), "-n", "5", "-o", str(out)]) == 2
@@ -178,7 +178,8 @@ def test_pairs_output_names_it_cannot_write_are_refused(bundled, tmp_path, capsy
         write_pairs(np.array([1]), np.array([2]), out)
 
 
-@pytest.mark.parametrize("name", ["p.txt", "p.TXT", "p.pairs", "p.txt.gz", "p.pairs.gz", "p.TXT.GZ", "p.npy", "p.NPY"])
+@pytest.mark.parametrize("name", ["p.txt", "p.TXT", "p.pairs", "p.txt.gz", "p.pairs.gz", "p.TXT.GZ", "p.npy", "p.NPY",
+                                  "p.csv", "p.tsv", "p.CSV.gz"])
 def test_pairs_output_names_query_reads_back(bundled, tmp_path, name):
     out = tmp_path / name
     assert main(["pairs", str(bundled), "-n", "50", "--seed", "2", "-o", str(out), "--quiet"]) == 0

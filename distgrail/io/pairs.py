@@ -14,7 +14,8 @@ import numpy as np
 from ..arrays import as_unsigned, copy_parallel, max_parallel
 from ..errors import GraphFormatError
 from .answers import compression_of
-from .edgelist import read_columns
+from .dialect import COMMA_TABLE
+from .edgelist import Width, read_columns
 from .regular import check_regular
 from .text import Chunk, Text, shown
 
@@ -22,6 +23,10 @@ __all__ = ["read_pairs", "read_query_pairs", "read_pairs_for", "QueryPairs", "np
 
 #: ids in a pairs file read without the index's vertex count are below this (checked later)
 _CAP = 2**40
+#: how a line of node labels was split, said where its fields are not two or three
+_SPLIT = {b" ": " (split at blanks and tabs; name the file .tsv or .csv to split it at tabs or commas, so that "
+               "labels may hold blanks)",
+          b",": " (split at commas: the file is named .csv)", b"\t": " (split at tabs: the file is named .tsv)"}
 
 
 @dataclass
@@ -47,7 +52,8 @@ def read_pairs(path, labels: str | None = None, n: int | None = None, known=None
     :func:`read_query_pairs`).
 
     ``labels`` ("int" or "str"): the index maps node labels (see :mod:`distgrail.nodelabels`); the
-    two tokens of a line are then labels (integers, negative ones too, or strings without blanks).
+    two fields of a line are then labels (integers, negative ones too, or strings; split at commas
+    in a ``.csv``, at tabs in a ``.tsv``, where a label may hold blanks, else at blanks).
     ``n`` (vertex ids) or ``known`` (the index's :class:`~distgrail.nodelabels.NodeLabels`): an id
     out of range 0..n-1, or a label not in the graph, is refused here with its file and line;
     without them ids are checked against the index later, by :meth:`Index.query`."""
@@ -98,11 +104,14 @@ def read_query_pairs(path, labels: str | None = None, n: int | None = None, know
             raise GraphFormatError(f"not a readable gzip file, truncated or damaged ({e})", path=path) from None
     if labels is not None:
         return _label_pairs(path, data, labels, known)
-    text = Text(path, data)
+    comma = separator_of(path) == b","  # (ids split at commas, a graph file's rule 4; tabs: blanks)
+    text = Text(path, data, translate=COMMA_TABLE if comma else None)
+    width = Width(True) if comma else None
     try:
-        if _first_line_columns(text) == 3:
-            return _three_columns(text, n)
-        u, v, _ = read_columns(text, 0, 2, b"#%", 0, n, what="query pair", exact=True, cap=_CAP)
+        first = _first_pair_line(text)
+        if len(first.translate(COMMA_TABLE).split() if comma else first.split()) == 3:
+            return _three_columns(text, n, width)
+        u, v, _ = read_columns(text, 0, 2, b"#%", 0, n, what="query pair", exact=True, cap=_CAP, width=width)
     finally:
         text.close()
     return QueryPairs(path, u.astype(np.int64), v.astype(np.int64))
@@ -263,24 +272,29 @@ def _first_bad_id(path, arr, n, first: int = 0) -> None:
     raise AssertionError("_first_bad_id: no bad id found")  # pragma: no cover - the caller's check found one
 
 
-def _first_line_columns(text: Text) -> int:
-    """Tokens on the first line that holds any (comments ``#``/``%`` left out); 0 when none does."""
+def _first_pair_line(text: Text) -> bytes:
+    """The first line that holds a field (its first 4,096 bytes, comments ``#``/``%`` cut), as
+    stored; empty when none does. Its fields are the columns: two, or three with the expected
+    answers."""
     pos, size = 0, len(text)
     while pos < size:
         end = text.buf.find(b"\n", pos)
         end = size if end < 0 else end
-        line = bytes(text.buf[pos:min(end, pos + 4096)]).split(b"#")[0].split(b"%")[0].split()
-        if line:
-            return len(line)
+        line = bytes(text.buf[pos:min(end, pos + 4096)]).split(b"#")[0].split(b"%")[0]
+        if line.split():
+            return line
         pos = end + 1
-    return 0
+    return b""
 
 
-def _three_columns(text: Text, n: int | None) -> QueryPairs:
-    """``u v answer`` lines: pairs, expected answers (0/1) and the line of each pair."""
+def _three_columns(text: Text, n: int | None, width: Width | None = None) -> QueryPairs:
+    """``u v answer`` lines: pairs, expected answers (0/1) and the line of each pair; ``width``: a
+    comma-separated file's, whose lines must hold three comma fields (``1 2,1`` is refused)."""
     us, vs, es, lines = [], [], [], []
     before = 0  # lines before the chunk
     for offset, data in text.chunks(0):
+        if width is not None:
+            width.commas(text, offset, len(data))
         ch = Chunk(text, offset, data)
         ch.blank_comments(b"#%")
         odd = (ch.tokens_per_line != 0) & (ch.tokens_per_line != 3)
@@ -323,29 +337,60 @@ def _check_fits_int64(path, arr, first: int = 0) -> None:
 _INT_LABEL = re.compile(r"-?[0-9]+")
 
 
+def separator_of(path) -> bytes:
+    """How a text pairs file's fields are split, told by its name (``.gz`` after it, any case):
+    b"," for ``.csv``, b"\t" for ``.tsv``, else b" " (at blanks and tabs). Split at commas or
+    tabs, a node label may hold blanks (``John Smith,Jane Doe``). By the name, not the content: a
+    ``u v`` file's labels may hold commas (``a,b d``), so a comma on its first line says nothing;
+    the writers choose by the name too (:func:`distgrail.io.samplepairs.write_pairs`)."""
+    from .answers import uncompressed_name
+
+    name = uncompressed_name(os.fspath(path)).lower()
+    return b"," if name.endswith(".csv") else b"\t" if name.endswith(".tsv") else b" "
+
+
+def _label_fields(line: bytes, sep: bytes) -> list:
+    """The fields of a pairs line (its comment cut) split at ``sep`` (:func:`separator_of`):
+    at blanks and tabs; at every comma, each field's blanks around it cut (empty ones kept: an
+    empty label is refused); at tabs, each field's blanks cut, a run of tabs after the second
+    field one cut (an empty first or second field stays, and is refused)."""
+    if sep == b" ":
+        return line.split()
+    fields = [f.strip(b" \r") for f in line.strip(b" \r").split(sep)]
+    return fields if sep == b"," else fields[:2] + [f for f in fields[2:] if f]
+
+
 def _label_pairs(path, data, kind, known) -> QueryPairs:
     """Pairs of node labels, one pair per line, a third column of 0/1 on every line or none (a
-    Python loop: label maps are for in-memory graphs); ``known``: every label must be in it."""
+    Python loop: label maps are for in-memory graphs); ``known``: every label must be in it. The
+    fields are split at commas, tabs or blanks, the file's name tells which (:func:`separator_of`):
+    a ``.csv``'s or ``.tsv``'s labels may hold blanks."""
     if data is None:
         with open(path, "rb") as f:
             data = f.read()
+    sep = separator_of(path)
     us, vs, es, lines = [], [], [], []
     width = None
     for no, raw in enumerate(data.split(b"\n"), 1):
-        line = raw.split(b"#")[0].split(b"%")[0].strip()
-        if not line:
+        line = raw.split(b"#")[0].split(b"%")[0]
+        if not line.strip():
             continue
         try:
-            tok = [t for t in re.split(r"[ \t]+", line.decode("utf-8")) if t]
+            tok = [t.decode("utf-8") for t in _label_fields(line, sep)]
         except UnicodeDecodeError:
             raise GraphFormatError(f"expected two node labels, got {shown(raw)}", path=path, line=no) from None
-        if any(any(c.isspace() or c in "\x00\x1c\x1d\x1e\x1f" for c in t) for t in tok):  # (as the graph's reader)
+        inner = (lambda c: c.isspace()) if sep == b" " else (lambda c: c.isspace() and c != " ")
+        if any(any(inner(c) or c in "\x00\x1c\x1d\x1e\x1f" for c in t) for t in tok):  # (as the graph's reader)
             raise GraphFormatError(f"a control or space character other than a blank or tab in a label, got "
                                    f"{shown(raw)}", path=path, line=no)
+        if sep != b" " and len(tok) >= 2 and any(not t or '"' in t for t in tok[:2]):
+            what = ("an empty node label" if not all(tok[:2])
+                    else "a double quote in a node label (CSV quoting is not read)")
+            raise GraphFormatError(f"{what}, got {shown(raw)}", path=path, line=no)
         width = len(tok) if width is None and len(tok) in (2, 3) else width
         if len(tok) != (width or 2):
             want = "two node labels 'u v'" if width != 3 else "two node labels and the expected answer 'u v answer'"
-            raise GraphFormatError(f"expected {want}, got {shown(raw)}", path=path, line=no)
+            raise GraphFormatError(f"expected {want}{_SPLIT[sep]}, got {shown(raw)}", path=path, line=no)
         if width == 3:
             if tok[2] not in ("0", "1"):
                 raise GraphFormatError(f"expected answer 0 or 1 in the third column, got {tok[2]!r}", path=path, line=no)

@@ -45,12 +45,16 @@ BYTES_PER_PAIR = {"random": 32, "reachable": 56}
 TEXT_BLOCK = 1 << 20
 #: the pairs file names written, as :mod:`distgrail.io.pairs` tells them (``.npy``: by that lower-case
 #: ending; ``.gz`` in any case)
-PAIRS_OUTPUTS = (".txt or .pairs ('u v' lines; .txt.gz or .pairs.gz compressed), .npy (a (k, 2) "
-                 "integer array), or - for stdout")
+PAIRS_OUTPUTS = (".txt or .pairs ('u v' lines; .txt.gz or .pairs.gz compressed), .tsv or .csv ('u<tab>v' "
+                 "or 'u,v' lines: node labels may hold blanks; .gz too), .npy (a (k, 2) integer array), or - for stdout")
 #: what the pairs reader takes as a blank, a comment or a line end inside a label (it splits lines
 #: there, cuts the line at ``#``/``%``, and refuses the rest, as ``str.isspace`` and NUL), or
 #: what UTF-8 cannot encode
 _NOT_IN_LABEL = re.compile(r"[\s\x00#%\ud800-\udfff]")
+#: the same for ``.tsv`` pairs lines (blanks inside a label read back) and ``.csv`` ones (no comma
+#: or double quote either)
+_NOT_IN_TSV_LABEL = re.compile(r"[^\S ]|[\x00#%\ud800-\udfff]")
+_NOT_IN_CSV_LABEL = re.compile(r'[^\S ]|[\x00#%,"\ud800-\udfff]')
 
 
 def check_seed(seed) -> None:
@@ -87,7 +91,7 @@ def check_pairs_output(path) -> None:
     path = os.fspath(path)
     if path == "-" or is_npy(path):
         return
-    if uncompressed_name(path).lower().endswith((".txt", ".pairs")):
+    if uncompressed_name(path).lower().endswith((".txt", ".pairs", ".tsv", ".csv")):
         return
     ext = os.path.splitext(os.path.basename(path))[1]
     found = f"unknown extension {ext!r}" if ext else "no extension"
@@ -224,15 +228,19 @@ def write_pairs(u, v, path) -> None:
         with atomic_path(path) as tmp, open(tmp, "wb") as f:
             np.save(f, np.stack([u, v], axis=1).astype(np.int32 if narrow else np.int64))
         return
+    from .pairs import separator_of
+
+    sep = separator_of(path).decode()
     if u.dtype.kind not in "iu":
-        _check_labels(path, u, v)
+        _check_labels(path, u, v, sep)
     from .answers import write_text_chunks
 
-    write_text_chunks(path, _text_blocks(u, v))
+    write_text_chunks(path, _text_blocks(u, v, sep))
 
 
-def _text_blocks(u, v):
-    """The ``u v`` lines, :data:`TEXT_BLOCK` pairs at a time (the text of one block held at once)."""
+def _text_blocks(u, v, sep: str = " "):
+    """The ``u v`` lines (``sep`` between), :data:`TEXT_BLOCK` pairs at a time (the text of one
+    block held at once)."""
     ids = u.dtype.kind in "iu" and (u.size == 0 or min(int(u.min()), int(v.min())) >= 0)
     if ids:
         from .writers import format_ints
@@ -243,29 +251,36 @@ def _text_blocks(u, v):
         if ids:
             vals = np.empty(2 * a.size, np.int64)
             vals[0::2], vals[1::2] = a, b
-            yield format_ints(vals, codes[:vals.size], [b" ", b"\n"])
+            yield format_ints(vals, codes[:vals.size], [sep.encode(), b"\n"])
         else:
-            yield "".join(f"{x} {y}\n" for x, y in zip(a.tolist(), b.tolist())).encode("utf-8")
+            yield "".join(f"{x}{sep}{y}\n" for x, y in zip(a.tolist(), b.tolist())).encode("utf-8")
 
 
-def _check_labels(path, u, v) -> None:
+def _check_labels(path, u, v, sep: str = " ") -> None:
     """Refuse a node label that the pairs reader (:mod:`distgrail.io.pairs`) would not read back
-    as itself: one with a blank, a line end or another space character (it splits or refuses the
-    line there), a ``#`` or ``%`` (it cuts the line there: a comment), a NUL, none at all, or one
-    that UTF-8 cannot encode. No escape exists in that format: such a label is asked about with
-    :meth:`distgrail.Index.query` in Python instead."""
+    as itself from lines split at ``sep`` (:func:`~distgrail.io.pairs.separator_of`): with a blank, a line end or
+    another space character (``u v`` lines: it splits or refuses the line there; ``.tsv`` and
+    ``.csv`` lines take blanks inside a label, not around it, and no other space character), a
+    comma or a double quote in a ``.csv``, a ``#`` or ``%`` (it cuts the line there: a comment),
+    a NUL, none at all, or one that UTF-8 cannot encode. No escape exists in these formats: such a
+    label is asked about with :meth:`distgrail.Index.query` in Python instead."""
     labels = np.concatenate([u.ravel(), v.ravel()])
     if not labels.size:
         return
     if labels.dtype.kind == "O":
         labels = np.array([str(x) for x in labels.tolist()])
+    bad = _NOT_IN_LABEL if sep == " " else _NOT_IN_CSV_LABEL if sep == "," else _NOT_IN_TSV_LABEL
     for x in sorted_distinct(np, labels).tolist():
         x = str(x)
-        if x and not _NOT_IN_LABEL.search(x):
+        if x and not bad.search(x) and (sep == " " or x == x.strip(" ")):
             continue
-        what = ("is empty" if not x else "holds a blank or another space character" if re.search(r"\s", x)
+        what = ("is empty" if not x else "starts or ends with a blank" if sep != " " and x != x.strip(" ")
+                else "holds a comma or a double quote" if sep == "," and re.search('[,"]', x)
+                else "holds a blank or another space character" if sep == " " and re.search(r"\s", x)
+                else "holds a tab, a line end or another space character" if re.search(r"\s", x)
                 else "holds '#' or '%' (a comment mark)" if re.search("[#%]", x)
                 else "holds a NUL" if "\x00" in x else "is not valid Unicode text")
-        raise DistGrailError(f"{path}: node label {x!r} {what}: a pairs file's 'u v' lines would not read it back "
-                             "(labels without blanks, '#', '%' or control spaces); ask about it with "
+        hint = " (a .tsv or .csv pairs file takes labels with blanks)" if sep == " " and " " in x.strip(" ") else ""
+        raise DistGrailError(f"{path}: node label {x!r} {what}: the pairs file's lines would not read it back{hint}; "
+                             "ask about it with "
                              "Index.query in Python instead")

@@ -1,0 +1,166 @@
+"""Pairs files split at tabs or commas (session 37): a graph of node names may hold names with
+blanks (``John Smith,Jane Doe``: docs/inputs.md rule 5), and a pairs file of ``u v`` lines could
+not name them (``pairs`` refused them, ``query`` split them at the blank). Now a pairs file named
+``.tsv`` is split at tabs and one named ``.csv`` at commas (by the name: a ``u v`` file's labels may
+hold commas, so its content cannot tell), and ``pairs -o`` writes such files, which ``query`` reads
+back. Every answer is checked against BFS over the graph's edges."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import distgrail
+from distgrail.bfs import bfs_reachable
+from distgrail.cli import main
+from distgrail.errors import DistGrailError, GraphFormatError
+from distgrail.io.pairs import read_query_pairs
+from distgrail.io.samplepairs import write_pairs
+
+NAMES = ["John Smith", "Jane Doe", "Bob Lee", "Al", "Mary Ann Lee", "Smith, John", "O'Brien"]
+
+
+@pytest.fixture(scope="module")
+def named(tmp_path_factory):
+    """A labelled index of names with blanks (and one with a comma: a tab-separated graph)."""
+    d = tmp_path_factory.mktemp("named")
+    rng = np.random.default_rng(37)
+    edges = [(NAMES[a], NAMES[b]) for a, b in rng.integers(0, len(NAMES), (18, 2)).tolist()]
+    graph = d / "g.tsv"
+    graph.write_text("source\ttarget\n" + "".join(f"{a}\t{b}\n" for a, b in edges))
+    idx = d / "g.h5"
+    assert main(["index", str(graph), "-o", str(idx), "--backend", "cpu", "--quiet"]) == 0
+    return idx, edges
+
+
+def _bfs(edges, us, vs):
+    names = sorted({x for e in edges for x in e} | set(us) | set(vs))
+    at = {x: i for i, x in enumerate(names)}
+    n = len(names)
+    src = np.array([at[a] for a, _ in edges], np.int64)
+    dst = np.array([at[b] for _, b in edges], np.int64)
+    order = np.lexsort((dst, src))
+    indptr = np.zeros(n + 1, np.int64)
+    np.cumsum(np.bincount(src, minlength=n), out=indptr[1:])
+    return bfs_reachable(indptr, dst[order], np.array([at[u] for u in us]), np.array([at[v] for v in vs]))
+
+
+def _answers(idx, pairs, tmp_path):
+    out = tmp_path / "a.npy"
+    assert main(["query", str(idx), str(pairs), "-o", str(out), "--backend", "cpu", "--quiet"]) == 0
+    return np.load(out)
+
+
+@pytest.mark.parametrize("sep,name", [("\t", "q.tsv"), (",", "q.csv"), ("\t", "q.TSV")])
+def test_labels_with_blanks_split_at_tabs_or_commas_match_bfs(named, tmp_path, sep, name):
+    idx, edges = named
+    names = [x for x in NAMES if sep != "," or "," not in x]
+    us = [names[i % len(names)] for i in range(len(names) ** 2)]
+    vs = [names[i // len(names)] for i in range(len(names) ** 2)]
+    pairs = tmp_path / name
+    pairs.write_text("# u v\n" + "".join(f" {u} {sep} {v} \n" for u, v in zip(us, vs)))  # (blanks around: cut)
+    q = read_query_pairs(pairs, "str")
+    assert q.sources.tolist() == us and q.targets.tolist() == vs
+    np.testing.assert_array_equal(_answers(idx, pairs, tmp_path), _bfs(edges, us, vs))
+
+
+def test_three_columns_split_at_commas(named, tmp_path):
+    idx, edges = named
+    us, vs = ["John Smith", "Bob Lee", "Al"], ["Jane Doe", "Mary Ann Lee", "Al"]
+    want = _bfs(edges, us, vs)
+    pairs = tmp_path / "q.csv"
+    pairs.write_text("".join(f"{u},{v},{int(w)}\n" for u, v, w in zip(us, vs, want)))
+    q = read_query_pairs(pairs, "str")
+    assert q.expected.tolist() == want.tolist() and q.lines.tolist() == [1, 2, 3]
+    assert main(["query", str(idx), str(pairs), "--backend", "cpu", "--quiet"]) == 0  # (3: answers differ)
+
+
+@pytest.mark.parametrize("suffix", [".tsv", ".csv", ".tsv.gz"])
+def test_pairs_writes_what_query_reads_back(named, tmp_path, suffix):
+    idx, edges = named
+    out = tmp_path / f"p{suffix}"
+    if suffix == ".csv":  # a name with a comma cannot be written to a CSV
+        assert main(["pairs", str(idx), "-n", "400", "--seed", "5", "-o", str(out), "--quiet"]) == 2
+        assert not out.exists()
+        return
+    assert main(["pairs", str(idx), "-n", "400", "--seed", "5", "-o", str(out), "--quiet"]) == 0
+    q = read_query_pairs(out, "str")
+    assert len(q.sources) == 400 and set(q.sources.tolist()) <= set(NAMES)
+    assert any(" " in x for x in q.sources.tolist())
+    np.testing.assert_array_equal(_answers(idx, out, tmp_path), _bfs(edges, q.sources.tolist(), q.targets.tolist()))
+
+
+def test_a_txt_pairs_file_still_refuses_a_blank_and_says_where_it_can_go(named, tmp_path, capsys):
+    idx, _ = named
+    out = tmp_path / "p.txt"
+    assert main(["pairs", str(idx), "-n", "50", "-o", str(out)]) == 2
+    err = capsys.readouterr().err
+    assert "holds a blank" in err and ".tsv or .csv" in err and not out.exists()
+
+
+@pytest.mark.parametrize("label,suffix,what", [("a,b", ".csv", "comma"), ('say "hi"', ".csv", "double quote"),
+                                               ("tab\there", ".tsv", "tab"), (" lead", ".tsv", "starts or ends"),
+                                               ("50%", ".tsv", "'%'"), ("", ".csv", "empty")])
+def test_the_writers_refuse_what_their_reader_would_not_read_back(tmp_path, label, suffix, what):
+    out = tmp_path / f"p{suffix}"
+    with pytest.raises(DistGrailError, match="node label") as e:
+        write_pairs(np.array(["ok", label]), np.array([label, "ok"]), out)
+    assert what in str(e.value) and not out.exists()
+
+
+@pytest.mark.parametrize("name,text,line,message", [
+    ("q.csv", "a b,c d\ne f\n", 2, "split at commas: the file is named .csv"),  # a CSV line without a comma
+    ("q.tsv", "a b\tc d\ne f\n", 2, "split at tabs: the file is named .tsv"),  # a .tsv line without a tab
+    ("q.csv", "a,,b\n", 1, "empty node label"),
+    ("q.tsv", "\ta\tb\n", 1, "empty node label"),
+    ("q.csv", '"a",b\n', 1, "double quote"),
+    ("q.csv", "a,b\nc\x0bd,e\n", 2, "control or space character"),
+    ("q.tsv", "a\tb\tc\n", 1, "expected answer 0 or 1"),
+    ("q.txt", "John Smith\tBob Lee\n", 1, "name the file .tsv or .csv"),
+])
+def test_separated_pairs_files_are_refused_at_the_line(tmp_path, name, text, line, message):
+    p = tmp_path / name
+    p.write_text(text)
+    with pytest.raises(GraphFormatError, match=message) as e:
+        read_query_pairs(p, "str")
+    assert f"{p}:{line}:" in str(e.value)
+
+
+def test_a_u_v_files_labels_read_as_before(tmp_path):
+    """A ``.txt`` file is split at blanks and tabs as before, its labels' commas kept: a comma on
+    its first line does not make it a CSV."""
+    p = tmp_path / "q.txt"
+    p.write_text("a,b d\n c\t d\n")
+    q = read_query_pairs(p, "str")
+    assert q.sources.tolist() == ["a,b", "c"] and q.targets.tolist() == ["d", "d"]
+
+
+def test_integer_labels_split_at_commas(tmp_path):
+    idx = tmp_path / "i.h5"
+    distgrail.build_index({-5: [7], 7: [12], 12: []}, output=str(idx), backend="cpu")
+    p = tmp_path / "q.csv"
+    p.write_text("-5,12\n12,-5\n")
+    assert _answers(idx, p, tmp_path).tolist() == [True, False]
+
+
+@pytest.mark.parametrize("suffix", [".csv", ".tsv", ".csv.gz"])
+def test_id_pairs_written_separated_read_back_as_the_txt(tmp_path, suffix):
+    idx = tmp_path / "b.h5"
+    assert main(["index", "bundled", "-o", str(idx), "--dims", "2", "--quiet", "--backend", "cpu"]) == 0
+    txt, sep = tmp_path / "p.txt", tmp_path / f"p{suffix}"
+    for out in (txt, sep):
+        assert main(["pairs", str(idx), "-n", "3000", "--seed", "9", "-o", str(out), "--quiet"]) == 0
+    a, b = read_query_pairs(txt), read_query_pairs(sep)
+    assert a.sources.tolist() == b.sources.tolist() and a.targets.tolist() == b.targets.tolist()
+    np.testing.assert_array_equal(_answers(idx, txt, tmp_path), _answers(idx, sep, tmp_path))
+
+
+@pytest.mark.parametrize("text,line,message", [("1,2\n3 4\n", 2, "without a comma"),
+                                                ("1,2\n3,,4\n", 2, "empty source or target"),
+                                                ("1,2,1\n3 4,0\n", 2, "a blank inside")])
+def test_comma_separated_id_pairs_refused_at_the_line(tmp_path, text, line, message):
+    p = tmp_path / "q.csv"
+    p.write_text(text)
+    with pytest.raises(GraphFormatError, match=message) as e:
+        read_query_pairs(p, n=10)
+    assert f"{p}:{line}:" in str(e.value)
