@@ -199,3 +199,42 @@ def test_crc32_is_zlibs():
     data = np.random.default_rng(3).integers(0, 256, 1 << 20, dtype=np.uint8).tobytes()
     assert layout.crc32(data) == zlib.crc32(data)
     assert layout.crc32(memoryview(data)[7:70001], 99) == zlib.crc32(memoryview(data)[7:70001], 99)
+
+
+def test_an_index_replaced_after_hdf5_opened_it_is_read_from_the_opened_file(index_file, tmp_path, monkeypatch):
+    """The blocks come from the file HDF5 opened (a copy of its descriptor), not from what the
+    path names once the header is read: an index replaced meanwhile (``update -o`` the same name)
+    was refused as damaged, its header read from one file and its blocks from the other."""
+    monkeypatch.setattr(layout, "PARALLEL_MIN_BYTES", 1)
+    g = generate("scale-free", 3000, 4, seed=5)
+    other = str(tmp_path / "other.h5")
+    distgrail.build_index((g.src, g.dst), dims=4, backend="cpu", output=other)
+    want = _by_hdf5(index_file)
+    real = ixread._descriptor
+
+    def replaced_first(f, path):
+        os.replace(other, path)
+        return real(f, path)
+
+    monkeypatch.setattr(ixread, "_descriptor", replaced_first)
+    _, arrays = ixread.read_index_file(index_file)
+    for k, v in want.items():
+        np.testing.assert_array_equal(arrays[k], v)
+
+
+def test_a_dataset_behind_an_external_link_is_read_by_hdf5(index_file, tmp_path, monkeypatch):
+    """A large dataset an external link puts in another file: its offset is one in that file, so
+    HDF5 reads it (the blocks of the index file's own bytes at that offset failed its checksum)."""
+    monkeypatch.setattr(layout, "PARALLEL_MIN_BYTES", 1)
+    want = _by_hdf5(index_file)
+    side = str(tmp_path / "side.h5")
+    with h5py.File(index_file, "r+") as f, h5py.File(side, "w") as s:
+        ds = f["labels/intervals"]
+        s.create_dataset("pad", data=np.arange(9000))
+        s.create_dataset("intervals", data=ds[()])
+        for k, v in ds.attrs.items():
+            s["intervals"].attrs[k] = v
+        del f["labels/intervals"]
+        f["labels/intervals"] = h5py.ExternalLink("side.h5", "intervals")
+    _, arrays = ixread.read_index_file(index_file)
+    np.testing.assert_array_equal(arrays["labels/intervals"], want["labels/intervals"])

@@ -88,7 +88,7 @@ def read_index_file(path, defer=(), values: bool = True, seal_out: list | None =
         raise IndexFormatError(f"{path}: not an HDF5 file, so not a distgrail index ({e})") from None
     except _H5_ERRORS as e:
         raise IndexFormatError(f"{path}: damaged index: the file cannot be opened (HDF5: {e})") from None
-    fd = os.open(path, os.O_RDONLY)  # large datasets: read in parallel blocks
+    fd = _descriptor(f, path)  # large datasets: read in parallel blocks
     parts = PartFiles()  # (a split index's part files)
     pool = crc_pool()
     try:
@@ -112,6 +112,17 @@ def read_index_file(path, defer=(), values: bool = True, seal_out: list | None =
     if seal_out is not None:
         seal_out.append(None if seal[0] is None else (seal[0].decode() if isinstance(seal[0], bytes) else seal[0]))
     return meta, arrays
+
+
+def _descriptor(f, path) -> int:
+    """A descriptor of the file HDF5 has open as ``f`` (``os.dup`` of its driver's handle): the
+    blocks read in parallel are those of the file whose header was read, even when ``path`` names
+    another file by then (an index replaced meanwhile); ``os.open(path)`` where the driver has no
+    such handle. (A dataset behind an external link lives in another file: HDF5 reads it.)"""
+    try:
+        return os.dup(int(f.id.get_vfd_handle()))
+    except Exception:  # noqa: BLE001 - a driver without a POSIX descriptor
+        return os.open(path, os.O_RDONLY)
 
 
 def _read_open_file(h5py, f, path, where, fd, parts, pool, defer=()):
@@ -179,7 +190,7 @@ def _read_open_file(h5py, f, path, where, fd, parts, pool, defer=()):
                 if crc is not None and can_read_in_blocks(obj, crc[1]) and name in defer:
                     arrays[name] = Deferred(path, name, obj, crc)
                     continue
-                if crc is not None and can_read_in_blocks(obj, crc[1]):
+                if crc is not None and can_read_in_blocks(obj, crc[1]) and obj.file.id.fileno == f.id.fileno:
                     arrays[name], landed[name] = parallel_read(path, fd, obj, name, int(crc[1]), pool, stats)
                 else:
                     arrays[name] = obj[()]
