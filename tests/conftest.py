@@ -196,3 +196,22 @@ def release_comm(c, rounds: int = 5):
         time.sleep(0.001)
     c.Barrier()
     c.Free()
+
+
+@pytest.fixture
+def small_crc_blocks(monkeypatch):
+    """Every dataset of 1 KiB or more read in CRC blocks of 1,000 bytes (the last one short), so
+    that test-sized files take the block readers' path; the count of blocks read returned."""
+    import distgrail.indexfile.layout as layout
+
+    monkeypatch.setattr(layout, "PARALLEL_MIN_BYTES", 1024)
+    monkeypatch.setattr(layout, "CRC_BLOCK", 1000)
+    count = [0]
+    real = layout.read_block
+
+    def counted(fd, view, offset):
+        count[0] += 1
+        return real(fd, view, offset)
+
+    monkeypatch.setattr(layout, "read_block", counted)
+    return count

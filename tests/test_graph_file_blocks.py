@@ -26,20 +26,8 @@ def _graph(n=3000, m=40000, seed=7):
 
 
 @pytest.fixture
-def blocks(monkeypatch):
-    """Every dataset of 1 KiB or more read in blocks of 1,000 bytes (the last one short); the count
-    of blocks read returned."""
-    monkeypatch.setattr(layout, "PARALLEL_MIN_BYTES", 1024)
-    monkeypatch.setattr(layout, "CRC_BLOCK", 1000)
-    count = [0]
-    real = layout.read_block
-
-    def counted(fd, view, offset):
-        count[0] += 1
-        return real(fd, view, offset)
-
-    monkeypatch.setattr(layout, "read_block", counted)
-    return count
+def blocks(small_crc_blocks):
+    return small_crc_blocks
 
 
 def _by_hdf5(path):

@@ -11,7 +11,6 @@ import numpy as np
 import pytest
 
 import distgrail
-import distgrail.indexfile.layout as layout
 from distgrail.gpu.backend import get_backend
 from distgrail.io.binary import write_binary_graph
 from distgrail.io.graph import EdgeGraph
@@ -21,18 +20,8 @@ pytestmark = pytest.mark.mpi(min_size=2)
 
 
 @pytest.fixture
-def blocks(monkeypatch):
-    monkeypatch.setattr(layout, "PARALLEL_MIN_BYTES", 1024)
-    monkeypatch.setattr(layout, "CRC_BLOCK", 1000)
-    count = [0]
-    real = layout.read_block
-
-    def counted(fd, view, offset):
-        count[0] += 1
-        return real(fd, view, offset)
-
-    monkeypatch.setattr(layout, "read_block", counted)
-    return count
+def blocks(small_crc_blocks):
+    return small_crc_blocks
 
 
 def _file(comm, tmp_path):
