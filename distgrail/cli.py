@@ -442,7 +442,8 @@ def build_parser() -> argparse.ArgumentParser:
 
     sp = sub.add_parser("query", help="answer query pairs with an index")
     sp.add_argument("index", help="index file")
-    sp.add_argument("pairs", nargs="?", help="pairs file: 'u v' per line (.gz ok) or .npy (k, 2); or 'bundled'; a "
+    sp.add_argument("pairs", nargs="?", help="pairs file: 'u v' per line (.gz ok), split at tabs in a .tsv and at "
+                    "commas in a .csv (node labels with blanks), or .npy (k, 2); or 'bundled'; a "
                     "third column 0/1 ('u v answer', .npy (k, 3)) is the expected answer: the pairs whose answer "
                     "differs are counted and the first listed, and the exit status is 3 when any differ")
     add_query_args(sp)  # --pair U V, -o (answers by extension), the common options

@@ -155,12 +155,71 @@ def test_id_pairs_written_separated_read_back_as_the_txt(tmp_path, suffix):
     np.testing.assert_array_equal(_answers(idx, txt, tmp_path), _answers(idx, sep, tmp_path))
 
 
-@pytest.mark.parametrize("text,line,message", [("1,2\n3 4\n", 2, "without a comma"),
+@pytest.mark.parametrize("text,line,message", [("1,2\n3 4\n", 2, "a line of 1 field, the first pair line has 2"),
                                                 ("1,2\n3,,4\n", 2, "empty source or target"),
-                                                ("1,2,1\n3 4,0\n", 2, "a blank inside")])
+                                                ("1,2,1\n3 4,0\n", 2, "2 fields, the first pair line has 3")])
 def test_comma_separated_id_pairs_refused_at_the_line(tmp_path, text, line, message):
     p = tmp_path / "q.csv"
     p.write_text(text)
     with pytest.raises(GraphFormatError, match=message) as e:
         read_query_pairs(p, n=10)
     assert f"{p}:{line}:" in str(e.value)
+
+
+# -- a review's findings (session 37) ----------------------------------------------------------
+
+@pytest.mark.parametrize("name,text,line,message", [
+    ("q.txt", "a b\nc\rx\n", 2, "control or space character"),  # (split at every space by bytes.split)
+    ("q.txt", "c\x0bx\n", 1, "control or space character"),
+    ("q.csv", "John Smith\r,Jane Doe\n", 1, "control or space character"),  # a stray \r: only \r\n ends a line
+    ("q.tsv", "John Smith\r\tJane Doe\n", 1, "control or space character"),
+    ("q.txt", "x x#2\n", 1, "comment mark"),  # a mark glued to a label cut it: (x, x)
+    ("q.csv", "p q,x#2\n", 1, "comment mark"),
+    ("q.tsv", "p q\tx%2\n", 1, "comment mark"),
+])
+def test_labels_a_review_found_read_as_something_else_are_refused(tmp_path, name, text, line, message):
+    p = tmp_path / name
+    p.write_bytes(text.encode())
+    with pytest.raises(GraphFormatError, match=message) as e:
+        read_query_pairs(p, "str")
+    assert f"{p}:{line}:" in str(e.value)
+
+
+def test_tabs_around_a_csv_label_and_crlf_line_ends_are_cut(tmp_path):
+    p = tmp_path / "q.csv"
+    p.write_bytes(b"John Smith\t,Jane Doe\r\n a b ,c # x,,y\r\n")
+    q = read_query_pairs(p, "str")
+    assert q.sources.tolist() == ["John Smith", "a b"] and q.targets.tolist() == ["Jane Doe", "c"]
+
+
+def test_a_tsv_writer_refuses_a_double_quote_its_reader_refuses(tmp_path):
+    for suffix in (".tsv", ".TSV.GZ"):
+        out = tmp_path / f"p{suffix}"
+        with pytest.raises(DistGrailError, match="holds a double quote"):
+            write_pairs(np.array(['12" pipe']), np.array(["x"]), out)
+        assert not out.exists()
+
+
+@pytest.mark.parametrize("name,text,line,message", [
+    ("q.csv", "1,2,,1\n", 1, "an empty field"),  # (commas read as blanks: the pair (1, 2) expected 1)
+    ("q.csv", "1,2,1\n3,4,,0\n", 2, "4 fields, the first pair line has 3"),
+    ("q.csv", "1,2,1,\n", 1, "an empty field"),
+    ("q.csv", "1 2\n3,4\n", 1, "a blank inside a field"),
+    ("q.tsv", "1\t\t2\n", 1, "an empty field"),
+    ("q.tsv", "\t1\t2\n", 1, "an empty field"),
+    ("q.tsv", "1\t2\n1 2\t1\n", 2, "a blank inside a field"),
+    ("q.tsv", "1\t2\t1\n3\t4\n", 2, "2 fields, the first pair line has 3"),
+])
+def test_separated_id_pairs_are_held_to_their_fields(tmp_path, name, text, line, message):
+    p = tmp_path / name
+    p.write_text(text)
+    with pytest.raises(GraphFormatError, match=message) as e:
+        read_query_pairs(p, n=10)
+    assert f"{p}:{line}:" in str(e.value)
+
+
+def test_separated_id_pairs_with_comments_blank_lines_and_crlf_read(tmp_path):
+    p = tmp_path / "q.tsv"
+    p.write_bytes(b"# u v answer\r\n1\t2\t1\r\n\r\n 3 \t 4\t0 # a\t\tb\r\n")
+    q = read_query_pairs(p, n=10)
+    assert q.sources.tolist() == [1, 3] and q.targets.tolist() == [2, 4] and q.expected.tolist() == [True, False]

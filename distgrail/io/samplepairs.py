@@ -51,9 +51,9 @@ PAIRS_OUTPUTS = (".txt or .pairs ('u v' lines; .txt.gz or .pairs.gz compressed),
 #: there, cuts the line at ``#``/``%``, and refuses the rest, as ``str.isspace`` and NUL), or
 #: what UTF-8 cannot encode
 _NOT_IN_LABEL = re.compile(r"[\s\x00#%\ud800-\udfff]")
-#: the same for ``.tsv`` pairs lines (blanks inside a label read back) and ``.csv`` ones (no comma
-#: or double quote either)
-_NOT_IN_TSV_LABEL = re.compile(r"[^\S ]|[\x00#%\ud800-\udfff]")
+#: the same for ``.tsv`` pairs lines (blanks inside a label read back; no double quote) and
+#: ``.csv`` ones (no comma either)
+_NOT_IN_TSV_LABEL = re.compile(r'[^\S ]|[\x00#%"\ud800-\udfff]')
 _NOT_IN_CSV_LABEL = re.compile(r'[^\S ]|[\x00#%,"\ud800-\udfff]')
 
 
@@ -261,7 +261,7 @@ def _check_labels(path, u, v, sep: str = " ") -> None:
     as itself from lines split at ``sep`` (:func:`~distgrail.io.pairs.separator_of`): with a blank, a line end or
     another space character (``u v`` lines: it splits or refuses the line there; ``.tsv`` and
     ``.csv`` lines take blanks inside a label, not around it, and no other space character), a
-    comma or a double quote in a ``.csv``, a ``#`` or ``%`` (it cuts the line there: a comment),
+    double quote in either, a comma in a ``.csv``, a ``#`` or ``%`` (it cuts the line there: a comment),
     a NUL, none at all, or one that UTF-8 cannot encode. No escape exists in these formats: such a
     label is asked about with :meth:`distgrail.Index.query` in Python instead."""
     labels = np.concatenate([u.ravel(), v.ravel()])
@@ -276,6 +276,7 @@ def _check_labels(path, u, v, sep: str = " ") -> None:
             continue
         what = ("is empty" if not x else "starts or ends with a blank" if sep != " " and x != x.strip(" ")
                 else "holds a comma or a double quote" if sep == "," and re.search('[,"]', x)
+                else "holds a double quote" if sep == "\t" and '"' in x
                 else "holds a blank or another space character" if sep == " " and re.search(r"\s", x)
                 else "holds a tab, a line end or another space character" if re.search(r"\s", x)
                 else "holds '#' or '%' (a comment mark)" if re.search("[#%]", x)
