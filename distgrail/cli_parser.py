@@ -11,7 +11,17 @@ from __future__ import annotations
 
 import argparse
 
-__all__ = ["ContractParser", "launcher_rank"]
+__all__ = ["ContractParser", "launcher_rank", "last_error"]
+
+
+#: the last command-line error's line, kept for :func:`distgrail.cli.command_line` (which ends an
+#: MPI job with it when one rank's arguments do not parse)
+_LAST_ERROR: list = [None]
+
+
+def last_error() -> str | None:
+    """The line of the last command-line error (:class:`ContractParser`), None when there was none."""
+    return _LAST_ERROR[0]
 
 
 class ContractParser(argparse.ArgumentParser):
@@ -20,7 +30,8 @@ class ContractParser(argparse.ArgumentParser):
     def error(self, message: str):
         hint = f" (see '{self.prog} --help')" if self.prog else ""
         text = " ".join(str(message).split())  # one line, whatever argparse wrapped
-        self.exit(2, f"distgrail: error: {text}{hint}\n" if launcher_rank() == 0 else None)
+        _LAST_ERROR[0] = f"distgrail: error: {text}{hint}"
+        self.exit(2, f"{_LAST_ERROR[0]}\n" if launcher_rank() == 0 else None)
 
 
 def launcher_rank() -> int:

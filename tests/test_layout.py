@@ -161,6 +161,8 @@ GET_BACKEND_CALLERS = {"distgrail.gpu.backend", "distgrail.placement", "distgrai
 #: module-level mutable containers and `global` rebinding that are allowed, and why: caches keyed
 #: by what they cache, process-wide facts set once; no switch that changes what a call computes
 MODULE_STATE = {
+    ("distgrail.cli_parser", "_LAST_ERROR"): "the last command-line error's line, for command_line()'s end of an "
+                                             "MPI job whose rank could not parse its arguments",
     ("distgrail.gpu.backend", "_CACHE"): "the Backend of each (name, device): immutable values",
     ("distgrail.gpu.kernels", "_CACHE"): "compiled modules by (device, source): compile once per process",
     ("distgrail.gpu.kernels", "compile_times"): "seconds each module took to compile (the cache's record)",

@@ -1,0 +1,45 @@
+"""A command line that does not parse on one rank ends the whole MPI job (session 37). With
+``mpiexec``'s ``:`` form each rank may be given its own arguments; a rank whose arguments did not
+parse printed nothing (rank 0 prints a command-line error, which every rank usually has alike) and
+ended before MPI, while the others waited for it in MPI's set-up until the launcher's timeout.
+Now it starts MPI and ends the job with status 2, saying why (``rank 1``)."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+
+import pytest
+
+from conftest import ROOT
+
+MPIEXEC = os.path.join(os.path.dirname(sys.executable), "mpiexec")
+pytestmark = pytest.mark.skipif(not os.access(MPIEXEC, os.X_OK), reason=f"no {MPIEXEC} (PyPI mpich)")
+ENV = dict(os.environ, PYTHONPATH=ROOT + os.pathsep + os.environ.get("PYTHONPATH", ""), MPIEXEC_TIMEOUT="60")
+
+
+def _run(*apps, cwd):
+    cmd = [MPIEXEC]
+    for k, args in enumerate(apps):
+        cmd += ([":"] if k else []) + ["-n", "1", sys.executable, "-m", "distgrail", *args]
+    return subprocess.run(cmd, capture_output=True, text=True, env=ENV, cwd=cwd, timeout=120)
+
+
+@pytest.mark.parametrize("bad", [1, 0])
+def test_one_ranks_bad_arguments_end_the_job_with_its_error(tmp_path, bad):
+    good = ["index", "bundled", "-o", "i.h5", "--backend", "cpu", "--quiet"]
+    apps = [good, good]
+    apps[bad] = [*good, "--bogus"]
+    r = _run(*apps, cwd=tmp_path)
+    assert r.returncode == 2, (r.returncode, r.stderr)
+    who = "distgrail: rank 1, error" if bad else "distgrail: error"
+    assert f"{who}: unrecognized arguments: --bogus" in r.stderr, r.stderr
+    assert "TIMED OUT" not in r.stderr and not [p for p in os.listdir(tmp_path) if p.startswith("i.h5")]
+
+
+def test_every_ranks_bad_arguments_say_it_once(tmp_path):
+    r = subprocess.run([MPIEXEC, "-n", "2", sys.executable, "-m", "distgrail", "index", "bundled", "--bogus"],
+                       capture_output=True, text=True, env=ENV, cwd=tmp_path, timeout=120)
+    assert r.returncode == 2, (r.returncode, r.stderr)
+    assert r.stderr.count("distgrail: error:") == 1 and "rank 1" not in r.stderr, r.stderr
