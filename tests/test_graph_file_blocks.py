@@ -193,7 +193,12 @@ def test_the_first_failing_block_stops_the_rest(tmp_path, blocks, monkeypatch):
         return 0
 
     monkeypatch.setattr(layout, "read_block", failing)
-    with pytest.raises(OSError, match="Input/output"):
+    with pytest.raises(GraphFormatError, match="cannot read dataset 'csr/indptr' .*storage error: Input/output"):
         with h5py.File(path, "r") as f:
             binary._read_checked(f, ("csr/indptr", "csr/indices"), path)
     assert calls[0] < (1_600_000 // 1000) // 2  # (of ~1,600 blocks, most never read)
+    calls[0] = 0
+    write_binary_graph(_graph(m=400000), path, dag=condense_graph(_graph(m=400000)))
+    with pytest.raises(GraphFormatError, match="storage error") as e:  # (a stored condensation: was a bare OSError)
+        read_condensation(path)
+    assert path in str(e.value)

@@ -112,7 +112,7 @@ def _file_blocks_crc(d, name, path, block: int) -> list | None:
 
     pool = crc_pool()
     try:
-        values = list(pool.map(one, range(0, nbytes, block)))
+        values = [_block_value(fu, name, path) for fu in [pool.submit(one, i) for i in range(0, nbytes, block)]]
     except BaseException:
         pool.shutdown(wait=True, cancel_futures=True)
         raise
@@ -123,6 +123,17 @@ def _file_blocks_crc(d, name, path, block: int) -> list | None:
         raise GraphFormatError(f"damaged graph file: dataset {name!r} ends past the end of the file (truncated?)",
                                path=path)
     return [(v, min(block, nbytes - k * block)) for k, v in enumerate(values)]
+
+
+def _block_value(future, name, path) -> int:
+    """A block read's CRC-32 (-1: the file ended first); a storage error on the way (EIO, a file
+    gone from a network mount) a GraphFormatError naming the file and the dataset, not a bare
+    OSError from a thread."""
+    try:
+        return future.result()
+    except OSError as e:
+        raise GraphFormatError(f"cannot read dataset {name!r} of the graph file (storage error: "
+                               f"{e.strerror or e})", path=path) from None
 
 
 def _descriptor(d) -> int | None:
@@ -344,7 +355,7 @@ def _read_checked(f, names, path, ranges=None) -> tuple[list, int]:
         crc = 0
         for name, a, futures in zip(names, arrays, crcs):
             for k, fu in enumerate(futures):
-                value = fu.result()
+                value = _block_value(fu, name, path)
                 if value < 0:
                     raise GraphFormatError(f"damaged graph file: dataset {name!r} ends past the end of the file "
                                            "(truncated?)", path=path)
