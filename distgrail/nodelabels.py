@@ -88,6 +88,15 @@ class NodeLabels:
         return None
 
     # -- queries ----------------------------------------------------------------------------
+    def contains(self, values: np.ndarray) -> np.ndarray:
+        """Whether each of ``values`` (of the labels' kind: int64 or str) is a label: a binary search
+        in the sorted labels (``np.isin`` sorts the values too)."""
+        v = np.asarray(values)
+        if not self._sorted.size or not v.size:
+            return np.zeros(v.shape, dtype=bool)
+        pos = np.minimum(np.searchsorted(self._sorted, v), self._sorted.size - 1)
+        return self._sorted[pos] == v
+
     def to_ids(self, values, what: str) -> np.ndarray:
         """Vertex ids of the labels ``values`` (1-D); QueryError naming the first unknown label."""
         v = np.asarray(values)

@@ -160,7 +160,7 @@ def _npy_label_pairs(path, kind, known) -> QueryPairs:
             raise GraphFormatError(f"node {int(arr[row, col])} is not in the graph", path=f"{path}[{row}, {col}]")
     q = _npy_pairs(path, None)
     if known is not None and q.sources.size:
-        missing = ~np.isin(np.stack([q.sources, q.targets], axis=1), known.values)
+        missing = ~known.contains(np.stack([q.sources, q.targets], axis=1).astype(np.int64))
         if missing.any():
             row, col = divmod(int(np.flatnonzero(missing.reshape(-1))[0]), 2)
             raise GraphFormatError(f"node {int((q.sources, q.targets)[col][row])} is not in the graph",
@@ -448,15 +448,9 @@ def _glued_mark(raw: bytes, sep: bytes) -> bool:
     return len(fields) <= 2
 
 
-def _label_pairs(path, data, kind, known) -> QueryPairs:
-    """Pairs of node labels, one pair per line, a third column of 0/1 on every line or none (a
-    Python loop: label maps are for in-memory graphs); ``known``: every label must be in it. The
-    fields are split at commas, tabs or blanks, the file's name tells which (:func:`separator_of`):
-    a ``.csv``'s or ``.tsv``'s labels may hold blanks."""
-    if data is None:
-        with open(path, "rb") as f:
-            data = f.read()
-    sep = separator_of(path)
+def _label_lines(path, data, sep, kind):
+    """:func:`_label_pairs`' loop over the lines, which refuses a file with its line and value:
+    ``(sources, targets, expected answers or None, lines)``."""
     us, vs, es, lines = [], [], [], []
     width = None
     for no, raw in enumerate(data.split(b"\n"), 1):
@@ -501,12 +495,28 @@ def _label_pairs(path, data, kind, known) -> QueryPairs:
         us.append(tok[0])
         vs.append(tok[1])
         lines.append(no)
+    return us, vs, (np.array(es, dtype=bool) if width == 3 else None), lines
+
+
+def _label_pairs(path, data, kind, known) -> QueryPairs:
+    """Pairs of node labels, one pair per line, a third column of 0/1 on every line or none;
+    ``known``: every label must be in it. The fields are split at commas, tabs or blanks, the
+    file's name tells which (:func:`separator_of`): a ``.csv``'s or ``.tsv``'s labels may hold
+    blanks. A clean file is read without a loop per line
+    (:func:`~distgrail.io.label_pairs.clean_label_pairs`); any other by :func:`_label_lines`."""
+    if data is None:
+        with open(path, "rb") as f:
+            data = f.read()
+    sep = separator_of(path)
+    from .label_pairs import clean_label_pairs
+
+    got = clean_label_pairs(data, sep, kind)  # (a clean file without a loop per line)
+    us, vs, es, lines = got if got is not None else _label_lines(path, data, sep, kind)
     dt = np.int64 if kind == "int" else str
     u, v = np.array(us, dtype=dt), np.array(vs, dtype=dt)
     if known is not None and u.size:
-        missing = ~np.isin(np.stack([u, v], axis=1), known.values)
+        missing = ~known.contains(np.stack([u, v], axis=1))
         if missing.any():
             k, col = divmod(int(np.flatnonzero(missing.reshape(-1))[0]), 2)
             raise GraphFormatError(f"node {(u, v)[col][k].item()!r} is not in the graph", path=path, line=lines[k])
-    expected = np.array(es, dtype=bool) if width == 3 else None
-    return QueryPairs(path, u, v, expected, np.array(lines, dtype=np.int64))
+    return QueryPairs(path, u, v, es, np.asarray(lines, dtype=np.int64))

@@ -1,0 +1,84 @@
+"""A clean pairs file of node labels is read without a loop per line
+(:func:`distgrail.io.label_pairs.clean_label_pairs`), every other one by the loop that says what is
+wrong (:func:`distgrail.io.pairs._label_lines`). On generated files, with every separator, kind and
+tricky byte: whatever the fast path takes it reads as the loop does (labels, expected answers,
+lines), and it takes nothing the loop refuses."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from distgrail.errors import GraphFormatError
+from distgrail.io.label_pairs import clean_label_pairs
+from distgrail.io.pairs import _label_lines, read_query_pairs
+
+LABELS = ["a", "bob", "John Smith", "x,y", 'q"r', "-5", "12", "007", "+3", "1_0", "é", "日本", "nb\u00a0sp", "",
+          "0", "1", "9223372036854775808", "a#b", "c%", "t\tu", "v\rw", "z\x0b", "nul\x00"]
+SEPS = {b" ": [" ", "\t", "  ", " \t "], b"\t": ["\t", " \t ", "\t\t", " "], b",": [",", " , ", ",\t", " "]}
+ENDS = ["\n", "\r\n", "\r", " \n", "\t\n"]
+EXTRA = ["# a comment\n", "  % another\n", "\n", "   \n", "\t\n", "x #tail\n", "0 1 # c\n"]
+#: labels a clean file of each separator and kind may hold
+CLEAN = {("str", b" "): ["a", "bob", "é", "日本", "-5", "x,y", 'q"r'], ("str", b"\t"): ["a", "John Smith", "x,y", "é"],
+         ("str", b","): ["a", "John Smith", "é", "日本"], ("int", b" "): ["-5", "12", "007", "0", "1"]}
+CLEAN[("int", b"\t")] = CLEAN[("int", b",")] = CLEAN[("int", b" ")]
+
+
+def _file(rng, sep: bytes, kind: str, clean: bool) -> bytes:
+    width = int(rng.choice([2, 3]))
+    pool = CLEAN[(kind, sep)] if clean else LABELS
+    out = []
+    for _ in range(int(rng.integers(1, 12))):
+        if rng.random() < 0.15:
+            out.append(str(rng.choice(EXTRA[:4] if clean else EXTRA)))
+            continue
+        k = width + (int(rng.integers(-1, 2)) if rng.random() < 0.1 and not clean else 0)
+        fields = [str(rng.choice(pool)) for _ in range(k)]
+        if k == 3 and (clean or rng.random() < 0.9):
+            fields[2] = str(rng.choice(["0", "1"]))
+        seps = SEPS[sep][:1] if clean and rng.random() < 0.7 else SEPS[sep]
+        line = fields[0]
+        for f in fields[1:]:
+            line += str(rng.choice(seps)) + f
+        out.append(line + str(rng.choice(ENDS[:2] if clean else ENDS)))
+    text = "".join(out)
+    return text.encode("utf-8") if clean or rng.random() < 0.97 else text.encode("utf-8")[:-2] + b"\xff\n"
+
+
+def _loop(data, sep, kind):
+    try:
+        return _label_lines("p", data, sep, kind)
+    except GraphFormatError:
+        return None
+
+
+@pytest.mark.parametrize("sep", [b" ", b"\t", b","])
+@pytest.mark.parametrize("kind", ["str", "int"])
+def test_the_fast_path_reads_as_the_loop_and_takes_nothing_it_refuses(sep, kind):
+    rng = np.random.default_rng(sep[0] * 7 + len(kind))  # (fixed: str hashes change per process)
+    took = agreed = 0
+    for trial in range(1500):
+        data = _file(rng, sep, kind, clean=trial % 2 == 0)
+        fast, loop = clean_label_pairs(data, sep, kind), _loop(data, sep, kind)
+        if fast is None:
+            continue
+        took += 1
+        assert loop is not None, data  # (the loop refuses it: the fast path must not take it)
+        us, vs, es, lines = fast
+        lu, lv, le, ll = loop
+        assert list(us) == list(lu) and list(vs) == list(lv), data
+        assert (es is None) == (le is None) and (es is None or es.tolist() == le.tolist()), data
+        assert list(lines) == list(ll), data
+        agreed += 1
+    assert took >= 100 and agreed == took  # (the fast path takes the clean files)
+
+
+def test_a_large_clean_file_takes_the_fast_path(tmp_path, monkeypatch):
+    import distgrail.io.pairs as pairs
+
+    monkeypatch.setattr(pairs, "_label_lines", lambda *a: pytest.fail("the loop read a clean file"))
+    p = tmp_path / "q.tsv"
+    p.write_text("# u v\n" + "".join(f"user {i}\tuser {i * 7 % 1000} \r\n" for i in range(1000)))
+    q = read_query_pairs(p, "str")
+    assert q.sources.tolist() == [f"user {i}" for i in range(1000)] and q.lines.tolist() == list(range(2, 1002))
+    assert q.targets.tolist() == [f"user {i * 7 % 1000}" for i in range(1000)] and q.expected is None
