@@ -14,7 +14,7 @@ from distgrail.io.label_pairs import clean_label_pairs
 from distgrail.io.pairs import _label_lines, read_query_pairs
 
 LABELS = ["a", "bob", "John Smith", "x,y", 'q"r', "-5", "12", "007", "+3", "1_0", "é", "日本", "nb\u00a0sp", "",
-          "0", "1", "9223372036854775808", "a#b", "c%", "t\tu", "v\rw", "z\x0b", "nul\x00"]
+          "0", "1", "9223372036854775808", "9" * 4400, "a#b", "c%", "t\tu", "v\rw", "z\x0b", "nul\x00"]
 SEPS = {b" ": [" ", "\t", "  ", " \t "], b"\t": ["\t", " \t ", "\t\t", " "], b",": [",", " , ", ",\t", " "]}
 ENDS = ["\n", "\r\n", "\r", " \n", "\t\n"]
 EXTRA = ["# a comment\n", "  % another\n", "\n", "   \n", "\t\n", "x #tail\n", "0 1 # c\n"]
@@ -42,6 +42,8 @@ def _file(rng, sep: bytes, kind: str, clean: bool) -> bytes:
             line += str(rng.choice(seps)) + f
         out.append(line + str(rng.choice(ENDS[:2] if clean else ENDS)))
     text = "".join(out)
+    if not clean and rng.random() < 0.2:  # (no line end after the last line: a field may end the file)
+        text = text.rstrip("\n") + str(rng.choice(["", " ", "\t", ","]))
     return text.encode("utf-8") if clean or rng.random() < 0.97 else text.encode("utf-8")[:-2] + b"\xff\n"
 
 
@@ -82,3 +84,14 @@ def test_a_large_clean_file_takes_the_fast_path(tmp_path, monkeypatch):
     q = read_query_pairs(p, "str")
     assert q.sources.tolist() == [f"user {i}" for i in range(1000)] and q.lines.tolist() == list(range(2, 1002))
     assert q.targets.tolist() == [f"user {i * 7 % 1000}" for i in range(1000)] and q.expected is None
+
+
+@pytest.mark.parametrize("data,sep,kind", [(b"a\t", b"\t", "str"), (b"a\tb\nc\t", b"\t", "str"), (b"a,", b",", "str"),
+                                           (b"a,b\r\nc,", b",", "str"), (b"1 " + b"9" * 4301 + b"\n", b" ", "int"),
+                                           (b"1,0" + b"0" * 5000 + b"1\n", b",", "int")])
+def test_what_a_review_found_the_fast_path_took_goes_to_the_loop(data, sep, kind):
+    """An empty last field with no line end after it (``c<tab>`` at the file's end) was read as the
+    label ''; an integer label of more than 4,300 digits raised int()'s ValueError: both the
+    loop's, which refuses them."""
+    assert clean_label_pairs(data, sep, kind) is None
+    assert _loop(data, sep, kind) is None

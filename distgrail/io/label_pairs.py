@@ -70,8 +70,8 @@ def clean_label_pairs(data: bytes, sep: bytes, kind: str):
         flat = text.split()
     else:
         s = sep[0]
-        if (a == 34).any() or (s == 44 and (a == 9).any()):  # a quote; a tab in a CSV: the loop's
-            return None
+        if (a == 34).any() or (s == 44 and (a == 9).any()) or a[-1] == s:  # a quote; a tab in a CSV; an
+            return None  # empty last field (the file's last byte a separator): the loop's
         cut = nl | (a == s)
         solid = ~cut & (a != 32)
         has_line = np.bincount(line[solid], minlength=int(line[-1]) + 1) > 0
@@ -106,7 +106,7 @@ def clean_label_pairs(data: bytes, sep: bytes, kind: str):
             if not all(map(_INT.fullmatch, us)) or not all(map(_INT.fullmatch, vs)):
                 return None
             return np.array(us, np.int64), np.array(vs, np.int64), expected, lines
-        except OverflowError:  # (past 64 bits: the loop says which is no node)
+        except (OverflowError, ValueError):  # (past 64 bits, or past int()'s digits: the loop's)
             return None
     return us, vs, expected, lines
 
