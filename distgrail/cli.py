@@ -525,7 +525,12 @@ def main(argv=None) -> int:
             traceback.print_exception(e.__cause__, file=sys.stderr)
         if not shared and comm is None and getattr(e, "arguments_only", False):
             from .cli_parser import launcher_rank
+            from .mpi.launcher import rank_size
 
+            if rank_size()[1] > 1 and not getattr(args, "no_mpi", False):  # (every rank's outcome gathered)
+                from .mpi.errors import refuse_arguments
+
+                refuse_arguments(f"distgrail: error: {e}", printed=False)
             if launcher_rank() != 0:  # (before MPI: every rank has it; rank 0 prints it)
                 return 2
         if not shared or comm.Get_rank() == 0:  # an error shared by all ranks is printed once

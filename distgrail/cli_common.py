@@ -34,6 +34,10 @@ def comm_of(args):
         at_job_start()  # MPICH segments killed jobs left in /dev/shm: removed before MPI makes its own
         from mpi4py import MPI
 
+        if MPI.COMM_WORLD.Get_size() > 1:  # (the first collective: a rank whose command line was refused joins it)
+            from .mpi.errors import arguments_agreed
+
+            arguments_agreed(MPI.COMM_WORLD)
         comm = MPI.COMM_WORLD.Clone() if MPI.COMM_WORLD.Get_size() > 1 else None
         launch = detect()
         if comm is None and launch.size:  # e.g. srun --mpi=none: N worlds of one rank, each would work alone

@@ -16,7 +16,8 @@ from __future__ import annotations
 from ..errors import BackendError, DistGrailError, GraphFormatError, IndexFormatError, OutputError, QueryError
 
 __all__ = ["RankError", "QueryRankError", "GraphFormatRankError", "IndexFormatRankError", "BackendRankError",
-           "OutputRankError", "share_outcome", "run_shared", "own_comm", "mpi", "end_job"]
+           "OutputRankError", "share_outcome", "run_shared", "own_comm", "mpi", "end_job", "arguments_agreed",
+           "refuse_arguments", "ARGUMENTS_WAIT", "ArgumentsRefused"]
 
 
 class RankError(DistGrailError):
@@ -170,3 +171,67 @@ def end_job(comm, message: str | None, status: int) -> None:
             pass
     comm.Abort(status)
     os._exit(status)  # pragma: no cover - Abort does not return
+
+
+#: seconds a rank whose command line was refused waits for the others to say whether theirs
+#: parsed (:func:`refuse_arguments`) before it ends alone with its own line
+ARGUMENTS_WAIT = 60.0
+
+
+def arguments_agreed(comm) -> None:
+    """Collective, the first of every rank on ``comm`` (COMM_WORLD) whose command line parsed,
+    beside :func:`refuse_arguments` on the ranks whose did not: every rank's refusal (None: none)
+    gathered. When any rank's was refused, rank 0 prints the first refused rank's line (naming the
+    rank) and every rank raises :class:`ArgumentsRefused` (status 2). Returns when every rank's
+    command line parsed."""
+    _ended_if_refused(comm, comm.allgather(None))
+
+
+def refuse_arguments(message: str, printed: bool) -> None:
+    """This rank's command line was refused (``message``, its ``distgrail: error: ...`` line;
+    ``printed``: already on stderr) under a launcher of several ranks: MPI started, and every
+    rank's outcome gathered with the others' first collective (:func:`arguments_agreed`). A
+    command line every rank has alike is then said once (rank 0) and every rank ends with status
+    2, no ``MPI_Abort``; a rank alone with its line (``mpiexec``'s ``:`` form) has it said by rank
+    0 (``rank r``) and the job ends with status 2, where before the other ranks waited for it in
+    MPI's set-up. If the others do not answer within :data:`ARGUMENTS_WAIT` seconds (they run
+    without MPI), this process says its line itself and ends. Raises :class:`ArgumentsRefused`."""
+    import os
+    import sys
+    import threading
+
+    def alone():
+        if not printed:
+            print(message, file=sys.stderr, flush=True)
+        os._exit(2)
+
+    watchdog = threading.Timer(ARGUMENTS_WAIT, alone)
+    watchdog.daemon = True
+    watchdog.start()
+    from mpi4py import MPI
+
+    comm = MPI.COMM_WORLD
+    errors = comm.allgather((message, printed))
+    watchdog.cancel()
+    _ended_if_refused(comm, errors)
+
+
+class ArgumentsRefused(SystemExit):
+    """Status 2 on every rank: some rank's command line was refused, and said so once
+    (:func:`refuse_arguments`). A SystemExit: the process ends there, MPI finalized at its exit."""
+
+
+def _ended_if_refused(comm, errors) -> None:
+    """Where any rank's command line was refused (``errors``: per rank None or ``(line, printed)``),
+    rank 0 says the first refused one's line unless it printed it itself, and every rank raises
+    :class:`ArgumentsRefused`."""
+    import sys
+
+    refused = [r for r, e in enumerate(errors) if e is not None]
+    if not refused:
+        return
+    r = refused[0]
+    line, printed = errors[r]
+    if comm.Get_rank() == 0 and not (r == 0 and printed):
+        print(line if r == 0 else line.replace("distgrail: ", f"distgrail: rank {r}, ", 1), file=sys.stderr, flush=True)
+    raise ArgumentsRefused(2)
