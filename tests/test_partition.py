@@ -61,6 +61,9 @@ class Threads:
             def bcast(self, a):
                 return np.array(T._share(r, a)[0])
 
+            def bcast_from(self, a, root):
+                return np.array(T._share(r, None if a is None else np.array(a))[root])
+
             def allgather(self, a):
                 return np.concatenate(T._share(r, np.array(a)))
 
@@ -472,6 +475,9 @@ class OnDevice:
 
     def bcast(self, a):
         return self.cp.asarray(self.ex.bcast(None if a is None else self.cp.asnumpy(a)))
+
+    def bcast_from(self, a, root):
+        return self.cp.asarray(self.ex.bcast_from(None if a is None else self.cp.asnumpy(a), root))
 
     def allgather(self, a):
         return self.cp.asarray(self.ex.allgather(self.cp.asnumpy(a)))

@@ -367,3 +367,33 @@ def test_rows_on_file_maps_the_dataset_or_reads_it(tmp_path, monkeypatch):
     got = rowstream.rows_on_file(tmp_path / "x.h5")
     assert type(got) is np.ndarray
     np.testing.assert_array_equal(got, a)
+
+
+@pytest.mark.parametrize("K", [2, 3])
+def test_spread_phases_4_and_5_exchange_once_per_rank_not_per_level(K):
+    """The ranks sweep phases 4 and 5 in turn (a rank's rows are a range of levels): one
+    broadcast per rank for the intervals and at most two per rank for the masks, however many
+    levels the DAG has (a chain of 300 levels; an exchange per level before)."""
+    n = 300
+    src, dst = np.arange(n - 1), np.arange(1, n)
+
+    def run(r, ex, s, d):
+        compact, C, keys = partitioned_keys(np, s, d, n, ex, 0)
+        pd = spread_dag(np, ex, n, compact, C, [keys])
+        host = spread_parents(np, ex, pd, SEED)
+        size = subtree_sizes_numpy(host, pd.level_ptr)
+        post = post_order_ranks_numpy(host, size, pd.level_ptr, SEED, range(2))
+        counted = Counted(ex)
+        lo, hi = spread_intervals(np, counted, pd, post)
+        phase4 = counted.exchanges
+        out, inn = spread_masks(np, counted, pd, some_ids(pd.C))
+        return pd.n_levels, phase4, counted.exchanges - phase4, lo, hi, out, inn
+
+    got = Threads(K).run(run, src, dst)
+    levels, phase4, phase5 = got[0][:3]
+    assert levels == n
+    assert phase4 <= K and phase5 <= 2 * K
+    for g in got:  # the same arrays on every rank
+        assert g[3].shape == (2, n) and g[5].shape == (n, 2)
+        for i in (3, 4, 5, 6):
+            np.testing.assert_array_equal(g[i], got[0][i])

@@ -14,8 +14,8 @@ build's NCCL communicator (:class:`~distgrail.mpi.transport.NcclTransport`), cho
 - ``alltoall`` (the DAG's rows routed to their owners): the sizes by MPI, then one NCCL group of
   sends and receives with every other rank, in pieces of at most ``CHUNK_BYTES``; the own part
   copied on the device.
-- ``gather``, ``bcast``, ``allgather``: the transport's NCCL ``gatherv`` and ``bcast`` (an
-  allgather is a gather to rank 0 and a broadcast).
+- ``gather``, ``bcast``, ``bcast_from``, ``allgather``: the transport's NCCL ``gatherv`` and
+  ``bcast`` (an allgather is a gather to rank 0 and a broadcast).
 
 Headers (sizes, dtypes) go by MPI pickles; nothing comes back to the host but them.
 """
@@ -78,6 +78,13 @@ class MpiExchange:
 
         out = bcast_array(self.comm, _host(a) if self.root else None, 0)
         return out if self.xp is np else self.xp.asarray(out)
+
+    def bcast_from(self, a, root: int):
+        """Rank ``root``'s ``a`` (None on the others) on every rank (``root`` keeps its own)."""
+        from .collectives import bcast_array
+
+        out = bcast_array(self.comm, _host(a) if self.rank == root else None, root)
+        return a if self.rank == root else self._dev(out)
 
     def allgather(self, a):
         """Every rank's 1-D ``a`` concatenated in rank order, on every rank: one Allgatherv after
@@ -212,6 +219,9 @@ class NcclExchange(MpiExchange):
 
     def bcast(self, a):
         return self.tp.bcast(a if self.root else None, 0)
+
+    def bcast_from(self, a, root: int):
+        return self.tp.bcast(a if self.rank == root else None, root)
 
     def allgather(self, a):
         out = self.tp.gatherv(self.xp.ascontiguousarray(a), 0)

@@ -15,15 +15,24 @@ from ..gpu.sweep import cupy, kernel, level_work, rows_if_needed, sweep
 from .deep import compiled_sweeps, n_levels
 
 __all__ = ["descendant_intervals", "descendant_intervals_numpy", "descendant_intervals_cpu", "descendant_intervals_cuda",
-           "intervals_bytes"]
+           "sweep_intervals_numpy", "sweep_intervals_cuda", "intervals_bytes"]
 
 
 def descendant_intervals_numpy(indptr, indices, level_ptr, post):
     """NumPy twin: (lo, hi), each shaped like ``post`` (k, C)."""
     lo = post.copy()
     hi = post.copy()
-    lp = level_ptr.tolist()
-    for lev in range(len(lp) - 3, -1, -1):
+    sweep_intervals_numpy(indptr, indices, level_ptr, lo, hi)
+    return lo, hi
+
+
+def sweep_intervals_numpy(indptr, indices, level_ptr, lo, hi, levels=None) -> None:
+    """The twin's sweep, in place on the start values ``lo`` / ``hi`` ((k, C)), over the levels
+    ``levels`` = ``(first, last)`` (default every level with children), deepest first (twin of
+    :func:`sweep_intervals_cuda`)."""
+    lp = np.asarray(level_ptr).tolist()
+    first, last = (0, len(lp) - 3) if levels is None else (max(0, int(levels[0])), min(len(lp) - 3, int(levels[1])))
+    for lev in range(last, first - 1, -1):
         a, b = lp[lev], lp[lev + 1]
         e0, e1 = int(indptr[a]), int(indptr[b])
         if e0 == e1:
@@ -35,7 +44,6 @@ def descendant_intervals_numpy(indptr, indices, level_ptr, post):
         rows = a + nz
         lo[:, rows] = np.minimum(lo[:, rows], np.minimum.reduceat(lo[:, ch], starts, axis=1))
         hi[:, rows] = np.maximum(hi[:, rows], np.maximum.reduceat(hi[:, ch], starts, axis=1))
-    return lo, hi
 
 
 def descendant_intervals_cpu(indptr, indices, level_ptr, post):
@@ -71,33 +79,41 @@ def descendant_intervals_cuda(be, indptr, indices, level_ptr, post):
     """GPU twin of :func:`descendant_intervals_numpy`: (lo, hi). Dimensions go in groups of at
     most ``MAX_DIMS_PER_SWEEP``, each swept by the instantiation ``dg_sweep_iv<K>`` /
     ``dg_small_iv<K>`` for its size K."""
+    return sweep_intervals_cuda(indptr, indices, level_ptr, post, post)
+
+
+def sweep_intervals_cuda(indptr, indices, level_ptr, lo0, hi0, levels=None, into=None):
+    """The sweep of :func:`descendant_intervals_cuda` on the current device from the start values
+    ``lo0`` / ``hi0`` ((k, C) each; the post-order ranks for a whole build) over the levels
+    ``levels`` = ``(first, last)`` (default every level with children), deepest first: new (lo,
+    hi), int64, or written into ``into`` = ``(lo, hi)`` (which may be ``lo0`` and ``hi0``). A spread
+    DAG's rank sweeps its own rows from the values the deeper ranks' rows reached
+    (:func:`~distgrail.stages.partitioned_dag.spread_intervals`)."""
     cp = cupy()
     check_ids(indices, "the CSR")
-    k, C = post.shape
+    k, C = lo0.shape
     if C >= 2**31 - 1:
         raise BackendError(f"the GPU backend keeps ranks in int32; {C} components is too many")
     ensure_fits(intervals_bytes(C, indices.size, k),
                 f"phase 4 of {k} dimension(s) of a DAG with {C:,} components and {indices.size:,} edges")
-    lo = cp.empty((k, C), dtype=cp.int64)
-    hi = cp.empty((k, C), dtype=cp.int64)
+    lo, hi = (cp.empty((k, C), dtype=cp.int64) for _ in "lh") if into is None else into
     if C == 0 or k == 0:
         return lo, hi
     lp = np.asarray(level_ptr, dtype=np.int64)
     L = lp.size - 1
+    first, last = (0, L - 2) if levels is None else (max(0, int(levels[0])), min(L - 2, int(levels[1])))
     lp_dev = cp.asarray(lp)
     work = level_work(indptr, lp_dev, lp)
-    rows = rows_if_needed("intervals", indptr, lp, work, 0, L - 2)  # phase 4's small levels: COO rows
+    rows = rows_if_needed("intervals", indptr, lp, work, first, last)  # phase 4's small levels: COO rows
     kmax = min(k, MAX_DIMS_PER_SWEEP)
     buf = cp.empty(C * kmax * 2, dtype=cp.int32)  # reused by every group of dimensions
     for c0 in range(0, k, kmax):
         K = min(kmax, k - c0)
         lh = buf[: C * K * 2].reshape(C, K, 2)
-        p = post[c0 : c0 + K].T
-        lh[:, :, 0] = p
-        lh[:, :, 1] = p
-        del p
+        lh[:, :, 0] = lo0[c0 : c0 + K].T
+        lh[:, :, 1] = hi0[c0 : c0 + K].T
         sweep(kernel("intervals", f"dg_sweep_iv<{K}>"), kernel("intervals", f"dg_small_iv<{K}>"), lp_dev, work,
-              0, L - 2, True, (indptr, indices, lh), (indptr, indices, lh, rows))
+              first, last, True, (indptr, indices, lh), (indptr, indices, lh, rows))
         lo[c0 : c0 + K] = lh[:, :, 0].T
         hi[c0 : c0 + K] = lh[:, :, 1].T
     return lo, hi

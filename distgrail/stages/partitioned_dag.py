@@ -18,14 +18,16 @@ local CSR. No rank holds another rank's edges.
   candidate in-edges (``allreduce`` MAX), then the smallest parent holding it (MIN): two rounds
   of C words, the rule of :func:`distgrail.stages.forest.parents_max_level`.
 - **phase 4** (:func:`spread_intervals`) and **phase 5** (:func:`spread_masks`): the level sweeps
-  of :mod:`~distgrail.stages.intervals` and :mod:`~distgrail.stages.supports`, each rank over its
-  rows, one ``allreduce`` of the level's slice after each level that has an edge anywhere (a
-  value not computed on a rank is still its start value, which MIN/MAX/OR absorb).
+  of :mod:`~distgrail.stages.intervals` and :mod:`~distgrail.stages.supports`, the ranks in turn
+  (a rank's rows are a range of levels): each sweeps its rows with the one-process sweep from
+  the values the other ranks' rows reached and broadcasts its block's (``bcast_from``): one
+  broadcast per rank and side, none per level.
 - phases 2–3 need only the forest (O(C)): every rank runs the one-process stages on its copy.
 
 The exchange (``ex``) adds to that of :mod:`~distgrail.stages.partitioned_scc`: ``rank`` and
 ``size``, op ``"bor"`` for ``allreduce``, ``allgather(a)`` (the concatenation in rank order on
-every rank) and ``alltoall(parts)`` (``parts[j]`` goes to rank j; returns what this rank got,
+every rank), ``bcast_from(a, root)`` (rank ``root``'s ``a`` on every rank; None elsewhere) and
+``alltoall(parts)`` (``parts[j]`` goes to rank j; returns what this rank got,
 concatenated in rank order; it may empty the list ``parts`` once it has copied them).
 """
 
@@ -38,7 +40,8 @@ from ..arrays import to_host as _host
 from ..hashing import STREAM_PARENT, hash3_xp
 from ..arrays import scatter_at, scatter_max, scatter_min
 
-__all__ = ["PartDAG", "kahn_levels", "spread_dag", "spread_parents", "spread_intervals", "spread_masks",
+__all__ = ["PartDAG", "kahn_levels", "spread_dag", "spread_parents", "spread_intervals", "spread_masks", "own_levels",
+           "block_csr",
            "spread_degrees", "gather_csr", "gather_degrees", "spread_bytes", "id_type"]
 
 
@@ -210,59 +213,149 @@ def spread_parents(xp, ex, pd: PartDAG, seed: int):
     return xp.where(minp == C, -1, minp)
 
 
+def own_levels(pd: PartDAG):
+    """``(first, last)``: the levels of this rank's rows ``r0 .. r1-1`` (components are numbered by
+    level, so a rank's rows are the levels between; the block's first and last level may hold
+    other ranks' rows too); ``(0, -1)`` for no rows."""
+    if pd.r1 <= pd.r0:
+        return 0, -1
+    lp = np.asarray(pd.level_ptr)
+    return int(np.searchsorted(lp, pd.r0, "right")) - 1, int(np.searchsorted(lp, pd.r1 - 1, "right")) - 1
+
+
+def _kernels_fit(xp, pd) -> bool:
+    """The one-process CUDA sweeps can sweep this rank's rows: CuPy arrays, int32 ids."""
+    return getattr(xp, "__name__", "") == "cupy" and pd.indices.dtype == xp.int32
+
+
+def block_csr(xp, pd: PartDAG):
+    """This rank's rows as a CSR of the whole DAG's shape, what the one-process sweeps read:
+    ``indptr`` (C + 1, int64: the rows of the other ranks empty) and ``indices``, with ``C`` and
+    ``level_ptr``."""
+    from types import SimpleNamespace
+
+    ip = xp.zeros(pd.C + 1, dtype=xp.int64)
+    ip[pd.r0:pd.r1 + 1] = pd.indptr
+    if pd.r1 < pd.C:
+        ip[pd.r1 + 1:] = pd.indptr[-1]
+    return SimpleNamespace(C=pd.C, indptr=ip, indices=pd.indices, level_ptr=pd.level_ptr)
+
+
 def spread_intervals(xp, ex, pd: PartDAG, post):
     """Collective phase 4: ``(lo, hi)`` (each shaped like ``post``, (k, C)), the same on every
-    rank and as :func:`~distgrail.stages.intervals.descendant_intervals_numpy`. Both go in one
-    MAX per level (``C - 1 - lo`` and ``hi``)."""
+    rank and as :func:`~distgrail.stages.intervals.descendant_intervals_numpy`.
+
+    A rank's rows are a range of levels and every edge goes down the levels, so the ranks sweep
+    in turn, the last rank (the deepest rows) first: each sweeps its rows over every dimension
+    from the values the deeper ranks' rows reached, then broadcasts its block's values, final
+    (P broadcasts of 16 k bytes per component of the block; no exchange per level). The sweep is
+    the one-process kernels' on a CSR of this rank's rows
+    (:func:`~distgrail.stages.intervals.sweep_intervals_cuda`) on a GPU, the array code per level
+    (:func:`_intervals_rows`, the twin) otherwise."""
     lo, hi = post.copy(), post.copy()
     k, C = post.shape
-    lp = pd.level_ptr.tolist()
-    for lev in range(len(lp) - 3, -1, -1):
-        if not pd.level_edges[lev]:
+    bounds = [int(b) for b in pd.bounds]
+    for r in range(ex.size - 1, -1, -1):
+        a, b = bounds[r], bounds[r + 1]
+        if a == b:
             continue
-        a, b = lp[lev], lp[lev + 1]
+        mine = ex.rank == r
+        if mine and _kernels_fit(xp, pd):
+            from .intervals import sweep_intervals_cuda
+
+            bc = block_csr(xp, pd)
+            sweep_intervals_cuda(bc.indptr, bc.indices, pd.level_ptr, lo, hi, own_levels(pd), into=(lo, hi))
+            del bc
+        elif mine:
+            _intervals_rows(xp, pd, lo, hi)
+        got = ex.bcast_from(xp.concatenate((lo[:, a:b], hi[:, a:b])) if mine else None, r)
+        if not mine:
+            lo[:, a:b] = got[:k]
+            hi[:, a:b] = got[k:]
+        del got
+    return lo, hi
+
+
+def _intervals_rows(xp, pd: PartDAG, lo, hi) -> None:
+    """The twin of this rank's phase-4 sweep: its levels deepest first, each dimension's MIN and
+    MAX pushed from the children to the rows (in place)."""
+    first, last = own_levels(pd)
+    for lev in range(min(last, pd.n_levels - 2), first - 1, -1):
         rows, ch = pd.level_edges_here(lev)
-        for j in range(k if rows.size else 0):
+        for j in range(lo.shape[0] if rows.size else 0):
             scatter_min(xp, lo[j], rows, lo[j][ch])
             scatter_max(xp, hi[j], rows, hi[j][ch])
-        both = ex.allreduce(xp.concatenate((C - 1 - lo[:, a:b], hi[:, a:b])), "max")
-        lo[:, a:b] = C - 1 - both[:k]
-        hi[:, a:b] = both[k:]
-    return lo, hi
 
 
 def spread_masks(xp, ex, pd: PartDAG, ids):
     """Collective phase 5: ``(out, in)``, (C, W) uint64 (W = ceil(K / 64)), the same on every rank
-    and as :func:`~distgrail.stages.supports.support_masks_numpy` for supports ``ids``."""
+    and as :func:`~distgrail.stages.supports.support_masks_numpy` for supports ``ids``.
+
+    The ranks sweep in turn as in :func:`spread_intervals`, each side in its own order, both at
+    once: at step s, rank P-1-s pulls ``out`` into its rows from their children (the deeper
+    ranks' rows final already) and broadcasts its block; rank s pushes its rows' ``in`` to their
+    children and broadcasts ``in`` from its first row on (its block final, the deeper rows holding
+    what ranks 0..s pushed to them). On a GPU each sweep is the one-process sweep
+    (:func:`~distgrail.stages.supports.sweep_masks_cuda`, one side, from the values so far); the
+    array code per level (:func:`_masks_rows`, the twin) otherwise."""
     C, K = pd.C, int(ids.shape[0])
     W = (K + 63) // 64
-    out = xp.zeros((W, C), dtype=xp.uint64)  # word-major while sweeping: each word a contiguous row
+    out = xp.zeros((C, W), dtype=xp.uint64)
     if W and C:
         j = np.arange(K)
         bits = np.left_shift(np.uint64(1), (j & 63).astype(np.uint64))
-        out[xp.asarray(j >> 6), xp.asarray(ids.astype(np.int64))] = xp.asarray(bits)  # distinct ids
+        out[xp.asarray(ids.astype(np.int64)), xp.asarray(j >> 6)] = xp.asarray(bits)  # distinct ids
     inn = out.copy()
-    lp = pd.level_ptr.tolist()
-    nl = len(lp) - 1
-    for lev in range(nl - 2, -1, -1):  # out: bottom-up, pulled from the children
-        if not W or not pd.level_edges[lev]:
-            continue
-        a, b = lp[lev], lp[lev + 1]
+    if not (W and C):
+        return out, inn
+    bounds = [int(b) for b in pd.bounds]
+    P = ex.size
+    for s in range(P):
+        for side, r in (("out", P - 1 - s), ("in", s)):
+            if bounds[r] < bounds[r + 1] and ex.rank == r:
+                _sweep_side(xp, pd, ids, side, out if side == "out" else inn)
+        r = P - 1 - s
+        a, b = bounds[r], bounds[r + 1]
+        if a < b:
+            got = ex.bcast_from(out[a:b] if ex.rank == r else None, r)
+            if ex.rank != r:
+                out[a:b] = got
+        a, b = bounds[s], bounds[s + 1]
+        if a < b:
+            got = ex.bcast_from(inn[a:] if ex.rank == s else None, s)
+            if ex.rank != s:
+                inn[a:] = got
+    return out, inn
+
+
+def _sweep_side(xp, pd: PartDAG, ids, side: str, mask) -> None:
+    """This rank's sweep of one side of the masks over its rows, in place on ``mask`` (C, W)."""
+    if not _kernels_fit(xp, pd):
+        _masks_rows(xp, pd, side, mask)
+        return
+    from .supports import sweep_masks_cuda
+
+    bc = block_csr(xp, pd)
+    start = (mask, None) if side == "out" else (None, mask)
+    sweep_masks_cuda(bc, xp.asarray(ids.astype(np.int32)), sides=(side,), start=start)
+
+
+def _masks_rows(xp, pd: PartDAG, side: str, mask) -> None:
+    """The twin of this rank's sweep of one side: ``out`` its levels deepest first, each row ORing
+    its children's words; ``in`` its levels in order, each row ORing its words into its
+    children's (in place on ``mask``, (C, W))."""
+    first, last = own_levels(pd)
+    W = mask.shape[1]
+    flat = mask.reshape(-1)
+    word = xp.arange(W, dtype=xp.int64)
+    levels = range(min(last, pd.n_levels - 2), first - 1, -1) if side == "out" else range(first, last + 1)
+    for lev in levels:
         rows, ch = pd.level_edges_here(lev)
-        for w in range(W if rows.size else 0):
-            scatter_at(xp, "bitwise_or", out[w], rows, out[w][ch])
-        out[:, a:b] = ex.allreduce(xp.ascontiguousarray(out[:, a:b]), "bor")
-    for lev in range(nl):  # in: top-down, pushed to the children
-        if not W:
-            break
-        a, b = lp[lev], lp[lev + 1]
-        if lev and pd.level_in[lev]:
-            inn[:, a:b] = ex.allreduce(xp.ascontiguousarray(inn[:, a:b]), "bor")
-        if pd.level_edges[lev]:
-            rows, ch = pd.level_edges_here(lev)
-            for w in range(W if rows.size else 0):
-                scatter_at(xp, "bitwise_or", inn[w], ch, inn[w][rows])
-    return xp.ascontiguousarray(out.T), xp.ascontiguousarray(inn.T)
+        if not rows.size:
+            continue
+        to, frm = (rows, ch) if side == "out" else (ch, rows)
+        at = (to.astype(xp.int64)[:, None] * W + word).reshape(-1)
+        scatter_at(xp, "bitwise_or", flat, at, mask[frm].reshape(-1))
 
 
 def spread_degrees(xp, ex, pd: PartDAG):

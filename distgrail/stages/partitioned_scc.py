@@ -100,6 +100,12 @@ class Counted:
         self.gathered_bytes += int(out.nbytes)
         return out
 
+    def bcast_from(self, a, root):
+        self.exchanges += 1
+        out = self.ex.bcast_from(a, root)
+        self.gathered_bytes += int(out.nbytes)
+        return out
+
     def allgather(self, a):
         self.exchanges += 1
         self.exchanged_bytes += int(a.nbytes)

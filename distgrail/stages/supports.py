@@ -42,6 +42,7 @@ from .deep import compiled_sweeps, n_levels
 
 __all__ = ["DEFAULT_SUPPORTS", "AUTO_SUPPORTS", "auto_supports", "resolve_supports", "supports_arg", "STREAM_SUPPORT", "choose_supports", "choose_supports_numpy", "choose_supports_cuda",
            "pick_per_slice", "support_masks", "build_supports", "words", "support_masks_numpy", "support_masks_cuda",
+           "sweep_masks_cuda",
            "support_masks_cpu", "SCHEDULES", "PendingMasks", "start_supports", "SIDES", "check_sides"]
 
 #: hash stream of the support tie break (dimensions use 0.., phase 1 uses 0xFFFFFFFF)
@@ -378,6 +379,16 @@ def support_masks_cuda(be, dag, ids, block=None, mode="push", schedule="tickets"
     CSR the sides read (1 or 2), expand, then one sweep ("tickets") or one per step ("levels"),
     counted in :attr:`PendingMasks.run`.
     """
+    return sweep_masks_cuda(dag, ids, block, mode, schedule, wait, out_mode, share, sides)
+
+
+def sweep_masks_cuda(dag, ids, block=None, mode="push", schedule="tickets", wait=True, out_mode="pull",
+                     share: float = 1.0, sides=SIDES, start=None):
+    """:func:`support_masks_cuda` on the current device; ``start``: ``(out, in)``, (C, W_block)
+    uint64 arrays on it to sweep from instead of zeros (a side not in ``sides``: None), swept in
+    place: a spread DAG's rank sweeps its own rows from the values the other ranks' rows reached
+    (:func:`~distgrail.stages.partitioned_dag.spread_masks`). The supports' own bits are set in
+    them either way."""
     cp = cupy()
     if mode not in ("auto", "pull", "push") or out_mode not in ("auto", "pull", "push") or schedule not in SCHEDULES:
         raise DistGrailError(f"support_masks_cuda: bad mode {mode!r}, out_mode {out_mode!r} or schedule {schedule!r}")
@@ -385,7 +396,11 @@ def support_masks_cuda(be, dag, ids, block=None, mode="push", schedule="tickets"
     sides = check_sides(sides)
     C = int(dag.C) if hasattr(dag, "C") else int(dag.indptr.shape[0]) - 1
     Wb = words(hi - lo)
-    out, inn = (cp.zeros((C, Wb if side in sides else 0), dtype=cp.uint64) for side in SIDES)
+    out, inn = (start[k] if start is not None and side in sides else
+                cp.zeros((C, Wb if side in sides else 0), dtype=cp.uint64) for k, side in enumerate(SIDES))
+    if any(a.shape != (C, Wb if side in sides else 0) or a.dtype != cp.uint64 or not a.flags.c_contiguous
+           for a, side in zip((out, inn), SIDES)):
+        raise DistGrailError(f"support masks: start arrays must be C-contiguous uint64, ({C}, {Wb})")
     skip = (0 if "out" in sides else SKIP_OUT) | (0 if "in" in sides else SKIP_IN)
     out_k, in_k = (out if out.shape[1] else inn), (inn if inn.shape[1] else out)  # what the kernels get
     run = dict(launches=0, syncs=0, units=0, steps=0, schedule=schedule, pull=False, push_out=False)
