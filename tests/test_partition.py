@@ -64,8 +64,13 @@ class Threads:
             def bcast_from(self, a, root):
                 return np.array(T._share(r, None if a is None else np.array(a))[root])
 
-            def allgather(self, a):
-                return np.concatenate(T._share(r, np.array(a)))
+            def counts(self, k):
+                return [int(c) for c in T._share(r, int(k))]
+
+            def allgather(self, a, counts=None):
+                got = T._share(r, np.array(a))
+                assert counts is None or counts == [g.size for g in got]
+                return np.concatenate(got)
 
             def alltoall(self, parts):
                 got = T._share(r, [np.array(p) for p in parts])
@@ -479,8 +484,11 @@ class OnDevice:
     def bcast_from(self, a, root):
         return self.cp.asarray(self.ex.bcast_from(None if a is None else self.cp.asnumpy(a), root))
 
-    def allgather(self, a):
-        return self.cp.asarray(self.ex.allgather(self.cp.asnumpy(a)))
+    def counts(self, k):
+        return self.ex.counts(k)
+
+    def allgather(self, a, counts=None):
+        return self.cp.asarray(self.ex.allgather(self.cp.asnumpy(a), counts))
 
     def alltoall(self, parts):
         return self.cp.asarray(self.ex.alltoall([self.cp.asnumpy(p) for p in parts]))

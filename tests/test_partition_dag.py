@@ -322,6 +322,33 @@ def test_spread_stages_on_cupy_equal_numpy(name):
         np.testing.assert_array_equal(a, b)
 
 
+@pytest.mark.gpu
+@pytest.mark.parametrize("name", ["dense dag", "deep chain", "dag 3", "chain of cycles backward", "giant"])
+def test_peeled_keys_on_cupy_equal_numpy(name):
+    """The peel from the sources with xp = CuPy over 3 simulated ranks: the same SCC ids,
+    condensed edges and levels as NumPy's, bit for bit (acyclic and cyclic graphs)."""
+    cp = pytest.importorskip("cupy")
+    from distgrail.stages.partitioned_scc import peeled_keys
+
+    n, src, dst = CASES[name]
+
+    def on_gpu(r, ex, s, d):
+        with cp.cuda.Device(0):
+            compact, C, keys, levels = peeled_keys(cp, cp.asarray(s), cp.asarray(d), n, OnDevice(cp, ex), 0)
+            return cp.asnumpy(compact), C, cp.asnumpy(keys), None if levels is None else (cp.asnumpy(levels[0]),
+                                                                                          levels[1])
+
+    for g, c in zip(Threads(3).run(on_gpu, src, dst),
+                    Threads(3).run(lambda r, ex, s, d: peeled_keys(np, s, d, n, ex, 0), src, dst)):
+        np.testing.assert_array_equal(g[0], c[0])
+        assert g[1] == c[1]
+        np.testing.assert_array_equal(g[2], c[2])
+        assert (g[3] is None) == (c[3] is None)
+        if c[3] is not None:
+            np.testing.assert_array_equal(g[3][0], c[3][0])
+            assert g[3][1] == c[3][1]
+
+
 @pytest.mark.mpi(min_size=2)
 def test_mpi_exchange_alltoall_and_allgather_in_small_pieces(monkeypatch):
     """Pieces of 24 bytes (3 int64): every pair's message in several nonblocking pieces, pairs of
@@ -397,3 +424,53 @@ def test_spread_phases_4_and_5_exchange_once_per_rank_not_per_level(K):
         assert g[3].shape == (2, n) and g[5].shape == (n, 2)
         for i in (3, 4, 5, 6):
             np.testing.assert_array_equal(g[i], got[0][i])
+
+
+@pytest.mark.parametrize("K", [1, 2, 3])
+@pytest.mark.parametrize("name", sorted(CASES))
+def test_peeled_keys_equal_the_sweeps_and_give_an_acyclic_graphs_levels(name, K):
+    """The peel from the sources before the sweeps (peeled_keys): the same SCCs and condensed
+    edges as the sweeps alone on every graph; on an acyclic one (self-loops aside) the levels
+    of the one-process condensation, with no trimming or colouring exchange (the exchanges are
+    the peel's: one per level and two to start)."""
+    from distgrail.stages.partitioned_scc import peeled_keys
+
+    n, src, dst = CASES[name]
+
+    def run(r, ex, s, d):
+        want = partitioned_keys(np, s, d, n, ex, 0)
+        counted = Counted(ex)
+        got = peeled_keys(np, s, d, n, counted, 0)
+        return want, got, counted.sweeps
+
+    dag = condense(EdgeGraph(n=n, src=src, dst=dst))
+    acyclic = dag.C == n > 0  # (no vertex: the sweeps, which have nothing to do)
+    for (w_compact, w_C, w_keys), (compact, C, keys, levels), sweeps in Threads(K).run(run, src, dst):
+        assert C == w_C
+        np.testing.assert_array_equal(compact, w_compact)
+        np.testing.assert_array_equal(keys, w_keys)
+        assert (levels is not None) == acyclic
+        if acyclic:
+            level, L = levels
+            assert L == dag.n_levels
+            np.testing.assert_array_equal(level, dag.level[dag.comp])
+            assert sweeps == 1  # the in-degrees' sum; the levels went by allgather
+
+
+@pytest.mark.parametrize("K", [2, 3])
+def test_spread_dag_from_the_peels_levels_equals_its_own_peel(K):
+    """spread_dag given the peel's levels builds the same PartDAG as peeling again."""
+    from distgrail.stages.partitioned_scc import peeled_keys
+
+    n, src, dst = CASES["dag 3"]
+
+    def run(r, ex, s, d):
+        compact, C, keys, levels = peeled_keys(np, s, d, n, ex, 0)
+        assert levels is not None
+        a = spread_dag(np, ex, n, compact, C, [keys.copy()])
+        b = spread_dag(np, ex, n, compact, C, [keys], levels)
+        return a, b
+
+    for a, b in Threads(K).run(run, src, dst):
+        for f in ("comp", "level", "level_ptr", "bounds", "indptr", "indices", "erow", "level_edges", "level_in"):
+            np.testing.assert_array_equal(getattr(a, f), getattr(b, f))

@@ -69,6 +69,10 @@ class FakeNccl:
         self.calls["bcast"] += 1
         self.comm.Bcast(_at(ptr, nbytes, dt), root=root)
 
+    def allGather(self, sp, rp, count, dt, stream):
+        self.calls["allGather"] += 1
+        self.comm.Allgather(_at(sp, count, dt), _at(rp, count * self.comm.size, dt))
+
 
 def _fake_exchange(comm):
     from distgrail.gpu.backend import get_backend
@@ -124,6 +128,33 @@ def test_nccl_exchange_equals_the_host_exchange_in_small_pieces(monkeypatch):
         else:
             hx.gather(a)
         np.testing.assert_array_equal(nx.bcast(a if comm.rank == 0 else None), hx.bcast(a))
+
+
+@pytest.mark.mpi(min_size=2)
+def test_allgather_with_counts_and_bcast_from_equal_the_host_exchange():
+    """With every rank's counts known (kahn_levels' one size exchange a level) the allgather is
+    one ncclAllGather of blocks padded to the largest, cut back in rank order: equal to MPI's,
+    with empty blocks and with every block empty; bcast_from gives any rank's array to all."""
+    from mpi4py import MPI
+
+    comm = MPI.COMM_WORLD
+    nx, fake = _fake_exchange(comm)
+    hx = exchange.MpiExchange(comm, np)
+    for k in (0, 3 * comm.rank, 7 + comm.rank, 1 if comm.rank == comm.size - 1 else 0):
+        a = np.arange(k, dtype=np.int64) * 10 + comm.rank
+        counts = nx.counts(a.size)
+        assert counts == hx.counts(a.size) and len(counts) == comm.size
+        before = fake.calls["allGather"]
+        out = nx.allgather(a, counts)
+        assert out.dtype == np.int64
+        np.testing.assert_array_equal(out, hx.allgather(a, counts))
+        assert fake.calls["allGather"] == before + (max(counts) > 0)
+    for root in range(comm.size):
+        mine = np.full((2, 3), root, np.uint64) if comm.rank == root else None
+        got = nx.bcast_from(mine, root)
+        want = hx.bcast_from(mine, root)
+        np.testing.assert_array_equal(got, np.full((2, 3), root, np.uint64))
+        np.testing.assert_array_equal(want, got)
 
 
 @pytest.mark.mpi(min_size=2)

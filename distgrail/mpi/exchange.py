@@ -86,14 +86,19 @@ class MpiExchange:
         out = bcast_array(self.comm, _host(a) if self.rank == root else None, root)
         return a if self.rank == root else self._dev(out)
 
-    def allgather(self, a):
+    def counts(self, k: int) -> list:
+        """Every rank's ``k`` (a host int), in rank order, on every rank."""
+        return [int(c) for c in self.comm.allgather(int(k))]
+
+    def allgather(self, a, counts=None):
         """Every rank's 1-D ``a`` concatenated in rank order, on every rank: one Allgatherv after
-        the sizes when the result is at most :attr:`PIECE` bytes, else gathered to rank 0 and
-        broadcast (both in calls of bounded size)."""
+        the sizes (``counts``: every rank's, from :meth:`counts`, when the caller has them) when
+        the result is at most :attr:`PIECE` bytes, else gathered to rank 0 and broadcast (both
+        in calls of bounded size)."""
         from .collectives import bcast_array, gather_rows
 
         h = np.ascontiguousarray(_host(a))
-        counts = self.comm.allgather(int(h.shape[0]))
+        counts = self.counts(h.shape[0]) if counts is None else counts
         nbytes = [c * h.dtype.itemsize for c in counts]
         if sum(nbytes) <= self.PIECE:
             MPI = mpi()
@@ -223,8 +228,28 @@ class NcclExchange(MpiExchange):
     def bcast_from(self, a, root: int):
         return self.tp.bcast(a if self.rank == root else None, root)
 
-    def allgather(self, a):
-        out = self.tp.gatherv(self.xp.ascontiguousarray(a), 0)
+    def allgather(self, a, counts=None):
+        """With every rank's ``counts``: one ``ncclAllGather`` of the blocks padded to the
+        largest (no message to learn the sizes, one collective), when that is at most
+        ``CHUNK_BYTES``; else a gather to rank 0 and a broadcast."""
+        xp = self.xp
+        if counts is not None:
+            dt = np.dtype(a.dtype)
+            most = max(counts)
+            if most * dt.itemsize * self.size <= CHUNK_BYTES and self._go(sum(counts) * dt.itemsize):
+                if most == 0:
+                    return xp.zeros(0, dtype=dt)
+                nccl, nc = self.tp.nccl, self.tp.nc
+                with self.tp.be.on_device():
+                    send = xp.zeros(most, dtype=dt)
+                    send[:int(a.shape[0])] = a
+                    got = xp.empty((self.size, most), dtype=dt)
+                    nc.allGather(pointer(send), pointer(got), most * dt.itemsize, nccl.NCCL_UINT8, self.tp._stream())
+                    keep = xp.arange(most)[None, :] < xp.asarray(np.asarray(counts))[:, None]
+                    out = got[keep]
+                self._sync()
+                return out
+        out = self.tp.gatherv(xp.ascontiguousarray(a), 0)
         return self.tp.bcast(out if self.root else None, 0)
 
     def alltoall(self, parts):

@@ -56,6 +56,7 @@ import numpy as np
 from .. import settings
 from ..arrays import to_host as _host
 from ..config import PARTITION_MODES
+from ..errors import DistGrailError
 from ..placement import light_graph
 from ..stages.phases import condense_on
 from .errors import mpi, run_shared
@@ -214,7 +215,7 @@ class Partitioned(SpreadSteps, AcrossRanks):
         comm, be, here = self.comm, self.be, self.here
         if self._stored(g):  # a .h5 file's stored condensation: rank 0 reads it, as one process does
             return run_shared(comm, "reading the stored condensation", entry if here else None, self.run, g)
-        from ..stages.partitioned_scc import Counted, gather_condensed, partitioned_keys
+        from ..stages.partitioned_scc import Counted, gather_condensed, partitioned_keys, peeled_keys
 
         xp = be.xp
         n = int(g.n)
@@ -230,9 +231,14 @@ class Partitioned(SpreadSteps, AcrossRanks):
         inner = exchange_for(comm, xp, self.tp, self.nccl_ok)
         ex = Counted(inner)
         self.report["exchange"] = inner.name
+        peel = self.rounds is None and self._may_spread(n, int(comm.allreduce(int(g.m))))
         t0 = time.perf_counter()
+        levels = None
         with be.on_device():
-            compact, C, keys = partitioned_keys(xp, g.src, g.dst, n, ex, self.gather_edges, self.rounds)
+            if peel:  # a DAG that may stay spread: peeled from its sources first (its levels, if acyclic)
+                compact, C, keys, levels = peeled_keys(xp, g.src, g.dst, n, ex, self.gather_edges)
+            else:
+                compact, C, keys = partitioned_keys(xp, g.src, g.dst, n, ex, self.gather_edges, self.rounds)
             m_up = int(comm.allreduce(int(keys.shape[0])))  # the condensed edges, duplicates across ranks counted
         g.src = g.dst = None  # this rank's edges are not needed any more
         self._timed("partition sweeps", t0)
@@ -244,7 +250,7 @@ class Partitioned(SpreadSteps, AcrossRanks):
             check_spread_fits(comm, be, n, C, int(keys.shape[0]), self.config.dims, self.config.supports, m_up)
             box = [keys]
             del keys  # spread_dag takes them out of the box: their memory goes back when read
-            dag = self.spread_dag(g, compact, C, box, ex)
+            dag = self.spread_dag(g, compact, C, box, ex, levels)
         else:
             with be.on_device():
                 cu, cv = gather_condensed(xp, ex, C, keys)
@@ -253,6 +259,19 @@ class Partitioned(SpreadSteps, AcrossRanks):
                              compact, C, cu, cv)
         self.report.update(ex.stats())
         return dag
+
+    def _may_spread(self, n: int, m: int) -> bool:
+        """Collective (rank 0 decides): the condensed DAG may stay spread, judged on the whole
+        graph's ``n`` and ``m`` (the DAG has at most as many; :func:`spread_choice`)."""
+        def judge():
+            try:
+                return spread_choice(self.dag_mode, self.be, n, m, self.config.dims, self.config.supports,
+                                     self.config.parent_rule)
+            except DistGrailError:
+                return False  # (the choice after the condensation says why)
+
+        return bool(self.comm.bcast(run_shared(self.comm, "judging where the condensed DAG may go",
+                                               judge if self.here else None), root=0))
 
     def _root_condense(self, g, compact, C, cu, cv):
         """Rank 0: the condensed graph (singleton SCCs) condensed by the one-process code, then

@@ -76,16 +76,17 @@ class SpreadSteps:
 
     spread = False
 
-    def spread_dag(self, g, compact, C, box, ex):
+    def spread_dag(self, g, compact, C, box, ex, levels=None):
         """Collective: the :class:`~distgrail.stages.partitioned_dag.PartDAG` (levels, numbering,
-        rows routed to their owners)."""
+        rows routed to their owners; ``levels``: the components' levels, when the condensation's
+        peel found them)."""
         from ..stages.partitioned_dag import spread_dag
 
         self.ex = ex
         self.run = StageRun(self.be, self.config, ex)  # the entries on a spread DAG exchange through it
         t0 = time.perf_counter()
         with self.be.on_device():
-            pd = spread_dag(self.be.xp, ex, int(g.n), compact, C, box)
+            pd = spread_dag(self.be.xp, ex, int(g.n), compact, C, box, levels)
         self._timed("spread dag", t0)
         self.report.update({"dag edges held": int(pd.indices.shape[0]), "dag rows": [pd.r0, pd.r1]})
         return pd

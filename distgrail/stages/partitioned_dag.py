@@ -96,10 +96,12 @@ def spread_bytes(n: int, C: int, m_local: int, k: int, W: int) -> int:
     return int(40 * m_local + (80 + 24 * k + 16 * W) * C + 8 * n + (64 << 20))
 
 
-def kahn_levels(xp, ex, C: int, cu, cv):
+def kahn_levels(xp, ex, C: int, cu, cv, partial: bool = False):
     """Collective: the longest-path level of every component (int32, the same on every rank) of
     the DAG whose edges ``cu -> cv`` (this rank's, sorted by ``cu``) are spread over the ranks;
-    and the number of levels."""
+    and the number of levels. One exchange of sizes (host ints) and one of the decremented ids
+    (or of a count per component, when that is smaller) per level. ``partial``: a graph with
+    cycles is no error: the vertices no level reaches (on a cycle, or below one) keep -1."""
     level = xp.full(C, -1, dtype=xp.int32)
     if C == 0:
         return level, 0
@@ -112,11 +114,12 @@ def kahn_levels(xp, ex, C: int, cu, cv):
     while frontier.size:
         level[frontier] = lev
         t = s_cv[csr_positions(xp, ptr, frontier)]
-        total = _scalar_sum(xp, ex, t.size)
+        counts = ex.counts(t.size)
+        total = sum(counts)
         if total == 0:
             break
         if total < 2 * C:  # the id lists are smaller than a count per component
-            got = ex.allgather(t.astype(xp.int64))
+            got = ex.allgather(t.astype(xp.int64), counts)
             scatter_at(xp, "add", indeg, got, xp.full(got.size, -1, dtype=xp.int64))
             cand = unique(xp, got)
             frontier = cand[indeg[cand] == 0]
@@ -127,7 +130,7 @@ def kahn_levels(xp, ex, C: int, cu, cv):
             indeg -= dec
             frontier = xp.flatnonzero((dec > 0) & (indeg == 0))
         lev += 1
-    if bool((level < 0).any()):  # pragma: no cover - the condensation leaves a DAG
+    if not partial and bool((level < 0).any()):  # pragma: no cover - the condensation leaves a DAG
         raise RuntimeError("the condensed graph has a cycle")
     return level, lev + 1
 
@@ -142,12 +145,14 @@ def _bounds(xp, ex, C, nu, size):
     return np.concatenate(([0], np.minimum(mid, C), [C])).astype(np.int64)
 
 
-def spread_dag(xp, ex, n: int, compact, C: int, box) -> PartDAG:
+def spread_dag(xp, ex, n: int, compact, C: int, box, levels=None) -> PartDAG:
     """Collective: the :class:`PartDAG` of the graph whose vertices have compact SCC ids
     ``compact`` (the same on every rank) and whose condensed edges on this rank are the keys in
     the one-element list ``box`` (sorted distinct int64 ``cu * C + cv``,
     :func:`~distgrail.stages.partitioned_scc.condensed_keys`; taken out of the list, so that
-    their memory goes back once they are read)."""
+    their memory goes back once they are read). ``levels``: ``(level, L)`` of those components
+    when known already (:func:`~distgrail.stages.partitioned_scc.peeled_keys`), else peeled
+    here (:func:`kahn_levels`)."""
     idt = compact.dtype
     keys = box.pop()
     if C:
@@ -155,7 +160,7 @@ def spread_dag(xp, ex, n: int, compact, C: int, box) -> PartDAG:
     else:
         cu = cv = keys.astype(idt)
     del keys
-    lev0, L = kahn_levels(xp, ex, C, cu, cv)
+    lev0, L = kahn_levels(xp, ex, C, cu, cv) if levels is None else levels
     order = xp.argsort(lev0.astype(xp.int64) * C + xp.arange(C, dtype=xp.int64))  # (level, compact id)
     new_of_old = xp.empty(C, dtype=idt)
     new_of_old[order] = xp.arange(C, dtype=idt)

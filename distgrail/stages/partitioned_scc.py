@@ -52,7 +52,7 @@ from __future__ import annotations
 
 from ..arrays import scatter_max, scatter_min, sorted_distinct, unique
 
-__all__ = ["DEFAULT_GATHER_EDGES", "Counted", "partitioned_reps", "condensed_keys", "partitioned_keys",
+__all__ = ["DEFAULT_GATHER_EDGES", "Counted", "partitioned_reps", "condensed_keys", "partitioned_keys", "peeled_keys",
            "gather_condensed", "partitioned_condensed_edges",
            "expand_dag", "condense_partitioned", "combine_max", "combine_or"]
 
@@ -106,10 +106,14 @@ class Counted:
         self.gathered_bytes += int(out.nbytes)
         return out
 
-    def allgather(self, a):
+    def counts(self, k):
+        self.exchanges += 1
+        return self.ex.counts(k)
+
+    def allgather(self, a, counts=None):
         self.exchanges += 1
         self.exchanged_bytes += int(a.nbytes)
-        return self.ex.allgather(a)
+        return self.ex.allgather(a) if counts is None else self.ex.allgather(a, counts)
 
     def alltoall(self, parts):
         self.exchanges += 1
@@ -204,20 +208,21 @@ def _finish_on_root(xp, ex, s, d, alive, rep, ids):
     rep[got[0]] = got[1]
 
 
-def partitioned_reps(xp, src, dst, n: int, ex, gather_edges: int = DEFAULT_GATHER_EDGES, rounds=None):
+def partitioned_reps(xp, src, dst, n: int, ex, gather_edges: int = DEFAULT_GATHER_EDGES, rounds=None, done=None):
     """SCCs of the graph on ``n`` vertices whose edges ``src[i] -> dst[i]`` are this rank's part:
     ``rep`` (length n, the same on every rank), ``rep[v]`` the smallest vertex of v's SCC.
     ``gather_edges``: see the module doc (0: never gather while an edge is alive); ``rounds``:
     exchanges after which the rest goes to the root (None: no limit; module doc). Every rank
-    counts the same rounds: each is decided by values every rank holds."""
+    counts the same rounds: each is decided by values every rank holds. ``done``: vertices known
+    to be SCCs of their own (on no cycle: :func:`peeled_keys`' peel), the same on every rank."""
     from .partitioned_sweeps import ALIVE, NO_LOOP, SAME, sweeps_for
 
     ops = sweeps_for(xp)  # the passes over this rank's edges: CUDA kernels on a GPU, array code on the CPU
     n = int(n)
     idt = xp.int32 if n < 2**31 - 1 else xp.int64
     ids = xp.arange(n, dtype=idt)
-    alive = xp.ones(n, dtype=xp.bool_)
-    rep = xp.full(n, -1, dtype=idt)
+    alive = xp.ones(n, dtype=xp.bool_) if done is None else ~done
+    rep = xp.full(n, -1, dtype=idt) if done is None else xp.where(done, ids, -1).astype(idt)
     s, d = ops.filter(NO_LOOP, src.astype(idt, copy=False), dst.astype(idt, copy=False))  # a self-loop joins nothing
     spent = [0]  # exchanges so far (a list: the inner loops add to it)
 
@@ -317,6 +322,32 @@ def partitioned_keys(xp, src, dst, n: int, ex, gather_edges: int = DEFAULT_GATHE
     :func:`partitioned_reps` (the keys: this rank's condensed edges)."""
     rep = partitioned_reps(xp, src, dst, n, ex, gather_edges, rounds)
     return condensed_keys(xp, src, dst, rep)
+
+
+def peeled_keys(xp, src, dst, n: int, ex, gather_edges: int = DEFAULT_GATHER_EDGES):
+    """Collective: ``(compact, C, keys, levels)``: :func:`partitioned_keys`, after a peel of the
+    graph from its sources (Kahn's levels over this rank's distinct edges,
+    :func:`~distgrail.stages.partitioned_dag.kahn_levels`, one exchange per level). When the peel
+    reaches every vertex the graph is acyclic (self-loops aside): every vertex is its own SCC
+    and ``levels`` = ``(level, L)`` are the condensed DAG's, so no trimming or colouring sweep
+    runs and the spread DAG does not peel again (:func:`~distgrail.stages.partitioned_dag.spread_dag`).
+    Otherwise the peeled vertices (none of them on a cycle) are SCCs of their own, the sweeps
+    start from the rest, and ``levels`` is None. A DAG too large for one GPU is where this pays:
+    its sweeps trim a level or two per exchange, each a pass over every edge still alive."""
+    from .partitioned_dag import kahn_levels
+
+    n = int(n)
+    idt = xp.int32 if n < 2**31 - 1 else xp.int64
+    if n > MAX_KEYED_COMPONENTS or n == 0:
+        return (*partitioned_keys(xp, src, dst, n, ex, gather_edges), None)
+    compact, C, keys = condensed_keys(xp, src, dst, xp.arange(n, dtype=idt))
+    level, L = kahn_levels(xp, ex, C, (keys // C).astype(idt), (keys % C).astype(idt), partial=True)
+    done = level >= 0
+    if bool(done.all()):
+        return compact, C, keys, (level, L)
+    del keys, compact, level
+    rep = partitioned_reps(xp, src, dst, n, ex, gather_edges, None, done=done)
+    return (*condensed_keys(xp, src, dst, rep), None)
 
 
 def gather_condensed(xp, ex, C: int, keys):
