@@ -135,3 +135,42 @@ __global__ void dg_psw_compact(int mode, const typename dg_psw_id<WIDE>::t* __re
         }
     }
 }
+
+// The peel from the sources (Kahn's levels over this rank's edges sorted by source, CSR ptr over
+// every vertex), one level a step: expand, then the exchange of the heads (host side), then settle.
+// Both append in the order their atomics give; the sets, and so every level, are the twin's.
+
+// expand: the heads of this rank's edges out of the frontier front[0..f) appended to out from
+// *count on (one warp a frontier vertex, its edges' slots taken by one atomic)
+template <int WIDE>
+__global__ void dg_psw_expand(const typename dg_psw_id<WIDE>::t* __restrict__ front, i64 f,
+                              const i64* __restrict__ ptr, const typename dg_psw_id<WIDE>::t* __restrict__ head,
+                              typename dg_psw_id<WIDE>::t* __restrict__ out, u64* __restrict__ count) {
+    const int lane = threadIdx.x & 31;
+    const i64 warps = ((i64)gridDim.x * blockDim.x) >> 5;
+    for (i64 w = ((i64)blockIdx.x * blockDim.x + threadIdx.x) >> 5; w < f; w += warps) {
+        const i64 u = (i64)front[w];
+        const i64 a = ptr[u], deg = ptr[u + 1] - a;
+        if (deg == 0) continue;  // (the whole warp: one vertex)
+        u64 base = 0;
+        if (lane == 0) base = atomicAdd(count, (u64)deg);
+        base = __shfl_sync(0xFFFFFFFFu, base, 0);
+        for (i64 j = lane; j < deg; j += 32) out[base + j] = head[a + j];
+    }
+}
+
+// settle: each of got[0..g) (the heads every rank expanded, one entry an edge) takes one from its
+// in-degree; the one that takes the last sets its vertex's level to lev and appends it to front
+template <int WIDE>
+__global__ void dg_psw_settle(const typename dg_psw_id<WIDE>::t* __restrict__ got, i64 g, i64* __restrict__ indeg,
+                              int* __restrict__ level, int lev, typename dg_psw_id<WIDE>::t* __restrict__ front,
+                              u64* __restrict__ count) {
+    const i64 stride = (i64)gridDim.x * blockDim.x;
+    for (i64 i = (i64)blockIdx.x * blockDim.x + threadIdx.x; i < g; i += stride) {
+        const i64 v = (i64)got[i];
+        if (atomicAdd((u64*)(indeg + v), ~0ULL) == 1ULL) {  // (adding 2^64 - 1 takes one)
+            level[v] = lev;
+            front[atomicAdd(count, 1ULL)] = (typename dg_psw_id<WIDE>::t)v;
+        }
+    }
+}

@@ -1,7 +1,8 @@
 """The partitioned condensation's passes (distgrail/stages/partitioned_sweeps.py): the array code
 against plain loops on the CPU, and on a GPU the kernels of kernels/partitioned_sweeps.cu against
 that array code run on CuPy, bit for bit (int32 and int64 ids, empty inputs, several tiles per
-block, every edge kept, none kept)."""
+block, every edge kept, none kept); the peel's expand and settle against loops and, on a GPU, the
+kernels against the array code (the same sets: the kernels append in their atomics' order)."""
 
 from __future__ import annotations
 
@@ -70,7 +71,8 @@ def test_a_filter_that_keeps_every_edge_returns_its_inputs():
 def test_every_kernel_is_instantiated_and_the_tile_is_the_constants():
     src = kernel_source("partitioned_sweeps")
     names = {e.split("<")[0] for e in TEMPLATES["partitioned_sweeps"]}
-    assert names == {"dg_psw_presence", "dg_psw_colour", "dg_psw_back", "dg_psw_count", "dg_psw_compact"}
+    assert names == {"dg_psw_presence", "dg_psw_colour", "dg_psw_back", "dg_psw_count", "dg_psw_compact",
+                     "dg_psw_expand", "dg_psw_settle"}
     for name in names:
         assert f"__global__ void {name}(" in src
     assert psw.TILE == PSW_THREADS * PSW_ROUNDS and "PSW_THREADS * PSW_ROUNDS" in src
@@ -117,3 +119,69 @@ def test_kernel_filter_keeping_all_or_none():
     assert gs is s and gd is d
     gs, gd = ker.filter(ALIVE, s, d, alive=cp.zeros(10_000, cp.bool_))
     assert gs.shape == (0,) and gd.shape == (0,) and gs.dtype == cp.int32
+
+
+def peel_case(n, m, seed, dtype):
+    """A CSR by source of random edges (duplicates and self-loops kept), in-degrees, a frontier."""
+    rng = np.random.default_rng(seed)
+    s, d = rng.integers(0, n, m), rng.integers(0, n, m)
+    order = np.argsort(s, kind="stable")
+    s, d = s[order], d[order].astype(dtype)
+    ptr = np.searchsorted(s, np.arange(n + 1)).astype(np.int64)
+    indeg = np.bincount(d, minlength=n).astype(np.int64) + rng.integers(0, 2, n)  # (some stay above 0)
+    front = np.flatnonzero(rng.random(n) < 0.3).astype(dtype)
+    return ptr, d, indeg, front
+
+
+def peel_loops(ptr, head, indeg, front, lev, level):
+    heads = [int(head[e]) for u in front.tolist() for e in range(ptr[u], ptr[u + 1])]
+    indeg = indeg.copy()
+    level = level.copy()
+    new = set()
+    for v in heads:
+        indeg[v] -= 1
+        if indeg[v] == 0:
+            new.add(v)
+            level[v] = lev
+    return heads, indeg, level, sorted(new)
+
+
+@pytest.mark.parametrize("n,m,seed", [(1, 0, 0), (1, 3, 1), (40, 200, 2), (500, 3000, 3)])
+@pytest.mark.parametrize("dtype", [np.int32, np.int64])
+def test_peel_steps_equal_plain_loops(n, m, seed, dtype):
+    ptr, head, indeg, front = peel_case(n, m, seed, dtype)
+    level = np.full(n, -1, np.int32)
+    heads, w_indeg, w_level, w_front = peel_loops(ptr, head, indeg, front, 5, level)
+    ops = ArraySweeps(np)
+    t = ops.expand(ptr, head, front)
+    assert t.tolist() == heads and t.dtype == dtype
+    got = ops.settle(t, indeg, level, 5)
+    assert got.tolist() == w_front and got.dtype == dtype
+    np.testing.assert_array_equal(indeg, w_indeg)
+    np.testing.assert_array_equal(level, w_level)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("n,m,seed", [(1, 0, 0), (7, 5, 1), (1000, 50_000, 2), (300_000, 2_000_000, 3)])
+@pytest.mark.parametrize("dtype", [np.int32, np.int64])
+@pytest.mark.parametrize("sms", [None, 1])
+def test_peel_kernels_equal_the_array_code(n, m, seed, dtype, sms, monkeypatch):
+    """dg_psw_expand / dg_psw_settle against the array code on CuPy: the same heads and next
+    frontier as sets (in the atomics' order), the same in-degrees and levels, bit for bit; a
+    second level from the buffers the first one used."""
+    cp = pytest.importorskip("cupy")
+    if sms is not None:
+        monkeypatch.setattr(psw.CudaSweeps, "_sms", staticmethod(lambda: sms))
+    ptr, head, indeg, front = (cp.asarray(a) for a in peel_case(n, m, seed, dtype))
+    ker, arr = psw.CudaSweeps(cp), ArraySweeps(cp)
+    lk, la = cp.full(n, -1, cp.int32), cp.full(n, -1, cp.int32)
+    ik, ia = indeg.copy(), indeg.copy()
+    fk, fa = front, front
+    for lev in (1, 2):
+        tk, ta = ker.expand(ptr, head, fk), arr.expand(ptr, head, fa)
+        assert tk.dtype == ta.dtype == head.dtype
+        np.testing.assert_array_equal(np.sort(cp.asnumpy(tk)), np.sort(cp.asnumpy(ta)))
+        fk, fa = ker.settle(tk, ik, lk, lev), arr.settle(ta, ia, la, lev)
+        np.testing.assert_array_equal(np.sort(cp.asnumpy(fk)), cp.asnumpy(fa))
+        np.testing.assert_array_equal(cp.asnumpy(ik), cp.asnumpy(ia))
+        np.testing.assert_array_equal(cp.asnumpy(lk), cp.asnumpy(la))

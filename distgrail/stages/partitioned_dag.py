@@ -99,37 +99,40 @@ def spread_bytes(n: int, C: int, m_local: int, k: int, W: int) -> int:
 def kahn_levels(xp, ex, C: int, cu, cv, partial: bool = False):
     """Collective: the longest-path level of every component (int32, the same on every rank) of
     the DAG whose edges ``cu -> cv`` (this rank's, sorted by ``cu``) are spread over the ranks;
-    and the number of levels. One exchange of sizes (host ints) and one of the decremented ids
-    (or of a count per component, when that is smaller) per level. ``partial``: a graph with
-    cycles is no error: the vertices no level reaches (on a cycle, or below one) keep -1."""
+    and the number of levels. A level is the heads of the edges out of the frontier
+    (:meth:`~distgrail.stages.partitioned_sweeps.ArraySweeps.expand`), one exchange of their
+    counts (host ints) and one of the heads (or of a count per component, when that is
+    smaller), then the in-degrees they take down (:meth:`~distgrail.stages.partitioned_sweeps.
+    ArraySweeps.settle`): two kernels on a GPU. ``partial``: a graph with cycles is no error:
+    the vertices no level reaches (on a cycle, or below one) keep -1."""
+    from .partitioned_sweeps import sweeps_for
+
     level = xp.full(C, -1, dtype=xp.int32)
     if C == 0:
         return level, 0
+    ops = sweeps_for(xp)
     indeg = xp.bincount(cv, minlength=C).astype(xp.int64)
     indeg = ex.allreduce(indeg, "sum")
-    s_cv = cv  # the edges come sorted by cu (keys): cu's CSR is a search away
-    ptr = xp.searchsorted(cu, xp.arange(C + 1, dtype=cu.dtype)).astype(xp.int64)
-    frontier = xp.flatnonzero(indeg == 0)
+    ptr = xp.searchsorted(cu, xp.arange(C + 1, dtype=cu.dtype)).astype(xp.int64)  # (the edges come sorted by cu)
+    frontier = xp.flatnonzero(indeg == 0).astype(cv.dtype)
+    level[frontier] = 0
     lev = 0
     while frontier.size:
-        level[frontier] = lev
-        t = s_cv[csr_positions(xp, ptr, frontier)]
+        t = ops.expand(ptr, cv, frontier)
         counts = ex.counts(t.size)
         total = sum(counts)
         if total == 0:
             break
-        if total < 2 * C:  # the id lists are smaller than a count per component
-            got = ex.allgather(t.astype(xp.int64), counts)
-            scatter_at(xp, "add", indeg, got, xp.full(got.size, -1, dtype=xp.int64))
-            cand = unique(xp, got)
-            frontier = cand[indeg[cand] == 0]
+        lev += 1
+        if total < 2 * C:  # the heads are fewer than a count per component
+            frontier = ops.settle(ex.allgather(t, counts), indeg, level, lev)
         else:
             dec = xp.zeros(C, dtype=xp.int64)
             scatter_at(xp, "add", dec, t, xp.ones(t.size, dtype=xp.int64))
             dec = ex.allreduce(dec, "sum")
             indeg -= dec
-            frontier = xp.flatnonzero((dec > 0) & (indeg == 0))
-        lev += 1
+            frontier = xp.flatnonzero((dec > 0) & (indeg == 0)).astype(cv.dtype)
+            level[frontier] = lev
     if not partial and bool((level < 0).any()):  # pragma: no cover - the condensation leaves a DAG
         raise RuntimeError("the condensed graph has a cycle")
     return level, lev + 1

@@ -11,6 +11,11 @@ operations: the twin) and the fused CUDA kernels of ``kernels/partitioned_sweeps
 - :meth:`~ArraySweeps.colour`: ``nxt[d] = max(nxt[d], color[s])`` over the edges whose source is
   in the frontier ``fresh``.
 - :meth:`~ArraySweeps.back`: ``nxt[s] = True`` over the edges whose head is in ``fresh``.
+- :meth:`~ArraySweeps.expand` and :meth:`~ArraySweeps.settle`: a level of the peel from the
+  sources (:func:`~distgrail.stages.partitioned_dag.kahn_levels`, over this rank's edges as a
+  CSR by source): the heads of the edges out of the frontier; then, once every rank's heads are
+  exchanged, one in-degree off per head and the vertices at 0 the next frontier, their level
+  set. The kernels append in their atomics' order, the twin in sorted order: the same sets.
 
 Why kernels: with CuPy's array operations each pass is several launches over the edges with
 temporaries of their size (a gather per end, a mask, a scan and a gather per array kept; what
@@ -25,7 +30,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..arrays import scatter_max
+from ..arrays import csr_positions, scatter_at, scatter_max, unique
 from ..constants import PSW_ALIVE, PSW_NO_LOOP, PSW_ROUNDS, PSW_SAME, PSW_THREADS
 from ..gpu.sweep import kernel
 
@@ -86,6 +91,20 @@ class ArraySweeps:
 
     def back(self, bs, bd, fresh, nxt) -> None:
         nxt[bs[fresh[bd]]] = True
+
+    def expand(self, ptr, head, front):
+        """The heads of the edges (CSR ``ptr`` (int64) / ``head``) out of the vertices ``front``."""
+        return head[csr_positions(self.xp, ptr, front)]
+
+    def settle(self, got, indeg, level, lev: int):
+        """One off ``indeg`` (int64) for each id of ``got``; the ids at 0 now take level ``lev``
+        in ``level`` (int32) and are returned (the next frontier, ``got``'s dtype)."""
+        xp = self.xp
+        scatter_at(xp, "add", indeg, got, xp.full(got.size, -1, dtype=xp.int64))
+        cand = unique(xp, got)
+        front = cand[indeg[cand] == 0]
+        level[front] = lev
+        return front
 
 
 class CudaSweeps(ArraySweeps):
@@ -160,6 +179,40 @@ class CudaSweeps(ArraySweeps):
         if m:
             kernel("partitioned_sweeps", f"dg_psw_back<{self._w(bs)}>")((grid_blocks(m, self._sms()),), (PSW_THREADS,),
                                        (bs, bd, np.int64(m), self.xp.packbits(fresh), nxt))
+
+
+    def _buffers(self, m: int, C: int, dt):
+        """The peel's reused device buffers: the expanded heads (``m``, this rank's edges), the
+        next frontier (``C``) and two counters."""
+        b = getattr(self, "_peel", None)
+        if b is None or b[0].size < max(m, 1) or b[1].size < max(C, 1) or b[0].dtype != dt:
+            cp = self.xp
+            b = self._peel = (cp.empty(max(m, 1), dt), cp.empty(max(C, 1), dt), cp.zeros(2, cp.uint64))
+        return b
+
+    def expand(self, ptr, head, front):
+        self._check(head, front)
+        out, _, count = self._buffers(int(head.shape[0]), int(ptr.shape[0]) - 1, head.dtype)
+        f = int(front.shape[0])
+        if not f:
+            return out[:0]
+        count.data.memset_async(0, 8)
+        blocks = max(1, min(-(-f // (PSW_THREADS // 32)), 32 * self._sms()))
+        kernel("partitioned_sweeps", f"dg_psw_expand<{self._w(head)}>")(
+            (blocks,), (PSW_THREADS,), (front, np.int64(f), ptr, head, out, count))
+        return out[:int(count[0].get())]
+
+    def settle(self, got, indeg, level, lev: int):
+        self._check(got)
+        _, front, count = self._buffers(1, int(indeg.shape[0]), got.dtype)
+        g = int(got.shape[0])
+        if not g:
+            return front[:0]
+        count.data.memset_async(0, 16)
+        kernel("partitioned_sweeps", f"dg_psw_settle<{self._w(got)}>")(
+            (grid_blocks(g, self._sms()),), (PSW_THREADS,), (got, np.int64(g), indeg, level, np.int32(lev), front,
+                                                            count[1:]))
+        return front[:int(count[1].get())]
 
 
 def sweeps_for(xp):
