@@ -168,7 +168,8 @@ def test_peel_steps_equal_plain_loops(n, m, seed, dtype):
 def test_peel_kernels_equal_the_array_code(n, m, seed, dtype, sms, monkeypatch):
     """dg_psw_expand / dg_psw_settle against the array code on CuPy: the same heads and next
     frontier as sets (in the atomics' order), the same in-degrees and levels, bit for bit; a
-    second level from the buffers the first one used."""
+    second level from the buffers the first one used. (A vertex expanded twice could take an
+    in-degree below 0, where the kernel and the twin part: the peel never does.)"""
     cp = pytest.importorskip("cupy")
     if sms is not None:
         monkeypatch.setattr(psw.CudaSweeps, "_sms", staticmethod(lambda: sms))
@@ -178,6 +179,8 @@ def test_peel_kernels_equal_the_array_code(n, m, seed, dtype, sms, monkeypatch):
     ik, ia = indeg.copy(), indeg.copy()
     fk, fa = front, front
     for lev in (1, 2):
+        if lev == 2:  # a vertex is expanded once (the peel's rule): the random first frontier's left out
+            fk, fa = fk[~cp.isin(fk, front)], fa[~cp.isin(fa, front)]
         tk, ta = ker.expand(ptr, head, fk), arr.expand(ptr, head, fa)
         assert tk.dtype == ta.dtype == head.dtype
         np.testing.assert_array_equal(np.sort(cp.asnumpy(tk)), np.sort(cp.asnumpy(ta)))

@@ -11,6 +11,9 @@ same decisions without another message. The passes over a rank's edges (filters,
 bits, colour and backward steps) are :mod:`distgrail.stages.partitioned_sweeps`: fused CUDA
 kernels on a GPU, their array-code twin on the CPU.
 
+- **peel** (:func:`peeled_keys`, when the condensed DAG may stay spread): Kahn's levels over the
+  distinct edges first; an acyclic graph needs nothing more, and on another the vertices peeled
+  (on no cycle) are SCCs of their own before the sweeps below.
 - **trim**: an alive vertex with no alive in-edge or no alive out-edge (presence bitmaps, packed:
   ``allreduce`` OR over n/4 bytes) is a singleton SCC; repeated while a round removes at least
   1/64 of the alive vertices.
