@@ -246,6 +246,8 @@ def cmd_query(args):
                 # batch goes to the answer without check_pairs' second pass over its ids
                 answers, stats = idx._query_local(q.sources, q.targets, get_backend(args.backend),
                                                   out=out if out is not None and out.size == q.sources.size else None)
+            elif q.ids is not None:  # labels the read mapped to ids already (and checked)
+                answers, stats = idx._query_local(*q.ids, get_backend(args.backend))
             else:  # labels: the index maps them to ids
                 answers, stats = idx.query(q.sources, q.targets, backend=args.backend)
             stats.prepare_seconds = stats.prepare_seconds or spent

@@ -91,11 +91,17 @@ class NodeLabels:
     def contains(self, values: np.ndarray) -> np.ndarray:
         """Whether each of ``values`` (of the labels' kind: int64 or str) is a label: a binary search
         in the sorted labels (``np.isin`` sorts the values too)."""
+        return self.lookup(values)[1]
+
+    def lookup(self, values: np.ndarray):
+        """``(ids, found)`` of ``values`` (of the labels' kind: int64 or str), one binary search in
+        the sorted labels: each value's vertex id (int64; meaningless where not found) and whether
+        it is a label. A pairs reader checks and maps its labels in one pass with it."""
         v = np.asarray(values)
         if not self._sorted.size or not v.size:
-            return np.zeros(v.shape, dtype=bool)
+            return np.zeros(v.shape, dtype=np.int64), np.zeros(v.shape, dtype=bool)
         pos = np.minimum(np.searchsorted(self._sorted, v), self._sorted.size - 1)
-        return self._sorted[pos] == v
+        return self._order[pos].astype(np.int64), self._sorted[pos] == v
 
     def to_ids(self, values, what: str) -> np.ndarray:
         """Vertex ids of the labels ``values`` (1-D); QueryError naming the first unknown label."""

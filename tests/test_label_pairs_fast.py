@@ -95,3 +95,38 @@ def test_what_a_review_found_the_fast_path_took_goes_to_the_loop(data, sep, kind
     loop's, which refuses them."""
     assert clean_label_pairs(data, sep, kind) is None
     assert _loop(data, sep, kind) is None
+
+
+@pytest.mark.parametrize("name", ["p.txt", "p.csv", "p.npy"])
+def test_labels_read_against_an_index_come_with_their_ids(tmp_path, name, monkeypatch):
+    """A pairs file of node labels read for an index (read_pairs_for) carries the labels' vertex
+    ids, looked up once with the check (the query command answers them without a second lookup):
+    the ids Index.check_pairs gives, and the same answers as Index.query of the labels."""
+    import distgrail
+    from distgrail.gpu.backend import get_backend
+    from distgrail.io.pairs import read_pairs_for
+    from distgrail.nodelabels import NodeLabels
+
+    rng = np.random.default_rng(3)
+    nodes = [int(x) for x in rng.choice(10**9, 300, replace=False)]
+    edges = [(nodes[i], nodes[j]) for i, j in rng.integers(0, 300, (900, 2)) if i != j]
+    idx = distgrail.build_index({u: [v for a, v in edges if a == u] for u in nodes}, dims=2)
+    assert idx.node_labels is not None and idx.node_labels.kind == "int"
+    pick = rng.choice(nodes, (500, 2))
+    p = tmp_path / name
+    if name.endswith(".npy"):
+        np.save(p, pick.astype(np.int64))
+    else:
+        sep = "," if name.endswith(".csv") else " "
+        p.write_text("".join(f"{a}{sep}{b}\n" for a, b in pick.tolist()))
+    looked = []
+    real = NodeLabels.lookup
+    monkeypatch.setattr(NodeLabels, "lookup", lambda self, v: looked.append(1) or real(self, v))
+    q = read_pairs_for(str(p), idx)
+    assert len(looked) == 1 and q.ids is not None
+    s, t = idx.check_pairs(q.sources, q.targets)
+    np.testing.assert_array_equal(q.ids[0], s)
+    np.testing.assert_array_equal(q.ids[1], t)
+    want, _ = idx.query(q.sources, q.targets, backend="cpu")
+    got, _ = idx._query_local(*q.ids, get_backend("cpu"))
+    np.testing.assert_array_equal(got, want)

@@ -33,13 +33,15 @@ _SPLIT = {b" ": " (split at blanks and tabs; name the file .tsv or .csv to split
 class QueryPairs:
     """A pairs file read: ``sources``, ``targets``; ``expected`` (bool, or None: no third column);
     ``lines`` (1-based line of each pair in a text file with expected answers or node labels, else
-    None)."""
+    None); ``ids``: the vertex ids ``(sources, targets)`` (int64) of node labels read against an
+    index's labels (None otherwise), so that they are not looked up again."""
 
     path: str
     sources: np.ndarray
     targets: np.ndarray
     expected: np.ndarray | None = None
     lines: np.ndarray | None = None
+    ids: tuple | None = None
 
     def where(self, k: int) -> str:
         """``file:line`` of pair ``k`` (``file[k]`` for a .npy array)."""
@@ -160,11 +162,12 @@ def _npy_label_pairs(path, kind, known) -> QueryPairs:
             raise GraphFormatError(f"node {int(arr[row, col])} is not in the graph", path=f"{path}[{row}, {col}]")
     q = _npy_pairs(path, None)
     if known is not None and q.sources.size:
-        missing = ~known.contains(np.stack([q.sources, q.targets], axis=1).astype(np.int64))
-        if missing.any():
-            row, col = divmod(int(np.flatnonzero(missing.reshape(-1))[0]), 2)
+        ids, found = known.lookup(np.stack([q.sources, q.targets], axis=1).astype(np.int64))
+        if not found.all():
+            row, col = divmod(int(np.flatnonzero(~found.reshape(-1))[0]), 2)
             raise GraphFormatError(f"node {int((q.sources, q.targets)[col][row])} is not in the graph",
                                    path=f"{path}[{row}, {col}]")
+        q.ids = (ids[:, 0], ids[:, 1])
     return q
 
 
@@ -514,9 +517,11 @@ def _label_pairs(path, data, kind, known) -> QueryPairs:
     us, vs, es, lines = got if got is not None else _label_lines(path, data, sep, kind)
     dt = np.int64 if kind == "int" else str
     u, v = np.array(us, dtype=dt), np.array(vs, dtype=dt)
+    ids = None
     if known is not None and u.size:
-        missing = ~known.contains(np.stack([u, v], axis=1))
-        if missing.any():
-            k, col = divmod(int(np.flatnonzero(missing.reshape(-1))[0]), 2)
+        both, found = known.lookup(np.stack([u, v], axis=1))
+        if not found.all():
+            k, col = divmod(int(np.flatnonzero(~found.reshape(-1))[0]), 2)
             raise GraphFormatError(f"node {(u, v)[col][k].item()!r} is not in the graph", path=path, line=lines[k])
-    return QueryPairs(path, u, v, es, np.asarray(lines, dtype=np.int64))
+        ids = (both[:, 0], both[:, 1])
+    return QueryPairs(path, u, v, es, np.asarray(lines, dtype=np.int64), ids)
