@@ -15,6 +15,7 @@ import pytest
 import scipy.sparse as sp
 from scipy.sparse.csgraph import connected_components
 
+from distgrail.errors import DistGrailError
 from distgrail.io.graph import EdgeGraph
 from distgrail.stages.condense import condense
 from distgrail.stages.partitioned_scc import Counted, combine_max, combine_or, condense_partitioned, partitioned_reps
@@ -66,6 +67,12 @@ class Threads:
 
             def counts(self, k):
                 return [int(c) for c in T._share(r, int(k))]
+
+            def agree(self, step, error):
+                got = T._share(r, error)
+                bad = [j for j, e in enumerate(got) if e is not None]
+                if bad:
+                    raise DistGrailError(f"rank {bad[0]}, {step}: {got[bad[0]]}")
 
             def allgather(self, a, counts=None):
                 got = T._share(r, np.array(a))
@@ -486,6 +493,9 @@ class OnDevice:
 
     def counts(self, k):
         return self.ex.counts(k)
+
+    def agree(self, step, error):
+        return self.ex.agree(step, error)
 
     def allgather(self, a, counts=None):
         return self.cp.asarray(self.ex.allgather(self.cp.asnumpy(a), counts))

@@ -106,7 +106,12 @@ def share_outcome(comm, step: str, error: BaseException | None) -> None:
     """
     size = comm.Get_size()
     me = comm.Get_rank()
-    failed = comm.allgather(error is not None)
+    # 0: fine, 1: failed here, 2: a RankError every rank raised already (shared by a step inside
+    # this one: raised again as it is, not wrapped in a second "rank r, step:")
+    state = comm.allgather(0 if error is None else 2 if isinstance(error, RankError) else 1)
+    if all(k == 2 for k in state):
+        raise error
+    failed = [k != 0 for k in state]
     if not any(failed):
         return
     ranks = [r for r in range(size) if failed[r]]

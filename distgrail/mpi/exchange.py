@@ -86,6 +86,14 @@ class MpiExchange:
         out = bcast_array(self.comm, _host(a) if self.rank == root else None, root)
         return a if self.rank == root else self._dev(out)
 
+    def agree(self, step: str, error) -> None:
+        """Collective: ``error`` (an exception, or None) of any rank raised on every rank, as a
+        :class:`~distgrail.mpi.errors.RankError` naming the rank and ``step``: a step that one
+        rank runs while the others wait in the exchange after it."""
+        from .errors import share_outcome
+
+        share_outcome(self.comm, step, error)
+
     def counts(self, k: int) -> list:
         """Every rank's ``k`` (a host int), in rank order, on every rank."""
         return [int(c) for c in self.comm.allgather(int(k))]

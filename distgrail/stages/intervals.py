@@ -67,11 +67,12 @@ def descendant_intervals(be, indptr, indices, level_ptr, post):
 
 # -- CUDA launcher (kernels/intervals.cu) --------------------------------------------------------
 
-def intervals_bytes(C: int, m: int, k: int) -> int:
+def intervals_bytes(C: int, m: int, k: int, fresh: bool = True) -> int:
     """Estimated GPU bytes that :func:`descendant_intervals_cuda` allocates for ``k`` dimensions:
     the COO rows of the small levels, the interleaved (lo, hi) buffer of one group of dimensions,
-    lo and hi, and the stacked copy the caller casts them into."""
-    return int(4 * m + 8 * min(k, MAX_DIMS_PER_SWEEP) * C + 16 * k * C + 16 * k * C)
+    and (``fresh``: not swept into the caller's arrays) lo and hi, and the stacked copy the caller
+    casts them into."""
+    return int(4 * m + 8 * min(k, MAX_DIMS_PER_SWEEP) * C + (32 * k * C if fresh else 0))
 
 
 @launcher
@@ -94,7 +95,7 @@ def sweep_intervals_cuda(indptr, indices, level_ptr, lo0, hi0, levels=None, into
     k, C = lo0.shape
     if C >= 2**31 - 1:
         raise BackendError(f"the GPU backend keeps ranks in int32; {C} components is too many")
-    ensure_fits(intervals_bytes(C, indices.size, k),
+    ensure_fits(intervals_bytes(C, indices.size, k, fresh=into is None),
                 f"phase 4 of {k} dimension(s) of a DAG with {C:,} components and {indices.size:,} edges")
     lo, hi = (cp.empty((k, C), dtype=cp.int64) for _ in "lh") if into is None else into
     if C == 0 or k == 0:

@@ -92,8 +92,11 @@ def spread_bytes(n: int, C: int, m_local: int, k: int, W: int) -> int:
     """Device bytes of the spread phases on one rank: its condensed edges as keys and their sort
     (about 40 bytes each, sent and received), the O(C) arrays (levels, counts, numbering, forest,
     ranks: about 80 bytes each), post-order ranks and intervals (24 bytes per dimension) and the
-    two mask arrays (16 bytes per word), and ``comp`` (n)."""
-    return int(40 * m_local + (80 + 24 * k + 16 * W) * C + 8 * n + (64 << 20))
+    phase-4 sweep's buffer of a group of dimensions (8 bytes each), the two mask arrays (16 bytes
+    per word), and ``comp`` (n)."""
+    from ..constants import MAX_DIMS_PER_SWEEP
+
+    return int(40 * m_local + (80 + 24 * k + 8 * min(k, MAX_DIMS_PER_SWEEP) + 16 * W) * C + 8 * n + (64 << 20))
 
 
 def kahn_levels(xp, ex, C: int, cu, cv, partial: bool = False):
@@ -268,20 +271,37 @@ def spread_intervals(xp, ex, pd: PartDAG, post):
         if a == b:
             continue
         mine = ex.rank == r
-        if mine and _kernels_fit(xp, pd):
-            from .intervals import sweep_intervals_cuda
-
-            bc = block_csr(xp, pd)
-            sweep_intervals_cuda(bc.indptr, bc.indices, pd.level_ptr, lo, hi, own_levels(pd), into=(lo, hi))
-            del bc
-        elif mine:
-            _intervals_rows(xp, pd, lo, hi)
+        _take_turn(ex, "phase 4 over this rank's rows", lambda: _intervals_here(xp, pd, lo, hi) if mine else None)
         got = ex.bcast_from(xp.concatenate((lo[:, a:b], hi[:, a:b])) if mine else None, r)
         if not mine:
             lo[:, a:b] = got[:k]
             hi[:, a:b] = got[k:]
         del got
     return lo, hi
+
+
+def _take_turn(ex, step: str, fn) -> None:
+    """Collective: ``fn()`` (this rank's part of a turn, or nothing), then its failure any rank's
+    (``ex.agree``): the others would otherwise wait in the turn's broadcast for a rank that
+    failed (out of memory, a sweep's error flag) instead of ending with its error."""
+    error = None
+    try:
+        fn()
+    except Exception as e:  # shared below, on every rank
+        error = e
+    ex.agree(step, error)
+
+
+def _intervals_here(xp, pd: PartDAG, lo, hi) -> None:
+    """This rank's phase-4 sweep of its rows, in place: the one-process kernels on a GPU (int32
+    ids), the array code otherwise."""
+    if not _kernels_fit(xp, pd):
+        _intervals_rows(xp, pd, lo, hi)
+        return
+    from .intervals import sweep_intervals_cuda
+
+    bc = block_csr(xp, pd)
+    sweep_intervals_cuda(bc.indptr, bc.indices, pd.level_ptr, lo, hi, own_levels(pd), into=(lo, hi))
 
 
 def _intervals_rows(xp, pd: PartDAG, lo, hi) -> None:
@@ -319,9 +339,12 @@ def spread_masks(xp, ex, pd: PartDAG, ids):
     bounds = [int(b) for b in pd.bounds]
     P = ex.size
     for s in range(P):
-        for side, r in (("out", P - 1 - s), ("in", s)):
-            if bounds[r] < bounds[r + 1] and ex.rank == r:
-                _sweep_side(xp, pd, ids, side, out if side == "out" else inn)
+        def mine():
+            for side, r in (("out", P - 1 - s), ("in", s)):
+                if bounds[r] < bounds[r + 1] and ex.rank == r:
+                    _sweep_side(xp, pd, ids, side, out if side == "out" else inn)
+
+        _take_turn(ex, "phase 5 over this rank's rows", mine)
         r = P - 1 - s
         a, b = bounds[r], bounds[r + 1]
         if a < b:
@@ -353,17 +376,14 @@ def _masks_rows(xp, pd: PartDAG, side: str, mask) -> None:
     its children's words; ``in`` its levels in order, each row ORing its words into its
     children's (in place on ``mask``, (C, W))."""
     first, last = own_levels(pd)
-    W = mask.shape[1]
-    flat = mask.reshape(-1)
-    word = xp.arange(W, dtype=xp.int64)
     levels = range(min(last, pd.n_levels - 2), first - 1, -1) if side == "out" else range(first, last + 1)
     for lev in levels:
         rows, ch = pd.level_edges_here(lev)
         if not rows.size:
             continue
         to, frm = (rows, ch) if side == "out" else (ch, rows)
-        at = (to.astype(xp.int64)[:, None] * W + word).reshape(-1)
-        scatter_at(xp, "bitwise_or", flat, at, mask[frm].reshape(-1))
+        for w in range(mask.shape[1]):  # a word at a time: temporaries of the level's edges, not W times them
+            scatter_at(xp, "bitwise_or", mask[:, w], to, mask[frm, w])
 
 
 def spread_degrees(xp, ex, pd: PartDAG):

@@ -113,6 +113,10 @@ class Counted:
         self.exchanges += 1
         return self.ex.counts(k)
 
+    def agree(self, step, error):
+        self.exchanges += 1
+        return self.ex.agree(step, error)
+
     def allgather(self, a, counts=None):
         self.exchanges += 1
         self.exchanged_bytes += int(a.nbytes)
