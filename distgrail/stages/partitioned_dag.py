@@ -35,7 +35,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..arrays import csr_positions, sorted_distinct, unique
+from ..arrays import sorted_distinct
 from ..arrays import to_host as _host
 from ..hashing import STREAM_PARENT, hash3_xp
 from ..arrays import scatter_at, scatter_max, scatter_min
