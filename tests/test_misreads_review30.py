@@ -296,3 +296,37 @@ def _both_refuse(path, match):
     for read in (read_graph, read_graph_numpy):
         with pytest.raises(GraphFormatError, match=match):
             read(str(path), "auto")
+
+
+@pytest.mark.parametrize("name,data,labelled", [("ids.txt", b"\xef\xbb\xbf0 1\n1 2\n", False),
+                                                 ("ids.csv", b"\xef\xbb\xbf0,1\n1,2\n", False),
+                                                 ("names.csv", b"\xef\xbb\xbfa,b\nb,c\n", True)])
+def test_a_byte_order_mark_is_said_as_such_for_ids_too(tmp_path, capsys, name, data, labelled):
+    """A graph of integer ids starting with a UTF-8 byte order mark was refused as a bad id
+    ('\\ufeff0'); now, as a graph of names is, by the mark, with the file, line 1 and the line."""
+    path = tmp_path / name
+    path.write_bytes(data)
+    args = ["index", str(path), "-o", str(tmp_path / "out.h5"), "--backend", "cpu", "--quiet"]
+    assert main(args + (["--format", "labelled"] if labelled else [])) == 2
+    err = capsys.readouterr().err
+    assert f"{path}:1: the file starts with a UTF-8 byte order mark" in err and "\\ufeff" in err, err
+    assert sorted(os.listdir(tmp_path)) == [name]
+
+
+@pytest.mark.parametrize("name,data", [("p.txt", b"\xef\xbb\xbfa c\n"), ("p.tsv", b"\xef\xbb\xbfa\tc\n"),
+                                       ("q.txt", b"\xef\xbb\xbf0 2\n"), ("q.csv", b"\xef\xbb\xbf0,2\n")])
+def test_a_pairs_file_with_a_byte_order_mark_is_refused_by_the_mark(tmp_path, capsys, name, data):
+    """A pairs file starting with a byte order mark: its first label read as '\\ufeffa', 'not in
+    the graph'; now refused by the mark (labels and ids, text and gzip)."""
+    import gzip
+
+    g = tmp_path / ("g.txt" if name.startswith("p") else "gi.txt")
+    g.write_bytes(b"a b\nb c\n" if name.startswith("p") else b"0 1\n1 2\n")
+    idx = tmp_path / "g.h5"
+    fmt = ["--format", "labelled"] if name.startswith("p") else []
+    assert main(["index", str(g), "-o", str(idx), "--dims", "2", "--backend", "cpu", "--quiet"] + fmt) == 0
+    for path, blob in ((tmp_path / name, data), (tmp_path / (name + ".gz"), gzip.compress(data))):
+        path.write_bytes(blob)
+        assert main(["query", str(idx), str(path), "--backend", "cpu", "--quiet"]) == 2
+        err = capsys.readouterr().err
+        assert f"{path}:1: the file starts with a UTF-8 byte order mark" in err, err

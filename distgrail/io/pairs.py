@@ -106,6 +106,11 @@ def read_query_pairs(path, labels: str | None = None, n: int | None = None, know
             raise GraphFormatError(f"not a readable gzip file, truncated or damaged ({e})", path=path) from None
     if labels is not None:
         return _label_pairs(path, data, labels, known)
+    if data is None:
+        with open(path, "rb") as f:
+            _no_bom(path, f.read(256))
+    else:
+        _no_bom(path, data[:256])
     sep = separator_of(path)
     comma = sep == b","
     text = Text(path, data, translate=COMMA_TABLE if comma else None)
@@ -118,6 +123,17 @@ def read_query_pairs(path, labels: str | None = None, n: int | None = None, know
     finally:
         text.close()
     return QueryPairs(path, u.astype(np.int64), v.astype(np.int64))
+
+
+def _no_bom(path, head: bytes) -> None:
+    """A text pairs file starting with a UTF-8 byte order mark is refused (its first id or label
+    would start with U+FEFF: no id, no node of the graph); ``head``: its first line, or more."""
+    if head.startswith(b"\xef\xbb\xbf"):
+        from .excerpt import shown
+
+        first = shown(head.split(b"\n", 1)[0])
+        raise GraphFormatError("the file starts with a UTF-8 byte order mark; save it without one (a pairs file is "
+                               f"plain UTF-8 text), got {first}", path=path, line=1)
 
 
 def read_pairs_for(path, index, mapped: bool = False) -> QueryPairs:
@@ -510,6 +526,7 @@ def _label_pairs(path, data, kind, known) -> QueryPairs:
     if data is None:
         with open(path, "rb") as f:
             data = f.read()
+    _no_bom(path, data[:256])
     sep = separator_of(path)
     from .label_pairs import clean_label_pairs
 

@@ -231,6 +231,12 @@ class Source:
         while undecided(head, len(head) < size) and size < SNIFF_MAX:  # (64 KiB of comments, then a header)
             size *= 8
             head = self.head(size)
+        if head.startswith(b"\xef\xbb\xbf"):  # (it would begin the first id or name: '\ufeff0' is no id)
+            from ..excerpt import shown
+
+            first = shown(head.split(b"\n", 1)[0])
+            raise GraphFormatError("the file starts with a UTF-8 byte order mark; save it without one (an edge list "
+                                   f"is plain UTF-8 text), got {first}", path=self.path, line=1)
         d = sniff(head, complete=len(head) < size)
         if d.misnamed:  # (every reader of the file takes its dialect from here)
             raise GraphFormatError(f"{d.misnamed}, got {d.header!r}", path=self.path, line=d.header_line)
