@@ -231,7 +231,9 @@ def query_under_mpi(args, comm, pairs):
     else:
         from .mpi.query import query_sharded
 
-        answers, stats = query_sharded(idx, s, t, args.backend, comm, everywhere=False)
+        mapped = comm.bcast(rank0 and q.ids is not None, root=0)  # labels the read looked up: their ids
+        answers, stats = query_sharded(idx, *(q.ids if mapped and rank0 else (s, t)), args.backend, comm,
+                                       everywhere=False, ids=mapped)
     run_shared(comm, f"writing the answers {args.output}", write_answers if args.output and rank0 else None,
                answers, args.output, s, t)
     stats.partition = "spread" if spread else "whole"

@@ -171,14 +171,16 @@ class Index:
                           C=C, d=d, W=W, rec=rec)
         return field_labels(a, C, d, K)
 
-    def check_pairs(self, sources, targets, narrow: bool = False):
+    def check_pairs(self, sources, targets, narrow: bool = False, ids: bool = False):
         """``(sources, targets)`` as int64 vertex ids, checked: node labels mapped to ids (an
         unknown one is a QueryError naming it), equal 1-D shapes, integer ids in 0..n-1 (a
         QueryError naming the first bad one). What :meth:`query` does first; the server and the
         sharded query call it before any work or collective, so a bad batch is refused early.
         ``narrow``: native int32 ids stay int32 (:meth:`query` in one process: the GPU staging
         sends int32 ids up anyway, narrowing int64 ones in its copy; a server's clients send
-        int32 ids when the index has fewer than 2^31 vertices, half the bytes).
+        int32 ids when the index has fewer than 2^31 vertices, half the bytes). ``ids``: the pairs
+        are vertex ids even where the index maps node labels (a pairs reader looked them up:
+        :attr:`~distgrail.io.pairs.QueryPairs.ids`).
 
         >>> import distgrail
         >>> idx = distgrail.build_index({"a": ["b"]})
@@ -187,7 +189,7 @@ class Index:
         """
         s = np.asarray(sources)
         t = np.asarray(targets)
-        if self.node_labels is not None and s.ndim == 1 and s.shape == t.shape:
+        if self.node_labels is not None and not ids and s.ndim == 1 and s.shape == t.shape:
             s, t = self.node_labels.to_ids(s, "sources"), self.node_labels.to_ids(t, "targets")
         if s.shape != t.shape or s.ndim != 1:
             raise QueryError(f"sources and targets must be 1-D of equal length, got shapes {s.shape} and {t.shape}")

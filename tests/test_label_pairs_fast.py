@@ -6,6 +6,8 @@ lines), and it takes nothing the loop refuses."""
 
 from __future__ import annotations
 
+import os
+
 import numpy as np
 import pytest
 
@@ -130,3 +132,38 @@ def test_labels_read_against_an_index_come_with_their_ids(tmp_path, name, monkey
     want, _ = idx.query(q.sources, q.targets, backend="cpu")
     got, _ = idx._query_local(*q.ids, get_backend("cpu"))
     np.testing.assert_array_equal(got, want)
+
+
+@pytest.mark.mpi(min_size=2)
+def test_label_pairs_under_mpi_are_looked_up_once(tmp_path_factory, monkeypatch):
+    """``distgrail query`` of a labelled index under MPI: the ids rank 0's read looked up go to
+    the sharded answer (no second lookup of the labels), and the answers are one process's."""
+    from mpi4py import MPI
+
+    import distgrail
+    from distgrail.cli import main
+    from distgrail.nodelabels import NodeLabels
+
+    comm = MPI.COMM_WORLD
+    d = comm.bcast(str(tmp_path_factory.mktemp("lab")) if comm.Get_rank() == 0 else None, root=0)
+    g, p, idx, out = (os.path.join(d, x) for x in ("g.txt", "p.txt", "g.h5", "a.npy"))
+    rng = np.random.default_rng(5)
+    if comm.Get_rank() == 0:
+        with open(g, "w") as f:
+            f.write("".join(f"n{a} n{b}\n" for a, b in rng.integers(0, 400, (2000, 2)).tolist()))
+        assert main(["index", g, "--format", "labelled", "-o", idx, "--dims", "2", "--backend", "cpu", "--quiet",
+                     "--no-mpi"]) == 0
+        names = distgrail.open_index(idx).node_labels.values.tolist()
+        with open(p, "w") as f:
+            f.write("".join(f"{names[a]} {names[b]}\n" for a, b in rng.integers(0, len(names), (3000, 2)).tolist()))
+    comm.Barrier()
+    looked = []
+    monkeypatch.setattr(NodeLabels, "to_ids", lambda self, v, what: looked.append(what) or [])
+    assert main(["query", idx, p, "-o", out, "--backend", "cpu", "--quiet"]) == 0
+    assert looked == []
+    monkeypatch.undo()
+    if comm.Get_rank() == 0:
+        one = distgrail.open_index(idx)
+        q = [ln.split() for ln in open(p).read().splitlines()]
+        want, _ = one.query(np.array([a for a, _ in q]), np.array([b for _, b in q]), backend="cpu")
+        np.testing.assert_array_equal(np.load(out), want)

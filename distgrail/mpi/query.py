@@ -82,8 +82,9 @@ def merge_over_ranks(comm, be, stats, times, prepared: float = 0.0) -> QueryStat
 
 
 def answer_in_shards(comm, index, be, sources, targets, answer, root: int = 0, prepare=None,
-                     everywhere: bool = True):
-    """Collective: root's pairs checked, cut into contiguous shards (Scatterv), each answered by
+                     everywhere: bool = True, ids: bool = False):
+    """Collective: root's pairs checked (``ids``: vertex ids, node labels looked up already),
+    cut into contiguous shards (Scatterv), each answered by
     ``answer(s, t, what)`` -> ``(answers, stats)`` on its rank (``what`` names the shard for
     errors; a failure must be shared by ``answer``), gathered in input order and broadcast.
     ``prepare()``: each rank's query state put on its device first, timed apart (the first batch
@@ -92,7 +93,8 @@ def answer_in_shards(comm, index, be, sources, targets, answer, root: int = 0, p
     elsewhere: no broadcast of them), the stats still on every rank."""
     me, size = comm.Get_rank(), comm.Get_size()
     here = me == root
-    pairs = run_shared(comm, "checking the query pairs", index.check_pairs if here else None, sources, targets)
+    pairs = run_shared(comm, "checking the query pairs", index.check_pairs if here else None, sources, targets,
+                       ids=ids)
     spent = []
     if prepare is not None:
         run_shared(comm, "putting the index on this rank's device", prepare, spent)
@@ -248,7 +250,7 @@ class SharedBatches:
 
 
 def query_sharded(index, sources, targets, backend="auto", comm=None, root: int = 0, search=None,
-                  everywhere: bool = True):
+                  everywhere: bool = True, ids: bool = False):
     """Collective: answer root's pairs with the batch cut into contiguous shards, one per rank.
 
     ``sources``/``targets`` are read on ``root`` only (other ranks may pass None). Returns
@@ -259,7 +261,8 @@ def query_sharded(index, sources, targets, backend="auto", comm=None, root: int 
     ``answer`` (slowest rank) and ``gather`` times. ``search``: the
     :class:`~distgrail.query.stats.SearchOptions` every rank searches with (None: the defaults).
     ``everywhere=False``: the answers on root only, None elsewhere (the command line writes them
-    on rank 0: no broadcast of every answer to every rank).
+    on rank 0: no broadcast of every answer to every rank). ``ids``: the pairs are vertex ids
+    where the index maps node labels (a pairs reader looked them up once).
     """
     comm, owned = own_comm(comm)
     try:
@@ -268,7 +271,7 @@ def query_sharded(index, sources, targets, backend="auto", comm=None, root: int 
         be = run_shared(comm, "selecting the backend", get_backend, backend, dev)
         return answer_in_shards(comm, index, be, sources, targets,
                                 lambda s, t, what: run_shared(comm, what, index._query_local, s, t, be, search), root,
-                                prepare=lambda spent: index._state(be, spent), everywhere=everywhere)
+                                prepare=lambda spent: index._state(be, spent), everywhere=everywhere, ids=ids)
     finally:
         if owned:
             comm.Free()
