@@ -89,14 +89,26 @@ def test_a_large_clean_file_takes_the_fast_path(tmp_path, monkeypatch):
 
 
 @pytest.mark.parametrize("data,sep,kind", [(b"a\t", b"\t", "str"), (b"a\tb\nc\t", b"\t", "str"), (b"a,", b",", "str"),
-                                           (b"a,b\r\nc,", b",", "str"), (b"1 " + b"9" * 4301 + b"\n", b" ", "int"),
-                                           (b"1,0" + b"0" * 5000 + b"1\n", b",", "int")])
+                                           (b"a,b\r\nc,", b",", "str"), (b"1 " + b"9" * 4301 + b"\n", b" ", "int")])
 def test_what_a_review_found_the_fast_path_took_goes_to_the_loop(data, sep, kind):
     """An empty last field with no line end after it (``c<tab>`` at the file's end) was read as the
     label ''; an integer label of more than 4,300 digits raised int()'s ValueError: both the
     loop's, which refuses them."""
     assert clean_label_pairs(data, sep, kind) is None
     assert _loop(data, sep, kind) is None
+
+
+def test_an_integer_label_of_many_digits_is_no_node_or_its_value():
+    """int() refuses more than 4,300 digits: a label of 4,301 nines was refused as 'this index
+    takes integer node labels'; now it is a node no graph has (past int64), and one of 5,000
+    leading zeros is its value, as '007' is 7 (both by the loop: the fast path leaves them)."""
+    with pytest.raises(GraphFormatError, match=r"node '9999.* is not in the graph"):
+        _label_lines("p", b"1 " + b"9" * 4301 + b"\n", b" ", "int")
+    with pytest.raises(GraphFormatError, match="node 99999999999999999999 is not in the graph"):
+        _label_lines("p", b"99999999999999999999 1\n", b" ", "int")
+    data = b"1,0" + b"0" * 5000 + b"1\n-0" + b"0" * 5000 + b"2,-0\n"
+    assert clean_label_pairs(data, b",", "int") is None
+    assert _loop(data, b",", "int")[:2] == ([1, -2], [1, 0])
 
 
 @pytest.mark.parametrize("name", ["p.txt", "p.csv", "p.npy"])

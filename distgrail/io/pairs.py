@@ -430,6 +430,16 @@ def _check_fits_int64(path, arr, first: int = 0) -> None:
 _INT_LABEL = re.compile(r"-?[0-9]+")
 
 
+def _int_label(x: str):
+    """The value of an integer label (matched by ``_INT_LABEL``), or None when it has more than 19
+    digits past its leading zeros (past int64: no node; ``int()`` refuses more than 4,300 digits)."""
+    neg = x.startswith("-")
+    digits = x[neg:].lstrip("0") or "0"
+    if len(digits) > 19:
+        return None
+    return -int(digits) if neg else int(digits)
+
+
 def separator_of(path) -> bytes:
     """How a text pairs file's fields are split, told by its name (``.gz`` after it, any case):
     b"," for ``.csv``, b"\t" for ``.tsv``, else b" " (at blanks and tabs). Split at commas or
@@ -501,16 +511,14 @@ def _label_lines(path, data, sep, kind):
                 raise GraphFormatError(f"expected answer 0 or 1 in the third column, got {tok[2]!r}", path=path, line=no)
             es.append(tok[2] == "1")
         if kind == "int":
-            try:
-                if not all(_INT_LABEL.fullmatch(x) for x in tok[:2]):  # (int() also takes '+1', '1_0', '٣')
-                    raise ValueError
-                tok = [int(x) for x in tok[:2]]
-            except ValueError:
-                raise GraphFormatError(f"this index takes integer node labels, got {shown(raw)}",
-                                       path=path, line=no) from None
-            wide = [x for x in tok if not -2**63 <= x < 2**63]  # (labels are int64: no such one is a node)
-            if wide:
-                raise GraphFormatError(f"node {wide[0]!r} is not in the graph", path=path, line=no)
+            if not all(_INT_LABEL.fullmatch(x) for x in tok[:2]):  # (int() also takes '+1', '1_0', '٣')
+                raise GraphFormatError(f"this index takes integer node labels, got {shown(raw)}", path=path, line=no)
+            vals = [_int_label(x) for x in tok[:2]]  # (None: more than 19 digits, past int64; int() refuses 4,301)
+            wide = [(x if len(x) <= 64 else shown(x.encode())) if v is None else repr(v) for x, v in zip(tok, vals)
+                    if v is None or not -2**63 <= v < 2**63]
+            if wide:  # (labels are int64: no such one is a node)
+                raise GraphFormatError(f"node {wide[0]} is not in the graph", path=path, line=no)
+            tok = vals
         us.append(tok[0])
         vs.append(tok[1])
         lines.append(no)
