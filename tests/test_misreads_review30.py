@@ -330,3 +330,23 @@ def test_a_pairs_file_with_a_byte_order_mark_is_refused_by_the_mark(tmp_path, ca
         assert main(["query", str(idx), str(path), "--backend", "cpu", "--quiet"]) == 2
         err = capsys.readouterr().err
         assert f"{path}:1: the file starts with a UTF-8 byte order mark" in err, err
+
+
+@pytest.mark.parametrize("name,data", [
+    ("g.gra", b"\xef\xbb\xbfgraph_for_greach\n3\n0: 1 #\n1: 2 #\n2: #\n"),
+    ("m.mtx", b"\xef\xbb\xbf%%MatrixMarket matrix coordinate pattern general\n2 2 1\n1 2\n")])
+def test_a_byte_order_mark_in_gra_or_matrix_market_is_said_as_such(tmp_path, capsys, name, data):
+    """.gra and Matrix Market files with a byte order mark: the header line was taken for the
+    vertex count ('\\ufeffgraph_for_greach'), or the banner not found; now refused by the mark,
+    plain and gzip-compressed, the CPU twin too, no output left."""
+    import gzip
+
+    for path, blob in ((tmp_path / name, data), (tmp_path / (name + ".gz"), gzip.compress(data))):
+        path.write_bytes(blob)
+        assert main(["index", str(path), "-o", str(tmp_path / "out.h5"), "--backend", "cpu", "--quiet"]) == 2
+        err = capsys.readouterr().err
+        assert f"{path}:1: the file starts with a UTF-8 byte order mark" in err and "\\ufeff" in err, err
+        with pytest.raises(GraphFormatError, match="byte order mark"):
+            read_graph_numpy(str(path), "auto")
+        path.unlink()
+    assert os.listdir(tmp_path) == []

@@ -53,3 +53,39 @@ def test_another_error_stays_a_plain_rank_error_and_a_bug():
         run_shared(comm, "labeling", fail)
     assert type(e.value) is RankError and e.value.bug and isinstance(e.value, DistGrailError)
     assert not isinstance(e.value, (GraphFormatError, IndexFormatError, BackendError, OutputError, QueryError))
+
+
+@pytest.mark.mpi(min_size=2)
+def test_a_step_shared_inside_a_step_is_raised_once_as_it_is():
+    """A RankError every rank raised in a step inside another (run_shared within run_shared on one
+    communicator) comes out of the outer one as it is: the failing rank, its kind, its message
+    once; different RankErrors (from steps on different communicators) are wrapped as any error."""
+    from mpi4py import MPI
+
+    from distgrail.mpi.errors import RankError, run_shared
+
+    comm = MPI.COMM_WORLD
+    last = comm.Get_size() - 1
+
+    def inner():
+        if comm.Get_rank() == last:
+            raise GraphFormatError("planted", path="x.txt", line=3)
+
+    with pytest.raises(GraphFormatError) as e:
+        run_shared(comm, "the outer step", lambda: run_shared(comm, "the inner step", inner))
+    assert isinstance(e.value, RankError) and e.value.rank == last and e.value.failed_ranks == [last]
+    assert str(e.value) == f"rank {last}, the inner step: x.txt:3: planted"
+    own = comm.Split(int(comm.Get_rank() == 0), comm.Get_rank())  # {0} and the others: different errors
+
+    def split_inner():
+        run_shared(own, "a sub step", _raise, QueryError("group A") if comm.Get_rank() == 0 else OutputError("group B"))
+
+    with pytest.raises(RankError) as e:
+        run_shared(comm, "the outer step", split_inner)
+    assert e.value.rank == 0 and e.value.failed_ranks == list(range(comm.Get_size()))
+    assert str(e.value).startswith("rank 0 (and on rank") and "group A" in str(e.value)
+    own.Free()
+
+
+def _raise(e):
+    raise e

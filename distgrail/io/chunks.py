@@ -18,7 +18,7 @@ import numpy as np
 from ..errors import GraphFormatError
 from .dialect import SNIFF_BYTES
 from .formats import FMT_CODES, FORMATS, Source, host_only
-from .excerpt import looks_binary
+from .excerpt import bom_problem, looks_binary
 from .regular import special_kind
 from .text import Text, is_digits, parse_n
 
@@ -163,6 +163,8 @@ def _plan(source: Source, num_vertices: int | None) -> Plan:
         return Plan("cpu", path, fmt, reason="bad arguments")
     if looks_binary(head[:4096]):  # the CPU reader's check, so its error text
         return Plan("cpu", path, fmt, reason="binary data")
+    if bom_problem(head, fmt):  # (likewise)
+        return Plan("cpu", path, fmt, reason="byte order mark")
     size = os.path.getsize(path)
     if spec.dialect:  # an edge list: the body starts after the dialect's header
         if num_vertices is None:  # (the vertex count distgrail's writer states on the first line)

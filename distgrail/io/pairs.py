@@ -128,12 +128,11 @@ def read_query_pairs(path, labels: str | None = None, n: int | None = None, know
 def _no_bom(path, head: bytes) -> None:
     """A text pairs file starting with a UTF-8 byte order mark is refused (its first id or label
     would start with U+FEFF: no id, no node of the graph); ``head``: its first line, or more."""
-    if head.startswith(b"\xef\xbb\xbf"):
-        from .excerpt import shown
+    from .excerpt import bom_problem
 
-        first = shown(head.split(b"\n", 1)[0])
-        raise GraphFormatError("the file starts with a UTF-8 byte order mark; save it without one (a pairs file is "
-                               f"plain UTF-8 text), got {first}", path=path, line=1)
+    bom = bom_problem(head, "a pairs file")
+    if bom:
+        raise GraphFormatError(bom, path=path, line=1)
 
 
 def read_pairs_for(path, index, mapped: bool = False) -> QueryPairs:

@@ -16,6 +16,7 @@ from .dialect import COMMA_TABLE, Dialect, declared_counts, read_labelled
 from .formats import FORMATS, Source
 from .tables import read_table_graph
 from .regular import check_regular
+from .excerpt import bom_problem
 from .text import Text, looks_binary, shown
 
 
@@ -116,6 +117,9 @@ def read_graph(path, fmt: str = "auto", num_vertices: int | None = None, *, sour
     if looks_binary(head):
         raise GraphFormatError(f"binary data, not a text graph file ({fmt}): it starts with {shown(head)}",
                                path=path)
+    bom = bom_problem(head, "a text graph file")  # (.gra, .mtx; an edge list's dialect says so first)
+    if bom:
+        raise GraphFormatError(bom, path=path, line=1)
     if num_vertices is not None and int(num_vertices) < 0:
         raise GraphFormatError(f"number of vertices must be >= 0, got {num_vertices!r}", path=path)
     dialect = source.dialect if spec.dialect else Dialect()

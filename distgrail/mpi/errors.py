@@ -106,12 +106,14 @@ def share_outcome(comm, step: str, error: BaseException | None) -> None:
     """
     size = comm.Get_size()
     me = comm.Get_rank()
-    # 0: fine, 1: failed here, 2: a RankError every rank raised already (shared by a step inside
-    # this one: raised again as it is, not wrapped in a second "rank r, step:")
-    state = comm.allgather(0 if error is None else 2 if isinstance(error, RankError) else 1)
-    if all(k == 2 for k in state):
+    # 0: fine, 1: failed here, 2: a RankError (with its message); one that every rank raised
+    # already, the same (shared by a step inside this one on this communicator) is raised again
+    # as it is, not wrapped in a second "rank r, step:"
+    shared = isinstance(error, RankError)
+    state = comm.allgather((0 if error is None else 2 if shared else 1, str(error) if shared else None))
+    if all(k == 2 for k, _ in state) and len({m for _, m in state}) == 1:
         raise error
-    failed = [k != 0 for k in state]
+    failed = [k != 0 for k, _ in state]
     if not any(failed):
         return
     ranks = [r for r in range(size) if failed[r]]

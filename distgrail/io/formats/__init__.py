@@ -27,7 +27,7 @@ from ... import constants
 from ...errors import GraphFormatError
 from ..compressed import CODECS, codec_of, peek
 from ..dialect import SNIFF_BYTES, SNIFF_MAX, Dialect, sniff, undecided
-from ..excerpt import looks_binary
+from ..excerpt import bom_problem, looks_binary
 
 __all__ = ["Format", "Sniff", "Source", "REGISTRY", "BY_NAME", "AUTO", "FALLBACK", "FORMATS", "GPU_FORMATS",
            "HOST_FORMATS", "OUTPUT_FORMATS", "FMT_CODES", "COMPRESSED_SUFFIXES", "HEAD_BYTES", "detect", "host_only",
@@ -231,12 +231,9 @@ class Source:
         while undecided(head, len(head) < size) and size < SNIFF_MAX:  # (64 KiB of comments, then a header)
             size *= 8
             head = self.head(size)
-        if head.startswith(b"\xef\xbb\xbf"):  # (it would begin the first id or name: '\ufeff0' is no id)
-            from ..excerpt import shown
-
-            first = shown(head.split(b"\n", 1)[0])
-            raise GraphFormatError("the file starts with a UTF-8 byte order mark; save it without one (an edge list "
-                                   f"is plain UTF-8 text), got {first}", path=self.path, line=1)
+        bom = bom_problem(head, "an edge list")  # (it would begin the first id or name: '\ufeff0' is no id)
+        if bom:
+            raise GraphFormatError(bom, path=self.path, line=1)
         d = sniff(head, complete=len(head) < size)
         if d.misnamed:  # (every reader of the file takes its dialect from here)
             raise GraphFormatError(f"{d.misnamed}, got {d.header!r}", path=self.path, line=d.header_line)
