@@ -498,7 +498,7 @@ def test_spread_dag_from_the_peels_levels_equals_its_own_peel(K):
         return a, b
 
     for a, b in Threads(K).run(run, src, dst):
-        for f in ("comp", "level", "level_ptr", "bounds", "indptr", "indices", "erow", "level_edges", "level_in"):
+        for f in ("comp", "level", "level_ptr", "bounds", "indptr", "indices", "erow", "level_off"):
             np.testing.assert_array_equal(getattr(a, f), getattr(b, f))
 
 

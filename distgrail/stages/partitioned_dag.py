@@ -62,20 +62,18 @@ def _scalar_sum(xp, ex, v) -> int:
 class PartDAG:
     """The condensed DAG of a partitioned build (module doc). ``n``, ``C``, ``m`` (distinct DAG
     edges over all ranks), ``comp`` (n) and ``level`` (C, int32) on every rank's device;
-    ``level_ptr``, ``bounds`` (row blocks), ``level_edges`` / ``level_in`` (DAG edges leaving /
-    entering each level, over all ranks) on the host; this rank's rows ``r0 .. r1-1`` as
+    ``level_ptr`` and ``bounds`` (row blocks) on the host; this rank's rows ``r0 .. r1-1`` as
     ``indptr`` (local offsets from 0) and ``indices`` (component ids), and ``erow`` (each local
     edge's row); ids are int32 below 2^31 components, int64 from there. ``level_off`` (host): where
     each level's rows start in this rank's edges, so that a level's edges are found without
     reading the device."""
 
-    def __init__(self, n, C, m, comp, level, level_ptr, bounds, rank, indptr, indices, erow, level_edges, level_in,
-                 level_off):
+    def __init__(self, n, C, m, comp, level, level_ptr, bounds, rank, indptr, indices, erow, level_off):
         self.n, self.C, self.m = int(n), int(C), int(m)
         self.comp, self.level, self.level_ptr, self.bounds = comp, level, level_ptr, bounds
         self.r0, self.r1 = int(bounds[rank]), int(bounds[rank + 1])
         self.indptr, self.indices, self.erow = indptr, indices, erow
-        self.level_edges, self.level_in, self.level_off = level_edges, level_in, level_off.tolist()
+        self.level_off = level_off.tolist()
         self.meta, self.timings = {}, {}
 
     @property
@@ -197,13 +195,8 @@ def spread_dag(xp, ex, n: int, compact, C: int, box, levels=None) -> PartDAG:
     del got, rows
     m = _scalar_sum(xp, ex, indices.size)
     level_off = _host(indptr[xp.asarray(np.clip(level_ptr, r0, r1) - r0)]).astype(np.int64)
-    out_local = np.diff(level_off)
-    level_edges = _host(ex.allreduce(xp.asarray(out_local), "sum"))
-    in_local = xp.bincount(level[indices], minlength=max(L, 1))[:L].astype(xp.int64) if L else xp.zeros(0, xp.int64)
-    level_in = _host(ex.allreduce(in_local, "sum"))
     comp = new_of_old[compact]
-    return PartDAG(n, C, m, comp, level, level_ptr, bounds, ex.rank, indptr, indices, erow, level_edges, level_in,
-                   level_off)
+    return PartDAG(n, C, m, comp, level, level_ptr, bounds, ex.rank, indptr, indices, erow, level_off)
 
 
 def spread_parents(xp, ex, pd: PartDAG, seed: int):
