@@ -224,16 +224,16 @@ def query_under_mpi(args, comm, pairs):
         return answers, stats, QueryPairs(pairs, none, none) if rank0 else None
     q = run_shared(comm, f"reading the pairs {pairs}", read_pairs_for if rank0 else None, pairs, idx)
     s, t = (q.sources, q.targets) if rank0 else (None, None)
+    mapped = comm.bcast(rank0 and q.ids is not None, root=0)  # labels the read looked up: their ids go
+    asked = q.ids if mapped and rank0 else (s, t)
     if spread:  # (answers on rank 0 only, which writes them: no broadcast to every rank)
         from .mpi.partition_query import query_spread
 
-        answers, stats = query_spread(idx, s, t, args.backend, everywhere=False)
+        answers, stats = query_spread(idx, *asked, args.backend, everywhere=False, ids=mapped)
     else:
         from .mpi.query import query_sharded
 
-        mapped = comm.bcast(rank0 and q.ids is not None, root=0)  # labels the read looked up: their ids
-        answers, stats = query_sharded(idx, *(q.ids if mapped and rank0 else (s, t)), args.backend, comm,
-                                       everywhere=False, ids=mapped)
+        answers, stats = query_sharded(idx, *asked, args.backend, comm, everywhere=False, ids=mapped)
     run_shared(comm, f"writing the answers {args.output}", write_answers if args.output and rank0 else None,
                answers, args.output, s, t)
     stats.partition = "spread" if spread else "whole"

@@ -147,9 +147,11 @@ def test_labels_read_against_an_index_come_with_their_ids(tmp_path, name, monkey
 
 
 @pytest.mark.mpi(min_size=2)
-def test_label_pairs_under_mpi_are_looked_up_once(tmp_path_factory, monkeypatch):
+@pytest.mark.parametrize("partition", ["off", "on"])
+def test_label_pairs_under_mpi_are_looked_up_once(tmp_path_factory, monkeypatch, partition):
     """``distgrail query`` of a labelled index under MPI: the ids rank 0's read looked up go to
-    the sharded answer (no second lookup of the labels), and the answers are one process's."""
+    the sharded answer, the index whole on every rank or its DAG spread (``--partition on``), with
+    no second lookup of the labels, and the answers are one process's."""
     from mpi4py import MPI
 
     import distgrail
@@ -171,7 +173,7 @@ def test_label_pairs_under_mpi_are_looked_up_once(tmp_path_factory, monkeypatch)
     comm.Barrier()
     looked = []
     monkeypatch.setattr(NodeLabels, "to_ids", lambda self, v, what: looked.append(what) or [])
-    assert main(["query", idx, p, "-o", out, "--backend", "cpu", "--quiet"]) == 0
+    assert main(["query", idx, p, "-o", out, "--backend", "cpu", "--quiet", "--partition", partition]) == 0
     assert looked == []
     monkeypatch.undo()
     if comm.Get_rank() == 0:

@@ -135,7 +135,8 @@ def state_bytes(parts) -> int:
     return sum(int(getattr(a, "nbytes", 0)) for o in parts for a in vars(o).values())
 
 
-def query_spread(index: SpreadIndex, sources, targets, backend="auto", root: int = 0, everywhere: bool = True):
+def query_spread(index: SpreadIndex, sources, targets, backend="auto", root: int = 0, everywhere: bool = True,
+                 ids: bool = False):
     """Collective: root's pairs answered on the spread index (other ranks may pass None).
     Returns ``(answers, stats)`` on every rank (``everywhere=False``: answers on root only), as
     :func:`~distgrail.mpi.query.query_sharded`
@@ -143,7 +144,8 @@ def query_spread(index: SpreadIndex, sources, targets, backend="auto", root: int
     ``stats.spread``: one dict per rank, its ``dag edges held``, ``query state bytes`` (labels and
     rows on its device) and what its exchanges carried (``sweeps``: allreduce calls, one per
     search round and chunk; ``allreduce bytes``, ``gathered bytes``, ``exchanged bytes``: sent to
-    the other ranks by alltoall and allgather)."""
+    the other ranks by alltoall and allgather). ``ids``: the pairs are vertex ids where the index
+    maps node labels (a pairs reader looked them up once)."""
     comm = index.comm
     dev = ensure_bound(comm, backend)
     be = run_shared(comm, "selecting the backend", get_backend, backend, dev)
@@ -171,7 +173,7 @@ def query_spread(index: SpreadIndex, sources, targets, backend="auto", root: int
         return ans, stats
 
     answers, stats = answer_in_shards(comm, index, be, sources, targets, answer, root, prepare=prepare,
-                                      everywhere=everywhere)
+                                      everywhere=everywhere, ids=ids)
     stats.spread = comm.allgather(held["mine"])
     return answers, stats
 
