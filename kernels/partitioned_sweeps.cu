@@ -174,3 +174,28 @@ __global__ void dg_psw_settle(const typename dg_psw_id<WIDE>::t* __restrict__ go
         }
     }
 }
+
+// rows, first pass: the row sizes of the CSR by source, one for each edge but a self-loop,
+// counted into size[s[i]] (the peel's rows: every edge kept, duplicates too, in no sorted order)
+template <int WIDE>
+__global__ void dg_psw_rowsize(const typename dg_psw_id<WIDE>::t* __restrict__ s,
+                               const typename dg_psw_id<WIDE>::t* __restrict__ d, i64 m, u64* __restrict__ size) {
+    const i64 stride = (i64)gridDim.x * blockDim.x;
+    for (i64 i = (i64)blockIdx.x * blockDim.x + threadIdx.x; i < m; i += stride) {
+        const i64 u = (i64)s[i];
+        if (u != (i64)d[i]) atomicAdd(size + u, 1ULL);
+    }
+}
+
+// rows, second pass: each edge but a self-loop writes its head into the next slot of its source's
+// row (cursor[u] starts at the row's first slot; the order within a row is the atomics')
+template <int WIDE>
+__global__ void dg_psw_rowfill(const typename dg_psw_id<WIDE>::t* __restrict__ s,
+                               const typename dg_psw_id<WIDE>::t* __restrict__ d, i64 m, u64* __restrict__ cursor,
+                               typename dg_psw_id<WIDE>::t* __restrict__ head) {
+    const i64 stride = (i64)gridDim.x * blockDim.x;
+    for (i64 i = (i64)blockIdx.x * blockDim.x + threadIdx.x; i < m; i += stride) {
+        const typename dg_psw_id<WIDE>::t u = s[i], v = d[i];
+        if (u != v) head[atomicAdd(cursor + (i64)u, 1ULL)] = v;
+    }
+}

@@ -72,7 +72,7 @@ def test_every_kernel_is_instantiated_and_the_tile_is_the_constants():
     src = kernel_source("partitioned_sweeps")
     names = {e.split("<")[0] for e in TEMPLATES["partitioned_sweeps"]}
     assert names == {"dg_psw_presence", "dg_psw_colour", "dg_psw_back", "dg_psw_count", "dg_psw_compact",
-                     "dg_psw_expand", "dg_psw_settle"}
+                     "dg_psw_expand", "dg_psw_settle", "dg_psw_rowsize", "dg_psw_rowfill"}
     for name in names:
         assert f"__global__ void {name}(" in src
     assert psw.TILE == PSW_THREADS * PSW_ROUNDS and "PSW_THREADS * PSW_ROUNDS" in src
@@ -159,6 +159,57 @@ def test_peel_steps_equal_plain_loops(n, m, seed, dtype):
     assert got.tolist() == w_front and got.dtype == dtype
     np.testing.assert_array_equal(indeg, w_indeg)
     np.testing.assert_array_equal(level, w_level)
+
+
+def rows_loops(s, d, n):
+    """The CSR by source of the edges but self-loops, each row's heads in the edges' order."""
+    rows = [[] for _ in range(n)]
+    for u, v in zip(s.tolist(), d.tolist()):
+        if u != v:
+            rows[u].append(v)
+    return np.cumsum([0] + [len(r) for r in rows]), [h for r in rows for h in r]
+
+
+@pytest.mark.parametrize("n,m,seed", [(1, 0, 0), (1, 3, 1), (5, 0, 2), (40, 200, 3), (500, 3000, 4)])
+@pytest.mark.parametrize("dtype", [np.int32, np.int64])
+def test_rows_equal_plain_loops(n, m, seed, dtype):
+    """Self-loops left out, duplicates kept, the heads in the edges' order; ptr int64."""
+    rng = np.random.default_rng(seed)
+    s, d = rng.integers(0, n, m).astype(dtype), rng.integers(0, n, m).astype(dtype)
+    ptr, head = ArraySweeps(np).rows(s, d, n)
+    w_ptr, w_head = rows_loops(s, d, n)
+    assert ptr.dtype == np.int64 and ptr.shape == (n + 1,) and head.dtype == dtype
+    assert ptr.tolist() == w_ptr.tolist() and head.tolist() == w_head
+
+
+def sorted_rows(ptr, head):
+    """Each row's heads sorted (the kernels fill a row in their atomics' order)."""
+    ptr, head = np.asarray(ptr), np.asarray(head)
+    row = np.repeat(np.arange(ptr.size - 1), np.diff(ptr))
+    return head[np.lexsort((head, row))]
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("n,m,seed", [(1, 0, 0), (1, 4, 1), (7, 5, 2), (1000, 50_000, 3), (300_000, 2_000_000, 4)])
+@pytest.mark.parametrize("dtype", [np.int32, np.int64])
+@pytest.mark.parametrize("sms", [None, 1])
+def test_rows_kernels_equal_the_array_code(n, m, seed, dtype, sms, monkeypatch):
+    """dg_psw_rowsize / dg_psw_rowfill against the twin on CuPy: ptr bit for bit, each row's
+    heads the same multiset; self-loops (one in 20 edges here) left out."""
+    cp = pytest.importorskip("cupy")
+    if sms is not None:
+        monkeypatch.setattr(psw.CudaSweeps, "_sms", staticmethod(lambda: sms))
+    rng = np.random.default_rng(seed)
+    s, d = rng.integers(0, n, m), rng.integers(0, n, m)
+    loop = rng.random(m) < 0.05
+    d[loop] = s[loop]
+    s, d = cp.asarray(s.astype(dtype)), cp.asarray(d.astype(dtype))
+    (pk, hk), (pa, ha) = psw.CudaSweeps(cp).rows(s, d, n), ArraySweeps(cp).rows(s, d, n)
+    assert pk.dtype == pa.dtype == cp.int64 and hk.dtype == ha.dtype == s.dtype
+    np.testing.assert_array_equal(cp.asnumpy(pk), cp.asnumpy(pa))
+    np.testing.assert_array_equal(sorted_rows(cp.asnumpy(pk), cp.asnumpy(hk)),
+                                  sorted_rows(cp.asnumpy(pa), cp.asnumpy(ha)))
+    assert int(pk[-1]) == m - int(loop.sum())
 
 
 @pytest.mark.gpu

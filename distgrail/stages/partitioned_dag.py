@@ -40,7 +40,7 @@ from ..arrays import to_host as _host
 from ..hashing import STREAM_PARENT, hash3_xp
 from ..arrays import scatter_at, scatter_max, scatter_min
 
-__all__ = ["PartDAG", "kahn_levels", "spread_dag", "spread_parents", "spread_intervals", "spread_masks", "own_levels",
+__all__ = ["PartDAG", "kahn_levels", "csr_levels", "spread_dag", "spread_parents", "spread_intervals", "spread_masks", "own_levels",
            "block_csr",
            "spread_degrees", "gather_csr", "gather_degrees", "spread_bytes", "id_type"]
 
@@ -100,26 +100,32 @@ def spread_bytes(n: int, C: int, m_local: int, k: int, W: int) -> int:
 def kahn_levels(xp, ex, C: int, cu, cv, partial: bool = False):
     """Collective: the longest-path level of every component (int32, the same on every rank) of
     the DAG whose edges ``cu -> cv`` (this rank's, sorted by ``cu``) are spread over the ranks;
-    and the number of levels. A level is the heads of the edges out of the frontier
-    (:meth:`~distgrail.stages.partitioned_sweeps.ArraySweeps.expand`), one exchange of their
-    counts (host ints) and one of the heads (or of a count per component, when that is
-    smaller), then the in-degrees they take down (:meth:`~distgrail.stages.partitioned_sweeps.
-    ArraySweeps.settle`): two kernels on a GPU. ``partial``: a graph with cycles is no error:
-    the vertices no level reaches (on a cycle, or below one) keep -1."""
+    and the number of levels (:func:`csr_levels` over them). ``partial``: a graph with cycles is
+    no error: the vertices no level reaches (on a cycle, or below one) keep -1."""
+    ptr = xp.searchsorted(cu, xp.arange(C + 1, dtype=cu.dtype)).astype(xp.int64)  # (the edges come sorted by cu)
+    return csr_levels(xp, ex, C, ptr, cv, partial)
+
+
+def csr_levels(xp, ex, C: int, ptr, head, partial: bool = False):
+    """Collective: :func:`kahn_levels` over this rank's edges as a CSR by source (``ptr`` int64 of
+    ``C + 1``, ``head``; duplicate edges are fine, a self-loop is a cycle). A level is the heads
+    of the edges out of the frontier (:meth:`~distgrail.stages.partitioned_sweeps.ArraySweeps.
+    expand`), one exchange of their counts (host ints) and one of the heads (or of a count per
+    component, when that is smaller), then the in-degrees they take down
+    (:meth:`~distgrail.stages.partitioned_sweeps.ArraySweeps.settle`): two kernels on a GPU."""
     from .partitioned_sweeps import sweeps_for
 
     level = xp.full(C, -1, dtype=xp.int32)
     if C == 0:
         return level, 0
     ops = sweeps_for(xp)
-    indeg = xp.bincount(cv, minlength=C).astype(xp.int64)
+    indeg = xp.bincount(head, minlength=C).astype(xp.int64)
     indeg = ex.allreduce(indeg, "sum")
-    ptr = xp.searchsorted(cu, xp.arange(C + 1, dtype=cu.dtype)).astype(xp.int64)  # (the edges come sorted by cu)
-    frontier = xp.flatnonzero(indeg == 0).astype(cv.dtype)
+    frontier = xp.flatnonzero(indeg == 0).astype(head.dtype)
     level[frontier] = 0
     lev = 0
     while frontier.size:
-        t = ops.expand(ptr, cv, frontier)
+        t = ops.expand(ptr, head, frontier)
         counts = ex.counts(t.size)
         total = sum(counts)
         if total == 0:
@@ -132,7 +138,7 @@ def kahn_levels(xp, ex, C: int, cu, cv, partial: bool = False):
             scatter_at(xp, "add", dec, t, xp.ones(t.size, dtype=xp.int64))
             dec = ex.allreduce(dec, "sum")
             indeg -= dec
-            frontier = xp.flatnonzero((dec > 0) & (indeg == 0)).astype(cv.dtype)
+            frontier = xp.flatnonzero((dec > 0) & (indeg == 0)).astype(head.dtype)
             level[frontier] = lev
     if not partial and bool((level < 0).any()):  # pragma: no cover - the condensation leaves a DAG
         raise RuntimeError("the condensed graph has a cycle")

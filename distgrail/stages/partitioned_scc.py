@@ -333,26 +333,32 @@ def partitioned_keys(xp, src, dst, n: int, ex, gather_edges: int = DEFAULT_GATHE
 
 def peeled_keys(xp, src, dst, n: int, ex, gather_edges: int = DEFAULT_GATHER_EDGES):
     """Collective: ``(compact, C, keys, levels)``: :func:`partitioned_keys`, after a peel of the
-    graph from its sources (Kahn's levels over this rank's distinct edges,
-    :func:`~distgrail.stages.partitioned_dag.kahn_levels`, one exchange per level). When the peel
-    reaches every vertex the graph is acyclic (self-loops aside): every vertex is its own SCC
-    and ``levels`` = ``(level, L)`` are the condensed DAG's, so no trimming or colouring sweep
-    runs and the spread DAG does not peel again (:func:`~distgrail.stages.partitioned_dag.spread_dag`).
-    Otherwise the peeled vertices (none of them on a cycle) are SCCs of their own, the sweeps
-    start from the rest, and ``levels`` is None. A DAG too large for one GPU is where this pays:
-    its sweeps trim a level or two per exchange, each a pass over every edge still alive."""
-    from .partitioned_dag import kahn_levels
+    graph from its sources (Kahn's levels, :func:`~distgrail.stages.partitioned_dag.csr_levels`,
+    one exchange per level, over this rank's edges as a CSR by source that two kernels count and fill
+    on a GPU, :meth:`~distgrail.stages.partitioned_sweeps.ArraySweeps.rows`: no sort, 4 or 8 bytes an edge).
+    When the peel reaches every vertex the graph is acyclic (self-loops aside): every vertex is
+    its own SCC and ``levels`` = ``(level, L)`` are the condensed DAG's, so no trimming or
+    colouring sweep runs and the spread DAG does not peel again
+    (:func:`~distgrail.stages.partitioned_dag.spread_dag`). Otherwise the peeled vertices (none
+    of them on a cycle) are SCCs of their own, the sweeps start from the rest, and ``levels`` is
+    None. A DAG too large for one GPU is where this pays: its sweeps trim a level or two per
+    exchange, each a pass over every edge still alive. On a graph with a giant SCC the peel
+    stops after a few levels and costs its two passes and their 4 or 8 bytes an edge."""
+    from .partitioned_dag import csr_levels
+    from .partitioned_sweeps import sweeps_for
 
     n = int(n)
     idt = xp.int32 if n < 2**31 - 1 else xp.int64
     if n > MAX_KEYED_COMPONENTS or n == 0:
         return (*partitioned_keys(xp, src, dst, n, ex, gather_edges), None)
-    compact, C, keys = condensed_keys(xp, src, dst, xp.arange(n, dtype=idt))
-    level, L = kahn_levels(xp, ex, C, (keys // C).astype(idt), (keys % C).astype(idt), partial=True)
+    ptr, head = sweeps_for(xp).rows(src, dst, n)
+    level, L = csr_levels(xp, ex, n, ptr, head, partial=True)
+    del ptr, head
     done = level >= 0
-    if bool(done.all()):
+    if bool(done.all()):  # acyclic: every vertex its own component, the compact ids the vertices'
+        compact, C, keys = condensed_keys(xp, src, dst, xp.arange(n, dtype=idt))
         return compact, C, keys, (level, L)
-    del keys, compact, level
+    del level
     rep = partitioned_reps(xp, src, dst, n, ex, gather_edges, None, done=done)
     return (*condensed_keys(xp, src, dst, rep), None)
 

@@ -11,6 +11,9 @@ operations: the twin) and the fused CUDA kernels of ``kernels/partitioned_sweeps
 - :meth:`~ArraySweeps.colour`: ``nxt[d] = max(nxt[d], color[s])`` over the edges whose source is
   in the frontier ``fresh``.
 - :meth:`~ArraySweeps.back`: ``nxt[s] = True`` over the edges whose head is in ``fresh``.
+- :meth:`~ArraySweeps.rows`: the peel's CSR by source of a rank's raw edges (self-loops left
+  out, duplicates kept), built by counting instead of sorting: a row-size pass, a scan, a fill
+  pass, the heads of a row in the kernels' atomics' order (the twin: the edges' order).
 - :meth:`~ArraySweeps.expand` and :meth:`~ArraySweeps.settle`: a level of the peel from the
   sources (:func:`~distgrail.stages.partitioned_dag.kahn_levels`, over this rank's edges as a
   CSR by source): the heads of the edges out of the frontier; then, once every rank's heads are
@@ -91,6 +94,20 @@ class ArraySweeps:
 
     def back(self, bs, bd, fresh, nxt) -> None:
         nxt[bs[fresh[bd]]] = True
+
+    def rows(self, s, d, n: int):
+        """``(ptr, head)``: the CSR by source of the edges ``s -> d`` but self-loops (duplicates
+        kept), ``ptr`` int64 of ``n + 1``, ``head`` of ``d``'s dtype; the twin keeps each row's
+        heads in the edges' order (the kernels in the atomics' order: the peel reads rows as sets)."""
+        xp = self.xp
+        keep = s != d
+        if not bool(keep.all()):
+            s, d = s[keep], d[keep]
+        head = d[xp.argsort(s, kind="stable")]
+        ptr = xp.zeros(int(n) + 1, dtype=xp.int64)
+        if s.size:
+            xp.cumsum(xp.bincount(s, minlength=int(n)), out=ptr[1:])
+        return ptr, head
 
     def expand(self, ptr, head, front):
         """The heads of the edges (CSR ``ptr`` (int64) / ``head``) out of the vertices ``front``."""
@@ -201,6 +218,21 @@ class CudaSweeps(ArraySweeps):
         kernel("partitioned_sweeps", f"dg_psw_expand<{self._w(head)}>")(
             (blocks,), (PSW_THREADS,), (front, np.int64(f), ptr, head, out, count))
         return out[:int(count[0].get())]
+
+    def rows(self, s, d, n: int):
+        cp = self.xp
+        self._check(s, d)
+        n, m = int(n), int(s.shape[0])
+        ptr = cp.zeros(n + 1, cp.int64)
+        if not m:
+            return ptr, cp.empty(0, d.dtype)
+        grid = ((grid_blocks(m, self._sms()),), (PSW_THREADS,))
+        kernel("partitioned_sweeps", f"dg_psw_rowsize<{self._w(s)}>")(*grid, (s, d, np.int64(m), ptr[1:]))
+        ptr[1:] = cp.cumsum(ptr[1:])
+        cursor = ptr[:-1].copy()
+        head = cp.empty(int(ptr[-1]), d.dtype)  # (a host wait: the edges but self-loops)
+        kernel("partitioned_sweeps", f"dg_psw_rowfill<{self._w(s)}>")(*grid, (s, d, np.int64(m), cursor, head))
+        return ptr, head
 
     def settle(self, got, indeg, level, lev: int):
         self._check(got)
