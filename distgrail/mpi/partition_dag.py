@@ -25,7 +25,6 @@ from types import SimpleNamespace
 import numpy as np
 
 from .. import settings
-from ..arrays import to_host as _host
 from ..errors import DistGrailError
 from ..stages.condense import DAG
 from ..stages.phases import StageRun
@@ -117,7 +116,7 @@ class SpreadSteps:
             return super().share_arrays(arrays)
         keep = self.everywhere or self.here
         return run_shared(self.comm, "copying the stage's arrays to the host",
-                          lambda: {k: _host(a) for k, a in arrays.items()} if keep else {})
+                          lambda: {k: _land(self.be, a) for k, a in arrays.items()} if keep else {})
 
     def start_masks(self, entry, dag, K):
         """Spread: phase 5 runs, collective, when its result is asked for; its masks to the host
@@ -126,7 +125,7 @@ class SpreadSteps:
             return super().start_masks(entry, dag, K)
         later = entry(self.run, dag, K)
         keep = self.everywhere or self.here
-        return _Hosted(later, keep)
+        return _Hosted(later, keep, self.be)
 
     def split_dims(self, entry, dag, forest):
         """Spread: every rank labels every dimension (phase 4 sweeps the ranks' rows together);
@@ -138,7 +137,7 @@ class SpreadSteps:
             with self.be.on_device():
                 post0, iv = entry(self.run, dag, forest, range(self.config.dims), t)
         self.stage_timings.update({k: t[k] for k in ("phase3_ranks", "phase4_intervals")})
-        return (_host(iv) if self.everywhere or self.here else None), post0
+        return (_land(self.be, iv) if self.everywhere or self.here else None), post0
 
     def write(self, idx, early=None):
         rows, self.rows = getattr(self, "rows", None), None
@@ -175,7 +174,7 @@ class SpreadSteps:
                 from ..stages.partitioned_dag import id_type
 
                 indptr = gather_degrees(self.be.xp, self.ex, dag)
-                own = _host(dag.indices).astype(id_type(np, dag.C), copy=False)
+                own = _land(self.be, dag.indices).astype(id_type(np, dag.C), copy=False)
                 first = self.comm.exscan(int(own.size))  # (None on rank 0)
                 self.held_rows["dag/indices"] = (int(first or 0), own)
                 m = self.comm.allreduce(int(own.size))
@@ -191,7 +190,7 @@ class SpreadSteps:
                     else None
             else:
                 indptr, indices = gather_csr(self.be.xp, self.ex, dag)
-            comp, level = _host(dag.comp), _host(dag.level)
+            comp, level = _land(self.be, dag.comp), _land(self.be, dag.level)
         if self.everywhere:
             indptr = bcast_array(self.comm, indptr, self.root)
             indices = bcast_array(self.comm, indices, self.root)
@@ -203,17 +202,24 @@ class SpreadSteps:
 
 class _Hosted:
     """A spread phase 5: its collective run when ``result()`` is asked for, the masks then to the
-    host (``keep``: where the index is assembled; None elsewhere)."""
+    host (``keep``: where the index is assembled; None elsewhere), by DMA into locked pages as
+    one process copies them (:func:`_land`)."""
 
-    def __init__(self, later, keep):
-        self.later, self.keep = later, keep
+    def __init__(self, later, keep, be):
+        self.later, self.keep, self.be = later, keep, be
 
     def result(self):
         ids, out, inn = self.later.result()
-        return (ids, _host(out), _host(inn)) if self.keep else None
+        return (ids, _land(self.be, out), _land(self.be, inn)) if self.keep else None
 
     def settle(self):
         """Nothing runs before ``result()``."""
+
+
+def _land(be, a) -> np.ndarray:
+    """``a`` on the host: a device array by the backend (large ones by DMA into locked pages, as
+    one process copies them: :meth:`~distgrail.gpu.backend.Backend.to_host`), a host array as it is."""
+    return a if isinstance(a, np.ndarray) else be.to_host(a)
 
 
 def _write_streamed(idx, output):
