@@ -175,27 +175,50 @@ __global__ void dg_psw_settle(const typename dg_psw_id<WIDE>::t* __restrict__ go
     }
 }
 
+// rows: a warp's edges out of one source take their slots together (__match_any_sync: the lanes of
+// one source, its first lane the leader), one atomic a source a warp instead of one an edge: the
+// edges of a CSR-stored graph come sorted by source, and 32 atomics on one address queue up.
+// The loops stride by whole warps, so every lane of a warp reaches the same intrinsics.
+
 // rows, first pass: the row sizes of the CSR by source, one for each edge but a self-loop,
 // counted into size[s[i]] (the peel's rows: every edge kept, duplicates too, in no sorted order)
 template <int WIDE>
 __global__ void dg_psw_rowsize(const typename dg_psw_id<WIDE>::t* __restrict__ s,
                                const typename dg_psw_id<WIDE>::t* __restrict__ d, i64 m, u64* __restrict__ size) {
+    const int lane = threadIdx.x & 31;
     const i64 stride = (i64)gridDim.x * blockDim.x;
-    for (i64 i = (i64)blockIdx.x * blockDim.x + threadIdx.x; i < m; i += stride) {
-        const i64 u = (i64)s[i];
-        if (u != (i64)d[i]) atomicAdd(size + u, 1ULL);
+    for (i64 w = (i64)blockIdx.x * blockDim.x + (threadIdx.x & ~31); w < m; w += stride) {
+        const i64 i = w + lane;
+        const i64 u = i < m ? (i64)s[i] : -1;
+        const bool live = i < m && u != (i64)d[i];
+        const unsigned act = __ballot_sync(0xFFFFFFFFu, live);
+        if (!live) continue;
+        const unsigned peers = __match_any_sync(act, (unsigned long long)u);
+        if (lane == __ffs(peers) - 1) atomicAdd(size + u, (u64)__popc(peers));
     }
 }
 
 // rows, second pass: each edge but a self-loop writes its head into the next slot of its source's
-// row (cursor[u] starts at the row's first slot; the order within a row is the atomics')
+// row (cursor[u] starts at the row's first slot; within a warp in the edges' order, across warps
+// in the atomics' order)
 template <int WIDE>
 __global__ void dg_psw_rowfill(const typename dg_psw_id<WIDE>::t* __restrict__ s,
                                const typename dg_psw_id<WIDE>::t* __restrict__ d, i64 m, u64* __restrict__ cursor,
                                typename dg_psw_id<WIDE>::t* __restrict__ head) {
+    const int lane = threadIdx.x & 31;
     const i64 stride = (i64)gridDim.x * blockDim.x;
-    for (i64 i = (i64)blockIdx.x * blockDim.x + threadIdx.x; i < m; i += stride) {
-        const typename dg_psw_id<WIDE>::t u = s[i], v = d[i];
-        if (u != v) head[atomicAdd(cursor + (i64)u, 1ULL)] = v;
+    for (i64 w = (i64)blockIdx.x * blockDim.x + (threadIdx.x & ~31); w < m; w += stride) {
+        const i64 i = w + lane;
+        const i64 u = i < m ? (i64)s[i] : -1;
+        const typename dg_psw_id<WIDE>::t v = i < m ? d[i] : 0;
+        const bool live = i < m && u != (i64)v;
+        const unsigned act = __ballot_sync(0xFFFFFFFFu, live);
+        if (!live) continue;
+        const unsigned peers = __match_any_sync(act, (unsigned long long)u);
+        const int leader = __ffs(peers) - 1;
+        u64 base = 0;
+        if (lane == leader) base = atomicAdd(cursor + u, (u64)__popc(peers));
+        base = __shfl_sync(peers, base, leader);
+        head[base + __popc(peers & ((1u << lane) - 1u))] = v;
     }
 }
