@@ -222,3 +222,52 @@ __global__ void dg_psw_rowfill(const typename dg_psw_id<WIDE>::t* __restrict__ s
         head[base + __popc(peers & ((1u << lane) - 1u))] = v;
     }
 }
+
+// expand into a block (the peel's one exchange a level): as dg_psw_expand, but the frontier's size
+// read from the device counter fcount (the previous level's settle wrote it: no host wait between
+// levels), the heads into the block's cap slots after its 8-byte header, which takes the count
+// (heads past cap are counted, not written: the host sees the count and sends a larger block)
+template <int WIDE>
+__global__ void dg_psw_expand_block(const typename dg_psw_id<WIDE>::t* __restrict__ front,
+                                    const u64* __restrict__ fcount, const i64* __restrict__ ptr,
+                                    const typename dg_psw_id<WIDE>::t* __restrict__ head,
+                                    unsigned char* __restrict__ block, i64 cap) {
+    typedef typename dg_psw_id<WIDE>::t T;
+    u64* count = (u64*)block;
+    T* out = (T*)(block + 8);
+    const i64 f = (i64)*fcount;
+    const int lane = threadIdx.x & 31;
+    const i64 warps = ((i64)gridDim.x * blockDim.x) >> 5;
+    for (i64 w = ((i64)blockIdx.x * blockDim.x + threadIdx.x) >> 5; w < f; w += warps) {
+        const i64 u = (i64)front[w];
+        const i64 a = ptr[u], deg = ptr[u + 1] - a;
+        if (deg == 0) continue;  // (the whole warp: one vertex)
+        u64 base = 0;
+        if (lane == 0) base = atomicAdd(count, (u64)deg);
+        base = __shfl_sync(0xFFFFFFFFu, base, 0);
+        for (i64 j = lane; j < deg && (i64)base + j < cap; j += 32) out[base + j] = head[a + j];
+    }
+}
+
+// settle the gathered blocks (size of them, stride bytes apart, each its count and cap slots):
+// dg_psw_settle over each block's heads, the next frontier's size left in fcount
+template <int WIDE>
+__global__ void dg_psw_settle_blocks(const unsigned char* __restrict__ got, int size, i64 stride, i64 cap,
+                                     i64* __restrict__ indeg, int* __restrict__ level, int lev,
+                                     typename dg_psw_id<WIDE>::t* __restrict__ front, u64* __restrict__ fcount) {
+    typedef typename dg_psw_id<WIDE>::t T;
+    const i64 step = (i64)gridDim.x * blockDim.x;
+    for (int r = 0; r < size; ++r) {
+        const unsigned char* b = got + (i64)r * stride;
+        i64 c = (i64)*(const u64*)b;
+        if (c > cap) c = cap;  // (never: the host sends a block of every count)
+        const T* heads = (const T*)(b + 8);
+        for (i64 i = (i64)blockIdx.x * blockDim.x + threadIdx.x; i < c; i += step) {
+            const i64 v = (i64)heads[i];
+            if (atomicAdd((u64*)(indeg + v), ~0ULL) == 1ULL) {  // (adding 2^64 - 1 takes one)
+                level[v] = lev;
+                front[atomicAdd(fcount, 1ULL)] = (T)v;
+            }
+        }
+    }
+}

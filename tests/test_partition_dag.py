@@ -483,6 +483,38 @@ def test_peeled_keys_equal_the_sweeps_and_give_an_acyclic_graphs_levels(name, K)
             assert sweeps == 1  # the in-degrees' sum; the levels went by allgather
 
 
+@pytest.mark.parametrize("K", [1, 2, 3])
+@pytest.mark.parametrize("block", [1, 2, None])
+@pytest.mark.parametrize("name", ["deep chain", "reverse chain", "dense dag", "dag 0", "dag 3", "self loops", "giant"])
+def test_peel_levels_in_blocks_equal_one_process(name, block, K, monkeypatch):
+    """The peel's levels (csr_levels: one exchange of fixed-size blocks a level) against the
+    one-process condensation's on acyclic graphs (-1 below a cycle otherwise: the giant SCC),
+    with blocks of 1 and 2 heads (a level that does not fit goes again in larger blocks) and the
+    default; with the default the exchanges are one allreduce and one allgather a level."""
+    import distgrail.stages.partitioned_dag as pdag
+    from distgrail.stages.partitioned_sweeps import ArraySweeps
+
+    if block is not None:
+        monkeypatch.setattr(pdag, "PEEL_BLOCK", block)
+    n, src, dst = CASES[name]
+
+    def run(r, ex, s, d):
+        counted = Counted(ex)
+        ptr, head = ArraySweeps(np).rows(s, d, n)
+        return pdag.csr_levels(np, counted, n, ptr, head, partial=True), counted.exchanges
+
+    dag = condense(EdgeGraph(n=n, src=src, dst=dst))
+    acyclic = dag.C == n
+    for (level, L), exchanges in Threads(K).run(run, src, dst):
+        if acyclic:
+            np.testing.assert_array_equal(level, dag.level[dag.comp])
+            assert L == dag.n_levels
+            if block is None:
+                assert exchanges == L + 1
+        else:  # (the peel stops at the cycles: what it reached has no cycle above it)
+            assert (level < 0).any() and (level >= 0).sum() < n
+
+
 @pytest.mark.parametrize("K", [2, 3])
 def test_spread_dag_from_the_peels_levels_equals_its_own_peel(K):
     """spread_dag given the peel's levels builds the same PartDAG as peeling again."""

@@ -72,7 +72,8 @@ def test_every_kernel_is_instantiated_and_the_tile_is_the_constants():
     src = kernel_source("partitioned_sweeps")
     names = {e.split("<")[0] for e in TEMPLATES["partitioned_sweeps"]}
     assert names == {"dg_psw_presence", "dg_psw_colour", "dg_psw_back", "dg_psw_count", "dg_psw_compact",
-                     "dg_psw_expand", "dg_psw_settle", "dg_psw_rowsize", "dg_psw_rowfill"}
+                     "dg_psw_expand", "dg_psw_settle", "dg_psw_rowsize", "dg_psw_rowfill",
+                     "dg_psw_expand_block", "dg_psw_settle_blocks"}
     for name in names:
         assert f"__global__ void {name}(" in src
     assert psw.TILE == PSW_THREADS * PSW_ROUNDS and "PSW_THREADS * PSW_ROUNDS" in src
@@ -243,3 +244,91 @@ def test_peel_kernels_equal_the_array_code(n, m, seed, dtype, sms, monkeypatch):
         np.testing.assert_array_equal(np.sort(cp.asnumpy(fk)), cp.asnumpy(fa))
         np.testing.assert_array_equal(cp.asnumpy(ik), cp.asnumpy(ia))
         np.testing.assert_array_equal(cp.asnumpy(lk), cp.asnumpy(la))
+
+
+def blocks_of(ops, ptr, head, fronts, cap):
+    """Every simulated rank's block for its frontier, gathered end to end."""
+    return ops.xp.concatenate([ops.expand_block(ptr, head, ops.front(f), cap) for f in fronts])
+
+
+@pytest.mark.parametrize("cap", [1, 3, 1 << 16])
+@pytest.mark.parametrize("dtype", [np.int32, np.int64])
+def test_block_steps_equal_expand_and_settle(cap, dtype):
+    """A peel level in blocks: each block's header the count of heads out of its frontier, its
+    first min(count, cap) slots those heads; settled from the gathered blocks (counts at most
+    cap) the same in-degrees, levels and next frontier as settle over every head."""
+    ptr, head, indeg, _ = peel_case(500, 3000, 7, dtype)
+    rng = np.random.default_rng(8)
+    fronts = [np.flatnonzero(rng.random(500) < p).astype(dtype) for p in (0.002, 0.004, 0.0)]
+    ops = ArraySweeps(np)
+    got = blocks_of(ops, ptr, head, fronts, cap)
+    L = 8 + cap * np.dtype(dtype).itemsize
+    assert got.dtype == np.uint8 and got.size == 3 * L
+    heads = [ops.expand(ptr, head, f) for f in fronts]
+    counts = ops.block_counts(got, 3)
+    assert counts == [h.size for h in heads] and counts[2] == 0
+    for r, h in enumerate(heads):
+        k = min(h.size, cap)
+        assert got[r * L + 8:r * L + 8 + k * h.itemsize].view(dtype).tolist() == h[:k].tolist()
+    if max(counts) > cap:
+        return  # (csr_levels sends such a level again in larger blocks)
+    level, w_level = np.full(500, -1, np.int32), np.full(500, -1, np.int32)
+    w_indeg = indeg.copy()
+    w_front = ops.settle(np.concatenate(heads), w_indeg, w_level, 4)
+    front = ops.settle_blocks(got, 3, cap, np.dtype(dtype), counts, indeg, level, 4)
+    assert front.tolist() == w_front.tolist() and front.dtype == dtype
+    np.testing.assert_array_equal(indeg, w_indeg)
+    np.testing.assert_array_equal(level, w_level)
+
+
+def dag_case(n, m, seed, dtype):
+    """A CSR by source of a random DAG's edges (from the smaller id to the larger; duplicates
+    kept), its in-degrees and its sources (the peel's first frontier: no vertex expands twice)."""
+    rng = np.random.default_rng(seed)
+    a, b = rng.integers(0, n, m), rng.integers(0, n, m)
+    s, d = np.minimum(a, b), np.maximum(a, b)
+    keep = s != d
+    s, d = s[keep], d[keep]
+    order = np.argsort(s, kind="stable")
+    s, d = s[order], d[order].astype(dtype)
+    ptr = np.searchsorted(s, np.arange(n + 1)).astype(np.int64)
+    indeg = np.bincount(d, minlength=n).astype(np.int64)
+    return ptr, d, indeg, np.flatnonzero(indeg == 0).astype(dtype)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("n,m,seed", [(7, 5, 1), (1000, 50_000, 2), (300_000, 2_000_000, 3)])
+@pytest.mark.parametrize("dtype", [np.int32, np.int64])
+@pytest.mark.parametrize("cap", [3, 1 << 16, 1 << 22])
+def test_block_kernels_equal_the_array_code(n, m, seed, dtype, cap):
+    """dg_psw_expand_block / dg_psw_settle_blocks against the twin on CuPy: each block's count
+    bit for bit and its heads the same multiset (the atomics' order); settled (when every count
+    fits) the same in-degrees and levels bit for bit, the next frontier the same set, its size
+    on the device; a second level from that frontier as the kernels hold it."""
+    cp = pytest.importorskip("cupy")
+    ptr, head, indeg, front = (cp.asarray(a) for a in dag_case(n, m, seed, dtype))
+    ker, arr = psw.CudaSweeps(cp), ArraySweeps(cp)
+    isz = np.dtype(dtype).itemsize
+    thirds = [front[j::3] for j in range(3)]
+    fk, fa = [ker.front(f) for f in thirds], thirds
+    ik, ia = indeg.copy(), indeg.copy()
+    lk, la = cp.full(n, -1, cp.int32), cp.full(n, -1, cp.int32)
+    for lev in (1, 2, 3):
+        gk = cp.concatenate([ker.expand_block(ptr, head, f, cap) for f in fk])
+        ga = cp.concatenate([arr.expand_block(ptr, head, f, cap) for f in fa])
+        ck, ca = ker.block_counts(gk, len(fk)), arr.block_counts(ga, len(fa))
+        assert ck == ca and gk.size == ga.size == len(fk) * (8 + cap * isz)
+        L = 8 + cap * isz
+        for r, c in enumerate(ca):
+            k = min(c, cap) * isz
+            a, b = cp.asnumpy(gk[r * L + 8:r * L + 8 + k]).view(dtype), cp.asnumpy(ga[r * L + 8:r * L + 8 + k]).view(dtype)
+            if c <= cap:
+                np.testing.assert_array_equal(np.sort(a), np.sort(b))
+        if max(ca) > cap:
+            return
+        nk = ker.settle_blocks(gk, len(fk), cap, np.dtype(dtype), ck, ik, lk, lev)
+        na = arr.settle_blocks(ga, len(fa), cap, np.dtype(dtype), ca, ia, la, lev)
+        np.testing.assert_array_equal(np.sort(cp.asnumpy(ker.front_ids(nk))), cp.asnumpy(na))
+        np.testing.assert_array_equal(cp.asnumpy(ik), cp.asnumpy(ia))
+        np.testing.assert_array_equal(cp.asnumpy(lk), cp.asnumpy(la))
+        fk, fa = [nk], [na]  # (one rank's frontier: the whole next one)

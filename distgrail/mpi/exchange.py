@@ -238,8 +238,8 @@ class NcclExchange(MpiExchange):
 
     def allgather(self, a, counts=None):
         """With every rank's ``counts``: one ``ncclAllGather`` of the blocks padded to the
-        largest (no message to learn the sizes, one collective), when that is at most
-        ``CHUNK_BYTES``; else a gather to rank 0 and a broadcast."""
+        largest (no message to learn the sizes, one collective; blocks of one size go as they
+        are), when that is at most ``CHUNK_BYTES``; else a gather to rank 0 and a broadcast."""
         xp = self.xp
         if counts is not None:
             dt = np.dtype(a.dtype)
@@ -248,13 +248,20 @@ class NcclExchange(MpiExchange):
                 if most == 0:
                     return xp.zeros(0, dtype=dt)
                 nccl, nc = self.tp.nccl, self.tp.nc
+                equal = min(counts) == most  # (blocks of one size: sent as they are, nothing cut out)
                 with self.tp.be.on_device():
-                    send = xp.zeros(most, dtype=dt)
-                    send[:int(a.shape[0])] = a
+                    if equal:
+                        send = xp.ascontiguousarray(a)
+                    else:
+                        send = xp.zeros(most, dtype=dt)
+                        send[:int(a.shape[0])] = a
                     got = xp.empty((self.size, most), dtype=dt)
                     nc.allGather(pointer(send), pointer(got), most * dt.itemsize, nccl.NCCL_UINT8, self.tp._stream())
-                    keep = xp.arange(most)[None, :] < xp.asarray(np.asarray(counts))[:, None]
-                    out = got[keep]
+                    if equal:
+                        out = got.reshape(-1)
+                    else:
+                        keep = xp.arange(most)[None, :] < xp.asarray(np.asarray(counts))[:, None]
+                        out = got[keep]
                 self._sync()
                 return out
         out = self.tp.gatherv(xp.ascontiguousarray(a), 0)

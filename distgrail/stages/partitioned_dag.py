@@ -40,7 +40,7 @@ from ..arrays import to_host as _host
 from ..hashing import STREAM_PARENT, hash3_xp
 from ..arrays import scatter_at, scatter_max, scatter_min
 
-__all__ = ["PartDAG", "kahn_levels", "csr_levels", "spread_dag", "spread_parents", "spread_intervals", "spread_masks", "own_levels",
+__all__ = ["PartDAG", "PEEL_BLOCK", "kahn_levels", "csr_levels", "spread_dag", "spread_parents", "spread_intervals", "spread_masks", "own_levels",
            "block_csr",
            "spread_degrees", "gather_csr", "gather_degrees", "spread_bytes", "id_type"]
 
@@ -106,40 +106,58 @@ def kahn_levels(xp, ex, C: int, cu, cv, partial: bool = False):
     return csr_levels(xp, ex, C, ptr, cv, partial)
 
 
+#: the heads a rank's block holds at first in the peel's exchange of a level (:func:`csr_levels`;
+#: it grows to the most any rank expanded, in powers of two)
+PEEL_BLOCK = 1 << 16
+
+
 def csr_levels(xp, ex, C: int, ptr, head, partial: bool = False):
     """Collective: :func:`kahn_levels` over this rank's edges as a CSR by source (``ptr`` int64 of
-    ``C + 1``, ``head``; duplicate edges are fine, a self-loop is a cycle). A level is the heads
-    of the edges out of the frontier (:meth:`~distgrail.stages.partitioned_sweeps.ArraySweeps.
-    expand`), one exchange of their counts (host ints) and one of the heads (or of a count per
-    component, when that is smaller), then the in-degrees they take down
-    (:meth:`~distgrail.stages.partitioned_sweeps.ArraySweeps.settle`): two kernels on a GPU."""
+    ``C + 1``, ``head``; duplicate edges are fine, a self-loop is a cycle). A level is one
+    exchange: each rank's heads of the edges out of the frontier in a block of fixed size, its
+    count in front (:meth:`~distgrail.stages.partitioned_sweeps.ArraySweeps.expand_block`),
+    gathered as equal blocks (one ``ncclAllGather`` on GPUs), the counts read from the gathered
+    headers (the one host wait of the level) and every block's heads taking down the in-degrees
+    (:meth:`~distgrail.stages.partitioned_sweeps.ArraySweeps.settle_blocks`): on a GPU the
+    frontier's size stays on the device from one level to the next. A count past the block's
+    slots sends the level again in blocks that hold it; a level of at least ``2 C`` heads goes
+    as one count per component (an allreduce) instead."""
     from .partitioned_sweeps import sweeps_for
 
     level = xp.full(C, -1, dtype=xp.int32)
     if C == 0:
         return level, 0
     ops = sweeps_for(xp)
+    size = int(ex.size)
     indeg = xp.bincount(head, minlength=C).astype(xp.int64)
     indeg = ex.allreduce(indeg, "sum")
-    frontier = xp.flatnonzero(indeg == 0).astype(head.dtype)
-    level[frontier] = 0
-    lev = 0
-    while frontier.size:
-        t = ops.expand(ptr, head, frontier)
-        counts = ex.counts(t.size)
+    first = xp.flatnonzero(indeg == 0).astype(head.dtype)
+    level[first] = 0
+    front = ops.front(first)
+    cap, lev = PEEL_BLOCK, 0
+    while True:
+        block = ops.expand_block(ptr, head, front, cap)
+        got = ex.allgather(block, [int(block.size)] * size)
+        counts = ops.block_counts(got, size)
         total = sum(counts)
         if total == 0:
             break
         lev += 1
-        if total < 2 * C:  # the heads are fewer than a count per component
-            frontier = ops.settle(ex.allgather(t, counts), indeg, level, lev)
-        else:
+        if total >= 2 * C:  # a count per component is less to send than the heads
+            t = ops.expand(ptr, head, ops.front_ids(front))
             dec = xp.zeros(C, dtype=xp.int64)
             scatter_at(xp, "add", dec, t, xp.ones(t.size, dtype=xp.int64))
             dec = ex.allreduce(dec, "sum")
             indeg -= dec
-            frontier = xp.flatnonzero((dec > 0) & (indeg == 0)).astype(head.dtype)
-            level[frontier] = lev
+            ids = xp.flatnonzero((dec > 0) & (indeg == 0)).astype(head.dtype)
+            level[ids] = lev
+            front = ops.front(ids)
+            continue
+        if max(counts) > cap:  # (the same counts on every rank: every rank sends again)
+            cap = 1 << (max(counts) - 1).bit_length()
+            block = ops.expand_block(ptr, head, front, cap)
+            got = ex.allgather(block, [int(block.size)] * size)
+        front = ops.settle_blocks(got, size, cap, head.dtype, counts, indeg, level, lev)
     if not partial and bool((level < 0).any()):  # pragma: no cover - the condensation leaves a DAG
         raise RuntimeError("the condensed graph has a cycle")
     return level, lev + 1

@@ -33,7 +33,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..arrays import csr_positions, scatter_at, scatter_max, unique
+from ..arrays import csr_positions, scatter_at, scatter_max, to_host, unique
 from ..constants import PSW_ALIVE, PSW_NO_LOOP, PSW_ROUNDS, PSW_SAME, PSW_THREADS
 from ..gpu.sweep import kernel
 
@@ -122,6 +122,42 @@ class ArraySweeps:
         front = cand[indeg[cand] == 0]
         level[front] = lev
         return front
+
+    # the peel's level in one exchange (csr_levels): a frontier as the passes hold it, this rank's
+    # heads in a block of fixed size, every rank's blocks settled from the gathered bytes
+
+    def front(self, ids):
+        """The frontier ``ids`` as :meth:`expand_block` takes it (the twin: the array itself)."""
+        return ids
+
+    def front_ids(self, front):
+        """The frontier's ids as an array (the kernels' frontier: a host wait for its size)."""
+        return front
+
+    def expand_block(self, ptr, head, front, cap: int):
+        """This rank's block of one peel level: 8 bytes of the count of heads out of ``front``
+        (uint64), then ``cap`` slots of ``head``'s dtype, the first ``min(count, cap)`` of them
+        those heads (:meth:`expand`); uint8, ``8 + cap * itemsize`` bytes."""
+        xp = self.xp
+        t = self.expand(ptr, head, front)
+        block = xp.zeros(8 + int(cap) * head.dtype.itemsize, dtype=xp.uint8)
+        block[:8] = xp.asarray(np.array([t.size], dtype=np.uint64).view(np.uint8))
+        k = min(int(t.size), int(cap))
+        block[8:8 + k * head.dtype.itemsize] = t[:k].view(xp.uint8)
+        return block
+
+    def block_counts(self, got, size: int) -> list:
+        """The counts in the headers of the ``size`` blocks gathered end to end in ``got``."""
+        head = self.xp.ascontiguousarray(got.reshape(int(size), -1)[:, :8])
+        return [int(c) for c in np.asarray(to_host(head)).view(np.uint64).ravel()]
+
+    def settle_blocks(self, got, size: int, cap: int, dtype, counts, indeg, level, lev: int):
+        """:meth:`settle` over the heads of every gathered block (each count at most ``cap``)."""
+        xp = self.xp
+        rows = got.reshape(int(size), -1)
+        isz = np.dtype(dtype).itemsize
+        heads = [rows[r, 8:8 + int(c) * isz].copy().view(dtype) for r, c in enumerate(counts)]
+        return self.settle(xp.concatenate(heads) if heads else xp.zeros(0, dtype), indeg, level, lev)
 
 
 class CudaSweeps(ArraySweeps):
@@ -245,6 +281,39 @@ class CudaSweeps(ArraySweeps):
             (grid_blocks(g, self._sms()),), (PSW_THREADS,), (got, np.int64(g), indeg, level, np.int32(lev), front,
                                                             count[1:]))
         return front[:int(count[1].get())]
+
+    def front(self, ids):
+        """``(ids, count, most)``: the ids' buffer, their number on the device (uint64, what the
+        kernels read) and a host bound on it (the grid's size)."""
+        return ids, self.xp.asarray(np.array([ids.size], dtype=np.uint64)), int(ids.size)
+
+    def front_ids(self, front):
+        ids, count, _ = front
+        return ids[:int(count.get()[0])]
+
+    def expand_block(self, ptr, head, front, cap: int):
+        self._check(head, front[0])
+        cp = self.xp
+        ids, count, most = front
+        block = cp.empty(8 + int(cap) * head.dtype.itemsize, dtype=cp.uint8)
+        block[:8].fill(0)
+        if most:
+            blocks = max(1, min(-(-most // (PSW_THREADS // 32)), 32 * self._sms()))
+            kernel("partitioned_sweeps", f"dg_psw_expand_block<{self._w(head)}>")(
+                (blocks,), (PSW_THREADS,), (ids, count, ptr, head, block, np.int64(cap)))
+        return block
+
+    def settle_blocks(self, got, size: int, cap: int, dtype, counts, indeg, level, lev: int):
+        _, front, count = self._buffers(1, int(indeg.shape[0]), np.dtype(dtype))
+        fcount = count[1:2]
+        fcount.fill(0)
+        most = min(max(counts), int(cap)) if counts else 0
+        if most:
+            kernel("partitioned_sweeps", f"dg_psw_settle_blocks<{self._w(front)}>")(
+                (grid_blocks(most, self._sms()),), (PSW_THREADS,),
+                (got, np.int32(size), np.int64(got.size // int(size)), np.int64(cap), indeg, level, np.int32(lev),
+                 front, fcount))
+        return front, fcount, min(sum(counts), int(indeg.shape[0]))
 
 
 def sweeps_for(xp):

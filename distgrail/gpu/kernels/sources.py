@@ -29,7 +29,8 @@ TEMPLATES = {
     # <0>: int32 vertex ids, <1>: int64
     "partitioned_sweeps": tuple(f"{name}<{w}>" for name in ("dg_psw_presence", "dg_psw_colour", "dg_psw_back",
                                                             "dg_psw_count", "dg_psw_compact", "dg_psw_expand",
-                                                            "dg_psw_settle", "dg_psw_rowsize", "dg_psw_rowfill")
+                                                            "dg_psw_settle", "dg_psw_rowsize", "dg_psw_rowfill",
+                                                            "dg_psw_expand_block", "dg_psw_settle_blocks")
                                  for w in (0, 1)),
     "prefilter": ("dg_prefilter<0>", "dg_prefilter<1>"),  # int32 ids, int64 ids
 }
