@@ -249,7 +249,8 @@ __global__ void dg_psw_expand_block(const typename dg_psw_id<WIDE>::t* __restric
     }
 }
 
-// settle the gathered blocks (size of them, stride bytes apart, each its count and cap slots):
+// settle the gathered blocks (size of them, stride bytes apart, each its count and cap slots; stride a
+// multiple of 8, block_bytes in distgrail/stages/partitioned_sweeps.py, so each count is an aligned u64):
 // dg_psw_settle over each block's heads, the next frontier's size left in fcount
 template <int WIDE>
 __global__ void dg_psw_settle_blocks(const unsigned char* __restrict__ got, int size, i64 stride, i64 cap,

@@ -262,8 +262,8 @@ def test_block_steps_equal_expand_and_settle(cap, dtype):
     fronts = [np.flatnonzero(rng.random(500) < p).astype(dtype) for p in (0.002, 0.004, 0.0)]
     ops = ArraySweeps(np)
     got = blocks_of(ops, ptr, head, fronts, cap)
-    L = 8 + cap * np.dtype(dtype).itemsize
-    assert got.dtype == np.uint8 and got.size == 3 * L
+    L = psw.block_bytes(cap, np.dtype(dtype).itemsize)
+    assert got.dtype == np.uint8 and got.size == 3 * L and L % 8 == 0
     heads = [ops.expand(ptr, head, f) for f in fronts]
     counts = ops.block_counts(got, 3)
     assert counts == [h.size for h in heads] and counts[2] == 0
@@ -317,8 +317,8 @@ def test_block_kernels_equal_the_array_code(n, m, seed, dtype, cap):
         gk = cp.concatenate([ker.expand_block(ptr, head, f, cap) for f in fk])
         ga = cp.concatenate([arr.expand_block(ptr, head, f, cap) for f in fa])
         ck, ca = ker.block_counts(gk, len(fk)), arr.block_counts(ga, len(fa))
-        assert ck == ca and gk.size == ga.size == len(fk) * (8 + cap * isz)
-        L = 8 + cap * isz
+        L = psw.block_bytes(cap, isz)
+        assert ck == ca and gk.size == ga.size == len(fk) * L
         for r, c in enumerate(ca):
             k = min(c, cap) * isz
             a, b = cp.asnumpy(gk[r * L + 8:r * L + 8 + k]).view(dtype), cp.asnumpy(ga[r * L + 8:r * L + 8 + k]).view(dtype)

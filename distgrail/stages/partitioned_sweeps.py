@@ -37,7 +37,8 @@ from ..arrays import csr_positions, scatter_at, scatter_max, to_host, unique
 from ..constants import PSW_ALIVE, PSW_NO_LOOP, PSW_ROUNDS, PSW_SAME, PSW_THREADS
 from ..gpu.sweep import kernel
 
-__all__ = ["NO_LOOP", "ALIVE", "SAME", "ArraySweeps", "CudaSweeps", "sweeps_for", "plan_tiles", "grid_blocks"]
+__all__ = ["NO_LOOP", "ALIVE", "SAME", "ArraySweeps", "CudaSweeps", "sweeps_for", "plan_tiles", "grid_blocks",
+           "block_bytes"]
 
 NO_LOOP, ALIVE, SAME = PSW_NO_LOOP, PSW_ALIVE, PSW_SAME
 #: edges of one tile of the filter
@@ -137,10 +138,10 @@ class ArraySweeps:
     def expand_block(self, ptr, head, front, cap: int):
         """This rank's block of one peel level: 8 bytes of the count of heads out of ``front``
         (uint64), then ``cap`` slots of ``head``'s dtype, the first ``min(count, cap)`` of them
-        those heads (:meth:`expand`); uint8, ``8 + cap * itemsize`` bytes."""
+        those heads (:meth:`expand`); uint8, :func:`block_bytes` long."""
         xp = self.xp
         t = self.expand(ptr, head, front)
-        block = xp.zeros(8 + int(cap) * head.dtype.itemsize, dtype=xp.uint8)
+        block = xp.zeros(block_bytes(cap, head.dtype.itemsize), dtype=xp.uint8)
         block[:8] = xp.asarray(np.array([t.size], dtype=np.uint64).view(np.uint8))
         k = min(int(t.size), int(cap))
         block[8:8 + k * head.dtype.itemsize] = t[:k].view(xp.uint8)
@@ -295,7 +296,7 @@ class CudaSweeps(ArraySweeps):
         self._check(head, front[0])
         cp = self.xp
         ids, count, most = front
-        block = cp.empty(8 + int(cap) * head.dtype.itemsize, dtype=cp.uint8)
+        block = cp.empty(block_bytes(cap, head.dtype.itemsize), dtype=cp.uint8)
         block[:8].fill(0)
         if most:
             blocks = max(1, min(-(-most // (PSW_THREADS // 32)), 32 * self._sms()))
@@ -314,6 +315,16 @@ class CudaSweeps(ArraySweeps):
                 (got, np.int32(size), np.int64(got.size // int(size)), np.int64(cap), indeg, level, np.int32(lev),
                  front, fcount))
         return front, fcount, min(sum(counts), int(indeg.shape[0]))
+
+
+def block_bytes(cap: int, itemsize: int) -> int:
+    """The bytes of a peel block (:meth:`ArraySweeps.expand_block`): the 8-byte count and ``cap``
+    slots, rounded up to 8 bytes so that every gathered block's count is an aligned uint64.
+
+    >>> block_bytes(3, 4), block_bytes(4, 4), block_bytes(3, 8)
+    (24, 24, 32)
+    """
+    return 8 + -(-int(cap) * int(itemsize) // 8) * 8
 
 
 def sweeps_for(xp):
