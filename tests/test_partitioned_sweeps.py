@@ -309,7 +309,7 @@ def test_block_kernels_equal_the_array_code(n, m, seed, dtype, cap):
     ptr, head, indeg, front = (cp.asarray(a) for a in dag_case(n, m, seed, dtype))
     ker, arr = psw.CudaSweeps(cp), ArraySweeps(cp)
     isz = np.dtype(dtype).itemsize
-    thirds = [front[j::3] for j in range(3)]
+    thirds = [cp.ascontiguousarray(front[j::3]) for j in range(3)]
     fk, fa = [ker.front(f) for f in thirds], thirds
     ik, ia = indeg.copy(), indeg.copy()
     lk, la = cp.full(n, -1, cp.int32), cp.full(n, -1, cp.int32)
