@@ -106,31 +106,37 @@ def kahn_levels(xp, ex, C: int, cu, cv, partial: bool = False):
     return csr_levels(xp, ex, C, ptr, cv, partial)
 
 
-#: the heads a rank's block holds at first in the peel's exchange of a level (:func:`csr_levels`;
-#: it grows to the most any rank expanded, in powers of two)
-PEEL_BLOCK = 1 << 16
+#: the fewest heads a rank's block holds in the peel's exchange of a level (:func:`csr_levels`)
+PEEL_BLOCK = 1 << 8
+
+
+def _pow2(k: int) -> int:
+    """The least power of two at least ``k`` (1 for k <= 1)."""
+    return 1 << max(int(k) - 1, 0).bit_length()
 
 
 def csr_levels(xp, ex, C: int, ptr, head, partial: bool = False):
     """Collective: :func:`kahn_levels` over this rank's edges as a CSR by source (``ptr`` int64 of
     ``C + 1``, ``head``; duplicate edges are fine, a self-loop is a cycle). A level is one
-    exchange: each rank's heads of the edges out of the frontier in a block of fixed size, its
+    exchange: each rank's heads of the edges out of the frontier in a block of ``cap`` slots, its
     count in front (:meth:`~distgrail.stages.partitioned_sweeps.ArraySweeps.expand_block`),
     gathered as equal blocks (one ``ncclAllGather`` on GPUs), the counts read from the gathered
-    headers (the one host wait of the level) and every block's heads taking down the in-degrees
+    headers (the one host wait of the level: the same counts on every rank, so every rank takes
+    the same branch) and every block's heads taking down the in-degrees
     (:meth:`~distgrail.stages.partitioned_sweeps.ArraySweeps.settle_blocks`): on a GPU the
-    frontier's size stays on the device from one level to the next. A count past the block's
-    slots sends the level again in blocks that hold it; a level of at least ``2 C`` heads goes
-    as one count per component (an allreduce) instead."""
-    from .partitioned_sweeps import sweeps_for
+    frontier's size stays on the device from one level to the next. ``cap`` follows the levels:
+    twice the previous level's largest count (a power of two, at least :data:`PEEL_BLOCK`), so a
+    narrow level sends little; a count past it sends the level again in blocks that hold it. A
+    level of at least ``2 C`` heads, or whose blocks would outweigh a count per component, goes
+    as one count per component (an allreduce of ``8 C`` bytes) instead."""
+    from .partitioned_sweeps import block_bytes, sweeps_for
 
     level = xp.full(C, -1, dtype=xp.int32)
     if C == 0:
         return level, 0
     ops = sweeps_for(xp)
-    size = int(ex.size)
-    indeg = xp.bincount(head, minlength=C).astype(xp.int64)
-    indeg = ex.allreduce(indeg, "sum")
+    size, isz = int(ex.size), int(head.dtype.itemsize)
+    indeg = ex.allreduce(xp.bincount(head, minlength=C).astype(xp.int64, copy=False), "sum")
     first = xp.flatnonzero(indeg == 0).astype(head.dtype)
     level[first] = 0
     front = ops.front(first)
@@ -139,25 +145,26 @@ def csr_levels(xp, ex, C: int, ptr, head, partial: bool = False):
         block = ops.expand_block(ptr, head, front, cap)
         got = ex.allgather(block, [int(block.size)] * size)
         counts = ops.block_counts(got, size)
-        total = sum(counts)
+        total, most = sum(counts), max(counts)
         if total == 0:
             break
         lev += 1
-        if total >= 2 * C:  # a count per component is less to send than the heads
-            t = ops.expand(ptr, head, ops.front_ids(front))
-            dec = xp.zeros(C, dtype=xp.int64)
-            scatter_at(xp, "add", dec, t, xp.ones(t.size, dtype=xp.int64))
-            dec = ex.allreduce(dec, "sum")
+        if most > cap and (total >= 2 * C or size * block_bytes(_pow2(most), isz) >= 8 * C):
+            t = ops.expand(ptr, head, ops.front_ids(front))  # (a count per component is less to send)
+            dec = ex.allreduce(xp.bincount(t, minlength=C).astype(xp.int64, copy=False), "sum")
+            del t
             indeg -= dec
             ids = xp.flatnonzero((dec > 0) & (indeg == 0)).astype(head.dtype)
+            del dec
             level[ids] = lev
             front = ops.front(ids)
-            continue
-        if max(counts) > cap:  # (the same counts on every rank: every rank sends again)
-            cap = 1 << (max(counts) - 1).bit_length()
-            block = ops.expand_block(ptr, head, front, cap)
-            got = ex.allgather(block, [int(block.size)] * size)
-        front = ops.settle_blocks(got, size, cap, head.dtype, counts, indeg, level, lev)
+        else:
+            if most > cap:  # (every rank sends again)
+                cap = _pow2(most)
+                block = ops.expand_block(ptr, head, front, cap)
+                got = ex.allgather(block, [int(block.size)] * size)
+            front = ops.settle_blocks(got, size, cap, head.dtype, counts, indeg, level, lev)
+        cap = max(PEEL_BLOCK, _pow2(2 * most))
     if not partial and bool((level < 0).any()):  # pragma: no cover - the condensation leaves a DAG
         raise RuntimeError("the condensed graph has a cycle")
     return level, lev + 1

@@ -335,7 +335,8 @@ def peeled_keys(xp, src, dst, n: int, ex, gather_edges: int = DEFAULT_GATHER_EDG
     """Collective: ``(compact, C, keys, levels)``: :func:`partitioned_keys`, after a peel of the
     graph from its sources (Kahn's levels, :func:`~distgrail.stages.partitioned_dag.csr_levels`,
     one exchange per level, over this rank's edges as a CSR by source that two kernels count and fill
-    on a GPU, :meth:`~distgrail.stages.partitioned_sweeps.ArraySweeps.rows`: no sort, 4 or 8 bytes an edge).
+    on a GPU, :meth:`~distgrail.stages.partitioned_sweeps.ArraySweeps.rows`: no sort, 4 or 8 bytes an
+    edge and 16 a vertex).
     When the peel reaches every vertex the graph is acyclic (self-loops aside): every vertex is
     its own SCC and ``levels`` = ``(level, L)`` are the condensed DAG's, so no trimming or
     colouring sweep runs and the spread DAG does not peel again
@@ -352,6 +353,7 @@ def peeled_keys(xp, src, dst, n: int, ex, gather_edges: int = DEFAULT_GATHER_EDG
     if n > MAX_KEYED_COMPONENTS or n == 0:
         return (*partitioned_keys(xp, src, dst, n, ex, gather_edges), None)
     ptr, head = sweeps_for(xp).rows(src, dst, n)
+    head = head.astype(idt, copy=False)  # (the same width on every rank: the peel's blocks are equal)
     level, L = csr_levels(xp, ex, n, ptr, head, partial=True)
     del ptr, head
     done = level >= 0
