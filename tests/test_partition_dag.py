@@ -660,3 +660,25 @@ def test_a_failure_in_one_ranks_turn_ends_every_rank(phase, monkeypatch):
 
     got = th.run(run, src, dst)
     assert all("rank 2" in g and "out of memory in the sweep" in g for g in got), got
+
+
+def test_the_exchanges_peel_block_is_the_fewest_heads_of_a_block():
+    """An exchange that names its ``peel_block`` (NCCL's: 2^16) sets the blocks' floor; Counted
+    passes it on. A chain of 50 levels on 2 ranks: every block of the floor's size, one a level."""
+    import distgrail.stages.partitioned_dag as pdag
+    from distgrail.mpi.exchange import NcclExchange
+    from distgrail.stages.partitioned_sweeps import ArraySweeps, block_bytes
+
+    assert NcclExchange.peel_block == 1 << 16
+    n = 50
+    src, dst = np.arange(n - 1), np.arange(1, n)
+
+    def run(r, ex, s, d):
+        ex.peel_block = 1 << 10
+        counted = Counted(ex)
+        assert counted.peel_block == 1 << 10
+        ptr, head = ArraySweeps(np).rows(s, d, n)
+        return pdag.csr_levels(np, counted, n, ptr, head)[1], counted.exchanged_bytes
+
+    for L, sent in Threads(2).run(run, src, dst):
+        assert L == n and sent == L * block_bytes(1 << 10, 8)  # (L - 1 levels of heads, then an empty one)

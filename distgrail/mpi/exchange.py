@@ -157,6 +157,9 @@ class NcclExchange(MpiExchange):
     """MpiExchange's calls GPU to GPU through the NCCL transport ``tp`` (module doc)."""
 
     name = "nccl"
+    #: the fewest heads of a peel block (:func:`~distgrail.stages.partitioned_dag.csr_levels`): GPU
+    #: to GPU a message of 256 KiB costs about its latency, so narrow levels never send again
+    peel_block = 1 << 16
 
     def __init__(self, comm, xp, tp):
         super().__init__(comm, xp)

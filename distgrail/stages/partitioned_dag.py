@@ -106,7 +106,8 @@ def kahn_levels(xp, ex, C: int, cu, cv, partial: bool = False):
     return csr_levels(xp, ex, C, ptr, cv, partial)
 
 
-#: the fewest heads a rank's block holds in the peel's exchange of a level (:func:`csr_levels`)
+#: the fewest heads a rank's block holds in the peel's exchange of a level (:func:`csr_levels`),
+#: where the exchange names none (``ex.peel_block``: NCCL's is larger)
 PEEL_BLOCK = 1 << 8
 
 
@@ -125,8 +126,9 @@ def csr_levels(xp, ex, C: int, ptr, head, partial: bool = False):
     the same branch) and every block's heads taking down the in-degrees
     (:meth:`~distgrail.stages.partitioned_sweeps.ArraySweeps.settle_blocks`): on a GPU the
     frontier's size stays on the device from one level to the next. ``cap`` follows the levels:
-    twice the previous level's largest count (a power of two, at least :data:`PEEL_BLOCK`), so a
-    narrow level sends little; a count past it sends the level again in blocks that hold it. A
+    twice the previous level's largest count (a power of two, at least the exchange's
+    ``peel_block`` or :data:`PEEL_BLOCK`), so a narrow level sends little; a count past it sends
+    the level again in blocks that hold it. A
     level of at least ``2 C`` heads, or whose blocks would outweigh a count per component, goes
     as one count per component (an allreduce of ``8 C`` bytes) instead."""
     from .partitioned_sweeps import block_bytes, sweeps_for
@@ -140,7 +142,8 @@ def csr_levels(xp, ex, C: int, ptr, head, partial: bool = False):
     first = xp.flatnonzero(indeg == 0).astype(head.dtype)
     level[first] = 0
     front = ops.front(first)
-    cap, lev = PEEL_BLOCK, 0
+    floor = int(getattr(ex, "peel_block", PEEL_BLOCK))
+    cap, lev = floor, 0
     while True:
         block = ops.expand_block(ptr, head, front, cap)
         got = ex.allgather(block, [int(block.size)] * size)
@@ -164,7 +167,7 @@ def csr_levels(xp, ex, C: int, ptr, head, partial: bool = False):
                 block = ops.expand_block(ptr, head, front, cap)
                 got = ex.allgather(block, [int(block.size)] * size)
             front = ops.settle_blocks(got, size, cap, head.dtype, counts, indeg, level, lev)
-        cap = max(PEEL_BLOCK, _pow2(2 * most))
+        cap = max(floor, _pow2(2 * most))
     if not partial and bool((level < 0).any()):  # pragma: no cover - the condensation leaves a DAG
         raise RuntimeError("the condensed graph has a cycle")
     return level, lev + 1

@@ -79,6 +79,8 @@ class Counted:
     def __init__(self, ex):
         self.ex = ex
         self.root = ex.root
+        if hasattr(ex, "peel_block"):
+            self.peel_block = ex.peel_block
         self.rank, self.size = getattr(ex, "rank", 0), getattr(ex, "size", 1)
         self.exchanged_bytes = 0
         self.exchanges = 0
