@@ -140,12 +140,12 @@ __global__ void dg_psw_compact(int mode, const typename dg_psw_id<WIDE>::t* __re
 // every vertex), one level a step: expand, then the exchange of the heads (host side), then settle.
 // Both append in the order their atomics give; the sets, and so every level, are the twin's.
 
-// expand: the heads of this rank's edges out of the frontier front[0..f) appended to out from
-// *count on (one warp a frontier vertex, its edges' slots taken by one atomic)
-template <int WIDE>
-__global__ void dg_psw_expand(const typename dg_psw_id<WIDE>::t* __restrict__ front, i64 f,
-                              const i64* __restrict__ ptr, const typename dg_psw_id<WIDE>::t* __restrict__ head,
-                              typename dg_psw_id<WIDE>::t* __restrict__ out, u64* __restrict__ count) {
+// the heads of the edges out of front[0..f) appended to out from *count on, those from slot cap on
+// counted and not written (one warp a frontier vertex, its edges' slots taken by one atomic)
+template <typename T>
+__device__ __forceinline__ void dg_psw_expand_warps(const T* __restrict__ front, i64 f, const i64* __restrict__ ptr,
+                                                    const T* __restrict__ head, T* __restrict__ out,
+                                                    u64* __restrict__ count, i64 cap) {
     const int lane = threadIdx.x & 31;
     const i64 warps = ((i64)gridDim.x * blockDim.x) >> 5;
     for (i64 w = ((i64)blockIdx.x * blockDim.x + threadIdx.x) >> 5; w < f; w += warps) {
@@ -155,8 +155,17 @@ __global__ void dg_psw_expand(const typename dg_psw_id<WIDE>::t* __restrict__ fr
         u64 base = 0;
         if (lane == 0) base = atomicAdd(count, (u64)deg);
         base = __shfl_sync(0xFFFFFFFFu, base, 0);
-        for (i64 j = lane; j < deg; j += 32) out[base + j] = head[a + j];
+        for (i64 j = lane; j < deg && (i64)base + j < cap; j += 32) out[base + j] = head[a + j];
     }
+}
+
+// expand: the heads of this rank's edges out of the frontier front[0..f) appended to out from
+// *count on (out holds every edge of the rank: no cap)
+template <int WIDE>
+__global__ void dg_psw_expand(const typename dg_psw_id<WIDE>::t* __restrict__ front, i64 f,
+                              const i64* __restrict__ ptr, const typename dg_psw_id<WIDE>::t* __restrict__ head,
+                              typename dg_psw_id<WIDE>::t* __restrict__ out, u64* __restrict__ count) {
+    dg_psw_expand_warps(front, f, ptr, head, out, count, (i64)0x7FFFFFFFFFFFFFFFLL);
 }
 
 // settle: each of got[0..g) (the heads every rank expanded, one entry an edge) takes one from its
@@ -233,20 +242,7 @@ __global__ void dg_psw_expand_block(const typename dg_psw_id<WIDE>::t* __restric
                                     const typename dg_psw_id<WIDE>::t* __restrict__ head,
                                     unsigned char* __restrict__ block, i64 cap) {
     typedef typename dg_psw_id<WIDE>::t T;
-    u64* count = (u64*)block;
-    T* out = (T*)(block + 8);
-    const i64 f = (i64)*fcount;
-    const int lane = threadIdx.x & 31;
-    const i64 warps = ((i64)gridDim.x * blockDim.x) >> 5;
-    for (i64 w = ((i64)blockIdx.x * blockDim.x + threadIdx.x) >> 5; w < f; w += warps) {
-        const i64 u = (i64)front[w];
-        const i64 a = ptr[u], deg = ptr[u + 1] - a;
-        if (deg == 0) continue;  // (the whole warp: one vertex)
-        u64 base = 0;
-        if (lane == 0) base = atomicAdd(count, (u64)deg);
-        base = __shfl_sync(0xFFFFFFFFu, base, 0);
-        for (i64 j = lane; j < deg && (i64)base + j < cap; j += 32) out[base + j] = head[a + j];
-    }
+    dg_psw_expand_warps(front, (i64)*fcount, ptr, head, (T*)(block + 8), (u64*)block, cap);
 }
 
 // settle the gathered blocks (size of them, stride bytes apart, each its count and cap slots; stride a
