@@ -73,7 +73,11 @@ def sweep_bytes(n: int, m_local: int) -> int:
     boolean indexing scans the mask): 25 bytes per edge, and about ten int32 arrays of n (ids,
     rep, colour and its next copy, the presence bytes, the minimum members). CuPy's pool peak
     agrees with this count (docs/benchmarks.md); the 10 bytes per edge counted before let a rank
-    under a cap run out of memory in the sweeps instead of being refused."""
+    under a cap run out of memory in the sweeps instead of being refused. The peel before them
+    (:func:`~distgrail.stages.partitioned_scc.peeled_keys`) holds less: 8 bytes an edge (its rows'
+    heads and the expand buffer) and about 46 a vertex (row pointers, in-degrees and their sum,
+    levels, frontiers, a wide level's counts and their sum), within this count wherever a rank
+    holds more than one edge for every three vertices."""
     return 25 * int(m_local) + 40 * int(n) + (64 << 20)
 
 
