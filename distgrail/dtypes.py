@@ -50,5 +50,7 @@ def size_problem(n: int, m: int = 0) -> str | None:
     have = physical_memory()
     if need <= have:
         return None
+    if max(n, m) >= 1 << 63:  # (past int64: no graph; and its bytes past a float)
+        return f"{'vertices' if n >= 1 << 63 else 'edges'} past 2^63 (at most {max_vertices():,} vertices here)"
     return (f"{n:,} vertices{f' and {m:,} edges' if m else ''} need at least {need / 2**30:,.1f} GiB, this "
             f"machine has {have / 2**30:,.1f} GiB (at most {max_vertices():,} vertices)")

@@ -399,3 +399,41 @@ def test_two_minus_signs_are_no_integer(tmp_path):
     p.write_bytes(b"src dst\na b\n--1 2\n")
     with pytest.raises(GraphFormatError, match=r"names.txt:3: node names and integer ids mixed \('2'\)"):
         read_graph(p)
+
+
+LONG_ZEROS = "0" * 5000  # (Python's int() reads at most 4,300 digits)
+LONG_ZEROS_CASES = {
+    "g.txt": "0 1\n1 " + LONG_ZEROS + "2\n",
+    "g.gra": "graph_for_greach\n" + LONG_ZEROS + "3\n0: 1 #\n1: 2 #\n2: #\n",
+    "g.mtx": "%%MatrixMarket matrix coordinate pattern general\n3 3 " + LONG_ZEROS + "2\n1 2\n2 3\n",
+    "h.txt": "# distgrail edge list: " + LONG_ZEROS + "3 vertices, 2 edges\n0 1\n1 2\n",
+}
+
+
+@pytest.mark.parametrize("name", sorted(LONG_ZEROS_CASES))
+def test_thousands_of_leading_zeros_read_as_the_number(tmp_path, name):
+    """An id or count written with 5,000 leading zeros is the number (007 is 7): the file is
+    read as the same file without them (the pre-read's size check, a .gra or .mtx count line,
+    distgrail's own first line all called int() on the text, which refuses 4,301 digits and more:
+    a traceback and exit 1)."""
+    p = tmp_path / name
+    p.write_text(LONG_ZEROS_CASES[name])
+    q = tmp_path / ("plain" + p.suffix)
+    q.write_text(LONG_ZEROS_CASES[name].replace(LONG_ZEROS, ""))
+    a, b = read_graph(p), read_graph(q)
+    assert (a.n, a.src.tolist(), a.dst.tolist()) == (b.n, b.src.tolist(), b.dst.tolist())
+    r = run("index", str(p), "-o", str(tmp_path / "i.h5"), "--backend", "cpu", "--quiet")
+    assert r.returncode == 0, r.stderr
+
+
+@pytest.mark.parametrize("text", ["0 1\n1 " + "9" * 4400 + "\n",
+                                  "%%MatrixMarket matrix coordinate pattern general\n" + "9" * 5000 + " "
+                                  + "9" * 5000 + " 2\n1 2\n2 3\n"])
+def test_a_number_past_what_int_reads_is_refused_by_the_file(tmp_path, text):
+    """An id or count of 4,400 and more significant digits: refused with status 2 naming the
+    file (an OverflowError in the size check before, a ValueError from int() before that)."""
+    p = tmp_path / ("g.mtx" if text.startswith("%%") else "g.txt")
+    p.write_text(text)
+    r = run("index", str(p), "-o", str(tmp_path / "i.h5"), "--backend", "cpu")
+    assert r.returncode == 2 and str(p) in r.stderr and "Traceback" not in r.stderr, r.stderr
+    assert sorted(os.listdir(tmp_path)) == [p.name]

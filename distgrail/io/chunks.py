@@ -20,7 +20,7 @@ from .dialect import SNIFF_BYTES
 from .formats import FMT_CODES, FORMATS, Source, host_only
 from .excerpt import bom_problem, looks_binary
 from .regular import special_kind
-from .text import Text, is_digits, parse_n
+from .text import Text, digits_value, is_digits, parse_n
 
 __all__ = ["Plan", "plan_read", "ChunkReader", "LineTooLong", "memory_estimate", "estimate_edges", "FMT_CODES",
            "MAX_ID32"]
@@ -120,7 +120,7 @@ def _mtx_header(text: Text):
         parts = content.split()
         if len(parts) != 3 or not all(is_digits(p) for p in parts):
             return None
-        rows, cols, nnz = (int(p) for p in parts)
+        rows, cols, nnz = (digits_value(p) for p in parts)
         if rows != cols:
             return None
         return rows, nnz, symmetric, end
@@ -391,5 +391,5 @@ def _count_edges(buf: bytes, fmt: str) -> tuple[int, int]:
             edges += 1
             ids = toks[:2]
         if ids:
-            top = max(top, max(int(t) for t in ids))
+            top = max(top, max(digits_value(t) for t in ids))
     return edges, top

@@ -62,7 +62,7 @@ from ..errors import GraphFormatError
 from .excerpt import shown
 from .graph import EdgeGraph
 from .guards import GLUED_MARK, glued_mark, line_fields, stray_cr
-from .text import Chunk
+from .text import Chunk, digits_value
 
 __all__ = ["HEADER_NAMES", "SOURCE_NAMES", "TARGET_NAMES", "AMBIGUOUS_NAMES", "SOURCE_WORDS", "TARGET_WORDS", "Dialect",
            "sniff", "undecided", "split_fields", "column_role", "read_labelled", "COMMA_TABLE", "SNIFF_BYTES",
@@ -270,7 +270,7 @@ def undecided(head: bytes, complete: bool) -> bool:
 def sniff(head: bytes, complete: bool = False) -> Dialect:
     """The :class:`Dialect` of an edge list starting with ``head`` (``complete``: the whole file)."""
     stated = DECLARED.match(head)
-    counts = {"vertices": int(stated[1]), "edges": int(stated[2])} if stated else {}
+    counts = {"vertices": digits_value(stated[1]), "edges": digits_value(stated[2])} if stated else {}
     lines = _edge_lines(head, complete)
     if not lines:
         return Dialect(**counts)

@@ -11,7 +11,7 @@ from .graph import EdgeGraph, id_dtype
 from ..dtypes import max_vertices, size_problem
 from .guards import EMPTY_TAB_FIELD, GLUED_MARK, blank_field, comma_ids, comma_width, empty_tab_field, first_edge_tab, \
     first_edge_width, glued_mark, width_message
-from .text import Chunk, MAX_FAST_COMMENTS, NUMERIC_TEXT, PAIRS_TABLE, Sink, Text, fast_numbers, is_digits, shown, \
+from .text import Chunk, MAX_FAST_COMMENTS, digits_value, NUMERIC_TEXT, PAIRS_TABLE, Sink, Text, fast_numbers, is_digits, shown, \
     token_starts
 
 
@@ -268,7 +268,7 @@ def read_mtx(text: Text) -> EdgeGraph:
     parts = sc.split()
     if len(parts) != 3 or not all(is_digits(p) for p in parts):
         raise GraphFormatError(f"expected size line 'rows cols entries', got {sc!r}", path=text.path, line=sl)
-    rows, cols, nnz = (int(p) for p in parts)
+    rows, cols, nnz = (digits_value(p) for p in parts)
     if rows != cols:
         raise GraphFormatError(f"adjacency matrix must be square, got {rows} x {cols}", path=text.path, line=sl)
     if size_problem(rows):

@@ -322,10 +322,25 @@ def is_digits(value: str) -> bool:
     return value.isascii() and value.isdigit()
 
 
+#: significant digits past which :func:`digits_value` stops reading (Python's ``int`` refuses more
+#: than 4,300 digits; any count or id with more than 20 is past every limit anyway)
+_MOST_DIGITS = 4000
+
+
+def digits_value(value) -> int:
+    """The value of ASCII digits ``value`` (str or bytes; :func:`is_digits` checked), past any
+    leading zeros; a value of more digits than ``int`` reads is given as ``10 ** 4000``, which
+    every count and id check refuses (quoting the text as written)."""
+    digits = value.lstrip(b"0" if isinstance(value, bytes) else "0")
+    if len(digits) > _MOST_DIGITS:
+        return 10 ** _MOST_DIGITS
+    return int(digits) if digits else 0
+
+
 def parse_n(text: Text, line: int, value: str, what: str) -> int:
     if not is_digits(value):
         raise GraphFormatError(f"{what} must be a non-negative integer, got {value!r}", path=text.path, line=line)
-    return int(value)
+    return digits_value(value)
 
 
 def concat(parts: list, dtype) -> np.ndarray:
