@@ -61,3 +61,16 @@ def test_a_flipped_bit_in_the_last_ranks_block_is_refused_everywhere(comm, tmp_p
     comm.Barrier()
     with pytest.raises(distgrail.DistGrailError, match="csr/indptr and csr/indices changed"):
         distgrail.build_index(path, dims=2, comm=comm, partition="on", backend="cpu")
+
+
+def test_an_edge_count_attribute_that_disagrees_is_refused_on_every_rank(comm, tmp_path):
+    """The file's ``m`` attribute against the edges csr/indices holds, as one process checks it
+    (a fuzzing reviewer: ``m`` set to 3 over 4 edges was refused by one process and indexed by
+    ``--partition on``)."""
+    path = _file(comm, tmp_path)
+    if comm.rank == 0:
+        with h5py.File(path, "r+") as f:
+            f.attrs["m"] = np.int64(29999)
+    comm.Barrier()
+    with pytest.raises(distgrail.DistGrailError, match="corrupt graph file: attribute 'm' says 29,999 edges, csr/indices holds"):
+        distgrail.build_index(path, dims=2, comm=comm, partition="on", backend="cpu")

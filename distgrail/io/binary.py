@@ -42,7 +42,7 @@ from .atomic import atomic_path
 from .digest import split_digest
 from .h5attrs import attr_text, put_attr
 
-__all__ = ["dataset_of", "vertex_count", "write_binary_graph", "write_binary_csr", "read_binary_graph", "read_condensation",
+__all__ = ["dataset_of", "vertex_count", "check_edge_count", "write_binary_graph", "write_binary_csr", "read_binary_graph", "read_condensation",
            "GRAPH_FORMAT", "GRAPH_FORMAT_VERSION", "refuse_node_labels"]
 
 GRAPH_FORMAT = "distgrail-graph"
@@ -440,9 +440,7 @@ def read_binary_graph(path, be=None) -> EdgeGraph:
         with _open(path) as f:
             n = vertex_count(f, path)
             (indptr, indices), csr_crc = _read_checked(f, ("csr/indptr", "csr/indices"), path)
-            if "m" in f.attrs and _integer(f.attrs["m"], "m", path) != indices.size:
-                raise GraphFormatError(f"corrupt graph file: attribute 'm' says {_integer(f.attrs['m'], 'm', path):,} "
-                                       f"edges, csr/indices holds {indices.size:,}", path=path)
+            check_edge_count(f, int(indices.size), path)
             name = f.attrs.get("source_name", os.path.basename(path))
             name = attr_text(name)  # (fixed-length: bytes)
             digest = _source_digest(f)
@@ -482,6 +480,14 @@ def check_csr_crc(stored, computed, path) -> None:
         raise GraphFormatError(f"corrupt graph file: csr/indptr and csr/indices changed since they were written "
                                f"({_TIE} {stored:#010x}, computed {computed:#010x}); write the file again with "
                                f"'distgrail convert'", path=path)
+
+
+def check_edge_count(f, m: int, path) -> None:
+    """The file's ``m`` attribute, where it has one, against the ``m`` edges csr/indices holds
+    (every reader: one process, and each rank of a partitioned read)."""
+    if "m" in f.attrs and _integer(f.attrs["m"], "m", path) != m:
+        raise GraphFormatError(f"corrupt graph file: attribute 'm' says {_integer(f.attrs['m'], 'm', path):,} "
+                               f"edges, csr/indices holds {m:,}", path=path)
 
 
 def check_offsets(xp, ptr, n: int, m: int, path, order: bool = True) -> None:

@@ -95,8 +95,8 @@ EVERY_RANK_READS = "with --partition on every rank reads the graph"
 def _h5_block(path, me, size):
     """This rank's block of CSR rows of a binary graph file: (n, m, src, dst, name, digest, stored)."""
     from ..io.h5attrs import attr_text
-    from ..io.binary import _TIE, _integer, _open, _read_checked, _source_digest, check_ids, check_offsets, \
-        dataset_of, vertex_count
+    from ..io.binary import _TIE, _integer, _open, _read_checked, _source_digest, check_edge_count, check_ids, \
+        check_offsets, dataset_of, vertex_count
     from ..io.graph import id_dtype
     from ..io.parse import open_body
     from .parse import on_this_rank
@@ -109,6 +109,7 @@ def _h5_block(path, me, size):
         crc = {"indptr": indptr_crc} if me == 0 and stored is not None else {}  # (the bytes as stored)
         indptr = indptr.astype(np.int64)
         m = int(dataset_of(f, "csr/indices", path).shape[0])
+        check_edge_count(f, m, path)
         check_offsets(np, indptr, n, m, path)
         lo_e, hi_e = m * me // size, m * (me + 1) // size
         lo = int(np.searchsorted(indptr, lo_e, side="left")) if me else 0
