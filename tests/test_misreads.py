@@ -437,3 +437,25 @@ def test_a_number_past_what_int_reads_is_refused_by_the_file(tmp_path, text):
     r = run("index", str(p), "-o", str(tmp_path / "i.h5"), "--backend", "cpu")
     assert r.returncode == 2 and str(p) in r.stderr and "Traceback" not in r.stderr, r.stderr
     assert sorted(os.listdir(tmp_path)) == [p.name]
+
+
+def test_labelled_names_that_write_one_integer_two_ways_are_two_nodes(tmp_path):
+    """``--format labelled`` makes integer labels only of names written as the integers are
+    (no leading zero, no -0, at most 19 digits): ``002`` and ``2`` are two nodes (they collided
+    as the integer 2: "node label 2 appears twice", no file, no line); a name of 5,000 digits
+    stays a name (int() refused it: a traceback)."""
+    p = tmp_path / "n.txt"
+    p.write_text("002 0\n2 1\n-0 3\n")
+    g = read_graph(p, fmt="labelled")
+    names = [str(x) for x in g.meta["node_labels"].values]
+    assert sorted(names) == ["-0", "0", "002", "1", "2", "3"]
+    pairs = {(names[u], names[v]) for u, v in zip(g.src.tolist(), g.dst.tolist())}
+    assert pairs == {("002", "0"), ("2", "1"), ("-0", "3")}
+    big = tmp_path / "big.txt"
+    big.write_text("1 2\n2 " + "7" * 5000 + "\n")
+    g = read_graph(big, fmt="labelled")
+    assert g.n == 3 and sorted(map(str, g.meta["node_labels"].values)) == ["1", "2", "7" * 5000]
+    q = tmp_path / "ints.txt"  # (canonical integer names still become integer labels)
+    q.write_text("5 7\n7 9\n")
+    labels = read_graph(q, fmt="labelled").meta["node_labels"]
+    assert labels.kind == "int" and sorted(labels.values.tolist()) == [5, 7, 9]

@@ -135,6 +135,11 @@ def _is_int(tok: bytes) -> bool:
     return _INT.fullmatch(tok) is not None
 
 
+#: an integer name written as Python writes the integer (no leading zero, no "-0", at most 19
+#: digits): only a file of such names becomes integer labels; ``002`` beside ``2``, or a name of
+#: thousands of digits, stays a name (two names are two nodes)
+_CANONICAL_INT = re.compile(r"0|-?[1-9][0-9]{0,18}")
+
 _NUMBER = re.compile(rb"[+-]?(?:\d+\.?\d*|\.\d+)(?:[eE][+-]?\d+)?")
 
 
@@ -409,7 +414,7 @@ def read_labelled(text, start: int = 0, num_vertices: int | None = None, fields:
     names = [k.decode("utf-8") for k in ids]
     del ids
     labels = NodeLabels(np.array(names, dtype=str))
-    if all(_is_int(k.encode()) for k in names):  # integer names (--format labelled): integer labels
+    if all(_CANONICAL_INT.fullmatch(k) for k in names):  # integer names (--format labelled): integer labels
         try:
             vals = np.array([int(k) for k in names], dtype=np.int64)
             labels = None if np.array_equal(vals, np.arange(n)) else NodeLabels(vals)
