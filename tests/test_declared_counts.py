@@ -55,6 +55,17 @@ def test_other_edge_count_refused(tmp_path, read, body, what):
 
 
 @pytest.mark.parametrize("read", READERS)
+@pytest.mark.parametrize("stated", [10**12, 10**30])
+def test_a_stated_count_too_large_is_refused_as_the_first_lines(tmp_path, read, stated):
+    """A first line stating more vertices than the machine holds (or past 2^63) is refused at
+    line 1 as what that line says (it was told as "--num-vertices N", which nobody gave)."""
+    p = _write(tmp_path, b"# distgrail edge list: %d vertices, 2 edges\n0 1\n1 2\n" % stated)
+    with pytest.raises(GraphFormatError, match="its first line, written by distgrail, states a graph too large") as e:
+        read(p)
+    assert str(e.value).startswith(f"{p}:1: ") and "--num-vertices" not in str(e.value)
+
+
+@pytest.mark.parametrize("read", READERS)
 def test_id_past_stated_vertices_refused(tmp_path, read):
     p = _write(tmp_path, b"# distgrail edge list: 3 vertices, 2 edges\n0 1\n1 7\n")
     with pytest.raises(GraphFormatError, match="7"):

@@ -123,6 +123,9 @@ def declared_counts(dialect: Dialect, num_vertices, edges_read: int | None, path
         raise GraphFormatError(f"{kind}its first line, written by distgrail, says {dialect.edges:,} edges but the file "
                                f"holds {edges_read:,} (if you edited the file, correct or remove that line)",
                                path=path, line=1)
+    if num_vertices is None and dialect.vertices is not None and size_problem(dialect.vertices):
+        raise GraphFormatError(f"its first line, written by distgrail, states a graph too large: "
+                               f"{size_problem(dialect.vertices)}", path=path, line=1)
     return num_vertices if num_vertices is not None else dialect.vertices
 
 
