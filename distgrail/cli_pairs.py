@@ -55,7 +55,8 @@ def with_pair(cmd_query):
 def _vertex(idx, what: str, tok: str):
     """The vertex ``--pair`` names by ``tok``: a string label as given, else an integer written
     as a pairs file writes one (ASCII digits, a leading minus sign; no ``+``, ``_`` or other
-    digits, which ``int()`` takes: ``1_0`` would be 10); a negative id is then out of range."""
+    digits, which ``int()`` takes: ``1_0`` would be 10); a negative id is then out of range, and
+    one past int64 (None here, as :mod:`distgrail.io.pairs` reads it) is no vertex."""
     import re
 
     from .errors import QueryError
@@ -63,13 +64,12 @@ def _vertex(idx, what: str, tok: str):
     kind = None if idx.node_labels is None else idx.node_labels.kind
     if kind == "str":
         return tok
-    try:
-        if not re.fullmatch(r"-?[0-9]+", tok):  # (ASCII digits only)
-            raise ValueError
-        return int(tok)
-    except ValueError:
+    if not re.fullmatch(r"-?[0-9]+", tok):  # (ASCII digits only)
         raise QueryError(f"{what}: this index takes {'integer node labels' if kind else 'vertex ids'}, "
-                         f"got {tok!r}") from None
+                         f"got {tok!r}")
+    from .io.pairs import _int_label
+
+    return _int_label(tok)  # (None past 19 digits, as a pairs file reads it: no vertex, said by _in_graph)
 
 
 def _in_graph(idx, given, uv) -> None:
@@ -79,10 +79,13 @@ def _in_graph(idx, given, uv) -> None:
     from .errors import QueryError
 
     for x, tok in zip(uv, given):
+        if x is None:  # (an integer past int64)
+            x = tok
         if idx.node_labels is not None:
-            if not np.isin(np.asarray([x]), idx.node_labels.values).all():
+            if isinstance(x, str) and idx.node_labels.kind == "int" or \
+                    not np.isin(np.asarray([x]), idx.node_labels.values).all():
                 raise QueryError(f"--pair {given[0]} {given[1]}: node {x!r} is not in the graph")
-        elif not 0 <= x < idx.n:
+        elif isinstance(x, str) or not 0 <= x < idx.n:
             raise QueryError(f"--pair {given[0]} {given[1]}: vertex id out of range 0..{idx.n - 1}, got {tok!r}")
 
 

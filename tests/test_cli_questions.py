@@ -69,6 +69,29 @@ def test_query_pair_bad_id_exit_2(bundled):
     assert r.returncode == 2 and r.stdout == ""
 
 
+def test_query_pair_reads_an_id_as_a_pairs_file_does(bundled, tmp_path, capsys):
+    """``--pair`` reads an id as a pairs file does: 4,301 leading zeros before 1 is 1 (it was
+    refused as "takes vertex ids": int() reads at most 4,300 digits), and an id of 30 digits is
+    out of range, as is one past int64 on an index of integer labels ("not in the graph")."""
+    idx = str(bundled[0])
+    assert main(["query", idx, "--pair", "0", "1", "--backend", "cpu"]) == 0
+    want = capsys.readouterr().out.split()[-1]
+    zeros = "0" * 4301 + "1"
+    assert main(["query", idx, "--pair", "0", zeros, "--backend", "cpu"]) == 0
+    assert capsys.readouterr().out == f"0 {zeros} {want}\n"
+    big = "9" * 30
+    assert main(["query", idx, "--pair", "0", big, "--backend", "cpu"]) == 2
+    assert f"vertex id out of range 0..{distgrail.open_index(idx).n - 1}, got '{big}'" in capsys.readouterr().err
+    (tmp_path / "g.txt").write_text("5 7\n7 9\n")
+    out = tmp_path / "i.h5"
+    assert main(["index", str(tmp_path / "g.txt"), "-o", str(out), "--format", "labelled", "--quiet",
+                 "--backend", "cpu"]) == 0
+    assert main(["query", str(out), "--pair", "5", big, "--backend", "cpu"]) == 2
+    assert f"node '{big}' is not in the graph" in capsys.readouterr().err
+    assert main(["query", str(out), "--pair", "5", "0009", "--backend", "cpu"]) == 0
+    assert capsys.readouterr().out == "5 0009 reachable\n"
+
+
 @pytest.mark.parametrize("kind", ["random", "reachable"])
 def test_pairs_are_seeded_and_read_back(bundled, tmp_path, kind):
     idx, (ip, ix) = bundled
