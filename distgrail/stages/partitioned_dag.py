@@ -128,9 +128,9 @@ def csr_levels(xp, ex, C: int, ptr, head, partial: bool = False):
     frontier's size stays on the device from one level to the next. ``cap`` follows the levels:
     twice the previous level's largest count (a power of two, at least the exchange's
     ``peel_block`` or :data:`PEEL_BLOCK`), so a narrow level sends little; a count past it sends
-    the level again in blocks that hold it. A
-    level of at least ``2 C`` heads, or whose blocks would outweigh a count per component, goes
-    as one count per component (an allreduce of ``8 C`` bytes) instead."""
+    the level again in blocks that hold it, or, when the level holds at least ``2 C`` heads or
+    its blocks would outweigh a count per component, one count per component (an allreduce of
+    ``8 C`` bytes)."""
     from .partitioned_sweeps import block_bytes, sweeps_for
 
     level = xp.full(C, -1, dtype=xp.int32)
