@@ -134,13 +134,14 @@ def test_nccl_exchange_equals_the_host_exchange_in_small_pieces(monkeypatch):
 def test_allgather_with_counts_and_bcast_from_equal_the_host_exchange():
     """With every rank's counts known (kahn_levels' one size exchange a level) the allgather is
     one ncclAllGather of blocks padded to the largest, cut back in rank order: equal to MPI's,
-    with empty blocks and with every block empty; bcast_from gives any rank's array to all."""
+    with empty blocks, with every block empty and with blocks of one size (sent as they are, the
+    peel's equal blocks); bcast_from gives any rank's array to all."""
     from mpi4py import MPI
 
     comm = MPI.COMM_WORLD
     nx, fake = _fake_exchange(comm)
     hx = exchange.MpiExchange(comm, np)
-    for k in (0, 3 * comm.rank, 7 + comm.rank, 1 if comm.rank == comm.size - 1 else 0):
+    for k in (0, 3 * comm.rank, 7 + comm.rank, 1 if comm.rank == comm.size - 1 else 0, 5, 1):
         a = np.arange(k, dtype=np.int64) * 10 + comm.rank
         counts = nx.counts(a.size)
         assert counts == hx.counts(a.size) and len(counts) == comm.size
