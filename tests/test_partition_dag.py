@@ -583,6 +583,41 @@ def test_peel_blocks_follow_the_levels_widths(K):
         assert sent <= 4 * 8 * (hub + chain) + small
 
 
+@pytest.mark.gpu
+@pytest.mark.parametrize("block", [1, 2, None])
+@pytest.mark.parametrize("name", ["deep chain", "dense dag", "dag 3", "giant", "hub then chain"])
+def test_peel_levels_in_blocks_on_cupy_equal_kahn(name, block, monkeypatch):
+    """csr_levels with xp = CuPy (the block kernels: expand_block, block_counts, settle_blocks)
+    over 3 simulated ranks against a plain Kahn loop, with blocks of 1 and 2 heads (every wide
+    level sent again in larger blocks, or as counts per component) and the default floor, and a
+    hub's wide level followed by a chain (the blocks shrink back after it)."""
+    cp = pytest.importorskip("cupy")
+    import distgrail.stages.partitioned_dag as pdag
+    from distgrail.stages.partitioned_sweeps import sweeps_for
+
+    if block is not None:
+        monkeypatch.setattr(pdag, "PEEL_BLOCK", block)
+    if name == "hub then chain":
+        hub, chain = 3000, 300
+        src = np.concatenate([np.zeros(hub, np.int64), np.arange(1, chain)])
+        dst = np.concatenate([np.arange(1, hub + 1), np.arange(2, chain + 1)])
+        n = hub + 1
+    else:
+        n, src, dst = CASES[name]
+
+    def on_gpu(r, ex, s, d):
+        with cp.cuda.Device(0):
+            counted = Counted(OnDevice(cp, ex))
+            ptr, head = sweeps_for(cp).rows(cp.asarray(s), cp.asarray(d), n)
+            level, L = pdag.csr_levels(cp, counted, n, ptr, head, partial=True)
+            return cp.asnumpy(level), L, counted.exchanges
+
+    want, w_L = kahn_reference(n, src, dst)
+    for level, L, exchanges in Threads(3).run(on_gpu, src, dst):
+        np.testing.assert_array_equal(level, want)
+        assert L == w_L and exchanges >= L
+
+
 @pytest.mark.parametrize("K", [2, 3])
 def test_spread_dag_from_the_peels_levels_equals_its_own_peel(K):
     """spread_dag given the peel's levels builds the same PartDAG as peeling again."""

@@ -124,6 +124,8 @@ class SpreadSteps:
         if not self.spread:
             return super().start_masks(entry, dag, K)
         later = entry(self.run, dag, K)
+        if self._edges_split():  # every rank writes its share of the masks' rows
+            return _Hosted(later, self._rows_shared, self.be)
         keep = self.everywhere or self.here
         return _Hosted(later, keep, self.be)
 
@@ -137,7 +139,48 @@ class SpreadSteps:
             with self.be.on_device():
                 post0, iv = entry(self.run, dag, forest, range(self.config.dims), t)
         self.stage_timings.update({k: t[k] for k in ("phase3_ranks", "phase4_intervals")})
+        if self._edges_split():
+            return self._dims_shared(iv), post0
         return (_land(self.be, iv) if self.everywhere or self.here else None), post0
+
+    def _dims_shared(self, iv):
+        """Collective. The split layout with the index assembled on rank 0 only: every rank holds
+        every dimension's intervals (``iv``, dims × C × 2, on its device); it lands an even block
+        of dimensions, which it writes into its part (``own_labels``), so that rank 0 no longer
+        lands and writes them all; rank 0's labels are a Rows of its block."""
+        from ..indexfile.split import Rows, split_rows
+
+        lo, hi = split_rows(int(iv.shape[0]), self.comm.Get_size())[self.me:self.me + 2]
+
+        def land():
+            with self.be.on_device():
+                return np.ascontiguousarray(_land(self.be, iv[lo:hi]))
+
+        block = run_shared(self.comm, "copying this rank's labels to the host", land)
+        self.own_labels = (lo, block)
+        return Rows(tuple(int(x) for x in iv.shape), block.dtype, lo, block) if self.here else None
+
+    def _rows_shared(self, arrays):
+        """Collective. The split layout with the index assembled on rank 0 only: ``arrays``
+        ({dataset: device array}, every rank holding all its rows) cut into even blocks of rows,
+        each rank's block landed on its host and written into its part (``held_rows``); rank 0
+        gets Rows of its block standing for each, the other ranks None."""
+        from ..indexfile.split import Rows, split_rows
+
+        def land():
+            got = {}
+            with self.be.on_device():
+                for name, a in arrays.items():
+                    lo, hi = split_rows(int(a.shape[0]), self.comm.Get_size())[self.me:self.me + 2]
+                    got[name] = (lo, np.ascontiguousarray(_land(self.be, a[lo:hi])))
+            return got
+
+        held = run_shared(self.comm, "copying this rank's share of the masks to the host", land)
+        self.held_rows.update(held)
+        if not self.here:
+            return None
+        return {name: Rows(tuple(int(x) for x in arrays[name].shape), rows.dtype, lo, rows)
+                for name, (lo, rows) in held.items()}
 
     def write(self, idx, early=None):
         rows, self.rows = getattr(self, "rows", None), None
@@ -202,14 +245,18 @@ class SpreadSteps:
 
 class _Hosted:
     """A spread phase 5: its collective run when ``result()`` is asked for, the masks then to the
-    host (``keep``: where the index is assembled; None elsewhere), by DMA into locked pages as
-    one process copies them (:func:`_land`)."""
+    host (``keep`` true: where the index is assembled; None elsewhere), by DMA into locked pages
+    as one process copies them (:func:`_land`); or, ``keep`` a function (the split layout), each
+    rank's share of their rows (:meth:`SpreadSteps._rows_shared`)."""
 
     def __init__(self, later, keep, be):
         self.later, self.keep, self.be = later, keep, be
 
     def result(self):
         ids, out, inn = self.later.result()
+        if callable(self.keep):
+            got = self.keep({"supports/out": out, "supports/in": inn})
+            return None if got is None else (ids, got["supports/out"], got["supports/in"])
         return (ids, _land(self.be, out), _land(self.be, inn)) if self.keep else None
 
     def settle(self):
