@@ -118,6 +118,54 @@ def test_names_without_one_source_and_one_target_are_refused(tmp_path, kind, col
     assert rc == 2 and str(path) in err and said in err and not made
 
 
+# -- 1b. values the text readers refuse: the row and column named ---------------------------------
+def _batched(kind, tmp_path, cols):
+    """A table of two record batches (rows 1-2, then 3-4) with ``cols`` ({name: 4 values})."""
+    t = pa.table(cols)
+    path = tmp_path / f"b.{kind}"
+    if kind == "parquet":
+        pq.write_table(t, path, row_group_size=2)
+    else:
+        feather.write_feather(t, path, chunksize=2)
+    return path
+
+
+@pytest.mark.parametrize("kind", ["parquet", "feather"])
+@pytest.mark.parametrize("cols,nv,said", [
+    ({"src": [0, 1, 2, 3], "dst": [1, 2, 3, 7]}, 5, "row 4: column 'dst': vertex id out of range 0..4, got 7"),
+    ({"src": [0, 1, 9, 3], "dst": [1, 2, 3, 1]}, 5, "row 3: column 'src': vertex id out of range 0..4, got 9"),
+    ({"src": [0, 1, 2, 3], "dst": [1, 2, 2**61, 1]}, None, "row 3: column 'dst': vertex id too large ("),
+    ({"src": ["a", "b", "c", "d"], "dst": ["b", "c", "", "a"]}, None, "row 3: column 'dst': empty node name"),
+    ({"src": ["a", "b", "c", "d\te"], "dst": ["b", "c", "d", "a"]}, None,
+     "row 4: column 'src': a control character in a node name, got 'd\\te'"),
+    ({"src": ["a", "b\nc", "c", "d"], "dst": ["b", "c", "d", "a"]}, None, "row 2: column 'src': a control character"),
+])
+def test_values_the_text_readers_refuse_are_refused_by_row_and_column(tmp_path, kind, cols, nv, said, capsys):
+    """An id past --num-vertices or past this machine, an empty name and a name holding a tab or a
+    line end (which the text readers refuse and a pairs file cannot spell): refused with the file,
+    the row (counted across batches) and the column, exit status 2 and no output."""
+    path = _batched(kind, tmp_path, cols)
+    with pytest.raises(GraphFormatError) as e:
+        read_graph(path, "auto", num_vertices=nv)
+    msg = str(e.value)
+    assert str(path) in msg and said in msg, msg
+    capsys.readouterr()
+    out = tmp_path / "out.h5"
+    rc = cli.main(["convert", str(path), "-o", str(out), "--backend", "cpu", "--no-condense", "--quiet"]
+                  + (["--num-vertices", str(nv)] if nv else []))
+    err = capsys.readouterr().err
+    assert rc == 2 and said in err and not out.exists(), err
+
+
+@pytest.mark.parametrize("kind", ["parquet", "feather"])
+def test_names_with_blanks_inside_are_kept_as_they_are(tmp_path, kind):
+    """A blank inside a name (``John Smith``) is a name's own, as in comma- and tab-separated text."""
+    path = _batched(kind, tmp_path, {"src": ["John Smith", "b", "c", "d"], "dst": ["b", "c", "d", "John Smith"]})
+    g = read_graph(path, "auto")
+    names = g.meta["node_labels"].values.tolist()
+    assert names[:2] == ["John Smith", "b"] and g.n == 4 and g.m == 4
+
+
 # -- 2. an Arrow IPC stream ends with its end-of-stream marker --------------------------------------
 SCHEMA = pa.schema([("src", pa.int64()), ("dst", pa.int64())])
 BATCHES = [pa.record_batch([pa.array([0, 1]), pa.array([1, 2])], schema=SCHEMA),

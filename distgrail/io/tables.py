@@ -27,6 +27,7 @@ import os
 
 import numpy as np
 
+from ..dtypes import size_problem
 from ..errors import GraphFormatError
 from .dialect import AMBIGUOUS_NAMES, AMBIGUOUS_WHY, SOURCE_NAMES, TARGET_NAMES
 from .graph import EdgeGraph, from_arrays
@@ -174,7 +175,10 @@ def read_table_graph(path, fmt: str, num_vertices: int | None = None) -> EdgeGra
             kind = this
             if text:
                 get = ids.setdefault
-                pair = [c.cast(pa.string()).to_pylist() for c in cols]
+                cols = [c.cast(pa.string()) for c in cols]
+                for name, c in zip(names, cols):
+                    _check_names(path, name, row0, c)
+                pair = [c.to_pylist() for c in cols]
                 flat = [x for uv in zip(*pair) for x in uv]
                 ends.append(np.fromiter((get(x, len(ids)) for x in flat), dtype=np.int64, count=len(flat)))
             else:
@@ -205,5 +209,35 @@ def read_table_graph(path, fmt: str, num_vertices: int | None = None) -> EdgeGra
         if e.size == 0 and num_vertices is None:
             raise GraphFormatError("empty edge table (for a graph of isolated vertices give --num-vertices)",
                                    path=path)
+        _check_ids(path, names, e, num_vertices)
         g = from_arrays(e[0::2], e[1::2], num_vertices, name)
     return g
+
+
+def _check_names(path, col: str, row0: int, c) -> None:
+    """A column of node names (Arrow strings; ``row0``: its first row's number) holds no empty
+    name and no name with a control character (a tab, a line end): the text readers refuse them,
+    and a pairs or answers file could not spell them."""
+    import pyarrow.compute as pc
+
+    bad = pc.or_(pc.equal(pc.utf8_length(c), 0), pc.match_substring_regex(c, "[\\x00-\\x1f\\x7f]"))
+    if pc.any(bad).as_py():
+        r = int(np.flatnonzero(np.asarray(bad))[0])
+        v = c[r].as_py()
+        raise _bad_row(path, col, row0 + r, "empty node name" if v == "" else "a control character in a node name", v)
+
+
+def _check_ids(path, names: list, e, num_vertices) -> None:
+    """The integer ids ``e`` (sources and targets interleaved, row by row) are below
+    ``num_vertices`` when it is given, else their largest fits this machine: else the row and
+    column of the first id that does not, as the text readers say it."""
+    if not e.size:
+        return
+    big = int(e.max())
+    if num_vertices is not None and big >= num_vertices:
+        i = int(np.flatnonzero(e >= num_vertices)[0])
+        raise _bad_row(path, names[i % 2], i // 2 + 1, f"vertex id out of range 0..{num_vertices - 1}", int(e[i]))
+    why = size_problem(big + 1, e.size // 2) if num_vertices is None else None
+    if why:
+        i = int(np.argmax(e))
+        raise _bad_row(path, names[i % 2], i // 2 + 1, f"vertex id too large ({why})", big)
