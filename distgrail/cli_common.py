@@ -53,11 +53,19 @@ def comm_of(args):
 
 
 def resolve_bundled(value: str, kind: str) -> str:
-    """The path of the bundled example's graph or pairs (``kind``) for ``bundled``, else ``value``."""
+    """The path of the bundled example's graph or pairs (``kind``) for ``bundled``, else ``value``;
+    an error when a file named ``bundled`` is in the working directory too (which of the two the
+    user meant is theirs to say, not a guess)."""
     if value == "bundled":
         import distgrail
 
-        return distgrail.bundled_graph() if kind == "graph" else distgrail.bundled_pairs()
+        from .errors import DistGrailError
+
+        path = distgrail.bundled_graph() if kind == "graph" else distgrail.bundled_pairs()
+        if os.path.lexists(value):
+            raise DistGrailError(f"'bundled' names the bundled {kind} and also {os.path.abspath(value)} in this "
+                                 f"directory: give ./bundled for that file, or {path} for the bundled {kind}")
+        return path
     return value
 
 

@@ -256,3 +256,19 @@ def test_expected_answers_under_mpiexec_every_rank_ends_with_3(kegg, tmp_path):
     got = json.loads(r.stdout[:r.stdout.rindex("}") + 1])["expected"]
     assert got["differ"] == 1 and got["first"][0]["where"] == f"{p}:8"
     assert r.stderr.count("answers differ from the expected answers") == 1, r.stderr
+
+
+@pytest.mark.parametrize("argv", [("index", "bundled", "-o", "k.h5"), ("query", "{idx}", "bundled")])
+def test_a_file_named_bundled_here_is_not_shadowed_in_silence(tmp_path, argv):
+    """``bundled`` with a file of that name in the working directory: an error saying both paths
+    (exit 2, no output), not the bundled graph or pairs read in the file's place; ``./bundled``
+    reads the file."""
+    (tmp_path / "bundled").write_text("0 1\n1 2\n")
+    idx = tmp_path / "i.h5"
+    assert run("index", "./bundled", "-o", idx, "--quiet", "--backend", "cpu", cwd=tmp_path).returncode == 0
+    r = run(*[a.replace("{idx}", str(idx)) for a in argv], "--backend", "cpu", "--quiet", cwd=tmp_path)
+    assert r.returncode == 2, r.stderr
+    assert "./bundled for that file" in r.stderr and str(tmp_path / "bundled") in r.stderr
+    assert not (tmp_path / "k.h5").exists()
+    want = distgrail.bundled_graph() if argv[0] == "index" else distgrail.bundled_pairs()
+    assert want in r.stderr
