@@ -15,6 +15,7 @@ from ..arrays import as_unsigned, copy_parallel, max_parallel
 from ..errors import GraphFormatError
 from .answers import compression_of
 from .dialect import COMMA_TABLE
+from .text import digits_value
 from .edgelist import Width, read_columns
 from .regular import check_regular
 from .text import Chunk, Text, shown
@@ -433,10 +434,10 @@ def _int_label(x: str):
     """The value of an integer label (matched by ``_INT_LABEL``), or None when it has more than 19
     digits past its leading zeros (past int64: no node; ``int()`` refuses more than 4,300 digits)."""
     neg = x.startswith("-")
-    digits = x[neg:].lstrip("0") or "0"
-    if len(digits) > 19:
+    v = digits_value(x[neg:])
+    if v >= 10 ** 19:
         return None
-    return -int(digits) if neg else int(digits)
+    return -v if neg else v
 
 
 def separator_of(path) -> bytes:
