@@ -202,3 +202,38 @@ def test_the_first_failing_block_stops_the_rest(tmp_path, blocks, monkeypatch):
     with pytest.raises(GraphFormatError, match="storage error") as e:  # (a stored condensation: was a bare OSError)
         read_condensation(path)
     assert path in str(e.value)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("size", [1, 2, 3])
+def test_a_ranks_block_read_onto_the_gpu_equals_the_host_read(tmp_path, size):
+    """``--partition on``'s block read of a ``.h5`` graph on a GPU backend (ids checked, sources
+    made on the device: partition_read._rows_on_device) gives every rank the host read's edges,
+    bit for bit; a rank's rows start past row 0 (the sources offset by its first row); and an id
+    past n is refused there too."""
+    cp = pytest.importorskip("cupy")
+    from distgrail.gpu.backend import get_backend
+    from distgrail.mpi.partition_read import _h5_block
+
+    g = _graph()
+    g.src[:100] = 0  # a heavy first row, and empty rows
+    g.src[100:200] = g.n - 1
+    path = tmp_path / "g.h5"
+    write_binary_graph(g, path)
+    be = get_backend("gpu")
+    for me in range(size):
+        host = _h5_block(str(path), me, size)
+        dev = _h5_block(str(path), me, size, be)
+        assert isinstance(dev[2], cp.ndarray) and dev[2].dtype == np.int32 and dev[3].dtype == np.int32
+        np.testing.assert_array_equal(cp.asnumpy(dev[2]), host[2])
+        np.testing.assert_array_equal(cp.asnumpy(dev[3]), host[3])
+        assert dev[:2] == host[:2]
+    with h5py.File(path, "r+") as f:
+        for k in [k for k in f.attrs if "crc" in k]:
+            del f.attrs[k]
+        ix = f["csr/indices"][()].astype(np.int64)
+        ix[-1] = 2**32 + 3
+        del f["csr/indices"]
+        f.create_dataset("csr/indices", data=ix)
+    with pytest.raises(GraphFormatError, match="successor ids outside"):
+        _h5_block(str(path), size - 1, size, be)

@@ -74,3 +74,21 @@ def test_an_edge_count_attribute_that_disagrees_is_refused_on_every_rank(comm, t
     comm.Barrier()
     with pytest.raises(distgrail.DistGrailError, match="corrupt graph file: attribute 'm' says 29,999 edges, csr/indices holds"):
         distgrail.build_index(path, dims=2, comm=comm, partition="on", backend="cpu")
+
+
+def test_a_64_bit_id_past_n_is_refused_not_wrapped_on_every_rank(comm, tmp_path):
+    """An id stored as int64 that is past n but wraps into range as int32 (2^32 + 3 -> 3): one
+    process refuses it; each rank's block read checked its ids after the cast and indexed the
+    wrapped id in silence (a file without its CRC attribute, as earlier releases wrote)."""
+    path = _file(comm, tmp_path)
+    if comm.rank == 0:
+        with h5py.File(path, "r+") as f:
+            for k in [k for k in f.attrs if "crc" in k]:
+                del f.attrs[k]
+            ix = f["csr/indices"][()].astype(np.int64)
+            ix[-5] = 2**32 + 3  # in the last rank's rows
+            del f["csr/indices"]
+            f.create_dataset("csr/indices", data=ix)
+    comm.Barrier()
+    with pytest.raises(distgrail.DistGrailError, match="successor ids outside 0..1999"):
+        distgrail.build_index(path, dims=2, comm=comm, partition="on", backend="cpu")

@@ -17,7 +17,9 @@ no rank gathers them (:func:`read_parts`, collective).
   did not change under the parse.
 - **Binary ``.h5`` graphs**: each rank reads its block of CSR rows (balanced by edges), in CRC
   blocks by a thread pool where the file allows (:func:`distgrail.io.binary._read_checked`), after
-  checking the row pointers (O(n), every rank); a stored condensation is
+  checking the row pointers (O(n), every rank); on a GPU its ids go up and are checked there
+  and its sources are made there from its row pointers, as one process reads a graph file onto
+  its GPU (the host made them by ``repeat`` and uploaded both); a stored condensation is
   read by rank 0 (the condense step then reads it, as a one-rank build does).
 - **Anything else** (compressed files: a stream has no byte ranges; node names, in-memory graphs), and a text file
   some rank's kernels flagged: rank 0 reads it with the one-rank reader (which reports bad input
@@ -92,8 +94,11 @@ def _binary_file(path, fmt) -> bool:
 EVERY_RANK_READS = "with --partition on every rank reads the graph"
 
 
-def _h5_block(path, me, size):
-    """This rank's block of CSR rows of a binary graph file: (n, m, src, dst, name, digest, stored)."""
+def _h5_block(path, me, size, be=None):
+    """This rank's block of CSR rows of a binary graph file: (n, m, src, dst, name, digest, stored).
+    ``be`` a GPU backend and 32-bit ids: the edges checked and expanded on the device (the row
+    pointers' block and the ids go up, the sources are made there: :func:`_rows_on_device`), as
+    one process reads a graph file onto its GPU; else on the host."""
     from ..io.h5attrs import attr_text
     from ..io.binary import _TIE, _integer, _open, _read_checked, _source_digest, check_edge_count, check_ids, \
         check_offsets, dataset_of, vertex_count
@@ -121,12 +126,32 @@ def _h5_block(path, me, size):
         (dst,), piece = _read_checked(f, ("csr/indices",), path, {"csr/indices": (e0, e1)})
         if stored is not None:
             crc.update(piece=(piece, int(dst.nbytes)), stored=stored)
-        dst = dst.astype(dt, copy=False)
-        check_ids(np, dst, n, path)
-        src = np.repeat(np.arange(lo, hi, dtype=dt), np.diff(indptr[lo:hi + 1]))
+        if be is not None and be.is_gpu and dt == np.int32 and dst.size:
+            src, dst = _rows_on_device(be, indptr[lo:hi + 1] - e0, dst, lo, n, path)
+        else:
+            check_ids(np, dst, n, path)  # (before the cast: a 64-bit id past n must not wrap into range)
+            dst = dst.astype(dt, copy=False)
+            src = np.repeat(np.arange(lo, hi, dtype=dt), np.diff(indptr[lo:hi + 1]))
         name = f.attrs.get("source_name", os.path.basename(path))
         return n, m, src, dst, attr_text(name), _source_digest(f), \
             "condensation" in f, crc
+
+
+def _rows_on_device(be, ptr, ids, lo: int, n: int, path):
+    """``(src, dst)`` as int32 device arrays of the rows ``lo..`` whose offsets from their first
+    edge are ``ptr`` (host int64) and whose successor ids are ``ids`` (host, as stored): the ids
+    checked in 0..n-1 before their cast, the sources made by
+    :func:`~distgrail.io.binary.entry_rows` (no host ``repeat``, no upload of the sources)."""
+    from ..io.binary import check_ids, entry_rows
+
+    xp = be.xp
+    with be.on_device():
+        dst = be.asarray(ids)
+        check_ids(xp, dst, n, path)
+        dst = dst.astype(np.int32, copy=False)
+        src = entry_rows(xp, be.asarray(ptr), np.int32)
+        src += np.int32(lo)
+    return src, dst
 
 
 def _check_csr(path, crc, pieces) -> None:
@@ -149,7 +174,7 @@ def _read_h5(comm, be, path):
 
     me = comm.Get_rank()
     n, m, src, dst, name, digest, stored, crc = run_shared(comm, f"reading {path}", _h5_block, path, me,
-                                                          comm.Get_size())
+                                                          comm.Get_size(), be)
     pieces = comm.gather(crc.get("piece"), root=0)
     run_shared(comm, f"checking {path}", _check_csr if me == 0 else None, path, crc, pieces)
     g = EdgeGraph(n=n, src=be.asarray(src), dst=be.asarray(dst), name=name if me == 0 else "",
