@@ -97,7 +97,7 @@ def cmd_index(args):
 
     from .gpu.memory import PoolPeak
     comm = comm_of(args)
-    path = resolve_bundled(args.graph, "graph")
+    path = resolve_bundled(args.graph, "graph", comm)
     outputs_ok_everywhere(args, comm, path)
     # the file's hash starts here, beside the slow start-up (the preflight imports CuPy); the reader
     # takes it over (digest=), else the block's end cancels it
@@ -212,8 +212,8 @@ def cmd_query(args):
     from .io.pairs import read_pairs_for
     from .io.writers import write_answers
 
-    pairs = resolve_bundled(args.pairs, "pairs")
     comm = comm_of(args)
+    pairs = resolve_bundled(args.pairs, "pairs", comm)
     outputs_ok_everywhere(args, comm, args.index, pairs)
     if comm is not None:  # every rank opens the index; rank 0 reads the pairs and writes the answers
         from .cli_pairs import query_under_mpi

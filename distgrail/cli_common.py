@@ -52,21 +52,32 @@ def comm_of(args):
     return comm
 
 
-def resolve_bundled(value: str, kind: str) -> str:
+def resolve_bundled(value: str, kind: str, comm=None) -> str:
     """The path of the bundled example's graph or pairs (``kind``) for ``bundled``, else ``value``;
     an error when a file named ``bundled`` is in the working directory too (which of the two the
-    user meant is theirs to say, not a guess)."""
-    if value == "bundled":
-        import distgrail
+    user meant is theirs to say, not a guess). Under MPI (``comm``) rank 0's directory decides and
+    its outcome is every rank's (one message, exit 2 on all, whatever the other ranks' directories
+    hold)."""
+    if value != "bundled":
+        return value
+    import distgrail
 
-        from .errors import DistGrailError
+    from .errors import DistGrailError
 
-        path = distgrail.bundled_graph() if kind == "graph" else distgrail.bundled_pairs()
+    path = distgrail.bundled_graph() if kind == "graph" else distgrail.bundled_pairs()
+
+    def check():
         if os.path.lexists(value):
             raise DistGrailError(f"'bundled' names the bundled {kind} and also {os.path.abspath(value)} in this "
                                  f"directory: give ./bundled for that file, or {path} for the bundled {kind}")
-        return path
-    return value
+
+    if comm is None:
+        check()
+    else:
+        from .mpi.errors import run_shared
+
+        run_shared(comm, "checking the arguments", check if comm.Get_rank() == 0 else None)
+    return path
 
 
 def outputs_ok(args, *inputs):

@@ -89,3 +89,31 @@ def test_a_step_shared_inside_a_step_is_raised_once_as_it_is():
 
 def _raise(e):
     raise e
+
+
+@pytest.mark.mpi(min_size=2)
+@pytest.mark.parametrize("holder", ["rank 0", "the last rank"])
+def test_bundled_beside_a_file_of_that_name_is_one_decision_for_every_rank(comm, tmp_path_factory, holder,
+                                                                           monkeypatch):
+    """``bundled`` under MPI with the ranks in different working directories, only one of them
+    holding a file named ``bundled``: rank 0's directory decides for every rank (each deciding
+    alone left the others waiting in the next collective: a hang). Rank 0 holding it: the error on
+    every rank; another rank holding it: the bundled graph on every rank."""
+    import distgrail
+    from distgrail.cli_common import resolve_bundled
+    from distgrail.errors import DistGrailError
+
+    d = tmp_path_factory.mktemp(f"r{comm.rank}")
+    holds = comm.rank == (0 if holder == "rank 0" else comm.size - 1)
+    if holds:
+        (d / "bundled").write_text("0 1\n")
+    monkeypatch.chdir(d)
+    try:
+        got = resolve_bundled("bundled", "graph", comm)
+    except DistGrailError as e:
+        got = str(e)
+    if holder == "rank 0":
+        assert "'bundled' names the bundled graph" in got
+    else:
+        assert got == distgrail.bundled_graph()
+    assert len(set(comm.allgather(got))) == 1

@@ -159,11 +159,23 @@ def test_values_the_text_readers_refuse_are_refused_by_row_and_column(tmp_path, 
 
 @pytest.mark.parametrize("kind", ["parquet", "feather"])
 def test_names_with_blanks_inside_are_kept_as_they_are(tmp_path, kind):
-    """A blank inside a name (``John Smith``) is a name's own, as in comma- and tab-separated text."""
-    path = _batched(kind, tmp_path, {"src": ["John Smith", "b", "c", "d"], "dst": ["b", "c", "d", "John Smith"]})
+    """A blank inside a name (``John Smith``) is a name's own, as in comma- and tab-separated text;
+    so are DEL and characters past ASCII, which the text readers take too."""
+    path = _batched(kind, tmp_path, {"src": ["John Smith", "b", "c\x7f", "d\u2028"],
+                                     "dst": ["b", "c\x7f", "d\u2028", "John Smith"]})
     g = read_graph(path, "auto")
     names = g.meta["node_labels"].values.tolist()
-    assert names[:2] == ["John Smith", "b"] and g.n == 4 and g.m == 4
+    assert names == ["John Smith", "b", "c\x7f", "d\u2028"] and g.n == 4 and g.m == 4
+
+
+def test_a_null_among_a_dictionarys_values_is_an_empty_value(tmp_path):
+    """A dictionary-encoded column whose dictionary holds a null: refused as that row's empty
+    value (its indices have no null, so the check before the decode let it through as 'None')."""
+    src = pa.DictionaryArray.from_arrays(pa.array([0, 1, 2, 1]), pa.array(["a", None, "c"]))
+    path = tmp_path / "d.feather"
+    feather.write_feather(pa.table({"src": src, "dst": pa.array(["b", "c", "a", "a"])}), path)
+    with pytest.raises(GraphFormatError, match="row 2: column 'src': empty value"):
+        read_graph(path, "auto")
 
 
 # -- 2. an Arrow IPC stream ends with its end-of-stream marker --------------------------------------

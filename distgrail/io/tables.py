@@ -157,14 +157,14 @@ def read_table_graph(path, fmt: str, num_vertices: int | None = None) -> EdgeGra
     try:
         for b in batches:
             cols = [b.column(0), b.column(1)]
-            for name, c in zip(names, cols):
-                if c.null_count:
-                    r = int(np.flatnonzero(np.asarray(c.is_null()))[0])
-                    raise _bad_row(path, name, row0 + r, "empty value", None)
             types = [c.type for c in cols]
             if any(pa.types.is_dictionary(t) for t in types):
                 cols = [c.dictionary_decode() if pa.types.is_dictionary(c.type) else c for c in cols]
                 types = [c.type for c in cols]
+            for name, c in zip(names, cols):  # (decoded: a null among a dictionary's values too)
+                if c.null_count:
+                    r = int(np.flatnonzero(np.asarray(c.is_null()))[0])
+                    raise _bad_row(path, name, row0 + r, "empty value", None)
             text = any(pa.types.is_string(t) or pa.types.is_large_string(t) for t in types)
             this = "str" if text else "int"
             if not text and not all(pa.types.is_integer(t) for t in types):
@@ -216,11 +216,11 @@ def read_table_graph(path, fmt: str, num_vertices: int | None = None) -> EdgeGra
 
 def _check_names(path, col: str, row0: int, c) -> None:
     """A column of node names (Arrow strings; ``row0``: its first row's number) holds no empty
-    name and no name with a control character (a tab, a line end): the text readers refuse them,
-    and a pairs or answers file could not spell them."""
+    name and no name with a control character below 32 (a tab, a line end): the text readers
+    refuse them, and a pairs or answers file could not spell them."""
     import pyarrow.compute as pc
 
-    bad = pc.or_(pc.equal(pc.utf8_length(c), 0), pc.match_substring_regex(c, "[\\x00-\\x1f\\x7f]"))
+    bad = pc.or_(pc.equal(pc.utf8_length(c), 0), pc.match_substring_regex(c, "[\\x00-\\x1f]"))
     if pc.any(bad).as_py():
         r = int(np.flatnonzero(np.asarray(bad))[0])
         v = c[r].as_py()

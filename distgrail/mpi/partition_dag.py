@@ -10,8 +10,10 @@ of the forest); ``auto`` (default) spreads when the condensed DAG would not fit 
 The dfs parent rule walks the whole DAG on one rank: it always takes ``root``.
 
 Spread, every rank holds the O(C) arrays (levels, forest, post-order ranks, intervals, masks) on
-its device. When rank 0 alone assembles the index and writes it, the rows stream from the ranks
-into the file (:mod:`distgrail.mpi.rowstream`: no rank, no host holds them all); with
+its device. When rank 0 alone assembles the index and writes it as one file, the rows stream from
+the ranks into the file (:mod:`distgrail.mpi.rowstream`: no rank, no host holds them all); split
+(:mod:`distgrail.mpi.splitwrite`), every rank writes its own rows and an even block of the
+forest, the label dimensions and the masks' rows into its part; with
 ``full_index_on="all"``, or no output, they are gathered as host arrays where the index is
 assembled. The index is byte-identical to a one-process build.
 """
@@ -120,7 +122,8 @@ class SpreadSteps:
 
     def start_masks(self, entry, dag, K):
         """Spread: phase 5 runs, collective, when its result is asked for; its masks to the host
-        where the index is assembled."""
+        where the index is assembled, or, split and assembled on rank 0 only, each rank's block of
+        their rows to its own host (:meth:`_rows_shared`)."""
         if not self.spread:
             return super().start_masks(entry, dag, K)
         later = entry(self.run, dag, K)
@@ -131,7 +134,8 @@ class SpreadSteps:
 
     def split_dims(self, entry, dag, forest):
         """Spread: every rank labels every dimension (phase 4 sweeps the ranks' rows together);
-        the labels to the host where the index is assembled."""
+        the labels to the host where the index is assembled, or, split and assembled on rank 0
+        only, each rank's block of dimensions to its own host (:meth:`_dims_shared`)."""
         if not self.spread:
             return super().split_dims(entry, dag, forest)
         t = self.own_timings
