@@ -15,10 +15,9 @@ from ..arrays import as_unsigned, copy_parallel, max_parallel
 from ..errors import GraphFormatError
 from .answers import compression_of
 from .dialect import COMMA_TABLE
-from .text import digits_value
 from .edgelist import Width, read_columns
 from .regular import check_regular
-from .text import Chunk, Text, shown
+from .text import Chunk, Text, digits_value, shown
 
 __all__ = ["read_pairs", "read_query_pairs", "read_pairs_for", "QueryPairs", "npy_pairs_array", "read_npy_rows", "npy_rows", "is_npy"]
 
