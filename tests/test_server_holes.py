@@ -97,6 +97,25 @@ def test_a_non_ascii_bearer_token_is_401(srv, kegg):
     _no_server_error(srv, before)
 
 
+def test_a_request_aiohttp_cannot_parse_is_400_and_one_log_line(srv, kegg):
+    """A header holding a control character (``Bearer bad\\x01tok``), a header line without a
+    colon: aiohttp's parser answers 400; its log was a traceback (``Error handling request``),
+    now one line naming the client and the reason. A request line of garbage (what non-HTTP
+    traffic sends first) is a 400 that aiohttp logs only at debug level: no line at all."""
+    before = len(srv.lines)
+    for data in (_head(0, b"Bearer bad\x01tok"), b"POST /query HTTP/1.1\r\nHost: x\r\nno colon here\r\n\r\n",
+                 b"G\x00T / HTTP/1.1\r\n\r\n"):
+        status, _, reply = _raw(srv.port, data)
+        assert status == 400, (data, reply)
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline and sum("malformed HTTP request" in x for x in srv.lines[before:]) < 2:
+        time.sleep(0.05)
+    said = [x for x in srv.lines[before:] if "malformed HTTP request" in x]
+    assert len(said) == 2 and "Invalid header" in said[0] and all(x.count("\n") <= 1 and "127.0.0.1" in x for x in said), srv.lines[before:]
+    _serves(srv, kegg)
+    _no_server_error(srv, before)
+
+
 def test_json_nested_100000_deep_is_400(srv, kegg):
     before = len(srv.lines)
     deep = b"[" * 100_000 + b"]" * 100_000

@@ -509,6 +509,33 @@ def ready_text(service, index_path: str, url: str, ready: float) -> str:
     return f"distgrail: serving {index_path} on {url} ({where}, n={idx.n:,}, ready in {ready:.2f} s)"
 
 
+class _MalformedOneLine:
+    """A filter on aiohttp's request logger (``aiohttp.server``): a request its HTTP parser
+    refused (a 400 already sent: a control character in a header, a line without a colon,
+    garbage for a request line) is logged as one line naming the client and the reason, not as
+    ``Error handling request`` and a traceback; every other record passes as it is."""
+
+    def filter(self, record) -> bool:
+        from aiohttp.http_exceptions import HttpProcessingError
+
+        exc = record.exc_info[1] if record.exc_info else None
+        if isinstance(exc, HttpProcessingError):
+            who = record.args[0] if isinstance(record.args, tuple) and record.args else "a client"
+            why = " ".join(str(getattr(exc, "message", "") or exc).split())
+            record.msg, record.args = "distgrail: a malformed HTTP request from %s refused (400): %s", (who, why)
+            record.exc_info = record.exc_text = None
+        return True
+
+
+def _quiet_malformed() -> None:
+    """Installs :class:`_MalformedOneLine` on ``aiohttp.server`` once per process."""
+    import logging
+
+    log = logging.getLogger("aiohttp.server")
+    if not any(isinstance(f, _MalformedOneLine) for f in log.filters):
+        log.addFilter(_MalformedOneLine())
+
+
 async def _run(web, service, sock, t0, warm, index_path, say, as_json, on_start=None, announce=True):
     """The HTTP server until stopped: by SIGTERM/SIGINT (one process), or by the ``stop`` event
     that ``on_start(loop, stop)`` is handed once listening (under MPI, from another thread).
@@ -517,6 +544,7 @@ async def _run(web, service, sock, t0, warm, index_path, say, as_json, on_start=
     line once listening (else the caller does, from ``service.url``)."""
     from .limits import Gate
 
+    _quiet_malformed()
     app = web.Application(client_max_size=service.max_body)
     app.router.add_post("/query", service.query)
     app.router.add_post("/edges", service.edges)
