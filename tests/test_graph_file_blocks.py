@@ -237,3 +237,23 @@ def test_a_ranks_block_read_onto_the_gpu_equals_the_host_read(tmp_path, size):
         f.create_dataset("csr/indices", data=ix)
     with pytest.raises(GraphFormatError, match="successor ids outside"):
         _h5_block(str(path), size - 1, size, be)
+
+
+@pytest.mark.parametrize("stored", ["<u8", ">u8", ">i8", "<u4"])
+def test_row_offsets_stored_unsigned_or_big_endian_read_as_the_int64_ones(tmp_path, stored):
+    """``csr/indptr`` stored as uint64 (same bytes, same CRC) crashed one process in ``np.repeat``
+    (no cast from uint64 to int64; exit 1), while --partition on read it right: now the offsets are
+    checked, then taken as int64, and the edges are the file's."""
+    g = _graph(n=300, m=2000)
+    path = tmp_path / "g.h5"
+    write_binary_graph(g, path)
+    want = read_binary_graph(path)
+    with h5py.File(path, "a") as f:
+        ip = f["csr/indptr"][()]
+        del f["csr/indptr"]
+        f.create_dataset("csr/indptr", data=ip.astype(stored))
+        for k in [k for k in f.attrs if "crc" in k]:
+            del f.attrs[k]
+    got = read_binary_graph(path)
+    np.testing.assert_array_equal(np.asarray(got.src), np.asarray(want.src))
+    np.testing.assert_array_equal(np.asarray(got.dst), np.asarray(want.dst))

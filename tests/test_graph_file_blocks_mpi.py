@@ -92,3 +92,80 @@ def test_a_64_bit_id_past_n_is_refused_not_wrapped_on_every_rank(comm, tmp_path)
     comm.Barrier()
     with pytest.raises(distgrail.DistGrailError, match="successor ids outside 0..1999"):
         distgrail.build_index(path, dims=2, comm=comm, partition="on", backend="cpu")
+
+
+def _chain_file(comm, tmp_path, name="chain.h5"):
+    """A chain 0 -> 1 -> ... -> 7 written with its condensation (distgrail convert)."""
+    from distgrail.io.binary import write_binary_graph
+    from distgrail.stages.condense import condense
+
+    path = comm.bcast(str(tmp_path / name) if comm.rank == 0 else None, root=0)
+    if comm.rank == 0:
+        g = EdgeGraph(n=8, src=np.arange(7, dtype=np.int32), dst=np.arange(1, 8, dtype=np.int32))
+        write_binary_graph(g, path, dag=condense(g))
+    comm.Barrier()
+    return path
+
+
+@pytest.mark.parametrize("edit", ["tie attribute gone", "both attributes gone", "empty group"])
+def test_a_stored_condensation_not_tied_to_its_csr_is_condensed_again_by_every_rank(comm, tmp_path, edit,
+                                                                                     monkeypatch):
+    """A stored condensation without its CRC attributes (an earlier release's file) is condensed
+    again: under --partition on rank 0 condensed its own block of edges alone and indexed that
+    (a chain of 8 read as 3 DAG edges on 2 ranks, 0 -> 7 unreachable, exit 0; a fuzzing reviewer)."""
+    path = _chain_file(comm, tmp_path)
+    if comm.rank == 0:
+        with h5py.File(path, "a") as f:
+            g = f["condensation"]
+            if edit == "empty group":
+                del f["condensation"]
+                f.create_group("condensation")
+            else:
+                for k in (["csr_crc32"] if edit == "tie attribute gone" else ["csr_crc32", "crc32"]):
+                    del g.attrs[k]
+    comm.Barrier()
+    for mode in ("auto", "ranks"):
+        monkeypatch.setenv("DISTGRAIL_PARTITION_DAG", mode)
+        idx = distgrail.build_index(path, dims=2, comm=comm, partition="on", backend="cpu")
+        assert idx.C == 8 and idx.meta["n_dag_edges"] == 7, (mode, idx.C, idx.meta["n_dag_edges"])
+        assert bool(idx.reachable(0, 7)) and not bool(idx.reachable(7, 0))
+
+
+def test_a_tied_stored_condensation_is_still_taken(comm, tmp_path, monkeypatch):
+    """The stored condensation, tied to its CSR, is what rank 0 takes: no rank runs the
+    partitioned sweeps."""
+    from distgrail.stages import partitioned_scc
+
+    path = _chain_file(comm, tmp_path, "tied.h5")
+
+    def no_sweeps(*a, **k):
+        raise AssertionError("the partitioned sweeps ran on a file with a tied condensation")
+
+    monkeypatch.setattr(partitioned_scc, "partitioned_keys", no_sweeps)
+    monkeypatch.setattr(partitioned_scc, "peeled_keys", no_sweeps)
+    idx = distgrail.build_index(path, dims=2, comm=comm, partition="on", backend="cpu")
+    assert idx.C == 8 and idx.meta["n_dag_edges"] == 7
+
+
+def test_a_damaged_chunk_is_a_damaged_file_on_every_rank_not_a_crash(comm, tmp_path):
+    """A gzip chunk of csr/indices with a flipped byte: HDF5 fails to read it; one process says
+    'damaged graph file', the ranks' block read raised OSError as an internal error (exit 1)."""
+    path = comm.bcast(str(tmp_path / "bad.h5") if comm.rank == 0 else None, root=0)
+    if comm.rank == 0:
+        rng = np.random.default_rng(5)
+        n, m = 500, 4000
+        write_binary_graph(EdgeGraph(n=n, src=np.sort(rng.integers(0, n, m)).astype(np.int32),
+                                     dst=rng.integers(0, n, m).astype(np.int32)), path)
+        with h5py.File(path, "a") as f:
+            ix = f["csr/indices"][()]
+            del f["csr/indices"]
+            f.create_dataset("csr/indices", data=ix, chunks=(64,), compression="gzip")
+            off = f["csr/indices"].id.get_chunk_info(f["csr/indices"].id.get_num_chunks() - 1).byte_offset
+            for k in [k for k in f.attrs if "crc" in k]:
+                del f.attrs[k]
+        b = bytearray(open(path, "rb").read())
+        b[off + 2] ^= 0xFF
+        open(path, "wb").write(bytes(b))
+    comm.Barrier()
+    with pytest.raises(distgrail.DistGrailError, match="damaged graph file: HDF5 cannot read it"):
+        distgrail.build_index(path, dims=2, comm=comm, partition="on", backend="cpu")

@@ -454,6 +454,7 @@ def read_binary_graph(path, be=None) -> EdgeGraph:
     check_csr_crc(stored, tie, path)
     dt = id_dtype(n)
     check_offsets(np, indptr, n, indices.size, path, order=False)  # (the order: on the device, where it goes)
+    indptr = indptr.astype(np.int64, copy=False)  # (offsets stored unsigned: checked below 2^63, then int64)
     # (64-bit ids stay on the host: the GPU condensation takes 32-bit ones)
     up = (be is not None and be.is_gpu and not has_dag and indices.size and dt == np.int32
           and _fits(be, indptr, indices, dt))

@@ -210,15 +210,28 @@ class Partitioned(SpreadSteps, AcrossRanks):
             self.stage_timings[step] = self.own_timings[step]
 
     def _stored(self, g):
-        stored = self.here and g.meta.get("condensation") is not None
-        return bool(self.comm.bcast(stored, root=0))
+        """Collective: rank 0's graph file holds a condensation it may use (tied to its CSR: read
+        now, on rank 0, and kept in ``g.meta``). One that is not (a file of an earlier release,
+        without its CRC attributes) is dropped and every rank condenses its own edges: rank 0
+        holds only its block of them, so condensing there alone would index that block."""
+        def usable():
+            stored = g.meta.get("condensation")
+            dag = stored() if callable(stored) else stored
+            if dag is None or dag.n != g.n:
+                g.meta.pop("condensation", None)
+                return False
+            g.meta["condensation"] = dag
+            return True
+
+        ok = run_shared(self.comm, "reading the stored condensation", usable if self.here else None)
+        return bool(self.comm.bcast(ok if self.here else None, root=0))
 
     def condense(self, entry, g):
         if not self.active:
             return super().condense(entry, g)
         comm, be, here = self.comm, self.be, self.here
-        if self._stored(g):  # a .h5 file's stored condensation: rank 0 reads it, as one process does
-            return run_shared(comm, "reading the stored condensation", entry if here else None, self.run, g)
+        if self._stored(g):  # a .h5 file's stored condensation: rank 0 takes it, as one process does
+            return run_shared(comm, "taking the stored condensation", entry if here else None, self.run, g)
         from ..stages.partitioned_scc import Counted, gather_condensed, partitioned_keys, peeled_keys
 
         xp = be.xp

@@ -100,41 +100,47 @@ def _h5_block(path, me, size, be=None):
     pointers' block and the ids go up, the sources are made there: :func:`_rows_on_device`), as
     one process reads a graph file onto its GPU; else on the host."""
     from ..io.h5attrs import attr_text
-    from ..io.binary import _TIE, _integer, _open, _read_checked, _source_digest, check_edge_count, check_ids, \
-        check_offsets, dataset_of, vertex_count
+    from ..errors import GraphFormatError
+    from ..io.binary import _TIE, _damaged, _integer, _open, _read_checked, _source_digest, check_edge_count, \
+        check_ids, check_offsets, dataset_of, vertex_count
     from ..io.graph import id_dtype
     from ..io.parse import open_body
     from .parse import on_this_rank
 
     on_this_rank(lambda: os.close(open_body(path)), me, EVERY_RANK_READS)()  # (missing here: said so, not "not HDF5")
-    with _open(path) as f:
-        n = vertex_count(f, path)
-        (indptr,), indptr_crc = _read_checked(f, ("csr/indptr",), path)
-        stored = _integer(f.attrs[_TIE], _TIE, path) if _TIE in f.attrs else None
-        crc = {"indptr": indptr_crc} if me == 0 and stored is not None else {}  # (the bytes as stored)
-        indptr = indptr.astype(np.int64)
-        m = int(dataset_of(f, "csr/indices", path).shape[0])
-        check_edge_count(f, m, path)
-        check_offsets(np, indptr, n, m, path)
-        lo_e, hi_e = m * me // size, m * (me + 1) // size
-        lo = int(np.searchsorted(indptr, lo_e, side="left")) if me else 0
-        hi = int(np.searchsorted(indptr, hi_e, side="left")) if me + 1 < size else n
-        e0, e1 = int(indptr[lo]), int(indptr[hi])
-        dt = id_dtype(n)
-        # in CRC blocks by threads where the file allows (HDF5's slice read is one thread's), with
-        # this rank's piece of the CSR's CRC-32 (rank 0 joins them: _check_csr)
-        (dst,), piece = _read_checked(f, ("csr/indices",), path, {"csr/indices": (e0, e1)})
-        if stored is not None:
-            crc.update(piece=(piece, int(dst.nbytes)), stored=stored)
-        if be is not None and be.is_gpu and dt == np.int32 and dst.size:
-            src, dst = _rows_on_device(be, indptr[lo:hi + 1] - e0, dst, lo, n, path)
-        else:
-            check_ids(np, dst, n, path)  # (before the cast: a 64-bit id past n must not wrap into range)
-            dst = dst.astype(dt, copy=False)
-            src = np.repeat(np.arange(lo, hi, dtype=dt), np.diff(indptr[lo:hi + 1]))
-        name = f.attrs.get("source_name", os.path.basename(path))
-        return n, m, src, dst, attr_text(name), _source_digest(f), \
-            "condensation" in f, crc
+    try:  # (HDF5's own failures, a damaged chunk or attribute, told as one process tells them)
+        with _open(path) as f:
+            n = vertex_count(f, path)
+            (indptr,), indptr_crc = _read_checked(f, ("csr/indptr",), path)
+            stored = _integer(f.attrs[_TIE], _TIE, path) if _TIE in f.attrs else None
+            crc = {"indptr": indptr_crc} if me == 0 and stored is not None else {}  # (the bytes as stored)
+            indptr = indptr.astype(np.int64)
+            m = int(dataset_of(f, "csr/indices", path).shape[0])
+            check_edge_count(f, m, path)
+            check_offsets(np, indptr, n, m, path)
+            lo_e, hi_e = m * me // size, m * (me + 1) // size
+            lo = int(np.searchsorted(indptr, lo_e, side="left")) if me else 0
+            hi = int(np.searchsorted(indptr, hi_e, side="left")) if me + 1 < size else n
+            e0, e1 = int(indptr[lo]), int(indptr[hi])
+            # in CRC blocks by threads where the file allows (HDF5's slice read is one thread's), with
+            # this rank's piece of the CSR's CRC-32 (rank 0 joins them: _check_csr)
+            (dst,), piece = _read_checked(f, ("csr/indices",), path, {"csr/indices": (e0, e1)})
+            name = attr_text(f.attrs.get("source_name", os.path.basename(path)))
+            digest, has_dag = _source_digest(f), "condensation" in f
+    except GraphFormatError:
+        raise
+    except (OSError, RuntimeError, KeyError, ValueError) as e:
+        raise _damaged(path, e) from None
+    if stored is not None:
+        crc.update(piece=(piece, int(dst.nbytes)), stored=stored)
+    dt = id_dtype(n)
+    if be is not None and be.is_gpu and dt == np.int32 and dst.size:
+        src, dst = _rows_on_device(be, indptr[lo:hi + 1] - e0, dst, lo, n, path)
+    else:
+        check_ids(np, dst, n, path)  # (before the cast: a 64-bit id past n must not wrap into range)
+        dst = dst.astype(dt, copy=False)
+        src = np.repeat(np.arange(lo, hi, dtype=dt), np.diff(indptr[lo:hi + 1]))
+    return n, m, src, dst, name, digest, has_dag, crc
 
 
 def _rows_on_device(be, ptr, ids, lo: int, n: int, path):
