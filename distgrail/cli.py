@@ -447,7 +447,8 @@ def build_parser() -> argparse.ArgumentParser:
     sp.add_argument("pairs", nargs="?", help="pairs file: 'u v' per line (.gz ok), split at tabs in a .tsv and at "
                     "commas in a .csv (node labels with blanks), or .npy (k, 2); or 'bundled'; a "
                     "third column 0/1 ('u v answer', .npy (k, 3)) is the expected answer: the pairs whose answer "
-                    "differs are counted and the first listed, and the exit status is 3 when any differ")
+                    "differs are counted and the first listed, and the exit status is 3 when any differ (an answers "
+                    "file of -o .tsv/.csv reads so: its header 'u v reachable' is skipped)")
     add_query_args(sp)  # --pair U V, -o (answers by extension), the common options
     add_server_args(sp)  # --server URL: a running `distgrail serve` answers (distgrail/server/)
     sp.set_defaults(func=with_server(with_pair(cmd_query)))

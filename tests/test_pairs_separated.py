@@ -211,3 +211,46 @@ def test_separated_id_pairs_with_comments_blank_lines_and_crlf_read(tmp_path):
     p.write_bytes(b"# u v answer\r\n1\t2\t1\r\n\r\n 3 \t 4\t0 # a\t\tb\r\n")
     q = read_query_pairs(p, n=10)
     assert q.sources.tolist() == [1, 3] and q.targets.tolist() == [2, 4] and q.expected.tolist() == [True, False]
+
+
+@pytest.mark.parametrize("suffix", [".tsv", ".tsv.gz", ".csv.gz"])
+def test_an_answers_file_reads_back_as_pairs_with_their_answers(named, tmp_path, suffix):
+    """``query -o a.tsv`` writes the header ``u v reachable``: the file is a pairs file with expected
+    answers for a later ``query`` (a regression check), its header skipped and the lines counted as
+    written. Names with blanks and one named like a column ("u") read as the nodes they are."""
+    idx, edges = named
+    pairs = tmp_path / "p.tsv"
+    assert main(["pairs", str(idx), "-n", "300", "--seed", "9", "-o", str(pairs), "--quiet"]) == 0
+    out = tmp_path / f"a{suffix}"
+    if suffix.startswith(".csv"):  # (a name with a comma cannot be written to a CSV: its rows without them)
+        rows = [ln.split("\t") for ln in pairs.read_text().splitlines() if "," not in ln]
+        pairs.write_text("".join(f"{u}\t{v}\n" for u, v in rows))
+    assert main(["query", str(idx), str(pairs), "-o", str(out), "--backend", "cpu", "--quiet"]) == 0
+    q = read_query_pairs(out, "str")
+    want = _bfs(edges, q.sources.tolist(), q.targets.tolist())
+    assert q.expected.tolist() == want.tolist() and q.lines[0] == 2 and len(q.sources) > 100
+    assert main(["query", str(idx), str(out), "--backend", "cpu", "--quiet"]) == 0
+    if suffix == ".tsv":  # one answer flipped: told at its line, exit status 3
+        lines = out.read_text().splitlines()
+        u, v, r = lines[4].split("\t")
+        lines[4] = f"{u}\t{v}\t{1 - int(r)}"
+        out.write_text("\n".join(lines) + "\n")
+        assert main(["query", str(idx), str(out), "--backend", "cpu", "--quiet"]) == 3
+        assert read_query_pairs(out, "str").lines.tolist()[3] == 5
+
+
+@pytest.mark.parametrize("suffix", [".tsv", ".csv", ".txt"])
+def test_an_answers_header_over_id_pairs_is_skipped_only_as_written(tmp_path, suffix):
+    """Id pairs under the answers header (any separator, after comments) read with their line
+    numbers; a header of other words is still refused at its line (no header is guessed)."""
+    sep = {".tsv": "\t", ".csv": ",", ".txt": " "}[suffix]
+    path = tmp_path / f"a{suffix}"
+    path.write_text(f"# answers\n\nu{sep}v{sep}reachable\n0{sep}1{sep}1\n2{sep}3{sep}0\n")
+    q = read_query_pairs(path, n=10)
+    assert q.sources.tolist() == [0, 2] and q.targets.tolist() == [1, 3]
+    assert q.expected.tolist() == [True, False] and q.lines.tolist() == [4, 5]
+    path.write_text(f"u{sep}v{sep}reachable\n0{sep}1\n")  # (two columns under it: read as two columns)
+    q = read_query_pairs(path, n=10)
+    assert q.sources.tolist() == [0] and q.expected is None
+    _refused_at(path, f"u{sep}v{sep}answer\n0{sep}1{sep}1\n", 1, "non-negative integer, got .u.", n=10)
+    _refused_at(path, f"u{sep}v{sep}reachable\n0{sep}1{sep}2\n", 2, "answer 0 or 1", n=10)

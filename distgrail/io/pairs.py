@@ -116,10 +116,11 @@ def read_query_pairs(path, labels: str | None = None, n: int | None = None, know
     text = Text(path, data, translate=COMMA_TABLE if comma else None)
     width = _SeparatedIds(sep) if sep != b" " else None  # (a .csv's or .tsv's fields: each one id or answer)
     try:
-        first = _first_pair_line(text)
+        start = answers_header(text.buf, sep)[1]
+        first = _first_pair_line(text, start)
         if len(first.translate(COMMA_TABLE).split() if comma else first.split()) == 3:
-            return _three_columns(text, n, width)
-        u, v, _ = read_columns(text, 0, 2, b"#%", 0, n, what="query pair", exact=True, cap=_CAP, width=width)
+            return _three_columns(text, n, width, start)
+        u, v, _ = read_columns(text, start, 2, b"#%", 0, n, what="query pair", exact=True, cap=_CAP, width=width)
     finally:
         text.close()
     return QueryPairs(path, u.astype(np.int64), v.astype(np.int64))
@@ -364,27 +365,49 @@ def separated_problem(raw: bytes, sep: bytes, want: int | None = None) -> tuple[
     return at, why, want
 
 
-def _first_pair_line(text: Text) -> bytes:
-    """The first line that holds a field (its first 4,096 bytes, comments ``#``/``%`` cut), as
-    stored; empty when none does. Its fields are the columns: two, or three with the expected
-    answers."""
-    pos, size = 0, len(text)
+def _first_field_line(buf, start: int = 0) -> tuple[bytes, int, int]:
+    """``(line, begin, end)``: the first line at or after ``start`` that holds a field (its first
+    4,096 bytes, comments ``#``/``%`` cut, as stored), the offsets of its start and of its line end;
+    ``(b"", size, size)`` when none does."""
+    pos, size = start, len(buf)
     while pos < size:
-        end = text.buf.find(b"\n", pos)
+        end = buf.find(b"\n", pos)
         end = size if end < 0 else end
-        line = bytes(text.buf[pos:min(end, pos + 4096)]).split(b"#")[0].split(b"%")[0]
+        line = bytes(buf[pos:min(end, pos + 4096)]).split(b"#")[0].split(b"%")[0]
         if line.split():
-            return line
+            return line, pos, end
         pos = end + 1
-    return b""
+    return b"", size, size
 
 
-def _three_columns(text: Text, n: int | None, width: Width | None = None) -> QueryPairs:
-    """``u v answer`` lines: pairs, expected answers (0/1) and the line of each pair; ``width``: a
-    comma-separated file's, whose lines must hold three comma fields (``1 2,1`` is refused)."""
+def _first_pair_line(text: Text, start: int = 0) -> bytes:
+    """The first line at or after ``start`` that holds a field (:func:`_first_field_line`). Its
+    fields are the columns: two, or three with the expected answers."""
+    return _first_field_line(text.buf, start)[0]
+
+
+def answers_header(buf, sep: bytes) -> tuple[int, int]:
+    """``(begin, end)``, the offsets of the start of the first line that holds a field and just
+    past it, when that line is exactly the
+    header :func:`~distgrail.io.answers.write_answer_rows` writes (``u v reachable``, its fields
+    split at ``sep`` as a pairs line's, :func:`_label_fields`): an answers file is read back as
+    pairs with their expected answers; ``(0, 0)`` otherwise. No pair line reads so (its third
+    column would be 0 or 1), so no other header is guessed at."""
+    from .answers import COLUMNS
+
+    line, begin, end = _first_field_line(buf)
+    if line and [f.decode("latin-1") for f in _label_fields(line, sep)] == list(COLUMNS):
+        return begin, min(end + 1, len(buf))
+    return 0, 0
+
+
+def _three_columns(text: Text, n: int | None, width: Width | None = None, start: int = 0) -> QueryPairs:
+    """``u v answer`` lines from ``start`` (past a header: :func:`answers_header`): pairs,
+    expected answers (0/1) and the line of each pair; ``width``: a comma-separated file's, whose
+    lines must hold three comma fields (``1 2,1`` is refused)."""
     us, vs, es, lines = [], [], [], []
-    before = 0  # lines before the chunk
-    for offset, data in text.chunks(0):
+    before = bytes(text.buf[:start]).count(b"\n")  # lines before the chunk
+    for offset, data in text.chunks(start):
         if width is not None:
             width.commas(text, offset, len(data))
         ch = Chunk(text, offset, data)
@@ -535,6 +558,9 @@ def _label_pairs(path, data, kind, known) -> QueryPairs:
             data = f.read()
     _no_bom(path, data[:256])
     sep = separator_of(path)
+    at, past = answers_header(data, sep)
+    if past:  # an answers file's header: made a comment (the lines keep their numbers)
+        data = data[:at] + b"#" + data[at + 1:]
     from .label_pairs import clean_label_pairs
 
     got = clean_label_pairs(data, sep, kind)  # (a clean file without a loop per line)
