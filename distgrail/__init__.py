@@ -14,7 +14,7 @@ from __future__ import annotations
 import os
 
 from ._version import __version__
-from .errors import BackendError, DistGrailError, GraphFormatError, IndexFormatError, QueryError
+from .errors import BackendError, DistGrailError, GraphFormatError, IndexFormatError, OutputError, QueryError
 from .gpu.backend import get_backend, gpu_available
 from .build import build_index
 from .config import BuildConfig
@@ -42,6 +42,7 @@ __all__ = [
     "IndexFormatError",
     "BackendError",
     "QueryError",
+    "OutputError",
     "ServerError",
 ]
 

@@ -181,3 +181,15 @@ def test_staging_layout_is_the_one_the_mapped_read_gives(tmp_path, kind):
         return
     q = read_query_pairs(path, n=50, mapped=True)
     assert (interleaved_rows(q.sources, q.targets) is not None) == rows
+
+
+def test_a_file_named_npy_that_is_not_one_is_refused_without_numpys_pickle_advice(tmp_path):
+    """np.load takes a file without NumPy's magic for a pickle and advises loading it unsafely
+    (``allow_pickle=``): the reader names the file and what it starts with instead."""
+    from distgrail.io.pairs import read_query_pairs
+
+    path = tmp_path / "p.npy"
+    path.write_bytes(b"0 1\n2 3\n")
+    with pytest.raises(GraphFormatError, match="not a .npy array: it starts with '0 1") as e:
+        read_query_pairs(path, n=10)
+    assert "pickle" not in str(e.value) and str(path) in str(e.value)

@@ -254,3 +254,17 @@ def test_an_answers_header_over_id_pairs_is_skipped_only_as_written(tmp_path, su
     assert q.sources.tolist() == [0] and q.expected is None
     _refused_at(path, f"u{sep}v{sep}answer\n0{sep}1{sep}1\n", 1, "non-negative integer, got .u.", n=10)
     _refused_at(path, f"u{sep}v{sep}reachable\n0{sep}1{sep}2\n", 2, "answer 0 or 1", n=10)
+
+
+@pytest.mark.parametrize("name", ["p.txt", "p.txt.gz", "p.tsv"])
+@pytest.mark.parametrize("read", [IDS, NAMES_])
+def test_binary_data_is_no_pairs_file(tmp_path, name, read):
+    """An executable or any file with a NUL byte given as pairs is 'binary data', as the graph
+    reader says (was: a carriage return inside line 1, or a label not in the graph)."""
+    import gzip
+
+    data = b"\x7fELF\x02\x01\x01\x00" + bytes(range(256)) * 4
+    path = tmp_path / name
+    path.write_bytes(gzip.compress(data) if name.endswith(".gz") else data)
+    with pytest.raises(GraphFormatError, match="binary data, not a text pairs file: it starts with '.x7fELF"):
+        read_query_pairs(path, **read)

@@ -127,10 +127,14 @@ def read_query_pairs(path, labels: str | None = None, n: int | None = None, know
 
 
 def _no_bom(path, head: bytes) -> None:
-    """A text pairs file starting with a UTF-8 byte order mark is refused (its first id or label
-    would start with U+FEFF: no id, no node of the graph); ``head``: its first line, or more."""
-    from .excerpt import bom_problem
+    """A text pairs file starting with binary data (the graph reader's rule,
+    :func:`~distgrail.io.excerpt.looks_binary`: a NUL byte, an executable, an archive ...) or with a
+    UTF-8 byte order mark (its first id or label would start with U+FEFF: no id, no node of the
+    graph) is refused; ``head``: its first line, or more."""
+    from .excerpt import bom_problem, looks_binary
 
+    if looks_binary(head):
+        raise GraphFormatError(f"binary data, not a text pairs file: it starts with {shown(head)}", path=path)
     bom = bom_problem(head, "a pairs file")
     if bom:
         raise GraphFormatError(bom, path=path, line=1)
@@ -191,6 +195,11 @@ def npy_pairs_array(path) -> np.ndarray:
     """The ``.npy`` pairs file mapped (not read), its shape and type checked: integer, (k, 2) or
     (k, 3)."""
     path = _pairs_file(path)
+    with open(path, "rb") as f:
+        magic = f.read(6)
+    if magic != b"\x93NUMPY":  # (np.load takes any other file for a pickle, and says to load it unsafely)
+        raise GraphFormatError(f"not a .npy array: it starts with {shown(magic)}, not NumPy's magic "
+                               f"'\\x93NUMPY'", path=path)
     try:
         arr = np.load(path, allow_pickle=False, mmap_mode="r")
     except (ValueError, OSError, EOFError, SyntaxError, tokenize.TokenError) as e:
