@@ -283,9 +283,10 @@ def cmd_query(args):
 
 
 def cmd_generate(args):
-    from .io.generate import generate_command, output_format
+    from .io.generate import generate_command, generate_options, output_format
 
     if not _not_rank0(args):
+        generate_options(args)  # (an option for another kind is refused, not ignored)
         output_format(args.output, args.format)  # a name that picks no format is refused first
         outputs_ok(args)
         _emit(args, None, *generate_command(args))
@@ -443,12 +444,12 @@ def build_parser() -> argparse.ArgumentParser:
     sp.set_defaults(func=cmd_index)
 
     sp = sub.add_parser("query", help="answer query pairs with an index")
-    sp.add_argument("index", help="index file")
+    sp.add_argument("index", nargs="?", help="index file (none with --server: its one positional is the pairs file)")
     sp.add_argument("pairs", nargs="?", help="pairs file: 'u v' per line (.gz ok), split at tabs in a .tsv and at "
                     "commas in a .csv (node labels with blanks), or .npy (k, 2); or 'bundled'; a "
                     "third column 0/1 ('u v answer', .npy (k, 3)) is the expected answer: the pairs whose answer "
-                    "differs are counted and the first listed, and the exit status is 3 when any differ (an answers "
-                    "file of -o .tsv/.csv reads so: its header 'u v reachable' is skipped)")
+                    "differs are counted and the first listed, and the exit status is 3 when any differ (so does an "
+                    "answers file of -o .tsv/.csv: its header 'u v reachable' skipped)")
     add_query_args(sp)  # --pair U V, -o (answers by extension), the common options
     add_server_args(sp)  # --server URL: a running `distgrail serve` answers (distgrail/server/)
     sp.set_defaults(func=with_server(with_pair(cmd_query)))
@@ -464,19 +465,18 @@ def build_parser() -> argparse.ArgumentParser:
     sp = sub.add_parser("generate", help="write a generated test graph")
     sp.add_argument("kind", choices=KINDS + ("rmat",))
     sp.add_argument("-n", type=int, default=None, help="vertices (paper, scale-free, layered)")
-    sp.add_argument("--degree", type=float, default=10, help="average out-degree (default 10)")
+    sp.add_argument("--degree", type=float, default=None, help="paper, scale-free, layered: average out-degree (default 10)")
     sp.add_argument("--levels", type=int, default=None, help="layered: number of levels (default n/10)")
     sp.add_argument("--seed", type=int, default=0, help="generator seed (default 0): same seed, same graph")
     sp.add_argument("--scale", type=int, default=None, help="rmat: 2^SCALE vertices")
-    sp.add_argument("--edge-factor", type=int, default=16, help="rmat: EDGE_FACTOR * 2^SCALE edges (default 16)")
+    sp.add_argument("--edge-factor", type=int, default=None, help="rmat: EDGE_FACTOR * 2^SCALE edges (default 16)")
     for q, v, where in (("a", .57, "top-left"), ("b", .19, "top-right"), ("c", .19, "bottom-left; d = 1 - a - b - c")):
-        sp.add_argument(f"-{q}", type=float, default=v, help=f"rmat: {where} quadrant probability (default {v})")
+        sp.add_argument(f"-{q}", type=float, default=None, help=f"rmat: {where} quadrant probability (default {v})")
     sp.add_argument("--threads", type=int, default=None, help="rmat: threads (default all cores; same graph)")
     sp.add_argument("-o", "--output", required=True,
                     help=".gra, .mtx (Matrix Market), .h5/.hdf5, or an edge list of blank-separated ids (.txt, .el, "
-                         ".edges, .edgelist; .tsv and .csv are refused)")
-    sp.add_argument("--format", choices=OUTPUT_FORMATS, default="auto",
-                    help="output format (default auto: by the extension)")
+                         ".edges, .edgelist; .tsv and .csv are refused); rmat: an edge list or .h5 only")
+    sp.add_argument("--format", choices=OUTPUT_FORMATS, default="auto", help="output format (default auto: by the extension)")
     common_options(sp, backend=False)
     sp.set_defaults(func=cmd_generate)
 

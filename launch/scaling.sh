@@ -19,7 +19,7 @@ here=$(cd "$(dirname "$0")/.." && pwd)
 PY=${PYTHON:-python3}
 [ -x "$here/.venv/bin/python" ] && PY="$here/.venv/bin/python"
 if [ -x "$here/.venv/bin/mpiexec" ]; then MPIEXEC="$here/.venv/bin/mpiexec"; else MPIEXEC=${MPIEXEC:-mpirun}; fi
-export NCCL_NVLS_ENABLE=${NCCL_NVLS_ENABLE:-0}   # NVLink multicast off (ECOSYSTEM.md)
+export NCCL_NVLS_ENABLE=${NCCL_NVLS_ENABLE:-0}   # NVLink multicast off (README.md, "Running under MPI")
 extra=()
 if "$MPIEXEC" --version 2>&1 | grep -qi "open mpi"; then
     export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_btl=^ofi

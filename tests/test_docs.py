@@ -233,9 +233,17 @@ def test_readme_index_table_lists_the_attributes_a_new_index_holds(tmp_path):
 
     import distgrail
 
+    from distgrail.cli import main
+
     distgrail.build_index(distgrail.bundled_graph(), dims=2, backend="cpu", output=str(tmp_path / "k.h5"))
     with h5py.File(tmp_path / "k.h5") as f:
         attrs = set(f.attrs)
+    assert main(["convert", str(tmp_path / "k.h5"), "--layout", "split", "--parts", "2", "-o", str(tmp_path / "s.h5"),
+                 "--quiet"]) == 0
+    with h5py.File(tmp_path / "s.h5") as f:  # (a split index's main file: the same and its layout's)
+        split = set(f.attrs)
+    assert attrs < split
+    attrs |= split
     row = next(ln for ln in _readme().splitlines() if ln.startswith("| `/` attrs"))
     listed = {m.split("=")[0] for m in re.findall(r"`([a-z_0-9]+)(?:=[^`]*)?`", row)}
     older = set(re.findall(r"files of earlier releases: `([a-z_0-9]+)`", row))

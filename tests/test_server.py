@@ -362,10 +362,9 @@ def test_cli_query_server_writes_what_the_local_query_writes(server, kegg, tmp_p
     assert (tmp_path / "a.txt").read_bytes() == (tmp_path / "b.txt").read_bytes()
     bad = tmp_path / "bad.txt"
     bad.write_text("0 1\n2 5000\n")
-    out = [subprocess.run([sys.executable, "-m", "distgrail", "query", *where, str(bad), "-o", str(tmp_path / o),
-                           "--backend", "cpu"], capture_output=True, text=True, env=_env(DISTGRAIL_TOKEN=TOKEN),
-                          timeout=60)
-           for where, o in ((("--server", server.url), "c.txt"), ((path,), "d.txt"))]
+    out = [subprocess.run([sys.executable, "-m", "distgrail", "query", *where, str(bad), "-o", str(tmp_path / o), *local],
+                          capture_output=True, text=True, env=_env(DISTGRAIL_TOKEN=TOKEN), timeout=60)
+           for where, o, local in ((("--server", server.url), "c.txt", ()), ((path,), "d.txt", ("--backend", "cpu")))]
     assert [o.returncode for o in out] == [2, 2]  # the file and line named, as the local query does (issue 44)
     assert out[0].stderr == out[1].stderr == f"distgrail: error: {bad}:2: vertex id out of range 0..3616, got '5000'\n"
     assert not (tmp_path / "c.txt").exists()
@@ -373,7 +372,7 @@ def test_cli_query_server_writes_what_the_local_query_writes(server, kegg, tmp_p
     answers = np.array((tmp_path / "b.txt").read_text().split()[:50]) == "1"
     s, t = kegg[2][:50], kegg[3][:50]
     three.write_text("".join(f"{u} {v} {int(a) ^ (k == 7)}\n" for k, (u, v, a) in enumerate(zip(s, t, answers))))
-    out = [subprocess.run([sys.executable, "-m", "distgrail", "query", *where, str(three), "--backend", "cpu", "--json"],
+    out = [subprocess.run([sys.executable, "-m", "distgrail", "query", *where, str(three), "--json"],
                           capture_output=True, text=True, env=_env(DISTGRAIL_TOKEN=TOKEN), timeout=60)
            for where in (("--server", server.url), (path,))]
     assert [o.returncode for o in out] == [3, 3], [o.stderr for o in out]

@@ -307,10 +307,30 @@ def output_format(path, fmt: str = "auto") -> str:
                          f"({', '.join(EXTENSIONS)})")
 
 
+#: ``generate``'s options by the kinds they shape (``(attribute, flag, kinds, default)``): one given
+#: for another kind is refused, not ignored
+GENERATE_OPTIONS = (("n", "-n", KINDS, None), ("degree", "--degree", KINDS, 10.0),
+                    ("levels", "--levels", ("layered",), None), ("scale", "--scale", ("rmat",), None),
+                    ("edge_factor", "--edge-factor", ("rmat",), 16), ("a", "-a", ("rmat",), .57),
+                    ("b", "-b", ("rmat",), .19), ("c", "-c", ("rmat",), .19), ("threads", "--threads", ("rmat",), None))
+
+
+def generate_options(args) -> None:
+    """Refuse an option ``args`` gives that does not shape ``args.kind``'s graph (``generate paper
+    --scale 3`` wrote a paper DAG of the default size with exit 0), then set the defaults of
+    those left out (:data:`GENERATE_OPTIONS`)."""
+    for attr, flag, kinds, default in GENERATE_OPTIONS:
+        if getattr(args, attr, None) is None:
+            setattr(args, attr, default)
+        elif args.kind not in kinds:
+            raise DistGrailError(f"generate {args.kind}: {flag} is for generate {', '.join(kinds)}, "
+                                 f"not {args.kind}")
+
+
 def generate_command(args):
     """``distgrail generate KIND``: generate, write in the output's format; returns (JSON summary,
-    the line for humans). The command line has checked the output path
-    (:func:`distgrail.cli_common.outputs_ok`, after :func:`output_format`)."""
+    the line for humans). The command line has checked the options (:func:`generate_options`) and
+    the output path (:func:`distgrail.cli_common.outputs_ok`, after :func:`output_format`)."""
     import time
 
     from .writers import write_graph

@@ -129,10 +129,21 @@ def with_server(cmd_query):
         if getattr(args, "server", None) is None:
             if getattr(args, "token_file", None) is not None:
                 raise QueryError("--token-file is for --server URL")
+            if args.index is None:  # (optional for argparse: with --server the one positional is the pairs)
+                raise QueryError("give the index file: distgrail query INDEX PAIRS, or INDEX --pair U V "
+                                 "(or --server URL PAIRS)")
             return cmd_query(args)
         if args.pair is not None:
             raise QueryError("--pair asks the index file; with --server give a pairs file: "
                              "distgrail query --server URL PAIRS")
+        if args.index is None:
+            raise QueryError("give the pairs file: distgrail query --server URL PAIRS")
+        local = [flag for flag, given in (("--backend", getattr(args, "backend", "auto") not in (None, "auto")),
+                                          ("--partition", getattr(args, "partition", "auto") not in (None, "auto")),
+                                          ("--share-gpus", getattr(args, "share_gpus", False))) if given]
+        if local:  # (the server's own options chose its device and ranks: these would be ignored)
+            raise QueryError(f"{' and '.join(local)} with --server: the server answers on its own backend and "
+                             f"ranks (set them on 'distgrail serve')")
         if args.pairs is not None:  # argparse gave the one positional to INDEX
             raise QueryError(f"with --server give only the pairs file (the server has its index), got "
                              f"{args.index} {args.pairs}")
