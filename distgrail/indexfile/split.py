@@ -59,6 +59,7 @@ import numpy as np
 
 from ..errors import DistGrailError, IndexFormatError
 from ..io.atomic import atomic_path, provisional
+from ..io.h5attrs import create_h5, flushed
 from .layout import BUILD_ATTR, LIBVER, PART_FORMAT, block_size, crc32, crc_pool, join_pieces, part_name, pieces, \
     split_build, vds_name
 
@@ -139,8 +140,6 @@ class PartFile:
     place) and, should the index fail after that, :meth:`remove`."""
 
     def __init__(self, path, r: int, parts: int, build_id: str, nbytes: int, hold: bool = True):
-        import h5py
-
         from .write import BlockWrites, root_attrs_of
 
         self.path = part_name(path, r, build_id)
@@ -150,7 +149,7 @@ class PartFile:
         try:
             tmp = self._stack.enter_context(atomic_path(self.path, int(nbytes) + (64 << 10)))
             self.pool = self._stack.enter_context(crc_pool())
-            self.f = self._stack.enter_context(h5py.File(tmp, "w", libver=LIBVER, track_order=False))
+            self.f = self._stack.enter_context(create_h5(tmp, LIBVER))
             self.blocks = self._stack.enter_context(BlockWrites(tmp, self.pool))  # left before the file closes
             root_attrs_of(self.f, (("format", PART_FORMAT), (BUILD_ATTR, build_id), ("part", int(r)),
                                    ("parts", int(parts)), ("index", os.path.basename(os.fspath(path)))))
@@ -213,10 +212,15 @@ class PartFile:
             if self.hold:  # (a signal before the main file is in place removes it; held before the
                 provisional(self.path, True)  # rename, so that no signal finds it in place unheld)
             try:
+                try:
+                    flushed(self.f)  # (a failed write raises here, not in a destructor: io.h5attrs)
+                except BaseException:
+                    self._stack.__exit__(*sys.exc_info())  # (the part removed; its OutputError raised)
+                    raise
                 self._stack.close()
-            except BaseException:
+            except BaseException as e:
                 provisional(self.path, False)
-                raise
+                raise _named(self.path, e) if isinstance(e, OSError) else e
             return
         try:
             raise IndexFormatError("the part was dropped")

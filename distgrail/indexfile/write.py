@@ -64,7 +64,7 @@ import numpy as np
 
 from ..errors import DistGrailError
 from ..io.atomic import atomic_path
-from ..io.h5attrs import put_attr as _put_attr
+from ..io.h5attrs import create_h5, flushed, put_attr as _put_attr
 from .layout import (ATTRS, BUILD_ATTR, FORMAT, FORMAT_VERSION, LIBVER, PART_FORMAT, SEAL, block_crcs, block_size, crc32,
                      can_write_in_blocks, crc_pool, dataset_order, datasets_seal, entry, pieces, remove_parts,
                      replaced_split, stored_types)
@@ -117,15 +117,13 @@ def write_index_file(path, meta: dict, arrays: dict, virtual=None, split_attrs=(
 
 def _write_file(path, meta, arrays, types, names, virtual=None, split_attrs=(), settles=(), landed=None,
                 ready=None) -> None:
-    import h5py
 
     virtual = virtual or {}
     size = sum(int(np.prod(np.shape(a), dtype=np.int64)) * np.dtype(types.get(k, _dtype(a))).itemsize
                for k, a in arrays.items()) + (64 << 10)
     with atomic_path(path, size, settles, landed) as tmp, crc_pool() as pool:
         crcs = {}
-        with h5py.File(tmp, "w", libver=LIBVER, track_order=False) as f, \
-                BlockWrites(tmp, pool) as blocks:  # left before the file closes: every block has landed
+        with create_h5(tmp, LIBVER) as f, BlockWrites(tmp, pool) as blocks:  # (left before the file closes)
             root_attrs(f, meta)
             root_attrs_of(f, split_attrs)
             for name in names:  # contiguous, unfiltered: written while the pool checksums
@@ -152,6 +150,7 @@ def _write_file(path, meta, arrays, types, names, virtual=None, split_attrs=(), 
                 f.create_dataset(name, data=data, track_times=False)
                 del data
             seal_datasets(f, crcs, names)
+            flushed(f)  # (a failed write raises here, not in a destructor: io.h5attrs)
 
 
 def root_attrs(f, meta: dict) -> None:
@@ -199,7 +198,6 @@ class EarlyIndexFile:
     ``types``: the dtypes of datasets without a stored type (an extra stage's, its own)."""
 
     def __init__(self, path, meta: dict, shapes: dict, types: dict | None = None):
-        import h5py
 
         types = {**(types or {}), **stored_types(meta)}
         self.path = os.fspath(path)
@@ -217,7 +215,7 @@ class EarlyIndexFile:
             tmp = self._stack.enter_context(atomic_path(path, size + (64 << 10), landed=lambda: remove_parts(
                 self.path, *self.replaced)))  # (the replaced split index's parts go in the rename's step)
             self.pool = self._stack.enter_context(crc_pool())
-            self.f = self._stack.enter_context(h5py.File(tmp, "w", libver=LIBVER, track_order=False))
+            self.f = self._stack.enter_context(create_h5(tmp, LIBVER))
             self.blocks = self._stack.enter_context(BlockWrites(tmp, self.pool))  # left before the file closes
             root_attrs(self.f, meta)
             for name in self.names:  # every dataset's storage allocated now, in write_index_file's order
@@ -284,6 +282,7 @@ class EarlyIndexFile:
             if self.meta.get("source_digest") == PENDING_DIGEST:
                 _rewrite_attr(self.f, "source_digest", str(meta["source_digest"]))
             seal_datasets(self.f, self.crcs, self.names)
+            flushed(self.f)
         except BaseException:
             self._stack.__exit__(*sys.exc_info())
             raise

@@ -40,7 +40,7 @@ from ..gpu.memory import max_in_pieces, min_in_pieces, scan_in_pieces
 from .graph import EdgeGraph, id_dtype
 from .atomic import atomic_path
 from .digest import split_digest
-from .h5attrs import attr_text, put_attr
+from .h5attrs import attr_text, create_h5, flushed, put_attr
 
 __all__ = ["dataset_of", "vertex_count", "check_edge_count", "write_binary_graph", "write_binary_csr", "read_binary_graph", "read_condensation",
            "GRAPH_FORMAT", "GRAPH_FORMAT_VERSION", "refuse_node_labels"]
@@ -150,7 +150,6 @@ def _descriptor(d) -> int | None:
 def write_binary_csr(path, n: int, indptr, indices, name: str = "", digest: str = "", dag=None) -> None:
     """Write a CSR (successors sorted and distinct) and optionally its condensation ``dag``;
     ``digest``: the source file's, ``"algorithm:hex"`` (:mod:`distgrail.io.digest`)."""
-    import h5py
 
     m = int(indices.size)
     if indptr.shape != (n + 1,) or int(indptr[-1]) != m:
@@ -161,7 +160,7 @@ def write_binary_csr(path, n: int, indptr, indices, name: str = "", digest: str 
     if dag is not None:
         size += sum(getattr(v, "nbytes", 0) for v in vars(dag).values())
     with atomic_path(os.fspath(path), size) as tmp:
-        with h5py.File(tmp, "w") as f:
+        with create_h5(tmp) as f:
             algorithm, hexd = split_digest(digest)
             # strings fixed-length, as an index file's (a variable-length one lives in HDF5's global
             # heap, whose damage can hang the reader); files of earlier releases still read
@@ -177,6 +176,7 @@ def write_binary_csr(path, n: int, indptr, indices, name: str = "", digest: str 
             f.attrs[_TIE] = np.uint32(csr_crc)
             if dag is not None:
                 _write_dag(f, dag, csr_crc)
+            flushed(f)  # (a failed write raises here, not in a destructor: io.h5attrs)
 
 
 def _write_dag(f, dag, csr_crc: int) -> None:
