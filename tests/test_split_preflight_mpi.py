@@ -109,3 +109,39 @@ def test_the_command_line_exits_2_on_every_rank_with_one_message(tmp_path, n):
     assert r.returncode == 2 and r.stderr.count("distgrail: error:") == 1 and want in r.stderr, (r.returncode, r.stderr)
     assert "Traceback" not in r.stderr and "MPI_Abort" not in r.stderr + r.stdout
     assert os.listdir(tmp_path / "out") == [] and os.listdir(tmp_path / "elsewhere") == []
+
+
+LIMITED = """
+import os, resource, sys
+from mpi4py import MPI
+comm = MPI.COMM_WORLD
+if comm.Get_rank() == comm.Get_size() - 1:  # (after MPI's start: its shared-memory files are made)
+    resource.setrlimit(resource.RLIMIT_FSIZE, (64 << 10, resource.getrlimit(resource.RLIMIT_FSIZE)[1]))
+from distgrail.cli import main
+sys.exit(main(["index", sys.argv[1], "-o", sys.argv[2], "--backend", "cpu", "--quiet", *sys.argv[3:]]))
+"""
+
+
+@pytest.mark.skipif(not os.access(MPIEXEC, os.X_OK), reason=f"no {MPIEXEC} (PyPI mpich)")
+@pytest.mark.parametrize("n,extra", [(2, []), (3, ["--partition", "on"])])
+def test_a_part_write_failing_on_one_rank_ends_every_rank_with_exit_2(tmp_path, n, extra):
+    """The last rank's part write fails past its file-size limit (a full disk on its node): closing
+    the dropped part failed again and that new error replaced the one every rank shared, so rank 0
+    waited in a barrier for ever (a fuzzing reviewer, session 41). Exit 2 with one message, the
+    index that was there kept, nothing else left."""
+    from distgrail.cli import main
+
+    graph, out = tmp_path / "g.txt", tmp_path / "out" / "idx.h5"
+    assert main(["generate", "rmat", "--scale", "13", "-o", str(graph), "--quiet"]) == 0
+    out.parent.mkdir()
+    out.write_bytes(b"the index before")
+    script = tmp_path / "run.py"
+    script.write_text(LIMITED)
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("PMI_", "OMPI_", "HYDRA_", "MPI_", "SLURM_"))}
+    env.update(MPIEXEC_TIMEOUT="120", PYTHONPATH=os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    r = subprocess.run([MPIEXEC, "-n", str(n), sys.executable, "-m", "mpi4py", str(script), str(graph), str(out), *extra],
+                       env=env, capture_output=True, text=True, timeout=200)
+    assert r.returncode == 2 and r.stderr.count("distgrail: error:") == 1, (r.returncode, r.stderr)
+    assert f"rank {n - 1}, writing part {n - 1} of the index {out}" in r.stderr and "File too large" in r.stderr
+    assert "Traceback" not in r.stderr and "MPI_Abort" not in r.stderr + r.stdout
+    assert os.listdir(out.parent) == ["idx.h5"] and out.read_bytes() == b"the index before"

@@ -225,7 +225,9 @@ class PartFile:
         try:
             raise IndexFormatError("the part was dropped")
         except IndexFormatError:
-            self._stack.__exit__(*sys.exc_info())
+            with contextlib.suppress(Exception):  # (dropped: closing it may fail as its write did; the
+                self._stack.__exit__(*sys.exc_info())  # temporary goes all the same, and no new error
+                # replaces the one every rank shares: under MPI it would leave the others waiting)
 
     def remove(self) -> None:
         """Remove the part put in place (the index it belongs to failed after it)."""

@@ -295,7 +295,8 @@ class EarlyIndexFile:
         try:
             raise DistGrailError("the early index write was dropped")
         except DistGrailError:
-            self._stack.__exit__(*sys.exc_info())
+            with contextlib.suppress(Exception):  # (dropped: closing it may fail as its write did; the
+                self._stack.__exit__(*sys.exc_info())  # temporary goes all the same, no new error)
 
 
 def remove_orphans(path, keep=()) -> list:
