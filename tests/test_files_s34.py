@@ -311,6 +311,35 @@ def test_the_probe_tells_a_crash_a_hang_and_a_refusal(tmp_path, monkeypatch):
     probe._probed.cache_clear()
 
 
+@pytest.mark.parametrize("interpreter,says", [("/nonexistent/python", "could not start /nonexistent/python"),
+                                              ("/bin/false", "/bin/false exited with status 1")])
+def test_a_probe_that_cannot_run_fails_closed(tmp_path, monkeypatch, interpreter, says):
+    """A fresh interpreter that cannot start (no process left, no memory) or exits otherwise let
+    the main file through unchecked, and HDF5 then looped for ever on a damaged one (a fuzzing
+    reviewer, session 41): the open is refused, saying the check could not run, and tried again
+    the next time; the probe's own refusal (HDF5's error: exit 3) still lets the real open name it."""
+    from distgrail.errors import IndexFormatError
+    from distgrail.indexfile import probe
+
+    idx = _small()
+    split = str(tmp_path / "s.h5")
+    write_split_index(split, idx.meta, idx.arrays, parts=2)
+    monkeypatch.setattr(probe, "_may_fork", lambda: False)
+    monkeypatch.setattr(sys, "executable", interpreter)
+    probe._probed.cache_clear()
+    with pytest.raises(IndexFormatError) as e:
+        distgrail.open_index(split)
+    assert "s.h5: the split index's main file could not be checked in another process" in str(e.value)
+    assert says in str(e.value)
+    monkeypatch.undo()
+    monkeypatch.setattr(probe, "_may_fork", lambda: False)
+    assert distgrail.open_index(split).n == idx.n  # (the failed check was not kept)
+    monkeypatch.setattr(probe, "_PROBE", probe._PROBE.replace("    import h5py", "    raise OSError('no')\n    import h5py"))
+    probe._probed.cache_clear()
+    assert probe.check_main_file(split) is None
+    probe._probed.cache_clear()
+
+
 def test_convert_and_update_report_the_parts_written_not_asked(tmp_path):
     """``--parts`` above the rows is capped (no empty part file): ``convert`` and ``update`` say how
     many were written, in their JSON and their line."""

@@ -174,6 +174,20 @@ def test_a_missing_part_is_named(split_index):
     _refused(split_index, os.path.basename(p), "missing", "convert")
 
 
+@pytest.mark.parametrize("kind,says", [("fifo", "a FIFO (named pipe)"), ("dir", "a directory")])
+def test_a_part_that_is_no_regular_file_is_named_not_waited_on(split_index, kind, says):
+    """A FIFO in a part's place blocked every reader's open of it for ever (query, info, convert,
+    update, pairs, under MPI too: a fuzzing reviewer, session 41); a directory there was
+    '[Errno 21] Is a directory: 9'. Run in a child with a time limit: before, it never ended."""
+    p = index_parts(split_index)[1]
+    os.remove(p)
+    os.mkfifo(p) if kind == "fifo" else os.mkdir(p)
+    r = _python(f"import distgrail\ntry:\n    distgrail.open_index({split_index!r})\nexcept Exception as e:\n"
+                f"    print(type(e).__name__, e)", timeout=60)
+    assert r.stdout.startswith("IndexFormatError ") and os.path.basename(p) in r.stdout, r
+    assert f"is {says}, not a regular file" in r.stdout and "damaged index" in r.stdout, r.stdout
+
+
 def test_a_main_file_moved_without_its_parts_is_refused(split_index, tmp_path):
     (tmp_path / "elsewhere").mkdir()
     moved = str(tmp_path / "elsewhere" / "idx.h5")

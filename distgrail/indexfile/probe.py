@@ -60,6 +60,10 @@ def check_main_file(path) -> None:
     if not stat.S_ISREG(st.st_mode) or not _split(path):
         return
     why = _probed(os.path.realpath(path), st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns)
+    if why.startswith(_UNCHECKED):
+        _probed.cache_clear()  # (the next open tries again)
+        raise IndexFormatError(f"{path}: the split index's main file {why}, which opening it safely needs (HDF5 can "
+                               f"crash or loop on a damaged one); try again (a limit on processes or memory?)")
     if why:
         raise IndexFormatError(f"{path}: damaged index: HDF5 {why} opening the main file's virtual datasets (their "
                                f"mappings to the part files are damaged); write the index again")
@@ -183,20 +187,38 @@ def _quiet_child() -> None:
     os.dup2(null, 2)
 
 
+#: the fresh interpreter's exit status when HDF5 refused the file (an error the real open names);
+#: any status but this and 0 is a probe that did not run (no h5py there, another program)
+_REFUSED = 3
+
+
 def _spawned_probe(path) -> str:
-    """:data:`_PROBE` of ``path`` in a fresh interpreter: "" when it exited, else how it ended."""
+    """:data:`_PROBE` of ``path`` in a fresh interpreter: "" when HDF5 opened the file there or
+    refused it (:data:`_REFUSED`: the real open names why), else how it ended. A probe that could
+    not run (no process or interpreter to start, an interpreter that exits otherwise) fails the
+    check: letting the file through would let HDF5 crash or loop in this process
+    (:func:`check_main_file`)."""
     import subprocess
     import sys
 
+    code = (_PROBE + "\nimport sys\ntry:\n    probe(sys.argv[1])\nexcept Exception:\n"
+            f"    sys.exit({_REFUSED})\n")
     try:
-        r = subprocess.run([sys.executable, "-c", _PROBE + "\nimport sys\nprobe(sys.argv[1])\n", path],
-                           stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-                           timeout=PROBE_SECONDS, env={**os.environ, "PYTHONFAULTHANDLER": ""})
+        r = subprocess.run([sys.executable, "-c", code, path], stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                           stderr=subprocess.DEVNULL, timeout=PROBE_SECONDS, env={**os.environ, "PYTHONFAULTHANDLER": ""})
     except subprocess.TimeoutExpired:
         return f"did not finish in {PROBE_SECONDS} s"
-    except OSError:  # (no interpreter to start: the probe is skipped)
+    except OSError as e:
+        return f"{_UNCHECKED} (could not start {sys.executable}: {e.strerror})"
+    if r.returncode in (0, _REFUSED):
         return ""
-    return _ended(-r.returncode if r.returncode < 0 else None)
+    if r.returncode < 0:
+        return _ended(-r.returncode)
+    return f"{_UNCHECKED} ({sys.executable} exited with status {r.returncode})"
+
+
+#: how a probe that could not run begins (:func:`check_main_file` says so, not "damaged")
+_UNCHECKED = "could not be checked in another process"
 
 
 def _ended(sig) -> str:

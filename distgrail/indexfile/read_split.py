@@ -16,6 +16,7 @@ import threading
 import numpy as np
 
 from ..errors import IndexFormatError
+from ..io.regular import special_kind
 from .layout import BUILD_ATTR, PART_FORMAT, crc32, from_vds_name, join_pieces, pieces, read_block
 
 __all__ = ["read_virtual", "deferred_spans", "PartFiles"]
@@ -50,6 +51,10 @@ class PartFiles:
         for part in parts:
             if part in self.fds:
                 continue
+            kind = "a directory" if os.path.isdir(part) else special_kind(part)
+            if kind is not None:  # (a FIFO would block the open for ever)
+                raise IndexFormatError(f"{path}: the part {os.path.basename(part)} of this split index is {kind}, not "
+                                       f"a regular file (in {os.path.dirname(part)}): damaged index; write it again")
             if not os.path.exists(part):
                 raise IndexFormatError(f"{path}: the part {os.path.basename(part)} of this split index is missing "
                                        f"(looked in {os.path.dirname(part)}): a split index is its main file and its "
