@@ -17,6 +17,7 @@ import time
 from ._version import __version__
 from .cli_common import (comm_of, common_options, input_digest, outputs_ok, outputs_ok_everywhere, process_age,
                          resolve_bundled)
+from .cli_exit import quick_exit  # noqa: F401 - the end of python -m distgrail (tests import it here)
 from .errors import DistGrailError
 
 __all__ = ["main"]
@@ -555,45 +556,6 @@ def main(argv=None) -> int:
             end_job(comm, text, status)
         print(text, file=sys.stderr)
         return status
-
-
-def quick_exit(status) -> None:
-    """End the process with ``status`` once a command has run (``python -m distgrail``): stdout and
-    stderr flushed, MPI finalized where it is initialized, then ``os._exit``, or under MPI the C
-    library's ``exit``, whose handlers are the MPI library's too (MPICH ends its PMI session with
-    the launcher in one: a rank ending without it is taken for a crash, and the launcher kills the
-    ranks still running). The interpreter's teardown (every module and array freed, CuPy's memory
-    pools one allocation at a time) is work the operating system does at once; under MPI it is
-    paid by every rank before the launcher returns. Every output is closed by then (each is
-    written under a temporary name and renamed when complete). ``DISTGRAIL_FAST_EXIT=off``:
-    ``sys.exit``. Does not return."""
-    from . import settings
-
-    status = 0 if status is None else status
-    try:
-        fast = settings.get("DISTGRAIL_FAST_EXIT")
-    except DistGrailError:
-        fast = True
-    if not fast or not isinstance(status, int):
-        sys.exit(status)
-    for stream in (sys.stdout, sys.stderr):
-        try:
-            stream.flush()
-        except (OSError, ValueError):  # a reader gone or a closed stream: nothing more to say there
-            pass
-    MPI = sys.modules.get("mpi4py.MPI")
-    if MPI is not None:
-        try:
-            if MPI.Is_initialized() and not MPI.Is_finalized():
-                MPI.Finalize()
-            used = MPI.Is_initialized()  # (true after MPI_Finalize too)
-        except Exception:  # noqa: BLE001 - an MPI that cannot finalize: Python's own exit then
-            sys.exit(status)
-        if used:
-            import ctypes
-
-            ctypes.CDLL(None).exit(status & 0xFF)
-    os._exit(status)
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -68,7 +68,7 @@ LAYERS = [
     (4, "the build's configuration and one-process pipeline", ["config", "placement", "preflight"]),
     (5, "across MPI ranks", ["mpi"]),
     (6, "the public build, and edge insertions into a built index", ["build", "update"]),
-    (7, "entry points: command line, server, benchmarks", ["cli", "cli_common", "cli_entry", "cli_output", "cli_pairs",
+    (7, "entry points: command line, server, benchmarks", ["cli", "cli_common", "cli_entry", "cli_exit", "cli_output", "cli_pairs",
                                                             "cli_parser", "cli_update", "server", "benchmarks",
                                                             "*.__main__"]),
 ]

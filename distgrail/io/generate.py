@@ -316,9 +316,9 @@ GENERATE_OPTIONS = (("n", "-n", KINDS, None), ("degree", "--degree", KINDS, 10.0
 
 
 def generate_options(args) -> None:
-    """Refuse an option ``args`` gives that does not shape ``args.kind``'s graph (``generate paper
-    --scale 3`` wrote a paper DAG of the default size with exit 0), then set the defaults of
-    those left out (:data:`GENERATE_OPTIONS`)."""
+    """Refuse an option ``args`` gives that does not shape ``args.kind``'s graph (ignored, it
+    would let the user think it did), then set the defaults of those left out
+    (:data:`GENERATE_OPTIONS`)."""
     for attr, flag, kinds, default in GENERATE_OPTIONS:
         if getattr(args, attr, None) is None:
             setattr(args, attr, default)
