@@ -74,7 +74,7 @@ def _legacy_copy(src, dst):
     """The same index as an earlier release wrote it: fletcher32 on chunks of <= 256 KiB, no crc32."""
     with h5py.File(src, "r") as f, h5py.File(dst, "w", libver=("earliest", "v110")) as g:
         for k, v in f.attrs.items():
-            if k != "crc32_of_datasets":  # the seal came after the fletcher32 releases
+            if k not in ("crc32_of_datasets", "blake3_of_attributes"):  # the seals came after the fletcher32 releases
                 g.attrs[k] = v
 
         def copy(name, obj):
@@ -204,12 +204,15 @@ def _put(f, name, data):
 
 
 def _reseal(f):
-    """The root's crc32_of_datasets for the datasets ``f`` holds now, as the writer computes it."""
-    from distgrail.indexfile import SEAL, datasets_seal, entry
+    """The root's crc32_of_datasets for the datasets ``f`` holds now, and its blake3_of_attributes,
+    as the writer computes them (a tampering that reaches the value checks behind the seals)."""
+    from distgrail.indexfile import ATTRS_SEAL, SEAL, datasets_seal, entry
+    from distgrail.indexfile.layout import attributes_seal
 
     names = []
     f.visititems(lambda n, o: names.append(n) if isinstance(o, h5py.Dataset) else None)
     f.attrs[SEAL] = datasets_seal({n: entry(f[n])[0] for n in names})
+    f.attrs[ATTRS_SEAL] = attributes_seal(f.attrs)
 
 
 @pytest.mark.parametrize("name, fn, msg", [

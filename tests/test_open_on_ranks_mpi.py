@@ -78,10 +78,12 @@ def test_wrong_values_are_one_error_on_every_rank(tmp_path_factory):
 
 
 @pytest.mark.mpi(min_size=2)
-def test_a_rank_whose_attributes_differ_checks_its_values_itself(tmp_path_factory):
-    """The seal covers the datasets only: a rank whose file has rank 0's datasets but another root
-    attribute (here n_levels, which a value check reads) runs the value checks itself, and their
-    error is every rank's."""
+@pytest.mark.parametrize("sealed", [True, False])
+def test_a_rank_whose_attributes_differ_checks_its_values_itself(tmp_path_factory, sealed):
+    """The datasets' seal covers the datasets only: a rank whose file has rank 0's datasets but
+    another root attribute (here n_levels, which a value check reads) runs the checks itself, and
+    their error is every rank's: the attributes' seal's, or, in a file of an earlier release
+    without it (``sealed`` False), the value check's."""
     import shutil
 
     from mpi4py import MPI
@@ -97,5 +99,8 @@ def test_a_rank_whose_attributes_differ_checks_its_values_itself(tmp_path_factor
         shutil.copyfile(good, path)
         with h5py.File(path, "r+") as f:
             f.attrs["n_levels"] = int(f.attrs["n_levels"]) + 7
-    with pytest.raises(DistGrailError, match=r"rank 1, checking the index .*edited\.h5: .*n_levels"):
+            if not sealed:
+                del f.attrs["blake3_of_attributes"]
+    why = "its root attributes" if sealed else "n_levels"
+    with pytest.raises(DistGrailError, match=rf"rank 1, (checking|opening) the index .*edited\.h5: .*{why}"):
         open_on_ranks(comm, path)

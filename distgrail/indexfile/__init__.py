@@ -42,7 +42,9 @@ The root attribute ``crc32_of_datasets`` (since this release) seals the set: ``"
 over every dataset's name, type, shape, ``crc32_block`` and ``crc32`` list, sorted by name
 (:func:`datasets_seal`), so a dataset whose checksum attributes were deleted, or a dataset
 removed, added or replaced, is seen. A file that carries it must match it; files written before
-it carry none and get the per-dataset checks above only.
+it carry none and get the per-dataset checks above only. ``blake3_of_attributes`` (written last)
+seals every other root attribute but ``crc32_of_datasets`` the same way (:func:`attributes_seal`): the input's name and
+digest, the seed, the parent rule and the counts, which no dataset checksum covers.
 
 The file is written (:func:`write_index_file`, :class:`EarlyIndexFile`) to a temporary name
 beside the target and renamed when complete, so a failed run leaves nothing.
@@ -56,12 +58,12 @@ process (:mod:`~distgrail.indexfile.probe`): a damaged index too, naming the fil
 
 from __future__ import annotations
 
-from .layout import (ATTRS, CHUNK_BYTES, CRC_BLOCK, FORMAT, FORMAT_VERSION, LIBVER, READ_VERSIONS, SEAL, block_crcs,
-                     block_size, crc_pool, datasets_seal, entry)
+from .layout import (ATTRS, ATTRS_SEAL, CHUNK_BYTES, CRC_BLOCK, FORMAT, FORMAT_VERSION, LIBVER, READ_VERSIONS, SEAL,
+                     attributes_seal, block_crcs, block_size, crc_pool, datasets_seal, entry)
 from .read import EDGE_CHECK_MAX, Deferred, check_index, check_index_path, read_index_file
 from .write import PENDING_DIGEST, EarlyIndexFile, StreamedArray, write_index_file
 
-__all__ = ["FORMAT", "FORMAT_VERSION", "READ_VERSIONS", "CHUNK_BYTES", "CRC_BLOCK", "LIBVER", "ATTRS", "SEAL",
+__all__ = ["FORMAT", "FORMAT_VERSION", "READ_VERSIONS", "CHUNK_BYTES", "CRC_BLOCK", "LIBVER", "ATTRS", "SEAL", "ATTRS_SEAL",
            "read_index_file", "write_index_file", "EarlyIndexFile", "PENDING_DIGEST", "StreamedArray", "Deferred",
            "check_index", "check_index_path", "EDGE_CHECK_MAX", "block_crcs", "block_size", "datasets_seal", "entry",
-           "crc_pool"]
+           "crc_pool", "attributes_seal"]

@@ -35,8 +35,8 @@ from concurrent.futures import ThreadPoolExecutor
 import numpy as np
 
 from ..errors import IndexFormatError
-from .layout import ATTRS, BUILD_ATTR, CRC_BLOCK, FORMAT, READ_VERSIONS, REQUIRED, SEAL, block_crcs, can_read_in_blocks, crc32, \
-    crc_pool, datasets_seal, entry, pieces, read_block
+from .layout import ATTRS, ATTRS_SEAL, BUILD_ATTR, CRC_BLOCK, FORMAT, READ_VERSIONS, REQUIRED, SEAL, block_crcs, can_read_in_blocks, crc32, \
+    crc_pool, attributes_seal, datasets_seal, entry, pieces, read_block
 from .probe import check_main_file
 from .read_split import PartFiles, deferred_spans, read_virtual
 
@@ -157,6 +157,8 @@ def _read_open_file(h5py, f, path, where, fd, parts, pool, defer=()):
             meta[k] = "sha256"
         else:
             meta[k] = _attr(attrs, path, _OLD_DIGEST if old and k == "source_digest" else k, where)
+    where[0] = f"attribute {ATTRS_SEAL!r}"
+    _check_attributes(path, attrs)
     where[0] = f"attribute {SEAL!r}"
     stored = attrs[SEAL] if SEAL in attrs else None
     arrays, crcs, entries, unchecked, fletcher, landed, stats = {}, {}, {}, [], [], {}, {}
@@ -218,6 +220,19 @@ def _legacy_v1(f, ver, stored, crcs, fletcher, arrays) -> bool:
     non-empty datasets lack a checksum is damaged, whatever its format_version says."""
     return (ver == 1 and stored is None and not crcs and not fletcher and _OLD_DIGEST in f.attrs
             and "source_digest" not in f.attrs and set(arrays) <= set(REQUIRED))
+
+
+def _check_attributes(path, attrs) -> None:
+    """A file that carries ``blake3_of_attributes`` must match it over its other root attributes
+    (:func:`~distgrail.indexfile.layout.attributes_seal`; files of earlier releases carry none)."""
+    if ATTRS_SEAL not in attrs:
+        return
+    stored = attrs[ATTRS_SEAL]
+    stored = stored.decode(errors="replace") if isinstance(stored, bytes) else stored
+    if not isinstance(stored, str) or stored != attributes_seal(attrs):
+        raise IndexFormatError(f"{path}: damaged index: its root attributes (the input's name and digest, the seed, the "
+                               f"parent rule, the counts ...) differ from the ones it was written with (root attribute "
+                               f"{ATTRS_SEAL!r})")
 
 
 def _check_seal(path, seal) -> None:

@@ -65,9 +65,9 @@ import numpy as np
 from ..errors import DistGrailError
 from ..io.atomic import atomic_path
 from ..io.h5attrs import create_h5, flushed, put_attr as _put_attr
-from .layout import (ATTRS, BUILD_ATTR, FORMAT, FORMAT_VERSION, LIBVER, PART_FORMAT, SEAL, block_crcs, block_size, crc32,
-                     can_write_in_blocks, crc_pool, dataset_order, datasets_seal, entry, pieces, remove_parts,
-                     replaced_split, stored_types)
+from .layout import (ATTRS, ATTRS_SEAL, BUILD_ATTR, FORMAT, FORMAT_VERSION, LIBVER, PART_FORMAT, SEAL, attributes_seal,
+                     block_crcs, block_size, crc32, can_write_in_blocks, crc_pool, dataset_order, datasets_seal, entry,
+                     pieces, remove_parts, replaced_split, stored_types)
 
 __all__ = ["write_index_file", "EarlyIndexFile", "PENDING_DIGEST", "BlockWrites", "as_type", "StreamedArray",
            "write_streamed", "root_attrs_of", "remove_orphans"]
@@ -180,6 +180,7 @@ def seal_datasets(f, crcs: dict, names) -> None:
         ds.attrs["crc32_block"] = block
         ds.attrs["crc32"] = np.array([x if isinstance(x, int) else x.result() for x in futs], dtype=np.uint32)
     _put_attr(f, SEAL, datasets_seal({name: entry(f[name])[0] for name in names}))
+    _put_attr(f, ATTRS_SEAL, attributes_seal(f.attrs))  # (last: over every other root attribute)
 
 
 def _dtype(a):
