@@ -337,6 +337,12 @@ def test_a_probe_that_cannot_run_fails_closed(tmp_path, monkeypatch, interpreter
     monkeypatch.setattr(probe, "_PROBE", probe._PROBE.replace("    import h5py", "    raise OSError('no')\n    import h5py"))
     probe._probed.cache_clear()
     assert probe.check_main_file(split) is None
+    for failure in ("MemoryError()", "ImportError('no h5py')"):  # (the probe did not run: not HDF5's refusal)
+        monkeypatch.setattr(probe, "_PROBE", probe._PROBE.replace("raise OSError('no')", f"raise {failure}"))
+        probe._probed.cache_clear()
+        with pytest.raises(IndexFormatError, match="could not be checked in another process .*exited with status 1"):
+            distgrail.open_index(split)
+        monkeypatch.setattr(probe, "_PROBE", probe._PROBE.replace(f"raise {failure}", "raise OSError('no')"))
     probe._probed.cache_clear()
 
 

@@ -142,8 +142,12 @@ def test_a_dataset_replaced_by_a_fletcher32_one_breaks_the_seal(small, tmp_path)
         f.create_dataset("vertex/component", data=edited, chunks=edited.shape, fletcher32=True)
     with pytest.raises(IndexFormatError, match=f"damaged index: .*root attribute '{SEAL}'.*removed, added or replaced"):
         distgrail.open_index(q)
-    with h5py.File(q, "r+") as f:  # the same file as a release before the seal wrote it: opens
+    with h5py.File(q, "r+") as f:  # the datasets' seal gone alone: the attributes' seal sees it
         del f.attrs[SEAL]
+    with pytest.raises(IndexFormatError, match="damaged index: its root attributes"):
+        distgrail.open_index(q)
+    with h5py.File(q, "r+") as f:  # the same file as a release before the seals wrote it: opens
+        del f.attrs["blake3_of_attributes"]
     assert distgrail.open_index(q).n == 300
 
 

@@ -131,3 +131,30 @@ def test_leftovers_stay_while_another_process_writes_the_index(tmp_path):
     os.remove(tmp_path / f".idx.h5.tmp-{alive.pid}")
     _reference().save(path)  # (the process is gone: its temporary would be removed as stale too)
     assert os.listdir(tmp_path) == ["idx.h5"]
+
+
+@pytest.mark.parametrize("over", ["nothing", "a split index"])
+def test_a_fifo_named_like_a_part_does_not_block_a_writer(tmp_path, over):
+    """The writers look at every file named like a part of their output once it is in place (a
+    killed build's leftovers, the replaced index's parts): a FIFO there blocked that look for ever,
+    the new index in place and the old main file left as a temporary (a reviewer, session 41). It
+    is no part: left alone, the write ends. Run in a child with a time limit."""
+    graph = tmp_path / "g.txt"
+    graph.write_text("0 1\n1 2\n2 0\n3 4\n")
+    out = tmp_path / "x.h5"
+    if over == "a split index":
+        assert main(["index", str(graph), "-o", str(out), "--backend", "cpu", "--quiet"]) == 0
+        assert main(["convert", str(out), "--layout", "split", "--parts", "2", "-o", str(tmp_path / "s.h5"),
+                     "--quiet"]) == 0
+        out = tmp_path / "s.h5"
+        fifo = index_parts(str(out))[1]
+        os.remove(fifo)
+    else:
+        fifo = str(tmp_path / "x.h5.deadbeef.part0")
+    os.mkfifo(fifo)
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    r = subprocess.run([sys.executable, "-m", "distgrail", "index", str(graph), "-o", str(out), "--backend", "cpu",
+                        "--quiet"], env=dict(os.environ, PYTHONPATH=root), capture_output=True, text=True, timeout=60)
+    assert r.returncode == 0, r.stderr
+    assert distgrail.open_index(out).reachable(0, 2) and os.path.exists(fifo)
+    assert not [n for n in os.listdir(tmp_path) if n.startswith(".")]

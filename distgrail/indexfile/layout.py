@@ -117,13 +117,15 @@ def datasets_seal(entries: dict) -> str:
 
 def attributes_seal(attrs) -> str:
     """``"blake3:<hex>"`` over every root attribute of ``attrs`` (an h5py ``AttributeManager``)
-    but the two seals (:data:`SEAL` checks itself against the datasets): name, type, shape and bytes as HDF5 gives them back, in name order: the
+    but the two seals (:data:`SEAL` checks itself against the datasets; whether it is there is
+    sealed): name, type, shape and bytes as HDF5 gives them back, in name order: the
     root attribute ``blake3_of_attributes``. The datasets' seal covers the arrays; this one the
     provenance (the input's digest and name, the seed, the parent rule, the counts), which a
     flipped byte otherwise changed unnoticed (a fuzzing reviewer, session 41)."""
     import blake3
 
     h = blake3.blake3()
+    h.update(f"{SEAL}: {SEAL in attrs}\n".encode())  # (whether it is there: one byte could drop it)
     for name in sorted(k for k in attrs if k not in (SEAL, ATTRS_SEAL)):
         a = np.asarray(attrs[name])
         h.update(f"{name}\0{a.dtype.str}\0{a.shape}\0".encode())
@@ -285,9 +287,15 @@ def replaced_split(path) -> tuple:
 
 def root_attrs(p, *keys):
     """The root attributes ``keys`` of the HDF5 file ``p`` (None where absent), as text; None when
-    ``p`` is no HDF5 file (its signature at byte 0, or at 512, 1024, ... after a user block);
-    OSError when it cannot be read."""
-    size, at, hdf5 = os.path.getsize(p), 0, False
+    ``p`` is no HDF5 file (its signature at byte 0, or at 512, 1024, ... after a user block) or no
+    regular file (a FIFO named like a part would block the open for ever: the writers' clean-up of
+    parts looks at every such name); OSError when it cannot be read."""
+    import stat
+
+    st = os.stat(p)
+    if not stat.S_ISREG(st.st_mode):
+        return None
+    size, at, hdf5 = st.st_size, 0, False
     with open(p, "rb") as f:
         while at + 8 <= size and not hdf5:
             f.seek(at)

@@ -22,7 +22,8 @@ BUILD_ATTR = "build_id"
 #: seconds HDF5 may take to open a split index's main file in a probe (:func:`check_main_file`)
 PROBE_SECONDS = 30
 #: the probe: every dataset of the file opened, a virtual one's mappings read (what a reader of
-#: the file does before it reads any row); exit status 0 when HDF5 opened them, 1 when it refused
+#: the file does before it reads any row); exit status 0 when HDF5 opened them; when it refused, 1
+#: in a forked child, :data:`_REFUSED` in a fresh interpreter
 _PROBE = """
 def probe(path):
     import h5py
@@ -187,8 +188,9 @@ def _quiet_child() -> None:
     os.dup2(null, 2)
 
 
-#: the fresh interpreter's exit status when HDF5 refused the file (an error the real open names);
-#: any status but this and 0 is a probe that did not run (no h5py there, another program)
+#: the fresh interpreter's exit status when HDF5 refused the file (an error HDF5 raises: the real
+#: open names it); any status but this and 0 is a probe that did not run (no h5py there, no
+#: memory, another program)
 _REFUSED = 3
 
 
@@ -201,8 +203,8 @@ def _spawned_probe(path) -> str:
     import subprocess
     import sys
 
-    code = (_PROBE + "\nimport sys\ntry:\n    probe(sys.argv[1])\nexcept Exception:\n"
-            f"    sys.exit({_REFUSED})\n")
+    code = ("import sys\nimport h5py\n" + _PROBE + "\ntry:\n    probe(sys.argv[1])\n"
+            f"except (OSError, RuntimeError, KeyError, ValueError, TypeError):\n    sys.exit({_REFUSED})\n")
     try:
         r = subprocess.run([sys.executable, "-c", code, path], stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
                            stderr=subprocess.DEVNULL, timeout=PROBE_SECONDS, env={**os.environ, "PYTHONFAULTHANDLER": ""})
@@ -222,8 +224,8 @@ _UNCHECKED = "could not be checked in another process"
 
 
 def _ended(sig) -> str:
-    """"" for a child that exited (0: opened; 1: HDF5 refused, the real open says why), else how
-    the signal ``sig`` ended it."""
+    """"" for a forked child that exited (0: opened; 1: HDF5 refused, the real open says why),
+    else how the signal ``sig`` ended it."""
     import signal
 
     if sig is None:
