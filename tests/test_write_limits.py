@@ -111,3 +111,21 @@ def test_every_file_size_limit_is_exit_2_and_the_old_output_kept_or_a_whole_file
         assert r.returncode == 2 and r.stderr == f"distgrail: error: {out}: cannot write the output: File too large\n", \
             (limit, r.returncode, r.stderr)
         assert filecmp.cmp(out, d / "i.h5", shallow=False), limit
+
+
+@pytest.mark.parametrize("what", ["pairs", "query"])
+def test_a_npy_cut_short_by_the_file_size_limit_says_file_too_large(small_index, tmp_path, what):
+    """NumPy's short write past ``ulimit -f`` said only 'write failed' (no errno in its message):
+    the temporary reached the limit, so it is the limit's EFBIG (a reviewer, session 41)."""
+    d = small_index
+    out = tmp_path / "o.npy"
+    args = {"pairs": ["pairs", d / "i.h5", "-n", "200000", "-o", out],
+            "query": ["query", d / "i.h5", tmp_path / "p.npy", "-o", out, "--backend", "cpu"]}[what]
+    if what == "query":
+        from distgrail.cli import main
+
+        assert main(["pairs", str(d / "i.h5"), "-n", "400000", "-o", str(tmp_path / "p.npy"), "--quiet"]) == 0
+    r = _limited(args, 100_000 if what == "pairs" else 300_000)
+    assert r.returncode == 2 and r.stderr == f"distgrail: error: {out}: cannot write the output: File too large\n", \
+        r.stderr
+    assert not out.exists() and not [n for n in os.listdir(tmp_path) if n.startswith(".")]

@@ -66,7 +66,7 @@ _MARKER = re.compile(r"\.pending-\d+$")
 _REASONS = {errno.ENOENT: "its directory does not exist", errno.EISDIR: "it is a directory"}  # else strerror
 
 
-def output_error(path, exc: BaseException) -> OutputError:
+def output_error(path, exc: BaseException, written=None) -> OutputError:
     """An :class:`OutputError` for ``path`` from an OSError (also h5py's, which hide the errno in
     the message and name the temporary file)."""
     code = getattr(exc, "errno", None)
@@ -76,7 +76,7 @@ def output_error(path, exc: BaseException) -> OutputError:
     if code is None and "No space left" in str(exc):
         code = errno.ENOSPC
     if code is None and re.fullmatch(r"\d+ requested and \d+ written", str(exc)):  # NumPy's short write
-        code = _short_write_cause(path)
+        code = _short_write_cause(path, written)
     reason = _REASONS.get(code) or (os.strerror(code) if code else "write failed")
     return OutputError(f"{os.fspath(path)}: cannot write the output: {reason}")
 
@@ -88,9 +88,19 @@ def _h5_write_error(exc) -> bool:
     return isinstance(exc, RuntimeError) and re.search(r"errno = \d+", str(exc)) is not None
 
 
-def _short_write_cause(path) -> int | None:
-    """ENOSPC when the file system of ``path`` has no space left (NumPy's ``tofile`` reports a
-    short write as 'N requested and M written', without the errno), else None."""
+def _short_write_cause(path, written=None) -> int | None:
+    """EFBIG when the file being written (``written``: the temporary) reached this process's
+    file-size limit (``ulimit -f``), ENOSPC when the file system of ``path`` has no space left
+    (NumPy's ``tofile`` reports a short write as 'N requested and M written', without the errno),
+    else None."""
+    import resource
+
+    limit = resource.getrlimit(resource.RLIMIT_FSIZE)[0]
+    try:
+        if written is not None and limit != resource.RLIM_INFINITY and os.path.getsize(written) >= limit - (1 << 16):
+            return errno.EFBIG
+    except OSError:
+        pass
     try:
         st = os.statvfs(os.path.dirname(os.path.abspath(os.fspath(path))))
     except OSError:
@@ -417,7 +427,7 @@ class atomic_path:
     def _exit(self, exc_type, exc):
         mapped = None  # (made before the temporary goes: a short write's cause is read from the free space)
         if isinstance(exc, OSError) and not isinstance(exc, DistGrailError) or _h5_write_error(exc):
-            mapped = output_error(self.path, exc)
+            mapped = output_error(self.path, exc, self.tmp)
         try:
             if exc_type is None:
                 if _exchange(self.tmp, self.path):  # the new output is in place, the old one at self.tmp
