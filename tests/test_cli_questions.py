@@ -176,25 +176,27 @@ def test_info_quiet_prints_nothing_but_errors(bundled, tmp_path):
     assert r.returncode == 2 and r.stdout == "" and "distgrail: error:" in r.stderr
 
 
-@pytest.mark.parametrize("ignored", [False, True], ids=["foreground", "background-job"])
-def test_sigint_during_the_index_write(tmp_path, ignored):
+@pytest.mark.parametrize("ignored,layout", [(False, "single"), (True, "single"), (False, "split")],
+                         ids=["foreground", "background-job", "split"])
+def test_sigint_during_the_index_write(tmp_path, ignored, layout):
     """SIGINT while the index is written (held open by the test hook): exit 2, 'interrupted', no
     output and no temporary file -- also when SIGINT was ignored at start, as for a shell's
-    background job (which used to report 'its directory does not exist')."""
+    background job (which used to report 'its directory does not exist'); a split index's part
+    being written is named by its index (it named the part: a reviewer, session 41)."""
     out = tmp_path / "i.h5"
     env = dict(ENV, DISTGRAIL_TEST_WRITE_PAUSE="60")
     pre = (lambda: signal.signal(signal.SIGINT, signal.SIG_IGN)) if ignored else None
     p = subprocess.Popen([sys.executable, "-m", "distgrail", "index", "bundled", "-o", str(out), "--backend", "cpu",
-                          "--quiet"], env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                         preexec_fn=pre)
+                          "--layout", layout, "--quiet"], env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                         text=True, preexec_fn=pre)
     deadline = time.time() + 120
-    while not any(n.startswith(".i.h5.tmp-") for n in os.listdir(tmp_path)):
+    while not any(n.startswith(".i.h5.") and ".tmp-" in n for n in os.listdir(tmp_path)):
         assert p.poll() is None and time.time() < deadline, p.communicate()
         time.sleep(0.05)
     time.sleep(0.2)  # the file (laid out after phases 1-2) is written or held before its rename
     p.send_signal(signal.SIGINT)
     _, err = p.communicate(timeout=60)
     assert p.returncode == 2, err
-    assert "interrupted (SIGINT) while writing the output; nothing was written" in err
-    assert "does not exist" not in err
+    assert f"distgrail: error: {out}: interrupted (SIGINT) while writing the output; nothing was written" in err
+    assert "does not exist" not in err and ".part" not in err
     assert os.listdir(tmp_path) == []

@@ -63,6 +63,8 @@ _PREVIOUS: dict = {}  # signal -> handler before ours
 ASIDE_MIN_BYTES = 64 << 20
 #: a split write's marker (:func:`distgrail.indexfile.layout.pending_name`), provisional as its parts
 _MARKER = re.compile(r"\.pending-\d+$")
+#: a split index's part file name's tail (:func:`distgrail.indexfile.layout.part_name`)
+_PART = re.compile(r"\.[0-9a-f]{8}\.part\d+$")
 _REASONS = {errno.ENOENT: "its directory does not exist", errno.EISDIR: "it is a directory"}  # else strerror
 
 
@@ -211,7 +213,9 @@ def _on_signal(sig, frame):
         return None
     live = tuple(_LIVE)  # one snapshot: another thread may be opening or closing an output meanwhile
     held = tuple(_PROVISIONAL)
-    written = [os.path.join(os.path.dirname(t), os.path.basename(t)[1:].rsplit(".tmp-", 1)[0]) for t in live]
+    written = [_PART.sub("", os.path.join(os.path.dirname(t), os.path.basename(t)[1:].rsplit(".tmp-", 1)[0]))
+               for t in live]  # (a split index's part being written: the index it is of)
+    written = list(dict.fromkeys(written))
     written += sorted({p.rsplit(".", 2)[0] for p in held if not _MARKER.search(p)} - set(written))  # (a part:
     # <index>.<tag>.part<r>; a split write's marker, .<index>.<tag>.pending-PID, names no output)
     prev = _PREVIOUS.get(sig)
