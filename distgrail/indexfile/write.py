@@ -117,7 +117,6 @@ def write_index_file(path, meta: dict, arrays: dict, virtual=None, split_attrs=(
 
 def _write_file(path, meta, arrays, types, names, virtual=None, split_attrs=(), settles=(), landed=None,
                 ready=None) -> None:
-
     virtual = virtual or {}
     size = sum(int(np.prod(np.shape(a), dtype=np.int64)) * np.dtype(types.get(k, _dtype(a))).itemsize
                for k, a in arrays.items()) + (64 << 10)
@@ -199,7 +198,6 @@ class EarlyIndexFile:
     ``types``: the dtypes of datasets without a stored type (an extra stage's, its own)."""
 
     def __init__(self, path, meta: dict, shapes: dict, types: dict | None = None):
-
         types = {**(types or {}), **stored_types(meta)}
         self.path = os.fspath(path)
         self.replaced = replaced_split(self.path)  # a split index there: its parts go once this one is in place
