@@ -162,3 +162,12 @@ int main() {
     assert c.returncode == 0, c.stderr
     run = subprocess.run([str(tmp_path / "t")], capture_output=True, text=True)
     assert run.returncode == 0 and run.stdout == "0\n", run.stdout
+
+
+def test_grail_is_left_out_of_a_dag_with_too_wide_a_vertex_and_the_table_says_so(capsys):
+    true = shutil.which("true")
+    assert bl.main(["paper:2000,6", "--grail", true, "--grail-max-row", "3", "--pairs", "200", "--check-pairs", "20",
+                    "--backend", "cpu", "--repeat", "1", "--builds", "1"]) == 0
+    out = capsys.readouterr()
+    row = [line for line in out.out.splitlines() if line.startswith("| paper 2,000")][0]
+    assert "| ok (GRAIL skipped: a DAG vertex has " in row and "quadratic in a line's length" in out.err
