@@ -75,6 +75,7 @@ if [[ $OREACH != - ]]; then
         echo "Boost not found: O'Reach built with $OUT/include/boost/circular_buffer.hpp"
     fi
     o=$OREACH
+    rm -f "$OUT/oreach"  # (a failed build leaves no earlier program to be run by mistake)
     $CC -O3 -w -I"$o/extern/argtable3-3.0.3" -c "$o/extern/argtable3-3.0.3/argtable3.c" -o "$OUT/argtable3.o"  # (C: its argument parser)
     $CXX -std=c++14 -O3 -DNDEBUG -fopenmp -w -include cstdint "${inc[@]}" -I"$o" -I"$o/app" -I"$o/extern/argtable3-3.0.3" \
         -I"$o/extern/flat_hash_map" -I"$o/lib" -I"$o/extern/KaHIP/lib" -I"$o/extern/KaHIP/lib/io" \
@@ -89,6 +90,7 @@ fi
 if [[ $GRAIL != - ]]; then
     [[ -f $GRAIL/Grail.cpp ]] || { echo "$GRAIL: not GRAIL's source (no Grail.cpp)" >&2; exit 2; }
     g=$GRAIL
+    rm -f "$OUT/grail"
     $CXX -O3 -w -Wno-deprecated -include cstdint "$g/main.cpp" "$g/Graph.cpp" "$g/GraphUtil.cpp" "$g/Grail.cpp" \
         "$g/TCSEstimator.cpp" "$g/interval_tree.c" -o "$OUT/grail"
     echo "built $OUT/grail"

@@ -5,6 +5,7 @@ authors' programs, not in this repository: their run is recorded in docs/benchma
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import subprocess
@@ -170,4 +171,82 @@ def test_grail_is_left_out_of_a_dag_with_too_wide_a_vertex_and_the_table_says_so
                     "--backend", "cpu", "--repeat", "1", "--builds", "1"]) == 0
     out = capsys.readouterr()
     row = [line for line in out.out.splitlines() if line.startswith("| paper 2,000")][0]
-    assert "| ok (GRAIL skipped: a DAG vertex has " in row and "quadratic in a line's length" in out.err
+    assert "| ok (GRAIL left out: a DAG vertex has " in row and "quadratic in a line's length" in out.err
+
+
+def _fake(tmp_path, name, body):
+    """A stand-in for a baseline program: a shell script (the real ones are not in this repository)."""
+    prog = tmp_path / name
+    prog.write_text("#!/bin/sh\n" + body)
+    prog.chmod(0o755)
+    return prog
+
+
+def _bench(*args):
+    return bl.main([*args, "--backend", "cpu", "--repeat", "1", "--builds", "1"])
+
+
+def test_oreach_is_left_out_of_a_condensation_without_edges_and_a_failure_keeps_the_rows_before(tmp_path, capsys):
+    dead = _fake(tmp_path, "oreach", "echo 'O Reach went wrong' >&2\nexit 3\n")
+    lone = tmp_path / "lone.gra"
+    lone.write_text("graph_for_greach\n3\n0: #\n1: #\n2: #\n")
+    out, work = tmp_path / "rows.json", tmp_path / "work"
+    work.mkdir()
+    assert _bench(str(lone), "paper:500,3", "--oreach", str(dead), "--pairs", "100", "--check-pairs", "10",
+                  "--json", str(out), "--workdir", str(work)) == 2
+    got = capsys.readouterr()
+    assert "| ok (O'Reach left out: the condensation has no edges" in got.out
+    assert "error: O'Reach (" in got.err and "exited 3" in got.err and "O Reach went wrong" in got.err
+    assert [r["graph"] for r in json.loads(out.read_text())] == ["lone.gra"]
+    assert not list(work.iterdir())  # the baselines' files went with their temporary folder
+
+
+def test_oreach_is_checked_pair_by_pair(tmp_path, capsys):
+    # it prints a summary per query file: all pairs, those distgrail answers reachable, the others;
+    # here it claims one of the "unreachable" ones reachable, with the right total
+    fake = _fake(tmp_path, "oreach", """
+yes=$(wc -l < "$(echo "$@" | tr ' ' '\\n' | grep -m1 'yes.query.txt' | sed 's/--queries=//')")
+echo "init took 1.5 ms"
+echo "## number of successful queries: $yes"
+echo "   total for queries (us): 100"
+echo "## number of successful queries: $((yes - 1))"
+echo "## number of successful queries: 1"
+""")
+    assert _bench("paper:800,4", "--oreach", str(fake), "--pairs", "400", "--check-pairs", "10") == 1
+    err = capsys.readouterr().err
+    assert "pairs distgrail answers reachable reachable" in err and "answers unreachable reachable" in err
+
+
+def test_a_baseline_killed_or_too_slow_is_named(tmp_path, capsys):
+    crash = _fake(tmp_path, "grail", "kill -SEGV $$\n")
+    assert _bench("paper:300,3", "--grail", str(crash), "--pairs", "50", "--check-pairs", "0") == 2
+    assert "was killed by SIGSEGV" in capsys.readouterr().err
+    slow = _fake(tmp_path, "slow", "sleep 30\n")
+    assert _bench("paper:300,3", "--grail", str(slow), "--timeout", "0.5", "--pairs", "50", "--check-pairs", "0") == 0
+    assert "| ok (GRAIL timed out after 0.5 s) |" in capsys.readouterr().out
+
+
+def test_a_relative_baseline_path_runs_from_the_work_folder(tmp_path, monkeypatch, capsys):
+    _fake(tmp_path, "oreach", "echo 'init took 1 ms'; for f in 1 2 3; do echo '## number of successful queries: 0'; "
+                              "done; echo '   total for queries (us): 5'\n")
+    monkeypatch.chdir(tmp_path)
+    _bench("paper:300,3", "--oreach", "oreach", "--pairs", "50", "--check-pairs", "0")
+    assert "No such file" not in capsys.readouterr().err  # (its answers are wrong: the path is what is tested)
+
+
+@pytest.mark.parametrize("args, message", [
+    (["--check-pairs", "-1"], "--check-pairs must be 0 or more"),
+    (["--builds", "0"], "--builds must be 1 or more"),
+    (["--timeout", "0"], "--timeout must be more than 0"),
+    (["--workdir", "/nonexistent/dir"], "no such folder"),
+])
+def test_bad_options_are_refused(args, message, capsys):
+    with pytest.raises(SystemExit) as e:
+        bl.main(["paper:100,2", *args])
+    assert e.value.code == 2 and message in capsys.readouterr().err
+
+
+def test_a_missing_graph_file_is_refused_before_any_work(tmp_path, capsys):
+    with pytest.raises(SystemExit) as e:
+        bl.main([str(tmp_path / "none.txt")])
+    assert e.value.code == 2 and "none.txt: no such graph file" in capsys.readouterr().err

@@ -1,8 +1,8 @@
 """distgrail against the indexes a user could pick instead, same graph and same pairs, one run.
 
     python -m distgrail.benchmarks.baselines GRAPH ... --oreach BIN --grail BIN
-        [--pairs 100000] [--seed 0] [--dims 5] [--backend auto|cpu|gpu] [--repeat 3]
-        [--check-pairs 2000] [--workdir DIR] [--json OUT]
+        [--pairs 100000] [--seed 0] [--dims 5] [--backend auto|cpu|gpu] [--repeat 3] [--builds 2]
+        [--grail-max-row 500000] [--timeout SECONDS] [--check-pairs 500] [--workdir DIR] [--json OUT]
 
 ``GRAPH`` is a graph file (any format ``distgrail index`` reads), ``paper:N,DEG`` (the paper's
 random DAG, generated here) or ``data`` (the 11 GRAIL benchmark graphs of ``tests/data``). The
@@ -23,14 +23,19 @@ cost is not theirs. distgrail builds its index from the graph itself in this pro
 kind of graph compiles kernels on a fresh machine); its queries go through ``Index.query`` from
 host arrays to host answers, the best of ``--repeat`` calls after one unmeasured call. The
 baselines' times are their own clocks around the same two steps (O'Reach: ``init`` and its
-queries; GRAIL: labelling and its queries), excluding their file reads. The table prints each
+queries; GRAIL: labelling and its queries), excluding their file reads, one run each (GRAIL's
+topological levels, which its level filter reads, are computed outside its clock). The table prints each
 side's build and query milliseconds and the ratios baseline / distgrail: above 1, distgrail is
 faster.
 
 Answers are checked three ways: GRAIL's query file carries distgrail's answers as its truth
 column, so its "Success Rate" is every pair of ours against GRAIL's own search (must be all);
-O'Reach's count of reachable pairs must equal ours; a BFS (SciPy's) over the condensation answers
-the first ``--check-pairs`` pairs. Exit status 1 on any disagreement.
+O'Reach answers, after the timed file, the pairs distgrail answers reachable and then the others
+(all reachable, then none: every pair checked); a BFS (SciPy's) over the condensation answers the
+first ``--check-pairs`` pairs. Exit status 1 on any disagreement, 2 on an error (a graph that
+cannot be read, a baseline that fails). A baseline is left out, and the table says why, where it
+cannot run: O'Reach on a condensation without edges (it crashes), GRAIL past ``--grail-max-row``,
+either past ``--timeout`` seconds.
 """
 
 from __future__ import annotations
@@ -40,6 +45,7 @@ import glob
 import json
 import os
 import re
+import signal
 import subprocess
 import sys
 import tempfile
@@ -52,6 +58,7 @@ from scipy.sparse.csgraph import connected_components
 import distgrail
 from distgrail.benchmarks import default_data_dir
 from distgrail.bfs import reachable_set
+from distgrail.errors import DistGrailError
 from distgrail.io.generate import generate
 
 #: text after a number in the files written here, by suffix id
@@ -151,24 +158,55 @@ def _number(pattern, text, what):
     return float(m.group(1))
 
 
-def run_oreach(binary, indptr, indices, s, t, workdir, seed=0) -> dict:
-    """O'Reach with its pruned bidirectional BFS fallback on the DAG and pairs: its own clocks."""
-    graph, queries = os.path.join(workdir, "dag.metis"), os.path.join(workdir, "pairs.query.txt")
-    with open(graph, "wb") as f:
-        f.write(metis_text(indptr, indices))
-    with open(queries, "wb") as f:
-        f.write(pairs_text(s, t, np.zeros(len(s), np.int64)))
-    r = subprocess.run([binary, graph, f"--queries={queries}", "--pbibfs", f"--seed={seed}"],
-                       capture_output=True, text=True, errors="replace", cwd=workdir)
+class LeftOut(Exception):
+    """A baseline that cannot answer this graph (the table says why)."""
+
+
+def _run(binary, argv, workdir, timeout, what):
+    """The program's output; a failure is a RuntimeError naming how it ended."""
+    try:
+        r = subprocess.run([binary, *argv], capture_output=True, text=True, errors="replace", cwd=workdir,
+                           timeout=timeout)
+    except subprocess.TimeoutExpired:
+        raise LeftOut(f"{what} timed out after {timeout:g} s") from None
     out = r.stdout + r.stderr
     if r.returncode != 0:
-        raise RuntimeError(f"{binary} exited {r.returncode}:\n{out[-2000:]}")
-    return {"build_ms": _number(r"init took ([\d.e+-]+) ms", out, "O'Reach"),
-            "query_ms": _number(r"total for queries \(\S+\): ([\d.e+-]+)", out, "O'Reach") / 1000.0,
-            "reachable": int(_number(r"number of successful queries: (\d+)", out, "O'Reach"))}
+        how = f"was killed by {signal.Signals(-r.returncode).name}" if r.returncode < 0 else f"exited {r.returncode}"
+        raise RuntimeError(f"{what} ({binary}) {how}:\n{out[-2000:]}")
+    return out
 
 
-def run_grail(binary, indptr, indices, s, t, truth, workdir, dims=5) -> dict:
+def run_oreach(binary, indptr, indices, s, t, workdir, seed=0, truth=None, timeout=None) -> dict:
+    """O'Reach with its pruned bidirectional BFS fallback on the DAG and pairs: its own clocks.
+    With ``truth``, it then answers the pairs ``truth`` says reachable and the others, one file
+    each after the same ``init``: ``yes`` and ``no``, its reachable count in each."""
+    if len(indices) == 0:
+        raise LeftOut("O'Reach left out: the condensation has no edges (O'Reach crashes on such a graph)")
+    graph = os.path.join(workdir, "dag.metis")
+    with open(graph, "wb") as f:
+        f.write(metis_text(indptr, indices))
+    files = [("all", np.ones(len(s), bool))]
+    if truth is not None:
+        files += [(name, pick) for name, pick in (("yes", truth), ("no", ~truth)) if pick.any()]
+    argv = [graph, "--pbibfs", f"--seed={seed}"]
+    for name, pick in files:
+        path = os.path.join(workdir, f"{name}.query.txt")
+        with open(path, "wb") as f:
+            f.write(pairs_text(s[pick], t[pick], np.zeros(int(pick.sum()), np.int64)))
+        argv.append(f"--queries={path}")
+    out = _run(binary, argv, workdir, timeout, "O'Reach")
+    counts = [int(c) for c in re.findall(r"number of successful queries: (\d+)", out)]
+    if len(counts) != len(files):
+        raise RuntimeError(f"O'Reach: {len(counts)} query summaries for {len(files)} files in its output:\n{out[-2000:]}")
+    got = {"build_ms": _number(r"init took ([\d.e+-]+) ms", out, "O'Reach"),
+           "query_ms": _number(r"total for queries \(\S+\): ([\d.e+-]+)", out, "O'Reach") / 1000.0,
+           "reachable": counts[0]}
+    for (name, pick), c in zip(files[1:], counts[1:]):
+        got[name] = {"pairs": int(pick.sum()), "reachable": c}
+    return got
+
+
+def run_grail(binary, indptr, indices, s, t, truth, workdir, dims=5, timeout=None) -> dict:
     """The original GRAIL (``-dim`` traversals, level filter, positive cut, reverse-pair
     traversals) on the DAG and pairs, with ``truth`` as its query file's third column."""
     graph, queries = os.path.join(workdir, "dag.gra"), os.path.join(workdir, "pairs.test")
@@ -176,11 +214,8 @@ def run_grail(binary, indptr, indices, s, t, truth, workdir, dims=5) -> dict:
         f.write(gra_text(indptr, indices))
     with open(queries, "wb") as f:  # (its reader repeats the last line after a final newline)
         f.write(pairs_text(s, t, truth.astype(np.int64), final_newline=False))
-    r = subprocess.run([binary, graph, "-test", queries, "-dim", str(dims), "-lf", "-pp", "-ltype", "1", "-skip"],
-                       capture_output=True, text=True, errors="replace", cwd=workdir)
-    out = r.stdout + r.stderr
-    if r.returncode != 0:
-        raise RuntimeError(f"{binary} exited {r.returncode}:\n{out[-2000:]}")
+    out = _run(binary, [graph, "-test", queries, "-dim", str(dims), "-lf", "-pp", "-ltype", "1", "-skip"], workdir,
+               timeout, "GRAIL")
     m = re.search(r"Success Rate (\d+)/(\d+)", out)
     if m is None:
         raise RuntimeError(f"GRAIL: no success rate in its output:\n{out[-2000:]}")
@@ -255,24 +290,40 @@ def compare(name, g, args, workdir, steps=None) -> dict:
     row["dag"] = {"n": len(indptr) - 1, "m": len(indices)}
     cs, ct = comp[s], comp[t]
     steps.done("condensation")
-    problems = []
+    problems, left_out = [], []
     if args.oreach:
-        o = run_oreach(args.oreach, indptr, indices, cs, ct, workdir, args.seed)
-        row["oreach"] = o
-        if o["reachable"] != row["reachable"]:
-            problems.append(f"O'Reach answered {o['reachable']:,} pairs reachable, distgrail {row['reachable']:,}")
+        try:
+            o = run_oreach(args.oreach, indptr, indices, cs, ct, workdir, args.seed, a, args.timeout)
+        except LeftOut as e:
+            left_out.append(str(e))
+        else:
+            row["oreach"] = o
+            if o["reachable"] != row["reachable"]:
+                problems.append(f"O'Reach answered {o['reachable']:,} pairs reachable, distgrail {row['reachable']:,}")
+            for name_, want in (("yes", "all"), ("no", "none")):
+                part = o.get(name_)
+                if part and part["reachable"] != (part["pairs"] if want == "all" else 0):
+                    problems.append(f"O'Reach answered {part['reachable']:,} of the {part['pairs']:,} pairs distgrail "
+                                    f"answers {'reachable' if want == 'all' else 'unreachable'} reachable")
         steps.done("O'Reach (its files written and read)")
     widest = int(np.diff(indptr).max()) if len(indices) else 0
     if args.grail and widest > args.grail_max_row:
-        row["grail_skipped"] = (f"GRAIL skipped: a DAG vertex has {widest:,} successors, and GRAIL's reader takes time "
-                                f"quadratic in a line's length (raise --grail-max-row to wait for it)")
-        print(f"{name}: {row['grail_skipped']}", file=sys.stderr, flush=True)
+        left_out.append(f"GRAIL left out: a DAG vertex has {widest:,} successors, and GRAIL's reader takes time "
+                        f"quadratic in a line's length (raise --grail-max-row to wait for it)")
     elif args.grail:
-        gr = run_grail(args.grail, indptr, indices, cs, ct, a, workdir, args.dims)
-        row["grail"] = gr
-        if gr["agree"] != args.pairs or gr["pairs"] != args.pairs:
-            problems.append(f"GRAIL agreed with {gr['agree']:,} of {gr['pairs']:,} answers (of {args.pairs:,} pairs)")
+        try:
+            gr = run_grail(args.grail, indptr, indices, cs, ct, a, workdir, args.dims, args.timeout)
+        except LeftOut as e:
+            left_out.append(str(e))
+        else:
+            row["grail"] = gr
+            if gr["agree"] != args.pairs or gr["pairs"] != args.pairs:
+                problems.append(f"GRAIL agreed with {gr['agree']:,} of {gr['pairs']:,} answers "
+                                f"(of {args.pairs:,} pairs)")
         steps.done("GRAIL (its files written and read)")
+    for note in left_out:
+        print(f"{name}: {note}", file=sys.stderr, flush=True)
+    row["left_out"] = left_out
     k = min(args.check_pairs, args.pairs)
     if k:
         want = np.array([reachable_set(indptr, indices, int(u))[int(v)] for u, v in zip(cs[:k], ct[:k])])
@@ -298,8 +349,8 @@ def print_row(row, out=None):
              f"{ours['query_ms']:.2f}", f"{o['query_ms']:.2f}" if o else "-", f"{gr['query_ms']:.2f}" if gr else "-",
              _ratio(o["query_ms"], ours["query_ms"]) if o else "-", _ratio(gr["query_ms"], ours["query_ms"]) if gr else "-",
              f"{row['reachable']:,}", "; ".join(row["problems"]) or "ok"]
-    if "grail_skipped" in row:
-        cells[-1] += f" ({row['grail_skipped']})"
+    if row.get("left_out"):
+        cells[-1] += f" ({'; '.join(row['left_out'])})"
     print("| " + " | ".join(cells) + " |", file=out or sys.stdout, flush=True)
 
 
@@ -324,14 +375,35 @@ def main(argv=None) -> int:
     ap.add_argument("--check-pairs", type=int, default=500, help="pairs also answered by a BFS over the condensation")
     ap.add_argument("--workdir", help="where the baselines' input files go (default: a temporary directory)")
     ap.add_argument("--json", help="write every row as JSON here")
+    ap.add_argument("--timeout", type=float, help="seconds a baseline may run on one graph (then left out)")
     args = ap.parse_args(argv)
     for tool in ("oreach", "grail"):
         path = getattr(args, tool)
-        if path is not None and not (os.path.isfile(path) and os.access(path, os.X_OK)):
-            ap.error(f"--{tool} {path}: not an executable file (build it with launch/build_baselines.sh)")
-    if args.pairs < 1:
-        ap.error("--pairs must be 1 or more")
+        if path is not None:
+            if not (os.path.isfile(path) and os.access(path, os.X_OK)):
+                ap.error(f"--{tool} {path}: not an executable file (build it with launch/build_baselines.sh)")
+            setattr(args, tool, os.path.abspath(path))  # (they run in the work folder)
+    for flag, least in (("pairs", 1), ("repeat", 1), ("builds", 1), ("check_pairs", 0), ("grail_max_row", 0)):
+        if getattr(args, flag) < least:
+            ap.error(f"--{flag.replace('_', '-')} must be {least} or more, got {getattr(args, flag)}")
+    if args.timeout is not None and not args.timeout > 0:
+        ap.error(f"--timeout must be more than 0 seconds, got {args.timeout}")
+    if args.workdir is not None and not os.path.isdir(args.workdir):
+        ap.error(f"--workdir {args.workdir}: no such folder")
     sources = [item for spec in args.graphs for item in graphs_of(spec)]
+    for name, source in sources:
+        if isinstance(source, str) and not os.path.isfile(source):
+            ap.error(f"{source}: no such graph file")
+    # a SIGTERM (a job's time limit, timeout(1)) ends the run through Python's exit, so the
+    # baselines' files (hundreds of MB) go with their temporary folder
+    before = signal.signal(signal.SIGTERM, lambda *_: sys.exit(128 + signal.SIGTERM))
+    try:
+        return _run_all(args, sources)
+    finally:
+        signal.signal(signal.SIGTERM, before)
+
+
+def _run_all(args, sources) -> int:
     warm = generate("paper", 2000, 5, 1)  # kernels compiled, the compiled search loaded: not timed
     run_ours(warm, np.arange(10), np.arange(10)[::-1].copy(), args.dims, args.backend, 1, 1)
     print(f"distgrail {distgrail.__version__}, backend {args.backend}, d = {args.dims}, {args.pairs:,} random pairs "
@@ -339,17 +411,24 @@ def main(argv=None) -> int:
     print(HEADER)
     print("|" + "---|" * HEADER.count(" | ") + "---|")
     rows = []
-    with tempfile.TemporaryDirectory(dir=args.workdir) as workdir:
-        for name, source in sources:
-            steps = _Steps(name)
-            g = _load(source, args.seed)
-            steps.done("read" if isinstance(source, str) else "generated")
-            row = compare(name, g, args, workdir, steps)
-            print_row(row)
-            rows.append(row)
-    if args.json:
-        with open(args.json, "w") as f:
-            json.dump(rows, f, indent=1)
+    try:
+        with tempfile.TemporaryDirectory(dir=args.workdir) as workdir:
+            for name, source in sources:
+                steps = _Steps(name)
+                g = _load(source, args.seed)
+                steps.done("read" if isinstance(source, str) else "generated")
+                if g.n == 0:
+                    print(f"{name}: no vertices, no pairs to ask: left out", file=sys.stderr, flush=True)
+                    continue
+                row = compare(name, g, args, workdir, steps)
+                print_row(row)
+                rows.append(row)
+                if args.json:  # after every graph: a later failure keeps the rows before it
+                    with open(args.json, "w") as f:
+                        json.dump(rows, f, indent=1)
+    except (DistGrailError, RuntimeError, OSError) as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
     bad = [r for r in rows if r["problems"]]
     for r in bad:
         print(f"{r['graph']}: {'; '.join(r['problems'])}", file=sys.stderr)
