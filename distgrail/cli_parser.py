@@ -25,13 +25,46 @@ def last_error() -> str | None:
 
 
 class ContractParser(argparse.ArgumentParser):
-    """:class:`argparse.ArgumentParser` whose errors follow the CLI's one-line contract."""
+    """:class:`argparse.ArgumentParser` whose errors follow the CLI's one-line contract, and
+    whose optional positionals may come after options (``query INDEX --backend cpu PAIRS``)."""
+
+    def parse_args(self, args=None, namespace=None):
+        got, extras = self.parse_known_args(args, namespace)
+        if extras:
+            extras = _late_positionals(self, got, extras)
+        if extras:
+            self.error(f"unrecognized arguments: {' '.join(extras)}")
+        return got
 
     def error(self, message: str):
         hint = f" (see '{self.prog} --help')" if self.prog else ""
         text = " ".join(str(message).split())  # one line, whatever argparse wrapped
         _LAST_ERROR[0] = f"distgrail: error: {text}{hint}"
         self.exit(2, f"{_LAST_ERROR[0]}\n" if launcher_rank() == 0 else None)
+
+
+def _late_positionals(parser, got, extras: list) -> list:
+    """``extras`` left after giving them to the chosen subcommand's optional positionals that
+    are still empty, in order. argparse fills a subcommand's positionals from the first run of
+    them only, so ``query INDEX --backend cpu PAIRS`` left PAIRS over ("unrecognized
+    arguments") while ``query INDEX PAIRS --backend cpu`` was taken. Nothing is placed when an
+    extra looks like an option (``-`` alone, stdin, does not): an unknown option stays an error
+    with everything after it."""
+    if any(x.startswith("-") and x != "-" for x in extras):
+        return extras
+    for action in parser._actions:
+        if not isinstance(action, argparse._SubParsersAction):
+            continue
+        sub = action.choices.get(getattr(got, action.dest, None))
+        if sub is None:
+            return extras
+        extras = list(extras)
+        for slot in sub._actions:
+            if (extras and not slot.option_strings and slot.nargs == "?" and slot.type is None
+                    and slot.choices is None and getattr(got, slot.dest, None) is None):
+                setattr(got, slot.dest, extras.pop(0))
+        return extras
+    return extras
 
 
 def launcher_rank() -> int:
