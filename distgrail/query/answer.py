@@ -87,7 +87,7 @@ def _cpu_search(k: int, search: SearchOptions):
     method = search.cpu_method(have_numba())
     if method == "forward":
         return guided_search_numpy
-    if method == "bidirectional" or k < search.compiled_min_pairs:
+    if method == "bidirectional" or (k < search.compiled_min_pairs and not _loaded("bidir_jit")):
         return bidirectional_search_numpy
     return _compiled("bidir_jit", "compiled_search", "search", bidirectional_search_numpy)
 
@@ -115,14 +115,19 @@ def _cpu_prefilter(k: int, search: SearchOptions):
     return _compiled("prefilter_jit", "compiled_prefilter", "prefilter", None)
 
 
-def _prefilter_loaded() -> bool:
-    """Whether this process has run the compiled prefilter already (its code is loaded). Another
-    thread may be importing it meanwhile: a module in ``sys.modules`` still without its kernel
-    is not loaded."""
+def _loaded(module: str) -> bool:
+    """Whether this process has run ``distgrail.query.<module>``'s compiled kernel already (its
+    code is loaded: calling it costs no import and no compile). Another thread may be importing
+    it meanwhile: a module in ``sys.modules`` still without its kernel is not loaded."""
     import sys
 
-    block = getattr(sys.modules.get("distgrail.query.prefilter_jit"), "_block", None)
+    block = getattr(sys.modules.get(f"{__package__}.{module}"), "_block", None)
     return bool(getattr(block, "signatures", None))
+
+
+def _prefilter_loaded() -> bool:
+    """:func:`_loaded` of the compiled prefilter."""
+    return _loaded("prefilter_jit")
 
 
 def answer_batch_numpy(L: Labels, sources: np.ndarray, targets: np.ndarray, stats: QueryStats | None = None, *,
