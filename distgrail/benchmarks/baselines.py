@@ -13,23 +13,23 @@ BFS as the fallback, so every query is answered) and the original GRAIL (Yildiri
 VLDB 2010; ``-dim D``, level filter, positive cut, reverse-pair traversals: its README's best).
 Either may be left out. GRAIL's ``.gra`` reader copies the rest of a line for every number it takes
 from it, so a vertex of a million successors takes it many minutes: it is left out (and the table
-says so) on a DAG with a vertex of more than ``--grail-max-row`` successors (R-MAT 22's
-condensation has one of 386,327; R-MAT 24's, about four times as many). PReaCH's code is not public; plain BFS is the exactness check, not a
-contender (the query benchmark times it: ``distgrail.benchmarks.queries``).
+says so) on a DAG with a vertex of more than ``--grail-max-row`` successors (R-MAT 22's condensation
+has one of 386,327; R-MAT 24's, about four times as many). PReaCH's code is not public; plain BFS is
+the exactness check, not a contender (the query benchmark times it:
+``distgrail.benchmarks.queries``).
 
 Both baselines index a DAG, so each graph is condensed here first (SciPy's strong components,
 independent of distgrail's) and they are handed the condensation and the pairs mapped onto it: its
 cost is not theirs. distgrail builds its index from the graph itself in this process
-(``build_index``, its condensation included), the best of ``--builds`` builds (the first of a
-kind of graph compiles kernels on a fresh machine); its queries go through ``Index.query`` from
-host arrays to host answers, the best of ``--repeat`` calls after one unmeasured call. On the CPU
-backend they run compiled (``--cpu-search compiled``, numba), as they do in any process after its
-first 4 M pairs (``auto`` starts with the NumPy prefilter, which loads nothing). The
-baselines' times are their own clocks around the same two steps (O'Reach: ``init`` and its
-queries; GRAIL: labelling and its queries), excluding their file reads, one run each (GRAIL's
-topological levels, which its level filter reads, are computed outside its clock). The table prints each
-side's build and query milliseconds and the ratios baseline / distgrail: above 1, distgrail is
-faster.
+(``build_index``, its condensation included), the best of ``--builds`` builds (the first of a kind
+of graph compiles kernels on a fresh machine); its queries go through ``Index.query`` from host
+arrays to host answers, the best of ``--repeat`` calls after one unmeasured call. On the CPU backend
+they run compiled (``--cpu-search compiled``, numba), as they do in any process after its first 4 M
+pairs (``auto`` starts with the NumPy prefilter, which loads nothing). The baselines' times are
+their own clocks around the same two steps (O'Reach: ``init`` and its queries; GRAIL: labelling and
+its queries), excluding their file reads, one run each (GRAIL's topological levels, which its level
+filter reads, are computed outside its clock). The table prints each side's build and query
+milliseconds and the ratios baseline / distgrail: above 1, distgrail is faster.
 
 Answers are checked three ways: GRAIL's query file carries distgrail's answers as its truth
 column, so its "Success Rate" is every pair of ours against GRAIL's own search (must be all);

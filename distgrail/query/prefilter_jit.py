@@ -35,7 +35,7 @@ def _block(q0, q1, sources, targets, comp, level, level_ptr, rec, d, W2, ans, co
     # three passes over the block: the component ids, then same component and level filter
     # without a branch, then the records of the pairs left. A branch the data decides, taken
     # one pair in two, would throw away the reads in flight behind it; without it, the reads of
-    # many pairs overlap (1.8-1.9x on R-MAT's random pairs, one thread: docs/benchmarks.md)
+    # many pairs overlap (docs/benchmarks.md, session 42)
     for q in range(q0, q1):
         cu[q] = comp[sources[q]]
         cv[q] = comp[targets[q]]

@@ -44,8 +44,8 @@ class SearchOptions:
     pairs than this take the NumPy search, and a batch of fewer pairs runs the NumPy prefilter
     instead of the compiled one (same answers, codes and rounds): a handful of pairs never waits
     for numba's import or a compile (once per cache; docs/benchmarks.md). Once it has run, any
-    undecided pairs take it (the NumPy search's ~0.7 ms for a few pairs was a third of a 100,000
-    pair batch on a small graph).
+    undecided pairs take it (the NumPy search's fixed cost for a few pairs was a third of a
+    batch of random pairs on a small graph: docs/benchmarks.md).
     """
 
     cpu_search: str = "auto"
