@@ -97,12 +97,12 @@ def compiled_prefilter(L: Labels, sources: np.ndarray, targets: np.ndarray, thre
     # (strided ids, the columns of a mapped (k, 2) file, are read where they are: no copy)
     rec, level_ptr = _layout(L)
     level = np.asarray(L.level)
-    todo = np.empty(k, dtype=np.int64)  # the pairs each block leaves to its records' pass (its own rows)
+    block = BLOCK_PAIRS
 
-    def body(b, _):
-        q0 = b * BLOCK_PAIRS
-        _block(q0, min(k, q0 + BLOCK_PAIRS), sources, targets, comp, level, level_ptr, rec, L.d, 2 * L.W, ans, code,
-               cu, cv, todo[q0:])
+    def body(b, todo):  # todo: the thread's list of its block's pairs left to the records' pass
+        q0 = b * block
+        _block(q0, min(k, q0 + block), sources, targets, comp, level, level_ptr, rec, L.d, 2 * L.W, ans, code, cu, cv,
+               todo)
 
-    run_blocks(-(-k // BLOCK_PAIRS), threads or search_threads(), body)
+    run_blocks(-(-k // block), threads or search_threads(), body, scratch=lambda: np.empty(block, dtype=np.int64))
     return ans, code, cu, cv
