@@ -48,10 +48,12 @@ def _late_positionals(parser, got, extras: list) -> list:
     are still empty, in order. argparse fills a subcommand's positionals from the first run of
     them only, so ``query INDEX --backend cpu PAIRS`` left PAIRS over ("unrecognized
     arguments") while ``query INDEX PAIRS --backend cpu`` was taken. Nothing is placed when an
-    extra looks like an option (``-`` alone, stdin, does not): an unknown option stays an error
-    with everything after it."""
-    if any(x.startswith("-") and x != "-" for x in extras):
+    extra before ``--`` looks like an option (``-`` alone, stdin, does not): an unknown option
+    stays an error with everything after it."""
+    head, tail = (extras, []) if "--" not in extras else (extras[:extras.index("--")], extras[extras.index("--") + 1:])
+    if any(x.startswith("-") and x != "-" for x in head):
         return extras
+    extras = head + tail  # (after "--", anything is a positional)
     for action in parser._actions:
         if not isinstance(action, argparse._SubParsersAction):
             continue

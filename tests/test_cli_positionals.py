@@ -39,6 +39,8 @@ def test_the_parser_places_a_late_positional_and_nothing_else():
     assert (got.index, got.pairs, got.backend) == ("i.h5", "p.txt", "cpu")
     got = p.parse_args(["query", "i.h5", "--backend", "cpu", "-"])  # stdin, a positional
     assert got.pairs == "-"
+    got = p.parse_args(["query", "i.h5", "--backend", "cpu", "--", "-p.txt"])  # after "--", a positional
+    assert (got.index, got.pairs) == ("i.h5", "-p.txt")
 
 
 @pytest.mark.parametrize("argv, unrecognized", [

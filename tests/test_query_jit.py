@@ -147,15 +147,17 @@ def test_answer_batch_uses_compiled_by_default(monkeypatch):
         assert st.steps == st2.steps and st.search_rounds == st2.search_rounds and st.reachable == st2.reachable
     assert len(calls) == 3 and calls[0] > 100
     few = calls[:]
-    L = labels("paper-dense", 0).labels("cpu")  # (no masks: most of 60 pairs are left to the search)
+    # fresh labels (no masks: most of 60 pairs are left to the search), the compiled search not run on them
+    L = dataclasses.replace(labels("paper-dense", 0).labels("cpu"))
     s, t = pairs(ALL["paper-dense"], 60, seed=4)
-    monkeypatch.setattr(answer, "_loaded", lambda module: False)  # as in a process that has not run it yet
     answer.answer_batch_numpy(L, s, t)  # fewer than 64 undecided: the NumPy search
-    assert calls == few
-    monkeypatch.undo()
-    monkeypatch.setattr(bidir_jit, "compiled_search", spy)
-    answer.answer_batch_numpy(L, s, t)  # loaded: the compiled search, however few
+    assert calls == few and not L.searched.built
+    answer.answer_batch_numpy(L, s, t, search=every)  # asked for: the compiled search runs on L
     assert len(calls) == len(few) + 1 and 0 < calls[-1] < 64, calls
+    answer.answer_batch_numpy(L, s, t)  # it has run on L: the compiled search, however few
+    assert len(calls) == len(few) + 2
+    answer.answer_batch_numpy(dataclasses.replace(L), s, t)  # other labels (their types may need a compile)
+    assert len(calls) == len(few) + 2
     with pytest.raises(QueryError, match="cpu_search"):
         SearchOptions(cpu_search="bogus")
     for bad in ({"visit_budget": -2}, {"visit_budget": 1.5}, {"compiled_min_pairs": -1}, {"visit_budget": True}):

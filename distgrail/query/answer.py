@@ -83,11 +83,14 @@ def have_numba() -> bool:
     return importlib.util.find_spec("numba") is not None
 
 
-def _cpu_search(k: int, search: SearchOptions):
+def _cpu_search(k: int, search: SearchOptions, L: Labels | None = None):
+    """The search for ``k`` undecided pairs on ``L``: fewer than ``compiled_min_pairs`` take the
+    NumPy one until the compiled search has run on ``L`` (its code for ``L``'s array types is
+    loaded then; another index's types may need a compile)."""
     method = search.cpu_method(have_numba())
     if method == "forward":
         return guided_search_numpy
-    if method == "bidirectional" or (k < search.compiled_min_pairs and not _loaded("bidir_jit")):
+    if method == "bidirectional" or (k < search.compiled_min_pairs and not (L is not None and L.searched.built)):
         return bidirectional_search_numpy
     return _compiled("bidir_jit", "compiled_search", "search", bidirectional_search_numpy)
 
@@ -146,7 +149,7 @@ def answer_batch_numpy(L: Labels, sources: np.ndarray, targets: np.ndarray, stat
         cv = L.comp[targets]
         ans, code = prefilter(L, cu, cv)
     und = np.flatnonzero(code == UNDECIDED)
-    found, rounds = _cpu_search(und.size, search)(L, cu[und], cv[und])
+    found, rounds = _cpu_search(und.size, search, L)(L, cu[und], cv[und])
     ans[und] = found
     code[und] = np.where(found, SEARCH_POS, SEARCH_NEG)
     if stats is not None:

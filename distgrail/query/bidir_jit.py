@@ -244,6 +244,7 @@ def compiled_search(L: Labels, cu: np.ndarray, cv: np.ndarray, threads: int | No
     if cu.size == 0 or L.C >= _MAX_C:
         return bidirectional_search_numpy(L, cu, cv)
     found, rounds = query_rounds(L, cu, cv, threads)
+    L.searched.get(lambda: True)
     return found, int(rounds.max())
 
 

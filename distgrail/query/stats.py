@@ -40,8 +40,8 @@ class SearchOptions:
 
     ``cpu_search``: one of :data:`SEARCH_METHODS`. ``visit_budget``: GPU, edges a warp may scan for
     one query before handing it to the grid-wide search (-1 hands on every searched pair).
-    ``compiled_min_pairs``: until the compiled CPU search has run in this process, fewer undecided
-    pairs than this take the NumPy search, and a batch of fewer pairs runs the NumPy prefilter
+    ``compiled_min_pairs``: until the compiled CPU search has run on the index's labels, fewer
+    undecided pairs than this take the NumPy search, and a batch of fewer pairs runs the NumPy prefilter
     instead of the compiled one (same answers, codes and rounds): a handful of pairs never waits
     for numba's import or a compile (once per cache; docs/benchmarks.md). Once it has run, any
     undecided pairs take it (the NumPy search's fixed cost for a few pairs was a third of a
@@ -220,6 +220,9 @@ class Labels:
     reverse: Once = field(default_factory=Once, init=False, repr=False, compare=False)
     #: the compiled CPU search's packed records (:mod:`distgrail.query.bidir_jit`), built on first use
     packed: Once = field(default_factory=Once, init=False, repr=False, compare=False)
+    #: set once the compiled CPU search has run on these labels (its code for their array types is
+    #: loaded: a few undecided pairs then wait for no compile, :func:`distgrail.query.answer._cpu_search`)
+    searched: Once = field(default_factory=Once, init=False, repr=False, compare=False)
 
     def __post_init__(self):
         for f in fields(self):
