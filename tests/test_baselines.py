@@ -82,6 +82,8 @@ def test_a_run_without_baselines_checks_distgrail_against_bfs(capsys):
     out = capsys.readouterr().out
     row = [line for line in out.splitlines() if line.startswith("| paper 3,000")]
     assert len(row) == 1 and row[0].endswith("| ok |"), out
+    bfs = row[0].split(" | ")[-3]  # plain BFS's column: scaled milliseconds and the ratio to distgrail's
+    assert bfs.startswith("~") and bfs.endswith("x)"), row
 
 
 def test_a_wrong_answer_is_caught_and_exits_1(monkeypatch, capsys):
