@@ -5,18 +5,19 @@
         [--cpu-search compiled]
         [--grail-max-row 500000] [--timeout SECONDS] [--check-pairs 500] [--workdir DIR] [--json OUT]
 
-``GRAPH`` is a graph file (any format ``distgrail index`` reads), ``paper:N,DEG`` (the paper's
-random DAG, generated here) or ``data`` (the 11 GRAIL benchmark graphs of ``tests/data``). The
-baselines are the authors' own C++ programs, built by ``launch/build_baselines.sh`` from their
-sources (not shipped here): O'Reach (Hanauer, Schulz, Trummer, SEA 2021; its pruned bidirectional
-BFS as the fallback, so every query is answered) and the original GRAIL (Yildirim, Chaoji, Zaki,
-VLDB 2010; ``-dim D``, level filter, positive cut, reverse-pair traversals: its README's best).
-Either may be left out. GRAIL's ``.gra`` reader copies the rest of a line for every number it takes
-from it, so a vertex of a million successors takes it many minutes: it is left out (and the table
-says so) on a DAG with a vertex of more than ``--grail-max-row`` successors (R-MAT 22's condensation
-has one of 386,327; R-MAT 24's, about four times as many). PReaCH's code is not public; plain BFS is
-the exactness check, not a contender (the query benchmark times it:
-``distgrail.benchmarks.queries``).
+``GRAPH`` is a graph file (any format ``distgrail index`` reads; the GRAIL repository's
+``Downloads/`` holds real ones, e.g. the citation graph ``citeseer.scc.gra.gz``), ``paper:N,DEG``
+(the paper's random DAG, generated here) or ``data`` (the 11 GRAIL benchmark graphs of
+``tests/data``). The baselines are the authors' own C++ programs, built by
+``launch/build_baselines.sh`` from their sources (not shipped here): O'Reach (Hanauer, Schulz,
+Trummer, SEA 2021; its pruned bidirectional BFS as the fallback, so every query is answered) and the
+original GRAIL (Yildirim, Chaoji, Zaki, VLDB 2010; ``-dim D``, level filter, positive cut,
+reverse-pair traversals: its README's best). Either may be left out. GRAIL's ``.gra`` reader copies
+the rest of a line for every number it takes from it, so a vertex of a million successors takes it
+many minutes: it is left out (and the table says so) on a DAG with a vertex of more than
+``--grail-max-row`` successors (R-MAT 22's condensation has one of 386,327; R-MAT 24's, about four
+times as many). PReaCH's code is not public; plain BFS is the exactness check, not a contender (the
+query benchmark times it: ``distgrail.benchmarks.queries``).
 
 Both baselines index a DAG, so each graph is condensed here first (SciPy's strong components,
 independent of distgrail's) and they are handed the condensation and the pairs mapped onto it: its
