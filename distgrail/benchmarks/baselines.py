@@ -16,8 +16,8 @@ reverse-pair traversals: its README's best). Either may be left out. GRAIL's ``.
 the rest of a line for every number it takes from it, so a vertex of a million successors takes it
 many minutes: it is left out (and the table says so) on a DAG with a vertex of more than
 ``--grail-max-row`` successors (R-MAT 22's condensation has one of 386,327; R-MAT 24's, about four
-times as many). PReaCH's code is not public. Plain BFS is the exactness check and the last
-contender (below).
+times as many). PReaCH is not here: no repository of its authors' code was found. Plain BFS is the
+exactness check and the last contender (below).
 
 Both baselines index a DAG, so each graph is condensed here first (SciPy's strong components,
 independent of distgrail's) and they are handed the condensation and the pairs mapped onto it: its
