@@ -7,12 +7,12 @@
 #   bash launch/build_baselines.sh O-Reach grail OUT   # -> OUT/oreach, OUT/grail
 #
 # Either source directory may be "-" (not built). Both are compiled with their own release flags
-# (-O3; O'Reach's CMake Release adds -DNDEBUG) by $CXX (default g++; O'Reach's argument parser,
-# in C, by $CC, default gcc), <cstdint> included first (GCC 13 no longer includes it through
-# other headers, which O'Reach relies on). O'Reach includes
-# boost/circular_buffer.hpp and nothing else of Boost; where Boost's headers are not installed,
-# OUT/include/boost/circular_buffer.hpp is written: a ring buffer with the part of that interface
-# O'Reach uses (a capacity given at construction, push_back, pop_front, front, empty, size, clear).
+# (-O3; O'Reach's CMake Release adds -DNDEBUG) by $CXX (default g++; O'Reach's argument parser, in
+# C, by $CC, default gcc), <cstdint> included first (GCC 13 no longer includes it through other
+# headers, which O'Reach relies on). O'Reach includes boost/circular_buffer.hpp and nothing else
+# of Boost; where Boost's headers are not installed, OUT/include/boost/circular_buffer.hpp is
+# written: a ring buffer with the part of that interface O'Reach uses (a capacity given at
+# construction, push_back, pop_front, front, empty, size, clear).
 # `build_baselines.sh --shim OUT` writes only that header (the test suite checks it).
 set -euo pipefail
 
