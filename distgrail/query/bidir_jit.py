@@ -21,9 +21,9 @@ backward for the thread's e-th query, cleared every 127 queries; a vertex never 
 marks of a live query, since meeting the other side's mark ends it) and three int32 frontier
 buffers of C ids. Scratch: 13 C bytes per thread; records 4 R C bytes per index.
 
-Threads: plain Python threads (the compiled loop releases the GIL), each taking blocks of
-queries from a shared counter; numba's own thread pool is not used, so concurrent callers and
-fork() are safe. Their number: ``NUMBA_NUM_THREADS`` when set; else the cores this process may
+Threads: the caller and kept plain Python threads (the compiled loop releases the GIL;
+:func:`run_blocks`), each taking blocks of queries from a shared counter; numba's own thread pool
+is not used, so concurrent callers and fork() are safe. Their number: ``NUMBA_NUM_THREADS`` when set; else the cores this process may
 run on (``os.sched_getaffinity``), divided among the MPI ranks of this node when the launcher
 says how many there are (``OMPI_COMM_WORLD_LOCAL_SIZE``, ``MPI_LOCALNRANKS``, ``PMI_LOCAL_SIZE``, ``SLURM_NTASKS_PER_NODE``)
 and the ranks were not already bound to their own cores (see :func:`search_threads`).
@@ -276,11 +276,55 @@ def query_rounds(L: Labels, cu: np.ndarray, cv: np.ndarray, threads: int | None 
     return found, rounds
 
 
+class _Helpers:
+    """The threads that run :func:`run_blocks`' blocks beside its caller: started on first use,
+    kept for the next call (starting and joining two threads took ~0.2 ms a call, a tenth or more
+    of a batch of 100,000 pairs on a small index, and a CPU batch makes two such calls), daemons
+    (they never hold up the interpreter's exit), and forgotten in a forked child, which starts its
+    own (a fork copies no thread but the caller)."""
+
+    def __init__(self):
+        self.lock = threading.Lock()
+        self.tasks = None
+        self.count = 0
+
+    def submit(self, n: int, task) -> None:
+        import queue
+
+        with self.lock:
+            if self.tasks is None:
+                self.tasks, self.count = queue.SimpleQueue(), 0
+            while self.count < n:
+                threading.Thread(target=self._serve, args=(self.tasks,), daemon=True,
+                                 name=f"distgrail-search-{self.count}").start()
+                self.count += 1
+            for _ in range(n):
+                self.tasks.put(task)
+
+    @staticmethod
+    def _serve(tasks):
+        while True:
+            tasks.get()()
+
+    def forget(self):  # in a forked child: the parent's threads are not there
+        self.lock = threading.Lock()
+        self.tasks = None
+        self.count = 0
+
+
+_HELPERS = _Helpers()
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_HELPERS.forget)
+
+
 def run_blocks(nblk: int, threads: int, body, scratch=lambda: None) -> None:
-    """``body(b, s)`` for every block ``b < nblk`` on up to ``threads`` plain Python threads (the
-    compiled loops release the GIL; numba's own pool is not used, so concurrent callers and
-    ``fork()`` are safe), each taking the next block from a shared counter, ``s = scratch()`` its
-    own. The first error is raised here, once every thread has ended."""
+    """``body(b, s)`` for every block ``b < nblk`` on up to ``threads`` threads (the compiled loops
+    release the GIL; numba's own pool is not used, so concurrent callers and ``fork()`` are
+    safe): the caller and ``threads - 1`` kept helper threads (:class:`_Helpers`), each taking
+    the next block from a shared counter, ``s = scratch()`` its own. A helper that only starts
+    once the caller has seen every block taken does nothing (another call's work may have held
+    it), and the caller waits only for the helpers that took part. The first error is raised
+    here, once every one that took part has ended."""
     blocks = itertools.count()
     errors = []
 
@@ -296,13 +340,27 @@ def run_blocks(nblk: int, threads: int, body, scratch=lambda: None) -> None:
             errors.append(e)
 
     T = max(1, min(int(threads), nblk))
-    if T == 1:
-        worker()
-    else:
-        ts = [threading.Thread(target=worker, daemon=True) for _ in range(T)]
-        for t in ts:
-            t.start()
-        for t in ts:
-            t.join()
+    if T > 1:
+        done = threading.Condition()
+        state = {"closed": False, "started": 0, "ended": 0}
+
+        def helper():
+            with done:
+                if state["closed"]:
+                    return
+                state["started"] += 1
+            try:
+                worker()
+            finally:
+                with done:
+                    state["ended"] += 1
+                    done.notify_all()
+
+        _HELPERS.submit(T - 1, helper)
+    worker()
+    if T > 1:
+        with done:
+            state["closed"] = True
+            done.wait_for(lambda: state["ended"] == state["started"])
     if errors:
         raise errors[0]
