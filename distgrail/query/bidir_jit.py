@@ -278,10 +278,10 @@ def query_rounds(L: Labels, cu: np.ndarray, cv: np.ndarray, threads: int | None 
 
 class _Helpers:
     """The threads that run :func:`run_blocks`' blocks beside its caller: started on first use,
-    kept for the next call (starting and joining two threads took ~0.2 ms a call, a tenth or more
-    of a batch of 100,000 pairs on a small index, and a CPU batch makes two such calls), daemons
-    (they never hold up the interpreter's exit), and forgotten in a forked child, which starts its
-    own (a fork copies no thread but the caller)."""
+    kept for the next call (starting and joining threads on every call was a tenth or more of a
+    batch of 100,000 pairs on a small index, and a CPU batch makes two such calls:
+    docs/benchmarks.md), daemons (they never hold up the interpreter's exit), and forgotten in a
+    forked child, which starts its own (a fork copies no thread but the caller)."""
 
     def __init__(self):
         self.lock = threading.Lock()
