@@ -7,6 +7,7 @@ from __future__ import annotations
 import multiprocessing
 import os
 import threading
+import time
 
 import numpy as np
 import pytest
@@ -85,3 +86,43 @@ def test_a_forked_child_runs_blocks_with_threads_of_its_own():
     p.start()
     p.join(60)
     assert p.exitcode == 0 and q.get(timeout=5) == 64
+
+
+def test_an_error_stops_every_thread_after_its_current_block():
+    ran = []
+
+    def body(b, s):
+        ran.append(b)
+        if b == 2:
+            raise KeyboardInterrupt  # (Ctrl-C in the caller: the batch does not run on)
+        time.sleep(0.005)
+
+    with pytest.raises(KeyboardInterrupt):
+        run_blocks(400, 2, body)
+    assert len(ran) < 20, len(ran)
+
+
+def test_a_closed_call_left_in_the_queue_holds_nothing_of_it():
+    import gc
+    import weakref
+
+    release = threading.Event()
+    busy = threading.Thread(target=run_blocks, args=(64, 64, lambda b, s: release.wait(10)))
+    busy.start()  # every helper is held by this call's blocks
+    time.sleep(0.2)
+
+    class Body:
+        def __call__(self, b, s):
+            pass
+
+    body = Body()
+    gone = weakref.ref(body)
+    run_blocks(4, 2, body)  # its helper task waits in the queue behind the busy call's
+    del body
+    gc.collect()
+    try:
+        assert gone() is None  # (its arrays would be freed too)
+    finally:
+        release.set()
+        busy.join(30)
+    assert not busy.is_alive()

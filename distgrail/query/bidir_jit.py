@@ -294,7 +294,7 @@ class _Helpers:
         with self.lock:
             if self.tasks is None:
                 self.tasks, self.count = queue.SimpleQueue(), 0
-            while self.count < n:
+            while self.count < min(n, os.cpu_count() or 1):  # (more threads than cores: only queued)
                 threading.Thread(target=self._serve, args=(self.tasks,), daemon=True,
                                  name=f"distgrail-search-{self.count}").start()
                 self.count += 1
@@ -320,18 +320,19 @@ if hasattr(os, "register_at_fork"):
 def run_blocks(nblk: int, threads: int, body, scratch=lambda: None) -> None:
     """``body(b, s)`` for every block ``b < nblk`` on up to ``threads`` threads (the compiled loops
     release the GIL; numba's own pool is not used, so concurrent callers and ``fork()`` are
-    safe): the caller and ``threads - 1`` kept helper threads (:class:`_Helpers`), each taking
-    the next block from a shared counter, ``s = scratch()`` its own. A helper that only starts
-    once the caller has seen every block taken does nothing (another call's work may have held
-    it), and the caller waits only for the helpers that took part. The first error is raised
-    here, once every one that took part has ended."""
+    safe): the caller and ``threads - 1`` kept helper threads (:class:`_Helpers`, at most one per
+    core), each taking the next block from a shared counter, ``s = scratch()`` its own. A helper
+    that only starts once the call is closed does nothing (another call's work may have held it)
+    and holds nothing of it; the caller waits only for the helpers that took part, so no block
+    runs after this returns. The first error (Ctrl-C in the caller included) stops every thread
+    after its current block and is raised here."""
     blocks = itertools.count()
     errors = []
 
     def worker():
         try:
             s = scratch()
-            while True:
+            while not errors:
                 b = next(blocks)
                 if b >= nblk:
                     return
@@ -340,27 +341,33 @@ def run_blocks(nblk: int, threads: int, body, scratch=lambda: None) -> None:
             errors.append(e)
 
     T = max(1, min(int(threads), nblk))
-    if T > 1:
+    if T == 1:
+        worker()
+    else:
         done = threading.Condition()
-        state = {"closed": False, "started": 0, "ended": 0}
+        call = {"work": worker, "started": 0, "ended": 0}  # "work" None: closed
 
         def helper():
             with done:
-                if state["closed"]:
+                work = call["work"]
+                if work is None:
                     return
-                state["started"] += 1
+                call["started"] += 1
             try:
-                worker()
+                work()
             finally:
                 with done:
-                    state["ended"] += 1
+                    call["ended"] += 1
                     done.notify_all()
 
-        _HELPERS.submit(T - 1, helper)
-    worker()
-    if T > 1:
-        with done:
-            state["closed"] = True
-            done.wait_for(lambda: state["ended"] == state["started"])
+        try:
+            _HELPERS.submit(T - 1, helper)
+            worker()
+        except BaseException as e:  # (an interrupt outside worker's own blocks: the helpers stop too)
+            errors.append(e)
+        finally:
+            with done:
+                call["work"] = None
+                done.wait_for(lambda: call["ended"] == call["started"])
     if errors:
         raise errors[0]
