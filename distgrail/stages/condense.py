@@ -172,6 +172,53 @@ def dag_from_csr(n, comp, indptr, indices):
                level=level.astype(np.int32), level_ptr=level_ptr.astype(np.int64))
 
 
+#: edges from which the CPU backend finds strong components with the compiled search
+#: (:mod:`distgrail.stages.scc_jit`) rather than SciPy's: about where numba's import and cache
+#: load cost less than the search saves (docs/benchmarks.md, session 43)
+COMPILED_SCC_EDGES = 1 << 23
+
+
+def _strong_components(src, dst, n, cap=None):
+    """``(ncomp, labels, cu, cv, first)``: a component number per vertex (any order), the
+    components of every edge (``cu``, ``cv``; with ``first``, the smallest vertex of each
+    component, only the edges between components), from the compiled search on large graphs,
+    else SciPy's (``first`` None, every edge)."""
+    jit = None
+    if src.size >= COMPILED_SCC_EDGES:
+        from ..jit import load
+
+        jit = load(f"{__package__}.scc_jit", "strong components", stacklevel=4)
+    dt = id_dtype(n)
+    if jit is not None:
+        src = np.ascontiguousarray(src)
+        indptr = np.empty(n + 1, dtype=np.int64)
+        indices = jit.rows_of(src, np.ascontiguousarray(dst), n, indptr)
+        labels = np.zeros(n, dtype=dt)
+        work = np.empty(n, dtype=dt), np.empty(n, dtype=dt), np.empty(n, dtype=np.int64), np.empty(n, np.bool_)
+        # the edges between components that the search records: 4 bytes an input edge at most
+        cap = src.size // 2 + 1024 if cap is None else cap
+        cu, cv = np.empty(cap, dtype=dt), np.empty(cap, dtype=dt)
+        ncomp, k = jit.strong_components(indptr, indices, labels, *work, cu, cv)
+        del work, indptr, indices
+        first = jit.first_members(labels, ncomp)
+        if k <= cap:
+            return int(ncomp), labels, cu[:k], cv[:k], first
+        del cu, cv  # more than it could hold (a graph mostly acyclic): every edge's components
+        cu, cv = labels[src], labels[dst]
+        keep = cu != cv
+        return int(ncomp), labels, cu[keep], cv[keep], first
+    if (src[1:] >= src[:-1]).all():  # rows already grouped: build the CSR directly
+        indptr0 = np.zeros(n + 1, dtype=np.int64)
+        np.cumsum(np.bincount(src, minlength=n), out=indptr0[1:])
+        a = _sparse().csr_matrix((np.ones(src.size, dtype=np.bool_), dst, indptr0), shape=(n, n))
+    else:
+        a = _sparse().csr_matrix((np.ones(src.size, dtype=np.bool_), (src, dst)), shape=(n, n))
+    ncomp, labels = _sparse().csgraph.connected_components(a, directed=True, connection="strong")
+    del a
+    labels = labels.astype(dt)
+    return ncomp, labels, labels[src], labels[dst], None
+
+
 def condense(graph: EdgeGraph) -> DAG:
     """Condense ``graph``'s SCCs into a level-sorted DAG.
 
@@ -197,24 +244,15 @@ def condense(graph: EdgeGraph) -> DAG:
     src, dst = graph.src, graph.dst
     if graph.m == 0 or (src <= dst).all() or (src >= dst).all():
         # vertex order (or its reverse) is topological: every component is one vertex
-        ncomp, labels = n, None
+        ncomp, labels, first = n, None, None
         cu, cv = src, dst
     else:
-        if (src[1:] >= src[:-1]).all():  # rows already grouped: build the CSR directly
-            indptr0 = np.zeros(n + 1, dtype=np.int64)
-            np.cumsum(np.bincount(src, minlength=n), out=indptr0[1:])
-            a = _sparse().csr_matrix((np.ones(graph.m, dtype=np.bool_), dst, indptr0), shape=(n, n))
-        else:
-            a = _sparse().csr_matrix((np.ones(graph.m, dtype=np.bool_), (src, dst)), shape=(n, n))
-        ncomp, labels = _sparse().csgraph.connected_components(a, directed=True, connection="strong")
-        del a
-        labels = labels.astype(id_dtype(n))
-        cu = labels[src]
-        cv = labels[dst]
-    keep = cu != cv
-    if not keep.all():
-        cu, cv = cu[keep], cv[keep]
-    del keep
+        ncomp, labels, cu, cv, first = _strong_components(src, dst, n)
+    if labels is None or first is None:
+        keep = cu != cv
+        if not keep.all():
+            cu, cv = cu[keep], cv[keep]
+        del keep
     ip0, ix0 = _csr(cu, cv, ncomp)
     del cu, cv
     from concurrent.futures import ThreadPoolExecutor
@@ -229,6 +267,8 @@ def condense(graph: EdgeGraph) -> DAG:
         raise
     if labels is None:
         order = np.argsort(lev0, kind="stable")  # ties: smallest vertex id first
+    elif first is not None:
+        order = np.lexsort((first, lev0))
     else:
         # smallest original vertex of each component: first occurrence in vertex order
         by_label = np.argsort(labels, kind="stable")

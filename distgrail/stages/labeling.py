@@ -226,7 +226,12 @@ def _labels_on_device(be, post, lo, hi, ut):
 
 
 def _labels_to_host(be, post, lo, hi, ut, out):
-    """post0 and the intervals cast to ``ut`` on the device, then copied to the host."""
+    """post0 and the intervals cast to ``ut`` on the device, then copied to the host; on the CPU
+    cast straight into ``out`` (no stacked copy between)."""
+    if not be.is_gpu and out is not None:
+        out[..., 0] = lo
+        out[..., 1] = hi
+        return be.to_host(post[0]), out
     post0, iv = _labels_on_device(be, post, lo, hi, ut)
     del post, lo, hi
     return post0, be.to_host(iv, out=out)

@@ -10,6 +10,7 @@ subtree: the sum, over the path to its root, of the sizes of earlier siblings.
 from __future__ import annotations
 
 import math
+import os
 
 import numpy as np
 
@@ -65,18 +66,73 @@ def post_order_ranks_numpy(parent, size, level_ptr, seed, dims):
     return out
 
 
-def post_order_ranks_cpu(parent, size, level_ptr, seed, dims):
-    """The CPU backend's phase 3: the twin, or on a deep forest (:mod:`distgrail.stages.deep`) the
-    root-path sums in one compiled pass per dimension, with the same ranks."""
-    jit = compiled_sweeps(n_levels(level_ptr))
+#: components from which the CPU backend orders siblings with linear compiled passes
+#: (:mod:`distgrail.stages.ranks_jit`) rather than ``np.lexsort``: numba's import and cache
+#: load cost less than the sorts save above it (docs/benchmarks.md, session 43)
+COMPILED_RANKS_COMPONENTS = 1 << 19
+#: dimensions ordered at once on the CPU (each holds ~56 bytes a component of work space)
+_RANKS_THREADS = 4
+
+
+def _compiled_offsets(parent, size, seed):
+    """A function ``dim -> sibling offsets`` of the compiled passes, or None (small forest, or
+    numba does not load): the twin's :func:`sibling_offsets`, the same numbers."""
+    if parent.size < COMPILED_RANKS_COMPONENTS:
+        return None
+    from ..constants import GOLDEN, MIX1, MIX2
+    from ..jit import load
+
+    jit = load(f"{__package__}.ranks_jit", "sibling order", stacklevel=5)
     if jit is None:
+        return None
+    parent = np.ascontiguousarray(parent)
+    size = np.ascontiguousarray(size)
+    buckets = jit.parent_buckets(parent)
+    words = np.uint64(GOLDEN), np.uint64(MIX1), np.uint64(MIX2)
+    one = np.full(1, -1, dtype=parent.dtype)  # compiled (or loaded) here, before threads call it
+    jit.sibling_offsets_into(np.empty(1, np.int64), one, np.ones(1, size.dtype), jit.parent_buckets(one),
+                             np.uint64(0), *words)
+
+    def offsets(dim):
+        out = np.empty(parent.size, dtype=np.int64)
+        jit.sibling_offsets_into(out, parent, size, buckets, np.uint64(hash_base(seed, STREAM_DIM0 + dim)), *words)
+        return out
+    return offsets
+
+
+def post_order_ranks_cpu(parent, size, level_ptr, seed, dims):
+    """The CPU backend's phase 3: the twin's numbers. Large forests order siblings by compiled
+    linear passes (:mod:`distgrail.stages.ranks_jit`); on a deep forest
+    (:mod:`distgrail.stages.deep`) the root-path sums run in one compiled pass per dimension."""
+    compiled = _compiled_offsets(parent, size, seed)
+    jit = compiled_sweeps(n_levels(level_ptr))
+    if compiled is None and jit is None:
         return post_order_ranks_numpy(parent, size, level_ptr, seed, dims)
+    offsets = compiled or (lambda dim: sibling_offsets(parent, size, seed, dim))
+    lp = np.asarray(level_ptr).tolist()
+    dims = list(dims)
     out = np.empty((len(dims), parent.size), dtype=np.int64)
-    first = int(level_ptr[1])
-    for k, dim in enumerate(dims):
-        start = sibling_offsets(parent, size, seed, dim)
-        jit.add_parent_starts(start, parent, first)
-        out[k] = start + size - 1
+
+    def one(k):
+        start = offsets(dims[k])
+        if jit is not None:
+            jit.add_parent_starts(start, parent, int(level_ptr[1]))
+        else:
+            for lev in range(1, len(lp) - 1):
+                a, b = lp[lev], lp[lev + 1]
+                start[a:b] += start[parent[a:b]]
+        np.add(start, size - 1, out=out[k])
+
+    threads = min(len(dims), os.cpu_count() or 1, _RANKS_THREADS) if compiled else 1
+    if threads <= 1:
+        for k in range(len(dims)):
+            one(k)
+        return out
+    from concurrent.futures import ThreadPoolExecutor
+
+    with ThreadPoolExecutor(threads) as ex:  # the compiled passes release the GIL
+        for f in [ex.submit(one, k) for k in range(len(dims))]:
+            f.result()
     return out
 
 

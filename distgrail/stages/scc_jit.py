@@ -1,0 +1,159 @@
+"""The CPU backend's strongly connected components as compiled loops (numba): Pearce's
+single-pass variant of Tarjan's depth-first search, with an explicit call stack.
+
+SciPy's ``connected_components(connection="strong")`` runs the same algorithm, but takes a
+``csr_matrix``: the edge arrays are copied into it, its values cast to float64 (8 bytes an edge),
+and each edge's visit reads two arrays. Here the search runs on the edge arrays themselves, and
+one array, ``rindex``, holds both a vertex's depth-first index while it is open and its
+component's number once it is closed (Pearce: closed numbers count down from ``n``, above every
+open index), so an edge's visit is one random read; the edges between components are recorded
+as the search meets them, so the edges are not read again (docs/benchmarks.md, session 43).
+
+The partition is the same as SciPy's (a graph's components do not depend on the search); the
+numbering is the order in which components close, sinks first, which
+:func:`distgrail.stages.condense.condense` replaces by its canonical (level, smallest vertex)
+order. Imported only for graphs of at least :data:`~distgrail.stages.condense.COMPILED_SCC_EDGES`
+edges (numba's import and cache load are paid by large graphs only); where numba does not
+import, SciPy's search runs (same components).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ..jit import njit
+
+__all__ = ["rows_of", "strong_components", "first_members"]
+
+
+@njit(nogil=True)
+def rows_of(src, dst, n, indptr):
+    """Fill ``indptr`` (n + 1, int64) with the row starts of the edges grouped by ``src``; returns
+    the column array: ``dst`` itself when ``src`` is already grouped (non-decreasing), else a new
+    array by a counting sort (each row's entries in input order)."""
+    m = src.shape[0]
+    for i in range(n + 1):
+        indptr[i] = 0
+    grouped = True
+    prev = 0
+    for e in range(m):
+        s = src[e]
+        indptr[s + 1] += 1
+        if s < prev:
+            grouped = False
+        prev = s
+    for i in range(n):
+        indptr[i + 1] += indptr[i]
+    if grouped:
+        return dst
+    out = np.empty(m, dtype=dst.dtype)
+    fill = indptr[:n].copy()
+    for e in range(m):
+        s = src[e]
+        out[fill[s]] = dst[e]
+        fill[s] += 1
+    return out
+
+
+@njit(nogil=True)
+def strong_components(indptr, indices, rindex, scratch, calls, edges, is_root, cu, cv):
+    """Pearce's search over the CSR (``indptr``, ``indices``) of ``n = rindex.size`` vertices.
+
+    ``rindex`` (zeros, a signed type holding ``n``) ends as each vertex's component number,
+    0 .. ncomp-1 in closing order (a component closes after every component it reaches, so sinks
+    come first and every edge between components goes from a larger number to a smaller one).
+    ``scratch``, ``calls`` (the type of ``rindex``), ``edges`` (int64) and ``is_root`` (bool),
+    each of ``n`` entries, are work space.
+
+    Returns ``(ncomp, k)``: ``k`` edges join two components; the first ``min(k, cu.size)`` of
+    them are written to ``cu``, ``cv`` (the type of ``rindex``) as component pairs, duplicates
+    kept, in search order. An edge ``v -> w`` joins two components exactly when ``w`` is
+    closed once the edge is done (at its visit, or when the search comes back from ``w``): a
+    ``w`` still open is on the search's stack, so it reaches ``v`` and ``v`` reaches it."""
+    n = rindex.shape[0]
+    cap = cu.shape[0]
+    k = 0
+    sp = 0  # entries on the open-vertex stack (``scratch``)
+    nxt = 1  # next depth-first index; indices of closed vertices are given back
+    c = n  # next closed component's value; values in use lie above every open index
+    for s in range(n):
+        if rindex[s] != 0:
+            continue
+        top = 0
+        calls[0] = s
+        edges[0] = indptr[s]
+        is_root[0] = True
+        rindex[s] = nxt
+        nxt += 1
+        while top >= 0:
+            v = calls[top]
+            e = edges[top]
+            end = indptr[v + 1]
+            rv = rindex[v]
+            descended = False
+            while e < end:
+                w = indices[e]
+                e += 1
+                rw = rindex[w]
+                if rw == 0:  # unvisited: descend into w, come back to v's next edge
+                    edges[top] = e
+                    rindex[v] = rv
+                    top += 1
+                    calls[top] = w
+                    edges[top] = indptr[w]
+                    is_root[top] = True
+                    rindex[w] = nxt
+                    nxt += 1
+                    descended = True
+                    break
+                if rw > c:  # closed: another component
+                    if k < cap:
+                        cu[k] = v
+                        cv[k] = rw
+                    k += 1
+                elif rw < rv:  # open and older: v is not a root
+                    rv = rw
+                    is_root[top] = False
+            if descended:
+                continue
+            rindex[v] = rv
+            if is_root[top]:  # v closes its component: itself and the stack's entries above it
+                nxt -= 1
+                while sp > 0 and rindex[scratch[sp - 1]] >= rv:
+                    sp -= 1
+                    rindex[scratch[sp]] = c
+                    nxt -= 1
+                rindex[v] = c
+                c -= 1
+            else:
+                scratch[sp] = v
+                sp += 1
+            top -= 1
+            if top >= 0:
+                u = calls[top]
+                rv = rindex[v]
+                if rv > c:  # the edge u -> v ends in a closed component
+                    if k < cap:
+                        cu[k] = u
+                        cv[k] = rv
+                    k += 1
+                elif rv < rindex[u]:
+                    rindex[u] = rv
+                    is_root[top] = False
+    for v in range(n):
+        rindex[v] = n - rindex[v]
+    for i in range(min(k, cap)):
+        cu[i] = rindex[cu[i]]
+        cv[i] = n - cv[i]
+    return n - c, k
+
+
+@njit(nogil=True)
+def first_members(labels, ncomp):
+    """The smallest vertex of each component (``labels``: a component number per vertex)."""
+    first = np.full(ncomp, -1, dtype=np.int64)
+    for v in range(labels.shape[0]):
+        lab = labels[v]
+        if first[lab] < 0:
+            first[lab] = v
+    return first
