@@ -123,6 +123,23 @@ def test_rows_of_groups_or_returns_the_input():
     assert [sorted(out[ptr[r]:ptr[r + 1]].tolist()) for r in range(5)] == [[1, 5], [], [0, 3, 3], [], [2]]
 
 
+@pytest.mark.parametrize("n,m", [(1, 5), (1024, 3000), (1025, 4000), (70_000, 300_000), (5000, 0)])
+def test_rows_of_many_blocks_equals_a_stable_sort(n, m):
+    """Past 1,024 rows the edges move block by block: the rows and their order equal a stable
+    argsort's (a hub row included)."""
+    rng = np.random.default_rng(n)
+    src = rng.integers(0, n, m).astype(np.int32)
+    src[: m // 5] = n - 1  # a hub: the last row, the last block
+    src = src[rng.permutation(m)]
+    dst = rng.integers(0, n, m).astype(np.int32)
+    ptr = np.empty(n + 1, np.int64)
+    out = scc_jit.rows_of(src, dst, n, ptr)
+    order = np.argsort(src, kind="stable")
+    want = np.zeros(n + 1, np.int64)
+    np.cumsum(np.bincount(src, minlength=n), out=want[1:])
+    assert np.array_equal(ptr, want) and np.array_equal(out, dst[order])
+
+
 @pytest.mark.parametrize("seed,dim", [(0, 0), (7, 3), (2**40 + 5, 1)])
 def test_compiled_keys_equal_the_hash(seed, dim):
     from distgrail.constants import GOLDEN, MIX1, MIX2

@@ -234,6 +234,8 @@ class StreamText(Text):
     the decompressed text. Only recent bytes are kept, so ``line_at``/``excerpt`` work for the
     current and the previous chunk (older offsets get the error without a line number)."""
 
+    whole = False
+
     def __init__(self, path: str, codec: str, translate: bytes | None = None):
         self.path = str(path)
         self.codec = codec

@@ -11,7 +11,7 @@ from .graph import EdgeGraph, id_dtype
 from ..dtypes import max_vertices, size_problem
 from .guards import EMPTY_TAB_FIELD, GLUED_MARK, blank_field, comma_ids, comma_width, empty_tab_field, first_edge_tab, \
     first_edge_width, glued_mark, width_message
-from .text import Chunk, MAX_FAST_COMMENTS, digits_value, NUMERIC_TEXT, PAIRS_TABLE, Sink, Text, fast_numbers, is_digits, shown, \
+from .text import Chunk, chunks_ahead, large_text, MAX_FAST_COMMENTS, digits_value, NUMERIC_TEXT, PAIRS_TABLE, Sink, Text, fast_numbers, is_digits, shown, \
     token_starts
 
 
@@ -99,8 +99,10 @@ class Width:
             self.fail(text, ch.abs(ch.line_start[other[0]]))
 
 
-def _pairs_chunk_fast(data: bytes, comments: bytes, base: int, n: int | None, cap: int, note: dict | None = None):
-    """Fast path for a chunk of 'u v' lines; returns the 2k values or None (general path).
+def _pairs_chunk_fast(data: bytes, comments: bytes, base: int, n: int | None, cap: int, note: dict | None = None,
+                      compiled: bool = False):
+    """Fast path for a chunk of 'u v' lines; returns the 2k values or None (general path);
+    ``compiled``: the numbers read by one compiled pass (:func:`~distgrail.io.text.fast_numbers`).
     ``note["clean"]`` (when given): whether every token follows one separator byte, or a line end,
     or starts the chunk (``0\\t1``: no run of blanks where a field could be empty, :meth:`Width.tabs`)."""
     bl = data.translate(PAIRS_TABLE)
@@ -137,7 +139,7 @@ def _pairs_chunk_fast(data: bytes, comments: bytes, base: int, n: int | None, ca
             has_nl[odd] = np.searchsorted(nl, nxt[odd]) > np.searchsorted(nl, ts[odd])
         if has_nl[0::2].any() or not has_nl[1::2].all():
             return None
-    vals = fast_numbers(bytes(bl), ts.size)
+    vals = fast_numbers(bl, ts.size, ts) if compiled else fast_numbers(bytes(bl), ts.size)
     if vals is None or vals.size == 0:
         return vals
     lo, hi = int(vals.min()), int(vals.max())
@@ -192,14 +194,22 @@ def read_columns(text: Text, start: int, columns: int, comments: bytes, base: in
     cap = max_vertices() if cap is None else cap
     room = (len(text) - start + 1) // 4  # a pair takes at least 'u v\n'
     us, vs = Sink(room, np.int32), Sink(room, np.int32)
-    for offset, data in text.chunks(start):
+    compiled = large_text(text, start)
+
+    def fast(data):  # (no error raised here: the checks below raise them in file order)
+        note: dict = {}
+        glued = glued_mark(data, marks=comments) if comments else -1
+        return glued, note, (_pairs_chunk_fast(data, comments, base, n, cap, note, compiled) if glued < 0 else None)
+
+    # a large file's chunks go through the fast path on threads, ahead of the checks; not a CSV's
+    # (its commas are checked on the chunk last read) nor a stream's (its older chunks are gone)
+    ahead = compiled and text.translate is None and text.whole
+    for offset, data, done in chunks_ahead(text.chunks(start), fast, ahead):
         if width is not None and width.comma:
             width.commas(text, offset, len(data))
-        glued = glued_mark(data, marks=comments) if comments else -1
+        glued, note, vals = done()
         if glued >= 0:  # ('0 5%20' is no edge from 0 to 5)
             text.fail(offset + glued, GLUED_MARK + text.excerpt(offset + glued))
-        note: dict = {}
-        vals = _pairs_chunk_fast(data, comments, base, n, cap, note)
         if width is not None and not width.comma:  # (a chunk of one separator byte between tokens: no empty field)
             width.tabs(text, offset, data, note.get("clean", False))
         if vals is not None and vals.size and width is not None and not width.comma and \

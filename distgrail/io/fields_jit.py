@@ -1,11 +1,13 @@
 """The scans of comma- and tab-separated edge lists, compiled (numba, ``nogil``): one pass over a
 chunk's bytes each, what :func:`distgrail.io.guards.empty_field`, :func:`~distgrail.io.guards.comma_width`
 and :func:`~distgrail.io.guards.empty_tab_field` compute with NumPy or line by line (tests check
-both on the same inputs). Imported when a large chunk or one of many lines to walk is read;
-without numba the NumPy code runs."""
+both on the same inputs); and the fast path's numbers of a large file (:func:`numbers_at`, what
+``np.fromstring`` reads). Imported when a large chunk, a large file or one of many lines to walk
+is read; without numba the NumPy code runs."""
 
 from __future__ import annotations
 
+import numpy as np
 from numba import njit
 
 
@@ -139,3 +141,25 @@ def first_empty_tab_field(a):  # pragma: no cover - compiled
             j += 1
         i = j + 1
     return -1
+
+
+@njit(nogil=True, cache=True)
+def numbers_at(b, starts):  # pragma: no cover - compiled
+    """``(values, ok)``: the integer of each token of ``b`` (a chunk translated for the fast path,
+    where only digits are above 47) starting at ``starts``, as ``np.fromstring(..., sep=" ")``
+    reads them (:func:`distgrail.io.text.fast_numbers`); ``ok`` False when a token has more than
+    18 digits (where int64 could overflow, the caller lets ``fromstring`` decide)."""
+    out = np.empty(starts.size, dtype=np.int64)
+    n = b.size
+    for k in range(starts.size):
+        i = starts[k]
+        v = 0
+        d = 0
+        while i < n and b[i] > 47:
+            v = v * 10 + (b[i] - 48)
+            i += 1
+            d += 1
+        if d > 18:
+            return out, False
+        out[k] = v
+    return out, True

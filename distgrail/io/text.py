@@ -19,7 +19,8 @@ from ..errors import GraphFormatError
 from .excerpt import looks_binary, shown  # noqa: F401 (looks_binary: re-exported)
 from .guards import EMPTY_FIELD, STRAY_CR, empty_field, room_problem, stray_cr
 
-__all__ = ["shown", "Text", "Chunk", "Sink", "TokenCounter", "CHUNK_BYTES", "concat", "parse_n", "fast_numbers", "token_starts"]
+__all__ = ["shown", "Text", "Chunk", "Sink", "TokenCounter", "CHUNK_BYTES", "concat", "parse_n", "fast_numbers", "token_starts",
+           "COMPILED_NUMBERS_BYTES", "chunks_ahead", "large_text"]
 
 #: bytes per parse chunk; chunks end at line ends (tests shrink it to cross many boundaries)
 CHUNK_BYTES = 4 << 20
@@ -56,6 +57,10 @@ def count_newlines(buf, end: int) -> int:
 
 class Text:
     """A memory-mapped text file with helpers for error messages."""
+
+    #: every offset's bytes stay at hand, so chunks may be read ahead of the checks
+    #: (:func:`chunks_ahead`); a decompressed stream keeps only recent ones
+    whole = True
 
     def __init__(self, path: str, data: bytes | None = None, translate: bytes | None = None):
         self.path, self.translate = str(path), translate  # translate: a table for the chunks (CSV: ',' -> ' ')
@@ -388,6 +393,52 @@ class Sink:
         return self.buf[: self.size]
 
 
+#: chunks read ahead per thread by :func:`chunks_ahead`
+AHEAD_PER_THREAD = 2
+
+
+def chunks_ahead(chunks, work, threaded: bool, threads: int | None = None):
+    """``(offset, data, done)`` for each ``(offset, data)`` of the generator ``chunks``, in order;
+    ``done()`` returns ``work(data)``. ``threaded``: the chunks are read ahead and ``work`` runs on
+    threads (at most 4, :data:`AHEAD_PER_THREAD` chunks each in flight); an error the generator
+    raises while reading ahead is raised only where the caller reaches it, so errors come in file
+    order, as without threads. ``work`` must not raise for input it is given (a caller's checks
+    raise). On a stop (an error, a closed generator) the chunks not yet worked are dropped."""
+    if not threaded:
+        for offset, data in chunks:
+            yield offset, data, (lambda data=data: work(data))
+        return
+    import collections
+    import os
+    from concurrent.futures import ThreadPoolExecutor
+
+    threads = threads or max(1, min(4, (os.cpu_count() or 1)))
+    pending: collections.deque = collections.deque()
+    error: list = []
+    with ThreadPoolExecutor(threads) as pool:
+        try:
+            while True:
+                while not error and len(pending) < AHEAD_PER_THREAD * threads:
+                    try:
+                        offset, data = next(chunks)
+                    except StopIteration:
+                        break
+                    except BaseException as e:  # noqa: BLE001 - raised when its turn comes
+                        error.append(e)
+                        break
+                    pending.append((offset, data, pool.submit(work, data)))
+                if not pending:
+                    break
+                offset, data, future = pending.popleft()
+                yield offset, data, future.result
+            if error:
+                raise error[0]
+        finally:
+            for *_, future in pending:
+                future.cancel()
+            chunks.close()
+
+
 def token_starts(b: np.ndarray) -> np.ndarray:
     """Offsets of the first digit of every token in a translated chunk (digits > 47, rest blank)."""
     if b.size == 0:
@@ -424,10 +475,33 @@ class TokenCounter:
         return self.cum[byte] + np.bitwise_count(self.packed[byte] & HI_BITS[pos & 7])
 
 
-def fast_numbers(blanked: bytes, count: int):
-    """The ``count`` integers of a translated chunk, or None if ``fromstring`` disagrees."""
+#: text bytes from which the fast path reads its numbers compiled (:func:`fast_numbers`): where
+#: numba's import and cache load cost less than ``np.fromstring`` takes (docs/benchmarks.md, session 43)
+COMPILED_NUMBERS_BYTES = 128 << 20
+
+
+def large_text(text: Text, start: int) -> bool:
+    """Whether ``text`` from ``start`` is large enough for the compiled numbers and the chunks
+    read ahead (:data:`COMPILED_NUMBERS_BYTES`)."""
+    return len(text) - start >= COMPILED_NUMBERS_BYTES
+
+
+def fast_numbers(blanked: bytes, count: int, starts: np.ndarray | None = None):
+    """The ``count`` integers of a translated chunk, or None if ``fromstring`` disagrees. With the
+    tokens' ``starts`` (a large file, :data:`COMPILED_NUMBERS_BYTES`), one compiled pass reads
+    them (:func:`distgrail.io.fields_jit.numbers_at`, the same values; ``fromstring`` for a token
+    of more than 18 digits)."""
     if count == 0:
         return np.zeros(0, np.int64)
+    if starts is not None and starts.size == count:
+        try:
+            from .fields_jit import numbers_at
+        except ImportError:  # pragma: no cover - numba is a dependency
+            numbers_at = None
+        if numbers_at is not None:
+            vals, ok = numbers_at(np.frombuffer(blanked, np.uint8), starts)
+            if ok:
+                return vals
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", DeprecationWarning)
         vals = np.fromstring(blanked, dtype=np.int64, sep=" ")

@@ -30,28 +30,69 @@ __all__ = ["rows_of", "strong_components", "first_members"]
 def rows_of(src, dst, n, indptr):
     """Fill ``indptr`` (n + 1, int64) with the row starts of the edges grouped by ``src``; returns
     the column array: ``dst`` itself when ``src`` is already grouped (non-decreasing), else a new
-    array by a counting sort (each row's entries in input order)."""
+    array, each row's entries in input order.
+
+    Ungrouped edges are counted and moved block by block: first into at most 1,024 blocks of
+    consecutive rows (few counters, few write streams), then within each block into its rows (a
+    block's counters and entries stay in cache), where counting and moving over all rows at once
+    would miss the cache at nearly every edge."""
     m = src.shape[0]
-    for i in range(n + 1):
-        indptr[i] = 0
+    shift = 0
+    while n > 0 and ((n - 1) >> shift) >= 1024:
+        shift += 1
+    blocks = ((n - 1) >> shift) + 1 if n > 0 else 0
+    start = np.zeros(blocks + 1, dtype=np.int64)
     grouped = True
     prev = 0
     for e in range(m):
         s = src[e]
-        indptr[s + 1] += 1
+        start[(s >> shift) + 1] += 1
         if s < prev:
             grouped = False
         prev = s
-    for i in range(n):
-        indptr[i + 1] += indptr[i]
-    if grouped:
+    for b in range(blocks):
+        start[b + 1] += start[b]
+    for i in range(n + 1):
+        indptr[i] = 0
+    if grouped:  # rows in order: one sequential count
+        for e in range(m):
+            indptr[src[e] + 1] += 1
+        for i in range(n):
+            indptr[i + 1] += indptr[i]
         return dst
     out = np.empty(m, dtype=dst.dtype)
-    fill = indptr[:n].copy()
-    for e in range(m):
+    rows = np.empty(m, dtype=src.dtype)
+    fill = start[:blocks].copy()
+    for e in range(m):  # into blocks, input order kept in each
         s = src[e]
-        out[fill[s]] = dst[e]
-        fill[s] += 1
+        b = s >> shift
+        j = fill[b]
+        out[j] = dst[e]
+        rows[j] = s
+        fill[b] = j + 1
+    widest = 0
+    for b in range(blocks):
+        widest = max(widest, start[b + 1] - start[b])
+    held = np.empty(widest, dtype=dst.dtype)
+    for b in range(blocks):  # each block: count its rows, then its entries into them
+        a = start[b]
+        z = start[b + 1]
+        r0 = b << shift
+        r1 = min((b + 1) << shift, n)
+        for i in range(a, z):
+            indptr[rows[i] + 1] += 1
+        indptr[r0] = a
+        for r in range(r0, r1):
+            indptr[r + 1] += indptr[r]
+        held[:z - a] = out[a:z]
+        for i in range(a, z):  # indptr[r] moves to the row's end, then back to its start
+            r = rows[i]
+            out[indptr[r]] = held[i - a]
+            indptr[r] += 1
+        for r in range(r1 - 1, r0, -1):
+            indptr[r] = indptr[r - 1]
+        indptr[r0] = a
+    indptr[n] = m
     return out
 
 
