@@ -83,3 +83,16 @@ if [ "$gpu" != none ] && [ "$(cat "$warmed" 2>/dev/null)" != "${CUPY_CACHE_DIR:-
         echo "launch/setup.sh: warming CuPy's kernel cache failed or timed out: the first GPU run compiles its kernels" >&2
     fi
 fi
+# the CPU backend's numba loops compiled now, not inside a first large CPU run (distgrail/jit_warm.py):
+# again only when a compiled module changed (numba's cache is the package's __pycache__)
+jwarmed=.venv/.distgrail-jit-warmed
+jsum=$(cat distgrail/*_jit.py distgrail/*/*_jit.py 2>/dev/null | cksum || true)
+if [ "$(cat "$jwarmed" 2>/dev/null)" != "$jsum" ]; then
+    if out=$(.venv/bin/python -m distgrail.jit_warm 2>&1); then
+        printf '%s\n' "$out" >&2
+        echo "$jsum" >"$jwarmed"
+    else
+        printf '%s\n' "$out" >&2
+        echo "launch/setup.sh: compiling the CPU loops failed: the first large CPU run compiles them" >&2
+    fi
+fi
