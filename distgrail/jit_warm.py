@@ -2,7 +2,8 @@
 does not compile them.
 
 The CPU backend compiles its loops (:mod:`distgrail.jit`) the first time each runs and keeps them
-in numba's cache (the package's ``__pycache__``, else ``NUMBA_CACHE_DIR`` or numba's user cache).
+in numba's cache (``NUMBA_CACHE_DIR`` when set, else the package's ``__pycache__``, else numba's
+user cache).
 The loops for large inputs (strong components, the sibling order of phase 3, a large text's
 numbers) run only past size thresholds, so a first run on a large graph paid their compile inside
 its build. :func:`warm` runs the pipeline once on small inputs with those thresholds at 0: a text

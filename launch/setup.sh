@@ -84,11 +84,14 @@ if [ "$gpu" != none ] && [ "$(cat "$warmed" 2>/dev/null)" != "${CUPY_CACHE_DIR:-
     fi
 fi
 # the CPU backend's numba loops compiled now, not inside a first large CPU run (distgrail/jit_warm.py):
-# again only when a compiled module changed (numba's cache is the package's __pycache__)
+# again when a compiled module, distgrail/jit.py, numba or Python changed (numba's cache is per version)
 jwarmed=.venv/.distgrail-jit-warmed
-jsum=$(cat distgrail/*_jit.py distgrail/*/*_jit.py 2>/dev/null | cksum || true)
+jsum=$( (cat distgrail/jit.py distgrail/*_jit.py distgrail/*/*_jit.py 2>/dev/null
+         .venv/bin/python -c 'import sys, numba; print(sys.version, numba.__version__)' 2>/dev/null) | cksum || true)
 if [ "$(cat "$jwarmed" 2>/dev/null)" != "$jsum" ]; then
-    if out=$(.venv/bin/python -m distgrail.jit_warm 2>&1); then
+    limit=""
+    command -v timeout >/dev/null 2>&1 && limit="timeout 900"
+    if out=$($limit .venv/bin/python -m distgrail.jit_warm 2>&1); then
         printf '%s\n' "$out" >&2
         echo "$jsum" >"$jwarmed"
     else

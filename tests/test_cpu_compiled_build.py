@@ -226,3 +226,35 @@ def test_whole_index_same_and_answers_equal_bfs(monkeypatch, compiled, tmp_path,
     qs, qt = rng.integers(0, g.n, 3000), rng.integers(0, g.n, 3000)
     answers, _ = got.query(qs, qt)
     assert np.array_equal(answers, bfs_reachable(ptr, idx, qs, qt))
+
+
+@pytest.mark.parametrize("src,dst", [([0, 5], [1, 0]), ([0, 1], [1, -1]), ([0, 1], [7, 0])])
+def test_ids_outside_the_graph_are_refused_not_read(compiled, src, dst):
+    """The compiled search reads its arrays unchecked: an EdgeGraph naming a vertex >= n (given
+    to the API as is) is a ValueError, as SciPy's was, not a crash."""
+    with pytest.raises(ValueError, match="outside the graph's vertices"):
+        condense_mod._strong_components(np.array(src, np.int32), np.array(dst, np.int32), 3)
+
+
+def test_an_error_in_one_dimension_drops_the_ones_not_started(monkeypatch):
+    """Phase 3 on threads: an error (or Ctrl-C) does not wait for every queued dimension."""
+    import time
+
+    parent, size, lp = forests()[3]
+    monkeypatch.setattr(ranks, "COMPILED_RANKS_COMPONENTS", 0)
+    monkeypatch.setattr(ranks, "_RANKS_THREADS", 2)
+    started = []
+    real = ranks_jit.sibling_offsets_into
+
+    def slow(*a):
+        if a[1] is parent:
+            started.append(1)
+            if len(started) == 1:
+                raise KeyboardInterrupt
+            time.sleep(1.0)
+        return real(*a)
+    monkeypatch.setattr(ranks_jit, "sibling_offsets_into", slow)
+    t = time.perf_counter()
+    with pytest.raises(KeyboardInterrupt):
+        ranks.post_order_ranks_cpu(parent, size, lp, 5, list(range(12)))
+    assert time.perf_counter() - t < 3.0 and len(started) < 12  # (waiting for all: ~5.5 s)

@@ -59,12 +59,51 @@ def test_numbers_at_equals_fromstring():
     assert np.array_equal(texts.fast_numbers(body, starts.size, starts), vals)
 
 
-def test_a_token_of_19_digits_is_left_to_fromstring():
+def test_a_value_past_10_to_the_18_goes_to_the_general_path():
+    """fromstring saturates it (past every vertex id, so the general path refuses its line); the
+    compiled pass gives None for the chunk, which sends it there too. Leading zeros are no digits."""
     body = b"1 9999999999999999999\n"
     starts = np.array([0, 2])
     _, ok = fields_jit.numbers_at(np.frombuffer(body, np.uint8), starts)
-    assert not ok
-    assert np.array_equal(texts.fast_numbers(body, 2, starts), texts.fast_numbers(body, 2))
+    assert not ok and texts.fast_numbers(body, 2, starts) is None
+    assert texts.fast_numbers(body, 2)[1] == 2**63 - 1
+    zeros = b"0000000000000000000001 7\n"
+    assert texts.fast_numbers(zeros, 2, np.array([0, 23])).tolist() == [1, 7] == texts.fast_numbers(zeros, 2).tolist()
+
+
+@pytest.mark.parametrize("body,want", [
+    (b"# a comment\n0000000000000000001 2\n2 0\n", [(1, 2), (2, 0)]),
+    (b"0 300\n300 1000\n", [(0, 300), (300, 1000)]),
+])
+def test_review_cases_read_alike(tmp_path, monkeypatch, body, want):
+    """A comment (the chunk's bytes then a bytearray) with a long token; values past one byte."""
+    p = tmp_path / "g.txt"
+    p.write_bytes(body)
+    for ahead in (False, True):
+        g = read(p, ahead, monkeypatch)
+        assert list(zip(g.src.tolist(), g.dst.tolist())) == want
+
+
+def test_a_value_too_large_is_refused_alike(tmp_path, monkeypatch):
+    p = tmp_path / "g.csv"
+    p.write_bytes(b"src,dst\n0,1 # c\n99999999999999999999,2\n")
+    assert refusal(p, True, monkeypatch) == refusal(p, False, monkeypatch)
+    assert ":3: vertex id too large" in refusal(p, True, monkeypatch)
+
+
+def test_without_the_jit_the_numbers_are_read_alike(tmp_path):
+    """NUMBA_DISABLE_JIT: the compiled pass is not used (it would run as Python, ~100x slower)."""
+    import subprocess
+    import sys
+
+    p = tmp_path / "g.txt"
+    p.write_bytes(b"0 300\n300 1000\n")
+    code = ("import warnings; warnings.simplefilter('ignore'); from distgrail.io import text; "
+            "text.COMPILED_NUMBERS_BYTES = 0; from distgrail.io.read import read_graph; "
+            f"g = read_graph({str(p)!r}); print(g.n, g.src.tolist(), g.dst.tolist())")
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120,
+                       env=dict(__import__("os").environ, NUMBA_DISABLE_JIT="1"))
+    assert r.returncode == 0 and r.stdout.split() == ["1001", "[0,", "300]", "[300,", "1000]"], r
 
 
 @pytest.mark.parametrize("body", [
@@ -108,6 +147,18 @@ def test_streams_and_csvs_are_not_read_ahead(tmp_path, monkeypatch, counted):
         counted.clear()
         g = read(p, True, monkeypatch)
         assert g.m == 2000 and counted and not any(counted)
+
+
+def test_an_interrupt_while_reading_ahead_is_raised_at_once():
+    """Not held like the file's error: an interrupt in the chunk reader stops the read there."""
+    def chunks():
+        yield 0, b"a"
+        raise KeyboardInterrupt
+    seen = []
+    with pytest.raises(KeyboardInterrupt):
+        for offset, data, done in texts.chunks_ahead(chunks(), lambda d: d, True, threads=2):
+            seen.append(done())
+    assert seen == []
 
 
 def test_a_stopped_read_leaves_no_thread_working(tmp_path, monkeypatch):

@@ -3,15 +3,17 @@ chunk's bytes each, what :func:`distgrail.io.guards.empty_field`, :func:`~distgr
 and :func:`~distgrail.io.guards.empty_tab_field` compute with NumPy or line by line (tests check
 both on the same inputs); and the fast path's numbers of a large file (:func:`numbers_at`, what
 ``np.fromstring`` reads). Imported when a large chunk, a large file or one of many lines to walk
-is read; without numba the NumPy code runs."""
+is read; without numba the NumPy code runs. Compiled by :func:`distgrail.jit.njit` (uncached where
+numba cannot cache)."""
 
 from __future__ import annotations
 
 import numpy as np
-from numba import njit
+
+from ..jit import njit
 
 
-@njit(nogil=True, cache=True)
+@njit(nogil=True)
 def first_empty_field(a):  # pragma: no cover - compiled
     """The offset of the comma that ends an empty first field or starts an empty second field of
     a line of ``a`` (uint8), outside a ``#``/``%`` comment; -1 when none."""
@@ -35,7 +37,7 @@ def first_empty_field(a):  # pragma: no cover - compiled
     return -1
 
 
-@njit(nogil=True, cache=True)
+@njit(nogil=True)
 def comma_width(a, fields):  # pragma: no cover - compiled
     """``(bad, fields, first)`` of the lines of ``a`` (uint8) as
     :func:`distgrail.io.guards.comma_width_numpy` finds them: a line is an edge line when a byte
@@ -109,7 +111,7 @@ def comma_width(a, fields):  # pragma: no cover - compiled
     return -1, fields, first
 
 
-@njit(nogil=True, cache=True)
+@njit(nogil=True)
 def first_empty_tab_field(a):  # pragma: no cover - compiled
     """The offset of the tab that makes a line's first or second field empty in ``a`` (uint8,
     whole lines of a tab-separated edge list of ids), outside a ``#``/``%`` comment, or -1: a tab
@@ -143,20 +145,23 @@ def first_empty_tab_field(a):  # pragma: no cover - compiled
     return -1
 
 
-@njit(nogil=True, cache=True)
+@njit(nogil=True)
 def numbers_at(b, starts):  # pragma: no cover - compiled
     """``(values, ok)``: the integer of each token of ``b`` (a chunk translated for the fast path,
     where only digits are above 47) starting at ``starts``, as ``np.fromstring(..., sep=" ")``
     reads them (:func:`distgrail.io.text.fast_numbers`); ``ok`` False when a token has more than
-    18 digits (where int64 could overflow, the caller lets ``fromstring`` decide)."""
+    18 digits after its leading zeros (a value of 10^18 or more, where ``fromstring`` saturates:
+    the caller's general path says why the file is refused)."""
     out = np.empty(starts.size, dtype=np.int64)
     n = b.size
     for k in range(starts.size):
         i = starts[k]
-        v = 0
+        while i < n and b[i] == 48:
+            i += 1
+        v = np.int64(0)
         d = 0
         while i < n and b[i] > 47:
-            v = v * 10 + (b[i] - 48)
+            v = v * 10 + (np.int64(b[i]) - 48)
             i += 1
             d += 1
         if d > 18:

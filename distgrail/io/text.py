@@ -423,7 +423,7 @@ def chunks_ahead(chunks, work, threaded: bool, threads: int | None = None):
                         offset, data = next(chunks)
                     except StopIteration:
                         break
-                    except BaseException as e:  # noqa: BLE001 - raised when its turn comes
+                    except Exception as e:  # noqa: BLE001 - the file's error: raised when its turn comes
                         error.append(e)
                         break
                     pending.append((offset, data, pool.submit(work, data)))
@@ -482,26 +482,30 @@ COMPILED_NUMBERS_BYTES = 128 << 20
 
 def large_text(text: Text, start: int) -> bool:
     """Whether ``text`` from ``start`` is large enough for the compiled numbers and the chunks
-    read ahead (:data:`COMPILED_NUMBERS_BYTES`)."""
-    return len(text) - start >= COMPILED_NUMBERS_BYTES
+    read ahead (:data:`COMPILED_NUMBERS_BYTES`), and the compiled numbers load (numba)."""
+    if len(text) - start < COMPILED_NUMBERS_BYTES:
+        return False
+    from ..jit import load
+
+    return load("distgrail.io.fields_jit", "number reading", stacklevel=4) is not None
 
 
 def fast_numbers(blanked: bytes, count: int, starts: np.ndarray | None = None):
     """The ``count`` integers of a translated chunk, or None if ``fromstring`` disagrees. With the
     tokens' ``starts`` (a large file, :data:`COMPILED_NUMBERS_BYTES`), one compiled pass reads
-    them (:func:`distgrail.io.fields_jit.numbers_at`, the same values; ``fromstring`` for a token
-    of more than 18 digits)."""
+    them (:func:`distgrail.io.fields_jit.numbers_at`, the same values), or None for a value of
+    10^18 or more (``fromstring`` saturates it past every vertex id: the general path refuses the
+    line either way); without numba, ``fromstring``."""
     if count == 0:
         return np.zeros(0, np.int64)
     if starts is not None and starts.size == count:
-        try:
-            from .fields_jit import numbers_at
-        except ImportError:  # pragma: no cover - numba is a dependency
-            numbers_at = None
-        if numbers_at is not None:
-            vals, ok = numbers_at(np.frombuffer(blanked, np.uint8), starts)
-            if ok:
-                return vals
+        from ..jit import load
+
+        jit = load("distgrail.io.fields_jit", "number reading", stacklevel=4)
+        if jit is not None:
+            vals, ok = jit.numbers_at(np.frombuffer(blanked, np.uint8), starts)
+            return vals if ok else None
+    blanked = bytes(blanked)  # (fromstring takes read-only bytes)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", DeprecationWarning)
         vals = np.fromstring(blanked, dtype=np.int64, sep=" ")

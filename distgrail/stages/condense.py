@@ -190,12 +190,15 @@ def _strong_components(src, dst, n, cap=None):
         jit = load(f"{__package__}.scc_jit", "strong components", stacklevel=4)
     dt = id_dtype(n)
     if jit is not None:
-        src = np.ascontiguousarray(src)
+        src, dst = np.ascontiguousarray(src), np.ascontiguousarray(dst)
+        if not jit.ids_within(src, dst, n):
+            raise ValueError(f"an edge's end lies outside the graph's vertices 0..{n - 1}")
         indptr = np.empty(n + 1, dtype=np.int64)
-        indices = jit.rows_of(src, np.ascontiguousarray(dst), n, indptr)
+        indices = jit.rows_of(src, dst, n, indptr)
         labels = np.zeros(n, dtype=dt)
         work = np.empty(n, dtype=dt), np.empty(n, dtype=dt), np.empty(n, dtype=np.int64), np.empty(n, np.bool_)
-        # the edges between components that the search records: 4 bytes an input edge at most
+        # the edges between components that the search records: half the edges' room (int32 ids:
+        # 4 bytes an input edge, int64: 8)
         cap = src.size // 2 + 1024 if cap is None else cap
         cu, cv = np.empty(cap, dtype=dt), np.empty(cap, dtype=dt)
         ncomp, k = jit.strong_components(indptr, indices, labels, *work, cu, cv)

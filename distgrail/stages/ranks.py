@@ -130,9 +130,12 @@ def post_order_ranks_cpu(parent, size, level_ptr, seed, dims):
         return out
     from concurrent.futures import ThreadPoolExecutor
 
-    with ThreadPoolExecutor(threads) as ex:  # the compiled passes release the GIL
+    ex = ThreadPoolExecutor(threads)  # the compiled passes release the GIL
+    try:
         for f in [ex.submit(one, k) for k in range(len(dims))]:
             f.result()
+    finally:  # an error or an interrupt: the dimensions not started are dropped, not waited for
+        ex.shutdown(wait=False, cancel_futures=True)
     return out
 
 

@@ -23,7 +23,16 @@ import numpy as np
 
 from ..jit import njit
 
-__all__ = ["rows_of", "strong_components", "first_members"]
+__all__ = ["ids_within", "rows_of", "strong_components", "first_members"]
+
+
+@njit(nogil=True)
+def ids_within(src, dst, n):
+    """Whether every edge's ends lie in 0 .. n-1 (the search reads its arrays unchecked)."""
+    for e in range(src.shape[0]):
+        if src[e] < 0 or src[e] >= n or dst[e] < 0 or dst[e] >= n:
+            return False
+    return True
 
 
 @njit(nogil=True)
