@@ -68,7 +68,7 @@ def test_components_and_edges_between_them_equal_scipys(compiled, name):
     g = GRAPHS[name]
     if g.n == 0:
         return
-    ncomp, labels, cu, cv, first = condense_mod._strong_components(g.src, g.dst, g.n)
+    ncomp, labels, cu, cv, jit = condense_mod._strong_components(g.src, g.dst, g.n)
     a = csr_matrix((np.ones(g.m), (g.src, g.dst)), shape=(g.n, g.n))
     k, want = connected_components(a, directed=True, connection="strong")
     assert ncomp == k and labels.dtype == np.int32 and partition_equal(labels, want)
@@ -77,8 +77,13 @@ def test_components_and_edges_between_them_equal_scipys(compiled, name):
     between = labels[g.src] != labels[g.dst]
     got = sorted(zip(cu.tolist(), cv.tolist()))
     assert got == sorted(zip(labels[g.src][between].tolist(), labels[g.dst][between].tolist()))
-    assert (cu > cv).all()
-    assert np.array_equal(first, [np.flatnonzero(labels == c)[0] for c in range(ncomp)])
+    assert (cu > cv).all() and jit is scc_jit
+    # levels in one pass over the closing order equal Kahn's; the canonical order lexsort's
+    ip, ix = condense_mod._csr(cu, cv, ncomp)
+    lev = scc_jit.closing_levels(ip, ix)
+    assert np.array_equal(lev, condense_mod._kahn_levels(ip, ix, ncomp))
+    first = [np.flatnonzero(labels == c)[0] for c in range(ncomp)]
+    assert np.array_equal(scc_jit.canonical_order(labels, lev, ncomp), np.lexsort((first, lev)))
 
 
 @settings(max_examples=200, deadline=None)

@@ -179,10 +179,10 @@ COMPILED_SCC_EDGES = 1 << 23
 
 
 def _strong_components(src, dst, n, cap=None):
-    """``(ncomp, labels, cu, cv, first)``: a component number per vertex (any order), the
-    components of every edge (``cu``, ``cv``; with ``first``, the smallest vertex of each
-    component, only the edges between components), from the compiled search on large graphs,
-    else SciPy's (``first`` None, every edge)."""
+    """``(ncomp, labels, cu, cv, jit)``: a component number per vertex, the components of every
+    edge (``cu``, ``cv``), from SciPy's search (``jit`` None); on large graphs from the compiled
+    one (``jit``: :mod:`distgrail.stages.scc_jit`, whose numbers are in closing order, and
+    ``cu``, ``cv`` only the edges between components)."""
     jit = None
     if src.size >= COMPILED_SCC_EDGES:
         from ..jit import load
@@ -203,13 +203,12 @@ def _strong_components(src, dst, n, cap=None):
         cu, cv = np.empty(cap, dtype=dt), np.empty(cap, dtype=dt)
         ncomp, k = jit.strong_components(indptr, indices, labels, *work, cu, cv)
         del work, indptr, indices
-        first = jit.first_members(labels, ncomp)
         if k <= cap:
-            return int(ncomp), labels, cu[:k], cv[:k], first
+            return int(ncomp), labels, cu[:k], cv[:k], jit
         del cu, cv  # more than it could hold (a graph mostly acyclic): every edge's components
         cu, cv = labels[src], labels[dst]
         keep = cu != cv
-        return int(ncomp), labels, cu[keep], cv[keep], first
+        return int(ncomp), labels, cu[keep], cv[keep], jit
     if (src[1:] >= src[:-1]).all():  # rows already grouped: build the CSR directly
         indptr0 = np.zeros(n + 1, dtype=np.int64)
         np.cumsum(np.bincount(src, minlength=n), out=indptr0[1:])
@@ -247,11 +246,11 @@ def condense(graph: EdgeGraph) -> DAG:
     src, dst = graph.src, graph.dst
     if graph.m == 0 or (src <= dst).all() or (src >= dst).all():
         # vertex order (or its reverse) is topological: every component is one vertex
-        ncomp, labels, first = n, None, None
+        ncomp, labels, jit = n, None, None
         cu, cv = src, dst
     else:
-        ncomp, labels, cu, cv, first = _strong_components(src, dst, n)
-    if labels is None or first is None:
+        ncomp, labels, cu, cv, jit = _strong_components(src, dst, n)
+    if jit is None:
         keep = cu != cv
         if not keep.all():
             cu, cv = cu[keep], cv[keep]
@@ -262,16 +261,16 @@ def condense(graph: EdgeGraph) -> DAG:
 
     pool = ThreadPoolExecutor(1)  # the old reverse CSR, beside the level sweep
     rev0 = pool.submit(_transpose, ip0, ix0, ncomp)
-    try:
-        lev0 = _kahn_levels(ip0, ix0, ncomp)
+    try:  # (the compiled search's numbers are in closing order: its levels in one pass)
+        lev0 = _kahn_levels(ip0, ix0, ncomp) if jit is None else jit.closing_levels(ip0, ix0)
     except BaseException:
         rev0.cancel()
         pool.shutdown(wait=True)
         raise
     if labels is None:
         order = np.argsort(lev0, kind="stable")  # ties: smallest vertex id first
-    elif first is not None:
-        order = np.lexsort((first, lev0))
+    elif jit is not None:
+        order = jit.canonical_order(labels, lev0, ncomp)
     else:
         # smallest original vertex of each component: first occurrence in vertex order
         by_label = np.argsort(labels, kind="stable")

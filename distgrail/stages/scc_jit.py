@@ -23,7 +23,7 @@ import numpy as np
 
 from ..jit import njit
 
-__all__ = ["ids_within", "rows_of", "strong_components", "first_members"]
+__all__ = ["ids_within", "rows_of", "strong_components", "closing_levels", "canonical_order"]
 
 
 @njit(nogil=True)
@@ -199,11 +199,47 @@ def strong_components(indptr, indices, rindex, scratch, calls, edges, is_root, c
 
 
 @njit(nogil=True)
-def first_members(labels, ncomp):
-    """The smallest vertex of each component (``labels``: a component number per vertex)."""
-    first = np.full(ncomp, -1, dtype=np.int64)
+def closing_levels(indptr, indices):
+    """Longest-path level from a source of every component of the condensed CSR whose rows are
+    the components in closing order (every edge goes from a larger number to a smaller one):
+    the rows taken from the last down, each pushing its level + 1 to its children, so a row is
+    final before it pushes. Kahn's levels (:func:`distgrail.stages.condense._kahn_levels`) in
+    one pass."""
+    C = indptr.shape[0] - 1
+    level = np.zeros(C, dtype=np.int64)
+    for u in range(C - 1, -1, -1):
+        up = level[u] + 1
+        for e in range(indptr[u], indptr[u + 1]):
+            c = indices[e]
+            if level[c] < up:
+                level[c] = up
+    return level
+
+
+@njit(nogil=True)
+def canonical_order(labels, level, ncomp):
+    """The components (``labels``' numbers) by (level, smallest vertex): in the order their first
+    vertex comes, then stably by level (a counting sort): ``np.lexsort((first, level))``."""
+    seen = np.zeros(ncomp, dtype=np.bool_)
+    by_first = np.empty(ncomp, dtype=np.int64)
+    k = 0
     for v in range(labels.shape[0]):
         lab = labels[v]
-        if first[lab] < 0:
-            first[lab] = v
-    return first
+        if not seen[lab]:
+            seen[lab] = True
+            by_first[k] = lab
+            k += 1
+    top = 0
+    for c in range(ncomp):
+        top = max(top, level[c])
+    start = np.zeros(top + 2, dtype=np.int64)
+    for c in range(ncomp):
+        start[level[c] + 1] += 1
+    for lev in range(top + 1):
+        start[lev + 1] += start[lev]
+    order = np.empty(ncomp, dtype=np.int64)
+    for i in range(ncomp):
+        c = by_first[i]
+        order[start[level[c]]] = c
+        start[level[c]] += 1
+    return order
