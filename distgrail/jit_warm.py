@@ -7,7 +7,7 @@ user cache).
 The loops for large inputs (strong components, the sibling order of phase 3, a large text's
 numbers) run only past size thresholds, so a first run on a large graph paid their compile inside
 its build. :func:`warm` runs the pipeline once on small inputs with those thresholds at 0: a text
-edge list and a CSV read, a graph with cycles condensed and labelled, a chain deeper than
+edge list, a CSV and a tab-separated one read, a graph with cycles condensed and labelled, a chain deeper than
 :data:`~distgrail.stages.deep.DEEP_LEVELS` (the deep sweeps), queries on each (the compiled
 prefilter and search). ``launch/setup.sh`` calls it (``python -m distgrail.jit_warm``) once per install.
 """
@@ -67,11 +67,13 @@ def warm(say=None) -> dict:
                                              dst=np.arange(1, deep, dtype=np.int32), name="chain")),
               ("a dense DAG (searched pairs)", generate("paper", 2000, 8, seed=3))]
     with thresholds_at_zero(), tempfile.TemporaryDirectory(prefix="distgrail-jit-warm-") as d:
-        path, csv = os.path.join(d, "g.txt"), os.path.join(d, "g.csv")
+        path, csv, tsv = os.path.join(d, "g.txt"), os.path.join(d, "g.csv"), os.path.join(d, "g.tsv")
         write_graph(graphs[0][1], path)
         with open(csv, "w") as f:
             f.write("src,dst\n" + "".join(f"{u},{v}\n" for u, v in zip(src.tolist(), dst.tolist())))
-        graphs += [("a text edge list", path), ("a CSV edge list", csv)]
+        with open(tsv, "w") as f:  # (a blank then a tab: the tab scan's candidates)
+            f.write("".join(f"{u} \t{v}\n" for u, v in zip(src.tolist(), dst.tolist())))
+        graphs += [("a text edge list", path), ("a CSV edge list", csv), ("a tab-separated edge list", tsv)]
         for what, graph in graphs:
             t1 = time.perf_counter()
             g = read_graph(graph) if isinstance(graph, str) else graph

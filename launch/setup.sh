@@ -84,9 +84,10 @@ if [ "$gpu" != none ] && [ "$(cat "$warmed" 2>/dev/null)" != "${CUPY_CACHE_DIR:-
     fi
 fi
 # the CPU backend's numba loops compiled now, not inside a first large CPU run (distgrail/jit_warm.py):
-# again when a compiled module, distgrail/jit.py, numba or Python changed (numba's cache is per version)
+# again when a compiled module, distgrail/jit*.py, NUMBA_CACHE_DIR, numba or Python changed
 jwarmed=.venv/.distgrail-jit-warmed
-jsum=$( (cat distgrail/jit.py distgrail/*_jit.py distgrail/*/*_jit.py 2>/dev/null
+jsum=$( (cat distgrail/jit.py distgrail/jit_warm.py distgrail/*_jit.py distgrail/*/*_jit.py 2>/dev/null
+         echo "${NUMBA_CACHE_DIR:-}"
          .venv/bin/python -c 'import sys, numba; print(sys.version, numba.__version__)' 2>/dev/null) | cksum || true)
 if [ "$(cat "$jwarmed" 2>/dev/null)" != "$jsum" ]; then
     limit=""

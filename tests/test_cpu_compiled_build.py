@@ -234,10 +234,12 @@ def test_whole_index_same_and_answers_equal_bfs(monkeypatch, compiled, tmp_path,
 
 
 @pytest.mark.parametrize("src,dst", [([0, 5], [1, 0]), ([0, 1], [1, -1]), ([0, 1], [7, 0])])
-def test_ids_outside_the_graph_are_refused_not_read(compiled, src, dst):
+@pytest.mark.parametrize("threshold", [0, 1 << 62])
+def test_ids_outside_the_graph_are_refused_not_read(monkeypatch, src, dst, threshold):
     """The compiled search reads its arrays unchecked: an EdgeGraph naming a vertex >= n (given
-    to the API as is) is a ValueError, as SciPy's was, not a crash."""
-    with pytest.raises(ValueError, match="outside the graph's vertices"):
+    to the API as is) is a ValueError, not a crash; SciPy's path says the same."""
+    monkeypatch.setattr(condense_mod, "COMPILED_SCC_EDGES", threshold)
+    with pytest.raises(ValueError, match="outside the graph's vertices 0..2"):
         condense_mod._strong_components(np.array(src, np.int32), np.array(dst, np.int32), 3)
 
 

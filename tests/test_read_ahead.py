@@ -149,6 +149,23 @@ def test_streams_and_csvs_are_not_read_ahead(tmp_path, monkeypatch, counted):
         assert g.m == 2000 and counted and not any(counted)
 
 
+def test_without_the_jit_the_field_scans_take_their_numpy_twins(tmp_path):
+    """NUMBA_DISABLE_JIT: the CSV and tab scans of a large chunk run their NumPy twins (the
+    compiled ones would run as Python), with the same answers."""
+    import subprocess
+    import sys
+
+    p = tmp_path / "g.csv"
+    p.write_bytes(b"src,dst\n" + b"".join(b"%d,%d # c\n" % (i, i + 1) for i in range(3000)) + b"5,,6\n")
+    code = ("import warnings; warnings.simplefilter('ignore'); from distgrail.io import guards; guards.JIT_MIN_BYTES = 0; "
+            "import distgrail.io.fields_jit as f; f.first_empty_field = f.comma_width = None; "
+            "from distgrail.io.read import read_graph\n"
+            f"try: read_graph({str(p)!r})\nexcept Exception as e: print(e)")
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120,
+                       env=dict(__import__("os").environ, NUMBA_DISABLE_JIT="1"))
+    assert r.returncode == 0 and ":3002: " in r.stdout and "empty" in r.stdout, r
+
+
 def test_an_interrupt_while_reading_ahead_is_raised_at_once():
     """Not held like the file's error: an interrupt in the chunk reader stops the read there."""
     def chunks():

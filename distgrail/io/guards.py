@@ -59,6 +59,14 @@ JIT_MIN_BYTES = 8 << 20
 _EMPTY = (b",,", b",\n", b",\r", b"\n,", b" ,", b"\t,")
 
 
+def _fields_jit():
+    """:mod:`distgrail.io.fields_jit`, or None where numba is missing, broken or turned off
+    (``NUMBA_DISABLE_JIT``: its scans would run as Python, slower than the NumPy ones)."""
+    from ..jit import load
+
+    return load("distgrail.io.fields_jit", "field scans", stacklevel=4)
+
+
 def empty_field(data: bytes) -> int:
     """The offset in ``data`` (whole lines of a comma-separated edge list) of the comma that ends
     an empty first field or starts an empty second field of a line, outside a ``#``/``%`` comment
@@ -70,11 +78,10 @@ def empty_field(data: bytes) -> int:
     if len(data) < JIT_MIN_BYTES:
         return empty_field_numpy(data)
     arr = np.frombuffer(data, np.uint8)
-    try:
-        from .fields_jit import first_empty_field
-    except ImportError:  # pragma: no cover - numba is a dependency
+    jit = _fields_jit()
+    if jit is None:  # (numba missing, broken or turned off)
         return empty_field_numpy(data)
-    return int(first_empty_field(arr))
+    return int(jit.first_empty_field(arr))
 
 
 def empty_field_numpy(data: bytes) -> int:
@@ -176,11 +183,10 @@ def empty_tab_field(data: bytes) -> int:
         return -1
     if cand.size <= SPECIAL_JIT and len(data) < JIT_MIN_BYTES:
         return empty_tab_walk(data, cand.tolist())
-    try:
-        from .fields_jit import first_empty_tab_field
-    except ImportError:  # pragma: no cover - numba is a dependency
+    jit = _fields_jit()
+    if jit is None:
         return empty_tab_walk(data, cand.tolist())
-    return int(first_empty_tab_field(arr))
+    return int(jit.first_empty_tab_field(arr))
 
 
 _SOLID = re.compile(rb"[^ \t\r]")
@@ -441,11 +447,10 @@ def comma_width(data: bytes, fields: int) -> tuple[int, int, int]:
         got = comma_width_numpy(data, fields, walk=SPECIAL_JIT)
         if got is not None:
             return got
-    try:
-        from .fields_jit import comma_width as compiled
-    except ImportError:  # pragma: no cover - numba is a dependency
+    jit = _fields_jit()
+    if jit is None:
         return comma_width_numpy(data, fields)
-    bad, fields, first = compiled(np.frombuffer(data, np.uint8), int(fields))
+    bad, fields, first = jit.comma_width(np.frombuffer(data, np.uint8), int(fields))
     return int(bad), int(fields), int(first)
 
 

@@ -209,6 +209,8 @@ def _strong_components(src, dst, n, cap=None):
         cu, cv = labels[src], labels[dst]
         keep = cu != cv
         return int(ncomp), labels, cu[keep], cv[keep], jit
+    if src.size and (min(int(src.min()), int(dst.min())) < 0 or max(int(src.max()), int(dst.max())) >= n):
+        raise ValueError(f"an edge's end lies outside the graph's vertices 0..{n - 1}")
     if (src[1:] >= src[:-1]).all():  # rows already grouped: build the CSR directly
         indptr0 = np.zeros(n + 1, dtype=np.int64)
         np.cumsum(np.bincount(src, minlength=n), out=indptr0[1:])
