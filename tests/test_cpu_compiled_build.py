@@ -265,3 +265,14 @@ def test_an_error_in_one_dimension_drops_the_ones_not_started(monkeypatch):
     with pytest.raises(KeyboardInterrupt):
         ranks.post_order_ranks_cpu(parent, size, lp, 5, list(range(12)))
     assert time.perf_counter() - t < 3.0 and len(started) < 12  # (waiting for all: ~5.5 s)
+
+
+def test_phase_3_threads_stay_within_cores_and_free_memory(monkeypatch):
+    import os
+
+    monkeypatch.setattr(os, "cpu_count", lambda: 16)
+    assert ranks._threads(1000, 5) == 5 and ranks._threads(1000, 20) == ranks._RANKS_THREADS
+    pages = {"SC_AVPHYS_PAGES": 1000, "SC_PAGE_SIZE": 4096}  # 4 MB free
+    monkeypatch.setattr(os, "sysconf", lambda name: pages[name])
+    assert ranks._threads(4096 * 1000 // (2 * 56 * 3), 5) == 3  # room for three
+    assert ranks._threads(10**9, 5) == 1  # never none

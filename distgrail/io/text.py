@@ -393,14 +393,15 @@ class Sink:
         return self.buf[: self.size]
 
 
-#: chunks read ahead per thread by :func:`chunks_ahead`
+#: chunks read ahead per thread by :func:`chunks_ahead`, and its most threads
 AHEAD_PER_THREAD = 2
+AHEAD_THREADS = 8
 
 
 def chunks_ahead(chunks, work, threaded: bool, threads: int | None = None):
     """``(offset, data, done)`` for each ``(offset, data)`` of the generator ``chunks``, in order;
     ``done()`` returns ``work(data)``. ``threaded``: the chunks are read ahead and ``work`` runs on
-    threads (at most 4, :data:`AHEAD_PER_THREAD` chunks each in flight); an error the generator
+    threads (at most :data:`AHEAD_THREADS`, :data:`AHEAD_PER_THREAD` chunks each in flight); an error the generator
     raises while reading ahead is raised only where the caller reaches it, so errors come in file
     order, as without threads. ``work`` must not raise for input it is given (a caller's checks
     raise). On a stop (an error, a closed generator) the chunks not yet worked are dropped."""
@@ -412,7 +413,7 @@ def chunks_ahead(chunks, work, threaded: bool, threads: int | None = None):
     import os
     from concurrent.futures import ThreadPoolExecutor
 
-    threads = threads or max(1, min(4, (os.cpu_count() or 1)))
+    threads = threads or max(1, min(AHEAD_THREADS, (os.cpu_count() or 1)))
     pending: collections.deque = collections.deque()
     error: list = []
     with ThreadPoolExecutor(threads) as pool:

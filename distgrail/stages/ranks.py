@@ -70,8 +70,21 @@ def post_order_ranks_numpy(parent, size, level_ptr, seed, dims):
 #: (:mod:`distgrail.stages.ranks_jit`) rather than ``np.lexsort``: numba's import and cache
 #: load cost less than the sorts save above it (docs/benchmarks.md, session 43)
 COMPILED_RANKS_COMPONENTS = 1 << 19
-#: dimensions ordered at once on the CPU (each holds ~56 bytes a component of work space)
-_RANKS_THREADS = 4
+#: most dimensions ordered at once on the CPU (each holds ~56 bytes a component of work space;
+#: :func:`_threads` also keeps them within half the free memory)
+_RANKS_THREADS = 8
+_BYTES_PER_COMPONENT = 56
+
+
+def _threads(C: int, dims: int) -> int:
+    """Threads for phase 3 on the CPU: one a dimension, at most a core each, at most
+    :data:`_RANKS_THREADS`, and their work space within half the free memory."""
+    k = min(dims, os.cpu_count() or 1, _RANKS_THREADS)
+    try:
+        free = os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+    except (AttributeError, ValueError, OSError):  # (not every system says)
+        return max(1, k)
+    return max(1, min(k, free // (2 * _BYTES_PER_COMPONENT * max(C, 1))))
 
 
 def _compiled_offsets(parent, size, seed):
@@ -123,7 +136,7 @@ def post_order_ranks_cpu(parent, size, level_ptr, seed, dims):
                 start[a:b] += start[parent[a:b]]
         np.add(start, size - 1, out=out[k])
 
-    threads = min(len(dims), os.cpu_count() or 1, _RANKS_THREADS) if compiled else 1
+    threads = _threads(parent.size, len(dims)) if compiled else 1
     if threads <= 1:
         for k in range(len(dims)):
             one(k)
