@@ -15,7 +15,7 @@ from distgrail.stages import condense, ranks
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 #: the functions a large CPU build, read and query runs compiled
-EXPECTED = ["scc_jit.strong_components", "scc_jit.rows_of", "scc_jit.closing_levels", "scc_jit.canonical_order", "ranks_jit.sibling_offsets_into",
+EXPECTED = ["scc_jit.strong_components", "scc_jit.rows_of", "scc_jit.closing_levels", "scc_jit.canonical_order", "scc_jit.renumbered_transpose", "ranks_jit.sibling_offsets_into",
             "ranks_jit.parent_buckets", "fields_jit.numbers_at", "fields_jit.comma_width", "fields_jit.first_empty_tab_field", "deep_jit.kahn_rest",
             "deep_jit.intervals_bottom_up", "prefilter_jit._block", "bidir_jit._block"]
 

@@ -287,7 +287,14 @@ def condense(graph: EdgeGraph) -> DAG:
     C = ncomp
     dt = id_dtype(C)
     try:
-        indptr, indices, rindptr, rindices = _renumber(ip0, ix0, rev0, order, new_of_old, C)
+        if jit is None:
+            indptr, indices, rindptr, rindices = _renumber(ip0, ix0, rev0, order, new_of_old, C)
+        else:  # the same arrays by two compiled counting passes a direction, the two on two threads
+            indptr, rindptr = np.empty(C + 1, np.int64), np.empty(C + 1, np.int64)
+            indices, rindices = np.empty(ix0.size, dt), np.empty(ix0.size, dt)
+            fwd = pool.submit(lambda: jit.renumbered_transpose(*rev0.result(), order, new_of_old, indptr, indices))
+            jit.renumbered_transpose(ip0, ix0, order, new_of_old, rindptr, rindices)
+            fwd.result()
     finally:
         pool.shutdown(wait=True)
     del ip0, ix0, rev0

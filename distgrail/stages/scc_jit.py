@@ -23,7 +23,8 @@ import numpy as np
 
 from ..jit import njit
 
-__all__ = ["ids_within", "rows_of", "strong_components", "closing_levels", "canonical_order"]
+__all__ = ["ids_within", "rows_of", "strong_components", "closing_levels", "canonical_order",
+           "renumbered_transpose"]
 
 
 @njit(nogil=True)
@@ -243,3 +244,26 @@ def canonical_order(labels, level, ncomp):
         order[start[level[c]]] = c
         start[level[c]] += 1
     return order
+
+
+@njit(nogil=True)
+def renumbered_transpose(ptr, ind, order, new_of_old, tptr, tind):
+    """The transpose of the CSR (``ptr``, ``ind``) once its rows and entries are renumbered
+    (new id ``i`` = old ``order[i]``; ``new_of_old`` the inverse), into ``tptr`` (C + 1, int64)
+    and ``tind``: a counting sort that visits the new rows in order, so each transposed row
+    comes out sorted. :func:`distgrail.stages.condense._renumber`'s permute and transpose in
+    two passes."""
+    C = order.shape[0]
+    for j in range(C + 1):
+        tptr[j] = 0
+    for e in range(ind.shape[0]):
+        tptr[new_of_old[ind[e]] + 1] += 1
+    for j in range(C):
+        tptr[j + 1] += tptr[j]
+    fill = tptr[:C].copy()
+    for i in range(C):
+        r = order[i]
+        for e in range(ptr[r], ptr[r + 1]):
+            j = new_of_old[ind[e]]
+            tind[fill[j]] = i
+            fill[j] += 1
