@@ -292,7 +292,8 @@ def condense(graph: EdgeGraph) -> DAG:
         else:  # the same arrays by two compiled counting passes a direction, the two on two threads
             indptr, rindptr = np.empty(C + 1, np.int64), np.empty(C + 1, np.int64)
             indices, rindices = np.empty(ix0.size, dt), np.empty(ix0.size, dt)
-            fwd = pool.submit(lambda: jit.renumbered_transpose(*rev0.result(), order, new_of_old, indptr, indices))
+            rptr0, rind0 = rev0.result()
+            fwd = pool.submit(jit.renumbered_transpose, rptr0, rind0, order, new_of_old, indptr, indices)
             jit.renumbered_transpose(ip0, ix0, order, new_of_old, rindptr, rindices)
             fwd.result()
     finally:
