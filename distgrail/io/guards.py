@@ -13,7 +13,7 @@ import numpy as np
 __all__ = ["STRAY_CR", "stray_cr", "room_problem", "EMPTY_FIELD", "empty_field", "empty_field_numpy", "EMPTY_TAB_FIELD",
            "empty_tab_field", "empty_tab_walk", "first_edge_tab", "GLUED_MARK", "glued_mark", "BLANK_FIELD", "NO_COMMA",
            "blank_field", "comma_ids", "width_message", "line_fields", "line_integer", "first_edge_fields",
-           "first_edge_width", "comma_width", "comma_width_numpy"]
+           "first_edge_width", "comma_width", "comma_width_numpy", "compiled_fields"]
 
 #: what a carriage return that does not end a line is told
 STRAY_CR = ("carriage return inside a line (old Mac line endings?): lines end with '\\n' or '\\r\\n' "
@@ -59,12 +59,13 @@ JIT_MIN_BYTES = 8 << 20
 _EMPTY = (b",,", b",\n", b",\r", b"\n,", b" ,", b"\t,")
 
 
-def _fields_jit():
-    """:mod:`distgrail.io.fields_jit`, or None where numba is missing, broken or turned off
-    (``NUMBA_DISABLE_JIT``: its scans would run as Python, slower than the NumPy ones)."""
+def compiled_fields():
+    """:mod:`distgrail.io.fields_jit` (the readers' compiled scans and numbers), or None where
+    numba is missing, broken or turned off (``NUMBA_DISABLE_JIT``: its loops would run as
+    Python, slower than the NumPy ones)."""
     from ..jit import load
 
-    return load("distgrail.io.fields_jit", "field scans", stacklevel=4)
+    return load("distgrail.io.fields_jit", "text scans", stacklevel=4)
 
 
 def empty_field(data: bytes) -> int:
@@ -78,7 +79,7 @@ def empty_field(data: bytes) -> int:
     if len(data) < JIT_MIN_BYTES:
         return empty_field_numpy(data)
     arr = np.frombuffer(data, np.uint8)
-    jit = _fields_jit()
+    jit = compiled_fields()
     if jit is None:  # (numba missing, broken or turned off)
         return empty_field_numpy(data)
     return int(jit.first_empty_field(arr))
@@ -183,7 +184,7 @@ def empty_tab_field(data: bytes) -> int:
         return -1
     if cand.size <= SPECIAL_JIT and len(data) < JIT_MIN_BYTES:
         return empty_tab_walk(data, cand.tolist())
-    jit = _fields_jit()
+    jit = compiled_fields()
     if jit is None:
         return empty_tab_walk(data, cand.tolist())
     return int(jit.first_empty_tab_field(arr))
@@ -447,7 +448,7 @@ def comma_width(data: bytes, fields: int) -> tuple[int, int, int]:
         got = comma_width_numpy(data, fields, walk=SPECIAL_JIT)
         if got is not None:
             return got
-    jit = _fields_jit()
+    jit = compiled_fields()
     if jit is None:
         return comma_width_numpy(data, fields)
     bad, fields, first = jit.comma_width(np.frombuffer(data, np.uint8), int(fields))

@@ -17,7 +17,7 @@ import numpy as np
 
 from ..errors import GraphFormatError
 from .excerpt import looks_binary, shown  # noqa: F401 (looks_binary: re-exported)
-from .guards import EMPTY_FIELD, STRAY_CR, empty_field, room_problem, stray_cr
+from .guards import EMPTY_FIELD, STRAY_CR, compiled_fields, empty_field, room_problem, stray_cr
 
 __all__ = ["shown", "Text", "Chunk", "Sink", "TokenCounter", "CHUNK_BYTES", "concat", "parse_n", "fast_numbers", "token_starts",
            "COMPILED_NUMBERS_BYTES", "chunks_ahead", "large_text"]
@@ -484,11 +484,7 @@ COMPILED_NUMBERS_BYTES = 128 << 20
 def large_text(text: Text, start: int) -> bool:
     """Whether ``text`` from ``start`` is large enough for the compiled numbers and the chunks
     read ahead (:data:`COMPILED_NUMBERS_BYTES`), and the compiled numbers load (numba)."""
-    if len(text) - start < COMPILED_NUMBERS_BYTES:
-        return False
-    from ..jit import load
-
-    return load("distgrail.io.fields_jit", "number reading", stacklevel=4) is not None
+    return len(text) - start >= COMPILED_NUMBERS_BYTES and compiled_fields() is not None
 
 
 def fast_numbers(blanked: bytes, count: int, starts: np.ndarray | None = None):
@@ -500,9 +496,7 @@ def fast_numbers(blanked: bytes, count: int, starts: np.ndarray | None = None):
     if count == 0:
         return np.zeros(0, np.int64)
     if starts is not None and starts.size == count:
-        from ..jit import load
-
-        jit = load("distgrail.io.fields_jit", "number reading", stacklevel=4)
+        jit = compiled_fields()
         if jit is not None:
             vals, ok = jit.numbers_at(np.frombuffer(blanked, np.uint8), starts)
             return vals if ok else None
