@@ -27,6 +27,14 @@ def _run(*apps, cwd):
     return subprocess.run(cmd, capture_output=True, text=True, env=ENV, cwd=cwd, timeout=120)
 
 
+def _said(stderr):
+    """distgrail's lines in ``stderr``, less the job-start notice of stale MPICH segments removed
+    (``mpi.shmclean``): an earlier test that killed ranks may leave some, and that line is not part
+    of the refusal under test (CI saw it once)."""
+    return [line for line in stderr.splitlines()
+            if line.startswith("distgrail:") and "stale MPICH segment" not in line]
+
+
 @pytest.mark.parametrize("bad", [1, 0])
 def test_one_ranks_bad_arguments_end_the_job_with_its_error(tmp_path, bad):
     good = ["index", "bundled", "-o", "i.h5", "--backend", "cpu", "--quiet"]
@@ -36,7 +44,7 @@ def test_one_ranks_bad_arguments_end_the_job_with_its_error(tmp_path, bad):
     assert r.returncode == 2, (r.returncode, r.stderr)
     who = "distgrail: rank 1, error" if bad else "distgrail: error"
     assert f"{who}: unrecognized arguments: --bogus" in r.stderr, r.stderr
-    assert r.stderr.count("distgrail:") == 1 and "Abort" not in r.stderr, r.stderr
+    assert len(_said(r.stderr)) == 1 and "Abort" not in r.stderr, r.stderr
     assert "TIMED OUT" not in r.stderr and not [p for p in os.listdir(tmp_path) if p.startswith("i.h5")]
 
 
@@ -54,4 +62,4 @@ def test_one_ranks_missing_pairs_file_ends_the_job(tmp_path):
     r = _run(["query", "i.h5", "bundled", "--backend", "cpu", "--quiet"], ["query", "i.h5", "--backend", "cpu"],
              cwd=tmp_path)
     assert r.returncode == 2, (r.returncode, r.stderr)
-    assert "distgrail: rank 1, error: give a pairs file" in r.stderr and r.stderr.count("distgrail:") == 1, r.stderr
+    assert "distgrail: rank 1, error: give a pairs file" in r.stderr and len(_said(r.stderr)) == 1, r.stderr
