@@ -18,6 +18,8 @@ import threading
 
 import numpy as np
 
+from . import cores
+
 __all__ = ["to_host", "array_module", "csr_positions", "spans", "sorted_distinct", "unique", "scatter_max", "scatter_min",
            "scatter_at", "copy_parallel", "copy_many_parallel", "prefault_beside", "populate", "interleaved_rows", "max_parallel", "HOST_PIECE_BYTES"]
 
@@ -35,7 +37,7 @@ def _host_pool():
         if _pool is None:
             from concurrent.futures import ThreadPoolExecutor
 
-            _pool = ThreadPoolExecutor(max(1, min(HOST_THREADS, os.cpu_count() or 1)), thread_name_prefix="distgrail-host")
+            _pool = ThreadPoolExecutor(max(1, min(HOST_THREADS, cores.usable())), thread_name_prefix="distgrail-host")
         return _pool
 
 
@@ -81,7 +83,7 @@ def interleaved_rows(a: np.ndarray, b: np.ndarray):
 def _pieces(n: int, itemsize: int, piece_bytes: int | None = None):
     """``[(lo, hi), ...]`` covering ``0..n``: one piece per thread, none under ``piece_bytes``
     (default HOST_PIECE_BYTES)."""
-    k = max(1, min(HOST_THREADS, os.cpu_count() or 1, (n * itemsize) // (piece_bytes or HOST_PIECE_BYTES)))
+    k = max(1, min(HOST_THREADS, cores.usable(), (n * itemsize) // (piece_bytes or HOST_PIECE_BYTES)))
     cuts = [n * i // k for i in range(k + 1)]
     return list(zip(cuts[:-1], cuts[1:]))
 

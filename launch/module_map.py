@@ -61,7 +61,7 @@ PKG = "distgrail"
 LAYERS = [
     (0, "base: errors, numbers, settings, array helpers",
      ["errors", "constants", "dtypes", "settings", "arrays", "hashing", "satmath", "segments", "progress",
-      "_version", "nodelabels", "bfs", "jit"]),
+      "_version", "nodelabels", "bfs", "jit", "cores"]),
     (1, "devices and files", ["gpu", "io"]),
     (2, "algorithms: build stages, query steps", ["stages", "query"]),
     (3, "the index: file and handle", ["index", "indexfile"]),

@@ -100,7 +100,7 @@ def test_copy_many_parallel_sends_every_piece_at_once(monkeypatch):
     real = arrays._run_pieces
     monkeypatch.setattr(arrays, "_run_pieces", lambda fn, pieces: calls.append(len(pieces)) or real(fn, pieces))
     monkeypatch.setattr(arrays, "HOST_THREADS", 8)
-    monkeypatch.setattr(arrays.os, "cpu_count", lambda: 8)
+    monkeypatch.setattr(arrays.cores, "usable", lambda: 8)
     pairs = np.random.default_rng(1).integers(0, 1 << 50, (1 << 16, 2))
     a, b = np.zeros(1 << 16, np.int64), np.zeros(1 << 16, np.int64)
     arrays.copy_many_parallel([(a, pairs[:, 0]), (b, pairs[:, 1]), (a[:0], pairs[:0, 0])], piece_bytes=1 << 17)
@@ -119,7 +119,7 @@ def test_parallel_pieces_cover_the_array(monkeypatch):
     from distgrail import arrays
 
     monkeypatch.setattr(arrays, "HOST_PIECE_BYTES", 8)
-    monkeypatch.setattr(arrays.os, "cpu_count", lambda: 3)
+    monkeypatch.setattr(arrays.cores, "usable", lambda: 3)
     assert arrays._pieces(10, 8) == [(0, 3), (3, 6), (6, 10)]
     assert arrays._pieces(1, 8) == [(0, 1)]
     assert arrays._pieces(0, 8) == [(0, 0)]

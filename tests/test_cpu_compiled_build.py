@@ -270,7 +270,9 @@ def test_an_error_in_one_dimension_drops_the_ones_not_started(monkeypatch):
 def test_phase_3_threads_stay_within_cores_and_free_memory(monkeypatch):
     import os
 
-    monkeypatch.setattr(os, "cpu_count", lambda: 16)
+    from distgrail import cores
+
+    monkeypatch.setattr(cores, "usable", lambda: 16)
     assert ranks._threads(1000, 5) == 5 and ranks._threads(1000, 20) == ranks._RANKS_THREADS
     pages = {"SC_AVPHYS_PAGES": 1000, "SC_PAGE_SIZE": 4096}  # 4 MB free
     monkeypatch.setattr(os, "sysconf", lambda name: pages[name])

@@ -13,6 +13,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 
+from .. import cores
 from ..dtypes import smallest_int, smallest_uint
 from .probe import BUILD_ATTR, check_main_file
 
@@ -86,7 +87,7 @@ def block_crcs(a: np.ndarray, block: int, pool=None) -> list:
 
 
 def crc_pool():
-    return ThreadPoolExecutor(max_workers=max(1, min(16, os.cpu_count() or 1)), thread_name_prefix="distgrail-crc")
+    return ThreadPoolExecutor(max_workers=max(1, min(16, cores.usable())), thread_name_prefix="distgrail-crc")
 
 
 def entry(ds) -> tuple:

@@ -34,6 +34,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 
+from .. import cores
 from ..errors import IndexFormatError
 from .layout import ATTRS, ATTRS_SEAL, BUILD_ATTR, CRC_BLOCK, FORMAT, READ_VERSIONS, REQUIRED, SEAL, block_crcs, can_read_in_blocks, crc32, \
     crc_pool, attributes_seal, datasets_seal, entry, pieces, read_block
@@ -374,7 +375,7 @@ class Deferred:
                     except OSError as e:
                         raise IndexFormatError(f"{self.path}: dataset /{self.name} cannot be read: "
                                                f"{os.path.basename(fpath)}: {e.strerror}") from None
-            with ThreadPoolExecutor(max_workers=max(1, min(16, os.cpu_count() or 1, len(jobs)))) as pool:
+            with ThreadPoolExecutor(max_workers=max(1, min(16, cores.usable(), len(jobs)))) as pool:
                 got = list(pool.map(lambda j: read_block(fds[j[0]], j[2], j[1]), jobs))
                 check_block_reads(self.path, self.name, got)
                 if len(jobs) != b1 - b0:  # a block across two parts: its CRC-32 over its bytes
@@ -411,7 +412,7 @@ class _Pieces:
         if size <= PIECE:
             return bool(test(0, size))
         if self.pool is None:
-            self.pool = ThreadPoolExecutor(max_workers=max(1, min(16, os.cpu_count() or 1)),
+            self.pool = ThreadPoolExecutor(max_workers=max(1, min(16, cores.usable())),
                                            thread_name_prefix="distgrail-check")
         futs = [self.pool.submit(test, i, min(size, i + PIECE)) for i in range(0, size, PIECE)]
         return any(bool(f.result()) for f in futs)

@@ -28,6 +28,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 
+from .. import cores
 from ..errors import DistGrailError
 from ..hashing import hash_base
 
@@ -208,10 +209,7 @@ def edge_lines(u: np.ndarray, v: np.ndarray, jit: bool = True) -> np.ndarray:
 
 def _threads(threads):
     if threads is None:
-        try:
-            return max(1, len(os.sched_getaffinity(0)))
-        except (AttributeError, OSError):  # pragma: no cover - not Linux
-            return max(1, os.cpu_count() or 1)
+        return cores.usable()
     if isinstance(threads, bool) or not isinstance(threads, (int, np.integer)) or threads < 1:
         raise DistGrailError(f"threads must be an integer >= 1, got {threads!r}")
     return int(threads)

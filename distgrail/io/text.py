@@ -15,6 +15,7 @@ import warnings
 
 import numpy as np
 
+from .. import cores
 from ..errors import GraphFormatError
 from .excerpt import looks_binary, shown  # noqa: F401 (looks_binary: re-exported)
 from .guards import EMPTY_FIELD, STRAY_CR, compiled_fields, empty_field, room_problem, stray_cr
@@ -208,11 +209,7 @@ class Text:
         switching) and :meth:`chunk_digest` gives the value once the parse is done."""
         from .digest import adopt, new_hasher
 
-        try:
-            cores = len(os.sched_getaffinity(0))
-        except (AttributeError, OSError):  # pragma: no cover - not Linux
-            cores = os.cpu_count() or 1
-        if cores >= 2 or given is not None:
+        if cores.usable() >= 2 or given is not None:
             return adopt(given, self.path)
         self._h = new_hasher(threads=False)
         return None
@@ -410,10 +407,9 @@ def chunks_ahead(chunks, work, threaded: bool, threads: int | None = None):
             yield offset, data, (lambda data=data: work(data))
         return
     import collections
-    import os
     from concurrent.futures import ThreadPoolExecutor
 
-    threads = threads or max(1, min(AHEAD_THREADS, (os.cpu_count() or 1)))
+    threads = threads or max(1, min(AHEAD_THREADS, cores.usable()))
     pending: collections.deque = collections.deque()
     error: list = []
     with ThreadPoolExecutor(threads) as pool:

@@ -54,6 +54,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 
+from .. import cores
 from .._version import __version__
 from ..errors import DistGrailError, GraphFormatError, QueryError
 from .limits import DEFAULT_BODY_TIMEOUT, DEFAULT_CLIENT_CONNECTIONS, BodyClock, Late
@@ -123,7 +124,7 @@ class Service:
         chars = int(labels.values.dtype.itemsize // 4) if self.label_kind == "str" else 0
         self.max_body = body_limit(self.max_pairs, chars)
         if workers is None:
-            workers = GPU_BATCHES_AT_ONCE if backend.is_gpu else max(1, os.cpu_count() or 1)
+            workers = GPU_BATCHES_AT_ONCE if backend.is_gpu else cores.usable()
         self.workers = int(workers)
         self.max_waiting = int(max_waiting) if max_waiting is not None else 16 * self.workers
         self.pool = ThreadPoolExecutor(self.workers, thread_name_prefix="distgrail-query")
@@ -502,7 +503,7 @@ def _buffer(size: int) -> np.ndarray:
 
 def _device_name(be) -> str:
     if not be.is_gpu:
-        return f"cpu ({os.cpu_count()} cores)"
+        return f"cpu ({cores.usable()} cores)"
     try:
         props = be.xp.cuda.runtime.getDeviceProperties(be.device)
         name = props["name"]

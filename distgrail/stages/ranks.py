@@ -14,6 +14,7 @@ import os
 
 import numpy as np
 
+from .. import cores
 from ..constants import GRID_THREADS
 from ..hashing import STREAM_DIM0, hash3, hash_base
 from ..gpu.memory import ensure_fits, launcher
@@ -79,7 +80,7 @@ _BYTES_PER_COMPONENT = 56
 def _threads(C: int, dims: int) -> int:
     """Threads for phase 3 on the CPU: one a dimension, at most a core each, at most
     :data:`_RANKS_THREADS`, and their work space within half the free memory."""
-    k = min(dims, os.cpu_count() or 1, _RANKS_THREADS)
+    k = min(dims, cores.usable(), _RANKS_THREADS)
     try:
         free = os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
     except (AttributeError, ValueError, OSError):  # (not every system says)

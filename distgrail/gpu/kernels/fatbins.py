@@ -21,6 +21,7 @@ import tempfile
 import time
 from concurrent.futures import ThreadPoolExecutor
 
+from ... import cores
 from .sources import TEMPLATES, _mangled, compile_options, module_names, source_key, wrapper_source
 
 __all__ = ["SASS", "PTX", "FATBIN_DIR", "MANIFEST", "PrebuiltModule", "find_nvcc", "nvcc_version", "read_manifest",
@@ -170,7 +171,7 @@ def build(folder: str | None = None, force: bool = False, jobs: int | None = Non
             report["kept"].append(name)
         else:
             todo.append(name)
-    with ThreadPoolExecutor(max_workers=max(1, min(len(todo) or 1, jobs or os.cpu_count() or 1))) as pool:
+    with ThreadPoolExecutor(max_workers=max(1, min(len(todo) or 1, jobs or cores.usable()))) as pool:
         futures = {name: pool.submit(_build_one, name, nvcc, folder, SASS, PTX) for name in todo}
         for name, fut in futures.items():
             try:
