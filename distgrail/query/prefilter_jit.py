@@ -19,7 +19,7 @@ plain Python threads running the compiled loop (it releases the GIL) on blocks o
 from __future__ import annotations
 
 import numpy as np
-from ..jit import njit
+from ..jit import njit, prefetch_intrinsic
 
 from .bidir_jit import _layout, run_blocks, search_threads
 from .stats import INTERVAL, LEVEL, SAME, SUPPORT_NEG, SUPPORT_POS, TREE, UNDECIDED, Labels
@@ -28,6 +28,9 @@ __all__ = ["compiled_prefilter", "BLOCK_PAIRS"]
 
 #: pairs a thread takes from the shared counter at a time
 BLOCK_PAIRS = 1 << 16
+#: the records' pass asks for the rows of the pair this many places ahead (16 to 32 do alike)
+PREFETCH_AHEAD = 16
+prefetch = prefetch_intrinsic()
 
 
 @njit(nogil=True)
@@ -52,13 +55,24 @@ def _block(q0, q1, sources, targets, comp, level, level_ptr, rec, d, W2, ans, co
         todo[n] = q
         n += (not same) & (not low)
     B = 2 + 2 * d
+    # the records' pass: two random 64-byte rows a pair, then branches on their values. A
+    # mispredicted branch discards the row reads in flight behind it; the rows of the pair
+    # PREFETCH_AHEAD places ahead are asked for first, so the reads overlap again
+    for i in range(min(PREFETCH_AHEAD, n)):
+        prefetch(rec, cu[todo[i]])
+        prefetch(rec, cv[todo[i]])
     for i in range(n):
+        if i + PREFETCH_AHEAD < n:
+            p = todo[i + PREFETCH_AHEAD]
+            prefetch(rec, cu[p])
+            prefetch(rec, cv[p])
         q = todo[i]
-        ra, rb = rec[cu[q]], rec[cv[q]]
+        a = cu[q]  # (rec[a, w], not a row view: its strides cost per read)
+        b = cv[q]
         pos = False
         neg = False
         for w in range(B, B + W2):  # support masks, as 32-bit halves: out at w, in at w + W2
-            oa, ia, ob, ib = ra[w], ra[w + W2], rb[w], rb[w + W2]
+            oa, ia, ob, ib = rec[a, w], rec[a, w + W2], rec[b, w], rec[b, w + W2]
             if oa & ib:
                 pos = True
             if (ia & ~ib) | (ob & ~oa):
@@ -72,12 +86,12 @@ def _block(q0, q1, sources, targets, comp, level, level_ptr, rec, d, W2, ans, co
             continue
         inside = True
         for k in range(2, B, 2):  # L_b inside L_a in every dimension
-            if ra[k] > rb[k] or rb[k + 1] > ra[k + 1]:
+            if rec[a, k] > rec[b, k] or rec[b, k + 1] > rec[a, k + 1]:
                 inside = False
                 break
         if not inside:
             code[q] = INTERVAL
-        elif ra[0] <= rb[1] and rb[1] <= ra[1]:  # b's rank in a's DT subtree (dimension 0)
+        elif rec[a, 0] <= rec[b, 1] and rec[b, 1] <= rec[a, 1]:  # b's rank in a's DT subtree (dimension 0)
             code[q] = TREE
             ans[q] = True
 
