@@ -11,6 +11,7 @@ import numpy as np
 
 from ._version import __version__
 from .arrays import as_unsigned, interleaved_rows, max_parallel
+from .dtypes import smallest_uint
 from .errors import DistGrailError, GraphFormatError, IndexFormatError, QueryError
 from .gpu.backend import get_backend
 from .indexfile import check_index, read_index_file, write_index_file
@@ -267,10 +268,20 @@ def field_labels(a: dict, C: int, d: int, K: int, put=None, csr: bool = True) ->
     inn = a["supports/in"] if K else np.zeros((C, 0), np.uint64)
     start0 = (post0.astype(np.int64) - a["forest/subtree_size"].astype(np.int64) + 1).astype(post0.dtype)
     return Labels(comp=put(a["vertex/component"]), indptr=a["dag/indptr"].astype(np.int64, copy=False) if csr else None,
-                  indices=a["dag/indices"] if csr else None, C=C, d=d, W=int(out.shape[1]), level=put(a["dag/level"]),
+                  indices=a["dag/indices"] if csr else None, C=C, d=d, W=int(out.shape[1]), level=put(_narrow_levels(a["dag/level"])),
                   lo=put(np.ascontiguousarray(iv[:, :, 0])), hi=put(np.ascontiguousarray(iv[:, :, 1])),
                   start0=put(start0), post0=put(post0), out=put(np.ascontiguousarray(out.T)),
                   inn=put(np.ascontiguousarray(inn.T)))
+
+
+def _narrow_levels(level: np.ndarray) -> np.ndarray:
+    """``level`` in the smallest unsigned type that holds it, as the index file stores it: an index
+    just built holds int32 levels, four times the bytes the prefilter reads at random for each
+    pair (one level per pair, from an array of one entry per component)."""
+    if level.size == 0 or level.dtype.itemsize == 1:
+        return level
+    want = np.dtype(smallest_uint(int(max_parallel(level))))
+    return level.astype(want) if want.itemsize < level.dtype.itemsize else level
 
 
 def _on_device(be, a: np.ndarray, dtype):

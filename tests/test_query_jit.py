@@ -307,3 +307,20 @@ def test_search_threads():
     assert bidir_jit.search_threads({"SLURM_NTASKS_PER_NODE": "64"}, set(range(16)), 16) == 1
     assert bidir_jit.search_threads({"NUMBA_NUM_THREADS": "x"}, set(range(6)), 6) == 6
     assert bidir_jit.search_threads() >= 1
+
+
+def test_cpu_labels_of_a_built_index_hold_the_files_level_type(tmp_path):
+    """An index just built holds int32 levels; its CPU query state reads them in the type the file
+    stores (the prefilter reads one level per pair at random), and answers as the file does."""
+    g = ALL["deep"]
+    built = distgrail.build_index(g, dims=3)
+    built.save(tmp_path / "d.h5")
+    opened = distgrail.open_index(tmp_path / "d.h5")
+    assert built.arrays["dag/level"].dtype.itemsize > 1, "the test needs a built index with wide levels"
+    L, Lf = built.labels("cpu"), opened.labels("cpu")
+    assert L.level.dtype == Lf.level.dtype == opened.arrays["dag/level"].dtype, (L.level.dtype, Lf.level.dtype)
+    np.testing.assert_array_equal(L.level, built.arrays["dag/level"])
+    s, t = pairs(g, 3000, seed=9)
+    want = bfs_reachable(*csr_of(g), s, t)
+    np.testing.assert_array_equal(built.query(s, t, backend="cpu")[0], want)
+    np.testing.assert_array_equal(opened.query(s, t, backend="cpu")[0], want)
