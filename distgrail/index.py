@@ -267,11 +267,18 @@ def field_labels(a: dict, C: int, d: int, K: int, put=None, csr: bool = True) ->
     out = a["supports/out"] if K else np.zeros((C, 0), np.uint64)
     inn = a["supports/in"] if K else np.zeros((C, 0), np.uint64)
     start0 = (post0.astype(np.int64) - a["forest/subtree_size"].astype(np.int64) + 1).astype(post0.dtype)
-    return Labels(comp=put(a["vertex/component"]), indptr=a["dag/indptr"].astype(np.int64, copy=False) if csr else None,
+    return Labels(comp=put(_unsigned_view(a["vertex/component"])), indptr=a["dag/indptr"].astype(np.int64, copy=False) if csr else None,
                   indices=a["dag/indices"] if csr else None, C=C, d=d, W=int(out.shape[1]), level=put(_narrow_levels(a["dag/level"])),
                   lo=put(np.ascontiguousarray(iv[:, :, 0])), hi=put(np.ascontiguousarray(iv[:, :, 1])),
                   start0=put(start0), post0=put(post0), out=put(np.ascontiguousarray(out.T)),
                   inn=put(np.ascontiguousarray(inn.T)))
+
+
+def _unsigned_view(comp: np.ndarray) -> np.ndarray:
+    """Component ids (never negative) as the unsigned type of their width, as the file stores
+    them: an index just built holds int32 ids, which the compiled prefilter would index with
+    numba's negative-index wrap on every read."""
+    return comp.view(f"u{comp.itemsize}") if comp.dtype.kind == "i" else comp
 
 
 def _narrow_levels(level: np.ndarray) -> np.ndarray:

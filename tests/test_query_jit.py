@@ -310,8 +310,9 @@ def test_search_threads():
 
 
 def test_cpu_labels_of_a_built_index_hold_the_files_level_type(tmp_path):
-    """An index just built holds int32 levels; its CPU query state reads them in the type the file
-    stores (the prefilter reads one level per pair at random), and answers as the file does."""
+    """An index just built holds int32 levels and component ids; its CPU query state reads the
+    levels in the type the file stores (the prefilter reads one level per pair at random) and the
+    ids as unsigned (no negative-index wrap in the compiled loops), and answers as the file does."""
     g = ALL["deep"]
     built = distgrail.build_index(g, dims=3)
     built.save(tmp_path / "d.h5")
@@ -319,6 +320,8 @@ def test_cpu_labels_of_a_built_index_hold_the_files_level_type(tmp_path):
     assert built.arrays["dag/level"].dtype.itemsize > 1, "the test needs a built index with wide levels"
     L, Lf = built.labels("cpu"), opened.labels("cpu")
     assert L.level.dtype == Lf.level.dtype == opened.arrays["dag/level"].dtype, (L.level.dtype, Lf.level.dtype)
+    assert built.arrays["vertex/component"].dtype.kind == "i" and L.comp.dtype.kind == "u", L.comp.dtype
+    np.testing.assert_array_equal(L.comp, built.arrays["vertex/component"])
     np.testing.assert_array_equal(L.level, built.arrays["dag/level"])
     s, t = pairs(g, 3000, seed=9)
     want = bfs_reachable(*csr_of(g), s, t)
