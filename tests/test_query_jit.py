@@ -186,7 +186,9 @@ def test_compiled_prefilter_equals_numpy(name, K, monkeypatch):
     rows = np.stack([s, t], axis=1)  # strided columns, as a mapped (k, 2) file's
     for ids, threads in ((np.int64, 1), (np.int32, 3), (np.int64, 8), ("rows", 2)):
         qs, qt = (rows[:, 0], rows[:, 1]) if ids == "rows" else (s.astype(ids), t.astype(ids))
-        ans, code, gu, gv = prefilter_jit.compiled_prefilter(L, qs, qt, threads=threads)
+        counts = np.full(9, 5, dtype=np.int64)  # (added into)
+        ans, code, gu, gv = prefilter_jit.compiled_prefilter(L, qs, qt, threads=threads, counts=counts)
+        np.testing.assert_array_equal(counts - 5, np.bincount(want_code.astype(np.int64), minlength=9))
         np.testing.assert_array_equal(ans, want_ans)
         np.testing.assert_array_equal(code, want_code)
         np.testing.assert_array_equal(gu, cu)
@@ -218,7 +220,7 @@ def test_answer_batch_uses_the_compiled_prefilter(monkeypatch):
     prefilter_jit = pytest.importorskip("distgrail.query.prefilter_jit")
     calls = []
     real = prefilter_jit.compiled_prefilter
-    monkeypatch.setattr(prefilter_jit, "compiled_prefilter", lambda L, s, t: calls.append(s.size) or real(L, s, t))
+    monkeypatch.setattr(prefilter_jit, "compiled_prefilter", lambda L, s, t, **kw: calls.append(s.size) or real(L, s, t, **kw))
     idx = labels("scale-free", 64)
     s, t = pairs(ALL["scale-free"], 2000, seed=5)
     k = s.size

@@ -51,7 +51,7 @@ from . import staging
 from .prefilter import prefilter
 from .bidir import bidirectional_search_numpy
 from .search import guided_search_numpy
-from .stats import MAX_ROUNDS, POSITIVE, SEARCH_NEG, SEARCH_POS, UNDECIDED, Labels, QueryStats, SearchOptions
+from .stats import MAX_ROUNDS, POSITIVE, SEARCH_NEG, SEARCH_POS, STEPS, UNDECIDED, Labels, QueryStats, SearchOptions
 
 __all__ = ["answer_batch_numpy", "answer_batch_cuda", "records", "records_on_device", "record_width", "QueryScratch",
            "ScratchPool", "QUEUE_CAP", "SCRATCH_BYTES"]
@@ -142,8 +142,10 @@ def answer_batch_numpy(L: Labels, sources: np.ndarray, targets: np.ndarray, stat
     t0 = time.perf_counter()
     search = search or SearchOptions()
     compiled = _cpu_prefilter(int(np.size(sources)), search)
+    counts = None
     if compiled is not None:  # the component lookup and the prefilter in one compiled pass
-        ans, code, cu, cv = compiled(L, sources, targets)
+        counts = np.zeros(len(STEPS) + 1, dtype=np.int64)  # (the codes counted there, block by block)
+        ans, code, cu, cv = compiled(L, sources, targets, counts=counts)
     else:
         cu = L.comp[sources]
         cv = L.comp[targets]
@@ -155,7 +157,14 @@ def answer_batch_numpy(L: Labels, sources: np.ndarray, targets: np.ndarray, stat
     if stats is not None:
         stats.queries += int(sources.size)
         stats.reachable += int(np.count_nonzero(ans))
-        stats.add_codes(code)
+        if counts is None:
+            stats.add_codes(code)
+        else:
+            positive = int(np.count_nonzero(found))
+            counts[UNDECIDED] -= und.size
+            counts[SEARCH_POS] += positive
+            counts[SEARCH_NEG] += und.size - positive
+            stats.add_counts(counts)
         stats.search_rounds = max(stats.search_rounds, rounds)
         stats.seconds += time.perf_counter() - t0
     if out is not None:

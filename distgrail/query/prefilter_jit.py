@@ -34,7 +34,7 @@ prefetch = prefetch_intrinsic()
 
 
 @njit(nogil=True)
-def _block(q0, q1, sources, targets, comp, level, level_ptr, rec, d, W2, ans, code, cu, cv, todo):
+def _block(q0, q1, sources, targets, comp, level, level_ptr, rec, d, W2, ans, code, cu, cv, todo, counts):
     # three passes over the block: the component ids, then same component and level filter
     # without a branch, then the records of the pairs left. A branch the data decides, taken
     # one pair in two, would throw away the reads in flight behind it; without it, the reads of
@@ -102,12 +102,17 @@ def _block(q0, q1, sources, targets, comp, level, level_ptr, rec, d, W2, ans, co
         elif rec[a, 0] <= rec[b, 1] and rec[b, 1] <= rec[a, 1]:  # b's rank in a's DT subtree (dimension 0)
             code[q] = TREE
             ans[q] = True
+    if counts.size:  # the block's codes counted while they are in cache (a bincount after is a pass over them all)
+        for q in range(code.size):
+            counts[np.uint8(code[q])] += 1
 
 
-def compiled_prefilter(L: Labels, sources: np.ndarray, targets: np.ndarray, threads: int | None = None):
+def compiled_prefilter(L: Labels, sources: np.ndarray, targets: np.ndarray, threads: int | None = None,
+                       counts: np.ndarray | None = None):
     """``(answer, code, cu, cv)`` for vertex-id pairs (checked ids, int32 or int64): the same
     answers and codes as ``prefilter(L, L.comp[sources], L.comp[targets])``, and those component
-    ids (the search's input for the pairs left undecided)."""
+    ids (the search's input for the pairs left undecided). ``counts`` (int64, one entry per code):
+    the pairs of each code are added into it, ``np.bincount(code)``'s numbers."""
     k = int(sources.size)
     ans = np.zeros(k, dtype=np.bool_)
     code = np.zeros(k, dtype=np.int8)
@@ -120,11 +125,15 @@ def compiled_prefilter(L: Labels, sources: np.ndarray, targets: np.ndarray, thre
     rec, level_ptr = _layout(L)
     level = np.asarray(L.level)
     block = BLOCK_PAIRS
+    nblk = -(-k // block)
+    per_block = np.zeros((nblk, 0 if counts is None else counts.size), dtype=np.int64)
 
     def body(b, todo):  # todo: the thread's list of its block's pairs left to the records' pass
         q0 = b * block
         _block(q0, min(k, q0 + block), sources, targets, comp, level, level_ptr, rec, L.d, 2 * L.W, ans, code, cu, cv,
-               todo)
+               todo, per_block[b])
 
-    run_blocks(-(-k // block), threads or search_threads(), body, scratch=lambda: np.empty(block, dtype=np.int64))
+    run_blocks(nblk, threads or search_threads(), body, scratch=lambda: np.empty(block, dtype=np.int64))
+    if counts is not None:
+        counts += per_block.sum(axis=0)
     return ans, code, cu, cv
