@@ -9,7 +9,8 @@ numbers) run only past size thresholds, so a first run on a large graph paid the
 its build. :func:`warm` runs the pipeline once on small inputs with those thresholds at 0: a text
 edge list, a CSV and a tab-separated one read, a graph with cycles condensed and labelled, a chain deeper than
 :data:`~distgrail.stages.deep.DEEP_LEVELS` (the deep sweeps), queries on each (the compiled
-prefilter and search). ``launch/setup.sh`` calls it (``python -m distgrail.jit_warm``) once per install.
+prefilter and search), and edges inserted into the first (the update's renumbering).
+``launch/setup.sh`` calls it (``python -m distgrail.jit_warm``) once per install.
 """
 
 from __future__ import annotations
@@ -29,10 +30,10 @@ __all__ = ["warm", "thresholds_at_zero"]
 def thresholds_at_zero():
     """The size thresholds of the compiled CPU loops at 0 inside the block, as they were after it."""
     from .io import guards, text
-    from .stages import condense, ranks
+    from .stages import condense, insertion, ranks
 
     names = ((condense, "COMPILED_SCC_EDGES"), (ranks, "COMPILED_RANKS_COMPONENTS"), (text, "COMPILED_NUMBERS_BYTES"),
-             (guards, "JIT_MIN_BYTES"))
+             (guards, "JIT_MIN_BYTES"), (insertion, "COMPILED_GATHER_COMPONENTS"))
     old = [getattr(mod, name) for mod, name in names]
     try:
         for mod, name in names:
@@ -52,6 +53,7 @@ def warm(say=None) -> dict:
     from .io.read import read_graph
     from .io.writers import write_graph
     from .query.stats import SearchOptions
+    from .update import insert_edges
     from .stages.deep import DEEP_LEVELS
 
     say = say or (lambda line: None)
@@ -81,6 +83,10 @@ def warm(say=None) -> dict:
             s, t = rng.integers(0, g.n, 20000), rng.integers(0, g.n, 20000)
             index.query(s, t, backend="cpu", search=SearchOptions(cpu_search="compiled", compiled_min_pairs=1))
             say(f"{what}: read, built and queried in {time.perf_counter() - t1:.1f} s")
+            if what == "a graph with cycles":  # and updated: new edges close cycles (the renumbering's loop)
+                t1 = time.perf_counter()
+                insert_edges(index, rng.integers(0, g.n, 200), rng.integers(0, g.n, 200), backend="cpu")
+                say(f"{what}: 200 edges inserted in {time.perf_counter() - t1:.1f} s")
     return {"seconds": time.perf_counter() - t0}
 
 

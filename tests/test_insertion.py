@@ -305,3 +305,50 @@ def test_the_sweep_names_the_arrays_it_lacks():
     with pytest.raises(DistGrailError, match="the arrays lack indices, level"):
         sweep_insertions(np, {"comp": np.zeros(1, np.int64), "indptr": np.zeros(2, np.int64)},
                          np.zeros(0, np.int64), np.zeros(0, np.int64))
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_the_compiled_renumbering_gives_the_numpy_arrays(seed, monkeypatch):
+    """The CPU renumbering's compiled gather of the intervals (``insertion_jit``, from
+    ``COMPILED_GATHER_COMPONENTS`` components) gives the NumPy passes' arrays, byte for byte, with
+    merges (ranks compacted) and without; the index answers as BFS does."""
+    pytest.importorskip("numba")
+    from distgrail.stages import insertion
+
+    rng = np.random.default_rng(seed)
+    n = 300
+    src, dst = rng.integers(0, n, 700), rng.integers(0, n, 700)
+    if seed % 2:  # a chain and edges down it: a DAG, whose new edges back up the chain close cycles
+        src, dst = np.r_[np.arange(n - 1), src[src < dst]], np.r_[np.arange(1, n), dst[src < dst]]
+    idx = distgrail.build_index((src, dst), num_vertices=n, dims=3, supports="auto", backend="cpu", seed=seed)
+    a, b = rng.integers(0, n, 40), rng.integers(0, n, 40)
+    seen = []
+    real = insertion._renumber
+    monkeypatch.setattr(insertion, "_renumber", lambda *args: seen.append(args[3].size) or real(*args))
+    got = {}
+    for at in (10 ** 9, 0):
+        monkeypatch.setattr(insertion, "COMPILED_GATHER_COMPONENTS", at)
+        got[at], report = insert_edges(idx, a, b, backend="cpu", rebuild_above=SWEEP)
+        assert report.method == "swept"
+    assert insertion._compiled_gather(np, idx.C) is not None
+    for name, arr in got[10 ** 9].arrays.items():
+        other = got[0].arrays[name]
+        assert arr.dtype == other.dtype and np.array_equal(arr, other), name
+    qs, qt = _all_pairs(n)
+    assert np.array_equal(got[0].query(qs, qt, backend="cpu")[0], _bfs(n, np.r_[src, a], np.r_[dst, b], qs, qt))
+    assert seen and all(k == seen[0] for k in seen)
+    if seed % 2:
+        assert seen[0] > 0, "the new edges of a DAG close cycles: merged components dropped, ranks compacted"
+
+
+def test_rows_gathered_maps_and_gathers_every_row():
+    jit = pytest.importorskip("distgrail.stages.insertion_jit")
+    rng = np.random.default_rng(1)
+    v = rng.integers(0, 50, (4, 30)).astype(np.int64)
+    order = rng.permutation(30)[:25]
+    f = rng.integers(0, 1000, 50).astype(np.int64)
+    for threads in (1, 3):
+        np.testing.assert_array_equal(jit.rows_gathered(v, order, f, threads), f[v[:, order]])
+        np.testing.assert_array_equal(jit.rows_gathered(v, order, None, threads), v[:, order])
+    assert jit.rows_gathered(v[:0], order, f, 2).shape == (0, 25)
+    assert jit.rows_gathered(v, order[:0], f, 2).shape == (4, 0)

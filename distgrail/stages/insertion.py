@@ -41,6 +41,7 @@ import time
 
 import numpy as np
 
+from .. import cores
 from ..arrays import csr_positions, scatter_at, spans, to_host, unique
 from ..errors import DistGrailError
 
@@ -360,7 +361,10 @@ def _renumber(xp, a, m, dead, ip, ix):
     if not dead.size and not bool(xp.any(level[1:] < level[:-1])):
         return {"comp": comp, "indptr": ip, "indices": ix, "ids": ids, **keep, "_renumbered": False}
     alive = xp.flatnonzero(live)
-    order = alive[xp.argsort(level[alive] * C + alive)]
+    if xp is np:  # (a stable sort by level alone, the same order: timsort's runs, the levels mostly in order still)
+        order = alive[np.argsort(level[alive], kind="stable")]
+    else:
+        order = alive[xp.argsort(level[alive] * C + alive)]
     C2 = int(order.size)
     inv = xp.full(C, -1, dtype=xp.int64)
     inv[order] = xp.arange(C2, dtype=xp.int64)
@@ -389,10 +393,31 @@ def _renumber(xp, a, m, dead, ip, ix):
     par = a["parent"][order].astype(xp.int64)
     ok = par >= 0
     ok[ok] = live[par[ok]]
+    compiled = _compiled_gather(xp, C)
+    if compiled is not None:  # each row in one compiled pass (insertion_jit), the rows on threads
+        lo, hi = (compiled(a[k], order, f, cores.usable()) for k in ("lo", "hi"))
+    else:
+        lo, hi = fm(xp.take(a["lo"], order, axis=1)), fm(xp.take(a["hi"], order, axis=1))
     out = {"comp": inv[comp].astype(a["comp"].dtype), "indptr": nip, "indices": nix, "ids": inv[ids].astype(ids.dtype),
            "level": level[order], "post0": p0.astype(a["post0"].dtype),
            "size": (p0 - fm(start0[order]) + 1).astype(a["size"].dtype),
            "parent": xp.where(ok, inv[xp.maximum(par, 0)], -1).astype(a["parent"].dtype),
-           "lo": fm(xp.take(a["lo"], order, axis=1)), "hi": fm(xp.take(a["hi"], order, axis=1)),
+           "lo": lo, "hi": hi,
            "out": xp.take(a["out"], order, axis=1), "inn": xp.take(a["inn"], order, axis=1), "_renumbered": True}
     return out
+
+
+#: components from which a CPU update's renumbering gathers the intervals with the compiled loop
+#: (below, NumPy's two passes cost less than loading it)
+COMPILED_GATHER_COMPONENTS = 1 << 18
+
+
+def _compiled_gather(xp, C: int):
+    """:func:`distgrail.stages.insertion_jit.rows_gathered` on the CPU from
+    :data:`COMPILED_GATHER_COMPONENTS` components, when numba loads; else None."""
+    if xp is not np or C < COMPILED_GATHER_COMPONENTS:
+        return None
+    from ..jit import load
+
+    jit = load(f"{__package__}.insertion_jit", "renumbering", stacklevel=5)
+    return None if jit is None else jit.rows_gathered
