@@ -275,9 +275,9 @@ def field_labels(a: dict, C: int, d: int, K: int, put=None, csr: bool = True) ->
 
 
 def _unsigned_view(comp: np.ndarray) -> np.ndarray:
-    """Component ids (never negative) as the unsigned type of their width, as the file stores
-    them: an index just built holds int32 ids, which the compiled prefilter would index with
-    numba's negative-index wrap on every read."""
+    """Component ids (never negative) as the unsigned type of their width (an index read from
+    its file holds them unsigned already, in the smallest type): an index just built holds int32
+    ids, which the compiled prefilter would index with numba's negative-index wrap on every read."""
     return comp.view(f"u{comp.itemsize}") if comp.dtype.kind == "i" else comp
 
 

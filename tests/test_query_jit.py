@@ -329,3 +329,31 @@ def test_cpu_labels_of_a_built_index_hold_the_files_level_type(tmp_path):
     want = bfs_reachable(*csr_of(g), s, t)
     np.testing.assert_array_equal(built.query(s, t, backend="cpu")[0], want)
     np.testing.assert_array_equal(opened.query(s, t, backend="cpu")[0], want)
+
+
+def test_compiled_prefilter_refuses_a_counts_array_too_short():
+    """The compiled blocks write a count per code without a bounds check: too short an array is
+    refused before any block runs."""
+    prefilter_jit = pytest.importorskip("distgrail.query.prefilter_jit")
+    L = labels("deep", 64).labels("cpu")
+    s = np.arange(10)
+    for bad in (np.zeros(4, np.int64), np.zeros((9, 1), np.int64), np.zeros(9, np.int32)):
+        with pytest.raises(ValueError, match="counts must be int64"):
+            prefilter_jit.compiled_prefilter(L, s, s, counts=bad)
+
+
+def test_prefetch_widens_an_unsigned_row_as_unsigned():
+    """``prefetch(rows, i)`` with a uint16 row id of 32,768 or more addresses that row (zero-extended),
+    not a row before the array (sign-extended): the IR of a call shows ``zext``."""
+    prefilter_jit = pytest.importorskip("distgrail.query.prefilter_jit")
+    import numba
+
+    @numba.njit
+    def touch(rows, i):
+        prefilter_jit.prefetch(rows, i)
+        return rows[i, 0]
+
+    rows = np.arange(70000 * 2, dtype=np.uint32).reshape(70000, 2)
+    assert touch(rows, np.uint16(40000)) == 80000
+    ir = "\n".join(touch.inspect_llvm().values())
+    assert "zext i16" in ir and "sext i16" not in ir

@@ -44,6 +44,7 @@ import os
 import threading
 
 import numpy as np
+from .. import cores
 from ..jit import njit
 
 from .bidir import bidirectional_search_numpy, reverse_csr
@@ -294,7 +295,7 @@ class _Helpers:
         with self.lock:
             if self.tasks is None:
                 self.tasks, self.count = queue.SimpleQueue(), 0
-            while self.count < min(n, os.cpu_count() or 1):  # (more threads than cores: only queued)
+            while self.count < min(n, cores.usable()):  # (more threads than cores: only queued)
                 threading.Thread(target=self._serve, args=(self.tasks,), daemon=True,
                                  name=f"distgrail-search-{self.count}").start()
                 self.count += 1

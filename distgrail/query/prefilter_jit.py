@@ -19,10 +19,14 @@ plain Python threads running the compiled loop (it releases the GIL) on blocks o
 from __future__ import annotations
 
 import numpy as np
-from ..jit import njit, prefetch_intrinsic
+from llvmlite import ir
+from numba.core import cgutils, types
+from numba.extending import intrinsic
+
+from ..jit import njit
 
 from .bidir_jit import _layout, run_blocks, search_threads
-from .stats import INTERVAL, LEVEL, SAME, SUPPORT_NEG, SUPPORT_POS, TREE, UNDECIDED, Labels
+from .stats import INTERVAL, LEVEL, SAME, STEPS, SUPPORT_NEG, SUPPORT_POS, TREE, UNDECIDED, Labels
 
 __all__ = ["compiled_prefilter", "BLOCK_PAIRS"]
 
@@ -30,7 +34,32 @@ __all__ = ["compiled_prefilter", "BLOCK_PAIRS"]
 BLOCK_PAIRS = 1 << 16
 #: the records' pass asks for the rows of the pair this many places ahead (16 to 32 do alike)
 PREFETCH_AHEAD = 16
-prefetch = prefetch_intrinsic()
+
+
+@intrinsic
+def prefetch(typingctx, rows, i):
+    """``prefetch(rows, i)``: asks the CPU to fetch the cache line of row ``i`` of the C-ordered
+    array ``rows`` (element ``i`` of a 1-D one): LLVM's ``llvm.prefetch``, a read kept in every
+    cache level; returns nothing, never faults. A loop over pairs that each read two random rows
+    and then branch on their values loses the reads in flight behind each mispredicted branch;
+    asked for a few pairs ahead, the reads overlap again. (Defined here, beside its only caller:
+    numba's cache of ``_block`` is stamped by this file, so a change here compiles it again.)"""
+    def codegen(context, builder, sig, args):
+        array = context.make_array(sig.args[0])(context, builder, args[0])
+        stride = builder.extract_value(array.strides, 0)
+        row = args[1]
+        if row.type.width < stride.type.width:  # (an unsigned id widened as unsigned: uint16 40000 stays 40000)
+            row = (builder.sext if sig.args[1].signed else builder.zext)(row, stride.type)
+        byte = ir.IntType(8).as_pointer()
+        addr = builder.gep(builder.bitcast(array.data, byte), [builder.mul(row, stride)])
+        # the intrinsic's name carries its pointer type: "ptr" (LLVM's opaque pointers) or i8*
+        name = "llvm.prefetch.p0" if str(addr.type) == "ptr" else "llvm.prefetch.p0i8"
+        i32 = ir.IntType(32)
+        fn = cgutils.get_or_insert_function(builder.module, ir.FunctionType(ir.VoidType(), [addr.type, i32, i32, i32]),
+                                            name)
+        builder.call(fn, [addr, ir.Constant(i32, 0), ir.Constant(i32, 3), ir.Constant(i32, 1)])
+        return context.get_dummy_value()
+    return types.void(rows, i), codegen
 
 
 @njit(nogil=True)
@@ -113,6 +142,8 @@ def compiled_prefilter(L: Labels, sources: np.ndarray, targets: np.ndarray, thre
     answers and codes as ``prefilter(L, L.comp[sources], L.comp[targets])``, and those component
     ids (the search's input for the pairs left undecided). ``counts`` (int64, one entry per code):
     the pairs of each code are added into it, ``np.bincount(code)``'s numbers."""
+    if counts is not None and (counts.ndim != 1 or counts.size < len(STEPS) + 1 or counts.dtype != np.int64):
+        raise ValueError(f"counts must be int64 of {len(STEPS) + 1} entries (one a code), got {counts.dtype} {counts.shape}")
     k = int(sources.size)
     ans = np.zeros(k, dtype=np.bool_)
     code = np.zeros(k, dtype=np.int8)

@@ -91,7 +91,8 @@ class QueryStats:
             self.steps[s] += int(counts[i + 1])
 
     def add_counts(self, counts):
-        """Per-code counts (index = step code) from a GPU counter array."""
+        """Per-code counts (index = step code): a GPU counter array, or the compiled CPU
+        prefilter's counts."""
         for i, s in enumerate(STEPS):
             self.steps[s] += int(counts[i + 1])
 
