@@ -143,7 +143,7 @@ def cmd_index(args):
     return 0
 
 
-def _prepare_beside(idx, backend, pin_rows: bool | None = None, answers: int = 0):
+def _prepare_beside(idx, backend, pin_rows: bool | None = None, answers: int = 0, cpu_pairs: int = 0):
     """Start putting ``idx``'s query state on ``backend``'s device on a thread of its own; on a
     GPU, page-lock meanwhile, on a second thread, the staging of a large batch (``pin_rows`` not
     None: :func:`~distgrail.query.staging.pin_staging`, ``True`` for the rows of one (k, 2) array,
@@ -152,12 +152,14 @@ def _prepare_beside(idx, backend, pin_rows: bool | None = None, answers: int = 0
     that large (:func:`~distgrail.query.answer.ready_scratch`). Returns a function that waits
     for all of it and gives the state's seconds (0 when it failed: the query then makes it again
     and raises the error where it belongs) and ``(answers, release)`` (None when none was made).
+    On the CPU, for a batch of about ``cpu_pairs`` pairs, what its compiled path makes first
+    (:func:`~distgrail.query.answer.prepare_cpu`: numba's import, the packed records).
     The upload overlaps the read of the pairs (docs/benchmarks.md, session 23), the page-locking
     the upload (session 29)."""
     import threading
 
     from .gpu.backend import get_backend
-    from .query.answer import ready_scratch
+    from .query.answer import prepare_cpu, ready_scratch
     from .query.staging import CHUNK_PAIRS, pin_staging, pinned_answers
 
     be = get_backend(backend)
@@ -183,7 +185,11 @@ def _prepare_beside(idx, backend, pin_rows: bool | None = None, answers: int = 0
             pins.start()
         try:
             with be.on_device():
-                _, pool = idx._state(be, spent)
+                L, pool = idx._state(be, spent)
+            if not be.is_gpu and cpu_pairs:  # numba's import and the packed records, beside the read
+                t = time.perf_counter()
+                prepare_cpu(L, cpu_pairs)
+                spent.append(time.perf_counter() - t)
         except Exception:  # noqa: BLE001 - made again, and raised, by the query itself
             spent.clear()
             pool = None
@@ -232,7 +238,9 @@ def cmd_query(args):
         rows = idx.node_labels is None and mapped_as_rows(pairs)
         # a large .npy of ids: its answers come down into a page-locked array made beside the read
         expect = npy_rows(pairs) if big and idx.node_labels is None else 0
-        prepared = _prepare_beside(idx, args.backend, rows if big else None, expect)
+        # (the pairs a CPU batch will hold: a .npy's header says; else at least 16 bytes a pair of text)
+        cpu_pairs = npy_rows(pairs) or (os.path.getsize(pairs) // 16 if os.path.isfile(pairs) else 0)
+        prepared = _prepare_beside(idx, args.backend, rows if big else None, expect, cpu_pairs)
         locked = None
         try:
             try:

@@ -256,7 +256,7 @@ def test_query_unlocks_the_answers_made_beside_even_when_the_read_fails(tmp_path
     made, released = [], []
     real = cli._prepare_beside
 
-    def prepare(index, backend, rows, expect):
+    def prepare(index, backend, rows, expect, cpu_pairs=0):
         wait = real(index, backend, rows, 0)
 
         def waited():

@@ -357,3 +357,32 @@ def test_prefetch_widens_an_unsigned_row_as_unsigned():
     assert touch(rows, np.uint16(40000)) == 80000
     ir = "\n".join(touch.inspect_llvm().values())
     assert "zext i16" in ir and "sext i16" not in ir
+
+
+def test_prepare_cpu_makes_what_the_first_compiled_batch_would(monkeypatch):
+    """``prepare_cpu`` (the CLI's thread beside the read of the pairs) packs the records exactly
+    when the batch would take the compiled prefilter, by ``_cpu_prefilter``'s rule, and counts no
+    pairs doing so; the batch then reuses the records."""
+    pytest.importorskip("distgrail.query.prefilter_jit")
+    from distgrail import jit
+    from distgrail.query.stats import Labels
+
+    monkeypatch.setattr(jit, "_FAILED", {})  # (a test above made numba fail to import, once per process)
+    loaded = [False]
+    monkeypatch.setattr(answer, "_prefilter_loaded", lambda: loaded[0])
+    monkeypatch.setattr(answer, "COMPILED_PREFILTER_FIRST", 1000)
+    monkeypatch.setattr(answer, "_NUMPY_PAIRS", [0])
+    for k, opts, is_loaded, want in ((999, SearchOptions(), False, False), (1000, SearchOptions(), False, True),
+                                     (100, SearchOptions(), True, True), (100, SearchOptions(compiled_min_pairs=101), True, False),
+                                     (10, SearchOptions(), True, False),  # (under compiled_min_pairs, 64)
+                                     (10 ** 6, SearchOptions(cpu_search="bidirectional"), True, False),
+                                     (100, SearchOptions(cpu_search="compiled"), False, True)):
+        loaded[0] = is_loaded
+        L = labels("deep", 64).labels("cpu")
+        L = Labels(**{f.name: getattr(L, f.name) for f in dataclasses.fields(Labels) if f.init})  # fresh Once fields
+        assert not L.packed.built
+        assert answer.prepare_cpu(L, k, opts) is want, (k, opts)
+        assert L.packed.built is want
+        assert answer._NUMPY_PAIRS[0] == 0
+        assert (answer._cpu_prefilter(k, opts) is not None) is want, (k, opts)
+        answer._NUMPY_PAIRS[0] = 0

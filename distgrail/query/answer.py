@@ -104,6 +104,32 @@ def _compiled(module: str, name: str, what: str, numpy_way):
     return numpy_way if got is None else getattr(got, name)
 
 
+def _compiled_first(k: int, search: SearchOptions) -> bool:
+    """Whether a batch of ``k`` pairs would take the compiled prefilter (:func:`_cpu_prefilter`'s
+    rule, without counting the pairs)."""
+    if k < search.compiled_min_pairs or search.cpu_method(have_numba()) != "compiled":
+        return False
+    return not (search.cpu_search == "auto" and not _prefilter_loaded() and _NUMPY_PAIRS[0] + k < COMPILED_PREFILTER_FIRST)
+
+
+def prepare_cpu(L: Labels, k: int, search: SearchOptions | None = None) -> bool:
+    """What the first compiled CPU batch of ``k`` pairs makes before it answers, made now: numba
+    and the compiled modules imported, the components' packed records (:func:`~distgrail.query.
+    bidir_jit._layout`, kept on ``L`` for the batch). For a thread beside the read of the pairs
+    (``distgrail query``); nothing when the batch would take the NumPy prefilter. Returns
+    whether it prepared."""
+    search = search or SearchOptions()
+    if not _compiled_first(k, search):
+        return False
+    from ..jit import load
+
+    jit = load(f"{__package__}.prefilter_jit", "prefilter", stacklevel=3)
+    if jit is None:
+        return False
+    jit._layout(L)
+    return True
+
+
 def _cpu_prefilter(k: int, search: SearchOptions):
     """:func:`~distgrail.query.prefilter_jit.compiled_prefilter` where the compiled CPU search
     runs (``cpu_search`` "auto" with numba, or "compiled") and the batch has at least
