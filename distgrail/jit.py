@@ -32,7 +32,6 @@ def njit(**options):
 _FAILED: dict = {}
 
 
-
 def load(module: str, what: str, stacklevel: int = 3):
     """The compiled module ``module`` (dotted), or None with one warning per process when numba is
     missing, broken, or turned off (``NUMBA_DISABLE_JIT``: the loops would run as Python, slower

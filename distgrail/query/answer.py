@@ -138,7 +138,7 @@ def _cpu_prefilter(k: int, search: SearchOptions):
     NumPy prefilter: the same answers and codes)."""
     if k < search.compiled_min_pairs or search.cpu_method(have_numba()) != "compiled":
         return None
-    if search.cpu_search == "auto" and not _prefilter_loaded() and _NUMPY_PAIRS[0] + k < COMPILED_PREFILTER_FIRST:
+    if not _compiled_first(k, search):  # ("auto", not loaded yet, too few pairs so far)
         _NUMPY_PAIRS[0] += k
         return None
     return _compiled("prefilter_jit", "compiled_prefilter", "prefilter", None)
