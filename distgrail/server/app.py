@@ -172,7 +172,11 @@ class Service:
         else:
             with self.be.on_device():
                 new, report = insert_edges(self.index, s, t, backend=self.be)
-                new._state(self.be)  # its query state made here, not by the next batch
+                L, _ = new._state(self.be)  # its query state made here, not by the next batch
+                if not self.be.is_gpu:  # (and the compiled CPU path's records, when it is the path)
+                    from ..query.answer import prepare_cpu
+
+                    prepare_cpu(L, self.max_pairs)
             self.adopt(new, k)
         with self._adopting:
             number, inserted = self._numbers.pop(id(new), (self.updates, self.edges_inserted))

@@ -148,8 +148,10 @@ def warm_up(service, say) -> dict:
         for f in [service.pool.submit(service.answer, s, d) for _ in range(service.workers)]:
             f.result()
         done += k * service.workers
-    else:
-        service.pool.submit(service.answer, s[:1], d[:1]).result()
+    else:  # a batch down the compiled CPU path: numba's import and its records now, not in a request
+        # ("auto" takes it once a process has answered 4 M pairs, or once it is loaded)
+        service.pool.submit(service.answer, s, d, SearchOptions(cpu_search="compiled", compiled_min_pairs=0)).result()
+        done += s.size
     out = {"pairs": done, "searched": searched, "seconds": time.perf_counter() - t}
     say(f"warm-up: {done:,} pairs in {out['seconds']:.2f} s, {searched:,} of them searched"
         + ("" if searched else " (no random pair needed the search: the search warms up on its first use)"))
