@@ -17,7 +17,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 #: the functions a large CPU build, read and query runs compiled
 EXPECTED = ["scc_jit.strong_components", "scc_jit.rows_of", "scc_jit.closing_levels", "scc_jit.canonical_order", "scc_jit.renumbered_transpose", "ranks_jit.sibling_offsets_into",
             "ranks_jit.parent_buckets", "fields_jit.numbers_at", "fields_jit.comma_width", "fields_jit.first_empty_tab_field", "deep_jit.kahn_rest",
-            "deep_jit.intervals_bottom_up", "prefilter_jit._block", "bidir_jit._block"]
+            "deep_jit.intervals_bottom_up", "prefilter_jit._block", "bidir_jit._block", "insertion_jit.gather_row"]
 
 
 def test_every_compiled_loop_lands_in_the_cache(tmp_path):
@@ -32,14 +32,17 @@ def test_every_compiled_loop_lands_in_the_cache(tmp_path):
 
 
 def test_the_thresholds_come_back():
+    from distgrail.stages import insertion
+
     before = (condense.COMPILED_SCC_EDGES, ranks.COMPILED_RANKS_COMPONENTS, text.COMPILED_NUMBERS_BYTES,
-              guards.JIT_MIN_BYTES)
+              guards.JIT_MIN_BYTES, insertion.COMPILED_GATHER_COMPONENTS)
     with pytest.raises(RuntimeError):
         with thresholds_at_zero():
             assert condense.COMPILED_SCC_EDGES == ranks.COMPILED_RANKS_COMPONENTS == text.COMPILED_NUMBERS_BYTES == 0
+            assert insertion.COMPILED_GATHER_COMPONENTS == 0
             raise RuntimeError
     assert (condense.COMPILED_SCC_EDGES, ranks.COMPILED_RANKS_COMPONENTS, text.COMPILED_NUMBERS_BYTES,
-            guards.JIT_MIN_BYTES) == before
+            guards.JIT_MIN_BYTES, insertion.COMPILED_GATHER_COMPONENTS) == before
 
 
 def test_setup_runs_it_once_per_change_and_survives_a_failure(tmp_path):

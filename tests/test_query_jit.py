@@ -4,6 +4,7 @@ fallback without numba, and that ``import distgrail`` does not import numba."""
 
 import dataclasses
 import doctest
+import os
 import subprocess
 import sys
 import warnings
@@ -386,3 +387,25 @@ def test_prepare_cpu_makes_what_the_first_compiled_batch_would(monkeypatch):
         assert answer._NUMPY_PAIRS[0] == 0
         assert (answer._cpu_prefilter(k, opts) is not None) is want, (k, opts)
         answer._NUMPY_PAIRS[0] = 0
+
+
+def test_a_prepared_process_takes_the_compiled_prefilter_for_any_batch():
+    """``prepare_cpu`` loads the compiled prefilter's code too: when its count of pairs was an
+    estimate too high (the CLI's, from the file size), the batch still takes the path prepared for
+    it. In a fresh process (the rule looks at what this process has loaded)."""
+    pytest.importorskip("numba")
+    code = (
+        "import numpy as np, distgrail\n"
+        "from distgrail.query import answer\n"
+        "from distgrail.query.stats import SearchOptions\n"
+        "idx = distgrail.build_index((np.arange(99), np.arange(1, 100)), dims=2)\n"
+        "L = idx._state(distgrail.gpu.backend.get_backend('cpu'))[0]\n"
+        "answer.COMPILED_PREFILTER_FIRST = 1000\n"
+        "assert answer._cpu_prefilter(100, SearchOptions()) is None  # (counts 100 NumPy pairs)\n"
+        "assert answer.prepare_cpu(L, 1000)\n"
+        "assert answer._cpu_prefilter(100, SearchOptions()) is not None\n"
+        "print('ok')\n")
+    root = os.path.dirname(os.path.dirname(os.path.abspath(distgrail.__file__)))
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300,
+                       env=dict(os.environ, PYTHONPATH=root))
+    assert r.returncode == 0 and r.stdout.strip() == "ok", r.stderr

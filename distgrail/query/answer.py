@@ -115,9 +115,10 @@ def _compiled_first(k: int, search: SearchOptions) -> bool:
 def prepare_cpu(L: Labels, k: int, search: SearchOptions | None = None) -> bool:
     """What the first compiled CPU batch of ``k`` pairs makes before it answers, made now: numba
     and the compiled modules imported, the components' packed records (:func:`~distgrail.query.
-    bidir_jit._layout`, kept on ``L`` for the batch). For a thread beside the read of the pairs
-    (``distgrail query``); nothing when the batch would take the NumPy prefilter. Returns
-    whether it prepared."""
+    bidir_jit._layout`, kept on ``L`` for the batch), the compiled prefilter's code loaded (so
+    any batch then takes it, even when ``k`` was an estimate too high). For a thread beside the
+    read of the pairs (``distgrail query``); nothing when the batch would take the NumPy
+    prefilter. Returns whether it prepared."""
     search = search or SearchOptions()
     if not _compiled_first(k, search):
         return False
@@ -127,6 +128,9 @@ def prepare_cpu(L: Labels, k: int, search: SearchOptions | None = None) -> bool:
     if jit is None:
         return False
     jit._layout(L)
+    if L.C:  # its code loaded too (one pair): the batch then takes it by the rule above, whatever its size
+        one = np.zeros(1, dtype=np.int64)
+        jit.compiled_prefilter(L, one, one)
     return True
 
 

@@ -117,6 +117,7 @@ def warm_up(service, say) -> dict:
     compiled search, numba's compile; GPU: the one-warp and the grid-wide search), and on a GPU one
     batch per pool thread at once, of up to 1 M pairs, so that each thread's stream and scratch
     exist. Returns what it did (``pairs``, ``searched``, ``seconds``)."""
+    from ..query.answer import have_numba
     from ..query.stats import SearchOptions
 
     t = time.perf_counter()
@@ -148,10 +149,13 @@ def warm_up(service, say) -> dict:
         for f in [service.pool.submit(service.answer, s, d) for _ in range(service.workers)]:
             f.result()
         done += k * service.workers
-    else:  # a batch down the compiled CPU path: numba's import and its records now, not in a request
-        # ("auto" takes it once a process has answered 4 M pairs, or once it is loaded)
+    elif SearchOptions().cpu_method(have_numba()) == "compiled":  # a batch down the compiled CPU path:
+        # numba's import and its records now, not in a request ("auto" takes it once a process has
+        # answered 4 M pairs, or once it is loaded)
         service.pool.submit(service.answer, s, d, SearchOptions(cpu_search="compiled", compiled_min_pairs=0)).result()
         done += s.size
+    else:  # (no numba: the NumPy steps, warmed above; the pool's thread started)
+        service.pool.submit(service.answer, s[:1], d[:1]).result()
     out = {"pairs": done, "searched": searched, "seconds": time.perf_counter() - t}
     say(f"warm-up: {done:,} pairs in {out['seconds']:.2f} s, {searched:,} of them searched"
         + ("" if searched else " (no random pair needed the search: the search warms up on its first use)"))
