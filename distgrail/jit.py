@@ -14,7 +14,7 @@ from __future__ import annotations
 import importlib
 import warnings
 
-__all__ = ["njit", "load"]
+__all__ = ["njit", "load", "failed_to_compile"]
 
 
 def njit(**options):
@@ -49,3 +49,21 @@ def load(module: str, what: str, stacklevel: int = 3):
         warnings.warn(f"compiled CPU {what} unavailable ({e}); using the NumPy {what}", RuntimeWarning,
                       stacklevel=stacklevel)
         return None
+
+
+def failed_to_compile(module: str, what: str, error: BaseException, stacklevel: int = 3) -> bool:
+    """Whether ``error``, raised by a call into the compiled module ``module``, is numba failing to
+    compile it (at its first call for some argument types; :func:`load` sees import errors
+    only). If so the module is recorded as failed (:func:`load` returns None from now on) with one
+    warning, and the caller takes its NumPy code, the same numbers."""
+    try:
+        from numba.core.errors import NumbaError
+    except Exception:  # noqa: BLE001 - no numba: nothing it raised
+        return False
+    if not isinstance(error, NumbaError):
+        return False
+    first_line = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
+    _FAILED[module] = f"{type(error).__name__}: {first_line}"
+    warnings.warn(f"compiled CPU {what} failed to compile ({type(error).__name__}: {first_line}); using the NumPy {what}",
+                  RuntimeWarning, stacklevel=stacklevel)
+    return True

@@ -409,3 +409,42 @@ def test_a_prepared_process_takes_the_compiled_prefilter_for_any_batch():
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300,
                        env=dict(os.environ, PYTHONPATH=root))
     assert r.returncode == 0 and r.stdout.strip() == "ok", r.stderr
+
+
+@pytest.mark.parametrize("where", ["prefilter_jit.compiled_prefilter", "bidir_jit.compiled_search"])
+def test_a_compile_failure_at_the_first_call_takes_the_numpy_steps(where, monkeypatch):
+    """numba compiles a loop at its first call for some argument types, after the module
+    imported: a failure there (a numba or LLVM version the loop does not compile on) is one
+    warning, the NumPy steps' answers and counts, and the module recorded as failed; any other
+    error is raised as it was."""
+    numba_errors = pytest.importorskip("numba.core.errors")
+    from distgrail import jit
+
+    module_name, fn = where.split(".")
+    module = pytest.importorskip(f"distgrail.query.{module_name}")
+    monkeypatch.setattr(jit, "_FAILED", {})
+    idx = labels("paper-dense", 64)
+    s, t = pairs(ALL["paper-dense"], 1500, seed=9)
+    want, st = idx.query(s, t, backend="cpu", search=SearchOptions(cpu_search="bidirectional"))
+    opts = SearchOptions(cpu_search="compiled", compiled_min_pairs=0)
+
+    def broken(*args, **kw):
+        raise numba_errors.TypingError("planted: no implementation of llvm.prefetch here")
+
+    monkeypatch.setattr(module, fn, broken)
+    with warnings.catch_warnings(record=True) as w:
+        warnings.simplefilter("always")
+        got, st2 = idx.query(s, t, backend="cpu", search=opts)
+    np.testing.assert_array_equal(got, want)
+    assert st2.steps == st.steps and st2.searched == st.searched
+    said = [str(x.message) for x in w if "failed to compile" in str(x.message)]
+    assert len(said) == 1 and "planted" in said[0], said
+    assert f"distgrail.query.{module_name}" in jit._FAILED
+
+    def other(*args, **kw):
+        raise ZeroDivisionError("not numba's")
+
+    monkeypatch.setattr(jit, "_FAILED", {})
+    monkeypatch.setattr(module, fn, other)
+    with pytest.raises(ZeroDivisionError):
+        idx.query(s, t, backend="cpu", search=opts)

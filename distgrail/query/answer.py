@@ -46,6 +46,7 @@ import numpy as np
 from ..errors import BackendError
 from ..gpu.kernels import load_module
 from ..gpu.memory import launcher
+from ..jit import failed_to_compile
 from .grid import GridSearch
 from . import staging
 from .prefilter import prefilter
@@ -175,13 +176,25 @@ def answer_batch_numpy(L: Labels, sources: np.ndarray, targets: np.ndarray, stat
     counts = None
     if compiled is not None:  # the component lookup and the prefilter in one compiled pass
         counts = np.zeros(len(STEPS) + 1, dtype=np.int64)  # (the codes counted there, block by block)
-        ans, code, cu, cv = compiled(L, sources, targets, counts=counts)
-    else:
+        try:
+            ans, code, cu, cv = compiled(L, sources, targets, counts=counts)
+        except Exception as e:
+            if not failed_to_compile(f"{__package__}.prefilter_jit", "prefilter", e):
+                raise
+            compiled = counts = None
+    if compiled is None:
         cu = L.comp[sources]
         cv = L.comp[targets]
         ans, code = prefilter(L, cu, cv)
     und = np.flatnonzero(code == UNDECIDED)
-    found, rounds = _cpu_search(und.size, search, L)(L, cu[und], cv[und])
+    searching = _cpu_search(und.size, search, L)
+    try:
+        found, rounds = searching(L, cu[und], cv[und])
+    except Exception as e:
+        if searching in (bidirectional_search_numpy, guided_search_numpy) or \
+                not failed_to_compile(f"{__package__}.bidir_jit", "search", e):
+            raise
+        found, rounds = bidirectional_search_numpy(L, cu[und], cv[und])
     ans[und] = found
     code[und] = np.where(found, SEARCH_POS, SEARCH_NEG)
     if stats is not None:
