@@ -4,13 +4,15 @@ map in one pass.
 
 NumPy takes the same numbers in two passes over ``d x C`` 64-bit values, each a gather
 (``np.take(lo, order, axis=1)``, then ``np.take(f, ...)``), and was most of a CPU update's
-renumbering. Here every row is one loop, the rows on threads (the loop releases the GIL). Loaded
+renumbering. Here every row is one loop, the rows on the shared host threads
+(:mod:`distgrail.arrays`; the loop releases the GIL). Loaded
 through :func:`distgrail.jit.load`; ``insertion._renumber`` falls back to the NumPy passes."""
 
 from __future__ import annotations
 
 import numpy as np
 
+from ..arrays import _run_pieces
 from ..jit import njit
 
 __all__ = ["gather_row", "rows_gathered"]
@@ -29,7 +31,8 @@ def gather_row(row, order, f, out):
 
 
 def rows_gathered(v: np.ndarray, order: np.ndarray, f: np.ndarray | None, threads: int) -> np.ndarray:
-    """``f[v[:, order]]`` (``v[:, order]`` when ``f`` is None), of ``v``'s type: ``(d, order.size)``."""
+    """``f[v[:, order]]`` (``v[:, order]`` when ``f`` is None), of ``v``'s type: ``(d, order.size)``;
+    ``threads`` > 1: the rows on the shared host threads."""
     out = np.empty((v.shape[0], order.size), dtype=v.dtype)
     fv = np.zeros(0, v.dtype) if f is None else np.ascontiguousarray(f, dtype=v.dtype)
     order = np.ascontiguousarray(order, dtype=np.int64)
@@ -38,10 +41,6 @@ def rows_gathered(v: np.ndarray, order: np.ndarray, f: np.ndarray | None, thread
         for k, row in enumerate(rows):
             gather_row(row, order, fv, out[k])
         return out
-    from concurrent.futures import ThreadPoolExecutor
-
     gather_row(rows[0][:1], order[:0], fv, out[0][:0])  # compiled (or loaded) here, before the threads call it
-    with ThreadPoolExecutor(min(threads, len(rows))) as pool:
-        for job in [pool.submit(gather_row, row, order, fv, out[k]) for k, row in enumerate(rows)]:
-            job.result()
+    _run_pieces(gather_row, [(row, order, fv, out[k]) for k, row in enumerate(rows)])  # (the shared host threads)
     return out
