@@ -194,6 +194,16 @@ def test_compiled_prefilter_equals_numpy(name, K, monkeypatch):
         np.testing.assert_array_equal(code, want_code)
         np.testing.assert_array_equal(gu, cu)
         np.testing.assert_array_equal(gv, cv)
+        # what a batch takes: the same answers, and only the pairs left (code 0) with their ids
+        counts[:] = 0
+        ans2, left, lu, lv = prefilter_jit.compiled_prefilter_left(L, qs, qt, threads=threads, counts=counts)
+        want_left = np.flatnonzero(want_code == UNDECIDED)
+        np.testing.assert_array_equal(counts, np.bincount(want_code.astype(np.int64), minlength=9))
+        np.testing.assert_array_equal(ans2, want_ans)
+        np.testing.assert_array_equal(left, want_left)
+        np.testing.assert_array_equal(lu, cu[want_left])
+        np.testing.assert_array_equal(lv, cv[want_left])
+        assert lu.dtype == L.comp.dtype and left.dtype == np.int64
 
 
 def test_compiled_prefilter_inputs_meet_every_step():
@@ -220,8 +230,9 @@ def test_answer_batch_uses_the_compiled_prefilter(monkeypatch):
     answers and stats."""
     prefilter_jit = pytest.importorskip("distgrail.query.prefilter_jit")
     calls = []
-    real = prefilter_jit.compiled_prefilter
-    monkeypatch.setattr(prefilter_jit, "compiled_prefilter", lambda L, s, t, **kw: calls.append(s.size) or real(L, s, t, **kw))
+    real = prefilter_jit.compiled_prefilter_left
+    monkeypatch.setattr(prefilter_jit, "compiled_prefilter_left",
+                        lambda L, s, t, **kw: calls.append(s.size) or real(L, s, t, **kw))
     idx = labels("scale-free", 64)
     s, t = pairs(ALL["scale-free"], 2000, seed=5)
     k = s.size
@@ -411,7 +422,7 @@ def test_a_prepared_process_takes_the_compiled_prefilter_for_any_batch():
     assert r.returncode == 0 and r.stdout.strip() == "ok", r.stderr
 
 
-@pytest.mark.parametrize("where", ["prefilter_jit.compiled_prefilter", "bidir_jit.compiled_search"])
+@pytest.mark.parametrize("where", ["prefilter_jit.compiled_prefilter_left", "bidir_jit.compiled_search"])
 def test_a_compile_failure_at_the_first_call_takes_the_numpy_steps(where, monkeypatch):
     """numba compiles a loop at its first call for some argument types, after the module
     imported: a failure there (a numba or LLVM version the loop does not compile on) is one

@@ -131,12 +131,12 @@ def prepare_cpu(L: Labels, k: int, search: SearchOptions | None = None) -> bool:
     jit._layout(L)
     if L.C:  # its code loaded too (one pair): the batch then takes it by the rule above, whatever its size
         one = np.zeros(1, dtype=np.int64)
-        jit.compiled_prefilter(L, one, one)
+        jit.compiled_prefilter_left(L, one, one)
     return True
 
 
 def _cpu_prefilter(k: int, search: SearchOptions):
-    """:func:`~distgrail.query.prefilter_jit.compiled_prefilter` where the compiled CPU search
+    """:func:`~distgrail.query.prefilter_jit.compiled_prefilter_left` where the compiled CPU search
     runs (``cpu_search`` "auto" with numba, or "compiled") and the batch has at least
     ``compiled_min_pairs`` pairs; with "auto", only once this process's batches have brought
     :data:`COMPILED_PREFILTER_FIRST` pairs (this one included) or it is loaded. Else None (the
@@ -146,7 +146,7 @@ def _cpu_prefilter(k: int, search: SearchOptions):
     if not _compiled_first(k, search):  # ("auto", not loaded yet, too few pairs so far)
         _NUMPY_PAIRS[0] += k
         return None
-    return _compiled("prefilter_jit", "compiled_prefilter", "prefilter", None)
+    return _compiled("prefilter_jit", "compiled_prefilter_left", "prefilter", None)
 
 
 def _loaded(module: str) -> bool:
@@ -177,7 +177,9 @@ def answer_batch_numpy(L: Labels, sources: np.ndarray, targets: np.ndarray, stat
     if compiled is not None:  # the component lookup and the prefilter in one compiled pass
         counts = np.zeros(len(STEPS) + 1, dtype=np.int64)  # (the codes counted there, block by block)
         try:
-            ans, code, cu, cv = compiled(L, sources, targets, counts=counts)
+            # (only the pairs left to the search come back with their component ids: no code or
+            # id is written for the others)
+            ans, und, cu, cv = compiled(L, sources, targets, counts=counts)
         except Exception as e:
             if not failed_to_compile(f"{__package__}.prefilter_jit", "prefilter", e):
                 raise
@@ -186,17 +188,19 @@ def answer_batch_numpy(L: Labels, sources: np.ndarray, targets: np.ndarray, stat
         cu = L.comp[sources]
         cv = L.comp[targets]
         ans, code = prefilter(L, cu, cv)
-    und = np.flatnonzero(code == UNDECIDED)
+        und = np.flatnonzero(code == UNDECIDED)
+        cu, cv = cu[und], cv[und]
     searching = _cpu_search(und.size, search, L)
     try:
-        found, rounds = searching(L, cu[und], cv[und])
+        found, rounds = searching(L, cu, cv)
     except Exception as e:
         if searching in (bidirectional_search_numpy, guided_search_numpy) or \
                 not failed_to_compile(f"{__package__}.bidir_jit", "search", e):
             raise
-        found, rounds = bidirectional_search_numpy(L, cu[und], cv[und])
+        found, rounds = bidirectional_search_numpy(L, cu, cv)
     ans[und] = found
-    code[und] = np.where(found, SEARCH_POS, SEARCH_NEG)
+    if counts is None:
+        code[und] = np.where(found, SEARCH_POS, SEARCH_NEG)
     if stats is not None:
         stats.queries += int(sources.size)
         stats.reachable += int(np.count_nonzero(ans))

@@ -28,7 +28,7 @@ from ..jit import njit
 from .bidir_jit import _layout, run_blocks, search_threads
 from .stats import INTERVAL, LEVEL, SAME, STEPS, SUPPORT_NEG, SUPPORT_POS, TREE, UNDECIDED, Labels
 
-__all__ = ["compiled_prefilter", "BLOCK_PAIRS"]
+__all__ = ["compiled_prefilter", "compiled_prefilter_left", "BLOCK_PAIRS"]
 
 #: pairs a thread takes from the shared counter at a time
 BLOCK_PAIRS = 1 << 16
@@ -63,24 +63,30 @@ def prefetch(typingctx, rows, i):
 
 
 @njit(nogil=True)
-def _block(q0, q1, sources, targets, comp, level, level_ptr, rec, d, W2, ans, code, cu, cv, todo, counts):
+def _block(q0, q1, sources, targets, comp, level, level_ptr, rec, d, W2, ans, code, cu, cv, todo, counts,
+           full_code, full_cu, full_cv, left, left_cu, left_cv):
     # three passes over the block: the component ids, then same component and level filter
     # without a branch, then the records of the pairs left. A branch the data decides, taken
     # one pair in two, would throw away the reads in flight behind it; without it, the reads of
-    # many pairs overlap (docs/benchmarks.md, session 42). The block's views, indexed from 0 by
-    # range(size): numba knows those indexes are not negative and reads without its negative-index
-    # wrap, a select per access that halves the first pass's speed
+    # many pairs overlap (docs/benchmarks.md, session 42). code, cu, cv and todo are the thread's
+    # scratch of one block (reused block after block: they stay in cache); the pairs the block
+    # leaves to the search go to left, left_cu, left_cv from q0 on, their count returned; the
+    # codes, cu and cv of every pair go to full_* where those are given (size 0: not). The
+    # block's views, indexed from 0 by range(size): numba knows those indexes are not negative
+    # and reads without its negative-index wrap, a select per access that halves the first
+    # pass's speed
+    size = q1 - q0
     ans = ans[q0:q1]
-    code = code[q0:q1]
-    cu = cu[q0:q1]
-    cv = cv[q0:q1]
+    code = code[:size]
+    cu = cu[:size]
+    cv = cv[:size]
     sources = sources[q0:q1]
     targets = targets[q0:q1]
-    for q in range(cu.size):
+    for q in range(size):
         cu[q] = comp[sources[q]]
         cv[q] = comp[targets[q]]
     n = 0
-    for q in range(cu.size):
+    for q in range(size):
         a = cu[q]
         b = cv[q]
         same = a == b
@@ -98,6 +104,7 @@ def _block(q0, q1, sources, targets, comp, level, level_ptr, rec, d, W2, ans, co
     for i in range(min(PREFETCH_AHEAD, n)):
         prefetch(rec, cu[todo[i]])
         prefetch(rec, cv[todo[i]])
+    nleft = 0
     for i in range(n):
         if i + PREFETCH_AHEAD < n:
             p = todo[i + PREFETCH_AHEAD]
@@ -131,9 +138,65 @@ def _block(q0, q1, sources, targets, comp, level, level_ptr, rec, d, W2, ans, co
         elif rec[a, 0] <= rec[b, 1] and rec[b, 1] <= rec[a, 1]:  # b's rank in a's DT subtree (dimension 0)
             code[q] = TREE
             ans[q] = True
+        else:  # left to the search (todo[nleft] <= todo[i]: written behind the reads)
+            todo[nleft] = q
+            nleft += 1
     if counts.size:  # the block's codes counted while they are in cache (a bincount after is a pass over them all)
-        for q in range(code.size):
+        for q in range(size):
             counts[np.uint8(code[q])] += 1
+    if full_code.size:
+        full_code[q0:q1] = code
+        full_cu[q0:q1] = cu
+        full_cv[q0:q1] = cv
+    for i in range(nleft):
+        q = todo[i]
+        left[q0 + i] = q0 + q
+        left_cu[q0 + i] = cu[q]
+        left_cv[q0 + i] = cv[q]
+    return nleft
+
+
+def _run(L: Labels, sources, targets, threads, counts, full: bool):
+    """The blocks of :func:`compiled_prefilter` and :func:`compiled_prefilter_left`: ``(answer,
+    (code, cu, cv) of every pair or None, (pairs, cu, cv) left to the search)``. Fresh memory is
+    what a batch of random pairs pays most for after its reads (its pages are faulted in on first
+    write): each thread's code, cu and cv are one block's scratch, and the arrays of the pairs left
+    are written only as far as the search needs them (``np.empty``: pages never written cost
+    nothing)."""
+    if counts is not None and (counts.ndim != 1 or counts.size < len(STEPS) + 1 or counts.dtype != np.int64):
+        raise ValueError(f"counts must be int64 of {len(STEPS) + 1} entries (one a code), got {counts.dtype} {counts.shape}")
+    k = int(sources.size)
+    comp = np.asarray(L.comp)
+    ans = np.zeros(k, dtype=np.bool_)
+    whole = ((np.zeros(k, dtype=np.int8), np.empty(k, dtype=comp.dtype), np.empty(k, dtype=comp.dtype)) if full
+             else (np.zeros(0, dtype=np.int8), np.empty(0, dtype=comp.dtype), np.empty(0, dtype=comp.dtype)))
+    left = (np.empty(k, dtype=np.int64), np.empty(k, dtype=comp.dtype), np.empty(k, dtype=comp.dtype))
+    if k == 0:
+        return ans, whole if full else None, left
+    # (strided ids, the columns of a mapped (k, 2) file, are read where they are: no copy)
+    rec, level_ptr = _layout(L)
+    level = np.asarray(L.level)
+    block = BLOCK_PAIRS
+    nblk = -(-k // block)
+    per_block = np.zeros((nblk, 0 if counts is None else counts.size), dtype=np.int64)
+    nleft = np.zeros(nblk, dtype=np.int64)
+
+    def body(b, scratch):  # the thread's code, cu, cv and todo of one block
+        q0 = b * block
+        nleft[b] = _block(q0, min(k, q0 + block), sources, targets, comp, level, level_ptr, rec, L.d, 2 * L.W, ans,
+                          *scratch, per_block[b], *whole, *left)
+
+    run_blocks(nblk, threads or search_threads(), body,
+               scratch=lambda: (np.empty(block, dtype=np.int8), np.empty(block, dtype=comp.dtype),
+                                np.empty(block, dtype=comp.dtype), np.empty(block, dtype=np.int32)))
+    if counts is not None:
+        counts += per_block.sum(axis=0)
+    if nblk > 1:  # each block's pairs left sit at its start: gathered to the front (few pairs)
+        at = np.concatenate([np.arange(b * block, b * block + int(nleft[b])) for b in range(nblk)])
+        left = tuple(x[at] for x in left)
+    else:
+        left = tuple(x[:int(nleft[0])] for x in left)
+    return ans, whole if full else None, left
 
 
 def compiled_prefilter(L: Labels, sources: np.ndarray, targets: np.ndarray, threads: int | None = None,
@@ -142,29 +205,15 @@ def compiled_prefilter(L: Labels, sources: np.ndarray, targets: np.ndarray, thre
     answers and codes as ``prefilter(L, L.comp[sources], L.comp[targets])``, and those component
     ids (the search's input for the pairs left undecided). ``counts`` (int64, one entry per code):
     the pairs of each code are added into it, ``np.bincount(code)``'s numbers."""
-    if counts is not None and (counts.ndim != 1 or counts.size < len(STEPS) + 1 or counts.dtype != np.int64):
-        raise ValueError(f"counts must be int64 of {len(STEPS) + 1} entries (one a code), got {counts.dtype} {counts.shape}")
-    k = int(sources.size)
-    ans = np.zeros(k, dtype=np.bool_)
-    code = np.zeros(k, dtype=np.int8)
-    comp = np.asarray(L.comp)
-    cu = np.empty(k, dtype=comp.dtype)
-    cv = np.empty(k, dtype=comp.dtype)
-    if k == 0:
-        return ans, code, cu, cv
-    # (strided ids, the columns of a mapped (k, 2) file, are read where they are: no copy)
-    rec, level_ptr = _layout(L)
-    level = np.asarray(L.level)
-    block = BLOCK_PAIRS
-    nblk = -(-k // block)
-    per_block = np.zeros((nblk, 0 if counts is None else counts.size), dtype=np.int64)
-
-    def body(b, todo):  # todo: the thread's list of its block's pairs left to the records' pass
-        q0 = b * block
-        _block(q0, min(k, q0 + block), sources, targets, comp, level, level_ptr, rec, L.d, 2 * L.W, ans, code, cu, cv,
-               todo, per_block[b])
-
-    run_blocks(nblk, threads or search_threads(), body, scratch=lambda: np.empty(block, dtype=np.int64))
-    if counts is not None:
-        counts += per_block.sum(axis=0)
+    ans, (code, cu, cv), _ = _run(L, sources, targets, threads, counts, True)
     return ans, code, cu, cv
+
+
+def compiled_prefilter_left(L: Labels, sources: np.ndarray, targets: np.ndarray, threads: int | None = None,
+                            counts: np.ndarray | None = None):
+    """``(answer, left, cu, cv)``: :func:`compiled_prefilter`'s answers, and only what the search
+    needs of the rest: ``left``, the pairs it leaves undecided (code 0, in increasing order), and
+    their component ids. What a query batch takes (:func:`distgrail.query.answer.answer_batch_numpy`):
+    it writes no code or component id for the pairs the prefilter decides."""
+    ans, _, (left, cu, cv) = _run(L, sources, targets, threads, counts, False)
+    return ans, left, cu, cv
