@@ -18,6 +18,7 @@ from ._version import __version__
 from .cli_common import (comm_of, common_options, input_digest, outputs_ok, outputs_ok_everywhere, process_age,
                          resolve_bundled)
 from .cli_exit import quick_exit  # noqa: F401 - the end of python -m distgrail (tests import it here)
+from .cli_pairs import prepare_beside as _prepare_beside  # (tests replace it here)
 from .errors import DistGrailError
 
 __all__ = ["main"]
@@ -141,75 +142,6 @@ def cmd_index(args):
     lines.append(f"total        {total * 1e3:.1f} ms")
     _emit(args, comm, summary, "\n".join(lines))
     return 0
-
-
-def _prepare_beside(idx, backend, pin_rows: bool | None = None, answers: int = 0, cpu_pairs: int = 0):
-    """Start putting ``idx``'s query state on ``backend``'s device on a thread of its own; on a
-    GPU, page-lock meanwhile, on a second thread, the staging of a large batch (``pin_rows`` not
-    None: :func:`~distgrail.query.staging.pin_staging`, ``True`` for the rows of one (k, 2) array,
-    ``False`` for two columns) and (``answers`` > 0) an array for that many answers
-    (:func:`~distgrail.query.staging.pinned_answers`), then make the device scratch of a batch
-    that large (:func:`~distgrail.query.answer.ready_scratch`). Returns a function that waits
-    for all of it and gives the state's seconds (0 when it failed: the query then makes it again
-    and raises the error where it belongs) and ``(answers, release)`` (None when none was made).
-    On the CPU, for a batch of about ``cpu_pairs`` pairs, what its compiled path makes first
-    (:func:`~distgrail.query.answer.prepare_cpu`: numba's import, the packed records).
-    The upload overlaps the read of the pairs (docs/benchmarks.md, session 23), the page-locking
-    the upload (session 29)."""
-    import threading
-
-    from .gpu.backend import get_backend
-    from .query.answer import prepare_cpu, ready_scratch
-    from .query.staging import CHUNK_PAIRS, pin_staging, pinned_answers
-
-    be = get_backend(backend)
-    spent: list = []
-    out: list = []
-
-    def pin():
-        try:
-            with be.on_device():
-                if pin_rows is not None:
-                    pin_staging(rows=pin_rows, answer_slots=answers <= 0)
-                if answers > 0:
-                    out.append(pinned_answers(answers))
-        except Exception:  # noqa: BLE001 - an optimisation only: the batch pins what it needs, and raises
-            for _, release in out:  # (locked, then a failure on leaving the device: unlocked again)
-                release()
-            out.clear()
-
-    def run():
-        pins = None
-        if be.is_gpu and (pin_rows is not None or answers > 0):
-            pins = threading.Thread(target=pin, name="distgrail-pin", daemon=True)
-            pins.start()
-        try:
-            with be.on_device():
-                L, pool = idx._state(be, spent)
-            if not be.is_gpu and cpu_pairs:  # numba's import and the packed records, beside the read
-                t = time.perf_counter()
-                prepare_cpu(L, cpu_pairs)
-                spent.append(time.perf_counter() - t)
-        except Exception:  # noqa: BLE001 - made again, and raised, by the query itself
-            spent.clear()
-            pool = None
-        if answers > 0 and pool is not None:
-            try:
-                with be.on_device():
-                    ready_scratch(pool, min(int(CHUNK_PAIRS), answers))
-            except Exception:  # noqa: BLE001 - an optimisation only: the batch makes its scratch, and raises
-                pass
-        if pins is not None:
-            pins.join()
-
-    th = threading.Thread(target=run, name="distgrail-prepare", daemon=True)
-    th.start()
-
-    def wait():
-        th.join()
-        return sum(spent), (out[0] if out else None)
-
-    return wait
 
 
 def cmd_query(args):

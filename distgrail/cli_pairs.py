@@ -16,7 +16,8 @@ import time
 
 from .cli_common import OneProcess, common_options
 
-__all__ = ["add_query_args", "add_pairs_command", "with_pair", "answer_pair", "cmd_pairs", "INFO_QUIET_HELP"]
+__all__ = ["add_query_args", "add_pairs_command", "with_pair", "answer_pair", "cmd_pairs", "prepare_beside",
+           "INFO_QUIET_HELP"]
 
 INFO_QUIET_HELP = ("print nothing: the exit status says whether the index opens and passes its checks (0), "
                    "or not (2, with the error)")
@@ -206,6 +207,8 @@ def query_under_mpi(args, comm, pairs):
         from .mpi.opening import open_on_ranks
 
         idx = open_on_ranks(comm, args.index)  # (the values checked once, by rank 0)
+    # on the CPU, the compiled path's first costs (numba, the packed records) beside rank 0's read
+    prepared = None if spread else _cpu_prepare_beside(comm, idx, args.backend, pairs)
     rows = _own_rows(comm, args, idx, pairs, spread)
     if rows is not None:  # each rank reads and answers its own rows (and writes them, where it can)
         from .io.pairs import QueryPairs, mapped_as_rows, read_npy_rows
@@ -216,6 +219,7 @@ def query_under_mpi(args, comm, pairs):
         # a fixed-width answer file: each rank writes its own rows (no answer goes to rank 0)
         by_ranks = comm.bcast(rank_writable(args.output) if rank0 else None, root=0)
         deliver = (lambda ans, counts: write_by_ranks(comm, args.output, ans, counts)) if by_ranks else None
+        spent = prepared() if prepared is not None else 0.0
         answers, stats = query_rows_read_by_ranks(idx, rows, lambda lo, hi: read_npy_rows(pairs, idx.n, lo, hi),
                                                   args.backend, comm, what=pairs, as_rows=mapped_as_rows(pairs),
                                                   deliver=deliver)
@@ -223,9 +227,11 @@ def query_under_mpi(args, comm, pairs):
             run_shared(comm, f"writing the answers {args.output}", write_answers if args.output and rank0 else None,
                        answers, args.output)
         stats.partition = "whole, rows read by each rank"
+        stats.prepare_seconds = max(stats.prepare_seconds, comm.allreduce(spent, op=_max()))
         none = np.zeros(0, np.int64)
         return answers, stats, QueryPairs(pairs, none, none) if rank0 else None
     q = run_shared(comm, f"reading the pairs {pairs}", read_pairs_for if rank0 else None, pairs, idx)
+    spent = prepared() if prepared is not None else 0.0
     s, t = (q.sources, q.targets) if rank0 else (None, None)
     mapped = comm.bcast(rank0 and q.ids is not None, root=0)  # labels the read looked up: their ids go
     asked = q.ids if mapped and rank0 else (s, t)
@@ -240,7 +246,33 @@ def query_under_mpi(args, comm, pairs):
     run_shared(comm, f"writing the answers {args.output}", write_answers if args.output and rank0 else None,
                answers, args.output, s, t)
     stats.partition = "spread" if spread else "whole"
+    stats.prepare_seconds = max(stats.prepare_seconds, comm.allreduce(spent, op=_max()))
     return answers, stats, q
+
+
+def _max():
+    from mpi4py import MPI
+
+    return MPI.MAX
+
+
+def _cpu_prepare_beside(comm, idx, backend, pairs):
+    """On a CPU backend, :func:`prepare_beside` for this rank's share of the batch (the pairs a
+    ``.npy`` header says, else at least 16 bytes a pair of text, over the ranks), started now:
+    each rank then pays numba's import and the packed records while rank 0 reads the pairs, not
+    in its answer. Returns its wait (the seconds spent; 0 when it failed: the query makes them
+    again and raises there), or None (a GPU, or a pairs file this rank does not see)."""
+    from .gpu.backend import get_backend
+    from .io.pairs import npy_rows
+
+    try:
+        if get_backend(backend).is_gpu or not os.path.isfile(pairs):
+            return None
+        share = (npy_rows(pairs) or os.path.getsize(pairs) // 16) // comm.Get_size()
+    except Exception:  # noqa: BLE001 - an optimisation only: the query meets the error where it belongs
+        return None
+    wait = prepare_beside(idx, backend, cpu_pairs=share)
+    return lambda: wait()[0]
 
 
 def _own_rows(comm, args, idx, pairs, spread):
@@ -259,3 +291,72 @@ def _own_rows(comm, args, idx, pairs, spread):
                        if comm.Get_rank() == 0 else None)
     shape = comm.bcast(shape, root=0)
     return int(shape[0]) if shape[1] == 2 else None  # (k, 3): rank 0 reads the expected answers too
+
+
+def prepare_beside(idx, backend, pin_rows: bool | None = None, answers: int = 0, cpu_pairs: int = 0):
+    """Start putting ``idx``'s query state on ``backend``'s device on a thread of its own; on a
+    GPU, page-lock meanwhile, on a second thread, the staging of a large batch (``pin_rows`` not
+    None: :func:`~distgrail.query.staging.pin_staging`, ``True`` for the rows of one (k, 2) array,
+    ``False`` for two columns) and (``answers`` > 0) an array for that many answers
+    (:func:`~distgrail.query.staging.pinned_answers`), then make the device scratch of a batch
+    that large (:func:`~distgrail.query.answer.ready_scratch`). Returns a function that waits
+    for all of it and gives the state's seconds (0 when it failed: the query then makes it again
+    and raises the error where it belongs) and ``(answers, release)`` (None when none was made).
+    On the CPU, for a batch of about ``cpu_pairs`` pairs, what its compiled path makes first
+    (:func:`~distgrail.query.answer.prepare_cpu`: numba's import, the packed records).
+    The upload overlaps the read of the pairs (docs/benchmarks.md, session 23), the page-locking
+    the upload (session 29)."""
+    import threading
+
+    from .gpu.backend import get_backend
+    from .query.answer import prepare_cpu, ready_scratch
+    from .query.staging import CHUNK_PAIRS, pin_staging, pinned_answers
+
+    be = get_backend(backend)
+    spent: list = []
+    out: list = []
+
+    def pin():
+        try:
+            with be.on_device():
+                if pin_rows is not None:
+                    pin_staging(rows=pin_rows, answer_slots=answers <= 0)
+                if answers > 0:
+                    out.append(pinned_answers(answers))
+        except Exception:  # noqa: BLE001 - an optimisation only: the batch pins what it needs, and raises
+            for _, release in out:  # (locked, then a failure on leaving the device: unlocked again)
+                release()
+            out.clear()
+
+    def run():
+        pins = None
+        if be.is_gpu and (pin_rows is not None or answers > 0):
+            pins = threading.Thread(target=pin, name="distgrail-pin", daemon=True)
+            pins.start()
+        try:
+            with be.on_device():
+                L, pool = idx._state(be, spent)
+            if not be.is_gpu and cpu_pairs:  # numba's import and the packed records, beside the read
+                t = time.perf_counter()
+                prepare_cpu(L, cpu_pairs)
+                spent.append(time.perf_counter() - t)
+        except Exception:  # noqa: BLE001 - made again, and raised, by the query itself
+            spent.clear()
+            pool = None
+        if answers > 0 and pool is not None:
+            try:
+                with be.on_device():
+                    ready_scratch(pool, min(int(CHUNK_PAIRS), answers))
+            except Exception:  # noqa: BLE001 - an optimisation only: the batch makes its scratch, and raises
+                pass
+        if pins is not None:
+            pins.join()
+
+    th = threading.Thread(target=run, name="distgrail-prepare", daemon=True)
+    th.start()
+
+    def wait():
+        th.join()
+        return sum(spent), (out[0] if out else None)
+
+    return wait

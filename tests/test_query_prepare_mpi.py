@@ -1,0 +1,86 @@
+"""``distgrail query --backend cpu`` under MPI: every rank prepares the compiled CPU path for its
+share of the batch (numba's import, the packed records: :func:`distgrail.query.answer.prepare_cpu`)
+on a thread started before rank 0 reads the pairs, for a text pairs file (rank 0 reads it) and for
+a ``.npy`` (each rank its own rows); the answers are one process's, and the seconds it took are
+reported as ``prepare_seconds``, outside the answer's."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import tempfile
+import threading
+
+import numpy as np
+import pytest
+
+import distgrail
+
+pytest.importorskip("numba")
+
+
+@pytest.fixture
+def shared_dir():
+    """A directory every rank sees (made by rank 0, removed once every rank is done)."""
+    from mpi4py import MPI
+
+    comm = MPI.COMM_WORLD
+    d = comm.bcast(tempfile.mkdtemp(prefix="distgrail-mpi-prepare-") if comm.rank == 0 else None, root=0)
+    yield d
+    comm.Barrier()
+    if comm.rank == 0:
+        shutil.rmtree(d, ignore_errors=True)
+
+
+@pytest.mark.mpi(min_size=2)
+@pytest.mark.parametrize("kind", ["txt", "npy"])
+def test_every_rank_prepares_the_compiled_path_beside_the_read(shared_dir, kind, monkeypatch, capsys):
+    from mpi4py import MPI
+
+    from distgrail.cli import main
+    from distgrail.query import answer
+
+    comm = MPI.COMM_WORLD
+    index = os.path.join(shared_dir, "k.h5")
+    pairs = os.path.join(shared_dir, f"p.{kind}")
+    k = 6000
+    if comm.rank == 0:
+        distgrail.build_index(distgrail.bundled_graph(), dims=3, backend="cpu", output=index)
+        n = distgrail.open_index(index).n
+        p = np.random.default_rng(45).integers(0, n, (k, 2))
+        if kind == "npy":
+            np.save(pairs, p)
+        else:
+            with open(pairs, "w") as f:
+                f.writelines(f"{a} {b}\n" for a, b in p.tolist())
+    comm.Barrier()
+    calls = []
+    real = answer.prepare_cpu
+
+    def recorded(L, pairs_share, search=None):
+        calls.append((pairs_share, threading.current_thread().name))
+        return real(L, pairs_share, search)
+
+    monkeypatch.setattr(answer, "prepare_cpu", recorded)
+    got = os.path.join(shared_dir, f"a.{kind}.npy")
+    capsys.readouterr()
+    assert main(["query", index, pairs, "-o", got, "--backend", "cpu", "--json"]) == 0
+    summary = json.loads(capsys.readouterr().out) if comm.rank == 0 else None
+    size = os.path.getsize(pairs)
+    share = (k if kind == "npy" else size // 16) // comm.size
+    seen = comm.gather(calls, root=0)
+    failed = None
+    if comm.rank == 0:  # checked on rank 0; raised after the barrier, so no rank waits
+        try:
+            assert all(c == [(share, "distgrail-prepare")] for c in seen), seen
+            assert summary["ranks"] == comm.size and summary["queries"] == k
+            assert summary["prepare_seconds"] > 0
+            one = os.path.join(shared_dir, "one.npy")
+            assert main(["query", index, pairs, "-o", one, "--backend", "cpu", "--no-mpi", "--quiet"]) == 0
+            np.testing.assert_array_equal(np.load(got), np.load(one))
+        except Exception as e:  # noqa: BLE001 - raised after the barrier
+            failed = e
+    comm.Barrier()
+    if failed is not None:
+        raise failed
