@@ -1,6 +1,8 @@
 """``distgrail update INDEX --add EDGES [-o NEW]``: edges inserted into an index, exact, without
 reading the original graph again (:mod:`distgrail.update`); without ``-o`` the index is updated
-in place (written beside it, then renamed over it: a failure leaves it as it was). The updated
+in place (written beside it, then renamed over it: a failure leaves it as it was). ``distgrail
+update --server URL --add EDGES``: the edges sent to a running ``distgrail serve`` (``POST
+/edges``), which serves the graph plus them from its next batch on (its file is left as it was). The updated
 index keeps the layout of ``INDEX`` (a split index stays split, with as many parts) unless
 ``--layout``/``--parts`` say otherwise: writing several part files side by side is the faster
 write for a large index (docs/benchmarks.md). Kept apart
@@ -15,7 +17,7 @@ import time
 
 from .cli_common import common_options
 
-__all__ = ["add_update_command", "cmd_update"]
+__all__ = ["add_update_command", "cmd_update", "update_through_server"]
 
 
 def add_update_command(sub) -> None:
@@ -23,7 +25,7 @@ def add_update_command(sub) -> None:
     from .io.formats import FORMATS
 
     sp = sub.add_parser("update", help="insert edges into an index (exact; no rebuild from the graph)")
-    sp.add_argument("index", help="the index file (.h5)")
+    sp.add_argument("index", nargs="?", help="the index file (.h5; none with --server)")
     sp.add_argument("--add", required=True, metavar="EDGES", action="append",
                     help="the new edges, a graph file in any format 'index' reads, vertex ids of the index; "
                          "repeated: every file's edges, in the order given")
@@ -44,6 +46,11 @@ def add_update_command(sub) -> None:
                          "the labels (default: a fifth of the DAG's edges, at least 1,000,000)")
     sp.add_argument("--backend", choices=BACKENDS, default="auto",
                     help="where the reachability check and the labelling run (default auto)")
+    sp.add_argument("--server", metavar="URL",
+                    help="send the edges to a running 'distgrail serve' at URL instead of updating a file (POST "
+                         "/edges; the server needs a token: DISTGRAIL_TOKEN or --token-file); it answers for the "
+                         "graph plus the edges from its next batch on, its index file left as it was")
+    sp.add_argument("--token-file", help="with --server: file whose first line is the server's bearer token")
     common_options(sp, backend=False)
     sp.set_defaults(func=cmd_update, one_process=True)
 
@@ -59,6 +66,12 @@ def cmd_update(args) -> int:
     if args.remove is not None:
         raise DistGrailError(f"{args.remove}: deletions are not supported; rebuild the index from the graph "
                              "without those edges (distgrail index)")
+    if args.server is not None:
+        return update_through_server(args)
+    if args.token_file is not None:
+        raise DistGrailError("--token-file is for --server URL")
+    if args.index is None:
+        raise DistGrailError("give the index file: distgrail update INDEX --add EDGES (or --server URL --add EDGES)")
     in_place = args.output is None
     mode = None  # the index's stat, when it is updated in place
     if in_place:  # the index replaced atomically: its directory must take the file written beside it
@@ -147,6 +160,51 @@ def cmd_update(args) -> int:
               f"recorded     {summary['edges_recorded']:,} inserted edge(s) since the build\n"
               f"total        {total * 1e3:.1f} ms ({', '.join(f'{k} {v:.2f} s' for k, v in steps.items())})",
               file=sys.stdout)
+    return 0
+
+
+def update_through_server(args) -> int:
+    """``update --server URL --add EDGES``: the edges read here (checked against the server's
+    vertex count: a bad id is named by file and line, and nothing is sent), inserted by the server
+    in one request, its report printed (``--json``: as the server gave it)."""
+    from .errors import DistGrailError
+    from .server.client import connect
+    from .server.command import read_token
+
+    local = [flag for flag, given in (("-o", args.output is not None), ("--layout", args.layout != "keep"),
+                                      ("--parts", args.parts is not None),
+                                      ("--rebuild-above", args.rebuild_above is not None),
+                                      ("--backend", args.backend not in (None, "auto"))) if given]
+    if local:  # (the server updates its index in memory, on its own backend: these would be ignored)
+        raise DistGrailError(f"{' and '.join(local)} with --server: the server updates the index it serves, in "
+                             f"memory and on its own backend (its file is not written)")
+    if args.index is not None:
+        raise DistGrailError(f"{args.index}: with --server give no index file (the server has its own index)")
+    for add in args.add:
+        if not os.path.exists(add):
+            raise DistGrailError(f"{add}: no such edges file")
+    t0 = time.perf_counter()
+    with connect(args.server, token=read_token(None, args.token_file, env=True)) as client:
+        if client.label_kind is not None:
+            raise DistGrailError(f"{args.server}: the served index takes node labels; 'update' sends vertex ids")
+        src, dst = _concatenated([_read_edges(add, args.format, client.n) for add in args.add])
+        # in requests of at most the server's --max-pairs (each one update, served once every rank has it)
+        step = max(1, int(client.info.get("max_pairs") or src.size or 1))
+        report, given, requests = {}, 0, 0
+        for a in range(0, src.size, step):
+            report = client.add_edges(src[a:a + step], dst[a:a + step])
+            given += int(report.get("given", 0))
+            requests += 1
+    report.update(given=given, requests=requests, server=client.url, index=client.info.get("index"), total_seconds=round(time.perf_counter() - t0, 6))
+    if args.json:
+        print(json.dumps(report, indent=2, sort_keys=True))
+    elif not args.quiet:
+        print(f"server       {client.url} ({client.info.get('index')}): update {report.get('update')}, "
+              f"{report.get('edges_inserted', 0):,} edge(s) inserted since it started\n"
+              f"update       {given:,} edge(s) given in {requests} request(s); the last: {report.get('added', 0):,} "
+              f"added to the DAG, {report.get('C', 0):,} components, the server's step "
+              f"{report.get('wall_seconds', 0):.2f} s\n"
+              f"total        {report['total_seconds'] * 1e3:.1f} ms", file=sys.stdout)
     return 0
 
 

@@ -171,8 +171,8 @@ def _free_port() -> int:
 
 def test_readme_server_block_runs_as_pasted(tmp_path):
     """The server block, as pasted into bash (``distgrail`` on PATH, a free port for 7850): it makes
-    its token file, starts the server in the background, asks it through ``query --server`` and
-    ``curl`` (with the token: the server checks it on /health too), and stops it (status 0)."""
+    its token file, starts the server in the background, asks it through ``query --server``, adds
+    two edges through ``update --server``, asks ``curl`` (with the token: the server checks it on /health too), and stops it (status 0)."""
     pytest.importorskip("aiohttp", reason="distgrail serve needs the serve extra")
     import shutil
     import signal
@@ -203,6 +203,7 @@ def test_readme_server_block_runs_as_pasted(tmp_path):
     assert p.returncode == 0, (out, err, log)
     health = json.loads(out[out.index("{"):])  # the query's summary, then curl's /health
     assert health["index"].endswith("kegg.h5") and health["n"] == 3617 and health["batches"] >= 1, health
+    assert health["updates"] == 1 and health["edges_inserted"] == 2, health  # update --server
     rows = (tmp_path / "answers.tsv").read_text().splitlines()
     assert rows[0] == "u\tv\treachable" and len(rows) == 100_001
     assert sum(r.endswith("\t1") for r in rows[1:]) == 20072

@@ -139,3 +139,40 @@ def test_updates_under_mpiexec_move_every_rank_together(graph, tmp_path, ranks):
         assert c.health()["updates"] == 1
     finally:
         srv.stop()
+
+
+def test_update_command_sends_the_edges_to_a_running_server(graph, tmp_path, capsys):
+    """``distgrail update --server URL --add EDGES``: the edges file read and checked here (a bad id
+    named by file and line, nothing sent), inserted by the server in requests of at most its
+    ``--max-pairs``; the server then answers for the graph plus the edges (BFS); options that
+    would write a file are refused; without the token the server's 401 is the error."""
+    from distgrail.cli import main
+
+    path, add, pairs, before, after = graph
+    tok = tmp_path / "token"
+    tok.write_text(TOKEN + "\n")
+    edges = tmp_path / "add.txt"
+    edges.write_text("".join(f"{u} {v}\n" for u, v in add.tolist()))
+    bad = tmp_path / "bad.txt"
+    bad.write_text("1 2\n3 400\n")  # (the graph has 400 vertices: 0..399)
+    srv = Server(path, "--token-file", str(tok), "--max-pairs", "10")
+    try:
+        assert main(["update", "--server", srv.url, "--add", str(bad), "--token-file", str(tok)]) == 2
+        assert "bad.txt:2" in capsys.readouterr().err
+        assert main(["update", "--server", srv.url, "--add", str(edges)]) == 2  # no token: the server refuses
+        assert "401" in capsys.readouterr().err
+        for extra in (["-o", str(tmp_path / "new.h5")], ["--backend", "cpu"], ["--rebuild-above", "5"], [path]):
+            assert main(["update", "--server", srv.url, "--add", str(edges), "--token-file", str(tok), *extra]) == 2
+            assert "--server" in capsys.readouterr().err, extra
+        with distgrail.connect(srv.url, token=TOKEN) as c:  # (batches of at most --max-pairs)
+            assert np.array_equal(c.query(pairs[:, 0], pairs[:, 1])[0], before)  # nothing sent yet
+        assert main(["update", "--server", srv.url, "--add", str(edges), "--token-file", str(tok), "--json"]) == 0
+        doc = json.loads(capsys.readouterr().out)
+        assert doc["given"] == 30 and doc["requests"] == 3 and doc["edges_inserted"] == 30, doc
+        with distgrail.connect(srv.url, token=TOKEN) as c:
+            assert np.array_equal(c.query(pairs[:, 0], pairs[:, 1])[0], after)
+            assert c.health()["updates"] == 3
+    finally:
+        assert srv.stop() == 0
+    assert main(["update", "--add", str(edges), "--token-file", str(tok), path]) == 2  # (no --server)
+    assert "--token-file" in capsys.readouterr().err
