@@ -190,12 +190,7 @@ def query_under_mpi(args, comm, pairs):
     (:mod:`distgrail.mpi.answerwrite`; the answers returned are None). Returns ``(answers, stats,
     pairs read)``: the answers and the pairs (a
     :class:`~distgrail.io.pairs.QueryPairs`) on rank 0, None on the others; the stats everywhere."""
-    import numpy as np
-
-    from .io.pairs import read_pairs_for
-    from .io.writers import write_answers
     from .mpi.binding import bind_gpu
-    from .mpi.errors import run_shared
     from .mpi.partition_query import open_spread_index, spread_wanted
 
     dev = bind_gpu(comm, args.backend, share=args.share_gpus)
@@ -209,6 +204,22 @@ def query_under_mpi(args, comm, pairs):
         idx = open_on_ranks(comm, args.index)  # (the values checked once, by rank 0)
     # on the CPU, the compiled path's first costs (numba, the packed records) beside rank 0's read
     prepared = None if spread else _cpu_prepare_beside(comm, idx, args.backend, pairs)
+    try:
+        return _query_under_mpi_prepared(args, comm, pairs, idx, spread, rank0, prepared)
+    finally:  # (the prepare thread joined on every path, errors too: none left in numba at exit)
+        if prepared is not None:
+            prepared()
+
+
+def _query_under_mpi_prepared(args, comm, pairs, idx, spread, rank0, prepared):
+    """:func:`query_under_mpi` once the index is open and ``prepared`` (the wait of the CPU
+    preparation, or None) started."""
+    import numpy as np
+
+    from .io.pairs import read_pairs_for
+    from .io.writers import write_answers
+    from .mpi.errors import run_shared
+
     rows = _own_rows(comm, args, idx, pairs, spread)
     if rows is not None:  # each rank reads and answers its own rows (and writes them, where it can)
         from .io.pairs import QueryPairs, mapped_as_rows, read_npy_rows

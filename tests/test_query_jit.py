@@ -459,3 +459,31 @@ def test_a_compile_failure_at_the_first_call_takes_the_numpy_steps(where, monkey
     monkeypatch.setattr(module, fn, other)
     with pytest.raises(ZeroDivisionError):
         idx.query(s, t, backend="cpu", search=opts)
+
+
+def test_the_pairs_left_cost_no_copy_of_them():
+    """``compiled_prefilter_left`` with every pair left to the search (no supports, one dimension)
+    holds the answers and the pairs left once (1 + 8 + 2 x 4 bytes a pair at its peak, and the
+    threads' scratch), not a second gathered copy and its index (41 bytes a pair before)."""
+    import tracemalloc
+
+    prefilter_jit = pytest.importorskip("distgrail.query.prefilter_jit")
+    rng = np.random.default_rng(3)
+    n = 300
+    g = distgrail.as_graph((rng.integers(0, n, 700), rng.integers(0, n, 700)), num_vertices=n)
+    L = indexed(g, 0, dims=1).labels("cpu")
+    s, t = rng.integers(0, n, 20000), rng.integers(0, n, 20000)
+    undecided = np.flatnonzero(prefilter(L, L.comp[s], L.comp[t])[1] == UNDECIDED)
+    k = 1_000_000
+    qs, qt = np.resize(s[undecided], k), np.resize(t[undecided], k)
+    prefilter_jit.compiled_prefilter_left(L, qs[:10], qt[:10])  # (compiled or loaded first)
+    tracemalloc.start()
+    try:
+        _, left, lu, lv = prefilter_jit.compiled_prefilter_left(L, qs, qt, threads=2)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert left.size == k and lu.dtype.itemsize == 4
+    np.testing.assert_array_equal(left, np.arange(k))
+    np.testing.assert_array_equal(lu, L.comp[qs])
+    assert peak / k < 25, peak / k

@@ -84,3 +84,45 @@ def test_every_rank_prepares_the_compiled_path_beside_the_read(shared_dir, kind,
     comm.Barrier()
     if failed is not None:
         raise failed
+
+
+@pytest.mark.mpi(min_size=2)
+def test_a_failed_read_waits_for_the_preparation_before_the_error(shared_dir, monkeypatch):
+    """Rank 0's read refusing an id (the error raised on every rank, the file and line named) ends
+    with every rank's preparation thread joined: none left running in numba while the process
+    exits (a crash in its exit, seen as a segmentation fault, otherwise)."""
+    from mpi4py import MPI
+
+    from distgrail import cli_pairs
+    from distgrail.cli import build_parser
+
+    comm = MPI.COMM_WORLD
+    index = os.path.join(shared_dir, "k.h5")
+    pairs = os.path.join(shared_dir, "bad.txt")
+    if comm.rank == 0:
+        distgrail.build_index(distgrail.bundled_graph(), dims=3, backend="cpu", output=index)
+        with open(pairs, "w") as f:
+            f.write("1 2\n3 99999999\n" + "4 5\n" * 2000)
+    comm.Barrier()
+    waits = []
+    real = cli_pairs.prepare_beside
+
+    def recorded(*a, **kw):
+        wait = real(*a, **kw)
+        return lambda: waits.append(True) or wait()
+
+    monkeypatch.setattr(cli_pairs, "prepare_beside", recorded)
+    args = build_parser().parse_args(["query", index, pairs, "-o", os.path.join(shared_dir, "a.npy"),
+                                      "--backend", "cpu"])
+    with pytest.raises(Exception) as e:
+        cli_pairs.query_under_mpi(args, comm, pairs)
+    seen = comm.gather((bool(waits), "bad.txt:2" in str(e.value) or comm.rank != 0), root=0)
+    failed = None
+    if comm.rank == 0:
+        try:
+            assert seen == [(True, True)] * comm.size, (seen, str(e.value))
+        except Exception as x:  # noqa: BLE001 - raised after the barrier
+            failed = x
+    comm.Barrier()
+    if failed is not None:
+        raise failed

@@ -191,11 +191,14 @@ def _run(L: Labels, sources, targets, threads, counts, full: bool):
                                 np.empty(block, dtype=comp.dtype), np.empty(block, dtype=np.int32)))
     if counts is not None:
         counts += per_block.sum(axis=0)
-    if nblk > 1:  # each block's pairs left sit at its start: gathered to the front (few pairs)
-        at = np.concatenate([np.arange(b * block, b * block + int(nleft[b])) for b in range(nblk)])
-        left = tuple(x[at] for x in left)
-    else:
-        left = tuple(x[:int(nleft[0])] for x in left)
+    off = 0  # each block's pairs left sit at its start: moved down in place, in block order (off <= q0)
+    for b in range(nblk):
+        m, q0 = int(nleft[b]), b * block
+        if m and off != q0:
+            for x in left:
+                x[off:off + m] = x[q0:q0 + m]
+        off += m
+    left = tuple(x[:off] for x in left)
     return ans, whole if full else None, left
 
 
