@@ -18,7 +18,7 @@ from ._version import __version__
 from .cli_common import (comm_of, common_options, input_digest, outputs_ok, outputs_ok_everywhere, process_age,
                          resolve_bundled)
 from .cli_exit import quick_exit  # noqa: F401 - the end of python -m distgrail (tests import it here)
-from .cli_pairs import prepare_beside as _prepare_beside  # (tests replace it here)
+from .cli_pairs import mapped_ids_like, prepare_beside as _prepare_beside  # (tests replace the second here)
 from .errors import DistGrailError
 
 __all__ = ["main"]
@@ -172,7 +172,8 @@ def cmd_query(args):
         expect = npy_rows(pairs) if big and idx.node_labels is None else 0
         # (the pairs a CPU batch will hold: a .npy's header says; else at least 16 bytes a pair of text)
         cpu_pairs = npy_rows(pairs) or (os.path.getsize(pairs) // 16 if os.path.isfile(pairs) else 0)
-        prepared = _prepare_beside(idx, args.backend, rows if big else None, expect, cpu_pairs)
+        prepared = _prepare_beside(idx, args.backend, rows if big else None, expect, cpu_pairs,
+                                   mapped_ids_like(pairs, idx) if cpu_pairs else None)
         locked = None
         try:
             try:

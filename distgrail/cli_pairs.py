@@ -17,7 +17,7 @@ import time
 from .cli_common import OneProcess, common_options
 
 __all__ = ["add_query_args", "add_pairs_command", "with_pair", "answer_pair", "cmd_pairs", "prepare_beside",
-           "INFO_QUIET_HELP"]
+           "mapped_ids_like", "INFO_QUIET_HELP"]
 
 INFO_QUIET_HELP = ("print nothing: the exit status says whether the index opens and passes its checks (0), "
                    "or not (2, with the error)")
@@ -282,8 +282,23 @@ def _cpu_prepare_beside(comm, idx, backend, pairs):
         share = (npy_rows(pairs) or os.path.getsize(pairs) // 16) // comm.Get_size()
     except Exception:  # noqa: BLE001 - an optimisation only: the query meets the error where it belongs
         return None
-    wait = prepare_beside(idx, backend, cpu_pairs=share)
+    wait = prepare_beside(idx, backend, cpu_pairs=share, cpu_ids=mapped_ids_like(pairs, idx))
     return lambda: wait()[0]
+
+
+def mapped_ids_like(pairs, idx):
+    """The first two rows' sources of the ``.npy`` pairs file ``pairs`` as a mapped read gives
+    them to the batch (read-only views of the file, int32 or int64: :func:`~distgrail.io.pairs.
+    read_npy_rows`), for :func:`prepare_beside`'s ``cpu_ids``; None for any other file, an index
+    of node labels, or a file that does not read (the query then says why)."""
+    from .io.pairs import is_npy, npy_rows, read_npy_rows
+
+    try:
+        if idx.node_labels is not None or not is_npy(pairs) or npy_rows(pairs) < 2:
+            return None
+        return read_npy_rows(pairs, idx.n, 0, 2)[0]
+    except Exception:  # noqa: BLE001 - an optimisation only
+        return None
 
 
 def _own_rows(comm, args, idx, pairs, spread):
@@ -304,7 +319,8 @@ def _own_rows(comm, args, idx, pairs, spread):
     return int(shape[0]) if shape[1] == 2 else None  # (k, 3): rank 0 reads the expected answers too
 
 
-def prepare_beside(idx, backend, pin_rows: bool | None = None, answers: int = 0, cpu_pairs: int = 0):
+def prepare_beside(idx, backend, pin_rows: bool | None = None, answers: int = 0, cpu_pairs: int = 0,
+                   cpu_ids=None):
     """Start putting ``idx``'s query state on ``backend``'s device on a thread of its own; on a
     GPU, page-lock meanwhile, on a second thread, the staging of a large batch (``pin_rows`` not
     None: :func:`~distgrail.query.staging.pin_staging`, ``True`` for the rows of one (k, 2) array,
@@ -314,7 +330,8 @@ def prepare_beside(idx, backend, pin_rows: bool | None = None, answers: int = 0,
     for all of it and gives the state's seconds (0 when it failed: the query then makes it again
     and raises the error where it belongs) and ``(answers, release)`` (None when none was made).
     On the CPU, for a batch of about ``cpu_pairs`` pairs, what its compiled path makes first
-    (:func:`~distgrail.query.answer.prepare_cpu`: numba's import, the packed records).
+    (:func:`~distgrail.query.answer.prepare_cpu`: numba's import, the packed records, and the
+    code for ids like ``cpu_ids``: :func:`mapped_ids_like`).
     The upload overlaps the read of the pairs (docs/benchmarks.md, session 23), the page-locking
     the upload (session 29)."""
     import threading
@@ -349,7 +366,7 @@ def prepare_beside(idx, backend, pin_rows: bool | None = None, answers: int = 0,
                 L, pool = idx._state(be, spent)
             if not be.is_gpu and cpu_pairs:  # numba's import and the packed records, beside the read
                 t = time.perf_counter()
-                prepare_cpu(L, cpu_pairs)
+                prepare_cpu(L, cpu_pairs, ids=cpu_ids)
                 spent.append(time.perf_counter() - t)
         except Exception:  # noqa: BLE001 - made again, and raised, by the query itself
             spent.clear()

@@ -52,6 +52,7 @@ def warm(say=None) -> dict:
     from .io.graph import EdgeGraph
     from .io.read import read_graph
     from .io.writers import write_graph
+    from .gpu.backend import get_backend
     from .query.stats import SearchOptions
     from .update import insert_edges
     from .stages.deep import DEEP_LEVELS
@@ -81,7 +82,12 @@ def warm(say=None) -> dict:
             g = read_graph(graph) if isinstance(graph, str) else graph
             index = distgrail.build_index(g, dims=5, backend="cpu", supports=64)
             s, t = rng.integers(0, g.n, 20000), rng.integers(0, g.n, 20000)
-            index.query(s, t, backend="cpu", search=SearchOptions(cpu_search="compiled", compiled_min_pairs=1))
+            compiled = SearchOptions(cpu_search="compiled", compiled_min_pairs=1)
+            index.query(s, t, backend="cpu", search=compiled)
+            for dt in (np.int32, np.int64):  # and as `query` passes a mapped .npy's ids: read-only strided columns
+                rows = np.stack((s, t), axis=1).astype(dt)
+                rows.flags.writeable = False
+                index._query_local(rows[:, 0], rows[:, 1], get_backend("cpu"), compiled)
             say(f"{what}: read, built and queried in {time.perf_counter() - t1:.1f} s")
             if what.startswith("a dense DAG"):  # and updated: new edges close cycles (the renumbering's loop;
                 t1 = time.perf_counter()  # the graph with cycles is one component, where every edge changes nothing)

@@ -256,7 +256,7 @@ def test_query_unlocks_the_answers_made_beside_even_when_the_read_fails(tmp_path
     made, released = [], []
     real = cli._prepare_beside
 
-    def prepare(index, backend, rows, expect, cpu_pairs=0):
+    def prepare(index, backend, rows, expect, cpu_pairs=0, cpu_ids=None):
         wait = real(index, backend, rows, 0)
 
         def waited():
@@ -274,3 +274,22 @@ def test_query_unlocks_the_answers_made_beside_even_when_the_read_fails(tmp_path
     else:
         want = idx.query(pairs[:, 0], pairs[:, 1], backend="cpu")[0]
         assert rc == 0 and np.array_equal(np.load(tmp_path / "a.npy"), want) and np.array_equal(made[0], want)
+
+
+def test_the_ids_a_mapped_npy_gives_the_batch_are_prepared_for(tmp_path):
+    """``mapped_ids_like``: a ``.npy`` of int32 or int64 ids gives its first rows' sources as the
+    mapped read gives them to the batch (read-only, strided, the file's type: numba's code for
+    those is not that of contiguous ids); a text file or a one-row file gives None."""
+    import numpy as np
+
+    import distgrail
+    from distgrail.cli_pairs import mapped_ids_like
+
+    idx = distgrail.build_index(distgrail.bundled_graph(), dims=2, backend="cpu")
+    for dt in (np.int32, np.int64):
+        np.save(tmp_path / "p.npy", np.arange(10, dtype=dt).reshape(5, 2))
+        ids = mapped_ids_like(str(tmp_path / "p.npy"), idx)
+        assert ids.dtype == dt and not ids.flags.writeable and not ids.flags.c_contiguous and ids.tolist() == [0, 2]
+    np.save(tmp_path / "one.npy", np.zeros((1, 2), np.int64))
+    (tmp_path / "p.txt").write_text("0 1\n2 3\n")
+    assert mapped_ids_like(str(tmp_path / "one.npy"), idx) is None and mapped_ids_like(str(tmp_path / "p.txt"), idx) is None

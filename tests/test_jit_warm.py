@@ -29,6 +29,9 @@ def test_every_compiled_loop_lands_in_the_cache(tmp_path):
     assert r.returncode == 0 and "compiled loops are in numba's cache" in r.stdout, r
     names = {f.split("-")[0] for _, _, files in os.walk(cache) for f in files if f.endswith(".nbi")}
     assert not [e for e in EXPECTED if e not in names], sorted(names)
+    # the prefilter for contiguous int64 ids and for a mapped .npy's read-only int32 and int64 columns
+    kinds = [f for _, _, files in os.walk(cache) for f in files if f.startswith("prefilter_jit._block") and f.endswith(".nbc")]
+    assert len(kinds) >= 3, kinds
 
 
 def test_the_thresholds_come_back():

@@ -58,9 +58,9 @@ def test_every_rank_prepares_the_compiled_path_beside_the_read(shared_dir, kind,
     calls = []
     real = answer.prepare_cpu
 
-    def recorded(L, pairs_share, search=None):
-        calls.append((pairs_share, threading.current_thread().name))
-        return real(L, pairs_share, search)
+    def recorded(L, pairs_share, search=None, ids=None):
+        calls.append((pairs_share, threading.current_thread().name, None if ids is None else (ids.dtype, ids.flags.writeable)))
+        return real(L, pairs_share, search, ids)
 
     monkeypatch.setattr(answer, "prepare_cpu", recorded)
     got = os.path.join(shared_dir, f"a.{kind}.npy")
@@ -73,7 +73,9 @@ def test_every_rank_prepares_the_compiled_path_beside_the_read(shared_dir, kind,
     failed = None
     if comm.rank == 0:  # checked on rank 0; raised after the barrier, so no rank waits
         try:
-            assert all(c == [(share, "distgrail-prepare")] for c in seen), seen
+            # (a .npy's ids as its mapped read gives them: read-only, the file's int64)
+            like = (np.dtype(np.int64), False) if kind == "npy" else None
+            assert all(c == [(share, "distgrail-prepare", like)] for c in seen), seen
             assert summary["ranks"] == comm.size and summary["queries"] == k
             assert summary["prepare_seconds"] > 0
             one = os.path.join(shared_dir, "one.npy")

@@ -113,13 +113,15 @@ def _compiled_first(k: int, search: SearchOptions) -> bool:
     return not (search.cpu_search == "auto" and not _prefilter_loaded() and _NUMPY_PAIRS[0] + k < COMPILED_PREFILTER_FIRST)
 
 
-def prepare_cpu(L: Labels, k: int, search: SearchOptions | None = None) -> bool:
+def prepare_cpu(L: Labels, k: int, search: SearchOptions | None = None, ids=None) -> bool:
     """What the first compiled CPU batch of ``k`` pairs makes before it answers, made now: numba
     and the compiled modules imported, the components' packed records (:func:`~distgrail.query.
     bidir_jit._layout`, kept on ``L`` for the batch), the compiled prefilter's code loaded (so
     any batch then takes it, even when ``k`` was an estimate too high). For a thread beside the
     read of the pairs (``distgrail query``); nothing when the batch would take the NumPy
-    prefilter. Returns whether it prepared."""
+    prefilter. ``ids``: a few ids of the kind the batch will pass (its type, layout and
+    writeability: the read-only strided columns of a mapped ``.npy``, say), whose code numba
+    compiles or loads apart from that of contiguous int64 ids. Returns whether it prepared."""
     search = search or SearchOptions()
     if not _compiled_first(k, search):
         return False
@@ -132,6 +134,9 @@ def prepare_cpu(L: Labels, k: int, search: SearchOptions | None = None) -> bool:
     if L.C:  # its code loaded too (one pair): the batch then takes it by the rule above, whatever its size
         one = np.zeros(1, dtype=np.int64)
         jit.compiled_prefilter_left(L, one, one)
+        if ids is not None and np.size(ids):
+            some = ids[:2]  # (ids of this index: read, and answered, as the batch's)
+            jit.compiled_prefilter_left(L, some, some)
     return True
 
 
