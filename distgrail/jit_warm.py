@@ -52,7 +52,7 @@ def warm(say=None) -> dict:
     from .io.graph import EdgeGraph
     from .io.read import read_graph
     from .io.writers import write_graph
-    from .gpu.backend import get_backend
+    from .query.answer import answer_batch_numpy
     from .query.stats import SearchOptions
     from .update import insert_edges
     from .stages.deep import DEEP_LEVELS
@@ -87,7 +87,7 @@ def warm(say=None) -> dict:
             for dt in (np.int32, np.int64):  # and as `query` passes a mapped .npy's ids: read-only strided columns
                 rows = np.stack((s, t), axis=1).astype(dt)
                 rows.flags.writeable = False
-                index._query_local(rows[:, 0], rows[:, 1], get_backend("cpu"), compiled)
+                answer_batch_numpy(index.labels("cpu"), rows[:, 0], rows[:, 1], search=compiled)
             say(f"{what}: read, built and queried in {time.perf_counter() - t1:.1f} s")
             if what.startswith("a dense DAG"):  # and updated: new edges close cycles (the renumbering's loop;
                 t1 = time.perf_counter()  # the graph with cycles is one component, where every edge changes nothing)
