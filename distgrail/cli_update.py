@@ -2,8 +2,8 @@
 reading the original graph again (:mod:`distgrail.update`); without ``-o`` the index is updated
 in place (written beside it, then renamed over it: a failure leaves it as it was). ``distgrail
 update --server URL --add EDGES``: the edges sent to a running ``distgrail serve`` (``POST
-/edges``), which serves the graph plus them from its next batch on (its file is left as it was). The updated
-index keeps the layout of ``INDEX`` (a split index stays split, with as many parts) unless
+/edges``), which serves the graph plus them from its next batch on (its file is left as it was).
+The updated index keeps the layout of ``INDEX`` (a split index stays split, with as many parts) unless
 ``--layout``/``--parts`` say otherwise: writing several part files side by side is the faster
 write for a large index (docs/benchmarks.md). Kept apart
 from :mod:`distgrail.cli` for size; under MPI rank 0 alone works (``one_process``)."""
@@ -166,9 +166,11 @@ def cmd_update(args) -> int:
 def update_through_server(args) -> int:
     """``update --server URL --add EDGES``: the edges read here (checked against the server's
     vertex count: a bad id is named by file and line, and nothing is sent), inserted by the server
-    in one request, its report printed (``--json``: as the server gave it)."""
+    in requests of at most its ``--max-pairs`` edges (each one update), the report printed
+    (``--json``: the last request's report, its counts summed over the requests). A request that
+    fails after others were taken is an error that says how many edges the server holds already."""
     from .errors import DistGrailError
-    from .server.client import connect
+    from .server.client import ServerError, connect
     from .server.command import read_token
 
     local = [flag for flag, given in (("-o", args.output is not None), ("--layout", args.layout != "keep"),
@@ -184,27 +186,36 @@ def update_through_server(args) -> int:
         if not os.path.exists(add):
             raise DistGrailError(f"{add}: no such edges file")
     t0 = time.perf_counter()
+    summed = ("given", "same_component", "already_reachable", "added")
     with connect(args.server, token=read_token(None, args.token_file, env=True)) as client:
         if client.label_kind is not None:
             raise DistGrailError(f"{args.server}: the served index takes node labels; 'update' sends vertex ids")
         src, dst = _concatenated([_read_edges(add, args.format, client.n) for add in args.add])
-        # in requests of at most the server's --max-pairs (each one update, served once every rank has it)
         step = max(1, int(client.info.get("max_pairs") or src.size or 1))
-        report, given, requests = {}, 0, 0
+        report, totals, requests = {}, dict.fromkeys(summed, 0), 0
         for a in range(0, src.size, step):
-            report = client.add_edges(src[a:a + step], dst[a:a + step])
-            given += int(report.get("given", 0))
+            try:
+                report = client.add_edges(src[a:a + step], dst[a:a + step])
+            except DistGrailError as e:  # (ServerError, QueryError: named with what the server holds)
+                if not requests:
+                    raise
+                raise ServerError(f"{e} (the server took the first {a:,} of the {src.size:,} edges, in {requests} "
+                                  f"update(s), before this request failed)", status=getattr(e, "status", None)) from None
             requests += 1
-    report.update(given=given, requests=requests, server=client.url, index=client.info.get("index"), total_seconds=round(time.perf_counter() - t0, 6))
+            for k in summed:
+                totals[k] += int(report.get(k, 0))
+    report.update(totals, requests=requests, server=client.url, index=client.info.get("index"),
+                  total_seconds=round(time.perf_counter() - t0, 6))
     if args.json:
         print(json.dumps(report, indent=2, sort_keys=True))
     elif not args.quiet:
         print(f"server       {client.url} ({client.info.get('index')}): update {report.get('update')}, "
               f"{report.get('edges_inserted', 0):,} edge(s) inserted since it started\n"
-              f"update       {given:,} edge(s) given in {requests} request(s); the last: {report.get('added', 0):,} "
-              f"added to the DAG, {report.get('C', 0):,} components, the server's step "
-              f"{report.get('wall_seconds', 0):.2f} s\n"
-              f"total        {report['total_seconds'] * 1e3:.1f} ms", file=sys.stdout)
+              f"update       {totals['given']:,} edge(s) in {requests} request(s): {totals['same_component']:,} "
+              f"inside one component, {totals['already_reachable']:,} already reachable, {totals['added']:,} "
+              f"added to the DAG; {report.get('C', 0):,} components\n"
+              f"total        {report['total_seconds'] * 1e3:.1f} ms (the server's last step "
+              f"{report.get('wall_seconds', 0):.2f} s)", file=sys.stdout)
     return 0
 
 

@@ -141,11 +141,12 @@ def test_updates_under_mpiexec_move_every_rank_together(graph, tmp_path, ranks):
         srv.stop()
 
 
-def test_update_command_sends_the_edges_to_a_running_server(graph, tmp_path, capsys):
+def test_update_command_sends_the_edges_to_a_running_server(graph, tmp_path, capsys, monkeypatch):
     """``distgrail update --server URL --add EDGES``: the edges file read and checked here (a bad id
     named by file and line, nothing sent), inserted by the server in requests of at most its
     ``--max-pairs``; the server then answers for the graph plus the edges (BFS); options that
-    would write a file are refused; without the token the server's 401 is the error."""
+    would write a file are refused; without the token the server's 401 is the error; a request
+    failing after others says how many edges the server took."""
     from distgrail.cli import main
 
     path, add, pairs, before, after = graph
@@ -169,9 +170,23 @@ def test_update_command_sends_the_edges_to_a_running_server(graph, tmp_path, cap
         assert main(["update", "--server", srv.url, "--add", str(edges), "--token-file", str(tok), "--json"]) == 0
         doc = json.loads(capsys.readouterr().out)
         assert doc["given"] == 30 and doc["requests"] == 3 and doc["edges_inserted"] == 30, doc
+        assert doc["same_component"] + doc["already_reachable"] + doc["added"] == 30, doc  # (summed over the 3)
         with distgrail.connect(srv.url, token=TOKEN) as c:
             assert np.array_equal(c.query(pairs[:, 0], pairs[:, 1])[0], after)
             assert c.health()["updates"] == 3
+        from distgrail.server import client as client_module
+
+        real, calls = client_module.Client.add_edges, []
+
+        def second_fails(self, s, t):  # (a server that stops taking them after the first request)
+            calls.append(len(s))
+            if len(calls) == 2:
+                raise client_module.ServerError("503 Service Unavailable: stopping (planted)", status=503)
+            return real(self, s, t)
+
+        monkeypatch.setattr(client_module.Client, "add_edges", second_fails)
+        assert main(["update", "--server", srv.url, "--add", str(edges), "--token-file", str(tok)]) == 2
+        assert "the server took the first 10 of the 30 edges, in 1 update(s)" in capsys.readouterr().err
     finally:
         assert srv.stop() == 0
     assert main(["update", "--add", str(edges), "--token-file", str(tok), path]) == 2  # (no --server)
