@@ -8,8 +8,6 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
-import tempfile
 import threading
 
 import numpy as np
@@ -17,20 +15,9 @@ import pytest
 
 import distgrail
 
+from test_parse_mpi import shared_dir  # noqa: F401 - the fixture: a directory every rank sees
+
 pytest.importorskip("numba")
-
-
-@pytest.fixture
-def shared_dir():
-    """A directory every rank sees (made by rank 0, removed once every rank is done)."""
-    from mpi4py import MPI
-
-    comm = MPI.COMM_WORLD
-    d = comm.bcast(tempfile.mkdtemp(prefix="distgrail-mpi-prepare-") if comm.rank == 0 else None, root=0)
-    yield d
-    comm.Barrier()
-    if comm.rank == 0:
-        shutil.rmtree(d, ignore_errors=True)
 
 
 @pytest.mark.mpi(min_size=2)
