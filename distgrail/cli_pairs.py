@@ -203,7 +203,7 @@ def query_under_mpi(args, comm, pairs):
 
         idx = open_on_ranks(comm, args.index)  # (the values checked once, by rank 0)
     # on the CPU, the compiled path's first costs (numba, the packed records) beside rank 0's read
-    prepared = None if spread else _cpu_prepare_beside(comm, idx, args.backend, pairs)
+    prepared = None if spread else _cpu_prepare_beside(comm, idx, args.backend, pairs, args.output)
     try:
         return _query_under_mpi_prepared(args, comm, pairs, idx, spread, rank0, prepared)
     finally:  # (the prepare thread joined on every path, errors too: none left in numba at exit)
@@ -267,22 +267,28 @@ def _max():
     return MPI.MAX
 
 
-def _cpu_prepare_beside(comm, idx, backend, pairs):
+def _cpu_prepare_beside(comm, idx, backend, pairs, output=None):
     """On a CPU backend, :func:`prepare_beside` for this rank's share of the batch (the pairs a
     ``.npy`` header says, else at least 16 bytes a pair of text, over the ranks), started now:
     each rank then pays numba's import and the packed records while rank 0 reads the pairs, not
-    in its answer. Returns its wait (the seconds spent; 0 when it failed: the query makes them
-    again and raises there), or None (a GPU, or a pairs file this rank does not see)."""
+    in its answer. ``output``: the answers file (a table of answers, or a (k, 3) ``.npy``, has rank
+    0 read the pairs and send copies: no mapped ids to prepare for). Returns its wait (the seconds
+    spent; 0 when it failed: the query makes them again and raises there), or None (a GPU, or a
+    pairs file this rank does not see)."""
     from .gpu.backend import get_backend
-    from .io.pairs import npy_rows
+    from .io.pairs import is_npy, npy_pairs_array, npy_rows
+    from .io.writers import TABLE_ANSWERS
 
     try:
         if get_backend(backend).is_gpu or not os.path.isfile(pairs):
             return None
         share = (npy_rows(pairs) or os.path.getsize(pairs) // 16) // comm.Get_size()
+        # (a mapped .npy's ids only where each rank reads its own rows: _own_rows' rule)
+        own = (is_npy(pairs) and not (output and str(output).lower().endswith(TABLE_ANSWERS))
+               and npy_pairs_array(pairs).shape[1] == 2)
     except Exception:  # noqa: BLE001 - an optimisation only: the query meets the error where it belongs
         return None
-    wait = prepare_beside(idx, backend, cpu_pairs=share, cpu_ids=mapped_ids_like(pairs, idx))
+    wait = prepare_beside(idx, backend, cpu_pairs=share, cpu_ids=mapped_ids_like(pairs, idx) if own else None)
     return lambda: wait()[0]
 
 

@@ -189,7 +189,11 @@ def update_through_server(args) -> int:
     summed = ("given", "same_component", "already_reachable", "added")
     with connect(args.server, token=read_token(None, args.token_file, env=True)) as client:
         if client.label_kind is not None:
-            raise DistGrailError(f"{args.server}: the served index takes node labels; 'update' sends vertex ids")
+            raise DistGrailError(f"{args.server}: the served index has node labels, and an index of node labels "
+                                 "takes no updates (rebuild it with 'distgrail index')")
+        if client.info.get("token") is False:  # (its /health says: told before the edges are read)
+            raise DistGrailError(f"{args.server}: this server takes no updates: it was started without a token "
+                                 "(distgrail serve --token-file F)")
         src, dst = _concatenated([_read_edges(add, args.format, client.n) for add in args.add])
         step = max(1, int(client.info.get("max_pairs") or src.size or 1))
         report, totals, requests = {}, dict.fromkeys(summed, 0), 0
@@ -200,7 +204,8 @@ def update_through_server(args) -> int:
                 if not requests:
                     raise
                 raise ServerError(f"{e} (the server took the first {a:,} of the {src.size:,} edges, in {requests} "
-                                  f"update(s), before this request failed)", status=getattr(e, "status", None)) from None
+                                  f"update(s), before this request failed; sending them all again is safe: an edge "
+                                  f"it holds changes nothing)", status=getattr(e, "status", None)) from None
             requests += 1
             for k in summed:
                 totals[k] += int(report.get(k, 0))

@@ -83,11 +83,14 @@ def warm(say=None) -> dict:
             index = distgrail.build_index(g, dims=5, backend="cpu", supports=64)
             s, t = rng.integers(0, g.n, 20000), rng.integers(0, g.n, 20000)
             compiled = SearchOptions(cpu_search="compiled", compiled_min_pairs=1)
-            index.query(s, t, backend="cpu", search=compiled)
-            for dt in (np.int32, np.int64):  # and as `query` passes a mapped .npy's ids: read-only strided columns
-                rows = np.stack((s, t), axis=1).astype(dt)
-                rows.flags.writeable = False
-                answer_batch_numpy(index.labels("cpu"), rows[:, 0], rows[:, 1], search=compiled)
+            saved = os.path.join(d, "index.h5")  # (and opened from its file: the types a file stores)
+            index.save(saved)
+            for queried in (index, distgrail.open_index(saved)):
+                queried.query(s, t, backend="cpu", search=compiled)
+                for dt in (np.int32, np.int64):  # as `query` passes a mapped .npy's ids: read-only strided columns
+                    rows = np.stack((s, t), axis=1).astype(dt)
+                    rows.flags.writeable = False
+                    answer_batch_numpy(queried.labels("cpu"), rows[:, 0], rows[:, 1], search=compiled)
             say(f"{what}: read, built and queried in {time.perf_counter() - t1:.1f} s")
             if what.startswith("a dense DAG"):  # and updated: new edges close cycles (the renumbering's loop;
                 t1 = time.perf_counter()  # the graph with cycles is one component, where every edge changes nothing)

@@ -21,7 +21,7 @@ pytest.importorskip("numba")
 
 
 @pytest.mark.mpi(min_size=2)
-@pytest.mark.parametrize("kind", ["txt", "npy"])
+@pytest.mark.parametrize("kind", ["txt", "npy", "npy3", "npy-tsv"])
 def test_every_rank_prepares_the_compiled_path_beside_the_read(shared_dir, kind, monkeypatch, capsys):
     from mpi4py import MPI
 
@@ -30,13 +30,16 @@ def test_every_rank_prepares_the_compiled_path_beside_the_read(shared_dir, kind,
 
     comm = MPI.COMM_WORLD
     index = os.path.join(shared_dir, "k.h5")
-    pairs = os.path.join(shared_dir, f"p.{kind}")
+    pairs = os.path.join(shared_dir, "p.txt" if kind == "txt" else "p.npy")
     k = 6000
     if comm.rank == 0:
         distgrail.build_index(distgrail.bundled_graph(), dims=3, backend="cpu", output=index)
         n = distgrail.open_index(index).n
         p = np.random.default_rng(45).integers(0, n, (k, 2))
-        if kind == "npy":
+        if kind == "npy3":  # (k, 3): the expected answers too, read by rank 0
+            want = distgrail.open_index(index).query(p[:, 0], p[:, 1], backend="cpu")[0]
+            np.save(pairs, np.concatenate([p, want[:, None].astype(np.int64)], axis=1))
+        elif kind.startswith("npy"):
             np.save(pairs, p)
         else:
             with open(pairs, "w") as f:
@@ -50,24 +53,28 @@ def test_every_rank_prepares_the_compiled_path_beside_the_read(shared_dir, kind,
         return real(L, pairs_share, search, ids)
 
     monkeypatch.setattr(answer, "prepare_cpu", recorded)
-    got = os.path.join(shared_dir, f"a.{kind}.npy")
+    got = os.path.join(shared_dir, "a.tsv" if kind == "npy-tsv" else f"a.{kind}.npy")
     capsys.readouterr()
     assert main(["query", index, pairs, "-o", got, "--backend", "cpu", "--json"]) == 0
     summary = json.loads(capsys.readouterr().out) if comm.rank == 0 else None
     size = os.path.getsize(pairs)
-    share = (k if kind == "npy" else size // 16) // comm.size
+    share = (size // 16 if kind == "txt" else k) // comm.size
     seen = comm.gather(calls, root=0)
     failed = None
     if comm.rank == 0:  # checked on rank 0; raised after the barrier, so no rank waits
         try:
-            # (a .npy's ids as its mapped read gives them: read-only, the file's int64)
+            # (a .npy's ids as its mapped read gives them, read-only, the file's int64, where each rank
+            # reads its own rows: not for a (k, 3) file or a table of answers, which rank 0 reads)
             like = (np.dtype(np.int64), False) if kind == "npy" else None
             assert all(c == [(share, "distgrail-prepare", like)] for c in seen), seen
             assert summary["ranks"] == comm.size and summary["queries"] == k
             assert summary["prepare_seconds"] > 0
-            one = os.path.join(shared_dir, "one.npy")
+            one = os.path.join(shared_dir, "one.tsv" if kind == "npy-tsv" else "one.npy")
             assert main(["query", index, pairs, "-o", one, "--backend", "cpu", "--no-mpi", "--quiet"]) == 0
-            np.testing.assert_array_equal(np.load(got), np.load(one))
+            if kind == "npy-tsv":
+                assert open(got).read() == open(one).read()
+            else:
+                np.testing.assert_array_equal(np.load(got), np.load(one))
         except Exception as e:  # noqa: BLE001 - raised after the barrier
             failed = e
     comm.Barrier()

@@ -97,12 +97,19 @@ def test_updates_while_clients_query(graph, tmp_path):
         assert srv.stop() == 0, srv.lines
 
 
-def test_updates_need_a_token(graph):
+def test_updates_need_a_token(graph, tmp_path, capsys):
+    from distgrail.cli import main
+
     path, add, *_ = graph
     srv = Server(path)
     try:
         status, body = _send(srv.url, "/edges", _npy(add), token=None)
         assert status == 403 and "updates need a token" in json.loads(body)["error"]
+        # update --server says so from the server's /health, before it reads the edges (a bad file here)
+        (tmp_path / "bad.txt").write_text("1 2\n3 400\n")
+        assert main(["update", "--server", srv.url, "--add", str(tmp_path / "bad.txt")]) == 2
+        err = capsys.readouterr().err
+        assert "started without a token" in err and "bad.txt" not in err, err
     finally:
         assert srv.stop() == 0, srv.lines
 
