@@ -45,6 +45,7 @@ import threading
 
 import numpy as np
 from .. import cores
+from ..arrays import populate
 from ..jit import njit
 
 from .bidir import bidirectional_search_numpy, reverse_csr
@@ -115,6 +116,7 @@ def _pack(L: Labels):
     level_ptr = np.searchsorted(level, np.arange(top + 1)).astype(np.int64)
     R = -(-(2 + 2 * d + 4 * W) // 16) * 16
     raw = np.zeros(C * R + 16, dtype=np.uint32)
+    populate(raw)  # (its pages mapped over the host threads: the column writes below would fault each in, in turn)
     off = (-raw.ctypes.data % 64) // 4
     rec = raw[off:off + C * R].reshape(C, R)
     rec[:, 0], rec[:, 1] = L.start0, L.post0
