@@ -40,7 +40,8 @@ class Index:
 
     def __init__(self, meta: dict, arrays: dict, node_labels=None):
         self.meta = dict(meta)
-        self.arrays = arrays
+        self._pending = None  # the host arrays' downloads still landing (:attr:`arrays`), or None
+        self._arrays = arrays
         self.timings: dict = {}
         # (backend name, device) -> Once of (Labels, GPU ScratchPool or None): built once per
         # device under the Once's lock; _lock guards the dict itself
@@ -53,6 +54,30 @@ class Index:
         self.seal = None
 
     # -- properties ---------------------------------------------------------------------
+    @property
+    def arrays(self) -> dict:
+        """The index's datasets by name (host arrays). An index a served update made
+        (:func:`distgrail.update.insert_edges` on an index with a GPU query state) is served from
+        its query state, packed on the device, while its host arrays still come down on a thread:
+        reading them waits until every one has landed (and raises the download's error, if any)."""
+        pending = self._pending
+        if pending is not None:
+            pending.join()  # (raises again on every read when the download failed)
+            self._pending = None
+        return self._arrays
+
+    @arrays.setter
+    def arrays(self, value: dict) -> None:
+        self._arrays = value
+
+    def dataset(self, name: str):
+        """Dataset ``name``'s host array, or None: waits for that one alone where the host
+        arrays are still landing (:attr:`arrays`)."""
+        pending = self._pending
+        if pending is not None:
+            pending.wait(name)  # (at once for a dataset not among those coming down)
+        return self._arrays.get(name)
+
     @property
     def n(self) -> int:
         return int(self.meta["n_vertices"])
@@ -101,6 +126,8 @@ class Index:
     @property
     def supports(self) -> int:
         """K, the number of support components (0: an index without masks, plain GRAIL)."""
+        if self._pending is not None:  # (host arrays still landing: the count the update kept)
+            return int(self.meta.get("supports", 0))
         ids = self.arrays.get("supports/ids")
         return 0 if ids is None or "supports/out" not in self.arrays else int(ids.shape[0])
 

@@ -173,9 +173,10 @@ def insert_edges(index, sources, targets, *, backend: str = "auto", progress: bo
                 with steps.stage("sweeping the labels"):
                     served = _served(index, be, state)
                     dev = dev or (_Device.from_state(index, be, served) if served is not None else _Device(index, be))
+                    # (a served index: its host arrays come down after the update is served)
                     arrays, over_meta, report.sweep, on_device = dev.sweep(pairs, consume=consume,
                                                                            keep_on_device=served is not None,
-                                                                           arrive=write is not None)
+                                                                           arrive=write is not None or served is not None)
                 report.method = "swept"
                 report.seconds.update({f"sweep_{k}": v for k, v in report.sweep.pop("seconds").items()})
     if not new.size:  # (written once the steps are closed, as after a sweep)
@@ -200,6 +201,8 @@ def insert_edges(index, sources, targets, *, backend: str = "auto", progress: bo
         arrays[LOG] = _log(index, report)
         out = Index(meta, arrays)
         _written(out, write, arrivals, report)
+        if write is None and arrivals is not None:  # (a served index: its host arrays still landing)
+            out._pending = arrivals
     except BaseException:
         if arrivals is not None:  # (no copy still lands in memory the caller may reuse)
             arrivals.join(cancel=True)
@@ -377,8 +380,11 @@ class _Device:
         is spent); ``keep_on_device``: the swept arrays by dataset name are also returned as they
         are on the device (for the new index's query state), else None. ``arrive``: the host
         arrays are returned before their values, which a thread copies down in the order the index
-        file is written (``self.arrivals``, a :class:`~distgrail.gpu.dma.Arrivals`; not with
-        ``keep_on_device``)."""
+        file is written (``self.arrivals``, a :class:`~distgrail.gpu.dma.Arrivals`). With
+        ``keep_on_device`` too (a served update) the host arrays are made on that thread as well,
+        their entries None until each lands: the new index waits for them when first read
+        (:attr:`Index.arrays <distgrail.index.Index.arrays>`), while its query state, packed from
+        the device arrays, answers at once."""
         from .dtypes import smallest_uint
         from .stages.insertion import sweep_insertions
 
@@ -400,7 +406,15 @@ class _Device:
                 out["supports/out"] = xp.ascontiguousarray(got["out"].T)
                 out["supports/in"] = xp.ascontiguousarray(got["inn"].T)
             del got
-            if arrive and not keep_on_device:
+            sizes = {k: int(v.size) for k, v in out.items()}
+            if arrive and keep_on_device:  # (every entry there before the thread starts: it adds no key)
+                from .gpu.dma import Arrivals
+                from .indexfile.layout import dataset_order
+
+                arrays = dict.fromkeys(out)
+                self.arrivals = Arrivals(be.to_host, [(k, out[k], None) for k in dataset_order(out)],
+                                         context=be.side_stream(), make=_fresh, into=arrays)
+            elif arrive:
                 from .gpu.dma import Arrivals
                 from .indexfile.layout import dataset_order
 
@@ -418,8 +432,8 @@ class _Device:
         for k, v in a.items():  # node labels and any other dataset the sweep does not touch
             if k not in arrays and not k.startswith(("vertex/component", "dag/", "forest/", "labels/", "supports/")):
                 arrays[k] = v
-        meta = {"n_components": int(arrays["dag/level"].size), "n_dag_edges": int(arrays["dag/indices"].size),
-                "n_levels": L, "backend": be.name}
+        meta = {"n_components": int(sizes["dag/level"]), "n_dag_edges": int(sizes["dag/indices"]),
+                "n_levels": L, "backend": be.name, "supports": int(K)}
         return arrays, meta, info, out
 
 

@@ -147,10 +147,14 @@ class Arrivals:
     arrays' download). :meth:`wait` returns once one has landed; :meth:`join` once the thread is
     done. ``context``: entered by the thread for its copies, made in the caller's thread (a
     backend's ``side_stream()``: its device current for good and a stream of its own that starts
-    after the work queued there so far)."""
+    after the work queued there so far). ``make(device array)``: makes the host array of an item
+    given None, on the thread (a served update's arrays come down after its reply: their fresh
+    pages are mapped there too); ``into``: a dict whose entry of each name is set to its host array
+    once it has landed (the entries exist before: the thread replaces values, adds no key)."""
 
-    def __init__(self, to_host, items, context=None):
+    def __init__(self, to_host, items, context=None, make=None, into=None):
         self._items = list(items)
+        self._make, self._into = make, into
         self._order = {name: i for i, (name, _, _) in enumerate(self._items)}
         self._landed = 0  # arrays landed, in order
         self._moved = threading.Condition()
@@ -166,10 +170,16 @@ class Arrivals:
         t = time.perf_counter()
         try:
             with context if context is not None else contextlib.nullcontext():
-                for _, dev, host in self._items:
+                for i, (name, dev, host) in enumerate(self._items):
                     if self._cancel:
                         break
+                    if host is None:
+                        host = self._make(dev)
                     to_host(dev, out=host)
+                    self._items[i] = (name, None, host)  # (the device array let go once it has landed)
+                    del dev
+                    if self._into is not None:
+                        self._into[name] = host
                     with self._moved:
                         self._landed += 1
                         self._moved.notify_all()

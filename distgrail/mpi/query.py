@@ -55,7 +55,7 @@ def _updates_of(index):
 
     from ..indexfile.layout import UPDATES
 
-    u = index.arrays.get(UPDATES)
+    u = index.dataset(UPDATES)  # (not the swept arrays a served update's index may still be fetching)
     if u is None:
         return None
     a = np.ascontiguousarray(np.asarray(u), dtype=np.int64)

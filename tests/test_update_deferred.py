@@ -1,0 +1,96 @@
+"""A served update's index answers from its query state while its host arrays still come down
+(:class:`distgrail.gpu.dma.Arrivals` with ``make``/``into``; :attr:`distgrail.index.Index.arrays`
+waits for them): reading the arrays waits until every one has landed, one dataset not among them
+is read at once, a failed download is raised on every read, and the support count comes from the
+update's meta meanwhile. The GPU path itself: tests/test_insertion_gpu.py."""
+
+from __future__ import annotations
+
+import threading
+import time
+
+import numpy as np
+import pytest
+
+import distgrail
+from distgrail.errors import BackendError
+from distgrail.gpu.dma import Arrivals
+from distgrail.index import Index
+from distgrail.indexfile.layout import UPDATES
+
+
+def _copy(dev, out):
+    np.copyto(out, dev)
+    return out
+
+
+def _gated(gates):
+    def copy(dev, out):
+        gates[int(dev[0])].wait(5)
+        return _copy(dev, out)
+    return copy
+
+
+def test_arrivals_make_the_host_arrays_on_their_thread_and_set_them_into_the_dict():
+    made = []
+
+    def make(dev):
+        made.append(threading.current_thread().name)
+        return np.zeros_like(dev)
+
+    into = dict.fromkeys("ab")
+    arr = Arrivals(_copy, [("a", np.array([1, 2]), None), ("b", np.array([3]), None)], make=make, into=into)
+    arr.join()
+    assert made == ["distgrail-arrivals"] * 2
+    assert into["a"].tolist() == [1, 2] and into["b"].tolist() == [3]
+
+
+def _pending_index(copy, supports=0):
+    """An Index whose two "swept" arrays come down through ``copy`` (dataset "x" then "y"), with
+    the updates dataset there from the start."""
+    arrays = dict.fromkeys(["x", "y"])
+    arrays[UPDATES] = np.array([[0, 1]], np.int64)
+    meta = {"n_vertices": 2, "n_components": 2, "dims": 1, "supports": supports, "source_name": "t",
+            "n_dag_edges": 1}
+    idx = Index(meta, arrays)
+    idx._pending = Arrivals(copy, [("x", np.array([0, 5]), None), ("y", np.array([1, 6]), None)],
+                            make=np.zeros_like, into=arrays)
+    return idx
+
+
+def test_reading_the_arrays_waits_until_every_download_has_landed():
+    gates = {0: threading.Event(), 1: threading.Event()}
+    idx = _pending_index(_gated(gates), supports=3)
+    assert idx.supports == 3  # (from the meta: the masks still landing)
+    assert idx.dataset(UPDATES).tolist() == [[0, 1]]  # not among the downloads: at once
+    got = []
+    reader = threading.Thread(target=lambda: got.append(idx.arrays))
+    reader.start()
+    gates[0].set()
+    time.sleep(0.05)
+    assert not got  # "y" has not landed: the reader still waits
+    assert idx.dataset("x").tolist() == [0, 5]  # one dataset: waits for that one alone
+    gates[1].set()
+    reader.join(5)
+    assert got and got[0]["x"].tolist() == [0, 5] and got[0]["y"].tolist() == [1, 6]
+    assert idx._pending is None  # (joined once)
+
+
+def test_a_failed_download_is_raised_on_every_read_of_the_arrays():
+    def fails(dev, out):
+        if dev[0] == 1:
+            raise BackendError("device lost")
+        return _copy(dev, out)
+
+    idx = _pending_index(fails)
+    for _ in range(2):
+        with pytest.raises(BackendError, match="device lost"):
+            idx.arrays  # noqa: B018 - the read is the test
+    assert idx.dataset("x").tolist() == [0, 5]  # (landed before the failure)
+
+
+def test_an_index_without_downloads_reads_its_arrays_as_given():
+    g = distgrail.build_index((np.array([0, 1]), np.array([1, 2])), dims=2, backend="cpu")
+    assert g._pending is None and g.arrays is g._arrays
+    assert g.dataset("vertex/component") is g.arrays["vertex/component"] and g.dataset("no such") is None
+    assert g.supports == int(g.meta["supports"])
