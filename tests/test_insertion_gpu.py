@@ -65,8 +65,8 @@ def test_a_served_index_sweeps_from_its_query_state(supports, monkeypatch):
     new, rep = insert_edges(served, a, b, backend="gpu", rebuild_above=10 ** 9)
     # served from its state packed on the device while its host arrays still come down
     assert new._pending is not None and new._query_state[(be.name, be.device)].built
-    want = _bfs(g.n, np.r_[g.src, a], np.r_[g.dst, b], qs, qt)
-    assert np.array_equal(new.query(qs, qt, backend="gpu")[0], want)
+    bfs = _bfs(g.n, np.r_[g.src, a], np.r_[g.dst, b], qs, qt)
+    assert np.array_equal(new.query(qs, qt, backend="gpu")[0], bfs)
     uploaded = Index(base.meta, dict(base.arrays))
     uploaded.query(qs, qt, backend="gpu")  # a state too (the edges checked by exact answers alike) ...
     import distgrail.update as upd
@@ -86,7 +86,7 @@ def test_a_served_index_sweeps_from_its_query_state(supports, monkeypatch):
         x, y = getattr(La, f), getattr(Lf, f)
         assert x.dtype == y.dtype and x.shape == y.shape and bool((x == y).all()), f
     assert new._pending is None and all(isinstance(v, np.ndarray) for v in new.arrays.values())
-    assert np.array_equal(new.query(qs, qt, backend="gpu")[0], want)
+    assert np.array_equal(new.query(qs, qt, backend="gpu")[0], bfs)
     again, _ = insert_edges(new, b, a, backend="gpu", rebuild_above=10 ** 9)  # reads the landed host arrays
-    want = _bfs(g.n, np.r_[g.src, a, b], np.r_[g.dst, b, a], qs, qt)
-    assert np.array_equal(again.query(qs, qt, backend="gpu")[0], want)
+    bfs = _bfs(g.n, np.r_[g.src, a, b], np.r_[g.dst, b, a], qs, qt)
+    assert np.array_equal(again.query(qs, qt, backend="gpu")[0], bfs)
