@@ -46,9 +46,12 @@ class ServerError(DistGrailError):
     """The server cannot be reached, or refused a request for a reason other than its pairs
     (token, size or time limit, busy). ``status``: the HTTP status, or None (no answer)."""
 
-    def __init__(self, message: str, status: int | None = None):
+    def __init__(self, message: str, status: int | None = None, timed_out: bool = False):
         super().__init__(message)
         self.status = status
+        #: the request was sent and no answer came within the client's timeout (the server may
+        #: still be working on it: an update may still be applied)
+        self.timed_out = timed_out
 
 
 def connect(url: str, token: str | None = None, timeout: float | None = 600.0,
@@ -205,8 +208,15 @@ class Client:
         s, t = self._refuse_wrapping(s, t)
         pieces, size = encode_columns(s, t)
         # not sent twice: a connection reset after the server took an update would apply it twice
-        _, _, body = self._request("POST", "/edges?layout=columns", pieces,
-                                   {"Content-Type": NPY, "Accept": JSON, "Content-Length": str(size)}, retry=False)
+        try:
+            _, _, body = self._request("POST", "/edges?layout=columns", pieces,
+                                       {"Content-Type": NPY, "Accept": JSON, "Content-Length": str(size)}, retry=False)
+        except ServerError as e:
+            if not e.timed_out:
+                raise
+            raise ServerError(f"{e}: the update may still be applied; the server's /health counts the updates it "
+                              f"has made ('updates'), and sending these edges again is safe (an edge it holds "
+                              f"changes nothing)", timed_out=True) from None
         return json.loads(body)
 
     def _batch(self, s, t):
@@ -326,9 +336,14 @@ class Client:
                 if attempt or not retry:
                     raise ServerError(f"{self.url}: the server closed the connection ({e})") from None
             except OSError as e:  # refused, unreachable, timed out
+                sent = isinstance(e, TimeoutError) and conn is not None and conn.sock is not None
                 if conn is not None:
                     conn.close()
                 self._local.conn = None
+                if sent:  # (connected, the request on its way or sent: the server may be working on it)
+                    raise ServerError(f"{self.url}: no answer to {method} {path.split('?')[0]} within the client's "
+                                      f"timeout of {self.timeout} s (the server may still be working on it)",
+                                      timed_out=True) from None
                 raise ServerError(f"cannot reach the distgrail server at {self.url} ({e})") from None
         if r.status == 200:
             return r.status, r.headers, data
