@@ -126,6 +126,7 @@ def cmd_index(args):
     summary = {"index": os.path.abspath(args.output), "n_vertices": m["n_vertices"],
                "n_components": m["n_components"], "n_dag_edges": m["n_dag_edges"], "n_levels": m["n_levels"],
                "dims": m["dims"], "seed": m["seed"], "parent_rule": m["parent_rule"], "backend": m.get("backend"),
+               "phases_backend": m.get("phases_backend", m.get("backend")),  # (a deep DAG's, on the host)
                "index_write": getattr(idx, "index_write", None),
                "ranks": comm.Get_size() if comm is not None else 1,
                "seconds": {k: round(v, 6) for k, v in idx.timings.items()}, "total_seconds": round(total, 6),
@@ -137,7 +138,9 @@ def cmd_index(args):
              f"graph        {m['source_name']}: {m['n_vertices']:,} vertices, {m['n_components']:,} components, "
              f"{m['n_dag_edges']:,} DAG edges, {m['n_levels']:,} levels",
              f"labels       d={m['dims']}, seed={m['seed']}, parent rule {m['parent_rule']}, "
-             f"backend {summary['backend']}, {summary['ranks']} rank(s)"]
+             f"backend {summary['backend']}"
+             f"{'' if summary['phases_backend'] == summary['backend'] else ' (phases 1-5 on the host: a deep DAG)'}, "
+             f"{summary['ranks']} rank(s)"]
     lines += [f"  {k:<22}{v * 1e3:10.1f} ms" for k, v in idx.timings.items()]
     lines.append(f"total        {total * 1e3:.1f} ms")
     _emit(args, comm, summary, "\n".join(lines))

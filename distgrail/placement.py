@@ -28,7 +28,28 @@ from .stages import phases
 from .stages.condense import DAG
 
 __all__ = ["Placement", "OneProcess", "check_output", "light_graph", "INDEX_FIELDS", "host_landing",
-           "index_dag_to_host"]
+           "index_dag_to_host", "HOST_DEEP_LEVELS", "HOST_LEVEL_WIDTH", "labels_on_host"]
+
+#: a condensed DAG of more levels than this, and narrow (:data:`HOST_LEVEL_WIDTH`), has phases 1–5
+#: run on the host by the compiled sweeps even where the backend is a GPU: the GPU sweeps level by
+#: level, a few launches a level, and on a long chain or a layered DAG of a million levels the
+#: host's compiled sweeps were several times faster (docs/benchmarks.md, session 46)
+HOST_DEEP_LEVELS = 1 << 16
+#: components plus DAG edges per level below which a DAG past :data:`HOST_DEEP_LEVELS` levels is
+#: labelled on the host (16 on that layered DAG; the shallow graphs the GPU is for have thousands
+#: and more a level)
+HOST_LEVEL_WIDTH = 32
+
+
+def labels_on_host(C: int, m: int, levels: int) -> bool:
+    """Whether a GPU build labels a DAG of ``C`` components, ``m`` edges and ``levels`` levels on
+    the host (:data:`HOST_DEEP_LEVELS`, :data:`HOST_LEVEL_WIDTH`): only where the compiled sweeps
+    load (numba; without them the host's per-level twins would be slower still). Same index."""
+    if levels <= HOST_DEEP_LEVELS or C + m >= HOST_LEVEL_WIDTH * levels:
+        return False
+    from .stages.deep import DEEP_LEVELS, compiled_sweeps
+
+    return compiled_sweeps(max(int(levels), DEEP_LEVELS + 1)) is not None  # (whether numba loads them)
 
 
 class Placement(Protocol):
@@ -179,6 +200,7 @@ class OneProcess:
 
     def __init__(self, be, config):
         self.be, self.config = be, config
+        self.backend_name = be.name  # (the backend asked for: a deep DAG's phases may run on the host)
         self.run = phases.StageRun(be, config)
         self.writes = config.output is not None
         self.steps = None
@@ -209,6 +231,16 @@ class OneProcess:
         return light_graph(g)
 
     def share_dag(self, dag, g):
+        """Nothing to share; a deep, narrow DAG on a GPU (:func:`labels_on_host`) comes to the
+        host here, and every later entry runs on the CPU backend (the same numbers)."""
+        if self.be.is_gpu and labels_on_host(dag.C, dag.m, dag.n_levels):
+            from .stages.condense import dag_to_host
+
+            phases.notice(f"phases 1-5 on the host's compiled sweeps: the condensed DAG has {dag.n_levels:,} levels "
+                          f"for {dag.C:,} components and {dag.m:,} edges, which the GPU sweeps a level at a time")
+            dag = dag_to_host(dag, self.be)
+            self.be = get_backend("cpu")
+            self.run = phases.StageRun(self.be, self.config)
         return dag, g
 
     def land_dag(self, dag):
@@ -275,5 +307,7 @@ class OneProcess:
     def finish(self, idx, steps):
         """The index with its timings (the pipeline's steps, then the stages' own) and backend."""
         idx.timings = {**steps.timings, **self.stage_timings}
-        idx.meta["backend"] = self.be.name
+        idx.meta["backend"] = self.backend_name
+        if self.be.name != self.backend_name:  # (a deep DAG labelled on the host: share_dag)
+            idx.meta["phases_backend"] = self.be.name
         return idx
