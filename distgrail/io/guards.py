@@ -10,6 +10,8 @@ import re
 
 import numpy as np
 
+from ..jit import guard, load, restarts
+
 __all__ = ["STRAY_CR", "stray_cr", "room_problem", "EMPTY_FIELD", "empty_field", "empty_field_numpy", "EMPTY_TAB_FIELD",
            "empty_tab_field", "empty_tab_walk", "first_edge_tab", "GLUED_MARK", "glued_mark", "BLANK_FIELD", "NO_COMMA",
            "blank_field", "comma_ids", "width_message", "line_fields", "line_integer", "first_edge_fields",
@@ -62,12 +64,13 @@ _EMPTY = (b",,", b",\n", b",\r", b"\n,", b" ,", b"\t,")
 def compiled_fields():
     """:mod:`distgrail.io.fields_jit` (the readers' compiled scans and numbers), or None where
     numba is missing, broken or turned off (``NUMBA_DISABLE_JIT``: its loops would run as
-    Python, slower than the NumPy ones)."""
-    from ..jit import load
+    Python, slower than the NumPy ones). Seen through :func:`distgrail.jit.guard`: a scan that
+    fails to compile raises :class:`~distgrail.jit.CompileFailed`, and its caller, run under
+    :func:`distgrail.jit.restarts`, scans again with NumPy."""
+    return guard(load("distgrail.io.fields_jit", "text scans", stacklevel=5), "text scans")
 
-    return load("distgrail.io.fields_jit", "text scans", stacklevel=4)
 
-
+@restarts
 def empty_field(data: bytes) -> int:
     """The offset in ``data`` (whole lines of a comma-separated edge list) of the comma that ends
     an empty first field or starts an empty second field of a line, outside a ``#``/``%`` comment
@@ -157,6 +160,7 @@ def first_edge_tab(data: bytes):
     return None if content is None else b"\t" in content
 
 
+@restarts
 def empty_tab_field(data: bytes) -> int:
     """The offset in ``data`` (whole lines of a tab-separated edge list of integer ids: its first
     edge line holds a tab, :func:`first_edge_tab`) of the tab that makes a line's first or second
@@ -433,6 +437,7 @@ def first_edge_width(data: bytes, comma: bool) -> tuple[int, int]:
     return pos, (fields if integer else -1) if pos >= 0 else 0
 
 
+@restarts
 def comma_width(data: bytes, fields: int) -> tuple[int, int, int]:
     """``(bad, fields, first)`` of ``data``, whole lines of a comma-separated edge list: ``first``
     the offset of its first edge line (-1: none, or not looked for: -1 given); ``fields`` the width

@@ -17,6 +17,7 @@ import numpy as np
 
 from .. import cores
 from ..errors import GraphFormatError
+from ..jit import restarts
 from .excerpt import looks_binary, shown  # noqa: F401 (looks_binary: re-exported)
 from .guards import EMPTY_FIELD, STRAY_CR, compiled_fields, empty_field, room_problem, stray_cr
 
@@ -483,6 +484,7 @@ def large_text(text: Text, start: int) -> bool:
     return len(text) - start >= COMPILED_NUMBERS_BYTES and compiled_fields() is not None
 
 
+@restarts
 def fast_numbers(blanked: bytes, count: int, starts: np.ndarray | None = None):
     """The ``count`` integers of a translated chunk, or None if ``fromstring`` disagrees. With the
     tokens' ``starts`` (a large file, :data:`COMPILED_NUMBERS_BYTES`), one compiled pass reads

@@ -5,6 +5,11 @@ the longest-path distance from a source. This is a topological order in which ev
 one contiguous id range ``level_ptr[l] .. level_ptr[l+1]``, so the level sweeps of the four
 phases walk slices instead of frontiers. The numbering does not depend on SciPy's internal
 component order, so every backend and rank sees the same DAG.
+
+On the CPU, large graphs take compiled loops (:mod:`distgrail.stages.scc_jit`,
+:mod:`distgrail.stages.deep_jit`); where one fails to compile at its first call, the whole
+condensation runs again from the edges on SciPy's search and the NumPy steps
+(:func:`distgrail.jit.restarts`): the arrays an earlier compiled call wrote are not trusted.
 """
 
 from __future__ import annotations
@@ -14,6 +19,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from ..io.graph import EdgeGraph, id_dtype
+from ..jit import guard, load, restarts
 from ..segments import gather_rows
 from . import deep
 
@@ -70,10 +76,12 @@ def _sparse():
     return scipy.sparse
 
 
+@restarts
 def _kahn_levels(indptr, indices, C):
     """Longest-path level of every vertex of a DAG given in CSR (any numbering): a frontier per
     NumPy iteration; past :data:`~distgrail.stages.deep.DEEP_LEVELS` levels the rest in one
-    compiled loop (:mod:`distgrail.stages.deep`), which sets the same levels."""
+    compiled loop (:mod:`distgrail.stages.deep`), which sets the same levels (where that loop
+    fails to compile, all again in NumPy: :func:`~distgrail.jit.restarts`)."""
     indeg = np.bincount(indices, minlength=C).astype(np.int64)
     level = np.full(C, -1, dtype=np.int64)
     frontier = np.flatnonzero(indeg == 0)
@@ -176,32 +184,35 @@ def dag_from_csr(n, comp, indptr, indices):
 #: (:mod:`distgrail.stages.scc_jit`) rather than SciPy's: about where numba's import and cache
 #: load cost less than the search saves (docs/benchmarks.md, session 43)
 COMPILED_SCC_EDGES = 1 << 23
+#: what the warnings about :mod:`distgrail.stages.scc_jit` call it
+_SCC_WHAT = "strong components"
 
 
 def _strong_components(src, dst, n, cap=None):
     """``(ncomp, labels, cu, cv, jit)``: a component number per vertex, the components of every
     edge (``cu``, ``cv``), from SciPy's search (``jit`` None); on large graphs from the compiled
     one (``jit``: :mod:`distgrail.stages.scc_jit`, whose numbers are in closing order, and
-    ``cu``, ``cv`` only the edges between components)."""
+    ``cu``, ``cv`` only the edges between components). Its compiled calls go through
+    :func:`distgrail.jit.guard`: one that fails to compile raises
+    :class:`~distgrail.jit.CompileFailed` (the caller, :func:`condense`, starts again on SciPy's)."""
     jit = None
     if src.size >= COMPILED_SCC_EDGES:
-        from ..jit import load
-
-        jit = load(f"{__package__}.scc_jit", "strong components", stacklevel=4)
+        jit = load(f"{__package__}.scc_jit", _SCC_WHAT, stacklevel=5)  # (restarts: one more frame)
     dt = id_dtype(n)
     if jit is not None:
+        call = guard(jit, _SCC_WHAT)
         src, dst = np.ascontiguousarray(src), np.ascontiguousarray(dst)
-        if not jit.ids_within(src, dst, n):
+        if not call.ids_within(src, dst, n):
             raise ValueError(f"an edge's end lies outside the graph's vertices 0..{n - 1}")
         indptr = np.empty(n + 1, dtype=np.int64)
-        indices = jit.rows_of(src, dst, n, indptr)
+        indices = call.rows_of(src, dst, n, indptr)
         labels = np.zeros(n, dtype=dt)
         work = np.empty(n, dtype=dt), np.empty(n, dtype=dt), np.empty(n, dtype=np.int64), np.empty(n, np.bool_)
         # the edges between components that the search records: half the edges' room (int32 ids:
         # 4 bytes an input edge, int64: 8)
         cap = src.size // 2 + 1024 if cap is None else cap
         cu, cv = np.empty(cap, dtype=dt), np.empty(cap, dtype=dt)
-        ncomp, k = jit.strong_components(indptr, indices, labels, *work, cu, cv)
+        ncomp, k = call.strong_components(indptr, indices, labels, *work, cu, cv)
         del work, indptr, indices
         if k <= cap:
             return int(ncomp), labels, cu[:k], cv[:k], jit
@@ -223,8 +234,10 @@ def _strong_components(src, dst, n, cap=None):
     return ncomp, labels, labels[src], labels[dst], None
 
 
+@restarts
 def condense(graph: EdgeGraph) -> DAG:
-    """Condense ``graph``'s SCCs into a level-sorted DAG.
+    """Condense ``graph``'s SCCs into a level-sorted DAG (a compiled step that fails to compile:
+    all again from ``graph`` without it, module doc).
 
     Examples
     --------
@@ -252,6 +265,7 @@ def condense(graph: EdgeGraph) -> DAG:
         cu, cv = src, dst
     else:
         ncomp, labels, cu, cv, jit = _strong_components(src, dst, n)
+    jit = guard(jit, _SCC_WHAT)  # (its later steps too: a compile failure restarts the condensation)
     if jit is None:
         keep = cu != cv
         if not keep.all():
@@ -265,23 +279,23 @@ def condense(graph: EdgeGraph) -> DAG:
     rev0 = pool.submit(_transpose, ip0, ix0, ncomp)
     try:  # (the compiled search's numbers are in closing order: its levels in one pass)
         lev0 = _kahn_levels(ip0, ix0, ncomp) if jit is None else jit.closing_levels(ip0, ix0)
-    except BaseException:
+        if labels is None:
+            order = np.argsort(lev0, kind="stable")  # ties: smallest vertex id first
+        elif jit is not None:
+            order = jit.canonical_order(labels, lev0, ncomp)
+        else:
+            # smallest original vertex of each component: first occurrence in vertex order
+            by_label = np.argsort(labels, kind="stable")
+            sl = labels[by_label]
+            head = np.ones(n, dtype=bool)
+            head[1:] = sl[1:] != sl[:-1]
+            first = by_label[head]
+            del by_label, sl, head
+            order = np.lexsort((first, lev0))  # new id -> old label
+    except BaseException:  # (a compile failure too: the pool's thread ends before the restart)
         rev0.cancel()
         pool.shutdown(wait=True)
         raise
-    if labels is None:
-        order = np.argsort(lev0, kind="stable")  # ties: smallest vertex id first
-    elif jit is not None:
-        order = jit.canonical_order(labels, lev0, ncomp)
-    else:
-        # smallest original vertex of each component: first occurrence in vertex order
-        by_label = np.argsort(labels, kind="stable")
-        sl = labels[by_label]
-        head = np.ones(n, dtype=bool)
-        head[1:] = sl[1:] != sl[:-1]
-        first = by_label[head]
-        del by_label, sl, head
-        order = np.lexsort((first, lev0))  # new id -> old label
     new_of_old = np.empty(ncomp, dtype=np.int64)
     new_of_old[order] = np.arange(ncomp)
     C = ncomp

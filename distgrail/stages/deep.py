@@ -5,7 +5,9 @@ The twins sweep a level per Python iteration (as the CUDA kernels are launched),
 same on a level of one component as on a level of many: past :data:`DEEP_LEVELS` levels the CPU
 backend's condensation, phases 2-5 switch to the compiled loops, whose cost does not depend on
 the number of levels. Below it the twins run (no numba import for shallow DAGs). Where numba
-does not import, the twins run with a warning (same numbers, the per-level cost again).
+does not import, the twins run with a warning (same numbers, the per-level cost again); where
+one of its loops fails to compile at its first call, the stage that called it runs again on its
+twin (:func:`distgrail.jit.restarts`), with a warning.
 """
 
 from __future__ import annotations
@@ -24,9 +26,11 @@ def n_levels(level_ptr) -> int:
 
 def compiled_sweeps(levels: int):
     """The module of compiled sweeps when ``levels`` > :data:`DEEP_LEVELS` and numba imports,
-    else None (the caller runs its NumPy twin)."""
+    else None (the caller runs its NumPy twin). Seen through :func:`distgrail.jit.guard`: a loop
+    that fails to compile raises :class:`~distgrail.jit.CompileFailed`, so the caller runs under
+    :func:`distgrail.jit.restarts` (again, on its twin)."""
     if levels <= DEEP_LEVELS:
         return None
-    from ..jit import load
+    from ..jit import guard, load
 
-    return load(f"{__package__}.deep_jit", "level sweeps", stacklevel=4)  # None: the twins, same numbers
+    return guard(load(f"{__package__}.deep_jit", "level sweeps", stacklevel=5), "level sweeps")  # None: the twins

@@ -26,6 +26,7 @@ from ..constants import GRID_THREADS, HUB, HUB_THREADS
 from ..segments import row_ids, seg_first_true, seg_max, seg_min
 from ..gpu.memory import check_ids, ensure_fits, launcher
 from ..gpu.sweep import U64_MAX, cupy, kernel, level_work, rows_if_needed, sm_count, sweep, warp_grid
+from ..jit import restarts
 from .deep import compiled_sweeps, n_levels
 
 __all__ = ["PARENT_RULES", "parents", "parents_max_level", "parents_dfs", "parents_dfs_cpu", "path_counts",
@@ -129,10 +130,11 @@ def parents_dfs(dag, seed):
     return parent
 
 
+@restarts
 def parents_dfs_cpu(dag, seed):
     """The CPU backend's ``dfs`` rule: :func:`parents_dfs`, or on a deep DAG
     (:mod:`distgrail.stages.deep`) ζ and the distances in one compiled pass each, with the same
-    parents."""
+    parents (a pass that fails to compile: :func:`parents_dfs` instead, :func:`~distgrail.jit.restarts`)."""
     jit = compiled_sweeps(n_levels(dag.level_ptr))
     if jit is None:
         return parents_dfs(dag, seed)

@@ -44,6 +44,7 @@ import numpy as np
 from .. import cores
 from ..arrays import csr_positions, scatter_at, spans, to_host, unique
 from ..errors import DistGrailError
+from ..jit import guard, load, restarts
 
 __all__ = ["sweep_insertions", "reverse_csr", "SWEEP_FIELDS"]
 
@@ -347,9 +348,11 @@ def sweep_insertions(xp, a: dict, ea, eb, rev=None):
     return out, info
 
 
+@restarts
 def _renumber(xp, a, m, dead, ip, ix):
     """The arrays with the dropped components left out and the others numbered by level (module
-    doc, step 5)."""
+    doc, step 5); where the compiled gather fails to compile, all again with NumPy's
+    (:func:`~distgrail.jit.restarts`)."""
     C = int(a["level"].size)
     level = a["level"]
     live = xp.ones(C, dtype=bool)
@@ -414,10 +417,9 @@ COMPILED_GATHER_COMPONENTS = 1 << 18
 
 def _compiled_gather(xp, C: int):
     """:func:`distgrail.stages.insertion_jit.rows_gathered` on the CPU from
-    :data:`COMPILED_GATHER_COMPONENTS` components, when numba loads; else None."""
+    :data:`COMPILED_GATHER_COMPONENTS` components, when numba loads; else None. It raises
+    :class:`~distgrail.jit.CompileFailed` where it fails to compile (:func:`distgrail.jit.guard`)."""
     if xp is not np or C < COMPILED_GATHER_COMPONENTS:
         return None
-    from ..jit import load
-
-    jit = load(f"{__package__}.insertion_jit", "renumbering", stacklevel=5)
+    jit = guard(load(f"{__package__}.insertion_jit", "renumbering", stacklevel=6), "renumbering")
     return None if jit is None else jit.rows_gathered

@@ -12,6 +12,7 @@ from ..constants import MAX_DIMS_PER_SWEEP
 from ..errors import BackendError
 from ..gpu.memory import check_ids, ensure_fits, launcher
 from ..gpu.sweep import cupy, kernel, level_work, rows_if_needed, sweep
+from ..jit import restarts
 from .deep import compiled_sweeps, n_levels
 
 __all__ = ["descendant_intervals", "descendant_intervals_numpy", "descendant_intervals_cpu", "descendant_intervals_cuda",
@@ -46,10 +47,11 @@ def sweep_intervals_numpy(indptr, indices, level_ptr, lo, hi, levels=None) -> No
         hi[:, rows] = np.maximum(hi[:, rows], np.maximum.reduceat(hi[:, ch], starts, axis=1))
 
 
+@restarts
 def descendant_intervals_cpu(indptr, indices, level_ptr, post):
     """The CPU backend's phase 4: the twin, or on a deep DAG (:mod:`distgrail.stages.deep`) one
     compiled bottom-up pass over (C, k) copies (a component's k values in one cache line), with
-    the same intervals."""
+    the same intervals (a pass that fails to compile: the twin, :func:`~distgrail.jit.restarts`)."""
     jit = compiled_sweeps(n_levels(level_ptr))
     if jit is None:
         return descendant_intervals_numpy(indptr, indices, level_ptr, post)

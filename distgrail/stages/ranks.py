@@ -19,6 +19,7 @@ from ..constants import GRID_THREADS
 from ..hashing import STREAM_DIM0, hash3, hash_base
 from ..gpu.memory import ensure_fits, launcher
 from ..gpu.sweep import cupy, kernel, sm_count
+from ..jit import restarts
 from .deep import compiled_sweeps, n_levels
 
 __all__ = ["post_order_ranks", "post_order_ranks_numpy", "post_order_ranks_cpu", "post_order_ranks_cuda",
@@ -90,13 +91,15 @@ def _threads(C: int, dims: int) -> int:
 
 def _compiled_offsets(parent, size, seed):
     """A function ``dim -> sibling offsets`` of the compiled passes, or None (small forest, or
-    numba does not load): the twin's :func:`sibling_offsets`, the same numbers."""
+    numba does not load): the twin's :func:`sibling_offsets`, the same numbers. Its passes raise
+    :class:`~distgrail.jit.CompileFailed` where they fail to compile (:func:`distgrail.jit.guard`):
+    the first here, warming them up, the caller's then again without them."""
     if parent.size < COMPILED_RANKS_COMPONENTS:
         return None
     from ..constants import GOLDEN, MIX1, MIX2
-    from ..jit import load
+    from ..jit import guard, load
 
-    jit = load(f"{__package__}.ranks_jit", "sibling order", stacklevel=5)
+    jit = guard(load(f"{__package__}.ranks_jit", "sibling order", stacklevel=6), "sibling order")
     if jit is None:
         return None
     parent = np.ascontiguousarray(parent)
@@ -114,10 +117,13 @@ def _compiled_offsets(parent, size, seed):
     return offsets
 
 
+@restarts
 def post_order_ranks_cpu(parent, size, level_ptr, seed, dims):
     """The CPU backend's phase 3: the twin's numbers. Large forests order siblings by compiled
     linear passes (:mod:`distgrail.stages.ranks_jit`); on a deep forest
-    (:mod:`distgrail.stages.deep`) the root-path sums run in one compiled pass per dimension."""
+    (:mod:`distgrail.stages.deep`) the root-path sums run in one compiled pass per dimension. A
+    compiled pass that fails to compile: all again without its module
+    (:func:`~distgrail.jit.restarts`)."""
     compiled = _compiled_offsets(parent, size, seed)
     jit = compiled_sweeps(n_levels(level_ptr))
     if compiled is None and jit is None:

@@ -9,6 +9,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..gpu.memory import ensure_fits, launcher
+from ..jit import restarts
 from .deep import compiled_sweeps, n_levels
 from ..gpu.sweep import cupy, kernel, sweep
 
@@ -31,9 +32,11 @@ def subtree_sizes_numpy(parent, level_ptr):
     return size
 
 
+@restarts
 def subtree_sizes_cpu(parent, level_ptr):
     """The CPU backend's phase 2: the twin, or on a deep forest (:mod:`distgrail.stages.deep`) one
-    compiled pass, deepest component first, with the same sizes."""
+    compiled pass, deepest component first, with the same sizes (a pass that fails to compile: the
+    twin, :func:`~distgrail.jit.restarts`)."""
     jit = compiled_sweeps(n_levels(level_ptr))
     if jit is None:
         return subtree_sizes_numpy(parent, level_ptr)

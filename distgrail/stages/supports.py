@@ -38,6 +38,7 @@ from ..hashing import hash3, hash_base
 from .support_count import (AUTO_SUPPORTS, DEFAULT_SUPPORTS, auto_supports, check_supports_arg,  # noqa: F401
                             resolve_supports, supports_arg)
 from .support_schedule import FIELDS, plan_reads, schedule_descriptors
+from ..jit import restarts
 from .deep import compiled_sweeps, n_levels
 
 __all__ = ["DEFAULT_SUPPORTS", "AUTO_SUPPORTS", "auto_supports", "resolve_supports", "supports_arg", "STREAM_SUPPORT", "choose_supports", "choose_supports_numpy", "choose_supports_cuda",
@@ -231,10 +232,11 @@ def support_masks_numpy(dag, ids, block=None, sides=SIDES):
     return out, inn
 
 
+@restarts
 def support_masks_cpu(dag, ids, block=None, sides=SIDES):
     """The CPU backend's phase 5: the twin, or on a deep DAG (:mod:`distgrail.stages.deep`) each
     side in one compiled pass (``out`` deepest component first, ``in`` in id order), with the same
-    masks."""
+    masks (a pass that fails to compile: the twin, :func:`~distgrail.jit.restarts`)."""
     jit = compiled_sweeps(n_levels(dag.level_ptr))
     if jit is None:
         return support_masks_numpy(dag, ids, block, sides)
