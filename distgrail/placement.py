@@ -24,32 +24,11 @@ import numpy as np
 from .errors import DistGrailError
 from .gpu.backend import get_backend
 from .index import assemble
-from .stages import phases
+from .stages import deep, phases
 from .stages.condense import DAG
 
 __all__ = ["Placement", "OneProcess", "check_output", "light_graph", "INDEX_FIELDS", "host_landing",
-           "index_dag_to_host", "HOST_DEEP_LEVELS", "HOST_LEVEL_WIDTH", "labels_on_host"]
-
-#: a condensed DAG of more levels than this, and narrow (:data:`HOST_LEVEL_WIDTH`), has phases 1–5
-#: run on the host by the compiled sweeps even where the backend is a GPU: the GPU sweeps level by
-#: level, a few launches a level, and on a long chain or a layered DAG of a million levels the
-#: host's compiled sweeps were several times faster (docs/benchmarks.md, session 46)
-HOST_DEEP_LEVELS = 1 << 16
-#: components plus DAG edges per level below which a DAG past :data:`HOST_DEEP_LEVELS` levels is
-#: labelled on the host (16 on that layered DAG; the shallow graphs the GPU is for have thousands
-#: and more a level)
-HOST_LEVEL_WIDTH = 32
-
-
-def labels_on_host(C: int, m: int, levels: int) -> bool:
-    """Whether a GPU build labels a DAG of ``C`` components, ``m`` edges and ``levels`` levels on
-    the host (:data:`HOST_DEEP_LEVELS`, :data:`HOST_LEVEL_WIDTH`): only where the compiled sweeps
-    load (numba; without them the host's per-level twins would be slower still). Same index."""
-    if levels <= HOST_DEEP_LEVELS or C + m >= HOST_LEVEL_WIDTH * levels:
-        return False
-    from .stages.deep import DEEP_LEVELS, compiled_sweeps
-
-    return compiled_sweeps(max(int(levels), DEEP_LEVELS + 1)) is not None  # (whether numba loads them)
+           "index_dag_to_host"]
 
 
 class Placement(Protocol):
@@ -231,9 +210,9 @@ class OneProcess:
         return light_graph(g)
 
     def share_dag(self, dag, g):
-        """Nothing to share; a deep, narrow DAG on a GPU (:func:`labels_on_host`) comes to the
-        host here, and every later entry runs on the CPU backend (the same numbers)."""
-        if self.be.is_gpu and labels_on_host(dag.C, dag.m, dag.n_levels):
+        """Nothing to share; a deep, narrow DAG on a GPU (:func:`~distgrail.stages.deep.labels_on_host`)
+        comes to the host here, and every later entry runs on the CPU backend (the same numbers)."""
+        if self.be.is_gpu and deep.labels_on_host(dag.C, dag.m, dag.n_levels):
             from .stages.condense import dag_to_host
 
             phases.notice(f"phases 1-5 on the host's compiled sweeps: the condensed DAG has {dag.n_levels:,} levels "

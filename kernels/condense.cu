@@ -338,10 +338,12 @@ extern "C" __global__ void dg_cond_sweep_small(int mode, const i64* __restrict__
                                                int bit, int* fa, int* fb, i64* state, i64 small_work) {
     const SweepState s{rep, cnt, color, mark, level, want_level, bit};
     __shared__ unsigned long long s_n, s_work;
+    // state[4] in: the most rounds this launch runs (0: no cap; a narrow peel is checked after it)
     i64 nin = state[0], work = state[2], done = 0;
+    const i64 cap = state[4];
     int round = (int)state[1], cur = (int)state[3];
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, nwarps = blockDim.x >> 5;
-    while (nin > 0 && nin + work <= small_work) {
+    while (nin > 0 && nin + work <= small_work && (cap == 0 || done < cap)) {
         const int* fin = cur ? fb : fa;
         int* fout = cur ? fa : fb;
         if (threadIdx.x == 0) { s_n = 0; s_work = 0; }

@@ -1,8 +1,9 @@
-"""A deep, narrow condensed DAG on a GPU backend is labelled on the host by the compiled sweeps
-(:func:`distgrail.placement.labels_on_host`, :meth:`OneProcess.share_dag`): the GPU sweeps a level
-at a time, a few launches a level (a 10 M-level chain: 41.6 s of phases on one H200 against 5.5 s
-on its host; docs/benchmarks.md, session 46). The rule, the switch (on the CPU, with a stand-in
-GPU backend), and on a GPU the same index as the CPU path's."""
+"""A deep, narrow DAG on a GPU backend is condensed (:class:`~distgrail.stages.scc.NarrowPeel`) and
+labelled (:func:`distgrail.stages.deep.labels_on_host`, :meth:`OneProcess.share_dag`) on the host
+by the compiled loops: the GPU trims and sweeps a level at a time (a 10 M-level chain: 41.6 s of
+phases and 10.2 s of trimming on one H200 against 5.5 s and 1.7 s on its host; docs/benchmarks.md,
+session 46). The rules, the switch (on the CPU, with a stand-in GPU backend), and on a GPU the
+same index as the CPU path's."""
 
 from __future__ import annotations
 
@@ -10,10 +11,12 @@ import numpy as np
 import pytest
 
 import distgrail
-from distgrail import placement
 from distgrail.config import BuildConfig
 from distgrail.gpu.backend import get_backend
-from distgrail.placement import HOST_DEEP_LEVELS, HOST_LEVEL_WIDTH, OneProcess, labels_on_host
+from distgrail.placement import OneProcess
+from distgrail.stages import deep
+from distgrail.stages.deep import HOST_DEEP_LEVELS, HOST_LEVEL_WIDTH, labels_on_host
+from distgrail.stages.scc import CudaSteps, NarrowPeel
 from distgrail.stages.condense import condense
 from distgrail.io.read import as_graph
 
@@ -29,8 +32,6 @@ def test_the_rule_takes_deep_narrow_dags_only():
 
 
 def test_without_the_compiled_sweeps_the_gpu_keeps_them(monkeypatch):
-    import distgrail.stages.deep as deep
-
     monkeypatch.setattr(deep, "compiled_sweeps", lambda levels: None)
     L = HOST_DEEP_LEVELS + 1
     assert not labels_on_host(L, L - 1, L)
@@ -51,7 +52,7 @@ def _chain(n):
 
 def test_a_deep_dag_moves_the_rest_of_the_build_to_the_cpu_backend(monkeypatch, capsys):
     pytest.importorskip("numba")
-    monkeypatch.setattr(placement, "HOST_DEEP_LEVELS", 100)
+    monkeypatch.setattr(deep, "HOST_DEEP_LEVELS", 100)
     dag = condense(_chain(500))
     place = OneProcess(_StandInGpu(), BuildConfig(dims=2))
     got, _ = place.share_dag(dag, None)
@@ -63,6 +64,36 @@ def test_a_deep_dag_moves_the_rest_of_the_build_to_the_cpu_backend(monkeypatch, 
     assert shallow.be.is_gpu
 
 
+def _steps_on_numpy():
+    """CudaSteps' hand-over rule on NumPy arrays (it counts the decided vertices, nothing else)."""
+    s = CudaSteps.__new__(CudaSteps)
+    s.xp = np
+    return s
+
+
+def test_a_narrow_trim_hands_over_once_its_rounds_cost_more_than_the_hosts_condensation():
+    s, n = _steps_on_numpy(), 1_000_000
+    rep = np.full(n, -1, np.int32)
+    rep[:1000] = 0  # 1,000 rounds decided 1,000 vertices: narrow
+    assert s._hand_over(rep, 1000, 2 * n) == 2000  # the rounds cost less than the host's 2 M: ask again later
+    rep[:300_000] = 0
+    with pytest.raises(NarrowPeel, match="300,000 rounds of trimming on the GPU decided 300,000"):
+        s._hand_over(rep, 300_000, 2 * n)  # 10 x 300,000 >= 2 M
+    rep[:] = 0
+    assert s._hand_over(rep, 1000, 2 * n) is None  # 1,000 vertices a round: wide, never asked again
+    small = np.zeros(n, np.int32)
+    small[:] = -1
+    small[:64] = 0
+    assert s._hand_over(small, 64, 10 ** 10) == 128  # a long chain in a big graph stays on the GPU
+
+
+def test_a_narrow_peel_is_a_backend_error_the_condensation_falls_back_on():
+    from distgrail.errors import BackendError
+
+    e = NarrowPeel(70_000, 70_001)
+    assert isinstance(e, BackendError) and (e.rounds, e.decided) == (70_000, 70_001)
+
+
 def test_the_cpu_build_reports_one_backend():
     idx = distgrail.build_index((np.arange(9), np.arange(1, 10)), dims=2, backend="cpu")
     assert idx.meta["backend"] == "cpu" and "phases_backend" not in idx.meta
@@ -70,11 +101,11 @@ def test_the_cpu_build_reports_one_backend():
 
 @pytest.mark.gpu
 @pytest.mark.parametrize("extra", [0, 3])
-def test_on_a_gpu_the_deep_dag_gives_the_cpu_paths_index(monkeypatch, tmp_path, extra):
+def test_on_a_gpu_the_deep_dag_gives_the_cpu_paths_index(monkeypatch, tmp_path, capsys, extra):
     """A chain (plus random forward edges) past a lowered threshold: phases 1-5 on the host, the
     index file byte-identical to the CPU path's; answers equal BFS."""
     get_backend("gpu")
-    monkeypatch.setattr(placement, "HOST_DEEP_LEVELS", 1000)
+    monkeypatch.setattr(deep, "HOST_DEEP_LEVELS", 1000)
     n = 20000
     rng = np.random.default_rng(3)
     a = rng.integers(0, n, extra * n)
@@ -83,6 +114,31 @@ def test_on_a_gpu_the_deep_dag_gives_the_cpu_paths_index(monkeypatch, tmp_path, 
     gpu = distgrail.build_index((src, dst), num_vertices=n, dims=3, backend="gpu", output=str(tmp_path / "g.h5"))
     cpu = distgrail.build_index((src, dst), num_vertices=n, dims=3, backend="cpu", output=str(tmp_path / "c.h5"))
     assert gpu.meta["phases_backend"] == "cpu" and gpu.meta["backend"] == "gpu"
+    assert "a deep, narrow graph" in capsys.readouterr().err  # (condensed on the host too: 20,000 rounds)
     assert (tmp_path / "g.h5").read_bytes() == (tmp_path / "c.h5").read_bytes()
     qs, qt = rng.integers(0, n, 5000), rng.integers(0, n, 5000)
     assert np.array_equal(gpu.query(qs, qt, backend="gpu")[0], qs <= qt)  # a chain: u reaches v iff u <= v
+
+
+@pytest.mark.gpu
+def test_on_a_gpu_a_long_chain_in_a_big_graph_is_condensed_there(monkeypatch, capsys):
+    """A chain of 5,000 vertices of its own into a random graph of 2 M edges, the check lowered to
+    1,000 rounds: the trim peels the chain a vertex a round (narrow), but its rounds cost less
+    than the host's condensation of the whole graph: it stays on the GPU (no notice), and the
+    index is the CPU path's."""
+    get_backend("gpu")
+    monkeypatch.setattr(deep, "HOST_DEEP_LEVELS", 1000)
+    rng = np.random.default_rng(4)
+    r, k = 200_000, 5000
+    chain = np.arange(r, r + k)
+    src = np.r_[chain, rng.integers(0, r, 2_000_000)]
+    dst = np.r_[chain[1:], 0, rng.integers(0, r, 2_000_000)]  # (the chain's end into the random part)
+    n = r + k
+    gpu = distgrail.build_index((src, dst), num_vertices=n, dims=2, backend="gpu")
+    assert gpu.meta["n_levels"] >= k
+    # (the levels' peel over the 5,018 components is narrow too, but weighed against the host's
+    # condensation of the whole graph, not of those components)
+    assert "condensing on the CPU" not in capsys.readouterr().err
+    cpu = distgrail.build_index((src, dst), num_vertices=n, dims=2, backend="cpu")
+    for name, want in cpu.arrays.items():
+        assert np.array_equal(gpu.arrays[name], want), name

@@ -425,7 +425,7 @@ def condense_bytes(n: int, m: int, limit: int = 2**31 - 1) -> int:
     return (24 if wide else 20) * int(m) + 64 * (int(n) + 1) + (64 << 20) + (WIDE_EXTRA if wide else 0)
 
 
-def condense_cuda(src, dst, n: int, be=None, limit: int = 2**31 - 1) -> DAG:
+def condense_cuda(src, dst, n: int, be=None, limit: int = 2**31 - 1, narrow_rounds: int | None = None) -> DAG:
     """Condense the graph of device edges ``src[i] -> dst[i]`` (CuPy int32) on the GPU.
 
     Returns a :class:`DAG` of CuPy arrays with exactly the numbers and dtypes of
@@ -435,14 +435,17 @@ def condense_cuda(src, dst, n: int, be=None, limit: int = 2**31 - 1) -> DAG:
     small ``limit`` to run that path. Raises :class:`~distgrail.errors.BackendError` (callers
     fall back to the CPU path) when vertex ids need 64 bits
     (:func:`~distgrail.gpu.memory.condense_gpu_problem`) or the estimate :func:`condense_bytes`
-    does not fit the free GPU memory.
+    does not fit the free GPU memory, or, with ``narrow_rounds``, the
+    :class:`~distgrail.stages.scc.NarrowPeel` of a deep, narrow graph that the host condenses
+    faster (:attr:`CudaSteps.narrow_rounds <distgrail.stages.scc.CudaSteps.narrow_rounds>`).
     """
     from ..errors import BackendError
     from ..gpu.memory import condense_gpu_problem, ensure_fits, oom_guard
     from .scc import CudaSteps
 
     n = int(n)
-    steps = CudaSteps(limit)
+    steps = CudaSteps(limit, narrow_rounds)
+    steps.whole = n + int(src.size)  # (what the host would condense instead of a narrow peel)
     cp = steps.xp
     why = condense_gpu_problem(n, int(src.size))
     if why:

@@ -12,7 +12,8 @@ twin (:func:`distgrail.jit.restarts`), with a warning.
 
 from __future__ import annotations
 
-__all__ = ["DEEP_LEVELS", "compiled_sweeps", "n_levels"]
+__all__ = ["DEEP_LEVELS", "compiled_sweeps", "n_levels", "HOST_DEEP_LEVELS", "HOST_LEVEL_WIDTH", "HOST_TRIM_RATIO",
+           "labels_on_host"]
 
 #: levels above which the CPU backend's sweeps run compiled: about where the per-level overhead of
 #: the twins over all stages passes numba's import and cache load (docs/benchmarks.md)
@@ -34,3 +35,31 @@ def compiled_sweeps(levels: int):
     from ..jit import guard, load
 
     return guard(load(f"{__package__}.deep_jit", "level sweeps", stacklevel=5), "level sweeps")  # None: the twins
+
+
+#: a condensed DAG of more levels than this, and narrow (:data:`HOST_LEVEL_WIDTH`), is condensed
+#: and labelled on the host by the compiled loops even where the backend is a GPU: the GPU sweeps
+#: and trims level by level, a few launches (or one block's round) a level, and on a long chain or
+#: a layered DAG of a million levels the host's compiled loops were several times faster
+#: (docs/benchmarks.md, session 46)
+HOST_DEEP_LEVELS = 1 << 16
+#: components plus DAG edges per level (a trim round's vertices, while condensing) below which a
+#: DAG past :data:`HOST_DEEP_LEVELS` levels goes to the host (16 on that layered DAG; the shallow
+#: graphs the GPU is for have thousands and more a level)
+HOST_LEVEL_WIDTH = 32
+#: a narrow GPU trim (:data:`HOST_LEVEL_WIDTH`) hands the condensation to the host once its rounds
+#: times this pass the graph's vertices plus edges: one block's round costs about as much as the
+#: host's compiled search spends on this many vertices and edges, so the rounds already spent
+#: then cost more than the host's whole condensation (asked at :data:`HOST_DEEP_LEVELS` rounds
+#: and each doubling after: never more than twice the better of the two; a big graph with a long
+#: chain in it stays on the GPU)
+HOST_TRIM_RATIO = 10
+
+
+def labels_on_host(C: int, m: int, levels: int) -> bool:
+    """Whether a GPU build labels a DAG of ``C`` components, ``m`` edges and ``levels`` levels on
+    the host (:data:`HOST_DEEP_LEVELS`, :data:`HOST_LEVEL_WIDTH`): only where the compiled sweeps
+    load (numba; without them the host's per-level twins would be slower still). Same index."""
+    if levels <= HOST_DEEP_LEVELS or C + m >= HOST_LEVEL_WIDTH * levels:
+        return False
+    return compiled_sweeps(max(int(levels), DEEP_LEVELS + 1)) is not None  # (whether numba loads them)

@@ -24,6 +24,7 @@ import numpy as np
 from ..errors import BackendError, DistGrailError
 from ..gpu.memory import GpuMemoryError
 from .condense import condense as _condense, condense_cuda
+from . import deep
 from .labeling import Forest, build_forest, label_dimensions
 from .partitioned_dag import PartDAG, spread_forest, spread_labels, spread_supports
 
@@ -101,8 +102,9 @@ def condense(run, g):
 def condense_on(be, g):
     """A stored condensation (a ``.h5`` graph written by ``distgrail convert``) is read; else on
     the GPU (the DAG stays there, ``level_ptr`` on the host for the sweeps) when ``be`` is a GPU
-    backend, else the CPU path; a graph whose vertex ids need 64 bits goes to the CPU path with a
-    one-line notice why, one too big for the GPU's memory is refused
+    backend, else the CPU path; a graph whose vertex ids need 64 bits, or a deep, narrow one whose
+    trimming runs a few vertices a round (:class:`~distgrail.stages.scc.NarrowPeel`), goes to the
+    CPU path with a one-line notice why, one too big for the GPU's memory is refused
     (:class:`~distgrail.gpu.memory.GpuMemoryError`: ``--backend cpu`` is the user's choice)."""
     if isinstance(getattr(g, "meta", None), dict) and g.meta.get("condensation") is not None:
         return _condense(g)
@@ -110,7 +112,7 @@ def condense_on(be, g):
         try:
             with be.on_device():
                 src, dst = be.asarray(g.src, np.int32), be.asarray(g.dst, np.int32)
-                dag = condense_cuda(src, dst, g.n, be)
+                dag = condense_cuda(src, dst, g.n, be, narrow_rounds=deep.HOST_DEEP_LEVELS)  # (a deep chain: the CPU's)
             dag.level_ptr = be.to_host(dag.level_ptr) if not isinstance(dag.level_ptr, np.ndarray) else dag.level_ptr
             return dag
         except GpuMemoryError:

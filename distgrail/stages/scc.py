@@ -31,8 +31,10 @@ import numpy as np
 
 from ..arrays import sorted_distinct
 from ..constants import HUB
+from ..errors import BackendError
 from ..segments import gather_rows
 from .csr_keys import key_buckets, keys_csr_numpy, sort_keys_in_buckets
+from . import deep
 
 __all__ = ["PEEL", "REACH", "COLOR", "COLOR_BACK", "SMALL_WORK", "NumpySteps", "CudaSteps", "scc_reps",
            "keys_csr_numpy", "key_buckets", "sort_keys_in_buckets", "hub_capacity"]
@@ -165,11 +167,19 @@ class CudaSteps(_Steps):
     #: rows with more entries are swept by teams of warps (module doc); GPU tests set small ones
     hub_edges = HUB
 
-    def __init__(self, limit: int = 2**31 - 1):
+    def __init__(self, limit: int = 2**31 - 1, narrow_rounds: int | None = None):
         from ..gpu.sweep import cupy
 
         self.xp = cupy()
         self.limit = int(limit)
+        #: a peel is asked after this many rounds and each doubling whether it is a deep, narrow
+        #: DAG the host condenses faster (:meth:`_hand_over`: :class:`NarrowPeel`; None: never;
+        #: :func:`distgrail.stages.phases.condense_on` passes :data:`~distgrail.stages.deep.HOST_DEEP_LEVELS`)
+        self.narrow_rounds = narrow_rounds
+        #: vertices plus edges of the whole graph being condensed, which the host would condense
+        #: instead (set by :func:`~distgrail.stages.condense.condense_cuda`; None: the swept CSR's):
+        #: the levels' peel over the condensed CSR weighs the host's cost of the whole condensation
+        self.whole = None
 
     def _hub_args(self, ptr, m):
         """``(hub, hubs, any)``: a row kernel's last two arguments for the CSR ``ptr`` of ``m``
@@ -331,9 +341,13 @@ class CudaSteps(_Steps):
         small, big, hubs_k = self._k("dg_cond_sweep_small"), self._k("dg_cond_sweep"), self._k("dg_cond_sweep_hubs")
         hub, hubs, _ = self._hub_args(ptr, int(idx.size))
         rnd = cur = rounds = 0
+        check = self.narrow_rounds if mode == PEEL else None
         while nf:
+            if check is not None and rounds >= check:
+                check = self._hand_over(rep, rounds, self.whole or n + int(idx.size))
             if nf + work <= SMALL_WORK:
-                state.set(np.array([nf, rnd, work, cur, 0], dtype=np.int64))
+                cap = 0 if check is None else max(1, check - rounds)
+                state.set(np.array([nf, rnd, work, cur, cap], dtype=np.int64))
                 small((1,), (1024,), (*args, fa, fb, state, i64(SMALL_WORK)))
                 nf, rnd, work, cur, done = (int(x) for x in state.get())
                 rounds += done
@@ -349,6 +363,30 @@ class CudaSteps(_Steps):
                 nf, work = (int(x) for x in status.get())
                 rnd, cur, rounds = rnd + 1, cur ^ 1, rounds + 1
         return rounds
+
+    def _hand_over(self, rep, rounds: int, size: int):
+        """The round to ask again at (twice ``rounds``), or None (a wide peel: never again); raises
+        :class:`NarrowPeel` where the peel's ``rounds`` rounds decided fewer than
+        :data:`~distgrail.stages.deep.HOST_LEVEL_WIDTH` vertices a round and cost more than the
+        host's whole condensation of a graph of ``size`` vertices plus edges would
+        (:data:`~distgrail.stages.deep.HOST_TRIM_RATIO`)."""
+        decided = int(self.xp.count_nonzero(rep >= 0))
+        if decided >= deep.HOST_LEVEL_WIDTH * rounds:
+            return None
+        if deep.HOST_TRIM_RATIO * rounds >= size:
+            raise NarrowPeel(rounds, decided)
+        return 2 * rounds
+
+
+class NarrowPeel(BackendError):
+    """A GPU peel that ran :attr:`rounds` rounds deciding :attr:`decided` vertices, fewer than
+    :data:`~distgrail.stages.deep.HOST_LEVEL_WIDTH` a round: a deep, narrow DAG, which the CPU
+    path condenses faster (the caller's fallback; the same DAG)."""
+
+    def __init__(self, rounds: int, decided: int):
+        super().__init__(f"a deep, narrow graph: {rounds:,} rounds of trimming on the GPU decided {decided:,} "
+                         f"vertices, fewer than {deep.HOST_LEVEL_WIDTH} a round; the CPU's search condenses it faster")
+        self.rounds, self.decided = rounds, decided
 
 
 def scc_reps(steps, ptr, idx, n, timings=None):
