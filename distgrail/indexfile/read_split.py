@@ -19,7 +19,7 @@ from ..errors import IndexFormatError
 from ..io.regular import special_kind
 from .layout import BUILD_ATTR, PART_FORMAT, crc32, from_vds_name, join_pieces, pieces, read_block
 
-__all__ = ["read_virtual", "deferred_spans", "PartFiles"]
+__all__ = ["read_virtual", "deferred_spans", "PartFiles", "OpenLimit", "open_now", "SPARE_DESCRIPTORS"]
 
 
 #: the most part files one read keeps open as HDF5 at once (a split index may have a part per rank)
@@ -33,7 +33,8 @@ class PartFiles:
     is opened as HDF5 through that descriptor and checked (a distgrail part of this build) when
     first met, and kept open for the next dataset it holds, at most :data:`MAX_OPEN_PARTS` at a
     time. Hundreds of parts may need more descriptors than the soft limit gives: it is raised
-    toward the hard one for the read (restored by :meth:`close`), else the error says so.
+    toward the hard one for the read (:class:`OpenLimit`, restored by :meth:`close`), else the
+    error says so.
     :meth:`close` at the end, once the read pool has stopped."""
 
     def __init__(self):
@@ -42,7 +43,7 @@ class PartFiles:
         # walks the parts in one order: closing the oldest of a full cache would close every part before it
         # came round again)
         self.fds = {}  # part path -> descriptor for its block reads
-        self.raised = False  # this read raised the soft limit of open files (_LIMIT)
+        self.limit = OpenLimit()  # the soft limit of open files, as this read raised it (restored by close)
 
     def take(self, path, parts) -> None:
         """A descriptor of each of ``parts`` (paths) not held yet, taken before any is read: from
@@ -111,50 +112,85 @@ class PartFiles:
         for fd in self.fds.values():
             os.close(fd)
         self.files, self.fds = {}, {}
-        if self.raised:
-            self.raised = False
-            _limit_done()
+        self.limit.done()
 
 
-#: descriptors kept free beside a read's parts (HDF5's own, the pool's, the caller's)
+#: descriptors kept free beside the part files a read or a write holds (HDF5's own, the pool's, the caller's)
 SPARE_DESCRIPTORS = 64
-#: the soft limit of open files as the reads of many parts raised it: "reads" under way that
-#: raised it, the "user"'s limit before the first, the value last "set" (restored by the last
-#: read to end, unless someone else changed it meanwhile)
-_LIMIT: dict = {"reads": 0, "user": None, "set": None}
+#: the soft limit of open files as the reads and writes of many parts raised it: "held" by that
+#: many under way that raised it, the "user"'s limit before the first, the value last "set"
+#: (restored by the last to end, unless someone else changed it meanwhile)
+_LIMIT: dict = {"held": 0, "user": None, "set": None}
 _LIMIT_LOCK = threading.Lock()
 
 
-def _limit_raise(parts: PartFiles, resource, soft: int, want: int, hard) -> None:
-    with _LIMIT_LOCK:
-        resource.setrlimit(resource.RLIMIT_NOFILE, (want, hard))
-        if not parts.raised:
-            parts.raised = True
-            _LIMIT["reads"] += 1
-        if _LIMIT["user"] is None:
-            _LIMIT["user"] = soft
-        _LIMIT["set"] = want
+class OpenLimit:
+    """The soft limit of open files (``ulimit -Sn``) for one read or write of a split index's part
+    files (:class:`PartFiles`; :func:`~distgrail.indexfile.split.write_split_index`): hundreds of
+    parts may need more descriptors than the soft limit gives (1024 on many systems). :meth:`room`
+    raises it toward the hard limit for the read or write; :meth:`done` at its end puts the user's
+    limit back once no other read or write still needs it raised (children inherit the user's)."""
 
+    def __init__(self):
+        self.raised = False  # this read or write raised the soft limit (counted in _LIMIT)
 
-def _limit_done() -> None:
-    """A read that raised the soft limit has ended: the last one puts the user's limit back."""
-    import resource
-
-    with _LIMIT_LOCK:
-        _LIMIT["reads"] -= 1
-        if _LIMIT["reads"]:
-            return
-        user, last = _LIMIT["user"], _LIMIT["set"]
-        _LIMIT["user"] = _LIMIT["set"] = None
+    def room(self, need: int, least: int | None = None) -> tuple:
+        """``(fits, hard)``: the soft limit raised toward the hard one (``hard``, None when
+        unlimited) when ``need`` descriptors do not fit under it: to ``need``, at least twice the
+        soft limit (fewer raises), never past the hard one; ``fits``: whether ``least`` (default
+        ``need``) fit under it then. Always fits where there is no such limit (not POSIX)."""
         try:
-            soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
-            if soft == last:  # (not if someone else has changed it since)
-                resource.setrlimit(resource.RLIMIT_NOFILE, (user, hard))
-        except (OSError, ValueError):
-            pass
+            import resource
+        except ImportError:  # pragma: no cover - not a POSIX system
+            return True, None
+        soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+        unlimited = resource.RLIM_INFINITY
+        shown = None if hard == unlimited else int(hard)
+        least = need if least is None else least
+        if soft == unlimited or need <= soft:
+            return True, shown
+        want = max(need, 2 * soft) if hard == unlimited else min(hard, max(need, 2 * soft))
+        if want > soft:
+            try:
+                self._raise(resource, soft, want, hard)
+                soft = want
+            except (OSError, ValueError):
+                pass
+        return least <= soft, shown
+
+    def _raise(self, resource, soft: int, want: int, hard) -> None:
+        with _LIMIT_LOCK:
+            resource.setrlimit(resource.RLIMIT_NOFILE, (want, hard))
+            if not self.raised:
+                self.raised = True
+                _LIMIT["held"] += 1
+            if _LIMIT["user"] is None:
+                _LIMIT["user"] = soft
+            _LIMIT["set"] = want
+
+    def done(self) -> None:
+        """The read or write has ended: the last of those that raised the soft limit puts the
+        user's back (unless someone else has changed it since)."""
+        if not self.raised:
+            return
+        self.raised = False
+        import resource
+
+        with _LIMIT_LOCK:
+            _LIMIT["held"] -= 1
+            if _LIMIT["held"]:
+                return
+            user, last = _LIMIT["user"], _LIMIT["set"]
+            _LIMIT["user"] = _LIMIT["set"] = None
+            try:
+                soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+                if soft == last:  # (not if someone else has changed it since)
+                    resource.setrlimit(resource.RLIMIT_NOFILE, (user, hard))
+            except (OSError, ValueError):
+                pass
 
 
-def _open_now(held: int) -> int:
+def open_now(held: int = 0) -> int:
     """Descriptors this process has open (Linux: /proc/self/fd), else ``held``."""
     try:
         return len(os.listdir("/proc/self/fd"))
@@ -164,22 +200,9 @@ def _open_now(held: int) -> int:
 
 def _descriptor(path, part, held: int, parts: PartFiles) -> int:
     """A read-only descriptor of ``part`` (``held`` parts already open): the soft limit of open
-    files raised toward the hard one when the parts would come near it (the limit before kept in
-    ``parts.limit``, restored when they close), else an IndexFormatError saying so."""
-    try:
-        import resource
-    except ImportError:  # pragma: no cover - not a POSIX system
-        resource = None
-    if resource is not None:
-        soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
-        need = _open_now(held) + MAX_OPEN_PARTS + SPARE_DESCRIPTORS
-        if soft != resource.RLIM_INFINITY and need > soft:
-            want = max(need, 2 * soft) if hard == resource.RLIM_INFINITY else min(hard, max(need, 2 * soft))
-            if want > soft:
-                try:
-                    _limit_raise(parts, resource, soft, want, hard)
-                except (OSError, ValueError):
-                    pass
+    files raised toward the hard one when the parts would come near it (:class:`OpenLimit`,
+    restored when they close), else an IndexFormatError saying so."""
+    parts.limit.room(open_now(held) + MAX_OPEN_PARTS + SPARE_DESCRIPTORS)
     try:
         return os.open(part, os.O_RDONLY)
     except OSError as e:

@@ -64,9 +64,9 @@ from .layout import BUILD_ATTR, LIBVER, PART_FORMAT, block_size, crc32, crc_pool
     split_build, vds_name
 
 __all__ = ["SPLIT", "MAX_PARTS", "check_parts", "check_part_dir", "new_build_id", "PartFile", "VirtualSpec", "split_rows", "split_attrs", "virtual_specs",
-           "write_split_index", "parts_for", "pending", "Rows"]
+           "write_split_index", "open_limit", "parts_for", "pending", "Rows"]
 
-#: the most part files ``--parts`` asks for (``convert``, ``update``): a reader holds every part
+#: the most part files ``--parts`` asks for (``convert``, ``update``): a reader or writer holds every part
 #: open at once, and parts past the rows of the datasets would be files of nothing. An index with
 #: more (an MPI build writes one part per rank) is read, and updated in its own layout, as it is.
 MAX_PARTS = 1024
@@ -351,9 +351,45 @@ def write_split_index(path, meta: dict, arrays: dict, parts: int = 1, ready=None
     inparts = {k: (tuple(np.shape(a)), np.dtype(types.get(k, a.dtype))) for k, a in arrays.items()
                if k in SPLIT and not isinstance(a, StreamedArray) and np.size(a)}
     parts = parts_for([shape for shape, _ in inparts.values()], parts)
-    build = new_build_id()
-    with pending(path, build) as mark:  # (another writer's orphan removal: module doc)
-        return _write_split(path, meta, arrays, parts, ready, inparts, build, mark.marker)
+    limit = open_limit(path, parts)  # (before any file: a limit too low is refused here)
+    try:
+        build = new_build_id()
+        with pending(path, build) as mark:  # (another writer's orphan removal: module doc)
+            return _write_split(path, meta, arrays, parts, ready, inparts, build, mark.marker)
+    finally:
+        limit.done()
+
+
+#: descriptors each part file holds while one process writes a split index (all of them open until
+#: every part is written): its HDF5 file and its block writes'
+PART_DESCRIPTORS = 2
+#: descriptors a split write needs beside its parts' at the least (the main file, HDF5's, the
+#: caller's): fewer under the hard limit of open files is refused before the write
+WRITE_SPARE = 16
+
+
+def open_limit(path, parts: int):
+    """The :class:`~distgrail.indexfile.read_split.OpenLimit` of one process writing ``parts``
+    part files of the index at ``path``: the soft limit of open files raised toward the hard one
+    when they would not fit under it (the reader's rule; its ``done()`` restores it), else, when
+    the hard limit cannot hold them, an OutputError naming the limit and the ways out, raised
+    before any file is written."""
+    from ..errors import OutputError
+    from .read_split import SPARE_DESCRIPTORS, OpenLimit, open_now
+
+    limit = OpenLimit()
+    now = open_now()
+    least = now + PART_DESCRIPTORS * int(parts) + WRITE_SPARE
+    fits, hard = limit.room(least - WRITE_SPARE + SPARE_DESCRIPTORS, least)
+    if not fits:
+        limit.done()
+        most = (hard - now - WRITE_SPARE) // PART_DESCRIPTORS
+        fewer = f"about {most} fit" if most > 0 else "not even one fits"
+        raise OutputError(f"{os.fspath(path)}: cannot write {parts} part files: one process writing a split index "
+                          f"holds every part open, about {least} files here, past this process's hard limit of open "
+                          f"files ({hard}, ulimit -Hn): give fewer --parts ({fewer}), or raise the limit "
+                          f"(ulimit -n {least}; past the hard limit, as an administrator)")
+    return limit
 
 
 def _write_split(path, meta, arrays, parts, ready, inparts, build, marker) -> int:
