@@ -59,10 +59,12 @@ class Index:
         """The index's datasets by name (host arrays). An index a served update made
         (:func:`distgrail.update.insert_edges` on an index with a GPU query state) is served from
         its query state, packed on the device, while its host arrays still come down on a thread:
-        reading them waits until every one has landed (and raises the download's error, if any)."""
+        reading them waits until every one has landed; where that download failed, the arrays that
+        had not landed are copied again by the read (and its error raised if that fails too: the
+        next read tries again, the device arrays kept until then)."""
         pending = self._pending
         if pending is not None:
-            pending.join()  # (raises again on every read when the download failed)
+            pending.finish()  # (a failed download: what had not landed is copied again, on every read)
             self._pending = None
         return self._arrays
 
@@ -75,7 +77,10 @@ class Index:
         arrays are still landing (:attr:`arrays`)."""
         pending = self._pending
         if pending is not None:
-            pending.wait(name)  # (at once for a dataset not among those coming down)
+            try:
+                pending.wait(name)  # (at once for a dataset not among those coming down)
+            except Exception:  # noqa: BLE001 - the download failed: the whole read copies again (or says why)
+                return self.arrays.get(name)
         return self._arrays.get(name)
 
     @property

@@ -174,9 +174,9 @@ def insert_edges(index, sources, targets, *, backend: str = "auto", progress: bo
                     served = _served(index, be, state)
                     dev = dev or (_Device.from_state(index, be, served) if served is not None else _Device(index, be))
                     # (a served index: its host arrays come down after the update is served)
-                    arrays, over_meta, report.sweep, on_device = dev.sweep(pairs, consume=consume,
-                                                                           keep_on_device=served is not None,
-                                                                           arrive=write is not None or served is not None)
+                    arrays, over_meta, report.sweep, on_device = dev.sweep(
+                        pairs, consume=consume, keep_on_device=served is not None,
+                        arrive=write is not None or served is not None, defer=write is None and served is not None)
                 report.method = "swept"
                 report.seconds.update({f"sweep_{k}": v for k, v in report.sweep.pop("seconds").items()})
     if not new.size:  # (written once the steps are closed, as after a sweep)
@@ -373,18 +373,20 @@ class _Device:
                                 comp[xp.asarray(v)].astype(xp.int64))
             return int(xp.count_nonzero(code)) * 1_000_000 // SAMPLE_PAIRS
 
-    def sweep(self, pairs, consume: bool = False, keep_on_device: bool = False, arrive: bool = False):
+    def sweep(self, pairs, consume: bool = False, keep_on_device: bool = False, arrive: bool = False,
+              defer: bool = False):
         """(host arrays, meta, info, device arrays or None) of the index swept for the component
         edges ``pairs``; ``consume``: each array lands in the memory of the input's array of that
         name where it fits (pages already there: fresh pages cost as much as the copy; the input
         is spent); ``keep_on_device``: the swept arrays by dataset name are also returned as they
         are on the device (for the new index's query state), else None. ``arrive``: the host
         arrays are returned before their values, which a thread copies down in the order the index
-        file is written (``self.arrivals``, a :class:`~distgrail.gpu.dma.Arrivals`). With
-        ``keep_on_device`` too (a served update) the host arrays are made on that thread as well,
-        their entries None until each lands: the new index waits for them when first read
-        (:attr:`Index.arrays <distgrail.index.Index.arrays>`), while its query state, packed from
-        the device arrays, answers at once."""
+        file is written (``self.arrivals``, a :class:`~distgrail.gpu.dma.Arrivals`). ``defer``
+        (with ``arrive``; a served update, no file written) the host arrays are made on that
+        thread as well, their entries None until each lands: the new index waits for them when
+        first read (:attr:`Index.arrays <distgrail.index.Index.arrays>`), while its query state,
+        packed from the device arrays, answers at once (a writer gets arrays of their shapes and
+        types before their values, as without ``defer``)."""
         from .dtypes import smallest_uint
         from .stages.insertion import sweep_insertions
 
@@ -407,7 +409,7 @@ class _Device:
                 out["supports/in"] = xp.ascontiguousarray(got["inn"].T)
             del got
             sizes = {k: int(v.size) for k, v in out.items()}
-            if arrive and keep_on_device:  # (every entry there before the thread starts: it adds no key)
+            if arrive and defer:  # (every entry there before the thread starts: it adds no key)
                 from .gpu.dma import Arrivals
                 from .indexfile.layout import dataset_order
 

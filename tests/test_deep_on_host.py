@@ -72,6 +72,7 @@ def _steps_on_numpy():
 
 
 def test_a_narrow_trim_hands_over_once_its_rounds_cost_more_than_the_hosts_condensation():
+    pytest.importorskip("numba")
     s, n = _steps_on_numpy(), 1_000_000
     rep = np.full(n, -1, np.int32)
     rep[:1000] = 0  # 1,000 rounds decided 1,000 vertices: narrow
@@ -85,6 +86,16 @@ def test_a_narrow_trim_hands_over_once_its_rounds_cost_more_than_the_hosts_conde
     small[:] = -1
     small[:64] = 0
     assert s._hand_over(small, 64, 10 ** 10) == 128  # a long chain in a big graph stays on the GPU
+
+
+def test_without_the_hosts_compiled_sweeps_a_narrow_trim_stays_on_the_gpu(monkeypatch):
+    """numba missing, turned off or failed: the host would level a chain a Python iteration a
+    level (30x slower than the GPU's trim), so the trim is never handed over."""
+    monkeypatch.setattr(deep, "compiled_sweeps", lambda levels: None)
+    s, n = _steps_on_numpy(), 1_000_000
+    rep = np.full(n, -1, np.int32)
+    rep[:300_000] = 0
+    assert s._hand_over(rep, 300_000, 2 * n) is None  # (raised NarrowPeel with them: above)
 
 
 def test_a_narrow_peel_is_a_backend_error_the_condensation_falls_back_on():

@@ -94,3 +94,69 @@ def test_an_index_without_downloads_reads_its_arrays_as_given():
     assert g._pending is None and g.arrays is g._arrays
     assert g.dataset("vertex/component") is g.arrays["vertex/component"] and g.dataset("no such") is None
     assert g.supports == int(g.meta["supports"])
+
+
+def test_a_download_that_failed_is_copied_again_by_the_next_read():
+    """The download thread failed on "y" (no host memory for a moment): the read copies what had
+    not landed again (its device array was kept), and every read retries until one succeeds."""
+    state = {"fail": 2}
+
+    def flaky(dev, out):
+        if dev[0] == 1 and state["fail"]:
+            state["fail"] -= 1
+            raise MemoryError("no host memory for a moment")
+        return _copy(dev, out)
+
+    idx = _pending_index(flaky)
+    with pytest.raises(MemoryError):
+        idx.arrays  # noqa: B018 - the thread failed, and so did this read's copy
+    got = idx.arrays  # (the third copy of "y" lands)
+    assert got["x"].tolist() == [0, 5] and got["y"].tolist() == [1, 6] and idx._pending is None
+
+
+def _stand_in_served(monkeypatch):
+    """insert_edges' served path (an index with a GPU query state) on the CPU backend: the sweep
+    keeps its arrays "on the device" (host arrays here) and the new state is not packed."""
+    from distgrail import update as U
+
+    monkeypatch.setattr(U, "_served", lambda index, be, state: object())
+    monkeypatch.setattr(U._Device, "from_state", classmethod(lambda cls, index, be, L: cls(index, be)))
+    monkeypatch.setattr(Index, "_adopt_state", lambda self, be, arrays: None)
+    return U
+
+
+def _chain_index():
+    return distgrail.build_index((np.arange(0, 999), np.arange(1, 1000)), dims=2, backend="cpu")
+
+
+def test_a_served_update_on_the_cpu_stand_in_defers_its_arrays_and_gives_the_plain_updates(monkeypatch):
+    from distgrail.update import insert_edges
+
+    plain, _ = insert_edges(_chain_index(), np.array([999, 5]), np.array([0, 700]), backend="cpu")
+    U = _stand_in_served(monkeypatch)
+    new, rep = U.insert_edges(_chain_index(), np.array([999, 5]), np.array([0, 700]), backend="cpu")
+    assert rep.method == "swept" and new._pending is not None
+    assert sorted(new.arrays) == sorted(plain.arrays)
+    for name, want in plain.arrays.items():
+        assert np.array_equal(new.arrays[name], want), name
+
+
+@pytest.mark.parametrize("layout", ["single", "split"])
+def test_a_served_update_given_a_writer_writes_its_arrays_not_placeholders(monkeypatch, tmp_path, layout):
+    """With ``write=`` the writer gets arrays of their shapes and types before their values (as a
+    file update's), not the deferred path's None entries: both layouts write the plain update's
+    index."""
+    from distgrail.update import insert_edges
+
+    want = str(tmp_path / "plain.h5")
+    plain, _ = insert_edges(_chain_index(), np.array([999]), np.array([0]), backend="cpu")
+    plain.save(want, layout=layout)
+    U = _stand_in_served(monkeypatch)
+    got = str(tmp_path / "served.h5")
+    new, rep = U.insert_edges(_chain_index(), np.array([999]), np.array([0]), backend="cpu",
+                              write=lambda idx, ready: idx.save(got, layout=layout, ready=ready))
+    assert rep.method == "swept" and new._pending is None
+    a, b = distgrail.open_index(want), distgrail.open_index(got)
+    assert sorted(a.arrays) == sorted(b.arrays)
+    for name in a.arrays:
+        assert np.array_equal(a.arrays[name], b.arrays[name]), name

@@ -154,7 +154,7 @@ class Arrivals:
 
     def __init__(self, to_host, items, context=None, make=None, into=None):
         self._items = list(items)
-        self._make, self._into = make, into
+        self._to_host, self._make, self._into = to_host, make, into
         self._order = {name: i for i, (name, _, _) in enumerate(self._items)}
         self._landed = 0  # arrays landed, in order
         self._moved = threading.Condition()
@@ -162,27 +162,18 @@ class Arrivals:
         self._cancel = False
         self._over = False
         self.seconds = 0.0  #: the thread's time copying, once joined
-        self._thread = threading.Thread(target=self._run, args=(to_host, context), name="distgrail-arrivals",
+        self._thread = threading.Thread(target=self._run, args=(context,), name="distgrail-arrivals",
                                         daemon=True)
         self._thread.start()
 
-    def _run(self, to_host, context) -> None:
+    def _run(self, context) -> None:
         t = time.perf_counter()
         try:
             with context if context is not None else contextlib.nullcontext():
-                for i, (name, dev, host) in enumerate(self._items):
+                for i in range(len(self._items)):
                     if self._cancel:
                         break
-                    if host is None:
-                        host = self._make(dev)
-                    to_host(dev, out=host)
-                    self._items[i] = (name, None, host)  # (the device array let go once it has landed)
-                    del dev
-                    if self._into is not None:
-                        self._into[name] = host
-                    with self._moved:
-                        self._landed += 1
-                        self._moved.notify_all()
+                    self._land(i)
         except BaseException as e:  # noqa: BLE001 - raised by wait/join in the caller's thread
             self._error = e
         finally:
@@ -190,6 +181,33 @@ class Arrivals:
             with self._moved:
                 self._over = True
                 self._moved.notify_all()
+
+    def _land(self, i: int) -> None:
+        """Copy item ``i`` down (its host array made first where it has none), let its device
+        array go, set it into ``into`` and count it landed."""
+        name, dev, host = self._items[i]
+        if host is None:
+            host = self._make(dev)
+        self._to_host(dev, out=host)
+        self._items[i] = (name, None, host)  # (the device array let go once it has landed)
+        del dev
+        if self._into is not None:
+            self._into[name] = host
+        with self._moved:
+            self._landed += 1
+            self._moved.notify_all()
+
+    def finish(self) -> None:
+        """Wait for the thread; where its download failed, copy the arrays that had not landed
+        again, here (their device arrays are kept until they land): each call retries them, and
+        raises where that fails too (a served update's index: a failed copy, e.g. no host memory
+        for a moment, is not the end of its host arrays)."""
+        self._thread.join()
+        if self._error is not None and not self._cancel:
+            for i in range(self._landed, len(self._items)):
+                self._land(i)  # (raises again: the caller's read fails, the next one retries)
+            self._error = None
+        self.join()
 
     def wait(self, name) -> None:
         """Return once array ``name`` has landed (at once for a name not among them); raise the

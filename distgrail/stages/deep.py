@@ -13,7 +13,7 @@ twin (:func:`distgrail.jit.restarts`), with a warning.
 from __future__ import annotations
 
 __all__ = ["DEEP_LEVELS", "compiled_sweeps", "n_levels", "HOST_DEEP_LEVELS", "HOST_LEVEL_WIDTH", "HOST_TRIM_RATIO",
-           "labels_on_host"]
+           "host_sweeps_compiled", "labels_on_host"]
 
 #: levels above which the CPU backend's sweeps run compiled: about where the per-level overhead of
 #: the twins over all stages passes numba's import and cache load (docs/benchmarks.md)
@@ -56,10 +56,16 @@ HOST_LEVEL_WIDTH = 32
 HOST_TRIM_RATIO = 10
 
 
+def host_sweeps_compiled() -> bool:
+    """Whether the host's compiled sweeps load (numba; not turned off, not failed to compile):
+    what a deep DAG needs on the host (its twins there go a level per Python iteration)."""
+    return compiled_sweeps(DEEP_LEVELS + 1) is not None
+
+
 def labels_on_host(C: int, m: int, levels: int) -> bool:
     """Whether a GPU build labels a DAG of ``C`` components, ``m`` edges and ``levels`` levels on
     the host (:data:`HOST_DEEP_LEVELS`, :data:`HOST_LEVEL_WIDTH`): only where the compiled sweeps
     load (numba; without them the host's per-level twins would be slower still). Same index."""
     if levels <= HOST_DEEP_LEVELS or C + m >= HOST_LEVEL_WIDTH * levels:
         return False
-    return compiled_sweeps(max(int(levels), DEEP_LEVELS + 1)) is not None  # (whether numba loads them)
+    return host_sweeps_compiled()

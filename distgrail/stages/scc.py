@@ -369,11 +369,14 @@ class CudaSteps(_Steps):
         :class:`NarrowPeel` where the peel's ``rounds`` rounds decided fewer than
         :data:`~distgrail.stages.deep.HOST_LEVEL_WIDTH` vertices a round and cost more than the
         host's whole condensation of a graph of ``size`` vertices plus edges would
-        (:data:`~distgrail.stages.deep.HOST_TRIM_RATIO`)."""
+        (:data:`~distgrail.stages.deep.HOST_TRIM_RATIO`), where the host's compiled sweeps load
+        (else None: the host's twins would be slower still)."""
         decided = int(self.xp.count_nonzero(rep >= 0))
         if decided >= deep.HOST_LEVEL_WIDTH * rounds:
             return None
         if deep.HOST_TRIM_RATIO * rounds >= size:
+            if not deep.host_sweeps_compiled():  # (the host would level it a Python iteration a level)
+                return None
             raise NarrowPeel(rounds, decided)
         return 2 * rounds
 
