@@ -322,6 +322,15 @@ def _convert_index(args, path):
     if not _is_index(path, strict=args.layout is not None):
         raise DistGrailError(f"{path}: --layout converts index files, and this is not a distgrail index (a graph is "
                              f"converted without --layout)")
+    graph_only = [o for o, given in (("--format", args.format != "auto"),
+                                     ("--num-vertices", args.num_vertices is not None),
+                                     ("--no-condense", args.no_condense), ("--backend", args.backend != "auto")) if given]
+    if graph_only:  # (refused, not ignored: an index is read and written as it is)
+        one = len(graph_only) == 1
+        named = graph_only[0] if one else f"{', '.join(graph_only[:-1])} and {graph_only[-1]}"
+        raise DistGrailError(f"{path}: an index file: {named} {'is' if one else 'are'} for a graph converted to a "
+                             f"binary graph file, not an index converted to another layout (convert INDEX takes "
+                             f"--layout, --parts and -o); leave {'it' if one else 'them'} out")
     if args.layout is None:
         raise DistGrailError(f"{path}: an index file: give --layout single (one file) or --layout split")
     parts = check_parts(args.parts if args.parts is not None else DEFAULT_PARTS)
@@ -434,7 +443,8 @@ def build_parser() -> argparse.ArgumentParser:
                     "merges a split index's parts) or split into --parts part files")
     sp.add_argument("--parts", type=int, default=None, help="--layout split: part files (default 2; refused with "
                     "--layout single)")
-    sp.add_argument("--format", choices=FORMATS, default="auto", help="input format (default auto)")
+    sp.add_argument("--format", choices=FORMATS, default="auto", help="input graph format (default auto; refused "
+                    "with an index, as every option below but --quiet and --json)")
     sp.add_argument("--num-vertices", type=int, default=None, help="edge lists: number of vertices")
     sp.add_argument("--no-condense", action="store_true",
                     help="store the CSR only; 'distgrail index' then condenses on every run")
