@@ -250,11 +250,12 @@ def cmd_convert(args):
     if _not_rank0(args):
         return 0
     path = resolve_bundled(args.graph, "graph")
-    outputs_ok(args, path)
+    index = args.layout is not None or (os.path.isfile(path) and _is_index(path))  # (a FIFO: read once, as a graph)
+    outputs_ok(args, path, kind="index" if index else "graph")  # (an index is written as an index file)
     if args.parts is not None and args.layout == "single":
         raise DistGrailError(f"--parts {args.parts} with --layout single: one index file has no part files "
                              f"(--parts is for --layout split)")
-    if args.layout is not None or _is_index(path):
+    if index:
         return _convert_index(args, path)
     if args.parts is not None:
         raise DistGrailError(f"--parts {args.parts}: {path} is converted to one graph file (--parts is for an index "

@@ -80,8 +80,10 @@ def resolve_bundled(value: str, kind: str, comm=None) -> str:
     return path
 
 
-def outputs_ok(args, *inputs):
-    """Refuse an output that is one of the inputs (same path or same inode); check its directory."""
+def outputs_ok(args, *inputs, kind: str | None = None):
+    """Refuse an output that is one of the inputs (same path or same inode); check its directory.
+    ``kind``: what the output is ("graph", "index"), where the command does not say it alone
+    (``convert`` writes either, as its input is)."""
     from .errors import OutputError
     from .io.atomic import check_output, same_file
 
@@ -97,7 +99,8 @@ def outputs_ok(args, *inputs):
     if args.command in ("query", "index", "convert", "update"):  # (generate checks its own: the name picks the format)
         from .io.writers import check_extension
 
-        check_extension(out, {"query": "answers", "index": "index", "convert": "graph", "update": "index"}[args.command])
+        check_extension(out, kind or {"query": "answers", "index": "index", "convert": "graph",
+                                      "update": "index"}[args.command])
     check_output(out)
 
 

@@ -171,7 +171,8 @@ def _refused(path, *words):
 def test_a_missing_part_is_named(split_index):
     p = index_parts(split_index)[1]
     os.remove(p)
-    _refused(split_index, os.path.basename(p), "missing", "convert")
+    msg = _refused(split_index, os.path.basename(p), "missing", "restore", "distgrail index")
+    assert "merges" not in msg  # (convert cannot merge a split index missing a part)
 
 
 @pytest.mark.parametrize("kind,says", [("fifo", "a FIFO (named pipe)"), ("dir", "a directory")])

@@ -59,8 +59,9 @@ class PartFiles:
             if not os.path.exists(part):
                 raise IndexFormatError(f"{path}: the part {os.path.basename(part)} of this split index is missing "
                                        f"(looked in {os.path.dirname(part)}): a split index is its main file and its "
-                                       f"part files, kept in one directory; 'distgrail convert "
-                                       f"{os.path.basename(os.fspath(path))} --layout single -o ONE.h5' merges them")
+                                       f"part files, kept in one directory, and cannot be read without each of them: "
+                                       f"restore {os.path.basename(part)} there (from where the index was copied or "
+                                       f"moved from), or build the index again with 'distgrail index'")
             self.fds[part] = _descriptor(path, part, len(self.fds), self)  # (it raises the soft limit if need be)
 
     def file(self, path, part, build_id, h5py):
