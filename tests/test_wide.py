@@ -225,14 +225,14 @@ def test_condense_stage_refuses_instead_of_switching_to_the_cpu(monkeypatch, cap
 
     g = EdgeGraph(n=3, src=np.array([0, 1], np.int32), dst=np.array([1, 2], np.int32))
 
-    def too_big(*a):
+    def too_big(*a, **kw):
         raise GpuMemoryError("condensation needs about 9.00 GiB of GPU memory, but only 1.00 GiB ...")
 
     monkeypatch.setattr(phases, "condense_cuda", too_big)
     with pytest.raises(GpuMemoryError, match="needs about 9.00 GiB"):
         phases.condense_on(Be, g)
 
-    def wide_ids(*a):
+    def wide_ids(*a, **kw):
         raise BackendError(condense_gpu_problem(2**31, 1))
 
     monkeypatch.setattr(phases, "condense_cuda", wide_ids)
