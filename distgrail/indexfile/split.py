@@ -139,7 +139,9 @@ class PartFile:
     taken as it leaves), :meth:`pieces` once all are put, then :meth:`close` (``ok``: renamed into
     place) and, should the index fail after that, :meth:`remove`."""
 
-    def __init__(self, path, r: int, parts: int, build_id: str, nbytes: int, hold: bool = True):
+    def __init__(self, path, r: int, parts: int, build_id: str, nbytes: int, hold: bool = True, pool=None):
+        """``pool``: the CRC-32 threads (:func:`~distgrail.indexfile.layout.crc_pool`) of a
+        process writing many parts at once, shared by them (else its own, closed with it)."""
         from .write import BlockWrites, root_attrs_of
 
         self.path = part_name(path, r, build_id)
@@ -148,7 +150,7 @@ class PartFile:
         self._stack = contextlib.ExitStack()
         try:
             tmp = self._stack.enter_context(atomic_path(self.path, int(nbytes) + (64 << 10)))
-            self.pool = self._stack.enter_context(crc_pool())
+            self.pool = pool if pool is not None else self._stack.enter_context(crc_pool())
             self.f = self._stack.enter_context(create_h5(tmp, LIBVER))
             self.blocks = self._stack.enter_context(BlockWrites(tmp, self.pool))  # left before the file closes
             root_attrs_of(self.f, (("format", PART_FORMAT), (BUILD_ATTR, build_id), ("part", int(r)),
@@ -393,6 +395,14 @@ def open_limit(path, parts: int):
 
 
 def _write_split(path, meta, arrays, parts, ready, inparts, build, marker) -> int:
+    """The parts, then the main file (:func:`write_split_index`), the CRC-32 threads shared by
+    the parts (a pool each: up to 16 threads a part, held while all of them are open)."""
+    with crc_pool() as pool:  # (one for every part: each held open until all are written)
+        return _write_parts(path, meta, arrays, parts, ready, inparts, build, marker, pool)
+
+
+def _write_parts(path, meta, arrays, parts, ready, inparts, build, marker, pool) -> int:
+    """:func:`_write_split`'s work, ``pool`` its parts' CRC-32 threads."""
     from .write import write_index_file
 
     files = []
@@ -401,7 +411,7 @@ def _write_split(path, meta, arrays, parts, ready, inparts, build, marker) -> in
             mine = {k: split_rows(shape[0], parts)[r:r + 2] for k, (shape, _) in inparts.items()}
             nbytes = sum((hi - lo) * int(np.prod(inparts[k][0][1:], dtype=np.int64)) * inparts[k][1].itemsize
                          for k, (lo, hi) in mine.items())
-            pf = PartFile(path, r, parts, build, nbytes)
+            pf = PartFile(path, r, parts, build, nbytes, pool=pool)
             files.append(pf)
             for k, (lo, hi) in mine.items():
                 if ready is not None:
