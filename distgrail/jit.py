@@ -41,10 +41,11 @@ def njit(**options):
 _FAILED: dict = {}
 
 
-def load(module: str, what: str, stacklevel: int = 3):
+def load(module: str, what: str, stacklevel: int = 3, warn: bool = True):
     """The compiled module ``module`` (dotted), or None with one warning per process when numba is
     missing, broken, or turned off (``NUMBA_DISABLE_JIT``: the loops would run as Python, slower
-    than the NumPy code they replace)."""
+    than the NumPy code they replace). ``warn=False``: a probe (whether it would load), which
+    neither warns nor records the failure (the loader that then runs its NumPy code warns)."""
     if module in _FAILED:
         return None
     try:
@@ -54,6 +55,8 @@ def load(module: str, what: str, stacklevel: int = 3):
             raise ImportError("NUMBA_DISABLE_JIT is set")
         return importlib.import_module(module)
     except Exception as e:  # noqa: BLE001 - any failure to load means: the NumPy code, same numbers
+        if not warn:
+            return None
         _FAILED[module] = f"{type(e).__name__}: {e}"
         warnings.warn(f"compiled CPU {what} unavailable ({e}); using the NumPy {what}", RuntimeWarning,
                       stacklevel=stacklevel)

@@ -32,7 +32,7 @@ def test_the_rule_takes_deep_narrow_dags_only():
 
 
 def test_without_the_compiled_sweeps_the_gpu_keeps_them(monkeypatch):
-    monkeypatch.setattr(deep, "compiled_sweeps", lambda levels: None)
+    monkeypatch.setattr(deep, "host_sweeps_compiled", lambda: False)
     L = HOST_DEEP_LEVELS + 1
     assert not labels_on_host(L, L - 1, L)
 
@@ -91,11 +91,29 @@ def test_a_narrow_trim_hands_over_once_its_rounds_cost_more_than_the_hosts_conde
 def test_without_the_hosts_compiled_sweeps_a_narrow_trim_stays_on_the_gpu(monkeypatch):
     """numba missing, turned off or failed: the host would level a chain a Python iteration a
     level (30x slower than the GPU's trim), so the trim is never handed over."""
-    monkeypatch.setattr(deep, "compiled_sweeps", lambda levels: None)
+    monkeypatch.setattr(deep, "host_sweeps_compiled", lambda: False)
     s, n = _steps_on_numpy(), 1_000_000
     rep = np.full(n, -1, np.int32)
     rep[:300_000] = 0
     assert s._hand_over(rep, 300_000, 2 * n) is None  # (raised NarrowPeel with them: above)
+
+
+def test_the_probe_of_the_hosts_sweeps_neither_warns_nor_records(monkeypatch):
+    """NUMBA_DISABLE_JIT: the probe says no without a warning (no NumPy sweep runs because of it),
+    and a later real load still warns."""
+    numba = pytest.importorskip("numba")
+    import warnings
+
+    from distgrail import jit
+
+    monkeypatch.setattr(numba.config, "DISABLE_JIT", True)
+    monkeypatch.setattr(jit, "_FAILED", {})
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert not deep.host_sweeps_compiled()
+    assert not jit._FAILED
+    with pytest.warns(RuntimeWarning, match="level sweeps unavailable"):
+        assert deep.compiled_sweeps(deep.DEEP_LEVELS + 1) is None
 
 
 def test_a_narrow_peel_is_a_backend_error_the_condensation_falls_back_on():

@@ -160,3 +160,42 @@ def test_a_served_update_given_a_writer_writes_its_arrays_not_placeholders(monke
     assert sorted(a.arrays) == sorted(b.arrays)
     for name in a.arrays:
         assert np.array_equal(a.arrays[name], b.arrays[name]), name
+
+
+def test_two_readers_after_a_failed_download_copy_each_array_once():
+    """Two threads read the arrays at once after the download failed: one copies again what had
+    not landed, the other finds it landed (no second copy, no placeholder, no error)."""
+    copies = []
+    first = {"failed": False}
+    gate = threading.Event()
+
+    def once_failing(dev, out):
+        if dev[0] == 1 and not first["failed"]:
+            first["failed"] = True
+            raise MemoryError("no host memory for a moment")
+        if threading.current_thread().name != "distgrail-arrivals":
+            gate.wait(5)  # (both readers are in finish() before the copy)
+            copies.append(int(dev[0]))
+        return _copy(dev, out)
+
+    idx = _pending_index(once_failing)
+    idx._pending._thread.join()
+    got, errors = [], []
+
+    def read():
+        try:
+            got.append(idx.arrays)
+        except Exception as e:  # noqa: BLE001 - the test's point
+            errors.append(e)
+
+    readers = [threading.Thread(target=read) for _ in range(2)]
+    for r in readers:
+        r.start()
+    time.sleep(0.1)
+    gate.set()
+    for r in readers:
+        r.join(5)
+    assert not errors and len(got) == 2
+    assert copies == [1]  # "y" copied again once
+    for a in got:
+        assert a["x"].tolist() == [0, 5] and a["y"].tolist() == [1, 6]

@@ -158,6 +158,7 @@ class Arrivals:
         self._order = {name: i for i, (name, _, _) in enumerate(self._items)}
         self._landed = 0  # arrays landed, in order
         self._moved = threading.Condition()
+        self._retry = threading.Lock()  # (one caller of finish() copies again at a time)
         self._error = None
         self._cancel = False
         self._over = False
@@ -203,11 +204,12 @@ class Arrivals:
         raises where that fails too (a served update's index: a failed copy, e.g. no host memory
         for a moment, is not the end of its host arrays)."""
         self._thread.join()
-        if self._error is not None and not self._cancel:
-            for i in range(self._landed, len(self._items)):
-                self._land(i)  # (raises again: the caller's read fails, the next one retries)
-            self._error = None
-        self.join()
+        with self._retry:  # (two readers at once: the second finds the first's copies landed)
+            if self._error is not None and not self._cancel:
+                for i in range(self._landed, len(self._items)):
+                    self._land(i)  # (raises again: the caller's read fails, the next one retries)
+                self._error = None
+            self.join()
 
     def wait(self, name) -> None:
         """Return once array ``name`` has landed (at once for a name not among them); raise the

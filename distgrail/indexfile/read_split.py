@@ -60,8 +60,8 @@ class PartFiles:
                 raise IndexFormatError(f"{path}: the part {os.path.basename(part)} of this split index is missing "
                                        f"(looked in {os.path.dirname(part)}): a split index is its main file and its "
                                        f"part files, kept in one directory, and cannot be read without each of them: "
-                                       f"restore {os.path.basename(part)} there (from where the index was copied or "
-                                       f"moved from), or build the index again with 'distgrail index'")
+                                       f"restore {os.path.basename(part)} there (from wherever the index was copied or "
+                                       f"moved), or build the index again with 'distgrail index'")
             self.fds[part] = _descriptor(path, part, len(self.fds), self)  # (it raises the soft limit if need be)
 
     def file(self, path, part, build_id, h5py):
@@ -144,30 +144,37 @@ class OpenLimit:
             import resource
         except ImportError:  # pragma: no cover - not a POSIX system
             return True, None
-        soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
-        unlimited = resource.RLIM_INFINITY
-        shown = None if hard == unlimited else int(hard)
         least = need if least is None else least
-        if soft == unlimited or need <= soft:
-            return True, shown
-        want = max(need, 2 * soft) if hard == unlimited else min(hard, max(need, 2 * soft))
-        if want > soft:
-            try:
-                self._raise(resource, soft, want, hard)
-                soft = want
-            except (OSError, ValueError):
-                pass
+        with _LIMIT_LOCK:  # (read, decided and set at once: another thread's raise is never undone here)
+            soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+            unlimited = resource.RLIM_INFINITY
+            shown = None if hard == unlimited else int(hard)
+            if soft == unlimited or need <= soft:
+                user = _LIMIT["user"]
+                if user is not None and need > user:  # (fits only under another's raise: held till done)
+                    self._hold(soft)
+                return True, shown
+            want = max(need, 2 * soft) if hard == unlimited else min(hard, max(need, 2 * soft))
+            if want > soft:
+                try:
+                    resource.setrlimit(resource.RLIMIT_NOFILE, (want, hard))
+                    self._hold(soft)
+                    _LIMIT["set"] = want
+                    soft = want
+                except (OSError, ValueError):
+                    pass
         return least <= soft, shown
 
-    def _raise(self, resource, soft: int, want: int, hard) -> None:
-        with _LIMIT_LOCK:
-            resource.setrlimit(resource.RLIMIT_NOFILE, (want, hard))
-            if not self.raised:
-                self.raised = True
-                _LIMIT["held"] += 1
-            if _LIMIT["user"] is None:
-                _LIMIT["user"] = soft
-            _LIMIT["set"] = want
+    def _hold(self, soft: int) -> None:
+        """Count this read or write among those that need the raised limit (under _LIMIT_LOCK;
+        ``soft`` the limit before a first raise: the user's)."""
+        if not self.raised:
+            self.raised = True
+            _LIMIT["held"] += 1
+        if _LIMIT["user"] is None:
+            _LIMIT["user"] = soft
+        if _LIMIT["set"] is None:
+            _LIMIT["set"] = soft
 
     def done(self) -> None:
         """The read or write has ended: the last of those that raised the soft limit puts the

@@ -385,13 +385,23 @@ def open_limit(path, parts: int):
     fits, hard = limit.room(least - WRITE_SPARE + SPARE_DESCRIPTORS, least)
     if not fits:
         limit.done()
-        most = (hard - now - WRITE_SPARE) // PART_DESCRIPTORS
+        cap = hard if hard is not None else _soft_limit()  # (no hard limit: the system refused the raise)
+        most = (cap - now - WRITE_SPARE) // PART_DESCRIPTORS
         fewer = f"about {most} fit" if most > 0 else "not even one fits"
+        what = f"hard limit of open files ({hard}, ulimit -Hn)" if hard is not None else \
+            f"limit of open files ({cap}; the system refused to raise it)"
         raise OutputError(f"{os.fspath(path)}: cannot write {parts} part files: one process writing a split index "
-                          f"holds every part open, about {least} files here, past this process's hard limit of open "
-                          f"files ({hard}, ulimit -Hn): give fewer --parts ({fewer}), or raise the limit "
+                          f"holds every part open, about {least} files here, past this process's {what}: give "
+                          f"fewer --parts ({fewer}), or raise the limit "
                           f"(ulimit -n {least}; past the hard limit, as an administrator)")
     return limit
+
+
+def _soft_limit() -> int:
+    """This process's soft limit of open files (``ulimit -Sn``)."""
+    import resource
+
+    return int(resource.getrlimit(resource.RLIMIT_NOFILE)[0])
 
 
 def _write_split(path, meta, arrays, parts, ready, inparts, build, marker) -> int:

@@ -58,8 +58,11 @@ HOST_TRIM_RATIO = 10
 
 def host_sweeps_compiled() -> bool:
     """Whether the host's compiled sweeps load (numba; not turned off, not failed to compile):
-    what a deep DAG needs on the host (its twins there go a level per Python iteration)."""
-    return compiled_sweeps(DEEP_LEVELS + 1) is not None
+    what a deep DAG needs on the host (its twins there go a level per Python iteration). A probe:
+    no warning where they do not (the GPU then keeps the work, and no NumPy sweep runs)."""
+    from ..jit import load
+
+    return load(f"{__package__}.deep_jit", "level sweeps", warn=False) is not None
 
 
 def labels_on_host(C: int, m: int, levels: int) -> bool:
