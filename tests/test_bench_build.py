@@ -14,7 +14,7 @@ def test_build_benchmark_tiny_cpu_only(tmp_path, capsys):
     assert bench.main(["--out", out, "--scale", "2e-5", "--no-gpu", "--cpu-max-edges", "500", "--json"]) == 0
     text = capsys.readouterr().out
     names = [g[0] for g in bench.graphs(2e-5)]
-    assert names == ["dag11.gra", "dag11.txt", "sf-cycles.gra", "layered.gra"]
+    assert names == ["dag11.gra", "dag11.txt", "sf-cycles.gra", "layered.gra", "chain.gra"]
     blocks = re.split(r"\n(?=\S+: n=)", text.split("\n[", 1)[0].strip())
     assert [b.split(":", 1)[0] for b in blocks] == names
     ran = skipped = 0
@@ -39,10 +39,12 @@ def test_build_benchmark_tiny_cpu_only(tmp_path, capsys):
     assert sf.C < sf.n
     lay = distgrail.build_index(os.path.join(out, "layered.gra"), dims=1, backend="cpu", supports=0)
     assert lay.meta["n_levels"] == bench.graphs(2e-5)[3][2]["levels"]
+    chain = distgrail.build_index(os.path.join(out, "chain.gra"), dims=1, backend="cpu", supports=0)
+    assert chain.meta["n_levels"] == chain.n == chain.C == bench.graphs(2e-5)[4][2]["n"]
     before = os.path.getmtime(os.path.join(out, "dag11.gra"))
     assert bench.main(["--out", out, "--scale", "2e-5", "--no-gpu", "--cpu-max-edges", "0"]) == 0
     assert os.path.getmtime(os.path.join(out, "dag11.gra")) == before  # reused, not regenerated
-    assert capsys.readouterr().out.count("skipped (--cpu-max-edges)") == 4
+    assert capsys.readouterr().out.count("skipped (--cpu-max-edges)") == 5
 
 
 def test_build_benchmark_rmat_generates_once_and_reports_rates(tmp_path, capsys):

@@ -1,4 +1,5 @@
-"""The whole build, CPU path next to GPU path, stage by stage, on the four graphs of issue 13.
+"""The whole build, CPU path next to GPU path, stage by stage, on the four graphs of issue 13 and a
+chain.
 
     python -m distgrail.benchmarks.build --out DIR [--scale S] [--dims 5] [--repeat 1]
         [--cpu-max-edges M] [--no-gpu] [--json]
@@ -10,7 +11,10 @@ Graphs (generated once into ``DIR``, reused while their parameters stay the same
 * ``sf-cycles.gra``: a 1.5 M-vertex, ~150 M-edge copy-model scale-free graph WITH cycles: random
   back edges in its older half (one giant SCC) and reversed copies of edges in its newer half
   (many 2-vertex SCCs), as :mod:`distgrail.benchmarks.condense` makes it;
-* ``layered.gra``: a layered DAG of 10^5 levels (2 M vertices, degree 20).
+* ``layered.gra``: a layered DAG of 10^5 levels (2 M vertices, degree 20);
+* ``chain.gra``: a chain of 10^7 vertices, 10^7 levels (a dependency or version chain at its
+  deepest: where the GPU path hands the condensation and the labels to the host's compiled
+  loops, docs/design.md).
 
 ``--rmat SCALE`` instead: one Graph500 R-MAT graph, ``rmat-sSCALE-eE.txt`` (``distgrail generate rmat
 --scale SCALE --edge-factor E``, E = ``--edge-factor``, default 16; ``--binary``: the ``.h5`` graph),
@@ -43,7 +47,7 @@ _STAGES = {"read/parse": ("read",), "condense": ("condense",), "phases 1-4": ("p
 
 
 def graphs(scale: float):
-    """(file name, kind, parameters) of the four graphs at ``scale``."""
+    """(file name, kind, parameters) of the five graphs at ``scale``."""
     n = max(int(1_500_000 * scale), 50)
     deg = min(100.0, n / 4)
     back = max(int(200_000 * scale), 4)
@@ -52,7 +56,8 @@ def graphs(scale: float):
     return [("dag11.gra", "paper", dict(n=n, degree=deg)),
             ("dag11.txt", "paper", dict(n=n, degree=deg)),
             ("sf-cycles.gra", "cyclic", dict(n=n, degree=deg, back=back, small=back)),
-            ("layered.gra", "layered", dict(n=ln, degree=min(20.0, ln / 4), levels=levels))]
+            ("layered.gra", "layered", dict(n=ln, degree=min(20.0, ln / 4), levels=levels)),
+            ("chain.gra", "chain", dict(n=max(int(10_000_000 * scale), 60)))]
 
 
 def make_graph(path: str, kind: str, p: dict) -> dict:
@@ -86,6 +91,11 @@ def make_graph(path: str, kind: str, p: dict) -> dict:
         indptr, indices = edge_graph_csr(g)
         n = g.n
         del g
+    elif kind == "chain":  # (i -> i + 1)
+        import numpy as np
+
+        n = int(p["n"])
+        indptr, indices = np.minimum(np.arange(n + 1, dtype=np.int64), n - 1), np.arange(1, n, dtype=np.int64)
     else:
         g = generate_csr(kind, p["n"], p["degree"], 0, p.get("levels"))
         n, indptr, indices = g.n, g.indptr, g.indices
