@@ -73,7 +73,7 @@ from ..index import assemble
 from ..io.binary import read_condensation
 from ..io.read import detect_format
 from ..placement import check_output, host_landing, index_dag_to_host, light_graph
-from ..stages import phases
+from ..stages import deep, phases
 from ..stages.condense import DAG, dag_to_host
 from ..stages.labeling import Forest, prefetch_csr
 from . import devicepath
@@ -121,6 +121,7 @@ class AcrossRanks:
 
     def __init__(self, comm, owned, be, config, writes, counts):
         self.comm, self.owned, self.be, self.config = comm, owned, be, config
+        self.backend_name = be.name  # (the backend asked for: a deep DAG's phases may run on the host)
         self.run = phases.StageRun(be, config)
         self.root = 0
         self.me = comm.Get_rank()
@@ -229,6 +230,7 @@ class AcrossRanks:
         receive the labeling fields (the others are None), device to device with NCCL; rank 0
         keeps its own DAG (on its device)."""
         comm, root, here = self.comm, self.root, self.here
+        dag = self._deep_to_host(dag)
         # the file's digest is not sent here: it may still be hashing (it goes with the index: join_digest)
         head = (g.name, _stored_condensation(g, dag), getattr(g, "meta", {}).get("node_labels")) if here else None
         name, path, labels = comm.bcast(head, root=root)  # the user's node labels too (small next to the DAG)
@@ -255,6 +257,29 @@ class AcrossRanks:
             run_shared(comm, "copying the DAG to the host")
         got = bcast_dataclass(comm, self.dag_host, DAG, root, skip=ROOT_ONLY_DAG)
         return (dag if here else got), g
+
+    def _deep_to_host(self, dag):
+        """Collective, on a GPU backend: a deep, narrow DAG (:func:`~distgrail.stages.deep.labels_on_host`,
+        decided by rank 0's DAG and every rank's compiled sweeps) comes to rank 0's host, and every
+        rank runs the later entries on the CPU backend (its dimensions and mask words there, the
+        moves through host memory and MPI), as one process does (:meth:`OneProcess.share_dag
+        <distgrail.placement.OneProcess.share_dag>`): the GPUs would sweep it a level at a time.
+        The same index. Returns rank 0's DAG (None elsewhere, as given)."""
+        comm, here = self.comm, self.here
+        if not comm.allreduce(bool(self.be.is_gpu), op=mpi().LAND):
+            return dag
+        shape = comm.bcast((int(dag.C), int(dag.m), int(dag.n_levels)) if here else None, root=self.root)
+        if not comm.allreduce(bool(run_shared(comm, "probing the host's compiled sweeps", deep.labels_on_host, *shape)),
+                              op=mpi().LAND):
+            return dag
+        if here:
+            phases.notice(f"phases 1-5 on the hosts' compiled sweeps: the condensed DAG has {shape[2]:,} levels "
+                          f"for {shape[0]:,} components and {shape[1]:,} edges, which the GPUs sweep a level at a time")
+        dag = run_shared(comm, "copying the DAG to the host", dag_to_host if here else None, dag, self.be)
+        self.be = get_backend("cpu")
+        self.run = phases.StageRun(self.be, self.config)
+        self.nccl = False  # (what moves now is on the hosts)
+        return dag
 
     def once(self, what, entry, dag, *args):
         """``entry`` on rank 0 (None elsewhere); the other ranks upload the CSR meanwhile (host
@@ -530,7 +555,9 @@ class AcrossRanks:
         elif here:
             idx.timings = mine
         if idx is not None:
-            idx.meta["backend"] = self.be.name
-            idx.meta["transport"] = self.tp.name
+            idx.meta["backend"] = self.backend_name
+            idx.meta["transport"] = self.tp.name if self.be.name == self.backend_name else "mpi"
+            if self.be.name != self.backend_name:  # (a deep DAG labelled on the hosts: _deep_to_host)
+                idx.meta["phases_backend"] = self.be.name
             idx.meta["dims_split"] = self.counts.tolist()
         return idx
