@@ -323,7 +323,7 @@ class Client:
         if self.token:
             headers["Authorization"] = f"Bearer {self.token}"
         for attempt in (0, 1) if retry else (0,):  # a kept-alive connection the server closed: once more, on a new one
-            conn = None
+            conn = r = None
             try:  # connecting too: a refused connection is a ServerError, not a bare OSError
                 conn = self._connection(fresh=attempt == 1)
                 conn.request(method, self._base + path, body=body, headers=headers)
@@ -336,7 +336,8 @@ class Client:
                 if attempt or not retry:
                     raise ServerError(f"{self.url}: the server closed the connection ({e})") from None
             except OSError as e:  # refused, unreachable, timed out
-                sent = isinstance(e, TimeoutError) and conn is not None and conn.sock is not None
+                # (a reply's headers came: a Connection: close response holds the socket, not conn)
+                sent = isinstance(e, TimeoutError) and conn is not None and (conn.sock is not None or r is not None)
                 if conn is not None:
                     conn.close()
                 self._local.conn = None
