@@ -73,19 +73,44 @@ def _steps_on_numpy():
 
 def test_a_narrow_trim_hands_over_once_its_rounds_cost_more_than_the_hosts_condensation():
     pytest.importorskip("numba")
-    s, n = _steps_on_numpy(), 1_000_000
+    s, n, since = _steps_on_numpy(), 1_000_000, []
     rep = np.full(n, -1, np.int32)
-    rep[:1000] = 0  # 1,000 rounds decided 1,000 vertices: narrow
-    assert s._hand_over(rep, 1000, 2 * n) == 2000  # the rounds cost less than the host's 2 M: ask again later
+    rep[:500] = 0
+    assert s._hand_over(rep, 500, 2 * n, since) == 1000 and since == [500, 500]  # the first check records
+    rep[:1000] = 0  # 500 rounds decided 500 vertices: narrow
+    assert s._hand_over(rep, 1000, 2 * n, since) == 2000  # the rounds cost less than the host's 2 M: ask again later
     rep[:300_000] = 0
-    with pytest.raises(NarrowPeel, match="300,000 rounds of trimming on the GPU decided 300,000"):
-        s._hand_over(rep, 300_000, 2 * n)  # 10 x 300,000 >= 2 M
-    rep[:] = 0
-    assert s._hand_over(rep, 1000, 2 * n) is None  # 1,000 vertices a round: wide, never asked again
-    small = np.zeros(n, np.int32)
-    small[:] = -1
+    with pytest.raises(NarrowPeel, match="after 300,000 rounds of trimming on the GPU, the last 299,000 decided 299,000"):
+        s._hand_over(rep, 300_000, 2 * n, since)  # 10 x 300,000 >= 2 M
+    wide, rep[:] = [], -1
+    rep[:40_000] = 0
+    assert s._hand_over(rep, 1000, n // 100, wide) == 2000
+    rep[:80_000] = 0  # 40 vertices a round: wide, however many rounds it took; asked again later
+    assert s._hand_over(rep, 2000, n // 100, wide) == 4000
+    small = np.full(n, -1, np.int32)
     small[:64] = 0
-    assert s._hand_over(small, 64, 10 ** 10) == 128  # a long chain in a big graph stays on the GPU
+    mark = []
+    assert s._hand_over(small, 64, 10 ** 10, mark) == 128
+    small[:128] = 0
+    assert s._hand_over(small, 128, 10 ** 10, mark) == 256  # a long chain in a big graph stays on the GPU
+
+
+def test_sources_decided_at_once_do_not_make_a_long_chain_after_them_look_wide():
+    """A graph's isolated vertices and sources are decided in the first round: counted over all
+    rounds they made the chain behind them wide, and the peel was never asked again (a chain of
+    10 M behind 3 M sources: 10 M rounds on the GPU). The width is that of the latest rounds."""
+    pytest.importorskip("numba")
+    s, n, since = _steps_on_numpy(), 13_000_000, []
+    size = n + 10_000_000  # (vertices plus edges)
+    rep = np.full(n, -1, np.int32)
+    rep[:3_000_000 + 65_536] = 0  # 3 M at once, then one a round
+    assert s._hand_over(rep, 65_536, size, since) == 131_072  # (46 a round over all rounds: wide before)
+    for r in (131_072, 262_144, 524_288, 1_048_576, 2_097_152):
+        rep[:3_000_000 + r] = 0
+        assert s._hand_over(rep, r, size, since) == 2 * r  # narrow, but cheaper than the host so far
+    rep[:3_000_000 + 4_194_304] = 0
+    with pytest.raises(NarrowPeel, match="the last 2,097,152 decided 2,097,152"):
+        s._hand_over(rep, 4_194_304, size, since)  # 10 x 4.2 M >= 23 M
 
 
 def test_without_the_hosts_compiled_sweeps_a_narrow_trim_stays_on_the_gpu(monkeypatch):
@@ -94,8 +119,9 @@ def test_without_the_hosts_compiled_sweeps_a_narrow_trim_stays_on_the_gpu(monkey
     monkeypatch.setattr(deep, "host_sweeps_compiled", lambda: False)
     s, n = _steps_on_numpy(), 1_000_000
     rep = np.full(n, -1, np.int32)
+    since = [1000, 1000]
     rep[:300_000] = 0
-    assert s._hand_over(rep, 300_000, 2 * n) is None  # (raised NarrowPeel with them: above)
+    assert s._hand_over(rep, 300_000, 2 * n, since) is None  # (raised NarrowPeel with them: above)
 
 
 def test_the_probe_of_the_hosts_sweeps_neither_warns_nor_records(monkeypatch):
@@ -120,7 +146,7 @@ def test_a_narrow_peel_is_a_backend_error_the_condensation_falls_back_on():
     from distgrail.errors import BackendError
 
     e = NarrowPeel(70_000, 70_001)
-    assert isinstance(e, BackendError) and (e.rounds, e.decided) == (70_000, 70_001)
+    assert isinstance(e, BackendError) and (e.rounds, e.decided, e.latest) == (70_000, 70_001, 70_000)
 
 
 def test_the_cpu_build_reports_one_backend():
@@ -168,6 +194,23 @@ def test_on_a_gpu_a_long_chain_in_a_big_graph_is_condensed_there(monkeypatch, ca
     # (the levels' peel over the 5,018 components is narrow too, but weighed against the host's
     # condensation of the whole graph, not of those components)
     assert "condensing on the CPU" not in capsys.readouterr().err
+    cpu = distgrail.build_index((src, dst), num_vertices=n, dims=2, backend="cpu")
+    for name, want in cpu.arrays.items():
+        assert np.array_equal(gpu.arrays[name], want), name
+
+
+@pytest.mark.gpu
+def test_on_a_gpu_a_chain_behind_many_isolated_vertices_is_condensed_on_the_host(monkeypatch, capsys):
+    """100,000 isolated vertices decided in the first round made the chain after them look wide
+    (never handed over); the latest rounds' width sees it narrow: the host condenses it, the
+    index is the CPU path's."""
+    pytest.importorskip("numba")
+    get_backend("gpu")
+    monkeypatch.setattr(deep, "HOST_DEEP_LEVELS", 1000)
+    k, n = 20000, 120000
+    src, dst = np.arange(k - 1), np.arange(1, k)
+    gpu = distgrail.build_index((src, dst), num_vertices=n, dims=2, backend="gpu")
+    assert "condensing on the CPU: a deep, narrow graph" in capsys.readouterr().err
     cpu = distgrail.build_index((src, dst), num_vertices=n, dims=2, backend="cpu")
     for name, want in cpu.arrays.items():
         assert np.array_equal(gpu.arrays[name], want), name

@@ -342,9 +342,10 @@ class CudaSteps(_Steps):
         hub, hubs, _ = self._hub_args(ptr, int(idx.size))
         rnd = cur = rounds = 0
         check = self.narrow_rounds if mode == PEEL else None
+        since = []  # (decided, rounds) at the last check: the width is that of the rounds since
         while nf:
             if check is not None and rounds >= check:
-                check = self._hand_over(rep, rounds, self.whole or n + int(idx.size))
+                check = self._hand_over(rep, rounds, self.whole or n + int(idx.size), since)
             if nf + work <= SMALL_WORK:
                 cap = 0 if check is None else max(1, check - rounds)
                 state.set(np.array([nf, rnd, work, cur, cap], dtype=np.int64))
@@ -364,32 +365,39 @@ class CudaSteps(_Steps):
                 rnd, cur, rounds = rnd + 1, cur ^ 1, rounds + 1
         return rounds
 
-    def _hand_over(self, rep, rounds: int, size: int):
-        """The round to ask again at (twice ``rounds``), or None (a wide peel: never again); raises
-        :class:`NarrowPeel` where the peel's ``rounds`` rounds decided fewer than
-        :data:`~distgrail.stages.deep.HOST_LEVEL_WIDTH` vertices a round and cost more than the
-        host's whole condensation of a graph of ``size`` vertices plus edges would
-        (:data:`~distgrail.stages.deep.HOST_TRIM_RATIO`), where the host's compiled sweeps load
-        (else None: the host's twins would be slower still)."""
+    def _hand_over(self, rep, rounds: int, size: int, since: list):
+        """The round to ask again at (twice ``rounds``), or None (never again: the host's compiled
+        sweeps do not load, and its twins would be slower still); raises :class:`NarrowPeel` where
+        the rounds since the last check (``since``: ``[decided, rounds]`` then, updated here; empty
+        at the first check, which only records) decided fewer than
+        :data:`~distgrail.stages.deep.HOST_LEVEL_WIDTH` vertices a round and the peel's ``rounds``
+        rounds cost more than the host's whole condensation of a graph of ``size`` vertices plus
+        edges would (:data:`~distgrail.stages.deep.HOST_TRIM_RATIO`). The width is that of the
+        latest rounds, not of all: a graph's sources and isolated vertices, decided in the first
+        round, do not make a long chain after them look wide, and a peel that narrows is seen."""
         decided = int(self.xp.count_nonzero(rep >= 0))
-        if decided >= deep.HOST_LEVEL_WIDTH * rounds:
-            return None
+        then = tuple(since) or None
+        since[:] = [decided, rounds]
+        if then is None or decided - then[0] >= deep.HOST_LEVEL_WIDTH * (rounds - then[1]):
+            return 2 * rounds
         if deep.HOST_TRIM_RATIO * rounds >= size:
             if not deep.host_sweeps_compiled():  # (the host would level it a Python iteration a level)
                 return None
-            raise NarrowPeel(rounds, decided)
+            raise NarrowPeel(rounds, decided - then[0], rounds - then[1])
         return 2 * rounds
 
 
 class NarrowPeel(BackendError):
-    """A GPU peel that ran :attr:`rounds` rounds deciding :attr:`decided` vertices, fewer than
-    :data:`~distgrail.stages.deep.HOST_LEVEL_WIDTH` a round: a deep, narrow DAG, which the CPU
-    path condenses faster (the caller's fallback; the same DAG)."""
+    """A GPU peel that ran :attr:`rounds` rounds, the last :attr:`latest` of them deciding
+    :attr:`decided` vertices, fewer than :data:`~distgrail.stages.deep.HOST_LEVEL_WIDTH` a round:
+    a deep, narrow DAG, which the CPU path condenses faster (the caller's fallback; the same DAG)."""
 
-    def __init__(self, rounds: int, decided: int):
-        super().__init__(f"a deep, narrow graph: {rounds:,} rounds of trimming on the GPU decided {decided:,} "
-                         f"vertices, fewer than {deep.HOST_LEVEL_WIDTH} a round; the CPU's search condenses it faster")
-        self.rounds, self.decided = rounds, decided
+    def __init__(self, rounds: int, decided: int, latest: int | None = None):
+        latest = rounds if latest is None else latest
+        super().__init__(f"a deep, narrow graph: after {rounds:,} rounds of trimming on the GPU, the last {latest:,} "
+                         f"decided {decided:,} vertices, fewer than {deep.HOST_LEVEL_WIDTH} a round; the CPU's "
+                         "search condenses it faster")
+        self.rounds, self.decided, self.latest = rounds, decided, latest
 
 
 def scc_reps(steps, ptr, idx, n, timings=None):
