@@ -169,3 +169,18 @@ def test_a_damaged_chunk_is_a_damaged_file_on_every_rank_not_a_crash(comm, tmp_p
     comm.Barrier()
     with pytest.raises(distgrail.DistGrailError, match="damaged graph file: HDF5 cannot read it"):
         distgrail.build_index(path, dims=2, comm=comm, partition="on", backend="cpu")
+
+
+def test_offsets_out_of_order_in_the_last_ranks_rows_are_refused_on_every_rank(comm, tmp_path):
+    """Each rank reads and checks only its own rows' offsets: a decrease among the last rank's
+    rows (its CRC dropped, as a file of an earlier release) is every rank's error."""
+    path = _file(comm, tmp_path)
+    if comm.rank == 0:
+        with h5py.File(path, "r+") as f:
+            a = f["csr/indptr"][...]
+            a[-3] = a[-4] - 1
+            f["csr/indptr"][...] = a
+            del f.attrs["csr_crc32"]
+    comm.Barrier()
+    with pytest.raises(distgrail.DistGrailError, match="CSR arrays disagree with n and m"):
+        distgrail.build_index(path, dims=2, comm=comm, partition="on", backend="cpu")

@@ -15,9 +15,11 @@ no rank gathers them (:func:`read_parts`, collective).
   hashes the whole file in the background once the ranks have parsed it
   (:class:`~distgrail.io.digest.FileDigest`, joined when the index is assembled) and checks it
   did not change under the parse.
-- **Binary ``.h5`` graphs**: each rank reads its block of CSR rows (balanced by edges), in CRC
-  blocks by a thread pool where the file allows (:func:`distgrail.io.binary._read_checked`), after
-  checking the row pointers (O(n), every rank); on a GPU its ids go up and are checked there
+- **Binary ``.h5`` graphs**: each rank reads its block of CSR rows (balanced by edges, found by
+  bisection over the file's row pointers: :func:`_row_block`), the row pointers of those rows
+  only and their edges, in CRC blocks by a thread pool where the file allows
+  (:func:`distgrail.io.binary._read_checked`); every rank checks the pointers' ends, each its own
+  rows' order (together the whole array); on a GPU its ids go up and are checked there
   and its sources are made there from its row pointers, as one process reads a graph file onto
   its GPU (the host made them by ``repeat`` and uploaded both); a stored condensation is
   read by rank 0 (the condense step then reads it, as a one-rank build does).
@@ -102,7 +104,7 @@ def _h5_block(path, me, size, be=None):
     from ..io.h5attrs import attr_text
     from ..errors import GraphFormatError
     from ..io.binary import _TIE, _damaged, _integer, _open, _read_checked, _source_digest, check_edge_count, \
-        check_ids, check_offsets, dataset_of, vertex_count
+        check_ids, dataset_of, vertex_count
     from ..io.graph import id_dtype
     from ..io.parse import open_body
     from .parse import on_this_rank
@@ -111,17 +113,22 @@ def _h5_block(path, me, size, be=None):
     try:  # (HDF5's own failures, a damaged chunk or attribute, told as one process tells them)
         with _open(path) as f:
             n = vertex_count(f, path)
-            (indptr,), indptr_crc = _read_checked(f, ("csr/indptr",), path)
+            ptr_set = dataset_of(f, "csr/indptr", path)
             stored = _integer(f.attrs[_TIE], _TIE, path) if _TIE in f.attrs else None
-            crc = {"indptr": indptr_crc} if me == 0 and stored is not None else {}  # (the bytes as stored)
-            indptr = indptr.astype(np.int64)
             m = int(dataset_of(f, "csr/indices", path).shape[0])
             check_edge_count(f, m, path)
-            check_offsets(np, indptr, n, m, path)
-            lo_e, hi_e = m * me // size, m * (me + 1) // size
-            lo = int(np.searchsorted(indptr, lo_e, side="left")) if me else 0
-            hi = int(np.searchsorted(indptr, hi_e, side="left")) if me + 1 < size else n
-            e0, e1 = int(indptr[lo]), int(indptr[hi])
+            lo, hi = _row_block(ptr_set, n, m, me, size, path)
+            # this rank's rows' offsets only (every rank read all n + 1 before: 8 bytes a vertex on
+            # every rank), their piece of the CSR's CRC-32 the bytes lo..hi-1 (the last rank's to n)
+            last = me + 1 == size
+            (ptr,), ptr_piece = _read_checked(f, ("csr/indptr",), path, {"csr/indptr": (lo, hi + 1 if last else hi)})
+            ptr_bytes = ((hi + 1 if last else hi) - lo) * ptr_set.dtype.itemsize
+            ptr = np.append(ptr.astype(np.int64), np.zeros(0 if last else 1, np.int64))
+            if not last:
+                ptr[-1] = int(ptr_set[hi])
+            if ptr.shape[0] > 1 and bool((ptr[1:] < ptr[:-1]).any()):  # (the rows' ends: _row_block)
+                raise GraphFormatError("corrupt graph file: CSR arrays disagree with n and m", path=path)
+            e0, e1 = int(ptr[0]), int(ptr[-1])
             # in CRC blocks by threads where the file allows (HDF5's slice read is one thread's), with
             # this rank's piece of the CSR's CRC-32 (rank 0 joins them: _check_csr)
             (dst,), piece = _read_checked(f, ("csr/indices",), path, {"csr/indices": (e0, e1)})
@@ -131,16 +138,45 @@ def _h5_block(path, me, size, be=None):
         raise
     except (OSError, RuntimeError, KeyError, ValueError) as e:
         raise _damaged(path, e) from None
+    crc = {}
     if stored is not None:
-        crc.update(piece=(piece, int(dst.nbytes)), stored=stored)
+        crc.update(ptr_piece=(ptr_piece, ptr_bytes), piece=(piece, int(dst.nbytes)), stored=stored)
     dt = id_dtype(n)
     if be is not None and be.is_gpu and dt == np.int32 and dst.size:
-        src, dst = _rows_on_device(be, indptr[lo:hi + 1] - e0, dst, lo, n, path)
+        src, dst = _rows_on_device(be, ptr - e0, dst, lo, n, path)
     else:
         check_ids(np, dst, n, path)  # (before the cast: a 64-bit id past n must not wrap into range)
         dst = dst.astype(dt, copy=False)
-        src = np.repeat(np.arange(lo, hi, dtype=dt), np.diff(indptr[lo:hi + 1]))
+        src = np.repeat(np.arange(lo, hi, dtype=dt), np.diff(ptr))
     return n, m, src, dst, name, digest, has_dag, crc
+
+
+def _row_block(ptr_set, n: int, m: int, me: int, size: int, path) -> tuple[int, int]:
+    """Rows ``lo..hi-1`` of rank ``me`` of ``size``: about m / size edges each (the first row whose
+    offset reaches the block's first edge, found by bisection over the file's offsets: a few
+    dozen values read, not all n + 1), after the checks every rank makes of the offsets as a
+    whole (n + 1 of them, from 0 to m); each rank checks its own rows' order (:func:`_h5_block`),
+    and the blocks meet, so together they check the whole array. Bisection finds the same
+    boundary for the two ranks that share it, and boundaries in rank order even where the
+    offsets are out of order (that rank's check then refuses them)."""
+    from ..errors import GraphFormatError
+
+    if ptr_set.shape != (n + 1,) or int(ptr_set[0]) != 0 or int(ptr_set[n]) != m:
+        raise GraphFormatError("corrupt graph file: CSR arrays disagree with n and m", path=path)
+
+    def first_row(edge: int) -> int:  # bisect_left over the offsets
+        a, b = 0, n
+        while a < b:
+            mid = (a + b) // 2
+            if int(ptr_set[mid]) < edge:
+                a = mid + 1
+            else:
+                b = mid
+        return a
+
+    lo = first_row(m * me // size) if me else 0
+    hi = first_row(m * (me + 1) // size) if me + 1 < size else n
+    return lo, hi
 
 
 def _rows_on_device(be, ptr, ids, lo: int, n: int, path):
@@ -168,8 +204,8 @@ def _check_csr(path, crc, pieces) -> None:
 
     if "stored" not in crc:  # (a file of an earlier release: no CRC to check)
         return
-    got = crc["indptr"]
-    for c, nbytes in pieces:
+    got = 0
+    for c, nbytes in [p[0] for p in pieces] + [p[1] for p in pieces]:  # the offsets', then the edges'
         got = crc32_combine(got, c, nbytes)
     check_csr_crc(crc["stored"], got, path)
 
@@ -181,7 +217,7 @@ def _read_h5(comm, be, path):
     me = comm.Get_rank()
     n, m, src, dst, name, digest, stored, crc = run_shared(comm, f"reading {path}", _h5_block, path, me,
                                                           comm.Get_size(), be)
-    pieces = comm.gather(crc.get("piece"), root=0)
+    pieces = comm.gather((crc.get("ptr_piece"), crc.get("piece")), root=0)
     run_shared(comm, f"checking {path}", _check_csr if me == 0 else None, path, crc, pieces)
     g = EdgeGraph(n=n, src=be.asarray(src), dst=be.asarray(dst), name=name if me == 0 else "",
                   digest=digest if me == 0 else "")
