@@ -214,3 +214,24 @@ def test_on_a_gpu_a_chain_behind_many_isolated_vertices_is_condensed_on_the_host
     cpu = distgrail.build_index((src, dst), num_vertices=n, dims=2, backend="cpu")
     for name, want in cpu.arrays.items():
         assert np.array_equal(gpu.arrays[name], want), name
+
+
+@pytest.mark.gpu
+def test_on_a_gpu_a_chain_finished_on_the_partitioned_root_goes_to_scipy(monkeypatch, capsys):
+    """A partitioned build whose capped sweeps gather a long chain to the root
+    (:func:`distgrail.stages.partitioned_scc._root_reps`): its CUDA trimming hands over as the
+    one-process condensation does, to SciPy's strong components on the host; the same
+    representatives."""
+    pytest.importorskip("numba")
+    cp = pytest.importorskip("cupy")
+    from distgrail.stages import partitioned_scc
+
+    get_backend("gpu")
+    monkeypatch.setattr(deep, "HOST_DEEP_LEVELS", 1000)
+    k = 20000
+    s = cp.concatenate((cp.arange(k - 1, dtype=cp.int64), cp.asarray([k - 1], cp.int64)))
+    d = cp.concatenate((cp.arange(1, k, dtype=cp.int64), cp.asarray([k - 100], cp.int64)))  # a cycle at the end
+    got = partitioned_scc._root_reps(cp, s, d, k)
+    assert "condensing on the CPU: a deep, narrow graph" in capsys.readouterr().err
+    want = partitioned_scc._root_reps_scipy(cp.asnumpy(s), cp.asnumpy(d), k)
+    assert np.array_equal(cp.asnumpy(got), want) and int(want[-1]) == k - 100

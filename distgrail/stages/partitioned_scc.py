@@ -165,14 +165,25 @@ def _root_reps(xp, s, d, k):
     """The one-process SCC steps on a graph of ``k`` vertices: each vertex's smallest member. On
     the CPU SciPy's strong components (linear, as the one-process CPU condensation), not the
     array-code trimming of :class:`~distgrail.stages.scc.NumpySteps`, which takes a NumPy pass per
-    level: a long chain finished on the root spent most of the build there (docs/benchmarks.md)."""
+    level: a long chain finished on the root spent most of the build there (docs/benchmarks.md).
+    On a GPU the CUDA steps, handing a deep, narrow graph to SciPy's on the host as the
+    one-process condensation hands it to the CPU (:class:`~distgrail.stages.scc.NarrowPeel`,
+    with the same notice): a long chain gathered to the root was trimmed a vertex a round."""
     if not _is_cupy(xp):
         return _root_reps_scipy(s, d, k)
-    from .scc import CudaSteps, scc_reps
+    from . import deep
+    from .scc import CudaSteps, NarrowPeel, scc_reps
 
-    steps = CudaSteps()
+    steps = CudaSteps(narrow_rounds=deep.HOST_DEEP_LEVELS)
     ptr, idx = steps.edge_csr(s.astype(xp.int32), d.astype(xp.int32), k)
-    rep, _, _ = scc_reps(steps, ptr, idx, k)
+    try:
+        rep, _, _ = scc_reps(steps, ptr, idx, k)
+    except NarrowPeel as e:
+        from .phases import notice
+
+        del ptr, idx
+        notice(f"condensing on the CPU: {e}")
+        return xp.asarray(_root_reps_scipy(xp.asnumpy(s), xp.asnumpy(d), k))
     return xp.arange(k, dtype=xp.int64) if rep is None else rep.astype(xp.int64)
 
 
