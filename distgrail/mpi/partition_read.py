@@ -123,9 +123,12 @@ def _h5_block(path, me, size, be=None):
             last = me + 1 == size
             (ptr,), ptr_piece = _read_checked(f, ("csr/indptr",), path, {"csr/indptr": (lo, hi + 1 if last else hi)})
             ptr_bytes = ((hi + 1 if last else hi) - lo) * ptr_set.dtype.itemsize
-            ptr = np.append(ptr.astype(np.int64), np.zeros(0 if last else 1, np.int64))
-            if not last:
-                ptr[-1] = int(ptr_set[hi])
+            end = () if last else (int(ptr_set[hi]),)  # (the next block's first offset)
+            # in 0..m before the cast: an unsigned 64-bit offset past int64 must not wrap into order
+            # (bisection lands on such a value: it is past every block's first edge)
+            if any(not 0 <= x <= m for x in end) or (ptr.size and not 0 <= int(ptr.min()) <= int(ptr.max()) <= m):
+                raise GraphFormatError("corrupt graph file: CSR arrays disagree with n and m", path=path)
+            ptr = np.append(ptr.astype(np.int64), np.array(end, np.int64))
             if ptr.shape[0] > 1 and bool((ptr[1:] < ptr[:-1]).any()):  # (the rows' ends: _row_block)
                 raise GraphFormatError("corrupt graph file: CSR arrays disagree with n and m", path=path)
             e0, e1 = int(ptr[0]), int(ptr[-1])
