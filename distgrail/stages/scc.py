@@ -342,7 +342,10 @@ class CudaSteps(_Steps):
         hub, hubs, _ = self._hub_args(ptr, int(idx.size))
         rnd = cur = rounds = 0
         check = self.narrow_rounds if mode == PEEL else None
-        since = []  # (decided, rounds) at the last check: the width is that of the rounds since
+        # (decided, rounds) at the last check: the width is that of the rounds since; from the start
+        # the first frontier (sources, isolated vertices: decided by peel) is not counted, and the
+        # first check judges too (a chain of narrow_rounds to twice that was never handed over)
+        since = [int(self.xp.count_nonzero(rep >= 0)), 0] if check is not None else []
         while nf:
             if check is not None and rounds >= check:
                 check = self._hand_over(rep, rounds, self.whole or n + int(idx.size), since)
@@ -368,8 +371,9 @@ class CudaSteps(_Steps):
     def _hand_over(self, rep, rounds: int, size: int, since: list):
         """The round to ask again at (twice ``rounds``), or None (never again: the host's compiled
         sweeps do not load, and its twins would be slower still); raises :class:`NarrowPeel` where
-        the rounds since the last check (``since``: ``[decided, rounds]`` then, updated here; empty
-        at the first check, which only records) decided fewer than
+        the rounds since the last check (``since``: ``[decided, rounds]`` then, updated here; the
+        sweep starts it at its first frontier, decided before its first round; empty: this check
+        only records) decided fewer than
         :data:`~distgrail.stages.deep.HOST_LEVEL_WIDTH` vertices a round and the peel's ``rounds``
         rounds cost more than the host's whole condensation of a graph of ``size`` vertices plus
         edges would (:data:`~distgrail.stages.deep.HOST_TRIM_RATIO`). The width is that of the
