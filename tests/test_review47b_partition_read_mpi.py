@@ -62,3 +62,28 @@ def test_the_partitioned_build_refuses_it_on_every_rank(comm, tmp_path):
     path = _file(comm, tmp_path)
     with pytest.raises(distgrail.DistGrailError, match="CSR arrays disagree with n and m"):
         distgrail.build_index(path, dims=2, comm=comm, partition="on", backend="cpu")
+
+
+def test_one_ranks_failed_upload_of_its_edges_is_every_ranks_error(comm, tmp_path):
+    """The upload of a rank's edges (a GPU backend with 64-bit ids: out of memory) is shared:
+    every rank raises, none waits in the next collective."""
+    from distgrail.gpu.backend import get_backend
+    from distgrail.mpi.errors import RankError
+    from distgrail.mpi.partition_read import read_parts
+
+    path = comm.bcast(str(tmp_path / "up.h5") if comm.rank == 0 else None, root=0)
+    if comm.rank == 0:
+        from distgrail.io.binary import write_binary_graph
+        from distgrail.io.graph import EdgeGraph
+
+        write_binary_graph(EdgeGraph(n=50, src=np.arange(49, dtype=np.int32), dst=np.arange(1, 50, dtype=np.int32)), path)
+    comm.Barrier()
+    class _Refusing:  # (the last rank's backend: its upload fails)
+        is_gpu, name = False, "cpu"
+
+        def asarray(self, a, dtype=None):
+            raise MemoryError("out of memory uploading the edges")
+
+    be = _Refusing() if comm.rank == comm.size - 1 else get_backend("cpu")
+    with pytest.raises(RankError, match="out of memory uploading the edges"):
+        read_parts(comm, be, path, None, "auto")

@@ -222,9 +222,11 @@ def _read_h5(comm, be, path):
                                                           comm.Get_size(), be)
     pieces = comm.gather((crc.get("ptr_piece"), crc.get("piece")), root=0)
     run_shared(comm, f"checking {path}", _check_csr if me == 0 else None, path, crc, pieces)
-    g = EdgeGraph(n=n, src=be.asarray(src), dst=be.asarray(dst), name=name if me == 0 else "",
-                  digest=digest if me == 0 else "")
-    g.meta.update(m_total=m, edges_read=int(src.size))
+    edges_read = int(src.size)
+    # (on the host where the ids are 64-bit: their upload's failure, out of memory, is every rank's)
+    src, dst = run_shared(comm, f"uploading this rank's edges of {path}", lambda: (be.asarray(src), be.asarray(dst)))
+    g = EdgeGraph(n=n, src=src, dst=dst, name=name if me == 0 else "", digest=digest if me == 0 else "")
+    g.meta.update(m_total=m, edges_read=edges_read)
     if me == 0:
         g.meta.update(format="h5", path=os.path.abspath(path))
         if stored:
