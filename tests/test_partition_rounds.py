@@ -281,3 +281,69 @@ def test_auto_on_own_gpus_partitions_plain_text_and_builds_the_one_process_index
         if comm.rank == 0:
             same_as_one_process_and_bfs(idx, path, nv, out, os.path.join(shared_dir, f"{name}.auto{rounds}.one.h5"))
         comm.Barrier()
+
+
+def _counted_reps(n, src, dst, narrow, K=2):
+    return Threads(K).run(lambda r, ex, s, d: (lambda c: (partitioned_reps(np, s, d, n, c, 0, None, narrow=narrow),
+                                                          c.stats()))(Counted(ex)), src, dst)
+
+
+@pytest.mark.parametrize("shape", ["chain", "cycle"])
+def test_without_a_rounds_limit_sweeps_that_crawl_go_to_the_root(shape):
+    """No rounds limit (``--partition on``): a chain trims two vertices an exchange and a cycle's
+    colour moves one hop an exchange, so they ran an exchange per link (a 10 M chain: millions).
+    The narrow rule asks at 64 exchanges whether the root may take the alive edges; yes: they go
+    there, a few exchanges later; SciPy's SCCs either way."""
+    n = 3000
+    src, dst = np.arange(n - 1), np.arange(1, n)
+    if shape == "cycle":
+        src, dst = np.arange(n), (np.arange(n) + 1) % n
+    asked = []
+    got = _counted_reps(n, src, dst, lambda left: asked.append(left) or True)
+    np.testing.assert_array_equal(got[0][0], _scipy_reps(n, src, dst))
+    assert got[0][1]["exchanges"] <= 64 + 4 and got[0][1]["gathered bytes"] > 0, got[0][1]
+    assert len(asked) == 2 and asked[0] == asked[1] and asked[0] > n // 2  # every rank asked once, alike
+
+
+def test_a_root_that_cannot_take_them_keeps_the_sweeps_going_asked_at_each_doubling():
+    n = 3000
+    src, dst = np.arange(n - 1), np.arange(1, n)
+    asked = []
+    got = _counted_reps(n, src, dst, lambda left: asked.append(left) or False, K=1)
+    np.testing.assert_array_equal(got[0][0], _scipy_reps(n, src, dst))
+    assert got[0][1]["exchanges"] > 1000 and got[0][1]["gathered bytes"] == 0, got[0][1]
+    assert 5 <= len(asked) <= 7 and asked == sorted(asked, reverse=True)  # at 64, 128, ..., 2048 exchanges
+
+
+def test_sweeps_that_end_in_a_few_dozen_exchanges_never_ask():
+    name = "giant" if "giant" in GRAPHS else sorted(GRAPHS)[0]
+    n, src, dst = GRAPHS[name]
+    asked = []
+    got = _counted_reps(n, src, dst, lambda left: asked.append(left) or True)
+    np.testing.assert_array_equal(got[0][0], _scipy_reps(n, src, dst))
+    assert got[0][1]["exchanges"] < 64 and asked == [], (got[0][1], asked)
+
+
+@pytest.mark.mpi(min_size=2)
+def test_partition_on_hands_a_long_chain_to_rank_0_after_a_few_dozen_exchanges(shared_dir, monkeypatch):  # noqa: F811
+    """``--partition on`` (no rounds limit), a chain of 3,000 vertices, nothing gathered by size:
+    the sweeps crawl (two vertices an exchange) and rank 0 can take the edges, so they go there
+    at the narrow rule's check; the index is one process's."""
+    from mpi4py import MPI
+
+    import distgrail
+
+    comm = MPI.COMM_WORLD
+    monkeypatch.setenv("DISTGRAIL_PARTITION_GATHER", "0")
+    path = os.path.join(shared_dir, "chain3k.txt")
+    if comm.rank == 0:
+        with open(path, "w") as f:
+            f.write("".join(f"{i} {i + 1}\n" for i in range(2999)))
+    comm.Barrier()
+    out = os.path.join(shared_dir, "chain3k.h5")
+    idx = distgrail.build_index(path, dims=3, comm=comm, partition="on", backend="cpu", output=out)
+    sweeps = max(r["sweeps"] for r in idx.meta["partition"])
+    assert sweeps <= 64 + 4, idx.meta["partition"]
+    if comm.rank == 0:
+        same_as_one_process_and_bfs(idx, path, None, out, os.path.join(shared_dir, "chain3k.one.h5"))
+    comm.Barrier()

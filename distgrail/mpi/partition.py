@@ -249,13 +249,14 @@ class Partitioned(SpreadSteps, AcrossRanks):
         ex = Counted(inner)
         self.report["exchange"] = inner.name
         peel = self.rounds is None and self._may_spread(n, int(comm.allreduce(int(g.m))))
+        narrow = self._narrow(n, int(g.m)) if self.rounds is None else None
         t0 = time.perf_counter()
         levels = None
         with be.on_device():
             if peel:  # a DAG that may stay spread: peeled from its sources first (its levels, if acyclic)
-                compact, C, keys, levels = peeled_keys(xp, g.src, g.dst, n, ex, self.gather_edges)
+                compact, C, keys, levels = peeled_keys(xp, g.src, g.dst, n, ex, self.gather_edges, narrow)
             else:
-                compact, C, keys = partitioned_keys(xp, g.src, g.dst, n, ex, self.gather_edges, self.rounds)
+                compact, C, keys = partitioned_keys(xp, g.src, g.dst, n, ex, self.gather_edges, self.rounds, narrow)
             m_up = int(comm.allreduce(int(keys.shape[0])))  # the condensed edges, duplicates across ranks counted
         g.src = g.dst = None  # this rank's edges are not needed any more
         self._timed("partition sweeps", t0)
@@ -276,6 +277,19 @@ class Partitioned(SpreadSteps, AcrossRanks):
                              compact, C, cu, cv)
         self.report.update(ex.stats())
         return dag
+
+    def _narrow(self, n: int, m_here: int):
+        """The SCC sweeps' ``narrow`` rule (:func:`~distgrail.stages.partitioned_scc.partitioned_reps`):
+        collective, whether rank 0 could take ``left`` alive edges (:func:`_root_can_finish`),
+        asked where the sweeps crawl (a long chain or cycle: an exchange per link)."""
+        comm, here = self.comm, self.here
+
+        def narrow(left: int) -> bool:
+            fits = run_shared(comm, "checking rank 0 can finish the sweeps", _root_can_finish if here else None,
+                              self.be, n, int(left), comm.Get_size(), m_here)
+            return bool(comm.bcast(fits, root=0))
+
+        return narrow
 
     def _may_spread(self, n: int, m: int) -> bool:
         """Collective (rank 0 decides): the condensed DAG may stay spread, judged on the whole

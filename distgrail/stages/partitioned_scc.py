@@ -32,6 +32,12 @@ kernels on a GPU, their array-code twin on the CPU.
   partitions a graph rank 0's GPU also holds, for speed) the alive edges go to the root once that
   many were spent, whatever their number: a deep DAG or a long chain of cycles needs a sweep per
   level, thousands, where a web or social graph needs a few dozen (docs/benchmarks.md).
+  Without ``rounds``, a ``narrow`` rule (:data:`NARROW_EXCHANGES`) does the same for a sweep that
+  crawls: at that many exchanges and each doubling, where the exchanges since the last check
+  took fewer than :data:`~distgrail.stages.deep.HOST_LEVEL_WIDTH` alive edges each (a long chain
+  trims two vertices an exchange, a long cycle's colour moves one hop) and ``narrow(left)`` says
+  the root may take the ``left`` alive edges, they go to the root: a 10 M chain was millions of
+  exchanges.
 
 Then every SCC's representative is its smallest vertex (a scatter-min on the replicated arrays,
 no message), SCCs get compact ids in that order, each rank maps ITS edges to compact ids, drops
@@ -54,6 +60,7 @@ from __future__ import annotations
 
 
 from ..arrays import scatter_max, scatter_min, sorted_distinct, unique
+from .deep import HOST_LEVEL_WIDTH
 
 __all__ = ["DEFAULT_GATHER_EDGES", "Counted", "partitioned_reps", "condensed_keys", "partitioned_keys", "peeled_keys",
            "gather_condensed", "partitioned_condensed_edges",
@@ -61,6 +68,9 @@ __all__ = ["DEFAULT_GATHER_EDGES", "Counted", "partitioned_reps", "condensed_key
 
 #: alive edges (over all ranks) up to which the rest of the SCC search runs on the root
 DEFAULT_GATHER_EDGES = 4 << 20
+#: exchanges after which (and each doubling) :func:`partitioned_reps` asks whether its sweeps
+#: crawl (module doc: ``narrow``); a web or social graph's sweeps end in a few dozen
+NARROW_EXCHANGES = 64
 #: the most components whose condensed edges fit int64 keys ``cu * C + cv`` (C^2 <= 2^63)
 MAX_KEYED_COMPONENTS = 3_037_000_499
 #: trimming goes on while a round removes at least this share of the alive vertices
@@ -228,13 +238,16 @@ def _finish_on_root(xp, ex, s, d, alive, rep, ids):
     rep[got[0]] = got[1]
 
 
-def partitioned_reps(xp, src, dst, n: int, ex, gather_edges: int = DEFAULT_GATHER_EDGES, rounds=None, done=None):
+def partitioned_reps(xp, src, dst, n: int, ex, gather_edges: int = DEFAULT_GATHER_EDGES, rounds=None, done=None,
+                     narrow=None):
     """SCCs of the graph on ``n`` vertices whose edges ``src[i] -> dst[i]`` are this rank's part:
     ``rep`` (length n, the same on every rank), ``rep[v]`` the smallest vertex of v's SCC.
     ``gather_edges``: see the module doc (0: never gather while an edge is alive); ``rounds``:
     exchanges after which the rest goes to the root (None: no limit; module doc). Every rank
     counts the same rounds: each is decided by values every rank holds. ``done``: vertices known
-    to be SCCs of their own (on no cycle: :func:`peeled_keys`' peel), the same on every rank."""
+    to be SCCs of their own (on no cycle: :func:`peeled_keys`' peel), the same on every rank.
+    ``narrow``: with ``rounds`` None, a collective ``narrow(left) -> bool``, whether the root may
+    take ``left`` alive edges, asked where the sweeps crawl (module doc; None: never asked)."""
     from .partitioned_sweeps import ALIVE, NO_LOOP, SAME, sweeps_for
 
     ops = sweeps_for(xp)  # the passes over this rank's edges: CUDA kernels on a GPU, array code on the CPU
@@ -245,16 +258,32 @@ def partitioned_reps(xp, src, dst, n: int, ex, gather_edges: int = DEFAULT_GATHE
     rep = xp.full(n, -1, dtype=idt) if done is None else xp.where(done, ids, -1).astype(idt)
     s, d = ops.filter(NO_LOOP, src.astype(idt, copy=False), dst.astype(idt, copy=False))  # a self-loop joins nothing
     spent = [0]  # exchanges so far (a list: the inner loops add to it)
+    crawl = [NARROW_EXCHANGES, None, False]  # the next check, (alive edges, exchanges) at the last, stopped
 
-    def more() -> bool:  # one more exchange within ``rounds``
+    def alive_edges() -> int:
+        return int(ex.allreduce(xp.asarray([s.size], dtype=xp.int64), "sum")[0])
+
+    def more() -> bool:  # one more exchange within ``rounds`` (or until the sweeps crawl)
         spent[0] += 1
-        return rounds is None or spent[0] <= rounds
+        if rounds is not None:
+            return spent[0] <= rounds
+        if narrow is not None and not crawl[2] and spent[0] >= crawl[0]:  # (every rank: the same exchange)
+            left, then = alive_edges(), crawl[1]
+            crawl[0], crawl[1] = 2 * spent[0], (left, spent[0])
+            slow = then[0] - left < HOST_LEVEL_WIDTH * (spent[0] - then[1])
+            crawl[2] = bool(slow and narrow(left))
+        return not crawl[2]
+
+    def out() -> bool:  # the exchanges spent: the rest goes to the root
+        return crawl[2] or rounds is not None and spent[0] > rounds
 
     while True:
         s, d = ops.filter(ALIVE, s, d, alive=alive)
         if not bool(alive.any()):
             break
-        left = int(ex.allreduce(xp.asarray([s.size], dtype=xp.int64), "sum")[0])
+        left = alive_edges()
+        if crawl[1] is None:  # (the narrow rule's first check measures from here)
+            crawl[1] = (left, spent[0])
         if left == 0:  # no alive edge on any rank: every alive vertex is its own SCC
             rep[alive] = ids[alive]
             break
@@ -275,7 +304,7 @@ def partitioned_reps(xp, src, dst, n: int, ex, gather_edges: int = DEFAULT_GATHE
                 removed_any = True
             if gone < TRIM_SHARE * int(xp.count_nonzero(alive)) or gone == 0:
                 break
-        if removed_any or rounds is not None and spent[0] > rounds:
+        if removed_any or out():
             continue  # the threshold (or the rounds spent) is looked at again
         # colouring: colour = largest alive id reaching each vertex
         color = xp.where(alive, ids, -1).astype(idt)
@@ -337,14 +366,14 @@ def condensed_keys(xp, src, dst, rep):
     return compact, C, sorted_distinct(xp, keys)
 
 
-def partitioned_keys(xp, src, dst, n: int, ex, gather_edges: int = DEFAULT_GATHER_EDGES, rounds=None):
+def partitioned_keys(xp, src, dst, n: int, ex, gather_edges: int = DEFAULT_GATHER_EDGES, rounds=None, narrow=None):
     """Collective: ``(compact, C, keys)`` of :func:`condensed_keys` for the SCCs of
     :func:`partitioned_reps` (the keys: this rank's condensed edges)."""
-    rep = partitioned_reps(xp, src, dst, n, ex, gather_edges, rounds)
+    rep = partitioned_reps(xp, src, dst, n, ex, gather_edges, rounds, narrow=narrow)
     return condensed_keys(xp, src, dst, rep)
 
 
-def peeled_keys(xp, src, dst, n: int, ex, gather_edges: int = DEFAULT_GATHER_EDGES):
+def peeled_keys(xp, src, dst, n: int, ex, gather_edges: int = DEFAULT_GATHER_EDGES, narrow=None):
     """Collective: ``(compact, C, keys, levels)``: :func:`partitioned_keys`, after a peel of the
     graph from its sources (Kahn's levels, :func:`~distgrail.stages.partitioned_dag.csr_levels`,
     one exchange per level, over this rank's edges as a CSR by source that two kernels count and fill
@@ -364,7 +393,7 @@ def peeled_keys(xp, src, dst, n: int, ex, gather_edges: int = DEFAULT_GATHER_EDG
     n = int(n)
     idt = xp.int32 if n < 2**31 - 1 else xp.int64
     if n > MAX_KEYED_COMPONENTS or n == 0:
-        return (*partitioned_keys(xp, src, dst, n, ex, gather_edges), None)
+        return (*partitioned_keys(xp, src, dst, n, ex, gather_edges, narrow=narrow), None)
     ptr, head = sweeps_for(xp).rows(src, dst, n)
     head = head.astype(idt, copy=False)  # (the same width on every rank: the peel's blocks are equal)
     level, L = csr_levels(xp, ex, n, ptr, head, partial=True)
@@ -374,7 +403,7 @@ def peeled_keys(xp, src, dst, n: int, ex, gather_edges: int = DEFAULT_GATHER_EDG
         compact, C, keys = condensed_keys(xp, src, dst, xp.arange(n, dtype=idt))
         return compact, C, keys, (level, L)
     del level
-    rep = partitioned_reps(xp, src, dst, n, ex, gather_edges, None, done=done)
+    rep = partitioned_reps(xp, src, dst, n, ex, gather_edges, None, done=done, narrow=narrow)
     return (*condensed_keys(xp, src, dst, rep), None)
 
 
