@@ -249,7 +249,7 @@ class Partitioned(SpreadSteps, AcrossRanks):
         ex = Counted(inner)
         self.report["exchange"] = inner.name
         peel = self.rounds is None and self._may_spread(n, int(comm.allreduce(int(g.m))))
-        narrow = self._narrow(n, int(g.m)) if self.rounds is None else None
+        narrow = self._narrow(n) if self.rounds is None else None
         t0 = time.perf_counter()
         levels = None
         with be.on_device():
@@ -278,15 +278,17 @@ class Partitioned(SpreadSteps, AcrossRanks):
         self.report.update(ex.stats())
         return dag
 
-    def _narrow(self, n: int, m_here: int):
+    def _narrow(self, n: int):
         """The SCC sweeps' ``narrow`` rule (:func:`~distgrail.stages.partitioned_scc.partitioned_reps`):
         collective, whether rank 0 could take ``left`` alive edges (:func:`_root_can_finish`),
-        asked where the sweeps crawl (a long chain or cycle: an exchange per link)."""
+        asked where the sweeps crawl (a long chain or cycle: an exchange per link). Asked mid-sweeps:
+        rank 0's own share is held already and out of its free memory, so none of it comes off the
+        need (``m_here`` 0: before, its 8 bytes an edge did, and a large share made any gather fit)."""
         comm, here = self.comm, self.here
 
         def narrow(left: int) -> bool:
             fits = run_shared(comm, "checking rank 0 can finish the sweeps", _root_can_finish if here else None,
-                              self.be, n, int(left), comm.Get_size(), m_here)
+                              self.be, n, int(left), comm.Get_size(), 0)
             return bool(comm.bcast(fits, root=0))
 
         return narrow
