@@ -33,3 +33,17 @@ def test_a_large_share_on_rank_0_does_not_make_room_for_the_gathered_edges(monke
 def test_a_root_with_room_still_takes_them(monkeypatch):
     left = 10**6
     assert _narrow(monkeypatch, part.root_finish_bytes(1000, left, 1))(left)
+
+
+def test_on_the_cpu_the_hosts_free_memory_decides(monkeypatch):
+    """The CPU backend had no check: the rule could gather up to 2^31 edges to rank 0's host
+    (before it, the CPU path gathered at most DISTGRAIL_PARTITION_GATHER edges)."""
+    MPI = pytest.importorskip("mpi4py.MPI")
+    place = SimpleNamespace(comm=MPI.COMM_SELF, here=True, be=SimpleNamespace(is_gpu=False))
+    left = 10**6
+    monkeypatch.setattr(part, "_host_free_bytes", lambda: 1 << 20)
+    assert not part.Partitioned._narrow(place, 1000)(left)
+    monkeypatch.setattr(part, "_host_free_bytes", lambda: part.root_finish_bytes(1000, left, 1))
+    assert part.Partitioned._narrow(place, 1000)(left)
+    monkeypatch.setattr(part, "_host_free_bytes", lambda: None)  # (not said: as before)
+    assert part.Partitioned._narrow(place, 1000)(left)

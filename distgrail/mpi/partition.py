@@ -150,14 +150,25 @@ def _free_bytes(be) -> int:
         return int(available_gpu_bytes()[0])
 
 
+def _host_free_bytes() -> int | None:
+    """The host memory free now (``SC_AVPHYS_PAGES``), or None where the system does not say."""
+    try:
+        return int(os.sysconf("SC_AVPHYS_PAGES")) * int(os.sysconf("SC_PAGE_SIZE"))
+    except (AttributeError, ValueError, OSError):
+        return None
+
+
 def _root_can_finish(be, n: int, m: int, ranks: int, m_here: int) -> bool:
     """Rank 0, after the read: whether it could take every one of the ``m`` edges should the
-    rounds run out (exact sizes; the choice was made on the preflight's estimates)."""
+    rounds run out (exact sizes; the choice was made on the preflight's estimates). On the CPU
+    (asked only by the sweeps' narrow rule) against the host's free memory."""
     if m > SPEED_EDGES:
         return False
+    need = root_finish_bytes(n, m, ranks) - 8 * int(m_here)  # (its share is held already)
     if not be.is_gpu:
-        return True
-    return root_finish_bytes(n, m, ranks) - 8 * int(m_here) <= _free_bytes(be)  # (its share is held already)
+        free = _host_free_bytes()
+        return free is None or need <= free
+    return need <= _free_bytes(be)
 
 
 class Partitioned(SpreadSteps, AcrossRanks):

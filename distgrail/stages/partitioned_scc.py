@@ -242,7 +242,7 @@ def partitioned_reps(xp, src, dst, n: int, ex, gather_edges: int = DEFAULT_GATHE
                      narrow=None):
     """SCCs of the graph on ``n`` vertices whose edges ``src[i] -> dst[i]`` are this rank's part:
     ``rep`` (length n, the same on every rank), ``rep[v]`` the smallest vertex of v's SCC.
-    ``gather_edges``: see the module doc (0: never gather while an edge is alive); ``rounds``:
+    ``gather_edges``: see the module doc (0: never gather by the count of alive edges); ``rounds``:
     exchanges after which the rest goes to the root (None: no limit; module doc). Every rank
     counts the same rounds: each is decided by values every rank holds. ``done``: vertices known
     to be SCCs of their own (on no cycle: :func:`peeled_keys`' peel), the same on every rank.
