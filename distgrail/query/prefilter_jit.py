@@ -63,19 +63,22 @@ def prefetch(typingctx, rows, i):
 
 
 @njit(nogil=True)
-def _block(q0, q1, sources, targets, comp, level, level_ptr, rec, d, W2, ans, code, cu, cv, todo, counts,
+def _block(q0, q1, sources, targets, comp, level, level_ptr, rec, words, d, W, ans, code, cu, cv, todo, counts,
            full_code, full_cu, full_cv, left, left_cu, left_cv):
     # three passes over the block: the component ids, then same component and level filter
     # without a branch, then the records of the pairs left. A branch the data decides, taken
     # one pair in two, would throw away the reads in flight behind it; without it, the reads of
-    # many pairs overlap (docs/benchmarks.md, session 42). code, cu, cv and todo are the thread's
+    # many pairs overlap (docs/benchmarks.md, session 42). cu, cv and todo are the thread's
     # scratch of one block (reused block after block: they stay in cache); the pairs the block
-    # leaves to the search go to left, left_cu, left_cv from q0 on, their count returned; the
-    # codes, cu and cv of every pair go to full_* where those are given (size 0: not). The
-    # block's views, indexed from 0 by range(size): numba knows those indexes are not negative
-    # and reads without its negative-index wrap, a select per access that halves the first
-    # pass's speed
+    # leaves to the search go to left, left_cu, left_cv from q0 on, their count returned. The
+    # codes are written (to code, the thread's scratch, then full_code with cu and cv) only where
+    # full_* are given (size 0: not); counts (size 0: not wanted) gets each code's pairs added,
+    # counted in the passes as they decide (a count indexed by each pair's code is a chain of
+    # stores and loads of the same few counters). The block's views, indexed from 0 by
+    # range(size): numba knows those indexes are not negative and reads without its
+    # negative-index wrap, a select per access that halves the first pass's speed
     size = q1 - q0
+    full = full_code.size != 0
     ans = ans[q0:q1]
     code = code[:size]
     cu = cu[:size]
@@ -86,6 +89,7 @@ def _block(q0, q1, sources, targets, comp, level, level_ptr, rec, d, W2, ans, co
         cu[q] = comp[sources[q]]
         cv[q] = comp[targets[q]]
     n = 0
+    nsame = 0
     for q in range(size):
         a = cu[q]
         b = cv[q]
@@ -94,10 +98,16 @@ def _block(q0, q1, sources, targets, comp, level, level_ptr, rec, d, W2, ans, co
         # a at or past the first component of b's level
         low = (a > b) | (a >= level_ptr[level[b]])
         ans[q] = same
-        code[q] = SAME if same else (LEVEL if low else UNDECIDED)
         todo[n] = q
         n += (not same) & (not low)
+        nsame += same
+    if full:
+        for q in range(size):
+            a = cu[q]
+            b = cv[q]
+            code[q] = SAME if a == b else (LEVEL if (a > b) | (a >= level_ptr[level[b]]) else UNDECIDED)
     B = 2 + 2 * d
+    M = B // 2  # the masks as 64-bit words of the row (words: rec's uint64 view): out at M + w, in at M + W + w
     # the records' pass: two random 64-byte rows a pair, then branches on their values. A
     # mispredicted branch discards the row reads in flight behind it; the rows of the pair
     # PREFETCH_AHEAD places ahead are asked for first, so the reads overlap again
@@ -105,6 +115,10 @@ def _block(q0, q1, sources, targets, comp, level, level_ptr, rec, d, W2, ans, co
         prefetch(rec, cu[todo[i]])
         prefetch(rec, cv[todo[i]])
     nleft = 0
+    npos = 0
+    nneg = 0
+    nint = 0
+    ntree = 0
     for i in range(n):
         if i + PREFETCH_AHEAD < n:
             p = todo[i + PREFETCH_AHEAD]
@@ -113,20 +127,22 @@ def _block(q0, q1, sources, targets, comp, level, level_ptr, rec, d, W2, ans, co
         q = todo[i]
         a = cu[q]  # (rec[a, w], not a row view: its strides cost per read)
         b = cv[q]
-        pos = False
-        neg = False
-        for w in range(B, B + W2):  # support masks, as 32-bit halves: out at w, in at w + W2
-            oa, ia, ob, ib = rec[a, w], rec[a, w + W2], rec[b, w], rec[b, w + W2]
-            if oa & ib:
-                pos = True
-            if (ia & ~ib) | (ob & ~oa):
-                neg = True
+        pos = np.uint64(0)
+        neg = np.uint64(0)
+        for w in range(M, M + W):
+            oa, ia, ob, ib = words[a, w], words[a, w + W], words[b, w], words[b, w + W]
+            pos |= oa & ib
+            neg |= (ia & ~ib) | (ob & ~oa)
         if pos:
-            code[q] = SUPPORT_POS
+            npos += 1
             ans[q] = True
+            if full:
+                code[q] = SUPPORT_POS
             continue
         if neg:
-            code[q] = SUPPORT_NEG
+            nneg += 1
+            if full:
+                code[q] = SUPPORT_NEG
             continue
         inside = True
         for k in range(2, B, 2):  # L_b inside L_a in every dimension
@@ -134,17 +150,26 @@ def _block(q0, q1, sources, targets, comp, level, level_ptr, rec, d, W2, ans, co
                 inside = False
                 break
         if not inside:
-            code[q] = INTERVAL
+            nint += 1
+            if full:
+                code[q] = INTERVAL
         elif rec[a, 0] <= rec[b, 1] and rec[b, 1] <= rec[a, 1]:  # b's rank in a's DT subtree (dimension 0)
-            code[q] = TREE
+            ntree += 1
             ans[q] = True
+            if full:
+                code[q] = TREE
         else:  # left to the search (todo[nleft] <= todo[i]: written behind the reads)
             todo[nleft] = q
             nleft += 1
-    if counts.size:  # the block's codes counted while they are in cache (a bincount after is a pass over them all)
-        for q in range(size):
-            counts[np.uint8(code[q])] += 1
-    if full_code.size:
+    if counts.size:
+        counts[SAME] += nsame
+        counts[LEVEL] += size - nsame - n
+        counts[SUPPORT_POS] += npos
+        counts[SUPPORT_NEG] += nneg
+        counts[INTERVAL] += nint
+        counts[TREE] += ntree
+        counts[UNDECIDED] += nleft
+    if full:
         full_code[q0:q1] = code
         full_cu[q0:q1] = cu
         full_cv[q0:q1] = cv
@@ -175,6 +200,7 @@ def _run(L: Labels, sources, targets, threads, counts, full: bool):
         return ans, whole if full else None, left
     # (strided ids, the columns of a mapped (k, 2) file, are read where they are: no copy)
     rec, level_ptr = _layout(L)
+    words = rec.view(np.uint64)  # (rows of R uint32, R a multiple of 16: whole 64-bit words, the masks' among them)
     level = np.asarray(L.level)
     block = BLOCK_PAIRS
     nblk = -(-k // block)
@@ -183,7 +209,7 @@ def _run(L: Labels, sources, targets, threads, counts, full: bool):
 
     def body(b, scratch):  # the thread's code, cu, cv and todo of one block
         q0 = b * block
-        nleft[b] = _block(q0, min(k, q0 + block), sources, targets, comp, level, level_ptr, rec, L.d, 2 * L.W, ans,
+        nleft[b] = _block(q0, min(k, q0 + block), sources, targets, comp, level, level_ptr, rec, words, L.d, L.W, ans,
                           *scratch, per_block[b], *whole, *left)
 
     run_blocks(nblk, threads or search_threads(), body,
