@@ -151,13 +151,17 @@ def test_answer_batch_uses_compiled_by_default(monkeypatch):
     # fresh labels (no masks: most of 60 pairs are left to the search), the compiled search not run on them
     L = dataclasses.replace(labels("paper-dense", 0).labels("cpu"))
     s, t = pairs(ALL["paper-dense"], 60, seed=4)
-    answer.answer_batch_numpy(L, s, t)  # fewer than 64 undecided: the NumPy search
+    with monkeypatch.context() as m:  # (the NumPy prefilter, whether or not the compiled one is loaded by now:
+        m.setattr(answer, "_cpu_prefilter", lambda k, search: None)  # after it, any pairs left take the compiled search)
+        answer.answer_batch_numpy(L, s, t)  # fewer than 64 undecided: the NumPy search
     assert calls == few and not L.searched.built
     answer.answer_batch_numpy(L, s, t, search=every)  # asked for: the compiled search runs on L
     assert len(calls) == len(few) + 1 and 0 < calls[-1] < 64, calls
     answer.answer_batch_numpy(L, s, t)  # it has run on L: the compiled search, however few
     assert len(calls) == len(few) + 2
-    answer.answer_batch_numpy(dataclasses.replace(L), s, t)  # other labels (their types may need a compile)
+    with monkeypatch.context() as m:
+        m.setattr(answer, "_cpu_prefilter", lambda k, search: None)
+        answer.answer_batch_numpy(dataclasses.replace(L), s, t)  # other labels (their types may need a compile)
     assert len(calls) == len(few) + 2
     with pytest.raises(QueryError, match="cpu_search"):
         SearchOptions(cpu_search="bogus")

@@ -84,14 +84,18 @@ def have_numba() -> bool:
     return importlib.util.find_spec("numba") is not None
 
 
-def _cpu_search(k: int, search: SearchOptions, L: Labels | None = None):
+def _cpu_search(k: int, search: SearchOptions, L: Labels | None = None, prefiltered: bool = False):
     """The search for ``k`` undecided pairs on ``L``: fewer than ``compiled_min_pairs`` take the
     NumPy one until the compiled search has run on ``L`` (its code for ``L``'s array types is
-    loaded then; another index's types may need a compile)."""
+    loaded then; another index's types may need a compile), unless the batch's prefilter ran
+    compiled (``prefiltered``): numba and the prefilter's code are loaded then, and the search's
+    own code costs a small part of that once, where the NumPy search's fixed cost for a few
+    pairs is paid by every batch (docs/benchmarks.md)."""
     method = search.cpu_method(have_numba())
     if method == "forward":
         return guided_search_numpy
-    if method == "bidirectional" or (k < search.compiled_min_pairs and not (L is not None and L.searched.built)):
+    if method == "bidirectional" or (k < search.compiled_min_pairs and not prefiltered
+                                     and not (L is not None and L.searched.built)):
         return bidirectional_search_numpy
     return _compiled("bidir_jit", "compiled_search", "search", bidirectional_search_numpy)
 
@@ -195,7 +199,7 @@ def answer_batch_numpy(L: Labels, sources: np.ndarray, targets: np.ndarray, stat
         ans, code = prefilter(L, cu, cv)
         und = np.flatnonzero(code == UNDECIDED)
         cu, cv = cu[und], cv[und]
-    searching = _cpu_search(und.size, search, L)
+    searching = _cpu_search(und.size, search, L, prefiltered=compiled is not None)
     try:
         found, rounds = searching(L, cu, cv)
     except Exception as e:

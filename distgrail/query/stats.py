@@ -41,7 +41,8 @@ class SearchOptions:
     ``cpu_search``: one of :data:`SEARCH_METHODS`. ``visit_budget``: GPU, edges a warp may scan for
     one query before handing it to the grid-wide search (-1 hands on every searched pair).
     ``compiled_min_pairs``: until the compiled CPU search has run on the index's labels, fewer
-    undecided pairs than this take the NumPy search, and a batch of fewer pairs runs the NumPy prefilter
+    undecided pairs than this take the NumPy search (unless the batch's prefilter ran compiled: its
+    load is then behind, the search's a small part of it), and a batch of fewer pairs runs the NumPy prefilter
     instead of the compiled one (same answers, codes and rounds): a handful of pairs never waits
     for numba's import or a compile (once per cache; docs/benchmarks.md). Once it has run, any
     undecided pairs take it (the NumPy search's fixed cost for a few pairs was a third of a
