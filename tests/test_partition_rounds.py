@@ -288,21 +288,24 @@ def _counted_reps(n, src, dst, narrow, K=2):
                                                           c.stats()))(Counted(ex)), src, dst)
 
 
-@pytest.mark.parametrize("shape", ["chain", "cycle"])
+@pytest.mark.parametrize("shape", ["chain", "cycle", "layered"])
 def test_without_a_rounds_limit_sweeps_that_crawl_go_to_the_root(shape):
-    """No rounds limit (``--partition on``): a chain trims two vertices an exchange and a cycle's
-    colour moves one hop an exchange, so they ran an exchange per link (a 10 M chain: millions).
+    """No rounds limit (``--partition on``): a chain trims two vertices an exchange, a layered DAG
+    a level's edges, and a cycle's colour moves one hop an exchange, so they ran an exchange per
+    link or level (a 10 M chain: millions).
     The narrow rule asks at 64 exchanges whether the root may take the alive edges; yes: they go
     there, a few exchanges later; SciPy's SCCs either way."""
     n = 3000
     src, dst = np.arange(n - 1), np.arange(1, n)
     if shape == "cycle":
         src, dst = np.arange(n), (np.arange(n) + 1) % n
+    if shape == "layered":  # 70 vertices a level: 140 alive edges gone an exchange, 600 levels
+        n, src, dst = _layered(600, 70)
     asked = []
     got = _counted_reps(n, src, dst, lambda left: asked.append(left) or True)
     np.testing.assert_array_equal(got[0][0], _scipy_reps(n, src, dst))
     assert got[0][1]["exchanges"] <= 64 + 4 and got[0][1]["gathered bytes"] > 0, got[0][1]
-    assert len(asked) == 2 and asked[0] == asked[1] and asked[0] > n // 2  # every rank asked once, alike
+    assert len(asked) == 2 and asked[0] == asked[1] and asked[0] > src.size // 2  # every rank asked once, alike
 
 
 def test_a_root_that_cannot_take_them_keeps_the_sweeps_going_asked_at_each_doubling():

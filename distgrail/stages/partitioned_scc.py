@@ -32,12 +32,12 @@ kernels on a GPU, their array-code twin on the CPU.
   partitions a graph rank 0's GPU also holds, for speed) the alive edges go to the root once that
   many were spent, whatever their number: a deep DAG or a long chain of cycles needs a sweep per
   level, thousands, where a web or social graph needs a few dozen (docs/benchmarks.md).
-  Without ``rounds``, a ``narrow`` rule (:data:`NARROW_EXCHANGES`) does the same for a sweep that
-  crawls: at that many exchanges and each doubling, where the exchanges since the last check
-  took fewer than :data:`~distgrail.stages.deep.HOST_LEVEL_WIDTH` alive edges each (a long chain
-  trims two vertices an exchange, a long cycle's colour moves one hop) and ``narrow(left)`` says
-  the root may take the ``left`` alive edges, they go to the root: a 10 M chain was millions of
-  exchanges.
+  Without ``rounds``, a ``narrow`` rule (:data:`NARROW_EXCHANGES`) does the same for sweeps that
+  crawl: at that many exchanges and each doubling, where at the pace of the exchanges since the
+  last check (alive edges gone per exchange) the ``left`` alive edges would take more exchanges
+  than were spent so far (a long chain trims two vertices an exchange, a deep layered DAG a
+  level's edges, a long cycle's colour moves one hop and takes none) and ``narrow(left)`` says
+  the root may take them, they go to the root: a 10 M chain was millions of exchanges.
 
 Then every SCC's representative is its smallest vertex (a scatter-min on the replicated arrays,
 no message), SCCs get compact ids in that order, each rank maps ITS edges to compact ids, drops
@@ -60,7 +60,6 @@ from __future__ import annotations
 
 
 from ..arrays import scatter_max, scatter_min, sorted_distinct, unique
-from .deep import HOST_LEVEL_WIDTH
 
 __all__ = ["DEFAULT_GATHER_EDGES", "Counted", "partitioned_reps", "condensed_keys", "partitioned_keys", "peeled_keys",
            "gather_condensed", "partitioned_condensed_edges",
@@ -270,7 +269,7 @@ def partitioned_reps(xp, src, dst, n: int, ex, gather_edges: int = DEFAULT_GATHE
         if narrow is not None and not crawl[2] and spent[0] >= crawl[0]:  # (every rank: the same exchange)
             left, then = alive_edges(), crawl[1]
             crawl[0], crawl[1] = 2 * spent[0], (left, spent[0])
-            slow = then[0] - left < HOST_LEVEL_WIDTH * (spent[0] - then[1])
+            slow = (then[0] - left) * spent[0] < left * (spent[0] - then[1])  # (left / pace > spent)
             crawl[2] = bool(slow and narrow(left))
         return not crawl[2]
 
