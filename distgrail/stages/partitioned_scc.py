@@ -188,12 +188,14 @@ def _root_reps(xp, s, d, k):
     try:
         rep, _, _ = scc_reps(steps, ptr, idx, k)
     except NarrowPeel as e:
-        from .phases import notice
+        why = str(e)  # (SciPy runs after the except block: its traceback held the steps' device arrays)
+    else:
+        return xp.arange(k, dtype=xp.int64) if rep is None else rep.astype(xp.int64)
+    from .phases import notice
 
-        del ptr, idx
-        notice(f"condensing on the CPU: {e}")
-        return xp.asarray(_root_reps_scipy(xp.asnumpy(s), xp.asnumpy(d), k))
-    return xp.arange(k, dtype=xp.int64) if rep is None else rep.astype(xp.int64)
+    del ptr, idx, steps
+    notice(f"condensing on the CPU: {why}")
+    return xp.asarray(_root_reps_scipy(xp.asnumpy(s), xp.asnumpy(d), k))
 
 
 def _root_reps_scipy(s, d, k):
