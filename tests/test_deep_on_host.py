@@ -235,3 +235,32 @@ def test_on_a_gpu_a_chain_finished_on_the_partitioned_root_goes_to_scipy(monkeyp
     assert "condensing on the CPU: a deep, narrow graph" in capsys.readouterr().err
     want = partitioned_scc._root_reps_scipy(cp.asnumpy(s), cp.asnumpy(d), k)
     assert np.array_equal(cp.asnumpy(got), want) and int(want[-1]) == k - 100
+
+
+def test_the_partitioned_roots_narrow_peel_falls_back_to_scipy(monkeypatch, capsys):
+    """:func:`distgrail.stages.partitioned_scc._root_reps` on a GPU (stand-ins here: NumPy as the
+    device module, CUDA steps that raise :class:`NarrowPeel`): the notice, and SciPy's smallest
+    members as int64, as the CUDA path returns them."""
+    import types
+
+    from distgrail.stages import partitioned_scc, scc
+
+    class _Steps:
+        def __init__(self, limit=2**31 - 1, narrow_rounds=None):
+            assert narrow_rounds == deep.HOST_DEEP_LEVELS
+
+        def edge_csr(self, s, d, k):
+            return np.zeros(k + 1, np.int64), d
+
+    def narrow(*a, **k):
+        raise NarrowPeel(70_000, 70_000)
+
+    monkeypatch.setattr(partitioned_scc, "_is_cupy", lambda xp: True)
+    monkeypatch.setattr(scc, "CudaSteps", _Steps)
+    monkeypatch.setattr(scc, "scc_reps", narrow)
+    xp = types.SimpleNamespace(int32=np.int32, int64=np.int64, asnumpy=np.asarray, asarray=np.asarray)
+    k = 300
+    s, d = np.r_[np.arange(k - 1), k - 1], np.r_[np.arange(1, k), k - 10]  # a cycle at the end
+    got = partitioned_scc._root_reps(xp, s, d, k)
+    assert "condensing on the CPU: a deep, narrow graph" in capsys.readouterr().err
+    assert got.dtype == np.int64 and got[:k - 10].tolist() == list(range(k - 10)) and set(got[k - 10:]) == {k - 10}
