@@ -32,7 +32,8 @@ from .. import cores
 from ..errors import DistGrailError
 from ..hashing import hash_base
 
-__all__ = ["run_generate", "GRAPH500", "CHUNK_EDGES", "RMAT", "rmat_chunk", "scramble", "edge_lines", "write_rmat", "rmat_edges"]
+__all__ = ["run_generate", "GRAPH500", "CHUNK_EDGES", "RMAT", "rmat_chunk", "scramble", "edge_lines", "write_rmat", "rmat_edges", "rmat_keys",
+           "csr_of_keys"]
 
 #: Graph500's quadrant probabilities (a, b, c); d = 1 - a - b - c = .05
 GRAPH500 = (0.57, 0.19, 0.19)
@@ -243,6 +244,25 @@ def rmat_edges(p: RMAT, threads=None):
     return src, dst
 
 
+def rmat_keys(p: RMAT, threads=None):
+    """Every edge of ``p`` as one uint64 key ``source << 32 | target`` (the order the ``.h5``
+    graph's CSR sorts by), chunks on threads: 8 bytes an edge (separate source and target arrays
+    and the keys made from them held 16)."""
+    t = _threads(threads)
+    keys = np.empty(p.m, dtype=np.uint64)
+
+    def one(k):
+        u, v = rmat_chunk(p, k)
+        seg = keys[k * CHUNK_EDGES: k * CHUNK_EDGES + u.size]
+        np.left_shift(u.astype(np.uint64), np.uint64(32), out=seg)
+        np.bitwise_or(seg, v, out=seg)
+
+    with ThreadPoolExecutor(t, thread_name_prefix="distgrail-rmat") as pool:
+        for _ in _in_order(pool, one, p.n_chunks, 4 * t):
+            pass
+    return keys
+
+
 def write_rmat(p: RMAT, path, fmt: str, threads=None) -> dict:
     """Write the graph of ``p`` to ``path`` as ``"edgelist"`` (text, ``u v`` per line) or
     ``"h5"`` (binary graph file); atomically. Returns timings and counts."""
@@ -252,10 +272,10 @@ def write_rmat(p: RMAT, path, fmt: str, threads=None) -> dict:
     nthreads = _threads(threads)
     path = os.fspath(path)
     if fmt == "h5":
-        src, dst = rmat_edges(p, nthreads)
+        keys = rmat_keys(p, nthreads)
         tg = time.perf_counter() - t0
-        indptr, indices = _csr(p.n, src, dst)
-        del src, dst
+        indptr, indices = csr_of_keys(p.n, keys, nthreads)
+        del keys  # (the indices live in its memory)
         from .binary import write_binary_csr
 
         write_binary_csr(path, p.n, indptr, indices, name=p.name)
@@ -283,13 +303,62 @@ def write_rmat(p: RMAT, path, fmt: str, threads=None) -> dict:
             "m_stored": p.m}
 
 
-def _csr(n: int, src, dst):
-    """(indptr int64, indices) with successors sorted and repeats merged (self-loops kept)."""
+#: the bucket sort's buckets: 2^12 ranges of sources, sorted on threads
+BUCKET_BITS = 12
+
+
+def csr_of_keys(n: int, keys: np.ndarray, threads=None, jit: bool = True):
+    """``(indptr int64, indices)`` (ids of :func:`~distgrail.io.graph.id_dtype`) of the distinct
+    edges in ``keys`` (uint64 ``source << 32 | target``, sources below ``n``), successors sorted,
+    self-loops kept. ``keys`` is spent: the indices are written into its memory.
+
+    Compiled (:mod:`distgrail.io.rmat_jit`): the keys bucket-sorted by their sources' top
+    :data:`BUCKET_BITS` bits (counts and scatter on threads, a slice each), each bucket sorted
+    (NumPy's sort releases the GIL) and made distinct on threads; buckets hold disjoint ranges of
+    sources, so their degree counts never meet. Peak: the keys twice (16 bytes an edge) and the
+    row pointers. The whole-array sort it replaces (``jit=False``, the twin) is one thread, and
+    its distinct copy and ``bincount``'s int64 temporaries took about 30 bytes an edge: scale 28
+    (4.3 B edges) was killed at 131 GB on a 128 GB host (session 48)."""
     from .graph import id_dtype
 
-    keys = (src.astype(np.uint64) << np.uint64(32)) | dst.astype(np.uint64) if n <= 1 << 32 else None
-    if keys is None:  # pragma: no cover - scale 32 with ids beyond 32 bits is refused above
-        raise DistGrailError("R-MAT .h5 output needs at most 2^32 vertices")
+    idt = id_dtype(n)
+    fast = _jit() if jit else None
+    m = int(keys.size)
+    if fast is None or m == 0:
+        return _csr_numpy(n, keys)
+    bits = int(max(n, 1) - 1).bit_length()  # (the bits of a source)
+    nb = 1 << min(bits, BUCKET_BITS)
+    shift = np.uint64(32 + bits - min(bits, BUCKET_BITS))  # key >> shift: the bucket
+    T = max(1, min(_threads(threads), m))
+    bounds = np.arange(T + 1, dtype=np.int64) * m // T
+    counts = np.zeros((T, nb), dtype=np.int64)
+    indptr = np.zeros(n + 1, dtype=np.int64)
+    degree = indptr[1:]
+    with ThreadPoolExecutor(T, thread_name_prefix="distgrail-csr") as pool:
+        list(pool.map(lambda t: fast.key_counts(keys, bounds[t], bounds[t + 1], shift, counts[t]), range(T)))
+        start = np.zeros(nb + 1, dtype=np.int64)
+        np.cumsum(counts.sum(axis=0), out=start[1:])
+        at = start[:-1] + np.cumsum(counts, axis=0) - counts  # slice t's first place in bucket b
+        out = np.empty_like(keys)
+        list(pool.map(lambda t: fast.key_scatter(keys, bounds[t], bounds[t + 1], shift, at[t], out), range(T)))
+
+        def one(b):
+            out[start[b]:start[b + 1]].sort()
+            return fast.distinct_degrees(out, start[b], start[b + 1], degree)
+
+        distinct = np.fromiter(pool.map(one, range(nb)), dtype=np.int64, count=nb)
+        first = np.zeros(nb + 1, dtype=np.int64)
+        np.cumsum(distinct, out=first[1:])
+        indices = keys.view(idt)[:int(first[-1])]  # (every key is in out now)
+        list(pool.map(lambda b: fast.distinct_targets(out, start[b], start[b + 1], indices, first[b]), range(nb)))
+    np.cumsum(degree, out=degree)
+    return indptr, indices
+
+
+def _csr_numpy(n: int, keys: np.ndarray):
+    """:func:`csr_of_keys`'s twin: one sort of the whole array, its distinct copy, ``bincount``."""
+    from .graph import id_dtype
+
     keys.sort()
     if keys.size:
         keep = np.empty(keys.size, dtype=bool)

@@ -69,3 +69,49 @@ def edge_lines(u, v):  # pragma: no cover - compiled
             out[pos + n] = end
             pos += n + 1
     return out
+
+
+# -- the .h5 graph's CSR from the edges' 64-bit keys (source << 32 | target): a bucket sort ------
+
+@njit(nogil=True, cache=True)
+def key_counts(keys, lo, hi, shift, counts):  # pragma: no cover - compiled
+    """``counts[b]`` += the keys of ``keys[lo:hi]`` in bucket ``b = key >> shift``."""
+    for i in range(lo, hi):
+        counts[np.int64(keys[i] >> shift)] += 1
+
+
+@njit(nogil=True, cache=True)
+def key_scatter(keys, lo, hi, shift, at, out):  # pragma: no cover - compiled
+    """Each key of ``keys[lo:hi]`` to ``out[at[b]]`` of its bucket ``b`` (``at[b]`` then moves on):
+    in order within a bucket, so buckets filled slice after slice hold the keys stably."""
+    for i in range(lo, hi):
+        k = keys[i]
+        b = np.int64(k >> shift)
+        out[at[b]] = k
+        at[b] += 1
+
+
+@njit(nogil=True, cache=True)
+def distinct_degrees(keys, lo, hi, degree):  # pragma: no cover - compiled
+    """The distinct keys of the sorted ``keys[lo:hi]``, each counted in ``degree`` at its source
+    (``key >> 32``); returns how many."""
+    c = 0
+    for i in range(lo, hi):
+        k = keys[i]
+        if i == lo or k != keys[i - 1]:
+            degree[np.int64(k >> np.uint64(32))] += 1
+            c += 1
+    return c
+
+
+@njit(nogil=True, cache=True)
+def distinct_targets(keys, lo, hi, out, at):  # pragma: no cover - compiled
+    """The targets (``key & 0xFFFFFFFF``) of the distinct keys of the sorted ``keys[lo:hi]``,
+    written to ``out[at:]`` in order."""
+    j = at
+    mask = np.uint64(0xFFFFFFFF)
+    for i in range(lo, hi):
+        k = keys[i]
+        if i == lo or k != keys[i - 1]:
+            out[j] = k & mask
+            j += 1
