@@ -497,9 +497,16 @@ def main(argv=None) -> int:
         if shared:
             _end_mpi_cleanly(comm)
         return 1 if bug else 2
-    except MemoryError:
-        print("distgrail: error: out of memory (the graph or --dims is too large for this machine)",
-              file=sys.stderr, flush=True)
+    except MemoryError as e:
+        gpu = type(e).__module__.startswith("cupy")  # (CuPy's OutOfMemoryError says how much it asked for)
+        text = (f"distgrail: error: out of {'GPU ' if gpu else ''}memory{f' ({e})' if gpu and str(e) else ''} "
+                "(the graph or --dims is too large for this machine)")
+        comm = getattr(args, "mpi_comm", None)
+        if comm is not None and comm.Get_size() > 1:  # the others may wait in a collective: end them all
+            from .mpi.errors import end_job  # (else they would wait for this rank)
+
+            end_job(comm, text, 2)
+        print(text, file=sys.stderr, flush=True)
         return 2
     except KeyboardInterrupt as e:  # with a message: a write was interrupted (distgrail.io.atomic), exit 2
         text = f"distgrail: error: {e}" if e.args else "distgrail: interrupted"

@@ -179,6 +179,7 @@ MODULE_STATE = {
     ("distgrail.indexfile.read_split", "_LIMIT"): "the soft limit of open files as reads of many parts raised it, restored by the last",
     ("distgrail.mpi.transport", "_KEYVAL"): "the MPI attribute key of the NCCL communicator cache",
     ("distgrail.mpi.binding", "_BOUND"): "the GPU this process was bound to (once per rank)",
+    ("distgrail.mpi.binding", "_SHARING"): "how many ranks of the node share that GPU (set with _BOUND)",
     ("distgrail.query.answer", "_NUMPY_PAIRS"): "pairs the NumPy prefilter took before the compiled one was loaded",
 }
 

@@ -317,8 +317,7 @@ def csr_of_keys(n: int, keys: np.ndarray, threads=None, jit: bool = True):
     (NumPy's sort releases the GIL) and made distinct on threads; buckets hold disjoint ranges of
     sources, so their degree counts never meet. Peak: the keys twice (16 bytes an edge) and the
     row pointers. The whole-array sort it replaces (``jit=False``, the twin) is one thread, and
-    its distinct copy and ``bincount``'s int64 temporaries took about 30 bytes an edge: scale 28
-    (4.3 B edges) was killed at 131 GB on a 128 GB host (session 48)."""
+    its distinct copy and ``bincount``'s int64 temporaries took about 30 bytes an edge."""
     from .graph import id_dtype
 
     idt = id_dtype(n)

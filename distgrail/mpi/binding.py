@@ -14,10 +14,20 @@ from ..errors import BackendError
 from ..gpu.backend import BACKENDS, gpu_available
 from .errors import mpi, own_comm, run_shared
 
-__all__ = ["bind_gpu", "choose_device", "ensure_bound"]
+__all__ = ["bind_gpu", "choose_device", "ensure_bound", "ranks_on_this_gpu"]
 
 #: the device this process was bound to by :func:`bind_gpu` (None: not bound)
 _BOUND: int | None = None
+#: the node-local ranks :func:`bind_gpu` found on this rank's physical GPU (1: its own)
+_SHARING = 1
+
+
+def ranks_on_this_gpu() -> int:
+    """How many ranks of this node :func:`bind_gpu` bound to this rank's GPU (``--share-gpus``),
+    1 when it has its own or was not bound here. A rank's fit checks count that share of the
+    GPU's free memory: each rank sees all of it free while the others' allocations are to come,
+    and one CuPy pool cannot take back the blocks another process caches."""
+    return _SHARING
 
 
 def choose_device(local_rank: int, n_visible: int, env=None) -> int:
@@ -117,8 +127,8 @@ def bind_gpu(comm=None, backend="auto", share: bool = False):
                         "rank per GPU (launch/mpirun.sh does), or pass --share-gpus (share=True)")
 
             run_shared(comm, "binding a GPU", check)
-            global _BOUND
-            _BOUND = dev
+            global _BOUND, _SHARING
+            _BOUND, _SHARING = dev, max(1, buses.count(bus))
             return dev
         finally:
             local.Free()

@@ -144,10 +144,12 @@ def wants_partition(mode, be, graph, fmt, num_vertices, dims, supports, ranks, o
 
 
 def _free_bytes(be) -> int:
+    """This rank's free GPU bytes: its share where ranks share the GPU (:func:`~distgrail.mpi.binding.ranks_on_this_gpu`)."""
     from ..gpu.memory import available_gpu_bytes
+    from .binding import ranks_on_this_gpu
 
     with be.on_device():
-        return int(available_gpu_bytes()[0])
+        return int(available_gpu_bytes()[0]) // ranks_on_this_gpu()
 
 
 def _host_free_bytes() -> int | None:

@@ -300,11 +300,20 @@ def check_spread_fits(comm, be, n, C, m_local, dims, supports, m_up):
 
 def check_rank_fits(be, nbytes, what):
     """This rank's GPU has ``nbytes`` for ``what``, else the refusal (need against have, and the
-    ways out of a partitioned build)."""
+    ways out of a partitioned build). Ranks sharing one GPU each count their share of its free
+    memory (:func:`~distgrail.mpi.binding.ranks_on_this_gpu`): each checks while the others'
+    allocations are still to come, so all of it free would let them run out together later."""
     from ..gpu.memory import WAYS_OUT_PARTITIONED, available_gpu_bytes, gpu_fit_problem, GpuMemoryError
+    from .binding import ranks_on_this_gpu
 
     with be.on_device():
         have = available_gpu_bytes()[0]
-    why = gpu_fit_problem(nbytes, have, what, "this rank's GPU", WAYS_OUT_PARTITIONED)
+    k = ranks_on_this_gpu()
+    where, ways = "this rank's GPU", WAYS_OUT_PARTITIONED
+    if k > 1:
+        where = f"this rank's share of a GPU {k} ranks share"
+        ways = ("ranks sharing a GPU split its memory, so more of them do not help: use more GPUs (a rank each), GPUs "
+                "with more memory, fewer --dims / --supports, or --backend cpu (host memory, slower)")
+    why = gpu_fit_problem(nbytes, have // k, what, where, ways)
     if why:
         raise GpuMemoryError(why)
