@@ -263,3 +263,42 @@ def test_hub_rows_by_teams_of_warps(monkeypatch, hubs, lo, hi, hub_edges):
     assert int((np.diff(ptr) > gs.hub_edges).sum()) >= hubs  # the rows are hubs
     _same("in-degree", gs.count(gptr, gidx, cp.full(n, -1, cp.int32)),
           ns.count(ptr, idx, np.full(n, -1, np.int32)))
+
+
+@pytest.mark.parametrize("limit", ["whole", "row"])
+@pytest.mark.parametrize("name", ["giant-ring", "many-small-sccs", "scale-free-back-edges"])
+def test_condensed_csr_sorts_only_the_edges_between_components(monkeypatch, name, limit):
+    """CudaSteps.mapped_csr drops the edges inside one component (the sentinel keys) before its
+    sort when they are at least half of all, in pieces of ``limit`` keys (the shipped one, or the
+    largest condensed row: the least the row-bucket sort takes), and sorts every key otherwise:
+    the condensed CSR is the NumPy twin's either way, and the branch taken is the one the count
+    says."""
+    import cupy as cp
+
+    from distgrail.gpu import memory
+
+    g = GRAPHS[name]
+    ns = NumpySteps()
+    ptr, idx = ns.edge_csr(np.asarray(g.src, np.int32), np.asarray(g.dst, np.int32), g.n)
+    r, _, _ = scc_reps(ns, ptr, idx, g.n)
+    if r is None:
+        pytest.skip(f"{name} is acyclic: no condensed CSR to map")
+    lab = np.unique(r, return_inverse=True)[1].astype(np.int32)
+    C = int(lab.max()) + 1
+    rows = np.repeat(np.arange(g.n), np.diff(ptr))
+    inside = int(np.count_nonzero(lab[rows] == lab[idx]))
+    row = max(2, int(np.bincount(lab[rows], minlength=C).max()))
+    gs = CudaSteps(2**31 - 1 if limit == "whole" else row)
+    sorted_sizes = []
+    real_sort = CudaSteps._sort
+    monkeypatch.setattr(CudaSteps, "_sort", lambda self, keys, n: (sorted_sizes.append(int(keys.size)),
+                                                                    real_sort(self, keys, n))[1])
+    spy = []
+    real_drop = memory.drop_in_pieces
+    monkeypatch.setattr(memory, "drop_in_pieces", lambda *a, **k: (spy.append(1), real_drop(*a, **k))[1])
+    got = gs.mapped_csr(cp.asarray(ptr), cp.asarray(idx), cp.asarray(lab), C)
+    want = ns.mapped_csr(ptr, idx, lab, C)
+    _same("condensed ptr", got[0], want[0])
+    _same("condensed idx", got[1], want[1])
+    sorts = idx.size - inside if 2 * inside >= idx.size else idx.size
+    assert spy and sorted_sizes == ([sorts] if sorts else []), (sorted_sizes, inside)  # (no keys left: no sort)

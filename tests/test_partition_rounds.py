@@ -275,7 +275,9 @@ def test_auto_on_own_gpus_partitions_plain_text_and_builds_the_one_process_index
     own = cp.cuda.runtime.getDeviceCount() >= comm.size
     bind_gpu(comm, "gpu", share=not own)  # (ranks sharing a GPU: bound here, as --share-gpus does; kept by the build)
     sharing = ranks_on_this_gpu()  # (its fit checks count this share of the GPU's free memory)
-    assert sharing == 1 if own else (cp.cuda.runtime.getDeviceCount() > 1 or sharing == comm.size), sharing
+    local = comm.Split_type(MPI.COMM_TYPE_SHARED)  # (the ranks of this node)
+    assert sharing == 1 if own else (cp.cuda.runtime.getDeviceCount() > 1 or sharing == local.size), sharing
+    local.Free()
     monkeypatch.setenv("DISTGRAIL_PARTITION_ROUNDS", rounds)
     for name, path, nv in written_mpi_graphs(comm, shared_dir):
         out = os.path.join(shared_dir, f"{name}.auto{rounds}.h5")

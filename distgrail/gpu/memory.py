@@ -12,7 +12,7 @@ from .. import settings
 from ..errors import BackendError
 from .sweep import cupy
 
-__all__ = ["gpu_memory_limit", "GpuMemoryError", "ensure_fits", "launcher", "oom_guard", "check_ids", "offset_dtype", "pieces", "condense_gpu_problem",
+__all__ = ["gpu_memory_limit", "GpuMemoryError", "ensure_fits", "launcher", "oom_guard", "check_ids", "offset_dtype", "pieces", "drop_in_pieces", "condense_gpu_problem",
            "gpu_bytes_needed", "available_gpu_bytes", "gpu_fit_problem", "PoolPeak"]
 
 
@@ -302,3 +302,28 @@ def select_in_pieces(xp, a, mask, limit: int = 2**31 - 1):
     """
     parts = [a[lo:hi][mask[lo:hi]] for lo, hi in pieces(a.shape[0], limit)]
     return parts[0] if len(parts) == 1 else xp.concatenate(parts) if parts else a[:0]
+
+
+def drop_in_pieces(xp, a, value, limit: int = 2**31 - 1, most: int | None = None):
+    """``a[a != value]`` in one array sized by a count first (the pieces' selections are written
+    into it, not concatenated: the result is held once), one library call per piece; ``a`` itself
+    when more than ``most`` entries would stay.
+
+    >>> drop_in_pieces(np, np.array([5, 1, 5, 2, 3]), 5, limit=2).tolist()
+    [1, 2, 3]
+    >>> drop_in_pieces(np, np.array([5, 1, 5, 2, 3]), 5, most=2).tolist()
+    [5, 1, 5, 2, 3]
+    """
+    spans = pieces(a.shape[0], limit)
+    counts = [int(xp.count_nonzero(a[lo:hi] != value)) for lo, hi in spans]
+    if most is not None and sum(counts) > most:
+        return a
+    out = xp.empty(sum(counts), dtype=a.dtype)
+    at = 0
+    for (lo, hi), c in zip(spans, counts):
+        if c:
+            piece = a[lo:hi]
+            out[at:at + c] = piece[piece != value]
+        at += c
+    return out
+

@@ -11,8 +11,11 @@ from __future__ import annotations
 
 import numpy as np
 
-__all__ = ["key_buckets", "sort_keys_in_buckets", "keys_csr_numpy"]
+__all__ = ["key_buckets", "sort_keys_in_buckets", "keys_csr_numpy", "SENTINEL"]
 
+#: the key of a dropped edge (a self-loop, or inside one component): sorted last; kernels/condense.cu's
+#: ``DG_SENTINEL`` (tests/test_csr_keys_sentinel.py reads it there)
+SENTINEL = 2**64 - 1
 _MASK = np.uint64(0xFFFFFFFF)
 _32 = np.uint64(32)
 
@@ -68,7 +71,7 @@ def sort_keys_in_buckets(xp, keys, n: int, limit: int, count=None, scatter=None)
 
 
 def _key_rows(keys, n):
-    return np.where(keys == np.uint64(2**64 - 1), np.uint64(n), keys >> _32).astype(np.int64)
+    return np.where(keys == np.uint64(SENTINEL), np.uint64(n), keys >> _32).astype(np.int64)
 
 
 def _count_numpy(keys, n):
