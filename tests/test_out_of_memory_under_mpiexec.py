@@ -59,7 +59,7 @@ def test_ranks_sharing_a_gpu_check_their_share_of_its_free_memory(monkeypatch, s
     from distgrail.mpi import binding, partition
     from distgrail.mpi.partition_dag import check_rank_fits
 
-    monkeypatch.setattr(memory, "available_gpu_bytes", lambda: (100 << 30, 141 << 30, 0))
+    monkeypatch.setattr(memory, "available_gpu_bytes", lambda share=1: ((100 << 30) // share, 141 << 30, 0))
     monkeypatch.setattr(binding, "_SHARING", sharing)
     assert binding.ranks_on_this_gpu() == sharing and partition._free_bytes(_Be()) == (100 << 30) // sharing
     check_rank_fits(_Be(), (100 << 30) // sharing, "the sweeps")  # its share fits

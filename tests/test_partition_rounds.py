@@ -184,7 +184,7 @@ def gpu_of(monkeypatch):
     import distgrail.gpu.memory as memory
 
     def set_(have, whole):
-        monkeypatch.setattr(memory, "available_gpu_bytes", lambda: (have, have, 0))
+        monkeypatch.setattr(memory, "available_gpu_bytes", lambda share=1: (have, have, 0))
         monkeypatch.setattr(memory, "gpu_bytes_needed", lambda *a, **k: whole)
     return set_
 

@@ -186,13 +186,18 @@ def gpu_bytes_needed(n: int, m: int, dims: int, K: int, wide_limit: int = 2**31 
     return fixed + 8 * m + max(condense, labeling)
 
 
-def available_gpu_bytes() -> tuple[int, int, int]:
+def available_gpu_bytes(share: int = 1) -> tuple[int, int, int]:
     """``(available, total, device id)`` of the current GPU: free memory plus what CuPy's pool
-    holds unused."""
+    holds unused. ``share``: the processes sharing the GPU
+    (:func:`~distgrail.mpi.binding.ranks_on_this_gpu`); this one counts that share of the device's
+    free memory, but all of its own pool's unused blocks (no other process can take them, and
+    theirs are not in the free memory), and then ``DISTGRAIL_GPU_MEMORY_LIMIT``, already one
+    process's cap, as it is."""
     cp = cupy()
     dev = cp.cuda.Device()
     free, total = dev.mem_info
-    return _capped(int(free + cp.get_default_memory_pool().free_bytes()), cp), int(total), int(dev.id)
+    mine = int(free) // max(1, int(share)) + int(cp.get_default_memory_pool().free_bytes())
+    return _capped(mine, cp), int(total), int(dev.id)
 
 
 class PoolPeak:

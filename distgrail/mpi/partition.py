@@ -149,7 +149,7 @@ def _free_bytes(be) -> int:
     from .binding import ranks_on_this_gpu
 
     with be.on_device():
-        return int(available_gpu_bytes()[0]) // ranks_on_this_gpu()
+        return int(available_gpu_bytes(share=ranks_on_this_gpu())[0])
 
 
 def _host_free_bytes() -> int | None:

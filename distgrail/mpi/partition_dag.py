@@ -306,14 +306,14 @@ def check_rank_fits(be, nbytes, what):
     from ..gpu.memory import WAYS_OUT_PARTITIONED, available_gpu_bytes, gpu_fit_problem, GpuMemoryError
     from .binding import ranks_on_this_gpu
 
-    with be.on_device():
-        have = available_gpu_bytes()[0]
     k = ranks_on_this_gpu()
+    with be.on_device():
+        have = available_gpu_bytes(share=k)[0]  # (the share of the device's free memory; the cap is one rank's)
     where, ways = "this rank's GPU", WAYS_OUT_PARTITIONED
     if k > 1:
         where = f"this rank's share of a GPU {k} ranks share"
         ways = ("ranks sharing a GPU split its memory, so more of them do not help: use more GPUs (a rank each), GPUs "
                 "with more memory, fewer --dims / --supports, or --backend cpu (host memory, slower)")
-    why = gpu_fit_problem(nbytes, have // k, what, where, ways)
+    why = gpu_fit_problem(nbytes, have, what, where, ways)
     if why:
         raise GpuMemoryError(why)
