@@ -641,9 +641,16 @@ def test_too_few_gpus_is_an_error_unless_shared(comm, monkeypatch):
     monkeypatch.setitem(sys.modules, "cupy", fake_cupy(1))
     monkeypatch.delenv("SLURM_LOCALID", raising=False)
     monkeypatch.delenv("DISTGRAIL_GPU", raising=False)
+    for name in ("_BOUND", "_SHARING"):  # (restored after: later tests of this process are not bound to the fake)
+        monkeypatch.setattr(binding, name, getattr(binding, name))
     expect_rank_error(comm, lambda: binding.bind_gpu(comm, "gpu"), "distinct GPU", "--share-gpus")
     dev = binding.bind_gpu(comm, "gpu", share=True)
     everywhere(comm, dev == 0, f"device {dev}")
+    from mpi4py import MPI
+
+    local = comm.Split_type(MPI.COMM_TYPE_SHARED)
+    everywhere(comm, binding.ranks_on_this_gpu() == local.Get_size(), f"sharing {binding.ranks_on_this_gpu()}")
+    local.Free()
 
 
 def test_one_gpu_per_rank_through_cuda_visible_devices_is_fine(comm, monkeypatch):

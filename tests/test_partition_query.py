@@ -178,9 +178,9 @@ def test_partition_auto_spreads_only_a_gpu_index_one_gpu_cannot_hold(tmp_path, m
     path = str(tmp_path / "i.h5")
     idx.save(path)
     gpu = _FakeGpu()
-    monkeypatch.setattr(memory, "available_gpu_bytes", lambda: (1 << 40, 1 << 40, 0))
+    monkeypatch.setattr(memory, "available_gpu_bytes", lambda share=1: (1 << 40, 1 << 40, 0))
     assert not wants_spread_query("auto", path, gpu, 2)  # fits
-    monkeypatch.setattr(memory, "available_gpu_bytes", lambda: (1 << 29, 1 << 40, 0))
+    monkeypatch.setattr(memory, "available_gpu_bytes", lambda share=1: (1 << 29, 1 << 40, 0))
     assert wants_spread_query("auto", path, gpu, 2)  # the state and its 1 GiB of scratch do not fit
     assert not wants_spread_query("auto", path, gpu, 1)  # one rank: nothing to spread over
     assert not wants_spread_query("auto", path, type("Cpu", (), {"is_gpu": False})(), 4)

@@ -129,8 +129,10 @@ def wants_partition(mode, be, graph, fmt, num_vertices, dims, supports, ranks, o
 
     est = preflight_index(graph, fmt, num_vertices, dims, supports, "cpu")
     n, m = int(est["n"]), int(est["m"])
-    with be.on_device():
-        have = available_gpu_bytes()[0]
+    from .binding import ranks_on_this_gpu
+
+    with be.on_device():  # (ranks sharing the GPU: this rank's share; rank 0 alone holds a whole graph)
+        have = available_gpu_bytes(share=ranks_on_this_gpu())[0]
     K = _min_supports(supports)
     whole = gpu_bytes_needed(n, m, dims, K, m_dag=0)
     part = (576 << 20) + 8 * (-(-m // ranks)) + sweep_bytes(n, -(-m // ranks))

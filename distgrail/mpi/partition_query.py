@@ -156,9 +156,10 @@ def query_spread(index: SpreadIndex, sources, targets, backend="auto", root: int
         held["expand"] = None  # the CPU: EXPAND_EDGES
         if be.is_gpu:  # a round's children in slices that fit this device's free memory
             from ..gpu.memory import available_gpu_bytes
+            from .binding import ranks_on_this_gpu
 
-            with be.on_device():
-                held["expand"] = expand_limit(available_gpu_bytes()[0], index.dims)
+            with be.on_device():  # (ranks sharing the GPU: this rank's share of it)
+                held["expand"] = expand_limit(available_gpu_bytes(share=ranks_on_this_gpu())[0], index.dims)
         held["mine"] = {"rank": comm.Get_rank(), "dag edges held": int(state[1].indices.size),
                         "query state bytes": state_bytes(state)}
 
@@ -211,8 +212,9 @@ def wants_spread_query(mode: str, index_path, be, size: int) -> bool:
     if size < 2 or not be.is_gpu:
         return False
     from ..gpu.memory import available_gpu_bytes
+    from .binding import ranks_on_this_gpu
 
     n, C, m, d, K = _sizes(os.fspath(index_path))
     need = 4 * n + 8 * C + 4 * m + 4 * C * (4 + 4 * ((K + 63) // 64) + 2 * d) + (1 << 30)
-    with be.on_device():
-        return need > available_gpu_bytes()[0]
+    with be.on_device():  # (every rank loads it: ranks sharing the GPU each have their share)
+        return need > available_gpu_bytes(share=ranks_on_this_gpu())[0]
