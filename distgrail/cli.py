@@ -518,6 +518,14 @@ def main(argv=None) -> int:
             end_job(comm, text, status)
         print(text, file=sys.stderr)
         return status
+    except Exception as e:  # a bug on this rank: one process shows its traceback and exits 1
+        comm = getattr(args, "mpi_comm", None)
+        if comm is None or comm.Get_size() < 2:
+            raise
+        traceback.print_exc()  # under MPI the others may wait in a collective: the job ends (never a hang)
+        from .mpi.errors import end_job
+
+        end_job(comm, f"distgrail: internal error: {type(e).__name__}: {e} (traceback above)", 1)
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -1,4 +1,5 @@
-"""One rank out of memory ends the whole MPI job with its error (session 48). On one H200, R-MAT 28
+"""One rank out of memory, or failing with any exception outside a shared step, ends the whole MPI
+job with its error (session 48). On one H200, R-MAT 28
 built by 2 ranks sharing the GPU (``--partition on --share-gpus``): one rank's CuPy allocation
 failed outside any shared step, the command line printed "out of memory" and returned on that
 rank, and the other waited in its next collective until the launcher's timeout. Now the rank
@@ -20,14 +21,14 @@ from conftest import ROOT
 MPIEXEC = os.path.join(os.path.dirname(sys.executable), "mpiexec")
 ENV = dict(os.environ, PYTHONPATH=ROOT + os.pathsep + os.environ.get("PYTHONPATH", ""), MPIEXEC_TIMEOUT="60")
 
-# rank 1 runs out of memory outside a shared step (rank 0 goes on into the assembly's collective)
+# rank 1 fails outside a shared step (rank 0 goes on into the assembly's collective)
 SCRIPT = """
 import sys
 from mpi4py import MPI
 import distgrail.mpi.placement as pl
 if MPI.COMM_WORLD.Get_rank() == 1:
     def boom(*a, **k):
-        raise MemoryError()
+        raise {error}
     pl.AcrossRanks.assemble = boom
 from distgrail.cli import main
 sys.exit(main(sys.argv[1:]))
@@ -35,15 +36,19 @@ sys.exit(main(sys.argv[1:]))
 
 
 @pytest.mark.skipif(not os.access(MPIEXEC, os.X_OK), reason=f"no {MPIEXEC} (PyPI mpich)")
-def test_one_rank_out_of_memory_ends_the_job_with_its_error(tmp_path):
-    script = tmp_path / "oom.py"
-    script.write_text(SCRIPT)
+@pytest.mark.parametrize("error, status, said", [
+    ("MemoryError()", 2, "distgrail: rank 1, error: out of memory"),
+    ("RuntimeError('boom')", 1, "distgrail: rank 1, internal error: RuntimeError: boom (traceback above)")])
+def test_one_rank_out_of_memory_or_a_bug_ends_the_job_with_its_error(tmp_path, error, status, said):
+    """Out of memory: status 2 and the line; any other exception (a bug): its traceback, status 1."""
+    script = tmp_path / "fail.py"
+    script.write_text(SCRIPT.format(error=error))
     r = subprocess.run([MPIEXEC, "-n", "2", sys.executable, str(script), "index", "bundled", "-o", "i.h5",
                         "--backend", "cpu", "--quiet"], capture_output=True, text=True, env=ENV, cwd=tmp_path,
                        timeout=120)
     assert "TIMED OUT" not in r.stderr, r.stderr
-    assert r.returncode == 2, (r.returncode, r.stderr)
-    assert "distgrail: rank 1, error: out of memory" in r.stderr, r.stderr
+    assert r.returncode == status, (r.returncode, r.stderr)
+    assert said in r.stderr and (status == 2 or "Traceback" in r.stderr), r.stderr
     assert not [p for p in os.listdir(tmp_path) if "i.h5" in p]  # (its temporary too: .i.h5.tmp-PID)
 
 
