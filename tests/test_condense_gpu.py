@@ -302,3 +302,32 @@ def test_condensed_csr_sorts_only_the_edges_between_components(monkeypatch, name
     _same("condensed idx", got[1], want[1])
     sorts = idx.size - inside if 2 * inside >= idx.size else idx.size
     assert spy and sorted_sizes == ([sorts] if sorts else []), (sorted_sizes, inside)  # (no keys left: no sort)
+
+
+@pytest.mark.parametrize("limit", [2**31 - 1, 7])
+def test_a_sorted_edge_list_with_self_loops_is_its_csr_without_a_sort(monkeypatch, limit):
+    """A sorted, distinct edge list with self-loops (a .h5 graph; R-MAT's keep theirs) becomes the
+    CSR by dropping the self-loops (CudaSteps._without_self_loops), no key sort: the twin's CSR,
+    and the whole condensation equals the CPU's."""
+    import cupy as cp
+
+    from distgrail.io.graph import EdgeGraph
+
+    rng = np.random.default_rng(7)
+    n = 300
+    keys = np.unique(rng.integers(0, n, 400) * n + rng.integers(0, n, 400))  # (225 components)
+    keys = np.union1d(keys, np.arange(0, n, 7) * (n + 1))  # a self-loop every 7th vertex
+    src, dst = (keys // n).astype(np.int32), (keys % n).astype(np.int32)
+    sorts = []
+    real_sort = CudaSteps._sort
+    monkeypatch.setattr(CudaSteps, "_sort", lambda self, k, c: (sorts.append(int(k.size)), real_sort(self, k, c))[1])
+    gs, ns = CudaSteps(limit), NumpySteps()
+    got = gs.edge_csr(cp.asarray(src), cp.asarray(dst), n)
+    want = ns.edge_csr(src, dst, n)
+    _same("ptr", got[0], want[0])
+    _same("idx", got[1], want[1])
+    assert not sorts and int(want[1].size) == keys.size - int(np.count_nonzero(src == dst)) < keys.size - 42
+    g = EdgeGraph(src=src, dst=dst, n=n)  # (the condensation's sorts take at least its largest row: 64)
+    d = condense_cuda(cp.asarray(src), cp.asarray(dst), n, limit=max(limit, 64))
+    assert_same_dag(dag_to_host(d), condense(g))
+    assert d.C > 100

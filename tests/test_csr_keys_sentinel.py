@@ -32,3 +32,25 @@ def test_drop_in_pieces_is_one_selection(limit):
         same = drop_in_pieces(np, a, s, limit, most=kept - 1) if kept else None
         assert kept == 0 or same is a  # more would stay than asked: the input itself
         assert np.array_equal(drop_in_pieces(np, a, s, limit, most=kept), a[a != s])
+
+
+@pytest.mark.parametrize("limit", [1, 4, 2**31 - 1])
+def test_a_sorted_csrs_self_loops_dropped_without_a_sort(limit):
+    """CudaSteps._without_self_loops (the GPU's way for a sorted, distinct edge list with
+    self-loops: a .h5 graph), run on NumPy arrays: the twin's CSR, which sorts keys."""
+    from types import SimpleNamespace
+
+    from distgrail.stages.csr_keys import keys_csr_numpy
+    from distgrail.stages.scc import CudaSteps
+
+    rng = np.random.default_rng(limit)
+    n = 40
+    keys = np.unique(rng.integers(0, n, 300) * n + rng.integers(0, n, 300))
+    keys = np.union1d(keys, np.array([0, 5 * n + 5, (n - 1) * n + n - 1]))  # self-loops: first, inside, last row
+    src, dst = (keys // n).astype(np.int32), (keys % n).astype(np.int32)
+    assert (src == dst).sum() >= 3
+    ptr = np.searchsorted(src, np.arange(n + 1)).astype(np.int64)
+    steps = SimpleNamespace(xp=np, limit=limit)
+    got = CudaSteps._without_self_loops(steps, ptr, src, dst, n)
+    want = keys_csr_numpy(src, dst, n)  # (the twin sorts in one piece; small limits refuse its rows)
+    assert np.array_equal(got[0], want[0]) and np.array_equal(got[1], want[1]) and got[1].dtype == want[1].dtype

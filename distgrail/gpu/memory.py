@@ -300,13 +300,23 @@ def min_in_pieces(xp, a, limit: int = 2**31 - 1) -> int:
 
 
 def select_in_pieces(xp, a, mask, limit: int = 2**31 - 1):
-    """``a[mask]`` (boolean mask), one library selection per piece.
+    """``a[mask]`` (boolean mask), one library selection per piece; past one piece each is
+    written into one array sized by a count first (no parts concatenated: the result is held once).
 
     >>> select_in_pieces(np, np.arange(5), np.array([1, 0, 1, 1, 0], bool), limit=2).tolist()
     [0, 2, 3]
     """
-    parts = [a[lo:hi][mask[lo:hi]] for lo, hi in pieces(a.shape[0], limit)]
-    return parts[0] if len(parts) == 1 else xp.concatenate(parts) if parts else a[:0]
+    spans = pieces(a.shape[0], limit)
+    if len(spans) <= 1:
+        return a[mask] if spans else a[:0]
+    counts = [int(xp.count_nonzero(mask[lo:hi])) for lo, hi in spans]
+    out = xp.empty((sum(counts),) + tuple(a.shape[1:]), dtype=a.dtype)
+    at = 0
+    for (lo, hi), c in zip(spans, counts):
+        if c:
+            out[at:at + c] = a[lo:hi][mask[lo:hi]]
+        at += c
+    return out
 
 
 def drop_in_pieces(xp, a, value, limit: int = 2**31 - 1, most: int | None = None):

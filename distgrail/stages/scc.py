@@ -268,16 +268,32 @@ class CudaSteps(_Steps):
         flags = cp.zeros(1, dtype=cp.int32)
         if m:
             self._k("dg_cond_check")(*self._grid(m), (src, dst, i64(m), flags))
-        if int(flags.get()[0]) == 0:  # sorted, distinct, no self-loops: the edge list is the CSR
+        found = int(flags.get()[0])  # bit 1: unsorted or repeated; bit 2: a self-loop
+        if found & 1 == 0:  # sorted and distinct: the edge list is the CSR (less its self-loops)
             if m <= self.limit:
                 ptr = cp.searchsorted(src, cp.arange(n + 1, dtype=cp.int32)).astype(cp.int64)
             else:
                 ptr = cp.empty(n + 1, dtype=cp.int64)
                 self._k("dg_cond_src_ptr")(*self._grid(n + 1), (src, i64(m), i64(n), ptr))
-            return ptr, dst
+            return (ptr, dst) if found == 0 else self._without_self_loops(ptr, src, dst, n)
         keys = cp.empty(m, dtype=cp.uint64)
         self._k("dg_cond_pack")(*self._grid(m), (src, dst, keys, i64(m)))
         return self._sorted_keys_csr(keys, n, True)[:2]
+
+    def _without_self_loops(self, ptr, src, dst, n):
+        """The CSR ``ptr, dst`` (sorted, distinct: at most one self-loop a row) less its self-loops:
+        the other targets selected in order, and each row pointer less the self-loops of the rows
+        before it. A ``.h5`` graph is such a CSR (R-MAT's keeps its self-loops); the key sort it
+        took before held a 64-bit key an edge and the sort's second buffer beside the edges."""
+        from ..gpu.memory import scan_in_pieces, select_in_pieces
+
+        cp = self.xp
+        keep = src != dst
+        loops = select_in_pieces(cp, src, ~keep, self.limit)  # (the rows with a self-loop, once each)
+        cut = cp.zeros(n + 1, dtype=cp.uint8)
+        cut[loops.astype(cp.int64) + 1] = 1
+        ptr -= scan_in_pieces(cp, cut, cp.int64, self.limit)
+        return ptr, select_in_pieces(cp, dst, keep, self.limit)
 
     def _csr_keys(self, ptr, idx, f, swap):
         keys = self.xp.empty(idx.size, dtype=self.xp.uint64)
