@@ -4,11 +4,16 @@
 Same codes, same answers as :func:`distgrail.query.prefilter.prefilter` (its NumPy twin) for
 every pair, in the same order of steps: same component, level filter, support positive, support
 negative, interval filter, DT-subtree cut; code 0 leaves a pair to the search. A pair reads its
-two component ids, one level (components are numbered by level, so the level filter
-compares ids: ``level_ptr`` of :func:`distgrail.query.bidir_jit._layout`) and, when still
-undecided, two packed records (DT ranks, intervals and masks in one 64-byte line at d = 5,
-K = 64), where the NumPy twin makes a gather and a temporary array per column and step: on the
-CPU the prefilter is most of a batch of random pairs, and those reads are most of the prefilter.
+two component ids, the first component of the target's level (components are numbered by
+level, so the level filter compares ids: ``level_ptr`` of :func:`distgrail.query.bidir_jit._layout`)
+and, when still undecided, two packed records (DT ranks, intervals and masks in one 64-byte line
+at d = 5, K = 64), where the NumPy twin makes a gather and a temporary array per column and step:
+on the CPU the prefilter is most of a batch of random pairs, and those reads are most of the
+prefilter. Where a record's tests fit its first 16 uint32 (d <= 5 with K <= 64, d <= 7 without
+masks: :func:`vector_lanes`) they are made on two vector loads without a branch
+(:func:`row_flags`); on a small graph, whose arrays sit in a core's cache, the mispredicted
+branches of the tests made one by one were most of the records' pass (docs/benchmarks.md,
+session 48).
 
 Threads as in :mod:`distgrail.query.bidir_jit` (:func:`~distgrail.query.bidir_jit.run_blocks`):
 plain Python threads running the compiled loop (it releases the GIL) on blocks of
@@ -26,12 +31,17 @@ from numba.extending import intrinsic
 from ..jit import njit
 
 from .bidir_jit import _layout, run_blocks, search_threads
-from .stats import INTERVAL, LEVEL, SAME, STEPS, SUPPORT_NEG, SUPPORT_POS, TREE, UNDECIDED, Labels
+from .stats import INTERVAL, LEVEL, SAME, STEPS, SUPPORT_NEG, SUPPORT_POS, TREE, UNDECIDED, Labels, read_only
 
 __all__ = ["compiled_prefilter", "compiled_prefilter_left", "BLOCK_PAIRS"]
 
-#: pairs a thread takes from the shared counter at a time
+#: pairs a thread takes from the shared counter at a time (below 2^21: the records' pass tallies in 21 bits)
 BLOCK_PAIRS = 1 << 16
+#: component arrays (``comp`` and the first component of each one's level) of at most this many
+#: bytes in all are read in one pass with the level filter (in a core's cache: a pass saved);
+#: larger ones (a random read each, from memory) in a pass of their own, whose reads all
+#: overlap (docs/benchmarks.md, session 48)
+NEAR_BYTES = 1 << 19
 #: the records' pass asks for the rows of the pair this many places ahead (16 to 32 do alike)
 PREFETCH_AHEAD = 16
 
@@ -62,71 +72,193 @@ def prefetch(typingctx, rows, i):
     return types.void(rows, i), codegen
 
 
+#: the flags of :func:`row_flags`: support positive, support negative, outside an interval, DT subtree
+F_POS, F_NEG, F_OUTSIDE, F_TREE = 1, 2, 4, 8
+#: each flag set's code: the first step in order that decides it (none: left to the search)
+_CODE = np.array([UNDECIDED if f == 0 else SUPPORT_POS if f & F_POS else SUPPORT_NEG if f & F_NEG else
+                  INTERVAL if f & F_OUTSIDE else TREE for f in range(16)], dtype=np.int8)
+#: each flag set's count, added to one int64 (support positive, negative and interval: 21 bits
+#: each, BLOCK_PAIRS < 2^21; the DT-subtree cut's count is what the others leave)
+_COUNT = np.array([1 if c == SUPPORT_POS else 1 << 21 if c == SUPPORT_NEG else 1 << 42 if c == INTERVAL else 0
+                   for c in _CODE], dtype=np.int64)
+
+
+@intrinsic
+def row_flags(typingctx, rows, a, b, lanes):
+    """``row_flags(rows, a, b, lanes)``: every test of the pair (a, b) on the first 16 uint32 of
+    rows ``a`` and ``b`` of the C-ordered (C, R >= 16) uint32 records
+    (:func:`~distgrail.query.bidir_jit._layout`: start0, post0, lo_k and hi_k per dimension, then
+    the out- and in-mask of W <= 1 64-bit words), as flags: :data:`F_POS` where a's out-mask meets
+    b's in-mask, :data:`F_NEG` where a's in-mask has a bit b's lacks or b's out-mask one a's
+    lacks, :data:`F_OUTSIDE` where b's interval is not inside a's in some dimension,
+    :data:`F_TREE` where b's post rank lies in a's DT subtree (dimension 0). ``lanes``: a bit per
+    lane, the intervals' (lo at even lanes, hi at odd) in bits 0-15, the out-mask's two lanes in
+    16-31 (none without masks; the in-mask's are the two after). Two 64-byte vector loads and a
+    few vector compares (LLVM vector IR: one AVX-512 instruction each, several on older CPUs)
+    where the scalar tests make 2 d + 5 compares and a branch each: a branch the data decides
+    mispredicts, on a small graph's random pairs, about as often as it is taken the rarer way."""
+    if not (isinstance(rows, types.Array) and rows.ndim == 2 and rows.dtype == types.uint32 and rows.layout == "C"):
+        return None
+
+    def codegen(context, builder, sig, args):
+        array = context.make_array(sig.args[0])(context, builder, args[0])
+        stride = builder.extract_value(array.strides, 0)
+        i32, i64 = ir.IntType(32), ir.IntType(64)
+        vec = ir.VectorType(i32, 16)
+
+        def row(x, t):
+            if x.type.width < stride.type.width:
+                x = (builder.sext if t.signed else builder.zext)(x, stride.type)
+            addr = builder.gep(builder.bitcast(array.data, ir.IntType(8).as_pointer()), [builder.mul(x, stride)])
+            return builder.load(builder.bitcast(addr, vec.as_pointer()), align=4)
+
+        def bits(v):  # a lane compare as 16 bits of an i32
+            return builder.zext(builder.bitcast(v, ir.IntType(16)), i32)
+
+        def flag(mask, value):  # value where any lane of mask is set
+            hit = builder.icmp_unsigned("!=", mask, ir.Constant(i32, 0))
+            return builder.select(hit, ir.Constant(i64, value), ir.Constant(i64, 0))
+
+        ra, rb = row(args[1], sig.args[1]), row(args[2], sig.args[2])
+        lanes = builder.trunc(args[3], i32) if args[3].type.width > 32 else builder.zext(args[3], i32)
+        ivl = builder.and_(lanes, ir.Constant(i32, 0xFFFF))
+        out_lanes = builder.lshr(lanes, ir.Constant(i32, 16))
+        in_lanes = builder.shl(out_lanes, ir.Constant(i32, 2))
+        zero = ir.Constant(vec, [0] * 16)
+        # x: lo lanes (even) of a, hi lanes (odd) of b; y the other way: inside where x <= y
+        x = builder.shuffle_vector(ra, rb, ir.Constant(vec, [i if i % 2 == 0 else 16 + i for i in range(16)]))
+        y = builder.shuffle_vector(ra, rb, ir.Constant(vec, [16 + i if i % 2 == 0 else i for i in range(16)]))
+        outside = builder.and_(bits(builder.icmp_unsigned(">", x, y)), ivl)
+        # b's in-mask moved down onto a's out-mask lanes (two lanes: one 64-bit word)
+        b_in = builder.shuffle_vector(rb, zero, ir.Constant(vec, [i + 2 if i + 2 < 16 else 16 for i in range(16)]))
+        pos = builder.and_(bits(builder.icmp_unsigned("!=", builder.and_(ra, b_in), zero)), out_lanes)
+        a_not_b = bits(builder.icmp_unsigned("!=", builder.and_(ra, builder.not_(rb)), zero))
+        b_not_a = bits(builder.icmp_unsigned("!=", builder.and_(rb, builder.not_(ra)), zero))
+        neg = builder.or_(builder.and_(a_not_b, in_lanes), builder.and_(b_not_a, out_lanes))
+        start_a, post_a = (builder.extract_element(ra, ir.Constant(i32, j)) for j in (0, 1))
+        post_b = builder.extract_element(rb, ir.Constant(i32, 1))
+        tree = builder.and_(builder.icmp_unsigned("<=", start_a, post_b), builder.icmp_unsigned("<=", post_b, post_a))
+        flags = builder.or_(builder.or_(flag(pos, F_POS), flag(neg, F_NEG)),
+                            builder.or_(flag(outside, F_OUTSIDE),
+                                        builder.select(tree, ir.Constant(i64, F_TREE), ir.Constant(i64, 0))))
+        return flags
+    return types.int64(rows, a, b, lanes), codegen
+
+
 @njit(nogil=True)
-def _block(q0, q1, sources, targets, comp, level, level_ptr, rec, words, d, W, ans, code, cu, cv, todo, counts,
-           full_code, full_cu, full_cv, left, left_cu, left_cv):
-    # three passes over the block: the component ids, then same component and level filter
-    # without a branch, then the records of the pairs left. A branch the data decides, taken
-    # one pair in two, would throw away the reads in flight behind it; without it, the reads of
-    # many pairs overlap (docs/benchmarks.md, session 42). cu, cv and todo are the thread's
-    # scratch of one block (reused block after block: they stay in cache); the pairs the block
-    # leaves to the search go to left, left_cu, left_cv from q0 on, their count returned. The
-    # codes are written (to code, the thread's scratch, then full_code with cu and cv) only where
-    # full_* are given (size 0: not); counts (size 0: not wanted) gets each code's pairs added,
-    # counted in the passes as they decide (a count indexed by each pair's code is a chain of
-    # stores and loads of the same few counters). The block's views, indexed from 0 by
-    # range(size): numba knows those indexes are not negative and reads without its
-    # negative-index wrap, a select per access that halves the first pass's speed
+def _block(q0, q1, sources, targets, comp, first, level, level_ptr, rec, words, d, W, lanes, ans, todo, tu, tv,
+           counts, full_code, full_cu, full_cv, left, left_cu, left_cv):
+    # two steps over the block: the component ids, same component and level filter without a
+    # branch, then the records of the pairs left. A branch the data decides, taken one pair in
+    # two, would throw away the reads in flight behind it; without it, the reads of many pairs
+    # overlap (docs/benchmarks.md, session 42). The first step appends every pair's index and
+    # component ids to todo, tu, tv and moves the end past it only where the level filter leaves
+    # it undecided, so the records' pass reads its pairs' ids in order (not through the pair's
+    # index: a chain of two loads). first, the first component of each component's level (size
+    # 0: not given), makes it one pass: a < first[b] is "a's level is below b's" (the pairs the
+    # filter leaves), one read more per pair; where the component arrays are far (not given),
+    # the ids are read in a pass of their own into tu, tv, the filter (level_ptr[level[b]]: one
+    # byte a component) writes each pair's verdict at its own place in todo, and a third pass
+    # appends the pairs left over them: a store whose place waits on a read that misses the
+    # cache holds up the reads behind it, and these passes' places wait on none (or on todo,
+    # read in order). todo, tu, tv are the thread's scratch of one block (reused block after block: they stay in cache); the pairs
+    # the block leaves to the search go to left, left_cu, left_cv from q0 on, their count
+    # returned. lanes: vector_lanes(d, W), -1 for the tests one by one. The codes, and every
+    # pair's ids, are written to full_* only where those are given (size 0: not); counts (size 0:
+    # not wanted) gets each code's pairs added, counted in the passes as they decide (a count
+    # indexed by each pair's code is a chain of stores and loads of the same few counters). The
+    # block's views, indexed from 0 by range(size), and the ids read as unsigned: numba reads
+    # without its negative-index wrap, a select per access that halves the first pass's speed
     size = q1 - q0
     full = full_code.size != 0
     ans = ans[q0:q1]
-    code = code[:size]
-    cu = cu[:size]
-    cv = cv[:size]
     sources = sources[q0:q1]
     targets = targets[q0:q1]
-    for q in range(size):
-        cu[q] = comp[sources[q]]
-        cv[q] = comp[targets[q]]
+    code = full_code[q0:q1]
     n = 0
     nsame = 0
-    for q in range(size):
-        a = cu[q]
-        b = cv[q]
-        same = a == b
-        # level(a) >= level(b), as the ids allow (components are numbered by level): a > b, or
-        # a at or past the first component of b's level
-        low = (a > b) | (a >= level_ptr[level[b]])
-        ans[q] = same
-        todo[n] = q
-        n += (not same) & (not low)
-        nsame += same
-    if full:
+    if first.size:  # (near: the component ids and the level filter in one pass)
         for q in range(size):
-            a = cu[q]
-            b = cv[q]
-            code[q] = SAME if a == b else (LEVEL if (a > b) | (a >= level_ptr[level[b]]) else UNDECIDED)
+            a = comp[np.uint64(sources[q])]  # (checked ids: as unsigned, read without the negative-index wrap)
+            b = comp[np.uint64(targets[q])]
+            same = a == b
+            ans[q] = same
+            todo[n] = q
+            tu[n] = a
+            tv[n] = b
+            n += a < first[b]
+            nsame += same
+    else:  # (far: the component ids first, their reads all independent)
+        tu = tu[:size]
+        tv = tv[:size]
+        for q in range(size):
+            tu[q] = comp[np.uint64(sources[q])]
+            tv[q] = comp[np.uint64(targets[q])]
+        for q in range(size):
+            a = tu[q]
+            b = tv[q]
+            same = a == b
+            ans[q] = same
+            todo[q] = a < level_ptr[level[b]]
+            nsame += same
+        for q in range(size):
+            f = todo[q]
+            todo[n] = q  # (n <= q: over ids already read)
+            tu[n] = tu[q]
+            tv[n] = tv[q]
+            n += f
+    if full:
+        fu = full_cu[q0:q1]
+        fv = full_cv[q0:q1]
+        for q in range(size):
+            a = comp[np.uint64(sources[q])]
+            b = comp[np.uint64(targets[q])]
+            fu[q] = a
+            fv[q] = b
+            code[q] = SAME if a == b else (LEVEL if a >= level_ptr[level[b]] else UNDECIDED)
     B = 2 + 2 * d
     M = B // 2  # the masks as 64-bit words of the row (words: rec's uint64 view): out at M + w, in at M + W + w
-    # the records' pass: two random 64-byte rows a pair, then branches on their values. A
-    # mispredicted branch discards the row reads in flight behind it; the rows of the pair
-    # PREFETCH_AHEAD places ahead are asked for first, so the reads overlap again
+    # the records' pass: two random 64-byte rows a pair, then their tests. The rows of the pair
+    # PREFETCH_AHEAD places ahead are asked for first, so the reads overlap (the tests one by
+    # one: a mispredicted branch discards the row reads in flight behind it)
     for i in range(min(PREFETCH_AHEAD, n)):
-        prefetch(rec, cu[todo[i]])
-        prefetch(rec, cv[todo[i]])
+        prefetch(rec, tu[i])
+        prefetch(rec, tv[i])
     nleft = 0
     npos = 0
     nneg = 0
     nint = 0
     ntree = 0
-    for i in range(n):
+    vector = lanes >= 0
+    if vector:  # every test within the first 16 lanes: made without a branch (row_flags)
+        tally = 0
+        for i in range(n):
+            if i + PREFETCH_AHEAD < n:
+                prefetch(rec, tu[i + PREFETCH_AHEAD])
+                prefetch(rec, tv[i + PREFETCH_AHEAD])
+            q = todo[i]
+            a = tu[i]
+            b = tv[i]
+            f = row_flags(rec, a, b, lanes)
+            ans[q] = ((f & F_POS) != 0) | (f == F_TREE)
+            tally += _COUNT[f]
+            if full:
+                code[q] = _CODE[f]
+            todo[nleft] = q  # (left to the search; nleft <= i: written behind the reads)
+            tu[nleft] = a
+            tv[nleft] = b
+            nleft += f == 0
+        npos = tally & 0x1FFFFF
+        nneg = (tally >> 21) & 0x1FFFFF
+        nint = tally >> 42
+        ntree = n - npos - nneg - nint - nleft
+    for i in range(0 if vector else n):  # the tests one by one, a branch each (longer rows)
         if i + PREFETCH_AHEAD < n:
-            p = todo[i + PREFETCH_AHEAD]
-            prefetch(rec, cu[p])
-            prefetch(rec, cv[p])
+            prefetch(rec, tu[i + PREFETCH_AHEAD])
+            prefetch(rec, tv[i + PREFETCH_AHEAD])
         q = todo[i]
-        a = cu[q]  # (rec[a, w], not a row view: its strides cost per read)
-        b = cv[q]
+        a = tu[i]  # (rec[a, w], not a row view: its strides cost per read)
+        b = tv[i]
         pos = np.uint64(0)
         neg = np.uint64(0)
         for w in range(M, M + W):
@@ -158,8 +290,10 @@ def _block(q0, q1, sources, targets, comp, level, level_ptr, rec, words, d, W, a
             ans[q] = True
             if full:
                 code[q] = TREE
-        else:  # left to the search (todo[nleft] <= todo[i]: written behind the reads)
+        else:  # left to the search (nleft <= i: written behind the reads)
             todo[nleft] = q
+            tu[nleft] = a
+            tv[nleft] = b
             nleft += 1
     if counts.size:
         counts[SAME] += nsame
@@ -169,25 +303,48 @@ def _block(q0, q1, sources, targets, comp, level, level_ptr, rec, words, d, W, a
         counts[INTERVAL] += nint
         counts[TREE] += ntree
         counts[UNDECIDED] += nleft
-    if full:
-        full_code[q0:q1] = code
-        full_cu[q0:q1] = cu
-        full_cv[q0:q1] = cv
     for i in range(nleft):
-        q = todo[i]
-        left[q0 + i] = q0 + q
-        left_cu[q0 + i] = cu[q]
-        left_cv[q0 + i] = cv[q]
+        left[q0 + i] = q0 + todo[i]
+        left_cu[q0 + i] = tu[i]
+        left_cv[q0 + i] = tv[i]
     return nleft
+
+
+def vector_lanes(d: int, W: int) -> int:
+    """:func:`row_flags`' ``lanes`` for records of ``d`` dimensions and ``W`` mask words, or -1
+    where its tests do not fit the first 16 lanes of a row (the records' pass then makes them
+    one by one): the intervals' lanes 2 .. 2 + 2 d, and the out-mask's 2 W lanes after them.
+
+    >>> hex(vector_lanes(5, 1)), hex(vector_lanes(7, 0)), vector_lanes(6, 1), vector_lanes(3, 2)
+    ('0x30000ffc', '0xfffc', -1, -1)
+    """
+    B = 2 + 2 * d
+    if B + 4 * W > 16 or W > 1:
+        return -1
+    return (((1 << B) - 1) & ~3) | (((1 << 2 * W) - 1) << (16 + B))
+
+
+def _first_of_level(L: Labels):
+    """``first[c]``: the first component of component ``c``'s level (``level_ptr[level[c]]``, in
+    ``comp``'s type), built once per ``L``. Components are numbered by level, so ``a < first[b]``
+    holds exactly when ``a``'s level is below ``b``'s: the pairs the level filter leaves (same
+    component and ``a > b`` among those it decides, as ``first[b] <= b``), one read of the
+    target's component where ``level_ptr[level[b]]`` made a chain of two."""
+    def build():
+        _, level_ptr = _layout(L)
+        comp_type = np.asarray(L.comp).dtype
+        return read_only(level_ptr[np.asarray(L.level)].astype(comp_type))
+    return L.first.get(build)
 
 
 def _run(L: Labels, sources, targets, threads, counts, full: bool):
     """The blocks of :func:`compiled_prefilter` and :func:`compiled_prefilter_left`: ``(answer,
     (code, cu, cv) of every pair or None, (pairs, cu, cv) left to the search)``. Fresh memory is
     what a batch of random pairs pays most for after its reads (its pages are faulted in on first
-    write): each thread's code, cu and cv are one block's scratch, and the arrays of the pairs left
-    are written only as far as the search needs them (``np.empty``: pages never written cost
-    nothing)."""
+    write): each thread's pair indexes and component ids are one block's scratch, and the arrays
+    of the pairs left are written only as far as the search needs them (``np.empty``: pages never
+    written cost nothing). The component arrays are near where ``comp`` and ``first`` (at most
+    ``comp``'s size) take at most :data:`NEAR_BYTES`; ``first`` is made for those only."""
     if counts is not None and (counts.ndim != 1 or counts.size < len(STEPS) + 1 or counts.dtype != np.int64):
         raise ValueError(f"counts must be int64 of {len(STEPS) + 1} entries (one a code), got {counts.dtype} {counts.shape}")
     k = int(sources.size)
@@ -200,21 +357,24 @@ def _run(L: Labels, sources, targets, threads, counts, full: bool):
         return ans, whole if full else None, left
     # (strided ids, the columns of a mapped (k, 2) file, are read where they are: no copy)
     rec, level_ptr = _layout(L)
-    words = rec.view(np.uint64)  # (rows of R uint32, R a multiple of 16: whole 64-bit words, the masks' among them)
+    near = 2 * comp.nbytes <= NEAR_BYTES  # (C <= n: first, C ids, is at most comp's size)
+    first = _first_of_level(L) if near else np.zeros(0, dtype=comp.dtype)
     level = np.asarray(L.level)
+    lanes = vector_lanes(L.d, L.W)
+    words = rec.view(np.uint64)  # (rows of R uint32, R a multiple of 16: whole 64-bit words, the masks' among them)
     block = BLOCK_PAIRS
     nblk = -(-k // block)
     per_block = np.zeros((nblk, 0 if counts is None else counts.size), dtype=np.int64)
     nleft = np.zeros(nblk, dtype=np.int64)
 
-    def body(b, scratch):  # the thread's code, cu, cv and todo of one block
+    def body(b, scratch):
         q0 = b * block
-        nleft[b] = _block(q0, min(k, q0 + block), sources, targets, comp, level, level_ptr, rec, words, L.d, L.W, ans,
-                          *scratch, per_block[b], *whole, *left)
+        nleft[b] = _block(q0, min(k, q0 + block), sources, targets, comp, first, level, level_ptr, rec, words, L.d,
+                          L.W, lanes, ans, *scratch, per_block[b], *whole, *left)
 
-    run_blocks(nblk, threads or search_threads(), body,
-               scratch=lambda: (np.empty(block, dtype=np.int8), np.empty(block, dtype=comp.dtype),
-                                np.empty(block, dtype=comp.dtype), np.empty(block, dtype=np.int32)))
+    run_blocks(nblk, threads or search_threads(), body,  # (the thread's todo, tu and tv of one block)
+               scratch=lambda: (np.empty(block, dtype=np.uint32), np.empty(block, dtype=comp.dtype),
+                                np.empty(block, dtype=comp.dtype)))
     if counts is not None:
         counts += per_block.sum(axis=0)
     off = 0  # each block's pairs left sit at its start: moved down in place, in block order (off <= q0)

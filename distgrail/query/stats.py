@@ -222,6 +222,9 @@ class Labels:
     reverse: Once = field(default_factory=Once, init=False, repr=False, compare=False)
     #: the compiled CPU search's packed records (:mod:`distgrail.query.bidir_jit`), built on first use
     packed: Once = field(default_factory=Once, init=False, repr=False, compare=False)
+    #: the first component of each component's level (:mod:`distgrail.query.prefilter_jit`'s
+    #: level filter), built on first use
+    first: Once = field(default_factory=Once, init=False, repr=False, compare=False)
     #: set once the compiled CPU search has run on these labels (its code for their array types is
     #: loaded: a few undecided pairs then wait for no compile, :func:`distgrail.query.answer._cpu_search`)
     searched: Once = field(default_factory=Once, init=False, repr=False, compare=False)
