@@ -319,17 +319,26 @@ def select_in_pieces(xp, a, mask, limit: int = 2**31 - 1):
     return out
 
 
+#: the least entries one piece of :func:`drop_in_pieces`' selection takes (it takes about a
+#: sixteenth of the array, at most ``limit``): each piece's selection is a copy beside the result
+SELECT_CHUNK_MIN = 1 << 20
+
+
 def drop_in_pieces(xp, a, value, limit: int = 2**31 - 1, most: int | None = None):
     """``a[a != value]`` in one array sized by a count first (the pieces' selections are written
-    into it, not concatenated: the result is held once), one library call per piece; ``a`` itself
-    when more than ``most`` entries would stay.
+    into it, not concatenated), one library call per piece; ``a`` itself when more than ``most``
+    entries would stay. A piece is about a sixteenth of ``a`` (at least :data:`SELECT_CHUNK_MIN`,
+    at most ``limit``): its mask, the library's scan of it and its selection are held beside ``a``
+    and the result, so the peak is about the result and a sixteenth of ``a`` working (whole pieces
+    held the result twice: CudaSteps.mapped_csr's drop past its old whole sort's peak).
 
     >>> drop_in_pieces(np, np.array([5, 1, 5, 2, 3]), 5, limit=2).tolist()
     [1, 2, 3]
     >>> drop_in_pieces(np, np.array([5, 1, 5, 2, 3]), 5, most=2).tolist()
     [5, 1, 5, 2, 3]
     """
-    spans = pieces(a.shape[0], limit)
+    size = int(a.shape[0])
+    spans = pieces(size, min(max(1, int(limit)), max(SELECT_CHUNK_MIN, -(-size // 16))))
     counts = [int(xp.count_nonzero(a[lo:hi] != value)) for lo, hi in spans]
     if most is not None and sum(counts) > most:
         return a
@@ -341,4 +350,3 @@ def drop_in_pieces(xp, a, value, limit: int = 2**31 - 1, most: int | None = None
             out[at:at + c] = piece[piece != value]
         at += c
     return out
-
