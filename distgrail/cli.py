@@ -492,6 +492,12 @@ def main(argv=None) -> int:
                 refuse_arguments(f"distgrail: error: {e}", printed=False)
             if launcher_rank() != 0:  # (before MPI: every rank has it; rank 0 prints it)
                 return 2
+        alone = getattr(args, "mpi_error_comm", None)
+        if not shared and comm is not None and alone is not None and not getattr(e, "arguments_only", False):
+            from .mpi.errors import end_job, error_everywhere
+
+            if not error_everywhere(alone):  # this rank's own: the others may wait for it in a collective
+                end_job(comm, f"distgrail: error: {e}", 2)
         if not shared or comm.Get_rank() == 0:  # an error shared by all ranks is printed once
             print(f"distgrail: {'internal error' if bug else 'error'}: {e}", file=sys.stderr, flush=True)
         if shared:

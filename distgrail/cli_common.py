@@ -39,6 +39,8 @@ def comm_of(args):
 
             arguments_agreed(MPI.COMM_WORLD)
         comm = MPI.COMM_WORLD.Clone() if MPI.COMM_WORLD.Get_size() > 1 else None
+        if comm is not None:  # (for mpi.errors.error_everywhere alone: no other collective can meet it)
+            args.mpi_error_comm = MPI.COMM_WORLD.Clone()
         launch = detect()
         if comm is None and launch.size:  # e.g. srun --mpi=none: N worlds of one rank, each would work alone
             args.mpi_comm = MPI.COMM_WORLD.Clone()

@@ -26,7 +26,8 @@ SCRIPT = """
 import sys
 from mpi4py import MPI
 import distgrail.mpi.placement as pl
-if MPI.COMM_WORLD.Get_rank() == 1:
+from distgrail.errors import BackendError
+if MPI.COMM_WORLD.Get_rank() in {ranks}:
     def boom(*a, **k):
         raise {error}
     pl.AcrossRanks.assemble = boom
@@ -36,19 +37,24 @@ sys.exit(main(sys.argv[1:]))
 
 
 @pytest.mark.skipif(not os.access(MPIEXEC, os.X_OK), reason=f"no {MPIEXEC} (PyPI mpich)")
-@pytest.mark.parametrize("error, status, said", [
-    ("MemoryError()", 2, "distgrail: rank 1, error: out of memory"),
-    ("RuntimeError('boom')", 1, "distgrail: rank 1, internal error: RuntimeError: boom (traceback above)")])
-def test_one_rank_out_of_memory_or_a_bug_ends_the_job_with_its_error(tmp_path, error, status, said):
-    """Out of memory: status 2 and the line; any other exception (a bug): its traceback, status 1."""
+@pytest.mark.parametrize("error, ranks, status, said", [
+    ("MemoryError()", (1,), 2, "distgrail: rank 1, error: out of memory"),
+    ("RuntimeError('boom')", (1,), 1, "distgrail: rank 1, internal error: RuntimeError: boom (traceback above)"),
+    ("BackendError('no room')", (1,), 2, "distgrail: rank 1, error: no room"),
+    ("BackendError('no room')", (0, 1), 2, "distgrail: error: no room")])
+def test_one_ranks_failure_outside_a_shared_step_ends_the_job_with_its_error(tmp_path, error, ranks, status, said):
+    """Out of memory: status 2 and the line; any other exception (a bug): its traceback, status 1;
+    distgrail's own error on one rank: the others are waited for (mpi.errors.ERROR_WAIT), then the
+    job ends with it; on every rank alike: each ends cleanly, no MPI_Abort."""
     script = tmp_path / "fail.py"
-    script.write_text(SCRIPT.format(error=error))
+    script.write_text(SCRIPT.format(error=error, ranks=set(ranks)))
     r = subprocess.run([MPIEXEC, "-n", "2", sys.executable, str(script), "index", "bundled", "-o", "i.h5",
                         "--backend", "cpu", "--quiet"], capture_output=True, text=True, env=ENV, cwd=tmp_path,
                        timeout=120)
     assert "TIMED OUT" not in r.stderr, r.stderr
     assert r.returncode == status, (r.returncode, r.stderr)
     assert said in r.stderr and (status == 2 or "Traceback" in r.stderr), r.stderr
+    assert ("Abort" in r.stderr) == (len(ranks) == 1), r.stderr
     assert not [p for p in os.listdir(tmp_path) if "i.h5" in p]  # (its temporary too: .i.h5.tmp-PID)
 
 

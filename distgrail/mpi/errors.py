@@ -17,7 +17,7 @@ from ..errors import BackendError, DistGrailError, GraphFormatError, IndexFormat
 
 __all__ = ["RankError", "QueryRankError", "GraphFormatRankError", "IndexFormatRankError", "BackendRankError",
            "OutputRankError", "share_outcome", "run_shared", "own_comm", "mpi", "end_job", "arguments_agreed",
-           "refuse_arguments", "ARGUMENTS_WAIT", "ArgumentsRefused"]
+           "refuse_arguments", "ARGUMENTS_WAIT", "ArgumentsRefused", "error_everywhere", "ERROR_WAIT"]
 
 
 class RankError(DistGrailError):
@@ -178,6 +178,28 @@ def end_job(comm, message: str | None, status: int) -> None:
             pass
     comm.Abort(status)
     os._exit(status)  # pragma: no cover - Abort does not return
+
+
+#: seconds a rank with an error of its own, outside a shared step, waits for every other rank to
+#: have one too (:func:`error_everywhere`) before it ends the job
+ERROR_WAIT = 10.0
+
+
+def error_everywhere(comm, wait: float = ERROR_WAIT) -> bool:
+    """Whether every rank of ``comm`` (the command line's error communicator, used for nothing else,
+    so no other collective can meet this one) reached this call within ``wait`` seconds: an error
+    every rank raised alike outside a shared step (a check each makes of the same arguments),
+    which ends each cleanly. Else this rank's error is its own and the others may wait for it in a
+    collective: the caller ends the job (:func:`end_job`). A non-blocking barrier, polled."""
+    import time
+
+    req = comm.Ibarrier()
+    end = time.monotonic() + wait
+    while not req.Test():
+        if time.monotonic() > end:
+            return False
+        time.sleep(0.005)
+    return True
 
 
 #: seconds a rank whose command line was refused waits for the others to say whether theirs
