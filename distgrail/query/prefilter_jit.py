@@ -347,6 +347,9 @@ def _run(L: Labels, sources, targets, threads, counts, full: bool):
     ``comp``'s size) take at most :data:`NEAR_BYTES`; ``first`` is made for those only."""
     if counts is not None and (counts.ndim != 1 or counts.size < len(STEPS) + 1 or counts.dtype != np.int64):
         raise ValueError(f"counts must be int64 of {len(STEPS) + 1} entries (one a code), got {counts.dtype} {counts.shape}")
+    block = BLOCK_PAIRS
+    if not 0 < block < 1 << 21:  # (the records' pass tallies three counts in 21 bits each: _COUNT)
+        raise ValueError(f"BLOCK_PAIRS must be in 1 .. 2^21 - 1 (the records' pass counts in 21 bits), got {block}")
     k = int(sources.size)
     comp = np.asarray(L.comp)
     ans = np.zeros(k, dtype=np.bool_)
@@ -362,7 +365,6 @@ def _run(L: Labels, sources, targets, threads, counts, full: bool):
     level = np.asarray(L.level)
     lanes = vector_lanes(L.d, L.W)
     words = rec.view(np.uint64)  # (rows of R uint32, R a multiple of 16: whole 64-bit words, the masks' among them)
-    block = BLOCK_PAIRS
     nblk = -(-k // block)
     per_block = np.zeros((nblk, 0 if counts is None else counts.size), dtype=np.int64)
     nleft = np.zeros(nblk, dtype=np.int64)
