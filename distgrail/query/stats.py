@@ -191,7 +191,8 @@ class Labels:
     any number of queries may share it: the dataclass is frozen and its NumPy arrays are read-only
     views (CuPy arrays have no such flag: no query code writes them). Data derived from it on first
     use lives in :class:`Once` fields, built once under a lock (``reverse``: the parents of each
-    component, ``packed``: the compiled CPU search's records); per-call scratch belongs to the call
+    component, ``packed``: the compiled CPU search's records, ``first``: the compiled prefilter's
+    first component of each component's level); per-call scratch belongs to the call
     (the GPU's scratch pool is the :class:`~distgrail.index.Index`'s).
 
     CPU (NumPy), one 1-D array per field (column gathers are faster in NumPy than gathers of
