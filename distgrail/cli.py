@@ -507,32 +507,33 @@ def main(argv=None) -> int:
         gpu = type(e).__module__.startswith("cupy")  # (CuPy's OutOfMemoryError says how much it asked for)
         text = (f"distgrail: error: out of {'GPU ' if gpu else ''}memory{f' ({e})' if gpu and str(e) else ''} "
                 "(the graph or --dims is too large for this machine)")
-        comm = getattr(args, "mpi_comm", None)
-        if comm is not None and comm.Get_size() > 1:  # the others may wait in a collective: end them all
-            from .mpi.errors import end_job  # (else they would wait for this rank)
-
-            end_job(comm, text, 2)
+        _end_every_rank(args, text, 2)
         print(text, file=sys.stderr, flush=True)
         return 2
     except KeyboardInterrupt as e:  # with a message: a write was interrupted (distgrail.io.atomic), exit 2
         text = f"distgrail: error: {e}" if e.args else "distgrail: interrupted"
         status = 2 if e.args else 130
-        comm = getattr(args, "mpi_comm", None)
-        if comm is not None and comm.Get_size() > 1:  # the other ranks may wait in a collective: end them all
-            from .mpi.errors import end_job
-
-            end_job(comm, text, status)
+        _end_every_rank(args, text, status)
         print(text, file=sys.stderr)
         return status
     except Exception as e:  # a bug on this rank: one process shows its traceback and exits 1
         comm = getattr(args, "mpi_comm", None)
         if comm is None or comm.Get_size() < 2:
             raise
-        traceback.print_exc()  # under MPI the others may wait in a collective: the job ends (never a hang)
+        traceback.print_exc()
+        _end_every_rank(args, f"distgrail: internal error: {type(e).__name__}: {e} (traceback above)", 1)
+
+
+def _end_every_rank(args, text: str, status: int) -> None:
+    """Under MPI with several ranks, a failure of this rank's own (out of memory, an interrupt, a
+    bug) ends the whole job with ``text`` and ``status`` (:func:`~distgrail.mpi.errors.end_job`,
+    which does not return): the other ranks may be waiting for this one in a collective, where
+    they would hang. One process: nothing (the caller prints and returns)."""
+    comm = getattr(args, "mpi_comm", None)
+    if comm is not None and comm.Get_size() > 1:
         from .mpi.errors import end_job
 
-        end_job(comm, f"distgrail: internal error: {type(e).__name__}: {e} (traceback above)", 1)
-
+        end_job(comm, text, status)
 
 if __name__ == "__main__":  # pragma: no cover
     quick_exit(main())
