@@ -65,28 +65,29 @@ extern "C" __global__ void dg_cond_pack(const int* __restrict__ src, const int* 
 }
 
 // keys (f[u] << 32 | f[v]) of every CSR entry u -> v, or (f[v] << 32 | f[u]) if swap;
-// f[u] == f[v] -> sentinel
+// f[u] == f[v] -> sentinel. A piece of the rows: ptr starts at row row0 (its offsets those of the
+// whole CSR), keys[e - base] for entry e (base: the piece's first entry)
 extern "C" __global__ void dg_cond_csr_keys(const i64* __restrict__ ptr, const int* __restrict__ idx,
                                             const int* __restrict__ f, u64* __restrict__ keys, i64 n, int swap,
-                                            i64 hub, long long* hubs) {
+                                            i64 row0, i64 base, i64 hub, long long* hubs) {
     DG_WARP_ROWS(n) {
         if (dg_hub_row(ptr[r + 1] - ptr[r], hub, hubs, r, lane)) continue;
-        const int fu = f[r];
+        const int fu = f[row0 + r];
         for (i64 e = ptr[r] + lane; e < ptr[r + 1]; e += 32) {
             const int fv = f[idx[e]];
-            keys[e] = swap ? dg_key(fv, fu) : dg_key(fu, fv);
+            keys[e - base] = swap ? dg_key(fv, fu) : dg_key(fu, fv);
         }
     }
 }
 
 extern "C" __global__ void dg_cond_csr_keys_hubs(const i64* __restrict__ ptr, const int* __restrict__ idx,
                                                  const int* __restrict__ f, u64* __restrict__ keys, int swap,
-                                                 const long long* __restrict__ hubs) {
+                                                 i64 row0, i64 base, const long long* __restrict__ hubs) {
     DG_HUB_ENTRIES(hubs) {
         const i64 e = b + lane;
         if (e < end) {
-            const int fu = f[u], fv = f[idx[e]];
-            keys[e] = swap ? dg_key(fv, fu) : dg_key(fu, fv);
+            const int fu = f[row0 + u], fv = f[idx[e]];
+            keys[e - base] = swap ? dg_key(fv, fu) : dg_key(fu, fv);
         }
     }
 }

@@ -252,8 +252,8 @@ def test_every_launched_kernel_exists_with_the_argument_count_used():
     assert len(sigs["dg_cond_sweep"]) == 10 + 7 and len(sigs["dg_cond_sweep_small"]) == 10 + 4
     assert len(sigs["dg_cond_sweep_hubs"]) == 10 + 4
     assert len(sigs["dg_cond_compact"]) == 5 and len(sigs["dg_cond_row_ptr"]) == 6
-    assert len(sigs["dg_cond_csr_keys"]) == 8 and len(sigs["dg_cond_count"]) == 7
-    assert len(sigs["dg_cond_csr_keys_hubs"]) == 6 and len(sigs["dg_cond_count_hubs"]) == 5
+    assert len(sigs["dg_cond_csr_keys"]) == 10 and len(sigs["dg_cond_count"]) == 7
+    assert len(sigs["dg_cond_csr_keys_hubs"]) == 8 and len(sigs["dg_cond_count_hubs"]) == 5
     assert scc.SMALL_WORK >= 1024
 
 
@@ -439,14 +439,14 @@ def _count_rows(ptr, idx, rep, cnt, rows):
     np.add.at(cnt, v[rep[v] < 0], 1)
 
 
-def _k_csr_keys(p, i, f, k, n, sw, hub, hubs):
-    _csr_keys_rows(p, i, f, k, sw, _not_hubs(p, np.arange(int(n)), hub, hubs))
+def _k_csr_keys(p, i, f, k, n, sw, row0, base, hub, hubs):
+    _csr_keys_rows(p, i, f, k, sw, row0, base, _not_hubs(p, np.arange(int(n)), hub, hubs))
 
 
-def _csr_keys_rows(p, i, f, k, sw, rows):
+def _csr_keys_rows(p, i, f, k, sw, row0, base, rows):
     e = _entries(p, rows)
-    u = f[np.repeat(rows, p[rows + 1] - p[rows])]
-    k[e] = _key(f[i[e]], u) if sw else _key(u, f[i[e]])
+    u = f[int(row0) + np.repeat(rows, p[rows + 1] - p[rows])]
+    k[e - int(base)] = _key(f[i[e]], u) if sw else _key(u, f[i[e]])
 
 
 _KERNELS = {
@@ -454,7 +454,7 @@ _KERNELS = {
         1 if m > 1 and not (((s[1:] > s[:-1]) | ((s[1:] == s[:-1]) & (d[1:] > d[:-1]))).all()) else 0)),
     "dg_cond_pack": lambda s, d, k, m: k.__setitem__(slice(None), _key(s, d)),
     "dg_cond_csr_keys": _k_csr_keys,
-    "dg_cond_csr_keys_hubs": lambda p, i, f, k, sw, hubs: _csr_keys_rows(p, i, f, k, sw, _listed(hubs)),
+    "dg_cond_csr_keys_hubs": lambda p, i, f, k, sw, r0, b, hubs: _csr_keys_rows(p, i, f, k, sw, r0, b, _listed(hubs)),
     "dg_cond_count_hubs": lambda p, i, rep, cnt, hubs: _count_rows(p, i, rep, cnt, _listed(hubs)),
     "dg_cond_transpose_hubs": lambda p, i, cur, ridx, hubs: _transpose_rows(p, i, cur, ridx, _listed(hubs)),
     "dg_cond_sweep_hubs": _k_sweep_hubs,
@@ -526,8 +526,13 @@ def test_cuda_launchers_wide_path_with_emulated_kernels(fake_gpu, name):
     for perm in (np.arange(g.m), np.random.default_rng(0).permutation(g.m)):  # fast path, key sort
         src = np.asarray(g.src, dtype=np.int32)[perm].view(_Arr)
         dst = np.asarray(g.dst, dtype=np.int32)[perm].view(_Arr)
-        d = _condense_steps(CudaSteps(limit=_wide_limit(g)), src, dst, g.n)
+        steps, checked = CudaSteps(limit=_wide_limit(g)), []
+        steps.sort_check = lambda n, m: checked.append((n, m))  # (condense_cuda's: the key sort's memory)
+        d = _condense_steps(steps, src, dst, g.n)
         assert_same_dag(dag_to_host(DAG(n=d.n, **{k: np.asarray(getattr(d, k)) for k in ARRAYS})), condense(g))
+        # the key sort's memory is checked where the edges turn out unsorted, and only there
+        unsorted = bool(g.m) and not np.all(np.diff(src.astype(np.int64) * g.n + dst) > 0)
+        assert checked == ([(g.n, g.m)] if unsorted else []), name
 
 
 @pytest.mark.parametrize("small_work", [0, 64, 1 << 40])
@@ -549,6 +554,37 @@ def test_cuda_launchers_with_emulated_kernels(fake_gpu, monkeypatch, name, small
         dst = np.asarray(g.dst, dtype=np.int32)[perm].view(_Arr)
         d = _condense_steps(CudaSteps(), src, dst, g.n)
         assert_same_dag(dag_to_host(DAG(n=d.n, **{k: np.asarray(getattr(d, k)) for k in ARRAYS})), condense(g))
+
+
+@pytest.mark.parametrize("key_piece", [1, 3, 17])
+@pytest.mark.parametrize("name", ["self-loops-and-duplicates", "many-small-sccs", "giant-scc-with-tails",
+                                  "scale-free-back-edges", "giant-ring", "dense-random"])
+@pytest.mark.parametrize("hub", [None, 0, 2])
+def test_condensed_csr_keys_made_a_piece_of_rows_at_a_time(fake_gpu, monkeypatch, name, key_piece, hub):
+    """CudaSteps.mapped_csr makes the keys of a few rows at a time (``key_piece`` entries, a row of
+    more alone; hub rows within a piece) and keeps those between components: the pieces cover
+    every row once, in order, and the condensed DAG is the same."""
+    from distgrail.stages.condense import _condense_steps
+    from distgrail.stages.scc import CudaSteps
+
+    monkeypatch.setattr(CudaSteps, "key_piece", key_piece)
+    if hub is not None:
+        monkeypatch.setattr(CudaSteps, "hub_edges", hub)
+    g = GRAPHS[name]
+    steps = CudaSteps()
+    ptr, idx = steps.edge_csr(np.asarray(g.src, np.int32).view(_Arr), np.asarray(g.dst, np.int32).view(_Arr), g.n)
+    spans = steps.row_pieces(ptr, int(idx.size))
+    assert spans[0][0] == 0 and spans[-1][1] == g.n and all(a[1] == b[0] for a, b in zip(spans, spans[1:]))
+    assert len(spans) > 1 or idx.size <= key_piece
+    deg = np.diff(np.asarray(ptr))
+    for r0, r1 in spans:  # a piece passes key_piece entries only by its last row
+        assert r1 - r0 == 1 or int(deg[r0:r1 - 1].sum()) <= key_piece
+    f = (np.arange(g.n, dtype=np.int32) // 2).view(_Arr)  # pairs of vertices as components: both kinds of edge
+    got = steps.mapped_csr(ptr, idx, f, (g.n + 1) // 2)
+    want = NumpySteps().mapped_csr(np.asarray(ptr), np.asarray(idx), np.asarray(f), (g.n + 1) // 2)
+    assert all(np.array_equal(np.asarray(a), b) for a, b in zip(got, want))
+    d = _condense_steps(CudaSteps(), np.asarray(g.src, np.int32).view(_Arr), np.asarray(g.dst, np.int32).view(_Arr), g.n)
+    assert_same_dag(dag_to_host(DAG(n=d.n, **{k: np.asarray(getattr(d, k)) for k in ARRAYS})), condense(g))
 
 
 def test_the_index_fields_of_a_host_dag_stay_as_they_are():

@@ -134,9 +134,32 @@ def test_steps_match_numpy_twins(name, hub_edges):
 
 def test_too_big_for_the_gpu_raises_backend_error(monkeypatch):
     g = GRAPHS["two-cycle"]
-    monkeypatch.setattr(condense_mod, "condense_bytes", lambda n, m, limit=0: 1 << 60)
+    monkeypatch.setattr(condense_mod, "condense_bytes", lambda *a, **k: 1 << 60)
     with pytest.raises(BackendError, match="condensation needs about"):
         condense_cuda(*_up(g), g.n)
+
+
+@pytest.mark.parametrize("order", ["sorted", "unsorted"])
+def test_an_unsorted_input_is_checked_for_its_key_sort(monkeypatch, order):
+    """condense_cuda checks a sorted input's memory first; the key sort's, larger, only where the
+    edges turn out unsorted (CudaSteps.sort_check, before the keys are made)."""
+    import cupy as cp
+
+    g = GRAPHS["scale-free-back-edges"]
+    keys = np.unique((np.asarray(g.src, np.int64) << 32) | np.asarray(g.dst, np.int64))
+    src, dst = (keys >> 32).astype(np.int32), (keys & 0xFFFFFFFF).astype(np.int32)
+    if order == "unsorted":
+        src, dst = src[::-1].copy(), dst[::-1].copy()
+    asked = []
+    monkeypatch.setattr(condense_mod, "condense_bytes",
+                        lambda n, m, limit=0, sorted_input=False: (asked.append(sorted_input), 0 if sorted_input else 1 << 60)[1])
+    if order == "unsorted":
+        with pytest.raises(BackendError, match="condensation needs about"):
+            condense_cuda(cp.asarray(src), cp.asarray(dst), g.n)
+        assert asked == [True, False]
+    else:
+        assert_same_dag(dag_to_host(condense_cuda(cp.asarray(src), cp.asarray(dst), g.n)), condense(g))
+        assert asked == [True]
 
 
 @pytest.mark.parametrize("name", sorted(GRAPHS))
@@ -265,14 +288,15 @@ def test_hub_rows_by_teams_of_warps(monkeypatch, hubs, lo, hi, hub_edges):
           ns.count(ptr, idx, np.full(n, -1, np.int32)))
 
 
+@pytest.mark.parametrize("key_piece", [None, 5])
 @pytest.mark.parametrize("limit", ["whole", "row"])
 @pytest.mark.parametrize("name", ["giant-ring", "many-small-sccs", "scale-free-back-edges"])
-def test_condensed_csr_sorts_only_the_edges_between_components(monkeypatch, name, limit):
-    """CudaSteps.mapped_csr drops the edges inside one component (the sentinel keys) before its
-    sort when they are at least half of all, in pieces of ``limit`` keys (the shipped one, or the
-    largest condensed row: the least the row-bucket sort takes), and sorts every key otherwise:
-    the condensed CSR is the NumPy twin's either way, and the branch taken is the one the count
-    says."""
+def test_condensed_csr_sorts_only_the_edges_between_components(monkeypatch, name, limit, key_piece):
+    """CudaSteps.mapped_csr makes the keys a piece of rows at a time (``key_piece`` entries: the
+    shipped sixteenth, or 5) and drops the edges inside one component (the sentinel keys) before
+    its sort, in pieces of ``limit`` keys (the shipped one, or the largest condensed row: the
+    least the row-bucket sort takes): the condensed CSR is the NumPy twin's, and only the edges
+    between components are sorted."""
     import cupy as cp
 
     from distgrail.gpu import memory
@@ -289,6 +313,9 @@ def test_condensed_csr_sorts_only_the_edges_between_components(monkeypatch, name
     inside = int(np.count_nonzero(lab[rows] == lab[idx]))
     row = max(2, int(np.bincount(lab[rows], minlength=C).max()))
     gs = CudaSteps(2**31 - 1 if limit == "whole" else row)
+    monkeypatch.setattr(CudaSteps, "key_piece", key_piece)
+    step = key_piece or memory.working_piece(idx.size, gs.limit)
+    assert (len(gs.row_pieces(cp.asarray(ptr), int(idx.size))) > 1) == (idx.size > step)
     sorted_sizes = []
     real_sort = CudaSteps._sort
     monkeypatch.setattr(CudaSteps, "_sort", lambda self, keys, n: (sorted_sizes.append(int(keys.size)),
@@ -300,7 +327,7 @@ def test_condensed_csr_sorts_only_the_edges_between_components(monkeypatch, name
     want = ns.mapped_csr(ptr, idx, lab, C)
     _same("condensed ptr", got[0], want[0])
     _same("condensed idx", got[1], want[1])
-    sorts = idx.size - inside if 2 * inside >= idx.size else idx.size
+    sorts = idx.size - inside
     assert spy and sorted_sizes == ([sorts] if sorts else []), (sorted_sizes, inside)  # (no keys left: no sort)
 
 
@@ -331,3 +358,31 @@ def test_a_sorted_edge_list_with_self_loops_is_its_csr_without_a_sort(monkeypatc
     d = condense_cuda(cp.asarray(src), cp.asarray(dst), n, limit=max(limit, 64))
     assert_same_dag(dag_to_host(d), condense(g))
     assert d.C > 100
+
+
+def test_a_sorted_input_stays_within_its_estimate():
+    """condense_cuda of a sorted, distinct edge list with self-loops and a giant component (an
+    R-MAT ``.h5`` graph's CSR, scale 20): CuPy's pool holds at most
+    ``condense_bytes(sorted_input=True)`` beyond the input edges (8 bytes an edge and 64 a vertex,
+    less the sort scratch's 64 MiB), the number condense_cuda checks first; a key for every edge
+    at once, as before, held 12 bytes an edge. The DAG is the CPU path's."""
+    import cupy as cp
+
+    from distgrail.gpu.memory import PoolPeak
+    from distgrail.io.graph import EdgeGraph
+    from distgrail.io.rmat import RMAT, rmat_keys
+
+    p = RMAT(scale=20, edge_factor=16, seed=7)
+    keys = np.unique(rmat_keys(p, threads=2))
+    src, dst = (keys >> np.uint64(32)).astype(np.int32), (keys & np.uint64(0xFFFFFFFF)).astype(np.int32)
+    n, m = p.n, int(src.size)
+    assert (src == dst).any()
+    gsrc, gdst = cp.asarray(src), cp.asarray(dst)
+    cp.cuda.Device().synchronize()
+    base = cp.get_default_memory_pool().used_bytes()
+    with PoolPeak() as peak:
+        d = condense_cuda(gsrc, gdst, n)
+    beyond = peak.used - base
+    want = condense_mod.condense_bytes(n, m, sorted_input=True) - (64 << 20)
+    assert beyond <= want, (beyond / m, want / m)
+    assert_same_dag(dag_to_host(d), condense(EdgeGraph(n=n, src=src, dst=dst)))

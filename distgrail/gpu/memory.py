@@ -148,7 +148,8 @@ def gpu_bytes_needed(n: int, m: int, dims: int, K: int, wide_limit: int = 2**31 
     * fixed: 576 MiB (the parse's chunk ring and per-chunk token tables, 32 MiB chunks: about
       15 chunk sizes; the sort's own scratch: 64 MiB);
     * parsed edges: int32 src and dst, 8 bytes per edge, held through the build;
-    * condensation (kernels/condense.cu, :func:`~distgrail.stages.condense.condense_bytes`): a
+    * condensation (kernels/condense.cu, :func:`~distgrail.stages.condense.condense_bytes`; of
+      unsorted edges, as text gives them: a sorted ``.h5`` graph needs 8 bytes per edge here): a
       64-bit key per edge, the sort's second buffer (8) and the previous step's int32 column
       array (4): 20 bytes per edge; past ``wide_limit`` edges the scan of the keep flags is
       int64 and keys, scan, new and old column arrays make 24 (the row-bucket sort there: keys,
@@ -281,6 +282,22 @@ def scan_in_pieces(xp, flags, dtype, limit: int = 2**31 - 1):
     return out
 
 
+def scan_in_place(xp, a, limit: int = 2**31 - 1):
+    """``a`` replaced by its inclusive prefix sum (its own dtype), a working piece at a time
+    (:func:`working_piece`): each piece's library scan is a copy of the piece, not of ``a``, so
+    the peak is ``a`` and a sixteenth of it (:func:`scan_in_pieces` holds a second whole array).
+
+    >>> a = np.array([1, 0, 1, 1, 1], np.int32); scan_in_place(np, a, limit=2).tolist(), a.tolist()
+    ([1, 1, 2, 3, 4], [1, 1, 2, 3, 4])
+    """
+    for lo, hi in pieces(int(a.shape[0]), working_piece(int(a.shape[0]), limit)):
+        part = xp.cumsum(a[lo:hi], dtype=a.dtype)
+        if lo:
+            part += a[lo - 1]
+        a[lo:hi] = part
+    return a
+
+
 def max_in_pieces(xp, a, limit: int = 2**31 - 1) -> int:
     """Largest value of the non-empty ``a``, one library reduction per piece.
 
@@ -300,13 +317,15 @@ def min_in_pieces(xp, a, limit: int = 2**31 - 1) -> int:
 
 
 def select_in_pieces(xp, a, mask, limit: int = 2**31 - 1):
-    """``a[mask]`` (boolean mask), one library selection per piece; past one piece each is
-    written into one array sized by a count first (no parts concatenated: the result is held once).
+    """``a[mask]`` (boolean mask), one library selection per working piece (:func:`working_piece`:
+    a library selection holds a scan of its mask and its own result beside the output, so whole
+    pieces of ``limit`` held more than the result again); past one piece each is written into one
+    array sized by a count first (no parts concatenated: the result is held once).
 
     >>> select_in_pieces(np, np.arange(5), np.array([1, 0, 1, 1, 0], bool), limit=2).tolist()
     [0, 2, 3]
     """
-    spans = pieces(a.shape[0], limit)
+    spans = pieces(a.shape[0], working_piece(int(a.shape[0]), limit))
     if len(spans) <= 1:
         return a[mask] if spans else a[:0]
     counts = [int(xp.count_nonzero(mask[lo:hi])) for lo, hi in spans]
@@ -319,9 +338,20 @@ def select_in_pieces(xp, a, mask, limit: int = 2**31 - 1):
     return out
 
 
-#: the least entries one piece of :func:`drop_in_pieces`' selection takes (it takes about a
-#: sixteenth of the array, at most ``limit``): each piece's selection is a copy beside the result
+#: the least entries a working piece takes (:func:`working_piece`: about a sixteenth of the array,
+#: at most ``limit``): each piece's library call holds its own copy beside the result
 SELECT_CHUNK_MIN = 1 << 20
+
+
+def working_piece(size: int, limit: int = 2**31 - 1) -> int:
+    """Items a piece of a library call over ``size`` items takes where the call holds copies of
+    its piece (a scan, a selection): about a sixteenth of them, at least :data:`SELECT_CHUNK_MIN`,
+    at most ``limit``.
+
+    >>> working_piece(2**32) == 2**28, working_piece(100), working_piece(2**40) == 2**31 - 1
+    (True, 1048576, True)
+    """
+    return min(max(1, int(limit)), max(SELECT_CHUNK_MIN, -(-int(size) // 16)))
 
 
 def drop_in_pieces(xp, a, value, limit: int = 2**31 - 1, most: int | None = None):
@@ -338,7 +368,7 @@ def drop_in_pieces(xp, a, value, limit: int = 2**31 - 1, most: int | None = None
     [5, 1, 5, 2, 3]
     """
     size = int(a.shape[0])
-    spans = pieces(size, min(max(1, int(limit)), max(SELECT_CHUNK_MIN, -(-size // 16))))
+    spans = pieces(size, working_piece(size, limit))
     counts = [int(xp.count_nonzero(a[lo:hi] != value)) for lo, hi in spans]
     if most is not None and sum(counts) > most:
         return a

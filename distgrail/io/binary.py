@@ -36,7 +36,7 @@ import numpy as np
 
 from .._version import __version__
 from ..errors import GraphFormatError
-from ..gpu.memory import max_in_pieces, min_in_pieces, scan_in_pieces
+from ..gpu.memory import max_in_pieces, min_in_pieces, scan_in_place
 from .graph import EdgeGraph, id_dtype
 from .atomic import atomic_path
 from .digest import split_digest
@@ -518,8 +518,9 @@ def entry_rows(xp, indptr, dtype, limit: int = 2**31 - 1):
     ``repeat(arange(n), diff(indptr))`` gives, as ``dtype``, without CuPy's ``repeat`` (which
     takes its counts through the host) or atomics. At the first entry of each non-empty row, the
     step from the previous non-empty row's id (distinct places: a plain assignment), then an
-    inclusive prefix sum (in pieces of at most ``limit``: :func:`~distgrail.gpu.memory.scan_in_pieces`;
-    GPU tests pass a small one). NumPy runs the same steps (the twin; the host reader uses
+    inclusive prefix sum in place (a piece at a time, each at most ``limit``:
+    :func:`~distgrail.gpu.memory.scan_in_place`; GPU tests pass a small one), so the read holds one
+    row id an entry, not two. NumPy runs the same steps (the twin; the host reader uses
     ``np.repeat``)."""
     m = int(indptr[-1]) if indptr.shape[0] else 0
     marks = xp.zeros(m, dtype=dtype)
@@ -530,7 +531,7 @@ def entry_rows(xp, indptr, dtype, limit: int = 2**31 - 1):
         step[1:] = rows[1:] - rows[:-1]
         marks[indptr[rows]] = step
         del rows, step
-    return scan_in_pieces(xp, marks, dtype, limit)
+    return scan_in_place(xp, marks, limit)
 
 
 def _oom_error(be):
@@ -544,10 +545,13 @@ def _fits(be, indptr, indices, dt) -> bool:
     reads it; the condensation then judges what fits)."""
     from ..gpu.memory import GpuMemoryError, ensure_fits
 
-    n, m = int(indptr.shape[0]), int(indices.size)
-    # the CSR as stored, the rows' marks and their scan, the cast ids; per vertex the comparisons
-    # and the non-empty rows' ids, steps and starts
-    need = indptr.nbytes + indices.nbytes + 3 * m * np.dtype(dt).itemsize + 40 * n
+    from ..gpu.memory import working_piece
+
+    n, m, item = int(indptr.shape[0]), int(indices.size), np.dtype(dt).itemsize
+    # the CSR as stored, the rows' marks and one piece of their scan, the ids cast where they are
+    # not of the rows' type; per vertex the comparisons and the non-empty rows' ids, steps and starts
+    cast = m * item if indices.dtype != dt else 0
+    need = indptr.nbytes + indices.nbytes + (m + working_piece(m)) * item + cast + 40 * n
     try:
         with be.on_device():
             ensure_fits(need, "reading the graph file onto the GPU")

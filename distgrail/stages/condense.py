@@ -405,7 +405,7 @@ def condense_numpy(graph: EdgeGraph, limit: int = 2**31 - 1) -> DAG:
     return _condense_steps(NumpySteps(limit), src, dst, int(graph.n))
 
 
-def condense_bytes(n: int, m: int, limit: int = 2**31 - 1) -> int:
+def condense_bytes(n: int, m: int, limit: int = 2**31 - 1, sorted_input: bool = False) -> int:
     """Peak GPU memory of :func:`condense_cuda` beyond its input edges: a 64-bit key per edge and
     the sort's second key buffer (the row buckets past ``limit`` keys), the previous step's int32
     CSR column array held beside them (20 bytes per edge); past ``limit`` edges, the scan of the
@@ -416,11 +416,22 @@ def condense_bytes(n: int, m: int, limit: int = 2**31 - 1) -> int:
     Past ``limit`` edges also :data:`distgrail.gpu.memory.WIDE_EXTRA` (2 GiB: the row buckets'
     sort scratch, as CuPy's pool showed: docs/benchmarks.md).
 
+    ``sorted_input``: the edges sorted and distinct (a ``.h5`` graph's CSR), so no key is sorted
+    before the components are found: the column array less its self-loops (4 bytes per edge) and
+    the reverse CSR's (4) are the most held beside the input; the condensed CSR's keys are made
+    a piece of rows at a time and only those between components kept (checked again there, when
+    their count is known). :func:`condense_cuda` checks this much first, and the rest where the
+    input turns out unsorted.
+
     >>> condense_bytes(0, 2**31 + 5) - condense_bytes(0, 2**31 + 5, limit=2**32) == 4 * (2**31 + 5) + 2**31
+    True
+    >>> condense_bytes(10, 1000, sorted_input=True) == 8 * 1000 + 64 * 11 + (64 << 20)
     True
     """
     from ..gpu.memory import WIDE_EXTRA, offset_dtype
 
+    if sorted_input:
+        return 8 * int(m) + 64 * (int(n) + 1) + (64 << 20)
     wide = offset_dtype(m, limit) == np.int64
     return (24 if wide else 20) * int(m) + 64 * (int(n) + 1) + (64 << 20) + (WIDE_EXTRA if wide else 0)
 
@@ -435,7 +446,8 @@ def condense_cuda(src, dst, n: int, be=None, limit: int = 2**31 - 1, narrow_roun
     small ``limit`` to run that path. Raises :class:`~distgrail.errors.BackendError` (callers
     fall back to the CPU path) when vertex ids need 64 bits
     (:func:`~distgrail.gpu.memory.condense_gpu_problem`) or the estimate :func:`condense_bytes`
-    does not fit the free GPU memory, or, with ``narrow_rounds``, the
+    (of a sorted input first; an unsorted one's when the edges show it) does not fit the free
+    GPU memory, or, with ``narrow_rounds``, the
     :class:`~distgrail.stages.scc.NarrowPeel` of a deep, narrow graph that the host condenses
     faster (:attr:`CudaSteps.narrow_rounds <distgrail.stages.scc.CudaSteps.narrow_rounds>`).
     """
@@ -446,11 +458,12 @@ def condense_cuda(src, dst, n: int, be=None, limit: int = 2**31 - 1, narrow_roun
     n = int(n)
     steps = CudaSteps(limit, narrow_rounds)
     steps.whole = n + int(src.size)  # (what the host would condense instead of a narrow peel)
+    steps.sort_check = lambda n, m: ensure_fits(condense_bytes(n, m, limit), "condensation")
     cp = steps.xp
     why = condense_gpu_problem(n, int(src.size))
     if why:
         raise BackendError(f"{why}; use --backend cpu")
-    ensure_fits(condense_bytes(n, int(src.size), limit), "condensation")
+    ensure_fits(condense_bytes(n, int(src.size), limit, sorted_input=True), "condensation")  # (unsorted: edge_csr)
     src = cp.asarray(src, dtype=cp.int32)
     dst = cp.asarray(dst, dtype=cp.int32)
     dev = None if be is None else getattr(be, "device", None)

@@ -166,6 +166,9 @@ class CudaSteps(_Steps):
 
     #: rows with more entries are swept by teams of warps (module doc); GPU tests set small ones
     hub_edges = HUB
+    #: entries a piece of :meth:`mapped_csr`'s rows makes keys for (None: about a sixteenth of the
+    #: CSR, :func:`~distgrail.gpu.memory.working_piece`); tests set small ones
+    key_piece = None
 
     def __init__(self, limit: int = 2**31 - 1, narrow_rounds: int | None = None):
         from ..gpu.sweep import cupy
@@ -180,6 +183,10 @@ class CudaSteps(_Steps):
         #: instead (set by :func:`~distgrail.stages.condense.condense_cuda`; None: the swept CSR's):
         #: the levels' peel over the condensed CSR weighs the host's cost of the whole condensation
         self.whole = None
+        #: ``sort_check(n, m)``, called by :meth:`edge_csr` before it sorts the keys of ``m``
+        #: unsorted edges (:func:`~distgrail.stages.condense.condense_cuda`: their memory checked;
+        #: a sorted input's was checked first); None: no check
+        self.sort_check = None
 
     def _hub_args(self, ptr, m):
         """``(hub, hubs, any)``: a row kernel's last two arguments for the CSR ``ptr`` of ``m``
@@ -276,6 +283,8 @@ class CudaSteps(_Steps):
                 ptr = cp.empty(n + 1, dtype=cp.int64)
                 self._k("dg_cond_src_ptr")(*self._grid(n + 1), (src, i64(m), i64(n), ptr))
             return (ptr, dst) if found == 0 else self._without_self_loops(ptr, src, dst, n)
+        if self.sort_check is not None:
+            self.sort_check(n, m)
         keys = cp.empty(m, dtype=cp.uint64)
         self._k("dg_cond_pack")(*self._grid(m), (src, dst, keys, i64(m)))
         return self._sorted_keys_csr(keys, n, True)[:2]
@@ -295,22 +304,45 @@ class CudaSteps(_Steps):
         ptr -= scan_in_pieces(cp, cut, cp.int64, self.limit)
         return ptr, select_in_pieces(cp, dst, keep, self.limit)
 
-    def _csr_keys(self, ptr, idx, f, swap):
-        keys = self.xp.empty(idx.size, dtype=self.xp.uint64)
-        self._over_rows("dg_cond_csr_keys", "dg_cond_csr_keys_hubs", ptr, idx.size, (ptr, idx, f, keys),
-                        (np.int32(swap),))
+    def _csr_keys(self, ptr, idx, f, swap, row0: int = 0, base: int = 0):
+        """The keys of the CSR rows ``ptr`` (a view from row ``row0``, offsets of the whole CSR;
+        entries from ``base``): one a row entry, the sentinel inside one component of ``f``."""
+        m = int(ptr[-1]) - int(base) if ptr.size > 1 else 0
+        keys = self.xp.empty(m, dtype=self.xp.uint64)
+        self._over_rows("dg_cond_csr_keys", "dg_cond_csr_keys_hubs", ptr, m, (ptr, idx, f, keys),
+                        (np.int32(swap), np.int64(row0), np.int64(base)))
         return keys
 
+    def row_pieces(self, ptr, m: int) -> list:
+        """``(row0, row1)`` spans of the CSR ``ptr`` of ``m`` entries, each of about
+        :attr:`key_piece` entries (a row of more alone): cut at the rows whose first entry comes
+        first at or past each multiple."""
+        from ..gpu.memory import working_piece
+
+        n = int(ptr.size) - 1
+        step = int(self.key_piece or 0) or working_piece(m, self.limit)
+        if m <= step:
+            return [(0, n)]
+        at = self.xp.searchsorted(ptr, self.xp.arange(step, m, step, dtype=self.xp.int64))
+        cuts = sorted({0, n, *(int(r) for r in at.tolist())})
+        return list(zip(cuts[:-1], cuts[1:]))
+
     def mapped_csr(self, ptr, idx, f, C, swap=False):
-        """The condensed CSR: the keys of the edges between components only are sorted, when they
-        are at most half of all (an edge inside one component is the sentinel, which the sort put
-        last to be dropped): a web or social graph's giant component holds most edges (R-MAT:
-        about 2 % of them join two components), and sorting the rest cost a 64-bit radix sort of
-        every edge and its second buffer."""
+        """The condensed CSR from the keys of the edges between components only: the rows a piece
+        at a time (:meth:`row_pieces`), each piece's keys made (an edge inside one component is the
+        sentinel) and the sentinels dropped, then only the kept keys sorted. A web or social
+        graph's giant component holds most edges (R-MAT: about 2 % of them join two components);
+        a key for every edge at once held 8 bytes an edge beside the CSR (the build's peak)."""
         from ..gpu.memory import drop_in_pieces
 
-        keys = self._csr_keys(ptr, idx, f, swap)
-        keys = drop_in_pieces(self.xp, keys, self.xp.uint64(SENTINEL), self.limit, most=keys.size // 2)
+        cp, kept = self.xp, []
+        for r0, r1 in self.row_pieces(ptr, int(idx.size)):
+            keys = self._csr_keys(ptr[r0:r1 + 1], idx, f, swap, r0, int(ptr[r0]))
+            if keys.size:
+                kept.append(drop_in_pieces(cp, keys, cp.uint64(SENTINEL), self.limit))
+            del keys
+        keys = kept[0] if len(kept) == 1 else (cp.concatenate(kept) if kept else cp.empty(0, dtype=cp.uint64))
+        del kept
         return self._sorted_keys_csr(keys, C, True)[:2]
 
     def renumber(self, csr, f, C):
@@ -332,13 +364,13 @@ class CudaSteps(_Steps):
         return cnt
 
     def transpose(self, ptr, idx, n):
-        """Reverse CSR with rows in no particular order (the searches do not need it)."""
+        """Reverse CSR with rows in no particular order (the searches do not need it). In-degrees
+        by the count kernel (every vertex undecided), not CuPy's ``bincount``, which held thousands
+        of bytes a vertex of its own beside them (more than the rest of the condensation on a
+        graph of a million vertices: docs/benchmarks.md) and takes at most 2^31 - 1 items."""
         cp = self.xp
         rptr = cp.zeros(n + 1, dtype=cp.int64)
-        if idx.size <= self.limit:
-            cp.cumsum(cp.bincount(idx, minlength=n), out=rptr[1:])
-        else:  # in-degrees by the count kernel (every vertex undecided), not a bincount over > limit
-            cp.cumsum(self.count(ptr, idx, cp.full(n, -1, dtype=cp.int32)), out=rptr[1:])
+        cp.cumsum(self.count(ptr, idx, cp.full(n, -1, dtype=cp.int32)), out=rptr[1:])
         cursor = rptr[:-1].copy()
         ridx = cp.empty(idx.size, dtype=cp.int32)
         self._over_rows("dg_cond_transpose", "dg_cond_transpose_hubs", ptr, idx.size, (ptr, idx, cursor, ridx))
