@@ -51,6 +51,8 @@ def test_a_sorted_csrs_self_loops_dropped_without_a_sort(limit):
     assert (src == dst).sum() >= 3
     ptr = np.searchsorted(src, np.arange(n + 1)).astype(np.int64)
     steps = SimpleNamespace(xp=np, limit=limit)
-    got = CudaSteps._without_self_loops(steps, ptr, src, dst, n)
+    pair = [src, dst]
+    got = CudaSteps._without_self_loops(steps, ptr, pair, n)
+    assert pair == []  # (handed over: the pair is emptied)
     want = keys_csr_numpy(src, dst, n)  # (the twin sorts in one piece; small limits refuse its rows)
     assert np.array_equal(got[0], want[0]) and np.array_equal(got[1], want[1]) and got[1].dtype == want[1].dtype

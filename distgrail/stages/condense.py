@@ -23,7 +23,8 @@ from ..jit import guard, load, restarts
 from ..segments import gather_rows
 from . import deep
 
-__all__ = ["DAG", "condense", "dag_from_csr", "condense_numpy", "condense_cuda", "condense_bytes", "dag_to_host"]
+__all__ = ["DAG", "condense", "dag_from_csr", "condense_numpy", "condense_cuda", "condense_cuda_of", "condense_bytes",
+           "dag_to_host"]
 
 
 @dataclass
@@ -336,6 +337,12 @@ def _condense_steps(steps, src, dst, n):
     """The GPU flow, step by step: CSR (sorted, deduplicated, no self-loops) → trimming / SCCs →
     condensed CSR and its Kahn levels → canonical order (level, smallest vertex) → renumbered CSR
     and reverse CSR. ``steps`` is :class:`~distgrail.stages.scc.NumpySteps` or ``CudaSteps``."""
+    return _condense_held(steps, [src, dst], n)
+
+
+def _condense_held(steps, held, n):
+    """:func:`_condense_steps` of the edges ``held`` (``[src, dst]``, handed to the CSR's step,
+    which empties it: :meth:`~distgrail.stages.scc.CudaSteps.edge_csr_of`)."""
     import time
 
     from .scc import scc_reps
@@ -343,9 +350,10 @@ def _condense_steps(steps, src, dst, n):
     xp = steps.xp
     tm: dict = {}
     if n == 0:
+        held.clear()
         return _empty_dag(xp)
     t = time.perf_counter()
-    ptr, idx = steps.edge_csr(src, dst, n)
+    ptr, idx = steps.edge_csr_of(held, n)
     steps.sync()
     tm["csr"] = time.perf_counter() - t
     rep, lev0, info = scc_reps(steps, ptr, idx, n, tm)
@@ -450,25 +458,35 @@ def condense_cuda(src, dst, n: int, be=None, limit: int = 2**31 - 1, narrow_roun
     GPU memory, or, with ``narrow_rounds``, the
     :class:`~distgrail.stages.scc.NarrowPeel` of a deep, narrow graph that the host condenses
     faster (:attr:`CudaSteps.narrow_rounds <distgrail.stages.scc.CudaSteps.narrow_rounds>`).
+    The caller keeps its edges (:func:`condense_cuda_of` takes them).
     """
+    return condense_cuda_of([src, dst], n, be, limit, narrow_rounds)
+
+
+def condense_cuda_of(held: list, n: int, be=None, limit: int = 2**31 - 1, narrow_rounds: int | None = None) -> DAG:
+    """:func:`condense_cuda` of the edges ``held`` (``[src, dst]``): the list is emptied once the
+    checks pass and the condensation lets go of each array as soon as it is done with it, so a
+    caller that keeps no other reference gets the input's memory back before the key sort (an
+    unsorted graph's 8 bytes an edge) and the strong components' search. After an error the list
+    is empty unless it came before that (the checks); the caller then has the edges no more."""
     from ..errors import BackendError
     from ..gpu.memory import condense_gpu_problem, ensure_fits, oom_guard
     from .scc import CudaSteps
 
     n = int(n)
+    m = int(held[0].size)
     steps = CudaSteps(limit, narrow_rounds)
-    steps.whole = n + int(src.size)  # (what the host would condense instead of a narrow peel)
+    steps.whole = n + m  # (what the host would condense instead of a narrow peel)
     steps.sort_check = lambda n, m: ensure_fits(condense_bytes(n, m, limit), "condensation")
     cp = steps.xp
-    why = condense_gpu_problem(n, int(src.size))
+    why = condense_gpu_problem(n, m)
     if why:
         raise BackendError(f"{why}; use --backend cpu")
-    ensure_fits(condense_bytes(n, int(src.size), limit, sorted_input=True), "condensation")  # (unsorted: edge_csr)
-    src = cp.asarray(src, dtype=cp.int32)
-    dst = cp.asarray(dst, dtype=cp.int32)
+    ensure_fits(condense_bytes(n, m, limit, sorted_input=True), "condensation")  # (unsorted: edge_csr_of)
+    held[:] = [cp.asarray(a, dtype=cp.int32) for a in held]
     dev = None if be is None else getattr(be, "device", None)
     with cp.cuda.Device(dev if dev is not None else cp.cuda.Device().id):
-        return oom_guard(_condense_steps)(steps, src, dst, n)
+        return oom_guard(_condense_held)(steps, held, n)
 
 
 def dag_to_host(dag: DAG, be=None) -> DAG:

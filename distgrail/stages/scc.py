@@ -58,6 +58,14 @@ class _Steps:
     def sync(self):
         pass
 
+    def edge_csr_of(self, held: list, n):
+        """:meth:`edge_csr` of the edges ``held`` (``[src, dst]``, emptied here): a caller that
+        keeps no other reference to them gets their memory back as soon as the steps are done
+        with them (:class:`CudaSteps`: before the key sort; here, on the host, at the end)."""
+        src, dst = held
+        held.clear()
+        return self.edge_csr(src, dst, n)
+
     def peel(self, ptr, idx, rep, cnt, level=None):
         """Remove undecided vertices with cnt 0, repeatedly (cnt from :meth:`count`); returns rounds."""
         xp = self.xp
@@ -270,7 +278,17 @@ class CudaSteps(_Steps):
         return ptr, out, keys
 
     def edge_csr(self, src, dst, n):
+        return self.edge_csr_of([src, dst], n)
+
+    def edge_csr_of(self, held, n):
+        """The CSR of the edges ``held`` (``[src, dst]``, emptied here: each is let go of as soon
+        as the CSR or its keys no longer need it, so a caller that keeps no other reference gets
+        the parsed edges' memory back before the key sort and the strong components' search).
+        Sorted and distinct, the edge list is the CSR less its self-loops; else the keys sorted
+        (their memory checked first: :attr:`sort_check`)."""
         cp, i64 = self.xp, np.int64
+        src, dst = held
+        held.clear()
         m = int(src.size)
         flags = cp.zeros(1, dtype=cp.int32)
         if m:
@@ -282,23 +300,33 @@ class CudaSteps(_Steps):
             else:
                 ptr = cp.empty(n + 1, dtype=cp.int64)
                 self._k("dg_cond_src_ptr")(*self._grid(n + 1), (src, i64(m), i64(n), ptr))
-            return (ptr, dst) if found == 0 else self._without_self_loops(ptr, src, dst, n)
+            if found == 0:
+                return ptr, dst
+            pair = [src, dst]
+            del src, dst
+            return self._without_self_loops(ptr, pair, n)
         if self.sort_check is not None:
             self.sort_check(n, m)
         keys = cp.empty(m, dtype=cp.uint64)
         self._k("dg_cond_pack")(*self._grid(m), (src, dst, keys, i64(m)))
+        del src, dst  # (the caller's were handed over: their memory is back for the sort)
         return self._sorted_keys_csr(keys, n, True)[:2]
 
-    def _without_self_loops(self, ptr, src, dst, n):
-        """The CSR ``ptr, dst`` (sorted, distinct: at most one self-loop a row) less its self-loops:
-        the other targets selected in order, and each row pointer less the self-loops of the rows
-        before it. A ``.h5`` graph is such a CSR (R-MAT's keeps its self-loops); the key sort it
-        took before held a 64-bit key an edge and the sort's second buffer beside the edges."""
+    def _without_self_loops(self, ptr, pair, n):
+        """The CSR ``ptr, dst`` (sorted, distinct: at most one self-loop a row; ``pair`` is
+        ``[src, dst]``, emptied here) less its self-loops: the other targets selected in order,
+        and each row pointer less the self-loops of the rows before it; ``src`` is let go of once
+        the rows with a self-loop are known. A ``.h5`` graph is such a CSR (R-MAT's keeps its
+        self-loops); the key sort it took before held a 64-bit key an edge and the sort's second
+        buffer beside the edges."""
         from ..gpu.memory import scan_in_pieces, select_in_pieces
 
         cp = self.xp
+        src, dst = pair
+        pair.clear()
         keep = src != dst
         loops = select_in_pieces(cp, src, ~keep, self.limit)  # (the rows with a self-loop, once each)
+        del src
         cut = cp.zeros(n + 1, dtype=cp.uint8)
         cut[loops.astype(cp.int64) + 1] = 1
         ptr -= scan_in_pieces(cp, cut, cp.int64, self.limit)
