@@ -141,25 +141,31 @@ def test_too_big_for_the_gpu_raises_backend_error(monkeypatch):
 
 @pytest.mark.parametrize("order", ["sorted", "unsorted"])
 def test_an_unsorted_input_is_checked_for_its_key_sort(monkeypatch, order):
-    """condense_cuda checks a sorted input's memory first; the key sort's, larger, only where the
-    edges turn out unsorted (CudaSteps.sort_check, before the keys are made)."""
+    """condense_cuda checks a sorted input's memory first; the input's key sort, larger, only where
+    the edges turn out unsorted (CudaSteps.sort_check, before the keys are made); the condensed
+    edges' key sorts, fewer keys, either way once their count is known."""
     import cupy as cp
 
     g = GRAPHS["scale-free-back-edges"]
     keys = np.unique((np.asarray(g.src, np.int64) << 32) | np.asarray(g.dst, np.int64))
     src, dst = (keys >> 32).astype(np.int32), (keys & 0xFFFFFFFF).astype(np.int32)
+    M = int(src.size)
     if order == "unsorted":
         src, dst = src[::-1].copy(), dst[::-1].copy()
     asked = []
-    monkeypatch.setattr(condense_mod, "condense_bytes",
-                        lambda n, m, limit=0, sorted_input=False: (asked.append(sorted_input), 0 if sorted_input else 1 << 60)[1])
+
+    def need(n, m, limit=0, sorted_input=False):  # (only the sort of all M input keys does not fit)
+        asked.append((sorted_input, int(m)))
+        return 0 if sorted_input or m < M else 1 << 60
+
+    monkeypatch.setattr(condense_mod, "condense_bytes", need)
     if order == "unsorted":
         with pytest.raises(BackendError, match="condensation needs about"):
             condense_cuda(cp.asarray(src), cp.asarray(dst), g.n)
-        assert asked == [True, False]
+        assert asked == [(True, M), (False, M)]
     else:
         assert_same_dag(dag_to_host(condense_cuda(cp.asarray(src), cp.asarray(dst), g.n)), condense(g))
-        assert asked == [True]
+        assert asked[0] == (True, M) and len(asked) > 1 and all(not s and m < M for s, m in asked[1:]), asked
 
 
 @pytest.mark.parametrize("name", sorted(GRAPHS))
@@ -385,4 +391,36 @@ def test_a_sorted_input_stays_within_its_estimate():
     beyond = peak.used - base
     want = condense_mod.condense_bytes(n, m, sorted_input=True) - (64 << 20)
     assert beyond <= want, (beyond / m, want / m)
+    assert_same_dag(dag_to_host(d), condense(EdgeGraph(n=n, src=src, dst=dst)))
+
+
+def test_a_sorted_acyclic_input_stays_within_its_checks():
+    """condense_cuda of a sorted, distinct, acyclic edge list (a ``.h5`` DAG): nothing is sorted
+    before renumber, whose two key sorts of every edge pass the sorted input's up-front estimate;
+    CuPy's pool holds at most the largest need checked (renumber's: condense_bytes of the DAG)
+    beyond the input edges. The DAG is the CPU path's."""
+    import cupy as cp
+
+    from distgrail.gpu.memory import PoolPeak
+    from distgrail.io.graph import EdgeGraph
+
+    rng = np.random.default_rng(11)
+    n = 1 << 16
+    a, b = rng.integers(0, n, 1 << 20), rng.integers(0, n, 1 << 20)
+    keys = np.unique((np.minimum(a, b) << 32) | np.maximum(a, b))
+    src, dst = (keys >> 32).astype(np.int32), (keys & 0xFFFFFFFF).astype(np.int32)
+    keep = src != dst
+    src, dst = src[keep], dst[keep]
+    m = int(src.size)
+    asked = []
+    real = condense_mod.condense_bytes
+    gsrc, gdst = cp.asarray(src), cp.asarray(dst)
+    cp.cuda.Device().synchronize()
+    base = cp.get_default_memory_pool().used_bytes()
+    with PoolPeak() as peak, pytest.MonkeyPatch.context() as mp:
+        mp.setattr(condense_mod, "condense_bytes", lambda *a, **k: (asked.append(real(*a, **k)), asked[-1])[1])
+        d = condense_cuda(gsrc, gdst, n)
+    assert d.C == n and d.m == m
+    assert asked[0] == real(n, m, sorted_input=True) and asked[1:] == [real(n, m)], asked
+    assert peak.used - base <= max(asked), ((peak.used - base) / m, [x / m for x in asked])
     assert_same_dag(dag_to_host(d), condense(EdgeGraph(n=n, src=src, dst=dst)))

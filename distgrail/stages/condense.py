@@ -360,6 +360,7 @@ def _condense_held(steps, held, n):
     t = time.perf_counter()
     if rep is None:  # acyclic: trimming gave the levels, the CSR is the condensed graph
         C, lab = n, None
+        steps.check_renumber(C, int(idx.size))  # (renumber sorts the keys of every edge)
     else:
         heads = xp.flatnonzero(rep == xp.arange(n, dtype=xp.int32)).astype(xp.int32)
         C = int(heads.size)
@@ -427,9 +428,11 @@ def condense_bytes(n: int, m: int, limit: int = 2**31 - 1, sorted_input: bool = 
     ``sorted_input``: the edges sorted and distinct (a ``.h5`` graph's CSR), so no key is sorted
     before the components are found: the column array less its self-loops (4 bytes per edge) and
     the reverse CSR's (4) are the most held beside the input; the condensed CSR's keys are made
-    a piece of rows at a time and only those between components kept (checked again there, when
-    their count is known). :func:`condense_cuda` checks this much first, and the rest where the
-    input turns out unsorted.
+    a piece of rows at a time and only those between components kept. :func:`condense_cuda`
+    checks this much first, and each key sort (this function's count of its keys, less the kept
+    keys already held) once its count is known
+    (:attr:`CudaSteps.sort_check <distgrail.stages.scc.CudaSteps.sort_check>`): the unsorted
+    input's, the kept keys' after each piece, an acyclic input's renumber of every edge.
 
     >>> condense_bytes(0, 2**31 + 5) - condense_bytes(0, 2**31 + 5, limit=2**32) == 4 * (2**31 + 5) + 2**31
     True
@@ -477,7 +480,7 @@ def condense_cuda_of(held: list, n: int, be=None, limit: int = 2**31 - 1, narrow
     m = int(held[0].size)
     steps = CudaSteps(limit, narrow_rounds)
     steps.whole = n + m  # (what the host would condense instead of a narrow peel)
-    steps.sort_check = lambda n, m: ensure_fits(condense_bytes(n, m, limit), "condensation")
+    steps.sort_check = lambda n, m, held=0: ensure_fits(condense_bytes(n, m, limit) - held, "condensation")
     cp = steps.xp
     why = condense_gpu_problem(n, m)
     if why:

@@ -66,6 +66,9 @@ class _Steps:
         held.clear()
         return self.edge_csr(src, dst, n)
 
+    def check_renumber(self, C, m):
+        """Before renumbering an acyclic input's ``m`` edges: nothing to check on the host."""
+
     def peel(self, ptr, idx, rep, cnt, level=None):
         """Remove undecided vertices with cnt 0, repeatedly (cnt from :meth:`count`); returns rounds."""
         xp = self.xp
@@ -191,10 +194,15 @@ class CudaSteps(_Steps):
         #: instead (set by :func:`~distgrail.stages.condense.condense_cuda`; None: the swept CSR's):
         #: the levels' peel over the condensed CSR weighs the host's cost of the whole condensation
         self.whole = None
-        #: ``sort_check(n, m)``, called by :meth:`edge_csr` before it sorts the keys of ``m``
-        #: unsorted edges (:func:`~distgrail.stages.condense.condense_cuda`: their memory checked;
-        #: a sorted input's was checked first); None: no check
+        #: ``sort_check(n, m, held=0)``, called before a key sort of ``m`` keys into ``n`` rows once
+        #: ``m`` is known (``held``: bytes of those keys already made): :meth:`edge_csr`'s of
+        #: unsorted edges, :meth:`mapped_csr`'s of the kept keys (after each piece, with the count
+        #: so far), and :meth:`check_renumber`'s of an acyclic input's every edge
+        #: (:func:`~distgrail.stages.condense.condense_cuda`: their memory checked, a sorted
+        #: input's smaller estimate having been checked first); None: no check. Once an unsorted
+        #: input's sort is checked, no later one is: that count of every edge covers theirs
         self.sort_check = None
+        self._all_checked = False
 
     def _hub_args(self, ptr, m):
         """``(hub, hubs, any)``: a row kernel's last two arguments for the CSR ``ptr`` of ``m``
@@ -305,12 +313,22 @@ class CudaSteps(_Steps):
             pair = [src, dst]
             del src, dst
             return self._without_self_loops(ptr, pair, n)
-        if self.sort_check is not None:
-            self.sort_check(n, m)
+        self._check(n, m)
+        self._all_checked = True
         keys = cp.empty(m, dtype=cp.uint64)
         self._k("dg_cond_pack")(*self._grid(m), (src, dst, keys, i64(m)))
         del src, dst  # (the caller's were handed over: their memory is back for the sort)
         return self._sorted_keys_csr(keys, n, True)[:2]
+
+    def _check(self, n, m, held=0):
+        if self.sort_check is not None and not self._all_checked:
+            self.sort_check(n, m, held=held)
+
+    def check_renumber(self, C, m):
+        """The memory of :meth:`renumber`'s key sorts of ``m`` edges, checked before an acyclic
+        input's (every edge: nothing sorted, so nothing checked, before it); a cyclic input's
+        were checked with the kept keys in :meth:`mapped_csr`."""
+        self._check(C, m)
 
     def _without_self_loops(self, ptr, pair, n):
         """The CSR ``ptr, dst`` (sorted, distinct: at most one self-loop a row; ``pair`` is
@@ -360,15 +378,22 @@ class CudaSteps(_Steps):
         at a time (:meth:`row_pieces`), each piece's keys made (an edge inside one component is the
         sentinel) and the sentinels dropped, then only the kept keys sorted. A web or social
         graph's giant component holds most edges (R-MAT: about 2 % of them join two components);
-        a key for every edge at once held 8 bytes an edge beside the CSR (the build's peak)."""
+        a key for every edge at once held 8 bytes an edge beside the CSR (the build's peak). The
+        kept keys' sort (with :meth:`renumber`'s after it) is checked after each piece with the
+        count so far (:attr:`sort_check`, the kept keys held): a nearly acyclic graph keeps
+        nearly every edge, more than a sorted input's up-front estimate holds."""
         from ..gpu.memory import drop_in_pieces
 
-        cp, kept = self.xp, []
+        cp, kept, count = self.xp, [], 0
         for r0, r1 in self.row_pieces(ptr, int(idx.size)):
             keys = self._csr_keys(ptr[r0:r1 + 1], idx, f, swap, r0, int(ptr[r0]))
-            if keys.size:
-                kept.append(drop_in_pieces(cp, keys, cp.uint64(SENTINEL), self.limit))
+            between = drop_in_pieces(cp, keys, cp.uint64(SENTINEL), self.limit) if keys.size else keys
             del keys
+            if between.size:
+                kept.append(between)
+                count += int(between.size)
+                self._check(C, count, held=8 * count)
+            del between
         keys = kept[0] if len(kept) == 1 else (cp.concatenate(kept) if kept else cp.empty(0, dtype=cp.uint64))
         del kept
         return self._sorted_keys_csr(keys, C, True)[:2]
