@@ -149,7 +149,8 @@ def gpu_bytes_needed(n: int, m: int, dims: int, K: int, wide_limit: int = 2**31 
       15 chunk sizes; the sort's own scratch: 64 MiB);
     * parsed edges: int32 src and dst, 8 bytes per edge, held through the build;
     * condensation (kernels/condense.cu, :func:`~distgrail.stages.condense.condense_bytes`; of
-      unsorted edges, as text gives them: a sorted ``.h5`` graph needs 8 bytes per edge here): a
+      unsorted edges, as text gives them: a sorted ``.h5`` graph needs 8 bytes per edge before
+      its condensed edges' keys, sorted as below, as many as every edge of an acyclic one): a
       64-bit key per edge, the sort's second buffer (8) and the previous step's int32 column
       array (4): 20 bytes per edge; past ``wide_limit`` edges the scan of the keep flags is
       int64 and keys, scan, new and old column arrays make 24 (the row-bucket sort there: keys,
