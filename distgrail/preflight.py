@@ -11,9 +11,10 @@ parsing or allocation (``distgrail index`` calls :func:`preflight_index` first).
   estimated from the file (:func:`distgrail.io.chunks.estimate_edges`; the condensed DAG's
   edges counted as none, since condensation may remove them all) must fit the GPU's free
   memory; else the build is refused with need against have and the ways out, instead of
-  switching to the CPU path. ``--backend cpu`` chosen explicitly skips the GPU check. The
-  exact sizes are checked again after parsing (:func:`check_gpu_fit`, called by the condense
-  stage).
+  switching to the CPU path. ``--backend cpu`` chosen explicitly skips the GPU check. One
+  process hands the parsed edges to the condensation (``held_edges=False``: freed once their
+  keys are made). The condensation checks its own sizes again once the edges are read
+  (:func:`~distgrail.stages.condense.condense_bytes`).
 """
 
 from __future__ import annotations
@@ -57,13 +58,13 @@ def build_supports(supports, n: int) -> int:
 
 
 def check_gpu_fit(n: int, m: int, dims: int, K, have: int, what: str, m_dag: int | None = None,
-                  resident: int = 0) -> None:
+                  resident: int = 0, held_edges: bool = True) -> None:
     """Raise :class:`~distgrail.gpu.memory.GpuMemoryError` when the GPU build of ``n`` vertices
     and ``m`` edges (``resident`` bytes of it already on the GPU, e.g. the parsed edges) does not
-    fit in ``have`` more bytes."""
+    fit in ``have`` more bytes (``held_edges``: as :func:`~distgrail.gpu.memory.gpu_bytes_needed`)."""
     from .gpu.memory import GpuMemoryError, gpu_bytes_needed, gpu_fit_problem
 
-    need = gpu_bytes_needed(n, m, dims, _min_supports(K), m_dag=m_dag)
+    need = gpu_bytes_needed(n, m, dims, _min_supports(K), m_dag=m_dag, held_edges=held_edges)
     why = gpu_fit_problem(need - resident, have, what)
     if why:
         raise GpuMemoryError(why)
@@ -111,7 +112,7 @@ def preflight_index(graph, fmt: str = "auto", num_vertices=None, dims: int = 5, 
                              "use fewer --dims or --supports")
     if gpu_have is None and not _gpu_likely(backend):
         return out
-    out["gpu_need"] = gpu_bytes_needed(n, m, dims, K, m_dag=0)
+    out["gpu_need"] = gpu_bytes_needed(n, m, dims, K, m_dag=0, held_edges=False)  # (one process: handed over)
     if gpu_have is None:
         try:
             from .gpu.backend import get_backend
@@ -125,6 +126,7 @@ def preflight_index(graph, fmt: str = "auto", num_vertices=None, dims: int = 5, 
         except (DistGrailError, ImportError):
             return out  # no usable GPU: the build says so (or runs on the CPU under auto)
     check_gpu_fit(n, m, dims, K, gpu_have,
-                  f"indexing {name} on the GPU (about {m:,} edges and at least {n:,} vertices, --dims {dims})", m_dag=0)
+                  f"indexing {name} on the GPU (about {m:,} edges and at least {n:,} vertices, --dims {dims})", m_dag=0,
+                  held_edges=False)
     return out
 

@@ -264,3 +264,22 @@ def test_the_partitioned_roots_narrow_peel_falls_back_to_scipy(monkeypatch, caps
     got = partitioned_scc._root_reps(xp, s, d, k)
     assert "condensing on the CPU: a deep, narrow graph" in capsys.readouterr().err
     assert got.dtype == np.int64 and got[:k - 10].tolist() == list(range(k - 10)) and set(got[k - 10:]) == {k - 10}
+
+
+@pytest.mark.gpu
+def test_on_a_gpu_a_narrow_text_file_is_read_again_for_the_host(monkeypatch, tmp_path, capsys):
+    """A chain behind isolated vertices, read from a text file onto the GPU: its edges go to the
+    condensation (the graph keeps none), whose narrow peel hands the graph to the host, which
+    reads the file again; the index is the CPU path's."""
+    pytest.importorskip("numba")
+    get_backend("gpu")
+    monkeypatch.setattr(deep, "HOST_DEEP_LEVELS", 1000)
+    k, n = 20000, 120000
+    path = tmp_path / "chain.txt"
+    path.write_text("".join(f"{i} {i + 1}\n" for i in range(k - 1)))
+    gpu = distgrail.build_index(str(path), num_vertices=n, dims=2, backend="gpu")
+    err = capsys.readouterr().err
+    assert "condensing on the CPU: a deep, narrow graph" in err and "reading chain.txt again on the host" in err
+    cpu = distgrail.build_index(str(path), num_vertices=n, dims=2, backend="cpu")
+    for name, want in cpu.arrays.items():
+        assert np.array_equal(gpu.arrays[name], want), name

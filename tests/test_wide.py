@@ -96,15 +96,22 @@ def test_condense_cuda_goes_ahead_with_2_31_plus_5_edges(monkeypatch):
         def asarray(a, dtype=None):
             return a
 
-    seen = {}
+    seen = {"nbytes": []}
     monkeypatch.setattr(gsweep, "cupy", lambda: FakeCupy)
     monkeypatch.setattr(memory, "cupy", lambda: FakeCupy)
-    monkeypatch.setattr(memory, "ensure_fits", lambda nbytes, what: seen.update(nbytes=nbytes))
-    monkeypatch.setattr(condense_mod, "_condense_steps", lambda steps, s, d, n: seen.update(limit=steps.limit, n=n)
-                        or "dag")
+    monkeypatch.setattr(memory, "ensure_fits", lambda nbytes, what: seen["nbytes"].append(nbytes))
+
+    def steps_run(steps, held, n):  # (the steps' own check where the edges turn out unsorted)
+        seen.update(limit=steps.limit, n=n, held=len(held))
+        steps.sort_check(n, int(held[0].size))
+        return "dag"
+
+    monkeypatch.setattr(condense_mod, "_condense_held", steps_run)
     assert condense_mod.condense_cuda(_Big(), _Big(), 1000) == "dag"
-    assert seen["n"] == 1000 and seen["limit"] == 2**31 - 1
-    assert seen["nbytes"] == condense_mod.condense_bytes(1000, 2**31 + 5) >= 24 * (2**31 + 5)
+    assert seen["n"] == 1000 and seen["limit"] == 2**31 - 1 and seen["held"] == 2
+    first, unsorted = seen["nbytes"]  # a sorted input's up front, the key sort's once the edges show it
+    assert first == condense_mod.condense_bytes(1000, 2**31 + 5, sorted_input=True) >= 8 * (2**31 + 5)
+    assert unsorted == condense_mod.condense_bytes(1000, 2**31 + 5) >= 24 * (2**31 + 5)
     with pytest.raises(BackendError, match="vertex ids in int32"):
         condense_mod.condense_cuda(_Big(), _Big(), 2**31)
 
@@ -174,7 +181,7 @@ def test_preflight_refuses_what_the_free_gpu_memory_cannot_hold(tmp_path):
     _edge_list(p, 50000, 100000)
     got = preflight_index(str(p), dims=5, gpu_have=1 << 40)
     need = got["gpu_need"]
-    assert need == gpu_bytes_needed(got["n"], got["m"], 5, 64, m_dag=0)
+    assert need == gpu_bytes_needed(got["n"], got["m"], 5, 64, m_dag=0, held_edges=False)  # (one process: handed over)
     with pytest.raises(GpuMemoryError) as e:
         preflight_index(str(p), dims=5, gpu_have=need - 1)
     msg = str(e.value)
@@ -228,14 +235,14 @@ def test_condense_stage_refuses_instead_of_switching_to_the_cpu(monkeypatch, cap
     def too_big(*a, **kw):
         raise GpuMemoryError("condensation needs about 9.00 GiB of GPU memory, but only 1.00 GiB ...")
 
-    monkeypatch.setattr(phases, "condense_cuda", too_big)
+    monkeypatch.setattr(phases, "condense_cuda_of", too_big)
     with pytest.raises(GpuMemoryError, match="needs about 9.00 GiB"):
         phases.condense_on(Be, g)
 
     def wide_ids(*a, **kw):
         raise BackendError(condense_gpu_problem(2**31, 1))
 
-    monkeypatch.setattr(phases, "condense_cuda", wide_ids)
+    monkeypatch.setattr(phases, "condense_cuda_of", wide_ids)
     assert phases.condense_on(Be, g).C == 3
     assert "condensing on the CPU" in capsys.readouterr().err
 

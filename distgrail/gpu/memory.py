@@ -139,7 +139,7 @@ WIDE_EXTRA = 2 << 30
 
 
 def gpu_bytes_needed(n: int, m: int, dims: int, K: int, wide_limit: int = 2**31 - 1, C: int | None = None,
-                     m_dag: int | None = None) -> int:
+                     m_dag: int | None = None, held_edges: bool = True) -> int:
     """Peak GPU bytes of a one-GPU build of ``n`` vertices and ``m`` input edges with ``dims``
     label dimensions and ``K`` support vertices, the condensed DAG having ``C`` components and
     ``m_dag`` edges (default n and m: an upper bound; before condensation, ``m_dag=0`` gives what
@@ -166,6 +166,10 @@ def gpu_bytes_needed(n: int, m: int, dims: int, K: int, wide_limit: int = 2**31 
 
     So: need = 576 MiB + 8 m + max(20 m (24 m + 2 GiB past 2^31 - 1 edges) + 64 n,
     12 m_dag + (101 + 8 dims + max(16 dims + 80, 32 dims + 8 min(dims, 8)) + 16 ceil(K / 64)) C).
+    ``held_edges=False``: the parsed edges are handed to the condensation
+    (:func:`~distgrail.stages.condense.condense_cuda_of`, one process reading a file onto the GPU),
+    which lets go of them once their keys are made: need = 576 MiB + max(16 m, the condensation's
+    term, the labeling's term), the 16 bytes the edges and their keys at once.
     Examples: dims 5, K 64: 28 bytes per edge and 64 per vertex, or 20 per edge and 357 per
     vertex (of the DAG), whichever is larger, plus 576 MiB; past 2^31 - 1 edges 32 bytes per edge
     and 2 GiB of bucket scratch (``WIDE_EXTRA``). The formula worked out for the R-MAT graphs and
@@ -185,6 +189,8 @@ def gpu_bytes_needed(n: int, m: int, dims: int, K: int, wide_limit: int = 2**31 
     C = n if C is None else int(C)
     m_dag = m if m_dag is None else int(m_dag)
     labeling = 12 * m_dag + per_vertex * C
+    if not held_edges:  # (handed over: at most the parsed edges and their keys, 16 bytes, before the sort)
+        return fixed + max(16 * m, condense, labeling)
     return fixed + 8 * m + max(condense, labeling)
 
 

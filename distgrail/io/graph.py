@@ -44,7 +44,19 @@ class EdgeGraph:
 
     @property
     def m(self) -> int:
+        if self.src is None:  # (handed over: the count stays)
+            return int(self.__dict__.get("_handed_m", 0))
         return int(self.src.shape[0])
+
+    def hand_over_edges(self) -> list:
+        """``[src, dst]``, the graph keeping neither (``m`` stays, ``src`` and ``dst`` become
+        None): for a step that lets go of each once done with it (the GPU condensation,
+        :func:`~distgrail.stages.condense.condense_cuda_of`), so their memory comes back while it
+        runs."""
+        held = [self.src, self.dst]
+        self.__dict__["_handed_m"] = self.m
+        self.src = self.dst = None
+        return held
 
     @property
     def digest_source(self):

@@ -23,7 +23,7 @@ import numpy as np
 
 from ..errors import BackendError, DistGrailError
 from ..gpu.memory import GpuMemoryError
-from .condense import condense as _condense, condense_cuda
+from .condense import condense as _condense, condense_cuda_of
 from . import deep
 from .labeling import Forest, build_forest, label_dimensions
 from .partitioned_dag import PartDAG, spread_forest, spread_labels, spread_supports
@@ -85,13 +85,16 @@ def read_on(be, graph, num_vertices=None, fmt="auto", digest=None):
     from ..io.read import as_graph
 
     kw = {} if digest is None else {"digest": digest}
+    g = None
     if be.is_gpu and isinstance(graph, (str, os.PathLike)):
         from ..io.parse import read_graph_cuda
 
         g = read_graph_cuda(graph, fmt, num_vertices, be, notify=notice, **kw)
-        if g is not None:
-            return g
-    return as_graph(graph, num_vertices, fmt, device=be if be.is_gpu else None, **kw)  # (.h5 edges onto the GPU)
+    if g is None:
+        g = as_graph(graph, num_vertices, fmt, device=be if be.is_gpu else None, **kw)  # (.h5 edges onto the GPU)
+    if isinstance(graph, (str, os.PathLike)) and not isinstance(g.src, np.ndarray):
+        g.meta["read_again"] = (os.fspath(graph), num_vertices, fmt)  # (the edges on the GPU go to the condensation)
+    return g
 
 
 def condense(run, g):
@@ -106,22 +109,48 @@ def condense_on(be, g):
     trimming runs a few vertices a round (:class:`~distgrail.stages.scc.NarrowPeel`), goes to the
     CPU path with a one-line notice why, one too big for the GPU's memory is refused
     (:class:`~distgrail.gpu.memory.GpuMemoryError`: ``--backend cpu`` is the user's choice)."""
-    if isinstance(getattr(g, "meta", None), dict) and g.meta.get("condensation") is not None:
+    meta = g.meta if isinstance(getattr(g, "meta", None), dict) else {}
+    if meta.get("condensation") is not None:
         return _condense(g)
     if be.is_gpu:
+        again = meta.get("read_again")
+        # edges read onto the GPU from a file are handed to the condensation, which frees them as
+        # it goes (the graph keeps none: its fallback below reads the file again); host edges stay
+        # the graph's, their device copies are the condensation's alone
+        held = g.hand_over_edges() if again is not None and not isinstance(g.src, np.ndarray) else [g.src, g.dst]
         try:
             with be.on_device():
-                src, dst = be.asarray(g.src, np.int32), be.asarray(g.dst, np.int32)
-                dag = condense_cuda(src, dst, g.n, be, narrow_rounds=deep.HOST_DEEP_LEVELS)  # (a deep chain: the CPU's)
+                held[:] = [be.asarray(a, np.int32) for a in held]
+                dag = condense_cuda_of(held, g.n, be, narrow_rounds=deep.HOST_DEEP_LEVELS)  # (a deep chain: the CPU's)
             dag.level_ptr = be.to_host(dag.level_ptr) if not isinstance(dag.level_ptr, np.ndarray) else dag.level_ptr
             return dag
         except GpuMemoryError:
             raise  # too big for this GPU: refused with need vs have and the ways out, no silent switch
         except BackendError as e:
             notice(f"condensing on the CPU: {e}")
+            if g.src is None:  # handed over
+                if len(held) == 2:  # (not taken: the error came first)
+                    g.src, g.dst = held
+                else:
+                    _read_again(g, again)
     if not isinstance(g.src, np.ndarray):  # edges parsed on the GPU, condensed on the CPU
         g.src, g.dst = be.to_host(g.src), be.to_host(g.dst)
     return _condense(g)
+
+
+def _read_again(g, again) -> None:
+    """The edges of ``g``, handed to the GPU condensation that then fell back, read again on the
+    host from the file (``again``: path, vertex count and format as first read)."""
+    from ..io.read import as_graph
+
+    path, num_vertices, fmt = again
+    notice(f"reading {os.path.basename(path)} again on the host (its edges on the GPU went to the condensation)")
+    h = as_graph(path, num_vertices, fmt)
+    h.cancel_digest()  # (the first read's digest stands)
+    if (h.n, h.m) != (g.n, g.m):
+        raise DistGrailError(f"{path}: changed while it was indexed ({g.n:,} vertices and {g.m:,} edges read "
+                             f"first, {h.n:,} and {h.m:,} now)")
+    g.src, g.dst = h.src, h.dst
 
 
 def forest(run, dag) -> Forest:
