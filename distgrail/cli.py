@@ -264,7 +264,7 @@ def cmd_convert(args):
     t = time.perf_counter()
     g = read_on(be, path, args.num_vertices, args.format)
     tr = time.perf_counter() - t
-    dag = None if args.no_condense else condense_on(be, g)
+    dag = None if args.no_condense else condense_on(be, g, keep_edges=True)  # (the edges are written below)
     _sync(be)
     tc = time.perf_counter() - t - tr
     write_binary_graph(g, args.output, dag=dag, notify=_notice)  # (over a split index: its parts go, io.atomic)

@@ -102,13 +102,15 @@ def condense(run, g):
     return condense_on(run.be, g)
 
 
-def condense_on(be, g):
+def condense_on(be, g, keep_edges: bool = False):
     """A stored condensation (a ``.h5`` graph written by ``distgrail convert``) is read; else on
     the GPU (the DAG stays there, ``level_ptr`` on the host for the sweeps) when ``be`` is a GPU
     backend, else the CPU path; a graph whose vertex ids need 64 bits, or a deep, narrow one whose
     trimming runs a few vertices a round (:class:`~distgrail.stages.scc.NarrowPeel`), goes to the
     CPU path with a one-line notice why, one too big for the GPU's memory is refused
-    (:class:`~distgrail.gpu.memory.GpuMemoryError`: ``--backend cpu`` is the user's choice)."""
+    (:class:`~distgrail.gpu.memory.GpuMemoryError`: ``--backend cpu`` is the user's choice).
+    ``keep_edges``: the caller still needs ``g``'s edges afterwards (``distgrail convert`` writes
+    them), so the edges read onto the GPU are not handed to the condensation."""
     meta = g.meta if isinstance(getattr(g, "meta", None), dict) else {}
     if meta.get("condensation") is not None:
         return _condense(g)
@@ -117,7 +119,8 @@ def condense_on(be, g):
         # edges read onto the GPU from a file are handed to the condensation, which frees them as
         # it goes (the graph keeps none: its fallback below reads the file again); host edges stay
         # the graph's, their device copies are the condensation's alone
-        held = g.hand_over_edges() if again is not None and not isinstance(g.src, np.ndarray) else [g.src, g.dst]
+        hand = again is not None and not keep_edges and not isinstance(g.src, np.ndarray)
+        held = g.hand_over_edges() if hand else [g.src, g.dst]
         try:
             with be.on_device():
                 held[:] = [be.asarray(a, np.int32) for a in held]
