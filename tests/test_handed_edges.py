@@ -180,3 +180,39 @@ def test_the_preflight_counts_the_edges_handed_over(tmp_path):
     preflight_index(str(path), gpu_have=handed)
     with pytest.raises(GpuMemoryError):
         preflight_index(str(path), gpu_have=handed - 1)
+
+
+def test_a_file_changed_with_the_same_counts_before_it_is_read_again_is_refused(tmp_path, monkeypatch):
+    """The file rewritten between the GPU read and the host's read again with as many vertices
+    and edges (every edge reversed, same bytes): refused, not condensed as another graph. What
+    read_on records of the file (size, modification time, inode) is what the read again checks."""
+    import os
+
+    from distgrail.io import read as read_mod
+
+    g0 = GRAPHS["many-small-sccs"]
+    path = tmp_path / "g.txt"
+    path.write_text("".join(f"{u} {v}\n" for u, v in zip(g0.src.tolist(), g0.dst.tolist())))
+    monkeypatch.setattr("distgrail.io.parse.read_graph_cuda", lambda p, fmt, nv, be, notify=None, **kw: None)
+    monkeypatch.setattr(read_mod, "read_graph", _on_device(read_mod.read_graph))
+    g = phases.read_on(_StubGpu(), str(path), g0.n)
+    g.cancel_digest()
+    assert g.meta["read_again"][:3] == (str(path), g0.n, "auto")
+    monkeypatch.setattr(phases, "condense_cuda_of", lambda held, n, be, **kw: (held.clear(), (_ for _ in ()).throw(
+        BackendError("out of memory")))[0])
+    st = os.stat(path)
+    path.write_text("".join(f"{v} {u}\n" for u, v in zip(g0.src.tolist(), g0.dst.tolist())))
+    os.utime(path, ns=(st.st_atime_ns, st.st_mtime_ns + 10**9))
+    with pytest.raises(DistGrailError, match="changed while it was indexed"):
+        phases.condense_on(_StubGpu(), g)
+
+
+def _on_device(read_graph):
+    """read_graph whose edges come back as device arrays when a device is given (as a .h5 graph's do)."""
+    def read(*a, device=None, **kw):
+        g = read_graph(*a, **kw)
+        if device is not None:
+            g.src, g.dst = _Dev(g.src), _Dev(g.dst)
+        return g
+
+    return read

@@ -93,8 +93,18 @@ def read_on(be, graph, num_vertices=None, fmt="auto", digest=None):
     if g is None:
         g = as_graph(graph, num_vertices, fmt, device=be if be.is_gpu else None, **kw)  # (.h5 edges onto the GPU)
     if isinstance(graph, (str, os.PathLike)) and not isinstance(g.src, np.ndarray):
-        g.meta["read_again"] = (os.fspath(graph), num_vertices, fmt)  # (the edges on the GPU go to the condensation)
+        # (the edges on the GPU go to the condensation; the file as read, for a read again)
+        g.meta["read_again"] = (os.fspath(graph), num_vertices, fmt, _file_stamp(graph))
     return g
+
+
+def _file_stamp(path):
+    """Size, modification time, inode and device of the file at ``path`` (a str if it went away)."""
+    try:
+        st = os.stat(path)
+    except OSError as e:
+        return e.strerror
+    return (st.st_size, st.st_mtime_ns, st.st_ino, st.st_dev)
 
 
 def condense(run, g):
@@ -143,16 +153,27 @@ def condense_on(be, g, keep_edges: bool = False):
 
 def _read_again(g, again) -> None:
     """The edges of ``g``, handed to the GPU condensation that then fell back, read again on the
-    host from the file (``again``: path, vertex count and format as first read)."""
+    host from the file (``again``: path, vertex count and format as first read, and the file's
+    :func:`_file_stamp` then, if recorded). A file whose size, modification time or inode differ
+    from the first read's (before or after this read), or that now gives another vertex or edge
+    count, is refused: its edges could be another graph's."""
     from ..io.read import as_graph
 
-    path, num_vertices, fmt = again
+    path, num_vertices, fmt = again[:3]
+    stamp = again[3] if len(again) > 3 else None
     notice(f"reading {os.path.basename(path)} again on the host (its edges on the GPU went to the condensation)")
+
+    def changed(why):
+        return DistGrailError(f"{path}: changed while it was indexed ({why})")
+
+    if stamp is not None and _file_stamp(path) != stamp:
+        raise changed("its size, modification time or inode differ from the first read's")
     h = as_graph(path, num_vertices, fmt)
     h.cancel_digest()  # (the first read's digest stands)
+    if stamp is not None and _file_stamp(path) != stamp:
+        raise changed("its size, modification time or inode differ from the first read's")
     if (h.n, h.m) != (g.n, g.m):
-        raise DistGrailError(f"{path}: changed while it was indexed ({g.n:,} vertices and {g.m:,} edges read "
-                             f"first, {h.n:,} and {h.m:,} now)")
+        raise changed(f"{g.n:,} vertices and {g.m:,} edges read first, {h.n:,} and {h.m:,} now")
     g.src, g.dst = h.src, h.dst
 
 
