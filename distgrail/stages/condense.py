@@ -429,8 +429,9 @@ def condense_bytes(n: int, m: int, limit: int = 2**31 - 1, sorted_input: bool = 
     before the components are found: the column array less its self-loops (4 bytes per edge) and
     the reverse CSR's (4) are the most held beside the input; the condensed CSR's keys are made
     a piece of rows at a time and only those between components kept. :func:`condense_cuda`
-    checks this much first, and each key sort (this function's count of its keys, less the kept
-    keys already held) once its count is known
+    checks this much first, and each key sort (this function's count of its keys, less what is
+    already held and counted here: the kept keys, or the input edges handed over, which go before
+    the sort: :func:`condense_cuda_of`) once its count is known
     (:attr:`CudaSteps.sort_check <distgrail.stages.scc.CudaSteps.sort_check>`): the unsorted
     input's, the kept keys' after each piece, an acyclic input's renumber of every edge.
 
@@ -463,14 +464,17 @@ def condense_cuda(src, dst, n: int, be=None, limit: int = 2**31 - 1, narrow_roun
     faster (:attr:`CudaSteps.narrow_rounds <distgrail.stages.scc.CudaSteps.narrow_rounds>`).
     The caller keeps its edges (:func:`condense_cuda_of` takes them).
     """
-    return condense_cuda_of([src, dst], n, be, limit, narrow_rounds)
+    return condense_cuda_of([src, dst], n, be, limit, narrow_rounds, kept=True)
 
 
-def condense_cuda_of(held: list, n: int, be=None, limit: int = 2**31 - 1, narrow_rounds: int | None = None) -> DAG:
+def condense_cuda_of(held: list, n: int, be=None, limit: int = 2**31 - 1, narrow_rounds: int | None = None,
+                     kept: bool = False) -> DAG:
     """:func:`condense_cuda` of the edges ``held`` (``[src, dst]``): the list is emptied once the
     checks pass and the condensation lets go of each array as soon as it is done with it, so a
     caller that keeps no other reference gets the input's memory back before the key sort (an
-    unsorted graph's 8 bytes an edge) and the strong components' search. After an error the list
+    unsorted graph's 8 bytes an edge) and the strong components' search; the key sort's memory
+    check then counts them as held (:attr:`CudaSteps.handed <distgrail.stages.scc.CudaSteps.handed>`).
+    ``kept``: the caller keeps its own references (nothing comes back). After an error the list
     is empty unless it came before that (the checks); the caller then has the edges no more."""
     from ..errors import BackendError
     from ..gpu.memory import condense_gpu_problem, ensure_fits, oom_guard
@@ -480,6 +484,7 @@ def condense_cuda_of(held: list, n: int, be=None, limit: int = 2**31 - 1, narrow
     m = int(held[0].size)
     steps = CudaSteps(limit, narrow_rounds)
     steps.whole = n + m  # (what the host would condense instead of a narrow peel)
+    steps.handed = not kept
     steps.sort_check = lambda n, m, held=0: ensure_fits(condense_bytes(n, m, limit) - held, "condensation")
     cp = steps.xp
     why = condense_gpu_problem(n, m)

@@ -134,7 +134,8 @@ def condense_on(be, g, keep_edges: bool = False):
         try:
             with be.on_device():
                 held[:] = [be.asarray(a, np.int32) for a in held]
-                dag = condense_cuda_of(held, g.n, be, narrow_rounds=deep.HOST_DEEP_LEVELS)  # (a deep chain: the CPU's)
+                dag = condense_cuda_of(held, g.n, be, narrow_rounds=deep.HOST_DEEP_LEVELS,  # (a deep chain: the CPU's)
+                                       kept=not hand and not isinstance(g.src, np.ndarray))  # (device edges kept)
             dag.level_ptr = be.to_host(dag.level_ptr) if not isinstance(dag.level_ptr, np.ndarray) else dag.level_ptr
             return dag
         except GpuMemoryError:

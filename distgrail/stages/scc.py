@@ -58,10 +58,11 @@ class _Steps:
     def sync(self):
         pass
 
-    def edge_csr_of(self, held: list, n):
+    def edge_csr_of(self, held: list, n, handed=None):
         """:meth:`edge_csr` of the edges ``held`` (``[src, dst]``, emptied here): a caller that
         keeps no other reference to them gets their memory back as soon as the steps are done
-        with them (:class:`CudaSteps`: before the key sort; here, on the host, at the end)."""
+        with them (:class:`CudaSteps`: before the key sort; here, on the host, at the end;
+        ``handed`` matters to :class:`CudaSteps`' memory check only)."""
         src, dst = held
         held.clear()
         return self.edge_csr(src, dst, n)
@@ -195,7 +196,8 @@ class CudaSteps(_Steps):
         #: the levels' peel over the condensed CSR weighs the host's cost of the whole condensation
         self.whole = None
         #: ``sort_check(n, m, held=0)``, called before a key sort of ``m`` keys into ``n`` rows once
-        #: ``m`` is known (``held``: bytes of those keys already made): :meth:`edge_csr`'s of
+        #: ``m`` is known (``held``: bytes it counts already on the device: those keys made, or the
+        #: input edges handed over, :attr:`handed`): :meth:`edge_csr`'s of
         #: unsorted edges, :meth:`mapped_csr`'s of the kept keys (after each piece, with the count
         #: so far), and :meth:`check_renumber`'s of an acyclic input's every edge
         #: (:func:`~distgrail.stages.condense.condense_cuda`: their memory checked, a sorted
@@ -203,6 +205,11 @@ class CudaSteps(_Steps):
         #: input's sort is checked, no later one is: that count of every edge covers theirs
         self.sort_check = None
         self._all_checked = False
+        #: the edges given to :meth:`edge_csr_of` are the steps' alone (set by
+        #: :func:`~distgrail.stages.condense.condense_cuda_of` for a caller that keeps none): they
+        #: go before the input's key sort, so its check counts them as held (``held``), as
+        #: :func:`~distgrail.gpu.memory.gpu_bytes_needed` with ``held_edges=False`` does
+        self.handed = False
 
     def _hub_args(self, ptr, m):
         """``(hub, hubs, any)``: a row kernel's last two arguments for the CSR ``ptr`` of ``m``
@@ -286,15 +293,17 @@ class CudaSteps(_Steps):
         return ptr, out, keys
 
     def edge_csr(self, src, dst, n):
-        return self.edge_csr_of([src, dst], n)
+        return self.edge_csr_of([src, dst], n, handed=False)
 
-    def edge_csr_of(self, held, n):
+    def edge_csr_of(self, held, n, handed=None):
         """The CSR of the edges ``held`` (``[src, dst]``, emptied here: each is let go of as soon
         as the CSR or its keys no longer need it, so a caller that keeps no other reference gets
         the parsed edges' memory back before the key sort and the strong components' search).
         Sorted and distinct, the edge list is the CSR less its self-loops; else the keys sorted
-        (their memory checked first: :attr:`sort_check`)."""
+        (their memory checked first: :attr:`sort_check`, the edges counted as held when they are
+        the steps' alone: ``handed``, default :attr:`handed`)."""
         cp, i64 = self.xp, np.int64
+        handed = self.handed if handed is None else handed
         src, dst = held
         held.clear()
         m = int(src.size)
@@ -313,7 +322,7 @@ class CudaSteps(_Steps):
             pair = [src, dst]
             del src, dst
             return self._without_self_loops(ptr, pair, n)
-        self._check(n, m)
+        self._check(n, m, held=int(src.nbytes) + int(dst.nbytes) if handed else 0)  # (handed: back before the sort)
         self._all_checked = True
         keys = cp.empty(m, dtype=cp.uint64)
         self._k("dg_cond_pack")(*self._grid(m), (src, dst, keys, i64(m)))
