@@ -81,7 +81,10 @@ def read_on(be, graph, num_vertices=None, fmt="auto", digest=None):
     ``be`` is a GPU backend; anything else, or a file the GPU parser hands back (too big for the
     GPU, 64-bit ids), is read by the CPU readers (a ``.h5`` graph's edges then checked and
     expanded on the GPU: :func:`distgrail.io.binary.read_binary_graph`). ``digest``: the input's
-    digest handle, started where the input was opened (None: the reader starts its own)."""
+    digest handle, started where the input was opened (None: the reader starts its own). A
+    file's graph whose edges are on the GPU records how it was read (``meta["read_again"]``:
+    path, vertex count, format and :func:`_file_stamp`): :func:`condense_on` hands those edges to
+    the condensation and, should it fall back to the CPU, reads the file again."""
     from ..io.read import as_graph
 
     kw = {} if digest is None else {"digest": digest}
