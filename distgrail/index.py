@@ -10,7 +10,7 @@ import time
 import numpy as np
 
 from ._version import __version__
-from .arrays import as_unsigned, interleaved_rows, max_parallel
+from .arrays import max_parallel
 from .dtypes import smallest_uint
 from .errors import DistGrailError, GraphFormatError, IndexFormatError, QueryError
 from .gpu.backend import get_backend
@@ -18,6 +18,7 @@ from .indexfile import check_index, read_index_file, write_index_file
 from .io.digest import split_digest
 from .nodelabels import NodeLabels
 from .query.answer import ScratchPool, answer_batch_cuda, answer_batch_numpy, records_on_device
+from .query.idcheck import checked_ids, range_left_to_prefilter
 from .query.stats import Labels, Once, QueryStats, SearchOptions
 
 __all__ = ["Index", "assemble", "open_index"]
@@ -220,26 +221,19 @@ class Index:
         >>> idx.check_pairs(["a"], ["b"])
         (array([0]), array([1]))
         """
+        return checked_ids(*self._shaped_pairs(sources, targets, ids), self.n, narrow)
+
+    def _shaped_pairs(self, sources, targets, ids: bool = False):
+        """``(sources, targets)`` as 1-D arrays of equal shapes, node labels mapped to ids (unless
+        ``ids``): :meth:`check_pairs` before its rule on the ids' types and range
+        (:func:`~distgrail.query.idcheck.checked_ids`)."""
         s = np.asarray(sources)
         t = np.asarray(targets)
         if self.node_labels is not None and not ids and s.ndim == 1 and s.shape == t.shape:
             s, t = self.node_labels.to_ids(s, "sources"), self.node_labels.to_ids(t, "targets")
         if s.shape != t.shape or s.ndim != 1:
             raise QueryError(f"sources and targets must be 1-D of equal length, got shapes {s.shape} and {t.shape}")
-        rows = interleaved_rows(s, t)  # the columns of one (k, 2) array: one pass over its rows checks both
-        if (rows is not None and (narrow or rows.dtype == np.int64)
-                and int(max_parallel(rows.reshape(-1).view(f"u{rows.itemsize}"))) < self.n):
-            return s, t
-        for arr, what in ((s, "sources"), (t, "targets")):
-            if arr.size and not np.issubdtype(arr.dtype, np.integer):
-                raise QueryError(f"{what} must be integer vertex ids, got dtype {arr.dtype}")
-            # one pass: as unsigned, a negative id is huge, so a single comparison catches both ends
-            if arr.size and int(max_parallel(as_unsigned(arr, self.n))) >= self.n:
-                i = int(np.flatnonzero((arr < 0) | (arr >= self.n))[0])
-                raise QueryError(f"{what}[{i}] out of range 0..{self.n - 1}, got {int(arr[i])!r}")
-        if narrow and s.dtype == t.dtype == np.dtype(np.int32):
-            return s, t
-        return s.astype(np.int64, copy=False), t.astype(np.int64, copy=False)
+        return s, t
 
     def query(self, sources, targets, backend="auto", comm=None, search: SearchOptions | None = None):
         """Answer a batch of pairs. Returns ``(answers, QueryStats)``, answers in input order.
@@ -259,18 +253,38 @@ class Index:
             from .mpi.query import query_sharded
 
             return query_sharded(self, sources, targets, backend, comm, search=search)
-        s, t = self.check_pairs(sources, targets, narrow=True)
-        be = get_backend(backend)
-        return self._query_local(s, t, be, search)
+        s, t = self._shaped_pairs(sources, targets)
+        # native int64 or int32 ids: on the CPU their range is checked by the prefilter's first
+        # pass, which reads every id anyway (a bad one refused there, with check_pairs' error,
+        # before any answer), for a GPU by _query_local before any work; other types here
+        later = range_left_to_prefilter(s, t)
+        if not later:
+            s, t = checked_ids(s, t, self.n, narrow=True)
+        try:
+            be = get_backend(backend)
+        except Exception:
+            if later:  # (a bad id is the error a bad batch gives, whatever the backend)
+                checked_ids(s, t, self.n, narrow=True)
+            raise
+        return self._query_local(s, t, be, search, checked=not later)
 
-    def _query_local(self, s, t, be, search: SearchOptions | None = None, out=None):
+    def _query_local(self, s, t, be, search: SearchOptions | None = None, out=None, checked: bool = True):
         """The answers of checked ids on ``be`` (this process's own); ``out``: a page-locked host
-        array the GPU path answers into (:func:`~distgrail.query.staging.pinned_answers`)."""
+        array the GPU path answers into (:func:`~distgrail.query.staging.pinned_answers`).
+        ``checked=False``: native int64 or int32 ids of unchecked range, which the CPU path checks
+        as it reads them (:func:`~distgrail.query.answer.answer_batch_numpy`) and a GPU's here,
+        before any work."""
+        if not checked and be.is_gpu:
+            s, t = checked_ids(s, t, self.n, narrow=True)
+            checked = True
         stats = QueryStats(backend=be.name)
         spent = []
         L, pool = self._state(be, spent)
         stats.prepare_seconds = sum(spent)  # (0: made by an earlier call)
-        ans = be.pick(answer_batch_numpy, answer_batch_cuda)(L, s, t, stats, search=search, pool=pool, out=out)
+        if checked:
+            ans = be.pick(answer_batch_numpy, answer_batch_cuda)(L, s, t, stats, search=search, pool=pool, out=out)
+        else:
+            ans = answer_batch_numpy(L, s, t, stats, search=search, out=out, checked=False)
         return np.asarray(ans, dtype=bool), stats
 
     def reachable(self, u, v, backend="auto", search: SearchOptions | None = None):

@@ -48,6 +48,7 @@ from ..gpu.kernels import load_module
 from ..gpu.memory import launcher
 from ..jit import failed_to_compile
 from .grid import GridSearch
+from .idcheck import refuse_out_of_range
 from . import staging
 from .prefilter import prefilter
 from .bidir import bidirectional_search_numpy
@@ -174,11 +175,14 @@ def _prefilter_loaded() -> bool:
 
 
 def answer_batch_numpy(L: Labels, sources: np.ndarray, targets: np.ndarray, stats: QueryStats | None = None, *,
-                       search: SearchOptions | None = None, pool=None, out=None):
+                       search: SearchOptions | None = None, pool=None, out=None, checked: bool = True):
     """Every step on the CPU for original vertex ids; returns bool answers. The component lookup
     and the prefilter run compiled where the compiled search does (:func:`_cpu_prefilter`), else
     in NumPy. Its scratch is the call's own (``pool``, the GPU launcher's scratch pool, is unused
-    here); ``out``, as the GPU launcher's, receives the answers (copied into it here)."""
+    here); ``out``, as the GPU launcher's, receives the answers (copied into it here).
+    ``checked=False``: ids whose range is not checked yet (native int64 or int32): the compiled
+    prefilter checks each as it reads it, the NumPy one all of them first; a bad one is refused
+    (:func:`~distgrail.query.idcheck.refuse_out_of_range`) before any answer."""
     t0 = time.perf_counter()
     search = search or SearchOptions()
     compiled = _cpu_prefilter(int(np.size(sources)), search)
@@ -194,6 +198,8 @@ def answer_batch_numpy(L: Labels, sources: np.ndarray, targets: np.ndarray, stat
                 raise
             compiled = counts = None
     if compiled is None:
+        if not checked:  # (negative ids would index from the end)
+            refuse_out_of_range(sources, targets, int(np.size(L.comp)))
         cu = L.comp[sources]
         cv = L.comp[targets]
         ans, code = prefilter(L, cu, cv)

@@ -15,6 +15,10 @@ masks: :func:`vector_lanes`) they are made on two vector loads without a branch
 branches of the tests made one by one were most of the records' pass (docs/benchmarks.md,
 session 48).
 
+The ids' range is checked by the first pass as it reads them (a bad id refused with
+:meth:`~distgrail.index.Index.check_pairs`' own QueryError before any answer), so a one-process
+CPU query (:meth:`~distgrail.index.Index.query`) reads its batch of good ids once.
+
 Threads as in :mod:`distgrail.query.bidir_jit` (:func:`~distgrail.query.bidir_jit.run_blocks`):
 plain Python threads running the compiled loop (it releases the GIL) on blocks of
 :data:`BLOCK_PAIRS` pairs from a shared counter, as many as
@@ -28,9 +32,11 @@ from llvmlite import ir
 from numba.core import cgutils, types
 from numba.extending import intrinsic
 
+from ..errors import QueryError
 from ..jit import njit
 
 from .bidir_jit import _layout, run_blocks, search_threads
+from .idcheck import refuse_out_of_range
 from .stats import INTERVAL, LEVEL, SAME, STEPS, SUPPORT_NEG, SUPPORT_POS, TREE, UNDECIDED, Labels, read_only
 
 __all__ = ["compiled_prefilter", "compiled_prefilter_left", "BLOCK_PAIRS"]
@@ -147,7 +153,7 @@ def row_flags(typingctx, rows, a, b, lanes):
 
 @njit(nogil=True)
 def _block(q0, q1, sources, targets, comp, first, level, level_ptr, rec, words, d, W, lanes, ans, todo, tu, tv,
-           counts, full_code, full_cu, full_cv, left, left_cu, left_cv):
+           counts, full_code, full_cu, full_cv, left, left_cu, left_cv, last):
     # two steps over the block: the component ids, same component and level filter without a
     # branch, then the records of the pairs left. A branch the data decides, taken one pair in
     # two, would throw away the reads in flight behind it; without it, the reads of many pairs
@@ -168,7 +174,12 @@ def _block(q0, q1, sources, targets, comp, first, level, level_ptr, rec, words, 
     # not wanted) gets each code's pairs added, counted in the passes as they decide (a count
     # indexed by each pair's code is a chain of stores and loads of the same few counters). The
     # block's views, indexed from 0 by range(size), and the ids read as unsigned: numba reads
-    # without its negative-index wrap, a select per access that halves the first pass's speed
+    # without its negative-index wrap, a select per access that halves the first pass's speed.
+    # Each id is checked against last = n - 1 before it is read (as unsigned, a negative id is
+    # huge): near, in the first pass, a branch never taken for good ids (a few instructions
+    # beside the pass's reads); far, the block's largest id first, in a pass of its own (a
+    # vector maximum; the first pass then reads the ids from a nearer cache). A bad id: -1,
+    # nothing read with it (the caller names it, :func:`~distgrail.query.idcheck.refuse_out_of_range`)
     size = q1 - q0
     full = full_code.size != 0
     ans = ans[q0:q1]
@@ -179,8 +190,12 @@ def _block(q0, q1, sources, targets, comp, first, level, level_ptr, rec, words, 
     nsame = 0
     if first.size:  # (near: the component ids and the level filter in one pass)
         for q in range(size):
-            a = comp[np.uint64(sources[q])]  # (checked ids: as unsigned, read without the negative-index wrap)
-            b = comp[np.uint64(targets[q])]
+            u = np.uint64(sources[q])  # (as unsigned: read without the negative-index wrap)
+            v = np.uint64(targets[q])
+            if max(u, v) > last:
+                return -1
+            a = comp[u]
+            b = comp[v]
             same = a == b
             ans[q] = same
             todo[n] = q
@@ -191,6 +206,11 @@ def _block(q0, q1, sources, targets, comp, first, level, level_ptr, rec, words, 
     else:  # (far: the component ids first, their reads all independent)
         tu = tu[:size]
         tv = tv[:size]
+        top = np.uint64(0)
+        for q in range(size):
+            top = max(top, max(np.uint64(sources[q]), np.uint64(targets[q])))
+        if top > last:
+            return -1
         for q in range(size):
             tu[q] = comp[np.uint64(sources[q])]
             tv[q] = comp[np.uint64(targets[q])]
@@ -358,6 +378,8 @@ def _run(L: Labels, sources, targets, threads, counts, full: bool):
     left = (np.empty(k, dtype=np.int64), np.empty(k, dtype=comp.dtype), np.empty(k, dtype=comp.dtype))
     if k == 0:
         return ans, whole if full else None, left
+    if comp.size == 0:  # (every id is out of range)
+        refuse_out_of_range(sources, targets, 0)
     # (strided ids, the columns of a mapped (k, 2) file, are read where they are: no copy)
     rec, level_ptr = _layout(L)
     near = 2 * comp.nbytes <= NEAR_BYTES  # (C <= n: first, C ids, is at most comp's size)
@@ -368,15 +390,19 @@ def _run(L: Labels, sources, targets, threads, counts, full: bool):
     nblk = -(-k // block)
     per_block = np.zeros((nblk, 0 if counts is None else counts.size), dtype=np.int64)
     nleft = np.zeros(nblk, dtype=np.int64)
+    last = np.uint64(comp.size - 1)
 
     def body(b, scratch):
         q0 = b * block
         nleft[b] = _block(q0, min(k, q0 + block), sources, targets, comp, first, level, level_ptr, rec, words, L.d,
-                          L.W, lanes, ans, *scratch, per_block[b], *whole, *left)
+                          L.W, lanes, ans, *scratch, per_block[b], *whole, *left, last)
 
     run_blocks(nblk, threads or search_threads(), body,  # (the thread's todo, tu and tv of one block)
                scratch=lambda: (np.empty(block, dtype=np.uint32), np.empty(block, dtype=comp.dtype),
                                 np.empty(block, dtype=comp.dtype)))
+    if int(nleft.min()) < 0:  # (a block met an id out of range: the rule names the first)
+        refuse_out_of_range(sources, targets, int(comp.size))
+        raise QueryError(f"vertex ids out of range 0..{comp.size - 1}")
     if counts is not None:
         counts += per_block.sum(axis=0)
     off = 0  # each block's pairs left sit at its start: moved down in place, in block order (off <= q0)
@@ -392,7 +418,9 @@ def _run(L: Labels, sources, targets, threads, counts, full: bool):
 
 def compiled_prefilter(L: Labels, sources: np.ndarray, targets: np.ndarray, threads: int | None = None,
                        counts: np.ndarray | None = None):
-    """``(answer, code, cu, cv)`` for vertex-id pairs (checked ids, int32 or int64): the same
+    """``(answer, code, cu, cv)`` for vertex-id pairs (int32 or int64 ids; one outside ``0 ..
+    n-1`` is refused, before any answer, with :meth:`~distgrail.index.Index.check_pairs`' QueryError
+    naming the first: :func:`~distgrail.query.idcheck.refuse_out_of_range`): the same
     answers and codes as ``prefilter(L, L.comp[sources], L.comp[targets])``, and those component
     ids (the search's input for the pairs left undecided). ``counts`` (int64, one entry per code):
     the pairs of each code are added into it, ``np.bincount(code)``'s numbers."""
