@@ -40,9 +40,11 @@ def refuse_out_of_range(s: np.ndarray, t: np.ndarray, n: int) -> None:
 def checked_ids(s: np.ndarray, t: np.ndarray, n: int, narrow: bool = False):
     """1-D ids ``s`` and ``t`` of equal shapes, checked to be integer ids in ``0 .. n-1``
     (a QueryError naming the first bad one), as int64; ``narrow``: native int32 ids stay int32.
-    The two columns of one (k, 2) array are checked in one pass over its rows."""
+    The two columns of one (k, 2) array are checked in one pass over its rows, read as unsigned
+    values of their width: a negative int64 id is then at least 2^63, a negative int32 one at
+    least 2^31, below an ``n`` above 2^31 (such int32 rows take the column by column check)."""
     rows = interleaved_rows(s, t)
-    if (rows is not None and (narrow or rows.dtype == np.int64)
+    if (rows is not None and (narrow or rows.dtype == np.int64) and (rows.itemsize == 8 or n <= 2**31)
             and int(max_parallel(rows.reshape(-1).view(f"u{rows.itemsize}"))) < n):
         return s, t
     refuse_out_of_range(s, t, n)
