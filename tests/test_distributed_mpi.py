@@ -564,7 +564,7 @@ def test_bad_query_pairs_on_rank_0_fail_every_rank(comm, kegg_index):
 def test_a_rank_failing_while_answering_fails_every_rank(comm, kegg_index, monkeypatch):
     bad = comm.Get_size() - 1
     if comm.Get_rank() == bad:
-        def boom(*a):
+        def boom(*a, **kw):
             raise MemoryError("out of device memory (injected)")
 
         monkeypatch.setattr(kegg_index, "_query_local", boom)

@@ -69,11 +69,11 @@ def test_dispatcher_shards_batches_and_a_failure_on_one_rank_is_that_batch_error
     calls = {"n": 0}
     query_local = idx._query_local
 
-    def flaky(s, t, be_, search=None):
+    def flaky(s, t, be_, search=None, **kw):
         calls["n"] += 1
         if me == failing and calls["n"] == 2:
             raise MemoryError("out of device memory (planted)")
-        return query_local(s, t, be_, search)
+        return query_local(s, t, be_, search, **kw)
 
     monkeypatch.setattr(idx, "_query_local", flaky)
     if me != 0:
@@ -189,12 +189,12 @@ def test_batches_through_node_shared_arrays_kept_from_batch_to_batch(monkeypatch
     query_local = idx._query_local
     calls = {"n": 0}
 
-    def watched(s, t, be_, search=None):  # the capacity each batch saw; the last rank fails batch 4 once
+    def watched(s, t, be_, search=None, **kw):  # the capacity each batch saw; the last rank fails batch 4 once
         caps.append(shared.cap)
         calls["n"] += 1
         if me == size - 1 and calls["n"] == 4:
             raise MemoryError("out of device memory (planted)")
-        return query_local(s, t, be_, search)
+        return query_local(s, t, be_, search, **kw)
 
     monkeypatch.setattr(idx, "_query_local", watched)
     sizes = (600, 2500, 700, 2100, 3000, 100, 999)
