@@ -179,6 +179,30 @@ def prefault_beside(a: np.ndarray):
     return th.join
 
 
+#: ids a thread of :func:`narrow_parallel` checks, then copies, at a time (512 KiB of int64: in
+#: its core's L2 cache between the two)
+NARROW_BLOCK = 1 << 16
+
+
+def narrow_parallel(copies, below: int, piece_bytes: int | None = None) -> bool:
+    """``dst[...] = src`` for each ``(dst, src)`` of 1-D integer host arrays of equal length, each
+    piece's ids first checked to lie in ``0..below-1`` (:func:`as_unsigned`'s one maximum) by the
+    thread that then copies it, while the piece is in its cache: one pass over ``src`` where a
+    check, then a copy, were two. False when any id lies outside (the ``dst`` then partly
+    written, to be dropped)."""
+    def one(dst, src):
+        for lo in range(0, src.size, NARROW_BLOCK):  # (a block checked, then copied from the cache)
+            block = src[lo:lo + NARROW_BLOCK]
+            if int(as_unsigned(block, below).max()) >= below:
+                return False
+            dst[lo:lo + NARROW_BLOCK] = block
+        return True
+
+    tasks = [(dst[lo:hi], src[lo:hi]) for dst, src in copies
+             for lo, hi in _pieces(int(src.size), src.itemsize, piece_bytes)]
+    return all(_run_pieces(one, tasks))
+
+
 def max_parallel(a: np.ndarray):
     """``a.max()`` of a non-empty 1-D host array, in pieces over the shared host threads when it
     is large."""

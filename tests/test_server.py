@@ -190,8 +190,8 @@ def test_client_sends_int32_ids_that_fit_and_int64_ones_that_do_not(server, kegg
     sent = []
     encode = client_mod.encode_columns
 
-    def watched(a, b, narrow=False):
-        pieces, size = encode(a, b, narrow)
+    def watched(a, b, narrow=False, scratch=None):
+        pieces, size = encode(a, b, narrow, scratch)
         sent.append(size)
         return pieces, size
 
@@ -205,6 +205,30 @@ def test_client_sends_int32_ids_that_fit_and_int64_ones_that_do_not(server, kegg
     with pytest.raises(QueryError, match=rf"sources\[12\] out of range 0..{idx.n - 1}, got {2**40}"):
         c.query(bad, t)
     assert sent[-1] >= 2 * 8 * s.size
+
+
+def test_each_answer_says_where_its_time_went_and_bodies_reuse_one_buffer(server, kegg):
+    """Every /query answer carries a Server-Timing header (read, decode, answer, encode, wait;
+    milliseconds), which the client reads back (``last_timing``, seconds); the server keeps an
+    answered body's buffer for the next (``/health``'s ``body_buffers_bytes``), and batches that
+    land in a kept buffer, of other sizes and ids, are answered as Index.query answers them."""
+    from distgrail.server.wire import timing_of
+
+    _, idx, s, t = kegg
+    c = distgrail.connect(server.url, token=TOKEN)
+    assert c.last_timing == {}
+    rng = np.random.default_rng(11)
+    for k in (60_000, 20_000, 60_000, 59_999):
+        a = rng.integers(0, idx.n, k)
+        b = rng.integers(0, idx.n, k)
+        answers, _ = c.query(a, b)
+        assert np.array_equal(answers, idx.query(a, b, backend="cpu")[0]), k
+        took = c.last_timing
+        assert list(took) == ["read", "decode", "answer", "encode", "wait"], took
+        assert all(v >= 0 for v in took.values()) and took["answer"] > 0
+        assert c.health()["body_buffers_bytes"] >= 8 * 60_000  # (two int32 columns of 60,000)
+    status, headers, _ = _post(server.url, _npy(np.stack([s[:1000], t[:1000]], 1)))
+    assert status == 200 and set(timing_of(headers["Server-Timing"])) == {"read", "decode", "answer", "encode", "wait"}
 
 
 def test_client_splits_a_batch_over_the_server_limit(server, kegg):

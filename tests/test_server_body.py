@@ -140,3 +140,42 @@ def test_a_compressed_body_is_bounded_by_the_servers_limit_not_its_content_lengt
 
     assert app._decoded_size(Req(None), 89) == 89 and app._decoded_size(Req("identity"), 89) == 89
     assert app._decoded_size(Req("gzip"), 89) is None and app._decoded_size(Req(" GZip "), 5) is None
+
+
+def test_body_buffers_are_kept_after_an_answer_and_given_to_the_next_body(service, allocations, monkeypatch):
+    """A buffer given back (a batch answered) holds the next body of its size or less, as a view
+    of the same memory: no new allocation; at most KEEP are kept, the smallest let go first; a
+    view given back keeps its whole buffer, once."""
+    monkeypatch.setattr(app, "_strict_commit", lambda: False)
+    monkeypatch.setattr(service, "bodies", app.BodyBuffers())
+    data = bytes(range(256)) * 40  # 10,240 bytes
+    first = _read(service, _chunks(data, 1000), len(data))
+    assert len(allocations) == 1 and service.bodies.held == 0
+    service.bodies.give(first.obj)
+    service.bodies.give(first.obj[:10])  # (a view of the same buffer: not kept twice)
+    assert service.bodies.held == len(data)
+    second = _read(service, _chunks(data[:5000], 999), 5000)
+    assert bytes(second) == data[:5000] and len(allocations) == 1 and np.shares_memory(second.obj, first.obj)
+    assert service.bodies.held == 0  # (taken)
+    bodies = app.BodyBuffers()
+    made = [np.empty(n, np.uint8) for n in (100, 300, 200)]
+    for b in made:
+        bodies.give(b)
+    assert bodies.held == 500 and bodies.KEEP == 2  # the 100-byte one let go
+    got = bodies.take(250)  # (the second kept, not the first: found by place, not by ==)
+    assert got.size == 250 and np.shares_memory(got, made[1]) and bodies.held == 200
+    bodies.give(got)
+    got = bodies.take(150)
+    assert got.size == 150 and np.shares_memory(got, made[2]) and bodies.held == 300
+    assert bodies.take(400).size == 400 and bodies.held == 300  # none fits: a new one
+    bodies.give(np.zeros(3, np.int64))  # not a body buffer: ignored
+    assert bodies.held == 300
+
+
+def test_a_body_larger_than_the_kept_buffers_gets_its_own(service, allocations, monkeypatch):
+    monkeypatch.setattr(app, "_strict_commit", lambda: False)
+    monkeypatch.setattr(service, "bodies", app.BodyBuffers())
+    service.bodies.give(np.empty(100, np.uint8))
+    data = bytes(500)
+    got = _read(service, _chunks(data, 100), len(data))
+    assert bytes(got) == data and [n for n, _ in allocations] == [500] and service.bodies.held == 100

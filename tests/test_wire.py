@@ -247,3 +247,65 @@ def test_ids_no_one_type_holds_are_refused_by_the_client_as_the_server_would():
         refuse_wrapping_ids(np.array([1, 2**63 + 5], np.uint64), np.array([3, 4]), 10)
     with pytest.raises(QueryError, match=r"sources\[0\] out of range 0..9, got -1"):
         refuse_wrapping_ids(np.array([-1, 3]), np.array([2**63 + 5, 1], np.uint64), 10)  # sources named first
+
+
+@pytest.mark.parametrize("where", [0, 63, 64, 65, 4999])
+def test_narrow_parallel_checks_every_block_it_copies(monkeypatch, where):
+    """``arrays.narrow_parallel``: ids copied into int32 in blocks over the host threads (blocks of
+    64 and pieces of 512 bytes here), True with every id copied when all lie in 0..below-1; False
+    when one does not, wherever it is (the first, a block's last or first, the last)."""
+    from distgrail import arrays
+
+    monkeypatch.setattr(arrays, "NARROW_BLOCK", 64)
+    monkeypatch.setattr(arrays, "HOST_PIECE_BYTES", 512)
+    rng = np.random.default_rng(where)
+    src = rng.integers(0, 2**31, 5000)
+    dst = np.zeros(5000, np.int32)
+    assert arrays.narrow_parallel([(dst, src), (dst[:0], src[:0])], 2**31) and np.array_equal(dst, src)
+    for bad, dtype in ((-1, np.int64), (2**31, np.int64), (2**63 + 5, np.uint64), (-3, np.int16)):
+        s2 = src.astype(dtype) if dtype != np.int16 else (src % 30000).astype(np.int16)
+        s2[where] = bad
+        assert not arrays.narrow_parallel([(np.zeros(5000, np.int32), s2)], 2**31), (bad, dtype)
+    small = (src % 1000).astype(np.uint16)
+    out = np.zeros(5000, np.int32)
+    assert arrays.narrow_parallel([(out, small)], 1000) and np.array_equal(out, small)
+    assert small.max() == 999 and not arrays.narrow_parallel([(out, small)], 999)
+
+
+def test_narrowed_ids_go_from_the_callers_scratch(monkeypatch):
+    """``encode_columns(scratch=)``: int64 ids that fit are narrowed into the scratch array the
+    caller keeps (the body's two columns are views of it, the same memory batch after batch);
+    a batch with a bad id goes as int64, whatever the scratch then holds."""
+    asked = []
+    held = np.full(20_000, -7, np.int32)
+
+    def scratch(count):
+        asked.append(count)
+        return held[:count]
+
+    rng = np.random.default_rng(3)
+    s, t = rng.integers(0, 2**31, 6000), rng.integers(0, 2**31, 6000)
+    for _ in range(2):
+        pieces, size = encode_columns(s, t, narrow=True, scratch=scratch)
+        gs, gt = _sent(pieces)
+        assert gs.dtype == np.int32 and np.array_equal(gs, s) and np.array_equal(gt, t)
+        assert all(np.shares_memory(np.frombuffer(p, np.int32), held) for p in pieces[1:])
+        assert size == len(pieces[0]) + 8 * 6000
+    assert asked == [12_000, 12_000]
+    s[5999] = 2**31
+    gs, gt = _sent(encode_columns(s, t, narrow=True, scratch=scratch)[0])
+    assert gs.dtype == np.int64 and gs[5999] == 2**31 and np.array_equal(gt, t)
+
+
+def test_server_timing_header_round_trip():
+    """The ``Server-Timing`` value the server writes is read back as seconds by step; entries
+    without a readable ``dur`` (or with other parameters first) are read as the header allows."""
+    from distgrail.server.wire import server_timing, timing_of
+
+    steps = {"read": 0.0123456, "decode": 0.0, "answer": 1.5, "encode": 2e-6, "wait": 0.25}
+    value = server_timing(steps)
+    assert value.startswith("read;dur=12.346, decode;dur=0.000, answer;dur=1500.000")
+    back = timing_of(value)
+    assert list(back) == list(steps) and all(abs(back[k] - steps[k]) < 1e-6 for k in steps)
+    assert timing_of('cache;desc="Cache Read";dur=23.2, db, app;dur=x, total;DUR=1') == {"cache": 0.0232, "total": 0.001}
+    assert timing_of(None) == {} and timing_of("") == {}

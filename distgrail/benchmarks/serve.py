@@ -14,7 +14,9 @@ server of several ranks once with each ``serve --front``).
    (``distgrail.connect(url).query``: encode, HTTP on loopback, decode, answer, back) after one
    warm-up call, both the median of ``--repeat``; and the cold CLI, ``distgrail query INDEX
    PAIRS.npy -o A.npy`` in a new process (wall, one run: start-up, open, upload, answer,
-   write). Ratios side by side; every answer checked against the in-process answers.
+   write). Ratios side by side; every answer checked against the in-process answers; and the
+   server's own steps for the last round trip (its ``Server-Timing``: the body's read, decode,
+   answer, encode, wait).
 3. ``--clients`` threads, each with its own connection, send batches of ``--client-pairs`` pairs
    (random slices of the largest set) for ``--seconds`` s: pairs/s, requests/s, p50/p99 latency
    as the clients see it and as the server reports it, wrong answers (checked against the
@@ -128,11 +130,13 @@ def round_trips(args, idx, server, s_all, t_all, want_all, tmp):
         cli, ans = cold_cli(args.index, s, t, args.backend, tmp) if not args.no_cli else (float("nan"), want)
         if not np.array_equal(ans, want):
             raise SystemExit(f"{k} pairs: the CLI's answers differ from Index.query's")
+        took = server.last_timing  # (the last timed request's Server-Timing: where the server spent it)
         rows.append({"pairs": k, "in_process_s": local, "server_s": trip, "server_answer_s": stats.seconds,
                      "cold_cli_s": cli, "server_over_in_process": trip / local, "cli_over_server": cli / trip,
-                     "searched": stats.searched})
+                     "searched": stats.searched, "server_timing_s": took})
         print(f"{k:>12,} {local * 1e3:12.2f} {trip * 1e3:12.2f} {stats.seconds * 1e3:10.2f} {cli:10.2f} "
-              f"{trip / local:9.2f}x {cli / trip:11.1f}x", flush=True)
+              f"{trip / local:9.2f}x {cli / trip:11.1f}x  "
+              + " ".join(f"{name} {v * 1e3:.1f}" for name, v in took.items()), flush=True)
     return rows
 
 
@@ -364,7 +368,7 @@ def one_server(args, idx, s_all, t_all, want_all, largest, ranks, front="root") 
         print(f"server of {ranks} rank(s){' (--front ranks)' if front == 'ranks' else ''} {url} ready in "
               f"{ready:.2f} s on {client.info['device']}")
         print(f"{'pairs':>12} {'in-proc ms':>12} {'server ms':>12} {'(answer)':>10} {'cold CLI s':>10} "
-              f"{'srv/proc':>10} {'CLI/srv':>12}")
+              f"{'srv/proc':>10} {'CLI/srv':>12}  the server's steps, ms (Server-Timing of the last request)")
         with tempfile.TemporaryDirectory(prefix="distgrail-serve-bench-") as tmp:
             results["round_trip"] = round_trips(args, idx, client, s_all, t_all, want_all, tmp)
         if args.clients and args.seconds > 0:

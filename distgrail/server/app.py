@@ -58,9 +58,9 @@ from .. import cores
 from .._version import __version__
 from ..errors import DistGrailError, GraphFormatError, QueryError
 from .limits import DEFAULT_BODY_TIMEOUT, DEFAULT_CLIENT_CONNECTIONS, BodyClock, Late
-from .wire import JSON, NPY, STATS_HEADER, decode_pairs, encode_answers
+from .wire import JSON, NPY, STATS_HEADER, TIMING_HEADER, decode_pairs, encode_answers, server_timing
 
-__all__ = ["Service", "BODY_FIRST_BYTES", "GPU_BATCHES_AT_ONCE", "LATENCY_WINDOW", "SHARD_MIN_PAIRS"]
+__all__ = ["Service", "BodyBuffers", "BODY_FIRST_BYTES", "GPU_BATCHES_AT_ONCE", "LATENCY_WINDOW", "SHARD_MIN_PAIRS"]
 
 #: a request body's buffer starts at this size (or its Content-Length, if smaller) and doubles
 #: as bytes arrive
@@ -129,6 +129,7 @@ class Service:
         self.max_waiting = int(max_waiting) if max_waiting is not None else 16 * self.workers
         self.pool = ThreadPoolExecutor(self.workers, thread_name_prefix="distgrail-query")
         self._streams = threading.local()
+        self.bodies = BodyBuffers()
         self.device_name = _device_name(backend)
         self.started = time.time()
         self.requests = self.batches = self.pairs = self.in_flight = self.receiving = self.gone = 0
@@ -221,9 +222,12 @@ class Service:
         return (f"the batch took longer than this server's limit of {self.timeout:g} s "
                 "a request (distgrail serve --timeout): send smaller batches")
 
-    def _work(self, body: bytes, content_type: str, accept: str, columns: bool):
-        """Decode, answer, encode: ``(content type, body, headers, pairs)``."""
+    def _work(self, body: bytes, content_type: str, accept: str, columns: bool, timing: dict | None = None):
+        """Decode, answer, encode: ``(content type, body, headers, pairs)``; each step's seconds
+        into ``timing`` (``decode``, ``answer``, ``encode``) where given."""
+        t0 = time.perf_counter()
         s, t, as_json = decode_pairs(body, content_type, self.label_kind, columns)
+        t1 = time.perf_counter()
         k = int(np.shape(s)[0]) if np.ndim(s) else 0
         if k > self.max_pairs:
             raise _Refused(413, f"{k:,} pairs is over this server's limit of {self.max_pairs:,} pairs a request "
@@ -232,13 +236,17 @@ class Service:
             answers, stats = self._sharded(s, t)
         else:
             answers, stats = self.answer(s, t)
+        t2 = time.perf_counter()
         st = stats.as_dict()
         if not np.isfinite(st["queries_per_second"]):
             st["queries_per_second"] = None
         if as_json or JSON in accept:
-            doc = {"answers": answers.tolist(), "stats": st}
-            return JSON, json.dumps(doc).encode(), {}, k
-        return NPY, encode_answers(answers), {STATS_HEADER: json.dumps(st)}, k
+            out = JSON, json.dumps({"answers": answers.tolist(), "stats": st}).encode(), {}, k
+        else:
+            out = NPY, encode_answers(answers), {STATS_HEADER: json.dumps(st)}, k
+        if timing is not None:
+            timing.update(decode=t1 - t0, answer=t2 - t1, encode=time.perf_counter() - t2)
+        return out
 
     # -- HTTP handlers, on the event loop ----------------------------------------------------
     def _authorize(self, request):
@@ -265,22 +273,27 @@ class Service:
         try:
             self._authorize(request)
             body, columns = await self._body(request)
+            timing = {"read": time.perf_counter() - t0}
             self.in_flight += 1
             try:
                 fut = asyncio.get_running_loop().run_in_executor(
                     self.pool, self._work, body, request.headers.get("Content-Type", ""),
-                    request.headers.get("Accept", ""), columns)
+                    request.headers.get("Accept", ""), columns, timing)
                 try:
                     ctype, out, headers, k = await asyncio.wait_for(fut, self.timeout)
                 except asyncio.TimeoutError:
                     raise _Refused(504, self._late()) from None
+                self.bodies.give(body.obj)  # (answered: nothing reads the pairs any more)
             finally:
                 self.in_flight -= 1
         except Exception as e:
             return await self._failed(request, e)
         self.batches += 1
         self.pairs += k
-        self.latency.append(time.perf_counter() - t0)
+        took = time.perf_counter() - t0
+        self.latency.append(took)
+        timing["wait"] = max(0.0, took - sum(timing.values()))
+        headers[TIMING_HEADER] = server_timing(timing)
         return web.Response(body=out, content_type=ctype, headers=headers)
 
     async def edges(self, request):
@@ -356,7 +369,7 @@ class Service:
         at, most = 0, self.max_body if size is None else size
         first = most if size is not None and not _strict_commit() else min(most, BODY_FIRST_BYTES)
         try:
-            buf = _buffer(first)
+            buf = self.bodies.take(first) if first == most else _buffer(first)
         except MemoryError:  # more than this machine can map at once: grown as bytes come instead
             buf = _buffer(min(most, BODY_FIRST_BYTES))
         clock = BodyClock(request.content, self.body_timeout)
@@ -448,7 +461,7 @@ class Service:
                 "latency_ms": {"p50": pct(50), "p99": pct(99), "max": pct(100), "over_requests": int(lat.size)},
                 "receiving": self.receiving, "clients_gone": self.gone,
                 "connections": None if self.gate is None else self.gate.connections,
-                "rss_bytes": rss_bytes(), "max_pairs": self.max_pairs, "max_body_bytes": self.max_body,
+                "rss_bytes": rss_bytes(), "body_buffers_bytes": self.bodies.held, "max_pairs": self.max_pairs, "max_body_bytes": self.max_body,
                 "timeout_seconds": self.timeout, "body_timeout_seconds": self.body_timeout,
                 "max_client_connections": self.max_client_connections, "max_waiting": self.max_waiting,
                 "token": self.token is not None, "updates": self.updates, "edges_inserted": self.edges_inserted,
@@ -491,6 +504,47 @@ def _strict_commit() -> bool:
             return f.read().strip() == "2"
     except OSError:
         return False
+
+
+class BodyBuffers:
+    """Request bodies' buffers kept for the next requests: a fresh buffer's pages are faulted in
+    one at a time as the body lands in it, on every request (docs/benchmarks.md, session 50). A buffer comes back only after its batch was answered (never after a
+    timeout or an error, when a thread or a queued collective may still read it); at most
+    :attr:`KEEP` are kept, the smallest let go first."""
+
+    KEEP = 2
+
+    def __init__(self):
+        self._free: list = []
+        self._lock = threading.Lock()
+
+    def take(self, size: int) -> np.ndarray:
+        """A buffer of exactly ``size`` bytes: a view of the smallest kept one that holds them,
+        else a new one."""
+        with self._lock:
+            fits = [i for i, b in enumerate(self._free) if b.size >= size]
+            if fits:  # (by place, not list.remove: == of two arrays compares their elements)
+                return self._free.pop(min(fits, key=lambda i: self._free[i].size))[:size]
+        return _buffer(size)
+
+    def give(self, buf) -> None:
+        """Keep ``buf`` (a buffer :meth:`take` gave, or a view of one) for a later request."""
+        if not isinstance(buf, np.ndarray) or buf.dtype != np.uint8 or buf.ndim != 1:
+            return
+        while buf.base is not None and isinstance(buf.base, np.ndarray):  # the whole buffer, not the view
+            buf = buf.base
+        with self._lock:
+            if any(b is buf for b in self._free):
+                return
+            self._free.append(buf)
+            self._free.sort(key=lambda b: b.size)
+            del self._free[:-self.KEEP]
+
+    @property
+    def held(self) -> int:
+        """Bytes of the buffers kept now."""
+        with self._lock:
+            return sum(b.size for b in self._free)
 
 
 def _doubled(buf: np.ndarray, used: int, size: int) -> np.ndarray:

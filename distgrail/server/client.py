@@ -29,7 +29,8 @@ import numpy as np
 
 from .. import settings
 from ..errors import DistGrailError, QueryError
-from .wire import JSON, NPY, STATS_HEADER, decode_answers, encode_columns, refuse_wrapping_ids, stats_from_dict
+from .wire import (JSON, NPY, STATS_HEADER, TIMING_HEADER, decode_answers, encode_columns, refuse_wrapping_ids,
+                   stats_from_dict, timing_of)
 
 __all__ = ["connect", "Client", "ServerError", "TOKEN_ENV"]
 
@@ -223,11 +224,29 @@ class Client:
         # sent piece by piece: the columns are not copied (but narrowed to int32 where they fit
         # and the server's vertex ids do: half the bytes to send and to read)
         narrow = self.label_kind is None and int(self.info.get("n", 2**62)) <= 2**31
-        pieces, size = encode_columns(s, t, narrow=narrow)
+        pieces, size = encode_columns(s, t, narrow=narrow, scratch=self._scratch)
         status, headers, body = self._request("POST", "/query?layout=columns", pieces,
                                               {"Content-Type": NPY, "Accept": NPY, "Content-Length": str(size)})
         stats = stats_from_dict(json.loads(headers.get(STATS_HEADER, "{}")))
+        self._local.timing = timing_of(headers.get(TIMING_HEADER))
         return decode_answers(body), stats
+
+    def _scratch(self, count: int) -> np.ndarray:
+        """This thread's int32 array of at least ``count`` that a batch's ids are narrowed into,
+        kept for its next batches (their pages already given by the kernel); the body is sent
+        before the thread's next batch writes it."""
+        have = getattr(self._local, "scratch", None)
+        if have is None or have.size < count:
+            have = self._local.scratch = None  # (the old one let go before the new one is made)
+            have = self._local.scratch = np.empty(count, np.int32)
+        return have[:count]
+
+    @property
+    def last_timing(self) -> dict:
+        """Where this thread's last ``/query`` request spent its time on the server, from its
+        ``Server-Timing`` header: seconds by step (``read``: the body arriving; ``decode``,
+        ``answer``, ``encode``; ``wait``: for a thread, and the rest). Empty before a request."""
+        return dict(getattr(self._local, "timing", None) or {})
 
     def _refuse_wrapping(self, s, t):
         """``(s, t)`` to send, once a uint64 id or integer label past 2^63 - 1 that the body would

@@ -27,12 +27,16 @@ import numpy as np
 
 from ..errors import QueryError
 
-__all__ = ["NPY", "JSON", "STATS_HEADER", "BODY_NAME", "decode_pairs", "encode_columns", "encode_answers",
+__all__ = ["NPY", "JSON", "STATS_HEADER", "TIMING_HEADER", "server_timing", "timing_of", "BODY_NAME", "decode_pairs",
+           "encode_columns", "encode_answers",
            "decode_answers", "stats_from_dict", "npy_array", "refuse_wrapping_ids"]
 
 NPY = "application/x-npy"
 JSON = "application/json"
 STATS_HEADER = "X-Distgrail-Stats"
+#: the W3C Server-Timing header: where a batch's time went on the server (milliseconds), ``read``
+#: (its body arriving), ``decode``, ``answer``, ``encode`` and ``wait`` (for a thread, and the rest)
+TIMING_HEADER = "Server-Timing"
 #: how messages about a request's body name it (where ``distgrail query`` names the pairs file)
 BODY_NAME = "request body"
 _MAGIC = b"\x93NUMPY"
@@ -153,28 +157,51 @@ def _clip(error: Exception) -> str:
     return text if len(text) <= 200 else text[:197] + "..."
 
 
-def encode_columns(sources, targets, narrow: bool = False) -> tuple[list, int]:
+def encode_columns(sources, targets, narrow: bool = False, scratch=None) -> tuple[list, int]:
     """The ``?layout=columns`` body of a batch, a .npy (2, k) array, as ``(pieces, bytes)``: the
     header, then the sources and the targets as they lie in memory (no copy when they are
     contiguous of one dtype). int64 ids (uint64 when both columns are unsigned of 64 bits) or
     labels, unicode labels; other dtypes go as they are (the server answers with
     :meth:`Index.query`'s message about them). ``narrow`` (vertex ids,
     an index of fewer than 2^31 vertices): ids that all fit int32 go as int32, half the bytes
-    (int32 ones as they are; wider ones checked by one threaded maximum, then narrowed by the
-    host threads); a batch with any id outside 0..2^31-1 goes as int64, so the server names
-    the bad id as it was given."""
+    (int32 ones as they are; wider ones checked and narrowed in one pass by the host threads,
+    :func:`~distgrail.arrays.narrow_parallel`); a batch with any id outside 0..2^31-1 goes as int64, so the server names
+    the bad id as it was given. ``scratch(count)``: an int32 array of at least ``count`` to
+    narrow into (a client thread's, kept between its batches: fresh pages cost the kernel's
+    faults on every batch), valid until the body is sent."""
     s, t = np.asarray(sources), np.asarray(targets)
     if s.shape != t.shape or s.ndim != 1:
         raise QueryError(f"sources and targets must be 1-D of equal length, got shapes {s.shape} and {t.shape}")
     if s.dtype.kind == "O" or t.dtype.kind == "O":  # e.g. Python strings in an object array
         s, t = s.astype(str), t.astype(str)
     if s.dtype.kind in "iub" and t.dtype.kind in "iub" and "b" not in s.dtype.kind + t.dtype.kind:
-        dtype = np.dtype(np.int32 if narrow and _fit_int32(s, t) else np.int64)
+        fits = None
+        if narrow and (s.dtype != np.int32 or t.dtype != np.int32):
+            both = _narrowed(s, t, scratch)
+            if both is not None:
+                return _npy_columns(*both)
+            fits = False
+        dtype = np.dtype(np.int32 if narrow and (fits is None and _fit_int32(s, t)) else np.int64)
         if dtype == np.int64 and s.dtype.kind == t.dtype.kind == "u" and max(s.itemsize, t.itemsize) == 8:
             dtype = np.dtype(np.uint64)  # (ids past 2^63 - 1 would wrap in int64: the server names them as given)
     else:
         dtype = np.result_type(s.dtype, t.dtype)
-    s, t = (_contiguous(a, dtype.newbyteorder("=")) for a in (s, t))
+    return _npy_columns(*(_contiguous(a, dtype.newbyteorder("=")) for a in (s, t)))
+
+
+def _narrowed(s: np.ndarray, t: np.ndarray, scratch=None):
+    """Integer ids ``s``, ``t`` as two int32 columns (of ``scratch(2k)`` where given), checked and
+    copied in one pass by the host threads; None when any lies outside 0..2^31-1."""
+    from ..arrays import narrow_parallel
+
+    k = s.size
+    out = scratch(2 * k) if scratch is not None else np.empty(2 * k, np.int32)
+    cols = out[:k], out[k:2 * k]
+    return cols if narrow_parallel(list(zip(cols, (s, t))), 2**31) else None
+
+
+def _npy_columns(s: np.ndarray, t: np.ndarray) -> tuple[list, int]:
+    """The pieces of a (2, k) .npy body whose rows are the contiguous columns ``s``, ``t``."""
     buf = io.BytesIO()
     header = np.lib.format.header_data_from_array_1_0(s)
     header["shape"] = (2, s.size)
@@ -226,6 +253,27 @@ def encode_answers(answers: np.ndarray) -> bytes:
     buf = io.BytesIO()
     np.lib.format.write_array_header_1_0(buf, np.lib.format.header_data_from_array_1_0(arr))
     return b"".join((buf.getvalue(), memoryview(arr.view(np.uint8))))
+
+
+def server_timing(seconds: dict) -> str:
+    """A ``Server-Timing`` header's value: each step's milliseconds (``read;dur=12.345, ...``)."""
+    return ", ".join(f"{name};dur={1e3 * s:.3f}" for name, s in seconds.items())
+
+
+def timing_of(value: str | None) -> dict:
+    """Seconds by step from a ``Server-Timing`` header's value (what :func:`server_timing` wrote;
+    entries without a ``dur`` are left out)."""
+    out = {}
+    for entry in (value or "").split(","):
+        name, *params = (p.strip() for p in entry.split(";"))
+        for p in params:
+            key, _, val = p.partition("=")
+            if name and key.strip().lower() == "dur":
+                try:
+                    out[name] = float(val) / 1e3
+                except ValueError:
+                    pass
+    return out
 
 
 def decode_answers(body: bytes) -> np.ndarray:
