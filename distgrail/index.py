@@ -196,13 +196,18 @@ class Index:
         out = a["supports/out"] if K else np.zeros((C, 0), np.uint64)
         inn = a["supports/in"] if K else np.zeros((C, 0), np.uint64)
         W = int(out.shape[1])
-        if be.is_gpu:  # uploaded as stored, widened and packed on the device
-            rec = records_on_device(be, a["dag/level"], post0, a["forest/subtree_size"], iv, out, inn)
+        if be.is_gpu:  # uploaded as stored (through a Stager's threads), widened and packed on the device
+            from .gpu.dma import Stager
+
             ix = a["dag/indices"]
-            return Labels(comp=_on_device(be, a["vertex/component"], np.int32),
-                          indptr=_on_device(be, a["dag/indptr"], np.int64),
-                          indices=_on_device(be, ix if ix.size else np.zeros(1, np.int32), np.int32),
-                          C=C, d=d, W=W, rec=rec)
+            with Stager(be.xp, be.device) as stager:
+                rec = records_on_device(be, a["dag/level"], post0, a["forest/subtree_size"], iv, out, inn,
+                                        upload=stager.upload)
+                csr = stager.upload([a["vertex/component"], a["dag/indptr"], ix if ix.size else np.zeros(1, np.int32)])
+            with be.on_device():
+                comp, indptr, indices = (x if x.dtype == t else x.astype(t) for x, t in
+                                         zip(csr, (np.int32, np.int64, np.int32)))
+            return Labels(comp=comp, indptr=indptr, indices=indices, C=C, d=d, W=W, rec=rec)
         return field_labels(a, C, d, K)
 
     def check_pairs(self, sources, targets, narrow: bool = False, ids: bool = False):
@@ -335,12 +340,6 @@ def _narrow_levels(level: np.ndarray) -> np.ndarray:
         return level
     want = np.dtype(smallest_uint(int(max_parallel(level))))
     return level.astype(want) if want.itemsize < level.dtype.itemsize else level
-
-
-def _on_device(be, a: np.ndarray, dtype):
-    """``a`` on ``be``'s device in ``dtype``: uploaded as stored (its smallest type), widened there."""
-    dev = be.asarray(a)
-    return dev if dev.dtype == dtype else dev.astype(dtype)
 
 
 def index_meta(graph, dag, dims, seed, parent_rule, digest) -> dict:

@@ -19,7 +19,7 @@ from .. import settings
 from ..errors import BackendError
 from .dma import STAGE_MIN_BYTES, NoThread, download_large, touch_pages, upload_large
 
-__all__ = ["Backend", "get_backend", "gpu_available", "BACKENDS"]
+__all__ = ["Backend", "get_backend", "gpu_available", "ready_beside", "BACKENDS"]
 
 BACKENDS = ("auto", "cpu", "gpu")
 
@@ -34,6 +34,34 @@ def gpu_available() -> bool:
         return bool(cupy.cuda.is_available())
     except Exception:
         return False
+
+
+def ready_beside(be) -> object:
+    """Make GPU backend ``be``'s CUDA context and put a :class:`~distgrail.gpu.dma.Stager`'s
+    page-locked buffers into CuPy's pinned pool on a thread of its own, while the caller reads an
+    index: the labels' upload then finds both. Returns what to ``join()`` before the upload
+    (nothing is done on the CPU). CuPy is imported by the caller (:func:`get_backend` did): an
+    import on the thread would hold the GIL the read's threads need. A failure here is left to
+    the upload to meet and report."""
+    if not be.is_gpu:
+        return NoThread()
+    import threading
+
+    from .dma import Stager
+
+    cp = be.xp
+
+    def run():
+        try:
+            with cp.cuda.Device(be.device):
+                cp.cuda.runtime.free(0)  # (makes the context)
+                Stager.reserve(cp)
+        except Exception:  # noqa: BLE001 - an optimisation only
+            pass
+
+    t = threading.Thread(target=run, name="distgrail-gpu-ready", daemon=True)
+    t.start()
+    return t
 
 
 @dataclass(frozen=True)

@@ -2,7 +2,9 @@
 
 Pages are locked with ``cudaHostRegister`` for the copy (far cheaper than a fresh pinned
 allocation: docs/benchmarks.md); when they cannot be locked, the copy goes through pinned staging
-buffers. :func:`touch_pages` pre-faults fresh host memory while the GPU works.
+buffers. :func:`touch_pages` pre-faults fresh host memory while the GPU works. A
+:class:`Stager` sends many large arrays at once through page-locked buffers over host threads
+(an index's query state: locking each array's pages runs on one thread in the driver).
 """
 
 from __future__ import annotations
@@ -10,12 +12,15 @@ from __future__ import annotations
 import contextlib
 import threading
 import time
+from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 
+from .. import cores
 from ..arrays import populate
 
-__all__ = ["STAGE_MIN_BYTES", "upload_large", "download_large", "touch_pages", "lock_pages", "NoThread", "Arrivals"]
+__all__ = ["STAGE_MIN_BYTES", "upload_large", "download_large", "touch_pages", "lock_pages", "NoThread", "Arrivals",
+           "Stager", "STAGER_THREADS", "STAGER_PIECE"]
 
 
 class NoThread:
@@ -102,6 +107,93 @@ def download_large(cupy, a, out=None) -> np.ndarray:
     if not _dma(cupy, out, out.ctypes.data, a.data.ptr, cupy.cuda.runtime.memcpyDeviceToHost):
         _staged_download(cupy, a, out)
     return out
+
+
+#: host threads of a :class:`Stager` (at most; no more than the cores this process may use) and
+#: the bytes of each of a thread's two page-locked buffers: 8 threads copy through such buffers
+#: at twice the rate of a copy from pages locked with ``cudaHostRegister``, which the driver
+#: does on one thread (docs/benchmarks.md); their 256 MiB is taken once, from CuPy's pinned pool
+STAGER_THREADS = 8
+STAGER_PIECE = 16 << 20
+
+
+class Stager:
+    """Host -> device copies of many arrays at once: each array cut into pieces of ``piece``
+    bytes, dealt round-robin to ``threads`` host threads, each of which copies its pieces into
+    one of two page-locked buffers of its own (NumPy's copy drops the GIL) and sends it on a
+    stream of its own while it fills the other. ``upload(arrays)`` returns the device arrays
+    (same shapes and types; an array already on the device is passed through) once every piece
+    has landed. The threads' streams start after the work queued on the caller's stream so far
+    (the new arrays may reuse memory that work still reads). Made on ``device``; a ``with``
+    block or :meth:`close` ends the threads (the buffers go back to CuPy's pinned pool)."""
+
+    def __init__(self, cupy, device: int, threads: int | None = None, piece: int = STAGER_PIECE):
+        self.cp, self.device = cupy, int(device)
+        self.threads = max(1, min(STAGER_THREADS, cores.usable()) if threads is None else int(threads))
+        self.piece = max(1, int(piece))
+        self._pool = ThreadPoolExecutor(self.threads, thread_name_prefix="distgrail-stage")
+        self._lanes = [None] * self.threads  # per thread: (buffers, stream, events), made there
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+    def close(self) -> None:
+        self._pool.shutdown(wait=True)
+        self._lanes = [None] * self.threads
+
+    @staticmethod
+    def reserve(cupy, threads: int | None = None, piece: int = STAGER_PIECE) -> None:
+        """Take the page-locked buffers of a Stager of ``threads`` threads into CuPy's pinned pool
+        now, where the Stager finds them (:func:`~distgrail.gpu.backend.ready_beside`)."""
+        n = max(1, min(STAGER_THREADS, cores.usable()) if threads is None else int(threads))
+        held = [cupy.cuda.alloc_pinned_memory(int(piece)) for _ in range(2 * n)]
+        del held  # (back to the pool, kept there)
+
+    def upload(self, arrays) -> list:
+        cp = self.cp
+        out, pieces = [], []
+        with cp.cuda.Device(self.device):
+            for h in arrays:
+                if not isinstance(h, np.ndarray):
+                    out.append(cp.asarray(h))
+                    continue
+                h = np.ascontiguousarray(h)
+                d = cp.empty(h.shape, dtype=h.dtype)
+                out.append(d)
+                if h.nbytes:
+                    src = h.reshape(-1).view(np.uint8)
+                    pieces += [(src, d.data.ptr, lo, min(src.size, lo + self.piece))
+                               for lo in range(0, src.size, self.piece)]
+            if not pieces:
+                return out
+            after = cp.cuda.get_current_stream().record()
+        lanes = min(self.threads, len(pieces))
+        for f in [self._pool.submit(self._send, k, pieces[k::lanes], after) for k in range(lanes)]:
+            f.result()
+        return out
+
+    def _send(self, k: int, pieces, after) -> None:
+        """Thread ``k``: copy ``pieces`` through its two buffers, its stream waiting for ``after``."""
+        cp = self.cp
+        with cp.cuda.Device(self.device):
+            if self._lanes[k] is None:
+                mems = [cp.cuda.alloc_pinned_memory(self.piece) for _ in range(2)]
+                bufs = [np.frombuffer(m, dtype=np.uint8, count=self.piece) for m in mems]
+                self._lanes[k] = (bufs, mems, cp.cuda.Stream(non_blocking=True), [None, None])
+            bufs, _mems, stream, done = self._lanes[k]
+            stream.wait_event(after)
+            for j, (src, dst, lo, hi) in enumerate(pieces):
+                b = j % 2
+                if done[b] is not None:
+                    done[b].synchronize()  # the copy out of this buffer has finished
+                np.copyto(bufs[b][:hi - lo], src[lo:hi])
+                cp.cuda.runtime.memcpyAsync(dst + lo, bufs[b].ctypes.data, hi - lo,
+                                            cp.cuda.runtime.memcpyHostToDevice, stream.ptr)
+                done[b] = stream.record()
+            stream.synchronize()
 
 
 def _pinned(cupy, nbytes):

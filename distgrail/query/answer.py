@@ -73,7 +73,8 @@ COMPILED_PREFILTER_FIRST = 1 << 22
 _NUMPY_PAIRS = [0]
 
 #: components per block of :func:`records_on_device` (its device scratch beyond the records:
-#: about 8 + 16 W bytes per component of a block)
+#: the block's slices as stored and their widened copies, at most about 24 + 16 W + 8 d bytes
+#: per component of a block)
 RECORD_BLOCK = 1 << 23
 _BLOCK = 256
 _I32_MAX = np.iinfo(np.int32).max
@@ -263,15 +264,17 @@ def records(level, start0, post0, lo, hi, out, inn) -> np.ndarray:
     return rec
 
 
-def records_on_device(be, level, post0, subtree_size, intervals, out, inn, block: int = RECORD_BLOCK):
+def records_on_device(be, level, post0, subtree_size, intervals, out, inn, block: int = RECORD_BLOCK,
+                      upload=None):
     """:func:`records` packed on ``be``'s GPU from the index's stored host arrays: ``level`` (C,),
     ``post0`` (C,), ``subtree_size`` (C,) (``start0 = post0 - subtree_size + 1``), ``intervals``
     (d, C, 2) and the (C, W) masks ``out``/``inn``; the same int32 bytes as :func:`records` (its
     NumPy twin). Host-side packing writes each of the R columns across the whole (C, R) array
     (seconds for a large index: docs/benchmarks.md); here each block of ``block``
-    components is uploaded as stored (contiguous slices: large ones by DMA) and packed by the GPU,
-    so the host only reads what it has. Arrays already on the device (an update's swept arrays)
-    are packed where they are."""
+    components is uploaded as stored (contiguous slices) and packed by the GPU, so the host only
+    reads what it has. ``upload(list of arrays)``: the block's slices on the device, all at once
+    (a :class:`~distgrail.gpu.dma.Stager`'s; default: one ``be.asarray`` after another). Arrays
+    already on the device (an update's swept arrays) are packed where they are."""
     C = int(level.shape[0])
     d, W = int(intervals.shape[0]), int(out.shape[1])
     if C >= _I32_MAX:
@@ -279,21 +282,25 @@ def records_on_device(be, level, post0, subtree_size, intervals, out, inn, block
     R = record_width(d, W)
     B = 4 + 4 * W
     xp = be.xp
+    send = upload if upload is not None else (lambda arrays: [be.asarray(x) for x in arrays])
     with be.on_device():
         rec = xp.zeros((max(C, 1), R), dtype=xp.int32)
         for a in range(0, C, max(1, int(block))):
             b = min(C, a + max(1, int(block)))
             blk = rec[a:b]
-            blk[:, 0] = be.asarray(level[a:b])
-            post = be.asarray(post0[a:b]).astype(xp.int64)
-            blk[:, 1] = post - be.asarray(subtree_size[a:b]).astype(xp.int64) + 1
+            got = send([level[a:b], post0[a:b], subtree_size[a:b]] + ([out[a:b], inn[a:b]] if W else [])
+                       + [intervals[i, a:b] for i in range(d)])
+            blk[:, 0] = got[0]
+            post = got[1].astype(xp.int64)
+            blk[:, 1] = post - got[2].astype(xp.int64) + 1
             blk[:, 2] = post
             del post
             if W:
-                blk[:, 4:4 + 2 * W] = _words(be, out[a:b])
-                blk[:, 4 + 2 * W:4 + 4 * W] = _words(be, inn[a:b])
-            for i in range(d):
-                blk[:, B + 2 * i:B + 2 * i + 2] = be.asarray(intervals[i, a:b])
+                blk[:, 4:4 + 2 * W] = _words(be, got[3])
+                blk[:, 4 + 2 * W:4 + 4 * W] = _words(be, got[4])
+            for i, iv in enumerate(got[5 if W else 3:]):
+                blk[:, B + 2 * i:B + 2 * i + 2] = iv
+            del got
     return rec
 
 

@@ -206,7 +206,7 @@ def serve(index_path: str, *, host: str, port: int, backend: str, token: str | N
     except ImportError:
         raise DistGrailError("distgrail serve needs aiohttp: pip install 'distgrail[serve]'") from None
     import distgrail
-    from ..gpu.backend import get_backend
+    from ..gpu.backend import get_backend, ready_beside
     from .app import Service
 
     def say(text):
@@ -219,9 +219,11 @@ def serve(index_path: str, *, host: str, port: int, backend: str, token: str | N
     try:
         if not is_loopback(host) and token is None:
             say(f"warning: serving on {host} without --token/--token-file: anyone who reaches this port can query")
-        say(f"opening {index_path}")
-        idx = distgrail.open_index(index_path)
         be = get_backend(backend)
+        say(f"opening {index_path}")
+        early = ready_beside(be)  # (the CUDA context and the upload's buffers while the index is read)
+        idx = distgrail.open_index(index_path)
+        early.join()
         say(f"{idx.n:,} vertices, {idx.C:,} components, d={idx.dims}, K={idx.supports} "
             f"(opened in {time.perf_counter() - t0:.2f} s); loading the labels on {be.name}")
         idx.labels(be)
@@ -246,7 +248,7 @@ def serve_ranks(comm, index_path: str, *, host: str, port: int, backend: str, sh
     every rank. Start-up failures on any rank are the same RankError on every rank. ``front``:
     :data:`FRONTS` (module doc); ``shard_min_pairs`` None: not given (the default, with
     ``front`` root)."""
-    from ..gpu.backend import get_backend
+    from ..gpu.backend import get_backend, ready_beside
     from ..mpi.binding import bind_gpu
     from ..mpi.errors import RankError, run_shared
     from ..mpi.opening import open_on_ranks
@@ -290,7 +292,9 @@ def serve_ranks(comm, index_path: str, *, host: str, port: int, backend: str, sh
         say(f"opening {index_path} on {comm.Get_size()} ranks")
         dev = bind_gpu(comm, backend, share=share_gpus)
         be = run_shared(comm, "selecting the backend", get_backend, backend, dev)
+        early = ready_beside(be)  # (the CUDA context and the upload's buffers while the index is read)
         idx = open_on_ranks(comm, index_path)  # (the values checked once, by rank 0)
+        early.join()
         run_shared(comm, "comparing the index of every rank", same_index_everywhere, comm, idx)
         say(f"{idx.n:,} vertices, {idx.C:,} components, d={idx.dims}, K={idx.supports} "
             f"(opened in {time.perf_counter() - t0:.2f} s); loading the labels on {be.name} on every rank")
