@@ -108,29 +108,15 @@ def test_stager_sends_every_byte_of_every_array_in_pieces_over_its_threads():
         assert st.upload([passed])[0] is not passed
 
 
-class _Backend:
-    """records_on_device's Backend on NumPy, its uploads through a Stager on the stand-in."""
-
-    xp = np
-
-    @staticmethod
-    def asarray(a):
-        return np.asarray(a)
-
-    @staticmethod
-    def on_device():
-        return _nothing()
-
-
 @pytest.mark.parametrize("block", [1, 5, 1 << 23])
 def test_records_through_a_stager_are_the_host_records(block):
-    from test_query_steps import GRAPHS, _records_inputs, indexed
+    from test_query_steps import GRAPHS, _HostBackend, _records_inputs, indexed
 
     idx = indexed(GRAPHS["paper"], 130, dims=5)
     L = idx.labels("cpu")
     want = records(L.level, L.start0, L.post0, L.lo, L.hi, L.out.T, L.inn.T)
     with Stager(_fake_cupy(), 0, threads=4, piece=333) as st:
-        got = records_on_device(_Backend, *_records_inputs(idx), block=block, upload=st.upload)
+        got = records_on_device(_HostBackend, *_records_inputs(idx), block=block, upload=st.upload)
     np.testing.assert_array_equal(got, want)
 
 
