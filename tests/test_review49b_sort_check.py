@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 
 from test_condense import GRAPHS, _Arr, fake_gpu  # noqa: F401 (the fixture)
+from test_wide import condense_on_host_cupy
 
 
 def _unsorted(g):
@@ -42,32 +43,10 @@ def test_the_input_key_sort_check_credits_handed_edges(handed):
 
 def test_condense_cuda_of_tells_the_steps_whether_the_edges_were_handed(monkeypatch):
     import distgrail.gpu.memory as memory
-    import distgrail.gpu.sweep as gsweep
     from distgrail.stages import condense as condense_mod
 
-    class FakeCupy:
-        int32 = np.int32
-
-        class cuda:
-            class Device:
-                id = 0
-
-                def __init__(self, *a):
-                    pass
-
-                def __enter__(self):
-                    return self
-
-                def __exit__(self, *a):
-                    return False
-
-        @staticmethod
-        def asarray(a, dtype=None):
-            return np.asarray(a, dtype=dtype)
-
     seen = []
-    monkeypatch.setattr(gsweep, "cupy", lambda: FakeCupy)
-    monkeypatch.setattr(memory, "cupy", lambda: FakeCupy)
+    condense_on_host_cupy(monkeypatch)
     monkeypatch.setattr(memory, "ensure_fits", lambda nbytes, what: None)
     monkeypatch.setattr(condense_mod, "_condense_held", lambda steps, held, n: seen.append(steps.handed) or "dag")
     e = np.arange(5, dtype=np.int32)

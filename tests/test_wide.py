@@ -69,12 +69,12 @@ class _Big:
     dtype = np.dtype(np.int32)
 
 
-def test_condense_cuda_goes_ahead_with_2_31_plus_5_edges(monkeypatch):
-    """condense_cuda with 2^31 + 5 edges reaches the condensation steps (kernels replaced by a
-    recorder) with the memory check asked for 24 bytes per edge, instead of raising."""
+def condense_on_host_cupy(monkeypatch, convert: bool = True) -> None:
+    """CuPy, where ``condense_cuda`` looks for it (``gpu.sweep``, ``gpu.memory``), replaced by a
+    stand-in whose device is the host: ``asarray`` converts (``convert``) or hands arrays through
+    (a stand-in too big to convert)."""
     import distgrail.gpu.memory as memory
     import distgrail.gpu.sweep as gsweep
-    from distgrail.stages import condense as condense_mod
 
     class FakeCupy:
         int32 = np.int32
@@ -94,11 +94,20 @@ def test_condense_cuda_goes_ahead_with_2_31_plus_5_edges(monkeypatch):
 
         @staticmethod
         def asarray(a, dtype=None):
-            return a
+            return np.asarray(a, dtype=dtype) if convert else a
 
-    seen = {"nbytes": []}
     monkeypatch.setattr(gsweep, "cupy", lambda: FakeCupy)
     monkeypatch.setattr(memory, "cupy", lambda: FakeCupy)
+
+
+def test_condense_cuda_goes_ahead_with_2_31_plus_5_edges(monkeypatch):
+    """condense_cuda with 2^31 + 5 edges reaches the condensation steps (kernels replaced by a
+    recorder) with the memory check asked for 24 bytes per edge, instead of raising."""
+    import distgrail.gpu.memory as memory
+    from distgrail.stages import condense as condense_mod
+
+    seen = {"nbytes": []}
+    condense_on_host_cupy(monkeypatch, convert=False)
     monkeypatch.setattr(memory, "ensure_fits", lambda nbytes, what: seen["nbytes"].append(nbytes))
 
     def steps_run(steps, held, n):  # (the steps' own check where the edges turn out unsorted)
