@@ -249,13 +249,14 @@ def test_get_backend_only_at_the_public_api():
 
 def test_no_global_device_use():
     """The backend carries its device; only an MPI rank's binding sets the process's device (and
-    ``Backend.side_stream`` the current device of a thread of its own: leaving a ``Device``
-    context there would make device 0 current, a context on another rank's GPU)."""
+    ``gpu.dma.device_for_good`` the current device of a thread of distgrail's own:
+    ``Backend.side_stream``'s, a Stager's, ``ready_beside``'s; leaving a ``Device`` context there
+    would make device 0 current, a context on another rank's GPU)."""
     users = {m for m, p in _modules().items() if _device_uses(ast.parse(open(p).read()))}
     assert "distgrail.mpi.binding" in users
-    assert users <= {"distgrail.mpi.binding", "distgrail.gpu.backend"}, f".use() of a device outside the rank binding: {users}"
-    backend = ast.parse(open(_modules()["distgrail.gpu.backend"]).read())
-    assert [f.name for f in ast.walk(backend) if isinstance(f, ast.FunctionDef) and _device_uses(f)] == ["_on_stream"]
+    assert users <= {"distgrail.mpi.binding", "distgrail.gpu.dma"}, f".use() of a device outside the rank binding: {users}"
+    dma = ast.parse(open(_modules()["distgrail.gpu.dma"]).read())
+    assert [f.name for f in ast.walk(dma) if isinstance(f, ast.FunctionDef) and _device_uses(f)] == ["device_for_good"]
 
 
 def test_no_module_level_mutable_switches():

@@ -231,6 +231,29 @@ def test_each_answer_says_where_its_time_went_and_bodies_reuse_one_buffer(server
     assert status == 200 and set(timing_of(headers["Server-Timing"])) == {"read", "decode", "answer", "encode", "wait"}
 
 
+def test_last_timing_of_a_batch_sent_in_pieces_sums_its_requests(server, kegg, monkeypatch):
+    """A batch cut into pieces sent at once from the client's other threads: the caller's
+    ``last_timing`` is the sum of its requests' Server-Timing, not an earlier query's."""
+    import distgrail.server.client as cl
+
+    _, idx, s, t = kegg
+    monkeypatch.setattr(cl, "PIECE_MIN_PAIRS", 1000)
+    seen = []
+    read = cl.timing_of
+    monkeypatch.setattr(cl, "timing_of", lambda h: seen.append(read(h)) or seen[-1])
+    c = distgrail.connect(server.url, token=TOKEN, connections=2)
+    c.query(s[:10], t[:10])  # (one request, on this thread)
+    assert len(seen) == 1 and c.last_timing == seen[0]
+    seen.clear()
+    answers, _ = c.query(s[:5000], t[:5000])
+    assert np.array_equal(answers, idx.query(s[:5000], t[:5000], backend="cpu")[0])
+    assert len(seen) == 2  # two pieces, each on a thread of the client's
+    got = c.last_timing
+    assert set(got) == {"read", "decode", "answer", "encode", "wait"}
+    assert got == {k: seen[0][k] + seen[1][k] for k in got}
+    c.close()
+
+
 def test_client_splits_a_batch_over_the_server_limit(server, kegg):
     _, idx, s, t = kegg
     s4, t4 = np.tile(s, 4), np.tile(t, 4)  # 400,000 pairs, the limit is 300,000 a request

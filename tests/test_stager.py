@@ -63,7 +63,7 @@ def _fake_cupy():
         return bytearray(n)
 
     runtime = types.SimpleNamespace(memcpyAsync=memcpy_async, memcpyHostToDevice=1)
-    cuda = types.SimpleNamespace(Device=lambda dev: _nothing(), runtime=runtime, get_current_stream=lambda: caller,
+    cuda = types.SimpleNamespace(Device=lambda dev: _Device(dev, log), runtime=runtime, get_current_stream=lambda: caller,
                                  Stream=lambda non_blocking=False: _Stream(log, non_blocking),
                                  alloc_pinned_memory=alloc_pinned_memory)
     cp = types.SimpleNamespace(cuda=cuda, empty=lambda shape, dtype: np.empty(shape, dtype).view(_DeviceArray),
@@ -79,6 +79,21 @@ class _nothing:
         return False
 
 
+class _Device(_nothing):
+    """CuPy's Device, recording which thread made which device current how: ``use()`` for good,
+    or a ``with`` block (whose exit, on a fresh thread, would make device 0 current)."""
+
+    def __init__(self, dev, log):
+        self.dev, self.log = dev, log
+
+    def use(self):
+        self.log.append(("use", self.dev, threading.current_thread().name))
+
+    def __enter__(self):
+        self.log.append(("with", self.dev, threading.current_thread().name))
+        return self
+
+
 def test_stager_sends_every_byte_of_every_array_in_pieces_over_its_threads():
     cp = _fake_cupy()
     rng = np.random.default_rng(3)
@@ -86,22 +101,28 @@ def test_stager_sends_every_byte_of_every_array_in_pieces_over_its_threads():
               rng.integers(0, 255, 2501, dtype=np.uint8),  # 3 pieces, the last of 501 bytes
               np.zeros(0, np.int32),  # nothing to send
               rng.integers(-9, 9, (40, 7), dtype=np.int32)[:, ::2],  # not contiguous: copied first
-              rng.random((3, 5))]
+              rng.random((3, 5)),
+              np.array(-5, dtype=">i4"),  # 0-d and big-endian: its value sent, in the native order
+              np.arange(300, dtype=">u2")]
     with Stager(cp, 0, threads=3, piece=1000) as st:
         got = st.upload(arrays)
         assert len(got) == len(arrays)
         for a, g in zip(arrays, got):
-            assert g.shape == a.shape and g.dtype == a.dtype
+            assert g.shape == a.shape and g.dtype == a.dtype.newbyteorder("=")
             np.testing.assert_array_equal(np.asarray(g), a)
-        copies = [n for what, n in cp.log if what == "copy"]
+        copies = [x[1] for x in cp.log if x[0] == "copy"]
         want = sum(-(-a.nbytes // 1000) for a in arrays)
         assert len(copies) == want and sum(copies) == sum(a.nbytes for a in arrays)
         assert cp.pinned == [1000] * 6  # two buffers on each of the three threads
+        assert np.asarray(got[5]).item() == -5 and got[6].dtype.isnative
         lanes = [lane for lane in st._lanes if lane is not None]
         assert len(lanes) == 3 and all(len(lane[2].waited) == 1 for lane in lanes)  # after the caller's stream
         again = st.upload([arrays[0][::-1]])  # a second call reuses the buffers
         np.testing.assert_array_equal(np.asarray(again[0]), arrays[0][::-1])
         assert cp.pinned == [1000] * 6
+    stage = {(what, dev) for what, dev, *who in (x for x in cp.log if x[0] in ("use", "with"))
+             if who and who[0].startswith("distgrail-stage")}
+    assert stage == {("use", 0)}  # the threads' device current for good, never left by a with block
     passed = np.arange(4)
     with Stager(cp, 0, threads=2) as st:
         assert st.upload([types.SimpleNamespace(on="device")])[0].on == "device"  # (not a host array: as it is)
@@ -157,3 +178,35 @@ def test_ready_beside_makes_the_context_and_pools_the_stagers_buffers_on_a_threa
 
     cp.cuda.runtime.free = broken
     ready_beside(Backend("gpu", cp, device=0)).join()  # (left to the upload to report)
+
+
+def test_a_failed_thread_leaves_no_copy_running_after_upload_raises():
+    """One thread's buffers cannot be had: upload raises only once every other thread has
+    finished its copies (none lands after), and the Stager's threads end."""
+    import time
+
+    cp = _fake_cupy()
+    copy = cp.cuda.runtime.memcpyAsync
+
+    def slow(*a):
+        time.sleep(0.002)
+        copy(*a)
+
+    cp.cuda.runtime.memcpyAsync = slow
+    alloc = cp.cuda.alloc_pinned_memory
+
+    def first_fails(n, calls=[]):
+        calls.append(n)
+        if len(calls) == 1:
+            raise MemoryError("no page-locked memory")
+        return alloc(n)
+
+    cp.cuda.alloc_pinned_memory = first_fails
+    st = Stager(cp, 0, threads=3, piece=100)
+    with pytest.raises(MemoryError, match="page-locked"):
+        st.upload([np.arange(3000, dtype=np.int64)])  # 240 pieces over three threads
+    landed = sum(1 for x in cp.log if x[0] == "copy")
+    assert landed > 0
+    time.sleep(0.1)
+    assert sum(1 for x in cp.log if x[0] == "copy") == landed  # nothing still copying
+    st.close()

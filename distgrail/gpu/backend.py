@@ -17,7 +17,7 @@ import numpy as np
 
 from .. import settings
 from ..errors import BackendError
-from .dma import STAGE_MIN_BYTES, NoThread, download_large, touch_pages, upload_large
+from .dma import STAGE_MIN_BYTES, NoThread, device_for_good, download_large, touch_pages, upload_large
 
 __all__ = ["Backend", "get_backend", "gpu_available", "ready_beside", "BACKENDS"]
 
@@ -53,9 +53,9 @@ def ready_beside(be) -> object:
 
     def run():
         try:
-            with cp.cuda.Device(be.device):
-                cp.cuda.runtime.free(0)  # (makes the context)
-                Stager.reserve(cp)
+            device_for_good(cp, be.device)  # (a thread of its own)
+            cp.cuda.runtime.free(0)  # (makes the context)
+            Stager.reserve(cp)
         except Exception:  # noqa: BLE001 - an optimisation only
             pass
 
@@ -163,10 +163,9 @@ class Backend:
 
 @contextlib.contextmanager
 def _on_stream(cupy, device: int, stream):
-    """On the thread entering it: ``device`` made current for good (leaving a ``Device`` context
-    there would make device 0 current, creating a context on a GPU another rank may own), then
-    ``stream``."""
-    cupy.cuda.Device(device).use()
+    """On the thread entering it: ``device`` made current for good (:func:`device_for_good`),
+    then ``stream``."""
+    device_for_good(cupy, device)
     with stream:
         yield
 

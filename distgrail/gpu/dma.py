@@ -12,7 +12,7 @@ from __future__ import annotations
 import contextlib
 import threading
 import time
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import ThreadPoolExecutor, wait
 
 import numpy as np
 
@@ -20,7 +20,7 @@ from .. import cores
 from ..arrays import populate
 
 __all__ = ["STAGE_MIN_BYTES", "upload_large", "download_large", "touch_pages", "lock_pages", "NoThread", "Arrivals",
-           "Stager", "STAGER_THREADS", "STAGER_PIECE"]
+           "Stager", "STAGER_THREADS", "STAGER_PIECE", "device_for_good"]
 
 
 class NoThread:
@@ -109,6 +109,13 @@ def download_large(cupy, a, out=None) -> np.ndarray:
     return out
 
 
+def device_for_good(cupy, device: int) -> None:
+    """Make ``device`` current for good on the calling thread, one of distgrail's own (a thread
+    of its own, a pool's initializer): leaving a ``Device`` context on a fresh thread would make
+    device 0 current, creating a context on a GPU another rank may own."""
+    cupy.cuda.Device(device).use()
+
+
 #: host threads of a :class:`Stager` (at most; no more than the cores this process may use) and
 #: the bytes of each of a thread's two page-locked buffers: 8 threads copy through such buffers
 #: at twice the rate of a copy from pages locked with ``cudaHostRegister``, which the driver
@@ -125,13 +132,15 @@ class Stager:
     (same shapes and types; an array already on the device is passed through) once every piece
     has landed. The threads' streams start after the work queued on the caller's stream so far
     (the new arrays may reuse memory that work still reads). Made on ``device``; a ``with``
-    block or :meth:`close` ends the threads (the buffers go back to CuPy's pinned pool)."""
+    block or :meth:`close` ends the threads (the buffers go back to CuPy's pinned pool). One
+    upload at a time: the threads' buffers are the Stager's."""
 
     def __init__(self, cupy, device: int, threads: int | None = None, piece: int = STAGER_PIECE):
         self.cp, self.device = cupy, int(device)
         self.threads = max(1, min(STAGER_THREADS, cores.usable()) if threads is None else int(threads))
         self.piece = max(1, int(piece))
-        self._pool = ThreadPoolExecutor(self.threads, thread_name_prefix="distgrail-stage")
+        self._pool = ThreadPoolExecutor(self.threads, thread_name_prefix="distgrail-stage",
+                                        initializer=device_for_good, initargs=(cupy, self.device))
         self._lanes = [None] * self.threads  # per thread: (buffers, stream, events), made there
 
     def __enter__(self):
@@ -160,7 +169,7 @@ class Stager:
                 if not isinstance(h, np.ndarray):
                     out.append(cp.asarray(h))
                     continue
-                h = np.ascontiguousarray(h)
+                h = np.require(h, dtype=h.dtype.newbyteorder("="), requirements="C")  # (bytes sent as they lie)
                 d = cp.empty(h.shape, dtype=h.dtype)
                 out.append(d)
                 if h.nbytes:
@@ -171,20 +180,24 @@ class Stager:
                 return out
             after = cp.cuda.get_current_stream().record()
         lanes = min(self.threads, len(pieces))
-        for f in [self._pool.submit(self._send, k, pieces[k::lanes], after) for k in range(lanes)]:
+        sent = [self._pool.submit(self._send, k, pieces[k::lanes], after) for k in range(lanes)]
+        wait(sent)  # every thread done before any failure is raised: nothing writes into `out` after
+        for f in sent:
             f.result()
         return out
 
     def _send(self, k: int, pieces, after) -> None:
-        """Thread ``k``: copy ``pieces`` through its two buffers, its stream waiting for ``after``."""
+        """Thread ``k`` (its device current for good: the pool's initializer): copy ``pieces``
+        through its two buffers, its stream waiting for ``after``; its copies finished when it
+        returns or raises."""
         cp = self.cp
-        with cp.cuda.Device(self.device):
-            if self._lanes[k] is None:
-                mems = [cp.cuda.alloc_pinned_memory(self.piece) for _ in range(2)]
-                bufs = [np.frombuffer(m, dtype=np.uint8, count=self.piece) for m in mems]
-                self._lanes[k] = (bufs, mems, cp.cuda.Stream(non_blocking=True), [None, None])
-            bufs, _mems, stream, done = self._lanes[k]
-            stream.wait_event(after)
+        if self._lanes[k] is None:
+            mems = [cp.cuda.alloc_pinned_memory(self.piece) for _ in range(2)]
+            bufs = [np.frombuffer(m, dtype=np.uint8, count=self.piece) for m in mems]
+            self._lanes[k] = (bufs, mems, cp.cuda.Stream(non_blocking=True), [None, None])
+        bufs, _mems, stream, done = self._lanes[k]
+        stream.wait_event(after)
+        try:
             for j, (src, dst, lo, hi) in enumerate(pieces):
                 b = j % 2
                 if done[b] is not None:
@@ -193,6 +206,7 @@ class Stager:
                 cp.cuda.runtime.memcpyAsync(dst + lo, bufs[b].ctypes.data, hi - lo,
                                             cp.cuda.runtime.memcpyHostToDevice, stream.ptr)
                 done[b] = stream.record()
+        finally:
             stream.synchronize()
 
 

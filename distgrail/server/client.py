@@ -178,9 +178,11 @@ class Client:
                 done = self._pieces().map(piece, starts)
             except RuntimeError:  # its pool shut down by close() meanwhile: a new one
                 done = self._pieces().map(piece, starts)
-        answers, total = [], None
-        for ans, st in done:
+        answers, total, timing = [], None, {}
+        for ans, st, took in done:
             answers.append(ans)
+            for name, sec in took.items():  # (not "step": the pieces still to be sent read that)
+                timing[name] = timing.get(name, 0.0) + sec
             if total is None:
                 total = st
             else:
@@ -189,6 +191,7 @@ class Client:
                 total.seconds, total.ranks = secs, ranks
         if c > 1 and len(starts) > 1:  # pieces at once: on as many listening ranks (each piece's stats say 1)
             total.ranks = max(total.ranks, min(len(starts), c, self._listening()))
+        self._local.timing = timing  # (this thread's: its pieces went out on other threads)
         return (np.concatenate(answers) if len(answers) > 1 else answers[0]), total
 
     def reachable(self, u, v):
@@ -228,8 +231,7 @@ class Client:
         status, headers, body = self._request("POST", "/query?layout=columns", pieces,
                                               {"Content-Type": NPY, "Accept": NPY, "Content-Length": str(size)})
         stats = stats_from_dict(json.loads(headers.get(STATS_HEADER, "{}")))
-        self._local.timing = timing_of(headers.get(TIMING_HEADER))
-        return decode_answers(body), stats
+        return decode_answers(body), stats, timing_of(headers.get(TIMING_HEADER))
 
     def _scratch(self, count: int) -> np.ndarray:
         """This thread's int32 array of at least ``count`` that a batch's ids are narrowed into,
@@ -243,9 +245,11 @@ class Client:
 
     @property
     def last_timing(self) -> dict:
-        """Where this thread's last ``/query`` request spent its time on the server, from its
-        ``Server-Timing`` header: seconds by step (``read``: the body arriving; ``decode``,
-        ``answer``, ``encode``; ``wait``: for a thread, and the rest). Empty before a request."""
+        """Where this thread's last :meth:`query` spent its time on the server, from the
+        ``Server-Timing`` header of its request: seconds by step (``read``: the body arriving;
+        ``decode``, ``answer``, ``encode``; ``wait``: for a thread, and the rest), each summed over
+        the requests the batch was cut into (pieces sent at once from other threads included).
+        Empty before a query."""
         return dict(getattr(self._local, "timing", None) or {})
 
     def _refuse_wrapping(self, s, t):
