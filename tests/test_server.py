@@ -254,6 +254,23 @@ def test_last_timing_of_a_batch_sent_in_pieces_sums_its_requests(server, kegg, m
     c.close()
 
 
+def test_client_keeps_a_small_scratch_for_narrowed_ids_and_lets_a_large_one_go(server, kegg, monkeypatch):
+    """The ids a batch narrows to int32 go through a buffer its thread keeps for the next batch,
+    up to KEEP_SCRATCH_BYTES; a larger batch's buffer goes with it; close() lets go of it."""
+    import distgrail.server.client as cl
+
+    _, idx, s, t = kegg
+    monkeypatch.setattr(cl, "KEEP_SCRATCH_BYTES", 8 * 1000)  # (two int32 columns of 1,000 pairs)
+    c = distgrail.connect(server.url, token=TOKEN)
+    for k, kept in ((1000, 2000), (600, 2000), (3000, None), (10, 20)):
+        answers, _ = c.query(s[:k].astype(np.int64), t[:k].astype(np.int64))
+        assert np.array_equal(answers, idx.query(s[:k], t[:k], backend="cpu")[0])
+        have = getattr(c._local, "scratch", None)
+        assert (None if have is None else have.size) == kept, k
+    c.close()
+    assert c._local.scratch is None
+
+
 def test_client_splits_a_batch_over_the_server_limit(server, kegg):
     _, idx, s, t = kegg
     s4, t4 = np.tile(s, 4), np.tile(t, 4)  # 400,000 pairs, the limit is 300,000 a request

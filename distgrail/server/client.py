@@ -39,6 +39,9 @@ TOKEN_ENV = "DISTGRAIL_TOKEN"
 #: a batch is cut for several connections only into pieces of at least this many pairs (a request
 #: costs a round trip and a batch's set-up on the server)
 PIECE_MIN_PAIRS = 1 << 20
+#: the most bytes of narrowed ids a thread keeps between batches (:meth:`Client._scratch`: 16 M
+#: pairs' int32 columns); a larger batch's go with it
+KEEP_SCRATCH_BYTES = 128 << 20
 #: fresh connections tried, per listening rank, to place a connection on a given rank
 PLACE_TRIES = 16
 
@@ -235,12 +238,15 @@ class Client:
 
     def _scratch(self, count: int) -> np.ndarray:
         """This thread's int32 array of at least ``count`` that a batch's ids are narrowed into,
-        kept for its next batches (their pages already given by the kernel); the body is sent
-        before the thread's next batch writes it."""
+        kept for its next batches (their pages already given by the kernel) up to
+        :data:`KEEP_SCRATCH_BYTES`, until :meth:`close`; the body is sent before the thread's next
+        batch writes it."""
         have = getattr(self._local, "scratch", None)
         if have is None or have.size < count:
-            have = self._local.scratch = None  # (the old one let go before the new one is made)
-            have = self._local.scratch = np.empty(count, np.int32)
+            self._local.scratch = None  # (the old one let go before the new one is made)
+            have = np.empty(count, np.int32)
+            if have.nbytes <= KEEP_SCRATCH_BYTES:  # (a larger one goes with its batch)
+                self._local.scratch = have
         return have[:count]
 
     @property
@@ -394,6 +400,7 @@ class Client:
         if conn is not None:
             conn.close()
             self._local.conn = None
+        self._local.scratch = None  # (the piece threads' went with them)
 
     def __enter__(self):
         return self
