@@ -124,6 +124,11 @@ STAGER_THREADS = 8
 STAGER_PIECE = 16 << 20
 
 
+def _stager_threads(threads: int | None) -> int:
+    """A Stager's threads: ``threads``, else :data:`STAGER_THREADS` or the usable cores if fewer."""
+    return max(1, min(STAGER_THREADS, cores.usable()) if threads is None else int(threads))
+
+
 class Stager:
     """Host -> device copies of many arrays at once: each array cut into pieces of ``piece``
     bytes, dealt round-robin to ``threads`` host threads, each of which copies its pieces into
@@ -137,7 +142,7 @@ class Stager:
 
     def __init__(self, cupy, device: int, threads: int | None = None, piece: int = STAGER_PIECE):
         self.cp, self.device = cupy, int(device)
-        self.threads = max(1, min(STAGER_THREADS, cores.usable()) if threads is None else int(threads))
+        self.threads = _stager_threads(threads)
         self.piece = max(1, int(piece))
         self._pool = ThreadPoolExecutor(self.threads, thread_name_prefix="distgrail-stage",
                                         initializer=device_for_good, initargs=(cupy, self.device))
@@ -157,8 +162,7 @@ class Stager:
     def reserve(cupy, threads: int | None = None, piece: int = STAGER_PIECE) -> None:
         """Take the page-locked buffers of a Stager of ``threads`` threads into CuPy's pinned pool
         now, where the Stager finds them (:func:`~distgrail.gpu.backend.ready_beside`)."""
-        n = max(1, min(STAGER_THREADS, cores.usable()) if threads is None else int(threads))
-        held = [cupy.cuda.alloc_pinned_memory(int(piece)) for _ in range(2 * n)]
+        held = [cupy.cuda.alloc_pinned_memory(int(piece)) for _ in range(2 * _stager_threads(threads))]
         del held  # (back to the pool, kept there)
 
     def upload(self, arrays) -> list:
