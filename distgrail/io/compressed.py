@@ -48,6 +48,8 @@ def codec_of(head: bytes) -> str | None:
     for codec, (magic, _) in CODECS.items():
         if head.startswith(magic):
             return codec
+    if len(head) >= 4 and head[0] & 0xF0 == 0x50 and head[1:4] == b"\x2a\x4d\x18":
+        return "zst"  # (a Zstandard skippable frame first: metadata, then the frames)
     return None
 
 

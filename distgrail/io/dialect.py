@@ -62,7 +62,7 @@ from ..errors import GraphFormatError
 from .excerpt import shown
 from .graph import EdgeGraph
 from .guards import GLUED_MARK, glued_mark, line_fields, stray_cr
-from .text import Chunk, digits_value
+from .text import WS, Chunk, digits_value
 
 __all__ = ["HEADER_NAMES", "SOURCE_NAMES", "TARGET_NAMES", "AMBIGUOUS_NAMES", "SOURCE_WORDS", "TARGET_WORDS", "Dialect",
            "sniff", "undecided", "split_fields", "column_role", "read_labelled", "COMMA_TABLE", "SNIFF_BYTES",
@@ -70,10 +70,10 @@ __all__ = ["HEADER_NAMES", "SOURCE_NAMES", "TARGET_NAMES", "AMBIGUOUS_NAMES", "S
 
 #: column names that name an edge's source column (case-insensitive)
 SOURCE_NAMES = frozenset(
-    "src source from node1 source_id src_id from_id fromnodeid source_node from_node u start".split())
+    "src source from node1 source_id src_id from_id fromnodeid source_node src_node from_node u start".split())
 #: column names that name an edge's target column (case-insensitive)
 TARGET_NAMES = frozenset(
-    "dst target to node2 target_id dst_id to_id tonodeid target_node to_node v end".split())
+    "dst target to node2 target_id dst_id to_id tonodeid target_node dst_node to_node v end tgt dest destination".split())
 #: column names that make a first line a header (case-insensitive)
 HEADER_NAMES = SOURCE_NAMES | TARGET_NAMES
 #: column names of opposite meanings, refused as a header's or table's edge columns: an arc runs
@@ -232,7 +232,7 @@ def _unquoted(field: bytes) -> bytes:
 #: words of a column name holding a blank that give it a role (``Source Node``, ``To Node``,
 #: ``src ip``), when its words hold those of one role only
 SOURCE_WORDS = frozenset(("source", "src", "from"))
-TARGET_WORDS = frozenset(("target", "dst", "to"))
+TARGET_WORDS = frozenset(("target", "dst", "to", "tgt", "dest", "destination"))
 
 
 def column_role(name: str, words: bool = True) -> str:
@@ -499,10 +499,11 @@ def _blank_names(text, offset: int, data: bytes, fields):
     quotes = np.flatnonzero(ch.arr == 34)
     if quotes.size:  # CSV quoting is not read: a quoted name with a blank would be split
         _quoted(text, ch.abs(int(quotes[0])))
-    toks = ch.arr.tobytes().split()
-    if len(toks) != int(ch.cum[-1]):  # bytes.split() also splits at \v and \f
-        pos = ch.abs(int(np.flatnonzero((ch.arr == 11) | (ch.arr == 12))[0]))
+    odd = np.flatnonzero((ch.arr < 32) & ~WS[ch.arr])  # (a name's control character: \v, \f, \x01, \x1f ...)
+    if odd.size:
+        pos = ch.abs(int(odd[0]))
         text.fail(pos, f"control character in a node name, got {text.excerpt(pos)}")
+    toks = ch.arr.tobytes().split()
     return toks, ch.token_pos
 
 
@@ -538,7 +539,7 @@ def _separated_names(text, offset: int, raw: bytes, sep: bytes, fields):
     first = np.zeros(nseg, np.int64)
     last = np.zeros(nseg, np.int64)
     first[ps[new]] = p[new]
-    last[ps[new]] = p[np.append(new[1:], p.size) - 1]
+    last[ps[new]] = p[np.append(new[1:], p.size)[:new.size] - 1]  # (a chunk of comments and blank lines: none)
     if comma:  # every segment of an edge line is a field, empty ones too; commas + 1 counted, those in quotes not
         count = np.bincount(line_of, minlength=nlines)
         nl = np.flatnonzero(nlm)

@@ -8,7 +8,9 @@ source (:data:`SOURCE_NAMES`: ``src``, ``source``, ``from``, ``u``, ...) and the
 target (:data:`TARGET_NAMES`: ``dst``, ``target``, ``to``, ``v``, ...; names compared
 case-insensitively; together they are :data:`distgrail.io.dialect.HEADER_NAMES`), so ``dst,src`` is
 read target, source and ``src,weight,dst`` skips the weight. A table whose names are all none of
-these is read by position: the first two columns are source and target. A table with a source name
+these is read by position: the first two columns are source and target (unless their words
+name them the other way round, ``Target Node, Source Node``: refused, as the text readers refuse
+such a header, :func:`~distgrail.io.dialect.column_role`). A table with a source name
 but no target name (or the other way round), or with two of either, is refused, naming the file and
 its columns: the names say something, but not which two columns the edge is. So is a table without
 a source name right before a target name that has a column ``head`` or ``tail``
@@ -29,7 +31,7 @@ import numpy as np
 
 from ..dtypes import size_problem
 from ..errors import GraphFormatError
-from .dialect import AMBIGUOUS_NAMES, AMBIGUOUS_WHY, SOURCE_NAMES, TARGET_NAMES
+from .dialect import AMBIGUOUS_NAMES, AMBIGUOUS_WHY, SOURCE_NAMES, TARGET_NAMES, column_role
 from .graph import EdgeGraph, from_arrays
 
 __all__ = ["read_table_graph", "SOURCE_NAMES", "TARGET_NAMES"]
@@ -129,8 +131,16 @@ def _columns(path: str, names: list) -> list:
                                f"{names}: {AMBIGUOUS_WHY}", path=path)
     sources = [i for i, n in enumerate(low) if n in SOURCE_NAMES]
     targets = [i for i, n in enumerate(low) if n in TARGET_NAMES]
-    if not sources and not targets:
-        return [0, 1]  # no name says anything: the first two columns, source then target
+    if not sources and not targets:  # no name says anything: the first two columns, source then target,
+        roles = [column_role(x.strip()) for x in low[:2]]  # unless their words say otherwise (Target Node)
+        if roles[0] == "target" or roles[1] == "source":
+            i = 0 if roles[0] == "target" else 1
+            raise GraphFormatError(f"column {i + 1} {names[i]!r} is named as the edges' {roles[i]}, but a table whose "
+                                   f"columns are named none of src/source/from/u/... and dst/target/to/v/... is read "
+                                   f"by position, the first column as the source and the second as the target: put "
+                                   f"the columns in that order, or name them (source, target); columns {names}",
+                                   path=path)
+        return [0, 1]
     if len(sources) == 1 and len(targets) == 1:
         return [sources[0], targets[0]]
     said = "source" if len(sources) != 1 else "target"

@@ -298,6 +298,8 @@ class Chunk:
             self.text.bad_token(self.abs(np.flatnonzero(bad)[0]))
 
     def numbers(self) -> np.ndarray:
+        if not self.cum[-1]:  # (a chunk of comments and blanks only: fromstring reads b'  ' as [0])
+            return np.zeros(0, np.int64)
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", DeprecationWarning)
             vals = np.fromstring(self.arr.tobytes(), dtype=np.int64, sep=" ")
