@@ -123,17 +123,9 @@ def test_a_header_naming_the_source_first_reads(tmp_path, data, want):
 
 def _table(tmp_path, columns, kind):
     pa = pytest.importorskip("pyarrow")
-    t = pa.table({c: np.array(v) for c, v in zip(columns, ([0, 1], [1, 2]))})
-    path = tmp_path / f"g.{kind}"
-    if kind == "parquet":
-        import pyarrow.parquet as pq
+    from test_table_columns import write
 
-        pq.write_table(t, path)
-    else:
-        import pyarrow.feather as pf
-
-        pf.write_feather(t, path)
-    return path
+    return write(tmp_path, pa.table({c: np.array(v) for c, v in zip(columns, ([0, 1], [1, 2]))}), kind)
 
 
 @pytest.mark.parametrize("kind", ["parquet", "feather"])
