@@ -168,3 +168,19 @@ def test_zstd_of_a_skippable_frame_cut_short_is_refused(tmp_path):
     path.write_bytes(SKIPPABLE[:6])
     with pytest.raises(GraphFormatError, match="not a readable Zstandard file, truncated or damaged"):
         read_graph(str(path))
+
+
+@pytest.mark.parametrize("kind", ["parquet", "feather"])
+@pytest.mark.parametrize("second", [[1, 2], [1.5, 2.5]])
+def test_a_table_of_names_beside_numbers_is_refused(tmp_path, kind, second):
+    """One column of node names and one of numbers: the integers are not taken as names ('1' is
+    vertex 1 or the node named 1?), as a text edge list of names and ids mixed is refused."""
+    pa = pytest.importorskip("pyarrow")
+    from test_table_columns import write
+
+    path = write(tmp_path, pa.table({"src": ["alice", "bob"], "dst": np.array(second)}), kind)
+    with pytest.raises(GraphFormatError, match="ambiguous") as e:
+        read_graph(str(path))
+    assert "src" in str(e.value) and str(path) in str(e.value)
+    both = write(tmp_path, pa.table({"src": ["alice", "bob"], "dst": ["1", "2"]}), kind)
+    assert read_graph(str(both)).n == 4  # (names both: read)

@@ -20,7 +20,8 @@ knowledge graphs' ``head,relation,tail``): the edges' direction cannot be told; 
 shorter stream to pyarrow, so one that stops without the marker, or has bytes after it, is
 refused (the IPC file format, with its footer, is checked by pyarrow). Integer columns are vertex ids (>= 0; the graph has largest id + 1 vertices, or
 ``num_vertices``); string columns are node names (a labelled graph, as for text edge lists with
-names). Errors name the file, the 1-based row and the value.
+names; one column of names beside one of integers is refused, as names and ids mixed in a text
+edge list are). Errors name the file, the 1-based row and the value.
 """
 
 from __future__ import annotations
@@ -175,7 +176,12 @@ def read_table_graph(path, fmt: str, num_vertices: int | None = None) -> EdgeGra
                 if c.null_count:
                     r = int(np.flatnonzero(np.asarray(c.is_null()))[0])
                     raise _bad_row(path, name, row0 + r, "empty value", None)
-            text = any(pa.types.is_string(t) or pa.types.is_large_string(t) for t in types)
+            strings = [pa.types.is_string(t) or pa.types.is_large_string(t) for t in types]
+            text = any(strings)
+            if text and not all(strings):  # (as a text edge list of names and ids mixed: which "1" is node 1?)
+                raise GraphFormatError(f"edge columns {names} hold {types[0]} and {types[1]} values: node names in one "
+                                       f"and integer ids in the other are ambiguous (is the name '1' vertex 1?); "
+                                       f"store both columns as strings (node names) or both as integers", path=path)
             this = "str" if text else "int"
             if not text and not all(pa.types.is_integer(t) for t in types):
                 t = next(t for t in types if not pa.types.is_integer(t))
