@@ -184,3 +184,27 @@ def test_a_table_of_names_beside_numbers_is_refused(tmp_path, kind, second):
     assert "src" in str(e.value) and str(path) in str(e.value)
     both = write(tmp_path, pa.table({"src": ["alice", "bob"], "dst": ["1", "2"]}), kind)
     assert read_graph(str(both)).n == 4  # (names both: read)
+
+
+@pytest.mark.parametrize("first", ["graph_for_greachX", "graph_for_greach 5", "graph_for_greach_v2"])
+def test_a_gra_banner_with_more_on_its_line_is_refused(tmp_path, first):
+    """The ``.gra`` banner is the line ``graph_for_greach``: a line that only starts with it is not
+    read as the banner with the rest ignored."""
+    path = tmp_path / "g.gra"
+    path.write_text(f"{first}\n2\n0: 1 #\n1: #\n")
+    with pytest.raises(GraphFormatError) as e:
+        read_graph(str(path))
+    assert str(path) in str(e.value)
+    path.write_text("graph_for_greach\n2\n0: 1 #\n1: #\n")
+    assert _edges(read_graph(str(path))) == [(0, 1)]
+
+
+def test_a_matrix_market_banner_is_one_word(tmp_path):
+    """``%%MatrixMarketX ...`` is no Matrix Market banner (``%%MatrixMarket``, any case, is)."""
+    path = tmp_path / "g.mtx"
+    path.write_text("%%MatrixMarketX matrix coordinate pattern general\n2 2 1\n1 2\n")
+    with pytest.raises(GraphFormatError) as e:
+        read_graph(str(path), fmt="mtx")
+    assert "MatrixMarket" in str(e.value)
+    path.write_text("%%matrixmarket matrix coordinate pattern general\n2 2 1\n1 2\n")
+    assert _edges(read_graph(str(path))) == [(0, 1)]

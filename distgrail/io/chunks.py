@@ -86,7 +86,7 @@ def _gra_header(text: Text):
     lines = list(text.header_lines(2))
     if not lines:
         return None
-    if lines[0][1].startswith("graph_for_greach"):
+    if lines[0][1].strip() == "graph_for_greach":
         if len(lines) < 2:
             return None
         nline, nval, body = lines[1]
@@ -105,7 +105,7 @@ def _mtx_header(text: Text):
         if header is None:
             header = content
             parts = content.lower().split()
-            if not content.lower().startswith("%%matrixmarket") or len(parts) < 5:
+            if len(parts) < 5 or parts[0] != "%%matrixmarket":
                 return None
             if parts[1] != "matrix" or parts[2] != "coordinate":
                 return None

@@ -253,7 +253,7 @@ def read_mtx(text: Text) -> EdgeGraph:
         if header is None:
             header = (line, content)
             parts = content.lower().split()
-            if not content.lower().startswith("%%matrixmarket") or len(parts) < 5:
+            if len(parts) < 5 or parts[0] != "%%matrixmarket":
                 raise GraphFormatError(f"expected '%%MatrixMarket matrix coordinate <field> <symmetry>', got {content!r}",
                                        path=text.path, line=line)
             if parts[1] != "matrix" or parts[2] != "coordinate":

@@ -89,7 +89,7 @@ def read_gra(text: Text) -> EdgeGraph:
     if not lines:
         raise GraphFormatError("empty file: expected 'graph_for_greach' and the vertex count", path=text.path, line=1)
     body = 0
-    if lines[0][1].startswith("graph_for_greach"):
+    if lines[0][1].strip() == "graph_for_greach":
         if len(lines) < 2:
             raise GraphFormatError("truncated file: vertex count line missing", path=text.path, line=2)
         nline, nval, body = lines[1]
