@@ -59,6 +59,7 @@ def cmd_update(args) -> int:
     import distgrail
     from .cli_common import outputs_ok
     from .errors import DistGrailError, OutputError
+    from .indexfile.read import check_index_path
     from .indexfile.split import check_parts
     from .io.atomic import same_file
     from .update import UPDATES, insert_edges
@@ -72,6 +73,7 @@ def cmd_update(args) -> int:
         raise DistGrailError("--token-file is for --server URL")
     if args.index is None:
         raise DistGrailError("give the index file: distgrail update INDEX --add EDGES (or --server URL --add EDGES)")
+    check_index_path(args.index)  # (a FIFO never opened: h5py's open of it, below, would block for ever)
     in_place = args.output is None
     mode = None  # the index's stat, when it is updated in place
     if in_place:  # the index replaced atomically: its directory must take the file written beside it
@@ -109,9 +111,14 @@ def cmd_update(args) -> int:
         if not os.path.exists(add):
             raise DistGrailError(f"{add}: no such edges file")
     n = _vertex_count(args.index)
+    idx = None
+    if n is None:  # root attributes not an index's, or damaged: its read names the problem before the edges
+        idx = distgrail.open_index(args.index)  # are read against a count it does not hold
+        n = idx.n
     src, dst = _concatenated([_read_edges(add, args.format, n) for add in args.add])
     steps = {"read_edges": time.perf_counter() - t0}
-    idx = distgrail.open_index(args.index)
+    if idx is None:
+        idx = distgrail.open_index(args.index)
     steps["open"] = time.perf_counter() - t0 - sum(steps.values())
     layout, parts = _layout_of(args, idx.meta)
     written = [0]  # part files written (as many as asked, at most the rows of the largest dataset)
@@ -231,11 +238,19 @@ def same_path(a, b) -> bool:
 
 def _vertex_count(index) -> int | None:
     """The index's vertex count from its root attributes alone (no dataset read), or None when
-    they cannot be read (the index's own read then says why)."""
+    they cannot be read, are not an index's or do not match their seal (a damaged count would
+    blame the edges file: the index's own read then says why)."""
     try:
         import h5py
 
+        from .indexfile.layout import FORMAT
+        from .indexfile.read import _check_attributes
+
         with h5py.File(index, "r") as f:
+            kind = f.attrs.get("format")
+            if (kind.decode() if isinstance(kind, bytes) else kind) != FORMAT:
+                return None
+            _check_attributes(index, f.attrs)
             return int(f.attrs["n_vertices"])
     except Exception:  # noqa: BLE001 - not an index this can read: open_index names the problem
         return None
@@ -250,7 +265,9 @@ def _read_edges(path, fmt: str, n: int | None):
     from .io.formats import Source
     from .io.pairs import is_npy
     from .io.read import read_graph
+    from .io.regular import check_regular
 
+    check_regular(path, "graphs", GraphFormatError)  # (before Source sniffs it: a FIFO's open blocks for ever)
     if is_npy(path):
         raise DistGrailError(f"{path}: a .npy array is not a graph file; 'update' reads the edges in any format "
                              "'index' reads (an edge list 'u v' per line, .gra, .mtx, Parquet/Arrow, a .h5 graph)")
@@ -263,7 +280,12 @@ def _read_edges(path, fmt: str, n: int | None):
     if names:
         raise DistGrailError(f"{path}: edges by node name; 'update' takes the index's vertex ids")
     takes = n is not None and spec is not None and spec.num_vertices
-    g = read_graph(path, fmt, num_vertices=n if takes else None, source=source)
+    try:
+        g = read_graph(path, fmt, num_vertices=n if takes else None, source=source)
+    except GraphFormatError as e:  # a table of names, read against the index's count: told as names
+        if takes and spec.storage == "table" and "--num-vertices" in str(e):  # (no --num-vertices given here)
+            raise DistGrailError(f"{path}: edges by node name; 'update' takes the index's vertex ids") from None
+        raise
     if g.meta.get("node_labels") is not None:
         raise DistGrailError(f"{path}: edges by node name; 'update' takes the index's vertex ids")
     kind = g.meta.get("format")
