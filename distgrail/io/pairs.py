@@ -99,6 +99,9 @@ def read_query_pairs(path, labels: str | None = None, n: int | None = None, know
         import gzip
         import zlib
 
+        if os.path.getsize(path) == 0:  # (gzip reads it as no data: no gzip stream is empty, so it was cut short)
+            raise GraphFormatError("not a readable gzip file, truncated or damaged (an empty file named as gzip "
+                                   "data: no gzip stream is empty)", path=path)
         try:
             with gzip.open(path, "rb") as f:
                 data = f.read()
@@ -108,7 +111,10 @@ def read_query_pairs(path, labels: str | None = None, n: int | None = None, know
         return _label_pairs(path, data, labels, known)
     if data is None:
         with open(path, "rb") as f:
-            _no_bom(path, f.read(256))
+            head = f.read(256)
+            if head and os.fstat(f.fileno()).st_size == 0:  # (a /proc or /sys file: its size says 0, its
+                data = head + f.read()  # reads give text; mapped by its size, it would be read as no pairs)
+        _no_bom(path, head)
     else:
         _no_bom(path, data[:256])
     sep = separator_of(path)
@@ -175,7 +181,8 @@ def _npy_label_pairs(path, kind, known) -> QueryPairs:
     if kind != "int":
         raise GraphFormatError(f"this index takes the graph's string node labels, got {arr.dtype} pairs "
                                f"(give them in a text pairs file, one 'u v' pair a line)", path=path)
-    if arr.dtype == np.uint64 and arr.size:  # a label past 2^63 - 1 is no node (as int64 it would be another)
+    # a label past 2^63 - 1 (uint64 of either byte order) is no node (as int64 it would be another)
+    if arr.dtype.kind == "u" and arr.dtype.itemsize == 8 and arr.size:
         big = np.flatnonzero(np.asarray(arr[:, :2]).reshape(-1) > np.uint64(2**63 - 1))
         if big.size:
             row, col = divmod(int(big[0]), 2)
@@ -331,9 +338,12 @@ def separated_problem(raw: bytes, sep: bytes, want: int | None = None) -> tuple[
     >>> separated_problem(b"1\t2\n3 4\t5\n", b"\t")[:2], separated_problem(b"1,2\n3,4,1\n", b",", 2)[:2]
     ((4, 'a blank inside a field'), (4, 'a line of 3 fields, the first pair line has 2'))
     """
-    a = np.frombuffer(raw, np.uint8)
-    if not a.size:
+    if not raw:
         return -1, "", want
+    size = len(raw)
+    if raw[-1:] != b"\n":  # the file's last line, without its line end: ended here, so that an empty
+        raw = bytes(raw) + b"\n"  # last field (``3,4,`` at the end of the file) is a field as on any line
+    a = np.frombuffer(raw, np.uint8)
     nl = a == 10
     line = np.cumsum(nl) - nl  # each byte's line
     marks = np.flatnonzero((a == 35) | (a == 37))
@@ -371,7 +381,7 @@ def separated_problem(raw: bytes, sep: bytes, want: int | None = None) -> tuple[
     if not problems:
         return -1, "", want
     at, why = min(problems, key=lambda p: int(line[min(p[0], a.size - 1)]))
-    return at, why, want
+    return min(at, size - 1), why, want
 
 
 def _first_field_line(buf, start: int = 0) -> tuple[bytes, int, int]:
@@ -490,9 +500,9 @@ def _label_fields(line: bytes, sep: bytes) -> list:
     ones kept: an empty label is refused); at tabs, each field's blanks cut, a run of tabs after
     the second field one cut (an empty first or second field stays, and is refused). A ``\r``
     ends only the line (``\r\n``): anywhere else it stays, and is refused."""
-    if sep == b" ":
-        return [t for t in re.split(rb"[ \t]+", line.strip()) if t]
     line = line[:-1] if line.endswith(b"\r") else line
+    if sep == b" ":  # (blanks and tabs cut at the ends, not a form feed or a \r: they stay, and are refused)
+        return [t for t in re.split(rb"[ \t]+", line.strip(b" \t")) if t]
     fields = [f.strip(b" \t" if sep == b"," else b" ") for f in line.split(sep)]
     return fields if sep == b"," else fields[:2] + [f for f in fields[2:] if f]
 
@@ -518,7 +528,7 @@ def _label_lines(path, data, sep, kind):
         if _glued_mark(raw, sep):
             raise GraphFormatError(f"a comment mark ('#' or '%') right after a byte of a node label: it would cut "
                                    f"the label there, got {shown(raw)}", path=path, line=no)
-        if not line.strip():
+        if not (line[:-1] if line.endswith(b"\r") else line).strip(b" \t"):  # (a form feed's line is no blank one)
             continue
         try:
             tok = [t.decode("utf-8") for t in _label_fields(line, sep)]

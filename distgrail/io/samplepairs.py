@@ -258,7 +258,8 @@ def _text_blocks(u, v, sep: str = " "):
 
 def _check_labels(path, u, v, sep: str = " ") -> None:
     """Refuse a node label that the pairs reader (:mod:`distgrail.io.pairs`) would not read back
-    as itself from lines split at ``sep`` (:func:`~distgrail.io.pairs.separator_of`): with a blank, a line end or
+    as itself from lines split at ``sep`` (:func:`~distgrail.io.pairs.separator_of`): the file's first one
+    starting with U+FEFF (a byte order mark: the reader refuses the file), with a blank, a line end or
     another space character (``u v`` lines: it splits or refuses the line there; ``.tsv`` and
     ``.csv`` lines take blanks inside a label, not around it, and no other space character), a
     double quote in either, a comma in a ``.csv``, a ``#`` or ``%`` (it cuts the line there: a comment),
@@ -269,12 +270,15 @@ def _check_labels(path, u, v, sep: str = " ") -> None:
         return
     if labels.dtype.kind == "O":
         labels = np.array([str(x) for x in labels.tolist()])
+    first = str(labels[0])  # (the file's first bytes)
     bad = _NOT_IN_LABEL if sep == " " else _NOT_IN_CSV_LABEL if sep == "," else _NOT_IN_TSV_LABEL
     for x in sorted_distinct(np, labels).tolist():
         x = str(x)
-        if x and not bad.search(x) and (sep == " " or x == x.strip(" ")):
+        if x and not bad.search(x) and (sep == " " or x == x.strip(" ")) and not (x == first and x[:1] == "\ufeff"):
             continue
         what = ("is empty" if not x else "starts or ends with a blank" if sep != " " and x != x.strip(" ")
+                else "starts with U+FEFF: first in the file, it would read as a byte order mark (the reader "
+                     "refuses the file)" if x == first and x[:1] == "\ufeff"
                 else "holds a comma or a double quote" if sep == "," and re.search('[,"]', x)
                 else "holds a double quote" if sep == "\t" and '"' in x
                 else "holds a blank or another space character" if sep == " " and re.search(r"\s", x)
