@@ -58,7 +58,7 @@ from .. import cores
 from .._version import __version__
 from ..errors import DistGrailError, GraphFormatError, QueryError
 from .limits import DEFAULT_BODY_TIMEOUT, DEFAULT_CLIENT_CONNECTIONS, BodyClock, Late
-from .wire import JSON, NPY, STATS_HEADER, TIMING_HEADER, decode_pairs, encode_answers, server_timing
+from .wire import JSON, NPY, STATS_HEADER, TIMING_HEADER, TooManyValues, decode_pairs, encode_answers, server_timing
 
 __all__ = ["Service", "BodyBuffers", "BODY_FIRST_BYTES", "GPU_BATCHES_AT_ONCE", "LATENCY_WINDOW", "SHARD_MIN_PAIRS"]
 
@@ -155,7 +155,7 @@ class Service:
         """Decode the new edges, insert them (on the updater's thread), serve the result."""
         from ..update import insert_edges
 
-        s, t, _ = decode_pairs(body, content_type, self.label_kind, columns)
+        s, t, _ = decode_pairs(body, content_type, self.label_kind, columns, self.max_pairs)
         k = int(np.shape(s)[0]) if np.ndim(s) else 0
         if k > self.max_pairs:
             raise _Refused(413, f"{k:,} edges is over this server's limit of {self.max_pairs:,} pairs a request "
@@ -226,7 +226,7 @@ class Service:
         """Decode, answer, encode: ``(content type, body, headers, pairs)``; each step's seconds
         into ``timing`` (``decode``, ``answer``, ``encode``) where given."""
         t0 = time.perf_counter()
-        s, t, as_json = decode_pairs(body, content_type, self.label_kind, columns)
+        s, t, as_json = decode_pairs(body, content_type, self.label_kind, columns, self.max_pairs)
         t1 = time.perf_counter()
         k = int(np.shape(s)[0]) if np.ndim(s) else 0
         if k > self.max_pairs:
@@ -345,6 +345,8 @@ class Service:
             if e.close:
                 return await self._closing(request, self._error(e.status, str(e), e.headers))
             return self._error(e.status, str(e), e.headers)
+        if isinstance(e, TooManyValues):  # a JSON body of more values than --max-pairs pairs: refused unparsed
+            return self._error(413, str(e))
         if isinstance(e, (QueryError, GraphFormatError)):  # the pairs or edges: the message Index.query gives
             return self._error(400, str(e))
         if isinstance(e, DistGrailError):  # e.g. the GPU out of memory: the server goes on

@@ -519,6 +519,10 @@ def ready_text(service, index_path: str, url: str, ready: float) -> str:
     return f"distgrail: serving {index_path} on {url} ({where}, n={idx.n:,}, ready in {ready:.2f} s)"
 
 
+#: characters of aiohttp's reason kept in the log line of a malformed request
+MALFORMED_MOST = 300
+
+
 class _MalformedOneLine:
     """A filter on aiohttp's request logger (``aiohttp.server``): a request its HTTP parser
     refused (a 400 already sent: a control character in a header, a line without a colon,
@@ -532,6 +536,9 @@ class _MalformedOneLine:
         if isinstance(exc, HttpProcessingError):
             who = record.args[0] if isinstance(record.args, tuple) and record.args else "a client"
             why = " ".join(str(getattr(exc, "message", "") or exc).split())
+            if len(why) > MALFORMED_MOST:  # (aiohttp's message quotes what it could not parse: up to
+                # 64 KiB of a body sent after an HTTP/1.0 request without a Content-Length)
+                why = why[:MALFORMED_MOST - 3] + "..."
             record.msg, record.args = "distgrail: a malformed HTTP request from %s refused (400): %s", (who, why)
             record.exc_info = record.exc_text = None
         return True

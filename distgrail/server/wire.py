@@ -28,6 +28,7 @@ import numpy as np
 from ..errors import QueryError
 
 __all__ = ["NPY", "JSON", "STATS_HEADER", "TIMING_HEADER", "server_timing", "timing_of", "BODY_NAME", "decode_pairs",
+           "TooManyValues",
            "encode_columns", "encode_answers",
            "decode_answers", "stats_from_dict", "npy_array", "refuse_wrapping_ids"]
 
@@ -83,17 +84,24 @@ def _header_end(mv: memoryview) -> int:
     return min(mv.nbytes, 8 + width + min(_HEADER_MOST, int.from_bytes(bytes(mv[8:8 + width]), "little")))
 
 
-def decode_pairs(body, content_type: str, labels: str | None, columns: bool = False):
+class TooManyValues(QueryError):
+    """A JSON body holding more values than ``most`` pairs can (the server answers 413)."""
+
+
+def decode_pairs(body, content_type: str, labels: str | None, columns: bool = False, most: int | None = None):
     """``(sources, targets, as_json)`` of a query request; QueryError with the reason otherwise.
 
     ``body``: bytes or any buffer of bytes (the server's body buffer). ``labels``: the index's
     node-label kind ("int"/"str") or None (vertex ids). ``columns``: a .npy body is (2, k), not
     (k, 2). The values are not checked here: :meth:`distgrail.Index.query` checks them, with its
-    own messages."""
+    own messages. ``most``: the pairs a request may hold; a JSON body (of ids or integer labels)
+    with more values than that many pairs can take is refused (:class:`TooManyValues`) before
+    it is parsed: Python's objects for a body of ``[],[],...`` or ``0,0,...`` take 8 to 30 times
+    its bytes, where the pairs' arrays take 16 bytes a pair."""
     ctype = (content_type or "").split(";")[0].strip().lower()
     head = bytes(body[:64]).lstrip()
     if ctype == JSON or (ctype != NPY and head[:1] == b"{"):
-        return (*_json_pairs(body), True)
+        return (*_json_pairs(body, None if labels == "str" else most), True)
     if ctype == NPY or bytes(body[:6]) == _MAGIC:
         arr = npy_array(body)
         if arr.ndim != 2 or arr.shape[1 - columns] != 2:
@@ -106,9 +114,20 @@ def decode_pairs(body, content_type: str, labels: str | None, columns: bool = Fa
                      f"starts with {bytes(body[:16])!r})")
 
 
-def _json_pairs(body):
+def _json_pairs(body, most: int | None = None):
     try:
-        doc = json.loads(_json_text(body))
+        text = _json_text(body)
+    except (ValueError, UnicodeDecodeError) as e:
+        raise QueryError(f"{BODY_NAME}: not valid JSON ({e})") from None
+    if most is not None:  # every value past a container's first follows a comma; a container opens
+        # with a bracket: their count bounds the objects json.loads would make (string labels may
+        # hold commas and brackets: not counted for them)
+        values = text.count(",") + text.count("[") + text.count("{")
+        if values > 2 * most + 64:
+            raise TooManyValues(f"{BODY_NAME}: a JSON body of {values:,}+ values is over this server's limit of "
+                                f"{most:,} pairs a request (distgrail serve --max-pairs): send smaller batches")
+    try:
+        doc = json.loads(text)
     except (ValueError, UnicodeDecodeError) as e:
         raise QueryError(f"{BODY_NAME}: not valid JSON ({e})") from None
     except RecursionError:  # [[[[... past Python's recursion limit
