@@ -265,8 +265,12 @@ def _combine(comm, plan, xp, part):
         n = comm.allreduce(top, op=MPI.MAX) + 1
         if m == 0:
             raise _Anomaly("no edge: the CPU reader says what an empty edge list needs")
-    if size_problem(int(n)):
-        raise _Anomaly(f"{int(n):,} vertices: {size_problem(int(n))}")
+    # every rank's own check (DISTGRAIL_MEMORY, or the machine, may differ between ranks), agreed:
+    # one rank alone raising here went to the one-rank reader while the others went on (a hang)
+    why = next((w for w in comm.allgather(run_shared(comm, "checking the graph's size", size_problem, int(n))) if w),
+               None)
+    if why:
+        raise _Anomaly(f"{int(n):,} vertices: {why}")
     return int(n), src, dst, comm.allreduce(int(src.shape[0]), op=MPI.SUM)  # mirrored entries counted
 
 

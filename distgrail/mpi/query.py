@@ -131,9 +131,12 @@ def _one_node(comm, k: int, root: int, room: bool = True):
     an answer byte per pair; ``DISTGRAIL_SHM`` on), else None."""
     if k < SHARED_MIN_PAIRS:
         return None
-    # root decides for every rank (a setting read on each rank could differ, and the ranks part)
-    if not comm.bcast(shm_enabled() and (not room or room_for(17 * k)) if comm.Get_rank() == root else None,
-                      root=root):
+    # root decides for every rank (a setting read on each rank could differ, and the ranks part);
+    # read inside run_shared: root's malformed DISTGRAIL_SHM is every rank's error, not root's alone
+    # while the others wait in the broadcast (then MPI_Abort after a grace, a /dev/shm segment left)
+    wanted = run_shared(comm, "reading DISTGRAIL_SHM",
+                        (lambda: shm_enabled() and (not room or room_for(17 * k))) if comm.Get_rank() == root else None)
+    if not comm.bcast(wanted, root=root):
         return None
     groups = NodeGroups(comm)
     if comm.allreduce(groups.node.Get_size()) == comm.Get_size() ** 2:  # one group holds every rank
