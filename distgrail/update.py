@@ -38,7 +38,7 @@ import numpy as np
 
 from ._version import __version__
 from .arrays import unique
-from .errors import QueryError
+from .errors import QueryError, id_range
 from .indexfile.layout import UPDATES
 from .progress import Steps
 
@@ -107,7 +107,8 @@ def checked_edges(index, sources, targets):
         bad = np.flatnonzero((a < 0) | (a >= index.n)) if a.size else ()
         if len(bad):
             raise QueryError(f"insert_edges: {what}[{int(bad[0])}] = {int(a[bad[0]])} is not a vertex of the "
-                                 f"index (0..{index.n - 1}); new vertices need a rebuild (distgrail index)")
+                                 f"index ({id_range(index.n, lead='', whose='it')}); new vertices need a rebuild "
+                                 "(distgrail index)")
     return s.astype(np.int64), t.astype(np.int64)
 
 
@@ -282,6 +283,20 @@ def _relabel(index, pairs, be, progress):
                     if k in over.meta}
 
 
+def _upload(be, arrays) -> list:
+    """``arrays`` on ``be``'s device, in their own types: through a
+    :class:`~distgrail.gpu.dma.Stager`'s threads on a GPU (page-locked staging buffers: 0.31 s
+    for 8 GiB on one H200 against 0.61 s by locking the arrays' pages, docs/benchmarks.md session
+    51), as they are on the CPU."""
+    if not be.is_gpu:
+        return [np.asarray(x) for x in arrays]
+    from .gpu.dma import Stager
+
+    host = [x if isinstance(x, np.ndarray) else np.asarray(x) for x in arrays]
+    with Stager(be.xp, be.device) as stager:
+        return stager.upload(host)
+
+
 class _Device:
     """The arrays the sweep reads, on ``be``'s device (uploaded once, in their stored types; the
     fields the sweep writes as copies): what :meth:`known_reachable` (the prefilter over them) and
@@ -294,19 +309,22 @@ class _Device:
         self.index, self.be = index, be
         a = index.arrays
         K, C = index.supports, index.C
-        put = be.asarray
+        names = ["labels/intervals", "vertex/component", "dag/indptr", "dag/indices", "dag/level",
+                 "labels/dt_post0", "forest/subtree_size", "forest/parent"] + (
+                 ["supports/out", "supports/in", "supports/ids"] if K else [])
         with be.on_device():
             xp = self.xp = be.xp
-            iv = put(a["labels/intervals"])
-            out = put(a["supports/out"]) if K else xp.zeros((C, 0), xp.uint64)
-            inn = put(a["supports/in"]) if K else xp.zeros((C, 0), xp.uint64)
-            self.arr = {"comp": put(a["vertex/component"]), "indptr": put(a["dag/indptr"]).astype(xp.int64),
-                        "indices": put(a["dag/indices"]), "level": put(a["dag/level"]).astype(xp.int64, copy=True),
-                        "post0": put(a["labels/dt_post0"]), "size": put(a["forest/subtree_size"]),
-                        "parent": put(a["forest/parent"]),
+            got = dict(zip(names, _upload(be, [a[k] for k in names])))
+            iv = got["labels/intervals"]
+            out = got["supports/out"] if K else xp.zeros((C, 0), xp.uint64)
+            inn = got["supports/in"] if K else xp.zeros((C, 0), xp.uint64)
+            self.arr = {"comp": got["vertex/component"], "indptr": got["dag/indptr"].astype(xp.int64),
+                        "indices": got["dag/indices"], "level": got["dag/level"].astype(xp.int64, copy=True),
+                        "post0": got["labels/dt_post0"], "size": got["forest/subtree_size"],
+                        "parent": got["forest/parent"],
                         "lo": iv[:, :, 0].astype(xp.int64),  # (64-bit: every type has GPU atomics)
                         "hi": iv[:, :, 1].astype(xp.int64), "out": out.T.copy(), "inn": inn.T.copy(),
-                        "ids": put(a["supports/ids"]) if K else xp.zeros(0, xp.int64)}
+                        "ids": got["supports/ids"] if K else xp.zeros(0, xp.int64)}
             be.synchronize()
         self.iv_dtype = np.dtype(a["labels/intervals"].dtype)
         self.upload_s = time.perf_counter() - t
