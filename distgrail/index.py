@@ -16,7 +16,7 @@ from .errors import DistGrailError, GraphFormatError, IndexFormatError, QueryErr
 from .gpu.backend import get_backend
 from .indexfile import check_index, read_index_file, write_index_file
 from .io.digest import split_digest
-from .nodelabels import NodeLabels
+from .nodelabels import NodeLabels, as_column, object_ids
 from .query.answer import ScratchPool, answer_batch_cuda, answer_batch_numpy, records_on_device
 from .query.idcheck import checked_ids, range_left_to_prefilter
 from .query.stats import Labels, Once, QueryStats, SearchOptions
@@ -232,12 +232,14 @@ class Index:
         """``(sources, targets)`` as 1-D arrays of equal shapes, node labels mapped to ids (unless
         ``ids``): :meth:`check_pairs` before its rule on the ids' types and range
         (:func:`~distgrail.query.idcheck.checked_ids`)."""
-        s = np.asarray(sources)
-        t = np.asarray(targets)
+        s = as_column(sources)  # (a list's bool among ints, or number among strings: kept as given, refused)
+        t = as_column(targets)
         if self.node_labels is not None and not ids and s.ndim == 1 and s.shape == t.shape:
             s, t = self.node_labels.to_ids(s, "sources"), self.node_labels.to_ids(t, "targets")
         if s.shape != t.shape or s.ndim != 1:
             raise QueryError(f"sources and targets must be 1-D of equal length, got shapes {s.shape} and {t.shape}")
+        if s.dtype.kind == "O" or t.dtype.kind == "O":  # Python ints (one past 64 bits?): named as given
+            s, t = (object_ids(a, self.n, w) if a.dtype.kind == "O" else a for a, w in ((s, "sources"), (t, "targets")))
         return s, t
 
     def query(self, sources, targets, backend="auto", comm=None, search: SearchOptions | None = None):
@@ -305,7 +307,7 @@ class Index:
         if np.ndim(u) == 0 and np.ndim(v) == 0:
             ans, _ = self.query(np.array([u]), np.array([v]), backend=backend, search=search)
             return bool(ans[0])
-        ans, _ = self.query(np.atleast_1d(u), np.atleast_1d(v), backend=backend, search=search)
+        ans, _ = self.query(*(x if np.ndim(x) else np.array([x]) for x in (u, v)), backend=backend, search=search)
         return ans
 
 

@@ -13,11 +13,68 @@ import numpy as np
 
 from .errors import GraphFormatError, QueryError
 
-__all__ = ["NodeLabels", "labelled_graph"]
+__all__ = ["NodeLabels", "labelled_graph", "as_column", "check_label_kind", "object_ids"]
 
 
 def _is_int(x) -> bool:
     return isinstance(x, (int, np.integer)) and not isinstance(x, (bool, np.bool_))
+
+
+def as_column(values) -> np.ndarray:
+    """A batch's ``sources`` or ``targets`` as an array, as ``np.asarray`` makes it, but for a list
+    or tuple whose items NumPy would turn into another kind: a bool among integers (NumPy makes
+    ``[0, True]`` the ids 0 and 1) or a number or None among strings (``[1, "a"]`` the labels
+    ``"1"`` and ``"a"``). That one is kept as a 1-D object array of the items as given, which the
+    checks after refuse, naming the first item of the wrong type, where NumPy's conversion
+    answered for another vertex."""
+    a = np.asarray(values)
+    if isinstance(values, (list, tuple)) and a.ndim == 1 and a.dtype.kind in "iuU":
+        kinds = set(map(type, values))  # (one pass in C: the items' few types, not a test of each item)
+        if a.dtype.kind == "U":
+            odd = any(not issubclass(k, str) for k in kinds)
+        else:  # (a float or a string makes no int array: a bool is what NumPy makes an int)
+            odd = any(issubclass(k, (bool, np.bool_)) for k in kinds)
+        if odd:
+            a = np.empty(len(values), dtype=object)
+            a[:] = list(values)
+    return a
+
+
+def _first_not(v: np.ndarray, ok) -> int | None:
+    """The flat position of the first item of the object array ``v`` that fails ``ok``, or None."""
+    return next((k for k, x in enumerate(v.flat) if not ok(x)), None)
+
+
+def check_label_kind(v: np.ndarray, kind: str, what: str) -> None:
+    """The QueryError of a batch's column ``v`` (``sources`` or ``targets``) whose values are not
+    node labels of ``kind`` (``"int"``: integers, an object array of Python ints too; ``"str"``:
+    strings), naming the first item of another type in an object array; nothing when they are."""
+    if v.size == 0:
+        return
+    want, ok = ("integer", _is_int) if kind == "int" else ("string", lambda x: isinstance(x, str))
+    if v.dtype.kind == "O":
+        i = _first_not(v, ok)
+        if i is not None:
+            raise QueryError(f"{what}[{i}]: this index takes the graph's {want} node labels, got "
+                             f"{type(v.flat[i]).__name__} {v.flat[i]!r}")
+    elif v.dtype.kind not in ("iu" if kind == "int" else "U"):
+        raise QueryError(f"{what}: this index takes the graph's {want} node labels, got {v.dtype} "
+                         f"values such as {v.flat[0]!r}")
+
+
+def object_ids(v: np.ndarray, n: int, what: str) -> np.ndarray:
+    """An object array of vertex ids (Python ints, as a list holding one past 64 bits gives it) as
+    int64, once every item is an integer (not a bool) in ``0 .. n-1``: else the QueryError
+    :meth:`distgrail.Index.query` gives for a bad id, naming the first bad item as given (where
+    the object dtype itself was all that the error said)."""
+    i = _first_not(v, _is_int)
+    if i is not None:
+        x = v.flat[i]
+        raise QueryError(f"{what}[{i}]: vertex ids must be integers, got {type(x).__name__} {x!r}")
+    i = _first_not(v, lambda x: 0 <= x < n)
+    if i is not None:
+        raise QueryError(f"{what}[{i}] out of range 0..{n - 1}, got {int(v.flat[i])!r}")
+    return v.astype(np.int64)
 
 
 class NodeLabels:
@@ -108,25 +165,19 @@ class NodeLabels:
         v = np.asarray(values)
         if v.size == 0:
             return np.zeros(v.shape, dtype=np.int64)
+        check_label_kind(v, self.kind, what)
         if self.kind == "int":
-            if v.dtype.kind == "O" and all(_is_int(x) for x in v.flat):  # Python ints, some past 64 bits?
-                i = next((k for k, x in enumerate(v.flat) if not -2**63 <= x < 2**63), None)
+            if v.dtype.kind == "O":  # Python ints, some past 64 bits?
+                i = _first_not(v, lambda x: -2**63 <= x < 2**63)
                 if i is not None:
                     raise QueryError(f"{what}[{i}]: node {int(v.flat[i])!r} is not in the graph")
                 v = v.astype(np.int64)
-            if v.dtype.kind not in "iu":
-                raise QueryError(f"{what}: this index takes the graph's integer node labels, got {v.dtype} "
-                                 f"values such as {v.flat[0]!r}")
             past = v > np.iinfo(np.int64).max if v.dtype == np.uint64 else None  # (no label: they would wrap)
             v = v.astype(np.int64)
         else:
             past = None
-            if v.dtype.kind != "U":
-                if v.dtype.kind == "O" and all(isinstance(x, str) for x in v.flat):
-                    v = v.astype(str)
-                else:
-                    raise QueryError(f"{what}: this index takes the graph's string node labels, got {v.dtype} "
-                                     f"values such as {v.flat[0]!r}")
+            if v.dtype.kind == "O":
+                v = v.astype(str)
         pos = np.minimum(np.searchsorted(self._sorted, v), max(self._sorted.size - 1, 0))
         found = self._sorted.size > 0 and self._sorted[pos] == v
         found = np.broadcast_to(found, v.shape)

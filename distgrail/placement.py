@@ -21,7 +21,7 @@ from typing import Protocol
 
 import numpy as np
 
-from .errors import DistGrailError
+from .errors import DistGrailError, OutputError
 from .gpu.backend import get_backend
 from .index import assemble
 from .stages import deep, phases
@@ -118,9 +118,9 @@ def check_output(output) -> None:
         raise DistGrailError(f"output must be a path or None, got {output!r}")
     d = os.path.dirname(os.path.abspath(os.fspath(output)))
     if not os.path.isdir(d):
-        raise DistGrailError(f"{os.fspath(output)}: cannot write the index: directory {d} does not exist")
+        raise OutputError(f"{os.fspath(output)}: cannot write the index: directory {d} does not exist")
     if not os.access(d, os.W_OK):
-        raise DistGrailError(f"{os.fspath(output)}: cannot write the index: directory {d} is not writable")
+        raise OutputError(f"{os.fspath(output)}: cannot write the index: directory {d} is not writable")
 
 
 def light_graph(g):

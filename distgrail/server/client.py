@@ -29,6 +29,7 @@ import numpy as np
 
 from .. import settings
 from ..errors import DistGrailError, QueryError
+from ..nodelabels import as_column, check_label_kind, object_ids
 from .wire import (JSON, NPY, STATS_HEADER, TIMING_HEADER, decode_answers, encode_columns, refuse_wrapping_ids,
                    stats_from_dict, timing_of)
 
@@ -102,11 +103,15 @@ class Client:
 
     def __init__(self, url: str, token: str | None = None, timeout: float | None = 600.0,
                  connections: int | None = None):
-        parts = urllib.parse.urlsplit(url if "://" in url else f"http://{url}")
+        try:  # (a port past 65535 or not a number, a broken IPv6 address: urllib's ValueError)
+            parts = urllib.parse.urlsplit(url if "://" in url else f"http://{url}")
+            port = parts.port
+        except ValueError as e:
+            raise ServerError(f"{url}: not a server address ({e})") from None
         if parts.scheme not in ("http", "https") or not parts.hostname:
             raise ServerError(f"{url}: not an http:// or https:// server address")
         self.url = url.rstrip("/")
-        self._scheme, self._host, self._port = parts.scheme, parts.hostname, parts.port
+        self._scheme, self._host, self._port = parts.scheme, parts.hostname, port
         self._base = parts.path.rstrip("/")
         self.token = token if token is not None else settings.get(TOKEN_ENV)
         self.timeout = timeout
@@ -158,7 +163,7 @@ class Client:
         batch over ``max_pairs`` is cut into); the stats then add up
         (``seconds``: the sum of the server's answering times; ``ranks``: the ranks the pieces went
         to at once)."""
-        s, t = np.asarray(sources), np.asarray(targets)
+        s, t = as_column(sources), as_column(targets)  # (a list's bool among ints, number among strings: refused)
         if s.shape != t.shape or s.ndim != 1:
             raise QueryError(f"sources and targets must be 1-D of equal length, got shapes {s.shape} and {t.shape}")
         s, t = self._refuse_wrapping(s, t)  # (on the whole batch: the message names the pair by its place in it)
@@ -202,14 +207,14 @@ class Client:
         if np.ndim(u) == 0 and np.ndim(v) == 0:
             ans, _ = self.query(np.array([u]), np.array([v]))
             return bool(ans[0])
-        ans, _ = self.query(np.atleast_1d(u), np.atleast_1d(v))
+        ans, _ = self.query(*(x if np.ndim(x) else np.array([x]) for x in (u, v)))
         return ans
 
     def add_edges(self, sources, targets) -> dict:
         """Insert the edges ``sources[i] -> targets[i]`` into the served index (``POST /edges``;
         the server needs a token): its report as a dict (``given``, ``added``, ``C``, ...). The
         server's later batches answer for the graph plus these edges."""
-        s, t = np.asarray(sources), np.asarray(targets)
+        s, t = as_column(sources), as_column(targets)
         if s.shape != t.shape or s.ndim != 1:
             raise QueryError(f"sources and targets must be 1-D of equal length, got shapes {s.shape} and {t.shape}")
         s, t = self._refuse_wrapping(s, t)
@@ -265,8 +270,12 @@ class Client:
         gives, raised here, naming the value as given (wrapped, it could be another vertex's id or
         label). Object arrays of Python ints that fit go as int64 labels."""
         if self.label_kind is None:
+            if s.dtype.kind == "O" or t.dtype.kind == "O":  # (Python ints, one past 64 bits?: as Index.query)
+                s, t = (object_ids(a, self.n, w) if a.dtype.kind == "O" else a for a, w in ((s, "sources"), (t, "targets")))
             refuse_wrapping_ids(s, t, self.n)
             return s, t
+        for arr, what in ((s, "sources"), (t, "targets")):  # (the body would send them as text: "1", "None")
+            check_label_kind(arr, self.label_kind, what)  # what Index.query refuses, refused here, named
         if self.label_kind != "int":
             return s, t
         out = []
