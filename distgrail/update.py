@@ -285,9 +285,8 @@ def _relabel(index, pairs, be, progress):
 
 def _upload(be, arrays) -> list:
     """``arrays`` on ``be``'s device, in their own types: through a
-    :class:`~distgrail.gpu.dma.Stager`'s threads on a GPU (page-locked staging buffers: 0.31 s
-    for 8 GiB on one H200 against 0.61 s by locking the arrays' pages, docs/benchmarks.md session
-    51), as they are on the CPU."""
+    :class:`~distgrail.gpu.dma.Stager`'s threads on a GPU (page-locked staging buffers on many
+    host threads, where locking the arrays' pages runs on one), as they are on the CPU."""
     if not be.is_gpu:
         return [np.asarray(x) for x in arrays]
     from .gpu.dma import Stager
