@@ -77,7 +77,7 @@ def _in_graph(idx, given, uv) -> None:
     """QueryError naming ``--pair U V`` as given when U or V is not a vertex of ``idx``."""
     import numpy as np
 
-    from .errors import QueryError
+    from .errors import QueryError, id_range
 
     for x, tok in zip(uv, given):
         if x is None:  # (an integer past int64)
@@ -87,7 +87,8 @@ def _in_graph(idx, given, uv) -> None:
                     not np.isin(np.asarray([x]), idx.node_labels.values).all():
                 raise QueryError(f"--pair {given[0]} {given[1]}: node {x!r} is not in the graph")
         elif isinstance(x, str) or not 0 <= x < idx.n:
-            raise QueryError(f"--pair {given[0]} {given[1]}: vertex id out of range 0..{idx.n - 1}, got {tok!r}")
+            raise QueryError(f"--pair {given[0]} {given[1]}: vertex id {id_range(idx.n, whose='the index')}, "
+                             f"got {tok!r}")
 
 
 def answer_pair(args) -> int:

@@ -303,7 +303,7 @@ def _ids_in_range(path, kind: str, g, n: int, source) -> None:
     of its own) with an end past the index's ``n`` vertices; nothing when there is none."""
     import numpy as np
 
-    from .errors import GraphFormatError
+    from .errors import GraphFormatError, id_range
 
     bad = (g.src >= n) | (g.dst >= n)
     if not bad.any():
@@ -313,14 +313,14 @@ def _ids_in_range(path, kind: str, g, n: int, source) -> None:
     if kind == "h5":  # (edge i is csr/indices[i], in row src[i])
         where = (f"csr/indptr row {s} (the edges of vertex {s}, from csr/indices[{i}])" if s >= n
                  else f"csr/indices[{i}] (an edge of vertex {s})")
-        raise GraphFormatError(f"{where}: vertex id out of range 0..{n - 1}, got '{s if s >= n else t}' (the graph "
+        raise GraphFormatError(f"{where}: vertex id {id_range(n, whose='the index')}, got '{s if s >= n else t}' (the graph "
                                f"has {g.n:,} vertices, the index {n:,})", path=path)
     base = 1 if kind == "mtx" else 0
     found = _first_past(path, kind, n + base, source.codec)
     if found is not None:
         line, value = found
-        raise GraphFormatError(f"vertex id out of range {base}..{n - 1 + base}, got {value!r}", path=path, line=line)
-    raise GraphFormatError(f"vertex id out of range {base}..{n - 1 + base}, got '{(s if s >= n else t) + base}' "
+        raise GraphFormatError(f"vertex id {id_range(n, base, whose='the index')}, got {value!r}", path=path, line=line)
+    raise GraphFormatError(f"vertex id {id_range(n, base, whose='the index')}, got '{(s if s >= n else t) + base}' "
                            f"(edge {i + 1})", path=path)
 
 

@@ -257,8 +257,8 @@ def _spans(path, build_id, ds, name) -> list:
                                    f"hold row {lo}")
         at = hi
     if at != (shape[0] if shape else 0):
-        raise IndexFormatError(f"{path}: damaged index: dataset /{name}: its parts cover rows 0..{at - 1} of "
-                               f"{shape[0]}")
+        covered = f"rows 0..{at - 1}" if at else "no rows"
+        raise IndexFormatError(f"{path}: damaged index: dataset /{name}: its parts cover {covered} of {shape[0]}")
     return spans
 
 

@@ -35,7 +35,7 @@ import os
 import numpy as np
 
 from .._version import __version__
-from ..errors import GraphFormatError
+from ..errors import GraphFormatError, id_range
 from ..gpu.memory import max_in_pieces, min_in_pieces, scan_in_place
 from .graph import EdgeGraph, id_dtype
 from .atomic import atomic_path
@@ -502,7 +502,7 @@ def check_offsets(xp, ptr, n: int, m: int, path, order: bool = True) -> None:
 def check_ids(xp, ix, n: int, path) -> None:
     """GraphFormatError unless every id in ``ix`` (on ``xp``) is in 0..n-1."""
     if ix.shape[0] and (min_in_pieces(xp, ix) < 0 or max_in_pieces(xp, ix) >= n):
-        raise GraphFormatError(f"corrupt graph file: successor ids outside 0..{n - 1}", path=path)
+        raise GraphFormatError(f"corrupt graph file: successor ids {id_range(n, lead='outside')}", path=path)
 
 
 def _edges(xp, ptr, ix, n: int, dt, path):

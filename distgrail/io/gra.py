@@ -77,7 +77,7 @@ def _gra_chunk_general(text: Text, offset: int, data: bytes, n: int, dt):
     vals = ch.numbers()
     first = ch.cum[ls]
     ids = vals[first]
-    ch.check_range(vals, n)
+    ch.check_range(vals, n, whose="the graph")
     is_succ = np.ones(vals.size, dtype=bool)
     is_succ[first] = False
     last = int(ls[-1]) if lines_v.size else None

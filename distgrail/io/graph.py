@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from ..dtypes import size_problem
-from ..errors import GraphFormatError
+from ..errors import GraphFormatError, id_range
 
 __all__ = ["EdgeGraph", "edge_graph_csr", "edge_csr_xp", "from_arrays", "id_dtype"]
 
@@ -111,7 +111,7 @@ def _check_ids(arr: np.ndarray, n: int, what: str, name: str) -> None:
         bad = lo if lo < 0 else hi
         pos = int(np.flatnonzero(arr == bad)[0])
         raise GraphFormatError(
-            f"{what}[{pos}] out of range 0..{n - 1}, got {bad!r}", path=name
+            f"{what}[{pos}] {id_range(n)}, got {bad!r}", path=name
         )
 
 

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..arrays import as_unsigned, copy_parallel, max_parallel
-from ..errors import GraphFormatError
+from ..errors import GraphFormatError, id_range
 from .answers import compression_of
 from .dialect import COMMA_TABLE
 from .edgelist import Width, read_columns
@@ -303,7 +303,7 @@ def _first_bad_id(path, arr, n, first: int = 0) -> None:
         bad = np.flatnonzero(((ids < 0) | (ids >= n)).reshape(-1))
         if bad.size:
             row, col = divmod(int(bad[0]), 2)
-            raise GraphFormatError(f"vertex id out of range 0..{n - 1}, got {int(arr[row, col])}",
+            raise GraphFormatError(f"vertex id {id_range(n, whose='the index')}, got {int(arr[row, col])}",
                                    path=f"{path}[{first + row}, {col}]")
     raise AssertionError("_first_bad_id: no bad id found")  # pragma: no cover - the caller's check found one
 
@@ -445,7 +445,7 @@ def _three_columns(text: Text, n: int | None, width: Width | None = None, start:
             text.fail(pos, f"expected answer 0 or 1 in the third column, got {shown(text.token_at(pos).encode())}")
         ids = vals.copy()
         ids[2::3] = 0
-        ch.check_range(ids, _CAP if n is None else n)
+        ch.check_range(ids, _CAP if n is None else n, whose="the index")
         us.append(vals[0::3])
         vs.append(vals[1::3])
         es.append(answer.astype(bool))

@@ -31,7 +31,7 @@ import os
 import numpy as np
 
 from ..dtypes import size_problem
-from ..errors import GraphFormatError
+from ..errors import GraphFormatError, id_range
 from .dialect import AMBIGUOUS_NAMES, AMBIGUOUS_WHY, SOURCE_NAMES, TARGET_NAMES, column_role
 from .graph import EdgeGraph, from_arrays
 
@@ -252,7 +252,7 @@ def _check_ids(path, names: list, e, num_vertices) -> None:
     big = int(e.max())
     if num_vertices is not None and big >= num_vertices:
         i = int(np.flatnonzero(e >= num_vertices)[0])
-        raise _bad_row(path, names[i % 2], i // 2 + 1, f"vertex id out of range 0..{num_vertices - 1}", int(e[i]))
+        raise _bad_row(path, names[i % 2], i // 2 + 1, f"vertex id {id_range(num_vertices)}", int(e[i]))
     why = size_problem(big + 1, e.size // 2) if num_vertices is None else None
     if why:
         i = int(np.argmax(e))

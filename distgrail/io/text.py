@@ -16,7 +16,7 @@ import warnings
 import numpy as np
 
 from .. import cores
-from ..errors import GraphFormatError
+from ..errors import GraphFormatError, id_range
 from ..jit import restarts
 from .excerpt import looks_binary, shown  # noqa: F401 (looks_binary: re-exported)
 from .guards import EMPTY_FIELD, STRAY_CR, compiled_fields, empty_field, room_problem, stray_cr
@@ -310,15 +310,17 @@ class Chunk:
     def token_pos(self, k) -> int:
         return self.abs(np.flatnonzero(self.starts)[k])
 
-    def check_range(self, vals, n: int, base: int = 0, what: str = "vertex id"):
-        """Every value must lie in base..base+n-1; report the first that does not."""
+    def check_range(self, vals, n: int, base: int = 0, what: str = "vertex id", whose: str | None = None):
+        """Every value must lie in base..base+n-1; report the first that does not (``whose``:
+        what has the ``n`` vertices, named where it has none, :func:`~distgrail.errors.id_range`;
+        None: an edge list read against a count given, ``--num-vertices`` or an index's)."""
         if vals.size == 0:
             return
         bad = (vals < base) | (vals >= base + n)
         if bad.any():
             k = int(np.flatnonzero(bad)[0])
             pos = self.token_pos(k)
-            self.text.fail(pos, f"{what} out of range {base}..{base + n - 1}, got {self.text.token_at(pos)!r}")
+            self.text.fail(pos, f"{what} {id_range(n, base, whose=whose)}, got {self.text.token_at(pos)!r}")
 
 
 def is_digits(value: str) -> bool:

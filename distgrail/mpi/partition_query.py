@@ -21,7 +21,7 @@ import time
 
 import numpy as np
 
-from ..errors import DistGrailError, GraphFormatError, IndexFormatError
+from ..errors import DistGrailError, GraphFormatError, IndexFormatError, id_range
 from ..gpu.backend import get_backend
 from ..index import Index, field_labels
 from ..indexfile import EDGE_CHECK_MAX, check_index_path, read_index_file
@@ -50,7 +50,7 @@ def _rows_of(path, arrays, bounds, rank):
     if rows.size and (int(rows.min()) < 0 or int(rows.max()) > C - 1):
         k = int(np.flatnonzero((rows < 0) | (rows > C - 1))[0])
         raise IndexFormatError(f"{path}: damaged index: dataset /dag/indices holds {int(rows[k])} at flat position "
-                               f"{e0 + k}, outside 0..{C - 1}")
+                               f"{e0 + k}, {id_range(C, lead='outside', whose='the DAG')}")
     local = ip[r0:r1 + 1] - e0
     if 0 < rows.size <= EDGE_CHECK_MAX:
         level = arrays["dag/level"]

@@ -10,7 +10,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..arrays import as_unsigned, interleaved_rows, max_parallel
-from ..errors import QueryError
+from ..errors import QueryError, id_range
 
 __all__ = ["checked_ids", "refuse_out_of_range", "range_left_to_prefilter"]
 
@@ -34,7 +34,7 @@ def refuse_out_of_range(s: np.ndarray, t: np.ndarray, n: int) -> None:
             raise QueryError(f"{what} must be integer vertex ids, got dtype {arr.dtype}")
         if arr.size and int(max_parallel(as_unsigned(arr, n))) >= n:
             i = int(np.flatnonzero((arr < 0) | (arr >= n))[0])
-            raise QueryError(f"{what}[{i}] out of range 0..{n - 1}, got {int(arr[i])!r}")
+            raise QueryError(f"{what}[{i}] {id_range(n, whose='the index')}, got {int(arr[i])!r}")
 
 
 def checked_ids(s: np.ndarray, t: np.ndarray, n: int, narrow: bool = False):

@@ -32,7 +32,7 @@ from llvmlite import ir
 from numba.core import cgutils, types
 from numba.extending import intrinsic
 
-from ..errors import QueryError
+from ..errors import QueryError, id_range
 from ..jit import njit
 
 from .bidir_jit import _layout, run_blocks, search_threads
@@ -402,7 +402,7 @@ def _run(L: Labels, sources, targets, threads, counts, full: bool):
                                 np.empty(block, dtype=comp.dtype)))
     if int(nleft.min()) < 0:  # (a block met an id out of range: the rule names the first)
         refuse_out_of_range(sources, targets, int(comp.size))
-        raise QueryError(f"vertex ids out of range 0..{comp.size - 1}")
+        raise QueryError(f"vertex ids {id_range(int(comp.size), whose='the index')}")
     if counts is not None:
         counts += per_block.sum(axis=0)
     off = 0  # each block's pairs left sit at its start: moved down in place, in block order (off <= q0)

@@ -25,7 +25,7 @@ import tokenize
 
 import numpy as np
 
-from ..errors import QueryError
+from ..errors import QueryError, id_range
 
 __all__ = ["NPY", "JSON", "STATS_HEADER", "TIMING_HEADER", "server_timing", "timing_of", "BODY_NAME", "decode_pairs",
            "TooManyValues",
@@ -243,7 +243,7 @@ def refuse_wrapping_ids(sources, targets, n: int) -> None:
         bad = np.flatnonzero((arr < 0) | (arr >= n)) if arr.dtype.kind == "i" else np.flatnonzero(arr >= n)
         if bad.size:
             i = int(bad[0])
-            raise QueryError(f"{what}[{i}] out of range 0..{n - 1}, got {int(arr[i])!r}")
+            raise QueryError(f"{what}[{i}] {id_range(n, whose='the index')}, got {int(arr[i])!r}")
 
 
 def _fit_int32(s: np.ndarray, t: np.ndarray) -> bool:

@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from ..errors import id_range
 from ..io.graph import EdgeGraph, id_dtype
 from ..jit import guard, load, restarts
 from ..segments import gather_rows
@@ -204,7 +205,7 @@ def _strong_components(src, dst, n, cap=None):
         call = guard(jit, _SCC_WHAT)
         src, dst = np.ascontiguousarray(src), np.ascontiguousarray(dst)
         if not call.ids_within(src, dst, n):
-            raise ValueError(f"an edge's end lies outside the graph's vertices 0..{n - 1}")
+            raise ValueError("an edge's end lies " + id_range(n, lead="outside the graph's vertices"))
         indptr = np.empty(n + 1, dtype=np.int64)
         indices = call.rows_of(src, dst, n, indptr)
         labels = np.zeros(n, dtype=dt)
@@ -222,7 +223,7 @@ def _strong_components(src, dst, n, cap=None):
         keep = cu != cv
         return int(ncomp), labels, cu[keep], cv[keep], jit
     if src.size and (min(int(src.min()), int(dst.min())) < 0 or max(int(src.max()), int(dst.max())) >= n):
-        raise ValueError(f"an edge's end lies outside the graph's vertices 0..{n - 1}")
+        raise ValueError("an edge's end lies " + id_range(n, lead="outside the graph's vertices"))
     if (src[1:] >= src[:-1]).all():  # rows already grouped: build the CSR directly
         indptr0 = np.zeros(n + 1, dtype=np.int64)
         np.cumsum(np.bincount(src, minlength=n), out=indptr0[1:])
