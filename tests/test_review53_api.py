@@ -195,3 +195,32 @@ def test_build_index_into_a_missing_directory_is_an_output_error(tmp_path):
     with pytest.raises(OutputError, match=r"cannot write the output: directory .* does not exist"):  # (as save)
         distgrail.build_index(g, backend="cpu").save(tmp_path / "missing" / "x.h5")
     assert list(tmp_path.iterdir()) == []
+
+
+def _post_json(url, doc) -> tuple:
+    import json
+    import urllib.error
+    import urllib.request
+
+    req = urllib.request.Request(url + "/query", data=json.dumps(doc).encode(), method="POST",
+                                 headers={"Content-Type": "application/json"})
+    try:
+        with urllib.request.urlopen(req, timeout=30) as r:
+            return r.status, json.loads(r.read())
+    except urllib.error.HTTPError as e:
+        return e.code, e.read().decode()
+
+
+def test_a_json_body_refuses_a_bool_among_ids_and_a_number_among_labels(ids_server, tricky_server):
+    # the server read JSON lists with np.array: [0, true] was the ids 0 and 1, [1.5, "x"] the labels
+    # "1.5" and "x", both answered (200); now a 400 naming the item, as Index.query's message
+    srv, idx = ids_server
+    code, body = _post_json(srv.url, {"sources": [0, True], "targets": [1, 2]})
+    assert code == 400 and "sources[1]: vertex ids must be integers, got bool True" in body, (code, body)
+    code, body = _post_json(srv.url, {"sources": [0, 3], "targets": [2, 4]})
+    assert code == 200 and body["answers"] == [True, True], (code, body)
+    srv, idx = tricky_server
+    code, body = _post_json(srv.url, {"sources": [1.5, "1"], "targets": ["x", "x"]})
+    assert code == 400 and "sources[0]" in body and "got float 1.5" in body, (code, body)
+    code, body = _post_json(srv.url, {"sources": ["1.5", "y"], "targets": ["x", "x"]})
+    assert code == 200 and body["answers"] == [True, False], (code, body)

@@ -26,6 +26,7 @@ import tokenize
 import numpy as np
 
 from ..errors import QueryError, id_range
+from ..nodelabels import as_column
 
 __all__ = ["NPY", "JSON", "STATS_HEADER", "TIMING_HEADER", "server_timing", "timing_of", "BODY_NAME", "decode_pairs",
            "TooManyValues",
@@ -142,7 +143,7 @@ def _json_pairs(body, most: int | None = None):
         if not isinstance(v, list):
             raise QueryError(f"{BODY_NAME}: {what} must be a JSON list, got {_short(v)}")
         try:
-            out.append(np.array(v) if v else np.zeros(0, dtype=np.int64))
+            out.append(as_column(v) if v else np.zeros(0, dtype=np.int64))  # ([0, true]: not ids 0, 1)
         except (ValueError, OverflowError, RecursionError) as e:  # ragged or deep nesting, ints past 64 bits
             raise QueryError(f"{BODY_NAME}: {what} is not a flat list of ids or labels ({_clip(e)})") from None
     return out[0], out[1]
