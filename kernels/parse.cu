@@ -211,10 +211,13 @@ __device__ __forceinline__ bool dg_digits(const unsigned char* __restrict__ data
 //   before its comment, all of them digit runs, must have width of them, else F_WIDTH (an adjacency
 //   list "0 1 2 3" read as the edge 0 -> 1 would lose edges); a line with another token (a float
 //   weight, NetworkX's "{}") is not held to it; the tokens' bytes are read only on lines whose count
-//   differs. 0: not checked. tabs (the host passes 1 when the file's first edge line holds a tab and
-//   no comma: a tab-separated file): a line with a tab among the blanks before its first token, or
-//   two among the blanks after it (unless a comment mark ends that token), has an empty first or
-//   second field ("2\t\t4", read as blanks the edge from 2 to 4): F_LINE (guards.empty_tab_field).
+//   differs. Matrix Market (the host passes its header's count: pattern 2, integer/real/double 3,
+//   complex 4): every line with tokens before its comment must have width of them, whatever they
+//   are ("1 2 1.5 7" in a real file too), else F_WIDTH. 0: not checked. tabs (the host passes 1
+//   when the file's first edge line holds a tab and no comma: a tab-separated file): a line with a
+//   tab among the blanks before its first token, or two among the blanks after it (unless a comment
+//   mark ends that token), has an empty first or second field ("2\t\t4", read as blanks the edge
+//   from 2 to 4): F_LINE (guards.empty_tab_field).
 extern "C" __global__ void dg_parse_lines(const unsigned char* __restrict__ data, i64 L, int fmt, int nlines,
                                           const int* __restrict__ tok_pos, const int* __restrict__ line_tok,
                                           const int* __restrict__ line_a, const int* __restrict__ line_b,
@@ -282,8 +285,9 @@ extern "C" __global__ void dg_parse_lines(const unsigned char* __restrict__ data
             }
             if (width > 0 && live > 0 && live != width) {
                 bool digits = true;  // (the first two, when converted, are digit runs)
-                for (int t = t0 + (ne ? 2 : 0); t < t0 + live && digits; ++t)
-                    digits = dg_digits(data, L, tok_pos[t], fmt);
+                if (fmt != FMT_MTX)  // (Matrix Market: any line of another count)
+                    for (int t = t0 + (ne ? 2 : 0); t < t0 + live && digits; ++t)
+                        digits = dg_digits(data, L, tok_pos[t], fmt);
                 if (digits) bad |= F_WIDTH;
             }
         }

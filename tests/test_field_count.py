@@ -288,10 +288,13 @@ def test_lines_of_other_fields_after_the_first_chunk_read(tmp_path, monkeypatch,
 
 
 def test_other_readers_keep_their_own_rules(tmp_path):
-    """Matrix Market entries are checked by the size line, pairs files by their own rule, and
-    ``--format labelled`` reads lines of any length."""
-    p = write(tmp_path, "m.mtx", b"%%MatrixMarket matrix coordinate pattern general\n3 3 2\n1 2\n2 3 7\n")
+    """Matrix Market entries hold the fields their header says (tests/test_mtx_fields.py), pairs
+    files are held by their own rule, and ``--format labelled`` reads lines of any length."""
+    p = write(tmp_path, "m.mtx", b"%%MatrixMarket matrix coordinate integer general\n3 3 2\n1 2 5\n2 3 7\n")
     assert edges(read_graph(p)) == [(0, 1), (1, 2)]
+    p = write(tmp_path, "m2.mtx", b"%%MatrixMarket matrix coordinate pattern general\n3 3 2\n1 2\n2 3 7\n")
+    with pytest.raises(GraphFormatError, match=r"m2.mtx:4: Matrix Market 'pattern' entries are 'row col', got 3"):
+        read_graph(p)
     p = write(tmp_path, "l.txt", b"a b c\nb c\n")
     assert read_graph(p, "labelled").m == 2
     p = write(tmp_path, "g.gra", b"graph_for_greach\n3\n0: 1 2 #\n1: 2 #\n2: #\n")
@@ -305,7 +308,7 @@ def test_the_twin_flags_lines_of_another_width():
         return int(parse_chunk_numpy(data, "edgelist", width=width)["flags"][0])
 
     assert flags(b"0 1\n2 3 4\n", 2) == F_WIDTH
-    assert flags(b"0 1\n2 3 4\n", 0) == 0  # (0: not checked, as for .gra and Matrix Market)
+    assert flags(b"0 1\n2 3 4\n", 0) == 0  # (0: not checked, as for .gra)
     assert flags(b"0 1 # x y\n2 3 #z\n4 5 %\n\n# 1 2 3\n", 2) == 0  # comment tails and lines are no fields
     assert flags(b"0 1 #x\n", 3) == F_WIDTH and flags(b"0 1 #x y\n", 2) == 0 and flags(b"0 1 %\n", 2) == 0
     assert flags(b"0 1#x y\n", 2) == F_VALUE  # (a comment mark glued to an id: guards.glued_mark)

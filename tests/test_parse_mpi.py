@@ -84,6 +84,9 @@ def bad_cases(rng):
         # an edge line of other fields than the first edge line (an adjacency list's) in rank 1's range
         ("wide.txt", at60("".join(f"{i} {i + 1}\n" for i in range(3000)), "5 6 7 8"), None),
         ("wide.csv", at60("src,dst,w\n" + "".join(f"{i},{i + 1},1\n" for i in range(3000)), "5,6,1,1"), None),
+        # a Matrix Market entry line of other fields than its header says (tests/test_mtx_fields.py)
+        ("wide.mtx", at60(mtx_text(rng, 100, 900), "7 40 1"), None),
+        ("narrow.mtx", at60(mtx_text(rng, 100, 900, field="real"), "7 40"), None),
     ]
 
 

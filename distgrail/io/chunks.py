@@ -17,6 +17,7 @@ import numpy as np
 
 from ..errors import GraphFormatError
 from .dialect import SNIFF_BYTES
+from .edgelist import MTX_FIELDS
 from .formats import FMT_CODES, FORMATS, Source, host_only
 from .excerpt import bom_problem, looks_binary
 from .regular import special_kind
@@ -70,6 +71,7 @@ class Plan:
     n: int | None = None  # vertices (None: largest id + 1)
     nnz: int | None = None  # Matrix Market entries
     symmetric: bool = False
+    fields: int = 0  # Matrix Market: the fields of every entry line, as its header's field says (edgelist.MTX_FIELDS)
     reason: str = ""
     comma: bool = False  # an edge list whose fields commas separate (CSV)
     codec: str | None = None  # "gz", "bz2", "zst" (kind "stream")
@@ -99,7 +101,8 @@ def _gra_header(text: Text):
 
 
 def _mtx_header(text: Text):
-    """(rows, nnz, symmetric, body) as read_mtx finds them, or None when read_mtx would raise."""
+    """(rows, nnz, symmetric, body, fields) as read_mtx finds them (``fields``: of every entry line,
+    :data:`~distgrail.io.edgelist.MTX_FIELDS`), or None when read_mtx would raise."""
     header = None
     for _line, content, end in text.header_lines(1 << 20):
         if header is None:
@@ -109,8 +112,9 @@ def _mtx_header(text: Text):
                 return None
             if parts[1] != "matrix" or parts[2] != "coordinate":
                 return None
-            if parts[3] not in ("pattern", "real", "integer", "complex", "double"):
+            if parts[3] not in MTX_FIELDS:
                 return None
+            fields = MTX_FIELDS[parts[3]][0]
             if parts[4] not in ("general", "symmetric", "skew-symmetric", "hermitian"):
                 return None
             symmetric = parts[4] != "general"
@@ -123,7 +127,7 @@ def _mtx_header(text: Text):
         rows, cols, nnz = (digits_value(p) for p in parts)
         if rows != cols:
             return None
-        return rows, nnz, symmetric, end
+        return rows, nnz, symmetric, end, fields
     return None
 
 
@@ -188,8 +192,8 @@ def _plan(source: Source, num_vertices: int | None) -> Plan:
         n, body = got
         plan = Plan("text", path, fmt, body, size, 0, n - 1, n)
     else:
-        rows, nnz, symmetric, body = got
-        plan = Plan("text", path, fmt, body, size, 1, rows, rows, nnz, symmetric)
+        rows, nnz, symmetric, body, fields = got
+        plan = Plan("text", path, fmt, body, size, 1, rows, rows, nnz, symmetric, fields=fields)
     if plan.n >= 2**31 - 1:
         return Plan("cpu", path, fmt, reason=f"{plan.n} vertices need 64-bit ids")
     return plan

@@ -1,6 +1,7 @@
 """Whitespace and comma-separated edge lists of integer ids (SNAP style: extra columns, weights or
 timestamps, ignored; when the first edge line is of integers only, every later line of integers only
-has as many fields, :class:`Width`) and Matrix Market coordinate files."""
+has as many fields, :class:`Width`) and Matrix Market coordinate files (every entry line exactly
+the fields its header's field says, :data:`MTX_FIELDS`, :class:`Fields`)."""
 
 from __future__ import annotations
 
@@ -99,6 +100,32 @@ class Width:
             self.fail(text, ch.abs(ch.line_start[other[0]]))
 
 
+#: a Matrix Market header's field -> the fields of every entry line, and their names for messages
+MTX_FIELDS = {"pattern": (2, "'row col'"), "integer": (3, "'row col value'"), "real": (3, "'row col value'"),
+              "double": (3, "'row col value'"), "complex": (4, "'row col real imag'")}
+
+
+class Fields:
+    """Every entry line (a line with a field before its comment) holds exactly ``count`` fields,
+    whatever they are: a Matrix Market file's, as its header's field says (:data:`MTX_FIELDS`:
+    ``1 2 7`` in a ``pattern`` file, ``1 2`` or ``1 2 3 4`` in an ``integer`` one are refused: the
+    file is not what its header says). Fields are the tokens (runs of bytes other than blanks,
+    tabs and ``\\r``) before the comment, as the GPU parser counts them (kernels/parse.cu,
+    ``dg_parse_lines``: F_WIDTH on any Matrix Market line of another count). ``what`` starts the
+    message: ``g.mtx:7: Matrix Market 'pattern' entries are 'row col', got 3 fields: '1 2 7'``."""
+
+    def __init__(self, count: int, what: str):
+        self.count, self.what = int(count), what
+
+    @classmethod
+    def mtx(cls, field: str) -> "Fields":
+        count, shape = MTX_FIELDS[field]
+        return cls(count, f"Matrix Market {field!r} entries are {shape}")
+
+    def fail(self, text: Text, pos: int, got: int):
+        text.fail(pos, f"{self.what}, got {got} field{'' if got == 1 else 's'}: {text.excerpt(pos)}")
+
+
 def _pairs_chunk_fast(data: bytes, comments: bytes, base: int, n: int | None, cap: int, note: dict | None = None,
                       compiled: bool = False):
     """Fast path for a chunk of 'u v' lines; returns the 2k values or None (general path);
@@ -151,11 +178,19 @@ def _pairs_chunk_fast(data: bytes, comments: bytes, base: int, n: int | None, ca
 
 
 def _pairs_chunk_general(text: Text, offset: int, data: bytes, comments: bytes, base: int, n: int | None,
-                         what: str, cap: int, exact: bool, width: Width | None = None):
+                         what: str, cap: int, exact: bool, width: Width | None = None, fields: Fields | None = None):
     ch = Chunk(text, offset, data)
     if comments:
         ch.blank_comments(comments)
     tpl = ch.tokens_per_line
+    if fields is not None:  # (the first bad line of any kind is reported: the lines before it are read first)
+        other = np.flatnonzero((tpl > 0) & (tpl != fields.count))
+        if other.size:
+            k = int(other[0])
+            cut = int(ch.line_start[k])
+            if cut:
+                _pairs_chunk_general(text, offset, data[:cut], comments, base, n, what, cap, exact, width, fields)
+            fields.fail(text, ch.abs(cut), int(tpl[k]))
     short = (tpl > 0) & (tpl < 2)
     if width is not None and not width.comma:  # (the first line of either kind is reported)
         width.check(text, ch, short)
@@ -184,9 +219,11 @@ def _pairs_chunk_general(text: Text, offset: int, data: bytes, comments: bytes, 
 
 
 def read_columns(text: Text, start: int, columns: int, comments: bytes, base: int, n: int | None,
-                what: str = "edge", exact: bool = False, cap: int | None = None, width: Width | None = None):
+                what: str = "edge", exact: bool = False, cap: int | None = None, width: Width | None = None,
+                fields: Fields | None = None):
     """Read lines of >= 2 integer columns (extra columns ignored; ``exact``: refused; ``width``:
-    lines of integers only must have as many as the first, when it is one, :class:`Width`); return
+    lines of integers only must have as many as the first, when it is one, :class:`Width`;
+    ``fields``: every line with a field must have exactly so many, :class:`Fields`); return
     (u, v, lines) minus base, as int32 when every id fits, else int64. Without ``n``, ids must be
     below ``cap`` (default: the most vertices this machine can index). A comment (a byte of
     ``comments``) starts at a line's start or after a blank: one glued to the first two columns
@@ -209,14 +246,19 @@ def read_columns(text: Text, start: int, columns: int, comments: bytes, base: in
             width.commas(text, offset, len(data))
         glued, note, vals = done()
         if glued >= 0:  # ('0 5%20' is no edge from 0 to 5)
+            cut = data.rfind(b"\n", 0, glued) + 1
+            if fields is not None and cut:  # (a line before it of another field count is reported first)
+                _pairs_chunk_general(text, offset, data[:cut], comments, base, n, what, cap, exact, width, fields)
             text.fail(offset + glued, GLUED_MARK + text.excerpt(offset + glued))
         if width is not None and not width.comma:  # (a chunk of one separator byte between tokens: no empty field)
             width.tabs(text, offset, data, note.get("clean", False))
         if vals is not None and vals.size and width is not None and not width.comma and \
                 not width.tokens(text, offset, data, 2):
             vals = None  # (the fast path read lines of two fields: the general one says which line differs)
+        if vals is not None and vals.size and fields is not None and fields.count != 2:
+            vals = None  # (likewise: lines of two fields where every line must have another count)
         if vals is None:
-            vals = _pairs_chunk_general(text, offset, data, comments, base, n, what, cap, exact, width)
+            vals = _pairs_chunk_general(text, offset, data, comments, base, n, what, cap, exact, width, fields)
         if base:
             vals -= base
         if vals.size and int(vals.max()) >= 2**31 - 2:  # ids beyond int32: keep int64
@@ -246,6 +288,11 @@ def read_edgelist(text: Text, num_vertices: int | None, start: int = 0, comma: b
 
 
 def read_mtx(text: Text) -> EdgeGraph:
+    """A Matrix Market coordinate file: the header, comments, the size line ``rows cols entries``
+    (square), then exactly ``entries`` entry lines (1-based ``row col``), each with exactly the
+    fields the header's field says (:data:`MTX_FIELDS`: ``pattern`` 2, ``integer``, ``real`` and
+    ``double`` 3, ``complex`` 4; values are not kept); a ``symmetric``, ``skew-symmetric`` or
+    ``hermitian`` file's entries off the diagonal are mirrored."""
     header = None
     pos = 0
     size_line = None
@@ -283,7 +330,8 @@ def read_mtx(text: Text) -> EdgeGraph:
         raise GraphFormatError(f"adjacency matrix must be square, got {rows} x {cols}", path=text.path, line=sl)
     if size_problem(rows):
         raise GraphFormatError(f"{size_problem(rows)}, got {sc!r}", path=text.path, line=sl)
-    u, v, count = read_columns(text, pos, 2, b"%", 1, rows, what="entry 'row col [value]'")
+    u, v, count = read_columns(text, pos, 2, b"%", 1, rows, what=f"entry {MTX_FIELDS[field][1]}",
+                               fields=Fields.mtx(field))
     if count != nnz:
         where = max(len(text) - 1, 0)
         kind = "truncated file? " if count < nnz else ""

@@ -58,7 +58,8 @@ def _parse_chunk(dev, chunk: bytes, fmt: str, lo: int, hi: int, n_seen: int, tab
                  width: int = 0, tabs: bool = False) -> dict:
     """Every stage of one chunk on ``dev`` (only count and write if ``tables_only``); every
     intermediate array, on the host. ``width``: the fields of every edge line of integers only (0:
-    not checked); ``tabs``: a tab-separated edge list's (no empty first or second field)."""
+    not checked; Matrix Market: of every entry line); ``tabs``: a tab-separated edge list's (no
+    empty first or second field)."""
     xp = dev.xp
     L = len(chunk)
     host = np.zeros(-(-max(L, 1) // TILE) * TILE, np.uint8)
@@ -103,7 +104,8 @@ def _hi(fmt: str, hi):
 def parse_chunk_numpy(chunk: bytes, fmt: str = "gra", lo: int = 0, hi: int | None = None, width: int = 0,
                       tabs: bool = False) -> dict:
     """Every intermediate array of one chunk (token and line tables, per-line results, edges);
-    ids must lie in lo..hi (.gra: 0..n-1); edge lines of integers only must have ``width`` fields (0: any);
+    ids must lie in lo..hi (.gra: 0..n-1); edge lines of integers only must have ``width`` fields (0: any;
+    Matrix Market: every entry line, whatever its fields);
     ``tabs``: no line may have an empty first or second tab-separated field."""
     hi = _hi(fmt, hi)
     return _parse_chunk(NumpyDevice(), chunk, fmt, lo, hi, hi + 1 if fmt == "gra" else 0, width=width, tabs=tabs)
@@ -214,7 +216,16 @@ def _check_width(st, plan, chunk: np.ndarray, raw: bytes | None, width: list) ->
     on the host, as the CPU reader counts them; a whitespace one's tokens by the lines kernel
     (``st.width``, which flags a line of another count only when its tokens are digit runs).
     ``width[1]``: whether that line holds a tab (None until met): the lines kernel then flags an
-    empty first or second field of a tab-separated line (``st.tabs``)."""
+    empty first or second field of a tab-separated line (``st.tabs``). A Matrix Market file: every
+    entry line has exactly ``plan.fields`` fields (its header's field says how many,
+    :class:`~distgrail.io.edgelist.Fields`): the lines kernel flags a line of another count
+    whatever its tokens (``1 2 1.5 7`` in a ``real`` file too), so the kernels accept no file the
+    CPU reader refuses for it."""
+    if plan.fmt == "mtx":
+        if plan.fields < 2:  # (a plan without the header's count: the CPU reader judges the entries)
+            raise _Anomaly("a Matrix Market plan without its entries' field count")
+        st.width = plan.fields
+        return
     if plan.code not in (FMT_EDGELIST, FMT_CSV):
         return
     if plan.comma:

@@ -173,10 +173,13 @@ def digit_runs_numpy(data, L, pos, fmt):
 
 def _integer_line_of_other_width(data, L, fmt, tok_pos, t0, live, width) -> bool:
     """Whether a line with tokens before its comment (``live`` of them from token ``t0``) has
-    another count than ``width`` and only digit runs among them (dg_parse_lines' F_WIDTH)."""
+    another count than ``width`` and only digit runs among them (dg_parse_lines' F_WIDTH); in a
+    Matrix Market file whatever its tokens (every entry line has its header's count)."""
     cand = np.flatnonzero((live > 0) & (live != width))
     if not cand.size:
         return False
+    if int(fmt) == FMT_MTX:
+        return True
     cnt = live[cand]
     line = np.repeat(np.arange(cand.size), cnt)
     tix = t0[cand][line] + np.arange(line.size) - np.repeat(np.cumsum(cnt) - cnt, cnt)
@@ -431,7 +434,8 @@ class Stages:
     def __init__(self, dev, fmt: int, lo: int, hi: int, n_seen: int, width: int = 0, tabs: bool = False):
         xp = dev.xp
         self.dev, self.fmt, self.lo, self.hi = dev, fmt, lo, hi
-        self.width = width  # fields of every edge line of integers only (the first edge line's; 0: not checked)
+        # fields of every edge line of integers only (the first edge line's; 0: not checked; Matrix Market: of every entry line)
+        self.width = width
         self.tabs = tabs  # a tab-separated edge list (a tab in its first edge line): no empty first or second field
         self.flags = xp.zeros(1, xp.int32)
         self.ebase = xp.zeros(1, xp.int64)
