@@ -21,7 +21,7 @@ import numpy as np
 import pytest
 
 import distgrail
-from distgrail.errors import OutputError, QueryError
+from distgrail.errors import GraphFormatError, OutputError, QueryError
 from distgrail.server.client import ServerError
 
 from conftest import ROOT
@@ -224,3 +224,19 @@ def test_a_json_body_refuses_a_bool_among_ids_and_a_number_among_labels(ids_serv
     assert code == 400 and "sources[0]" in body and "got float 1.5" in body, (code, body)
     code, body = _post_json(srv.url, {"sources": ["1.5", "y"], "targets": ["x", "x"]})
     assert code == 200 and body["answers"] == [True, False], (code, body)
+
+
+@pytest.mark.parametrize("num_vertices", [3, None])
+def test_ids_past_int64_from_arrays_are_named_as_given_not_wrapped(num_vertices):
+    # the arrays were cast to int64 before the range check: 2**63 + 1 was named -9223372036854775807,
+    # 1e20 as -9223372036854775808 (with a RuntimeWarning)
+    cases = [((np.array([0, 2**63 + 1], np.uint64), np.array([1, 2], np.uint64)), "sources[1]", "9223372036854775809"),
+             ((np.array([0.0, 1e20]), np.array([1.0, 2.0])), "sources[1]", "1e+20"),
+             ((np.array([0.0, 1.0]), np.array([1.0, -1e30])), "targets[1]", "-1e+30")]
+    for edges, what, value in cases:
+        with pytest.raises(GraphFormatError) as e:
+            distgrail.build_index(edges, num_vertices=num_vertices, backend="cpu")
+        assert f"{what} out of range" in str(e.value) and str(e.value).endswith(f"got {value}"), str(e.value)
+        assert "-922337203685477580" not in str(e.value)
+    ok = distgrail.build_index((np.array([0, 1], np.uint64), np.array([1, 2], np.uint64)), backend="cpu")
+    assert ok.reachable(0, 2) and not ok.reachable(2, 0)

@@ -129,6 +129,13 @@ def from_arrays(src, dst, n, name) -> EdgeGraph:
                 continue
             bad = arr[np.flatnonzero(np.mod(arr, 1) != 0)[0]].item() if np.issubdtype(arr.dtype, np.floating) else arr[0]
             raise GraphFormatError(f"{what} must be integer vertex ids, got {bad!r}", path=name)
+    for arr, what in ((src, "sources"), (dst, "targets")):  # (named as given, not as int64 wrapped them)
+        if arr.size and arr.dtype.kind in "uf":
+            past = (arr >= 2.0**63) | (arr < -2.0**63) if arr.dtype.kind == "f" else arr > np.iinfo(np.int64).max
+            if past.any():
+                pos = int(np.flatnonzero(past)[0])
+                where = id_range(int(n)) if n is not None and int(n) >= 0 else "out of range (ids are 0..2^63 - 1)"
+                raise GraphFormatError(f"{what}[{pos}] {where}, got {arr[pos].item()!r}", path=name)
     src = src.astype(np.int64, copy=False)
     dst = dst.astype(np.int64, copy=False)
     if n is None:
