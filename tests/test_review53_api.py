@@ -240,3 +240,22 @@ def test_ids_past_int64_from_arrays_are_named_as_given_not_wrapped(num_vertices)
         assert "-922337203685477580" not in str(e.value)
     ok = distgrail.build_index((np.array([0, 1], np.uint64), np.array([1, 2], np.uint64)), backend="cpu")
     assert ok.reachable(0, 2) and not ok.reachable(2, 0)
+
+
+def test_an_update_of_no_edges_is_refused_not_counted(tmp_path):
+    # POST /edges of no edges was taken as update 1 ("method": "unchanged"), where distgrail update
+    # refuses an edges file without edges
+    path = tmp_path / "ids.h5"
+    _ids_index().save(path)
+    tok = tmp_path / "token"
+    tok.write_text("s3cret-token-53\n")
+    tok.chmod(0o600)
+    srv = Server(path, "--token-file", str(tok))
+    try:
+        with distgrail.connect(srv.url, token="s3cret-token-53") as c:
+            with pytest.raises(QueryError, match="no edges: POST /edges takes at least one edge"):
+                c.add_edges([], [])
+            assert c.add_edges([5], [0])["update"] == 1  # the first update counted is this one
+            assert c.reachable(5, 1)
+    finally:
+        assert srv.stop() == 0, srv.lines
