@@ -283,19 +283,6 @@ def _relabel(index, pairs, be, progress):
                     if k in over.meta}
 
 
-def _upload(be, arrays) -> list:
-    """``arrays`` on ``be``'s device, in their own types: through a
-    :class:`~distgrail.gpu.dma.Stager`'s threads on a GPU (page-locked staging buffers on many
-    host threads, where locking the arrays' pages runs on one), as they are on the CPU."""
-    if not be.is_gpu:
-        return [np.asarray(x) for x in arrays]
-    from .gpu.dma import Stager
-
-    host = [x if isinstance(x, np.ndarray) else np.asarray(x) for x in arrays]
-    with Stager(be.xp, be.device) as stager:
-        return stager.upload(host)
-
-
 class _Device:
     """The arrays the sweep reads, on ``be``'s device (uploaded once, in their stored types; the
     fields the sweep writes as copies): what :meth:`known_reachable` (the prefilter over them) and
@@ -308,22 +295,19 @@ class _Device:
         self.index, self.be = index, be
         a = index.arrays
         K, C = index.supports, index.C
-        names = ["labels/intervals", "vertex/component", "dag/indptr", "dag/indices", "dag/level",
-                 "labels/dt_post0", "forest/subtree_size", "forest/parent"] + (
-                 ["supports/out", "supports/in", "supports/ids"] if K else [])
+        put = be.asarray
         with be.on_device():
             xp = self.xp = be.xp
-            got = dict(zip(names, _upload(be, [a[k] for k in names])))
-            iv = got["labels/intervals"]
-            out = got["supports/out"] if K else xp.zeros((C, 0), xp.uint64)
-            inn = got["supports/in"] if K else xp.zeros((C, 0), xp.uint64)
-            self.arr = {"comp": got["vertex/component"], "indptr": got["dag/indptr"].astype(xp.int64),
-                        "indices": got["dag/indices"], "level": got["dag/level"].astype(xp.int64, copy=True),
-                        "post0": got["labels/dt_post0"], "size": got["forest/subtree_size"],
-                        "parent": got["forest/parent"],
+            iv = put(a["labels/intervals"])
+            out = put(a["supports/out"]) if K else xp.zeros((C, 0), xp.uint64)
+            inn = put(a["supports/in"]) if K else xp.zeros((C, 0), xp.uint64)
+            self.arr = {"comp": put(a["vertex/component"]), "indptr": put(a["dag/indptr"]).astype(xp.int64),
+                        "indices": put(a["dag/indices"]), "level": put(a["dag/level"]).astype(xp.int64, copy=True),
+                        "post0": put(a["labels/dt_post0"]), "size": put(a["forest/subtree_size"]),
+                        "parent": put(a["forest/parent"]),
                         "lo": iv[:, :, 0].astype(xp.int64),  # (64-bit: every type has GPU atomics)
                         "hi": iv[:, :, 1].astype(xp.int64), "out": out.T.copy(), "inn": inn.T.copy(),
-                        "ids": got["supports/ids"] if K else xp.zeros(0, xp.int64)}
+                        "ids": put(a["supports/ids"]) if K else xp.zeros(0, xp.int64)}
             be.synchronize()
         self.iv_dtype = np.dtype(a["labels/intervals"].dtype)
         self.upload_s = time.perf_counter() - t
