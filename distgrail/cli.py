@@ -260,15 +260,26 @@ def cmd_convert(args):
     if args.parts is not None:
         raise DistGrailError(f"--parts {args.parts}: {path} is converted to one graph file (--parts is for an index "
                              f"converted with --layout split)")
+    from .progress import Steps
+
     be = get_backend(args.backend)
     t = time.perf_counter()
-    g = read_on(be, path, args.num_vertices, args.format)
-    tr = time.perf_counter() - t
-    dag = None if args.no_condense else condense_on(be, g, keep_edges=True)  # (the edges are written below)
-    _sync(be)
-    tc = time.perf_counter() - t - tr
-    write_binary_graph(g, args.output, dag=dag, notify=_notice)  # (over a split index: its parts go, io.atomic)
-    tw = time.perf_counter() - t - tr - tc
+    # progress as index shows it (a line a step off a terminal, once the run passes a second)
+    with Steps(not args.quiet, total=["read", "condense", "write"]) as steps:
+        if args.no_condense:
+            steps.skip("condense")
+        with steps.stage("read"):
+            g = read_on(be, path, args.num_vertices, args.format)
+        tr = time.perf_counter() - t
+        dag = None
+        if not args.no_condense:
+            with steps.stage("condense"):
+                dag = condense_on(be, g, keep_edges=True)  # (the edges are written below)
+                _sync(be)
+        tc = time.perf_counter() - t - tr
+        with steps.stage("write"):
+            write_binary_graph(g, args.output, dag=dag, notify=_notice)  # (over a split index: its parts go)
+        tw = time.perf_counter() - t - tr - tc
     with h5py.File(args.output, "r") as f:  # the edges the file holds: repeated ones merged
         m = int(f.attrs["m"])
     summary = {"output": os.path.abspath(args.output), "n": g.n, "m": m, "edges_read": int(g.m),

@@ -342,11 +342,17 @@ def generate_command(args):
         return run_generate(args, fmt)
     if args.n is None:
         raise DistGrailError(f"generate {args.kind}: give the number of vertices, -n N")
+    from ..progress import Steps
+
     t = time.perf_counter()
-    g = generate_csr(args.kind, args.n, args.degree, seed=args.seed, levels=args.levels)
-    tg = time.perf_counter() - t
-    write_graph(g, args.output, fmt)
-    tw = time.perf_counter() - t - tg
+    # progress as index shows it (a line a step off a terminal, once the run passes a second)
+    with Steps(not args.quiet, total=["generate", "write"]) as steps:
+        with steps.stage("generate"):
+            g = generate_csr(args.kind, args.n, args.degree, seed=args.seed, levels=args.levels)
+        tg = time.perf_counter() - t
+        with steps.stage("write"):
+            write_graph(g, args.output, fmt)
+        tw = time.perf_counter() - t - tg
     summary = {"output": os.path.abspath(args.output), "kind": args.kind, "n": g.n, "m": g.m,
                "seed": args.seed, "generate_seconds": round(tg, 6), "write_seconds": round(tw, 6)}
     return summary, (f"{args.output}: {args.kind}, {g.n:,} vertices, {g.m:,} edges "
