@@ -23,6 +23,11 @@ if [ "${1:-}" = "-n" ] || [ "${1:-}" = "-np" ]; then
     shift 2
 fi
 [ "${1:-}" = "--" ] && shift
+if [ -n "$np_" ]; then  # NP from the environment (-n was checked above)
+    case "$np_" in
+        0 | *[!0-9]*) echo "launch/mpirun.sh: NP needs a positive number, got '$np_'" >&2; exit 2 ;;
+    esac
+fi
 if [ $# -eq 0 ]; then
     echo "usage: launch/mpirun.sh [-n RANKS] COMMAND [ARGS...]   (COMMAND: index, query, info, ...)" >&2
     exit 2

@@ -55,3 +55,14 @@ def test_generate_and_convert_quiet_write_no_steps(tmp_path):
         r = subprocess.run([sys.executable, "-c", NO_DELAY, *map(str, argv)], capture_output=True, text=True,
                            env=ENV, timeout=300)
         assert r.returncode == 0 and r.stderr == "" and r.stdout == "", (argv, r.stderr, r.stdout)
+
+
+@pytest.mark.parametrize("count", ["two", "0", "-1"])
+def test_mpirun_wrapper_names_a_bad_np_from_the_environment(count):
+    """``NP=two bash launch/mpirun.sh info x.h5`` said 'no GPU found (nvidia-smi -L) and no rank
+    count given; pass -n RANKS': NP was given, and a GPU may well be there."""
+    env = dict(ENV, PATH=os.environ["PATH"], PYTHON=sys.executable, NP=count)
+    r = subprocess.run(["bash", os.path.join(ROOT, "launch", "mpirun.sh"), "info", "x.h5"], env=env,
+                       capture_output=True, text=True, timeout=60)
+    assert r.returncode == 2
+    assert r.stderr == f"launch/mpirun.sh: NP needs a positive number, got '{count}'\n", r.stderr
