@@ -201,6 +201,48 @@ __device__ __forceinline__ bool dg_digits(const unsigned char* __restrict__ data
     return true;
 }
 
+// 1 when a token ends before p: at a blank, a line end, a comment mark or the end of the text
+__device__ __forceinline__ bool dg_stop(const unsigned char* __restrict__ data, i64 L, i64 p, int fmt) {
+    if (p >= L) return true;
+    const int c = dg_class(data[p], fmt);
+    return !(c & C_TOK) || (c & C_A);
+}
+
+// 1 when the token at p is a Matrix Market entry's value (edgelist.MTX_VALUES, bad_values): values 1
+// (an integer field) an optional sign and digits; 2 (real, double, complex) an optional sign, then
+// digits with an optional '.' among or after them or '.' then digits, then an optional exponent (e,
+// E, d or D, an optional sign, digits); or inf, infinity, nan in any case after an optional sign. The
+// token ends as dg_stop says ("1.5%c": "1.5").
+__device__ __forceinline__ bool dg_mtx_value(const unsigned char* __restrict__ data, i64 L, i64 p, int fmt,
+                                             int values) {
+    if (p < L && (data[p] == '+' || data[p] == '-')) ++p;
+    const i64 d0 = p;
+    while (p < L && data[p] >= '0' && data[p] <= '9') ++p;
+    i64 nd = p - d0;
+    if (values != 1) {
+        if (nd == 0 && p < L && ((data[p] | 0x20) == 'i' || (data[p] | 0x20) == 'n')) {
+            const char* word = (data[p] | 0x20) == 'i' ? "infinity" : "nan";
+            int k = 0;
+            while (word[k] && p < L && (data[p] | 0x20) == word[k]) ++p, ++k;
+            return (k == 3 || k == 8) && dg_stop(data, L, p, fmt);  // inf, nan, infinity
+        }
+        if (p < L && data[p] == '.') {
+            const i64 f0 = ++p;
+            while (p < L && data[p] >= '0' && data[p] <= '9') ++p;
+            nd += p - f0;
+        }
+        if (nd == 0) return false;
+        if (p < L && ((data[p] | 0x20) == 'e' || (data[p] | 0x20) == 'd')) {
+            ++p;
+            if (p < L && (data[p] == '+' || data[p] == '-')) ++p;
+            const i64 e0 = p;
+            while (p < L && data[p] >= '0' && data[p] <= '9') ++p;
+            if (p == e0) return false;
+        }
+    }
+    return nd > 0 && dg_stop(data, L, p, fmt);
+}
+
 // One thread per line l < nlines (= NL + 1).
 // .gra: a line with a token, ':' or '#' must read "<id>: <successors> #": one ':', one '#' after
 //   it, one token before ':', none after '#'. line_u = vertex id (-1: blank or bad line),
@@ -217,13 +259,17 @@ __device__ __forceinline__ bool dg_digits(const unsigned char* __restrict__ data
 //   when the file's first edge line holds a tab and no comma: a tab-separated file): a line with a
 //   tab among the blanks before its first token, or two among the blanks after it (unless a comment
 //   mark ends that token), has an empty first or second field ("2\t\t4", read as blanks the edge
-//   from 2 to 4): F_LINE (guards.empty_tab_field).
+//   from 2 to 4): F_LINE (guards.empty_tab_field). values (Matrix Market; 0: not checked, 1: an
+//   integer field's, 2: a real, double or complex one's): every token after the first two before
+//   the comment must be such a value (dg_mtx_value), else F_VALUE ("1 2 abc" in a real file, "1 2
+//   1.5" in an integer one): the kernels accept no file the CPU reader refuses for its values.
 extern "C" __global__ void dg_parse_lines(const unsigned char* __restrict__ data, i64 L, int fmt, int nlines,
                                           const int* __restrict__ tok_pos, const int* __restrict__ line_tok,
                                           const int* __restrict__ line_a, const int* __restrict__ line_b,
                                           const int* __restrict__ a_pos, const int* __restrict__ a_tok,
                                           const int* __restrict__ b_pos, const int* __restrict__ b_tok,
-                                          i64 lo, i64 hi, int width, int tabs, int* __restrict__ line_edges,
+                                          i64 lo, i64 hi, int width, int tabs, int values,
+                                          int* __restrict__ line_edges,
                                           int* __restrict__ line_u,
                                           int* __restrict__ line_v, int* __restrict__ seen,
                                           int* __restrict__ flags) {
@@ -290,6 +336,12 @@ extern "C" __global__ void dg_parse_lines(const unsigned char* __restrict__ data
                         digits = dg_digits(data, L, tok_pos[t], fmt);
                 if (digits) bad |= F_WIDTH;
             }
+            if (values > 0)
+                for (int t = t0 + 2; t < t0 + live; ++t)
+                    if (!dg_mtx_value(data, L, tok_pos[t], fmt, values)) {
+                        bad |= F_VALUE;
+                        break;
+                    }
         }
         line_u[l] = u;
         line_v[l] = v;

@@ -7,11 +7,19 @@ refused at its first line of another count, with file, line and value, exit 2. T
 from the CPU reader (plain, gzip, chunk after chunk), the GPU parser's twin (its plan carries the
 header's count, ``Plan.fields``; its lines kernel flags F_WIDTH on any Matrix Market line of
 another count, whatever its tokens: ``1 2 1.5 7`` in a ``real`` file too) and a rank's range.
+
+The values after ``row col`` too (``1 2 abc`` in a ``real`` file, ``1 2 1.5`` in an ``integer``
+one, ``1 2 x y`` in a ``complex`` one were read as the edge 1 -> 2, exit 0): integers in an
+``integer`` file, numbers (C and Fortran decimal floats, ``inf``, ``infinity``, ``nan``) in a
+``real``, ``double`` or ``complex`` one, else refused naming file, line and value; the CPU reader
+and its automaton held to the grammar's regular expressions, the twin (``Plan.values``; its lines
+kernel flags F_VALUE) to the CPU reader.
 """
 
 from __future__ import annotations
 
 import gzip
+import re
 
 import numpy as np
 import pytest
@@ -21,7 +29,7 @@ from distgrail.constants import F_LINE, F_VALUE, F_WIDTH
 from distgrail.errors import GraphFormatError
 from distgrail.io import compressed, text as texts
 from distgrail.io.chunks import plan_read
-from distgrail.io.edgelist import MTX_FIELDS
+from distgrail.io.edgelist import MTX_FIELDS, MTX_VALUES, VALUES_INTEGER, VALUES_NUMBER, bad_values
 from distgrail.io.parse import _Anomaly, _parse_file, NumpyDevice, parse_chunk_numpy, read_graph_numpy, \
     read_text_range
 from distgrail.io.read import read_graph
@@ -373,5 +381,299 @@ def test_the_gpu_reader_refuses_and_reads_as_the_cpu_reader(tmp_path):
             read_graph_cuda(p, chunk_bytes=64)
         assert str(gpu.value) == str(cpu.value)
     p = write(tmp_path, "ok.mtx", mtx("complex", ["1 2 1 0", "2 3 0.5 -1 % c"], symmetry="symmetric"))
+    g = read_graph_cuda(p)
+    assert g.meta["parser"] == "gpu" and sorted(edges(g)) == sorted(edges(read_graph(p)))
+
+
+# -- the values: integers in an 'integer' file, numbers in a 'real', 'double' or 'complex' one ---------------
+
+#: the values allowed, as docs/inputs.md words them (the reference the readers are held to)
+INTEGER_RE = re.compile(rb"[+-]?[0-9]+")
+NUMBER_RE = re.compile(rb"[+-]?(?:[0-9]+\.?[0-9]*|\.[0-9]+)(?:[eEdD][+-]?[0-9]+)?|[+-]?(?:inf|infinity|nan)",
+                       re.IGNORECASE)
+KIND = {"integer": "an integer", "real": "a number", "double": "a number", "complex": "a number"}
+
+
+def allowed(token: bytes, field: str) -> bool:
+    return (INTEGER_RE if MTX_VALUES[field] == VALUES_INTEGER else NUMBER_RE).fullmatch(token) is not None
+
+
+def value_refused_alike(p, line: int, field: str, value: str) -> str:
+    """The CPU reader and the twin refuse ``p`` with the same one line naming the file, the line,
+    the field and the value; the twin's kernels flagged it (F_VALUE) themselves."""
+    with pytest.raises(GraphFormatError) as cpu:
+        read_graph(p)
+    msg = str(cpu.value)
+    want = f"{p}:{line}: Matrix Market {field!r} entry value is not {KIND[field]}: {value}"
+    assert msg == want, msg
+    for chunk in (64, None):
+        with pytest.raises(GraphFormatError) as twin:
+            read_graph_numpy(p, chunk_bytes=chunk)
+        assert str(twin.value) == msg
+    plan = plan_read(p)
+    if plan.kind == "text":
+        assert plan.values == MTX_VALUES[field]
+        with pytest.raises(_Anomaly, match=r"flags \d+") as e:
+            _parse_file(plan, NumpyDevice(), 1024)
+        assert int(str(e.value).split()[-1]) & F_VALUE
+    return msg
+
+
+@pytest.mark.parametrize("gz", [False, True])
+def test_values_that_are_not_numbers_are_refused(tmp_path, gz):
+    """``1 2 abc`` in a real file, ``1 2 1.5`` in an integer one, ``1 2 x y`` in a complex one
+    were read as the edge 1 -> 2 with exit 0."""
+    value_refused_alike(write(tmp_path, "r.mtx", mtx("real", ["1 2 0.5", "2 3 abc"]), gz), 5, "real", "'abc'")
+    value_refused_alike(write(tmp_path, "i.mtx", mtx("integer", ["1 2 1.5"]), gz), 4, "integer", "'1.5'")
+    value_refused_alike(write(tmp_path, "c.mtx", mtx("complex", ["1 2 x y"]), gz), 4, "complex", "'x'")
+    value_refused_alike(write(tmp_path, "c2.mtx", mtx("complex", ["1 2 1 0", "2 3 1 y"]), gz), 5, "complex", "'y'")
+    value_refused_alike(write(tmp_path, "d.mtx", mtx("double", ["1 2 1,5"]), gz), 4, "double", "'1,5'")
+
+
+@pytest.mark.parametrize("field,value", [
+    ("integer", "1e3"), ("integer", "+"), ("integer", "1-"), ("integer", "--1"), ("integer", "0x1F"),
+    ("integer", "inf"), ("integer", "NaN"), ("integer", "1."), ("integer", "٣"), ("real", "."), ("real", "-"),
+    ("real", "1e"), ("real", "1e+"),
+    ("real", "e5"), ("real", ".e5"), ("real", "1.2.3"), ("real", "1..2"), ("real", "1e5.5"), ("real", "1.5f"),
+    ("real", "0x1p3"), ("real", "infinit"), ("real", "infs"), ("real", "nan(1)"), ("real", "+-1"), ("real", ".inf"),
+    ("real", "1_000"), ("real", "1+3"), ("real", "1.0+003"), ("double", "x"), ("complex", "1j")])
+def test_every_malformed_value_is_refused(tmp_path, field, value):
+    entries = ["1 2" + " 1" * (MTX_FIELDS[field][0] - 2), f"2 3 {value}" + " 0" * (MTX_FIELDS[field][0] - 3)]
+    value_refused_alike(write(tmp_path, "v.mtx", mtx(field, entries)), 5, field, repr(value))
+
+
+@pytest.mark.parametrize("field,values", [
+    ("integer", ["7", "-3", "+12", "0", "-0", "007", "123456789012345678901234567890"]),
+    ("real", ["1", "-1.", ".5", "+0.25", "1e5", "1E+05", "2.5e-3", "1d-3", "1.5D3", "-.5d+2", "inf", "-Infinity",
+              "NaN", "+nan", "INF", "-iNfInItY", "1" * 60 + "." + "2" * 60 + "e-" + "3" * 30]),
+    ("double", ["1E300", "-0.0", "Infinity"]),
+    ("complex", ["1 2", "NaN Infinity", "-1.5e-3 +.5", "0 -inf"])])
+def test_every_value_of_the_field_reads(tmp_path, field, values):
+    """C and Fortran floats; SciPy's ``mmwrite`` writes ``Infinity``, ``-Infinity`` and ``NaN``."""
+    entries = [f"{i % 5 + 1} {(i + 1) % 5 + 1} {v}" + ("" if i % 3 else " % c") for i, v in enumerate(values)]
+    entries.append(f"1 1 {values[-1]}%glued comment")
+    want = [(i % 5, (i + 1) % 5) for i in range(len(values))] + [(0, 0)]
+    reads_alike(write(tmp_path, "ok.mtx", mtx(field, entries)), want)
+    reads_alike(write(tmp_path, "ok.mtx.gz", mtx(field, entries), gz=True), want)
+
+
+def test_scipy_written_files_read(tmp_path):
+    """SciPy writes ``Infinity``, ``-Infinity``, ``NaN`` and ``1E300`` (real, complex, integer files)."""
+    scipy_io = pytest.importorskip("scipy.io")
+    import scipy.sparse as sp
+
+    m = sp.coo_matrix(([np.inf, -np.inf, np.nan, 1e300, 5.0], ([0, 1, 2, 0, 1], [1, 2, 0, 0, 0])), shape=(3, 3))
+    for k, a in enumerate((m, m.astype(np.complex128) * (1 + 1j), m.astype(bool).astype(np.int64) * -3)):
+        p = tmp_path / f"s{k}.mtx"
+        scipy_io.mmwrite(str(p), a)
+        assert p.read_text().splitlines()[0].split()[3] == ["real", "complex", "integer"][k]
+        reads_alike(str(p), sorted(zip(m.row.tolist(), m.col.tolist())))
+
+
+@pytest.mark.parametrize("symmetry", ["symmetric", "skew-symmetric", "hermitian"])
+def test_symmetric_files_are_held_to_their_values_too(tmp_path, symmetry):
+    p = write(tmp_path, "s.mtx", mtx("real", ["2 1 0.5", "3 3 one"], symmetry=symmetry))
+    value_refused_alike(p, 5, "real", "'one'")
+
+
+@pytest.mark.parametrize("gz", [False, True])
+def test_a_bad_value_after_many_good_ones_is_the_line_named(tmp_path, monkeypatch, gz):
+    monkeypatch.setattr(texts, "CHUNK_BYTES", 64)
+    monkeypatch.setattr(compressed, "CHUNK_BYTES", 64)
+    n = 3000
+    lines = [f"{i + 1} {i % 97 + 1} {i}.5e-{i % 7}" for i in range(n)]
+    lines[2718] = "2719 5 1.5e"
+    p = write(tmp_path, "late.mtx", mtx("real", lines, n=n), gz)
+    value_refused_alike(p, 2718 + 4, "real", "'1.5e'")
+    lines = [f"{i + 1} {i % 97 + 1} {-i}" for i in range(n)]
+    lines[2999] = "3000 1 3000.0"
+    p = write(tmp_path, "last.mtx", mtx("integer", lines, n=n), gz)
+    value_refused_alike(p, 2999 + 4, "integer", "'3000.0'")
+
+
+def test_the_first_bad_line_is_named_whatever_its_error_values_too(tmp_path):
+    """A bad id, a count or a glued mark on an earlier line comes first; a bad value before a later one."""
+    p = write(tmp_path, "id.mtx", mtx("real", ["1 x 1", "2 3 y"]))
+    with pytest.raises(GraphFormatError, match=r"id.mtx:4: vertex id must be a non-negative integer, got 'x'"):
+        read_graph(p)
+    with pytest.raises(GraphFormatError, match=r"id.mtx:4: vertex id must be"):
+        read_graph_numpy(p)
+    p = write(tmp_path, "range.mtx", mtx("real", ["1 9 1", "2 3 y"]))
+    with pytest.raises(GraphFormatError, match=r"range.mtx:4: vertex id out of range 1..5, got '9'"):
+        read_graph(p)
+    refused_alike(write(tmp_path, "count.mtx", mtx("real", ["1 2", "2 3 y"])), 4, "real", 2, "'1 2'")
+    value_refused_alike(write(tmp_path, "later.mtx", mtx("real", ["1 2 y", "2 3", "1 x 1", "2%3 1"])), 4, "real",
+                        "'y'")
+    with pytest.raises(GraphFormatError, match=r"glued.mtx:4: a comment mark inside a field"):
+        read_graph(write(tmp_path, "glued.mtx", mtx("real", ["1 2%x 1", "2 3 y"])))
+    value_refused_alike(write(tmp_path, "then.mtx", mtx("real", ["1 2 y", "2%3 1"])), 4, "real", "'y'")
+
+
+def test_the_cli_exits_2_on_a_bad_value(tmp_path, capsys):
+    p = write(tmp_path, "g.mtx", mtx("real", ["1 2 0.5", "2 3 1", "3 4 0.25", "4 5 abc"]))
+    out = tmp_path / "i.h5"
+    assert main(["index", p, "-o", str(out), "--backend", "cpu", "--quiet"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err == f"distgrail: error: {p}:7: Matrix Market 'real' entry value is not a number: 'abc'", err
+    assert not out.exists() and sorted(x.name for x in tmp_path.iterdir()) == ["g.mtx"]
+
+
+_VALUE_BYTES = b"0123456789+-.eEdDinfatyINFATYxX"
+
+
+def _random_token(rng) -> bytes:
+    if rng.random() < 0.4:  # (near a good one)
+        good = [b"1", b"-12", b"+3.", b".5", b"2.5e-3", b"1E+05", b"7d2", b"inf", b"-Infinity", b"NaN", b"+0"]
+        t = bytearray(good[int(rng.integers(0, len(good)))])
+        for _ in range(int(rng.integers(0, 3))):
+            k = int(rng.integers(0, len(t) + 1))
+            op = int(rng.integers(0, 3))
+            if op == 0 and len(t) > 1 and k < len(t):
+                del t[k]
+            elif op == 1:
+                t.insert(k, _VALUE_BYTES[int(rng.integers(0, len(_VALUE_BYTES)))])
+            elif k < len(t):
+                t[k] = _VALUE_BYTES[int(rng.integers(0, len(_VALUE_BYTES)))]
+        return bytes(t)
+    size = int(rng.integers(1, 30 if rng.random() < 0.1 else 6))
+    return bytes(_VALUE_BYTES[int(i)] for i in rng.integers(0, len(_VALUE_BYTES), size))
+
+
+def test_bad_values_is_the_documented_grammar():
+    """The CPU reader's (and the twin's) test of a value against the regular expressions of
+    docs/inputs.md, on 20,000 random tokens near good ones and far from them, in one text."""
+    rng = np.random.default_rng(5)
+    tokens = [_random_token(rng) for _ in range(20000)]
+    tokens += [b"1" * 40, b"1" * 17 + b"e", b"infinity" * 2, b"-" + b"9" * 15, b"." + b"0" * 15]
+    text = b""
+    starts = []
+    for t in tokens:
+        text += [b" ", b"\t"][int(rng.integers(0, 2))]
+        starts.append(len(text))
+        text += t + [b" ", b"\n", b"%c ", b"\r\n"][int(rng.integers(0, 4))]
+    arr = np.frombuffer(text, np.uint8)
+    for field, kind in (("integer", VALUES_INTEGER), ("real", VALUES_NUMBER)):
+        got = bad_values(arr, np.array(starts), kind)
+        want = np.array([not allowed(t, field) for t in tokens])
+        assert np.array_equal(got, want), [t for t, g, w in zip(tokens, got, want) if g != w][:10]
+        assert 2000 < int(want.sum()) < 18000
+    # a value at the end of the text, without a line end
+    assert not bad_values(np.frombuffer(b"1 2 -1.5e3", np.uint8), np.array([4]), VALUES_NUMBER)[0]
+    assert bad_values(np.frombuffer(b"1 2 -1.5e", np.uint8), np.array([4]), VALUES_NUMBER)[0]
+
+
+def _vflags(data: bytes, width: int, values: int) -> int:
+    return int(parse_chunk_numpy(data, "mtx", 1, 9, width=width, values=values)["flags"][0])
+
+
+def test_the_twin_flags_values_as_the_cpu_reader():
+    assert _vflags(b"1 2 1.5\n2 3 -7 % c\n3 3 x\n", 3, 0) == 0  # (0: not checked)
+    assert _vflags(b"1 2 1.5\n2 3 -7 % c\n3 3 x\n", 3, VALUES_NUMBER) == F_VALUE
+    assert _vflags(b"1 2 1.5\n2 3 -7 % c\n3 3 NaN%x\n", 3, VALUES_NUMBER) == 0
+    assert _vflags(b"1 2 1.5\n", 3, VALUES_INTEGER) == F_VALUE and _vflags(b"1 2 -15\n", 3, VALUES_INTEGER) == 0
+    assert _vflags(b"1 2 1 x\n", 4, VALUES_NUMBER) == F_VALUE and _vflags(b"1 2 1 -inf\n", 4, VALUES_NUMBER) == 0
+    assert _vflags(b"1 2 x 1\n", 3, VALUES_NUMBER) == F_WIDTH | F_VALUE  # (every token after the first two)
+    assert _vflags(b"1 2 1e5", 3, VALUES_NUMBER) == 0 and _vflags(b"1 2 1e", 3, VALUES_NUMBER) == F_VALUE
+    rng = np.random.default_rng(13)
+    for _ in range(600):
+        field = ["integer", "real", "complex"][int(rng.integers(0, 3))]
+        count = MTX_FIELDS[field][0]
+        lines, good = [], True
+        for _ in range(int(rng.integers(1, 6))):
+            vals = [_random_token(rng) for _ in range(count - 2)]
+            good &= all(allowed(v, field) for v in vals)
+            tail = [b"", b" ", b" % c", b"%c", b"\r"][int(rng.integers(0, 5))]
+            lines.append(b"1 2 " + b" ".join(vals) + tail)
+        data = b"\n".join(lines) + b"\n" * int(rng.integers(0, 2))
+        assert _vflags(data, count, MTX_VALUES[field]) == (0 if good else F_VALUE), (data, field)
+
+
+def test_a_rank_range_is_held_to_the_headers_values(tmp_path):
+    data = mtx("integer", ["1 2 5", "2 3 -5", "3 4 0.5", "4 5 1"])
+    p = write(tmp_path, "r.mtx", data)
+    plan = plan_read(p)
+    assert plan.kind == "text" and (plan.fields, plan.values) == (3, VALUES_INTEGER)
+    cut = data.index(b"3 4 0.5\n")
+    one = read_text_range(p, plan, plan.body, cut)
+    assert one.anomaly is None and edges(one) == [(0, 1), (1, 2)]
+    assert "did not accept" in read_text_range(p, plan, cut, plan.size).anomaly
+    with pytest.raises(GraphFormatError, match=r"r.mtx:6: Matrix Market 'integer' entry value is not an integer"):
+        read_graph(p)
+    # a plan of values without their kind (made by hand) is never taken by the kernels
+    from dataclasses import replace
+
+    assert "values must be" in read_text_range(p, replace(plan, values=0), plan.body, cut).anomaly
+    pattern = write(tmp_path, "p.mtx", mtx("pattern", ["1 2", "2 3"]))
+    assert plan_read(pattern).values == 0 and edges(read_graph_numpy(pattern)) == [(0, 1), (1, 2)]
+
+
+GOOD = {"integer": ["1", "-12", "+3", "0"], "real": ["1", "-1.5", ".5e-3", "2D+1", "NaN", "-Infinity"]}
+GOOD["double"] = GOOD["complex"] = GOOD["real"]
+
+
+def test_fuzzed_values_agree_with_the_grammar(tmp_path):
+    """Random value tokens in files of every field: the CPU reader refuses the file exactly when
+    one is not what the grammar allows (naming the first), the twin (by its own kernels) alike."""
+    rng = np.random.default_rng(29)
+    ok = bad = 0
+    for i in range(240):
+        field = ["integer", "real", "double", "complex"][i % 4]
+        count = MTX_FIELDS[field][0]
+        entries, first = [], None
+        for j in range(int(rng.integers(1, 7))):
+            vals = [_random_token(rng) if rng.random() < 0.15 else
+                    rng.choice(GOOD[field]).encode() for _ in range(count - 2)]
+            wrong = [v for v in vals if not allowed(v, field)]
+            if wrong and first is None:
+                first = (j, wrong[0])
+            entries.append(f"{j % 4 + 1} {(j + 1) % 4 + 1} " + " ".join(v.decode() for v in vals))
+        p = write(tmp_path, f"v{i}.mtx", mtx(field, entries, n=4, symmetry=["general", "symmetric"][i % 2]))
+        if first is None:
+            g = read_graph(p)
+            twin = read_graph_numpy(p, chunk_bytes=64)
+            assert edges(twin) == edges(g) and twin.meta["parser"] == "numpy"
+            ok += 1
+        else:
+            value_refused_alike(p, first[0] + 4, field, repr(first[1].decode()))
+            bad += 1
+    assert ok > 20 and bad > 20, (ok, bad)
+
+
+# -- on a GPU: the kernels flag values as the twin -----------------------------------------------------------
+
+@pytest.mark.gpu
+def test_the_kernels_flag_mtx_values_as_the_twin():
+    from distgrail.io.parse import parse_chunk_cuda
+
+    rng = np.random.default_rng(17)
+    chunks = [(b"1 2 1.5\n2 3 -7 % c\n3 3 x\n", 3), (b"1 2 NaN%x\n2 1 -Infinity\n", 3), (b"1 2 1 x\n", 4),
+              (b"1 2 1e5", 3), (b"1 2 1e", 3), (b"1 2 x 1\n", 3), (b"1 2 " + b"1" * 40 + b"e-" + b"2" * 30 + b"\n", 3)]
+    for _ in range(300):
+        count = int(rng.integers(3, 5))
+        lines = [b"1 2 " + b" ".join(_random_token(rng) for _ in range(count - 2)) +
+                 [b"", b" ", b" % c", b"%c", b"\r"][int(rng.integers(0, 5))] for _ in range(int(rng.integers(1, 5)))]
+        chunks.append((b"\n".join(lines) + b"\n" * int(rng.integers(0, 2)), count))
+    for data, width in chunks:
+        for values in (0, VALUES_INTEGER, VALUES_NUMBER):
+            want = parse_chunk_numpy(data, "mtx", 1, 9, width=width, values=values)
+            got = parse_chunk_cuda(data, "mtx", 1, 9, width=width, values=values)
+            for key in ("flags", "line_edges", "line_u", "line_v", "src", "dst"):
+                assert np.array_equal(np.asarray(got[key]), np.asarray(want[key])), (data, width, values, key)
+
+
+@pytest.mark.gpu
+def test_the_gpu_reader_refuses_values_and_reads_as_the_cpu_reader(tmp_path):
+    from distgrail.io.parse import read_graph_cuda
+
+    for name, data in (("r.mtx", mtx("real", ["1 2 0.5", "2 3 abc"])), ("i.mtx", mtx("integer", ["1 2 1.5"])),
+                       ("c.mtx", mtx("complex", ["1 2 x y"])), ("e.mtx", mtx("double", ["1 2 1e"]))):
+        p = write(tmp_path, name, data)
+        with pytest.raises(GraphFormatError) as cpu:
+            read_graph(p)
+        with pytest.raises(GraphFormatError) as gpu:
+            read_graph_cuda(p, chunk_bytes=64)
+        assert str(gpu.value) == str(cpu.value) and "entry value is not" in str(cpu.value)
+    p = write(tmp_path, "ok.mtx", mtx("real", ["1 2 -Infinity", "2 3 NaN % c", "3 1 1.5D-3", "1 1 .5%x"],
+                                      symmetry="symmetric"))
     g = read_graph_cuda(p)
     assert g.meta["parser"] == "gpu" and sorted(edges(g)) == sorted(edges(read_graph(p)))

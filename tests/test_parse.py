@@ -81,7 +81,8 @@ def mtx_text(rng, n, m, symmetry="general", field="pattern", crlf=False):
     out = [f"%%MatrixMarket matrix coordinate {field} {symmetry}", "% comment", "", f"{n} {n} {m}"]
     for _ in range(m):
         u, v = rng.integers(1, n + 1, size=2)
-        val = "" if field == "pattern" else _sep(rng) + rng.choice(["1", "2.5e-3", "-7"])
+        val = "" if field == "pattern" else _sep(rng) + rng.choice(["1", "-7", "+3"] if field == "integer" else
+                                                                   ["1", "2.5e-3", "-7", ".5D+2", "-Infinity", "NaN"])
         out.append(f"{u}{_sep(rng)}{v}{val}")
         if rng.random() < 0.05:
             out.append("% inside")

@@ -17,7 +17,7 @@ import numpy as np
 
 from ..errors import GraphFormatError
 from .dialect import SNIFF_BYTES
-from .edgelist import MTX_FIELDS
+from .edgelist import MTX_FIELDS, MTX_VALUES
 from .formats import FMT_CODES, FORMATS, Source, host_only
 from .excerpt import bom_problem, looks_binary
 from .regular import special_kind
@@ -72,6 +72,7 @@ class Plan:
     nnz: int | None = None  # Matrix Market entries
     symmetric: bool = False
     fields: int = 0  # Matrix Market: the fields of every entry line, as its header's field says (edgelist.MTX_FIELDS)
+    values: int = 0  # Matrix Market: what the fields after row and col must be (edgelist.MTX_VALUES; 0: none)
     reason: str = ""
     comma: bool = False  # an edge list whose fields commas separate (CSV)
     codec: str | None = None  # "gz", "bz2", "zst" (kind "stream")
@@ -101,8 +102,9 @@ def _gra_header(text: Text):
 
 
 def _mtx_header(text: Text):
-    """(rows, nnz, symmetric, body, fields) as read_mtx finds them (``fields``: of every entry line,
-    :data:`~distgrail.io.edgelist.MTX_FIELDS`), or None when read_mtx would raise."""
+    """(rows, nnz, symmetric, body, fields, values) as read_mtx finds them (``fields``: of every
+    entry line, :data:`~distgrail.io.edgelist.MTX_FIELDS`; ``values``: what those after the first
+    two must be, :data:`~distgrail.io.edgelist.MTX_VALUES`), or None when read_mtx would raise."""
     header = None
     for _line, content, end in text.header_lines(1 << 20):
         if header is None:
@@ -114,7 +116,7 @@ def _mtx_header(text: Text):
                 return None
             if parts[3] not in MTX_FIELDS:
                 return None
-            fields = MTX_FIELDS[parts[3]][0]
+            fields, values = MTX_FIELDS[parts[3]][0], MTX_VALUES[parts[3]]
             if parts[4] not in ("general", "symmetric", "skew-symmetric", "hermitian"):
                 return None
             symmetric = parts[4] != "general"
@@ -127,7 +129,7 @@ def _mtx_header(text: Text):
         rows, cols, nnz = (digits_value(p) for p in parts)
         if rows != cols:
             return None
-        return rows, nnz, symmetric, end, fields
+        return rows, nnz, symmetric, end, fields, values
     return None
 
 
@@ -192,8 +194,8 @@ def _plan(source: Source, num_vertices: int | None) -> Plan:
         n, body = got
         plan = Plan("text", path, fmt, body, size, 0, n - 1, n)
     else:
-        rows, nnz, symmetric, body, fields = got
-        plan = Plan("text", path, fmt, body, size, 1, rows, rows, nnz, symmetric, fields=fields)
+        rows, nnz, symmetric, body, fields, values = got
+        plan = Plan("text", path, fmt, body, size, 1, rows, rows, nnz, symmetric, fields=fields, values=values)
     if plan.n >= 2**31 - 1:
         return Plan("cpu", path, fmt, reason=f"{plan.n} vertices need 64-bit ids")
     return plan

@@ -1,7 +1,8 @@
 """Whitespace and comma-separated edge lists of integer ids (SNAP style: extra columns, weights or
 timestamps, ignored; when the first edge line is of integers only, every later line of integers only
 has as many fields, :class:`Width`) and Matrix Market coordinate files (every entry line exactly
-the fields its header's field says, :data:`MTX_FIELDS`, :class:`Fields`)."""
+the fields its header's field says, :data:`MTX_FIELDS`, its values integers or numbers as that
+field says, :data:`MTX_VALUES`, :class:`Fields`)."""
 
 from __future__ import annotations
 
@@ -12,8 +13,8 @@ from .graph import EdgeGraph, id_dtype
 from ..dtypes import max_vertices, size_problem
 from .guards import EMPTY_TAB_FIELD, GLUED_MARK, blank_field, comma_ids, comma_width, empty_tab_field, first_edge_tab, \
     first_edge_width, glued_mark, width_message
-from .text import Chunk, chunks_ahead, large_text, MAX_FAST_COMMENTS, digits_value, NUMERIC_TEXT, PAIRS_TABLE, Sink, Text, fast_numbers, is_digits, shown, \
-    token_starts
+from .text import Chunk, chunks_ahead, large_text, MAX_FAST_COMMENTS, digits_value, NUMERIC_TEXT, PAIRS_TABLE, Sink, Text, WS, \
+    fast_numbers, is_digits, shown, token_starts
 
 
 class Width:
@@ -104,6 +105,71 @@ class Width:
 MTX_FIELDS = {"pattern": (2, "'row col'"), "integer": (3, "'row col value'"), "real": (3, "'row col value'"),
               "double": (3, "'row col value'"), "complex": (4, "'row col real imag'")}
 
+#: what a Matrix Market entry's value fields (those after ``row col``) must be, as the lines kernel
+#: takes it (``values`` of dg_parse_lines): none (``pattern``), integers (an optional sign and
+#: ASCII digits), numbers (C and Fortran decimal floats: an optional sign, digits with an optional
+#: ``.`` among or after them or ``.`` then digits, then an optional exponent, ``e``, ``E``, ``d`` or
+#: ``D``, an optional sign and digits; or ``inf``, ``infinity``, ``nan`` in any case after an
+#: optional sign, as SciPy's ``mmwrite`` writes them: ``Infinity``, ``-Infinity``, ``NaN``)
+VALUES_NONE, VALUES_INTEGER, VALUES_NUMBER = 0, 1, 2
+#: a Matrix Market header's field -> its entries' values (VALUES_*)
+MTX_VALUES = {"pattern": VALUES_NONE, "integer": VALUES_INTEGER, "real": VALUES_NUMBER, "double": VALUES_NUMBER,
+              "complex": VALUES_NUMBER}
+
+# a value's bytes by class (0: a blank, a line end or a comment mark, which end it), read by a small
+# automaton a window of bytes at a time
+_V_CLASSES = {b" \t\r\n%": 0, b"0123456789": 1, b"+-": 2, b".": 3, b"eEdD": 4, b"iI": 5, b"nN": 6, b"fF": 7,
+              b"aA": 8, b"tT": 9, b"yY": 10}
+_V_CLASS = np.full(256, 11, np.uint8)  # (11: any other byte)
+for _chars, _c in _V_CLASSES.items():
+    _V_CLASS[list(_chars)] = _c
+_V_OK, _V_BAD = 20, 21  # (a value read to its end and allowed; refused)
+
+
+def _automaton(values: int) -> np.ndarray:
+    """The automaton of the values of kind ``values``: state * 12 + class -> next state. States: 0
+    start, 1 sign, 2 digits, 3 digits '.', 4 '.', 5 digits after the '.', 6 exponent mark, 7 its
+    sign, 8 its digits, 9..16 ``infinity`` (11: ``inf``), 17..19 ``nan``, 20 allowed, 21 refused;
+    at its end (class 0) a value is allowed when in an accepting state, else refused. Each state
+    is given as state * 12, the start of its row."""
+    t = np.full((_V_BAD + 1, 12), _V_BAD, np.uint8)
+    moves = [(0, 2, 1), (0, 1, 2), (1, 1, 2), (2, 1, 2)]
+    accept = [2]
+    if values == VALUES_NUMBER:
+        moves += [(2, 3, 3), (3, 1, 5), (0, 3, 4), (1, 3, 4), (4, 1, 5), (5, 1, 5), (2, 4, 6), (3, 4, 6), (5, 4, 6),
+                  (6, 2, 7), (6, 1, 8), (7, 1, 8), (8, 1, 8),
+                  (0, 5, 9), (1, 5, 9), (9, 6, 10), (10, 7, 11), (11, 5, 12), (12, 6, 13), (13, 5, 14), (14, 9, 15),
+                  (15, 10, 16), (0, 6, 17), (1, 6, 17), (17, 8, 18), (18, 6, 19)]
+        accept = [2, 3, 5, 8, 11, 16, 19]
+    for a, c, b in moves:
+        t[a, c] = b
+    t[accept, 0] = _V_OK
+    t[_V_OK, :] = _V_OK
+    return (t.astype(np.int16) * 12).ravel()  # (the next state's row, as an index)
+
+
+_AUTOMATA = {VALUES_INTEGER: _automaton(VALUES_INTEGER), VALUES_NUMBER: _automaton(VALUES_NUMBER)}
+_V_WINDOW = 8  # (bytes of every value read at a time: most values' and their end)
+
+
+def bad_values(arr: np.ndarray, starts: np.ndarray, values: int) -> np.ndarray:
+    """Whether the token at each of ``starts`` in ``arr`` (up to a blank, a line end, a ``%`` or
+    the end of ``arr``) is not a value of kind ``values`` (:data:`VALUES_INTEGER` or
+    :data:`VALUES_NUMBER`, as :data:`MTX_VALUES` says)."""
+    table = _AUTOMATA[values]
+    state = np.zeros(len(starts), np.int16)
+    padded = np.concatenate((np.asarray(arr, np.uint8), np.full(_V_WINDOW, 32, np.uint8)))
+    todo, at = np.arange(len(starts)), np.asarray(starts, np.int64)
+    while todo.size:
+        cls = _V_CLASS.take(padded[at[None, :] + np.arange(_V_WINDOW)[:, None]])  # (a row per byte of the window)
+        st = state[todo]
+        for j in range(_V_WINDOW):
+            st = table.take(st + cls[j])
+        state[todo] = st
+        more = st < _V_OK * 12  # (a value longer than the window: on with its next bytes)
+        todo, at = todo[more], at[more] + _V_WINDOW
+    return state != _V_OK * 12
+
 
 class Fields:
     """Every entry line (a line with a field before its comment) holds exactly ``count`` fields,
@@ -112,18 +178,45 @@ class Fields:
     file is not what its header says). Fields are the tokens (runs of bytes other than blanks,
     tabs and ``\\r``) before the comment, as the GPU parser counts them (kernels/parse.cu,
     ``dg_parse_lines``: F_WIDTH on any Matrix Market line of another count). ``what`` starts the
-    message: ``g.mtx:7: Matrix Market 'pattern' entries are 'row col', got 3 fields: '1 2 7'``."""
+    message: ``g.mtx:7: Matrix Market 'pattern' entries are 'row col', got 3 fields: '1 2 7'``.
+    ``values`` (:data:`MTX_VALUES`): what the fields after the first two must be (``1 2 abc`` in a
+    ``real`` file, ``1 2 1.5`` in an ``integer`` one are refused: ``g.mtx:7: Matrix Market 'real'
+    entry value is not a number: 'abc'``; the lines kernel flags F_VALUE on them, ``values``)."""
 
-    def __init__(self, count: int, what: str):
-        self.count, self.what = int(count), what
+    def __init__(self, count: int, what: str, values: int = VALUES_NONE, field: str = ""):
+        self.count, self.what, self.values, self.field = int(count), what, int(values), field
 
     @classmethod
     def mtx(cls, field: str) -> "Fields":
         count, shape = MTX_FIELDS[field]
-        return cls(count, f"Matrix Market {field!r} entries are {shape}")
+        return cls(count, f"Matrix Market {field!r} entries are {shape}", MTX_VALUES[field], field)
 
     def fail(self, text: Text, pos: int, got: int):
         text.fail(pos, f"{self.what}, got {got} field{'' if got == 1 else 's'}: {text.excerpt(pos)}")
+
+    def value_starts(self, ch: Chunk, lines: np.ndarray) -> np.ndarray:
+        """The first byte of every value field (those after the first two) of ``lines`` (each of
+        ``count`` fields): a row per line."""
+        first = ch.cum[ch.line_start[lines]]  # (the index of each line's first token)
+        return np.flatnonzero(ch.starts)[first[:, None] + np.arange(2, self.count)]
+
+    def bad_value(self, ch: Chunk, lines: np.ndarray, starts: np.ndarray) -> tuple[int, int, int] | None:
+        """The first value field of ``lines`` (``starts``: :meth:`value_starts`) that is not a
+        value of the kind ``values``: (its line in the chunk, its first byte, its end), or None."""
+        if self.values == VALUES_NONE or not starts.size:
+            return None
+        bad = np.flatnonzero(bad_values(ch.arr, starts.ravel(), self.values))
+        if not bad.size:
+            return None
+        k = int(bad[0])
+        start = int(starts.ravel()[k])
+        end = start + int(np.argmax(np.append(WS[ch.arr[start:]], True)))
+        return int(lines[k // starts.shape[1]]), start, end
+
+    def fail_value(self, text: Text, ch: Chunk, start: int, end: int):
+        kind = "an integer" if self.values == VALUES_INTEGER else "a number"
+        text.fail(ch.abs(start), f"Matrix Market {self.field!r} entry value is not {kind}: "
+                                 f"{shown(ch.arr[start:end].tobytes())}")
 
 
 def _pairs_chunk_fast(data: bytes, comments: bytes, base: int, n: int | None, cap: int, note: dict | None = None,
@@ -177,6 +270,15 @@ def _pairs_chunk_fast(data: bytes, comments: bytes, base: int, n: int | None, ca
     return vals
 
 
+def _blank_to_line_end(ch: Chunk, lines: np.ndarray, first: np.ndarray) -> None:
+    """Blank each of ``lines`` of ``ch`` from its byte ``first`` to its end."""
+    delta = np.zeros(ch.arr.size + 1, np.int8)
+    delta[first] = 1
+    delta[ch.line_end[lines]] -= 1
+    ch.arr = np.where(np.cumsum(delta[:-1], dtype=np.int8) > 0, np.uint8(32), ch.arr)
+    ch.refresh()
+
+
 def _pairs_chunk_general(text: Text, offset: int, data: bytes, comments: bytes, base: int, n: int | None,
                          what: str, cap: int, exact: bool, width: Width | None = None, fields: Fields | None = None):
     ch = Chunk(text, offset, data)
@@ -185,12 +287,19 @@ def _pairs_chunk_general(text: Text, offset: int, data: bytes, comments: bytes, 
     tpl = ch.tokens_per_line
     if fields is not None:  # (the first bad line of any kind is reported: the lines before it are read first)
         other = np.flatnonzero((tpl > 0) & (tpl != fields.count))
-        if other.size:
-            k = int(other[0])
-            cut = int(ch.line_start[k])
+        k = int(other[0]) if other.size else tpl.size
+        lines = np.flatnonzero(tpl[:k] > 0)  # (the lines before it: each of fields.count fields)
+        starts = fields.value_starts(ch, lines)
+        value = fields.bad_value(ch, lines, starts)  # (a bad value on a line before it)
+        if value is not None or other.size:
+            cut = int(ch.line_start[value[0] if value is not None else k])
             if cut:
                 _pairs_chunk_general(text, offset, data[:cut], comments, base, n, what, cap, exact, width, fields)
+            if value is not None:
+                fields.fail_value(text, ch, value[1], value[2])
             fields.fail(text, ch.abs(cut), int(tpl[k]))
+        if starts.size:  # (every line's values run from its first one to its end: keep_columns(2) at less cost)
+            _blank_to_line_end(ch, lines, starts[:, 0])
     short = (tpl > 0) & (tpl < 2)
     if width is not None and not width.comma:  # (the first line of either kind is reported)
         width.check(text, ch, short)
@@ -223,7 +332,8 @@ def read_columns(text: Text, start: int, columns: int, comments: bytes, base: in
                 fields: Fields | None = None):
     """Read lines of >= 2 integer columns (extra columns ignored; ``exact``: refused; ``width``:
     lines of integers only must have as many as the first, when it is one, :class:`Width`;
-    ``fields``: every line with a field must have exactly so many, :class:`Fields`); return
+    ``fields``: every line with a field must have exactly so many, and values of its kind after
+    the first two, :class:`Fields`); return
     (u, v, lines) minus base, as int32 when every id fits, else int64. Without ``n``, ids must be
     below ``cap`` (default: the most vertices this machine can index). A comment (a byte of
     ``comments``) starts at a line's start or after a blank: one glued to the first two columns
@@ -291,8 +401,9 @@ def read_mtx(text: Text) -> EdgeGraph:
     """A Matrix Market coordinate file: the header, comments, the size line ``rows cols entries``
     (square), then exactly ``entries`` entry lines (1-based ``row col``), each with exactly the
     fields the header's field says (:data:`MTX_FIELDS`: ``pattern`` 2, ``integer``, ``real`` and
-    ``double`` 3, ``complex`` 4; values are not kept); a ``symmetric``, ``skew-symmetric`` or
-    ``hermitian`` file's entries off the diagonal are mirrored."""
+    ``double`` 3, ``complex`` 4), its values integers or numbers as the field says
+    (:data:`MTX_VALUES`; checked, not kept); a ``symmetric``, ``skew-symmetric`` or ``hermitian``
+    file's entries off the diagonal are mirrored."""
     header = None
     pos = 0
     size_line = None
@@ -307,7 +418,7 @@ def read_mtx(text: Text) -> EdgeGraph:
                 raise GraphFormatError(f"only 'matrix coordinate' Matrix Market files hold graphs, got {content!r}",
                                        path=text.path, line=line)
             field, symmetry = parts[3], parts[4]
-            if field not in ("pattern", "real", "integer", "complex", "double"):
+            if field not in MTX_FIELDS:
                 raise GraphFormatError(f"unknown Matrix Market field {field!r}", path=text.path, line=line)
             if symmetry not in ("general", "symmetric", "skew-symmetric", "hermitian"):
                 raise GraphFormatError(f"unknown Matrix Market symmetry {symmetry!r}", path=text.path, line=line)

@@ -55,11 +55,12 @@ NBUF = 3
 
 
 def _parse_chunk(dev, chunk: bytes, fmt: str, lo: int, hi: int, n_seen: int, tables_only: bool = False,
-                 width: int = 0, tabs: bool = False) -> dict:
+                 width: int = 0, tabs: bool = False, values: int = 0) -> dict:
     """Every stage of one chunk on ``dev`` (only count and write if ``tables_only``); every
     intermediate array, on the host. ``width``: the fields of every edge line of integers only (0:
     not checked; Matrix Market: of every entry line); ``tabs``: a tab-separated edge list's (no
-    empty first or second field)."""
+    empty first or second field); ``values``: what a Matrix Market entry's fields after the first
+    two must be (:data:`~distgrail.io.edgelist.MTX_VALUES`; 0: not checked)."""
     xp = dev.xp
     L = len(chunk)
     host = np.zeros(-(-max(L, 1) // TILE) * TILE, np.uint8)
@@ -68,7 +69,7 @@ def _parse_chunk(dev, chunk: bytes, fmt: str, lo: int, hi: int, n_seen: int, tab
     with dev.activate():
         d = xp.zeros(host.size, xp.uint8)
         dev.h2d(d, host, L)
-        st = Stages(dev, FMT_CODES[fmt], lo, hi, n_seen, width, tabs)
+        st = Stages(dev, FMT_CODES[fmt], lo, hi, n_seen, width, tabs, values)
         out = Edges(xp)
         ntiles, counts, incl = st.count(d, L)
         dev.d2h(status[:4], incl[ntiles - 1])
@@ -102,20 +103,24 @@ def _hi(fmt: str, hi):
 
 
 def parse_chunk_numpy(chunk: bytes, fmt: str = "gra", lo: int = 0, hi: int | None = None, width: int = 0,
-                      tabs: bool = False) -> dict:
+                      tabs: bool = False, values: int = 0) -> dict:
     """Every intermediate array of one chunk (token and line tables, per-line results, edges);
     ids must lie in lo..hi (.gra: 0..n-1); edge lines of integers only must have ``width`` fields (0: any;
     Matrix Market: every entry line, whatever its fields);
-    ``tabs``: no line may have an empty first or second tab-separated field."""
+    ``tabs``: no line may have an empty first or second tab-separated field; ``values`` (Matrix Market,
+    :data:`~distgrail.io.edgelist.MTX_VALUES`; 0: not checked): every field after a line's first two
+    must be an integer (1) or a number (2)."""
     hi = _hi(fmt, hi)
-    return _parse_chunk(NumpyDevice(), chunk, fmt, lo, hi, hi + 1 if fmt == "gra" else 0, width=width, tabs=tabs)
+    return _parse_chunk(NumpyDevice(), chunk, fmt, lo, hi, hi + 1 if fmt == "gra" else 0, width=width, tabs=tabs,
+                        values=values)
 
 
 def parse_chunk_cuda(chunk: bytes, fmt: str = "gra", lo: int = 0, hi: int | None = None, width: int = 0,
-                     tabs: bool = False) -> dict:
+                     tabs: bool = False, values: int = 0) -> dict:
     """The same arrays as :func:`parse_chunk_numpy`, computed by the kernels (for parity tests)."""
     hi = _hi(fmt, hi)
-    return _parse_chunk(CudaDevice(), chunk, fmt, lo, hi, hi + 1 if fmt == "gra" else 0, width=width, tabs=tabs)
+    return _parse_chunk(CudaDevice(), chunk, fmt, lo, hi, hi + 1 if fmt == "gra" else 0, width=width, tabs=tabs,
+                        values=values)
 
 
 class _Anomaly(Exception):
@@ -219,12 +224,16 @@ def _check_width(st, plan, chunk: np.ndarray, raw: bytes | None, width: list) ->
     empty first or second field of a tab-separated line (``st.tabs``). A Matrix Market file: every
     entry line has exactly ``plan.fields`` fields (its header's field says how many,
     :class:`~distgrail.io.edgelist.Fields`): the lines kernel flags a line of another count
-    whatever its tokens (``1 2 1.5 7`` in a ``real`` file too), so the kernels accept no file the
-    CPU reader refuses for it."""
+    whatever its tokens (``1 2 1.5 7`` in a ``real`` file too), and any line whose fields after the
+    first two are not values of the kind ``plan.values`` says (integers, numbers:
+    :data:`~distgrail.io.edgelist.MTX_VALUES`), so the kernels accept no file the CPU reader
+    refuses for either."""
     if plan.fmt == "mtx":
         if plan.fields < 2:  # (a plan without the header's count: the CPU reader judges the entries)
             raise _Anomaly("a Matrix Market plan without its entries' field count")
-        st.width = plan.fields
+        if plan.fields > 2 and not plan.values:  # (nor one without what its values must be)
+            raise _Anomaly("a Matrix Market plan without what its entries' values must be")
+        st.width, st.values = plan.fields, plan.values
         return
     if plan.code not in (FMT_EDGELIST, FMT_CSV):
         return

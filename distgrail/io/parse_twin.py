@@ -16,6 +16,7 @@ from ..constants import (C_A, C_B, C_BAD, C_NL, C_TOK, F_BAD_BYTE, F_CAPACITY, F
                          F_WIDTH, FMT_CSV, FMT_EDGELIST, FMT_GRA, FMT_MTX, NO_COMMENT, TILE)
 from ..errors import BackendError
 from .chunks import FMT_CODES
+from .edgelist import bad_values
 
 __all__ = ["SIGNATURES", "KERNELS_NUMPY", "NumpyDevice", "CudaDevice", "Stages", "Edges", "THREADS", "check_args",
            "classes", "values_numpy", "digit_runs_numpy", "TILE"]
@@ -28,7 +29,7 @@ _P, _I, _L, _PL, _B = "int*", "int", "i64", "i64*", "u8*"
 SIGNATURES = {
     "dg_parse_count": (_B, _L, _I, _L, _P, _P),
     "dg_parse_write": (_B, _L, _I, _L, _P, _P, _I, _I, _I, _I) + (_P,) * 9,
-    "dg_parse_lines": (_B, _L, _I, _I) + (_P,) * 8 + (_L, _L, _I, _I) + (_P,) * 5,
+    "dg_parse_lines": (_B, _L, _I, _I) + (_P,) * 8 + (_L, _L, _I, _I, _I) + (_P,) * 5,
     "dg_parse_gra_edges": (_B, _L, _I) + (_P,) * 6 + (_L, _PL, _L, _P, _P, _P),
     "dg_parse_pair_edges": (_I, _P, _P, _P, _P, _PL, _L, _P, _P, _P),
     "dg_parse_advance": (_PL, _P, _I),
@@ -212,8 +213,22 @@ def _empty_tab_field(data, L, fmt, tok_pos, t0, lines) -> bool:
     return bool(((lead > 0) | (run >= 2)).any())
 
 
+def _values_not_allowed(data, L, tok_pos, t0, live, values) -> bool:
+    """Whether a token after the first two before its line's comment (``live`` of them from token
+    ``t0``) is not a Matrix Market value of kind ``values`` (dg_parse_lines' F_VALUE, dg_mtx_value:
+    :func:`distgrail.io.edgelist.bad_values`, the CPU reader's own test, on the chunk's bytes; a
+    value ends at a blank, a line end, a ``%`` or the end of the text)."""
+    more = np.flatnonzero(live > 2)
+    if not more.size:
+        return False
+    cnt = live[more] - 2
+    line = np.repeat(np.arange(more.size), cnt)
+    tix = t0[more][line] + 2 + np.arange(line.size) - np.repeat(np.cumsum(cnt) - cnt, cnt)
+    return bool(bad_values(np.asarray(data[: int(L)]), np.asarray(tok_pos)[tix], int(values)).any())
+
+
 def lines_numpy(data, L, fmt, nlines, tok_pos, line_tok, line_a, line_b, a_pos, a_tok, b_pos, b_tok, lo, hi, width,
-                tabs, line_edges, line_u, line_v, seen, flags):
+                tabs, values, line_edges, line_u, line_v, seen, flags):
     n = int(nlines)
     t0, t1 = line_tok[:n].astype(np.int64), line_tok[1 : n + 1].astype(np.int64)
     a0, a1 = line_a[:n].astype(np.int64), line_a[1 : n + 1].astype(np.int64)
@@ -258,6 +273,8 @@ def lines_numpy(data, L, fmt, nlines, tok_pos, line_tok, line_a, line_b, a_pos, 
         live = np.where(has, k - t0 - at, t1 - t0)
         if int(width) > 0 and _integer_line_of_other_width(data, L, fmt, tok_pos, t0, live, int(width)):
             bad |= F_WIDTH
+        if int(values) > 0 and _values_not_allowed(data, L, tok_pos, t0, live, values):
+            bad |= F_VALUE
     line_edges[:n], line_u[:n], line_v[:n] = ne, u, v
     flags[0] |= bad
 
@@ -431,12 +448,14 @@ class Stages:
     """The kernels of one chunk, in order, on ``dev`` (shared by the pipeline and the stage-by-stage
     helpers): ``count`` then, once the totals are on the host, ``rest``."""
 
-    def __init__(self, dev, fmt: int, lo: int, hi: int, n_seen: int, width: int = 0, tabs: bool = False):
+    def __init__(self, dev, fmt: int, lo: int, hi: int, n_seen: int, width: int = 0, tabs: bool = False,
+                 values: int = 0):
         xp = dev.xp
         self.dev, self.fmt, self.lo, self.hi = dev, fmt, lo, hi
         # fields of every edge line of integers only (the first edge line's; 0: not checked; Matrix Market: of every entry line)
         self.width = width
         self.tabs = tabs  # a tab-separated edge list (a tab in its first edge line): no empty first or second field
+        self.values = values  # Matrix Market: what its values must be (edgelist.MTX_VALUES; 0: not checked)
         self.flags = xp.zeros(1, xp.int32)
         self.ebase = xp.zeros(1, xp.int64)
         self.seen = xp.zeros(max(n_seen, 1), xp.int32)
@@ -471,8 +490,8 @@ class Stages:
         per_line = xp.empty((3, nlines), xp.int32)
         dev.launch("dg_parse_lines", _blocks(dev, nlines), THREADS,
                    (d, i64(L), i32(self.fmt), i32(nlines), tok[0], lines[0], lines[1], lines[2], am[0], am[1],
-                    bm[0], bm[1], i64(self.lo), i64(self.hi), i32(self.width), i32(bool(self.tabs)), per_line[0],
-                    per_line[1], per_line[2], self.seen, self.flags))
+                    bm[0], bm[1], i64(self.lo), i64(self.hi), i32(self.width), i32(bool(self.tabs)), i32(self.values),
+                    per_line[0], per_line[1], per_line[2], self.seen, self.flags))
         eincl = xp.cumsum(per_line[0], dtype=xp.int32)
         bound = max(T - A, 0) if self.fmt == FMT_CODES["gra"] else min(nlines, T // 2)
         out.reserve(bound, bytes_done, bytes_total)

@@ -96,7 +96,11 @@ REGISTRY = (
            "after a header such as `source target` make a labelled graph); any file no other rule claims", "distgrail.io.edgelist.read_edgelist",
            gpu_code=constants.FMT_EDGELIST, comma_code=constants.FMT_CSV, gpu_stream=True, split=True,
            num_vertices=True, dialect=True, written=True),
-    Format("mtx", "Matrix Market coordinate file (1-based; `symmetric` entries mirrored)",
+    Format("mtx", "Matrix Market coordinate file (1-based; `symmetric`, `skew-symmetric`, `hermitian` entries "
+           "mirrored; every entry line exactly the fields its header's field says: `pattern` `row col`, "
+           "`integer`, `real`, `double` `row col value`, `complex` `row col real imag`; the values integers in an "
+           "`integer` file, else decimal numbers (`1.5e-3`, `2D+1`) or `inf`, `infinity`, `nan`: checked, not kept; "
+           "docs/inputs.md)",
            "distgrail.io.edgelist.read_mtx", extensions=(".mtx",),
            sniff=Sniff(b"%%MatrixMarket", line=True, nocase=True), gpu_code=constants.FMT_MTX, split=True,
            written=True),
