@@ -231,8 +231,6 @@ class Service:
         s, t, as_json = decode_pairs(body, content_type, self.label_kind, columns, self.max_pairs)
         t1 = time.perf_counter()
         k = int(np.shape(s)[0]) if np.ndim(s) else 0
-        if k == 0:  # (as distgrail update refuses an edges file without edges: no update of nothing counted)
-            raise _Refused(400, "no edges: POST /edges takes at least one edge u -> v")
         if k > self.max_pairs:
             raise _Refused(413, f"{k:,} pairs is over this server's limit of {self.max_pairs:,} pairs a request "
                                 "(distgrail serve --max-pairs): send smaller batches")
