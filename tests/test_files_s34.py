@@ -289,7 +289,7 @@ def test_the_probe_tells_a_crash_a_hang_and_a_refusal(tmp_path, monkeypatch):
     split, single = str(tmp_path / "s.h5"), str(tmp_path / "one.h5")
     write_split_index(split, idx.meta, idx.arrays, parts=2)
     idx.save(single)
-    real = probe._PROBE
+    real, seconds = probe._PROBE, probe.PROBE_SECONDS
     for body, why in (("import os, signal\n    os.kill(os.getpid(), signal.SIGSEGV)", "crashed (SIGSEGV)"),
                       ("import time\n    time.sleep(60)", "did not finish in 0.5 s")):
         monkeypatch.setattr(probe, "_PROBE", real.replace("    import h5py", "    " + body + "\n    import h5py"))
@@ -301,6 +301,7 @@ def test_the_probe_tells_a_crash_a_hang_and_a_refusal(tmp_path, monkeypatch):
             assert f"s.h5: damaged index: HDF5 {why} opening" in str(e.value)
         assert distgrail.open_index(single).n == idx.n  # (one file: no probe)
     monkeypatch.setattr(probe, "_PROBE", real.replace("    import h5py", "    raise OSError('refused')\n    import h5py"))
+    monkeypatch.setattr(probe, "PROBE_SECONDS", seconds)  # (0.5 s was the hang's: a busy machine's probe may take longer)
     probe._probed.cache_clear()
     assert probe.check_main_file(split) is None  # (an error HDF5 reports: the real open names it)
     # a forked child's death alone (a lock of another thread's, say) is not taken for damage
