@@ -33,6 +33,7 @@ from distgrail.io.edgelist import MTX_FIELDS, MTX_VALUES, VALUES_INTEGER, VALUES
 from distgrail.io.parse import _Anomaly, _parse_file, NumpyDevice, parse_chunk_numpy, read_graph_numpy, \
     read_text_range
 from distgrail.io.read import read_graph
+from test_parse import readers_agree
 
 HEAD = "%%MatrixMarket matrix coordinate {field} {symmetry}\n"
 SHAPES = {"pattern": "'row col'", "integer": "'row col value'", "real": "'row col value'",
@@ -63,22 +64,30 @@ def refused_alike(p, line: int, field: str, got: int, value: str) -> str:
     """The CPU reader and the GPU parser's twin refuse ``p`` with the same one line naming the
     file, the line, the header's field and the count it asks, the count found and the line;
     the twin's kernels flagged it themselves (a plain file: no other path said no)."""
-    with pytest.raises(GraphFormatError) as cpu:
-        read_graph(p)
-    msg = str(cpu.value)
     want = (f"{p}:{line}: Matrix Market {field!r} entries are {SHAPES[field]}, got {got} "
             f"field{'' if got == 1 else 's'}: {value}")
-    assert msg == want, msg
+    plan, _ = both_refuse(p, want)
+    assert plan is None or plan.fields == MTX_FIELDS[field][0]
+    return want
+
+
+def both_refuse(p, want: str) -> tuple:
+    """The CPU reader refuses ``p`` with exactly ``want``, the twin (in chunks of 64 bytes and
+    whole) with the same; returns ``(plan, anomaly)``: a text plan and its kernels' flags
+    (:class:`_Anomaly`), or ``(None, None)`` when the file is no plain text."""
+    with pytest.raises(GraphFormatError) as cpu:
+        read_graph(p)
+    assert str(cpu.value) == want, str(cpu.value)
     for chunk in (64, None):
         with pytest.raises(GraphFormatError) as twin:
             read_graph_numpy(p, chunk_bytes=chunk)
-        assert str(twin.value) == msg
+        assert str(twin.value) == want
     plan = plan_read(p)
-    if plan.kind == "text":
-        assert plan.fields == MTX_FIELDS[field][0]
-        with pytest.raises(_Anomaly, match="flags"):
-            _parse_file(plan, NumpyDevice(), 1024)
-    return msg
+    if plan.kind != "text":
+        return None, None
+    with pytest.raises(_Anomaly, match=r"flags \d+") as e:
+        _parse_file(plan, NumpyDevice(), 1024)
+    return plan, e.value
 
 
 def reads_alike(p, want):
@@ -141,20 +150,28 @@ def test_symmetric_files_are_held_to_the_count_too(tmp_path, symmetry):
     refused_alike(p, 5, "integer", 2, "'3 1'")
 
 
+LATE = {  # (field, line i's text, the bad line's index, its text, the refusal: a count or a value)
+    "count": [("integer", "{} {} {i}", 2718, "2719 5", ("integer", 2)), ("pattern", "{} {}", 2999, "3000 1 1", ("pattern", 3))],
+    "value": [("real", "{} {} {i}.5e-{k}", 2718, "2719 5 1.5e", ("real",)),
+              ("integer", "{} {} -{i}", 2999, "3000 1 3000.0", ("integer",))]}
+
+
 @pytest.mark.parametrize("gz", [False, True])
-def test_a_bad_line_after_many_good_ones_is_the_line_named(tmp_path, monkeypatch, gz):
-    """Chunks of 64 bytes (CPU) and of 64 and 4 MiB (twin): the line named is the bad one."""
+@pytest.mark.parametrize("kind", ["count", "value"])
+def test_a_bad_line_after_many_good_ones_is_the_line_named(tmp_path, monkeypatch, gz, kind):
+    """Chunks of 64 bytes (CPU) and of 64 and 4 MiB (twin): the line named is the bad one, for a
+    wrong field count and for a value not of the header's field."""
     monkeypatch.setattr(texts, "CHUNK_BYTES", 64)
     monkeypatch.setattr(compressed, "CHUNK_BYTES", 64)
     n = 3000
-    lines = [f"{i + 1} {i % 97 + 1} {i}" for i in range(n)]
-    lines[2718] = "2719 5"
-    p = write(tmp_path, "late.mtx", mtx("integer", lines, n=n), gz)
-    refused_alike(p, 2718 + 4, "integer", 2, "'2719 5'")
-    lines = [f"{i + 1} {i % 97 + 1}" for i in range(n)]
-    lines[2999] = "3000 1 1"
-    p = write(tmp_path, "last.mtx", mtx("pattern", lines, n=n), gz)
-    refused_alike(p, 2999 + 4, "pattern", 3, "'3000 1 1'")
+    for field, form, at, bad, refusal in LATE[kind]:
+        lines = [form.format(i + 1, i % 97 + 1, i=i, k=i % 7) for i in range(n)]
+        lines[at] = bad
+        p = write(tmp_path, f"late{at}.mtx", mtx(field, lines, n=n), gz)
+        if kind == "count":
+            refused_alike(p, at + 4, *refusal, repr(bad))
+        else:
+            value_refused_alike(p, at + 4, *refusal, repr(bad.split()[2]))
 
 
 def test_the_first_bad_line_is_named_whatever_its_error(tmp_path):
@@ -293,21 +310,32 @@ def test_the_twin_counts_fields_as_the_cpu_reader():
             assert got == bool(counts - {width}), (data, width, counts)
 
 
-def test_a_rank_range_is_held_to_the_headers_count(tmp_path):
-    data = mtx("real", ["1 2 0.5", "2 3 0.5", "3 4", "4 5 1"])
-    p = write(tmp_path, "r.mtx", data)
-    plan = plan_read(p)
-    assert plan.kind == "text" and plan.fields == 3
-    cut = data.index(b"3 4\n")
-    one = read_text_range(p, plan, plan.body, cut)
-    assert one.anomaly is None and edges(one) == [(0, 1), (1, 2)]
-    assert "did not accept" in read_text_range(p, plan, cut, plan.size).anomaly
-    with pytest.raises(GraphFormatError, match=r"r.mtx:6: Matrix Market 'real' entries are 'row col value', got 2"):
-        read_graph(p)
-    # a plan without the count (made by hand) is never taken by the kernels
+@pytest.mark.parametrize("field, lines, cut, plan_has, refusal, unplanned, note", [
+    ("real", ["1 2 0.5", "2 3 0.5", "3 4", "4 5 1"], "3 4\n", {"fields": 3},
+     r"r.mtx:6: Matrix Market 'real' entries are 'row col value', got 2", {"fields": 0}, "field count"),
+    ("integer", ["1 2 5", "2 3 -5", "3 4 0.5", "4 5 1"], "3 4 0.5\n", {"fields": 3, "values": VALUES_INTEGER},
+     r"r.mtx:6: Matrix Market 'integer' entry value is not an integer", {"values": 0}, "values must be")])
+def test_a_rank_range_is_held_to_the_headers_count_and_values(tmp_path, field, lines, cut, plan_has, refusal,
+                                                              unplanned, note):
     from dataclasses import replace
 
-    assert "field count" in read_text_range(p, replace(plan, fields=0), plan.body, cut).anomaly
+    data = mtx(field, lines)
+    p = write(tmp_path, "r.mtx", data)
+    plan = plan_read(p)
+    assert plan.kind == "text" and all(getattr(plan, k) == v for k, v in plan_has.items())
+    at = data.index(cut.encode())
+    one = read_text_range(p, plan, plan.body, at)
+    assert one.anomaly is None and edges(one) == [(0, 1), (1, 2)]
+    assert "did not accept" in read_text_range(p, plan, at, plan.size).anomaly
+    with pytest.raises(GraphFormatError, match=refusal):
+        read_graph(p)
+    # a plan without the header's count or value kind (made by hand) is never taken by the kernels
+    assert note in read_text_range(p, replace(plan, **unplanned), plan.body, at).anomaly
+
+
+def test_a_pattern_plan_has_no_values(tmp_path):
+    pattern = write(tmp_path, "p.mtx", mtx("pattern", ["1 2", "2 3"]))
+    assert plan_read(pattern).values == 0 and edges(read_graph_numpy(pattern)) == [(0, 1), (1, 2)]
 
 
 def test_fuzzed_mtx_files_of_every_field_agree(tmp_path):
@@ -334,16 +362,8 @@ def test_fuzzed_mtx_files_of_every_field_agree(tmp_path):
             else:
                 b[k] = int(rng.choice(alphabet))
         p = write(tmp_path, f"f{i}.mtx", bytes(b))
-        try:
-            want = read_graph(p)
-        except GraphFormatError as e:
-            with pytest.raises(GraphFormatError) as twin:
-                read_graph_numpy(p, chunk_bytes=128)
-            assert str(twin.value) == str(e)
-            plan = plan_read(p)
-            if plan.kind == "text":
-                with pytest.raises(_Anomaly):
-                    _parse_file(plan, NumpyDevice(), 1024)
+        want = readers_agree(p, 128)
+        if want is None:
             bad += 1
             continue
         got = read_graph_numpy(p, chunk_bytes=128)
@@ -401,22 +421,11 @@ def allowed(token: bytes, field: str) -> bool:
 def value_refused_alike(p, line: int, field: str, value: str) -> str:
     """The CPU reader and the twin refuse ``p`` with the same one line naming the file, the line,
     the field and the value; the twin's kernels flagged it (F_VALUE) themselves."""
-    with pytest.raises(GraphFormatError) as cpu:
-        read_graph(p)
-    msg = str(cpu.value)
     want = f"{p}:{line}: Matrix Market {field!r} entry value is not {KIND[field]}: {value}"
-    assert msg == want, msg
-    for chunk in (64, None):
-        with pytest.raises(GraphFormatError) as twin:
-            read_graph_numpy(p, chunk_bytes=chunk)
-        assert str(twin.value) == msg
-    plan = plan_read(p)
-    if plan.kind == "text":
-        assert plan.values == MTX_VALUES[field]
-        with pytest.raises(_Anomaly, match=r"flags \d+") as e:
-            _parse_file(plan, NumpyDevice(), 1024)
-        assert int(str(e.value).split()[-1]) & F_VALUE
-    return msg
+    plan, anomaly = both_refuse(p, want)
+    if plan is not None:
+        assert plan.values == MTX_VALUES[field] and int(str(anomaly).split()[-1]) & F_VALUE
+    return want
 
 
 @pytest.mark.parametrize("gz", [False, True])
@@ -474,21 +483,6 @@ def test_scipy_written_files_read(tmp_path):
 def test_symmetric_files_are_held_to_their_values_too(tmp_path, symmetry):
     p = write(tmp_path, "s.mtx", mtx("real", ["2 1 0.5", "3 3 one"], symmetry=symmetry))
     value_refused_alike(p, 5, "real", "'one'")
-
-
-@pytest.mark.parametrize("gz", [False, True])
-def test_a_bad_value_after_many_good_ones_is_the_line_named(tmp_path, monkeypatch, gz):
-    monkeypatch.setattr(texts, "CHUNK_BYTES", 64)
-    monkeypatch.setattr(compressed, "CHUNK_BYTES", 64)
-    n = 3000
-    lines = [f"{i + 1} {i % 97 + 1} {i}.5e-{i % 7}" for i in range(n)]
-    lines[2718] = "2719 5 1.5e"
-    p = write(tmp_path, "late.mtx", mtx("real", lines, n=n), gz)
-    value_refused_alike(p, 2718 + 4, "real", "'1.5e'")
-    lines = [f"{i + 1} {i % 97 + 1} {-i}" for i in range(n)]
-    lines[2999] = "3000 1 3000.0"
-    p = write(tmp_path, "last.mtx", mtx("integer", lines, n=n), gz)
-    value_refused_alike(p, 2999 + 4, "integer", "'3000.0'")
 
 
 def test_the_first_bad_line_is_named_whatever_its_error_values_too(tmp_path):
@@ -586,25 +580,6 @@ def test_the_twin_flags_values_as_the_cpu_reader():
             lines.append(b"1 2 " + b" ".join(vals) + tail)
         data = b"\n".join(lines) + b"\n" * int(rng.integers(0, 2))
         assert _vflags(data, count, MTX_VALUES[field]) == (0 if good else F_VALUE), (data, field)
-
-
-def test_a_rank_range_is_held_to_the_headers_values(tmp_path):
-    data = mtx("integer", ["1 2 5", "2 3 -5", "3 4 0.5", "4 5 1"])
-    p = write(tmp_path, "r.mtx", data)
-    plan = plan_read(p)
-    assert plan.kind == "text" and (plan.fields, plan.values) == (3, VALUES_INTEGER)
-    cut = data.index(b"3 4 0.5\n")
-    one = read_text_range(p, plan, plan.body, cut)
-    assert one.anomaly is None and edges(one) == [(0, 1), (1, 2)]
-    assert "did not accept" in read_text_range(p, plan, cut, plan.size).anomaly
-    with pytest.raises(GraphFormatError, match=r"r.mtx:6: Matrix Market 'integer' entry value is not an integer"):
-        read_graph(p)
-    # a plan of values without their kind (made by hand) is never taken by the kernels
-    from dataclasses import replace
-
-    assert "values must be" in read_text_range(p, replace(plan, values=0), plan.body, cut).anomaly
-    pattern = write(tmp_path, "p.mtx", mtx("pattern", ["1 2", "2 3"]))
-    assert plan_read(pattern).values == 0 and edges(read_graph_numpy(pattern)) == [(0, 1), (1, 2)]
 
 
 GOOD = {"integer": ["1", "-12", "+3", "0"], "real": ["1", "-1.5", ".5e-3", "2D+1", "NaN", "-Infinity"]}
