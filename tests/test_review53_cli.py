@@ -66,29 +66,3 @@ def test_mpirun_wrapper_names_a_bad_np_from_the_environment(count):
                        capture_output=True, text=True, timeout=60)
     assert r.returncode == 2
     assert r.stderr == f"launch/mpirun.sh: NP needs a positive number, got '{count}'\n", r.stderr
-
-
-@pytest.mark.parametrize("name,fmt", [("g.gra", "h5"), ("g.gra", "mtx"), ("g.gra", "edgelist"), ("g.mtx", "gra"),
-                                      ("g.mtx", "h5"), ("g.h5", "gra"), ("g.hdf5", "edgelist"), ("g.H5", "mtx")])
-def test_generate_refuses_a_format_its_output_name_is_not_read_as(tmp_path, capsys, name, fmt):
-    """``generate paper -o g.gra --format h5`` wrote HDF5 under a .gra name, which ``index g.gra``
-    then refused ('binary data, not a text graph file (gra)'); likewise text in a .h5 ('not an
-    HDF5 file') and .gra/.mtx swapped. Refused before anything is written, naming the file."""
-    from distgrail.cli import main
-
-    out = tmp_path / name
-    assert main(["generate", "paper", "-n", "10", "-o", str(out), "--format", fmt]) == 2
-    err = capsys.readouterr().err
-    assert err.count("\n") == 1 and err.startswith(f"distgrail: error: {out}: ") and f"not {fmt}" in err, err
-    assert not os.listdir(tmp_path)
-
-
-@pytest.mark.parametrize("name,fmt", [("g.txt", "gra"), ("g.txt", "mtx"), ("g.el", "h5"), ("g.xyz", "gra"),
-                                      ("g.tsv", "edgelist"), ("g.gra", "gra"), ("g.HDF5", "h5")])
-def test_generate_format_over_a_name_index_reads_as_it_still_writes(tmp_path, name, fmt):
-    """A .txt, .el (read by content) or unknown name takes any --format, and index reads it back."""
-    from distgrail.cli import main
-
-    out = tmp_path / name
-    assert main(["generate", "paper", "-n", "10", "-o", str(out), "--format", fmt, "--quiet"]) == 0
-    assert main(["index", str(out), "-o", str(tmp_path / "i.h5"), "--backend", "cpu", "--quiet"]) == 0

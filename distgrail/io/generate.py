@@ -292,12 +292,6 @@ def output_format(path, fmt: str = "auto") -> str:
     if fmt != "auto":
         if fmt not in EXTENSIONS:
             raise DistGrailError(f"output format must be one of {', '.join(EXTENSIONS)}, got {fmt!r}")
-        low = str(path).lower()
-        for name in ("gra", "mtx", "h5"):  # (these names are read as their format only; .txt and the rest sniff)
-            end = next((e for e in EXTENSIONS[name] if low.endswith(e)), None)
-            if end and name != fmt:  # ('-o g.gra --format h5' wrote a file 'index g.gra' refused)
-                raise DistGrailError(f"{path}: a {end} file is read as {name}, not {fmt}: name the file "
-                                     f"{', '.join(EXTENSIONS[fmt])} for --format {fmt}, or leave --format out")
         return fmt
     low = str(path).lower()
     if low.endswith(SEPARATED):  # ('-o x.tsv' wrote blank-separated lines under a tab-separated name)
