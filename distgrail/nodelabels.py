@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .errors import GraphFormatError, QueryError
+from .errors import GraphFormatError, QueryError, id_range
 
 __all__ = ["NodeLabels", "labelled_graph", "as_column", "check_label_kind", "object_ids"]
 
@@ -73,7 +73,7 @@ def object_ids(v: np.ndarray, n: int, what: str) -> np.ndarray:
         raise QueryError(f"{what}[{i}]: vertex ids must be integers, got {type(x).__name__} {x!r}")
     i = _first_not(v, lambda x: 0 <= x < n)
     if i is not None:
-        raise QueryError(f"{what}[{i}] out of range 0..{n - 1}, got {int(v.flat[i])!r}")
+        raise QueryError(f"{what}[{i}] {id_range(n, whose='the index')}, got {int(v.flat[i])!r}")
     return v.astype(np.int64)
 
 

@@ -484,8 +484,10 @@ def _check_values(path, meta, a, n, C, m, L, dims, bad, pieces, seen):
     """The value checks of :func:`check_index`, piece by piece (``pieces``: a :class:`_Pieces`);
     ``seen``: :func:`_whole`'s statistics of datasets taken as they were read."""
 
-    def within(name, arr, lo, hi):
+    def within(name, arr, lo, hi, of="components"):
         flat = arr.reshape(-1)
+        # (an empty range, ``0..-1`` of an index with no components or vertices, is said as such)
+        span = f"outside {lo}..{hi}" if hi >= lo else f"where the index has no {of} for it to name"
         info = np.iinfo(flat.dtype)
         low, high = info.min < lo, info.max > hi  # (a bound the stored type cannot pass is not looked at)
 
@@ -499,11 +501,11 @@ def _check_values(path, meta, a, n, C, m, L, dims, bad, pieces, seen):
         if found:
             at = np.flatnonzero((flat < lo) | (flat > hi))
             if at.size:
-                bad(name, f"holds {int(flat[at[0]])} at flat position {int(at[0])}, outside {lo}..{hi}")
+                bad(name, f"holds {int(flat[at[0]])} at flat position {int(at[0])}, {span}")
             if name in seen:
                 value = seen[name][0] if seen[name][0] < lo else seen[name][1]
-                bad(name, f"held {value} when it was read, outside {lo}..{hi}")  # (changed in memory since)
-            bad(name, f"holds a value outside {lo}..{hi}")
+                bad(name, f"held {value} when it was read, {span}")  # (changed in memory since)
+            bad(name, f"holds a value {span}")
 
     def non_decreasing(v) -> bool:
         return not pieces.any(lambda i, j: (v[i + 1:j + 1] < v[i:j]).any(), max(int(v.size) - 1, 0))
@@ -553,7 +555,7 @@ def _check_values(path, meta, a, n, C, m, L, dims, bad, pieces, seen):
         if up.ndim != 2 or up.shape[1] != 2 or up.dtype.kind not in "iu":
             bad("updates/edges", f"has shape {up.shape} and type {up.dtype}, expected (k, 2) integer vertex ids")
         else:
-            within("updates/edges", up, 0, n - 1)
+            within("updates/edges", up, 0, n - 1, of="vertices")
     if "updates/log" in a:  # one row per update (distgrail.update.LOG_COLUMNS)
         log = a["updates/log"]
         if log.ndim != 2 or log.shape[1] != 9 or log.dtype.kind not in "iu":

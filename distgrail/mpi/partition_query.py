@@ -34,6 +34,14 @@ from .errors import run_shared, share_outcome
 from .exchange import MpiExchange
 from .query import answer_in_shards, same_index_everywhere
 
+
+def _rows(bounds, rank: int) -> str:
+    """The DAG rows ``rank`` holds, as progress and errors name them ("no DAG rows" for a rank
+    past the components, where ``a..a-1`` would be printed)."""
+    lo, hi = int(bounds[rank]), int(bounds[rank + 1])
+    return f"DAG rows {lo}..{hi - 1}" if hi > lo else "no DAG rows"
+
+
 __all__ = ["SpreadIndex", "open_spread_index", "query_spread", "spread_wanted", "state_bytes", "wants_spread_query"]
 
 
@@ -73,8 +81,7 @@ class SpreadIndex(Index):
         self._spread: dict = {}
 
     def __repr__(self):
-        return super().__repr__()[:-1] + f", DAG rows {self.bounds[self.rank]}..{self.bounds[self.rank + 1] - 1} " \
-                                         f"on rank {self.rank} of {self.size}>"
+        return super().__repr__()[:-1] + f", {_rows(self.bounds, self.rank)} on rank {self.rank} of {self.size}>"
 
     def _make_labels(self, be):
         raise DistGrailError("a spread index (open_spread_index) answers collectively: call its query() on every rank")
@@ -121,7 +128,7 @@ def open_spread_index(path, comm) -> SpreadIndex:
 
     meta, arrays, labels = run_shared(comm, f"opening the index {os.fspath(path)}", read)
     bounds = row_bounds(arrays["dag/indptr"], size)
-    indptr, indices = run_shared(comm, f"reading DAG rows {bounds[me]}..{bounds[me + 1] - 1} of {os.fspath(path)}",
+    indptr, indices = run_shared(comm, f"reading {_rows(bounds, me)} of {os.fspath(path)}",
                                  _rows_of, os.fspath(path), arrays, bounds, me)
     idx = SpreadIndex(meta, arrays, labels, comm, bounds, indptr, indices)
     run_shared(comm, "comparing the index of every rank", same_index_everywhere, comm, idx)
