@@ -126,12 +126,19 @@ def cmd_pairs(args) -> int:
     check_seed(args.seed)
     if out != "-":
         _not_the_index(out, args.index)
-    idx = distgrail.open_index(args.index)
-    if out != "-":
-        _not_the_index(out, args.index, parts=True)
-    t = time.perf_counter()
-    s, d = sample_pairs(idx, args.n, args.kind, args.seed)
-    write_pairs(*pair_tokens(idx, s, d), out)
+    from .progress import Steps
+
+    # progress as index shows it (a line a step off a terminal, once the run passes a second)
+    with Steps(not args.quiet, total=["open", "sample", "write"], desc="distgrail pairs") as steps:
+        with steps.stage("open"):
+            idx = distgrail.open_index(args.index)
+        if out != "-":
+            _not_the_index(out, args.index, parts=True)
+        t = time.perf_counter()
+        with steps.stage("sample"):
+            s, d = sample_pairs(idx, args.n, args.kind, args.seed)
+        with steps.stage("write"):
+            write_pairs(*pair_tokens(idx, s, d), out)
     summary = {"output": out if out == "-" else os.path.abspath(out), "pairs": int(args.n), "kind": args.kind,
                "seed": args.seed, "seconds": round(time.perf_counter() - t, 6)}
     to = sys.stderr if out == "-" else sys.stdout

@@ -16,7 +16,7 @@ import contextlib
 import sys
 import time
 
-__all__ = ["Steps"]
+__all__ = ["Share", "Steps"]
 
 
 class Steps:
@@ -93,6 +93,55 @@ class Steps:
     def add(self, name: str, seconds: float) -> None:
         """Record ``seconds`` for ``name`` (steps measured elsewhere, e.g. on another thread)."""
         self.timings[name] = self.timings.get(name, 0.0) + seconds
+
+    def __exit__(self, *exc):
+        if self._bar is not None:
+            self._bar.close()
+        return False
+
+
+class Share:
+    """Progress through one long step counted in units (edges written, ...), shown as
+    :class:`Steps` shows steps: on a terminal a tqdm bar, elsewhere a line when a tenth of the
+    total is passed (``distgrail: generate: 30% (644,245,094 of 2,147,483,648 edges), 12.3 s``),
+    at most one a :attr:`Steps.DELAY`; nothing for a run under it::
+
+        with Share(progress, p.m, "generate", unit="edges") as share:
+            for chunk in chunks:
+                ...
+                share.update(len(chunk))
+    """
+
+    def __init__(self, enabled: bool, total: int, desc: str, unit: str = "edges"):
+        self.enabled, self.total, self.desc, self.unit = enabled, int(total), desc, unit
+        self.done = 0
+        self._bar = None
+        self._tenth = 0  # the last tenth a line was written for
+        self._start = self._last = time.perf_counter()
+
+    def __enter__(self):
+        self._start = self._last = time.perf_counter()
+        if self.enabled and _is_terminal(sys.stderr):
+            from tqdm import tqdm
+
+            self._bar = tqdm(total=self.total, desc=f"distgrail: {self.desc}", file=sys.stderr, delay=Steps.DELAY,
+                             leave=False, unit=f" {self.unit}", unit_scale=True, mininterval=0.5)
+        return self
+
+    def update(self, k: int) -> None:
+        """``k`` more units done."""
+        self.done += int(k)
+        if self._bar is not None:
+            self._bar.update(int(k))
+        elif self.enabled and self.total > 0:
+            tenth = min(10, self.done * 10 // self.total)
+            now = time.perf_counter()
+            took = now - self._start
+            if tenth > self._tenth and now - self._last >= Steps.DELAY:
+                self._tenth, self._last = tenth, now
+                sys.stderr.write(f"distgrail: {self.desc}: {tenth * 10}% ({self.done:,} of {self.total:,} "
+                                 f"{self.unit}), {took:.1f} s\n")
+                sys.stderr.flush()
 
     def __exit__(self, *exc):
         if self._bar is not None:

@@ -244,10 +244,11 @@ def rmat_edges(p: RMAT, threads=None):
     return src, dst
 
 
-def rmat_keys(p: RMAT, threads=None):
+def rmat_keys(p: RMAT, threads=None, done=None):
     """Every edge of ``p`` as one uint64 key ``source << 32 | target`` (the order the ``.h5``
     graph's CSR sorts by), chunks on threads: 8 bytes an edge (separate source and target arrays
-    and the keys made from them held 16)."""
+    and the keys made from them held 16). ``done(k)``: called with each chunk's edge count, in
+    order (progress)."""
     t = _threads(threads)
     keys = np.empty(p.m, dtype=np.uint64)
 
@@ -256,29 +257,38 @@ def rmat_keys(p: RMAT, threads=None):
         seg = keys[k * CHUNK_EDGES: k * CHUNK_EDGES + u.size]
         np.left_shift(u.astype(np.uint64), np.uint64(32), out=seg)
         np.bitwise_or(seg, v, out=seg)
+        return u.size
 
     with ThreadPoolExecutor(t, thread_name_prefix="distgrail-rmat") as pool:
-        for _ in _in_order(pool, one, p.n_chunks, 4 * t):
-            pass
+        for k in _in_order(pool, one, p.n_chunks, 4 * t):
+            if done is not None:
+                done(k)
     return keys
 
 
-def write_rmat(p: RMAT, path, fmt: str, threads=None) -> dict:
+def write_rmat(p: RMAT, path, fmt: str, threads=None, progress: bool = False) -> dict:
     """Write the graph of ``p`` to ``path`` as ``"edgelist"`` (text, ``u v`` per line) or
-    ``"h5"`` (binary graph file); atomically. Returns timings and counts."""
+    ``"h5"`` (binary graph file); atomically. Returns timings and counts. ``progress``: the
+    edges generated (and for ``.h5`` the sort and the write) shown on stderr
+    (:class:`distgrail.progress.Share`, :class:`~distgrail.progress.Steps`)."""
+    from ..progress import Share, Steps
     from .atomic import atomic_path
 
     t0 = time.perf_counter()
     nthreads = _threads(threads)
     path = os.fspath(path)
     if fmt == "h5":
-        keys = rmat_keys(p, nthreads)
+        with Share(progress, p.m, "generate rmat", unit="edges") as share:
+            keys = rmat_keys(p, nthreads, done=share.update)
         tg = time.perf_counter() - t0
-        indptr, indices = csr_of_keys(p.n, keys, nthreads)
-        del keys  # (the indices live in its memory)
         from .binary import write_binary_csr
 
-        write_binary_csr(path, p.n, indptr, indices, name=p.name)
+        with Steps(progress, total=["sort into rows", "write"], desc="distgrail: generate rmat") as steps:
+            with steps.stage("sort into rows"):
+                indptr, indices = csr_of_keys(p.n, keys, nthreads)
+                del keys  # (the indices live in its memory)
+            with steps.stage("write"):
+                write_binary_csr(path, p.n, indptr, indices, name=p.name)
         return {"generate_seconds": tg, "write_seconds": time.perf_counter() - t0 - tg, "threads": nthreads,
                 "m_stored": int(indices.size)}
     if fmt != "edgelist":
@@ -292,11 +302,13 @@ def write_rmat(p: RMAT, path, fmt: str, threads=None) -> dict:
 
     gen = fmt_s = 0.0  # thread-seconds generating and formatting
     with atomic_path(path) as tmp, open(tmp, "wb") as f, \
-            ThreadPoolExecutor(nthreads, thread_name_prefix="distgrail-rmat") as pool:
+            ThreadPoolExecutor(nthreads, thread_name_prefix="distgrail-rmat") as pool, \
+            Share(progress, p.m, "generate rmat", unit="edges") as share:
         f.write(f"# distgrail edge list: {p.n} vertices, {p.m} edges\n".encode())  # (io.dialect.DECLARED)
-        for out, tg, tf in _in_order(pool, one, p.n_chunks, 4 * nthreads):
+        for k, (out, tg, tf) in enumerate(_in_order(pool, one, p.n_chunks, 4 * nthreads)):
             gen, fmt_s = gen + tg, fmt_s + tf
             f.write(memoryview(out))
+            share.update(min(CHUNK_EDGES, p.m - k * CHUNK_EDGES))
     total = time.perf_counter() - t0
     share = gen / (gen + fmt_s) if gen + fmt_s else 0.0  # the wall time split as the work was
     return {"generate_seconds": total * share, "write_seconds": total * (1 - share), "threads": nthreads,
@@ -385,7 +397,7 @@ def run_generate(args, fmt: str):
                                  f"{why}; a .h5 graph is built whole in memory, an edge list (.txt) is written "
                                  "as it is generated")
     t = time.perf_counter()
-    r = write_rmat(p, args.output, fmt, threads=args.threads)
+    r = write_rmat(p, args.output, fmt, threads=args.threads, progress=not args.quiet)
     wall = time.perf_counter() - t
     summary = {"output": os.path.abspath(args.output), "kind": "rmat", "scale": p.scale, "edge_factor": p.edge_factor,
                "n": p.n, "m": p.m, "m_stored": r["m_stored"], "a": p.a, "b": p.b, "c": p.c, "d": round(p.d, 12),
