@@ -103,7 +103,7 @@ class Steps:
 class Share:
     """Progress through one long step counted in units (edges written, ...), shown as
     :class:`Steps` shows steps: on a terminal a tqdm bar, elsewhere a line when a tenth of the
-    total is passed (``distgrail: generate: 30% (644,245,094 of 2,147,483,648 edges), 12.3 s``),
+    total is passed (``distgrail: generate: 30% (644,245,094 of 2,147,483,648 edges), <seconds so far>``),
     at most one a :attr:`Steps.DELAY`; nothing for a run under it::
 
         with Share(progress, p.m, "generate", unit="edges") as share:
