@@ -351,14 +351,11 @@ def read_columns(text: Text, start: int, columns: int, comments: bytes, base: in
     # a large file's chunks go through the fast path on threads, ahead of the checks; not a CSV's
     # (its commas are checked on the chunk last read) nor a stream's (its older chunks are gone)
     ahead = compiled and text.translate is None and text.whole
-    for offset, data, done in chunks_ahead(text.chunks(start), fast, ahead):
+    def checked(offset, data, glued, note, vals):
+        """The chunk's values once every check passed; each check raises at its first bad line."""
         if width is not None and width.comma:
             width.commas(text, offset, len(data))
-        glued, note, vals = done()
         if glued >= 0:  # ('0 5%20' is no edge from 0 to 5)
-            cut = data.rfind(b"\n", 0, glued) + 1
-            if fields is not None and cut:  # (a line before it of another field count is reported first)
-                _pairs_chunk_general(text, offset, data[:cut], comments, base, n, what, cap, exact, width, fields)
             text.fail(offset + glued, GLUED_MARK + text.excerpt(offset + glued))
         if width is not None and not width.comma:  # (a chunk of one separator byte between tokens: no empty field)
             width.tabs(text, offset, data, note.get("clean", False))
@@ -369,6 +366,30 @@ def read_columns(text: Text, start: int, columns: int, comments: bytes, base: in
             vals = None  # (likewise: lines of two fields where every line must have another count)
         if vals is None:
             vals = _pairs_chunk_general(text, offset, data, comments, base, n, what, cap, exact, width, fields)
+        return vals
+
+    def in_file_order(offset, data, *got):
+        """:func:`checked`, but of two bad lines in one chunk the first is named whichever check
+        finds it (the checks run one after the other over the whole chunk): on an error the lines
+        before its line are checked again, by the general path, and an error there wins."""
+        try:
+            return checked(offset, data, *got)
+        except GraphFormatError as e:
+            first = text.line_at(offset)[0]
+            if e.line is None or e.path != text.path or e.line <= first:
+                raise
+            cut = 0
+            for _ in range(e.line - first):  # (the start of the error's line in the chunk)
+                cut = data.find(b"\n", cut) + 1
+                if cut <= 0:
+                    raise
+            note: dict = {}
+            head = data[:cut]
+            in_file_order(offset, head, glued_mark(head, marks=comments) if comments else -1, note, None)
+            raise
+
+    for offset, data, done in chunks_ahead(text.chunks(start), fast, ahead):
+        vals = in_file_order(offset, data, *done())
         if base:
             vals -= base
         if vals.size and int(vals.max()) >= 2**31 - 2:  # ids beyond int32: keep int64
