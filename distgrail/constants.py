@@ -13,7 +13,8 @@ from __future__ import annotations
 __all__ = ["GOLDEN", "MIX1", "MIX2", "S2", "CAP", "STEPS", "UNDECIDED", "SAME", "LEVEL", "SUPPORT_POS",
            "SUPPORT_NEG", "INTERVAL", "TREE", "SEARCH_POS", "SEARCH_NEG", "MAX_ROUNDS", "SMALL_LEVEL", "HUB", "BATCH_THREADS", "GRID_THREADS", "HUB_THREADS",
            "ITEMS_PER_THREAD", "MAX_DIMS_PER_SWEEP", "FMT_GRA", "FMT_EDGELIST", "FMT_MTX", "FMT_CSV", "C_TOK", "C_NL", "C_A",
-           "C_B", "C_BAD", "F_BAD_BYTE", "F_LINE", "F_VALUE", "F_CAPACITY", "F_WIDTH", "TILE", "NO_COMMENT", "SIDE_RUN",
+           "C_B", "C_BAD", "F_BAD_BYTE", "F_LINE", "F_VALUE", "F_CAPACITY", "F_WIDTH", "TILE", "NO_COMMENT",
+           "VALUES_NONE", "VALUES_INTEGER", "VALUES_NUMBER", "SIDE_RUN",
            "SIDE_OUT", "SIDE_IN", "SIDE_OUT_HUB", "SIDE_IN_HUB", "SWEEP_HUB_EDGES", "PUSH_IN", "PUSH_OUT", "SKIP_OUT", "SKIP_IN", "SCHED_FIELDS", "DESC_FIELDS", "CTR_TICKET", "CTR_ERR",
            "CTR_WORDS", "DONE_STRIDE", "SWEEP_THREADS", "CHOOSE_THREADS", "CUDA_MACROS", "U64_MACROS", "KERNEL_MACROS",
            "macro_values"]
@@ -64,6 +65,9 @@ C_TOK, C_NL, C_A, C_B, C_BAD = 1, 2, 4, 8, 16
 #: bits of the kernels' flag word: a bad byte, a malformed line, a bad value, output too small, an
 #: edge line whose field count differs from the file's first edge line's (``width`` of dg_parse_lines)
 F_BAD_BYTE, F_LINE, F_VALUE, F_CAPACITY, F_WIDTH = 1, 2, 4, 8, 16
+#: what a Matrix Market entry's fields after ``row col`` must be (``values`` of dg_parse_lines;
+#: distgrail.io.edgelist.MTX_VALUES): not checked (``pattern``), integers, decimal numbers
+VALUES_NONE, VALUES_INTEGER, VALUES_NUMBER = 0, 1, 2
 #: bytes of text one warp counts (the host pads each chunk to a multiple of it)
 TILE = 1024
 #: "no comment on this line" (larger than any position in a chunk)
@@ -131,7 +135,7 @@ U64_MACROS = frozenset({"DG_GOLDEN", "DG_MIX1", "DG_MIX2", "DG_S2", "DG_CAP"})
 #: kernel module (kernels/<name>.cu) -> macros only that module gets (macro name = constant name)
 KERNEL_MACROS = {
     "parse": ("FMT_GRA", "FMT_EDGELIST", "FMT_MTX", "FMT_CSV", "C_TOK", "C_NL", "C_A", "C_B", "C_BAD", "F_BAD_BYTE",
-              "F_LINE", "F_VALUE", "F_CAPACITY", "F_WIDTH", "TILE", "NO_COMMENT"),
+              "F_LINE", "F_VALUE", "F_CAPACITY", "F_WIDTH", "TILE", "NO_COMMENT", "VALUES_INTEGER"),
     "supports": ("SIDE_RUN", "SIDE_OUT", "SIDE_IN", "SIDE_OUT_HUB", "SIDE_IN_HUB", "SWEEP_HUB_EDGES", "PUSH_IN", "PUSH_OUT", "SKIP_OUT", "SKIP_IN",
                  "SCHED_FIELDS", "DESC_FIELDS",
                  "CTR_TICKET", "CTR_ERR", "CTR_WORDS", "DONE_STRIDE", "SWEEP_THREADS", "CHOOSE_THREADS"),

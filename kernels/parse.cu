@@ -208,18 +208,18 @@ __device__ __forceinline__ bool dg_stop(const unsigned char* __restrict__ data, 
     return !(c & C_TOK) || (c & C_A);
 }
 
-// 1 when the token at p is a Matrix Market entry's value (edgelist.MTX_VALUES, bad_values): values 1
-// (an integer field) an optional sign and digits; 2 (real, double, complex) an optional sign, then
-// digits with an optional '.' among or after them or '.' then digits, then an optional exponent (e,
-// E, d or D, an optional sign, digits); or inf, infinity, nan in any case after an optional sign. The
-// token ends as dg_stop says ("1.5%c": "1.5").
+// 1 when the token at p is a Matrix Market entry's value (edgelist.MTX_VALUES, bad_values): values
+// VALUES_INTEGER (an integer field) an optional sign and digits; VALUES_NUMBER (real, double,
+// complex) an optional sign, then digits with an optional '.' among or after them or '.' then
+// digits, then an optional exponent (e, E, d or D, an optional sign, digits); or inf, infinity, nan
+// in any case after an optional sign. The token ends as dg_stop says ("1.5%c": "1.5").
 __device__ __forceinline__ bool dg_mtx_value(const unsigned char* __restrict__ data, i64 L, i64 p, int fmt,
                                              int values) {
     if (p < L && (data[p] == '+' || data[p] == '-')) ++p;
     const i64 d0 = p;
     while (p < L && data[p] >= '0' && data[p] <= '9') ++p;
     i64 nd = p - d0;
-    if (values != 1) {
+    if (values != VALUES_INTEGER) {
         if (nd == 0 && p < L && ((data[p] | 0x20) == 'i' || (data[p] | 0x20) == 'n')) {
             const char* word = (data[p] | 0x20) == 'i' ? "infinity" : "nan";
             int k = 0;

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..constants import VALUES_INTEGER, VALUES_NONE, VALUES_NUMBER
 from ..errors import GraphFormatError
 from .graph import EdgeGraph, id_dtype
 from ..dtypes import max_vertices, size_problem
@@ -110,8 +111,8 @@ MTX_FIELDS = {"pattern": (2, "'row col'"), "integer": (3, "'row col value'"), "r
 #: ASCII digits), numbers (C and Fortran decimal floats: an optional sign, digits with an optional
 #: ``.`` among or after them or ``.`` then digits, then an optional exponent, ``e``, ``E``, ``d`` or
 #: ``D``, an optional sign and digits; or ``inf``, ``infinity``, ``nan`` in any case after an
-#: optional sign, as SciPy's ``mmwrite`` writes them: ``Infinity``, ``-Infinity``, ``NaN``)
-VALUES_NONE, VALUES_INTEGER, VALUES_NUMBER = 0, 1, 2
+#: optional sign, as SciPy's ``mmwrite`` writes them: ``Infinity``, ``-Infinity``, ``NaN``); the
+#: codes VALUES_* are distgrail.constants', shared with kernels/parse.cu.
 #: a Matrix Market header's field -> its entries' values (VALUES_*)
 MTX_VALUES = {"pattern": VALUES_NONE, "integer": VALUES_INTEGER, "real": VALUES_NUMBER, "double": VALUES_NUMBER,
               "complex": VALUES_NUMBER}
