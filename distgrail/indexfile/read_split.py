@@ -10,10 +10,17 @@ problem is an :class:`~distgrail.errors.IndexFormatError` naming the part.
 
 from __future__ import annotations
 
+import errno
 import os
+import shlex
 import threading
 
 import numpy as np
+
+try:
+    import resource  # (imported here: a read that has run out of descriptors cannot import it)
+except ImportError:  # pragma: no cover - not a POSIX system
+    resource = None
 
 from ..errors import IndexFormatError
 from ..io.regular import special_kind
@@ -62,7 +69,8 @@ class PartFiles:
                                        f"part files, kept in one directory, and cannot be read without each of them: "
                                        f"restore {os.path.basename(part)} there (from wherever the index was copied or "
                                        f"moved), or build the index again with 'distgrail index'")
-            self.fds[part] = _descriptor(path, part, len(self.fds), self)  # (it raises the soft limit if need be)
+            self.fds[part] = _descriptor(path, part, len(self.fds), self,  # (it raises the soft limit if need be)
+                                         len(set(self.fds) | set(parts)))
 
     def file(self, path, part, build_id, h5py):
         """The part file ``part`` of the index at ``path``, open as HDF5 through its descriptor
@@ -206,23 +214,36 @@ def open_now(held: int = 0) -> int:
         return held
 
 
-def _descriptor(path, part, held: int, parts: PartFiles) -> int:
-    """A read-only descriptor of ``part`` (``held`` parts already open): the soft limit of open
-    files raised toward the hard one when the parts would come near it (:class:`OpenLimit`,
-    restored when they close), else an IndexFormatError saying so."""
+def _descriptor(path, part, held: int, parts: PartFiles, total: int | None = None) -> int:
+    """A read-only descriptor of ``part`` (``held`` parts already open, of ``total`` known): the
+    soft limit of open files raised toward the hard one when the parts would come near it
+    (:class:`OpenLimit`, restored when they close), else an IndexFormatError saying so: the limit
+    is to be raised, as merging the parts (``convert --layout single``) reads every one of them too."""
     parts.limit.room(open_now(held) + MAX_OPEN_PARTS + SPARE_DESCRIPTORS)
     try:
         return os.open(part, os.O_RDONLY)
     except OSError as e:
-        import errno
-
-        if e.errno in (errno.EMFILE, errno.ENFILE):
-            raise IndexFormatError(f"{path}: this split index has more part files than this process may open at "
-                                   f"once ({held} open): raise the limit (ulimit -n), or merge them with "
-                                   f"'distgrail convert {os.path.basename(os.fspath(path))} --layout single -o "
-                                   f"ONE.h5'") from None
+        if e.errno in (errno.EMFILE, errno.ENFILE):  # (nothing imported here: no descriptor is left)
+            total = max(int(total or 0), held + 1)
+            raise IndexFormatError(f"{path}: this split index has {total:,} part files, more than this process may "
+                                   f"open at once ({_limit_text()}; {held:,} parts open when it ran out): raise the "
+                                   f"limit (ulimit -n {total + MAX_OPEN_PARTS + SPARE_DESCRIPTORS}; past the hard "
+                                   f"limit, as an administrator), then read it, or merge the parts into one file "
+                                   f"once: 'distgrail convert {shlex.quote(os.fspath(path))} --layout single -o "
+                                   f"ONE.h5' (the merge reads every part too)") from None
         raise IndexFormatError(f"{path}: the part {os.path.basename(part)} of this split index cannot be opened "
                                f"({e.strerror})") from None
+
+
+def _limit_text() -> str:
+    """This process's limits of open files, as words."""
+    try:
+        soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    except (AttributeError, OSError, ValueError):  # pragma: no cover - not a POSIX system
+        return "the limit of open files"
+    inf = resource.RLIM_INFINITY
+    return (f"the limit of open files {'unlimited' if soft == inf else soft}, ulimit -Sn; "
+            f"hard {'unlimited' if hard == inf else hard}, ulimit -Hn")
 
 
 def _text(v):

@@ -1,0 +1,68 @@
+"""Review 54 of ``distgrail convert`` / ``info`` and the split layout: defects found and fixed.
+
+1. A split index of more parts than the hard limit of open files lets this process open: the
+   error advised "raise the limit (ulimit -n), or merge them with 'distgrail convert NAME
+   --layout single -o ONE.h5'", and said so to that very convert, which reads every part and
+   failed in the same way; the command named the file by its base name only (wrong from another
+   directory, unquoted with a blank). It now says how many parts there are, the limits, a
+   ``ulimit -n`` value that holds them, and that the merge reads every part too, naming the path
+   as given, quoted for the shell.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shlex
+import subprocess
+import sys
+
+import pytest
+
+from distgrail.cli import main
+from distgrail.indexfile.layout import index_parts
+
+#: run in a child: set the limits of open files (soft = hard), run the command line, print the
+#: exit status as JSON on the last line
+CHILD = r"""
+import json, resource, sys
+n = int(sys.argv[1])
+resource.setrlimit(resource.RLIMIT_NOFILE, (n, n))
+from distgrail.cli import main
+print(json.dumps({"rc": main(sys.argv[2:])}))
+"""
+
+
+def _child(limit, *argv):
+    r = subprocess.run([sys.executable, "-c", CHILD, str(limit), *map(str, argv)], capture_output=True, text=True,
+                       timeout=300, check=False)
+    lines = r.stdout.strip().splitlines()
+    assert r.returncode == 0 and lines, (r.returncode, r.stdout, r.stderr)
+    return json.loads(lines[-1])["rc"], r.stderr
+
+
+@pytest.mark.skipif(sys.platform == "win32", reason="POSIX limits of open files")
+def test_too_many_parts_for_the_limit_says_the_merge_needs_it_too(tmp_path):
+    parts, limit = 60, 40
+    chain = tmp_path / "chain.txt"
+    chain.write_text("".join(f"{i} {i + 1}\n" for i in range(parts + 10)))
+    d = tmp_path / "a dir"
+    d.mkdir()
+    one, split = d / "one.h5", d / "s p.h5"
+    assert main(["index", str(chain), "-o", str(one), "--backend", "cpu", "--dims", "2", "--quiet"]) == 0
+    assert main(["convert", str(one), "--layout", "split", "--parts", str(parts), "-o", str(split), "--quiet"]) == 0
+    assert len(index_parts(split)) == parts
+    out = tmp_path / "merged.h5"
+    rc, err = _child(limit, "convert", split, "--layout", "single", "-o", out)
+    assert rc == 2, err
+    assert "Traceback" not in err and "Too many open files" not in err, err
+    assert f"{parts} part files" in err, err
+    assert "or merge them" not in err and "the merge reads every part too" in err, err
+    assert f"'distgrail convert {shlex.quote(str(split))} --layout single" in err, err
+    assert f"ulimit -n {parts}" not in err  # (a value that holds the parts and the reader's own)
+    need = int(err.split("ulimit -n ")[1].split(";")[0])
+    assert need > parts, err
+    assert not out.exists() and not any(n.startswith(".merged.h5") for n in os.listdir(tmp_path))
+    rc, err = _child(need, "convert", split, "--layout", "single", "-o", out, "--quiet")
+    assert rc == 0, err  # (the limit it names is enough)
+    assert out.read_bytes() == one.read_bytes()
