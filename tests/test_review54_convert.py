@@ -7,6 +7,9 @@
    directory, unquoted with a blank). It now says how many parts there are, the limits, a
    ``ulimit -n`` value that holds them, and that the merge reads every part too, naming the path
    as given, quoted for the shell.
+2. A dataset whose ``crc32_block`` attribute is an array (empty, or of several values) in a
+   one-file index: ``info``, ``query`` and ``convert`` ended in a traceback, exit 1 (``ValueError:
+   can only convert an array of size 1``) where a damaged index is exit 2 naming the dataset.
 """
 
 from __future__ import annotations
@@ -17,6 +20,8 @@ import shlex
 import subprocess
 import sys
 
+import h5py
+import numpy as np
 import pytest
 
 from distgrail.cli import main
@@ -66,3 +71,21 @@ def test_too_many_parts_for_the_limit_says_the_merge_needs_it_too(tmp_path):
     rc, err = _child(need, "convert", split, "--layout", "single", "-o", out, "--quiet")
     assert rc == 0, err  # (the limit it names is enough)
     assert out.read_bytes() == one.read_bytes()
+
+
+@pytest.mark.parametrize("value", [np.array([], dtype=np.uint32), np.array([4, 5], dtype=np.uint32)])
+@pytest.mark.parametrize("layout", ["single", "split"])
+def test_a_crc32_block_attribute_that_is_an_array_is_a_damaged_index(tmp_path, capsys, value, layout):
+    g = tmp_path / "g.txt"
+    g.write_text("0 1\n1 2\n2 0\n2 3\n")
+    path = tmp_path / "i.h5"
+    assert main(["index", str(g), "-o", str(path), "--backend", "cpu", "--layout", layout, "--quiet"]) == 0
+    with h5py.File(path, "r+") as f:
+        f["dag/level"].attrs["crc32_block"] = value
+    capsys.readouterr()
+    out = tmp_path / "c.h5"
+    for argv in (["info", str(path)], ["convert", str(path), "--layout", "single", "-o", str(out)]):
+        assert main(argv) == 2
+        err = capsys.readouterr().err
+        assert f"{path}: damaged index: dataset /dag/level" in err and "crc32_block is " + repr(value.tolist()) in err
+    assert not out.exists()

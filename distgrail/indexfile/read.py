@@ -263,7 +263,7 @@ def _verify_crcs(path, arrays, crcs, landed, pool):
             got[name] = values
             continue
         if isinstance(block, (bool, np.bool_)) or not isinstance(block, (int, np.integer)) or block < 1:
-            shown = block.item() if hasattr(block, "item") else block
+            shown = block.tolist() if hasattr(block, "tolist") else block  # (an array of any size too)
             raise IndexFormatError(f"{path}: damaged index: dataset /{name} cannot be read (checksum error: "
                                    f"attribute crc32_block is {shown!r})")
         got[name] = block_crcs(arrays[name], int(block), pool)

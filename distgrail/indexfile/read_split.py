@@ -289,8 +289,9 @@ def _block_of(path, name, crc) -> int:
                                f"no checksum)")
     block = crc[1]
     if isinstance(block, (bool, np.bool_)) or not isinstance(block, (int, np.integer)) or block < 1:
+        shown = block.tolist() if hasattr(block, "tolist") else block  # (as a one-file index says it)
         raise IndexFormatError(f"{path}: damaged index: dataset /{name} cannot be read (checksum error: attribute "
-                               f"crc32_block is {block!r})")
+                               f"crc32_block is {shown!r})")
     return int(block)
 
 
