@@ -356,8 +356,12 @@ def _convert_index(args, path):
     tw = time.perf_counter() - t - tr
     summary = {"output": os.path.abspath(args.output), "layout": args.layout, "read_seconds": round(tr, 6),
                "write_seconds": round(tw, 6), "parts": parts if args.layout == "split" else 0}
-    _emit(args, None, summary, f"{args.output}: the index {path} in the {args.layout} layout (read {tr:.2f} s, "
-                               f"write {tw:.2f} s)")
+    asked = args.parts if args.parts is not None else DEFAULT_PARTS
+    lay = (f"split layout, {parts} part file{'s' if parts != 1 else ''}" + (
+        f" (not the {asked} {'asked' if args.parts is not None else 'by default'}: each part holds at least one row of the largest dataset, which has {parts} "
+        f"row{'s' if parts != 1 else ''})"
+        if parts < asked else "")) if args.layout == "split" else "single layout"
+    _emit(args, None, summary, f"{args.output}: the index {path} in the {lay} (read {tr:.2f} s, write {tw:.2f} s)")
     return 0
 
 

@@ -10,6 +10,9 @@
 2. A dataset whose ``crc32_block`` attribute is an array (empty, or of several values) in a
    one-file index: ``info``, ``query`` and ``convert`` ended in a traceback, exit 1 (``ValueError:
    can only convert an array of size 1``) where a damaged index is exit 2 naming the dataset.
+3. ``convert INDEX --layout split --parts 100`` of an index whose largest dataset has 7 rows
+   wrote 7 part files, and its line said only "in the split layout": the parts asked for were
+   silently not the parts written. The line now says how many part files, and why fewer.
 """
 
 from __future__ import annotations
@@ -89,3 +92,19 @@ def test_a_crc32_block_attribute_that_is_an_array_is_a_damaged_index(tmp_path, c
         err = capsys.readouterr().err
         assert f"{path}: damaged index: dataset /dag/level" in err and "crc32_block is " + repr(value.tolist()) in err
     assert not out.exists()
+
+
+def test_convert_says_how_many_parts_and_why_fewer_than_asked(tmp_path, capsys):
+    g = tmp_path / "g.txt"
+    g.write_text("0 1\n1 2\n2 0\n2 3\n3 4\n5 6\n")  # 7 vertices, 5 components
+    one = tmp_path / "one.h5"
+    assert main(["index", str(g), "-o", str(one), "--backend", "cpu", "--quiet"]) == 0
+    capsys.readouterr()
+    out = tmp_path / "s.h5"
+    assert main(["convert", str(one), "--layout", "split", "--parts", "100", "-o", str(out)]) == 0
+    line = capsys.readouterr().out
+    assert len(index_parts(out)) == 7
+    assert "7 part files (not the 100 asked" in line and "7 rows" in line, line
+    assert main(["convert", str(one), "--layout", "split", "--parts", "3", "-o", str(out)]) == 0
+    line = capsys.readouterr().out
+    assert "split layout, 3 part files (read" in line and "asked" not in line, line
