@@ -13,6 +13,10 @@
 3. ``convert INDEX --layout split --parts 100`` of an index whose largest dataset has 7 rows
    wrote 7 part files, and its line said only "in the split layout": the parts asked for were
    silently not the parts written. The line now says how many part files, and why fewer.
+4. ``info`` (``query``, ``convert --layout``) of a split index's part file, or of a binary graph
+   file, said only "not a distgrail index (attribute format='distgrail-index-part', ...)". It now
+   says which it is and what to give instead: the part's main file (by the name it was written
+   under), or ``distgrail index`` for the graph.
 """
 
 from __future__ import annotations
@@ -108,3 +112,21 @@ def test_convert_says_how_many_parts_and_why_fewer_than_asked(tmp_path, capsys):
     assert main(["convert", str(one), "--layout", "split", "--parts", "3", "-o", str(out)]) == 0
     line = capsys.readouterr().out
     assert "split layout, 3 part files (read" in line and "asked" not in line, line
+
+
+def test_info_of_a_part_file_or_a_graph_file_says_what_to_give_instead(tmp_path, capsys):
+    g = tmp_path / "g.txt"
+    g.write_text("0 1\n1 2\n2 0\n2 3\n3 4\n5 6\n")
+    one, split, graph = tmp_path / "one.h5", tmp_path / "big.h5", tmp_path / "graph.h5"
+    assert main(["index", str(g), "-o", str(one), "--backend", "cpu", "--quiet"]) == 0
+    assert main(["convert", str(one), "--layout", "split", "--parts", "2", "-o", str(split), "--quiet"]) == 0
+    assert main(["convert", str(g), "-o", str(graph), "--backend", "cpu", "--quiet"]) == 0
+    part = index_parts(split)[1]
+    capsys.readouterr()
+    assert main(["info", str(part)]) == 2
+    err = capsys.readouterr().err
+    assert f"{part}: not a distgrail index" in err and "part 1 of 2 of a split index" in err, err
+    assert "open its main file (written as big.h5" in err, err
+    assert main(["info", str(graph)]) == 2
+    err = capsys.readouterr().err
+    assert f"{graph}: not a distgrail index" in err and "binary graph file" in err and "'distgrail index'" in err, err

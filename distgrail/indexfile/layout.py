@@ -40,7 +40,7 @@ __all__ = ["FORMAT", "FORMAT_VERSION", "READ_VERSIONS", "CHUNK_BYTES", "CRC_BLOC
            "PARALLEL_MIN_BYTES", "block_size", "block_crcs", "crc32", "crc_pool", "entry", "datasets_seal", "attributes_seal", "stored_types",
            "dataset_order", "can_read_in_blocks", "can_write_in_blocks", "REQUIRED", "PART_FORMAT", "BUILD_ATTR", "part_name",
            "crc32_combine", "pieces", "join_pieces", "read_block", "index_parts", "remove_parts", "split_build", "vds_name",
-           "from_vds_name", "replaced_split", "root_attrs", "builds_carried", "TEMPORARY", "pending_name"]
+           "from_vds_name", "not_an_index", "replaced_split", "root_attrs", "builds_carried", "TEMPORARY", "pending_name"]
 
 FORMAT = "distgrail-index"
 FORMAT_VERSION = 2
@@ -193,6 +193,23 @@ def can_read_in_blocks(ds, block) -> bool:
 
 #: root attribute ``format`` of a split index's part file
 PART_FORMAT = "distgrail-index-part"
+
+
+def not_an_index(attrs, fmt) -> str:
+    """What a distgrail file whose root attribute ``format`` is ``fmt`` (not an index) is, and
+    what to give instead, as the tail of the error (else ''): a split index's part file (its main
+    file), a binary graph file (``distgrail index`` builds an index of it)."""
+    if fmt == PART_FORMAT:
+        index = attrs.get("index")
+        index = index.decode(errors="replace") if isinstance(index, bytes) else index
+        r, parts = attrs.get("part"), attrs.get("parts")
+        ints = all(isinstance(x, (int, np.integer)) and not isinstance(x, (bool, np.bool_)) for x in (r, parts))
+        main = f"its main file (written as {index}, beside its parts)" if isinstance(index, str) and index else \
+            "its main file"
+        return f": it is {f'part {r} of {parts} ' if ints else 'a part '}of a split index; open {main}"
+    if fmt == "distgrail-graph":
+        return ": it is a binary graph file (distgrail convert's); build an index of it with 'distgrail index'"
+    return ""
 
 
 def part_name(path, r: int, build_id: str) -> str:

@@ -37,7 +37,7 @@ import numpy as np
 from .. import cores
 from ..errors import IndexFormatError
 from .layout import ATTRS, ATTRS_SEAL, BUILD_ATTR, CRC_BLOCK, FORMAT, READ_VERSIONS, REQUIRED, SEAL, block_crcs, can_read_in_blocks, crc32, \
-    crc_pool, attributes_seal, datasets_seal, entry, pieces, read_block
+    crc_pool, attributes_seal, datasets_seal, entry, not_an_index, pieces, read_block
 from .probe import check_main_file
 from .read_split import PartFiles, deferred_spans, read_virtual
 
@@ -137,7 +137,8 @@ def _read_open_file(h5py, f, path, where, fd, parts, pool, defer=()):
     if isinstance(fmt, bytes):
         fmt = fmt.decode()
     if not isinstance(fmt, str) or fmt != FORMAT:
-        raise IndexFormatError(f"{path}: not a distgrail index (attribute format={fmt!r}, expected {FORMAT!r})")
+        raise IndexFormatError(f"{path}: not a distgrail index (attribute format={fmt!r}, expected {FORMAT!r})"
+                               f"{not_an_index(attrs, fmt)}")
     raw = _attr(attrs, path, "format_version", where)
     if isinstance(raw, (bool, np.bool_)) or not isinstance(raw, (int, np.integer)):
         raise IndexFormatError(f"{path}: damaged index: attribute 'format_version' must be an integer, "
