@@ -15,7 +15,7 @@ from ..dtypes import max_vertices, size_problem
 from .guards import EMPTY_TAB_FIELD, GLUED_MARK, blank_field, comma_ids, comma_width, empty_tab_field, first_edge_tab, \
     first_edge_width, glued_mark, width_message
 from .text import Chunk, chunks_ahead, large_text, MAX_FAST_COMMENTS, digits_value, NUMERIC_TEXT, PAIRS_TABLE, Sink, Text, WS, \
-    fast_numbers, is_digits, shown, token_starts
+    EXTRA_TABLE, fast_numbers, is_digits, shown, token_starts
 
 
 class Width:
@@ -221,12 +221,16 @@ class Fields:
 
 
 def _pairs_chunk_fast(data: bytes, comments: bytes, base: int, n: int | None, cap: int, note: dict | None = None,
-                      compiled: bool = False):
+                      compiled: bool = False, extra: bool = False):
     """Fast path for a chunk of 'u v' lines; returns the 2k values or None (general path);
     ``compiled``: the numbers read by one compiled pass (:func:`~distgrail.io.text.fast_numbers`).
     ``note["clean"]`` (when given): whether every token follows one separator byte, or a line end,
-    or starts the chunk (``0\\t1``: no run of blanks where a field could be empty, :meth:`Width.tabs`)."""
-    bl = data.translate(PAIRS_TABLE)
+    or starts the chunk (``0\\t1``: no run of blanks where a field could be empty, :meth:`Width.tabs`).
+    ``extra``: lines may hold F > 2 columns, every line as many as the chunk's first (weights,
+    times, words after the two ids: ``0 1 0.5``), the values those of their first two columns;
+    ``note["fields"]``: F (2 without ``extra``). Anything else goes to the general path, whose
+    ``keep_columns`` costs several times the read of two columns."""
+    bl = data.translate(EXTRA_TABLE if extra else PAIRS_TABLE)
     if comments and bl.find(b"\x01") >= 0:
         hits = []
         for c in comments:
@@ -245,11 +249,17 @@ def _pairs_chunk_fast(data: bytes, comments: bytes, base: int, n: int | None, ca
         return None
     b = np.frombuffer(bl, dtype=np.uint8)
     ts = token_starts(b)
-    if ts.size % 2:
+    F = 2
+    if extra and ts.size:  # (the tokens of the chunk's first line with any)
+        end = bl.find(b"\n", int(ts[0]))
+        F = int(np.searchsorted(ts, len(bl) if end < 0 else end))
+        if F < 2:
+            return None
+    if ts.size % F:
         return None
     clean = not ts.size or ts[0] == 0
     if ts.size >= 2:
-        # between the two tokens of a line no newline, between lines at least one
+        # between the tokens of a line no newline, between lines at least one
         nxt = ts[1:]
         single = b[nxt - 2] > 47  # one separator byte between the tokens
         has_nl = b[nxt - 1] == 10
@@ -258,8 +268,28 @@ def _pairs_chunk_fast(data: bytes, comments: bytes, base: int, n: int | None, ca
             nl = np.flatnonzero(b == 10)
             odd = np.flatnonzero(~single)
             has_nl[odd] = np.searchsorted(nl, nxt[odd]) > np.searchsorted(nl, ts[odd])
-        if has_nl[0::2].any() or not has_nl[1::2].all():
+        if F == 2:
+            if has_nl[0::2].any() or not has_nl[1::2].all():
+                return None
+        else:
+            ends = has_nl[F - 1::F]  # (the gaps after each line's last token)
+            if not ends.all() or np.count_nonzero(has_nl) != ends.size:
+                return None
+    if extra:
+        word = np.flatnonzero(b == 97)  # (bytes of tokens that are no digits: none in a line's first two)
+        if word.size and ((np.searchsorted(ts, word, side="right") - 1) % F < 2).any():
             return None
+    if F > 2:
+        ids = np.empty(2 * (ts.size // F), np.int64)
+        ids[0::2], ids[1::2] = ts[0::F], ts[1::F]
+        if not compiled:  # (fromstring reads every token: the later columns blanked to the next line's first)
+            delta = np.zeros(b.size + 1, np.int8)
+            delta[ts[2::F]] = 1
+            delta[ts[F::F]] -= 1
+            delta[b.size] -= 1
+            b = np.where(np.cumsum(delta[:-1], dtype=np.int8) > 0, np.uint8(32), b)
+            bl = b.tobytes()
+        ts = ids
     vals = fast_numbers(bl, ts.size, ts) if compiled else fast_numbers(bytes(bl), ts.size)
     if vals is None or vals.size == 0:
         return vals
@@ -267,7 +297,7 @@ def _pairs_chunk_fast(data: bytes, comments: bytes, base: int, n: int | None, ca
     if lo < base or (hi >= base + n if n is not None else hi >= cap):
         return None
     if note is not None:
-        note["clean"] = clean
+        note["clean"], note["fields"] = clean, F
     return vals
 
 
@@ -343,11 +373,13 @@ def read_columns(text: Text, start: int, columns: int, comments: bytes, base: in
     room = (len(text) - start + 1) // 4  # a pair takes at least 'u v\n'
     us, vs = Sink(room, np.int32), Sink(room, np.int32)
     compiled = large_text(text, start)
+    extra = not exact and fields is None  # (extra columns ignored: the fast path reads them too)
 
     def fast(data):  # (no error raised here: the checks below raise them in file order)
         note: dict = {}
         glued = glued_mark(data, marks=comments) if comments else -1
-        return glued, note, (_pairs_chunk_fast(data, comments, base, n, cap, note, compiled) if glued < 0 else None)
+        return glued, note, (_pairs_chunk_fast(data, comments, base, n, cap, note, compiled, extra) if glued < 0
+                             else None)
 
     # a large file's chunks go through the fast path on threads, ahead of the checks; not a CSV's
     # (its commas are checked on the chunk last read) nor a stream's (its older chunks are gone)
@@ -361,7 +393,7 @@ def read_columns(text: Text, start: int, columns: int, comments: bytes, base: in
         if width is not None and not width.comma:  # (a chunk of one separator byte between tokens: no empty field)
             width.tabs(text, offset, data, note.get("clean", False))
         if vals is not None and vals.size and width is not None and not width.comma and \
-                not width.tokens(text, offset, data, 2):
+                not width.tokens(text, offset, data, note.get("fields", 2)):
             vals = None  # (the fast path read lines of two fields: the general one says which line differs)
         if vals is not None and vals.size and fields is not None and fields.count != 2:
             vals = None  # (likewise: lines of two fields where every line must have another count)

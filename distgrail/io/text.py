@@ -22,7 +22,7 @@ from .excerpt import looks_binary, shown  # noqa: F401 (looks_binary: re-exporte
 from .guards import EMPTY_FIELD, STRAY_CR, compiled_fields, empty_field, room_problem, stray_cr
 
 __all__ = ["shown", "Text", "Chunk", "Sink", "TokenCounter", "CHUNK_BYTES", "concat", "parse_n", "fast_numbers", "token_starts",
-           "COMPILED_NUMBERS_BYTES", "chunks_ahead", "large_text"]
+           "COMPILED_NUMBERS_BYTES", "chunks_ahead", "large_text", "EXTRA_TABLE"]
 
 #: bytes per parse chunk; chunks end at line ends (tests shrink it to cross many boundaries)
 CHUNK_BYTES = 4 << 20
@@ -43,6 +43,23 @@ def _table(blank: bytes) -> bytes:
 
 GRA_TABLE = _table(b":#")
 PAIRS_TABLE = _table(b"")
+
+
+def _extra_table() -> bytes:
+    """:data:`PAIRS_TABLE`, but every other printable byte (and every byte past ASCII) becomes
+    ``a``, a token byte that is no digit: lines whose columns after the first two hold weights,
+    times or words (``0 1 0.5``) stay on the fast path, which checks that no ``a`` falls in a
+    line's first two tokens. ``#`` and ``%`` stay 0x01 (comments, blanked first), as do
+    control bytes (the general path judges them)."""
+    t = bytearray(PAIRS_TABLE)
+    for c in range(33, 256):
+        if t[c] == 1 and c not in b"#%" and c != 127:
+            t[c] = ord("a")
+    return bytes(t)
+
+
+#: the fast path's table for lines with more than two columns (:func:`_extra_table`)
+EXTRA_TABLE = _extra_table()
 
 WS = np.zeros(256, dtype=bool)
 WS[[9, 10, 13, 32]] = True
