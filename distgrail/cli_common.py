@@ -130,9 +130,18 @@ def common_options(sp, backend: bool = True, quiet: str = "no progress or summar
 
 
 class OneProcess(argparse.Action):
-    """Stores the value and marks the run as one rank's work (see :func:`distgrail.cli.main`)."""
+    """Stores the value and marks the run as one rank's work (see :func:`distgrail.cli.main`).
+    Given twice, the option is refused (exit 2): ``--pair 0 4 --pair 4 0`` answered only the last
+    pair, with exit 0."""
 
     def __call__(self, parser, namespace, values, option_string=None):
+        if getattr(namespace, self.dest, None) is not None:
+            def shown(v):
+                return " ".join(map(str, v)) if isinstance(v, (list, tuple)) else str(v)
+
+            parser.error(f"{option_string} given twice ({shown(getattr(namespace, self.dest))} and {shown(values)}): "
+                         f"it takes one"
+                         + (" question; for several, give a pairs file" if self.dest == "pair" else " value"))
         setattr(namespace, self.dest, values)
         namespace.one_process = True
 
