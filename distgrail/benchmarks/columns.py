@@ -18,9 +18,10 @@ import json
 import os
 import sys
 import tempfile
-import time
 
 import numpy as np
+
+from .parse import _timed as _best  # (best of repeat, and the last result)
 
 
 def _files(folder: str, m: int) -> dict:
@@ -37,15 +38,6 @@ def _files(folder: str, m: int) -> dict:
             f.write("".join(line(a, b, c) for a, b, c in zip(u, v, w)))
         out[name] = path
     return out
-
-
-def _best(fn, repeat: int):
-    best, got = float("inf"), None
-    for _ in range(repeat):
-        t = time.perf_counter()
-        got = fn()
-        best = min(best, time.perf_counter() - t)
-    return best, got
 
 
 def main(argv=None) -> int:
