@@ -534,8 +534,10 @@ def test_arguments_differing_between_ranks_are_an_error(comm, field, mine, their
     """Not a hang: a rank with other supports would skip phase 5's collectives, one with another
     partition mode would run another placement."""
     value = mine if comm.Get_rank() == 0 else theirs
-    with pytest.raises(DistGrailError, match="same on every rank"):
+    with pytest.raises(DistGrailError, match="same on every rank") as e:
         distgrail.build_index(distgrail.bundled_graph(), backend="cpu", comm=comm, **{field: value})
+    # (judged by rank 0 and shared, as one rank's error: the CLI prints it once, rank 0's)
+    assert str(e.value).startswith("rank 0, comparing the build options") and getattr(e.value, "comm_rank", None) is not None
 
 
 def test_invalid_arguments_raise_on_every_rank_without_communication(comm):

@@ -110,6 +110,14 @@ def _stored_condensation(g, dag):
     return meta.get("path") if isinstance(meta, dict) and dag.meta.get("stored") else None
 
 
+def _same_options(every: list) -> None:
+    """Refuse build options that differ between ranks (``every``: each rank's ``config.agreed()``)."""
+    if any(a != every[0] for a in every):
+        bad = next(r for r, a in enumerate(every) if a != every[0])
+        raise DistGrailError("dims, seed, parent_rule, backend, full_index_on, supports, partition and layout must be "
+                             f"the same on every rank; rank 0 has {every[0]}, rank {bad} has {every[bad]}")
+
+
 class AcrossRanks:
     """The build's moves, collective over ``comm``'s ranks (a
     :class:`~distgrail.placement.Placement`; see the module doc)."""
@@ -152,10 +160,8 @@ class AcrossRanks:
         try:
             here = comm.Get_rank() == 0
             every = comm.allgather(config.agreed())
-            if any(a != every[0] for a in every):
-                bad = next(r for r, a in enumerate(every) if a != every[0])
-                raise DistGrailError("dims, seed, parent_rule, backend, full_index_on, supports, partition and layout must be "
-                                     f"the same on every rank; rank 0 has {every[0]}, rank {bad} has {every[bad]}")
+            # (judged by rank 0 and shared: the error printed once, as one rank's, not by every rank)
+            run_shared(comm, "comparing the build options of every rank", _same_options if here else None, every)
             writes = comm.bcast(config.output is not None if here else None, root=0)  # rank 0's output decides
             dev = ensure_bound(comm, config.backend)
             be = run_shared(comm, "selecting the backend", get_backend, config.backend, dev)
