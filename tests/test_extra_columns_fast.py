@@ -119,3 +119,31 @@ def test_a_word_among_the_ids_is_refused_by_the_general_path(tmp_path, monkeypat
     got = _read(p, False, monkeypatch)
     assert got == _read(p, True, monkeypatch) and got[0] == "error", got
     assert f"w.txt:{line}:" in got[1] and token in got[1], got
+
+
+@pytest.mark.parametrize("body", ["0 1 5\n2 3 6\n4 5 a\n6 7 b\n", "0 1 x\n2 3 y\n", "0 1 0.5\n2 3 0.25\n4 5 7\n"])
+def test_a_compile_failure_of_the_compiled_numbers_reads_what_the_general_path_reads(tmp_path, monkeypatch, body):
+    """A large file's chunks keep their later columns for the compiled pass to skip; where it
+    fails to compile (:func:`distgrail.jit.restarts`: the NumPy code, the same numbers),
+    ``fromstring`` read them too: a ValueError traceback, or on a NumPy that reads up to the first
+    word, ids shifted by the numbers before it (``0 1 5 2 3 6 4 5`` as 4 edges)."""
+    pytest.importorskip("numba")
+    from numba.core.errors import TypingError
+
+    import distgrail.jit as jit
+    from distgrail.io import fields_jit
+
+    monkeypatch.setattr(textmod, "COMPILED_NUMBERS_BYTES", 0)
+    p = tmp_path / "w.txt"
+    p.write_text(body)
+    monkeypatch.setattr(jit, "_FAILED", {})
+    general = _read(p, True, monkeypatch)
+    assert general[0] == "ok", general
+
+    def broken(*a, **k):
+        raise TypingError("a numba that cannot compile the loop")
+
+    monkeypatch.setattr(fields_jit, "numbers_at", broken)
+    with pytest.warns(RuntimeWarning, match="failed to compile"):
+        got = _read(p, False, monkeypatch)
+    assert got == general

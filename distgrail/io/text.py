@@ -511,7 +511,11 @@ def fast_numbers(blanked: bytes, count: int, starts: np.ndarray | None = None):
     tokens' ``starts`` (a large file, :data:`COMPILED_NUMBERS_BYTES`), one compiled pass reads
     them (:func:`distgrail.io.fields_jit.numbers_at`, the same values), or None for a value of
     10^18 or more (``fromstring`` saturates it past every vertex id: the general path refuses the
-    line either way); without numba, ``fromstring``."""
+    line either way); without numba, ``fromstring``. ``fromstring`` reads every token: with
+    ``starts`` (the compiled pass failed to compile, :func:`~distgrail.jit.restarts`), None unless
+    they are all the chunk's tokens (the fast path leaves later columns, ``0 1 0.5``, in a large
+    file's chunk for the compiled pass to skip: read by ``fromstring`` they would raise or shift
+    the ids)."""
     if count == 0:
         return np.zeros(0, np.int64)
     if starts is not None and starts.size == count:
@@ -519,6 +523,8 @@ def fast_numbers(blanked: bytes, count: int, starts: np.ndarray | None = None):
         if jit is not None:
             vals, ok = jit.numbers_at(np.frombuffer(blanked, np.uint8), starts)
             return vals if ok else None
+    if starts is not None and token_starts(np.frombuffer(blanked, np.uint8)).size != count:
+        return None
     blanked = bytes(blanked)  # (fromstring takes read-only bytes)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", DeprecationWarning)
