@@ -395,7 +395,8 @@ def _check_part(path, f, part, dset, shape, dt, h5py, view):
     shown = os.path.basename(part)
     try:
         if dset not in f or not isinstance(f[dset], h5py.Dataset):
-            raise IndexFormatError(f"{path}: the part {shown} holds no dataset /{dset}")
+            raise IndexFormatError(f"{path}: damaged index: the part {shown} holds no readable dataset /{dset} "
+                                   f"(removed, or the part's HDF5 structure damaged)")
         d = f[dset]
         if tuple(d.shape) != tuple(shape) or d.dtype.newbyteorder("<") != dt:
             raise IndexFormatError(f"{path}: damaged index: the part {shown} holds /{dset} as {d.dtype} "
