@@ -68,7 +68,8 @@ def main(argv=None) -> int:
             finally:
                 edgelist._pairs_chunk_fast = fast
             for x in (g, h):
-                assert np.array_equal(x.src, ref.src) and np.array_equal(x.dst, ref.dst), name
+                if not (np.array_equal(x.src, ref.src) and np.array_equal(x.dst, ref.dst)):
+                    raise RuntimeError(f"{name}: the edges read differ from the two-column file's")
             rows.append({"file": name, "bytes": os.path.getsize(path), "fast_seconds": round(t_fast, 4),
                          "general_seconds": round(t_gen, 4), "general_over_fast": round(t_gen / t_fast, 2)})
     if args.json:
