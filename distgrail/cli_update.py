@@ -94,7 +94,7 @@ def cmd_update(args) -> int:
         except OutputError as e:  # (named as given: the user may not know where a link leads)
             raise OutputError(f"{named}: the index is not updated in place: {e}; write the update to another "
                               f"file with -o NEW.h5") from None
-        args.output = target
+        args.output = args.index if same_path(target, args.index) else target  # (errors name the path as given)
     else:
         if os.path.exists(args.output) and same_file(args.output, args.index):
             raise DistGrailError(f"{args.output}: the output would overwrite the input {args.index}; to update the "

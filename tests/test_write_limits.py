@@ -129,3 +129,20 @@ def test_a_npy_cut_short_by_the_file_size_limit_says_file_too_large(small_index,
     assert r.returncode == 2 and r.stderr == f"distgrail: error: {out}: cannot write the output: File too large\n", \
         r.stderr
     assert not out.exists() and not [n for n in os.listdir(tmp_path) if n.startswith(".")]
+
+
+def test_an_in_place_update_names_the_part_it_could_not_write_as_the_index_was_named(small_index, tmp_path):
+    """An update in place named the index by its absolute path (the link-resolving ``realpath``
+    of ``INDEX``) in a write's error, where ``convert`` names the path given: ``s.h5.<id>.part0``
+    given as ``s.h5`` from its directory was ``/abs/dir/s.h5.<id>.part0``."""
+    from distgrail.cli import main
+
+    assert main(["convert", str(small_index / "s.h5"), "--layout", "split", "--parts", "3", "-o",
+                 str(tmp_path / "s.h5"), "--quiet"]) == 0
+    before = sorted(os.listdir(tmp_path))
+    r = _limited(["update", "s.h5", "--add", small_index / "e.txt", "--backend", "cpu"], 30_000, cwd=tmp_path)
+    assert r.returncode == 2, r.stderr
+    assert r.stderr.startswith("distgrail: error: s.h5.") and r.stderr.endswith(": cannot write the output: "
+                                                                                 "File too large\n"), r.stderr
+    assert str(tmp_path) not in r.stderr, r.stderr
+    assert sorted(os.listdir(tmp_path)) == before
