@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import errno
 import os
+import re
 import subprocess
 import sys
 import time
@@ -223,6 +224,8 @@ def test_the_write_benchmark_compares_both_writers(tmp_path, monkeypatch, capsys
     assert write.main(["--mb", "20", "--repeat", "1", "--dir", str(tmp_path)]) == 0
     out = capsys.readouterr().out
     assert "files byte-identical: yes" in out and "parallel blocks" in out and "rename over the old file" in out
+    assert re.search(r"floor, \d+ threads, 1 file +\d+\.\d{3} +\d+\.\d\d\n", out), out
+    assert re.search(r"floor, \d+ threads, 8 files +\d+\.\d{3} +\d+\.\d\d\n", out), out
     assert blocks_spy and os.listdir(tmp_path) == []
     assert layout.PARALLEL_MIN_BYTES == 1 << 20 and atomic._exchange.__name__ == "_exchange"  # restored
 

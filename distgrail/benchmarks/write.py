@@ -6,8 +6,12 @@ Writes the same arrays with ``write_index_file`` twice per round: "hdf5" (every 
 ``h5py.create_dataset(data=...)`` after a whole-array cast, as before issue 23: the parallel
 path switched off) and "blocks" (datasets of at least ``PARALLEL_MIN_BYTES`` cast, written and
 checksummed in parallel blocks, :mod:`distgrail.indexfile.write`); prints seconds and GB/s of each
-side by side, with the page-cache floor of the machine (one ``write`` of the same number of
-bytes from memory to a new file, one thread) and checks that both files are byte-identical.
+side by side, with the page-cache floors of the machine (the same number of bytes from memory
+to new files: one ``write`` by one thread; blocks of 4 MiB by as many threads as the writer's pool
+into one file and, split evenly, into 8 files: what one inode and several inodes take) and checks
+that both files are byte-identical. The floors say how far a faster writer could go: when 8 files
+take the bytes no faster than one, the page cache itself (allocating and copying pages), not the
+file, bounds every layout.
 Then rewrites an existing output both ways ``distgrail.io.atomic`` can replace it: names
 exchanged (``renameat2``) and, as before, a rename over the old file (hard-linked aside first),
 which ext4 makes write back the whole new file.
@@ -106,6 +110,43 @@ def floor_write(path, nbytes: int) -> float:
     return s
 
 
+def floor_threads(d, nbytes: int, files: int, threads: int, block: int = 4 << 20) -> float:
+    """Seconds of ``threads`` threads writing ``nbytes`` from memory into ``files`` new files in
+    ``d`` (even shares, blocks of ``block`` bytes by ``os.pwrite``), each file allocated first
+    (``posix_fallocate``, as the index writer does)."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    buf = memoryview(np.ones(nbytes, dtype=np.uint8))
+    share = -(-nbytes // files)
+    paths = [os.path.join(d, f"floor{i}.bin") for i in range(files)]
+    fds = [os.open(p, os.O_CREAT | os.O_WRONLY | os.O_TRUNC, 0o644) for p in paths]
+    try:
+        for i, fd in enumerate(fds):
+            size = min(share, nbytes - i * share)
+            if size > 0 and hasattr(os, "posix_fallocate"):
+                os.posix_fallocate(fd, 0, size)
+
+        def put(at):
+            i, off = divmod(at, share)
+            end = min(at + block, (i + 1) * share, nbytes)
+            view = buf[at:end]
+            while view:
+                view = view[os.pwrite(fds[i], view, off):]
+                off = end - len(view) - i * share
+
+        starts = [a for i in range(files) for a in range(i * share, min((i + 1) * share, nbytes), block)]
+        _sync()
+        t = time.perf_counter()
+        with ThreadPoolExecutor(threads) as pool:
+            list(pool.map(put, starts))
+        return time.perf_counter() - t
+    finally:
+        for fd in fds:
+            os.close(fd)
+        for p in paths:
+            os.remove(p)
+
+
 def _same_bytes(a, b, chunk=64 << 20) -> bool:
     with open(a, "rb") as fa, open(b, "rb") as fb:
         while True:
@@ -128,6 +169,10 @@ def run(meta, arrays, d, repeat: int) -> dict:
     size = os.path.getsize(new)
     out = {"bytes": size, "identical": _same_bytes(old, new), "times": times,
            "floor_s": min(floor_write(os.path.join(d, "floor.bin"), size) for r in range(repeat))}
+    from distgrail import cores
+
+    out["threads"] = threads = max(1, min(16, cores.usable()))  # (as many as the writer's pool, crc_pool)
+    out["floor_files_s"] = {k: min(floor_threads(d, size, k, threads) for r in range(repeat)) for k in (1, 8)}
     os.remove(old)
     # rewriting an existing output (the new writer both times): names exchanged, or renamed over
     out["rewrite_exchange_s"] = min(_timed_write(new, meta, arrays, True) for _ in range(repeat))
@@ -144,6 +189,9 @@ def report(r: dict) -> str:
         t = sorted(r["times"][name])
         rows.append(f"{label:<28}{t[0]:>9.3f}{t[len(t) // 2]:>10.3f}{gb / t[0]:>8.2f}")
     rows.append(f"{'page-cache floor (1 write)':<28}{r['floor_s']:>9.3f}{'':>10}{gb / r['floor_s']:>8.2f}")
+    for k, s in r["floor_files_s"].items():
+        label = f"floor, {r['threads']} threads, {k} file{'s' if k > 1 else ''}"
+        rows.append(f"{label:<28}{s:>9.3f}{'':>10}{gb / s:>8.2f}")
     best = min(r["times"]["hdf5"]) / min(r["times"]["blocks"])
     rows.append(f"blocks vs hdf5: {best:.2f}x faster; blocks / floor: {min(r['times']['blocks']) / r['floor_s']:.2f}")
     rows.append(f"rewrite over an existing output: exchange {r['rewrite_exchange_s']:.3f} s, "
