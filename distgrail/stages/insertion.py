@@ -410,9 +410,10 @@ def _renumber(xp, a, m, dead, ip, ix):
     return out
 
 
-#: components from which a CPU update's renumbering gathers the intervals with the compiled loop
-#: (below, NumPy's two passes cost less than loading it)
-COMPILED_GATHER_COMPONENTS = 1 << 18
+#: components from which a CPU update's renumbering gathers the intervals with the compiled loop:
+#: below, NumPy's two passes cost less than importing numba and loading the loop from its cache,
+#: which a process pays once (docs/benchmarks.md, session 55)
+COMPILED_GATHER_COMPONENTS = 1 << 21
 
 
 def _compiled_gather(xp, C: int):
