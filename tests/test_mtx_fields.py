@@ -388,21 +388,30 @@ def test_the_kernels_flag_mtx_counts_as_the_twin():
                 assert np.array_equal(np.asarray(got[key]), np.asarray(want[key])), (data, width, key)
 
 
-@pytest.mark.gpu
-def test_the_gpu_reader_refuses_and_reads_as_the_cpu_reader(tmp_path):
+def gpu_reads_as_cpu(tmp_path, refused, good: bytes, says: str = "") -> None:
+    """The GPU reader (chunks of 64 bytes) refuses each file of ``refused`` (name, bytes) with the
+    CPU reader's very message, which holds ``says``, and reads ``good`` itself (its parser the
+    GPU's) as the CPU reader does."""
     from distgrail.io.parse import read_graph_cuda
 
-    for name, data in (("p3.mtx", mtx("pattern", ["1 2", "2 3 7"])), ("i2.mtx", mtx("integer", ["1 2 3", "2 3"])),
-                       ("r4.mtx", mtx("real", ["1 2 1.5 2"])), ("c3.mtx", mtx("complex", ["1 2 1"]))):
+    for name, data in refused:
         p = write(tmp_path, name, data)
         with pytest.raises(GraphFormatError) as cpu:
             read_graph(p)
         with pytest.raises(GraphFormatError) as gpu:
             read_graph_cuda(p, chunk_bytes=64)
-        assert str(gpu.value) == str(cpu.value)
-    p = write(tmp_path, "ok.mtx", mtx("complex", ["1 2 1 0", "2 3 0.5 -1 % c"], symmetry="symmetric"))
+        assert str(gpu.value) == str(cpu.value) and says in str(cpu.value)
+    p = write(tmp_path, "ok.mtx", good)
     g = read_graph_cuda(p)
     assert g.meta["parser"] == "gpu" and sorted(edges(g)) == sorted(edges(read_graph(p)))
+
+
+@pytest.mark.gpu
+def test_the_gpu_reader_refuses_and_reads_as_the_cpu_reader(tmp_path):
+    gpu_reads_as_cpu(tmp_path, (("p3.mtx", mtx("pattern", ["1 2", "2 3 7"])),
+                                ("i2.mtx", mtx("integer", ["1 2 3", "2 3"])), ("r4.mtx", mtx("real", ["1 2 1.5 2"])),
+                                ("c3.mtx", mtx("complex", ["1 2 1"]))),
+                     mtx("complex", ["1 2 1 0", "2 3 0.5 -1 % c"], symmetry="symmetric"))
 
 
 # -- the values: integers in an 'integer' file, numbers in a 'real', 'double' or 'complex' one ---------------
@@ -638,17 +647,7 @@ def test_the_kernels_flag_mtx_values_as_the_twin():
 
 @pytest.mark.gpu
 def test_the_gpu_reader_refuses_values_and_reads_as_the_cpu_reader(tmp_path):
-    from distgrail.io.parse import read_graph_cuda
-
-    for name, data in (("r.mtx", mtx("real", ["1 2 0.5", "2 3 abc"])), ("i.mtx", mtx("integer", ["1 2 1.5"])),
-                       ("c.mtx", mtx("complex", ["1 2 x y"])), ("e.mtx", mtx("double", ["1 2 1e"]))):
-        p = write(tmp_path, name, data)
-        with pytest.raises(GraphFormatError) as cpu:
-            read_graph(p)
-        with pytest.raises(GraphFormatError) as gpu:
-            read_graph_cuda(p, chunk_bytes=64)
-        assert str(gpu.value) == str(cpu.value) and "entry value is not" in str(cpu.value)
-    p = write(tmp_path, "ok.mtx", mtx("real", ["1 2 -Infinity", "2 3 NaN % c", "3 1 1.5D-3", "1 1 .5%x"],
-                                      symmetry="symmetric"))
-    g = read_graph_cuda(p)
-    assert g.meta["parser"] == "gpu" and sorted(edges(g)) == sorted(edges(read_graph(p)))
+    gpu_reads_as_cpu(tmp_path, (("r.mtx", mtx("real", ["1 2 0.5", "2 3 abc"])), ("i.mtx", mtx("integer", ["1 2 1.5"])),
+                                ("c.mtx", mtx("complex", ["1 2 x y"])), ("e.mtx", mtx("double", ["1 2 1e"]))),
+                     mtx("real", ["1 2 -Infinity", "2 3 NaN % c", "3 1 1.5D-3", "1 1 .5%x"], symmetry="symmetric"),
+                     says="entry value is not")

@@ -1,14 +1,17 @@
 """Edge lists with columns after the two ids, read on the CPU: the fast path next to the general
 path on the same files, in one run.
 
-    python -m distgrail.benchmarks.columns [--edges 5000000] [--repeat 3] [--dir /tmp] [--json]
+    python -m distgrail.benchmarks.columns [--edges 5000000] [--repeat 3] [--dir /tmp] [--json] [--mtx]
 
 Four files of the same random edges (ids below m / 5): two columns, three integer columns
 (``u v 7``), three with a decimal weight (``u v 0.123``) and five mixed (``u v 0.5 1700000000
 word``). Each is read by ``read_graph`` (best of ``--repeat``, the file in the page cache), once as
 the reader runs (lines of more than two columns on the fast path, ``_pairs_chunk_fast(extra=True)``)
 and once with that path turned off for them (the general path's ``Chunk.keep_columns``, as the
-reader ran before); the edges of both are checked equal to the two-column file's.
+reader ran before); the edges of both are checked equal to the two-column file's. ``--mtx``: a
+fifth file, the same edges as a Matrix Market ``real`` file (``u+1 v+1 0.123``, SuiteSparse's
+common case), read on the fast path (its lines of the header's three fields, its values checked
+by the general path's automaton) and on the general path (``Fields``, every chunk, as before).
 """
 
 from __future__ import annotations
@@ -24,7 +27,7 @@ import numpy as np
 from .parse import _timed as _best  # (best of repeat, and the last result)
 
 
-def _files(folder: str, m: int) -> dict:
+def _files(folder: str, m: int, mtx: bool = False) -> dict:
     rng = np.random.default_rng(7)
     u, v = rng.integers(0, max(m // 5, 1), (2, m)).tolist()
     w = rng.integers(0, 1000, m).tolist()
@@ -37,6 +40,13 @@ def _files(folder: str, m: int) -> dict:
         with open(path, "w") as f:
             f.write("".join(line(a, b, c) for a, b, c in zip(u, v, w)))
         out[name] = path
+    if mtx:
+        path = os.path.join(folder, "columns.mtx")
+        rows = max(m // 5, 1)
+        with open(path, "w") as f:
+            f.write(f"%%MatrixMarket matrix coordinate real general\n% benchmarks.columns\n{rows} {rows} {m}\n")
+            f.write("".join(f"{a + 1} {b + 1} 0.{c:03d}\n" for a, b, c in zip(u, v, w)))
+        out["Matrix Market real"] = path
     return out
 
 
@@ -46,18 +56,19 @@ def main(argv=None) -> int:
     p.add_argument("--repeat", type=int, default=3)
     p.add_argument("--dir", default=None, help="folder for the files (default: a temporary one, removed)")
     p.add_argument("--json", action="store_true")
+    p.add_argument("--mtx", action="store_true", help="also a Matrix Market 'real' file of the same edges")
     args = p.parse_args(argv)
     import distgrail.io.edgelist as edgelist
     from distgrail import read_graph
 
     fast = edgelist._pairs_chunk_fast
 
-    def general(*a, **k):  # (lines of more than two columns to the general path, as before)
+    def general(*a, **k):  # (lines of more than two columns, Matrix Market values, to the general path, as before)
         return fast(*a[:7], False) if len(a) > 7 else fast(*a, **{**k, "extra": False})
 
     rows = []
     with tempfile.TemporaryDirectory(dir=args.dir) as folder:
-        files = _files(folder, args.edges)
+        files = _files(folder, args.edges, args.mtx)
         ref = read_graph(files["2 columns"])
         for name, path in files.items():
             read_graph(path)  # (into the page cache; numba's loops loaded)

@@ -221,15 +221,18 @@ class Fields:
 
 
 def _pairs_chunk_fast(data: bytes, comments: bytes, base: int, n: int | None, cap: int, note: dict | None = None,
-                      compiled: bool = False, extra: bool = False):
+                      compiled: bool = False, extra: bool = False, fields: Fields | None = None):
     """Fast path for a chunk of 'u v' lines; returns the 2k values or None (general path);
     ``compiled``: the numbers read by one compiled pass (:func:`~distgrail.io.text.fast_numbers`).
     ``note["clean"]`` (when given): whether every token follows one separator byte, or a line end,
     or starts the chunk (``0\\t1``: no run of blanks where a field could be empty, :meth:`Width.tabs`).
     ``extra``: lines may hold F > 2 columns, every line as many as the chunk's first (weights,
     times, words after the two ids: ``0 1 0.5``), the values those of their first two columns;
-    ``note["fields"]``: F (2 without ``extra``). Anything else goes to the general path, whose
-    ``keep_columns`` costs several times the read of two columns."""
+    ``note["fields"]``: F (2 without ``extra``). ``fields`` (a Matrix Market file's
+    :class:`Fields`): F must be its count, and every value token (a line's after its first two)
+    a value of its kind, as the general path's automaton reads it (:func:`bad_values`), else
+    None; ``note["values"]``: the kind checked (VALUES_NONE without ``fields``). Anything else goes to the general path, whose ``keep_columns`` costs several times the
+    read of two columns, and which names the first bad line."""
     bl = data.translate(EXTRA_TABLE if extra else PAIRS_TABLE)
     if comments and bl.find(b"\x01") >= 0:
         hits = []
@@ -255,6 +258,8 @@ def _pairs_chunk_fast(data: bytes, comments: bytes, base: int, n: int | None, ca
         F = int(np.searchsorted(ts, len(bl) if end < 0 else end))
         if F < 2:
             return None
+    if fields is not None and ts.size and F != fields.count:
+        return None
     if ts.size % F:
         return None
     clean = not ts.size or ts[0] == 0
@@ -279,6 +284,12 @@ def _pairs_chunk_fast(data: bytes, comments: bytes, base: int, n: int | None, ca
         word = np.flatnonzero(b == 97)  # (bytes of tokens that are no digits: none in a line's first two)
         if word.size and ((np.searchsorted(ts, word, side="right") - 1) % F < 2).any():
             return None
+    if fields is not None and fields.values != VALUES_NONE and ts.size:
+        # (each value token read by the automaton from its first byte in the file's bytes: it ends
+        # at a blank, a line end or '%', as in the general path's chunk; any other comment mark
+        # after a value refuses it here, and the general path judges the line)
+        if bad_values(np.frombuffer(data, np.uint8), ts.reshape(-1, F)[:, 2:].ravel(), fields.values).any():
+            return None
     if F > 2:
         ids = np.empty(2 * (ts.size // F), np.int64)
         ids[0::2], ids[1::2] = ts[0::F], ts[1::F]
@@ -298,6 +309,7 @@ def _pairs_chunk_fast(data: bytes, comments: bytes, base: int, n: int | None, ca
         return None
     if note is not None:
         note["clean"], note["fields"] = clean, F
+        note["values"] = fields.values if fields is not None else VALUES_NONE
     return vals
 
 
@@ -373,13 +385,14 @@ def read_columns(text: Text, start: int, columns: int, comments: bytes, base: in
     room = (len(text) - start + 1) // 4  # a pair takes at least 'u v\n'
     us, vs = Sink(room, np.int32), Sink(room, np.int32)
     compiled = large_text(text, start)
-    extra = not exact and fields is None  # (extra columns ignored: the fast path reads them too)
+    # (extra columns ignored, or a Matrix Market file's values checked: the fast path reads them too)
+    extra = not exact and (fields is None or fields.count > 2)
 
     def fast(data):  # (no error raised here: the checks below raise them in file order)
         note: dict = {}
         glued = glued_mark(data, marks=comments) if comments else -1
-        return glued, note, (_pairs_chunk_fast(data, comments, base, n, cap, note, compiled, extra) if glued < 0
-                             else None)
+        return glued, note, (_pairs_chunk_fast(data, comments, base, n, cap, note, compiled, extra, fields)
+                             if glued < 0 else None)
 
     # a large file's chunks go through the fast path on threads, ahead of the checks; not a CSV's
     # (its commas are checked on the chunk last read) nor a stream's (its older chunks are gone)
@@ -395,8 +408,9 @@ def read_columns(text: Text, start: int, columns: int, comments: bytes, base: in
         if vals is not None and vals.size and width is not None and not width.comma and \
                 not width.tokens(text, offset, data, note.get("fields", 2)):
             vals = None  # (the fast path read lines of two fields: the general one says which line differs)
-        if vals is not None and vals.size and fields is not None and fields.count != 2:
-            vals = None  # (likewise: lines of two fields where every line must have another count)
+        if vals is not None and vals.size and fields is not None and \
+                (note.get("fields", 2) != fields.count or note.get("values", VALUES_NONE) != fields.values):
+            vals = None  # (likewise: lines of another count than the header's, or their values unchecked)
         if vals is None:
             vals = _pairs_chunk_general(text, offset, data, comments, base, n, what, cap, exact, width, fields)
         return vals
