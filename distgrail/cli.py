@@ -452,8 +452,8 @@ def build_parser() -> argparse.ArgumentParser:
 
     sp = sub.add_parser("convert", help="convert a graph to the binary .h5 graph file (CSR + condensation), or an "
                         "index to another layout")
-    sp.add_argument("graph", help="graph file (.gra, edge list, .mtx, .h5), or 'bundled'; or an index file (with "
-                    "--layout)")
+    sp.add_argument("graph", help="graph file (.gra, edge list, .mtx, .h5, .parquet, .arrow), or 'bundled'; or an "
+                    "index file (with --layout)")
     sp.add_argument("-o", "--output", required=True, help="binary graph file to write (.h5), or the index")
     sp.add_argument("--layout", choices=("single", "split"), default=None, help="an index file: write it as one file (single: "
                     "merges a split index's parts) or split into --parts part files")
@@ -461,7 +461,7 @@ def build_parser() -> argparse.ArgumentParser:
                     "--layout single)")
     sp.add_argument("--format", choices=FORMATS, default="auto", help="input graph format (default auto; refused "
                     "with an index, as every option below but --quiet and --json)")
-    sp.add_argument("--num-vertices", type=int, default=None, help="edge lists: number of vertices")
+    sp.add_argument("--num-vertices", type=int, default=None, help="edge lists and edge tables: number of vertices")
     sp.add_argument("--no-condense", action="store_true",
                     help="store the CSR only; 'distgrail index' then condenses on every run")
     sp.add_argument("--backend", choices=BACKENDS, default="auto",

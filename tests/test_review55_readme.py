@@ -55,3 +55,35 @@ def test_readme_index_table_says_which_datasets_a_plain_grail_index_lacks(tmp_pa
         group = name.rsplit("/", 1)[0] + "/"
         said = [row for row in rows if "K = 0" in row and (f"`{name}`" in row or f"`{group}`" in row)]
         assert said, f"an index built with --supports 0 has no {name}; the README's table does not say so"
+
+
+def _help(command: str) -> str:
+    from distgrail.cli import build_parser
+
+    sub = build_parser()._subparsers._group_actions[0].choices[command]
+    return " ".join(sub.format_help().split())
+
+
+def test_convert_help_names_the_edge_tables_it_reads_and_counts(tmp_path, capsys):
+    # 'distgrail convert e.parquet --num-vertices 10 -o g.h5' works (n = 10), but convert --help
+    # said '--num-vertices: edge lists: number of vertices' and its graph '(.gra, edge list, .mtx,
+    # .h5)', and a .mtx given --num-vertices was told it 'applies to edge lists only': index's
+    # --help says 'edge lists and edge tables'
+    pa = pytest.importorskip("pyarrow")
+    import pyarrow.parquet as pq
+
+    from distgrail.cli import main
+
+    text = _help("convert")
+    assert "--num-vertices NUM_VERTICES edge lists and edge tables: number of vertices" in text
+    assert ".parquet" in text.split("positional arguments:")[1].split("options:")[0]
+    pq.write_table(pa.table({"src": [0, 1], "dst": [1, 2]}), str(tmp_path / "e.parquet"))
+    assert main(["convert", str(tmp_path / "e.parquet"), "--num-vertices", "10", "-o", str(tmp_path / "g.h5"),
+                 "--backend", "cpu", "--quiet"]) == 0
+    (tmp_path / "g.mtx").write_text("%%MatrixMarket matrix coordinate pattern general\n3 3 1\n1 2\n")
+    capsys.readouterr()
+    assert main(["convert", str(tmp_path / "g.mtx"), "--num-vertices", "10", "-o", str(tmp_path / "m.h5"),
+                 "--backend", "cpu", "--quiet"]) == 2
+    err = capsys.readouterr().err
+    assert "not 'mtx' files" in err and "Parquet/Arrow edge tables" in err, err
+    assert not os.path.exists(tmp_path / "m.h5")

@@ -104,7 +104,8 @@ def read_graph(path, fmt: str = "auto", num_vertices: int | None = None, *, sour
     spec = source.format
     fmt = spec.name
     if num_vertices is not None and not spec.num_vertices:  # (a binary graph states its own count too)
-        raise GraphFormatError(f"--num-vertices applies to edge lists only, not {fmt!r} files", path=path)
+        raise GraphFormatError(f"--num-vertices applies to edge lists only, not {fmt!r} files (edge lists: "
+                               "text, or Parquet/Arrow edge tables)", path=path)
     if spec.storage == "table":
         return _finish(read_table_graph(path, fmt, num_vertices), path, fmt, hash_file=True, digest=digest)
     if spec.storage == "binary":
