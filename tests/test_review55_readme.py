@@ -87,3 +87,22 @@ def test_convert_help_names_the_edge_tables_it_reads_and_counts(tmp_path, capsys
     err = capsys.readouterr().err
     assert "not 'mtx' files" in err and "Parquet/Arrow edge tables" in err, err
     assert not os.path.exists(tmp_path / "m.h5")
+
+
+def test_a_graph_of_names_is_split_by_its_first_edge_line_not_by_a_tsv_name(tmp_path, capsys):
+    # README said node names were split 'a CSV's at commas, a TSV's at tabs only', but a graph is
+    # split by its first edge line, not its name: names.tsv holding 'a,b<tab>c' is comma-separated,
+    # and was refused as 'control character in a node name' without saying why a tab was inside one
+    from distgrail.cli import main
+
+    assert "a TSV's at tabs only" not in _readme()
+    assert "whatever the file's name" in _readme()
+    path = tmp_path / "names.tsv"
+    path.write_bytes(b"source\ttarget\na,b\tc\nc\td\n")
+    assert main(["index", str(path), "-o", str(tmp_path / "n.h5"), "--backend", "cpu", "--quiet"]) == 2
+    err = capsys.readouterr().err
+    assert "names.tsv:2: control character in a node name (the file is comma-separated" in err, err
+    assert "'a,b\\tc'" in err
+    assert sorted(os.listdir(tmp_path)) == ["names.tsv"]
+    path.write_bytes(b"source\ttarget\nJohn Smith\tJane Doe\nJane Doe\tBob\n")  # tabs: names with blanks
+    assert main(["index", str(path), "-o", str(tmp_path / "n.h5"), "--backend", "cpu", "--quiet"]) == 0

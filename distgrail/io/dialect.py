@@ -583,7 +583,7 @@ def _separated_names(text, offset: int, raw: bytes, sep: bytes, fields):
             text.fail(at, f"an empty node name{_SPLIT[sep]}, got {text.excerpt(at)}")
         if what == "quote":
             _quoted(text, at)
-        text.fail(at, f"control character in a node name, got {text.excerpt(at)}")
+        text.fail(at, f"control character in a node name{_SPLIT[sep]}, got {text.excerpt(at)}")
     keep = inside.copy()  # the names, each followed by one NUL (none is in a name): split at once
     out = a.copy()
     stop = e[e < a.size]
