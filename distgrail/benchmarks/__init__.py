@@ -1,6 +1,7 @@
 """Benchmarks: each prints ours next to a baseline in one run (python -m distgrail.benchmarks.<name>)."""
 
 import os
+import sys
 
 from distgrail import settings
 
@@ -22,3 +23,20 @@ def batch_sizes(ap, text: str) -> list:
     if any(b < 1 for b in batches):
         ap.error(f"--batches: every batch at least 1 pair, got {text!r}")
     return batches
+
+
+def run_main(main, name: str):
+    """``main()`` of the benchmark module ``name`` run as a command (``python -m
+    distgrail.benchmarks.NAME``): its return value is the exit status; an error the user can fix,
+    a :class:`~distgrail.errors.DistGrailError` (a graph or index that cannot be read, a backend
+    that is not one) or a missing file or folder, is one line on stderr, ``python -m
+    distgrail.benchmarks.NAME: error: ...``, and exit status 2, as argparse's own errors (not a
+    traceback). Under ``python -m mpi4py`` a rank that ends with status 2 aborts the others.
+    """
+    from distgrail.errors import DistGrailError
+
+    try:
+        return main()
+    except (DistGrailError, FileNotFoundError, NotADirectoryError, IsADirectoryError, PermissionError) as e:
+        print(f"python -m distgrail.benchmarks.{name}: error: {e}", file=sys.stderr, flush=True)
+        return 2

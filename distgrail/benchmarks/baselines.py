@@ -450,4 +450,6 @@ def _run_all(args, sources) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    from distgrail.benchmarks import run_main
+
+    raise SystemExit(run_main(main, "baselines"))

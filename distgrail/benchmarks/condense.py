@@ -117,4 +117,6 @@ def main(argv=None):
 
 
 if __name__ == "__main__":
-    main()
+    from distgrail.benchmarks import run_main
+
+    raise SystemExit(run_main(main, "condense"))

@@ -17,7 +17,6 @@ ratio.
 from __future__ import annotations
 
 import argparse
-import sys
 import time
 
 import numpy as np
@@ -86,4 +85,6 @@ def main(argv=None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    from distgrail.benchmarks import run_main
+
+    raise SystemExit(run_main(main, "cpu_prefilter"))

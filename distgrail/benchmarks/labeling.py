@@ -29,7 +29,6 @@ import argparse
 import glob
 import os
 import statistics
-import sys
 import time
 
 import numpy as np
@@ -179,4 +178,6 @@ def main(argv=None):
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    from distgrail.benchmarks import run_main
+
+    raise SystemExit(run_main(main, "labeling"))

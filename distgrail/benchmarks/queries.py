@@ -386,4 +386,6 @@ def main(argv=None):
 
 
 if __name__ == "__main__":  # pragma: no cover
-    raise SystemExit(main())
+    from distgrail.benchmarks import run_main
+
+    raise SystemExit(run_main(main, "queries"))

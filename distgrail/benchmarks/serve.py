@@ -461,4 +461,6 @@ def _ms(value) -> str:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    from distgrail.benchmarks import run_main
+
+    raise SystemExit(run_main(main, "serve"))

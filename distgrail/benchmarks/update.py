@@ -166,4 +166,6 @@ def main(argv=None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    from distgrail.benchmarks import run_main
+
+    raise SystemExit(run_main(main, "update"))

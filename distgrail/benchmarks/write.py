@@ -218,4 +218,6 @@ def main(argv=None) -> int:
 
 
 if __name__ == "__main__":
-    raise SystemExit(main())
+    from distgrail.benchmarks import run_main
+
+    raise SystemExit(run_main(main, "write"))
