@@ -106,3 +106,20 @@ def test_a_graph_of_names_is_split_by_its_first_edge_line_not_by_a_tsv_name(tmp_
     assert sorted(os.listdir(tmp_path)) == ["names.tsv"]
     path.write_bytes(b"source\ttarget\nJohn Smith\tJane Doe\nJane Doe\tBob\n")  # tabs: names with blanks
     assert main(["index", str(path), "-o", str(tmp_path / "n.h5"), "--backend", "cpu", "--quiet"]) == 0
+
+
+def test_readme_names_the_rank_options_one_process_lets_be(tmp_path, capsys):
+    # README: 'an option that does not apply ... is refused, not ignored', yet one process runs
+    # 'index --partition on', '--share-gpus' and 'serve --front root' as if not given (their --help:
+    # 'one process: off', 'one process ignores it'); README now names them
+    from distgrail.cli import main
+
+    sentence = next(s for s in _readme().split(";") if "is refused, not ignored" in s)
+    for opt in ("--partition", "--share-gpus", "serve --front"):
+        assert f"`{opt}`" in sentence, f"README's 'refused, not ignored' does not except {opt}"
+    assert "one process ignores it" in _help("serve")
+    out = str(tmp_path / "k.h5")
+    assert main(["index", "bundled", "-o", out, "--partition", "on", "--share-gpus", "--backend", "cpu",
+                 "--quiet"]) == 0
+    assert main(["query", out, "--pair", "2", "3", "--partition", "on", "--share-gpus", "--backend", "cpu"]) == 0
+    assert capsys.readouterr().out.strip() == "2 3 reachable"
