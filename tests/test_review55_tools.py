@@ -20,10 +20,10 @@ def _bench(name, *args, cwd=None, env=None, timeout=120):
                           env=e, capture_output=True, text=True, timeout=timeout)
 
 
-def _clear_error(r, name, text):
+def _clear_error(r, prog, text):
     assert r.returncode == 2, (r.returncode, r.stdout, r.stderr)
     assert "Traceback" not in r.stderr, r.stderr
-    assert f"python -m distgrail.benchmarks.{name}: error: " in r.stderr and text in r.stderr, r.stderr
+    assert f"{prog}: error: " in r.stderr and text in r.stderr, r.stderr
 
 
 @pytest.fixture(scope="module")
@@ -51,4 +51,33 @@ def test_a_benchmark_given_a_missing_file_says_so_in_one_line_with_status_2(tmp_
     """Was: a traceback ending in IndexFormatError / GraphFormatError / FileNotFoundError, exit 1."""
     missing = str(tmp_path / "no-such")
     r = _bench(name, *[a.format(missing=missing) for a in args], cwd=tmp_path)
-    _clear_error(r, name, text)
+    _clear_error(r, f"python -m distgrail.benchmarks.{name}", text)
+
+
+@pytest.mark.parametrize("name, args, text", [
+    ("cpu", ["--repeat", "0"], "--repeat must be 1 or more, got 0"),  # was: TypeError (best() returned None)
+    ("cpu", ["--sample", "0"], "--sample must be 1 or more, got 0"),  # was: ZeroDivisionError
+    ("cpu", ["--data", "{tmp}"], "no GRAIL benchmark graph"),  # was: the graphs silently left out, status 0
+    ("io", ["--repeat", "0"], "--repeat must be 1 or more, got 0"),  # was: ValueError in min() after generating
+    ("io", ["--sizes", "dag01,dag02"], "'dag02' is none of dag01, dag11, kinds"),  # was: KeyError
+    ("serve", ["{index}", "--backend", "cpu", "--repeat", "0"], "--repeat must be 1 or more"),  # was: TypeError
+    ("serve", ["{index}", "--backend", "cpu", "--sizes", "1,x"], "--sizes: whole numbers"),  # was: ValueError
+    ("serve", ["{index}", "--backend", "cpu", "--clients", "0"], "--clients must be 1 or more"),
+    ("spread_query", ["{index}", "--backend", "cpu", "--repeat", "0"], "--repeat and --pairs must be 1 or more"),
+])
+def test_a_benchmark_refuses_a_count_it_cannot_use_before_running(tmp_path, kegg_index, name, args, text):
+    r = _bench(name, *[a.format(tmp=tmp_path, index=kegg_index) for a in args], cwd=tmp_path, timeout=60)
+    _clear_error(r, "", text)
+
+
+def test_spread_query_exits_1_when_a_way_fails(kegg_index, monkeypatch, capsys):
+    """Was: '  whole  failed: ...' printed and exit status 0, the answers never compared."""
+    import distgrail
+    from distgrail.benchmarks import spread_query
+
+    def broken(*a, **k):
+        raise RuntimeError("no whole index here")
+
+    monkeypatch.setattr(distgrail, "open_index", broken)
+    assert spread_query.main([kegg_index, "--backend", "cpu", "--pairs", "1000", "--repeat", "1"]) == 1
+    assert "whole   failed: RuntimeError: no whole index here" in capsys.readouterr().out

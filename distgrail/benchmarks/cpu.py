@@ -88,8 +88,14 @@ def main(argv=None):
     p.add_argument("--paper-deg", type=float, default=10, help="its average degree")
     p.add_argument("--paper-pairs", type=int, default=100_000, help="its random pairs")
     args = p.parse_args(argv)
+    for flag in ("sample", "repeat", "dims", "paper_n", "paper_pairs"):
+        if getattr(args, flag) < 1:
+            p.error(f"--{flag.replace('_', '-')} must be 1 or more, got {getattr(args, flag)}")
     side = []  # (graph, K, phase-5 s, QueryStats, query s)
     files = sorted(glob.glob(os.path.join(args.data, "*.gra")))
+    if not files:
+        p.error(f"--data {args.data}: no GRAIL benchmark graph (*.gra, with its *.gra.q100k.pairs.gz) in it "
+                "(DISTGRAIL_DATA or --data names the folder)")
     print(f"distgrail {distgrail.__version__}, CPU backend, d={args.dims}; baselines on {args.sample} pairs x "
           f"{100000 // args.sample} (scaled); best of {args.repeat}")
     hdr = (f"{'graph':<18}{'n':>7}{'index ms':>10}{'query ms':>10}{'bfs ms':>10}{'bfs-C ms':>10}"

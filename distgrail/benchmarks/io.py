@@ -187,6 +187,11 @@ def main(argv=None) -> int:
     p.add_argument("--step", help=argparse.SUPPRESS)
     p.add_argument("--args", help=argparse.SUPPRESS)
     o = p.parse_args(argv)
+    if o.repeat < 1:
+        p.error(f"--repeat must be 1 or more, got {o.repeat}")
+    unknown = [x for x in o.sizes.split(",") if x not in SIZES and x != "kinds"]
+    if unknown:
+        p.error(f"--sizes: {', '.join(map(repr, unknown))} is none of {', '.join(SIZES)}, kinds")
     if o.step:
         print(json.dumps(step(o.step, json.loads(o.args))))
         return 0

@@ -311,8 +311,20 @@ def main(argv=None):
         return 0
     if args.index is None:
         p.error("INDEX is needed (or --replot)")
-    args.sizes = [int(x) for x in args.sizes.split(",") if x]
-    args.ranks = [int(x) for x in args.ranks.split(",") if x]
+    for flag in ("sizes", "ranks"):
+        text = getattr(args, flag)
+        try:
+            got = [int(x) for x in text.split(",") if x]
+        except ValueError:
+            got = []
+        if not got or min(got) < 1:
+            p.error(f"--{flag}: whole numbers of at least 1 separated by commas, got {text!r}")
+        setattr(args, flag, got)
+    for flag in ("repeat", "clients", "client_pairs"):
+        if getattr(args, flag) < 1:
+            p.error(f"--{flag.replace('_', '-')} must be 1 or more, got {getattr(args, flag)}")
+    if not args.seconds > 0:
+        p.error(f"--seconds must be more than 0, got {args.seconds}")
     args.fronts = [x for x in args.fronts.split(",") if x]
     if not args.fronts or set(args.fronts) - {"root", "ranks"}:
         p.error(f"--fronts takes root and/or ranks (what auto picks depends on the machine), got {args.fronts}")

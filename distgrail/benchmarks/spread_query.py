@@ -39,6 +39,8 @@ def main(argv=None) -> int:
     p.add_argument("--repeat", type=int, default=3)
     p.add_argument("--seed", type=int, default=0)
     a = p.parse_args(argv)
+    if a.repeat < 1 or a.pairs < 1:
+        p.error(f"--repeat and --pairs must be 1 or more, got {a.repeat}, {a.pairs}")
     comm = MPI.COMM_WORLD
     me = comm.Get_rank()
     dev = bind_gpu(comm, a.backend, share=a.share_gpus)
@@ -92,6 +94,8 @@ def main(argv=None) -> int:
             print(f"  spread / whole time: {out['spread'][0] / out['whole'][0]:.2f}x; answers equal: {same}")
             if not same:
                 return 1
+        else:
+            return 1  # a way failed (its line says why): nothing to compare
     return 0
 
 
