@@ -120,6 +120,9 @@ def cmd_update(args) -> int:
     if idx is None:
         idx = distgrail.open_index(args.index)
     steps["open"] = time.perf_counter() - t0 - sum(steps.values())
+    if idx.node_labels is not None:  # (named as the index file, not as insert_edges' argument)
+        raise DistGrailError(f"{args.index}: this index was built from node labels; 'update' takes vertex ids only "
+                             "(rebuild with distgrail index)")
     layout, parts = _layout_of(args, idx.meta)
     written = [0]  # part files written (as many as asked, at most the rows of the largest dataset)
 
@@ -277,6 +280,9 @@ def _read_edges(path, fmt: str, n: int | None):
         names = fmt == "labelled" or (spec.dialect and source.dialect.labelled)
     except (GraphFormatError, OSError):  # read_graph says what is wrong with the file
         spec, names = None, fmt == "auto" and _undeclared_names(path)
+    if names and isinstance(names, tuple):  # (a line of words or code: named as index names it)
+        raise GraphFormatError(f"edges by node name, not integer ids: {names[1]}; 'update' takes the index's vertex ids",
+                               path=path, line=names[0])
     if names:
         raise DistGrailError(f"{path}: edges by node name; 'update' takes the index's vertex ids")
     takes = n is not None and spec is not None and spec.num_vertices
@@ -375,17 +381,18 @@ def _concatenated(graphs) -> tuple:
             np.concatenate([g.dst.astype(dt, copy=False) for g in graphs]))
 
 
-def _undeclared_names(path) -> bool:
-    """``path`` is an edge list of node names without a header declaring them (``auto`` refuses
-    it and says to pass ``--format labelled``, which ``update`` would refuse too: it is told as
-    edges by node name instead)."""
+def _undeclared_names(path):
+    """``(line, shown)`` of the first edge line of ``path`` when it is an edge list of node names
+    without a header declaring them (``auto`` refuses it and says to pass ``--format labelled``,
+    which ``update`` would refuse too: it is told as edges by node name instead), else None."""
     from .errors import GraphFormatError
     from .io.formats import Source
 
     try:
-        return bool(Source(path, "labelled").dialect.undeclared)
+        d = Source(path, "labelled").dialect
     except (GraphFormatError, OSError):
-        return False
+        return None
+    return (d.undeclared_line, d.undeclared_shown) if d.undeclared else None
 
 
 #: part files of an update written split from a one-file index, unless --parts says

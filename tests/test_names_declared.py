@@ -153,7 +153,8 @@ def test_update_refuses_names_declared_or_not(tmp_path, capsys):
     capsys.readouterr()
     assert main(["update", str(index), "--add", str(edges), "-o", str(tmp_path / "u.h5")]) == 2
     err = capsys.readouterr().err  # (not "pass --format labelled", which update refuses too)
-    assert f"{edges}: edges by node name; 'update' takes the index's vertex ids" in err and "--format labelled" not in err
+    assert f"{edges}:1: edges by node name, not integer ids: 'alice bob'; 'update' takes the index's vertex ids" in err \
+        and "--format labelled" not in err
     edges.write_text("src dst\nalice bob\n")
     assert main(["update", str(index), "--add", str(edges), "-o", str(tmp_path / "u.h5")]) == 2
     assert "edges by node name" in capsys.readouterr().err

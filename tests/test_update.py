@@ -150,7 +150,7 @@ def test_the_command_writes_an_updated_index(tmp_path, capsys):
         assert "edges by node name" in capsys.readouterr().err
     (tmp_path / "names.txt").write_text("alice bob\nbob carol\n")  # names no header declares: refused as names
     assert main(["update", base, "--add", str(tmp_path / "names.txt"), "-o", str(tmp_path / "x.h5")]) == 2
-    assert "names.txt: edges by node name" in capsys.readouterr().err
+    assert "names.txt:1: edges by node name, not integer ids: 'alice bob'; 'update' takes" in capsys.readouterr().err
     os.remove(tmp_path / "names.txt")
     assert main(["update", base, "--add", str(edges), "--remove", str(edges), "-o", str(tmp_path / "x.h5")]) == 2
     assert "deletions are not supported" in capsys.readouterr().err
@@ -450,3 +450,26 @@ def test_in_place_the_new_files_are_never_more_open_than_the_index(tmp_path, mon
     assert len(seen) == 2 and set(seen.values()) == {0o600}, seen
     assert all(os.stat(p).st_mode & 0o777 == 0o600 for p in [base, *index_parts(base)])
     _check(distgrail.open_index(base), g.src, g.dst, g.n, [3, 9], [0, 4])
+
+
+def test_update_names_the_line_of_a_script_and_the_index_of_node_labels(tmp_path, capsys):
+    """A Python script given as the edges said only 'edges by node name', where ``index`` names
+    the line and its text; an index built from node labels was refused as 'insert_edges: ...',
+    not by its file's name (a reviewer, session 55)."""
+    (tmp_path / "g.txt").write_text("0 1\n1 2\n")
+    assert main(["index", str(tmp_path / "g.txt"), "-o", str(tmp_path / "g.h5"), "--backend", "cpu", "--quiet"]) == 0
+    script = tmp_path / "s.py"
+    script.write_text("# a comment\nimport os\nprint(os.getcwd())\n")
+    capsys.readouterr()
+    assert main(["update", str(tmp_path / "g.h5"), "--add", str(script), "-o", str(tmp_path / "u.h5")]) == 2
+    assert capsys.readouterr().err == (f"distgrail: error: {script}:2: edges by node name, not integer ids: "
+                                       "'import os'; 'update' takes the index's vertex ids\n")
+    (tmp_path / "n.txt").write_text("a b\nb c\n")
+    assert main(["index", str(tmp_path / "n.txt"), "--format", "labelled", "-o", str(tmp_path / "n.h5"),
+                 "--backend", "cpu", "--quiet"]) == 0
+    (tmp_path / "e.txt").write_text("0 1\n")
+    capsys.readouterr()
+    assert main(["update", str(tmp_path / "n.h5"), "--add", str(tmp_path / "e.txt"), "-o", str(tmp_path / "u.h5")]) == 2
+    assert capsys.readouterr().err == (f"distgrail: error: {tmp_path / 'n.h5'}: this index was built from node "
+                                       "labels; 'update' takes vertex ids only (rebuild with distgrail index)\n")
+    assert not (tmp_path / "u.h5").exists()

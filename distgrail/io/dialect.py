@@ -101,9 +101,11 @@ class Dialect:
     misnamed: str = ""  # why the header's names contradict the columns read as (source, target), if they do
     header_line: int = 0  # the header's line number (1-based), if any
     # node names on the first edge line without a header naming the source and target columns:
-    # refused unless --format labelled (why, what to do); undeclared_line: that line (1-based)
+    # refused unless --format labelled (why, what to do); undeclared_line: that line (1-based),
+    # undeclared_shown: the line as messages show it
     undeclared: str = ""
     undeclared_line: int = 0
+    undeclared_shown: str = ""
     # the counts distgrail's own edge-list writer states on the first line (:data:`DECLARED`)
     vertices: int | None = None
     edges: int | None = None
@@ -319,6 +321,7 @@ def sniff(head: bytes, complete: bool = False) -> Dialect:
         if names and not d.labelled and stray_cr(head[a:b + 1], complete and b >= len(head) - 1) < 0:
             # names the file does not declare (words, code): refused by auto (a lone '\r': the reader says so)
             d.undeclared_line = head.count(b"\n", 0, a) + 1
+            d.undeclared_shown = shown(line.rstrip(b"\r"))
             d.undeclared = _undeclared(line.rstrip(b"\r"), a == 0, d.header)
     return d
 
