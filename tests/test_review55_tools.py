@@ -81,3 +81,22 @@ def test_spread_query_exits_1_when_a_way_fails(kegg_index, monkeypatch, capsys):
     monkeypatch.setattr(distgrail, "open_index", broken)
     assert spread_query.main([kegg_index, "--backend", "cpu", "--pairs", "1000", "--repeat", "1"]) == 1
     assert "whole   failed: RuntimeError: no whole index here" in capsys.readouterr().out
+
+
+def _has_gpu():
+    from distgrail.gpu.backend import gpu_available
+
+    return gpu_available()
+
+
+@pytest.mark.parametrize("name, text", [("labeling", "benchmarks.labeling: needs a usable CUDA GPU"),
+                                        ("queries", "benchmarks.queries: needs a usable CUDA GPU (--cpu:")])
+def test_a_gpu_benchmark_without_a_gpu_says_so_and_leaves_no_temp_folder(tmp_path, name, text):
+    """Was: a ModuleNotFoundError ('cupy') traceback; queries also left its fresh CuPy kernel cache
+    (distgrail-cupy-cache-*, every kernel it compiled on a GPU) in the temp folder, run after run."""
+    if _has_gpu():
+        pytest.skip("a GPU is here: the benchmark would run")
+    r = _bench(name, cwd=tmp_path, env={"TMPDIR": str(tmp_path)}, timeout=60)
+    assert r.returncode == 1 and "Traceback" not in r.stderr, r.stderr
+    assert text in r.stderr, r.stderr
+    assert not list(tmp_path.glob("distgrail-cupy-cache-*"))

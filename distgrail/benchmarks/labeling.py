@@ -29,6 +29,7 @@ import argparse
 import glob
 import os
 import statistics
+import sys
 import time
 
 import numpy as np
@@ -102,6 +103,10 @@ def main(argv=None):
     p.add_argument("--names", default="", help="comma list: only graphs whose name contains one of these")
     p.add_argument("--phase5", action="store_true", help="phase 5 (support masks) beside phases 1-4")
     args = p.parse_args(argv)
+    from distgrail.gpu.backend import gpu_available
+
+    if not gpu_available():
+        sys.exit("benchmarks.labeling: needs a usable CUDA GPU (the CPU side alone: python -m distgrail.benchmarks.cpu)")
     if args.phase5:
         from distgrail.benchmarks.phase5 import run_phase5
 

@@ -38,6 +38,8 @@ from __future__ import annotations
 import argparse
 import glob
 import os
+import shutil
+import sys
 import tempfile
 import time
 
@@ -262,8 +264,22 @@ def main(argv=None):
     if args.cpu:
         return cpu_row(args)
 
-    # an empty CuPy kernel cache, so the first call's compile time is a real NVRTC compile
-    os.environ["CUPY_CACHE_DIR"] = tempfile.mkdtemp(prefix="distgrail-cupy-cache-")
+    # an empty CuPy kernel cache, so the first call's compile time is a real NVRTC compile; removed
+    # at the end (it holds every kernel the run compiled)
+    cache = tempfile.mkdtemp(prefix="distgrail-cupy-cache-")
+    os.environ["CUPY_CACHE_DIR"] = cache
+    try:
+        from distgrail.gpu.backend import gpu_available
+
+        if not gpu_available():
+            sys.exit("benchmarks.queries: needs a usable CUDA GPU (--cpu: the CPU backend's row alone)")
+        return _gpu_rows(args)
+    finally:
+        shutil.rmtree(cache, ignore_errors=True)
+
+
+def _gpu_rows(args):
+    """The GPU table (every graph, both sets, K = 0 and --supports), then the big batch."""
     import cupy as cp
     from distgrail.gpu import kernels
 
