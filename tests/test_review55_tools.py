@@ -4,13 +4,15 @@ status 2, not a traceback; their usage lines; their temp files) and the launch/ 
 
 from __future__ import annotations
 
+import glob
 import os
+import re
 import subprocess
 import sys
 
 import pytest
 
-from conftest import ROOT, graph_path
+from conftest import ROOT
 
 
 def _bench(name, *args, cwd=None, env=None, timeout=120):
@@ -100,3 +102,39 @@ def test_a_gpu_benchmark_without_a_gpu_says_so_and_leaves_no_temp_folder(tmp_pat
     assert r.returncode == 1 and "Traceback" not in r.stderr, r.stderr
     assert text in r.stderr, r.stderr
     assert not list(tmp_path.glob("distgrail-cupy-cache-*"))
+
+
+BENCHMARKS = sorted(os.path.basename(p)[:-3] for p in glob.glob(os.path.join(ROOT, "distgrail", "benchmarks", "*.py"))
+                    if not p.endswith(("__init__.py", "phase5.py")))
+
+
+@pytest.mark.parametrize("name", [b for b in BENCHMARKS if b != "columns"])  # (columns.py: its owner's)
+def test_a_benchmarks_usage_names_the_command_and_its_docstring_every_option(name):
+    """Was: 'usage: cpu.py ...' (a file a user cannot run; 10 modules), and options the docstring
+    never named (cpu --dims/--paper-*, labeling --no-cpu/--rule while it named a --no-cpu-deep
+    that does not exist, queries --dims/--no-generated, serve --seed/--no-cli/--share-gpus, scaling
+    --backend, build_scaling's launcher options)."""
+    import importlib
+
+    r = _bench(name, "--help", timeout=60)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.startswith(f"usage: python -m distgrail.benchmarks.{name} "), r.stdout[:80]
+    options = set(re.findall(r"(?m)^\s+(?:-\w, )?(--[a-z][a-z0-9-]*)", r.stdout)) - {"--help"}
+    doc = importlib.import_module(f"distgrail.benchmarks.{name}").__doc__
+    named = set(re.findall(r"--[a-z][a-z0-9-]*", doc))
+    assert not options - named, f"options the docstring does not name: {sorted(options - named)}"
+
+
+def test_labeling_docstring_describes_phase5_as_it_runs():
+    from distgrail.benchmarks import labeling, phase5
+
+    assert "--no-cpu-deep" not in labeling.__doc__
+    assert [v[:2] for v in phase5.VARIANTS] == [("fused", "push"), ("levels", "push"), ("pull", "pull")]
+    assert "K = 0 / 64 / 256 / 1024" in labeling.__doc__ and "fused\none-launch schedule with ``in`` pushed" in \
+        labeling.__doc__ and "``in`` pulled)" in labeling.__doc__
+
+
+def test_phase5_run_as_a_command_points_at_labeling():
+    """Was: python -m distgrail.benchmarks.phase5 (any arguments, --help too) printed nothing, status 0."""
+    r = _bench("phase5", "--help", timeout=60)
+    assert r.returncode == 2 and "distgrail.benchmarks.labeling --phase5" in r.stderr, (r.returncode, r.stderr)

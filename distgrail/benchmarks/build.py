@@ -2,7 +2,7 @@
 chain.
 
     python -m distgrail.benchmarks.build --out DIR [--scale S] [--dims 5] [--repeat 1]
-        [--cpu-max-edges M] [--no-gpu] [--json]
+        [--cpu-max-edges M] [--no-gpu] [--json] [--rmat SCALE [--edge-factor 16] [--binary]]
 
 Graphs (generated once into ``DIR``, reused while their parameters stay the same):
 
@@ -227,7 +227,7 @@ def table(name: str, info: dict, cpu, gpu, identical) -> str:
 
 
 def main(argv=None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap = argparse.ArgumentParser(prog="python -m distgrail.benchmarks.build", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--out", required=True, help="directory for the graphs and indexes")
     ap.add_argument("--scale", type=float, default=1.0, help="multiplies vertex, edge and level counts")
     ap.add_argument("--dims", type=int, default=5)

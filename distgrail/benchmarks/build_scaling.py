@@ -2,6 +2,8 @@
 
     python -m distgrail.benchmarks.build_scaling g26.txt g27.txt --ranks 1,2,4 \\
         --variants single:off,split:on --dims 5 --repeat 2 --out /tmp/scal --json scal.json --plot scal.png
+    (also [--backend auto] [--share-gpus] [--timeout SECONDS] [--mpiexec PATH] [--mpi-args "..."]
+    [--python PATH]; --replot A.json ... --plot P.png [--best])
 
 Each graph × rank count × variant (``LAYOUT:PARTITION``: ``--layout``, ``--partition``) runs the
 command ``--repeat`` times as a subprocess (under ``mpiexec -n N python -m mpi4py`` for N > 1), so
@@ -271,7 +273,7 @@ def plot(rows: list, path: str, args) -> bool:
 
 
 def parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p = argparse.ArgumentParser(prog="python -m distgrail.benchmarks.build_scaling", description=__doc__.split("\n\n")[0])
     p.add_argument("graphs", nargs="*", help="graph files (distinct base names)")
     p.add_argument("--best", action="store_true", help="with --replot: each run's fastest sample, not the median")
     p.add_argument("--replot", nargs="+", metavar="JSON", help="no run: the table and --plot from the rows of "

@@ -80,7 +80,7 @@ def bench(name, g, repeat, cpu):
 
 
 def main(argv=None):
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap = argparse.ArgumentParser(prog="python -m distgrail.benchmarks.condense", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--n", type=int, default=1_500_000)
     ap.add_argument("--degree", type=float, default=100)
     ap.add_argument("--sf-n", type=int, default=1_500_000)

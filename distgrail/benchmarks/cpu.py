@@ -1,6 +1,7 @@
 """CPU benchmark: distgrail's CPU backend next to plain per-query BFS, in one run.
 
-    python -m distgrail.benchmarks.cpu [--data DIR] [--sample 2000] [--supports 64]
+    python -m distgrail.benchmarks.cpu [--data DIR] [--sample 2000] [--repeat 3] [--dims 5]
+        [--supports auto] [--paper-n 100000] [--paper-deg 10] [--paper-pairs 100000]
 
 For every GRAIL benchmark graph: index build time (d=5), time to answer its 100,000 pairs, and
 the time plain BFS needs for the same pairs over the same CSR — one BFS per pair with early
@@ -78,7 +79,7 @@ def scipy_bfs(ip, ix, s, t):
 
 
 def main(argv=None):
-    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p = argparse.ArgumentParser(prog="python -m distgrail.benchmarks.cpu", description=__doc__.split("\n\n")[0])
     p.add_argument("--data", default=default_data_dir())
     p.add_argument("--sample", type=int, default=2000)
     p.add_argument("--repeat", type=int, default=3)

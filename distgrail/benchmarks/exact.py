@@ -91,7 +91,7 @@ def reach_masks(xp, n: int, pieces, sources, block: int = 1 << 27):
 
 
 def main(argv=None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap = argparse.ArgumentParser(prog="python -m distgrail.benchmarks.exact", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("graph")
     ap.add_argument("index")
     ap.add_argument("--sources", type=int, default=100)

@@ -1,6 +1,6 @@
 """Graph I/O benchmark: generate, write and read text, convert to the binary file, condense.
 
-    python -m distgrail.benchmarks.io [--sizes dag01,dag11] [--dir /tmp/distgrail-io] [--keep]
+    python -m distgrail.benchmarks.io [--sizes dag01,dag11,kinds] [--repeat 3] [--dir /tmp/distgrail-io] [--keep]
 
 For the paper's DAGs dag01 (250,000 vertices, average degree 50, 12.5 M edges) and dag11
 (1,500,000 vertices, average degree 100, 150 M edges): time to generate, to write and read

@@ -1,7 +1,7 @@
 """Labeling benchmark: GPU phases 1–4 next to the CPU backend, in one run.
 
     python -m distgrail.benchmarks.labeling [--data DIR] [--sets real,paper,shapes,big]
-        [--budget SECONDS] [--cpu-max-edges M] [--repeat 3]
+        [--budget SECONDS] [--cpu-max-edges M] [--no-cpu layered] [--rule max-level] [--repeat 3]
     python -m distgrail.benchmarks.labeling --phase5 [--sets paper] [--names 1.5M] [--repeat 5]
 
 For every graph and d = 1 and d = 5: GPU time per phase (ms), total labeling time (phases 1–4
@@ -12,15 +12,16 @@ labeling time in the same run and the speed-up. The first-call kernel compile ti
 separately. Graphs are built (read / generated / condensed) before timing; nothing is written.
 
 ``--phase5``: phase 5 (support masks) beside phases 1–4 (d = 5) on DAGs condensed on the GPU
-(as ``distgrail index`` does), for K = 0 / 64 / 256: the choice, the mask sweeps (fused
-one-launch schedule with ``in`` pulled, the one-launch-per-step schedule, and ``in`` pushed) with
+(as ``distgrail index`` does), for K = 0 / 64 / 256 / 1024: the choice, the mask sweeps (the fused
+one-launch schedule with ``in`` pushed, the one-launch-per-step schedule, and ``in`` pulled) with
 the masks' copy to the host, and the ratio phase 5 / phases 1–4 (target: <= 0.20 at K = 64).
 
 Sets: ``real`` the 11 GRAIL graphs in ``--data``; ``shapes`` a scale-free DAG and a deep layered
 DAG with 100,000 levels (~10 M edges each); ``paper`` the paper's DAGs 250k x 50 and
 1.5M x 100; ``big`` the remaining paper sizes (500k/1M/1.5M x 50, 250k/500k/1M x 100).
 Graphs are skipped once ``--budget`` seconds have passed; CPU runs are skipped ("-") for graphs
-above ``--cpu-max-edges`` or when ``--no-cpu-deep`` applies.
+above ``--cpu-max-edges`` or whose name starts with one of the ``--no-cpu`` prefixes (default
+``layered``: the deep layered DAG). ``--rule``: the phase-1 parent rule (``max-level`` or ``dfs``).
 """
 
 from __future__ import annotations
@@ -92,7 +93,7 @@ def graphs(sets, data):
 
 
 def main(argv=None):
-    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p = argparse.ArgumentParser(prog="python -m distgrail.benchmarks.labeling", description=__doc__.split("\n\n")[0])
     p.add_argument("--data", default=default_data_dir())
     p.add_argument("--sets", default="real,paper,shapes,big")
     p.add_argument("--budget", type=float, default=float("inf"), help="stop starting new graphs after this")

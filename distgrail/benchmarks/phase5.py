@@ -103,3 +103,11 @@ def _one(name, dag, args, be, sup, label):
               + "".join(f"{c * 1e3:>11.2f}" for c in cells)
               + f"{(tc + cells[0]) / t14:>9.3f}{fused['launches']:>7}{fused['units']:>8}"
               + f"{ts * 1e3:>8.2f}{tb * 1e3:>9.1f}{tb / t14 - 1:>7.3f}" + ok, flush=True)
+
+
+if __name__ == "__main__":
+    import sys
+
+    print("python -m distgrail.benchmarks.phase5: error: not a command of its own; run python -m "
+          "distgrail.benchmarks.labeling --phase5 [--sets paper] [--names 1.5M] [--repeat 5]", file=sys.stderr)
+    raise SystemExit(2)

@@ -71,7 +71,7 @@ def plot(runs: dict, out: str) -> str:
 
 
 def main(argv=None):
-    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p = argparse.ArgumentParser(prog="python -m distgrail.benchmarks.plot_scaling", description=__doc__.split("\n\n")[0])
     p.add_argument("folder", help="the OUTDIR of launch/scaling.sh")
     p.add_argument("-o", "--output", default="scaling.png")
     args = p.parse_args(argv)

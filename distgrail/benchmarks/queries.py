@@ -1,8 +1,10 @@
 """Query benchmark: GPU next to the CPU backend and plain BFS, in one run.
 
     python -m distgrail.benchmarks.queries [--data DIR] [--random 1000000] [--positive 100000]
-        [--paper 1500000,100] [--search-budget 4096,16384,65536,262144]
+        [--repeat 7] [--dims 5] [--supports auto] [--cpu-budget 4] [--bfs-budget 0.5]
+        [--big 100000000] [--no-generated] [--paper 1500000,100] [--search-budget 4096,16384,65536,262144]
     python -m distgrail.benchmarks.queries --cpu [--cpu-graph 1000000,20] [--cpu-pairs 1000000]
+        [--cpu-forward 20000] [--cpu-numpy 20000] [--dims 5]
 
 For every GRAIL benchmark graph and for generated graphs (the paper's DAG with 250,000 vertices
 and average degree 50, i.e. 12.5 M edges, plus smaller paper / scale-free / layered graphs):
@@ -242,7 +244,7 @@ ROW_HEADER = (f"{'graph':<26}{'K':>5} {'set':<9}{'pairs':>9}{'GPU ms':>9}{'GPU q
 
 
 def main(argv=None):
-    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p = argparse.ArgumentParser(prog="python -m distgrail.benchmarks.queries", description=__doc__.split("\n\n")[0])
     p.add_argument("--data", default=default_data_dir())
     p.add_argument("--random", type=int, default=1_000_000)
     p.add_argument("--positive", type=int, default=100_000)

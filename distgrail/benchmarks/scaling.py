@@ -1,7 +1,7 @@
 """Multi-GPU scaling: labeling, whole-index and query time for one rank count (run under mpirun).
 
     mpirun -n N python -m mpi4py -m distgrail.benchmarks.scaling GRAPH --dims 16 --queries 10000000 \\
-        --output idx-N.h5 --json scaling-N.json
+        --output idx-N.h5 --json scaling-N.json [--backend auto] [--repeat 3] [--bcast-mb 600]
 
 One run per rank count; ``launch/scaling.sh`` runs 1, 2, ... ranks (and, as ``N:mpi``, N ranks
 with ``DISTGRAIL_NCCL=0``: the host path), prints the table with the speedups side by side and
@@ -63,7 +63,7 @@ def bcast_bandwidth(comm, tp, be, nbytes: int, repeat: int = 5) -> dict:
 
 
 def main(argv=None):
-    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p = argparse.ArgumentParser(prog="python -m distgrail.benchmarks.scaling", description=__doc__.split("\n\n")[0])
     p.add_argument("graph")
     p.add_argument("--dims", type=int, default=8)
     p.add_argument("--queries", type=int, default=10_000_000)

@@ -5,7 +5,8 @@ server of several ranks once with each ``serve --front``).
 
     python -m distgrail.benchmarks.serve INDEX [--backend auto] [--sizes 1,1000,1000000,10000000]
         [--repeat 5] [--clients 8] [--seconds 30] [--client-pairs 100000] [--ranks 1]
-        [--fronts root] [--launcher "mpiexec"] [--json OUT] [--plot PNG]
+        [--fronts root] [--share-gpus] [--launcher "mpiexec"] [--seed 0] [--no-cli] [--client-processes]
+        [--json OUT] [--plot PNG]
     python -m distgrail.benchmarks.serve --replot RUN.json [RUN.json ...] --plot PNG
 
 1. ``open_index`` seconds (the file in the page cache after the first open).
@@ -275,7 +276,7 @@ def load_test(args, client, s_all, t_all, want_all, spread: int = 0):
 
 
 def main(argv=None):
-    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p = argparse.ArgumentParser(prog="python -m distgrail.benchmarks.serve", description=__doc__.split("\n\n")[0])
     p.add_argument("index", nargs="?")
     p.add_argument("--backend", default="auto", choices=("auto", "cpu", "gpu"))
     p.add_argument("--sizes", default="1,1000,1000000,10000000", help="batch sizes, comma separated")
