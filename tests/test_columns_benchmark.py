@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import json
 
+import pytest
+
 from distgrail.benchmarks import columns
 
 
@@ -25,3 +27,32 @@ def test_the_mtx_row_reads_a_matrix_market_real_file_on_both_paths(tmp_path, cap
     assert [r["file"] for r in rows][-1] == "Matrix Market real" and len(rows) == 5
     assert rows[-1]["fast_seconds"] > 0 and rows[-1]["general_seconds"] > 0 and rows[-1]["bytes"] > 2000 * 8
     assert list(tmp_path.iterdir()) == []
+
+
+def test_the_general_side_makes_no_fast_attempt_at_matrix_market_values(tmp_path, monkeypatch):
+    """The 'general' column stood for the reader before the fast path took Matrix Market values,
+    but its stand-in dropped the header's ``Fields``, so every chunk was first tried by the fast
+    path (which then read the chunk unchecked and was refused) before the general path: a wasted
+    attempt timed on the general side. Now no chunk of such a file reaches the fast path's body
+    there, and counts the benchmark cannot use are refused (exit 2)."""
+    import distgrail.io.edgelist as edgelist
+    from distgrail.benchmarks import columns
+
+    calls = []
+    real = edgelist._pairs_chunk_fast
+
+    def spy(*a, **k):
+        calls.append(a[8] if len(a) > 8 else k.get("fields"))
+        return real(*a, **k)
+
+    monkeypatch.setattr(edgelist, "_pairs_chunk_fast", spy)
+    seen = []
+    monkeypatch.setattr(columns, "_best", lambda fn, repeat: (seen.append(len(calls)), (0.1, fn()))[1])
+    assert columns.main(["--edges", "2000", "--repeat", "1", "--dir", str(tmp_path), "--json", "--mtx"]) == 0
+    # seen: the spy's calls before each timed read; the last pair is the mtx file's fast then general read
+    fast_calls, general_calls = seen[-1] - seen[-2], len(calls) - seen[-1]
+    assert fast_calls >= 1 and general_calls == 0, (fast_calls, general_calls)
+    for bad in (["--repeat", "0"], ["--edges", "0"]):
+        with pytest.raises(SystemExit) as e:
+            columns.main([*bad, "--dir", str(tmp_path)])
+        assert e.value.code == 2

@@ -108,7 +108,7 @@ BENCHMARKS = sorted(os.path.basename(p)[:-3] for p in glob.glob(os.path.join(ROO
                     if not p.endswith(("__init__.py", "phase5.py")))
 
 
-@pytest.mark.parametrize("name", [b for b in BENCHMARKS if b != "columns"])  # (columns.py: its owner's)
+@pytest.mark.parametrize("name", BENCHMARKS)
 def test_a_benchmarks_usage_names_the_command_and_its_docstring_every_option(name):
     """Was: 'usage: cpu.py ...' (a file a user cannot run; 10 modules), and options the docstring
     never named (cpu --dims/--paper-*, labeling --no-cpu/--rule while it named a --no-cpu-deep

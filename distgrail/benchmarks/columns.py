@@ -19,7 +19,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import sys
 import tempfile
 
 import numpy as np
@@ -58,13 +57,20 @@ def main(argv=None) -> int:
     p.add_argument("--json", action="store_true")
     p.add_argument("--mtx", action="store_true", help="also a Matrix Market 'real' file of the same edges")
     args = p.parse_args(argv)
+    for flag in ("edges", "repeat"):
+        if getattr(args, flag) < 1:
+            p.error(f"--{flag} must be 1 or more, got {getattr(args, flag)}")
     import distgrail.io.edgelist as edgelist
     from distgrail import read_graph
 
     fast = edgelist._pairs_chunk_fast
 
-    def general(*a, **k):  # (lines of more than two columns, Matrix Market values, to the general path, as before)
-        return fast(*a[:7], False) if len(a) > 7 else fast(*a, **{**k, "extra": False})
+    def general(data, comments, base, n, cap, note=None, compiled=False, extra=False, fields=None):
+        """The reader as it was: lines of more than two columns and Matrix Market values (a
+        header's field count other than 2) straight to the general path, with no fast attempt."""
+        if fields is not None and fields.count != 2:
+            return None
+        return fast(data, comments, base, n, cap, note, compiled, False, fields)
 
     rows = []
     with tempfile.TemporaryDirectory(dir=args.dir) as folder:
@@ -95,4 +101,6 @@ def main(argv=None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    from distgrail.benchmarks import run_main
+
+    raise SystemExit(run_main(main, "columns"))
