@@ -138,3 +138,44 @@ def test_phase5_run_as_a_command_points_at_labeling():
     """Was: python -m distgrail.benchmarks.phase5 (any arguments, --help too) printed nothing, status 0."""
     r = _bench("phase5", "--help", timeout=60)
     assert r.returncode == 2 and "distgrail.benchmarks.labeling --phase5" in r.stderr, (r.returncode, r.stderr)
+
+
+def test_build_scaling_refuses_a_missing_graph_before_launching_ranks(tmp_path, monkeypatch):
+    """Was: the ranks launched, and the run was reported failed (exit 1) after an index command
+    per rank count had started on a path that does not exist."""
+    from distgrail.benchmarks import build_scaling
+
+    launched = []
+    monkeypatch.setattr(build_scaling, "graph_rows", lambda *a: launched.append(a) or [])
+    with pytest.raises(SystemExit) as e:
+        build_scaling.main([str(tmp_path / "nosuch.gra"), "--out", str(tmp_path / "o")])
+    assert e.value.code == 2 and not launched
+
+
+def test_scaling_takes_bundled_as_every_command_does(monkeypatch):
+    """Was: 'bundled' refused as no such file, though every distgrail command reads it as the
+    bundled example graph."""
+    import distgrail
+    from distgrail.benchmarks import scaling
+    from distgrail.cli_common import resolve_bundled
+
+    assert resolve_bundled("bundled", "graph") == distgrail.bundled_graph()
+    seen = []
+
+    class Stop(Exception):
+        pass
+
+    class Warm:
+        timings: dict = {}
+
+    def build_index(graph, **k):  # (the first build is the warm-up's, on the bundled graph)
+        seen.append(graph)
+        if len(seen) > 1:
+            raise Stop
+        return Warm()
+
+    monkeypatch.setattr(distgrail, "build_index", build_index)
+    monkeypatch.setattr(distgrail, "get_backend", lambda name: None)
+    with pytest.raises(Stop):
+        scaling.main(["bundled", "--output", "x.h5", "--json", "x.json", "--backend", "cpu"])
+    assert seen == [distgrail.bundled_graph()] * 2

@@ -342,6 +342,9 @@ def main(argv=None) -> int:
     args.mpiexec = args.mpiexec or default_mpiexec()
     if len({graph_name(g) for g in args.graphs}) < len(args.graphs):
         p.error("graphs need distinct base names (they name the index files)")
+    missing = [g for g in args.graphs if g != "bundled" and not os.path.isfile(g)]  # ('bundled': index's own)
+    if missing:  # (before any rank starts: a launched run would only report a failed build)
+        p.error(f"no such graph file: {missing[0]}")
     os.makedirs(args.out, exist_ok=True)
     rows = [row for graph in args.graphs for row in graph_rows(args, graph)]
     print(format_table(rows))

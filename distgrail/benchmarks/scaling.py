@@ -73,6 +73,9 @@ def main(argv=None):
     p.add_argument("--repeat", type=int, default=3, help="index builds; the median is reported (default 3)")
     p.add_argument("--bcast-mb", type=int, default=600, help="array size of the bandwidth test (default 600 MB)")
     args = p.parse_args(argv)
+    from distgrail.cli_common import resolve_bundled
+
+    args.graph = resolve_bundled(args.graph, "graph")  # ('bundled', as every distgrail command takes it)
 
     from mpi4py import MPI
 
