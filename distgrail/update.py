@@ -9,7 +9,8 @@ its vertices and returns an index that answers for the graph plus those edges:
    known to be implied depends on the check: with the index's query state on the device (after
    a query, or in ``serve``), its exact answers; without one (``distgrail update``), the
    prefilter over the arrays the sweep uploads anyway, whose undecided edges are swept in as DAG
-   edges (an implied edge changes no label; the report counts it as added).
+   edges (an implied edge changes no label; the report counts it as added). An edge given again
+   later in the same batch is implied by its first copy: counted as already reachable.
 2. The other edges (distinct component pairs) are swept into the labels
    (:mod:`distgrail.stages.insertion`): components the edges put on a cycle are merged, the DAG's
    rows of the tails and merged components are written again, levels and ``in`` masks are pushed
@@ -58,8 +59,8 @@ SAMPLE_PAIRS, SAMPLE_SEED = 100_000, 45
 
 @dataclass
 class UpdateReport:
-    """What :func:`insert_edges` did: edges given, inside one component, already reachable,
-    added to the DAG; components before and after (fewer: merged by new cycles); whether the
+    """What :func:`insert_edges` did: edges given, inside one component, already reachable (by
+    the index, or a repeat of an edge given before it in the batch), added to the DAG; components before and after (fewer: merged by new cycles); whether the
     labels were made again; seconds per step."""
 
     given: int = 0
@@ -156,7 +157,10 @@ def insert_edges(index, sources, targets, *, backend: str = "auto", progress: bo
             else:  # the index's own exact answers (its query state is there, or the batch is relabelled)
                 reach = index.query(s[cand], t[cand], backend=be)[0] if cand.size else np.zeros(0, bool)
         new = cand[~reach]
-        report.already_reachable = int(np.count_nonzero(reach))
+        if new.size > 1:  # a repeat of an edge given before it: implied by its first copy (not added twice)
+            _, first = np.unique(np.stack([s[new], t[new]], axis=1), axis=0, return_index=True)
+            new = new[np.sort(first)]
+        report.already_reachable = int(cand.size - new.size)
         report.added = int(new.size)
         report.seconds["check"] = time.perf_counter() - t0
         if not new.size:  # nothing reaches further: the index answers already

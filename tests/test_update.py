@@ -473,3 +473,20 @@ def test_update_names_the_line_of_a_script_and_the_index_of_node_labels(tmp_path
     assert capsys.readouterr().err == (f"distgrail: error: {tmp_path / 'n.h5'}: this index was built from node "
                                        "labels; 'update' takes vertex ids only (rebuild with distgrail index)\n")
     assert not (tmp_path / "u.h5").exists()
+
+
+def test_an_edge_given_twice_in_one_batch_is_added_once():
+    """``--add e --add e`` reported every copy as added to the DAG (4 for 2 new edges): a repeat
+    of an edge given before it in the batch is implied by its first copy, so it is counted as
+    already reachable; both copies are recorded and the answers are BFS's (a reviewer, session 55)."""
+    n = 40
+    src, dst = np.arange(n - 1), np.arange(1, n)  # a chain: 0 -> 1 -> ... -> 39
+    idx = _build(src, dst, n)
+    s, t = np.array([39, 5, 39, 5, 20, 3]), np.array([0, 2, 0, 2, 10, 4])  # three new edges, two given twice
+    new, rep = insert_edges(idx, s, t, backend="cpu")  # (3 -> 4: the chain's own, already reachable)
+    assert (rep.given, rep.added, rep.already_reachable, rep.same_component) == (6, 3, 3, 0)
+    assert new.arrays[UPDATES].tolist() == np.stack([s, t], 1).tolist()
+    _check(new, src, dst, n, s, t)
+    s2, t2 = np.array([3, 3, 7]), np.array([1, 1, 1])
+    new2, rep2 = insert_edges(idx, np.r_[s2, 30, 30], np.r_[t2, 29, 29], backend="cpu")
+    assert rep2.given == 5 == rep2.same_component + rep2.already_reachable + rep2.added and rep2.added == 3
