@@ -231,8 +231,9 @@ def _pairs_chunk_fast(data: bytes, comments: bytes, base: int, n: int | None, ca
     ``note["fields"]``: F (2 without ``extra``). ``fields`` (a Matrix Market file's
     :class:`Fields`): F must be its count, and every value token (a line's after its first two)
     a value of its kind, as the general path's automaton reads it (:func:`bad_values`), else
-    None; ``note["values"]``: the kind checked (VALUES_NONE without ``fields``). Anything else goes to the general path, whose ``keep_columns`` costs several times the
-    read of two columns, and which names the first bad line."""
+    None; ``note["values"]``: the kind checked (VALUES_NONE without ``fields``). Anything else
+    goes to the general path, whose ``keep_columns`` costs several times the read of two columns,
+    and which names the first bad line."""
     bl = data.translate(EXTRA_TABLE if extra else PAIRS_TABLE)
     if comments and bl.find(b"\x01") >= 0:
         hits = []
