@@ -12,17 +12,21 @@
 #   1-rank one, with the NCCL set-up overlap (nccl_init / nccl_wait / nccl_before_ready), rank
 #   0's early label copy (labels_own_*) and the dimensions per rank (DISTGRAIL_ROOT_SHARE sets
 #   rank 0's share; DISTGRAIL_NCCL_EARLY=wait makes the first transfer wait for NCCL)
+#   PYTHON, MPIEXEC: the Python and the launcher, as launch/mpirun.sh takes them (when not set:
+#   the project's .venv/bin/python and its mpiexec when there, else python3 and mpirun)
 set -euo pipefail
 [ $# -ge 1 ] || { sed -n 5,7p "$0" >&2; exit 2; }
 graph=$1; dims=${2:-8}; queries=${3:-10000000}; ranks=${4:-"1 2"}; out=${5:-scaling-out}
 here=$(cd "$(dirname "$0")/.." && pwd)
-PY=${PYTHON:-python3}
-[ -x "$here/.venv/bin/python" ] && PY="$here/.venv/bin/python"
-if [ -x "$here/.venv/bin/mpiexec" ]; then MPIEXEC="$here/.venv/bin/mpiexec"; else MPIEXEC=${MPIEXEC:-mpirun}; fi
+if [ -n "${PYTHON:-}" ]; then PY=$PYTHON; elif [ -x "$here/.venv/bin/python" ]; then PY="$here/.venv/bin/python"; else PY=python3; fi
+if [ -z "${MPIEXEC:-}" ]; then
+    if [ "$PY" = "$here/.venv/bin/python" ] && [ -x "$here/.venv/bin/mpiexec" ]; then MPIEXEC="$here/.venv/bin/mpiexec"; else MPIEXEC=mpirun; fi
+fi
 export NCCL_NVLS_ENABLE=${NCCL_NVLS_ENABLE:-0}   # NVLink multicast off (README.md, "Running under MPI")
 extra=()
 if "$MPIEXEC" --version 2>&1 | grep -qi "open mpi"; then
-    export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_btl=^ofi
+    if [ "$(id -u)" = 0 ]; then export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1; fi
+    export OMPI_MCA_btl=${OMPI_MCA_btl:-^ofi}
     extra=(--oversubscribe --bind-to none -x NCCL_NVLS_ENABLE -x DISTGRAIL_NCCL)
     for v in DISTGRAIL_ROOT_SHARE DISTGRAIL_NCCL_EARLY; do [ -n "${!v:-}" ] && extra+=(-x "$v"); done
 fi

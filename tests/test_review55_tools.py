@@ -179,3 +179,21 @@ def test_scaling_takes_bundled_as_every_command_does(monkeypatch):
     with pytest.raises(Stop):
         scaling.main(["bundled", "--output", "x.h5", "--json", "x.json", "--backend", "cpu"])
     assert seen == [distgrail.bundled_graph()] * 2
+
+
+def test_scaling_script_takes_python_and_mpiexec_from_the_environment(tmp_path):
+    """launch/scaling.sh used the project's .venv Python and mpiexec even when PYTHON and MPIEXEC
+    were set (launch/mpirun.sh takes them first): a user could not point it at a site MPI."""
+    import subprocess
+
+    log = tmp_path / "calls.txt"
+    stub = tmp_path / "mpiexec"
+    stub.write_text(f'#!/bin/sh\nprintf "%s\\n" "$*" >> {log}\nexit 3\n')
+    stub.chmod(0o755)
+    env = {**os.environ, "MPIEXEC": str(stub), "PYTHON": "/opt/site/bin/python3", "CLI": "0"}
+    r = subprocess.run(["bash", os.path.join(ROOT, "launch", "scaling.sh"), "g.txt", "2", "10", "1",
+                        str(tmp_path / "out")], env=env, capture_output=True, text=True, timeout=60)
+    assert r.returncode == 3, r.stderr
+    calls = log.read_text().splitlines()
+    assert calls[0] == "--version" and "-n 1 /opt/site/bin/python3 -m mpi4py -m distgrail.benchmarks.scaling g.txt" \
+        in calls[1], calls
