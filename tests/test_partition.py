@@ -443,6 +443,9 @@ def test_cli_partition_on_under_mpiexec(tmp_path, ranks):
     assert r.returncode == 0, r.stderr
     summary = json.loads(r.stdout)
     assert summary["ranks"] == ranks and "rank1 partition sweeps" in summary["seconds"]
+    # the split layout (the default under MPI): every rank's own part's write, rank 0's too (it was
+    # missing: only 'rank1 write_part' ...)
+    assert {"write_part", "rank1 write_part"} <= set(summary["seconds"]), summary["seconds"]
     distgrail.build_index(str(p), dims=3, backend="cpu", output=one)
     assert_same_index_file(out, one)
 

@@ -553,6 +553,8 @@ class AcrossRanks:
         comm, root, here = self.comm, self.root, self.here
         setup_t = self.tp.take_timings()  # nccl_init, nccl_warmup, nccl_wait: where this build set NCCL up
         mine = {**steps.timings, **self.stage_timings, **setup_t}
+        if "write_part" in self.own_timings:  # (the split layout: its own part, as every rank's)
+            mine["write_part"] = self.own_timings["write_part"]
         per_rank = comm.gather({**steps.timings, **self.own_timings, **setup_t}, root=root)
         if here:
             mine.update({f"rank{r} {k}": v for r, t in enumerate(per_rank) if r != root for k, v in t.items()})
