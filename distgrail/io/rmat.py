@@ -317,6 +317,9 @@ def write_rmat(p: RMAT, path, fmt: str, threads=None, progress: bool = False) ->
 
 #: the bucket sort's buckets: 2^12 ranges of sources, sorted on threads
 BUCKET_BITS = 12
+#: keys a bucket each thread's slice holds at least (fewer threads on fewer keys): the slices'
+#: counts and places then cost at most half the keys' bytes, whatever ``threads``
+MIN_SLICE_KEYS_PER_BUCKET = 4
 
 
 def csr_of_keys(n: int, keys: np.ndarray, threads=None, jit: bool = True):
@@ -340,7 +343,9 @@ def csr_of_keys(n: int, keys: np.ndarray, threads=None, jit: bool = True):
     bits = int(max(n, 1) - 1).bit_length()  # (the bits of a source)
     nb = 1 << min(bits, BUCKET_BITS)
     shift = np.uint64(32 + bits - min(bits, BUCKET_BITS))  # key >> shift: the bucket
-    T = max(1, min(_threads(threads), m))
+    # slices of at least MIN_SLICE_KEYS_PER_BUCKET keys a bucket: each slice's counts and places are
+    # nb words each, so '--threads 100000' took threads x buckets words (gigabytes at scale 12)
+    T = max(1, min(_threads(threads), m // (MIN_SLICE_KEYS_PER_BUCKET * nb)))
     bounds = np.arange(T + 1, dtype=np.int64) * m // T
     counts = np.zeros((T, nb), dtype=np.int64)
     indptr = np.zeros(n + 1, dtype=np.int64)
