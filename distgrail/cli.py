@@ -435,7 +435,7 @@ def build_parser() -> argparse.ArgumentParser:
     sp = sub.add_parser("generate", help="write a generated test graph")
     sp.add_argument("kind", choices=KINDS + ("rmat",))
     sp.add_argument("-n", type=int, default=None, help="vertices (paper, scale-free, layered)")
-    sp.add_argument("--degree", type=float, default=None, help="paper: average out-degree; scale-free, layered: round(D) edges drawn a vertex, at least 1 (default 10)")
+    sp.add_argument("--degree", type=float, default=None, help="paper: vertex i draws 0..round(2D) successors uniformly (halves to even), an average of round(2D)/2: D when 2D is whole; scale-free, layered: round(D) edges drawn a vertex, at least 1 (default 10)")
     sp.add_argument("--levels", type=int, default=None, help="layered: number of levels (default n/10)")
     sp.add_argument("--seed", type=int, default=0, help="generator seed (default 0): same seed, same graph")
     sp.add_argument("--scale", type=int, default=None, help="rmat: 2^SCALE vertices")

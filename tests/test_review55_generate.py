@@ -39,3 +39,19 @@ def test_h5_sort_starts_no_more_threads_than_its_keys_fill(monkeypatch):
     sizes.clear()
     rmat.csr_of_keys(n, keys.copy(), 3)
     assert sizes == [3]
+
+
+@pytest.mark.parametrize("degree,mean", [(3.0, 3.0), (2.3, 2.5), (0.4, 0.5), (1.25, 1.0)])
+def test_paper_degree_is_the_average_the_help_states(degree, mean):
+    """``generate paper --degree 2.3``: the help said 'average out-degree', the graph had 2.5 (and
+    --degree 0.4 gave 0.5, 1.25 gave 1.0): vertex i draws 0..round(2D). The help and README now say
+    so; the graph is unchanged."""
+    from distgrail.cli import build_parser
+    from distgrail.io.generate import generate_csr
+
+    sub = next(a for a in build_parser()._actions if getattr(a, "choices", None) and "generate" in a.choices)
+    help_text = next(a.help for a in sub.choices["generate"]._actions if "--degree" in a.option_strings)
+    assert "round(2D)/2" in help_text and "average out-degree;" not in help_text
+    g = generate_csr("paper", 100_000, degree, seed=4)
+    assert abs(g.m / g.n - mean) < 0.03
+

@@ -1,8 +1,8 @@
 """Test-graph generators, vectorised, reproducible from the seed, at 10^8 edges.
 
 ``paper``        the home-made random DAGs of Quer & Calabrese (Table 2): vertex i draws k uniformly
-                 from 0..maxdeg (maxdeg = 2 × average degree) and picks k distinct successors
-                 uniformly among the vertices j > i.
+                 from 0..maxdeg (maxdeg = round(2 × average degree), so the average is maxdeg / 2)
+                 and picks k distinct successors uniformly among the vertices j > i.
 ``scale-free``   a copy-model DAG: each new vertex points to earlier vertices, half uniformly, half
                  by copying the target of an earlier edge (preferential attachment); heavy-tailed
                  in-degrees.
