@@ -440,8 +440,9 @@ def build_parser() -> argparse.ArgumentParser:
     sp.add_argument("--seed", type=int, default=0, help="generator seed (default 0): same seed, same graph")
     sp.add_argument("--scale", type=int, default=None, help="rmat: 2^SCALE vertices")
     sp.add_argument("--edge-factor", type=int, default=None, help="rmat: EDGE_FACTOR * 2^SCALE edges (default 16)")
-    for q, v, where in (("a", .57, "top-left"), ("b", .19, "top-right"), ("c", .19, "bottom-left; d = 1 - a - b - c")):
-        sp.add_argument(f"-{q}", type=float, default=None, help=f"rmat: {where} quadrant probability (default {v})")
+    for q, v, where in (("a", .57, "top-left"), ("b", .19, "top-right"), ("c", .19, "bottom-left")):
+        sp.add_argument(f"-{q}", type=float, default=None, help=f"rmat: {where} quadrant probability (default {v})"
+                        + ("; bottom-right: d = 1 - a - b - c" if q == "c" else ""))
     sp.add_argument("--threads", type=int, default=None, help="rmat: threads (default all cores; same graph)")
     sp.add_argument("-o", "--output", required=True,
                     help=".gra, .mtx (Matrix Market), .h5/.hdf5, or an edge list of blank-separated ids (.txt, .el, "

@@ -55,3 +55,13 @@ def test_paper_degree_is_the_average_the_help_states(degree, mean):
     g = generate_csr("paper", 100_000, degree, seed=4)
     assert abs(g.m / g.n - mean) < 0.03
 
+
+
+def test_generate_c_help_reads_as_a_sentence():
+    """``generate --help``'s -c read 'rmat: bottom-left; d = 1 - a - b - c quadrant probability'."""
+    from distgrail.cli import build_parser
+
+    sub = next(a for a in build_parser()._actions if getattr(a, "choices", None) and "generate" in a.choices)
+    helps = {a.option_strings[0]: a.help for a in sub.choices["generate"]._actions if a.option_strings}
+    assert helps["-c"].startswith("rmat: bottom-left quadrant probability (default 0.19)"), helps["-c"]
+    assert "d = 1 - a - b - c" in helps["-c"]
