@@ -65,3 +65,15 @@ def test_generate_c_help_reads_as_a_sentence():
     helps = {a.option_strings[0]: a.help for a in sub.choices["generate"]._actions if a.option_strings}
     assert helps["-c"].startswith("rmat: bottom-left quadrant probability (default 0.19)"), helps["-c"]
     assert "d = 1 - a - b - c" in helps["-c"]
+
+
+@pytest.mark.parametrize("seed", ["-1", str(1 << 64)])
+def test_rmat_seed_refused_in_the_words_of_every_command(tmp_path, capsys, seed):
+    """README: 'seed must be an integer in 0..2^64-1, got -1' (index, generate and pairs alike);
+    ``generate rmat`` said '... in 0..18446744073709551615'."""
+    from distgrail.cli import main
+
+    out = tmp_path / "r.txt"
+    assert main(["generate", "rmat", "--scale", "4", "--seed", seed, "-o", str(out), "--quiet"]) == 2
+    assert f"seed must be an integer in 0..2^64-1, got {seed}" in capsys.readouterr().err
+    assert list(tmp_path.iterdir()) == []

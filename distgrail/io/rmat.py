@@ -50,9 +50,10 @@ class RMAT:
     def __init__(self, scale: int, edge_factor: int = 16, seed: int = 0, a: float = GRAPH500[0],
                  b: float = GRAPH500[1], c: float = GRAPH500[2], scramble_ids: bool = True):
         for what, v, lo, hi in (("scale", scale, 1, _MAX_SCALE), ("edge factor", edge_factor, 1, 1 << 20),
-                                ("seed", seed, 0, (1 << 64) - 1)):
+                                ("seed", seed, 0, _MASK64)):
             if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or not lo <= v <= hi:
-                raise DistGrailError(f"R-MAT {what} must be an integer in {lo}..{hi}, got {v!r}")
+                shown = "2^64-1" if hi == _MASK64 else hi  # (the seed: as index, paper and pairs say it)
+                raise DistGrailError(f"R-MAT {what} must be an integer in {lo}..{shown}, got {v!r}")
         probs = []
         for what, v in (("a", a), ("b", b), ("c", c)):
             try:
