@@ -77,3 +77,16 @@ def test_rmat_seed_refused_in_the_words_of_every_command(tmp_path, capsys, seed)
     assert main(["generate", "rmat", "--scale", "4", "--seed", seed, "-o", str(out), "--quiet"]) == 2
     assert f"seed must be an integer in 0..2^64-1, got {seed}" in capsys.readouterr().err
     assert list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.parametrize("degree", ["1e20", "1e308"])
+def test_paper_degree_far_above_n_is_the_complete_dag(tmp_path, degree):
+    """``generate paper -n 100 --degree 1e20``: OverflowError traceback, exit 1 (2 × 1e20 + 1 passed
+    a uint64), where --degree 200 gave the complete DAG; it now gives that DAG too."""
+    from distgrail.cli import main
+    from distgrail.io.read import read_graph
+
+    out = tmp_path / "g.txt"
+    assert main(["generate", "paper", "-n", "100", "--degree", degree, "-o", str(out), "--quiet"]) == 0
+    g = read_graph(str(out))
+    assert g.m == 100 * 99 // 2 and bool((np.asarray(g.dst) > np.asarray(g.src)).all())

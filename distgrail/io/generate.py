@@ -156,7 +156,9 @@ def _bits(n):
 
 
 def paper_csr(n: int, avg_degree: float, seed: int = 0, block_edges: int | None = None) -> CSRGraph:
-    maxdeg = int(round(2 * avg_degree))
+    # (a degree past 2^61 is taken as 2^61: 2 * 1e20 + 1 passed a uint64 (a traceback); every vertex
+    # then takes all the later ones, as it almost surely did with any degree far above n)
+    maxdeg = int(round(2 * min(float(avg_degree), 2.0**61)))
     rpb = _rows_per_block(n, avg_degree, block_edges or EDGES_PER_BLOCK)
     bits = _bits(n)
     blocks = (_paper_block(n, maxdeg, seed, r0, min(n, r0 + rpb), bits) for r0 in range(0, n, rpb))
