@@ -53,7 +53,7 @@ from .errors import RankError, run_shared
 from .query import answer_in_windows
 
 __all__ = ["Dispatcher", "Forwarder", "follow", "answer_shard", "apply_update", "warm_batch", "Stopping",
-           "SignalRelay", "STOP", "QUERY", "UPDATE"]
+           "SignalRelay", "absorb_late_signals", "STOP", "QUERY", "UPDATE"]
 
 #: header kinds (int64 ``[kind, pairs, origin rank, origin request]``, broadcast from rank 0; the
 #: origin is an update's, forwarded by a rank > 0, else ``-1, -1``)
@@ -92,6 +92,33 @@ def _header(comm, kind: int = STOP, k: int = 0, relay=None, origin=NO_ORIGIN, fo
             forward.poll()
         time.sleep(HEADER_NAP)
     return int(h[0]), int(h[1]), (int(h[2]), int(h[3]))
+
+
+#: seconds after a served job stops in which a SIGTERM/SIGINT is taken as the launcher's late copy
+#: of the signal that stopped it (:func:`absorb_late_signals`)
+LATE_SIGNAL_SECONDS = 5.0
+
+
+def absorb_late_signals(before: dict, seconds: float | None = None) -> None:
+    """Put back the handlers ``before`` (signal -> handler) of a rank whose serving has ended,
+    except that for ``seconds`` (:data:`LATE_SIGNAL_SECONDS`) a SIGTERM or SIGINT is absorbed.
+    ``mpiexec`` sends its signal on to every rank; a rank that rank 0 stopped first (its ``STOP``
+    came before the copy) would otherwise die of that copy once its handlers are back, and the job
+    of a server that stopped cleanly ended with status 15. After the window a signal goes to the
+    handler it would have had (the first such signal puts it back and is sent again)."""
+    import signal
+
+    end = time.monotonic() + (LATE_SIGNAL_SECONDS if seconds is None else seconds)
+
+    def late(sig, frame):
+        if time.monotonic() < end:
+            return
+        for s, handler in before.items():
+            signal.signal(s, handler)
+        os.kill(os.getpid(), sig)
+
+    for sig in before:
+        signal.signal(sig, late)
 
 
 class SignalRelay:

@@ -253,7 +253,7 @@ def serve_ranks(comm, index_path: str, *, host: str, port: int, backend: str, sh
     from ..mpi.errors import RankError, run_shared
     from ..mpi.opening import open_on_ranks
     from ..mpi.query import SharedBatches, same_index_everywhere
-    from ..mpi.serve import POLL, POLL_FORWARDED, Dispatcher, Forwarder, follow, warm_batch
+    from ..mpi.serve import POLL, POLL_FORWARDED, Dispatcher, Forwarder, absorb_late_signals, follow, warm_batch
     from .app import SHARD_MIN_PAIRS, Service
 
     me = comm.Get_rank()
@@ -359,8 +359,7 @@ def serve_ranks(comm, index_path: str, *, host: str, port: int, backend: str, sh
     finally:
         if sock is not None:
             sock.close()
-        for sig, handler in before.items():
-            signal.signal(sig, handler)
+        absorb_late_signals(before)  # (a launcher's copy of the stopping signal, arriving late)
     return 0
 
 
