@@ -145,18 +145,27 @@ def test_a_corrupt_encoded_body_is_a_400_without_a_traceback(graph, tmp_path):  
     assert not any("Traceback" in line for line in srv.lines), "".join(srv.lines)
 
 
-#: imported by every rank's Python at start (PYTHONPATH): a thread that prints how many Index
-#: objects the process holds, every 0.3 s
+#: imported by every rank's Python at start (PYTHONPATH): every Index made is noted (a weak
+#: reference), and a thread prints how many the process holds, every 0.3 s. Not by walking
+#: ``gc.get_objects()`` from that thread: it took references to tuples the main thread was still
+#: building (``tuple(generator)`` in attrs, imported by aiohttp), whose resize then raised
+#: SystemError ('bad argument to internal function') and ended the server before it was ready
+#: (the local CI, session 55)
 _COUNTER = """
-import gc, os, sys, threading, time
-def _count():
-    from distgrail.index import Index
-    while True:
-        time.sleep(0.3)
-        gc.collect()
-        k = sum(1 for o in gc.get_objects() if type(o) is Index)
-        print(f"INDEXES pid {os.getpid()}: {k}", file=sys.stderr, flush=True)
+import gc, os, sys, threading, time, weakref
 if os.environ.get("COUNT_INDEXES"):
+    from distgrail.index import Index
+    _made = weakref.WeakSet()
+    _init = Index.__init__
+    def _noted(self, *args, **kwargs):
+        _init(self, *args, **kwargs)
+        _made.add(self)
+    Index.__init__ = _noted
+    def _count():
+        while True:
+            time.sleep(0.3)
+            gc.collect()
+            print(f"INDEXES pid {os.getpid()}: {len(_made)}", file=sys.stderr, flush=True)
     threading.Thread(target=_count, daemon=True).start()
 """
 
