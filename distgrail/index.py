@@ -53,6 +53,9 @@ class Index:
         self.node_labels = node_labels if node_labels is not None else NodeLabels.from_arrays(arrays)
         #: the checksum seal of the file it was opened from (:func:`open_index`), else None
         self.seal = None
+        #: an update that kept the component ids (``insert_edges(keep_ids=True)``): the rows that
+        #: differ from the index it updated, {dataset name: sorted int64 rows}; else None
+        self.changed = None
 
     # -- properties ---------------------------------------------------------------------
     @property

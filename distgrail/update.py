@@ -114,7 +114,7 @@ def checked_edges(index, sources, targets):
 
 
 def insert_edges(index, sources, targets, *, backend: str = "auto", progress: bool = False,
-                 rebuild_above: int | None = None, consume: bool = False, write=None):
+                 rebuild_above: int | None = None, consume: bool = False, write=None, keep_ids: bool = False):
     """``(new index, UpdateReport)``: ``index`` answering for its graph plus the edges
     ``sources[i] -> targets[i]`` (module doc). ``index`` itself is not changed; when no edge
     adds reachability the new index shares its arrays. ``rebuild_above``: with more new DAG
@@ -125,13 +125,17 @@ def insert_edges(index, sources, targets, *, backend: str = "auto", progress: bo
     writes the new index while its swept arrays come down from the device, in the order of the
     file (``ready(name)`` returns once dataset ``name``'s values are in ``new.arrays``; pass it to
     :meth:`Index.save <distgrail.index.Index.save>`); called once, and this returns after it and
-    every download (``report.seconds["write"]``)."""
+    every download (``report.seconds["write"]``). ``keep_ids``: a swept update keeps every
+    component's id (no renumbering: levels no longer sorted by id, merged-away components left as
+    dead rows; :func:`~distgrail.stages.insertion.sweep_insertions`), and the new index's
+    :attr:`changed` names the rows that differ from ``index``'s by dataset (what a change-only file
+    stores); else (and for an unchanged or relabelled update) :attr:`changed` is None."""
     from .index import Index
 
     from .gpu.backend import get_backend
 
     be = get_backend(backend)
-    report = UpdateReport(components_before=index.C)
+    report = UpdateReport(components_before=live_components(index))
     t0 = time.perf_counter()
     s, t = checked_edges(index, sources, targets)
     report.given = int(s.size)
@@ -181,13 +185,14 @@ def insert_edges(index, sources, targets, *, backend: str = "auto", progress: bo
                     # (a served index: its host arrays come down after the update is served)
                     arrays, over_meta, report.sweep, on_device = dev.sweep(
                         pairs, consume=consume, keep_on_device=served is not None,
-                        arrive=write is not None or served is not None, defer=write is None and served is not None)
+                        arrive=write is not None or served is not None, defer=write is None and served is not None,
+                        renumber=not keep_ids)
                 report.method = "swept"
                 report.seconds.update({f"sweep_{k}": v for k, v in report.sweep.pop("seconds").items()})
     if not new.size:  # (written once the steps are closed, as after a sweep)
         arrays = dict(index.arrays)
         arrays[UPDATES] = done
-        report.components_after = index.C
+        report.components_after = report.components_before
         arrays[LOG] = _log(index, report)
         out = Index(index.meta, arrays)
         out._lock, out._query_state = index._lock, index._query_state  # same labels: the same query state
@@ -201,10 +206,18 @@ def insert_edges(index, sources, targets, *, backend: str = "auto", progress: bo
         meta = {k: v for k, v in m.items() if k not in ("path", "layout", "parts")}  # (of the file it came from)
         meta["distgrail_version"] = __version__
         meta.update(over_meta)
-        report.components_after = int(meta["n_components"])
+        if "components_by_level" not in over_meta:  # (renumbered or relabelled: sorted by level again)
+            meta.pop("components_by_level", None)
+        report.sweep.pop("components_after", None)
+        if report.method == "swept":  # (dead rows an update that kept the ids left are not components)
+            report.components_after = report.components_before - int(report.sweep["components_merged"])
+        else:
+            report.components_after = int(meta["n_components"]) - (index.C - report.components_before)
+        changed = report.sweep.pop("changed", None)
         report.relabelled = report.method == "relabelled"
         arrays[LOG] = _log(index, report)
         out = Index(meta, arrays)
+        out.changed = changed
         _written(out, write, arrivals, report)
         if write is None and arrivals is not None:  # (a served index: its host arrays still landing)
             out._pending = arrivals
@@ -224,6 +237,15 @@ def insert_edges(index, sources, targets, *, backend: str = "auto", progress: bo
         on_device = None
     report.seconds["total"] = time.perf_counter() - t0
     return out, report
+
+
+def live_components(index) -> int:
+    """The components of ``index`` that vertices belong to: its rows but those an update that
+    kept the ids merged away (dead rows; the last ``updates/log`` row's ``components_after``)."""
+    if LOG not in index.arrays:
+        return index.C
+    log = np.asarray(index.arrays[LOG], dtype=np.int64).reshape(-1, len(LOG_COLUMNS))
+    return int(log[-1, LOG_COLUMNS.index("components_after")]) if log.shape[0] else index.C
 
 
 def _written(out, write, arrivals, report) -> None:
@@ -379,7 +401,7 @@ class _Device:
             return int(xp.count_nonzero(code)) * 1_000_000 // SAMPLE_PAIRS
 
     def sweep(self, pairs, consume: bool = False, keep_on_device: bool = False, arrive: bool = False,
-              defer: bool = False):
+              defer: bool = False, renumber: bool = True):
         """(host arrays, meta, info, device arrays or None) of the index swept for the component
         edges ``pairs``; ``consume``: each array lands in the memory of the input's array of that
         name where it fits (pages already there: fresh pages cost as much as the copy; the input
@@ -391,7 +413,9 @@ class _Device:
         thread as well, their entries None until each lands: the new index waits for them when
         first read (:attr:`Index.arrays <distgrail.index.Index.arrays>`), while its query state,
         packed from the device arrays, answers at once (a writer gets arrays of their shapes and
-        types before their values, as without ``defer``)."""
+        types before their values, as without ``defer``). ``renumber=False``: ids kept
+        (:func:`~distgrail.stages.insertion.sweep_insertions`); ``info["changed"]`` then holds
+        the changed rows by dataset name, on the host (:data:`CHANGED_DATASETS`)."""
         from .dtypes import smallest_uint
         from .stages.insertion import sweep_insertions
 
@@ -399,7 +423,10 @@ class _Device:
         K = self.index.supports
         with be.on_device():
             before = self.decided(self.arr)
-            got, info = sweep_insertions(xp, self.arr, xp.asarray(pairs[:, 0]), xp.asarray(pairs[:, 1]))
+            got, info = sweep_insertions(xp, self.arr, xp.asarray(pairs[:, 0]), xp.asarray(pairs[:, 1]),
+                                         renumber=renumber)
+            if "changed" in info:
+                info["changed"] = _changed_datasets(be, info["changed"], K)
             self.arr = None  # (swept in place)
             info["decided_ppm"] = (before, self.decided(got))
             t = time.perf_counter()
@@ -441,7 +468,24 @@ class _Device:
                 arrays[k] = v
         meta = {"n_components": int(sizes["dag/level"]), "n_dag_edges": int(sizes["dag/indices"]),
                 "n_levels": L, "backend": be.name, "supports": int(K)}
+        if not renumber:
+            meta["components_by_level"] = int(info.pop("components_by_level"))
         return arrays, meta, info, out
+
+
+#: the dataset each field of a kept-ids sweep's ``changed`` rows stands for (``dag``: the rows of
+#: the CSR ``dag/indptr``, ``dag/indices`` written again)
+CHANGED_DATASETS = {"comp": "vertex/component", "dag": "dag", "level": "dag/level", "lo": "labels/intervals",
+                    "out": "supports/out", "inn": "supports/in"}
+
+
+def _changed_datasets(be, changed: dict, K: int) -> dict:
+    """The sweep's changed rows by field as host int64 arrays by dataset name (the intervals'
+    rows: the union of ``lo``'s and ``hi``'s; no mask rows without supports)."""
+    rows = dict(changed)
+    rows["lo"] = unique(be.xp, be.xp.concatenate([rows["lo"], rows.pop("hi")]))
+    return {CHANGED_DATASETS[k]: be.to_host(v).astype(np.int64) for k, v in rows.items()
+            if K or k not in ("out", "inn")}
 
 
 def _labels(xp, a):

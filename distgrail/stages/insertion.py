@@ -231,10 +231,13 @@ def _push(xp, vals, ops, to, frm):
     return tgt[moved]
 
 
-def _sweep(xp, vals, ops, front, neighbours, C):
-    """Push from ``front`` until no value changes; returns (rounds, rows pushed to)."""
+def _sweep(xp, vals, ops, front, neighbours, C, seen=None):
+    """Push from ``front`` until no value changes; returns (rounds, rows pushed to). ``seen``: a
+    list that takes every front (the rows whose values changed), ``front`` first."""
     rounds = touched = 0
     while front.size:
+        if seen is not None:
+            seen.append(front)
         rounds += 1
         if rounds > C + 2:  # an acyclic graph settles within its longest path
             raise DistGrailError("insertions: the sweep did not settle (a cycle left in the DAG); please report this")
@@ -258,7 +261,7 @@ class _Clock:
         self.t = now
 
 
-def sweep_insertions(xp, a: dict, ea, eb, rev=None):
+def sweep_insertions(xp, a: dict, ea, eb, rev=None, renumber: bool = True):
     """``(arrays, info)``: the arrays ``a`` (module doc) updated for the new component edges
     ``ea[i] -> eb[i]`` (int64 on ``xp``, distinct, ``ea`` not reaching ``eb``).
 
@@ -271,6 +274,15 @@ def sweep_insertions(xp, a: dict, ea, eb, rev=None):
     (:func:`reverse_csr`, made here when None).
     ``info``: merged groups, components dropped, rounds and rows of each sweep, renumbered,
     seconds per step.
+
+    ``renumber=False``: every component keeps its id (step 5 left out; levels are then not
+    sorted by id, which the returned ``info["components_by_level"]`` says): a merged-away member
+    stays as a dead row (no vertex, no DAG edge in or out; its labels as they were) and
+    ``info["changed"]`` names the rows that differ from the input's, by field (a superset where
+    cheaper): ``comp`` (vertices), ``dag`` (components whose DAG row was written again: tails,
+    merged members, parents of merged-away members), ``level``/``inn`` (the downward sweep's and
+    the representatives'), ``lo``/``hi``/``out`` (the upward sweep's and the representatives'),
+    all sorted int64 on ``xp``; what a change-only index file stores.
     """
     missing = [f for f in SWEEP_FIELDS if f not in a]
     if missing:
@@ -318,7 +330,8 @@ def sweep_insertions(xp, a: dict, ea, eb, rev=None):
         pos, r = csr_positions(xp, nip, front, which=True)
         return nix[pos].astype(xp.int64), front[r]
 
-    info["down_rounds"], info["down_rows"] = _sweep(xp, down_vals, down_ops, front, children, C)
+    down_seen, up_seen = ([], []) if not renumber else (None, None)
+    info["down_rounds"], info["down_rows"] = _sweep(xp, down_vals, down_ops, front, children, C, down_seen)
     clock.mark("down")
     up_vals, up_ops = [a["lo"], a["hi"], a["out"]], ["minimum", "maximum", "bitwise_or"]
     front = unique(xp, xp.concatenate([_push(xp, up_vals, up_ops, pa, pb), reps]))
@@ -338,14 +351,49 @@ def sweep_insertions(xp, a: dict, ea, eb, rev=None):
         par = xp.concatenate([rix[pos].astype(xp.int64), E.head_a[epos]])
         return mp(par), xp.concatenate([own[r], own[ew]])
 
-    info["up_rounds"], info["up_rows"] = _sweep(xp, up_vals, up_ops, front, parents, C)
+    info["up_rounds"], info["up_rows"] = _sweep(xp, up_vals, up_ops, front, parents, C, up_seen)
     clock.mark("up")
+    if not renumber:
+        out = _kept(xp, a, m, dead, nip, nix, rev, src, reps, down_seen, up_seen, info)
+        clock.mark("kept")
+        info["seconds"] = clock.seconds
+        return out, info
     out = _renumber(xp, a, m, dead, nip, nix)
     info["renumbered"] = out.pop("_renumbered")
     clock.mark("renumber")
     info["seconds"] = clock.seconds
     info["components_after"] = int(out["level"].size)
     return out, info
+
+
+def _kept(xp, a, m, dead, ip, ix, rev, rewritten, reps, down_seen, up_seen, info):
+    """The arrays with every id kept (``sweep_insertions(renumber=False)``): vertices and support
+    ids mapped to their representatives, dead rows left; ``info["changed"]`` filled."""
+    C = int(a["level"].size)
+    comp, ids = a["comp"], a["ids"]
+    vert = xp.zeros(0, dtype=xp.int64)
+    rows = rewritten
+    if dead.size:
+        gone = xp.zeros(C, dtype=bool)
+        gone[dead] = True
+        vert = xp.flatnonzero(gone[comp]).astype(xp.int64)
+        comp = comp.copy()
+        comp[vert] = m[comp[vert]].astype(comp.dtype)
+        ids = m[ids].astype(ids.dtype) if ids.size else ids
+        rip, rix = rev
+        rows = unique(xp, xp.concatenate([rewritten, rix[csr_positions(xp, rip, dead)].astype(xp.int64)]))
+    level = a["level"]
+    info["components_by_level"] = not bool(xp.any(level[1:] < level[:-1])) if C else True
+    info["renumbered"] = False
+    info["components_after"] = C - int(dead.size)
+
+    def rows_of(seen):
+        return unique(xp, xp.concatenate([reps.astype(xp.int64)] + [f.astype(xp.int64) for f in seen]))
+
+    down, up = rows_of(down_seen), rows_of(up_seen)
+    info["changed"] = {"comp": vert, "dag": rows, "level": down, "inn": down, "lo": up, "hi": up, "out": up}
+    return {"comp": comp, "indptr": ip, "indices": ix, "ids": ids, "level": level, "post0": a["post0"],
+            "size": a["size"], "parent": a["parent"], "lo": a["lo"], "hi": a["hi"], "out": a["out"], "inn": a["inn"]}
 
 
 @restarts
