@@ -184,3 +184,54 @@ def test_a_level_past_its_stored_type_is_refused_for_the_whole_array_path():
     a["level"] = np.array([254, 0], np.uint8)
     sweep_rows(a, np.array([0]), np.array([1]))
     assert a["level"].tolist() == [254, 255]
+
+
+@pytest.mark.parametrize("threads", [1, 3, 4])
+def test_rounds_over_threads_give_the_one_thread_sweeps_values(threads, monkeypatch):
+    from distgrail import cores
+    from distgrail.stages import insertion_rows
+
+    cases = [c for c in _graphs() if c[0] in ("dense DAG", "one giant SCC", "random with cycles", "random 3", "random 4")]
+    assert len(cases) == 5
+    for name, n, src, dst in cases:
+        idx = distgrail.build_index((src, dst), num_vertices=n, dims=3, supports="auto", backend="cpu")
+        C = idx.C
+        if C < 2:
+            continue
+        rng = np.random.default_rng(C)
+        key = np.unique(rng.integers(0, C, 60) * C + rng.integers(0, C, 60))
+        key = key[key // C != key % C]
+        results = []
+        for front in (1 << 30, 1):  # one thread only, then every round over the threads
+            monkeypatch.setattr(insertion_rows, "PARALLEL_FRONT", front)
+            monkeypatch.setattr(cores, "usable", lambda: threads)
+            arrays = _stored(idx)
+            got = sweep_rows(arrays, key // C, key % C)
+            results.append((arrays, got))
+        (a1, g1), (a2, g2) = results
+        for k in ("level", "lo", "hi", "out", "inn"):
+            assert np.array_equal(a1[k], a2[k]), (name, k)
+        for k in g1.rows:
+            assert np.array_equal(g1.rows[k], g2.rows[k]), (name, k)
+        assert np.array_equal(g1.comp_rows, g2.comp_rows) and np.array_equal(g1.dag_idx, g2.dag_idx)
+
+
+@pytest.mark.parametrize("C,m", [(1, 0), (10, 30), (1000, 5000), (5000, 200000)])
+def test_the_reverse_csr_over_threads_is_scipys(C, m, monkeypatch):
+    from scipy.sparse import csr_matrix
+
+    from distgrail import cores
+    from distgrail.stages import insertion_rows
+
+    rng = np.random.default_rng(C)
+    g = csr_matrix((np.ones(m, np.int8), (rng.integers(0, C, m), rng.integers(0, C, m))), shape=(C, C))
+    g.sum_duplicates()
+    g.sort_indices()
+    ip, ix = g.indptr.astype(np.int64), g.indices.astype(np.uint32)
+    monkeypatch.setattr(cores, "usable", lambda: 3)
+    monkeypatch.setattr(insertion_rows, "PARALLEL_REVERSE_EDGES", 1 << 60)
+    want = insertion_rows.reverse_of(ip, ix, C)
+    monkeypatch.setattr(insertion_rows, "PARALLEL_REVERSE_EDGES", 0)
+    got = insertion_rows.reverse_of(ip, ix, C)
+    assert np.array_equal(got[0], want[0]) and np.array_equal(got[1], want[1]) and got[1].dtype == np.uint32
+    assert int(want[0][-1]) == g.nnz

@@ -49,14 +49,35 @@ class RowsSwept:
         self.info: dict = {}
 
 
+#: DAG edges from which the reverse CSR is made over the host threads (each thread the parents of
+#: one range of components, every thread reading the whole CSR); below, by SciPy's transpose
+PARALLEL_REVERSE_EDGES = 1 << 22
+
+
 def reverse_of(ip, ix, C: int):
-    """The parents of each row of the CSR ``(ip, ix)``: (indptr int64, indices of ``ix``'s type)."""
-    from scipy.sparse import csr_matrix
+    """The parents of each row of the CSR ``(ip, ix)``: (indptr int64, indices of ``ix``'s type),
+    each row's parents ascending."""
+    from .. import cores
+    from ..arrays import HOST_THREADS, _run_pieces
+    from ..jit import load
 
     if not ix.size:
         return np.zeros(C + 1, np.int64), np.zeros(0, ix.dtype)
-    bwd = csr_matrix((np.ones(ix.size, np.int8), ix, ip), shape=(C, C)).tocsc()
-    return bwd.indptr.astype(np.int64, copy=False), bwd.indices.astype(ix.dtype, copy=False)
+    T = max(1, min(HOST_THREADS, cores.usable()))
+    jit = load(f"{__package__}.insertion_rows_jit", "the change-only update", warn=False)
+    if T == 1 or ix.size < PARALLEL_REVERSE_EDGES or jit is None:
+        from scipy.sparse import csr_matrix
+
+        bwd = csr_matrix((np.ones(ix.size, np.int8), ix, ip), shape=(C, C)).tocsc()
+        return bwd.indptr.astype(np.int64, copy=False), bwd.indices.astype(ix.dtype, copy=False)
+    cuts = np.linspace(0, C, T + 1).astype(np.int64)
+    counts = [np.zeros(int(cuts[k + 1] - cuts[k]), np.int64) for k in range(T)]
+    _run_pieces(jit.reverse_count, [(ix, 0, ix.size, cuts[k], cuts[k + 1], counts[k]) for k in range(T)])
+    rptr = np.zeros(C + 1, np.int64)
+    np.cumsum(np.concatenate(counts), out=rptr[1:])
+    ridx = np.empty(ix.size, ix.dtype)
+    _run_pieces(jit.reverse_fill, [(ip, ix, cuts[k], cuts[k + 1], rptr, ridx) for k in range(T)])
+    return rptr, ridx
 
 
 def _merge_groups(jit, a, ea, eb, flag, rev, C):
@@ -160,6 +181,81 @@ def _written_rows(a, mem, rep, dead, rev, ea, eb):
     return rows, ptr, idx
 
 
+#: a front of at least this many components is pushed a round at a time over the host threads
+#: (producers and owners, :mod:`~distgrail.stages.insertion_rows_jit`); smaller ones on one thread
+PARALLEL_FRONT = 1 << 15
+
+
+def _rounds(jit, way, front, changed, flag, **v):
+    """The downward (``way`` "down") or upward sweep from ``front`` until nothing changes: small
+    fronts by the one-thread sweep (until a front passes :data:`PARALLEL_FRONT`), large ones a
+    round at a time over the threads. Returns (rounds, pushes, [changed rows, ...])."""
+    from .. import cores
+    from ..arrays import HOST_THREADS, _run_pieces
+
+    T = max(1, min(HOST_THREADS, cores.usable()))
+    rounds = pushes = 0
+    parts = [changed]
+    while front.size:
+        if front.size < PARALLEL_FRONT or T == 1:
+            buf = np.empty(max(16, front.size), np.int64)
+            if way == "down":
+                r, p, nc, buf, front = jit.down_sweep(front, v["ip"], v["ix"], v["rows"], v["ptr"], v["idx"], v["level"],
+                                                      v["inn"], v["top"], flag, buf, 0, PARALLEL_FRONT)
+                if r < 0:
+                    raise LevelOverflow(f"a level passes {v['top']}, the largest of the stored level type "
+                                        f"{v['level'].dtype}")
+            else:
+                rip, rix = v["rev"]
+                r, p, nc, buf, front = jit.up_sweep(front, rip, rix, v["mem"], v["rep"], v["by_rep"], v["mem_of"],
+                                                    v["head_b"], v["head_a"], v["lo"], v["hi"], v["out"], flag, buf, 0,
+                                                    PARALLEL_FRONT)
+            rounds, pushes = rounds + r, pushes + p
+            parts.append(buf[:nc])
+            continue
+        rounds += 1
+        cuts = np.linspace(0, front.size, T + 1).astype(np.int64)
+        if way == "down":
+            snap = (np.empty(front.size, v["level"].dtype), np.empty((front.size, v["inn"].shape[1]), np.uint64))
+            made = _run_pieces(jit.down_produce, [(front, cuts[k], cuts[k + 1], v["ip"], v["ix"], v["rows"], v["ptr"],
+                                                   v["idx"], flag, v["level"], v["inn"], *snap, T) for k in range(T)])
+
+            def own(o):
+                nn = nc = 0
+                nxt, ch = np.empty(16, np.int64), np.empty(16, np.int64)
+                for tgt, slot, off in made:
+                    nn, nc, nxt, ch = jit.down_consume(tgt, slot, off[o], off[o + 1], *snap, v["level"], v["inn"],
+                                                       v["top"], flag, nxt, nn, ch, nc)
+                    if nn < 0:
+                        return None
+                return nxt[:nn], ch[:nc]
+        else:
+            rip, rix = v["rev"]
+            d = v["lo"].shape[0]
+            snap = (np.empty((front.size, d), v["lo"].dtype), np.empty((front.size, d), v["hi"].dtype),
+                    np.empty((front.size, v["out"].shape[1]), np.uint64))
+            made = _run_pieces(jit.up_produce, [(front, cuts[k], cuts[k + 1], rip, rix, v["mem"], v["rep"], v["by_rep"],
+                                                 v["mem_of"], v["head_b"], v["head_a"], flag, v["lo"], v["hi"],
+                                                 v["out"], *snap, T) for k in range(T)])
+
+            def own(o):
+                nn = nc = 0
+                nxt, ch = np.empty(16, np.int64), np.empty(16, np.int64)
+                for tgt, slot, off in made:
+                    nn, nc, nxt, ch = jit.up_consume(tgt, slot, off[o], off[o + 1], *snap, v["lo"], v["hi"], v["out"],
+                                                     flag, nxt, nn, ch, nc)
+                return nxt[:nn], ch[:nc]
+        pushes += int(sum(int(off[T]) for _, _, off in made))
+        owned = _run_pieces(own, [(o,) for o in range(T)])
+        del made
+        if any(x is None for x in owned):
+            raise LevelOverflow(f"a level passes {v['top']}, the largest of the stored level type {v['level'].dtype}")
+        front = np.concatenate([nxt for nxt, _ in owned])
+        flag[front] &= ~np.uint16(jit.F_NEXT)  # (the owners' marks of this round's next front)
+        parts.extend(ch for _, ch in owned)
+    return rounds, pushes, parts
+
+
 def sweep_rows(a: dict, ea, eb, rev=None) -> RowsSwept:
     """The new component edges ``ea[i] -> eb[i]`` (int64, distinct pairs, ``ea`` not reaching
     ``eb``) swept into the arrays ``a`` with every id kept (module doc). ``a``: ``comp``,
@@ -218,11 +314,9 @@ def sweep_rows(a: dict, ea, eb, rev=None) -> RowsSwept:
     if nf < 0:
         raise LevelOverflow(f"a level passes {top}, the largest of the stored level type {level.dtype}")
     start = _distinct(np.concatenate([front[:nf], reps]))
-    rounds, pushes, nc, changed = jit.down_sweep(start, a["indptr"], a["indices"], rows, ptr, idx, level, iw, top,
-                                                 flag, changed, nc)
-    if rounds < 0:
-        raise LevelOverflow(f"a level passes {top}, the largest of the stored level type {level.dtype}")
-    down = _distinct(np.concatenate([changed[:nc], reps]))
+    rounds, pushes, parts = _rounds(jit, "down", start, changed[:nc], level=level, inn=iw, top=top, flag=flag,
+                                    ip=a["indptr"], ix=a["indices"], rows=rows, ptr=ptr, idx=idx)
+    down = _distinct(np.concatenate(parts + [reps]))
     info.update(down_rounds=int(rounds), down_rows=int(pushes))
     mark("down")
     front = np.empty(max(pa.size, 1), np.int64)
@@ -232,14 +326,19 @@ def sweep_rows(a: dict, ea, eb, rev=None) -> RowsSwept:
     o = np.argsort(rep, kind="stable")
     by_rep, mem_of = rep[o], mem[o]
     o = np.argsort(eb, kind="stable")
-    rounds, pushes, nc, changed = jit.up_sweep(start, rev[0], rev[1], mem, rep, by_rep, mem_of, eb[o], ea[o], lo, hi,
-                                               ow, flag, changed, nc)
-    up = _distinct(np.concatenate([changed[:nc], reps]))
+    rounds, pushes, parts = _rounds(jit, "up", start, changed[:nc], lo=lo, hi=hi, out=ow, flag=flag, rev=rev,
+                                    mem=mem, rep=rep, by_rep=by_rep, mem_of=mem_of, head_b=eb[o], head_a=ea[o])
+    up = _distinct(np.concatenate(parts + [reps]))
     info.update(up_rounds=int(rounds), up_rows=int(pushes))
     mark("up")
     comp = a["comp"]
     if dead.size:
-        out.comp_rows = jit.dead_vertices(comp, flag, mem, rep, 0, comp.size)
+        from .. import cores
+        from ..arrays import HOST_THREADS, _run_pieces
+
+        cuts = np.linspace(0, comp.size, max(1, min(HOST_THREADS, cores.usable())) + 1).astype(np.int64)
+        out.comp_rows = np.concatenate(_run_pieces(jit.dead_vertices, [(comp, flag, mem, rep, cuts[k], cuts[k + 1])
+                                                                       for k in range(cuts.size - 1)]))
         out.comp_values = _mapped(comp[out.comp_rows].astype(np.int64), mem, rep).astype(comp.dtype)
         out.ids = _mapped(np.asarray(a["ids"], np.int64), mem, rep).astype(a["ids"].dtype)
     else:

@@ -33,6 +33,7 @@ import numpy as np
 from ..jit import njit
 
 __all__ = ["forward_under", "backward_inside", "down_sweep", "up_sweep", "push_down", "push_up", "dead_vertices",
+           "down_produce", "down_consume", "up_produce", "up_consume", "reverse_count", "reverse_fill",
            "F_FWD", "F_BACK", "F_MEMBER", "F_ROW", "F_NEXT", "F_DOWN", "F_UP", "F_TAIL", "F_HEAD"]
 
 F_FWD, F_BACK, F_MEMBER, F_ROW, F_NEXT, F_DOWN, F_UP, F_TAIL, F_HEAD = 1, 2, 4, 8, 16, 32, 64, 128, 256
@@ -213,10 +214,11 @@ def push_up(pa, pb, lo, hi, out, flag, front, changed):
 
 
 @njit(nogil=True)
-def down_sweep(front, ip, ix, rw_rows, rw_ptr, rw_idx, level, inn, top, flag, changed, nc):
+def down_sweep(front, ip, ix, rw_rows, rw_ptr, rw_idx, level, inn, top, flag, changed, nc, limit):
     """Levels and ``in`` masks pushed from ``front`` to children (rows of ``rw_rows`` as written
-    again, others as stored) until nothing changes: (rounds, pushes, changed count), or rounds
-    -1 when a level passes ``top``. ``changed`` grows as needed (returned last)."""
+    again, others as stored) until nothing changes or a front holds more than ``limit``: (rounds,
+    pushes, changed count, changed, the front left), rounds -1 when a level passes ``top``.
+    ``changed`` grows as needed."""
     rounds = pushes = 0
     cur = front.copy()
     ncur = cur.size
@@ -240,7 +242,7 @@ def down_sweep(front, ip, ix, rw_rows, rw_ptr, rw_idx, level, inn, top, flag, ch
                 pushes += 1
                 moved = _down_one(c, x, level, inn, top)
                 if moved < 0:
-                    return -1, pushes, nc, changed
+                    return -1, pushes, nc, changed, cur[:0]
                 if moved:
                     if not flag[x] & F_DOWN:
                         flag[x] |= F_DOWN
@@ -255,14 +257,17 @@ def down_sweep(front, ip, ix, rw_rows, rw_ptr, rw_idx, level, inn, top, flag, ch
         for i in range(nn):
             flag[nxt[i]] &= ~F_NEXT
         cur, nxt, ncur = nxt, cur, nn
-    return rounds, pushes, nc, changed
+        if ncur > limit:
+            return rounds, pushes, nc, changed, cur[:ncur].copy()
+    return rounds, pushes, nc, changed, cur[:0]
 
 
 @njit(nogil=True)
-def up_sweep(front, rip, rix, mem, rep, by_rep, mem_of, head_b, head_a, lo, hi, out, flag, changed, nc):
+def up_sweep(front, rip, rix, mem, rep, by_rep, mem_of, head_b, head_a, lo, hi, out, flag, changed, nc, limit):
     """Intervals and ``out`` masks pushed from ``front`` to parents (a representative's parents
     are its members' too; parents by the old edges and the new ones, mapped to representatives)
-    until nothing changes: (rounds, pushes, changed count, changed)."""
+    until nothing changes or a front holds more than ``limit``: (rounds, pushes, changed count,
+    changed, the front left)."""
     rounds = pushes = 0
     cur = front.copy()
     ncur = cur.size
@@ -320,7 +325,9 @@ def up_sweep(front, rip, rix, mem, rep, by_rep, mem_of, head_b, head_a, lo, hi, 
         for i in range(nn):
             flag[nxt[i]] &= ~F_NEXT
         cur, nxt, ncur = nxt, cur, nn
-    return rounds, pushes, nc, changed
+        if ncur > limit:
+            return rounds, pushes, nc, changed, cur[:ncur].copy()
+    return rounds, pushes, nc, changed, cur[:0]
 
 
 @njit(nogil=True)
@@ -335,3 +342,212 @@ def dead_vertices(comp, flag, mem, rep, lo_v, hi_v):
             out[n] = v
             n += 1
     return out[:n]
+
+
+# -- the same sweeps a round at a time over threads (large fronts) ----------------------------
+# A round: each producer thread takes a slice of the front, copies its components' values
+# (the snapshot: what this round pushes, whatever owners write meanwhile) and lists every push as
+# (target, slot in the front), grouped by the target's owner thread; then each owner applies the
+# pushes to the targets it owns (blocks of 2^OWNER_SHIFT ids dealt round-robin), the only thread
+# that writes them: no atomics, no lost update. Owners mark what changed and the next front.
+
+OWNER_SHIFT = 12
+
+
+@njit(nogil=True)
+def _owner(x, T):
+    return (x >> OWNER_SHIFT) % T
+
+
+@njit(nogil=True)
+def _bucketed(cnt, T):
+    """Exclusive offsets (T + 1) of per-owner counts."""
+    off = np.zeros(T + 1, np.int64)
+    for o in range(T):
+        off[o + 1] = off[o] + cnt[o]
+    return off
+
+
+@njit(nogil=True)
+def down_produce(R, i0, i1, ip, ix, rw_rows, rw_ptr, rw_idx, flag, level, inn, snap_l, snap_m, T):
+    """Producer of a downward round over ``R[i0:i1]``: (targets, slots, offsets by owner)."""
+    cnt = np.zeros(T, np.int64)
+    for i in range(i0, i1):
+        c = R[i]
+        flag[c] &= ~F_NEXT
+        snap_l[i] = level[c]
+        for w in range(inn.shape[1]):
+            snap_m[i, w] = inn[c, w]
+        if flag[c] & F_ROW:
+            r = _find(rw_rows, c)
+            for j in range(rw_ptr[r], rw_ptr[r + 1]):
+                x = np.int64(rw_idx[j])
+                if x != c:
+                    cnt[_owner(x, T)] += 1
+        else:
+            for j in range(ip[c], ip[c + 1]):
+                x = np.int64(ix[j])
+                if x != c:
+                    cnt[_owner(x, T)] += 1
+    off = _bucketed(cnt, T)
+    pos = off[:T].copy()
+    tgt = np.empty(off[T], np.int64)
+    slot = np.empty(off[T], np.int64)
+    for i in range(i0, i1):
+        c = R[i]
+        if flag[c] & F_ROW:
+            r = _find(rw_rows, c)
+            a, b, src = rw_ptr[r], rw_ptr[r + 1], 1
+        else:
+            a, b, src = ip[c], ip[c + 1], 0
+        for j in range(a, b):
+            x = np.int64(rw_idx[j]) if src else np.int64(ix[j])
+            if x != c:
+                o = _owner(x, T)
+                tgt[pos[o]] = x
+                slot[pos[o]] = i
+                pos[o] += 1
+    return tgt, slot, off
+
+
+@njit(nogil=True)
+def down_consume(tgt, slot, a, b, snap_l, snap_m, level, inn, top, flag, nxt, nn, changed, nc):
+    """An owner's pushes ``tgt[a:b]`` of one producer: (next count, changed count, next,
+    changed), next count -1 when a level passes ``top``."""
+    for e in range(a, b):
+        x, i = tgt[e], slot[e]
+        moved = 0
+        up = np.int64(snap_l[i]) + 1
+        if up > np.int64(level[x]):
+            if up > top:
+                return -1, nc, nxt, changed
+            level[x] = up
+            moved = 1
+        for w in range(inn.shape[1]):
+            v = inn[x, w] | snap_m[i, w]
+            if v != inn[x, w]:
+                inn[x, w] = v
+                moved = 1
+        if moved:
+            if not flag[x] & F_DOWN:
+                flag[x] |= F_DOWN
+                changed = _grow(changed, nc)
+                changed[nc] = x
+                nc += 1
+            if not flag[x] & F_NEXT:
+                flag[x] |= F_NEXT
+                nxt = _grow(nxt, nn)
+                nxt[nn] = x
+                nn += 1
+    return nn, nc, nxt, changed
+
+
+@njit(nogil=True)
+def up_produce(R, i0, i1, rip, rix, mem, rep, by_rep, mem_of, head_b, head_a, flag, lo, hi, out, snap_lo, snap_hi,
+               snap_o, T):
+    """Producer of an upward round over ``R[i0:i1]``: (targets, slots, offsets by owner)."""
+    cnt = np.zeros(T, np.int64)
+    for phase in range(2):
+        if phase == 1:
+            off = _bucketed(cnt, T)
+            pos = off[:T].copy()
+            tgt = np.empty(off[T], np.int64)
+            slot = np.empty(off[T], np.int64)
+        for i in range(i0, i1):
+            c = R[i]
+            if phase == 0:
+                flag[c] &= ~F_NEXT
+                for k in range(lo.shape[0]):
+                    snap_lo[i, k] = lo[k, c]
+                    snap_hi[i, k] = hi[k, c]
+                for w in range(out.shape[1]):
+                    snap_o[i, w] = out[c, w]
+            g0 = g1 = 0
+            if flag[c] & F_MEMBER:
+                g0 = np.searchsorted(by_rep, c)
+                g1 = np.searchsorted(by_rep, c, side="right")
+            for g in range(g0 - 1, g1):
+                x = c if g < g0 else mem_of[g]
+                if g >= g0 and x == c:
+                    continue
+                for j in range(rip[x], rip[x + 1]):
+                    p = _rep(np.int64(rix[j]), flag, mem, rep)
+                    if p != c:
+                        o = _owner(p, T)
+                        if phase == 0:
+                            cnt[o] += 1
+                        else:
+                            tgt[pos[o]] = p
+                            slot[pos[o]] = i
+                            pos[o] += 1
+                if flag[x] & F_HEAD:
+                    k = np.searchsorted(head_b, x)
+                    while k < head_b.size and head_b[k] == x:
+                        p = _rep(head_a[k], flag, mem, rep)
+                        k += 1
+                        if p != c:
+                            o = _owner(p, T)
+                            if phase == 0:
+                                cnt[o] += 1
+                            else:
+                                tgt[pos[o]] = p
+                                slot[pos[o]] = i
+                                pos[o] += 1
+    return tgt, slot, off
+
+
+@njit(nogil=True)
+def up_consume(tgt, slot, a, b, snap_lo, snap_hi, snap_o, lo, hi, out, flag, nxt, nn, changed, nc):
+    """An owner's upward pushes ``tgt[a:b]`` of one producer: (next count, changed count, next,
+    changed)."""
+    for e in range(a, b):
+        p, i = tgt[e], slot[e]
+        moved = 0
+        for k in range(lo.shape[0]):
+            if snap_lo[i, k] < lo[k, p]:
+                lo[k, p] = snap_lo[i, k]
+                moved = 1
+            if snap_hi[i, k] > hi[k, p]:
+                hi[k, p] = snap_hi[i, k]
+                moved = 1
+        for w in range(out.shape[1]):
+            v = out[p, w] | snap_o[i, w]
+            if v != out[p, w]:
+                out[p, w] = v
+                moved = 1
+        if moved:
+            if not flag[p] & F_UP:
+                flag[p] |= F_UP
+                changed = _grow(changed, nc)
+                changed[nc] = p
+                nc += 1
+            if not flag[p] & F_NEXT:
+                flag[p] |= F_NEXT
+                nxt = _grow(nxt, nn)
+                nxt[nn] = p
+                nn += 1
+    return nn, nc, nxt, changed
+
+
+@njit(nogil=True)
+def reverse_count(ix, a, b, lo_c, hi_c, cnt):
+    """Parents per component ``lo_c .. hi_c - 1`` among the entries ``ix[a:b]`` (added to ``cnt``,
+    indexed from ``lo_c``)."""
+    for j in range(a, b):
+        x = np.int64(ix[j])
+        if lo_c <= x < hi_c:
+            cnt[x - lo_c] += 1
+
+
+@njit(nogil=True)
+def reverse_fill(ip, ix, lo_c, hi_c, rptr, ridx):
+    """The parents of components ``lo_c .. hi_c - 1`` into ``ridx`` at ``rptr`` (rows in order:
+    each component's parents ascending, as a CSC transpose gives)."""
+    pos = rptr[lo_c:hi_c].copy()
+    C = ip.size - 1
+    for r in range(C):
+        for j in range(ip[r], ip[r + 1]):
+            x = np.int64(ix[j])
+            if lo_c <= x < hi_c:
+                ridx[pos[x - lo_c]] = r
+                pos[x - lo_c] += 1
