@@ -40,7 +40,8 @@ __all__ = ["FORMAT", "FORMAT_VERSION", "READ_VERSIONS", "CHUNK_BYTES", "CRC_BLOC
            "PARALLEL_MIN_BYTES", "block_size", "block_crcs", "crc32", "crc_pool", "entry", "datasets_seal", "attributes_seal", "stored_types",
            "dataset_order", "can_read_in_blocks", "can_write_in_blocks", "REQUIRED", "PART_FORMAT", "BUILD_ATTR", "part_name",
            "crc32_combine", "pieces", "join_pieces", "read_block", "index_parts", "remove_parts", "split_build", "vds_name",
-           "from_vds_name", "not_an_index", "replaced_split", "root_attrs", "builds_carried", "TEMPORARY", "pending_name"]
+           "from_vds_name", "not_an_index", "replaced_split", "root_attrs", "builds_carried", "TEMPORARY", "pending_name",
+           "BY_LEVEL", "OPTIONAL_ATTRS", "root_keys"]
 
 FORMAT = "distgrail-index"
 FORMAT_VERSION = 2
@@ -57,6 +58,13 @@ _MAX_CRCS = 8192  # keeps the attribute far below HDF5's 64 KiB limit of compact
 LIBVER = ("earliest", "v110")
 ATTRS = ("seed", "dims", "parent_rule", "source_name", "source_digest", "source_digest_algorithm", "n_vertices",
           "n_components", "n_dag_edges", "n_levels", "distgrail_version")
+#: optional root attribute, integer 0 or 1 (absent: 1, as in every index a build writes): whether the
+#: components are numbered by level (``dag/level`` non-decreasing). 0: an update kept the component
+#: ids and raised levels in place, so the query code reads each component's level instead of
+#: comparing ids (:mod:`distgrail.indexfile.levels`)
+BY_LEVEL = "components_by_level"
+#: root attributes written and read only where the index's ``meta`` (or the file) holds them
+OPTIONAL_ATTRS = ("supports", BY_LEVEL)
 #: root attribute: BLAKE3 over every dataset's name, type, shape and checksums (:func:`datasets_seal`)
 SEAL = "crc32_of_datasets"
 #: root attribute: BLAKE3 over every root attribute but the seals (:func:`attributes_seal`; files of
@@ -67,6 +75,12 @@ PARALLEL_MIN_BYTES = 16 << 20
 #: the eight core datasets every index holds, in the order they are created
 REQUIRED = ("vertex/component", "dag/indptr", "dag/indices", "dag/level", "forest/parent",
             "forest/subtree_size", "labels/dt_post0", "labels/intervals")
+
+
+def root_keys(meta) -> tuple:
+    """The root attributes of an index with ``meta`` (or a file's attributes), in their order:
+    :data:`ATTRS`, then the :data:`OPTIONAL_ATTRS` it holds."""
+    return ATTRS + tuple(k for k in OPTIONAL_ATTRS if k in meta)
 
 
 def block_size(nbytes: int) -> int:

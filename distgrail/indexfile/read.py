@@ -36,8 +36,9 @@ import numpy as np
 
 from .. import cores
 from ..errors import IndexFormatError
-from .layout import ATTRS, ATTRS_SEAL, BUILD_ATTR, CRC_BLOCK, FORMAT, READ_VERSIONS, REQUIRED, SEAL, block_crcs, can_read_in_blocks, crc32, \
-    crc_pool, attributes_seal, datasets_seal, entry, not_an_index, pieces, read_block
+from .layout import ATTRS_SEAL, BUILD_ATTR, CRC_BLOCK, FORMAT, READ_VERSIONS, REQUIRED, SEAL, block_crcs, can_read_in_blocks, crc32, \
+    crc_pool, attributes_seal, datasets_seal, entry, not_an_index, pieces, read_block, root_keys
+from .levels import check_level_order, numbered_by_level
 from .probe import check_main_file
 from .read_split import PartFiles, deferred_spans, read_virtual
 
@@ -154,7 +155,7 @@ def _read_open_file(h5py, f, path, where, fd, parts, pool, defer=()):
         meta["parts"] = _attr(attrs, path, "parts", where)
     where[0] = "the root attributes"
     old = "source_digest" not in attrs and _OLD_DIGEST in attrs
-    for k in ATTRS + (("supports",) if "supports" in attrs else ()):
+    for k in root_keys(attrs):
         if old and k == "source_digest_algorithm":
             meta[k] = "sha256"
         else:
@@ -466,6 +467,7 @@ def check_index(path, meta: dict, arrays: dict, values: bool = True, stats: dict
             bad(name, f"has shape {a.shape}, expected {shapes[name]}")
         if not np.issubdtype(a.dtype, np.integer):
             bad(name, f"has type {a.dtype}, expected integers")
+    numbered_by_level(path, meta)  # (its value: 0 or 1)
     if values:
         with _Pieces() as pieces:
             _check_values(path, meta, arrays, n, C, m, L, dims, bad, pieces, _whole(stats or {}, arrays))
@@ -520,10 +522,7 @@ def _check_values(path, meta, a, n, C, m, L, dims, bad, pieces, seen):
     deferred = not isinstance(ix, np.ndarray)  # left in the file: its reader checks the rows it reads
     if not deferred:
         within("dag/indices", ix, 0, C - 1)
-    level = a["dag/level"]
-    within("dag/level", level, 0, max(L - 1, 0))
-    if C and (not non_decreasing(level) or int(level[-1]) != L - 1):
-        bad("dag/level", f"is not sorted up to n_levels - 1 = {L - 1}")
+    level = check_level_order(path, meta, a["dag/level"], L, C, bad, within, non_decreasing)
     if 0 < m <= EDGE_CHECK_MAX and not deferred:
         src = np.repeat(np.arange(C, dtype=np.int64), np.diff(ip.astype(np.int64)))
         ix = ix.astype(np.int64)

@@ -65,9 +65,9 @@ import numpy as np
 from ..errors import DistGrailError
 from ..io.atomic import atomic_path
 from ..io.h5attrs import create_h5, flushed, put_attr as _put_attr
-from .layout import (ATTRS, ATTRS_SEAL, BUILD_ATTR, FORMAT, FORMAT_VERSION, LIBVER, PART_FORMAT, SEAL, attributes_seal,
+from .layout import (ATTRS_SEAL, BUILD_ATTR, FORMAT, FORMAT_VERSION, LIBVER, OPTIONAL_ATTRS, PART_FORMAT, SEAL, attributes_seal,
                      block_crcs, block_size, crc32, can_write_in_blocks, crc_pool, dataset_order, datasets_seal, entry,
-                     pieces, remove_parts, replaced_split, stored_types)
+                     pieces, remove_parts, replaced_split, root_keys, stored_types)
 
 __all__ = ["write_index_file", "EarlyIndexFile", "PENDING_DIGEST", "BlockWrites", "as_type", "StreamedArray",
            "write_streamed", "root_attrs_of", "remove_orphans"]
@@ -156,7 +156,7 @@ def root_attrs(f, meta: dict) -> None:
     """The root attributes, in their order (before any dataset)."""
     _put_attr(f, "format", FORMAT)
     f.attrs["format_version"] = FORMAT_VERSION
-    for k in ATTRS + (("supports",) if "supports" in meta else ()):
+    for k in root_keys(meta):
         v = meta[k]
         if k == "distgrail_version":
             v = str(v)
@@ -252,15 +252,16 @@ class EarlyIndexFile:
         """Why the file is not the one ``write_index_file(meta, arrays)`` writes ("" when it is)."""
         if sorted(arrays) != sorted(self.names):
             return f"datasets {sorted(arrays)} against {sorted(self.names)}"
-        for k in ATTRS + (("supports",) if "supports" in meta else ()):
+        for k in root_keys(meta):
             want, had = meta.get(k), self.meta.get(k)
             if k == "source_digest" and had == PENDING_DIGEST:
                 if len(str(want).encode()) != len(PENDING_DIGEST):
                     return f"a digest of {len(str(want))} characters"
             elif str(want) != str(had):
                 return f"attribute {k} {want!r} against {had!r}"
-        if ("supports" in meta) != ("supports" in self.meta):
-            return "attribute supports"
+        for k in OPTIONAL_ATTRS:
+            if (k in meta) != (k in self.meta):
+                return f"attribute {k}"
         for k in self.names:
             a, b = arrays[k], self.put_arrays.get(k)
             if b is None:
