@@ -54,6 +54,10 @@ error of HDF5 while the file is opened or read (a damaged header, attribute or o
 such an error too, naming the attribute or dataset being read; a FIFO or device is refused before
 it is opened. A split index's main file that HDF5 would crash or loop in is opened first in another
 process (:mod:`~distgrail.indexfile.probe`): a damaged index too, naming the file.
+
+A *patched* index (:mod:`~distgrail.indexfile.patch`) is a main file holding only the rows an
+update changed, over a hard link to the index it patches beside it; every reader applies the
+patches on open and sees the index a whole write holds.
 """
 
 from __future__ import annotations
@@ -61,9 +65,10 @@ from __future__ import annotations
 from .layout import (ATTRS, ATTRS_SEAL, CHUNK_BYTES, CRC_BLOCK, FORMAT, FORMAT_VERSION, LIBVER, READ_VERSIONS, SEAL,
                      attributes_seal, block_crcs, block_size, crc_pool, datasets_seal, entry)
 from .read import EDGE_CHECK_MAX, Deferred, check_index, check_index_path, read_index_file
+from .patch import PatchNotPossible, patch_base, write_patched_index
 from .write import PENDING_DIGEST, EarlyIndexFile, StreamedArray, write_index_file
 
 __all__ = ["FORMAT", "FORMAT_VERSION", "READ_VERSIONS", "CHUNK_BYTES", "CRC_BLOCK", "LIBVER", "ATTRS", "SEAL", "ATTRS_SEAL",
            "read_index_file", "write_index_file", "EarlyIndexFile", "PENDING_DIGEST", "StreamedArray", "Deferred",
            "check_index", "check_index_path", "EDGE_CHECK_MAX", "block_crcs", "block_size", "datasets_seal", "entry",
-           "crc_pool", "attributes_seal"]
+           "crc_pool", "attributes_seal", "write_patched_index", "patch_base", "PatchNotPossible"]

@@ -136,12 +136,14 @@ def attributes_seal(attrs) -> str:
     sealed): name, type, shape and bytes as HDF5 gives them back, in name order: the
     root attribute ``blake3_of_attributes``. The datasets' seal covers the arrays; this one the
     provenance (the input's digest and name, the seed, the parent rule, the counts), which a
-    flipped byte otherwise changed unnoticed (a fuzzing reviewer, session 41)."""
+    flipped byte otherwise changed unnoticed (a fuzzing reviewer, session 41). A patched index's
+    ``patch_`` attributes are left out (its own seal covers them: :mod:`~distgrail.indexfile.patch`),
+    so its seal is the one a whole write of the same index carries."""
     import blake3
 
     h = blake3.blake3()
     h.update(f"{SEAL}: {SEAL in attrs}\n".encode())  # (whether it is there: one byte could drop it)
-    for name in sorted(k for k in attrs if k not in (SEAL, ATTRS_SEAL)):
+    for name in sorted(k for k in attrs if k not in (SEAL, ATTRS_SEAL) and not k.startswith("patch_")):
         a = np.asarray(attrs[name])
         h.update(f"{name}\0{a.dtype.str}\0{a.shape}\0".encode())
         h.update(a.tobytes() if a.dtype.kind != "O" else repr(a.tolist()).encode())

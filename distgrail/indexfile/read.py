@@ -39,6 +39,8 @@ from ..errors import IndexFormatError
 from .layout import ATTRS_SEAL, BUILD_ATTR, CRC_BLOCK, FORMAT, READ_VERSIONS, REQUIRED, SEAL, block_crcs, can_read_in_blocks, crc32, \
     crc_pool, attributes_seal, datasets_seal, entry, not_an_index, pieces, read_block, root_keys
 from .levels import check_level_order, numbered_by_level
+from .optional import check_labels, check_supports
+from .patch_read import patch_of
 from .probe import check_main_file
 from .read_split import PartFiles, deferred_spans, read_virtual
 
@@ -97,6 +99,7 @@ def read_index_file(path, defer=(), values: bool = True, seal_out: list | None =
         try:
             with f:
                 meta, arrays, crcs, seal, landed, stats = _read_open_file(h5py, f, path, where, fd, parts, pool, defer)
+                patch = patch_of(f, path)  # (a patched index: indexfile.patch_read)
         except IndexFormatError:
             raise
         except _H5_ERRORS as e:
@@ -109,6 +112,8 @@ def read_index_file(path, defer=(), values: bool = True, seal_out: list | None =
         pool.shutdown(wait=True)  # no block read may outlive the descriptors
         os.close(fd)
         parts.close()
+    if patch is not None:  # its base read, the patches applied: the index as a whole write holds it
+        meta, arrays, seal, stats = patch.apply(meta, arrays, seal, stats, read_index_file, defer)
     check_index(path, meta, arrays, values, stats)
     _check_seal(path, seal)
     if seal_out is not None:
@@ -548,8 +553,8 @@ def _check_values(path, meta, a, n, C, m, L, dims, bad, pieces, seen):
             if (lo_d[src] > lo_d[ix]).any() or (hi_d[src] < hi_d[ix]).any():
                 bad("labels/intervals", f"holds a DAG edge whose target's interval is not inside its source's "
                                         f"(dimension {d})")
-    _check_labels(path, n, a, bad, within)
-    _check_supports(path, C, meta, a, bad, within)
+    check_labels(path, n, a, bad, within)
+    check_supports(path, C, meta, a, bad, within)
     if "updates/edges" in a:  # the edges inserted since the build (distgrail.update): vertex ids
         up = a["updates/edges"]
         if up.ndim != 2 or up.shape[1] != 2 or up.dtype.kind not in "iu":
@@ -565,35 +570,3 @@ def _check_values(path, meta, a, n, C, m, L, dims, bad, pieces, seen):
             within("updates/log", log[:, 7:], -1, 1_000_000)  # decided shares, ppm (-1: none taken)
             if log.shape[0] and int(np.asarray(log[:, 6]).max()) > 2:
                 bad("updates/log", "holds a method code other than 0, 1, 2 in column 6")
-
-
-def _check_labels(path, n, arrays, bad, within):
-    if "vertex/label" in arrays and arrays["vertex/label"].shape != (n,):
-        bad("vertex/label", f"has shape {arrays['vertex/label'].shape}, expected ({n},)")
-    has_utf8 = ("vertex/label_utf8" in arrays, "vertex/label_offsets" in arrays)
-    if any(has_utf8) and not all(has_utf8):
-        raise IndexFormatError(f"{path}: incomplete index: /vertex/label_utf8 and /vertex/label_offsets come together")
-    if all(has_utf8):
-        off = arrays["vertex/label_offsets"].astype(np.int64)
-        size = arrays["vertex/label_utf8"].size
-        if off.shape != (n + 1,) or int(off[0]) != 0 or int(off[-1]) != size or (off[1:] < off[:-1]).any():
-            bad("vertex/label_offsets", f"is not an offset array of {n} labels into {size} bytes")
-
-
-def _check_supports(path, C, meta, arrays, bad, within):
-    names = ("supports/ids", "supports/out", "supports/in")
-    present = [k in arrays for k in names]
-    K = meta.get("supports")
-    K = (int(arrays["supports/ids"].shape[0]) if present[0] else 0) if K is None else _int_attr(path, meta, "supports")
-    if K == 0 and not any(present):
-        return
-    if not all(present):
-        missing = [k for k, p in zip(names, present) if not p]
-        raise IndexFormatError(f"{path}: incomplete index: dataset /{missing[0]} is missing (supports = {K})")
-    W = -(-K // 64)
-    if arrays["supports/ids"].shape != (K,):
-        bad("supports/ids", f"has shape {arrays['supports/ids'].shape}, expected ({K},)")
-    within("supports/ids", arrays["supports/ids"], 0, C - 1)
-    for k in names[1:]:
-        if arrays[k].shape != (C, W) or arrays[k].dtype != np.uint64:
-            bad(k, f"has shape {arrays[k].shape} {arrays[k].dtype}, expected ({C}, {W}) uint64")

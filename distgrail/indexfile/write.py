@@ -310,6 +310,7 @@ def remove_orphans(path, keep=()) -> list:
     renamed into place until its main file has landed. So a part seen in a first listing is
     judged by a second one (its writer's marker, made before the part was renamed, is seen, or
     has gone only once the main file landed) and by the index files of a third (that main file)."""
+    from .bases import remove_bases
     from .layout import _part_files, builds_carried, root_attrs
 
     d, base = os.path.split(os.path.abspath(os.fspath(path)))
@@ -326,6 +327,7 @@ def remove_orphans(path, keep=()) -> list:
         with contextlib.suppress(OSError):
             os.remove(os.path.join(d, n))
             gone.append(n)
+    gone += remove_bases(path, tags)  # (a patched index's base links no index file names: indexfile.bases)
     parts = {os.path.basename(p): p for _, p in _part_files(path, names)
              if os.path.basename(p)[len(base) + 1:][:8] not in tags}
     if not parts or busy:

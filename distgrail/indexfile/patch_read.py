@@ -1,0 +1,232 @@
+"""A patched index read (the layout: :mod:`~distgrail.indexfile.patch`): the main file's patch
+attributes and groups taken while it is open (:func:`patch_of`), then :meth:`Patch.apply` reads
+the base beside it (every check of an index read, against the base's own checksums), puts the
+main file's whole datasets in place of the base's, scatters the patched rows into the base's
+arrays and rebuilds the DAG's CSR around the rows written again. The result's seals are the ones
+a whole write of the same arrays carries, so the reader's usual checks follow unchanged
+(``check_index`` on the result, ``crc32_of_datasets`` against the result's datasets). Any problem
+(the base missing, moved, replaced, itself patched; a patch that does not fit the base) is an
+:class:`~distgrail.errors.IndexFormatError` naming the file.
+"""
+
+from __future__ import annotations
+
+import os
+
+import numpy as np
+
+from ..errors import IndexFormatError
+from .bases import (PATCH_BASE, PATCH_BASE_ATTRS, PATCH_BASE_SEAL, PATCH_BUILD, PATCH_GROUP, PATCH_PREFIX, PATCH_SEAL,
+                    base_path, patch_seal)
+from .layout import ATTRS_SEAL, FORMAT, SEAL, entry, root_attrs
+
+__all__ = ["Patch", "patch_of", "AXIS1", "replace_rows", "csr_rows_replaced", "group_entry"]
+
+#: datasets whose rows run along axis 1 (``(dims, C, 2)``); every other one's along axis 0
+AXIS1 = ("labels/intervals",)
+#: a patch group's kinds: ``rows`` (``rows``, ``values``), ``csr`` (``rows``, ``offsets``,
+#: ``values``: DAG rows written again) and ``derived`` (no datasets: ``dag/indptr`` of the CSR)
+KINDS = ("rows", "csr", "derived")
+
+
+def _text(v):
+    return v.decode(errors="replace") if isinstance(v, bytes) else (v.item() if hasattr(v, "item") else v)
+
+
+def group_entry(attrs) -> tuple:
+    """The result dataset's part of the datasets' seal from its patch group's attributes:
+    ``(dtype, shape, crc32_block, crc32)`` as :func:`~distgrail.indexfile.layout.entry` gives a
+    whole dataset's."""
+    crc = attrs.get("crc32")
+    return (str(_text(attrs["dtype"])), tuple(int(x) for x in np.asarray(attrs["shape"]).reshape(-1)),
+            attrs.get("crc32_block") if crc is not None else None, crc)
+
+
+def patch_of(f, path):
+    """The :class:`Patch` of the open main file ``f`` (None: not a patched index)."""
+    attrs = f.attrs
+    if PATCH_BASE not in attrs:
+        return None
+    try:
+        mine = {k: _text(attrs[k]) for k in attrs if str(k).startswith(PATCH_PREFIX)}
+        groups = {}
+        g = f.get(PATCH_GROUP)
+        if g is not None:
+            g.visititems(lambda name, obj: groups.__setitem__(name, dict(obj.attrs)) if "kind" in obj.attrs else None)
+    except (OSError, ValueError, KeyError, RuntimeError, TypeError) as e:
+        raise IndexFormatError(f"{path}: damaged index: its patch cannot be read (HDF5: {e})") from None
+    for k in (PATCH_BASE, PATCH_BUILD, PATCH_BASE_SEAL, PATCH_BASE_ATTRS, PATCH_SEAL):
+        if not isinstance(mine.get(k), str) or not mine[k]:
+            raise IndexFormatError(f"{path}: damaged index: patched, but its attribute {k!r} is missing or not text")
+    return Patch(os.fspath(path), mine, groups)
+
+
+class Patch:
+    """A patched main file's patch: its attributes ``attrs`` and ``groups`` (``{dataset:
+    {attribute: value}}``), read while the file was open."""
+
+    def __init__(self, path, attrs: dict, groups: dict):
+        self.path, self.attrs, self.groups = path, attrs, groups
+        self.base = base_path(path, attrs[PATCH_BASE])
+
+    def _bad(self, what):
+        raise IndexFormatError(f"{self.path}: damaged index: {what}")
+
+    def check_base(self) -> dict:
+        """The base's dataset entries (its part of the result's seal), once the base is there, an
+        un-patched index, and the one the patch was written over (its two seals)."""
+        import h5py
+
+        shown = os.path.basename(self.base)
+        if not os.path.isfile(self.base):
+            raise IndexFormatError(
+                f"{self.path}: the base file {shown} of this patched index is missing (looked in "
+                f"{os.path.dirname(self.base)}): a patched index is its main file and its base file (a hard link to "
+                f"the index it patches), kept in one directory: restore {shown} there, or write the index again")
+        try:
+            got = root_attrs(self.base, "format", PATCH_BASE, SEAL, ATTRS_SEAL)
+        except OSError as e:
+            raise IndexFormatError(f"{self.path}: the base file {shown} cannot be read ({e})") from None
+        if got is None or got[0] != FORMAT:
+            raise IndexFormatError(f"{self.path}: the base file {shown} of this patched index is not a distgrail index")
+        if got[1]:
+            raise IndexFormatError(f"{self.path}: the base file {shown} is itself a patched index: a patch is read over "
+                                   f"an index written whole")
+        if (got[2], got[3]) != (self.attrs[PATCH_BASE_SEAL], self.attrs[PATCH_BASE_ATTRS]):
+            raise IndexFormatError(f"{self.path}: the base file {shown} is not the index this patch was written over "
+                                   f"(its seals differ: replaced since?): write the index again")
+        entries = {}
+        try:
+            with h5py.File(self.base, "r") as f:
+                f.visititems(lambda n, o: entries.__setitem__(n, entry(o)[0]) if isinstance(o, h5py.Dataset) else None)
+        except (OSError, ValueError, KeyError, RuntimeError, TypeError) as e:
+            raise IndexFormatError(f"{self.path}: the base file {shown} cannot be read (HDF5: {e})") from None
+        return entries
+
+    def apply(self, meta: dict, arrays: dict, seal, stats: dict, read, defer=()):
+        """``(meta, arrays, seal, stats)`` of the patched index from the main file's (``arrays``
+        holds its datasets, checked against its checksums; ``seal``: ``(stored crc32_of_datasets,
+        the main file's entries)``): the patch's seal checked, the base read with ``read``
+        (:func:`~distgrail.indexfile.read.read_index_file`, its values left to the check of the
+        result), the patches applied; ``seal`` becomes the result's entries."""
+        stored, mine = seal
+        if self.attrs[PATCH_SEAL] != patch_seal(self.attrs, mine, self.groups):
+            self._bad(f"its patch differs from the one it was written with (root attribute {PATCH_SEAL!r}): a patch "
+                      f"dataset or its attributes were removed, added or replaced")
+        entries = self.check_base()
+        patched = {n for n in self.groups}
+        got = []
+        _, base = read(self.base, defer=tuple(d for d in defer if d not in patched and d not in arrays),
+                               values=False, seal_out=got)
+        if got[0] != self.attrs[PATCH_BASE_SEAL]:
+            raise IndexFormatError(f"{self.path}: the base file {os.path.basename(self.base)} is not the index this "
+                                   f"patch was written over (its seal differs): write the index again")
+        out = dict(base)
+        own = {n: a for n, a in arrays.items() if not n.startswith(PATCH_GROUP + "/")}
+        out.update(own)
+        entries.update({n: e for n, e in mine.items() if n in own})
+        rows = {}
+        for name, g in sorted(self.groups.items()):
+            kind = _text(g.get("kind"))
+            if kind not in KINDS or name in own:
+                self._bad(f"patch group /{PATCH_GROUP}/{name} is of kind {kind!r} or doubles a whole dataset")
+            entries[name] = group_entry(g)
+            if kind == "rows":
+                rows[name] = self._rows(name, out, arrays)
+        if "dag/indices" in self.groups:
+            rows["dag"] = self._dag(out, arrays)
+        for name in entries:
+            if name not in out:
+                self._bad(f"dataset /{name} is sealed but neither in the base nor in the patch")
+        meta = dict(meta)
+        meta["patched"] = {"base": os.path.basename(self.base), "rows": rows,
+                           "whole": sorted(own)}
+        stats = {n: s for n, s in (stats or {}).items() if n in own}
+        return meta, out, (stored, entries), stats
+
+    def _rows(self, name, out, arrays) -> int:
+        """Scatter ``/patch/<name>``'s rows into ``out[name]``; the rows patched."""
+        r, v = arrays.get(f"{PATCH_GROUP}/{name}/rows"), arrays.get(f"{PATCH_GROUP}/{name}/values")
+        a = out.get(name)
+        if r is None or v is None or a is None or not isinstance(a, np.ndarray):
+            self._bad(f"patch /{PATCH_GROUP}/{name} lacks its rows or values, or its dataset is not in the base")
+        try:
+            replace_rows(a, name, r, v)
+        except ValueError as e:
+            self._bad(f"patch /{PATCH_GROUP}/{name}: {e}")
+        return int(r.size)
+
+    def _dag(self, out, arrays) -> int:
+        """The DAG's CSR with ``/patch/dag/indices``' rows written again; the rows."""
+        g = f"{PATCH_GROUP}/dag/indices"
+        r, off, v = (arrays.get(f"{g}/{k}") for k in ("rows", "offsets", "values"))
+        ip, ix = out.get("dag/indptr"), out.get("dag/indices")
+        if r is None or off is None or v is None or not isinstance(ix, np.ndarray) or "dag/indptr" not in self.groups:
+            self._bad(f"patch /{g} lacks its rows, offsets or values, or /{PATCH_GROUP}/dag/indptr")
+        try:
+            out["dag/indptr"], out["dag/indices"] = csr_rows_replaced(ip, ix, r, off, v)
+        except ValueError as e:
+            self._bad(f"patch /{g}: {e}")
+        return int(r.size)
+
+
+def _check_rows(rows, count: int) -> np.ndarray:
+    r = np.asarray(rows)
+    if r.ndim != 1 or r.dtype.kind not in "iu":
+        raise ValueError(f"rows must be a 1-D integer array, got {r.dtype} {r.shape}")
+    r = r.astype(np.int64, copy=False)
+    if r.size and (int(r[0]) < 0 or int(r[-1]) >= count or (r[1:] <= r[:-1]).any()):
+        raise ValueError(f"rows must be sorted, distinct and in 0..{count - 1}")
+    return r
+
+
+def replace_rows(a: np.ndarray, name: str, rows, values) -> None:
+    """``a[rows] = values`` in place along the rows axis of dataset ``name`` (axis 1 for
+    :data:`AXIS1`, else 0); ValueError when they do not fit (rows unsorted or out of range, values
+    of another shape or type)."""
+    ax = 1 if name in AXIS1 else 0
+    r = _check_rows(rows, a.shape[ax] if a.ndim > ax else 0)
+    v = np.asarray(values)
+    want = a.shape[:ax] + (r.size,) + a.shape[ax + 1:]
+    if v.shape != want or v.dtype != a.dtype:
+        raise ValueError(f"values of {v.dtype} {v.shape}, expected {a.dtype} {want}")
+    if ax:
+        a[:, r] = v
+    else:
+        a[r] = v
+
+
+def csr_rows_replaced(ip, ix, rows, offsets, values) -> tuple:
+    """``(indptr, indices)``: the CSR ``(ip, ix)`` with rows ``rows`` (sorted, distinct) replaced by
+    ``values[offsets[i]:offsets[i+1]]`` (``offsets``: ``len(rows) + 1`` of them, from 0), every
+    other row kept; vectorised (one pass over the entries). ValueError when they do not fit."""
+    ip = np.asarray(ip).astype(np.int64, copy=False)
+    C = ip.size - 1
+    r = _check_rows(rows, C)
+    off = np.asarray(offsets).astype(np.int64, copy=False)
+    v = np.asarray(values)
+    if off.shape != (r.size + 1,) or (r.size and (int(off[0]) != 0 or (off[1:] < off[:-1]).any())) \
+            or int(off[-1] if off.size else 0) != v.size:
+        raise ValueError(f"offsets must be {r.size + 1} non-decreasing values from 0 to {v.size}")
+    cnt = np.diff(ip)
+    cnt[r] = np.diff(off)
+    nip = np.zeros(C + 1, np.int64)
+    np.cumsum(cnt, out=nip[1:])
+    nix = np.empty(int(nip[-1]), dtype=ix.dtype)
+    new = np.zeros(nix.size, bool)
+    new[_positions(nip, r)] = True
+    old = np.ones(ix.size, bool)
+    old[_positions(ip, r)] = False
+    nix[~new] = ix[old]
+    nix[new] = v.astype(ix.dtype, copy=False)
+    return nip, nix
+
+
+def _positions(ip, rows) -> np.ndarray:
+    """The entry positions of CSR rows ``rows`` (offsets ``ip``), row by row."""
+    lo, hi = ip[rows], ip[rows + 1]
+    k = hi - lo
+    if not int(k.sum()):
+        return np.zeros(0, np.int64)
+    start = np.repeat(lo - np.concatenate([[0], np.cumsum(k)[:-1]]), k)
+    return start + np.arange(int(k.sum()), dtype=np.int64)
