@@ -71,7 +71,8 @@ from ..io.h5attrs import create_h5, flushed, put_attr
 from .bases import (PATCH_BASE, PATCH_BASE_ATTRS, PATCH_BASE_SEAL, PATCH_BUILD, PATCH_GROUP, PATCH_SEAL,
                     PatchNotPossible, base_name, base_path, patch_base, patch_seal)
 from .layout import (ATTRS_SEAL, FORMAT, FORMAT_VERSION, LIBVER, SEAL, attributes_seal, block_crcs, block_size,
-                     can_write_in_blocks, crc32, crc_pool, dataset_order, datasets_seal, entry, stored_types)
+                     can_write_in_blocks, crc32, crc_pool, dataset_order, datasets_seal, entry, read_block,
+                     stored_types)
 from .patch_read import AXIS1, csr_rows_replaced, replace_rows
 
 __all__ = ["write_patched_index", "patch_base", "PatchNotPossible"]
@@ -94,6 +95,14 @@ def write_patched_index(path, base, attrs: dict, rows: dict, dag=None, whole: di
     say = progress or (lambda text: None)
     whole = dict(whole or {})
     src = _Base(path, base)
+    try:
+        _write(path, base, attrs, rows, dag, whole, say, src)
+    finally:
+        src.close()
+
+
+def _write(path, base, attrs, rows, dag, whole, say, src) -> None:
+    """:func:`write_patched_index`'s work over the open base ``src``."""
     types = stored_types(attrs)
     for k in ("n_vertices", "n_components", "dims"):
         if int(attrs[k]) != int(src.attrs[k]):
@@ -116,7 +125,8 @@ def write_patched_index(path, base, attrs: dict, rows: dict, dag=None, whole: di
                 r, v = _rows(path, name, rows[name], t, src)
                 data[f"{PATCH_GROUP}/{name}/rows"], data[f"{PATCH_GROUP}/{name}/values"] = r, v
                 groups[name] = _group("rows", src, name, src.shape(name),
-                                      _patched_crcs(src.array(name), name, r, v, pool, src.entries[name]))
+                                      _patched_crcs(src.array(name), name, r, v, pool, src.entries[name],
+                                                    src.fd, src.at[name][2]))
                 continue
             full = _cast(path, name, src.array(name), t)  # a new stored type: written whole
             if name in rows:
@@ -162,6 +172,10 @@ class _Base:
 
             f.visititems(look)
         self.path, self.names = base, dataset_order(self.entries)
+        self.fd = os.open(base, os.O_RDONLY)  # (closed with the process's write: close())
+
+    def close(self):
+        os.close(self.fd)
 
     def dtype(self, name):
         return np.dtype(self.at[name][0])
@@ -226,10 +240,11 @@ def _flat(a, name):
     return a.reshape(-1, 2) if name in AXIS1 else a.reshape(a.shape[0], -1)
 
 
-def _patched_crcs(base, name, rows, values, pool, had):
+def _patched_crcs(base, name, rows, values, pool, had, fd=None, at=None):
     """``(block, CRC-32 of every block)`` of dataset ``base`` with ``rows`` set to ``values``: the
     blocks a patched row touches computed over the patched bytes, in parallel (copy, scatter,
-    CRC-32), the others the base's own (``had``: its entry), or from its bytes where it has none."""
+    CRC-32), the others the base's own (``had``: its entry), or from its bytes where it has none.
+    ``fd``, ``at``: the base file open and the dataset's offset in it (blocks read, not mapped)."""
     nbytes = int(base.nbytes)
     if not nbytes:
         return None
@@ -255,7 +270,9 @@ def _patched_crcs(base, name, rows, values, pool, had):
         if not touched[k]:
             return int(old[k]) if old is not None else crc32(raw[b0:b1])
         r0, r1 = b0 // rb, -(-b1 // rb)
-        chunk = np.array(flat[r0:r1])
+        chunk = np.empty((r1 - r0,) + flat.shape[1:], flat.dtype)
+        if at is None or read_block(fd, memoryview(chunk.reshape(-1).view(np.uint8)), at + r0 * rb) < 0:
+            chunk[...] = flat[r0:r1]  # (read, not mapped: no page faults; a map where no offset is known)
         i0, i1 = np.searchsorted(frows, r0), np.searchsorted(frows, r1)
         chunk[frows[i0:i1] - r0] = fvals[i0:i1]
         return crc32(memoryview(chunk.reshape(-1).view(np.uint8))[b0 - r0 * rb:b1 - r0 * rb])
