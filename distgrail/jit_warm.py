@@ -9,7 +9,8 @@ numbers) run only past size thresholds, so a first run on a large graph paid the
 its build. :func:`warm` runs the pipeline once on small inputs with those thresholds at 0: a text
 edge list, a CSV and a tab-separated one read, a graph with cycles condensed and labelled, a chain deeper than
 :data:`~distgrail.stages.deep.DEEP_LEVELS` (the deep sweeps), queries on each (the compiled
-prefilter and search), and edges inserted into the dense DAG (the update's renumbering).
+prefilter and search, also as they run where the components are not numbered by level), and
+edges inserted into the dense DAG (the update's renumbering).
 ``launch/setup.sh`` calls it (``python -m distgrail.jit_warm``) once per install.
 """
 
@@ -52,6 +53,7 @@ def warm(say=None) -> dict:
     from .io.graph import EdgeGraph
     from .io.read import read_graph
     from .io.writers import write_graph
+    from .index import field_labels
     from .query.answer import answer_batch_numpy
     from .query.stats import SearchOptions
     from .update import insert_edges
@@ -91,6 +93,12 @@ def warm(say=None) -> dict:
                     rows = np.stack((s, t), axis=1).astype(dt)
                     rows.flags.writeable = False
                     answer_batch_numpy(queried.labels("cpu"), rows[:, 0], rows[:, 1], search=compiled)
+            # the loops' second specialisation, for components not numbered by level (an index an
+            # update kept the ids of): the file's types, its levels reversed (only compiled: the
+            # answers of these labels mean nothing)
+            a = dict(queried.arrays)
+            a["dag/level"] = np.ascontiguousarray(a["dag/level"][::-1])
+            answer_batch_numpy(field_labels(a, queried.C, queried.dims, queried.supports), s, t, search=compiled)
             say(f"{what}: read, built and queried in {time.perf_counter() - t1:.1f} s")
             if what.startswith("a dense DAG"):  # and updated: new edges close cycles (the renumbering's loop;
                 t1 = time.perf_counter()  # the graph with cycles is one component, where every edge changes nothing)

@@ -8,9 +8,12 @@ Layout::
                      dims, parent_rule, source_name, source_digest, source_digest_algorithm
                      ("blake3"; indexes of earlier releases: source_sha256 instead, read as
                      algorithm "sha256"), n_vertices, n_components, n_dag_edges, n_levels;
-                     optional supports (K, 0 or absent: none)
+                     optional supports (K, 0 or absent: none), components_by_level (1 or
+                     absent: dag/level non-decreasing, as a build writes it; 0: not, the ids an
+                     update kept, with dead rows no vertex maps to)
     /vertex/component     (n,)        component of each input vertex
     /dag/indptr           (C+1,)      CSR of the condensed DAG, components sorted by level
+                                      (unless components_by_level = 0)
     /dag/indices          (m,)
     /dag/level            (C,)        longest-path level
     /forest/parent        (C,)        DT parent, -1 for roots (phase 1)

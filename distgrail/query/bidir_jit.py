@@ -15,11 +15,18 @@ time; numba is one well-kept wheel.
 
 Memory layout, what made it fast (the search is bound by cache misses on random components):
 one packed record per component (:func:`_layout`: DT ranks, intervals and masks in one 64-byte
-line at d = 5, K = 64, built once per index), level tests made on component ids (components are
-numbered by level), and per thread one uint8 stamp per component (``2 e + 1`` forward, ``2 e + 2``
-backward for the thread's e-th query, cleared every 127 queries; a vertex never carries both
-marks of a live query, since meeting the other side's mark ends it) and three int32 frontier
-buffers of C ids. Scratch: 13 C bytes per thread; records 4 R C bytes per index.
+line at d = 5, K = 64, built once per index), level tests made on component ids where the
+components are numbered by level (every build numbers them so: no level read), and per thread
+one uint8 stamp per component (``2 e + 1`` forward, ``2 e + 2`` backward for the thread's e-th
+query, cleared every 127 queries; a vertex never carries both marks of a live query, since
+meeting the other side's mark ends it) and three int32 frontier buffers of C ids. Scratch: 13 C bytes per thread; records 4 R C bytes per index.
+
+An index whose components are not numbered by level (an update that kept the component ids raised
+levels in place: :data:`~distgrail.indexfile.layout.BY_LEVEL`) is searched by a second
+specialisation of the same loops, which reads each entered component's level (``level[c]``) where
+the first compares its id: :func:`_layout` gives ``level_ptr`` None for it, numba prunes the
+branches on ``level_ptr is None`` when it compiles each, so the id-ordered search's code is as it
+was. Dead components (no vertex maps to them, no edge reaches them) are never entered.
 
 Threads: the caller and kept plain Python threads (the compiled loop releases the GIL;
 :func:`run_blocks`), each taking blocks of queries from a shared counter; numba's own thread pool
@@ -103,17 +110,19 @@ def _layout(L: Labels):
     post0, (lo_k, hi_k) per dimension, then the out- and in-masks as 32-bit halves (a mask test
     holds for 64 bits iff for one of its halves). One cache line per component at d = 5, K = 64:
     the separate NumPy columns cost a cache miss each. ``level_ptr[l]``: the first component of
-    level l (components are numbered by level), so level tests compare ids and read no memory."""
+    level l where the components are numbered by level (``level`` non-decreasing, decided here from
+    ``L.level`` once), so level tests compare ids and read no memory; None where they are not (the
+    search then reads ``level[c]``: module doc)."""
     return L.packed.get(lambda: _pack(L))
 
 
 def _pack(L: Labels):
     C, d, W = L.C, L.d, L.W
     level = np.asarray(L.level)
-    if C and np.any(level[1:] < level[:-1]):
-        raise ValueError("the compiled search needs components numbered by level (as every index has)")
-    top = int(level[-1]) + 2 if C else 1
-    level_ptr = np.searchsorted(level, np.arange(top + 1)).astype(np.int64)
+    level_ptr = None  # (not numbered by level: the levels are read)
+    if not (C and np.any(level[1:] < level[:-1])):
+        top = int(level[-1]) + 2 if C else 1
+        level_ptr = read_only(np.searchsorted(level, np.arange(top + 1)).astype(np.int64))
     R = -(-(2 + 2 * d + 4 * W) // 16) * 16
     raw = np.zeros(C * R + 16, dtype=np.uint32)
     populate(raw)  # (its pages mapped over the host threads: the column writes below would fault each in, in turn)
@@ -125,14 +134,21 @@ def _pack(L: Labels):
     if W:
         rec[:, B:B + 2 * W] = np.ascontiguousarray(L.out.T).view(np.uint32)
         rec[:, B + 2 * W:B + 4 * W] = np.ascontiguousarray(L.inn.T).view(np.uint32)
-    return read_only(rec), read_only(level_ptr)
+    return read_only(rec), level_ptr
 
 
 @njit(nogil=True)
 def _one(u, v, fmark, bmark, d, W2, rec, level, level_ptr, indptr, indices, rptr, ridx, stamp, fa, ba, na):
+    # level tests on a key: the component's id where the components are numbered by level (its
+    # level's bounds from level_ptr), else its level (level_ptr None: numba prunes the branches on
+    # it at compile time, one specialisation each)
     lu, lv = level[u], level[v]
-    f_le, f_lt = level_ptr[lv + 1], level_ptr[lv]  # c < f_le: level(c) <= level(v); c < f_lt: <
-    b_ge, b_gt = level_ptr[lu], level_ptr[lu + 1]  # p >= b_ge: level(p) >= level(u); p >= b_gt: >
+    if level_ptr is not None:
+        f_le, f_lt = level_ptr[lv + 1], level_ptr[lv]  # c < f_le: level(c) <= level(v); c < f_lt: <
+        b_ge, b_gt = level_ptr[lu], level_ptr[lu + 1]  # p >= b_ge: level(p) >= level(u); p >= b_gt: >
+    else:  # the same bounds on levels
+        f_le, f_lt = np.int64(lv) + 1, np.int64(lv)
+        b_ge, b_gt = np.int64(lu), np.int64(lu) + 1
     B = 2 + 2 * d
     stamp[u] = fmark
     stamp[v] = bmark
@@ -149,12 +165,16 @@ def _one(u, v, fmark, bmark, d, W2, rec, level, level_ptr, indptr, indices, rptr
                 x = fa[i]
                 for e in range(indptr[x], indptr[x + 1]):
                     c = np.int64(indices[e])
-                    if c >= f_le:
+                    if level_ptr is not None:
+                        kc = c
+                    else:
+                        kc = np.int64(level[c])
+                    if kc >= f_le:
                         continue
                     s = stamp[c]
                     if s == bmark:
                         return True, r
-                    if c >= f_lt or s == fmark:
+                    if kc >= f_lt or s == fmark:
                         continue
                     stamp[c] = fmark
                     rc = rec[c]
@@ -189,12 +209,16 @@ def _one(u, v, fmark, bmark, d, W2, rec, level, level_ptr, indptr, indices, rptr
                 y = ba[i]
                 for e in range(rptr[y], rptr[y + 1]):
                     p = np.int64(ridx[e])
-                    if p < b_ge:
+                    if level_ptr is not None:
+                        kp = p
+                    else:
+                        kp = np.int64(level[p])
+                    if kp < b_ge:
                         continue
                     s = stamp[p]
                     if s == fmark:
                         return True, r
-                    if p < b_gt or s == bmark:
+                    if kp < b_gt or s == bmark:
                         continue
                     stamp[p] = bmark
                     rp = rec[p]

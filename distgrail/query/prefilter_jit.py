@@ -4,12 +4,14 @@
 Same codes, same answers as :func:`distgrail.query.prefilter.prefilter` (its NumPy twin) for
 every pair, in the same order of steps: same component, level filter, support positive, support
 negative, interval filter, DT-subtree cut; code 0 leaves a pair to the search. A pair reads its
-two component ids, the first component of the target's level (components are numbered by
-level, so the level filter compares ids: ``level_ptr`` of :func:`distgrail.query.bidir_jit._layout`)
-and, when still undecided, two packed records (DT ranks, intervals and masks in one 64-byte line
-at d = 5, K = 64), where the NumPy twin makes a gather and a temporary array per column and step:
-on the CPU the prefilter is most of a batch of random pairs, and those reads are most of the
-prefilter. Where a record's tests fit its first 16 uint32 (d <= 5 with K <= 64, d <= 7 without
+two component ids, the first component of the target's level (where the components are numbered
+by level, as every build numbers them, the level filter compares ids: ``level_ptr`` of
+:func:`distgrail.query.bidir_jit._layout`; where not, ``level_ptr`` None, a second specialisation
+of the loop reads both components' levels, numba pruning the branches on ``level_ptr is None`` at
+compile time) and, when still undecided, two packed records (DT ranks, intervals and masks in
+one 64-byte line at d = 5, K = 64), where the NumPy twin makes a gather and a temporary array
+per column and step: on the CPU the prefilter is most of a batch of random pairs, and those reads
+are most of the prefilter. Where a record's tests fit its first 16 uint32 (d <= 5 with K <= 64, d <= 7 without
 masks: :func:`vector_lanes`) they are made on two vector loads without a branch
 (:func:`row_flags`); on a small graph, whose arrays sit in a core's cache, the mispredicted
 branches of the tests made one by one were most of the records' pass (docs/benchmarks.md,
@@ -162,7 +164,9 @@ def _block(q0, q1, sources, targets, comp, first, level, level_ptr, rec, words, 
     # it undecided, so the records' pass reads its pairs' ids in order (not through the pair's
     # index: a chain of two loads). first, the first component of each component's level (size
     # 0: not given), makes it one pass: a < first[b] is "a's level is below b's" (the pairs the
-    # filter leaves), one read more per pair; where the component arrays are far (not given),
+    # filter leaves), one read more per pair (level_ptr None, components not numbered by level:
+    # first is the levels, and the filter reads both: first[a] < first[b]); where the component
+    # arrays are far (not given),
     # the ids are read in a pass of their own into tu, tv, the filter (level_ptr[level[b]]: one
     # byte a component) writes each pair's verdict at its own place in todo, and a third pass
     # appends the pairs left over them: a store whose place waits on a read that misses the
@@ -201,7 +205,10 @@ def _block(q0, q1, sources, targets, comp, first, level, level_ptr, rec, words, 
             todo[n] = q
             tu[n] = a
             tv[n] = b
-            n += a < first[b]
+            if level_ptr is not None:
+                n += a < first[b]
+            else:  # (first: the levels)
+                n += first[a] < first[b]
             nsame += same
     else:  # (far: the component ids first, their reads all independent)
         tu = tu[:size]
@@ -219,7 +226,10 @@ def _block(q0, q1, sources, targets, comp, first, level, level_ptr, rec, words, 
             b = tv[q]
             same = a == b
             ans[q] = same
-            todo[q] = a < level_ptr[level[b]]
+            if level_ptr is not None:
+                todo[q] = a < level_ptr[level[b]]
+            else:
+                todo[q] = level[a] < level[b]
             nsame += same
         for q in range(size):
             f = todo[q]
@@ -235,7 +245,10 @@ def _block(q0, q1, sources, targets, comp, first, level, level_ptr, rec, words, 
             b = comp[np.uint64(targets[q])]
             fu[q] = a
             fv[q] = b
-            code[q] = SAME if a == b else (LEVEL if a >= level_ptr[level[b]] else UNDECIDED)
+            if level_ptr is not None:
+                code[q] = SAME if a == b else (LEVEL if a >= level_ptr[level[b]] else UNDECIDED)
+            else:
+                code[q] = SAME if a == b else (LEVEL if level[a] >= level[b] else UNDECIDED)
     B = 2 + 2 * d
     M = B // 2  # the masks as 64-bit words of the row (words: rec's uint64 view): out at M + w, in at M + W + w
     # the records' pass: two random 64-byte rows a pair, then their tests. The rows of the pair
@@ -346,12 +359,15 @@ def vector_lanes(d: int, W: int) -> int:
 
 def _first_of_level(L: Labels):
     """``first[c]``: the first component of component ``c``'s level (``level_ptr[level[c]]``, in
-    ``comp``'s type), built once per ``L``. Components are numbered by level, so ``a < first[b]``
-    holds exactly when ``a``'s level is below ``b``'s: the pairs the level filter leaves (same
+    ``comp``'s type), built once per ``L``. Components numbered by level, ``a < first[b]`` holds
+    exactly when ``a``'s level is below ``b``'s: the pairs the level filter leaves (same
     component and ``a > b`` among those it decides, as ``first[b] <= b``), one read of the
-    target's component where ``level_ptr[level[b]]`` made a chain of two."""
+    target's component where ``level_ptr[level[b]]`` made a chain of two. Components not
+    numbered by level (``level_ptr`` None): the levels themselves (``first[a] < first[b]``)."""
     def build():
         _, level_ptr = _layout(L)
+        if level_ptr is None:
+            return np.asarray(L.level)
         comp_type = np.asarray(L.comp).dtype
         return read_only(level_ptr[np.asarray(L.level)].astype(comp_type))
     return L.first.get(build)
