@@ -67,7 +67,7 @@ LAYERS = [
     (3, "the index: file and handle", ["index", "indexfile"]),
     (4, "the build's configuration and one-process pipeline", ["config", "placement", "preflight"]),
     (5, "across MPI ranks", ["mpi"]),
-    (6, "the public build, and edge insertions into a built index", ["build", "update"]),
+    (6, "the public build, and edge insertions into a built index", ["build", "update", "update_rows"]),
     (7, "entry points: command line, server, benchmarks", ["cli", "cli_common", "cli_entry", "cli_exit", "cli_output", "cli_pairs",
                                                             "cli_parser", "cli_update", "server", "benchmarks", "jit_warm",
                                                             "*.__main__"]),
