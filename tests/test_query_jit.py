@@ -281,6 +281,13 @@ def test_prefilter_loaded_while_another_thread_imports_it(monkeypatch):
 
 
 def test_without_numba_falls_back_to_numpy(monkeypatch):
+    """numba hidden: the NumPy search and prefilter, one warning each, the same answers and counts.
+    The failed loads are recorded in a ``jit._FAILED`` of the test's own, dropped with the hidden
+    numba at its end (recorded in the process's one, they would turn the compiled code off for
+    every later test: ``jit.load`` remembers a failed load for the process's life)."""
+    from distgrail import jit
+
+    monkeypatch.setattr(jit, "_FAILED", {})
     idx = labels("paper-dense", 64)
     s, t = pairs(ALL["paper-dense"], 1500, seed=9)
     want, st = idx.query(s, t, backend="cpu")
@@ -299,6 +306,7 @@ def test_without_numba_falls_back_to_numpy(monkeypatch):
     for a, x in ((got, st2), (asked, st3)):
         np.testing.assert_array_equal(a, want)
         assert x.steps == st.steps and x.search_rounds == st.search_rounds
+    assert set(jit._FAILED) == {"distgrail.query.bidir_jit", "distgrail.query.prefilter_jit"}  # (the test's own)
 
 
 def test_import_distgrail_does_not_import_numba():
@@ -382,7 +390,7 @@ def test_prepare_cpu_makes_what_the_first_compiled_batch_would(monkeypatch):
     from distgrail import jit
     from distgrail.query.stats import Labels
 
-    monkeypatch.setattr(jit, "_FAILED", {})  # (a test above made numba fail to import, once per process)
+    monkeypatch.setattr(jit, "_FAILED", {})  # (what this test records stays its own)
     loaded = [False]
     monkeypatch.setattr(answer, "_prefilter_loaded", lambda: loaded[0])
     monkeypatch.setattr(answer, "COMPILED_PREFILTER_FIRST", 1000)
