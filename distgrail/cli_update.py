@@ -34,10 +34,11 @@ def add_update_command(sub) -> None:
     sp.add_argument("-o", "--output", default=None,
                     help="the updated index to write (.h5; default: INDEX itself, replaced once the update is "
                          "written beside it)")
-    sp.add_argument("--layout", choices=("keep", "single", "split"), default="keep",
-                    help="the updated index's layout: keep (default: INDEX's, with as many parts), single (one "
-                         "file) or split (a main file and --parts part files written side by side, faster to "
-                         "write; see 'distgrail index --layout')")
+    sp.add_argument("--layout", choices=("keep", "single", "split", "patch"), default="keep",
+                    help="the updated index's layout: keep (default: INDEX's, with as many parts; a patched index "
+                         "stays patched), single (one file), split (a main file and --parts part files written side "
+                         "by side, faster to write; see 'distgrail index --layout') or patch (only the rows the "
+                         "update changed, over INDEX kept beside it as a hard link: the fastest; see README)")
     sp.add_argument("--parts", type=int, default=None, metavar="N",
                     help="--layout split: part files (default: INDEX's parts if it is split, else 4)")
     sp.add_argument("--format", choices=FORMATS, default="auto", help="format of the EDGES file (default auto)")
@@ -74,7 +75,7 @@ def cmd_update(args) -> int:
     if args.index is None:
         raise DistGrailError("give the index file: distgrail update INDEX --add EDGES (or --server URL --add EDGES)")
     check_index_path(args.index)  # (a FIFO never opened: h5py's open of it, below, would block for ever)
-    in_place = args.output is None
+    in_place = args.in_place = args.output is None
     mode = None  # the index's stat, when it is updated in place
     if in_place:  # the index replaced atomically: its directory must take the file written beside it
         from .io.atomic import check_output
@@ -104,8 +105,9 @@ def cmd_update(args) -> int:
         raise DistGrailError(f"--rebuild-above must be 0 or more, got {args.rebuild_above}")
     if args.parts is not None:
         check_parts(args.parts)
-    if args.parts is not None and args.layout == "single":
-        raise DistGrailError("--parts is for --layout split (or keep, of a split index); --layout single writes one file")
+    if args.parts is not None and args.layout in ("single", "patch"):
+        raise DistGrailError(f"--parts is for --layout split (or keep, of a split index); --layout {args.layout} "
+                             "writes one main file")
     t0 = time.perf_counter()
     for add in args.add:  # (the edges first: a typo costs no read of a large index)
         if not os.path.exists(add):
@@ -124,25 +126,28 @@ def cmd_update(args) -> int:
         raise DistGrailError(f"{args.index}: this index was built from node labels; 'update' takes vertex ids only "
                              "(rebuild with distgrail index)")
     layout, parts = _layout_of(args, idx.meta)
+    from .cli_update_patch import keep_mode, no_wider_than, reported
+
+    if layout == "patch":  # (else the index to write whole after all, said why)
+        from .cli_update_patch import update_patched
+
+        got = update_patched(args, idx, src, dst, steps, t0, mode)
+        if isinstance(got, int):
+            return got
+        idx, layout, parts = got, "single", 0
     written = [0]  # part files written (as many as asked, at most the rows of the largest dataset)
 
     def write(new, ready):
         # in place: the new files are created with no more permission for the group and others than
         # the index has (a private index is never readable by others meanwhile; the user's own bits
         # stay, the file must be written); its exact mode is set once they are in place
-        mask = None
-        if mode is not None:
-            mask = os.umask(0)
-            os.umask(mask | (0o077 & ~mode.st_mode))
         try:  # (written while the swept arrays come down: each dataset once its values are there)
-            written[0] = new.save(args.output, layout=layout, parts=parts, ready=ready)
+            with no_wider_than(mode):
+                written[0] = new.save(args.output, layout=layout, parts=parts, ready=ready)
         except OutputError as e:  # in place through a link: the link named as given, and where it leads
             if not in_place or same_path(args.output, args.index):
                 raise
             raise OutputError(f"{args.index} (a link to {args.output}): {e}") from None
-        finally:
-            if mask is not None:
-                os.umask(mask)
 
     new, report = insert_edges(idx, src, dst, backend=args.backend, progress=not args.quiet,
                                rebuild_above=args.rebuild_above, consume=True, write=write)  # (idx spent)
@@ -151,26 +156,10 @@ def cmd_update(args) -> int:
     if mode is not None:  # the files replaced keep the index's permissions (and, for root, its owner)
         from .indexfile.layout import index_parts
 
-        for p in [args.output, *(index_parts(args.output) if layout == "split" else ())]:
-            if hasattr(os, "geteuid") and os.geteuid() == 0:
-                os.chown(p, mode.st_uid, mode.st_gid)
-            os.chmod(p, mode.st_mode & 0o7777)
-    total = time.perf_counter() - t0
-    summary = {"index": os.path.abspath(args.output), "base": os.path.abspath(args.index),
-               "edges_recorded": int(new.arrays[UPDATES].shape[0]), **report.as_dict(), "total_seconds": round(total, 6),
-               "layout": layout, "parts": written[0] if layout == "split" else 0,
-               "step_seconds": {k: round(v, 6) for k, v in steps.items()}}
-    if args.json:
-        print(json.dumps(summary, indent=2, sort_keys=True))
-    elif not args.quiet:
-        where = "updated in place" if in_place else f"from {args.index}"
-        lay = f"split, {written[0]} parts" if layout == "split" else "one file"
-        print(f"index        {args.index if in_place else args.output} ({where}; {lay})\n"
-              f"update       {report.summary()}\n"
-              f"recorded     {summary['edges_recorded']:,} inserted edge(s) since the build\n"
-              f"total        {total * 1e3:.1f} ms ({', '.join(f'{k} {v:.2f} s' for k, v in steps.items())})",
-              file=sys.stdout)
-    return 0
+        keep_mode([args.output, *(index_parts(args.output) if layout == "split" else ())], mode)
+    lay = f"split, {written[0]} parts" if layout == "split" else "one file"
+    return reported(args, report, int(new.arrays[UPDATES].shape[0]), steps, t0, layout,
+                    written[0] if layout == "split" else 0, lay)
 
 
 def update_through_server(args) -> int:
@@ -403,7 +392,10 @@ def _layout_of(args, meta) -> tuple:
     """``(layout, parts)`` of the updated index: ``--layout`` (keep: the index's own, with as
     many parts) and ``--parts``."""
     split = meta.get("layout") == "split"
-    layout = args.layout if args.layout != "keep" else ("split" if split else "single")
+    layout = args.layout if args.layout != "keep" else ("split" if split else "patch" if "patched" in meta
+                                                        else "single")
+    if layout == "patch":
+        return "patch", 0
     if layout == "single":
         if args.parts is not None:
             from .errors import DistGrailError

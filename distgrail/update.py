@@ -160,12 +160,7 @@ def insert_edges(index, sources, targets, *, backend: str = "auto", progress: bo
                 reach = dev.known_reachable(cs[cand], ct[cand])
             else:  # the index's own exact answers (its query state is there, or the batch is relabelled)
                 reach = index.query(s[cand], t[cand], backend=be)[0] if cand.size else np.zeros(0, bool)
-        new = cand[~reach]
-        if new.size > 1:  # a repeat of an edge given before it: implied by its first copy (not added twice)
-            _, first = np.unique(np.stack([s[new], t[new]], axis=1), axis=0, return_index=True)
-            new = new[np.sort(first)]
-        report.already_reachable = int(cand.size - new.size)
-        report.added = int(new.size)
+        new = added_edges(s, t, cand, reach, report)
         report.seconds["check"] = time.perf_counter() - t0
         if not new.size:  # nothing reaches further: the index answers already
             steps.skip("sweeping the labels")
@@ -237,6 +232,19 @@ def insert_edges(index, sources, targets, *, backend: str = "auto", progress: bo
         on_device = None
     report.seconds["total"] = time.perf_counter() - t0
     return out, report
+
+
+def added_edges(s, t, cand, reach, report) -> np.ndarray:
+    """The positions among ``cand`` (edges between two components) of the edges to sweep in: those
+    not ``reach``-ed already, a repeat of an edge given before it left out (implied by its first
+    copy, not added twice); ``report``'s counts of both set."""
+    new = cand[~reach]
+    if new.size > 1:
+        _, first = np.unique(np.stack([s[new], t[new]], axis=1), axis=0, return_index=True)
+        new = new[np.sort(first)]
+    report.already_reachable = int(cand.size - new.size)
+    report.added = int(new.size)
+    return new
 
 
 def live_components(index) -> int:

@@ -1,18 +1,21 @@
-"""Edge insertions that produce only the changed rows of an index, on the CPU: what ``distgrail
-update`` writes as a patch over the index it read (:mod:`distgrail.indexfile.patch`).
+"""Edge insertions that produce only the changed rows of an index: what ``distgrail update
+--layout patch`` writes as a patch over the index it read (:mod:`distgrail.indexfile.patch`).
 
 :func:`insert_rows` does what :func:`distgrail.update.insert_edges` does for a swept update with
 ``keep_ids=True`` (the same checks, the same answers, the same record in ``updates/edges`` and
-``updates/log``), but over the index's host arrays in place, with the compiled walks of
-:mod:`distgrail.stages.insertion_rows`, and returns the rows that differ from the file's base
-instead of a new index: no CUDA, no upload, no pass over every row, no renumbering. The edges'
-check takes the prefilter's certificates (same component, a support between them, the tree cut)
-over the rows of the components the edges name; edges left undecided are swept (an implied edge
-changes no label). The filters' decided share of :data:`~distgrail.update.SAMPLE_PAIRS` random
-pairs before and after is taken the same way, over the rows those pairs name.
+``updates/log``), but returns the rows that differ from the file's base instead of a new index:
+no renumbering, no whole array written or brought back. On a GPU backend the sweep is
+:func:`~distgrail.stages.insertion.sweep_insertions` on the device (the arrays it reads go up
+once) and only the changed rows come down; on the CPU, the compiled walks of
+:mod:`distgrail.stages.insertion_rows` over the index's host arrays in place (no pass over every
+row). The edges' check takes the prefilter's certificates (same component, a support between
+them, the tree cut) over the rows of the components the edges name; edges left undecided are
+swept (an implied edge changes no label). The filters' decided share of
+:data:`~distgrail.update.SAMPLE_PAIRS` random pairs before and after is taken the same way.
 
 Returns None (the caller then runs :func:`~distgrail.update.insert_edges`) when the batch is past
-``rebuild_above`` (the components are labelled again) or a level would pass its stored type.
+``rebuild_above`` (the components are labelled again) or, on the CPU, a level would pass its
+stored type.
 """
 
 from __future__ import annotations
@@ -22,9 +25,9 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from .arrays import unique
-from .update import (LOG, SAMPLE_PAIRS, SAMPLE_SEED, UPDATES, UpdateReport, _log, checked_edges, default_rebuild_above,
-                     live_components)
+from .arrays import spans, unique
+from .update import (LOG, SAMPLE_PAIRS, SAMPLE_SEED, UPDATES, UpdateReport, _log, added_edges, checked_edges,
+                     default_rebuild_above, live_components)
 
 __all__ = ["insert_rows", "RowsUpdate", "apply_rows"]
 
@@ -74,13 +77,24 @@ def _decided(a, comp_of, n) -> int:
     return int(np.count_nonzero(code)) * 1_000_000 // SAMPLE_PAIRS
 
 
-def insert_rows(index, sources, targets, *, rebuild_above: int | None = None, previous: dict | None = None):
+def insert_rows(index, sources, targets, *, backend: str = "cpu", rebuild_above: int | None = None,
+                previous: dict | None = None, sweep: str = "auto"):
     """``(RowsUpdate, UpdateReport)`` for the edges ``sources[i] -> targets[i]`` (module doc), or
-    None. ``index``'s arrays are changed in place (levels, intervals, masks): it is spent.
-    ``previous``: {dataset: sorted rows} a patch over the same base already holds (``"dag"``
-    for its DAG rows): the rows returned are the union, their values the new ones."""
-    from .stages.insertion_rows import LevelOverflow, sweep_rows
+    None. On the CPU backend ``index``'s arrays are changed in place (levels, intervals, masks): it
+    is spent; on a GPU backend they go up once and are left as they were, and only the changed rows
+    come down. ``previous``: {dataset: sorted rows} a patch over the same base already holds
+    (``"dag"`` for its DAG rows; :func:`~distgrail.indexfile.patch_read.patch_rows`): the rows
+    returned are the union, their values the new ones. An update that adds no DAG edge returns
+    those rows (their values as ``index`` holds them) and the edges' record. ``sweep``: ``"arrays"``
+    (:func:`~distgrail.stages.insertion.sweep_insertions` on the backend's device, the arrays up
+    once), ``"walks"`` (the compiled walks, CPU backend only) or ``"auto"`` (arrays on a GPU,
+    walks on the CPU)."""
+    from .gpu.backend import get_backend
 
+    be = get_backend(backend)
+    if sweep not in ("auto", "arrays", "walks") or sweep == "walks" and be.is_gpu:
+        raise ValueError(f"insert_rows: sweep must be auto, arrays or walks (walks on the CPU backend), got {sweep!r}")
+    arrays = sweep == "arrays" or sweep == "auto" and be.is_gpu
     t0 = time.perf_counter()
     a = index.arrays
     report = UpdateReport(components_before=live_components(index))
@@ -93,24 +107,64 @@ def insert_rows(index, sources, targets, *, rebuild_above: int | None = None, pr
     limit = rebuild_above if rebuild_above is not None else default_rebuild_above(index)
     if cand.size > limit:
         return None
-    reach = _gathered(a, cs[cand], ct[cand])[0] if cand.size else np.zeros(0, bool)
-    new = cand[~reach]
-    if new.size > 1:  # a repeat of an edge given before it: implied by its first copy
-        _, first = np.unique(np.stack([s[new], t[new]], axis=1), axis=0, return_index=True)
-        new = new[np.sort(first)]
-    report.already_reachable = int(cand.size - new.size)
-    report.added = int(new.size)
+    dev = None
+    if arrays and cand.size:
+        from .update import _Device
+
+        dev = _Device(index, be)  # (the arrays the sweep reads, up once; the check runs there too)
+        reach = dev.known_reachable(cs[cand], ct[cand])
+        report.seconds["upload"] = dev.upload_s
+    else:
+        reach = _gathered(a, cs[cand], ct[cand])[0] if cand.size else np.zeros(0, bool)
+    new = added_edges(s, t, cand, reach, report)
     report.seconds["check"] = time.perf_counter() - t0
-    if not new.size:
-        return None  # (nothing reaches further: the general path records the edges without a sweep)
-    C = index.C
-    key = unique(np, cs[new] * C + ct[new])
+    prev = previous or {}
+    if not new.size:  # nothing reaches further: the labels stay, the patch keeps its rows
+        report.components_after = report.components_before
+        rows = {name: (r, _host_rows(a, name, r)) for name, r in prev.items() if name != "dag"}
+        dag = (prev["dag"], *csr_rows(np, a["dag/indptr"], a["dag/indices"], prev["dag"])) if "dag" in prev else None
+        counts = (int(index.meta.get("n_dag_edges", a["dag/indices"].size)), int(index.meta["n_levels"]),
+                  int(index.meta.get("components_by_level", 1)))
+        return _rows_update(index, report, s, t, rows, dag, a.get("supports/ids"), counts, t0)
+    key = unique(np, cs[new] * index.C + ct[new])
     if key.size > limit:
         return None
+    swept = (_swept_on_device if dev is not None else _swept_on_host)(index, dev, key, report, prev)
+    if swept is None:
+        return None
+    return _rows_update(index, report, s, t, *swept, t0)
+
+
+def _rows_update(index, report, s, t, rows, dag, ids, counts, t0):
+    """The :class:`RowsUpdate` of ``rows``, ``dag``, the support ``ids`` and ``counts`` (DAG
+    edges, levels, components numbered by level) after an update of ``index`` by the edges
+    ``s -> t`` (``report`` filled): its root attributes and the datasets written whole."""
+    from ._version import __version__
+
+    a, m = index.arrays, index.meta
+    meta = {k: v for k, v in m.items() if k not in ("path", "layout", "parts", "patched")}
+    meta.update(distgrail_version=__version__, n_components=index.C, n_dag_edges=int(counts[0]),
+                n_levels=int(counts[1]), components_by_level=int(bool(counts[2])))
+    done = np.stack([s, t], axis=1)
+    if UPDATES in a:
+        done = np.concatenate([np.asarray(a[UPDATES], dtype=np.int64).reshape(-1, 2), done])
+    whole = {UPDATES: done, LOG: _log(index, report)}
+    if index.supports:
+        whole["supports/ids"] = np.asarray(ids).astype(a["supports/ids"].dtype)
+    report.seconds["total"] = time.perf_counter() - t0
+    return RowsUpdate(meta=meta, rows=rows, dag=dag, whole=whole), report
+
+
+def _swept_on_host(index, dev, key, report, prev):
+    """``(rows, dag, ids, counts)`` of the sweep of the component edges ``key`` (``a * C + b``)
+    by the compiled walks over ``index``'s host arrays (changed in place), or None (a level past
+    its stored type)."""
+    from .stages.insertion_rows import LevelOverflow, sweep_rows
+
+    a, C, K = index.arrays, index.C, index.supports
+    comp = a["vertex/component"]
     before = _decided(a, lambda v: comp[v].astype(np.int64), index.n)
     iv = a["labels/intervals"]
-    K = index.supports
-    W = a["supports/out"].shape[1] if K else 0
     arr = {"comp": comp, "indptr": a["dag/indptr"], "indices": a["dag/indices"], "level": a["dag/level"],
            "size": a["forest/subtree_size"], "lo": iv[:, :, 0], "hi": iv[:, :, 1],
            "out": a["supports/out"] if K else np.zeros((C, 0), np.uint64),
@@ -123,6 +177,7 @@ def insert_rows(index, sources, targets, *, rebuild_above: int | None = None, pr
         return None
     report.seconds["swept"] = time.perf_counter() - t1
     info = got.info
+
     def comp_after(v):
         c = comp[v].astype(np.int64)
         if got.comp_rows.size:
@@ -132,69 +187,108 @@ def insert_rows(index, sources, targets, *, rebuild_above: int | None = None, pr
         return c
 
     after = _decided(a, comp_after, index.n)
+    _swept_report(report, info, before, after)
+    names = {"dag/level": "level", "labels/intervals": "lo"}
+    if K:
+        names.update({"supports/in": "inn", "supports/out": "out"})
+    rows = {}
+    for name, field in names.items():
+        r = _union(got.rows[field], prev.get(name))
+        rows[name] = (r, _host_rows(a, name, r))
+    cr = _union(got.comp_rows, prev.get("vertex/component"))
+    rows["vertex/component"] = (cr, comp_after(cr).astype(comp.dtype))
+    dag = _dag_union(a, got, prev.get("dag"))
+    removed = int((a["dag/indptr"][got.dag_rows + 1] - a["dag/indptr"][got.dag_rows]).sum())
+    by_level = int(index.meta.get("components_by_level", 1)) and info["sorted_near_changes"]
+    counts = (int(a["dag/indices"].size) - removed + int(got.dag_idx.size),
+              max(int(index.meta["n_levels"]), info["top_level"] + 1), by_level)
+    return rows, dag, got.ids, counts
+
+
+def _swept_on_device(index, dev, key, report, prev):
+    """``(rows, dag, ids, counts)`` of the sweep of the component edges ``key`` on the device of
+    ``dev`` (a :class:`~distgrail.update._Device`: the arrays up there), ids kept; only the
+    changed rows (and ``prev``'s) come down."""
+    from .dtypes import smallest_uint
+    from .stages.insertion import sweep_insertions
+    from .update import _changed_datasets
+
+    be, xp, C, K = dev.be, dev.xp, index.C, index.supports
+    with be.on_device():
+        before = dev.decided(dev.arr)
+        t1 = time.perf_counter()
+        k = xp.asarray(key)
+        got, info = sweep_insertions(xp, dev.arr, k // C, k % C, renumber=False)
+        dev.arr = None  # (swept in place)
+        changed = _changed_datasets(be, info.pop("changed"), K)
+        report.seconds["swept"] = time.perf_counter() - t1
+        _swept_report(report, info, before, dev.decided(got))
+        t2 = time.perf_counter()
+        L = int(got["level"].max()) + 1 if C else 1
+        of = {"vertex/component": lambda r: got["comp"][r],
+              "dag/level": lambda r: got["level"][r].astype(smallest_uint(max(L - 1, 0))),
+              "labels/intervals": lambda r: xp.stack([got["lo"][:, r], got["hi"][:, r]], axis=-1).astype(dev.iv_dtype),
+              "supports/out": lambda r: got["out"][:, r].T, "supports/in": lambda r: got["inn"][:, r].T}
+        rows = {}
+        for name, r in changed.items():
+            if name != "dag":
+                r = _union(r, prev.get(name))
+                rows[name] = (r, be.to_host(xp.ascontiguousarray(of[name](xp.asarray(r)))))
+        dr = _union(changed["dag"], prev.get("dag"))
+        dag = (dr, *(be.to_host(x) for x in csr_rows(xp, got["indptr"], got["indices"], xp.asarray(dr))))
+        ids = be.to_host(got["ids"]) if K else None
+        counts = (int(got["indices"].size), L, info.pop("components_by_level"))
+        report.seconds["download"] = time.perf_counter() - t2
+    return rows, dag, ids, counts
+
+
+def _swept_report(report, info, before, after) -> None:
+    """``report`` of a swept update from the sweep's ``info`` and the decided shares (ppm)."""
     report.method = "swept"
     report.components_after = report.components_before - int(info["components_merged"])
     report.sweep = {k: v for k, v in info.items() if k not in ("seconds", "sorted_near_changes", "top_level",
-                                                               "components_after")}
+                                                               "components_after", "components_by_level", "changed")}
     report.sweep["decided_ppm"] = (before, after)
     report.seconds.update({f"sweep_{k}": v for k, v in info["seconds"].items()})
-    prev = previous or {}
-    rows = {}
 
-    def put(name, r, values):
-        rows[name] = (r, values(r))
 
-    def union(name, r):
-        return unique(np, np.concatenate([r, prev[name]])) if name in prev else r
+def _union(r, prev) -> np.ndarray:
+    """The sorted distinct rows ``r`` and ``prev`` (None: ``r``), int64."""
+    r = np.asarray(r, dtype=np.int64)
+    return r if prev is None else unique(np, np.concatenate([r, np.asarray(prev, dtype=np.int64)]))
 
-    put("dag/level", union("dag/level", got.rows["level"]), lambda r: a["dag/level"][r])
-    put("labels/intervals", union("labels/intervals", got.rows["lo"]), lambda r: iv[:, r, :])
-    if K:
-        put("supports/in", union("supports/in", got.rows["inn"]), lambda r: a["supports/in"][r])
-        put("supports/out", union("supports/out", got.rows["out"]), lambda r: a["supports/out"][r])
-    cr = union("vertex/component", got.comp_rows)
-    rows["vertex/component"] = (cr, comp_after(cr).astype(comp.dtype))
-    dag = _dag_union(a, got, prev.get("dag"))
-    old_m = int(a["dag/indices"].size)
-    removed = int((a["dag/indptr"][got.dag_rows + 1] - a["dag/indptr"][got.dag_rows]).sum())
-    m = index.meta
-    meta = {k: v for k, v in m.items() if k not in ("path", "layout", "parts")}
-    from ._version import __version__
 
-    by_level = int(m.get("components_by_level", 1)) and info["sorted_near_changes"]
-    meta.update(distgrail_version=__version__, n_components=C, n_dag_edges=old_m - removed + int(got.dag_idx.size),
-                n_levels=max(int(m["n_levels"]), info["top_level"] + 1), components_by_level=int(bool(by_level)))
-    done = np.stack([s, t], axis=1)
-    if UPDATES in a:
-        done = np.concatenate([np.asarray(a[UPDATES], dtype=np.int64).reshape(-1, 2), done])
-    whole = {UPDATES: done, LOG: _log(index, report)}
-    if K:
-        whole["supports/ids"] = np.asarray(got.ids).astype(a["supports/ids"].dtype)
-    report.seconds["total"] = time.perf_counter() - t0
-    return RowsUpdate(meta=meta, rows=rows, dag=dag, whole=whole), report
+def _host_rows(a, name, r) -> np.ndarray:
+    """Rows ``r`` of host dataset ``a[name]`` (along axis 1 for the intervals)."""
+    return a[name][:, r, :] if name == "labels/intervals" else a[name][r]
+
+
+def csr_rows(xp, ip, ix, rows):
+    """``(ptr, idx)``: the rows ``rows`` of the CSR ``(ip, ix)`` as a CSR of their own (``ptr``
+    int64 from 0)."""
+    start = ip[rows].astype(xp.int64)
+    count = ip[rows + 1].astype(xp.int64) - start
+    ptr = xp.zeros(rows.size + 1, dtype=xp.int64)
+    xp.cumsum(count, out=ptr[1:])
+    return ptr, ix[spans(xp, start, count)[0]]
 
 
 def _dag_union(a, got, prev_rows):
     """(rows, indptr, indices) of the DAG rows written again, with the rows ``prev_rows`` (an
     earlier patch's) as the arrays ``a`` hold them where this update did not write them."""
     rows, ptr, idx = got.dag_rows, got.dag_ptr, got.dag_idx
-    if prev_rows is None or not np.setdiff1d(prev_rows, rows).size:
+    extra = np.setdiff1d(prev_rows, rows) if prev_rows is not None else np.zeros(0, np.int64)
+    if not extra.size:
         return rows, ptr, idx
-    ip, ix = a["dag/indptr"], a["dag/indices"]
-    extra = np.setdiff1d(prev_rows, rows)
-    allr = np.union1d(rows, extra)
-    cnt = np.empty(allr.size, np.int64)
-    mine = np.isin(allr, rows)
-    cnt[mine] = np.diff(ptr)
-    cnt[~mine] = (ip[extra + 1] - ip[extra]).astype(np.int64)
+    eptr, eidx = csr_rows(np, a["dag/indptr"], a["dag/indices"], extra)
+    allr = np.concatenate([rows, extra])
+    order = np.argsort(allr, kind="stable")
+    count = np.concatenate([np.diff(ptr), np.diff(eptr)])[order]
+    start = np.concatenate([ptr[:-1], eptr[:-1] + ptr[-1]])[order]
     nptr = np.zeros(allr.size + 1, np.int64)
-    np.cumsum(cnt, out=nptr[1:])
-    nidx = np.empty(int(nptr[-1]), dtype=idx.dtype)
-    for r_at, (lo, hi) in zip(np.flatnonzero(mine), zip(ptr[:-1], ptr[1:])):
-        nidx[nptr[r_at]:nptr[r_at + 1]] = idx[lo:hi]
-    for r_at, c in zip(np.flatnonzero(~mine), extra):
-        nidx[nptr[r_at]:nptr[r_at + 1]] = ix[ip[c]:ip[c + 1]]
-    return allr, nptr, nidx
+    np.cumsum(count, out=nptr[1:])
+    values = np.concatenate([idx, eidx.astype(idx.dtype, copy=False)])
+    return allr[order], nptr, values[spans(np, start, count)[0]]
 
 
 def apply_rows(arrays: dict, up: RowsUpdate) -> dict:

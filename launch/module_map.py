@@ -69,7 +69,7 @@ LAYERS = [
     (5, "across MPI ranks", ["mpi"]),
     (6, "the public build, and edge insertions into a built index", ["build", "update", "update_rows"]),
     (7, "entry points: command line, server, benchmarks", ["cli", "cli_common", "cli_entry", "cli_exit", "cli_output", "cli_pairs",
-                                                            "cli_parser", "cli_update", "server", "benchmarks", "jit_warm",
+                                                            "cli_parser", "cli_update", "cli_update_patch", "server", "benchmarks", "jit_warm",
                                                             "*.__main__"]),
 ]
 TOP = max(row[0] for row in LAYERS)

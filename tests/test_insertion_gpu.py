@@ -90,3 +90,40 @@ def test_a_served_index_sweeps_from_its_query_state(supports, monkeypatch):
     again, _ = insert_edges(new, b, a, backend="gpu", rebuild_above=10 ** 9)  # reads the landed host arrays
     bfs = _bfs(g.n, np.r_[g.src, a, b], np.r_[g.dst, b, a], qs, qt)
     assert np.array_equal(again.query(qs, qt, backend="gpu")[0], bfs)
+
+
+@pytest.mark.parametrize("supports", [0, "auto"])
+def test_the_gpu_rows_update_gives_the_cpu_array_sweeps_rows(supports):
+    """``insert_rows`` on the GPU (the sweep on the device, only the changed rows down) against
+    its NumPy twin (``sweep="arrays"`` on the CPU backend): every row set, value and count equal,
+    through updates in a row with the earlier rows joined, and the patched arrays answering as BFS."""
+    from distgrail.index import Index
+    from distgrail.update_rows import apply_rows, insert_rows
+
+    g = generate("scale-free", 3000, 3, seed=4)
+    base = distgrail.build_index((g.src, g.dst), num_vertices=g.n, dims=3, supports=supports, backend="cpu")
+    rng = np.random.default_rng(7)
+    arrays, meta, prev = {k: np.array(v) for k, v in base.arrays.items()}, base.meta, None
+    S, T = g.src, g.dst
+    for k in (5, 300, 3000):
+        a, b = rng.integers(0, g.n, k), rng.integers(0, g.n, k)
+        uc, rc = insert_rows(Index(meta, dict(arrays)), a, b, backend="cpu", sweep="arrays", rebuild_above=10 ** 9,
+                             previous=prev)
+        ug, rg = insert_rows(Index(meta, dict(arrays)), a, b, backend="gpu", rebuild_above=10 ** 9, previous=prev)
+        assert rc.method == rg.method and rc.sweep == rg.sweep and rc.added == rg.added
+        assert sorted(uc.rows) == sorted(ug.rows) and uc.meta == ug.meta
+        for name, (r, v) in uc.rows.items():
+            gr, gv = ug.rows[name]
+            assert np.array_equal(r, gr) and gv.dtype == v.dtype and np.array_equal(gv, v), (k, name)
+        assert (uc.dag is None) == (ug.dag is None)
+        for x, y in zip(uc.dag or (), ug.dag or ()):
+            assert np.array_equal(x, y), k
+        for name, v in uc.whole.items():
+            assert np.array_equal(ug.whole[name], v), (k, name)
+        arrays, meta = apply_rows({kk: np.array(vv) for kk, vv in base.arrays.items()}, ug), ug.meta
+        prev = {name: r for name, (r, _) in ug.rows.items()}
+        if ug.dag is not None:
+            prev["dag"] = ug.dag[0]
+        S, T = np.r_[S, a], np.r_[T, b]
+        qs, qt = rng.integers(0, g.n, 20000), rng.integers(0, g.n, 20000)
+        assert np.array_equal(Index(meta, arrays).query(qs, qt, backend="gpu")[0], _bfs(g.n, S, T, qs, qt))

@@ -113,7 +113,8 @@ def _rows_differing(old, new, axis):
 
 @pytest.mark.parametrize("case", list(_graphs()), ids=lambda c: c[0])
 @pytest.mark.parametrize("supports", [0, "auto"])
-def test_row_updates_match_bfs_and_the_kept_ids_update_in_a_row(case, supports):
+@pytest.mark.parametrize("sweep", ["walks", "arrays"])
+def test_row_updates_match_bfs_and_the_kept_ids_update_in_a_row(case, supports, sweep):
     name, n, src, dst = case
     base = distgrail.build_index((src, dst), num_vertices=n, dims=2, supports=supports, backend="cpu")
     whole, rows_idx = base, Index(base.meta, {k: np.array(v) for k, v in base.arrays.items()})
@@ -124,13 +125,14 @@ def test_row_updates_match_bfs_and_the_kept_ids_update_in_a_row(case, supports):
         S, T = np.r_[S, a], np.r_[T, b]
         want, rep_w = insert_edges(whole, a, b, backend="cpu", rebuild_above=10 ** 9, keep_ids=True)
         before = {key: np.array(v) for key, v in rows_idx.arrays.items()}
-        res = insert_rows(rows_idx, a, b, rebuild_above=10 ** 9)
-        if res is None:  # nothing reaches further: the general path's unchanged update
-            assert rep_w.method == "unchanged", (name, rep_w.method)
-            whole, rows_idx = want, Index(want.meta, {key: np.array(v) for key, v in want.arrays.items()})
+        up, rep = insert_rows(rows_idx, a, b, rebuild_above=10 ** 9, sweep=sweep)
+        assert rep.method == rep_w.method, (name, k)
+        if rep.method == "unchanged":  # nothing reaches further: the labels stay, only the edges' record
+            assert not up.rows and up.dag is None and rep.added == 0 == rep_w.added, (name, k)
+            assert np.array_equal(up.whole["updates/edges"], want.arrays["updates/edges"])
+            whole, rows_idx = want, Index(up.meta, apply_rows(before, up))
             continue
-        up, rep = res
-        assert rep.method == "swept" == rep_w.method
+        assert rep.method == "swept"
         assert (rep.given, rep.same_component, rep.already_reachable, rep.added, rep.components_before,
                 rep.components_after) == (rep_w.given, rep_w.same_component, rep_w.already_reachable, rep_w.added,
                                           rep_w.components_before, rep_w.components_after)

@@ -158,6 +158,7 @@ def test_each_stage_has_its_twin_launcher_and_kernel_under_one_name(stage, modul
 GET_BACKEND_CALLERS = {"distgrail.gpu.backend", "distgrail.placement", "distgrail.mpi.placement",
                        "distgrail.index", "distgrail.mpi.query", "distgrail.cli", "distgrail.preflight",
                        "distgrail.server.run", "distgrail.update",  # (update: insert_edges, public)
+                       "distgrail.update_rows",  # (insert_rows, public: the rows a patched update writes)
                        "distgrail.cli_pairs"}  # (the command line's query: its prepare beside the read)
 #: module-level mutable containers and `global` rebinding that are allowed, and why: caches keyed
 #: by what they cache, process-wide facts set once; no switch that changes what a call computes

@@ -94,6 +94,9 @@ def write_patched_index(path, base, attrs: dict, rows: dict, dag=None, whole: di
     path, base = os.fspath(path), os.fspath(base)
     say = progress or (lambda text: None)
     whole = dict(whole or {})
+    rows = {k: rv for k, rv in rows.items() if np.asarray(rv[0]).size}  # (no row changed: the base's as it is)
+    if dag is not None and not np.asarray(dag[0]).size:
+        dag = None
     src = _Base(path, base)
     try:
         _write(path, base, attrs, rows, dag, whole, say, src)

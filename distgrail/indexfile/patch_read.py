@@ -20,7 +20,7 @@ from .bases import (PATCH_BASE, PATCH_BASE_ATTRS, PATCH_BASE_SEAL, PATCH_BUILD, 
                     base_path, patch_seal)
 from .layout import ATTRS_SEAL, FORMAT, SEAL, entry, root_attrs
 
-__all__ = ["Patch", "patch_of", "AXIS1", "replace_rows", "csr_rows_replaced", "group_entry"]
+__all__ = ["Patch", "patch_of", "patch_rows", "AXIS1", "replace_rows", "csr_rows_replaced", "group_entry"]
 
 #: datasets whose rows run along axis 1 (``(dims, C, 2)``); every other one's along axis 0
 AXIS1 = ("labels/intervals",)
@@ -168,6 +168,29 @@ class Patch:
         except ValueError as e:
             self._bad(f"patch /{g}: {e}")
         return int(r.size)
+
+
+def patch_rows(path) -> dict:
+    """The rows the patched index at ``path`` holds, relative to its base: ``{dataset: sorted int64
+    rows}`` (``"dag"``: the DAG rows written again); empty for an index written whole. What an
+    update patching it again over the same base writes at least (its own rows joined to them)."""
+    import h5py
+
+    out = {}
+    try:
+        with h5py.File(path, "r") as f:
+            g = f.get(PATCH_GROUP)
+            if g is None:
+                return out
+
+            def take(name, obj):
+                if isinstance(obj, h5py.Group) and "kind" in obj.attrs and "rows" in obj:
+                    out["dag" if name == "dag/indices" else name] = np.asarray(obj["rows"], dtype=np.int64)
+
+            g.visititems(take)
+    except (OSError, ValueError, KeyError, RuntimeError, TypeError) as e:
+        raise IndexFormatError(f"{path}: damaged index: its patch cannot be read (HDF5: {e})") from None
+    return out
 
 
 def _check_rows(rows, count: int) -> np.ndarray:

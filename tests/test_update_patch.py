@@ -1,0 +1,165 @@
+"""``distgrail update --layout patch`` (distgrail/cli_update_patch.py): the update written as the
+rows it changed over the index it read, kept beside it as a hard link. The patched index holds the
+very arrays of ``insert_edges(keep_ids=True)`` and answers as BFS over the graph plus every edge;
+updated again (``--layout keep`` of a patched index) it stays patched over the same base, its
+patch the rows of both updates; in place the index's name takes the main file and its old inode
+stays as the base; where no patch can be written (a split index, a relabelling update) the index
+is written whole and the command says why; wrong options are refused."""
+
+from __future__ import annotations
+
+import json
+import os
+import stat
+
+import numpy as np
+import pytest
+
+import distgrail
+from distgrail.cli import main
+from distgrail.indexfile import patch_base
+from distgrail.indexfile.patch_read import patch_rows
+from distgrail.io.generate import generate
+from distgrail.update import insert_edges
+
+from test_update import _build, _check
+
+pytest.importorskip("numba")
+
+
+@pytest.fixture
+def graph(tmp_path):
+    """(generated graph, its whole index file, three edge files and their edges)."""
+    g = generate("scale-free", 400, 2, seed=8)
+    base = str(tmp_path / "base.h5")
+    _build(g.src, g.dst, g.n, supports="auto").save(base)
+    rng = np.random.default_rng(4)
+    edges = []
+    for i in range(3):
+        s, t = rng.integers(0, g.n, 40), rng.integers(0, g.n, 40)
+        p = tmp_path / f"e{i}.txt"
+        p.write_text("".join(f"{a} {b}\n" for a, b in zip(s, t)))
+        edges.append((str(p), s, t))
+    return g, base, edges
+
+
+def _pairs(g, seed=3):
+    r = np.random.default_rng(seed)
+    return r.integers(0, g.n, 6000), r.integers(0, g.n, 6000)
+
+
+def _same_inode(a, b):
+    return os.path.samestat(os.stat(a), os.stat(b))
+
+
+def test_a_patched_update_holds_the_kept_ids_arrays_and_answers_as_bfs(graph, tmp_path, capsys):
+    g, base, edges = graph
+    e0, s0, t0 = edges[0]
+    one = str(tmp_path / "one.h5")
+    assert main(["update", base, "--add", e0, "-o", one, "--layout", "patch", "--json", "--backend", "cpu"]) == 0
+    got = json.loads(capsys.readouterr().out)
+    assert got["layout"] == "patch" and got["method"] == "swept" and got["edges_recorded"] == 40
+    link = patch_base(one)
+    assert link is not None and _same_inode(link, base)  # nothing copied: the base is a hard link
+    want, _ = insert_edges(distgrail.open_index(base), s0, t0, backend="cpu", keep_ids=True)
+    idx = distgrail.open_index(one)
+    assert sorted(idx.arrays) == sorted(want.arrays)
+    for k, v in want.arrays.items():
+        assert np.array_equal(np.asarray(idx.arrays[k]), np.asarray(v)), k
+    for k in ("n_components", "n_dag_edges", "n_levels", "components_by_level"):
+        assert idx.meta[k] == want.meta[k], k
+    assert os.path.getsize(one) < os.path.getsize(base)  # only the rows it changed
+    _check(idx, g.src, g.dst, g.n, s0, t0, _pairs(g))
+    # updated again (keep: a patched index stays patched): over the same base, both updates' rows
+    e1, s1, t1 = edges[1]
+    two = str(tmp_path / "two.h5")
+    assert main(["update", one, "--add", e1, "-o", two, "--backend", "cpu"]) == 0
+    assert "patched over two.h5." in capsys.readouterr().out
+    assert _same_inode(patch_base(two), base)
+    r1, r2 = patch_rows(one), patch_rows(two)
+    assert set(r1) <= set(r2) and all(np.isin(r1[k], r2[k]).all() for k in r1)
+    idx2 = distgrail.open_index(two)
+    assert idx2.arrays["updates/edges"].shape == (80, 2)
+    _check(idx2, g.src, g.dst, g.n, np.r_[s0, s1], np.r_[t0, t1], _pairs(g, 4))
+    _check(distgrail.open_index(one), g.src, g.dst, g.n, s0, t0, _pairs(g, 5))  # the first still reads
+    # info sums both updates (the log travels whole in each patch)
+    assert main(["info", two, "--json"]) == 0
+    info = json.loads(capsys.readouterr().out)
+    assert info["updates"]["updates"] == 2 and info["updates"]["edges_given"] == 80
+
+
+def test_in_place_the_index_takes_the_main_file_and_its_inode_stays_the_base(graph, tmp_path, capsys):
+    g, base, edges = graph
+    os.chmod(base, 0o640)
+    ino = os.stat(base).st_ino
+    (e0, s0, t0), (e1, s1, t1) = edges[:2]
+    assert main(["update", base, "--add", e0, "--layout", "patch", "--quiet", "--backend", "cpu"]) == 0
+    link = patch_base(base)
+    assert link is not None and os.stat(link).st_ino == ino and os.stat(base).st_ino != ino
+    assert stat.S_IMODE(os.stat(base).st_mode) == 0o640
+    assert main(["update", base, "--add", e1, "--quiet", "--backend", "cpu"]) == 0  # in place again: stays patched
+    link2 = patch_base(base)
+    assert os.stat(link2).st_ino == ino and stat.S_IMODE(os.stat(base).st_mode) == 0o640
+    assert sorted(os.listdir(tmp_path)) == sorted(["base.h5", os.path.basename(link2), "e0.txt", "e1.txt", "e2.txt"])
+    _check(distgrail.open_index(base), g.src, g.dst, g.n, np.r_[s0, s1], np.r_[t0, t1], _pairs(g))
+
+
+def test_an_update_that_adds_no_dag_edge_patches_only_the_record(graph, tmp_path, capsys):
+    g, base, _ = graph
+    idx = distgrail.open_index(base)
+    s = (int(g.src[0]), int(g.dst[0]))  # an edge the graph has: reachable already
+    (tmp_path / "in.txt").write_text(f"{s[0]} {s[1]}\n")
+    out = str(tmp_path / "same.h5")
+    assert main(["update", base, "--add", str(tmp_path / "in.txt"), "-o", out, "--layout", "patch", "--json",
+                 "--backend", "cpu"]) == 0
+    got = json.loads(capsys.readouterr().out)
+    assert got["method"] == "unchanged" and got["same_component"] + got["already_reachable"] == 1
+    assert patch_rows(out) == {}
+    new = distgrail.open_index(out)
+    for k, v in idx.arrays.items():
+        assert np.array_equal(np.asarray(new.arrays[k]), np.asarray(v)), k
+    assert new.arrays["updates/edges"].tolist() == [list(s)]
+
+
+def test_where_no_patch_can_be_written_the_index_is_written_whole_and_says_why(graph, tmp_path, capsys):
+    g, base, edges = graph
+    e0, s0, t0 = edges[0]
+    split = str(tmp_path / "split.h5")
+    distgrail.open_index(base).save(split, layout="split", parts=2)
+    out = str(tmp_path / "from_split.h5")
+    assert main(["update", split, "--add", e0, "-o", out, "--layout", "patch", "--backend", "cpu"]) == 0
+    assert "is split into parts, and a patch is written over a one-file index" in capsys.readouterr().err
+    assert patch_base(out) is None
+    _check(distgrail.open_index(out), g.src, g.dst, g.n, s0, t0, _pairs(g))
+    out2 = str(tmp_path / "relabelled.h5")
+    assert main(["update", base, "--add", e0, "-o", out2, "--layout", "patch", "--rebuild-above", "0", "--json",
+                 "--backend", "cpu"]) == 0
+    cap = capsys.readouterr()
+    assert "labels the components again" in cap.err and json.loads(cap.out)["method"] == "relabelled"
+    assert patch_base(out2) is None
+    _check(distgrail.open_index(out2), g.src, g.dst, g.n, s0, t0, _pairs(g))
+
+
+def test_parts_with_a_patch_are_refused_and_write_nothing(graph, tmp_path, capsys):
+    _, base, edges = graph
+    before = sorted(os.listdir(tmp_path))
+    assert main(["update", base, "--add", edges[0][0], "-o", str(tmp_path / "x.h5"), "--layout", "patch",
+                 "--parts", "2"]) == 2
+    assert "--parts is for --layout split" in capsys.readouterr().err
+    assert sorted(os.listdir(tmp_path)) == before
+
+
+@pytest.mark.gpu
+def test_a_patched_update_on_the_gpu_equals_the_cpus(graph, tmp_path, capsys):
+    """The GPU's rows (the sweep on the device, only the changed rows down) give the file the
+    CPU's walks give: the same arrays, both answering as BFS."""
+    g, base, edges = graph
+    e0, s0, t0 = edges[0]
+    outs = {}
+    for be in ("cpu", "gpu"):
+        outs[be] = str(tmp_path / f"{be}.h5")
+        assert main(["update", base, "--add", e0, "-o", outs[be], "--layout", "patch", "--quiet", "--backend", be]) == 0
+    a, b = distgrail.open_index(outs["cpu"]), distgrail.open_index(outs["gpu"])
+    for k, v in a.arrays.items():
+        assert np.array_equal(np.asarray(b.arrays[k]), np.asarray(v)), k
+    _check(b, g.src, g.dst, g.n, s0, t0, _pairs(g))
