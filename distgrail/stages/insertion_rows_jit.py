@@ -443,10 +443,27 @@ def down_consume(tgt, slot, a, b, snap_l, snap_m, level, inn, top, flag, nxt, nn
 
 
 @njit(nogil=True)
+def _up_push(p, c, i, T, phase, cnt, pos, tgt, slot):
+    """One upward push of :func:`up_produce` from its ``i``-th component ``c`` to the parent ``p``
+    (none to ``c`` itself): counted for ``p``'s owner in phase 0, written at the owner's next
+    place in phase 1. The parents over the DAG rows and over the new edges take this same step."""
+    if p == c:
+        return
+    o = _owner(p, T)
+    if phase == 0:
+        cnt[o] += 1
+    else:
+        tgt[pos[o]] = p
+        slot[pos[o]] = i
+        pos[o] += 1
+
+
+@njit(nogil=True)
 def up_produce(R, i0, i1, rip, rix, mem, rep, by_rep, mem_of, head_b, head_a, flag, lo, hi, out, snap_lo, snap_hi,
                snap_o, T):
     """Producer of an upward round over ``R[i0:i1]``: (targets, slots, offsets by owner)."""
     cnt = np.zeros(T, np.int64)
+    pos = tgt = slot = np.empty(0, np.int64)  # (made in phase 1; phase 0 only counts)
     for phase in range(2):
         if phase == 1:
             off = _bucketed(cnt, T)
@@ -471,28 +488,12 @@ def up_produce(R, i0, i1, rip, rix, mem, rep, by_rep, mem_of, head_b, head_a, fl
                 if g >= g0 and x == c:
                     continue
                 for j in range(rip[x], rip[x + 1]):
-                    p = _rep(np.int64(rix[j]), flag, mem, rep)
-                    if p != c:
-                        o = _owner(p, T)
-                        if phase == 0:
-                            cnt[o] += 1
-                        else:
-                            tgt[pos[o]] = p
-                            slot[pos[o]] = i
-                            pos[o] += 1
+                    _up_push(_rep(np.int64(rix[j]), flag, mem, rep), c, i, T, phase, cnt, pos, tgt, slot)
                 if flag[x] & F_HEAD:
                     k = np.searchsorted(head_b, x)
                     while k < head_b.size and head_b[k] == x:
-                        p = _rep(head_a[k], flag, mem, rep)
+                        _up_push(_rep(head_a[k], flag, mem, rep), c, i, T, phase, cnt, pos, tgt, slot)
                         k += 1
-                        if p != c:
-                            o = _owner(p, T)
-                            if phase == 0:
-                                cnt[o] += 1
-                            else:
-                                tgt[pos[o]] = p
-                                slot[pos[o]] = i
-                                pos[o] += 1
     return tgt, slot, off
 
 
