@@ -19,7 +19,8 @@ import re
 import numpy as np
 
 from ..errors import DistGrailError, IndexFormatError
-from .layout import FORMAT, PART_FORMAT, TEMPORARY, datasets_seal, root_attrs
+from ..io.atomic import remove_names
+from .layout import FORMAT, attr_carried, datasets_seal, root_attrs
 
 __all__ = ["PATCH_PREFIX", "PATCH_BASE", "PATCH_BUILD", "PATCH_BASE_SEAL", "PATCH_BASE_ATTRS", "PATCH_SEAL",
            "PatchNotPossible", "base_name", "base_path", "patch_base", "patch_seal", "remove_bases"]
@@ -106,27 +107,6 @@ def _links(path, names) -> dict:
     return {n: m.group(1) for n in names if (m := pat.match(n))}
 
 
-def _named_bases(d, names, skip) -> set | None:
-    """The base names the index files among ``names`` in ``d`` name (:data:`PATCH_BASE`), but those
-    ``skip`` holds and distgrail's temporaries; None when a file cannot be read (it might name any)."""
-    import stat
-
-    named = set()
-    for n in names:
-        if n in skip or TEMPORARY.match(n):
-            continue
-        p = os.path.join(d, n)
-        try:
-            got = root_attrs(p, "format", PATCH_BASE) if stat.S_ISREG(os.stat(p).st_mode) else None
-        except OSError:
-            if os.path.isfile(p):
-                return None
-            continue
-        if got is not None and got[0] != PART_FORMAT and got[1]:
-            named.add(got[1])
-    return named
-
-
 def remove_bases(path, live=()) -> list:
     """Remove the base links of patched indexes at ``path`` (:func:`base_name`'s names beside it)
     that no index file in the directory names any more, but those of tags ``live`` (a patched
@@ -140,14 +120,8 @@ def remove_bases(path, live=()) -> list:
     links = {n: t for n, t in _links(path, names).items() if t not in set(live)}
     if not links:
         return []
-    named = _named_bases(d, names, set(_links(path, names)))
+    # (the base names the index files there name: base links themselves and temporaries name none)
+    named = attr_carried(d, names, PATCH_BASE, set(_links(path, names)).__contains__)
     if named is None:
         return []
-    gone = []
-    for n in sorted(set(links) - named):
-        try:
-            os.remove(os.path.join(d, n))
-            gone.append(n)
-        except OSError:
-            pass
-    return gone
+    return remove_names(d, sorted(set(links) - named))

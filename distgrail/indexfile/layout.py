@@ -40,7 +40,7 @@ __all__ = ["FORMAT", "FORMAT_VERSION", "READ_VERSIONS", "CHUNK_BYTES", "CRC_BLOC
            "PARALLEL_MIN_BYTES", "block_size", "block_crcs", "crc32", "crc_pool", "entry", "datasets_seal", "attributes_seal", "stored_types",
            "dataset_order", "can_read_in_blocks", "can_write_in_blocks", "REQUIRED", "PART_FORMAT", "BUILD_ATTR", "part_name",
            "crc32_combine", "pieces", "join_pieces", "read_block", "index_parts", "remove_parts", "split_build", "vds_name",
-           "from_vds_name", "not_an_index", "replaced_split", "root_attrs", "builds_carried", "TEMPORARY", "pending_name",
+           "from_vds_name", "not_an_index", "replaced_split", "root_attrs", "attr_carried", "builds_carried", "TEMPORARY", "pending_name",
            "BY_LEVEL", "OPTIONAL_ATTRS", "root_keys"]
 
 FORMAT = "distgrail-index"
@@ -352,13 +352,14 @@ def root_attrs(p, *keys):
 TEMPORARY = re.compile(r"^\..+\.(?:tmp|old|pending)-\d+$")
 
 
-def builds_carried(directory, names, skip=lambda n: False):
-    """The build ids that the index files among ``names`` in ``directory`` carry: every regular
-    file (links followed) whose root attributes name a build and whose format is not a part's,
-    but those ``skip(name)`` says and distgrail's temporaries (:data:`TEMPORARY`). A copy of a
-    split index's main file, or a hard link to it, maps the same part files: those parts are in
-    use while any such file carries their build. None when a file cannot be read (a copy still
-    being written): it might carry any build, so nothing may be taken for unused."""
+def attr_carried(directory, names, attr: str, skip=lambda n: False):
+    """The values of the root attribute ``attr`` that the index files among ``names`` in
+    ``directory`` carry: every regular file (links followed) whose format is not a part's and
+    whose ``attr`` is set, but those ``skip(name)`` says and distgrail's temporaries
+    (:data:`TEMPORARY`). None when a file cannot be read (a copy still being written): it might
+    carry any value, so nothing may be taken for unused. One reading for the two kinds of files an
+    index file keeps in use: a split index's parts (:func:`builds_carried`) and a patched index's
+    base link (:func:`~distgrail.indexfile.bases.remove_bases`, ``attr`` ``patch_base``)."""
     import stat
 
     carried = set()
@@ -367,7 +368,7 @@ def builds_carried(directory, names, skip=lambda n: False):
             continue
         p = os.path.join(directory, n)
         try:
-            got = root_attrs(p, "format", BUILD_ATTR) if stat.S_ISREG(os.stat(p).st_mode) else None
+            got = root_attrs(p, "format", attr) if stat.S_ISREG(os.stat(p).st_mode) else None
         except OSError:
             if os.path.isfile(p):
                 return None
@@ -375,6 +376,14 @@ def builds_carried(directory, names, skip=lambda n: False):
         if got is not None and got[0] != PART_FORMAT and got[1]:
             carried.add(got[1])
     return carried
+
+
+def builds_carried(directory, names, skip=lambda n: False):
+    """The build ids that the index files among ``names`` in ``directory`` carry
+    (:func:`attr_carried` of the build attribute). A copy of a split index's main file, or a hard
+    link to it, maps the same part files: those parts are in use while any such file carries
+    their build. None when a file cannot be read."""
+    return attr_carried(directory, names, BUILD_ATTR, skip)
 
 
 def remove_parts(path, build: str | None, mapped=()) -> list:

@@ -47,8 +47,8 @@ import time
 from .. import settings
 from ..errors import DistGrailError, OutputError
 
-__all__ = ["atomic_path", "output_error", "check_output", "same_file", "remove_stale", "install_handlers",
-           "restore_handlers", "provisional"]
+__all__ = ["atomic_path", "output_error", "check_output", "same_file", "remove_stale", "remove_names",
+           "install_handlers", "restore_handlers", "provisional"]
 
 _LIVE: set = set()  # temporary paths being written by this process
 #: files already renamed into place that are part of a write not yet finished (a split index's
@@ -145,19 +145,25 @@ def remove_stale(path) -> list:
     longer run; return them."""
     d, base = os.path.split(os.path.abspath(os.fspath(path)))
     pat = re.compile(r"\." + re.escape(base) + r"\.(?:tmp|old)-(\d+)$")
-    gone = []
     try:
         names = os.listdir(d)
     except OSError:
-        return gone
-    for name in names:
-        m = pat.match(name)
-        if m and int(m.group(1)) != os.getpid() and not _alive(int(m.group(1))):
-            try:
-                os.remove(os.path.join(d, name))
-                gone.append(name)
-            except OSError:
-                pass
+        return []
+    return remove_names(d, [n for n in names if (m := pat.match(n)) and int(m.group(1)) != os.getpid()
+                            and not _alive(int(m.group(1)))])
+
+
+def remove_names(directory, names) -> list:
+    """Remove the files ``names`` (base names, in this order) from ``directory``; the names
+    removed. Never an error: a file already gone, or that cannot be removed, is left out (the
+    cleanups that call it run after the work they tidy up, which must not fail because of it)."""
+    gone = []
+    for n in names:
+        try:
+            os.remove(os.path.join(directory, n))
+            gone.append(n)
+        except OSError:
+            pass
     return gone
 
 
