@@ -163,3 +163,36 @@ def test_a_patched_update_on_the_gpu_equals_the_cpus(graph, tmp_path, capsys):
     for k, v in a.arrays.items():
         assert np.array_equal(np.asarray(b.arrays[k]), np.asarray(v)), k
     _check(b, g.src, g.dst, g.n, s0, t0, _pairs(g))
+
+
+@pytest.mark.parametrize("piece", [1, 3, 1 << 20])
+def test_rows_and_csr_rows_replaced_in_pieces_equal_one_row_at_a_time(piece, monkeypatch):
+    """The patch's scatters over the host threads (pieces of ``CSR_PIECE_ROWS`` rows, the CSR's
+    offsets carried from piece to piece) give what replacing one row at a time gives, for stored
+    offset types of every width."""
+    from distgrail.indexfile import patch_read
+
+    monkeypatch.setattr(patch_read, "CSR_PIECE_ROWS", piece)
+    rng = np.random.default_rng(piece)
+    for t in range(30):
+        C = int(rng.integers(1, 70))
+        ip = np.zeros(C + 1, (np.uint32, np.uint64, np.int64)[t % 3])
+        ip[1:] = np.cumsum(rng.integers(0, 4, C))
+        ix = rng.integers(0, C, int(ip[-1])).astype(np.uint32)
+        r = np.sort(rng.choice(C, int(rng.integers(0, C + 1)), replace=False)).astype(np.int64)
+        off = np.zeros(r.size + 1, np.int64)
+        off[1:] = np.cumsum(rng.integers(0, 5, r.size))
+        v = rng.integers(0, C, int(off[-1]))
+        rows = [ix[int(ip[c]):int(ip[c + 1])] for c in range(C)]
+        for i, c in enumerate(r):
+            rows[c] = v[off[i]:off[i + 1]].astype(ix.dtype)
+        nip, nix = patch_read.csr_rows_replaced(ip, ix, r, off, v)
+        assert nip.tolist() == [0, *np.cumsum([len(x) for x in rows]).tolist()]
+        assert nix.dtype == ix.dtype and np.array_equal(nix, np.concatenate(rows + [ix[:0]]))
+        iv = rng.integers(0, 99, (3, C, 2)).astype(np.int32)
+        want = iv.copy()
+        vals = rng.integers(0, 99, (3, r.size, 2)).astype(np.int32)
+        for i, c in enumerate(r):
+            want[:, c] = vals[:, i]
+        patch_read.replace_rows(iv, "labels/intervals", r, vals)
+        assert np.array_equal(iv, want)

@@ -245,42 +245,42 @@ def _flat(a, name):
 
 def _patched_crcs(base, name, rows, values, pool, had, fd=None, at=None):
     """``(block, CRC-32 of every block)`` of dataset ``base`` with ``rows`` set to ``values``: the
-    blocks a patched row touches computed over the patched bytes, in parallel (copy, scatter,
-    CRC-32), the others the base's own (``had``: its entry), or from its bytes where it has none.
+    blocks a patched row touches computed over the patched bytes, the others the base's own
+    (``had``: its entry), or from its bytes where it has none. Every block is one task of ``pool``
+    (find its rows, copy, scatter, CRC-32): no pass over all the rows on one thread.
     ``fd``, ``at``: the base file open and the dataset's offset in it (blocks read, not mapped)."""
     nbytes = int(base.nbytes)
     if not nbytes:
         return None
     block = block_size(nbytes)
     flat = _flat(base, name)
-    if name in AXIS1:  # rows of (dims, C, 2) along axis 1: row r of dimension d is flat row d*C + r
-        C = base.shape[1]
-        frows = (np.arange(base.shape[0], dtype=np.int64)[:, None] * C + rows[None, :]).reshape(-1)
-    else:
-        frows = rows
-    fvals = values.reshape(frows.size, -1)
+    # rows of (dims, C, 2) along axis 1: row r of dimension d is flat row d*C + r; else one "dimension"
+    dims, C = (base.shape[0], base.shape[1]) if name in AXIS1 else (1, flat.shape[0])
+    vals = values.reshape(dims, rows.size, -1)
     rb = flat.shape[1] * flat.dtype.itemsize
-    touched = np.zeros(-(-nbytes // block), bool)
-    if frows.size:
-        touched[frows * rb // block] = True
-        touched[((frows + 1) * rb - 1) // block] = True
     raw = memoryview(np.asarray(base).reshape(-1).view(np.uint8))
+    n_blocks = -(-nbytes // block)
     old = np.asarray(had[3]) if had[3] is not None and had[2] is not None and int(had[2]) == block else None
-    old = old if old is not None and old.shape == touched.shape else None
+    old = old if old is not None and old.shape == (n_blocks,) else None
 
     def one(k):
         b0, b1 = k * block, min(nbytes, (k + 1) * block)
-        if not touched[k]:
+        r0, r1 = b0 // rb, -(-b1 // rb)  # the flat rows the block's bytes fall in
+        hits = []
+        for d in range(r0 // C, min(dims, (r1 - 1) // C + 1)):
+            i0, i1 = np.searchsorted(rows, [max(r0, d * C) - d * C, min(r1, (d + 1) * C) - d * C])
+            if i1 > i0:
+                hits.append((d, int(i0), int(i1)))
+        if not hits:
             return int(old[k]) if old is not None else crc32(raw[b0:b1])
-        r0, r1 = b0 // rb, -(-b1 // rb)
         chunk = np.empty((r1 - r0,) + flat.shape[1:], flat.dtype)
         if at is None or read_block(fd, memoryview(chunk.reshape(-1).view(np.uint8)), at + r0 * rb) < 0:
             chunk[...] = flat[r0:r1]  # (read, not mapped: no page faults; a map where no offset is known)
-        i0, i1 = np.searchsorted(frows, r0), np.searchsorted(frows, r1)
-        chunk[frows[i0:i1] - r0] = fvals[i0:i1]
+        for d, i0, i1 in hits:
+            chunk[rows[i0:i1] + (d * C - r0)] = vals[d, i0:i1]
         return crc32(memoryview(chunk.reshape(-1).view(np.uint8))[b0 - r0 * rb:b1 - r0 * rb])
 
-    return block, list(pool.map(one, range(touched.size)))
+    return block, list(pool.map(one, range(n_blocks)))
 
 
 def _dag(path, attrs, dag, src, types, data, groups, pool) -> None:

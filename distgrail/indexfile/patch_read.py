@@ -203,6 +203,11 @@ def _check_rows(rows, count: int) -> np.ndarray:
     return r
 
 
+#: rows per piece of :func:`csr_rows_replaced` and :func:`replace_rows` run on a host thread
+#: (fewer: one piece)
+CSR_PIECE_ROWS = 1 << 20
+
+
 def replace_rows(a: np.ndarray, name: str, rows, values) -> None:
     """``a[rows] = values`` in place along the rows axis of dataset ``name`` (axis 1 for
     :data:`AXIS1`, else 0); ValueError when they do not fit (rows unsorted or out of range, values
@@ -213,17 +218,27 @@ def replace_rows(a: np.ndarray, name: str, rows, values) -> None:
     want = a.shape[:ax] + (r.size,) + a.shape[ax + 1:]
     if v.shape != want or v.dtype != a.dtype:
         raise ValueError(f"values of {v.dtype} {v.shape}, expected {a.dtype} {want}")
-    if ax:
-        a[:, r] = v
-    else:
-        a[r] = v
+    from ..arrays import HOST_THREADS, _run_pieces
+
+    def piece(lo, hi):  # (a scatter of its own rows on each host thread: numpy lets go of the GIL)
+        if ax:
+            a[:, r[lo:hi]] = v[:, lo:hi]
+        else:
+            a[r[lo:hi]] = v[lo:hi]
+
+    T = int(max(1, min(HOST_THREADS, r.size // CSR_PIECE_ROWS)))
+    _run_pieces(piece, [(p * r.size // T, (p + 1) * r.size // T) for p in range(T)])
 
 
 def csr_rows_replaced(ip, ix, rows, offsets, values) -> tuple:
     """``(indptr, indices)``: the CSR ``(ip, ix)`` with rows ``rows`` (sorted, distinct) replaced by
     ``values[offsets[i]:offsets[i+1]]`` (``offsets``: ``len(rows) + 1`` of them, from 0), every
-    other row kept; vectorised (one pass over the entries). ValueError when they do not fit."""
-    ip = np.asarray(ip).astype(np.int64, copy=False)
+    other row kept; vectorised, in pieces of :data:`CSR_PIECE_ROWS` rows over the host threads
+    (each piece's offsets from the sizes of the pieces before it: one pass over the entries).
+    ValueError when they do not fit."""
+    from ..arrays import HOST_THREADS, _run_pieces
+
+    ip = np.asarray(ip)
     C = ip.size - 1
     r = _check_rows(rows, C)
     off = np.asarray(offsets).astype(np.int64, copy=False)
@@ -231,23 +246,49 @@ def csr_rows_replaced(ip, ix, rows, offsets, values) -> tuple:
     if off.shape != (r.size + 1,) or (r.size and (int(off[0]) != 0 or (off[1:] < off[:-1]).any())) \
             or int(off[-1] if off.size else 0) != v.size:
         raise ValueError(f"offsets must be {r.size + 1} non-decreasing values from 0 to {v.size}")
-    cnt = np.diff(ip)
-    cnt[r] = np.diff(off)
-    nip = np.zeros(C + 1, np.int64)
-    np.cumsum(cnt, out=nip[1:])
-    nix = np.empty(int(nip[-1]), dtype=ix.dtype)
-    new = np.zeros(nix.size, bool)
-    new[_positions(nip, r)] = True
-    old = np.ones(ix.size, bool)
-    old[_positions(ip, r)] = False
-    nix[~new] = ix[old]
-    nix[new] = v.astype(ix.dtype, copy=False)
+    v = v.astype(ix.dtype, copy=False)
+    T = int(max(1, min(4 * HOST_THREADS, C // CSR_PIECE_ROWS)))
+    bounds = np.linspace(0, C, T + 1).astype(np.int64)
+    at = np.searchsorted(r, bounds)  # the replaced rows of piece p: r[at[p]:at[p + 1]]
+    grown = np.diff(off) - (ip[r + 1].astype(np.int64) - ip[r].astype(np.int64))
+    grew = np.zeros(r.size + 1, np.int64)
+    np.cumsum(grown, out=grew[1:])
+    per = ip[bounds[1:]].astype(np.int64) - ip[bounds[:-1]].astype(np.int64) + grew[at[1:]] - grew[at[:-1]]
+    starts = np.zeros(T + 1, np.int64)
+    np.cumsum(per, out=starts[1:])
+    nip = np.empty(C + 1, np.int64)
+    nip[0] = 0
+    nix = np.empty(int(starts[-1]), dtype=ix.dtype)
+
+    def piece(p):
+        c0, c1, i0, i1 = int(bounds[p]), int(bounds[p + 1]), int(at[p]), int(at[p + 1])
+        e0, e1 = int(ip[c0]), int(ip[c1])
+        lip = np.empty(c1 - c0 + 1, np.int64)  # this piece's new offsets (rows c0..c1)
+        lip[0] = starts[p]
+        cnt = np.diff(ip[c0:c1 + 1]).astype(np.int64)
+        rr = r[i0:i1] - c0
+        cnt[rr] = np.diff(off[i0:i1 + 1])
+        np.cumsum(cnt, out=lip[1:])
+        lip[1:] += starts[p]
+        nip[c0 + 1:c1 + 1] = lip[1:]
+        out = nix[starts[p]:starts[p + 1]]
+        if i1 == i0:
+            out[...] = ix[e0:e1]
+            return
+        keep = np.ones(e1 - e0, bool)
+        keep[_positions(ip, r[i0:i1]) - e0] = False
+        new = np.zeros(out.size, bool)
+        new[_positions(lip, rr) - starts[p]] = True
+        out[~new] = ix[e0:e1][keep]
+        out[new] = v[off[i0]:off[i1]]
+
+    _run_pieces(piece, [(p,) for p in range(T)])
     return nip, nix
 
 
 def _positions(ip, rows) -> np.ndarray:
     """The entry positions of CSR rows ``rows`` (offsets ``ip``), row by row."""
-    lo, hi = ip[rows], ip[rows + 1]
+    lo, hi = ip[rows].astype(np.int64), ip[rows + 1].astype(np.int64)
     k = hi - lo
     if not int(k.sum()):
         return np.zeros(0, np.int64)
