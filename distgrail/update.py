@@ -487,13 +487,14 @@ CHANGED_DATASETS = {"comp": "vertex/component", "dag": "dag", "level": "dag/leve
                     "out": "supports/out", "inn": "supports/in"}
 
 
-def _changed_datasets(be, changed: dict, K: int) -> dict:
-    """The sweep's changed rows by field as host int64 arrays by dataset name (the intervals'
-    rows: the union of ``lo``'s and ``hi``'s; no mask rows without supports)."""
+def _changed_datasets(be, changed: dict, K: int, host: bool = True) -> dict:
+    """The sweep's changed rows by field as int64 arrays by dataset name (the intervals' rows:
+    the union of ``lo``'s and ``hi``'s; no mask rows without supports), on the host (``host``)
+    or left on the device."""
     rows = dict(changed)
     rows["lo"] = unique(be.xp, be.xp.concatenate([rows["lo"], rows.pop("hi")]))
-    return {CHANGED_DATASETS[k]: be.to_host(v).astype(np.int64) for k, v in rows.items()
-            if K or k not in ("out", "inn")}
+    return {CHANGED_DATASETS[k]: be.to_host(v).astype(np.int64) if host else v.astype(be.xp.int64, copy=False)
+            for k, v in rows.items() if K or k not in ("out", "inn")}
 
 
 def _labels(xp, a):

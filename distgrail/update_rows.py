@@ -220,7 +220,7 @@ def _swept_on_device(index, dev, key, report, prev):
         k = xp.asarray(key)
         got, info = sweep_insertions(xp, dev.arr, k // C, k % C, renumber=False)
         dev.arr = None  # (swept in place)
-        changed = _changed_datasets(be, info.pop("changed"), K)
+        changed = _changed_datasets(be, info.pop("changed"), K, host=False)
         report.seconds["swept"] = time.perf_counter() - t1
         _swept_report(report, info, before, dev.decided(got))
         t2 = time.perf_counter()
@@ -230,12 +230,12 @@ def _swept_on_device(index, dev, key, report, prev):
               "labels/intervals": lambda r: xp.stack([got["lo"][:, r], got["hi"][:, r]], axis=-1).astype(dev.iv_dtype),
               "supports/out": lambda r: got["out"][:, r].T, "supports/in": lambda r: got["inn"][:, r].T}
         rows = {}
-        for name, r in changed.items():
-            if name != "dag":
-                r = _union(r, prev.get(name))
-                rows[name] = (r, be.to_host(xp.ascontiguousarray(of[name](xp.asarray(r)))))
-        dr = _union(changed["dag"], prev.get("dag"))
-        dag = (dr, *(be.to_host(x) for x in csr_rows(xp, got["indptr"], got["indices"], xp.asarray(dr))))
+        for name, r in changed.items():  # (joined to the earlier patch's rows there: a sort on the device)
+            if prev.get(name) is not None:
+                r = unique(xp, xp.concatenate([r, xp.asarray(prev[name], dtype=xp.int64)]))
+            rows[name] = (be.to_host(r), None if name == "dag" else be.to_host(xp.ascontiguousarray(of[name](r))))
+            if name == "dag":
+                dag = (rows.pop(name)[0], *(be.to_host(x) for x in csr_rows(xp, got["indptr"], got["indices"], r)))
         ids = be.to_host(got["ids"]) if K else None
         counts = (int(got["indices"].size), L, info.pop("components_by_level"))
         report.seconds["download"] = time.perf_counter() - t2

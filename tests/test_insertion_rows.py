@@ -152,19 +152,20 @@ def test_row_updates_match_bfs_and_the_kept_ids_update_in_a_row(case, supports, 
         assert np.array_equal(got, _bfs(n, S, T, qs, qt)), (name, k)
 
 
-def test_a_second_update_names_the_union_of_both_updates_rows():
+@pytest.mark.parametrize("sweep", ["walks", "arrays"])
+def test_a_second_update_names_the_union_of_both_updates_rows(sweep):
     g = np.random.default_rng(2)
     n = 300
     idx = distgrail.build_index((g.integers(0, n, 600), g.integers(0, n, 600)), num_vertices=n, dims=2,
                                 supports="auto", backend="cpu")
     base = {k: np.array(v) for k, v in idx.arrays.items()}
     up1, _ = insert_rows(Index(idx.meta, {k: np.array(v) for k, v in base.items()}), g.integers(0, n, 20),
-                         g.integers(0, n, 20), rebuild_above=10 ** 9)
+                         g.integers(0, n, 20), rebuild_above=10 ** 9, sweep=sweep)
     mid = apply_rows(base, up1)
     previous = {k: r for k, (r, _) in up1.rows.items()}
     previous["dag"] = up1.dag[0]
     up2, _ = insert_rows(Index(up1.meta, {k: np.array(v) for k, v in mid.items()}), g.integers(0, n, 20),
-                         g.integers(0, n, 20), rebuild_above=10 ** 9, previous=previous)
+                         g.integers(0, n, 20), rebuild_above=10 ** 9, previous=previous, sweep=sweep)
     for k, (r, _) in up1.rows.items():
         assert np.isin(r, up2.rows[k][0]).all(), k
     assert np.isin(up1.dag[0], up2.dag[0]).all()
