@@ -43,12 +43,22 @@ def update_patched(args, idx, src, dst, steps: dict, t0: float, mode):
     up, report = got
     steps["update"] = time.perf_counter() - t
     t = time.perf_counter()
+    marks = []  # (the write's own steps: its rows' checksums, the DAG's rows, the main file)
+
+    def progress(text):
+        marks.append((text, time.perf_counter()))
+        if not args.quiet:
+            print(f"distgrail update: writing the patch: {text}", file=sys.stderr)
+
     try:
         with no_wider_than(mode):
-            write_patched_index(args.output, base, up.meta, up.rows, dag=up.dag, whole=up.whole)
+            write_patched_index(args.output, base, up.meta, up.rows, dag=up.dag, whole=up.whole, progress=progress)
     except PatchNotPossible as e:
         return _whole(args, distgrail.open_index(args.index), str(e))
-    steps["write"] = time.perf_counter() - t
+    end = time.perf_counter()
+    steps["write"] = end - t
+    for (text, at), nxt in zip(marks, [m[1] for m in marks[1:]] + [end]):
+        steps[f"write {text}"] = nxt - at
     if mode is not None:
         keep_mode([args.output], mode)
     rows = max((int(r.size) for r, _ in up.rows.values()), default=0)
