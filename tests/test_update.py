@@ -231,10 +231,13 @@ MPIEXEC = os.path.join(os.path.dirname(sys.executable), "mpiexec")
 
 
 @pytest.mark.skipif(not os.access(MPIEXEC, os.X_OK), reason=f"no {MPIEXEC} (PyPI mpich)")
-@pytest.mark.parametrize("ranks", [2, 3])
-def test_the_command_under_mpi(tmp_path, ranks):
-    """``mpiexec -n 2|3 ... update``: rank 0 updates, every rank exits with its status; the index
-    answers as BFS over the graph plus the edges; a bad edge: status 2, one message, no file."""
+@pytest.mark.parametrize("ranks,layout", [(2, "keep"), (3, "keep"), (2, "patch"), (3, "patch")])
+def test_the_command_under_mpi(tmp_path, ranks, layout):
+    """``mpiexec -n 2|3 ... update [--layout patch]``: rank 0 updates, every rank exits with its
+    status; the index (a patch over the base, with ``patch``) answers as BFS over the graph plus
+    the edges; a bad edge: status 2, one message, no file."""
+    from distgrail.indexfile import patch_base
+
     from conftest import ROOT
 
     g = generate("paper", 300, 3, seed=7)
@@ -246,9 +249,10 @@ def test_the_command_under_mpi(tmp_path, ranks):
     env = {k: v for k, v in os.environ.items() if not k.startswith(("PMI_", "OMPI_", "HYDRA_", "MPI_", "SLURM_"))}
     env.update(PYTHONPATH=ROOT + os.pathsep + os.environ.get("PYTHONPATH", ""), MPIEXEC_TIMEOUT="90")
     run = [MPIEXEC, "-n", str(ranks), sys.executable, "-m", "mpi4py", "-m", "distgrail", "update", base, "--add"]
-    r = subprocess.run(run + [str(edges), "-o", out, "--backend", "cpu", "--quiet"], capture_output=True, text=True,
-                       env=env, timeout=120)
+    r = subprocess.run(run + [str(edges), "-o", out, "--backend", "cpu", "--quiet", "--layout", layout],
+                       capture_output=True, text=True, env=env, timeout=120)
     assert r.returncode == 0, r.stderr
+    assert (patch_base(out) is not None) == (layout == "patch")
     _check(distgrail.open_index(out), g.src, g.dst, g.n, s, t,
            (rng.integers(0, g.n, 3000), rng.integers(0, g.n, 3000)))
     (tmp_path / "bad.txt").write_text(f"1 {g.n}\n")

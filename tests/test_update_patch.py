@@ -196,3 +196,42 @@ def test_rows_and_csr_rows_replaced_in_pieces_equal_one_row_at_a_time(piece, mon
             want[:, c] = vals[:, i]
         patch_read.replace_rows(iv, "labels/intervals", r, vals)
         assert np.array_equal(iv, want)
+
+
+def test_serve_answers_from_a_patched_index_and_takes_edges_on_it(graph, tmp_path, capsys):
+    """``distgrail serve`` of a patched index (real HTTP clients): its answers are BFS's over the
+    graph plus the patch's edges; ``POST /edges`` then adds more, answered from the next batch."""
+    import io
+    import json as _json
+
+    from distgrail.bfs import bfs_reachable, csr_of
+    from distgrail.io.graph import EdgeGraph
+    from test_server import TOKEN, Server, _npy
+    from test_server_updates import _send
+
+    g, base, edges = graph
+    (e0, s0, t0), (_, s1, t1) = edges[:2]
+    out = str(tmp_path / "served.h5")
+    assert main(["update", base, "--add", e0, "-o", out, "--layout", "patch", "--quiet", "--backend", "cpu"]) == 0
+    assert patch_base(out) is not None
+    qs, qt = _pairs(g, 11)
+    pairs = np.stack([qs, qt], 1)
+
+    def bfs(S, T):
+        return bfs_reachable(*csr_of(EdgeGraph(g.n, np.r_[g.src, S].astype(np.int64), np.r_[g.dst, T].astype(np.int64))),
+                             qs, qt)
+
+    assert (bfs(s0, t0) != bfs(np.r_[s0, s1], np.r_[t0, t1])).any()  # (the versions can be told apart)
+    assert (bfs(s0, t0) != bfs(s0[:0], t0[:0])).any()
+    tok = tmp_path / "token"
+    tok.write_text(TOKEN + "\n")
+    srv = Server(out, "--token-file", str(tok))
+    try:
+        status, body = _send(srv.url, "/query", _npy(pairs))
+        assert status == 200 and np.array_equal(np.load(io.BytesIO(body)), bfs(s0, t0))
+        status, body = _send(srv.url, "/edges", _npy(np.stack([s1, t1], 1)))
+        assert status == 200 and _json.loads(body)["given"] == 40
+        status, body = _send(srv.url, "/query", _npy(pairs))
+        assert status == 200 and np.array_equal(np.load(io.BytesIO(body)), bfs(np.r_[s0, s1], np.r_[t0, t1]))
+    finally:
+        assert srv.stop() == 0, srv.lines
