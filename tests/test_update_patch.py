@@ -235,3 +235,24 @@ def test_serve_answers_from_a_patched_index_and_takes_edges_on_it(graph, tmp_pat
         assert status == 200 and np.array_equal(np.load(io.BytesIO(body)), bfs(np.r_[s0, s1], np.r_[t0, t1]))
     finally:
         assert srv.stop() == 0, srv.lines
+
+
+def test_a_base_that_cannot_be_linked_is_written_whole_and_said(graph, tmp_path, capsys, monkeypatch):
+    """The base's hard link refused (another file system, no permission): the update is written
+    whole instead, the reason on stderr, the index exact; no link or temporary is left."""
+    import errno
+
+    g, base, edges = graph
+    e0, s0, t0 = edges[0]
+
+    def refuse(src, dst, *a, **k):
+        raise OSError(errno.EXDEV, os.strerror(errno.EXDEV), src)
+
+    monkeypatch.setattr(os, "link", refuse)
+    out = str(tmp_path / "whole.h5")
+    assert main(["update", base, "--add", e0, "-o", out, "--layout", "patch", "--backend", "cpu"]) == 0
+    err = capsys.readouterr().err
+    assert "cannot link the base" in err and "the index is written whole" in err
+    assert patch_base(out) is None
+    assert sorted(os.listdir(tmp_path)) == ["base.h5", "e0.txt", "e1.txt", "e2.txt", "whole.h5"]
+    _check(distgrail.open_index(out), g.src, g.dst, g.n, s0, t0, _pairs(g))
