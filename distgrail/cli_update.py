@@ -3,9 +3,10 @@ reading the original graph again (:mod:`distgrail.update`); without ``-o`` the i
 in place (written beside it, then renamed over it: a failure leaves it as it was). ``distgrail
 update --server URL --add EDGES``: the edges sent to a running ``distgrail serve`` (``POST
 /edges``), which serves the graph plus them from its next batch on (its file is left as it was).
-The updated index keeps the layout of ``INDEX`` (a split index stays split, with as many parts) unless
-``--layout``/``--parts`` say otherwise: writing several part files side by side is the faster
-write for a large index (docs/benchmarks.md). Kept apart
+The updated index keeps the layout of ``INDEX`` (a split index stays split, with as many parts; a
+patched one stays patched) unless ``--layout``/``--parts`` say otherwise; ``--layout patch``
+writes only the rows the update changed over ``INDEX`` (:mod:`distgrail.cli_update_patch`), the
+fastest write of a large index (docs/benchmarks.md). Kept apart
 from :mod:`distgrail.cli` for size; under MPI rank 0 alone works (``one_process``)."""
 
 from __future__ import annotations
