@@ -25,7 +25,7 @@ def update_patched(args, idx, src, dst, steps: dict, t0: float, mode):
     import distgrail
 
     from .indexfile import PatchNotPossible, patch_base, write_patched_index
-    from .indexfile.patch_read import patch_rows
+    from .indexfile.patch_read import dataset_crcs, patch_rows
     from .update import UPDATES
     from .update_rows import insert_rows
 
@@ -50,9 +50,14 @@ def update_patched(args, idx, src, dst, steps: dict, t0: float, mode):
         if not args.quiet:
             print(f"distgrail update: writing the patch: {text}", file=sys.stderr)
 
+    prior = None
+    if up.intact:  # the rows' values before the update are in memory: the blocks' checksums from the changes
+        crcs = dataset_crcs(args.index)
+        prior = {name: (idx.arrays[name], *crcs[name]) for name in up.rows if name in crcs}
     try:
         with no_wider_than(mode):
-            write_patched_index(args.output, base, up.meta, up.rows, dag=up.dag, whole=up.whole, progress=progress)
+            write_patched_index(args.output, base, up.meta, up.rows, dag=up.dag, whole=up.whole, progress=progress,
+                                prior=prior)
     except PatchNotPossible as e:
         return _whole(args, distgrail.open_index(args.index), str(e))
     end = time.perf_counter()

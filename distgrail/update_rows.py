@@ -38,12 +38,15 @@ class RowsUpdate:
     (or, with ``previous``, to their base): ``rows`` {dataset: (sorted int64 rows, values)}
     along the component axis (axis 1 of ``labels/intervals``, axis 0 of the others),
     ``dag`` (rows, indptr, indices) the DAG rows written again as a CSR over those rows,
-    ``whole`` small datasets written whole, ``meta`` the new root attributes."""
+    ``whole`` small datasets written whole, ``meta`` the new root attributes; ``intact``: the
+    index's host arrays are as they were before the update (the array sweep, or nothing swept),
+    so they may stand for the rows' values before it (``write_patched_index(prior=...)``)."""
 
     meta: dict
     rows: dict = field(default_factory=dict)
     dag: tuple | None = None
     whole: dict = field(default_factory=dict)
+    intact: bool = False
 
 
 def _gathered(a, cu, cv):
@@ -125,17 +128,17 @@ def insert_rows(index, sources, targets, *, backend: str = "cpu", rebuild_above:
         dag = (prev["dag"], *csr_rows(np, a["dag/indptr"], a["dag/indices"], prev["dag"])) if "dag" in prev else None
         counts = (int(index.meta.get("n_dag_edges", a["dag/indices"].size)), int(index.meta["n_levels"]),
                   int(index.meta.get("components_by_level", 1)))
-        return _rows_update(index, report, s, t, rows, dag, a.get("supports/ids"), counts, t0)
+        return _rows_update(index, report, s, t, rows, dag, a.get("supports/ids"), counts, t0, True)
     key = unique(np, cs[new] * index.C + ct[new])
     if key.size > limit:
         return None
     swept = (_swept_on_device if dev is not None else _swept_on_host)(index, dev, key, report, prev)
     if swept is None:
         return None
-    return _rows_update(index, report, s, t, *swept, t0)
+    return _rows_update(index, report, s, t, *swept, t0, dev is not None)
 
 
-def _rows_update(index, report, s, t, rows, dag, ids, counts, t0):
+def _rows_update(index, report, s, t, rows, dag, ids, counts, t0, intact):
     """The :class:`RowsUpdate` of ``rows``, ``dag``, the support ``ids`` and ``counts`` (DAG
     edges, levels, components numbered by level) after an update of ``index`` by the edges
     ``s -> t`` (``report`` filled): its root attributes and the datasets written whole."""
@@ -152,7 +155,7 @@ def _rows_update(index, report, s, t, rows, dag, ids, counts, t0):
     if index.supports:
         whole["supports/ids"] = np.asarray(ids).astype(a["supports/ids"].dtype)
     report.seconds["total"] = time.perf_counter() - t0
-    return RowsUpdate(meta=meta, rows=rows, dag=dag, whole=whole), report
+    return RowsUpdate(meta=meta, rows=rows, dag=dag, whole=whole, intact=intact), report
 
 
 def _swept_on_host(index, dev, key, report, prev):

@@ -256,3 +256,110 @@ def test_a_base_that_cannot_be_linked_is_written_whole_and_said(graph, tmp_path,
     assert patch_base(out) is None
     assert sorted(os.listdir(tmp_path)) == ["base.h5", "e0.txt", "e1.txt", "e2.txt", "whole.h5"]
     _check(distgrail.open_index(out), g.src, g.dst, g.n, s0, t0, _pairs(g))
+
+
+@pytest.mark.parametrize("shape,dtype,axis1", [((5000, 3), np.uint64, False), ((3, 4000, 2), np.int32, True),
+                                               ((7001,), np.uint8, False), ((2, 1, 2), np.int32, True)])
+def test_block_checksums_from_the_changes_equal_checksumming_the_blocks(shape, dtype, axis1, monkeypatch):
+    """``_crcs_from_changes`` (CRC-32 linear in the data: the old block CRC-32 and the changed
+    bytes alone) gives zlib's CRC-32 of every block of the patched array, for rows that straddle
+    blocks (24-byte rows, 4 KiB blocks), rows along axis 1 over several dimensions, one-byte
+    rows, unchanged rows among the changed and blocks with no row."""
+    import zlib
+
+    from distgrail.indexfile import patch as patch_mod
+    from distgrail.indexfile.patch import _crcs_from_changes, _flat
+
+    monkeypatch.setattr(patch_mod, "ROW_BYTES", 0)  # (always the changes' path; its choice: below)
+    rng = np.random.default_rng(len(shape))
+    name = "labels/intervals" if axis1 else "x"
+    old = rng.integers(0, 200, shape).astype(dtype)
+    C = shape[1] if axis1 else shape[0]
+    dims = shape[0] if axis1 else 1
+    rows = np.sort(rng.choice(C, max(1, C // 9), replace=False)).astype(np.int64)
+    new = old.copy()
+    vals = rng.integers(0, 200, (shape[0], rows.size, *shape[2:]) if axis1 else (rows.size, *shape[1:])).astype(dtype)
+    vals.reshape(-1)[::3] = (old[:, rows] if axis1 else old[rows]).reshape(-1)[::3]  # (some bytes unchanged)
+    if axis1:
+        new[:, rows] = vals
+    else:
+        new[rows] = vals
+    block = 4096
+    nbytes = old.nbytes
+    n_blocks = -(-nbytes // block)
+
+    def crcs(a):
+        raw = a.reshape(-1).view(np.uint8).tobytes()
+        return [zlib.crc32(raw[k * block:(k + 1) * block]) for k in range(n_blocks)]
+
+    rb = _flat(old, name).shape[1] * old.dtype.itemsize
+    got = _crcs_from_changes(old, rows, vals.reshape(dims, rows.size, -1), (old, block, np.array(crcs(old), np.uint32)),
+                             block, n_blocks, dims, C, rb)
+    assert got == crcs(new)
+    # a prior that does not fit is not used: the caller reads the blocks
+    assert _crcs_from_changes(old, rows, vals, (old, block * 2, crcs(old)), block, n_blocks, dims, C, rb) is None
+    assert _crcs_from_changes(old, rows, vals, (old.astype(np.int64), block, crcs(old)), block, n_blocks, dims, C,
+                              rb) is None
+
+
+def test_a_patch_written_from_the_changes_equals_one_written_from_the_blocks(graph, tmp_path, monkeypatch):
+    """``write_patched_index(prior=...)`` (the array sweep's rows; the blocks' checksums from the
+    index in memory and its stored CRC-32s) writes the same checksums and seals as without it,
+    over a whole index and again over the patched one."""
+    import h5py
+
+    from distgrail.index import Index
+    from distgrail.indexfile import write_patched_index
+    from distgrail.indexfile.patch_read import dataset_crcs
+    from distgrail.indexfile import patch as patch_mod
+    from distgrail.update_rows import insert_rows
+
+    monkeypatch.setattr(patch_mod, "ROW_BYTES", 0)  # (a small index: the changes' path by force)
+    used = []
+    real = patch_mod._crcs_from_changes
+    monkeypatch.setattr(patch_mod, "_crcs_from_changes", lambda *a: used.append(real(*a)) or used[-1])
+    g, base, edges = graph
+    src, prev = base, None
+    for step, (_, s, t) in enumerate(edges[:2]):
+        idx = distgrail.open_index(src)
+        keep = {k: np.array(v) for k, v in idx.arrays.items()}
+        up, _ = insert_rows(Index(idx.meta, keep), s, t, sweep="arrays", rebuild_above=10 ** 9, previous=prev)
+        assert up.intact and up.rows
+        crcs = dataset_crcs(src)
+        prior = {name: (keep[name], *crcs[name]) for name in up.rows}
+        outs = []
+        for with_prior in (False, True):
+            out = str(tmp_path / f"s{step}-{int(with_prior)}.h5")
+            write_patched_index(out, patch_base(src) or src, up.meta, up.rows, dag=up.dag, whole=up.whole,
+                                prior=prior if with_prior else None)
+            outs.append(out)
+        with h5py.File(outs[0], "r") as a, h5py.File(outs[1], "r") as b:
+            named = [n for n in up.rows if f"patch/{n}" in a]  # (rows of no change are not written)
+            assert "labels/intervals" in named and named == [n for n in up.rows if f"patch/{n}" in b]
+            for name in named:
+                ga, gb = a[f"patch/{name}"].attrs, b[f"patch/{name}"].attrs
+                assert np.array_equal(ga["crc32"], gb["crc32"]) and ga["crc32_block"] == gb["crc32_block"], name
+            assert a.attrs["crc32_of_datasets"] == b.attrs["crc32_of_datasets"]
+        _check(distgrail.open_index(outs[1]), g.src, g.dst, g.n, np.concatenate([e[1] for e in edges[:step + 1]]),
+               np.concatenate([e[2] for e in edges[:step + 1]]), _pairs(g))
+        assert used and all(u is not None for u in used)  # (the changes' path, not the blocks read)
+        used.clear()
+        src, prev = outs[1], patch_rows(outs[1])
+
+
+def test_the_changes_path_is_taken_for_few_rows_in_a_large_dataset_only(monkeypatch):
+    """A few changed rows in many blocks: their CRC-32s from the changes (each row far cheaper than
+    a block read); a row in every few bytes of every block: the blocks read (None)."""
+    from distgrail.indexfile.patch import ROW_BYTES, _crcs_from_changes
+
+    block, n_blocks = 1 << 22, 1000
+    base = np.zeros((n_blocks * block // 8,), np.uint64)  # (pages never touched: zeros)
+    few = np.arange(0, base.size, base.size // 50, dtype=np.int64)[:50]
+    got = _crcs_from_changes(base, few, np.ones((1, few.size, 1), np.uint64), (base, block, np.zeros(n_blocks, np.uint32)),
+                             block, n_blocks, 1, base.size, 8)
+    assert got is not None and len(got) == n_blocks
+    n_blocks = 4
+    base = base[:n_blocks * block // 8]
+    dense = np.arange(0, base.size, block // 8 // (2 * (block // ROW_BYTES)), dtype=np.int64)  # (2x the break-even)
+    assert _crcs_from_changes(base, dense, np.ones((1, dense.size, 1), np.uint64),
+                              (base, block, np.zeros(n_blocks, np.uint32)), block, n_blocks, 1, base.size, 8) is None

@@ -79,7 +79,7 @@ __all__ = ["write_patched_index", "patch_base", "PatchNotPossible"]
 
 
 def write_patched_index(path, base, attrs: dict, rows: dict, dag=None, whole: dict | None = None,
-                        progress=None) -> None:
+                        progress=None, prior: dict | None = None) -> None:
     """Write the index at ``path`` as patches over the un-patched one-file index ``base``
     (module doc). ``attrs``: the new index's root attributes (all of them, as
     :func:`~distgrail.indexfile.write.write_index_file` takes ``meta``); ``rows``: ``{dataset:
@@ -88,7 +88,11 @@ def write_patched_index(path, base, attrs: dict, rows: dict, dag=None, whole: di
     None or ``(rows, indptr, indices)``, those DAG rows' new entries (``indptr``: ``len(rows) + 1``
     offsets from 0); ``whole``: datasets written whole in the main file. Rows are relative to the
     base (every update's since it, for a base already patched: pass ``patch_base(path)``).
-    ``progress(text)``: told each step. :class:`PatchNotPossible` (before anything is written):
+    ``progress(text)``: told each step. ``prior``: ``{dataset: (array, crc32_block, crc32)}``, the
+    whole dataset as it was before this update (the index the update read, in memory) and the
+    block CRC-32s of those bytes: the patched blocks' CRC-32s are then made from the changed bytes
+    alone (:mod:`~distgrail.indexfile.crc_delta_jit`), without reading the base's blocks (a
+    ``prior`` of another shape, type or block size is not used). :class:`PatchNotPossible` (before anything is written):
     no hard link of ``base`` can be made beside ``path``, or ``base`` cannot be patched (split, of
     an earlier release, other vertex or component counts or dims): write the index whole."""
     path, base = os.fspath(path), os.fspath(base)
@@ -99,12 +103,12 @@ def write_patched_index(path, base, attrs: dict, rows: dict, dag=None, whole: di
         dag = None
     src = _Base(path, base)
     try:
-        _write(path, base, attrs, rows, dag, whole, say, src)
+        _write(path, base, attrs, rows, dag, whole, say, src, prior or {})
     finally:
         src.close()
 
 
-def _write(path, base, attrs, rows, dag, whole, say, src) -> None:
+def _write(path, base, attrs, rows, dag, whole, say, src, prior) -> None:
     """:func:`write_patched_index`'s work over the open base ``src``."""
     types = stored_types(attrs)
     for k in ("n_vertices", "n_components", "dims"):
@@ -129,7 +133,7 @@ def _write(path, base, attrs, rows, dag, whole, say, src) -> None:
                 data[f"{PATCH_GROUP}/{name}/rows"], data[f"{PATCH_GROUP}/{name}/values"] = r, v
                 groups[name] = _group("rows", src, name, src.shape(name),
                                       _patched_crcs(src.array(name), name, r, v, pool, src.entries[name],
-                                                    src.fd, src.at[name][2]))
+                                                    src.fd, src.at[name][2], prior.get(name)))
                 continue
             full = _cast(path, name, src.array(name), t)  # a new stored type: written whole
             if name in rows:
@@ -243,12 +247,14 @@ def _flat(a, name):
     return a.reshape(-1, 2) if name in AXIS1 else a.reshape(a.shape[0], -1)
 
 
-def _patched_crcs(base, name, rows, values, pool, had, fd=None, at=None):
+def _patched_crcs(base, name, rows, values, pool, had, fd=None, at=None, prior=None):
     """``(block, CRC-32 of every block)`` of dataset ``base`` with ``rows`` set to ``values``: the
     blocks a patched row touches computed over the patched bytes, the others the base's own
     (``had``: its entry), or from its bytes where it has none. Every block is one task of ``pool``
     (find its rows, copy, scatter, CRC-32): no pass over all the rows on one thread.
-    ``fd``, ``at``: the base file open and the dataset's offset in it (blocks read, not mapped)."""
+    ``fd``, ``at``: the base file open and the dataset's offset in it (blocks read, not mapped).
+    ``prior``: ``(array, block, crc32s)`` of the dataset before the update: every block's CRC-32
+    from the changed bytes alone (:func:`_crcs_from_changes`) where it fits."""
     nbytes = int(base.nbytes)
     if not nbytes:
         return None
@@ -258,8 +264,11 @@ def _patched_crcs(base, name, rows, values, pool, had, fd=None, at=None):
     dims, C = (base.shape[0], base.shape[1]) if name in AXIS1 else (1, flat.shape[0])
     vals = values.reshape(dims, rows.size, -1)
     rb = flat.shape[1] * flat.dtype.itemsize
-    raw = memoryview(np.asarray(base).reshape(-1).view(np.uint8))
     n_blocks = -(-nbytes // block)
+    got = _crcs_from_changes(base, rows, vals, prior, block, n_blocks, dims, C, rb) if prior is not None else None
+    if got is not None:
+        return block, got
+    raw = memoryview(np.asarray(base).reshape(-1).view(np.uint8))
     old = np.asarray(had[3]) if had[3] is not None and had[2] is not None and int(had[2]) == block else None
     old = old if old is not None and old.shape == (n_blocks,) else None
 
@@ -281,6 +290,45 @@ def _patched_crcs(base, name, rows, values, pool, had, fd=None, at=None):
         return crc32(memoryview(chunk.reshape(-1).view(np.uint8))[b0 - r0 * rb:b1 - r0 * rb])
 
     return block, list(pool.map(one, range(n_blocks)))
+
+
+#: bytes of a block read, patched and checksummed that cost about as much as one changed row's
+#: CRC-32 from its bytes alone (:func:`_crcs_from_changes`; docs/benchmarks.md, session 57): the
+#: changes' path is taken when its rows cost less than the blocks they touch
+ROW_BYTES = 600
+
+
+def _crcs_from_changes(base, rows, vals, prior, block, n_blocks, dims, C, rb):
+    """The CRC-32 of every block of ``base`` with ``rows`` set to ``vals`` (``(dims, len(rows),
+    ...)``), from ``prior`` (the array before, its block size and CRC-32s) and the changed bytes
+    alone, over the host threads; None when ``prior`` does not fit (shape, type, block size, not
+    contiguous), when the rows would cost more than reading the blocks they touch (at most one
+    a row; :data:`ROW_BYTES`) or numba is not there (the caller reads the blocks instead): a few
+    rows in a large dataset take this path, an update that touches every block does not."""
+    from ..arrays import HOST_THREADS, _run_pieces
+    from ..jit import load
+
+    flat_rows = rows.size * dims
+    if flat_rows * ROW_BYTES > min(flat_rows, n_blocks) * block:
+        return None
+    ref, pblock, crcs = prior
+    ref, crcs = np.asarray(ref), np.asarray(crcs) if crcs is not None else None
+    if (ref.shape != base.shape or ref.dtype != base.dtype or not ref.flags.c_contiguous or pblock is None
+            or int(pblock) != block or crcs is None or crcs.shape != (n_blocks,)):
+        return None
+    jit = load("distgrail.indexfile.crc_delta_jit", "patch checksums", warn=False)
+    if jit is None:
+        return None
+    tab = jit.table()
+    shifts = jit.zero_shifts(block, tab)
+    new = np.ascontiguousarray(vals).view(np.uint8).reshape(dims, rows.size, rb)
+    out = np.empty(n_blocks, np.int64)
+    T = max(1, min(4 * HOST_THREADS, n_blocks))
+    cuts = [k * n_blocks // T for k in range(T + 1)]
+    _run_pieces(jit.block_crcs, [(cuts[k], cuts[k + 1], crcs.astype(np.int64), np.asarray(rows, np.int64), dims, C,
+                                  rb, new, ref.reshape(-1).view(np.uint8), block, int(base.nbytes), tab, shifts, out)
+                                 for k in range(T)])
+    return [int(x) for x in out]
 
 
 def _dag(path, attrs, dag, src, types, data, groups, pool) -> None:

@@ -20,7 +20,7 @@ from .bases import (PATCH_BASE, PATCH_BASE_ATTRS, PATCH_BASE_SEAL, PATCH_BUILD, 
                     base_path, patch_seal)
 from .layout import ATTRS_SEAL, FORMAT, SEAL, entry, root_attrs
 
-__all__ = ["Patch", "patch_of", "patch_rows", "AXIS1", "replace_rows", "csr_rows_replaced", "group_entry"]
+__all__ = ["Patch", "patch_of", "patch_rows", "dataset_crcs", "AXIS1", "replace_rows", "csr_rows_replaced", "group_entry"]
 
 #: datasets whose rows run along axis 1 (``(dims, C, 2)``); every other one's along axis 0
 AXIS1 = ("labels/intervals",)
@@ -168,6 +168,41 @@ class Patch:
         except ValueError as e:
             self._bad(f"patch /{g}: {e}")
         return int(r.size)
+
+
+def dataset_crcs(path) -> dict:
+    """``{dataset: (crc32_block, crc32)}`` of the one-file or patched index at ``path`` as read
+    (a patched one's: its base's, then the main file's whole datasets' and its patch groups'): the
+    block CRC-32s of the arrays a reader gets; datasets without checksums left out."""
+    import h5py
+
+    def crcs(f):
+        out = {}
+
+        def take(name, obj):
+            if isinstance(obj, h5py.Dataset) and not name.startswith(PATCH_GROUP + "/"):
+                e = entry(obj)[0]
+                if e[3] is not None:
+                    out[name] = (e[2], np.asarray(e[3]))
+
+        f.visititems(take)
+        return out
+
+    try:
+        with h5py.File(path, "r") as f:
+            mine, patch = crcs(f), patch_of(f, path)
+        if patch is None:
+            return mine
+        with h5py.File(patch.base, "r") as f:
+            out = crcs(f)
+    except (OSError, ValueError, KeyError, RuntimeError, TypeError) as e:
+        raise IndexFormatError(f"{path}: damaged index: its checksums cannot be read (HDF5: {e})") from None
+    out.update(mine)
+    for name, g in patch.groups.items():
+        e = group_entry(g)
+        if e[3] is not None:
+            out[name] = (e[2], np.asarray(e[3]))
+    return out
 
 
 def patch_rows(path) -> dict:
