@@ -83,9 +83,9 @@ def _decided(a, comp_of, n) -> int:
 def insert_rows(index, sources, targets, *, backend: str = "cpu", rebuild_above: int | None = None,
                 previous: dict | None = None, sweep: str = "auto"):
     """``(RowsUpdate, UpdateReport)`` for the edges ``sources[i] -> targets[i]`` (module doc), or
-    None. On the CPU backend ``index``'s arrays are changed in place (levels, intervals, masks): it
-    is spent; on a GPU backend they go up once and are left as they were, and only the changed rows
-    come down. ``previous``: {dataset: sorted rows} a patch over the same base already holds
+    None. The compiled walks change ``index``'s arrays in place (levels, intervals, masks): it is
+    spent; the array sweep leaves them as they were (on a GPU they go up once and only the changed
+    rows come down; :attr:`RowsUpdate.intact`). ``previous``: {dataset: sorted rows} a patch over the same base already holds
     (``"dag"`` for its DAG rows; :func:`~distgrail.indexfile.patch_read.patch_rows`): the rows
     returned are the union, their values the new ones. An update that adds no DAG edge returns
     those rows (their values as ``index`` holds them) and the edges' record. ``sweep``: ``"arrays"``
