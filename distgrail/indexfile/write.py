@@ -310,6 +310,7 @@ def remove_orphans(path, keep=()) -> list:
     renamed into place until its main file has landed. So a part seen in a first listing is
     judged by a second one (its writer's marker, made before the part was renamed, is seen, or
     has gone only once the main file landed) and by the index files of a third (that main file)."""
+    from ..io.atomic import remove_names
     from .bases import remove_bases
     from .layout import _part_files, builds_carried, root_attrs
 
@@ -322,11 +323,8 @@ def remove_orphans(path, keep=()) -> list:
     keep = {str(b) for b in keep if b}
     tags, busy, dead = _in_flight(names, temp)
     tags |= {b[:8] for b in keep}
-    gone = []
-    for n in (n for n, tag in dead if tag not in tags):  # (a live marker's: a rank's temporary on another node)
-        with contextlib.suppress(OSError):
-            os.remove(os.path.join(d, n))
-            gone.append(n)
+    # (a live marker's: a rank's temporary on another node)
+    gone = remove_names(d, [n for n, tag in dead if tag not in tags])
     gone += remove_bases(path, tags)  # (a patched index's base links no index file names: indexfile.bases)
     parts = {os.path.basename(p): p for _, p in _part_files(path, names)
              if os.path.basename(p)[len(base) + 1:][:8] not in tags}
