@@ -188,6 +188,23 @@ def _mark(x, bit, flag, front, nf, changed, nc):
 
 
 @njit(nogil=True)
+def _marked(x, bit, flag, nxt, nn, changed, nc):
+    """:func:`_mark` into growing lists: ``x`` into the next front ``nxt`` (once) and the changed
+    rows (once, by the sweep's ``bit``); ``(nxt, nn, changed, nc)``, grown where full."""
+    if not flag[x] & bit:
+        flag[x] |= bit
+        changed = _grow(changed, nc)
+        changed[nc] = x
+        nc += 1
+    if not flag[x] & F_NEXT:
+        flag[x] |= F_NEXT
+        nxt = _grow(nxt, nn)
+        nxt[nn] = x
+        nn += 1
+    return nxt, nn, changed, nc
+
+
+@njit(nogil=True)
 def push_down(pa, pb, level, inn, top, flag, front, changed):
     """The new edges' own push (``pb`` takes from ``pa``, mapped ids): (front size, changed
     count), or (-1, 0) when a level passes ``top``. ``front``/``changed`` hold ``pa.size``."""
@@ -244,16 +261,7 @@ def down_sweep(front, ip, ix, rw_rows, rw_ptr, rw_idx, level, inn, top, flag, ch
                 if moved < 0:
                     return -1, pushes, nc, changed, cur[:0]
                 if moved:
-                    if not flag[x] & F_DOWN:
-                        flag[x] |= F_DOWN
-                        changed = _grow(changed, nc)
-                        changed[nc] = x
-                        nc += 1
-                    if not flag[x] & F_NEXT:
-                        flag[x] |= F_NEXT
-                        nxt = _grow(nxt, nn)
-                        nxt[nn] = x
-                        nn += 1
+                    nxt, nn, changed, nc = _marked(x, F_DOWN, flag, nxt, nn, changed, nc)
         for i in range(nn):
             flag[nxt[i]] &= ~F_NEXT
         cur, nxt, ncur = nxt, cur, nn
@@ -293,16 +301,7 @@ def up_sweep(front, rip, rix, mem, rep, by_rep, mem_of, head_b, head_a, lo, hi, 
                         continue
                     pushes += 1
                     if _up_one(c, p, lo, hi, out):
-                        if not flag[p] & F_UP:
-                            flag[p] |= F_UP
-                            changed = _grow(changed, nc)
-                            changed[nc] = p
-                            nc += 1
-                        if not flag[p] & F_NEXT:
-                            flag[p] |= F_NEXT
-                            nxt = _grow(nxt, nn)
-                            nxt[nn] = p
-                            nn += 1
+                        nxt, nn, changed, nc = _marked(p, F_UP, flag, nxt, nn, changed, nc)
                 if flag[x] & F_HEAD:
                     k = np.searchsorted(head_b, x)
                     while k < head_b.size and head_b[k] == x:
@@ -312,16 +311,7 @@ def up_sweep(front, rip, rix, mem, rep, by_rep, mem_of, head_b, head_a, lo, hi, 
                             continue
                         pushes += 1
                         if _up_one(c, p, lo, hi, out):
-                            if not flag[p] & F_UP:
-                                flag[p] |= F_UP
-                                changed = _grow(changed, nc)
-                                changed[nc] = p
-                                nc += 1
-                            if not flag[p] & F_NEXT:
-                                flag[p] |= F_NEXT
-                                nxt = _grow(nxt, nn)
-                                nxt[nn] = p
-                                nn += 1
+                            nxt, nn, changed, nc = _marked(p, F_UP, flag, nxt, nn, changed, nc)
         for i in range(nn):
             flag[nxt[i]] &= ~F_NEXT
         cur, nxt, ncur = nxt, cur, nn
@@ -429,16 +419,7 @@ def down_consume(tgt, slot, a, b, snap_l, snap_m, level, inn, top, flag, nxt, nn
                 inn[x, w] = v
                 moved = 1
         if moved:
-            if not flag[x] & F_DOWN:
-                flag[x] |= F_DOWN
-                changed = _grow(changed, nc)
-                changed[nc] = x
-                nc += 1
-            if not flag[x] & F_NEXT:
-                flag[x] |= F_NEXT
-                nxt = _grow(nxt, nn)
-                nxt[nn] = x
-                nn += 1
+            nxt, nn, changed, nc = _marked(x, F_DOWN, flag, nxt, nn, changed, nc)
     return nn, nc, nxt, changed
 
 
@@ -517,16 +498,7 @@ def up_consume(tgt, slot, a, b, snap_lo, snap_hi, snap_o, lo, hi, out, flag, nxt
                 out[p, w] = v
                 moved = 1
         if moved:
-            if not flag[p] & F_UP:
-                flag[p] |= F_UP
-                changed = _grow(changed, nc)
-                changed[nc] = p
-                nc += 1
-            if not flag[p] & F_NEXT:
-                flag[p] |= F_NEXT
-                nxt = _grow(nxt, nn)
-                nxt[nn] = p
-                nn += 1
+            nxt, nn, changed, nc = _marked(p, F_UP, flag, nxt, nn, changed, nc)
     return nn, nc, nxt, changed
 
 
