@@ -325,9 +325,9 @@ def _crcs_from_changes(base, rows, vals, prior, block, n_blocks, dims, C, rb):
     out = np.empty(n_blocks, np.int64)
     T = max(1, min(4 * HOST_THREADS, n_blocks))
     cuts = [k * n_blocks // T for k in range(T + 1)]
-    _run_pieces(jit.block_crcs, [(cuts[k], cuts[k + 1], crcs.astype(np.int64), np.asarray(rows, np.int64), dims, C,
-                                  rb, new, ref.reshape(-1).view(np.uint8), block, int(base.nbytes), tab, shifts, out)
-                                 for k in range(T)])
+    args = (crcs.astype(np.int64), np.asarray(rows, np.int64), dims, C, rb, new, ref.reshape(-1).view(np.uint8),
+            block, int(base.nbytes), tab, shifts, out)  # (made once, shared by every piece)
+    _run_pieces(jit.block_crcs, [(cuts[k], cuts[k + 1], *args) for k in range(T)])
     return [int(x) for x in out]
 
 
