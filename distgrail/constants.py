@@ -105,6 +105,11 @@ PSW_NO_LOOP = 0
 PSW_ALIVE = 1
 PSW_SAME = 2
 
+#: zlib's CRC-32 polynomial, bits reflected (kernels/checksums.cu: the block checksums of an index
+#: file's datasets on the GPU), and the bytes of a block each of its threads takes
+CRC_POLY = 0xEDB88320
+CRC_CHUNK = 4096
+
 #: macro name in every kernel source -> name of the constant here (unsigned 64-bit where
 #: :data:`U64_MACROS` says so)
 CUDA_MACROS = {
@@ -140,6 +145,7 @@ KERNEL_MACROS = {
                  "SCHED_FIELDS", "DESC_FIELDS",
                  "CTR_TICKET", "CTR_ERR", "CTR_WORDS", "DONE_STRIDE", "SWEEP_THREADS", "CHOOSE_THREADS"),
     "partitioned_sweeps": ("PSW_THREADS", "PSW_ROUNDS", "PSW_NO_LOOP", "PSW_ALIVE", "PSW_SAME"),
+    "checksums": ("CRC_POLY",),
 }
 
 

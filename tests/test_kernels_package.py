@@ -15,7 +15,7 @@ from conftest import ROOT
 
 #: one .cu per stage plus shared headers
 STAGE_SOURCES = {"parse.cu", "condense.cu", "forest.cu", "subtree.cu", "ranks.cu", "intervals.cu", "supports.cu",
-                 "prefilter.cu", "search.cu", "partitioned_sweeps.cu", "insertion.cu"}
+                 "prefilter.cu", "search.cu", "partitioned_sweeps.cu", "insertion.cu", "checksums.cu"}
 HEADERS = {"common.cuh", "sweep.cuh", "query.cuh"}
 BOUNDS = r"(?:__launch_bounds__\(\w+\)\s+)?"
 

@@ -135,6 +135,7 @@ STAGES = [
     ("phase 3", "stages/ranks.py", "post_order_ranks_numpy", "post_order_ranks_cuda", "ranks.cu"),
     ("phase 4", "stages/intervals.py", "descendant_intervals_numpy", "descendant_intervals_cuda", "intervals.cu"),
     ("phase 5", "stages/supports.py", "support_masks_numpy", "support_masks_cuda", "supports.cu"),
+    ("block checksums", "stages/checksums.py", "block_raws_numpy", "block_crcs_cuda", "checksums.cu"),
 ]
 
 

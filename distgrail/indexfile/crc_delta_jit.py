@@ -16,12 +16,10 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..constants import CRC_POLY as POLY
 from ..jit import njit
 
 __all__ = ["POLY", "table", "zero_shifts", "multmodp", "crc_raw", "block_crcs"]
-
-#: zlib's CRC-32 polynomial, reflected
-POLY = 0xEDB88320
 
 
 @njit()

@@ -438,47 +438,16 @@ def from_vds_name(name: str) -> str:
     return name.replace("%%", "%")
 
 
-_POLY = 0xEDB88320  # CRC-32's polynomial, bits reflected
-
-
-def _times_mod_p(a: int, b: int) -> int:
-    """``a * b`` modulo the CRC-32 polynomial, both reflected (bit 31 the constant term)."""
-    m, p = 1 << 31, 0
-    while True:
-        if a & m:
-            p ^= b
-            if not a & (m - 1):
-                return p
-        m >>= 1
-        b = (b >> 1) ^ _POLY if b & 1 else b >> 1
-
-
-def _powers_of_x():
-    """``x^(2^k)`` modulo the polynomial for k = 0..31 (the cycle of x's powers has a length
-    dividing 2^32 - 1, so 32 squarings cover every exponent of an int)."""
-    out = [1 << 30]  # x^1
-    for _ in range(31):
-        out.append(_times_mod_p(out[-1], out[-1]))
-    return tuple(out)
-
-
-_X2K = _powers_of_x()
-
-
 def crc32_combine(crc1: int, crc2: int, len2: int) -> int:
     """The CRC-32 of ``A + B`` from ``crc1 = crc32(A)``, ``crc2 = crc32(B)`` and ``len(B)``
-    (zlib's ``crc32_combine``, as zlib 1.2.12 computes it: ``crc1`` times ``x^(8 len2)`` modulo
-    the polynomial, from a table of ``x^(2^k)``, plus ``crc2``; about 40 products, where squaring
-    the 32 x 32 bit operator for each bit of ``len2`` cost some milliseconds a call)."""
+    (zlib's ``crc32_combine``: ``crc1`` times ``x^(8 len2)`` modulo the polynomial, from a table
+    of ``x^(2^k)``, plus ``crc2``; about 40 products, where squaring the 32 x 32 bit operator for
+    each bit of ``len2`` cost some milliseconds a call)."""
+    from ..stages.checksums import times_mod_p, x_to_8n
+
     if len2 <= 0:
         return int(crc1)
-    n, k, p = int(len2), 3, 1 << 31  # x^(8 len2), starting from x^0
-    while n:
-        if n & 1:
-            p = _times_mod_p(_X2K[k & 31], p)
-        n >>= 1
-        k += 1
-    return _times_mod_p(p, int(crc1)) ^ int(crc2)
+    return times_mod_p(x_to_8n(len2), int(crc1)) ^ int(crc2)
 
 
 def pieces(first: int, nbytes: int, block: int) -> list:
