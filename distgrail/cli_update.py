@@ -113,6 +113,9 @@ def cmd_update(args) -> int:
     for add in args.add:  # (the edges first: a typo costs no read of a large index)
         if not os.path.exists(add):
             raise DistGrailError(f"{add}: no such edges file")
+    from .gpu.backend import get_backend, ready_beside
+
+    early = ready_beside(get_backend(args.backend))  # (the CUDA context and the upload's buffers while the index is read)
     n = _vertex_count(args.index)
     idx = None
     if n is None:  # root attributes not an index's, or damaged: its read names the problem before the edges
@@ -122,6 +125,7 @@ def cmd_update(args) -> int:
     steps = {"read_edges": time.perf_counter() - t0}
     if idx is None:
         idx = distgrail.open_index(args.index)
+    early.join()
     steps["open"] = time.perf_counter() - t0 - sum(steps.values())
     if idx.node_labels is not None:  # (named as the index file, not as insert_edges' argument)
         raise DistGrailError(f"{args.index}: this index was built from node labels; 'update' takes vertex ids only "

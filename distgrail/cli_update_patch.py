@@ -51,13 +51,13 @@ def update_patched(args, idx, src, dst, steps: dict, t0: float, mode):
             print(f"distgrail update: writing the patch: {text}", file=sys.stderr)
 
     prior = None
-    if up.intact:  # the rows' values before the update are in memory: the blocks' checksums from the changes
-        crcs = dataset_crcs(args.index)
+    if up.intact and not all(name in up.crcs for name in up.rows):  # the rows' values before the update are in
+        crcs = dataset_crcs(args.index)  # memory: the blocks' checksums from the changes (none made on the GPU)
         prior = {name: (idx.arrays[name], *crcs[name]) for name in up.rows if name in crcs}
     try:
         with no_wider_than(mode):
             write_patched_index(args.output, base, up.meta, up.rows, dag=up.dag, whole=up.whole, progress=progress,
-                                prior=prior)
+                                prior=prior, crcs=up.crcs)
     except PatchNotPossible as e:
         return _whole(args, distgrail.open_index(args.index), str(e))
     end = time.perf_counter()

@@ -317,6 +317,19 @@ def _relabel(index, pairs, be, progress):
                     if k in over.meta}
 
 
+def _uploaded(be, arrays) -> list:
+    """``arrays`` on ``be``'s device as stored: on a GPU all at once through a
+    :class:`~distgrail.gpu.dma.Stager`'s threads and page-locked buffers (the driver locks an
+    array's own pages on one thread: docs/benchmarks.md), else as they are."""
+    if not be.is_gpu:
+        return [np.asarray(x) for x in arrays]
+    from .gpu.dma import Stager
+
+    host = [x if isinstance(x, np.ndarray) else np.asarray(x) for x in arrays]
+    with Stager(be.xp, be.device) as stager:
+        return stager.upload(host)
+
+
 class _Device:
     """The arrays the sweep reads, on ``be``'s device (uploaded once, in their stored types; the
     fields the sweep writes as copies): what :meth:`known_reachable` (the prefilter over them) and
@@ -329,19 +342,21 @@ class _Device:
         self.index, self.be = index, be
         a = index.arrays
         K, C = index.supports, index.C
-        put = be.asarray
+        names = ["labels/intervals", "vertex/component", "dag/indptr", "dag/indices", "dag/level", "labels/dt_post0",
+                 "forest/subtree_size", "forest/parent"] + ["supports/out", "supports/in", "supports/ids"] * bool(K)
         with be.on_device():
             xp = self.xp = be.xp
-            iv = put(a["labels/intervals"])
-            out = put(a["supports/out"]) if K else xp.zeros((C, 0), xp.uint64)
-            inn = put(a["supports/in"]) if K else xp.zeros((C, 0), xp.uint64)
-            self.arr = {"comp": put(a["vertex/component"]), "indptr": put(a["dag/indptr"]).astype(xp.int64),
-                        "indices": put(a["dag/indices"]), "level": put(a["dag/level"]).astype(xp.int64, copy=True),
-                        "post0": put(a["labels/dt_post0"]), "size": put(a["forest/subtree_size"]),
-                        "parent": put(a["forest/parent"]),
+            got = dict(zip(names, _uploaded(be, [a[n] for n in names])))
+            iv = got["labels/intervals"]
+            out = got["supports/out"] if K else xp.zeros((C, 0), xp.uint64)
+            inn = got["supports/in"] if K else xp.zeros((C, 0), xp.uint64)
+            self.arr = {"comp": got["vertex/component"], "indptr": got["dag/indptr"].astype(xp.int64),
+                        "indices": got["dag/indices"], "level": got["dag/level"].astype(xp.int64, copy=True),
+                        "post0": got["labels/dt_post0"], "size": got["forest/subtree_size"],
+                        "parent": got["forest/parent"],
                         "lo": iv[:, :, 0].astype(xp.int64),  # (64-bit: every type has GPU atomics)
                         "hi": iv[:, :, 1].astype(xp.int64), "out": out.T.copy(), "inn": inn.T.copy(),
-                        "ids": put(a["supports/ids"]) if K else xp.zeros(0, xp.int64)}
+                        "ids": got["supports/ids"] if K else xp.zeros(0, xp.int64)}
             be.synchronize()
         self.iv_dtype = np.dtype(a["labels/intervals"].dtype)
         self.upload_s = time.perf_counter() - t

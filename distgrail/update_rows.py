@@ -40,13 +40,17 @@ class RowsUpdate:
     ``dag`` (rows, indptr, indices) the DAG rows written again as a CSR over those rows,
     ``whole`` small datasets written whole, ``meta`` the new root attributes; ``intact``: the
     index's host arrays are as they were before the update (the array sweep, or nothing swept),
-    so they may stand for the rows' values before it (``write_patched_index(prior=...)``)."""
+    so they may stand for the rows' values before it (``write_patched_index(prior=...)``);
+    ``crcs``: ``{dataset: (crc32_block, crc32s)}`` of the whole result datasets the rows patch
+    (and of ``dag/indptr``, ``dag/indices``), computed on the device where the swept arrays are
+    (``write_patched_index(crcs=...)``; empty otherwise)."""
 
     meta: dict
     rows: dict = field(default_factory=dict)
     dag: tuple | None = None
     whole: dict = field(default_factory=dict)
     intact: bool = False
+    crcs: dict = field(default_factory=dict)
 
 
 def _gathered(a, cu, cv):
@@ -128,7 +132,7 @@ def insert_rows(index, sources, targets, *, backend: str = "cpu", rebuild_above:
         dag = (prev["dag"], *csr_rows(np, a["dag/indptr"], a["dag/indices"], prev["dag"])) if "dag" in prev else None
         counts = (int(index.meta.get("n_dag_edges", a["dag/indices"].size)), int(index.meta["n_levels"]),
                   int(index.meta.get("components_by_level", 1)))
-        return _rows_update(index, report, s, t, rows, dag, a.get("supports/ids"), counts, t0, True)
+        return _rows_update(index, report, s, t, rows, dag, a.get("supports/ids"), counts, None, t0, True)
     key = unique(np, cs[new] * index.C + ct[new])
     if key.size > limit:
         return None
@@ -138,9 +142,9 @@ def insert_rows(index, sources, targets, *, backend: str = "cpu", rebuild_above:
     return _rows_update(index, report, s, t, *swept, t0, dev is not None)
 
 
-def _rows_update(index, report, s, t, rows, dag, ids, counts, t0, intact):
-    """The :class:`RowsUpdate` of ``rows``, ``dag``, the support ``ids`` and ``counts`` (DAG
-    edges, levels, components numbered by level) after an update of ``index`` by the edges
+def _rows_update(index, report, s, t, rows, dag, ids, counts, crcs, t0, intact):
+    """The :class:`RowsUpdate` of ``rows``, ``dag``, the support ``ids``, ``counts`` (DAG
+    edges, levels, components numbered by level) and ``crcs`` (None: none known) after an update of ``index`` by the edges
     ``s -> t`` (``report`` filled): its root attributes and the datasets written whole."""
     from ._version import __version__
 
@@ -155,11 +159,11 @@ def _rows_update(index, report, s, t, rows, dag, ids, counts, t0, intact):
     if index.supports:
         whole["supports/ids"] = np.asarray(ids).astype(a["supports/ids"].dtype)
     report.seconds["total"] = time.perf_counter() - t0
-    return RowsUpdate(meta=meta, rows=rows, dag=dag, whole=whole, intact=intact), report
+    return RowsUpdate(meta=meta, rows=rows, dag=dag, whole=whole, intact=intact, crcs=crcs or {}), report
 
 
 def _swept_on_host(index, dev, key, report, prev):
-    """``(rows, dag, ids, counts)`` of the sweep of the component edges ``key`` (``a * C + b``)
+    """``(rows, dag, ids, counts, None)`` of the sweep of the component edges ``key`` (``a * C + b``)
     by the compiled walks over ``index``'s host arrays (changed in place), or None (a level past
     its stored type)."""
     from .stages.insertion_rows import LevelOverflow, sweep_rows
@@ -205,13 +209,14 @@ def _swept_on_host(index, dev, key, report, prev):
     by_level = int(index.meta.get("components_by_level", 1)) and info["sorted_near_changes"]
     counts = (int(a["dag/indices"].size) - removed + int(got.dag_idx.size),
               max(int(index.meta["n_levels"]), info["top_level"] + 1), by_level)
-    return rows, dag, got.ids, counts
+    return rows, dag, got.ids, counts, None
 
 
 def _swept_on_device(index, dev, key, report, prev):
-    """``(rows, dag, ids, counts)`` of the sweep of the component edges ``key`` on the device of
+    """``(rows, dag, ids, counts, crcs)`` of the sweep of the component edges ``key`` on the device of
     ``dev`` (a :class:`~distgrail.update._Device`: the arrays up there), ids kept; only the
-    changed rows (and ``prev``'s) come down."""
+    changed rows (and ``prev``'s) and the changed datasets' block CRC-32s (:func:`_device_crcs`)
+    come down."""
     from .dtypes import smallest_uint
     from .stages.insertion import sweep_insertions
     from .update import _changed_datasets
@@ -242,7 +247,50 @@ def _swept_on_device(index, dev, key, report, prev):
         ids = be.to_host(got["ids"]) if K else None
         counts = (int(got["indices"].size), L, info.pop("components_by_level"))
         report.seconds["download"] = time.perf_counter() - t2
-    return rows, dag, ids, counts
+        t3 = time.perf_counter()
+        crcs = _device_crcs(index, dev, got, changed, of)
+        report.seconds["checksums"] = time.perf_counter() - t3
+    return rows, dag, ids, counts, crcs
+
+
+def _device_crcs(index, dev, got, changed, of) -> dict:
+    """``{dataset: (crc32_block, crc32s)}`` of the result datasets that ``changed`` names, each
+    laid out on the device as the file stores it (``of``: rows as written; every dataset in the
+    index's stored type, the one a patch by rows keeps), and of the DAG's CSR when its rows
+    changed: :func:`~distgrail.stages.checksums.block_crcs_cuda` (on the CPU backend the host's
+    :func:`~distgrail.indexfile.layout.block_crcs`), so the patch's writer reads no block of the
+    base for them and rebuilds no CSR on the host."""
+    from .indexfile.layout import block_crcs, block_size, crc_pool
+
+    be, xp, a = dev.be, dev.xp, index.arrays
+    pool = None if be.is_gpu else crc_pool()
+
+    def crcs(arr, block):
+        if pool is None:
+            from .stages.checksums import block_crcs_cuda
+
+            return block_crcs_cuda(be, arr, block).tolist()
+        return [f.result() for f in block_crcs(arr, block, pool)]
+
+    out = {}
+    for name in changed:
+        if name == "dag":
+            whole = {"dag/indptr": got["indptr"], "dag/indices": got["indices"]}
+        elif name == "labels/intervals":  # (d, C, 2), the two bounds side by side: built in place, no int64 copy
+            iv = xp.empty((got["lo"].shape[0], index.C, 2), dtype=a[name].dtype)
+            iv[:, :, 0], iv[:, :, 1] = got["lo"], got["hi"]
+            whole = {name: iv}
+        else:
+            whole = {name: of[name](slice(None))}
+        for n, arr in whole.items():
+            arr = xp.ascontiguousarray(arr.astype(np.dtype(a[n].dtype), copy=False))
+            if arr.size:
+                block = block_size(arr.nbytes)
+                out[n] = (block, crcs(arr, block))
+            del arr
+    if pool is not None:
+        pool.shutdown()
+    return out
 
 
 def _swept_report(report, info, before, after) -> None:

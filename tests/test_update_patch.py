@@ -304,7 +304,8 @@ def test_block_checksums_from_the_changes_equal_checksumming_the_blocks(shape, d
 
 def test_a_patch_written_from_the_changes_equals_one_written_from_the_blocks(graph, tmp_path, monkeypatch):
     """``write_patched_index(prior=...)`` (the array sweep's rows; the blocks' checksums from the
-    index in memory and its stored CRC-32s) writes the same checksums and seals as without it,
+    index in memory and its stored CRC-32s) and ``crcs=...`` (the result's checksums made where the
+    swept arrays are; the DAG's CSR then not rebuilt) write the same checksums and seals as neither,
     over a whole index and again over the patched one."""
     import h5py
 
@@ -325,23 +326,32 @@ def test_a_patch_written_from_the_changes_equals_one_written_from_the_blocks(gra
         keep = {k: np.array(v) for k, v in idx.arrays.items()}
         up, _ = insert_rows(Index(idx.meta, keep), s, t, sweep="arrays", rebuild_above=10 ** 9, previous=prev)
         assert up.intact and up.rows
+        assert set(up.rows) <= set(up.crcs) and up.dag is not None and {"dag/indptr", "dag/indices"} <= set(up.crcs)
         crcs = dataset_crcs(src)
         prior = {name: (keep[name], *crcs[name]) for name in up.rows}
         outs = []
-        for with_prior in (False, True):
-            out = str(tmp_path / f"s{step}-{int(with_prior)}.h5")
+        for variant in ("blocks", "prior", "crcs"):
+            out = str(tmp_path / f"s{step}-{variant}.h5")
+            if variant == "crcs":  # (neither a block read nor the CSR rebuilt)
+                monkeypatch.setattr(patch_mod, "_patched_crcs", None)
+                monkeypatch.setattr(patch_mod, "csr_rows_replaced", None)
             write_patched_index(out, patch_base(src) or src, up.meta, up.rows, dag=up.dag, whole=up.whole,
-                                prior=prior if with_prior else None)
+                                prior=prior if variant == "prior" else None, crcs=up.crcs if variant == "crcs" else None)
             outs.append(out)
-        with h5py.File(outs[0], "r") as a, h5py.File(outs[1], "r") as b:
+        monkeypatch.undo()
+        monkeypatch.setattr(patch_mod, "ROW_BYTES", 0)
+        monkeypatch.setattr(patch_mod, "_crcs_from_changes", lambda *a: used.append(real(*a)) or used[-1])
+        with h5py.File(outs[0], "r") as a, h5py.File(outs[1], "r") as b, h5py.File(outs[2], "r") as c:
             named = [n for n in up.rows if f"patch/{n}" in a]  # (rows of no change are not written)
             assert "labels/intervals" in named and named == [n for n in up.rows if f"patch/{n}" in b]
-            for name in named:
-                ga, gb = a[f"patch/{name}"].attrs, b[f"patch/{name}"].attrs
+            for name in named + ["dag/indptr", "dag/indices"] * (up.dag is not None):
+                ga, gb, gc = a[f"patch/{name}"].attrs, b[f"patch/{name}"].attrs, c[f"patch/{name}"].attrs
                 assert np.array_equal(ga["crc32"], gb["crc32"]) and ga["crc32_block"] == gb["crc32_block"], name
-            assert a.attrs["crc32_of_datasets"] == b.attrs["crc32_of_datasets"]
-        _check(distgrail.open_index(outs[1]), g.src, g.dst, g.n, np.concatenate([e[1] for e in edges[:step + 1]]),
-               np.concatenate([e[2] for e in edges[:step + 1]]), _pairs(g))
+                assert np.array_equal(ga["crc32"], gc["crc32"]) and ga["crc32_block"] == gc["crc32_block"], name
+            assert a.attrs["crc32_of_datasets"] == b.attrs["crc32_of_datasets"] == c.attrs["crc32_of_datasets"]
+        for out in outs[1:]:
+            _check(distgrail.open_index(out), g.src, g.dst, g.n, np.concatenate([e[1] for e in edges[:step + 1]]),
+                   np.concatenate([e[2] for e in edges[:step + 1]]), _pairs(g))
         assert used and all(u is not None for u in used)  # (the changes' path, not the blocks read)
         used.clear()
         src, prev = outs[1], patch_rows(outs[1])

@@ -73,13 +73,13 @@ from .bases import (PATCH_BASE, PATCH_BASE_ATTRS, PATCH_BASE_SEAL, PATCH_BUILD, 
 from .layout import (ATTRS_SEAL, FORMAT, FORMAT_VERSION, LIBVER, SEAL, attributes_seal, block_crcs, block_size,
                      can_write_in_blocks, crc32, crc_pool, dataset_order, datasets_seal, entry, read_block,
                      stored_types)
-from .patch_read import AXIS1, csr_rows_replaced, replace_rows
+from .patch_read import AXIS1, csr_rows_checked, csr_rows_replaced, replace_rows
 
 __all__ = ["write_patched_index", "patch_base", "PatchNotPossible"]
 
 
 def write_patched_index(path, base, attrs: dict, rows: dict, dag=None, whole: dict | None = None,
-                        progress=None, prior: dict | None = None) -> None:
+                        progress=None, prior: dict | None = None, crcs: dict | None = None) -> None:
     """Write the index at ``path`` as patches over the un-patched one-file index ``base``
     (module doc). ``attrs``: the new index's root attributes (all of them, as
     :func:`~distgrail.indexfile.write.write_index_file` takes ``meta``); ``rows``: ``{dataset:
@@ -92,7 +92,11 @@ def write_patched_index(path, base, attrs: dict, rows: dict, dag=None, whole: di
     whole dataset as it was before this update (the index the update read, in memory) and the
     block CRC-32s of those bytes: the patched blocks' CRC-32s are then made from the changed bytes
     alone (:mod:`~distgrail.indexfile.crc_delta_jit`), without reading the base's blocks (a
-    ``prior`` of another shape, type or block size is not used). :class:`PatchNotPossible` (before anything is written):
+    ``prior`` of another shape, type or block size is not used). ``crcs``: ``{dataset: (crc32_block,
+    crc32s)}`` of the result's datasets computed where they are (an update's swept arrays on the
+    GPU: :func:`~distgrail.stages.checksums.block_crcs_cuda`), taken as they are for those patched
+    by rows and, both given, for the DAG's CSR, which is then not rebuilt here (an entry of another
+    block size or count is not used). :class:`PatchNotPossible` (before anything is written):
     no hard link of ``base`` can be made beside ``path``, or ``base`` cannot be patched (split, of
     an earlier release, other vertex or component counts or dims): write the index whole."""
     path, base = os.fspath(path), os.fspath(base)
@@ -103,12 +107,12 @@ def write_patched_index(path, base, attrs: dict, rows: dict, dag=None, whole: di
         dag = None
     src = _Base(path, base)
     try:
-        _write(path, base, attrs, rows, dag, whole, say, src, prior or {})
+        _write(path, base, attrs, rows, dag, whole, say, src, prior or {}, crcs or {})
     finally:
         src.close()
 
 
-def _write(path, base, attrs, rows, dag, whole, say, src, prior) -> None:
+def _write(path, base, attrs, rows, dag, whole, say, src, prior, known) -> None:
     """:func:`write_patched_index`'s work over the open base ``src``."""
     types = stored_types(attrs)
     for k in ("n_vertices", "n_components", "dims"):
@@ -131,9 +135,10 @@ def _write(path, base, attrs, rows, dag, whole, say, src, prior) -> None:
             if t == src.dtype(name):  # rows patched in the base's type
                 r, v = _rows(path, name, rows[name], t, src)
                 data[f"{PATCH_GROUP}/{name}/rows"], data[f"{PATCH_GROUP}/{name}/values"] = r, v
+                got = _known(known, name, src.shape(name), t)
                 groups[name] = _group("rows", src, name, src.shape(name),
-                                      _patched_crcs(src.array(name), name, r, v, pool, src.entries[name],
-                                                    src.fd, src.at[name][2], prior.get(name)))
+                                      got or _patched_crcs(src.array(name), name, r, v, pool, src.entries[name],
+                                                           src.fd, src.at[name][2], prior.get(name)))
                 continue
             full = _cast(path, name, src.array(name), t)  # a new stored type: written whole
             if name in rows:
@@ -141,7 +146,7 @@ def _write(path, base, attrs, rows, dag, whole, say, src, prior) -> None:
             whole[name] = full
         if dag is not None:
             say("DAG rows")
-            _dag(path, attrs, dag, src, types, data, groups, pool)
+            _dag(path, attrs, dag, src, types, data, groups, pool, known)
         say("main file")
         _write_main(path, base, attrs, types, src, whole, data, groups, pool)
 
@@ -331,28 +336,52 @@ def _crcs_from_changes(base, rows, vals, prior, block, n_blocks, dims, C, rb):
     return [int(x) for x in out]
 
 
-def _dag(path, attrs, dag, src, types, data, groups, pool) -> None:
-    """The DAG rows written again (``/patch/dag/indices``) and the result CSR's checksums."""
+def _known(known, name, shape, t):
+    """``(block, CRC-32s)`` of dataset ``name`` of ``shape`` and type ``t`` given in ``known``
+    (:func:`write_patched_index`'s ``crcs``), or None when not given or not of its block size and
+    count (the caller computes them)."""
+    got = known.get(name)
+    nbytes = int(np.prod(shape, dtype=np.int64)) * np.dtype(t).itemsize
+    if got is None or not nbytes:
+        return None
+    block, values = int(got[0]), [int(x) for x in got[1]]
+    return (block, values) if block == block_size(nbytes) and len(values) == -(-nbytes // block) else None
+
+
+def _dag(path, attrs, dag, src, types, data, groups, pool, known) -> None:
+    """The DAG rows written again (``/patch/dag/indices``) and the result CSR's checksums (from
+    ``known`` when it has both: the CSR is then not rebuilt, only its edges counted)."""
     r, off, v = dag
     t = np.dtype(types["dag/indices"])
     if t != src.dtype("dag/indices") or np.dtype(types["dag/indptr"]) != src.dtype("dag/indptr"):
         raise PatchNotPossible(f"{path}: the DAG's stored types change: write the index whole")
     v = _cast(path, "dag/indices", v, t)
+    base_ip = src.array("dag/indptr")
     try:
-        ip, ix = csr_rows_replaced(src.array("dag/indptr"), src.array("dag/indices"), r, off, v)
+        if "dag/indptr" in known and "dag/indices" in known:
+            r, off, v = csr_rows_checked(base_ip, r, off, v)
+            edges = int(src.shape("dag/indices")[0]) - int((base_ip[r + 1].astype(np.int64) - base_ip[r]).sum()) + v.size
+            ip = ix = None
+        else:
+            ip, ix = csr_rows_replaced(base_ip, src.array("dag/indices"), r, off, v)
+            edges = ix.size
     except ValueError as e:
         raise DistGrailError(f"{path}: the DAG rows: {e}") from None
-    if ix.size != int(attrs["n_dag_edges"]):
-        raise DistGrailError(f"{path}: the DAG rows leave {ix.size} edges, the attributes say "
+    if edges != int(attrs["n_dag_edges"]):
+        raise DistGrailError(f"{path}: the DAG rows leave {edges} edges, the attributes say "
                              f"n_dag_edges={attrs['n_dag_edges']}")
     g = f"{PATCH_GROUP}/dag/indices"
     data[f"{g}/rows"], data[f"{g}/offsets"], data[f"{g}/values"] = \
         np.asarray(r, np.int64), np.asarray(off, np.int64), v
-    for name, a in (("dag/indptr", ip), ("dag/indices", ix)):
-        a = np.ascontiguousarray(a.astype(src.dtype(name), copy=False))
-        b = block_size(a.nbytes)
-        crcs = (b, [x.result() for x in block_crcs(a, b, pool)]) if a.size else None
-        groups[name] = _group("csr" if name == "dag/indices" else "derived", src, name, a.shape, crcs)
+    for name, a, shape in (("dag/indptr", ip, src.shape("dag/indptr")), ("dag/indices", ix, (edges,))):
+        crcs = _known(known, name, shape, src.dtype(name))
+        if crcs is None and a is None and int(np.prod(shape)):
+            raise DistGrailError(f"{path}: /{name}'s checksums given are not of its size {shape}")
+        if crcs is None and a is not None and a.size:
+            a = np.ascontiguousarray(a.astype(src.dtype(name), copy=False))
+            b = block_size(a.nbytes)
+            crcs = (b, [x.result() for x in block_crcs(a, b, pool)])
+        groups[name] = _group("csr" if name == "dag/indices" else "derived", src, name, shape, crcs)
 
 
 def _write_main(path, base, attrs, types, src, whole, data, groups, pool) -> None:

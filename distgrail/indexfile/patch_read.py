@@ -20,7 +20,7 @@ from .bases import (PATCH_BASE, PATCH_BASE_ATTRS, PATCH_BASE_SEAL, PATCH_BUILD, 
                     base_path, patch_seal)
 from .layout import ATTRS_SEAL, FORMAT, SEAL, entry, root_attrs
 
-__all__ = ["Patch", "patch_of", "patch_rows", "dataset_crcs", "AXIS1", "replace_rows", "csr_rows_replaced", "group_entry"]
+__all__ = ["Patch", "patch_of", "patch_rows", "dataset_crcs", "AXIS1", "replace_rows", "csr_rows_replaced", "csr_rows_checked", "group_entry"]
 
 #: datasets whose rows run along axis 1 (``(dims, C, 2)``); every other one's along axis 0
 AXIS1 = ("labels/intervals",)
@@ -265,6 +265,19 @@ def replace_rows(a: np.ndarray, name: str, rows, values) -> None:
     _run_pieces(piece, [(p * r.size // T, (p + 1) * r.size // T) for p in range(T)])
 
 
+def csr_rows_checked(ip, rows, offsets, values) -> tuple:
+    """``(rows, offsets, values)`` of DAG rows written again over the CSR of offsets ``ip``, rows
+    and offsets as int64: ValueError unless the rows are sorted, distinct and in range and the
+    offsets ``len(rows) + 1`` non-decreasing values from 0 to ``len(values)``."""
+    r = _check_rows(rows, np.asarray(ip).size - 1)
+    off = np.asarray(offsets).astype(np.int64, copy=False)
+    v = np.asarray(values)
+    if off.shape != (r.size + 1,) or (r.size and (int(off[0]) != 0 or (off[1:] < off[:-1]).any())) \
+            or int(off[-1] if off.size else 0) != v.size:
+        raise ValueError(f"offsets must be {r.size + 1} non-decreasing values from 0 to {v.size}")
+    return r, off, v
+
+
 def csr_rows_replaced(ip, ix, rows, offsets, values) -> tuple:
     """``(indptr, indices)``: the CSR ``(ip, ix)`` with rows ``rows`` (sorted, distinct) replaced by
     ``values[offsets[i]:offsets[i+1]]`` (``offsets``: ``len(rows) + 1`` of them, from 0), every
@@ -275,12 +288,7 @@ def csr_rows_replaced(ip, ix, rows, offsets, values) -> tuple:
 
     ip = np.asarray(ip)
     C = ip.size - 1
-    r = _check_rows(rows, C)
-    off = np.asarray(offsets).astype(np.int64, copy=False)
-    v = np.asarray(values)
-    if off.shape != (r.size + 1,) or (r.size and (int(off[0]) != 0 or (off[1:] < off[:-1]).any())) \
-            or int(off[-1] if off.size else 0) != v.size:
-        raise ValueError(f"offsets must be {r.size + 1} non-decreasing values from 0 to {v.size}")
+    r, off, v = csr_rows_checked(ip, rows, offsets, values)
     v = v.astype(ix.dtype, copy=False)
     T = int(max(1, min(4 * HOST_THREADS, C // CSR_PIECE_ROWS)))
     bounds = np.linspace(0, C, T + 1).astype(np.int64)
