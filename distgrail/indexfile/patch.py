@@ -218,7 +218,7 @@ def _cast(path, name, values, t) -> np.ndarray:
             raise DistGrailError(f"{path}: /{name} holds {lo if lo < info.min else hi}, which its stored type {t} "
                                  f"cannot hold: write the index whole, or give the counts (attributes) that "
                                  f"make its type larger")
-    return np.array(v, dtype=t)
+    return np.asarray(v, dtype=t)  # (no copy where the type is the stored one: the values are only written)
 
 
 def _rows(path, name, given, t, src) -> tuple:
@@ -461,8 +461,8 @@ def _rows_type(name, a) -> np.dtype:
     from ..dtypes import smallest_uint
 
     a = np.asarray(a)
-    if name.endswith("/rows"):
-        return np.dtype(smallest_uint(int(a.max()) if a.size else 0))
+    if name.endswith("/rows"):  # (sorted: the last is the largest)
+        return np.dtype(smallest_uint(int(a[-1]) if a.size else 0))
     return np.dtype(a.dtype)
 
 
