@@ -113,7 +113,9 @@ def cmd_update(args) -> int:
     for add in args.add:  # (the edges first: a typo costs no read of a large index)
         if not os.path.exists(add):
             raise DistGrailError(f"{add}: no such edges file")
-    warm = _warm_beside(args.backend)  # (what the update imports, and the CUDA driver, while the index is read)
+    from .gpu.backend import get_backend, ready_beside
+
+    early = ready_beside(get_backend(args.backend))  # (the CUDA context and the upload's buffers while the index is read)
     n = _vertex_count(args.index)
     idx = None
     if n is None:  # root attributes not an index's, or damaged: its read names the problem before the edges
@@ -123,7 +125,7 @@ def cmd_update(args) -> int:
     steps = {"read_edges": time.perf_counter() - t0}
     if idx is None:
         idx = distgrail.open_index(args.index)
-    warm.join()
+    early.join()
     steps["open"] = time.perf_counter() - t0 - sum(steps.values())
     if idx.node_labels is not None:  # (named as the index file, not as insert_edges' argument)
         raise DistGrailError(f"{args.index}: this index was built from node labels; 'update' takes vertex ids only "
@@ -163,43 +165,6 @@ def cmd_update(args) -> int:
     lay = f"split, {written[0]} parts" if layout == "split" else "one file"
     return reported(args, report, int(new.arrays[UPDATES].shape[0]), steps, t0, layout,
                     written[0] if layout == "split" else 0, lay)
-
-
-def _warm_beside(backend: str):
-    """A thread, started, that imports what an update goes on to import (CuPy, whose driver it
-    starts, unless ``backend`` is ``cpu``; SciPy's sparse graphs, which the sweep's cycle search
-    takes; the update's modules) while the main thread reads the index: about a second of imports
-    and driver start that the update would otherwise wait for. An optimisation only: what fails
-    here is left to the update to meet and report. Nothing is bound to a device (a thread's current
-    device is its own; the update's backend picks the device on the main thread)."""
-    import threading
-
-    def run():
-        for step in (_warm_cuda if backend != "cpu" else None, _warm_modules):
-            try:
-                if step is not None:
-                    step()
-            except Exception:  # noqa: BLE001 - an optimisation only
-                pass
-
-    t = threading.Thread(target=run, name="distgrail-update-warm", daemon=True)
-    t.start()
-    return t
-
-
-def _warm_cuda() -> None:
-    import cupy
-
-    cupy.cuda.runtime.getDeviceCount()  # (cuInit: the driver, process-wide)
-
-
-def _warm_modules() -> None:
-    import scipy.sparse.csgraph  # noqa: F401
-
-    from . import update_rows  # noqa: F401
-    from .indexfile import patch  # noqa: F401
-    from .query import prefilter, stats  # noqa: F401
-    from .stages import checksums, insertion  # noqa: F401
 
 
 def update_through_server(args) -> int:

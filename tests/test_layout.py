@@ -160,7 +160,8 @@ GET_BACKEND_CALLERS = {"distgrail.gpu.backend", "distgrail.placement", "distgrai
                        "distgrail.index", "distgrail.mpi.query", "distgrail.cli", "distgrail.preflight",
                        "distgrail.server.run", "distgrail.update",  # (update: insert_edges, public)
                        "distgrail.update_rows",  # (insert_rows, public: the rows a patched update writes)
-                       "distgrail.cli_pairs"}  # (the command line's query: its prepare beside the read)
+                       "distgrail.cli_pairs",  # (the command line's query: its prepare beside the read)
+                       "distgrail.cli_update"}  # (the command line's update: the GPU made ready beside the read)
 #: module-level mutable containers and `global` rebinding that are allowed, and why: caches keyed
 #: by what they cache, process-wide facts set once; no switch that changes what a call computes
 MODULE_STATE = {
