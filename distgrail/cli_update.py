@@ -113,14 +113,14 @@ def cmd_update(args) -> int:
     for add in args.add:  # (the edges first: a typo costs no read of a large index)
         if not os.path.exists(add):
             raise DistGrailError(f"{add}: no such edges file")
-    from .gpu.backend import get_backend, ready_beside
-
-    early = ready_beside(get_backend(args.backend))  # (the CUDA context and the upload's buffers while the index is read)
     n = _vertex_count(args.index)
     idx = None
     if n is None:  # root attributes not an index's, or damaged: its read names the problem before the edges
         idx = distgrail.open_index(args.index)  # are read against a count it does not hold
         n = idx.n
+    from .gpu.backend import get_backend, ready_beside
+
+    early = ready_beside(get_backend(args.backend))  # (the CUDA context and the upload's buffers while the index is read)
     src, dst = _concatenated([_read_edges(add, args.format, n) for add in args.add])
     steps = {"read_edges": time.perf_counter() - t0}
     if idx is None:

@@ -51,7 +51,7 @@ def update_patched(args, idx, src, dst, steps: dict, t0: float, mode):
             print(f"distgrail update: writing the patch: {text}", file=sys.stderr)
 
     prior = None
-    if up.intact and not all(name in up.crcs for name in up.rows):  # the rows' values before the update are in
+    if up.intact and not all(name in up.crcs for name, (r, _) in up.rows.items() if r.size):  # the rows' values before the update are in
         crcs = dataset_crcs(args.index)  # memory: the blocks' checksums from the changes (none made on the GPU)
         prior = {name: (idx.arrays[name], *crcs[name]) for name in up.rows if name in crcs}
     try:

@@ -248,22 +248,44 @@ def _swept_on_device(index, dev, key, report, prev):
         counts = (int(got["indices"].size), L, info.pop("components_by_level"))
         report.seconds["download"] = time.perf_counter() - t2
         t3 = time.perf_counter()
-        crcs = _device_crcs(index, dev, got, changed, of)
+        names = [n for n, (r, _) in rows.items() if r.size] + ["dag"] * bool("dag" in changed and dag[0].size)
+        crcs = _device_crcs(index, dev, got, names, of)
         report.seconds["checksums"] = time.perf_counter() - t3
     return rows, dag, ids, counts, crcs
 
 
-def _device_crcs(index, dev, got, changed, of) -> dict:
-    """``{dataset: (crc32_block, crc32s)}`` of the result datasets that ``changed`` names, each
-    laid out on the device as the file stores it (``of``: rows as written; every dataset in the
-    index's stored type, the one a patch by rows keeps), and of the DAG's CSR when its rows
-    changed: :func:`~distgrail.stages.checksums.block_crcs_cuda` (on the CPU backend the host's
+def _device_crcs(index, dev, got, names, of) -> dict:
+    """``{dataset: (crc32_block, crc32s, dtype, shape)}`` of the result datasets ``names`` (``"dag"``:
+    the DAG's CSR), each laid out on the device as the file stores it (``of``: rows as written;
+    every dataset in the index's stored type, the one a patch by rows keeps; the writer uses an
+    entry only for a dataset of that type and shape):
+    :func:`~distgrail.stages.checksums.block_crcs_cuda` (on the CPU backend the host's
     :func:`~distgrail.indexfile.layout.block_crcs`), so the patch's writer reads no block of the
-    base for them and rebuilds no CSR on the host."""
-    from .indexfile.layout import block_crcs, block_size, crc_pool
+    base for them and rebuilds no CSR on the host. An optimisation only: where the device has no
+    room for a dataset laid out whole, none (the writer computes them)."""
+    from .errors import BackendError
+
+    pool = None if dev.be.is_gpu else _crc_pool()
+    try:
+        return _laid_out_crcs(index, dev, got, names, of, pool)
+    except (BackendError, MemoryError):  # (CuPy's out-of-memory error is a MemoryError)
+        return {}
+    finally:
+        if pool is not None:
+            pool.shutdown()
+
+
+def _crc_pool():
+    from .indexfile.layout import crc_pool
+
+    return crc_pool()
+
+
+def _laid_out_crcs(index, dev, got, names, of, pool) -> dict:
+    """:func:`_device_crcs`' work (``pool``: the host's CRC threads on the CPU backend, else None)."""
+    from .indexfile.layout import block_crcs, block_size
 
     be, xp, a = dev.be, dev.xp, index.arrays
-    pool = None if be.is_gpu else crc_pool()
 
     def crcs(arr, block):
         if pool is None:
@@ -273,7 +295,7 @@ def _device_crcs(index, dev, got, changed, of) -> dict:
         return [f.result() for f in block_crcs(arr, block, pool)]
 
     out = {}
-    for name in changed:
+    for name in names:
         if name == "dag":
             whole = {"dag/indptr": got["indptr"], "dag/indices": got["indices"]}
         elif name == "labels/intervals":  # (d, C, 2), the two bounds side by side: built in place, no int64 copy
@@ -286,10 +308,8 @@ def _device_crcs(index, dev, got, changed, of) -> dict:
             arr = xp.ascontiguousarray(arr.astype(np.dtype(a[n].dtype), copy=False))
             if arr.size:
                 block = block_size(arr.nbytes)
-                out[n] = (block, crcs(arr, block))
+                out[n] = (block, crcs(arr, block), arr.dtype.str, tuple(int(x) for x in arr.shape))
             del arr
-    if pool is not None:
-        pool.shutdown()
     return out
 
 

@@ -326,7 +326,7 @@ def test_a_patch_written_from_the_changes_equals_one_written_from_the_blocks(gra
         keep = {k: np.array(v) for k, v in idx.arrays.items()}
         up, _ = insert_rows(Index(idx.meta, keep), s, t, sweep="arrays", rebuild_above=10 ** 9, previous=prev)
         assert up.intact and up.rows
-        assert set(up.rows) <= set(up.crcs) and up.dag is not None and {"dag/indptr", "dag/indices"} <= set(up.crcs)
+        assert {n for n, (r, _) in up.rows.items() if r.size} <= set(up.crcs) and up.dag is not None and {"dag/indptr", "dag/indices"} <= set(up.crcs)
         crcs = dataset_crcs(src)
         prior = {name: (keep[name], *crcs[name]) for name in up.rows}
         outs = []
@@ -355,6 +355,47 @@ def test_a_patch_written_from_the_changes_equals_one_written_from_the_blocks(gra
         assert used and all(u is not None for u in used)  # (the changes' path, not the blocks read)
         used.clear()
         src, prev = outs[1], patch_rows(outs[1])
+
+
+def test_given_checksums_are_used_only_for_the_dataset_written_and_over_many_blocks(graph, tmp_path, monkeypatch):
+    """``crcs=`` over datasets of many blocks (the block size made small) gives the checksums of
+    the blocks read; an entry of another type or shape than the dataset written is not used (the
+    writer computes that dataset's: the same file as without it), the DAG's CSR then rebuilt."""
+    import h5py
+
+    from distgrail.index import Index
+    from distgrail.indexfile import layout, write_patched_index
+    from distgrail.indexfile import patch as patch_mod
+    from distgrail.update_rows import insert_rows
+
+    g, base, edges = graph
+    idx = distgrail.open_index(base)
+    monkeypatch.setattr(layout, "CRC_BLOCK", 64)  # (every dataset of several blocks)
+    up, _ = insert_rows(Index(idx.meta, {k: np.array(v) for k, v in idx.arrays.items()}), edges[0][1], edges[0][2],
+                        sweep="arrays", rebuild_above=10 ** 9)
+    assert all(len(up.crcs[n][1]) > 1 for n in ("labels/intervals", "dag/indices"))
+    wrong = dict(up.crcs)
+    block, crcs, dtype, shape = wrong["labels/intervals"]
+    wrong["labels/intervals"] = (block, crcs, "<u8" if np.dtype(dtype).itemsize != 8 else "<u4", shape)
+    wrong["dag/indices"] = (*wrong["dag/indices"][:3], (wrong["dag/indices"][3][0] + 1,))
+    rebuilt = []
+    real = patch_mod.csr_rows_replaced
+    monkeypatch.setattr(patch_mod, "csr_rows_replaced", lambda *a: rebuilt.append(1) or real(*a))
+    outs = []
+    for name, given in (("blocks", None), ("given", up.crcs), ("wrong", wrong)):
+        outs.append(str(tmp_path / f"{name}.h5"))
+        write_patched_index(outs[-1], base, up.meta, up.rows, dag=up.dag, whole=up.whole, crcs=given)
+    assert len(rebuilt) == 2  # (the blocks' write and the one whose DAG entry has another shape)
+    with h5py.File(outs[0], "r") as a, h5py.File(outs[1], "r") as b, h5py.File(outs[2], "r") as c:
+        for name in [n for n in up.rows if f"patch/{n}" in a] + ["dag/indptr", "dag/indices"]:
+            want = a[f"patch/{name}"].attrs["crc32"]
+            assert want.size > 1 and a[f"patch/{name}"].attrs["crc32_block"] == 64, name
+            assert np.array_equal(want, b[f"patch/{name}"].attrs["crc32"]), name
+            assert np.array_equal(want, c[f"patch/{name}"].attrs["crc32"]), name
+        assert a.attrs["crc32_of_datasets"] == b.attrs["crc32_of_datasets"] == c.attrs["crc32_of_datasets"]
+    monkeypatch.undo()
+    for out in outs[1:]:
+        _check(distgrail.open_index(out), g.src, g.dst, g.n, edges[0][1], edges[0][2], _pairs(g))
 
 
 def test_the_changes_path_is_taken_for_few_rows_in_a_large_dataset_only(monkeypatch):

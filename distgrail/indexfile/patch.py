@@ -93,10 +93,10 @@ def write_patched_index(path, base, attrs: dict, rows: dict, dag=None, whole: di
     block CRC-32s of those bytes: the patched blocks' CRC-32s are then made from the changed bytes
     alone (:mod:`~distgrail.indexfile.crc_delta_jit`), without reading the base's blocks (a
     ``prior`` of another shape, type or block size is not used). ``crcs``: ``{dataset: (crc32_block,
-    crc32s)}`` of the result's datasets computed where they are (an update's swept arrays on the
-    GPU: :func:`~distgrail.stages.checksums.block_crcs_cuda`), taken as they are for those patched
-    by rows and, both given, for the DAG's CSR, which is then not rebuilt here (an entry of another
-    block size or count is not used). :class:`PatchNotPossible` (before anything is written):
+    crc32s, dtype, shape)}`` of the result's datasets computed where they are (an update's swept
+    arrays on the GPU: :func:`~distgrail.stages.checksums.block_crcs_cuda`), taken as they are for
+    those patched by rows and, both given, for the DAG's CSR, which is then not rebuilt here (an
+    entry of another type, shape, block size or count than the dataset written is not used). :class:`PatchNotPossible` (before anything is written):
     no hard link of ``base`` can be made beside ``path``, or ``base`` cannot be patched (split, of
     an earlier release, other vertex or component counts or dims): write the index whole."""
     path, base = os.fspath(path), os.fspath(base)
@@ -338,19 +338,22 @@ def _crcs_from_changes(base, rows, vals, prior, block, n_blocks, dims, C, rb):
 
 def _known(known, name, shape, t):
     """``(block, CRC-32s)`` of dataset ``name`` of ``shape`` and type ``t`` given in ``known``
-    (:func:`write_patched_index`'s ``crcs``), or None when not given or not of its block size and
-    count (the caller computes them)."""
+    (:func:`write_patched_index`'s ``crcs``), or None when not given, or given for another type,
+    shape, block size or block count (the caller computes them)."""
     got = known.get(name)
     nbytes = int(np.prod(shape, dtype=np.int64)) * np.dtype(t).itemsize
-    if got is None or not nbytes:
+    if got is None or not nbytes or len(got) != 4:
         return None
-    block, values = int(got[0]), [int(x) for x in got[1]]
+    block, values, dtype, of = int(got[0]), [int(x) for x in got[1]], np.dtype(got[2]), tuple(int(x) for x in got[3])
+    if dtype != np.dtype(t) or of != tuple(int(x) for x in shape):
+        return None
     return (block, values) if block == block_size(nbytes) and len(values) == -(-nbytes // block) else None
 
 
 def _dag(path, attrs, dag, src, types, data, groups, pool, known) -> None:
     """The DAG rows written again (``/patch/dag/indices``) and the result CSR's checksums (from
-    ``known`` when it has both: the CSR is then not rebuilt, only its edges counted)."""
+    ``known`` when it has both for the result's types and shapes: the CSR is then not rebuilt,
+    only its edges counted)."""
     r, off, v = dag
     t = np.dtype(types["dag/indices"])
     if t != src.dtype("dag/indices") or np.dtype(types["dag/indptr"]) != src.dtype("dag/indptr"):
@@ -358,13 +361,14 @@ def _dag(path, attrs, dag, src, types, data, groups, pool, known) -> None:
     v = _cast(path, "dag/indices", v, t)
     base_ip = src.array("dag/indptr")
     try:
-        if "dag/indptr" in known and "dag/indices" in known:
-            r, off, v = csr_rows_checked(base_ip, r, off, v)
-            edges = int(src.shape("dag/indices")[0]) - int((base_ip[r + 1].astype(np.int64) - base_ip[r]).sum()) + v.size
-            ip = ix = None
-        else:
+        r, off, v = csr_rows_checked(base_ip, r, off, v)
+        edges = int(src.shape("dag/indices")[0]) - int((base_ip[r + 1].astype(np.int64) - base_ip[r]).sum()) + v.size
+        given = [_known(known, n, shape, src.dtype(n)) for n, shape in
+                 (("dag/indptr", src.shape("dag/indptr")), ("dag/indices", (edges,)))]
+        ip = ix = None
+        if None in given:
             ip, ix = csr_rows_replaced(base_ip, src.array("dag/indices"), r, off, v)
-            edges = ix.size
+            given = [None, None]
     except ValueError as e:
         raise DistGrailError(f"{path}: the DAG rows: {e}") from None
     if edges != int(attrs["n_dag_edges"]):
@@ -373,11 +377,9 @@ def _dag(path, attrs, dag, src, types, data, groups, pool, known) -> None:
     g = f"{PATCH_GROUP}/dag/indices"
     data[f"{g}/rows"], data[f"{g}/offsets"], data[f"{g}/values"] = \
         np.asarray(r, np.int64), np.asarray(off, np.int64), v
-    for name, a, shape in (("dag/indptr", ip, src.shape("dag/indptr")), ("dag/indices", ix, (edges,))):
-        crcs = _known(known, name, shape, src.dtype(name))
-        if crcs is None and a is None and int(np.prod(shape)):
-            raise DistGrailError(f"{path}: /{name}'s checksums given are not of its size {shape}")
-        if crcs is None and a is not None and a.size:
+    for name, a, shape, crcs in (("dag/indptr", ip, src.shape("dag/indptr"), given[0]),
+                                 ("dag/indices", ix, (edges,), given[1])):
+        if crcs is None and a.size:
             a = np.ascontiguousarray(a.astype(src.dtype(name), copy=False))
             b = block_size(a.nbytes)
             crcs = (b, [x.result() for x in block_crcs(a, b, pool)])
