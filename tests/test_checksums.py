@@ -133,3 +133,15 @@ def test_the_kernel_gives_a_stored_datasets_crcs(dtype, shape):
     with be.on_device():
         got = block_crcs_cuda(be, be.xp.asarray(a), block)
     assert got.tolist() == [f.result() for f in block_crcs(a, block, _Pool())]
+
+
+@pytest.mark.gpu
+def test_the_benchmark_prints_both_rows_side_by_side_on_a_gpu(capsys):
+    import json
+
+    from distgrail.benchmarks import checksums
+
+    assert checksums.main(["--mib", "64", "--repeat", "2", "--json"]) == 0
+    row = json.loads(capsys.readouterr().out)
+    assert row["blocks"] == 16 and row["gpu_seconds"] > 0 and row["host_over_gpu"] > 0
+    assert row["gpu_first_seconds"] > 0 and row["mib"] == 64
