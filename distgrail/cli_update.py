@@ -120,11 +120,12 @@ def cmd_update(args) -> int:
         n = idx.n
     from .gpu.backend import get_backend, ready_beside
 
-    early = ready_beside(get_backend(args.backend))  # (the CUDA context and the upload's buffers while the index is read)
+    be = get_backend(args.backend)
+    early = ready_beside(be)  # (the CUDA context and the upload's buffers while the edges and the index are read)
     src, dst = _concatenated([_read_edges(add, args.format, n) for add in args.add])
     steps = {"read_edges": time.perf_counter() - t0}
     if idx is None:
-        idx = distgrail.open_index(args.index)
+        idx = distgrail.open_index(args.index, defer=_left_in_file(args, be))
     early.join()
     steps["open"] = time.perf_counter() - t0 - sum(steps.values())
     if idx.node_labels is not None:  # (named as the index file, not as insert_edges' argument)
@@ -231,6 +232,17 @@ def update_through_server(args) -> int:
 def same_path(a, b) -> bool:
     """Whether the paths ``a`` and ``b`` are the same name (absolute, normalised; no link followed)."""
     return os.path.abspath(a) == os.path.abspath(b)
+
+
+def _left_in_file(args, be) -> tuple:
+    """The datasets of ``args.index`` to leave in the file when it is opened: a patch swept on a
+    GPU reads them from there straight to the device (:mod:`distgrail.indexfile.read_device`;
+    one read, no host copy), given a one-file index that is not patched; else none."""
+    if args.layout != "patch" or not be.is_gpu:
+        return ()
+    from .indexfile.read_device import DEVICE_DATASETS, device_readable
+
+    return DEVICE_DATASETS if device_readable(args.index) else ()
 
 
 def _vertex_count(index) -> int | None:

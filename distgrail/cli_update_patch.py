@@ -24,6 +24,8 @@ def update_patched(args, idx, src, dst, steps: dict, t0: float, mode):
     the index's stat for an update in place (the new main file no more readable than it), else None."""
     import distgrail
 
+    import numpy as np
+
     from .indexfile import PatchNotPossible, patch_base, write_patched_index
     from .indexfile.patch_read import dataset_crcs, patch_rows
     from .update import UPDATES
@@ -53,7 +55,8 @@ def update_patched(args, idx, src, dst, steps: dict, t0: float, mode):
     prior = None
     if up.intact and not all(name in up.crcs for name, (r, _) in up.rows.items() if r.size):  # the rows' values before the update are in
         crcs = dataset_crcs(args.index)  # memory: the blocks' checksums from the changes (none made on the GPU)
-        prior = {name: (idx.arrays[name], *crcs[name]) for name in up.rows if name in crcs}
+        prior = {name: (idx.arrays[name], *crcs[name]) for name in up.rows  # (not one left in the file:
+                 if name in crcs and isinstance(idx.arrays[name], np.ndarray)}  # read_device)
     try:
         with no_wider_than(mode):
             write_patched_index(args.output, base, up.meta, up.rows, dag=up.dag, whole=up.whole, progress=progress,

@@ -406,12 +406,16 @@ def assemble(graph, dag, forest, post0, intervals, dims, seed, parent_rule, supp
     return Index(meta, arrays, labels)
 
 
-def open_index(path, values: bool = True) -> Index:
+def open_index(path, values: bool = True, defer=()) -> Index:
     """Read an index written by :func:`build_index` or ``distgrail index``.
 
     ``values=False`` skips the value checks (checksums, shapes and types are still checked):
     for a process whose bytes another has checked (:func:`distgrail.mpi.opening.open_on_ranks`);
     :meth:`Index.check_values` makes them later. The file's checksum seal is ``index.seal``.
+    ``defer``: datasets left in the file (each a :class:`~distgrail.indexfile.read.Deferred`:
+    shape, type and stored checksums), the value checks left to their reader
+    (:func:`distgrail.indexfile.read_device.upload_datasets`, which makes them all): what an
+    update that sweeps on a GPU opens (:class:`distgrail.update._Device`).
 
     Raises
     ------
@@ -421,7 +425,7 @@ def open_index(path, values: bool = True) -> Index:
     """
     t = time.perf_counter()
     seal: list = []
-    meta, arrays = read_index_file(path, values=values, seal_out=seal)
+    meta, arrays = read_index_file(path, defer=tuple(defer), values=values and not defer, seal_out=seal)
     try:
         labels = NodeLabels.from_arrays(arrays, os.fspath(path))
     except GraphFormatError as e:

@@ -332,8 +332,9 @@ def _uploaded(be, arrays) -> list:
 
 class _Device:
     """The arrays the sweep reads, on ``be``'s device (uploaded once, in their stored types; the
-    fields the sweep writes as copies): what :meth:`known_reachable` (the prefilter over them) and
-    :meth:`sweep` use."""
+    fields the sweep writes as copies; those ``index`` left in its file, read from there straight
+    to the device and checked there: :func:`~distgrail.indexfile.read_device.upload_datasets`):
+    what :meth:`known_reachable` (the prefilter over them) and :meth:`sweep` use."""
 
     arrivals = None  # the swept arrays on their way down (sweep(arrive=True))
 
@@ -346,7 +347,12 @@ class _Device:
                  "forest/subtree_size", "forest/parent"] + ["supports/out", "supports/in", "supports/ids"] * bool(K)
         with be.on_device():
             xp = self.xp = be.xp
-            got = dict(zip(names, _uploaded(be, [a[n] for n in names])))
+            if not all(isinstance(a[n], np.ndarray) for n in names):  # left in the file
+                from .indexfile.read_device import upload_datasets  # (open_index(defer=...)): read to the device
+
+                got = upload_datasets(be, index.meta["path"], index.meta, a, names)
+            else:
+                got = dict(zip(names, _uploaded(be, [a[n] for n in names])))
             iv = got["labels/intervals"]
             out = got["supports/out"] if K else xp.zeros((C, 0), xp.uint64)
             inn = got["supports/in"] if K else xp.zeros((C, 0), xp.uint64)

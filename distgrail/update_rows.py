@@ -108,17 +108,24 @@ def insert_rows(index, sources, targets, *, backend: str = "cpu", rebuild_above:
     s, t = checked_edges(index, sources, targets)
     report.given = int(s.size)
     comp = a["vertex/component"]
-    cs, ct = comp[s].astype(np.int64), comp[t].astype(np.int64)
+    dev = None
+    if arrays and not isinstance(comp, np.ndarray):  # left in the file (open_index(defer=...)): up first,
+        from .update import _Device  # the edges' components looked up there
+
+        dev = _Device(index, be)
+        with be.on_device():
+            cs, ct = (be.to_host(dev.arr["comp"][be.xp.asarray(x)]).astype(np.int64) for x in (s, t))
+    else:
+        cs, ct = comp[s].astype(np.int64), comp[t].astype(np.int64)
     cand = np.flatnonzero(cs != ct)
     report.same_component = int(s.size - cand.size)
     limit = rebuild_above if rebuild_above is not None else default_rebuild_above(index)
     if cand.size > limit:
         return None
-    dev = None
     if arrays and cand.size:
         from .update import _Device
 
-        dev = _Device(index, be)  # (the arrays the sweep reads, up once; the check runs there too)
+        dev = dev or _Device(index, be)  # (the arrays the sweep reads, up once; the check runs there too)
         reach = dev.known_reachable(cs[cand], ct[cand])
         report.seconds["upload"] = dev.upload_s
     else:

@@ -178,22 +178,48 @@ class Stager:
                 out.append(d)
                 if h.nbytes:
                     src = h.reshape(-1).view(np.uint8)
-                    pieces += [(src, d.data.ptr, lo, min(src.size, lo + self.piece))
-                               for lo in range(0, src.size, self.piece)]
-            if not pieces:
-                return out
-            after = cp.cuda.get_current_stream().record()
+                    pieces += [(_copier(src, lo, hi), d.data.ptr, lo, hi)
+                               for lo in range(0, src.size, self.piece) for hi in [min(src.size, lo + self.piece)]]
+            after = cp.cuda.get_current_stream().record() if pieces else None
+        self._run(pieces, after)
+        return out
+
+    def fill(self, targets) -> list:
+        """Device arrays of ``targets`` = ``[(shape, dtype, pieces), ...]``, each array's bytes
+        ``lo .. hi-1`` written by ``write(view)`` for each ``(lo, hi, write)`` of its ``pieces``
+        (``view``: ``hi - lo`` page-locked bytes of a thread's buffer, sent once ``write``
+        returns; pieces of at most the Stager's ``piece`` bytes, covering the array): an index's
+        datasets read from their file straight into the buffers
+        (:func:`distgrail.indexfile.read_device.upload_datasets`). The first error a ``write``
+        raises is raised here once every thread has stopped."""
+        cp = self.cp
+        out, pieces = [], []
+        with cp.cuda.Device(self.device):
+            for shape, dtype, parts in targets:
+                d = cp.empty(shape, dtype=dtype)
+                out.append(d)
+                for lo, hi, write in parts:
+                    if not 0 <= hi - lo <= self.piece:
+                        raise ValueError(f"Stager.fill: piece {lo}..{hi} is not 0..{self.piece} bytes")
+                    pieces.append((write, d.data.ptr, lo, hi))
+            after = cp.cuda.get_current_stream().record() if pieces else None
+        self._run(pieces, after)
+        return out
+
+    def _run(self, pieces, after) -> None:
+        """``pieces`` (``(write, device pointer, lo, hi)``) dealt round-robin to the threads."""
+        if not pieces:
+            return
         lanes = min(self.threads, len(pieces))
         sent = [self._pool.submit(self._send, k, pieces[k::lanes], after) for k in range(lanes)]
         wait(sent)  # every thread done before any failure is raised: nothing writes into `out` after
         for f in sent:
             f.result()
-        return out
 
     def _send(self, k: int, pieces, after) -> None:
-        """Thread ``k`` (its device current for good: the pool's initializer): copy ``pieces``
-        through its two buffers, its stream waiting for ``after``; its copies finished when it
-        returns or raises."""
+        """Thread ``k`` (its device current for good: the pool's initializer): fill ``pieces``
+        into its two buffers in turn and send each, its stream waiting for ``after``; its copies
+        finished when it returns or raises."""
         cp = self.cp
         if self._lanes[k] is None:
             mems = [cp.cuda.alloc_pinned_memory(self.piece) for _ in range(2)]
@@ -202,16 +228,22 @@ class Stager:
         bufs, _mems, stream, done = self._lanes[k]
         stream.wait_event(after)
         try:
-            for j, (src, dst, lo, hi) in enumerate(pieces):
+            for j, (write, dst, lo, hi) in enumerate(pieces):
                 b = j % 2
                 if done[b] is not None:
                     done[b].synchronize()  # the copy out of this buffer has finished
-                np.copyto(bufs[b][:hi - lo], src[lo:hi])
+                write(bufs[b][:hi - lo])
                 cp.cuda.runtime.memcpyAsync(dst + lo, bufs[b].ctypes.data, hi - lo,
                                             cp.cuda.runtime.memcpyHostToDevice, stream.ptr)
                 done[b] = stream.record()
         finally:
             stream.synchronize()
+
+
+def _copier(src: np.ndarray, lo: int, hi: int):
+    """A piece's ``write``: bytes ``lo .. hi-1`` of ``src`` copied into the buffer (NumPy's copy
+    drops the GIL)."""
+    return lambda view: np.copyto(view, src[lo:hi])
 
 
 def _pinned(cupy, nbytes):

@@ -39,7 +39,7 @@ crc32 = _crc32_function()
 __all__ = ["FORMAT", "FORMAT_VERSION", "READ_VERSIONS", "CHUNK_BYTES", "CRC_BLOCK", "LIBVER", "ATTRS", "SEAL", "ATTRS_SEAL",
            "PARALLEL_MIN_BYTES", "block_size", "block_crcs", "crc32", "crc_pool", "entry", "datasets_seal", "attributes_seal", "stored_types",
            "dataset_order", "can_read_in_blocks", "can_write_in_blocks", "REQUIRED", "PART_FORMAT", "BUILD_ATTR", "part_name",
-           "crc32_combine", "pieces", "join_pieces", "read_block", "index_parts", "remove_parts", "split_build", "vds_name",
+           "crc32_combine", "pieces", "join_pieces", "read_block", "read_into", "index_parts", "remove_parts", "split_build", "vds_name",
            "from_vds_name", "not_an_index", "replaced_split", "root_attrs", "attr_carried", "builds_carried", "TEMPORARY", "pending_name",
            "BY_LEVEL", "OPTIONAL_ATTRS", "root_keys"]
 
@@ -482,10 +482,15 @@ def join_pieces(total: int, block: int, got) -> list:
 def read_block(fd, view: memoryview, offset: int) -> int:
     """Read ``len(view)`` bytes at ``offset`` into ``view``; returns the CRC-32 of the block, or
     -1 when the file ends first."""
+    return crc32(view) if read_into(fd, view, offset) else -1
+
+
+def read_into(fd, view, offset: int) -> bool:
+    """Read ``len(view)`` bytes at ``offset`` of ``fd`` into ``view``; False when the file ends first."""
     got = 0
     while got < len(view):
         k = os.preadv(fd, [view[got:]], offset + got)
         if k <= 0:
-            return -1
+            return False
         got += k
-    return crc32(view)
+    return True

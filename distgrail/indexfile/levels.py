@@ -41,6 +41,6 @@ def check_level_order(path, meta: dict, level, L: int, C: int, bad, within, non_
     if numbered_by_level(path, meta):
         if not non_decreasing(level) or int(level[-1]) != L - 1:
             bad("dag/level", f"is not sorted up to n_levels - 1 = {L - 1}")
-    elif int(np.asarray(level).max()) != L - 1:
+    elif int(level.max()) != L - 1:  # (NumPy's or CuPy's)
         bad("dag/level", f"has no component at level n_levels - 1 = {L - 1}")
     return level

@@ -35,6 +35,7 @@ from concurrent.futures import ThreadPoolExecutor
 import numpy as np
 
 from .. import cores
+from ..arrays import array_module, spans
 from ..errors import IndexFormatError
 from .layout import ATTRS_SEAL, BUILD_ATTR, CRC_BLOCK, FORMAT, READ_VERSIONS, REQUIRED, SEAL, block_crcs, can_read_in_blocks, crc32, \
     crc_pool, attributes_seal, datasets_seal, entry, not_an_index, pieces, read_block, root_keys
@@ -403,10 +404,11 @@ class Deferred:
 
 class _Pieces:
     """``any(test, size)``: whether ``test(i, j)`` holds for some piece [i, j) of range(size),
-    the pieces tested by a thread pool when there are several."""
+    the pieces tested by a thread pool when there are several; ``whole``: one test over the
+    whole range (arrays on a GPU, where one kernel covers it)."""
 
-    def __init__(self):
-        self.pool = None
+    def __init__(self, whole: bool = False):
+        self.pool, self.whole = None, whole
 
     def __enter__(self):
         return self
@@ -416,8 +418,8 @@ class _Pieces:
             self.pool.shutdown(wait=True)
 
     def any(self, test, size: int) -> bool:
-        if size <= PIECE:
-            return bool(test(0, size))
+        if size <= PIECE or self.whole:
+            return bool(test(0, size)) if size else False
         if self.pool is None:
             self.pool = ThreadPoolExecutor(max_workers=max(1, min(16, cores.usable())),
                                            thread_name_prefix="distgrail-check")
@@ -473,8 +475,8 @@ def check_index(path, meta: dict, arrays: dict, values: bool = True, stats: dict
         if not np.issubdtype(a.dtype, np.integer):
             bad(name, f"has type {a.dtype}, expected integers")
     numbered_by_level(path, meta)  # (its value: 0 or 1)
-    if values:
-        with _Pieces() as pieces:
+    if values:  # (the large datasets on a GPU, read_device: each test over the whole array there)
+        with _Pieces(whole=not isinstance(arrays["dag/indptr"], np.ndarray)) as pieces:
             _check_values(path, meta, arrays, n, C, m, L, dims, bad, pieces, _whole(stats or {}, arrays))
 
 
@@ -507,7 +509,7 @@ def _check_values(path, meta, a, n, C, m, L, dims, bad, pieces, seen):
         else:
             found = flat.size and (low or high) and pieces.any(outside, flat.size)
         if found:
-            at = np.flatnonzero((flat < lo) | (flat > hi))
+            at = array_module(flat).flatnonzero((flat < lo) | (flat > hi))
             if at.size:
                 bad(name, f"holds {int(flat[at[0]])} at flat position {int(at[0])}, {span}")
             if name in seen:
@@ -523,13 +525,15 @@ def _check_values(path, meta, a, n, C, m, L, dims, bad, pieces, seen):
     ip = a["dag/indptr"]
     if int(ip[0]) != 0 or int(ip[-1]) != m or not non_decreasing(ip):
         bad("dag/indptr", f"is not a CSR offset array 0..{m} (non-decreasing)")
+    xp = array_module(ip)  # (NumPy, or CuPy for an index read to a GPU: read_device)
     ix = a["dag/indices"]
-    deferred = not isinstance(ix, np.ndarray)  # left in the file: its reader checks the rows it reads
+    deferred = isinstance(ix, Deferred)  # left in the file: its reader checks the rows it reads
     if not deferred:
         within("dag/indices", ix, 0, C - 1)
     level = check_level_order(path, meta, a["dag/level"], L, C, bad, within, non_decreasing)
     if 0 < m <= EDGE_CHECK_MAX and not deferred:
-        src = np.repeat(np.arange(C, dtype=np.int64), np.diff(ip.astype(np.int64)))
+        counts = xp.diff(ip.astype(np.int64))  # (each edge's row: CuPy's repeat takes its counts through the host)
+        src = np.repeat(np.arange(C, dtype=np.int64), counts) if xp is np else spans(xp, ip[:-1].astype(np.int64), counts)[1]
         ix = ix.astype(np.int64)
         level = level.astype(np.int64)
         if (level[src] >= level[ix]).any():
@@ -549,7 +553,7 @@ def _check_values(path, meta, a, n, C, m, L, dims, bad, pieces, seen):
         bad("labels/intervals", "holds an interval [min, max] with min > max or without its own rank")
     if 0 < dims * m <= EDGE_CHECK_MAX and not deferred:
         for d in range(dims):
-            lo_d, hi_d = np.ascontiguousarray(lo[d]), np.ascontiguousarray(hi[d])
+            lo_d, hi_d = xp.ascontiguousarray(lo[d]), xp.ascontiguousarray(hi[d])
             if (lo_d[src] > lo_d[ix]).any() or (hi_d[src] < hi_d[ix]).any():
                 bad("labels/intervals", f"holds a DAG edge whose target's interval is not inside its source's "
                                         f"(dimension {d})")

@@ -1,0 +1,222 @@
+"""An index's large datasets read from the file straight to where the update sweeps them
+(distgrail/indexfile/read_device.py): ``open_index(defer=...)`` leaves them in the file, and
+``upload_datasets`` reads them piece by piece into the device's memory (on the CPU backend, into
+host arrays), checks every block's CRC-32 there and makes every value check of ``open_index``. The
+arrays equal ``open_index``'s; a damaged byte, a file cut short and a value out of range are the
+same errors; ``insert_rows`` over such an index gives the rows, values and checksums it gives over
+the index read whole. The GPU tests run the same over a Stager and CuPy arrays, and check_index's
+value checks over device arrays against the host's, message for message."""
+
+from __future__ import annotations
+
+import os
+import shutil
+
+import h5py
+import numpy as np
+import pytest
+
+import distgrail
+from distgrail.errors import IndexFormatError
+from distgrail.gpu.backend import get_backend
+from distgrail.index import Index
+from distgrail.indexfile import read_device
+from distgrail.indexfile.read import Deferred, check_index
+from distgrail.indexfile.read_device import DEVICE_DATASETS, device_readable, upload_datasets
+from distgrail.io.generate import generate
+from distgrail.update_rows import insert_rows
+
+from test_update import _build
+
+pytest.importorskip("numba")
+
+
+@pytest.fixture
+def base(tmp_path, small_crc_blocks, monkeypatch):
+    """(path of a one-file index whose large datasets take the block reader, its graph)."""
+    monkeypatch.setattr(read_device._Host, "piece", 4096)  # (several pieces a dataset)
+    g = generate("scale-free", 3000, 3, seed=5)
+    path = str(tmp_path / "base.h5")
+    _build(g.src, g.dst, g.n, supports="auto").save(path)
+    return path, g
+
+
+def _flip(src, dst, name, at):
+    """``dst``: ``src`` with one bit of dataset ``name``'s byte ``at`` flipped."""
+    shutil.copy(src, dst)
+    with h5py.File(src, "r") as f:
+        off = f[name].id.get_offset()
+    with open(dst, "r+b") as f:
+        f.seek(off + at)
+        b = f.read(1)
+        f.seek(off + at)
+        f.write(bytes([b[0] ^ 1]))
+
+
+def test_the_deferred_datasets_land_equal_to_the_whole_read(base):
+    path, _ = base
+    idx = distgrail.open_index(path, defer=DEVICE_DATASETS)
+    left = {n for n, a in idx.arrays.items() if isinstance(a, Deferred)}
+    assert left == set(DEVICE_DATASETS)  # (every one large enough for the block reader here)
+    got = upload_datasets(get_backend("cpu"), path, idx.meta, idx.arrays, DEVICE_DATASETS)
+    whole = distgrail.open_index(path)
+    assert sorted(got) == sorted(DEVICE_DATASETS)
+    for n, a in got.items():
+        assert a.dtype == whole.arrays[n].dtype and np.array_equal(a, whole.arrays[n]), n
+
+
+def test_a_damaged_byte_is_the_error_the_whole_read_gives(base, tmp_path):
+    path, _ = base
+    bad = str(tmp_path / "bad.h5")
+    _flip(path, bad, "labels/intervals", 2500)
+    with pytest.raises(IndexFormatError) as whole:
+        distgrail.open_index(bad)
+    idx = distgrail.open_index(bad, defer=DEVICE_DATASETS)  # (the header and small datasets read: fine)
+    with pytest.raises(IndexFormatError) as direct:
+        upload_datasets(get_backend("cpu"), bad, idx.meta, idx.arrays, DEVICE_DATASETS)
+    assert str(direct.value) == str(whole.value)
+    assert "labels/intervals" in str(direct.value) and "CRC-32 mismatch, block 2 of" in str(direct.value)
+
+
+def test_a_file_that_ends_before_a_dataset_is_named(base, tmp_path):
+    path, _ = base
+    idx = distgrail.open_index(path, defer=DEVICE_DATASETS)
+    d = idx.arrays["dag/indptr"]
+    short = str(tmp_path / "short.h5")
+    with open(path, "rb") as f, open(short, "wb") as g:
+        g.write(f.read(d.spans[0][3] + 100))  # (cut inside the offsets' bytes)
+    fd = os.open(short, os.O_RDONLY)
+    try:
+        pieces = read_device._pieces(short, "dag/indptr", d, fd, 64)
+        buf = np.empty(64, np.uint8)
+        pieces[0][2](buf)  # (the first piece is there)
+        with pytest.raises(IndexFormatError, match=r"short\.h5: damaged index: dataset /dag/indptr cannot be read "
+                                                   r"\(the file ends before its data: truncated\?\)"):
+            pieces[1][2](buf)
+    finally:
+        os.close(fd)
+
+
+def test_a_value_out_of_range_is_refused_as_open_index_refuses_it(base, tmp_path):
+    path, _ = base
+    whole = distgrail.open_index(path)
+    arrays = dict(whole.arrays)
+    comp = arrays["vertex/component"].copy()
+    comp[7] = whole.C  # (one past the last component; its checksums those of the bytes written)
+    arrays["vertex/component"] = comp
+    bad = str(tmp_path / "bad.h5")
+    Index(whole.meta, arrays).save(bad)
+    with pytest.raises(IndexFormatError) as host:
+        distgrail.open_index(bad)
+    idx = distgrail.open_index(bad, defer=DEVICE_DATASETS)
+    with pytest.raises(IndexFormatError) as direct:
+        upload_datasets(get_backend("cpu"), bad, idx.meta, idx.arrays, DEVICE_DATASETS)
+    assert str(direct.value) == str(host.value)
+    assert "vertex/component holds" in str(host.value) and "at flat position 7" in str(host.value)
+
+
+def test_an_update_over_the_deferred_index_gives_the_rows_of_the_whole_one(base):
+    path, g = base
+    r = np.random.default_rng(11)
+    s, t = r.integers(0, g.n, 200), r.integers(0, g.n, 200)
+    up1, rep1 = insert_rows(distgrail.open_index(path, defer=DEVICE_DATASETS), s, t, backend="cpu", sweep="arrays")
+    up2, rep2 = insert_rows(distgrail.open_index(path), s, t, backend="cpu", sweep="arrays")
+    assert rep1.added == rep2.added > 0 and rep1.same_component == rep2.same_component
+    assert sorted(up1.rows) == sorted(up2.rows)
+    for n in up1.rows:
+        assert np.array_equal(up1.rows[n][0], up2.rows[n][0]) and np.array_equal(up1.rows[n][1], up2.rows[n][1]), n
+    assert up1.crcs == up2.crcs and up1.crcs
+    assert all(np.array_equal(a, b) for a, b in zip(up1.dag, up2.dag))
+
+
+def test_only_a_one_file_unpatched_index_is_read_to_the_device(base, tmp_path):
+    from distgrail.cli_update import _left_in_file
+    from distgrail.cli import build_parser
+
+    path, _ = base
+    assert device_readable(path)
+    assert not device_readable(str(tmp_path / "none.h5"))
+    (tmp_path / "t.txt").write_text("0 1\n")
+    assert not device_readable(str(tmp_path / "t.txt"))
+    split = str(tmp_path / "split.h5")
+    distgrail.open_index(path).save(split, layout="split", parts=2)
+    assert not device_readable(split)
+    args = build_parser().parse_args(["update", path, "--add", str(tmp_path / "t.txt"), "--layout", "patch"])
+    assert _left_in_file(args, get_backend("cpu")) == ()  # (the CPU's walks change host arrays in place)
+
+
+@pytest.mark.gpu
+def test_gpu_the_deferred_datasets_land_on_the_device_equal_and_checked(base, tmp_path):
+    import cupy as cp
+
+    path, _ = base
+    be = get_backend("gpu")
+    idx = distgrail.open_index(path, defer=DEVICE_DATASETS)
+    got = upload_datasets(be, path, idx.meta, idx.arrays, DEVICE_DATASETS)
+    whole = distgrail.open_index(path)
+    for n, a in got.items():
+        assert isinstance(a, cp.ndarray) and a.dtype == whole.arrays[n].dtype
+        assert np.array_equal(cp.asnumpy(a), whole.arrays[n]), n
+    bad = str(tmp_path / "bad.h5")
+    _flip(path, bad, "dag/indptr", 3001)
+    with pytest.raises(IndexFormatError) as host:
+        distgrail.open_index(bad)
+    idx = distgrail.open_index(bad, defer=DEVICE_DATASETS)
+    with pytest.raises(IndexFormatError) as dev:
+        upload_datasets(be, bad, idx.meta, idx.arrays, DEVICE_DATASETS)
+    assert str(dev.value) == str(host.value)
+
+
+@pytest.mark.gpu
+def test_gpu_value_checks_over_device_arrays_say_what_the_host_says(base):
+    import cupy as cp
+
+    path, _ = base
+    whole = distgrail.open_index(path)
+    C = whole.C
+
+    def spoil(name, f):
+        a = dict(whole.arrays)
+        x = a[name].copy()
+        f(x)
+        a[name] = x
+        return a
+
+    cases = [spoil("vertex/component", lambda x: x.__setitem__(3, C)),
+             spoil("dag/indptr", lambda x: x.__setitem__(5, x[6] + 1)),
+             spoil("labels/intervals", lambda x: x.__setitem__((1, 9, 0), x[1, 9, 1] + 1)),
+             spoil("dag/level", lambda x: x.__setitem__(0, x[-1])),
+             spoil("forest/subtree_size", lambda x: x.__setitem__(2, 0))]
+    check_index(path, whole.meta, {n: (cp.asarray(a) if n in DEVICE_DATASETS else a) for n, a in whole.arrays.items()})
+    for arrays in cases:
+        with pytest.raises(IndexFormatError) as host:
+            check_index(path, whole.meta, arrays)
+        dev = {n: (cp.asarray(a) if n in DEVICE_DATASETS else a) for n, a in arrays.items()}
+        with pytest.raises(IndexFormatError) as gpu:
+            check_index(path, whole.meta, dev)
+        assert str(gpu.value) == str(host.value)
+
+
+@pytest.mark.gpu
+def test_gpu_stager_fill_writes_every_piece_and_raises_a_pieces_error():
+    import cupy as cp
+
+    from distgrail.gpu.dma import Stager
+
+    data = np.random.default_rng(2).integers(0, 255, 10_000_003, dtype=np.uint8)
+
+    def piece(lo, hi):
+        return lo, hi, lambda view: np.copyto(view, data[lo:hi])
+
+    with Stager(cp, 0, threads=3, piece=1 << 20) as st:
+        (got,) = st.fill([(data.shape, data.dtype, [piece(lo, min(data.size, lo + (1 << 20)))
+                                                     for lo in range(0, data.size, 1 << 20)])])
+        assert np.array_equal(cp.asnumpy(got), data)
+
+        def fail(view):
+            raise IndexFormatError("piece 2 failed")
+
+        with pytest.raises(IndexFormatError, match="piece 2 failed"):
+            st.fill([((100,), np.uint8, [(0, 50, lambda v: None), (50, 100, fail)])])
+        with pytest.raises(ValueError, match="is not 0"):
+            st.fill([((4 << 20,), np.uint8, [(0, 4 << 20, lambda v: None)])])
