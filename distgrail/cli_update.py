@@ -236,13 +236,15 @@ def same_path(a, b) -> bool:
 
 def _left_in_file(args, be) -> tuple:
     """The datasets of ``args.index`` to leave in the file when it is opened: a patch swept on a
-    GPU reads them from there straight to the device (:mod:`distgrail.indexfile.read_device`;
-    one read, no host copy), given a one-file index that is not patched; else none."""
-    if args.layout != "patch" or not be.is_gpu:
+    GPU (``--layout patch``, or ``keep`` of a patched index) reads them from there straight to
+    the device (:mod:`distgrail.indexfile.read_device`; one read, no host copy; a patched
+    index's rows put over its base's there); else none."""
+    if args.layout not in ("patch", "keep") or not be.is_gpu:
         return ()
-    from .indexfile.read_device import DEVICE_DATASETS, device_readable
+    from .indexfile.read_device import DEVICE_DATASETS, device_layout
 
-    return DEVICE_DATASETS if device_readable(args.index) else ()
+    kind = device_layout(args.index)
+    return DEVICE_DATASETS if kind == "patched" or kind == "single" and args.layout == "patch" else ()
 
 
 def _vertex_count(index) -> int | None:

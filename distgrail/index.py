@@ -413,7 +413,8 @@ def open_index(path, values: bool = True, defer=()) -> Index:
     for a process whose bytes another has checked (:func:`distgrail.mpi.opening.open_on_ranks`);
     :meth:`Index.check_values` makes them later. The file's checksum seal is ``index.seal``.
     ``defer``: datasets left in the file (each a :class:`~distgrail.indexfile.read.Deferred`:
-    shape, type and stored checksums), the value checks left to their reader
+    shape, type and stored checksums; of a patched index, left in its base with the patch's rows
+    attached), the value checks left to their reader
     (:func:`distgrail.indexfile.read_device.upload_datasets`, which makes them all): what an
     update that sweeps on a GPU opens (:class:`distgrail.update._Device`).
 
@@ -425,7 +426,8 @@ def open_index(path, values: bool = True, defer=()) -> Index:
     """
     t = time.perf_counter()
     seal: list = []
-    meta, arrays = read_index_file(path, defer=tuple(defer), values=values and not defer, seal_out=seal)
+    meta, arrays = read_index_file(path, defer=tuple(defer), values=values and not defer, seal_out=seal,
+                                   keep_rows=bool(defer))
     try:
         labels = NodeLabels.from_arrays(arrays, os.fspath(path))
     except GraphFormatError as e:

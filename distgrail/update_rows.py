@@ -135,8 +135,12 @@ def insert_rows(index, sources, targets, *, backend: str = "cpu", rebuild_above:
     prev = previous or {}
     if not new.size:  # nothing reaches further: the labels stay, the patch keeps its rows
         report.components_after = report.components_before
-        rows = {name: (r, _host_rows(a, name, r)) for name, r in prev.items() if name != "dag"}
-        dag = (prev["dag"], *csr_rows(np, a["dag/indptr"], a["dag/indices"], prev["dag"])) if "dag" in prev else None
+        if dev is not None:  # (the index's arrays on the device: its rows come from there)
+            rows, dag = _device_rows(index, dev, dev.arr, {n: np.asarray(r, np.int64) for n, r in prev.items()},
+                                     np.dtype(a["dag/level"].dtype))
+        else:
+            rows = {name: (r, _host_rows(a, name, r)) for name, r in prev.items() if name != "dag"}
+            dag = (prev["dag"], *csr_rows(np, a["dag/indptr"], a["dag/indices"], prev["dag"])) if "dag" in prev else None
         counts = (int(index.meta.get("n_dag_edges", a["dag/indices"].size)), int(index.meta["n_levels"]),
                   int(index.meta.get("components_by_level", 1)))
         return _rows_update(index, report, s, t, rows, dag, a.get("supports/ids"), counts, None, t0, True)
@@ -240,17 +244,11 @@ def _swept_on_device(index, dev, key, report, prev):
         _swept_report(report, info, before, dev.decided(got))
         t2 = time.perf_counter()
         L = int(got["level"].max()) + 1 if C else 1
-        of = {"vertex/component": lambda r: got["comp"][r],
-              "dag/level": lambda r: got["level"][r].astype(smallest_uint(max(L - 1, 0))),
-              "labels/intervals": lambda r: xp.stack([got["lo"][:, r], got["hi"][:, r]], axis=-1).astype(dev.iv_dtype),
-              "supports/out": lambda r: got["out"][:, r].T, "supports/in": lambda r: got["inn"][:, r].T}
-        rows = {}
         for name, r in changed.items():  # (joined to the earlier patch's rows there: a sort on the device)
             if prev.get(name) is not None:
-                r = unique(xp, xp.concatenate([r, xp.asarray(prev[name], dtype=xp.int64)]))
-            rows[name] = (be.to_host(r), None if name == "dag" else be.to_host(xp.ascontiguousarray(of[name](r))))
-            if name == "dag":
-                dag = (rows.pop(name)[0], *(be.to_host(x) for x in csr_rows(xp, got["indptr"], got["indices"], r)))
+                changed[name] = unique(xp, xp.concatenate([r, xp.asarray(prev[name], dtype=xp.int64)]))
+        rows, dag = _device_rows(index, dev, got, changed, smallest_uint(max(L - 1, 0)))
+        of = _row_values(xp, got, dev, smallest_uint(max(L - 1, 0)))
         ids = be.to_host(got["ids"]) if K else None
         counts = (int(got["indices"].size), L, info.pop("components_by_level"))
         report.seconds["download"] = time.perf_counter() - t2
@@ -259,6 +257,32 @@ def _swept_on_device(index, dev, key, report, prev):
         crcs = _device_crcs(index, dev, got, names, of)
         report.seconds["checksums"] = time.perf_counter() - t3
     return rows, dag, ids, counts, crcs
+
+
+def _row_values(xp, got, dev, level_type) -> dict:
+    """``{dataset: rows -> values}`` over the sweep's arrays ``got`` on the device (``dev``'s), in
+    the stored types (levels as ``level_type``): a dataset's rows as a patch writes them."""
+    return {"vertex/component": lambda r: got["comp"][r],
+            "dag/level": lambda r: got["level"][r].astype(level_type),
+            "labels/intervals": lambda r: xp.stack([got["lo"][:, r], got["hi"][:, r]], axis=-1).astype(dev.iv_dtype),
+            "supports/out": lambda r: got["out"][:, r].T, "supports/in": lambda r: got["inn"][:, r].T}
+
+
+def _device_rows(index, dev, got, rows, level_type) -> tuple:
+    """``(rows, dag)`` for a patch: ``{dataset: (host rows, host values)}`` of the rows ``rows``
+    (``{dataset: int64 rows}``, on the device or the host; ``"dag"``: the DAG rows) of the sweep's
+    arrays ``got`` on ``dev``'s device, and ``(rows, indptr, indices)`` of the DAG rows (None
+    without them)."""
+    be, xp = dev.be, dev.xp
+    of = _row_values(xp, got, dev, level_type)
+    out, dag = {}, None
+    for name, r in rows.items():
+        r = xp.asarray(r, dtype=xp.int64)
+        if name == "dag":
+            dag = (be.to_host(r), *(be.to_host(x) for x in csr_rows(xp, got["indptr"], got["indices"], r)))
+        else:
+            out[name] = (be.to_host(r), be.to_host(xp.ascontiguousarray(of[name](r))))
+    return out, dag
 
 
 def _device_crcs(index, dev, got, names, of) -> dict:

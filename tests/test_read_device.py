@@ -4,8 +4,10 @@
 host arrays), checks every block's CRC-32 there and makes every value check of ``open_index``. The
 arrays equal ``open_index``'s; a damaged byte, a file cut short and a value out of range are the
 same errors; ``insert_rows`` over such an index gives the rows, values and checksums it gives over
-the index read whole. The GPU tests run the same over a Stager and CuPy arrays, and check_index's
-value checks over device arrays against the host's, message for message."""
+the index read whole. A patched index leaves its base in the file with the patch's rows attached,
+put over it where it lands (equal arrays, the same errors, the same update rows, the CSR's rows
+replaced as the host replaces them). The GPU tests run the same over a Stager and CuPy arrays, and
+check_index's value checks over device arrays against the host's, message for message."""
 
 from __future__ import annotations
 
@@ -22,9 +24,12 @@ from distgrail.gpu.backend import get_backend
 from distgrail.index import Index
 from distgrail.indexfile import read_device
 from distgrail.indexfile.read import Deferred, check_index
-from distgrail.indexfile.read_device import DEVICE_DATASETS, device_readable, upload_datasets
+from distgrail.indexfile.read_device import DEVICE_DATASETS, device_layout, upload_datasets
 from distgrail.io.generate import generate
+from distgrail.indexfile import patch_base
+from distgrail.indexfile.patch_read import patch_rows
 from distgrail.update_rows import insert_rows
+from distgrail.cli import main
 
 from test_update import _build
 
@@ -129,20 +134,90 @@ def test_an_update_over_the_deferred_index_gives_the_rows_of_the_whole_one(base)
     assert all(np.array_equal(a, b) for a, b in zip(up1.dag, up2.dag))
 
 
-def test_only_a_one_file_unpatched_index_is_read_to_the_device(base, tmp_path):
+def test_only_a_one_file_or_patched_index_is_read_to_the_device(base, tmp_path):
     from distgrail.cli_update import _left_in_file
     from distgrail.cli import build_parser
 
     path, _ = base
-    assert device_readable(path)
-    assert not device_readable(str(tmp_path / "none.h5"))
+    assert device_layout(path) == "single"
+    assert device_layout(str(tmp_path / "none.h5")) is None
     (tmp_path / "t.txt").write_text("0 1\n")
-    assert not device_readable(str(tmp_path / "t.txt"))
+    assert device_layout(str(tmp_path / "t.txt")) is None
     split = str(tmp_path / "split.h5")
     distgrail.open_index(path).save(split, layout="split", parts=2)
-    assert not device_readable(split)
+    assert device_layout(split) is None
     args = build_parser().parse_args(["update", path, "--add", str(tmp_path / "t.txt"), "--layout", "patch"])
     assert _left_in_file(args, get_backend("cpu")) == ()  # (the CPU's walks change host arrays in place)
+
+
+@pytest.fixture
+def patched(base, tmp_path):
+    """(path of an index patched over ``base``'s, its graph, the patch's rows)."""
+    path, g = base
+    r = np.random.default_rng(1)
+    e = tmp_path / "e.txt"
+    e.write_text("".join(f"{a} {b}\n" for a, b in zip(r.integers(0, g.n, 200), r.integers(0, g.n, 200))))
+    out = str(tmp_path / "p.h5")
+    assert main(["update", path, "--add", str(e), "-o", out, "--layout", "patch", "--backend", "cpu", "--quiet"]) == 0
+    return out, g, patch_rows(out)
+
+
+def test_a_patched_index_leaves_its_base_in_the_file_with_its_rows_and_lands_equal(patched, tmp_path):
+    path, _, _ = patched
+    assert device_layout(path) == "patched"
+    idx = distgrail.open_index(path, defer=DEVICE_DATASETS)
+    kinds = {n: type(idx.arrays[n]).__name__ for n in DEVICE_DATASETS}
+    assert kinds["labels/intervals"] == "PatchedRows" and kinds["dag/indices"] == kinds["dag/indptr"] == "PatchedCSR"
+    assert kinds["forest/parent"] == "Deferred"  # (rows no update changes: the base's as they are)
+    got = upload_datasets(get_backend("cpu"), path, idx.meta, idx.arrays, DEVICE_DATASETS)
+    whole = distgrail.open_index(path)
+    for n, a in got.items():
+        assert a.dtype == whole.arrays[n].dtype and np.array_equal(a, whole.arrays[n]), n
+    base = patch_base(path)  # a damaged byte of the base: the whole read's error
+    _flip(base, str(tmp_path / "copy.h5"), "forest/parent", 1500)
+    os.replace(str(tmp_path / "copy.h5"), base)
+    with pytest.raises(IndexFormatError) as host:
+        distgrail.open_index(path)
+    idx = distgrail.open_index(path, defer=DEVICE_DATASETS)
+    with pytest.raises(IndexFormatError) as direct:
+        upload_datasets(get_backend("cpu"), path, idx.meta, idx.arrays, DEVICE_DATASETS)
+    assert str(direct.value) == str(host.value) and "forest/parent" in str(host.value)
+
+
+@pytest.mark.parametrize("kind", ["swept", "unchanged"])
+def test_an_update_over_a_deferred_patched_index_gives_the_rows_of_the_whole_one(patched, kind):
+    path, g, prev = patched
+    r = np.random.default_rng(12)
+    s, t = (r.integers(0, g.n, 150), r.integers(0, g.n, 150)) if kind == "swept" else (np.arange(9),) * 2
+    up1, rep1 = insert_rows(distgrail.open_index(path, defer=DEVICE_DATASETS), s, t, backend="cpu", sweep="arrays",
+                            previous=prev)
+    up2, rep2 = insert_rows(distgrail.open_index(path), s, t, backend="cpu", sweep="arrays", previous=prev)
+    assert rep1.added == rep2.added and (rep1.added > 0) == (kind == "swept")
+    assert sorted(up1.rows) == sorted(up2.rows) and up1.rows
+    for n in up1.rows:  # (the earlier patch's rows among them: joined, their values the new ones)
+        assert np.array_equal(up1.rows[n][0], up2.rows[n][0]) and np.array_equal(up1.rows[n][1], up2.rows[n][1]), n
+        assert up1.rows[n][1].dtype == up2.rows[n][1].dtype and np.isin(prev[n], up1.rows[n][0]).all(), n
+    assert all(np.array_equal(a, b) for a, b in zip(up1.dag, up2.dag))
+    assert up1.crcs == up2.crcs
+
+
+def test_the_csr_rows_replaced_where_the_arrays_are_equal_the_hosts():
+    from distgrail.indexfile.patch_read import csr_rows_replaced
+    from distgrail.indexfile.read_device import csr_rows_replaced_on
+
+    r = np.random.default_rng(3)
+    for C, m, k in ((1, 0, 1), (50, 0, 3), (400, 3000, 1), (400, 3000, 37), (400, 3000, 400)):
+        ip = np.zeros(C + 1, np.int64)
+        ip[1:] = np.sort(r.integers(0, m + 1, C))
+        ip[-1] = m
+        ix = r.integers(0, C, m).astype(np.uint32)
+        rows = np.sort(r.choice(C, k, replace=False)).astype(np.int64)
+        off = np.zeros(k + 1, np.int64)
+        off[1:] = np.cumsum(r.integers(0, 6, k))
+        v = r.integers(0, C, int(off[-1])).astype(np.uint32)
+        want = csr_rows_replaced(ip, ix, rows, off, v)
+        got = csr_rows_replaced_on(np, ip, ix, rows, off, v)
+        assert np.array_equal(got[0], want[0]) and np.array_equal(got[1], want[1]) and got[1].dtype == want[1].dtype
 
 
 @pytest.mark.gpu
@@ -220,3 +295,27 @@ def test_gpu_stager_fill_writes_every_piece_and_raises_a_pieces_error():
             st.fill([((100,), np.uint8, [(0, 50, lambda v: None), (50, 100, fail)])])
         with pytest.raises(ValueError, match="is not 0"):
             st.fill([((4 << 20,), np.uint8, [(0, 4 << 20, lambda v: None)])])
+
+
+@pytest.mark.gpu
+def test_gpu_a_patched_index_lands_on_the_device_equal_and_its_csr_rows_as_the_hosts(patched):
+    import cupy as cp
+
+    from distgrail.indexfile.patch_read import csr_rows_replaced
+    from distgrail.indexfile.read_device import csr_rows_replaced_on
+
+    path, _, _ = patched
+    idx = distgrail.open_index(path, defer=DEVICE_DATASETS)
+    got = upload_datasets(get_backend("gpu"), path, idx.meta, idx.arrays, DEVICE_DATASETS)
+    whole = distgrail.open_index(path)
+    for n, a in got.items():
+        assert isinstance(a, cp.ndarray) and np.array_equal(cp.asnumpy(a), whole.arrays[n]), n
+    r = np.random.default_rng(4)
+    ip = np.concatenate([[0], np.cumsum(r.integers(0, 9, 5000))]).astype(np.int64)
+    ix = r.integers(0, 5000, int(ip[-1])).astype(np.uint32)
+    rows = np.sort(r.choice(5000, 700, replace=False)).astype(np.int64)
+    off = np.concatenate([[0], np.cumsum(r.integers(0, 9, 700))]).astype(np.int64)
+    v = r.integers(0, 5000, int(off[-1])).astype(np.uint32)
+    want = csr_rows_replaced(ip, ix, rows, off, v)
+    got = csr_rows_replaced_on(cp, cp.asarray(ip), cp.asarray(ix), rows, off, v)
+    assert np.array_equal(cp.asnumpy(got[0]), want[0]) and np.array_equal(cp.asnumpy(got[1]), want[1])

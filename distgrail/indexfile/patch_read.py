@@ -20,7 +20,8 @@ from .bases import (PATCH_BASE, PATCH_BASE_ATTRS, PATCH_BASE_SEAL, PATCH_BUILD, 
                     base_path, patch_seal)
 from .layout import ATTRS_SEAL, FORMAT, SEAL, entry, root_attrs
 
-__all__ = ["Patch", "patch_of", "patch_rows", "dataset_crcs", "AXIS1", "replace_rows", "csr_rows_replaced", "csr_rows_checked", "group_entry"]
+__all__ = ["Patch", "patch_of", "patch_rows", "dataset_crcs", "AXIS1", "replace_rows", "csr_rows_replaced", "csr_rows_checked",
+           "group_entry", "PatchedRows", "PatchedCSR"]
 
 #: datasets whose rows run along axis 1 (``(dims, C, 2)``); every other one's along axis 0
 AXIS1 = ("labels/intervals",)
@@ -68,6 +69,7 @@ class Patch:
     def __init__(self, path, attrs: dict, groups: dict):
         self.path, self.attrs, self.groups = path, attrs, groups
         self.base = base_path(path, attrs[PATCH_BASE])
+        self.keep_rows, self.edges = False, None  # (apply's)
 
     def _bad(self, what):
         raise IndexFormatError(f"{self.path}: damaged index: {what}")
@@ -103,18 +105,23 @@ class Patch:
             raise IndexFormatError(f"{self.path}: the base file {shown} cannot be read (HDF5: {e})") from None
         return entries
 
-    def apply(self, meta: dict, arrays: dict, seal, stats: dict, read, defer=()):
+    def apply(self, meta: dict, arrays: dict, seal, stats: dict, read, defer=(), keep_rows: bool = False):
         """``(meta, arrays, seal, stats)`` of the patched index from the main file's (``arrays``
         holds its datasets, checked against its checksums; ``seal``: ``(stored crc32_of_datasets,
         the main file's entries)``): the patch's seal checked, the base read with ``read``
         (:func:`~distgrail.indexfile.read.read_index_file`, its values left to the check of the
-        result), the patches applied; ``seal`` becomes the result's entries."""
+        result), the patches applied; ``seal`` becomes the result's entries. ``keep_rows``: the
+        patched datasets among ``defer`` are left in the base too, each a :class:`PatchedRows`
+        (the DAG's CSR: :class:`PatchedCSR`) carrying its rows, checked to fit, for a reader
+        that applies them where it puts the base's bytes
+        (:func:`~distgrail.indexfile.read_device.upload_datasets`)."""
         stored, mine = seal
         if self.attrs[PATCH_SEAL] != patch_seal(self.attrs, mine, self.groups):
             self._bad(f"its patch differs from the one it was written with (root attribute {PATCH_SEAL!r}): a patch "
                       f"dataset or its attributes were removed, added or replaced")
         entries = self.check_base()
-        patched = {n for n in self.groups}
+        patched = set() if keep_rows else {n for n in self.groups}
+        self.keep_rows, self.edges = keep_rows, meta.get("n_dag_edges")
         got = []
         _, base = read(self.base, defer=tuple(d for d in defer if d not in patched and d not in arrays),
                                values=False, seal_out=got)
@@ -148,10 +155,14 @@ class Patch:
         """Scatter ``/patch/<name>``'s rows into ``out[name]``; the rows patched."""
         r, v = arrays.get(f"{PATCH_GROUP}/{name}/rows"), arrays.get(f"{PATCH_GROUP}/{name}/values")
         a = out.get(name)
-        if r is None or v is None or a is None or not isinstance(a, np.ndarray):
+        kept = self.keep_rows and hasattr(a, "spans")  # (a Deferred of the base)
+        if r is None or v is None or a is None or not (isinstance(a, np.ndarray) or kept):
             self._bad(f"patch /{PATCH_GROUP}/{name} lacks its rows or values, or its dataset is not in the base")
         try:
-            replace_rows(a, name, r, v)
+            if kept:
+                out[name] = PatchedRows(name, a, *rows_fitting(a.shape, a.dtype, name, r, v))
+            else:
+                replace_rows(a, name, r, v)
         except ValueError as e:
             self._bad(f"patch /{PATCH_GROUP}/{name}: {e}")
         return int(r.size)
@@ -161,10 +172,18 @@ class Patch:
         g = f"{PATCH_GROUP}/dag/indices"
         r, off, v = (arrays.get(f"{g}/{k}") for k in ("rows", "offsets", "values"))
         ip, ix = out.get("dag/indptr"), out.get("dag/indices")
-        if r is None or off is None or v is None or not isinstance(ix, np.ndarray) or "dag/indptr" not in self.groups:
+        kept = self.keep_rows and (hasattr(ip, "spans") or hasattr(ix, "spans")) and \
+            all(isinstance(x, np.ndarray) or hasattr(x, "spans") for x in (ip, ix))  # (either left in the base)
+        if r is None or off is None or v is None or not (isinstance(ix, np.ndarray) and isinstance(ip, np.ndarray)
+                                                         or kept) or "dag/indptr" not in self.groups:
             self._bad(f"patch /{g} lacks its rows, offsets or values, or /{PATCH_GROUP}/dag/indptr")
         try:
-            out["dag/indptr"], out["dag/indices"] = csr_rows_replaced(ip, ix, r, off, v)
+            if kept:  # (the result's edge count as its attributes say: the CSR made later is checked against it)
+                rows = csr_rows_fitting(ip.size - 1, r, off, v)
+                out["dag/indptr"] = PatchedCSR(ip, ix, *rows, part="dag/indptr", edges=self.edges)
+                out["dag/indices"] = PatchedCSR(ip, ix, *rows, part="dag/indices", edges=self.edges)
+            else:
+                out["dag/indptr"], out["dag/indices"] = csr_rows_replaced(ip, ix, r, off, v)
         except ValueError as e:
             self._bad(f"patch /{g}: {e}")
         return int(r.size)
@@ -238,6 +257,36 @@ def _check_rows(rows, count: int) -> np.ndarray:
     return r
 
 
+class PatchedRows:
+    """A patched dataset left in the base (``Patch.apply(keep_rows=True)``): ``base``, a
+    :class:`~distgrail.indexfile.read.Deferred` of the base's bytes, and the patch's ``rows``
+    (sorted int64, along axis 1 for :data:`AXIS1`) and ``values`` (host arrays, checked to fit:
+    :func:`rows_fitting`) to put over them; the result's ``shape`` and ``dtype``."""
+
+    def __init__(self, name: str, base, rows, values):
+        self.name, self.base, self.rows, self.values = name, base, rows, values
+        self.shape, self.dtype, self.size = base.shape, base.dtype, base.size
+
+
+class PatchedCSR:
+    """The DAG's CSR of a patched index left in the base (``Patch.apply(keep_rows=True)``):
+    ``ip``, ``ix`` the base's offsets and indices (each a :class:`~distgrail.indexfile.read.Deferred`
+    or, small, read),
+    the rows written again (``rows``, ``offsets``, ``values``: :func:`csr_rows_fitting`); ``part``
+    the dataset this stands for (``dag/indptr`` or ``dag/indices``), of the result's ``shape``
+    (the indices': ``edges``, the count the index's attributes give, which the CSR made from
+    them is checked against)."""
+
+    def __init__(self, ip, ix, rows, offsets, values, part: str, edges=None):
+        self.ip, self.ix, self.rows, self.offsets, self.values, self.part = ip, ix, rows, offsets, values, part
+        if part == "dag/indptr":
+            self.shape, self.dtype = ip.shape, ip.dtype
+        else:
+            ok = isinstance(edges, (int, np.integer)) and not isinstance(edges, (bool, np.bool_)) and edges >= 0
+            self.shape, self.dtype = ((int(edges),) if ok else ix.shape), ix.dtype
+        self.size = int(np.prod(self.shape))
+
+
 #: rows per piece of :func:`csr_rows_replaced` and :func:`replace_rows` run on a host thread
 #: (fewer: one piece)
 CSR_PIECE_ROWS = 1 << 20
@@ -248,11 +297,7 @@ def replace_rows(a: np.ndarray, name: str, rows, values) -> None:
     :data:`AXIS1`, else 0); ValueError when they do not fit (rows unsorted or out of range, values
     of another shape or type)."""
     ax = 1 if name in AXIS1 else 0
-    r = _check_rows(rows, a.shape[ax] if a.ndim > ax else 0)
-    v = np.asarray(values)
-    want = a.shape[:ax] + (r.size,) + a.shape[ax + 1:]
-    if v.shape != want or v.dtype != a.dtype:
-        raise ValueError(f"values of {v.dtype} {v.shape}, expected {a.dtype} {want}")
+    r, v = rows_fitting(a.shape, a.dtype, name, rows, values)
     from ..arrays import HOST_THREADS, _run_pieces
 
     def piece(lo, hi):  # (a scatter of its own rows on each host thread: numpy lets go of the GIL)
@@ -265,11 +310,30 @@ def replace_rows(a: np.ndarray, name: str, rows, values) -> None:
     _run_pieces(piece, [(p * r.size // T, (p + 1) * r.size // T) for p in range(T)])
 
 
+def rows_fitting(shape, dtype, name: str, rows, values) -> tuple:
+    """``(rows as int64, values)`` of a patch of dataset ``name`` (``shape``, ``dtype``) along its
+    rows axis (axis 1 for :data:`AXIS1`, else 0); ValueError when they do not fit (rows unsorted
+    or out of range, values of another shape or type)."""
+    ax = 1 if name in AXIS1 else 0
+    shape = tuple(int(x) for x in shape)
+    r = _check_rows(rows, shape[ax] if len(shape) > ax else 0)
+    v = np.asarray(values)
+    want = shape[:ax] + (r.size,) + shape[ax + 1:]
+    if v.shape != want or v.dtype != np.dtype(dtype):
+        raise ValueError(f"values of {v.dtype} {v.shape}, expected {np.dtype(dtype)} {want}")
+    return r, v
+
+
 def csr_rows_checked(ip, rows, offsets, values) -> tuple:
     """``(rows, offsets, values)`` of DAG rows written again over the CSR of offsets ``ip``, rows
     and offsets as int64: ValueError unless the rows are sorted, distinct and in range and the
     offsets ``len(rows) + 1`` non-decreasing values from 0 to ``len(values)``."""
-    r = _check_rows(rows, np.asarray(ip).size - 1)
+    return csr_rows_fitting(np.asarray(ip).size - 1, rows, offsets, values)
+
+
+def csr_rows_fitting(count: int, rows, offsets, values) -> tuple:
+    """:func:`csr_rows_checked` over a CSR of ``count`` rows."""
+    r = _check_rows(rows, int(count))
     off = np.asarray(offsets).astype(np.int64, copy=False)
     v = np.asarray(values)
     if off.shape != (r.size + 1,) or (r.size and (int(off[0]) != 0 or (off[1:] < off[:-1]).any())) \

@@ -68,7 +68,8 @@ def _attr(attrs, path, key, where):
     return v.decode() if isinstance(v, bytes) else (v.item() if hasattr(v, "item") else v)
 
 
-def read_index_file(path, defer=(), values: bool = True, seal_out: list | None = None) -> tuple[dict, dict]:
+def read_index_file(path, defer=(), values: bool = True, seal_out: list | None = None,
+                    keep_rows: bool = False) -> tuple[dict, dict]:
     """Read and check an index. Raises :class:`IndexFormatError` for anything that is not a
     complete, undamaged index of a version this distgrail reads (any HDF5 error included: it
     names the attribute or dataset being read). ``defer``: datasets left in the file if large: a
@@ -76,7 +77,10 @@ def read_index_file(path, defer=(), values: bool = True, seal_out: list | None =
     every checksum, shape and type checked, the values not (:func:`check_values` then, or
     another process's check of the same bytes: the MPI ranks of one index). ``seal_out``: the
     file's checksum seal (the ``crc32_of_datasets`` it was verified against, None in files of
-    earlier releases) appended to it."""
+    earlier releases) appended to it. ``keep_rows``: a patched index's datasets among ``defer``
+    stay in its base as well, their patch rows attached (:class:`~distgrail.indexfile.patch_read.PatchedRows`,
+    :class:`~distgrail.indexfile.patch_read.PatchedCSR`: :mod:`~distgrail.indexfile.read_device`
+    applies them)."""
     import h5py
 
     path = os.fspath(path)
@@ -114,7 +118,7 @@ def read_index_file(path, defer=(), values: bool = True, seal_out: list | None =
         os.close(fd)
         parts.close()
     if patch is not None:  # its base read, the patches applied: the index as a whole write holds it
-        meta, arrays, seal, stats = patch.apply(meta, arrays, seal, stats, read_index_file, defer)
+        meta, arrays, seal, stats = patch.apply(meta, arrays, seal, stats, read_index_file, defer, keep_rows)
     check_index(path, meta, arrays, values, stats)
     _check_seal(path, seal)
     if seal_out is not None:

@@ -11,8 +11,11 @@ where the bytes are: each block's CRC-32 by :func:`~distgrail.stages.checksums.b
 against the stored ones (the same error naming the dataset and block), then
 :func:`~distgrail.indexfile.read.check_index`'s value checks over the device arrays (the range,
 order and interval tests, each one pass over a whole array on the GPU). A file that ends before a
-dataset's bytes is the same error as on the host. On the CPU backend the same reads land in
-host arrays (:class:`_Host`), checked the same way (what the tests without a GPU run).
+dataset's bytes is the same error as on the host. A patched index's datasets come from its base
+the same way, the patch's rows put over them on the device (the DAG's CSR rebuilt there around
+the rows written again: :func:`csr_rows_replaced_on`), so an index updated day after day keeps
+this path. On the CPU backend the same reads land in host arrays (:class:`_Host`), checked the
+same way (what the tests without a GPU run).
 """
 
 from __future__ import annotations
@@ -24,8 +27,9 @@ import numpy as np
 from ..errors import IndexFormatError
 from .bases import PATCH_BASE
 from .layout import FORMAT, read_into
+from .patch_read import AXIS1
 
-__all__ = ["DEVICE_DATASETS", "device_readable", "upload_datasets"]
+__all__ = ["DEVICE_DATASETS", "device_layout", "upload_datasets", "csr_rows_replaced_on"]
 
 #: the large datasets an update's sweep reads on the device (:class:`distgrail.update._Device`),
 #: left in the file when an index is opened for it (the support ids, a few words, are read)
@@ -33,49 +37,115 @@ DEVICE_DATASETS = ("labels/intervals", "vertex/component", "dag/indptr", "dag/in
                    "labels/dt_post0", "forest/subtree_size", "forest/parent", "supports/out", "supports/in")
 
 
-def device_readable(path) -> bool:
-    """Whether ``path`` holds an index of one file, not patched (root attributes alone): its
-    datasets are then runs of that file's bytes that :func:`upload_datasets` reads. False for
-    anything else (a split or patched index, a damaged file: its own read names the problem)."""
+def device_layout(path) -> str | None:
+    """``"single"`` when ``path`` holds an index of one file, ``"patched"`` for one patched over
+    a one-file base (root attributes alone): its datasets are then runs of a file's bytes that
+    :func:`upload_datasets` reads. None for anything else (a split index, a damaged file: its
+    own read names the problem)."""
     try:
         import h5py
 
         with h5py.File(path, "r") as f:
             kind = f.attrs.get("format")
             kind = kind.decode() if isinstance(kind, bytes) else kind
-            return kind == FORMAT and "layout" not in f.attrs and PATCH_BASE not in f.attrs
+            if kind != FORMAT or "layout" in f.attrs:
+                return None
+            return "patched" if PATCH_BASE in f.attrs else "single"
     except Exception:  # noqa: BLE001 - not an index this can read so: open_index says why
-        return False
+        return None
 
 
 def upload_datasets(be, path, meta: dict, arrays: dict, names) -> dict:
     """``{name: device array}`` of the datasets ``names`` of the index at ``path`` on backend
     ``be`` (in their stored types; a name ``arrays`` lacks is left out): those ``arrays`` holds as
-    :class:`~distgrail.indexfile.read.Deferred` read from the file straight to the device (on the
-    CPU backend, straight into host arrays), the others (host arrays) uploaded. Their block
-    CRC-32s are checked where they landed, then every value check of
+    :class:`~distgrail.indexfile.read.Deferred` read from their file straight to the device (on
+    the CPU backend, straight into host arrays), a patched index's
+    (:class:`~distgrail.indexfile.patch_read.PatchedRows`,
+    :class:`~distgrail.indexfile.patch_read.PatchedCSR`) from its base with the patch's rows put
+    over them there, the others (host arrays) uploaded. The block CRC-32s of the bytes read are
+    checked where they landed, then every value check of
     :func:`~distgrail.indexfile.read.check_index` over ``arrays`` with these in place (``meta``:
     the index's root attributes). :class:`~distgrail.errors.IndexFormatError` naming the file and
     dataset for a damaged one."""
+    from .patch_read import PatchedCSR, PatchedRows
     from .read import Deferred, _verify_crcs, check_index
 
     names = [n for n in names if n in arrays]
-    direct = [n for n in names if isinstance(arrays[n], Deferred) and _one_run(arrays[n], path)]
-    host = {n: arrays[n].read(0, arrays[n].size).reshape(arrays[n].shape) if isinstance(arrays[n], Deferred)
-            else arrays[n] for n in names if n not in direct}  # (a dataset in several runs: read, then sent)
-    fd = os.open(path, os.O_RDONLY)
+    sources = {}  # what each dataset starts from: a Deferred (bytes in a file) or a host array
+    for n in names:
+        a = arrays[n]
+        if isinstance(a, PatchedRows):
+            sources[n] = a.base
+        elif isinstance(a, PatchedCSR):
+            sources.setdefault("dag/indptr", a.ip)
+            sources.setdefault("dag/indices", a.ix)
+        else:
+            sources[n] = a
+    reads = {n: d for n, d in sources.items() if isinstance(d, Deferred)}
+    direct = [n for n, d in reads.items() if _one_run(d)]
+    host = {n: (d.read(0, d.size).reshape(d.shape) if isinstance(d, Deferred) else d)  # (a Deferred in several
+            for n, d in sources.items() if n not in direct}  # runs read, then sent)
+    fds = {}
     try:
+        for n in direct:
+            f = reads[n].spans[0][2]
+            if f not in fds:
+                fds[f] = os.open(f, os.O_RDONLY)
         with be.on_device(), _mover(be) as mover:
-            targets = [(arrays[n].shape, arrays[n].dtype, _pieces(path, n, arrays[n], fd, mover.piece)) for n in direct]
+            targets = [(reads[n].shape, reads[n].dtype, _pieces(reads[n].path, n, reads[n], fds[reads[n].spans[0][2]],
+                                                              mover.piece)) for n in direct]
             got = dict(zip(direct, mover.fill(targets)))
             got.update(zip(host, mover.upload(list(host.values()))))
-            found = {n: _block_crcs(be, got[n], arrays[n].block) for n in direct}
+            found = {n: _block_crcs(be, got[n], reads[n].block) for n in direct}
     finally:
-        os.close(fd)
-    _verify_crcs(path, {}, {n: (arrays[n].crc, arrays[n].block) for n in direct}, found, None)
+        for f in fds.values():
+            os.close(f)
+    for n in direct:  # (a patched index's base named as its reader names it)
+        _verify_crcs(reads[n].path, {}, {n: (reads[n].crc, reads[n].block)}, {n: found[n]}, None)
     with be.on_device():
+        xp = be.xp
+        for n in names:
+            a = arrays[n]
+            if isinstance(a, PatchedRows):  # the patch's rows over the base's, where they landed
+                at = xp.asarray(a.rows)
+                if n in AXIS1:
+                    got[n][:, at] = xp.asarray(a.values)
+                else:
+                    got[n][at] = xp.asarray(a.values)
+        if any(isinstance(arrays.get(n), PatchedCSR) for n in ("dag/indptr", "dag/indices")):
+            p = next(arrays[n] for n in ("dag/indptr", "dag/indices") if isinstance(arrays.get(n), PatchedCSR))
+            got["dag/indptr"], got["dag/indices"] = csr_rows_replaced_on(xp, got["dag/indptr"], got["dag/indices"],
+                                                                         p.rows, p.offsets, p.values)
         check_index(path, meta, {**arrays, **got}, values=True)
     return {n: got[n] for n in names}
+
+
+def csr_rows_replaced_on(xp, ip, ix, rows, offsets, values) -> tuple:
+    """``(indptr int64, indices)``: the CSR ``(ip, ix)`` on ``xp``'s device with rows ``rows``
+    (sorted, distinct; host int64) replaced by ``values[offsets[i]:offsets[i+1]]``, every other
+    row kept: what :func:`~distgrail.indexfile.patch_read.csr_rows_replaced` makes on the host
+    threads, here by two gathers (the kept rows' entries and the new ones)."""
+    from ..arrays import spans
+
+    r = xp.asarray(rows, dtype=xp.int64)
+    off = xp.asarray(offsets, dtype=xp.int64)
+    ip = ip.astype(xp.int64, copy=False)
+    count = ip[1:] - ip[:-1]
+    new = count.copy()
+    new[r] = off[1:] - off[:-1]
+    nip = xp.zeros(ip.size, dtype=xp.int64)
+    xp.cumsum(new, out=nip[1:])
+    nix = xp.empty(int(nip[-1]), dtype=ix.dtype)
+    keep = xp.ones(count.size, dtype=bool)
+    keep[r] = False
+    kept = xp.flatnonzero(keep)
+    src, _ = spans(xp, ip[kept], count[kept])
+    dst, _ = spans(xp, nip[kept], count[kept])
+    nix[dst] = ix[src]
+    del src, dst
+    dst, _ = spans(xp, nip[r], new[r])
+    nix[dst] = xp.asarray(values).astype(ix.dtype, copy=False)
+    return nip, nix
 
 
 def _mover(be):
@@ -124,9 +194,9 @@ class _Host:
         return [np.asarray(a) for a in arrays]
 
 
-def _one_run(d, path) -> bool:
-    """Whether Deferred ``d`` is one run of bytes of the file at ``path``."""
-    return len(d.spans) == 1 and d.spans[0][2] == path and d.spans[0][0] == 0
+def _one_run(d) -> bool:
+    """Whether Deferred ``d`` is one run of bytes of one file."""
+    return len(d.spans) == 1 and d.spans[0][0] == 0
 
 
 def _pieces(path, name, d, fd, piece: int) -> list:
