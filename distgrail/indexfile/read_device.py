@@ -85,6 +85,11 @@ def upload_datasets(be, path, meta: dict, arrays: dict, names) -> dict:
     direct = [n for n, d in reads.items() if _one_run(d)]
     host = {n: (d.read(0, d.size).reshape(d.shape) if isinstance(d, Deferred) else d)  # (a Deferred in several
             for n, d in sources.items() if n not in direct}  # runs read, then sent)
+    csr = next((arrays[n] for n in ("dag/indptr", "dag/indices") if isinstance(arrays.get(n), PatchedCSR)), None)
+    patches = {(n, k): getattr(arrays[n], k) for n in names if isinstance(arrays[n], PatchedRows)
+               for k in ("rows", "values")}  # (sent with the rest, through the page-locked buffers)
+    if csr is not None:
+        patches.update({("dag", k): getattr(csr, k) for k in ("rows", "offsets", "values")})
     fds = {}
     try:
         for n in direct:
@@ -95,7 +100,9 @@ def upload_datasets(be, path, meta: dict, arrays: dict, names) -> dict:
             targets = [(reads[n].shape, reads[n].dtype, _pieces(reads[n].path, n, reads[n], fds[reads[n].spans[0][2]],
                                                               mover.piece)) for n in direct]
             got = dict(zip(direct, mover.fill(targets)))
-            got.update(zip(host, mover.upload(list(host.values()))))
+            sent = mover.upload([*host.values(), *patches.values()])
+            got.update(zip(host, sent))
+            patches = dict(zip(patches, sent[len(host):]))
             found = {n: _block_crcs(be, got[n], reads[n].block) for n in direct}
     finally:
         for f in fds.values():
@@ -105,24 +112,22 @@ def upload_datasets(be, path, meta: dict, arrays: dict, names) -> dict:
     with be.on_device():
         xp = be.xp
         for n in names:
-            a = arrays[n]
-            if isinstance(a, PatchedRows):  # the patch's rows over the base's, where they landed
-                at = xp.asarray(a.rows)
+            if isinstance(arrays[n], PatchedRows):  # the patch's rows over the base's, where they landed
+                at, values = patches[(n, "rows")], patches[(n, "values")]
                 if n in AXIS1:
-                    got[n][:, at] = xp.asarray(a.values)
+                    got[n][:, at] = values
                 else:
-                    got[n][at] = xp.asarray(a.values)
-        if any(isinstance(arrays.get(n), PatchedCSR) for n in ("dag/indptr", "dag/indices")):
-            p = next(arrays[n] for n in ("dag/indptr", "dag/indices") if isinstance(arrays.get(n), PatchedCSR))
-            got["dag/indptr"], got["dag/indices"] = csr_rows_replaced_on(xp, got["dag/indptr"], got["dag/indices"],
-                                                                         p.rows, p.offsets, p.values)
+                    got[n][at] = values
+        if csr is not None:
+            got["dag/indptr"], got["dag/indices"] = csr_rows_replaced_on(
+                xp, got["dag/indptr"], got["dag/indices"], *(patches[("dag", k)] for k in ("rows", "offsets", "values")))
         check_index(path, meta, {**arrays, **got}, values=True)
     return {n: got[n] for n in names}
 
 
 def csr_rows_replaced_on(xp, ip, ix, rows, offsets, values) -> tuple:
     """``(indptr int64, indices)``: the CSR ``(ip, ix)`` on ``xp``'s device with rows ``rows``
-    (sorted, distinct; host int64) replaced by ``values[offsets[i]:offsets[i+1]]``, every other
+    (sorted, distinct, checked; int64) replaced by ``values[offsets[i]:offsets[i+1]]``, every other
     row kept: what :func:`~distgrail.indexfile.patch_read.csr_rows_replaced` makes on the host
     threads, here by two gathers (the kept rows' entries and the new ones)."""
     from ..arrays import spans
