@@ -14,7 +14,6 @@ from __future__ import annotations
 import os
 import shutil
 
-import h5py
 import numpy as np
 import pytest
 
@@ -31,6 +30,7 @@ from distgrail.indexfile.patch_read import patch_rows
 from distgrail.update_rows import insert_rows
 from distgrail.cli import main
 
+from test_graph_file_crc import _flip as flip_in_place
 from test_update import _build
 
 pytest.importorskip("numba")
@@ -49,13 +49,7 @@ def base(tmp_path, small_crc_blocks, monkeypatch):
 def _flip(src, dst, name, at):
     """``dst``: ``src`` with one bit of dataset ``name``'s byte ``at`` flipped."""
     shutil.copy(src, dst)
-    with h5py.File(src, "r") as f:
-        off = f[name].id.get_offset()
-    with open(dst, "r+b") as f:
-        f.seek(off + at)
-        b = f.read(1)
-        f.seek(off + at)
-        f.write(bytes([b[0] ^ 1]))
+    flip_in_place(dst, name, at)
 
 
 def test_the_deferred_datasets_land_equal_to_the_whole_read(base):
