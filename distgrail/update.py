@@ -43,7 +43,7 @@ from .errors import QueryError, id_range
 from .indexfile.layout import UPDATES
 from .progress import Steps
 
-__all__ = ["insert_edges", "UpdateReport", "UPDATES", "LOG", "LOG_COLUMNS", "METHODS", "update_summary", "checked_edges"]
+__all__ = ["insert_edges", "UpdateReport", "UPDATES", "LOG", "LOG_COLUMNS", "METHODS", "update_summary", "checked_edges", "in_memory"]
 
 
 #: one row per update, int64: the columns of :data:`LOG_COLUMNS` (``info`` sums them)
@@ -135,6 +135,7 @@ def insert_edges(index, sources, targets, *, backend: str = "auto", progress: bo
     from .gpu.backend import get_backend
 
     be = get_backend(backend)
+    in_memory(index, "insert_edges")
     report = UpdateReport(components_before=live_components(index))
     t0 = time.perf_counter()
     s, t = checked_edges(index, sources, targets)
@@ -232,6 +233,16 @@ def insert_edges(index, sources, targets, *, backend: str = "auto", progress: bo
         on_device = None
     report.seconds["total"] = time.perf_counter() - t0
     return out, report
+
+
+def in_memory(index, what: str) -> None:
+    """QueryError unless every dataset of ``index`` is in memory (not left in its file by
+    ``open_index(defer=...)``, which only :func:`distgrail.update_rows.insert_rows`' array sweep
+    reads: it takes them from the file to the device)."""
+    left = sorted(n for n, a in index.arrays.items() if not isinstance(a, np.ndarray))
+    if left:
+        raise QueryError(f"{what}: the index was opened with /{left[0]} and {len(left) - 1} more dataset(s) left in its "
+                         "file (open_index(defer=...)); open it whole, or update it with insert_rows' array sweep")
 
 
 def added_edges(s, t, cand, reach, report) -> np.ndarray:

@@ -27,7 +27,7 @@ import numpy as np
 
 from .arrays import spans, unique
 from .update import (LOG, SAMPLE_PAIRS, SAMPLE_SEED, UPDATES, UpdateReport, _log, added_edges, checked_edges,
-                     default_rebuild_above, live_components)
+                     default_rebuild_above, in_memory, live_components)
 
 __all__ = ["insert_rows", "RowsUpdate", "apply_rows"]
 
@@ -102,6 +102,8 @@ def insert_rows(index, sources, targets, *, backend: str = "cpu", rebuild_above:
     if sweep not in ("auto", "arrays", "walks") or sweep == "walks" and be.is_gpu:
         raise ValueError(f"insert_rows: sweep must be auto, arrays or walks (walks on the CPU backend), got {sweep!r}")
     arrays = sweep == "arrays" or sweep == "auto" and be.is_gpu
+    if not arrays:  # (the compiled walks change the host arrays in place)
+        in_memory(index, "insert_rows(sweep='walks')")
     t0 = time.perf_counter()
     a = index.arrays
     report = UpdateReport(components_before=live_components(index))

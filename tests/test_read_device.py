@@ -128,6 +128,18 @@ def test_an_update_over_the_deferred_index_gives_the_rows_of_the_whole_one(base)
     assert all(np.array_equal(a, b) for a, b in zip(up1.dag, up2.dag))
 
 
+def test_the_host_paths_refuse_an_index_left_in_its_file_by_name(base):
+    from distgrail.errors import QueryError
+    from distgrail.update import insert_edges
+
+    path, _ = base
+    idx = distgrail.open_index(path, defer=DEVICE_DATASETS)
+    for run in (lambda: insert_edges(idx, [0], [1], backend="cpu"),
+                lambda: insert_rows(idx, [0], [1], backend="cpu", sweep="walks")):
+        with pytest.raises(QueryError, match=r"opened with /dag/indices and 9 more dataset\(s\) left in its file"):
+            run()
+
+
 def test_only_a_one_file_or_patched_index_is_read_to_the_device(base, tmp_path):
     from distgrail.cli_update import _left_in_file
     from distgrail.cli import build_parser
