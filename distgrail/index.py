@@ -111,7 +111,18 @@ class Index:
 
     def check_values(self) -> None:
         """The value checks :func:`open_index` makes (``values=True``): IndexFormatError naming
-        the dataset unless every value is one a built index can hold."""
+        the dataset unless every value is one a built index can hold. ValueError for an index
+        opened with datasets left in its file (``open_index(defer=...)``: their reader,
+        :func:`~distgrail.indexfile.read_device.upload_datasets`, makes these checks), but for the
+        DAG's indices, whose reader checks the rows it reads."""
+        from .indexfile.patch_read import PatchedCSR, PatchedRows
+        from .indexfile.read import Deferred
+
+        left = sorted(n for n, a in self.arrays.items() if isinstance(a, (PatchedRows, PatchedCSR))
+                      or isinstance(a, Deferred) and n != "dag/indices")
+        if left:
+            raise ValueError(f"check_values: /{left[0]} was left in the index file (open_index(defer=...)): its "
+                             "values are checked where it is read (indexfile.read_device.upload_datasets)")
         check_index(self.meta.get("path", "the index"), self.meta, self.arrays)
 
     # -- persistence --------------------------------------------------------------------

@@ -111,10 +111,12 @@ def insert_rows(index, sources, targets, *, backend: str = "cpu", rebuild_above:
     report.given = int(s.size)
     comp = a["vertex/component"]
     dev = None
-    if arrays and not isinstance(comp, np.ndarray):  # left in the file (open_index(defer=...)): up first,
-        from .update import _Device  # the edges' components looked up there
+    if arrays and not all(isinstance(x, np.ndarray) for x in a.values()):  # some left in the file
+        from .update import _Device  # (open_index(defer=...)): up first, and checked there, whatever the
+        # edges; their components looked up there
 
         dev = _Device(index, be)
+        report.seconds["upload"] = dev.upload_s
         with be.on_device():
             cs, ct = (be.to_host(dev.arr["comp"][be.xp.asarray(x)]).astype(np.int64) for x in (s, t))
     else:

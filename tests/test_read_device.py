@@ -140,6 +140,70 @@ def test_the_host_paths_refuse_an_index_left_in_its_file_by_name(base):
             run()
 
 
+@pytest.mark.parametrize("which", ["single", "patched"])
+def test_a_damaged_dataset_is_refused_when_small_ones_are_read_and_no_edge_joins_components(base, patched, which,
+                                                                                          tmp_path, monkeypatch):
+    import distgrail.indexfile.layout as layout
+
+    path = base[0] if which == "single" else patched[0]
+    monkeypatch.setattr(layout, "PARALLEL_MIN_BYTES", 13_000)  # (the components and levels read; the rest left)
+    src = path if which == "single" else patch_base(path)  # (a patched index's: its base, a link)
+    bad = str(tmp_path / "bad.h5")
+    _flip(src, bad, "dag/indices", 500)
+    os.replace(bad, src)  # (same seals: only the bytes differ)
+    idx = distgrail.open_index(path, defer=DEVICE_DATASETS)
+    assert isinstance(idx.arrays["vertex/component"], np.ndarray)
+    assert not isinstance(idx.arrays["dag/indices"], np.ndarray)
+    with pytest.raises(IndexFormatError, match=r"dataset /dag/indices cannot be read \(checksum error: CRC-32 mismatch"):
+        insert_rows(idx, np.arange(9), np.arange(9), backend="cpu", sweep="arrays",  # (edges inside a component)
+                    previous=patch_rows(path) if which == "patched" else None)
+
+
+def test_a_base_csr_that_is_no_offset_array_is_refused_before_its_rows_are_moved(monkeypatch):
+    from distgrail.indexfile.patch_read import csr_rows_replaced
+    from distgrail.indexfile.read_device import csr_rows_replaced_on
+
+    ix = np.arange(10, dtype=np.uint32)
+    for ip in ([0, 5, 3, 10], [1, 5, 6, 10], [0, 5, 6, 9], [0, 5, 6, 11]):
+        with pytest.raises(IndexFormatError, match=r"b\.h5: damaged index: dataset /dag/indptr is not a CSR offset "
+                                                   r"array 0\.\.10 \(non-decreasing\)"):
+            csr_rows_replaced_on(np, np.array(ip, np.int64), ix, np.array([1]), np.array([0, 2]),
+                                 np.zeros(2, np.uint32), where="b.h5")
+    monkeypatch.setattr(read_device, "CSR_PIECE_ENTRIES", 3)  # (many pieces, rows larger than a piece)
+    r = np.random.default_rng(8)
+    ip = np.concatenate([[0], np.cumsum(r.integers(0, 9, 300))]).astype(np.int64)
+    ix = r.integers(0, 300, int(ip[-1])).astype(np.uint32)
+    rows = np.sort(r.choice(300, 40, replace=False)).astype(np.int64)
+    off = np.concatenate([[0], np.cumsum(r.integers(0, 9, 40))]).astype(np.int64)
+    v = r.integers(0, 300, int(off[-1])).astype(np.uint32)
+    want, got = csr_rows_replaced(ip, ix, rows, off, v), csr_rows_replaced_on(np, ip, ix, rows, off, v)
+    assert np.array_equal(got[0], want[0]) and np.array_equal(got[1], want[1])
+
+
+def test_a_file_replaced_after_the_open_or_a_dataset_behind_a_link_is_not_misread(base, tmp_path):
+    import h5py
+
+    path, _ = base
+    idx = distgrail.open_index(path, defer=DEVICE_DATASETS)
+    with pytest.raises(ValueError, match="left in the index file"):
+        idx.check_values()
+    shutil.copy(path, str(tmp_path / "copy.h5"))
+    os.replace(str(tmp_path / "copy.h5"), path)  # (the same bytes, another file)
+    with pytest.raises(IndexFormatError, match=r"base\.h5: the index file was replaced after it was opened"):
+        upload_datasets(get_backend("cpu"), path, idx.meta, idx.arrays, DEVICE_DATASETS)
+    ext = str(tmp_path / "ext.h5")  # the DAG's indices in another file, behind an external link
+    with h5py.File(path, "r+") as f, h5py.File(ext, "w") as e:
+        e.create_group("dag")
+        f.copy(f["dag/indices"], e["dag"], "indices")
+        del f["dag/indices"]
+        f["dag/indices"] = h5py.ExternalLink("ext.h5", "dag/indices")
+    whole = distgrail.open_index(path)
+    idx = distgrail.open_index(path, defer=DEVICE_DATASETS)
+    assert isinstance(idx.arrays["dag/indices"], np.ndarray)  # (read as HDF5 reads it, not left)
+    got = upload_datasets(get_backend("cpu"), path, idx.meta, idx.arrays, DEVICE_DATASETS)
+    assert all(np.array_equal(got[n], whole.arrays[n]) for n in got)
+
+
 def test_only_a_one_file_or_patched_index_is_read_to_the_device(base, tmp_path):
     from distgrail.cli_update import _left_in_file
     from distgrail.cli import build_parser
@@ -267,7 +331,9 @@ def test_gpu_value_checks_over_device_arrays_say_what_the_host_says(base):
              spoil("dag/indptr", lambda x: x.__setitem__(5, x[6] + 1)),
              spoil("labels/intervals", lambda x: x.__setitem__((1, 9, 0), x[1, 9, 1] + 1)),
              spoil("dag/level", lambda x: x.__setitem__(0, x[-1])),
-             spoil("forest/subtree_size", lambda x: x.__setitem__(2, 0))]
+             spoil("forest/subtree_size", lambda x: x.__setitem__(2, 0)),
+             spoil("dag/indices", lambda x: x.__setitem__(0, np.searchsorted(whole.arrays["dag/indptr"], 0, "right") - 1))]
+    assert whole.arrays["dag/indices"].size <= (1 << 22)  # (the edge checks run: the CSR's rows gathered on the device)
     check_index(path, whole.meta, {n: (cp.asarray(a) if n in DEVICE_DATASETS else a) for n, a in whole.arrays.items()})
     for arrays in cases:
         with pytest.raises(IndexFormatError) as host:

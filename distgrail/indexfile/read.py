@@ -202,8 +202,9 @@ def _read_open_file(h5py, f, path, where, fd, parts, pool, defer=()):
                     arrays[name], landed[name] = read_virtual(path, bid, obj, name, crc, pool, parts)
                     crcs[name] = crc
                     continue
-                if crc is not None and can_read_in_blocks(obj, crc[1]) and name in defer:
-                    arrays[name] = Deferred(path, name, obj, crc)
+                if crc is not None and can_read_in_blocks(obj, crc[1]) and name in defer \
+                        and obj.file.id.fileno == f.id.fileno:  # (not behind an external link: HDF5 reads that)
+                    arrays[name] = Deferred(path, name, obj, crc, ident=_identity(fd))
                     continue
                 if crc is not None and can_read_in_blocks(obj, crc[1]) and obj.file.id.fileno == f.id.fileno:
                     arrays[name], landed[name] = parallel_read(path, fd, obj, name, int(crc[1]), pool, stats)
@@ -335,6 +336,15 @@ def parallel_read(path, fd, ds, name, block: int, pool, stats: dict | None = Non
     return out, [pool.submit(read_and_look, k, i) for k, i in enumerate(starts)]
 
 
+def _identity(fd) -> tuple | None:
+    """``(device, inode)`` of the open file ``fd``, or None."""
+    try:
+        st = os.fstat(fd)
+    except OSError:
+        return None
+    return st.st_dev, st.st_ino
+
+
 def check_block_reads(path, name, values) -> None:
     """Raise when a block of dataset ``name`` could not be read in full (the file is too short)."""
     if any(v < 0 for v in values):
@@ -348,10 +358,12 @@ class Deferred:
     its stored CRC-32s, so that a slice is read later with :meth:`read` and checked block by block
     (the spread queries read only their rows of ``/dag/indices``). ``spans``: a split index's
     dataset, ``[(first byte, bytes, part path, file offset), ...]``
-    (:func:`~distgrail.indexfile.read_split.deferred_spans`); else one run of the file at ``path``."""
+    (:func:`~distgrail.indexfile.read_split.deferred_spans`); else one run of the file at ``path``,
+    whose ``(device, inode)`` at the read is ``ident`` (None: not known), so that a later reader
+    can tell the file it opens by name is the one read then."""
 
-    def __init__(self, path, name, ds, crc, spans=None):
-        self.path, self.name = path, name
+    def __init__(self, path, name, ds, crc, spans=None, ident=None):
+        self.path, self.name, self.ident = path, name, ident
         self.shape, self.dtype = tuple(ds.shape), ds.dtype.newbyteorder("<")
         self.crc, self.block = np.asarray(crc[0]), int(crc[1])
         self.size = int(np.prod(self.shape)) if self.shape else 1

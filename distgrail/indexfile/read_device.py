@@ -95,7 +95,7 @@ def upload_datasets(be, path, meta: dict, arrays: dict, names) -> dict:
         for n in direct:
             f = reads[n].spans[0][2]
             if f not in fds:
-                fds[f] = os.open(f, os.O_RDONLY)
+                fds[f] = _opened(reads[n])
         with be.on_device(), _mover(be) as mover:
             targets = [(reads[n].shape, reads[n].dtype, _pieces(reads[n].path, n, reads[n], fds[reads[n].spans[0][2]],
                                                               mover.piece)) for n in direct]
@@ -120,22 +120,32 @@ def upload_datasets(be, path, meta: dict, arrays: dict, names) -> dict:
                     got[n][at] = values
         if csr is not None:
             got["dag/indptr"], got["dag/indices"] = csr_rows_replaced_on(
-                xp, got["dag/indptr"], got["dag/indices"], *(patches[("dag", k)] for k in ("rows", "offsets", "values")))
+                xp, got["dag/indptr"], got["dag/indices"], *(patches[("dag", k)] for k in ("rows", "offsets", "values")),
+                where=getattr(csr.ip, "path", path))
         check_index(path, meta, {**arrays, **got}, values=True)
     return {n: got[n] for n in names}
 
 
-def csr_rows_replaced_on(xp, ip, ix, rows, offsets, values) -> tuple:
+#: entries a piece of :func:`csr_rows_replaced_on` gathers at once (its positions: 32 bytes each)
+CSR_PIECE_ENTRIES = 1 << 26
+
+
+def csr_rows_replaced_on(xp, ip, ix, rows, offsets, values, where: str = "the index") -> tuple:
     """``(indptr int64, indices)``: the CSR ``(ip, ix)`` on ``xp``'s device with rows ``rows``
-    (sorted, distinct, checked; int64) replaced by ``values[offsets[i]:offsets[i+1]]``, every other
-    row kept: what :func:`~distgrail.indexfile.patch_read.csr_rows_replaced` makes on the host
-    threads, here by two gathers (the kept rows' entries and the new ones)."""
+    (sorted, distinct, checked; int64) replaced by ``values[offsets[i]:offsets[i+1]]``, every
+    other row kept: what :func:`~distgrail.indexfile.patch_read.csr_rows_replaced` makes on the
+    host threads, here by gathers of at most :data:`CSR_PIECE_ENTRIES` entries at a time. The
+    offsets ``ip`` (a base read without its value checks) must run from 0 to ``len(ix)`` without
+    decreasing: else IndexFormatError naming ``where`` (a gather past them would wrap on a GPU)."""
     from ..arrays import spans
 
-    r = xp.asarray(rows, dtype=xp.int64)
-    off = xp.asarray(offsets, dtype=xp.int64)
     ip = ip.astype(xp.int64, copy=False)
     count = ip[1:] - ip[:-1]
+    if ip.size == 0 or int(ip[0]) != 0 or int(ip[-1]) != ix.size or bool((count < 0).any()):
+        raise IndexFormatError(f"{where}: damaged index: dataset /dag/indptr is not a CSR offset array 0..{ix.size} "
+                               f"(non-decreasing)")
+    r = xp.asarray(rows, dtype=xp.int64)
+    off = xp.asarray(offsets, dtype=xp.int64)
     new = count.copy()
     new[r] = off[1:] - off[:-1]
     nip = xp.zeros(ip.size, dtype=xp.int64)
@@ -144,13 +154,31 @@ def csr_rows_replaced_on(xp, ip, ix, rows, offsets, values) -> tuple:
     keep = xp.ones(count.size, dtype=bool)
     keep[r] = False
     kept = xp.flatnonzero(keep)
-    src, _ = spans(xp, ip[kept], count[kept])
-    dst, _ = spans(xp, nip[kept], count[kept])
-    nix[dst] = ix[src]
-    del src, dst
-    dst, _ = spans(xp, nip[r], new[r])
-    nix[dst] = xp.asarray(values).astype(ix.dtype, copy=False)
+    del keep
+    for part in _row_pieces(xp, count[kept]):  # (the kept rows' entries, moved)
+        k = kept[part]
+        src, _ = spans(xp, ip[k], count[k])
+        dst, _ = spans(xp, nip[k], count[k])
+        nix[dst] = ix[src]
+        del src, dst
+    v = xp.asarray(values).astype(ix.dtype, copy=False)
+    for part in _row_pieces(xp, new[r]):  # (the rows written again, from the patch's values)
+        k = r[part]
+        dst, at = spans(xp, nip[k], new[k])
+        nix[dst] = v[off[part.start + at] + (dst - nip[k][at])]
+        del dst, at
     return nip, nix
+
+
+def _row_pieces(xp, count) -> list:
+    """Slices of consecutive rows (``count``: each row's entries, a device array) holding at most
+    :data:`CSR_PIECE_ENTRIES` entries a slice (a row that alone holds more: a slice of its own)."""
+    if not count.size:
+        return []
+    cs = xp.cumsum(count)
+    marks = xp.arange(CSR_PIECE_ENTRIES, int(cs[-1]), CSR_PIECE_ENTRIES, dtype=cs.dtype)
+    cuts = sorted({0, int(count.size), *(int(c) for c in xp.searchsorted(cs, marks, side="right").tolist())})
+    return [slice(a, b) for a, b in zip(cuts[:-1], cuts[1:]) if b > a]
 
 
 def _mover(be):
@@ -199,6 +227,22 @@ class _Host:
         return [np.asarray(a) for a in arrays]
 
 
+def _opened(d) -> int:
+    """A descriptor of Deferred ``d``'s file, which must be the file the index was read from
+    (IndexFormatError naming it where it is gone or was replaced since)."""
+    f = d.spans[0][2]
+    try:
+        fd = os.open(f, os.O_RDONLY)
+    except OSError as e:
+        raise IndexFormatError(f"{d.path}: dataset /{d.name} cannot be read: {os.path.basename(f)}: {e.strerror}") from None
+    st = os.fstat(fd)
+    if d.ident is not None and (st.st_dev, st.st_ino) != tuple(d.ident):
+        os.close(fd)
+        raise IndexFormatError(f"{d.path}: the index file was replaced after it was opened (dataset /{d.name}): "
+                               f"open it again")
+    return fd
+
+
 def _one_run(d) -> bool:
     """Whether Deferred ``d`` is one run of bytes of one file."""
     return len(d.spans) == 1 and d.spans[0][0] == 0
@@ -212,7 +256,12 @@ def _pieces(path, name, d, fd, piece: int) -> list:
 
     def reader(lo):
         def write(view):
-            if not read_into(fd, view, at + lo):
+            try:
+                whole = read_into(fd, view, at + lo)
+            except OSError as e:  # (EIO, a part gone: named, as the host read names them)
+                raise IndexFormatError(f"{path}: damaged index: dataset /{name} cannot be read (storage error: "
+                                       f"{e})") from None
+            if not whole:
                 raise IndexFormatError(f"{path}: damaged index: dataset /{name} cannot be read (the file ends "
                                        f"before its data: truncated?)")
         return write
