@@ -154,6 +154,18 @@ def test_generate_refuses_an_unknown_extension(tmp_path, capsys, name):
     assert read_graph(out, "edgelist").n <= 10
 
 
+@pytest.mark.parametrize("name,fmt", [("g.h5", "edgelist"), ("g.mtx", "gra"), ("g.txt", "h5"), ("G.HDF5", "mtx")])
+def test_generate_refuses_a_format_its_output_name_contradicts(tmp_path, capsys, name, fmt):
+    out = tmp_path / name
+    assert cli.main(["generate", "paper", "-n", "10", "-o", str(out), "--format", fmt]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("distgrail: error: ") and str(out) in err and f"--format says {fmt}" in err
+    assert not os.listdir(tmp_path)
+    same = tmp_path / ("g" + {"edgelist": ".txt", "gra": ".gra", "h5": ".h5", "mtx": ".mtx"}[fmt])
+    assert cli.main(["generate", "paper", "-n", "10", "-o", str(same), "--format", fmt, "--quiet"]) == 0
+    assert read_graph(same).n <= 10
+
+
 def test_generate_paper_still_needs_n(capsys, tmp_path):
     assert cli.main(["generate", "paper", "-o", str(tmp_path / "p.gra")]) == 2
     assert "-n N" in capsys.readouterr().err

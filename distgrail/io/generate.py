@@ -290,12 +290,19 @@ SEPARATED = (".tsv", ".csv")
 
 def output_format(path, fmt: str = "auto") -> str:
     """The format to write ``path`` in: ``fmt``, or with ``"auto"`` the one its extension names;
-    an extension that names none is refused (DistGrailError), rather than written as an edge list."""
+    an extension that names none is refused (DistGrailError), rather than written as an edge list.
+    A ``fmt`` the extension contradicts (``-o g.h5 --format edgelist``: text under a name every
+    reader takes for HDF5) is refused too; a name whose extension names no format takes any."""
+    low = str(path).lower()
     if fmt != "auto":
         if fmt not in EXTENSIONS:
             raise DistGrailError(f"output format must be one of {', '.join(EXTENSIONS)}, got {fmt!r}")
+        named = next((name for name, ends in EXTENSIONS.items() if low.endswith(ends)), fmt)
+        if named != fmt:
+            ext = next(e for e in EXTENSIONS[named] if low.endswith(e))
+            raise DistGrailError(f"{path}: the name says {named} ({ext}), --format says {fmt}: readers go by the name, "
+                                 f"so name the file {', '.join(EXTENSIONS[fmt])} (or leave out --format)")
         return fmt
-    low = str(path).lower()
     if low.endswith(SEPARATED):  # ('-o x.tsv' wrote blank-separated lines under a tab-separated name)
         raise DistGrailError(f"{path}: edge lists are written with a blank between the ids, not tabs or commas: "
                              f"name the file {', '.join(EXTENSIONS['edgelist'])} (or give --format edgelist)")
