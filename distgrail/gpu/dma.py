@@ -135,7 +135,8 @@ class Stager:
     one of two page-locked buffers of its own (NumPy's copy drops the GIL) and sends it on a
     stream of its own while it fills the other. ``upload(arrays)`` returns the device arrays
     (same shapes and types; an array already on the device is passed through) once every piece
-    has landed. The threads' streams start after the work queued on the caller's stream so far
+    has landed; :meth:`fill` does the same with each piece written into the buffer by a function
+    of the caller's (an index's bytes read from its file straight into it). The threads' streams start after the work queued on the caller's stream so far
     (the new arrays may reuse memory that work still reads). Made on ``device``; a ``with``
     block or :meth:`close` ends the threads (the buffers go back to CuPy's pinned pool). One
     upload at a time: the threads' buffers are the Stager's."""
