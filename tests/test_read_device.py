@@ -52,6 +52,17 @@ def _flip(src, dst, name, at):
     flip_in_place(dst, name, at)
 
 
+def _csr_and_rows(seed, C, k):
+    """A random CSR of ``C`` rows (0..8 entries each) and ``k`` of its rows written again
+    (``(ip, ix, rows, offsets, values)``, host arrays)."""
+    r = np.random.default_rng(seed)
+    ip = np.concatenate([[0], np.cumsum(r.integers(0, 9, C))]).astype(np.int64)
+    ix = r.integers(0, C, int(ip[-1])).astype(np.uint32)
+    rows = np.sort(r.choice(C, k, replace=False)).astype(np.int64)
+    off = np.concatenate([[0], np.cumsum(r.integers(0, 9, k))]).astype(np.int64)
+    return ip, ix, rows, off, r.integers(0, C, int(off[-1])).astype(np.uint32)
+
+
 def test_the_deferred_datasets_land_equal_to_the_whole_read(base):
     path, _ = base
     idx = distgrail.open_index(path, defer=DEVICE_DATASETS)
@@ -170,12 +181,7 @@ def test_a_base_csr_that_is_no_offset_array_is_refused_before_its_rows_are_moved
             csr_rows_replaced_on(np, np.array(ip, np.int64), ix, np.array([1]), np.array([0, 2]),
                                  np.zeros(2, np.uint32), where="b.h5")
     monkeypatch.setattr(read_device, "CSR_PIECE_ENTRIES", 3)  # (many pieces, rows larger than a piece)
-    r = np.random.default_rng(8)
-    ip = np.concatenate([[0], np.cumsum(r.integers(0, 9, 300))]).astype(np.int64)
-    ix = r.integers(0, 300, int(ip[-1])).astype(np.uint32)
-    rows = np.sort(r.choice(300, 40, replace=False)).astype(np.int64)
-    off = np.concatenate([[0], np.cumsum(r.integers(0, 9, 40))]).astype(np.int64)
-    v = r.integers(0, 300, int(off[-1])).astype(np.uint32)
+    ip, ix, rows, off, v = _csr_and_rows(8, 300, 40)
     want, got = csr_rows_replaced(ip, ix, rows, off, v), csr_rows_replaced_on(np, ip, ix, rows, off, v)
     assert np.array_equal(got[0], want[0]) and np.array_equal(got[1], want[1])
 
@@ -382,12 +388,7 @@ def test_gpu_a_patched_index_lands_on_the_device_equal_and_its_csr_rows_as_the_h
     whole = distgrail.open_index(path)
     for n, a in got.items():
         assert isinstance(a, cp.ndarray) and np.array_equal(cp.asnumpy(a), whole.arrays[n]), n
-    r = np.random.default_rng(4)
-    ip = np.concatenate([[0], np.cumsum(r.integers(0, 9, 5000))]).astype(np.int64)
-    ix = r.integers(0, 5000, int(ip[-1])).astype(np.uint32)
-    rows = np.sort(r.choice(5000, 700, replace=False)).astype(np.int64)
-    off = np.concatenate([[0], np.cumsum(r.integers(0, 9, 700))]).astype(np.int64)
-    v = r.integers(0, 5000, int(off[-1])).astype(np.uint32)
+    ip, ix, rows, off, v = _csr_and_rows(4, 5000, 700)
     want = csr_rows_replaced(ip, ix, rows, off, v)
     got = csr_rows_replaced_on(cp, cp.asarray(ip), cp.asarray(ix), rows, off, v)
     assert np.array_equal(cp.asnumpy(got[0]), want[0]) and np.array_equal(cp.asnumpy(got[1]), want[1])
