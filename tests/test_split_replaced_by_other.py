@@ -47,6 +47,13 @@ def _generate(out, *how):
     assert main(["generate", *how, "-o", str(out), "--quiet"]) == 0
 
 
+def _named(how) -> str:
+    """The split index's main file named as the graph ``how`` writes must be (generate refuses a
+    --format its output's extension contradicts)."""
+    fmt = how[how.index("--format") + 1] if "--format" in how else "h5"
+    return {"edgelist": "s.txt", "gra": "s.gra"}.get(fmt, "s.h5")
+
+
 #: writers of a graph file, by the command that runs them
 GRAPHS = {
     "h5 (io.binary)": ("paper", "-n", "60"),
@@ -59,15 +66,15 @@ GRAPHS = {
 
 @pytest.mark.parametrize("how", list(GRAPHS))
 def test_a_generated_graph_over_a_split_index_removes_its_parts(built, tmp_path, how):
-    main_file, parts = _split(built, tmp_path)
+    main_file, parts = _split(built, tmp_path, _named(GRAPHS[how]))
     _generate(main_file, *GRAPHS[how])
     assert not any(os.path.exists(p) for p in parts)
-    assert sorted(os.listdir(tmp_path)) == ["s.h5"]
+    assert sorted(os.listdir(tmp_path)) == [_named(GRAPHS[how])]
 
 
 @pytest.mark.parametrize("how", ["h5 (io.binary)", "edge list (io.writers.write_csr)"])
 def test_a_generated_graph_keeps_the_parts_a_copy_or_link_uses(built, tmp_path, how):
-    main_file, parts = _split(built, tmp_path)
+    main_file, parts = _split(built, tmp_path, _named(GRAPHS[how]))
     shutil.copy2(main_file, tmp_path / "copy.h5")
     os.link(main_file, tmp_path / "linked.h5")
     _generate(main_file, *GRAPHS[how])
