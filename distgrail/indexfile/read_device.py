@@ -205,7 +205,7 @@ class _Host:
     """The CPU backend's :class:`~distgrail.gpu.dma.Stager`: each piece written straight into
     its host array, in turn; arrays already there passed through."""
 
-    piece = 16 << 20
+    from ..gpu.dma import STAGER_PIECE as piece  # (the Stager's piece: the same reads on either backend)
 
     def __enter__(self):
         return self
